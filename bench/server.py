@@ -1,0 +1,122 @@
+"""The leafsearch server process under test: start, kill -9, restart, and its memory and disk use."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from bench.client import Client, HttpError
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def disk_bytes(folder: Path) -> int:
+    """Allocated bytes under `folder`, as `du` counts them (sparse and preallocated files included)."""
+    total = 0
+    for entry in os.scandir(folder):
+        if entry.is_dir(follow_symlinks=False):
+            total += disk_bytes(Path(entry.path))
+        else:
+            total += entry.stat(follow_symlinks=False).st_blocks * 512
+    return total
+
+
+def _descendants(pid: int) -> list[int]:
+    """`pid` and every process below it, in case the server forks workers."""
+    pids = [pid]
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            children = Path(f"/proc/{pid}/task/{tid}/children").read_text().split()
+        except OSError:
+            continue
+        for child in children:
+            pids += _descendants(int(child))
+    return pids
+
+
+class Server:
+    """A `python -m leafsearch serve` subprocess on a fixed port and data folder."""
+
+    def __init__(self, data: Path, log: Path) -> None:
+        self.data = data
+        self.log = log
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._proc: subprocess.Popen | None = None
+
+    @property
+    def pid(self) -> int:
+        assert self._proc is not None, "server not started"
+        return self._proc.pid
+
+    def spawn(self) -> None:
+        """Start the process without waiting; the caller decides what 'ready' means."""
+        command = [sys.executable, "-m", "leafsearch", "serve",
+                   "--port", str(self.port), "--data", str(self.data)]
+        with open(self.log, "ab") as log:
+            self._proc = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+                                          stdin=subprocess.DEVNULL)
+
+    def start(self, timeout: float = 60.0) -> None:
+        self.spawn()
+        self.wait_until(lambda client: client.raw("GET", "/") is not None, timeout)
+
+    def wait_until(self, ready, timeout: float) -> None:
+        """Poll `ready(client)` until it returns true; fail early if the process dies."""
+        deadline = time.monotonic() + timeout
+        client = Client(self.url, timeout=5.0)
+        try:
+            while True:
+                if self._proc is not None and self._proc.poll() is not None:
+                    raise RuntimeError(f"server exited with code {self._proc.returncode}: {self.log_tail()}")
+                try:
+                    if ready(client):
+                        return
+                except (OSError, HttpError):
+                    pass
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"server not ready after {timeout:.0f} s: {self.log_tail()}")
+                time.sleep(0.01)
+        finally:
+            client.close()
+
+    def kill(self) -> None:
+        """kill -9: what a crash looks like to the data folder."""
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.send_signal(signal.SIGKILL)
+            self._proc.wait()
+
+    def stop(self) -> None:
+        if self._proc is None or self._proc.poll() is not None:
+            return
+        self._proc.terminate()
+        try:
+            self._proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.kill()
+
+    def memory_kb(self, field: str) -> int:
+        """`VmHWM` (peak) or `VmRSS` (current) of the server's processes, in kB."""
+        total = 0
+        for pid in _descendants(self.pid):
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith(field + ":"):
+                    total += int(line.split()[1])
+        return total
+
+    def log_tail(self, lines: int = 15) -> str:
+        try:
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"

@@ -1,0 +1,110 @@
+"""The same rows in SQLite, queried the way a careful application would: the baseline of every ratio.
+
+SQLite is also the oracle of the correctness checks: the timestamps at a given depth of a sorted
+result do not depend on how ties are broken, so they must equal what leafsearch returns there.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from pathlib import Path
+
+from bench.generate import Dataset
+
+COLUMNS = "ts, id, status, service, user_id, bytes, message"
+# Sorts before every real (ts, id) in descending order: the keyset "after" of a first page.
+TOP = (2**62, "")
+
+
+class SqliteBaseline:
+    """`docs` table with an index on (ts, id); an FTS5 index on `message` is built on first need.
+
+    `match` arguments are None (all rows) or (term, service): the `match` + `term` query of W1/W3.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._db = sqlite3.connect(path)
+        self._fts = False
+        self.load_seconds = 0.0
+
+    def load(self, dataset: Dataset) -> None:
+        """Insert every row in one transaction and build the sort index, timed as `load_seconds`.
+
+        The index build is timed too: leafsearch's figure also covers making the rows searchable.
+        """
+        start = time.perf_counter()
+        with self._db:
+            self._db.execute(
+                "CREATE TABLE docs (id TEXT PRIMARY KEY, ts INTEGER, status INTEGER, service TEXT,"
+                " user_id TEXT, bytes INTEGER, message TEXT)"
+            )
+            self._db.executemany("INSERT INTO docs (id, ts, status, service, user_id, bytes, message)"
+                                 " VALUES (?, ?, ?, ?, ?, ?, ?)", dataset.rows())
+            self._db.execute("CREATE INDEX docs_ts_id ON docs (ts, id)")
+        self.load_seconds = time.perf_counter() - start
+
+    def file_bytes(self) -> int:
+        return self.path.stat().st_size
+
+    def _filter(self, match: tuple[str, str] | None) -> tuple[str, list]:
+        if match is None:
+            return "", []
+        if not self._fts:
+            with self._db:
+                self._db.execute("CREATE VIRTUAL TABLE fts USING fts5(message, content='docs')")
+                self._db.execute("INSERT INTO fts(fts) VALUES ('rebuild')")
+            self._fts = True
+        term, service = match
+        return "service = ? AND rowid IN (SELECT rowid FROM fts WHERE fts MATCH ?) AND ", [service, term]
+
+    def count(self, match: tuple[str, str] | None = None) -> int:
+        where, params = self._filter(match)
+        return self._db.execute(f"SELECT count(*) FROM docs WHERE {where}1", params).fetchone()[0]
+
+    def offset_page(self, offset: int, size: int, match: tuple[str, str] | None = None) -> list[tuple]:
+        """Rows `offset`..`offset+size` by descending ts: what `from`/`size` paging does."""
+        where, params = self._filter(match)
+        return self._db.execute(
+            f"SELECT {COLUMNS} FROM docs WHERE {where}1 ORDER BY ts DESC LIMIT ? OFFSET ?",
+            [*params, size, offset],
+        ).fetchall()
+
+    def keyset_page(self, after: tuple[int, str], size: int,
+                    match: tuple[str, str] | None = None) -> list[tuple]:
+        """Rows after the key `after` in (ts, id) descending order: what `search_after` does."""
+        where, params = self._filter(match)
+        return self._db.execute(
+            f"SELECT {COLUMNS} FROM docs WHERE {where}(ts, id) < (?, ?) ORDER BY ts DESC, id DESC LIMIT ?",
+            [*params, *after, size],
+        ).fetchall()
+
+    def keyset_after(self, depth: int, match: tuple[str, str] | None = None) -> tuple[int, str]:
+        """The key whose keyset page starts at `depth`."""
+        if depth == 0:
+            return TOP
+        where, params = self._filter(match)
+        return tuple(self._db.execute(
+            f"SELECT ts, id FROM docs WHERE {where}1 ORDER BY ts DESC, id DESC LIMIT 1 OFFSET ?",
+            [*params, depth - 1],
+        ).fetchone())
+
+    def walk(self, size: int, match: tuple[str, str] | None = None) -> int:
+        """Read every row by keyset pages of `size`; the number of rows read."""
+        after, seen = TOP, 0
+        while page := self.keyset_page(after, size, match):
+            seen += len(page)
+            after = page[-1][:2]
+        return seen
+
+    def scan(self, batch: int) -> int:
+        """Read every row into Python in storage order, as an export would."""
+        cursor = self._db.execute(f"SELECT {COLUMNS} FROM docs")
+        seen = 0
+        while rows := cursor.fetchmany(batch):
+            seen += len(rows)
+        return seen
+
+    def close(self) -> None:
+        self._db.close()

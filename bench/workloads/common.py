@@ -1,0 +1,73 @@
+"""Index set-up and search helpers shared by the workloads."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from bench.client import HttpError
+from bench.generate import MAPPING
+from bench.harness import CheckFailed, Context, check
+
+BULK_CHUNK = 5_000
+
+
+def create_index(ctx: Context, name: str) -> None:
+    """A fresh index with the benchmark mapping (an older one of that name is deleted)."""
+    try:
+        ctx.http.raw("DELETE", f"/{name}")
+    except HttpError as error:
+        if error.status != 404:
+            raise
+    ctx.http.json("PUT", f"/{name}", {"mappings": MAPPING})
+
+
+def bulk_raw(ctx: Context, name: str, bodies: list[bytes]) -> int:
+    """POST pre-encoded NDJSON bodies; the number of documents the server acknowledged."""
+    indexed = 0
+    for body in bodies:
+        response = orjson.loads(ctx.http.raw("POST", f"/{name}/_bulk", body, "application/x-ndjson"))
+        failed = [item for item in response["items"] if "error" in next(iter(item.values()))]
+        check(not response["errors"] and not failed,
+              f"bulk reported errors, first: {failed[0] if failed else response['errors']}")
+        indexed += len(response["items"])
+    return indexed
+
+
+def count(ctx: Context, name: str) -> int:
+    return ctx.http.json("GET", f"/{name}/_count")["count"]
+
+
+def refresh(ctx: Context, name: str) -> None:
+    ctx.http.json("POST", f"/{name}/_refresh")
+
+
+def ensure_loaded(ctx: Context) -> None:
+    """Make sure the benchmark index holds the dataset, whether or not W0 ran (or succeeded)."""
+    try:
+        if count(ctx, ctx.index) == len(ctx.dataset):
+            return
+    except HttpError as error:
+        if error.status != 404:
+            raise
+    create_index(ctx, ctx.index)
+    bulk_raw(ctx, ctx.index, ctx.dataset.bulk_bodies(BULK_CHUNK))
+    refresh(ctx, ctx.index)
+    check(count(ctx, ctx.index) == len(ctx.dataset), "the index does not hold every document after loading")
+
+
+def search(ctx: Context, body: dict[str, Any], path: str | None = None) -> dict[str, Any]:
+    return ctx.http.json("POST", path or f"/{ctx.index}/_search", body)
+
+
+def check_timestamps(hits: list[dict], expected: list[tuple], what: str) -> None:
+    """The page's sort timestamps must be SQLite's at the same depth (ties do not change them)."""
+    got = [hit["sort"][0] for hit in hits]
+    want = [row[0] for row in expected]
+    if got == want:
+        return
+    differ = (i for i, (a, b) in enumerate(zip(got, want, strict=False)) if a != b)
+    at = next(differ, min(len(got), len(want)))
+    raise CheckFailed(f"{what}: {len(got)} hits, SQLite has {len(want)}; first difference at hit {at}: "
+                      f"{got[at:at + 1]} vs {want[at:at + 1]}")

@@ -1,0 +1,70 @@
+"""W0: bulk indexing throughput, size on disk, peak memory, and restart time after kill -9."""
+
+from __future__ import annotations
+
+from elasticsearch import helpers
+
+from bench.harness import CheckFailed, Context, Recorder, Row, Stopwatch, check
+from bench.server import disk_bytes
+from bench.workloads.common import BULK_CHUNK, bulk_raw, count, create_index, refresh
+
+RAW_INDEX = "bench-raw"
+RESTART_TIMEOUT_S = 120.0
+
+
+def run(ctx: Context) -> list[Row]:
+    rec = Recorder("W0")
+    n = len(ctx.dataset)
+    bulk = rec.plan(f"helpers.bulk, chunks of {BULK_CHUNK}", "docs/s", (">=", 50_000))
+    raw = rec.plan(f"raw NDJSON POST /_bulk, chunks of {BULK_CHUNK}", "docs/s", (">=", 50_000))
+    disk = rec.plan("data folder after refresh (du / N)", "bytes/doc", ("<=", 240))
+    rss = rec.plan("server peak RSS after indexing (VmHWM)", "MB", ("<=", 1024))
+    restart = rec.plan("restart after kill -9 until _count = N", "s", ("<=", 2))
+    for name in (bulk, raw):
+        rec.baseline(name, n / ctx.sqlite.load_seconds)
+    rec.baseline(disk, ctx.sqlite.file_bytes() / n)
+
+    with rec.step(bulk):
+        create_index(ctx, ctx.index)
+        watch = Stopwatch()
+        indexed, _ = helpers.bulk(ctx.es, ctx.dataset.actions(ctx.index), chunk_size=BULK_CHUNK)
+        seconds = watch.seconds()
+        refresh(ctx, ctx.index)
+        seen = count(ctx, ctx.index)
+        check(indexed == n and seen == n, f"helpers.bulk indexed {indexed}, _count {seen}, want {n}")
+        rec.set(bulk, n / seconds)
+
+    # Memory and disk are read before the second index exists, so they describe N documents.
+    with rec.step(rss):
+        rec.value(bulk)
+        rec.set(rss, ctx.own_server().memory_kb("VmHWM") / 1024)
+    with rec.step(disk):
+        rec.value(bulk)
+        rec.set(disk, disk_bytes(ctx.own_server().data) / n)
+
+    with rec.step(raw):
+        bodies = ctx.dataset.bulk_bodies(BULK_CHUNK)
+        create_index(ctx, RAW_INDEX)
+        watch = Stopwatch()
+        indexed = bulk_raw(ctx, RAW_INDEX, bodies)
+        seconds = watch.seconds()
+        refresh(ctx, RAW_INDEX)
+        seen = count(ctx, RAW_INDEX)
+        check(indexed == n and seen == n, f"raw _bulk indexed {indexed}, _count {seen}, want {n}")
+        ctx.http.raw("DELETE", f"/{RAW_INDEX}")
+        rec.set(raw, n / seconds)
+
+    with rec.step(restart):
+        rec.value(bulk)
+        server = ctx.own_server()
+        server.kill()
+        ctx.http.close()
+        watch = Stopwatch()
+        server.spawn()
+        try:
+            server.wait_until(lambda client: client.json("GET", f"/{ctx.index}/_count")["count"] == n,
+                              RESTART_TIMEOUT_S)
+        except TimeoutError:
+            raise CheckFailed(f"_count is {count(ctx, ctx.index)} after restart, want {n}") from None
+        rec.set(restart, watch.seconds())
+    return rec.finish()

@@ -1,0 +1,19 @@
+"""leafsearch: an Elasticsearch-compatible search server in Python, built for walking large result sets."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from leafsearch.node import Node
+
+__all__ = ["Node"]
+
+
+def __getattr__(name: str):
+    # Imported lazily so that `leafsearch serve --help` and the CLI start without loading numpy.
+    if name == "Node":
+        from leafsearch.node import Node
+
+        return Node
+    raise AttributeError(name)

@@ -1,0 +1,5 @@
+"""`python -m leafsearch serve ...`."""
+
+from leafsearch.cli import main
+
+main()

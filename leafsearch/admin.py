@@ -1,0 +1,477 @@
+"""Index administration: names, index expressions, create/delete/get, mappings, settings, health.
+
+These are the rules Elasticsearch applies before an index changes, with its exact refusals, kept
+apart from the engine so the REST layer and in-process callers share them. Functions take typed
+arguments; the REST layer parses query parameters.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from leafsearch.errors import (
+    ActionRequestValidation,
+    IllegalArgument,
+    IndexNotFound,
+    InvalidIndexName,
+    ParseException,
+    ResourceAlreadyExists,
+)
+from leafsearch.index.mapping import Mapping as IndexMapping
+from leafsearch.settings import (
+    index_defaults,
+    index_setting,
+    is_dynamic_index_setting,
+    nest,
+    parse_index_settings,
+)
+
+if TYPE_CHECKING:
+    from leafsearch.index.index import Index
+    from leafsearch.node import Node
+
+MAX_INDEX_NAME_BYTES = 255
+# Java's Set.toString order of Strings.INVALID_FILENAME_CHARS, as it appears in Elasticsearch's message.
+_INVALID_CHARS_TEXT = '[ , ", *, \\, <, |, ,, >, /, ?]'
+_INVALID_CHARS = frozenset('\\/*?"<>| ,')
+# `index.version.created` of an index created by Elasticsearch 8.17.0.
+INDEX_VERSION_CREATED = "8518000"
+_WILDCARD_STATES = frozenset({"open", "closed", "hidden", "none", "all"})
+
+
+# ---------------------------------------------------------------------------------------------
+# names and expressions
+
+
+def validate_index_name(name: str) -> None:
+    """Refuse a name Elasticsearch would refuse, in its order of checks and with its reasons."""
+    if any(c in _INVALID_CHARS for c in name):
+        raise InvalidIndexName(name, f"must not contain the following characters {_INVALID_CHARS_TEXT}")
+    if not name:
+        raise InvalidIndexName(name, "must not be empty")
+    if "#" in name:
+        raise InvalidIndexName(name, "must not contain '#'")
+    if ":" in name:
+        raise InvalidIndexName(name, "must not contain ':'")
+    if name[0] in "_-+":
+        raise InvalidIndexName(name, "must not start with '_', '-', or '+'")
+    size = len(name.encode())
+    if size > MAX_INDEX_NAME_BYTES:
+        raise InvalidIndexName(name, f"index name is too long, ({size} > {MAX_INDEX_NAME_BYTES})")
+    if name in (".", ".."):
+        raise InvalidIndexName(name, "must not be '.' or '..'")
+    if name.lower() != name:
+        raise InvalidIndexName(name, "must be lowercase")
+
+
+def _is_hidden(index: Any) -> bool:
+    return getattr(index, "settings", {}).get("index.hidden") == "true"
+
+
+def _wildcard_states(expand_wildcards: str) -> set[str]:
+    states: set[str] = set()
+    for state in expand_wildcards.split(","):
+        state = state.strip()
+        if state not in _WILDCARD_STATES:
+            raise IllegalArgument(f"No valid expand wildcard value [{state}]")
+        if state == "all":
+            states |= {"open", "closed", "hidden"}
+        elif state != "none":
+            states.add(state)
+    return states
+
+
+def resolve_index_expression(
+    indices: Mapping[str, Any],
+    expr: str | None,
+    *,
+    ignore_unavailable: bool = False,
+    allow_no_indices: bool = True,
+    expand_wildcards: str = "open",
+) -> list[str]:
+    """Concrete index names for an expression: comma lists, wildcards, `_all`, `-exclusions`.
+
+    As Elasticsearch: a `-name` term excludes only after a wildcard term appeared (before one, it
+    is a literal name); a missing concrete name is a 404 unless `ignore_unavailable`; a wildcard
+    matching nothing is an error only when `allow_no_indices` is false.
+    """
+    states = _wildcard_states(expand_wildcards)
+    terms = [t for t in (expr or "").split(",") if t] or ["_all"]
+    resolved: dict[str, None] = {}
+    wildcard_seen = False
+
+    def expand(pattern: str) -> list[str]:
+        if "open" not in states:
+            return []
+        return [
+            name
+            for name, index in sorted(indices.items())
+            if fnmatch.fnmatchcase(name, pattern)
+            and (
+                not _is_hidden(index)
+                or "hidden" in states
+                or (pattern.startswith(".") and name.startswith("."))
+            )
+        ]
+
+    for term in terms:
+        if term.startswith("-") and wildcard_seen:
+            pattern = term[1:]
+            for name in [n for n in resolved if fnmatch.fnmatchcase(n, pattern)]:
+                del resolved[name]
+            continue
+        if term in ("_all", "*") or "*" in term:
+            wildcard_seen = True
+            matches = expand("*" if term == "_all" else term)
+            if not matches and not allow_no_indices:
+                raise IndexNotFound(term)
+            resolved.update(dict.fromkeys(matches))
+        elif term in indices:
+            resolved[term] = None
+        elif not ignore_unavailable:
+            raise IndexNotFound(term)
+    if not resolved and not allow_no_indices:
+        raise IndexNotFound(expr or "_all")
+    return list(resolved)
+
+
+@dataclass(frozen=True, slots=True)
+class IndicesOptions:
+    """How an expression resolves; each API has Elasticsearch's own defaults."""
+
+    ignore_unavailable: bool = False
+    allow_no_indices: bool = True
+    expand_wildcards: str = "open"
+
+    def resolve(self, node: Node, expr: str | None) -> list[Index]:
+        with node.lock:
+            names = resolve_index_expression(
+                node.indices,
+                expr,
+                ignore_unavailable=self.ignore_unavailable,
+                allow_no_indices=self.allow_no_indices,
+                expand_wildcards=self.expand_wildcards,
+            )
+            return [node.indices[name] for name in names]
+
+
+# ---------------------------------------------------------------------------------------------
+# create, delete, get
+
+
+def create_index(node: Node, name: str, body: Mapping[str, Any] | None) -> dict[str, Any]:
+    validate_index_name(name)
+    body = body or {}
+    for key in body:
+        if key not in ("settings", "mappings", "aliases"):
+            raise ParseException(f"unknown key [{key}] for create index")
+    if body.get("aliases"):
+        raise IllegalArgument("aliases are not supported by leafsearch")
+    settings = parse_index_settings(body.get("settings"))
+    mapping = IndexMapping.from_body(body.get("mappings"))
+    with node.lock:
+        existing = node.indices.get(name)
+        if existing is not None:
+            raise _already_exists(existing)
+        node.create_index(name, settings, mapping)
+    return {"acknowledged": True, "shards_acknowledged": True, "index": name}
+
+
+def auto_create_index(node: Node, name: str) -> Index:
+    """The index a write names when it does not exist yet, created as `action.auto_create_index` allows."""
+    allowed = node.cluster_settings.get("action.auto_create_index")
+    if not _auto_create_allowed(allowed, name):
+        error = IndexNotFound(name)
+        error.reason = f"no such index [{name}] and [action.auto_create_index] "
+        error.reason += "is [false]" if allowed == "false" else f"([{allowed}]) doesn't match"
+        raise error
+    validate_index_name(name)
+    with node.lock:
+        existing = node.indices.get(name)
+        if existing is not None:
+            return existing
+        return node.create_index(name, {}, IndexMapping.from_body(None))
+
+
+def _auto_create_allowed(allowed: str, name: str) -> bool:
+    if allowed in ("true", "false"):
+        return allowed == "true"
+    for pattern in allowed.split(","):
+        pattern = pattern.strip()
+        if pattern.startswith("-") and fnmatch.fnmatchcase(name, pattern[1:]):
+            return False
+        if fnmatch.fnmatchcase(name, pattern.removeprefix("+")):
+            return True
+    return False
+
+
+def _already_exists(index: Index) -> ResourceAlreadyExists:
+    return ResourceAlreadyExists(
+        f"index [{index.name}/{index.uuid}] already exists",
+        extra={"index_uuid": index.uuid, "index": index.name},
+    )
+
+
+def delete_indices(node: Node, expr: str, options: IndicesOptions) -> dict[str, Any]:
+    if node.cluster_settings.get("action.destructive_requires_name"):
+        terms = [t for t in expr.split(",") if t]
+        if not terms or any(t == "_all" or "*" in t for t in terms):
+            raise IllegalArgument("Wildcard expressions or all indices are not allowed")
+    with node.lock:
+        for index in options.resolve(node, expr):
+            node.drop_index(index.name)
+    return {"acknowledged": True}
+
+
+def get_indices(
+    node: Node, expr: str, options: IndicesOptions, *, flat: bool = False, include_defaults: bool = False
+) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for index in options.resolve(node, expr):
+        entry: dict[str, Any] = {
+            "aliases": {},
+            "mappings": index.mapping.to_body(),
+            "settings": _shape(index_settings(index), flat),
+        }
+        if include_defaults:
+            entry["defaults"] = _shape(_unset_defaults(index), flat)
+        result[index.name] = entry
+    return result
+
+
+def index_settings(index: Index) -> dict[str, Any]:
+    """Flat settings of an index as `GET <index>/_settings` shows them, including the node-set ones."""
+    flat = dict(index.settings)
+    flat.setdefault("index.number_of_shards", str(index.num_shards))
+    flat.setdefault("index.number_of_replicas", "1")
+    flat.update(
+        {
+            "index.uuid": index.uuid,
+            "index.creation_date": str(index.creation_date),
+            "index.provided_name": index.name,
+            "index.version.created": INDEX_VERSION_CREATED,
+            "index.routing.allocation.include._tier_preference": "data_content",
+        }
+    )
+    return flat
+
+
+def _unset_defaults(index: Index) -> dict[str, Any]:
+    current = index_settings(index)
+    return {k: v for k, v in index_defaults().items() if k not in current}
+
+
+def _shape(flat: dict[str, Any], as_flat: bool) -> dict[str, Any]:
+    return dict(sorted(flat.items())) if as_flat else nest(flat)
+
+
+# ---------------------------------------------------------------------------------------------
+# mappings and settings
+
+
+def get_mappings(node: Node, expr: str | None, options: IndicesOptions) -> dict[str, Any]:
+    return {index.name: {"mappings": index.mapping.to_body()} for index in options.resolve(node, expr)}
+
+
+def put_mapping(
+    node: Node, expr: str | None, body: Mapping[str, Any] | None, options: IndicesOptions
+) -> dict:
+    if not body:
+        raise ActionRequestValidation("mapping source is required")
+    for index in options.resolve(node, expr):
+        with index.lock:
+            index.mapping.merge(dict(body))
+            index.persist_meta()
+    return {"acknowledged": True}
+
+
+def get_settings(
+    node: Node,
+    expr: str | None,
+    options: IndicesOptions,
+    *,
+    names: str | None = None,
+    flat: bool = False,
+    include_defaults: bool = False,
+) -> dict[str, Any]:
+    patterns = [p for p in (names or "").split(",") if p and p != "_all"]
+
+    def keep(settings: dict[str, Any]) -> dict[str, Any]:
+        if not patterns:
+            return settings
+        return {k: v for k, v in settings.items() if any(fnmatch.fnmatchcase(k, p) for p in patterns)}
+
+    result: dict[str, Any] = {}
+    for index in options.resolve(node, expr):
+        settings = keep(index_settings(index))
+        defaults = keep(_unset_defaults(index)) if include_defaults else {}
+        if not settings and not defaults:
+            continue
+        entry = {"settings": _shape(settings, flat)}
+        if include_defaults:
+            entry["defaults"] = _shape(defaults, flat)
+        result[index.name] = entry
+    return result
+
+
+def put_settings(
+    node: Node, expr: str | None, body: Mapping[str, Any] | None, options: IndicesOptions
+) -> dict:
+    """`PUT <index>/_settings`: the body may wrap the settings in `settings`, as Elasticsearch allows."""
+    if not isinstance(body, Mapping):
+        raise ActionRequestValidation("no settings to update")
+    inner = body.get("settings")
+    updates = parse_index_settings(inner if isinstance(inner, Mapping) else body, for_update=True)
+    if not updates:
+        raise ActionRequestValidation("no settings to update")
+    targets = options.resolve(node, expr)
+    static = sorted(k for k in updates if not is_dynamic_index_setting(k))
+    if static and targets:
+        opened = ", ".join(f"[{i.name}/{i.uuid}]" for i in targets)
+        raise IllegalArgument(
+            f"Can't update non dynamic settings [[{', '.join(static)}]] for open indices [{opened}]"
+        )
+    for index in targets:
+        index.update_settings(updates)
+    return {"acknowledged": True}
+
+
+# ---------------------------------------------------------------------------------------------
+# refresh, flush, health, cat
+
+
+def _replicas(index: Index) -> int:
+    return int(index_setting(index.settings, "index.number_of_replicas"))
+
+
+def shards_header(indices: list[Index]) -> dict[str, int]:
+    """`_shards` of a broadcast action on one node: replicas count in `total`, never succeed."""
+    primaries = sum(i.num_shards for i in indices)
+    total = sum(i.num_shards * (1 + _replicas(i)) for i in indices)
+    return {"total": total, "successful": primaries, "failed": 0}
+
+
+def refresh(node: Node, expr: str | None, options: IndicesOptions) -> dict[str, Any]:
+    targets = options.resolve(node, expr)
+    for index in targets:
+        index.refresh()
+    return {"_shards": shards_header(targets)}
+
+
+def flush(node: Node, expr: str | None, options: IndicesOptions) -> dict[str, Any]:
+    """Every acknowledged write is already fsynced in the translog; a flush only has to answer."""
+    return {"_shards": shards_header(options.resolve(node, expr))}
+
+
+def index_health(index: Index) -> str:
+    """One node holds every primary and none of the replicas, as a one-node Elasticsearch does."""
+    return "yellow" if _replicas(index) > 0 else "green"
+
+
+_HEALTH_ORDER = {"green": 0, "yellow": 1, "red": 2}
+
+
+def cluster_health(
+    node: Node,
+    expr: str | None,
+    *,
+    level: str = "cluster",
+    wait_for_status: str | None = None,
+    timeout: float = 30.0,
+) -> tuple[int, dict[str, Any]]:
+    """(HTTP status, body). Named indices and `wait_for_status` are waited for until `timeout`; a
+    request that times out answers 408 with `timed_out: true`, as Elasticsearch does."""
+    if level not in ("cluster", "indices", "shards"):
+        raise IllegalArgument(f"No enum constant org.elasticsearch.action.ClusterStatsLevel.{level.upper()}")
+    if wait_for_status is not None and wait_for_status not in _HEALTH_ORDER:
+        raise IllegalArgument(f"unknown cluster health status [{wait_for_status}]")
+    deadline = time.monotonic() + timeout
+    while True:
+        body = _health_body(node, expr, level)
+        satisfied = body["status"] != "red" and (
+            wait_for_status is None or _HEALTH_ORDER[body["status"]] <= _HEALTH_ORDER[wait_for_status]
+        )
+        if satisfied or time.monotonic() >= deadline:
+            body["timed_out"] = not satisfied
+            return (408 if not satisfied else 200), body
+        time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
+
+
+def _health_body(node: Node, expr: str | None, level: str) -> dict[str, Any]:
+    missing = False
+    with node.lock:
+        if expr:
+            try:
+                targets = IndicesOptions().resolve(node, expr)
+            except IndexNotFound:
+                targets, missing = [], True
+        else:
+            targets = IndicesOptions(expand_wildcards="all").resolve(node, None)
+    primaries = sum(i.num_shards for i in targets)
+    unassigned = sum(i.num_shards * _replicas(i) for i in targets)
+    statuses = [index_health(i) for i in targets]
+    status = "red" if missing else max(statuses, key=_HEALTH_ORDER.__getitem__, default="green")
+    body: dict[str, Any] = {
+        "cluster_name": node.cluster_name,
+        "status": status,
+        "timed_out": False,
+        "number_of_nodes": 1,
+        "number_of_data_nodes": 1,
+        "active_primary_shards": primaries,
+        "active_shards": primaries,
+        "relocating_shards": 0,
+        "initializing_shards": 0,
+        "unassigned_shards": unassigned,
+        "unassigned_primary_shards": 0,
+        "delayed_unassigned_shards": 0,
+        "number_of_pending_tasks": 0,
+        "number_of_in_flight_fetch": 0,
+        "task_max_waiting_in_queue_millis": 0,
+        "active_shards_percent_as_number": 100.0 * primaries / (primaries + unassigned)
+        if unassigned
+        else 100.0,
+    }
+    if level != "cluster":
+        body["indices"] = {
+            i.name: {
+                "status": index_health(i),
+                "number_of_shards": i.num_shards,
+                "number_of_replicas": _replicas(i),
+                "active_primary_shards": i.num_shards,
+                "active_shards": i.num_shards,
+                "relocating_shards": 0,
+                "initializing_shards": 0,
+                "unassigned_shards": i.num_shards * _replicas(i),
+                "unassigned_primary_shards": 0,
+            }
+            for i in targets
+        }
+    return body
+
+
+def cat_indices_rows(node: Node, expr: str | None, options: IndicesOptions) -> list[dict[str, Any]]:
+    """One row per index with the raw values `_cat/indices` formats (sizes in bytes)."""
+    rows = []
+    for index in options.resolve(node, expr):
+        size = index.store_size_bytes()
+        rows.append(
+            {
+                "health": index_health(index),
+                "status": "open",
+                "index": index.name,
+                "uuid": index.uuid,
+                "pri": index.num_shards,
+                "rep": _replicas(index),
+                "docs.count": index.doc_count(),
+                "docs.deleted": index.deleted_count(),
+                "store.size": size,
+                "pri.store.size": size,
+                "dataset.size": size,
+                "creation.date": index.creation_date,
+            }
+        )
+    return rows

@@ -1,0 +1,574 @@
+"""Document writes and realtime reads: index, create, get, delete, update, bulk.
+
+These are Node methods (bound in node.py). Every write is parsed against the mapping before it is
+logged, so a value that does not fit its field changes nothing; the translog is fsynced before
+the response is returned, so an acknowledged write survives `kill -9`.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import time
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from leafsearch.errors import (
+    ActionRequestValidation,
+    DocumentMissing,
+    ElasticError,
+    IllegalArgument,
+    IndexNotFound,
+    VersionConflict,
+)
+from leafsearch.index.shard import PRIMARY_TERM, DocState, Shard
+from leafsearch.rawjson import RawJSON
+
+if TYPE_CHECKING:
+    from leafsearch.index.index import Index
+    from leafsearch.node import Node
+
+MAX_ID_BYTES = 512
+
+
+def generate_id() -> str:
+    """A 20-character URL-safe id, like Elasticsearch's auto-generated ids."""
+    return base64.urlsafe_b64encode(os.urandom(15)).decode()
+
+
+def _write_index(node: Node, name: str) -> Index:
+    """The target of a write, created with default settings when missing (auto-create)."""
+    index = node.indices.get(name)
+    if index is not None:
+        return index
+    from leafsearch.admin import auto_create_index
+
+    return auto_create_index(node, name)
+
+
+def _shards_header(index: Index) -> dict[str, int]:
+    replicas = int(index.setting("index.number_of_replicas"))
+    return {"total": 1 + replicas, "successful": 1, "failed": 0}
+
+
+def _check_id(doc_id: str) -> None:
+    size = len(doc_id.encode())
+    if size > MAX_ID_BYTES:
+        raise ActionRequestValidation(
+            f"id [{doc_id}] is too long, must be no longer than 512 bytes but was: {size}"
+        )
+    if not doc_id:
+        raise ActionRequestValidation("if _id is specified it must not be empty")
+
+
+def _check_seq_no(doc_id: str, prior: DocState | None, if_seq_no: int | None, if_primary_term: int | None) -> None:
+    if if_seq_no is None and if_primary_term is None:
+        return
+    if prior is None or prior.deleted:
+        raise VersionConflict(
+            f"[{doc_id}]: version conflict, required seqNo [{if_seq_no}], primary term [{if_primary_term}]."
+            " but no document was found"
+        )
+    if prior.seq_no != if_seq_no or (if_primary_term is not None and if_primary_term != PRIMARY_TERM):
+        raise VersionConflict(
+            f"[{doc_id}]: version conflict, required seqNo [{if_seq_no}], primary term [{if_primary_term}]."
+            f" current document has seqNo [{prior.seq_no}] and primary term [{PRIMARY_TERM}]"
+        )
+
+
+def _exists(state: DocState | None) -> bool:
+    return state is not None and not state.deleted
+
+
+def _apply_index(
+    index: Index,
+    shard: Shard,
+    doc_id: str,
+    source: bytes,
+    *,
+    op_type: str,
+    routing: str | None,
+    if_seq_no: int | None,
+    if_primary_term: int | None,
+    auto_id: bool = False,
+    parsed=None,
+) -> dict[str, Any]:
+    """One index/create operation against a shard whose lock the caller holds."""
+    if parsed is None:
+        parsed = index.parse(source, doc_id)
+    prior = None if auto_id else shard.current(doc_id)
+    if op_type == "create" and _exists(prior):
+        raise VersionConflict(
+            f"[{doc_id}]: version conflict, document already exists (current version [{prior.version}])",
+            extra={"index_uuid": index.uuid, "shard": str(shard.shard_id), "index": index.name},
+        )
+    _check_seq_no(doc_id, prior, if_seq_no, if_primary_term)
+    version = (prior.version + 1) if prior is not None and prior.version > 0 else 1
+    seq_no = shard.index(doc_id, parsed, routing, prior, version)
+    return {
+        "_index": index.name,
+        "_id": doc_id,
+        "_version": version,
+        "result": "updated" if _exists(prior) else "created",
+        "_shards": _shards_header(index),
+        "_seq_no": seq_no,
+        "_primary_term": PRIMARY_TERM,
+    }
+
+
+def _after_write(node: Node, index: Index, shards: set[Shard], refresh: str | None, response: dict) -> None:
+    """Make the writes durable (fsync), then honour `?refresh`."""
+    for shard in shards:
+        shard.sync()
+    index.last_write = time.monotonic()
+    if refresh in ("true", ""):
+        for shard in shards:
+            shard.refresh()
+        response["forced_refresh"] = True
+    elif refresh == "wait_for":
+        for shard in shards:
+            shard.refresh()
+    elif refresh not in (None, "false"):
+        raise IllegalArgument(f"Unknown value for refresh: [{refresh}].")
+
+
+def _check_refresh(refresh: str | None) -> None:
+    if refresh not in (None, "", "true", "false", "wait_for"):
+        raise IllegalArgument(f"Unknown value for refresh: [{refresh}].")
+
+
+def index_doc(
+    node: Node,
+    index_name: str,
+    doc_id: str | None,
+    source: bytes,
+    *,
+    op_type: str = "index",
+    routing: str | None = None,
+    refresh: str | None = None,
+    if_seq_no: int | None = None,
+    if_primary_term: int | None = None,
+    require_alias: bool = False,
+) -> dict[str, Any]:
+    _check_refresh(refresh)
+    if op_type not in ("index", "create"):
+        raise IllegalArgument(f"opType must be 'create' or 'index', found: [{op_type}]")
+    if op_type == "create" and (if_seq_no is not None or if_primary_term is not None):
+        raise ActionRequestValidation("create operations do not support compare and set. use index instead")
+    auto_id = doc_id is None
+    if auto_id:
+        doc_id = generate_id()
+        if op_type == "index":
+            op_type = "create"
+    _check_id(doc_id)
+    index = _write_index(node, index_name)
+    _check_routing_required(index, routing, doc_id)
+    shard = index.shard_of(doc_id, routing)
+    parsed = index.parse(source, doc_id)
+    with shard.lock:
+        response = _apply_index(
+            index,
+            shard,
+            doc_id,
+            source,
+            op_type=op_type,
+            routing=routing,
+            if_seq_no=if_seq_no,
+            if_primary_term=if_primary_term,
+            auto_id=auto_id,
+            parsed=parsed,
+        )
+    _after_write(node, index, {shard}, refresh, response)
+    return response
+
+
+def _check_routing_required(index: Index, routing: str | None, doc_id: str) -> None:
+    if routing is None and index.mapping.routing_required:
+        raise ElasticError(
+            f"routing is required for [{index.name}]/[{doc_id}]",
+            status=400,
+            error_type="routing_missing_exception",
+            extra={"index_uuid": index.uuid, "index": index.name},
+        )
+
+
+def _read_index(node: Node, index_name: str) -> Index:
+    index = node.indices.get(index_name)
+    if index is None:
+        raise IndexNotFound(index_name)
+    return index
+
+
+def get_doc(
+    node: Node,
+    index_name: str,
+    doc_id: str,
+    *,
+    routing: str | None = None,
+    realtime: bool = True,
+    refresh: bool = False,
+) -> dict[str, Any] | None:
+    """The current document (realtime: unrefreshed writes included), None when absent."""
+    index = _read_index(node, index_name)
+    shard = index.shard_of(doc_id, routing)
+    if refresh:
+        shard.refresh()
+    if realtime:
+        with shard.lock:
+            state = shard.current(doc_id)
+            if not _exists(state):
+                return None
+            source = shard.get_source(state)
+    else:
+        state, source = _get_from_searcher(shard, doc_id)
+        if state is None:
+            return None
+    body: dict[str, Any] = {
+        "_index": index.name,
+        "_id": doc_id,
+        "_version": state.version,
+        "_seq_no": state.seq_no,
+        "_primary_term": PRIMARY_TERM,
+        "found": True,
+    }
+    if state.routing is not None:
+        body["_routing"] = state.routing
+    body["_source"] = RawJSON(source)
+    return body
+
+
+def _get_from_searcher(shard: Shard, doc_id: str) -> tuple[DocState | None, bytes]:
+    """A non-realtime get reads the last published snapshot, as Elasticsearch does."""
+    from leafsearch.index.segment import to_term_array
+
+    searcher = shard.acquire_searcher()
+    try:
+        key = to_term_array([doc_id])
+        for view in reversed(searcher.views):
+            seg = view.segment
+            lo, hi = seg.lookup_ids(key)
+            for i in range(int(lo[0]), int(hi[0])):
+                doc = int(seg.id_docs[i])
+                if view.live is None or view.live[doc]:
+                    state = DocState(int(seg.versions[doc]), int(seg.seq_nos[doc]), False, seg, doc)
+                    return state, seg.sources([doc])[0]
+        return None, b""
+    finally:
+        searcher.release()
+
+
+def delete_doc(
+    node: Node,
+    index_name: str,
+    doc_id: str,
+    *,
+    routing: str | None = None,
+    refresh: str | None = None,
+    if_seq_no: int | None = None,
+    if_primary_term: int | None = None,
+) -> dict[str, Any]:
+    """Delete by id; `result: not_found` (the REST layer answers 404) when absent."""
+    _check_refresh(refresh)
+    index = _read_index(node, index_name)
+    shard = index.shard_of(doc_id, routing)
+    with shard.lock:
+        response = _apply_delete(index, shard, doc_id, if_seq_no, if_primary_term)
+    _after_write(node, index, {shard}, refresh, response)
+    return response
+
+
+def _apply_delete(
+    index: Index, shard: Shard, doc_id: str, if_seq_no: int | None, if_primary_term: int | None
+) -> dict[str, Any]:
+    prior = shard.current(doc_id)
+    _check_seq_no(doc_id, prior, if_seq_no, if_primary_term)
+    found = _exists(prior)
+    version = (prior.version + 1) if prior is not None and prior.version > 0 else 1
+    seq_no = shard.delete(doc_id, prior, version)  # type: ignore[arg-type]
+    return {
+        "_index": index.name,
+        "_id": doc_id,
+        "_version": version,
+        "result": "deleted" if found else "not_found",
+        "_shards": _shards_header(index),
+        "_seq_no": seq_no,
+        "_primary_term": PRIMARY_TERM,
+    }
+
+
+def _deep_merge(base: dict, patch: dict) -> dict:
+    out = dict(base)
+    for key, value in patch.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+_UPDATE_KEYS = {"doc", "upsert", "doc_as_upsert", "detect_noop", "scripted_upsert", "_source", "script"}
+
+
+def _updated_source(
+    doc_id: str, body: dict, prior_source: bytes | None
+) -> tuple[bytes | None, str]:
+    """(new source, result) of an update request; source None means a no-op."""
+    unknown = set(body) - _UPDATE_KEYS
+    if unknown:
+        raise ElasticError(
+            f"[UpdateRequest] unknown field [{sorted(unknown)[0]}]", status=400, error_type="x_content_parse_exception"
+        )
+    if "script" in body:
+        raise IllegalArgument("scripted updates are not supported by leafsearch; send a partial [doc] instead")
+    doc = body.get("doc")
+    if doc is not None and not isinstance(doc, dict):
+        raise ElasticError("[UpdateRequest] failed to parse field [doc]", status=400,
+                           error_type="x_content_parse_exception")
+    if prior_source is None:
+        if body.get("doc_as_upsert") and doc is not None:
+            return orjson.dumps(doc), "created"
+        if "upsert" in body:
+            return orjson.dumps(body["upsert"]), "created"
+        raise DocumentMissing(f"[{doc_id}]: document missing", extra={"index": "", "shard": "0"})
+    if doc is None:
+        raise ActionRequestValidation("script or doc is missing")
+    current = orjson.loads(prior_source)
+    merged = _deep_merge(current, doc)
+    if body.get("detect_noop", True) and merged == current:
+        return None, "noop"
+    return orjson.dumps(merged), "updated"
+
+
+def update_doc(
+    node: Node,
+    index_name: str,
+    doc_id: str,
+    body: dict,
+    *,
+    routing: str | None = None,
+    refresh: str | None = None,
+    if_seq_no: int | None = None,
+    if_primary_term: int | None = None,
+    retry_on_conflict: int = 0,
+) -> dict[str, Any]:
+    _check_refresh(refresh)
+    index = _write_index(node, index_name)
+    shard = index.shard_of(doc_id, routing)
+    with shard.lock:
+        response = _apply_update(index, shard, doc_id, body, routing, if_seq_no, if_primary_term)
+    _after_write(node, index, {shard}, refresh, response)
+    return response
+
+
+def _apply_update(
+    index: Index,
+    shard: Shard,
+    doc_id: str,
+    body: dict,
+    routing: str | None,
+    if_seq_no: int | None,
+    if_primary_term: int | None,
+) -> dict[str, Any]:
+    prior = shard.current(doc_id)
+    _check_seq_no(doc_id, prior, if_seq_no, if_primary_term)
+    prior_source = shard.get_source(prior) if _exists(prior) else None
+    try:
+        source, result = _updated_source(doc_id, body, prior_source)
+    except DocumentMissing as exc:
+        exc.extra = {"index_uuid": index.uuid, "shard": str(shard.shard_id), "index": index.name}
+        raise
+    if source is None:
+        return {
+            "_index": index.name,
+            "_id": doc_id,
+            "_version": prior.version,  # type: ignore[union-attr]
+            "result": "noop",
+            "_shards": {"total": 0, "successful": 0, "failed": 0},
+            "_seq_no": prior.seq_no,  # type: ignore[union-attr]
+            "_primary_term": PRIMARY_TERM,
+        }
+    response = _apply_index(
+        index, shard, doc_id, source, op_type="index", routing=routing, if_seq_no=None, if_primary_term=None
+    )
+    response["result"] = result
+    return response
+
+
+# ---- bulk ----------------------------------------------------------------------------------
+
+_BULK_ACTIONS = ("index", "create", "update", "delete")
+_BULK_META = {
+    "_index", "_id", "routing", "_routing", "if_seq_no", "if_primary_term", "op_type", "pipeline",
+    "require_alias", "retry_on_conflict", "version", "version_type", "dynamic_templates", "require_data_stream",
+    "_source", "list_executed_pipelines",
+}
+
+
+def _malformed(line_no: int, message: str) -> IllegalArgument:
+    return IllegalArgument(f"Malformed action/metadata line [{line_no}], {message}")
+
+
+def _parse_bulk(body: bytes, default_index: str | None, default_routing: str | None) -> list[dict]:
+    """Split the NDJSON body into operations; a malformed action line fails the whole request."""
+    lines = body.split(b"\n")
+    ops: list[dict] = []
+    i = 0
+    n = len(lines)
+    while i < n:
+        line = lines[i]
+        i += 1
+        if not line.strip():
+            continue
+        try:
+            action = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            raise ElasticError(
+                f"Malformed action/metadata line [{i}], expected a simple value for field [...] but found "
+                f"invalid JSON: {exc}",
+                status=400,
+                error_type="illegal_argument_exception",
+            ) from None
+        if not isinstance(action, dict) or len(action) != 1:
+            raise _malformed(i, "expected START_OBJECT or END_OBJECT but found [VALUE_STRING]"
+                             if not isinstance(action, dict) else
+                             "expected field [create], [delete], [index] or [update] but found more than one")
+        (kind, meta), = action.items()
+        if kind not in _BULK_ACTIONS:
+            raise _malformed(i, f"expected field [create], [delete], [index] or [update] but found [{kind}]")
+        if not isinstance(meta, dict):
+            raise _malformed(i, "expected START_OBJECT but found [VALUE_STRING]")
+        for key in meta:
+            if key not in _BULK_META:
+                raise IllegalArgument(f"Action/metadata line [{i}] contains an unknown parameter [{key}]")
+        op = {"kind": kind, "meta": meta, "line": i}
+        if kind != "delete":
+            while i < n and not lines[i].strip():
+                i += 1
+            if i >= n:
+                raise ActionRequestValidation("The bulk request must be terminated by a newline [\\n]")
+            op["source"] = lines[i].strip()
+            i += 1
+        index = meta.get("_index", default_index)
+        if index is None:
+            raise ActionRequestValidation("index is missing")
+        op["index"] = index
+        op["routing"] = meta.get("routing", meta.get("_routing", default_routing))
+        ops.append(op)
+    if body and not body.endswith(b"\n") and ops:
+        raise IllegalArgument("The bulk request must be terminated by a newline [\\n]")
+    return ops
+
+
+def _item_error(op: dict, doc_id: str | None, exc: ElasticError) -> dict[str, Any]:
+    item: dict[str, Any] = {"_index": op["index"], "_id": doc_id, "status": exc.status}
+    item["error"] = exc._cause_body()
+    return item
+
+
+def bulk(
+    node: Node,
+    body: bytes,
+    *,
+    index: str | None = None,
+    refresh: str | None = None,
+    routing: str | None = None,
+) -> dict[str, Any]:
+    started = time.perf_counter()
+    _check_refresh(refresh)
+    ops = _parse_bulk(body, index, routing)
+    items: list[dict[str, Any]] = []
+    touched: dict[str, tuple[Index, set[Shard]]] = {}
+    by_index: dict[str, list[tuple[int, dict]]] = {}
+    for pos, op in enumerate(ops):
+        by_index.setdefault(op["index"], []).append((pos, op))
+    results: list[dict[str, Any] | None] = [None] * len(ops)
+    for index_name, entries in by_index.items():
+        try:
+            target = _write_index(node, index_name)
+        except ElasticError as exc:
+            for pos, op in entries:
+                results[pos] = {op["kind"]: _item_error(op, op["meta"].get("_id"), exc)}
+            continue
+        shards = touched.setdefault(index_name, (target, set()))[1]
+        _bulk_into(target, entries, results, shards)
+    for index_obj, shards in touched.values():
+        for shard in shards:
+            shard.sync()
+        index_obj.last_write = time.monotonic()
+        if refresh in ("true", "", "wait_for"):
+            for shard in shards:
+                shard.refresh()
+    items = results  # type: ignore[assignment]
+    errors = any("error" in next(iter(item.values())) for item in items)
+    return {"errors": errors, "took": int((time.perf_counter() - started) * 1000), "items": items}
+
+
+def _bulk_into(index: Index, entries: list[tuple[int, dict]], results: list, touched: set[Shard]) -> None:
+    """Apply one index's operations, grouped by shard so each shard lock and id lookup is batched."""
+    per_shard: dict[int, list[tuple[int, dict, str | None]]] = {}
+    for pos, op in entries:
+        meta = op["meta"]
+        doc_id = meta.get("_id")
+        if doc_id is not None and not isinstance(doc_id, str):
+            doc_id = str(doc_id)
+        shard = index.shard_of(doc_id, op["routing"]) if doc_id is not None else None
+        per_shard.setdefault(shard.shard_id if shard else -1, []).append((pos, op, doc_id))
+    for shard_key, shard_ops in per_shard.items():
+        if shard_key == -1:
+            for pos, op, _ in shard_ops:
+                doc_id = generate_id()
+                shard = index.shard_of(doc_id, op["routing"])
+                with shard.lock:
+                    results[pos] = _bulk_one(index, shard, op, doc_id, auto_id=True)
+                touched.add(shard)
+            continue
+        shard = index.shards[shard_key]
+        touched.add(shard)
+        with shard.lock:
+            shard.prefetch([d for _, _, d in shard_ops if d is not None])
+            for pos, op, doc_id in shard_ops:
+                results[pos] = _bulk_one(index, shard, op, doc_id, auto_id=False)
+
+
+_STATUS = {"created": 201, "updated": 200, "deleted": 200, "not_found": 404, "noop": 200}
+
+
+def _bulk_one(index: Index, shard: Shard, op: dict, doc_id: str, *, auto_id: bool) -> dict[str, Any]:
+    kind = op["kind"]
+    meta = op["meta"]
+    try:
+        if kind != "delete" or doc_id is None:
+            _check_id(doc_id)
+        if_seq_no = meta.get("if_seq_no")
+        if_primary_term = meta.get("if_primary_term")
+        if kind in ("index", "create"):
+            op_type = "create" if kind == "create" or meta.get("op_type") == "create" or auto_id else "index"
+            _check_routing_required(index, op["routing"], doc_id)
+            response = _apply_index(
+                index,
+                shard,
+                doc_id,
+                op["source"],
+                op_type=op_type,
+                routing=op["routing"],
+                if_seq_no=if_seq_no,
+                if_primary_term=if_primary_term,
+                auto_id=auto_id,
+            )
+        elif kind == "delete":
+            response = _apply_delete(index, shard, doc_id, if_seq_no, if_primary_term)
+        else:
+            try:
+                body = orjson.loads(op["source"])
+            except orjson.JSONDecodeError as exc:
+                raise ElasticError(f"Failed to parse update request: {exc}", status=400,
+                                   error_type="x_content_parse_exception") from None
+            if not isinstance(body, dict):
+                raise ElasticError("Failed to parse update request", status=400,
+                                   error_type="x_content_parse_exception")
+            response = _apply_update(index, shard, doc_id, body, op["routing"], if_seq_no, if_primary_term)
+    except ElasticError as exc:
+        return {kind: _item_error(op, doc_id, exc)}
+    response["status"] = _STATUS[response["result"]]
+    return {kind: response}

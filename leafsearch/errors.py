@@ -1,0 +1,217 @@
+"""Elasticsearch-shaped errors.
+
+Every refusal in leafsearch is raised as an `ElasticError`: it carries Elasticsearch's type name,
+reason and HTTP status together, so the REST layer renders the exact body shape that the official
+clients parse (`error.root_cause[]`, `error.type`, `error.reason`, `status`) and the in-process
+API raises the same objects that a test can inspect.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class ElasticError(Exception):
+    """An error with Elasticsearch's type name, reason and HTTP status."""
+
+    error_type = "exception"
+    status = 500
+
+    def __init__(
+        self,
+        reason: str,
+        *,
+        status: int | None = None,
+        error_type: str | None = None,
+        extra: dict[str, Any] | None = None,
+        caused_by: ElasticError | None = None,
+        root_causes: list[ElasticError] | None = None,
+    ) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        if status is not None:
+            self.status = status
+        if error_type is not None:
+            self.error_type = error_type
+        self.extra = extra or {}
+        self.caused_by = caused_by
+        self.root_causes = root_causes
+
+    def _cause_body(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"type": self.error_type, "reason": self.reason}
+        body.update(self.extra)
+        return body
+
+    def body(self) -> dict[str, Any]:
+        """The response body Elasticsearch sends for this error."""
+        roots = self.root_causes or [self.caused_by or self]
+        error = {"root_cause": [r._cause_body() for r in roots], **self._cause_body()}
+        if self.caused_by is not None:
+            error["caused_by"] = self.caused_by._cause_body()
+        return {"error": error, "status": self.status}
+
+
+class IllegalArgument(ElasticError):
+    error_type = "illegal_argument_exception"
+    status = 400
+
+
+class ParsingError(ElasticError):
+    error_type = "parsing_exception"
+    status = 400
+
+
+class XContentParseError(ElasticError):
+    error_type = "x_content_parse_exception"
+    status = 400
+
+
+class ActionRequestValidation(ElasticError):
+    """Elasticsearch prefixes each message with "Validation Failed: N: ...;"."""
+
+    error_type = "action_request_validation_exception"
+    status = 400
+
+    def __init__(self, *messages: str) -> None:
+        text = "".join(f"{i}: {m};" for i, m in enumerate(messages, start=1))
+        super().__init__(f"Validation Failed: {text}")
+
+
+class IndexNotFound(ElasticError):
+    error_type = "index_not_found_exception"
+    status = 404
+
+    def __init__(self, index: str) -> None:
+        super().__init__(
+            f"no such index [{index}]",
+            extra={
+                "resource.type": "index_or_alias",
+                "resource.id": index,
+                "index_uuid": "_na_",
+                "index": index,
+            },
+        )
+
+
+class ResourceAlreadyExists(ElasticError):
+    error_type = "resource_already_exists_exception"
+    status = 400
+
+
+class InvalidIndexName(ElasticError):
+    error_type = "invalid_index_name_exception"
+    status = 400
+
+    def __init__(self, index: str, why: str) -> None:
+        super().__init__(
+            f"Invalid index name [{index}], {why}",
+            extra={"index_uuid": "_na_", "index": index},
+        )
+
+
+class DocumentParsing(ElasticError):
+    error_type = "document_parsing_exception"
+    status = 400
+
+
+class MapperParsing(ElasticError):
+    error_type = "mapper_parsing_exception"
+    status = 400
+
+
+class StrictDynamicMapping(ElasticError):
+    error_type = "strict_dynamic_mapping_exception"
+    status = 400
+
+
+class VersionConflict(ElasticError):
+    error_type = "version_conflict_engine_exception"
+    status = 409
+
+
+class DocumentMissing(ElasticError):
+    error_type = "document_missing_exception"
+    status = 404
+
+
+class SearchContextMissing(ElasticError):
+    error_type = "search_context_missing_exception"
+    status = 404
+
+
+class TooManyScrollContexts(ElasticError):
+    error_type = "too_many_scroll_contexts_exception"
+    status = 429
+
+
+class ResourceNotFound(ElasticError):
+    error_type = "resource_not_found_exception"
+    status = 404
+
+
+class SearchPhaseExecution(ElasticError):
+    """Wraps shard failures the way Elasticsearch's coordinator reports them."""
+
+    error_type = "search_phase_execution_exception"
+    status = 400
+
+    def __init__(self, cause: ElasticError, phase: str = "query") -> None:
+        super().__init__(
+            "all shards failed",
+            status=cause.status,
+            caused_by=cause,
+            root_causes=[cause],
+            extra={"phase": phase, "grouped": True, "failed_shards": []},
+        )
+
+
+class ContentTooLong(ElasticError):
+    error_type = "content_too_long_exception"
+    status = 413
+
+
+class MethodNotAllowed(ElasticError):
+    status = 405
+
+
+class ParseException(ElasticError):
+    """Elasticsearch's ElasticsearchParseException, e.g. "request body is required"."""
+
+    error_type = "parse_exception"
+    status = 400
+
+
+class MediaTypeHeader(ElasticError):
+    """Accept / Content-Type headers that ask for incompatible API versions."""
+
+    error_type = "media_type_header_exception"
+    status = 400
+
+
+class AggregationExecution(ElasticError):
+    error_type = "aggregation_execution_exception"
+    status = 400
+
+
+class AggregationInitialization(ElasticError):
+    error_type = "aggregation_initialization_exception"
+    status = 400
+
+
+class QueryShardError(ElasticError):
+    """A query that cannot run against one index's mapping ("failed to create query: ...").
+
+    Elasticsearch names the index, and reports this error itself as the root cause unless its
+    cause is another Elasticsearch error (a date `parse_exception`), which then becomes the root.
+    """
+
+    error_type = "query_shard_exception"
+    status = 400
+
+    def __init__(
+        self, reason: str, *, index: str | None = None, index_uuid: str = "_na_",
+        caused_by: ElasticError | None = None, cause_is_root: bool = False,
+    ) -> None:
+        extra = {"index_uuid": index_uuid, "index": index} if index is not None else {}
+        super().__init__(reason, extra=extra, caused_by=caused_by)
+        self.root_causes = [caused_by] if cause_is_root and caused_by is not None else [self]

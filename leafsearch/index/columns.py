@@ -1,0 +1,212 @@
+"""Column readers of one immutable segment: doc values, keyword ordinals and text postings.
+
+Everything here is a read-only view over memory-mapped numpy arrays. Derived arrays (per-document
+min/max for sorting, the document of each value) are cached on the column because the segment
+never changes: computing them once per segment lifetime is what keeps later pages cheap.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+import numpy as np
+
+SORT_MODES = ("min", "max", "sum", "avg", "median")
+
+
+class DocValues:
+    """Values of one field for every document of a segment, in compressed-sparse-row form.
+
+    `offsets[d]:offsets[d+1]` are the positions in `values` of document `d`'s values, in
+    ascending order. Single-valued fields (the common case) are stored without offsets: `values`
+    then has one slot per document and `present` says which documents have a value.
+    """
+
+    def __init__(
+        self,
+        values: np.ndarray,
+        max_doc: int,
+        *,
+        offsets: np.ndarray | None = None,
+        present: np.ndarray | None = None,
+    ) -> None:
+        self.values = values
+        self.max_doc = max_doc
+        self.offsets = offsets
+        self._present = present
+
+    @property
+    def is_single(self) -> bool:
+        return self.offsets is None
+
+    @cached_property
+    def counts(self) -> np.ndarray:
+        """Number of values of each document (int64, one per document)."""
+        if self.offsets is None:
+            return self.present.astype(np.int64)
+        return np.diff(np.asarray(self.offsets, dtype=np.int64))
+
+    @cached_property
+    def present(self) -> np.ndarray:
+        """Whether each document has at least one value."""
+        if self.offsets is None:
+            if self._present is None:
+                return np.ones(self.max_doc, dtype=bool)
+            return np.asarray(self._present, dtype=bool)
+        return self.counts > 0
+
+    @cached_property
+    def flat(self) -> tuple[np.ndarray, np.ndarray]:
+        """(doc of each value, value) for every value of the column, documents ascending."""
+        if self.offsets is None:
+            docs = np.flatnonzero(self.present).astype(np.int32)
+            return docs, np.asarray(self.values)[docs]
+        docs = np.repeat(np.arange(self.max_doc, dtype=np.int32), self.counts)
+        return docs, np.asarray(self.values)
+
+    def per_doc(self, mode: str = "min") -> tuple[np.ndarray, np.ndarray]:
+        """One value per document for sorting: (values, present). Missing documents hold 0."""
+        cache = self.__dict__.setdefault("_per_doc", {})
+        if mode in cache:
+            return cache[mode]
+        if mode not in SORT_MODES:
+            raise ValueError(mode)
+        present = self.present
+        if self.offsets is None:
+            vals = np.asarray(self.values)
+            result = (vals, present)
+        else:
+            vals = np.asarray(self.values)
+            offsets = np.asarray(self.offsets, dtype=np.int64)
+            out_dtype = np.float64 if mode in ("avg", "median") else vals.dtype
+            out = np.zeros(self.max_doc, dtype=out_dtype)
+            docs = np.flatnonzero(present)
+            if len(docs):
+                starts = offsets[docs]
+                ends = offsets[docs + 1]
+                if mode == "min":
+                    out[docs] = vals[starts]
+                elif mode == "max":
+                    out[docs] = vals[ends - 1]
+                elif mode == "sum":
+                    out[docs] = np.add.reduceat(vals, starts)
+                elif mode == "avg":
+                    out[docs] = np.add.reduceat(vals.astype(np.float64), starts) / (ends - starts)
+                else:
+                    lo = starts + (ends - starts - 1) // 2
+                    hi = starts + (ends - starts) // 2
+                    out[docs] = (vals[lo].astype(np.float64) + vals[hi].astype(np.float64)) / 2
+            result = (out, present)
+        cache[mode] = result
+        return result
+
+    def doc_values(self, doc: int) -> np.ndarray:
+        """The values of one document (for the fetch phase: `fields`, `docvalue_fields`)."""
+        if self.offsets is None:
+            if not self.present[doc]:
+                return np.asarray(self.values)[:0]
+            return np.asarray(self.values)[doc : doc + 1]
+        return np.asarray(self.values)[int(self.offsets[doc]) : int(self.offsets[doc + 1])]
+
+
+class NumericColumn:
+    """A numeric field: `kind` is "long" (int64 semantics) or "double" (float64)."""
+
+    def __init__(self, kind: str, doc_values: DocValues) -> None:
+        self.kind = kind
+        self.doc_values = doc_values
+
+
+class KeywordColumn:
+    """A keyword field: sorted unique UTF-8 terms and per-document ordinals into them."""
+
+    def __init__(self, terms: np.ndarray, ords: DocValues) -> None:
+        self.terms = terms  # numpy 'S' array, sorted ascending by bytes
+        self.ords = ords
+
+    def lookup(self, term: str | bytes) -> int:
+        """Ordinal of a term, or -1 when the segment does not hold it."""
+        key = term.encode() if isinstance(term, str) else term
+        i = int(np.searchsorted(self.terms, key))
+        if i < len(self.terms) and self.terms[i] == key:
+            return i
+        return -1
+
+    def term(self, ordinal: int) -> str:
+        return bytes(self.terms[ordinal]).decode()
+
+
+class TextColumn:
+    """An analyzed text field: postings with term frequencies and positions, and length norms.
+
+    Postings of term `t` (an index into `terms`) are `post_docs[post_offsets[t]:post_offsets[t+1]]`
+    with frequencies in `post_freqs` at the same places. The positions of posting entry `i` are
+    `positions[pos_starts[i]:pos_starts[i] + post_freqs[i]]`. `norms` holds Lucene's one-byte
+    encoding of each document's field length (0: the document has no value).
+    """
+
+    def __init__(
+        self,
+        terms: np.ndarray,
+        post_offsets: np.ndarray,
+        post_docs: np.ndarray,
+        post_freqs: np.ndarray,
+        positions: np.ndarray,
+        norms: np.ndarray,
+        doc_count: int,
+        sum_total_term_freq: int,
+    ) -> None:
+        self.terms = terms
+        self.post_offsets = post_offsets
+        self.post_docs = post_docs
+        self.post_freqs = post_freqs
+        self.positions = positions
+        self.norms = norms
+        self.doc_count = doc_count
+        self.sum_total_term_freq = sum_total_term_freq
+
+    @cached_property
+    def pos_starts(self) -> np.ndarray:
+        starts = np.zeros(len(self.post_freqs), dtype=np.int64)
+        if len(starts) > 1:
+            np.cumsum(np.asarray(self.post_freqs[:-1], dtype=np.int64), out=starts[1:])
+        return starts
+
+    def lookup(self, term: str | bytes) -> int:
+        key = term.encode() if isinstance(term, str) else term
+        i = int(np.searchsorted(self.terms, key))
+        if i < len(self.terms) and self.terms[i] == key:
+            return i
+        return -1
+
+    def postings(self, term: str | bytes) -> tuple[np.ndarray, np.ndarray]:
+        """(docs, freqs) of a term; empty arrays when the segment does not hold it."""
+        t = self.lookup(term)
+        if t < 0:
+            return np.empty(0, np.int32), np.empty(0, np.int32)
+        a, b = int(self.post_offsets[t]), int(self.post_offsets[t + 1])
+        return np.asarray(self.post_docs[a:b]), np.asarray(self.post_freqs[a:b])
+
+    def doc_freq(self, term: str | bytes) -> int:
+        t = self.lookup(term)
+        if t < 0:
+            return 0
+        return int(self.post_offsets[t + 1] - self.post_offsets[t])
+
+    def term_positions(self, term: str | bytes) -> tuple[np.ndarray, np.ndarray]:
+        """(doc of each occurrence, position) for every occurrence of a term in the segment."""
+        t = self.lookup(term)
+        if t < 0:
+            return np.empty(0, np.int32), np.empty(0, np.int32)
+        a, b = int(self.post_offsets[t]), int(self.post_offsets[t + 1])
+        freqs = np.asarray(self.post_freqs[a:b], dtype=np.int64)
+        docs = np.repeat(np.asarray(self.post_docs[a:b]), freqs)
+        if b == a:
+            return docs, np.empty(0, np.int32)
+        start = int(self.pos_starts[a])
+        end = int(self.pos_starts[b - 1] + freqs[-1])
+        return docs, np.asarray(self.positions[start:end])
+
+    @cached_property
+    def present(self) -> np.ndarray:
+        return np.asarray(self.norms) != 0

@@ -1,0 +1,141 @@
+"""An index: its settings, mapping and shards, persisted under `<data>/indices/<uuid>/`.
+
+The index's metadata (`meta.json`: name, uuid, settings, mapping, creation date) is rewritten
+atomically whenever the mapping or settings change, before the write that changed them is
+acknowledged, so a restart finds the same fields with the same types.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+import time
+import uuid as uuidlib
+from pathlib import Path
+
+import orjson
+
+from leafsearch.index.mapping import Mapping
+from leafsearch.index.routing import default_routing_num_shards, shard_for
+from leafsearch.index.shard import Shard
+from leafsearch.settings import index_setting
+
+
+class Index:
+    def __init__(self, folder: Path, meta: dict) -> None:
+        self.folder = folder
+        self.name: str = meta["name"]
+        self.uuid: str = meta["uuid"]
+        self.creation_date: int = meta["creation_date"]
+        self.settings: dict[str, str] = meta["settings"]
+        self.mapping: Mapping = Mapping.from_body(meta.get("mappings"))
+        #: Guards the mapping (dynamic updates) and settings; shards have their own locks.
+        self.lock = threading.RLock()
+        self.num_shards: int = int(index_setting(self.settings, "index.number_of_shards"))
+        routing = self.settings.get("index.number_of_routing_shards")
+        self.routing_num_shards = int(routing) if routing else default_routing_num_shards(self.num_shards)
+        self._persisted_mapping_version = self.mapping.version
+        self.shards = [Shard(folder / str(i), i, self._parse_for_recovery) for i in range(self.num_shards)]
+        self._persist_if_mapping_changed()
+        self.last_write = 0.0
+
+    @classmethod
+    def create(cls, folder: Path, name: str, settings: dict[str, str], mapping: Mapping) -> Index:
+        settings = dict(settings)
+        settings.setdefault("index.number_of_shards", "1")
+        settings.setdefault("index.number_of_replicas", "1")
+        uuid = uuidlib.uuid4().hex[:22]
+        meta = {
+            "name": name,
+            "uuid": uuid,
+            "creation_date": int(time.time() * 1000),
+            "settings": settings,
+            "mappings": mapping.to_body(),
+        }
+        path = folder / uuid
+        path.mkdir(parents=True)
+        _write_json(path / "meta.json", meta)
+        return cls(path, meta)
+
+    @classmethod
+    def open(cls, path: Path) -> Index:
+        return cls(path, orjson.loads((path / "meta.json").read_bytes()))
+
+    def setting(self, key: str):
+        return index_setting(self.settings, key)
+
+    def persist_meta(self) -> None:
+        meta = {
+            "name": self.name,
+            "uuid": self.uuid,
+            "creation_date": self.creation_date,
+            "settings": self.settings,
+            "mappings": self.mapping.to_body(),
+        }
+        _write_json(self.folder / "meta.json", meta)
+        self._persisted_mapping_version = self.mapping.version
+
+    def _persist_if_mapping_changed(self) -> None:
+        if self.mapping.version != self._persisted_mapping_version:
+            self.persist_meta()
+
+    def _parse_for_recovery(self, source: bytes, doc_id: str):
+        return self.mapping.parse_document(source, doc_id)
+
+    def parse(self, source: bytes, doc_id: str | None):
+        """Parse a document under the mapping lock; persists dynamic mapping additions."""
+        with self.lock:
+            parsed = self.mapping.parse_document(source, doc_id)
+            self._persist_if_mapping_changed()
+            return parsed
+
+    def update_settings(self, flat: dict[str, str | None]) -> None:
+        with self.lock:
+            for key, value in flat.items():
+                if value is None:
+                    self.settings.pop(key, None)
+                else:
+                    self.settings[key] = value
+            self.persist_meta()
+
+    def shard_of(self, doc_id: str, routing: str | None) -> Shard:
+        if self.num_shards == 1:
+            return self.shards[0]
+        return self.shards[shard_for(routing if routing is not None else doc_id, self.num_shards,
+                                     self.routing_num_shards)]
+
+    def refresh(self) -> None:
+        for shard in self.shards:
+            shard.refresh()
+
+    def refresh_interval_seconds(self) -> float | None:
+        """None when periodic refresh is disabled (`-1`)."""
+        value = self.setting("index.refresh_interval")
+        return None if value is None or value < 0 else value
+
+    def doc_count(self) -> int:
+        return sum(s.doc_count() for s in self.shards)
+
+    def deleted_count(self) -> int:
+        return sum(s.deleted_count() for s in self.shards)
+
+    def store_size_bytes(self) -> int:
+        return sum(s.store_size_bytes() for s in self.shards)
+
+    def close(self) -> None:
+        for shard in self.shards:
+            shard.close()
+
+    def destroy(self) -> None:
+        self.close()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def _write_json(path: Path, data: dict) -> None:
+    tmp = path.with_suffix(".tmp")
+    with open(tmp, "wb") as fh:
+        fh.write(orjson.dumps(data))
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)

@@ -1,0 +1,1397 @@
+"""Index mappings: field types, dynamic mapping and document parsing, with Elasticsearch's rules.
+
+A `Mapping` is a tree of `ObjectMapper`s whose leaves are `FieldType`s. Parsing a document walks
+the decoded JSON along that tree: every leaf has a `parse` method chosen once for its type, so the
+per-value work is a type check and a list append into `ParsedDoc`. Fields met for the first time
+are mapped dynamically into a pending list that is attached to the tree only when the whole
+document parsed, so a refused document leaves the mapping unchanged.
+
+`nested` objects are accepted (and echoed as `nested`) but indexed like plain objects: their
+fields are flattened into the parent document, without block-join semantics.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import re
+import struct
+from collections.abc import Callable
+from decimal import Decimal, InvalidOperation
+from functools import lru_cache
+from typing import Any
+
+import orjson
+
+from leafsearch.errors import (
+    DocumentParsing,
+    ElasticError,
+    IllegalArgument,
+    MapperParsing,
+    StrictDynamicMapping,
+)
+from leafsearch.index.analysis import analyze, analyze_with_positions
+from leafsearch.index.dates import (
+    DEFAULT_DATE_FORMAT,
+    DEFAULT_DATE_NANOS_FORMAT,
+    MAX_NANOS,
+    DateFormatter,
+    instant_string,
+)
+from leafsearch.index.parsed import POSITION_INCREMENT_GAP, ParsedDoc
+
+# fmt: off
+METADATA_FIELDS = frozenset({
+    "_id", "_index", "_routing", "_source", "_seq_no", "_primary_term", "_version", "_field_names",
+    "_ignored", "_ignored_source", "_nested_path", "_data_stream_timestamp", "_tier", "_tsid",
+})
+# fmt: on
+DEFAULT_DYNAMIC_DATE_FORMATS = ["strict_date_optional_time", "yyyy/MM/dd HH:mm:ss||yyyy/MM/dd"]
+# What Elasticsearch's code (not its docs) uses: each dynamic format also accepts epoch millis,
+# so a detected ISO date gets exactly the `date` default format and `GET _mapping` shows no format.
+_DYNAMIC_DATE_FORMATTERS = [DateFormatter(f + "||epoch_millis") for f in DEFAULT_DYNAMIC_DATE_FORMATS]
+
+_LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
+_INTEGER_TYPES = {
+    "long": (_LONG_MIN, _LONG_MAX, "a long"),
+    "integer": (-(2**31), 2**31 - 1, "an integer"),
+    "short": (-(2**15), 2**15 - 1, "a short"),
+    "byte": (-(2**7), 2**7 - 1, "a byte"),
+}
+_FLOAT_TYPES = ("double", "float", "half_float")
+KINDS = {
+    "text": "text",
+    "keyword": "keyword",
+    **dict.fromkeys(_INTEGER_TYPES, "long"),
+    **dict.fromkeys(_FLOAT_TYPES, "double"),
+    "scaled_float": "long",
+    "boolean": "long",
+    "date": "long",
+    "date_nanos": "long",
+}
+_F32 = struct.Struct("<f")
+_F16 = struct.Struct("<e")
+
+# ---------------------------------------------------------------------------------------------
+# Mapping parameters: which types take them, how values are normalised, what is updatable
+
+
+class _MappingError(Exception):
+    """A mapping refused while parsing; `java_cause` when Elasticsearch's cause is not its own type."""
+
+    def __init__(self, message: str, java_cause: bool = False) -> None:
+        super().__init__(message)
+        self.message = message
+        self.java_cause = java_cause
+
+
+def _bool_param(value: Any, name: str, param: str) -> bool:
+    if value is True or value is False:
+        return value
+    if value in ("true", "false"):
+        return value == "true"
+    raise _MappingError(
+        f"Failed to parse value [{_java_text(value)}] as only [true] or [false] are allowed.", True
+    )
+
+
+def _int_param(value: Any, name: str, param: str) -> int:
+    if type(value) is int or type(value) is str and re.fullmatch(r"[+-]?\d+", value):
+        result = int(value)
+        if param in ("ignore_above", "position_increment_gap") and result < 0:
+            raise _MappingError(f"[{param}] must be positive, got [{result}]", True)
+        return result
+    raise _MappingError(
+        f"Failed to parse [{param}] on field [{name}]: [{_java_text(value)}] is not an integer", True
+    )
+
+
+def _number_param(value: Any, name: str, param: str) -> float:
+    try:
+        result = float(value) if type(value) in (int, float, str) else math.nan
+    except ValueError:
+        result = math.nan
+    if param == "scaling_factor" and not (math.isfinite(result) and result > 0):
+        raise _MappingError(f"[scaling_factor] must be a positive number, got [{_java_text(value)}]", True)
+    if math.isnan(result):
+        raise _MappingError(f"Failed to parse [{param}] on field [{name}]: [{_java_text(value)}]", True)
+    return value if type(value) in (int, float) else result
+
+
+def _str_param(value: Any, name: str, param: str) -> str:
+    if type(value) is str:
+        return value
+    if type(value) in (int, float, bool):
+        return _java_text(value)
+    raise _MappingError(f"Failed to parse [{param}] on field [{name}]: expected a string", True)
+
+
+def _map_param(value: Any, name: str, param: str) -> dict:
+    if type(value) is dict:
+        return value
+    raise _MappingError(f"[{param}] on mapper [{name}] should be of type map", True)
+
+
+def _copy_to_param(value: Any, name: str, param: str) -> list[str] | str:
+    if type(value) is str or type(value) is list and all(type(v) is str for v in value):
+        return value
+    raise _MappingError(
+        f"Failed to parse [copy_to] on field [{name}]: expected a string or a list of strings"
+    )
+
+
+def _format_param(value: Any, name: str, param: str) -> str:
+    if type(value) is not str:
+        raise _MappingError(f"Failed to parse [format] on field [{name}]: expected a string", True)
+    try:
+        DateFormatter(value)
+    except ValueError as e:
+        raise _MappingError(f"Error parsing [format] on field [{name}]: {e}", True) from None
+    return value
+
+
+def _any_param(value: Any, name: str, param: str) -> Any:
+    return value
+
+
+# fmt: off
+_BOOL_PARAMS = (
+    "index", "doc_values", "store", "coerce", "ignore_malformed", "norms", "eager_global_ordinals",
+    "index_phrases", "fielddata", "split_queries_on_whitespace", "time_series_dimension",
+)
+_STR_PARAMS = (
+    "analyzer", "search_analyzer", "search_quote_analyzer", "index_options", "similarity", "term_vector",
+    "normalizer", "locale", "time_series_metric",
+)
+_NORMALIZERS: dict[str, Callable[[Any, str, str], Any]] = {
+    **dict.fromkeys(_BOOL_PARAMS, _bool_param),
+    **dict.fromkeys(_STR_PARAMS, _str_param),
+    **dict.fromkeys(("ignore_above", "position_increment_gap"), _int_param),
+    **dict.fromkeys(("boost", "scaling_factor"), _number_param),
+    **dict.fromkeys(("meta", "index_prefixes", "fielddata_frequency_filter"), _map_param),
+    "copy_to": _copy_to_param,
+    "format": _format_param,
+    "null_value": _any_param,
+}
+
+_COMMON = frozenset({"index", "doc_values", "store", "meta", "boost", "copy_to"})
+_NUMERIC = _COMMON | {
+    "null_value", "ignore_malformed", "coerce", "time_series_dimension", "time_series_metric",
+}
+_DATE = _COMMON | {"format", "locale", "null_value", "ignore_malformed"}
+_PARAMS: dict[str, frozenset[str]] = {
+    "text": (_COMMON - {"doc_values"}) | {
+        "analyzer", "search_analyzer", "search_quote_analyzer", "index_options", "index_phrases",
+        "index_prefixes", "norms", "position_increment_gap", "similarity", "term_vector", "fielddata",
+        "fielddata_frequency_filter", "eager_global_ordinals",
+    },
+    "keyword": _COMMON | {
+        "ignore_above", "null_value", "normalizer", "eager_global_ordinals", "index_options", "norms",
+        "similarity", "split_queries_on_whitespace", "time_series_dimension",
+    },
+    **dict.fromkeys((*_INTEGER_TYPES, *_FLOAT_TYPES), _NUMERIC),
+    "scaled_float": _NUMERIC | {"scaling_factor"},
+    "boolean": _COMMON | {"null_value", "ignore_malformed"},
+    "date": _DATE,
+    "date_nanos": _DATE,
+}
+# Parameters a put-mapping may change; any other must keep its value (or its default).
+_UPDATABLE = frozenset({
+    "meta", "copy_to", "ignore_above", "ignore_malformed", "coerce", "boost", "search_analyzer",
+    "search_quote_analyzer", "eager_global_ordinals", "fielddata", "fielddata_frequency_filter",
+})
+_DEFAULTS: dict[str, Any] = {
+    **dict.fromkeys(_BOOL_PARAMS, False),
+    "index": True, "doc_values": True, "coerce": True, "analyzer": "default", "similarity": "BM25",
+    "position_increment_gap": POSITION_INCREMENT_GAP, "term_vector": "no", "locale": "",
+}
+# fmt: on
+_TYPE_DEFAULTS: dict[str, dict[str, Any]] = {
+    "text": {"norms": True, "index_options": "positions"},
+    "keyword": {"norms": False, "index_options": "docs"},
+    "date": {"format": DEFAULT_DATE_FORMAT},
+    "date_nanos": {"format": DEFAULT_DATE_NANOS_FORMAT},
+}
+
+
+def _default(type_: str, param: str) -> Any:
+    return _TYPE_DEFAULTS.get(type_, {}).get(param, _DEFAULTS.get(param))
+
+
+def _java_text(value: Any) -> str:
+    """A JSON value as Java's `toString` shows it in Elasticsearch's messages."""
+    if value is None:
+        return "null"
+    if value is True or value is False:
+        return "true" if value else "false"
+    if type(value) is float:
+        if math.isinf(value):
+            return "Infinity" if value > 0 else "-Infinity"
+        if math.isnan(value):
+            return "NaN"
+        if value == 0 or 1e-3 <= abs(value) < 1e7:
+            return repr(value)
+        sign, digit_tuple, exponent = Decimal(repr(value)).as_tuple()
+        digits = "".join(map(str, digit_tuple)).rstrip("0") or "0"
+        power = len(digit_tuple) + exponent - 1
+        return f"{'-' if sign else ''}{digits[0]}.{digits[1:] or '0'}E{power}"
+    if type(value) is dict:
+        return "{" + ", ".join(f"{k}={_java_text(v)}" for k, v in value.items()) + "}"
+    if type(value) is list:
+        return "[" + ", ".join(_java_text(v) for v in value) + "]"
+    return str(value)
+
+
+# ---------------------------------------------------------------------------------------------
+# Document-parsing errors (turned into Elasticsearch errors, with a source location, at the top)
+
+
+class _Malformed(Exception):
+    """A value its field cannot take; `cause_type` is Elasticsearch's name for the cause."""
+
+    def __init__(self, message: str, cause_type: str = "illegal_argument_exception") -> None:
+        super().__init__(message)
+        self.message = message
+        self.cause_type = cause_type
+
+
+class _FieldError(Exception):
+    def __init__(self, field: FieldType, value: Any, cause: _Malformed) -> None:
+        super().__init__(cause.message)
+        self.field, self.value, self.cause = field, value, cause
+
+
+class _DocError(Exception):
+    """Any other refusal: `key` is the document key used to locate it in the source; `build`
+    makes the error from that location (`"[1:9] "`) and the document's id."""
+
+    def __init__(self, key: str, build: Callable[[str, str | None], ElasticError]) -> None:
+        super().__init__(key)
+        self.key, self.build = key, build
+
+
+def _with_java_cause(error: ElasticError, cause_type: str, reason: str) -> ElasticError:
+    """Attach a cause that is not an Elasticsearch exception: the error stays its own root cause."""
+    error.caused_by = ElasticError(reason, error_type=cause_type)
+    error.root_causes = [error]
+    return error
+
+
+def _scalar(v: Any) -> Any:
+    """The value itself, unless it is an object or array where a leaf value is expected."""
+    if type(v) is dict or type(v) is list:
+        raise _Malformed(f"Can't get text on a START_{'OBJECT' if type(v) is dict else 'ARRAY'}")
+    return v
+
+
+def _flat(values: list) -> list:
+    """Nested JSON arrays flatten into one list of values, as Elasticsearch reads them."""
+    for v in values:
+        if type(v) is list:
+            out: list = []
+            for w in values:
+                out.extend(_flat(w) if type(w) is list else (w,))
+            return out
+    return values
+
+
+# ---------------------------------------------------------------------------------------------
+# Field types
+
+
+class FieldType:
+    """A leaf field: its mapping parameters and how its values are indexed.
+
+    `kind` is the storage kind (`text`, `keyword`, `long`, `double`); `params` are the
+    parameters as given (echoed by `to_body`); `fields` the multi-fields by simple name.
+    """
+
+    leaf = True
+    # fmt: off
+    __slots__ = (
+        "path", "name", "type", "kind", "params", "fields", "subfields", "index", "doc_values", "store",
+        "norms", "formatter", "nanos", "scaling_factor", "ignore_above", "null_value", "coerce",
+        "ignore_malformed", "position_increment_gap", "copy_to", "normalizer", "source_key", "parse",
+        "convert", "_lo", "_hi", "_range_name", "_round",
+    )
+    # fmt: on
+
+    def __init__(
+        self,
+        path: str,
+        name: str,
+        type_: str,
+        params: dict[str, Any],
+        fields: dict[str, FieldType],
+        source_key: str | None = None,
+    ) -> None:
+        self.path, self.name, self.type, self.kind = path, name, type_, KINDS[type_]
+        self.params, self.fields = params, fields
+        self.subfields = tuple(fields.values())
+        self.source_key = source_key or name
+        get = params.get
+        self.index = get("index", True)
+        self.doc_values = type_ != "text" and get("doc_values", True)
+        self.store = get("store", False)
+        self.norms = get("norms", type_ == "text")
+        self.null_value = get("null_value")
+        self.coerce = get("coerce", True)
+        self.ignore_malformed = get("ignore_malformed", False)
+        self.position_increment_gap = get("position_increment_gap", POSITION_INCREMENT_GAP)
+        copy_to = get("copy_to", ())
+        self.copy_to = (copy_to,) if type(copy_to) is str else tuple(copy_to)
+        self.normalizer = get("normalizer")
+        self.ignore_above = get("ignore_above", 2**31 - 1)
+        self.scaling_factor = get("scaling_factor")
+        self.nanos = type_ == "date_nanos"
+        self.formatter = None
+        self._lo, self._hi, self._range_name = _INTEGER_TYPES.get(type_, (_LONG_MIN, _LONG_MAX, "a long"))
+        self._round = {"float": _F32, "half_float": _F16}.get(type_)
+        if type_ in ("date", "date_nanos"):
+            self.formatter = DateFormatter(get("format", _default(type_, "format")))
+        if type_ == "scaled_float" and self.scaling_factor is None:
+            raise _MappingError("Field [scaling_factor] is required", True)
+        # Chosen once: the per-value work is then one call without any dispatch on the type.
+        self.parse, self.convert = {
+            "text": (self._parse_text, self._convert_string),
+            "keyword": (self._parse_keyword, self._convert_string),
+            "date": (self._parse_date, self._convert_date),
+            "date_nanos": (self._parse_date, self._convert_date),
+            "boolean": (self._parse_values, self._convert_boolean),
+            "scaled_float": (self._parse_values, self._convert_scaled),
+            **dict.fromkeys(_FLOAT_TYPES, (self._parse_double, self._convert_float)),
+        }.get(type_, (self._parse_long, self._convert_integer))
+        if self.null_value is not None:
+            self._check_null_value()
+
+    def __repr__(self) -> str:
+        return f"FieldType({self.path!r}, {self.type!r})"
+
+    def to_body(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"type": self.type, **self.params}
+        if self.fields:
+            body["fields"] = {name: sub.to_body() for name, sub in sorted(self.fields.items())}
+        return body
+
+    def normalize(self, value: str) -> str:
+        """A keyword as indexed: the `lowercase` normalizer is the one built in (queries use it too)."""
+        return value.lower() if self.normalizer == "lowercase" else value
+
+    def _check_null_value(self) -> None:
+        try:
+            self.convert(self.null_value)
+        except _Malformed as e:
+            raise _MappingError(
+                f"Error parsing [null_value] on field [{self.name}]: {e.message}", True
+            ) from None
+
+    # -- parsing: a fast path for the common single value, then the general one --------------
+
+    def _parse_keyword(self, value: Any, doc: ParsedDoc) -> None:
+        if type(value) is str and self.normalizer is None:
+            if len(value) <= self.ignore_above:
+                values = doc.keyword.get(self.path)
+                if values is None:
+                    doc.keyword[self.path] = [value]
+                else:
+                    values.append(value)
+            for sub in self.subfields:
+                sub.parse(value, doc)
+        else:
+            self._parse_values(value, doc)
+
+    def _parse_long(self, value: Any, doc: ParsedDoc) -> None:
+        if type(value) is int and self._lo <= value <= self._hi:
+            values = doc.long.get(self.path)
+            if values is None:
+                doc.long[self.path] = [value]
+            else:
+                values.append(value)
+            for sub in self.subfields:
+                sub.parse(value, doc)
+        else:
+            self._parse_values(value, doc)
+
+    def _parse_double(self, value: Any, doc: ParsedDoc) -> None:
+        if type(value) is float and self._round is None and math.isfinite(value):
+            values = doc.double.get(self.path)
+            if values is None:
+                doc.double[self.path] = [value]
+            else:
+                values.append(value)
+            for sub in self.subfields:
+                sub.parse(value, doc)
+        else:
+            self._parse_values(value, doc)
+
+    def _parse_date(self, value: Any, doc: ParsedDoc) -> None:
+        if type(value) is str:
+            try:
+                result = self.formatter.parse(value, self.nanos)
+            except ValueError:
+                result = None
+            if result is not None and 0 <= result <= MAX_NANOS:  # others: the general path checks ranges
+                values = doc.long.get(self.path)
+                if values is None:
+                    doc.long[self.path] = [result]
+                else:
+                    values.append(result)
+                for sub in self.subfields:
+                    sub.parse(value, doc)
+                return
+        self._parse_values(value, doc)
+
+    def _parse_values(self, value: Any, doc: ParsedDoc) -> None:
+        """Any value: arrays, nulls (`null_value`), coercion, `ignore_malformed`."""
+        store = getattr(doc, self.kind)
+        for v in _flat(value) if type(value) is list else (value,):
+            if v is None:
+                v = self.null_value
+                if v is None:
+                    continue
+            try:
+                converted = self.convert(v)
+            except _Malformed as e:
+                if self.ignore_malformed and type(v) is not dict:
+                    continue
+                raise _FieldError(self, v, e) from None
+            if converted is not None:
+                values = store.get(self.path)
+                if values is None:
+                    store[self.path] = [converted]
+                else:
+                    values.append(converted)
+        for sub in self.subfields:
+            sub.parse(value, doc)
+
+    def _parse_text(self, value: Any, doc: ParsedDoc) -> None:
+        if type(value) is str:
+            tokens = analyze(value)
+            positions = list(range(len(tokens)))
+        else:
+            texts = []
+            for v in _flat(value) if type(value) is list else (value,):
+                if v is not None:
+                    try:
+                        texts.append(self.convert(v))
+                    except _Malformed as e:
+                        raise _FieldError(self, v, e) from None
+            if not texts:
+                for sub in self.subfields:
+                    sub.parse(value, doc)
+                return
+            tokens, positions = analyze_with_positions(texts, self.position_increment_gap)
+        existing = doc.text.get(self.path)
+        if existing is None:
+            doc.text[self.path] = (tokens, positions)
+        else:  # the path seen again (an array of objects): continue after a position gap
+            old_tokens, old_positions = existing
+            start = (old_positions[-1] if old_positions else -1) + self.position_increment_gap + 1
+            old_tokens.extend(tokens)
+            old_positions.extend(p + start for p in positions)
+        for sub in self.subfields:
+            sub.parse(value, doc)
+
+    # -- converting one JSON value (None: not indexed, as `ignore_above` says; `_Malformed`: refused)
+
+    def _convert_string(self, v: Any) -> str | None:
+        text = v if type(v) is str else _java_text(_scalar(v))
+        if self.kind == "text":
+            return text
+        return self.normalize(text) if len(text) <= self.ignore_above else None
+
+    def _convert_boolean(self, v: Any) -> int:
+        t = type(_scalar(v))
+        if t is bool:
+            return int(v)
+        if t is str:
+            if v in ("true", "false", ""):
+                return int(v == "true")
+            raise _Malformed(f"Failed to parse value [{v}] as only [true] or [false] are allowed.")
+        token = "VALUE_NUMBER_INT" if t is int else "VALUE_NUMBER_FLOAT"
+        raise _Malformed(f"Current token ({token}) not of boolean type", "x_content_parse_exception")
+
+    def _convert_float(self, v: Any) -> float:
+        number = _to_double(self._numeric(v))
+        if self._round is not None and math.isfinite(number):
+            try:
+                number = self._round.unpack(self._round.pack(number))[0]
+            except OverflowError:
+                number = math.inf
+        if not math.isfinite(number):
+            raise _Malformed(f"[{self.type}] supports only finite values, but got [{_java_text(v)}]")
+        return number
+
+    def _convert_scaled(self, v: Any) -> int:
+        scaled = _to_double(self._numeric(v)) * self.scaling_factor
+        if not math.isfinite(scaled):
+            raise _Malformed(f"[double] supports only finite values, but got [{_java_text(v)}]")
+        return self._check_range(math.floor(scaled + 0.5), v)  # Java's Math.round
+
+    def _convert_integer(self, v: Any) -> int:
+        return self._check_range(self._to_integer(self._numeric(v)), v)
+
+    def _numeric(self, v: Any) -> int | float | str:
+        t = type(_scalar(v))
+        if t is bool:
+            raise _Malformed(
+                f"Current token ({'VALUE_TRUE' if v else 'VALUE_FALSE'}) not numeric, can not use numeric "
+                "value accessors",
+                "x_content_parse_exception",
+            )
+        if t is str and not self.coerce:
+            raise _Malformed(
+                "Current token (VALUE_STRING) not numeric, can not use numeric value accessors",
+                "x_content_parse_exception",
+            )
+        return v
+
+    def _to_integer(self, v: int | float | str) -> int:
+        if type(v) is int:
+            return v
+        if type(v) is float:
+            if not math.isfinite(v):
+                raise _Malformed(f"Value [{_java_text(v)}] is out of range for {self._range_name}")
+            if not self.coerce and not v.is_integer():
+                raise _Malformed(f"Value [{_java_text(v)}] has a decimal part")
+            return int(v)
+        if re.fullmatch(r"[+-]?\d+", v):
+            return int(v)
+        try:
+            number = Decimal(v)
+        except InvalidOperation:
+            raise _Malformed(f'For input string: "{v}"') from None
+        if not number.is_finite() or "_" in v or v != v.strip():
+            raise _Malformed(f'For input string: "{v}"')
+        return int(number)
+
+    def _check_range(self, number: int, original: Any) -> int:
+        if not self._lo <= number <= self._hi:
+            raise _Malformed(f"Value [{_java_text(original)}] is out of range for {self._range_name}")
+        return number
+
+    def _convert_date(self, v: Any) -> int:
+        if type(_scalar(v)) is bool:
+            raise _Malformed(
+                f"failed to parse date field [{_java_text(v)}] with format [{self.formatter.pattern}]"
+            )
+        try:
+            result = self.formatter.parse(v, self.nanos)
+        except ValueError as e:
+            raise _Malformed(str(e)) from None
+        if self.nanos:
+            if result < 0:
+                raise _Malformed(
+                    f"date[{instant_string(result)}] is before the epoch in 1970 and cannot be stored in "
+                    "nanosecond resolution"
+                )
+            if result > MAX_NANOS:
+                raise _Malformed(
+                    f"date[{instant_string(result)}] is after 2262-04-11T23:47:16.854775807 and cannot be "
+                    "stored in nanosecond resolution"
+                )
+        elif not _LONG_MIN <= result <= _LONG_MAX:
+            raise _Malformed(f"date[{_java_text(v)}] is out of range for a long")
+        return result
+
+
+_DOUBLE_TEXT = re.compile(r"\s*[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?[dDfF]?\s*")
+
+
+def _to_double(v: int | float | str) -> float:
+    if type(v) is str:
+        if not _DOUBLE_TEXT.fullmatch(v):
+            raise _Malformed(f'For input string: "{v}"', "number_format_exception")
+        return float(v.strip().rstrip("dDfF"))
+    return float(v)
+
+
+def _is_number_text(text: str) -> bool:
+    """Long.parseLong or Double.parseDouble would take it: such strings are never dates."""
+    return bool(_DOUBLE_TEXT.fullmatch(text)) or text.strip() in ("NaN", "Infinity", "-Infinity", "+Infinity")
+
+
+# ---------------------------------------------------------------------------------------------
+# Objects
+
+
+class ObjectMapper:
+    """An object (or `nested`, handled the same) field: its children by simple name."""
+
+    leaf = False
+    __slots__ = ("path", "name", "type", "children", "params", "enabled", "effective_dynamic")
+
+    def __init__(self, path: str, name: str, type_: str = "object", params: dict | None = None) -> None:
+        self.path, self.name, self.type = path, name, type_
+        self.children: dict[str, FieldType | ObjectMapper] = {}
+        self.params: dict[str, Any] = params or {}
+        self.enabled = self.params.get("enabled", True)
+        self.effective_dynamic = "true"
+
+    def __repr__(self) -> str:
+        return f"ObjectMapper({self.path!r})"
+
+    def child_path(self, name: str) -> str:
+        return f"{self.path}.{name}" if self.path else name
+
+    def to_body(self) -> dict[str, Any]:
+        body: dict[str, Any] = {}
+        if self.type != "object" or not self.children:
+            body["type"] = self.type
+        body.update(self.params)
+        if self.children:
+            body["properties"] = _properties_body(self.children)
+        return body
+
+
+def _properties_body(children: dict[str, FieldType | ObjectMapper]) -> dict[str, Any]:
+    return {name: child.to_body() for name, child in sorted(children.items())}
+
+
+def _dynamic_param(value: Any, name: str) -> str:
+    if value is True or value is False:
+        return "true" if value else "false"
+    text = str(value).lower() if type(value) is str else None
+    if text in ("true", "false", "strict", "runtime"):
+        return text
+    raise _MappingError(f"Could not convert [{name}.dynamic] to boolean", True)
+
+
+def _unsupported(node: dict) -> str:
+    return " ".join(f"[{k} : {_java_text(v)}]" for k, v in node.items())
+
+
+def _build_properties(parent: ObjectMapper, props: Any) -> None:
+    """Parse a `properties` object into `parent`; dotted names (`a.b`) become objects."""
+    if props == []:
+        return
+    if type(props) is not dict:
+        raise _MappingError("properties must be a map type")
+    for name, node in props.items():
+        if node == []:
+            continue
+        if name == "":
+            raise _MappingError("field name cannot be an empty string", True)
+        if name.isspace():
+            raise _MappingError("field name cannot contain only whitespaces", True)
+        if type(node) is not dict:
+            raise _MappingError(
+                f"Expected map for property [fields] on field [{name}] but got a class java.lang.String"
+            )
+        parts = name.split(".")
+        if not all(parts):
+            ambiguous = (
+                f"object field starting or ending with a [.] makes object resolution ambiguous: [{name}]"
+            )
+            raise _MappingError("field name cannot contain only dots" if not any(parts) else ambiguous, True)
+        target = parent
+        for part in parts[:-1]:
+            child = target.children.get(part)
+            if child is None:
+                child = target.children[part] = ObjectMapper(target.child_path(part), part)
+            elif child.leaf:
+                raise _MappingError(
+                    f"can't merge a non object mapping [{child.path}] with an object mapping", True
+                )
+            target = child
+        leaf_name = parts[-1]
+        mapper = _build_mapper(target.child_path(leaf_name), leaf_name, node)
+        existing = target.children.get(leaf_name)
+        try:
+            target.children[leaf_name] = mapper if existing is None else _merge_mappers(existing, mapper)
+        except IllegalArgument as e:
+            raise _MappingError(e.reason, True) from None
+
+
+def _mapper_type(name: str, node: dict) -> str:
+    type_ = node.get("type")
+    if type_ is not None:
+        return str(type_)
+    if node.get("properties") is not None or len(node) == 1 and "enabled" in node:
+        return "object"
+    raise _MappingError(f"No type specified for field [{name}]")
+
+
+def _build_mapper(
+    path: str, name: str, node: dict, source_key: str | None = None
+) -> FieldType | ObjectMapper:
+    type_ = _mapper_type(name, node)
+    if type_ in ("object", "nested"):
+        return _build_object(path, name, type_, node)
+    allowed = _PARAMS.get(type_)
+    if allowed is None:
+        raise _MappingError(f"No handler for type [{type_}] declared on field [{name}]")
+    params: dict[str, Any] = {}
+    fields: dict[str, FieldType] = {}
+    for key, value in node.items():
+        if key == "type":
+            continue
+        if key == "fields":
+            if type(value) is not dict:
+                raise _MappingError(
+                    f"Expected map for property [fields] on field [{name}] but got a {type(value).__name__}"
+                )
+            for sub_name, sub_node in value.items():
+                if type(sub_node) is not dict:
+                    raise _MappingError(f"Expected map for property [fields] on field [{sub_name}]")
+                if "." in sub_name:
+                    raise _MappingError(
+                        f"Field name [{sub_name}] which is a multi field of [{path}] cannot contain '.'", True
+                    )
+                sub = _build_mapper(f"{path}.{sub_name}", sub_name, sub_node, source_key or name)
+                if not sub.leaf:
+                    raise _MappingError(f"Type [{sub.type}] cannot be used in multi field")
+                if sub.copy_to:
+                    raise _MappingError(f"[copy_to] may not be used to copy from a multi-field: [{sub.path}]")
+                fields[sub_name] = sub
+        elif key not in allowed:
+            raise _MappingError(f"unknown parameter [{key}] on mapper [{name}] of type [{type_}]")
+        else:
+            params[key] = _NORMALIZERS[key](value, name, key)
+    return FieldType(path, name, type_, params, fields, source_key)
+
+
+def _build_object(path: str, name: str, type_: str, node: dict) -> ObjectMapper:
+    params: dict[str, Any] = {}
+    unknown = {}
+    for key, value in node.items():
+        if key in ("type", "properties"):
+            continue
+        if key == "dynamic":
+            params[key] = _dynamic_param(value, name)
+        elif key == "enabled" or key in ("include_in_parent", "include_in_root") and type_ == "nested":
+            params[key] = _bool_param(value, name, key)
+        elif key == "subobjects":
+            if _bool_param(value, name, key) is not True:
+                raise _MappingError("[subobjects] false is not supported", True)
+            params[key] = True
+        else:
+            unknown[key] = value
+    if unknown:
+        raise _MappingError(
+            f"Mapping definition for [{name}] has unsupported parameters:  {_unsupported(unknown)}"
+        )
+    mapper = ObjectMapper(path, name, type_, params)
+    _build_properties(mapper, node.get("properties", {}))
+    return mapper
+
+
+# ---------------------------------------------------------------------------------------------
+# Merging (put mapping, and repeated definitions of one object in a body)
+
+
+def _merge_mappers(old: FieldType | ObjectMapper, new: FieldType | ObjectMapper) -> FieldType | ObjectMapper:
+    """The mapper `old` becomes with the update `new`; IllegalArgument on a conflict.
+
+    An object is updated in place (callers merge into a copy); a leaf is rebuilt.
+    """
+    if old.leaf != new.leaf:
+        raise IllegalArgument(f"can't merge a non object mapping [{new.path}] with an object mapping")
+    if not old.leaf:
+        _merge_objects(old, new)
+        return old
+    return _merge_leaves(old, new)
+
+
+def _merge_objects(old: ObjectMapper, new: ObjectMapper) -> None:
+    if old.type != new.type:
+        change = "non-nested to nested" if new.type == "nested" else "nested to non-nested"
+        raise IllegalArgument(f"object mapping [{old.path}] can't be changed from {change}")
+    if "enabled" in new.params and new.enabled != old.enabled:
+        raise IllegalArgument(f"the [enabled] parameter can't be updated for the object mapping [{old.path}]")
+    old.params.update(new.params)
+    for name, child in new.children.items():
+        existing = old.children.get(name)
+        old.children[name] = child if existing is None else _merge_mappers(existing, child)
+
+
+def _merge_leaves(old: FieldType, new: FieldType) -> FieldType:
+    if old.type != new.type:
+        raise IllegalArgument(f"mapper [{old.path}] cannot be changed from type [{old.type}] to [{new.type}]")
+    conflicts = []
+    for param in dict.fromkeys([*old.params, *new.params]):
+        if param in _UPDATABLE:
+            continue
+        before = old.params.get(param, _default(old.type, param))
+        after = new.params.get(param, _default(new.type, param))
+        if before != after:
+            conflicts.append(
+                f"Cannot update parameter [{param}] from [{_java_text(before)}] to [{_java_text(after)}]"
+            )
+    if conflicts:
+        raise IllegalArgument(
+            f"Mapper for [{old.path}] conflicts with existing mapper:\n\t" + "\n\t".join(conflicts)
+        )
+    fields = dict(old.fields)
+    for name, sub in new.fields.items():
+        fields[name] = sub if name not in fields else _merge_leaves(fields[name], sub)
+    return FieldType(old.path, old.name, new.type, new.params, fields, old.source_key)
+
+
+# ---------------------------------------------------------------------------------------------
+# Dynamic templates
+
+
+@lru_cache(maxsize=1024)
+def _wildcard(pattern: str) -> re.Pattern[str]:
+    return re.compile(".*".join(re.escape(p) for p in pattern.split("*")), re.DOTALL)
+
+
+# fmt: off
+_TEMPLATE_KEYS = frozenset({
+    "match", "unmatch", "path_match", "path_unmatch", "match_mapping_type", "unmatch_mapping_type",
+    "match_pattern", "mapping", "runtime",
+})
+_MAPPING_TYPES = ("object", "string", "long", "double", "boolean", "date", "binary")
+# The type a dynamic template's mapping gets when it names none, and what `{dynamic_type}` becomes.
+_DEFAULT_DYNAMIC_TYPE = {
+    "string": "text", "long": "long", "double": "float", "boolean": "boolean", "date": "date",
+    "object": "object",
+}
+# fmt: on
+
+
+class _Template:
+    __slots__ = ("name", "conditions", "mapping", "regex", "types", "untypes")
+
+    def __init__(self, name: str, body: Any) -> None:
+        if type(body) is not dict:
+            raise _MappingError(f"dynamic template [{name}] must be an object")
+        for key in body:
+            if key not in _TEMPLATE_KEYS:
+                raise _MappingError(f"Illegal dynamic template parameter: [{key}]")
+        self.name = name
+        self.regex = body.get("match_pattern", "simple") == "regex"
+        self.conditions = {
+            key: [body[key]] if type(body[key]) is str else list(body[key])
+            for key in ("match", "unmatch", "path_match", "path_unmatch")
+            if key in body
+        }
+        self.types = self._types(body, "match_mapping_type")
+        self.untypes = self._types(body, "unmatch_mapping_type")
+        self.mapping = body.get("mapping")
+        if self.mapping is None and "runtime" not in body:
+            raise _MappingError(f"template [{name}] must have either mapping or runtime set")
+        if self.mapping is not None and type(self.mapping) is not dict:
+            raise _MappingError(f"dynamic template [{name}] has an invalid [mapping]")
+
+    @staticmethod
+    def _types(body: dict, key: str) -> list[str]:
+        value = body.get(key, [])
+        types = [value] if type(value) is str else list(value)
+        for t in types:
+            if t != "*" and t not in _MAPPING_TYPES:
+                raise _MappingError(
+                    f"No field type matched on [{t}], possible values are {list(_MAPPING_TYPES)}"
+                )
+        return types
+
+    def _any(self, patterns: list[str], text: str) -> bool:
+        if self.regex:
+            return any(re.fullmatch(p, text) for p in patterns)
+        return any(_wildcard(p).fullmatch(text) for p in patterns)
+
+    def matches(self, path: str, name: str, dynamic_type: str) -> bool:
+        if self.mapping is None:  # runtime templates: runtime fields are not supported
+            return False
+        c = self.conditions
+        if "path_match" in c and not self._any(c["path_match"], path):
+            return False
+        if "match" in c and not self._any(c["match"], name):
+            return False
+        if "path_unmatch" in c and self._any(c["path_unmatch"], path):
+            return False
+        if "unmatch" in c and self._any(c["unmatch"], name):
+            return False
+        if self.types and "*" not in self.types and dynamic_type not in self.types:
+            return False
+        if dynamic_type in self.untypes:
+            return False
+        # A template giving a leaf type never captures an object unless it names objects itself.
+        return (
+            dynamic_type != "object"
+            or "object" in self.types
+            or self.mapping.get("type") in (None, "object", "nested", "{dynamic_type}")
+        )
+
+    def render(self, name: str, dynamic_type: str) -> dict:
+        default = _DEFAULT_DYNAMIC_TYPE[dynamic_type]
+
+        def fill(value: Any) -> Any:
+            if type(value) is str:
+                return value.replace("{name}", name).replace("{dynamic_type}", default)
+            if type(value) is dict:
+                return {fill(k): fill(v) for k, v in value.items()}
+            if type(value) is list:
+                return [fill(v) for v in value]
+            return value
+
+        mapping = fill(self.mapping)
+        mapping.setdefault("type", default)
+        return mapping
+
+
+# ---------------------------------------------------------------------------------------------
+# The mapping
+
+_ROOT_KEYS = frozenset(
+    ("properties", "dynamic", "date_detection", "dynamic_date_formats", "numeric_detection")
+    + ("dynamic_templates", "_meta", "_source", "_routing", "enabled", "runtime")
+)
+_SOURCE_KEYS = frozenset({"enabled", "includes", "excludes", "mode"})
+
+
+class Mapping:
+    """One index's mapping. The caller holds the index's lock around `parse_document` and `merge`."""
+
+    def __init__(self) -> None:
+        self.version = 0
+        #: `index.mapping.total_fields.limit`, checked when fields are added.
+        self.total_fields_limit = 1000
+        self.routing_required = False
+        self._root = ObjectMapper("", "")
+        self._root_params: dict[str, Any] = {}
+        self._date_detection = True
+        self._numeric_detection = False
+        self._date_formatters = _DYNAMIC_DATE_FORMATTERS
+        self._templates: list[_Template] = []
+        self._fields: dict[str, FieldType] = {}
+
+    # -- construction --------------------------------------------------------------------------
+
+    @classmethod
+    def from_body(cls, body: dict | None) -> Mapping:
+        """A mapping from the `mappings` object of create-index; 400 `mapper_parsing_exception` if bad."""
+        mapping = cls()
+        try:
+            mapping._parse_root(_unwrap_type(body))
+        except _MappingError as e:
+            raise _mapping_error(e) from None
+        mapping._refresh()
+        return mapping
+
+    def _parse_root(self, body: dict) -> None:
+        unknown = {k: v for k, v in body.items() if k not in _ROOT_KEYS}
+        if unknown:
+            raise _MappingError(
+                f"Root mapping definition has unsupported parameters:  {_unsupported(unknown)}"
+            )
+        params = self._root_params
+        for key, value in body.items():
+            if key == "properties":
+                continue
+            if key == "dynamic":
+                params[key] = _dynamic_param(value, "_doc")
+            elif key in ("date_detection", "numeric_detection", "enabled"):
+                params[key] = _bool_param(value, "_doc", key)
+            elif key == "dynamic_date_formats":
+                formats = [value] if type(value) is str else value
+                if type(formats) is not list or not all(type(f) is str for f in formats):
+                    raise _MappingError("[dynamic_date_formats] must be a string or a list of strings")
+                for f in formats:
+                    _format_param(f, "_doc", key)
+                params[key] = formats
+            elif key == "dynamic_templates":
+                params[key] = _templates_param(value)
+            elif key == "_source":
+                source = _map_param(value, "_source", key)
+                bad = {k: v for k, v in source.items() if k not in _SOURCE_KEYS}
+                if bad:
+                    raise _MappingError(f"unknown parameter [{next(iter(bad))}] on metadata field [_source]")
+                if "enabled" in source:
+                    source = {**source, "enabled": _bool_param(source["enabled"], "_source", "enabled")}
+                params[key] = source
+            elif key == "_routing":
+                routing = _map_param(value, "_routing", key)
+                bad = {k: v for k, v in routing.items() if k != "required"}
+                if bad:
+                    raise _MappingError(f"unknown parameter [{next(iter(bad))}] on metadata field [_routing]")
+                params[key] = {k: _bool_param(v, "_routing", k) for k, v in routing.items()}
+            else:
+                params[key] = _map_param(value, "_doc", key)
+        _build_properties(self._root, body.get("properties", {}))
+
+    def _refresh(self) -> None:
+        """Recompute what is derived from the tree and root parameters (after any change)."""
+        params = self._root_params
+        self._root.params = {"dynamic": params["dynamic"]} if "dynamic" in params else {}
+        self._root.enabled = params.get("enabled", True)
+        self._date_detection = params.get("date_detection", True)
+        self._numeric_detection = params.get("numeric_detection", False)
+        formats = params.get("dynamic_date_formats")
+        self._date_formatters = (
+            _DYNAMIC_DATE_FORMATTERS if formats is None else [DateFormatter(f) for f in formats]
+        )
+        self._templates = [
+            _Template(name, body) for t in params.get("dynamic_templates", []) for name, body in t.items()
+        ]
+        self.routing_required = params.get("_routing", {}).get("required", False)
+        self._fields = {}
+        self._index(self._root, params.get("dynamic", "true"))
+
+    def _index(self, mapper: ObjectMapper, dynamic: str) -> None:
+        mapper.effective_dynamic = mapper.params.get("dynamic", dynamic)
+        for child in mapper.children.values():
+            if child.leaf:
+                self._fields[child.path] = child
+                for sub in child.subfields:
+                    self._fields[sub.path] = sub
+            else:
+                self._index(child, mapper.effective_dynamic)
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def to_body(self) -> dict[str, Any]:
+        """The `mappings` object as `GET /<index>/_mapping` shows it; `from_body` reads it back."""
+        body = copy.deepcopy(self._root_params)
+        if self._root.children:
+            body["properties"] = _properties_body(self._root.children)
+        return body
+
+    def field(self, path: str) -> FieldType | None:
+        """The leaf field (or multi-field) at a full dotted path."""
+        return self._fields.get(path)
+
+    def fields(self) -> dict[str, FieldType]:
+        """Every leaf path, multi-fields included, sorted."""
+        return dict(sorted(self._fields.items()))
+
+    def resolve_fields(self, pattern: str) -> list[str]:
+        """Leaf paths matching a field name that may hold `*` wildcards, sorted."""
+        if "*" not in pattern:
+            return [pattern] if pattern in self._fields else []
+        regex = _wildcard(pattern)
+        return sorted(p for p in self._fields if regex.fullmatch(p))
+
+    @property
+    def source(self) -> dict[str, Any]:
+        """The `_source` mapping parameters (`enabled`, `includes`, `excludes`) as given."""
+        return self._root_params.get("_source", {})
+
+    # -- put mapping ---------------------------------------------------------------------------
+
+    def merge(self, body: dict) -> None:
+        """Apply a put-mapping body: new fields are added, allowed parameter updates applied.
+
+        Nothing changes on error: 400 `mapper_parsing_exception` for a bad body,
+        `illegal_argument_exception` for a conflict with the current mapping.
+        """
+        incoming = Mapping.from_body(body)
+        merged = Mapping.from_body(self.to_body())
+        merged.total_fields_limit = self.total_fields_limit
+        for key, value in incoming._root_params.items():
+            if key == "dynamic_templates":
+                by_name = {name: t for t in merged._root_params.get(key, []) for name in t}
+                by_name.update({name: t for t in value for name in t})
+                value = list(by_name.values())
+            elif key in ("_source", "_routing"):
+                _check_metadata_update(key, merged._root_params.get(key, {}), value)
+            merged._root_params[key] = value
+        for name, child in incoming._root.children.items():
+            existing = merged._root.children.get(name)
+            merged._root.children[name] = child if existing is None else _merge_mappers(existing, child)
+        merged._refresh()
+        _check_field_limit(self.total_fields_limit, _count_fields(self._root), _count_fields(merged._root))
+        if merged.to_body() != self.to_body():
+            self._adopt(merged)
+            self.version += 1
+
+    def _adopt(self, other: Mapping) -> None:
+        self._root, self._root_params = other._root, other._root_params
+        self._refresh()
+
+    # -- documents -----------------------------------------------------------------------------
+
+    def parse_document(self, source: bytes, doc_id: str | None = None) -> ParsedDoc:
+        """The indexable values of one document; 400 `document_parsing_exception` (or
+        `strict_dynamic_mapping_exception`) if it does not fit, and then the mapping is unchanged.
+        New fields are mapped dynamically, bumping `version`."""
+        try:
+            obj = orjson.loads(source)
+        except orjson.JSONDecodeError as e:
+            if not source or not bytes(source).strip():
+                raise DocumentParsing("[0:0] failed to parse, document is empty") from None
+            err = DocumentParsing(f"[{e.lineno}:{e.colno}] failed to parse: {e.msg}")
+            raise _with_java_cause(err, "json_parse_exception", e.msg) from None
+        if type(obj) is not dict:
+            raise DocumentParsing("Malformed content, must start with an object")
+        doc = ParsedDoc(bytes(source) if type(source) is not bytes else source)
+        pending: list[tuple[ObjectMapper, str, FieldType | ObjectMapper]] = []
+        try:
+            if self._root.enabled:
+                self._walk(self._root, obj, doc, pending)
+        except _FieldError as e:
+            raise _field_error(e, source, doc_id) from None
+        except _DocError as e:
+            raise e.build(_location(source, e.key), doc_id) from None
+        if pending:
+            self._commit(pending)
+        return doc
+
+    def _walk(self, mapper: ObjectMapper, obj: dict, doc: ParsedDoc, pending: list) -> None:
+        children = mapper.children
+        for key, value in obj.items():
+            child = children.get(key)
+            if child is None:
+                self._unmapped(mapper, key, value, doc, pending)
+            elif child.leaf:
+                child.parse(value, doc)
+                if child.copy_to:
+                    self._copy(child, value, doc, pending)
+            else:
+                self._object(child, key, value, doc, pending)
+
+    def _dispatch(
+        self, child: FieldType | ObjectMapper, key: str, value: Any, doc: ParsedDoc, pending: list
+    ) -> None:
+        """One value to its mapper (`_walk` inlines this for speed)."""
+        if child.leaf:
+            child.parse(value, doc)
+            if child.copy_to:
+                self._copy(child, value, doc, pending)
+        else:
+            self._object(child, key, value, doc, pending)
+
+    def _object(self, mapper: ObjectMapper, key: str, value: Any, doc: ParsedDoc, pending: list) -> None:
+        if not mapper.enabled or value is None:
+            return
+        if type(value) is dict:
+            self._walk(mapper, value, doc, pending)
+            return
+        for item in _flat(value) if type(value) is list else (value,):
+            if type(item) is dict:
+                self._walk(mapper, item, doc, pending)
+            elif item is not None:
+                message = (
+                    f"object mapping for [{mapper.path}] tried to parse field [{key}] as object, "
+                    "but found a concrete value"
+                )
+                raise _DocError(key, lambda loc, _id, m=message: DocumentParsing(f"{loc}{m}"))
+
+    def _copy(self, field: FieldType, value: Any, doc: ParsedDoc, pending: list) -> None:
+        """`copy_to`: the value is indexed again into each target field (mapped dynamically if new)."""
+        for target in field.copy_to:
+            mapped = self._fields.get(target)
+            if mapped is not None:
+                mapped.parse(value, doc)
+            else:
+                self._walk(self._root, {target: value}, doc, pending)
+
+    def _unmapped(self, mapper: ObjectMapper, key: str, value: Any, doc: ParsedDoc, pending: list) -> None:
+        for parent, name, child in pending:
+            if parent is mapper and name == key:
+                self._dispatch(child, key, value, doc, pending)
+                return
+        if not key:
+            reason = "Field name cannot be an empty string"
+            raise _DocError(
+                key,
+                lambda loc, _id: _with_java_cause(
+                    DocumentParsing(f"{loc}failed to parse: {reason}"), "illegal_argument_exception", reason
+                ),
+            )
+        if key.isspace():
+            reason = f"Field name cannot contain only whitespace: [{mapper.child_path(key)}]"
+            raise _DocError(key, lambda loc, _id: DocumentParsing(f"{loc}{reason}"))
+        if "." in key:
+            self._dotted(mapper, key, value, doc, pending)
+            return
+        if mapper is self._root and key in METADATA_FIELDS:
+            raise _DocError(key, lambda loc, doc_id: _metadata_error(loc, doc_id, key, value))
+        dynamic = mapper.effective_dynamic
+        if dynamic == "false" or value is None:
+            return
+        if dynamic == "strict":
+            reason = (
+                f"mapping set to strict, dynamic introduction of [{key}] within [{mapper.path or '_doc'}] "
+                "is not allowed"
+            )
+            raise _DocError(key, lambda loc, _id: StrictDynamicMapping(f"{loc}{reason}"))
+        child = self._dynamic_mapper(mapper, key, value)
+        if child is None:
+            return
+        if self._is_new(mapper, pending):
+            mapper.children[key] = child  # a parent created by this document: not yet in the tree
+        else:
+            pending.append((mapper, key, child))
+        self._dispatch(child, key, value, doc, pending)
+
+    def _is_new(self, mapper: ObjectMapper, pending: list) -> bool:
+        """Whether an object was created dynamically while parsing this document."""
+        return any(child is mapper or _contains(child, mapper) for _, _, child in pending if not child.leaf)
+
+    def _dotted(self, mapper: ObjectMapper, key: str, value: Any, doc: ParsedDoc, pending: list) -> None:
+        """`{"a.b": 1}` is `{"a": {"b": 1}}`, as Elasticsearch expands dots in field names."""
+        parts = key.split(".")
+        if not all(parts):
+            reason = f"object field starting or ending with a [.] makes object resolution ambiguous: [{key}]"
+            raise _DocError(
+                key,
+                lambda loc, _id: _with_java_cause(
+                    DocumentParsing(f"{loc}failed to parse: {reason}"), "illegal_argument_exception", reason
+                ),
+            )
+        head = mapper.children.get(parts[0]) or next(
+            (c for p, n, c in pending if p is mapper and n == parts[0]), None
+        )
+        if head is not None and head.leaf:
+            reason = (
+                f"Could not dynamically add mapping for field [{mapper.child_path(key)}]. Existing mapping "
+                f"for [{head.path}] must be of type object but found [{head.type}]."
+            )
+            raise _DocError(key, lambda loc, _id: DocumentParsing(f"{loc}{reason}"))
+        nested: Any = value
+        for part in reversed(parts[1:]):
+            nested = {part: nested}
+        self._walk(mapper, {parts[0]: nested}, doc, pending)
+
+    def _dynamic_mapper(self, mapper: ObjectMapper, key: str, value: Any) -> FieldType | ObjectMapper | None:
+        """The mapper Elasticsearch's dynamic mapping creates for a new field, or None (null, [])."""
+        sample = value
+        if type(value) is list:
+            sample = next((v for v in _flat(value) if v is not None), None)
+            if sample is None:
+                return None
+        path = mapper.child_path(key)
+        dynamic_type, node = self._detect(sample)
+        for template in self._templates:
+            if template.matches(path, key, dynamic_type):
+                node = template.render(key, dynamic_type)
+                break
+        try:
+            return _build_mapper(path, key, node)
+        except _MappingError as e:
+            message = e.message
+            raise _DocError(
+                key,
+                lambda loc, _id: _with_java_cause(
+                    DocumentParsing(f"{loc}failed to parse: {message}"), "mapper_parsing_exception", message
+                ),
+            ) from None
+
+    def _detect(self, sample: Any) -> tuple[str, dict[str, Any]]:
+        """(match_mapping_type name, default mapping) of a JSON value."""
+        t = type(sample)
+        if t is dict:
+            return "object", {"type": "object"}
+        if t is bool:
+            return "boolean", {"type": "boolean"}
+        if t is int:
+            return "long", {"type": "long"}
+        if t is float:
+            return "double", {"type": "float"}
+        if self._numeric_detection and _is_number_text(sample):
+            if re.fullmatch(r"[+-]?\d+", sample.strip()):
+                return "long", {"type": "long"}
+            return "double", {"type": "float"}
+        if self._date_detection and not _is_number_text(sample):
+            for formatter in self._date_formatters:
+                try:
+                    formatter.parse(sample)
+                except ValueError:
+                    continue
+                if formatter.pattern == DEFAULT_DATE_FORMAT:
+                    return "date", {"type": "date"}
+                return "date", {"type": "date", "format": formatter.pattern}
+        return "string", {"type": "text", "fields": {"keyword": {"type": "keyword", "ignore_above": 256}}}
+
+    def _commit(self, pending: list) -> None:
+        before = _count_fields(self._root)
+        added = sum(1 + (_count_fields(m) if not m.leaf else len(m.subfields)) for _, _, m in pending)
+        _check_field_limit(self.total_fields_limit, before, before + added)
+        for parent, name, child in pending:
+            parent.children[name] = child
+        self._refresh()
+        self.version += 1
+
+
+def _field_error(e: _FieldError, source: bytes, doc_id: str | None) -> ElasticError:
+    field = e.field
+    reason = (
+        f"{_location(source, field.source_key)}failed to parse field [{field.path}] of type "
+        f"[{field.type}] in document with id '{doc_id}'. Preview of field's value: '{_java_text(e.value)}'"
+    )
+    return _with_java_cause(DocumentParsing(reason), e.cause.cause_type, e.cause.message)
+
+
+def _count_fields(mapper: ObjectMapper) -> int:
+    """Fields below an object as `index.mapping.total_fields.limit` counts them (objects included)."""
+    return sum(1 + (_count_fields(c) if not c.leaf else len(c.subfields)) for c in mapper.children.values())
+
+
+def _check_field_limit(limit: int, before: int, after: int) -> None:
+    if after > before and after > limit:
+        raise IllegalArgument(
+            f"Limit of total fields [{limit}] has been exceeded while adding new fields [{after - before}]"
+        )
+
+
+def _contains(ancestor: ObjectMapper, mapper: ObjectMapper) -> bool:
+    return any(c is mapper or (not c.leaf and _contains(c, mapper)) for c in ancestor.children.values())
+
+
+def _metadata_error(location: str, doc_id: str | None, key: str, value: Any) -> ElasticError:
+    """Elasticsearch's metadata field mappers refuse values from the document body."""
+    cause = MapperParsing(
+        f"Field [{key}] is a metadata field and cannot be added inside a document. "
+        "Use the index API request parameters."
+    )
+    return DocumentParsing(
+        f"{location}failed to parse field [{key}] of type [{key}] in document with id '{doc_id}'. "
+        f"Preview of field's value: '{_java_text(value)}'",
+        caused_by=cause,
+    )
+
+
+def _check_metadata_update(name: str, before: dict, after: dict) -> None:
+    defaults = {"enabled": True, "required": False, "mode": None}
+    for param in ("enabled", "required", "mode"):
+        old, new = before.get(param, defaults[param]), after.get(param, defaults[param])
+        if old != new:
+            raise IllegalArgument(
+                f"Mapper for [{name}] conflicts with existing mapper:\n\t"
+                f"Cannot update parameter [{param}] from [{_java_text(old)}] to [{_java_text(new)}]"
+            )
+
+
+def _templates_param(value: Any) -> list[dict]:
+    if type(value) is not list:
+        raise _MappingError("Dynamic template syntax error. An array of named objects is expected.")
+    for entry in value:
+        if type(entry) is not dict or len(entry) != 1:
+            raise _MappingError("Dynamic template syntax error. An array of named objects is expected.")
+        for name, body in entry.items():
+            _Template(name, body)
+    return value
+
+
+def _unwrap_type(body: dict | None) -> dict:
+    """A `mappings` object, accepting the legacy `{"_doc": {...}}` wrapper as Elasticsearch 8 does."""
+    if body is None:
+        return {}
+    if type(body) is not dict:
+        raise _mapping_error(_MappingError("Expected map for mappings"))
+    if len(body) == 1 and "_doc" in body and type(body["_doc"]) is dict:
+        return body["_doc"]
+    return body
+
+
+def _mapping_error(e: _MappingError) -> ElasticError:
+    outer = MapperParsing(f"Failed to parse mapping: {e.message}")
+    if e.java_cause:
+        return _with_java_cause(outer, "illegal_argument_exception", e.message)
+    outer.caused_by = MapperParsing(e.message)
+    return outer
+
+
+def _location(source: bytes, key: str) -> str:
+    """`[line:column] ` of the value of `key` in the source (its first occurrence): the position
+    Elasticsearch's parser reports, found again from the raw bytes since orjson keeps none."""
+    text = bytes(source)
+    match = re.search(b'"' + re.escape(key.encode()) + rb'"\s*:\s*', text)
+    if match is None:
+        return "[1:1] "
+    offset = match.end()
+    line = text.count(b"\n", 0, offset) + 1
+    column = offset - (text.rfind(b"\n", 0, offset) + 1) + 1
+    return f"[{line}:{column}] "

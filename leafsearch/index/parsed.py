@@ -1,0 +1,32 @@
+"""The indexable form of one document, produced by the mapping and consumed by the indexing buffer.
+
+Parsing (mapping rules, analysis, date formats) happens once, when the write is accepted, so that a
+value that does not fit its field is refused before anything is logged; the buffer then only
+appends these lists and a refresh turns them into numpy columns.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# Position gap between the values of a multi-valued text field, as Lucene's default
+# `position_increment_gap`, so that a phrase never matches across two array elements.
+POSITION_INCREMENT_GAP = 100
+
+
+@dataclass(slots=True)
+class ParsedDoc:
+    """Field values of one document, grouped by storage kind and keyed by the full dotted path.
+
+    - `text`: path -> (tokens, positions); the field length for norms is `len(tokens)`.
+    - `keyword`: path -> string values (after `ignore_above`, which drops values).
+    - `long`: path -> integer values: long/integer/short/byte, scaled_float (scaled),
+      date (epoch millis), date_nanos (epoch nanos), boolean (0/1).
+    - `double`: path -> float values: double/float/half_float.
+    """
+
+    source: bytes
+    text: dict[str, tuple[list[str], list[int]]] = field(default_factory=dict)
+    keyword: dict[str, list[str]] = field(default_factory=dict)
+    long: dict[str, list[int]] = field(default_factory=dict)
+    double: dict[str, list[float]] = field(default_factory=dict)

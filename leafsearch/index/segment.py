@@ -1,0 +1,342 @@
+"""Immutable segments: a folder of numpy arrays, written once and memory-mapped for reading.
+
+A segment never changes after it is written; deletes live outside it, in the live-docs arrays of
+the Searchers that hold it. That is what lets a point in time or a scroll keep reading a segment
+while merges replace it, and lets every derived structure (sorted orders, per-document sort
+values) be cached for the segment's whole life.
+
+Layout of a segment folder:
+- `meta.json`: doc count and the fields with their storage kind and statistics.
+- `_id.terms.npy` (sorted ids, 'S'), `_id.docs.npy` (doc of each sorted id), `_id.rank.npy`
+  (position of each doc's id in the sorted list), `_seq_no.npy`, `_version.npy`.
+- `_source.bin` (zstd blocks of `SOURCE_BLOCK_DOCS` raw JSON sources), `_source.blocks.npy`
+  (byte offset of each block), `_source.lengths.npy` (raw length of each source).
+- per field `f.<path>.*.npy`: see `columns.py` for what each array means.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+import orjson
+import zstandard
+
+from leafsearch.index.columns import DocValues, KeywordColumn, NumericColumn, TextColumn
+
+SOURCE_BLOCK_DOCS = 32
+_ZSTD_LEVEL = 3
+
+
+def _compact(arr: np.ndarray) -> np.ndarray:
+    """The smallest integer dtype that holds every value: doc ids, freqs and ordinals are small."""
+    if arr.dtype.kind not in "iu" or arr.size == 0:
+        return arr
+    lo, hi = int(arr.min()), int(arr.max())
+    for dtype in (np.uint8, np.int8, np.uint16, np.int16, np.uint32, np.int32):
+        info = np.iinfo(dtype)
+        if info.min <= lo and hi <= info.max:
+            return arr.astype(dtype, copy=False)
+    return arr
+
+
+def to_term_array(values: list[str] | list[bytes]) -> np.ndarray:
+    """Strings to a numpy bytes array ('S'), UTF-8 encoded, so that sort order is Lucene's."""
+    if values and isinstance(values[0], str):
+        values = [v.encode() for v in values]
+    if not values:
+        return np.empty(0, dtype="S1")
+    return np.array(values, dtype=bytes)
+
+
+def build_doc_values(docs: np.ndarray, values: np.ndarray, max_doc: int, *, dedupe: bool) -> dict:
+    """Arrays of a CSR doc-values column from (doc, value) pairs in any order."""
+    order = np.lexsort((values, docs))
+    docs = docs[order]
+    values = values[order]
+    if dedupe and len(docs):
+        keep = np.ones(len(docs), dtype=bool)
+        keep[1:] = (docs[1:] != docs[:-1]) | (values[1:] != values[:-1])
+        docs, values = docs[keep], values[keep]
+    counts = np.bincount(docs, minlength=max_doc) if len(docs) else np.zeros(max_doc, np.int64)
+    if counts.max(initial=0) <= 1:
+        dense = np.zeros(max_doc, dtype=values.dtype)
+        dense[docs] = values
+        out = {"values": dense}
+        if len(docs) < max_doc:
+            out["present"] = np.packbits(counts.astype(bool))
+        return out
+    offsets = np.zeros(max_doc + 1, dtype=np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    return {"values": values, "offsets": offsets}
+
+
+def build_postings(
+    term_ids: np.ndarray, docs: np.ndarray, positions: np.ndarray, num_terms: int, max_doc: int
+) -> dict:
+    """Postings arrays from one entry per token occurrence.
+
+    Occurrences must come in (doc, position) order within each term once stably sorted by term,
+    which is how both the buffer (arrival order) and a merge (segment order) supply them.
+    """
+    key = term_ids.astype(np.int64) * max(max_doc, 1) + docs
+    order = np.argsort(key, kind="stable")
+    key = key[order]
+    positions = positions[order]
+    if len(key):
+        starts = np.flatnonzero(np.concatenate(([True], key[1:] != key[:-1])))
+    else:
+        starts = np.empty(0, np.int64)
+    freqs = np.diff(np.append(starts, len(key)))
+    entry_terms = key[starts] // max(max_doc, 1)
+    entry_docs = key[starts] % max(max_doc, 1)
+    offsets = np.zeros(num_terms + 1, dtype=np.int64)
+    np.cumsum(np.bincount(entry_terms, minlength=num_terms), out=offsets[1:])
+    return {
+        "post_offsets": offsets,
+        "post_docs": entry_docs,
+        "post_freqs": freqs,
+        "positions": positions,
+    }
+
+
+class SegmentWriter:
+    """Collects the arrays of a new segment and writes them to a folder, fsynced."""
+
+    def __init__(self, max_doc: int) -> None:
+        self.max_doc = max_doc
+        self.arrays: dict[str, np.ndarray] = {}
+        self.fields: dict[str, dict] = {}
+        self.source_chunks: list[bytes] = []
+        self.source_block_offsets: list[int] = [0]
+        self.source_lengths: np.ndarray | None = None
+
+    def set_ids(
+        self, ids: np.ndarray, seq_nos: np.ndarray, versions: np.ndarray, slice_hashes: np.ndarray
+    ) -> None:
+        self.arrays["_id.slice_hash"] = np.asarray(slice_hashes, dtype=np.int32)
+        order = np.argsort(ids, kind="stable")
+        rank = np.empty(len(ids), dtype=np.int64)
+        rank[order] = np.arange(len(ids))
+        self.arrays["_id.terms"] = ids[order]
+        self.arrays["_id.docs"] = order
+        self.arrays["_id.rank"] = rank
+        self.arrays["_seq_no"] = np.asarray(seq_nos, dtype=np.int64)
+        self.arrays["_version"] = np.asarray(versions, dtype=np.int64)
+
+    def set_sources(self, sources: list[bytes]) -> None:
+        compressor = zstandard.ZstdCompressor(level=_ZSTD_LEVEL)
+        pos = 0
+        for start in range(0, len(sources), SOURCE_BLOCK_DOCS):
+            chunk = compressor.compress(b"".join(sources[start : start + SOURCE_BLOCK_DOCS]))
+            self.source_chunks.append(chunk)
+            pos += len(chunk)
+            self.source_block_offsets.append(pos)
+        self.source_lengths = np.fromiter((len(s) for s in sources), dtype=np.int64, count=len(sources))
+
+    def add_text(self, path: str, terms: np.ndarray, postings: dict, lengths: np.ndarray) -> None:
+        from leafsearch.index.norms import encode_lengths
+
+        prefix = f"f.{path}."
+        self.arrays[prefix + "terms"] = terms
+        for name, arr in postings.items():
+            self.arrays[prefix + name] = arr
+        self.arrays[prefix + "norms"] = encode_lengths(lengths)
+        self.fields[path] = {
+            "kind": "text",
+            "doc_count": int(np.count_nonzero(lengths)),
+            "sum_total_term_freq": int(lengths.sum()),
+        }
+
+    def add_keyword(self, path: str, terms: np.ndarray, dv: dict) -> None:
+        prefix = f"f.{path}."
+        self.arrays[prefix + "terms"] = terms
+        for name, arr in dv.items():
+            self.arrays[prefix + name] = arr
+        self.fields[path] = {"kind": "keyword", "single": "offsets" not in dv}
+
+    def add_numeric(self, path: str, kind: str, dv: dict) -> None:
+        prefix = f"f.{path}."
+        for name, arr in dv.items():
+            self.arrays[prefix + name] = arr
+        self.fields[path] = {"kind": kind, "single": "offsets" not in dv}
+
+    def write(self, folder: Path) -> None:
+        tmp = folder.with_name(folder.name + ".tmp")
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        tmp.mkdir(parents=True)
+        for name, arr in self.arrays.items():
+            keep = name.endswith(".terms") or name == "_id.slice_hash"
+            data = arr if keep else _compact(np.asarray(arr))
+            with open(tmp / f"{name}.npy", "wb") as fh:
+                np.save(fh, data, allow_pickle=False)
+                fh.flush()
+                os.fsync(fh.fileno())
+        with open(tmp / "_source.bin", "wb") as fh:
+            for chunk in self.source_chunks:
+                fh.write(chunk)
+            fh.flush()
+            os.fsync(fh.fileno())
+        for name, arr in (
+            ("_source.blocks", np.asarray(self.source_block_offsets, dtype=np.int64)),
+            ("_source.lengths", self.source_lengths if self.source_lengths is not None else np.empty(0)),
+        ):
+            with open(tmp / f"{name}.npy", "wb") as fh:
+                np.save(fh, _compact(np.asarray(arr, dtype=np.int64)), allow_pickle=False)
+                os.fsync(fh.fileno())
+        meta = {"max_doc": self.max_doc, "fields": self.fields}
+        with open(tmp / "meta.json", "wb") as fh:
+            fh.write(orjson.dumps(meta))
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, folder)
+        fd = os.open(folder.parent, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+class Segment:
+    """Read side of one segment folder. Arrays are memory-mapped; columns are opened lazily."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.name = folder.name
+        meta = orjson.loads((folder / "meta.json").read_bytes())
+        self.max_doc: int = meta["max_doc"]
+        self.field_meta: dict[str, dict] = meta["fields"]
+        self._columns: dict[str, object] = {}
+        self._local = threading.local()  # zstd decompressors must not be shared between threads
+        self._source_data = np.memmap(folder / "_source.bin", dtype=np.uint8, mode="r") if (
+            (folder / "_source.bin").stat().st_size
+        ) else np.empty(0, np.uint8)
+
+    def _load(self, name: str) -> np.ndarray:
+        return np.load(self.folder / f"{name}.npy", mmap_mode="r", allow_pickle=False)
+
+    @cached_property
+    def id_terms(self) -> np.ndarray:
+        return self._load("_id.terms")
+
+    @cached_property
+    def id_docs(self) -> np.ndarray:
+        return self._load("_id.docs")
+
+    @cached_property
+    def id_rank(self) -> np.ndarray:
+        return self._load("_id.rank")
+
+    @cached_property
+    def slice_hashes(self) -> np.ndarray:
+        """Per doc: murmur3 of the encoded id with seed 7919 (sliced scroll without a field)."""
+        return self._load("_id.slice_hash")
+
+    @cached_property
+    def seq_nos(self) -> np.ndarray:
+        return np.asarray(self._load("_seq_no"), dtype=np.int64)
+
+    @cached_property
+    def versions(self) -> np.ndarray:
+        return np.asarray(self._load("_version"), dtype=np.int64)
+
+    @cached_property
+    def _source_blocks(self) -> np.ndarray:
+        return np.asarray(self._load("_source.blocks"), dtype=np.int64)
+
+    @cached_property
+    def _source_starts(self) -> np.ndarray:
+        """Offset of each source inside its decompressed block."""
+        lengths = np.asarray(self._load("_source.lengths"), dtype=np.int64)
+        ends = np.cumsum(lengths)
+        starts = ends - lengths
+        block_first = np.arange(0, self.max_doc, SOURCE_BLOCK_DOCS)
+        base = np.repeat(starts[block_first], np.diff(np.append(block_first, self.max_doc)))
+        return np.stack([starts - base, ends - base], axis=1)
+
+    def doc_id(self, doc: int) -> str:
+        return bytes(self.id_terms[int(self.id_rank[doc])]).decode()
+
+    def doc_ids(self, docs: np.ndarray) -> list[str]:
+        return [b.decode() for b in np.asarray(self.id_terms[np.asarray(self.id_rank)[docs]]).tolist()]
+
+    def lookup_ids(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """For each id ('S' array), the range [lo, hi) of matching entries in `id_docs`."""
+        lo = np.searchsorted(self.id_terms, ids, side="left")
+        hi = np.searchsorted(self.id_terms, ids, side="right")
+        return lo, hi
+
+    def block(self, index: int) -> bytes:
+        a, b = int(self._source_blocks[index]), int(self._source_blocks[index + 1])
+        decompressor = getattr(self._local, "zstd", None)
+        if decompressor is None:
+            decompressor = self._local.zstd = zstandard.ZstdDecompressor()
+        return decompressor.decompress(self._source_data[a:b].tobytes())
+
+    def sources(self, docs: np.ndarray | list[int]) -> list[bytes]:
+        """Raw `_source` bytes of documents, decompressing each needed block once."""
+        out: list[bytes] = []
+        blocks: dict[int, bytes] = {}
+        spans = self._source_starts
+        for doc in np.asarray(docs, dtype=np.int64).tolist():
+            b = doc // SOURCE_BLOCK_DOCS
+            data = blocks.get(b)
+            if data is None:
+                data = blocks[b] = self.block(b)
+            s, e = spans[doc]
+            out.append(data[s:e])
+        return out
+
+    def iter_source_blocks(self):
+        """(first doc, decompressed block, spans) for every block, for merges and exports."""
+        spans = self._source_starts
+        for b in range(len(self._source_blocks) - 1):
+            first = b * SOURCE_BLOCK_DOCS
+            yield first, self.block(b), spans[first : first + SOURCE_BLOCK_DOCS]
+
+    def column(self, path: str) -> TextColumn | KeywordColumn | NumericColumn | None:
+        col = self._columns.get(path)
+        if col is not None:
+            return col  # type: ignore[return-value]
+        meta = self.field_meta.get(path)
+        if meta is None:
+            return None
+        prefix = f"f.{path}."
+        kind = meta["kind"]
+        if kind == "text":
+            col = TextColumn(
+                terms=self._load(prefix + "terms"),
+                post_offsets=self._load(prefix + "post_offsets"),
+                post_docs=self._load(prefix + "post_docs"),
+                post_freqs=self._load(prefix + "post_freqs"),
+                positions=self._load(prefix + "positions"),
+                norms=self._load(prefix + "norms"),
+                doc_count=meta["doc_count"],
+                sum_total_term_freq=meta["sum_total_term_freq"],
+            )
+        else:
+            dv = self._doc_values(prefix, meta)
+            col = KeywordColumn(self._load(prefix + "terms"), dv) if kind == "keyword" else NumericColumn(kind, dv)
+        self._columns[path] = col
+        return col
+
+    def _doc_values(self, prefix: str, meta: dict) -> DocValues:
+        values = self._load(prefix + "values")
+        if meta["kind"] == "long":
+            values = np.asarray(values, dtype=np.int64)
+        elif meta["kind"] == "keyword":
+            values = np.asarray(values, dtype=np.int64)
+        if meta["single"]:
+            present = None
+            if (self.folder / f"{prefix}present.npy").exists():
+                present = np.unpackbits(self._load(prefix + "present"), count=self.max_doc).astype(bool)
+            return DocValues(values, self.max_doc, present=present)
+        return DocValues(values, self.max_doc, offsets=self._load(prefix + "offsets"))
+
+    def size_in_bytes(self) -> int:
+        return sum(f.stat().st_size for f in self.folder.iterdir())

@@ -1,0 +1,427 @@
+"""One shard: translog, indexing buffer, segments, live docs, published Searchers, merges.
+
+Writes go to the translog and the buffer under the shard lock. A refresh writes the buffer as a
+segment, applies pending deletes to copies of the live-docs arrays (a published Searcher keeps
+the arrays it was given), commits, and publishes a new Searcher. The files of a segment are
+deleted only when neither the shard nor any Searcher holds it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import orjson
+
+from leafsearch.index.buffer import IndexBuffer
+from leafsearch.index.merge_policy import find_merge
+from leafsearch.index.parsed import ParsedDoc
+from leafsearch.index.searcher import Searcher, SegmentView
+from leafsearch.index.segment import Segment, to_term_array
+from leafsearch.index.segment_build import merge_segments, segment_from_buffer
+from leafsearch.index.translog import OP_DELETE, OP_INDEX, Translog, TranslogOp, encode_op
+
+PRIMARY_TERM = 1
+
+#: The buffer is written as a (not yet published) segment past this many documents or source
+#: bytes, so memory stays bounded when refreshes are disabled or rare.
+BUFFER_MAX_DOCS = 200_000
+BUFFER_MAX_BYTES = 64 * 1024 * 1024
+
+
+@dataclass(slots=True)
+class DocState:
+    """Where the current copy of an id lives: the buffer (segment None) or a segment."""
+
+    version: int
+    seq_no: int
+    deleted: bool
+    segment: Segment | None = None
+    doc: int = -1
+    routing: str | None = None
+
+
+class Shard:
+    def __init__(self, folder: Path, shard_id: int, parse) -> None:
+        """`parse(source, doc_id) -> ParsedDoc` comes from the index's mapping (used in recovery)."""
+        self.folder = folder
+        self.shard_id = shard_id
+        self.lock = threading.RLock()
+        self._parse = parse
+        folder.mkdir(parents=True, exist_ok=True)
+        commit = self._read_commit()
+        self.segments: list[Segment] = []
+        self.live: dict[str, np.ndarray | None] = {}
+        self._seg_refs: dict[str, int] = {}
+        self._seg_gen = commit.get("segment_gen", 0)
+        self._live_gen = commit.get("live_gen", 0)
+        for name in commit.get("segments", []):
+            seg = Segment(folder / name)
+            self.segments.append(seg)
+            self._seg_refs[name] = 1
+            live_file = commit.get("live", {}).get(name)
+            self.live[name] = np.load(folder / live_file) if live_file else None
+        self._live_files: dict[str, str] = dict(commit.get("live", {}))
+        self._live_saved: dict[str, np.ndarray] = {
+            name: arr for name, arr in self.live.items() if arr is not None
+        }
+        self._remove_orphans()
+        self.max_seq_no = max((int(s.seq_nos.max()) for s in self.segments if s.max_doc), default=-1)
+        self.max_seq_no = max(self.max_seq_no, commit.get("max_seq_no", -1))
+        self.buffer = IndexBuffer()
+        self.version_map: dict[str, DocState] = {}
+        self.pending_deletes: dict[str, set[int]] = {}
+        self._dirty = False
+        self._searcher: Searcher | None = None
+        self.merging = False
+        self.closed = False
+        self.stats = {"index_total": 0, "delete_total": 0, "refresh_total": 0, "merge_total": 0}
+        translog_gen = commit.get("translog_gen", 1)
+        replay = list(Translog.recover(folder / "translog", translog_gen))
+        self.translog = Translog(folder / "translog", translog_gen)
+        for op in replay:
+            self._replay(op)
+        self.refresh()
+
+    # ---- persistence -------------------------------------------------------------------
+
+    def _read_commit(self) -> dict:
+        path = self.folder / "commit.json"
+        return orjson.loads(path.read_bytes()) if path.exists() else {}
+
+    def _remove_orphans(self) -> None:
+        """Segment folders or live files not named by the commit are leftovers of a crash."""
+        keep = set(self._seg_refs) | set(self._live_files.values()) | {"commit.json", "translog"}
+        for entry in self.folder.iterdir():
+            if entry.name not in keep:
+                if entry.is_dir():
+                    shutil.rmtree(entry, ignore_errors=True)
+                else:
+                    entry.unlink(missing_ok=True)
+
+    def _commit(self) -> None:
+        """Persist the segment list and live docs, then drop the translog they cover."""
+        live_files: dict[str, str] = {}
+        for seg in self.segments:
+            live = self.live[seg.name]
+            if live is None:
+                continue
+            existing = self._live_files.get(seg.name)
+            if existing is not None and self._live_saved.get(seg.name) is live:
+                live_files[seg.name] = existing
+                continue
+            self._live_gen += 1
+            name = f"live_{seg.name}_{self._live_gen}.npy"
+            with open(self.folder / name, "wb") as fh:
+                np.save(fh, live)
+                fh.flush()
+                os.fsync(fh.fileno())
+            live_files[seg.name] = name
+            self._live_saved[seg.name] = live
+        commit = {
+            "segments": [s.name for s in self.segments],
+            "live": live_files,
+            "max_seq_no": self.max_seq_no,
+            "segment_gen": self._seg_gen,
+            "live_gen": self._live_gen,
+            "translog_gen": self.translog.generation + 1,
+        }
+        tmp = self.folder / "commit.json.tmp"
+        with open(tmp, "wb") as fh:
+            fh.write(orjson.dumps(commit))
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, self.folder / "commit.json")
+        fd = os.open(self.folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        self.translog.roll()
+        for old in set(self._live_files.values()) - set(live_files.values()):
+            (self.folder / old).unlink(missing_ok=True)
+        self._live_files = live_files
+        self._dirty = False
+
+    # ---- lookups -----------------------------------------------------------------------
+
+    def _find_in_segments(self, doc_id: str) -> DocState | None:
+        key = to_term_array([doc_id])
+        for seg in reversed(self.segments):
+            lo, hi = seg.lookup_ids(key)
+            for i in range(int(lo[0]), int(hi[0])):
+                doc = int(seg.id_docs[i])
+                live = self.live[seg.name]
+                if (live is None or live[doc]) and doc not in self._pending_set(seg.name):
+                    return DocState(
+                        int(seg.versions[doc]), int(seg.seq_nos[doc]), False, seg, doc, self._routing_of(seg, doc)
+                    )
+        return None
+
+    def _pending_set(self, name: str) -> set[int]:
+        return self.pending_deletes.get(name) or set()
+
+    @staticmethod
+    def _routing_of(seg: Segment, doc: int) -> str | None:
+        col = seg.column("_routing")
+        if col is None:
+            return None
+        vals = col.ords.doc_values(doc)  # type: ignore[union-attr]
+        return col.term(int(vals[0])) if len(vals) else None  # type: ignore[union-attr]
+
+    def current(self, doc_id: str) -> DocState | None:
+        """The latest state of an id, realtime (buffer, then segments); None if never seen."""
+        state = self.version_map.get(doc_id)
+        if state is not None:
+            return state
+        return self._find_in_segments(doc_id)
+
+    def prefetch(self, doc_ids: list[str]) -> None:
+        """Load the segment state of many ids at once into the version map (bulk fast path)."""
+        todo = [i for i in dict.fromkeys(doc_ids) if i not in self.version_map]
+        if not todo or not self.segments:
+            return
+        keys = to_term_array(todo)
+        found: dict[str, DocState] = {}
+        for seg in self.segments:
+            lo, hi = seg.lookup_ids(keys)
+            hits = np.flatnonzero(hi > lo)
+            live = self.live[seg.name]
+            pending = self._pending_set(seg.name)
+            for h in hits.tolist():
+                for i in range(int(lo[h]), int(hi[h])):
+                    doc = int(seg.id_docs[i])
+                    if (live is None or live[doc]) and doc not in pending:
+                        found[todo[h]] = DocState(
+                            int(seg.versions[doc]), int(seg.seq_nos[doc]), False, seg, doc, self._routing_of(seg, doc)
+                        )
+        for doc_id in todo:
+            state = found.get(doc_id)
+            # A miss is remembered as a tombstone-free "absent" marker to skip later lookups.
+            self.version_map[doc_id] = state if state is not None else DocState(0, -1, True)
+
+    def get_source(self, state: DocState) -> bytes:
+        if state.segment is None:
+            return self.buffer.sources[state.doc]
+        return state.segment.sources([state.doc])[0]
+
+    # ---- writes (caller holds self.lock; caller syncs the translog before acknowledging) ----
+
+    def _retire(self, state: DocState | None) -> None:
+        if state is None or state.deleted:
+            return
+        if state.segment is None:
+            self.buffer.deleted.add(state.doc)
+        else:
+            self.pending_deletes.setdefault(state.segment.name, set()).add(state.doc)
+
+    def index(
+        self, doc_id: str, parsed: ParsedDoc, routing: str | None, prior: DocState | None, version: int
+    ) -> int:
+        """Apply an index operation whose checks passed; returns its seq_no."""
+        self.max_seq_no += 1
+        seq_no = self.max_seq_no
+        self.translog.append(encode_op(TranslogOp(OP_INDEX, doc_id, seq_no, version, routing, parsed.source)))
+        self._apply_index(doc_id, parsed, routing, prior, version, seq_no)
+        return seq_no
+
+    def _apply_index(
+        self, doc_id: str, parsed: ParsedDoc, routing: str | None, prior: DocState | None, version: int, seq_no: int
+    ) -> None:
+        self._retire(prior)
+        doc = self.buffer.add(doc_id, parsed, seq_no, version, routing)
+        self.version_map[doc_id] = DocState(version, seq_no, False, None, doc, routing)
+        self._dirty = True
+        self.stats["index_total"] += 1
+        if len(self.buffer) >= BUFFER_MAX_DOCS or self.buffer.source_bytes >= BUFFER_MAX_BYTES:
+            self._flush_buffer()
+
+    def delete(self, doc_id: str, prior: DocState, version: int) -> int:
+        self.max_seq_no += 1
+        seq_no = self.max_seq_no
+        self.translog.append(encode_op(TranslogOp(OP_DELETE, doc_id, seq_no, version, None, None)))
+        self._apply_delete(doc_id, prior, version, seq_no)
+        return seq_no
+
+    def _apply_delete(self, doc_id: str, prior: DocState | None, version: int, seq_no: int) -> None:
+        self._retire(prior)
+        self.version_map[doc_id] = DocState(version, seq_no, True)
+        self._dirty = True
+        self.stats["delete_total"] += 1
+
+    def _replay(self, op: TranslogOp) -> None:
+        prior = self.current(op.doc_id)
+        if op.op == OP_INDEX:
+            parsed = self._parse(op.source, op.doc_id)
+            self._apply_index(op.doc_id, parsed, op.routing, prior, op.version, op.seq_no)
+        else:
+            self._apply_delete(op.doc_id, prior, op.version, op.seq_no)
+        self.max_seq_no = max(self.max_seq_no, op.seq_no)
+
+    def sync(self) -> None:
+        self.translog.sync()
+
+    # ---- refresh, commit, merge ------------------------------------------------------------
+
+    def _next_segment_name(self) -> str:
+        self._seg_gen += 1
+        return f"seg_{self._seg_gen:06d}"
+
+    def _flush_buffer(self) -> None:
+        """Write the buffer as a segment (not yet visible to searches) and apply pending deletes."""
+        if len(self.buffer):
+            buffer = self.buffer
+            seg = segment_from_buffer(buffer, self.folder / self._next_segment_name())
+            self.segments.append(seg)
+            self._seg_refs[seg.name] = 1
+            if buffer.deleted:
+                live = np.ones(seg.max_doc, dtype=bool)
+                live[list(buffer.deleted)] = False
+                self.live[seg.name] = live
+            else:
+                self.live[seg.name] = None
+            # Ids whose latest copy was in the buffer now point at the new segment.
+            for state in self.version_map.values():
+                if state.segment is None and not state.deleted:
+                    state.segment = seg
+            self.buffer = IndexBuffer()
+        for name, docs in self.pending_deletes.items():
+            current = self.live.get(name)
+            seg = next(s for s in self.segments if s.name == name)
+            live = np.ones(seg.max_doc, dtype=bool) if current is None else current.copy()
+            live[list(docs)] = False
+            self.live[name] = live
+        self.pending_deletes = {}
+
+    def refresh(self) -> bool:
+        """Make every accepted write visible to new searches. Returns whether anything changed."""
+        with self.lock:
+            if self.closed:
+                return False
+            changed = self._dirty or self._searcher is None
+            if not changed:
+                return False
+            self._flush_buffer()
+            self.version_map = {}
+            self._commit()
+            self._publish()
+            self.stats["refresh_total"] += 1
+            return True
+
+    def _publish(self) -> None:
+        views: list[SegmentView] = []
+        base = 0
+        for seg in self.segments:
+            live = self.live[seg.name]
+            count = seg.max_doc if live is None else int(np.count_nonzero(live))
+            views.append(SegmentView(seg, live, base, count))
+            base += seg.max_doc
+        for v in views:
+            self._seg_refs[v.segment.name] += 1
+        generation = (self._searcher.generation + 1) if self._searcher else 1
+        old = self._searcher
+        self._searcher = Searcher(self.shard_id, views, generation, on_close=self._searcher_closed)
+        if old is not None:
+            old.release()
+
+    def _searcher_closed(self, searcher: Searcher) -> None:
+        with self.lock:
+            for v in searcher.views:
+                self._unref(v.segment)
+
+    def _unref(self, seg: Segment) -> None:
+        self._seg_refs[seg.name] -= 1
+        if self._seg_refs[seg.name] == 0:
+            del self._seg_refs[seg.name]
+            shutil.rmtree(seg.folder, ignore_errors=True)
+
+    def acquire_searcher(self) -> Searcher:
+        with self.lock:
+            assert self._searcher is not None
+            return self._searcher.acquire()
+
+    def maybe_merge(self) -> bool:
+        """Run one merge the policy asks for. Heavy work happens outside the shard lock."""
+        with self.lock:
+            if self.merging or self.closed:
+                return False
+            candidates = [(s, self.live[s.name]) for s in self.segments if s.name not in self.pending_deletes]
+            chosen = find_merge(candidates)
+            if not chosen:
+                return False
+            self.merging = True
+            parts = [(s, self.live[s.name]) for s in chosen]
+            name = self._next_segment_name()
+        try:
+            merged = merge_segments(parts, self.folder / name)
+            with self.lock:
+                if self.closed:
+                    shutil.rmtree(merged.folder, ignore_errors=True)
+                    return False
+                self._install_merge(parts, merged)
+            return True
+        finally:
+            self.merging = False
+
+    def _install_merge(self, parts: list[tuple[Segment, np.ndarray | None]], merged: Segment) -> None:
+        """Swap merged segments for the new one, carrying over deletes that happened meanwhile."""
+        new_live = np.ones(merged.max_doc, dtype=bool)
+        base = 0
+        for seg, old_live in parts:
+            keep = np.arange(seg.max_doc) if old_live is None else np.flatnonzero(old_live)
+            now = self.live[seg.name]
+            now_mask = np.ones(seg.max_doc, dtype=bool) if now is None else now.copy()
+            pending = self.pending_deletes.pop(seg.name, set())
+            if pending:
+                now_mask[list(pending)] = False
+            new_live[base : base + len(keep)] = now_mask[keep]
+            base += len(keep)
+        first = self.segments.index(parts[0][0])
+        names = {s.name for s, _ in parts}
+        self.segments = [s for s in self.segments if s.name not in names]
+        self.segments.insert(first, merged)
+        self._seg_refs[merged.name] = 1
+        self.live[merged.name] = None if new_live.all() else new_live
+        self.version_map = {
+            k: v for k, v in self.version_map.items() if v.segment is None or v.segment.name not in names
+        }
+        self._commit()
+        for seg, _ in parts:
+            self.live.pop(seg.name, None)
+            self._unref(seg)
+        self.stats["merge_total"] += 1
+        self._dirty = True
+
+    def close(self) -> None:
+        with self.lock:
+            if self.closed:
+                return
+            self.closed = True
+            if self._dirty:
+                self._flush_buffer()
+                self._commit()
+            self.translog.close()
+            if self._searcher is not None:
+                self._searcher.release()
+                self._searcher = None
+
+    # ---- stats ---------------------------------------------------------------------------
+
+    def doc_count(self) -> int:
+        with self.lock:
+            return self._searcher.live_count if self._searcher else 0
+
+    def deleted_count(self) -> int:
+        with self.lock:
+            return (self._searcher.max_doc - self._searcher.live_count) if self._searcher else 0
+
+    def store_size_bytes(self) -> int:
+        total = 0
+        for path in self.folder.rglob("*"):
+            if path.is_file():
+                total += path.stat().st_size
+        return total

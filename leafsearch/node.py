@@ -1,0 +1,203 @@
+"""The Node: one data folder, its indices, cluster settings, reader contexts and background work.
+
+Everything the REST layer does goes through a Node method, so the same behaviour is available
+in-process (`leafsearch.Node(path)`) for embedding and for tests.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import threading
+import time
+import uuid as uuidlib
+from pathlib import Path
+
+import orjson
+
+from leafsearch import documents
+from leafsearch.search import coordinator
+from leafsearch.admin import resolve_index_expression
+from leafsearch.errors import IndexNotFound
+from leafsearch.index.index import Index
+from leafsearch.index.mapping import Mapping
+from leafsearch.search.contexts import ContextRegistry
+from leafsearch.search.stats import SearchStats
+from leafsearch.settings import ClusterSettings
+
+
+_log = logging.getLogger("leafsearch")
+
+
+class NodeLocked(RuntimeError):
+    """Another node holds the data folder."""
+
+
+class Node:
+    def __init__(self, path: str | Path, *, background: bool = True) -> None:
+        self.path = Path(path).absolute()
+        self.path.mkdir(parents=True, exist_ok=True)
+        self._lock_file = open(self.path / "node.lock", "a+")  # noqa: SIM115 - held for the node's life
+        try:
+            fcntl.flock(self._lock_file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            self._lock_file.close()
+            raise NodeLocked(
+                f"data folder {self.path} is in use by another leafsearch node (lock file "
+                f"{self.path / 'node.lock'}); stop it or choose another --data folder"
+            ) from exc
+        self._lock_file.truncate(0)
+        self._lock_file.write(str(os.getpid()))
+        self._lock_file.flush()
+        identity = self._identity()
+        self.node_id: str = identity["node_id"]
+        self.cluster_uuid: str = identity["cluster_uuid"]
+        self.name: str = identity["name"]
+        self.cluster_name = "leafsearch"
+        self.started_at = time.time()
+        self.lock = threading.RLock()
+        self.cluster_settings = ClusterSettings(self.path / "cluster_settings.json")
+        self.indices: dict[str, Index] = {}
+        indices_dir = self.path / "indices"
+        indices_dir.mkdir(exist_ok=True)
+        for folder in sorted(indices_dir.iterdir()):
+            if (folder / "meta.json").exists():
+                index = Index.open(folder)
+                self.indices[index.name] = index
+        self.search_stats = SearchStats()
+        self.contexts = ContextRegistry(self)
+        self._closed = threading.Event()
+        self._threads: list[threading.Thread] = []
+        if background:
+            for name, target in (("leafsearch-refresh", self._refresh_loop), ("leafsearch-merge", self._merge_loop)):
+                thread = threading.Thread(target=target, name=name, daemon=True)
+                thread.start()
+                self._threads.append(thread)
+
+    def _identity(self) -> dict:
+        path = self.path / "node.json"
+        if path.exists():
+            return orjson.loads(path.read_bytes())
+        ident = {
+            "node_id": uuidlib.uuid4().hex[:22],
+            "cluster_uuid": uuidlib.uuid4().hex[:22],
+            "name": os.uname().nodename or "leafsearch",
+        }
+        path.write_bytes(orjson.dumps(ident))
+        return ident
+
+    # ---- lifecycle ---------------------------------------------------------------------
+
+    def close(self) -> None:
+        if self._closed.is_set():
+            return
+        self._closed.set()
+        for thread in self._threads:
+            thread.join(timeout=60)
+        self.contexts.close_all()
+        with self.lock:
+            for index in self.indices.values():
+                index.close()
+        fcntl.flock(self._lock_file.fileno(), fcntl.LOCK_UN)
+        self._lock_file.close()
+
+    def __enter__(self) -> Node:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _refresh_loop(self) -> None:
+        """Periodic refresh per `index.refresh_interval`, and the reader-context reaper."""
+        last_refresh: dict[str, float] = {}
+        while not self._closed.wait(0.05):
+            now = time.monotonic()
+            try:
+                self.contexts.reap()
+                for index in list(self.indices.values()):
+                    interval = index.refresh_interval_seconds()
+                    if interval is not None and now - last_refresh.get(index.uuid, 0) >= interval:
+                        last_refresh[index.uuid] = now
+                        index.refresh()
+            except Exception:  # pragma: no cover - keep the node alive; the next tick retries
+                _log.exception("periodic refresh failed")
+
+    def _merge_loop(self) -> None:
+        """Background merges, one at a time, never blocking refreshes or writes for long."""
+        while not self._closed.wait(0.5):
+            try:
+                for index in list(self.indices.values()):
+                    for shard in index.shards:
+                        while not self._closed.is_set() and shard.maybe_merge():
+                            pass
+            except Exception:  # pragma: no cover
+                _log.exception("background merge failed")
+
+    # ---- indices -----------------------------------------------------------------------
+
+    def resolve_indices(
+        self,
+        expr: str | None,
+        *,
+        ignore_unavailable: bool = False,
+        allow_no_indices: bool = True,
+        expand_wildcards: str = "open",
+    ) -> list[str]:
+        return resolve_index_expression(
+            self.indices,
+            expr,
+            ignore_unavailable=ignore_unavailable,
+            allow_no_indices=allow_no_indices,
+            expand_wildcards=expand_wildcards,
+        )
+
+    def get_index(self, name: str) -> Index:
+        index = self.indices.get(name)
+        if index is None:
+            raise IndexNotFound(name)
+        return index
+
+    def create_index(self, name: str, settings: dict[str, str], mapping: Mapping) -> Index:
+        with self.lock:
+            index = Index.create(self.path / "indices", name, settings, mapping)
+            self.indices[name] = index
+            return index
+
+    def drop_index(self, name: str) -> None:
+        with self.lock:
+            index = self.indices.pop(name)
+            self.contexts.drop_index(index)
+            index.destroy()
+
+    # ---- documents (see documents.py) -------------------------------------------------------
+
+    index_doc = documents.index_doc
+    get_doc = documents.get_doc
+    delete_doc = documents.delete_doc
+    update_doc = documents.update_doc
+    bulk = documents.bulk
+
+    # ---- search (see search/coordinator.py) ---------------------------------------------------
+
+    search = coordinator.search
+    count = coordinator.count
+    scroll = coordinator.scroll
+    clear_scroll = coordinator.clear_scroll
+    open_pit = coordinator.open_pit
+    close_pit = coordinator.close_pit
+
+    def search_contexts(self) -> list[dict]:
+        return self.contexts.describe()
+
+    # ---- node info and stats -------------------------------------------------------------
+
+    def nodes_info(self) -> dict:
+        from leafsearch.node_stats import nodes_info
+
+        return nodes_info(self)
+
+    def nodes_stats(self, metric_path: list[str]) -> dict:
+        from leafsearch.node_stats import nodes_stats
+
+        return nodes_stats(self, metric_path)

@@ -1,0 +1,956 @@
+"""The query DSL: the JSON `query` object parsed into a tree of frozen dataclasses.
+
+Parsing only checks the shape of the request, as Elasticsearch's query builders do on the
+coordinating node; everything that depends on the mapping (field types, value parsing, analysis,
+wildcard field names) happens per shard in `leafsearch.search.matching`. Refusals carry the type and
+message Elasticsearch sends: hand-written builders (`match`, `term`, `range`, ...) raise
+`parsing_exception` "[match] query does not support [x]", while the builders Elasticsearch declares
+with an ObjectParser (`bool`, `ids`, `match_all`, `match_none`) raise `x_content_parse_exception`
+"[bool] unknown field [x]" and wrap the errors of their inner queries in "[bool] failed to parse
+field [must]", with the inner error as root cause. Positions (`[1:17]`, `line`/`col`) are not
+reported: the body reaches this module already decoded.
+
+The nodes are frozen and hashable; `query_key` gives a key that also tells `1` from `1.0` and `True`,
+for the coordinator's per-snapshot result cache.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from leafsearch.errors import (
+    ElasticError,
+    IllegalArgument,
+    ParseException,
+    ParsingError,
+    XContentParseError,
+)
+
+Scalar = str | int | float | bool
+
+#: Elasticsearch's `indices.query.bool.max_nested_depth` default.
+MAX_NESTED_DEPTH = 30
+
+
+class Query:
+    """Base of every query node."""
+
+    __slots__ = ()
+
+
+@dataclass(frozen=True, slots=True)
+class MatchAll(Query):
+    boost: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class MatchNone(Query):
+    boost: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class Match(Query):
+    field: str
+    query: Scalar
+    operator: str = "or"
+    minimum_should_match: str | None = None
+    zero_terms_query: str = "none"
+    fuzziness: str | None = None
+    prefix_length: int = 0
+    max_expansions: int = 50
+    lenient: bool = False
+    analyzer: str | None = None
+    boost: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class MatchPhrase(Query):
+    field: str
+    query: Scalar
+    slop: int = 0
+    zero_terms_query: str = "none"
+    analyzer: str | None = None
+    boost: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class MatchPhrasePrefix(Query):
+    field: str
+    query: Scalar
+    slop: int = 0
+    max_expansions: int = 50
+    zero_terms_query: str = "none"
+    analyzer: str | None = None
+    boost: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class MultiMatch(Query):
+    query: Scalar
+    fields: tuple[str, ...] = ()
+    type: str = "best_fields"
+    operator: str = "or"
+    minimum_should_match: str | None = None
+    tie_breaker: float | None = None
+    slop: int = 0
+    max_expansions: int = 50
+    fuzziness: str | None = None
+    prefix_length: int = 0
+    zero_terms_query: str = "none"
+    lenient: bool | None = None
+    analyzer: str | None = None
+    boost: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class Term(Query):
+    field: str
+    value: Scalar
+    case_insensitive: bool = False
+    boost: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class Terms(Query):
+    field: str
+    values: tuple[Scalar, ...]
+    boost: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class Range(Query):
+    """`lower`/`upper` None means unbounded; the `include_*` flags say gte/lte versus gt/lt."""
+
+    field: str
+    lower: Scalar | None = None
+    upper: Scalar | None = None
+    include_lower: bool = True
+    include_upper: bool = True
+    format: str | None = None
+    time_zone: str | None = None
+    relation: str | None = None
+    boost: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class Exists(Query):
+    field: str
+    boost: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class Ids(Query):
+    values: tuple[str, ...]
+    boost: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class Prefix(Query):
+    field: str
+    value: str
+    case_insensitive: bool = False
+    boost: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class Wildcard(Query):
+    field: str
+    value: str
+    case_insensitive: bool = False
+    boost: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class Regexp(Query):
+    """Lucene regular expressions, run as Python ones (the common syntax is shared)."""
+
+    field: str
+    value: str
+    case_insensitive: bool = False
+    boost: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class Bool(Query):
+    must: tuple[Query, ...] = ()
+    should: tuple[Query, ...] = ()
+    filter: tuple[Query, ...] = ()
+    must_not: tuple[Query, ...] = ()
+    minimum_should_match: str | None = None
+    boost: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class ConstantScore(Query):
+    filter: Query
+    boost: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class DisMax(Query):
+    queries: tuple[Query, ...]
+    tie_breaker: float = 0.0
+    boost: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class QueryString(Query):
+    """`query_string`: the syntax is parsed per shard (its errors are shard errors in Elasticsearch)."""
+
+    query: str
+    default_field: str | None = None
+    fields: tuple[str, ...] = ()
+    default_operator: str = "or"
+    allow_leading_wildcard: bool = True
+    analyze_wildcard: bool = False
+    lenient: bool | None = None
+    minimum_should_match: str | None = None
+    phrase_slop: int = 0
+    tie_breaker: float = 0.0
+    type: str = "best_fields"
+    time_zone: str | None = None
+    analyzer: str | None = None
+    boost: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class SimpleQueryString(Query):
+    query: str
+    fields: tuple[str, ...] = ()
+    default_operator: str = "or"
+    lenient: bool | None = None
+    minimum_should_match: str | None = None
+    analyze_wildcard: bool = False
+    analyzer: str | None = None
+    boost: float = 1.0
+
+
+def query_is_match_all(query: Query) -> bool:
+    """Whether a query matches every document with one constant score (the coordinator's fast path)."""
+    if isinstance(query, MatchAll):
+        return True
+    if isinstance(query, Bool):
+        return not (query.must or query.should or query.filter or query.must_not)
+    return False
+
+
+def query_key(query: Query) -> str:
+    """A stable, hashable key of a query; the repr keeps `1`, `1.0` and `True` apart."""
+    return repr(query)
+
+
+# ---------------------------------------------------------------------------------------------
+# Parsing
+
+
+def parse_query(body: Any) -> Query:
+    """The query tree of a `query` object; None means match_all (a search without `query`)."""
+    if body is None:
+        return MatchAll()
+    return _parse(body, 0)
+
+
+def _parse(body: Any, depth: int) -> Query:
+    if not isinstance(body, dict):
+        raise ParsingError("[_na] query malformed, must start with start_object")
+    if not body:
+        raise IllegalArgument("query malformed, empty clause found")
+    name, inner = next(iter(body.items()))
+    if not isinstance(inner, dict):
+        raise ParsingError(f"[{name}] query malformed, no start_object after query name")
+    parser = _PARSERS.get(name)
+    if parser is None:
+        if name in _QUERY_NAMES:
+            raise IllegalArgument(f"[{name}] query is not supported by leafsearch")
+        raise ParsingError(f"unknown query [{name}]{_suggest(name, _QUERY_NAMES)}")
+    if depth >= MAX_NESTED_DEPTH:
+        raise IllegalArgument(
+            "The nested depth of the query exceeds the maximum nested depth for queries set in "
+            "[indices.query.bool.max_nested_depth]"
+        )
+    query = parser(inner, depth + 1)
+    if len(body) > 1:
+        raise ParsingError(f"[{name}] malformed query, expected [END_OBJECT] but found [FIELD_NAME]")
+    return query
+
+
+def _levenshtein_similarity(a: str, b: str) -> float:
+    """Lucene's LevenshteinDistance: 1 - edits / max(len)."""
+    if not a or not b:
+        return 1.0 if a == b else 0.0
+    prev = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        cur = [i] + [0] * len(b)
+        for j, cb in enumerate(b, 1):
+            cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb))
+        prev = cur
+    return 1.0 - prev[-1] / max(len(a), len(b))
+
+
+def _suggest(name: str, candidates: tuple[str, ...]) -> str:
+    """Elasticsearch's " did you mean [x]?" hint: candidates more than half similar, best first."""
+    scored = sorted(
+        ((-_levenshtein_similarity(name, c), c) for c in candidates),
+    )
+    keys = [c for s, c in scored if -s > 0.5]
+    if not keys:
+        return ""
+    if len(keys) == 1:
+        return f" did you mean [{keys[0]}]?"
+    return f" did you mean any of [{', '.join(keys)}]?"
+
+
+# -- value helpers ---------------------------------------------------------------------------
+
+
+def _token_name(value: Any) -> str:
+    if isinstance(value, dict):
+        return "START_OBJECT"
+    if isinstance(value, list):
+        return "START_ARRAY"
+    return "VALUE"
+
+
+def _is_scalar(value: Any) -> bool:
+    return isinstance(value, str | int | float | bool)
+
+
+def _float(name: str, key: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise ParsingError(f"[{name}] unknown token [{_token_name(value)}] after [{key}]")
+    try:
+        return float(value)
+    except ValueError:
+        raise ParsingError(f"[{name}] failed to parse [{key}] value [{value}]") from None
+
+
+def _int(name: str, key: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise ParsingError(f"[{name}] unknown token [{_token_name(value)}] after [{key}]")
+    try:
+        return int(value) if not isinstance(value, str) else int(value.strip())
+    except ValueError:
+        raise ParsingError(f"[{name}] failed to parse [{key}] value [{value}]") from None
+
+
+def _bool(name: str, key: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if value in ("true", "false"):
+        return value == "true"
+    raise ParsingError(
+        f"[{name}] failed to parse [{key}]: "
+        f"Failed to parse value [{value}] as only [true] or [false] are allowed."
+    )
+
+
+def _text(name: str, key: str, value: Any) -> str:
+    if not _is_scalar(value):
+        raise ParsingError(f"[{name}] unknown token [{_token_name(value)}] after [{key}]")
+    return _scalar_text(value)
+
+
+def _scalar_text(value: Scalar) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _operator(value: Any) -> str:
+    text = str(value).lower()
+    if text not in ("or", "and"):
+        raise IllegalArgument(f"operator needs to be either [OR, AND], but not [{value}]")
+    return text
+
+
+def _zero_terms(value: Any) -> str:
+    text = str(value).lower()
+    if text not in ("none", "all"):
+        raise ParsingError(f"Unsupported zero_terms_query value [{value}]")
+    return text
+
+
+def _msm(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise ParsingError(f"[minimum_should_match] unknown token [{_token_name(value)}]")
+    return str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
+
+
+def _fuzziness(value: Any) -> str:
+    return _scalar_text(value) if _is_scalar(value) else str(value)
+
+
+def _fields(name: str, value: Any) -> tuple[str, ...]:
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    raise ParsingError(f"[{name}] query does not support [fields]")
+
+
+def _single_field(name: str, body: dict) -> tuple[str, Any]:
+    """The one field of a field-keyed query (`{"term": {"user": ...}}`), refusing a second one."""
+    field: str | None = None
+    value: Any = None
+    for key, val in body.items():
+        if field is not None:
+            raise ParsingError(f"[{name}] query doesn't support multiple fields, found [{field}] and [{key}]")
+        field, value = key, val
+    if field is None:
+        raise IllegalArgument("field name is null or empty")
+    return field, value
+
+
+_IGNORED = ("_name",)
+
+
+# -- leaf queries ----------------------------------------------------------------------------
+
+
+def _match_all(body: dict, depth: int) -> Query:
+    boost = 1.0
+    for key, value in body.items():
+        if key == "boost":
+            boost = _float("match_all", key, value)
+        elif key not in _IGNORED:
+            raise XContentParseError(f"[match_all] unknown field [{key}]")
+    return MatchAll(boost)
+
+
+def _match_none(body: dict, depth: int) -> Query:
+    for key, value in body.items():
+        if key == "boost":
+            _float("match_none", key, value)
+        elif key not in _IGNORED:
+            raise XContentParseError(f"[match_none] unknown field [{key}]")
+    return MatchNone()
+
+
+def _field_options(
+    name: str, body: dict, value_key: str, handlers: dict[str, Callable[[Any], Any]]
+) -> tuple[str, dict[str, Any]]:
+    """Short (`{"f": value}`) and long (`{"f": {value_key: value, option: ...}}`) forms of a
+    single-field query; returns the field and the parsed options (the value under `value_key`)."""
+    field, spec = _single_field(name, body)
+    if not isinstance(spec, dict):
+        if not _is_scalar(spec):
+            raise ParsingError(f"[{name}] unknown token [{_token_name(spec)}] after [{field}]")
+        return field, {value_key: spec}
+    options: dict[str, Any] = {}
+    for key, value in spec.items():
+        handler = handlers.get(key)
+        if handler is None:
+            if key in _IGNORED:
+                continue
+            raise ParsingError(f"[{name}] query does not support [{key}]")
+        if key not in ("query", "value") and not _is_scalar(value) and value is not None:
+            raise ParsingError(f"[{name}] unknown token [{_token_name(value)}] after [{key}]")
+        options[key] = handler(value)
+    return field, options
+
+
+def _query_value(name: str) -> Callable[[Any], Any]:
+    def parse(value: Any) -> Any:
+        if value is not None and not _is_scalar(value):
+            raise ParsingError(f"[{name}] unknown token [{_token_name(value)}] after [query]")
+        return value
+
+    return parse
+
+
+def _match(body: dict, depth: int) -> Query:
+    name = "match"
+    handlers: dict[str, Callable[[Any], Any]] = {
+        "query": _query_value(name),
+        "operator": _operator,
+        "minimum_should_match": _msm,
+        "zero_terms_query": _zero_terms,
+        "fuzziness": _fuzziness,
+        "prefix_length": lambda v: _int(name, "prefix_length", v),
+        "max_expansions": lambda v: _int(name, "max_expansions", v),
+        "lenient": lambda v: _bool(name, "lenient", v),
+        "analyzer": lambda v: _text(name, "analyzer", v),
+        "boost": lambda v: _float(name, "boost", v),
+        "fuzzy_rewrite": lambda v: v,
+        "fuzzy_transpositions": lambda v: _bool(name, "fuzzy_transpositions", v),
+        "auto_generate_synonyms_phrase_query": lambda v: v,
+    }
+    field, opts = _field_options(name, body, "query", handlers)
+    if opts.get("query") is None:
+        raise ParsingError("No text specified for text query")
+    opts.pop("fuzzy_rewrite", None)
+    opts.pop("fuzzy_transpositions", None)
+    opts.pop("auto_generate_synonyms_phrase_query", None)
+    return Match(field=field, **opts)
+
+
+def _match_phrase_like(name: str, with_expansions: bool) -> Callable[[dict, int], Query]:
+    def parse(body: dict, depth: int) -> Query:
+        handlers: dict[str, Callable[[Any], Any]] = {
+            "query": _query_value(name),
+            "slop": lambda v: _slop(name, v),
+            "zero_terms_query": _zero_terms,
+            "analyzer": lambda v: _text(name, "analyzer", v),
+            "boost": lambda v: _float(name, "boost", v),
+        }
+        if with_expansions:
+            handlers["max_expansions"] = lambda v: _int(name, "max_expansions", v)
+        field, opts = _field_options(name, body, "query", handlers)
+        if opts.get("query") is None:
+            raise ParsingError("No text specified for text query")
+        if with_expansions:
+            return MatchPhrasePrefix(field=field, **opts)
+        return MatchPhrase(field=field, **opts)
+
+    return parse
+
+
+def _slop(name: str, value: Any) -> int:
+    slop = _int(name, "slop", value)
+    if slop < 0:
+        raise IllegalArgument("No negative slop allowed.")
+    return slop
+
+
+_MULTI_MATCH_TYPES = ("best_fields", "most_fields", "cross_fields", "phrase", "phrase_prefix", "bool_prefix")
+
+
+def _multi_match(body: dict, depth: int) -> Query:
+    name = "multi_match"
+    opts: dict[str, Any] = {}
+    for key, value in body.items():
+        if key == "query":
+            if not _is_scalar(value) and value is not None:
+                raise ParsingError(f"[{name}] unknown token [{_token_name(value)}] after [{key}]")
+            opts["query"] = value
+        elif key == "fields":
+            opts["fields"] = _fields(name, value)
+        elif key == "type":
+            kind = str(value).lower()
+            if kind not in _MULTI_MATCH_TYPES:
+                raise ParseException(f"failed to parse [{name}] query type [{value}]. unknown type.")
+            opts["type"] = kind
+        elif key == "operator":
+            opts["operator"] = _operator(value)
+        elif key == "minimum_should_match":
+            opts["minimum_should_match"] = _msm(value)
+        elif key == "tie_breaker":
+            opts["tie_breaker"] = _float(name, key, value)
+        elif key == "slop":
+            opts["slop"] = _slop(name, value)
+        elif key in ("max_expansions", "prefix_length"):
+            opts[key] = _int(name, key, value)
+        elif key == "fuzziness":
+            opts["fuzziness"] = _fuzziness(value)
+        elif key == "zero_terms_query":
+            opts["zero_terms_query"] = _zero_terms(value)
+        elif key == "lenient":
+            opts["lenient"] = _bool(name, key, value)
+        elif key == "analyzer":
+            opts["analyzer"] = _text(name, key, value)
+        elif key == "boost":
+            opts["boost"] = _float(name, key, value)
+        elif key in ("fuzzy_rewrite", "fuzzy_transpositions", "auto_generate_synonyms_phrase_query", "_name"):
+            continue
+        else:
+            raise ParsingError(f"[{name}] query does not support [{key}]")
+    if opts.get("query") is None:
+        raise ParsingError("No text specified for multi_match query")
+    if opts.get("fuzziness") is not None and opts.get("type") in ("cross_fields", "phrase", "phrase_prefix"):
+        raise ParsingError(f"Fuzziness not allowed for type [{opts['type']}]")
+    return MultiMatch(**opts)
+
+
+def _term(body: dict, depth: int) -> Query:
+    name = "term"
+    field, spec = _single_field(name, body)
+    if isinstance(spec, list):
+        raise ParsingError("[term] query does not support array of values")
+    if not isinstance(spec, dict):
+        if not _is_scalar(spec):
+            raise IllegalArgument("value cannot be null")
+        return Term(field, spec)
+    value: Any = None
+    boost, case_insensitive = 1.0, False
+    for key, val in spec.items():
+        if key in ("value", "term"):
+            if isinstance(val, list):
+                raise ParsingError(
+                    "[term] query does not support arrays for value - use a bool query with multiple term "
+                    "clauses in the should section or use a Terms query if scoring is not required"
+                )
+            value = val
+        elif key == "boost":
+            boost = _float(name, key, val)
+        elif key == "case_insensitive":
+            case_insensitive = _bool(name, key, val)
+        elif key not in _IGNORED:
+            raise ParsingError(f"[term] query does not support [{key}]")
+    if value is None or not _is_scalar(value):
+        raise IllegalArgument("value cannot be null")
+    return Term(field, value, case_insensitive, boost)
+
+
+def _terms(body: dict, depth: int) -> Query:
+    name = "terms"
+    field: str | None = None
+    values: list | None = None
+    boost = 1.0
+    for key, value in body.items():
+        if isinstance(value, list):
+            if field is not None:
+                raise ParsingError(
+                    f"[{name}] query does not support multiple fields, found [{field}] and [{key}]"
+                )
+            if not all(_is_scalar(v) for v in value):
+                raise ParsingError(f"[{name}] query does not support [{key}] values that are not scalars")
+            field, values = key, value
+        elif isinstance(value, dict):
+            raise IllegalArgument("[terms] query lookup (terms from another document) is not supported")
+        elif key == "boost":
+            boost = _float(name, key, value)
+        elif key not in _IGNORED:
+            raise ParsingError(f"[{name}] query does not support [{key}]")
+    if field is None or values is None:
+        raise ParsingError(f"[{name}] query requires a field and a list of values")
+    return Terms(field, tuple(values), boost)
+
+
+_RELATIONS = ("intersects", "within", "contains")
+
+
+def _range(body: dict, depth: int) -> Query:
+    name = "range"
+    field, spec = _single_field(name, body)
+    if not isinstance(spec, dict):
+        raise ParsingError(f"[{name}] query does not support [{field}]")
+    opts: dict[str, Any] = {}
+    for key, value in spec.items():
+        if key in ("gt", "gte", "lt", "lte", "from", "to"):
+            if value is not None and not _is_scalar(value):
+                raise ParsingError(f"[{name}] unknown token [{_token_name(value)}] after [{key}]")
+            if key in ("gt", "gte", "from"):
+                opts["lower"] = value
+                if key != "from":
+                    opts["include_lower"] = key == "gte"
+            else:
+                opts["upper"] = value
+                if key != "to":
+                    opts["include_upper"] = key == "lte"
+        elif key in ("include_lower", "include_upper"):
+            opts[key] = _bool(name, key, value)
+        elif key in ("format", "time_zone"):
+            opts[key] = _text(name, key, value)
+        elif key == "relation":
+            relation = _text(name, key, value).lower()
+            if relation not in _RELATIONS:
+                raise ParsingError(f"[{name}] query does not support relation [{value}]")
+            opts["relation"] = relation
+        elif key == "boost":
+            opts["boost"] = _float(name, key, value)
+        elif key not in _IGNORED:
+            raise ParsingError(f"[{name}] query does not support [{key}]")
+    return Range(field=field, **opts)
+
+
+def _exists(body: dict, depth: int) -> Query:
+    field: str | None = None
+    boost = 1.0
+    for key, value in body.items():
+        if key == "field":
+            field = _text("exists", key, value)
+        elif key == "boost":
+            boost = _float("exists", key, value)
+        elif key not in _IGNORED:
+            raise ParsingError(f"[exists] query does not support [{key}]")
+    if not field:
+        raise ParsingError("[exists] must be provided with a [field]")
+    return Exists(field, boost)
+
+
+def _ids(body: dict, depth: int) -> Query:
+    values: tuple[str, ...] = ()
+    boost = 1.0
+    for key, value in body.items():
+        if key == "values":
+            if not isinstance(value, list) or not all(_is_scalar(v) for v in value):
+                raise XContentParseError("[ids] failed to parse field [values]")
+            values = tuple(_scalar_text(v) for v in value)
+        elif key == "boost":
+            boost = _float("ids", key, value)
+        elif key not in _IGNORED:
+            raise XContentParseError(f"[ids] unknown field [{key}]")
+    return Ids(values, boost)
+
+
+def _pattern_query(name: str, value_keys: tuple[str, ...], cls: type) -> Callable[[dict, int], Query]:
+    def parse(body: dict, depth: int) -> Query:
+        field, spec = _single_field(name, body)
+        if not isinstance(spec, dict):
+            if not _is_scalar(spec):
+                raise ParsingError(f"[{name}] unknown token [{_token_name(spec)}] after [{field}]")
+            return cls(field, _scalar_text(spec))
+        value: str | None = None
+        boost, case_insensitive = 1.0, False
+        for key, val in spec.items():
+            if key in value_keys:
+                value = _text(name, key, val)
+            elif key == "boost":
+                boost = _float(name, key, val)
+            elif key == "case_insensitive":
+                case_insensitive = _bool(name, key, val)
+            elif key not in ("rewrite", "flags", "flags_value", "max_determinized_states", *_IGNORED):
+                raise ParsingError(f"[{name}] query does not support [{key}]")
+        if value is None:
+            raise IllegalArgument(f"No value specified for {name} query")
+        return cls(field, value, case_insensitive, boost)
+
+    return parse
+
+
+# -- compound queries ------------------------------------------------------------------------
+
+
+def _inner(container: str, key: str, body: Any, depth: int, wrap: bool) -> Query:
+    """Parse a clause; ObjectParser containers report inner errors as "failed to parse field"."""
+    try:
+        return _parse(body, depth)
+    except ElasticError as e:
+        if not wrap:
+            raise
+        roots = e.root_causes or [e.caused_by or e]
+        raise XContentParseError(
+            f"[{container}] failed to parse field [{key}]", caused_by=e, root_causes=roots
+        ) from None
+
+
+def _clauses(container: str, key: str, value: Any, depth: int, wrap: bool) -> tuple[Query, ...]:
+    if value is None:
+        return ()
+    items = value if isinstance(value, list) else [value]
+    return tuple(_inner(container, key, item, depth, wrap) for item in items)
+
+
+def _bool_query(body: dict, depth: int) -> Query:
+    clauses: dict[str, tuple[Query, ...]] = {}
+    msm: str | None = None
+    boost = 1.0
+    for key, value in body.items():
+        if key in ("must", "should", "filter", "must_not"):
+            clauses[key] = clauses.get(key, ()) + _clauses("bool", key, value, depth, wrap=True)
+        elif key == "minimum_should_match":
+            msm = _msm(value)
+        elif key == "boost":
+            boost = _float("bool", key, value)
+        elif key in ("adjust_pure_negative", *_IGNORED):
+            continue
+        else:
+            raise XContentParseError(f"[bool] unknown field [{key}]")
+    return Bool(
+        must=clauses.get("must", ()),
+        should=clauses.get("should", ()),
+        filter=clauses.get("filter", ()),
+        must_not=clauses.get("must_not", ()),
+        minimum_should_match=msm,
+        boost=boost,
+    )
+
+
+def _constant_score(body: dict, depth: int) -> Query:
+    inner: Query | None = None
+    boost = 1.0
+    for key, value in body.items():
+        if key == "filter":
+            if not isinstance(value, dict):
+                raise ParsingError(f"unexpected token [{_token_name(value)}]")
+            inner = _parse(value, depth)
+        elif key == "boost":
+            boost = _float("constant_score", key, value)
+        elif key not in _IGNORED:
+            raise ParsingError(f"[constant_score] query does not support [{key}]")
+    if inner is None:
+        raise ParsingError("[constant_score] requires a 'filter' element")
+    return ConstantScore(inner, boost)
+
+
+def _dis_max(body: dict, depth: int) -> Query:
+    queries: tuple[Query, ...] = ()
+    tie_breaker, boost = 0.0, 1.0
+    for key, value in body.items():
+        if key == "queries":
+            queries = _clauses("dis_max", key, value, depth, wrap=False)
+        elif key == "tie_breaker":
+            tie_breaker = _float("dis_max", key, value)
+        elif key == "boost":
+            boost = _float("dis_max", key, value)
+        elif key not in _IGNORED:
+            raise ParsingError(f"[dis_max] query does not support [{key}]")
+    if not queries:
+        raise ParsingError("[dis_max] requires 'queries' field with at least one clause")
+    return DisMax(queries, tie_breaker, boost)
+
+
+# -- query strings ---------------------------------------------------------------------------
+
+
+def _query_string(body: dict, depth: int) -> Query:
+    name = "query_string"
+    opts: dict[str, Any] = {}
+    for key, value in body.items():
+        if key == "query":
+            opts["query"] = _text(name, key, value)
+        elif key == "default_field":
+            opts["default_field"] = _text(name, key, value)
+        elif key == "fields":
+            opts["fields"] = _fields(name, value)
+        elif key == "default_operator":
+            opts["default_operator"] = _operator(value)
+        elif key in ("allow_leading_wildcard", "analyze_wildcard", "lenient"):
+            opts[key] = _bool(name, key, value)
+        elif key == "minimum_should_match":
+            opts["minimum_should_match"] = _msm(value)
+        elif key == "phrase_slop":
+            opts["phrase_slop"] = _slop(name, value)
+        elif key == "tie_breaker":
+            opts["tie_breaker"] = _float(name, key, value)
+        elif key == "type":
+            kind = str(value).lower()
+            if kind not in _MULTI_MATCH_TYPES:
+                raise ParseException(f"failed to parse [multi_match] query type [{value}]. unknown type.")
+            opts["type"] = kind
+        elif key in ("time_zone", "analyzer"):
+            opts[key] = _text(name, key, value)
+        elif key == "boost":
+            opts["boost"] = _float(name, key, value)
+        elif key in (
+            "quote_analyzer",
+            "quote_field_suffix",
+            "enable_position_increments",
+            "fuzziness",
+            "fuzzy_max_expansions",
+            "fuzzy_prefix_length",
+            "fuzzy_transpositions",
+            "fuzzy_rewrite",
+            "rewrite",
+            "auto_generate_synonyms_phrase_query",
+            "max_determinized_states",
+            "escape",
+            *_IGNORED,
+        ):
+            continue
+        else:
+            raise ParsingError(f"[{name}] query does not support [{key}]")
+    if "query" not in opts:
+        raise ParsingError(f"[{name}] must be provided with a [query]")
+    return QueryString(**opts)
+
+
+def _simple_query_string(body: dict, depth: int) -> Query:
+    name = "simple_query_string"
+    opts: dict[str, Any] = {}
+    for key, value in body.items():
+        if key == "query":
+            opts["query"] = _text(name, key, value)
+        elif key == "fields":
+            opts["fields"] = _fields(name, value)
+        elif key == "default_operator":
+            opts["default_operator"] = _operator(value)
+        elif key in ("lenient", "analyze_wildcard"):
+            opts[key] = _bool(name, key, value)
+        elif key == "minimum_should_match":
+            opts["minimum_should_match"] = _msm(value)
+        elif key == "analyzer":
+            opts["analyzer"] = _text(name, key, value)
+        elif key == "boost":
+            opts["boost"] = _float(name, key, value)
+        elif key in (
+            "flags",
+            "quote_field_suffix",
+            "auto_generate_synonyms_phrase_query",
+            "fuzzy_prefix_length",
+            "fuzzy_max_expansions",
+            "fuzzy_transpositions",
+            *_IGNORED,
+        ):
+            continue
+        else:
+            raise ParsingError(f"[{name}] unsupported field [{key}]")
+    if "query" not in opts:
+        raise ParsingError(f"[{name}] query text missing")
+    return SimpleQueryString(**opts)
+
+
+_PARSERS: dict[str, Callable[[dict, int], Query]] = {
+    "match_all": _match_all,
+    "match_none": _match_none,
+    "match": _match,
+    "match_phrase": _match_phrase_like("match_phrase", with_expansions=False),
+    "match_phrase_prefix": _match_phrase_like("match_phrase_prefix", with_expansions=True),
+    "multi_match": _multi_match,
+    "term": _term,
+    "terms": _terms,
+    "range": _range,
+    "exists": _exists,
+    "ids": _ids,
+    "prefix": _pattern_query("prefix", ("value", "prefix"), Prefix),
+    "wildcard": _pattern_query("wildcard", ("value", "wildcard"), Wildcard),
+    "regexp": _pattern_query("regexp", ("value",), Regexp),
+    "bool": _bool_query,
+    "constant_score": _constant_score,
+    "dis_max": _dis_max,
+    "query_string": _query_string,
+    "simple_query_string": _simple_query_string,
+}
+
+#: Every query name Elasticsearch 8 registers, for the "did you mean" hint of an unknown one.
+_QUERY_NAMES: tuple[str, ...] = tuple(
+    sorted(
+        set(_PARSERS)
+        | {
+            "bool",
+            "boosting",
+            "combined_fields",
+            "distance_feature",
+            "fuzzy",
+            "function_score",
+            "geo_bounding_box",
+            "geo_distance",
+            "geo_grid",
+            "geo_polygon",
+            "geo_shape",
+            "has_child",
+            "has_parent",
+            "intervals",
+            "knn",
+            "match_bool_prefix",
+            "more_like_this",
+            "nested",
+            "parent_id",
+            "percolate",
+            "pinned",
+            "rank_feature",
+            "regexp",
+            "script",
+            "script_score",
+            "shape",
+            "span_containing",
+            "span_field_masking",
+            "span_first",
+            "span_multi",
+            "span_near",
+            "span_not",
+            "span_or",
+            "span_term",
+            "span_within",
+            "sparse_vector",
+            "terms_set",
+            "text_expansion",
+            "weighted_tokens",
+            "wrapper",
+        }
+    )
+)

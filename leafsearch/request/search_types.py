@@ -1,0 +1,92 @@
+"""Typed search requests: what the request parser produces and the coordinator consumes.
+
+Validation happens while building these (see search_request.py), so the coordinator can trust
+every field: sort specs are resolved, limits are checked, and refusals carry Elasticsearch's
+error type and message.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from leafsearch.request.query_dsl import Query
+
+#: Special sort keys.
+SCORE = "_score"
+DOC = "_doc"
+SHARD_DOC = "_shard_doc"
+
+
+@dataclass(frozen=True, slots=True)
+class SortSpec:
+    """One sort key. `missing` is "_last", "_first" or a raw value; `mode` None means the default
+    (min for asc, max for desc)."""
+
+    field: str
+    order: str  # "asc" | "desc"
+    missing: Any = "_last"
+    mode: str | None = None
+    unmapped_type: str | None = None
+    numeric_type: str | None = None
+    format: str | None = None
+
+    @property
+    def descending(self) -> bool:
+        return self.order == "desc"
+
+
+@dataclass(frozen=True, slots=True)
+class SliceSpec:
+    id: int
+    max: int
+    field: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PitSpec:
+    id: str
+    keep_alive: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SourceFilter:
+    """`_source` option: fetch=False drops it; includes/excludes are path patterns with `*`."""
+
+    fetch: bool = True
+    includes: tuple[str, ...] = ()
+    excludes: tuple[str, ...] = ()
+
+    @property
+    def filtering(self) -> bool:
+        return bool(self.includes or self.excludes)
+
+
+@dataclass(slots=True)
+class SearchRequest:
+    query: Query
+    from_: int = 0
+    size: int = 10
+    sort: list[SortSpec] = field(default_factory=list)  # empty: by _score desc
+    search_after: list[Any] | None = None
+    pit: PitSpec | None = None
+    slice: SliceSpec | None = None
+    scroll: str | None = None  # keep-alive of a scroll this request opens
+    track_total_hits: bool | int = 10_000  # True: exact; False: not tracked; int: exact up to it
+    track_scores: bool = False
+    source: SourceFilter = field(default_factory=SourceFilter)
+    fields: list[dict[str, Any]] = field(default_factory=list)  # [{"field": pattern, "format": ...}]
+    docvalue_fields: list[dict[str, Any]] = field(default_factory=list)
+    stored_fields: list[str] | None = None  # ["_none_"] disables fetching
+    version: bool = False
+    seq_no_primary_term: bool = False
+    explain: bool = False
+    aggs: Any = None  # parsed aggregation tree, or None
+    post_filter: Query | None = None
+    min_score: float | None = None
+    terminate_after: int | None = None
+    rest_total_hits_as_int: bool = False
+    typed_keys: bool = False
+    indices_boost: list[tuple[str, float]] = field(default_factory=list)
+    routing: str | None = None  # the `routing` parameter: comma-separated values naming the shards to search
+    raw_body: dict[str, Any] = field(default_factory=dict)

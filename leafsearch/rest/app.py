@@ -1,0 +1,223 @@
+"""The HTTP front: one ASGI endpoint that does what Elasticsearch's RestController does.
+
+Order of checks, as in Elasticsearch: body size (413) while reading, then routing (400 "no
+handler found" / 405 with `Allow`), then media types (406), then query parameters (400
+unrecognized), then the handler, which runs in a worker thread because the engine is synchronous.
+Every response carries `X-Elastic-Product: Elasticsearch`, which the official clients require.
+"""
+
+from __future__ import annotations
+
+import logging
+import zlib
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl, quote
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.routing import Route as StarletteRoute
+
+from leafsearch.errors import ContentTooLong, ElasticError, IllegalArgument, ParseException
+from leafsearch.rest.exchange import RESPONSE_PARAMS, RestRequest, RestResponse, parse_bool
+from leafsearch.rest.media import JSON, NotAcceptable, negotiate
+from leafsearch.rest.render import filter_path, to_json
+from leafsearch.rest.router import Route, Router
+from leafsearch.rest.routes import ROUTES
+from leafsearch.rest.unrecognized import unrecognized
+
+if TYPE_CHECKING:
+    from starlette.types import Receive, Scope, Send
+
+    from leafsearch.node import Node
+
+log = logging.getLogger("leafsearch.rest")
+
+DEFAULT_MAX_CONTENT_LENGTH = 100 * 1024 * 1024
+TEXT = "text/plain; charset=UTF-8"
+_PRODUCT = (b"x-elastic-product", b"Elasticsearch")
+
+
+class _TooLarge(Exception):
+    def __init__(self, length: int) -> None:
+        super().__init__(length)
+        self.length = length
+
+
+class _Disconnected(Exception):
+    pass
+
+
+class _BadEncoding(Exception):
+    pass
+
+
+class Dispatcher:
+    """The ASGI application behind every path."""
+
+    def __init__(self, node: Node, max_content_length: int) -> None:
+        self.node = node
+        self.router = Router(ROUTES)
+        self.max_content_length = max_content_length
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        method: str = scope["method"]
+        raw_path = scope.get("raw_path")
+        raw = raw_path.decode("latin-1") if raw_path else quote(scope["path"])
+        query = scope.get("query_string", b"").decode("latin-1")
+        uri = f"{raw}?{query}" if query else raw
+        headers = _headers(scope)
+        params = dict(parse_qsl(query, keep_blank_values=True))
+        pretty = _is_pretty(params)
+        try:
+            body = await self._read_body(receive, headers)
+        except _TooLarge as exc:
+            error = ContentTooLong(
+                f"entity content is too long [{exc.length}] for the configured buffer limit "
+                f"[{self.max_content_length}]"
+            )
+            await _send(send, error.status, to_json(error.body(), pretty=pretty), JSON, method)
+            return
+        except _Disconnected:
+            return
+        except _BadEncoding as exc:
+            error = ParseException(f"failed to decompress the request body: {exc}")
+            await _send(send, error.status, to_json(error.body(), pretty=pretty), JSON, method)
+            return
+
+        candidates = self.router.candidates(raw)
+        allowed = sorted({m for route, _ in candidates for m in route.methods})
+        if method == "OPTIONS":
+            await _send(send, 200, b"", TEXT, method, {"allow": ",".join(allowed)} if allowed else None)
+            return
+        chosen = next(((route, captured) for route, captured in candidates if method in route.methods), None)
+        if chosen is None:
+            if allowed:
+                message = (
+                    f"Incorrect HTTP method for uri [{uri}] and method [{method}], "
+                    f"allowed: [{', '.join(allowed)}]"
+                )
+                await _send(
+                    send,
+                    405,
+                    to_json({"error": message, "status": 405}, pretty=pretty),
+                    JSON,
+                    method,
+                    {"allow": ",".join(allowed)},
+                )
+            else:
+                message = f"no handler found for uri [{uri}] and method [{method}]"
+                await _send(send, 400, to_json({"error": message}, pretty=pretty), JSON, method)
+            return
+        route, captured = chosen
+
+        try:
+            content_type = negotiate(headers.get("content-type"), headers.get("accept"), bool(body))
+        except NotAcceptable as exc:
+            await _send(
+                send, 406, to_json({"error": exc.message, "status": 406}, pretty=pretty), JSON, method
+            )
+            return
+        except ElasticError as exc:
+            await _send(send, exc.status, to_json(exc.body(), pretty=pretty), JSON, method)
+            return
+
+        request = RestRequest(method, scope["path"], uri, captured, params, body, headers)
+        status, payload, media, extra = await run_in_threadpool(
+            self._respond, route, request, content_type, pretty
+        )
+        await _send(send, status, payload, media, method, extra)
+
+    async def _read_body(self, receive: Receive, headers: dict[str, str]) -> bytes:
+        declared = headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_content_length:
+            raise _TooLarge(int(declared))
+        chunks: list[bytes] = []
+        size = 0
+        more = True
+        while more:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                raise _Disconnected
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_content_length:
+                raise _TooLarge(size)
+            chunks.append(chunk)
+            more = message.get("more_body", False)
+        body = b"".join(chunks)
+        if body and headers.get("content-encoding", "").lower() in ("gzip", "x-gzip", "deflate"):
+            body = self._inflate(body)
+        return body
+
+    def _inflate(self, body: bytes) -> bytes:
+        """Clients with `http_compress` send gzip bodies; the size limit applies to the inflated bytes."""
+        inflater = zlib.decompressobj(wbits=47)  # 32 + 15: gzip or zlib header, detected
+        try:
+            inflated = inflater.decompress(body, self.max_content_length + 1)
+        except zlib.error as exc:
+            raise _BadEncoding(str(exc)) from None
+        if len(inflated) > self.max_content_length or inflater.unconsumed_tail:
+            raise _TooLarge(len(inflated) + len(inflater.unconsumed_tail))
+        return inflated
+
+    def _respond(
+        self, route: Route, request: RestRequest, content_type: str, pretty: bool
+    ) -> tuple[int, bytes, str, dict[str, str]]:
+        """Run the handler (in a worker thread) and render its answer or its refusal."""
+        try:
+            unknown = set(request.params) - route.params - RESPONSE_PARAMS
+            if unknown:
+                raise IllegalArgument(
+                    unrecognized(request.path, unknown, route.params | RESPONSE_PARAMS, "parameter")
+                )
+            parse_bool(request.params.get("error_trace"), False)
+            response: RestResponse = route.handler(self.node, request)
+            if response.text is not None:
+                return response.status, response.text.encode(), TEXT, response.headers
+            if response.body is None:
+                return response.status, b"", content_type, response.headers
+            body: Any = response.body
+            expression = request.params.get("filter_path")
+            if expression:
+                body = filter_path(body, expression)
+            return response.status, to_json(body, pretty=pretty), content_type, response.headers
+        except ElasticError as exc:
+            return exc.status, to_json(exc.body(), pretty=pretty), content_type, {}
+        except Exception as exc:  # a bug: answer like Elasticsearch's 500 and keep serving
+            log.exception("unexpected failure for %s %s", request.method, request.uri)
+            error = ElasticError(f"{type(exc).__name__}: {exc}")
+            return 500, to_json(error.body(), pretty=pretty), content_type, {}
+
+
+def _headers(scope: Scope) -> dict[str, str]:
+    headers: dict[str, str] = {}
+    for name, value in scope.get("headers", []):
+        key = name.decode("latin-1").lower()
+        text = value.decode("latin-1")
+        headers[key] = f"{headers[key]},{text}" if key in headers else text
+    return headers
+
+
+def _is_pretty(params: dict[str, str]) -> bool:
+    value = params.get("pretty")
+    return value is not None and value != "false"
+
+
+async def _send(
+    send: Send, status: int, payload: bytes, media: str, method: str, extra: dict[str, str] | None = None
+) -> None:
+    if method == "HEAD":
+        payload = b""
+    headers = [
+        (b"content-type", media.encode()),
+        (b"content-length", str(len(payload)).encode()),
+        _PRODUCT,
+    ]
+    headers.extend((k.encode(), v.encode()) for k, v in (extra or {}).items())
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": payload})
+
+
+def create_app(node: Node, *, max_content_length: int = DEFAULT_MAX_CONTENT_LENGTH) -> Starlette:
+    """The Starlette application serving `node`; `max_content_length` is `http.max_content_length`."""
+    return Starlette(routes=[StarletteRoute("/{path:path}", Dispatcher(node, max_content_length))])

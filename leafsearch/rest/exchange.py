@@ -1,0 +1,139 @@
+"""One HTTP exchange as handlers see it: decoded path and query parameters, the body, the reply.
+
+Query parameters are parsed the way Elasticsearch's `RestRequest` parses them (a bare `?flag` is
+true, only `true`/`false` are booleans, numbers are refused with its messages), so every handler
+refuses bad input with the same words Elasticsearch uses.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from leafsearch.admin import IndicesOptions
+from leafsearch.errors import IllegalArgument, ParseException, ParsingError, XContentParseError
+from leafsearch.request.timevalue import parse_time_value
+
+# Parameters every endpoint accepts; they shape the response, not the action.
+RESPONSE_PARAMS = frozenset(
+    {"pretty", "human", "error_trace", "filter_path", "format", "source", "source_content_type"}
+)
+_INTEGER = re.compile(r"[+-]?\d+")
+_JSON_TYPE_NAMES = {
+    dict: "START_OBJECT",
+    list: "START_ARRAY",
+    str: "VALUE_STRING",
+    bool: "VALUE_BOOLEAN",
+    int: "VALUE_NUMBER",
+    float: "VALUE_NUMBER",
+    type(None): "VALUE_NULL",
+}
+
+
+def parse_bool(value: str | None, default: bool) -> bool:
+    """`RestRequest.paramAsBoolean`: absent -> default, empty -> true, else only true/false."""
+    if value is None:
+        return default
+    if value in ("", "true"):
+        return True
+    if value == "false":
+        return False
+    raise IllegalArgument(f"Failed to parse value [{value}] as only [true] or [false] are allowed.")
+
+
+@dataclass
+class RestRequest:
+    method: str
+    path: str
+    uri: str
+    path_params: dict[str, str]
+    params: dict[str, str]
+    body: bytes
+    headers: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # Elasticsearch accepts the body of a GET in the `source` query parameter.
+        if not self.body and "source" in self.params:
+            self.body = self.params["source"].encode()
+
+    def param(self, name: str, default: str | None = None) -> str | None:
+        return self.params.get(name, default)
+
+    def flag(self, name: str, default: bool = False) -> bool:
+        return parse_bool(self.params.get(name), default)
+
+    def int_param(self, name: str, default: int | None = None, *, kind: str = "int") -> int | None:
+        raw = self.params.get(name)
+        if raw is None:
+            return default
+        bits = 31 if kind == "int" else 63
+        if not _INTEGER.fullmatch(raw) or not -(2**bits) <= int(raw) < 2**bits:
+            raise IllegalArgument(f"Failed to parse {kind} parameter [{name}] with value [{raw}]")
+        return int(raw)
+
+    def long_param(self, name: str) -> int | None:
+        return self.int_param(name, kind="long")
+
+    def time_param(self, name: str, default: float | None = None) -> float | None:
+        raw = self.params.get(name)
+        return default if raw is None else parse_time_value(raw, name)
+
+    def indices_options(
+        self,
+        *,
+        ignore_unavailable: bool = False,
+        allow_no_indices: bool = True,
+        expand_wildcards: str = "open",
+    ) -> IndicesOptions:
+        return IndicesOptions(
+            ignore_unavailable=self.flag("ignore_unavailable", ignore_unavailable),
+            allow_no_indices=self.flag("allow_no_indices", allow_no_indices),
+            expand_wildcards=self.params.get("expand_wildcards", expand_wildcards),
+        )
+
+    def action_params(self) -> dict[str, str]:
+        """The query parameters that belong to the action (rendering ones removed)."""
+        return {k: v for k, v in self.params.items() if k not in RESPONSE_PARAMS}
+
+    def required_body(self) -> bytes:
+        if not self.body.strip():
+            raise ParseException("request body is required")
+        return self.body
+
+    def json(self) -> Any:
+        """The parsed body, or None when there is none."""
+        if not self.body.strip():
+            return None
+        try:
+            return orjson.loads(self.body)
+        except orjson.JSONDecodeError as exc:
+            raise XContentParseError(_parse_error_reason(self.body, exc)) from None
+
+    def json_object(self) -> dict[str, Any] | None:
+        """The body as a JSON object; any other JSON value is refused as Elasticsearch refuses it."""
+        body = self.json()
+        if body is not None and not isinstance(body, dict):
+            found = _JSON_TYPE_NAMES.get(type(body), "VALUE_STRING")
+            raise ParsingError(f"Expected [START_OBJECT] but found [{found}]")
+        return body
+
+
+def _parse_error_reason(body: bytes, exc: orjson.JSONDecodeError) -> str:
+    """Elasticsearch prefixes parser errors with `[line:column]`."""
+    position = min(exc.pos, len(body))
+    line = body.count(b"\n", 0, position) + 1
+    column = position - (body.rfind(b"\n", 0, position) + 1) + 1
+    return f"[{line}:{column}] {exc.msg}"
+
+
+@dataclass
+class RestResponse:
+    """What a handler answers: a JSON-able body (dicts may hold RawJSON), text, or nothing."""
+
+    body: Any = None
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+    text: str | None = None

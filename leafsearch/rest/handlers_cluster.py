@@ -1,0 +1,192 @@
+"""Node and cluster endpoints: `GET /`, `_nodes`, `_cluster/health`, `_cluster/settings`, and the
+empty answers for features leafsearch does not have (aliases, data streams)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from leafsearch import admin
+from leafsearch.errors import IllegalArgument, IndexNotFound
+from leafsearch.rest.exchange import RestRequest, RestResponse
+from leafsearch.rest.unrecognized import unrecognized
+
+if TYPE_CHECKING:
+    from leafsearch.node import Node
+
+# What an Elasticsearch 8.17.0 node reports; clients check `version.number` and the tagline.
+VERSION = {
+    "number": "8.17.0",
+    "build_flavor": "default",
+    "build_type": "tar",
+    "build_hash": "2b6a7fed44faa321997703718f07ee0420804b41",
+    "build_date": "2024-12-11T12:08:05.663969764Z",
+    "build_snapshot": False,
+    "lucene_version": "9.12.0",
+    "minimum_wire_compatibility_version": "7.17.0",
+    "minimum_index_compatibility_version": "7.0.0",
+}
+
+NODE_METRICS = frozenset(
+    [
+        "_all",
+        "adaptive_selection",
+        "allocations",
+        "breaker",
+        "discovery",
+        "fs",
+        "http",
+        "indexing_pressure",
+        "indices",
+        "ingest",
+        "jvm",
+        "os",
+        "process",
+        "repositories",
+        "script",
+        "script_cache",
+        "thread_pool",
+        "transport",
+    ]
+)
+INDEX_METRICS = frozenset(
+    [
+        "_all",
+        "bulk",
+        "completion",
+        "dense_vector",
+        "docs",
+        "fielddata",
+        "flush",
+        "get",
+        "indexing",
+        "mappings",
+        "merge",
+        "query_cache",
+        "recovery",
+        "refresh",
+        "request_cache",
+        "search",
+        "segments",
+        "shard_stats",
+        "store",
+        "translog",
+        "warmer",
+    ]
+)
+
+
+def info(node: Node, req: RestRequest) -> RestResponse:
+    return RestResponse(
+        {
+            "name": node.name,
+            "cluster_name": node.cluster_name,
+            "cluster_uuid": node.cluster_uuid,
+            "version": VERSION,
+            "tagline": "You Know, for Search",
+        }
+    )
+
+
+# `GET /_nodes/{x}` takes either node ids or info metrics in that place, as Elasticsearch does.
+INFO_METRICS = frozenset(
+    [
+        "_all",
+        "_none",
+        "aggregations",
+        "http",
+        "indices",
+        "ingest",
+        "jvm",
+        "os",
+        "plugins",
+        "process",
+        "remote_cluster_server",
+        "settings",
+        "thread_pool",
+        "transport",
+    ]
+)
+
+
+def _selects_this_node(node: Node, node_ids: str | None) -> bool:
+    if not node_ids:
+        return True
+    return any(i in ("_all", "_local", "_master", "*", node.node_id, node.name) for i in node_ids.split(","))
+
+
+def _no_nodes(node: Node) -> dict:
+    return {
+        "_nodes": {"total": 0, "successful": 0, "failed": 0},
+        "cluster_name": node.cluster_name,
+        "nodes": {},
+    }
+
+
+def nodes_info(node: Node, req: RestRequest) -> RestResponse:
+    target = req.path_params.get("node_id")
+    if target is not None and set(target.split(",")) <= INFO_METRICS:
+        target = None
+    if not _selects_this_node(node, target):
+        return RestResponse(_no_nodes(node))
+    return RestResponse(node.nodes_info())
+
+
+def nodes_stats(node: Node, req: RestRequest) -> RestResponse:
+    metric = req.path_params.get("metric")
+    index_metric = req.path_params.get("index_metric")
+    metric_path: list[str] = []
+    if metric is not None:
+        names = set(metric.split(","))
+        if names - NODE_METRICS:
+            raise IllegalArgument(unrecognized(req.path, names - NODE_METRICS, NODE_METRICS, "metric"))
+        metric_path.append(metric)
+    if index_metric is not None:
+        names = set(index_metric.split(","))
+        if names - INDEX_METRICS:
+            raise IllegalArgument(
+                unrecognized(req.path, names - INDEX_METRICS, INDEX_METRICS, "index metric")
+            )
+        metric_path.append(index_metric)
+    if not _selects_this_node(node, req.path_params.get("node_id")):
+        return RestResponse(_no_nodes(node))
+    return RestResponse(node.nodes_stats(metric_path))
+
+
+def cluster_health(node: Node, req: RestRequest) -> RestResponse:
+    status, body = admin.cluster_health(
+        node,
+        req.path_params.get("index"),
+        level=req.param("level", "cluster") or "cluster",
+        wait_for_status=req.param("wait_for_status"),
+        timeout=req.time_param("timeout", 30.0) or 0.0,
+    )
+    return RestResponse(body, status=status)
+
+
+def get_cluster_settings(node: Node, req: RestRequest) -> RestResponse:
+    return RestResponse(
+        node.cluster_settings.to_body(
+            flat=req.flag("flat_settings"), include_defaults=req.flag("include_defaults")
+        )
+    )
+
+
+def put_cluster_settings(node: Node, req: RestRequest) -> RestResponse:
+    return RestResponse(node.cluster_settings.update(req.json_object(), flat=req.flag("flat_settings")))
+
+
+def get_aliases(node: Node, req: RestRequest) -> RestResponse:
+    """No index has an alias; naming one is the 404 Elasticsearch gives for a missing alias."""
+    name = req.path_params.get("name")
+    indices = req.indices_options(expand_wildcards="all").resolve(node, req.path_params.get("index"))
+    if name is not None and name not in ("_all", "*"):
+        return RestResponse({"error": f"alias [{name}] missing", "status": 404}, status=404)
+    return RestResponse({index.name: {"aliases": {}} for index in indices})
+
+
+def get_data_streams(node: Node, req: RestRequest) -> RestResponse:
+    name = req.path_params.get("name")
+    concrete = [n for n in (name or "*").split(",") if n != "_all" and "*" not in n]
+    if concrete:
+        raise IndexNotFound(concrete[0])
+    return RestResponse({"data_streams": []})

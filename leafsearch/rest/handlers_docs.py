@@ -1,0 +1,184 @@
+"""Document endpoints: index, create, get, exists, `_source`, delete, update, bulk, mget."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from leafsearch.errors import (
+    ActionRequestValidation,
+    ElasticError,
+    IllegalArgument,
+    ParseException,
+    ParsingError,
+    ResourceNotFound,
+)
+from leafsearch.rest.exchange import RestRequest, RestResponse
+from leafsearch.rest.source_filter import apply_source_option
+
+if TYPE_CHECKING:
+    from leafsearch.node import Node
+
+_MGET_DOC_KEYS = frozenset(
+    {"_index", "_id", "routing", "_routing", "_source", "stored_fields", "version", "version_type"}
+)
+
+
+def _check_wait_params(req: RestRequest) -> None:
+    """Accepted for compatibility (one node has nothing to wait for), but still validated."""
+    req.time_param("timeout")
+    active = req.param("wait_for_active_shards")
+    if active is not None and active != "all" and not active.isdigit():
+        raise IllegalArgument(f"cannot parse ActiveShardCount[{active}]")
+
+
+def _write_options(req: RestRequest) -> dict[str, Any]:
+    _check_wait_params(req)
+    return {
+        "routing": req.param("routing"),
+        "refresh": req.param("refresh"),
+        "if_seq_no": req.long_param("if_seq_no"),
+        "if_primary_term": req.long_param("if_primary_term"),
+    }
+
+
+def _write_reply(body: dict[str, Any]) -> RestResponse:
+    return RestResponse(body, status=201 if body.get("result") == "created" else 200)
+
+
+def _index(node: Node, req: RestRequest, op_type: str) -> RestResponse:
+    return _write_reply(
+        node.index_doc(
+            req.path_params["index"],
+            req.path_params.get("id"),
+            req.required_body(),
+            op_type=op_type,
+            require_alias=req.flag("require_alias"),
+            **_write_options(req),
+        )
+    )
+
+
+def index_doc(node: Node, req: RestRequest) -> RestResponse:
+    return _index(node, req, req.param("op_type") or "index")
+
+
+def create_doc(node: Node, req: RestRequest) -> RestResponse:
+    return _index(node, req, "create")
+
+
+def _get_options(req: RestRequest) -> dict[str, Any]:
+    return {
+        "routing": req.param("routing"),
+        "realtime": req.flag("realtime", True),
+        "refresh": req.flag("refresh"),
+    }
+
+
+def _not_found(index: str, doc_id: str) -> dict[str, Any]:
+    return {"_index": index, "_id": doc_id, "found": False}
+
+
+def get_doc(node: Node, req: RestRequest) -> RestResponse:
+    index, doc_id = req.path_params["index"], req.path_params["id"]
+    body = node.get_doc(index, doc_id, **_get_options(req))
+    if body is None:
+        return RestResponse(_not_found(index, doc_id), status=404)
+    return RestResponse(apply_source_option(body, req))
+
+
+def get_source(node: Node, req: RestRequest) -> RestResponse:
+    index, doc_id = req.path_params["index"], req.path_params["id"]
+    body = node.get_doc(index, doc_id, **_get_options(req))
+    if body is None or "_source" not in body:
+        raise ResourceNotFound(f"Document not found [{index}]/[{doc_id}]")
+    return RestResponse(apply_source_option(body, req)["_source"])
+
+
+def delete_doc(node: Node, req: RestRequest) -> RestResponse:
+    body = node.delete_doc(req.path_params["index"], req.path_params["id"], **_write_options(req))
+    return RestResponse(body, status=404 if body.get("result") == "not_found" else 200)
+
+
+def update_doc(node: Node, req: RestRequest) -> RestResponse:
+    req.required_body()
+    retries = req.int_param("retry_on_conflict", 0) or 0
+    body = node.update_doc(
+        req.path_params["index"],
+        req.path_params["id"],
+        req.json_object() or {},
+        retry_on_conflict=retries,
+        **_write_options(req),
+    )
+    return _write_reply(apply_source_option(body, req))
+
+
+def bulk(node: Node, req: RestRequest) -> RestResponse:
+    _check_wait_params(req)
+    return RestResponse(
+        node.bulk(
+            req.required_body(),
+            index=req.path_params.get("index"),
+            refresh=req.param("refresh"),
+            routing=req.param("routing"),
+        )
+    )
+
+
+def _mget_specs(req: RestRequest) -> list[dict[str, Any]]:
+    body = req.json_object()
+    if body is None:
+        raise ParseException("request body is required")
+    default_index = req.path_params.get("index")
+    specs: list[dict[str, Any]] = []
+    for key, value in body.items():
+        if key == "docs" and isinstance(value, list):
+            for doc in value:
+                if not isinstance(doc, dict):
+                    raise ParsingError("docs array element should include an object")
+                unknown = set(doc) - _MGET_DOC_KEYS
+                if unknown:
+                    raise ParseException(
+                        f"failed to parse multi get request. unknown field [{sorted(unknown)[0]}]"
+                    )
+                specs.append(doc)
+        elif key == "ids" and isinstance(value, list):
+            if default_index is None:
+                raise IllegalArgument("ids can only be specified when an index is given in the path")
+            specs.extend({"_id": doc_id} for doc_id in value)
+        else:
+            raise ParsingError(
+                f"unknown key [{key}] for a {type(value).__name__.upper()}, expected [docs] or [ids]"
+            )
+    problems = []
+    if not specs:
+        problems.append("no documents to get")
+    for position, spec in enumerate(specs):
+        spec.setdefault("_index", default_index)
+        if spec["_index"] is None:
+            problems.append(f"index is missing for doc {position}")
+        if spec.get("_id") is None:
+            problems.append(f"id is missing for doc {position}")
+    if problems:
+        raise ActionRequestValidation(*problems)
+    return specs
+
+
+def mget(node: Node, req: RestRequest) -> RestResponse:
+    options = _get_options(req)
+    docs = []
+    for spec in _mget_specs(req):
+        index, doc_id = spec["_index"], str(spec["_id"])
+        routing = spec.get("routing", spec.get("_routing", options["routing"]))
+        try:
+            found = node.get_doc(index, doc_id, **{**options, "routing": routing})
+        except ElasticError as exc:
+            docs.append({"_index": index, "_id": doc_id, "error": exc.body()["error"]})
+            continue
+        if found is None:
+            docs.append(_not_found(index, doc_id))
+        elif spec.get("_source") is False:
+            found.pop("_source", None)
+            docs.append(found)
+        else:
+            docs.append(apply_source_option(found, req))
+    return RestResponse({"docs": docs})

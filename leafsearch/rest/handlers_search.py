@@ -1,0 +1,118 @@
+"""Search endpoints: `_search`, `_count`, scroll, clear-scroll, point in time.
+
+Query parameters are handed to the node as strings; the search module validates their values, so
+this layer only decides where the scroll and PIT ids come from (body, path or query string).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from leafsearch.errors import ActionRequestValidation, IllegalArgument
+from leafsearch.request.timevalue import parse_time_value
+from leafsearch.rest.exchange import RestRequest, RestResponse
+
+if TYPE_CHECKING:
+    from leafsearch.node import Node
+
+
+def search(node: Node, req: RestRequest) -> RestResponse:
+    return RestResponse(node.search(req.path_params.get("index"), req.json_object(), req.action_params()))
+
+
+def count(node: Node, req: RestRequest) -> RestResponse:
+    return RestResponse(node.count(req.path_params.get("index"), req.json_object(), req.action_params()))
+
+
+def _hits_total_as_int(body: dict[str, Any]) -> dict[str, Any]:
+    total = body.get("hits", {}).get("total")
+    if isinstance(total, dict):
+        body["hits"]["total"] = total.get("value")
+    return body
+
+
+def scroll(node: Node, req: RestRequest) -> RestResponse:
+    """The body's `scroll_id` / `scroll` win over the path and query string, as in Elasticsearch."""
+    scroll_id = req.path_params.get("scroll_id", req.param("scroll_id"))
+    keep_alive = req.param("scroll")
+    body = req.json_object() or {}
+    for key, value in body.items():
+        if key == "scroll_id" and isinstance(value, str):
+            scroll_id = value
+        elif key == "scroll" and isinstance(value, str):
+            keep_alive = value
+        else:
+            raise _unknown_body_parameter(key, value)
+    if keep_alive is not None:
+        # Elasticsearch parses the keep-alive while reading the request, before looking up the id.
+        parse_time_value(keep_alive, "scroll")
+    if not scroll_id:
+        raise ActionRequestValidation("scrollId is missing")
+    response = node.scroll(scroll_id, keep_alive)
+    return RestResponse(_hits_total_as_int(response) if req.flag("rest_total_hits_as_int") else response)
+
+
+def _unknown_body_parameter(key: str, value: Any) -> IllegalArgument:
+    return IllegalArgument(
+        f"Unknown parameter [{key}] in request body or parameter is of the wrong type[{_token_name(value)}] "
+    )
+
+
+def _token_name(value: Any) -> str:
+    if isinstance(value, dict):
+        return "START_OBJECT"
+    if isinstance(value, list):
+        return "START_ARRAY"
+    if isinstance(value, bool):
+        return "VALUE_BOOLEAN"
+    if isinstance(value, int | float):
+        return "VALUE_NUMBER"
+    return "VALUE_NULL" if value is None else "VALUE_STRING"
+
+
+def _freed(body: dict[str, Any]) -> RestResponse:
+    """Elasticsearch answers 404 (with the normal body) when nothing was freed."""
+    return RestResponse(body, status=200 if body.get("num_freed", 0) > 0 else 404)
+
+
+def clear_scroll(node: Node, req: RestRequest) -> RestResponse:
+    ids: list[str] = []
+    raw = req.path_params.get("scroll_id", req.param("scroll_id"))
+    if raw:
+        ids.extend(i for i in raw.split(",") if i)
+    body = req.json_object() or {}
+    for key, value in body.items():
+        if key != "scroll_id":
+            raise _unknown_body_parameter(key, value)
+        values = value if isinstance(value, list) else [value]
+        if not all(isinstance(v, str) for v in values):
+            raise IllegalArgument("scroll_id array element should only contain scroll_id")
+        ids.extend(values)
+    if not ids:
+        raise ActionRequestValidation("no scroll ids specified")
+    return _freed(node.clear_scroll(ids))
+
+
+def open_pit(node: Node, req: RestRequest) -> RestResponse:
+    """`POST /<index>/_pit`, or `POST /_pit?index=...` as Elasticsearch also routes it."""
+    index = req.path_params.get("index", req.param("index"))
+    keep_alive = req.param("keep_alive")
+    if keep_alive is not None:
+        parse_time_value(keep_alive, "keep_alive")  # refused before validation, as Elasticsearch does
+    problems = []
+    if not index:
+        problems.append("[index] is not specified")
+    if keep_alive is None:
+        problems.append("[keep_alive] is not specified")
+    if problems:
+        raise ActionRequestValidation(*problems)
+    params = {k: v for k, v in req.action_params().items() if k != "index"}
+    return RestResponse(node.open_pit(index, keep_alive, params))
+
+
+def close_pit(node: Node, req: RestRequest) -> RestResponse:
+    body = req.json_object() or {}
+    pit_id = body.get("id")
+    if not isinstance(pit_id, str) or not pit_id:
+        raise ActionRequestValidation("id is missing")
+    return _freed(node.close_pit(pit_id))

@@ -1,0 +1,225 @@
+"""The route table: every endpoint, its methods, its handler and the query parameters it accepts.
+
+A parameter not listed here (nor one of the response parameters every endpoint takes) is refused
+with Elasticsearch's "contains unrecognized parameter" error, so a typo never passes silently.
+"""
+
+from __future__ import annotations
+
+from leafsearch.rest import handlers_cat as cat
+from leafsearch.rest import handlers_cluster as cluster
+from leafsearch.rest import handlers_docs as docs
+from leafsearch.rest import handlers_indices as indices
+from leafsearch.rest import handlers_search as search
+from leafsearch.rest.router import Route
+
+INDICES_OPTIONS = {"ignore_unavailable", "allow_no_indices", "expand_wildcards"}
+MASTER = {"master_timeout", "timeout"}
+CAT = {"format", "h", "help", "s", "v", "local", "master_timeout"}
+SOURCE = {"_source", "_source_includes", "_source_excludes"}
+
+SEARCH = (
+    INDICES_OPTIONS
+    | SOURCE
+    | {
+        "q",
+        "from",
+        "size",
+        "sort",
+        "track_total_hits",
+        "rest_total_hits_as_int",
+        "scroll",
+        "search_type",
+        "typed_keys",
+        "request_cache",
+        "preference",
+        "routing",
+        "seq_no_primary_term",
+        "version",
+        "explain",
+        "stored_fields",
+        "docvalue_fields",
+        "default_operator",
+        "df",
+        "analyzer",
+        "analyze_wildcard",
+        "lenient",
+        "terminate_after",
+        "timeout",
+        "batched_reduce_size",
+        "ccs_minimize_roundtrips",
+        "max_concurrent_shard_requests",
+        "pre_filter_shard_size",
+        "allow_partial_search_results",
+        "track_scores",
+        "ignore_throttled",
+        "include_named_queries_score",
+        "force_synthetic_source",
+        "stats",
+        "suggest_field",
+        "suggest_mode",
+        "suggest_size",
+        "suggest_text",
+    }
+)
+COUNT = INDICES_OPTIONS | {
+    "q",
+    "analyzer",
+    "analyze_wildcard",
+    "default_operator",
+    "df",
+    "lenient",
+    "min_score",
+    "preference",
+    "routing",
+    "terminate_after",
+    "ignore_throttled",
+}
+PIT = {
+    "keep_alive",
+    "ignore_unavailable",
+    "expand_wildcards",
+    "preference",
+    "routing",
+    "allow_partial_search_results",
+    "max_concurrent_shard_requests",
+}
+WAIT = {"timeout", "wait_for_active_shards"}
+DELETE_DOC = WAIT | {"routing", "refresh", "if_seq_no", "if_primary_term"}
+CREATE_DOC = DELETE_DOC | {"require_alias"}
+INDEX_DOC = CREATE_DOC | {"op_type"}
+UPDATE_DOC = DELETE_DOC | SOURCE | {"retry_on_conflict", "require_alias"}
+GET_DOC = SOURCE | {"routing", "realtime", "refresh", "preference"}
+BULK = WAIT | {"refresh", "routing"}
+GET_INDEX = INDICES_OPTIONS | {"flat_settings", "include_defaults", "local", "master_timeout", "features"}
+SETTINGS = INDICES_OPTIONS | {"flat_settings", "include_defaults", "local", "master_timeout"}
+PUT_SETTINGS = INDICES_OPTIONS | MASTER | {"flat_settings", "preserve_existing", "reopen"}
+HEALTH = {
+    "level",
+    "local",
+    "master_timeout",
+    "timeout",
+    "wait_for_active_shards",
+    "wait_for_events",
+    "wait_for_nodes",
+    "wait_for_no_initializing_shards",
+    "wait_for_no_relocating_shards",
+    "wait_for_status",
+    "expand_wildcards",
+}
+NODES_STATS = {
+    "completion_fields",
+    "fielddata_fields",
+    "fields",
+    "groups",
+    "level",
+    "types",
+    "timeout",
+    "include_segment_file_sizes",
+    "include_unloaded_segments",
+}
+
+ROUTES = [
+    Route.of("GET|HEAD", "/", cluster.info),
+    # index administration
+    Route.of("PUT", "/{index}", indices.create_index, MASTER | {"wait_for_active_shards"}),
+    Route.of("GET", "/{index}", indices.get_index, GET_INDEX),
+    Route.of("HEAD", "/{index}", indices.index_exists, GET_INDEX),
+    Route.of("DELETE", "/{index}", indices.delete_index, INDICES_OPTIONS | MASTER),
+    Route.of("GET", "/_mapping", indices.get_mapping, INDICES_OPTIONS | {"local", "master_timeout"}),
+    Route.of("GET", "/{index}/_mapping", indices.get_mapping, INDICES_OPTIONS | {"local", "master_timeout"}),
+    Route.of(
+        "PUT|POST", "/{index}/_mapping", indices.put_mapping, INDICES_OPTIONS | MASTER | {"write_index_only"}
+    ),
+    Route.of("GET", "/_settings", indices.get_settings, SETTINGS),
+    Route.of("GET", "/_settings/{name}", indices.get_settings, SETTINGS),
+    Route.of("GET", "/{index}/_settings", indices.get_settings, SETTINGS),
+    Route.of("GET", "/{index}/_settings/{name}", indices.get_settings, SETTINGS),
+    Route.of("PUT", "/_settings", indices.put_settings, PUT_SETTINGS),
+    Route.of("PUT", "/{index}/_settings", indices.put_settings, PUT_SETTINGS),
+    Route.of("GET|POST", "/_refresh", indices.refresh, INDICES_OPTIONS),
+    Route.of("GET|POST", "/{index}/_refresh", indices.refresh, INDICES_OPTIONS),
+    Route.of("GET|POST", "/_flush", indices.flush, INDICES_OPTIONS | {"force", "wait_if_ongoing"}),
+    Route.of("GET|POST", "/{index}/_flush", indices.flush, INDICES_OPTIONS | {"force", "wait_if_ongoing"}),
+    Route.of("GET", "/_alias", cluster.get_aliases, INDICES_OPTIONS | {"local", "master_timeout"}),
+    Route.of("GET", "/_alias/{name}", cluster.get_aliases, INDICES_OPTIONS | {"local", "master_timeout"}),
+    Route.of("GET", "/_aliases", cluster.get_aliases, INDICES_OPTIONS | {"local", "master_timeout"}),
+    Route.of("GET", "/{index}/_alias", cluster.get_aliases, INDICES_OPTIONS | {"local", "master_timeout"}),
+    Route.of(
+        "GET", "/{index}/_alias/{name}", cluster.get_aliases, INDICES_OPTIONS | {"local", "master_timeout"}
+    ),
+    Route.of("GET", "/{index}/_aliases", cluster.get_aliases, INDICES_OPTIONS | {"local", "master_timeout"}),
+    Route.of(
+        "GET", "/_data_stream", cluster.get_data_streams, {"expand_wildcards", "include_defaults", "verbose"}
+    ),
+    Route.of(
+        "GET",
+        "/_data_stream/{name}",
+        cluster.get_data_streams,
+        {"expand_wildcards", "include_defaults", "verbose", "master_timeout"},
+    ),
+    # cat
+    Route.of(
+        "GET",
+        "/_cat/indices",
+        cat.cat_indices,
+        CAT | {"bytes", "health", "pri", "time", "expand_wildcards", "include_unloaded_segments"},
+    ),
+    Route.of(
+        "GET",
+        "/_cat/indices/{index}",
+        cat.cat_indices,
+        CAT | {"bytes", "health", "pri", "time", "expand_wildcards", "include_unloaded_segments"},
+    ),
+    Route.of("GET", "/_cat/health", cat.cat_health, CAT | {"time", "ts"}),
+    Route.of("GET", "/_cat/count", cat.cat_count, CAT),
+    Route.of("GET", "/_cat/count/{index}", cat.cat_count, CAT),
+    Route.of("GET", "/_cat/search_contexts", cat.cat_search_contexts, CAT),
+    # cluster and nodes
+    Route.of("GET", "/_cluster/health", cluster.cluster_health, HEALTH),
+    Route.of("GET", "/_cluster/health/{index}", cluster.cluster_health, HEALTH),
+    Route.of(
+        "GET",
+        "/_cluster/settings",
+        cluster.get_cluster_settings,
+        {"flat_settings", "include_defaults", "master_timeout", "timeout"},
+    ),
+    Route.of(
+        "PUT",
+        "/_cluster/settings",
+        cluster.put_cluster_settings,
+        {"flat_settings", "master_timeout", "timeout"},
+    ),
+    Route.of("GET", "/_nodes", cluster.nodes_info, {"flat_settings", "timeout"}),
+    Route.of("GET", "/_nodes/{node_id}", cluster.nodes_info, {"flat_settings", "timeout"}),
+    Route.of("GET", "/_nodes/stats", cluster.nodes_stats, NODES_STATS),
+    Route.of("GET", "/_nodes/stats/{metric}", cluster.nodes_stats, NODES_STATS),
+    Route.of("GET", "/_nodes/stats/{metric}/{index_metric}", cluster.nodes_stats, NODES_STATS),
+    Route.of("GET", "/_nodes/{node_id}/stats", cluster.nodes_stats, NODES_STATS),
+    Route.of("GET", "/_nodes/{node_id}/stats/{metric}", cluster.nodes_stats, NODES_STATS),
+    Route.of("GET", "/_nodes/{node_id}/stats/{metric}/{index_metric}", cluster.nodes_stats, NODES_STATS),
+    # documents
+    Route.of("PUT|POST", "/{index}/_doc/{id}", docs.index_doc, INDEX_DOC),
+    Route.of("POST", "/{index}/_doc", docs.index_doc, INDEX_DOC),
+    Route.of("PUT|POST", "/{index}/_create/{id}", docs.create_doc, CREATE_DOC),
+    Route.of("GET|HEAD", "/{index}/_doc/{id}", docs.get_doc, GET_DOC),
+    Route.of("DELETE", "/{index}/_doc/{id}", docs.delete_doc, DELETE_DOC),
+    Route.of("GET|HEAD", "/{index}/_source/{id}", docs.get_source, GET_DOC),
+    Route.of("POST", "/{index}/_update/{id}", docs.update_doc, UPDATE_DOC),
+    Route.of("POST|PUT", "/_bulk", docs.bulk, BULK),
+    Route.of("POST|PUT", "/{index}/_bulk", docs.bulk, BULK),
+    Route.of("GET|POST", "/_mget", docs.mget, GET_DOC | {"stored_fields"}),
+    Route.of("GET|POST", "/{index}/_mget", docs.mget, GET_DOC | {"stored_fields"}),
+    # search
+    Route.of("GET|POST", "/_search", search.search, SEARCH),
+    Route.of("GET|POST", "/{index}/_search", search.search, SEARCH),
+    Route.of("GET|POST", "/_count", search.count, COUNT),
+    Route.of("GET|POST", "/{index}/_count", search.count, COUNT),
+    Route.of("GET|POST", "/_search/scroll", search.scroll, {"scroll", "scroll_id", "rest_total_hits_as_int"}),
+    Route.of("GET|POST", "/_search/scroll/{scroll_id}", search.scroll, {"scroll", "rest_total_hits_as_int"}),
+    Route.of("DELETE", "/_search/scroll", search.clear_scroll, {"scroll_id"}),
+    Route.of("DELETE", "/_search/scroll/{scroll_id}", search.clear_scroll),
+    Route.of("POST", "/{index}/_pit", search.open_pit, PIT),
+    Route.of("POST", "/_pit", search.open_pit, PIT | {"index"}),
+    Route.of("DELETE", "/_pit", search.close_pit),
+]

@@ -1,0 +1,110 @@
+"""Parsing the `aggs` object: the structure Elasticsearch accepts, and the registry of types."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from typing import Any
+
+from leafsearch.errors import AggregationInitialization, ElasticError, ParsingError
+from leafsearch.search.aggs.base import AggTree, ParseContext, token_name
+from leafsearch.search.aggs.composite import parse_composite
+from leafsearch.search.aggs.filters import parse_filter, parse_filters
+from leafsearch.search.aggs.histogram import parse_date_histogram, parse_histogram
+from leafsearch.search.aggs.metrics import parse_cardinality, parse_stats
+from leafsearch.search.aggs.ranges import parse_range
+from leafsearch.search.aggs.terms import parse_terms
+
+METRICS = ("min", "max", "sum", "avg", "value_count", "stats", "extended_stats")
+PARSERS = {
+    **{name: parse_stats(name) for name in METRICS},
+    "cardinality": parse_cardinality,
+    "terms": parse_terms,
+    "histogram": parse_histogram,
+    "date_histogram": parse_date_histogram,
+    "range": parse_range("range"),
+    "date_range": parse_range("date_range"),
+    "filter": parse_filter,
+    "filters": parse_filters,
+    "composite": parse_composite,
+}
+LEAVES = frozenset((*METRICS, "cardinality"))
+_VALID_NAME = re.compile(r"[^\[\]>]+")
+
+
+def parse_level(body: Any, pctx: ParseContext) -> AggTree:
+    tree = AggTree()
+    for name, definition in body.items():
+        if not _VALID_NAME.fullmatch(name):
+            raise ParsingError(
+                f"Invalid aggregation name [{name}]. Aggregation names can contain any character "
+                "except '[', ']', and '>'"
+            )
+        if not isinstance(definition, dict):
+            raise ParsingError(
+                f"Aggregation definition for [{name} starts with a [{token_name(definition)}], expected a "
+                "[START_OBJECT]."
+            )
+        type_name = agg_body = meta = subs_body = None
+        for key, value in definition.items():
+            if not isinstance(value, dict):
+                raise ParsingError(
+                    f"Expected [START_OBJECT] under [{key}], but got a [{token_name(value)}] in [{name}]"
+                )
+            if key == "meta":
+                meta = value
+            elif key in ("aggs", "aggregations"):
+                if subs_body is not None:
+                    raise ParsingError(f"Found two sub aggregation definitions under [{name}]")
+                subs_body = value
+            elif type_name is not None:
+                raise ParsingError(
+                    f"Found two aggregation type definitions in [{name}]: [{type_name}] and [{key}]"
+                )
+            elif key not in PARSERS:
+                raise unknown_type(key)
+            else:
+                type_name, agg_body = key, value
+        if type_name is None:
+            raise ParsingError(f"Missing definition for aggregation [{name}]")
+        subs = parse_level(subs_body, replace(pctx, parent=type_name)) if subs_body else AggTree()
+        if subs and type_name in LEAVES:
+            raise AggregationInitialization(
+                f"Aggregator [{name}] of type [{type_name}] cannot accept sub-aggregations"
+            )
+        tree.append(PARSERS[type_name](name, agg_body, meta, subs, pctx))
+    return tree
+
+
+def unknown_type(type_name: str) -> ElasticError:
+    cause = ElasticError(
+        f"unknown field [{type_name}]", error_type="named_object_not_found_exception", status=400
+    )
+    return ParsingError(
+        f"Unknown aggregation type [{type_name}]{_suggest(type_name, PARSERS)}", caused_by=cause
+    )
+
+
+def _suggest(unknown: str, candidates: Any) -> str:
+    """Elasticsearch's "did you mean": candidates closer than half their length by Levenshtein distance."""
+    scored = []
+    for candidate in candidates:
+        similarity = 1 - _levenshtein(unknown, candidate) / max(len(unknown), len(candidate))
+        if similarity > 0.5:
+            scored.append((-similarity, candidate))
+    if not scored:
+        return ""
+    names = [c for _, c in sorted(scored)]
+    return (
+        f" did you mean [{names[0]}]?" if len(names) == 1 else f" did you mean any of [{', '.join(names)}]?"
+    )
+
+
+def _levenshtein(a: str, b: str) -> int:
+    previous = list(range(len(b) + 1))
+    for i, ca in enumerate(a, start=1):
+        current = [i]
+        for j, cb in enumerate(b, start=1):
+            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (ca != cb)))
+        previous = current
+    return previous[-1]

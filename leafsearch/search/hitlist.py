@@ -1,0 +1,287 @@
+"""The query phase: every matching document of a set of shard snapshots, in sort order.
+
+A `HitList` holds, for one (snapshots, query, sort, slice) combination, the matched documents
+sorted by their sort keys with ties broken by shard index then doc. Because snapshots never change,
+a HitList can be cached and reused by every later page of the same walk: an offset page is an
+array slice and a `search_after` page is a binary search, so page 90,000 costs what page 1 costs.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from leafsearch.index.searcher import Searcher
+from leafsearch.request.search_types import SearchRequest, SortSpec
+from leafsearch.search import slicing
+from leafsearch.search.matching import QueryContext, execute, prepare, query_key
+from leafsearch.search.sort_keys import (
+    SortColumn,
+    global_ordinals,
+    keyword_values,
+    numeric_values,
+    resolve_field_kind,
+    special_kind,
+)
+from leafsearch.search.targets import Target, snapshot_key
+
+
+@dataclass
+class HitList:
+    targets: list[Target]
+    target: np.ndarray  # int32: position of the hit's shard target
+    doc: np.ndarray  # int64: shard-level doc number
+    score: np.ndarray | None  # float32
+    columns: list[SortColumn]
+    keys: list[np.ndarray]  # comparable key columns, sorted ascending lexicographically
+    total: int
+    max_score: float | None
+    agg_partials: list = field(default_factory=list)
+    terminated_early: bool = False
+
+    def __len__(self) -> int:
+        return len(self.doc)
+
+    def nbytes(self) -> int:
+        size = self.target.nbytes + self.doc.nbytes + sum(k.nbytes for k in self.keys)
+        size += sum(c.values.nbytes for c in self.columns)
+        return size + (self.score.nbytes if self.score is not None else 0)
+
+    def position_after(self, after: list) -> int:
+        """Index of the first hit strictly after the `search_after` key values."""
+        lo, hi = 0, len(self.doc)
+        for col, value in zip(self.keys, after, strict=True):
+            if lo >= hi:
+                break
+            part = col[lo:hi]
+            a = lo + int(np.searchsorted(part, value, side="left"))
+            b = lo + int(np.searchsorted(part, value, side="right"))
+            lo, hi = a, b
+        return hi
+
+
+def _needs_scores(request: SearchRequest) -> bool:
+    if request.min_score is not None or request.track_scores:
+        return True
+    if not request.sort:
+        return True
+    return any(s.field == "_score" for s in request.sort)
+
+
+def build_hitlist(targets: list[Target], request: SearchRequest, *, now_millis: int, with_aggs) -> HitList:
+    """Run the query on every segment of every target and sort all matches.
+
+    `with_aggs(target, view, docs, ctx)` collects aggregation partials for the matched docs of a
+    segment before `post_filter` applies (None when there are no aggregations).
+    """
+    needs_scores = _needs_scores(request)
+    target_pos: list[np.ndarray] = []
+    docs_all: list[np.ndarray] = []
+    scores_all: list[np.ndarray] = []
+    seg_docs: list[tuple[int, object, np.ndarray]] = []  # (target idx, view, local docs)
+    partials = []
+    total = 0
+    terminated = False
+    for ti, target in enumerate(targets):
+        ctx = _context(target, now_millis, needs_scores)
+        filter_ctx = _context(target, now_millis, False) if request.post_filter is not None else None
+        prepare(request.query, ctx)
+        if filter_ctx is not None:
+            prepare(request.post_filter, filter_ctx)
+        slice_masks = (
+            slicing.slice_masks(request.slice, targets, ti, pit=request.pit is not None) if request.slice else None
+        )
+        taken = 0
+        for vi, view in enumerate(target.searcher.views):
+            if view.live_count == 0:
+                continue
+            mask, scores = execute(request.query, view, ctx)
+            if view.live is not None:
+                mask &= view.live
+            if slice_masks is not None:
+                mask &= slice_masks[vi]
+            docs = np.flatnonzero(mask)
+            if with_aggs is not None:
+                partials.append(with_aggs(target, view, docs, ctx))
+            if request.post_filter is not None:
+                pmask, _ = execute(request.post_filter, view, filter_ctx)
+                docs = docs[pmask[docs]]
+            if request.min_score is not None and scores is not None:
+                docs = docs[scores[docs] >= request.min_score]
+            if request.terminate_after is not None:
+                room = request.terminate_after - taken
+                if len(docs) > room:
+                    docs = docs[:room]
+                    terminated = True
+                taken += len(docs)
+            total += len(docs)
+            target_pos.append(np.full(len(docs), ti, dtype=np.int32))
+            docs_all.append(docs + view.doc_base)
+            seg_docs.append((ti, view, docs))
+            if needs_scores:
+                scores_all.append(scores[docs] if scores is not None else np.ones(len(docs), np.float32))
+    target_arr = np.concatenate(target_pos) if target_pos else np.empty(0, np.int32)
+    doc_arr = np.concatenate(docs_all) if docs_all else np.empty(0, np.int64)
+    score_arr = (np.concatenate(scores_all) if scores_all else np.empty(0, np.float32)) if needs_scores else None
+    columns = [_sort_column(spec, targets, seg_docs, target_arr, doc_arr, score_arr) for spec in _effective(request)]
+    keys: list[np.ndarray] = []
+    for col in columns:
+        keys.extend(col.key_columns())
+    order = _sort_order(keys, len(doc_arr))
+    if order is not None:
+        target_arr, doc_arr = target_arr[order], doc_arr[order]
+        score_arr = score_arr[order] if score_arr is not None else None
+        columns = [c.take(order) for c in columns]
+        keys = [k[order] for k in keys]
+    max_score = float(score_arr.max()) if score_arr is not None and len(score_arr) else None
+    return HitList(targets, target_arr, doc_arr, score_arr, columns, keys, total, max_score, partials, terminated)
+
+
+def _context(target: Target, now_millis: int, needs_scores: bool) -> QueryContext:
+    """One query context per shard snapshot: it caches the plan and statistics for all segments."""
+    default_field = target.index.settings.get("index.query.default_field", "*")
+    return QueryContext(
+        mapping=target.mapping,
+        searcher=target.searcher,
+        now_millis=now_millis,
+        needs_scores=needs_scores,
+        default_fields=tuple(f.strip() for f in default_field.strip("[]").split(",")),
+        index_name=target.index.name,
+        index_uuid=target.index.uuid,
+    )
+
+
+def _effective(request: SearchRequest) -> list[SortSpec]:
+    """No sort means relevance: `_score` descending."""
+    if request.sort:
+        return request.sort
+    return [SortSpec("_score", "desc")]
+
+
+def _sort_order(keys: list[np.ndarray], n: int) -> np.ndarray | None:
+    """Stable order by the key columns; input order is (shard, doc), so ties keep it."""
+    if n == 0 or not keys:
+        return None
+    if len(keys) == 1:
+        return np.argsort(keys[0], kind="stable")
+    return np.lexsort(keys[::-1])
+
+
+def _sort_column(
+    spec: SortSpec,
+    targets: list[Target],
+    seg_docs: list[tuple[int, object, np.ndarray]],
+    target_arr: np.ndarray,
+    doc_arr: np.ndarray,
+    score_arr: np.ndarray | None,
+) -> SortColumn:
+    special = special_kind(spec)
+    if special == "score":
+        return SortColumn(spec, "score", score_arr.astype(np.float64), None)
+    if special == "doc":
+        return SortColumn(spec, "doc", doc_arr, None)
+    if special == "shard_doc":
+        return SortColumn(spec, "shard_doc", (target_arr.astype(np.int64) << 32) | doc_arr, None)
+    field_types = [t.mapping.field(spec.field) for t in targets]
+    kind = resolve_field_kind(spec, field_types)
+    values: list[np.ndarray] = []
+    present: list[np.ndarray] = []
+    terms = None
+    if kind == "keyword":
+        views = [view for _, view, _ in seg_docs]
+        terms, maps = global_ordinals(spec.field, [v.segment for v in views])
+        for (_, view, docs), gmap in zip(seg_docs, maps, strict=True):
+            v, p = keyword_values(view.segment.column(spec.field), spec, docs, gmap)
+            values.append(v)
+            present.append(p)
+    else:
+        for ti, view, docs in seg_docs:
+            v, p = numeric_values(view.segment.column(spec.field), field_types[ti], spec, docs, kind)
+            values.append(v)
+            present.append(p)
+    dtype = np.float64 if kind == "double" else np.int64
+    vals = np.concatenate(values) if values else np.empty(0, dtype)
+    pres = np.concatenate(present) if present else np.empty(0, bool)
+    if spec.missing not in ("_last", "_first") and not pres.all():
+        from leafsearch.search.fetch import parse_search_after_value
+
+        fill = parse_search_after_value(spec.missing, _first_type(field_types), spec)
+        if kind == "keyword":
+            raw = str(fill).encode()
+            g = int(np.searchsorted(terms, raw)) if terms is not None else 0
+            if terms is None or g >= len(terms) or terms[g] != raw:
+                terms = np.insert(terms if terms is not None else np.empty(0, "S1"), g, raw)
+                vals = np.where(vals >= g, vals + 1, vals)
+            vals = np.where(pres, vals, g)
+        else:
+            vals = np.where(pres, vals, fill)
+        pres = np.ones(len(vals), dtype=bool)
+    return SortColumn(spec, kind, vals.astype(dtype, copy=False), pres, terms, tuple(field_types))
+
+
+def _first_type(field_types: list):
+    return next((ft for ft in field_types if ft is not None), None)
+
+
+class HitListCache:
+    """Recently built HitLists, bounded by memory, keyed by snapshots + query + sort + slice.
+
+    Queries whose result depends on the clock (`now` in date math) are never cached.
+    """
+
+    def __init__(self, max_bytes: int = 512 * 1024 * 1024) -> None:
+        self.max_bytes = max_bytes
+        self._entries: OrderedDict[tuple, HitList] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+        self._building: dict[tuple, threading.Lock] = {}
+        Searcher.close_listeners.append(self._forget)
+
+    def get_or_build(self, targets: list[Target], request: SearchRequest, *, with_aggs) -> HitList:
+        now = int(time.time() * 1000)
+        qkey = query_key(request.query)
+        post = query_key(request.post_filter) if request.post_filter is not None else None
+        cacheable = with_aggs is None and "now" not in repr(qkey) and "now" not in repr(post)
+        if not cacheable:
+            return build_hitlist(targets, request, now_millis=now, with_aggs=with_aggs)
+        key = (
+            snapshot_key(targets),
+            qkey,
+            post,
+            tuple(request.sort),
+            request.slice,
+            request.pit is not None,
+            request.min_score,
+            request.terminate_after,
+            request.track_scores,
+        )
+        with self._lock:
+            hit = self._entries.get(key)
+            if hit is not None:
+                self._entries.move_to_end(key)
+                return hit
+            build_lock = self._building.setdefault(key, threading.Lock())
+        with build_lock:
+            with self._lock:
+                hit = self._entries.get(key)
+                if hit is not None:
+                    return hit
+            hit = build_hitlist(targets, request, now_millis=now, with_aggs=None)
+            with self._lock:
+                self._building.pop(key, None)
+                self._entries[key] = hit
+                self._bytes += hit.nbytes()
+                while self._bytes > self.max_bytes and len(self._entries) > 1:
+                    _, old = self._entries.popitem(last=False)
+                    self._bytes -= old.nbytes()
+        return hit
+
+    def _forget(self, searcher: Searcher) -> None:
+        """Drop HitLists of a released snapshot, so its memory and segment files go with it."""
+        with self._lock:
+            for key in [k for k, v in self._entries.items() if any(t.searcher is searcher for t in v.targets)]:
+                self._bytes -= self._entries.pop(key).nbytes()

@@ -1,0 +1,46 @@
+"""Shard targets of a search: which shard snapshots a request reads, in a fixed order.
+
+The position of a target in the list is its "shard index" in the request: it orders ties (shard
+index, then doc) and is the high half of `_shard_doc`. A PIT or scroll context stores its targets,
+so that position and the snapshot stay the same for the context's whole life.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from leafsearch.index.searcher import Searcher
+
+if TYPE_CHECKING:
+    from leafsearch.index.index import Index
+
+
+@dataclass(eq=False)
+class Target:
+    index: Index
+    shard_id: int
+    searcher: Searcher
+
+    @property
+    def mapping(self):
+        return self.index.mapping
+
+
+def acquire_targets(indices: list[Index]) -> list[Target]:
+    """The current snapshot of every shard of the indices, acquired (callers release them)."""
+    targets = []
+    for index in indices:
+        for shard in index.shards:
+            targets.append(Target(index, shard.shard_id, shard.acquire_searcher()))
+    return targets
+
+
+def release_targets(targets: list[Target]) -> None:
+    for t in targets:
+        t.searcher.release()
+
+
+def snapshot_key(targets: list[Target]) -> tuple:
+    """Identity of a set of snapshots: equal keys read exactly the same documents."""
+    return tuple((t.index.uuid, t.shard_id, t.searcher.generation) for t in targets)

@@ -1,0 +1,142 @@
+"""Shared fixtures: one real server process for the session, and clients on it.
+
+Tests share the server, so each test works in indices named after itself (`index_name`,
+`new_index`), never in a fixed name another test could also use.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from elasticsearch import Elasticsearch
+
+REPO = Path(__file__).resolve().parent.parent
+STARTUP_TIMEOUT = 30.0
+
+
+def error_of(response: httpx.Response) -> dict[str, Any]:
+    """The `error` object of an Elasticsearch error body, after checking the body's shape."""
+    body = response.json()
+    assert body["status"] == response.status_code
+    assert body["error"]["root_cause"][0]["type"] == body["error"]["type"]
+    return body["error"]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def serve_command(data: Path, port: int, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "leafsearch", "serve", "--port", str(port), "--data", str(data), *extra]
+
+
+def server_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
+    return env
+
+
+def wait_until_up(process: subprocess.Popen, url: str, log: Path, timeout: float = STARTUP_TIMEOUT) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"leafsearch exited with {process.returncode}:\n{log.read_text()}")
+        try:
+            if httpx.get(url, timeout=1.0).status_code == 200:
+                return
+        except httpx.TransportError:
+            time.sleep(0.05)
+    raise RuntimeError(f"leafsearch did not answer on {url} within {timeout}s")
+
+
+@contextmanager
+def running_server(data: Path, *extra: str) -> Iterator[tuple[str, subprocess.Popen]]:
+    """A server process on a free port, its output in `<data>.log`; stopped with SIGTERM on exit."""
+    port = free_port()
+    log = data.with_name(data.name + ".log")
+    with open(log, "ab") as output:
+        process = subprocess.Popen(
+            serve_command(data, port, *extra),
+            cwd=REPO,
+            env=server_env(),
+            stdout=output,
+            stderr=subprocess.STDOUT,
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until_up(process, url, log)
+        yield url, process
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Base URL of the session's leafsearch server."""
+    with running_server(tmp_path_factory.mktemp("leafsearch-data")) as (url, _):
+        yield url
+
+
+@pytest.fixture(scope="session")
+def es(server: str) -> Iterator[Elasticsearch]:
+    client = Elasticsearch(server, request_timeout=60)
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="session")
+def http(server: str) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=server, timeout=60) as client:
+        yield client
+
+
+@pytest.fixture
+def index_name(request: pytest.FixtureRequest) -> str:
+    """A valid index name unique to this test (the index is not created)."""
+    stem = re.sub(r"[^a-z0-9_-]+", "-", request.node.name.lower()).strip("-_")[:60] or "t"
+    return f"{stem}-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+def new_index(http: httpx.Client, index_name: str) -> Iterator[Callable[..., str]]:
+    """Factory: `new_index(settings=..., mappings=..., suffix=...)` creates an index, deleted afterwards."""
+    created: list[str] = []
+
+    def create(
+        settings: dict[str, Any] | None = None, mappings: dict[str, Any] | None = None, suffix: str = ""
+    ) -> str:
+        name = f"{index_name}{suffix}"
+        body: dict[str, Any] = {}
+        if settings is not None:
+            body["settings"] = settings
+        if mappings is not None:
+            body["mappings"] = mappings
+        response = http.put(f"/{name}", json=body)
+        assert response.status_code == 200, response.text
+        created.append(name)
+        return name
+
+    yield create
+    for name in created:
+        http.delete(f"/{name}")

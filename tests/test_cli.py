@@ -1,0 +1,109 @@
+"""The command line: start-up, the data folder lock, clean shutdown, the body size limit."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import httpx
+from conftest import REPO, free_port, running_server, serve_command, server_env
+
+
+def _start(data: Path, port: int, *extra: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        serve_command(data, port, *extra),
+        cwd=REPO,
+        env=server_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def test_serve_announces_its_address_quickly_and_answers(tmp_path: Path) -> None:
+    port = free_port()
+    started = time.monotonic()
+    process = _start(tmp_path / "data", port)
+    try:
+        line = process.stdout.readline()
+        elapsed = time.monotonic() - started
+        assert f"leafsearch listening on http://127.0.0.1:{port}" in line
+        assert elapsed < 5.0, f"start-up took {elapsed:.2f}s"
+        answer = httpx.get(f"http://127.0.0.1:{port}/", timeout=10)
+        assert answer.json()["tagline"] == "You Know, for Search"
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=20)
+        process.stdout.close()
+
+
+def test_second_node_on_the_same_folder_is_refused(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    with running_server(data):
+        second = subprocess.run(
+            serve_command(data, free_port()),
+            cwd=REPO,
+            env=server_env(),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert second.returncode != 0
+    assert "in use by another leafsearch node" in second.stderr
+    assert "Traceback" not in second.stderr
+
+
+def test_sigterm_and_sigint_shut_down_cleanly_and_release_the_lock(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    for number, sig in enumerate((signal.SIGTERM, signal.SIGINT)):
+        with running_server(data) as (url, process):
+            assert httpx.put(f"{url}/kept-{number}", timeout=10).status_code == 200
+            process.send_signal(sig)
+            assert process.wait(timeout=20) == 0
+    # the lock was released and the index survived both restarts
+    with running_server(data) as (url, _):
+        assert httpx.head(f"{url}/kept-0,kept-1", timeout=10).status_code == 200
+
+
+def test_busy_port_is_a_clear_error(tmp_path: Path) -> None:
+    with running_server(tmp_path / "one") as (url, _):
+        port = int(url.rsplit(":", 1)[1])
+        other = subprocess.run(
+            serve_command(tmp_path / "two", port),
+            cwd=REPO,
+            env=server_env(),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert other.returncode == 1
+    assert f"cannot listen on 127.0.0.1:{port}" in other.stderr
+
+
+def test_max_content_length_answers_413(tmp_path: Path) -> None:
+    with running_server(tmp_path / "data", "--max-content-length", "1kb") as (url, _):
+        big = httpx.post(
+            f"{url}/_search", content=b" " * 2048, headers={"content-type": "application/json"}, timeout=10
+        )
+        assert big.status_code == 413
+        assert big.headers["x-elastic-product"] == "Elasticsearch"
+        error = big.json()["error"]
+        assert error["type"] == "content_too_long_exception"
+        assert error["reason"] == "entity content is too long [2048] for the configured buffer limit [1024]"
+        # the server keeps serving after refusing
+        assert httpx.get(f"{url}/", timeout=10).status_code == 200
+
+
+def test_bad_max_content_length_is_a_usage_error(tmp_path: Path) -> None:
+    result = subprocess.run(
+        serve_command(tmp_path / "d", free_port(), "--max-content-length", "lots"),
+        cwd=REPO,
+        env=server_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert "--max-content-length" in result.stderr

@@ -1,0 +1,176 @@
+"""The storage engine in-process: translog recovery, torn tails, snapshots, merges, file lifetimes."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from leafsearch.index.analysis import analyze
+from leafsearch.index.parsed import ParsedDoc
+from leafsearch.index.shard import Shard
+
+
+def parse(source: bytes, doc_id: str | None = None) -> ParsedDoc:
+    obj = orjson.loads(source)
+    tokens = analyze(obj.get("msg", ""))
+    return ParsedDoc(
+        source=source,
+        text={"msg": (tokens, list(range(len(tokens))))} if tokens else {},
+        keyword={"tag": [obj["tag"]]} if "tag" in obj else {},
+        long={"n": [obj["n"]]} if "n" in obj else {},
+    )
+
+
+def put(shard: Shard, doc_id: str, body: dict) -> int:
+    source = orjson.dumps(body)
+    with shard.lock:
+        prior = shard.current(doc_id)
+        version = prior.version + 1 if prior is not None and prior.version > 0 else 1
+        seq = shard.index(doc_id, parse(source), None, prior, version)
+    shard.sync()
+    return seq
+
+
+def delete(shard: Shard, doc_id: str) -> None:
+    with shard.lock:
+        prior = shard.current(doc_id)
+        shard.delete(doc_id, prior, (prior.version + 1) if prior else 1)
+    shard.sync()
+
+
+def visible_ids(shard: Shard) -> set[str]:
+    searcher = shard.acquire_searcher()
+    try:
+        out: set[str] = set()
+        for view in searcher.views:
+            out.update(view.segment.doc_ids(view.live_docs))
+        return out
+    finally:
+        searcher.release()
+
+
+def test_unrefreshed_writes_survive_reopen_without_close(tmp_path):
+    shard = Shard(tmp_path / "s", 0, parse)
+    for i in range(50):
+        put(shard, str(i), {"msg": f"hello {i}", "n": i})
+    delete(shard, "7")
+    # Simulate a crash: no close(), no refresh; only the fsynced translog remains.
+    shard.translog._file.close()
+    reopened = Shard(tmp_path / "s", 0, parse)
+    ids = visible_ids(reopened)
+    assert ids == {str(i) for i in range(50)} - {"7"}
+    state = reopened.current("3")
+    assert state is not None and not state.deleted
+    assert orjson.loads(reopened.get_source(state)) == {"msg": "hello 3", "n": 3}
+    reopened.close()
+
+
+def test_torn_translog_tail_is_dropped(tmp_path):
+    shard = Shard(tmp_path / "s", 0, parse)
+    for i in range(10):
+        put(shard, str(i), {"n": i})
+    shard.translog._file.close()
+    tlog = sorted((tmp_path / "s" / "translog").glob("*.tlog"))[-1]
+    data = tlog.read_bytes()
+    tlog.write_bytes(data[:-7])  # cut the last record in the middle
+    reopened = Shard(tmp_path / "s", 0, parse)
+    assert visible_ids(reopened) == {str(i) for i in range(9)}
+    # The torn record is gone from the file: new writes append after whole records only.
+    put(reopened, "x", {"n": 99})
+    reopened.translog._file.close()
+    again = Shard(tmp_path / "s", 0, parse)
+    assert visible_ids(again) == {str(i) for i in range(9)} | {"x"}
+    again.close()
+
+
+def test_snapshot_is_frozen_across_updates_deletes_and_merge(tmp_path):
+    shard = Shard(tmp_path / "s", 0, parse)
+    for batch in range(12):
+        for i in range(10):
+            put(shard, f"{batch}-{i}", {"msg": "old", "n": batch})
+        shard.refresh()
+    old = shard.acquire_searcher()
+    old_folders = [v.segment.folder for v in old.views]
+    for batch in range(12):
+        put(shard, f"{batch}-0", {"msg": "new", "n": -1})
+        delete(shard, f"{batch}-1")
+    shard.refresh()
+    while shard.maybe_merge():
+        shard.refresh()
+    assert len(shard.segments) < 12
+    # The old snapshot still sees the old documents and their sources.
+    seen = {}
+    for view in old.views:
+        for doc_id, src in zip(view.segment.doc_ids(view.live_docs), view.segment.sources(view.live_docs)):
+            seen[doc_id] = orjson.loads(src)
+    assert len(seen) == 120
+    assert seen["0-0"] == {"msg": "old", "n": 0}
+    assert seen["5-1"] == {"msg": "old", "n": 5}
+    assert all(f.exists() for f in old_folders)
+    old.release()
+    # Released: merged-away segment folders are deleted.
+    assert not all(f.exists() for f in old_folders)
+    ids = visible_ids(shard)
+    assert len(ids) == 108 and "3-1" not in ids
+    state = shard.current("3-0")
+    assert orjson.loads(shard.get_source(state)) == {"msg": "new", "n": -1}
+    shard.close()
+
+
+def test_merge_keeps_postings_and_doc_values(tmp_path):
+    shard = Shard(tmp_path / "s", 0, parse)
+    for batch in range(10):
+        for i in range(5):
+            put(shard, f"{batch}-{i}", {"msg": f"alpha beta w{batch}", "tag": f"t{i}", "n": batch * 10 + i})
+        shard.refresh()
+    delete(shard, "4-4")
+    shard.refresh()
+    assert shard.maybe_merge()
+    shard.refresh()
+    searcher = shard.acquire_searcher()
+    try:
+        assert len(searcher.views) == 1
+        seg = searcher.views[0].segment
+        assert seg.max_doc == 49
+        col = seg.column("msg")
+        docs, freqs = col.postings("w4")
+        assert sorted(seg.doc_ids(docs)) == ["4-0", "4-1", "4-2", "4-3"]
+        assert freqs.tolist() == [1, 1, 1, 1]
+        assert searcher.doc_freq("msg", "alpha") == 49
+        n = seg.column("n").doc_values
+        assert sorted(n.values.tolist()) == sorted(b * 10 + i for b in range(10) for i in range(5) if (b, i) != (4, 4))
+        tag = seg.column("tag")
+        assert tag.terms.tolist() == [b"t0", b"t1", b"t2", b"t3", b"t4"]
+    finally:
+        searcher.release()
+    shard.close()
+
+
+def test_reopen_after_clean_close_keeps_live_docs(tmp_path):
+    shard = Shard(tmp_path / "s", 0, parse)
+    for i in range(20):
+        put(shard, str(i), {"n": i})
+    shard.refresh()
+    delete(shard, "4")
+    put(shard, "5", {"n": 500})
+    shard.close()
+    reopened = Shard(tmp_path / "s", 0, parse)
+    assert visible_ids(reopened) == {str(i) for i in range(20)} - {"4"}
+    assert orjson.loads(reopened.get_source(reopened.current("5"))) == {"n": 500}
+    assert reopened.current("5").version == 2
+    reopened.close()
+
+
+@pytest.mark.parametrize("n", [1, 33, 64])
+def test_sources_roundtrip_across_blocks(tmp_path, n):
+    shard = Shard(tmp_path / "s", 0, parse)
+    bodies = {str(i): {"n": i, "pad": "x" * (i % 7)} for i in range(n)}
+    for doc_id, body in bodies.items():
+        put(shard, doc_id, body)
+    shard.refresh()
+    searcher = shard.acquire_searcher()
+    seg = searcher.views[0].segment
+    got = {d: orjson.loads(s) for d, s in zip(seg.doc_ids(range(n)), seg.sources(list(range(n))))}
+    assert got == bodies
+    searcher.release()
+    shard.close()
