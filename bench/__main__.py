@@ -32,16 +32,25 @@ INDEX = "bench"
 
 
 def _arguments(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--docs", type=int, default=1_000_000,
-                        help="documents to generate (default 1,000,000)")
-    parser.add_argument("--workloads", default=",".join(WORKLOADS),
-                        help=f"comma-separated subset of {','.join(WORKLOADS)} (default all)")
-    parser.add_argument("--data", type=Path,
-                        help="data folder for the server (new or empty; default: a temporary one)")
-    parser.add_argument("--url", help="benchmark a running server instead (its index 'bench' is replaced; "
-                                      "memory, disk and restart figures are then unsupported)")
+    parser = argparse.ArgumentParser(
+        prog="python -m bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--docs", type=int, default=1_000_000, help="documents to generate (default 1,000,000)"
+    )
+    parser.add_argument(
+        "--workloads",
+        default=",".join(WORKLOADS),
+        help=f"comma-separated subset of {','.join(WORKLOADS)} (default all)",
+    )
+    parser.add_argument(
+        "--data", type=Path, help="data folder for the server (new or empty; default: a temporary one)"
+    )
+    parser.add_argument(
+        "--url",
+        help="benchmark a running server instead (its index 'bench' is replaced; "
+        "memory, disk and restart figures are then unsupported)",
+    )
     parser.add_argument("--json", type=Path, help="also write the rows to this JSON file")
     parser.add_argument("--seed", type=int, default=42, help="data generator seed (default 42)")
     args = parser.parse_args(argv)
@@ -98,8 +107,15 @@ def _run(args: argparse.Namespace, workdir: Path) -> int:
         url = _reach(args, server)
         if url is None:
             return 2
-        ctx = Context(url=url, index=INDEX, dataset=dataset, sqlite=sqlite, http=Client(url),
-                      es=Elasticsearch(url, request_timeout=120), server=server)
+        ctx = Context(
+            url=url,
+            index=INDEX,
+            dataset=dataset,
+            sqlite=sqlite,
+            http=Client(url),
+            es=Elasticsearch(url, request_timeout=120),
+            server=server,
+        )
         try:
             rows = _workloads(ctx, args.workloads)
         finally:
@@ -110,14 +126,19 @@ def _run(args: argparse.Namespace, workdir: Path) -> int:
         if server is not None:
             server.stop()
 
-    print(f"leafsearch benchmark: {len(dataset):,} documents, seed {args.seed}, {url}, "
-          f"Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}, "
-          f"{time.perf_counter() - started:.0f} s")
+    print(
+        f"leafsearch benchmark: {len(dataset):,} documents, seed {args.seed}, {url}, "
+        f"Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}, "
+        f"{time.perf_counter() - started:.0f} s"
+    )
     print(table(rows))
     if args.json is not None:
-        args.json.write_bytes(orjson.dumps(
-            {"docs": len(dataset), "seed": args.seed, "rows": [row.as_json() for row in rows]},
-            option=orjson.OPT_INDENT_2))
+        args.json.write_bytes(
+            orjson.dumps(
+                {"docs": len(dataset), "seed": args.seed, "rows": [row.as_json() for row in rows]},
+                option=orjson.OPT_INDENT_2,
+            )
+        )
     return 1 if any(row.error and row.error.startswith("failed check") for row in rows) else 0
 
 

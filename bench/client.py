@@ -39,11 +39,13 @@ class Client:
 
     def __init__(self, url: str, timeout: float = 120.0) -> None:
         parts = urlsplit(url)
-        self._conn = http.client.HTTPConnection(parts.hostname or "localhost", parts.port or 9200,
-                                                timeout=timeout)
+        self._conn = http.client.HTTPConnection(
+            parts.hostname or "localhost", parts.port or 9200, timeout=timeout
+        )
 
-    def raw(self, method: str, path: str, body: bytes | None = None,
-            content_type: str = "application/json") -> bytes:
+    def raw(
+        self, method: str, path: str, body: bytes | None = None, content_type: str = "application/json"
+    ) -> bytes:
         """Send one request and return the response body; raise HttpError on status >= 400."""
         headers = {"Content-Type": content_type} if body is not None else {}
         reused = self._conn.sock is not None

@@ -77,32 +77,60 @@ class Dataset:
             f'{{"@timestamp":"{t}","status":{s},"service":"{v}","user_id":"{u}",'
             f'"bytes":{b},"message":"{m}","id":"{i}"}}'
             for t, s, v, u, b, m, i in zip(
-                self.timestamps, self.status.tolist(), self.services, self.users,
-                self.nbytes.tolist(), self.messages, self.ids, strict=True,
+                self.timestamps,
+                self.status.tolist(),
+                self.services,
+                self.users,
+                self.nbytes.tolist(),
+                self.messages,
+                self.ids,
+                strict=True,
             )
         ]
 
     def actions(self, index: str) -> Iterator[dict]:
         """Actions for `elasticsearch.helpers.bulk`, built lazily as a client application would."""
         for t, s, v, u, b, m, i in zip(
-            self.timestamps, self.status.tolist(), self.services, self.users,
-            self.nbytes.tolist(), self.messages, self.ids, strict=True,
+            self.timestamps,
+            self.status.tolist(),
+            self.services,
+            self.users,
+            self.nbytes.tolist(),
+            self.messages,
+            self.ids,
+            strict=True,
         ):
             yield {
-                "_index": index, "_id": i,
-                "_source": {"@timestamp": t, "status": s, "service": v, "user_id": u,
-                            "bytes": b, "message": m, "id": i},
+                "_index": index,
+                "_id": i,
+                "_source": {
+                    "@timestamp": t,
+                    "status": s,
+                    "service": v,
+                    "user_id": u,
+                    "bytes": b,
+                    "message": m,
+                    "id": i,
+                },
             }
 
     def bulk_bodies(self, chunk_size: int) -> list[bytes]:
         """Pre-encoded NDJSON bodies for `POST /<index>/_bulk`, `chunk_size` documents each."""
         lines = [f'{{"index":{{"_id":"{i}"}}}}\n{s}\n' for i, s in zip(self.ids, self.sources, strict=True)]
-        return ["".join(lines[k:k + chunk_size]).encode() for k in range(0, len(lines), chunk_size)]
+        return ["".join(lines[k : k + chunk_size]).encode() for k in range(0, len(lines), chunk_size)]
 
     def rows(self) -> Iterator[tuple]:
         """Rows for the SQLite baseline: (id, ts, status, service, user_id, bytes, message)."""
-        return zip(self.ids, self.ts_ms.tolist(), self.status.tolist(), self.services, self.users,
-                   self.nbytes.tolist(), self.messages, strict=True)
+        return zip(
+            self.ids,
+            self.ts_ms.tolist(),
+            self.status.tolist(),
+            self.services,
+            self.users,
+            self.nbytes.tolist(),
+            self.messages,
+            strict=True,
+        )
 
 
 def generate(n: int, seed: int = 42) -> Dataset:

@@ -85,9 +85,15 @@ class Row:
 
     def as_json(self) -> dict[str, Any]:
         return {
-            "workload": self.workload, "name": self.name, "value": self.value, "unit": self.unit,
+            "workload": self.workload,
+            "name": self.name,
+            "value": self.value,
+            "unit": self.unit,
             "goal": None if self.goal is None else f"{self.goal[0]} {self.goal[1]:g}",
-            "met": self.met, "baseline": self.baseline, "ratio": self.ratio, "error": self.error,
+            "met": self.met,
+            "baseline": self.baseline,
+            "ratio": self.ratio,
+            "error": self.error,
         }
 
 
@@ -159,8 +165,12 @@ class Context:
     @property
     def query(self) -> dict:
         """The `match` on a mid-frequency term + `term` filter query of W1 and W3."""
-        return {"bool": {"must": [{"match": {"message": self.dataset.mid_term}}],
-                         "filter": [{"term": {"service": self.dataset.top_service}}]}}
+        return {
+            "bool": {
+                "must": [{"match": {"message": self.dataset.mid_term}}],
+                "filter": [{"term": {"service": self.dataset.top_service}}],
+            }
+        }
 
     @property
     def match(self) -> tuple[str, str]:

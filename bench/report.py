@@ -32,7 +32,11 @@ def table(rows: list[Row]) -> str:
         if row is not None and row.error is not None:
             lines.append(f"{line[0]:<{widths[0]}}  {line[1]:<{widths[1]}}  {row.error}")
             continue
-        lines.append("  ".join(f"{cell:>{width}}" if i in right else f"{cell:<{width}}"
-                               for i, (cell, width) in enumerate(zip(line, widths, strict=True))).rstrip())
+        lines.append(
+            "  ".join(
+                f"{cell:>{width}}" if i in right else f"{cell:<{width}}"
+                for i, (cell, width) in enumerate(zip(line, widths, strict=True))
+            ).rstrip()
+        )
     lines.insert(1, "-" * len(lines[0]))
     return "\n".join(lines)

@@ -62,11 +62,20 @@ class Server:
 
     def spawn(self) -> None:
         """Start the process without waiting; the caller decides what 'ready' means."""
-        command = [sys.executable, "-m", "leafsearch", "serve",
-                   "--port", str(self.port), "--data", str(self.data)]
+        command = [
+            sys.executable,
+            "-m",
+            "leafsearch",
+            "serve",
+            "--port",
+            str(self.port),
+            "--data",
+            str(self.data),
+        ]
         with open(self.log, "ab") as log:
-            self._proc = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-                                          stdin=subprocess.DEVNULL)
+            self._proc = subprocess.Popen(
+                command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+            )
 
     def start(self, timeout: float = 60.0) -> None:
         self.spawn()

@@ -40,8 +40,11 @@ class SqliteBaseline:
                 "CREATE TABLE docs (id TEXT PRIMARY KEY, ts INTEGER, status INTEGER, service TEXT,"
                 " user_id TEXT, bytes INTEGER, message TEXT)"
             )
-            self._db.executemany("INSERT INTO docs (id, ts, status, service, user_id, bytes, message)"
-                                 " VALUES (?, ?, ?, ?, ?, ?, ?)", dataset.rows())
+            self._db.executemany(
+                "INSERT INTO docs (id, ts, status, service, user_id, bytes, message)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                dataset.rows(),
+            )
             self._db.execute("CREATE INDEX docs_ts_id ON docs (ts, id)")
         self.load_seconds = time.perf_counter() - start
 
@@ -71,8 +74,9 @@ class SqliteBaseline:
             [*params, size, offset],
         ).fetchall()
 
-    def keyset_page(self, after: tuple[int, str], size: int,
-                    match: tuple[str, str] | None = None) -> list[tuple]:
+    def keyset_page(
+        self, after: tuple[int, str], size: int, match: tuple[str, str] | None = None
+    ) -> list[tuple]:
         """Rows after the key `after` in (ts, id) descending order: what `search_after` does."""
         where, params = self._filter(match)
         return self._db.execute(
@@ -85,10 +89,12 @@ class SqliteBaseline:
         if depth == 0:
             return TOP
         where, params = self._filter(match)
-        return tuple(self._db.execute(
-            f"SELECT ts, id FROM docs WHERE {where}1 ORDER BY ts DESC, id DESC LIMIT 1 OFFSET ?",
-            [*params, depth - 1],
-        ).fetchone())
+        return tuple(
+            self._db.execute(
+                f"SELECT ts, id FROM docs WHERE {where}1 ORDER BY ts DESC, id DESC LIMIT 1 OFFSET ?",
+                [*params, depth - 1],
+            ).fetchone()
+        )
 
     def walk(self, size: int, match: tuple[str, str] | None = None) -> int:
         """Read every row by keyset pages of `size`; the number of rows read."""

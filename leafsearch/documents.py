@@ -62,7 +62,9 @@ def _check_id(doc_id: str) -> None:
         raise ActionRequestValidation("if _id is specified it must not be empty")
 
 
-def _check_seq_no(doc_id: str, prior: DocState | None, if_seq_no: int | None, if_primary_term: int | None) -> None:
+def _check_seq_no(
+    doc_id: str, prior: DocState | None, if_seq_no: int | None, if_primary_term: int | None
+) -> None:
     if if_seq_no is None and if_primary_term is None:
         return
     if prior is None or prior.deleted:
@@ -310,21 +312,24 @@ def _deep_merge(base: dict, patch: dict) -> dict:
 _UPDATE_KEYS = {"doc", "upsert", "doc_as_upsert", "detect_noop", "scripted_upsert", "_source", "script"}
 
 
-def _updated_source(
-    doc_id: str, body: dict, prior_source: bytes | None
-) -> tuple[bytes | None, str]:
+def _updated_source(doc_id: str, body: dict, prior_source: bytes | None) -> tuple[bytes | None, str]:
     """(new source, result) of an update request; source None means a no-op."""
     unknown = set(body) - _UPDATE_KEYS
     if unknown:
         raise ElasticError(
-            f"[UpdateRequest] unknown field [{sorted(unknown)[0]}]", status=400, error_type="x_content_parse_exception"
+            f"[UpdateRequest] unknown field [{sorted(unknown)[0]}]",
+            status=400,
+            error_type="x_content_parse_exception",
         )
     if "script" in body:
-        raise IllegalArgument("scripted updates are not supported by leafsearch; send a partial [doc] instead")
+        raise IllegalArgument(
+            "scripted updates are not supported by leafsearch; send a partial [doc] instead"
+        )
     doc = body.get("doc")
     if doc is not None and not isinstance(doc, dict):
-        raise ElasticError("[UpdateRequest] failed to parse field [doc]", status=400,
-                           error_type="x_content_parse_exception")
+        raise ElasticError(
+            "[UpdateRequest] failed to parse field [doc]", status=400, error_type="x_content_parse_exception"
+        )
     if prior_source is None:
         if body.get("doc_as_upsert") and doc is not None:
             return orjson.dumps(doc), "created"
@@ -399,9 +404,22 @@ def _apply_update(
 
 _BULK_ACTIONS = ("index", "create", "update", "delete")
 _BULK_META = {
-    "_index", "_id", "routing", "_routing", "if_seq_no", "if_primary_term", "op_type", "pipeline",
-    "require_alias", "retry_on_conflict", "version", "version_type", "dynamic_templates", "require_data_stream",
-    "_source", "list_executed_pipelines",
+    "_index",
+    "_id",
+    "routing",
+    "_routing",
+    "if_seq_no",
+    "if_primary_term",
+    "op_type",
+    "pipeline",
+    "require_alias",
+    "retry_on_conflict",
+    "version",
+    "version_type",
+    "dynamic_templates",
+    "require_data_stream",
+    "_source",
+    "list_executed_pipelines",
 }
 
 
@@ -430,10 +448,13 @@ def _parse_bulk(body: bytes, default_index: str | None, default_routing: str | N
                 error_type="illegal_argument_exception",
             ) from None
         if not isinstance(action, dict) or len(action) != 1:
-            raise _malformed(i, "expected START_OBJECT or END_OBJECT but found [VALUE_STRING]"
-                             if not isinstance(action, dict) else
-                             "expected field [create], [delete], [index] or [update] but found more than one")
-        (kind, meta), = action.items()
+            raise _malformed(
+                i,
+                "expected START_OBJECT or END_OBJECT but found [VALUE_STRING]"
+                if not isinstance(action, dict)
+                else "expected field [create], [delete], [index] or [update] but found more than one",
+            )
+        ((kind, meta),) = action.items()
         if kind not in _BULK_ACTIONS:
             raise _malformed(i, f"expected field [create], [delete], [index] or [update] but found [{kind}]")
         if not isinstance(meta, dict):
@@ -562,11 +583,15 @@ def _bulk_one(index: Index, shard: Shard, op: dict, doc_id: str, *, auto_id: boo
             try:
                 body = orjson.loads(op["source"])
             except orjson.JSONDecodeError as exc:
-                raise ElasticError(f"Failed to parse update request: {exc}", status=400,
-                                   error_type="x_content_parse_exception") from None
+                raise ElasticError(
+                    f"Failed to parse update request: {exc}",
+                    status=400,
+                    error_type="x_content_parse_exception",
+                ) from None
             if not isinstance(body, dict):
-                raise ElasticError("Failed to parse update request", status=400,
-                                   error_type="x_content_parse_exception")
+                raise ElasticError(
+                    "Failed to parse update request", status=400, error_type="x_content_parse_exception"
+                )
             response = _apply_update(index, shard, doc_id, body, op["routing"], if_seq_no, if_primary_term)
     except ElasticError as exc:
         return {kind: _item_error(op, doc_id, exc)}

@@ -209,8 +209,13 @@ class QueryShardError(ElasticError):
     status = 400
 
     def __init__(
-        self, reason: str, *, index: str | None = None, index_uuid: str = "_na_",
-        caused_by: ElasticError | None = None, cause_is_root: bool = False,
+        self,
+        reason: str,
+        *,
+        index: str | None = None,
+        index_uuid: str = "_na_",
+        caused_by: ElasticError | None = None,
+        cause_is_root: bool = False,
     ) -> None:
         extra = {"index_uuid": index_uuid, "index": index} if index is not None else {}
         super().__init__(reason, extra=extra, caused_by=caused_by)

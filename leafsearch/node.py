@@ -17,15 +17,14 @@ from pathlib import Path
 import orjson
 
 from leafsearch import documents
-from leafsearch.search import coordinator
 from leafsearch.admin import resolve_index_expression
 from leafsearch.errors import IndexNotFound
 from leafsearch.index.index import Index
 from leafsearch.index.mapping import Mapping
+from leafsearch.search import coordinator, scroll_pit
 from leafsearch.search.contexts import ContextRegistry
 from leafsearch.search.stats import SearchStats
 from leafsearch.settings import ClusterSettings
-
 
 _log = logging.getLogger("leafsearch")
 
@@ -70,7 +69,10 @@ class Node:
         self._closed = threading.Event()
         self._threads: list[threading.Thread] = []
         if background:
-            for name, target in (("leafsearch-refresh", self._refresh_loop), ("leafsearch-merge", self._merge_loop)):
+            for name, target in (
+                ("leafsearch-refresh", self._refresh_loop),
+                ("leafsearch-merge", self._merge_loop),
+            ):
                 thread = threading.Thread(target=target, name=name, daemon=True)
                 thread.start()
                 self._threads.append(thread)
@@ -182,10 +184,10 @@ class Node:
 
     search = coordinator.search
     count = coordinator.count
-    scroll = coordinator.scroll
-    clear_scroll = coordinator.clear_scroll
-    open_pit = coordinator.open_pit
-    close_pit = coordinator.close_pit
+    scroll = scroll_pit.scroll
+    clear_scroll = scroll_pit.clear_scroll
+    open_pit = scroll_pit.open_pit
+    close_pit = scroll_pit.close_pit
 
     def search_contexts(self) -> list[dict]:
         return self.contexts.describe()

@@ -22,13 +22,19 @@ def test_small_run_measures_every_figure(tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
     result = subprocess.run(
         [sys.executable, "-m", "bench", "--docs", "2000", "--json", str(out)],
-        cwd=ROOT, capture_output=True, text=True, timeout=280,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=280,
     )
     assert result.returncode == 0, result.stdout + result.stderr
     rows = orjson.loads(out.read_bytes())["rows"]
     assert {row["workload"] for row in rows} == {"W0", "W1", "W2", "W3", "W4"}
-    missing = [f"{row['workload']} {row['name']}: {row['error']}" for row in rows
-               if row["error"] is not None or not isinstance(row["value"], int | float)]
+    missing = [
+        f"{row['workload']} {row['name']}: {row['error']}"
+        for row in rows
+        if row["error"] is not None or not isinstance(row["value"], int | float)
+    ]
     assert not missing, "\n".join(missing)
 
 
@@ -61,7 +67,10 @@ def test_sqlite_keyset_pages_join_into_the_offset_order(tmp_path: Path) -> None:
     assert sorted(row[1] for row in walked) == dataset.ids
     assert sqlite.keyset_page(sqlite.keyset_after(700), 100) == walked[700:800]
     match = (dataset.mid_term, dataset.top_service)
-    expected = sum(1 for message, service in zip(dataset.messages, dataset.services, strict=True)
-                   if service == match[1] and match[0] in message.split())
+    expected = sum(
+        1
+        for message, service in zip(dataset.messages, dataset.services, strict=True)
+        if service == match[1] and match[0] in message.split()
+    )
     assert sqlite.count(match) == sqlite.walk(100, match) == expected > 0
     sqlite.close()

@@ -53,7 +53,10 @@ def test_dates_without_zone_are_utc() -> None:
     assert DEFAULT.parse("2024-05-01T12:34:56.789") == MAY_1 + 45_296_789
 
 
-@pytest.mark.parametrize("text", ["2024-13-01", "2024-02-30", "2024-05-01T24:00", "2024-5-1", "abc", ""])
+@pytest.mark.parametrize(
+    "text",
+    ["2024-13-01", "2024-02-30", "2024-05-01T24:00", "2024-5-1", "abc", "", "2024-W18-3T12:34:56.789Z"],
+)
 def test_invalid_dates_raise_a_message_naming_value_and_format(text: str) -> None:
     with pytest.raises(ValueError) as e:
         DEFAULT.parse(text)

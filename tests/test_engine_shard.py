@@ -101,7 +101,7 @@ def test_snapshot_is_frozen_across_updates_deletes_and_merge(tmp_path):
     # The old snapshot still sees the old documents and their sources.
     seen = {}
     for view in old.views:
-        for doc_id, src in zip(view.segment.doc_ids(view.live_docs), view.segment.sources(view.live_docs)):
+        for doc_id, src in zip(view.segment.doc_ids(view.live_docs), view.segment.sources(view.live_docs), strict=True):
             seen[doc_id] = orjson.loads(src)
     assert len(seen) == 120
     assert seen["0-0"] == {"msg": "old", "n": 0}
@@ -138,7 +138,9 @@ def test_merge_keeps_postings_and_doc_values(tmp_path):
         assert freqs.tolist() == [1, 1, 1, 1]
         assert searcher.doc_freq("msg", "alpha") == 49
         n = seg.column("n").doc_values
-        assert sorted(n.values.tolist()) == sorted(b * 10 + i for b in range(10) for i in range(5) if (b, i) != (4, 4))
+        assert sorted(n.values.tolist()) == sorted(
+            b * 10 + i for b in range(10) for i in range(5) if (b, i) != (4, 4)
+        )
         tag = seg.column("tag")
         assert tag.terms.tolist() == [b"t0", b"t1", b"t2", b"t3", b"t4"]
     finally:
@@ -170,7 +172,7 @@ def test_sources_roundtrip_across_blocks(tmp_path, n):
     shard.refresh()
     searcher = shard.acquire_searcher()
     seg = searcher.views[0].segment
-    got = {d: orjson.loads(s) for d, s in zip(seg.doc_ids(range(n)), seg.sources(list(range(n))))}
+    got = {d: orjson.loads(s) for d, s in zip(seg.doc_ids(range(n)), seg.sources(list(range(n))), strict=True)}
     assert got == bodies
     searcher.release()
     shard.close()

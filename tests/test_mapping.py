@@ -261,6 +261,14 @@ def test_dynamic_templates() -> None:
     assert props["n1"] == {"type": "text", "analyzer": "n1"}
 
 
+def test_objects_mapped_by_a_template_obey_its_dynamic_setting_at_once() -> None:
+    template = {"match_mapping_type": "object", "mapping": {"type": "object", "dynamic": "strict"}}
+    mapping = Mapping.from_body({"dynamic_templates": [{"strict_objects": template}]})
+    error = refused(lambda: parse(mapping, {"o": {"x": 1}}))
+    assert error.reason.endswith("dynamic introduction of [x] within [o] is not allowed")
+    assert mapping.field("o.x") is None and "properties" not in mapping.to_body()
+
+
 def test_dynamic_false_keeps_values_in_source_but_does_not_index_them() -> None:
     mapping = Mapping.from_body({"dynamic": False, "properties": {"a": {"type": "keyword"}}})
     source = b'{"a":"x","b":"y","o":{"c":1}}'

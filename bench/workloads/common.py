@@ -29,8 +29,10 @@ def bulk_raw(ctx: Context, name: str, bodies: list[bytes]) -> int:
     for body in bodies:
         response = orjson.loads(ctx.http.raw("POST", f"/{name}/_bulk", body, "application/x-ndjson"))
         failed = [item for item in response["items"] if "error" in next(iter(item.values()))]
-        check(not response["errors"] and not failed,
-              f"bulk reported errors, first: {failed[0] if failed else response['errors']}")
+        check(
+            not response["errors"] and not failed,
+            f"bulk reported errors, first: {failed[0] if failed else response['errors']}",
+        )
         indexed += len(response["items"])
     return indexed
 
@@ -69,5 +71,7 @@ def check_timestamps(hits: list[dict], expected: list[tuple], what: str) -> None
         return
     differ = (i for i, (a, b) in enumerate(zip(got, want, strict=False)) if a != b)
     at = next(differ, min(len(got), len(want)))
-    raise CheckFailed(f"{what}: {len(got)} hits, SQLite has {len(want)}; first difference at hit {at}: "
-                      f"{got[at:at + 1]} vs {want[at:at + 1]}")
+    raise CheckFailed(
+        f"{what}: {len(got)} hits, SQLite has {len(want)}; first difference at hit {at}: "
+        f"{got[at : at + 1]} vs {want[at : at + 1]}"
+    )

@@ -62,8 +62,9 @@ def run(ctx: Context) -> list[Row]:
         watch = Stopwatch()
         server.spawn()
         try:
-            server.wait_until(lambda client: client.json("GET", f"/{ctx.index}/_count")["count"] == n,
-                              RESTART_TIMEOUT_S)
+            server.wait_until(
+                lambda client: client.json("GET", f"/{ctx.index}/_count")["count"] == n, RESTART_TIMEOUT_S
+            )
         except TimeoutError:
             raise CheckFailed(f"_count is {count(ctx, ctx.index)} after restart, want {n}") from None
         rec.set(restart, watch.seconds())

@@ -28,18 +28,21 @@ def _page(ctx: Context, rec: Recorder, name: str, depth: int, query: dict | None
 def run(ctx: Context) -> list[Row]:
     rec = Recorder("W1")
     depths = [d for d in DEPTHS if d + SIZE <= len(ctx.dataset)]
-    pages = {d: rec.plan(f"from={d} size={SIZE} by @timestamp desc", "ms", ("<=", PAGE_GOAL_MS))
-             for d in depths}
-    ratios = {d: rec.plan(f"from={d} / from=0", "x", ("<=", 2.0 if d < DEFAULT_WINDOW else 3.0))
-              for d in depths[1:]}
+    pages = {
+        d: rec.plan(f"from={d} size={SIZE} by @timestamp desc", "ms", ("<=", PAGE_GOAL_MS)) for d in depths
+    }
+    ratios = {
+        d: rec.plan(f"from={d} / from=0", "x", ("<=", 2.0 if d < DEFAULT_WINDOW else 3.0)) for d in depths[1:]
+    }
     matched = rec.plan("match + term filter, first page", "ms", ("<=", PAGE_GOAL_MS))
 
     deep = [d for d in depths if d + SIZE > DEFAULT_WINDOW]
     window_raised = False
     with rec.step(*(pages[d] for d in deep)):
         if deep:
-            ctx.http.json("PUT", f"/{ctx.index}/_settings",
-                          {"index": {"max_result_window": len(ctx.dataset)}})
+            ctx.http.json(
+                "PUT", f"/{ctx.index}/_settings", {"index": {"max_result_window": len(ctx.dataset)}}
+            )
             window_raised = True
 
     for depth in depths:

@@ -58,16 +58,19 @@ def read_scroll(url: str, index: str, slice_: dict[str, int] | None = None) -> t
             break
         ids += [hit["_id"] for hit in hits]
         watch.check_budget()
-        data = client.raw("POST", "/_search/scroll",
-                          orjson.dumps({"scroll": SCROLL, "scroll_id": response["_scroll_id"]}))
+        data = client.raw(
+            "POST", "/_search/scroll", orjson.dumps({"scroll": SCROLL, "scroll_id": response["_scroll_id"]})
+        )
     clear_scrolls(client, [response["_scroll_id"]])
     client.close()
     return np.array(ids, dtype=np.int64), received
 
 
 def _check_all(ids: np.ndarray, n: int, what: str) -> None:
-    check(len(ids) == n and len(np.unique(ids)) == n,
-          f"{what} returned {len(ids)} documents, {len(np.unique(ids))} distinct, want {n}")
+    check(
+        len(ids) == n and len(np.unique(ids)) == n,
+        f"{what} returned {len(ids)} documents, {len(np.unique(ids))} distinct, want {n}",
+    )
 
 
 def _slice_worker(url: str, index: str, slice_: dict[str, int], start: Any, results: Any) -> None:
@@ -82,9 +85,14 @@ def _slice_worker(url: str, index: str, slice_: dict[str, int], start: Any, resu
 def _sliced(ctx: Context, slices: int) -> float:
     spawn = multiprocessing.get_context("spawn")  # no inherited client sockets or threads
     start, results = spawn.Barrier(slices + 1), spawn.Queue()
-    workers = [spawn.Process(target=_slice_worker, daemon=True,
-                             args=(ctx.url, ctx.index, {"id": i, "max": slices}, start, results))
-               for i in range(slices)]
+    workers = [
+        spawn.Process(
+            target=_slice_worker,
+            daemon=True,
+            args=(ctx.url, ctx.index, {"id": i, "max": slices}, start, results),
+        )
+        for i in range(slices)
+    ]
     for worker in workers:
         worker.start()
     try:
@@ -111,8 +119,9 @@ def _open_scrolls_rss(ctx: Context, rec: Recorder, absolute: str, ratio: str) ->
     scroll_ids = []
     try:
         for _ in range(OPEN_SCROLLS):
-            response = ctx.http.json("POST", f"/{ctx.index}/_search?scroll={SCROLL}",
-                                     {"sort": ["_doc"], "size": 10})
+            response = ctx.http.json(
+                "POST", f"/{ctx.index}/_search?scroll={SCROLL}", {"sort": ["_doc"], "size": 10}
+            )
             check(len(response["hits"]["hits"]) == 10, "a new scroll returned a short page")
             scroll_ids.append(response["_scroll_id"])
         after = server.memory_kb("VmRSS")

@@ -60,8 +60,9 @@ def _anchors(pit: Pit, base: dict, depths: list[int]) -> dict[int, tuple[list | 
     return {depth: (after[depth], first_ids[depth]) for depth in depths}
 
 
-def _page(ctx: Context, rec: Recorder, pit: Pit, name: str, body: dict, depth: int,
-          anchor: tuple[list | None, str]) -> None:
+def _page(
+    ctx: Context, rec: Recorder, pit: Pit, name: str, body: dict, depth: int, anchor: tuple[list | None, str]
+) -> None:
     """Time the page at `depth` after checking it against SQLite and the anchor walk."""
     match = ctx.match if "query" in body else None
     key = ctx.sqlite.keyset_after(depth, match)
@@ -94,15 +95,19 @@ def _walk(pit: Pit, base: dict, total: int) -> float:
         search_after = hits[-1]["sort"]
         watch.check_budget()
     seconds = watch.seconds()
-    check(len(ids) == total and len(set(ids)) == total,
-          f"walk returned {len(ids)} hits, {len(set(ids))} distinct, want {total}")
-    check(bool(np.all(np.diff(np.array(timestamps, dtype=np.int64)) <= 0)),
-          "walk not in @timestamp desc order")
+    check(
+        len(ids) == total and len(set(ids)) == total,
+        f"walk returned {len(ids)} hits, {len(set(ids))} distinct, want {total}",
+    )
+    check(
+        bool(np.all(np.diff(np.array(timestamps, dtype=np.int64)) <= 0)), "walk not in @timestamp desc order"
+    )
     return total / seconds
 
 
-def _run(ctx: Context, workload: str, query: dict | None, page_goal_ms: float,
-         walk_goal: tuple[str, float] | None) -> list[Row]:
+def _run(
+    ctx: Context, workload: str, query: dict | None, page_goal_ms: float, walk_goal: tuple[str, float] | None
+) -> list[Row]:
     rec = Recorder(workload)
     match = None if query is None else ctx.match
     total = ctx.sqlite.count(match)

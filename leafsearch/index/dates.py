@@ -352,7 +352,6 @@ class _PatternFormat:
 
     def __init__(
         self,
-        name: str,
         parse_pattern: str,
         print_pattern: str | None = None,
         *,
@@ -360,7 +359,6 @@ class _PatternFormat:
         lenient: bool = False,
         nano_digits: int = 3,
     ) -> None:
-        self.name = name
         nodes = _tokenize(parse_pattern, named, lenient, nano_digits)
         self.fields: list[_Field] = []
         self.regex = re.compile(self._regex(nodes))
@@ -444,12 +442,12 @@ def _resolve(v: dict[str, object], round_up: bool, zone: tzinfo | None) -> int:
 
 
 class _EpochFormat:
-    """`epoch_millis` / `epoch_second`: a signed integer with an optional fraction of the unit."""
+    """`epoch_millis` / `epoch_second`: a signed integer with an optional fraction of the unit, down
+    to the nanosecond (so the fraction's digits, padded to `fraction_digits`, are nanoseconds)."""
 
     _REGEX = re.compile(r"(-)?(\d{1,19})(?:\.(\d*))?")
 
-    def __init__(self, name: str, unit_nanos: int, fraction_digits: int) -> None:
-        self.name = name
+    def __init__(self, unit_nanos: int, fraction_digits: int) -> None:
         self.unit_nanos = unit_nanos
         self.fraction_digits = fraction_digits
 
@@ -460,9 +458,7 @@ class _EpochFormat:
         sign, whole, fraction = match.groups()
         nanos = int(whole) * self.unit_nanos
         if fraction:
-            nanos += int(fraction.ljust(self.fraction_digits, "0")) * (
-                self.unit_nanos // 10**self.fraction_digits
-            )
+            nanos += int(fraction.ljust(self.fraction_digits, "0"))
         return -nanos if sign else nanos
 
     def print(self, nanos: int) -> str:
@@ -518,17 +514,17 @@ _NAMED_PATTERNS = {
 
 def _named_format(name: str) -> _PatternFormat | _EpochFormat | None:
     if name == "epoch_millis":
-        return _EpochFormat(name, NANOS_PER_MILLI, 6)
+        return _EpochFormat(NANOS_PER_MILLI, 6)
     if name == "epoch_second":
-        return _EpochFormat(name, NANOS_PER_SECOND, 9)
+        return _EpochFormat(NANOS_PER_SECOND, 9)
     if name == "strict_date_optional_time_nanos":
-        return _PatternFormat(name, _ISO_OPTIONAL_TIME, _ISO_PRINT, named=True, nano_digits=9)
+        return _PatternFormat(_ISO_OPTIONAL_TIME, _ISO_PRINT, named=True, nano_digits=9)
     base = name.removeprefix("strict_")
     spec = _NAMED_PATTERNS.get(base)
     if spec is None:
         return None
     lenient = base == name and not name.startswith("basic_")
-    return _PatternFormat(name, spec[0], spec[1], named=True, lenient=lenient)
+    return _PatternFormat(spec[0], spec[1], named=True, lenient=lenient)
 
 
 _ISO_PRINTERS = {
@@ -553,6 +549,7 @@ def _fast_iso(text: str, nanos: bool) -> int | None:
     if (
         (size == 24 and text[19] == "." or size == 20)
         and text[10] == "T"
+        and text[7] == "-"  # not an ISO week date, which fromisoformat would also take
         and text[-1] == "Z"
         and text.isascii()
     ):
@@ -621,7 +618,7 @@ class DateFormatter:
         formats = []
         for name in format.split("||"):
             try:
-                fmt = _named_format(name) or _PatternFormat(name, name)
+                fmt = _named_format(name) or _PatternFormat(name)
             except ValueError as e:
                 raise ValueError(f"Invalid format: [{format}]: {e}") from None
             formats.append(fmt)

@@ -102,8 +102,9 @@ class Index:
     def shard_of(self, doc_id: str, routing: str | None) -> Shard:
         if self.num_shards == 1:
             return self.shards[0]
-        return self.shards[shard_for(routing if routing is not None else doc_id, self.num_shards,
-                                     self.routing_num_shards)]
+        return self.shards[
+            shard_for(routing if routing is not None else doc_id, self.num_shards, self.routing_num_shards)
+        ]
 
     def refresh(self) -> None:
         for shard in self.shards:

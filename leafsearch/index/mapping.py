@@ -619,7 +619,7 @@ class ObjectMapper:
     """An object (or `nested`, handled the same) field: its children by simple name."""
 
     leaf = False
-    __slots__ = ("path", "name", "type", "children", "params", "enabled", "effective_dynamic")
+    __slots__ = ("path", "name", "type", "children", "params", "enabled", "effective_dynamic", "attached")
 
     def __init__(self, path: str, name: str, type_: str = "object", params: dict | None = None) -> None:
         self.path, self.name, self.type = path, name, type_
@@ -627,6 +627,8 @@ class ObjectMapper:
         self.params: dict[str, Any] = params or {}
         self.enabled = self.params.get("enabled", True)
         self.effective_dynamic = "true"
+        #: False while created dynamically by a document still being parsed (not in the tree yet).
+        self.attached = False
 
     def __repr__(self) -> str:
         return f"ObjectMapper({self.path!r})"
@@ -1027,17 +1029,18 @@ class Mapping:
         ]
         self.routing_required = params.get("_routing", {}).get("required", False)
         self._fields = {}
-        self._index(self._root, params.get("dynamic", "true"))
+        _inherit_dynamic(self._root, "true")
+        self._index(self._root)
 
-    def _index(self, mapper: ObjectMapper, dynamic: str) -> None:
-        mapper.effective_dynamic = mapper.params.get("dynamic", dynamic)
+    def _index(self, mapper: ObjectMapper) -> None:
+        mapper.attached = True
         for child in mapper.children.values():
             if child.leaf:
                 self._fields[child.path] = child
                 for sub in child.subfields:
                     self._fields[sub.path] = sub
             else:
-                self._index(child, mapper.effective_dynamic)
+                self._index(child)
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -1210,15 +1213,11 @@ class Mapping:
         child = self._dynamic_mapper(mapper, key, value)
         if child is None:
             return
-        if self._is_new(mapper, pending):
-            mapper.children[key] = child  # a parent created by this document: not yet in the tree
-        else:
+        if mapper.attached:
             pending.append((mapper, key, child))
+        else:
+            mapper.children[key] = child  # a parent created by this document: not yet in the tree
         self._dispatch(child, key, value, doc, pending)
-
-    def _is_new(self, mapper: ObjectMapper, pending: list) -> bool:
-        """Whether an object was created dynamically while parsing this document."""
-        return any(child is mapper or _contains(child, mapper) for _, _, child in pending if not child.leaf)
 
     def _dotted(self, mapper: ObjectMapper, key: str, value: Any, doc: ParsedDoc, pending: list) -> None:
         """`{"a.b": 1}` is `{"a": {"b": 1}}`, as Elasticsearch expands dots in field names."""
@@ -1259,7 +1258,7 @@ class Mapping:
                 node = template.render(key, dynamic_type)
                 break
         try:
-            return _build_mapper(path, key, node)
+            child = _build_mapper(path, key, node)
         except _MappingError as e:
             message = e.message
             raise _DocError(
@@ -1268,6 +1267,9 @@ class Mapping:
                     DocumentParsing(f"{loc}failed to parse: {message}"), "mapper_parsing_exception", message
                 ),
             ) from None
+        if not child.leaf:
+            _inherit_dynamic(child, mapper.effective_dynamic)
+        return child
 
     def _detect(self, sample: Any) -> tuple[str, dict[str, Any]]:
         """(match_mapping_type name, default mapping) of a JSON value."""
@@ -1305,6 +1307,14 @@ class Mapping:
         self.version += 1
 
 
+def _inherit_dynamic(mapper: ObjectMapper, inherited: str) -> None:
+    """An object's `dynamic` applies to the objects below it that do not set their own."""
+    mapper.effective_dynamic = mapper.params.get("dynamic", inherited)
+    for child in mapper.children.values():
+        if not child.leaf:
+            _inherit_dynamic(child, mapper.effective_dynamic)
+
+
 def _field_error(e: _FieldError, source: bytes, doc_id: str | None) -> ElasticError:
     field = e.field
     reason = (
@@ -1324,10 +1334,6 @@ def _check_field_limit(limit: int, before: int, after: int) -> None:
         raise IllegalArgument(
             f"Limit of total fields [{limit}] has been exceeded while adding new fields [{after - before}]"
         )
-
-
-def _contains(ancestor: ObjectMapper, mapper: ObjectMapper) -> bool:
-    return any(c is mapper or (not c.leaf and _contains(c, mapper)) for c in ancestor.children.values())
 
 
 def _metadata_error(location: str, doc_id: str | None, key: str, value: Any) -> ElasticError:

@@ -213,9 +213,11 @@ class Segment:
         self.field_meta: dict[str, dict] = meta["fields"]
         self._columns: dict[str, object] = {}
         self._local = threading.local()  # zstd decompressors must not be shared between threads
-        self._source_data = np.memmap(folder / "_source.bin", dtype=np.uint8, mode="r") if (
-            (folder / "_source.bin").stat().st_size
-        ) else np.empty(0, np.uint8)
+        self._source_data = (
+            np.memmap(folder / "_source.bin", dtype=np.uint8, mode="r")
+            if ((folder / "_source.bin").stat().st_size)
+            else np.empty(0, np.uint8)
+        )
 
     def _load(self, name: str) -> np.ndarray:
         return np.load(self.folder / f"{name}.npy", mmap_mode="r", allow_pickle=False)
@@ -321,15 +323,17 @@ class Segment:
             )
         else:
             dv = self._doc_values(prefix, meta)
-            col = KeywordColumn(self._load(prefix + "terms"), dv) if kind == "keyword" else NumericColumn(kind, dv)
+            col = (
+                KeywordColumn(self._load(prefix + "terms"), dv)
+                if kind == "keyword"
+                else NumericColumn(kind, dv)
+            )
         self._columns[path] = col
         return col
 
     def _doc_values(self, prefix: str, meta: dict) -> DocValues:
         values = self._load(prefix + "values")
-        if meta["kind"] == "long":
-            values = np.asarray(values, dtype=np.int64)
-        elif meta["kind"] == "keyword":
+        if meta["kind"] == "long" or meta["kind"] == "keyword":
             values = np.asarray(values, dtype=np.int64)
         if meta["single"]:
             present = None

@@ -13,7 +13,6 @@ import numpy as np
 from leafsearch.index.buffer import FieldBuffer, IndexBuffer
 from leafsearch.index.columns import DocValues, KeywordColumn, NumericColumn, TextColumn
 from leafsearch.index.norms import LENGTH_TABLE
-from leafsearch.index.uid import slice_hashes
 from leafsearch.index.segment import (
     Segment,
     SegmentWriter,
@@ -21,6 +20,7 @@ from leafsearch.index.segment import (
     build_postings,
     to_term_array,
 )
+from leafsearch.index.uid import slice_hashes
 
 
 def _intern(values: list[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -48,7 +48,11 @@ def segment_from_buffer(buffer: IndexBuffer, folder: Path) -> Segment:
     for path, fb in buffer.text.items():
         terms, tids = _intern(fb.values)
         postings = build_postings(
-            tids, np.asarray(fb.docs, dtype=np.int64), np.asarray(fb.positions, dtype=np.int64), len(terms), max_doc
+            tids,
+            np.asarray(fb.docs, dtype=np.int64),
+            np.asarray(fb.positions, dtype=np.int64),
+            len(terms),
+            max_doc,
         )
         lengths = np.zeros(max_doc, dtype=np.int64)
         np.add.at(lengths, np.asarray(fb.length_docs, dtype=np.int64), np.asarray(fb.lengths, dtype=np.int64))
@@ -101,7 +105,9 @@ def merge_segments(parts: list[tuple[Segment, np.ndarray | None]], folder: Path)
         remaps.append(remap)
 
     writer = SegmentWriter(max_doc)
-    ids = np.concatenate([np.asarray(s.id_terms)[np.asarray(s.id_rank)[k]] for (s, _), k in zip(parts, keeps, strict=True)])
+    ids = np.concatenate(
+        [np.asarray(s.id_terms)[np.asarray(s.id_rank)[k]] for (s, _), k in zip(parts, keeps, strict=True)]
+    )
     seq = np.concatenate([s.seq_nos[k] for (s, _), k in zip(parts, keeps, strict=True)])
     ver = np.concatenate([s.versions[k] for (s, _), k in zip(parts, keeps, strict=True)])
     hashes = np.concatenate([np.asarray(s.slice_hashes)[k] for (s, _), k in zip(parts, keeps, strict=True)])
@@ -116,7 +122,10 @@ def merge_segments(parts: list[tuple[Segment, np.ndarray | None]], folder: Path)
         for path, meta in seg.field_meta.items():
             kinds[path] = meta["kind"]
     for path, kind in kinds.items():
-        cols = [(seg.column(path), remap, base) for (seg, _), remap, base in zip(parts, remaps, bases[:-1], strict=True)]
+        cols = [
+            (seg.column(path), remap, base)
+            for (seg, _), remap, base in zip(parts, remaps, bases[:-1], strict=True)
+        ]
         if kind == "text":
             _merge_text(writer, path, cols, max_doc)
         elif kind == "keyword":
@@ -145,7 +154,9 @@ def _merge_text(writer: SegmentWriter, path: str, cols: list, max_doc: int) -> N
     lengths = np.zeros(max_doc, dtype=np.int64)
     for (col, remap, base), tmap in zip(present, maps, strict=True):
         freqs = np.asarray(col.post_freqs, dtype=np.int64)
-        entry_terms = np.repeat(np.arange(len(col.terms)), np.diff(np.asarray(col.post_offsets, dtype=np.int64)))
+        entry_terms = np.repeat(
+            np.arange(len(col.terms)), np.diff(np.asarray(col.post_offsets, dtype=np.int64))
+        )
         entry_docs = remap[np.asarray(col.post_docs, dtype=np.int64)]
         occ_keep = np.repeat(entry_docs >= 0, freqs)
         tids.append(np.repeat(tmap[entry_terms], freqs)[occ_keep])
@@ -200,6 +211,9 @@ def _merge_numeric(writer: SegmentWriter, path: str, kind: str, cols: list, max_
             docs.append(d)
             values.append(v.astype(dtype))
     writer.add_numeric(
-        path, kind, build_doc_values(_cat(docs), np.concatenate(values) if values else np.empty(0, dtype), max_doc,
-                                     dedupe=False)
+        path,
+        kind,
+        build_doc_values(
+            _cat(docs), np.concatenate(values) if values else np.empty(0, dtype), max_doc, dedupe=False
+        ),
     )

@@ -158,7 +158,12 @@ class Shard:
                 live = self.live[seg.name]
                 if (live is None or live[doc]) and doc not in self._pending_set(seg.name):
                     return DocState(
-                        int(seg.versions[doc]), int(seg.seq_nos[doc]), False, seg, doc, self._routing_of(seg, doc)
+                        int(seg.versions[doc]),
+                        int(seg.seq_nos[doc]),
+                        False,
+                        seg,
+                        doc,
+                        self._routing_of(seg, doc),
                     )
         return None
 
@@ -197,7 +202,12 @@ class Shard:
                     doc = int(seg.id_docs[i])
                     if (live is None or live[doc]) and doc not in pending:
                         found[todo[h]] = DocState(
-                            int(seg.versions[doc]), int(seg.seq_nos[doc]), False, seg, doc, self._routing_of(seg, doc)
+                            int(seg.versions[doc]),
+                            int(seg.seq_nos[doc]),
+                            False,
+                            seg,
+                            doc,
+                            self._routing_of(seg, doc),
                         )
         for doc_id in todo:
             state = found.get(doc_id)
@@ -230,7 +240,13 @@ class Shard:
         return seq_no
 
     def _apply_index(
-        self, doc_id: str, parsed: ParsedDoc, routing: str | None, prior: DocState | None, version: int, seq_no: int
+        self,
+        doc_id: str,
+        parsed: ParsedDoc,
+        routing: str | None,
+        prior: DocState | None,
+        version: int,
+        seq_no: int,
     ) -> None:
         self._retire(prior)
         doc = self.buffer.add(doc_id, parsed, seq_no, version, routing)

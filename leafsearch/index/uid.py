@@ -47,5 +47,7 @@ def encode_id(doc_id: str) -> bytes:
 def slice_hashes(doc_ids: list[str]) -> np.ndarray:
     """murmur3_x86_32(encoded id, 7919) of each id, as signed 32-bit ints."""
     return np.fromiter(
-        (mmh3.hash(encode_id(i), SLICE_SEED, signed=True) for i in doc_ids), dtype=np.int32, count=len(doc_ids)
+        (mmh3.hash(encode_id(i), SLICE_SEED, signed=True) for i in doc_ids),
+        dtype=np.int32,
+        count=len(doc_ids),
     )

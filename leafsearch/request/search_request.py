@@ -519,9 +519,12 @@ def _build(source: _Source, request: _RequestOptions, body: dict[str, Any] | Non
         slice=source.slice,
         scroll=request.scroll,
         track_total_hits=(
-            _DEFAULT_TRACK_TOTAL_HITS if track is None
-            else True if track == _TRACK_ACCURATE
-            else False if track == _TRACK_DISABLED
+            _DEFAULT_TRACK_TOTAL_HITS
+            if track is None
+            else True
+            if track == _TRACK_ACCURATE
+            else False
+            if track == _TRACK_DISABLED
             else track
         ),
         track_scores=source.track_scores,

@@ -1,9 +1,7 @@
-"""The search coordinator: targets, limits, the query phase (HitList), paging, fetch, response.
+"""Search and count entry points (bound as Node methods).
 
-These functions are bound as Node methods. A search reads a fixed list of shard snapshots (the
-current ones, or those a PIT or scroll context holds); the HitList of matches in sort order is
-built once per (snapshots, query, sort, slice) and reused, so every page is a slice or a binary
-search of it and the fetch phase touches only the page's documents.
+`search` dispatches: a request with `pit` reads the PIT's snapshots, one with `?scroll` opens a
+scroll context (see scroll_pit.py), any other reads the current snapshots of its indices.
 """
 
 from __future__ import annotations
@@ -11,308 +9,14 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from leafsearch.errors import ActionRequestValidation, ElasticError, IllegalArgument, SearchPhaseExecution
-from leafsearch.rawjson import RawJSON
+from leafsearch.errors import ActionRequestValidation
 from leafsearch.request.search_request import parse_count_request, parse_search_request
-from leafsearch.request.search_types import SHARD_DOC, SearchRequest, SortSpec
-from leafsearch.search import fetch
-from leafsearch.search.hitlist import HitList, HitListCache
-from leafsearch.search.slicing import check_slice_field
-from leafsearch.search.targets import Target, acquire_targets, release_targets
+from leafsearch.request.search_types import SHARD_DOC, SortSpec
+from leafsearch.search import phases, scroll_pit
+from leafsearch.search.targets import release_targets
 
 if TYPE_CHECKING:
     from leafsearch.node import Node
-
-_CACHE = HitListCache()
-
-
-def _bool_param(params: dict[str, str], name: str, default: bool) -> bool:
-    value = params.get(name)
-    if value is None:
-        return default
-    if value in ("", "true"):
-        return True
-    if value == "false":
-        return False
-    raise IllegalArgument(f"Failed to parse value [{value}] as only [true] or [false] are allowed.")
-
-
-def _resolve_targets(node: Node, index_expr: str | None, params: dict[str, str]) -> list[Target]:
-    names = node.resolve_indices(
-        index_expr,
-        ignore_unavailable=_bool_param(params, "ignore_unavailable", False),
-        allow_no_indices=_bool_param(params, "allow_no_indices", True),
-        expand_wildcards=params.get("expand_wildcards", "open"),
-    )
-    indices = [node.indices[n] for n in sorted(names)]
-    return acquire_targets(indices)
-
-
-def _check_limits(request: SearchRequest, targets: list[Target]) -> None:
-    """Index-level limits, checked per target index as Elasticsearch's shards do."""
-    for index in {id(t.index): t.index for t in targets}.values():
-        window = int(index.setting("index.max_result_window"))
-        if request.scroll is not None:
-            if request.size > window:
-                raise _phase_error(
-                    IllegalArgument(
-                        f"Batch size is too large, size must be less than or equal to: [{window}] but was "
-                        f"[{request.size}]. Scroll batch sizes cost as much memory as result windows so they are "
-                        "controlled by the [index.max_result_window] index level setting."
-                    )
-                )
-        elif request.search_after is None and request.from_ + request.size > window:
-            raise _phase_error(
-                IllegalArgument(
-                    f"Result window is too large, from + size must be less than or equal to: [{window}] but was "
-                    f"[{request.from_ + request.size}]. See the scroll api for a more efficient way to request "
-                    "large data sets. This limit can be set by changing the [index.max_result_window] index level "
-                    "setting."
-                )
-            )
-        elif request.search_after is not None and request.size > window:
-            raise _phase_error(
-                IllegalArgument(
-                    f"Result window is too large, from + size must be less than or equal to: [{window}] but was "
-                    f"[{request.size}]. See the scroll api for a more efficient way to request large data sets. "
-                    "This limit can be set by changing the [index.max_result_window] index level setting."
-                )
-            )
-        if request.slice is not None:
-            limit = int(index.setting("index.max_slices_per_scroll"))
-            if request.slice.max > limit:
-                raise _phase_error(
-                    IllegalArgument(
-                        f"The number of slices [{request.slice.max}] is too large. It must be less than [{limit}]. "
-                        "This limit can be set by changing the [index.max_slices_per_scroll] index level setting."
-                    )
-                )
-    if request.slice is not None and request.slice.field is not None:
-        try:
-            check_slice_field(targets, request.slice.field)
-        except ElasticError as exc:
-            raise _phase_error(exc) from None
-
-
-def _phase_error(cause: ElasticError) -> SearchPhaseExecution:
-    return SearchPhaseExecution(cause)
-
-
-def _with_tiebreaker(request: SearchRequest) -> None:
-    """PIT searches with an explicit sort get an ascending `_shard_doc` tiebreaker (SPEC 4.1 r6)."""
-    if request.pit is None or not request.sort:
-        return
-    if request.sort[-1].field == SHARD_DOC:
-        return
-    if request.search_after is None or len(request.search_after) == len(request.sort) + 1:
-        request.sort = [*request.sort, SortSpec(SHARD_DOC, "asc")]
-
-
-def _agg_collector(request: SearchRequest, targets: list[Target]):
-    if request.aggs is None:
-        return None, None
-    from leafsearch.search.aggregations import collect, parse_aggs
-
-    now = int(time.time() * 1000)
-    trees = {}
-    for t in targets:
-        if t.index.uuid not in trees:
-            trees[t.index.uuid] = parse_aggs(request.aggs, t.mapping, index=t.index.name, now_millis=now)
-    if not trees:
-        trees[None] = parse_aggs(request.aggs, None, now_millis=now)
-
-    def with_aggs(target: Target, view, docs: np.ndarray, ctx) -> Any:
-        return collect(trees[target.index.uuid], view, docs, ctx)
-
-    return with_aggs, next(iter(trees.values()))
-
-
-def _query_phase(node: Node, targets: list[Target], request: SearchRequest, *, aggs: bool) -> tuple[HitList, Any]:
-    # Aggregation requests are parsed before the shards run: their errors are not shard failures.
-    with_aggs, tree = _agg_collector(request, targets) if aggs else (None, None)
-    with node.search_stats.phase("query"):
-        try:
-            hitlist = _CACHE.get_or_build(targets, request, with_aggs=with_aggs)
-        except SearchPhaseExecution:
-            raise
-        except ElasticError as exc:
-            if exc.status == 400 and exc.error_type not in ("parsing_exception", "x_content_parse_exception"):
-                raise _phase_error(exc) from None
-            raise
-    return hitlist, tree
-
-
-def _page_bounds(hitlist: HitList, request: SearchRequest) -> tuple[int, int]:
-    if request.search_after is not None:
-        start = hitlist.position_after(_after_keys(hitlist, request))
-    else:
-        start = request.from_
-    return start, min(start + request.size, len(hitlist))
-
-
-def _after_keys(hitlist: HitList, request: SearchRequest) -> list[Any]:
-    assert request.search_after is not None
-    if len(request.search_after) != len(hitlist.columns):
-        raise _phase_error(
-            IllegalArgument(
-                f"search_after has {len(request.search_after)} value(s) but sort has {len(hitlist.columns)}."
-            )
-        )
-    keys: list[Any] = []
-    for col, raw in zip(hitlist.columns, request.search_after, strict=True):
-        ft = next((f for f in col.field_types if f is not None), None)
-        try:
-            value = fetch.parse_search_after_value(raw, ft, col.spec)
-        except ElasticError as exc:
-            raise _phase_error(exc) from None
-        keys.extend(col.after_key(value))
-    return keys
-
-
-def _render_hits(hitlist: HitList, start: int, end: int, request: SearchRequest) -> list[dict[str, Any]]:
-    """The fetch phase: ids, sources and per-hit options for the page's documents only."""
-    if end <= start:
-        return []
-    sl = slice(start, end)
-    tpos = hitlist.target[sl]
-    docs = hitlist.doc[sl]
-    n = end - start
-    ids: list[str | None] = [None] * n
-    sources: list[bytes | None] = [None] * n
-    located: list[tuple[Any, int]] = [(None, 0)] * n
-    by_view: dict[tuple[int, int], list[int]] = {}
-    for ti in np.unique(tpos).tolist():
-        searcher = hitlist.targets[ti].searcher
-        bases = np.array([v.doc_base for v in searcher.views], dtype=np.int64)
-        rows = np.flatnonzero(tpos == ti)
-        vis = np.searchsorted(bases, docs[rows], side="right") - 1
-        for row, vi in zip(rows.tolist(), vis.tolist(), strict=True):
-            by_view.setdefault((ti, vi), []).append(row)
-    fetch_source = request.source.fetch and request.stored_fields != ["_none_"]
-    for (ti, vi), rows in by_view.items():
-        view = hitlist.targets[ti].searcher.views[vi]
-        local = docs[rows] - view.doc_base
-        for row, doc_id in zip(rows, view.segment.doc_ids(local), strict=True):
-            ids[row] = doc_id
-        if fetch_source or request.fields:
-            for row, raw in zip(rows, view.segment.sources(local), strict=True):
-                sources[row] = raw
-        for row, d in zip(rows, local.tolist(), strict=True):
-            located[row] = (view, d)
-    sorted_by_field = bool(request.sort) and request.sort[0].field != "_score"
-    show_score = hitlist.score is not None and (not sorted_by_field or request.track_scores or
-                                                any(s.field == "_score" for s in request.sort))
-    hits = []
-    for row in range(n):
-        target = hitlist.targets[int(tpos[row])]
-        view, local_doc = located[row]
-        hit: dict[str, Any] = {"_index": target.index.name, "_id": ids[row]}
-        if request.version:
-            hit["_version"] = int(view.segment.versions[local_doc])
-        if request.seq_no_primary_term:
-            hit["_seq_no"] = int(view.segment.seq_nos[local_doc])
-            hit["_primary_term"] = 1
-        hit["_score"] = float(hitlist.score[start + row]) if show_score else None
-        routing_col = view.segment.column("_routing")
-        if routing_col is not None:
-            vals = routing_col.ords.doc_values(local_doc)
-            if len(vals):
-                hit["_routing"] = routing_col.term(int(vals[0]))
-        raw = sources[row]
-        if fetch_source and raw is not None:
-            filtered = fetch.filter_source(raw, request.source)
-            if filtered is not None:
-                hit["_source"] = RawJSON(filtered)
-        if request.fields or request.docvalue_fields:
-            values: dict[str, list] = {}
-            if request.fields and raw is not None:
-                values.update(fetch.extract_fields(RawJSON(raw).parsed(), target.mapping, request.fields))
-            if request.docvalue_fields:
-                values.update(
-                    fetch.docvalue_field_values(view.segment, local_doc, target.mapping, request.docvalue_fields)
-                )
-            if values:
-                hit["fields"] = values
-        if request.sort:
-            hit["sort"] = [_sort_value(col, start + row, int(tpos[row])) for col in hitlist.columns]
-        if request.explain:
-            hit["_explanation"] = {"value": hit["_score"] or 0.0, "description": "score", "details": []}
-        hits.append(hit)
-    return hits
-
-
-def _sort_value(col, i: int, target_pos: int) -> Any:
-    if col.present is not None and not col.present[i]:
-        value = None
-    elif col.kind == "keyword":
-        value = bytes(col.terms[int(col.values[i])]).decode()
-    elif col.kind == "double" or col.kind == "score":
-        value = float(col.values[i])
-    else:
-        value = int(col.values[i])
-    ft = col.field_types[target_pos] if col.field_types else None
-    return fetch.format_sort_value(value, ft, col.spec)
-
-
-def _total(hitlist: HitList, request: SearchRequest) -> Any:
-    track = request.track_total_hits
-    if request.rest_total_hits_as_int:
-        return hitlist.total if track is not False else -1
-    if track is False:
-        return None
-    if track is True or hitlist.total <= track:
-        return {"value": hitlist.total, "relation": "eq"}
-    return {"value": int(track), "relation": "gte"}
-
-
-def _response(
-    node: Node,
-    hitlist: HitList,
-    request: SearchRequest,
-    start: int,
-    end: int,
-    started: float,
-    *,
-    agg_tree: Any,
-    extra: dict[str, Any],
-) -> dict[str, Any]:
-    with node.search_stats.phase("fetch"):
-        hits = _render_hits(hitlist, start, end, request)
-    sorted_by_field = bool(request.sort) and request.sort[0].field != "_score"
-    max_score = hitlist.max_score if (not sorted_by_field or request.track_scores) else None
-    hits_obj: dict[str, Any] = {}
-    total = _total(hitlist, request)
-    if total is not None:
-        hits_obj["total"] = total
-    hits_obj["max_score"] = max_score
-    hits_obj["hits"] = hits
-    body: dict[str, Any] = {}
-    body.update({k: v for k, v in extra.items() if k in ("_scroll_id", "pit_id")})
-    body["took"] = int((time.perf_counter() - started) * 1000)
-    body["timed_out"] = False
-    if hitlist.terminated_early:
-        body["terminated_early"] = True
-    n = len(hitlist.targets)
-    body["_shards"] = {"total": n, "successful": n, "skipped": 0, "failed": 0}
-    body["hits"] = hits_obj
-    if agg_tree is not None:
-        from leafsearch.search.aggregations import reduce
-
-        body["aggregations"] = reduce(agg_tree, hitlist.agg_partials)
-        if request.typed_keys:
-            body["aggregations"] = _typed_keys(body["aggregations"], agg_tree)
-    return body
-
-
-def _typed_keys(aggs: dict, tree: Any) -> dict:
-    from leafsearch.search.aggregations import typed_keys
-
-    return typed_keys(aggs, tree)
-
-
-# ---- entry points (bound as Node methods) -------------------------------------------------
 
 
 def search(node: Node, index_expr: str | None, body: dict | None, params: dict[str, str]) -> dict[str, Any]:
@@ -324,103 +28,30 @@ def search(node: Node, index_expr: str | None, body: dict | None, params: dict[s
             raise ActionRequestValidation(
                 "[indices] cannot be used with point in time. Do not specify any index with point in time."
             )
-        return _search_pit(node, request, started)
-    targets = _resolve_targets(node, index_expr, params)
+        return scroll_pit.search_pit(node, request, started)
+    targets = phases.resolve_targets(node, index_expr, params)
     try:
-        _check_limits(request, targets)
+        phases.check_limits(request, targets)
         if request.scroll is not None:
             keep_alive = node.contexts.keep_alive_seconds(request.scroll, "scroll")
             ctx = node.contexts.open("scroll", targets, keep_alive)
             targets = []  # owned by the context now
-            return _first_scroll_page(node, ctx, request, started)
-        hitlist, tree = _query_phase(node, targets, request, aggs=True)
-        start, end = _page_bounds(hitlist, request)
-        return _response(node, hitlist, request, start, end, started, agg_tree=tree, extra={})
+            return scroll_pit.first_scroll_page(node, ctx, request, started)
+        hitlist, tree = phases.query_phase(node, targets, request, aggs=True)
+        start, end = phases.page_bounds(hitlist, request)
+        return phases.response(node, hitlist, request, start, end, started, agg_tree=tree, extra={})
     finally:
         release_targets(targets)
-
-
-def _search_pit(node: Node, request: SearchRequest, started: float) -> dict[str, Any]:
-    assert request.pit is not None
-    ctx = node.contexts.get(request.pit.id, "pit")
-    keep_alive = (
-        node.contexts.keep_alive_seconds(request.pit.keep_alive, "keep_alive") if request.pit.keep_alive else None
-    )
-    node.contexts.touch(ctx, keep_alive, extend_only=True)
-    _with_tiebreaker(request)
-    _check_limits(request, ctx.targets)
-    hitlist, tree = _query_phase(node, ctx.targets, request, aggs=True)
-    start, end = _page_bounds(hitlist, request)
-    return _response(node, hitlist, request, start, end, started, agg_tree=tree, extra={"pit_id": ctx.public_id})
-
-
-def _first_scroll_page(node: Node, ctx, request: SearchRequest, started: float) -> dict[str, Any]:
-    request.track_total_hits = True
-    try:
-        hitlist, tree = _query_phase(node, ctx.targets, request, aggs=True)
-    except Exception:
-        node.contexts.free(ctx)
-        raise
-    ctx.request = request
-    ctx.hitlist = hitlist
-    ctx.requests = 1
-    end = min(request.size, len(hitlist))
-    ctx.position = end
-    return _response(node, hitlist, request, 0, end, started, agg_tree=tree, extra={"_scroll_id": ctx.public_id})
-
-
-def scroll(node: Node, scroll_id: str, keep_alive: str | None) -> dict[str, Any]:
-    started = time.perf_counter()
-    ctx = node.contexts.get(scroll_id, "scroll")
-    seconds = node.contexts.keep_alive_seconds(keep_alive, "scroll") if keep_alive else None
-    with ctx.lock:
-        node.contexts.touch(ctx, seconds, extend_only=False)
-        hitlist: HitList = ctx.hitlist
-        request: SearchRequest = ctx.request
-        start = ctx.position
-        end = min(start + request.size, len(hitlist))
-        ctx.position = end
-        body = _response(node, hitlist, request, start, end, started, agg_tree=None,
-                         extra={"_scroll_id": ctx.public_id})
-    if keep_alive is None:
-        node.contexts.free(ctx, "freed by a scroll request without [scroll]")
-    return body
-
-
-def clear_scroll(node: Node, scroll_ids: list[str]) -> dict[str, Any]:
-    if scroll_ids == ["_all"]:
-        freed = node.contexts.free_all("scroll")
-    else:
-        freed = sum(1 for sid in scroll_ids if node.contexts.free_id(sid, "scroll"))
-    # Nothing freed is answered 404 by the REST layer, with this same body (as Elasticsearch).
-    return {"succeeded": True, "num_freed": freed}
-
-
-def open_pit(node: Node, index_expr: str, keep_alive: str | None, params: dict[str, str]) -> dict[str, Any]:
-    if not keep_alive:
-        raise ActionRequestValidation("[keep_alive] is not specified")
-    seconds = node.contexts.keep_alive_seconds(keep_alive, "keep_alive")
-    targets = _resolve_targets(node, index_expr, params)
-    ctx = node.contexts.open("pit", targets, seconds)
-    n = len(targets)
-    return {"id": ctx.public_id, "_shards": {"total": n, "successful": n, "skipped": 0, "failed": 0}}
-
-
-def close_pit(node: Node, pit_id: str) -> dict[str, Any]:
-    freed = 1 if node.contexts.free_id(pit_id, "pit") else 0
-    return {"succeeded": True, "num_freed": freed}
 
 
 def count(node: Node, index_expr: str | None, body: dict | None, params: dict[str, str]) -> dict[str, Any]:
     request = parse_count_request(body, params)
     # Counting needs no order: `_shard_doc` ascending is the order matches are gathered in.
     request.sort = [SortSpec(SHARD_DOC, "asc")]
-    targets = _resolve_targets(node, index_expr, params)
+    targets = phases.resolve_targets(node, index_expr, params)
     try:
-        hitlist, _ = _query_phase(node, targets, request, aggs=False)
+        hitlist, _ = phases.query_phase(node, targets, request, aggs=False)
         n = len(targets)
         return {"count": hitlist.total, "_shards": {"total": n, "successful": n, "skipped": 0, "failed": 0}}
     finally:
         release_targets(targets)
-
-

@@ -207,12 +207,12 @@ def extract_fields(source: dict[str, Any], mapping: Any, specs: list[dict[str, A
         fmt = spec.get("format")
         for path in mapping.resolve_fields(pattern):
             ft = mapping.field(path)
-            if ft is None or ft.type in ("object", "nested") or path in out:
+            if ft is None or path in out:
                 continue
             convert = _source_converter(path, ft, fmt)
-            found = _source_values(source, _source_path(mapping, path))
-            raw = [ft.null_value if v is None else v for v in found]
-            values = [shown for shown in map(convert, filter(_present, raw)) if shown is not None]
+            nulls = ft.null_value
+            found = (nulls if v is None else v for v in _source_values(source, _source_path(mapping, path)))
+            values = [shown for v in found if v is not None and (shown := convert(v)) is not None]
             if values:
                 out[path] = values
         if spec.get("include_unmapped"):
@@ -223,18 +223,11 @@ def extract_fields(source: dict[str, Any], mapping: Any, specs: list[dict[str, A
     return out
 
 
-def _present(value: Any) -> bool:
-    return value is not None
-
-
 def _source_path(mapping: Any, path: str) -> str:
-    """Where a field's values live in `_source`: a multi-field reads its parent field's."""
+    """Where a field's values live in `_source`: a multi-field reads its parent field's (objects
+    are not fields, so a leaf below a leaf is a multi-field)."""
     parent, dot, _ = path.rpartition(".")
-    if dot:
-        parent_type = mapping.field(parent)
-        if parent_type is not None and parent_type.type not in ("object", "nested"):
-            return parent
-    return path
+    return parent if dot and mapping.field(parent) is not None else path
 
 
 def _source_values(source: Any, path: str) -> list[Any]:
@@ -304,8 +297,8 @@ def _source_converter(path: str, ft: Any, fmt: str | None):
 
         return date
     if domain == "keyword":
-        limit = getattr(ft, "ignore_above", None)
-        return lambda v: None if limit is not None and len(scalar_text(v)) > limit else scalar_text(v)
+        limit = ft.ignore_above
+        return lambda v: None if len(scalar_text(v)) > limit else scalar_text(v)
     if domain == "boolean":
         return lambda v: v if isinstance(v, bool) else {"true": True, "false": False, "": False}.get(str(v))
     if ft.type == "scaled_float":
@@ -355,7 +348,7 @@ def docvalue_field_values(
     for spec in specs:
         for path in mapping.resolve_fields(spec["field"]):
             ft = mapping.field(path)
-            if ft is None or ft.type in ("object", "nested") or path in out:
+            if ft is None or path in out:
                 continue
             render = _docvalue_renderer(path, ft, spec.get("format"))
             column = segment.column(path)
@@ -425,7 +418,7 @@ def _decimal_format(pattern: str):
     suffix), rounding half-even as Java does."""
     match = re.fullmatch(r"([^#0,.]*)([#0,]*)(?:\.([#0]*))?([^#0,.]*)", pattern)
     if match is None or not (match.group(2) or match.group(3)) or any(c in pattern for c in "%\u2030E;'"):
-        raise IllegalArgument(f"Malformed pattern \"{pattern}\"")
+        raise IllegalArgument(f'Malformed pattern "{pattern}"')
     prefix, integer, fraction, suffix = match.group(1), match.group(2), match.group(3) or "", match.group(4)
     min_int = integer.count("0")
     group = len(integer) - integer.rfind(",") - 1 if "," in integer else 0
@@ -588,11 +581,24 @@ def _missing_value(domain: str, spec: SortSpec) -> Any:
 
 #: Mapping types and the domain their sort values and doc values live in.
 _TYPE_DOMAINS = {
-    "keyword": "keyword", "constant_keyword": "keyword", "wildcard": "keyword", "text": "keyword",
-    "match_only_text": "keyword", "string": "keyword",
-    "long": "long", "integer": "long", "short": "long", "byte": "long", "unsigned_long": "long",
-    "double": "double", "scaled_float": "double", "float": "float", "half_float": "half_float",
-    "date": "date", "date_nanos": "date_nanos", "boolean": "boolean",
+    "keyword": "keyword",
+    "constant_keyword": "keyword",
+    "wildcard": "keyword",
+    "text": "keyword",
+    "match_only_text": "keyword",
+    "string": "keyword",
+    "long": "long",
+    "integer": "long",
+    "short": "long",
+    "byte": "long",
+    "unsigned_long": "long",
+    "double": "double",
+    "scaled_float": "double",
+    "float": "float",
+    "half_float": "half_float",
+    "date": "date",
+    "date_nanos": "date_nanos",
+    "boolean": "boolean",
 }
 
 

@@ -93,7 +93,9 @@ def build_hitlist(targets: list[Target], request: SearchRequest, *, now_millis: 
         if filter_ctx is not None:
             prepare(request.post_filter, filter_ctx)
         slice_masks = (
-            slicing.slice_masks(request.slice, targets, ti, pit=request.pit is not None) if request.slice else None
+            slicing.slice_masks(request.slice, targets, ti, pit=request.pit is not None)
+            if request.slice
+            else None
         )
         taken = 0
         for vi, view in enumerate(target.searcher.views):
@@ -126,8 +128,12 @@ def build_hitlist(targets: list[Target], request: SearchRequest, *, now_millis: 
                 scores_all.append(scores[docs] if scores is not None else np.ones(len(docs), np.float32))
     target_arr = np.concatenate(target_pos) if target_pos else np.empty(0, np.int32)
     doc_arr = np.concatenate(docs_all) if docs_all else np.empty(0, np.int64)
-    score_arr = (np.concatenate(scores_all) if scores_all else np.empty(0, np.float32)) if needs_scores else None
-    columns = [_sort_column(spec, targets, seg_docs, target_arr, doc_arr, score_arr) for spec in _effective(request)]
+    score_arr = (
+        (np.concatenate(scores_all) if scores_all else np.empty(0, np.float32)) if needs_scores else None
+    )
+    columns = [
+        _sort_column(spec, targets, seg_docs, target_arr, doc_arr, score_arr) for spec in _effective(request)
+    ]
     keys: list[np.ndarray] = []
     for col in columns:
         keys.extend(col.key_columns())
@@ -138,7 +144,9 @@ def build_hitlist(targets: list[Target], request: SearchRequest, *, now_millis: 
         columns = [c.take(order) for c in columns]
         keys = [k[order] for k in keys]
     max_score = float(score_arr.max()) if score_arr is not None and len(score_arr) else None
-    return HitList(targets, target_arr, doc_arr, score_arr, columns, keys, total, max_score, partials, terminated)
+    return HitList(
+        targets, target_arr, doc_arr, score_arr, columns, keys, total, max_score, partials, terminated
+    )
 
 
 def _context(target: Target, now_millis: int, needs_scores: bool) -> QueryContext:
@@ -283,5 +291,7 @@ class HitListCache:
     def _forget(self, searcher: Searcher) -> None:
         """Drop HitLists of a released snapshot, so its memory and segment files go with it."""
         with self._lock:
-            for key in [k for k, v in self._entries.items() if any(t.searcher is searcher for t in v.targets)]:
+            for key in [
+                k for k, v in self._entries.items() if any(t.searcher is searcher for t in v.targets)
+            ]:
                 self._bytes -= self._entries.pop(key).nbytes()
