@@ -95,6 +95,7 @@ def _apply_index(
     if_primary_term: int | None,
     auto_id: bool = False,
     parsed=None,
+    shards_header: dict[str, int] | None = None,
 ) -> dict[str, Any]:
     """One index/create operation against a shard whose lock the caller holds."""
     if parsed is None:
@@ -113,7 +114,7 @@ def _apply_index(
         "_id": doc_id,
         "_version": version,
         "result": "updated" if _exists(prior) else "created",
-        "_shards": _shards_header(index),
+        "_shards": shards_header or _shards_header(index),
         "_seq_no": seq_no,
         "_primary_term": PRIMARY_TERM,
     }
@@ -527,6 +528,7 @@ def bulk(
 
 def _bulk_into(index: Index, entries: list[tuple[int, dict]], results: list, touched: set[Shard]) -> None:
     """Apply one index's operations, grouped by shard so each shard lock and id lookup is batched."""
+    header = _shards_header(index)
     per_shard: dict[int, list[tuple[int, dict, str | None]]] = {}
     for pos, op in entries:
         meta = op["meta"]
@@ -541,7 +543,7 @@ def _bulk_into(index: Index, entries: list[tuple[int, dict]], results: list, tou
                 doc_id = generate_id()
                 shard = index.shard_of(doc_id, op["routing"])
                 with shard.lock:
-                    results[pos] = _bulk_one(index, shard, op, doc_id, auto_id=True)
+                    results[pos] = _bulk_one(index, shard, op, doc_id, header, auto_id=True)
                 touched.add(shard)
             continue
         shard = index.shards[shard_key]
@@ -549,13 +551,15 @@ def _bulk_into(index: Index, entries: list[tuple[int, dict]], results: list, tou
         with shard.lock:
             shard.prefetch([d for _, _, d in shard_ops if d is not None])
             for pos, op, doc_id in shard_ops:
-                results[pos] = _bulk_one(index, shard, op, doc_id, auto_id=False)
+                results[pos] = _bulk_one(index, shard, op, doc_id, header, auto_id=False)
 
 
 _STATUS = {"created": 201, "updated": 200, "deleted": 200, "not_found": 404, "noop": 200}
 
 
-def _bulk_one(index: Index, shard: Shard, op: dict, doc_id: str, *, auto_id: bool) -> dict[str, Any]:
+def _bulk_one(
+    index: Index, shard: Shard, op: dict, doc_id: str, header: dict[str, int], *, auto_id: bool
+) -> dict[str, Any]:
     kind = op["kind"]
     meta = op["meta"]
     try:
@@ -576,6 +580,7 @@ def _bulk_one(index: Index, shard: Shard, op: dict, doc_id: str, *, auto_id: boo
                 if_seq_no=if_seq_no,
                 if_primary_term=if_primary_term,
                 auto_id=auto_id,
+                shards_header=header,
             )
         elif kind == "delete":
             response = _apply_delete(index, shard, doc_id, if_seq_no, if_primary_term)

@@ -28,6 +28,11 @@ from leafsearch.settings import ClusterSettings
 
 _log = logging.getLogger("leafsearch")
 
+#: Merges wait while an index was written within this many seconds...
+MERGE_QUIET_SECONDS = 1.0
+#: ...unless a shard already holds this many segments.
+MAX_SEGMENTS_WHILE_INDEXING = 40
+
 
 class NodeLocked(RuntimeError):
     """Another node holds the data folder."""
@@ -119,18 +124,27 @@ class Node:
                 self.contexts.reap()
                 for index in list(self.indices.values()):
                     interval = index.refresh_interval_seconds()
-                    if interval is not None and now - last_refresh.get(index.uuid, 0) >= interval:
+                    if interval is None or index.search_idle():
+                        continue
+                    if now - last_refresh.get(index.uuid, 0) >= interval:
                         last_refresh[index.uuid] = now
                         index.refresh()
             except Exception:  # pragma: no cover - keep the node alive; the next tick retries
                 _log.exception("periodic refresh failed")
 
     def _merge_loop(self) -> None:
-        """Background merges, one at a time, never blocking refreshes or writes for long."""
+        """Background merges, one at a time, never blocking refreshes or writes for long.
+
+        Merges compete with indexing for the interpreter, so while an index is being written they
+        wait until its shards hold many segments; once writes pause, they catch up.
+        """
         while not self._closed.wait(0.5):
             try:
                 for index in list(self.indices.values()):
+                    busy = time.monotonic() - index.last_write < MERGE_QUIET_SECONDS
                     for shard in index.shards:
+                        if busy and len(shard.segments) < MAX_SEGMENTS_WHILE_INDEXING:
+                            continue
                         while not self._closed.is_set() and shard.maybe_merge():
                             pass
             except Exception:  # pragma: no cover

@@ -918,7 +918,7 @@ def test_terms_and_date_histogram_over_a_million_docs_are_fast(tmp_path):
     rng = np.random.default_rng(3)
     writer = SegmentWriter(n)
     ids = to_term_array([str(i) for i in range(n)])
-    writer.set_ids(ids, np.arange(n), np.ones(n, dtype=np.int64), np.zeros(n, dtype=np.int32))
+    writer.set_ids(ids, np.arange(n), np.ones(n, dtype=np.int64))
     writer.set_sources([b"{}"] * n)
     terms = to_term_array(sorted(f"tag{i:02d}" for i in range(50)))
     docs = np.arange(n, dtype=np.int64)

@@ -537,7 +537,7 @@ def test_bad_integer_parameters(params, reason, cause):
 @pytest.mark.parametrize(
     ("params", "reason"),
     [
-        ({"size": "-1"}, "[size] parameter cannot be negative, found [-1]"),
+        ({"size": "-2"}, "[size] parameter cannot be negative, found [-2]"),
         ({"version": "maybe"}, "Failed to parse value [maybe] as only [true] or [false] are allowed."),
         ({"search_type": "scan"}, "No search type for [scan]"),
         ({"search_type": "query_and_fetch"}, "Unsupported search type [query_and_fetch]"),

@@ -39,6 +39,7 @@ class Index:
         self.shards = [Shard(folder / str(i), i, self._parse_for_recovery) for i in range(self.num_shards)]
         self._persist_if_mapping_changed()
         self.last_write = 0.0
+        self.last_search = time.monotonic()
 
     @classmethod
     def create(cls, folder: Path, name: str, settings: dict[str, str], mapping: Mapping) -> Index:
@@ -109,6 +110,21 @@ class Index:
     def refresh(self) -> None:
         for shard in self.shards:
             shard.refresh()
+
+    def search_idle(self) -> bool:
+        """Elasticsearch's search-idle shards: without an explicit `refresh_interval`, an index
+        not searched for `index.search.idle.after` skips scheduled refreshes (bulk indexing then
+        builds fewer, larger segments); the next search refreshes it first."""
+        if "index.refresh_interval" in self.settings:
+            return False
+        return time.monotonic() - self.last_search > self.setting("index.search.idle.after")
+
+    def before_search(self) -> None:
+        """Called as a search acquires this index's snapshots."""
+        idle = self.search_idle()
+        self.last_search = time.monotonic()
+        if idle:
+            self.refresh()
 
     def refresh_interval_seconds(self) -> float | None:
         """None when periodic refresh is disabled (`-1`)."""

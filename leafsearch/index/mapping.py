@@ -467,7 +467,7 @@ class FieldType:
     def _parse_text(self, value: Any, doc: ParsedDoc) -> None:
         if type(value) is str:
             tokens = analyze(value)
-            positions = list(range(len(tokens)))
+            positions = range(len(tokens))  # a range: cheap, and the buffer extends from it directly
         else:
             texts = []
             for v in _flat(value) if type(value) is list else (value,):
@@ -488,7 +488,7 @@ class FieldType:
             old_tokens, old_positions = existing
             start = (old_positions[-1] if old_positions else -1) + self.position_increment_gap + 1
             old_tokens.extend(tokens)
-            old_positions.extend(p + start for p in positions)
+            doc.text[self.path] = (old_tokens, [*old_positions, *(p + start for p in positions)])
         for sub in self.subfields:
             sub.parse(value, doc)
 

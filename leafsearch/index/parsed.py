@@ -18,7 +18,8 @@ POSITION_INCREMENT_GAP = 100
 class ParsedDoc:
     """Field values of one document, grouped by storage kind and keyed by the full dotted path.
 
-    - `text`: path -> (tokens, positions); the field length for norms is `len(tokens)`.
+    - `text`: path -> (tokens, positions: a list, or a range for one plain value); the field length
+      for norms is `len(tokens)`.
     - `keyword`: path -> string values (after `ignore_above`, which drops values).
     - `long`: path -> integer values: long/integer/short/byte, scaled_float (scaled),
       date (epoch millis), date_nanos (epoch nanos), boolean (0/1).
@@ -26,7 +27,7 @@ class ParsedDoc:
     """
 
     source: bytes
-    text: dict[str, tuple[list[str], list[int]]] = field(default_factory=dict)
+    text: dict[str, tuple[list[str], list[int] | range]] = field(default_factory=dict)
     keyword: dict[str, list[str]] = field(default_factory=dict)
     long: dict[str, list[int]] = field(default_factory=dict)
     double: dict[str, list[float]] = field(default_factory=dict)

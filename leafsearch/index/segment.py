@@ -27,6 +27,7 @@ import orjson
 import zstandard
 
 from leafsearch.index.columns import DocValues, KeywordColumn, NumericColumn, TextColumn
+from leafsearch.index.uid import slice_hashes
 
 SOURCE_BLOCK_DOCS = 32
 _ZSTD_LEVEL = 3
@@ -115,10 +116,7 @@ class SegmentWriter:
         self.source_block_offsets: list[int] = [0]
         self.source_lengths: np.ndarray | None = None
 
-    def set_ids(
-        self, ids: np.ndarray, seq_nos: np.ndarray, versions: np.ndarray, slice_hashes: np.ndarray
-    ) -> None:
-        self.arrays["_id.slice_hash"] = np.asarray(slice_hashes, dtype=np.int32)
+    def set_ids(self, ids: np.ndarray, seq_nos: np.ndarray, versions: np.ndarray) -> None:
         order = np.argsort(ids, kind="stable")
         rank = np.empty(len(ids), dtype=np.int64)
         rank[order] = np.arange(len(ids))
@@ -171,8 +169,7 @@ class SegmentWriter:
             shutil.rmtree(tmp)
         tmp.mkdir(parents=True)
         for name, arr in self.arrays.items():
-            keep = name.endswith(".terms") or name == "_id.slice_hash"
-            data = arr if keep else _compact(np.asarray(arr))
+            data = arr if name.endswith(".terms") else _compact(np.asarray(arr))
             with open(tmp / f"{name}.npy", "wb") as fh:
                 np.save(fh, data, allow_pickle=False)
                 fh.flush()
@@ -236,8 +233,12 @@ class Segment:
 
     @cached_property
     def slice_hashes(self) -> np.ndarray:
-        """Per doc: murmur3 of the encoded id with seed 7919 (sliced scroll without a field)."""
-        return self._load("_id.slice_hash")
+        """Per doc: murmur3 of the encoded id with seed 7919 (sliced scroll without a field).
+
+        Computed on the first sliced scroll that reads this segment and kept for its life, so
+        indexing never pays for it and no later request does either.
+        """
+        return slice_hashes(self.doc_ids(np.arange(self.max_doc)))
 
     @cached_property
     def seq_nos(self) -> np.ndarray:

@@ -20,13 +20,12 @@ from leafsearch.index.segment import (
     build_postings,
     to_term_array,
 )
-from leafsearch.index.uid import slice_hashes
 
 
 def _intern(values: list[str]) -> tuple[np.ndarray, np.ndarray]:
     """Sorted unique terms and the index of each value among them."""
     table: dict[str, int] = {}
-    ids = np.fromiter((table.setdefault(v, len(table)) for v in values), dtype=np.int64, count=len(values))
+    ids = np.array([table.setdefault(v, len(table)) for v in values], dtype=np.int64)
     terms = to_term_array(list(table))
     order = np.argsort(terms, kind="stable")
     remap = np.empty(len(order), dtype=np.int64)
@@ -38,12 +37,7 @@ def segment_from_buffer(buffer: IndexBuffer, folder: Path) -> Segment:
     """Write the buffer's documents (deleted ones included; the caller masks them) as a segment."""
     max_doc = len(buffer)
     writer = SegmentWriter(max_doc)
-    writer.set_ids(
-        to_term_array(buffer.ids),
-        np.asarray(buffer.seq_nos),
-        np.asarray(buffer.versions),
-        slice_hashes(buffer.ids),
-    )
+    writer.set_ids(to_term_array(buffer.ids), np.asarray(buffer.seq_nos), np.asarray(buffer.versions))
     writer.set_sources(buffer.sources)
     for path, fb in buffer.text.items():
         terms, tids = _intern(fb.values)
@@ -110,8 +104,7 @@ def merge_segments(parts: list[tuple[Segment, np.ndarray | None]], folder: Path)
     )
     seq = np.concatenate([s.seq_nos[k] for (s, _), k in zip(parts, keeps, strict=True)])
     ver = np.concatenate([s.versions[k] for (s, _), k in zip(parts, keeps, strict=True)])
-    hashes = np.concatenate([np.asarray(s.slice_hashes)[k] for (s, _), k in zip(parts, keeps, strict=True)])
-    writer.set_ids(ids.astype(bytes) if len(ids) else to_term_array([]), seq, ver, hashes)
+    writer.set_ids(ids.astype(bytes) if len(ids) else to_term_array([]), seq, ver)
     sources: list[bytes] = []
     for (seg, _), keep in zip(parts, keeps, strict=True):
         sources.extend(seg.sources(keep))

@@ -29,7 +29,7 @@ PRIMARY_TERM = 1
 
 #: The buffer is written as a (not yet published) segment past this many documents or source
 #: bytes, so memory stays bounded when refreshes are disabled or rare.
-BUFFER_MAX_DOCS = 200_000
+BUFFER_MAX_DOCS = 100_000
 BUFFER_MAX_BYTES = 64 * 1024 * 1024
 
 
@@ -145,7 +145,6 @@ class Shard:
         for old in set(self._live_files.values()) - set(live_files.values()):
             (self.folder / old).unlink(missing_ok=True)
         self._live_files = live_files
-        self._dirty = False
 
     # ---- lookups -----------------------------------------------------------------------
 
@@ -254,7 +253,10 @@ class Shard:
         self._dirty = True
         self.stats["index_total"] += 1
         if len(self.buffer) >= BUFFER_MAX_DOCS or self.buffer.source_bytes >= BUFFER_MAX_BYTES:
+            # Written and committed, not yet published: searches see it at the next refresh, and
+            # the translog a crash would replay stays short.
             self._flush_buffer()
+            self._commit()
 
     def delete(self, doc_id: str, prior: DocState, version: int) -> int:
         self.max_seq_no += 1
@@ -300,10 +302,6 @@ class Shard:
                 self.live[seg.name] = live
             else:
                 self.live[seg.name] = None
-            # Ids whose latest copy was in the buffer now point at the new segment.
-            for state in self.version_map.values():
-                if state.segment is None and not state.deleted:
-                    state.segment = seg
             self.buffer = IndexBuffer()
         for name, docs in self.pending_deletes.items():
             current = self.live.get(name)
@@ -312,6 +310,8 @@ class Shard:
             live[list(docs)] = False
             self.live[name] = live
         self.pending_deletes = {}
+        # Every id now resolves from the segments and their live docs.
+        self.version_map = {}
 
     def refresh(self) -> bool:
         """Make every accepted write visible to new searches. Returns whether anything changed."""
@@ -322,9 +322,9 @@ class Shard:
             if not changed:
                 return False
             self._flush_buffer()
-            self.version_map = {}
             self._commit()
             self._publish()
+            self._dirty = False
             self.stats["refresh_total"] += 1
             return True
 
@@ -417,7 +417,7 @@ class Shard:
             if self.closed:
                 return
             self.closed = True
-            if self._dirty:
+            if len(self.buffer) or self.pending_deletes:
                 self._flush_buffer()
                 self._commit()
             self.translog.close()

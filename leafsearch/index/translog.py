@@ -55,21 +55,21 @@ class Translog:
         folder.mkdir(parents=True, exist_ok=True)
         self.generation = generation
         self._file = open(self._path(generation), "ab")  # noqa: SIM115 - lives as long as the shard
-        self._dirty = False
+        self._pending: list[bytes] = []
 
     def _path(self, generation: int) -> Path:
         return self.folder / f"translog-{generation}.tlog"
 
     def append(self, records: bytes) -> None:
-        """Queue encoded records; they are durable only after `sync()`."""
-        self._file.write(records)
-        self._dirty = True
+        """Queue encoded records; they are written and durable only after `sync()`."""
+        self._pending.append(records)
 
     def sync(self) -> None:
-        if self._dirty:
+        if self._pending:
+            self._file.write(b"".join(self._pending))
+            self._pending = []
             self._file.flush()
             os.fsync(self._file.fileno())
-            self._dirty = False
 
     def roll(self) -> int:
         """Start a new generation (after a commit) and delete every older one."""

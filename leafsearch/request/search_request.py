@@ -350,8 +350,9 @@ class _Source:
             self.query = query
         if "from" in params:
             self.set_from(_param_int(params, "from"))
-        if "size" in params:
-            self.set_size(_param_int(params, "size"))
+        # RestSearchAction reads `size` with -1 as its "absent" default, so `?size=-1` keeps the default.
+        if "size" in params and (size := _param_int(params, "size")) != -1:
+            self.set_size(size)
         for key in ("explain", "version", "seq_no_primary_term"):
             if key in params:
                 setattr(self, key, _param_bool(params, key, None))

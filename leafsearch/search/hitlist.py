@@ -23,6 +23,7 @@ from leafsearch.search.sort_keys import (
     SortColumn,
     global_ordinals,
     keyword_values,
+    missing_substitute,
     numeric_values,
     resolve_field_kind,
     special_kind,
@@ -42,6 +43,7 @@ class HitList:
     max_score: float | None
     agg_partials: list = field(default_factory=list)
     terminated_early: bool = False
+    window: bool = False  # holds only the requested page (a live-docs walk), not every match
 
     def __len__(self) -> int:
         return len(self.doc)
@@ -137,7 +139,7 @@ def build_hitlist(targets: list[Target], request: SearchRequest, *, now_millis: 
     keys: list[np.ndarray] = []
     for col in columns:
         keys.extend(col.key_columns())
-    order = _sort_order(keys, len(doc_arr))
+    order = _sort_order(columns, keys, len(doc_arr))
     if order is not None:
         target_arr, doc_arr = target_arr[order], doc_arr[order]
         score_arr = score_arr[order] if score_arr is not None else None
@@ -170,10 +172,13 @@ def _effective(request: SearchRequest) -> list[SortSpec]:
     return [SortSpec("_score", "desc")]
 
 
-def _sort_order(keys: list[np.ndarray], n: int) -> np.ndarray | None:
-    """Stable order by the key columns; input order is (shard, doc), so ties keep it."""
+def _sort_order(columns: list[SortColumn], keys: list[np.ndarray], n: int) -> np.ndarray | None:
+    """Stable order by the key columns. Matches are gathered in (shard, doc) order, so ties keep
+    it, and a leading `_shard_doc` (unique per document) needs no sort at all."""
     if n == 0 or not keys:
         return None
+    if columns[0].kind == "shard_doc":
+        return np.arange(n - 1, -1, -1) if columns[0].spec.descending else None
     if len(keys) == 1:
         return np.argsort(keys[0], kind="stable")
     return np.lexsort(keys[::-1])
@@ -214,25 +219,114 @@ def _sort_column(
     dtype = np.float64 if kind == "double" else np.int64
     vals = np.concatenate(values) if values else np.empty(0, dtype)
     pres = np.concatenate(present) if present else np.empty(0, bool)
-    if spec.missing not in ("_last", "_first") and not pres.all():
-        from leafsearch.search.fetch import parse_search_after_value
+    first_type = next((ft for ft in field_types if ft is not None), None)
+    custom = spec.missing not in ("_last", "_first")
+    if kind == "keyword":
+        if custom and not pres.all():
+            terms, vals = _with_term(terms, vals, pres, str(missing_substitute(spec, first_type)).encode())
+        return SortColumn(spec, kind, vals, None if custom or pres.all() else pres, terms, tuple(field_types))
+    substitute = missing_substitute(spec, first_type)
+    if not pres.all():
+        vals = np.where(pres, vals, substitute)
+    render_present = None if custom or pres.all() else pres
+    return SortColumn(
+        spec, kind, vals.astype(dtype, copy=False), render_present, None, tuple(field_types), substitute
+    )
 
-        fill = parse_search_after_value(spec.missing, _first_type(field_types), spec)
-        if kind == "keyword":
-            raw = str(fill).encode()
-            g = int(np.searchsorted(terms, raw)) if terms is not None else 0
-            if terms is None or g >= len(terms) or terms[g] != raw:
-                terms = np.insert(terms if terms is not None else np.empty(0, "S1"), g, raw)
-                vals = np.where(vals >= g, vals + 1, vals)
-            vals = np.where(pres, vals, g)
+
+def _with_term(
+    terms: np.ndarray | None, ords: np.ndarray, present: np.ndarray, raw: bytes
+) -> tuple[np.ndarray, np.ndarray]:
+    """Keyword ordinals where documents without a value hold `raw` (a custom `missing`), inserted
+    into the term list in byte order so it sorts where Elasticsearch sorts it."""
+    terms = np.empty(0, "S1") if terms is None else terms
+    g = int(np.searchsorted(terms, raw))
+    if g >= len(terms) or terms[g] != raw:
+        width = max(terms.dtype.itemsize, len(raw), 1)
+        terms = np.insert(terms.astype(f"S{width}"), g, raw)
+        ords = np.where(ords >= g, ords + 1, ords)
+    return terms, np.where(present, ords, g)
+
+
+class LiveDocs:
+    """Every live document of a list of snapshots in `_shard_doc` order, never materialized.
+
+    Positions are counted over per-segment live-doc counts, so locating a cursor or an offset is
+    a binary search and a page costs only its own documents.
+    """
+
+    def __init__(self, targets: list[Target]) -> None:
+        self.views = [(ti, view) for ti, t in enumerate(targets) for view in t.searcher.views]
+        counts = np.array([view.live_count for _, view in self.views], dtype=np.int64)
+        self.starts = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+        self.total = int(self.starts[-1])
+        # `_shard_doc` of each segment's first doc number: segments tile each shard's doc space.
+        self.first_keys = np.array([(ti << 32) | view.doc_base for ti, view in self.views], dtype=np.int64)
+
+    def rank(self, key: int) -> int:
+        """How many documents have a `_shard_doc` at most `key`."""
+        if not self.views or key < int(self.first_keys[0]):
+            return 0
+        i = int(np.searchsorted(self.first_keys, key, side="right")) - 1
+        view = self.views[i][1]
+        local = key - int(self.first_keys[i])
+        if local >= view.max_doc:
+            inside = view.live_count
+        elif view.live is None:
+            inside = local + 1
         else:
-            vals = np.where(pres, vals, fill)
-        pres = np.ones(len(vals), dtype=bool)
-    return SortColumn(spec, kind, vals.astype(dtype, copy=False), pres, terms, tuple(field_types))
+            inside = int(np.searchsorted(view.live_docs, local, side="right"))
+        return int(self.starts[i]) + inside
+
+    def take(self, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+        """(target positions, shard doc numbers) of the documents at positions [lo, hi)."""
+        targets: list[np.ndarray] = []
+        docs: list[np.ndarray] = []
+        i = int(np.searchsorted(self.starts, lo, side="right")) - 1
+        while lo < hi and i < len(self.views):
+            ti, view = self.views[i]
+            begin = int(self.starts[i])
+            a, b = max(lo, begin) - begin, min(hi, int(self.starts[i + 1])) - begin
+            if b > a:
+                local = np.arange(a, b, dtype=np.int64) if view.live is None else view.live_docs[a:b]
+                docs.append(local + view.doc_base)
+                targets.append(np.full(b - a, ti, dtype=np.int32))
+            i += 1
+        if not docs:
+            return np.empty(0, np.int32), np.empty(0, np.int64)
+        return np.concatenate(targets), np.concatenate(docs)
 
 
-def _first_type(field_types: list):
-    return next((ft for ft in field_types if ft is not None), None)
+def shard_doc_page(
+    targets: list[Target],
+    spec: SortSpec,
+    after: int | None,
+    offset: int,
+    size: int,
+    window: tuple[int, int] | None,
+) -> HitList:
+    """One page of a walk over every live document sorted by `_shard_doc` alone.
+
+    `after` is the `search_after` value (None: start at `offset`); `window` restricts the walk to
+    a range of positions (a PIT slice). The result holds only the page.
+    """
+    docs = LiveDocs(targets)
+    lo, hi = window if window is not None else (0, docs.total)
+    if after is None and offset < 0:
+        offset = 0
+    if not spec.descending:
+        start = max(lo, docs.rank(after)) if after is not None else lo + offset
+        start = min(start, hi)
+        target_arr, doc_arr = docs.take(start, min(start + size, hi))
+    else:
+        # Strictly after `after` in descending order: the documents whose key is below it.
+        top = min(hi, docs.rank(after - 1)) if after is not None else hi - offset
+        top = max(top, lo)
+        target_arr, doc_arr = docs.take(max(lo, top - size), top)
+        target_arr, doc_arr = target_arr[::-1], doc_arr[::-1]
+    values = (target_arr.astype(np.int64) << 32) | doc_arr
+    column = SortColumn(spec, "shard_doc", values, None)
+    return HitList(targets, target_arr, doc_arr, None, [column], [], -1, None, window=True)
 
 
 class HitListCache:

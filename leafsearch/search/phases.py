@@ -15,10 +15,12 @@ import numpy as np
 
 from leafsearch.errors import ElasticError, IllegalArgument, SearchPhaseExecution
 from leafsearch.rawjson import RawJSON
-from leafsearch.request.search_types import SHARD_DOC, SearchRequest, SortSpec
+from leafsearch.request.query_dsl import MatchAll
+from leafsearch.request.search_types import SHARD_DOC, SearchRequest
+from leafsearch.rest.exchange import parse_bool
 from leafsearch.search import fetch
-from leafsearch.search.hitlist import HitList, HitListCache
-from leafsearch.search.slicing import check_slice_field
+from leafsearch.search.hitlist import HitList, HitListCache, shard_doc_page
+from leafsearch.search.slicing import check_slice_field, pit_slice_range
 from leafsearch.search.targets import Target, acquire_targets
 
 if TYPE_CHECKING:
@@ -27,22 +29,11 @@ if TYPE_CHECKING:
 _CACHE = HitListCache()
 
 
-def bool_param(params: dict[str, str], name: str, default: bool) -> bool:
-    value = params.get(name)
-    if value is None:
-        return default
-    if value in ("", "true"):
-        return True
-    if value == "false":
-        return False
-    raise IllegalArgument(f"Failed to parse value [{value}] as only [true] or [false] are allowed.")
-
-
 def resolve_targets(node: Node, index_expr: str | None, params: dict[str, str]) -> list[Target]:
     names = node.resolve_indices(
         index_expr,
-        ignore_unavailable=bool_param(params, "ignore_unavailable", False),
-        allow_no_indices=bool_param(params, "allow_no_indices", True),
+        ignore_unavailable=parse_bool(params.get("ignore_unavailable"), False),
+        allow_no_indices=parse_bool(params.get("allow_no_indices"), True),
         expand_wildcards=params.get("expand_wildcards", "open"),
     )
     indices = [node.indices[n] for n in sorted(names)]
@@ -99,16 +90,6 @@ def _phase_error(cause: ElasticError) -> SearchPhaseExecution:
     return SearchPhaseExecution(cause)
 
 
-def with_tiebreaker(request: SearchRequest) -> None:
-    """PIT searches with an explicit sort get an ascending `_shard_doc` tiebreaker (SPEC 4.1 r6)."""
-    if request.pit is None or not request.sort:
-        return
-    if request.sort[-1].field == SHARD_DOC:
-        return
-    if request.search_after is None or len(request.search_after) == len(request.sort) + 1:
-        request.sort = [*request.sort, SortSpec(SHARD_DOC, "asc")]
-
-
 def _agg_collector(request: SearchRequest, targets: list[Target]):
     if request.aggs is None:
         return None, None
@@ -131,11 +112,15 @@ def _agg_collector(request: SearchRequest, targets: list[Target]):
 def query_phase(
     node: Node, targets: list[Target], request: SearchRequest, *, aggs: bool
 ) -> tuple[HitList, Any]:
+    """The matches of every target in sort order (or, for a plain `_shard_doc` walk, the page)."""
     # Aggregation requests are parsed before the shards run: their errors are not shard failures.
     with_aggs, tree = _agg_collector(request, targets) if aggs else (None, None)
     with node.search_stats.phase("query"):
         try:
-            hitlist = _CACHE.get_or_build(targets, request, with_aggs=with_aggs)
+            if _walks_live_docs(request):
+                hitlist = _live_docs_page(targets, request)
+            else:
+                hitlist = _CACHE.get_or_build(targets, request, with_aggs=with_aggs)
         except SearchPhaseExecution:
             raise
         except ElasticError as exc:
@@ -145,7 +130,48 @@ def query_phase(
     return hitlist, tree
 
 
+def _walks_live_docs(request: SearchRequest) -> bool:
+    """Whether the request walks every document in `_shard_doc` order without counting them.
+
+    That walk (SPEC 4.1 r12, the fastest full export) needs no query, no sort and no match list:
+    its pages are ranges of the snapshots' live documents, located by binary search.
+    """
+    sort = request.sort
+    sliced = request.slice
+    return (
+        request.track_total_hits is False
+        and len(sort) == 1
+        and sort[0].field == SHARD_DOC
+        and isinstance(request.query, MatchAll)
+        and request.aggs is None
+        and request.post_filter is None
+        and request.min_score is None
+        and request.terminate_after is None
+        and not request.track_scores
+        and (sliced is None or (request.pit is not None and sliced.field is None))
+        and (request.search_after is None or len(request.search_after) == 1)
+    )
+
+
+def _live_docs_page(targets: list[Target], request: SearchRequest) -> HitList:
+    spec = request.sort[0]
+    after = None
+    if request.search_after is not None:
+        try:
+            after = fetch.parse_search_after_value(request.search_after[0], None, spec)
+        except ElasticError as exc:
+            raise _phase_error(exc) from None
+    window = None
+    if request.slice is not None:
+        total = sum(t.searcher.live_count for t in targets)
+        window = pit_slice_range(request.slice, total)
+    return shard_doc_page(targets, spec, after, request.from_, request.size, window)
+
+
 def page_bounds(hitlist: HitList, request: SearchRequest) -> tuple[int, int]:
+    """The page's positions in the hit list: an offset, or a binary search for `search_after`."""
+    if hitlist.window:
+        return 0, len(hitlist)
     if request.search_after is not None:
         start = hitlist.position_after(_after_keys(hitlist, request))
     else:
@@ -216,7 +242,7 @@ def _render_hits(hitlist: HitList, start: int, end: int, request: SearchRequest)
         if request.seq_no_primary_term:
             hit["_seq_no"] = int(view.segment.seq_nos[local_doc])
             hit["_primary_term"] = 1
-        hit["_score"] = float(hitlist.score[start + row]) if show_score else None
+        hit["_score"] = fetch._short_float(hitlist.score[start + row], "float") if show_score else None
         routing_col = view.segment.column("_routing")
         if routing_col is not None:
             vals = routing_col.ords.doc_values(local_doc)
@@ -283,9 +309,16 @@ def response(
     extra: dict[str, Any],
 ) -> dict[str, Any]:
     with node.search_stats.phase("fetch"):
-        hits = _render_hits(hitlist, start, end, request)
+        try:
+            hits = _render_hits(hitlist, start, end, request)
+        except SearchPhaseExecution:
+            raise
+        except ElasticError as exc:
+            raise SearchPhaseExecution(exc, phase="fetch") from None
     sorted_by_field = bool(request.sort) and request.sort[0].field != "_score"
     max_score = hitlist.max_score if (not sorted_by_field or request.track_scores) else None
+    if max_score is not None:
+        max_score = fetch._short_float(max_score, "float")
     hits_obj: dict[str, Any] = {}
     total = _total(hitlist, request)
     if total is not None:

@@ -76,12 +76,15 @@ def _scroll_masks(spec: SliceSpec, target: Target, shard_index: int, num_shards:
     return every if shard_index % max_slices == slice_id else none
 
 
+def pit_slice_range(spec: SliceSpec, total: int) -> tuple[int, int]:
+    """Positions [start, end) of a PIT slice among the `total` live documents in `_shard_doc` order."""
+    return total * spec.id // spec.max, total * (spec.id + 1) // spec.max
+
+
 def _pit_masks(spec: SliceSpec, targets: list[Target], ti: int) -> list[np.ndarray]:
     """Contiguous ranges of the snapshot's live documents, counted over every target together."""
     counts = [t.searcher.live_count for t in targets]
-    total = sum(counts)
-    start = total * spec.id // spec.max
-    end = total * (spec.id + 1) // spec.max
+    start, end = pit_slice_range(spec, sum(counts))
     before = sum(counts[:ti])
     masks = []
     for view in targets[ti].searcher.views:

@@ -18,6 +18,7 @@ import numpy as np
 from leafsearch.errors import ElasticError, IllegalArgument
 from leafsearch.index.columns import KeywordColumn, NumericColumn, TextColumn
 from leafsearch.request.search_types import DOC, SCORE, SHARD_DOC, SortSpec
+from leafsearch.search.fetch import fielddata_error, format_sort_value, parse_search_after_value
 
 _GLOBAL_ORDS: OrderedDict[tuple, tuple[np.ndarray, list[np.ndarray]]] = OrderedDict()
 _GLOBAL_ORDS_MAX = 64
@@ -52,16 +53,33 @@ def global_ordinals(field: str, segments: list) -> tuple[np.ndarray, list[np.nda
     return merged, maps
 
 
+#: Keys that order before / after every real key of a column (for a `null` cursor).
+_KEY_MIN, _KEY_MAX = np.iinfo(np.int64).min, np.iinfo(np.int64).max
+_INT_KINDS = ("keyword", "long", "doc", "shard_doc")
+
+
 @dataclass
 class SortColumn:
-    """Values of one sort spec for the matched documents, in the order they were gathered."""
+    """Values of one sort spec for the matched documents, in the order they were gathered.
+
+    Numeric columns hold, for documents without a value, the value Lucene sorts them by (the
+    `missing` option's value, else Long.MAX_VALUE / Long.MIN_VALUE or +/-Infinity, whichever puts
+    them at the requested end): a document that really has that value ties with them, exactly as
+    in Elasticsearch, and the rendered sort value of a missing document is a valid cursor. Keyword
+    columns keep missing documents apart with a flag column, since Elasticsearch renders and
+    accepts them as `null`.
+    """
 
     spec: SortSpec
     kind: str  # "long", "double", "keyword", "score", "doc", "shard_doc"
-    values: np.ndarray  # raw values (keyword: global ordinals)
-    present: np.ndarray | None  # None: every document has a value
+    values: np.ndarray  # raw values (keyword: global ordinals); numeric: missing already substituted
+    present: np.ndarray | None  # None: every document has a value (only rendering reads it)
     terms: np.ndarray | None = None  # keyword: the global term list
     field_types: tuple = ()  # the FieldType of the field in each target (for rendering)
+    missing_key: Any = None  # numeric: the substitute of a missing value (also what `null` means)
+
+    def _flagged(self) -> bool:
+        return self.kind == "keyword" and self.present is not None and not self.present.all()
 
     def key_columns(self) -> list[np.ndarray]:
         """Columns that order ascending in the requested order (missing flag first when needed)."""
@@ -70,7 +88,7 @@ class SortColumn:
             values = values * 2
         if self.spec.descending:
             values = ~values if values.dtype.kind in "iu" else -values
-        if self.present is None or self.present.all():
+        if not self._flagged():
             return [values]
         values = np.where(self.present, values, 0)
         if self.spec.missing == "_first":
@@ -87,30 +105,42 @@ class SortColumn:
             None if self.present is None else self.present[order],
             self.terms,
             self.field_types,
+            self.missing_key,
         )
 
     def after_key(self, value: Any) -> list[Any]:
-        """The key-column values of a `search_after` entry already converted to this kind."""
-        present = value is not None
-        if self.kind == "keyword" and present:
-            raw = value.encode() if isinstance(value, str) else value
-            g = int(np.searchsorted(self.terms, raw)) if self.terms is not None else 0
-            exact = self.terms is not None and g < len(self.terms) and self.terms[g] == raw
-            k = 2 * g if exact else 2 * g - 1
-        elif present:
-            k = value
-        else:
-            k = 0
-        if self.spec.descending and present:
-            k = ~int(k) if self.kind in ("keyword", "long", "doc", "shard_doc") else -k
-        if self.present is None or self.present.all():
-            if not present:
-                # A null cursor on a column without missing values: every value sorts before it
-                # under `_first` and after it under `_last`.
-                return [np.inf if self.spec.missing != "_first" else -np.inf]
+        """The key-column values of a `search_after` entry already converted to this kind.
+
+        A keyword that no document has falls between the terms around it (byte order, as Lucene
+        compares): a prefix of a stored value sorts just before it, so in ascending order the walk
+        resumes at that document and in descending order just after it.
+        """
+        if self.kind != "keyword":
+            k = self.missing_key if value is None else value
+            if self.spec.descending:
+                k = ~int(k) if self.kind in _INT_KINDS else -k
             return [k]
-        flag = (0 if present else 1) if self.spec.missing != "_first" else (1 if present else 0)
-        return [flag, k]
+        missing_last = self.spec.missing != "_first"
+        if value is None:
+            if self._flagged():
+                return [1 if missing_last else 0, 0]
+            # No document lacks a value: `null` sorts after all of them or before all of them.
+            return [_KEY_MAX if missing_last else _KEY_MIN]
+        raw = value.encode() if isinstance(value, str) else value
+        g = int(np.searchsorted(self.terms, raw)) if self.terms is not None else 0
+        exact = self.terms is not None and g < len(self.terms) and self.terms[g] == raw
+        k = 2 * g if exact else 2 * g - 1
+        if self.spec.descending:
+            k = ~k
+        if self._flagged():
+            return [0 if missing_last else 1, k]
+        return [k]
+
+
+def missing_substitute(spec: SortSpec, field_type: Any) -> Any:
+    """The key of a document without a value: exactly what its rendered sort value converts to as
+    a `search_after` entry, so a cursor taken from such a hit resumes right after it."""
+    return parse_search_after_value(format_sort_value(None, field_type, spec), field_type, spec)
 
 
 def resolve_field_kind(spec: SortSpec, field_types: list) -> str:
@@ -125,18 +155,9 @@ def resolve_field_kind(spec: SortSpec, field_types: list) -> str:
                     error_type="query_shard_exception",
                 )
             continue
-        if ft.kind == "text":
-            raise IllegalArgument(
-                "Text fields are not optimised for operations that require per-document field data like "
-                "aggregations and sorting, so these operations are disabled by default. Please use a keyword "
-                f"field instead. Alternatively, set fielddata=true on [{spec.field}] in order to load field "
-                "data by uninverting the inverted index. Note that this can use significant memory."
-            )
-        if not ft.doc_values:
-            raise IllegalArgument(
-                f"Can't load fielddata on [{spec.field}] because fielddata is unsupported on fields of type "
-                f"[{ft.type}]. Use a field with doc values"
-            )
+        error = fielddata_error(spec.field, ft)
+        if error is not None:
+            raise error
         kinds.add("double" if ft.kind == "double" or ft.type == "scaled_float" else ft.kind)
     if not kinds:
         return _unmapped_kind(spec.unmapped_type)

@@ -31,6 +31,7 @@ def acquire_targets(indices: list[Index]) -> list[Target]:
     """The current snapshot of every shard of the indices, acquired (callers release them)."""
     targets = []
     for index in indices:
+        index.before_search()
         for shard in index.shards:
             targets.append(Target(index, shard.shard_id, shard.acquire_searcher()))
     return targets
