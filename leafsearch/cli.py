@@ -8,9 +8,9 @@ the data folder's lock.
 
 from __future__ import annotations
 
+import gc
 import logging
 import signal
-import gc
 import socket
 import sys
 

@@ -62,20 +62,27 @@ def _check_id(doc_id: str) -> None:
         raise ActionRequestValidation("if _id is specified it must not be empty")
 
 
+def _conflict_extra(index: Index, shard: Shard) -> dict[str, str]:
+    return {"index_uuid": index.uuid, "shard": str(shard.shard_id), "index": index.name}
+
+
 def _check_seq_no(
-    doc_id: str, prior: DocState | None, if_seq_no: int | None, if_primary_term: int | None
+    index: Index,
+    shard: Shard,
+    doc_id: str,
+    prior: DocState | None,
+    if_seq_no: int | None,
+    if_primary_term: int | None,
 ) -> None:
     if if_seq_no is None and if_primary_term is None:
         return
+    required = f"[{doc_id}]: version conflict, required seqNo [{if_seq_no}], primary term [{if_primary_term}]."
     if prior is None or prior.deleted:
-        raise VersionConflict(
-            f"[{doc_id}]: version conflict, required seqNo [{if_seq_no}], primary term [{if_primary_term}]."
-            " but no document was found"
-        )
+        raise VersionConflict(f"{required} but no document was found", extra=_conflict_extra(index, shard))
     if prior.seq_no != if_seq_no or (if_primary_term is not None and if_primary_term != PRIMARY_TERM):
         raise VersionConflict(
-            f"[{doc_id}]: version conflict, required seqNo [{if_seq_no}], primary term [{if_primary_term}]."
-            f" current document has seqNo [{prior.seq_no}] and primary term [{PRIMARY_TERM}]"
+            f"{required} current document has seqNo [{prior.seq_no}] and primary term [{PRIMARY_TERM}]",
+            extra=_conflict_extra(index, shard),
         )
 
 
@@ -104,9 +111,9 @@ def _apply_index(
     if op_type == "create" and _exists(prior):
         raise VersionConflict(
             f"[{doc_id}]: version conflict, document already exists (current version [{prior.version}])",
-            extra={"index_uuid": index.uuid, "shard": str(shard.shard_id), "index": index.name},
+            extra=_conflict_extra(index, shard),
         )
-    _check_seq_no(doc_id, prior, if_seq_no, if_primary_term)
+    _check_seq_no(index, shard, doc_id, prior, if_seq_no, if_primary_term)
     version = (prior.version + 1) if prior is not None and prior.version > 0 else 1
     seq_no = shard.index(doc_id, parsed, routing, prior, version)
     return {
@@ -214,6 +221,7 @@ def get_doc(
 ) -> dict[str, Any] | None:
     """The current document (realtime: unrefreshed writes included), None when absent."""
     index = _read_index(node, index_name)
+    _check_routing_required(index, routing, doc_id)
     shard = index.shard_of(doc_id, routing)
     if refresh:
         shard.refresh()
@@ -274,6 +282,7 @@ def delete_doc(
     """Delete by id; `result: not_found` (the REST layer answers 404) when absent."""
     _check_refresh(refresh)
     index = _read_index(node, index_name)
+    _check_routing_required(index, routing, doc_id)
     shard = index.shard_of(doc_id, routing)
     with shard.lock:
         response = _apply_delete(index, shard, doc_id, if_seq_no, if_primary_term)
@@ -285,7 +294,7 @@ def _apply_delete(
     index: Index, shard: Shard, doc_id: str, if_seq_no: int | None, if_primary_term: int | None
 ) -> dict[str, Any]:
     prior = shard.current(doc_id)
-    _check_seq_no(doc_id, prior, if_seq_no, if_primary_term)
+    _check_seq_no(index, shard, doc_id, prior, if_seq_no, if_primary_term)
     found = _exists(prior)
     version = (prior.version + 1) if prior is not None and prior.version > 0 else 1
     seq_no = shard.delete(doc_id, prior, version)  # type: ignore[arg-type]
@@ -360,6 +369,7 @@ def update_doc(
 ) -> dict[str, Any]:
     _check_refresh(refresh)
     index = _write_index(node, index_name)
+    _check_routing_required(index, routing, doc_id)
     shard = index.shard_of(doc_id, routing)
     with shard.lock:
         response = _apply_update(index, shard, doc_id, body, routing, if_seq_no, if_primary_term)
@@ -377,12 +387,12 @@ def _apply_update(
     if_primary_term: int | None,
 ) -> dict[str, Any]:
     prior = shard.current(doc_id)
-    _check_seq_no(doc_id, prior, if_seq_no, if_primary_term)
+    _check_seq_no(index, shard, doc_id, prior, if_seq_no, if_primary_term)
     prior_source = shard.get_source(prior) if _exists(prior) else None
     try:
         source, result = _updated_source(doc_id, body, prior_source)
     except DocumentMissing as exc:
-        exc.extra = {"index_uuid": index.uuid, "shard": str(shard.shard_id), "index": index.name}
+        exc.extra = _conflict_extra(index, shard)
         raise
     if source is None:
         return {
@@ -567,9 +577,9 @@ def _bulk_one(
             _check_id(doc_id)
         if_seq_no = meta.get("if_seq_no")
         if_primary_term = meta.get("if_primary_term")
+        _check_routing_required(index, op["routing"], doc_id)
         if kind in ("index", "create"):
             op_type = "create" if kind == "create" or meta.get("op_type") == "create" or auto_id else "index"
-            _check_routing_required(index, op["routing"], doc_id)
             response = _apply_index(
                 index,
                 shard,

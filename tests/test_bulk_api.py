@@ -74,9 +74,16 @@ def test_every_action_gets_its_item_in_request_order_across_shards_and_indices(
     for item in items:
         result_body = next(iter(item.values()))
         if "error" not in result_body:
-            assert {"_index", "_id", "_version", "result", "_shards", "_seq_no", "_primary_term", "status"} <= set(
-                result_body
-            )
+            assert {
+                "_index",
+                "_id",
+                "_version",
+                "result",
+                "_shards",
+                "_seq_no",
+                "_primary_term",
+                "status",
+            } <= set(result_body)
     assert http.get(f"/{a}/_source/existing").json() == {"n": 0, "m": 1}
     assert http.get(f"/{b}/_doc/x").status_code == 404
 
@@ -119,10 +126,16 @@ def test_a_bad_document_fails_only_its_item_and_adds_no_field(http: httpx.Client
 @pytest.mark.parametrize(
     ("body", "reason"),
     [
-        (b'{"index":{"_id":"1"}}\n{"a":1}\n{"bogus":{"_id":"2"}}\n{"a":2}\n', "Malformed action/metadata line [3]"),
+        (
+            b'{"index":{"_id":"1"}}\n{"a":1}\n{"bogus":{"_id":"2"}}\n{"a":2}\n',
+            "Malformed action/metadata line [3]",
+        ),
         (b'{"index":{"_id":"1"}}\n{"a":1}\nnot json\n{"a":2}\n', "Malformed action/metadata line [3]"),
         (b'{"index":{"_id":"1"}}\n{"a":1}\n{"index":{"_id":"2"},"delete":{}}\n', "Malformed action/metadata"),
-        (b'{"index":{"_id":"1"}}\n{"a":1}\n{"index":{"_id":"2","bogus":1}}\n{"a":2}\n', "unknown parameter [bogus]"),
+        (
+            b'{"index":{"_id":"1"}}\n{"a":1}\n{"index":{"_id":"2","bogus":1}}\n{"a":2}\n',
+            "unknown parameter [bogus]",
+        ),
         (b'{"index":{"_id":"1"}}\n{"a":1}', "The bulk request must be terminated by a newline [\\n]"),
     ],
 )
@@ -179,7 +192,9 @@ def test_bulk_metadata_routing_compare_and_set_and_upserts(http: httpx.Client, n
     name = new_index(settings={"number_of_shards": 4})
     first = http.post(
         f"/{name}/_bulk",
-        content=ndjson({"index": {"_id": "r", "routing": "user-7"}}, {"v": 1}, {"index": {"_id": "c"}}, {"v": 1}),
+        content=ndjson(
+            {"index": {"_id": "r", "routing": "user-7"}}, {"v": 1}, {"index": {"_id": "c"}}, {"v": 1}
+        ),
         headers=NDJSON,
     ).json()["items"]
     seq_no, term = first[1]["index"]["_seq_no"], first[1]["index"]["_primary_term"]
@@ -232,7 +247,9 @@ def test_refresh_makes_the_whole_bulk_searchable(http: httpx.Client, new_index, 
 
 def test_helpers_bulk_indexes_a_few_thousand_documents(es: Elasticsearch, new_index) -> None:
     name = new_index(settings={"number_of_shards": 2})
-    actions = ({"_index": name, "_id": f"doc-{i}", "_source": {"i": i, "even": i % 2 == 0}} for i in range(3000))
+    actions = (
+        {"_index": name, "_id": f"doc-{i}", "_source": {"i": i, "even": i % 2 == 0}} for i in range(3000)
+    )
     ok, errors = helpers.bulk(es, actions, chunk_size=700, refresh="wait_for")
     assert (ok, errors) == (3000, [])
     assert es.count(index=name)["count"] == 3000

@@ -64,7 +64,9 @@ def test_acknowledged_bulk_without_refresh_survives_kill_9(tmp_path: Path) -> No
         ok, errors = helpers.bulk(es, actions, chunk_size=500, refresh=False)
         assert (ok, errors) == (1900, [])
         for i in ids[1900:]:
-            assert es.index(index="acked", id=i, document=body_of(int(i)), refresh=False)["result"] == "created"
+            assert (
+                es.index(index="acked", id=i, document=body_of(int(i)), refresh=False)["result"] == "created"
+            )
         with client(url) as http:
             # Nothing was refreshed: searches do not see the documents yet, a realtime get does.
             assert count(http, "acked") == 0
@@ -88,7 +90,9 @@ def test_updates_and_deletes_survive_kill_9_and_a_second_crash(tmp_path: Path) -
         assert not http.post("/ud/_bulk?refresh=true", content=lines, headers=NDJSON).json()["errors"]
         # Unrefreshed changes on top of committed segments: partial updates, overwrites, deletes.
         for i in range(0, 50):
-            assert http.post(f"/ud/_update/{i}", json={"doc": {"tag": "updated"}}).json()["result"] == "updated"
+            assert (
+                http.post(f"/ud/_update/{i}", json={"doc": {"tag": "updated"}}).json()["result"] == "updated"
+            )
         for i in range(50, 100):
             assert http.put(f"/ud/_doc/{i}", json={"n": -i}).json()["_version"] == 2
         for i in range(100, 150):
@@ -106,7 +110,7 @@ def test_updates_and_deletes_survive_kill_9_and_a_second_crash(tmp_path: Path) -
             expected[str(i)]["tag"] = "updated"
         for i in range(50, 100):
             expected[str(i)] = {"n": -i}
-        for i in [*range(100, 151)]:
+        for i in range(100, 151):
             del expected[str(i)]
         expected["151"]["tag"] = "bulk"
         expected["new"] = {"n": 1000}
@@ -151,10 +155,22 @@ def test_index_created_just_before_kill_9_keeps_its_settings_and_mapping(tmp_pat
         settings = {"index": {"number_of_shards": 3, "number_of_replicas": 0, "refresh_interval": "-1"}}
         assert http.put("/mapped", json={"settings": settings, "mappings": MAPPING}).status_code == 200
         assert http.put("/empty", json={"settings": {"number_of_shards": 2}}).status_code == 200
-        doc = {"title": "Hello", "when": "2024/01/31", "price": 1.5, "extra": 5, "obj": {"flag": True, "s": "x"}}
+        doc = {
+            "title": "Hello",
+            "when": "2024/01/31",
+            "price": 1.5,
+            "extra": 5,
+            "obj": {"flag": True, "s": "x"},
+        }
         assert http.put("/mapped/_doc/1", json=doc).status_code == 201
         mapping_before = http.get("/mapped/_mapping").json()
-        assert set(mapping_before["mapped"]["mappings"]["properties"]) == {"title", "when", "price", "extra", "obj"}
+        assert set(mapping_before["mapped"]["mappings"]["properties"]) == {
+            "title",
+            "when",
+            "price",
+            "extra",
+            "obj",
+        }
         kill_9(process)
     with running_server(data) as (url, _), client(url) as http:
         assert http.get("/mapped/_mapping").json() == mapping_before
@@ -195,7 +211,9 @@ def test_kill_9_in_the_middle_of_a_large_bulk_keeps_a_prefix_of_whole_documents(
 
         def send() -> None:
             try:
-                outcome["response"] = httpx.post(f"{url}/big/_bulk", content=body, headers=NDJSON, timeout=120)
+                outcome["response"] = httpx.post(
+                    f"{url}/big/_bulk", content=body, headers=NDJSON, timeout=120
+                )
             except httpx.TransportError as exc:
                 outcome["error"] = exc
 
@@ -221,7 +239,9 @@ def test_kill_9_in_the_middle_of_a_large_bulk_keeps_a_prefix_of_whole_documents(
         assert http.head(f"/big/_doc/d{present:06d}").status_code == 404
         # Whole documents: every recovered source is the one sent, and fully indexed.
         seen = 0
-        page = http.post("/big/_search", params={"scroll": "1m"}, json={"size": 10_000, "sort": ["_doc"]}).json()
+        page = http.post(
+            "/big/_search", params={"scroll": "1m"}, json={"size": 10_000, "sort": ["_doc"]}
+        ).json()
         while page["hits"]["hits"]:
             for hit in page["hits"]["hits"]:
                 assert hit["_source"] == body_of(int(hit["_id"][1:])), hit
@@ -253,11 +273,6 @@ os.kill(os.getpid(), signal.SIGKILL)
 """
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Shard._install_merge commits and rolls the translog while the indexing buffer and pending "
-    "deletes are not in any committed segment: acknowledged writes are lost on a crash after a merge",
-)
 def test_writes_acknowledged_before_a_merge_survive_a_crash_after_it(tmp_path: Path) -> None:
     crashed = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(_MERGE_THEN_CRASH), str(tmp_path / "node")],

@@ -214,8 +214,9 @@ def test_elasticdump_copies_an_index(
     """Settings, mapping and data out to files (data by scroll and by PIT), then into a new index.
 
     elasticdump never clears what it opened (it stops reading once it has `hits.total` documents,
-    and closes a PIT with `DELETE /<index>/_pit`, a route Elasticsearch does not have): one context
-    stays until the keep-alive it asked for runs out. The test holds leafsearch to that keep-alive.
+    and closes a PIT with `DELETE /<index>/_pit`, a route Elasticsearch does not have): each data
+    export leaves one context until the keep-alive it asked for runs out, as it would on
+    Elasticsearch. The test holds leafsearch to that keep-alive.
     """
     index, _ = corpus
     source = f"{server}/{index}"

@@ -384,7 +384,12 @@ class Shard:
             self.merging = False
 
     def _install_merge(self, parts: list[tuple[Segment, np.ndarray | None]], merged: Segment) -> None:
-        """Swap merged segments for the new one, carrying over deletes that happened meanwhile."""
+        """Swap merged segments for the new one, carrying over deletes that happened meanwhile.
+
+        The buffer is flushed first: the commit below rolls the translog, so everything
+        acknowledged must be in a committed segment or live-docs file by then.
+        """
+        self._flush_buffer()
         new_live = np.ones(merged.max_doc, dtype=bool)
         base = 0
         for seg, old_live in parts:

@@ -64,6 +64,18 @@ COUNT_COLUMNS = [
     Column("count", "the document count", ("dc", "docs.count", "docsCount"), right=True),
 ]
 
+SEARCH_CONTEXT_COLUMNS = [
+    Column("id", "scroll id or point-in-time id"),
+    Column("type", "scroll or pit", ("t",)),
+    Column("indices", "indices the context reads", ("i", "index")),
+    Column("age", "time since the context was opened", ("a",)),
+    Column("keep_alive", "how long the context lives after its last request", ("ka", "keepAlive")),
+    Column("time_left", "time until it expires unless used again", ("tl", "expiresIn")),
+    Column("requests", "requests served, its opening included", ("r",), right=True),
+    Column("docs", "documents of the segments it pins, deleted ones included", ("d",), right=True),
+    Column("segments", "segments it pins", ("seg",), right=True),
+]
+
 
 def _clock() -> dict[str, object]:
     now = int(time.time())
@@ -109,6 +121,5 @@ def cat_count(node: Node, req: RestRequest) -> RestResponse:
 
 
 def cat_search_contexts(node: Node, req: RestRequest) -> RestResponse:
-    rows = node.search_contexts()
-    names = list(dict.fromkeys(key for row in rows for key in row)) or ["id", "type", "index", "expires_in"]
-    return render_table(req, [Column(name, name) for name in names], rows)
+    """Every open scroll and point in time, oldest first: leaked contexts show up here."""
+    return render_table(req, SEARCH_CONTEXT_COLUMNS, node.search_contexts())

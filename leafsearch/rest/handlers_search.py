@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from leafsearch.errors import ActionRequestValidation, IllegalArgument
+from leafsearch.errors import ActionRequestValidation
+from leafsearch.request.search_request import parse_clear_scroll, parse_scroll_request
 from leafsearch.request.timevalue import parse_time_value
 from leafsearch.rest.exchange import RestRequest, RestResponse
 
@@ -33,41 +34,9 @@ def _hits_total_as_int(body: dict[str, Any]) -> dict[str, Any]:
 
 def scroll(node: Node, req: RestRequest) -> RestResponse:
     """The body's `scroll_id` / `scroll` win over the path and query string, as in Elasticsearch."""
-    scroll_id = req.path_params.get("scroll_id", req.param("scroll_id"))
-    keep_alive = req.param("scroll")
-    body = req.json_object() or {}
-    for key, value in body.items():
-        if key == "scroll_id" and isinstance(value, str):
-            scroll_id = value
-        elif key == "scroll" and isinstance(value, str):
-            keep_alive = value
-        else:
-            raise _unknown_body_parameter(key, value)
-    if keep_alive is not None:
-        # Elasticsearch parses the keep-alive while reading the request, before looking up the id.
-        parse_time_value(keep_alive, "scroll")
-    if not scroll_id:
-        raise ActionRequestValidation("scrollId is missing")
+    scroll_id, keep_alive = parse_scroll_request(req.json(), req.params, req.path_params.get("scroll_id"))
     response = node.scroll(scroll_id, keep_alive)
     return RestResponse(_hits_total_as_int(response) if req.flag("rest_total_hits_as_int") else response)
-
-
-def _unknown_body_parameter(key: str, value: Any) -> IllegalArgument:
-    return IllegalArgument(
-        f"Unknown parameter [{key}] in request body or parameter is of the wrong type[{_token_name(value)}] "
-    )
-
-
-def _token_name(value: Any) -> str:
-    if isinstance(value, dict):
-        return "START_OBJECT"
-    if isinstance(value, list):
-        return "START_ARRAY"
-    if isinstance(value, bool):
-        return "VALUE_BOOLEAN"
-    if isinstance(value, int | float):
-        return "VALUE_NUMBER"
-    return "VALUE_NULL" if value is None else "VALUE_STRING"
 
 
 def _freed(body: dict[str, Any]) -> RestResponse:
@@ -76,20 +45,8 @@ def _freed(body: dict[str, Any]) -> RestResponse:
 
 
 def clear_scroll(node: Node, req: RestRequest) -> RestResponse:
-    ids: list[str] = []
-    raw = req.path_params.get("scroll_id", req.param("scroll_id"))
-    if raw:
-        ids.extend(i for i in raw.split(",") if i)
-    body = req.json_object() or {}
-    for key, value in body.items():
-        if key != "scroll_id":
-            raise _unknown_body_parameter(key, value)
-        values = value if isinstance(value, list) else [value]
-        if not all(isinstance(v, str) for v in values):
-            raise IllegalArgument("scroll_id array element should only contain scroll_id")
-        ids.extend(values)
-    if not ids:
-        raise ActionRequestValidation("no scroll ids specified")
+    """Ids from the path or `scroll_id` parameter, replaced entirely by a body's (as Elasticsearch)."""
+    ids = parse_clear_scroll(req.json(), req.params, req.path_params.get("scroll_id"))
     return _freed(node.clear_scroll(ids))
 
 

@@ -2,13 +2,16 @@
 
 A context pins the Searchers it was opened on; freeing it (close, clear, expiry, a scroll request
 without `scroll`, deletion of its index) releases them, which lets the shard delete segment files
-that nothing else holds. Expiry is checked on every access and by the node's reaper, so an
-expired context never serves a request and its resources go promptly.
+that nothing else holds. As in Elasticsearch, a context is marked in use while a request reads it:
+its keep-alive counts from the end of the last request, the reaper never takes a context in use,
+and a context freed while a request reads it keeps its snapshots until that request ends.
+Expiry is checked on every access and by the node's reaper (every 50 ms), so an expired context
+never serves a request and its resources go promptly.
 
-Ids are opaque and URL-safe. A scroll id stays the same across batches (the position lives in the
-context), as Elasticsearch's conformance tests expect; a PIT id stays valid for the PIT's life.
-Ended contexts are remembered for a while so that a 404 can say whether an id expired, was
-freed, or never existed on this node.
+Ids are opaque and URL-safe, and name this process's session: an id from before a restart is
+unknown rather than mistaken for a new context. A scroll id stays the same across batches (the
+position lives in the context). Ended contexts are remembered for a while so that a 404 can say
+whether an id expired, was cleared, or never existed on this node.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import base64
 import itertools
 import threading
 import time
+import uuid
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -30,6 +34,7 @@ if TYPE_CHECKING:
 
 _ID_PREFIX = b"leafsearch:"
 _ENDED_MEMORY = 10_000
+_TIME_UNITS = (("d", 86400.0), ("h", 3600.0), ("m", 60.0), ("s", 1.0))
 
 
 @dataclass(eq=False)
@@ -40,12 +45,13 @@ class ReaderContext:
     targets: list[Target]
     keep_alive: float
     expires_at: float  # time.monotonic()
-    opened_wall: float = field(default_factory=time.time)
     opened_mono: float = field(default_factory=time.monotonic)
     requests: int = 0
-    # scroll state
+    in_use: int = 0  # requests reading the context right now
+    freed: bool = False
+    # scroll state: the request that opened it, its matches (a HitList or a DocWalk), the next position
     request: Any = None
-    hitlist: Any = None
+    matches: Any = None
     position: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -60,32 +66,34 @@ class ReaderContext:
         return sum(len(t.searcher.views) for t in self.targets)
 
 
-def _encode_id(kind: str, node_id: str, ctx_id: int) -> str:
-    raw = _ID_PREFIX + f"{kind}:{node_id}:{ctx_id}".encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def _decode_id(public_id: str) -> tuple[str, str, int] | None:
-    try:
-        raw = base64.urlsafe_b64decode(public_id + "=" * (-len(public_id) % 4))
-    except (ValueError, TypeError):
-        return None
-    if not raw.startswith(_ID_PREFIX):
-        return None
-    try:
-        kind, node_id, ctx = raw[len(_ID_PREFIX) :].decode().split(":")
-        return kind, node_id, int(ctx)
-    except ValueError:
-        return None
-
-
 class ContextRegistry:
     def __init__(self, node: Node) -> None:
         self.node = node
+        self._session = uuid.uuid4().hex[:12]
         self._lock = threading.RLock()
         self._contexts: dict[int, ReaderContext] = {}
         self._ended: OrderedDict[int, tuple[str, float]] = OrderedDict()  # ctx id -> (how, wall time)
         self._ids = itertools.count(1)
+
+    # ---- ids ---------------------------------------------------------------------------
+
+    def _encode_id(self, kind: str, ctx_id: int) -> str:
+        raw = _ID_PREFIX + f"{kind}:{self.node.node_id}:{self._session}:{ctx_id}".encode()
+        return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+    def decode_id(self, public_id: str, kind: str) -> tuple[bool, int] | None:
+        """(is it of this process's session, context number), or None when it is no id of `kind`."""
+        try:
+            raw = base64.urlsafe_b64decode(public_id + "=" * (-len(public_id) % 4))
+            if not raw.startswith(_ID_PREFIX):
+                return None
+            id_kind, node_id, session, number = raw[len(_ID_PREFIX) :].decode().split(":")
+            ctx_id = int(number)
+        except ValueError:  # binascii.Error and UnicodeDecodeError are ValueErrors
+            return None
+        if id_kind != kind:
+            return None
+        return (node_id == self.node.node_id and session == self._session), ctx_id
 
     # ---- limits ------------------------------------------------------------------------
 
@@ -110,6 +118,7 @@ class ContextRegistry:
     # ---- lifecycle ---------------------------------------------------------------------
 
     def open(self, kind: str, targets: list[Target], keep_alive: float) -> ReaderContext:
+        """A new context owning `targets` (released when it is freed). Refused past the scroll limit."""
         with self._lock:
             if kind == "scroll":
                 self._check_scroll_limit()
@@ -117,7 +126,7 @@ class ContextRegistry:
             ctx = ReaderContext(
                 ctx_id=ctx_id,
                 kind=kind,
-                public_id=_encode_id(kind, self.node.node_id, ctx_id),
+                public_id=self._encode_id(kind, ctx_id),
                 targets=targets,
                 keep_alive=keep_alive,
                 expires_at=time.monotonic() + keep_alive,
@@ -127,31 +136,56 @@ class ContextRegistry:
                 self.node.search_stats.scroll_opened()
             return ctx
 
+    def _live(self, public_id: str, kind: str) -> ReaderContext:
+        """The live context of an id (lock held); 404 saying why when it is gone."""
+        decoded = self.decode_id(public_id, kind)
+        if decoded is None or not decoded[0]:
+            raise SearchContextMissing(
+                f"No search context found for id [{public_id}]: it was not opened by this node since it started"
+            )
+        ctx_id = decoded[1]
+        ctx = self._contexts.get(ctx_id)
+        if ctx is not None and ctx.in_use == 0 and time.monotonic() > ctx.expires_at:
+            self._free(ctx, "expired")
+            ctx = None
+        if ctx is None:
+            raise SearchContextMissing(self._missing_reason(ctx_id))
+        return ctx
+
     def get(self, public_id: str, kind: str) -> ReaderContext:
         """The live context of an id; 404 saying why when it is gone. Expiry is checked here."""
-        decoded = _decode_id(public_id)
-        if decoded is None or decoded[0] != kind or decoded[1] != self.node.node_id:
-            raise SearchContextMissing(
-                f"No search context found for id [{public_id}]: it was never opened on this node"
-            )
-        ctx_id = decoded[2]
         with self._lock:
-            ctx = self._contexts.get(ctx_id)
-            if ctx is not None and time.monotonic() > ctx.expires_at:
-                self._free(ctx, "expired")
-                ctx = None
-            if ctx is None:
-                raise SearchContextMissing(self._missing_reason(ctx_id))
+            return self._live(public_id, kind)
+
+    def acquire(self, public_id: str, kind: str) -> ReaderContext:
+        """The live context of an id, marked in use until `release`."""
+        with self._lock:
+            ctx = self._live(public_id, kind)
+            ctx.in_use += 1
+            ctx.requests += 1
             return ctx
+
+    def release(self, ctx: ReaderContext, keep_alive: float | None = None) -> None:
+        """One request on `ctx` ended: its keep-alive (replaced by `keep_alive` when given) counts
+        from now, and a free that came while it was in use completes."""
+        with self._lock:
+            ctx.in_use -= 1
+            if keep_alive is not None:
+                ctx.keep_alive = keep_alive
+            ctx.expires_at = time.monotonic() + ctx.keep_alive
+            if ctx.freed and ctx.in_use == 0:
+                self._release_resources(ctx)
 
     def _missing_reason(self, ctx_id: int) -> str:
         ended = self._ended.get(ctx_id)
         if ended is None:
-            return f"No search context found for id [{ctx_id}]: it was never opened on this node or ended long ago"
+            return f"No search context found for id [{ctx_id}]: it was never opened on this node"
         how, when = ended
         stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(when))
         if how == "expired":
-            return f"No search context found for id [{ctx_id}]: it expired at {stamp} (keep_alive elapsed)"
+            return (
+                f"No search context found for id [{ctx_id}]: it expired at {stamp} (its keep-alive elapsed)"
+            )
         return f"No search context found for id [{ctx_id}]: it was {how} at {stamp}"
 
     def touch(self, ctx: ReaderContext, keep_alive: float | None, *, extend_only: bool) -> None:
@@ -177,7 +211,13 @@ class ContextRegistry:
             self._ended.popitem(last=False)
         if ctx.kind == "scroll":
             self.node.search_stats.scroll_closed(time.monotonic() - ctx.opened_mono)
-        ctx.hitlist = None
+        ctx.freed = True
+        if ctx.in_use == 0:
+            self._release_resources(ctx)
+
+    @staticmethod
+    def _release_resources(ctx: ReaderContext) -> None:
+        ctx.matches = None
         release_targets(ctx.targets)
 
     def free(self, ctx: ReaderContext, how: str = "freed") -> None:
@@ -185,28 +225,33 @@ class ContextRegistry:
             self._free(ctx, how)
 
     def free_id(self, public_id: str, kind: str) -> bool:
-        decoded = _decode_id(public_id)
-        if decoded is None or decoded[0] != kind or decoded[1] != self.node.node_id:
+        """Free the context of an id; False when it was not open (unknown, already ended, or expired)."""
+        decoded = self.decode_id(public_id, kind)
+        if decoded is None or not decoded[0]:
             return False
         with self._lock:
-            ctx = self._contexts.get(decoded[2])
+            ctx = self._contexts.get(decoded[1])
             if ctx is None:
                 return False
-            expired = time.monotonic() > ctx.expires_at
+            expired = ctx.in_use == 0 and time.monotonic() > ctx.expires_at
             self._free(ctx, "expired" if expired else "cleared")
             return not expired
 
     def free_all(self, kind: str) -> int:
         with self._lock:
+            now = time.monotonic()
             victims = [c for c in self._contexts.values() if c.kind == kind]
+            freed = 0
             for ctx in victims:
-                self._free(ctx, "cleared")
-            return len(victims)
+                expired = ctx.in_use == 0 and now > ctx.expires_at
+                self._free(ctx, "expired" if expired else "cleared")
+                freed += not expired
+            return freed
 
     def reap(self) -> None:
         now = time.monotonic()
         with self._lock:
-            for ctx in [c for c in self._contexts.values() if now > c.expires_at]:
+            for ctx in [c for c in self._contexts.values() if c.in_use == 0 and now > c.expires_at]:
                 self._free(ctx, "expired")
 
     def drop_index(self, index) -> None:
@@ -225,32 +270,30 @@ class ContextRegistry:
         return len(self._contexts)
 
     def describe(self) -> list[dict[str, Any]]:
+        """One row per open context, oldest first: what `_cat/search_contexts` shows."""
         now = time.monotonic()
         with self._lock:
-            contexts = list(self._contexts.values())
-        rows = []
-        for ctx in contexts:
-            rows.append(
+            contexts = sorted(self._contexts.values(), key=lambda c: c.ctx_id)
+            rows = [
                 {
                     "id": ctx.public_id,
                     "type": ctx.kind,
                     "indices": ",".join(ctx.indices),
                     "age": _fmt(now - ctx.opened_mono),
                     "keep_alive": _fmt(ctx.keep_alive),
-                    "time_left": _fmt(max(ctx.expires_at - now, 0.0)),
+                    "time_left": "in use" if ctx.in_use else _fmt(max(ctx.expires_at - now, 0.0)),
                     "requests": ctx.requests,
                     "docs": ctx.pinned_docs(),
                     "segments": ctx.pinned_segments(),
                 }
-            )
+                for ctx in contexts
+            ]
         return rows
 
 
 def _fmt(seconds: float) -> str:
-    """Elasticsearch's short time rendering (TimeValue.toString)."""
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
-        if seconds >= size:
-            value = seconds / size
-            return f"{value:.0f}{unit}" if value == int(value) else f"{value:.1f}{unit}"
-    ms = seconds * 1000
-    return f"{ms:.0f}ms" if ms == int(ms) else f"{ms:.1f}ms"
+    """Elasticsearch's short time rendering (TimeValue.toString): the largest unit that fits, with
+    at most one decimal, truncated (a context with 59.99 s left shows 59.9s, not 60.0s)."""
+    unit, size = next(((u, s) for u, s in _TIME_UNITS if seconds >= s), ("ms", 0.001))
+    tenths = int(seconds / size * 10 + 1e-9)
+    return f"{tenths // 10}{unit}" if tenths % 10 == 0 else f"{tenths / 10:.1f}{unit}"

@@ -9,7 +9,6 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from leafsearch.errors import ActionRequestValidation
 from leafsearch.request.search_request import parse_count_request, parse_search_request
 from leafsearch.request.search_types import SHARD_DOC, SortSpec
 from leafsearch.search import phases, scroll_pit
@@ -22,21 +21,16 @@ if TYPE_CHECKING:
 def search(node: Node, index_expr: str | None, body: dict | None, params: dict[str, str]) -> dict[str, Any]:
     started = time.perf_counter()
     scroll = params.get("scroll")
-    request = parse_search_request(body, params, scroll=scroll)
+    # The path's indices take part in validation: a PIT search must not name any.
+    request = parse_search_request(body, params, scroll=scroll, indices=index_expr)
     if request.pit is not None:
-        if index_expr not in (None, ""):
-            raise ActionRequestValidation(
-                "[indices] cannot be used with point in time. Do not specify any index with point in time."
-            )
         return scroll_pit.search_pit(node, request, started)
     targets = phases.resolve_targets(node, index_expr, params)
     try:
         phases.check_limits(request, targets)
         if request.scroll is not None:
-            keep_alive = node.contexts.keep_alive_seconds(request.scroll, "scroll")
-            ctx = node.contexts.open("scroll", targets, keep_alive)
-            targets = []  # owned by the context now
-            return scroll_pit.first_scroll_page(node, ctx, request, started)
+            owned, targets = targets, []  # the scroll context owns them now
+            return scroll_pit.open_scroll(node, owned, request, started)
         hitlist, tree = phases.query_phase(node, targets, request, aggs=True)
         start, end = phases.page_bounds(hitlist, request)
         return phases.response(node, hitlist, request, start, end, started, agg_tree=tree, extra={})

@@ -219,13 +219,13 @@ def _sort_column(
     dtype = np.float64 if kind == "double" else np.int64
     vals = np.concatenate(values) if values else np.empty(0, dtype)
     pres = np.concatenate(present) if present else np.empty(0, bool)
-    first_type = next((ft for ft in field_types if ft is not None), None)
     custom = spec.missing not in ("_last", "_first")
+    # Also checks the sort's `missing` and `format` against the field, whatever the documents hold.
+    substitute = missing_substitute(spec, next((ft for ft in field_types if ft is not None), None))
     if kind == "keyword":
         if custom and not pres.all():
-            terms, vals = _with_term(terms, vals, pres, str(missing_substitute(spec, first_type)).encode())
+            terms, vals = _with_term(terms, vals, pres, str(substitute).encode())
         return SortColumn(spec, kind, vals, None if custom or pres.all() else pres, terms, tuple(field_types))
-    substitute = missing_substitute(spec, first_type)
     if not pres.all():
         vals = np.where(pres, vals, substitute)
     render_present = None if custom or pres.all() else pres
@@ -255,9 +255,18 @@ class LiveDocs:
     a binary search and a page costs only its own documents.
     """
 
-    def __init__(self, targets: list[Target]) -> None:
+    def __init__(self, targets: list[Target], selected: list[np.ndarray | None] | None = None) -> None:
+        """`selected` (per segment view in walk order: its sorted live local docs to walk, or None
+        for all of them) restricts the walk, as a sliced `_doc` scroll does."""
         self.views = [(ti, view) for ti, t in enumerate(targets) for view in t.searcher.views]
-        counts = np.array([view.live_count for _, view in self.views], dtype=np.int64)
+        self.selected = selected if selected is not None else [None] * len(self.views)
+        counts = np.array(
+            [
+                view.live_count if sel is None else len(sel)
+                for (_, view), sel in zip(self.views, self.selected, strict=True)
+            ],
+            dtype=np.int64,
+        )
         self.starts = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
         self.total = int(self.starts[-1])
         # `_shard_doc` of each segment's first doc number: segments tile each shard's doc space.
@@ -270,8 +279,11 @@ class LiveDocs:
         i = int(np.searchsorted(self.first_keys, key, side="right")) - 1
         view = self.views[i][1]
         local = key - int(self.first_keys[i])
+        sel = self.selected[i]
         if local >= view.max_doc:
-            inside = view.live_count
+            inside = int(self.starts[i + 1] - self.starts[i])
+        elif sel is not None:
+            inside = int(np.searchsorted(sel, local, side="right"))
         elif view.live is None:
             inside = local + 1
         else:
@@ -288,7 +300,11 @@ class LiveDocs:
             begin = int(self.starts[i])
             a, b = max(lo, begin) - begin, min(hi, int(self.starts[i + 1])) - begin
             if b > a:
-                local = np.arange(a, b, dtype=np.int64) if view.live is None else view.live_docs[a:b]
+                sel = self.selected[i]
+                if sel is not None:
+                    local = sel[a:b]
+                else:
+                    local = np.arange(a, b, dtype=np.int64) if view.live is None else view.live_docs[a:b]
                 docs.append(local + view.doc_base)
                 targets.append(np.full(b - a, ti, dtype=np.int32))
             i += 1

@@ -81,7 +81,7 @@ def check_limits(request: SearchRequest, targets: list[Target]) -> None:
                 )
     if request.slice is not None and request.slice.field is not None:
         try:
-            check_slice_field(targets, request.slice.field)
+            check_slice_field(targets, request.slice, pit=request.pit is not None)
         except ElasticError as exc:
             raise _phase_error(exc) from None
 
@@ -199,7 +199,10 @@ def _after_keys(hitlist: HitList, request: SearchRequest) -> list[Any]:
 
 
 def _render_hits(hitlist: HitList, start: int, end: int, request: SearchRequest) -> list[dict[str, Any]]:
-    """The fetch phase: ids, sources and per-hit options for the page's documents only."""
+    """The fetch phase: ids, sources and per-hit options for the page's documents only.
+
+    Work is done per segment and per sort column of the page, so a hit costs a few dict writes.
+    """
     if end <= start:
         return []
     sl = slice(start, end)
@@ -208,30 +211,37 @@ def _render_hits(hitlist: HitList, start: int, end: int, request: SearchRequest)
     n = end - start
     ids: list[str | None] = [None] * n
     sources: list[bytes | None] = [None] * n
+    routings: list[str | None] = [None] * n
     located: list[tuple[Any, int]] = [(None, 0)] * n
-    by_view: dict[tuple[int, int], list[int]] = {}
-    for ti in np.unique(tpos).tolist():
-        searcher = hitlist.targets[ti].searcher
-        bases = np.array([v.doc_base for v in searcher.views], dtype=np.int64)
-        rows = np.flatnonzero(tpos == ti)
-        vis = np.searchsorted(bases, docs[rows], side="right") - 1
-        for row, vi in zip(rows.tolist(), vis.tolist(), strict=True):
-            by_view.setdefault((ti, vi), []).append(row)
     fetch_source = request.source.fetch and request.stored_fields != ["_none_"]
-    for (ti, vi), rows in by_view.items():
-        view = hitlist.targets[ti].searcher.views[vi]
-        local = docs[rows] - view.doc_base
-        for row, doc_id in zip(rows, view.segment.doc_ids(local), strict=True):
-            ids[row] = doc_id
-        if fetch_source or request.fields:
-            for row, raw in zip(rows, view.segment.sources(local), strict=True):
-                sources[row] = raw
-        for row, d in zip(rows, local.tolist(), strict=True):
-            located[row] = (view, d)
+    for ti in np.unique(tpos).tolist():
+        views = hitlist.targets[ti].searcher.views
+        bases = np.array([v.doc_base for v in views], dtype=np.int64)
+        in_target = np.flatnonzero(tpos == ti)
+        vis = np.searchsorted(bases, docs[in_target], side="right") - 1
+        for vi in np.unique(vis).tolist():
+            view = views[vi]
+            rows_arr = in_target[vis == vi]
+            rows = rows_arr.tolist()
+            local = docs[rows_arr] - view.doc_base
+            for row, doc_id, d in zip(rows, view.segment.doc_ids(local), local.tolist(), strict=True):
+                ids[row] = doc_id
+                located[row] = (view, d)
+            if fetch_source or request.fields:
+                for row, raw in zip(rows, view.segment.sources(local), strict=True):
+                    sources[row] = raw
+            routing_col = view.segment.column("_routing")
+            if routing_col is not None:
+                for row, d in zip(rows, local.tolist(), strict=True):
+                    vals = routing_col.ords.doc_values(d)
+                    if len(vals):
+                        routings[row] = routing_col.term(int(vals[0]))
     sorted_by_field = bool(request.sort) and request.sort[0].field != "_score"
     show_score = hitlist.score is not None and (
         not sorted_by_field or request.track_scores or any(s.field == "_score" for s in request.sort)
     )
+    scores = hitlist.score[sl].tolist() if show_score else [None] * n
+    sort_values = _sort_values(hitlist, start, end) if request.sort else None
     hits = []
     for row in range(n):
         target = hitlist.targets[int(tpos[row])]
@@ -242,12 +252,9 @@ def _render_hits(hitlist: HitList, start: int, end: int, request: SearchRequest)
         if request.seq_no_primary_term:
             hit["_seq_no"] = int(view.segment.seq_nos[local_doc])
             hit["_primary_term"] = 1
-        hit["_score"] = fetch._short_float(hitlist.score[start + row], "float") if show_score else None
-        routing_col = view.segment.column("_routing")
-        if routing_col is not None:
-            vals = routing_col.ords.doc_values(local_doc)
-            if len(vals):
-                hit["_routing"] = routing_col.term(int(vals[0]))
+        hit["_score"] = None if scores[row] is None else fetch._short_float(scores[row], "float")
+        if routings[row] is not None:
+            hit["_routing"] = routings[row]
         raw = sources[row]
         if fetch_source and raw is not None:
             filtered = fetch.filter_source(raw, request.source)
@@ -265,25 +272,56 @@ def _render_hits(hitlist: HitList, start: int, end: int, request: SearchRequest)
                 )
             if values:
                 hit["fields"] = values
-        if request.sort:
-            hit["sort"] = [_sort_value(col, start + row, int(tpos[row])) for col in hitlist.columns]
+        if sort_values is not None:
+            hit["sort"] = sort_values[row]
         if request.explain:
             hit["_explanation"] = {"value": hit["_score"] or 0.0, "description": "score", "details": []}
         hits.append(hit)
     return hits
 
 
-def _sort_value(col, i: int, target_pos: int) -> Any:
-    if col.present is not None and not col.present[i]:
-        value = None
-    elif col.kind == "keyword":
-        value = bytes(col.terms[int(col.values[i])]).decode()
-    elif col.kind == "double" or col.kind == "score":
-        value = float(col.values[i])
+def _sort_values(hitlist: HitList, start: int, end: int) -> list[list[Any]]:
+    """Each hit's `sort` array, rendered column by column."""
+    tpos = hitlist.target[start:end].tolist()
+    rendered = [_column_values(col, start, end, tpos) for col in hitlist.columns]
+    return [list(row) for row in zip(*rendered, strict=True)]
+
+
+#: Column kinds whose present values render as they are stored (no `format` on the sort).
+_RAW_KINDS = ("long", "doc", "shard_doc", "keyword")
+
+
+def _column_values(col, start: int, end: int, tpos: list[int]) -> list[Any]:
+    """One sort column's values for hits [start, end) as Elasticsearch renders them.
+
+    Documents without a value render as the missing value of the sort, per target (the field type
+    may differ between indices); other values go through the sort's formatter only when it has
+    one to apply.
+    """
+    raw = col.values[start:end]
+    if col.kind == "keyword":
+        terms = col.terms
+        if terms is None or not len(terms):
+            values: list[Any] = [None] * len(raw)
+        else:
+            values = [t.decode() for t in terms[np.clip(raw, 0, len(terms) - 1)].tolist()]
     else:
-        value = int(col.values[i])
-    ft = col.field_types[target_pos] if col.field_types else None
-    return fetch.format_sort_value(value, ft, col.spec)
+        values = raw.tolist()
+    types = col.field_types
+    if col.kind not in _RAW_KINDS or col.spec.format is not None:
+        values = [
+            fetch.format_sort_value(v, types[t] if types else None, col.spec)
+            for v, t in zip(values, tpos, strict=True)
+        ]
+    if col.present is not None:
+        absent = np.flatnonzero(~col.present[start:end]).tolist()
+        missing: dict[int, Any] = {}
+        for row in absent:
+            t = tpos[row]
+            if t not in missing:
+                missing[t] = fetch.format_sort_value(None, types[t] if types else None, col.spec)
+            values[row] = missing[t]
+    return values
 
 
 def _total(hitlist: HitList, request: SearchRequest) -> Any:

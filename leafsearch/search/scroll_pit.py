@@ -8,75 +8,176 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from leafsearch.errors import ActionRequestValidation
-from leafsearch.request.search_types import SearchRequest
-from leafsearch.search import phases
-from leafsearch.search.hitlist import HitList
+from leafsearch.errors import (
+    ActionRequestValidation,
+    ElasticError,
+    IllegalArgument,
+    SearchContextMissing,
+    SearchPhaseExecution,
+)
+from leafsearch.request.query_dsl import MatchAll
+from leafsearch.request.search_types import DOC, SearchRequest
+from leafsearch.search import phases, slicing
+from leafsearch.search.contexts import ReaderContext
+from leafsearch.search.hitlist import HitList, LiveDocs
+from leafsearch.search.sort_keys import SortColumn
+from leafsearch.search.targets import Target, release_targets
 
 if TYPE_CHECKING:
     from leafsearch.node import Node
 
 
 def search_pit(node: Node, request: SearchRequest, started: float) -> dict[str, Any]:
+    """A search on a PIT's snapshots. The PIT is in use meanwhile (a close waits for the search);
+    its keep-alive becomes the larger of the old and the requested one, counted from the end of
+    this search, as Elasticsearch's ReaderContext does."""
     assert request.pit is not None
-    ctx = node.contexts.get(request.pit.id, "pit")
-    keep_alive = (
-        node.contexts.keep_alive_seconds(request.pit.keep_alive, "keep_alive")
-        if request.pit.keep_alive
-        else None
-    )
-    node.contexts.touch(ctx, keep_alive, extend_only=True)
-    phases.with_tiebreaker(request)
-    phases.check_limits(request, ctx.targets)
-    hitlist, tree = phases.query_phase(node, ctx.targets, request, aggs=True)
-    start, end = phases.page_bounds(hitlist, request)
-    return phases.response(
-        node, hitlist, request, start, end, started, agg_tree=tree, extra={"pit_id": ctx.public_id}
+    try:
+        ctx = node.contexts.acquire(request.pit.id, "pit")
+    except SearchContextMissing as exc:
+        raise SearchPhaseExecution(exc) from None
+    keep_alive = None
+    try:
+        if request.pit.keep_alive:
+            try:
+                requested = node.contexts.keep_alive_seconds(request.pit.keep_alive, "keep_alive")
+            except ElasticError as exc:  # checked by each shard in Elasticsearch
+                raise SearchPhaseExecution(exc) from None
+            keep_alive = max(ctx.keep_alive, requested)
+        phases.check_limits(request, ctx.targets)
+        hitlist, tree = phases.query_phase(node, ctx.targets, request, aggs=True)
+        start, end = phases.page_bounds(hitlist, request)
+        return phases.response(
+            node, hitlist, request, start, end, started, agg_tree=tree, extra={"pit_id": ctx.public_id}
+        )
+    finally:
+        node.contexts.release(ctx, keep_alive)
+
+
+def _walks_docs(request: SearchRequest) -> bool:
+    """Whether a scroll walks every document (or a slice's) in `_doc` order: no sort is needed.
+
+    Such a scroll (SPEC 4.1 r12, the fastest export) reads the snapshots' live documents in
+    (shard, doc) order; its batches are ranges of them, located by binary search, so opening it
+    costs no O(matches) work and each batch costs only its own documents.
+    """
+    sort = request.sort
+    return (
+        len(sort) == 1
+        and sort[0].field == DOC
+        and not sort[0].descending
+        and isinstance(request.query, MatchAll)
+        and request.aggs is None
+        and request.post_filter is None
+        and request.min_score is None
+        and request.terminate_after is None
+        and not request.track_scores
     )
 
 
-def first_scroll_page(node: Node, ctx, request: SearchRequest, started: float) -> dict[str, Any]:
+def open_scroll(node: Node, targets: list[Target], request: SearchRequest, started: float) -> dict[str, Any]:
+    """`?scroll=` on a search: a context owning `targets` (released with it) and the first batch.
+
+    Refusals at this point (keep-alive too long, too many open scrolls, a failing query) are shard
+    failures in Elasticsearch, reported as such with the cause's status.
+    """
+    try:
+        keep_alive = node.contexts.keep_alive_seconds(request.scroll, "scroll")
+        ctx = node.contexts.open("scroll", targets, keep_alive)
+    except ElasticError as exc:
+        release_targets(targets)
+        raise SearchPhaseExecution(exc) from None
     request.track_total_hits = True
     try:
-        hitlist, tree = phases.query_phase(node, ctx.targets, request, aggs=True)
-    except Exception:
-        node.contexts.free(ctx)
+        if _walks_docs(request):
+            with node.search_stats.phase("query"):
+                selected = slicing.scroll_selection(request.slice, targets) if request.slice else None
+                ctx.matches = LiveDocs(targets, selected)
+            tree = None
+        else:
+            ctx.matches, tree = phases.query_phase(node, targets, request, aggs=True)
+        ctx.request = request
+        ctx.requests = 1
+        page, start, end = _next_batch(ctx)
+        return phases.response(
+            node, page, request, start, end, started, agg_tree=tree, extra={"_scroll_id": ctx.public_id}
+        )
+    except BaseException:
+        node.contexts.free(ctx, "freed because its first batch failed")
         raise
-    ctx.request = request
-    ctx.hitlist = hitlist
-    ctx.requests = 1
-    end = min(request.size, len(hitlist))
+
+
+def _next_batch(ctx: ReaderContext) -> tuple[HitList, int, int]:
+    """The next batch of a scroll as (hit list, start, end), advancing the context's position."""
+    matches = ctx.matches
+    request: SearchRequest = ctx.request
+    start = ctx.position
+    if isinstance(matches, LiveDocs):
+        end = min(start + request.size, matches.total)
+        ctx.position = end
+        target_arr, doc_arr = matches.take(start, end)
+        column = SortColumn(request.sort[0], "doc", doc_arr, None)
+        page = HitList(ctx.targets, target_arr, doc_arr, None, [column], [], matches.total, None, window=True)
+        return page, 0, end - start
+    end = min(start + request.size, len(matches))
     ctx.position = end
-    return phases.response(
-        node, hitlist, request, 0, end, started, agg_tree=tree, extra={"_scroll_id": ctx.public_id}
-    )
+    return matches, start, end
+
+
+def _acquire(node: Node, scroll_id: str) -> ReaderContext:
+    if node.contexts.decode_id(scroll_id, "scroll") is None:
+        raise IllegalArgument("Cannot parse scroll id")
+    try:
+        return node.contexts.acquire(scroll_id, "scroll")
+    except SearchContextMissing as exc:
+        raise SearchPhaseExecution(exc) from None
 
 
 def scroll(node: Node, scroll_id: str, keep_alive: str | None) -> dict[str, Any]:
+    """The next batch. `keep_alive` resets the expiry; without it the context is freed (SPEC 3.1).
+
+    An exhausted scroll keeps answering empty batches until it is cleared or expires.
+    """
     started = time.perf_counter()
-    ctx = node.contexts.get(scroll_id, "scroll")
-    seconds = node.contexts.keep_alive_seconds(keep_alive, "scroll") if keep_alive else None
-    with ctx.lock:
-        node.contexts.touch(ctx, seconds, extend_only=False)
-        hitlist: HitList = ctx.hitlist
-        request: SearchRequest = ctx.request
-        start = ctx.position
-        end = min(start + request.size, len(hitlist))
-        ctx.position = end
-        body = phases.response(
-            node, hitlist, request, start, end, started, agg_tree=None, extra={"_scroll_id": ctx.public_id}
-        )
+    ctx = _acquire(node, scroll_id)
+    seconds = None
+    try:
+        if keep_alive is not None:
+            try:
+                seconds = node.contexts.keep_alive_seconds(keep_alive, "scroll")
+            except ElasticError as exc:
+                # As Elasticsearch: a scroll whose next request is refused this way is freed.
+                node.contexts.free(ctx, "freed after a refused keep-alive")
+                raise SearchPhaseExecution(exc) from None
+        with ctx.lock:
+            with node.search_stats.phase("query"):
+                page, start, end = _next_batch(ctx)
+            body = phases.response(
+                node,
+                page,
+                ctx.request,
+                start,
+                end,
+                started,
+                agg_tree=None,
+                extra={"_scroll_id": ctx.public_id},
+            )
+    finally:
+        node.contexts.release(ctx, seconds)
     if keep_alive is None:
         node.contexts.free(ctx, "freed by a scroll request without [scroll]")
     return body
 
 
 def clear_scroll(node: Node, scroll_ids: list[str]) -> dict[str, Any]:
+    """Free scroll contexts by id (or `_all`). Nothing freed is answered 404 by the REST layer,
+    with this same body, as in Elasticsearch; an id that is no scroll id at all is refused."""
     if scroll_ids == ["_all"]:
         freed = node.contexts.free_all("scroll")
     else:
+        if any(node.contexts.decode_id(sid, "scroll") is None for sid in scroll_ids):
+            raise IllegalArgument("Cannot parse scroll id")
         freed = sum(1 for sid in scroll_ids if node.contexts.free_id(sid, "scroll"))
-    # Nothing freed is answered 404 by the REST layer, with this same body (as Elasticsearch).
     return {"succeeded": True, "num_freed": freed}
 
 

@@ -1,13 +1,28 @@
 """Sliced scroll and sliced point in time: which documents of each segment belong to a slice.
 
-Scroll follows Elasticsearch exactly: slices are first assigned to shards (slice `id % shards`),
-then split inside a shard by murmur3 of the encoded `_id` (seed 7919) or, with `field`, by a
-mix of the field's numeric doc value. With a point in time, slices are contiguous ranges of the
-snapshot's documents taken over all shards together, so they come out even however routing
-spread the documents, and cost no hashing at all.
+Slices are first assigned to shards, as Elasticsearch's SliceBuilder does: shards are numbered in
+the order Elasticsearch numbers a request's shards (shard number, then index name), and with at
+least as many slices as shards slice `id` goes to shard `id % shards` and is split further inside
+it; with fewer slices, shard `i` goes whole to slice `i % max`. Inside a shard a document belongs
+to slice floorMod(hash, n): without `field` (or with `_id`) the hash is murmur3 (seed 7919) of
+the encoded `_id` (TermsSliceQuery); with `field` it is HPPC's `BitMixer.mix` of the field's
+doc value in Lucene's sortable-long form (DocValuesSliceQuery), a document without a value
+counting as hash 0. A multi-valued field slices by its first (smallest) value, so slices stay
+disjoint (SPEC 4.2 r6; Elasticsearch's query would put such a document in each of its values'
+slices).
+
+A segment's partition into `n` slices is computed once and kept while the segment lives, so a
+sliced request costs no hashing: only its own slice's documents. Point-in-time slices without a
+field are contiguous ranges of the snapshot's live documents over all shards together (see
+`pit_slice_range`), so they come out even however routing spread the documents.
 """
 
 from __future__ import annotations
+
+import threading
+import weakref
+from collections import OrderedDict
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -16,9 +31,17 @@ from leafsearch.index.columns import NumericColumn
 from leafsearch.request.search_types import SliceSpec
 from leafsearch.search.targets import Target
 
+if TYPE_CHECKING:
+    from leafsearch.index.segment import Segment
 
-def _mix64(values: np.ndarray) -> np.ndarray:
-    """HPPC BitMixer.mix64 (what DocValuesSliceQuery hashes numeric values with), as int32."""
+_ID = "_id"
+_PARTITIONS_PER_SEGMENT = 4
+_partitions: weakref.WeakKeyDictionary[Segment, OrderedDict[tuple, _Partition]] = weakref.WeakKeyDictionary()
+_lock = threading.Lock()
+
+
+def _mix(values: np.ndarray) -> np.ndarray:
+    """HPPC `BitMixer.mix(long)`: `(int) mix64(value)`, David Stafford's variant 9 finalizer."""
     z = values.astype(np.int64).view(np.uint64)
     with np.errstate(over="ignore"):
         z = (z ^ (z >> np.uint64(32))) * np.uint64(0x4CD6944C5CC20B6D)
@@ -27,53 +50,145 @@ def _mix64(values: np.ndarray) -> np.ndarray:
     return z.astype(np.uint32).view(np.int32)
 
 
-def _field_hashes(view, field: str) -> tuple[np.ndarray, np.ndarray]:
-    col = view.segment.column(field)
-    if not isinstance(col, NumericColumn):
-        n = view.max_doc
-        return np.zeros(n, np.int32), np.zeros(n, bool)
-    docs, values = col.doc_values.flat
-    first = np.ones(len(docs), dtype=bool)
-    first[1:] = docs[1:] != docs[:-1]
-    hashes = np.zeros(view.max_doc, dtype=np.int32)
-    hashes[docs[first]] = _mix64(np.asarray(values)[first])
-    return hashes, col.doc_values.present
+def _sortable_longs(values: np.ndarray, field_type: str) -> np.ndarray:
+    """The long Lucene keeps in a numeric field's doc values (what DocValuesSliceQuery hashes)."""
+    if field_type == "double":
+        bits = np.asarray(values, dtype=np.float64).view(np.int64)
+        return bits ^ ((bits >> 63) & np.int64(0x7FFFFFFFFFFFFFFF))
+    if field_type == "float":
+        bits32 = np.asarray(values, dtype=np.float64).astype(np.float32).view(np.int32)
+        return (bits32 ^ ((bits32 >> 31) & np.int32(0x7FFFFFFF))).astype(np.int64)
+    if field_type == "half_float":
+        bits16 = np.asarray(values, dtype=np.float64).astype(np.float16).view(np.int16)
+        return (bits16 ^ ((bits16 >> 15) & np.int16(0x7FFF))).astype(np.int64)
+    return np.asarray(values).astype(np.int64)  # long kinds: integers, dates, scaled floats, booleans
 
 
-def _hash_slice(view, field: str | None, slice_id: int, max_slices: int) -> np.ndarray:
-    if field is None:
-        return np.mod(np.asarray(view.segment.slice_hashes, dtype=np.int64), max_slices) == slice_id
-    hashes, present = _field_hashes(view, field)
-    return (np.mod(hashes.astype(np.int64), max_slices) == slice_id) & present
+def _hashes(segment: Segment, field: str | None, field_type: str | None) -> np.ndarray:
+    """The slicing hash of every document of a segment (int64 holding a Java int)."""
+    if field is None or field == _ID:
+        return np.asarray(segment.slice_hashes, dtype=np.int64)
+    hashes = np.zeros(segment.max_doc, dtype=np.int64)
+    col = segment.column(field)
+    if isinstance(col, NumericColumn):
+        first, present = col.doc_values.per_doc("min")
+        docs = np.flatnonzero(present)
+        hashes[docs] = _mix(_sortable_longs(np.asarray(first)[docs], field_type or "long"))
+    return hashes
 
 
-def check_slice_field(targets: list[Target], field: str) -> None:
-    for t in targets:
-        ft = t.mapping.field(field)
-        if ft is None:
-            continue
-        if ft.kind not in ("long", "double") or not ft.doc_values:
-            raise IllegalArgument(
-                f"cannot load numeric doc values on field [{field}]: slicing requires a numeric field with "
-                "doc values"
-            )
+class _Partition:
+    """A segment's documents grouped by slice (ascending inside each), and masks built on demand."""
+
+    def __init__(self, slices: np.ndarray, count: int) -> None:
+        self.order = np.argsort(slices, kind="stable").astype(np.int64)
+        self.bounds = np.concatenate(([0], np.cumsum(np.bincount(slices, minlength=count)))).astype(np.int64)
+        self.max_doc = len(slices)
+        self._masks: dict[int, np.ndarray] = {}
+
+    def docs(self, slice_id: int) -> np.ndarray:
+        return self.order[self.bounds[slice_id] : self.bounds[slice_id + 1]]
+
+    def mask(self, slice_id: int) -> np.ndarray:
+        mask = self._masks.get(slice_id)
+        if mask is None:
+            mask = np.zeros(self.max_doc, dtype=bool)
+            mask[self.docs(slice_id)] = True
+            mask.setflags(write=False)
+            self._masks[slice_id] = mask
+        return mask
 
 
-def _scroll_masks(spec: SliceSpec, target: Target, shard_index: int, num_shards: int) -> list[np.ndarray]:
-    views = target.searcher.views
-    none = [np.zeros(v.max_doc, bool) for v in views]
-    every = [np.ones(v.max_doc, bool) for v in views]
-    slice_id, max_slices = spec.id, spec.max
+def _partition(segment: Segment, field: str | None, field_type: str | None, count: int) -> _Partition:
+    key = (None if field == _ID else field, field_type, count)
+    with _lock:
+        cached = _partitions.setdefault(segment, OrderedDict())
+        part = cached.get(key)
+        if part is not None:
+            cached.move_to_end(key)
+            return part
+    part = _Partition(np.mod(_hashes(segment, key[0], field_type), count).astype(np.int64), count)
+    with _lock:
+        cached[key] = part
+        while len(cached) > _PARTITIONS_PER_SEGMENT:
+            cached.popitem(last=False)
+    return part
+
+
+# ---- shard assignment ------------------------------------------------------------------------
+
+
+def _shard_indices(targets: list[Target]) -> list[int]:
+    """Each target's shard request index in Elasticsearch: shards ordered by number, then index."""
+    order = sorted(
+        range(len(targets)), key=lambda i: (targets[i].shard_id, targets[i].index.name, targets[i].index.uuid)
+    )
+    ranks = [0] * len(targets)
+    for rank, i in enumerate(order):
+        ranks[i] = rank
+    return ranks
+
+
+def _assignment(spec: SliceSpec, shard_index: int, num_shards: int) -> bool | tuple[int, int]:
+    """SliceBuilder.toFilter: False (no document), True (every document) or (id, max) in the shard."""
     if num_shards == 1:
-        return [_hash_slice(v, spec.field, slice_id, max_slices) for v in views]
-    if max_slices >= num_shards:
-        if slice_id % num_shards != shard_index:
-            return none
-        in_shard = max_slices // num_shards + (1 if max_slices % num_shards > shard_index else 0)
-        if in_shard == 1:
-            return every
-        return [_hash_slice(v, spec.field, slice_id // num_shards, in_shard) for v in views]
-    return every if shard_index % max_slices == slice_id else none
+        return spec.id, spec.max
+    if spec.max >= num_shards:
+        if spec.id % num_shards != shard_index:
+            return False
+        in_shard = spec.max // num_shards + (1 if spec.max % num_shards > shard_index else 0)
+        return True if in_shard == 1 else (spec.id // num_shards, in_shard)
+    return shard_index % spec.max == spec.id
+
+
+def check_slice_field(targets: list[Target], spec: SliceSpec, *, pit: bool) -> None:
+    """Refuse what SliceBuilder refuses on the shards that build a slice query, with its messages."""
+    ranks = _shard_indices(targets)
+    for target, rank in zip(targets, ranks, strict=True):
+        if not isinstance(_assignment(spec, rank, len(targets)), tuple):
+            continue
+        if spec.field == _ID:
+            if pit:
+                raise IllegalArgument("cannot slice on [_id] when using [point-in-time]")
+            continue
+        if spec.field is None:
+            continue
+        ft = target.mapping.field(spec.field)
+        if ft is None:
+            raise IllegalArgument(f"field {spec.field} not found")
+        if ft.kind not in ("long", "double") or not ft.doc_values:
+            raise IllegalArgument(f"cannot load numeric doc values on {spec.field}")
+
+
+def _field_type(target: Target, field: str | None) -> str | None:
+    if field is None or field == _ID:
+        return None
+    ft = target.mapping.field(field)
+    return ft.type if ft is not None else None
+
+
+# ---- what a slice holds ----------------------------------------------------------------------
+
+
+def scroll_selection(spec: SliceSpec, targets: list[Target]) -> list[np.ndarray | None]:
+    """Per segment view of every target in order: the live local docs of the slice, ascending.
+
+    None stands for all live documents of the view (a shard given whole to the slice).
+    """
+    selection: list[np.ndarray | None] = []
+    ranks = _shard_indices(targets)
+    for target, rank in zip(targets, ranks, strict=True):
+        assigned = _assignment(spec, rank, len(targets))
+        ftype = _field_type(target, spec.field)
+        for view in target.searcher.views:
+            if assigned is True:
+                selection.append(None)
+            elif assigned is False:
+                selection.append(np.empty(0, np.int64))
+            else:
+                docs = _partition(view.segment, spec.field, ftype, assigned[1]).docs(assigned[0])
+                selection.append(docs if view.live is None else docs[view.live[docs]])
+    return selection
 
 
 def pit_slice_range(spec: SliceSpec, total: int) -> tuple[int, int]:
@@ -99,9 +214,14 @@ def _pit_masks(spec: SliceSpec, targets: list[Target], ti: int) -> list[np.ndarr
 
 
 def slice_masks(spec: SliceSpec, targets: list[Target], ti: int, *, pit: bool) -> list[np.ndarray]:
-    """Per view of target `ti`, the documents that belong to the slice."""
-    if pit:
-        if spec.field is None:
-            return _pit_masks(spec, targets, ti)
-        return [_hash_slice(v, spec.field, spec.id, spec.max) for v in targets[ti].searcher.views]
-    return _scroll_masks(spec, targets[ti], ti, len(targets))
+    """Per view of target `ti`, the documents that belong to the slice (read-only masks)."""
+    if pit and spec.field is None:
+        return _pit_masks(spec, targets, ti)
+    target = targets[ti]
+    assigned = _assignment(spec, _shard_indices(targets)[ti], len(targets))
+    if not isinstance(assigned, tuple):
+        return [np.full(v.max_doc, assigned, dtype=bool) for v in target.searcher.views]
+    ftype = _field_type(target, spec.field)
+    return [
+        _partition(v.segment, spec.field, ftype, assigned[1]).mask(assigned[0]) for v in target.searcher.views
+    ]

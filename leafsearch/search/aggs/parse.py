@@ -80,9 +80,12 @@ def unknown_type(type_name: str) -> ElasticError:
     cause = ElasticError(
         f"unknown field [{type_name}]", error_type="named_object_not_found_exception", status=400
     )
-    return ParsingError(
+    error = ParsingError(
         f"Unknown aggregation type [{type_name}]{_suggest(type_name, PARSERS)}", caused_by=cause
     )
+    # NamedObjectNotFoundException is no ElasticsearchException, so guessRootCauses stops above it.
+    error.root_causes = [error]
+    return error
 
 
 def _suggest(unknown: str, candidates: Any) -> str:
