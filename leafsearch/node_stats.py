@@ -26,6 +26,7 @@ def _node_header(node: Node) -> dict[str, Any]:
         "host": "127.0.0.1",
         "ip": "127.0.0.1",
         "roles": ["data", "ingest", "master"],
+        "attributes": {},
     }
 
 

@@ -32,7 +32,13 @@ def node(tmp_path: Path) -> Iterator[Node]:
 
 def open_scroll(node: Node, keep_alive: str = "1m", **body) -> tuple[str, ReaderContext]:
     first = node.search("t", {"size": 10, **body}, {"scroll": keep_alive})
-    return first["_scroll_id"], node.contexts.get(first["_scroll_id"], "scroll")
+    ctx = node.contexts._contexts[max(node.contexts._contexts)]
+    assert ctx.public_id == first["_scroll_id"]
+    return first["_scroll_id"], ctx
+
+
+def is_open(node: Node, public_id: str) -> bool:
+    return public_id in {row["id"] for row in node.search_contexts()}
 
 
 def refs(ctx: ReaderContext) -> list[int]:
@@ -47,7 +53,7 @@ def test_a_context_freed_while_in_use_keeps_its_snapshots_until_the_request_ends
     assert node.clear_scroll([scroll_id])["num_freed"] == 1
     assert ctx.freed and ctx.matches is not None and refs(ctx) == held
     with pytest.raises(SearchContextMissing, match="cleared"):
-        node.contexts.get(scroll_id, "scroll")
+        node.contexts.acquire(scroll_id, "scroll")
     node.contexts.release(ctx)
     assert ctx.matches is None and refs(ctx) == [r - 1 for r in held]
 
@@ -57,15 +63,15 @@ def test_the_reaper_skips_a_context_in_use_and_expiry_counts_from_the_end_of_the
     node.contexts.acquire(scroll_id, "scroll")
     time.sleep(0.2)
     node.contexts.reap()
-    assert node.contexts.get(scroll_id, "scroll") is ctx  # in use: neither reaped nor expired on access
-    node.contexts.release(ctx, keep_alive=0.15)
+    assert is_open(node, scroll_id) and not ctx.freed  # in use: never reaped
+    node.contexts.release(ctx, keep_alive=0.5)
     node.contexts.reap()
-    assert node.contexts.get(scroll_id, "scroll") is ctx  # the keep-alive starts now
-    time.sleep(0.2)
+    assert is_open(node, scroll_id)  # the keep-alive counts from the end of the request
+    time.sleep(0.6)
     node.contexts.reap()
-    assert ctx.freed and ctx.matches is None
+    assert ctx.freed and ctx.matches is None and not is_open(node, scroll_id)
     with pytest.raises(SearchContextMissing, match="expired"):
-        node.contexts.get(scroll_id, "scroll")
+        node.contexts.acquire(scroll_id, "scroll")
     assert node.search_stats.snapshot()["scroll_current"] == 0
 
 
@@ -88,7 +94,7 @@ def test_ids_do_not_survive_a_restart(tmp_path: Path) -> None:
         new_id = second.search("t", {"size": 1}, {"scroll": "1m"})["_scroll_id"]
         assert new_id != old_id
         with pytest.raises(SearchContextMissing, match="not opened by this node since it started"):
-            second.contexts.get(old_id, "scroll")
+            second.contexts.acquire(old_id, "scroll")
         assert second.clear_scroll([old_id])["num_freed"] == 0
         assert second.contexts.decode_id("garbage", "scroll") is None
         assert second.contexts.decode_id(new_id, "pit") is None

@@ -19,7 +19,6 @@ from typing import Any
 
 import httpx
 import orjson
-import pytest
 from conftest import REPO, error_of, running_server, server_env
 from elasticsearch import Elasticsearch, helpers
 

@@ -222,9 +222,9 @@ def test_exhausted_scroll_stays_until_cleared(http: httpx.Client, docs: str) -> 
 
 
 def test_scroll_resets_the_expiry(http: httpx.Client, docs: str) -> None:
-    scroll_id = open_scroll(http, docs, {"size": 1}, keep_alive="1s")["_scroll_id"]
+    scroll_id = open_scroll(http, docs, {"size": 1}, keep_alive="2s")["_scroll_id"]
     assert next_batch(http, scroll_id, "30s").status_code == 200
-    time.sleep(1.5)
+    time.sleep(2.5)
     assert next_batch(http, scroll_id, "30s").status_code == 200
     row = next(row for row in contexts(http) if row["id"] == scroll_id)
     assert (row["keep_alive"], row["requests"]) == ("30s", "3")
@@ -541,10 +541,10 @@ def test_the_501st_scroll_is_refused_until_one_is_freed(private: httpx.Client) -
     assert pit.status_code == 200
     private.request("DELETE", "/_pit", json={"id": pit.json()["id"]})
     assert private.delete(f"/_search/scroll/{ids.pop()}").status_code == 200
-    replacement = open_or_refuse(private, keep_alive="300ms")
+    replacement = open_or_refuse(private, keep_alive="1s")
     assert replacement.status_code == 200
     assert open_or_refuse(private).status_code == 429
-    time.sleep(1.0)  # the replacement expires; the reaper frees its place
+    time.sleep(1.5)  # the replacement expires; the reaper frees its place
     assert open_or_refuse(private).status_code == 200
     assert private.delete("/_search/scroll/_all").json()["num_freed"] == 500
     assert search_stats(private)["scroll_current"] == 0

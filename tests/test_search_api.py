@@ -124,6 +124,21 @@ QUERIES = [
     ({"range": {"date": {"gte": "now-1d/d"}}}, {"6"}),
     ({"range": {"date": {"lt": "now-1d/d", "gte": "now-5d/d"}}}, {"7"}),
     ({"range": {"code": {"gte": "B", "lt": "C"}}}, {"3", "4"}),
+    # Date math rounding: gt and lte round up to the end of the unit, gte and lt down to its start.
+    ({"range": {"date": {"lte": "2024-01-15||/M"}}}, {"1", "2"}),
+    ({"range": {"date": {"gt": "2024-01-15||/M"}}}, {"3", "4", "6", "7"}),
+    ({"range": {"date": {"gte": "2024-01-15||/M", "lt": "2024-02-15||/M"}}}, {"1", "2"}),
+    ({"range": {"date": {"gte": "2024-01-31||+1d", "lte": "2024-02-01"}}}, {"3"}),
+    (
+        {
+            "range": {
+                "date": {"gte": "2024-01-01T00:30:00", "lt": "2024-01-01T01:30:00", "time_zone": "+01:00"}
+            }
+        },
+        {"1"},
+    ),
+    ({"multi_match": {"query": "brown fox", "fields": ["title", "body"], "type": "phrase"}}, {"1"}),
+    ({"match": {"title": {"query": "", "zero_terms_query": "all"}}}, ALL),
     ({"exists": {"field": "price"}}, {"1", "2", "3", "5"}),
     ({"exists": {"field": "title"}}, ALL - {"6"}),
     ({"ids": {"values": ["1", "5", "nope"]}}, {"1", "5"}),
@@ -333,6 +348,9 @@ def test_count_with_any_query(es: Elasticsearch, http: httpx.Client, corpus: str
     assert by_get.json() == {"count": 2, "_shards": {"total": 2, "successful": 2, "skipped": 0, "failed": 0}}
     by_q = http.post(f"/{corpus}/_count", params={"q": "tag:animal"})
     assert by_q.json()["count"] == 3
+    not_a_count_option = http.post(f"/{corpus}/_count", json={"query": {"match_all": {}}, "size": 3})
+    assert not_a_count_option.status_code == 400
+    assert error_of(not_a_count_option)["reason"] == "request does not support [size]"
     refused = http.post(f"/{corpus}/_count", json={"query": {"bogus": {}}})
     assert refused.status_code == 400
     assert error_of(refused)["type"] == "parsing_exception"
@@ -421,6 +439,19 @@ def test_fields_and_docvalue_fields(es: Elasticsearch, corpus: str) -> None:
     ][0]
     assert dates["fields"] == {"date": ["2024-01-15T00:00:00.000Z"]}
     assert "_source" in dates
+    patterns = es.search(
+        index=corpus,
+        query={"ids": {"values": ["2"]}},
+        source=False,
+        fields=["t*", "c*"],
+        docvalue_fields=[{"field": "date", "format": "yyyy"}],
+    )["hits"]["hits"][0]
+    assert patterns["fields"] == {
+        "title": ["Quick brown dogs"],
+        "tag": ["animal"],
+        "code": ["A-200"],
+        "date": ["2024"],
+    }
 
 
 def test_stored_fields(es: Elasticsearch, corpus: str) -> None:

@@ -156,11 +156,6 @@ def test_modes_for_multi_valued_fields(es: Elasticsearch, docs: str, sort, expec
         assert [v[0] for v in sort_values(hits)] == values
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="sort_keys.numeric_values: avg/median of a long field are truncated; Elasticsearch rounds "
-    "them half up (MultiValueMode: Math.round), so [4, 1] sorts as 3 and [6, 5, 5, 20] median as 6",
-)
 def test_avg_and_median_of_longs_round_half_up(es: Elasticsearch, docs: str) -> None:
     avg = search(es, docs, [{"nums": {"mode": "avg"}}], query={"ids": {"values": ["a"]}})
     median = search(es, docs, [{"nums": {"mode": "median"}}], query={"ids": {"values": ["e"]}})
@@ -228,12 +223,6 @@ def test_numeric_type_sorts_date_and_date_nanos_on_one_resolution(
     assert sort_values(formatted)[2] == ["2024-01-01T00:00:00.002000001Z"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="sort_keys.resolve_field_kind/numeric_values ignore numeric_type long/double: a long field "
-    "sorted as double keeps integer sort values, a double field sorted as long is neither truncated nor "
-    "rendered as longs (Elasticsearch: DoubleValuesComparatorSource / LongValuesComparatorSource)",
-)
 def test_numeric_type_double_and_long(es: Elasticsearch, docs: str) -> None:
     as_double = search(es, docs, [{"n": {"numeric_type": "double"}}], query={"exists": {"field": "n"}})
     assert sort_values(as_double) == [[1.0], [2.0], [3.0], [5.0]]
@@ -265,11 +254,6 @@ def test_text_fields_cannot_be_sorted(es: Elasticsearch, docs: str) -> None:
     assert "Text fields are not optimised for operations" in error["root_cause"][0]["reason"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="sort_keys.resolve_field_kind: Elasticsearch 8 words the text-field refusal as TextFieldMapper "
-    "does for aggregations too, starting 'Fielddata is disabled on [f] in [index]. '",
-)
 def test_text_field_refusal_is_worded_as_elasticsearch_8(es: Elasticsearch, docs: str) -> None:
     with pytest.raises(BadRequestError) as info:
         search(es, docs, [{"title": "asc"}])
@@ -344,11 +328,6 @@ def test_lists_of_sorts_break_ties_in_order(es: Elasticsearch, docs: str, new_in
     assert sort_values(mixed)[0] == [1, 1.0, "y"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="sort_keys.global_ordinals: np.concatenate of no term arrays when the targets have no live "
-    "segment (empty index): a keyword sort answers 500 instead of an empty page",
-)
 def test_keyword_sort_on_an_empty_index(es: Elasticsearch, new_index) -> None:
     index = new_index(mappings={"properties": {"g": {"type": "keyword"}}})
     response = es.search(index=index, sort=[{"g": "asc"}])

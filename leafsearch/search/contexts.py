@@ -117,8 +117,13 @@ class ContextRegistry:
 
     # ---- lifecycle ---------------------------------------------------------------------
 
-    def open(self, kind: str, targets: list[Target], keep_alive: float) -> ReaderContext:
-        """A new context owning `targets` (released when it is freed). Refused past the scroll limit."""
+    def open(
+        self, kind: str, targets: list[Target], keep_alive: float, *, in_use: bool = False
+    ) -> ReaderContext:
+        """A new context owning `targets` (released when it is freed). Refused past the scroll limit.
+
+        `in_use`: the opening request goes on reading it (as `acquire`; `release` when done).
+        """
         with self._lock:
             if kind == "scroll":
                 self._check_scroll_limit()
@@ -130,14 +135,17 @@ class ContextRegistry:
                 targets=targets,
                 keep_alive=keep_alive,
                 expires_at=time.monotonic() + keep_alive,
+                requests=int(in_use),
+                in_use=int(in_use),
             )
             self._contexts[ctx_id] = ctx
             if kind == "scroll":
                 self.node.search_stats.scroll_opened()
             return ctx
 
-    def _live(self, public_id: str, kind: str) -> ReaderContext:
-        """The live context of an id (lock held); 404 saying why when it is gone."""
+    def _lookup(self, public_id: str, kind: str) -> ReaderContext:
+        """The live context of an id (lock held); 404 saying why when it is gone. Expiry is
+        checked here, so an expired context never serves even before the reaper runs."""
         decoded = self.decode_id(public_id, kind)
         if decoded is None or not decoded[0]:
             raise SearchContextMissing(
@@ -153,14 +161,14 @@ class ContextRegistry:
         return ctx
 
     def get(self, public_id: str, kind: str) -> ReaderContext:
-        """The live context of an id; 404 saying why when it is gone. Expiry is checked here."""
+        """The live context of an id, to inspect it (a request reads it through `acquire`)."""
         with self._lock:
-            return self._live(public_id, kind)
+            return self._lookup(public_id, kind)
 
     def acquire(self, public_id: str, kind: str) -> ReaderContext:
         """The live context of an id, marked in use until `release`."""
         with self._lock:
-            ctx = self._live(public_id, kind)
+            ctx = self._lookup(public_id, kind)
             ctx.in_use += 1
             ctx.requests += 1
             return ctx
@@ -187,21 +195,6 @@ class ContextRegistry:
                 f"No search context found for id [{ctx_id}]: it expired at {stamp} (its keep-alive elapsed)"
             )
         return f"No search context found for id [{ctx_id}]: it was {how} at {stamp}"
-
-    def touch(self, ctx: ReaderContext, keep_alive: float | None, *, extend_only: bool) -> None:
-        """Reset (scroll) or extend (PIT: the later of old and new) the expiry."""
-        with self._lock:
-            ctx.requests += 1
-            if keep_alive is None:
-                return
-            new_expiry = time.monotonic() + keep_alive
-            if extend_only:
-                if new_expiry > ctx.expires_at:
-                    ctx.expires_at = new_expiry
-                    ctx.keep_alive = max(ctx.keep_alive, keep_alive)
-            else:
-                ctx.expires_at = new_expiry
-                ctx.keep_alive = keep_alive
 
     def _free(self, ctx: ReaderContext, how: str) -> None:
         if self._contexts.pop(ctx.ctx_id, None) is None:

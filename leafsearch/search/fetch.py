@@ -363,11 +363,13 @@ def docvalue_field_values(
     return out
 
 
-def fielddata_error(field: str, ft: Any) -> IllegalArgument | None:
-    """Why a field has no per-document values to sort, aggregate or show, in Elasticsearch's words."""
+def fielddata_error(field: str, ft: Any, index: str | None = None) -> IllegalArgument | None:
+    """Why a field has no per-document values to sort, aggregate or show, in Elasticsearch's words
+    (with `index`, the text-field refusal names it first, as TextFieldMapper does)."""
     if ft.kind == "text":
+        disabled = f"Fielddata is disabled on [{field}] in [{index}]. " if index is not None else ""
         return IllegalArgument(
-            "Text fields are not optimised for operations that require per-document field data like "
+            f"{disabled}Text fields are not optimised for operations that require per-document field data like "
             "aggregations and sorting, so these operations are disabled by default. Please use a keyword "
             f"field instead. Alternatively, set fielddata=true on [{field}] in order to load field data by "
             "uninverting the inverted index. Note that this can use significant memory."

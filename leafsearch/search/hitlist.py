@@ -4,6 +4,9 @@ A `HitList` holds, for one (snapshots, query, sort, slice) combination, the matc
 sorted by their sort keys with ties broken by shard index then doc. Because snapshots never change,
 a HitList can be cached and reused by every later page of the same walk: an offset page is an
 array slice and a `search_after` page is a binary search, so page 90,000 costs what page 1 costs.
+
+`LiveDocs` is the walk without a match list: every live document in `_shard_doc` order, addressed
+through per-segment live counts (the fastest full export, and the `_doc` scroll).
 """
 
 from __future__ import annotations
@@ -193,14 +196,17 @@ def _sort_column(
     score_arr: np.ndarray | None,
 ) -> SortColumn:
     special = special_kind(spec)
-    if special == "score":
-        return SortColumn(spec, "score", score_arr.astype(np.float64), None)
-    if special == "doc":
-        return SortColumn(spec, "doc", doc_arr, None)
-    if special == "shard_doc":
-        return SortColumn(spec, "shard_doc", (target_arr.astype(np.int64) << 32) | doc_arr, None)
+    if special is not None:
+        # Every document has these; a `null` cursor still means "past the missing values".
+        substitute = missing_substitute(spec, None)
+        if special == "score":
+            return SortColumn(spec, "score", score_arr.astype(np.float64), None, missing_key=substitute)
+        if special == "doc":
+            return SortColumn(spec, "doc", doc_arr, None, missing_key=substitute)
+        values = (target_arr.astype(np.int64) << 32) | doc_arr
+        return SortColumn(spec, "shard_doc", values, None, missing_key=substitute)
     field_types = [t.mapping.field(spec.field) for t in targets]
-    kind = resolve_field_kind(spec, field_types)
+    kind = resolve_field_kind(spec, field_types, [t.index.name for t in targets])
     values: list[np.ndarray] = []
     present: list[np.ndarray] = []
     terms = None

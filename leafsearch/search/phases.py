@@ -3,7 +3,10 @@
 A search reads a fixed list of shard snapshots (the current ones, or those a PIT or scroll context
 holds); the HitList of matches in sort order is built once per (snapshots, query, sort, slice) and
 reused, so every page is a slice or a binary search of it and the fetch phase touches only the
-page's documents.
+page's documents. One walk needs no HitList at all: every document by `_shard_doc` without
+counting (`track_total_hits: false`), whose pages are ranges of the snapshots' live documents.
+Shard-level refusals are reported as Elasticsearch's coordinator reports them: a
+`search_phase_execution_exception` of the phase that failed, the real reason as root cause.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from leafsearch.rest.exchange import parse_bool
 from leafsearch.search import fetch
 from leafsearch.search.hitlist import HitList, HitListCache, shard_doc_page
 from leafsearch.search.slicing import check_slice_field, pit_slice_range
+from leafsearch.search.sort_keys import missing_substitute
 from leafsearch.search.targets import Target, acquire_targets
 
 if TYPE_CHECKING:
@@ -161,6 +165,8 @@ def _live_docs_page(targets: list[Target], request: SearchRequest) -> HitList:
             after = fetch.parse_search_after_value(request.search_after[0], None, spec)
         except ElasticError as exc:
             raise _phase_error(exc) from None
+        if after is None:  # `null` means what it means in the match-list walk: past the end
+            after = missing_substitute(spec, None)
     window = None
     if request.slice is not None:
         total = sum(t.searcher.live_count for t in targets)
@@ -287,7 +293,8 @@ def _sort_values(hitlist: HitList, start: int, end: int) -> list[list[Any]]:
     return [list(row) for row in zip(*rendered, strict=True)]
 
 
-#: Column kinds whose present values render as they are stored (no `format` on the sort).
+#: Column kinds whose present values render as they are stored (no `format` on the sort, and no
+#: boolean field, whose doc-value format renders its own way).
 _RAW_KINDS = ("long", "doc", "shard_doc", "keyword")
 
 
@@ -308,7 +315,8 @@ def _column_values(col, start: int, end: int, tpos: list[int]) -> list[Any]:
     else:
         values = raw.tolist()
     types = col.field_types
-    if col.kind not in _RAW_KINDS or col.spec.format is not None:
+    booleans = any(ft is not None and ft.type == "boolean" for ft in types)
+    if col.kind not in _RAW_KINDS or col.spec.format is not None or booleans:
         values = [
             fetch.format_sort_value(v, types[t] if types else None, col.spec)
             for v, t in zip(values, tpos, strict=True)

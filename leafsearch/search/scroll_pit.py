@@ -83,7 +83,7 @@ def open_scroll(node: Node, targets: list[Target], request: SearchRequest, start
     """
     try:
         keep_alive = node.contexts.keep_alive_seconds(request.scroll, "scroll")
-        ctx = node.contexts.open("scroll", targets, keep_alive)
+        ctx = node.contexts.open("scroll", targets, keep_alive, in_use=True)
     except ElasticError as exc:
         release_targets(targets)
         raise SearchPhaseExecution(exc) from None
@@ -97,7 +97,6 @@ def open_scroll(node: Node, targets: list[Target], request: SearchRequest, start
         else:
             ctx.matches, tree = phases.query_phase(node, targets, request, aggs=True)
         ctx.request = request
-        ctx.requests = 1
         page, start, end = _next_batch(ctx)
         return phases.response(
             node, page, request, start, end, started, agg_tree=tree, extra={"_scroll_id": ctx.public_id}
@@ -105,6 +104,8 @@ def open_scroll(node: Node, targets: list[Target], request: SearchRequest, start
     except BaseException:
         node.contexts.free(ctx, "freed because its first batch failed")
         raise
+    finally:
+        node.contexts.release(ctx)
 
 
 def _next_batch(ctx: ReaderContext) -> tuple[HitList, int, int]:

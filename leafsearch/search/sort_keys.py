@@ -38,7 +38,9 @@ def global_ordinals(field: str, segments: list) -> tuple[np.ndarray, list[np.nda
     for seg in segments:
         col = seg.column(field)
         term_arrays.append(np.asarray(col.terms) if isinstance(col, KeywordColumn) else np.empty(0, "S1"))
-    if len(term_arrays) == 1:
+    if not term_arrays:
+        merged, maps = np.empty(0, "S1"), []
+    elif len(term_arrays) == 1:
         merged = term_arrays[0]
         maps = [np.arange(len(merged), dtype=np.int64)]
     else:
@@ -55,7 +57,7 @@ def global_ordinals(field: str, segments: list) -> tuple[np.ndarray, list[np.nda
 
 #: Keys that order before / after every real key of a column (for a `null` cursor).
 _KEY_MIN, _KEY_MAX = np.iinfo(np.int64).min, np.iinfo(np.int64).max
-_INT_KINDS = ("keyword", "long", "doc", "shard_doc")
+_INT_KINDS = ("long", "doc", "shard_doc")
 
 
 @dataclass
@@ -143,10 +145,11 @@ def missing_substitute(spec: SortSpec, field_type: Any) -> Any:
     return parse_search_after_value(format_sort_value(None, field_type, spec), field_type, spec)
 
 
-def resolve_field_kind(spec: SortSpec, field_types: list) -> str:
-    """The storage kind of a sort field across all targets, refusing what Elasticsearch refuses."""
+def resolve_field_kind(spec: SortSpec, field_types: list, index_names: list[str]) -> str:
+    """The storage kind a sort compares in across all targets (`numeric_type` converts numbers),
+    refusing what Elasticsearch refuses; `index_names` are the targets' indices, for messages."""
     kinds = set()
-    for ft in field_types:
+    for ft, index in zip(field_types, index_names, strict=True):
         if ft is None:
             if spec.unmapped_type is None:
                 raise ElasticError(
@@ -155,17 +158,22 @@ def resolve_field_kind(spec: SortSpec, field_types: list) -> str:
                     error_type="query_shard_exception",
                 )
             continue
-        error = fielddata_error(spec.field, ft)
+        error = fielddata_error(spec.field, ft, index)
         if error is not None:
             raise error
         kinds.add("double" if ft.kind == "double" or ft.type == "scaled_float" else ft.kind)
     if not kinds:
-        return _unmapped_kind(spec.unmapped_type)
-    if kinds == {"long", "double"}:
-        return "double"
-    if len(kinds) > 1:
+        kind = _unmapped_kind(spec.unmapped_type)
+    elif kinds == {"long", "double"}:
+        kind = "double"
+    elif len(kinds) > 1:
         raise IllegalArgument(f"Can't sort on field [{spec.field}]; the field has incompatible sort types")
-    return kinds.pop()
+    else:
+        kind = kinds.pop()
+    if kind in ("long", "double") and spec.numeric_type is not None:
+        # Double- or LongValuesComparatorSource over the field's values (dates compare as longs).
+        return "double" if spec.numeric_type == "double" else "long"
+    return kind
 
 
 def _unmapped_kind(unmapped_type: str | None) -> str:
@@ -192,8 +200,11 @@ def numeric_values(col, ft, spec: SortSpec, docs: np.ndarray, kind: str) -> tupl
             vals = vals.astype(np.int64) * 1_000_000
         elif spec.numeric_type == "date" and ft.type == "date_nanos":
             vals = vals.astype(np.int64) // 1_000_000
-    elif spec.numeric_type == "double":
-        vals = vals.astype(np.float64)
+    if kind == "long" and mode in ("avg", "median") and vals.dtype.kind == "f":
+        # MultiValueMode on longs: Math.round of the double average or middle pair (half up).
+        vals = np.floor(vals + 0.5)
+    elif kind == "long" and vals.dtype.kind == "f":
+        vals = np.trunc(vals)  # numeric_type long over doubles: Java's (long) cast
     return vals.astype(dtype, copy=False), present
 
 
