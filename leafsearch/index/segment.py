@@ -16,6 +16,7 @@ Layout of a segment folder:
 
 from __future__ import annotations
 
+import mmap
 import os
 import shutil
 import threading
@@ -210,11 +211,10 @@ class Segment:
         self.field_meta: dict[str, dict] = meta["fields"]
         self._columns: dict[str, object] = {}
         self._local = threading.local()  # zstd decompressors must not be shared between threads
-        self._source_data = (
-            np.memmap(folder / "_source.bin", dtype=np.uint8, mode="r")
-            if ((folder / "_source.bin").stat().st_size)
-            else np.empty(0, np.uint8)
-        )
+        self._source_data: bytes | mmap.mmap = b""
+        with open(folder / "_source.bin", "rb") as fh:
+            if os.fstat(fh.fileno()).st_size:
+                self._source_data = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
 
     def _load(self, name: str) -> np.ndarray:
         return np.load(self.folder / f"{name}.npy", mmap_mode="r", allow_pickle=False)
@@ -249,8 +249,9 @@ class Segment:
         return np.asarray(self._load("_version"), dtype=np.int64)
 
     @cached_property
-    def _source_blocks(self) -> np.ndarray:
-        return np.asarray(self._load("_source.blocks"), dtype=np.int64)
+    def _source_blocks(self) -> list[int]:
+        """Byte offset of each compressed block (a list: read one int at a time)."""
+        return np.asarray(self._load("_source.blocks"), dtype=np.int64).tolist()
 
     @cached_property
     def _source_starts(self) -> np.ndarray:
@@ -275,32 +276,26 @@ class Segment:
         return lo, hi
 
     def block(self, index: int) -> bytes:
-        a, b = int(self._source_blocks[index]), int(self._source_blocks[index + 1])
+        offsets = self._source_blocks
         decompressor = getattr(self._local, "zstd", None)
         if decompressor is None:
             decompressor = self._local.zstd = zstandard.ZstdDecompressor()
-        return decompressor.decompress(self._source_data[a:b].tobytes())
+        return decompressor.decompress(self._source_data[offsets[index] : offsets[index + 1]])
 
     def sources(self, docs: np.ndarray | list[int]) -> list[bytes]:
         """Raw `_source` bytes of documents, decompressing each needed block once."""
+        docs = np.asarray(docs, dtype=np.int64)
         out: list[bytes] = []
         blocks: dict[int, bytes] = {}
-        spans = self._source_starts
-        for doc in np.asarray(docs, dtype=np.int64).tolist():
-            b = doc // SOURCE_BLOCK_DOCS
+        block = self.block
+        for b, (s, e) in zip(
+            (docs // SOURCE_BLOCK_DOCS).tolist(), self._source_starts[docs].tolist(), strict=True
+        ):
             data = blocks.get(b)
             if data is None:
-                data = blocks[b] = self.block(b)
-            s, e = spans[doc]
+                data = blocks[b] = block(b)
             out.append(data[s:e])
         return out
-
-    def iter_source_blocks(self):
-        """(first doc, decompressed block, spans) for every block, for merges and exports."""
-        spans = self._source_starts
-        for b in range(len(self._source_blocks) - 1):
-            first = b * SOURCE_BLOCK_DOCS
-            yield first, self.block(b), spans[first : first + SOURCE_BLOCK_DOCS]
 
     def column(self, path: str) -> TextColumn | KeywordColumn | NumericColumn | None:
         col = self._columns.get(path)

@@ -18,7 +18,9 @@ if TYPE_CHECKING:
 
 
 def search(node: Node, req: RestRequest) -> RestResponse:
-    return RestResponse(node.search(req.path_params.get("index"), req.json_object(), req.action_params()))
+    return RestResponse(
+        node.search(req.path_params.get("index"), req.json_object(), req.action_params(), raw_hits=True)
+    )
 
 
 def count(node: Node, req: RestRequest) -> RestResponse:
@@ -35,7 +37,7 @@ def _hits_total_as_int(body: dict[str, Any]) -> dict[str, Any]:
 def scroll(node: Node, req: RestRequest) -> RestResponse:
     """The body's `scroll_id` / `scroll` win over the path and query string, as in Elasticsearch."""
     scroll_id, keep_alive = parse_scroll_request(req.json(), req.params, req.path_params.get("scroll_id"))
-    response = node.scroll(scroll_id, keep_alive)
+    response = node.scroll(scroll_id, keep_alive, raw_hits=True)
     return RestResponse(_hits_total_as_int(response) if req.flag("rest_total_hits_as_int") else response)
 
 

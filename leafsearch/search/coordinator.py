@@ -18,22 +18,27 @@ if TYPE_CHECKING:
     from leafsearch.node import Node
 
 
-def search(node: Node, index_expr: str | None, body: dict | None, params: dict[str, str]) -> dict[str, Any]:
+def search(
+    node: Node, index_expr: str | None, body: dict | None, params: dict[str, str], *, raw_hits: bool = False
+) -> dict[str, Any]:
+    """`raw_hits`: render a plain page's hits as one pre-encoded array (the REST layer asks)."""
     started = time.perf_counter()
     scroll = params.get("scroll")
     # The path's indices take part in validation: a PIT search must not name any.
     request = parse_search_request(body, params, scroll=scroll, indices=index_expr)
     if request.pit is not None:
-        return scroll_pit.search_pit(node, request, started)
+        return scroll_pit.search_pit(node, request, started, raw_hits=raw_hits)
     targets = phases.resolve_targets(node, index_expr, params)
     try:
         phases.check_limits(request, targets)
         if request.scroll is not None:
             owned, targets = targets, []  # the scroll context owns them now
-            return scroll_pit.open_scroll(node, owned, request, started)
+            return scroll_pit.open_scroll(node, owned, request, started, raw_hits=raw_hits)
         hitlist, tree = phases.query_phase(node, targets, request, aggs=True)
         start, end = phases.page_bounds(hitlist, request)
-        return phases.response(node, hitlist, request, start, end, started, agg_tree=tree, extra={})
+        return phases.response(
+            node, hitlist, request, start, end, started, agg_tree=tree, extra={}, raw_hits=raw_hits
+        )
     finally:
         release_targets(targets)
 

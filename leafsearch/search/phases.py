@@ -12,9 +12,11 @@ Shard-level refusals are reported as Elasticsearch's coordinator reports them: a
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import orjson
 
 from leafsearch.errors import ElasticError, IllegalArgument, SearchPhaseExecution
 from leafsearch.rawjson import RawJSON
@@ -204,13 +206,22 @@ def _after_keys(hitlist: HitList, request: SearchRequest) -> list[Any]:
     return keys
 
 
-def _render_hits(hitlist: HitList, start: int, end: int, request: SearchRequest) -> list[dict[str, Any]]:
-    """The fetch phase: ids, sources and per-hit options for the page's documents only.
+@dataclass
+class _Page:
+    """What the fetch phase reads for a page: per hit its target, segment view, local doc, id,
+    source bytes, routing, score and sort values."""
 
-    Work is done per segment and per sort column of the page, so a hit costs a few dict writes.
-    """
-    if end <= start:
-        return []
+    tpos: np.ndarray
+    located: list[tuple[Any, int]]
+    ids: list[str | None]
+    sources: list[bytes | None]
+    routings: list[str | None]
+    scores: list[float | None]
+    sort_values: list[list[Any]] | None
+
+
+def _gather(hitlist: HitList, start: int, end: int, request: SearchRequest) -> _Page:
+    """Ids, sources and routings of the page's documents only, read segment by segment."""
     sl = slice(start, end)
     tpos = hitlist.target[sl]
     docs = hitlist.doc[sl]
@@ -246,22 +257,84 @@ def _render_hits(hitlist: HitList, start: int, end: int, request: SearchRequest)
     show_score = hitlist.score is not None and (
         not sorted_by_field or request.track_scores or any(s.field == "_score" for s in request.sort)
     )
-    scores = hitlist.score[sl].tolist() if show_score else [None] * n
+    if show_score:
+        scores: list[float | None] = [fetch._short_float(v, "float") for v in hitlist.score[sl].tolist()]
+    else:
+        scores = [None] * n
     sort_values = _sort_values(hitlist, start, end) if request.sort else None
+    return _Page(tpos, located, ids, sources, routings, scores, sort_values)
+
+
+def _plain(request: SearchRequest) -> bool:
+    """Whether every hit of a page has the plain shape (no per-hit option needs building)."""
+    return not (
+        request.version
+        or request.seq_no_primary_term
+        or request.fields
+        or request.docvalue_fields
+        or request.explain
+        or request.source.filtering
+        or request.stored_fields is not None
+    )
+
+
+def _render_raw(hitlist: HitList, page: _Page, request: SearchRequest) -> RawJSON:
+    """A plain page as one pre-encoded JSON array: each hit's bytes are joined around the stored
+    `_source` bytes, so an export batch costs a few list appends per hit, not a dict and an
+    encoder callback."""
+    dumps = orjson.dumps
+    heads = [b'{"_index":' + dumps(t.index.name) + b',"_id":' for t in hitlist.targets]
+    with_source = request.source.fetch
+    sort_values = page.sort_values
+    parts: list[bytes] = []
+    add = parts.append
+    for row, target in enumerate(page.tpos.tolist()):
+        add(b"," + heads[target] if row else b"[" + heads[target])
+        add(dumps(page.ids[row]))
+        score = page.scores[row]
+        add(b',"_score":null' if score is None else b',"_score":' + dumps(score))
+        routing = page.routings[row]
+        if routing is not None:
+            add(b',"_routing":' + dumps(routing))
+        raw = page.sources[row]
+        if with_source and raw is not None:
+            add(b',"_source":')
+            add(raw)
+        if sort_values is not None:
+            add(b',"sort":' + dumps(sort_values[row]))
+        add(b"}")
+    add(b"]")
+    return RawJSON(b"".join(parts))
+
+
+def _render_hits(
+    hitlist: HitList, start: int, end: int, request: SearchRequest, *, raw_hits: bool = False
+) -> list[dict[str, Any]] | RawJSON:
+    """The fetch phase: ids, sources and per-hit options for the page's documents only.
+
+    With `raw_hits` (the REST layer) a plain page is rendered straight to bytes; in-process
+    callers get one dict per hit.
+    """
+    if end <= start:
+        return []
+    page = _gather(hitlist, start, end, request)
+    if raw_hits and _plain(request):
+        return _render_raw(hitlist, page, request)
+    fetch_source = request.source.fetch and request.stored_fields != ["_none_"]
     hits = []
-    for row in range(n):
-        target = hitlist.targets[int(tpos[row])]
-        view, local_doc = located[row]
-        hit: dict[str, Any] = {"_index": target.index.name, "_id": ids[row]}
+    for row in range(end - start):
+        target = hitlist.targets[int(page.tpos[row])]
+        view, local_doc = page.located[row]
+        hit: dict[str, Any] = {"_index": target.index.name, "_id": page.ids[row]}
         if request.version:
             hit["_version"] = int(view.segment.versions[local_doc])
         if request.seq_no_primary_term:
             hit["_seq_no"] = int(view.segment.seq_nos[local_doc])
             hit["_primary_term"] = 1
-        hit["_score"] = None if scores[row] is None else fetch._short_float(scores[row], "float")
-        if routings[row] is not None:
-            hit["_routing"] = routings[row]
-        raw = sources[row]
+        hit["_score"] = page.scores[row]
+        if page.routings[row] is not None:
+            hit["_routing"] = page.routings[row]
+        raw = page.sources[row]
         if fetch_source and raw is not None:
             filtered = fetch.filter_source(raw, request.source)
             if filtered is not None:
@@ -278,8 +351,8 @@ def _render_hits(hitlist: HitList, start: int, end: int, request: SearchRequest)
                 )
             if values:
                 hit["fields"] = values
-        if sort_values is not None:
-            hit["sort"] = sort_values[row]
+        if page.sort_values is not None:
+            hit["sort"] = page.sort_values[row]
         if request.explain:
             hit["_explanation"] = {"value": hit["_score"] or 0.0, "description": "score", "details": []}
         hits.append(hit)
@@ -353,10 +426,11 @@ def response(
     *,
     agg_tree: Any,
     extra: dict[str, Any],
+    raw_hits: bool = False,
 ) -> dict[str, Any]:
     with node.search_stats.phase("fetch"):
         try:
-            hits = _render_hits(hitlist, start, end, request)
+            hits = _render_hits(hitlist, start, end, request, raw_hits=raw_hits)
         except SearchPhaseExecution:
             raise
         except ElasticError as exc:

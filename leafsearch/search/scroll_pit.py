@@ -27,7 +27,9 @@ if TYPE_CHECKING:
     from leafsearch.node import Node
 
 
-def search_pit(node: Node, request: SearchRequest, started: float) -> dict[str, Any]:
+def search_pit(
+    node: Node, request: SearchRequest, started: float, *, raw_hits: bool = False
+) -> dict[str, Any]:
     """A search on a PIT's snapshots. The PIT is in use meanwhile (a close waits for the search);
     its keep-alive becomes the larger of the old and the requested one, counted from the end of
     this search, as Elasticsearch's ReaderContext does."""
@@ -48,7 +50,15 @@ def search_pit(node: Node, request: SearchRequest, started: float) -> dict[str, 
         hitlist, tree = phases.query_phase(node, ctx.targets, request, aggs=True)
         start, end = phases.page_bounds(hitlist, request)
         return phases.response(
-            node, hitlist, request, start, end, started, agg_tree=tree, extra={"pit_id": ctx.public_id}
+            node,
+            hitlist,
+            request,
+            start,
+            end,
+            started,
+            agg_tree=tree,
+            extra={"pit_id": ctx.public_id},
+            raw_hits=raw_hits,
         )
     finally:
         node.contexts.release(ctx, keep_alive)
@@ -75,7 +85,9 @@ def _walks_docs(request: SearchRequest) -> bool:
     )
 
 
-def open_scroll(node: Node, targets: list[Target], request: SearchRequest, started: float) -> dict[str, Any]:
+def open_scroll(
+    node: Node, targets: list[Target], request: SearchRequest, started: float, *, raw_hits: bool = False
+) -> dict[str, Any]:
     """`?scroll=` on a search: a context owning `targets` (released with it) and the first batch.
 
     Refusals at this point (keep-alive too long, too many open scrolls, a failing query) are shard
@@ -99,7 +111,15 @@ def open_scroll(node: Node, targets: list[Target], request: SearchRequest, start
         ctx.request = request
         page, start, end = _next_batch(ctx)
         return phases.response(
-            node, page, request, start, end, started, agg_tree=tree, extra={"_scroll_id": ctx.public_id}
+            node,
+            page,
+            request,
+            start,
+            end,
+            started,
+            agg_tree=tree,
+            extra={"_scroll_id": ctx.public_id},
+            raw_hits=raw_hits,
         )
     except BaseException:
         node.contexts.free(ctx, "freed because its first batch failed")
@@ -134,7 +154,7 @@ def _acquire(node: Node, scroll_id: str) -> ReaderContext:
         raise SearchPhaseExecution(exc) from None
 
 
-def scroll(node: Node, scroll_id: str, keep_alive: str | None) -> dict[str, Any]:
+def scroll(node: Node, scroll_id: str, keep_alive: str | None, *, raw_hits: bool = False) -> dict[str, Any]:
     """The next batch. `keep_alive` resets the expiry; without it the context is freed (SPEC 3.1).
 
     An exhausted scroll keeps answering empty batches until it is cleared or expires.
@@ -162,6 +182,7 @@ def scroll(node: Node, scroll_id: str, keep_alive: str | None) -> dict[str, Any]
                 started,
                 agg_tree=None,
                 extra={"_scroll_id": ctx.public_id},
+                raw_hits=raw_hits,
             )
     finally:
         node.contexts.release(ctx, seconds)
