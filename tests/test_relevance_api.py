@@ -296,11 +296,6 @@ def test_each_shard_scores_with_its_own_statistics(es: Elasticsearch, corpus, sh
     check(es.search(index=name, query={"match": {"body": "quick moon"}}, size=50), expected, order)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="coordinator/phases: search_type=dfs_query_then_fetch is accepted but scores still use "
-    "per-shard statistics; Elasticsearch gathers the statistics of all shards first",
-)
 def test_dfs_query_then_fetch_scores_with_global_statistics(es: Elasticsearch, corpus, sharded) -> None:
     _, docs = corpus
     name, where = sharded

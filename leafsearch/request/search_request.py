@@ -394,7 +394,7 @@ class _RequestOptions:
             if key in params and _param_int(params, key) < minimum:
                 raise IllegalArgument(message)
         _param_bool(params, "allow_partial_search_results", None)
-        _search_type(params.get("search_type"))
+        self.dfs = _search_type(params.get("search_type"))
         self.request_cache = _param_bool(params, "request_cache", None)
         self.scroll = scroll if scroll is not None else params.get("scroll")
         if self.scroll is not None:
@@ -423,9 +423,10 @@ class _RequestOptions:
             )
 
 
-def _search_type(value: str | None) -> None:
+def _search_type(value: str | None) -> bool:
+    """Whether the search type asks for statistics gathered over all shards first (DFS)."""
     if value is None or value in ("query_then_fetch", "dfs_query_then_fetch"):
-        return
+        return value == "dfs_query_then_fetch"
     if value in ("query_and_fetch", "dfs_query_and_fetch"):
         raise IllegalArgument(f"Unsupported search type [{value}]")
     raise IllegalArgument(f"No search type for [{value}]")
@@ -544,6 +545,7 @@ def _build(source: _Source, request: _RequestOptions, body: dict[str, Any] | Non
         typed_keys=request.typed_keys,
         indices_boost=source.indices_boost,
         routing=request.routing,
+        dfs=request.dfs,
         raw_body=body or {},
     )
 

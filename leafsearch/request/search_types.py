@@ -89,4 +89,5 @@ class SearchRequest:
     typed_keys: bool = False
     indices_boost: list[tuple[str, float]] = field(default_factory=list)
     routing: str | None = None  # the `routing` parameter: comma-separated values naming the shards to search
+    dfs: bool = False  # search_type=dfs_query_then_fetch: score with statistics of all shards
     raw_body: dict[str, Any] = field(default_factory=dict)

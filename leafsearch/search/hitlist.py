@@ -91,8 +91,10 @@ def build_hitlist(targets: list[Target], request: SearchRequest, *, now_millis: 
     partials = []
     total = 0
     terminated = False
+    # DFS: every shard scores with the term statistics of all shards of the request.
+    stats = _all_shards(targets) if request.dfs and needs_scores else None
     for ti, target in enumerate(targets):
-        ctx = _context(target, now_millis, needs_scores)
+        ctx = _context(target, now_millis, needs_scores, stats)
         filter_ctx = _context(target, now_millis, False) if request.post_filter is not None else None
         prepare(request.query, ctx)
         if filter_ctx is not None:
@@ -154,12 +156,20 @@ def build_hitlist(targets: list[Target], request: SearchRequest, *, now_millis: 
     )
 
 
-def _context(target: Target, now_millis: int, needs_scores: bool) -> QueryContext:
-    """One query context per shard snapshot: it caches the plan and statistics for all segments."""
+def _all_shards(targets: list[Target]) -> Searcher:
+    """A statistics-only view over the segments of every target (never acquired or released)."""
+    return Searcher(-1, [v for t in targets for v in t.searcher.views], generation=0)
+
+
+def _context(
+    target: Target, now_millis: int, needs_scores: bool, stats: Searcher | None = None
+) -> QueryContext:
+    """One query context per shard snapshot: it caches the plan and statistics for all segments.
+    `stats`, when given, replaces the shard's own term statistics (DFS)."""
     default_field = target.index.settings.get("index.query.default_field", "*")
     return QueryContext(
         mapping=target.mapping,
-        searcher=target.searcher,
+        searcher=stats or target.searcher,
         now_millis=now_millis,
         needs_scores=needs_scores,
         default_fields=tuple(f.strip() for f in default_field.strip("[]").split(",")),
@@ -382,6 +392,7 @@ class HitListCache:
             request.min_score,
             request.terminate_after,
             request.track_scores,
+            request.dfs,
         )
         with self._lock:
             hit = self._entries.get(key)

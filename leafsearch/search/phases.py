@@ -43,7 +43,7 @@ def resolve_targets(node: Node, index_expr: str | None, params: dict[str, str]) 
         expand_wildcards=params.get("expand_wildcards", "open"),
     )
     indices = [node.indices[n] for n in sorted(names)]
-    return acquire_targets(indices)
+    return acquire_targets(indices, params.get("routing"))
 
 
 def check_limits(request: SearchRequest, targets: list[Target]) -> None:

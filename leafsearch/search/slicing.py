@@ -118,17 +118,6 @@ def _partition(segment: Segment, field: str | None, field_type: str | None, coun
 # ---- shard assignment ------------------------------------------------------------------------
 
 
-def _shard_indices(targets: list[Target]) -> list[int]:
-    """Each target's shard request index in Elasticsearch: shards ordered by number, then index."""
-    order = sorted(
-        range(len(targets)), key=lambda i: (targets[i].shard_id, targets[i].index.name, targets[i].index.uuid)
-    )
-    ranks = [0] * len(targets)
-    for rank, i in enumerate(order):
-        ranks[i] = rank
-    return ranks
-
-
 def _assignment(spec: SliceSpec, shard_index: int, num_shards: int) -> bool | tuple[int, int]:
     """SliceBuilder.toFilter: False (no document), True (every document) or (id, max) in the shard."""
     if num_shards == 1:
@@ -143,8 +132,8 @@ def _assignment(spec: SliceSpec, shard_index: int, num_shards: int) -> bool | tu
 
 def check_slice_field(targets: list[Target], spec: SliceSpec, *, pit: bool) -> None:
     """Refuse what SliceBuilder refuses on the shards that build a slice query, with its messages."""
-    ranks = _shard_indices(targets)
-    for target, rank in zip(targets, ranks, strict=True):
+    # Targets come in Elasticsearch's shard request order, so a target's position is its index.
+    for rank, target in enumerate(targets):
         if not isinstance(_assignment(spec, rank, len(targets)), tuple):
             continue
         if spec.field == _ID:
@@ -176,8 +165,7 @@ def scroll_selection(spec: SliceSpec, targets: list[Target]) -> list[np.ndarray 
     None stands for all live documents of the view (a shard given whole to the slice).
     """
     selection: list[np.ndarray | None] = []
-    ranks = _shard_indices(targets)
-    for target, rank in zip(targets, ranks, strict=True):
+    for rank, target in enumerate(targets):
         assigned = _assignment(spec, rank, len(targets))
         ftype = _field_type(target, spec.field)
         for view in target.searcher.views:
@@ -218,7 +206,7 @@ def slice_masks(spec: SliceSpec, targets: list[Target], ti: int, *, pit: bool) -
     if pit and spec.field is None:
         return _pit_masks(spec, targets, ti)
     target = targets[ti]
-    assigned = _assignment(spec, _shard_indices(targets)[ti], len(targets))
+    assigned = _assignment(spec, ti, len(targets))
     if not isinstance(assigned, tuple):
         return [np.full(v.max_doc, assigned, dtype=bool) for v in target.searcher.views]
     ftype = _field_type(target, spec.field)

@@ -27,13 +27,22 @@ class Target:
         return self.index.mapping
 
 
-def acquire_targets(indices: list[Index]) -> list[Target]:
-    """The current snapshot of every shard of the indices, acquired (callers release them)."""
+def acquire_targets(indices: list[Index], routing: str | None = None) -> list[Target]:
+    """The current snapshot of every shard of the indices, acquired (callers release them).
+
+    Ordered as Elasticsearch orders shard requests (shard number, then index name), so shard
+    indices and tie order match its. A `routing` parameter (comma-separated values) restricts each
+    index to the shards those values route to.
+    """
+    values = [v for v in routing.split(",") if v] if routing else []
     targets = []
     for index in indices:
         index.before_search()
+        wanted = {index.shard_of(v, v).shard_id for v in values} if values else None
         for shard in index.shards:
-            targets.append(Target(index, shard.shard_id, shard.acquire_searcher()))
+            if wanted is None or shard.shard_id in wanted:
+                targets.append(Target(index, shard.shard_id, shard.acquire_searcher()))
+    targets.sort(key=lambda t: (t.shard_id, t.index.name))
     return targets
 
 
