@@ -9,6 +9,7 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
+import shutil
 import threading
 import time
 import uuid as uuidlib
@@ -19,7 +20,7 @@ import orjson
 from leafsearch import documents
 from leafsearch.admin import resolve_index_expression
 from leafsearch.errors import IndexNotFound
-from leafsearch.index.index import Index
+from leafsearch.index.index import DELETED_PREFIX, Index
 from leafsearch.index.mapping import Mapping
 from leafsearch.search import coordinator, scroll_pit
 from leafsearch.search.contexts import ContextRegistry
@@ -66,9 +67,11 @@ class Node:
         indices_dir = self.path / "indices"
         indices_dir.mkdir(exist_ok=True)
         for folder in sorted(indices_dir.iterdir()):
-            if (folder / "meta.json").exists():
+            if (folder / "meta.json").exists() and not folder.name.startswith(DELETED_PREFIX):
                 index = Index.open(folder)
                 self.indices[index.name] = index
+            else:  # a deletion or a creation that a crash interrupted
+                shutil.rmtree(folder, ignore_errors=True)
         self.search_stats = SearchStats()
         self.contexts = ContextRegistry(self)
         self._closed = threading.Event()

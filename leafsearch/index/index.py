@@ -145,8 +145,16 @@ class Index:
             shard.close()
 
     def destroy(self) -> None:
+        """Close and delete. The folder is first renamed away in one atomic step, so a crash in
+        the middle of the deletion never leaves a half-deleted index that a restart would open."""
         self.close()
-        shutil.rmtree(self.folder, ignore_errors=True)
+        doomed = self.folder.with_name(DELETED_PREFIX + self.folder.name)
+        os.replace(self.folder, doomed)
+        shutil.rmtree(doomed, ignore_errors=True)
+
+
+#: Folders of indices being deleted; a restart finishes deleting them.
+DELETED_PREFIX = ".deleted-"
 
 
 def _write_json(path: Path, data: dict) -> None:
