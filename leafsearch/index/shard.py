@@ -50,7 +50,11 @@ class Shard:
         """`parse(source, doc_id) -> ParsedDoc` comes from the index's mapping (used in recovery)."""
         self.folder = folder
         self.shard_id = shard_id
-        self.lock = threading.RLock()
+        self.lock = threading.RLock()  # writes, refresh, merge installation
+        # Searches only swap in/acquire the published Searcher and count segment references;
+        # these small locks keep them from waiting behind a bulk request holding `lock`.
+        self._searcher_lock = threading.Lock()
+        self._refs_lock = threading.Lock()
         self._parse = parse
         folder.mkdir(parents=True, exist_ok=True)
         commit = self._read_commit()
@@ -295,7 +299,8 @@ class Shard:
             buffer = self.buffer
             seg = segment_from_buffer(buffer, self.folder / self._next_segment_name())
             self.segments.append(seg)
-            self._seg_refs[seg.name] = 1
+            with self._refs_lock:
+                self._seg_refs[seg.name] = 1
             if buffer.deleted:
                 live = np.ones(seg.max_doc, dtype=bool)
                 live[list(buffer.deleted)] = False
@@ -336,27 +341,32 @@ class Shard:
             count = seg.max_doc if live is None else int(np.count_nonzero(live))
             views.append(SegmentView(seg, live, base, count))
             base += seg.max_doc
-        for v in views:
-            self._seg_refs[v.segment.name] += 1
-        generation = (self._searcher.generation + 1) if self._searcher else 1
-        old = self._searcher
-        self._searcher = Searcher(self.shard_id, views, generation, on_close=self._searcher_closed)
+        with self._refs_lock:
+            for v in views:
+                self._seg_refs[v.segment.name] += 1
+        with self._searcher_lock:
+            old = self._searcher
+            generation = (old.generation + 1) if old else 1
+            self._searcher = Searcher(self.shard_id, views, generation, on_close=self._searcher_closed)
         if old is not None:
             old.release()
 
     def _searcher_closed(self, searcher: Searcher) -> None:
-        with self.lock:
-            for v in searcher.views:
-                self._unref(v.segment)
+        for v in searcher.views:
+            self._unref(v.segment)
 
     def _unref(self, seg: Segment) -> None:
-        self._seg_refs[seg.name] -= 1
-        if self._seg_refs[seg.name] == 0:
-            del self._seg_refs[seg.name]
+        """Drop one reference; the last one deletes the segment's files."""
+        with self._refs_lock:
+            self._seg_refs[seg.name] -= 1
+            last = self._seg_refs[seg.name] == 0
+            if last:
+                del self._seg_refs[seg.name]
+        if last:
             shutil.rmtree(seg.folder, ignore_errors=True)
 
     def acquire_searcher(self) -> Searcher:
-        with self.lock:
+        with self._searcher_lock:
             assert self._searcher is not None
             return self._searcher.acquire()
 
@@ -405,7 +415,8 @@ class Shard:
         names = {s.name for s, _ in parts}
         self.segments = [s for s in self.segments if s.name not in names]
         self.segments.insert(first, merged)
-        self._seg_refs[merged.name] = 1
+        with self._refs_lock:
+            self._seg_refs[merged.name] = 1
         self.live[merged.name] = None if new_live.all() else new_live
         self.version_map = {
             k: v for k, v in self.version_map.items() if v.segment is None or v.segment.name not in names
@@ -426,19 +437,20 @@ class Shard:
                 self._flush_buffer()
                 self._commit()
             self.translog.close()
-            if self._searcher is not None:
-                self._searcher.release()
-                self._searcher = None
+            with self._searcher_lock:
+                old, self._searcher = self._searcher, None
+            if old is not None:
+                old.release()
 
     # ---- stats ---------------------------------------------------------------------------
 
     def doc_count(self) -> int:
-        with self.lock:
-            return self._searcher.live_count if self._searcher else 0
+        searcher = self._searcher
+        return searcher.live_count if searcher else 0
 
     def deleted_count(self) -> int:
-        with self.lock:
-            return (self._searcher.max_doc - self._searcher.live_count) if self._searcher else 0
+        searcher = self._searcher
+        return (searcher.max_doc - searcher.live_count) if searcher else 0
 
     def store_size_bytes(self) -> int:
         total = 0
