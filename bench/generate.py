@@ -70,27 +70,9 @@ class Dataset:
     def __len__(self) -> int:
         return len(self.ids)
 
-    @cached_property
-    def sources(self) -> list[str]:
-        """The `_source` of each document as a JSON string (the values need no escaping)."""
-        return [
-            f'{{"@timestamp":"{t}","status":{s},"service":"{v}","user_id":"{u}",'
-            f'"bytes":{b},"message":"{m}","id":"{i}"}}'
-            for t, s, v, u, b, m, i in zip(
-                self.timestamps,
-                self.status.tolist(),
-                self.services,
-                self.users,
-                self.nbytes.tolist(),
-                self.messages,
-                self.ids,
-                strict=True,
-            )
-        ]
-
-    def actions(self, index: str) -> Iterator[dict]:
-        """Actions for `elasticsearch.helpers.bulk`, built lazily as a client application would."""
-        for t, s, v, u, b, m, i in zip(
+    def _rows(self) -> Iterator[tuple]:
+        """(timestamp, status, service, user, bytes, message, id) of each document, in order."""
+        return zip(
             self.timestamps,
             self.status.tolist(),
             self.services,
@@ -99,7 +81,20 @@ class Dataset:
             self.messages,
             self.ids,
             strict=True,
-        ):
+        )
+
+    @cached_property
+    def sources(self) -> list[str]:
+        """The `_source` of each document as a JSON string (the values need no escaping)."""
+        return [
+            f'{{"@timestamp":"{t}","status":{s},"service":"{v}","user_id":"{u}",'
+            f'"bytes":{b},"message":"{m}","id":"{i}"}}'
+            for t, s, v, u, b, m, i in self._rows()
+        ]
+
+    def actions(self, index: str) -> Iterator[dict]:
+        """Actions for `elasticsearch.helpers.bulk`, built lazily as a client application would."""
+        for t, s, v, u, b, m, i in self._rows():
             yield {
                 "_index": index,
                 "_id": i,

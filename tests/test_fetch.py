@@ -205,7 +205,7 @@ SEGMENT = _Segment()
 
 def test_docvalue_fields_render_as_elasticsearch_doc_values():
     specs = [{"field": f} for f in ("tag", "count", "weight", "price", "ts", "nanos", "flag", "user.name")]
-    assert docvalue_field_values(SEGMENT, 0, MAPPING, specs) == {
+    assert docvalue_field_values(SEGMENT, 0, MAPPING, specs, "idx") == {
         "tag": ["alpha", "gamma"],
         "count": [42],
         "weight": [1.100000023841858],
@@ -214,7 +214,7 @@ def test_docvalue_fields_render_as_elasticsearch_doc_values():
         "nanos": ["2024-01-01T00:00:00.123456789Z"],
         "flag": [True],
     }
-    assert docvalue_field_values(SEGMENT, 1, MAPPING, [{"field": "count"}]) == {}
+    assert docvalue_field_values(SEGMENT, 1, MAPPING, [{"field": "count"}], "idx") == {}
 
 
 def test_docvalue_fields_formats():
@@ -223,7 +223,7 @@ def test_docvalue_fields_formats():
         {"field": "nanos", "format": "strict_date_optional_time"},
         {"field": "count", "format": "#,##0.00"},
     ]
-    assert docvalue_field_values(SEGMENT, 0, MAPPING, specs) == {
+    assert docvalue_field_values(SEGMENT, 0, MAPPING, specs, "idx") == {
         "ts": ["1700000000000"],
         "nanos": ["2024-01-01T00:00:00.123Z"],
         "count": ["42.00"],
@@ -235,7 +235,8 @@ def test_docvalue_fields_formats():
     [
         (
             {"field": "message"},
-            "Text fields are not optimised for operations that require per-document field data",
+            "Fielddata is disabled on [message] in [idx]. Text fields are not optimised for operations that "
+            "require per-document field data",
         ),
         (
             {"field": "hidden"},
@@ -246,7 +247,7 @@ def test_docvalue_fields_formats():
     ],
 )
 def test_docvalue_fields_refusals(spec, reason):
-    error = raised(docvalue_field_values, SEGMENT, 0, MAPPING, [spec])
+    error = raised(docvalue_field_values, SEGMENT, 0, MAPPING, [spec], "idx")
     assert error.error_type == "illegal_argument_exception"
     assert error.reason.startswith(reason)
 

@@ -68,13 +68,24 @@ def elasticdump(*args: str) -> str:
     return log
 
 
-def contexts(http: httpx.Client) -> list[dict[str, Any]]:
-    """The open reader contexts; `open_contexts` of the node stats must agree with the listing."""
-    rows = http.get("/_cat/search_contexts", params={"format": "json"}).json()
-    stats = http.get("/_nodes/stats/indices/search").json()
-    (node,) = stats["nodes"].values()
-    assert node["indices"]["search"]["open_contexts"] == len(rows), rows
-    return rows
+def contexts(http: httpx.Client, timeout: float = 5.0) -> list[dict[str, Any]]:
+    """The open reader contexts; `open_contexts` of the node stats must agree with the listing.
+
+    The listing and the stats are two requests, and the keep-alive reaper may free a context
+    between them: the stats are read between two listings and held to them once both listings
+    show the same contexts (read again until they do, within `timeout`).
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        rows = http.get("/_cat/search_contexts", params={"format": "json"}).json()
+        stats = http.get("/_nodes/stats/indices/search").json()
+        again = http.get("/_cat/search_contexts", params={"format": "json"}).json()
+        if {row["id"] for row in rows} == {row["id"] for row in again}:
+            (node,) = stats["nodes"].values()
+            assert node["indices"]["search"]["open_contexts"] == len(rows), rows
+            return rows
+        assert time.monotonic() < deadline, f"the open contexts kept changing: {rows} then {again}"
+        time.sleep(0.05)
 
 
 def left_behind(http: httpx.Client, before: list[dict[str, Any]]) -> list[dict[str, Any]]:

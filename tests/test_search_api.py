@@ -386,12 +386,38 @@ def test_track_total_hits_forms(es: Elasticsearch, corpus: str) -> None:
     assert as_int["hits"]["total"] == 3
 
 
-@pytest.mark.xfail(
-    strict=True, reason="phases.response: a size 0 search reports max_score; Elasticsearch says null"
-)
+def test_boolean_sort_values_are_longs_and_walk_back_in(es: Elasticsearch, corpus: str) -> None:
+    """Elasticsearch's boolean DocValueFormat keeps the default `formatSortValue`: a boolean sort
+    value is the long 0 or 1 (a missing one the long it sorts as), and `search_after` takes those
+    longs, JSON booleans and "true"/"false" alike."""
+    sort = [{"ok": "asc"}, {"n": "asc"}]
+    full = es.search(index=corpus, sort=sort, size=10)["hits"]["hits"]
+    assert [(h["_id"], h["sort"]) for h in full[:3]] == [("2", [0, 2]), ("1", [1, 1]), ("3", [2**63 - 1, 3])]
+    assert all(type(h["sort"][0]) is int for h in full)
+    walked: list[str] = []
+    after = None
+    while True:
+        page = es.search(index=corpus, sort=sort, size=2, search_after=after)["hits"]["hits"]
+        if not page:
+            break
+        walked += [h["_id"] for h in page]
+        after = page[-1]["sort"]
+    assert walked == [h["_id"] for h in full] == ["2", "1", "3", "4", "5", "6", "7"]
+    for cursor in ([False, 2], ["false", 2], [0, 2]):
+        resumed = es.search(index=corpus, sort=sort, size=2, search_after=cursor)["hits"]["hits"]
+        assert [h["_id"] for h in resumed] == ["1", "3"]
+    past_true = es.search(index=corpus, sort=sort, size=1, search_after=[True, 1])["hits"]["hits"]
+    assert [h["_id"] for h in past_true] == ["3"]
+
+
 def test_size_zero_has_no_max_score(es: Elasticsearch, corpus: str) -> None:
     response = es.search(index=corpus, size=0, query={"match": {"title": "fox"}})
     assert response["hits"] == {"total": {"value": 2, "relation": "eq"}, "max_score": None, "hits": []}
+    tracked = es.search(index=corpus, size=0, track_scores=True, aggs={"n": {"max": {"field": "n"}}})
+    assert tracked["hits"]["max_score"] is None
+    assert tracked["aggregations"]["n"]["value"] == 7
+    one = es.search(index=corpus, size=1, query={"match": {"title": "fox"}})
+    assert one["hits"]["max_score"] == one["hits"]["hits"][0]["_score"] > 0
 
 
 @pytest.mark.parametrize(
@@ -454,6 +480,21 @@ def test_fields_and_docvalue_fields(es: Elasticsearch, corpus: str) -> None:
     }
 
 
+def test_docvalue_fields_of_a_text_field_name_the_index(es: Elasticsearch, corpus: str) -> None:
+    """TextFieldMapper refuses fielddata naming the field and its index, for docvalue_fields as
+    for aggregations and sorting."""
+    with pytest.raises(BadRequestError) as info:
+        es.search(index=corpus, query={"ids": {"values": ["1"]}}, docvalue_fields=["title"])
+    cause = info.value.body["error"]["root_cause"][0]
+    assert cause["type"] == "illegal_argument_exception"
+    assert cause["reason"] == (
+        f"Fielddata is disabled on [title] in [{corpus}]. Text fields are not optimised for operations that "
+        "require per-document field data like aggregations and sorting, so these operations are disabled by "
+        "default. Please use a keyword field instead. Alternatively, set fielddata=true on [title] in order "
+        "to load field data by uninverting the inverted index. Note that this can use significant memory."
+    )
+
+
 def test_stored_fields(es: Elasticsearch, corpus: str) -> None:
     hit = es.search(index=corpus, query={"ids": {"values": ["1"]}}, stored_fields=[])["hits"]["hits"][0]
     assert hit["_id"] == "1"
@@ -464,13 +505,32 @@ def test_stored_fields(es: Elasticsearch, corpus: str) -> None:
     assert with_source["_source"] == {"n": 1}
 
 
-@pytest.mark.xfail(
-    strict=True, reason="phases._render_hits: stored_fields _none_ must drop metadata (_id) too"
-)
 def test_stored_fields_none_drops_metadata(es: Elasticsearch, corpus: str) -> None:
+    """Elasticsearch's fetch phase loads no stored field for `_none_`: hits lose `_id`, `_routing`
+    and `_source`, and keep what does not come from stored fields (index, score, sort values,
+    version, doc values)."""
     hit = es.search(index=corpus, query={"ids": {"values": ["1"]}}, stored_fields="_none_")["hits"]["hits"][0]
-    assert "_source" not in hit
-    assert "_id" not in hit
+    assert hit == {"_index": corpus, "_score": 1.0}
+    es.index(index=corpus, id="9", document={"n": 9}, routing="r9", refresh=True)
+    try:
+        routed = es.search(
+            index=corpus,
+            query={"range": {"n": {"gte": 5}}},
+            stored_fields="_none_",
+            source=False,
+            version=True,
+            docvalue_fields=["n"],
+            sort=[{"n": "desc"}],
+            size=2,
+        )["hits"]["hits"]
+        assert routed == [
+            {"_index": corpus, "_version": 1, "_score": None, "fields": {"n": [9]}, "sort": [9]},
+            {"_index": corpus, "_version": 1, "_score": None, "fields": {"n": [7]}, "sort": [7]},
+        ]
+        shown = es.search(index=corpus, query={"ids": {"values": ["9"]}}, stored_fields=[])["hits"]["hits"][0]
+        assert shown["_id"] == "9" and shown["_routing"] == "r9"
+    finally:
+        es.delete(index=corpus, id="9", routing="r9", refresh=True)
 
 
 def test_version_seq_no_and_explain_false(es: Elasticsearch, corpus: str) -> None:

@@ -14,6 +14,15 @@ import numpy as np
 SORT_MODES = ("min", "max", "sum", "avg", "median")
 
 
+def term_ordinal(terms: np.ndarray, term: str | bytes) -> int:
+    """Position of a term in a sorted numpy 'S' array of UTF-8 terms, or -1 when it is absent."""
+    key = term.encode() if isinstance(term, str) else term
+    i = int(np.searchsorted(terms, key))
+    if i < len(terms) and terms[i] == key:
+        return i
+    return -1
+
+
 class DocValues:
     """Values of one field for every document of a segment, in compressed-sparse-row form.
 
@@ -126,11 +135,7 @@ class KeywordColumn:
 
     def lookup(self, term: str | bytes) -> int:
         """Ordinal of a term, or -1 when the segment does not hold it."""
-        key = term.encode() if isinstance(term, str) else term
-        i = int(np.searchsorted(self.terms, key))
-        if i < len(self.terms) and self.terms[i] == key:
-            return i
-        return -1
+        return term_ordinal(self.terms, term)
 
     def term(self, ordinal: int) -> str:
         return bytes(self.terms[ordinal]).decode()
@@ -173,11 +178,8 @@ class TextColumn:
         return starts
 
     def lookup(self, term: str | bytes) -> int:
-        key = term.encode() if isinstance(term, str) else term
-        i = int(np.searchsorted(self.terms, key))
-        if i < len(self.terms) and self.terms[i] == key:
-            return i
-        return -1
+        """Index of a term in `terms`, or -1 when the segment does not hold it."""
+        return term_ordinal(self.terms, term)
 
     def postings(self, term: str | bytes) -> tuple[np.ndarray, np.ndarray]:
         """(docs, freqs) of a term; empty arrays when the segment does not hold it."""

@@ -160,15 +160,14 @@ class Shard:
                 doc = int(seg.id_docs[i])
                 live = self.live[seg.name]
                 if (live is None or live[doc]) and doc not in self._pending_set(seg.name):
-                    return DocState(
-                        int(seg.versions[doc]),
-                        int(seg.seq_nos[doc]),
-                        False,
-                        seg,
-                        doc,
-                        self._routing_of(seg, doc),
-                    )
+                    return self._segment_state(seg, doc)
         return None
+
+    def _segment_state(self, seg: Segment, doc: int) -> DocState:
+        """The state of a live document of a segment."""
+        return DocState(
+            int(seg.versions[doc]), int(seg.seq_nos[doc]), False, seg, doc, self._routing_of(seg, doc)
+        )
 
     def _pending_set(self, name: str) -> set[int]:
         return self.pending_deletes.get(name) or set()
@@ -204,14 +203,7 @@ class Shard:
                 for i in range(int(lo[h]), int(hi[h])):
                     doc = int(seg.id_docs[i])
                     if (live is None or live[doc]) and doc not in pending:
-                        found[todo[h]] = DocState(
-                            int(seg.versions[doc]),
-                            int(seg.seq_nos[doc]),
-                            False,
-                            seg,
-                            doc,
-                            self._routing_of(seg, doc),
-                        )
+                        found[todo[h]] = self._segment_state(seg, doc)
         for doc_id in todo:
             state = found.get(doc_id)
             # A miss is remembered as a tombstone-free "absent" marker to skip later lookups.

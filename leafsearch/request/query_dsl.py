@@ -349,10 +349,11 @@ def _bool(name: str, key: str, value: Any) -> bool:
 def _text(name: str, key: str, value: Any) -> str:
     if not _is_scalar(value):
         raise ParsingError(f"[{name}] unknown token [{_token_name(value)}] after [{key}]")
-    return _scalar_text(value)
+    return scalar_text(value)
 
 
-def _scalar_text(value: Scalar) -> str:
+def scalar_text(value: Any) -> str:
+    """`parser.text()` / `toString()` of a decoded JSON scalar: what Java prints for it."""
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
@@ -381,7 +382,7 @@ def _msm(value: Any) -> str | None:
 
 
 def _fuzziness(value: Any) -> str:
-    return _scalar_text(value) if _is_scalar(value) else str(value)
+    return scalar_text(value) if _is_scalar(value) else str(value)
 
 
 def _fields(name: str, value: Any) -> tuple[str, ...]:
@@ -679,7 +680,7 @@ def _ids(body: dict, depth: int) -> Query:
         if key == "values":
             if not isinstance(value, list) or not all(_is_scalar(v) for v in value):
                 raise XContentParseError("[ids] failed to parse field [values]")
-            values = tuple(_scalar_text(v) for v in value)
+            values = tuple(scalar_text(v) for v in value)
         elif key == "boost":
             boost = _float("ids", key, value)
         elif key not in _IGNORED:
@@ -693,7 +694,7 @@ def _pattern_query(name: str, value_keys: tuple[str, ...], cls: type) -> Callabl
         if not isinstance(spec, dict):
             if not _is_scalar(spec):
                 raise ParsingError(f"[{name}] unknown token [{_token_name(spec)}] after [{field}]")
-            return cls(field, _scalar_text(spec))
+            return cls(field, scalar_text(spec))
         value: str | None = None
         boost, case_insensitive = 1.0, False
         for key, val in spec.items():

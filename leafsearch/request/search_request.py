@@ -29,7 +29,7 @@ from leafsearch.errors import (
     SearchPhaseExecution,
     XContentParseError,
 )
-from leafsearch.request.query_dsl import Query, parse_query
+from leafsearch.request.query_dsl import Query, parse_query, scalar_text
 from leafsearch.request.search_types import (
     SCORE,
     SHARD_DOC,
@@ -365,7 +365,7 @@ class _Source:
         if params.get("docvalue_fields"):
             extra = [{"field": f} for f in params["docvalue_fields"].split(",") if f]
             self.docvalue_fields = (self.docvalue_fields or []) + extra
-        url_source = _url_source(params)
+        url_source = url_source_filter(params)
         if url_source is not None:
             self.source = url_source
         if "track_scores" in params:
@@ -626,8 +626,10 @@ def _source_object(value: dict[str, Any]) -> SourceFilter:
     return SourceFilter(includes=includes, excludes=excludes)
 
 
-def _url_source(params: dict[str, str]) -> SourceFilter | None:
-    """`FetchSourceContext.parseFromRestRequest`: replaces the body's `_source` when present."""
+def url_source_filter(params: dict[str, str]) -> SourceFilter | None:
+    """`FetchSourceContext.parseFromRestRequest`: the `_source`, `_source_includes` and
+    `_source_excludes` parameters (of a search, where they replace the body's `_source`, or of a
+    get); None when none is given."""
     fetch: bool | None = None
     includes: tuple[str, ...] = ()
     excludes: tuple[str, ...] = ()
@@ -791,13 +793,6 @@ def _pit(value: dict[str, Any]) -> PitSpec:
 
 # ---------------------------------------------------------------------------------------------
 # values as XContentParser reads them (numbers and booleans may come as strings)
-
-
-def scalar_text(value: Any) -> str:
-    """`parser.text()` / `toString()` of a decoded JSON scalar: what Java prints for it."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
 
 
 def number_format_error(text: str, *, integer: bool = False) -> ElasticError:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from leafsearch.request.query_dsl import Query
+from leafsearch.request.query_dsl import MatchAll, Query
 
 #: Special sort keys.
 SCORE = "_score"
@@ -91,3 +91,20 @@ class SearchRequest:
     routing: str | None = None  # the `routing` parameter: comma-separated values naming the shards to search
     dfs: bool = False  # search_type=dfs_query_then_fetch: score with statistics of all shards
     raw_body: dict[str, Any] = field(default_factory=dict)
+
+    def plain_walk(self, sort_field: str) -> bool:
+        """Whether the request only reads every document in the order of one `sort_field` sort: a
+        `match_all` with nothing computed per document (no aggs, post_filter, min_score,
+        terminate_after or scores). The `_doc` scroll and the `_shard_doc` export need no match
+        list for such a walk."""
+        sort = self.sort
+        return (
+            len(sort) == 1
+            and sort[0].field == sort_field
+            and isinstance(self.query, MatchAll)
+            and self.aggs is None
+            and self.post_filter is None
+            and self.min_score is None
+            and self.terminate_after is None
+            and not self.track_scores
+        )

@@ -335,14 +335,14 @@ def _truncate(value: float) -> int:
 
 
 def docvalue_field_values(
-    segment: Any, doc: int, mapping: Any, specs: list[dict[str, Any]]
+    segment: Any, doc: int, mapping: Any, specs: list[dict[str, Any]], index: str
 ) -> dict[str, list]:
     """Values of one document's columns for each spec, rendered as Elasticsearch's DocValueFormat.
 
     Keywords come back as strings in term order, numbers in value order, booleans as true/false,
     dates as strings in the spec's `format` or the mapping's first format (numbers take a
     `DecimalFormat` pattern). Fields without doc values, and text fields, are refused as
-    Elasticsearch refuses them.
+    Elasticsearch refuses them (a text field's refusal names `index`, the hit's index).
     """
     out: dict[str, list] = {}
     for spec in specs:
@@ -350,7 +350,7 @@ def docvalue_field_values(
             ft = mapping.field(path)
             if ft is None or path in out:
                 continue
-            render = _docvalue_renderer(path, ft, spec.get("format"))
+            render = _docvalue_renderer(path, ft, spec.get("format"), index)
             column = segment.column(path)
             if isinstance(column, KeywordColumn):
                 values = [column.term(int(o)) for o in column.ords.doc_values(doc)]
@@ -382,8 +382,8 @@ def fielddata_error(field: str, ft: Any, index: str | None = None) -> IllegalArg
     return None
 
 
-def _docvalue_renderer(path: str, ft: Any, fmt: str | None):
-    error = fielddata_error(path, ft)
+def _docvalue_renderer(path: str, ft: Any, fmt: str | None, index: str):
+    error = fielddata_error(path, ft, index)
     if error is not None:
         raise error
     domain = _type_domain(ft.type, ft.kind)

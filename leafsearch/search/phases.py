@@ -20,7 +20,6 @@ import orjson
 
 from leafsearch.errors import ElasticError, IllegalArgument, SearchPhaseExecution
 from leafsearch.rawjson import RawJSON
-from leafsearch.request.query_dsl import MatchAll
 from leafsearch.request.search_types import SHARD_DOC, SearchRequest
 from leafsearch.rest.exchange import parse_bool
 from leafsearch.search import fetch
@@ -142,18 +141,10 @@ def _walks_live_docs(request: SearchRequest) -> bool:
     That walk (SPEC 4.1 r12, the fastest full export) needs no query, no sort and no match list:
     its pages are ranges of the snapshots' live documents, located by binary search.
     """
-    sort = request.sort
     sliced = request.slice
     return (
         request.track_total_hits is False
-        and len(sort) == 1
-        and sort[0].field == SHARD_DOC
-        and isinstance(request.query, MatchAll)
-        and request.aggs is None
-        and request.post_filter is None
-        and request.min_score is None
-        and request.terminate_after is None
-        and not request.track_scores
+        and request.plain_walk(SHARD_DOC)
         and (sliced is None or (request.pit is not None and sliced.field is None))
         and (request.search_after is None or len(request.search_after) == 1)
     )
@@ -221,7 +212,11 @@ class _Page:
 
 
 def _gather(hitlist: HitList, start: int, end: int, request: SearchRequest) -> _Page:
-    """Ids, sources and routings of the page's documents only, read segment by segment."""
+    """Ids, sources and routings of the page's documents only, read segment by segment.
+
+    `stored_fields: _none_` loads no stored field at all, so its hits have no id, routing or
+    source (Elasticsearch's fetch phase then builds id-less hits).
+    """
     sl = slice(start, end)
     tpos = hitlist.target[sl]
     docs = hitlist.doc[sl]
@@ -230,7 +225,8 @@ def _gather(hitlist: HitList, start: int, end: int, request: SearchRequest) -> _
     sources: list[bytes | None] = [None] * n
     routings: list[str | None] = [None] * n
     located: list[tuple[Any, int]] = [(None, 0)] * n
-    fetch_source = request.source.fetch and request.stored_fields != ["_none_"]
+    stored = _loads_stored_fields(request)
+    fetch_source = request.source.fetch and stored
     for ti in np.unique(tpos).tolist():
         views = hitlist.targets[ti].searcher.views
         bases = np.array([v.doc_base for v in views], dtype=np.int64)
@@ -241,9 +237,12 @@ def _gather(hitlist: HitList, start: int, end: int, request: SearchRequest) -> _
             rows_arr = in_target[vis == vi]
             rows = rows_arr.tolist()
             local = docs[rows_arr] - view.doc_base
-            for row, doc_id, d in zip(rows, view.segment.doc_ids(local), local.tolist(), strict=True):
-                ids[row] = doc_id
+            for row, d in zip(rows, local.tolist(), strict=True):
                 located[row] = (view, d)
+            if not stored:
+                continue
+            for row, doc_id in zip(rows, view.segment.doc_ids(local), strict=True):
+                ids[row] = doc_id
             if fetch_source or request.fields:
                 for row, raw in zip(rows, view.segment.sources(local), strict=True):
                     sources[row] = raw
@@ -263,6 +262,11 @@ def _gather(hitlist: HitList, start: int, end: int, request: SearchRequest) -> _
         scores = [None] * n
     sort_values = _sort_values(hitlist, start, end) if request.sort else None
     return _Page(tpos, located, ids, sources, routings, scores, sort_values)
+
+
+def _loads_stored_fields(request: SearchRequest) -> bool:
+    """False for `stored_fields: _none_`, which disables stored fields, metadata ones included."""
+    return request.stored_fields != ["_none_"]
 
 
 def _plain(request: SearchRequest) -> bool:
@@ -320,12 +324,14 @@ def _render_hits(
     page = _gather(hitlist, start, end, request)
     if raw_hits and _plain(request):
         return _render_raw(hitlist, page, request)
-    fetch_source = request.source.fetch and request.stored_fields != ["_none_"]
+    fetch_source = request.source.fetch and _loads_stored_fields(request)
     hits = []
     for row in range(end - start):
         target = hitlist.targets[int(page.tpos[row])]
         view, local_doc = page.located[row]
-        hit: dict[str, Any] = {"_index": target.index.name, "_id": page.ids[row]}
+        hit: dict[str, Any] = {"_index": target.index.name}
+        if page.ids[row] is not None:
+            hit["_id"] = page.ids[row]
         if request.version:
             hit["_version"] = int(view.segment.versions[local_doc])
         if request.seq_no_primary_term:
@@ -346,7 +352,7 @@ def _render_hits(
             if request.docvalue_fields:
                 values.update(
                     fetch.docvalue_field_values(
-                        view.segment, local_doc, target.mapping, request.docvalue_fields
+                        view.segment, local_doc, target.mapping, request.docvalue_fields, target.index.name
                     )
                 )
             if values:
@@ -366,8 +372,9 @@ def _sort_values(hitlist: HitList, start: int, end: int) -> list[list[Any]]:
     return [list(row) for row in zip(*rendered, strict=True)]
 
 
-#: Column kinds whose present values render as they are stored (no `format` on the sort, and no
-#: boolean field, whose doc-value format renders its own way).
+#: Column kinds whose present values render as they are stored when the sort has no `format`.
+#: Booleans are among them: Elasticsearch's boolean DocValueFormat keeps the default
+#: `formatSortValue`, so their sort values are the longs 0 and 1.
 _RAW_KINDS = ("long", "doc", "shard_doc", "keyword")
 
 
@@ -388,8 +395,7 @@ def _column_values(col, start: int, end: int, tpos: list[int]) -> list[Any]:
     else:
         values = raw.tolist()
     types = col.field_types
-    booleans = any(ft is not None and ft.type == "boolean" for ft in types)
-    if col.kind not in _RAW_KINDS or col.spec.format is not None or booleans:
+    if col.kind not in _RAW_KINDS or col.spec.format is not None:
         values = [
             fetch.format_sort_value(v, types[t] if types else None, col.spec)
             for v, t in zip(values, tpos, strict=True)
@@ -435,8 +441,10 @@ def response(
             raise
         except ElasticError as exc:
             raise SearchPhaseExecution(exc, phase="fetch") from None
+    # A size 0 search collects no top hits, so it has no max score (Lucene's NaN, rendered null).
     sorted_by_field = bool(request.sort) and request.sort[0].field != "_score"
-    max_score = hitlist.max_score if (not sorted_by_field or request.track_scores) else None
+    scored = request.size > 0 and (not sorted_by_field or request.track_scores)
+    max_score = hitlist.max_score if scored else None
     if max_score is not None:
         max_score = fetch._short_float(max_score, "float")
     hits_obj: dict[str, Any] = {}

@@ -15,7 +15,6 @@ from leafsearch.errors import (
     SearchContextMissing,
     SearchPhaseExecution,
 )
-from leafsearch.request.query_dsl import MatchAll
 from leafsearch.request.search_types import DOC, SearchRequest
 from leafsearch.search import phases, slicing
 from leafsearch.search.contexts import ReaderContext
@@ -34,10 +33,7 @@ def search_pit(
     its keep-alive becomes the larger of the old and the requested one, counted from the end of
     this search, as Elasticsearch's ReaderContext does."""
     assert request.pit is not None
-    try:
-        ctx = node.contexts.acquire(request.pit.id, "pit")
-    except SearchContextMissing as exc:
-        raise SearchPhaseExecution(exc) from None
+    ctx = _acquire(node, request.pit.id, "pit")
     keep_alive = None
     try:
         if request.pit.keep_alive:
@@ -71,18 +67,7 @@ def _walks_docs(request: SearchRequest) -> bool:
     (shard, doc) order; its batches are ranges of them, located by binary search, so opening it
     costs no O(matches) work and each batch costs only its own documents.
     """
-    sort = request.sort
-    return (
-        len(sort) == 1
-        and sort[0].field == DOC
-        and not sort[0].descending
-        and isinstance(request.query, MatchAll)
-        and request.aggs is None
-        and request.post_filter is None
-        and request.min_score is None
-        and request.terminate_after is None
-        and not request.track_scores
-    )
+    return request.plain_walk(DOC) and not request.sort[0].descending
 
 
 def open_scroll(
@@ -145,11 +130,10 @@ def _next_batch(ctx: ReaderContext) -> tuple[HitList, int, int]:
     return matches, start, end
 
 
-def _acquire(node: Node, scroll_id: str) -> ReaderContext:
-    if node.contexts.decode_id(scroll_id, "scroll") is None:
-        raise IllegalArgument("Cannot parse scroll id")
+def _acquire(node: Node, context_id: str, kind: str) -> ReaderContext:
+    """A PIT or scroll context, in use until released; a missing one fails the search phase."""
     try:
-        return node.contexts.acquire(scroll_id, "scroll")
+        return node.contexts.acquire(context_id, kind)
     except SearchContextMissing as exc:
         raise SearchPhaseExecution(exc) from None
 
@@ -160,7 +144,9 @@ def scroll(node: Node, scroll_id: str, keep_alive: str | None, *, raw_hits: bool
     An exhausted scroll keeps answering empty batches until it is cleared or expires.
     """
     started = time.perf_counter()
-    ctx = _acquire(node, scroll_id)
+    if node.contexts.decode_id(scroll_id, "scroll") is None:
+        raise IllegalArgument("Cannot parse scroll id")
+    ctx = _acquire(node, scroll_id, "scroll")
     seconds = None
     try:
         if keep_alive is not None:

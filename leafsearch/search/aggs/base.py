@@ -13,11 +13,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from leafsearch.errors import ElasticError, IllegalArgument, SearchPhaseExecution, XContentParseError
+
+if TYPE_CHECKING:
+    from leafsearch.search.aggs.values import ValueFormat
 
 
 @dataclass
@@ -216,6 +219,19 @@ class Options:
                 IllegalArgument(f"[{label or key}] must be greater than 0. Found [{value}] in [{self.name}]"),
             )
         return value
+
+    def missing(self, fmt: ValueFormat, now_millis: int | None, *, as_text: bool = False) -> Any:
+        """The `missing` option parsed in the field's format (text as given for keyword fields), or
+        None when absent; a value the format refuses fails as the option's parse error."""
+        if "missing" not in self.body:
+            return None
+        value = self.body["missing"]
+        if as_text:
+            return str(value)
+        try:
+            return fmt.parse(value, now_millis)
+        except IllegalArgument as err:
+            raise field_failed(self.agg_type, "missing", err) from None
 
     def min_doc_count(self, default: int) -> int:
         value = self.integer("min_doc_count", default)

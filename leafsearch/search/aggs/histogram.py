@@ -201,7 +201,7 @@ class HistogramAgg(HistogramBase):
         self.keyed = opts.boolean("keyed", False)
         self.order = parse_order(opts.get("order"), subs, _KEY_ASC, tiebreak=True)
         self.format = self.field.value_format(opts.get("format"))
-        self.missing = _missing(opts, self.format, "histogram", pctx)
+        self.missing = opts.missing(self.format, pctx.now_millis)
         self.extended = _bounds(opts, "extended_bounds", self.format, "histogram", pctx)
         self.hard = _bounds(opts, "hard_bounds", self.format, "histogram", pctx, partial=True)
 
@@ -250,7 +250,7 @@ class DateHistogramAgg(HistogramBase):
             self.format = DateFormat(
                 _date_formatter(opts.get("format") or "strict_date_optional_time||epoch_millis"), zone
             )
-        self.missing = _missing(opts, self.format, "date_histogram", pctx)
+        self.missing = opts.missing(self.format, pctx.now_millis)
         self.extended = _bounds(opts, "extended_bounds", self.format, "date_histogram", pctx)
         self.hard = _bounds(opts, "hard_bounds", self.format, "date_histogram", pctx, partial=True)
 
@@ -308,15 +308,6 @@ def _date_offset(value: Any) -> int:
         return sign * int(round(parse_time_value(text, "date_histogram.offset") * 1000))
     except IllegalArgument as err:
         raise field_failed("date_histogram", "offset", err) from None
-
-
-def _missing(opts: Options, fmt: ValueFormat, agg_type: str, pctx: ParseContext) -> Any:
-    if "missing" not in opts:
-        return None
-    try:
-        return fmt.parse(opts.get("missing"), pctx.now_millis)
-    except IllegalArgument as err:
-        raise field_failed(agg_type, "missing", err) from None
 
 
 def _bounds(

@@ -80,7 +80,7 @@ class StatsAgg(Agg):
         self.field: FieldRef = resolve_field(type_name, opts, pctx, families)
         self.format: ValueFormat = self.field.value_format(opts.get("format"))
         self.needs = _NEEDS[type_name]
-        self.missing = _parse_missing(opts, self.field, self.format, type_name, pctx)
+        self.missing = opts.missing(self.format, pctx.now_millis, as_text=self.field.family == KEYWORD)
         self.sigma = opts.number("sigma", 2.0) if type_name == "extended_stats" else 2.0
         if self.sigma is not None and self.sigma < 0:
             raise field_failed(
@@ -247,20 +247,6 @@ def _finite(value: float | None) -> float | None:
     return None if value is None or math.isnan(value) else value
 
 
-def _parse_missing(
-    opts: Options, field: FieldRef, fmt: ValueFormat, agg_type: str, pctx: ParseContext
-) -> Any:
-    if "missing" not in opts:
-        return None
-    value = opts.get("missing")
-    if field.family == KEYWORD:
-        return str(value)
-    try:
-        return fmt.parse(value, pctx.now_millis)
-    except IllegalArgument as err:
-        raise field_failed(agg_type, "missing", err) from None
-
-
 @dataclass
 class Distinct:
     """Distinct (parent bucket, value) pairs: cardinality is exact."""
@@ -283,7 +269,9 @@ class CardinalityAgg(Agg):
         threshold = opts.get("precision_threshold")
         if threshold is not None:
             opts.integer("precision_threshold", 3000)
-        self.missing = _parse_missing(opts, self.field, self.field.value_format(), "cardinality", pctx)
+        self.missing = opts.missing(
+            self.field.value_format(), pctx.now_millis, as_text=self.field.family == KEYWORD
+        )
 
     def collect(self, seg: SegmentContext, docs: np.ndarray, groups: np.ndarray, n_groups: int) -> Distinct:
         if self.field.family == KEYWORD:

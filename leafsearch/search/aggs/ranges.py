@@ -42,12 +42,7 @@ class RangeAgg(Agg):
                 _date_formatter(opts.get("format") or "strict_date_optional_time||epoch_millis")
             )
         self.keyed = opts.boolean("keyed", False)
-        self.missing = None
-        if "missing" in opts:
-            try:
-                self.missing = self.format.parse(opts.get("missing"), pctx.now_millis)
-            except IllegalArgument as err:
-                raise field_failed(type_name, "missing", err) from None
+        self.missing = opts.missing(self.format, pctx.now_millis)
         specs = opts.get("ranges")
         if not specs:
             raise shard_failure(IllegalArgument(f"No [ranges] specified for the [{name}] aggregation"))

@@ -174,13 +174,7 @@ class TermsAgg(Agg):
         self.format = self.field.value_format(opts.get("format"))
         keyword = self.field.family in (KEYWORD, None)
         self.filter = IncludeExclude(name, opts.get("include"), opts.get("exclude"), numeric=not keyword)
-        self.missing: Any = None
-        if "missing" in opts:
-            value = opts.get("missing")
-            try:
-                self.missing = str(value) if keyword else self.format.parse(value, pctx.now_millis)
-            except IllegalArgument as err:
-                raise field_failed("terms", "missing", err) from None
+        self.missing: Any = opts.missing(self.format, pctx.now_millis, as_text=keyword)
 
     def collect(self, seg: SegmentContext, docs: np.ndarray, groups: np.ndarray, n_groups: int) -> Buckets:
         if self.field.family in (KEYWORD, None):

@@ -18,6 +18,7 @@ import numpy as np
 
 from leafsearch.errors import IllegalArgument
 from leafsearch.search.aggs.base import SegmentContext, shard_failure
+from leafsearch.search.fetch import fielddata_error
 
 KEYWORD, NUMERIC, DATE, BOOLEAN = "keyword", "numeric", "date", "boolean"
 ANY = frozenset({KEYWORD, NUMERIC, DATE, BOOLEAN})
@@ -254,24 +255,10 @@ def resolve_field(
     ftype = pctx.mapping.field(path) if pctx.mapping is not None else None
     if ftype is None:
         return FieldRef(path, None, None)
+    unloadable = fielddata_error(path, ftype, pctx.index or "_na_")
+    if unloadable is not None:
+        raise shard_failure(unloadable)
     family = family_of(ftype)
-    if family == "text":
-        raise shard_failure(
-            IllegalArgument(
-                f"Fielddata is disabled on [{path}] in [{pctx.index or '_na_'}]. Text fields are not "
-                "optimised for operations that require per-document field data like aggregations and "
-                "sorting, so these operations are disabled by default. Please use a keyword field instead. "
-                f"Alternatively, set fielddata=true on [{path}] in order to load field data by uninverting "
-                "the inverted index. Note that this can use significant memory."
-            )
-        )
-    if not getattr(ftype, "doc_values", True):
-        raise shard_failure(
-            IllegalArgument(
-                f"Can't load fielddata on [{path}] because fielddata is unsupported on fields of type "
-                f"[{ftype.type}]. Use doc values instead."
-            )
-        )
     if family not in families:
         raise shard_failure(
             IllegalArgument(

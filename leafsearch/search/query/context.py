@@ -1,0 +1,39 @@
+"""What a query needs from its shard, and the shard-level errors raised while planning it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from leafsearch.errors import ElasticError, QueryShardError
+from leafsearch.index.searcher import Searcher
+
+
+@dataclass
+class QueryContext:
+    """What a query needs from its shard. One context serves all segments of one shard snapshot;
+    it caches the prepared plan and term statistics for them."""
+
+    mapping: Any
+    searcher: Searcher
+    now_millis: int = 0
+    needs_scores: bool = True
+    default_fields: tuple[str, ...] = ("*",)  # index.query.default_field
+    index_name: str | None = None
+    index_uuid: str = "_na_"
+    _plans: dict[str, Any] = field(default_factory=dict, repr=False)
+    _weights: dict[tuple, Any] = field(default_factory=dict, repr=False)
+
+
+def shard_error(
+    ctx: QueryContext, reason: str, cause: ElasticError | None = None, *, root: bool = False
+) -> QueryShardError:
+    return QueryShardError(
+        reason, index=ctx.index_name, index_uuid=ctx.index_uuid, caused_by=cause, cause_is_root=root
+    )
+
+
+def failed(ctx: QueryContext, error_type: str, message: str, *, root: bool = False) -> QueryShardError:
+    """Elasticsearch wraps an exception raised while building a query as "failed to create query"."""
+    cause = ElasticError(message, error_type=error_type, status=400)
+    return shard_error(ctx, f"failed to create query: {message}", cause, root=root)

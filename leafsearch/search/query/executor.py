@@ -1,0 +1,167 @@
+"""Running a plan over one segment: leaves by the term and phrase executors, compound plans here
+(bool sums of must and should scores, dis_max's best plus tie-breaker, constant_score), all as
+whole-array numpy operations."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from leafsearch.index.searcher import SegmentView
+from leafsearch.search.query import phrase_exec, term_exec
+from leafsearch.search.query.context import QueryContext
+from leafsearch.search.query.masks import Result, constant, empty
+from leafsearch.search.query.plans import (
+    AllDocs,
+    BoolPlan,
+    ConstPlan,
+    DisMaxPlan,
+    ExistsPlan,
+    IdsPlan,
+    NoDocs,
+    NumRange,
+    PatternPlan,
+    Phrase,
+    ScoredTerm,
+    TermRange,
+    ValueSet,
+)
+
+_F32 = np.float32
+
+
+def run(plan: Any, view: SegmentView, ctx: QueryContext, scoring: bool, boost: float) -> Result:
+    """(mask, scores or None) of a plan over one segment; `boost` comes down from the parents."""
+    return _EXECUTORS[type(plan)](plan, view, ctx, scoring, boost)
+
+
+def _exec_all(plan: AllDocs, view: SegmentView, ctx: QueryContext, scoring: bool, boost: float) -> Result:
+    n = view.max_doc
+    return np.ones(n, dtype=bool), (np.full(n, _F32(boost * plan.boost), dtype=_F32) if scoring else None)
+
+
+def _exec_nothing(plan: NoDocs, view: SegmentView, ctx: QueryContext, scoring: bool, boost: float) -> Result:
+    return empty(view, scoring)
+
+
+def _exec_bool(plan: BoolPlan, view: SegmentView, ctx: QueryContext, scoring: bool, boost: float) -> Result:
+    n = view.max_doc
+    inner = boost * plan.boost
+    if len(plan.must) == 1 and not (plan.should or plan.filter or plan.must_not):
+        return run(plan.must[0], view, ctx, scoring, inner)
+    required = plan.min_should if (plan.must or plan.filter or plan.min_should) else 1
+    scored = _sparse_clauses(plan, view, ctx, scoring, inner, required)
+    if scored is None:
+        scored = _dense_clauses(plan, view, ctx, scoring, inner, required)
+    mask, total = scored
+    for clause in plan.filter:
+        m, _ = run(clause, view, ctx, False, 1.0)
+        mask = m.copy() if mask is None else np.logical_and(mask, m, out=mask)
+    if mask is None:
+        mask = np.ones(n, dtype=bool)
+    for clause in plan.must_not:
+        m, _ = run(clause, view, ctx, False, 1.0)
+        mask &= ~m
+    if not scoring:
+        return mask, None
+    if total is None:
+        return mask, np.zeros(n, dtype=_F32)
+    return mask, np.where(mask, total, 0).astype(_F32)
+
+
+def _dense_clauses(
+    plan: BoolPlan, view: SegmentView, ctx: QueryContext, scoring: bool, inner: float, required: int
+) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """(mask of the must and should clauses or None when there are none, summed scores)."""
+    n = view.max_doc
+    mask: np.ndarray | None = None
+    parts: list[np.ndarray] = []
+    for clause in plan.must:
+        m, s = run(clause, view, ctx, scoring, inner)
+        mask = m.copy() if mask is None else np.logical_and(mask, m, out=mask)
+        if scoring:
+            parts.append(s)
+    if plan.should:
+        counts = np.zeros(n, dtype=np.int32) if required > 1 else None
+        any_should = np.zeros(n, dtype=bool) if required == 1 else None
+        for clause in plan.should:
+            m, s = run(clause, view, ctx, scoring, inner)
+            if counts is not None:
+                counts += m
+            elif any_should is not None:
+                any_should |= m
+            if scoring:
+                parts.append(s)
+        should_mask = counts >= required if counts is not None else any_should
+        if should_mask is not None:
+            mask = should_mask if mask is None else np.logical_and(mask, should_mask, out=mask)
+    if len(parts) <= 1:
+        return mask, parts[0] if parts else None
+    total = parts[0].astype(np.float64)
+    for part in parts[1:]:
+        total += part
+    return mask, total
+
+
+def _sparse_clauses(
+    plan: BoolPlan, view: SegmentView, ctx: QueryContext, scoring: bool, inner: float, required: int
+) -> tuple[np.ndarray, np.ndarray | None] | None:
+    """The common `match` shape (only must or only should clauses, all text terms) summed straight
+    from the postings with two bincounts instead of one dense array per term."""
+    clauses = plan.must or plan.should
+    if (plan.must and plan.should) or len(clauses) < 2:
+        return None
+    if not all(isinstance(c, ScoredTerm) and c.kind == "text" for c in clauses):
+        return None
+    results = [term_exec.term_postings(c, view, ctx, scoring, inner) for c in clauses]
+    docs = np.concatenate([r[0] for r in results]).astype(np.intp, copy=False)
+    counts = np.bincount(docs, minlength=view.max_doc)
+    mask = counts >= (len(clauses) if plan.must else required)
+    if not scoring:
+        return mask, None
+    weights = np.concatenate([r[1] for r in results]).astype(np.float64)
+    return mask, np.bincount(docs, weights=weights, minlength=view.max_doc)
+
+
+def _exec_dis_max(
+    plan: DisMaxPlan, view: SegmentView, ctx: QueryContext, scoring: bool, boost: float
+) -> Result:
+    inner = boost * plan.boost
+    mask = np.zeros(view.max_doc, dtype=bool)
+    best = np.zeros(view.max_doc, dtype=_F32) if scoring else None
+    total = np.zeros(view.max_doc, dtype=np.float64) if scoring else None
+    for clause in plan.queries:
+        m, s = run(clause, view, ctx, scoring, inner)
+        mask |= m
+        if scoring:
+            np.maximum(best, s, out=best)
+            total += s
+    if not scoring:
+        return mask, None
+    tie = np.float64(_F32(plan.tie_breaker))
+    scores = (best.astype(np.float64) + (total - best) * tie).astype(_F32)
+    return mask, np.where(mask, scores, _F32(0))
+
+
+def _exec_const(plan: ConstPlan, view: SegmentView, ctx: QueryContext, scoring: bool, boost: float) -> Result:
+    mask, _ = run(plan.inner, view, ctx, False, 1.0)
+    return constant(mask, scoring, boost * plan.boost)
+
+
+_EXECUTORS: dict[type, Callable[..., Result]] = {
+    AllDocs: _exec_all,
+    NoDocs: _exec_nothing,
+    ScoredTerm: term_exec.exec_scored_term,
+    ValueSet: term_exec.exec_value_set,
+    NumRange: term_exec.exec_num_range,
+    TermRange: term_exec.exec_term_range,
+    PatternPlan: term_exec.exec_pattern,
+    ExistsPlan: term_exec.exec_exists,
+    IdsPlan: term_exec.exec_ids,
+    Phrase: phrase_exec.exec_phrase,
+    BoolPlan: _exec_bool,
+    DisMaxPlan: _exec_dis_max,
+    ConstPlan: _exec_const,
+}

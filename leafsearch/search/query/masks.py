@@ -1,0 +1,74 @@
+"""Dense per-segment results built in bulk: a match mask (one bool per document) and scores (one
+float32 per document, None when the search needs none), from postings or doc values."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from leafsearch.index.columns import DocValues, KeywordColumn, TextColumn
+from leafsearch.index.searcher import SegmentView
+
+Result = tuple[np.ndarray, np.ndarray | None]
+
+
+def empty(view: SegmentView, scoring: bool) -> Result:
+    n = view.max_doc
+    return np.zeros(n, dtype=bool), (np.zeros(n, dtype=np.float32) if scoring else None)
+
+
+def constant(mask: np.ndarray, scoring: bool, boost: float) -> Result:
+    if not scoring:
+        return mask, None
+    return mask, mask.astype(np.float32) * np.float32(boost)
+
+
+def mask_of(docs: np.ndarray, n: int) -> np.ndarray:
+    mask = np.zeros(n, dtype=bool)
+    mask[docs] = True
+    return mask
+
+
+def dv_mask(dv: DocValues, test) -> np.ndarray:
+    """Documents with at least one value passing a vectorized test."""
+    if dv.is_single:
+        return test(np.asarray(dv.values)) & dv.present
+    docs, values = dv.flat
+    return mask_of(docs[test(np.asarray(values))], dv.max_doc)
+
+
+def ordinal_mask(col: KeywordColumn, selected: np.ndarray) -> np.ndarray:
+    """Documents holding any selected ordinal (`selected`: one bool per term)."""
+    hits = np.flatnonzero(selected)
+    if len(hits) == 0:
+        return np.zeros(col.ords.max_doc, dtype=bool)
+    if len(hits) == 1:
+        target = int(hits[0])
+        return dv_mask(col.ords, lambda v: v == target)
+    lo, hi = int(hits[0]), int(hits[-1]) + 1
+    if hi - lo == len(hits):
+        return dv_mask(col.ords, lambda v: (v >= lo) & (v < hi))
+    return dv_mask(col.ords, lambda v: selected[v])
+
+
+def postings_union(col: TextColumn, term_ids: np.ndarray, n: int) -> np.ndarray:
+    """Documents holding any of the terms: one gather over the terms' posting slices."""
+    mask = np.zeros(n, dtype=bool)
+    if len(term_ids) == 0:
+        return mask
+    offsets = np.asarray(col.post_offsets, dtype=np.int64)
+    starts, ends = offsets[term_ids], offsets[term_ids + 1]
+    if len(term_ids) == int(term_ids[-1]) - int(term_ids[0]) + 1:
+        mask[np.asarray(col.post_docs[int(starts[0]) : int(ends[-1])])] = True
+        return mask
+    mask[np.asarray(col.post_docs)[ranges(starts, ends)]] = True
+    return mask
+
+
+def ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Concatenated aranges [start, end) without a Python loop."""
+    lengths = ends - starts
+    total = int(lengths.sum())
+    if total == 0:
+        return np.empty(0, dtype=np.int64)
+    offsets = np.repeat(starts - np.concatenate(([0], np.cumsum(lengths)[:-1])), lengths)
+    return offsets + np.arange(total, dtype=np.int64)

@@ -1,0 +1,236 @@
+"""Planning term-level queries (term, terms, ids, range, exists, prefix, wildcard, regexp) on every
+field type: exact tokens of text fields, normalized keywords, parsed numbers, dates and booleans,
+and the metadata fields `_id` and `_index`."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from leafsearch.request.query_dsl import (
+    Exists,
+    Ids,
+    Prefix,
+    Range,
+    Regexp,
+    Scalar,
+    Term,
+    Terms,
+    Wildcard,
+    scalar_text,
+)
+from leafsearch.search.query.context import QueryContext, shard_error
+from leafsearch.search.query.fields import field_type, searchable, type_of
+from leafsearch.search.query.plans import (
+    AllDocs,
+    BoolPlan,
+    ConstPlan,
+    ExistsPlan,
+    IdsPlan,
+    NoDocs,
+    NumRange,
+    PatternPlan,
+    ScoredTerm,
+    TermRange,
+    ValueSet,
+)
+from leafsearch.search.query.term_selection import pattern_matches
+from leafsearch.search.query.values import (
+    DATE_TYPES,
+    FLOAT_TYPES,
+    boolean,
+    date_bound,
+    float_bounds,
+    integer_term,
+    keyword_text,
+    number,
+)
+
+_LEAF_KINDS = ("text", "keyword", "long", "double")
+
+
+def term_plan(
+    ctx: QueryContext, name: str, value: Scalar, boost: float, case_insensitive: bool = False
+) -> Any:
+    """A single-value term on any field type: exact token, exact keyword, parsed number/date/bool."""
+    if name == "_id":
+        return IdsPlan((scalar_text(value),), boost)
+    if name == "_index":
+        return AllDocs(boost) if scalar_text(value) == ctx.index_name else NoDocs()
+    ft = field_type(ctx, name)
+    if ft is None:
+        return NoDocs()
+    kind, type_name = ft.kind, type_of(ft)
+    indexed = getattr(ft, "index", True)
+    if kind in ("text", "keyword"):
+        searchable(ctx, ft, name, needs_index=kind == "text")
+        text = keyword_text(ft, value)
+        if case_insensitive or not indexed:
+            return ValueSet(name, kind, (text,), boost, case_insensitive=case_insensitive)
+        return ScoredTerm(name, kind, text, boost)
+    searchable(ctx, ft, name)
+    if type_name == "boolean":
+        parsed = boolean(ctx, value)
+        return (
+            ScoredTerm(name, "boolean", parsed, boost)
+            if indexed
+            else ValueSet(name, "long", (parsed,), boost)
+        )
+    if type_name in DATE_TYPES:
+        lo = date_bound(ctx, ft, value, round_up=False)
+        hi = date_bound(ctx, ft, value, round_up=True)
+        return NumRange(name, lo, hi, None, boost)
+    return _numeric_values(ctx, ft, name, (value,), boost)
+
+
+def _numeric_values(ctx: QueryContext, ft: Any, name: str, values: tuple, boost: float) -> Any:
+    type_name = type_of(ft)
+    parsed: list = []
+    if type_name == "scaled_float":
+        factor = float(getattr(ft, "scaling_factor", 1.0))
+        parsed = [math.floor(float(number(ctx, v)) * factor + 0.5) for v in values]
+        return ValueSet(name, "long", tuple(parsed), boost)
+    if ft.kind == "double":
+        precision = FLOAT_TYPES.get(type_name)
+        parsed = [float(number(ctx, v)) for v in values]
+        return ValueSet(name, "double", tuple(parsed), boost, precision=precision)
+    for v in values:
+        value = integer_term(ctx, type_name, v)
+        if value is not None:
+            parsed.append(value)
+    return ValueSet(name, "long", tuple(parsed), boost) if parsed else NoDocs()
+
+
+def plan_term(q: Term, ctx: QueryContext) -> Any:
+    return term_plan(ctx, q.field, q.value, q.boost, q.case_insensitive)
+
+
+def plan_terms(q: Terms, ctx: QueryContext) -> Any:
+    if not q.values:
+        return NoDocs()
+    if q.field == "_id":
+        return IdsPlan(tuple(scalar_text(v) for v in q.values), q.boost)
+    ft = field_type(ctx, q.field)
+    if ft is None:
+        return NoDocs()
+    if ft.kind in ("text", "keyword"):
+        searchable(ctx, ft, q.field, needs_index=ft.kind == "text")
+        return ValueSet(q.field, ft.kind, tuple(keyword_text(ft, v) for v in q.values), q.boost)
+    searchable(ctx, ft, q.field)
+    type_name = type_of(ft)
+    if type_name == "boolean":
+        return ValueSet(q.field, "long", tuple({boolean(ctx, v) for v in q.values}), q.boost)
+    if type_name in DATE_TYPES:
+        inner = tuple(term_plan(ctx, q.field, v, 1.0) for v in q.values)
+        return ConstPlan(BoolPlan(should=inner), q.boost)
+    return _numeric_values(ctx, ft, q.field, q.values, q.boost)
+
+
+def plan_ids(q: Ids, ctx: QueryContext) -> Any:
+    return IdsPlan(q.values, q.boost) if q.values else NoDocs()
+
+
+def plan_range(q: Range, ctx: QueryContext) -> Any:
+    ft = field_type(ctx, q.field)
+    if ft is None:
+        return NoDocs()
+    kind, type_name = ft.kind, type_of(ft)
+    searchable(ctx, ft, q.field, needs_index=kind == "text")
+    if kind in ("text", "keyword"):
+        lo = None if q.lower is None else keyword_text(ft, q.lower).encode()
+        hi = None if q.upper is None else keyword_text(ft, q.upper).encode()
+        return TermRange(q.field, kind, lo, hi, q.include_lower, q.include_upper, q.boost)
+    if type_name in DATE_TYPES:
+        lo = hi = None
+        if q.lower is not None:
+            lo = date_bound(ctx, ft, q.lower, not q.include_lower, q.format, q.time_zone)
+            lo += 0 if q.include_lower else 1
+        if q.upper is not None:
+            hi = date_bound(ctx, ft, q.upper, q.include_upper, q.format, q.time_zone)
+            hi -= 0 if q.include_upper else 1
+        return NumRange(q.field, lo, hi, None, q.boost)
+    if type_name == "boolean":
+        lo = None if q.lower is None else boolean(ctx, q.lower) + (0 if q.include_lower else 1)
+        hi = None if q.upper is None else boolean(ctx, q.upper) - (0 if q.include_upper else 1)
+        return NumRange(q.field, lo, hi, None, q.boost)
+    lower = None if q.lower is None else number(ctx, q.lower)
+    upper = None if q.upper is None else number(ctx, q.upper)
+    if type_name == "scaled_float":
+        factor = float(getattr(ft, "scaling_factor", 1.0))
+        lo_f, hi_f = float_bounds(
+            None,
+            None if lower is None else float(lower) * factor,
+            None if upper is None else float(upper) * factor,
+            q.include_lower,
+            q.include_upper,
+        )
+        lo = None if lo_f is None else math.ceil(lo_f)
+        hi = None if hi_f is None else math.floor(hi_f)
+        return NumRange(q.field, lo, hi, None, q.boost)
+    if kind == "double":
+        precision = FLOAT_TYPES.get(type_name)
+        lo_f, hi_f = float_bounds(precision, lower, upper, q.include_lower, q.include_upper)
+        return NumRange(q.field, lo_f, hi_f, precision, q.boost)
+    lo_i = hi_i = None
+    if lower is not None:
+        if isinstance(lower, float) and not math.isfinite(lower):
+            lo_i = None if lower < 0 else 2**63
+        else:
+            lo_i = math.ceil(lower) if q.include_lower else math.floor(lower) + 1
+    if upper is not None:
+        if isinstance(upper, float) and not math.isfinite(upper):
+            hi_i = None if upper > 0 else -(2**63) - 1
+        else:
+            hi_i = math.floor(upper) if q.include_upper else math.ceil(upper) - 1
+    return NumRange(q.field, lo_i, hi_i, None, q.boost)
+
+
+def plan_exists(q: Exists, ctx: QueryContext) -> Any:
+    if q.field in ("_id", "_index", "_source"):
+        return AllDocs(q.boost)
+    ft = field_type(ctx, q.field)
+    if ft is not None and ft.kind in _LEAF_KINDS:
+        return ExistsPlan((q.field,), q.boost)
+    if ctx.mapping is None:
+        return NoDocs()
+    children = tuple(ctx.mapping.resolve_fields(f"{q.field}.*"))
+    return ExistsPlan(children, q.boost) if children else NoDocs()
+
+
+def _pattern_plan(ctx: QueryContext, name: str, mode: str, value: str, case_insensitive: bool, boost: float):
+    if name == "_id":
+        return PatternPlan(name, "_id", mode, value, case_insensitive, boost)
+    if name == "_index":
+        return (
+            AllDocs(boost)
+            if pattern_matches(mode, value, case_insensitive, ctx.index_name or "")
+            else NoDocs()
+        )
+    ft = field_type(ctx, name)
+    if ft is None:
+        return NoDocs()
+    if ft.kind not in ("text", "keyword"):
+        query = {"prefix": "prefix", "wildcard": "wildcard", "regexp": "regexp"}[mode]
+        raise shard_error(
+            ctx,
+            f"Can only use {query} queries on keyword, text and wildcard fields - not on [{name}] "
+            f"which is of type [{type_of(ft)}]",
+        )
+    searchable(ctx, ft, name, needs_index=ft.kind == "text")
+    if mode == "wildcard" and ft.kind == "text":
+        value = value.lower()  # the search analyzer's normalizer
+    elif mode != "regexp" and ft.kind == "keyword":
+        value = ft.normalize(value)
+    return PatternPlan(name, ft.kind, mode, value, case_insensitive, boost)
+
+
+def plan_prefix(q: Prefix, ctx: QueryContext) -> Any:
+    return _pattern_plan(ctx, q.field, "prefix", q.value, q.case_insensitive, q.boost)
+
+
+def plan_wildcard(q: Wildcard, ctx: QueryContext) -> Any:
+    return _pattern_plan(ctx, q.field, "wildcard", q.value, q.case_insensitive, q.boost)
+
+
+def plan_regexp(q: Regexp, ctx: QueryContext) -> Any:
+    return _pattern_plan(ctx, q.field, "regexp", q.value, q.case_insensitive, q.boost)
