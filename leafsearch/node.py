@@ -29,10 +29,10 @@ from leafsearch.settings import ClusterSettings
 
 _log = logging.getLogger("leafsearch")
 
-#: Merges wait while an index was written within this many seconds...
+#: Merges wait while an index was written or searched within this many seconds...
 MERGE_QUIET_SECONDS = 1.0
 #: ...unless a shard already holds this many segments.
-MAX_SEGMENTS_WHILE_INDEXING = 40
+MAX_SEGMENTS_WHILE_BUSY = 40
 
 
 class NodeLocked(RuntimeError):
@@ -138,17 +138,22 @@ class Node:
     def _merge_loop(self) -> None:
         """Background merges, one at a time, never blocking refreshes or writes for long.
 
-        Merges compete with indexing for the interpreter, so while an index is being written they
-        wait until its shards hold many segments; once writes pause, they catch up.
+        A merge competes with requests for the interpreter, so it waits while an index is being
+        written or searched (PIT and scroll requests included) unless a shard already holds many
+        segments; once the index is quiet, merges catch up.
         """
         while not self._closed.wait(0.5):
             try:
                 for index in list(self.indices.values()):
-                    busy = time.monotonic() - index.last_write < MERGE_QUIET_SECONDS
                     for shard in index.shards:
-                        if busy and len(shard.segments) < MAX_SEGMENTS_WHILE_INDEXING:
-                            continue
-                        while not self._closed.is_set() and shard.maybe_merge():
+                        while (
+                            not self._closed.is_set()
+                            and (
+                                not index.busy(MERGE_QUIET_SECONDS)
+                                or len(shard.segments) >= MAX_SEGMENTS_WHILE_BUSY
+                            )
+                            and shard.maybe_merge()
+                        ):
                             pass
             except Exception:  # pragma: no cover
                 _log.exception("background merge failed")

@@ -176,3 +176,22 @@ def test_sources_roundtrip_across_blocks(tmp_path, n):
     assert got == bodies
     searcher.release()
     shard.close()
+
+
+def test_full_buffer_is_committed_and_recovery_replays_past_the_threshold(tmp_path, monkeypatch):
+    import leafsearch.index.shard as shard_module
+
+    monkeypatch.setattr(shard_module, "BUFFER_MAX_DOCS", 10)
+    shard = Shard(tmp_path / "s", 0, parse)
+    for i in range(35):
+        put(shard, str(i), {"n": i})
+    # Three full buffers were written and committed without a refresh: the translog holds only
+    # what came after the last of them.
+    assert len(shard.segments) == 3
+    assert len(orjson.loads((tmp_path / "s" / "commit.json").read_bytes())["segments"]) == 3
+    shard.translog._file.close()  # crash
+    # Recovery replays more operations than the threshold without committing in the middle.
+    monkeypatch.setattr(shard_module, "BUFFER_MAX_DOCS", 2)
+    reopened = Shard(tmp_path / "s", 0, parse)
+    assert visible_ids(reopened) == {str(i) for i in range(35)}
+    reopened.close()

@@ -119,6 +119,10 @@ class Index:
             return False
         return time.monotonic() - self.last_search > self.setting("index.search.idle.after")
 
+    def busy(self, within: float) -> bool:
+        """Whether the index was written or searched in the last `within` seconds."""
+        return time.monotonic() - max(self.last_write, self.last_search) < within
+
     def before_search(self) -> None:
         """Called as a search acquires this index's snapshots."""
         idle = self.search_idle()

@@ -232,6 +232,12 @@ class Shard:
         seq_no = self.max_seq_no
         self.translog.append(encode_op(TranslogOp(OP_INDEX, doc_id, seq_no, version, routing, parsed.source)))
         self._apply_index(doc_id, parsed, routing, prior, version, seq_no)
+        if len(self.buffer) >= BUFFER_MAX_DOCS or self.buffer.source_bytes >= BUFFER_MAX_BYTES:
+            # Written and committed, not yet published: searches see it at the next refresh, and
+            # the translog a crash would replay stays short. (Not during recovery: a commit then
+            # would drop translog files whose operations are not all replayed yet.)
+            self._flush_buffer()
+            self._commit()
         return seq_no
 
     def _apply_index(
@@ -248,11 +254,6 @@ class Shard:
         self.version_map[doc_id] = DocState(version, seq_no, False, None, doc, routing)
         self._dirty = True
         self.stats["index_total"] += 1
-        if len(self.buffer) >= BUFFER_MAX_DOCS or self.buffer.source_bytes >= BUFFER_MAX_BYTES:
-            # Written and committed, not yet published: searches see it at the next refresh, and
-            # the translog a crash would replay stays short.
-            self._flush_buffer()
-            self._commit()
 
     def delete(self, doc_id: str, prior: DocState, version: int) -> int:
         self.max_seq_no += 1

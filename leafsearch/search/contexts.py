@@ -171,7 +171,10 @@ class ContextRegistry:
             ctx = self._lookup(public_id, kind)
             ctx.in_use += 1
             ctx.requests += 1
-            return ctx
+        now = time.monotonic()
+        for target in ctx.targets:
+            target.index.last_search = now  # search activity: keeps merges and search-idle in step
+        return ctx
 
     def release(self, ctx: ReaderContext, keep_alive: float | None = None) -> None:
         """One request on `ctx` ended: its keep-alive (replaced by `keep_alive` when given) counts
