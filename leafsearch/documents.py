@@ -76,7 +76,9 @@ def _check_seq_no(
 ) -> None:
     if if_seq_no is None and if_primary_term is None:
         return
-    required = f"[{doc_id}]: version conflict, required seqNo [{if_seq_no}], primary term [{if_primary_term}]."
+    required = (
+        f"[{doc_id}]: version conflict, required seqNo [{if_seq_no}], primary term [{if_primary_term}]."
+    )
     if prior is None or prior.deleted:
         raise VersionConflict(f"{required} but no document was found", extra=_conflict_extra(index, shard))
     if prior.seq_no != if_seq_no or (if_primary_term is not None and if_primary_term != PRIMARY_TERM):
@@ -172,6 +174,12 @@ def index_doc(
         if op_type == "index":
             op_type = "create"
     _check_id(doc_id)
+    if require_alias:
+        # leafsearch has no aliases, so a write that requires one always names a non-alias.
+        raise IndexNotFound(
+            index_name,
+            suffix=f" and [require_alias] request flag is [true] and [{index_name}] is not an alias",
+        )
     index = _write_index(node, index_name)
     _check_routing_required(index, routing, doc_id)
     shard = index.shard_of(doc_id, routing)
@@ -367,6 +375,8 @@ def update_doc(
     if_primary_term: int | None = None,
     retry_on_conflict: int = 0,
 ) -> dict[str, Any]:
+    """A partial update. It reads and writes under the shard lock, so no concurrent write can
+    conflict with it: `retry_on_conflict` is accepted for compatibility and never needed."""
     _check_refresh(refresh)
     index = _write_index(node, index_name)
     _check_routing_required(index, routing, doc_id)

@@ -81,9 +81,9 @@ class IndexNotFound(ElasticError):
     error_type = "index_not_found_exception"
     status = 404
 
-    def __init__(self, index: str) -> None:
+    def __init__(self, index: str, *, suffix: str = "") -> None:
         super().__init__(
-            f"no such index [{index}]",
+            f"no such index [{index}]{suffix}",
             extra={
                 "resource.type": "index_or_alias",
                 "resource.id": index,
@@ -169,9 +169,6 @@ class ContentTooLong(ElasticError):
     error_type = "content_too_long_exception"
     status = 413
 
-
-class MethodNotAllowed(ElasticError):
-    status = 405
 
 
 class ParseException(ElasticError):

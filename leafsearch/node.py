@@ -60,7 +60,6 @@ class Node:
         self.cluster_uuid: str = identity["cluster_uuid"]
         self.name: str = identity["name"]
         self.cluster_name = "leafsearch"
-        self.started_at = time.time()
         self.lock = threading.RLock()
         self.cluster_settings = ClusterSettings(self.path / "cluster_settings.json")
         self.indices: dict[str, Index] = {}

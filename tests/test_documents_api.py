@@ -205,6 +205,18 @@ def test_op_type(http: httpx.Client, new_index) -> None:
     assert http.get(f"/{name}/_source/1").json() == {"v": 2}
 
 
+def test_require_alias_refuses_a_plain_index(http: httpx.Client, new_index) -> None:
+    name = new_index()
+    refused = http.put(f"/{name}/_doc/1", params={"require_alias": "true"}, json={"v": 1})
+    assert refused.status_code == 404
+    error = error_of(refused)
+    assert error["type"] == "index_not_found_exception"
+    assert error["reason"] == (
+        f"no such index [{name}] and [require_alias] request flag is [true] and [{name}] is not an alias"
+    )
+    assert http.get(f"/{name}/_doc/1").status_code == 404
+
+
 def test_update_forms(http: httpx.Client, new_index) -> None:
     name = new_index()
     created = http.post(f"/{name}/_update/1", json={"doc": {"ignored": True}, "upsert": {"a": {"b": 1}}})

@@ -131,7 +131,7 @@ def run(
             assert scores is not None and scores.dtype == np.float32
         else:
             assert scores is None
-        docs = np.flatnonzero(mask & view.live_mask())
+        docs = np.flatnonzero(mask if view.live is None else mask & view.live)
         for doc, doc_id in zip(docs.tolist(), view.segment.doc_ids(docs), strict=True):
             out[doc_id] = float(scores[doc]) if scores is not None else 0.0
     return out

@@ -31,11 +31,6 @@ class SegmentView:
     def max_doc(self) -> int:
         return self.segment.max_doc
 
-    def live_mask(self) -> np.ndarray:
-        if self.live is None:
-            return np.ones(self.segment.max_doc, dtype=bool)
-        return self.live
-
     @cached_property
     def live_docs(self) -> np.ndarray:
         """Live doc numbers, ascending (cached: the view never changes)."""
@@ -114,10 +109,3 @@ class Searcher:
             if isinstance(col, TextColumn):
                 total += col.doc_freq(term)
         return total
-
-    def locate(self, shard_doc: int) -> tuple[SegmentView, int]:
-        """The view and segment-local doc of a shard-level doc number."""
-        for view in self.views:
-            if shard_doc < view.doc_base + view.max_doc:
-                return view, shard_doc - view.doc_base
-        raise IndexError(shard_doc)

@@ -337,6 +337,3 @@ class Segment:
                 present = np.unpackbits(self._load(prefix + "present"), count=self.max_doc).astype(bool)
             return DocValues(values, self.max_doc, present=present)
         return DocValues(values, self.max_doc, offsets=self._load(prefix + "offsets"))
-
-    def size_in_bytes(self) -> int:
-        return sum(f.stat().st_size for f in self.folder.iterdir())

@@ -88,9 +88,6 @@ class Translog:
         self.sync()
         self._file.close()
 
-    def size_in_bytes(self) -> int:
-        return sum(p.stat().st_size for p in self.folder.glob("translog-*.tlog"))
-
     @staticmethod
     def recover(folder: Path, from_generation: int) -> Iterator[TranslogOp]:
         """Whole records of every generation >= `from_generation`; a torn tail is cut off."""

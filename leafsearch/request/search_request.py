@@ -118,7 +118,6 @@ def parse_count_request(
         min_score=None if min_score is None else _param_float("min_score", min_score),
         terminate_after=terminate_after or None,
         routing=params.get("routing"),
-        raw_body=body or {},
     )
 
 
@@ -546,7 +545,6 @@ def _build(source: _Source, request: _RequestOptions, body: dict[str, Any] | Non
         indices_boost=source.indices_boost,
         routing=request.routing,
         dfs=request.dfs,
-        raw_body=body or {},
     )
 
 

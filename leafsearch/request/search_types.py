@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from leafsearch.request.query_dsl import MatchAll, Query
+from leafsearch.request.query_dsl import Query, query_is_match_all
 
 #: Special sort keys.
 SCORE = "_score"
@@ -90,7 +90,6 @@ class SearchRequest:
     indices_boost: list[tuple[str, float]] = field(default_factory=list)
     routing: str | None = None  # the `routing` parameter: comma-separated values naming the shards to search
     dfs: bool = False  # search_type=dfs_query_then_fetch: score with statistics of all shards
-    raw_body: dict[str, Any] = field(default_factory=dict)
 
     def plain_walk(self, sort_field: str) -> bool:
         """Whether the request only reads every document in the order of one `sort_field` sort: a
@@ -101,7 +100,7 @@ class SearchRequest:
         return (
             len(sort) == 1
             and sort[0].field == sort_field
-            and isinstance(self.query, MatchAll)
+            and query_is_match_all(self.query)
             and self.aggs is None
             and self.post_filter is None
             and self.min_score is None

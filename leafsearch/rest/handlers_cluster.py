@@ -9,19 +9,21 @@ from leafsearch import admin
 from leafsearch.errors import IllegalArgument, IndexNotFound
 from leafsearch.rest.exchange import RestRequest, RestResponse
 from leafsearch.rest.unrecognized import unrecognized
+from leafsearch.version import LUCENE_VERSION
+from leafsearch.version import VERSION as ES_VERSION
 
 if TYPE_CHECKING:
     from leafsearch.node import Node
 
 # What an Elasticsearch 8.17.0 node reports; clients check `version.number` and the tagline.
 VERSION = {
-    "number": "8.17.0",
+    "number": ES_VERSION,
     "build_flavor": "default",
     "build_type": "tar",
     "build_hash": "2b6a7fed44faa321997703718f07ee0420804b41",
     "build_date": "2024-12-11T12:08:05.663969764Z",
     "build_snapshot": False,
-    "lucene_version": "9.12.0",
+    "lucene_version": LUCENE_VERSION,
     "minimum_wire_compatibility_version": "7.17.0",
     "minimum_index_compatibility_version": "7.0.0",
 }

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from leafsearch.errors import ElasticError, IllegalArgument
-from leafsearch.index.columns import KeywordColumn, NumericColumn, TextColumn
+from leafsearch.index.columns import KeywordColumn, NumericColumn
 from leafsearch.request.search_types import DOC, SCORE, SHARD_DOC, SortSpec
 from leafsearch.search.fetch import fielddata_error, format_sort_value, parse_search_after_value
 
@@ -221,7 +221,3 @@ def keyword_values(col, spec: SortSpec, docs: np.ndarray, gmap: np.ndarray) -> t
 
 def special_kind(spec: SortSpec) -> str | None:
     return {SCORE: "score", DOC: "doc", SHARD_DOC: "shard_doc"}.get(spec.field)
-
-
-def is_text(col) -> bool:
-    return isinstance(col, TextColumn)
