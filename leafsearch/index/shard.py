@@ -19,10 +19,11 @@ import orjson
 
 from leafsearch.index.buffer import IndexBuffer
 from leafsearch.index.merge_policy import find_merge
+from leafsearch.index.merge_worker import merge_in_worker
 from leafsearch.index.parsed import ParsedDoc
 from leafsearch.index.searcher import Searcher, SegmentView
 from leafsearch.index.segment import Segment, to_term_array
-from leafsearch.index.segment_build import merge_segments, segment_from_buffer
+from leafsearch.index.segment_build import segment_from_buffer
 from leafsearch.index.translog import OP_DELETE, OP_INDEX, Translog, TranslogOp, encode_op
 
 PRIMARY_TERM = 1
@@ -376,7 +377,8 @@ class Shard:
             parts = [(s, self.live[s.name]) for s in chosen]
             name = self._next_segment_name()
         try:
-            merged = merge_segments(parts, self.folder / name)
+            merge_in_worker([(seg.folder, live) for seg, live in parts], self.folder / name)
+            merged = Segment(self.folder / name)
             with self.lock:
                 if self.closed:
                     shutil.rmtree(merged.folder, ignore_errors=True)
