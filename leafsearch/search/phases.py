@@ -208,7 +208,11 @@ class _Page:
     sources: list[bytes | None]
     routings: list[str | None]
     scores: list[float | None]
-    sort_values: list[list[Any]] | None
+    sort_columns: list[list[Any]] | None  # per sort column, the page's rendered values
+
+    def sort_rows(self) -> list[list[Any]]:
+        assert self.sort_columns is not None
+        return [list(row) for row in zip(*self.sort_columns, strict=True)]
 
 
 def _gather(hitlist: HitList, start: int, end: int, request: SearchRequest) -> _Page:
@@ -260,8 +264,8 @@ def _gather(hitlist: HitList, start: int, end: int, request: SearchRequest) -> _
         scores: list[float | None] = [fetch._short_float(v, "float") for v in hitlist.score[sl].tolist()]
     else:
         scores = [None] * n
-    sort_values = _sort_values(hitlist, start, end) if request.sort else None
-    return _Page(tpos, located, ids, sources, routings, scores, sort_values)
+    sort_columns = _sort_columns(hitlist, start, end) if request.sort else None
+    return _Page(tpos, located, ids, sources, routings, scores, sort_columns)
 
 
 def _loads_stored_fields(request: SearchRequest) -> bool:
@@ -289,7 +293,7 @@ def _render_raw(hitlist: HitList, page: _Page, request: SearchRequest) -> RawJSO
     dumps = orjson.dumps
     heads = [b'{"_index":' + dumps(t.index.name) + b',"_id":' for t in hitlist.targets]
     with_source = request.source.fetch
-    sort_values = page.sort_values
+    sort_json = _sort_json(page) if page.sort_columns is not None else None
     parts: list[bytes] = []
     add = parts.append
     for row, target in enumerate(page.tpos.tolist()):
@@ -304,8 +308,8 @@ def _render_raw(hitlist: HitList, page: _Page, request: SearchRequest) -> RawJSO
         if with_source and raw is not None:
             add(b',"_source":')
             add(raw)
-        if sort_values is not None:
-            add(b',"sort":' + dumps(sort_values[row]))
+        if sort_json is not None:
+            add(b',"sort":' + sort_json[row])
         add(b"}")
     add(b"]")
     return RawJSON(b"".join(parts))
@@ -325,6 +329,7 @@ def _render_hits(
     if raw_hits and _plain(request):
         return _render_raw(hitlist, page, request)
     fetch_source = request.source.fetch and _loads_stored_fields(request)
+    sort_rows = page.sort_rows() if page.sort_columns is not None else None
     hits = []
     for row in range(end - start):
         target = hitlist.targets[int(page.tpos[row])]
@@ -357,19 +362,33 @@ def _render_hits(
                 )
             if values:
                 hit["fields"] = values
-        if page.sort_values is not None:
-            hit["sort"] = page.sort_values[row]
+        if sort_rows is not None:
+            hit["sort"] = sort_rows[row]
         if request.explain:
             hit["_explanation"] = {"value": hit["_score"] or 0.0, "description": "score", "details": []}
         hits.append(hit)
     return hits
 
 
-def _sort_values(hitlist: HitList, start: int, end: int) -> list[list[Any]]:
-    """Each hit's `sort` array, rendered column by column."""
+def _sort_columns(hitlist: HitList, start: int, end: int) -> list[list[Any]]:
+    """The page's sort values, rendered column by column."""
     tpos = hitlist.target[start:end].tolist()
-    rendered = [_column_values(col, start, end, tpos) for col in hitlist.columns]
-    return [list(row) for row in zip(*rendered, strict=True)]
+    return [_column_values(col, start, end, tpos) for col in hitlist.columns]
+
+
+def _sort_json(page: _Page) -> list[bytes]:
+    """Each hit's encoded `sort` array. A column of plain numbers is encoded in one call and split
+    on its commas (a number's JSON has none); columns holding strings or nulls are encoded per hit."""
+    columns = page.sort_columns
+    assert columns is not None
+    tokens: list[list[bytes]] = []
+    for values in columns:
+        encoded = orjson.dumps(values)
+        split = encoded[1:-1].split(b",") if values else []
+        if b'"' in encoded or b"null" in encoded or len(split) != len(values):
+            split = [orjson.dumps(v) for v in values]
+        tokens.append(split)
+    return [b"[" + b",".join(row) + b"]" for row in zip(*tokens, strict=True)]
 
 
 #: Column kinds whose present values render as they are stored when the sort has no `format`.
