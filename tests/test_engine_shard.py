@@ -195,3 +195,20 @@ def test_full_buffer_is_committed_and_recovery_replays_past_the_threshold(tmp_pa
     reopened = Shard(tmp_path / "s", 0, parse)
     assert visible_ids(reopened) == {str(i) for i in range(35)}
     reopened.close()
+
+
+def test_a_delete_keeps_its_version_across_a_refresh(tmp_path):
+    shard = Shard(tmp_path / "s", 0, parse)
+    put(shard, "a", {"n": 1})
+    put(shard, "a", {"n": 2})
+    delete(shard, "a")
+    shard.refresh()  # the version map is cleared; the delete's tombstone is kept (gc_deletes)
+    assert shard.current("a").deleted and shard.current("a").version == 3
+    with shard.lock:
+        prior = shard.current("a")
+        shard.index("a", parse(b'{"n": 3}'), None, prior, prior.version + 1)
+    shard.refresh()
+    state = shard.current("a")
+    assert (state.deleted, state.version) == (False, 4)
+    assert orjson.loads(shard.get_source(state)) == {"n": 3}
+    shard.close()

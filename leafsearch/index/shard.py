@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +33,9 @@ PRIMARY_TERM = 1
 #: bytes, so memory stays bounded when refreshes are disabled or rare.
 BUFFER_MAX_DOCS = 100_000
 BUFFER_MAX_BYTES = 64 * 1024 * 1024
+#: How long a delete's version is remembered (Elasticsearch's `index.gc_deletes`): re-creating the
+#: id within it continues the version sequence instead of starting again at 1.
+GC_DELETES_SECONDS = 60.0
 
 
 @dataclass(slots=True)
@@ -79,6 +83,7 @@ class Shard:
         self.max_seq_no = max(self.max_seq_no, commit.get("max_seq_no", -1))
         self.buffer = IndexBuffer()
         self.version_map: dict[str, DocState] = {}
+        self.tombstones: dict[str, tuple[DocState, float]] = {}  # id -> (delete state, when)
         self.pending_deletes: dict[str, set[int]] = {}
         self._dirty = False
         self._searcher: Searcher | None = None
@@ -186,11 +191,20 @@ class Shard:
         state = self.version_map.get(doc_id)
         if state is not None:
             return state
+        tombstone = self._tombstone(doc_id)
+        if tombstone is not None:
+            return tombstone
         return self._find_in_segments(doc_id)
+
+    def _tombstone(self, doc_id: str) -> DocState | None:
+        entry = self.tombstones.get(doc_id)
+        if entry is None or time.monotonic() - entry[1] > GC_DELETES_SECONDS:
+            return None
+        return entry[0]
 
     def prefetch(self, doc_ids: list[str]) -> None:
         """Load the segment state of many ids at once into the version map (bulk fast path)."""
-        todo = [i for i in dict.fromkeys(doc_ids) if i not in self.version_map]
+        todo = [i for i in dict.fromkeys(doc_ids) if i not in self.version_map and self._tombstone(i) is None]
         if not todo or not self.segments:
             return
         keys = to_term_array(todo)
@@ -251,6 +265,8 @@ class Shard:
         seq_no: int,
     ) -> None:
         self._retire(prior)
+        if self.tombstones:
+            self.tombstones.pop(doc_id, None)
         doc = self.buffer.add(doc_id, parsed, seq_no, version, routing)
         self.version_map[doc_id] = DocState(version, seq_no, False, None, doc, routing)
         self._dirty = True
@@ -265,7 +281,9 @@ class Shard:
 
     def _apply_delete(self, doc_id: str, prior: DocState | None, version: int, seq_no: int) -> None:
         self._retire(prior)
-        self.version_map[doc_id] = DocState(version, seq_no, True)
+        state = DocState(version, seq_no, True)
+        self.version_map[doc_id] = state
+        self.tombstones[doc_id] = (state, time.monotonic())
         self._dirty = True
         self.stats["delete_total"] += 1
 
@@ -309,8 +327,10 @@ class Shard:
             live[list(docs)] = False
             self.live[name] = live
         self.pending_deletes = {}
-        # Every id now resolves from the segments and their live docs.
+        # Every id now resolves from the segments and their live docs (deletes: from tombstones).
         self.version_map = {}
+        now = time.monotonic()
+        self.tombstones = {k: v for k, v in self.tombstones.items() if now - v[1] <= GC_DELETES_SECONDS}
 
     def refresh(self) -> bool:
         """Make every accepted write visible to new searches. Returns whether anything changed."""
