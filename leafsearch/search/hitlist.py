@@ -405,11 +405,16 @@ class HitListCache:
                 hit = self._entries.get(key)
                 if hit is not None:
                     return hit
-            hit = build_hitlist(targets, request, now_millis=now, with_aggs=None)
+            try:
+                hit = build_hitlist(targets, request, now_millis=now, with_aggs=None)
+            finally:
+                with self._lock:
+                    self._building.pop(key, None)
             with self._lock:
-                self._building.pop(key, None)
-                self._entries[key] = hit
-                self._bytes += hit.nbytes()
+                # A snapshot released while this was built was already forgotten: keep nothing of it.
+                if not any(t.searcher.closed for t in targets):
+                    self._entries[key] = hit
+                    self._bytes += hit.nbytes()
                 while self._bytes > self.max_bytes and len(self._entries) > 1:
                     _, old = self._entries.popitem(last=False)
                     self._bytes -= old.nbytes()
