@@ -35,7 +35,7 @@ documents = st.lists(
             "f": st.one_of(st.none(), st.integers(-20, 20).map(lambda i: i / 10)),
         }
     ),
-    # At least one document: a keyword sort over an empty index is its own (xfail) test in
+    # At least one document: a keyword sort over an empty index has its own test in
     # test_search_sorting.py.
     min_size=1,
     max_size=45,
