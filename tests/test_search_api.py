@@ -552,3 +552,16 @@ def test_version_seq_no_and_explain_false(es: Elasticsearch, corpus: str) -> Non
         assert "_version" not in plain and "_seq_no" not in plain and "_primary_term" not in plain
     finally:
         es.delete(index=corpus, id="8", refresh=True)
+
+
+def test_ids_that_need_json_escaping_come_back_exactly(es: Elasticsearch, new_index) -> None:
+    name = new_index()
+    ids = ['plain', 'quote"inside', "back\\slash", "tab\there", "accent-é", "emoji-🙂"]
+    for i, doc_id in enumerate(ids):
+        es.index(index=name, id=doc_id, document={"n": i})
+    es.indices.refresh(index=name)
+    hits = es.search(index=name, sort=["n"], size=10)["hits"]["hits"]
+    assert [h["_id"] for h in hits] == ids
+    scrolled = es.search(index=name, scroll="1m", sort=["_doc"], size=10)
+    assert sorted(h["_id"] for h in scrolled["hits"]["hits"]) == sorted(ids)
+    es.clear_scroll(scroll_id=scrolled["_scroll_id"])

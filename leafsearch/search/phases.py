@@ -11,6 +11,7 @@ Shard-level refusals are reported as Elasticsearch's coordinator reports them: a
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -204,7 +205,7 @@ class _Page:
 
     tpos: np.ndarray
     located: list[tuple[Any, int]]
-    ids: list[str | None]
+    ids: list[bytes | None]  # UTF-8
     sources: list[bytes | None]
     routings: list[str | None]
     scores: list[float | None]
@@ -225,7 +226,7 @@ def _gather(hitlist: HitList, start: int, end: int, request: SearchRequest) -> _
     tpos = hitlist.target[sl]
     docs = hitlist.doc[sl]
     n = end - start
-    ids: list[str | None] = [None] * n
+    ids: list[bytes | None] = [None] * n
     sources: list[bytes | None] = [None] * n
     routings: list[str | None] = [None] * n
     located: list[tuple[Any, int]] = [(None, 0)] * n
@@ -245,7 +246,7 @@ def _gather(hitlist: HitList, start: int, end: int, request: SearchRequest) -> _
                 located[row] = (view, d)
             if not stored:
                 continue
-            for row, doc_id in zip(rows, view.segment.doc_ids(local), strict=True):
+            for row, doc_id in zip(rows, view.segment.doc_id_bytes(local), strict=True):
                 ids[row] = doc_id
             if fetch_source or request.fields:
                 for row, raw in zip(rows, view.segment.sources(local), strict=True):
@@ -294,11 +295,12 @@ def _render_raw(hitlist: HitList, page: _Page, request: SearchRequest) -> RawJSO
     heads = [b'{"_index":' + dumps(t.index.name) + b',"_id":' for t in hitlist.targets]
     with_source = request.source.fetch
     sort_json = _sort_json(page) if page.sort_columns is not None else None
+    ids_json = _ids_json(page.ids)
     parts: list[bytes] = []
     add = parts.append
     for row, target in enumerate(page.tpos.tolist()):
         add(b"," + heads[target] if row else b"[" + heads[target])
-        add(dumps(page.ids[row]))
+        add(ids_json[row])
         score = page.scores[row]
         add(b',"_score":null' if score is None else b',"_score":' + dumps(score))
         routing = page.routings[row]
@@ -335,8 +337,9 @@ def _render_hits(
         target = hitlist.targets[int(page.tpos[row])]
         view, local_doc = page.located[row]
         hit: dict[str, Any] = {"_index": target.index.name}
-        if page.ids[row] is not None:
-            hit["_id"] = page.ids[row]
+        doc_id = page.ids[row]
+        if doc_id is not None:
+            hit["_id"] = doc_id.decode()
         if request.version:
             hit["_version"] = int(view.segment.versions[local_doc])
         if request.seq_no_primary_term:
@@ -368,6 +371,17 @@ def _render_hits(
             hit["_explanation"] = {"value": hit["_score"] or 0.0, "description": "score", "details": []}
         hits.append(hit)
     return hits
+
+
+#: Bytes a JSON string must escape; ids without them are spliced between quotes as they are.
+_JSON_ESCAPED = re.compile(rb'["\\\x00-\x1f]')
+
+
+def _ids_json(ids: list[bytes | None]) -> list[bytes]:
+    """Each id as a JSON string: one scan of the page decides whether any needs escaping."""
+    if _JSON_ESCAPED.search(b"".join(i for i in ids if i is not None)) is None:
+        return [b'"' + i + b'"' if i is not None else b"null" for i in ids]
+    return [orjson.dumps(i.decode() if i is not None else None) for i in ids]
 
 
 def _sort_columns(hitlist: HitList, start: int, end: int) -> list[list[Any]]:
