@@ -31,8 +31,8 @@ PRIMARY_TERM = 1
 
 #: The buffer is written as a (not yet published) segment past this many documents or source
 #: bytes, so memory stays bounded when refreshes are disabled or rare.
-BUFFER_MAX_DOCS = 100_000
-BUFFER_MAX_BYTES = 64 * 1024 * 1024
+BUFFER_MAX_DOCS = 50_000
+BUFFER_MAX_BYTES = 32 * 1024 * 1024
 #: How long a delete's version is remembered (Elasticsearch's `index.gc_deletes`): re-creating the
 #: id within it continues the version sequence instead of starting again at 1.
 GC_DELETES_SECONDS = 60.0
