@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import os
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -22,6 +23,7 @@ from leafsearch.errors import (
     IndexNotFound,
     VersionConflict,
 )
+from leafsearch.index.parsed import ParsedBatch
 from leafsearch.index.shard import PRIMARY_TERM, DocState, Shard
 from leafsearch.rawjson import RawJSON
 
@@ -92,6 +94,40 @@ def _exists(state: DocState | None) -> bool:
     return state is not None and not state.deleted
 
 
+def _index_checks(
+    index: Index,
+    shard: Shard,
+    doc_id: str,
+    op_type: str,
+    if_seq_no: int | None,
+    if_primary_term: int | None,
+    auto_id: bool,
+) -> tuple[DocState | None, int]:
+    """(prior state, new version) of an index/create operation; raises its version conflict."""
+    prior = None if auto_id else shard.current(doc_id)
+    if op_type == "create" and _exists(prior):
+        raise VersionConflict(
+            f"[{doc_id}]: version conflict, document already exists (current version [{prior.version}])",
+            extra=_conflict_extra(index, shard),
+        )
+    _check_seq_no(index, shard, doc_id, prior, if_seq_no, if_primary_term)
+    return prior, (prior.version + 1) if prior is not None and prior.version > 0 else 1
+
+
+def _index_response(
+    index: Index, doc_id: str, version: int, prior: DocState | None, seq_no: int, header: dict[str, int]
+) -> dict[str, Any]:
+    return {
+        "_index": index.name,
+        "_id": doc_id,
+        "_version": version,
+        "result": "updated" if _exists(prior) else "created",
+        "_shards": header,
+        "_seq_no": seq_no,
+        "_primary_term": PRIMARY_TERM,
+    }
+
+
 def _apply_index(
     index: Index,
     shard: Shard,
@@ -109,24 +145,9 @@ def _apply_index(
     """One index/create operation against a shard whose lock the caller holds."""
     if parsed is None:
         parsed = index.parse(source, doc_id)
-    prior = None if auto_id else shard.current(doc_id)
-    if op_type == "create" and _exists(prior):
-        raise VersionConflict(
-            f"[{doc_id}]: version conflict, document already exists (current version [{prior.version}])",
-            extra=_conflict_extra(index, shard),
-        )
-    _check_seq_no(index, shard, doc_id, prior, if_seq_no, if_primary_term)
-    version = (prior.version + 1) if prior is not None and prior.version > 0 else 1
+    prior, version = _index_checks(index, shard, doc_id, op_type, if_seq_no, if_primary_term, auto_id)
     seq_no = shard.index(doc_id, parsed, routing, prior, version)
-    return {
-        "_index": index.name,
-        "_id": doc_id,
-        "_version": version,
-        "result": "updated" if _exists(prior) else "created",
-        "_shards": shards_header or _shards_header(index),
-        "_seq_no": seq_no,
-        "_primary_term": PRIMARY_TERM,
-    }
+    return _index_response(index, doc_id, version, prior, seq_no, shards_header or _shards_header(index))
 
 
 def _after_write(node: Node, index: Index, shards: set[Shard], refresh: str | None, response: dict) -> None:
@@ -424,43 +445,58 @@ def _apply_update(
 # ---- bulk ----------------------------------------------------------------------------------
 
 _BULK_ACTIONS = ("index", "create", "update", "delete")
-_BULK_META = {
-    "_index",
-    "_id",
-    "routing",
-    "_routing",
-    "if_seq_no",
-    "if_primary_term",
-    "op_type",
-    "pipeline",
-    "require_alias",
-    "retry_on_conflict",
-    "version",
-    "version_type",
-    "dynamic_templates",
-    "require_data_stream",
-    "_source",
-    "list_executed_pipelines",
-}
+_BULK_META = frozenset(
+    {
+        "_index",
+        "_id",
+        "routing",
+        "_routing",
+        "if_seq_no",
+        "if_primary_term",
+        "op_type",
+        "pipeline",
+        "require_alias",
+        "retry_on_conflict",
+        "version",
+        "version_type",
+        "dynamic_templates",
+        "require_data_stream",
+        "_source",
+        "list_executed_pipelines",
+    }
+)
+
+
+@dataclass(slots=True)
+class _BulkOp:
+    """One action of a bulk request; `line` is its 1-based line number, for error messages."""
+
+    kind: str
+    meta: dict[str, Any]
+    line: int
+    index: str
+    routing: str | None
+    source: bytes | None
 
 
 def _malformed(line_no: int, message: str) -> IllegalArgument:
     return IllegalArgument(f"Malformed action/metadata line [{line_no}], {message}")
 
 
-def _parse_bulk(body: bytes, default_index: str | None, default_routing: str | None) -> list[dict]:
+def _parse_bulk(body: bytes, default_index: str | None, default_routing: str | None) -> list[_BulkOp]:
     """Split the NDJSON body into operations; a malformed action line fails the whole request."""
     lines = body.split(b"\n")
-    ops: list[dict] = []
+    ops: list[_BulkOp] = []
     i = 0
     n = len(lines)
+    loads = orjson.loads
     while i < n:
         line = lines[i]
         i += 1
-        if not line.strip():
+        if not line or line.isspace():
             continue
         try:
-            action = orjson.loads(line)
+            action = loads(line)
         except orjson.JSONDecodeError as exc:
             raise ElasticError(
                 f"Malformed action/metadata line [{i}], expected a simple value for field [...] but found "
@@ -468,42 +504,42 @@ def _parse_bulk(body: bytes, default_index: str | None, default_routing: str | N
                 status=400,
                 error_type="illegal_argument_exception",
             ) from None
-        if not isinstance(action, dict) or len(action) != 1:
+        if type(action) is not dict or len(action) != 1:
             raise _malformed(
                 i,
                 "expected START_OBJECT or END_OBJECT but found [VALUE_STRING]"
-                if not isinstance(action, dict)
+                if type(action) is not dict
                 else "expected field [create], [delete], [index] or [update] but found more than one",
             )
         ((kind, meta),) = action.items()
         if kind not in _BULK_ACTIONS:
             raise _malformed(i, f"expected field [create], [delete], [index] or [update] but found [{kind}]")
-        if not isinstance(meta, dict):
+        if type(meta) is not dict:
             raise _malformed(i, "expected START_OBJECT but found [VALUE_STRING]")
-        for key in meta:
-            if key not in _BULK_META:
-                raise IllegalArgument(f"Action/metadata line [{i}] contains an unknown parameter [{key}]")
-        op = {"kind": kind, "meta": meta, "line": i}
+        if not meta.keys() <= _BULK_META:
+            unknown = next(key for key in meta if key not in _BULK_META)
+            raise IllegalArgument(f"Action/metadata line [{i}] contains an unknown parameter [{unknown}]")
+        line_no = i
+        source = None
         if kind != "delete":
-            while i < n and not lines[i].strip():
+            while i < n and (not lines[i] or lines[i].isspace()):
                 i += 1
             if i >= n:
                 raise ActionRequestValidation("The bulk request must be terminated by a newline [\\n]")
-            op["source"] = lines[i].strip()
+            source = lines[i].strip()
             i += 1
         index = meta.get("_index", default_index)
         if index is None:
             raise ActionRequestValidation("index is missing")
-        op["index"] = index
-        op["routing"] = meta.get("routing", meta.get("_routing", default_routing))
-        ops.append(op)
+        routing = meta.get("routing", meta.get("_routing", default_routing))
+        ops.append(_BulkOp(kind, meta, line_no, index, routing, source))
     if body and not body.endswith(b"\n") and ops:
         raise IllegalArgument("The bulk request must be terminated by a newline [\\n]")
     return ops
 
 
-def _item_error(op: dict, doc_id: str | None, exc: ElasticError) -> dict[str, Any]:
-    item: dict[str, Any] = {"_index": op["index"], "_id": doc_id, "status": exc.status}
+def _item_error(op: _BulkOp, doc_id: str | None, exc: ElasticError) -> dict[str, Any]:
+    item: dict[str, Any] = {"_index": op.index, "_id": doc_id, "status": exc.status}
     item["error"] = exc._cause_body()
     return item
 
@@ -519,18 +555,17 @@ def bulk(
     started = time.perf_counter()
     _check_refresh(refresh)
     ops = _parse_bulk(body, index, routing)
-    items: list[dict[str, Any]] = []
     touched: dict[str, tuple[Index, set[Shard]]] = {}
-    by_index: dict[str, list[tuple[int, dict]]] = {}
+    by_index: dict[str, list[tuple[int, _BulkOp]]] = {}
     for pos, op in enumerate(ops):
-        by_index.setdefault(op["index"], []).append((pos, op))
-    results: list[dict[str, Any] | None] = [None] * len(ops)
+        by_index.setdefault(op.index, []).append((pos, op))
+    results: list[dict[str, Any]] = [{}] * len(ops)
     for index_name, entries in by_index.items():
         try:
             target = _write_index(node, index_name)
         except ElasticError as exc:
             for pos, op in entries:
-                results[pos] = {op["kind"]: _item_error(op, op["meta"].get("_id"), exc)}
+                results[pos] = {op.kind: _item_error(op, op.meta.get("_id"), exc)}
             continue
         shards = touched.setdefault(index_name, (target, set()))[1]
         _bulk_into(target, entries, results, shards)
@@ -541,62 +576,100 @@ def bulk(
         if refresh in ("true", "", "wait_for"):
             for shard in shards:
                 shard.refresh()
-    items = results  # type: ignore[assignment]
-    errors = any("error" in next(iter(item.values())) for item in items)
-    return {"errors": errors, "took": int((time.perf_counter() - started) * 1000), "items": items}
+    errors = any("error" in next(iter(item.values())) for item in results)
+    return {"errors": errors, "took": int((time.perf_counter() - started) * 1000), "items": results}
 
 
-def _bulk_into(index: Index, entries: list[tuple[int, dict]], results: list, touched: set[Shard]) -> None:
+#: (position in the request, operation, id, whether the id was generated)
+_ShardOp = tuple[int, _BulkOp, str, bool]
+
+
+def _bulk_into(index: Index, entries: list[tuple[int, _BulkOp]], results: list, touched: set[Shard]) -> None:
     """Apply one index's operations, grouped by shard so each shard lock and id lookup is batched."""
     header = _shards_header(index)
-    per_shard: dict[int, list[tuple[int, dict, str | None]]] = {}
+    per_shard: dict[Shard, list[_ShardOp]] = {}
     for pos, op in entries:
-        meta = op["meta"]
-        doc_id = meta.get("_id")
-        if doc_id is not None and not isinstance(doc_id, str):
+        doc_id = op.meta.get("_id")
+        auto_id = doc_id is None
+        if auto_id:
+            doc_id = generate_id()
+        elif type(doc_id) is not str:
             doc_id = str(doc_id)
-        shard = index.shard_of(doc_id, op["routing"]) if doc_id is not None else None
-        per_shard.setdefault(shard.shard_id if shard else -1, []).append((pos, op, doc_id))
-    for shard_key, shard_ops in per_shard.items():
-        if shard_key == -1:
-            for pos, op, _ in shard_ops:
-                doc_id = generate_id()
-                shard = index.shard_of(doc_id, op["routing"])
-                with shard.lock:
-                    results[pos] = _bulk_one(index, shard, op, doc_id, header, auto_id=True)
-                touched.add(shard)
-            continue
-        shard = index.shards[shard_key]
+        per_shard.setdefault(index.shard_of(doc_id, op.routing), []).append((pos, op, doc_id, auto_id))
+    for shard, shard_ops in per_shard.items():
         touched.add(shard)
+        parsed = None
+        if all(op.kind in ("index", "create") for _, op, _, _ in shard_ops):
+            parsed = index.parse_batch([op.source for _, op, _, _ in shard_ops])  # type: ignore[misc]
         with shard.lock:
-            shard.prefetch([d for _, _, d in shard_ops if d is not None])
-            for pos, op, doc_id in shard_ops:
-                results[pos] = _bulk_one(index, shard, op, doc_id, header, auto_id=False)
+            shard.prefetch([doc_id for _, _, doc_id, auto_id in shard_ops if not auto_id])
+            if parsed is None:
+                for pos, op, doc_id, auto_id in shard_ops:
+                    results[pos] = _bulk_one(index, shard, op, doc_id, header, auto_id=auto_id)
+            else:
+                _bulk_index_batch(index, shard, shard_ops, parsed, header, results)
+
+
+def _index_op_type(op: _BulkOp, auto_id: bool) -> str:
+    return "create" if op.kind == "create" or op.meta.get("op_type") == "create" or auto_id else "index"
+
+
+def _bulk_index_batch(
+    index: Index,
+    shard: Shard,
+    shard_ops: list[_ShardOp],
+    parsed: ParsedBatch,
+    header: dict[str, int],
+    results: list,
+) -> None:
+    """Index/create operations whose documents parsed together: `_bulk_one`'s checks and answers,
+    with the values added to the shard column by column."""
+    with shard.index_batch(parsed) as batch:
+        for row, (pos, op, doc_id, auto_id) in enumerate(shard_ops):
+            meta = op.meta
+            try:
+                _check_id(doc_id)
+                _check_routing_required(index, op.routing, doc_id)
+                prior, version = _index_checks(
+                    index,
+                    shard,
+                    doc_id,
+                    _index_op_type(op, auto_id),
+                    meta.get("if_seq_no"),
+                    meta.get("if_primary_term"),
+                    auto_id,
+                )
+                seq_no = batch.index(row, doc_id, op.routing, prior, version)
+            except ElasticError as exc:
+                results[pos] = {op.kind: _item_error(op, doc_id, exc)}
+                continue
+            response = _index_response(index, doc_id, version, prior, seq_no, header)
+            response["status"] = 200 if _exists(prior) else 201
+            results[pos] = {op.kind: response}
 
 
 _STATUS = {"created": 201, "updated": 200, "deleted": 200, "not_found": 404, "noop": 200}
 
 
 def _bulk_one(
-    index: Index, shard: Shard, op: dict, doc_id: str, header: dict[str, int], *, auto_id: bool
+    index: Index, shard: Shard, op: _BulkOp, doc_id: str, header: dict[str, int], *, auto_id: bool
 ) -> dict[str, Any]:
-    kind = op["kind"]
-    meta = op["meta"]
+    kind = op.kind
+    meta = op.meta
     try:
         if kind != "delete" or doc_id is None:
             _check_id(doc_id)
         if_seq_no = meta.get("if_seq_no")
         if_primary_term = meta.get("if_primary_term")
-        _check_routing_required(index, op["routing"], doc_id)
+        _check_routing_required(index, op.routing, doc_id)
         if kind in ("index", "create"):
-            op_type = "create" if kind == "create" or meta.get("op_type") == "create" or auto_id else "index"
             response = _apply_index(
                 index,
                 shard,
                 doc_id,
-                op["source"],
-                op_type=op_type,
-                routing=op["routing"],
+                op.source,  # type: ignore[arg-type]
+                op_type=_index_op_type(op, auto_id),
+                routing=op.routing,
                 if_seq_no=if_seq_no,
                 if_primary_term=if_primary_term,
                 auto_id=auto_id,
@@ -606,7 +679,7 @@ def _bulk_one(
             response = _apply_delete(index, shard, doc_id, if_seq_no, if_primary_term)
         else:
             try:
-                body = orjson.loads(op["source"])
+                body = orjson.loads(op.source)  # type: ignore[arg-type]
             except orjson.JSONDecodeError as exc:
                 raise ElasticError(
                     f"Failed to parse update request: {exc}",
@@ -617,7 +690,7 @@ def _bulk_one(
                 raise ElasticError(
                     "Failed to parse update request", status=400, error_type="x_content_parse_exception"
                 )
-            response = _apply_update(index, shard, doc_id, body, op["routing"], if_seq_no, if_primary_term)
+            response = _apply_update(index, shard, doc_id, body, op.routing, if_seq_no, if_primary_term)
     except ElasticError as exc:
         return {kind: _item_error(op, doc_id, exc)}
     response["status"] = _STATUS[response["result"]]

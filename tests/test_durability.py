@@ -13,7 +13,7 @@ import textwrap
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -200,10 +200,8 @@ def _translog_bytes(data: Path) -> int:
     """
     total = 0
     for path in data.glob("indices/*/*/translog/*.tlog"):
-        try:
+        with suppress(FileNotFoundError):
             total += path.stat().st_size
-        except FileNotFoundError:
-            pass
     return total
 
 

@@ -16,6 +16,7 @@ from elasticsearch import helpers
 
 from bench.client import Client, HttpError
 from bench.harness import WALK_BUDGET_S, Context, Recorder, Row, Stopwatch, check
+from bench.workloads.common import hit_ids, settle_heap
 
 BATCH = 1_000
 SCROLL = "1m"
@@ -47,6 +48,7 @@ def read_scroll(url: str, index: str, slice_: dict[str, int] | None = None) -> t
     body: dict[str, Any] = {"sort": ["_doc"], "size": BATCH}
     if slice_ is not None:
         body["slice"] = slice_
+    settle_heap()
     data = client.raw("POST", f"/{index}/_search?scroll={SCROLL}", orjson.dumps(body))
     received, ids = 0, []
     watch = Stopwatch()
@@ -56,14 +58,14 @@ def read_scroll(url: str, index: str, slice_: dict[str, int] | None = None) -> t
         hits = response["hits"]["hits"]
         if not hits:
             break
-        ids += [hit["_id"] for hit in hits]
+        ids.append(hit_ids(hits))
         watch.check_budget()
         data = client.raw(
             "POST", "/_search/scroll", orjson.dumps({"scroll": SCROLL, "scroll_id": response["_scroll_id"]})
         )
     clear_scrolls(client, [response["_scroll_id"]])
     client.close()
-    return np.array(ids, dtype=np.int64), received
+    return np.concatenate(ids) if ids else np.zeros(0, dtype=np.int64), received
 
 
 def _check_all(ids: np.ndarray, n: int, what: str) -> None:

@@ -7,8 +7,11 @@ to a numpy array in one call and builds postings and ordinals with vectorized so
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import chain, compress, repeat
 
-from leafsearch.index.parsed import ParsedDoc
+import numpy as np
+
+from leafsearch.index.parsed import ParsedBatch, ParsedDoc, Rows
 
 
 @dataclass(slots=True)
@@ -75,3 +78,62 @@ class IndexBuffer:
                     fb.docs.extend([doc] * len(values))
                     fb.values.extend(values)
         return doc
+
+    def add_batch(
+        self,
+        batch: ParsedBatch,
+        rows: list[int],
+        ids: list[str],
+        seq_nos: list[int],
+        versions: list[int],
+        routings: list[str | None],
+    ) -> None:
+        """Append the documents at `rows` of a parsed batch (in that order), column by column."""
+        base = len(self.ids)
+        self.ids.extend(ids)
+        sources = batch.sources if len(rows) == len(batch.sources) else [batch.sources[r] for r in rows]
+        self.sources.extend(sources)
+        self.source_bytes += sum(map(len, sources))
+        self.seq_nos.extend(seq_nos)
+        self.versions.extend(versions)
+        self.routings.extend(routings)
+        doc_of = np.full(len(batch.sources), -1, dtype=np.int64)
+        doc_of[rows] = np.arange(base, base + len(rows))
+        for path, (col_rows, token_lists) in batch.text.items():
+            docs, token_lists = _docs_of(doc_of, col_rows, token_lists)
+            if len(docs):
+                counts = np.fromiter(map(len, token_lists), dtype=np.int64, count=len(token_lists))
+                starts = np.cumsum(counts) - counts
+                fb = self.text.get(path)
+                if fb is None:
+                    fb = self.text[path] = FieldBuffer()
+                doc_list = docs.tolist()
+                # Each document's number repeated as one shared int object, as `add` does: a
+                # million tokens then cost no million ints.
+                fb.docs.extend(chain.from_iterable(map(repeat, doc_list, counts.tolist())))
+                fb.values.extend(chain.from_iterable(token_lists))
+                fb.positions.extend((np.arange(int(counts.sum())) - np.repeat(starts, counts)).tolist())
+                fb.length_docs.extend(doc_list)
+                fb.lengths.extend(counts.tolist())
+        for columns, target in (
+            (batch.keyword, self.keyword),
+            (batch.long, self.long),
+            (batch.double, self.double),
+        ):
+            for path, (col_rows, values) in columns.items():
+                docs, values = _docs_of(doc_of, col_rows, values)
+                if len(docs):
+                    fb = target.get(path)
+                    if fb is None:
+                        fb = target[path] = FieldBuffer()
+                    fb.docs.extend(docs.tolist())
+                    fb.values.extend(values)
+
+
+def _docs_of(doc_of: np.ndarray, rows: Rows, values: list) -> tuple[np.ndarray, list]:
+    """Buffer doc numbers of a batch column's values, and the values, without rows not added."""
+    docs = doc_of if rows is None else doc_of[rows]
+    kept = docs >= 0
+    if kept.all():
+        return docs, values
+    return docs[kept], list(compress(values, kept.tolist()))

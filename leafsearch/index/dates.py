@@ -633,6 +633,11 @@ class DateFormatter:
     def __repr__(self) -> str:
         return f"DateFormatter({self.pattern!r})"
 
+    @property
+    def parses_iso(self) -> bool:
+        """Whether values are tried as ISO 8601 first, which `iso_columns` can do for many at once."""
+        return self._fast
+
     def parse(self, value: str | int | float, nanos: bool = False) -> int:
         """Epoch millis (or epoch nanos) of a date value; ValueError when no format matches."""
         if self._int_millis and type(value) is int and not -(10**9) < value < 10**9:

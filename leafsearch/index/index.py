@@ -17,6 +17,8 @@ from pathlib import Path
 import orjson
 
 from leafsearch.index.mapping import Mapping
+from leafsearch.index.mapping_batch import parse_batch
+from leafsearch.index.parsed import ParsedBatch
 from leafsearch.index.routing import default_routing_num_shards, shard_for
 from leafsearch.index.shard import Shard
 from leafsearch.settings import index_setting
@@ -90,6 +92,11 @@ class Index:
             parsed = self.mapping.parse_document(source, doc_id)
             self._persist_if_mapping_changed()
             return parsed
+
+    def parse_batch(self, sources: list[bytes]) -> ParsedBatch | None:
+        """Parse many documents at once under the mapping lock; None: parse them one by one."""
+        with self.lock:
+            return parse_batch(self.mapping, sources)
 
     def update_settings(self, flat: dict[str, str | None]) -> None:
         with self.lock:

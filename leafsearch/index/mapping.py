@@ -1051,6 +1051,11 @@ class Mapping:
             body["properties"] = _properties_body(self._root.children)
         return body
 
+    @property
+    def root(self) -> ObjectMapper:
+        """The object mapper of the document itself (read by `mapping_batch`)."""
+        return self._root
+
     def field(self, path: str) -> FieldType | None:
         """The leaf field (or multi-field) at a full dotted path."""
         return self._fields.get(path)

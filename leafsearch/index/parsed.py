@@ -31,3 +31,23 @@ class ParsedDoc:
     keyword: dict[str, list[str]] = field(default_factory=dict)
     long: dict[str, list[int]] = field(default_factory=dict)
     double: dict[str, list[float]] = field(default_factory=dict)
+
+
+#: Rows of a batch column: the position in the batch of each value, None when every document
+#: has exactly one value (the common case, which then needs no list at all).
+Rows = list[int] | None
+
+
+@dataclass(slots=True)
+class ParsedBatch:
+    """Field values of a batch of documents, column by column (`Mapping.parse_batch`).
+
+    The same values `ParsedDoc` holds for each document, for documents that each have at most one
+    value per field: path -> (rows, values), where `text` values are each document's tokens.
+    """
+
+    sources: list[bytes]
+    text: dict[str, tuple[Rows, list[list[str]]]] = field(default_factory=dict)
+    keyword: dict[str, tuple[Rows, list[str]]] = field(default_factory=dict)
+    long: dict[str, tuple[Rows, list[int]]] = field(default_factory=dict)
+    double: dict[str, tuple[Rows, list[float]]] = field(default_factory=dict)

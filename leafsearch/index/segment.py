@@ -287,19 +287,21 @@ class Segment:
         return decompressor.decompress(self._source_data[offsets[index] : offsets[index + 1]])
 
     def sources(self, docs: np.ndarray | list[int]) -> list[bytes]:
-        """Raw `_source` bytes of documents, decompressing each needed block once."""
+        """Raw `_source` bytes of documents, decompressing each needed block once.
+
+        The needed blocks are joined into one buffer and every source is one slice of it, so a
+        batch of a thousand documents costs a few dozen decompressions and a thousand slices.
+        """
         docs = np.asarray(docs, dtype=np.int64)
-        out: list[bytes] = []
-        blocks: dict[int, bytes] = {}
-        block = self.block
-        for b, (s, e) in zip(
-            (docs // SOURCE_BLOCK_DOCS).tolist(), self._source_starts[docs].tolist(), strict=True
-        ):
-            data = blocks.get(b)
-            if data is None:
-                data = blocks[b] = block(b)
-            out.append(data[s:e])
-        return out
+        if len(docs) <= 1:  # a GET: no grouping to do
+            return [self.block(int(d) // SOURCE_BLOCK_DOCS)[slice(*self._source_starts[d].tolist())] for d in docs]
+        needed, which = np.unique(docs // SOURCE_BLOCK_DOCS, return_inverse=True)
+        datas = [self.block(b) for b in needed.tolist()]
+        base = np.zeros(len(datas), dtype=np.int64)
+        np.cumsum([len(d) for d in datas[:-1]], out=base[1:])
+        joined = datas[0] if len(datas) == 1 else b"".join(datas)
+        bounds = self._source_starts[docs] + base[which.reshape(-1)][:, None]
+        return [joined[s:e] for s, e in zip(bounds[:, 0].tolist(), bounds[:, 1].tolist(), strict=True)]
 
     def column(self, path: str) -> TextColumn | KeywordColumn | NumericColumn | None:
         col = self._columns.get(path)

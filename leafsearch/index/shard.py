@@ -12,6 +12,8 @@ import os
 import shutil
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,11 +23,18 @@ import orjson
 from leafsearch.index.buffer import IndexBuffer
 from leafsearch.index.merge_policy import find_merge
 from leafsearch.index.merge_worker import merge_in_worker
-from leafsearch.index.parsed import ParsedDoc
+from leafsearch.index.parsed import ParsedBatch, ParsedDoc
 from leafsearch.index.searcher import Searcher, SegmentView
 from leafsearch.index.segment import Segment, to_term_array
 from leafsearch.index.segment_build import segment_from_buffer
-from leafsearch.index.translog import OP_DELETE, OP_INDEX, Translog, TranslogOp, encode_op
+from leafsearch.index.translog import (
+    OP_DELETE,
+    OP_INDEX,
+    Translog,
+    TranslogOp,
+    encode_index_ops,
+    encode_op,
+)
 
 PRIMARY_TERM = 1
 
@@ -48,6 +57,51 @@ class DocState:
     segment: Segment | None = None
     doc: int = -1
     routing: str | None = None
+
+
+class IndexBatch:
+    """The operations of `Shard.index_batch`, staged until the block ends."""
+
+    __slots__ = ("shard", "parsed", "rows", "ids", "seq_nos", "versions", "routings")
+
+    def __init__(self, shard: Shard, parsed: ParsedBatch) -> None:
+        self.shard, self.parsed = shard, parsed
+        self.rows: list[int] = []
+        self.ids: list[str] = []
+        self.seq_nos: list[int] = []
+        self.versions: list[int] = []
+        self.routings: list[str | None] = []
+
+    def index(self, row: int, doc_id: str, routing: str | None, prior: DocState | None, version: int) -> int:
+        """`Shard.index` for the document at `row` of the batch, whose checks passed; its seq_no."""
+        shard = self.shard
+        shard.max_seq_no += 1
+        seq_no = shard.max_seq_no
+        shard._retire(prior)
+        if shard.tombstones:
+            shard.tombstones.pop(doc_id, None)
+        doc = len(shard.buffer) + len(self.rows)
+        shard.version_map[doc_id] = DocState(version, seq_no, False, None, doc, routing)
+        self.rows.append(row)
+        self.ids.append(doc_id)
+        self.seq_nos.append(seq_no)
+        self.versions.append(version)
+        self.routings.append(routing)
+        return seq_no
+
+    def finish(self) -> None:
+        if not self.rows:
+            return
+        shard, sources = self.shard, self.parsed.sources
+        shard.translog.append(
+            encode_index_ops(
+                self.ids, self.seq_nos, self.versions, self.routings, [sources[r] for r in self.rows]
+            )
+        )
+        shard.buffer.add_batch(self.parsed, self.rows, self.ids, self.seq_nos, self.versions, self.routings)
+        shard._dirty = True
+        shard.stats["index_total"] += len(self.rows)
+        shard._flush_if_full()
 
 
 class Shard:
@@ -204,7 +258,9 @@ class Shard:
 
     def prefetch(self, doc_ids: list[str]) -> None:
         """Load the segment state of many ids at once into the version map (bulk fast path)."""
-        todo = [i for i in dict.fromkeys(doc_ids) if i not in self.version_map and self._tombstone(i) is None]
+        todo = [i for i in dict.fromkeys(doc_ids) if i not in self.version_map]
+        if self.tombstones:
+            todo = [i for i in todo if self._tombstone(i) is None]
         if not todo or not self.segments:
             return
         keys = to_term_array(todo)
@@ -247,13 +303,30 @@ class Shard:
         seq_no = self.max_seq_no
         self.translog.append(encode_op(TranslogOp(OP_INDEX, doc_id, seq_no, version, routing, parsed.source)))
         self._apply_index(doc_id, parsed, routing, prior, version, seq_no)
+        self._flush_if_full()
+        return seq_no
+
+    def _flush_if_full(self) -> None:
         if len(self.buffer) >= BUFFER_MAX_DOCS or self.buffer.source_bytes >= BUFFER_MAX_BYTES:
             # Written and committed, not yet published: searches see it at the next refresh, and
             # the translog a crash would replay stays short. (Not during recovery: a commit then
             # would drop translog files whose operations are not all replayed yet.)
             self._flush_buffer()
             self._commit()
-        return seq_no
+
+    @contextmanager
+    def index_batch(self, parsed: ParsedBatch) -> Iterator[IndexBatch]:
+        """Index operations on the documents of a parsed batch (caller holds self.lock).
+
+        Each accepted operation takes its seq_no and version-map entry at once, so the next
+        operation on the same id sees it; the values, sources and translog records join the buffer
+        and the translog together when the block ends, even if it ends with an exception.
+        """
+        batch = IndexBatch(self, parsed)
+        try:
+            yield batch
+        finally:
+            batch.finish()
 
     def _apply_index(
         self,

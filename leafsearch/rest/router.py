@@ -24,21 +24,30 @@ class Route:
     handler: Handler
     params: frozenset[str]
     segments: tuple[str, ...] = ()
+    literals: tuple[tuple[int, str], ...] = ()  # (position, text) of the explicit segments
+    placeholders: tuple[tuple[int, str], ...] = ()  # (position, name) of the `{name}` segments
 
     @classmethod
     def of(cls, methods: str, path: str, handler: Handler, params: Iterable[str] = ()) -> Route:
-        return cls(frozenset(methods.split("|")), path, handler, frozenset(params), _segments(path))
+        segments = _segments(path)
+        return cls(
+            frozenset(methods.split("|")),
+            path,
+            handler,
+            frozenset(params),
+            segments,
+            tuple((i, s) for i, s in enumerate(segments) if not s.startswith("{")),
+            tuple((i, s[1:-1]) for i, s in enumerate(segments) if s.startswith("{")),
+        )
 
     def match(self, parts: list[str]) -> dict[str, str] | None:
+        """The placeholders' values if the path's segments fit this route, else None."""
         if len(parts) != len(self.segments):
             return None
-        captured: dict[str, str] = {}
-        for template, part in zip(self.segments, parts, strict=True):
-            if template.startswith("{"):
-                captured[template[1:-1]] = unquote(part)
-            elif template != part:
+        for i, literal in self.literals:
+            if parts[i] != literal:
                 return None
-        return captured
+        return {name: unquote(parts[i]) for i, name in self.placeholders}
 
     def precedence(self) -> tuple[int, tuple[bool, ...]]:
         wild = tuple(s.startswith("{") for s in self.segments)
@@ -67,13 +76,17 @@ def split_raw_path(raw_path: str) -> list[str]:
 
 class Router:
     def __init__(self, routes: Iterable[Route]) -> None:
-        self.routes = sorted(routes, key=Route.precedence)
+        # Grouped by segment count, each group in precedence order: a request tries only the
+        # routes of its own length.
+        self._by_length: dict[int, list[Route]] = {}
+        for route in sorted(routes, key=Route.precedence):
+            self._by_length.setdefault(len(route.segments), []).append(route)
 
     def candidates(self, raw_path: str) -> list[tuple[Route, dict[str, str]]]:
         """Every route whose path matches, best first."""
         parts = split_raw_path(raw_path)
         found = []
-        for route in self.routes:
+        for route in self._by_length.get(len(parts), ()):
             captured = route.match(parts)
             if captured is not None:
                 found.append((route, captured))

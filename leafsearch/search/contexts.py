@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from leafsearch.errors import IllegalArgument, SearchContextMissing, TooManyScrollContexts
 from leafsearch.request.timevalue import parse_time_value
+from leafsearch.search.read_ahead import ReadAhead
 from leafsearch.search.targets import Target, release_targets
 
 if TYPE_CHECKING:
@@ -74,6 +75,7 @@ class ContextRegistry:
         self._contexts: dict[int, ReaderContext] = {}
         self._ended: OrderedDict[int, tuple[str, float]] = OrderedDict()  # ctx id -> (how, wall time)
         self._ids = itertools.count(1)
+        self.read_ahead = ReadAhead()
 
     # ---- ids ---------------------------------------------------------------------------
 
@@ -211,9 +213,9 @@ class ContextRegistry:
         if ctx.in_use == 0:
             self._release_resources(ctx)
 
-    @staticmethod
-    def _release_resources(ctx: ReaderContext) -> None:
+    def _release_resources(self, ctx: ReaderContext) -> None:
         ctx.matches = None
+        self.read_ahead.forget(ctx.ctx_id)
         release_targets(ctx.targets)
 
     def free(self, ctx: ReaderContext, how: str = "freed") -> None:
@@ -259,6 +261,7 @@ class ContextRegistry:
         with self._lock:
             for ctx in list(self._contexts.values()):
                 self._free(ctx, "freed at node shutdown")
+        self.read_ahead.close()
 
     # ---- reporting ---------------------------------------------------------------------
 

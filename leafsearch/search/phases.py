@@ -11,19 +11,17 @@ Shard-level refusals are reported as Elasticsearch's coordinator reports them: a
 
 from __future__ import annotations
 
-import re
 import time
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import orjson
 
 from leafsearch.errors import ElasticError, IllegalArgument, SearchPhaseExecution
 from leafsearch.rawjson import RawJSON
 from leafsearch.request.search_types import SHARD_DOC, SearchRequest
 from leafsearch.rest.exchange import parse_bool
 from leafsearch.search import fetch
+from leafsearch.search.fetch_phase import render_hits
 from leafsearch.search.hitlist import HitList, HitListCache, shard_doc_page
 from leafsearch.search.slicing import check_slice_field, pit_slice_range
 from leafsearch.search.sort_keys import missing_substitute
@@ -198,252 +196,6 @@ def _after_keys(hitlist: HitList, request: SearchRequest) -> list[Any]:
     return keys
 
 
-@dataclass
-class _Page:
-    """What the fetch phase reads for a page: per hit its target, segment view, local doc, id,
-    source bytes, routing, score and sort values."""
-
-    tpos: np.ndarray
-    located: list[tuple[Any, int]]
-    ids: list[bytes | None]  # UTF-8
-    sources: list[bytes | None]
-    routings: list[str | None]
-    scores: list[float | None]
-    sort_columns: list[list[Any]] | None  # per sort column, the page's rendered values
-
-    def sort_rows(self) -> list[list[Any]]:
-        assert self.sort_columns is not None
-        return [list(row) for row in zip(*self.sort_columns, strict=True)]
-
-
-def _gather(hitlist: HitList, start: int, end: int, request: SearchRequest) -> _Page:
-    """Ids, sources and routings of the page's documents only, read segment by segment.
-
-    `stored_fields: _none_` loads no stored field at all, so its hits have no id, routing or
-    source (Elasticsearch's fetch phase then builds id-less hits).
-    """
-    sl = slice(start, end)
-    tpos = hitlist.target[sl]
-    docs = hitlist.doc[sl]
-    n = end - start
-    ids: list[bytes | None] = [None] * n
-    sources: list[bytes | None] = [None] * n
-    routings: list[str | None] = [None] * n
-    located: list[tuple[Any, int]] = [(None, 0)] * n
-    stored = _loads_stored_fields(request)
-    fetch_source = request.source.fetch and stored
-    for ti in np.unique(tpos).tolist():
-        views = hitlist.targets[ti].searcher.views
-        bases = np.array([v.doc_base for v in views], dtype=np.int64)
-        in_target = np.flatnonzero(tpos == ti)
-        vis = np.searchsorted(bases, docs[in_target], side="right") - 1
-        for vi in np.unique(vis).tolist():
-            view = views[vi]
-            rows_arr = in_target[vis == vi]
-            rows = rows_arr.tolist()
-            local = docs[rows_arr] - view.doc_base
-            for row, d in zip(rows, local.tolist(), strict=True):
-                located[row] = (view, d)
-            if not stored:
-                continue
-            for row, doc_id in zip(rows, view.segment.doc_id_bytes(local), strict=True):
-                ids[row] = doc_id
-            if fetch_source or request.fields:
-                for row, raw in zip(rows, view.segment.sources(local), strict=True):
-                    sources[row] = raw
-            routing_col = view.segment.column("_routing")
-            if routing_col is not None:
-                for row, d in zip(rows, local.tolist(), strict=True):
-                    vals = routing_col.ords.doc_values(d)
-                    if len(vals):
-                        routings[row] = routing_col.term(int(vals[0]))
-    sorted_by_field = bool(request.sort) and request.sort[0].field != "_score"
-    show_score = hitlist.score is not None and (
-        not sorted_by_field or request.track_scores or any(s.field == "_score" for s in request.sort)
-    )
-    if show_score:
-        scores: list[float | None] = [fetch._short_float(v, "float") for v in hitlist.score[sl].tolist()]
-    else:
-        scores = [None] * n
-    sort_columns = _sort_columns(hitlist, start, end) if request.sort else None
-    return _Page(tpos, located, ids, sources, routings, scores, sort_columns)
-
-
-def _loads_stored_fields(request: SearchRequest) -> bool:
-    """False for `stored_fields: _none_`, which disables stored fields, metadata ones included."""
-    return request.stored_fields != ["_none_"]
-
-
-def _plain(request: SearchRequest) -> bool:
-    """Whether every hit of a page has the plain shape (no per-hit option needs building)."""
-    return not (
-        request.version
-        or request.seq_no_primary_term
-        or request.fields
-        or request.docvalue_fields
-        or request.explain
-        or request.source.filtering
-        or request.stored_fields is not None
-    )
-
-
-def _render_raw(hitlist: HitList, page: _Page, request: SearchRequest) -> RawJSON:
-    """A plain page as one pre-encoded JSON array: each hit's bytes are joined around the stored
-    `_source` bytes, so an export batch costs a few list appends per hit, not a dict and an
-    encoder callback."""
-    dumps = orjson.dumps
-    heads = [b'{"_index":' + dumps(t.index.name) + b',"_id":' for t in hitlist.targets]
-    with_source = request.source.fetch
-    sort_json = _sort_json(page) if page.sort_columns is not None else None
-    ids_json = _ids_json(page.ids)
-    parts: list[bytes] = []
-    add = parts.append
-    for row, target in enumerate(page.tpos.tolist()):
-        add(b"," + heads[target] if row else b"[" + heads[target])
-        add(ids_json[row])
-        score = page.scores[row]
-        add(b',"_score":null' if score is None else b',"_score":' + dumps(score))
-        routing = page.routings[row]
-        if routing is not None:
-            add(b',"_routing":' + dumps(routing))
-        raw = page.sources[row]
-        if with_source and raw is not None:
-            add(b',"_source":')
-            add(raw)
-        if sort_json is not None:
-            add(b',"sort":' + sort_json[row])
-        add(b"}")
-    add(b"]")
-    return RawJSON(b"".join(parts))
-
-
-def _render_hits(
-    hitlist: HitList, start: int, end: int, request: SearchRequest, *, raw_hits: bool = False
-) -> list[dict[str, Any]] | RawJSON:
-    """The fetch phase: ids, sources and per-hit options for the page's documents only.
-
-    With `raw_hits` (the REST layer) a plain page is rendered straight to bytes; in-process
-    callers get one dict per hit.
-    """
-    if end <= start:
-        return []
-    page = _gather(hitlist, start, end, request)
-    if raw_hits and _plain(request):
-        return _render_raw(hitlist, page, request)
-    fetch_source = request.source.fetch and _loads_stored_fields(request)
-    sort_rows = page.sort_rows() if page.sort_columns is not None else None
-    hits = []
-    for row in range(end - start):
-        target = hitlist.targets[int(page.tpos[row])]
-        view, local_doc = page.located[row]
-        hit: dict[str, Any] = {"_index": target.index.name}
-        doc_id = page.ids[row]
-        if doc_id is not None:
-            hit["_id"] = doc_id.decode()
-        if request.version:
-            hit["_version"] = int(view.segment.versions[local_doc])
-        if request.seq_no_primary_term:
-            hit["_seq_no"] = int(view.segment.seq_nos[local_doc])
-            hit["_primary_term"] = 1
-        hit["_score"] = page.scores[row]
-        if page.routings[row] is not None:
-            hit["_routing"] = page.routings[row]
-        raw = page.sources[row]
-        if fetch_source and raw is not None:
-            filtered = fetch.filter_source(raw, request.source)
-            if filtered is not None:
-                hit["_source"] = RawJSON(filtered)
-        if request.fields or request.docvalue_fields:
-            values: dict[str, list] = {}
-            if request.fields and raw is not None:
-                values.update(fetch.extract_fields(RawJSON(raw).parsed(), target.mapping, request.fields))
-            if request.docvalue_fields:
-                values.update(
-                    fetch.docvalue_field_values(
-                        view.segment, local_doc, target.mapping, request.docvalue_fields, target.index.name
-                    )
-                )
-            if values:
-                hit["fields"] = values
-        if sort_rows is not None:
-            hit["sort"] = sort_rows[row]
-        if request.explain:
-            hit["_explanation"] = {"value": hit["_score"] or 0.0, "description": "score", "details": []}
-        hits.append(hit)
-    return hits
-
-
-#: Bytes a JSON string must escape; ids without them are spliced between quotes as they are.
-_JSON_ESCAPED = re.compile(rb'["\\\x00-\x1f]')
-
-
-def _ids_json(ids: list[bytes | None]) -> list[bytes]:
-    """Each id as a JSON string: one scan of the page decides whether any needs escaping."""
-    if _JSON_ESCAPED.search(b"".join(i for i in ids if i is not None)) is None:
-        return [b'"' + i + b'"' if i is not None else b"null" for i in ids]
-    return [orjson.dumps(i.decode() if i is not None else None) for i in ids]
-
-
-def _sort_columns(hitlist: HitList, start: int, end: int) -> list[list[Any]]:
-    """The page's sort values, rendered column by column."""
-    tpos = hitlist.target[start:end].tolist()
-    return [_column_values(col, start, end, tpos) for col in hitlist.columns]
-
-
-def _sort_json(page: _Page) -> list[bytes]:
-    """Each hit's encoded `sort` array. A column of plain numbers is encoded in one call and split
-    on its commas (a number's JSON has none); columns holding strings or nulls are encoded per hit."""
-    columns = page.sort_columns
-    assert columns is not None
-    tokens: list[list[bytes]] = []
-    for values in columns:
-        encoded = orjson.dumps(values)
-        split = encoded[1:-1].split(b",") if values else []
-        if b'"' in encoded or b"null" in encoded or len(split) != len(values):
-            split = [orjson.dumps(v) for v in values]
-        tokens.append(split)
-    return [b"[" + b",".join(row) + b"]" for row in zip(*tokens, strict=True)]
-
-
-#: Column kinds whose present values render as they are stored when the sort has no `format`.
-#: Booleans are among them: Elasticsearch's boolean DocValueFormat keeps the default
-#: `formatSortValue`, so their sort values are the longs 0 and 1.
-_RAW_KINDS = ("long", "doc", "shard_doc", "keyword")
-
-
-def _column_values(col, start: int, end: int, tpos: list[int]) -> list[Any]:
-    """One sort column's values for hits [start, end) as Elasticsearch renders them.
-
-    Documents without a value render as the missing value of the sort, per target (the field type
-    may differ between indices); other values go through the sort's formatter only when it has
-    one to apply.
-    """
-    raw = col.values[start:end]
-    if col.kind == "keyword":
-        terms = col.terms
-        if terms is None or not len(terms):
-            values: list[Any] = [None] * len(raw)
-        else:
-            values = [t.decode() for t in terms[np.clip(raw, 0, len(terms) - 1)].tolist()]
-    else:
-        values = raw.tolist()
-    types = col.field_types
-    if col.kind not in _RAW_KINDS or col.spec.format is not None:
-        values = [
-            fetch.format_sort_value(v, types[t] if types else None, col.spec)
-            for v, t in zip(values, tpos, strict=True)
-        ]
-    if col.present is not None:
-        absent = np.flatnonzero(~col.present[start:end]).tolist()
-        missing: dict[int, Any] = {}
-        for row in absent:
-            t = tpos[row]
-            if t not in missing:
-                missing[t] = fetch.format_sort_value(None, types[t] if types else None, col.spec)
-            values[row] = missing[t]
-    return values
-
-
 def _total(hitlist: HitList, request: SearchRequest) -> Any:
     track = request.track_total_hits
     if request.rest_total_hits_as_int:
@@ -466,10 +218,14 @@ def response(
     agg_tree: Any,
     extra: dict[str, Any],
     raw_hits: bool = False,
+    ready: RawJSON | None = None,
 ) -> dict[str, Any]:
+    """The search response; `ready` is the page's hits when they were already rendered (read ahead)."""
     with node.search_stats.phase("fetch"):
         try:
-            hits = _render_hits(hitlist, start, end, request, raw_hits=raw_hits)
+            hits = (
+                ready if ready is not None else render_hits(hitlist, start, end, request, raw_hits=raw_hits)
+            )
         except SearchPhaseExecution:
             raise
         except ElasticError as exc:

@@ -18,6 +18,7 @@ from leafsearch.errors import (
 from leafsearch.request.search_types import DOC, SearchRequest
 from leafsearch.search import phases, slicing
 from leafsearch.search.contexts import ReaderContext
+from leafsearch.search.fetch_phase import render_hits, renders_raw
 from leafsearch.search.hitlist import HitList, LiveDocs
 from leafsearch.search.sort_keys import SortColumn
 from leafsearch.search.targets import Target, release_targets
@@ -45,7 +46,10 @@ def search_pit(
         phases.check_limits(request, ctx.targets)
         hitlist, tree = phases.query_phase(node, ctx.targets, request, aggs=True)
         start, end = phases.page_bounds(hitlist, request)
-        return phases.response(
+        read_ahead = raw_hits and not hitlist.window and renders_raw(request)
+        served = _pit_page_key(hitlist, request, start, end)
+        ready = node.contexts.read_ahead.take(ctx.ctx_id, served, hitlist) if read_ahead else None
+        body = phases.response(
             node,
             hitlist,
             request,
@@ -55,9 +59,28 @@ def search_pit(
             agg_tree=tree,
             extra={"pit_id": ctx.public_id},
             raw_hits=raw_hits,
+            ready=ready,
         )
+        if read_ahead and end - start == request.size and end < len(hitlist):
+            # The walk's next page: `search_after` the last hit (or `from` the end) starts here.
+            following = min(end + request.size, len(hitlist))
+            node.contexts.read_ahead.continue_walk(
+                ctx.ctx_id,
+                served,
+                _pit_page_key(hitlist, request, end, following),
+                hitlist,
+                ctx.targets,
+                lambda: render_hits(hitlist, end, following, request, raw_hits=True),
+            )
+        return body
     finally:
         node.contexts.release(ctx, keep_alive)
+
+
+def _pit_page_key(hitlist: HitList, request: SearchRequest, start: int, end: int) -> tuple:
+    """What makes two plain PIT pages the same bytes: the hit list (by identity), the range, and
+    the request options a plain page's rendering reads."""
+    return ("pit", id(hitlist), start, end, request.source.fetch, request.track_scores)
 
 
 def _walks_docs(request: SearchRequest) -> bool:
@@ -115,19 +138,40 @@ def open_scroll(
 
 def _next_batch(ctx: ReaderContext) -> tuple[HitList, int, int]:
     """The next batch of a scroll as (hit list, start, end), advancing the context's position."""
+    page, start, end, ctx.position = _batch_at(ctx, ctx.position)
+    return page, start, end
+
+
+def _batch_at(ctx: ReaderContext, position: int) -> tuple[HitList, int, int, int]:
+    """The scroll batch that starts at `position`: (hit list, start, end, the next position)."""
     matches = ctx.matches
     request: SearchRequest = ctx.request
-    start = ctx.position
     if isinstance(matches, LiveDocs):
-        end = min(start + request.size, matches.total)
-        ctx.position = end
-        target_arr, doc_arr = matches.take(start, end)
+        end = min(position + request.size, matches.total)
+        target_arr, doc_arr = matches.take(position, end)
         column = SortColumn(request.sort[0], "doc", doc_arr, None)
         page = HitList(ctx.targets, target_arr, doc_arr, None, [column], [], matches.total, None, window=True)
-        return page, 0, end - start
-    end = min(start + request.size, len(matches))
-    ctx.position = end
-    return matches, start, end
+        return page, 0, end - position, end
+    end = min(position + request.size, len(matches))
+    return matches, position, end, end
+
+
+def _read_ahead_batch(node: Node, ctx: ReaderContext, served: int) -> None:
+    """After serving the batch at position `served`: the next one, rendered in the background
+    (the caller holds the context's lock)."""
+    total = ctx.matches.total if isinstance(ctx.matches, LiveDocs) else len(ctx.matches)
+    if ctx.position >= total:
+        return
+    page, start, end, _ = _batch_at(ctx, ctx.position)
+    request = ctx.request
+    node.contexts.read_ahead.continue_walk(
+        ctx.ctx_id,
+        ("scroll", served),
+        ("scroll", ctx.position),
+        ctx,
+        ctx.targets,
+        lambda: render_hits(page, start, end, request, raw_hits=True),
+    )
 
 
 def _acquire(node: Node, context_id: str, kind: str) -> ReaderContext:
@@ -157,6 +201,10 @@ def scroll(node: Node, scroll_id: str, keep_alive: str | None, *, raw_hits: bool
                 node.contexts.free(ctx, "freed after a refused keep-alive")
                 raise SearchPhaseExecution(exc) from None
         with ctx.lock:
+            # Only a walk that goes on is read ahead: a request without `scroll` frees the context.
+            read_ahead = raw_hits and keep_alive is not None and renders_raw(ctx.request)
+            served = ctx.position
+            ready = node.contexts.read_ahead.take(ctx.ctx_id, ("scroll", served), ctx) if read_ahead else None
             with node.search_stats.phase("query"):
                 page, start, end = _next_batch(ctx)
             body = phases.response(
@@ -169,7 +217,10 @@ def scroll(node: Node, scroll_id: str, keep_alive: str | None, *, raw_hits: bool
                 agg_tree=None,
                 extra={"_scroll_id": ctx.public_id},
                 raw_hits=raw_hits,
+                ready=ready,
             )
+            if read_ahead:
+                _read_ahead_batch(node, ctx, served)
     finally:
         node.contexts.release(ctx, seconds)
     if keep_alive is None:

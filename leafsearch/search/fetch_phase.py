@@ -1,0 +1,330 @@
+"""The fetch phase of one page: the page's ids, sources and routings read segment by segment, then
+its hits rendered.
+
+The REST layer asks for a plain page (no per-hit option) as JSON bytes: every hit is the same
+constant pieces around its id, stored `_source` bytes and sort values, so the page is one
+`bytes.join` over columns of those parts, without a dict or an encoder callback per hit. Other
+pages, and in-process callers, get one dict per hit.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from itertools import chain, repeat
+from typing import Any
+
+import numpy as np
+import orjson
+
+from leafsearch.rawjson import RawJSON
+from leafsearch.request.search_types import SearchRequest
+from leafsearch.search import fetch
+from leafsearch.search.hitlist import HitList
+
+
+@dataclass
+class _Group:
+    """The page's hits that live in one segment view: their rows on the page, their local docs."""
+
+    view: Any
+    rows: np.ndarray
+    local: np.ndarray
+
+
+@dataclass
+class _Page:
+    """What the fetch phase reads for a page: per hit its target, id, source bytes, routing,
+    score and sort values; and the segment groups they were read from."""
+
+    tpos: np.ndarray
+    groups: list[_Group]
+    ids: list[bytes | None]  # UTF-8
+    sources: list[bytes | None]
+    routings: list[str | None]
+    scores: list[float | None]
+    sort_columns: list[list[Any]] | None  # per sort column, the page's rendered values
+
+    def sort_rows(self) -> list[list[Any]]:
+        assert self.sort_columns is not None
+        return [list(row) for row in zip(*self.sort_columns, strict=True)]
+
+    def located(self) -> list[tuple[Any, int]]:
+        """Per hit its segment view and local doc, for the options that read doc values."""
+        out: list[tuple[Any, int]] = [(None, 0)] * len(self.ids)
+        for group in self.groups:
+            for row, doc in zip(group.rows.tolist(), group.local.tolist(), strict=True):
+                out[row] = (group.view, doc)
+        return out
+
+
+def _groups(hitlist: HitList, tpos: np.ndarray, docs: np.ndarray) -> list[_Group]:
+    """The page's hits split by segment view, in (target, segment) order."""
+    groups = []
+    for ti in np.unique(tpos).tolist():
+        views = hitlist.targets[ti].searcher.views
+        bases = np.array([v.doc_base for v in views], dtype=np.int64)
+        in_target = np.flatnonzero(tpos == ti)
+        vis = np.searchsorted(bases, docs[in_target], side="right") - 1
+        for vi in np.unique(vis).tolist():
+            rows = in_target[vis == vi]
+            groups.append(_Group(views[vi], rows, docs[rows] - views[vi].doc_base))
+    return groups
+
+
+class _PageOrder:
+    """Puts values read group by group back in page order.
+
+    A page usually lies in one segment, or its groups follow each other in page order (a `_doc`
+    batch crossing a segment boundary); only then is no per-hit reordering needed.
+    """
+
+    def __init__(self, groups: list[_Group]) -> None:
+        self.position: list[int] | None = None
+        if len(groups) > 1:
+            order = np.concatenate([g.rows for g in groups])
+            if (np.diff(order) < 0).any():
+                position = np.empty(len(order), dtype=np.int64)
+                position[order] = np.arange(len(order))
+                self.position = position.tolist()
+
+    def merge(self, parts: list[list[Any]]) -> list[Any]:
+        flat = parts[0] if len(parts) == 1 else list(chain.from_iterable(parts))
+        if self.position is None:
+            return flat
+        return [flat[i] for i in self.position]
+
+
+def _routings(group: _Group) -> list[str | None]:
+    routing_col = group.view.segment.column("_routing")
+    if routing_col is None:
+        return [None] * len(group.rows)
+    out: list[str | None] = []
+    for doc in group.local.tolist():
+        vals = routing_col.ords.doc_values(doc)
+        out.append(routing_col.term(int(vals[0])) if len(vals) else None)
+    return out
+
+
+def _gather(hitlist: HitList, start: int, end: int, request: SearchRequest) -> _Page:
+    """Ids, sources and routings of the page's documents only, read segment by segment.
+
+    `stored_fields: _none_` loads no stored field at all, so its hits have no id, routing or
+    source (Elasticsearch's fetch phase then builds id-less hits).
+    """
+    sl = slice(start, end)
+    tpos = hitlist.target[sl]
+    groups = _groups(hitlist, tpos, hitlist.doc[sl])
+    n = end - start
+    ids: list[bytes | None] = [None] * n
+    sources: list[bytes | None] = [None] * n
+    routings: list[str | None] = [None] * n
+    if _loads_stored_fields(request):
+        order = _PageOrder(groups)
+        ids = order.merge([g.view.segment.doc_id_bytes(g.local) for g in groups])
+        if request.source.fetch or request.fields:
+            sources = order.merge([g.view.segment.sources(g.local) for g in groups])
+        if any(g.view.segment.column("_routing") is not None for g in groups):
+            routings = order.merge([_routings(g) for g in groups])
+    sorted_by_field = bool(request.sort) and request.sort[0].field != "_score"
+    show_score = hitlist.score is not None and (
+        not sorted_by_field or request.track_scores or any(s.field == "_score" for s in request.sort)
+    )
+    if show_score:
+        assert hitlist.score is not None
+        scores: list[float | None] = [fetch._short_float(v, "float") for v in hitlist.score[sl].tolist()]
+    else:
+        scores = [None] * n
+    sort_columns = _sort_columns(hitlist, start, end) if request.sort else None
+    return _Page(tpos, groups, ids, sources, routings, scores, sort_columns)
+
+
+def _loads_stored_fields(request: SearchRequest) -> bool:
+    """False for `stored_fields: _none_`, which disables stored fields, metadata ones included."""
+    return request.stored_fields != ["_none_"]
+
+
+def renders_raw(request: SearchRequest) -> bool:
+    """Whether the REST layer gets this request's pages as bytes: every hit has the plain shape
+    (no per-hit option needs building)."""
+    return not (
+        request.version
+        or request.seq_no_primary_term
+        or request.fields
+        or request.docvalue_fields
+        or request.explain
+        or request.source.filtering
+        or request.stored_fields is not None
+    )
+
+
+#: Bytes a JSON string must escape; ids without them are spliced between quotes as they are.
+_JSON_ESCAPED = re.compile(rb'["\\\x00-\x1f]')
+
+
+def _render_raw(hitlist: HitList, page: _Page, request: SearchRequest) -> RawJSON:
+    """A plain page as one pre-encoded JSON array.
+
+    Each hit is `{"_index":..,"_id":..,"_score":..[,"_routing":..][,"_source":..][,"sort":[..]]}`:
+    the parts that differ per hit are columns (lists), the others constants, and the page is
+    one join over the hits' parts taken in turn.
+    """
+    dumps = orjson.dumps
+    n = len(page.ids)
+    pieces: list[bytes | list[bytes]] = []
+    heads = [b'{"_index":' + dumps(t.index.name) + b',"_id":' for t in hitlist.targets]
+    pieces.append(heads[0] if len(heads) == 1 else [heads[t] for t in page.tpos.tolist()])
+    ids: list[bytes] = page.ids  # type: ignore[assignment]  # a plain page loads stored fields
+    if _JSON_ESCAPED.search(b"".join(ids)) is None:
+        pieces += [b'"', ids, b'"']
+    else:
+        pieces.append([dumps(i.decode()) for i in ids])
+    pieces.append(b',"_score":')
+    if page.scores.count(None) == n:
+        pieces.append(b"null")
+    else:
+        pieces.append(dumps(page.scores)[1:-1].split(b","))  # floats and nulls hold no comma
+    if page.routings.count(None) != n:
+        pieces.append([b"" if r is None else b',"_routing":' + dumps(r) for r in page.routings])
+    if request.source.fetch:
+        if None in page.sources:
+            pieces.append([b"" if s is None else b',"_source":' + s for s in page.sources])
+        else:
+            pieces += [b',"_source":', page.sources]  # type: ignore[list-item]
+    if page.sort_columns is not None:
+        pieces += [b',"sort":[', _sort_json(page.sort_columns), b"]"]
+    pieces.append(b"},")
+    merged: list[bytes | list[bytes]] = []
+    for piece in pieces:
+        if isinstance(piece, bytes) and merged and isinstance(merged[-1], bytes):
+            merged[-1] += piece
+        else:
+            merged.append(piece)
+    columns = [repeat(p, n) if isinstance(p, bytes) else p for p in merged]
+    body = b"".join(chain.from_iterable(zip(*columns, strict=True)))
+    return RawJSON(b"[" + body[:-1] + b"]")
+
+
+def render_hits(
+    hitlist: HitList, start: int, end: int, request: SearchRequest, *, raw_hits: bool = False
+) -> list[dict[str, Any]] | RawJSON:
+    """The fetch phase: ids, sources and per-hit options for the page's documents only.
+
+    With `raw_hits` (the REST layer) a plain page is rendered straight to bytes; in-process
+    callers get one dict per hit.
+    """
+    if end <= start:
+        return []
+    page = _gather(hitlist, start, end, request)
+    if raw_hits and renders_raw(request):
+        return _render_raw(hitlist, page, request)
+    fetch_source = request.source.fetch and _loads_stored_fields(request)
+    sort_rows = page.sort_rows() if page.sort_columns is not None else None
+    located = (
+        page.located() if request.version or request.seq_no_primary_term or request.docvalue_fields else None
+    )
+    hits = []
+    for row in range(end - start):
+        target = hitlist.targets[int(page.tpos[row])]
+        hit: dict[str, Any] = {"_index": target.index.name}
+        doc_id = page.ids[row]
+        if doc_id is not None:
+            hit["_id"] = doc_id.decode()
+        if request.version:
+            assert located is not None
+            view, local_doc = located[row]
+            hit["_version"] = int(view.segment.versions[local_doc])
+        if request.seq_no_primary_term:
+            assert located is not None
+            view, local_doc = located[row]
+            hit["_seq_no"] = int(view.segment.seq_nos[local_doc])
+            hit["_primary_term"] = 1
+        hit["_score"] = page.scores[row]
+        if page.routings[row] is not None:
+            hit["_routing"] = page.routings[row]
+        raw = page.sources[row]
+        if fetch_source and raw is not None:
+            filtered = fetch.filter_source(raw, request.source)
+            if filtered is not None:
+                hit["_source"] = RawJSON(filtered)
+        if request.fields or request.docvalue_fields:
+            values: dict[str, list] = {}
+            if request.fields and raw is not None:
+                values.update(fetch.extract_fields(RawJSON(raw).parsed(), target.mapping, request.fields))
+            if request.docvalue_fields:
+                assert located is not None
+                view, local_doc = located[row]
+                values.update(
+                    fetch.docvalue_field_values(
+                        view.segment, local_doc, target.mapping, request.docvalue_fields, target.index.name
+                    )
+                )
+            if values:
+                hit["fields"] = values
+        if sort_rows is not None:
+            hit["sort"] = sort_rows[row]
+        if request.explain:
+            hit["_explanation"] = {"value": hit["_score"] or 0.0, "description": "score", "details": []}
+        hits.append(hit)
+    return hits
+
+
+def _sort_columns(hitlist: HitList, start: int, end: int) -> list[list[Any]]:
+    """The page's sort values, rendered column by column."""
+    tpos = hitlist.target[start:end].tolist()
+    return [_column_values(col, start, end, tpos) for col in hitlist.columns]
+
+
+def _sort_json(columns: list[list[Any]]) -> list[bytes]:
+    """Each hit's encoded sort values, comma-separated (the caller adds the brackets). A column of
+    plain numbers is encoded in one call and split on its commas (a number's JSON has none);
+    columns holding strings or nulls are encoded per hit."""
+    tokens: list[list[bytes]] = []
+    for values in columns:
+        encoded = orjson.dumps(values)
+        split = encoded[1:-1].split(b",") if values else []
+        if b'"' in encoded or b"null" in encoded or len(split) != len(values):
+            split = [orjson.dumps(v) for v in values]
+        tokens.append(split)
+    if len(tokens) == 1:
+        return tokens[0]
+    return [b",".join(row) for row in zip(*tokens, strict=True)]
+
+
+#: Column kinds whose present values render as they are stored when the sort has no `format`.
+#: Booleans are among them: Elasticsearch's boolean DocValueFormat keeps the default
+#: `formatSortValue`, so their sort values are the longs 0 and 1.
+_RAW_KINDS = ("long", "doc", "shard_doc", "keyword")
+
+
+def _column_values(col, start: int, end: int, tpos: list[int]) -> list[Any]:
+    """One sort column's values for hits [start, end) as Elasticsearch renders them.
+
+    Documents without a value render as the missing value of the sort, per target (the field type
+    may differ between indices); other values go through the sort's formatter only when it has
+    one to apply.
+    """
+    raw = col.values[start:end]
+    if col.kind == "keyword":
+        terms = col.terms
+        if terms is None or not len(terms):
+            values: list[Any] = [None] * len(raw)
+        else:
+            values = [t.decode() for t in terms[np.clip(raw, 0, len(terms) - 1)].tolist()]
+    else:
+        values = raw.tolist()
+    types = col.field_types
+    if col.kind not in _RAW_KINDS or col.spec.format is not None:
+        values = [
+            fetch.format_sort_value(v, types[t] if types else None, col.spec)
+            for v, t in zip(values, tpos, strict=True)
+        ]
+    if col.present is not None:
+        absent = np.flatnonzero(~col.present[start:end]).tolist()
+        missing: dict[int, Any] = {}
+        for row in absent:
+            t = tpos[row]
+            if t not in missing:
+                missing[t] = fetch.format_sort_value(None, types[t] if types else None, col.spec)
+            values[row] = missing[t]
+    return values
