@@ -178,22 +178,104 @@ def test_sources_roundtrip_across_blocks(tmp_path, n):
     shard.close()
 
 
-def test_full_buffer_is_committed_and_recovery_replays_past_the_threshold(tmp_path, monkeypatch):
+def test_full_buffers_are_committed_and_recovery_replays_past_the_threshold(tmp_path, monkeypatch):
     import leafsearch.index.shard as shard_module
 
     monkeypatch.setattr(shard_module, "BUFFER_MAX_DOCS", 10)
     shard = Shard(tmp_path / "s", 0, parse)
     for i in range(35):
         put(shard, str(i), {"n": i})
-    # Three full buffers were written and committed without a refresh: the translog holds only
-    # what came after the last of them.
-    assert len(shard.segments) == 3
-    assert len(orjson.loads((tmp_path / "s" / "commit.json").read_bytes())["segments"]) == 3
+    # Three full buffers were handed to the flush thread without a refresh; each hand-over
+    # committed the segments written before it, so the translog holds only what came after them.
+    committed = orjson.loads((tmp_path / "s" / "commit.json").read_bytes())["segments"]
+    assert len(committed) >= 2
     shard.translog._file.close()  # crash
     # Recovery replays more operations than the threshold without committing in the middle.
     monkeypatch.setattr(shard_module, "BUFFER_MAX_DOCS", 2)
     reopened = Shard(tmp_path / "s", 0, parse)
     assert visible_ids(reopened) == {str(i) for i in range(35)}
+    reopened.close()
+
+
+class HeldFlush:
+    """Holds the flush thread before it writes: `release()` lets it write, `abandon()` makes the
+    write in flight give up (as a crash would) and lets later ones through."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self._go = threading.Event()
+        self._write = True
+
+    def release(self) -> None:
+        self._go.set()
+
+    def abandon(self) -> None:
+        self._write = False
+        self._go.set()
+
+    def wrap(self, write):
+        import threading
+
+        def held(buffer, folder):
+            if threading.current_thread().name.startswith("leafsearch-flush"):
+                assert self._go.wait(30)
+                if not self._write:
+                    self._write = True
+                    raise RuntimeError("abandoned")
+            return write(buffer, folder)
+
+        return held
+
+
+@pytest.fixture
+def held_flush(monkeypatch):
+    import leafsearch.index.shard as shard_module
+
+    held = HeldFlush()
+    monkeypatch.setattr(shard_module, "segment_from_buffer", held.wrap(shard_module.segment_from_buffer))
+    monkeypatch.setattr(shard_module, "BUFFER_MAX_DOCS", 10)
+    yield held
+    held.abandon()
+
+
+def test_a_buffer_in_flight_stays_readable_and_writable(tmp_path, held_flush):
+    shard = Shard(tmp_path / "s", 0, parse)
+    for i in range(12):  # the first ten go to the flush thread, which holds them
+        put(shard, str(i), {"n": i})
+    assert shard._flushing is not None and not shard._flushing.built.done()
+    # Realtime reads and version checks see the documents in flight.
+    with shard.lock:
+        state = shard.current("3")
+        assert (state.version, orjson.loads(shard.get_source(state))) == (1, {"n": 3})
+    put(shard, "3", {"n": 300})
+    delete(shard, "4")
+    with shard.lock:
+        assert shard.current("3").version == 2 and shard.current("4").deleted
+    held_flush.release()
+    shard.refresh()  # installs the flushed segment with its deletes, then writes the rest
+    assert visible_ids(shard) == {str(i) for i in range(12)} - {"4"}
+    with shard.lock:
+        assert orjson.loads(shard.get_source(shard.current("3"))) == {"n": 300}
+        assert shard.current("3").version == 2
+    shard.close()
+
+
+def test_a_crash_with_a_buffer_in_flight_loses_nothing(tmp_path, held_flush):
+    shard = Shard(tmp_path / "s", 0, parse)
+    for i in range(15):
+        put(shard, str(i), {"n": i})
+    put(shard, "1", {"n": 100})  # an update and a delete of documents in flight
+    delete(shard, "2")
+    # Crash before the flush thread wrote anything: only the fsynced translog counts.
+    shard.translog._file.close()
+    held_flush.abandon()
+    reopened = Shard(tmp_path / "s", 0, parse)
+    assert visible_ids(reopened) == {str(i) for i in range(15)} - {"2"}
+    with reopened.lock:
+        state = reopened.current("1")
+        assert (state.version, orjson.loads(reopened.get_source(state))) == (2, {"n": 100})
+        assert reopened.current("2").deleted
     reopened.close()
 
 

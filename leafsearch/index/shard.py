@@ -4,6 +4,11 @@ Writes go to the translog and the buffer under the shard lock. A refresh writes 
 segment, applies pending deletes to copies of the live-docs arrays (a published Searcher keeps
 the arrays it was given), commits, and publishes a new Searcher. The files of a segment are
 deleted only when neither the shard nor any Searcher holds it.
+
+A buffer that fills up between refreshes is written as a segment on the flush thread while the
+next buffer fills, so a bulk request does not wait for it: its documents stay readable from the
+buffer (realtime gets, version checks) until the segment is installed, and the translog keeps
+their operations until a commit covers that segment.
 """
 
 from __future__ import annotations
@@ -13,7 +18,8 @@ import shutil
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,10 +52,22 @@ BUFFER_MAX_BYTES = 32 * 1024 * 1024
 #: id within it continues the version sequence instead of starting again at 1.
 GC_DELETES_SECONDS = 60.0
 
+_flush_pool: ThreadPoolExecutor | None = None
+_flush_pool_lock = threading.Lock()
+
+
+def _flusher() -> ThreadPoolExecutor:
+    """The one thread that writes full buffers as segments, for every shard of the process."""
+    global _flush_pool
+    with _flush_pool_lock:
+        if _flush_pool is None:
+            _flush_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="leafsearch-flush")
+        return _flush_pool
+
 
 @dataclass(slots=True)
 class DocState:
-    """Where the current copy of an id lives: the buffer (segment None) or a segment."""
+    """Where the current copy of an id lives: a buffer (segment None) or a segment."""
 
     version: int
     seq_no: int
@@ -57,6 +75,16 @@ class DocState:
     segment: Segment | None = None
     doc: int = -1
     routing: str | None = None
+    buffer: IndexBuffer | None = None  # the buffer holding it, the current one or one being flushed
+
+
+@dataclass(slots=True)
+class _Flushing:
+    """A full buffer being written as segment `name` on the flush thread."""
+
+    buffer: IndexBuffer
+    name: str
+    built: Future[Segment]
 
 
 class IndexBatch:
@@ -81,7 +109,7 @@ class IndexBatch:
         if shard.tombstones:
             shard.tombstones.pop(doc_id, None)
         doc = len(shard.buffer) + len(self.rows)
-        shard.version_map[doc_id] = DocState(version, seq_no, False, None, doc, routing)
+        shard.version_map[doc_id] = DocState(version, seq_no, False, None, doc, routing, shard.buffer)
         self.rows.append(row)
         self.ids.append(doc_id)
         self.seq_nos.append(seq_no)
@@ -99,7 +127,7 @@ class IndexBatch:
             )
         )
         shard.buffer.add_batch(self.parsed, self.rows, self.ids, self.seq_nos, self.versions, self.routings)
-        shard._dirty = True
+        shard._changes += 1
         shard.stats["index_total"] += len(self.rows)
         shard._flush_if_full()
 
@@ -137,9 +165,13 @@ class Shard:
         self.max_seq_no = max(self.max_seq_no, commit.get("max_seq_no", -1))
         self.buffer = IndexBuffer()
         self.version_map: dict[str, DocState] = {}
+        self._flushing: _Flushing | None = None
         self.tombstones: dict[str, tuple[DocState, float]] = {}  # id -> (delete state, when)
         self.pending_deletes: dict[str, set[int]] = {}
-        self._dirty = False
+        # Changes made, and how many of them the published Searcher shows (a refresh in progress
+        # publishes only what came before it).
+        self._changes = 0
+        self._published_changes = 0
         self._searcher: Searcher | None = None
         self.merging = False
         self.closed = False
@@ -147,6 +179,7 @@ class Shard:
         translog_gen = commit.get("translog_gen", 1)
         replay = list(Translog.recover(folder / "translog", translog_gen))
         self.translog = Translog(folder / "translog", translog_gen)
+        self._buffer_gen = translog_gen  # the first translog generation holding the buffer's operations
         for op in replay:
             self._replay(op)
         self.refresh()
@@ -167,8 +200,9 @@ class Shard:
                 else:
                     entry.unlink(missing_ok=True)
 
-    def _commit(self) -> None:
-        """Persist the segment list and live docs, then drop the translog they cover."""
+    def _commit(self, keep_from: int | None = None) -> None:
+        """Persist the segment list and live docs, then drop the translog they cover: all of it
+        (the buffer is empty), or the generations before `keep_from` (where the buffer's begin)."""
         live_files: dict[str, str] = {}
         for seg in self.segments:
             live = self.live[seg.name]
@@ -192,7 +226,7 @@ class Shard:
             "max_seq_no": self.max_seq_no,
             "segment_gen": self._seg_gen,
             "live_gen": self._live_gen,
-            "translog_gen": self.translog.generation + 1,
+            "translog_gen": self.translog.generation + 1 if keep_from is None else keep_from,
         }
         tmp = self.folder / "commit.json.tmp"
         with open(tmp, "wb") as fh:
@@ -205,7 +239,10 @@ class Shard:
             os.fsync(fd)
         finally:
             os.close(fd)
-        self.translog.roll()
+        if keep_from is None:
+            self._buffer_gen = self.translog.roll()
+        else:
+            self.translog.drop_before(keep_from)
         for old in set(self._live_files.values()) - set(live_files.values()):
             (self.folder / old).unlink(missing_ok=True)
         self._live_files = live_files
@@ -282,7 +319,8 @@ class Shard:
 
     def get_source(self, state: DocState) -> bytes:
         if state.segment is None:
-            return self.buffer.sources[state.doc]
+            assert state.buffer is not None
+            return state.buffer.sources[state.doc]
         return state.segment.sources([state.doc])[0]
 
     # ---- writes (caller holds self.lock; caller syncs the translog before acknowledging) ----
@@ -291,7 +329,8 @@ class Shard:
         if state is None or state.deleted:
             return
         if state.segment is None:
-            self.buffer.deleted.add(state.doc)
+            assert state.buffer is not None
+            state.buffer.deleted.add(state.doc)
         else:
             self.pending_deletes.setdefault(state.segment.name, set()).add(state.doc)
 
@@ -307,12 +346,59 @@ class Shard:
         return seq_no
 
     def _flush_if_full(self) -> None:
+        """After a write: install a segment the flush thread has finished, and hand over the
+        buffer once it is full. (Not during recovery: a commit then would drop translog files
+        whose operations are not all replayed yet.)"""
+        flushing = self._flushing
+        if flushing is not None and flushing.built.done():
+            self._install_flushed()
+            self._apply_pending_deletes()
+            self._commit(keep_from=self._buffer_gen)
         if len(self.buffer) >= BUFFER_MAX_DOCS or self.buffer.source_bytes >= BUFFER_MAX_BYTES:
             # Written and committed, not yet published: searches see it at the next refresh, and
-            # the translog a crash would replay stays short. (Not during recovery: a commit then
-            # would drop translog files whose operations are not all replayed yet.)
-            self._flush_buffer()
-            self._commit()
+            # the translog a crash would replay stays short.
+            first_gen = self._buffer_gen
+            self._hand_over()
+            self._commit(keep_from=first_gen)
+
+    def _hand_over(self) -> None:
+        """Give the buffer to the flush thread and start a new one (and a translog generation, so
+        that a commit can drop what precedes the new buffer). A buffer still on the flush thread
+        is installed first (waiting for it): segments keep write order."""
+        self._install_flushed()
+        self._apply_pending_deletes()
+        full = self.buffer
+        self.buffer = IndexBuffer()
+        self._buffer_gen = self.translog.start_generation()
+        name = self._next_segment_name()
+        self._flushing = _Flushing(
+            full, name, _flusher().submit(segment_from_buffer, full, self.folder / name)
+        )
+
+    def _install_flushed(self) -> None:
+        """Add the segment of the buffer on the flush thread (waiting for it), not yet published.
+
+        Its documents now resolve from the segment: the version map keeps only the current
+        buffer's entries (deletes resolve from tombstones, other ids from the segments)."""
+        flushing = self._flushing
+        if flushing is None:
+            return
+        seg = flushing.built.result()
+        self._flushing = None
+        self._add_segment(seg, flushing.buffer)
+        self.version_map = {k: v for k, v in self.version_map.items() if v.buffer is self.buffer}
+
+    def _add_segment(self, seg: Segment, buffer: IndexBuffer) -> None:
+        """Append the segment written from `buffer`, its deleted documents masked."""
+        self.segments.append(seg)
+        with self._refs_lock:
+            self._seg_refs[seg.name] = 1
+        if buffer.deleted:
+            live = np.ones(seg.max_doc, dtype=bool)
+            live[list(buffer.deleted)] = False
+            self.live[seg.name] = live
+        else:
+            self.live[seg.name] = None
 
     @contextmanager
     def index_batch(self, parsed: ParsedBatch) -> Iterator[IndexBatch]:
@@ -341,8 +427,8 @@ class Shard:
         if self.tombstones:
             self.tombstones.pop(doc_id, None)
         doc = self.buffer.add(doc_id, parsed, seq_no, version, routing)
-        self.version_map[doc_id] = DocState(version, seq_no, False, None, doc, routing)
-        self._dirty = True
+        self.version_map[doc_id] = DocState(version, seq_no, False, None, doc, routing, self.buffer)
+        self._changes += 1
         self.stats["index_total"] += 1
 
     def delete(self, doc_id: str, prior: DocState, version: int) -> int:
@@ -357,7 +443,7 @@ class Shard:
         state = DocState(version, seq_no, True)
         self.version_map[doc_id] = state
         self.tombstones[doc_id] = (state, time.monotonic())
-        self._dirty = True
+        self._changes += 1
         self.stats["delete_total"] += 1
 
     def _replay(self, op: TranslogOp) -> None:
@@ -379,20 +465,25 @@ class Shard:
         return f"seg_{self._seg_gen:06d}"
 
     def _flush_buffer(self) -> None:
-        """Write the buffer as a segment (not yet visible to searches) and apply pending deletes."""
+        """Write the buffer as a segment (not yet visible to searches) and apply pending deletes.
+
+        A buffer still on the flush thread is installed first, so segments keep write order."""
+        self._install_flushed()
         if len(self.buffer):
             buffer = self.buffer
-            seg = segment_from_buffer(buffer, self.folder / self._next_segment_name())
-            self.segments.append(seg)
-            with self._refs_lock:
-                self._seg_refs[seg.name] = 1
-            if buffer.deleted:
-                live = np.ones(seg.max_doc, dtype=bool)
-                live[list(buffer.deleted)] = False
-                self.live[seg.name] = live
-            else:
-                self.live[seg.name] = None
+            self._add_segment(segment_from_buffer(buffer, self.folder / self._next_segment_name()), buffer)
             self.buffer = IndexBuffer()
+        self._apply_pending_deletes()
+        # Every id now resolves from the segments and their live docs (deletes: from tombstones).
+        self.version_map = {}
+        self._forget_old_tombstones()
+
+    def _forget_old_tombstones(self) -> None:
+        now = time.monotonic()
+        self.tombstones = {k: v for k, v in self.tombstones.items() if now - v[1] <= GC_DELETES_SECONDS}
+
+    def _apply_pending_deletes(self) -> None:
+        """Deletes of segment documents go into copies of their live-docs arrays."""
         for name, docs in self.pending_deletes.items():
             current = self.live.get(name)
             seg = next(s for s in self.segments if s.name == name)
@@ -400,23 +491,34 @@ class Shard:
             live[list(docs)] = False
             self.live[name] = live
         self.pending_deletes = {}
-        # Every id now resolves from the segments and their live docs (deletes: from tombstones).
-        self.version_map = {}
-        now = time.monotonic()
-        self.tombstones = {k: v for k, v in self.tombstones.items() if now - v[1] <= GC_DELETES_SECONDS}
 
     def refresh(self) -> bool:
-        """Make every accepted write visible to new searches. Returns whether anything changed."""
+        """Make every write accepted before the call visible to new searches. Returns whether
+        anything changed.
+
+        The buffer is written as a segment on the flush thread while the shard lock is free, so
+        writes go on meanwhile (into the next buffer, seen by the next refresh)."""
         with self.lock:
             if self.closed:
                 return False
-            changed = self._dirty or self._searcher is None
-            if not changed:
+            if self._changes == self._published_changes and self._searcher is not None:
                 return False
-            self._flush_buffer()
-            self._commit()
+            covered = self._changes
+            if len(self.buffer):
+                self._hand_over()
+            flushing = self._flushing
+        if flushing is not None:
+            flushing.built.exception()  # waits; a failure is raised by the install below
+        with self.lock:
+            if self.closed:
+                return False
+            if self._flushing is flushing:  # not installed by a write meanwhile
+                self._install_flushed()
+            self._apply_pending_deletes()
+            self._forget_old_tombstones()
+            self._commit(keep_from=self._buffer_gen)
             self._publish()
-            self._dirty = False
+            self._published_changes = max(self._published_changes, covered)
             self.stats["refresh_total"] += 1
             return True
 
@@ -514,14 +616,14 @@ class Shard:
             self.live.pop(seg.name, None)
             self._unref(seg)
         self.stats["merge_total"] += 1
-        self._dirty = True
+        self._changes += 1
 
     def close(self) -> None:
         with self.lock:
             if self.closed:
                 return
             self.closed = True
-            if len(self.buffer) or self.pending_deletes:
+            if len(self.buffer) or self.pending_deletes or self._flushing is not None:
                 self._flush_buffer()
                 self._commit()
             self.translog.close()
@@ -541,8 +643,11 @@ class Shard:
         return (searcher.max_doc - searcher.live_count) if searcher else 0
 
     def store_size_bytes(self) -> int:
+        """Bytes of the shard's files. Segments are written, renamed and deleted meanwhile (by
+        the flush thread and merges): a file or folder gone before it is read counts nothing."""
         total = 0
-        for path in self.folder.rglob("*"):
-            if path.is_file():
-                total += path.stat().st_size
+        for root, _, files in os.walk(self.folder):
+            for name in files:
+                with suppress(FileNotFoundError):
+                    total += os.stat(os.path.join(root, name)).st_size
         return total

@@ -92,16 +92,24 @@ class Translog:
 
     def roll(self) -> int:
         """Start a new generation (after a commit) and delete every older one."""
+        generation = self.start_generation()
+        self.drop_before(generation)
+        return generation
+
+    def start_generation(self) -> int:
+        """Start a new generation; the older ones stay until a commit covers them (`drop_before`)."""
         self.sync()
         self._file.close()
-        old = self.generation
         self.generation += 1
         self._file = open(self._path(self.generation), "ab")  # noqa: SIM115
         _fsync_dir(self.folder)
-        for path in self.folder.glob("translog-*.tlog"):
-            if _generation_of(path) <= old:
-                path.unlink()
         return self.generation
+
+    def drop_before(self, generation: int) -> None:
+        """Delete the generations older than `generation`: a commit covers their operations."""
+        for path in self.folder.glob("translog-*.tlog"):
+            if _generation_of(path) < generation:
+                path.unlink()
 
     def close(self) -> None:
         self.sync()
