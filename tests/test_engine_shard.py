@@ -294,3 +294,67 @@ def test_a_delete_keeps_its_version_across_a_refresh(tmp_path):
     assert (state.deleted, state.version) == (False, 4)
     assert orjson.loads(shard.get_source(state)) == {"n": 3}
     shard.close()
+
+
+def test_writers_refreshes_and_reads_at_once_lose_nothing(tmp_path, monkeypatch):
+    """Buffers handed to the flush thread every few writes, refreshes waiting for them outside
+    the lock, realtime reads and deletes all at once: the end state is exactly what was written,
+    before and after a crash."""
+    import threading
+
+    import leafsearch.index.shard as shard_module
+
+    monkeypatch.setattr(shard_module, "BUFFER_MAX_DOCS", 7)
+    shard = Shard(tmp_path / "s", 0, parse)
+    expected: dict[str, int] = {}
+    expected_lock = threading.Lock()
+    failures: list[BaseException] = []
+    done = threading.Event()
+
+    def writer(prefix: str) -> None:
+        try:
+            for i in range(300):
+                doc_id = f"{prefix}{i % 40}"
+                if i % 9 == 8:
+                    delete(shard, doc_id)
+                    with expected_lock:
+                        expected.pop(doc_id, None)
+                else:
+                    put(shard, doc_id, {"n": i})
+                    with expected_lock:
+                        expected[doc_id] = i
+                with shard.lock:  # a realtime read sees the write just made, wherever it lives
+                    state = shard.current(doc_id)
+                    if i % 9 == 8:
+                        assert state is None or state.deleted
+                    else:
+                        assert orjson.loads(shard.get_source(state)) == {"n": i}
+        except BaseException as exc:  # handed to the test thread
+            failures.append(exc)
+
+    def refresher() -> None:
+        try:
+            while not done.is_set():
+                shard.refresh()
+        except BaseException as exc:
+            failures.append(exc)
+
+    writers = [threading.Thread(target=writer, args=(p,)) for p in "ab"]
+    background = threading.Thread(target=refresher)
+    background.start()
+    for t in writers:
+        t.start()
+    for t in writers:
+        t.join()
+    done.set()
+    background.join()
+    assert not failures, failures
+    shard.refresh()
+    assert visible_ids(shard) == set(expected)
+    shard.translog._file.close()  # crash
+    reopened = Shard(tmp_path / "s", 0, parse)
+    assert visible_ids(reopened) == set(expected)
+    with reopened.lock:
+        for doc_id, n in expected.items():
+            assert orjson.loads(reopened.get_source(reopened.current(doc_id))) == {"n": n}
+    reopened.close()
