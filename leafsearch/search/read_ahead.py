@@ -28,8 +28,13 @@ from typing import Any
 from leafsearch.rawjson import RawJSON
 from leafsearch.search.targets import Target, release_targets
 
+#: Walks whose next page is remembered (a PIT searched with many queries starts many walks).
+_MAX_WALKS = 4096
+
 
 class ReadAhead:
+    """The node's pages read ahead, keyed by context and page; see the module docstring."""
+
     def __init__(self, max_pages: int = 32) -> None:
         self.max_pages = max_pages
         self._lock = threading.Lock()
@@ -37,7 +42,7 @@ class ReadAhead:
         self._pages: OrderedDict[tuple[int, Hashable], tuple[Any, Future[RawJSON]]] = OrderedDict()
         # (context id, anchor id) -> the key that would continue that walk (a PIT can carry
         # several walks at once, one per slice or query)
-        self._next: dict[tuple[int, int], Hashable] = {}
+        self._next: OrderedDict[tuple[int, int], Hashable] = OrderedDict()
         self._pool: ThreadPoolExecutor | None = None
 
     def continue_walk(
@@ -55,8 +60,10 @@ class ReadAhead:
         held so that its id cannot be reused by another while the page waits."""
         with self._lock:
             walk = (ctx_id, id(anchor))
-            sequential = self._next.get(walk) == served
+            sequential = self._next.pop(walk, None) == served
             self._next[walk] = following
+            if len(self._next) > _MAX_WALKS:
+                self._next.popitem(last=False)
             if not sequential:
                 return
             if self._pool is None:

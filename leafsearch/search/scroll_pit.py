@@ -160,17 +160,16 @@ def _read_ahead_batch(node: Node, ctx: ReaderContext, served: int) -> None:
     """After serving the batch at position `served`: the next one, rendered in the background
     (the caller holds the context's lock)."""
     total = ctx.matches.total if isinstance(ctx.matches, LiveDocs) else len(ctx.matches)
-    if ctx.position >= total:
+    position = ctx.position
+    if position >= total:
         return
-    page, start, end, _ = _batch_at(ctx, ctx.position)
-    request = ctx.request
+
+    def render() -> Any:
+        page, start, end, _ = _batch_at(ctx, position)
+        return render_hits(page, start, end, ctx.request, raw_hits=True)
+
     node.contexts.read_ahead.continue_walk(
-        ctx.ctx_id,
-        ("scroll", served),
-        ("scroll", ctx.position),
-        ctx,
-        ctx.targets,
-        lambda: render_hits(page, start, end, request, raw_hits=True),
+        ctx.ctx_id, ("scroll", served), ("scroll", position), ctx, ctx.targets, render
     )
 
 
