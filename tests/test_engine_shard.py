@@ -358,3 +358,28 @@ def test_writers_refreshes_and_reads_at_once_lose_nothing(tmp_path, monkeypatch)
         for doc_id, n in expected.items():
             assert orjson.loads(reopened.get_source(reopened.current(doc_id))) == {"n": n}
     reopened.close()
+
+
+def test_a_refresh_returns_only_once_earlier_writes_are_visible(tmp_path, held_flush):
+    """A second refresh that comes while the first waits for the flush thread finds nothing new in
+    the buffer, yet must not return before the writes that refresh is writing are published (a
+    bulk request with `?refresh=true` racing the scheduled refresh)."""
+    import threading
+
+    shard = Shard(tmp_path / "s", 0, parse)
+    for i in range(5):
+        put(shard, str(i), {"n": i})
+    first = threading.Thread(target=shard.refresh)
+    first.start()
+    while shard._flushing is None:  # the first refresh has handed the buffer over
+        threading.Event().wait(0.001)
+    second_done = threading.Event()
+    second = threading.Thread(target=lambda: (shard.refresh(), second_done.set()))
+    second.start()
+    assert not second_done.wait(0.2)  # held: the documents are not published yet
+    held_flush.release()
+    assert second_done.wait(10)
+    assert visible_ids(shard) == {str(i) for i in range(5)}
+    first.join()
+    second.join()
+    shard.close()
