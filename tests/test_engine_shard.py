@@ -383,3 +383,23 @@ def test_a_refresh_returns_only_once_earlier_writes_are_visible(tmp_path, held_f
     first.join()
     second.join()
     shard.close()
+
+
+def test_writes_after_a_recovery_follow_every_generation_it_replayed(tmp_path, held_flush):
+    """A crash with a buffer in flight leaves two translog generations; what is written after the
+    restart must replay after both, so its newer versions win after a second crash."""
+    shard = Shard(tmp_path / "s", 0, parse)
+    for i in range(12):  # ten handed over (a new generation starts), two more after them
+        put(shard, str(i), {"n": i})
+    shard.translog._file.close()  # crash
+    held_flush.abandon()
+    assert len(list((tmp_path / "s" / "translog").glob("translog-*.tlog"))) == 2
+    reopened = Shard(tmp_path / "s", 0, parse)
+    put(reopened, "11", {"n": 1100})
+    delete(reopened, "3")
+    reopened.translog._file.close()  # crash again
+    again = Shard(tmp_path / "s", 0, parse)
+    assert visible_ids(again) == {str(i) for i in range(12)} - {"3"}
+    with again.lock:
+        assert orjson.loads(again.get_source(again.current("11"))) == {"n": 1100}
+    again.close()

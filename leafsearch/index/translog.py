@@ -70,10 +70,12 @@ class Translog:
     """Append-only log of one shard, split in generations (`translog-<gen>.tlog`)."""
 
     def __init__(self, folder: Path, generation: int) -> None:
+        """Appends go to the newest generation on disk (at least `generation`): several can be
+        left by a crash while a buffer was being flushed, and new operations must follow theirs."""
         self.folder = folder
         folder.mkdir(parents=True, exist_ok=True)
-        self.generation = generation
-        self._file = open(self._path(generation), "ab")  # noqa: SIM115 - lives as long as the shard
+        self.generation = max([generation, *(_generation_of(p) for p in folder.glob("translog-*.tlog"))])
+        self._file = open(self._path(self.generation), "ab")  # noqa: SIM115 - lives as long as the shard
         self._pending: list[bytes] = []
 
     def _path(self, generation: int) -> Path:
