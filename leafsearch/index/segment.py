@@ -27,6 +27,7 @@ import numpy as np
 import orjson
 import zstandard
 
+from leafsearch.index.block_cache import SOURCE_BLOCKS
 from leafsearch.index.columns import DocValues, KeywordColumn, NumericColumn, TextColumn
 from leafsearch.index.uid import slice_hashes
 
@@ -206,6 +207,7 @@ class Segment:
     def __init__(self, folder: Path) -> None:
         self.folder = folder
         self.name = folder.name
+        self._cache_key = str(folder)
         meta = orjson.loads((folder / "meta.json").read_bytes())
         self.max_doc: int = meta["max_doc"]
         self.field_meta: dict[str, dict] = meta["fields"]
@@ -280,28 +282,31 @@ class Segment:
         return lo, hi
 
     def block(self, index: int) -> bytes:
+        key = (self._cache_key, index)
+        data = SOURCE_BLOCKS.get(key)
+        if data is not None:
+            return data
         offsets = self._source_blocks
         decompressor = getattr(self._local, "zstd", None)
         if decompressor is None:
             decompressor = self._local.zstd = zstandard.ZstdDecompressor()
-        return decompressor.decompress(self._source_data[offsets[index] : offsets[index + 1]])
+        data = decompressor.decompress(self._source_data[offsets[index] : offsets[index + 1]])
+        SOURCE_BLOCKS.put(key, data)
+        return data
 
     def sources(self, docs: np.ndarray | list[int]) -> list[bytes]:
-        """Raw `_source` bytes of documents, decompressing each needed block once.
-
-        The needed blocks are joined into one buffer and every source is one slice of it, so a
-        batch of a thousand documents costs a few dozen decompressions and a thousand slices.
-        """
+        """Raw `_source` bytes of documents, decompressing each needed block once: a batch of a
+        thousand documents costs a few dozen block reads and a thousand slices."""
         docs = np.asarray(docs, dtype=np.int64)
-        if len(docs) <= 1:  # a GET: no grouping to do
-            return [self.block(int(d) // SOURCE_BLOCK_DOCS)[slice(*self._source_starts[d].tolist())] for d in docs]
         needed, which = np.unique(docs // SOURCE_BLOCK_DOCS, return_inverse=True)
-        datas = [self.block(b) for b in needed.tolist()]
-        base = np.zeros(len(datas), dtype=np.int64)
-        np.cumsum([len(d) for d in datas[:-1]], out=base[1:])
-        joined = datas[0] if len(datas) == 1 else b"".join(datas)
-        bounds = self._source_starts[docs] + base[which.reshape(-1)][:, None]
-        return [joined[s:e] for s, e in zip(bounds[:, 0].tolist(), bounds[:, 1].tolist(), strict=True)]
+        blocks = [self.block(b) for b in needed.tolist()]
+        bounds = self._source_starts[docs]
+        return [
+            blocks[w][s:e]
+            for w, s, e in zip(
+                which.reshape(-1).tolist(), bounds[:, 0].tolist(), bounds[:, 1].tolist(), strict=True
+            )
+        ]
 
     def column(self, path: str) -> TextColumn | KeywordColumn | NumericColumn | None:
         col = self._columns.get(path)
