@@ -80,10 +80,9 @@ class DocState:
 
 @dataclass(slots=True)
 class _Flushing:
-    """A full buffer being written as segment `name` on the flush thread."""
+    """A buffer being written as a segment on the flush thread."""
 
     buffer: IndexBuffer
-    name: str
     built: Future[Segment]
 
 
@@ -371,9 +370,7 @@ class Shard:
         self.buffer = IndexBuffer()
         self._buffer_gen = self.translog.start_generation()
         name = self._next_segment_name()
-        self._flushing = _Flushing(
-            full, name, _flusher().submit(segment_from_buffer, full, self.folder / name)
-        )
+        self._flushing = _Flushing(full, _flusher().submit(segment_from_buffer, full, self.folder / name))
 
     def _install_flushed(self) -> None:
         """Add the segment of the buffer on the flush thread (waiting for it), not yet published.
