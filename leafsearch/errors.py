@@ -134,6 +134,15 @@ class DocumentMissing(ElasticError):
     status = 404
 
 
+class TranslogFailed(ElasticError):
+    """Writing or syncing a shard's translog failed (a full disk, an I/O error): its operations
+    since the last sync are not durable, so the shard takes no more writes until a restart
+    recovers it from what is on disk, as Elasticsearch fails a shard on such a tragic event."""
+
+    error_type = "translog_exception"
+    status = 500
+
+
 class SearchContextMissing(ElasticError):
     error_type = "search_context_missing_exception"
     status = 404

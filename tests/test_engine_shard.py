@@ -403,3 +403,58 @@ def test_writes_after_a_recovery_follow_every_generation_it_replayed(tmp_path, h
     with again.lock:
         assert orjson.loads(again.get_source(again.current("11"))) == {"n": 1100}
     again.close()
+
+
+def test_a_failed_translog_write_refuses_later_writes_and_loses_nothing_acknowledged(tmp_path, monkeypatch):
+    """A full disk while a write is synced: that write fails, the file keeps only whole records,
+    later writes are refused (none can be acknowledged behind a torn record), and a restart
+    recovers every write acknowledged before."""
+    import errno
+
+    import leafsearch.index.translog as translog_module
+    from leafsearch.errors import TranslogFailed
+
+    shard = Shard(tmp_path / "s", 0, parse)
+    for i in range(5):
+        put(shard, str(i), {"n": i})  # acknowledged: synced
+    real_fsync = translog_module.os.fsync
+
+    def full_disk(fd: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(translog_module.os, "fsync", full_disk)
+    with pytest.raises(TranslogFailed) as failed:
+        put(shard, "5", {"n": 5})
+    assert failed.value.status == 500 and failed.value.error_type == "translog_exception"
+    monkeypatch.setattr(translog_module.os, "fsync", real_fsync)  # space is back: still refused
+    with pytest.raises(TranslogFailed, match="no more operations until the node restarts"):
+        put(shard, "6", {"n": 6})
+    with shard.lock:
+        assert shard.current("6") is None  # refused before it changed anything
+    with pytest.raises(TranslogFailed):
+        delete(shard, "0")
+    shard.translog._file.close()  # the node is restarted
+    reopened = Shard(tmp_path / "s", 0, parse)
+    assert visible_ids(reopened) == {str(i) for i in range(5)}
+    put(reopened, "7", {"n": 7})  # the recovered shard takes writes again
+    reopened.refresh()
+    assert visible_ids(reopened) == {str(i) for i in range(5)} | {"7"}
+    reopened.close()
+
+
+def test_a_torn_write_is_cut_back_so_no_record_follows_it(tmp_path, monkeypatch):
+    import leafsearch.index.translog as translog_module
+
+    shard = Shard(tmp_path / "s", 0, parse)
+    for i in range(3):
+        put(shard, str(i), {"n": i})
+    path = shard.translog._path(shard.translog.generation)
+    whole = path.stat().st_size
+
+    def torn_fsync(fd: int) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(translog_module.os, "fsync", torn_fsync)
+    with pytest.raises(Exception, match="Input/output error"):
+        put(shard, "3", {"n": 3})
+    assert path.stat().st_size == whole  # the failed write's bytes are gone from the file

@@ -337,6 +337,7 @@ class Shard:
         self, doc_id: str, parsed: ParsedDoc, routing: str | None, prior: DocState | None, version: int
     ) -> int:
         """Apply an index operation whose checks passed; returns its seq_no."""
+        self.translog.check()
         self.max_seq_no += 1
         seq_no = self.max_seq_no
         self.translog.append(encode_op(TranslogOp(OP_INDEX, doc_id, seq_no, version, routing, parsed.source)))
@@ -405,6 +406,7 @@ class Shard:
         operation on the same id sees it; the values, sources and translog records join the buffer
         and the translog together when the block ends, even if it ends with an exception.
         """
+        self.translog.check()
         batch = IndexBatch(self, parsed)
         try:
             yield batch
@@ -429,6 +431,7 @@ class Shard:
         self.stats["index_total"] += 1
 
     def delete(self, doc_id: str, prior: DocState, version: int) -> int:
+        self.translog.check()
         self.max_seq_no += 1
         seq_no = self.max_seq_no
         self.translog.append(encode_op(TranslogOp(OP_DELETE, doc_id, seq_no, version, None, None)))

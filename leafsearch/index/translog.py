@@ -14,10 +14,13 @@ import os
 import struct
 import zlib
 from collections.abc import Iterator
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
+
+from leafsearch.errors import TranslogFailed
 
 _HEADER = struct.Struct("<II")
 OP_INDEX = 1
@@ -77,6 +80,7 @@ class Translog:
         self.generation = max([generation, *(_generation_of(p) for p in folder.glob("translog-*.tlog"))])
         self._file = open(self._path(self.generation), "ab")  # noqa: SIM115 - lives as long as the shard
         self._pending: list[bytes] = []
+        self._failure: str | None = None  # why a write or fsync failed; nothing is logged after it
 
     def _path(self, generation: int) -> Path:
         return self.folder / f"translog-{generation}.tlog"
@@ -85,12 +89,36 @@ class Translog:
         """Queue encoded records; they are written and durable only after `sync()`."""
         self._pending.append(records)
 
+    def check(self) -> None:
+        """Refuse an operation before it changes anything once the translog has failed."""
+        if self._failure is not None:
+            raise TranslogFailed(
+                f"the translog failed earlier and takes no more operations until the node restarts: "
+                f"{self._failure}"
+            )
+
     def sync(self) -> None:
-        if self._pending:
+        """Write and fsync the queued records. On failure the file is cut back to its last whole
+        record, so no later record can ever follow a torn one, and the translog refuses what comes
+        next: after a failed fsync the kernel may have dropped the data, a retry proves nothing."""
+        if not self._pending:
+            return
+        self.check()
+        path = self._path(self.generation)
+        start = self._file.tell()
+        try:
             self._file.write(b"".join(self._pending))
-            self._pending = []
             self._file.flush()
             os.fsync(self._file.fileno())
+        except OSError as exc:
+            self._failure = str(exc)
+            self._pending = []
+            with suppress(OSError):
+                self._file.close()  # its buffer may hold the rest of the failed write
+            with suppress(OSError):
+                os.truncate(path, start)
+            raise TranslogFailed(f"failed to write the translog: {exc}") from exc
+        self._pending = []
 
     def roll(self) -> int:
         """Start a new generation (after a commit) and delete every older one."""
@@ -114,7 +142,8 @@ class Translog:
                 path.unlink()
 
     def close(self) -> None:
-        self.sync()
+        if self._failure is None:
+            self.sync()
         self._file.close()
 
     @staticmethod
