@@ -143,6 +143,14 @@ class TranslogFailed(ElasticError):
     status = 500
 
 
+class FlushFailed(ElasticError):
+    """Writing a buffer as a segment failed (a full disk, an I/O error). Its operations are still
+    in the translog; the write is tried again, under a new segment name, by the next flush."""
+
+    error_type = "flush_failed_engine_exception"
+    status = 500
+
+
 class SearchContextMissing(ElasticError):
     error_type = "search_context_missing_exception"
     status = 404
@@ -177,7 +185,6 @@ class SearchPhaseExecution(ElasticError):
 class ContentTooLong(ElasticError):
     error_type = "content_too_long_exception"
     status = 413
-
 
 
 class ParseException(ElasticError):

@@ -458,3 +458,39 @@ def test_a_torn_write_is_cut_back_so_no_record_follows_it(tmp_path, monkeypatch)
     with pytest.raises(Exception, match="Input/output error"):
         put(shard, "3", {"n": 3})
     assert path.stat().st_size == whole  # the failed write's bytes are gone from the file
+
+
+def test_a_failed_segment_write_is_reported_and_tried_again(tmp_path, monkeypatch):
+    """The flush thread cannot write a segment (a full disk): writes go on, the refresh that needs
+    the segment reports the failure, and the next one, with room again, publishes everything."""
+    import errno
+
+    import leafsearch.index.shard as shard_module
+    from leafsearch.errors import FlushFailed
+
+    write = shard_module.segment_from_buffer
+    attempts: list[str] = []
+
+    def full_disk_once(buffer, folder):
+        attempts.append(folder.name)
+        if len(attempts) == 1:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return write(buffer, folder)
+
+    monkeypatch.setattr(shard_module, "segment_from_buffer", full_disk_once)
+    monkeypatch.setattr(shard_module, "BUFFER_MAX_DOCS", 10)
+    shard = Shard(tmp_path / "s", 0, parse)
+    attempts.clear()  # the opening refresh wrote nothing
+    for i in range(13):  # the first ten are handed over; their segment fails; writes go on
+        put(shard, str(i), {"n": i})
+    with pytest.raises(FlushFailed) as failed:
+        shard.refresh()
+    assert (failed.value.status, failed.value.error_type) == (500, "flush_failed_engine_exception")
+    assert shard.refresh()  # tried again under a new folder name, then the rest is written
+    assert attempts[0] != attempts[1]
+    assert visible_ids(shard) == {str(i) for i in range(13)}
+    shard.translog._file.close()  # crash
+    reopened = Shard(tmp_path / "s", 0, parse)
+    assert visible_ids(reopened) == {str(i) for i in range(13)}
+    assert not [p for p in (tmp_path / "s").iterdir() if p.name.endswith(".tmp")]
+    reopened.close()

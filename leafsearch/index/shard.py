@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 import orjson
 
+from leafsearch.errors import FlushFailed
 from leafsearch.index.buffer import IndexBuffer
 from leafsearch.index.merge_policy import find_merge
 from leafsearch.index.merge_worker import merge_in_worker
@@ -350,7 +351,7 @@ class Shard:
         buffer once it is full. (Not during recovery: a commit then would drop translog files
         whose operations are not all replayed yet.)"""
         flushing = self._flushing
-        if flushing is not None and flushing.built.done():
+        if flushing is not None and flushing.built.done() and flushing.built.exception() is None:
             self._install_flushed()
             self._apply_pending_deletes()
             self._commit(keep_from=self._buffer_gen)
@@ -370,8 +371,11 @@ class Shard:
         full = self.buffer
         self.buffer = IndexBuffer()
         self._buffer_gen = self.translog.start_generation()
-        name = self._next_segment_name()
-        self._flushing = _Flushing(full, _flusher().submit(segment_from_buffer, full, self.folder / name))
+        self._flushing = self._flush_in_background(full)
+
+    def _flush_in_background(self, buffer: IndexBuffer) -> _Flushing:
+        folder = self.folder / self._next_segment_name()
+        return _Flushing(buffer, _flusher().submit(segment_from_buffer, buffer, folder))
 
     def _install_flushed(self) -> None:
         """Add the segment of the buffer on the flush thread (waiting for it), not yet published.
@@ -381,7 +385,13 @@ class Shard:
         flushing = self._flushing
         if flushing is None:
             return
-        seg = flushing.built.result()
+        try:
+            seg = flushing.built.result()
+        except OSError as exc:
+            # The disk may have room again by the next attempt, under a new folder name (the
+            # failed one may have left a partial folder, deleted as an orphan at the next start).
+            self._flushing = self._flush_in_background(flushing.buffer)
+            raise FlushFailed(f"failed to write a segment of shard [{self.shard_id}]: {exc}") from exc
         self._flushing = None
         self._add_segment(seg, flushing.buffer)
         self.version_map = {k: v for k, v in self.version_map.items() if v.buffer is self.buffer}
