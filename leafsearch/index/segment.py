@@ -308,6 +308,17 @@ class Segment:
             )
         ]
 
+    def routings(self, docs: list[int]) -> list[str | None]:
+        """The custom routing each document was indexed with (None: routed by its id)."""
+        col = self.column("_routing")
+        if col is None:
+            return [None] * len(docs)
+        out: list[str | None] = []
+        for doc in docs:
+            vals = col.ords.doc_values(doc)  # type: ignore[union-attr]
+            out.append(col.term(int(vals[0])) if len(vals) else None)  # type: ignore[union-attr]
+        return out
+
     def column(self, path: str) -> TextColumn | KeywordColumn | NumericColumn | None:
         col = self._columns.get(path)
         if col is not None:

@@ -263,19 +263,11 @@ class Shard:
     def _segment_state(self, seg: Segment, doc: int) -> DocState:
         """The state of a live document of a segment."""
         return DocState(
-            int(seg.versions[doc]), int(seg.seq_nos[doc]), False, seg, doc, self._routing_of(seg, doc)
+            int(seg.versions[doc]), int(seg.seq_nos[doc]), False, seg, doc, seg.routings([doc])[0]
         )
 
     def _pending_set(self, name: str) -> set[int]:
         return self.pending_deletes.get(name) or set()
-
-    @staticmethod
-    def _routing_of(seg: Segment, doc: int) -> str | None:
-        col = seg.column("_routing")
-        if col is None:
-            return None
-        vals = col.ords.doc_values(doc)  # type: ignore[union-attr]
-        return col.term(int(vals[0])) if len(vals) else None  # type: ignore[union-attr]
 
     def current(self, doc_id: str) -> DocState | None:
         """The latest state of an id, realtime (buffer, then segments); None if never seen."""

@@ -95,17 +95,6 @@ class _PageOrder:
         return [flat[i] for i in self.position]
 
 
-def _routings(group: _Group) -> list[str | None]:
-    routing_col = group.view.segment.column("_routing")
-    if routing_col is None:
-        return [None] * len(group.rows)
-    out: list[str | None] = []
-    for doc in group.local.tolist():
-        vals = routing_col.ords.doc_values(doc)
-        out.append(routing_col.term(int(vals[0])) if len(vals) else None)
-    return out
-
-
 def _gather(hitlist: HitList, start: int, end: int, request: SearchRequest) -> _Page:
     """Ids, sources and routings of the page's documents only, read segment by segment.
 
@@ -125,7 +114,7 @@ def _gather(hitlist: HitList, start: int, end: int, request: SearchRequest) -> _
         if request.source.fetch or request.fields:
             sources = order.merge([g.view.segment.sources(g.local) for g in groups])
         if any(g.view.segment.column("_routing") is not None for g in groups):
-            routings = order.merge([_routings(g) for g in groups])
+            routings = order.merge([g.view.segment.routings(g.local.tolist()) for g in groups])
     sorted_by_field = bool(request.sort) and request.sort[0].field != "_score"
     show_score = hitlist.score is not None and (
         not sorted_by_field or request.track_scores or any(s.field == "_score" for s in request.sort)
