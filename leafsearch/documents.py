@@ -24,7 +24,7 @@ from leafsearch.errors import (
     VersionConflict,
 )
 from leafsearch.index.parsed import ParsedBatch
-from leafsearch.index.shard import PRIMARY_TERM, DocState, Shard
+from leafsearch.index.shard import PRIMARY_TERM, DocState, Shard, SyncPoint
 from leafsearch.rawjson import RawJSON
 
 if TYPE_CHECKING:
@@ -150,18 +150,17 @@ def _apply_index(
     return _index_response(index, doc_id, version, prior, seq_no, shards_header or _shards_header(index))
 
 
-def _after_write(node: Node, index: Index, shards: set[Shard], refresh: str | None, response: dict) -> None:
-    """Make the writes durable (fsync), then honour `?refresh`."""
-    for shard in shards:
-        shard.sync()
+def _after_write(
+    node: Node, index: Index, shard: Shard, point: SyncPoint, refresh: str | None, response: dict
+) -> None:
+    """Make the write durable (an fsync shared with concurrent requests), then honour `?refresh`."""
+    shard.sync(point)
     index.last_write = time.monotonic()
     if refresh in ("true", ""):
-        for shard in shards:
-            shard.refresh()
+        shard.refresh()
         response["forced_refresh"] = True
     elif refresh == "wait_for":
-        for shard in shards:
-            shard.refresh()
+        shard.refresh()
     elif refresh not in (None, "false"):
         raise IllegalArgument(f"Unknown value for refresh: [{refresh}].")
 
@@ -205,7 +204,7 @@ def index_doc(
     _check_routing_required(index, routing, doc_id)
     shard = index.shard_of(doc_id, routing)
     parsed = index.parse(source, doc_id)
-    with shard.lock:
+    with shard.writing() as point:
         response = _apply_index(
             index,
             shard,
@@ -218,7 +217,7 @@ def index_doc(
             auto_id=auto_id,
             parsed=parsed,
         )
-    _after_write(node, index, {shard}, refresh, response)
+    _after_write(node, index, shard, point, refresh, response)
     return response
 
 
@@ -256,6 +255,7 @@ def get_doc(
         shard.refresh()
     if realtime:
         with shard.lock:
+            shard.recover_if_failed()  # a failed translog may leave operations that are not durable
             state = shard.current(doc_id)
             if not _exists(state):
                 return None
@@ -313,9 +313,9 @@ def delete_doc(
     index = _read_index(node, index_name)
     _check_routing_required(index, routing, doc_id)
     shard = index.shard_of(doc_id, routing)
-    with shard.lock:
+    with shard.writing() as point:
         response = _apply_delete(index, shard, doc_id, if_seq_no, if_primary_term)
-    _after_write(node, index, {shard}, refresh, response)
+    _after_write(node, index, shard, point, refresh, response)
     return response
 
 
@@ -402,9 +402,9 @@ def update_doc(
     index = _write_index(node, index_name)
     _check_routing_required(index, routing, doc_id)
     shard = index.shard_of(doc_id, routing)
-    with shard.lock:
+    with shard.writing() as point:
         response = _apply_update(index, shard, doc_id, body, routing, if_seq_no, if_primary_term)
-    _after_write(node, index, {shard}, refresh, response)
+    _after_write(node, index, shard, point, refresh, response)
     return response
 
 
@@ -555,7 +555,7 @@ def bulk(
     started = time.perf_counter()
     _check_refresh(refresh)
     ops = _parse_bulk(body, index, routing)
-    touched: dict[str, tuple[Index, set[Shard]]] = {}
+    touched: dict[str, tuple[Index, dict[Shard, _Logged]]] = {}
     by_index: dict[str, list[tuple[int, _BulkOp]]] = {}
     for pos, op in enumerate(ops):
         by_index.setdefault(op.index, []).append((pos, op))
@@ -567,11 +567,17 @@ def bulk(
             for pos, op in entries:
                 results[pos] = {op.kind: _item_error(op, op.meta.get("_id"), exc)}
             continue
-        shards = touched.setdefault(index_name, (target, set()))[1]
+        shards = touched.setdefault(index_name, (target, {}))[1]
         _bulk_into(target, entries, results, shards)
     for index_obj, shards in touched.values():
-        for shard in shards:
-            shard.sync()
+        for shard, (point, positions) in shards.items():
+            try:
+                shard.sync(point)
+            except ElasticError as exc:  # none of this shard's operations is acknowledged
+                for pos in positions:
+                    if "error" not in next(iter(results[pos].values())):
+                        kind, item = next(iter(results[pos].items()))
+                        results[pos] = {kind: _item_error(ops[pos], item.get("_id"), exc)}
         index_obj.last_write = time.monotonic()
         if refresh in ("true", "", "wait_for"):
             for shard in shards:
@@ -582,9 +588,13 @@ def bulk(
 
 #: (position in the request, operation, id, whether the id was generated)
 _ShardOp = tuple[int, _BulkOp, str, bool]
+#: What a bulk request logged into one shard: where to sync to, and the positions of its items.
+_Logged = tuple[SyncPoint, list[int]]
 
 
-def _bulk_into(index: Index, entries: list[tuple[int, _BulkOp]], results: list, touched: set[Shard]) -> None:
+def _bulk_into(
+    index: Index, entries: list[tuple[int, _BulkOp]], results: list, touched: dict[Shard, _Logged]
+) -> None:
     """Apply one index's operations, grouped by shard so each shard lock and id lookup is batched."""
     header = _shards_header(index)
     per_shard: dict[Shard, list[_ShardOp]] = {}
@@ -597,11 +607,11 @@ def _bulk_into(index: Index, entries: list[tuple[int, _BulkOp]], results: list, 
             doc_id = str(doc_id)
         per_shard.setdefault(index.shard_of(doc_id, op.routing), []).append((pos, op, doc_id, auto_id))
     for shard, shard_ops in per_shard.items():
-        touched.add(shard)
         parsed = None
         if all(op.kind in ("index", "create") for _, op, _, _ in shard_ops):
             parsed = index.parse_batch([op.source for _, op, _, _ in shard_ops])  # type: ignore[misc]
-        with shard.lock:
+        with shard.writing() as point:
+            touched[shard] = (point, [pos for pos, _, _, _ in shard_ops])
             shard.prefetch([doc_id for _, _, doc_id, auto_id in shard_ops if not auto_id])
             if parsed is None:
                 for pos, op, doc_id, auto_id in shard_ops:

@@ -23,19 +23,19 @@ def parse(source: bytes, doc_id: str | None = None) -> ParsedDoc:
 
 def put(shard: Shard, doc_id: str, body: dict) -> int:
     source = orjson.dumps(body)
-    with shard.lock:
+    with shard.writing() as point:
         prior = shard.current(doc_id)
         version = prior.version + 1 if prior is not None and prior.version > 0 else 1
         seq = shard.index(doc_id, parse(source), None, prior, version)
-    shard.sync()
+    shard.sync(point)
     return seq
 
 
 def delete(shard: Shard, doc_id: str) -> None:
-    with shard.lock:
+    with shard.writing() as point:
         prior = shard.current(doc_id)
         shard.delete(doc_id, prior, (prior.version + 1) if prior else 1)
-    shard.sync()
+    shard.sync(point)
 
 
 def visible_ids(shard: Shard) -> set[str]:
@@ -405,10 +405,11 @@ def test_writes_after_a_recovery_follow_every_generation_it_replayed(tmp_path, h
     again.close()
 
 
-def test_a_failed_translog_write_refuses_later_writes_and_loses_nothing_acknowledged(tmp_path, monkeypatch):
+def test_a_failed_translog_write_fails_the_shard_which_recovers_from_disk_by_itself(tmp_path, monkeypatch):
     """A full disk while a write is synced: that write fails, the file keeps only whole records,
-    later writes are refused (none can be acknowledged behind a torn record), and a restart
-    recovers every write acknowledged before."""
+    and the shard reopens itself from disk (no restart): while the disk still fails, every write
+    is refused before it changes anything; once it works again, writes are taken, the failed one
+    is gone and every write acknowledged before is there, before and after a crash."""
     import errno
 
     import leafsearch.index.translog as translog_module
@@ -426,20 +427,53 @@ def test_a_failed_translog_write_refuses_later_writes_and_loses_nothing_acknowle
     with pytest.raises(TranslogFailed) as failed:
         put(shard, "5", {"n": 5})
     assert failed.value.status == 500 and failed.value.error_type == "translog_exception"
-    monkeypatch.setattr(translog_module.os, "fsync", real_fsync)  # space is back: still refused
-    with pytest.raises(TranslogFailed, match="no more operations until the node restarts"):
-        put(shard, "6", {"n": 6})
-    with shard.lock:
-        assert shard.current("6") is None  # refused before it changed anything
+    with pytest.raises(TranslogFailed, match="could not recover yet"):
+        put(shard, "6", {"n": 6})  # the disk still fails: refused, nothing applied
     with pytest.raises(TranslogFailed):
         delete(shard, "0")
-    shard.translog._file.close()  # the node is restarted
+    monkeypatch.setattr(translog_module.os, "fsync", real_fsync)  # space is back
+    put(shard, "7", {"n": 7})
+    with shard.lock:
+        assert shard.current("5") is None and shard.current("6") is None
+        assert not shard.current("0").deleted
+    shard.refresh()
+    expected = {str(i) for i in range(5)} | {"7"}
+    assert visible_ids(shard) == expected
+    shard.translog._file.close()  # crash
     reopened = Shard(tmp_path / "s", 0, parse)
-    assert visible_ids(reopened) == {str(i) for i in range(5)}
-    put(reopened, "7", {"n": 7})  # the recovered shard takes writes again
-    reopened.refresh()
-    assert visible_ids(reopened) == {str(i) for i in range(5)} | {"7"}
+    assert visible_ids(reopened) == expected
     reopened.close()
+
+
+def test_a_pit_taken_before_a_translog_failure_keeps_its_documents(tmp_path, monkeypatch):
+    """The in-place recovery keeps the segments a Searcher holds: its files stay until released."""
+    import errno
+
+    import leafsearch.index.translog as translog_module
+    from leafsearch.errors import TranslogFailed
+
+    shard = Shard(tmp_path / "s", 0, parse)
+    for i in range(4):
+        put(shard, str(i), {"n": i})
+    shard.refresh()
+    held = shard.acquire_searcher()
+    real_fsync = translog_module.os.fsync
+
+    def broken_disk(fd: int) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(translog_module.os, "fsync", broken_disk)
+    with pytest.raises(TranslogFailed):
+        put(shard, "x", {"n": 9})
+    monkeypatch.setattr(translog_module.os, "fsync", real_fsync)
+    put(shard, "y", {"n": 10})
+    shard.refresh()
+    assert {seg.segment.folder.exists() for seg in held.views} == {True}
+    held_values = [orjson.loads(src)["n"] for v in held.views for src in v.segment.sources(v.live_docs)]
+    assert sorted(held_values) == [0, 1, 2, 3]
+    held.release()
+    assert visible_ids(shard) == {"0", "1", "2", "3", "y"}
+    shard.close()
 
 
 def test_a_torn_write_is_cut_back_so_no_record_follows_it(tmp_path, monkeypatch):

@@ -11,7 +11,9 @@ Layout of a segment folder:
   (position of each doc's id in the sorted list), `_seq_no.npy`, `_version.npy`.
 - `_source.bin` (zstd blocks of `SOURCE_BLOCK_DOCS` raw JSON sources), `_source.blocks.npy`
   (byte offset of each block), `_source.lengths.npy` (raw length of each source).
-- per field `f.<path>.*.npy`: see `columns.py` for what each array means.
+- per field `f<number>.*.npy`: see `columns.py` for what each array means. Fields are numbered in
+  `meta.json` (`fields[path].number`), so no field name, whatever a client sent, ever becomes part
+  of a file name. (Segments written before numbering used `f.<path>.` and are still read.)
 """
 
 from __future__ import annotations
@@ -138,32 +140,38 @@ class SegmentWriter:
             self.source_block_offsets.append(pos)
         self.source_lengths = np.fromiter((len(s) for s in sources), dtype=np.int64, count=len(sources))
 
+    def _prefix(self, path: str) -> tuple[str, int]:
+        """The file-name prefix of a new field's arrays: its number in this segment."""
+        number = len(self.fields)
+        return f"f{number}.", number
+
     def add_text(self, path: str, terms: np.ndarray, postings: dict, lengths: np.ndarray) -> None:
         from leafsearch.index.norms import encode_lengths
 
-        prefix = f"f.{path}."
+        prefix, number = self._prefix(path)
         self.arrays[prefix + "terms"] = terms
         for name, arr in postings.items():
             self.arrays[prefix + name] = arr
         self.arrays[prefix + "norms"] = encode_lengths(lengths)
         self.fields[path] = {
+            "number": number,
             "kind": "text",
             "doc_count": int(np.count_nonzero(lengths)),
             "sum_total_term_freq": int(lengths.sum()),
         }
 
     def add_keyword(self, path: str, terms: np.ndarray, dv: dict) -> None:
-        prefix = f"f.{path}."
+        prefix, number = self._prefix(path)
         self.arrays[prefix + "terms"] = terms
         for name, arr in dv.items():
             self.arrays[prefix + name] = arr
-        self.fields[path] = {"kind": "keyword", "single": "offsets" not in dv}
+        self.fields[path] = {"number": number, "kind": "keyword", "single": "offsets" not in dv}
 
     def add_numeric(self, path: str, kind: str, dv: dict) -> None:
-        prefix = f"f.{path}."
+        prefix, number = self._prefix(path)
         for name, arr in dv.items():
             self.arrays[prefix + name] = arr
-        self.fields[path] = {"kind": kind, "single": "offsets" not in dv}
+        self.fields[path] = {"number": number, "kind": kind, "single": "offsets" not in dv}
 
     def write(self, folder: Path) -> None:
         tmp = folder.with_name(folder.name + ".tmp")
@@ -326,7 +334,7 @@ class Segment:
         meta = self.field_meta.get(path)
         if meta is None:
             return None
-        prefix = f"f.{path}."
+        prefix = f"f{meta['number']}." if "number" in meta else f"f.{path}."
         kind = meta["kind"]
         if kind == "text":
             col = TextColumn(

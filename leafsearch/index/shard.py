@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import orjson
 
-from leafsearch.errors import FlushFailed
+from leafsearch.errors import FlushFailed, TranslogFailed
 from leafsearch.index.buffer import IndexBuffer
 from leafsearch.index.merge_policy import find_merge
 from leafsearch.index.merge_worker import merge_in_worker
@@ -85,6 +85,17 @@ class _Flushing:
 
     buffer: IndexBuffer
     built: Future[Segment]
+    generation: int  # the first translog generation holding the buffer's operations
+
+
+@dataclass(slots=True)
+class SyncPoint:
+    """A position in a translog: the operations logged before it are durable after `Shard.sync`.
+    It names the translog object, so a write logged into a translog that failed (and was then
+    replaced by a recovery) is never taken as durable."""
+
+    translog: Translog
+    position: int
 
 
 class IndexBatch:
@@ -144,23 +155,51 @@ class Shard:
         self._refs_lock = threading.Lock()
         self._parse = parse
         folder.mkdir(parents=True, exist_ok=True)
-        commit = self._read_commit()
         self.segments: list[Segment] = []
-        self.live: dict[str, np.ndarray | None] = {}
         self._seg_refs: dict[str, int] = {}
-        self._seg_gen = commit.get("segment_gen", 0)
-        self._live_gen = commit.get("live_gen", 0)
-        for name in commit.get("segments", []):
-            seg = Segment(folder / name)
-            self.segments.append(seg)
-            self._seg_refs[name] = 1
-            live_file = commit.get("live", {}).get(name)
-            self.live[name] = np.load(folder / live_file) if live_file else None
-        self._live_files: dict[str, str] = dict(commit.get("live", {}))
-        self._live_saved: dict[str, np.ndarray] = {
-            name: arr for name, arr in self.live.items() if arr is not None
-        }
+        self._seg_gen = 0
+        self._live_gen = 0
+        self._searcher: Searcher | None = None
+        self.merging = False
+        self.closed = False
+        self.stats = {"index_total": 0, "delete_total": 0, "refresh_total": 0, "merge_total": 0}
+        self._changes = 0
+        self._published_changes = 0
+        self._load()
         self._remove_orphans()
+        self.refresh()
+
+    def _load(self) -> None:
+        """(Re)open the shard from what is on disk: the committed segments and live docs, then
+        the translog generations the commit does not cover, replayed into a new buffer.
+
+        At start-up, and again in place when the translog has failed (`recover_if_failed`):
+        then every segment the shard already holds and the commit names is kept as it is, so
+        Searchers taken before (a PIT, a scroll) keep their files; the others are released."""
+        commit = self._read_commit()
+        held = {s.name: s for s in self.segments}
+        segments = [held.pop(name, None) or Segment(self.folder / name) for name in commit.get("segments", [])]
+        live_files: dict[str, str] = dict(commit.get("live", {}))
+        live = {
+            seg.name: np.load(self.folder / live_files[seg.name]) if seg.name in live_files else None
+            for seg in segments
+        }
+        translog_gen = commit.get("translog_gen", 1)
+        replay = list(Translog.recover(self.folder / "translog", translog_gen))
+        translog = Translog(self.folder / "translog", translog_gen)
+        # Nothing below can fail: the shard's state changes all at once.
+        for seg in segments:
+            if seg.name not in self._seg_refs:
+                self._seg_refs[seg.name] = 1
+        for seg in held.values():
+            self._unref(seg)
+        self.segments = segments
+        self.live = live
+        self._live_files = live_files
+        self._live_saved: dict[str, np.ndarray] = {name: arr for name, arr in live.items() if arr is not None}
+        # Names never go back: folders of a failed shard's uncommitted segments may still exist.
+        self._seg_gen = max(self._seg_gen, commit.get("segment_gen", 0))
+        self._live_gen = max(self._live_gen, commit.get("live_gen", 0))
         self.max_seq_no = max((int(s.seq_nos.max()) for s in self.segments if s.max_doc), default=-1)
         self.max_seq_no = max(self.max_seq_no, commit.get("max_seq_no", -1))
         self.buffer = IndexBuffer()
@@ -168,21 +207,45 @@ class Shard:
         self._flushing: _Flushing | None = None
         self.tombstones: dict[str, tuple[DocState, float]] = {}  # id -> (delete state, when)
         self.pending_deletes: dict[str, set[int]] = {}
-        # Changes made, and how many of them the published Searcher shows (a refresh in progress
-        # publishes only what came before it).
-        self._changes = 0
-        self._published_changes = 0
-        self._searcher: Searcher | None = None
-        self.merging = False
-        self.closed = False
-        self.stats = {"index_total": 0, "delete_total": 0, "refresh_total": 0, "merge_total": 0}
-        translog_gen = commit.get("translog_gen", 1)
-        replay = list(Translog.recover(folder / "translog", translog_gen))
-        self.translog = Translog(folder / "translog", translog_gen)
+        self.translog = translog
         self._buffer_gen = translog_gen  # the first translog generation holding the buffer's operations
         for op in replay:
             self._replay(op)
-        self.refresh()
+        self._changes += 1  # publish what was replayed, even when it is nothing new
+
+    def recover_if_failed(self) -> None:
+        """After a translog write or fsync failed, reopen the shard from disk before it serves
+        anything else (caller holds `self.lock`).
+
+        Operations whose records were queued but never written are in memory only: the failed
+        writes were not acknowledged, so the shard drops its buffer and version map and replays
+        the translog, which was cut back to its last whole record. This happens in place, without
+        a node restart, on the first request that finds the translog failed. If the disk still
+        fails, the request gets the error and the next one tries again."""
+        if not self.translog.failed:
+            return
+        flushing = self._flushing
+        if flushing is not None:
+            # Its buffer's operations were all written before the hand-over; the segment is
+            # not in the commit, so it goes, and the replay rebuilds its documents.
+            with suppress(Exception):
+                shutil.rmtree(flushing.built.result().folder, ignore_errors=True)
+            self._flushing = None
+        try:
+            self._load()
+            self.refresh()
+        except OSError as exc:
+            raise TranslogFailed(f"shard [{self.shard_id}] failed and could not recover yet: {exc}") from exc
+
+    @contextmanager
+    def writing(self) -> Iterator[SyncPoint]:
+        """Hold the shard lock for writes. The yielded `SyncPoint` names, once the block ends,
+        the translog position of everything the block logged: `sync(point)` makes it durable."""
+        with self.lock:
+            self.recover_if_failed()
+            point = SyncPoint(self.translog, self.translog.position)
+            yield point
+            point.translog, point.position = self.translog, self.translog.position
 
     # ---- persistence -------------------------------------------------------------------
 
@@ -200,9 +263,12 @@ class Shard:
                 else:
                     entry.unlink(missing_ok=True)
 
-    def _commit(self, keep_from: int | None = None) -> None:
+    def _commit(self, *, roll: bool = False) -> None:
         """Persist the segment list and live docs, then drop the translog they cover: all of it
-        (the buffer is empty), or the generations before `keep_from` (where the buffer's begin)."""
+        when `roll` (the buffer is empty and nothing is being flushed), else the generations
+        before the oldest buffer not yet in an installed segment: the one on the flush thread,
+        or the current one."""
+        keep_from = None if roll else self._flushing.generation if self._flushing else self._buffer_gen
         live_files: dict[str, str] = {}
         for seg in self.segments:
             live = self.live[seg.name]
@@ -315,7 +381,7 @@ class Shard:
             return state.buffer.sources[state.doc]
         return state.segment.sources([state.doc])[0]
 
-    # ---- writes (caller holds self.lock; caller syncs the translog before acknowledging) ----
+    # ---- writes (caller holds `writing()`; caller syncs its SyncPoint before acknowledging) ----
 
     def _retire(self, state: DocState | None) -> None:
         if state is None or state.deleted:
@@ -330,7 +396,6 @@ class Shard:
         self, doc_id: str, parsed: ParsedDoc, routing: str | None, prior: DocState | None, version: int
     ) -> int:
         """Apply an index operation whose checks passed; returns its seq_no."""
-        self.translog.check()
         self.max_seq_no += 1
         seq_no = self.max_seq_no
         self.translog.append(encode_op(TranslogOp(OP_INDEX, doc_id, seq_no, version, routing, parsed.source)))
@@ -346,13 +411,12 @@ class Shard:
         if flushing is not None and flushing.built.done() and flushing.built.exception() is None:
             self._install_flushed()
             self._apply_pending_deletes()
-            self._commit(keep_from=self._buffer_gen)
+            self._commit()
         if len(self.buffer) >= BUFFER_MAX_DOCS or self.buffer.source_bytes >= BUFFER_MAX_BYTES:
             # Written and committed, not yet published: searches see it at the next refresh, and
             # the translog a crash would replay stays short.
-            first_gen = self._buffer_gen
             self._hand_over()
-            self._commit(keep_from=first_gen)
+            self._commit()
 
     def _hand_over(self) -> None:
         """Give the buffer to the flush thread and start a new one (and a translog generation, so
@@ -360,14 +424,15 @@ class Shard:
         is installed first (waiting for it): segments keep write order."""
         self._install_flushed()
         self._apply_pending_deletes()
-        full = self.buffer
+        generation = self.translog.start_generation()  # first: if it fails, the buffer stays
+        full, full_gen = self.buffer, self._buffer_gen
         self.buffer = IndexBuffer()
-        self._buffer_gen = self.translog.start_generation()
-        self._flushing = self._flush_in_background(full)
+        self._buffer_gen = generation
+        self._flushing = self._flush_in_background(full, full_gen)
 
-    def _flush_in_background(self, buffer: IndexBuffer) -> _Flushing:
+    def _flush_in_background(self, buffer: IndexBuffer, generation: int) -> _Flushing:
         folder = self.folder / self._next_segment_name()
-        return _Flushing(buffer, _flusher().submit(segment_from_buffer, buffer, folder))
+        return _Flushing(buffer, _flusher().submit(segment_from_buffer, buffer, folder), generation)
 
     def _install_flushed(self) -> None:
         """Add the segment of the buffer on the flush thread (waiting for it), not yet published.
@@ -382,7 +447,7 @@ class Shard:
         except OSError as exc:
             # The disk may have room again by the next attempt, under a new folder name (the
             # failed one may have left a partial folder, deleted as an orphan at the next start).
-            self._flushing = self._flush_in_background(flushing.buffer)
+            self._flushing = self._flush_in_background(flushing.buffer, flushing.generation)
             raise FlushFailed(f"failed to write a segment of shard [{self.shard_id}]: {exc}") from exc
         self._flushing = None
         self._add_segment(seg, flushing.buffer)
@@ -408,7 +473,6 @@ class Shard:
         operation on the same id sees it; the values, sources and translog records join the buffer
         and the translog together when the block ends, even if it ends with an exception.
         """
-        self.translog.check()
         batch = IndexBatch(self, parsed)
         try:
             yield batch
@@ -433,7 +497,6 @@ class Shard:
         self.stats["index_total"] += 1
 
     def delete(self, doc_id: str, prior: DocState, version: int) -> int:
-        self.translog.check()
         self.max_seq_no += 1
         seq_no = self.max_seq_no
         self.translog.append(encode_op(TranslogOp(OP_DELETE, doc_id, seq_no, version, None, None)))
@@ -457,8 +520,16 @@ class Shard:
             self._apply_delete(op.doc_id, prior, op.version, op.seq_no)
         self.max_seq_no = max(self.max_seq_no, op.seq_no)
 
-    def sync(self) -> None:
-        self.translog.sync()
+    def sync(self, point: SyncPoint) -> None:
+        """Make the operations logged before `point` durable (one fsync shared with every
+        concurrent request). If the translog fails, the shard recovers from disk before this
+        raises, so what it serves next is durable."""
+        try:
+            point.translog.sync(point.position)
+        except TranslogFailed:
+            with self.lock:
+                self.recover_if_failed()
+            raise
 
     # ---- refresh, commit, merge ------------------------------------------------------------
 
@@ -518,7 +589,7 @@ class Shard:
                 self._install_flushed()
             self._apply_pending_deletes()
             self._forget_old_tombstones()
-            self._commit(keep_from=self._buffer_gen)
+            self._commit()
             self._publish()
             self._published_changes = max(self._published_changes, covered)
             self.stats["refresh_total"] += 1
@@ -613,7 +684,7 @@ class Shard:
         self.version_map = {
             k: v for k, v in self.version_map.items() if v.segment is None or v.segment.name not in names
         }
-        self._commit()
+        self._commit(roll=True)
         for seg, _ in parts:
             self.live.pop(seg.name, None)
             self._unref(seg)
@@ -627,7 +698,7 @@ class Shard:
             self.closed = True
             if len(self.buffer) or self.pending_deletes or self._flushing is not None:
                 self._flush_buffer()
-                self._commit()
+                self._commit(roll=True)
             self.translog.close()
             with self._searcher_lock:
                 old, self._searcher = self._searcher, None

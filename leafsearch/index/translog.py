@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import struct
+import threading
 import zlib
 from collections.abc import Iterator
 from contextlib import suppress
@@ -70,7 +71,15 @@ def _decode_payload(payload: bytes) -> TranslogOp:
 
 
 class Translog:
-    """Append-only log of one shard, split in generations (`translog-<gen>.tlog`)."""
+    """Append-only log of one shard, split in generations (`translog-<gen>.tlog`).
+
+    Appends and syncs come from many request threads at once. Appends only queue records (under
+    `_lock`, which the shard's lock holder takes briefly); one thread at a time (`_sync_lock`)
+    writes everything queued and fsyncs it, so one fsync covers every request whose records were
+    queued before it started: a group commit, as Elasticsearch's translog does. A request is
+    acknowledged once `synced` has passed the position of its own records. A generation roll
+    takes `_sync_lock` too, so no file is closed under a running write.
+    """
 
     def __init__(self, folder: Path, generation: int) -> None:
         """Appends go to the newest generation on disk (at least `generation`): several can be
@@ -79,46 +88,81 @@ class Translog:
         folder.mkdir(parents=True, exist_ok=True)
         self.generation = max([generation, *(_generation_of(p) for p in folder.glob("translog-*.tlog"))])
         self._file = open(self._path(self.generation), "ab")  # noqa: SIM115 - lives as long as the shard
+        self._lock = threading.Lock()  # the queue, positions and the current file
+        self._sync_lock = threading.Lock()  # one writer at a time; rolls wait for it
         self._pending: list[bytes] = []
+        self._appended = 0  # bytes queued since the translog was opened: the position of the last record
+        self._synced = 0  # bytes of that count that are written and fsynced
         self._failure: str | None = None  # why a write or fsync failed; nothing is logged after it
 
     def _path(self, generation: int) -> Path:
         return self.folder / f"translog-{generation}.tlog"
 
-    def append(self, records: bytes) -> None:
-        """Queue encoded records; they are written and durable only after `sync()`."""
-        self._pending.append(records)
+    @property
+    def failed(self) -> bool:
+        return self._failure is not None
+
+    def append(self, records: bytes) -> int:
+        """Queue encoded records; they are durable once `sync(position)` with the returned
+        position (or a later one) has returned."""
+        with self._lock:
+            self.check()
+            self._pending.append(records)
+            self._appended += len(records)
+            return self._appended
+
+    @property
+    def position(self) -> int:
+        """The position of the last queued record: `sync(position)` makes everything queued so
+        far durable."""
+        return self._appended
 
     def check(self) -> None:
         """Refuse an operation before it changes anything once the translog has failed."""
         if self._failure is not None:
-            raise TranslogFailed(
-                f"the translog failed earlier and takes no more operations until the node restarts: "
-                f"{self._failure}"
-            )
+            raise TranslogFailed(f"the translog failed earlier and takes no more operations: {self._failure}")
 
-    def sync(self) -> None:
-        """Write and fsync the queued records. On failure the file is cut back to its last whole
-        record, so no later record can ever follow a torn one, and the translog refuses what comes
-        next: after a failed fsync the kernel may have dropped the data, a retry proves nothing."""
-        if not self._pending:
+    def sync(self, position: int | None = None) -> None:
+        """Make the records up to `position` (default: everything queued) durable.
+
+        Returns at once when a concurrent sync already covered them; otherwise waits for the
+        sync in progress and writes whatever is queued then, its own records among them. On
+        failure the file is cut back to its last whole record, so no later record can ever follow
+        a torn one, and the translog refuses what comes next: after a failed fsync the kernel may
+        have dropped the data, a retry proves nothing."""
+        target = self._appended if position is None else position
+        if self._synced >= target:
             return
-        self.check()
-        path = self._path(self.generation)
-        start = self._file.tell()
-        try:
-            self._file.write(b"".join(self._pending))
-            self._file.flush()
-            os.fsync(self._file.fileno())
-        except OSError as exc:
-            self._failure = str(exc)
-            self._pending = []
-            with suppress(OSError):
-                self._file.close()  # its buffer may hold the rest of the failed write
-            with suppress(OSError):
-                os.truncate(path, start)
-            raise TranslogFailed(f"failed to write the translog: {exc}") from exc
+        with self._sync_lock:
+            if self._synced >= target:
+                return
+            self.check()
+            with self._lock:
+                data, end = self._take_pending()
+            self._write(data, end)
+
+    def _take_pending(self) -> tuple[bytes, int]:
+        """Everything queued and the position it ends at (caller holds `_lock`)."""
+        data = b"".join(self._pending)
         self._pending = []
+        return data, self._appended
+
+    def _write(self, data: bytes, end: int) -> None:
+        """Write and fsync `data`, which ends at position `end` (caller holds `_sync_lock`)."""
+        if data:
+            start = self._file.tell()
+            try:
+                self._file.write(data)
+                self._file.flush()
+                os.fsync(self._file.fileno())
+            except OSError as exc:
+                self._failure = str(exc)
+                with suppress(OSError):
+                    self._file.close()  # its buffer may hold the rest of the failed write
+                with suppress(OSError):
+                    os.truncate(self._path(self.generation), start)
+                raise TranslogFailed(f"failed to write the translog: {exc}") from exc
+        self._synced = end
 
     def roll(self) -> int:
         """Start a new generation (after a commit) and delete every older one."""
@@ -127,11 +171,17 @@ class Translog:
         return generation
 
     def start_generation(self) -> int:
-        """Start a new generation; the older ones stay until a commit covers them (`drop_before`)."""
-        self.sync()
-        self._file.close()
-        self.generation += 1
-        self._file = open(self._path(self.generation), "ab")  # noqa: SIM115
+        """Start a new generation, everything queued written to the old one first; the older
+        ones stay until a commit covers them (`drop_before`). The caller holds the shard's lock,
+        under which every append happens, so nothing is queued during the switch."""
+        with self._sync_lock:
+            self.check()
+            with self._lock:
+                data, end = self._take_pending()
+                self._write(data, end)
+                self._file.close()
+                self.generation += 1
+                self._file = open(self._path(self.generation), "ab")  # noqa: SIM115
         _fsync_dir(self.folder)
         return self.generation
 
@@ -142,9 +192,14 @@ class Translog:
                 path.unlink()
 
     def close(self) -> None:
-        if self._failure is None:
-            self.sync()
-        self._file.close()
+        """Write what is queued (unless the translog failed) and close the file."""
+        with self._sync_lock:
+            if self._failure is None:
+                with self._lock:
+                    data, end = self._take_pending()
+                self._write(data, end)
+            with suppress(OSError):
+                self._file.close()
 
     @staticmethod
     def recover(folder: Path, from_generation: int) -> Iterator[TranslogOp]:
