@@ -118,6 +118,7 @@ def _run(args: argparse.Namespace, workdir: Path) -> int:
             url=url,
             index=INDEX,
             dataset=dataset,
+            seed=args.seed,
             sqlite=sqlite,
             http=Client(url),
             es=Elasticsearch(url, request_timeout=120),

@@ -157,6 +157,7 @@ class Context:
     url: str
     index: str
     dataset: Dataset
+    seed: int  # the dataset's: a client process generates the same documents from it
     sqlite: SqliteBaseline
     http: Client
     es: Elasticsearch

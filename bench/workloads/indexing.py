@@ -2,15 +2,87 @@
 
 from __future__ import annotations
 
+import itertools
+import multiprocessing
+from typing import Any
+
+import orjson
 from elasticsearch import Elasticsearch, OrjsonSerializer, helpers
 
+from bench.client import Client
+from bench.generate import generate
 from bench.harness import CheckFailed, Context, Recorder, Row, Stopwatch, check
 from bench.server import disk_bytes
 from bench.workloads.common import BULK_CHUNK, bulk_raw, count, create_index, refresh
 
 RAW_INDEX = "bench-raw"
 ORJSON_INDEX = "bench-orjson"
+PARALLEL_INDEX = "bench-parallel"
+CLIENTS = 4
 RESTART_TIMEOUT_S = 120.0
+WORKER_BUDGET_S = 1800.0
+
+
+def _client_worker(
+    url: str, kind: str, n: int, seed: int, part: int, start: Any, results: Any
+) -> None:
+    """One of `CLIENTS` client processes indexing its share of the dataset (the whole dataset is
+    generated again here, before the start barrier, so only the requests are timed)."""
+    try:
+        dataset = generate(n, seed)
+        lo, hi = part * n // CLIENTS, (part + 1) * n // CLIENTS
+        if kind == "raw":
+            bodies = dataset.bulk_bodies(BULK_CHUNK)[part::CLIENTS]
+            client = Client(url)
+            start.wait()
+            indexed = 0
+            for body in bodies:
+                response = orjson.loads(client.raw("POST", f"/{PARALLEL_INDEX}/_bulk", body, "application/x-ndjson"))
+                if response["errors"]:
+                    raise CheckFailed("a bulk request reported errors")
+                indexed += len(response["items"])
+            client.close()
+        else:
+            es = Elasticsearch(url, request_timeout=300)
+            actions = itertools.islice(dataset.actions(PARALLEL_INDEX), lo, hi)
+            start.wait()
+            indexed, _ = helpers.bulk(es, actions, chunk_size=BULK_CHUNK)
+            es.close()
+        results.put(indexed)
+    except Exception as error:  # handed to the parent, which reports it in the row
+        results.put(error)
+
+
+def _concurrent_clients(ctx: Context, kind: str, seed: int) -> float:
+    """docs/s of `CLIENTS` client processes indexing the dataset together into a fresh index."""
+    n = len(ctx.dataset)
+    create_index(ctx, PARALLEL_INDEX)
+    spawn = multiprocessing.get_context("spawn")  # no inherited client sockets or threads
+    start, results = spawn.Barrier(CLIENTS + 1), spawn.Queue()
+    workers = [
+        spawn.Process(target=_client_worker, daemon=True, args=(ctx.url, kind, n, seed, part, start, results))
+        for part in range(CLIENTS)
+    ]
+    for worker in workers:
+        worker.start()
+    try:
+        start.wait(timeout=300)
+        watch = Stopwatch()
+        parts = [results.get(timeout=WORKER_BUDGET_S) for _ in workers]
+        seconds = watch.seconds()
+    finally:
+        for worker in workers:
+            worker.join(timeout=10)
+            if worker.is_alive():
+                worker.kill()
+    for part in parts:
+        if isinstance(part, Exception):
+            raise part
+    refresh(ctx, PARALLEL_INDEX)
+    seen = count(ctx, PARALLEL_INDEX)
+    check(sum(parts) == n and seen == n, f"{CLIENTS} clients indexed {sum(parts)}, _count {seen}, want {n}")
+    ctx.http.raw("DELETE", f"/{PARALLEL_INDEX}")
+    return n / seconds
 
 
 def run(ctx: Context) -> list[Row]:
@@ -19,10 +91,14 @@ def run(ctx: Context) -> list[Row]:
     bulk = rec.plan(f"helpers.bulk, chunks of {BULK_CHUNK}", "docs/s", (">=", 50_000))
     raw = rec.plan(f"raw NDJSON POST /_bulk, chunks of {BULK_CHUNK}", "docs/s", (">=", 50_000))
     fast_client = rec.plan("helpers.bulk, client with OrjsonSerializer", "docs/s")
+    bulk_many = rec.plan(f"helpers.bulk, {CLIENTS} client processes at once", "docs/s")
+    bulk_ratio = rec.plan(f"helpers.bulk, {CLIENTS} clients / 1 client", "x", (">=", 1))
+    raw_many = rec.plan(f"raw NDJSON, {CLIENTS} client processes at once", "docs/s")
+    raw_ratio = rec.plan(f"raw NDJSON, {CLIENTS} clients / 1 client", "x", (">=", 1))
     disk = rec.plan("data folder after refresh (du / N)", "bytes/doc", ("<=", 240))
     rss = rec.plan("server peak RSS after indexing (VmHWM)", "MB", ("<=", 1024))
     restart = rec.plan("restart after kill -9 until _count = N", "s", ("<=", 2))
-    for name in (bulk, raw, fast_client):
+    for name in (bulk, raw, fast_client, bulk_many, raw_many):
         rec.baseline(name, n / ctx.sqlite.load_seconds)
     rec.baseline(disk, ctx.sqlite.file_bytes() / n)
 
@@ -71,6 +147,15 @@ def run(ctx: Context) -> list[Row]:
         check(indexed == n and seen == n, f"helpers.bulk (orjson) indexed {indexed}, _count {seen}, want {n}")
         ctx.http.raw("DELETE", f"/{ORJSON_INDEX}")
         rec.set(fast_client, n / seconds)
+
+    # Concurrent clients share translog fsyncs (group commit): together they must index faster
+    # than one client alone, never slower.
+    with rec.step(bulk_many, bulk_ratio):
+        rec.set(bulk_many, _concurrent_clients(ctx, "helpers", ctx.seed))
+        rec.set(bulk_ratio, rec.value(bulk_many) / rec.value(bulk))
+    with rec.step(raw_many, raw_ratio):
+        rec.set(raw_many, _concurrent_clients(ctx, "raw", ctx.seed))
+        rec.set(raw_ratio, rec.value(raw_many) / rec.value(raw))
 
     with rec.step(restart):
         rec.value(bulk)
