@@ -381,17 +381,41 @@ def _updated_source(doc_id: str, body: dict, prior_source: bytes | None) -> tupl
         )
     if prior_source is None:
         if body.get("doc_as_upsert") and doc is not None:
-            return orjson.dumps(doc), "created"
+            return _encode(doc), "created"
         if "upsert" in body:
-            return orjson.dumps(body["upsert"]), "created"
+            return _encode(body["upsert"]), "created"
         raise DocumentMissing(f"[{doc_id}]: document missing", extra={"index": "", "shard": "0"})
     if doc is None:
         raise ActionRequestValidation("script or doc is missing")
+    _check_nesting(doc)  # before merging: `_deep_merge` recurses as deep as the partial document
     current = orjson.loads(prior_source)
     merged = _deep_merge(current, doc)
     if body.get("detect_noop", True) and merged == current:
         return None, "noop"
-    return orjson.dumps(merged), "updated"
+    return _encode(merged), "updated"
+
+
+#: orjson writes JSON nested at most this deep; an update producing a deeper source is refused.
+MAX_UPDATE_NESTING = 254
+
+
+def _check_nesting(value: Any) -> None:
+    """400 if `value` nests deeper than a rewritten source can be; measured with a stack."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_UPDATE_NESTING:
+            raise IllegalArgument(
+                f"Document nesting depth ({depth}) exceeds the maximum allowed ({MAX_UPDATE_NESTING})"
+            )
+        children = item.values() if type(item) is dict else item if type(item) is list else ()
+        stack.extend((child, depth + 1) for child in children if type(child) in (dict, list))
+
+
+def _encode(source: Any) -> bytes:
+    """The source an update writes, checked before it is encoded."""
+    _check_nesting(source)
+    return orjson.dumps(source)
 
 
 def update_doc(

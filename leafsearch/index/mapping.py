@@ -218,8 +218,39 @@ def _default(type_: str, param: str) -> Any:
     return _TYPE_DEFAULTS.get(type_, {}).get(param, _DEFAULTS.get(param))
 
 
+class _Piece(str):
+    """Literal text of `_java_text`'s output, told apart from the JSON strings it renders."""
+
+
 def _java_text(value: Any) -> str:
-    """A JSON value as Java's `toString` shows it in Elasticsearch's messages."""
+    """A JSON value as Java's `toString` shows it in Elasticsearch's messages. Objects and arrays
+    are rendered with a stack, since a document's values may nest as deep as JSON allows."""
+    if type(value) is not dict and type(value) is not list:
+        return _java_scalar(value)
+    out: list[str] = []
+    stack: list[Any] = [value]
+    while stack:
+        item = stack.pop()
+        if type(item) is _Piece:
+            out.append(item)
+        elif type(item) is dict:
+            pieces: list[Any] = [_Piece("{")]
+            for i, (key, child) in enumerate(item.items()):
+                pieces += [_Piece(f"{', ' if i else ''}{key}="), child]
+            pieces.append(_Piece("}"))
+            stack.extend(reversed(pieces))
+        elif type(item) is list:
+            pieces = [_Piece("[")]
+            for i, child in enumerate(item):
+                pieces += [_Piece(", "), child] if i else [child]
+            pieces.append(_Piece("]"))
+            stack.extend(reversed(pieces))
+        else:
+            out.append(_java_scalar(item))
+    return "".join(out)
+
+
+def _java_scalar(value: Any) -> str:
     if value is None:
         return "null"
     if value is True or value is False:
@@ -235,10 +266,6 @@ def _java_text(value: Any) -> str:
         digits = "".join(map(str, digit_tuple)).rstrip("0") or "0"
         power = len(digit_tuple) + exponent - 1
         return f"{'-' if sign else ''}{digits[0]}.{digits[1:] or '0'}E{power}"
-    if type(value) is dict:
-        return "{" + ", ".join(f"{k}={_java_text(v)}" for k, v in value.items()) + "}"
-    if type(value) is list:
-        return "[" + ", ".join(_java_text(v) for v in value) + "]"
     return str(value)
 
 
@@ -285,14 +312,21 @@ def _scalar(v: Any) -> Any:
 
 
 def _flat(values: list) -> list:
-    """Nested JSON arrays flatten into one list of values, as Elasticsearch reads them."""
-    for v in values:
-        if type(v) is list:
-            out: list = []
-            for w in values:
-                out.extend(_flat(w) if type(w) is list else (w,))
-            return out
-    return values
+    """Nested JSON arrays flatten into one list of values, as Elasticsearch reads them (with a
+    stack, not recursion: arrays may nest as deep as the JSON parser allows)."""
+    if not any(type(v) is list for v in values):
+        return values
+    out: list = []
+    stack = [iter(values)]
+    while stack:
+        for v in stack[-1]:
+            if type(v) is list:
+                stack.append(iter(v))
+                break
+            out.append(v)
+        else:
+            stack.pop()
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
