@@ -21,8 +21,12 @@ from leafsearch.errors import (
     ParseException,
     ResourceAlreadyExists,
 )
+from leafsearch.index.index import apply_mapping_limits
 from leafsearch.index.mapping import Mapping as IndexMapping
+from leafsearch.index.mapping import _wildcard as simple_match
 from leafsearch.settings import (
+    AutoCreate,
+    check_active_shard_count,
     index_defaults,
     index_setting,
     is_dynamic_index_setting,
@@ -163,7 +167,9 @@ class IndicesOptions:
 # create, delete, get
 
 
-def create_index(node: Node, name: str, body: Mapping[str, Any] | None) -> dict[str, Any]:
+def create_index(
+    node: Node, name: str, body: Mapping[str, Any] | None, *, wait_for_active_shards: int | str | None = None
+) -> dict[str, Any]:
     validate_index_name(name)
     body = body or {}
     for key in body:
@@ -172,7 +178,12 @@ def create_index(node: Node, name: str, body: Mapping[str, Any] | None) -> dict[
     if body.get("aliases"):
         raise IllegalArgument("aliases are not supported by leafsearch")
     settings = parse_index_settings(body.get("settings"))
+    if wait_for_active_shards is None:
+        wait_for_active_shards = index_setting(settings, "index.write.wait_for_active_shards")
+    check_active_shard_count(wait_for_active_shards, index_setting(settings, "index.number_of_replicas"))
     mapping = IndexMapping.from_body(body.get("mappings"))
+    apply_mapping_limits(mapping, settings)
+    mapping.check_limits()
     with node.lock:
         existing = node.indices.get(name)
         if existing is not None:
@@ -183,12 +194,7 @@ def create_index(node: Node, name: str, body: Mapping[str, Any] | None) -> dict[
 
 def auto_create_index(node: Node, name: str) -> Index:
     """The index a write names when it does not exist yet, created as `action.auto_create_index` allows."""
-    allowed = node.cluster_settings.get("action.auto_create_index")
-    if not _auto_create_allowed(allowed, name):
-        error = IndexNotFound(name)
-        error.reason = f"no such index [{name}] and [action.auto_create_index] "
-        error.reason += "is [false]" if allowed == "false" else f"([{allowed}]) doesn't match"
-        raise error
+    _check_auto_create(node.cluster_settings.get("action.auto_create_index"), name)
     validate_index_name(name)
     with node.lock:
         existing = node.indices.get(name)
@@ -197,16 +203,21 @@ def auto_create_index(node: Node, name: str) -> Index:
         return node.create_index(name, {}, IndexMapping.from_body(None))
 
 
-def _auto_create_allowed(allowed: str, name: str) -> bool:
-    if allowed in ("true", "false"):
-        return allowed == "true"
-    for pattern in allowed.split(","):
-        pattern = pattern.strip()
-        if pattern.startswith("-") and fnmatch.fnmatchcase(name, pattern[1:]):
-            return False
-        if fnmatch.fnmatchcase(name, pattern.removeprefix("+")):
-            return True
-    return False
+def _check_auto_create(auto: AutoCreate, name: str) -> None:
+    """Elasticsearch's `AutoCreateIndex.shouldAutoCreate`: the first matching pattern decides."""
+    if not auto.enabled:
+        raise IndexNotFound(name, suffix=" and [action.auto_create_index] is [false]")
+    for pattern, include in auto.expressions:
+        if simple_match(pattern).fullmatch(name):
+            if include:
+                return
+            raise IndexNotFound(
+                name,
+                suffix=f" and [action.auto_create_index] contains [-{pattern}] which forbids automatic "
+                "creation of the index",
+            )
+    if auto.expressions:
+        raise IndexNotFound(name, suffix=f" and [action.auto_create_index] ([{auto.text}]) doesn't match")
 
 
 def _already_exists(index: Index) -> ResourceAlreadyExists:

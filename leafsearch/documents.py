@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from leafsearch.bulk_metadata import typed_metadata
 from leafsearch.errors import (
     ActionRequestValidation,
     DocumentMissing,
@@ -26,6 +27,7 @@ from leafsearch.errors import (
 from leafsearch.index.parsed import ParsedBatch
 from leafsearch.index.shard import PRIMARY_TERM, DocState, Shard, SyncPoint
 from leafsearch.rawjson import RawJSON
+from leafsearch.settings import check_active_shard_count
 
 if TYPE_CHECKING:
     from leafsearch.index.index import Index
@@ -182,6 +184,7 @@ def index_doc(
     if_seq_no: int | None = None,
     if_primary_term: int | None = None,
     require_alias: bool = False,
+    wait_for_active_shards: int | str | None = None,
 ) -> dict[str, Any]:
     _check_refresh(refresh)
     if op_type not in ("index", "create"):
@@ -201,6 +204,7 @@ def index_doc(
             suffix=f" and [require_alias] request flag is [true] and [{index_name}] is not an alias",
         )
     index = _write_index(node, index_name)
+    _check_active_shards(index, wait_for_active_shards)
     _check_routing_required(index, routing, doc_id)
     shard = index.shard_of(doc_id, routing)
     parsed = index.parse(source, doc_id)
@@ -219,6 +223,10 @@ def index_doc(
         )
     _after_write(node, index, shard, point, refresh, response)
     return response
+
+
+def _check_active_shards(index: Index, wait: int | str | None) -> None:
+    check_active_shard_count(wait, int(index.setting("index.number_of_replicas")))
 
 
 def _check_routing_required(index: Index, routing: str | None, doc_id: str) -> None:
@@ -307,10 +315,12 @@ def delete_doc(
     refresh: str | None = None,
     if_seq_no: int | None = None,
     if_primary_term: int | None = None,
+    wait_for_active_shards: int | str | None = None,
 ) -> dict[str, Any]:
     """Delete by id; `result: not_found` (the REST layer answers 404) when absent."""
     _check_refresh(refresh)
     index = _read_index(node, index_name)
+    _check_active_shards(index, wait_for_active_shards)
     _check_routing_required(index, routing, doc_id)
     shard = index.shard_of(doc_id, routing)
     with shard.writing() as point:
@@ -371,17 +381,41 @@ def _updated_source(doc_id: str, body: dict, prior_source: bytes | None) -> tupl
         )
     if prior_source is None:
         if body.get("doc_as_upsert") and doc is not None:
-            return orjson.dumps(doc), "created"
+            return _encode(doc), "created"
         if "upsert" in body:
-            return orjson.dumps(body["upsert"]), "created"
+            return _encode(body["upsert"]), "created"
         raise DocumentMissing(f"[{doc_id}]: document missing", extra={"index": "", "shard": "0"})
     if doc is None:
         raise ActionRequestValidation("script or doc is missing")
+    _check_nesting(doc)  # before merging: `_deep_merge` recurses as deep as the partial document
     current = orjson.loads(prior_source)
     merged = _deep_merge(current, doc)
     if body.get("detect_noop", True) and merged == current:
         return None, "noop"
-    return orjson.dumps(merged), "updated"
+    return _encode(merged), "updated"
+
+
+#: orjson writes JSON nested at most this deep; an update producing a deeper source is refused.
+MAX_UPDATE_NESTING = 254
+
+
+def _check_nesting(value: Any) -> None:
+    """400 if `value` nests deeper than a rewritten source can be; measured with a stack."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_UPDATE_NESTING:
+            raise IllegalArgument(
+                f"Document nesting depth ({depth}) exceeds the maximum allowed ({MAX_UPDATE_NESTING})"
+            )
+        children = item.values() if type(item) is dict else item if type(item) is list else ()
+        stack.extend((child, depth + 1) for child in children if type(child) in (dict, list))
+
+
+def _encode(source: Any) -> bytes:
+    """The source an update writes, checked before it is encoded."""
+    _check_nesting(source)
+    return orjson.dumps(source)
 
 
 def update_doc(
@@ -395,11 +429,13 @@ def update_doc(
     if_seq_no: int | None = None,
     if_primary_term: int | None = None,
     retry_on_conflict: int = 0,
+    wait_for_active_shards: int | str | None = None,
 ) -> dict[str, Any]:
     """A partial update. It reads and writes under the shard lock, so no concurrent write can
     conflict with it: `retry_on_conflict` is accepted for compatibility and never needed."""
     _check_refresh(refresh)
     index = _write_index(node, index_name)
+    _check_active_shards(index, wait_for_active_shards)
     _check_routing_required(index, routing, doc_id)
     shard = index.shard_of(doc_id, routing)
     with shard.writing() as point:
@@ -519,6 +555,7 @@ def _parse_bulk(body: bytes, default_index: str | None, default_routing: str | N
         if not meta.keys() <= _BULK_META:
             unknown = next(key for key in meta if key not in _BULK_META)
             raise IllegalArgument(f"Action/metadata line [{i}] contains an unknown parameter [{unknown}]")
+        meta = typed_metadata(i, meta)
         line_no = i
         source = None
         if kind != "delete":
@@ -551,6 +588,7 @@ def bulk(
     index: str | None = None,
     refresh: str | None = None,
     routing: str | None = None,
+    wait_for_active_shards: int | str | None = None,
 ) -> dict[str, Any]:
     started = time.perf_counter()
     _check_refresh(refresh)
@@ -562,7 +600,8 @@ def bulk(
     results: list[dict[str, Any]] = [{}] * len(ops)
     for index_name, entries in by_index.items():
         try:
-            target = _write_index(node, index_name)
+            target = _bulk_target(node, index_name, entries)
+            _check_active_shards(target, wait_for_active_shards)
         except ElasticError as exc:
             for pos, op in entries:
                 results[pos] = {op.kind: _item_error(op, op.meta.get("_id"), exc)}
@@ -586,6 +625,14 @@ def bulk(
     return {"errors": errors, "took": int((time.perf_counter() - started) * 1000), "items": results}
 
 
+def _bulk_target(node: Node, name: str, entries: list[tuple[int, _BulkOp]]) -> Index:
+    """The index of a bulk request's operations on `name`. As in Elasticsearch, deletes alone never
+    create a missing index: each of them fails with `index_not_found_exception`."""
+    if all(op.kind == "delete" for _, op in entries):
+        return _read_index(node, name)
+    return _write_index(node, name)
+
+
 #: (position in the request, operation, id, whether the id was generated)
 _ShardOp = tuple[int, _BulkOp, str, bool]
 #: What a bulk request logged into one shard: where to sync to, and the positions of its items.
@@ -603,8 +650,6 @@ def _bulk_into(
         auto_id = doc_id is None
         if auto_id:
             doc_id = generate_id()
-        elif type(doc_id) is not str:
-            doc_id = str(doc_id)
         per_shard.setdefault(index.shard_of(doc_id, op.routing), []).append((pos, op, doc_id, auto_id))
     for shard, shard_ops in per_shard.items():
         parsed = None

@@ -90,6 +90,67 @@ def any_setting(value: SettingValue, key: str) -> SettingValue:
     return value
 
 
+@dataclass(frozen=True, slots=True)
+class AutoCreate:
+    """`action.auto_create_index`: `enabled` false refuses every auto-creation; otherwise the
+    `(pattern, include)` expressions, when there are any, decide by the first one that matches."""
+
+    enabled: bool
+    expressions: tuple[tuple[str, bool], ...]
+    text: str
+
+
+def auto_create_setting(value: SettingValue, key: str) -> AutoCreate:
+    """Elasticsearch's `AutoCreate`: a boolean, or comma-separated index patterns each optionally
+    prefixed with `+` or `-`. A list is read as Java renders it (`[a, b]`), as Elasticsearch's
+    string setting reads a list value."""
+    text = value if isinstance(value, str) else "[" + ", ".join(value) + "]"
+    if text in ("true", "false"):
+        return AutoCreate(text == "true", (), text)
+    expressions = []
+    for raw in text.split(",") if text else ():
+        pattern = raw.strip()
+        if not pattern:
+            raise IllegalArgument(
+                f"Can't parse [{text}] for setting [{key}] must be either [true, false, or a comma "
+                "separated list of index patterns]"
+            )
+        if pattern in ("-", "+"):
+            raise IllegalArgument(
+                f"Can't parse [{text}] for setting [{key}] must contain an index name after [{pattern}]"
+            )
+        include = not pattern.startswith("-")
+        expressions.append((pattern[1:] if pattern[0] in "+-" else pattern, include))
+    return AutoCreate(True, tuple(expressions), text)
+
+
+_JAVA_INT = re.compile(r"[+-]?\d{1,10}")
+
+
+def active_shard_count(value: SettingValue | None, key: str = "wait_for_active_shards") -> int | str | None:
+    """`wait_for_active_shards` as Elasticsearch's `ActiveShardCount.parseString` reads it: `all`, a
+    non-negative int, or None (the default) when absent."""
+    if value is None:
+        return None
+    if value == "all":
+        return "all"
+    if not isinstance(value, str) or not _JAVA_INT.fullmatch(value) or not -(2**31) <= int(value) < 2**31:
+        raise IllegalArgument(f"cannot parse ActiveShardCount[{value}]")
+    count = int(value)
+    if count < 0:
+        raise IllegalArgument("shard count cannot be a negative value")
+    return count
+
+
+def check_active_shard_count(wait: int | str | None, replicas: int) -> None:
+    """A count above the copies of a shard can never be met: refused at once (see ARCHITECTURE.md)."""
+    if type(wait) is int and wait > replicas + 1:
+        raise IllegalArgument(
+            f"invalid wait_for_active_shards[{wait}]: cannot be greater than number of shard copies "
+            f"[{replicas + 1}]"
+        )
+
+
 _BYTE_UNITS = (
     ("pb", 1 << 50),
     ("tb", 1 << 40),
@@ -133,6 +194,8 @@ def byte_size_setting(value: SettingValue, key: str) -> int:
 # ---------------------------------------------------------------------------------------------
 # index settings
 
+MAX_MAPPING_DEPTH = 100
+
 _INDEX = [
     Setting("index.number_of_shards", "1", int_setting(1, 1024), False),
     Setting("index.number_of_replicas", "1", int_setting(0), True),
@@ -167,7 +230,9 @@ _INDEX = [
     Setting("index.translog.sync_interval", "5s", positive_time_setting, False),
     Setting("index.translog.flush_threshold_size", "512mb", byte_size_setting, True),
     Setting("index.mapping.total_fields.limit", "1000", int_setting(0), True),
-    Setting("index.mapping.depth.limit", "20", int_setting(1), True),
+    # Elasticsearch sets no maximum; leafsearch's mapping and documents nest in Python and JSON
+    # encoders whose depth is bounded, so the limit itself is (a deeper mapping is never useful).
+    Setting("index.mapping.depth.limit", "20", int_setting(1, MAX_MAPPING_DEPTH), True),
     Setting("index.mapping.nested_fields.limit", "50", int_setting(0), True),
     Setting("index.mapping.nested_objects.limit", "10000", int_setting(0), True),
     Setting("index.mapping.field_name_length.limit", str(2**63 - 1), int_setting(1, 2**63 - 1), True),
@@ -176,7 +241,7 @@ _INDEX = [
     Setting("index.query.default_field", ["*"], any_setting, True),
     Setting("index.default_pipeline", "_none", any_setting, True),
     Setting("index.final_pipeline", "_none", any_setting, True),
-    Setting("index.write.wait_for_active_shards", "1", any_setting, True),
+    Setting("index.write.wait_for_active_shards", "1", active_shard_count, True),
     Setting("index.requests.cache.enable", "true", bool_setting, True),
     Setting("index.shard.check_on_startup", "false", choice_setting("false", "true", "checksum"), False),
     Setting("index.store.type", "", any_setting, False),
@@ -313,7 +378,7 @@ _CLUSTER = [
     Setting("search.allow_expensive_queries", "true", bool_setting, True),
     Setting("search.max_buckets", "65536", int_setting(0), True),
     Setting("action.destructive_requires_name", "true", bool_setting, True),
-    Setting("action.auto_create_index", "true", any_setting, True),
+    Setting("action.auto_create_index", "true", auto_create_setting, True),
     Setting("cluster.max_shards_per_node", "1000", int_setting(1), True),
     Setting("cluster.blocks.read_only", "false", bool_setting, True),
     Setting("cluster.blocks.read_only_allow_delete", "false", bool_setting, True),

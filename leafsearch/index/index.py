@@ -32,6 +32,7 @@ class Index:
         self.creation_date: int = meta["creation_date"]
         self.settings: dict[str, str] = meta["settings"]
         self.mapping: Mapping = Mapping.from_body(meta.get("mappings"))
+        apply_mapping_limits(self.mapping, self.settings)
         #: Guards the mapping (dynamic updates) and settings; shards have their own locks.
         self.lock = threading.RLock()
         self.num_shards: int = int(index_setting(self.settings, "index.number_of_shards"))
@@ -105,6 +106,7 @@ class Index:
                     self.settings.pop(key, None)
                 else:
                     self.settings[key] = value
+            apply_mapping_limits(self.mapping, self.settings)
             self.persist_meta()
 
     def shard_of(self, doc_id: str, routing: str | None) -> Shard:
@@ -166,6 +168,15 @@ class Index:
 
 #: Folders of indices being deleted; a restart finishes deleting them.
 DELETED_PREFIX = ".deleted-"
+
+
+def apply_mapping_limits(mapping: Mapping, settings: dict[str, str]) -> None:
+    """The `index.mapping.*.limit` settings, as the mapping checks them on every addition."""
+    mapping.set_limits(
+        index_setting(settings, "index.mapping.total_fields.limit"),
+        index_setting(settings, "index.mapping.depth.limit"),
+        index_setting(settings, "index.mapping.field_name_length.limit"),
+    )
 
 
 def _write_json(path: Path, data: dict) -> None:

@@ -218,8 +218,39 @@ def _default(type_: str, param: str) -> Any:
     return _TYPE_DEFAULTS.get(type_, {}).get(param, _DEFAULTS.get(param))
 
 
+class _Piece(str):
+    """Literal text of `_java_text`'s output, told apart from the JSON strings it renders."""
+
+
 def _java_text(value: Any) -> str:
-    """A JSON value as Java's `toString` shows it in Elasticsearch's messages."""
+    """A JSON value as Java's `toString` shows it in Elasticsearch's messages. Objects and arrays
+    are rendered with a stack, since a document's values may nest as deep as JSON allows."""
+    if type(value) is not dict and type(value) is not list:
+        return _java_scalar(value)
+    out: list[str] = []
+    stack: list[Any] = [value]
+    while stack:
+        item = stack.pop()
+        if type(item) is _Piece:
+            out.append(item)
+        elif type(item) is dict:
+            pieces: list[Any] = [_Piece("{")]
+            for i, (key, child) in enumerate(item.items()):
+                pieces += [_Piece(f"{', ' if i else ''}{key}="), child]
+            pieces.append(_Piece("}"))
+            stack.extend(reversed(pieces))
+        elif type(item) is list:
+            pieces = [_Piece("[")]
+            for i, child in enumerate(item):
+                pieces += [_Piece(", "), child] if i else [child]
+            pieces.append(_Piece("]"))
+            stack.extend(reversed(pieces))
+        else:
+            out.append(_java_scalar(item))
+    return "".join(out)
+
+
+def _java_scalar(value: Any) -> str:
     if value is None:
         return "null"
     if value is True or value is False:
@@ -235,10 +266,6 @@ def _java_text(value: Any) -> str:
         digits = "".join(map(str, digit_tuple)).rstrip("0") or "0"
         power = len(digit_tuple) + exponent - 1
         return f"{'-' if sign else ''}{digits[0]}.{digits[1:] or '0'}E{power}"
-    if type(value) is dict:
-        return "{" + ", ".join(f"{k}={_java_text(v)}" for k, v in value.items()) + "}"
-    if type(value) is list:
-        return "[" + ", ".join(_java_text(v) for v in value) + "]"
     return str(value)
 
 
@@ -285,14 +312,21 @@ def _scalar(v: Any) -> Any:
 
 
 def _flat(values: list) -> list:
-    """Nested JSON arrays flatten into one list of values, as Elasticsearch reads them."""
-    for v in values:
-        if type(v) is list:
-            out: list = []
-            for w in values:
-                out.extend(_flat(w) if type(w) is list else (w,))
-            return out
-    return values
+    """Nested JSON arrays flatten into one list of values, as Elasticsearch reads them (with a
+    stack, not recursion: arrays may nest as deep as the JSON parser allows)."""
+    if not any(type(v) is list for v in values):
+        return values
+    out: list = []
+    stack = [iter(values)]
+    while stack:
+        for v in stack[-1]:
+            if type(v) is list:
+                stack.append(iter(v))
+                break
+            out.append(v)
+        else:
+            stack.pop()
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -390,6 +424,11 @@ class FieldType:
     def _parse_keyword(self, value: Any, doc: ParsedDoc) -> None:
         if type(value) is str and self.normalizer is None:
             if len(value) <= self.ignore_above:
+                if len(value) > MAX_TERM_CHARS_ALWAYS_SHORT:
+                    try:
+                        _check_term_length(self, value)
+                    except _Malformed as e:
+                        raise _FieldError(self, value, e) from None
                 values = doc.keyword.get(self.path)
                 if values is None:
                     doc.keyword[self.path] = [value]
@@ -498,7 +537,12 @@ class FieldType:
         text = v if type(v) is str else _java_text(_scalar(v))
         if self.kind == "text":
             return text
-        return self.normalize(text) if len(text) <= self.ignore_above else None
+        if len(text) > self.ignore_above:
+            return None
+        term = self.normalize(text)
+        if len(term) > MAX_TERM_CHARS_ALWAYS_SHORT:
+            _check_term_length(self, term)
+        return term
 
     def _convert_boolean(self, v: Any) -> int:
         t = type(_scalar(v))
@@ -593,6 +637,26 @@ class FieldType:
         elif not _LONG_MIN <= result <= _LONG_MAX:
             raise _Malformed(f"date[{_java_text(v)}] is out of range for a long")
         return result
+
+
+#: Lucene's limit on the UTF-8 bytes of one indexed term (`IndexWriter.MAX_TERM_LENGTH`).
+MAX_TERM_BYTES = 32766
+#: Strings of at most this many characters are within it whatever they hold (4 bytes a character).
+MAX_TERM_CHARS_ALWAYS_SHORT = MAX_TERM_BYTES // 4
+
+
+def _check_term_length(field: FieldType, term: str) -> None:
+    """Elasticsearch refuses a keyword longer than Lucene can index, before indexing anything
+    (`ignore_above` is how a mapping skips such values instead)."""
+    encoded = term.encode("utf-8", "surrogatepass")
+    if len(encoded) <= MAX_TERM_BYTES or not (field.index or field.doc_values or field.store):
+        return
+    prefix = ", ".join(str(b - 256 if b > 127 else b) for b in encoded[:30])  # Java's signed bytes
+    raise _Malformed(
+        f'Document contains at least one immense term in field="{field.path}" (whose UTF8 encoding is '
+        f"longer than the max length {MAX_TERM_BYTES}), all of which were skipped. Please correct the "
+        f"analyzer to not produce such terms. The prefix of the first immense term is: '[{prefix}]...'"
+    )
 
 
 _DOUBLE_TEXT = re.compile(r"\s*[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?[dDfF]?\s*")
@@ -948,8 +1012,11 @@ class Mapping:
 
     def __init__(self) -> None:
         self.version = 0
-        #: `index.mapping.total_fields.limit`, checked when fields are added.
+        #: `index.mapping.total_fields.limit`, `index.mapping.depth.limit` and
+        #: `index.mapping.field_name_length.limit`, checked whenever fields are added.
         self.total_fields_limit = 1000
+        self.depth_limit = 20
+        self.field_name_length_limit = 2**63 - 1
         self.routing_required = False
         self._root = ObjectMapper("", "")
         self._root_params: dict[str, Any] = {}
@@ -1086,7 +1153,7 @@ class Mapping:
         """
         incoming = Mapping.from_body(body)
         merged = Mapping.from_body(self.to_body())
-        merged.total_fields_limit = self.total_fields_limit
+        merged.set_limits(self.total_fields_limit, self.depth_limit, self.field_name_length_limit)
         for key, value in incoming._root_params.items():
             if key == "dynamic_templates":
                 by_name = {name: t for t in merged._root_params.get(key, []) for name in t}
@@ -1100,9 +1167,50 @@ class Mapping:
             merged._root.children[name] = child if existing is None else _merge_mappers(existing, child)
         merged._refresh()
         _check_field_limit(self.total_fields_limit, _count_fields(self._root), _count_fields(merged._root))
+        merged._check_shape(merged._root)
         if merged.to_body() != self.to_body():
             self._adopt(merged)
             self.version += 1
+
+    def set_limits(self, total_fields: int, depth: int, field_name_length: int) -> None:
+        """The index's mapping limits (its settings), checked against every later addition."""
+        self.total_fields_limit = total_fields
+        self.depth_limit = depth
+        self.field_name_length_limit = field_name_length
+
+    def check_limits(self) -> None:
+        """400 `illegal_argument_exception` if the mapping as it stands exceeds its limits (a new
+        index's mapping, checked against the index's settings)."""
+        _check_field_limit(self.total_fields_limit, 0, _count_fields(self._root))
+        self._check_shape(self._root)
+
+    def _check_shape(self, mapper: ObjectMapper) -> None:
+        """Depth and field-name length of every mapper below `mapper`, as Elasticsearch checks them."""
+        for child in mapper.children.values():
+            self._check_shape_of(child)
+
+    def _check_shape_of(self, mapper: FieldType | ObjectMapper) -> None:
+        self._check_name(mapper.name)
+        if mapper.leaf:
+            for sub in mapper.subfields:
+                self._check_name(sub.name)
+        else:
+            self._check_depth(mapper.path)
+            self._check_shape(mapper)
+
+    def _check_depth(self, object_path: str) -> None:
+        if object_path.count(".") + 2 > self.depth_limit:
+            raise IllegalArgument(
+                f"Limit of mapping depth [{self.depth_limit}] has been exceeded due to object field "
+                f"[{object_path}]"
+            )
+
+    def _check_name(self, name: str) -> None:
+        length = len(name) if name.isascii() else len(name.encode("utf-16-le")) // 2  # Java chars
+        if length > self.field_name_length_limit:
+            raise IllegalArgument(
+                f"Field name [{name}] is longer than the limit of [{self.field_name_length_limit}] characters"
+            )
 
     def _adopt(self, other: Mapping) -> None:
         self._root, self._root_params = other._root, other._root_params
@@ -1228,7 +1336,11 @@ class Mapping:
         """`{"a.b": 1}` is `{"a": {"b": 1}}`, as Elasticsearch expands dots in field names."""
         parts = key.split(".")
         if not all(parts):
-            reason = f"object field starting or ending with a [.] makes object resolution ambiguous: [{key}]"
+            reason = (
+                "field name cannot contain only dots"
+                if not any(parts)
+                else f"object field starting or ending with a [.] makes object resolution ambiguous: [{key}]"
+            )
             raise _DocError(
                 key,
                 lambda loc, _id: _with_java_cause(
@@ -1264,6 +1376,7 @@ class Mapping:
                 break
         try:
             child = _build_mapper(path, key, node)
+            self._check_shape_of(child)  # before walking into it: recursion stays bounded
         except _MappingError as e:
             message = e.message
             raise _DocError(

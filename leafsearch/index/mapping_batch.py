@@ -25,7 +25,14 @@ import orjson
 from leafsearch.index.analysis import analyze_many
 from leafsearch.index.dates import MAX_NANOS, NANOS_PER_MILLI
 from leafsearch.index.iso_columns import iso_millis
-from leafsearch.index.mapping import _INTEGER_TYPES, FieldType, Mapping, ObjectMapper, _Malformed
+from leafsearch.index.mapping import (
+    _INTEGER_TYPES,
+    MAX_TERM_CHARS_ALWAYS_SHORT,
+    FieldType,
+    Mapping,
+    ObjectMapper,
+    _Malformed,
+)
 from leafsearch.index.parsed import ParsedBatch, Rows
 
 _SCALARS = frozenset({str, int, float, bool})
@@ -116,7 +123,13 @@ def _fast_values(field: FieldType, values: list, types: set[type]) -> list[Any] 
     """The converted values when the whole column is of the common kind, else None."""
     type_ = field.type
     if type_ == "keyword":
-        ok = types == {str} and field.normalizer is None and max(map(len, values)) <= field.ignore_above
+        longest = max(map(len, values)) if types == {str} else 0
+        ok = (
+            types == {str}
+            and field.normalizer is None
+            and longest <= field.ignore_above
+            and longest <= MAX_TERM_CHARS_ALWAYS_SHORT  # longer ones: checked value by value
+        )
         return values if ok else None
     if type_ in _INTEGER_TYPES:
         lo, hi, _ = _INTEGER_TYPES[type_]

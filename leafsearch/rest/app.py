@@ -150,15 +150,28 @@ class Dispatcher:
         return body
 
     def _inflate(self, body: bytes) -> bytes:
-        """Clients with `http_compress` send gzip bodies; the size limit applies to the inflated bytes."""
-        inflater = zlib.decompressobj(wbits=47)  # 32 + 15: gzip or zlib header, detected
-        try:
-            inflated = inflater.decompress(body, self.max_content_length + 1)
-        except zlib.error as exc:
-            raise _BadEncoding(str(exc)) from None
-        if len(inflated) > self.max_content_length or inflater.unconsumed_tail:
-            raise _TooLarge(len(inflated) + len(inflater.unconsumed_tail))
-        return inflated
+        """Clients with `http_compress` send gzip bodies; the size limit applies to the inflated bytes.
+
+        A gzip stream may hold several members one after the other (RFC 1952, what `cat a.gz b.gz`
+        makes): every member is inflated, and the limit counts all of them together, so a body is
+        never silently cut to its first member."""
+        parts: list[bytes] = []
+        size = 0
+        rest = body
+        while rest:
+            inflater = zlib.decompressobj(wbits=47)  # 32 + 15: gzip or zlib header, detected
+            try:
+                inflated = inflater.decompress(rest, self.max_content_length + 1 - size)
+            except zlib.error as exc:
+                raise _BadEncoding(str(exc)) from None
+            size += len(inflated)
+            if size > self.max_content_length or inflater.unconsumed_tail:
+                raise _TooLarge(size + len(inflater.unconsumed_tail))
+            if not inflater.eof:
+                raise _BadEncoding("unexpected end of compressed data")
+            parts.append(inflated)
+            rest = inflater.unused_data
+        return b"".join(parts)
 
     def _respond(
         self, route: Route, request: RestRequest, content_type: str, pretty: bool

@@ -9,6 +9,7 @@ from leafsearch import admin
 from leafsearch.errors import IllegalArgument, IndexNotFound
 from leafsearch.rest.exchange import RestRequest, RestResponse
 from leafsearch.rest.unrecognized import unrecognized
+from leafsearch.settings import active_shard_count
 from leafsearch.version import LUCENE_VERSION
 from leafsearch.version import VERSION as ES_VERSION
 
@@ -155,6 +156,7 @@ def nodes_stats(node: Node, req: RestRequest) -> RestResponse:
 
 
 def cluster_health(node: Node, req: RestRequest) -> RestResponse:
+    active_shard_count(req.param("wait_for_active_shards"))  # validated; every primary is active
     status, body = admin.cluster_health(
         node,
         req.path_params.get("index"),

@@ -14,6 +14,7 @@ from leafsearch.errors import (
 )
 from leafsearch.rest.exchange import RestRequest, RestResponse
 from leafsearch.rest.source_filter import apply_source_option
+from leafsearch.settings import active_shard_count
 
 if TYPE_CHECKING:
     from leafsearch.node import Node
@@ -23,17 +24,16 @@ _MGET_DOC_KEYS = frozenset(
 )
 
 
-def _check_wait_params(req: RestRequest) -> None:
-    """Accepted for compatibility (one node has nothing to wait for), but still validated."""
+def _wait_for_active_shards(req: RestRequest) -> int | str | None:
+    """One node holds the one active copy of every shard: a count it can meet is answered at once,
+    one it never can is refused by the write (`check_active_shard_count`)."""
     req.time_param("timeout")
-    active = req.param("wait_for_active_shards")
-    if active is not None and active != "all" and not active.isdigit():
-        raise IllegalArgument(f"cannot parse ActiveShardCount[{active}]")
+    return active_shard_count(req.param("wait_for_active_shards"))
 
 
 def _write_options(req: RestRequest) -> dict[str, Any]:
-    _check_wait_params(req)
     return {
+        "wait_for_active_shards": _wait_for_active_shards(req),
         "routing": req.param("routing"),
         "refresh": req.param("refresh"),
         "if_seq_no": req.long_param("if_seq_no"),
@@ -113,10 +113,11 @@ def update_doc(node: Node, req: RestRequest) -> RestResponse:
 
 
 def bulk(node: Node, req: RestRequest) -> RestResponse:
-    _check_wait_params(req)
+    wait = _wait_for_active_shards(req)
     return RestResponse(
         node.bulk(
             req.required_body(),
+            wait_for_active_shards=wait,
             index=req.path_params.get("index"),
             refresh=req.param("refresh"),
             routing=req.param("routing"),

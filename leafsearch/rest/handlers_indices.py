@@ -7,13 +7,17 @@ from typing import TYPE_CHECKING
 from leafsearch import admin
 from leafsearch.errors import IndexNotFound
 from leafsearch.rest.exchange import RestRequest, RestResponse
+from leafsearch.settings import active_shard_count
 
 if TYPE_CHECKING:
     from leafsearch.node import Node
 
 
 def create_index(node: Node, req: RestRequest) -> RestResponse:
-    return RestResponse(admin.create_index(node, req.path_params["index"], req.json_object()))
+    wait = active_shard_count(req.param("wait_for_active_shards"))
+    return RestResponse(
+        admin.create_index(node, req.path_params["index"], req.json_object(), wait_for_active_shards=wait)
+    )
 
 
 def get_index(node: Node, req: RestRequest) -> RestResponse:
