@@ -46,6 +46,9 @@ FLAG_NAMES = {
     "ALL": ALL,
 }
 
+#: Groups nested deeper than this are refused (each level is a few Python frames here).
+MAX_GROUP_DEPTH = 100
+
 #: Lucene's `Operations.DEFAULT_DETERMINIZE_WORK_LIMIT`, also `max_determinized_states`' default.
 DEFAULT_MAX_STATES = 10_000
 
@@ -108,12 +111,6 @@ def _class(ranges: tuple[tuple[int, int], ...], negate: bool = False) -> str:
         return "[^\\x00-\\x{10ffff}]" if not negate else "(?s:.)"
     body = "".join(_class_char(a) if a == b else f"{_class_char(a)}-{_class_char(b)}" for a, b in ranges)
     return f"[{'^' if negate else ''}{body}]"
-
-
-def _concat(a: Node, b: Node) -> Node:
-    if a.regex is None or b.regex is None:
-        raise _inexpressible()
-    return _re(f"(?:{a.regex})(?:{b.regex})", a.size + b.size)
 
 
 def _union(a: Node, b: Node) -> Node:
@@ -180,6 +177,7 @@ class _Parser:
         self.pos = 0
         self.flags = flags
         self.ci = case_insensitive
+        self.depth = 0
 
     def more(self) -> bool:
         return self.pos < len(self.s)
@@ -211,24 +209,31 @@ class _Parser:
             raise PatternError(f"end-of-string expected at position {self.pos}")
         return e
 
+    # Lucene recurses for every `|`, `&` and concatenated piece; these loops build the same
+    # trees without a Python frame per character.
+
     def union(self) -> Node:
         e = self.inter()
-        if self.match("|"):
-            e = _union(e, self.union())
+        while self.match("|"):
+            e = _union(e, self.inter())
         return e
 
     def inter(self) -> Node:
         e = self.concat()
-        if self.check(INTERSECTION) and self.match("&"):
-            other = self.inter()
+        while self.check(INTERSECTION) and self.match("&"):
+            other = self.concat()
             e = Node(None, max(e.size, 1) * max(other.size, 1), "and", (e, other))
         return e
 
     def concat(self) -> Node:
-        e = self.repeat()
-        if self.more() and not self.peek(")|") and not (self.check(INTERSECTION) and self.peek("&")):
-            e = _concat(e, self.concat())
-        return e
+        parts = [self.repeat()]
+        while self.more() and not self.peek(")|") and not (self.check(INTERSECTION) and self.peek("&")):
+            parts.append(self.repeat())
+        if len(parts) == 1:
+            return parts[0]
+        if any(p.regex is None for p in parts):
+            raise _inexpressible()
+        return _re("".join(f"(?:{p.regex})" for p in parts), sum(p.size for p in parts))
 
     def repeat(self) -> Node:
         e = self.complement()
@@ -324,7 +329,11 @@ class _Parser:
         if self.match("("):
             if self.match(")"):
                 return _re("", 0)
+            self.depth += 1
+            if self.depth > MAX_GROUP_DEPTH:
+                raise TooComplex(f"regular expression nests groups deeper than {MAX_GROUP_DEPTH}")
             e = self.union()
+            self.depth -= 1
             if not self.match(")"):
                 raise PatternError(f"expected ')' at position {self.pos}")
             return e

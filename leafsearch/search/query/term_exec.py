@@ -206,7 +206,8 @@ def exec_pattern(
 ) -> Result:
     n = view.max_doc
     ci = plan.case_insensitive
-    pattern = term_pattern(plan.mode, plan.pattern, ci, plan.flags, plan.max_states)
+    plain_prefix = plan.mode == "prefix" and not ci
+    pattern = None if plain_prefix else term_pattern(plan.mode, plan.pattern, ci, plan.flags, plan.max_states)
     literal = "" if ci else literal_prefix(plan.mode, plan.pattern)
     if plan.kind == "_id":
         segment = view.segment

@@ -218,7 +218,8 @@ def _pattern_plan(
     max_states: int = lucene_regexp.DEFAULT_MAX_STATES,
 ) -> Any:
     if name == "_id":
-        _compiled(ctx, mode, value, case_insensitive, flags, max_states)
+        if mode != "prefix" or case_insensitive:
+            _compiled(ctx, mode, value, case_insensitive, flags, max_states)
         return PatternPlan(name, "_id", mode, value, case_insensitive, boost, flags, max_states)
     if name == "_index":
         pattern = _compiled(ctx, mode, value, case_insensitive, flags, max_states)
@@ -238,7 +239,8 @@ def _pattern_plan(
         value = value.lower()  # the search analyzer's normalizer
     elif mode != "regexp" and ft.kind == "keyword":
         value = ft.normalize(value)
-    _compiled(ctx, mode, value, case_insensitive, flags, max_states)
+    if mode != "prefix" or case_insensitive:  # a plain prefix is a range of the sorted terms
+        _compiled(ctx, mode, value, case_insensitive, flags, max_states)
     return PatternPlan(name, ft.kind, mode, value, case_insensitive, boost, flags, max_states)
 
 

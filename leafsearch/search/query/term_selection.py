@@ -169,13 +169,14 @@ def _too_complex(size: int, limit: int) -> lucene_regexp.TooComplex:
 
 
 def select_terms(
-    terms: np.ndarray, mode: str, pattern: TermPattern, case_insensitive: bool, literal: str = ""
+    terms: np.ndarray, mode: str, pattern: TermPattern | None, case_insensitive: bool, literal: str = ""
 ) -> np.ndarray:
     """One bool per sorted term: whether it matches the pattern. Only the terms starting with the
-    pattern's literal prefix are tested (all of them when case-insensitive)."""
+    pattern's literal prefix are tested (all of them when case-insensitive); a plain prefix needs
+    no pattern at all."""
     selected = np.zeros(len(terms), dtype=bool)
     lo, hi = prefix_range(terms, literal.encode()) if literal else (0, len(terms))
-    if mode == "prefix" and not case_insensitive:
+    if pattern is None:
         selected[lo:hi] = True
         return selected
     selected[lo:hi] = pattern.select(np.asarray(terms[lo:hi]).tolist())
