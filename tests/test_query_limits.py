@@ -22,7 +22,8 @@ def index(http: httpx.Client, new_index) -> str:
     """Keywords of long `a` runs (the worst case of a backtracking matcher) and a few others."""
     name = new_index(mappings=MAPPINGS)
     docs = [{"k": "a" * (30 + i % 20) + "c" * (i // 20), "t": f"hello w{i}"} for i in range(400)]
-    docs += [{"k": "aaaaaaaab", "t": "aab"}, {"k": "12", "t": "x"}, {"k": "007", "t": "y"}, {"k": "abc", "t": "z"}]
+    docs += [{"k": "aaaaaaaab", "t": "aab"}, {"k": "12", "t": "x"}, {"k": "007", "t": "y"}]
+    docs += [{"k": "abc", "t": "z"}]
     lines = []
     for i, doc in enumerate(docs):
         lines += [json.dumps({"index": {"_id": str(i)}}), json.dumps(doc)]
@@ -260,7 +261,8 @@ def test_query_nested_deeper_than_max_nested_depth(http, index):
 def test_bad_fuzziness(http, index, fuzziness, reason):
     response = search(http, index, {"match": {"t": {"query": "hello", "fuzziness": fuzziness}}})
     assert response.status_code == 400
-    assert plain_error_of(response)["root_cause"][0] == {"type": "illegal_argument_exception", "reason": reason}
+    expected = {"type": "illegal_argument_exception", "reason": reason}
+    assert plain_error_of(response)["root_cause"][0] == expected
 
 
 def test_fuzziness_values_elasticsearch_accepts(http, index):
