@@ -386,10 +386,24 @@ _CLUSTER = [
 CLUSTER_SETTINGS: dict[str, Setting] = {s.key: s for s in _CLUSTER}
 _CLUSTER_PREFIXES = ("cluster.routing.", "indices.", "logger.", "cluster.info.")
 
-# Node settings are fixed at start (command line), never updated through the API.
+# Node settings are fixed at start (command line), never updated through the API. The query
+# limits are Elasticsearch 8.0's node defaults; leafsearch keeps them fixed (Elasticsearch 8.1+
+# derives max_clause_count from its heap and search threads, at least 1,024).
 NODE_SETTINGS: dict[str, Setting] = {
     "http.max_content_length": Setting("http.max_content_length", "100mb", byte_size_setting, False),
+    "indices.query.bool.max_clause_count": Setting(
+        "indices.query.bool.max_clause_count", "4096", int_setting(1), False
+    ),
+    "indices.query.bool.max_nested_depth": Setting(
+        "indices.query.bool.max_nested_depth", "30", int_setting(1), False
+    ),
 }
+
+
+def node_setting(key: str) -> Any:
+    """The typed value of a node setting (its default: none is set at start yet but the body size)."""
+    setting = NODE_SETTINGS[key]
+    return setting.parse(setting.default, key)
 
 
 def _cluster_parser(key: str) -> Parser | None:
@@ -473,10 +487,10 @@ class ClusterSettings:
             if value is None and ("*" in key or key in CLUSTER_SETTINGS or key.startswith(_CLUSTER_PREFIXES)):
                 result[key] = None
                 continue
+            if key in NODE_SETTINGS:
+                raise IllegalArgument(f"{scope} setting [{key}], not dynamically updateable")
             parser = _cluster_parser(key)
             if parser is None:
-                if key in NODE_SETTINGS:
-                    raise IllegalArgument(f"{scope} setting [{key}], not dynamically updateable")
                 raise IllegalArgument(f"{scope} setting [{key}], not recognized")
             parser(value, key)
             result[key] = value

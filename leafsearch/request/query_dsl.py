@@ -16,6 +16,8 @@ for the coordinator's per-snapshot result cache.
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -27,11 +29,12 @@ from leafsearch.errors import (
     ParsingError,
     XContentParseError,
 )
+from leafsearch.request import lucene_regexp
+from leafsearch.settings import node_setting
 
 Scalar = str | int | float | bool
 
-#: Elasticsearch's `indices.query.bool.max_nested_depth` default.
-MAX_NESTED_DEPTH = 30
+MAX_NESTED_DEPTH: int = node_setting("indices.query.bool.max_nested_depth")
 
 
 class Query:
@@ -164,12 +167,14 @@ class Wildcard(Query):
 
 @dataclass(frozen=True, slots=True)
 class Regexp(Query):
-    """Lucene regular expressions, run as Python ones (the common syntax is shared)."""
+    """A Lucene regular expression; `flags` are Lucene's syntax flags (`ALL` by default)."""
 
     field: str
     value: str
     case_insensitive: bool = False
     boost: float = 1.0
+    flags: int = lucene_regexp.ALL
+    max_determinized_states: int = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -381,8 +386,59 @@ def _msm(value: Any) -> str | None:
     return str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
 
 
-def _fuzziness(value: Any) -> str:
-    return scalar_text(value) if _is_scalar(value) else str(value)
+_JAVA_FLOAT = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?[fFdD]?")
+
+
+def _edits(value: int) -> str:
+    if value not in (0, 1, 2):
+        raise IllegalArgument(f"Valid edit distances are [0, 1, 2] but was [{value}]")
+    return str(value)
+
+
+def parse_fuzziness(value: Any) -> str:
+    """A `fuzziness` value as Elasticsearch's `Fuzziness.parse` reads it, normalized to `0`, `1`,
+    `2`, `AUTO` or `AUTO:low,high`; anything else is refused with its message."""
+    if isinstance(value, bool):
+        raise IllegalArgument("Can't parse fuzziness on token: [VALUE_BOOLEAN]")
+    if not isinstance(value, int | float | str):
+        raise IllegalArgument(f"Can't parse fuzziness on token: [{_token_name(value)}]")
+    if not isinstance(value, str):
+        return _edits(_java_int(float(value)))
+    if not value:
+        raise IllegalArgument("fuzziness cannot be null or empty.")
+    upper = value.upper()
+    if upper == "AUTO":
+        return "AUTO"
+    if upper.startswith("AUTO:"):
+        limits = upper[5:].split(",")
+        if len(limits) != 2:
+            raise ParseException("failed to find low and high distance values")
+        try:
+            low, high = (int(x) for x in limits)
+        except ValueError:
+            raise ParseException(f'failed to parse [{upper}] as a "auto:int,int"') from None
+        if low < 0 or high < 0 or low > high:
+            raise IllegalArgument(
+                "fuzziness wrongly configured, must be: lowDistance > 0, highDistance > 0 and "
+                "lowDistance <= highDistance "
+            )
+        return f"AUTO:{low},{high}"
+    text = upper.strip()
+    if not _JAVA_FLOAT.fullmatch(text):
+        raise IllegalArgument(f"fuzziness cannot be [{value}].")
+    number = float(text.rstrip("FD"))
+    if math.isfinite(number) and math.fmod(number, 1) > 0:
+        raise IllegalArgument(f"fuzziness needs to be one of 0.0, 1.0 or 2.0 but was {number}")
+    return _edits(_java_int(number))
+
+
+def _java_int(number: float) -> int:
+    """Java's `(int)` cast of a float: truncation, saturating at the int range."""
+    if math.isnan(number):
+        return 0
+    if not math.isfinite(number):
+        return 2**31 - 1 if number > 0 else -(2**31)
+    return max(-(2**31), min(2**31 - 1, int(number)))
 
 
 def _fields(name: str, value: Any) -> tuple[str, ...]:
@@ -470,7 +526,7 @@ def _match(body: dict, depth: int) -> Query:
         "operator": _operator,
         "minimum_should_match": _msm,
         "zero_terms_query": _zero_terms,
-        "fuzziness": _fuzziness,
+        "fuzziness": parse_fuzziness,
         "prefix_length": lambda v: _int(name, "prefix_length", v),
         "max_expansions": lambda v: _int(name, "max_expansions", v),
         "lenient": lambda v: _bool(name, "lenient", v),
@@ -546,7 +602,7 @@ def _multi_match(body: dict, depth: int) -> Query:
         elif key in ("max_expansions", "prefix_length"):
             opts[key] = _int(name, key, value)
         elif key == "fuzziness":
-            opts["fuzziness"] = _fuzziness(value)
+            opts["fuzziness"] = parse_fuzziness(value)
         elif key == "zero_terms_query":
             opts["zero_terms_query"] = _zero_terms(value)
         elif key == "lenient":
@@ -697,6 +753,7 @@ def _pattern_query(name: str, value_keys: tuple[str, ...], cls: type) -> Callabl
             return cls(field, scalar_text(spec))
         value: str | None = None
         boost, case_insensitive = 1.0, False
+        extra: dict[str, int] = {}
         for key, val in spec.items():
             if key in value_keys:
                 value = _text(name, key, val)
@@ -704,13 +761,34 @@ def _pattern_query(name: str, value_keys: tuple[str, ...], cls: type) -> Callabl
                 boost = _float(name, key, val)
             elif key == "case_insensitive":
                 case_insensitive = _bool(name, key, val)
-            elif key not in ("rewrite", "flags", "flags_value", "max_determinized_states", *_IGNORED):
+            elif cls is Regexp and key == "flags":
+                extra["flags"] = regexp_flags(_text(name, key, val))
+            elif cls is Regexp and key == "flags_value":
+                extra["flags"] = _int(name, key, val) & lucene_regexp.ALL
+            elif cls is Regexp and key == "max_determinized_states":
+                extra["max_determinized_states"] = _int(name, key, val)
+            elif key not in ("rewrite", *_IGNORED):
                 raise ParsingError(f"[{name}] query does not support [{key}]")
         if value is None:
             raise IllegalArgument(f"No value specified for {name} query")
-        return cls(field, value, case_insensitive, boost)
+        return cls(field, value, case_insensitive, boost, **extra)
 
     return parse
+
+
+def regexp_flags(text: str) -> int:
+    """Elasticsearch's `RegexpFlag.resolveValue`: `|`-separated flag names, empty meaning ALL."""
+    if not text:
+        return lucene_regexp.ALL
+    value = 0
+    for part in text.split("|"):
+        if not part:
+            continue
+        name = part.upper()
+        if name not in lucene_regexp.FLAG_NAMES:
+            raise IllegalArgument(f"Unknown regexp flag [{part}]")
+        value |= lucene_regexp.FLAG_NAMES[name]
+    return value
 
 
 # -- compound queries ------------------------------------------------------------------------

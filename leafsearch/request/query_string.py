@@ -14,6 +14,7 @@ multi-field queries combine per field as Elasticsearch does.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -112,6 +113,9 @@ def _boosted(query: Query, boost: float) -> Query:
 
 # ---------------------------------------------------------------------------------------------
 # query_string: Lucene's classic syntax
+
+#: What Lucene's lexer reads as the number after `~` (anything else is a term of its own).
+_FUZZY_SLOP = re.compile(r"\d+(?:\.\d+)?")
 
 _TERM_SPECIAL = set(' \t\n\r\u3000!():^[]"{}~\\/')  # '+', '-', '*', '?' may continue a term
 
@@ -376,11 +380,7 @@ class _ClassicParser:
             return None
         self.take()
         token = self.peek()
-        if token.kind == "TERM":
-            try:
-                float(token.text)
-            except ValueError:
-                return "AUTO"
+        if token.kind == "TERM" and _FUZZY_SLOP.fullmatch(token.raw):
             self.take()
             return token.text
         return "AUTO"
@@ -390,7 +390,7 @@ class _ClassicParser:
         if token.kind == "QUOTED":
             slop = self.fuzz()
             boost = self.boost()
-            phrase_slop = None if slop is None else int(float(slop))
+            phrase_slop = None if slop in (None, "AUTO") else int(float(slop))
             return Leaf("phrase", field, token.text, slop=phrase_slop, boost=boost)
         if token.kind == "RANGE_START":
             return self.range(field, token)

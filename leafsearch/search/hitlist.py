@@ -32,6 +32,7 @@ from leafsearch.search.sort_keys import (
     special_kind,
 )
 from leafsearch.search.targets import Target, snapshot_key
+from leafsearch.settings import index_setting
 
 
 @dataclass
@@ -175,6 +176,8 @@ def _context(
         default_fields=tuple(f.strip() for f in default_field.strip("[]").split(",")),
         index_name=target.index.name,
         index_uuid=target.index.uuid,
+        max_regex_length=index_setting(target.index.settings, "index.max_regex_length"),
+        max_terms_count=index_setting(target.index.settings, "index.max_terms_count"),
     )
 
 

@@ -25,6 +25,7 @@ import numpy as np
 
 from leafsearch.index.searcher import SegmentView
 from leafsearch.request.query_dsl import Query, query_key
+from leafsearch.search.query.clauses import check_nested_clauses
 from leafsearch.search.query.context import QueryContext
 from leafsearch.search.query.executor import run
 from leafsearch.search.query.planner import plan
@@ -38,7 +39,9 @@ def prepare(query: Query, ctx: QueryContext) -> Any:
     key = query_key(query)
     cached = ctx._plans.get(key)
     if cached is None:
-        cached = ctx._plans[key] = plan(query, ctx)
+        planned = plan(query, ctx)
+        check_nested_clauses(planned, ctx)
+        cached = ctx._plans[key] = planned
     return cached
 
 

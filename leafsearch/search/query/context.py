@@ -7,6 +7,9 @@ from typing import Any
 
 from leafsearch.errors import ElasticError, QueryShardError
 from leafsearch.index.searcher import Searcher
+from leafsearch.settings import node_setting
+
+MAX_CLAUSE_COUNT: int = node_setting("indices.query.bool.max_clause_count")
 
 
 @dataclass
@@ -21,6 +24,9 @@ class QueryContext:
     default_fields: tuple[str, ...] = ("*",)  # index.query.default_field
     index_name: str | None = None
     index_uuid: str = "_na_"
+    max_regex_length: int = 1000  # index.max_regex_length
+    max_terms_count: int = 65_536  # index.max_terms_count
+    max_clause_count: int = MAX_CLAUSE_COUNT  # indices.query.bool.max_clause_count
     _plans: dict[str, Any] = field(default_factory=dict, repr=False)
     _weights: dict[tuple, Any] = field(default_factory=dict, repr=False)
 

@@ -74,15 +74,16 @@ def _exec_bool(plan: BoolPlan, view: SegmentView, ctx: QueryContext, scoring: bo
 def _dense_clauses(
     plan: BoolPlan, view: SegmentView, ctx: QueryContext, scoring: bool, inner: float, required: int
 ) -> tuple[np.ndarray | None, np.ndarray | None]:
-    """(mask of the must and should clauses or None when there are none, summed scores)."""
+    """(mask of the must and should clauses or None when there are none, summed scores). Scores
+    are added clause by clause into one array, so memory does not grow with the clause count."""
     n = view.max_doc
     mask: np.ndarray | None = None
-    parts: list[np.ndarray] = []
+    summed = _ScoreSum()
     for clause in plan.must:
         m, s = run(clause, view, ctx, scoring, inner)
         mask = m.copy() if mask is None else np.logical_and(mask, m, out=mask)
         if scoring:
-            parts.append(s)
+            summed.add(s)
     if plan.should:
         counts = np.zeros(n, dtype=np.int32) if required > 1 else None
         any_should = np.zeros(n, dtype=bool) if required == 1 else None
@@ -93,36 +94,55 @@ def _dense_clauses(
             elif any_should is not None:
                 any_should |= m
             if scoring:
-                parts.append(s)
+                summed.add(s)
         should_mask = counts >= required if counts is not None else any_should
         if should_mask is not None:
             mask = should_mask if mask is None else np.logical_and(mask, should_mask, out=mask)
-    if len(parts) <= 1:
-        return mask, parts[0] if parts else None
-    total = parts[0].astype(np.float64)
-    for part in parts[1:]:
-        total += part
-    return mask, total
+    return mask, summed.total
+
+
+class _ScoreSum:
+    """Clause scores summed in order: a single clause's float32 scores as they are, several
+    summed in double."""
+
+    __slots__ = ("total",)
+
+    def __init__(self) -> None:
+        self.total: np.ndarray | None = None
+
+    def add(self, scores: np.ndarray) -> None:
+        if self.total is None:
+            self.total = scores
+        elif self.total.dtype != np.float64:
+            self.total = self.total.astype(np.float64) + scores
+        else:
+            self.total += scores
 
 
 def _sparse_clauses(
     plan: BoolPlan, view: SegmentView, ctx: QueryContext, scoring: bool, inner: float, required: int
 ) -> tuple[np.ndarray, np.ndarray | None] | None:
     """The common `match` shape (only must or only should clauses, all text terms) summed straight
-    from the postings with two bincounts instead of one dense array per term."""
+    from the postings, term by term into one count and one score array: memory stays two arrays
+    of the segment's size however many terms the query has. A term's postings hold each document
+    once, so the scattered additions never collide; each document's score is summed in clause
+    order, in double, as before."""
     clauses = plan.must or plan.should
     if (plan.must and plan.should) or len(clauses) < 2:
         return None
     if not all(isinstance(c, ScoredTerm) and c.kind == "text" for c in clauses):
         return None
-    results = [term_exec.term_postings(c, view, ctx, scoring, inner) for c in clauses]
-    docs = np.concatenate([r[0] for r in results]).astype(np.intp, copy=False)
-    counts = np.bincount(docs, minlength=view.max_doc)
+    n = view.max_doc
+    counts = np.zeros(n, dtype=np.int32)
+    total = np.zeros(n, dtype=np.float64) if scoring else None
+    for clause in clauses:
+        docs, term_scores = term_exec.term_postings(clause, view, ctx, scoring, inner)
+        docs = np.asarray(docs, dtype=np.intp)
+        counts[docs] += 1
+        if total is not None:
+            total[docs] += term_scores
     mask = counts >= (len(clauses) if plan.must else required)
-    if not scoring:
-        return mask, None
-    weights = np.concatenate([r[1] for r in results]).astype(np.float64)
-    return mask, np.bincount(docs, weights=weights, minlength=view.max_doc)
+    return mask, total
 
 
 def _exec_dis_max(

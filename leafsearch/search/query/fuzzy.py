@@ -7,6 +7,7 @@ of `1 - edits / length`.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -37,10 +38,12 @@ def fuzzy_edits(ctx: QueryContext, fuzziness: str | None, token: str) -> int:
     try:
         value = float(text)
     except ValueError:
+        value = math.nan
+    if not math.isfinite(value):
         raise failed(
             ctx, "illegal_argument_exception", f"failed to parse [{fuzziness}] as a fuzziness value"
         ) from None
-    return min(int(value), 2)
+    return max(0, min(int(value), 2))
 
 
 def _edit_distances(candidates: list[str], word: str) -> np.ndarray:

@@ -11,6 +11,7 @@ from typing import Any
 from leafsearch.errors import ElasticError, IllegalArgument
 from leafsearch.request import query_dsl as dsl
 from leafsearch.search.query import rewrites, term_queries, text_queries
+from leafsearch.search.query.clauses import check_clauses
 from leafsearch.search.query.context import QueryContext
 from leafsearch.search.query.plans import AllDocs, BoolPlan, ConstPlan, DisMaxPlan, NoDocs
 from leafsearch.search.query.values import min_should_match
@@ -27,6 +28,7 @@ def plan(query: dsl.Query, ctx: QueryContext) -> Any:
 def _plan_bool(q: dsl.Bool, ctx: QueryContext) -> Any:
     if not (q.must or q.should or q.filter or q.must_not):
         return AllDocs(q.boost)
+    check_clauses(ctx, len(q.must) + len(q.should) + len(q.filter) + len(q.must_not))
     should = tuple(plan(c, ctx) for c in q.should)
     min_should = 0
     if q.minimum_should_match is not None:

@@ -75,6 +75,8 @@ class PatternPlan:
     pattern: str
     case_insensitive: bool = False
     boost: float = 1.0
+    flags: int = 0xFFFF  # regexp syntax flags (lucene_regexp.ALL)
+    max_states: int = 10_000  # max_determinized_states
 
 
 @dataclass(frozen=True, slots=True)

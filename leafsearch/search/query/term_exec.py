@@ -29,7 +29,12 @@ from leafsearch.search.query.plans import (
     TermRange,
     ValueSet,
 )
-from leafsearch.search.query.term_selection import select_terms, terms_matching
+from leafsearch.search.query.term_selection import (
+    literal_prefix,
+    select_terms,
+    term_pattern,
+    terms_matching,
+)
 
 _F32 = np.float32
 _PRECISION_DTYPES = {None: None, "float": np.float32, "half_float": np.float16}
@@ -200,17 +205,21 @@ def exec_pattern(
     plan: PatternPlan, view: SegmentView, ctx: QueryContext, scoring: bool, boost: float
 ) -> Result:
     n = view.max_doc
+    ci = plan.case_insensitive
+    plain_prefix = plan.mode == "prefix" and not ci
+    pattern = None if plain_prefix else term_pattern(plan.mode, plan.pattern, ci, plan.flags, plan.max_states)
+    literal = "" if ci else literal_prefix(plan.mode, plan.pattern)
     if plan.kind == "_id":
         segment = view.segment
-        selected = select_terms(segment.id_terms, plan.mode, plan.pattern, plan.case_insensitive)
+        selected = select_terms(segment.id_terms, plan.mode, pattern, ci, literal)
         mask = mask_of(np.asarray(segment.id_docs)[selected], n)
         return constant(mask, scoring, boost * plan.boost)
     col = view.segment.column(plan.field)
     if isinstance(col, TextColumn):
-        selected = select_terms(col.terms, plan.mode, plan.pattern, plan.case_insensitive)
+        selected = select_terms(col.terms, plan.mode, pattern, ci, literal)
         mask = postings_union(col, np.flatnonzero(selected), n)
     elif isinstance(col, KeywordColumn):
-        mask = ordinal_mask(col, select_terms(col.terms, plan.mode, plan.pattern, plan.case_insensitive))
+        mask = ordinal_mask(col, select_terms(col.terms, plan.mode, pattern, ci, literal))
     else:
         return empty(view, scoring)
     return constant(mask, scoring, boost * plan.boost)
@@ -233,7 +242,10 @@ def exec_exists(
 
 def exec_ids(plan: IdsPlan, view: SegmentView, ctx: QueryContext, scoring: bool, boost: float) -> Result:
     segment = view.segment
-    keys = np.array([i.encode() for i in plan.ids], dtype=bytes)
+    width = segment.id_terms.dtype.itemsize  # a longer id is in no segment: no key array is wider
+    keys = np.array([k for i in plan.ids if len(k := i.encode()) <= width], dtype=bytes)
+    if len(keys) == 0:
+        return empty(view, scoring)
     lo, hi = segment.lookup_ids(keys)
     docs = np.asarray(segment.id_docs)[ranges(lo.astype(np.int64), hi.astype(np.int64))]
     return constant(mask_of(docs, view.max_doc), scoring, boost * plan.boost)

@@ -7,6 +7,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from leafsearch.errors import ElasticError
+from leafsearch.request import lucene_regexp
 from leafsearch.request.query_dsl import (
     Exists,
     Ids,
@@ -19,7 +21,7 @@ from leafsearch.request.query_dsl import (
     Wildcard,
     scalar_text,
 )
-from leafsearch.search.query.context import QueryContext, shard_error
+from leafsearch.search.query.context import QueryContext, failed, shard_error
 from leafsearch.search.query.fields import field_type, searchable, type_of
 from leafsearch.search.query.plans import (
     AllDocs,
@@ -34,7 +36,7 @@ from leafsearch.search.query.plans import (
     TermRange,
     ValueSet,
 )
-from leafsearch.search.query.term_selection import pattern_matches
+from leafsearch.search.query.term_selection import TermPattern, term_pattern
 from leafsearch.search.query.values import (
     DATE_TYPES,
     FLOAT_TYPES,
@@ -106,6 +108,14 @@ def plan_term(q: Term, ctx: QueryContext) -> Any:
 
 
 def plan_terms(q: Terms, ctx: QueryContext) -> Any:
+    if len(q.values) > ctx.max_terms_count:
+        raise failed(
+            ctx,
+            "illegal_argument_exception",
+            f"The number of terms [{len(q.values)}] used in the Terms Query request has exceeded the "
+            f"allowed maximum of [{ctx.max_terms_count}]. This maximum can be set by changing the "
+            "[index.max_terms_count] index level setting.",
+        )
     if not q.values:
         return NoDocs()
     if q.field == "_id":
@@ -197,15 +207,23 @@ def plan_exists(q: Exists, ctx: QueryContext) -> Any:
     return ExistsPlan(children, q.boost) if children else NoDocs()
 
 
-def _pattern_plan(ctx: QueryContext, name: str, mode: str, value: str, case_insensitive: bool, boost: float):
+def _pattern_plan(
+    ctx: QueryContext,
+    name: str,
+    mode: str,
+    value: str,
+    case_insensitive: bool,
+    boost: float,
+    flags: int = lucene_regexp.ALL,
+    max_states: int = lucene_regexp.DEFAULT_MAX_STATES,
+) -> Any:
     if name == "_id":
-        return PatternPlan(name, "_id", mode, value, case_insensitive, boost)
+        if mode != "prefix" or case_insensitive:
+            _compiled(ctx, mode, value, case_insensitive, flags, max_states)
+        return PatternPlan(name, "_id", mode, value, case_insensitive, boost, flags, max_states)
     if name == "_index":
-        return (
-            AllDocs(boost)
-            if pattern_matches(mode, value, case_insensitive, ctx.index_name or "")
-            else NoDocs()
-        )
+        pattern = _compiled(ctx, mode, value, case_insensitive, flags, max_states)
+        return AllDocs(boost) if pattern.matches(ctx.index_name or "") else NoDocs()
     ft = field_type(ctx, name)
     if ft is None:
         return NoDocs()
@@ -221,7 +239,20 @@ def _pattern_plan(ctx: QueryContext, name: str, mode: str, value: str, case_inse
         value = value.lower()  # the search analyzer's normalizer
     elif mode != "regexp" and ft.kind == "keyword":
         value = ft.normalize(value)
-    return PatternPlan(name, ft.kind, mode, value, case_insensitive, boost)
+    if mode != "prefix" or case_insensitive:  # a plain prefix is a range of the sorted terms
+        _compiled(ctx, mode, value, case_insensitive, flags, max_states)
+    return PatternPlan(name, ft.kind, mode, value, case_insensitive, boost, flags, max_states)
+
+
+def _compiled(
+    ctx: QueryContext, mode: str, value: str, case_insensitive: bool, flags: int, max_states: int
+) -> TermPattern:
+    """The compiled pattern: Lucene's parse errors and its determinize limit are the shard's
+    "failed to create query" errors, raised before any term is scanned."""
+    try:
+        return term_pattern(mode, value, case_insensitive, flags, max_states)
+    except ElasticError as e:
+        raise failed(ctx, e.error_type, e.reason) from None
 
 
 def plan_prefix(q: Prefix, ctx: QueryContext) -> Any:
@@ -233,4 +264,15 @@ def plan_wildcard(q: Wildcard, ctx: QueryContext) -> Any:
 
 
 def plan_regexp(q: Regexp, ctx: QueryContext) -> Any:
-    return _pattern_plan(ctx, q.field, "regexp", q.value, q.case_insensitive, q.boost)
+    length = len(q.value.encode("utf-16-le")) // 2  # Java's String.length()
+    if length > ctx.max_regex_length:
+        raise failed(
+            ctx,
+            "illegal_argument_exception",
+            f"The length of regex [{length}] used in the Regexp Query request has exceeded the allowed "
+            f"maximum of [{ctx.max_regex_length}]. This maximum can be set by changing the "
+            "[index.max_regex_length] index level setting.",
+        )
+    return _pattern_plan(
+        ctx, q.field, "regexp", q.value, q.case_insensitive, q.boost, q.flags, q.max_determinized_states
+    )

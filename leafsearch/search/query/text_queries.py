@@ -13,6 +13,7 @@ from leafsearch.errors import QueryShardError
 from leafsearch.index import analysis
 from leafsearch.index.columns import TextColumn
 from leafsearch.request.query_dsl import Match, MatchPhrase, MatchPhrasePrefix, Scalar, scalar_text
+from leafsearch.search.query.clauses import check_clauses
 from leafsearch.search.query.context import QueryContext, failed
 from leafsearch.search.query.fields import field_type, searchable
 from leafsearch.search.query.fuzzy import fuzzy_edits, fuzzy_plan
@@ -65,6 +66,8 @@ def plan_match(q: Match, ctx: QueryContext) -> Any:
     tokens = analyze(ctx, q.analyzer, scalar_text(q.query))
     if not tokens:
         return _zero_terms(q.zero_terms_query, q.boost)
+    if len(tokens) > 1:
+        check_clauses(ctx, len(tokens))
     clauses = tuple(_match_token(ctx, q, token) for token in tokens)
     if len(clauses) == 1:
         return _boost_plan(clauses[0], q.boost)
@@ -95,7 +98,8 @@ def _match_token(ctx: QueryContext, q: Match, token: str) -> Any:
     edits = fuzzy_edits(ctx, q.fuzziness, token)
     if edits == 0:
         return ScoredTerm(q.field, "text", token)
-    return fuzzy_plan(ctx, q.field, token, edits, q.prefix_length, q.max_expansions)
+    limit = min(q.max_expansions, ctx.max_clause_count)  # Lucene's top-terms rewrite caps it so
+    return fuzzy_plan(ctx, q.field, token, edits, q.prefix_length, limit)
 
 
 def plan_match_phrase(q: MatchPhrase | MatchPhrasePrefix, ctx: QueryContext) -> Any:
