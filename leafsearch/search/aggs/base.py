@@ -59,6 +59,7 @@ class Agg:
     """One aggregation of the request: its name, `meta`, sub-aggregations and options."""
 
     type_name = ""
+    key_columns = 1  # key columns of a bucket aggregation's `Buckets` partial
 
     def __init__(self, name: str, meta: dict | None, subs: list[Agg]) -> None:
         self.name = name

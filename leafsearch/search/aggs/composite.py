@@ -240,6 +240,10 @@ class CompositeAgg(Agg):
         subs = collect_subs(self.subs, seg, docs[pair_docs], pair_rows, len(chosen)) if self.subs else {}
         return Buckets(np.zeros(len(chosen), np.int64), [c[chosen] for c in row_columns], count, subs)
 
+    @property
+    def key_columns(self) -> int:  # type: ignore[override]
+        return 2 * len(self.sources)  # (value, missing) per source
+
     def merge(self, parts: list[Buckets], maps: list[np.ndarray], n_out: int) -> Buckets:
         return merge_buckets(self, parts, maps, n_out)
 
