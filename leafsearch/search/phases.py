@@ -94,18 +94,21 @@ def _phase_error(cause: ElasticError) -> SearchPhaseExecution:
     return SearchPhaseExecution(cause)
 
 
-def _agg_collector(request: SearchRequest, targets: list[Target]):
+def _agg_collector(node: Node, request: SearchRequest, targets: list[Target]):
     if request.aggs is None:
         return None, None
-    from leafsearch.search.aggregations import collect, parse_aggs
+    from leafsearch.search.aggregations import MAX_NESTED_DEPTH, collect, parse_aggs
 
     now = int(time.time() * 1000)
+    depth = int(node.cluster_settings.get(MAX_NESTED_DEPTH))
     trees = {}
     for t in targets:
         if t.index.uuid not in trees:
-            trees[t.index.uuid] = parse_aggs(request.aggs, t.mapping, index=t.index.name, now_millis=now)
+            trees[t.index.uuid] = parse_aggs(
+                request.aggs, t.mapping, index=t.index.name, now_millis=now, max_depth=depth
+            )
     if not trees:
-        trees[None] = parse_aggs(request.aggs, None, now_millis=now)
+        trees[None] = parse_aggs(request.aggs, None, now_millis=now, max_depth=depth)
 
     def with_aggs(target: Target, view, docs: np.ndarray, ctx) -> Any:
         return collect(trees[target.index.uuid], view, docs, ctx)
@@ -118,7 +121,7 @@ def query_phase(
 ) -> tuple[HitList, Any]:
     """The matches of every target in sort order (or, for a plain `_shard_doc` walk, the page)."""
     # Aggregation requests are parsed before the shards run: their errors are not shard failures.
-    with_aggs, tree = _agg_collector(request, targets) if aggs else (None, None)
+    with_aggs, tree = _agg_collector(node, request, targets) if aggs else (None, None)
     with node.search_stats.phase("query"):
         try:
             if _walks_live_docs(request):
@@ -252,9 +255,10 @@ def response(
     body["_shards"] = {"total": n, "successful": n, "skipped": 0, "failed": 0}
     body["hits"] = hits_obj
     if agg_tree is not None:
-        from leafsearch.search.aggregations import reduce
+        from leafsearch.search.aggregations import MAX_BUCKETS, reduce
 
-        body["aggregations"] = reduce(agg_tree, hitlist.agg_partials)
+        limit = int(node.cluster_settings.get(MAX_BUCKETS))
+        body["aggregations"] = reduce(agg_tree, hitlist.agg_partials, max_buckets=limit)
         if request.typed_keys:
             body["aggregations"] = _typed_keys(body["aggregations"], agg_tree)
     return body

@@ -53,6 +53,8 @@ class ParseContext:
     index: str | None = None
     now_millis: int | None = None
     parent: str | None = None  # type of the enclosing aggregation
+    depth: int = 1  # nesting level being parsed, the top level being 1
+    max_depth: int | None = None  # `search.aggs.max_nested_depth`
 
 
 class Agg:

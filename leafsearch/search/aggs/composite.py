@@ -24,6 +24,7 @@ from leafsearch.search.aggs.base import (
     shard_failure,
 )
 from leafsearch.search.aggs.grouping import Buckets, densify, merge_buckets, unify
+from leafsearch.search.aggs.limits import consume_buckets
 from leafsearch.search.aggs.rounding import DateRounding, Zone
 from leafsearch.search.aggs.values import (
     ANY,
@@ -250,6 +251,7 @@ class CompositeAgg(Agg):
     def render(self, part: Buckets, group: int | None) -> dict:
         rows = part.rows_of(group)
         chosen = self._ordered(part.keys, rows)[: self.size].tolist()
+        consume_buckets(len(chosen))
         buckets = []
         for row in chosen:
             key = {

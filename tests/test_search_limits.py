@@ -1,0 +1,206 @@
+"""Elasticsearch's per-search limits through the HTTP API: `search.max_buckets`,
+`search.aggs.max_nested_depth`, `index.max_docvalue_fields_search`, `index.max_script_fields` and
+`index.max_rescore_window`. Each is checked at its boundary (the limit passes, one more fails with
+Elasticsearch's error type, status and message) and, where it is dynamic, after a live change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import httpx
+import pytest
+from conftest import error_of
+
+TOO_MANY_BUCKETS = (
+    "Trying to create too many buckets. Must be less than or equal to: [{}] but this number of buckets was "
+    "exceeded. This limit can be set by changing the [search.max_buckets] cluster level setting."
+)
+
+
+@pytest.fixture
+def cluster_setting(http: httpx.Client) -> Iterator[Callable[[str, Any], None]]:
+    """Sets transient cluster settings for one test and removes them afterwards."""
+    changed: list[str] = []
+
+    def put(key: str, value: Any) -> None:
+        response = http.put("/_cluster/settings", json={"transient": {key: value}})
+        assert response.status_code == 200, response.text
+        changed.append(key)
+
+    yield put
+    for key in changed:
+        http.put("/_cluster/settings", json={"transient": {key: None}})
+
+
+@pytest.fixture
+def numbers(http: httpx.Client, new_index: Callable[..., str]) -> str:
+    """Two documents: v = 0 and v = 1000, t three years apart, tag a and b."""
+    properties = {"v": {"type": "double"}, "t": {"type": "date"}, "tag": {"type": "keyword"}}
+    index = new_index(mappings={"properties": properties})
+    docs = [
+        {"v": 0, "t": "2020-01-01T00:00:00Z", "tag": "a"},
+        {"v": 1000, "t": "2023-01-01T00:00:00Z", "tag": "b"},
+    ]
+    for i, doc in enumerate(docs):
+        assert http.put(f"/{index}/_doc/{i}", json=doc).status_code == 201
+    http.post(f"/{index}/_refresh")
+    return index
+
+
+def search_aggs(http: httpx.Client, index: str, aggs: dict[str, Any]) -> httpx.Response:
+    return http.post(f"/{index}/_search", json={"size": 0, "aggs": aggs})
+
+
+def assert_too_many_buckets(response: httpx.Response, limit: int) -> None:
+    """The coordinator's final reduce fails: no shard failed, so no root cause and an empty reason."""
+    assert response.status_code == 400, response.text
+    body = response.json()
+    assert body["status"] == 400
+    error = body["error"]
+    assert error["type"] == "search_phase_execution_exception"
+    assert error["reason"] == ""
+    assert error["root_cause"] == []
+    assert error["caused_by"] == {
+        "type": "too_many_buckets_exception",
+        "reason": TOO_MANY_BUCKETS.format(limit),
+        "max_buckets": limit,
+    }
+
+
+# ---- search.max_buckets ---------------------------------------------------------------------
+
+
+def test_histogram_buckets_at_the_default_limit(http: httpx.Client, numbers: str) -> None:
+    def histogram(max_bound: int) -> dict[str, Any]:
+        return {"h": {"histogram": {"field": "v", "interval": 1, "extended_bounds": {"min": 0, "max": max_bound}}}}
+
+    response = search_aggs(http, numbers, histogram(65535))
+    assert response.status_code == 200, response.text
+    buckets = response.json()["aggregations"]["h"]["buckets"]
+    assert len(buckets) == 65536
+    assert [(b["key"], b["doc_count"]) for b in buckets if b["doc_count"]] == [(0.0, 1), (1000.0, 1)]
+    one_more = histogram(65536)
+    assert_too_many_buckets(search_aggs(http, numbers, one_more), 65536)
+
+
+@pytest.mark.parametrize(
+    "agg",
+    [
+        {"histogram": {"field": "v", "interval": 5e-10}},
+        {"histogram": {"field": "v", "interval": 1e-300, "extended_bounds": {"min": -1e300, "max": 1e300}}},
+        {"date_histogram": {"field": "t", "fixed_interval": "1s"}},
+        {"date_histogram": {"field": "t", "fixed_interval": "1ms", "time_zone": "Europe/Paris"}},
+        {
+            "date_histogram": {
+                "field": "t",
+                "calendar_interval": "day",
+                "extended_bounds": {"min": "1000-01-01", "max": "9000-01-01"},
+            }
+        },
+        {
+            "terms": {"field": "tag"},
+            "aggs": {"h": {"histogram": {"field": "v", "interval": 1e-6, "extended_bounds": {"min": 0, "max": 1e3}}}},
+        },
+    ],
+)
+def test_histograms_too_fine_for_their_range_are_refused(
+    http: httpx.Client, numbers: str, agg: dict[str, Any]
+) -> None:
+    """Billions of empty buckets between the bounds: refused from their count, never built."""
+    assert_too_many_buckets(search_aggs(http, numbers, {"h": agg}), 65536)
+    assert http.get("/").status_code == 200
+
+
+def test_hard_bounds_limit_the_buckets_counted(http: httpx.Client, numbers: str) -> None:
+    agg = {
+        "date_histogram": {
+            "field": "t",
+            "fixed_interval": "1s",
+            "hard_bounds": {"min": "2020-01-01T00:00:00Z", "max": "2020-01-01T00:00:09Z"},
+            "extended_bounds": {"min": "2010-01-01", "max": "2030-01-01"},
+        }
+    }
+    response = search_aggs(http, numbers, {"h": agg})
+    assert response.status_code == 200, response.text
+    buckets = response.json()["aggregations"]["h"]["buckets"]
+    assert [b["doc_count"] for b in buckets] == [1] + [0] * 9
+
+
+def test_buckets_of_sub_aggregations_count_with_their_parents(
+    http: httpx.Client, numbers: str, cluster_setting: Callable[[str, Any], None]
+) -> None:
+    """terms (2 buckets) x histogram (4 buckets each: 0..750 and 250..1000 with extended bounds)."""
+    cluster_setting("search.max_buckets", 10)
+
+    def nested(max_bound: int) -> dict[str, Any]:
+        sub = {"histogram": {"field": "v", "interval": 250, "extended_bounds": {"min": 0, "max": max_bound}}}
+        return {"t": {"terms": {"field": "tag"}, "aggs": {"h": sub}}}
+
+    # tag a: keys 0, 250, 500, 750; tag b: keys 0 .. 1000 -> 5; 2 + 4 + 5 = 11 > 10
+    assert_too_many_buckets(search_aggs(http, numbers, nested(750)), 10)
+    # with max 500: tag a 0..500 (3), tag b 0..1000 (5): 2 + 3 + 5 = 10
+    response = search_aggs(http, numbers, nested(500))
+    assert response.status_code == 200, response.text
+    terms = response.json()["aggregations"]["t"]["buckets"]
+    assert [len(b["h"]["buckets"]) for b in terms] == [3, 5]
+
+
+@pytest.mark.parametrize(
+    ("aggs", "count"),
+    [
+        ({"r": {"range": {"field": "v", "ranges": [{"to": 10}, {"from": 10}, {"from": 5, "to": 6}]}}}, 3),
+        ({"f": {"filters": {"filters": {"x": {"match_all": {}}, "y": {"term": {"tag": "a"}}}}}}, 2),
+        ({"f": {"filters": {"filters": [{"match_all": {}}], "other_bucket": True}}}, 2),
+        ({"c": {"composite": {"sources": [{"tag": {"terms": {"field": "tag"}}}]}}}, 2),
+        ({"t": {"terms": {"field": "tag"}}, "u": {"terms": {"field": "v"}}}, 4),
+    ],
+)
+def test_every_multi_bucket_aggregation_counts_its_buckets(
+    http: httpx.Client,
+    numbers: str,
+    cluster_setting: Callable[[str, Any], None],
+    aggs: dict[str, Any],
+    count: int,
+) -> None:
+    cluster_setting("search.max_buckets", count)
+    assert search_aggs(http, numbers, aggs).status_code == 200
+    cluster_setting("search.max_buckets", count - 1)
+    assert_too_many_buckets(search_aggs(http, numbers, aggs), count - 1)
+
+
+# ---- search.aggs.max_nested_depth ---------------------------------------------------------------
+
+
+def nested_terms(depth: int) -> dict[str, Any]:
+    aggs: dict[str, Any] = {f"a{depth - 1}": {"terms": {"field": "tag"}}}
+    for level in range(depth - 2, -1, -1):
+        aggs = {f"a{level}": {"terms": {"field": "tag"}, "aggs": aggs}}
+    return aggs
+
+
+def too_deep(limit: int) -> str:
+    return (
+        "The nested depth of the aggregations exceeds the maximum nested depth for aggregations of "
+        f"[{limit}] set in [search.aggs.max_nested_depth]"
+    )
+
+
+def test_aggregations_nested_deeper_than_the_limit_are_refused(http: httpx.Client, numbers: str) -> None:
+    response = search_aggs(http, numbers, nested_terms(50))
+    assert response.status_code == 200, response.text
+    for depth in (51, 300):
+        response = search_aggs(http, numbers, nested_terms(depth))
+        assert response.status_code == 400, response.text
+        error = error_of(response)
+        assert (error["type"], error["reason"]) == ("parsing_exception", too_deep(50))
+
+
+def test_nested_depth_limit_is_dynamic(
+    http: httpx.Client, numbers: str, cluster_setting: Callable[[str, Any], None]
+) -> None:
+    cluster_setting("search.aggs.max_nested_depth", 3)
+    assert search_aggs(http, numbers, nested_terms(3)).status_code == 200
+    error = error_of(search_aggs(http, numbers, nested_terms(4)))
+    assert (error["type"], error["reason"]) == ("parsing_exception", too_deep(3))
