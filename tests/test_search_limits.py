@@ -74,7 +74,8 @@ def assert_too_many_buckets(response: httpx.Response, limit: int) -> None:
 
 def test_histogram_buckets_at_the_default_limit(http: httpx.Client, numbers: str) -> None:
     def histogram(max_bound: int) -> dict[str, Any]:
-        return {"h": {"histogram": {"field": "v", "interval": 1, "extended_bounds": {"min": 0, "max": max_bound}}}}
+        bounds = {"min": 0, "max": max_bound}
+        return {"h": {"histogram": {"field": "v", "interval": 1, "extended_bounds": bounds}}}
 
     response = search_aggs(http, numbers, histogram(65535))
     assert response.status_code == 200, response.text
@@ -101,7 +102,11 @@ def test_histogram_buckets_at_the_default_limit(http: httpx.Client, numbers: str
         },
         {
             "terms": {"field": "tag"},
-            "aggs": {"h": {"histogram": {"field": "v", "interval": 1e-6, "extended_bounds": {"min": 0, "max": 1e3}}}},
+            "aggs": {
+                "h": {
+                    "histogram": {"field": "v", "interval": 1e-6, "extended_bounds": {"min": 0, "max": 1e3}}
+                }
+            },
         },
     ],
 )
@@ -153,7 +158,13 @@ def test_buckets_of_sub_aggregations_count_with_their_parents(
         ({"r": {"range": {"field": "v", "ranges": [{"to": 10}, {"from": 10}, {"from": 5, "to": 6}]}}}, 3),
         ({"f": {"filters": {"filters": {"x": {"match_all": {}}, "y": {"term": {"tag": "a"}}}}}}, 2),
         ({"f": {"filters": {"filters": [{"match_all": {}}], "other_bucket": True}}}, 2),
-        ({"c": {"composite": {"sources": [{"tag": {"terms": {"field": "tag"}}}]}}}, 2),
+        (
+            {
+                "c": {"composite": {"size": 1, "sources": [{"tag": {"terms": {"field": "tag"}}}]}},
+                "t": {"terms": {"field": "tag"}},
+            },
+            3,
+        ),
         ({"t": {"terms": {"field": "tag"}}, "u": {"terms": {"field": "v"}}}, 4),
     ],
 )
@@ -204,3 +215,23 @@ def test_nested_depth_limit_is_dynamic(
     assert search_aggs(http, numbers, nested_terms(3)).status_code == 200
     error = error_of(search_aggs(http, numbers, nested_terms(4)))
     assert (error["type"], error["reason"]) == ("parsing_exception", too_deep(3))
+
+
+def test_composite_size_above_max_buckets_is_refused(http: httpx.Client, numbers: str) -> None:
+    """A shard refuses to build a composite aggregation asking for more buckets than the limit."""
+
+    def composite(size: int) -> dict[str, Any]:
+        return {"c": {"composite": {"size": size, "sources": [{"tag": {"terms": {"field": "tag"}}}]}}}
+
+    assert search_aggs(http, numbers, composite(65536)).status_code == 200
+    response = search_aggs(http, numbers, composite(65537))
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["root_cause"] == [error["caused_by"]]
+    assert (error["type"], error["reason"]) == ("search_phase_execution_exception", "all shards failed")
+    assert error["caused_by"] == {
+        "type": "too_many_buckets_exception",
+        "reason": "Trying to create too many buckets. Must be less than or equal to: [65536] "
+        "but was [65537]. This limit can be set by changing the [search.max_buckets] cluster level setting.",
+        "max_buckets": 65536,
+    }

@@ -27,16 +27,19 @@ def parse_aggs(
     index: str | None = None,
     now_millis: int | None = None,
     max_depth: int | None = None,
+    max_buckets: int | None = None,
 ) -> AggTree:
     """The aggregation tree of an `aggs`/`aggregations` object, resolved against `mapping`.
 
     `index` names the index in messages that quote it; `now_millis` resolves date math in
     `extended_bounds`, ranges and `after` keys; `max_depth` (`search.aggs.max_nested_depth`)
-    refuses deeper nesting before it is walked further.
+    refuses deeper nesting before it is walked further; `max_buckets` (`search.max_buckets`)
+    refuses a composite `size` above it.
     """
     if not isinstance(body, dict):
         raise ParsingError(f"Unknown key for a {token_name(body)} in [aggregations].")
-    return parse_level(body, ParseContext(mapping, index, now_millis, max_depth=max_depth))
+    pctx = ParseContext(mapping, index, now_millis, max_depth=max_depth, max_buckets=max_buckets)
+    return parse_level(body, pctx)
 
 
 def collect(tree: AggTree, view: Any, docs: np.ndarray, ctx: Any) -> dict:

@@ -97,18 +97,19 @@ def _phase_error(cause: ElasticError) -> SearchPhaseExecution:
 def _agg_collector(node: Node, request: SearchRequest, targets: list[Target]):
     if request.aggs is None:
         return None, None
-    from leafsearch.search.aggregations import MAX_NESTED_DEPTH, collect, parse_aggs
+    from leafsearch.search.aggregations import MAX_BUCKETS, MAX_NESTED_DEPTH, collect, parse_aggs
 
-    now = int(time.time() * 1000)
-    depth = int(node.cluster_settings.get(MAX_NESTED_DEPTH))
+    limits = {
+        "now_millis": int(time.time() * 1000),
+        "max_depth": int(node.cluster_settings.get(MAX_NESTED_DEPTH)),
+        "max_buckets": int(node.cluster_settings.get(MAX_BUCKETS)),
+    }
     trees = {}
     for t in targets:
         if t.index.uuid not in trees:
-            trees[t.index.uuid] = parse_aggs(
-                request.aggs, t.mapping, index=t.index.name, now_millis=now, max_depth=depth
-            )
+            trees[t.index.uuid] = parse_aggs(request.aggs, t.mapping, index=t.index.name, **limits)
     if not trees:
-        trees[None] = parse_aggs(request.aggs, None, now_millis=now, max_depth=depth)
+        trees[None] = parse_aggs(request.aggs, None, **limits)
 
     def with_aggs(target: Target, view, docs: np.ndarray, ctx) -> Any:
         return collect(trees[target.index.uuid], view, docs, ctx)

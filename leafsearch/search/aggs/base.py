@@ -55,6 +55,7 @@ class ParseContext:
     parent: str | None = None  # type of the enclosing aggregation
     depth: int = 1  # nesting level being parsed, the top level being 1
     max_depth: int | None = None  # `search.aggs.max_nested_depth`
+    max_buckets: int | None = None  # `search.max_buckets`, which a composite's size may not exceed
 
 
 class Agg:

@@ -24,7 +24,7 @@ from leafsearch.search.aggs.base import (
     shard_failure,
 )
 from leafsearch.search.aggs.grouping import Buckets, densify, merge_buckets, unify
-from leafsearch.search.aggs.limits import consume_buckets
+from leafsearch.search.aggs.limits import TooManyBuckets, consume_buckets
 from leafsearch.search.aggs.rounding import DateRounding, Zone
 from leafsearch.search.aggs.values import (
     ANY,
@@ -159,6 +159,8 @@ class CompositeAgg(Agg):
                 f"Composite source names must be unique, found duplicates: [{', '.join(duplicates)}]"
             )
         self.size = opts.positive("size", 10)
+        if pctx.max_buckets is not None and self.size > pctx.max_buckets:
+            raise shard_failure(TooManyBuckets(pctx.max_buckets, size=self.size))
         after = opts.get("after")
         self.after: list[Any] | None = None
         if after is not None:

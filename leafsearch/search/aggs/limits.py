@@ -24,10 +24,12 @@ class TooManyBuckets(ElasticError):
     error_type = "too_many_buckets_exception"
     status = 400
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, *, size: int | None = None) -> None:
+        """`size`: a composite aggregation asking for more buckets than the limit, named in the message."""
+        exceeded = "this number of buckets was exceeded" if size is None else f"was [{size}]"
         super().__init__(
-            f"Trying to create too many buckets. Must be less than or equal to: [{limit}] but this number of "
-            f"buckets was exceeded. This limit can be set by changing the [{MAX_BUCKETS}] cluster level setting.",
+            f"Trying to create too many buckets. Must be less than or equal to: [{limit}] but {exceeded}. "
+            f"This limit can be set by changing the [{MAX_BUCKETS}] cluster level setting.",
             extra={"max_buckets": limit},
         )
 
