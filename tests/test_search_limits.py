@@ -235,3 +235,180 @@ def test_composite_size_above_max_buckets_is_refused(http: httpx.Client, numbers
         "but was [65537]. This limit can be set by changing the [search.max_buckets] cluster level setting.",
         "max_buckets": 65536,
     }
+
+
+# ---- index.max_docvalue_fields_search, index.max_script_fields ----------------------------------
+
+
+def shard_refusal(response: httpx.Response) -> dict[str, Any]:
+    """The cause of a search every shard refused (`all shards failed`), after checking the shape."""
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert (error["type"], error["reason"]) == ("search_phase_execution_exception", "all shards failed")
+    assert error["root_cause"] == [error["caused_by"]]
+    return error["caused_by"]
+
+
+def too_many(what: str, limit: int, count: int, key: str) -> dict[str, str]:
+    return {
+        "type": "illegal_argument_exception",
+        "reason": f"Trying to retrieve too many {what}. Must be less than or equal to: [{limit}] but was "
+        f"[{count}]. This limit can be set by changing the [{key}] index level setting.",
+    }
+
+
+def test_docvalue_fields_limit(http: httpx.Client, new_index: Callable[..., str]) -> None:
+    index = new_index(mappings={"properties": {f"f{i}": {"type": "long"} for i in range(101)}})
+    http.put(f"/{index}/_doc/1?refresh=true", json={"f0": 1})
+    key = "index.max_docvalue_fields_search"
+    fields = [f"f{i}" for i in range(100)]
+    response = http.post(f"/{index}/_search", json={"docvalue_fields": [*fields, "unmapped"]})
+    assert response.status_code == 200, response.text
+    assert response.json()["hits"]["hits"][0]["fields"] == {"f0": [1]}
+    response = http.post(f"/{index}/_search", json={"docvalue_fields": [*fields, "f100"]})
+    assert shard_refusal(response) == too_many("docvalue_fields", 100, 101, key)
+    # patterns count the mapped fields they name, each once
+    response = http.post(f"/{index}/_search", json={"docvalue_fields": ["f*", "f1"]})
+    assert shard_refusal(response) == too_many("docvalue_fields", 100, 101, key)
+    assert http.put(f"/{index}/_settings", json={key: 101}).status_code == 200
+    assert http.post(f"/{index}/_search", json={"docvalue_fields": ["f*"]}).status_code == 200
+
+
+def test_script_fields_are_counted_before_they_are_refused(
+    http: httpx.Client, new_index: Callable[..., str]
+) -> None:
+    index = new_index()
+    key = "index.max_script_fields"
+
+    def script_fields(count: int) -> dict[str, Any]:
+        return {"script_fields": {f"s{i}": {"script": {"source": "1"}} for i in range(count)}}
+
+    unsupported = error_of(http.post(f"/{index}/_search", json=script_fields(32)))
+    assert unsupported["type"] == "illegal_argument_exception"
+    assert unsupported["reason"] == "[script_fields] is not supported by leafsearch"
+    response = http.post(f"/{index}/_search", json=script_fields(33))
+    assert shard_refusal(response) == too_many("script_fields", 32, 33, key)
+    assert http.put(f"/{index}/_settings", json={key: 1}).status_code == 200
+    response = http.post(f"/{index}/_search", json=script_fields(2))
+    assert shard_refusal(response) == too_many("script_fields", 1, 2, key)
+    assert http.post(f"/{index}/_search", json={"script_fields": {}}).status_code == 200
+
+
+# ---- rescore ----------------------------------------------------------------------------------
+
+
+def score_is_n() -> dict[str, Any]:
+    """A first-pass query whose score is the document's `n` (1 .. 6)."""
+    clauses = [{"constant_score": {"filter": {"range": {"n": {"gte": k}}}}} for k in range(1, 7)]
+    return {"bool": {"should": clauses}}
+
+
+def boosted(values: list[int], boost: float) -> dict[str, Any]:
+    return {"constant_score": {"filter": {"terms": {"n": values}}, "boost": boost}}
+
+
+@pytest.fixture
+def six(http: httpx.Client, new_index: Callable[..., str]) -> str:
+    index = new_index(settings={"number_of_shards": 1}, mappings={"properties": {"n": {"type": "long"}}})
+    for n in range(1, 7):
+        http.put(f"/{index}/_doc/{n}", json={"n": n})
+    http.post(f"/{index}/_refresh")
+    return index
+
+
+def ranked(response: httpx.Response) -> list[tuple[str, float]]:
+    assert response.status_code == 200, response.text
+    return [(hit["_id"], hit["_score"]) for hit in response.json()["hits"]["hits"]]
+
+
+@pytest.mark.parametrize(
+    ("mode", "doc5"),
+    [("total", 22.5), ("multiply", 50.0), ("avg", 11.25), ("max", 20.0), ("min", 2.5)],
+)
+def test_rescore_combines_scores_in_the_window(http: httpx.Client, six: str, mode: str, doc5: float) -> None:
+    """Window 3 = docs 6, 5, 4 (scores 6, 5, 4); the rescore query matches 5 and 1 (score 10)."""
+    rescorer = {
+        "window_size": 3,
+        "query": {
+            "rescore_query": boosted([5, 1], 10),
+            "query_weight": 0.5,
+            "rescore_query_weight": 2,
+            "score_mode": mode,
+        },
+    }
+    response = http.post(f"/{six}/_search", json={"query": score_is_n(), "rescore": rescorer})
+    # doc 5: mode(5 * 0.5, 10 * 2); the others, matched or beyond the window: score * 0.5
+    expected = sorted(
+        [("5", doc5), ("6", 3.0), ("4", 2.0), ("3", 1.5), ("2", 1.0), ("1", 0.5)], key=lambda h: -h[1]
+    )
+    assert ranked(response) == expected
+    assert response.json()["hits"]["max_score"] == expected[0][1]
+
+
+def test_rescorers_apply_in_order_and_pages_come_from_the_rescored_list(http: httpx.Client, six: str) -> None:
+    rescore = [
+        {"window_size": 3, "query": {"rescore_query": boosted([5], 10), "rescore_query_weight": 2}},
+        {"window_size": 2, "query": {"rescore_query": boosted([6], 100), "score_mode": "max"}},
+    ]
+    body = {"query": score_is_n(), "rescore": rescore}
+    # first: 5 -> 25, others unchanged; second (window 5, 6): 6 -> max(6, 100)
+    everything = [("6", 100.0), ("5", 25.0), ("4", 4.0), ("3", 3.0), ("2", 2.0), ("1", 1.0)]
+    assert ranked(http.post(f"/{six}/_search", json=body)) == everything
+    page = http.post(f"/{six}/_search", json={**body, "from": 1, "size": 2})
+    assert ranked(page) == everything[1:3]
+    assert page.json()["hits"]["total"] == {"value": 6, "relation": "eq"}
+
+
+def test_rescore_window_is_per_shard(http: httpx.Client, new_index: Callable[..., str]) -> None:
+    index = new_index(settings={"number_of_shards": 2}, mappings={"properties": {"n": {"type": "long"}}})
+    for n in (1, 2, 3):
+        http.put(f"/{index}/_doc/{n}", params={"routing": "a"}, json={"n": n})
+    other = next(
+        r for r in "bcdefghijk" if http.post(f"/{index}/_count", params={"routing": r}).json()["count"] == 0
+    )
+    for n in (4, 5, 6):
+        http.put(f"/{index}/_doc/{n}", params={"routing": other}, json={"n": n})
+    http.post(f"/{index}/_refresh")
+    everything = {"constant_score": {"filter": {"match_all": {}}, "boost": 10}}
+    rescorer = {"window_size": 1, "query": {"rescore_query": everything}}
+    response = http.post(f"/{index}/_search", json={"query": score_is_n(), "rescore": rescorer})
+    # each shard's top hit (3 and 6) gets + 10
+    assert ranked(response) == [("6", 16.0), ("3", 13.0), ("5", 5.0), ("4", 4.0), ("2", 2.0), ("1", 1.0)]
+
+
+def test_rescore_refusals(http: httpx.Client, six: str) -> None:
+    rescorer = {"query": {"rescore_query": {"match_all": {}}}}
+    response = http.post(f"/{six}/_search", json={"sort": ["n"], "rescore": rescorer})
+    assert shard_refusal(response) == {
+        "type": "illegal_argument_exception",
+        "reason": "Cannot use [sort] option in conjunction with [rescore].",
+    }
+    response = http.post(f"/{six}/_search", params={"scroll": "1m"}, json={"rescore": rescorer})
+    error = error_of(response)
+    assert error["type"] == "action_request_validation_exception"
+    assert error["reason"] == "Validation Failed: 1: using [rescore] is not allowed in a scroll context;"
+
+
+def rescore_window_error(window: int, limit: int) -> dict[str, str]:
+    return {
+        "type": "illegal_argument_exception",
+        "reason": f"Rescore window [{window}] is too large. It must be less than [{limit}]. This prevents "
+        "allocating massive heaps for storing the results to be rescored. This limit can be set by changing "
+        "the [index.max_rescore_window] index level setting.",
+    }
+
+
+def test_rescore_window_limit(http: httpx.Client, six: str) -> None:
+    def search(window: int) -> httpx.Response:
+        rescorer = {"window_size": window, "query": {"rescore_query": {"match_all": {}}}}
+        return http.post(f"/{six}/_search", json={"rescore": rescorer})
+
+    assert search(10000).status_code == 200
+    assert shard_refusal(search(10001)) == rescore_window_error(10001, 10000)
+    # unset, it follows index.max_result_window
+    assert http.put(f"/{six}/_settings", json={"index.max_result_window": 50}).status_code == 200
+    assert search(50).status_code == 200
+    assert shard_refusal(search(51)) == rescore_window_error(51, 50)
+    assert http.put(f"/{six}/_settings", json={"index.max_rescore_window": 60}).status_code == 200
+    assert search(60).status_code == 200
+    assert shard_refusal(search(61)) == rescore_window_error(61, 60)
