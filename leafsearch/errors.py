@@ -44,7 +44,7 @@ class ElasticError(Exception):
 
     def body(self) -> dict[str, Any]:
         """The response body Elasticsearch sends for this error."""
-        roots = self.root_causes or [self.caused_by or self]
+        roots = self.root_causes if self.root_causes is not None else [self.caused_by or self]
         error = {"root_cause": [r._cause_body() for r in roots], **self._cause_body()}
         if self.caused_by is not None:
             error["caused_by"] = self.caused_by._cause_body()

@@ -377,6 +377,7 @@ _CLUSTER = [
     Setting("search.default_search_timeout", "-1", time_setting, True),
     Setting("search.allow_expensive_queries", "true", bool_setting, True),
     Setting("search.max_buckets", "65536", int_setting(0), True),
+    Setting("search.aggs.max_nested_depth", "50", int_setting(1), True),
     Setting("action.destructive_requires_name", "true", bool_setting, True),
     Setting("action.auto_create_index", "true", auto_create_setting, True),
     Setting("cluster.max_shards_per_node", "1000", int_setting(1), True),

@@ -359,3 +359,49 @@ def test_aggregation_refusals(es: Elasticsearch, http: httpx.Client, shop: str) 
         "Please use a keyword field instead. Alternatively, set fielddata=true on [note] in order to load field "
         "data by uninverting the inverted index. Note that this can use significant memory."
     )
+
+
+@pytest.mark.parametrize(
+    ("agg", "expected"),
+    [
+        ({"histogram": {"field": "x", "interval": 5}}, {"buckets": []}),
+        ({"date_histogram": {"field": "x", "fixed_interval": "1d"}}, {"buckets": []}),
+        (
+            {"histogram": {"field": "x", "interval": 5, "extended_bounds": {"min": 0, "max": 12}}},
+            {"buckets": [{"key": k, "doc_count": 0} for k in (0.0, 5.0, 10.0)]},
+        ),
+        (
+            {
+                "date_range": {"field": "unmapped", "ranges": [{"to": 1000}]},
+                "aggs": {"m": {"max": {"field": "x"}}},
+            },
+            {
+                "buckets": [
+                    {
+                        "key": "*-1970-01-01T00:00:01.000Z",
+                        "to": 1000.0,
+                        "to_as_string": "1970-01-01T00:00:01.000Z",
+                        "doc_count": 0,
+                        "m": {"value": None},
+                    }
+                ]
+            },
+        ),
+        (
+            {
+                "date_histogram": {"field": "unmapped", "calendar_interval": "day"},
+                "aggs": {"m": {"max": {"field": "x"}}},
+            },
+            {"buckets": []},
+        ),
+        ({"filters": {"filters": {"all": {"match_all": {}}}}}, {"buckets": {"all": {"doc_count": 0}}}),
+        ({"composite": {"sources": [{"x": {"terms": {"field": "x"}}}]}}, {"buckets": []}),
+    ],
+)
+def test_bucket_aggregations_on_an_index_without_documents(
+    http: httpx.Client, new_index: Any, agg: dict[str, Any], expected: dict[str, Any]
+) -> None:
+    index = new_index(mappings={"properties": {"x": {"type": "long"}}})
+    response = http.post(f"/{index}/_search", json={"size": 0, "aggs": {"a": agg}})
+    assert response.status_code == 200, response.text
+    assert response.json()["aggregations"]["a"] == expected

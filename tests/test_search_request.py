@@ -439,11 +439,8 @@ def test_slice_needs_id_and_max():
     "body",
     [
         {"collapse": {"field": "user"}},
-        {"rescore": {"window_size": 5}},
-        {"rescore": [{"window_size": 5}]},
         {"suggest": {"s": {"text": "x"}}},
         {"knn": {"field": "v"}},
-        {"script_fields": {"x": {"script": "1"}}},
         {"runtime_mappings": {"x": {"type": "long"}}},
         {"profile": True},
     ],
@@ -453,6 +450,41 @@ def test_unsupported_features_are_refused_by_name(body):
     key = next(iter(body))
     assert (error.error_type, error.status) == ("illegal_argument_exception", 400)
     assert error.reason == f"[{key}] is not supported by leafsearch"
+
+
+@pytest.mark.parametrize(
+    ("body", "error_type", "reason"),
+    [
+        ({"window_size": 5}, "parsing_exception", "missing rescore type"),
+        (
+            {"window_size": 5, "learning_to_rank": {}},
+            "parsing_exception",
+            "rescore doesn't support rescorer with name [learning_to_rank]",
+        ),
+        ({"query": {}}, "illegal_argument_exception", "rescore_query cannot be null"),
+        (
+            {"query": {"rescore_query": {"match_all": {}}, "x": 1}},
+            "x_content_parse_exception",
+            "[query] unknown field [x]",
+        ),
+        (
+            {"query": {"rescore_query": {"match_all": {}}, "score_mode": "sum"}},
+            "x_content_parse_exception",
+            "[query] failed to parse field [score_mode]",
+        ),
+    ],
+)
+def test_rescore_is_parsed_as_elasticsearch_parses_it(body, error_type, reason):
+    for rescore in (body, [body]):
+        error = refused({"rescore": rescore})
+        assert (error.error_type, error.reason) == (error_type, reason)
+
+
+def test_rescore_defaults():
+    body = {"rescore": {"query": {"rescore_query": {"match_all": {}}}}}
+    (rescorer,) = parse_search_request(body, {}).rescore
+    assert (rescorer.window_size, rescorer.query_weight, rescorer.rescore_query_weight) == (10, 1.0, 1.0)
+    assert rescorer.score_mode == "total"
 
 
 def test_highlight_and_empty_extras_are_accepted():

@@ -30,6 +30,7 @@ from leafsearch.errors import (
     XContentParseError,
 )
 from leafsearch.request.query_dsl import Query, parse_query, scalar_text
+from leafsearch.request.rescore import Rescorer, parse_rescore
 from leafsearch.request.search_types import (
     SCORE,
     SHARD_DOC,
@@ -58,9 +59,9 @@ _NONE_FIELDS = "_none_"
 #: Parameters of the `q` query that make no sense without it (`RestActions.urlParamsToQueryBuilder`).
 _QUERY_STRING_PARAMS = ("df", "analyzer", "analyze_wildcard", "lenient", "default_operator")
 #: Parts of Elasticsearch's search body that leafsearch does not implement: refused by name.
-_UNSUPPORTED = ("collapse", "knn", "rank", "rescore", "retriever", "suggest", "sub_searches")
+_UNSUPPORTED = ("collapse", "knn", "rank", "retriever", "suggest", "sub_searches")
 #: Parts accepted only empty, the form some clients always send.
-_EMPTY_ONLY = ("script_fields", "runtime_mappings", "ext")
+_EMPTY_ONLY = ("runtime_mappings", "ext")
 _JAVA_DOUBLE = re.compile(r"[+-]?(NaN|Infinity|(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?[fFdD]?)")
 _JAVA_INT = re.compile(r"[+-]?\d+")
 
@@ -213,6 +214,8 @@ class _Source:
         self.seq_no_primary_term: bool | None = None
         self.explain: bool | None = None
         self.aggs: dict[str, Any] | None = None
+        self.rescore: tuple[Rescorer, ...] = ()
+        self.script_fields = 0
         self.min_score: float | None = None
         self.terminate_after = 0
         self.indices_boost: list[tuple[str, float]] = []
@@ -281,6 +284,11 @@ class _Source:
             self.slice = _slice(value)
         elif key == "pit":
             self.pit = _pit(value)
+        elif key == "rescore":
+            self.rescore = parse_rescore(value)
+        elif key == "script_fields":
+            # Counted against `index.max_script_fields` by each shard, then refused: no scripts here.
+            self.script_fields = len(value)
         elif key == "highlight":
             # Highlighting only decorates hits; leaving it out is what Elasticsearch answers for
             # hits without fragments, so the request is served and the hits have no `highlight`.
@@ -307,6 +315,8 @@ class _Source:
             self.fields = [_field_and_format(v, with_unmapped=True) for v in value]
         elif key == "indices_boost":
             self.indices_boost = [_index_boost(v) for v in value]
+        elif key == "rescore":
+            self.rescore = parse_rescore(value)
         elif key == "stats":
             for group in value:
                 if not isinstance(group, str):
@@ -470,6 +480,8 @@ def _validate(source: _Source, request: _RequestOptions, indices: str | None) ->
             errors.append("using [from] is not allowed in a scroll context")
         if source.size == 0:
             errors.append("[size] cannot be [0] in a scroll context")
+        if source.rescore:
+            errors.append("using [rescore] is not allowed in a scroll context")
         if source.search_after:
             errors.append("[search_after] cannot be used in a scroll context")
     if source.slice is not None and source.pit is None and not scroll:
@@ -537,6 +549,8 @@ def _build(source: _Source, request: _RequestOptions, body: dict[str, Any] | Non
         seq_no_primary_term=bool(source.seq_no_primary_term),
         explain=bool(source.explain),
         aggs=source.aggs,
+        rescore=source.rescore,
+        script_fields=source.script_fields,
         post_filter=source.post_filter,
         min_score=source.min_score,
         terminate_after=source.terminate_after or None,

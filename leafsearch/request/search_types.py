@@ -82,6 +82,8 @@ class SearchRequest:
     seq_no_primary_term: bool = False
     explain: bool = False
     aggs: Any = None  # parsed aggregation tree, or None
+    rescore: tuple[Any, ...] = ()  # `request.rescore.Rescorer`s, applied in order
+    script_fields: int = 0  # how many were asked for (counted against the limit, then refused)
     post_filter: Query | None = None
     min_score: float | None = None
     terminate_after: int | None = None

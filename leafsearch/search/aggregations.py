@@ -14,22 +14,32 @@ import numpy as np
 
 from leafsearch.errors import ParsingError
 from leafsearch.search.aggs.base import Agg, AggTree, ParseContext, SegmentContext, token_name
-from leafsearch.search.aggs.parse import parse_level
+from leafsearch.search.aggs.limits import MAX_BUCKETS, counting_buckets
+from leafsearch.search.aggs.parse import MAX_NESTED_DEPTH, parse_level
 
-__all__ = ["AggTree", "collect", "parse_aggs", "reduce", "typed_keys"]
+__all__ = ["MAX_BUCKETS", "MAX_NESTED_DEPTH", "AggTree", "collect", "parse_aggs", "reduce", "typed_keys"]
 
 
 def parse_aggs(
-    body: Any, mapping: Any, *, index: str | None = None, now_millis: int | None = None
+    body: Any,
+    mapping: Any,
+    *,
+    index: str | None = None,
+    now_millis: int | None = None,
+    max_depth: int | None = None,
+    max_buckets: int | None = None,
 ) -> AggTree:
     """The aggregation tree of an `aggs`/`aggregations` object, resolved against `mapping`.
 
     `index` names the index in messages that quote it; `now_millis` resolves date math in
-    `extended_bounds`, ranges and `after` keys.
+    `extended_bounds`, ranges and `after` keys; `max_depth` (`search.aggs.max_nested_depth`)
+    refuses deeper nesting before it is walked further; `max_buckets` (`search.max_buckets`)
+    refuses a composite `size` above it.
     """
     if not isinstance(body, dict):
         raise ParsingError(f"Unknown key for a {token_name(body)} in [aggregations].")
-    return parse_level(body, ParseContext(mapping, index, now_millis))
+    pctx = ParseContext(mapping, index, now_millis, max_depth=max_depth, max_buckets=max_buckets)
+    return parse_level(body, pctx)
 
 
 def collect(tree: AggTree, view: Any, docs: np.ndarray, ctx: Any) -> dict:
@@ -43,10 +53,17 @@ def collect(tree: AggTree, view: Any, docs: np.ndarray, ctx: Any) -> dict:
     return {agg.name: agg.collect(seg, docs, groups, 1) for agg in tree}
 
 
-def reduce(tree: AggTree, partials: list[dict]) -> dict:
-    """The `aggregations` response object from the partials of every segment of every shard."""
+def reduce(tree: AggTree, partials: list[dict], *, max_buckets: int | None = None) -> dict:
+    """The `aggregations` response object from the partials of every segment of every shard.
+
+    `max_buckets` (`search.max_buckets`) bounds the buckets of the whole response: more fail the
+    reduce with `too_many_buckets_exception` before the excess is built.
+    """
     maps = [np.zeros(1, dtype=np.int64)] * len(partials)
-    return {agg.name: agg.output(agg.merge([p[agg.name] for p in partials], maps, 1), 0) for agg in tree}
+    with counting_buckets(max_buckets):
+        return {
+            agg.name: agg.output(agg.merge([p[agg.name] for p in partials], maps, 1), 0) for agg in tree
+        }
 
 
 def typed_keys(aggregations: dict, tree: list[Agg]) -> dict:

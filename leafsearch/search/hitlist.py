@@ -93,10 +93,11 @@ def build_hitlist(targets: list[Target], request: SearchRequest, *, now_millis: 
     total = 0
     terminated = False
     # DFS: every shard scores with the term statistics of all shards of the request.
-    stats = _all_shards(targets) if request.dfs and needs_scores else None
+    stats = all_shards_stats(targets) if request.dfs and needs_scores else None
     for ti, target in enumerate(targets):
-        ctx = _context(target, now_millis, needs_scores, stats)
-        filter_ctx = _context(target, now_millis, False) if request.post_filter is not None else None
+        ctx = shard_query_context(target, now_millis, needs_scores, stats)
+        filtering = request.post_filter is not None
+        filter_ctx = shard_query_context(target, now_millis, False) if filtering else None
         prepare(request.query, ctx)
         if filter_ctx is not None:
             prepare(request.post_filter, filter_ctx)
@@ -157,12 +158,12 @@ def build_hitlist(targets: list[Target], request: SearchRequest, *, now_millis: 
     )
 
 
-def _all_shards(targets: list[Target]) -> Searcher:
+def all_shards_stats(targets: list[Target]) -> Searcher:
     """A statistics-only view over the segments of every target (never acquired or released)."""
     return Searcher(-1, [v for t in targets for v in t.searcher.views], generation=0)
 
 
-def _context(
+def shard_query_context(
     target: Target, now_millis: int, needs_scores: bool, stats: Searcher | None = None
 ) -> QueryContext:
     """One query context per shard snapshot: it caches the plan and statistics for all segments.
@@ -200,6 +201,12 @@ def _sort_order(columns: list[SortColumn], keys: list[np.ndarray], n: int) -> np
     return np.lexsort(keys[::-1])
 
 
+def score_column(spec: SortSpec, score_arr: np.ndarray) -> SortColumn:
+    """The sort column of a `_score` sort (`spec`) over the hits' scores."""
+    substitute = missing_substitute(spec, None)
+    return SortColumn(spec, "score", score_arr.astype(np.float64), None, missing_key=substitute)
+
+
 def _sort_column(
     spec: SortSpec,
     targets: list[Target],
@@ -213,7 +220,7 @@ def _sort_column(
         # Every document has these; a `null` cursor still means "past the missing values".
         substitute = missing_substitute(spec, None)
         if special == "score":
-            return SortColumn(spec, "score", score_arr.astype(np.float64), None, missing_key=substitute)
+            return score_column(spec, score_arr)
         if special == "doc":
             return SortColumn(spec, "doc", doc_arr, None, missing_key=substitute)
         values = (target_arr.astype(np.int64) << 32) | doc_arr

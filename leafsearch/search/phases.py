@@ -23,6 +23,7 @@ from leafsearch.rest.exchange import parse_bool
 from leafsearch.search import fetch
 from leafsearch.search.fetch_phase import render_hits
 from leafsearch.search.hitlist import HitList, HitListCache, shard_doc_page
+from leafsearch.search.rescore import rescore
 from leafsearch.search.slicing import check_slice_field, pit_slice_range
 from leafsearch.search.sort_keys import missing_substitute
 from leafsearch.search.targets import Target, acquire_targets
@@ -46,7 +47,9 @@ def resolve_targets(node: Node, index_expr: str | None, params: dict[str, str]) 
 
 def check_limits(request: SearchRequest, targets: list[Target]) -> None:
     """Index-level limits, checked per target index as Elasticsearch's shards do."""
-    for index in {id(t.index): t.index for t in targets}.values():
+    for target in {id(t.index): t for t in targets}.values():
+        index = target.index
+        _check_fetch_limits(request, index, target.mapping)
         window = int(index.setting("index.max_result_window"))
         if request.scroll is not None:
             if request.size > window:
@@ -83,29 +86,74 @@ def check_limits(request: SearchRequest, targets: list[Target]) -> None:
                         "This limit can be set by changing the [index.max_slices_per_scroll] index level setting."
                     )
                 )
+        if request.rescore:
+            _check_rescore(request, index, window)
     if request.slice is not None and request.slice.field is not None:
         try:
             check_slice_field(targets, request.slice, pit=request.pit is not None)
         except ElasticError as exc:
             raise _phase_error(exc) from None
+    if request.script_fields:
+        raise IllegalArgument("[script_fields] is not supported by leafsearch")
+
+
+def _check_fetch_limits(request: SearchRequest, index: Any, mapping: Any) -> None:
+    """What a shard checks while parsing the request: how many docvalue fields (the mapped fields its
+    patterns name) and script fields it asks for."""
+    patterns = [spec["field"] for spec in request.docvalue_fields]
+    docvalue_fields = {path for pattern in patterns for path in mapping.resolve_fields(pattern)}
+    for count, what, key in (
+        (len(docvalue_fields), "docvalue_fields", "index.max_docvalue_fields_search"),
+        (request.script_fields, "script_fields", "index.max_script_fields"),
+    ):
+        limit = int(index.setting(key))
+        if count > limit:
+            raise _phase_error(
+                IllegalArgument(
+                    f"Trying to retrieve too many {what}. Must be less than or equal to: [{limit}] but was "
+                    f"[{count}]. This limit can be set by changing the [{key}] index level setting."
+                )
+            )
+
+
+def _check_rescore(request: SearchRequest, index: Any, result_window: int) -> None:
+    """Rescoring reorders by score, so it refuses another sort; its window is bounded by
+    `index.max_rescore_window`, which is `index.max_result_window` unless set."""
+    if request.sort:
+        raise _phase_error(IllegalArgument("Cannot use [sort] option in conjunction with [rescore]."))
+    key = "index.max_rescore_window"
+    limit = int(index.setting(key)) if key in index.settings else result_window
+    for rescorer in request.rescore:
+        if rescorer.window_size > limit:
+            raise _phase_error(
+                IllegalArgument(
+                    f"Rescore window [{rescorer.window_size}] is too large. It must be less than [{limit}]. "
+                    "This prevents allocating massive heaps for storing the results to be rescored. This "
+                    f"limit can be set by changing the [{key}] index level setting."
+                )
+            )
 
 
 def _phase_error(cause: ElasticError) -> SearchPhaseExecution:
     return SearchPhaseExecution(cause)
 
 
-def _agg_collector(request: SearchRequest, targets: list[Target]):
+def _agg_collector(node: Node, request: SearchRequest, targets: list[Target]):
     if request.aggs is None:
         return None, None
-    from leafsearch.search.aggregations import collect, parse_aggs
+    from leafsearch.search.aggregations import MAX_BUCKETS, MAX_NESTED_DEPTH, collect, parse_aggs
 
-    now = int(time.time() * 1000)
+    limits = {
+        "now_millis": int(time.time() * 1000),
+        "max_depth": int(node.cluster_settings.get(MAX_NESTED_DEPTH)),
+        "max_buckets": int(node.cluster_settings.get(MAX_BUCKETS)),
+    }
     trees = {}
     for t in targets:
         if t.index.uuid not in trees:
-            trees[t.index.uuid] = parse_aggs(request.aggs, t.mapping, index=t.index.name, now_millis=now)
+            trees[t.index.uuid] = parse_aggs(request.aggs, t.mapping, index=t.index.name, **limits)
     if not trees:
-        trees[None] = parse_aggs(request.aggs, None, now_millis=now)
+        trees[None] = parse_aggs(request.aggs, None, **limits)
 
     def with_aggs(target: Target, view, docs: np.ndarray, ctx) -> Any:
         return collect(trees[target.index.uuid], view, docs, ctx)
@@ -118,13 +166,15 @@ def query_phase(
 ) -> tuple[HitList, Any]:
     """The matches of every target in sort order (or, for a plain `_shard_doc` walk, the page)."""
     # Aggregation requests are parsed before the shards run: their errors are not shard failures.
-    with_aggs, tree = _agg_collector(request, targets) if aggs else (None, None)
+    with_aggs, tree = _agg_collector(node, request, targets) if aggs else (None, None)
     with node.search_stats.phase("query"):
         try:
             if _walks_live_docs(request):
                 hitlist = _live_docs_page(targets, request)
             else:
                 hitlist = _CACHE.get_or_build(targets, request, with_aggs=with_aggs)
+                if request.rescore:
+                    hitlist = rescore(hitlist, request, int(time.time() * 1000))
         except SearchPhaseExecution:
             raise
         except ElasticError as exc:
@@ -252,9 +302,10 @@ def response(
     body["_shards"] = {"total": n, "successful": n, "skipped": 0, "failed": 0}
     body["hits"] = hits_obj
     if agg_tree is not None:
-        from leafsearch.search.aggregations import reduce
+        from leafsearch.search.aggregations import MAX_BUCKETS, reduce
 
-        body["aggregations"] = reduce(agg_tree, hitlist.agg_partials)
+        limit = int(node.cluster_settings.get(MAX_BUCKETS))
+        body["aggregations"] = reduce(agg_tree, hitlist.agg_partials, max_buckets=limit)
         if request.typed_keys:
             body["aggregations"] = _typed_keys(body["aggregations"], agg_tree)
     return body

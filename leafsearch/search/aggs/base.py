@@ -53,12 +53,16 @@ class ParseContext:
     index: str | None = None
     now_millis: int | None = None
     parent: str | None = None  # type of the enclosing aggregation
+    depth: int = 1  # nesting level being parsed, the top level being 1
+    max_depth: int | None = None  # `search.aggs.max_nested_depth`
+    max_buckets: int | None = None  # `search.max_buckets`, which a composite's size may not exceed
 
 
 class Agg:
     """One aggregation of the request: its name, `meta`, sub-aggregations and options."""
 
     type_name = ""
+    key_columns = 1  # key columns of a bucket aggregation's `Buckets` partial
 
     def __init__(self, name: str, meta: dict | None, subs: list[Agg]) -> None:
         self.name = name

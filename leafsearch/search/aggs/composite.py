@@ -24,6 +24,7 @@ from leafsearch.search.aggs.base import (
     shard_failure,
 )
 from leafsearch.search.aggs.grouping import Buckets, densify, merge_buckets, unify
+from leafsearch.search.aggs.limits import TooManyBuckets, consume_buckets
 from leafsearch.search.aggs.rounding import DateRounding, Zone
 from leafsearch.search.aggs.values import (
     ANY,
@@ -158,6 +159,8 @@ class CompositeAgg(Agg):
                 f"Composite source names must be unique, found duplicates: [{', '.join(duplicates)}]"
             )
         self.size = opts.positive("size", 10)
+        if pctx.max_buckets is not None and self.size > pctx.max_buckets:
+            raise shard_failure(TooManyBuckets(pctx.max_buckets, size=self.size))
         after = opts.get("after")
         self.after: list[Any] | None = None
         if after is not None:
@@ -240,12 +243,17 @@ class CompositeAgg(Agg):
         subs = collect_subs(self.subs, seg, docs[pair_docs], pair_rows, len(chosen)) if self.subs else {}
         return Buckets(np.zeros(len(chosen), np.int64), [c[chosen] for c in row_columns], count, subs)
 
+    @property
+    def key_columns(self) -> int:  # type: ignore[override]
+        return 2 * len(self.sources)  # (value, missing) per source
+
     def merge(self, parts: list[Buckets], maps: list[np.ndarray], n_out: int) -> Buckets:
         return merge_buckets(self, parts, maps, n_out)
 
     def render(self, part: Buckets, group: int | None) -> dict:
         rows = part.rows_of(group)
         chosen = self._ordered(part.keys, rows)[: self.size].tolist()
+        consume_buckets(len(chosen))
         buckets = []
         for row in chosen:
             key = {

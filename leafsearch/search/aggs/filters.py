@@ -19,6 +19,7 @@ from leafsearch.search.aggs.base import (
     render_subs,
 )
 from leafsearch.search.aggs.grouping import Buckets, collect_buckets, merge_buckets
+from leafsearch.search.aggs.limits import consume_buckets
 from leafsearch.search.aggs.order import path_values
 
 
@@ -127,6 +128,7 @@ class FiltersAgg(Agg):
         labels: list[str | None] = list(self.names) if self.names is not None else [None] * len(self.queries)
         if self.other:
             labels.append(self.other_key)
+        consume_buckets(len(labels))
         buckets = []
         for code, label in enumerate(labels):
             row = row_of.get(code)

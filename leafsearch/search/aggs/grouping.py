@@ -122,7 +122,7 @@ def collect_buckets(
 def merge_buckets(agg: Agg, parts: list[Buckets], maps: list[np.ndarray], n_out: int) -> Buckets:
     """Rows of all partials re-numbered by `maps`; rows with equal group and keys become one."""
     groups, keeps = remap(maps, [p.group for p in parts])
-    n_keys = len(parts[0].keys) if parts else 0
+    n_keys = len(parts[0].keys) if parts else agg.key_columns  # no partials: an index without documents
     keys = [concat([p.keys[j][k] for p, k in zip(parts, keeps, strict=True)]) for j in range(n_keys)]
     counts = (
         concat([p.count[k] for p, k in zip(parts, keeps, strict=True)]) if parts else np.empty(0, np.int64)

@@ -26,6 +26,7 @@ from leafsearch.search.aggs.base import (
     unknown_field,
 )
 from leafsearch.search.aggs.grouping import Buckets, collect_buckets, dedupe_pairs, merge_buckets
+from leafsearch.search.aggs.limits import consume_buckets, reserve_estimate
 from leafsearch.search.aggs.order import OrderKey, parse_order, path_values
 from leafsearch.search.aggs.rounding import CALENDAR_UNITS, DateRounding, Zone
 from leafsearch.search.aggs.values import DATE, NUMBERS, ValueFormat, numeric_values, resolve_field
@@ -42,6 +43,7 @@ _OPTIONS = COMMON_VALUE_OPTIONS | {
 _DATE_OPTIONS = (_OPTIONS - {"interval"}) | {"calendar_interval", "fixed_interval", "time_zone"}
 _KEY_ASC = [OrderKey("_key", True)]
 _DENSE_KEYS = 1 << 22  # above this many key slots, distinct keys are found by sorting
+_UNBOUNDED = 1 << 62  # the key count of a range an interval divides into more steps than a float holds
 
 
 class HistogramBase(Agg):
@@ -97,7 +99,7 @@ class HistogramBase(Agg):
         """(distinct keys, code of each key): keys are a grid, so codes are a division, not a sort."""
         low = keys.min()
         step = self.step_of(keys - low)
-        if step > 0:
+        if step > 0 and float(keys.max() - low) / step < _DENSE_KEYS:  # a float, so never overflows
             codes = np.rint((keys - low) / step).astype(np.int64)
             size = int(codes.max()) + 1
             if size <= _DENSE_KEYS:
@@ -113,26 +115,40 @@ class HistogramBase(Agg):
     def merge(self, parts: list[Buckets], maps: list[np.ndarray], n_out: int) -> Buckets:
         return merge_buckets(self, parts, maps, n_out)
 
+    def count_between(self, first: float, last: float) -> int:
+        """How many keys `keys_between(first, last)` would build, without building them."""
+        raise NotImplementedError
+
     def _entries(self, part: Buckets, group: int | None) -> tuple[np.ndarray, np.ndarray]:
-        """(keys ascending, row of each key or -1 for an empty bucket) of one parent bucket."""
+        """(keys ascending, row of each key or -1 for an empty bucket) of one parent bucket.
+
+        Empty buckets are counted against `search.max_buckets` before their keys are built."""
         rows = part.rows_of(group)
         keys = part.keys[0][rows]
         if self.min_doc_count > 0:
             keep = part.count[rows] >= self.min_doc_count
             rows, keys = rows[keep], keys[keep]
+            consume_buckets(len(keys))
             order = np.argsort(keys, kind="stable")
             return keys[order], rows[order]
         bounds = [float(k) for k in (keys.min(), keys.max())] if len(keys) else []
+        dtype = keys.dtype if len(keys) else np.float64
         if self.extended is not None:
-            bounds += [
-                float(k)
-                for k in self.keys_of(
-                    np.asarray(self.extended, dtype=keys.dtype if len(keys) else np.float64)
-                )
-            ]
+            bounds += [float(k) for k in self.keys_of(np.asarray(self.extended, dtype=dtype))]
         if not bounds:
             return keys, rows
-        every = self.keys_between(min(bounds), max(bounds))
+        first, last = min(bounds), max(bounds)
+        if self.hard is not None:  # keys outside the hard bounds are never built
+            lo, hi = self.hard
+            if lo is not None:
+                first = max(first, float(self.keys_of(np.asarray([lo], dtype=dtype))[0]))
+            if hi is not None:
+                last = min(last, float(self.keys_of(np.asarray([hi], dtype=dtype))[0]))
+        if first > last:
+            every = keys[:0]
+        else:
+            reserve_estimate(self.count_between(first, last))
+            every = self.keys_between(first, last)
         if self.hard is not None:
             lo, hi = self.hard
             if lo is not None:
@@ -140,6 +156,7 @@ class HistogramBase(Agg):
             if hi is not None:
                 every = every[every <= hi]
         every = np.union1d(every, keys)
+        consume_buckets(len(every))
         entry_rows = np.full(len(every), -1, dtype=np.int64)
         entry_rows[np.searchsorted(every, keys)] = rows
         return every, entry_rows
@@ -209,8 +226,12 @@ class HistogramAgg(HistogramBase):
         values = np.asarray(values, dtype=np.float64)
         return np.floor((values - self.offset) / self.interval) * self.interval + self.offset
 
+    def count_between(self, first: float, last: float) -> int:
+        steps = (last - first) / self.interval
+        return int(round(steps)) + 1 if math.isfinite(steps) else _UNBOUNDED
+
     def keys_between(self, first: float, last: float) -> np.ndarray:
-        count = int(round((last - first) / self.interval)) + 1
+        count = self.count_between(first, last)
         return self.keys_of(first + np.arange(count) * self.interval + self.interval / 2)
 
     def key_value(self, key: Any) -> float:
@@ -256,6 +277,9 @@ class DateHistogramAgg(HistogramBase):
 
     def keys_of(self, values: np.ndarray) -> np.ndarray:
         return self.rounding.round(np.floor(np.asarray(values)).astype(np.int64))
+
+    def count_between(self, first: float, last: float) -> int:
+        return self.rounding.count_between(int(first), int(last))
 
     def keys_between(self, first: float, last: float) -> np.ndarray:
         return self.rounding.keys_between(int(first), int(last))

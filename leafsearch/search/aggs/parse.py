@@ -30,9 +30,15 @@ PARSERS = {
 }
 LEAVES = frozenset((*METRICS, "cardinality"))
 _VALID_NAME = re.compile(r"[^\[\]>]+")
+MAX_NESTED_DEPTH = "search.aggs.max_nested_depth"
 
 
 def parse_level(body: Any, pctx: ParseContext) -> AggTree:
+    if pctx.max_depth is not None and pctx.depth > pctx.max_depth:
+        raise ParsingError(
+            "The nested depth of the aggregations exceeds the maximum nested depth for aggregations of "
+            f"[{pctx.max_depth}] set in [{MAX_NESTED_DEPTH}]"
+        )
     tree = AggTree()
     for name, definition in body.items():
         if not _VALID_NAME.fullmatch(name):
@@ -67,7 +73,11 @@ def parse_level(body: Any, pctx: ParseContext) -> AggTree:
                 type_name, agg_body = key, value
         if type_name is None:
             raise ParsingError(f"Missing definition for aggregation [{name}]")
-        subs = parse_level(subs_body, replace(pctx, parent=type_name)) if subs_body else AggTree()
+        subs = (
+            parse_level(subs_body, replace(pctx, parent=type_name, depth=pctx.depth + 1))
+            if subs_body
+            else AggTree()
+        )
         if subs and type_name in LEAVES:
             raise AggregationInitialization(
                 f"Aggregator [{name}] of type [{type_name}] cannot accept sub-aggregations"

@@ -21,6 +21,7 @@ from leafsearch.search.aggs.base import (
     unknown_field,
 )
 from leafsearch.search.aggs.grouping import Buckets, collect_buckets, dedupe_pairs, merge_buckets
+from leafsearch.search.aggs.limits import consume_buckets
 from leafsearch.search.aggs.values import NUMBERS, numeric_values, resolve_field
 
 _OPTIONS = COMMON_VALUE_OPTIONS | {"ranges", "keyed"}
@@ -95,6 +96,7 @@ class RangeAgg(Agg):
     def render(self, part: Buckets, group: int | None) -> dict:
         rows = part.rows_of(group)
         row_of = dict(zip(part.keys[0][rows].tolist(), rows.tolist(), strict=True))
+        consume_buckets(len(self.ranges))
         buckets = []
         for i, (lo, hi, key) in enumerate(self.ranges):
             row = row_of.get(i)

@@ -37,6 +37,8 @@ CALENDAR_UNITS = {
 }
 _UNIT_MILLIS = {"second": 1000, "minute": 60_000, "hour": 3_600_000, "day": DAY, "week": 7 * DAY}
 _MONTHS = {"month": 1, "quarter": 3, "year": 12}
+_FIRST_INSTANT = -62104060800000  # 0002-01-01T00:00:00Z
+_LAST_INSTANT = 253370764800000  # 9999-01-01T00:00:00Z
 _OFFSET = re.compile(r"([+-])(\d{1,2})(?::?(\d{2}))?(?::?(\d{2}))?")
 
 
@@ -71,6 +73,9 @@ class Zone:
         return self.fixed == 0
 
     def _offset_at(self, millis: int) -> int:
+        """The zone's offset at an instant; before year 2 or after 9998 (beyond Python's datetime),
+        the offset at that edge."""
+        millis = min(max(millis, _FIRST_INSTANT), _LAST_INSTANT)
         instant = datetime.fromtimestamp(millis / 1000, tz=UTC)
         return int(instant.astimezone(self.info).utcoffset() // timedelta(milliseconds=1))
 
@@ -98,7 +103,12 @@ class Zone:
         utc = np.asarray(utc, dtype=np.int64)
         if self.fixed is not None or not len(utc):
             return np.full(len(utc), self.fixed or 0, dtype=np.int64)
-        starts, values = self._transitions(int(utc.min()), int(utc.max()))
+        lo, hi = int(utc.min()), int(utc.max())
+        distinct, inverse = np.unique(utc, return_inverse=True)
+        if len(distinct) < (hi - lo) // DAY + 3:  # fewer values than days: ask the zone for each one
+            each = np.array([self._offset_at(int(v)) for v in distinct.tolist()], dtype=np.int64)
+            return each[inverse.reshape(-1)]
+        starts, values = self._transitions(lo, hi)
         return values[np.searchsorted(starts, utc, side="right") - 1]
 
     def to_utc(self, local: np.ndarray) -> np.ndarray:
@@ -139,19 +149,28 @@ class DateRounding:
         local = shifted + self.zone.offsets(shifted)
         return self.zone.to_utc(self._floor_local(local)) + self.offset
 
-    def keys_between(self, first: int, last: int) -> np.ndarray:
-        """Every bucket key from `first` to `last` (both keys of this rounding), for empty buckets."""
+    def _local_span(self, first: int, last: int) -> tuple[int, int, int]:
+        """(start, stop, step) of the wall-clock grid from key `first` to key `last`: milliseconds
+        for fixed lengths, months since 1970 for months, quarters and years."""
         lo, hi = first - self.offset, last - self.offset
         if self.zone is not None:
             lo += int(self.zone.offsets(np.array([lo]))[0])
             hi += int(self.zone.offsets(np.array([hi]))[0])
         if self.fixed is not None or self.unit in _UNIT_MILLIS:
-            step = self.fixed if self.fixed is not None else _UNIT_MILLIS[self.unit]
-            local = np.arange(lo, hi + 1, step, dtype=np.int64)
-        else:
-            m0 = np.array([lo], dtype="datetime64[ms]").astype("datetime64[M]").astype(np.int64)[0]
-            m1 = np.array([hi], dtype="datetime64[ms]").astype("datetime64[M]").astype(np.int64)[0]
-            months = np.arange(m0, m1 + 1, _MONTHS[self.unit], dtype=np.int64)
-            local = months.astype("datetime64[M]").astype("datetime64[ms]").astype(np.int64)
+            return lo, hi, self.fixed if self.fixed is not None else _UNIT_MILLIS[self.unit]
+        m0, m1 = np.array([lo, hi], dtype="datetime64[ms]").astype("datetime64[M]").astype(np.int64)
+        return int(m0), int(m1), _MONTHS[self.unit]
+
+    def count_between(self, first: int, last: int) -> int:
+        """How many keys `keys_between` builds at most (a time zone's shifts may merge a few)."""
+        start, stop, step = self._local_span(first, last)
+        return (stop - start) // step + 1 if stop >= start else 0
+
+    def keys_between(self, first: int, last: int) -> np.ndarray:
+        """Every bucket key from `first` to `last` (both keys of this rounding), for empty buckets."""
+        start, stop, step = self._local_span(first, last)
+        local = np.arange(start, stop + 1, step, dtype=np.int64)
+        if self.fixed is None and self.unit not in _UNIT_MILLIS:
+            local = local.astype("datetime64[M]").astype("datetime64[ms]").astype(np.int64)
         keys = (self.zone.to_utc(local) if self.zone is not None else local) + self.offset
         return np.unique(self.round(keys))

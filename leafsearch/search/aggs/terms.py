@@ -32,6 +32,7 @@ from leafsearch.search.aggs.grouping import (
     dedupe_pairs,
     merge_buckets,
 )
+from leafsearch.search.aggs.limits import consume_buckets
 from leafsearch.search.aggs.order import OrderKey, parse_order, sort_rows
 from leafsearch.search.aggs.values import (
     ANY,
@@ -244,6 +245,7 @@ class TermsAgg(Agg):
         rows = rows[part.count[rows] >= self.min_doc_count]
         ordered = sort_rows(part, rows, self.order, self.subs)
         chosen = ordered[: self.size]
+        consume_buckets(len(chosen))
         other = int(part.count[rows].sum() - part.count[chosen].sum())
         buckets = []
         keys = part.keys[0][chosen].tolist() if len(chosen) else []
