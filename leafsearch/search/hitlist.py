@@ -14,11 +14,12 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from leafsearch.index.searcher import Searcher
+from leafsearch.index.searcher import Searcher, SegmentView
 from leafsearch.request.search_types import SearchRequest, SortSpec
 from leafsearch.search import slicing
 from leafsearch.search.matching import QueryContext, execute, prepare, query_key
@@ -59,18 +60,25 @@ class HitList:
 
     def position_after(self, after: list) -> int:
         """Index of the first hit strictly after the `search_after` key values."""
-        lo, hi = 0, len(self.doc)
-        for col, value in zip(self.keys, after, strict=True):
-            if lo >= hi:
-                break
-            part = col[lo:hi]
-            a = lo + int(np.searchsorted(part, value, side="left"))
-            b = lo + int(np.searchsorted(part, value, side="right"))
-            lo, hi = a, b
-        return hi
+        return position_after(self.keys, after, len(self.doc))
 
 
-def _needs_scores(request: SearchRequest) -> bool:
+def position_after(keys: list[np.ndarray], after: list, n: int) -> int:
+    """Index of the first of `n` rows strictly after `after` in key columns sorted
+    lexicographically: one binary search per column, within the rows equal on the columns
+    before. O(log n)."""
+    lo, hi = 0, n
+    for col, value in zip(keys, after, strict=True):
+        if lo >= hi:
+            break
+        part = col[lo:hi]
+        a = lo + int(np.searchsorted(part, value, side="left"))
+        b = lo + int(np.searchsorted(part, value, side="right"))
+        lo, hi = a, b
+    return hi
+
+
+def needs_scores(request: SearchRequest) -> bool:
     if request.min_score is not None or request.track_scores:
         return True
     if not request.sort:
@@ -78,20 +86,26 @@ def _needs_scores(request: SearchRequest) -> bool:
     return any(s.field == "_score" for s in request.sort)
 
 
-def build_hitlist(targets: list[Target], request: SearchRequest, *, now_millis: int, with_aggs) -> HitList:
-    """Run the query on every segment of every target and sort all matches.
+@dataclass
+class SegmentMatches:
+    """The matches of one segment of one target, after live docs, slice, `post_filter` and
+    `min_score` applied (aggregations have already collected, before `post_filter`)."""
+
+    target: int  # position of the target
+    view: SegmentView
+    mask: np.ndarray  # bool per local doc
+    scores: np.ndarray | None  # per local doc, when the request needs scores
+
+
+def segment_matches(
+    targets: list[Target], request: SearchRequest, *, now_millis: int, needs_scores: bool, with_aggs
+) -> Iterator[SegmentMatches]:
+    """Run the query on every segment of every target, in (shard, segment) order.
 
     `with_aggs(target, view, docs, ctx)` collects aggregation partials for the matched docs of a
-    segment before `post_filter` applies (None when there are no aggregations).
+    segment before `post_filter` applies (None when there are no aggregations); the caller reads
+    its results from `partials`. Cost: the query's own, O(segment size) per segment.
     """
-    needs_scores = _needs_scores(request)
-    target_pos: list[np.ndarray] = []
-    docs_all: list[np.ndarray] = []
-    scores_all: list[np.ndarray] = []
-    seg_docs: list[tuple[int, object, np.ndarray]] = []  # (target idx, view, local docs)
-    partials = []
-    total = 0
-    terminated = False
     # DFS: every shard scores with the term statistics of all shards of the request.
     stats = all_shards_stats(targets) if request.dfs and needs_scores else None
     for ti, target in enumerate(targets):
@@ -106,7 +120,6 @@ def build_hitlist(targets: list[Target], request: SearchRequest, *, now_millis: 
             if request.slice
             else None
         )
-        taken = 0
         for vi, view in enumerate(target.searcher.views):
             if view.live_count == 0:
                 continue
@@ -115,47 +128,79 @@ def build_hitlist(targets: list[Target], request: SearchRequest, *, now_millis: 
                 mask &= view.live
             if slice_masks is not None:
                 mask &= slice_masks[vi]
-            docs = np.flatnonzero(mask)
             if with_aggs is not None:
-                partials.append(with_aggs(target, view, docs, ctx))
-            if request.post_filter is not None:
+                with_aggs(target, view, np.flatnonzero(mask), ctx)
+            if filter_ctx is not None:
                 pmask, _ = execute(request.post_filter, view, filter_ctx)
-                docs = docs[pmask[docs]]
+                mask &= pmask
             if request.min_score is not None and scores is not None:
-                docs = docs[scores[docs] >= request.min_score]
-            if request.terminate_after is not None:
-                room = request.terminate_after - taken
-                if len(docs) > room:
-                    docs = docs[:room]
-                    terminated = True
-                taken += len(docs)
-            total += len(docs)
-            target_pos.append(np.full(len(docs), ti, dtype=np.int32))
-            docs_all.append(docs + view.doc_base)
-            seg_docs.append((ti, view, docs))
-            if needs_scores:
-                scores_all.append(scores[docs] if scores is not None else np.ones(len(docs), np.float32))
+                mask &= scores >= request.min_score
+            if needs_scores and scores is None:
+                scores = np.ones(view.max_doc, np.float32)
+            yield SegmentMatches(ti, view, mask, scores if needs_scores else None)
+
+
+def build_hitlist(targets: list[Target], request: SearchRequest, *, now_millis: int, with_aggs) -> HitList:
+    """Every match of every target, sorted: what a walk over one snapshot pages through.
+    Cost: O(matches log matches) once per (snapshots, request); see `top_hits` for one page."""
+    needs = needs_scores(request)
+    target_pos: list[np.ndarray] = []
+    docs_all: list[np.ndarray] = []
+    scores_all: list[np.ndarray] = []
+    seg_docs: list[tuple[int, SegmentView, np.ndarray]] = []  # (target idx, view, local docs)
+    partials: list = []
+    collect = None if with_aggs is None else lambda *args: partials.append(with_aggs(*args))
+    total = 0
+    terminated = False
+    taken = [0] * len(targets)
+    for m in segment_matches(targets, request, now_millis=now_millis, needs_scores=needs, with_aggs=collect):
+        docs = np.flatnonzero(m.mask)
+        if request.terminate_after is not None:
+            room = request.terminate_after - taken[m.target]
+            if len(docs) > room:
+                docs = docs[:room]
+                terminated = True
+            taken[m.target] += len(docs)
+        total += len(docs)
+        target_pos.append(np.full(len(docs), m.target, dtype=np.int32))
+        docs_all.append(docs + m.view.doc_base)
+        seg_docs.append((m.target, m.view, docs))
+        if m.scores is not None:
+            scores_all.append(m.scores[docs])
     target_arr = np.concatenate(target_pos) if target_pos else np.empty(0, np.int32)
     doc_arr = np.concatenate(docs_all) if docs_all else np.empty(0, np.int64)
-    score_arr = (
-        (np.concatenate(scores_all) if scores_all else np.empty(0, np.float32)) if needs_scores else None
-    )
-    columns = [
-        _sort_column(spec, targets, seg_docs, target_arr, doc_arr, score_arr) for spec in _effective(request)
-    ]
+    score_arr = (np.concatenate(scores_all) if scores_all else np.empty(0, np.float32)) if needs else None
+    hitlist = sorted_hitlist(targets, request, seg_docs, target_arr, doc_arr, score_arr, total, partials)
+    hitlist.terminated_early = terminated
+    return hitlist
+
+
+def sorted_hitlist(
+    targets: list[Target],
+    request: SearchRequest,
+    seg_docs: list[tuple[int, SegmentView, np.ndarray]],
+    target_arr: np.ndarray,
+    doc_arr: np.ndarray,
+    score_arr: np.ndarray | None,
+    total: int,
+    partials: list,
+    max_score: float | None = None,
+) -> HitList:
+    """A HitList of the given documents (gathered in (shard, doc) order), sorted by the request's
+    sort, ties kept in gathering order. `max_score` defaults to the best of these documents."""
+    columns = [sort_column(spec, targets, seg_docs, target_arr, doc_arr, score_arr) for spec in effective_sort(request)]
     keys: list[np.ndarray] = []
     for col in columns:
         keys.extend(col.key_columns())
-    order = _sort_order(columns, keys, len(doc_arr))
+    order = sort_order(columns, keys, len(doc_arr))
     if order is not None:
         target_arr, doc_arr = target_arr[order], doc_arr[order]
         score_arr = score_arr[order] if score_arr is not None else None
         columns = [c.take(order) for c in columns]
         keys = [k[order] for k in keys]
-    max_score = float(score_arr.max()) if score_arr is not None and len(score_arr) else None
-    return HitList(
-        targets, target_arr, doc_arr, score_arr, columns, keys, total, max_score, partials, terminated
-    )
+    if max_score is None and score_arr is not None and len(score_arr):
+        max_score = float(score_arr.max())
+    return HitList(targets, target_arr, doc_arr, score_arr, columns, keys, total, max_score, partials)
 
 
 def all_shards_stats(targets: list[Target]) -> Searcher:
@@ -182,14 +227,14 @@ def shard_query_context(
     )
 
 
-def _effective(request: SearchRequest) -> list[SortSpec]:
+def effective_sort(request: SearchRequest) -> list[SortSpec]:
     """No sort means relevance: `_score` descending."""
     if request.sort:
         return request.sort
     return [SortSpec("_score", "desc")]
 
 
-def _sort_order(columns: list[SortColumn], keys: list[np.ndarray], n: int) -> np.ndarray | None:
+def sort_order(columns: list[SortColumn], keys: list[np.ndarray], n: int) -> np.ndarray | None:
     """Stable order by the key columns. Matches are gathered in (shard, doc) order, so ties keep
     it, and a leading `_shard_doc` (unique per document) needs no sort at all."""
     if n == 0 or not keys:
@@ -207,7 +252,7 @@ def score_column(spec: SortSpec, score_arr: np.ndarray) -> SortColumn:
     return SortColumn(spec, "score", score_arr.astype(np.float64), None, missing_key=substitute)
 
 
-def _sort_column(
+def sort_column(
     spec: SortSpec,
     targets: list[Target],
     seg_docs: list[tuple[int, object, np.ndarray]],
