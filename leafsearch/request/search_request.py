@@ -215,6 +215,7 @@ class _Source:
         self.aggs: dict[str, Any] | None = None
         self.min_score: float | None = None
         self.terminate_after = 0
+        self.timeout: float | None = None
         self.indices_boost: list[tuple[str, float]] = []
 
     # -- body ------------------------------------------------------------------------------
@@ -238,7 +239,7 @@ class _Source:
         elif key == "size":
             self.set_size(_int_value(value))
         elif key == "timeout":
-            parse_time_value(scalar_text(value), "timeout")
+            self.timeout = parse_time_value(scalar_text(value), "timeout")
         elif key == "terminate_after":
             self.set_terminate_after(_int_value(value))
         elif key == "min_score":
@@ -356,7 +357,7 @@ class _Source:
             if key in params:
                 setattr(self, key, _param_bool(params, key, None))
         if "timeout" in params:
-            parse_time_value(params["timeout"], "timeout")
+            self.timeout = parse_time_value(params["timeout"], "timeout")
         if "terminate_after" in params:
             self.set_terminate_after(_param_int(params, "terminate_after"))
         if "stored_fields" in params:
@@ -392,7 +393,7 @@ class _RequestOptions:
         ):
             if key in params and _param_int(params, key) < minimum:
                 raise IllegalArgument(message)
-        _param_bool(params, "allow_partial_search_results", None)
+        self.allow_partial = _param_bool(params, "allow_partial_search_results", None)
         self.dfs = _search_type(params.get("search_type"))
         self.request_cache = _param_bool(params, "request_cache", None)
         self.scroll = scroll if scroll is not None else params.get("scroll")
@@ -545,6 +546,8 @@ def _build(source: _Source, request: _RequestOptions, body: dict[str, Any] | Non
         indices_boost=source.indices_boost,
         routing=request.routing,
         dfs=request.dfs,
+        timeout=source.timeout,
+        allow_partial_search_results=request.allow_partial,
     )
 
 

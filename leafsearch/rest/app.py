@@ -8,7 +8,9 @@ Every response carries `X-Elastic-Product: Elasticsearch`, which the official cl
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import threading
 import zlib
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, quote
@@ -122,9 +124,15 @@ class Dispatcher:
             return
 
         request = RestRequest(method, scope["path"], uri, captured, params, body, headers)
-        status, payload, media, extra = await run_in_threadpool(
-            self._respond, route, request, content_type, pretty
-        )
+        # The client may go away while the handler runs: that sets the request's `cancelled`, which
+        # a search checks between segments (Elasticsearch cancels the task of a closed channel).
+        watcher = asyncio.ensure_future(_watch_disconnect(receive, request.cancelled))
+        try:
+            status, payload, media, extra = await run_in_threadpool(
+                self._respond, route, request, content_type, pretty
+            )
+        finally:
+            watcher.cancel()
         await _send(send, status, payload, media, method, extra)
 
     async def _read_body(self, receive: Receive, headers: dict[str, str]) -> bytes:
@@ -187,6 +195,15 @@ class Dispatcher:
             log.exception("unexpected failure for %s %s", request.method, request.uri)
             error = ElasticError(f"{type(exc).__name__}: {exc}")
             return 500, to_json(error.body(), pretty=pretty), content_type, {}
+
+
+async def _watch_disconnect(receive: Receive, cancelled: threading.Event) -> None:
+    """Once the body is read, the next ASGI message is the client's disconnect."""
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            cancelled.set()
+            return
 
 
 def _headers(scope: Scope) -> dict[str, str]:

@@ -21,6 +21,13 @@ import numpy as np
 from leafsearch.index.searcher import Searcher
 from leafsearch.request.search_types import SearchRequest, SortSpec
 from leafsearch.search import slicing
+from leafsearch.search.guard import (
+    MATCH_BYTES,
+    SEGMENT_BYTES_PER_DOC,
+    SORT_KEY_BYTES,
+    SearchGuard,
+    TimeExceeded,
+)
 from leafsearch.search.matching import QueryContext, execute, prepare, query_key
 from leafsearch.search.sort_keys import (
     SortColumn,
@@ -47,6 +54,7 @@ class HitList:
     agg_partials: list = field(default_factory=list)
     terminated_early: bool = False
     window: bool = False  # holds only the requested page (a live-docs walk), not every match
+    timed_out: bool = False  # the search's timeout stopped it: the matches of the segments it reached
 
     def __len__(self) -> int:
         return len(self.doc)
@@ -77,12 +85,23 @@ def _needs_scores(request: SearchRequest) -> bool:
     return any(s.field == "_score" for s in request.sort)
 
 
-def build_hitlist(targets: list[Target], request: SearchRequest, *, now_millis: int, with_aggs) -> HitList:
+def build_hitlist(
+    targets: list[Target], request: SearchRequest, *, now_millis: int, with_aggs, guard: SearchGuard
+) -> HitList:
     """Run the query on every segment of every target and sort all matches.
 
     `with_aggs(target, view, docs, ctx)` collects aggregation partials for the matched docs of a
-    segment before `post_filter` applies (None when there are no aggregations).
+    segment before `post_filter` applies (None when there are no aggregations). `guard` is checked
+    before each segment and its aggregations: past the deadline the matches collected so far are
+    sorted and the HitList says `timed_out`. Its arrays are reserved on the request breaker first.
     """
+    try:
+        return _build(targets, request, now_millis, with_aggs, guard)
+    finally:
+        guard.release_all()
+
+
+def _build(targets: list[Target], request: SearchRequest, now_millis: int, with_aggs, guard) -> HitList:
     needs_scores = _needs_scores(request)
     target_pos: list[np.ndarray] = []
     docs_all: list[np.ndarray] = []
@@ -90,7 +109,7 @@ def build_hitlist(targets: list[Target], request: SearchRequest, *, now_millis: 
     seg_docs: list[tuple[int, object, np.ndarray]] = []  # (target idx, view, local docs)
     partials = []
     total = 0
-    terminated = False
+    terminated = timed_out = False
     # DFS: every shard scores with the term statistics of all shards of the request.
     stats = _all_shards(targets) if request.dfs and needs_scores else None
     for ti, target in enumerate(targets):
@@ -108,14 +127,22 @@ def build_hitlist(targets: list[Target], request: SearchRequest, *, now_millis: 
         for vi, view in enumerate(target.searcher.views):
             if view.live_count == 0:
                 continue
-            mask, scores = execute(request.query, view, ctx)
-            if view.live is not None:
-                mask &= view.live
-            if slice_masks is not None:
-                mask &= slice_masks[vi]
-            docs = np.flatnonzero(mask)
-            if with_aggs is not None:
-                partials.append(with_aggs(target, view, docs, ctx))
+            try:
+                guard.check()
+                segment_bytes = view.max_doc * SEGMENT_BYTES_PER_DOC
+                guard.reserve(segment_bytes)
+                mask, scores = execute(request.query, view, ctx)
+                if view.live is not None:
+                    mask &= view.live
+                if slice_masks is not None:
+                    mask &= slice_masks[vi]
+                docs = np.flatnonzero(mask)
+                if with_aggs is not None:
+                    guard.check()
+                    partials.append(with_aggs(target, view, docs, ctx))
+            except TimeExceeded:
+                timed_out = True
+                break
             if request.post_filter is not None:
                 pmask, _ = execute(request.post_filter, view, filter_ctx)
                 docs = docs[pmask[docs]]
@@ -133,14 +160,19 @@ def build_hitlist(targets: list[Target], request: SearchRequest, *, now_millis: 
             seg_docs.append((ti, view, docs))
             if needs_scores:
                 scores_all.append(scores[docs] if scores is not None else np.ones(len(docs), np.float32))
+            guard.release(segment_bytes)
+            guard.reserve(len(docs) * MATCH_BYTES)
+        if timed_out:
+            guard.timed_out()
+            break
+    sort_specs = _effective(request)
+    guard.reserve(total * (MATCH_BYTES + SORT_KEY_BYTES * len(sort_specs)))
     target_arr = np.concatenate(target_pos) if target_pos else np.empty(0, np.int32)
     doc_arr = np.concatenate(docs_all) if docs_all else np.empty(0, np.int64)
     score_arr = (
         (np.concatenate(scores_all) if scores_all else np.empty(0, np.float32)) if needs_scores else None
     )
-    columns = [
-        _sort_column(spec, targets, seg_docs, target_arr, doc_arr, score_arr) for spec in _effective(request)
-    ]
+    columns = [_sort_column(spec, targets, seg_docs, target_arr, doc_arr, score_arr) for spec in sort_specs]
     keys: list[np.ndarray] = []
     for col in columns:
         keys.extend(col.key_columns())
@@ -152,7 +184,8 @@ def build_hitlist(targets: list[Target], request: SearchRequest, *, now_millis: 
         keys = [k[order] for k in keys]
     max_score = float(score_arr.max()) if score_arr is not None and len(score_arr) else None
     return HitList(
-        targets, target_arr, doc_arr, score_arr, columns, keys, total, max_score, partials, terminated
+        targets, target_arr, doc_arr, score_arr, columns, keys, total, max_score, partials, terminated,
+        timed_out=timed_out,
     )
 
 
@@ -375,13 +408,16 @@ class HitListCache:
         self._building: dict[tuple, threading.Lock] = {}
         Searcher.close_listeners.append(self._forget)
 
-    def get_or_build(self, targets: list[Target], request: SearchRequest, *, with_aggs) -> HitList:
+    def get_or_build(
+        self, targets: list[Target], request: SearchRequest, *, with_aggs, guard: SearchGuard
+    ) -> HitList:
+        """A cached HitList, or one built now; one that timed out is partial and never cached."""
         now = int(time.time() * 1000)
         qkey = query_key(request.query)
         post = query_key(request.post_filter) if request.post_filter is not None else None
         cacheable = with_aggs is None and "now" not in repr(qkey) and "now" not in repr(post)
         if not cacheable:
-            return build_hitlist(targets, request, now_millis=now, with_aggs=with_aggs)
+            return build_hitlist(targets, request, now_millis=now, with_aggs=with_aggs, guard=guard)
         key = (
             snapshot_key(targets),
             qkey,
@@ -406,19 +442,30 @@ class HitListCache:
                 if hit is not None:
                     return hit
             try:
-                hit = build_hitlist(targets, request, now_millis=now, with_aggs=None)
+                hit = build_hitlist(targets, request, now_millis=now, with_aggs=None, guard=guard)
             finally:
                 with self._lock:
                     self._building.pop(key, None)
             with self._lock:
                 # A snapshot released while this was built was already forgotten: keep nothing of it.
-                if not any(t.searcher.closed for t in targets):
+                if not hit.timed_out and not any(t.searcher.closed for t in targets):
                     self._entries[key] = hit
                     self._bytes += hit.nbytes()
-                while self._bytes > self.max_bytes and len(self._entries) > 1:
-                    _, old = self._entries.popitem(last=False)
-                    self._bytes -= old.nbytes()
+                self._evict()
         return hit
+
+    def resize(self, max_bytes: int) -> None:
+        """Set the bound (`indices.cache.hitlist.size`); HitLists that no longer fit go."""
+        with self._lock:
+            self.max_bytes = max_bytes
+            self._evict()
+
+    def _evict(self) -> None:
+        """Least recently used out until the cache fits (lock held); a HitList bigger than the
+        whole bound is not kept either."""
+        while self._bytes > self.max_bytes and self._entries:
+            _, old = self._entries.popitem(last=False)
+            self._bytes -= old.nbytes()
 
     def _forget(self, searcher: Searcher) -> None:
         """Drop HitLists of a released snapshot, so its memory and segment files go with it."""
