@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from leafsearch.errors import ElasticError, IllegalArgument, SearchPhaseExecution
+from leafsearch.errors import ElasticError, IllegalArgument, SearchPhaseExecution, TaskCancelled
 from leafsearch.rawjson import RawJSON
 from leafsearch.request.search_types import SHARD_DOC, SearchRequest
 from leafsearch.rest.exchange import parse_bool
@@ -136,7 +136,7 @@ def query_phase(
             else:
                 guard = SearchGuard.for_search(node, request, cancelled)
                 hitlist = HITLISTS.get_or_build(targets, request, with_aggs=with_aggs, guard=guard)
-        except SearchPhaseExecution:
+        except (SearchPhaseExecution, TaskCancelled):
             raise
         except ElasticError as exc:
             if exc.status == 400 and exc.error_type not in ("parsing_exception", "x_content_parse_exception"):
