@@ -26,6 +26,8 @@ _M_MMAP_THRESHOLD = -3
 MMAP_THRESHOLD = 1 << 20
 #: Free memory at the top of an arena beyond this goes back to the system at once.
 TRIM_THRESHOLD = 8 << 20
+#: A request after which the process holds this much more than after the last trim trims again.
+TRIM_AFTER_GROWTH = 64 << 20
 _CGROUP_LIMITS = ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes")
 
 
@@ -77,3 +79,20 @@ def trim() -> None:
     if libc is not None:
         libc.malloc_trim(0)
 
+
+
+class Trimmer:
+    """Trims after a request that left the process much bigger than the last trim did: a request
+    that allocated a lot (its arrays freed, their pages still held by the arenas of the worker
+    threads) pays one `malloc_trim`; ordinary requests pay one read of /proc/self/statm."""
+
+    def __init__(self, growth: int = TRIM_AFTER_GROWTH) -> None:
+        self.growth = growth
+        self.baseline = rss_bytes()
+        self.trims = 0
+
+    def after_request(self) -> None:
+        if rss_bytes() > self.baseline + self.growth:
+            trim()
+            self.trims += 1
+            self.baseline = rss_bytes()

@@ -20,6 +20,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.routing import Route as StarletteRoute
 
 from leafsearch.errors import ContentTooLong, ElasticError, IllegalArgument, ParseException
+from leafsearch.memory import Trimmer
 from leafsearch.rest.exchange import RESPONSE_PARAMS, RestRequest, RestResponse, parse_bool
 from leafsearch.rest.media import JSON, NotAcceptable, negotiate
 from leafsearch.rest.render import filter_path, to_json
@@ -60,6 +61,7 @@ class Dispatcher:
         self.node = node
         self.router = Router(ROUTES)
         self.max_content_length = max_content_length
+        self.trimmer = Trimmer()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         method: str = scope["method"]
@@ -171,7 +173,16 @@ class Dispatcher:
     def _respond(
         self, route: Route, request: RestRequest, content_type: str, pretty: bool
     ) -> tuple[int, bytes, str, dict[str, str]]:
-        """Run the handler (in a worker thread) and render its answer or its refusal."""
+        """Run the handler (in a worker thread) and render its answer or its refusal; then give
+        back the memory a heavy request freed (leafsearch/memory.py)."""
+        try:
+            return self._answer(route, request, content_type, pretty)
+        finally:
+            self.trimmer.after_request()
+
+    def _answer(
+        self, route: Route, request: RestRequest, content_type: str, pretty: bool
+    ) -> tuple[int, bytes, str, dict[str, str]]:
         try:
             unknown = set(request.params) - route.params - RESPONSE_PARAMS
             if unknown:
