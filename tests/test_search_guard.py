@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -46,7 +47,8 @@ class SteppingClock:
 
 def _segments(client: httpx.Client, index: str) -> None:
     """SEGMENTS segments of DOCS_PER_SEGMENT documents each (one refresh per segment)."""
-    assert client.put(f"/{index}", json={"mappings": {"properties": {"n": {"type": "long"}}}}).status_code == 200
+    mappings = {"properties": {"n": {"type": "long"}}}
+    assert client.put(f"/{index}", json={"mappings": mappings}).status_code == 200
     for s in range(SEGMENTS):
         lines = b"".join(
             b'{"index":{}}\n' + orjson.dumps({"n": s * DOCS_PER_SEGMENT + d}) + b"\n"
@@ -124,7 +126,9 @@ def test_the_timeout_parameter_and_the_cluster_default_apply_and_no_timeout_sear
     assert own["timed_out"] is False and own["hits"]["total"]["value"] == everything
 
 
-def test_a_timed_out_search_is_not_cached_for_the_next_one(stepping: tuple[httpx.Client, SteppingClock]) -> None:
+def test_a_timed_out_search_is_not_cached_for_the_next_one(
+    stepping: tuple[httpx.Client, SteppingClock],
+) -> None:
     client, _ = stepping
     query = {"query": {"range": {"n": {"gte": 0}}}, "sort": ["n"]}
     assert client.post("/logs/_search", json={**query, "timeout": "1500ms"}).json()["timed_out"] is True
@@ -142,7 +146,8 @@ def test_no_partial_results_turns_a_timeout_into_elasticsearchs_error(
     assert response.status_code == 429
     body = response.json()
     error = body["error"]
-    assert (body["status"], error["type"], error["phase"]) == (429, "search_phase_execution_exception", "query")
+    assert body["status"] == 429
+    assert (error["type"], error["phase"]) == ("search_phase_execution_exception", "query")
     assert error["root_cause"][0] == {"type": "search_timeout_exception", "reason": "Time exceeded"}
 
 
@@ -272,7 +277,8 @@ def test_the_request_breaker_refuses_a_search_whose_arrays_would_not_fit(
 
 def test_breaker_limits_are_validated(http: httpx.Client) -> None:
     for value in ("101%", "lots"):
-        response = http.put("/_cluster/settings", json={"transient": {"indices.breaker.request.limit": value}})
+        setting = {"transient": {"indices.breaker.request.limit": value}}
+        response = http.put("/_cluster/settings", json=setting)
         assert response.status_code == 400
         assert error_of(response)["type"] == "illegal_argument_exception"
 
@@ -318,13 +324,17 @@ def _rss(pid: int) -> int:
 
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads the server's /proc status")
 def test_memory_goes_back_after_heavy_aggregations(tmp_path: Path) -> None:
-    with running_server(tmp_path / "data") as (url, process), httpx.Client(base_url=url, timeout=120) as client:
+    with (
+        running_server(tmp_path / "data") as (url, process),
+        httpx.Client(base_url=url, timeout=120) as client,
+    ):
         mappings = {"properties": {"n": {"type": "long"}, "k": {"type": "keyword"}}}
         assert client.put("/big", json={"mappings": mappings}).status_code == 200
         lines = b"".join(
             b'{"index":{}}\n' + orjson.dumps({"n": i, "k": f"k{i % 5000}"}) + b"\n" for i in range(200_000)
         )
-        bulk = client.post("/big/_bulk?refresh=true", content=lines, headers={"content-type": "application/x-ndjson"})
+        ndjson = {"content-type": "application/x-ndjson"}
+        bulk = client.post("/big/_bulk?refresh=true", content=lines, headers=ndjson)
         assert bulk.status_code == 200 and not bulk.json()["errors"]
 
         def heavy(start: int) -> int:
@@ -342,3 +352,60 @@ def test_memory_goes_back_after_heavy_aggregations(tmp_path: Path) -> None:
             assert set(pool.map(heavy, range(1, 13))) == {200}
         # Without pinned allocator thresholds and trimming the process stays ~200 MB above.
         assert _rss(process.pid) < baseline + 96 * 1024 * 1024
+
+
+# ---- the merge worker ends with its server ------------------------------------------------------
+
+
+def _children(pid: int) -> dict[int, str]:
+    """Live child processes of `pid` and their command lines."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        if int(fields[1]) == pid and fields[0] != "Z":
+            found[int(entry.name)] = cmdline
+    return found
+
+
+def _poll(condition: Callable[[], Any], seconds: float = 30.0) -> Any:
+    """The first true value of `condition`, checked every 20 ms for at most `seconds` (another
+    process's state has no event to wait on); the last false one when time runs out."""
+    deadline = time.monotonic() + seconds
+    while not (value := condition()) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return value
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="walks /proc for the worker")
+def test_the_merge_worker_ends_when_its_server_is_killed_while_it_starts(tmp_path: Path) -> None:
+    with (
+        running_server(tmp_path / "data") as (url, process),
+        httpx.Client(base_url=url, timeout=60) as client,
+    ):
+        assert client.put("/merging", json={"settings": {"refresh_interval": "-1"}}).status_code == 200
+        for n in range(12):  # twelve small segments: a merge once the index is quiet
+            client.post("/merging/_doc?refresh=true", json={"n": n}).raise_for_status()
+        # The worker and the resource tracker, seen as soon as they exist.
+        def started() -> dict[int, str]:
+            found = _children(process.pid)
+            return found if any("spawn_main" in cmd for cmd in found.values()) else {}
+
+        children = _poll(started)
+        assert children, "the merge worker did not start"
+        process.kill()  # while the worker is still starting up
+        process.wait()
+        assert _poll(lambda: not any(_alive(pid) for pid in children)), children

@@ -41,7 +41,9 @@ def search(
         phases.check_limits(request, targets)
         if request.scroll is not None:
             owned, targets = targets, []  # the scroll context owns them now
-            return scroll_pit.open_scroll(node, owned, request, started, raw_hits=raw_hits, cancelled=cancelled)
+            return scroll_pit.open_scroll(
+                node, owned, request, started, raw_hits=raw_hits, cancelled=cancelled
+            )
         hitlist, tree = phases.query_phase(node, targets, request, aggs=True, cancelled=cancelled)
         start, end = phases.page_bounds(hitlist, request)
         return phases.response(
