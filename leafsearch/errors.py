@@ -161,6 +161,42 @@ class TooManyScrollContexts(ElasticError):
     status = 429
 
 
+class RejectedExecution(ElasticError):
+    """Elasticsearch's (and OpenSearch's) rejected_execution_exception: a limit on work in
+    flight, e.g. OpenSearch's `search.max_open_pit_context`."""
+
+    error_type = "rejected_execution_exception"
+    status = 429
+
+
+class SearchTimeout(ElasticError):
+    """A search that ran out of its `timeout` while `allow_partial_search_results` is false."""
+
+    error_type = "search_timeout_exception"
+    status = 429
+
+
+class TaskCancelled(ElasticError):
+    """A request stopped because its client went away (Elasticsearch answers 400: the client
+    asked for it, so it is no server failure)."""
+
+    error_type = "task_cancelled_exception"
+    status = 400
+
+
+class CircuitBreaking(ElasticError):
+    """A request refused because the memory it would take does not fit under a breaker's limit."""
+
+    error_type = "circuit_breaking_exception"
+    status = 429
+
+    def __init__(self, reason: str, *, bytes_wanted: int, bytes_limit: int) -> None:
+        super().__init__(
+            reason,
+            extra={"bytes_wanted": bytes_wanted, "bytes_limit": bytes_limit, "durability": "TRANSIENT"},
+        )
+
+
 class ResourceNotFound(ElasticError):
     error_type = "resource_not_found_exception"
     status = 404

@@ -13,16 +13,19 @@ import shutil
 import threading
 import time
 import uuid as uuidlib
+from collections.abc import Callable
 from pathlib import Path
 
 import orjson
 
-from leafsearch import documents
+from leafsearch import documents, memory
 from leafsearch.admin import resolve_index_expression
+from leafsearch.breaker import Breakers
 from leafsearch.errors import IndexNotFound
+from leafsearch.index.block_cache import SOURCE_BLOCKS
 from leafsearch.index.index import DELETED_PREFIX, Index
 from leafsearch.index.mapping import Mapping
-from leafsearch.search import coordinator, scroll_pit
+from leafsearch.search import coordinator, phases, scroll_pit, sort_keys
 from leafsearch.search.contexts import ContextRegistry
 from leafsearch.search.stats import SearchStats
 from leafsearch.settings import ClusterSettings
@@ -40,7 +43,13 @@ class NodeLocked(RuntimeError):
 
 
 class Node:
-    def __init__(self, path: str | Path, *, background: bool = True) -> None:
+    def __init__(
+        self, path: str | Path, *, background: bool = True, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        """`clock` (seconds, monotonic) times searches against their `timeout`; tests pass one
+        that advances as they choose."""
+        memory.tune_allocator()
+        self.clock = clock
         self.path = Path(path).absolute()
         self.path.mkdir(parents=True, exist_ok=True)
         self._lock_file = open(self.path / "node.lock", "a+")  # noqa: SIM115 - held for the node's life
@@ -62,6 +71,7 @@ class Node:
         self.cluster_name = "leafsearch"
         self.lock = threading.RLock()
         self.cluster_settings = ClusterSettings(self.path / "cluster_settings.json")
+        self.breakers = Breakers(self.cluster_settings)
         self.indices: dict[str, Index] = {}
         indices_dir = self.path / "indices"
         indices_dir.mkdir(exist_ok=True)
@@ -73,6 +83,8 @@ class Node:
                 shutil.rmtree(folder, ignore_errors=True)
         self.search_stats = SearchStats()
         self.contexts = ContextRegistry(self)
+        self._bound_caches()
+        self.cluster_settings.listeners.append(self._bound_caches)
         self._closed = threading.Event()
         self._threads: list[threading.Thread] = []
         if background:
@@ -83,6 +95,14 @@ class Node:
                 thread = threading.Thread(target=target, name=name, daemon=True)
                 thread.start()
                 self._threads.append(thread)
+
+    def _bound_caches(self) -> None:
+        """Apply the cache size settings to the search engine's caches (process-wide ones too)."""
+        settings = self.cluster_settings
+        phases.HITLISTS.resize(settings.get("indices.cache.hitlist.size"))
+        sort_keys.bound_global_ordinals(settings.get("indices.fielddata.cache.size"))
+        SOURCE_BLOCKS.resize(settings.get("indices.cache.source_blocks.size"))
+        self.contexts.read_ahead.max_pages = settings.get("search.read_ahead.max_pages")
 
     def _identity(self) -> dict:
         path = self.path / "node.json"

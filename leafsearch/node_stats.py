@@ -95,6 +95,8 @@ def nodes_stats(node: Node, metric_path: list[str]) -> dict[str, Any]:
         stats["indices"] = _indices_section(node, index_metrics)
     if wanted & {"_all", "process"}:
         stats["process"] = _process_section()
+    if wanted & {"_all", "breaker"}:
+        stats["breakers"] = node.breakers.stats()
     return {
         "_nodes": {"total": 1, "successful": 1, "failed": 0},
         "cluster_name": node.cluster_name,

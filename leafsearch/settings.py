@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from leafsearch.errors import IllegalArgument
+from leafsearch.memory import machine_memory
 from leafsearch.request.timevalue import parse_time_value
 
 SettingValue = str | list[str]
@@ -189,6 +190,21 @@ def parse_byte_size(value: str, key: str) -> int:
 
 def byte_size_setting(value: SettingValue, key: str) -> int:
     return parse_byte_size(str(value), key)
+
+
+def memory_size_setting(value: SettingValue, key: str) -> int:
+    """Bytes for a size or a percentage of the memory the process may use (`memory.machine_memory`),
+    as Elasticsearch's `memorySizeSetting` reads a percentage of the heap."""
+    text = str(value).strip()
+    if text.endswith("%"):
+        try:
+            percent = float(text[:-1])
+        except ValueError:
+            raise IllegalArgument(f"failed to parse [{text[:-1]}] as a double") from None
+        if not 0.0 <= percent <= 100.0:
+            raise IllegalArgument(f"percentage should be in [0-100], got [{text}]")
+        return int(machine_memory() * percent / 100.0)
+    return parse_byte_size(text, key)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -371,6 +387,15 @@ def nest(flat: Mapping[str, Any]) -> dict[str, Any]:
 
 _CLUSTER = [
     Setting("search.max_open_scroll_context", "500", int_setting(0), True),
+    Setting("search.max_open_pit_context", "300", int_setting(0), True),
+    Setting("search.default_allow_partial_results", "true", bool_setting, True),
+    Setting("indices.breaker.request.limit", "60%", memory_size_setting, True),
+    Setting("indices.breaker.total.limit", "95%", memory_size_setting, True),
+    # Caches of this node's search engine (process-wide); each bounded, least recently used out.
+    Setting("indices.cache.hitlist.size", "512mb", memory_size_setting, True),
+    Setting("indices.fielddata.cache.size", "128mb", memory_size_setting, True),
+    Setting("indices.cache.source_blocks.size", "32mb", memory_size_setting, True),
+    Setting("search.read_ahead.max_pages", "32", int_setting(0), True),
     Setting("search.max_keep_alive", "24h", positive_time_setting, True),
     Setting("search.default_keep_alive", "5m", positive_time_setting, True),
     Setting("search.keep_alive_interval", "1m", positive_time_setting, True),
@@ -424,6 +449,8 @@ class ClusterSettings:
         self.persistent: dict[str, SettingValue] = {}
         self.transient: dict[str, SettingValue] = {}
         self._lock = threading.Lock()
+        #: Called after every update, for settings applied outside the engine's reads (cache sizes).
+        self.listeners: list[Callable[[], None]] = []
         if self.path.exists():
             self.persistent = dict(json.loads(self.path.read_text()).get("persistent", {}))
 
@@ -453,6 +480,8 @@ class ClusterSettings:
             self._check_keep_alives(merged)
             self.persistent, self.transient = merged["persistent"], merged["transient"]
             self._save()
+        for listener in self.listeners:
+            listener()
         applied = {
             scope: {k: v for k, v in updates.items() if v is not None} for scope, updates in changes.items()
         }

@@ -109,7 +109,7 @@ def test_doc_scrolls_walk_live_documents_without_a_match_list(
         raise AssertionError("a _doc scroll must not build a match list")
 
     monkeypatch.setattr(hitlist, "build_hitlist", refuse)
-    monkeypatch.setattr(phases, "_CACHE", hitlist.HitListCache())
+    monkeypatch.setattr(phases, "HITLISTS", hitlist.HitListCache())
     for body in ({"sort": ["_doc"]}, {"sort": [{"_doc": "asc"}], "slice": {"id": 1, "max": 3}}):
         first = node.search("t", {**body, "size": 64}, {"scroll": "1m"})
         ids = [hit["_id"] for hit in first["hits"]["hits"]]

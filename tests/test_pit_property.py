@@ -331,7 +331,7 @@ def segment_folders(node: leafsearch.Node, pit_id: str) -> set[Path]:
 def cached_lists_of(folders: set[Path]) -> int:
     return sum(
         1
-        for hitlist in phases._CACHE._entries.values()
+        for hitlist in phases.HITLISTS._entries.values()
         if any(view.segment.folder in folders for t in hitlist.targets for view in t.searcher.views)
     )
 

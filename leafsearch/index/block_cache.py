@@ -26,15 +26,24 @@ class BlockCache:
                 self._blocks.move_to_end(key)
             return data
 
+    def resize(self, max_bytes: int) -> None:
+        """Set the bound (`indices.cache.source_blocks.size`); blocks that no longer fit go."""
+        with self._lock:
+            self.max_bytes = max_bytes
+            self._evict()
+
+    def _evict(self) -> None:
+        while self._bytes > self.max_bytes and self._blocks:
+            self._bytes -= len(self._blocks.popitem(last=False)[1])
+
     def put(self, key: tuple[str, int], data: bytes) -> None:
         with self._lock:
             if key in self._blocks:
                 return
             self._blocks[key] = data
             self._bytes += len(data)
-            while self._bytes > self.max_bytes:
-                self._bytes -= len(self._blocks.popitem(last=False)[1])
+            self._evict()
 
 
-#: The process's cache: about 3,500 blocks of the benchmark's log documents.
+#: The process's cache: about 3,500 blocks of the benchmark's log documents at its default size.
 SOURCE_BLOCKS = BlockCache(32 * 1024 * 1024)

@@ -36,18 +36,24 @@ def _merge_folders(parts: list[tuple[str, np.ndarray | None]], folder: str) -> N
     merge_segments([(Segment(Path(path)), live) for path, live in parts], Path(folder))
 
 
-def _die_with_parent() -> None:
+def _die_with_parent(server: int) -> None:
     """Worker initializer: end with the server, even when the server is killed with SIGKILL
-    (an orphaned worker would hold the server's files and output pipes)."""
-    parent = os.getppid()
+    (an orphaned worker would hold the server's files and output pipes, and keep the
+    multiprocessing resource tracker alive, which ends only when every holder of its pipe has).
+
+    `server` is the server's pid, passed in: the server may have died while this process was
+    still starting (importing numpy), in which case the parent is already init and comparing with
+    `os.getppid()` would watch the wrong process forever."""
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     except (OSError, AttributeError):
         pass  # not Linux: the watcher below still notices
+    if os.getppid() != server:  # died before the death signal was asked for
+        os._exit(1)
 
     def watch() -> None:
-        while os.getppid() == parent:
+        while os.getppid() == server:
             time.sleep(1)
         os._exit(1)
 
@@ -60,7 +66,10 @@ def _executor() -> ProcessPoolExecutor:
         if _pool is None:
             # spawn, not fork: the server has threads (uvicorn, refresh, reaper) a fork would copy mid-flight.
             _pool = ProcessPoolExecutor(
-                max_workers=1, mp_context=multiprocessing.get_context("spawn"), initializer=_die_with_parent
+                max_workers=1,
+                mp_context=multiprocessing.get_context("spawn"),
+                initializer=_die_with_parent,
+                initargs=(os.getpid(),),
             )
             atexit.register(shutdown)
         return _pool

@@ -218,6 +218,7 @@ class _Source:
         self.script_fields = 0
         self.min_score: float | None = None
         self.terminate_after = 0
+        self.timeout: float | None = None
         self.indices_boost: list[tuple[str, float]] = []
 
     # -- body ------------------------------------------------------------------------------
@@ -241,7 +242,7 @@ class _Source:
         elif key == "size":
             self.set_size(_int_value(value))
         elif key == "timeout":
-            parse_time_value(scalar_text(value), "timeout")
+            self.timeout = parse_time_value(scalar_text(value), "timeout")
         elif key == "terminate_after":
             self.set_terminate_after(_int_value(value))
         elif key == "min_score":
@@ -366,7 +367,7 @@ class _Source:
             if key in params:
                 setattr(self, key, _param_bool(params, key, None))
         if "timeout" in params:
-            parse_time_value(params["timeout"], "timeout")
+            self.timeout = parse_time_value(params["timeout"], "timeout")
         if "terminate_after" in params:
             self.set_terminate_after(_param_int(params, "terminate_after"))
         if "stored_fields" in params:
@@ -402,7 +403,7 @@ class _RequestOptions:
         ):
             if key in params and _param_int(params, key) < minimum:
                 raise IllegalArgument(message)
-        _param_bool(params, "allow_partial_search_results", None)
+        self.allow_partial = _param_bool(params, "allow_partial_search_results", None)
         self.dfs = _search_type(params.get("search_type"))
         self.request_cache = _param_bool(params, "request_cache", None)
         self.scroll = scroll if scroll is not None else params.get("scroll")
@@ -559,6 +560,8 @@ def _build(source: _Source, request: _RequestOptions, body: dict[str, Any] | Non
         indices_boost=source.indices_boost,
         routing=request.routing,
         dfs=request.dfs,
+        timeout=source.timeout,
+        allow_partial_search_results=request.allow_partial,
     )
 
 

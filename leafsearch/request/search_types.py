@@ -92,6 +92,8 @@ class SearchRequest:
     indices_boost: list[tuple[str, float]] = field(default_factory=list)
     routing: str | None = None  # the `routing` parameter: comma-separated values naming the shards to search
     dfs: bool = False  # search_type=dfs_query_then_fetch: score with statistics of all shards
+    timeout: float | None = None  # seconds (-1: none); None: `search.default_search_timeout`
+    allow_partial_search_results: bool | None = None  # None: `search.default_allow_partial_results`
 
     def plain_walk(self, sort_field: str) -> bool:
         """Whether the request only reads every document in the order of one `sort_field` sort: a

@@ -8,7 +8,9 @@ Every response carries `X-Elastic-Product: Elasticsearch`, which the official cl
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import threading
 import zlib
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, quote
@@ -18,6 +20,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.routing import Route as StarletteRoute
 
 from leafsearch.errors import ContentTooLong, ElasticError, IllegalArgument, ParseException
+from leafsearch.memory import Trimmer
 from leafsearch.rest.exchange import RESPONSE_PARAMS, RestRequest, RestResponse, parse_bool
 from leafsearch.rest.media import JSON, NotAcceptable, negotiate
 from leafsearch.rest.render import filter_path, to_json
@@ -58,6 +61,7 @@ class Dispatcher:
         self.node = node
         self.router = Router(ROUTES)
         self.max_content_length = max_content_length
+        self.trimmer = Trimmer()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         method: str = scope["method"]
@@ -122,9 +126,15 @@ class Dispatcher:
             return
 
         request = RestRequest(method, scope["path"], uri, captured, params, body, headers)
-        status, payload, media, extra = await run_in_threadpool(
-            self._respond, route, request, content_type, pretty
-        )
+        # The client may go away while the handler runs: that sets the request's `cancelled`, which
+        # a search checks between segments (Elasticsearch cancels the task of a closed channel).
+        watcher = asyncio.ensure_future(_watch_disconnect(receive, request.cancelled))
+        try:
+            status, payload, media, extra = await run_in_threadpool(
+                self._respond, route, request, content_type, pretty
+            )
+        finally:
+            watcher.cancel()
         await _send(send, status, payload, media, method, extra)
 
     async def _read_body(self, receive: Receive, headers: dict[str, str]) -> bytes:
@@ -176,7 +186,16 @@ class Dispatcher:
     def _respond(
         self, route: Route, request: RestRequest, content_type: str, pretty: bool
     ) -> tuple[int, bytes, str, dict[str, str]]:
-        """Run the handler (in a worker thread) and render its answer or its refusal."""
+        """Run the handler (in a worker thread) and render its answer or its refusal; then give
+        back the memory a heavy request freed (leafsearch/memory.py)."""
+        try:
+            return self._answer(route, request, content_type, pretty)
+        finally:
+            self.trimmer.after_request()
+
+    def _answer(
+        self, route: Route, request: RestRequest, content_type: str, pretty: bool
+    ) -> tuple[int, bytes, str, dict[str, str]]:
         try:
             unknown = set(request.params) - route.params - RESPONSE_PARAMS
             if unknown:
@@ -200,6 +219,15 @@ class Dispatcher:
             log.exception("unexpected failure for %s %s", request.method, request.uri)
             error = ElasticError(f"{type(exc).__name__}: {exc}")
             return 500, to_json(error.body(), pretty=pretty), content_type, {}
+
+
+async def _watch_disconnect(receive: Receive, cancelled: threading.Event) -> None:
+    """Once the body is read, the next ASGI message is the client's disconnect."""
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            cancelled.set()
+            return
 
 
 def _headers(scope: Scope) -> dict[str, str]:

@@ -8,6 +8,7 @@ refuses bad input with the same words Elasticsearch uses.
 from __future__ import annotations
 
 import re
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,6 +54,8 @@ class RestRequest:
     params: dict[str, str]
     body: bytes
     headers: dict[str, str] = field(default_factory=dict)
+    #: Set by the HTTP layer when the client disconnects; long handlers (searches) stop on it.
+    cancelled: threading.Event = field(default_factory=threading.Event)
 
     def __post_init__(self) -> None:
         # Elasticsearch accepts the body of a GET in the `source` query parameter.

@@ -19,12 +19,22 @@ if TYPE_CHECKING:
 
 def search(node: Node, req: RestRequest) -> RestResponse:
     return RestResponse(
-        node.search(req.path_params.get("index"), req.json_object(), req.action_params(), raw_hits=True)
+        node.search(
+            req.path_params.get("index"),
+            req.json_object(),
+            req.action_params(),
+            raw_hits=True,
+            cancelled=req.cancelled,
+        )
     )
 
 
 def count(node: Node, req: RestRequest) -> RestResponse:
-    return RestResponse(node.count(req.path_params.get("index"), req.json_object(), req.action_params()))
+    return RestResponse(
+        node.count(
+            req.path_params.get("index"), req.json_object(), req.action_params(), cancelled=req.cancelled
+        )
+    )
 
 
 def _hits_total_as_int(body: dict[str, Any]) -> dict[str, Any]:

@@ -25,7 +25,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from leafsearch.errors import IllegalArgument, SearchContextMissing, TooManyScrollContexts
+from leafsearch.errors import IllegalArgument, RejectedExecution, SearchContextMissing, TooManyScrollContexts
 from leafsearch.request.timevalue import parse_time_value
 from leafsearch.search.read_ahead import ReadAhead
 from leafsearch.search.targets import Target, release_targets
@@ -109,26 +109,35 @@ class ContextRegistry:
             )
         return seconds
 
-    def _check_scroll_limit(self) -> None:
-        limit = int(self.node.cluster_settings.get("search.max_open_scroll_context"))
-        if sum(1 for c in self._contexts.values() if c.kind == "scroll") >= limit:
+    def _check_open_limit(self, kind: str) -> None:
+        """Elasticsearch's `search.max_open_scroll_context` and OpenSearch's
+        `search.max_open_pit_context`, each with its own error (both 429)."""
+        key = "search.max_open_scroll_context" if kind == "scroll" else "search.max_open_pit_context"
+        limit = int(self.node.cluster_settings.get(key))
+        if sum(1 for c in self._contexts.values() if c.kind == kind) < limit:
+            return
+        if kind == "scroll":
             raise TooManyScrollContexts(
                 f"Trying to create too many scroll contexts. Must be less than or equal to: [{limit}]. "
-                "This limit can be set by changing the [search.max_open_scroll_context] setting."
+                f"This limit can be set by changing the [{key}] setting."
             )
+        raise RejectedExecution(
+            f"Trying to create too many Point In Time contexts. Must be less than or equal to: [{limit}]. "
+            f"This limit can be set by changing the [{key}] setting."
+        )
 
     # ---- lifecycle ---------------------------------------------------------------------
 
     def open(
         self, kind: str, targets: list[Target], keep_alive: float, *, in_use: bool = False
     ) -> ReaderContext:
-        """A new context owning `targets` (released when it is freed). Refused past the scroll limit.
+        """A new context owning `targets` (released when it is freed). Refused past the limit of
+        open contexts of its kind.
 
         `in_use`: the opening request goes on reading it (as `acquire`; `release` when done).
         """
         with self._lock:
-            if kind == "scroll":
-                self._check_scroll_limit()
+            self._check_open_limit(kind)
             ctx_id = next(self._ids)
             ctx = ReaderContext(
                 ctx_id=ctx_id,

@@ -6,6 +6,7 @@ scroll context (see scroll_pit.py), any other reads the current snapshots of its
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -19,22 +20,31 @@ if TYPE_CHECKING:
 
 
 def search(
-    node: Node, index_expr: str | None, body: dict | None, params: dict[str, str], *, raw_hits: bool = False
+    node: Node,
+    index_expr: str | None,
+    body: dict | None,
+    params: dict[str, str],
+    *,
+    raw_hits: bool = False,
+    cancelled: threading.Event | None = None,
 ) -> dict[str, Any]:
-    """`raw_hits`: render a plain page's hits as one pre-encoded array (the REST layer asks)."""
+    """`raw_hits`: render a plain page's hits as one pre-encoded array (the REST layer asks);
+    `cancelled`: set when the client goes away, which stops the search (search/guard.py)."""
     started = time.perf_counter()
     scroll = params.get("scroll")
     # The path's indices take part in validation: a PIT search must not name any.
     request = parse_search_request(body, params, scroll=scroll, indices=index_expr)
     if request.pit is not None:
-        return scroll_pit.search_pit(node, request, started, raw_hits=raw_hits)
+        return scroll_pit.search_pit(node, request, started, raw_hits=raw_hits, cancelled=cancelled)
     targets = phases.resolve_targets(node, index_expr, params)
     try:
         phases.check_limits(request, targets)
         if request.scroll is not None:
             owned, targets = targets, []  # the scroll context owns them now
-            return scroll_pit.open_scroll(node, owned, request, started, raw_hits=raw_hits)
-        hitlist, tree = phases.query_phase(node, targets, request, aggs=True)
+            return scroll_pit.open_scroll(
+                node, owned, request, started, raw_hits=raw_hits, cancelled=cancelled
+            )
+        hitlist, tree = phases.query_phase(node, targets, request, aggs=True, cancelled=cancelled)
         start, end = phases.page_bounds(hitlist, request)
         return phases.response(
             node, hitlist, request, start, end, started, agg_tree=tree, extra={}, raw_hits=raw_hits
@@ -43,13 +53,20 @@ def search(
         release_targets(targets)
 
 
-def count(node: Node, index_expr: str | None, body: dict | None, params: dict[str, str]) -> dict[str, Any]:
+def count(
+    node: Node,
+    index_expr: str | None,
+    body: dict | None,
+    params: dict[str, str],
+    *,
+    cancelled: threading.Event | None = None,
+) -> dict[str, Any]:
     request = parse_count_request(body, params)
     # Counting needs no order: `_shard_doc` ascending is the order matches are gathered in.
     request.sort = [SortSpec(SHARD_DOC, "asc")]
     targets = phases.resolve_targets(node, index_expr, params)
     try:
-        hitlist, _ = phases.query_phase(node, targets, request, aggs=False)
+        hitlist, _ = phases.query_phase(node, targets, request, aggs=False, cancelled=cancelled)
         n = len(targets)
         return {"count": hitlist.total, "_shards": {"total": n, "successful": n, "skipped": 0, "failed": 0}}
     finally:

@@ -22,6 +22,13 @@ import numpy as np
 from leafsearch.index.searcher import Searcher, SegmentView
 from leafsearch.request.search_types import SearchRequest, SortSpec
 from leafsearch.search import slicing
+from leafsearch.search.guard import (
+    MATCH_BYTES,
+    SEGMENT_BYTES_PER_DOC,
+    SORT_KEY_BYTES,
+    SearchGuard,
+    TimeExceeded,
+)
 from leafsearch.search.matching import QueryContext, execute, prepare, query_key
 from leafsearch.search.sort_keys import (
     SortColumn,
@@ -49,6 +56,7 @@ class HitList:
     agg_partials: list = field(default_factory=list)
     terminated_early: bool = False
     window: bool = False  # holds only the requested page (a live-docs walk), not every match
+    timed_out: bool = False  # the search's timeout stopped it: the matches of the segments it reached
 
     def __len__(self) -> int:
         return len(self.doc)
@@ -98,13 +106,21 @@ class SegmentMatches:
 
 
 def segment_matches(
-    targets: list[Target], request: SearchRequest, *, now_millis: int, needs_scores: bool, with_aggs
+    targets: list[Target],
+    request: SearchRequest,
+    *,
+    now_millis: int,
+    needs_scores: bool,
+    with_aggs,
+    guard: SearchGuard,
 ) -> Iterator[SegmentMatches]:
     """Run the query on every segment of every target, in (shard, segment) order.
 
     `with_aggs(target, view, docs, ctx)` collects aggregation partials for the matched docs of a
-    segment before `post_filter` applies (None when there are no aggregations); the caller reads
-    its results from `partials`. Cost: the query's own, O(segment size) per segment.
+    segment before `post_filter` applies (None when there are no aggregations). `guard` is checked
+    before each segment and its aggregations: past the deadline the iteration ends early and
+    `guard.expired` says so. A segment's working arrays are reserved on the request breaker while
+    the caller holds them. Cost: the query's own, O(segment size) per segment.
     """
     # DFS: every shard scores with the term statistics of all shards of the request.
     stats = all_shards_stats(targets) if request.dfs and needs_scores else None
@@ -123,13 +139,21 @@ def segment_matches(
         for vi, view in enumerate(target.searcher.views):
             if view.live_count == 0:
                 continue
-            mask, scores = execute(request.query, view, ctx)
-            if view.live is not None:
-                mask &= view.live
-            if slice_masks is not None:
-                mask &= slice_masks[vi]
-            if with_aggs is not None:
-                with_aggs(target, view, np.flatnonzero(mask), ctx)
+            segment_bytes = view.max_doc * SEGMENT_BYTES_PER_DOC
+            try:
+                guard.check()
+                guard.reserve(segment_bytes)
+                mask, scores = execute(request.query, view, ctx)
+                if view.live is not None:
+                    mask &= view.live
+                if slice_masks is not None:
+                    mask &= slice_masks[vi]
+                if with_aggs is not None:
+                    guard.check()
+                    with_aggs(target, view, np.flatnonzero(mask), ctx)
+            except TimeExceeded:
+                guard.timed_out()
+                return
             if filter_ctx is not None:
                 pmask, _ = execute(request.post_filter, view, filter_ctx)
                 mask &= pmask
@@ -138,11 +162,22 @@ def segment_matches(
             if needs_scores and scores is None:
                 scores = np.ones(view.max_doc, np.float32)
             yield SegmentMatches(ti, view, mask, scores if needs_scores else None)
+            guard.release(segment_bytes)
 
 
-def build_hitlist(targets: list[Target], request: SearchRequest, *, now_millis: int, with_aggs) -> HitList:
+def build_hitlist(
+    targets: list[Target], request: SearchRequest, *, now_millis: int, with_aggs, guard: SearchGuard
+) -> HitList:
     """Every match of every target, sorted: what a walk over one snapshot pages through.
-    Cost: O(matches log matches) once per (snapshots, request); see `top_hits` for one page."""
+    Cost: O(matches log matches) once per (snapshots, request); `top_hits` serves one page.
+    Its arrays are reserved on the request breaker first, and released when it returns."""
+    try:
+        return _build(targets, request, now_millis, with_aggs, guard)
+    finally:
+        guard.release_all()
+
+
+def _build(targets: list[Target], request: SearchRequest, now_millis: int, with_aggs, guard) -> HitList:
     needs = needs_scores(request)
     target_pos: list[np.ndarray] = []
     docs_all: list[np.ndarray] = []
@@ -153,7 +188,10 @@ def build_hitlist(targets: list[Target], request: SearchRequest, *, now_millis: 
     total = 0
     terminated = False
     taken = [0] * len(targets)
-    for m in segment_matches(targets, request, now_millis=now_millis, needs_scores=needs, with_aggs=collect):
+    matches = segment_matches(
+        targets, request, now_millis=now_millis, needs_scores=needs, with_aggs=collect, guard=guard
+    )
+    for m in matches:
         docs = np.flatnonzero(m.mask)
         if request.terminate_after is not None:
             room = request.terminate_after - taken[m.target]
@@ -167,11 +205,14 @@ def build_hitlist(targets: list[Target], request: SearchRequest, *, now_millis: 
         seg_docs.append((m.target, m.view, docs))
         if m.scores is not None:
             scores_all.append(m.scores[docs])
+        guard.reserve(len(docs) * MATCH_BYTES)
+    guard.reserve(total * (MATCH_BYTES + SORT_KEY_BYTES * len(effective_sort(request))))
     target_arr = np.concatenate(target_pos) if target_pos else np.empty(0, np.int32)
     doc_arr = np.concatenate(docs_all) if docs_all else np.empty(0, np.int64)
     score_arr = (np.concatenate(scores_all) if scores_all else np.empty(0, np.float32)) if needs else None
     hitlist = sorted_hitlist(targets, request, seg_docs, target_arr, doc_arr, score_arr, total, partials)
     hitlist.terminated_early = terminated
+    hitlist.timed_out = guard.expired
     return hitlist
 
 
@@ -188,7 +229,8 @@ def sorted_hitlist(
 ) -> HitList:
     """A HitList of the given documents (gathered in (shard, doc) order), sorted by the request's
     sort, ties kept in gathering order. `max_score` defaults to the best of these documents."""
-    columns = [sort_column(spec, targets, seg_docs, target_arr, doc_arr, score_arr) for spec in effective_sort(request)]
+    specs = effective_sort(request)
+    columns = [sort_column(spec, targets, seg_docs, target_arr, doc_arr, score_arr) for spec in specs]
     keys: list[np.ndarray] = []
     for col in columns:
         keys.extend(col.key_columns())
@@ -430,13 +472,16 @@ class HitListCache:
         self._building: dict[tuple, threading.Lock] = {}
         Searcher.close_listeners.append(self._forget)
 
-    def get_or_build(self, targets: list[Target], request: SearchRequest, *, with_aggs) -> HitList:
+    def get_or_build(
+        self, targets: list[Target], request: SearchRequest, *, with_aggs, guard: SearchGuard
+    ) -> HitList:
+        """A cached HitList, or one built now; one that timed out is partial and never cached."""
         now = int(time.time() * 1000)
         qkey = query_key(request.query)
         post = query_key(request.post_filter) if request.post_filter is not None else None
         cacheable = with_aggs is None and "now" not in repr(qkey) and "now" not in repr(post)
         if not cacheable:
-            return build_hitlist(targets, request, now_millis=now, with_aggs=with_aggs)
+            return build_hitlist(targets, request, now_millis=now, with_aggs=with_aggs, guard=guard)
         key = (
             snapshot_key(targets),
             qkey,
@@ -461,19 +506,30 @@ class HitListCache:
                 if hit is not None:
                     return hit
             try:
-                hit = build_hitlist(targets, request, now_millis=now, with_aggs=None)
+                hit = build_hitlist(targets, request, now_millis=now, with_aggs=None, guard=guard)
             finally:
                 with self._lock:
                     self._building.pop(key, None)
             with self._lock:
                 # A snapshot released while this was built was already forgotten: keep nothing of it.
-                if not any(t.searcher.closed for t in targets):
+                if not hit.timed_out and not any(t.searcher.closed for t in targets):
                     self._entries[key] = hit
                     self._bytes += hit.nbytes()
-                while self._bytes > self.max_bytes and len(self._entries) > 1:
-                    _, old = self._entries.popitem(last=False)
-                    self._bytes -= old.nbytes()
+                self._evict()
         return hit
+
+    def resize(self, max_bytes: int) -> None:
+        """Set the bound (`indices.cache.hitlist.size`); HitLists that no longer fit go."""
+        with self._lock:
+            self.max_bytes = max_bytes
+            self._evict()
+
+    def _evict(self) -> None:
+        """Least recently used out until the cache fits (lock held); a HitList bigger than the
+        whole bound is not kept either."""
+        while self._bytes > self.max_bytes and self._entries:
+            _, old = self._entries.popitem(last=False)
+            self._bytes -= old.nbytes()
 
     def _forget(self, searcher: Searcher) -> None:
         """Drop HitLists of a released snapshot, so its memory and segment files go with it."""

@@ -11,17 +11,19 @@ Shard-level refusals are reported as Elasticsearch's coordinator reports them: a
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from leafsearch.errors import ElasticError, IllegalArgument, SearchPhaseExecution
+from leafsearch.errors import ElasticError, IllegalArgument, SearchPhaseExecution, TaskCancelled
 from leafsearch.rawjson import RawJSON
 from leafsearch.request.search_types import SHARD_DOC, SearchRequest
 from leafsearch.rest.exchange import parse_bool
 from leafsearch.search import fetch
 from leafsearch.search.fetch_phase import render_hits
+from leafsearch.search.guard import SearchGuard
 from leafsearch.search.hitlist import HitList, HitListCache, shard_doc_page
 from leafsearch.search.rescore import rescore
 from leafsearch.search.slicing import check_slice_field, pit_slice_range
@@ -31,7 +33,8 @@ from leafsearch.search.targets import Target, acquire_targets
 if TYPE_CHECKING:
     from leafsearch.node import Node
 
-_CACHE = HitListCache()
+#: Built HitLists, bounded by `indices.cache.hitlist.size` (the node applies it).
+HITLISTS = HitListCache()
 
 
 def resolve_targets(node: Node, index_expr: str | None, params: dict[str, str]) -> list[Target]:
@@ -162,9 +165,16 @@ def _agg_collector(node: Node, request: SearchRequest, targets: list[Target]):
 
 
 def query_phase(
-    node: Node, targets: list[Target], request: SearchRequest, *, aggs: bool
+    node: Node,
+    targets: list[Target],
+    request: SearchRequest,
+    *,
+    aggs: bool,
+    cancelled: threading.Event | None = None,
 ) -> tuple[HitList, Any]:
-    """The matches of every target in sort order (or, for a plain `_shard_doc` walk, the page)."""
+    """The matches of every target in sort order (or, for a plain `_shard_doc` walk, the page).
+
+    `cancelled` is set when the client went away (see guard.py)."""
     # Aggregation requests are parsed before the shards run: their errors are not shard failures.
     with_aggs, tree = _agg_collector(node, request, targets) if aggs else (None, None)
     with node.search_stats.phase("query"):
@@ -172,10 +182,11 @@ def query_phase(
             if _walks_live_docs(request):
                 hitlist = _live_docs_page(targets, request)
             else:
-                hitlist = _CACHE.get_or_build(targets, request, with_aggs=with_aggs)
+                guard = SearchGuard.for_search(node, request, cancelled)
+                hitlist = HITLISTS.get_or_build(targets, request, with_aggs=with_aggs, guard=guard)
                 if request.rescore:
                     hitlist = rescore(hitlist, request, int(time.time() * 1000))
-        except SearchPhaseExecution:
+        except (SearchPhaseExecution, TaskCancelled):
             raise
         except ElasticError as exc:
             if exc.status == 400 and exc.error_type not in ("parsing_exception", "x_content_parse_exception"):
@@ -295,7 +306,7 @@ def response(
     body: dict[str, Any] = {}
     body.update({k: v for k, v in extra.items() if k in ("_scroll_id", "pit_id")})
     body["took"] = int((time.perf_counter() - started) * 1000)
-    body["timed_out"] = False
+    body["timed_out"] = hitlist.timed_out
     if hitlist.terminated_early:
         body["terminated_early"] = True
     n = len(hitlist.targets)

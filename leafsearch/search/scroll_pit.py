@@ -5,6 +5,7 @@ Both hold shard snapshots in a context (contexts.py); these functions are what t
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -28,7 +29,12 @@ if TYPE_CHECKING:
 
 
 def search_pit(
-    node: Node, request: SearchRequest, started: float, *, raw_hits: bool = False
+    node: Node,
+    request: SearchRequest,
+    started: float,
+    *,
+    raw_hits: bool = False,
+    cancelled: threading.Event | None = None,
 ) -> dict[str, Any]:
     """A search on a PIT's snapshots. The PIT is in use meanwhile (a close waits for the search);
     its keep-alive becomes the larger of the old and the requested one, counted from the end of
@@ -44,7 +50,7 @@ def search_pit(
                 raise SearchPhaseExecution(exc) from None
             keep_alive = max(ctx.keep_alive, requested)
         phases.check_limits(request, ctx.targets)
-        hitlist, tree = phases.query_phase(node, ctx.targets, request, aggs=True)
+        hitlist, tree = phases.query_phase(node, ctx.targets, request, aggs=True, cancelled=cancelled)
         start, end = phases.page_bounds(hitlist, request)
         read_ahead = raw_hits and not hitlist.window and renders_raw(request)
         served = _pit_page_key(hitlist, request, start, end)
@@ -94,7 +100,13 @@ def _walks_docs(request: SearchRequest) -> bool:
 
 
 def open_scroll(
-    node: Node, targets: list[Target], request: SearchRequest, started: float, *, raw_hits: bool = False
+    node: Node,
+    targets: list[Target],
+    request: SearchRequest,
+    started: float,
+    *,
+    raw_hits: bool = False,
+    cancelled: threading.Event | None = None,
 ) -> dict[str, Any]:
     """`?scroll=` on a search: a context owning `targets` (released with it) and the first batch.
 
@@ -115,7 +127,7 @@ def open_scroll(
                 ctx.matches = LiveDocs(targets, selected)
             tree = None
         else:
-            ctx.matches, tree = phases.query_phase(node, targets, request, aggs=True)
+            ctx.matches, tree = phases.query_phase(node, targets, request, aggs=True, cancelled=cancelled)
         ctx.request = request
         page, start, end = _next_batch(ctx)
         return phases.response(
@@ -244,7 +256,11 @@ def open_pit(node: Node, index_expr: str, keep_alive: str | None, params: dict[s
         raise ActionRequestValidation("[keep_alive] is not specified")
     seconds = node.contexts.keep_alive_seconds(keep_alive, "keep_alive")
     targets = phases.resolve_targets(node, index_expr, params)
-    ctx = node.contexts.open("pit", targets, seconds)
+    try:
+        ctx = node.contexts.open("pit", targets, seconds)
+    except ElasticError:  # too many open PITs: the snapshots go back at once
+        release_targets(targets)
+        raise
     n = len(targets)
     return {"id": ctx.public_id, "_shards": {"total": n, "successful": n, "skipped": 0, "failed": 0}}
 

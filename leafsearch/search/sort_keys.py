@@ -9,6 +9,7 @@ and shards compare directly as integers.
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
@@ -21,7 +22,23 @@ from leafsearch.request.search_types import DOC, SCORE, SHARD_DOC, SortSpec
 from leafsearch.search.fetch import fielddata_error, format_sort_value, parse_search_after_value
 
 _GLOBAL_ORDS: OrderedDict[tuple, tuple[np.ndarray, list[np.ndarray]]] = OrderedDict()
-_GLOBAL_ORDS_MAX = 64
+_global_ords_lock = threading.Lock()
+_global_ords_bytes = 0
+#: `indices.fielddata.cache.size`: global ordinals are Elasticsearch's fielddata; the node sets it.
+global_ords_max_bytes = 128 * 1024 * 1024
+
+
+def _ords_nbytes(entry: tuple[np.ndarray, list[np.ndarray]]) -> int:
+    return entry[0].nbytes + sum(m.nbytes for m in entry[1])
+
+
+def bound_global_ordinals(max_bytes: int) -> None:
+    """Set the cache's size and drop the least recently used entries that no longer fit."""
+    global global_ords_max_bytes, _global_ords_bytes
+    with _global_ords_lock:
+        global_ords_max_bytes = max_bytes
+        while _global_ords_bytes > max_bytes and _GLOBAL_ORDS:
+            _global_ords_bytes -= _ords_nbytes(_GLOBAL_ORDS.popitem(last=False)[1])
 
 
 def global_ordinals(field: str, segments: list) -> tuple[np.ndarray, list[np.ndarray]]:
@@ -29,11 +46,13 @@ def global_ordinals(field: str, segments: list) -> tuple[np.ndarray, list[np.nda
 
     Cached by segment identity: segments never change, so the mapping holds for their life.
     """
+    global _global_ords_bytes
     key = (field, tuple(str(s.folder) for s in segments))
-    hit = _GLOBAL_ORDS.get(key)
-    if hit is not None:
-        _GLOBAL_ORDS.move_to_end(key)
-        return hit
+    with _global_ords_lock:
+        hit = _GLOBAL_ORDS.get(key)
+        if hit is not None:
+            _GLOBAL_ORDS.move_to_end(key)
+            return hit
     term_arrays = []
     for seg in segments:
         col = seg.column(field)
@@ -49,9 +68,14 @@ def global_ordinals(field: str, segments: list) -> tuple[np.ndarray, list[np.nda
         for t in term_arrays:
             maps.append(inverse[pos : pos + len(t)].astype(np.int64))
             pos += len(t)
-    _GLOBAL_ORDS[key] = (merged, maps)
-    if len(_GLOBAL_ORDS) > _GLOBAL_ORDS_MAX:
-        _GLOBAL_ORDS.popitem(last=False)
+    entry = (merged, maps)
+    size = _ords_nbytes(entry)
+    with _global_ords_lock:
+        if size <= global_ords_max_bytes and key not in _GLOBAL_ORDS:
+            _GLOBAL_ORDS[key] = entry
+            _global_ords_bytes += size
+            while _global_ords_bytes > global_ords_max_bytes:
+                _global_ords_bytes -= _ords_nbytes(_GLOBAL_ORDS.popitem(last=False)[1])
     return merged, maps
 
 

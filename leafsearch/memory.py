@@ -1,0 +1,98 @@
+"""The process's memory: how much the machine gives it, how much it holds, and giving it back.
+
+Memory limits written as a percentage (`indices.breaker.request.limit: 60%`) are shares of the
+memory this process may use: the machine's physical memory, or the cgroup's limit when the server
+runs in a container that has a lower one. That is what a JVM heap is to Elasticsearch.
+
+Why the allocator needs help: numpy arrays bigger than glibc's mmap threshold are mapped and
+unmapped on their own, but glibc raises that threshold (up to 32 MiB) each time such an array is
+freed, so after one large request every later array of a few MiB comes from the heap arenas, and
+arena memory freed in the middle is kept by the process. RSS then stays at the worst request's
+peak. Pinning the thresholds at start-up stops that drift; trimming after a request that
+allocated a lot hands back what the arenas still hold.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+from functools import cache
+from pathlib import Path
+
+_M_TRIM_THRESHOLD = -1
+_M_MMAP_THRESHOLD = -3
+#: Arrays from this size up are mapped on their own and unmapped when freed.
+MMAP_THRESHOLD = 1 << 20
+#: Free memory at the top of an arena beyond this goes back to the system at once.
+TRIM_THRESHOLD = 8 << 20
+#: A request after which the process holds this much more than after the last trim trims again.
+TRIM_AFTER_GROWTH = 64 << 20
+_CGROUP_LIMITS = ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes")
+
+
+@cache
+def machine_memory() -> int:
+    """Bytes of memory the process may use: physical memory, or a lower cgroup limit."""
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    for path in _CGROUP_LIMITS:
+        try:
+            text = Path(path).read_text().strip()
+        except OSError:
+            continue
+        if text.isdigit() and 0 < int(text) < total:
+            return int(text)
+    return total
+
+
+def rss_bytes() -> int:
+    """The process's resident memory now (0 where /proc is missing)."""
+    try:
+        with open("/proc/self/statm") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except OSError:
+        return 0
+
+
+@cache
+def _libc() -> ctypes.CDLL | None:
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc.mallopt  # noqa: B018 - glibc only: other C libraries have no mallopt / malloc_trim
+        libc.malloc_trim  # noqa: B018
+    except (OSError, AttributeError):
+        return None
+    return libc
+
+
+def tune_allocator() -> None:
+    """Pin glibc's mmap and trim thresholds (see the module docstring); a no-op elsewhere."""
+    libc = _libc()
+    if libc is not None:
+        libc.mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)
+        libc.mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD)
+
+
+def trim() -> None:
+    """Give the heap arenas' free pages back to the system (glibc's `malloc_trim(0)`)."""
+    libc = _libc()
+    if libc is not None:
+        libc.malloc_trim(0)
+
+
+
+class Trimmer:
+    """Trims after a request that left the process much bigger than the last trim did: a request
+    that allocated a lot (its arrays freed, their pages still held by the arenas of the worker
+    threads) pays one `malloc_trim`; ordinary requests pay one read of /proc/self/statm."""
+
+    def __init__(self, growth: int = TRIM_AFTER_GROWTH) -> None:
+        self.growth = growth
+        self.baseline = rss_bytes()
+        self.trims = 0
+
+    def after_request(self) -> None:
+        if rss_bytes() > self.baseline + self.growth:
+            trim()
+            self.trims += 1
+            self.baseline = rss_bytes()
