@@ -533,8 +533,8 @@ def test_the_501st_scroll_is_refused_until_one_is_freed(private: httpx.Client) -
     assert root_cause(open_or_refuse(private)) == (
         429,
         "too_many_scroll_contexts_exception",
-        "Trying to create too many scroll contexts. Must be less than or equal to: [500]. This limit can be set "
-        "by changing the [search.max_open_scroll_context] setting.",
+        "Trying to create too many scroll contexts. Must be less than or equal to: [500]. This limit can "
+        "be set by changing the [search.max_open_scroll_context] setting.",
     )
     # A point in time is not a scroll: still allowed.
     pit = private.post("/limits/_pit", params={"keep_alive": "1m"})

@@ -104,8 +104,9 @@ class ContextRegistry:
         limit = self.node.cluster_settings.get("search.max_keep_alive")
         if seconds > limit:
             raise IllegalArgument(
-                f"Keep alive for request ({_fmt(seconds)}) is too large. It must be less than ({_fmt(limit)}). "
-                "This limit can be set by changing the [search.max_keep_alive] cluster level setting."
+                f"Keep alive for request ({_fmt(seconds)}) is too large. It must be less than "
+                f"({_fmt(limit)}). This limit can be set by changing the [search.max_keep_alive] cluster "
+                "level setting."
             )
         return seconds
 
@@ -151,7 +152,8 @@ class ContextRegistry:
         decoded = self.decode_id(public_id, kind)
         if decoded is None or not decoded[0]:
             raise SearchContextMissing(
-                f"No search context found for id [{public_id}]: it was not opened by this node since it started"
+                f"No search context found for id [{public_id}]: "
+                "it was not opened by this node since it started"
             )
         ctx_id = decoded[1]
         ctx = self._contexts.get(ctx_id)
