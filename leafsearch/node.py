@@ -13,6 +13,7 @@ import shutil
 import threading
 import time
 import uuid as uuidlib
+from collections.abc import Callable
 from pathlib import Path
 
 import orjson
@@ -40,7 +41,12 @@ class NodeLocked(RuntimeError):
 
 
 class Node:
-    def __init__(self, path: str | Path, *, background: bool = True) -> None:
+    def __init__(
+        self, path: str | Path, *, background: bool = True, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        """`background`: run the refresh, reaper and merge threads (off, a caller drives them).
+        `clock`: the monotonic seconds that reader-context keep-alives are measured on; a test
+        passes a clock it advances, so expiry needs no sleeping."""
         self.path = Path(path).absolute()
         self.path.mkdir(parents=True, exist_ok=True)
         self._lock_file = open(self.path / "node.lock", "a+")  # noqa: SIM115 - held for the node's life
@@ -72,7 +78,7 @@ class Node:
             else:  # a deletion or a creation that a crash interrupted
                 shutil.rmtree(folder, ignore_errors=True)
         self.search_stats = SearchStats()
-        self.contexts = ContextRegistry(self)
+        self.contexts = ContextRegistry(self, clock)
         self._closed = threading.Event()
         self._threads: list[threading.Thread] = []
         if background:
