@@ -84,8 +84,11 @@ def wait_until_up(process: subprocess.Popen, url: str, log: Path, timeout: float
 
 
 @contextmanager
-def running_server(data: Path, *extra: str) -> Iterator[tuple[str, subprocess.Popen]]:
-    """A server process on a free port, its output in `<data>.log`; stopped with SIGTERM on exit."""
+def running_server(
+    data: Path, *extra: str, preexec_fn: Callable[[], None] | None = None
+) -> Iterator[tuple[str, subprocess.Popen]]:
+    """A server process on a free port, its output in `<data>.log`; stopped with SIGTERM on exit.
+    `preexec_fn` runs in the child before the server starts (e.g. to set resource limits)."""
     port = free_port()
     log = data.with_name(data.name + ".log")
     with open(log, "ab") as output:
@@ -95,6 +98,7 @@ def running_server(data: Path, *extra: str) -> Iterator[tuple[str, subprocess.Po
             env=server_env(),
             stdout=output,
             stderr=subprocess.STDOUT,
+            preexec_fn=preexec_fn,
         )
     url = f"http://127.0.0.1:{port}"
     try:
