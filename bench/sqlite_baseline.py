@@ -96,6 +96,17 @@ class SqliteBaseline:
             ).fetchone()
         )
 
+    def service_counts_and_days(self) -> tuple[list[tuple[str, int]], list[tuple[int, int]]]:
+        """(service, count) by count desc then name, and (UTC day start in ms, count) by day: what a
+        `terms` and a daily `date_histogram` aggregation over every document count."""
+        services = self._db.execute(
+            "SELECT service, count(*) AS c FROM docs GROUP BY service ORDER BY c DESC, service"
+        ).fetchall()
+        days = self._db.execute(
+            "SELECT ts - ts % 86400000 AS day, count(*) FROM docs GROUP BY day ORDER BY day"
+        ).fetchall()
+        return services, days
+
     def walk(self, size: int, match: tuple[str, str] | None = None) -> int:
         """Read every row by keyset pages of `size`; the number of rows read."""
         after, seen = TOP, 0

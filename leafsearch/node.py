@@ -46,8 +46,9 @@ class Node:
     def __init__(
         self, path: str | Path, *, background: bool = True, clock: Callable[[], float] = time.monotonic
     ) -> None:
-        """`clock` (seconds, monotonic) times searches against their `timeout`; tests pass one
-        that advances as they choose."""
+        """`background`: run the refresh, reaper and merge threads (off, a caller drives them).
+        `clock`: the monotonic seconds that search timeouts and reader-context keep-alives are
+        measured on; a test passes a clock it advances, so neither needs sleeping."""
         memory.tune_allocator()
         self.clock = clock
         self.path = Path(path).absolute()
@@ -82,7 +83,7 @@ class Node:
             else:  # a deletion or a creation that a crash interrupted
                 shutil.rmtree(folder, ignore_errors=True)
         self.search_stats = SearchStats()
-        self.contexts = ContextRegistry(self)
+        self.contexts = ContextRegistry(self, clock)
         self._bound_caches()
         self.cluster_settings.listeners.append(self._bound_caches)
         self._closed = threading.Event()

@@ -303,6 +303,10 @@ def _as_setting_string(value: Any) -> SettingValue | None:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, list):
+        # Elasticsearch's settings parser takes lists of scalars only. It throws an
+        # IllegalStateException (a 500) for anything else; a bad body is the client's error here.
+        if any(v is None or isinstance(v, list | dict) for v in value):
+            raise IllegalArgument("only value lists are allowed in serialized settings")
         return [str(_as_setting_string(v)) for v in value]
     return str(value)
 

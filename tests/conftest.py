@@ -12,16 +12,21 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from elasticsearch import Elasticsearch
+
+from leafsearch import Node
+from leafsearch.rest.app import create_app
 
 REPO = Path(__file__).resolve().parent.parent
 STARTUP_TIMEOUT = 30.0
@@ -33,6 +38,20 @@ def error_of(response: httpx.Response) -> dict[str, Any]:
     assert body["status"] == response.status_code
     assert body["error"]["root_cause"][0]["type"] == body["error"]["type"]
     return body["error"]
+
+
+class FakeClock:
+    """A monotonic clock that moves only when the test advances it: a Node built with
+    `clock=FakeClock()` lets a test expire reader contexts without sleeping."""
+
+    def __init__(self, start: float = 1_000.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
 
 
 def free_port() -> int:
@@ -65,8 +84,11 @@ def wait_until_up(process: subprocess.Popen, url: str, log: Path, timeout: float
 
 
 @contextmanager
-def running_server(data: Path, *extra: str) -> Iterator[tuple[str, subprocess.Popen]]:
-    """A server process on a free port, its output in `<data>.log`; stopped with SIGTERM on exit."""
+def running_server(
+    data: Path, *extra: str, preexec_fn: Callable[[], None] | None = None
+) -> Iterator[tuple[str, subprocess.Popen]]:
+    """A server process on a free port, its output in `<data>.log`; stopped with SIGTERM on exit.
+    `preexec_fn` runs in the child before the server starts (e.g. to set resource limits)."""
     port = free_port()
     log = data.with_name(data.name + ".log")
     with open(log, "ab") as output:
@@ -76,6 +98,7 @@ def running_server(data: Path, *extra: str) -> Iterator[tuple[str, subprocess.Po
             env=server_env(),
             stdout=output,
             stderr=subprocess.STDOUT,
+            preexec_fn=preexec_fn,
         )
     url = f"http://127.0.0.1:{port}"
     try:
@@ -140,3 +163,36 @@ def new_index(http: httpx.Client, index_name: str) -> Iterator[Callable[..., str
     yield create
     for name in created:
         http.delete(f"/{name}")
+
+
+@dataclass
+class ClockedNode:
+    """An in-process node on a `FakeClock`, served over HTTP by uvicorn on a thread (`http` is a
+    client of it). It runs no background threads: the test advances `clock` and calls
+    `node.contexts.reap()` where the node's reaper thread would have run."""
+
+    http: httpx.Client
+    clock: FakeClock
+    node: Node
+
+
+@pytest.fixture
+def clocked(tmp_path: Path) -> Iterator[ClockedNode]:
+    import uvicorn
+
+    clock = FakeClock()
+    # Listening before the server thread starts: a request made at once waits in the backlog.
+    sock = socket.create_server(("127.0.0.1", 0))
+    with Node(tmp_path / "clocked", background=False, clock=clock) as node:
+        config = uvicorn.Config(create_app(node), lifespan="off", log_level="warning")
+        server = uvicorn.Server(config)
+        thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="clocked-http")
+        thread.start()
+        try:
+            url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+            with httpx.Client(base_url=url, timeout=60) as http:
+                yield ClockedNode(http, clock, node)
+        finally:
+            server.should_exit = True
+            thread.join(timeout=60)
+            sock.close()

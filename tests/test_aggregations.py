@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 import random
-import time
 from collections import Counter, defaultdict
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -910,11 +909,11 @@ def test_structural_refusals():
     )
 
 
-# ---- speed ----------------------------------------------------------------------------------------
+# ---- a large segment (its speed is measured by bench, W1) -----------------------------------------
 
 
-def test_terms_and_date_histogram_over_a_million_docs_are_fast(tmp_path):
-    n = 1_000_000
+def test_terms_and_date_histogram_over_a_large_segment(tmp_path):
+    n = 200_000
     rng = np.random.default_rng(3)
     writer = SegmentWriter(n)
     ids = to_term_array([str(i) for i in range(n)])
@@ -922,7 +921,8 @@ def test_terms_and_date_histogram_over_a_million_docs_are_fast(tmp_path):
     writer.set_sources([b"{}"] * n)
     terms = to_term_array(sorted(f"tag{i:02d}" for i in range(50)))
     docs = np.arange(n, dtype=np.int64)
-    writer.add_keyword("tag", terms, build_doc_values(docs, rng.integers(0, 50, n), n, dedupe=True))
+    tag_of_doc = rng.integers(0, 50, n)
+    writer.add_keyword("tag", terms, build_doc_values(docs, tag_of_doc, n, dedupe=True))
     stamps = BASE + rng.integers(0, 365 * 86_400_000, n)
     writer.add_numeric("ts", "long", build_doc_values(docs, stamps, n, dedupe=False))
     writer.write(tmp_path / "big")
@@ -935,14 +935,13 @@ def test_terms_and_date_histogram_over_a_million_docs_are_fast(tmp_path):
         },
         MAPPING,
     )
-    collect(tree, view, view.live_docs, ctx)  # columns opened and cached once per segment
-    start = time.perf_counter()
-    partial = collect(tree, view, view.live_docs, ctx)
-    elapsed = time.perf_counter() - start
-    result = reduce(tree, [partial])
-    assert sum(b["doc_count"] for b in result["t"]["buckets"]) + result["t"]["sum_other_doc_count"] == n
-    assert len(result["d"]["buckets"]) == 365
-    assert elapsed < 0.5, elapsed
+    result = reduce(tree, [collect(tree, view, view.live_docs, ctx)])
+    tags = np.bincount(tag_of_doc, minlength=50)
+    expected = sorted(((f"tag{i:02d}", int(c)) for i, c in enumerate(tags)), key=lambda kc: (-kc[1], kc[0]))
+    assert [(b["key"], b["doc_count"]) for b in result["t"]["buckets"]] == expected[:10]
+    assert result["t"]["sum_other_doc_count"] == sum(c for _, c in expected[10:])
+    days = np.bincount((stamps - BASE) // 86_400_000, minlength=365)
+    assert [b["doc_count"] for b in result["d"]["buckets"]] == days.tolist()
 
 
 # ---- with the real mapping ------------------------------------------------------------------------

@@ -354,10 +354,10 @@ def test_aggregation_refusals(es: Elasticsearch, http: httpx.Client, shop: str) 
     assert error["type"] == "search_phase_execution_exception"
     assert error["root_cause"][0]["type"] == "illegal_argument_exception"
     assert error["root_cause"][0]["reason"] == (
-        f"Fielddata is disabled on [note] in [{shop}]. Text fields are not optimised for operations that require "
-        "per-document field data like aggregations and sorting, so these operations are disabled by default. "
-        "Please use a keyword field instead. Alternatively, set fielddata=true on [note] in order to load field "
-        "data by uninverting the inverted index. Note that this can use significant memory."
+        f"Fielddata is disabled on [note] in [{shop}]. Text fields are not optimised for operations that "
+        "require per-document field data like aggregations and sorting, so these operations are disabled by "
+        "default. Please use a keyword field instead. Alternatively, set fielddata=true on [note] in order "
+        "to load field data by uninverting the inverted index. Note that this can use significant memory."
     )
 
 

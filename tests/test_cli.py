@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import httpx
@@ -22,15 +21,13 @@ def _start(data: Path, port: int, *extra: str) -> subprocess.Popen:
     )
 
 
-def test_serve_announces_its_address_quickly_and_answers(tmp_path: Path) -> None:
+def test_serve_announces_its_address_and_answers(tmp_path: Path) -> None:
+    """Start-up time is measured by bench (W0: restart after kill -9 until `_count` answers)."""
     port = free_port()
-    started = time.monotonic()
     process = _start(tmp_path / "data", port)
     try:
         line = process.stdout.readline()
-        elapsed = time.monotonic() - started
         assert f"leafsearch listening on http://127.0.0.1:{port}" in line
-        assert elapsed < 5.0, f"start-up took {elapsed:.2f}s"
         answer = httpx.get(f"http://127.0.0.1:{port}/", timeout=10)
         assert answer.json()["tagline"] == "You Know, for Search"
     finally:

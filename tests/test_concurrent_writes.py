@@ -93,7 +93,9 @@ def write_until_killed(run: Run, url: str, name: str, rng: random.Random, state:
             run.acked(len(planned))
 
 
-def send(http: httpx.Client, index: str, kind: str, planned: list[tuple[str, str, int]]) -> list[tuple[int, Any]]:
+def send(
+    http: httpx.Client, index: str, kind: str, planned: list[tuple[str, str, int]]
+) -> list[tuple[int, Any]]:
     """One request for the planned operations; (status, result) per operation."""
     if kind == "bulk":
         lines: list[bytes] = []
@@ -103,7 +105,9 @@ def send(http: httpx.Client, index: str, kind: str, planned: list[tuple[str, str
                 lines.append(orjson.dumps({"v": value}))
             elif op == "update":
                 lines.append(orjson.dumps({"doc": {"v": value}, "doc_as_upsert": True}))
-        response = http.post("/_bulk", content=b"\n".join(lines) + b"\n", headers={"content-type": "application/json"})
+        response = http.post(
+            "/_bulk", content=b"\n".join(lines) + b"\n", headers={"content-type": "application/json"}
+        )
         if response.status_code != 200:
             return [(response.status_code, response.text)] * len(planned)
         items = [next(iter(item.values())) for item in response.json()["items"]]
@@ -145,13 +149,17 @@ def check_after_restart(url: str, index: str, state: dict[str, Expected]) -> Non
                 assert doc["_version"] == expected.version, (doc, expected)
             continue
         if seen not in expected.in_flight:
-            lost.append(f"{doc['_id']}: acknowledged {acknowledged}, in flight {expected.in_flight}, found {seen}")
+            lost.append(
+                f"{doc['_id']}: acknowledged {acknowledged}, in flight {expected.in_flight}, found {seen}"
+            )
     assert not lost, f"{len(lost)} acknowledged operations lost or changed: {lost[:10]}"
 
 
 @pytest.mark.parametrize("writers", [1, 2, 4, 8])
 @pytest.mark.parametrize("trial", range(TRIALS))
-def test_concurrent_writers_lose_nothing_acknowledged_across_kill_9(tmp_path: Path, writers: int, trial: int) -> None:
+def test_concurrent_writers_lose_nothing_acknowledged_across_kill_9(
+    tmp_path: Path, writers: int, trial: int
+) -> None:
     seed = random.randrange(2**32)
     rng = random.Random(seed)
     data = tmp_path / "data"

@@ -5,11 +5,11 @@ restart, and the `_doc` scroll that walks live documents without building a sort
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from conftest import FakeClock
 
 from leafsearch import Node, admin
 from leafsearch.errors import ElasticError, SearchContextMissing
@@ -18,9 +18,15 @@ from leafsearch.search.contexts import ReaderContext
 
 
 @pytest.fixture
-def node(tmp_path: Path) -> Iterator[Node]:
-    """A node without background threads (the test runs the reaper) and 300 documents on 2 shards."""
-    with Node(tmp_path / "node", background=False) as n:
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def node(tmp_path: Path, clock: FakeClock) -> Iterator[Node]:
+    """A node without background threads (the test runs the reaper), on a clock the test advances,
+    and 300 documents on 2 shards."""
+    with Node(tmp_path / "node", background=False, clock=clock) as n:
         admin.create_index(n, "t", {"settings": {"number_of_shards": 2}})
         n.bulk(
             b"".join(b'{"index":{"_id":"%d"}}\n{"n":%d}\n' % (i, i) for i in range(300)),
@@ -58,16 +64,19 @@ def test_a_context_freed_while_in_use_keeps_its_snapshots_until_the_request_ends
     assert ctx.matches is None and refs(ctx) == [r - 1 for r in held]
 
 
-def test_the_reaper_skips_a_context_in_use_and_expiry_counts_from_the_end_of_the_request(node: Node) -> None:
+def test_the_reaper_skips_a_context_in_use_and_expiry_counts_from_the_end_of_the_request(
+    node: Node, clock: FakeClock
+) -> None:
     scroll_id, ctx = open_scroll(node, keep_alive="100ms")
     node.contexts.acquire(scroll_id, "scroll")
-    time.sleep(0.2)
+    clock.advance(0.2)
     node.contexts.reap()
     assert is_open(node, scroll_id) and not ctx.freed  # in use: never reaped
     node.contexts.release(ctx, keep_alive=0.5)
+    clock.advance(0.5)
     node.contexts.reap()
     assert is_open(node, scroll_id)  # the keep-alive counts from the end of the request
-    time.sleep(0.6)
+    clock.advance(0.001)
     node.contexts.reap()
     assert ctx.freed and ctx.matches is None and not is_open(node, scroll_id)
     with pytest.raises(SearchContextMissing, match="expired"):
@@ -75,9 +84,11 @@ def test_the_reaper_skips_a_context_in_use_and_expiry_counts_from_the_end_of_the
     assert node.search_stats.snapshot()["scroll_current"] == 0
 
 
-def test_expiry_is_checked_on_access(node: Node) -> None:
+def test_expiry_is_checked_on_access(node: Node, clock: FakeClock) -> None:
     scroll_id, ctx = open_scroll(node, keep_alive="50ms")
-    time.sleep(0.1)
+    clock.advance(0.05)
+    assert node.scroll(scroll_id, "50ms")["_scroll_id"] == scroll_id  # not yet: its keep-alive is whole
+    clock.advance(0.051)
     with pytest.raises(ElasticError) as gone:
         node.scroll(scroll_id, "1m")
     assert gone.value.status == 404 and "expired" in str(gone.value.caused_by)

@@ -101,7 +101,8 @@ def test_snapshot_is_frozen_across_updates_deletes_and_merge(tmp_path):
     # The old snapshot still sees the old documents and their sources.
     seen = {}
     for view in old.views:
-        for doc_id, src in zip(view.segment.doc_ids(view.live_docs), view.segment.sources(view.live_docs), strict=True):
+        ids, sources = view.segment.doc_ids(view.live_docs), view.segment.sources(view.live_docs)
+        for doc_id, src in zip(ids, sources, strict=True):
             seen[doc_id] = orjson.loads(src)
     assert len(seen) == 120
     assert seen["0-0"] == {"msg": "old", "n": 0}
@@ -172,7 +173,8 @@ def test_sources_roundtrip_across_blocks(tmp_path, n):
     shard.refresh()
     searcher = shard.acquire_searcher()
     seg = searcher.views[0].segment
-    got = {d: orjson.loads(s) for d, s in zip(seg.doc_ids(range(n)), seg.sources(list(range(n))), strict=True)}
+    ids, sources = seg.doc_ids(range(n)), seg.sources(list(range(n)))
+    got = {d: orjson.loads(s) for d, s in zip(ids, sources, strict=True)}
     assert got == bodies
     searcher.release()
     shard.close()

@@ -19,9 +19,9 @@ BIG = 10_001
 
 def window_message(limit: int, asked: int) -> str:
     return (
-        f"Result window is too large, from + size must be less than or equal to: [{limit}] but was [{asked}]. "
-        "See the scroll api for a more efficient way to request large data sets. This limit can be set by "
-        "changing the [index.max_result_window] index level setting."
+        f"Result window is too large, from + size must be less than or equal to: [{limit}] but was "
+        f"[{asked}]. See the scroll api for a more efficient way to request large data sets. This limit can "
+        "be set by changing the [index.max_result_window] index level setting."
     )
 
 

@@ -9,13 +9,12 @@ Every expectation is Elasticsearch's: statuses, error types and messages are the
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
 import pytest
-from conftest import error_of
+from conftest import ClockedNode, error_of
 from elasticsearch import BadRequestError, Elasticsearch, NotFoundError, helpers
 from elasticsearch_dsl import Search
 
@@ -210,22 +209,27 @@ def test_the_pit_is_a_frozen_snapshot(es: Elasticsearch, corpus: str, pit: str) 
     ]
 
 
-def test_keep_alive_keeps_the_larger_retention_and_expiry_is_404(es: Elasticsearch, corpus: str) -> None:
-    short = es.open_point_in_time(index=corpus, keep_alive="1s")["id"]
-    extended = es.open_point_in_time(index=corpus, keep_alive="1s")["id"]
-    es.search(pit={"id": extended, "keep_alive": "1m"}, size=0)
+def test_keep_alive_keeps_the_larger_retention_and_expiry_is_404(clocked: ClockedNode) -> None:
+    http, clock = clocked.http, clocked.clock
+    assert http.put("/corpus", json={"mappings": MAPPINGS}).status_code == 200
+    assert http.put("/corpus/_doc/1", params={"refresh": "true"}, json={"n": 1}).status_code == 201
+    short, extended = (http.post("/corpus/_pit", params={"keep_alive": "1s"}).json()["id"] for _ in range(2))
+
+    def search(pit: dict[str, str]) -> httpx.Response:
+        return http.post("/_search", json={"pit": pit, "size": 0})
+
+    assert search({"id": extended, "keep_alive": "1m"}).status_code == 200
     # A smaller keep-alive later does not shorten the retention: the larger one is kept.
-    es.search(pit={"id": extended, "keep_alive": "1s"}, size=0)
-    time.sleep(1.3)
-    assert es.search(pit={"id": extended}, size=0)["hits"]["total"]["value"] == N_DOCS
-    with pytest.raises(NotFoundError) as info:
-        es.search(pit={"id": short})
-    body = info.value.body
-    assert body["status"] == 404
-    assert body["error"]["type"] == "search_phase_execution_exception"
-    assert body["error"]["root_cause"][0]["type"] == "search_context_missing_exception"
-    assert "expired" in body["error"]["root_cause"][0]["reason"]
-    es.close_point_in_time(id=extended)
+    assert search({"id": extended, "keep_alive": "1s"}).status_code == 200
+    clock.advance(30.0)
+    assert search({"id": extended}).json()["hits"]["total"]["value"] == 1
+    expired = search({"id": short})
+    assert expired.status_code == expired.json()["status"] == 404
+    error = expired.json()["error"]
+    assert error["type"] == "search_phase_execution_exception"
+    assert error["root_cause"][0]["type"] == "search_context_missing_exception"
+    assert "expired" in error["root_cause"][0]["reason"]
+    assert http.request("DELETE", "/_pit", json={"id": extended}).json()["num_freed"] == 1
 
 
 def test_closed_and_unknown_pits_are_404_saying_why(es: Elasticsearch, corpus: str) -> None:

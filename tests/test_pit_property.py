@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
+from conftest import FakeClock
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -54,8 +54,14 @@ _counter = itertools.count()
 
 
 @pytest.fixture(scope="module")
-def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[leafsearch.Node]:
-    with leafsearch.Node(tmp_path_factory.mktemp("pit-node"), background=False) as instance:
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory: pytest.TempPathFactory, clock: FakeClock) -> Iterator[leafsearch.Node]:
+    """A node without background threads, on a clock the tests advance to expire contexts."""
+    with leafsearch.Node(tmp_path_factory.mktemp("pit-node"), background=False, clock=clock) as instance:
         yield instance
 
 
@@ -337,7 +343,7 @@ def cached_lists_of(folders: set[Path]) -> int:
 
 
 @pytest.mark.parametrize("ending", ["close", "expiry"])
-def test_a_pit_holds_its_segments_until_it_ends(node: leafsearch.Node, ending: str) -> None:
+def test_a_pit_holds_its_segments_until_it_ends(node: leafsearch.Node, clock: FakeClock, ending: str) -> None:
     index = new_index(node, 1)
     try:
         bulk(node, index, {f"d{i}": {"lg": i, "kw": "x"} for i in range(30)})
@@ -360,7 +366,7 @@ def test_a_pit_holds_its_segments_until_it_ends(node: leafsearch.Node, ending: s
         if ending == "close":
             assert node.close_pit(pit_id) == {"succeeded": True, "num_freed": 1}
         else:
-            time.sleep(1.2)
+            clock.advance(1.001)
             node.contexts.reap()
         assert not any(folder.exists() for folder in held)
         assert cached_lists_of(held) == 0

@@ -56,6 +56,19 @@ def test_missing_documents_and_indices(http: httpx.Client, new_index, index_name
     assert error_of(no_index)["type"] == "index_not_found_exception"
 
 
+def test_the_source_api_refuses_to_disable_the_source(http: httpx.Client, new_index) -> None:
+    name = new_index()
+    http.put(f"/{name}/_doc/1", json={"a": 1, "b": 2})
+    for params in ({"_source": "false"}, {"_source": "false", "_source_includes": "a"}):
+        refused = http.get(f"/{name}/_source/1", params=params)
+        assert refused.status_code == 400
+        assert error_of(refused)["type"] == "action_request_validation_exception"
+        assert error_of(refused)["reason"] == "Validation Failed: 1: fetching source can not be disabled;"
+        assert http.head(f"/{name}/_source/1", params=params).status_code == 400
+    assert http.get(f"/{name}/_source/1", params={"_source": "true"}).json() == {"a": 1, "b": 2}
+    assert http.get(f"/{name}/_source/1", params={"_source_excludes": "*"}).json() == {}
+
+
 def test_auto_id_and_create(http: httpx.Client, index_name: str) -> None:
     posted = http.post(f"/{index_name}/_doc", json={"a": 1})
     assert posted.status_code == 201

@@ -147,6 +147,25 @@ def test_put_settings_dynamic_static_unknown_and_reset(http: httpx.Client, new_i
     assert "index.max_result_window" not in flat
 
 
+def test_a_settings_list_holds_only_values(http: httpx.Client, new_index, index_name: str) -> None:
+    name = new_index()
+    before = http.get(f"/{name}/_settings").json()
+    deep: list = [1]
+    for _ in range(60):  # nested lists once grew their string form exponentially (a MemoryError)
+        deep = [deep]
+    for value in (deep, [["a"]], [{"a": 1}], [None]):
+        for response in (
+            http.put(f"/{name}/_settings", json={"index.number_of_replicas": value}),
+            http.put(f"/{index_name}-new", json={"settings": {"index.number_of_replicas": value}}),
+            http.put("/_cluster/settings", json={"transient": {"indices.fuzz.list": value}}),
+        ):
+            assert response.status_code == 400, response.text
+            assert error_of(response)["type"] == "illegal_argument_exception"
+            assert error_of(response)["reason"] == "only value lists are allowed in serialized settings"
+    assert http.get(f"/{name}/_settings").json() == before
+    assert http.head(f"/{index_name}-new").status_code == 404
+
+
 def test_refresh_and_flush_report_shards(http: httpx.Client, new_index) -> None:
     name = new_index(settings={"number_of_shards": 2, "number_of_replicas": 0})
     for path in (f"/{name}/_refresh", f"/{name}/_flush"):

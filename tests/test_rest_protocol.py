@@ -182,11 +182,17 @@ def test_json_body_of_the_wrong_kind_is_a_parsing_exception(http: httpx.Client) 
     assert error["reason"] == "Expected [START_OBJECT] but found [START_ARRAY]"
 
 
-def test_source_query_parameter_stands_for_the_body(http: httpx.Client) -> None:
-    response = http.get(
-        "/_cluster/health", params={"source": "{}", "source_content_type": "application/json"}
-    )
-    assert response.status_code == 200
+def test_source_query_parameter_stands_for_the_body(http: httpx.Client, index_name: str) -> None:
+    for doc_id, value in (("1", "sent"), ("2", "other")):
+        http.put(f"/{index_name}/_doc/{doc_id}", params={"refresh": "true"}, json={"k": value})
+    params = {"source": '{"query": {"term": {"k": "sent"}}}', "source_content_type": "application/json"}
+    found = http.get(f"/{index_name}/_search", params=params).json()
+    assert [hit["_id"] for hit in found["hits"]["hits"]] == ["1"]
+    assert http.get(f"/{index_name}/_count", params=params).json()["count"] == 1
+    # A body, when there is one, is the request; `source` is not read.
+    with_body = http.post(f"/{index_name}/_count", params=params, json={"query": {"match_all": {}}})
+    assert with_body.json()["count"] == 2
+    http.delete(f"/{index_name}")
 
 
 def test_gzip_request_bodies_are_inflated(http: httpx.Client, index_name: str) -> None:

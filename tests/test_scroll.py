@@ -15,9 +15,10 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import running_server
+from conftest import ClockedNode, running_server
 from elasticsearch import Elasticsearch, NotFoundError, helpers
 
+NDJSON = {"content-type": "application/x-ndjson"}
 MAPPING = {"properties": {"n": {"type": "long"}, "k": {"type": "keyword"}, "v": {"type": "long"}}}
 
 
@@ -145,25 +146,42 @@ def test_writes_after_opening_never_show_up(http: httpx.Client, es: Elasticsearc
 
 def test_concurrent_writes_during_a_scan_never_appear(es: Elasticsearch, docs: str) -> None:
     stop = threading.Event()
+    progress = threading.Condition()
+    written: list[int] = []  # one entry per (new document, update of an old one) the writer completed
 
     def write() -> None:
         n = 1000
         while not stop.is_set():
             es.index(index=docs, id=str(n), document={"n": n, "k": "new", "v": 1}, refresh=True)
             es.index(index=docs, id=str(n % 200), document={"n": n % 200, "k": "changed", "v": 1})
+            with progress:
+                written.append(n)
+                progress.notify_all()
             n += 1
 
     writer = threading.Thread(target=write)
     scan = helpers.scan(es, index=docs, size=9, scroll="1m")
-    first = next(scan)
+    hits = [next(scan)]
     writer.start()
     try:
-        hits = [first, *scan]
+        for hit in scan:
+            hits.append(hit)
+            if len(hits) % 9 == 0:  # a whole batch read: the writer lands a write before the next one
+                with progress:
+                    assert progress.wait_for(lambda done=len(written): len(written) > done, timeout=60)
+        during = len(written)
     finally:
         stop.set()
         writer.join()
+    assert during >= 200 // 9 - 1  # a write between every two batches
     assert sorted(int(hit["_id"]) for hit in hits) == list(range(200))
-    assert {hit["_source"]["v"] for hit in hits} == {0}
+    for hit in hits:
+        n = int(hit["_id"])
+        assert hit["_source"] == {"n": n, "k": f"k{n % 4}", "v": 0}
+    es.indices.refresh(index=docs)
+    assert es.count(index=docs)["count"] == 200 + len(written)
+    changed = es.count(index=docs, query={"term": {"k": "changed"}})["count"]
+    assert changed == min(len(written), 200)
 
 
 def test_scroll_over_several_indices(http: httpx.Client, es: Elasticsearch, new_index: Callable) -> None:
@@ -221,26 +239,44 @@ def test_exhausted_scroll_stays_until_cleared(http: httpx.Client, docs: str) -> 
     assert (cleared.status_code, cleared.json()) == (200, {"succeeded": True, "num_freed": 1})
 
 
-def test_scroll_resets_the_expiry(http: httpx.Client, docs: str) -> None:
-    scroll_id = open_scroll(http, docs, {"size": 1}, keep_alive="2s")["_scroll_id"]
+@pytest.fixture
+def clocked_docs(clocked: ClockedNode) -> str:
+    """Documents 0..19 in an index of the in-process node on a fake clock (see `clocked`)."""
+    assert clocked.http.put("/clocked", json={"mappings": MAPPING}).status_code == 200
+    lines = b"".join(b'{"index":{"_id":"%d"}}\n{"n":%d}\n' % (i, i) for i in range(20))
+    bulk = clocked.http.post("/clocked/_bulk", params={"refresh": "true"}, content=lines, headers=NDJSON)
+    assert bulk.status_code == 200 and not bulk.json()["errors"]
+    return "clocked"
+
+
+def test_scroll_resets_the_expiry(clocked: ClockedNode, clocked_docs: str) -> None:
+    http, clock = clocked.http, clocked.clock
+    scroll_id = open_scroll(http, clocked_docs, {"size": 1}, keep_alive="2s")["_scroll_id"]
+    clock.advance(1.5)
     assert next_batch(http, scroll_id, "30s").status_code == 200
-    time.sleep(2.5)
+    clock.advance(29.0)  # far past the first keep-alive, within the second
+    clocked.node.contexts.reap()
     assert next_batch(http, scroll_id, "30s").status_code == 200
     row = next(row for row in contexts(http) if row["id"] == scroll_id)
-    assert (row["keep_alive"], row["requests"]) == ("30s", "3")
-    http.delete(f"/_search/scroll/{scroll_id}")
+    assert (row["keep_alive"], row["requests"], row["time_left"]) == ("30s", "3", "30s")
+    assert http.delete(f"/_search/scroll/{scroll_id}").json()["num_freed"] == 1
 
 
-def test_the_reaper_frees_expired_contexts_without_being_asked(http: httpx.Client, docs: str) -> None:
+def test_the_reaper_frees_expired_contexts_without_being_asked(
+    clocked: ClockedNode, clocked_docs: str
+) -> None:
+    http, clock = clocked.http, clocked.clock
     before = search_stats(http)
-    scroll_id = open_scroll(http, docs, {"size": 1}, keep_alive="200ms")["_scroll_id"]
-    assert scroll_id in {row["id"] for row in contexts(http)}
-    deadline = time.monotonic() + 10
-    while scroll_id in {row["id"] for row in contexts(http)} and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert scroll_id not in {row["id"] for row in contexts(http)}
+    scroll_id = open_scroll(http, clocked_docs, {"size": 1}, keep_alive="250ms")["_scroll_id"]
+    clock.advance(0.25)
+    clocked.node.contexts.reap()
+    assert [row["id"] for row in contexts(http)] == [scroll_id]  # whole until it has passed
+    clock.advance(0.25)
+    clocked.node.contexts.reap()
+    assert contexts(http) == []
     after = search_stats(http)
-    assert after["scroll_total"] >= before["scroll_total"] + 1
+    assert (after["scroll_total"], after["scroll_current"]) == (before["scroll_total"] + 1, 0)
+    assert after["scroll_time_in_millis"] == before["scroll_time_in_millis"] + 500  # on the node's clock
     status, kind, reason = root_cause(next_batch(http, scroll_id))
     assert (status, kind) == (404, "search_context_missing_exception")
     assert "expired" in reason
@@ -533,8 +569,8 @@ def test_the_501st_scroll_is_refused_until_one_is_freed(private: httpx.Client) -
     assert root_cause(open_or_refuse(private)) == (
         429,
         "too_many_scroll_contexts_exception",
-        "Trying to create too many scroll contexts. Must be less than or equal to: [500]. This limit can be set "
-        "by changing the [search.max_open_scroll_context] setting.",
+        "Trying to create too many scroll contexts. Must be less than or equal to: [500]. This limit can "
+        "be set by changing the [search.max_open_scroll_context] setting.",
     )
     # A point in time is not a scroll: still allowed.
     pit = private.post("/limits/_pit", params={"keep_alive": "1m"})

@@ -258,10 +258,10 @@ def test_text_field_refusal_is_worded_as_elasticsearch_8(es: Elasticsearch, docs
     with pytest.raises(BadRequestError) as info:
         search(es, docs, [{"title": "asc"}])
     assert info.value.body["error"]["root_cause"][0]["reason"] == (
-        f"Fielddata is disabled on [title] in [{docs}]. Text fields are not optimised for operations that require "
-        "per-document field data like aggregations and sorting, so these operations are disabled by default. "
-        "Please use a keyword field instead. Alternatively, set fielddata=true on [title] in order to load field "
-        "data by uninverting the inverted index. Note that this can use significant memory."
+        f"Fielddata is disabled on [title] in [{docs}]. Text fields are not optimised for operations that "
+        "require per-document field data like aggregations and sorting, so these operations are disabled by "
+        "default. Please use a keyword field instead. Alternatively, set fielddata=true on [title] in order "
+        "to load field data by uninverting the inverted index. Note that this can use significant memory."
     )
 
 

@@ -23,9 +23,7 @@ RESTART_TIMEOUT_S = 120.0
 WORKER_BUDGET_S = 1800.0
 
 
-def _client_worker(
-    url: str, kind: str, n: int, seed: int, part: int, start: Any, results: Any
-) -> None:
+def _client_worker(url: str, kind: str, n: int, seed: int, part: int, start: Any, results: Any) -> None:
     """One of `CLIENTS` client processes indexing its share of the dataset (the whole dataset is
     generated again here, before the start barrier, so only the requests are timed)."""
     try:
@@ -37,7 +35,9 @@ def _client_worker(
             start.wait()
             indexed = 0
             for body in bodies:
-                response = orjson.loads(client.raw("POST", f"/{PARALLEL_INDEX}/_bulk", body, "application/x-ndjson"))
+                response = orjson.loads(
+                    client.raw("POST", f"/{PARALLEL_INDEX}/_bulk", body, "application/x-ndjson")
+                )
                 if response["errors"]:
                     raise CheckFailed("a bulk request reported errors")
                 indexed += len(response["items"])

@@ -178,7 +178,9 @@ class Shard:
         Searchers taken before (a PIT, a scroll) keep their files; the others are released."""
         commit = self._read_commit()
         held = {s.name: s for s in self.segments}
-        segments = [held.pop(name, None) or Segment(self.folder / name) for name in commit.get("segments", [])]
+        segments = [
+            held.pop(name, None) or Segment(self.folder / name) for name in commit.get("segments", [])
+        ]
         live_files: dict[str, str] = dict(commit.get("live", {}))
         live = {
             seg.name: np.load(self.folder / live_files[seg.name]) if seg.name in live_files else None

@@ -12,6 +12,7 @@ from leafsearch.errors import (
     ParsingError,
     ResourceNotFound,
 )
+from leafsearch.request.search_request import url_source_filter
 from leafsearch.rest.exchange import RestRequest, RestResponse
 from leafsearch.rest.source_filter import apply_source_option
 from leafsearch.settings import active_shard_count
@@ -88,6 +89,9 @@ def get_doc(node: Node, req: RestRequest) -> RestResponse:
 
 def get_source(node: Node, req: RestRequest) -> RestResponse:
     index, doc_id = req.path_params["index"], req.path_params["id"]
+    source_filter = url_source_filter(req.params)
+    if source_filter is not None and not source_filter.fetch:  # as RestGetSourceAction refuses it
+        raise ActionRequestValidation("fetching source can not be disabled")
     body = node.get_doc(index, doc_id, **_get_options(req))
     if body is None or "_source" not in body:
         raise ResourceNotFound(f"Document not found [{index}]/[{doc_id}]")

@@ -22,6 +22,7 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -45,8 +46,8 @@ class ReaderContext:
     public_id: str
     targets: list[Target]
     keep_alive: float
-    expires_at: float  # time.monotonic()
-    opened_mono: float = field(default_factory=time.monotonic)
+    expires_at: float  # on the registry's clock
+    opened_mono: float  # on the registry's clock
     requests: int = 0
     in_use: int = 0  # requests reading the context right now
     freed: bool = False
@@ -68,8 +69,12 @@ class ReaderContext:
 
 
 class ContextRegistry:
-    def __init__(self, node: Node) -> None:
+    """The node's open contexts. `clock` (seconds, monotonic) measures keep-alives and ages: the
+    node passes its own, so that a test can advance time instead of sleeping past a keep-alive."""
+
+    def __init__(self, node: Node, clock: Callable[[], float] = time.monotonic) -> None:
         self.node = node
+        self.clock = clock
         self._session = uuid.uuid4().hex[:12]
         self._lock = threading.RLock()
         self._contexts: dict[int, ReaderContext] = {}
@@ -104,8 +109,9 @@ class ContextRegistry:
         limit = self.node.cluster_settings.get("search.max_keep_alive")
         if seconds > limit:
             raise IllegalArgument(
-                f"Keep alive for request ({_fmt(seconds)}) is too large. It must be less than ({_fmt(limit)}). "
-                "This limit can be set by changing the [search.max_keep_alive] cluster level setting."
+                f"Keep alive for request ({_fmt(seconds)}) is too large. It must be less than "
+                f"({_fmt(limit)}). This limit can be set by changing the [search.max_keep_alive] cluster "
+                "level setting."
             )
         return seconds
 
@@ -145,7 +151,8 @@ class ContextRegistry:
                 public_id=self._encode_id(kind, ctx_id),
                 targets=targets,
                 keep_alive=keep_alive,
-                expires_at=time.monotonic() + keep_alive,
+                expires_at=self.clock() + keep_alive,
+                opened_mono=self.clock(),
                 requests=int(in_use),
                 in_use=int(in_use),
             )
@@ -160,11 +167,12 @@ class ContextRegistry:
         decoded = self.decode_id(public_id, kind)
         if decoded is None or not decoded[0]:
             raise SearchContextMissing(
-                f"No search context found for id [{public_id}]: it was not opened by this node since it started"
+                f"No search context found for id [{public_id}]: "
+                "it was not opened by this node since it started"
             )
         ctx_id = decoded[1]
         ctx = self._contexts.get(ctx_id)
-        if ctx is not None and ctx.in_use == 0 and time.monotonic() > ctx.expires_at:
+        if ctx is not None and ctx.in_use == 0 and self.clock() > ctx.expires_at:
             self._free(ctx, "expired")
             ctx = None
         if ctx is None:
@@ -194,7 +202,7 @@ class ContextRegistry:
             ctx.in_use -= 1
             if keep_alive is not None:
                 ctx.keep_alive = keep_alive
-            ctx.expires_at = time.monotonic() + ctx.keep_alive
+            ctx.expires_at = self.clock() + ctx.keep_alive
             if ctx.freed and ctx.in_use == 0:
                 self._release_resources(ctx)
 
@@ -217,7 +225,7 @@ class ContextRegistry:
         while len(self._ended) > _ENDED_MEMORY:
             self._ended.popitem(last=False)
         if ctx.kind == "scroll":
-            self.node.search_stats.scroll_closed(time.monotonic() - ctx.opened_mono)
+            self.node.search_stats.scroll_closed(self.clock() - ctx.opened_mono)
         ctx.freed = True
         if ctx.in_use == 0:
             self._release_resources(ctx)
@@ -240,13 +248,13 @@ class ContextRegistry:
             ctx = self._contexts.get(decoded[1])
             if ctx is None:
                 return False
-            expired = ctx.in_use == 0 and time.monotonic() > ctx.expires_at
+            expired = ctx.in_use == 0 and self.clock() > ctx.expires_at
             self._free(ctx, "expired" if expired else "cleared")
             return not expired
 
     def free_all(self, kind: str) -> int:
         with self._lock:
-            now = time.monotonic()
+            now = self.clock()
             victims = [c for c in self._contexts.values() if c.kind == kind]
             freed = 0
             for ctx in victims:
@@ -256,7 +264,7 @@ class ContextRegistry:
             return freed
 
     def reap(self) -> None:
-        now = time.monotonic()
+        now = self.clock()
         with self._lock:
             for ctx in [c for c in self._contexts.values() if c.in_use == 0 and now > c.expires_at]:
                 self._free(ctx, "expired")
@@ -279,7 +287,7 @@ class ContextRegistry:
 
     def describe(self) -> list[dict[str, Any]]:
         """One row per open context, oldest first: what `_cat/search_contexts` shows."""
-        now = time.monotonic()
+        now = self.clock()
         with self._lock:
             contexts = sorted(self._contexts.values(), key=lambda c: c.ctx_id)
             rows = [

@@ -369,10 +369,10 @@ def fielddata_error(field: str, ft: Any, index: str | None = None) -> IllegalArg
     if ft.kind == "text":
         disabled = f"Fielddata is disabled on [{field}] in [{index}]. " if index is not None else ""
         return IllegalArgument(
-            f"{disabled}Text fields are not optimised for operations that require per-document field data like "
-            "aggregations and sorting, so these operations are disabled by default. Please use a keyword "
-            f"field instead. Alternatively, set fielddata=true on [{field}] in order to load field data by "
-            "uninverting the inverted index. Note that this can use significant memory."
+            f"{disabled}Text fields are not optimised for operations that require per-document field data "
+            "like aggregations and sorting, so these operations are disabled by default. Please use a "
+            f"keyword field instead. Alternatively, set fielddata=true on [{field}] in order to load field "
+            "data by uninverting the inverted index. Note that this can use significant memory."
         )
     if not ft.doc_values:
         return IllegalArgument(

@@ -59,34 +59,22 @@ def check_limits(request: SearchRequest, targets: list[Target]) -> None:
                 raise _phase_error(
                     IllegalArgument(
                         f"Batch size is too large, size must be less than or equal to: [{window}] but was "
-                        f"[{request.size}]. Scroll batch sizes cost as much memory as result windows so they are "
-                        "controlled by the [index.max_result_window] index level setting."
+                        f"[{request.size}]. Scroll batch sizes cost as much memory as result windows so "
+                        "they are controlled by the [index.max_result_window] index level setting."
                     )
                 )
         elif request.search_after is None and request.from_ + request.size > window:
-            raise _phase_error(
-                IllegalArgument(
-                    f"Result window is too large, from + size must be less than or equal to: [{window}] but was "
-                    f"[{request.from_ + request.size}]. See the scroll api for a more efficient way to request "
-                    "large data sets. This limit can be set by changing the [index.max_result_window] index level "
-                    "setting."
-                )
-            )
+            raise _result_window_error(window, request.from_ + request.size)
         elif request.search_after is not None and request.size > window:
-            raise _phase_error(
-                IllegalArgument(
-                    f"Result window is too large, from + size must be less than or equal to: [{window}] but was "
-                    f"[{request.size}]. See the scroll api for a more efficient way to request large data sets. "
-                    "This limit can be set by changing the [index.max_result_window] index level setting."
-                )
-            )
+            raise _result_window_error(window, request.size)
         if request.slice is not None:
             limit = int(index.setting("index.max_slices_per_scroll"))
             if request.slice.max > limit:
                 raise _phase_error(
                     IllegalArgument(
-                        f"The number of slices [{request.slice.max}] is too large. It must be less than [{limit}]. "
-                        "This limit can be set by changing the [index.max_slices_per_scroll] index level setting."
+                        f"The number of slices [{request.slice.max}] is too large. It must be less than "
+                        f"[{limit}]. This limit can be set by changing the [index.max_slices_per_scroll] "
+                        "index level setting."
                     )
                 )
         if request.rescore:
@@ -135,6 +123,16 @@ def _check_rescore(request: SearchRequest, index: Any, result_window: int) -> No
                     f"limit can be set by changing the [{key}] index level setting."
                 )
             )
+
+
+def _result_window_error(window: int, requested: int) -> SearchPhaseExecution:
+    return _phase_error(
+        IllegalArgument(
+            f"Result window is too large, from + size must be less than or equal to: [{window}] but was "
+            f"[{requested}]. See the scroll api for a more efficient way to request large data sets. "
+            "This limit can be set by changing the [index.max_result_window] index level setting."
+        )
+    )
 
 
 def _phase_error(cause: ElasticError) -> SearchPhaseExecution:
