@@ -27,6 +27,7 @@ from leafsearch.index.index import DELETED_PREFIX, Index
 from leafsearch.index.mapping import Mapping
 from leafsearch.search import coordinator, phases, scroll_pit, sort_keys
 from leafsearch.search.contexts import ContextRegistry
+from leafsearch.search.segment_orders import SegmentOrders
 from leafsearch.search.stats import SearchStats
 from leafsearch.settings import ClusterSettings
 
@@ -84,6 +85,7 @@ class Node:
                 shutil.rmtree(folder, ignore_errors=True)
         self.search_stats = SearchStats()
         self.contexts = ContextRegistry(self, clock)
+        self.sort_orders = SegmentOrders(self.cluster_settings.get("indices.cache.sort_orders.size"))
         self._bound_caches()
         self.cluster_settings.listeners.append(self._bound_caches)
         self._closed = threading.Event()
@@ -101,6 +103,7 @@ class Node:
         """Apply the cache size settings to the search engine's caches (process-wide ones too)."""
         settings = self.cluster_settings
         phases.HITLISTS.resize(settings.get("indices.cache.hitlist.size"))
+        self.sort_orders.resize(settings.get("indices.cache.sort_orders.size"))
         sort_keys.bound_global_ordinals(settings.get("indices.fielddata.cache.size"))
         SOURCE_BLOCKS.resize(settings.get("indices.cache.source_blocks.size"))
         self.contexts.read_ahead.max_pages = settings.get("search.read_ahead.max_pages")

@@ -397,6 +397,7 @@ _CLUSTER = [
     Setting("indices.breaker.total.limit", "95%", memory_size_setting, True),
     # Caches of this node's search engine (process-wide); each bounded, least recently used out.
     Setting("indices.cache.hitlist.size", "512mb", memory_size_setting, True),
+    Setting("indices.cache.sort_orders.size", "256mb", memory_size_setting, True),
     Setting("indices.fielddata.cache.size", "128mb", memory_size_setting, True),
     Setting("indices.cache.source_blocks.size", "32mb", memory_size_setting, True),
     Setting("search.read_ahead.max_pages", "32", int_setting(0), True),

@@ -21,7 +21,7 @@ from leafsearch.errors import ElasticError, IllegalArgument, SearchPhaseExecutio
 from leafsearch.rawjson import RawJSON
 from leafsearch.request.search_types import SHARD_DOC, SearchRequest
 from leafsearch.rest.exchange import parse_bool
-from leafsearch.search import fetch
+from leafsearch.search import fetch, top_hits
 from leafsearch.search.fetch_phase import render_hits
 from leafsearch.search.guard import SearchGuard
 from leafsearch.search.hitlist import HitList, HitListCache, shard_doc_page
@@ -179,6 +179,12 @@ def query_phase(
         try:
             if _walks_live_docs(request):
                 hitlist = _live_docs_page(targets, request)
+            elif top_hits.serves(request):
+                guard = SearchGuard.for_search(node, request, cancelled)
+                now = int(time.time() * 1000)
+                hitlist = top_hits.top_hits(
+                    targets, request, node.sort_orders, now_millis=now, with_aggs=with_aggs, guard=guard
+                )
             else:
                 guard = SearchGuard.for_search(node, request, cancelled)
                 hitlist = HITLISTS.get_or_build(targets, request, with_aggs=with_aggs, guard=guard)

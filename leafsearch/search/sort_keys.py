@@ -166,7 +166,11 @@ class SortColumn:
 def missing_substitute(spec: SortSpec, field_type: Any) -> Any:
     """The key of a document without a value: exactly what its rendered sort value converts to as
     a `search_after` entry, so a cursor taken from such a hit resumes right after it."""
-    return parse_search_after_value(format_sort_value(None, field_type, spec), field_type, spec)
+    key = parse_search_after_value(format_sort_value(None, field_type, spec), field_type, spec)
+    if isinstance(key, int) and not isinstance(key, bool):
+        # A formatted extreme (Long.MIN_VALUE as `yyyy-MM-dd`) can parse back past the range.
+        key = min(max(key, _KEY_MIN), _KEY_MAX)
+    return key
 
 
 def resolve_field_kind(spec: SortSpec, field_types: list, index_names: list[str]) -> str:

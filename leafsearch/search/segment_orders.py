@@ -1,0 +1,167 @@
+"""Sort orders per segment: every document of a segment in the order of a sort, computed once.
+
+A segment never changes, so the order of its documents by a sort (fields, orders, `missing`,
+`mode`, `numeric_type`) holds for the segment's whole life: every query, every snapshot holding
+the segment and every page reuse it, and a refresh only orders its new segment. A sorted query
+then walks each segment's order under its match mask and stops once it has a page's worth of
+hits (`first_matches`), and `search_after` without a point in time binary-searches the
+segment's sorted keys (`SegmentOrder.start_after`), so neither sorts the matches nor depends on
+the depth.
+
+Cost: building an order is one `lexsort` of the segment (O(n log n), n = its documents); it holds
+4 bytes per document for the order and 8 per key column and document. `SegmentOrders`, owned by
+the Node, bounds their total (`indices.cache.sort_orders.size`), least recently used first, and
+forgets a segment's orders when the segment object goes.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from leafsearch.index.segment import Segment
+from leafsearch.search.sort_keys import SortColumn
+
+#: A walk reads a segment's order in chunks that grow by this factor, from a few pages' worth.
+_GROWTH = 4
+_FIRST_CHUNK = 4096
+
+
+@dataclass(eq=False)
+class SegmentOrder:
+    """One segment's documents sorted by one sort: ties in doc order."""
+
+    order: np.ndarray  # local doc numbers in sort order
+    keys: list[np.ndarray]  # the comparable key columns, in that order (ascending)
+    columns: list[SortColumn]  # per sort spec, the segment's column without its values
+
+    @property
+    def nbytes(self) -> int:
+        return self.order.nbytes + sum(k.nbytes for k in self.keys)
+
+    def start_after(self, after: list[Any], shard_index: int, doc_base: int) -> int:
+        """Position in `order` of the first document strictly after the `search_after` values
+        (already converted to each sort's domain), for the segment at `doc_base` of the shard at
+        `shard_index` of the request. O(log n).
+
+        `_doc` and `_shard_doc` keys are stored segment-local (the base of a segment changes when
+        segments before it are merged), so a cursor's values are made local first."""
+        from leafsearch.search.hitlist import position_after
+
+        keys: list[Any] = []
+        for column, value in zip(self.columns, after, strict=True):
+            if value is not None and column.kind == "doc":
+                value -= doc_base
+            elif value is not None and column.kind == "shard_doc":
+                value -= (shard_index << 32) + doc_base
+            keys.extend(column.after_key(value))
+        return position_after(self.keys, keys, len(self.order))
+
+
+def first_matches(order: np.ndarray, mask: np.ndarray, start: int, k: int) -> np.ndarray:
+    """The first `k` documents of `order` from `start` on whose `mask` is set, in order.
+
+    Reads the order in growing chunks, so a query that matches much stops after one chunk and a
+    selective one reads O(k / selectivity) entries, at most the whole segment."""
+    found: list[np.ndarray] = []
+    need = k
+    pos = start
+    step = max(_FIRST_CHUNK, 4 * k)
+    while need > 0 and pos < len(order):
+        part = order[pos : pos + step]
+        hits = part[mask[part]][:need]
+        found.append(hits)
+        need -= len(hits)
+        pos += step
+        step *= _GROWTH
+    return np.concatenate(found) if found else np.empty(0, dtype=order.dtype)
+
+
+def build_order(columns: list[SortColumn]) -> SegmentOrder:
+    """The order of a segment from its sort columns over every one of its documents."""
+    keys: list[np.ndarray] = []
+    for column in columns:
+        keys.extend(column.key_columns())
+    n = len(columns[0].values) if columns else 0
+    order = np.lexsort(keys[::-1]).astype(np.int32 if n < 2**31 else np.int64)
+    templates = [
+        SortColumn(
+            c.spec,
+            c.kind,
+            c.values[:0],
+            None if c.present is None or c.present.all() else np.zeros(1, dtype=bool),
+            c.terms,
+            c.field_types,
+            c.missing_key,
+        )
+        for c in columns
+    ]
+    return SegmentOrder(order, [k[order] for k in keys], templates)
+
+
+class SegmentOrders:
+    """The Node's sort orders of segments, bounded in bytes, least recently used evicted first."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self._entries: OrderedDict[tuple[int, Any], SegmentOrder] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+        self._watched: set[int] = set()
+        self.evictions = 0
+
+    def get(self, segment: Segment, signature: Any, build: Callable[[], SegmentOrder]) -> SegmentOrder | None:
+        """The segment's order for `signature` (built now if missing), or None when one order
+        alone would not fit the cache (the caller then selects without it)."""
+        key = (id(segment), signature)
+        with self._lock:
+            found = self._entries.get(key)
+            if found is not None:
+                self._entries.move_to_end(key)
+                return found
+        if segment.max_doc * 12 > self.max_bytes:
+            return None
+        built = build()
+        with self._lock:
+            if id(segment) not in self._watched:
+                self._watched.add(id(segment))
+                weakref.finalize(segment, self._forget, id(segment))
+            old = self._entries.pop(key, None)
+            if old is not None:
+                self._bytes -= old.nbytes
+            self._entries[key] = built
+            self._bytes += built.nbytes
+            self._evict()
+        return built
+
+    def resize(self, max_bytes: int) -> None:
+        with self._lock:
+            self.max_bytes = max_bytes
+            self._evict()
+
+    def _evict(self) -> None:
+        while self._bytes > self.max_bytes and self._entries:
+            _, old = self._entries.popitem(last=False)
+            self._bytes -= old.nbytes
+            self.evictions += 1
+
+    def _forget(self, segment_id: int) -> None:
+        """A segment is gone (no snapshot holds it): its orders go with it."""
+        with self._lock:
+            self._watched.discard(segment_id)
+            for key in [k for k in self._entries if k[0] == segment_id]:
+                self._bytes -= self._entries.pop(key).nbytes
+
+    def stats(self) -> dict[str, int]:
+        with self._lock:
+            return {
+                "memory_size_in_bytes": self._bytes,
+                "count": len(self._entries),
+                "evictions": self.evictions,
+            }

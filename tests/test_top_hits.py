@@ -1,0 +1,191 @@
+"""The one-page query phase (segment sort orders, top-k selection) returns exactly the page the
+full sort of every match returns: same hits in the same order, same totals and max score, for
+random data over several segments and shards, random sorts, queries, offsets and cursors."""
+
+from __future__ import annotations
+
+import random
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+
+import leafsearch
+from leafsearch import admin
+from leafsearch.request.search_request import parse_search_request
+from leafsearch.search import top_hits
+from leafsearch.search.guard import SearchGuard
+from leafsearch.search.hitlist import build_hitlist
+from leafsearch.search.phases import page_bounds
+from leafsearch.search.segment_orders import SegmentOrders, first_matches
+from leafsearch.search.targets import acquire_targets, release_targets
+
+MAPPING = {
+    "properties": {
+        "n": {"type": "long"},
+        "x": {"type": "double"},
+        "k": {"type": "keyword"},
+        "d": {"type": "date"},
+        "t": {"type": "text"},
+    }
+}
+WORDS = ["red", "green", "blue", "black", "white"]
+
+
+def random_doc(rng: random.Random) -> dict:
+    doc: dict = {"t": " ".join(rng.choices(WORDS, k=rng.randint(1, 6)))}
+    if rng.random() < 0.85:
+        doc["n"] = rng.randint(-5, 30) if rng.random() < 0.9 else [rng.randint(0, 9), rng.randint(0, 9)]
+    if rng.random() < 0.85:
+        doc["x"] = round(rng.uniform(-2, 2), 1)
+    if rng.random() < 0.8:
+        doc["k"] = rng.choice(["a", "b", "c", "dd", "e"]) if rng.random() < 0.9 else ["b", "zz"]
+    if rng.random() < 0.8:
+        doc["d"] = f"2024-01-{rng.randint(1, 28):02d}"
+    return doc
+
+
+def random_sort(rng: random.Random) -> list:
+    def field_sort() -> dict:
+        field = rng.choice(["n", "x", "k", "d"])
+        spec: dict = {"order": rng.choice(["asc", "desc"])}
+        if rng.random() < 0.4:
+            spec["missing"] = rng.choice(["_first", "_last"])
+        if rng.random() < 0.3:
+            spec["mode"] = rng.choice(["min", "max"])
+        return {field: spec}
+
+    shape = rng.choice(["one", "two", "score", "score_then", "doc"])
+    if shape == "one":
+        return [field_sort()]
+    if shape == "two":
+        return [field_sort(), field_sort()]
+    if shape == "score":
+        return ["_score"]
+    if shape == "score_then":
+        return ["_score", field_sort()]
+    return [field_sort(), "_doc"]
+
+
+def random_query(rng: random.Random) -> dict:
+    return rng.choice(
+        [
+            {"match_all": {}},
+            {"term": {"k": rng.choice(["a", "b", "zz"])}},
+            {"range": {"n": {"gte": rng.randint(-5, 20)}}},
+            {"match": {"t": " ".join(rng.sample(WORDS, 2))}},
+            {"bool": {"should": [{"match": {"t": "red"}}, {"term": {"k": "c"}}]}},
+        ]
+    )
+
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory: pytest.TempPathFactory):
+    rng = random.Random(7)
+    with leafsearch.Node(tmp_path_factory.mktemp("top") / "node", background=False) as node:
+        admin.create_index(node, "docs", {"settings": {"number_of_shards": 2}, "mappings": MAPPING})
+        for batch in range(6):  # several segments per shard, some deletes among them
+            for i in range(60):
+                node.index_doc("docs", f"{batch}-{i}", orjson.dumps(random_doc(rng)))
+            node.indices["docs"].refresh()
+            for i in rng.sample(range(60), 8):
+                node.delete_doc("docs", f"{batch}-{i}")
+        node.indices["docs"].refresh()
+        yield node
+
+
+def page(hits, request) -> list[tuple[int, int]]:
+    start, end = page_bounds(hits, request)
+    return list(zip(hits.target[start:end].tolist(), hits.doc[start:end].tolist(), strict=True))
+
+
+@pytest.mark.parametrize("seed", range(300))
+def test_one_page_equals_the_page_of_the_full_sort(node, seed: int) -> None:
+    rng = random.Random(seed)
+    body = {
+        "query": random_query(rng),
+        "sort": random_sort(rng),
+        "from": rng.choice([0, 0, 3, 17]),
+        "size": rng.choice([0, 1, 5, 10, 40]),
+        "track_scores": rng.random() < 0.3,
+    }
+    orders = SegmentOrders(64 * 1024 * 1024 if seed % 5 else 0)  # and without orders (cache too small)
+    targets = acquire_targets([node.indices["docs"]])
+    try:
+        now = int(time.time() * 1000)
+        full_request = parse_search_request(body, {})
+        full = build_hitlist(
+            targets, full_request, now_millis=now, with_aggs=None, guard=SearchGuard(time.monotonic, None)
+        )
+        if rng.random() < 0.5 and len(full) > 2 and all(s != "_score" for s in body["sort"]):
+            # A cursor: the sort values of a hit of the full list (no PIT: ties are skipped).
+            from leafsearch.search.fetch_phase import render_hits
+
+            at = rng.randrange(len(full) - 1)
+            cursor = render_hits(full, at, at + 1, full_request)[0]["sort"]
+            body = {**body, "search_after": cursor, "from": 0}
+            full_request = parse_search_request(body, {})
+        request = parse_search_request(body, {})
+        assert top_hits.serves(request)
+        top = top_hits.top_hits(
+            targets, request, orders, now_millis=now, with_aggs=None, guard=SearchGuard(time.monotonic, None)
+        )
+        assert page(top, request) == page(full, full_request), body
+        assert top.total == full.total
+        if full.max_score is not None:
+            assert top.max_score == pytest.approx(full.max_score)
+    finally:
+        release_targets(targets)
+
+
+def test_segment_orders_are_reused_and_bounded(node) -> None:
+    """The second query with the same sort builds nothing; a small cache evicts; stats count."""
+    orders = SegmentOrders(64 * 1024 * 1024)
+    request = parse_search_request({"sort": [{"n": "desc"}], "size": 3}, {})
+    targets = acquire_targets([node.indices["docs"]])
+    try:
+        for _ in range(2):
+            top_hits.top_hits(
+                targets,
+                request,
+                orders,
+                now_millis=0,
+                with_aggs=None,
+                guard=SearchGuard(time.monotonic, None),
+            )
+        segments = sum(len(t.searcher.views) for t in targets)
+        assert orders.stats()["count"] == segments
+        assert orders.evictions == 0
+        used = orders.stats()["memory_size_in_bytes"]
+        orders.resize(used // 2)
+        assert orders.stats()["memory_size_in_bytes"] <= used // 2 and orders.evictions > 0
+    finally:
+        release_targets(targets)
+
+
+def test_first_matches_reads_only_what_it_needs() -> None:
+    import numpy as np
+
+    order = np.arange(100_000, dtype=np.int32)[::-1].copy()
+    mask = np.zeros(100_000, dtype=bool)
+    mask[::1000] = True
+    assert first_matches(order, mask, 0, 3).tolist() == [99_000, 98_000, 97_000]
+    assert first_matches(order, mask, 1_500, 2).tolist() == [98_000, 97_000]
+    assert len(first_matches(order, mask, 0, 1_000)) == 100
+
+
+def test_a_new_segment_is_ordered_and_the_others_reused(tmp_path: Path) -> None:
+    """A refresh adds one segment: the next query orders only that one."""
+    with leafsearch.Node(tmp_path / "n", background=False) as node:
+        admin.create_index(node, "logs", {"mappings": MAPPING})
+        for i in range(50):
+            node.index_doc("logs", str(i), orjson.dumps({"n": i}), refresh="true" if i % 10 == 9 else None)
+        body = {"sort": [{"n": "desc"}], "size": 2}
+        first = node.search("logs", body, {})
+        built = node.sort_orders.stats()["count"]
+        node.index_doc("logs", "new", orjson.dumps({"n": 1000}), refresh="true")
+        second = node.search("logs", body, {})
+        assert [h["_id"] for h in first["hits"]["hits"]] == ["49", "48"]
+        assert [h["_id"] for h in second["hits"]["hits"]] == ["new", "49"]
+        assert node.sort_orders.stats()["count"] == built + 1
