@@ -16,7 +16,7 @@ from leafsearch.version import VERSION
 if TYPE_CHECKING:
     from leafsearch.node import Node
 
-_INDEX_METRICS = ("docs", "store", "indexing", "search", "refresh", "merges", "flush", "get")
+_INDEX_METRICS = ("docs", "store", "indexing", "search", "refresh", "merges", "flush", "get", "sort_orders")
 
 
 def _node_header(node: Node) -> dict[str, Any]:
@@ -63,6 +63,8 @@ def _indices_section(node: Node, metrics: tuple[str, ...]) -> dict[str, Any]:
         "merges": {"current": 0, "total": merges, "total_time_in_millis": 0},
         "refresh": {"total": refreshes, "total_time_in_millis": 0},
         "flush": {"total": refreshes, "total_time_in_millis": 0},
+        # leafsearch's own: the sort orders per segment (segment_orders.py) and their bound.
+        "sort_orders": {**node.sort_orders.stats(), "limit_size_in_bytes": node.sort_orders.max_bytes},
     }
     return {k: v for k, v in full.items() if k in metrics}
 
