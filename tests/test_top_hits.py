@@ -190,4 +190,5 @@ def test_a_new_segment_is_ordered_and_the_others_reused(tmp_path: Path) -> None:
         assert [h["_id"] for h in second["hits"]["hits"]] == ["new", "49"]
         assert node.sort_orders.stats()["count"] == built + 1
         stats = next(iter(node.nodes_stats(["indices"])["nodes"].values()))["indices"]["sort_orders"]
-        assert stats["count"] == built + 1 and 0 < stats["memory_size_in_bytes"] <= stats["limit_size_in_bytes"]
+        assert stats["count"] == built + 1
+        assert 0 < stats["memory_size_in_bytes"] <= stats["limit_size_in_bytes"]
