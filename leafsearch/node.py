@@ -25,6 +25,7 @@ from leafsearch.index.mapping import Mapping
 from leafsearch.search import coordinator, scroll_pit
 from leafsearch.search.contexts import ContextRegistry
 from leafsearch.search.stats import SearchStats
+from leafsearch.security.store import SecurityStore
 from leafsearch.settings import ClusterSettings
 
 _log = logging.getLogger("leafsearch")
@@ -42,7 +43,9 @@ class NodeLocked(RuntimeError):
 class Node:
     def __init__(self, path: str | Path, *, background: bool = True) -> None:
         self.path = Path(path).absolute()
-        self.path.mkdir(parents=True, exist_ok=True)
+        self.path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if self.path.stat().st_uid == os.getuid():
+            os.chmod(self.path, 0o700)  # the data is the owner's alone, whatever is inside
         self._lock_file = open(self.path / "node.lock", "a+")  # noqa: SIM115 - held for the node's life
         try:
             fcntl.flock(self._lock_file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -73,6 +76,7 @@ class Node:
                 shutil.rmtree(folder, ignore_errors=True)
         self.search_stats = SearchStats()
         self.contexts = ContextRegistry(self)
+        self.security = SecurityStore(self.path / "security")
         self._closed = threading.Event()
         self._threads: list[threading.Thread] = []
         if background:

@@ -182,11 +182,15 @@ def test_json_body_of_the_wrong_kind_is_a_parsing_exception(http: httpx.Client) 
     assert error["reason"] == "Expected [START_OBJECT] but found [START_ARRAY]"
 
 
-def test_source_query_parameter_stands_for_the_body(http: httpx.Client) -> None:
-    response = http.get(
-        "/_cluster/health", params={"source": "{}", "source_content_type": "application/json"}
-    )
+def test_source_query_parameter_stands_for_the_body_of_reads(http: httpx.Client) -> None:
+    params = {"source": '{"size": 0}', "source_content_type": "application/json"}
+    response = http.get("/_search", params=params)
     assert response.status_code == 200
+    assert response.json()["hits"]["hits"] == []
+    # Only read APIs take it, as in Elasticsearch: elsewhere it is an unknown parameter.
+    error = error_of(http.get("/_cluster/health", params=params))
+    assert error["type"] == "illegal_argument_exception"
+    assert "unrecognized parameter" in error["reason"]
 
 
 def test_gzip_request_bodies_are_inflated(http: httpx.Client, index_name: str) -> None:
