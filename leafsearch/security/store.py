@@ -109,6 +109,7 @@ class SecurityStore:
         self._users: dict[str, dict[str, Any]] = {}
         self._users_stamp: tuple[int, int] | None = None
         self._verified = _Verified()
+        self._decoy_hash: str | None = None
         try:
             self._keys: dict[str, dict[str, Any]] = orjson.loads(self._keys_path.read_bytes())["api_keys"]
         except FileNotFoundError:
@@ -129,6 +130,12 @@ class SecurityStore:
                 self._users_stamp = stamp
             return self._users
 
+    def _decoy(self) -> str:
+        with self._lock:
+            if self._decoy_hash is None:
+                self._decoy_hash = hash_secret(secrets.token_hex(16))
+            return self._decoy_hash
+
     @property
     def enabled(self) -> bool:
         """Authentication is on once the data folder holds a user."""
@@ -136,7 +143,11 @@ class SecurityStore:
 
     def authenticate_user(self, name: str, password: str) -> Subject | None:
         user = self._current_users().get(name)
-        if user is None or not self._verified.verify(user["hash"], password):
+        if user is None:
+            # As long as a wrong password, so that timing does not tell which users exist.
+            self._verified.verify(self._decoy(), password)
+            return None
+        if not self._verified.verify(user["hash"], password):
             return None
         return Subject(name, tuple(user["roles"]))
 
