@@ -4,12 +4,19 @@ Start-up must stay well under a second on an empty folder, so the socket is boun
 port fails at once) and the line announcing the address is printed only when it accepts.
 SIGINT/SIGTERM stop uvicorn gracefully; the node is closed afterwards, which flushes and releases
 the data folder's lock.
+
+The server creates every file 0600 and every folder 0700 (umask 077). It refuses to listen on an
+address other than loopback unless requests are authenticated (the data folder holds users, made
+with `leafsearch users add`) and encrypted (`--tls-cert`/`--tls-key`), or `--insecure` says the
+operator knows; even then it warns.
 """
 
 from __future__ import annotations
 
 import gc
+import getpass
 import logging
+import os
 import signal
 import socket
 import sys
@@ -50,20 +57,51 @@ def main() -> None:
     envvar="LEAFSEARCH_HTTP_MAX_CONTENT_LENGTH",
     help="http.max_content_length: largest request body accepted, e.g. 100mb.",
 )
-def serve(host: str, port: int, data: str, max_content_length: str) -> None:
-    """Serve the node in DATA over HTTP."""
+@click.option("--tls-cert", type=click.Path(dir_okay=False, exists=True), help="PEM certificate (chain).")
+@click.option("--tls-key", type=click.Path(dir_okay=False, exists=True), help="PEM private key.")
+@click.option(
+    "--insecure",
+    is_flag=True,
+    help="Listen on a non-loopback address without authentication or TLS (a warning is logged).",
+)
+@click.option(
+    "-E",
+    "--setting",
+    "settings",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="A node setting, as Elasticsearch's -E (http.cors.enabled, http.cors.allow-origin, ...).",
+)
+def serve(
+    host: str,
+    port: int,
+    data: str,
+    max_content_length: str,
+    tls_cert: str | None,
+    tls_key: str | None,
+    insecure: bool,
+    settings: tuple[str, ...],
+) -> None:
+    """Serve the node in DATA over HTTP (HTTPS with --tls-cert and --tls-key)."""
     import uvicorn
 
     from leafsearch.errors import ElasticError
     from leafsearch.node import Node, NodeLocked
     from leafsearch.rest.app import create_app
+    from leafsearch.rest.guard import is_loopback_host
     from leafsearch.settings import parse_byte_size
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    os.umask(0o077)
     try:
         limit = parse_byte_size(max_content_length, "http.max_content_length")
     except ElasticError as exc:
         raise click.BadParameter(exc.reason, param_hint="--max-content-length") from None
+    node_settings = _node_settings(settings)
+    if (tls_cert is None) != (tls_key is None):
+        raise click.UsageError("--tls-cert and --tls-key go together")
+    if not is_loopback_host(host):
+        _check_exposure(host, data, tls_cert is not None, insecure)
     try:
         sock = _bind(host, port)
     except OSError as exc:
@@ -78,7 +116,9 @@ def serve(host: str, port: int, data: str, max_content_length: str) -> None:
     _tune_gc()
     try:
         config = uvicorn.Config(
-            create_app(node, max_content_length=limit),
+            create_app(node, max_content_length=limit, bind_host=host, node_settings=node_settings),
+            ssl_certfile=tls_cert,
+            ssl_keyfile=tls_key,
             workers=1,
             lifespan="off",
             access_log=False,
@@ -99,11 +139,193 @@ def serve(host: str, port: int, data: str, max_content_length: str) -> None:
         signal.signal(signal.SIGINT, stop)
         bound_host, bound_port = sock.getsockname()[:2]
         shown = f"[{bound_host}]" if ":" in bound_host else bound_host
-        log.info("leafsearch listening on http://%s:%d (data %s)", shown, bound_port, node.path)
+        scheme = "https" if tls_cert else "http"
+        auth = "on" if node.security.enabled else "off (no users in the data folder)"
+        log.info(
+            "leafsearch listening on %s://%s:%d (data %s, authentication %s)",
+            scheme,
+            shown,
+            bound_port,
+            node.path,
+            auth,
+        )
         server.run(sockets=[sock])
     finally:
         node.close()
         log.info("leafsearch stopped")
+
+
+def _node_settings(pairs: tuple[str, ...]) -> dict[str, str]:
+    """`-E key=value` pairs, each a known node setting with a valid value."""
+    from leafsearch.errors import ElasticError
+    from leafsearch.settings import NODE_SETTINGS
+
+    values: dict[str, str] = {}
+    for pair in pairs:
+        key, equals, value = pair.partition("=")
+        setting = NODE_SETTINGS.get(key)
+        if not equals or setting is None:
+            known = ", ".join(sorted(NODE_SETTINGS))
+            raise click.BadParameter(f"[{pair}]: expected KEY=VALUE with KEY one of {known}", param_hint="-E")
+        try:
+            setting.parse(value, key)
+        except ElasticError as exc:
+            raise click.BadParameter(exc.reason, param_hint="-E") from None
+        values[key] = value
+    return values
+
+
+def _check_exposure(host: str, data: str, tls: bool, insecure: bool) -> None:
+    """Refuse a non-loopback address without authentication and TLS, unless --insecure."""
+    from pathlib import Path
+
+    from leafsearch.security.store import UserFile
+
+    missing = []
+    if not UserFile(Path(data) / "security").load():
+        missing.append("authentication (add a user with `leafsearch users add`)")
+    if not tls:
+        missing.append("TLS (--tls-cert and --tls-key)")
+    if not missing:
+        return
+    what = " and ".join(missing)
+    if not insecure:
+        click.echo(
+            f"leafsearch: refusing to listen on {host}, which is not a loopback address, without {what}; "
+            "pass --insecure to do it anyway",
+            err=True,
+        )
+        sys.exit(1)
+    log.warning("listening on %s without %s (--insecure): anyone who can reach it can use it", host, what)
+
+
+@main.group()
+def users() -> None:
+    """Manage the users of a data folder (authentication turns on with the first user).
+
+    A running node sees changes at once. Passwords are stored as Argon2id hashes."""
+
+
+_DATA_OPTION = click.option(
+    "--data", default="./data", show_default=True, type=click.Path(file_okay=False), help="Data folder."
+)
+
+
+def _user_file(data: str):  # -> UserFile
+    from pathlib import Path
+
+    from leafsearch.security.store import UserFile
+
+    os.umask(0o077)
+    return UserFile(Path(data) / "security")
+
+
+def _roles(values: tuple[str, ...]) -> list[str]:
+    from leafsearch.errors import ElasticError
+    from leafsearch.security.subject import check_role
+
+    try:
+        return [check_role(role) for role in values]
+    except ElasticError as exc:
+        raise click.BadParameter(exc.reason, param_hint="--role") from None
+
+
+def _password(given: str | None, name: str) -> str:
+    """The password from --password-stdin's line, or asked twice on the terminal."""
+    if given is not None:
+        return given
+    first = getpass.getpass(f"password for [{name}]: ")
+    if first != getpass.getpass("again: "):
+        raise click.ClickException("the passwords differ")
+    return first
+
+
+def _read_stdin_password(flag: bool) -> str | None:
+    return sys.stdin.readline().rstrip("\r\n") if flag else None
+
+
+@users.command("add")
+@_DATA_OPTION
+@click.argument("name")
+@click.option(
+    "--role",
+    "roles",
+    multiple=True,
+    required=True,
+    help="superuser, viewer, read:<index pattern> or write:<index pattern> (repeatable).",
+)
+@click.option("--password-stdin", is_flag=True, help="Read the password from the first line of stdin.")
+def users_add(data: str, name: str, roles: tuple[str, ...], password_stdin: bool) -> None:
+    """Add user NAME (or replace its password and roles)."""
+    store = _user_file(data)
+    checked = _roles(roles)
+    if not name or ":" in name:
+        raise click.BadParameter("a user name is not empty and has no ':'", param_hint="NAME")
+    password = _password(_read_stdin_password(password_stdin), name)
+    if len(password) < 6:
+        raise click.ClickException("passwords must be at least [6] characters long")
+    store.put(name, password, checked)
+    click.echo(f"user [{name}] saved with roles [{','.join(checked)}]")
+
+
+@users.command("passwd")
+@_DATA_OPTION
+@click.argument("name")
+@click.option("--password-stdin", is_flag=True, help="Read the password from the first line of stdin.")
+def users_passwd(data: str, name: str, password_stdin: bool) -> None:
+    """Change the password of user NAME."""
+    store = _user_file(data)
+    existing = store.load().get(name)
+    if existing is None:
+        raise click.ClickException(f"no user [{name}]")
+    password = _password(_read_stdin_password(password_stdin), name)
+    if len(password) < 6:
+        raise click.ClickException("passwords must be at least [6] characters long")
+    store.put(name, password, existing["roles"])
+    click.echo(f"password of [{name}] changed")
+
+
+@users.command("roles")
+@_DATA_OPTION
+@click.argument("name")
+@click.option("--role", "roles", multiple=True, required=True, help="The user's new roles (repeatable).")
+def users_roles(data: str, name: str, roles: tuple[str, ...]) -> None:
+    """Replace the roles of user NAME."""
+    store = _user_file(data)
+    users_now = store.load()
+    if name not in users_now:
+        raise click.ClickException(f"no user [{name}]")
+    users_now[name]["roles"] = _roles(roles)
+    store.save(users_now)
+    click.echo(f"user [{name}] now has roles [{','.join(users_now[name]['roles'])}]")
+
+
+@users.command("delete")
+@_DATA_OPTION
+@click.argument("name")
+def users_delete(data: str, name: str) -> None:
+    """Delete user NAME (its API keys stop working). The last user cannot be deleted: that would
+    turn authentication off."""
+    store = _user_file(data)
+    users_now = store.load()
+    if name not in users_now:
+        raise click.ClickException(f"no user [{name}]")
+    if len(users_now) == 1:
+        raise click.ClickException(
+            f"[{name}] is the last user: deleting it would turn authentication off; "
+            "delete the data folder's security/users.json to do that deliberately"
+        )
+    del users_now[name]
+    store.save(users_now)
+    click.echo(f"user [{name}] deleted")
+
+
+@users.command("list")
+@_DATA_OPTION
+def users_list(data: str) -> None:
+    """List the users and their roles."""
+    for name, user in sorted(_user_file(data).load().items()):
+        click.echo(f"{name}\t{','.join(user['roles'])}")
 
 
 def _tune_gc() -> None:

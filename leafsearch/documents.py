@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -589,7 +590,10 @@ def bulk(
     refresh: str | None = None,
     routing: str | None = None,
     wait_for_active_shards: int | str | None = None,
+    authorize: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
+    """`authorize(index)` raises for an index the caller may not write: its items fail, as
+    Elasticsearch fails the items of a bulk request on an unauthorized index."""
     started = time.perf_counter()
     _check_refresh(refresh)
     ops = _parse_bulk(body, index, routing)
@@ -600,6 +604,8 @@ def bulk(
     results: list[dict[str, Any]] = [{}] * len(ops)
     for index_name, entries in by_index.items():
         try:
+            if authorize is not None:
+                authorize(index_name)
             target = _bulk_target(node, index_name, entries)
             _check_active_shards(target, wait_for_active_shards)
         except ElasticError as exc:

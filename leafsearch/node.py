@@ -29,6 +29,7 @@ from leafsearch.search import coordinator, phases, scroll_pit, sort_keys
 from leafsearch.search.contexts import ContextRegistry
 from leafsearch.search.segment_orders import SegmentOrders
 from leafsearch.search.stats import SearchStats
+from leafsearch.security.store import SecurityStore
 from leafsearch.settings import ClusterSettings
 
 _log = logging.getLogger("leafsearch")
@@ -53,7 +54,9 @@ class Node:
         memory.tune_allocator()
         self.clock = clock
         self.path = Path(path).absolute()
-        self.path.mkdir(parents=True, exist_ok=True)
+        self.path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if self.path.stat().st_uid == os.getuid():
+            os.chmod(self.path, 0o700)  # the data is the owner's alone, whatever is inside
         self._lock_file = open(self.path / "node.lock", "a+")  # noqa: SIM115 - held for the node's life
         try:
             fcntl.flock(self._lock_file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -85,6 +88,7 @@ class Node:
                 shutil.rmtree(folder, ignore_errors=True)
         self.search_stats = SearchStats()
         self.contexts = ContextRegistry(self, clock)
+        self.security = SecurityStore(self.path / "security")
         self.sort_orders = SegmentOrders(self.cluster_settings.get("indices.cache.sort_orders.size"))
         self._bound_caches()
         self.cluster_settings.listeners.append(self._bound_caches)

@@ -428,6 +428,20 @@ NODE_SETTINGS: dict[str, Setting] = {
     "indices.query.bool.max_nested_depth": Setting(
         "indices.query.bool.max_nested_depth", "30", int_setting(1), False
     ),
+    # Cross-origin requests (rest/guard.py): off, so a request with an `Origin` header is refused.
+    "http.cors.enabled": Setting("http.cors.enabled", "false", bool_setting, False),
+    "http.cors.allow-origin": Setting("http.cors.allow-origin", "", any_setting, False),
+    "http.cors.allow-methods": Setting(
+        "http.cors.allow-methods", "OPTIONS,HEAD,GET,POST,PUT,DELETE", any_setting, False
+    ),
+    "http.cors.allow-headers": Setting(
+        "http.cors.allow-headers",
+        "X-Requested-With,Content-Type,Content-Length,Authorization,Accept,User-Agent,X-Elastic-Client-Meta",
+        any_setting,
+        False,
+    ),
+    "http.cors.allow-credentials": Setting("http.cors.allow-credentials", "false", bool_setting, False),
+    "http.cors.max-age": Setting("http.cors.max-age", "1728000", int_setting(0), False),
 }
 
 

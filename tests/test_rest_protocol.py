@@ -192,6 +192,10 @@ def test_source_query_parameter_stands_for_the_body(http: httpx.Client, index_na
     # A body, when there is one, is the request; `source` is not read.
     with_body = http.post(f"/{index_name}/_count", params=params, json={"query": {"match_all": {}}})
     assert with_body.json()["count"] == 2
+    # Only read APIs take it, as in Elasticsearch: elsewhere it is an unknown parameter.
+    error = error_of(http.get("/_cluster/health", params=params))
+    assert error["type"] == "illegal_argument_exception"
+    assert "unrecognized parameter" in error["reason"]
     http.delete(f"/{index_name}")
 
 

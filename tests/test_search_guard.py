@@ -206,7 +206,7 @@ def test_a_client_that_disconnects_cancels_its_search(gated: tuple[httpx.Client,
     body = b'{"timeout": "1h"}'
     with socket.create_connection(("127.0.0.1", port)) as sock:
         sock.sendall(
-            b"POST /logs/_search HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"POST /logs/_search HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
             b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
         )
         assert clock.reached.wait(30)  # the search is running, stopped at its first segment

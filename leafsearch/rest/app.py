@@ -22,6 +22,7 @@ from starlette.routing import Route as StarletteRoute
 from leafsearch.errors import ContentTooLong, ElasticError, IllegalArgument, ParseException
 from leafsearch.memory import Trimmer
 from leafsearch.rest.exchange import RESPONSE_PARAMS, RestRequest, RestResponse, parse_bool
+from leafsearch.rest.guard import Guard, Refusal, is_loopback_host
 from leafsearch.rest.media import JSON, NotAcceptable, negotiate
 from leafsearch.rest.render import filter_path, to_json
 from leafsearch.rest.router import Route, Router
@@ -57,11 +58,12 @@ class _BadEncoding(Exception):
 class Dispatcher:
     """The ASGI application behind every path."""
 
-    def __init__(self, node: Node, max_content_length: int) -> None:
+    def __init__(self, node: Node, max_content_length: int, guard: Guard) -> None:
         self.node = node
         self.router = Router(ROUTES)
         self.max_content_length = max_content_length
         self.trimmer = Trimmer()
+        self.guard = guard
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         method: str = scope["method"]
@@ -72,6 +74,14 @@ class Dispatcher:
         headers = _headers(scope)
         params = dict(parse_qsl(query, keep_blank_values=True))
         pretty = _is_pretty(params)
+        try:  # foreign Host and Origin are refused before the body is read (rest/guard.py)
+            cors = self.guard.screen(method, headers)
+        except Refusal as refusal:
+            payload = b"" if refusal.error.status == 200 else to_json(refusal.error.body(), pretty=pretty)
+            await _send(send, refusal.error.status, payload, JSON, method, refusal.headers)
+            return
+        if cors:
+            send = _with_headers(send, cors)
         try:
             body = await self._read_body(receive, headers)
         except _TooLarge as exc:
@@ -202,6 +212,7 @@ class Dispatcher:
                 raise IllegalArgument(
                     unrecognized(request.path, unknown, route.params | RESPONSE_PARAMS, "parameter")
                 )
+            self.guard.admit(route, request)
             parse_bool(request.params.get("error_trace"), False)
             response: RestResponse = route.handler(self.node, request)
             if response.text is not None:
@@ -214,11 +225,9 @@ class Dispatcher:
                 body = filter_path(body, expression)
             return response.status, to_json(body, pretty=pretty), content_type, response.headers
         except ElasticError as exc:
-            return exc.status, to_json(exc.body(), pretty=pretty), content_type, {}
+            return exc.status, to_json(exc.body(), pretty=pretty), content_type, getattr(exc, "headers", {})
         except Exception as exc:  # a bug: answer like Elasticsearch's 500 and keep serving
-            log.exception("unexpected failure for %s %s", request.method, request.uri)
-            error = ElasticError(f"{type(exc).__name__}: {exc}")
-            return 500, to_json(error.body(), pretty=pretty), content_type, {}
+            return 500, to_json(self.guard.internal_error(exc, request), pretty=pretty), content_type, {}
 
 
 async def _watch_disconnect(receive: Receive, cancelled: threading.Event) -> None:
@@ -259,6 +268,27 @@ async def _send(
     await send({"type": "http.response.body", "body": payload})
 
 
-def create_app(node: Node, *, max_content_length: int = DEFAULT_MAX_CONTENT_LENGTH) -> Starlette:
-    """The Starlette application serving `node`; `max_content_length` is `http.max_content_length`."""
-    return Starlette(routes=[StarletteRoute("/{path:path}", Dispatcher(node, max_content_length))])
+def _with_headers(send: Send, extra: dict[str, str]) -> Send:
+    """`send`, adding `extra` headers to the response start (the CORS headers of an allowed origin)."""
+    encoded = [(k.encode(), v.encode()) for k, v in extra.items()]
+
+    async def sending(message: Any) -> None:
+        if message["type"] == "http.response.start":
+            message = {**message, "headers": [*message["headers"], *encoded]}
+        await send(message)
+
+    return sending
+
+
+def create_app(
+    node: Node,
+    *,
+    max_content_length: int = DEFAULT_MAX_CONTENT_LENGTH,
+    bind_host: str = "127.0.0.1",
+    node_settings: dict[str, str] | None = None,
+) -> Starlette:
+    """The Starlette application serving `node`; `max_content_length` is `http.max_content_length`,
+    `bind_host` the address listened on (a loopback one makes the Host check apply), and
+    `node_settings` the node settings given at start (`http.cors.*`)."""
+    guard = Guard(node, loopback_only=is_loopback_host(bind_host), node_settings=node_settings or {})
+    return Starlette(routes=[StarletteRoute("/{path:path}", Dispatcher(node, max_content_length, guard))])

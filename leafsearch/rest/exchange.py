@@ -20,8 +20,11 @@ from leafsearch.request.timevalue import parse_time_value
 
 # Parameters every endpoint accepts; they shape the response, not the action.
 RESPONSE_PARAMS = frozenset(
-    {"pretty", "human", "error_trace", "filter_path", "format", "source", "source_content_type"}
+    {"pretty", "human", "error_trace", "filter_path", "format"}
 )
+#: The parameters that stand for the body on the read APIs that take them (search, count, mget,
+#: scroll); `rest/guard.py` applies them, only with `source_content_type`, as Elasticsearch does.
+SOURCE_PARAMS = frozenset({"source", "source_content_type"})
 _INTEGER = re.compile(r"[+-]?\d+")
 _JSON_TYPE_NAMES = {
     dict: "START_OBJECT",
@@ -56,11 +59,7 @@ class RestRequest:
     headers: dict[str, str] = field(default_factory=dict)
     #: Set by the HTTP layer when the client disconnects; long handlers (searches) stop on it.
     cancelled: threading.Event = field(default_factory=threading.Event)
-
-    def __post_init__(self) -> None:
-        # Elasticsearch accepts the body of a GET in the `source` query parameter.
-        if not self.body and "source" in self.params:
-            self.body = self.params["source"].encode()
+    subject: Any = None  # the authenticated caller (security.subject.Subject), None without authentication
 
     def param(self, name: str, default: str | None = None) -> str | None:
         return self.params.get(name, default)

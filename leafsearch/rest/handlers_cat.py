@@ -121,5 +121,12 @@ def cat_count(node: Node, req: RestRequest) -> RestResponse:
 
 
 def cat_search_contexts(node: Node, req: RestRequest) -> RestResponse:
-    """Every open scroll and point in time, oldest first: leaked contexts show up here."""
-    return render_table(req, SEARCH_CONTEXT_COLUMNS, node.search_contexts())
+    """Every open scroll and point in time, oldest first: leaked contexts show up here.
+
+    With authentication on, only a superuser sees every context and their ids (an id is all it
+    takes to use a context); anyone else sees the contexts it opened, their ids hidden."""
+    rows = node.search_contexts()
+    subject = req.subject
+    if subject is not None and not subject.superuser:
+        rows = [{**row, "id": "-"} for row in rows if row["owner"] == subject.owner_key]
+    return render_table(req, SEARCH_CONTEXT_COLUMNS, rows)

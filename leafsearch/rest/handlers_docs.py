@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from leafsearch.errors import (
@@ -125,8 +126,17 @@ def bulk(node: Node, req: RestRequest) -> RestResponse:
             index=req.path_params.get("index"),
             refresh=req.param("refresh"),
             routing=req.param("routing"),
+            authorize=_item_check(req, "indices:data/write/bulk[s]"),
         )
     )
+
+
+def _item_check(req: RestRequest, action: str) -> Callable[[str], None] | None:
+    """The per-index check of a bulk or mget item for the authenticated caller (None: no check)."""
+    subject = req.subject
+    if subject is None or subject.superuser:
+        return None
+    return lambda index: subject.check_index(action, index)
 
 
 def _mget_specs(req: RestRequest) -> list[dict[str, Any]]:
@@ -170,11 +180,14 @@ def _mget_specs(req: RestRequest) -> list[dict[str, Any]]:
 
 def mget(node: Node, req: RestRequest) -> RestResponse:
     options = _get_options(req)
+    check = _item_check(req, "indices:data/read/mget[shard]")
     docs = []
     for spec in _mget_specs(req):
         index, doc_id = spec["_index"], str(spec["_id"])
         routing = spec.get("routing", spec.get("_routing", options["routing"]))
         try:
+            if check is not None:
+                check(index)
             found = node.get_doc(index, doc_id, **{**options, "routing": routing})
         except ElasticError as exc:
             docs.append({"_index": index, "_id": doc_id, "error": exc.body()["error"]})

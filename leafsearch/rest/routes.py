@@ -11,6 +11,8 @@ from leafsearch.rest import handlers_cluster as cluster
 from leafsearch.rest import handlers_docs as docs
 from leafsearch.rest import handlers_indices as indices
 from leafsearch.rest import handlers_search as search
+from leafsearch.rest import handlers_security as security
+from leafsearch.rest.exchange import SOURCE_PARAMS
 from leafsearch.rest.router import Route
 
 INDICES_OPTIONS = {"ignore_unavailable", "allow_no_indices", "expand_wildcards"}
@@ -21,6 +23,7 @@ SOURCE = {"_source", "_source_includes", "_source_excludes"}
 SEARCH = (
     INDICES_OPTIONS
     | SOURCE
+    | SOURCE_PARAMS
     | {
         "q",
         "from",
@@ -62,7 +65,7 @@ SEARCH = (
         "suggest_text",
     }
 )
-COUNT = INDICES_OPTIONS | {
+COUNT = INDICES_OPTIONS | SOURCE_PARAMS | {
     "q",
     "analyzer",
     "analyze_wildcard",
@@ -84,6 +87,7 @@ PIT = {
     "allow_partial_search_results",
     "max_concurrent_shard_requests",
 }
+SCROLL = SOURCE_PARAMS | {"scroll", "rest_total_hits_as_int"}
 WAIT = {"timeout", "wait_for_active_shards"}
 DELETE_DOC = WAIT | {"routing", "refresh", "if_seq_no", "if_primary_term"}
 CREATE_DOC = DELETE_DOC | {"require_alias"}
@@ -208,18 +212,28 @@ ROUTES = [
     Route.of("POST", "/{index}/_update/{id}", docs.update_doc, UPDATE_DOC),
     Route.of("POST|PUT", "/_bulk", docs.bulk, BULK),
     Route.of("POST|PUT", "/{index}/_bulk", docs.bulk, BULK),
-    Route.of("GET|POST", "/_mget", docs.mget, GET_DOC | {"stored_fields"}),
-    Route.of("GET|POST", "/{index}/_mget", docs.mget, GET_DOC | {"stored_fields"}),
+    Route.of("GET|POST", "/_mget", docs.mget, GET_DOC | SOURCE_PARAMS | {"stored_fields"}),
+    Route.of("GET|POST", "/{index}/_mget", docs.mget, GET_DOC | SOURCE_PARAMS | {"stored_fields"}),
     # search
     Route.of("GET|POST", "/_search", search.search, SEARCH),
     Route.of("GET|POST", "/{index}/_search", search.search, SEARCH),
     Route.of("GET|POST", "/_count", search.count, COUNT),
     Route.of("GET|POST", "/{index}/_count", search.count, COUNT),
-    Route.of("GET|POST", "/_search/scroll", search.scroll, {"scroll", "scroll_id", "rest_total_hits_as_int"}),
-    Route.of("GET|POST", "/_search/scroll/{scroll_id}", search.scroll, {"scroll", "rest_total_hits_as_int"}),
+    Route.of("GET|POST", "/_search/scroll", search.scroll, SCROLL | {"scroll_id"}),
+    Route.of("GET|POST", "/_search/scroll/{scroll_id}", search.scroll, SCROLL),
     Route.of("DELETE", "/_search/scroll", search.clear_scroll, {"scroll_id"}),
     Route.of("DELETE", "/_search/scroll/{scroll_id}", search.clear_scroll),
     Route.of("POST", "/{index}/_pit", search.open_pit, PIT),
     Route.of("POST", "/_pit", search.open_pit, PIT | {"index"}),
     Route.of("DELETE", "/_pit", search.close_pit),
+    # security
+    Route.of("GET", "/_security/_authenticate", security.authenticate),
+    Route.of("POST|PUT", "/_security/api_key", security.create_api_key, {"refresh"}),
+    Route.of(
+        "GET",
+        "/_security/api_key",
+        security.get_api_keys,
+        {"id", "name", "owner", "username", "realm_name", "active_only", "with_limited_by"},
+    ),
+    Route.of("DELETE", "/_security/api_key", security.invalidate_api_keys),
 ]

@@ -9,15 +9,20 @@ Expiry is checked on every access and by the node's reaper (every 50 ms), so an 
 never serves a request and its resources go promptly.
 
 Ids are opaque and URL-safe, and name this process's session: an id from before a restart is
-unknown rather than mistaken for a new context. A scroll id stays the same across batches (the
-position lives in the context). Ended contexts are remembered for a while so that a 404 can say
-whether an id expired, was cleared, or never existed on this node.
+unknown rather than mistaken for a new context. Each carries 128 random bits checked on every use,
+so no id can be derived from another; a context also records who opened it (the authenticated
+caller, see `security/subject.py`) and is unknown (404) to anyone else but a superuser. A scroll
+id stays the same across batches (the position lives in the context). Ended contexts are
+remembered for a while so that a 404 can say whether an id expired, was cleared, or never existed
+on this node.
 """
 
 from __future__ import annotations
 
 import base64
+import hmac
 import itertools
+import secrets
 import threading
 import time
 import uuid
@@ -30,6 +35,7 @@ from leafsearch.errors import IllegalArgument, RejectedExecution, SearchContextM
 from leafsearch.request.timevalue import parse_time_value
 from leafsearch.search.read_ahead import ReadAhead
 from leafsearch.search.targets import Target, release_targets
+from leafsearch.security.subject import current
 
 if TYPE_CHECKING:
     from leafsearch.node import Node
@@ -44,6 +50,7 @@ class ReaderContext:
     ctx_id: int
     kind: str  # "scroll" | "pit"
     public_id: str
+    token: str  # the id's random part: 128 bits
     targets: list[Target]
     keep_alive: float
     expires_at: float  # on the registry's clock
@@ -56,6 +63,7 @@ class ReaderContext:
     matches: Any = None
     position: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
+    owner: str | None = None  # Subject.owner_key of the opener; None without authentication
 
     @property
     def indices(self) -> list[str]:
@@ -78,29 +86,40 @@ class ContextRegistry:
         self._session = uuid.uuid4().hex[:12]
         self._lock = threading.RLock()
         self._contexts: dict[int, ReaderContext] = {}
-        self._ended: OrderedDict[int, tuple[str, float]] = OrderedDict()  # ctx id -> (how, wall time)
+        # ctx id -> (how, wall time, token)
+        self._ended: OrderedDict[int, tuple[str, float, str]] = OrderedDict()
         self._ids = itertools.count(1)
         self.read_ahead = ReadAhead()
 
     # ---- ids ---------------------------------------------------------------------------
 
-    def _encode_id(self, kind: str, ctx_id: int) -> str:
-        raw = _ID_PREFIX + f"{kind}:{self.node.node_id}:{self._session}:{ctx_id}".encode()
+    def _encode_id(self, kind: str, ctx_id: int, token: str) -> str:
+        raw = _ID_PREFIX + f"{kind}:{self.node.node_id}:{self._session}:{ctx_id}:{token}".encode()
         return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
-    def decode_id(self, public_id: str, kind: str) -> tuple[bool, int] | None:
-        """(is it of this process's session, context number), or None when it is no id of `kind`."""
+    def decode_id(self, public_id: str, kind: str) -> tuple[bool, int, str] | None:
+        """(is it of this process's session, context number, random token), or None when it is no
+        id of `kind`."""
         try:
             raw = base64.urlsafe_b64decode(public_id + "=" * (-len(public_id) % 4))
             if not raw.startswith(_ID_PREFIX):
                 return None
-            id_kind, node_id, session, number = raw[len(_ID_PREFIX) :].decode().split(":")
+            id_kind, node_id, session, number, token = raw[len(_ID_PREFIX) :].decode().split(":")
             ctx_id = int(number)
         except ValueError:  # binascii.Error and UnicodeDecodeError are ValueErrors
             return None
         if id_kind != kind:
             return None
-        return (node_id == self.node.node_id and session == self._session), ctx_id
+        return (node_id == self.node.node_id and session == self._session), ctx_id, token
+
+    @staticmethod
+    def _may_use(ctx: ReaderContext, token: str) -> bool:
+        """The id's token is the context's (compared in constant time) and the caller opened it
+        (or is a superuser, or nobody is authenticated)."""
+        if not hmac.compare_digest(ctx.token.encode(), token.encode()):
+            return False
+        caller = current()
+        return caller is None or caller.superuser or caller.owner_key == ctx.owner
 
     # ---- limits ------------------------------------------------------------------------
 
@@ -145,10 +164,14 @@ class ContextRegistry:
         with self._lock:
             self._check_open_limit(kind)
             ctx_id = next(self._ids)
+            token = secrets.token_hex(16)
+            caller = current()
             ctx = ReaderContext(
                 ctx_id=ctx_id,
                 kind=kind,
-                public_id=self._encode_id(kind, ctx_id),
+                public_id=self._encode_id(kind, ctx_id, token),
+                token=token,
+                owner=None if caller is None else caller.owner_key,
                 targets=targets,
                 keep_alive=keep_alive,
                 expires_at=self.clock() + keep_alive,
@@ -170,13 +193,17 @@ class ContextRegistry:
                 f"No search context found for id [{public_id}]: "
                 "it was not opened by this node since it started"
             )
-        ctx_id = decoded[1]
+        ctx_id, token = decoded[1], decoded[2]
         ctx = self._contexts.get(ctx_id)
+        if ctx is not None and not self._may_use(ctx, token):
+            raise SearchContextMissing(
+                f"No search context found for id [{ctx_id}]: it was never opened on this node"
+            )
         if ctx is not None and ctx.in_use == 0 and self.clock() > ctx.expires_at:
             self._free(ctx, "expired")
             ctx = None
         if ctx is None:
-            raise SearchContextMissing(self._missing_reason(ctx_id))
+            raise SearchContextMissing(self._missing_reason(ctx_id, token))
         return ctx
 
     def get(self, public_id: str, kind: str) -> ReaderContext:
@@ -206,11 +233,11 @@ class ContextRegistry:
             if ctx.freed and ctx.in_use == 0:
                 self._release_resources(ctx)
 
-    def _missing_reason(self, ctx_id: int) -> str:
+    def _missing_reason(self, ctx_id: int, token: str) -> str:
         ended = self._ended.get(ctx_id)
-        if ended is None:
+        if ended is None or not hmac.compare_digest(ended[2].encode(), token.encode()):
             return f"No search context found for id [{ctx_id}]: it was never opened on this node"
-        how, when = ended
+        how, when, _ = ended
         stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(when))
         if how == "expired":
             return (
@@ -221,7 +248,7 @@ class ContextRegistry:
     def _free(self, ctx: ReaderContext, how: str) -> None:
         if self._contexts.pop(ctx.ctx_id, None) is None:
             return
-        self._ended[ctx.ctx_id] = (how, time.time())
+        self._ended[ctx.ctx_id] = (how, time.time(), ctx.token)
         while len(self._ended) > _ENDED_MEMORY:
             self._ended.popitem(last=False)
         if ctx.kind == "scroll":
@@ -246,7 +273,7 @@ class ContextRegistry:
             return False
         with self._lock:
             ctx = self._contexts.get(decoded[1])
-            if ctx is None:
+            if ctx is None or not self._may_use(ctx, decoded[2]):
                 return False
             expired = ctx.in_use == 0 and self.clock() > ctx.expires_at
             self._free(ctx, "expired" if expired else "cleared")
@@ -255,7 +282,12 @@ class ContextRegistry:
     def free_all(self, kind: str) -> int:
         with self._lock:
             now = self.clock()
-            victims = [c for c in self._contexts.values() if c.kind == kind]
+            caller = current()
+            victims = [
+                c
+                for c in self._contexts.values()
+                if c.kind == kind and (caller is None or caller.superuser or c.owner == caller.owner_key)
+            ]
             freed = 0
             for ctx in victims:
                 expired = ctx.in_use == 0 and now > ctx.expires_at
@@ -293,6 +325,7 @@ class ContextRegistry:
             rows = [
                 {
                     "id": ctx.public_id,
+                    "owner": ctx.owner,
                     "type": ctx.kind,
                     "indices": ",".join(ctx.indices),
                     "age": _fmt(now - ctx.opened_mono),

@@ -1,0 +1,175 @@
+"""TLS with a certificate the test makes, the refusal to listen beyond loopback unprotected, and
+500 bodies that tell what failed without the exception's text, paths or stack."""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import signal
+import ssl
+import subprocess
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from conftest import REPO, error_of, free_port, serve_command, server_env
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+from security_helpers import add_user
+from starlette.testclient import TestClient
+
+from leafsearch import Node
+from leafsearch.rest.app import create_app
+
+
+def _certificate(folder: Path) -> tuple[Path, Path]:
+    """A self-signed certificate for 127.0.0.1 and localhost, and its key (PEM files)."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "leafsearch test")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName(
+                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+            ),
+            critical=False,
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = folder / "node.crt", folder / "node.key"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+    return cert_path, key_path
+
+
+def _start(data: Path, port: int, *extra: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        serve_command(data, port, *extra),
+        cwd=REPO,
+        env=server_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def _stop(process: subprocess.Popen) -> str:
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+    output, _ = process.communicate(timeout=30)
+    return output
+
+
+def _finish(process: subprocess.Popen) -> str:
+    """The output of a process expected to exit by itself."""
+    output, _ = process.communicate(timeout=60)
+    return output
+
+
+def _wait_https(url: str, cert: Path, process: subprocess.Popen) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and process.poll() is None:
+        try:
+            httpx.get(url, verify=ssl.create_default_context(cafile=cert), timeout=1.0)
+            return
+        except httpx.TransportError:
+            time.sleep(0.05)
+    raise AssertionError(f"no HTTPS answer on {url}")
+
+
+def test_tls_serves_https_with_the_given_certificate(tmp_path: Path) -> None:
+    cert, key = _certificate(tmp_path)
+    data = tmp_path / "data"
+    add_user(data, "admin", "admin-secret", "superuser")
+    port = free_port()
+    process = _start(data, port, "--tls-cert", str(cert), "--tls-key", str(key))
+    try:
+        url = f"https://127.0.0.1:{port}"
+        _wait_https(url, cert, process)
+        with httpx.Client(
+            base_url=url, verify=ssl.create_default_context(cafile=cert), auth=("admin", "admin-secret")
+        ) as https:
+            assert https.get("/").json()["version"]["number"].startswith("8.")
+            assert https.put("/tls/_doc/1?refresh=true", json={"a": 1}).status_code == 201
+        with pytest.raises(httpx.ConnectError):
+            httpx.get(url, timeout=5)  # the client does not trust an unknown certificate
+        with pytest.raises(httpx.TransportError):
+            httpx.get(f"http://127.0.0.1:{port}/", timeout=5)  # no plain HTTP on a TLS port
+    finally:
+        output = _stop(process)
+    assert f"listening on https://127.0.0.1:{port}" in output
+
+
+def test_a_non_loopback_address_needs_authentication_and_tls_or_insecure(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    refused = _start(data, free_port(), "--host", "0.0.0.0")
+    output = _finish(refused)
+    assert refused.returncode == 1
+    assert "refusing to listen on 0.0.0.0" in output
+    assert "authentication" in output and "TLS" in output
+    add_user(data, "admin", "admin-secret", "superuser")
+    refused = _start(data, free_port(), "--host", "0.0.0.0")
+    output = _finish(refused)
+    assert refused.returncode == 1 and "without TLS" in output
+    port = free_port()
+    insecure = _start(data, port, "--host", "0.0.0.0", "--insecure")
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/", timeout=1.0).status_code == 401:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.05)
+    finally:
+        output = _stop(insecure)
+    assert "without TLS (--tls-cert and --tls-key) (--insecure)" in output
+
+
+def test_tls_options_go_together(tmp_path: Path) -> None:
+    cert, _ = _certificate(tmp_path)
+    process = _start(tmp_path / "data", free_port(), "--tls-cert", str(cert))
+    output = _finish(process)
+    assert process.returncode == 2 and "--tls-cert and --tls-key go together" in output
+
+
+def test_a_500_body_says_what_failed_without_text_paths_or_stack(tmp_path: Path) -> None:
+    with Node(tmp_path / "data", background=False) as node:
+        secret_path = str(node.path)
+
+        def broken(metric_path: list[str]) -> dict:
+            raise OSError(f"cannot read {secret_path}/indices/x")
+
+        node.nodes_stats = broken
+        with TestClient(create_app(node), base_url="http://127.0.0.1") as http:
+            response = http.get("/_nodes/stats")
+            assert response.status_code == 500
+            error = error_of(response)
+            assert error["type"] == "o_s_error"
+            assert "OSError" in error["reason"] and secret_path not in response.text
+            assert "stack_trace" not in error and "Traceback" not in response.text
+            # Without authentication the caller is the node's operator: error_trace shows the stack.
+            traced = http.get("/_nodes/stats?error_trace=true")
+            assert secret_path in error_of(traced)["stack_trace"]
+            # With users, only a superuser gets it.
+            add_user(node.path, "ann", "ann-secret", "superuser")
+            add_user(node.path, "vic", "vic-secret", "viewer")
+            viewer = http.get("/_nodes/stats?error_trace=true", auth=("vic", "vic-secret"))
+            assert viewer.status_code == 500 and secret_path not in viewer.text
+            admin = http.get("/_nodes/stats?error_trace=true", auth=("ann", "ann-secret"))
+            assert secret_path in error_of(admin)["stack_trace"]
