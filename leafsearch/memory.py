@@ -80,7 +80,6 @@ def trim() -> None:
         libc.malloc_trim(0)
 
 
-
 class Trimmer:
     """Trims after a request that left the process much bigger than the last trim did: a request
     that allocated a lot (its arrays freed, their pages still held by the arenas of the worker

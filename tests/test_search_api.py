@@ -556,7 +556,7 @@ def test_version_seq_no_and_explain_false(es: Elasticsearch, corpus: str) -> Non
 
 def test_ids_that_need_json_escaping_come_back_exactly(es: Elasticsearch, new_index) -> None:
     name = new_index()
-    ids = ['plain', 'quote"inside', "back\\slash", "tab\there", "accent-é", "emoji-🙂"]
+    ids = ["plain", 'quote"inside', "back\\slash", "tab\there", "accent-é", "emoji-🙂"]
     for i, doc_id in enumerate(ids):
         es.index(index=name, id=doc_id, document={"n": i})
     es.indices.refresh(index=name)

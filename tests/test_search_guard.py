@@ -399,6 +399,7 @@ def test_the_merge_worker_ends_when_its_server_is_killed_while_it_starts(tmp_pat
         assert client.put("/merging", json={"settings": {"refresh_interval": "-1"}}).status_code == 200
         for n in range(12):  # twelve small segments: a merge once the index is quiet
             client.post("/merging/_doc?refresh=true", json={"n": n}).raise_for_status()
+
         # The worker and the resource tracker, seen as soon as they exist.
         def started() -> dict[int, str]:
             found = _children(process.pid)

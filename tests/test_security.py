@@ -96,8 +96,9 @@ def test_official_client_basic_auth_and_its_refusals(secured: tuple[str, Path]) 
     with Elasticsearch(url, basic_auth=ADMIN) as es:
         assert es.info()["version"]["number"].startswith("8.")
         assert es.security.authenticate()["username"] == "admin"
-    with Elasticsearch(url, basic_auth=("admin", "wrong")) as es, pytest.raises(
-        elasticsearch.AuthenticationException
+    with (
+        Elasticsearch(url, basic_auth=("admin", "wrong")) as es,
+        pytest.raises(elasticsearch.AuthenticationException),
     ):
         es.search(index="logs-a")
     with Elasticsearch(url) as es, pytest.raises(elasticsearch.AuthenticationException):
@@ -219,8 +220,9 @@ def test_api_keys_authenticate_carry_their_owners_roles_and_can_be_invalidated(
         assert f"is unauthorized for API key id [{key['id']}] of user [rita] on indices [secret]" in str(
             refused.value
         )
-    with Elasticsearch(url, api_key=(key["id"], "not-the-key")) as es, pytest.raises(
-        elasticsearch.AuthenticationException
+    with (
+        Elasticsearch(url, api_key=(key["id"], "not-the-key")) as es,
+        pytest.raises(elasticsearch.AuthenticationException),
     ):
         es.count(index="logs-a")
     # Other users neither see nor invalidate rita's key; rita does.

@@ -69,9 +69,13 @@ def test_a_document_deeper_than_the_mapping_depth_limit_is_refused(
         f"Limit of mapping depth [20] has been exceeded due to object field [{'.'.join(['a'] * 20)}]"
     )
     # The same through bulk, and through dotted names.
-    items = bulk(http, {"index": {"_index": index}}, nested(21), {"index": {"_index": index}}, {
-        ".".join(["b"] * 40): 1
-    }).json()["items"]
+    items = bulk(
+        http,
+        {"index": {"_index": index}},
+        nested(21),
+        {"index": {"_index": index}},
+        {".".join(["b"] * 40): 1},
+    ).json()["items"]
     assert [i["index"]["status"] for i in items] == [400, 400]
     assert {i["index"]["error"]["type"] for i in items} == {"illegal_argument_exception"}
     assert state(http, index) == before
@@ -290,8 +294,11 @@ def test_auto_create_index_takes_every_form_elasticsearch_takes(http: httpx.Clie
             f"no such index [{index_name}] and [action.auto_create_index] ([[{index_name}]]) doesn't match"
         )
     for bad, reason in [
-        ("a,,b", "Can't parse [a,,b] for setting [action.auto_create_index] must be either [true, false, "
-         "or a comma separated list of index patterns]"),
+        (
+            "a,,b",
+            "Can't parse [a,,b] for setting [action.auto_create_index] must be either [true, false, "
+            "or a comma separated list of index patterns]",
+        ),
         (
             "a,-",
             "Can't parse [a,-] for setting [action.auto_create_index] must contain an index name after [-]",

@@ -65,19 +65,23 @@ SEARCH = (
         "suggest_text",
     }
 )
-COUNT = INDICES_OPTIONS | SOURCE_PARAMS | {
-    "q",
-    "analyzer",
-    "analyze_wildcard",
-    "default_operator",
-    "df",
-    "lenient",
-    "min_score",
-    "preference",
-    "routing",
-    "terminate_after",
-    "ignore_throttled",
-}
+COUNT = (
+    INDICES_OPTIONS
+    | SOURCE_PARAMS
+    | {
+        "q",
+        "analyzer",
+        "analyze_wildcard",
+        "default_operator",
+        "df",
+        "lenient",
+        "min_score",
+        "preference",
+        "routing",
+        "terminate_after",
+        "ignore_throttled",
+    }
+)
 PIT = {
     "keep_alive",
     "ignore_unavailable",

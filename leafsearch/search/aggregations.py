@@ -61,9 +61,7 @@ def reduce(tree: AggTree, partials: list[dict], *, max_buckets: int | None = Non
     """
     maps = [np.zeros(1, dtype=np.int64)] * len(partials)
     with counting_buckets(max_buckets):
-        return {
-            agg.name: agg.output(agg.merge([p[agg.name] for p in partials], maps, 1), 0) for agg in tree
-        }
+        return {agg.name: agg.output(agg.merge([p[agg.name] for p in partials], maps, 1), 0) for agg in tree}
 
 
 def typed_keys(aggregations: dict, tree: list[Agg]) -> dict:

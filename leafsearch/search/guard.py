@@ -61,9 +61,7 @@ class SearchGuard:
         self.expired = False  # the query phase stopped at the deadline
 
     @classmethod
-    def for_search(
-        cls, node: Node, request: SearchRequest, cancelled: threading.Event | None
-    ) -> SearchGuard:
+    def for_search(cls, node: Node, request: SearchRequest, cancelled: threading.Event | None) -> SearchGuard:
         """A search's guard: its own `timeout` or the node's `search.default_search_timeout`;
         as in Elasticsearch, a scroll has no timeout."""
         settings = node.cluster_settings
@@ -103,4 +101,3 @@ class SearchGuard:
 
     def release_all(self) -> None:
         self.release(self.reserved)
-
