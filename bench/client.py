@@ -20,11 +20,20 @@ class HttpError(Exception):
     def __init__(self, method: str, path: str, status: int, body: bytes) -> None:
         super().__init__(method, path, status, body)
         self.status = status
+        self.type: str | None = None  # Elasticsearch's error type, when the body has one
+        self.root_cause: str | None = None  # and the type of its first root cause
+        self.reason: str | None = None
         try:
             error = orjson.loads(body).get("error")
         except (orjson.JSONDecodeError, AttributeError):
             error = None
         if isinstance(error, dict):
+            self.type = error.get("type")
+            self.reason = error.get("reason")
+            causes = error.get("root_cause")
+            if isinstance(causes, list) and causes and isinstance(causes[0], dict):
+                self.root_cause = causes[0].get("type")
+                self.reason = causes[0].get("reason", self.reason)
             detail = f"{error.get('type')}: {error.get('reason')}"
         else:
             detail = body[:200].decode(errors="replace") or "(empty body)"

@@ -38,7 +38,7 @@ JITTER_BURSTS = 3  # a burst may land this many burst spacings early or late
 MID_TERM_RANK = 20
 
 
-def _vocabulary() -> np.ndarray:
+def vocabulary() -> np.ndarray:
     """Pronounceable lowercase words: one token each for both the standard analyzer and FTS5."""
     syllables = [c + v for c in "bcdfghklmnprstvz" for v in "aeiou"]
     words = np.array([a + b + c for a in syllables[:20] for b in syllables for c in syllables[:4]])
@@ -135,7 +135,7 @@ def generate(n: int, seed: int = 42) -> Dataset:
     over 30 days with a jitter of a few bursts (so documents do not arrive in sort order).
     """
     rng = np.random.default_rng(seed)
-    vocabulary = _vocabulary()
+    vocab = vocabulary()
 
     bursts = rng.geometric(0.5, size=n)  # mean 2 documents per millisecond
     bursts = bursts[: np.searchsorted(np.cumsum(bursts), n) + 1]
@@ -149,7 +149,7 @@ def generate(n: int, seed: int = 42) -> Dataset:
     words = rng.choice(VOCABULARY_SIZE, size=int(lengths.sum()), p=_zipf(VOCABULARY_SIZE, 1.0))
     last = np.cumsum(lengths) - 1
     words[last] += VOCABULARY_SIZE  # the last word of each message carries the line break
-    tokens = np.concatenate([np.char.add(vocabulary, " "), np.char.add(vocabulary, "\n")]).astype(object)
+    tokens = np.concatenate([np.char.add(vocab, " "), np.char.add(vocab, "\n")]).astype(object)
     messages = "".join(tokens[words].tolist()).split("\n")[:n]
 
     service_names = np.array(SERVICES, dtype=object)
@@ -164,6 +164,6 @@ def generate(n: int, seed: int = 42) -> Dataset:
         users=user_names[rng.integers(0, USERS, size=n)].tolist(),
         nbytes=np.minimum(rng.lognormal(8.0, 1.5, size=n), 1e9).astype(np.int64),
         messages=messages,
-        mid_term=str(vocabulary[MID_TERM_RANK]),
+        mid_term=str(vocab[MID_TERM_RANK]),
         top_service=SERVICES[0],
     )

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
+import numpy as np
 from elasticsearch import ApiError, Elasticsearch, TransportError
 from elasticsearch.helpers import BulkIndexError
 
@@ -68,6 +69,7 @@ class Row:
     value: float | None = None
     baseline: float | None = None
     error: str | None = None
+    note: str | None = None  # what a figure alone does not say (e.g. what an attack was answered)
 
     @property
     def met(self) -> bool | None:
@@ -94,6 +96,7 @@ class Row:
             "baseline": self.baseline,
             "ratio": self.ratio,
             "error": self.error,
+            "note": self.note,
         }
 
 
@@ -113,6 +116,19 @@ class Recorder:
         row.value = value
         if baseline is not None:
             row.baseline = baseline
+
+    def percentiles(
+        self, names: tuple[str, str], samples_ms: Iterable[float], *, baseline: bool = False
+    ) -> None:
+        """p50 and p99 of `samples_ms` into the rows `names` (as their SQLite figure if `baseline`)."""
+        for name, value in zip(names, p50_p99(samples_ms), strict=True):
+            if baseline:
+                self.baseline(name, value)
+            else:
+                self.set(name, value)
+
+    def note(self, name: str, text: str) -> None:
+        self.rows[name].note = text
 
     def baseline(self, name: str, value: float) -> None:
         """Record SQLite's figure first, so that it shows even when the server's step fails."""
@@ -204,6 +220,38 @@ def median_ms(request: Callable[[], Any]) -> float:
         if end > budget_end and len(samples) >= 3:
             break
     return statistics.median(samples) / 1e6
+
+
+T = TypeVar("T")
+
+
+def time_each(calls: Iterable[Callable[[], T]], budget_s: float = SAMPLING_BUDGET_S) -> list[tuple[float, T]]:
+    """Each call run once, in order, with its latency in ms and its result (checked afterwards).
+
+    For distinct queries: none is repeated, so no cache of a previous answer is measured. Past
+    `budget_s` the remaining calls are skipped (at least 3 are kept), so a slow server still ends.
+    """
+    budget_end = time.perf_counter_ns() + int(budget_s * 1e9)
+    timed: list[tuple[float, T]] = []
+    for call in calls:
+        start = time.perf_counter_ns()
+        result = call()
+        end = time.perf_counter_ns()
+        timed.append(((end - start) / 1e6, result))
+        if end > budget_end and len(timed) >= 3:
+            break
+    return timed
+
+
+def each_ms(calls: Iterable[Callable[[], Any]], budget_s: float = SAMPLING_BUDGET_S) -> list[float]:
+    """`time_each` without the results: for requests whose answers are checked elsewhere."""
+    return [ms for ms, _ in time_each(calls, budget_s)]
+
+
+def p50_p99(samples_ms: Iterable[float]) -> tuple[float, float]:
+    """Median and 99th percentile (interpolated: of 100 samples, between the two slowest)."""
+    values = np.fromiter(samples_ms, dtype=np.float64)
+    return float(np.percentile(values, 50)), float(np.percentile(values, 99))
 
 
 class Stopwatch:

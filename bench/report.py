@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from bench.harness import Row
 
-HEADER = ("", "measure", "value", "unit", "goal", "met", "SQLite", "/ SQLite")
+HEADER = ("", "measure", "value", "unit", "goal", "met", "SQLite", "/ SQLite", "note")
 
 
 def _number(value: float | None) -> str:
@@ -19,7 +19,8 @@ def _cells(row: Row) -> tuple[str, ...]:
     goal = "" if row.goal is None else f"{row.goal[0]} {_number(row.goal[1])}"
     met = {None: "", True: "yes", False: "NO"}[row.met]
     ratio = "" if row.ratio is None else f"{row.ratio:.2f}x"
-    return (row.workload, row.name, _number(row.value), row.unit, goal, met, _number(row.baseline), ratio)
+    baseline = _number(row.baseline)
+    return (row.workload, row.name, _number(row.value), row.unit, goal, met, baseline, ratio, row.note or "")
 
 
 def table(rows: list[Row]) -> str:

@@ -96,12 +96,54 @@ class SqliteBaseline:
             ).fetchone()
         )
 
+    def index(self, name: str, columns: str) -> None:
+        """Create an index a workload's queries need (once; the older workloads' plans do not use it).
+        Built outside any timing, as an application would have it before its queries run."""
+        with self._db:
+            self._db.execute(f"CREATE INDEX IF NOT EXISTS {name} ON docs ({columns})")
+
+    def service_range_page(self, service: str, lo: int, hi: int, size: int) -> list[tuple[int, str]]:
+        """(ts, id) of the first `size` rows of `service` with lo <= ts < hi, by ts desc then id asc."""
+        return self._db.execute(
+            "SELECT ts, id FROM docs WHERE service = ? AND ts >= ? AND ts < ? ORDER BY ts DESC, id LIMIT ?",
+            [service, lo, hi, size],
+        ).fetchall()
+
+    def service_range_count(self, service: str, lo: int, hi: int) -> int:
+        return self._db.execute(
+            "SELECT count(*) FROM docs WHERE service = ? AND ts >= ? AND ts < ?", [service, lo, hi]
+        ).fetchone()[0]
+
+    def range_top_bytes(self, lo: int, hi: int, size: int) -> list[int]:
+        """The `size` largest `bytes` of the rows with lo <= ts < hi, largest first."""
+        rows = self._db.execute(
+            "SELECT bytes FROM docs WHERE ts >= ? AND ts < ? ORDER BY bytes DESC LIMIT ?", [lo, hi, size]
+        ).fetchall()
+        return [row[0] for row in rows]
+
+    def range_count(self, lo: int, hi: int) -> int:
+        return self._db.execute("SELECT count(*) FROM docs WHERE ts >= ? AND ts < ?", [lo, hi]).fetchone()[0]
+
+    def keyset_page_id_asc(self, after: tuple[int, str] | None, size: int) -> list[tuple[int, str]]:
+        """(ts, id) of the rows after `after` in (ts desc, id asc) order (None: from the start)."""
+        if after is None:
+            return self._db.execute("SELECT ts, id FROM docs ORDER BY ts DESC, id LIMIT ?", [size]).fetchall()
+        ts, id_ = after
+        return self._db.execute(
+            "SELECT ts, id FROM docs WHERE ts <= ? AND (ts < ? OR id > ?) ORDER BY ts DESC, id LIMIT ?",
+            [ts, ts, id_, size],
+        ).fetchall()
+
+    def service_counts(self) -> list[tuple[str, int]]:
+        """(service, count) by count desc then name: what a `terms` aggregation on service counts."""
+        return self._db.execute(
+            "SELECT service, count(*) AS c FROM docs GROUP BY service ORDER BY c DESC, service"
+        ).fetchall()
+
     def service_counts_and_days(self) -> tuple[list[tuple[str, int]], list[tuple[int, int]]]:
         """(service, count) by count desc then name, and (UTC day start in ms, count) by day: what a
         `terms` and a daily `date_histogram` aggregation over every document count."""
-        services = self._db.execute(
-            "SELECT service, count(*) AS c FROM docs GROUP BY service ORDER BY c DESC, service"
-        ).fetchall()
+        services = self.service_counts()
         days = self._db.execute(
             "SELECT ts - ts % 86400000 AS day, count(*) FROM docs GROUP BY day ORDER BY day"
         ).fetchall()

@@ -93,3 +93,42 @@ def check_timestamps(hits: list[dict], expected: list[tuple], what: str) -> None
         f"{what}: {len(got)} hits, SQLite has {len(want)}; first difference at hit {at}: "
         f"{got[at : at + 1]} vs {want[at : at + 1]}"
     )
+
+
+def future_ms(ctx: Context) -> int:
+    """A timestamp an hour after the dataset's newest: documents written from there on sort first
+    by `@timestamp` desc and fall outside every range drawn from the dataset's span."""
+    return int(ctx.dataset.ts_ms.max()) + 3_600_000
+
+
+def extra_docs(ctx: Context, first: int, timestamps_ms: np.ndarray) -> list[tuple[str, str]]:
+    """(`_id`, `_source`) of documents written beyond the dataset: ids from `first` on (zero-padded
+    like the dataset's), the given timestamps, the other fields copied from the dataset's docs."""
+    n = len(ctx.dataset)
+    stamps = np.datetime_as_string(timestamps_ms.astype("datetime64[ms]"), unit="ms", timezone="UTC")
+    docs = []
+    for k, stamp in enumerate(stamps.tolist()):
+        i, doc_id = k % n, f"{first + k:010d}"
+        d = ctx.dataset
+        docs.append(
+            (
+                doc_id,
+                f'{{"@timestamp":"{stamp}","status":{d.status[i]},"service":"{d.services[i]}",'
+                f'"user_id":"{d.users[i]}","bytes":{d.nbytes[i]},"message":"{d.messages[i]}",'
+                f'"id":"{doc_id}"}}',
+            )
+        )
+    return docs
+
+
+def ndjson_index(docs: list[tuple[str, str]]) -> bytes:
+    return "".join(f'{{"index":{{"_id":"{i}"}}}}\n{source}\n' for i, source in docs).encode()
+
+
+def remove_extra_docs(ctx: Context, ids: list[str]) -> None:
+    """Delete what a workload wrote beyond the dataset, so the next workloads find exactly it."""
+    for k in range(0, len(ids), BULK_CHUNK):
+        body = "".join(f'{{"delete":{{"_id":"{i}"}}}}\n' for i in ids[k : k + BULK_CHUNK]).encode()
+        bulk_raw(ctx, ctx.index, [body])
+    refresh(ctx, ctx.index)
+    check(count(ctx, ctx.index) == len(ctx.dataset), "the extra documents are still counted after deletion")
