@@ -226,11 +226,16 @@ def sorted_hitlist(
     total: int,
     partials: list,
     max_score: float | None = None,
+    *,
+    few: bool = False,
 ) -> HitList:
     """A HitList of the given documents (gathered in (shard, doc) order), sorted by the request's
-    sort, ties kept in gathering order. `max_score` defaults to the best of these documents."""
+    sort, ties kept in gathering order. `max_score` defaults to the best of these documents;
+    `few`: they are a page's candidates (see `sort_column`)."""
     specs = effective_sort(request)
-    columns = [sort_column(spec, targets, seg_docs, target_arr, doc_arr, score_arr) for spec in specs]
+    columns = [
+        sort_column(spec, targets, seg_docs, target_arr, doc_arr, score_arr, few=few) for spec in specs
+    ]
     keys: list[np.ndarray] = []
     for col in columns:
         keys.extend(col.key_columns())
@@ -301,7 +306,13 @@ def sort_column(
     target_arr: np.ndarray,
     doc_arr: np.ndarray,
     score_arr: np.ndarray | None,
+    *,
+    few: bool = False,
 ) -> SortColumn:
+    """The sort column of the documents `seg_docs` (in gathering order). Keywords compare through
+    global ordinals over every term of the segments involved (built once per set of segments and
+    cached), or, with `few`, through the terms of these documents alone: a page's candidates
+    come from segment sets that differ with every query, and hold few values."""
     special = special_kind(spec)
     if special is not None:
         # Every document has these; a `null` cursor still means "past the missing values".
@@ -317,7 +328,9 @@ def sort_column(
     values: list[np.ndarray] = []
     present: list[np.ndarray] = []
     terms = None
-    if kind == "keyword":
+    if kind == "keyword" and few:
+        terms, values, present = _own_terms(spec, seg_docs)
+    elif kind == "keyword":
         views = [view for _, view, _ in seg_docs]
         terms, maps = global_ordinals(spec.field, [v.segment for v in views])
         for (_, view, docs), gmap in zip(seg_docs, maps, strict=True):
@@ -345,6 +358,30 @@ def sort_column(
     return SortColumn(
         spec, kind, vals.astype(dtype, copy=False), render_present, None, tuple(field_types), substitute
     )
+
+
+def _own_terms(
+    spec: SortSpec, seg_docs: list[tuple[int, object, np.ndarray]]
+) -> tuple[np.ndarray, list[np.ndarray], list[np.ndarray]]:
+    """(sorted terms of the documents' values, per segment their ordinals in it, per segment
+    which documents have a value). O(values log values)."""
+    raw: list[np.ndarray] = []
+    present: list[np.ndarray] = []
+    for _, view, docs in seg_docs:
+        col = view.segment.column(spec.field)  # type: ignore[attr-defined]
+        ords, has = keyword_values(col, spec, docs, np.empty(0, np.int64))
+        raw.append(np.asarray(col.terms)[ords[has]] if has.any() else np.empty(0, "S1"))
+        present.append(has)
+    terms, inverse = np.unique(np.concatenate(raw) if raw else np.empty(0, "S1"), return_inverse=True)
+    values: list[np.ndarray] = []
+    pos = 0
+    for has in present:
+        local = np.zeros(len(has), dtype=np.int64)
+        count = int(np.count_nonzero(has))
+        local[has] = inverse[pos : pos + count]
+        values.append(local)
+        pos += count
+    return terms, values, present
 
 
 def _with_term(

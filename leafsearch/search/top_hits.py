@@ -118,7 +118,7 @@ def _top_hits(
     doc_arr = np.concatenate([d + v.doc_base for _, v, d in seg_docs] or [np.empty(0, np.int64)])
     score_arr = (np.concatenate(scores) if scores else np.empty(0, np.float32)) if scoring else None
     hits = sorted_hitlist(
-        targets, request, seg_docs, target_arr, doc_arr, score_arr, total, partials, max_score
+        targets, request, seg_docs, target_arr, doc_arr, score_arr, total, partials, max_score, few=True
     )
     hits.timed_out = guard.expired
     if len(hits) > k and request.search_after is None:
