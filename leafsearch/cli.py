@@ -87,8 +87,8 @@ def serve(
 
     from leafsearch.errors import ElasticError
     from leafsearch.node import Node, NodeLocked
+    from leafsearch.rest.access import is_loopback_host
     from leafsearch.rest.app import create_app
-    from leafsearch.rest.guard import is_loopback_host
     from leafsearch.settings import parse_byte_size
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -428,7 +428,7 @@ NODE_SETTINGS: dict[str, Setting] = {
     "indices.query.bool.max_nested_depth": Setting(
         "indices.query.bool.max_nested_depth", "30", int_setting(1), False
     ),
-    # Cross-origin requests (rest/guard.py): off, so a request with an `Origin` header is refused.
+    # Cross-origin requests (rest/access.py): off, so a request with an `Origin` header is refused.
     "http.cors.enabled": Setting("http.cors.enabled", "false", bool_setting, False),
     "http.cors.allow-origin": Setting("http.cors.allow-origin", "", any_setting, False),
     "http.cors.allow-methods": Setting(

@@ -10,7 +10,7 @@ import httpx
 import pytest
 from conftest import error_of, running_server
 
-from leafsearch.rest.guard import ACTIONS
+from leafsearch.rest.access import ACTIONS
 from leafsearch.rest.routes import ROUTES
 from leafsearch.security.subject import is_read_action
 

@@ -42,9 +42,7 @@ def service_range_queries(ctx: Context, seed: int, count: int) -> list[tuple[str
     """W6's shape: a random service (uniform over the 50, whose sizes are skewed) and time range."""
     rng = np.random.default_rng(seed)
     services = rng.integers(0, len(SERVICES), size=count)
-    return [
-        (SERVICES[s], lo, hi) for s, (lo, hi) in zip(services, time_ranges(ctx, rng, count), strict=True)
-    ]
+    return [(SERVICES[s], lo, hi) for s, (lo, hi) in zip(services, time_ranges(ctx, rng, count), strict=True)]
 
 
 def service_range_body(service: str, lo: int, hi: int) -> dict[str, Any]:

@@ -21,8 +21,8 @@ from starlette.routing import Route as StarletteRoute
 
 from leafsearch.errors import ContentTooLong, ElasticError, IllegalArgument, ParseException
 from leafsearch.memory import Trimmer
+from leafsearch.rest.access import AccessControl, Refusal, is_loopback_host
 from leafsearch.rest.exchange import RESPONSE_PARAMS, RestRequest, RestResponse, parse_bool
-from leafsearch.rest.guard import Guard, Refusal, is_loopback_host
 from leafsearch.rest.media import JSON, NotAcceptable, negotiate
 from leafsearch.rest.render import filter_path, to_json
 from leafsearch.rest.router import Route, Router
@@ -58,12 +58,12 @@ class _BadEncoding(Exception):
 class Dispatcher:
     """The ASGI application behind every path."""
 
-    def __init__(self, node: Node, max_content_length: int, guard: Guard) -> None:
+    def __init__(self, node: Node, max_content_length: int, access: AccessControl) -> None:
         self.node = node
         self.router = Router(ROUTES)
         self.max_content_length = max_content_length
         self.trimmer = Trimmer()
-        self.guard = guard
+        self.access = access
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         method: str = scope["method"]
@@ -74,8 +74,8 @@ class Dispatcher:
         headers = _headers(scope)
         params = dict(parse_qsl(query, keep_blank_values=True))
         pretty = _is_pretty(params)
-        try:  # foreign Host and Origin are refused before the body is read (rest/guard.py)
-            cors = self.guard.screen(method, headers)
+        try:  # foreign Host and Origin are refused before the body is read (rest/access.py)
+            cors = self.access.screen(method, headers)
         except Refusal as refusal:
             payload = b"" if refusal.error.status == 200 else to_json(refusal.error.body(), pretty=pretty)
             await _send(send, refusal.error.status, payload, JSON, method, refusal.headers)
@@ -212,7 +212,7 @@ class Dispatcher:
                 raise IllegalArgument(
                     unrecognized(request.path, unknown, route.params | RESPONSE_PARAMS, "parameter")
                 )
-            self.guard.admit(route, request)
+            self.access.admit(route, request)
             parse_bool(request.params.get("error_trace"), False)
             response: RestResponse = route.handler(self.node, request)
             if response.text is not None:
@@ -227,7 +227,7 @@ class Dispatcher:
         except ElasticError as exc:
             return exc.status, to_json(exc.body(), pretty=pretty), content_type, getattr(exc, "headers", {})
         except Exception as exc:  # a bug: answer like Elasticsearch's 500 and keep serving
-            return 500, to_json(self.guard.internal_error(exc, request), pretty=pretty), content_type, {}
+            return 500, to_json(self.access.internal_error(exc, request), pretty=pretty), content_type, {}
 
 
 async def _watch_disconnect(receive: Receive, cancelled: threading.Event) -> None:
@@ -290,5 +290,5 @@ def create_app(
     """The Starlette application serving `node`; `max_content_length` is `http.max_content_length`,
     `bind_host` the address listened on (a loopback one makes the Host check apply), and
     `node_settings` the node settings given at start (`http.cors.*`)."""
-    guard = Guard(node, loopback_only=is_loopback_host(bind_host), node_settings=node_settings or {})
-    return Starlette(routes=[StarletteRoute("/{path:path}", Dispatcher(node, max_content_length, guard))])
+    access = AccessControl(node, loopback_only=is_loopback_host(bind_host), node_settings=node_settings or {})
+    return Starlette(routes=[StarletteRoute("/{path:path}", Dispatcher(node, max_content_length, access))])

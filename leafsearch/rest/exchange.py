@@ -21,7 +21,7 @@ from leafsearch.request.timevalue import parse_time_value
 # Parameters every endpoint accepts; they shape the response, not the action.
 RESPONSE_PARAMS = frozenset({"pretty", "human", "error_trace", "filter_path", "format"})
 #: The parameters that stand for the body on the read APIs that take them (search, count, mget,
-#: scroll); `rest/guard.py` applies them, only with `source_content_type`, as Elasticsearch does.
+#: scroll); `rest/access.py` applies them, only with `source_content_type`, as Elasticsearch does.
 SOURCE_PARAMS = frozenset({"source", "source_content_type"})
 _INTEGER = re.compile(r"[+-]?\d+")
 _JSON_TYPE_NAMES = {

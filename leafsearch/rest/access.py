@@ -209,7 +209,7 @@ def _host_name(header: str) -> str:
     return name if name and port.isdigit() else header
 
 
-class Guard:
+class AccessControl:
     """The checks of one HTTP front, with the node whose users it authenticates."""
 
     def __init__(self, node: Node, *, loopback_only: bool, node_settings: Mapping[str, str]) -> None:
