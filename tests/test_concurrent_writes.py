@@ -4,7 +4,7 @@ moment: every acknowledged operation is there after the restart, with its acknow
 Each writer thread owns its ids and runs one request at a time, so for every id the last
 acknowledged operation is known, and so is the one request that may have been in flight when the
 server died (applied or not: both are allowed for it, nothing else is). The seed is printed on
-failure; `LEAFSEARCH_CRASH_TRIALS` runs more trials per writer count (one by default).
+failure; `LEAFSEARCH_CRASH_TRIALS` runs more trials per writer count (two by default).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import orjson
 import pytest
 from conftest import running_server
 
-TRIALS = int(os.environ.get("LEAFSEARCH_CRASH_TRIALS", "1"))
+TRIALS = int(os.environ.get("LEAFSEARCH_CRASH_TRIALS", "2"))
 IDS_PER_WRITER = 25
 SETTINGS = {"settings": {"number_of_shards": 2, "refresh_interval": "100ms"}}
 
