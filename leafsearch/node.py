@@ -22,12 +22,14 @@ from leafsearch import documents, memory
 from leafsearch.admin import resolve_index_expression
 from leafsearch.breaker import Breakers
 from leafsearch.errors import IndexNotFound
-from leafsearch.index.block_cache import SOURCE_BLOCKS
+from leafsearch.index.block_cache import BlockCache
 from leafsearch.index.index import DELETED_PREFIX, Index
 from leafsearch.index.mapping import Mapping
-from leafsearch.search import coordinator, phases, scroll_pit, sort_keys
+from leafsearch.search import coordinator, scroll_pit
 from leafsearch.search.contexts import ContextRegistry
+from leafsearch.search.hitlist import HitListCache
 from leafsearch.search.segment_orders import SegmentOrders
+from leafsearch.search.sort_keys import GlobalOrdinals
 from leafsearch.search.stats import SearchStats
 from leafsearch.security.store import SecurityStore
 from leafsearch.settings import ClusterSettings
@@ -77,19 +79,24 @@ class Node:
         self.lock = threading.RLock()
         self.cluster_settings = ClusterSettings(self.path / "cluster_settings.json")
         self.breakers = Breakers(self.cluster_settings)
+        # The search caches are the node's, each bounded by its setting (`_bound_caches`).
+        settings = self.cluster_settings
+        self.source_blocks = BlockCache(settings.get("indices.cache.source_blocks.size"))
+        self.global_ordinals = GlobalOrdinals(settings.get("indices.fielddata.cache.size"))
+        self.hitlists = HitListCache(settings.get("indices.cache.hitlist.size"), self.global_ordinals)
+        self.sort_orders = SegmentOrders(settings.get("indices.cache.sort_orders.size"))
         self.indices: dict[str, Index] = {}
         indices_dir = self.path / "indices"
         indices_dir.mkdir(exist_ok=True)
         for folder in sorted(indices_dir.iterdir()):
             if (folder / "meta.json").exists() and not folder.name.startswith(DELETED_PREFIX):
-                index = Index.open(folder)
+                index = Index.open(folder, self.source_blocks)
                 self.indices[index.name] = index
             else:  # a deletion or a creation that a crash interrupted
                 shutil.rmtree(folder, ignore_errors=True)
         self.search_stats = SearchStats()
         self.contexts = ContextRegistry(self, clock)
         self.security = SecurityStore(self.path / "security")
-        self.sort_orders = SegmentOrders(self.cluster_settings.get("indices.cache.sort_orders.size"))
         self._bound_caches()
         self.cluster_settings.listeners.append(self._bound_caches)
         self._closed = threading.Event()
@@ -104,12 +111,12 @@ class Node:
                 self._threads.append(thread)
 
     def _bound_caches(self) -> None:
-        """Apply the cache size settings to the search engine's caches (process-wide ones too)."""
+        """Apply the cache size settings (at start and on every cluster settings update)."""
         settings = self.cluster_settings
-        phases.HITLISTS.resize(settings.get("indices.cache.hitlist.size"))
+        self.hitlists.resize(settings.get("indices.cache.hitlist.size"))
         self.sort_orders.resize(settings.get("indices.cache.sort_orders.size"))
-        sort_keys.bound_global_ordinals(settings.get("indices.fielddata.cache.size"))
-        SOURCE_BLOCKS.resize(settings.get("indices.cache.source_blocks.size"))
+        self.global_ordinals.resize(settings.get("indices.fielddata.cache.size"))
+        self.source_blocks.resize(settings.get("indices.cache.source_blocks.size"))
         self.contexts.read_ahead.max_pages = settings.get("search.read_ahead.max_pages")
 
     def _identity(self) -> dict:
@@ -133,6 +140,7 @@ class Node:
         for thread in self._threads:
             thread.join(timeout=60)
         self.contexts.close_all()
+        self.hitlists.close()
         with self.lock:
             for index in self.indices.values():
                 index.close()
@@ -211,7 +219,7 @@ class Node:
 
     def create_index(self, name: str, settings: dict[str, str], mapping: Mapping) -> Index:
         with self.lock:
-            index = Index.create(self.path / "indices", name, settings, mapping)
+            index = Index.create(self.path / "indices", name, settings, mapping, self.source_blocks)
             self.indices[name] = index
             return index
 

@@ -24,7 +24,6 @@ from hypothesis import strategies as st
 
 import leafsearch
 from leafsearch import admin
-from leafsearch.search import phases
 
 LONG_MAX, LONG_MIN = 2**63 - 1, -(2**63)
 NANOS_BASE = 1_700_000_000_000_000_000
@@ -334,10 +333,10 @@ def segment_folders(node: leafsearch.Node, pit_id: str) -> set[Path]:
     return {view.segment.folder for t in ctx.targets for view in t.searcher.views}
 
 
-def cached_lists_of(folders: set[Path]) -> int:
+def cached_lists_of(node: leafsearch.Node, folders: set[Path]) -> int:
     return sum(
         1
-        for hitlist in phases.HITLISTS._entries.values()
+        for hitlist in node.hitlists._entries.values()
         if any(view.segment.folder in folders for t in hitlist.targets for view in t.searcher.views)
     )
 
@@ -351,7 +350,7 @@ def test_a_pit_holds_its_segments_until_it_ends(node: leafsearch.Node, clock: Fa
         pit_id = node.open_pit(index, "1s" if ending == "expiry" else "5m", {})["id"]
         held = segment_folders(node, pit_id)
         node.search(None, {"pit": {"id": pit_id}, "sort": [{"lg": "desc"}], "size": 5}, {})
-        assert cached_lists_of(held) == 1
+        assert cached_lists_of(node, held) == 1
         # Replace every document, then merge: the current snapshot no longer needs the old segment.
         bulk(node, index, {f"d{i}": {"lg": -i} for i in range(30)})
         mutate(node, index, "merge", {})
@@ -369,7 +368,7 @@ def test_a_pit_holds_its_segments_until_it_ends(node: leafsearch.Node, clock: Fa
             clock.advance(1.001)
             node.contexts.reap()
         assert not any(folder.exists() for folder in held)
-        assert cached_lists_of(held) == 0
+        assert cached_lists_of(node, held) == 0
         assert node.contexts.open_count() == 0
     finally:
         node.drop_index(index)

@@ -1,4 +1,5 @@
-"""Recently decompressed `_source` blocks, shared by every reader in the process.
+"""Recently decompressed `_source` blocks, shared by every reader of a node (the Node owns one,
+bounded by `indices.cache.source_blocks.size`, and its shards hand it to their segments).
 
 Why: a sliced scroll splits documents by a hash of their id, so every slice reads every block of
 a segment. Slices read in parallel move through the segments together, and the later ones find
@@ -43,7 +44,3 @@ class BlockCache:
             self._blocks[key] = data
             self._bytes += len(data)
             self._evict()
-
-
-#: The process's cache: about 3,500 blocks of the benchmark's log documents at its default size.
-SOURCE_BLOCKS = BlockCache(32 * 1024 * 1024)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import orjson
 
+from leafsearch.index.block_cache import BlockCache
 from leafsearch.index.mapping import Mapping
 from leafsearch.index.mapping_batch import parse_batch
 from leafsearch.index.parsed import ParsedBatch
@@ -25,7 +26,8 @@ from leafsearch.settings import index_setting
 
 
 class Index:
-    def __init__(self, folder: Path, meta: dict) -> None:
+    def __init__(self, folder: Path, meta: dict, blocks: BlockCache | None = None) -> None:
+        """`blocks`: the node's cache of decompressed source blocks, for every segment."""
         self.folder = folder
         self.name: str = meta["name"]
         self.uuid: str = meta["uuid"]
@@ -39,13 +41,22 @@ class Index:
         routing = self.settings.get("index.number_of_routing_shards")
         self.routing_num_shards = int(routing) if routing else default_routing_num_shards(self.num_shards)
         self._persisted_mapping_version = self.mapping.version
-        self.shards = [Shard(folder / str(i), i, self._parse_for_recovery) for i in range(self.num_shards)]
+        self.shards = [
+            Shard(folder / str(i), i, self._parse_for_recovery, blocks) for i in range(self.num_shards)
+        ]
         self._persist_if_mapping_changed()
         self.last_write = 0.0
         self.last_search = time.monotonic()
 
     @classmethod
-    def create(cls, folder: Path, name: str, settings: dict[str, str], mapping: Mapping) -> Index:
+    def create(
+        cls,
+        folder: Path,
+        name: str,
+        settings: dict[str, str],
+        mapping: Mapping,
+        blocks: BlockCache | None = None,
+    ) -> Index:
         settings = dict(settings)
         settings.setdefault("index.number_of_shards", "1")
         settings.setdefault("index.number_of_replicas", "1")
@@ -60,11 +71,11 @@ class Index:
         path = folder / uuid
         path.mkdir(parents=True)
         _write_json(path / "meta.json", meta)
-        return cls(path, meta)
+        return cls(path, meta, blocks)
 
     @classmethod
-    def open(cls, path: Path) -> Index:
-        return cls(path, orjson.loads((path / "meta.json").read_bytes()))
+    def open(cls, path: Path, blocks: BlockCache | None = None) -> Index:
+        return cls(path, orjson.loads((path / "meta.json").read_bytes()), blocks)
 
     def setting(self, key: str):
         return index_setting(self.settings, key)

@@ -29,7 +29,7 @@ import numpy as np
 import orjson
 import zstandard
 
-from leafsearch.index.block_cache import SOURCE_BLOCKS
+from leafsearch.index.block_cache import BlockCache
 from leafsearch.index.columns import DocValues, KeywordColumn, NumericColumn, TextColumn
 from leafsearch.index.uid import slice_hashes
 
@@ -220,6 +220,7 @@ class Segment:
         self.max_doc: int = meta["max_doc"]
         self.field_meta: dict[str, dict] = meta["fields"]
         self._columns: dict[str, object] = {}
+        self.blocks: BlockCache | None = None  # the node's cache of decompressed source blocks
         self._local = threading.local()  # zstd decompressors must not be shared between threads
         self._source_data: bytes | mmap.mmap = b""
         with open(folder / "_source.bin", "rb") as fh:
@@ -290,8 +291,11 @@ class Segment:
         return lo, hi
 
     def block(self, index: int) -> bytes:
+        """One decompressed `_source` block, through the node's block cache when the shard gave
+        this segment one (`blocks`)."""
         key = (self._cache_key, index)
-        data = SOURCE_BLOCKS.get(key)
+        cache = self.blocks
+        data = cache.get(key) if cache is not None else None
         if data is not None:
             return data
         offsets = self._source_blocks
@@ -299,7 +303,8 @@ class Segment:
         if decompressor is None:
             decompressor = self._local.zstd = zstandard.ZstdDecompressor()
         data = decompressor.decompress(self._source_data[offsets[index] : offsets[index + 1]])
-        SOURCE_BLOCKS.put(key, data)
+        if cache is not None:
+            cache.put(key, data)
         return data
 
     def sources(self, docs: np.ndarray | list[int]) -> list[bytes]:

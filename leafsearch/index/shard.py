@@ -27,6 +27,7 @@ import numpy as np
 import orjson
 
 from leafsearch.errors import FlushFailed, TranslogFailed
+from leafsearch.index.block_cache import BlockCache
 from leafsearch.index.buffer import IndexBuffer
 from leafsearch.index.merge_policy import find_merge
 from leafsearch.index.merge_worker import merge_in_worker
@@ -144,8 +145,9 @@ class IndexBatch:
 
 
 class Shard:
-    def __init__(self, folder: Path, shard_id: int, parse) -> None:
-        """`parse(source, doc_id) -> ParsedDoc` comes from the index's mapping (used in recovery)."""
+    def __init__(self, folder: Path, shard_id: int, parse, blocks: BlockCache | None = None) -> None:
+        """`parse(source, doc_id) -> ParsedDoc` comes from the index's mapping (used in recovery);
+        `blocks` is the node's cache of decompressed source blocks, given to every segment."""
         self.folder = folder
         self.shard_id = shard_id
         self.lock = threading.RLock()  # writes, refresh, merge installation
@@ -154,6 +156,7 @@ class Shard:
         self._searcher_lock = threading.Lock()
         self._refs_lock = threading.Lock()
         self._parse = parse
+        self.blocks = blocks
         folder.mkdir(parents=True, exist_ok=True)
         self.segments: list[Segment] = []
         self._seg_refs: dict[str, int] = {}
@@ -178,9 +181,7 @@ class Shard:
         Searchers taken before (a PIT, a scroll) keep their files; the others are released."""
         commit = self._read_commit()
         held = {s.name: s for s in self.segments}
-        segments = [
-            held.pop(name, None) or Segment(self.folder / name) for name in commit.get("segments", [])
-        ]
+        segments = [held.pop(name, None) or self._open_segment(name) for name in commit.get("segments", [])]
         live_files: dict[str, str] = dict(commit.get("live", {}))
         live = {
             seg.name: np.load(self.folder / live_files[seg.name]) if seg.name in live_files else None
@@ -455,8 +456,14 @@ class Shard:
         self._add_segment(seg, flushing.buffer)
         self.version_map = {k: v for k, v in self.version_map.items() if v.buffer is self.buffer}
 
+    def _open_segment(self, name: str) -> Segment:
+        seg = Segment(self.folder / name)
+        seg.blocks = self.blocks
+        return seg
+
     def _add_segment(self, seg: Segment, buffer: IndexBuffer) -> None:
         """Append the segment written from `buffer`, its deleted documents masked."""
+        seg.blocks = self.blocks
         self.segments.append(seg)
         with self._refs_lock:
             self._seg_refs[seg.name] = 1
@@ -648,7 +655,7 @@ class Shard:
             name = self._next_segment_name()
         try:
             merge_in_worker([(seg.folder, live) for seg, live in parts], self.folder / name)
-            merged = Segment(self.folder / name)
+            merged = self._open_segment(name)
             with self.lock:
                 if self.closed:
                     shutil.rmtree(merged.folder, ignore_errors=True)

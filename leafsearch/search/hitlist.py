@@ -11,6 +11,7 @@ through per-segment live counts (the fastest full export, and the `_doc` scroll)
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections import OrderedDict
@@ -31,6 +32,7 @@ from leafsearch.search.guard import (
 )
 from leafsearch.search.matching import QueryContext, execute, prepare, query_key
 from leafsearch.search.sort_keys import (
+    GlobalOrdinals,
     SortColumn,
     global_ordinals,
     keyword_values,
@@ -166,18 +168,27 @@ def segment_matches(
 
 
 def build_hitlist(
-    targets: list[Target], request: SearchRequest, *, now_millis: int, with_aggs, guard: SearchGuard
+    targets: list[Target],
+    request: SearchRequest,
+    *,
+    now_millis: int,
+    with_aggs,
+    guard: SearchGuard,
+    ordinals: GlobalOrdinals | None = None,
 ) -> HitList:
     """Every match of every target, sorted: what a walk over one snapshot pages through.
     Cost: O(matches log matches) once per (snapshots, request); `top_hits` serves one page.
-    Its arrays are reserved on the request breaker first, and released when it returns."""
+    Its arrays are reserved on the request breaker first, and released when it returns.
+    `ordinals`: the node's cache of keyword global ordinals (None: computed for this list)."""
     try:
-        return _build(targets, request, now_millis, with_aggs, guard)
+        return _build(targets, request, now_millis, with_aggs, guard, ordinals)
     finally:
         guard.release_all()
 
 
-def _build(targets: list[Target], request: SearchRequest, now_millis: int, with_aggs, guard) -> HitList:
+def _build(
+    targets: list[Target], request: SearchRequest, now_millis: int, with_aggs, guard, ordinals
+) -> HitList:
     needs = needs_scores(request)
     target_pos: list[np.ndarray] = []
     docs_all: list[np.ndarray] = []
@@ -210,7 +221,9 @@ def _build(targets: list[Target], request: SearchRequest, now_millis: int, with_
     target_arr = np.concatenate(target_pos) if target_pos else np.empty(0, np.int32)
     doc_arr = np.concatenate(docs_all) if docs_all else np.empty(0, np.int64)
     score_arr = (np.concatenate(scores_all) if scores_all else np.empty(0, np.float32)) if needs else None
-    hitlist = sorted_hitlist(targets, request, seg_docs, target_arr, doc_arr, score_arr, total, partials)
+    hitlist = sorted_hitlist(
+        targets, request, seg_docs, target_arr, doc_arr, score_arr, total, partials, ordinals=ordinals
+    )
     hitlist.terminated_early = terminated
     hitlist.timed_out = guard.expired
     return hitlist
@@ -228,13 +241,15 @@ def sorted_hitlist(
     max_score: float | None = None,
     *,
     few: bool = False,
+    ordinals: GlobalOrdinals | None = None,
 ) -> HitList:
     """A HitList of the given documents (gathered in (shard, doc) order), sorted by the request's
     sort, ties kept in gathering order. `max_score` defaults to the best of these documents;
     `few`: they are a page's candidates (see `sort_column`)."""
     specs = effective_sort(request)
     columns = [
-        sort_column(spec, targets, seg_docs, target_arr, doc_arr, score_arr, few=few) for spec in specs
+        sort_column(spec, targets, seg_docs, target_arr, doc_arr, score_arr, few=few, ordinals=ordinals)
+        for spec in specs
     ]
     keys: list[np.ndarray] = []
     for col in columns:
@@ -308,11 +323,12 @@ def sort_column(
     score_arr: np.ndarray | None,
     *,
     few: bool = False,
+    ordinals: GlobalOrdinals | None = None,
 ) -> SortColumn:
     """The sort column of the documents `seg_docs` (in gathering order). Keywords compare through
-    global ordinals over every term of the segments involved (built once per set of segments and
-    cached), or, with `few`, through the terms of these documents alone: a page's candidates
-    come from segment sets that differ with every query, and hold few values."""
+    global ordinals over every term of the segments involved (cached in `ordinals`, the node's,
+    for each set of segments), or, with `few`, through the terms of these documents alone: a
+    page's candidates come from segment sets that differ with every query, and hold few values."""
     special = special_kind(spec)
     if special is not None:
         # Every document has these; a `null` cursor still means "past the missing values".
@@ -332,7 +348,10 @@ def sort_column(
         terms, values, present = _own_terms(spec, seg_docs)
     elif kind == "keyword":
         views = [view for _, view, _ in seg_docs]
-        terms, maps = global_ordinals(spec.field, [v.segment for v in views])
+        segments = [v.segment for v in views]
+        terms, maps = (
+            ordinals.get(spec.field, segments) if ordinals else global_ordinals(spec.field, segments)
+        )
         for (_, view, docs), gmap in zip(seg_docs, maps, strict=True):
             v, p = keyword_values(view.segment.column(spec.field), spec, docs, gmap)
             values.append(v)
@@ -501,13 +520,23 @@ class HitListCache:
     Queries whose result depends on the clock (`now` in date math) are never cached.
     """
 
-    def __init__(self, max_bytes: int = 512 * 1024 * 1024) -> None:
+    def __init__(self, max_bytes: int, ordinals: GlobalOrdinals) -> None:
+        """The node's: bounded by `indices.cache.hitlist.size`; `ordinals` are its global ordinals."""
         self.max_bytes = max_bytes
+        self.ordinals = ordinals
         self._entries: OrderedDict[tuple, HitList] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
         self._building: dict[tuple, threading.Lock] = {}
         Searcher.close_listeners.append(self._forget)
+
+    def close(self) -> None:
+        """Stop listening for released snapshots and drop every list (the node is closing)."""
+        with contextlib.suppress(ValueError):
+            Searcher.close_listeners.remove(self._forget)
+        with self._lock:
+            self._entries.clear()
+            self._bytes = 0
 
     def get_or_build(
         self, targets: list[Target], request: SearchRequest, *, with_aggs, guard: SearchGuard
@@ -518,7 +547,9 @@ class HitListCache:
         post = query_key(request.post_filter) if request.post_filter is not None else None
         cacheable = with_aggs is None and "now" not in repr(qkey) and "now" not in repr(post)
         if not cacheable:
-            return build_hitlist(targets, request, now_millis=now, with_aggs=with_aggs, guard=guard)
+            return build_hitlist(
+                targets, request, now_millis=now, with_aggs=with_aggs, guard=guard, ordinals=self.ordinals
+            )
         key = (
             snapshot_key(targets),
             qkey,
@@ -543,7 +574,9 @@ class HitListCache:
                 if hit is not None:
                     return hit
             try:
-                hit = build_hitlist(targets, request, now_millis=now, with_aggs=None, guard=guard)
+                hit = build_hitlist(
+                    targets, request, now_millis=now, with_aggs=None, guard=guard, ordinals=self.ordinals
+                )
             finally:
                 with self._lock:
                     self._building.pop(key, None)

@@ -24,7 +24,7 @@ from leafsearch.rest.exchange import parse_bool
 from leafsearch.search import fetch, top_hits
 from leafsearch.search.fetch_phase import render_hits
 from leafsearch.search.guard import SearchGuard
-from leafsearch.search.hitlist import HitList, HitListCache, shard_doc_page
+from leafsearch.search.hitlist import HitList, shard_doc_page
 from leafsearch.search.rescore import rescore
 from leafsearch.search.slicing import check_slice_field, pit_slice_range
 from leafsearch.search.sort_keys import missing_substitute
@@ -32,9 +32,6 @@ from leafsearch.search.targets import Target, acquire_targets
 
 if TYPE_CHECKING:
     from leafsearch.node import Node
-
-#: Built HitLists, bounded by `indices.cache.hitlist.size` (the node applies it).
-HITLISTS = HitListCache()
 
 
 def resolve_targets(node: Node, index_expr: str | None, params: dict[str, str]) -> list[Target]:
@@ -187,7 +184,7 @@ def query_phase(
                 )
             else:
                 guard = SearchGuard.for_search(node, request, cancelled)
-                hitlist = HITLISTS.get_or_build(targets, request, with_aggs=with_aggs, guard=guard)
+                hitlist = node.hitlists.get_or_build(targets, request, with_aggs=with_aggs, guard=guard)
                 if request.rescore:
                     hitlist = rescore(hitlist, request, int(time.time() * 1000))
         except (SearchPhaseExecution, TaskCancelled):

@@ -21,61 +21,68 @@ from leafsearch.index.columns import KeywordColumn, NumericColumn
 from leafsearch.request.search_types import DOC, SCORE, SHARD_DOC, SortSpec
 from leafsearch.search.fetch import fielddata_error, format_sort_value, parse_search_after_value
 
-_GLOBAL_ORDS: OrderedDict[tuple, tuple[np.ndarray, list[np.ndarray]]] = OrderedDict()
-_global_ords_lock = threading.Lock()
-_global_ords_bytes = 0
-#: `indices.fielddata.cache.size`: global ordinals are Elasticsearch's fielddata; the node sets it.
-global_ords_max_bytes = 128 * 1024 * 1024
+
+class GlobalOrdinals:
+    """Global ordinals of keyword fields over sets of segments (Elasticsearch's fielddata), the
+    node's, bounded in bytes by `indices.fielddata.cache.size`, least recently used first out.
+    Keyed by segment identity: segments never change, so a mapping holds for their life."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self._entries: OrderedDict[tuple, tuple[np.ndarray, list[np.ndarray]]] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def resize(self, max_bytes: int) -> None:
+        """Set the bound and drop the least recently used entries that no longer fit."""
+        with self._lock:
+            self.max_bytes = max_bytes
+            self._evict()
+
+    def _evict(self) -> None:
+        while self._bytes > self.max_bytes and self._entries:
+            self._bytes -= _ords_nbytes(self._entries.popitem(last=False)[1])
+
+    def get(self, field: str, segments: list) -> tuple[np.ndarray, list[np.ndarray]]:
+        """`global_ordinals` of these segments, cached when there are several."""
+        if len(segments) < 2:
+            return global_ordinals(field, segments)
+        key = (field, tuple(str(s.folder) for s in segments))
+        with self._lock:
+            hit = self._entries.get(key)
+            if hit is not None:
+                self._entries.move_to_end(key)
+                return hit
+        entry = global_ordinals(field, segments)
+        size = _ords_nbytes(entry)
+        with self._lock:
+            if size <= self.max_bytes and key not in self._entries:
+                self._entries[key] = entry
+                self._bytes += size
+                self._evict()
+        return entry
 
 
 def _ords_nbytes(entry: tuple[np.ndarray, list[np.ndarray]]) -> int:
     return entry[0].nbytes + sum(m.nbytes for m in entry[1])
 
 
-def bound_global_ordinals(max_bytes: int) -> None:
-    """Set the cache's size and drop the least recently used entries that no longer fit."""
-    global global_ords_max_bytes, _global_ords_bytes
-    with _global_ords_lock:
-        global_ords_max_bytes = max_bytes
-        while _global_ords_bytes > max_bytes and _GLOBAL_ORDS:
-            _global_ords_bytes -= _ords_nbytes(_GLOBAL_ORDS.popitem(last=False)[1])
-
-
 def global_ordinals(field: str, segments: list) -> tuple[np.ndarray, list[np.ndarray]]:
     """(sorted union of the field's terms, per segment the global ordinal of each local term).
-
-    Cached by segment identity: segments never change, so the mapping holds for their life.
-    """
-    global _global_ords_bytes
-    key = (field, tuple(str(s.folder) for s in segments))
-    with _global_ords_lock:
-        hit = _GLOBAL_ORDS.get(key)
-        if hit is not None:
-            _GLOBAL_ORDS.move_to_end(key)
-            return hit
+    O(terms log terms) over every term of the segments."""
     term_arrays = []
     for seg in segments:
         col = seg.column(field)
         term_arrays.append(np.asarray(col.terms) if isinstance(col, KeywordColumn) else np.empty(0, "S1"))
     if not term_arrays:
-        merged, maps = np.empty(0, "S1"), []
-    elif len(term_arrays) == 1:
-        merged = term_arrays[0]
-        maps = [np.arange(len(merged), dtype=np.int64)]
-    else:
-        merged, inverse = np.unique(np.concatenate(term_arrays), return_inverse=True)
-        maps, pos = [], 0
-        for t in term_arrays:
-            maps.append(inverse[pos : pos + len(t)].astype(np.int64))
-            pos += len(t)
-    entry = (merged, maps)
-    size = _ords_nbytes(entry)
-    with _global_ords_lock:
-        if size <= global_ords_max_bytes and key not in _GLOBAL_ORDS:
-            _GLOBAL_ORDS[key] = entry
-            _global_ords_bytes += size
-            while _global_ords_bytes > global_ords_max_bytes:
-                _global_ords_bytes -= _ords_nbytes(_GLOBAL_ORDS.popitem(last=False)[1])
+        return np.empty(0, "S1"), []
+    if len(term_arrays) == 1:
+        return term_arrays[0], [np.arange(len(term_arrays[0]), dtype=np.int64)]
+    merged, inverse = np.unique(np.concatenate(term_arrays), return_inverse=True)
+    maps, pos = [], 0
+    for t in term_arrays:
+        maps.append(inverse[pos : pos + len(t)].astype(np.int64))
+        pos += len(t)
     return merged, maps
 
 
