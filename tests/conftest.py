@@ -197,3 +197,18 @@ def clocked(tmp_path: Path) -> Iterator[ClockedNode]:
             server.should_exit = True
             thread.join(timeout=60)
             sock.close()
+
+
+@pytest.fixture
+def cluster_setting(http: httpx.Client) -> Iterator[Callable[[str, Any], None]]:
+    """Set transient cluster settings on the session's server for one test; removed afterwards."""
+    changed: list[str] = []
+
+    def put(key: str, value: Any) -> None:
+        response = http.put("/_cluster/settings", json={"transient": {key: value}})
+        assert response.status_code == 200, response.text
+        changed.append(key)
+
+    yield put
+    if changed:
+        http.put("/_cluster/settings", json={"transient": dict.fromkeys(changed)})

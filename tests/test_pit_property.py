@@ -336,7 +336,7 @@ def segment_folders(node: leafsearch.Node, pit_id: str) -> set[Path]:
 def cached_lists_of(node: leafsearch.Node, folders: set[Path]) -> int:
     return sum(
         1
-        for hitlist in node.hitlists._entries.values()
+        for hitlist in node.hitlists.lists()
         if any(view.segment.folder in folders for t in hitlist.targets for view in t.searcher.views)
     )
 

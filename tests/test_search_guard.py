@@ -224,21 +224,6 @@ def test_a_client_that_disconnects_cancels_its_search(gated: tuple[httpx.Client,
 # ---- circuit breaker ------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def cluster_setting(http: httpx.Client) -> Iterator[Callable[[str, Any], None]]:
-    """Set transient cluster settings for one test; they are removed afterwards."""
-    changed: list[str] = []
-
-    def put(key: str, value: Any) -> None:
-        response = http.put("/_cluster/settings", json={"transient": {key: value}})
-        assert response.status_code == 200, response.text
-        changed.append(key)
-
-    yield put
-    if changed:
-        http.put("/_cluster/settings", json={"transient": dict.fromkeys(changed)})
-
-
 def _breaker(http: httpx.Client) -> dict[str, Any]:
     nodes = http.get("/_nodes/stats/breaker").json()["nodes"]
     return next(iter(nodes.values()))["breakers"]["request"]

@@ -6,7 +6,7 @@ Elasticsearch's error type, status and message) and, where it is dynamic, after 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -17,21 +17,6 @@ TOO_MANY_BUCKETS = (
     "Trying to create too many buckets. Must be less than or equal to: [{}] but this number of buckets was "
     "exceeded. This limit can be set by changing the [search.max_buckets] cluster level setting."
 )
-
-
-@pytest.fixture
-def cluster_setting(http: httpx.Client) -> Iterator[Callable[[str, Any], None]]:
-    """Sets transient cluster settings for one test and removes them afterwards."""
-    changed: list[str] = []
-
-    def put(key: str, value: Any) -> None:
-        response = http.put("/_cluster/settings", json={"transient": {key: value}})
-        assert response.status_code == 200, response.text
-        changed.append(key)
-
-    yield put
-    for key in changed:
-        http.put("/_cluster/settings", json={"transient": {key: None}})
 
 
 @pytest.fixture

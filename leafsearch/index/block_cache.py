@@ -9,38 +9,11 @@ segment folder (segments are immutable and never reuse a folder name) and block 
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
+from leafsearch.bounded_cache import BoundedCache
 
 
-class BlockCache:
+class BlockCache(BoundedCache[tuple[str, int], bytes]):
+    """Decompressed blocks keyed by (segment folder, block number), bounded by their bytes."""
+
     def __init__(self, max_bytes: int) -> None:
-        self.max_bytes = max_bytes
-        self._blocks: OrderedDict[tuple[str, int], bytes] = OrderedDict()
-        self._bytes = 0
-        self._lock = threading.Lock()
-
-    def get(self, key: tuple[str, int]) -> bytes | None:
-        with self._lock:
-            data = self._blocks.get(key)
-            if data is not None:
-                self._blocks.move_to_end(key)
-            return data
-
-    def resize(self, max_bytes: int) -> None:
-        """Set the bound (`indices.cache.source_blocks.size`); blocks that no longer fit go."""
-        with self._lock:
-            self.max_bytes = max_bytes
-            self._evict()
-
-    def _evict(self) -> None:
-        while self._bytes > self.max_bytes and self._blocks:
-            self._bytes -= len(self._blocks.popitem(last=False)[1])
-
-    def put(self, key: tuple[str, int], data: bytes) -> None:
-        with self._lock:
-            if key in self._blocks:
-                return
-            self._blocks[key] = data
-            self._bytes += len(data)
-            self._evict()
+        super().__init__(max_bytes, len)

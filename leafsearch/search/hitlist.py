@@ -14,12 +14,12 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from leafsearch.bounded_cache import BoundedCache
 from leafsearch.index.searcher import Searcher, SegmentView
 from leafsearch.request.search_types import SearchRequest, SortSpec
 from leafsearch.search import slicing
@@ -349,9 +349,7 @@ def sort_column(
     elif kind == "keyword":
         views = [view for _, view, _ in seg_docs]
         segments = [v.segment for v in views]
-        terms, maps = (
-            ordinals.get(spec.field, segments) if ordinals else global_ordinals(spec.field, segments)
-        )
+        terms, maps = ordinals.of(spec.field, segments) if ordinals else global_ordinals(spec.field, segments)
         for (_, view, docs), gmap in zip(seg_docs, maps, strict=True):
             v, p = keyword_values(view.segment.column(spec.field), spec, docs, gmap)
             values.append(v)
@@ -517,16 +515,15 @@ def shard_doc_page(
 class HitListCache:
     """Recently built HitLists, bounded by memory, keyed by snapshots + query + sort + slice.
 
-    Queries whose result depends on the clock (`now` in date math) are never cached.
+    Queries whose result depends on the clock (`now` in date math) are never cached, nor a
+    HitList cut short by its timeout; a released snapshot's HitLists go with it.
     """
 
     def __init__(self, max_bytes: int, ordinals: GlobalOrdinals) -> None:
         """The node's: bounded by `indices.cache.hitlist.size`; `ordinals` are its global ordinals."""
-        self.max_bytes = max_bytes
         self.ordinals = ordinals
-        self._entries: OrderedDict[tuple, HitList] = OrderedDict()
-        self._bytes = 0
-        self._lock = threading.Lock()
+        self._lists: BoundedCache[tuple, HitList] = BoundedCache(max_bytes, HitList.nbytes)
+        self._lock = threading.Lock()  # a new list is kept only if no snapshot of it was released
         self._building: dict[tuple, threading.Lock] = {}
         Searcher.close_listeners.append(self._forget)
 
@@ -534,14 +531,19 @@ class HitListCache:
         """Stop listening for released snapshots and drop every list (the node is closing)."""
         with contextlib.suppress(ValueError):
             Searcher.close_listeners.remove(self._forget)
-        with self._lock:
-            self._entries.clear()
-            self._bytes = 0
+        self._lists.clear()
+
+    def resize(self, max_bytes: int) -> None:
+        """Set the bound (`indices.cache.hitlist.size`); HitLists that no longer fit go."""
+        self._lists.resize(max_bytes)
+
+    def lists(self) -> list[HitList]:
+        return self._lists.values()
 
     def get_or_build(
         self, targets: list[Target], request: SearchRequest, *, with_aggs, guard: SearchGuard
     ) -> HitList:
-        """A cached HitList, or one built now; one that timed out is partial and never cached."""
+        """A cached HitList, or one built now (one build at a time per key)."""
         now = int(time.time() * 1000)
         qkey = query_key(request.query)
         post = query_key(request.post_filter) if request.post_filter is not None else None
@@ -562,17 +564,15 @@ class HitListCache:
             request.track_scores,
             request.dfs,
         )
+        hit = self._lists.get(key)
+        if hit is not None:
+            return hit
         with self._lock:
-            hit = self._entries.get(key)
-            if hit is not None:
-                self._entries.move_to_end(key)
-                return hit
             build_lock = self._building.setdefault(key, threading.Lock())
         with build_lock:
-            with self._lock:
-                hit = self._entries.get(key)
-                if hit is not None:
-                    return hit
+            hit = self._lists.get(key)
+            if hit is not None:
+                return hit
             try:
                 hit = build_hitlist(
                     targets, request, now_millis=now, with_aggs=None, guard=guard, ordinals=self.ordinals
@@ -583,28 +583,10 @@ class HitListCache:
             with self._lock:
                 # A snapshot released while this was built was already forgotten: keep nothing of it.
                 if not hit.timed_out and not any(t.searcher.closed for t in targets):
-                    self._entries[key] = hit
-                    self._bytes += hit.nbytes()
-                self._evict()
+                    self._lists.put(key, hit)
         return hit
-
-    def resize(self, max_bytes: int) -> None:
-        """Set the bound (`indices.cache.hitlist.size`); HitLists that no longer fit go."""
-        with self._lock:
-            self.max_bytes = max_bytes
-            self._evict()
-
-    def _evict(self) -> None:
-        """Least recently used out until the cache fits (lock held); a HitList bigger than the
-        whole bound is not kept either."""
-        while self._bytes > self.max_bytes and self._entries:
-            _, old = self._entries.popitem(last=False)
-            self._bytes -= old.nbytes()
 
     def _forget(self, searcher: Searcher) -> None:
         """Drop HitLists of a released snapshot, so its memory and segment files go with it."""
         with self._lock:
-            for key in [
-                k for k, v in self._entries.items() if any(t.searcher is searcher for t in v.targets)
-            ]:
-                self._bytes -= self._entries.pop(key).nbytes()
+            self._lists.discard_where(lambda _, hit: any(t.searcher is searcher for t in hit.targets))

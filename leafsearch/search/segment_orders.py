@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from leafsearch.bounded_cache import BoundedCache
 from leafsearch.index.segment import Segment
 from leafsearch.search.sort_keys import SortColumn
 
@@ -105,63 +105,38 @@ def build_order(columns: list[SortColumn]) -> SegmentOrder:
     return SegmentOrder(order, [k[order] for k in keys], templates)
 
 
-class SegmentOrders:
-    """The Node's sort orders of segments, bounded in bytes, least recently used evicted first."""
+class SegmentOrders(BoundedCache[tuple[int, Any], SegmentOrder]):
+    """The Node's sort orders of segments, bounded in bytes (`indices.cache.sort_orders.size`)."""
 
     def __init__(self, max_bytes: int) -> None:
-        self.max_bytes = max_bytes
-        self._entries: OrderedDict[tuple[int, Any], SegmentOrder] = OrderedDict()
-        self._bytes = 0
-        self._lock = threading.Lock()
+        super().__init__(max_bytes, lambda order: order.nbytes)
         self._watched: set[int] = set()
-        self.evictions = 0
+        self._watch_lock = threading.Lock()
 
-    def get(self, segment: Segment, signature: Any, build: Callable[[], SegmentOrder]) -> SegmentOrder | None:
+    def order(
+        self, segment: Segment, signature: Any, build: Callable[[], SegmentOrder]
+    ) -> SegmentOrder | None:
         """The segment's order for `signature` (built now if missing), or None when one order
         alone would not fit the cache (the caller then selects without it)."""
         key = (id(segment), signature)
-        with self._lock:
-            found = self._entries.get(key)
-            if found is not None:
-                self._entries.move_to_end(key)
-                return found
+        found = self.get(key)
+        if found is not None:
+            return found
         if segment.max_doc * 12 > self.max_bytes:
             return None
         built = build()
-        with self._lock:
+        with self._watch_lock:
             if id(segment) not in self._watched:
                 self._watched.add(id(segment))
                 weakref.finalize(segment, self._forget, id(segment))
-            old = self._entries.pop(key, None)
-            if old is not None:
-                self._bytes -= old.nbytes
-            self._entries[key] = built
-            self._bytes += built.nbytes
-            self._evict()
+        self.put(key, built)
         return built
-
-    def resize(self, max_bytes: int) -> None:
-        with self._lock:
-            self.max_bytes = max_bytes
-            self._evict()
-
-    def _evict(self) -> None:
-        while self._bytes > self.max_bytes and self._entries:
-            _, old = self._entries.popitem(last=False)
-            self._bytes -= old.nbytes
-            self.evictions += 1
 
     def _forget(self, segment_id: int) -> None:
         """A segment is gone (no snapshot holds it): its orders go with it."""
-        with self._lock:
+        with self._watch_lock:
             self._watched.discard(segment_id)
-            for key in [k for k in self._entries if k[0] == segment_id]:
-                self._bytes -= self._entries.pop(key).nbytes
+        self.discard_where(lambda key, _: key[0] == segment_id)
 
     def stats(self) -> dict[str, int]:
-        with self._lock:
-            return {
-                "memory_size_in_bytes": self._bytes,
-                "count": len(self._entries),
-                "evictions": self.evictions,
-            }
+        return {"memory_size_in_bytes": self.nbytes, "count": len(self), "evictions": self.evictions}

@@ -9,57 +9,35 @@ and shards compare directly as integers.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from leafsearch.bounded_cache import BoundedCache
 from leafsearch.errors import ElasticError, IllegalArgument
 from leafsearch.index.columns import KeywordColumn, NumericColumn
 from leafsearch.request.search_types import DOC, SCORE, SHARD_DOC, SortSpec
 from leafsearch.search.fetch import fielddata_error, format_sort_value, parse_search_after_value
 
 
-class GlobalOrdinals:
+class GlobalOrdinals(BoundedCache[tuple, tuple[np.ndarray, list[np.ndarray]]]):
     """Global ordinals of keyword fields over sets of segments (Elasticsearch's fielddata), the
-    node's, bounded in bytes by `indices.fielddata.cache.size`, least recently used first out.
-    Keyed by segment identity: segments never change, so a mapping holds for their life."""
+    node's, bounded in bytes by `indices.fielddata.cache.size`. Keyed by segment identity:
+    segments never change, so a mapping holds for their life."""
 
     def __init__(self, max_bytes: int) -> None:
-        self.max_bytes = max_bytes
-        self._entries: OrderedDict[tuple, tuple[np.ndarray, list[np.ndarray]]] = OrderedDict()
-        self._bytes = 0
-        self._lock = threading.Lock()
+        super().__init__(max_bytes, _ords_nbytes)
 
-    def resize(self, max_bytes: int) -> None:
-        """Set the bound and drop the least recently used entries that no longer fit."""
-        with self._lock:
-            self.max_bytes = max_bytes
-            self._evict()
-
-    def _evict(self) -> None:
-        while self._bytes > self.max_bytes and self._entries:
-            self._bytes -= _ords_nbytes(self._entries.popitem(last=False)[1])
-
-    def get(self, field: str, segments: list) -> tuple[np.ndarray, list[np.ndarray]]:
+    def of(self, field: str, segments: list) -> tuple[np.ndarray, list[np.ndarray]]:
         """`global_ordinals` of these segments, cached when there are several."""
         if len(segments) < 2:
             return global_ordinals(field, segments)
         key = (field, tuple(str(s.folder) for s in segments))
-        with self._lock:
-            hit = self._entries.get(key)
-            if hit is not None:
-                self._entries.move_to_end(key)
-                return hit
-        entry = global_ordinals(field, segments)
-        size = _ords_nbytes(entry)
-        with self._lock:
-            if size <= self.max_bytes and key not in self._entries:
-                self._entries[key] = entry
-                self._bytes += size
-                self._evict()
+        entry = self.get(key)
+        if entry is None:
+            entry = global_ordinals(field, segments)
+            self.put(key, entry)
         return entry
 
 

@@ -166,7 +166,7 @@ def _order(
         seg_docs = [(0, view, docs)]
         return build_order([sort_column(spec, [target], seg_docs, zeros, docs, None) for spec in specs])
 
-    return orders.get(view.segment, signature, build)
+    return orders.order(view.segment, signature, build)
 
 
 def _type_signature(field_type: Any) -> Any:
