@@ -242,6 +242,43 @@ def test_api_keys_authenticate_carry_their_owners_roles_and_can_be_invalidated(
     assert stat.S_IMODE(os.stat(data / "security" / "api_keys.json").st_mode) == 0o600
 
 
+def test_an_api_key_reaches_only_itself_and_makes_no_other_key(secured: tuple[str, Path]) -> None:
+    """Else a key that expires or is invalidated could leave a copy of itself behind."""
+    url, _ = secured
+    with client(url, LOGS) as lou:
+        mine, sibling = _api_key(lou, "lou-1"), _api_key(lou, "lou-2")
+    # The official client's (id, api_key) tuple form.
+    with Elasticsearch(url, api_key=(mine["id"], mine["api_key"])) as es:
+        assert es.security.authenticate()["api_key"]["id"] == mine["id"]
+        assert es.count(index="logs-a")["count"] == 3
+        with pytest.raises(elasticsearch.BadRequestError) as derived:
+            es.security.create_api_key(name="copy")
+        assert derived.value.meta.status == 400
+        assert derived.value.error == "illegal_argument_exception"
+        assert derived.value.body["error"]["reason"] == (
+            "creating derived api keys requires an explicit role descriptor that is empty (has no privileges)"
+        )
+        assert [key["id"] for key in es.security.get_api_key(id=mine["id"])["api_keys"]] == [mine["id"]]
+        for call in (
+            lambda: es.security.get_api_key(),
+            lambda: es.security.get_api_key(id=sibling["id"]),
+            lambda: es.security.invalidate_api_key(ids=[sibling["id"]]),
+            lambda: es.security.invalidate_api_key(name="lou-2"),
+        ):
+            with pytest.raises(elasticsearch.AuthorizationException) as refused:
+                call()
+            assert refused.value.body["error"]["reason"].startswith(
+                "action [cluster:admin/xpack/security/api_key/"
+            ), refused.value.body
+            assert f"is unauthorized for API key id [{mine['id']}] of user [lou]" in str(refused.value)
+        assert es.security.invalidate_api_key(ids=[mine["id"]])["invalidated_api_keys"] == [mine["id"]]
+        with pytest.raises(elasticsearch.AuthenticationException):
+            es.count(index="logs-a")
+    with client(url, LOGS) as lou:
+        listed = {key["id"]: key["invalidated"] for key in lou.get("/_security/api_key").json()["api_keys"]}
+        assert listed == {mine["id"]: True, sibling["id"]: False}
+
+
 def _scroll_id(http: httpx.Client) -> str:
     response = http.post("/logs-a/_search?scroll=1m", json={"size": 1})
     assert response.status_code == 200, response.text
