@@ -10,8 +10,6 @@ installed with `npm ci` on first use.
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
 import time
 import uuid
 from collections.abc import Iterator
@@ -20,52 +18,15 @@ from typing import Any
 
 import httpx
 import pytest
+from js_helpers import NEEDS_NODE, elasticdump, install_node_modules, run_script
 
-JS = Path(__file__).resolve().parent / "js"
 CORPUS_DOCS = 3000
-ELASTICDUMP = JS / "node_modules" / "elasticdump" / "bin" / "elasticdump"
-
-pytestmark = pytest.mark.skipif(
-    shutil.which("node") is None or shutil.which("npm") is None, reason="Node.js and npm are needed"
-)
+pytestmark = NEEDS_NODE
 
 
 @pytest.fixture(scope="session")
 def node_modules() -> Path:
-    """`npm ci` when tests/js/node_modules is missing or older than the lock file."""
-    installed = JS / "node_modules" / ".package-lock.json"  # written by npm at the end of an install
-    lock = JS / "package-lock.json"
-    if not installed.exists() or installed.stat().st_mtime < lock.stat().st_mtime:
-        done = subprocess.run(
-            ["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"],
-            cwd=JS,
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-        assert done.returncode == 0, f"npm ci failed:\n{done.stdout}\n{done.stderr}"
-    return JS / "node_modules"
-
-
-def run_script(script: str, *args: str) -> dict[str, Any]:
-    """Run tests/js/<script> and return the JSON object it printed."""
-    done = subprocess.run(
-        ["node", script, *args], cwd=JS, capture_output=True, text=True, timeout=180, check=False
-    )
-    lines = done.stdout.strip().splitlines()
-    assert done.returncode == 0 and lines, f"{script} failed:\n{done.stdout}\n{done.stderr}"
-    return json.loads(lines[-1])
-
-
-def elasticdump(*args: str) -> str:
-    """Run the elasticdump CLI; its log, after checking it completed."""
-    done = subprocess.run(
-        ["node", str(ELASTICDUMP), *args], cwd=JS, capture_output=True, text=True, timeout=180, check=False
-    )
-    log = done.stdout + done.stderr
-    complete = done.returncode == 0 and "dump complete" in log and "Error Emitted" not in log
-    assert complete, f"elasticdump {' '.join(args)}:\n{log}"
-    return log
+    return install_node_modules()
 
 
 def contexts(http: httpx.Client, timeout: float = 5.0) -> list[dict[str, Any]]:

@@ -242,6 +242,43 @@ def test_api_keys_authenticate_carry_their_owners_roles_and_can_be_invalidated(
     assert stat.S_IMODE(os.stat(data / "security" / "api_keys.json").st_mode) == 0o600
 
 
+def test_an_api_key_reaches_only_itself_and_makes_no_other_key(secured: tuple[str, Path]) -> None:
+    """Else a key that expires or is invalidated could leave a copy of itself behind."""
+    url, _ = secured
+    with client(url, LOGS) as lou:
+        mine, sibling = _api_key(lou, "lou-1"), _api_key(lou, "lou-2")
+    # The official client's (id, api_key) tuple form.
+    with Elasticsearch(url, api_key=(mine["id"], mine["api_key"])) as es:
+        assert es.security.authenticate()["api_key"]["id"] == mine["id"]
+        assert es.count(index="logs-a")["count"] == 3
+        with pytest.raises(elasticsearch.BadRequestError) as derived:
+            es.security.create_api_key(name="copy")
+        assert derived.value.meta.status == 400
+        assert derived.value.error == "illegal_argument_exception"
+        assert derived.value.body["error"]["reason"] == (
+            "creating derived api keys requires an explicit role descriptor that is empty (has no privileges)"
+        )
+        assert [key["id"] for key in es.security.get_api_key(id=mine["id"])["api_keys"]] == [mine["id"]]
+        for call in (
+            lambda: es.security.get_api_key(),
+            lambda: es.security.get_api_key(id=sibling["id"]),
+            lambda: es.security.invalidate_api_key(ids=[sibling["id"]]),
+            lambda: es.security.invalidate_api_key(name="lou-2"),
+        ):
+            with pytest.raises(elasticsearch.AuthorizationException) as refused:
+                call()
+            assert refused.value.body["error"]["reason"].startswith(
+                "action [cluster:admin/xpack/security/api_key/"
+            ), refused.value.body
+            assert f"is unauthorized for API key id [{mine['id']}] of user [lou]" in str(refused.value)
+        assert es.security.invalidate_api_key(ids=[mine["id"]])["invalidated_api_keys"] == [mine["id"]]
+        with pytest.raises(elasticsearch.AuthenticationException):
+            es.count(index="logs-a")
+    with client(url, LOGS) as lou:
+        listed = {key["id"]: key["invalidated"] for key in lou.get("/_security/api_key").json()["api_keys"]}
+        assert listed == {mine["id"]: True, sibling["id"]: False}
+
+
 def _scroll_id(http: httpx.Client) -> str:
     response = http.post("/logs-a/_search?scroll=1m", json={"size": 1})
     assert response.status_code == 200, response.text
@@ -256,6 +293,12 @@ def _encoded(parts: list[str]) -> str:
     return base64.urlsafe_b64encode(":".join(parts).encode()).decode().rstrip("=")
 
 
+def _tampered(parts: list[str]) -> str:
+    """The id of `parts` with the first hex digit of its random token changed."""
+    token = parts[-1]
+    return _encoded([*parts[:-1], ("0" if token[0] != "0" else "1") + token[1:]])
+
+
 def test_context_ids_are_random_and_none_derives_from_another(secured: tuple[str, Path]) -> None:
     url, _ = secured
     with client(url, ADMIN) as admin:
@@ -268,25 +311,39 @@ def test_context_ids_are_random_and_none_derives_from_another(secured: tuple[str
         missing = admin.post("/_search/scroll", json={"scroll_id": guessed, "scroll": "1m"})
         assert missing.status_code == 404
         assert missing.json()["error"]["root_cause"][0]["type"] == "search_context_missing_exception"
-        # A modified token or a forged id are unknown too, and never clear anything.
-        tampered = _encoded([*b[:-1], ("0" if b[-1][0] != "0" else "1") + b[-1][1:]])
-        for forged in (tampered, _encoded(["leafsearch", "scroll", "x", "y", "1", "00" * 16]), "AAAA"):
-            assert admin.post("/_search/scroll", json={"scroll_id": forged}).status_code in (400, 404)
+        # A modified token or a forged id are unknown too (404), and never clear anything.
+        for forged in (_tampered(b), _encoded(["leafsearch", "scroll", "x", "y", "1", "00" * 16])):
+            missing = admin.post("/_search/scroll", json={"scroll_id": forged})
+            assert missing.status_code == 404, missing.text
+            assert missing.json()["error"]["root_cause"][0]["type"] == "search_context_missing_exception"
             cleared = admin.request("DELETE", "/_search/scroll", json={"scroll_id": forged})
-            assert cleared.status_code in (400, 404)
-        assert admin.post("/_search/scroll", json={"scroll_id": second, "scroll": "1m"}).status_code == 200
+            assert (cleared.status_code, cleared.json()["num_freed"]) == (404, 0)
+        unparsable = admin.post("/_search/scroll", json={"scroll_id": "AAAA"})
+        assert (unparsable.status_code, error_of(unparsable)["reason"]) == (400, "Cannot parse scroll id")
+        for context_id in (first, second):
+            assert (
+                admin.post("/_search/scroll", json={"scroll_id": context_id, "scroll": "1m"}).status_code
+                == 200
+            )
         pit_a = admin.post("/logs-a/_pit?keep_alive=1m").json()["id"]
         pit_b = admin.post("/logs-a/_pit?keep_alive=1m").json()["id"]
         assert _decoded(pit_a)[-1] != _decoded(pit_b)[-1]
+        forged_pit = _tampered(_decoded(pit_a))
+        assert admin.post("/_search", json={"pit": {"id": forged_pit}}).status_code == 404
+        closed = admin.request("DELETE", "/_pit", json={"id": forged_pit})
+        assert (closed.status_code, closed.json()["num_freed"]) == (404, 0)
         for context_id in (pit_a, pit_b):
-            admin.request("DELETE", "/_pit", json={"id": context_id})
-        admin.request("DELETE", "/_search/scroll", json={"scroll_id": [first, second]})
+            assert admin.request("DELETE", "/_pit", json={"id": context_id}).json()["num_freed"] == 1
+        cleared = admin.request("DELETE", "/_search/scroll", json={"scroll_id": [first, second]})
+        assert cleared.json()["num_freed"] == 2
 
 
 def test_contexts_belong_to_their_opener(secured: tuple[str, Path]) -> None:
     url, _ = secured
     with client(url, READER) as rita, client(url, VIEWER) as vera, client(url, ADMIN) as admin:
-        scroll_id = _scroll_id(rita)
+        opened = rita.post("/logs-a/_search?scroll=1m", json={"size": 1, "sort": [{"n": "asc"}]}).json()
+        scroll_id = opened["_scroll_id"]
+        assert [hit["_source"]["n"] for hit in opened["hits"]["hits"]] == [0]
         pit_id = rita.post("/logs-a/_pit?keep_alive=1m").json()["id"]
         # Another user: unknown, whatever the API, and nothing is freed or advanced.
         assert vera.post("/_search/scroll", json={"scroll_id": scroll_id, "scroll": "1m"}).status_code == 404
@@ -300,7 +357,7 @@ def test_contexts_belong_to_their_opener(secured: tuple[str, Path]) -> None:
         assert set(rita.get("/_cat/search_contexts?h=id").text.split()) == {"-"}
         # The opener goes on: the scroll is still at its second document.
         batch = rita.post("/_search/scroll", json={"scroll_id": scroll_id, "scroll": "1m"}).json()
-        assert len(batch["hits"]["hits"]) == 1
+        assert [hit["_source"]["n"] for hit in batch["hits"]["hits"]] == [1]
         assert rita.post("/_search", json={"pit": {"id": pit_id}, "size": 1}).status_code == 200
         # A superuser may use and clear anyone's.
         cleared = admin.request("DELETE", "/_search/scroll", json={"scroll_id": scroll_id})

@@ -2,7 +2,10 @@
 
 Every authenticated user manages its own API keys (Elasticsearch's `manage_own_api_key`); a
 superuser sees and invalidates everyone's. A key carries its owner's roles as they were when it
-was made. Without authentication these APIs answer as Elasticsearch does with security disabled.
+was made. A caller authenticated by an API key reaches only that key, and cannot make another
+(Elasticsearch's derived keys need empty role descriptors, which leafsearch's keys cannot have):
+else a key that expires, or that its owner invalidates, could leave a copy of itself behind.
+Without authentication these APIs answer as Elasticsearch does with security disabled.
 """
 
 from __future__ import annotations
@@ -53,8 +56,18 @@ def authenticate(node: Node, req: RestRequest) -> RestResponse:
     return RestResponse(body)
 
 
+def _only_its_own_key(subject: Subject, action: str, key_ids: list[str]) -> None:
+    """An API key may get or invalidate itself only: "API key cannot own any other API key"."""
+    if subject.api_key_id is not None and key_ids != [subject.api_key_id]:
+        raise subject.cluster_refusal(action)
+
+
 def create_api_key(node: Node, req: RestRequest) -> RestResponse:
     subject = _subject()
+    if subject.api_key_id is not None:
+        raise IllegalArgument(
+            "creating derived api keys requires an explicit role descriptor that is empty (has no privileges)"
+        )
     body = req.json_object() or {}
     unknown = set(body) - {"name", "expiration", "role_descriptors", "metadata"}
     if unknown:
@@ -92,6 +105,8 @@ def _visible_keys(node: Node, subject: Subject, req: RestRequest) -> list[tuple[
 
 def get_api_keys(node: Node, req: RestRequest) -> RestResponse:
     subject = _subject()
+    key_id = req.param("id")
+    _only_its_own_key(subject, "cluster:admin/xpack/security/api_key/get", [key_id] if key_id else [])
     keys = _visible_keys(node, subject, req)
     if not keys and (req.param("id") or req.param("name")):
         raise ResourceNotFound("no API key found for the given criteria")  # no such key, or not yours
@@ -129,6 +144,7 @@ def invalidate_api_keys(node: Node, req: RestRequest) -> RestResponse:
             "One of [api key id(s), api key name, username, realm name] must be specified "
             "if [owner] flag is false"
         )
+    _only_its_own_key(subject, "cluster:admin/xpack/security/api_key/invalidate", ids)
     chosen = [
         kid
         for kid, record in node.security.api_keys()
