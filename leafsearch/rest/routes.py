@@ -18,7 +18,7 @@ from leafsearch.rest.router import Route
 INDICES_OPTIONS = {"ignore_unavailable", "allow_no_indices", "expand_wildcards"}
 MASTER = {"master_timeout", "timeout"}
 CAT = {"format", "h", "help", "s", "v", "local", "master_timeout"}
-SOURCE = {"_source", "_source_includes", "_source_excludes"}
+SOURCE = {"_source", "_source_includes", "_source_excludes", "_source_exclude_vectors"}
 
 SEARCH = (
     INDICES_OPTIONS
@@ -82,6 +82,21 @@ COUNT = (
         "ignore_throttled",
     }
 )
+MSEARCH = SOURCE_PARAMS | {
+    "allow_no_indices",
+    "ccs_minimize_roundtrips",
+    "expand_wildcards",
+    "ignore_throttled",
+    "ignore_unavailable",
+    "include_named_queries_score",
+    "max_concurrent_searches",
+    "max_concurrent_shard_requests",
+    "pre_filter_shard_size",
+    "rest_total_hits_as_int",
+    "routing",
+    "search_type",
+    "typed_keys",
+}
 PIT = {
     "keep_alive",
     "ignore_unavailable",
@@ -221,6 +236,8 @@ ROUTES = [
     # search
     Route.of("GET|POST", "/_search", search.search, SEARCH),
     Route.of("GET|POST", "/{index}/_search", search.search, SEARCH),
+    Route.of("GET|POST", "/_msearch", search.msearch, MSEARCH),
+    Route.of("GET|POST", "/{index}/_msearch", search.msearch, MSEARCH),
     Route.of("GET|POST", "/_count", search.count, COUNT),
     Route.of("GET|POST", "/{index}/_count", search.count, COUNT),
     Route.of("GET|POST", "/_search/scroll", search.scroll, SCROLL | {"scroll_id"}),
