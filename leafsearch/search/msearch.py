@@ -106,7 +106,7 @@ class SearchItem:
 
 def parse_msearch(data: bytes, default_index: str | None, params: dict[str, str]) -> list[SearchItem]:
     """The searches of an `_msearch` body, every body parsed (and validated) once up front."""
-    if not data.strip():
+    if not data:
         raise ParseException("request body or source parameter is required")
     if not data.endswith(b"\n"):
         raise IllegalArgument("The msearch request must be terminated by a newline [\n]")
