@@ -102,7 +102,10 @@ def field_caps(node: Node, req: RestRequest) -> RestResponse:
                 "body or the [fields] request parameter"
             )
         value = body["fields"]
-        fields = [value] if isinstance(value, str) else [str(v) for v in value or ()]
+        values = value if isinstance(value, list) else [value]
+        if not all(isinstance(v, str) for v in values):
+            raise XContentParseError("[field_caps_request] failed to parse field [fields]")
+        fields = values
     if not fields:
         raise ActionRequestValidation("specified fields can't be null or empty")
     filters = _comma_list(req.param("filters"))

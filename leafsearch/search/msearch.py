@@ -151,7 +151,9 @@ def _header(
         raise XContentParseError(f"[{line_no}:1] Expected [START_OBJECT] but found [{token_name(header)}]")
     for key, value in header.items():
         if key in ("index", "indices"):
-            names = value if isinstance(value, list) else str(value).split(",")
+            if value is None:
+                continue
+            names = value if isinstance(value, list) else _text(value).split(",")
             index = ",".join(_text(v) for v in names if _text(v))
         elif key in _HEADER_PARAMS:
             name = _HEADER_PARAMS[key]
