@@ -423,3 +423,21 @@ def test_security_apis_without_users_say_security_is_not_enabled(http: httpx.Cli
         response = http.request(method, path)
         assert response.status_code == 400
         assert "Security must be explicitly enabled" in response.json()["error"]["reason"]
+
+
+def test_msearch_checks_each_search_as_a_search(secured: tuple[str, Path]) -> None:
+    """Each search of an `_msearch` is authorized on its own indices, as `_search` is: a refused
+    index fails that search alone (403 in its place), wildcards are narrowed."""
+    url, _ = secured
+    body = b'{"index": "logs-a"}\n{}\n{"index": "secret"}\n{}\n{"index": "*"}\n{"size": 10}\n'
+    headers = {"content-type": "application/x-ndjson"}
+    with client(url, READER) as rita:
+        allowed, refused, narrowed = rita.post("/_msearch", content=body, headers=headers).json()["responses"]
+        assert allowed["status"] == 200 and allowed["hits"]["total"]["value"] == 3
+        assert refused["status"] == 403 and refused["error"]["type"] == "security_exception"
+        assert "on indices [secret]" in refused["error"]["reason"]
+        assert {hit["_index"] for hit in narrowed["hits"]["hits"]} == {"logs-a"}
+        in_path = rita.post("/secret/_msearch", content=b"{}\n{}\n", headers=headers).json()["responses"]
+        assert in_path[0]["status"] == 403
+        assert set(rita.get("/*/_field_caps?fields=where").json()["indices"]) == {"logs-a"}
+        assert rita.get("/secret/_field_caps?fields=*").status_code == 403

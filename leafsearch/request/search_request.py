@@ -602,6 +602,16 @@ def _unknown_key(key: str, value: Any) -> ParsingError:
     return ParsingError(f"Unknown key for a {token_name(value)} in [{key}].")
 
 
+def parse_fetch_source(value: Any) -> SourceFilter:
+    """A `_source` option in any of its JSON forms (boolean, pattern, patterns, object), as a
+    search body and each document of an `_mget` give it."""
+    if isinstance(value, dict):
+        return _source_object(value)
+    if isinstance(value, list):
+        return _source_array("_source", value)
+    return _source_scalar(value)
+
+
 def _source_scalar(value: Any) -> SourceFilter:
     if isinstance(value, bool):
         return SourceFilter(fetch=value)
@@ -623,9 +633,15 @@ def _patterns(key: str, value: list[Any]) -> tuple[str, ...]:
 
 
 def _source_object(value: dict[str, Any]) -> SourceFilter:
+    """`FetchSourceContext.fromXContent` for an object: `includes`/`excludes` (string or array)
+    and `exclude_vectors` (a boolean, as elasticsearch-dsl 9 always sends it). leafsearch maps no
+    vector fields, so no source ever holds one to exclude: the flag is validated and has no effect."""
     includes: tuple[str, ...] = ()
     excludes: tuple[str, ...] = ()
     for key, option in value.items():
+        if key == "exclude_vectors" and isinstance(option, (bool, str)):
+            _check_exclude_vectors(option)
+            continue
         if key not in ("includes", "include", "excludes", "exclude"):
             raise _unknown_key(key, option)
         if isinstance(option, str):
@@ -639,6 +655,12 @@ def _source_object(value: dict[str, Any]) -> SourceFilter:
         else:
             excludes = patterns
     return SourceFilter(includes=includes, excludes=excludes)
+
+
+def _check_exclude_vectors(value: bool | str) -> None:
+    """A JSON boolean, or the strings `true` / `false` (Jackson's `booleanValue` of a string)."""
+    if isinstance(value, str) and value not in ("true", "false"):
+        raise IllegalArgument(f"Failed to parse value [{value}] as only [true] or [false] are allowed.")
 
 
 def url_source_filter(params: dict[str, str]) -> SourceFilter | None:
@@ -658,6 +680,8 @@ def url_source_filter(params: dict[str, str]) -> SourceFilter | None:
         includes = _comma_list(params["_source_includes"])
     if params.get("_source_excludes") is not None:
         excludes = _comma_list(params["_source_excludes"])
+    if params.get("_source_exclude_vectors") is not None:
+        _param_bool(params, "_source_exclude_vectors", None)
     if raw is None and "_source_includes" not in params and "_source_excludes" not in params:
         return None
     return SourceFilter(fetch=True if fetch is None else fetch, includes=includes, excludes=excludes)

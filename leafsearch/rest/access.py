@@ -30,7 +30,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from leafsearch.admin import IndicesOptions
 from leafsearch.errors import ElasticError
 from leafsearch.rest import handlers_cat as cat
 from leafsearch.rest import handlers_cluster as cluster
@@ -39,6 +38,7 @@ from leafsearch.rest import handlers_indices as indices
 from leafsearch.rest import handlers_search as search
 from leafsearch.rest import handlers_security as security
 from leafsearch.rest.media import parse_media_type
+from leafsearch.security.narrowing import narrow_expression
 from leafsearch.security.subject import CURRENT, SecurityException, Subject
 from leafsearch.settings import NODE_SETTINGS
 
@@ -50,7 +50,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("leafsearch.rest")
 
 _CHALLENGES = ('Basic realm="security", charset="UTF-8"', "ApiKey")
-_NO_INDICES = "*,-*"  # what Elasticsearch substitutes when no index of a wildcard may be read
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,8 +77,10 @@ ACTIONS: dict[Callable[..., Any], Action] = {
     indices.put_settings: Action("indices:admin/settings/update", "strict"),
     indices.refresh: Action("indices:admin/refresh", "filter"),
     indices.flush: Action("indices:admin/flush", "filter"),
+    indices.field_caps: Action("indices:data/read/field_caps", "filter"),
     cluster.get_aliases: Action("indices:admin/aliases/get", "filter"),
     cluster.get_data_streams: Action("indices:admin/data_stream/get", "cluster"),
+    cat.cat_list: Action("cluster:monitor/main", "cluster"),
     cat.cat_indices: Action("indices:monitor/stats", "filter"),
     cat.cat_health: Action("cluster:monitor/health", "cluster"),
     cat.cat_count: Action("indices:data/read/search", "filter"),
@@ -99,6 +100,7 @@ ACTIONS: dict[Callable[..., Any], Action] = {
     docs.mget: Action("indices:data/read/mget", "items"),
     search.search: Action("indices:data/read/search", "filter"),
     search.count: Action("indices:data/read/search", "filter"),
+    search.msearch: Action("indices:data/read/msearch", "items"),
     search.scroll: Action("indices:data/read/scroll", "context"),
     search.clear_scroll: Action("indices:data/read/scroll/clear", "context"),
     search.open_pit: Action("indices:data/read/open_point_in_time", "filter"),
@@ -304,33 +306,16 @@ class AccessControl:
         expression = holder.get("index")
         if route.handler is search.search and expression is None and _opens_pit(request):
             return  # a search on a PIT reads the PIT's indices, and the PIT belongs to its opener
-        narrowed = self._narrow(subject, action, expression, request)
+        narrowed = narrow_expression(
+            self.node,
+            subject,
+            action.name,
+            expression,
+            expand_wildcards=request.indices_options().expand_wildcards,
+            strict=action.scope == "strict",
+        )
         if narrowed is not None:
             holder["index"] = narrowed
-
-    def _narrow(
-        self, subject: Subject, action: Action, expression: str | None, request: RestRequest
-    ) -> str | None:
-        """The expression to run instead (None: unchanged), or the 403 for what may not be used."""
-        parts = [p for p in (expression or "").split(",") if p]
-        explicit = [p for p in parts if not p.startswith("-") and "*" not in p and p != "_all"]
-        refused = [name for name in explicit if not subject.may_on_index(action.name, name)]
-        if refused:
-            raise subject.index_refusal(action.name, refused)
-        options: IndicesOptions = request.indices_options()
-        matched = self.node.resolve_indices(
-            expression,
-            ignore_unavailable=True,
-            allow_no_indices=True,
-            expand_wildcards=options.expand_wildcards,
-        )
-        denied = [name for name in matched if not subject.may_on_index(action.name, name)]
-        if not denied:
-            return None
-        if action.scope == "strict":
-            raise subject.index_refusal(action.name, denied)
-        allowed = list(dict.fromkeys(explicit + [n for n in matched if n not in denied]))
-        return ",".join(allowed) or _NO_INDICES
 
     # ---- failures ------------------------------------------------------------------------
 

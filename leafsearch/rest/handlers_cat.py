@@ -1,4 +1,4 @@
-"""`_cat/indices`, `_cat/health`, `_cat/count`, `_cat/search_contexts`."""
+"""`_cat` (the list), `_cat/indices`, `_cat/health`, `_cat/count`, `_cat/search_contexts`."""
 
 from __future__ import annotations
 
@@ -80,6 +80,14 @@ SEARCH_CONTEXT_COLUMNS = [
 def _clock() -> dict[str, object]:
     now = int(time.time())
     return {"epoch": now, "timestamp": time.strftime("%H:%M:%S", time.gmtime(now))}
+
+
+def cat_list(node: Node, req: RestRequest) -> RestResponse:
+    """`GET /_cat`: Elasticsearch's cat banner, then every cat endpoint of the route table."""
+    from leafsearch.rest.routes import ROUTES  # the table imports these handlers
+
+    paths = [route.path for route in ROUTES if route.path.startswith("/_cat/")]
+    return RestResponse(text="=^.^=\n" + "".join(f"{path}\n" for path in paths))
 
 
 def cat_indices(node: Node, req: RestRequest) -> RestResponse:

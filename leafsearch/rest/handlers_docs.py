@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+import orjson
+
 from leafsearch.errors import (
     ActionRequestValidation,
     ElasticError,
@@ -13,9 +15,11 @@ from leafsearch.errors import (
     ParsingError,
     ResourceNotFound,
 )
-from leafsearch.request.search_request import url_source_filter
+from leafsearch.request.search_request import parse_fetch_source, url_source_filter
+from leafsearch.request.search_types import SourceFilter
+from leafsearch.request.sort import token_name
 from leafsearch.rest.exchange import RestRequest, RestResponse
-from leafsearch.rest.source_filter import apply_source_option
+from leafsearch.rest.source_filter import apply_source_filter, apply_source_option
 from leafsearch.settings import active_shard_count
 
 if TYPE_CHECKING:
@@ -178,13 +182,53 @@ def _mget_specs(req: RestRequest) -> list[dict[str, Any]]:
     return specs
 
 
+def _item_text(value: Any, key: str) -> str:
+    """A scalar of an `_mget` document as the parser's `text()` reads it (`"routing": 5` is "5")."""
+    if isinstance(value, (dict, list)) or value is None:
+        raise ParsingError(f"Unknown key for a {token_name(value)} in [{key}].")
+    return value if isinstance(value, str) else orjson.dumps(value).decode()
+
+
+def _item_stored_fields(spec: dict[str, Any], default: list[str] | None) -> list[str] | None:
+    value = spec.get("stored_fields")
+    if value is None:
+        return default
+    values = value if isinstance(value, list) else [value]
+    return [_item_text(v, "stored_fields") for v in values]
+
+
+def _item_source_filter(
+    spec: dict[str, Any], default: SourceFilter | None, stored_fields: list[str] | None
+) -> SourceFilter:
+    """A document's own `_source` wins over the request's; without either, `stored_fields`
+    leaves the source out unless it lists `_source` (Elasticsearch's ShardGetService)."""
+    if "_source" in spec:
+        return parse_fetch_source(spec["_source"])
+    if default is not None:
+        return default
+    return SourceFilter(fetch=stored_fields is None or "_source" in stored_fields)
+
+
 def mget(node: Node, req: RestRequest) -> RestResponse:
     options = _get_options(req)
     check = _item_check(req, "indices:data/read/mget[shard]")
-    docs = []
+    default_source = url_source_filter(req.params)
+    raw_stored = req.param("stored_fields")
+    default_stored = None if raw_stored is None else [f for f in raw_stored.split(",") if f]
+    items = []
     for spec in _mget_specs(req):
-        index, doc_id = spec["_index"], str(spec["_id"])
-        routing = spec.get("routing", spec.get("_routing", options["routing"]))
+        routing = spec.get("routing", spec.get("_routing"))
+        stored = _item_stored_fields(spec, default_stored)
+        items.append(
+            (
+                _item_text(spec["_index"], "_index"),
+                _item_text(spec["_id"], "_id"),
+                options["routing"] if routing is None else _item_text(routing, "routing"),
+                _item_source_filter(spec, default_source, stored),
+            )
+        )
+    docs = []
+    for index, doc_id, routing, source_filter in items:
         try:
             if check is not None:
                 check(index)
@@ -192,11 +236,5 @@ def mget(node: Node, req: RestRequest) -> RestResponse:
         except ElasticError as exc:
             docs.append({"_index": index, "_id": doc_id, "error": exc.body()["error"]})
             continue
-        if found is None:
-            docs.append(_not_found(index, doc_id))
-        elif spec.get("_source") is False:
-            found.pop("_source", None)
-            docs.append(found)
-        else:
-            docs.append(apply_source_option(found, req))
+        docs.append(_not_found(index, doc_id) if found is None else apply_source_filter(found, source_filter))
     return RestResponse({"docs": docs})

@@ -5,7 +5,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from leafsearch import admin
-from leafsearch.errors import IndexNotFound
+from leafsearch import field_caps as field_caps_api
+from leafsearch.errors import ActionRequestValidation, IllegalArgument, IndexNotFound, XContentParseError
+from leafsearch.request.query_dsl import parse_query
 from leafsearch.rest.exchange import RestRequest, RestResponse
 from leafsearch.settings import active_shard_count
 
@@ -79,3 +81,46 @@ def refresh(node: Node, req: RestRequest) -> RestResponse:
 
 def flush(node: Node, req: RestRequest) -> RestResponse:
     return RestResponse(admin.flush(node, req.path_params.get("index"), req.indices_options()))
+
+
+_FIELD_CAPS_BODY = frozenset({"fields", "index_filter", "runtime_mappings"})
+
+
+def field_caps(node: Node, req: RestRequest) -> RestResponse:
+    """`GET|POST [/<index>]/_field_caps`: `fields` from the query string or the body, not both."""
+    body = req.json_object() or {}
+    for key in body:
+        if key not in _FIELD_CAPS_BODY:
+            raise XContentParseError(f"[field_caps_request] unknown field [{key}]")
+    if body.get("runtime_mappings"):
+        raise IllegalArgument("[runtime_mappings] is not supported by leafsearch")
+    fields = _comma_list(req.param("fields"))
+    if "fields" in body:
+        if fields:
+            raise IllegalArgument(
+                "can't specify a request body and [fields] request parameter, either specify a request "
+                "body or the [fields] request parameter"
+            )
+        value = body["fields"]
+        values = value if isinstance(value, list) else [value]
+        if not all(isinstance(v, str) for v in values):
+            raise XContentParseError("[field_caps_request] failed to parse field [fields]")
+        fields = values
+    if not fields:
+        raise ActionRequestValidation("specified fields can't be null or empty")
+    filters = _comma_list(req.param("filters"))
+    field_caps_api.check_filters(filters)
+    types = _comma_list(req.param("types"))
+    index_filter = body.get("index_filter")
+    if index_filter is not None:
+        parse_query(index_filter)  # a bad filter fails the request before any index is read
+    indices = req.indices_options().resolve(node, req.path_params.get("index"))
+    kept = field_caps_api.matching_indices(node, indices, index_filter)
+    per_index = {
+        index.name: field_caps_api.index_capabilities(index, fields, filters, types) for index in kept
+    }
+    return RestResponse(field_caps_api.merge(per_index, req.flag("include_unmapped")))
+
+
+def _comma_list(value: str | None) -> list[str]:
+    return [part.strip() for part in (value or "").split(",") if part.strip()]

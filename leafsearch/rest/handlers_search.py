@@ -12,9 +12,14 @@ from leafsearch.errors import ActionRequestValidation
 from leafsearch.request.search_request import parse_clear_scroll, parse_scroll_request
 from leafsearch.request.timevalue import parse_time_value
 from leafsearch.rest.exchange import RestRequest, RestResponse
+from leafsearch.search.msearch import Authorize, parse_msearch
+from leafsearch.search.msearch import msearch as run_msearch
+from leafsearch.security.narrowing import narrow_expression
 
 if TYPE_CHECKING:
     from leafsearch.node import Node
+
+SEARCH_ACTION = "indices:data/read/search"
 
 
 def search(node: Node, req: RestRequest) -> RestResponse:
@@ -27,6 +32,35 @@ def search(node: Node, req: RestRequest) -> RestResponse:
             cancelled=req.cancelled,
         )
     )
+
+
+def msearch(node: Node, req: RestRequest) -> RestResponse:
+    """`_msearch`: each search is authorized as a search of its own indices, as `_search` is."""
+    items = parse_msearch(req.body, req.path_params.get("index"), req.action_params())
+    return RestResponse(
+        run_msearch(
+            node,
+            items,
+            max_concurrent=req.int_param("max_concurrent_searches"),
+            authorize=_search_item_check(node, req),
+            raw_hits=True,
+            cancelled=req.cancelled,
+        )
+    )
+
+
+def _search_item_check(node: Node, req: RestRequest) -> Authorize | None:
+    subject = req.subject
+    if subject is None or subject.superuser:
+        return None
+
+    def check(index: str | None, params: dict[str, str], body: dict[str, Any] | None) -> str | None:
+        if index is None and isinstance(body, dict) and "pit" in body:
+            return None  # a PIT's indices were checked when it was opened, and it is its opener's
+        expand = params.get("expand_wildcards", "open")
+        return narrow_expression(node, subject, SEARCH_ACTION, index, expand_wildcards=expand)
+
+    return check
 
 
 def count(node: Node, req: RestRequest) -> RestResponse:

@@ -18,7 +18,7 @@ from leafsearch.rest.router import Route
 INDICES_OPTIONS = {"ignore_unavailable", "allow_no_indices", "expand_wildcards"}
 MASTER = {"master_timeout", "timeout"}
 CAT = {"format", "h", "help", "s", "v", "local", "master_timeout"}
-SOURCE = {"_source", "_source_includes", "_source_excludes"}
+SOURCE = {"_source", "_source_includes", "_source_excludes", "_source_exclude_vectors"}
 
 SEARCH = (
     INDICES_OPTIONS
@@ -82,6 +82,22 @@ COUNT = (
         "ignore_throttled",
     }
 )
+FIELD_CAPS = INDICES_OPTIONS | {"fields", "include_unmapped", "filters", "types"}
+MSEARCH = SOURCE_PARAMS | {
+    "allow_no_indices",
+    "ccs_minimize_roundtrips",
+    "expand_wildcards",
+    "ignore_throttled",
+    "ignore_unavailable",
+    "include_named_queries_score",
+    "max_concurrent_searches",
+    "max_concurrent_shard_requests",
+    "pre_filter_shard_size",
+    "rest_total_hits_as_int",
+    "routing",
+    "search_type",
+    "typed_keys",
+}
 PIT = {
     "keep_alive",
     "ignore_unavailable",
@@ -166,23 +182,24 @@ ROUTES = [
         cluster.get_data_streams,
         {"expand_wildcards", "include_defaults", "verbose", "master_timeout"},
     ),
-    # cat
+    # cat: every endpoint answers POST as well (client 9 sends `POST /_cat/count`)
+    Route.of("GET|POST", "/_cat", cat.cat_list),
     Route.of(
-        "GET",
+        "GET|POST",
         "/_cat/indices",
         cat.cat_indices,
         CAT | {"bytes", "health", "pri", "time", "expand_wildcards", "include_unloaded_segments"},
     ),
     Route.of(
-        "GET",
+        "GET|POST",
         "/_cat/indices/{index}",
         cat.cat_indices,
         CAT | {"bytes", "health", "pri", "time", "expand_wildcards", "include_unloaded_segments"},
     ),
-    Route.of("GET", "/_cat/health", cat.cat_health, CAT | {"time", "ts"}),
-    Route.of("GET", "/_cat/count", cat.cat_count, CAT),
-    Route.of("GET", "/_cat/count/{index}", cat.cat_count, CAT),
-    Route.of("GET", "/_cat/search_contexts", cat.cat_search_contexts, CAT),
+    Route.of("GET|POST", "/_cat/health", cat.cat_health, CAT | {"time", "ts"}),
+    Route.of("GET|POST", "/_cat/count", cat.cat_count, CAT),
+    Route.of("GET|POST", "/_cat/count/{index}", cat.cat_count, CAT),
+    Route.of("GET|POST", "/_cat/search_contexts", cat.cat_search_contexts, CAT),
     # cluster and nodes
     Route.of("GET", "/_cluster/health", cluster.cluster_health, HEALTH),
     Route.of("GET", "/_cluster/health/{index}", cluster.cluster_health, HEALTH),
@@ -221,6 +238,10 @@ ROUTES = [
     # search
     Route.of("GET|POST", "/_search", search.search, SEARCH),
     Route.of("GET|POST", "/{index}/_search", search.search, SEARCH),
+    Route.of("GET|POST", "/_field_caps", indices.field_caps, FIELD_CAPS),
+    Route.of("GET|POST", "/{index}/_field_caps", indices.field_caps, FIELD_CAPS),
+    Route.of("GET|POST", "/_msearch", search.msearch, MSEARCH),
+    Route.of("GET|POST", "/{index}/_msearch", search.msearch, MSEARCH),
     Route.of("GET|POST", "/_count", search.count, COUNT),
     Route.of("GET|POST", "/{index}/_count", search.count, COUNT),
     Route.of("GET|POST", "/_search/scroll", search.scroll, SCROLL | {"scroll_id"}),

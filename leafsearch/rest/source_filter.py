@@ -18,9 +18,14 @@ from leafsearch.search.fetch import filter_source
 
 def apply_source_option(body: dict[str, Any], req: RestRequest) -> dict[str, Any]:
     """Drop or filter the `_source` of a get response as the request's parameters ask."""
+    return apply_source_filter(body, url_source_filter(req.params) or SourceFilter())
+
+
+def apply_source_filter(body: dict[str, Any], source_filter: SourceFilter) -> dict[str, Any]:
+    """Drop or filter the `_source` of a get response (or of one `_mget` document)."""
     source = body.get("_source")
     if isinstance(source, RawJSON):
-        filtered = filter_source(source.data, url_source_filter(req.params) or SourceFilter())
+        filtered = filter_source(source.data, source_filter)
         if filtered is None:
             del body["_source"]
         elif filtered is not source.data:

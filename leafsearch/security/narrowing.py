@@ -1,0 +1,45 @@
+"""Index expressions narrowed to what a caller may use, as Elasticsearch's security narrows them.
+
+Explicit names the caller may not use are refused (403); wildcards and `_all` keep only the
+indices it may use (none: `*,-*`, what Elasticsearch substitutes), unless the action is strict,
+where every index the expression names must be allowed. The route guard (`rest/access.py`) and
+the requests whose items each name indices (`_msearch`) share it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from leafsearch.security.subject import Subject
+
+if TYPE_CHECKING:
+    from leafsearch.node import Node
+
+NO_INDICES = "*,-*"
+
+
+def narrow_expression(
+    node: Node,
+    subject: Subject,
+    action: str,
+    expression: str | None,
+    *,
+    expand_wildcards: str = "open",
+    strict: bool = False,
+) -> str | None:
+    """The expression to run instead (None: unchanged), or the 403 for what may not be used."""
+    parts = [p for p in (expression or "").split(",") if p]
+    explicit = [p for p in parts if not p.startswith("-") and "*" not in p and p != "_all"]
+    refused = [name for name in explicit if not subject.may_on_index(action, name)]
+    if refused:
+        raise subject.index_refusal(action, refused)
+    matched = node.resolve_indices(
+        expression, ignore_unavailable=True, allow_no_indices=True, expand_wildcards=expand_wildcards
+    )
+    denied = [name for name in matched if not subject.may_on_index(action, name)]
+    if not denied:
+        return None
+    if strict:
+        raise subject.index_refusal(action, denied)
+    allowed = list(dict.fromkeys(explicit + [n for n in matched if n not in denied]))
+    return ",".join(allowed) or NO_INDICES
