@@ -22,6 +22,7 @@ from leafsearch.errors import (
     ResourceAlreadyExists,
 )
 from leafsearch.index.index import apply_mapping_limits
+from leafsearch.index.index_sort import check_sort_settings, index_sort_of
 from leafsearch.index.mapping import Mapping as IndexMapping
 from leafsearch.index.mapping import _wildcard as simple_match
 from leafsearch.settings import (
@@ -181,9 +182,11 @@ def create_index(
     if wait_for_active_shards is None:
         wait_for_active_shards = index_setting(settings, "index.write.wait_for_active_shards")
     check_active_shard_count(wait_for_active_shards, index_setting(settings, "index.number_of_replicas"))
+    check_sort_settings(settings)
     mapping = IndexMapping.from_body(body.get("mappings"))
     apply_mapping_limits(mapping, settings)
     mapping.check_limits()
+    index_sort_of(settings, mapping, name)  # refuses sort fields the mapping can not sort by
     with node.lock:
         existing = node.indices.get(name)
         if existing is not None:

@@ -91,6 +91,52 @@ def any_setting(value: SettingValue, key: str) -> SettingValue:
     return value
 
 
+def list_values(value: SettingValue) -> list[str]:
+    """A list setting's values: a list as given, a string split at commas (Elasticsearch's
+    `Settings.getAsList`: each part trimmed, empty parts dropped)."""
+    if isinstance(value, list):
+        return value
+    return [part.strip() for part in value.split(",") if part.strip()]
+
+
+def string_list_setting(value: SettingValue, key: str) -> list[str]:
+    return list_values(value)
+
+
+_MULTI_VALUE_MODES = ("SUM", "AVG", "MEDIAN", "MIN", "MAX")
+
+
+def sort_order_list_setting(value: SettingValue, key: str) -> list[str]:
+    """`index.sort.order`: each `asc` or `desc`, in any case (`SortOrder.fromString`)."""
+    orders = [v.lower() for v in list_values(value)]
+    for raw, order in zip(list_values(value), orders, strict=True):
+        if order not in ("asc", "desc"):
+            raise IllegalArgument(f"Illegal sort order:{raw}")
+    return orders
+
+
+def sort_mode_list_setting(value: SettingValue, key: str) -> list[str]:
+    """`index.sort.mode`: a `MultiValueMode` name, and of those only `min` or `max`."""
+    modes = []
+    for raw in list_values(value):
+        mode = raw.upper()
+        if mode not in _MULTI_VALUE_MODES:
+            raise IllegalArgument(f"Illegal sort mode: {raw}")
+        if mode not in ("MIN", "MAX"):
+            raise IllegalArgument(f"Illegal index sort mode:[{mode}], must be one of [MAX, MIN]")
+        modes.append(mode.lower())
+    return modes
+
+
+def sort_missing_list_setting(value: SettingValue, key: str) -> list[str]:
+    """`index.sort.missing`: `_last` or `_first` (no custom missing values in an index sort)."""
+    missing = list_values(value)
+    for raw in missing:
+        if raw not in ("_last", "_first"):
+            raise IllegalArgument(f"Illegal missing value:[{raw}], must be one of [_last, _first]")
+    return missing
+
+
 @dataclass(frozen=True, slots=True)
 class AutoCreate:
     """`action.auto_create_index`: `enabled` false refuses every auto-creation; otherwise the
@@ -266,6 +312,11 @@ _INDEX = [
     Setting("index.unassigned.node_left.delayed_timeout", "1m", positive_time_setting, True),
     Setting("index.creation_date", "-1", int_setting(-1, 2**63 - 1), False),
     Setting("index.highlight.max_analyzed_offset", "1000000", int_setting(1), True),
+    # Index sorting (index/index_sort.py): final, checked against the mapping at creation.
+    Setting("index.sort.field", [], string_list_setting, False),
+    Setting("index.sort.order", [], sort_order_list_setting, False),
+    Setting("index.sort.mode", [], sort_mode_list_setting, False),
+    Setting("index.sort.missing", [], sort_missing_list_setting, False),
 ]
 INDEX_SETTINGS: dict[str, Setting] = {s.key: s for s in _INDEX}
 
@@ -273,7 +324,6 @@ INDEX_SETTINGS: dict[str, Setting] = {s.key: s for s in _INDEX}
 _INDEX_PREFIXES = {
     "index.analysis.": False,
     "index.similarity.": False,
-    "index.sort.": False,
     "index.routing.allocation.": True,
     "index.routing.rebalance.": True,
     "index.search.slowlog.": True,

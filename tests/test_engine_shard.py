@@ -219,13 +219,13 @@ class HeldFlush:
     def wrap(self, write):
         import threading
 
-        def held(buffer, folder):
+        def held(buffer, folder, index_sort=None):
             if threading.current_thread().name.startswith("leafsearch-flush"):
                 assert self._go.wait(30)
                 if not self._write:
                     self._write = True
                     raise RuntimeError("abandoned")
-            return write(buffer, folder)
+            return write(buffer, folder, index_sort)
 
         return held
 
@@ -507,11 +507,11 @@ def test_a_failed_segment_write_is_reported_and_tried_again(tmp_path, monkeypatc
     write = shard_module.segment_from_buffer
     attempts: list[str] = []
 
-    def full_disk_once(buffer, folder):
+    def full_disk_once(buffer, folder, index_sort=None):
         attempts.append(folder.name)
         if len(attempts) == 1:
             raise OSError(errno.ENOSPC, "No space left on device")
-        return write(buffer, folder)
+        return write(buffer, folder, index_sort)
 
     monkeypatch.setattr(shard_module, "segment_from_buffer", full_disk_once)
     monkeypatch.setattr(shard_module, "BUFFER_MAX_DOCS", 10)

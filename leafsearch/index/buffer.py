@@ -40,6 +40,8 @@ class IndexBuffer:
         self.long: dict[str, FieldBuffer] = {}
         self.double: dict[str, FieldBuffer] = {}
         self.source_bytes = 0
+        #: Set when the buffer is written in index-sort order: the segment doc of each buffer doc.
+        self.segment_docs: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.ids)

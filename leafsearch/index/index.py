@@ -17,6 +17,7 @@ from pathlib import Path
 import orjson
 
 from leafsearch.index.block_cache import BlockCache
+from leafsearch.index.index_sort import IndexSort, index_sort_of
 from leafsearch.index.mapping import Mapping
 from leafsearch.index.mapping_batch import parse_batch
 from leafsearch.index.parsed import ParsedBatch
@@ -41,8 +42,11 @@ class Index:
         routing = self.settings.get("index.number_of_routing_shards")
         self.routing_num_shards = int(routing) if routing else default_routing_num_shards(self.num_shards)
         self._persisted_mapping_version = self.mapping.version
+        #: The order every segment is written in (`index.sort.*`; fixed at creation).
+        self.sort: IndexSort | None = index_sort_of(self.settings, self.mapping, self.name)
         self.shards = [
-            Shard(folder / str(i), i, self._parse_for_recovery, blocks) for i in range(self.num_shards)
+            Shard(folder / str(i), i, self._parse_for_recovery, self.sort, blocks)
+            for i in range(self.num_shards)
         ]
         self._persist_if_mapping_changed()
         self.last_write = 0.0

@@ -23,17 +23,21 @@ from pathlib import Path
 
 import numpy as np
 
+from leafsearch.index.index_sort import IndexSort
+
 _PR_SET_PDEATHSIG = 1
 _pool: ProcessPoolExecutor | None = None
 _pool_lock = threading.Lock()
 
 
-def _merge_folders(parts: list[tuple[str, np.ndarray | None]], folder: str) -> None:
+def _merge_folders(
+    parts: list[tuple[str, np.ndarray | None]], folder: str, index_sort: IndexSort | None
+) -> np.ndarray | None:
     """The worker's side: open the segments by path and write the merged one."""
     from leafsearch.index.segment import Segment
     from leafsearch.index.segment_build import merge_segments
 
-    merge_segments([(Segment(Path(path)), live) for path, live in parts], Path(folder))
+    return merge_segments([(Segment(Path(path)), live) for path, live in parts], Path(folder), index_sort)
 
 
 def _die_with_parent(server: int) -> None:
@@ -75,9 +79,16 @@ def _executor() -> ProcessPoolExecutor:
         return _pool
 
 
-def merge_in_worker(parts: list[tuple[Path, np.ndarray | None]], folder: Path) -> None:
-    """Write the merge of `parts` into `folder` in the worker process; raises what the merge raised."""
-    _executor().submit(_merge_folders, [(str(p), live) for p, live in parts], str(folder)).result()
+def merge_in_worker(
+    parts: list[tuple[Path, np.ndarray | None]], folder: Path, index_sort: IndexSort | None = None
+) -> np.ndarray | None:
+    """Write the merge of `parts` into `folder` in the worker process; raises what the merge raised.
+    Returns what `merge_segments` returns: where each merged document came from, when sorted."""
+    return (
+        _executor()
+        .submit(_merge_folders, [(str(p), live) for p, live in parts], str(folder), index_sort)
+        .result()
+    )
 
 
 def shutdown() -> None:

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import numpy as np
 
-from leafsearch.index.buffer import FieldBuffer, IndexBuffer
+from leafsearch.index.buffer import IndexBuffer
 from leafsearch.index.columns import DocValues, KeywordColumn, NumericColumn, TextColumn
+from leafsearch.index.index_sort import IndexSort, IndexSortField
 from leafsearch.index.norms import LENGTH_TABLE
 from leafsearch.index.segment import (
     Segment,
@@ -33,70 +34,125 @@ def _intern(values: list[str]) -> tuple[np.ndarray, np.ndarray]:
     return terms[order], remap[ids] if len(ids) else ids
 
 
-def segment_from_buffer(buffer: IndexBuffer, folder: Path) -> Segment:
-    """Write the buffer's documents (deleted ones included; the caller masks them) as a segment."""
+def segment_from_buffer(buffer: IndexBuffer, folder: Path, index_sort: IndexSort | None = None) -> Segment:
+    """Write the buffer's documents (deleted ones included; the caller masks them) as a segment:
+    in arrival order, or in `index_sort` order (ties in arrival order), in which case
+    `buffer.segment_docs` says where each buffer document went."""
     max_doc = len(buffer)
+    keywords = {path: _intern(fb.values) for path, fb in buffer.keyword.items()}
+    new_of = None
+    if index_sort is not None:
+        order = index_sort.order(
+            [_buffer_sort_values(buffer, keywords, f, max_doc) for f in index_sort.fields]
+        )
+        new_of = np.empty(max_doc, dtype=np.int64)
+        new_of[order] = np.arange(max_doc)
+        buffer.segment_docs = new_of
+
+    def docs(values: list[int]) -> np.ndarray:
+        arr = np.asarray(values, dtype=np.int64)
+        return arr if new_of is None else new_of[arr]
+
+    def in_order(values: list) -> list:
+        return values if new_of is None else [values[i] for i in order.tolist()]
+
     writer = SegmentWriter(max_doc)
-    writer.set_ids(to_term_array(buffer.ids), np.asarray(buffer.seq_nos), np.asarray(buffer.versions))
-    writer.set_sources(buffer.sources)
+    writer.set_ids(
+        to_term_array(in_order(buffer.ids)),
+        np.asarray(in_order(buffer.seq_nos)),
+        np.asarray(in_order(buffer.versions)),
+    )
+    writer.set_sources(in_order(buffer.sources))
     for path, fb in buffer.text.items():
         terms, tids = _intern(fb.values)
         postings = build_postings(
-            tids,
-            np.asarray(fb.docs, dtype=np.int64),
-            np.asarray(fb.positions, dtype=np.int64),
-            len(terms),
-            max_doc,
+            tids, docs(fb.docs), np.asarray(fb.positions, dtype=np.int64), len(terms), max_doc
         )
         lengths = np.zeros(max_doc, dtype=np.int64)
-        np.add.at(lengths, np.asarray(fb.length_docs, dtype=np.int64), np.asarray(fb.lengths, dtype=np.int64))
+        np.add.at(lengths, docs(fb.length_docs), np.asarray(fb.lengths, dtype=np.int64))
         writer.add_text(path, terms, postings, lengths)
     for path, fb in buffer.keyword.items():
-        terms, ords = _intern(fb.values)
-        writer.add_keyword(path, terms, build_doc_values(_docs(fb), ords, max_doc, dedupe=True))
+        terms, ords = keywords[path]
+        writer.add_keyword(path, terms, build_doc_values(docs(fb.docs), ords, max_doc, dedupe=True))
     for path, fb in buffer.long.items():
         values = np.asarray(fb.values, dtype=np.int64)
-        writer.add_numeric(path, "long", build_doc_values(_docs(fb), values, max_doc, dedupe=False))
+        writer.add_numeric(path, "long", build_doc_values(docs(fb.docs), values, max_doc, dedupe=False))
     for path, fb in buffer.double.items():
         values = np.asarray(fb.values, dtype=np.float64)
-        writer.add_numeric(path, "double", build_doc_values(_docs(fb), values, max_doc, dedupe=False))
-    _add_routing(writer, buffer.routings, max_doc)
+        writer.add_numeric(path, "double", build_doc_values(docs(fb.docs), values, max_doc, dedupe=False))
+    routed = [i for i, r in enumerate(buffer.routings) if r is not None]
+    _add_routing(writer, docs(routed), [buffer.routings[i] for i in routed], max_doc)
     writer.write(folder)
     return Segment(folder)
 
 
-def _docs(fb: FieldBuffer) -> np.ndarray:
-    return np.asarray(fb.docs, dtype=np.int64)
+def _buffer_sort_values(
+    buffer: IndexBuffer,
+    keywords: dict[str, tuple[np.ndarray, np.ndarray]],
+    field: IndexSortField,
+    max_doc: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(per-document value, present) of an index sort field over the buffer's documents."""
+    path = field.spec.field
+    if path in buffer.keyword:
+        values, dedupe = keywords[path][1], True
+    elif path in buffer.long:
+        values, dedupe = np.asarray(buffer.long[path].values, dtype=np.int64), False
+    elif path in buffer.double:
+        values, dedupe = np.asarray(buffer.double[path].values, dtype=np.float64), False
+    else:
+        return np.zeros(max_doc, dtype=np.int64), np.zeros(max_doc, dtype=bool)
+    fb = buffer.keyword.get(path) or buffer.long.get(path) or buffer.double[path]
+    arrays = build_doc_values(np.asarray(fb.docs, dtype=np.int64), values, max_doc, dedupe=dedupe)
+    present = arrays.get("present")
+    dv = DocValues(
+        arrays["values"],
+        max_doc,
+        offsets=arrays.get("offsets"),
+        present=None if present is None else np.unpackbits(present, count=max_doc).astype(bool),
+    )
+    return dv.per_doc(field.spec.mode)
 
 
 ROUTING_FIELD = "_routing"
 
 
-def _add_routing(writer: SegmentWriter, routings: list[str | None], max_doc: int) -> None:
+def _add_routing(writer: SegmentWriter, docs: np.ndarray, routings: list[str], max_doc: int) -> None:
     """Custom routing values are kept as a keyword column so merges and lookups preserve them."""
-    docs = [i for i, r in enumerate(routings) if r is not None]
-    if not docs:
+    if not len(docs):
         return
-    terms, ords = _intern([routings[i] for i in docs])
-    writer.add_keyword(
-        ROUTING_FIELD, terms, build_doc_values(np.asarray(docs, dtype=np.int64), ords, max_doc, dedupe=True)
-    )
+    terms, ords = _intern(routings)
+    writer.add_keyword(ROUTING_FIELD, terms, build_doc_values(docs, ords, max_doc, dedupe=True))
 
 
-def merge_segments(parts: list[tuple[Segment, np.ndarray | None]], folder: Path) -> Segment:
-    """Write the live documents of several segments, in order, as one new segment.
+def merge_segments(
+    parts: list[tuple[Segment, np.ndarray | None]], folder: Path, index_sort: IndexSort | None = None
+) -> np.ndarray | None:
+    """Write the live documents of several segments as one new segment.
 
-    `parts` pairs each segment with its live-docs array (None: all live). Doc order is preserved
-    (segment order, then doc order), which keeps `_doc` order stable across merges.
+    `parts` pairs each segment with its live-docs array (None: all live). Without an index sort
+    doc order is preserved (segment order, then doc order), which keeps `_doc` order stable
+    across merges, and None is returned. With one the documents are written in index-sort order,
+    ties in that same order, and the result says, for each merged document, its position among
+    the parts' live documents taken in order.
     """
     keeps = [np.arange(s.max_doc) if live is None else np.flatnonzero(live) for s, live in parts]
     bases = np.cumsum([0] + [len(k) for k in keeps])
     max_doc = int(bases[-1])
+    order = None
+    new_of = np.arange(max_doc)
+    if index_sort is not None:
+        order = index_sort.order([_merged_sort_values(parts, keeps, f) for f in index_sort.fields])
+        new_of = np.empty(max_doc, dtype=np.int64)
+        new_of[order] = np.arange(max_doc)
     remaps = []
-    for (seg, _), keep in zip(parts, keeps, strict=True):
+    for (seg, _), keep, base in zip(parts, keeps, bases[:-1], strict=True):
         remap = np.full(seg.max_doc, -1, dtype=np.int64)
-        remap[keep] = np.arange(len(keep))
+        remap[keep] = new_of[base : base + len(keep)]
         remaps.append(remap)
+
+    def in_order(values: np.ndarray) -> np.ndarray:
+        return values if order is None else values[order]
 
     writer = SegmentWriter(max_doc)
     ids = np.concatenate(
@@ -104,21 +160,20 @@ def merge_segments(parts: list[tuple[Segment, np.ndarray | None]], folder: Path)
     )
     seq = np.concatenate([s.seq_nos[k] for (s, _), k in zip(parts, keeps, strict=True)])
     ver = np.concatenate([s.versions[k] for (s, _), k in zip(parts, keeps, strict=True)])
-    writer.set_ids(ids.astype(bytes) if len(ids) else to_term_array([]), seq, ver)
+    writer.set_ids(
+        in_order(ids).astype(bytes) if len(ids) else to_term_array([]), in_order(seq), in_order(ver)
+    )
     sources: list[bytes] = []
     for (seg, _), keep in zip(parts, keeps, strict=True):
         sources.extend(seg.sources(keep))
-    writer.set_sources(sources)
+    writer.set_sources(sources if order is None else [sources[i] for i in order.tolist()])
 
     kinds: dict[str, str] = {}
     for seg, _ in parts:
         for path, meta in seg.field_meta.items():
             kinds[path] = meta["kind"]
     for path, kind in kinds.items():
-        cols = [
-            (seg.column(path), remap, base)
-            for (seg, _), remap, base in zip(parts, remaps, bases[:-1], strict=True)
-        ]
+        cols = [(seg.column(path), remap) for (seg, _), remap in zip(parts, remaps, strict=True)]
         if kind == "text":
             _merge_text(writer, path, cols, max_doc)
         elif kind == "keyword":
@@ -126,7 +181,34 @@ def merge_segments(parts: list[tuple[Segment, np.ndarray | None]], folder: Path)
         else:
             _merge_numeric(writer, path, kind, cols, max_doc)
     writer.write(folder)
-    return Segment(folder)
+    return order
+
+
+def _merged_sort_values(
+    parts: list[tuple[Segment, np.ndarray | None]], keeps: list[np.ndarray], field: IndexSortField
+) -> tuple[np.ndarray, np.ndarray]:
+    """(per-document value, present) of an index sort field over the parts' live documents, in
+    order; keyword values are ordinals of the union of the parts' terms."""
+    path, mode = field.spec.field, field.spec.mode
+    columns = [seg.column(path) for seg, _ in parts]
+    if field.kind == "keyword":
+        present_cols = [c for c in columns if isinstance(c, KeywordColumn)]
+        _, maps = _merge_terms([c.terms for c in present_cols])
+        term_maps = iter(maps)
+    values, present = [], []
+    for col, keep in zip(columns, keeps, strict=True):
+        if isinstance(col, KeywordColumn):
+            ords, has = col.ords.per_doc(mode)
+            values.append(next(term_maps)[np.asarray(ords)[keep]])
+            present.append(has[keep])
+        elif isinstance(col, NumericColumn):
+            vals, has = col.doc_values.per_doc(mode)
+            values.append(np.asarray(vals)[keep])
+            present.append(has[keep])
+        else:
+            values.append(np.zeros(len(keep), dtype=np.int64))
+            present.append(np.zeros(len(keep), dtype=bool))
+    return _cat(values), _cat(present).astype(bool)
 
 
 def _merge_terms(term_arrays: list[np.ndarray]) -> tuple[np.ndarray, list[np.ndarray]]:
@@ -141,11 +223,11 @@ def _merge_terms(term_arrays: list[np.ndarray]) -> tuple[np.ndarray, list[np.nda
 
 
 def _merge_text(writer: SegmentWriter, path: str, cols: list, max_doc: int) -> None:
-    present = [(c, remap, base) for c, remap, base in cols if isinstance(c, TextColumn)]
-    merged, maps = _merge_terms([c.terms for c, _, _ in present])
+    present = [(c, remap) for c, remap in cols if isinstance(c, TextColumn)]
+    merged, maps = _merge_terms([c.terms for c, _ in present])
     tids, docs, positions = [], [], []
     lengths = np.zeros(max_doc, dtype=np.int64)
-    for (col, remap, base), tmap in zip(present, maps, strict=True):
+    for (col, remap), tmap in zip(present, maps, strict=True):
         freqs = np.asarray(col.post_freqs, dtype=np.int64)
         entry_terms = np.repeat(
             np.arange(len(col.terms)), np.diff(np.asarray(col.post_offsets, dtype=np.int64))
@@ -153,10 +235,10 @@ def _merge_text(writer: SegmentWriter, path: str, cols: list, max_doc: int) -> N
         entry_docs = remap[np.asarray(col.post_docs, dtype=np.int64)]
         occ_keep = np.repeat(entry_docs >= 0, freqs)
         tids.append(np.repeat(tmap[entry_terms], freqs)[occ_keep])
-        docs.append(np.repeat(entry_docs + base, freqs)[occ_keep])
+        docs.append(np.repeat(entry_docs, freqs)[occ_keep])
         positions.append(np.asarray(col.positions, dtype=np.int64)[occ_keep])
         kept = np.flatnonzero(remap >= 0)
-        lengths[remap[kept] + base] = LENGTH_TABLE[np.asarray(col.norms)[kept]].astype(np.int64)
+        lengths[remap[kept]] = LENGTH_TABLE[np.asarray(col.norms)[kept]].astype(np.int64)
     # Norm bytes are lossy: re-encoding a decoded length gives back the same byte, so the
     # merged segment scores exactly as its sources did.
     all_tids = _cat(tids)
@@ -173,19 +255,19 @@ def _cat(arrays: list[np.ndarray]) -> np.ndarray:
     return np.concatenate(arrays) if arrays else np.empty(0, dtype=np.int64)
 
 
-def _flat_kept(dv: DocValues, remap: np.ndarray, base: int) -> tuple[np.ndarray, np.ndarray]:
+def _flat_kept(dv: DocValues, remap: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     docs, values = dv.flat
     new_docs = remap[docs]
     keep = new_docs >= 0
-    return new_docs[keep] + base, np.asarray(values)[keep]
+    return new_docs[keep], np.asarray(values)[keep]
 
 
 def _merge_keyword(writer: SegmentWriter, path: str, cols: list, max_doc: int) -> None:
-    present = [(c, remap, base) for c, remap, base in cols if isinstance(c, KeywordColumn)]
-    merged, maps = _merge_terms([c.terms for c, _, _ in present])
+    present = [(c, remap) for c, remap in cols if isinstance(c, KeywordColumn)]
+    merged, maps = _merge_terms([c.terms for c, _ in present])
     docs, ords = [], []
-    for (col, remap, base), tmap in zip(present, maps, strict=True):
-        d, o = _flat_kept(col.ords, remap, base)
+    for (col, remap), tmap in zip(present, maps, strict=True):
+        d, o = _flat_kept(col.ords, remap)
         docs.append(d)
         ords.append(tmap[o.astype(np.int64)])
     d, o = _cat(docs), _cat(ords)
@@ -198,9 +280,9 @@ def _merge_keyword(writer: SegmentWriter, path: str, cols: list, max_doc: int) -
 def _merge_numeric(writer: SegmentWriter, path: str, kind: str, cols: list, max_doc: int) -> None:
     dtype = np.int64 if kind == "long" else np.float64
     docs, values = [], []
-    for col, remap, base in cols:
+    for col, remap in cols:
         if isinstance(col, NumericColumn):
-            d, v = _flat_kept(col.doc_values, remap, base)
+            d, v = _flat_kept(col.doc_values, remap)
             docs.append(d)
             values.append(v.astype(dtype))
     writer.add_numeric(

@@ -29,6 +29,7 @@ import orjson
 from leafsearch.errors import FlushFailed, TranslogFailed
 from leafsearch.index.block_cache import BlockCache
 from leafsearch.index.buffer import IndexBuffer
+from leafsearch.index.index_sort import IndexSort
 from leafsearch.index.merge_policy import find_merge
 from leafsearch.index.merge_worker import merge_in_worker
 from leafsearch.index.parsed import ParsedBatch, ParsedDoc
@@ -145,11 +146,20 @@ class IndexBatch:
 
 
 class Shard:
-    def __init__(self, folder: Path, shard_id: int, parse, blocks: BlockCache | None = None) -> None:
+    def __init__(
+        self,
+        folder: Path,
+        shard_id: int,
+        parse,
+        index_sort: IndexSort | None = None,
+        blocks: BlockCache | None = None,
+    ) -> None:
         """`parse(source, doc_id) -> ParsedDoc` comes from the index's mapping (used in recovery);
-        `blocks` is the node's cache of decompressed source blocks, given to every segment."""
+        `index_sort`, the order every segment is written in (None: arrival order); `blocks`, the
+        node's cache of decompressed source blocks, given to every segment."""
         self.folder = folder
         self.shard_id = shard_id
+        self.index_sort = index_sort
         self.lock = threading.RLock()  # writes, refresh, merge installation
         # Searches only swap in/acquire the published Searcher and count segment references;
         # these small locks keep them from waiting behind a bulk request holding `lock`.
@@ -435,7 +445,9 @@ class Shard:
 
     def _flush_in_background(self, buffer: IndexBuffer, generation: int) -> _Flushing:
         folder = self.folder / self._next_segment_name()
-        return _Flushing(buffer, _flusher().submit(segment_from_buffer, buffer, folder), generation)
+        return _Flushing(
+            buffer, _flusher().submit(segment_from_buffer, buffer, folder, self.index_sort), generation
+        )
 
     def _install_flushed(self) -> None:
         """Add the segment of the buffer on the flush thread (waiting for it), not yet published.
@@ -469,7 +481,9 @@ class Shard:
             self._seg_refs[seg.name] = 1
         if buffer.deleted:
             live = np.ones(seg.max_doc, dtype=bool)
-            live[list(buffer.deleted)] = False
+            deleted = np.fromiter(buffer.deleted, dtype=np.int64, count=len(buffer.deleted))
+            # Buffer doc numbers are arrival order; a sorted segment holds them elsewhere.
+            live[deleted if buffer.segment_docs is None else buffer.segment_docs[deleted]] = False
             self.live[seg.name] = live
         else:
             self.live[seg.name] = None
@@ -553,7 +567,8 @@ class Shard:
         self._install_flushed()
         if len(self.buffer):
             buffer = self.buffer
-            self._add_segment(segment_from_buffer(buffer, self.folder / self._next_segment_name()), buffer)
+            folder = self.folder / self._next_segment_name()
+            self._add_segment(segment_from_buffer(buffer, folder, self.index_sort), buffer)
             self.buffer = IndexBuffer()
         self._apply_pending_deletes()
         # Every id now resolves from the segments and their live docs (deletes: from tombstones).
@@ -654,19 +669,25 @@ class Shard:
             parts = [(s, self.live[s.name]) for s in chosen]
             name = self._next_segment_name()
         try:
-            merge_in_worker([(seg.folder, live) for seg, live in parts], self.folder / name)
+            origin = merge_in_worker(
+                [(seg.folder, live) for seg, live in parts], self.folder / name, self.index_sort
+            )
             merged = self._open_segment(name)
             with self.lock:
                 if self.closed:
                     shutil.rmtree(merged.folder, ignore_errors=True)
                     return False
-                self._install_merge(parts, merged)
+                self._install_merge(parts, merged, origin)
             return True
         finally:
             self.merging = False
 
-    def _install_merge(self, parts: list[tuple[Segment, np.ndarray | None]], merged: Segment) -> None:
+    def _install_merge(
+        self, parts: list[tuple[Segment, np.ndarray | None]], merged: Segment, origin: np.ndarray | None
+    ) -> None:
         """Swap merged segments for the new one, carrying over deletes that happened meanwhile.
+        `origin` (an index-sorted merge) gives each merged document's position among the parts'
+        live documents in order; None: they are in that order.
 
         The buffer is flushed first: the commit below rolls the translog, so everything
         acknowledged must be in a committed segment or live-docs file by then.
@@ -683,6 +704,8 @@ class Shard:
                 now_mask[list(pending)] = False
             new_live[base : base + len(keep)] = now_mask[keep]
             base += len(keep)
+        if origin is not None:
+            new_live = new_live[origin]
         first = self.segments.index(parts[0][0])
         names = {s.name for s, _ in parts}
         self.segments = [s for s in self.segments if s.name not in names]

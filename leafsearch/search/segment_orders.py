@@ -83,13 +83,17 @@ def first_matches(order: np.ndarray, mask: np.ndarray, start: int, k: int) -> np
     return np.concatenate(found) if found else np.empty(0, dtype=order.dtype)
 
 
-def build_order(columns: list[SortColumn]) -> SegmentOrder:
-    """The order of a segment from its sort columns over every one of its documents."""
+def build_order(columns: list[SortColumn], *, presorted: bool = False) -> SegmentOrder:
+    """The order of a segment from its sort columns over every one of its documents.
+
+    `presorted`: the segment is stored in this order (an index sort covers the sort, see
+    index/index_sort.py), so the order is the identity and the keys need no sort."""
     keys: list[np.ndarray] = []
     for column in columns:
         keys.extend(column.key_columns())
     n = len(columns[0].values) if columns else 0
-    order = np.lexsort(keys[::-1]).astype(np.int32 if n < 2**31 else np.int64)
+    dtype = np.int32 if n < 2**31 else np.int64
+    order = np.arange(n, dtype=dtype) if presorted else np.lexsort(keys[::-1]).astype(dtype)
     templates = [
         SortColumn(
             c.spec,
@@ -102,7 +106,7 @@ def build_order(columns: list[SortColumn]) -> SegmentOrder:
         )
         for c in columns
     ]
-    return SegmentOrder(order, [k[order] for k in keys], templates)
+    return SegmentOrder(order, keys if presorted else [k[order] for k in keys], templates)
 
 
 class SegmentOrders(BoundedCache[tuple[int, Any], SegmentOrder]):

@@ -164,7 +164,11 @@ def _order(
         docs = np.arange(view.max_doc, dtype=np.int64)
         zeros = np.zeros(view.max_doc, dtype=np.int32)
         seg_docs = [(0, view, docs)]
-        return build_order([sort_column(spec, [target], seg_docs, zeros, docs, None) for spec in specs])
+        columns = [sort_column(spec, [target], seg_docs, zeros, docs, None) for spec in specs]
+        index_sort = target.index.sort
+        return build_order(
+            columns, presorted=index_sort is not None and index_sort.covers(specs, field_types)
+        )
 
     return orders.order(view.segment, signature, build)
 
