@@ -14,6 +14,7 @@ import threading
 import time
 import uuid as uuidlib
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import orjson
@@ -28,6 +29,7 @@ from leafsearch.index.mapping import Mapping
 from leafsearch.search import coordinator, scroll_pit
 from leafsearch.search.contexts import ContextRegistry
 from leafsearch.search.hitlist import HitListCache
+from leafsearch.search.msearch import DEFAULT_MAX_CONCURRENT
 from leafsearch.search.segment_orders import SegmentOrders
 from leafsearch.search.sort_keys import GlobalOrdinals
 from leafsearch.search.stats import SearchStats
@@ -95,6 +97,10 @@ class Node:
             else:  # a deletion or a creation that a crash interrupted
                 shutil.rmtree(folder, ignore_errors=True)
         self.search_stats = SearchStats()
+        # `_msearch` runs its searches here (threads start on first use, end with the node).
+        self.msearch_pool = ThreadPoolExecutor(
+            DEFAULT_MAX_CONCURRENT, thread_name_prefix="leafsearch-msearch"
+        )
         self.contexts = ContextRegistry(self, clock)
         self.security = SecurityStore(self.path / "security")
         self._bound_caches()
@@ -139,6 +145,7 @@ class Node:
         self._closed.set()
         for thread in self._threads:
             thread.join(timeout=60)
+        self.msearch_pool.shutdown(wait=True)
         self.contexts.close_all()
         self.hitlists.close()
         with self.lock:

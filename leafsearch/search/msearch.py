@@ -17,7 +17,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -85,9 +85,6 @@ _BOOLEAN_PARAMS = frozenset(
 )
 #: Elasticsearch's default: one data node times min(search pool size, 10).
 DEFAULT_MAX_CONCURRENT = max(1, min((os.cpu_count() or 1) * 3 // 2 + 1, 10))
-
-_pool: ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
 
 #: (index expression, item params, body) -> the expression to search instead, or None to keep it;
 #: raises for an item the caller may not run.
@@ -182,14 +179,6 @@ def _boolean(value: Any, key: str) -> str:
     return text
 
 
-def _executor() -> ThreadPoolExecutor:
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(DEFAULT_MAX_CONCURRENT, thread_name_prefix="leafsearch-msearch")
-        return _pool
-
-
 def msearch(
     node: Node,
     items: list[SearchItem],
@@ -211,7 +200,7 @@ def msearch(
     if limit == 1:
         responses = [run(item) for item in items]
     else:
-        pool = _executor()
+        pool = node.msearch_pool
         futures: list[Future[dict[str, Any]]] = []
         for position, item in enumerate(items):
             if position >= limit:
