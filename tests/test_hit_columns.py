@@ -194,3 +194,51 @@ def test_column_encoders_print_what_the_hit_renderer_prints() -> None:
     assert json_items(texts) == [orjson.dumps(t) for t in texts]
     assert json_items([1, -2, 2**63 - 1]) == [b"1", b"-2", b"9223372036854775807"]
     assert json_items([True, 1.5, float("inf")]) == [b"true", b"1.5", b"null"]
+
+
+def test_a_page_with_per_hit_options_over_http(http, new_index) -> None:
+    """Through the REST API, hits carry their options in Elasticsearch's key order, with the values
+    their documents were written with: a routed document updated twice, a plain one, two segments."""
+    index = new_index(mappings={"properties": {"n": {"type": "long"}, "k": {"type": "keyword"}}})
+    http.put(f"/{index}/_doc/a?routing=r1&refresh=true", json={"n": 1, "k": ["y", "x"]})
+    http.put(f"/{index}/_doc/b?refresh=true", json={"n": 2})
+    for n in (3, 4):
+        http.put(f"/{index}/_doc/a?routing=r1&refresh=true", json={"n": n, "k": "z"})
+    body = {
+        "sort": [{"n": "desc"}],
+        "track_scores": True,
+        "version": True,
+        "seq_no_primary_term": True,
+        "docvalue_fields": ["k", {"field": "n", "format": "0.0"}],
+        "_source": False,
+    }
+    response = http.post(f"/{index}/_search", json=body)
+    assert response.status_code == 200, response.text
+    hits = orjson.loads(response.content)["hits"]["hits"]
+    assert [ordered(hit) for hit in hits] == [
+        ordered(
+            {
+                "_index": index,
+                "_id": "a",
+                "_version": 3,
+                "_seq_no": 3,
+                "_primary_term": 1,
+                "_score": 1.0,
+                "_routing": "r1",
+                "fields": {"k": ["z"], "n": ["4.0"]},
+                "sort": [4],
+            }
+        ),
+        ordered(
+            {
+                "_index": index,
+                "_id": "b",
+                "_version": 1,
+                "_seq_no": 1,
+                "_primary_term": 1,
+                "_score": 1.0,
+                "fields": {"n": ["2.0"]},
+                "sort": [2],
+            }
+        ),
+    ]
