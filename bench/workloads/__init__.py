@@ -8,6 +8,7 @@ from bench.harness import Context, Row
 from bench.workloads import (
     attacks,
     fresh_snapshot,
+    hit_options,
     indexing,
     offset,
     scroll,
@@ -28,4 +29,5 @@ WORKLOADS: dict[str, tuple[str, Callable[[Context], list[Row]]]] = {
     "W9": ("search_after without a PIT, deep; size 0 terms aggregation", top_pages.run_cursors),
     "W10": ("W6 queries while 5,000 docs/s are indexed", under_writes.run),
     "W11": ("GET / latency while heavy or pathological searches run", attacks.run),
+    "W12": ("a page of 5,000 hits with version, seq_no or docvalue_fields vs plain", hit_options.run),
 }

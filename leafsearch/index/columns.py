@@ -117,6 +117,22 @@ class DocValues:
             return np.asarray(self.values)[doc : doc + 1]
         return np.asarray(self.values)[int(self.offsets[doc]) : int(self.offsets[doc + 1])]
 
+    def values_of(self, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(number of values of each doc, their values one doc after the other): `doc_values` of a
+        page of documents in a few array operations instead of one call per document."""
+        docs = np.asarray(docs, dtype=np.int64)
+        values = np.asarray(self.values)
+        if self.offsets is None:
+            present = self.present[docs]
+            return present.astype(np.int64), values[docs[present]]
+        offsets = np.asarray(self.offsets, dtype=np.int64)
+        starts = offsets[docs]
+        counts = offsets[docs + 1] - starts
+        # Each value's position: its doc's start plus its rank among that doc's values.
+        firsts = np.cumsum(counts) - counts
+        positions = np.repeat(starts - firsts, counts) + np.arange(int(counts.sum()), dtype=np.int64)
+        return counts, values[positions]
+
 
 class NumericColumn:
     """A numeric field: `kind` is "long" (int64 semantics) or "double" (float64)."""

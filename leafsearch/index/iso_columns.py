@@ -1,4 +1,5 @@
-"""Many ISO 8601 timestamps parsed at once: the `@timestamp` of a bulk request in a few numpy calls.
+"""Many ISO 8601 timestamps parsed (or printed) at once: the `@timestamp` of a bulk request, or the
+dates of a page of `docvalue_fields`, in a few numpy calls.
 
 Log shippers send one shape, `2024-05-01T12:34:56.789Z`. Parsed one by one it costs a
 `fromisoformat` and a subtraction per document; as one fixed-width byte matrix its digits become
@@ -16,6 +17,7 @@ _DIGITS = np.array([0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18, 20, 21, 22])
 _PUNCTUATION = {4: b"-", 7: b"-", 10: b"T", 13: b":", 16: b":", 19: b".", 23: b"Z"}
 _MONTH_DAYS = np.array([0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31])
 _DAY_MILLIS = 86_400_000
+_FIRST_DAY, _LAST_DAY = -719_162, 2_932_896  # 0001-01-01 and 9999-12-31, in days since 1970
 
 
 def _number(d: np.ndarray, first: int, size: int) -> np.ndarray:
@@ -62,3 +64,13 @@ def iso_millis(values: list[str]) -> np.ndarray | None:
         return None
     seconds = hour * 3600 + minute * 60 + second
     return _days_from_civil(year, month, day) * _DAY_MILLIS + seconds * 1000 + _number(digits, 20, 3)
+
+
+def iso_strings(millis: np.ndarray) -> list[str] | None:
+    """`YYYY-MM-DDTHH:MM:SS.mmmZ` of every epoch millis value (what `strict_date_optional_time`
+    prints), or None if any falls outside years 1 to 9999, whose shape differs (a sign, more digits)."""
+    millis = np.asarray(millis, dtype=np.int64)
+    days = millis // _DAY_MILLIS
+    if len(days) and not (days.min() >= _FIRST_DAY and days.max() <= _LAST_DAY):
+        return None
+    return np.datetime_as_string(millis.astype("datetime64[ms]"), unit="ms", timezone="UTC").tolist()

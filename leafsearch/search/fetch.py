@@ -6,7 +6,7 @@
   are filtered element by element); unfiltered sources pass through as the stored bytes.
 - `extract_fields`: the `fields` option (values read from `_source`, typed and formatted by
   the mapping).
-- `docvalue_field_values`: the `docvalue_fields` option (values read from the columns).
+- `docvalue_columns`: the `docvalue_fields` option (values read from the columns, a page's at once).
 - `format_sort_value` / `parse_search_after_value`: a hit's `sort` values and their way back in
   as `search_after`. They are inverse of each other in the sort's own domain (epoch millis or
   nanos as exact ints, float32 scores, keyword strings), so a cursor taken from a hit lands
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from decimal import ROUND_HALF_EVEN, Decimal
 from functools import lru_cache
 from typing import Any
@@ -334,33 +335,53 @@ def _truncate(value: float) -> int:
 # the `docvalue_fields` option
 
 
-def docvalue_field_values(
-    segment: Any, doc: int, mapping: Any, specs: list[dict[str, Any]], index: str
-) -> dict[str, list]:
-    """Values of one document's columns for each spec, rendered as Elasticsearch's DocValueFormat.
+def docvalue_columns(
+    segment: Any, docs: np.ndarray, mapping: Any, specs: list[dict[str, Any]], index: str
+) -> list[tuple[str, np.ndarray, list[Any]]]:
+    """The `docvalue_fields` of some documents of one segment, read column by column: per field, in
+    the order a hit shows them, (path, number of values of each document, every document's values
+    one document after the other), rendered as Elasticsearch's DocValueFormat.
 
     Keywords come back as strings in term order, numbers in value order, booleans as true/false,
     dates as strings in the spec's `format` or the mapping's first format (numbers take a
     `DecimalFormat` pattern). Fields without doc values, and text fields, are refused as
-    Elasticsearch refuses them (a text field's refusal names `index`, the hit's index).
+    Elasticsearch refuses them (a text field's refusal names `index`, the hit's index). A field
+    named by several specs shows the first one's values; a document without any still meets the
+    later specs, whose refusal then applies.
     """
-    out: dict[str, list] = {}
+    out: list[tuple[str, np.ndarray, list[Any]]] = []
+    has_values: dict[str, np.ndarray] = {}
     for spec in specs:
         for path in mapping.resolve_fields(spec["field"]):
             ft = mapping.field(path)
-            if ft is None or path in out:
+            if ft is None:
+                continue
+            shown = has_values.get(path)
+            if shown is not None:
+                if not shown.all():
+                    _docvalue_renderer(path, ft, spec.get("format"), index)
                 continue
             render = _docvalue_renderer(path, ft, spec.get("format"), index)
             column = segment.column(path)
             if isinstance(column, KeywordColumn):
-                values = [column.term(int(o)) for o in column.ords.doc_values(doc)]
+                counts, ords = column.ords.values_of(docs)
+                values = [term.decode() for term in column.terms[ords].tolist()]
             elif isinstance(column, NumericColumn):
-                values = [render(v) for v in column.doc_values.doc_values(doc).tolist()]
+                counts, raw = column.doc_values.values_of(docs)
+                values = render(raw)
             else:
-                values = []
-            if values:
-                out[path] = values
+                counts, values = np.zeros(len(docs), dtype=np.int64), []
+            has_values[path] = counts > 0
+            out.append((path, counts, values))
     return out
+
+
+def docvalue_field_values(
+    segment: Any, doc: int, mapping: Any, specs: list[dict[str, Any]], index: str
+) -> dict[str, list]:
+    """One document's `docvalue_fields` (see `docvalue_columns`): the fields that have values."""
+    columns = docvalue_columns(segment, np.array([doc], dtype=np.int64), mapping, specs, index)
+    return {path: values for path, _, values in columns if values}
 
 
 def fielddata_error(field: str, ft: Any, index: str | None = None) -> IllegalArgument | None:
@@ -382,7 +403,8 @@ def fielddata_error(field: str, ft: Any, index: str | None = None) -> IllegalArg
     return None
 
 
-def _docvalue_renderer(path: str, ft: Any, fmt: str | None, index: str):
+def _docvalue_renderer(path: str, ft: Any, fmt: str | None, index: str) -> Callable[[np.ndarray], list[Any]]:
+    """How a column's values of this field are shown: all of a page's values in one call."""
     error = fielddata_error(path, ft, index)
     if error is not None:
         raise error
@@ -390,28 +412,30 @@ def _docvalue_renderer(path: str, ft: Any, fmt: str | None, index: str):
     if domain in ("date", "date_nanos"):
         printer = _date_formatter(fmt) if fmt is not None else ft.formatter
         nanos = domain == "date_nanos"
-        return lambda v: printer.format(int(v), nanos=nanos)
+        return lambda values: printer.format_many(values, nanos=nanos)
     if fmt is not None and domain in ("keyword", "boolean"):
         raise IllegalArgument(f"Field [{path}] of type [{ft.type}] does not support custom formats")
     if domain == "boolean":
-        return lambda v: v != 0
-    convert = _docvalue_number(ft, domain)
+        return lambda values: (values != 0).tolist()
+    convert = _docvalue_numbers(ft, domain)
     if fmt is None:
         return convert
     decimal = _decimal_format(fmt)
-    return lambda v: decimal(convert(v))
+    return lambda values: [decimal(v) for v in convert(values)]
 
 
-def _docvalue_number(ft: Any, domain: str):
-    """A column value as the double or long Elasticsearch's doc values hold for the field type."""
+def _docvalue_numbers(ft: Any, domain: str) -> Callable[[np.ndarray], list[Any]]:
+    """Column values as the doubles or longs Elasticsearch's doc values hold for the field type."""
     if ft.type == "scaled_float":
         factor = ft.scaling_factor
-        return lambda v: v / factor
+        return lambda values: (values / factor).tolist()
     if domain == "half_float":
-        return lambda v: float(np.float16(v))
+        return lambda values: values.astype(np.float16).astype(np.float64).tolist()
     if domain == "float":
-        return lambda v: float(np.float32(v))
-    return float if domain == "double" else int
+        return lambda values: values.astype(np.float32).astype(np.float64).tolist()
+    if domain == "double":
+        return lambda values: values.astype(np.float64).tolist()
+    return lambda values: values.tolist() if values.dtype.kind in "iu" else [int(v) for v in values.tolist()]
 
 
 @lru_cache(maxsize=64)

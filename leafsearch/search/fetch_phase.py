@@ -1,15 +1,15 @@
 """The fetch phase of one page: the page's ids, sources and routings read segment by segment, then
 its hits rendered.
 
-The REST layer asks for a plain page (no per-hit option) as JSON bytes: every hit is the same
-constant pieces around its id, stored `_source` bytes and sort values, so the page is one
-`bytes.join` over columns of those parts, without a dict or an encoder callback per hit. Other
-pages, and in-process callers, get one dict per hit.
+The REST layer asks for pages as JSON bytes: every hit is constant pieces around columns (its id,
+stored `_source` bytes, version, seq_no, score, routing, doc values, sort values), each gathered
+and encoded for the whole page at once (`hit_columns`), so the page is one `bytes.join` over them,
+without a dict or an encoder callback per hit. Pages with options that read or rewrite a hit's
+source (`fields`, `_source` filtering, `explain`), and in-process callers, get one dict per hit.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from itertools import chain, repeat
 from typing import Any
@@ -19,17 +19,9 @@ import orjson
 
 from leafsearch.rawjson import RawJSON
 from leafsearch.request.search_types import SearchRequest
-from leafsearch.search import fetch
+from leafsearch.search import fetch, hit_columns
+from leafsearch.search.hit_columns import Group, PageOrder, groups_of
 from leafsearch.search.hitlist import HitList
-
-
-@dataclass
-class _Group:
-    """The page's hits that live in one segment view: their rows on the page, their local docs."""
-
-    view: Any
-    rows: np.ndarray
-    local: np.ndarray
 
 
 @dataclass
@@ -38,11 +30,12 @@ class _Page:
     score and sort values; and the segment groups they were read from."""
 
     tpos: np.ndarray
-    groups: list[_Group]
+    groups: list[Group]
+    order: PageOrder
     ids: list[bytes | None]  # UTF-8
     sources: list[bytes | None]
     routings: list[str | None]
-    scores: list[float | None]
+    scores: np.ndarray | None  # float32, when the hits show their score
     sort_columns: list[list[Any]] | None  # per sort column, the page's rendered values
 
     def sort_rows(self) -> list[list[Any]]:
@@ -58,43 +51,6 @@ class _Page:
         return out
 
 
-def _groups(hitlist: HitList, tpos: np.ndarray, docs: np.ndarray) -> list[_Group]:
-    """The page's hits split by segment view, in (target, segment) order."""
-    groups = []
-    for ti in np.unique(tpos).tolist():
-        views = hitlist.targets[ti].searcher.views
-        bases = np.array([v.doc_base for v in views], dtype=np.int64)
-        in_target = np.flatnonzero(tpos == ti)
-        vis = np.searchsorted(bases, docs[in_target], side="right") - 1
-        for vi in np.unique(vis).tolist():
-            rows = in_target[vis == vi]
-            groups.append(_Group(views[vi], rows, docs[rows] - views[vi].doc_base))
-    return groups
-
-
-class _PageOrder:
-    """Puts values read group by group back in page order.
-
-    A page usually lies in one segment, or its groups follow each other in page order (a `_doc`
-    batch crossing a segment boundary); only then is no per-hit reordering needed.
-    """
-
-    def __init__(self, groups: list[_Group]) -> None:
-        self.position: list[int] | None = None
-        if len(groups) > 1:
-            order = np.concatenate([g.rows for g in groups])
-            if (np.diff(order) < 0).any():
-                position = np.empty(len(order), dtype=np.int64)
-                position[order] = np.arange(len(order))
-                self.position = position.tolist()
-
-    def merge(self, parts: list[list[Any]]) -> list[Any]:
-        flat = parts[0] if len(parts) == 1 else list(chain.from_iterable(parts))
-        if self.position is None:
-            return flat
-        return [flat[i] for i in self.position]
-
-
 def _gather(hitlist: HitList, start: int, end: int, request: SearchRequest) -> _Page:
     """Ids, sources and routings of the page's documents only, read segment by segment.
 
@@ -103,29 +59,25 @@ def _gather(hitlist: HitList, start: int, end: int, request: SearchRequest) -> _
     """
     sl = slice(start, end)
     tpos = hitlist.target[sl]
-    groups = _groups(hitlist, tpos, hitlist.doc[sl])
+    groups = groups_of(hitlist.targets, tpos, hitlist.doc[sl])
+    order = PageOrder(groups)
     n = end - start
     ids: list[bytes | None] = [None] * n
     sources: list[bytes | None] = [None] * n
     routings: list[str | None] = [None] * n
     if _loads_stored_fields(request):
-        order = _PageOrder(groups)
         ids = order.merge([g.view.segment.doc_id_bytes(g.local) for g in groups])
         if request.source.fetch or request.fields:
             sources = order.merge([g.view.segment.sources(g.local) for g in groups])
         if any(g.view.segment.column("_routing") is not None for g in groups):
-            routings = order.merge([g.view.segment.routings(g.local.tolist()) for g in groups])
+            routings = hit_columns.routings(groups, order)
     sorted_by_field = bool(request.sort) and request.sort[0].field != "_score"
     show_score = hitlist.score is not None and (
         not sorted_by_field or request.track_scores or any(s.field == "_score" for s in request.sort)
     )
-    if show_score:
-        assert hitlist.score is not None
-        scores: list[float | None] = [fetch._short_float(v, "float") for v in hitlist.score[sl].tolist()]
-    else:
-        scores = [None] * n
+    scores = hitlist.score[sl] if show_score and hitlist.score is not None else None
     sort_columns = _sort_columns(hitlist, start, end) if request.sort else None
-    return _Page(tpos, groups, ids, sources, routings, scores, sort_columns)
+    return _Page(tpos, groups, order, ids, sources, routings, scores, sort_columns)
 
 
 def _loads_stored_fields(request: SearchRequest) -> bool:
@@ -134,52 +86,49 @@ def _loads_stored_fields(request: SearchRequest) -> bool:
 
 
 def renders_raw(request: SearchRequest) -> bool:
-    """Whether the REST layer gets this request's pages as bytes: every hit has the plain shape
-    (no per-hit option needs building)."""
-    return not (
-        request.version
-        or request.seq_no_primary_term
-        or request.fields
-        or request.docvalue_fields
-        or request.explain
-        or request.source.filtering
-        or request.stored_fields is not None
-    )
-
-
-#: Bytes a JSON string must escape; ids without them are spliced between quotes as they are.
-_JSON_ESCAPED = re.compile(rb'["\\\x00-\x1f]')
+    """Whether the REST layer gets this request's pages as bytes: no hit needs its source parsed
+    (`fields`, `_source` filtering) or an explanation built."""
+    return not (request.fields or request.explain or request.source.filtering)
 
 
 def _render_raw(hitlist: HitList, page: _Page, request: SearchRequest) -> RawJSON:
-    """A plain page as one pre-encoded JSON array.
+    """A page as one pre-encoded JSON array, keys in the order Elasticsearch writes them.
 
-    Each hit is `{"_index":..,"_id":..,"_score":..[,"_routing":..][,"_source":..][,"sort":[..]]}`:
-    the parts that differ per hit are columns (lists), the others constants, and the page is
-    one join over the hits' parts taken in turn.
+    Each hit is `{"_index":..[,"_id":..][,"_version":..][,"_seq_no":..,"_primary_term":1],"_score":..
+    [,"_routing":..][,"_source":..][,"fields":{..}][,"sort":[..]]}`: the parts that differ per hit
+    are columns (lists), the others constants, and the page is one join over the hits' parts
+    taken in turn.
     """
     dumps = orjson.dumps
     n = len(page.ids)
     pieces: list[bytes | list[bytes]] = []
-    heads = [b'{"_index":' + dumps(t.index.name) + b',"_id":' for t in hitlist.targets]
+    heads = [b'{"_index":' + dumps(t.index.name) for t in hitlist.targets]
     pieces.append(heads[0] if len(heads) == 1 else [heads[t] for t in page.tpos.tolist()])
-    ids: list[bytes] = page.ids  # type: ignore[assignment]  # a plain page loads stored fields
-    if _JSON_ESCAPED.search(b"".join(ids)) is None:
-        pieces += [b'"', ids, b'"']
-    else:
-        pieces.append([dumps(i.decode()) for i in ids])
+    loaded = _loads_stored_fields(request)
+    if loaded:
+        ids: list[bytes] = page.ids  # type: ignore[assignment]  # loaded: every hit has its id
+        if hit_columns.JSON_ESCAPED.search(b"".join(ids)) is None:
+            pieces += [b',"_id":"', ids, b'"']
+        else:
+            pieces += [b',"_id":', [dumps(i.decode()) for i in ids]]
+    if request.version:
+        versions = hit_columns.page_column(page.groups, n, lambda seg, docs: seg.versions[docs])
+        pieces += [b',"_version":', hit_columns.json_items(versions.tolist())]
+    if request.seq_no_primary_term:
+        seq_nos = hit_columns.page_column(page.groups, n, lambda seg, docs: seg.seq_nos[docs])
+        pieces += [b',"_seq_no":', hit_columns.json_items(seq_nos.tolist()), b',"_primary_term":1']
     pieces.append(b',"_score":')
-    if page.scores.count(None) == n:
-        pieces.append(b"null")
-    else:
-        pieces.append(dumps(page.scores)[1:-1].split(b","))  # floats and nulls hold no comma
+    pieces.append(b"null" if page.scores is None else hit_columns.json_scores(page.scores))
     if page.routings.count(None) != n:
         pieces.append([b"" if r is None else b',"_routing":' + dumps(r) for r in page.routings])
-    if request.source.fetch:
+    if request.source.fetch and loaded:
         if None in page.sources:
             pieces.append([b"" if s is None else b',"_source":' + s for s in page.sources])
         else:
             pieces += [b',"_source":', page.sources]  # type: ignore[list-item]
+    if request.docvalue_fields:
+        parts = hit_columns.docvalue_fields_json(page.groups, hitlist.targets, request.docvalue_fields)
+        pieces.append(page.order.merge(parts))
     if page.sort_columns is not None:
         pieces += [b',"sort":[', _sort_json(page.sort_columns), b"]"]
     pieces.append(b"},")
@@ -212,6 +161,11 @@ def render_hits(
     located = (
         page.located() if request.version or request.seq_no_primary_term or request.docvalue_fields else None
     )
+    scores = (
+        [fetch._short_float(v, "float") for v in page.scores.tolist()]
+        if page.scores is not None
+        else [None] * (end - start)
+    )
     hits = []
     for row in range(end - start):
         target = hitlist.targets[int(page.tpos[row])]
@@ -228,7 +182,7 @@ def render_hits(
             view, local_doc = located[row]
             hit["_seq_no"] = int(view.segment.seq_nos[local_doc])
             hit["_primary_term"] = 1
-        hit["_score"] = page.scores[row]
+        hit["_score"] = scores[row]
         if page.routings[row] is not None:
             hit["_routing"] = page.routings[row]
         raw = page.sources[row]

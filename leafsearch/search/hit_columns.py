@@ -1,0 +1,176 @@
+"""A page's per-hit values read and encoded column by column.
+
+The fetch phase reads a page segment by segment (`Group`: the page's hits in one segment view),
+so every per-hit option is one array operation per group: versions, seq_nos, routings and doc
+values are gathered with numpy, put back in page order, and encoded as JSON in one `orjson` call
+per column where the values allow it (numbers hold no comma, so one encoded list splits into its
+items). The REST renderer then joins these columns into the page's bytes. Why: a `version: true`
+page of 5,000 hits built one dict per hit cost 17 ms against 2 ms for the plain page.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from itertools import chain, repeat
+from typing import Any
+
+import numpy as np
+import orjson
+
+from leafsearch.search import fetch
+
+#: Bytes a JSON string must escape; UTF-8 ids without them are spliced between quotes as they are.
+JSON_ESCAPED = re.compile(rb'["\\\x00-\x1f]')
+
+#: float32 values whose shortest form orjson prints as Python prints the same float: inside this
+#: range both use plain decimals, outside it their exponent notations differ (`1e+13`, `1e13`).
+_PLAIN_FLOAT32 = (1e-5, 1e13)
+
+
+@dataclass
+class Group:
+    """The page's hits that live in one segment view: the target's position, their rows on the
+    page, their local docs."""
+
+    target: int
+    view: Any
+    rows: np.ndarray
+    local: np.ndarray
+
+
+def groups_of(targets: list[Any], tpos: np.ndarray, docs: np.ndarray) -> list[Group]:
+    """The page's hits split by segment view, in (target, segment) order."""
+    groups = []
+    for ti in np.unique(tpos).tolist():
+        views = targets[ti].searcher.views
+        bases = np.array([v.doc_base for v in views], dtype=np.int64)
+        in_target = np.flatnonzero(tpos == ti)
+        vis = np.searchsorted(bases, docs[in_target], side="right") - 1
+        for vi in np.unique(vis).tolist():
+            rows = in_target[vis == vi]
+            groups.append(Group(ti, views[vi], rows, docs[rows] - views[vi].doc_base))
+    return groups
+
+
+class PageOrder:
+    """Puts values read group by group back in page order.
+
+    A page usually lies in one segment, or its groups follow each other in page order (a `_doc`
+    batch crossing a segment boundary); only then is no per-hit reordering needed.
+    """
+
+    def __init__(self, groups: list[Group]) -> None:
+        self.position: list[int] | None = None
+        if len(groups) > 1:
+            order = np.concatenate([g.rows for g in groups])
+            if (np.diff(order) < 0).any():
+                position = np.empty(len(order), dtype=np.int64)
+                position[order] = np.arange(len(order))
+                self.position = position.tolist()
+
+    def merge(self, parts: list[list[Any]]) -> list[Any]:
+        flat = parts[0] if len(parts) == 1 else list(chain.from_iterable(parts))
+        if self.position is None:
+            return flat
+        return [flat[i] for i in self.position]
+
+
+def page_column(groups: list[Group], n: int, read: Callable[[Any, np.ndarray], np.ndarray]) -> np.ndarray:
+    """One value per hit in page order: `read(segment, local_docs)` once per group."""
+    parts = [(g.rows, read(g.view.segment, g.local)) for g in groups]
+    out = np.empty(n, dtype=np.result_type(*(values for _, values in parts)))
+    for rows, values in parts:
+        out[rows] = values
+    return out
+
+
+def routings(groups: list[Group], order: PageOrder) -> list[str | None]:
+    """The custom routing of each hit in page order (None: routed by its id)."""
+    parts = []
+    for g in groups:
+        column = g.view.segment.column("_routing")
+        if column is None:
+            parts.append([None] * len(g.local))
+            continue
+        counts, ords = column.ords.values_of(g.local)
+        firsts = (np.cumsum(counts) - counts)[counts > 0]
+        terms = iter(column.terms[ords[firsts]].tolist())
+        parts.append([next(terms).decode() if c else None for c in counts.tolist()])
+    return order.merge(parts)
+
+
+# ---------------------------------------------------------------------------------------------
+# JSON encoding, a column at a time
+
+
+def json_items(values: list[Any]) -> list[bytes]:
+    """Each value's JSON: one `orjson` call split on its commas when no value can hold one
+    (numbers, booleans, strings without a comma), else one call per value."""
+    if not values:
+        return []
+    if isinstance(values[0], str) and "," in "".join(values):
+        return [orjson.dumps(v) for v in values]
+    return orjson.dumps(values)[1:-1].split(b",")
+
+
+def json_scores(scores: np.ndarray) -> list[bytes]:
+    """float32 scores as Elasticsearch prints a Float (its shortest decimal form), as the
+    per-hit renderer prints them: numpy's float32 array through orjson when every score lies
+    where both print alike, else score by score."""
+    if not len(scores):
+        return []
+    magnitude = np.abs(scores)
+    low, high = _PLAIN_FLOAT32
+    if np.isfinite(scores).all() and (((magnitude >= low) & (magnitude < high)) | (scores == 0)).all():
+        return orjson.dumps(scores, option=orjson.OPT_SERIALIZE_NUMPY)[1:-1].split(b",")
+    return json_items([fetch._short_float(v, "float") for v in scores.tolist()])
+
+
+def docvalue_fields_json(
+    groups: list[Group], targets: list[Any], specs: list[dict[str, Any]]
+) -> list[list[bytes]]:
+    """Per group, each hit's `,"fields":{...}` from `docvalue_fields` (empty when it has none).
+
+    Groups are read in page order of their first hit, so a refusal is the one the first hit meets.
+    """
+    parts: list[list[bytes]] = [[] for _ in groups]
+    for gi in sorted(range(len(groups)), key=lambda i: int(groups[i].rows[0])):
+        g = groups[gi]
+        target = targets[g.target]
+        columns = fetch.docvalue_columns(g.view.segment, g.local, target.mapping, specs, target.index.name)
+        hits = len(g.local)
+        if not columns:
+            parts[gi] = [b""] * hits
+        elif all(counts.min() == 1 == counts.max() for _, counts, _ in columns):
+            # Every hit has one value of every field: constants around one column per field.
+            pieces: list[bytes | list[bytes]] = [b',"fields":{']
+            for i, (path, _, values) in enumerate(columns):
+                pieces += [(b"," if i else b"") + orjson.dumps(path) + b":[", json_items(values), b"]"]
+            pieces.append(b"}")
+            parts[gi] = _rows(pieces, hits)
+        else:
+            fields = [_field_json(path, counts, json_items(values)) for path, counts, values in columns]
+            parts[gi] = [b',"fields":{' + row[1:] + b"}" if row else b"" for row in _rows(fields, hits)]
+    return parts
+
+
+def _field_json(path: str, counts: np.ndarray, items: list[bytes]) -> list[bytes]:
+    """Each hit's `,"path":[values]`, empty for hits without a value."""
+    head = b"," + orjson.dumps(path) + b":["
+    if counts.max(initial=0) <= 1:
+        item = iter(items)
+        return [head + next(item) + b"]" if c else b"" for c in counts.tolist()]
+    bounds = np.concatenate(([0], np.cumsum(counts))).tolist()
+    return [
+        head + b",".join(items[a:b]) + b"]" if b > a else b""
+        for a, b in zip(bounds[:-1], bounds[1:], strict=True)
+    ]
+
+
+def _rows(columns: list[bytes | list[bytes]], n: int) -> list[bytes]:
+    """Each hit's pieces concatenated: one join over every hit's pieces with a NUL after each
+    hit, split on it (encoded JSON holds no raw NUL: orjson escapes it)."""
+    parts = [repeat(c, n) if isinstance(c, bytes) else c for c in columns]
+    return b"".join(chain.from_iterable(zip(*parts, repeat(b"\x00", n), strict=True))).split(b"\x00")[:-1]
