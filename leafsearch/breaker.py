@@ -13,12 +13,12 @@ cgroup limit). Refusals are 429 `circuit_breaking_exception`, which clients retr
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from typing import TYPE_CHECKING, Any
 
 from leafsearch.errors import CircuitBreaking
+from leafsearch.memory import anonymous_rss
 from leafsearch.rest.cat import human_size
 
 if TYPE_CHECKING:
@@ -29,17 +29,6 @@ ARRAYS_LABEL = "<reused_arrays>"
 #: The parent breaker reads the process's memory at most this often (a read costs ~40 µs, and a
 #: search reserves once per segment); the bytes reserved since the reading are added to it.
 RSS_SAMPLE_SECONDS = 0.05
-
-
-def _anonymous_rss() -> int:
-    """Resident memory that is not a mapped file (segment files read through mmap are not
-    memory the node could run out of)."""
-    try:
-        with open("/proc/self/statm") as fh:
-            fields = fh.read().split()
-        return (int(fields[1]) - int(fields[2])) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, IndexError, ValueError):
-        return 0
 
 
 def _sized(size: int) -> str:
@@ -64,7 +53,7 @@ class Breakers:
         requests reserved since (caller holds the lock)."""
         now = time.monotonic()
         if now - self._rss_at >= RSS_SAMPLE_SECONDS:
-            self._rss, self._rss_at, self._rss_used = _anonymous_rss(), now, self.request_used
+            self._rss, self._rss_at, self._rss_used = anonymous_rss(), now, self.request_used
         return self._rss + max(0, self.request_used - self._rss_used)
 
     def request_limit(self) -> int:
@@ -106,7 +95,7 @@ class Breakers:
 
     def stats(self) -> dict[str, Any]:
         """`breakers` of `GET _nodes/stats`."""
-        real = _anonymous_rss()
+        real = anonymous_rss()
         return {
             "request": _breaker_stats(self.request_limit(), self.request_used, self.request_tripped),
             "parent": _breaker_stats(self.total_limit(), real, self.parent_tripped),

@@ -45,12 +45,15 @@ def machine_memory() -> int:
     return total
 
 
-def rss_bytes() -> int:
-    """The process's resident memory now (0 where /proc is missing)."""
+def anonymous_rss() -> int:
+    """The process's resident memory that is not a mapped file (0 where /proc is missing): what
+    the heap holds. Segment files read through mmap are resident too, but they are not memory the
+    node could run out of or give back, and a walk over them would look like growth."""
     try:
         with open("/proc/self/statm") as fh:
-            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except OSError:
+            fields = fh.read().split()
+        return (int(fields[1]) - int(fields[2])) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, IndexError, ValueError):
         return 0
 
 
@@ -87,11 +90,11 @@ class Trimmer:
 
     def __init__(self, growth: int = TRIM_AFTER_GROWTH) -> None:
         self.growth = growth
-        self.baseline = rss_bytes()
+        self.baseline = anonymous_rss()
         self.trims = 0
 
     def after_request(self) -> None:
-        if rss_bytes() > self.baseline + self.growth:
+        if anonymous_rss() > self.baseline + self.growth:
             trim()
             self.trims += 1
-            self.baseline = rss_bytes()
+            self.baseline = anonymous_rss()
