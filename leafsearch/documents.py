@@ -593,9 +593,43 @@ def bulk(
     authorize: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """`authorize(index)` raises for an index the caller may not write: its items fail, as
-    Elasticsearch fails the items of a bulk request on an unauthorized index."""
+    Elasticsearch fails the items of a bulk request on an unauthorized index.
+
+    Parsing and applying the operations take the node's indexing slot (`Node.indexing`, one:
+    that work holds the interpreter, and several requests doing it at once only slow each other
+    down); the fsync and the refresh happen outside it, so one request's fsync overlaps the next
+    one's parsing, and requests waiting together share fsyncs."""
     started = time.perf_counter()
     _check_refresh(refresh)
+    with node.indexing:
+        ops, results, touched = _apply_bulk(node, body, index, routing, wait_for_active_shards, authorize)
+    for index_obj, shards in touched.values():
+        for shard, (point, positions) in shards.items():
+            try:
+                shard.sync(point)
+            except ElasticError as exc:  # none of this shard's operations is acknowledged
+                for pos in positions:
+                    if "error" not in next(iter(results[pos].values())):
+                        kind, item = next(iter(results[pos].items()))
+                        results[pos] = {kind: _item_error(ops[pos], item.get("_id"), exc)}
+        index_obj.last_write = time.monotonic()
+        if refresh in ("true", "", "wait_for"):
+            for shard in shards:
+                shard.refresh()
+    errors = any("error" in next(iter(item.values())) for item in results)
+    return {"errors": errors, "took": int((time.perf_counter() - started) * 1000), "items": results}
+
+
+def _apply_bulk(
+    node: Node,
+    body: bytes,
+    index: str | None,
+    routing: str | None,
+    wait_for_active_shards: int | str | None,
+    authorize: Callable[[str], None] | None,
+) -> tuple[list[_BulkOp], list[dict[str, Any]], dict[str, tuple[Index, dict[Shard, _Logged]]]]:
+    """Parse a bulk body and apply its operations (logged, not yet synced): the operations, the
+    item results so far, and per index what each shard logged."""
     ops = _parse_bulk(body, index, routing)
     touched: dict[str, tuple[Index, dict[Shard, _Logged]]] = {}
     by_index: dict[str, list[tuple[int, _BulkOp]]] = {}
@@ -614,21 +648,7 @@ def bulk(
             continue
         shards = touched.setdefault(index_name, (target, {}))[1]
         _bulk_into(target, entries, results, shards)
-    for index_obj, shards in touched.values():
-        for shard, (point, positions) in shards.items():
-            try:
-                shard.sync(point)
-            except ElasticError as exc:  # none of this shard's operations is acknowledged
-                for pos in positions:
-                    if "error" not in next(iter(results[pos].values())):
-                        kind, item = next(iter(results[pos].items()))
-                        results[pos] = {kind: _item_error(ops[pos], item.get("_id"), exc)}
-        index_obj.last_write = time.monotonic()
-        if refresh in ("true", "", "wait_for"):
-            for shard in shards:
-                shard.refresh()
-    errors = any("error" in next(iter(item.values())) for item in results)
-    return {"errors": errors, "took": int((time.perf_counter() - started) * 1000), "items": results}
+    return ops, results, touched
 
 
 def _bulk_target(node: Node, name: str, entries: list[tuple[int, _BulkOp]]) -> Index:

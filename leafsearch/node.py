@@ -97,6 +97,9 @@ class Node:
             else:  # a deletion or a creation that a crash interrupted
                 shutil.rmtree(folder, ignore_errors=True)
         self.search_stats = SearchStats()
+        # Bulk requests parse and apply their operations one at a time (documents.bulk: the work
+        # holds the interpreter); their fsyncs and refreshes overlap.
+        self.indexing = threading.Lock()
         # `_msearch` runs its searches here (threads start on first use, end with the node).
         self.msearch_pool = ThreadPoolExecutor(
             DEFAULT_MAX_CONCURRENT, thread_name_prefix="leafsearch-msearch"
