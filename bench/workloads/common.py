@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import gc
+import multiprocessing
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -10,7 +12,7 @@ import orjson
 
 from bench.client import HttpError
 from bench.generate import MAPPING
-from bench.harness import CheckFailed, Context, check
+from bench.harness import CheckFailed, Context, Stopwatch, check
 
 BULK_CHUNK = 5_000
 
@@ -132,3 +134,31 @@ def remove_extra_docs(ctx: Context, ids: list[str]) -> None:
         bulk_raw(ctx, ctx.index, [body])
     refresh(ctx, ctx.index)
     check(count(ctx, ctx.index) == len(ctx.dataset), "the extra documents are still counted after deletion")
+
+
+def in_processes(
+    target: Callable[..., None], args: list[tuple], *, start_timeout: float, budget: float
+) -> tuple[list[Any], float]:
+    """Run `target(*args[i], start, results)` in one process each, and time them from the moment
+    they are all ready (each waits at `start` once set up, so process start-up and data loading
+    are not timed) until each has put its result on `results`. An exception a process put there
+    is raised here. Returns (results in finishing order, seconds)."""
+    spawn = multiprocessing.get_context("spawn")  # no inherited client sockets or threads
+    start, results = spawn.Barrier(len(args) + 1), spawn.Queue()
+    workers = [spawn.Process(target=target, daemon=True, args=(*a, start, results)) for a in args]
+    for worker in workers:
+        worker.start()
+    try:
+        start.wait(timeout=start_timeout)
+        watch = Stopwatch()
+        parts = [results.get(timeout=budget) for _ in workers]
+        seconds = watch.seconds()
+    finally:
+        for worker in workers:
+            worker.join(timeout=10)
+            if worker.is_alive():
+                worker.kill()
+    for part in parts:
+        if isinstance(part, Exception):
+            raise part
+    return parts, seconds

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import multiprocessing
 from typing import Any
 
 import orjson
@@ -13,7 +12,7 @@ from bench.client import Client
 from bench.generate import generate
 from bench.harness import CheckFailed, Context, Recorder, Row, Stopwatch, check
 from bench.server import disk_bytes
-from bench.workloads.common import BULK_CHUNK, bulk_raw, count, create_index, refresh
+from bench.workloads.common import BULK_CHUNK, bulk_raw, count, create_index, in_processes, refresh
 
 RAW_INDEX = "bench-raw"
 ORJSON_INDEX = "bench-orjson"
@@ -57,27 +56,8 @@ def _concurrent_clients(ctx: Context, kind: str, seed: int) -> float:
     """docs/s of `CLIENTS` client processes indexing the dataset together into a fresh index."""
     n = len(ctx.dataset)
     create_index(ctx, PARALLEL_INDEX)
-    spawn = multiprocessing.get_context("spawn")  # no inherited client sockets or threads
-    start, results = spawn.Barrier(CLIENTS + 1), spawn.Queue()
-    workers = [
-        spawn.Process(target=_client_worker, daemon=True, args=(ctx.url, kind, n, seed, part, start, results))
-        for part in range(CLIENTS)
-    ]
-    for worker in workers:
-        worker.start()
-    try:
-        start.wait(timeout=300)
-        watch = Stopwatch()
-        parts = [results.get(timeout=WORKER_BUDGET_S) for _ in workers]
-        seconds = watch.seconds()
-    finally:
-        for worker in workers:
-            worker.join(timeout=10)
-            if worker.is_alive():
-                worker.kill()
-    for part in parts:
-        if isinstance(part, Exception):
-            raise part
+    args = [(ctx.url, kind, n, seed, part) for part in range(CLIENTS)]
+    parts, seconds = in_processes(_client_worker, args, start_timeout=300, budget=WORKER_BUDGET_S)
     refresh(ctx, PARALLEL_INDEX)
     seen = count(ctx, PARALLEL_INDEX)
     check(sum(parts) == n and seen == n, f"{CLIENTS} clients indexed {sum(parts)}, _count {seen}, want {n}")

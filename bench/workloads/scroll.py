@@ -7,7 +7,6 @@ server's /proc status with 500 of them open (the default `search.max_open_scroll
 
 from __future__ import annotations
 
-import multiprocessing
 from typing import Any
 
 import numpy as np
@@ -16,7 +15,7 @@ from elasticsearch import helpers
 
 from bench.client import Client, HttpError
 from bench.harness import WALK_BUDGET_S, Context, Recorder, Row, Stopwatch, check
-from bench.workloads.common import hit_ids, settle_heap
+from bench.workloads.common import hit_ids, in_processes, settle_heap
 
 BATCH = 1_000
 SCROLL = "1m"
@@ -85,31 +84,8 @@ def _slice_worker(url: str, index: str, slice_: dict[str, int], start: Any, resu
 
 
 def _sliced(ctx: Context, slices: int) -> float:
-    spawn = multiprocessing.get_context("spawn")  # no inherited client sockets or threads
-    start, results = spawn.Barrier(slices + 1), spawn.Queue()
-    workers = [
-        spawn.Process(
-            target=_slice_worker,
-            daemon=True,
-            args=(ctx.url, ctx.index, {"id": i, "max": slices}, start, results),
-        )
-        for i in range(slices)
-    ]
-    for worker in workers:
-        worker.start()
-    try:
-        start.wait(timeout=60)
-        watch = Stopwatch()
-        parts = [results.get(timeout=WALK_BUDGET_S + 60) for _ in workers]
-        seconds = watch.seconds()
-    finally:
-        for worker in workers:
-            worker.join(timeout=10)
-            if worker.is_alive():
-                worker.kill()
-    for part in parts:
-        if isinstance(part, Exception):
-            raise part
+    args = [(ctx.url, ctx.index, {"id": i, "max": slices}) for i in range(slices)]
+    parts, seconds = in_processes(_slice_worker, args, start_timeout=60, budget=WALK_BUDGET_S + 60)
     _check_all(np.concatenate(parts), len(ctx.dataset), f"{slices} slices")
     return len(ctx.dataset) / seconds
 
