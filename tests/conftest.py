@@ -84,6 +84,18 @@ def wait_until_up(process: subprocess.Popen, url: str, log: Path, timeout: float
     raise RuntimeError(f"leafsearch did not answer on {url} within {timeout}s")
 
 
+def start_server(data: Path, port: int, *extra: str) -> subprocess.Popen:
+    """`leafsearch serve` started and left to the caller: its output (text) on `stdout`."""
+    return subprocess.Popen(
+        serve_command(data, port, *extra),
+        cwd=REPO,
+        env=server_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
 @contextmanager
 def running_server(
     data: Path, *extra: str, preexec_fn: Callable[[], None] | None = None

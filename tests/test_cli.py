@@ -7,24 +7,13 @@ import subprocess
 from pathlib import Path
 
 import httpx
-from conftest import REPO, free_port, running_server, serve_command, server_env
-
-
-def _start(data: Path, port: int, *extra: str) -> subprocess.Popen:
-    return subprocess.Popen(
-        serve_command(data, port, *extra),
-        cwd=REPO,
-        env=server_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+from conftest import REPO, free_port, running_server, serve_command, server_env, start_server
 
 
 def test_serve_announces_its_address_and_answers(tmp_path: Path) -> None:
     """Start-up time is measured by bench (W0: restart after kill -9 until `_count` answers)."""
     port = free_port()
-    process = _start(tmp_path / "data", port)
+    process = start_server(tmp_path / "data", port)
     try:
         line = process.stdout.readline()
         assert f"leafsearch listening on http://127.0.0.1:{port}" in line

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import REPO, error_of, free_port, serve_command, server_env
+from conftest import error_of, free_port, start_server
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -57,17 +57,6 @@ def _certificate(folder: Path) -> tuple[Path, Path]:
     return cert_path, key_path
 
 
-def _start(data: Path, port: int, *extra: str) -> subprocess.Popen:
-    return subprocess.Popen(
-        serve_command(data, port, *extra),
-        cwd=REPO,
-        env=server_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-
-
 def _stop(process: subprocess.Popen) -> str:
     if process.poll() is None:
         process.send_signal(signal.SIGTERM)
@@ -97,7 +86,7 @@ def test_tls_serves_https_with_the_given_certificate(tmp_path: Path) -> None:
     data = tmp_path / "data"
     add_user(data, "admin", "admin-secret", "superuser")
     port = free_port()
-    process = _start(data, port, "--tls-cert", str(cert), "--tls-key", str(key))
+    process = start_server(data, port, "--tls-cert", str(cert), "--tls-key", str(key))
     try:
         url = f"https://127.0.0.1:{port}"
         _wait_https(url, cert, process)
@@ -117,17 +106,17 @@ def test_tls_serves_https_with_the_given_certificate(tmp_path: Path) -> None:
 
 def test_a_non_loopback_address_needs_authentication_and_tls_or_insecure(tmp_path: Path) -> None:
     data = tmp_path / "data"
-    refused = _start(data, free_port(), "--host", "0.0.0.0")
+    refused = start_server(data, free_port(), "--host", "0.0.0.0")
     output = _finish(refused)
     assert refused.returncode == 1
     assert "refusing to listen on 0.0.0.0" in output
     assert "authentication" in output and "TLS" in output
     add_user(data, "admin", "admin-secret", "superuser")
-    refused = _start(data, free_port(), "--host", "0.0.0.0")
+    refused = start_server(data, free_port(), "--host", "0.0.0.0")
     output = _finish(refused)
     assert refused.returncode == 1 and "without TLS" in output
     port = free_port()
-    insecure = _start(data, port, "--host", "0.0.0.0", "--insecure")
+    insecure = start_server(data, port, "--host", "0.0.0.0", "--insecure")
     try:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
@@ -143,7 +132,7 @@ def test_a_non_loopback_address_needs_authentication_and_tls_or_insecure(tmp_pat
 
 def test_tls_options_go_together(tmp_path: Path) -> None:
     cert, _ = _certificate(tmp_path)
-    process = _start(tmp_path / "data", free_port(), "--tls-cert", str(cert))
+    process = start_server(tmp_path / "data", free_port(), "--tls-cert", str(cert))
     output = _finish(process)
     assert process.returncode == 2 and "--tls-cert and --tls-key go together" in output
 
