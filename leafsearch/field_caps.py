@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from leafsearch.errors import IllegalArgument
+from leafsearch.request.search_request import parse_count_request
 
 if TYPE_CHECKING:
     from leafsearch.index.index import Index
@@ -129,7 +130,11 @@ def matching_indices(
     if index_filter is None:
         return list(indices)
     body = {"query": index_filter}
-    return [index for index in indices if node.count(index.name, body, {})["count"] > 0]
+    return [
+        index
+        for index in indices
+        if node.count(parse_count_request(body, {}, indices=index.name))["count"] > 0
+    ]
 
 
 def merge(per_index: dict[str, dict[str, Capability]], include_unmapped: bool) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from conftest import FakeClock
+from inprocess import search
 
 from leafsearch import Node, admin
 from leafsearch.errors import ElasticError, SearchContextMissing
@@ -37,7 +38,7 @@ def node(tmp_path: Path, clock: FakeClock) -> Iterator[Node]:
 
 
 def open_scroll(node: Node, keep_alive: str = "1m", **body) -> tuple[str, ReaderContext]:
-    first = node.search("t", {"size": 10, **body}, {"scroll": keep_alive})
+    first = search(node, "t", {"size": 10, **body}, {"scroll": keep_alive})
     ctx = node.contexts._contexts[max(node.contexts._contexts)]
     assert ctx.public_id == first["_scroll_id"]
     return first["_scroll_id"], ctx
@@ -100,9 +101,9 @@ def test_ids_do_not_survive_a_restart(tmp_path: Path) -> None:
     with Node(path, background=False) as first:
         admin.create_index(first, "t", {})
         first.bulk(b'{"index":{"_id":"1"}}\n{}\n', index="t", refresh="true")
-        old_id = first.search("t", {"size": 1}, {"scroll": "1m"})["_scroll_id"]
+        old_id = search(first, "t", {"size": 1}, {"scroll": "1m"})["_scroll_id"]
     with Node(path, background=False) as second:
-        new_id = second.search("t", {"size": 1}, {"scroll": "1m"})["_scroll_id"]
+        new_id = search(second, "t", {"size": 1}, {"scroll": "1m"})["_scroll_id"]
         assert new_id != old_id
         with pytest.raises(SearchContextMissing, match="not opened by this node since it started"):
             second.contexts.acquire(old_id, "scroll")
@@ -122,7 +123,7 @@ def test_doc_scrolls_walk_live_documents_without_a_match_list(
     monkeypatch.setattr(hitlist, "build_hitlist", refuse)
     monkeypatch.setattr(node, "hitlists", hitlist.HitListCache(512 * 1024 * 1024, node.global_ordinals))
     for body in ({"sort": ["_doc"]}, {"sort": [{"_doc": "asc"}], "slice": {"id": 1, "max": 3}}):
-        first = node.search("t", {**body, "size": 64}, {"scroll": "1m"})
+        first = search(node, "t", {**body, "size": 64}, {"scroll": "1m"})
         ids = [hit["_id"] for hit in first["hits"]["hits"]]
         batch = first
         while batch["hits"]["hits"]:
@@ -132,13 +133,13 @@ def test_doc_scrolls_walk_live_documents_without_a_match_list(
         assert all(int(i) % 3 for i in ids)
         node.clear_scroll([first["_scroll_id"]])
     with pytest.raises(AssertionError, match="match list"):
-        node.search("t", {"sort": ["n"]}, {"scroll": "1m"})
+        search(node, "t", {"sort": ["n"]}, {"scroll": "1m"})
     assert node.contexts.open_count() == 0  # the failed opening freed its context
 
 
 def test_describe_lists_open_contexts_oldest_first(node: Node) -> None:
     scroll_id, _ = open_scroll(node, keep_alive="2m")
-    pit_id = node.open_pit("t", "90s", {})["id"]
+    pit_id = node.open_pit("t", "90s")["id"]
     node.scroll(scroll_id, "3m")
     rows = node.search_contexts()
     assert [(r["id"], r["type"], r["indices"], r["keep_alive"], r["requests"], r["docs"]) for r in rows] == [

@@ -14,6 +14,7 @@ import numpy as np
 import orjson
 import pytest
 from conftest import error_of, running_server
+from inprocess import search
 
 import leafsearch
 import leafsearch.index.shard as shard_module
@@ -224,7 +225,7 @@ def pair(tmp_path_factory: pytest.TempPathFactory):
 
 
 def ids(node, index: str, body: dict[str, Any]) -> list[str]:
-    return [h["_id"] for h in node.search(index, body, {})["hits"]["hits"]]
+    return [h["_id"] for h in search(node, index, body, {})["hits"]["hits"]]
 
 
 def test_every_segment_is_stored_in_index_sort_order(pair) -> None:
@@ -238,7 +239,7 @@ def test_every_segment_is_stored_in_index_sort_order(pair) -> None:
 
 def test_physical_order_is_the_index_sort_within_each_segment(pair) -> None:
     """`sort: _doc` walks segments in doc order: within each segment, the index sort."""
-    hits = pair.search("sorted", {"sort": ["_doc"], "size": 1000, "track_total_hits": True}, {})["hits"]
+    hits = search(pair, "sorted", {"sort": ["_doc"], "size": 1000, "track_total_hits": True}, {})["hits"]
     keys = [expected_key(h["_source"].parsed()) for h in hits["hits"]]
     bounds = np.cumsum(
         [0] + [v.live_count for v in pair.indices["sorted"].shards[0].acquire_searcher().views]
@@ -290,12 +291,12 @@ def test_searches_answer_as_on_an_unsorted_index(pair, seed: int, monkeypatch) -
         "size": rng.choice([1, 7, 30, 400]),
         "track_total_hits": True,
     }
-    plain = pair.search("plain", body, {})["hits"]
+    plain = search(pair, "plain", body, {})["hits"]
     limit = pair.sort_orders.max_bytes
     pair.sort_orders.resize(0)  # every segment's order is built again
     pair.sort_orders.resize(limit)
     presorted.clear()
-    got = pair.search("sorted", body, {})["hits"]
+    got = search(pair, "sorted", body, {})["hits"]
     assert presorted and all(presorted) if covered else not any(presorted)
     assert sort_values(got["hits"]) == sort_values(plain["hits"]), body
     if total_order:
@@ -304,8 +305,8 @@ def test_searches_answer_as_on_an_unsorted_index(pair, seed: int, monkeypatch) -
     if plain["hits"]:
         cursor = plain["hits"][len(plain["hits"]) // 2]["sort"][: len(FULL)]
         after = {**body, "sort": sort[: len(FULL)], "from": 0, "search_after": cursor}
-        expected = pair.search("plain", after, {})["hits"]["hits"]
-        assert sort_values(pair.search("sorted", after, {})["hits"]["hits"]) == sort_values(expected)
+        expected = search(pair, "plain", after, {})["hits"]["hits"]
+        assert sort_values(search(pair, "sorted", after, {})["hits"]["hits"]) == sort_values(expected)
 
 
 def test_realtime_get_update_and_delete_find_ids_on_sorted_segments(pair) -> None:

@@ -6,6 +6,7 @@ import random
 
 import orjson
 import pytest
+from inprocess import count
 
 from leafsearch.index.analysis import analyze, analyze_many
 from leafsearch.index.dates import DateFormatter
@@ -130,4 +131,4 @@ def test_a_bulk_parsed_as_a_batch_answers_item_by_item(tmp_path):
         assert [items[0]["index"]["_version"], items[2]["index"]["_version"]] == [1, 2]
         assert node.get_doc("logs", "a")["_source"].parsed() == {"n": 3}
         node.indices["logs"].refresh()
-        assert node.count("logs", None, {})["count"] == 3
+        assert count(node, "logs", None, {})["count"] == 3

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import orjson
 import pytest
+from inprocess import count, search
 
 import leafsearch
 from leafsearch import admin
@@ -52,8 +53,8 @@ def test_document_operations_then_reopen(tmp_path: Path) -> None:
         assert node.get_doc("books", "1") is None
         assert node.delete_doc("books", "missing")["result"] == "not_found"
         node.indices["books"].refresh()  # the bulk refreshed only the shards it wrote to
-        assert node.count("books", None, {})["count"] == 3
-        hits = node.search("books", {"query": {"range": {"year": {"lt": 1900}}}, "sort": ["year"]}, {})
+        assert count(node, "books", None, {})["count"] == 3
+        hits = search(node, "books", {"query": {"range": {"year": {"lt": 1900}}}, "sort": ["year"]}, {})
         assert [h["_id"] for h in hits["hits"]["hits"]] == [auto["_id"], "3"]
         with pytest.raises(ElasticError) as refused:
             node.index_doc("books", "4", b'{"year": "long ago"}')
@@ -67,7 +68,7 @@ def test_document_operations_then_reopen(tmp_path: Path) -> None:
         assert source(node.get_doc("books", "2")) == {"title": "Ulysses", "year": 1922}
         assert node.get_doc("books", "1") is None
         assert node.get_doc("books", "3")["_version"] == 1
-        assert node.count("books", None, {})["count"] == 4
+        assert count(node, "books", None, {})["count"] == 4
         assert node.indices["books"].num_shards == 2
         properties = node.indices["books"].mapping.to_body()["properties"]
         assert properties["title"] == {"type": "text"}
@@ -122,7 +123,7 @@ def test_a_searcher_is_a_frozen_snapshot_until_released(tmp_path: Path) -> None:
         # The current state is the new one.
         assert node.get_doc("snap", "3-0") is None
         assert source(node.get_doc("snap", "3-2")) == {"batch": 3, "i": 99}
-        assert node.count("snap", None, {})["count"] == 108
+        assert count(node, "snap", None, {})["count"] == 108
         old.release()
         # Released: the segments only the old snapshot held are gone from disk, nothing else is.
         assert old_folders - now_folders

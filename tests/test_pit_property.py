@@ -21,6 +21,7 @@ import pytest
 from conftest import FakeClock
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from inprocess import search
 
 import leafsearch
 from leafsearch import admin
@@ -212,7 +213,7 @@ def pit_walk(
         request = {**body, "pit": {"id": pit_id}, "size": sizes[page_no % len(sizes)]}
         if after is not None:
             request["search_after"] = after
-        response = node.search(None, request, {})
+        response = search(node, None, request, {})
         assert response["pit_id"] == pit_id
         batch = response["hits"]["hits"]
         if not batch:
@@ -244,7 +245,7 @@ def test_a_pit_walk_is_the_sorted_snapshot(
         snapshot = {f"d{i}": doc for i, doc in enumerate(docs)}
         bulk(node, index, snapshot)
         node.indices[index].refresh()
-        pit_id = node.open_pit(index, "5m", {})["id"]
+        pit_id = node.open_pit(index, "5m")["id"]
         live = dict(snapshot)
         body = {"query": QUERY, "sort": sort_body(specs, explicit)}
         hits = pit_walk(node, pit_id, body, sizes, lambda page: [mutate(node, index, op, live) for op in ops])
@@ -294,7 +295,7 @@ def test_the_uncounted_shard_doc_walk_equals_the_counted_walk(
                 node.delete_doc(index, f"d{i}", routing="r" if routed and i % 4 else None)
         node.indices[index].refresh()
         expected_ids = {f"d{i}" for i in range(count) if i not in deleted}
-        pit_id = node.open_pit(index, "5m", {})["id"]
+        pit_id = node.open_pit(index, "5m")["id"]
         live: dict[str, dict[str, Any]] = {}
 
         def writes(page: int) -> None:
@@ -347,9 +348,9 @@ def test_a_pit_holds_its_segments_until_it_ends(node: leafsearch.Node, clock: Fa
     try:
         bulk(node, index, {f"d{i}": {"lg": i, "kw": "x"} for i in range(30)})
         node.indices[index].refresh()
-        pit_id = node.open_pit(index, "1s" if ending == "expiry" else "5m", {})["id"]
+        pit_id = node.open_pit(index, "1s" if ending == "expiry" else "5m")["id"]
         held = segment_folders(node, pit_id)
-        node.search(None, {"pit": {"id": pit_id}, "sort": [{"lg": "desc"}], "size": 5}, {})
+        search(node, None, {"pit": {"id": pit_id}, "sort": [{"lg": "desc"}], "size": 5}, {})
         assert cached_lists_of(node, held) == 1
         # Replace every document, then merge: the current snapshot no longer needs the old segment.
         bulk(node, index, {f"d{i}": {"lg": -i} for i in range(30)})
@@ -360,7 +361,7 @@ def test_a_pit_holds_its_segments_until_it_ends(node: leafsearch.Node, clock: Fa
         finally:
             current.release()
         assert all(folder.exists() for folder in held)
-        page = node.search(None, {"pit": {"id": pit_id}, "sort": [{"lg": "desc"}], "size": 3}, {})
+        page = search(node, None, {"pit": {"id": pit_id}, "sort": [{"lg": "desc"}], "size": 3}, {})
         assert [h["sort"][0] for h in page["hits"]["hits"]] == [29, 28, 27]
         if ending == "close":
             assert node.close_pit(pit_id) == {"succeeded": True, "num_freed": 1}

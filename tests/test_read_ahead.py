@@ -10,6 +10,7 @@ from typing import Any
 
 import orjson
 import pytest
+from inprocess import search
 
 import leafsearch
 from leafsearch import admin
@@ -67,7 +68,7 @@ def rest_body(response: dict[str, Any]) -> dict[str, Any]:
 
 def scroll_walk(node: leafsearch.Node, body: dict[str, Any]) -> list[dict[str, Any]]:
     """Every batch of a scroll, as REST responses, until an empty one; then the scroll is cleared."""
-    response = node.search("logs", body, {"scroll": "1m"}, raw_hits=True)
+    response = search(node, "logs", body, {"scroll": "1m"}, raw_hits=True)
     pages = [rest_body(response)]
     while pages[-1]["hits"]["hits"]:
         settle(node)
@@ -78,7 +79,7 @@ def scroll_walk(node: leafsearch.Node, body: dict[str, Any]) -> list[dict[str, A
 
 def pit_walk(node: leafsearch.Node, body: dict[str, Any]) -> list[dict[str, Any]]:
     """Every page of a `search_after` walk over a PIT, as REST responses."""
-    pit = node.open_pit("logs", "1m", {})["id"]
+    pit = node.open_pit("logs", "1m")["id"]
     pages: list[dict[str, Any]] = []
     after = None
     while not pages or pages[-1]["hits"]["hits"]:
@@ -86,7 +87,7 @@ def pit_walk(node: leafsearch.Node, body: dict[str, Any]) -> list[dict[str, Any]
         if after is not None:
             request["search_after"] = after
         settle(node)
-        pages.append(rest_body(node.search(None, request, {}, raw_hits=True)))
+        pages.append(rest_body(search(node, None, request, {}, raw_hits=True)))
         if pages[-1]["hits"]["hits"]:
             after = pages[-1]["hits"]["hits"][-1]["sort"]
     node.close_pit(pit)
@@ -133,11 +134,11 @@ def test_a_pit_walk_is_read_ahead_and_returns_the_same_pages(
 def test_asking_for_the_same_page_again_reads_nothing_ahead(
     node: leafsearch.Node, renders: list[int]
 ) -> None:
-    pit = node.open_pit("logs", "1m", {})["id"]
+    pit = node.open_pit("logs", "1m")["id"]
     body = {"size": BATCH, "sort": [{"n": "asc"}], "pit": {"id": pit}, "search_after": [500]}
-    first = rest_body(node.search(None, body, {}, raw_hits=True))
+    first = rest_body(search(node, None, body, {}, raw_hits=True))
     for _ in range(5):
-        assert rest_body(node.search(None, body, {}, raw_hits=True)) == first
+        assert rest_body(search(node, None, body, {}, raw_hits=True)) == first
     assert renders == []
     assert node.contexts.read_ahead.held() == 0
 
@@ -146,22 +147,22 @@ def test_a_page_of_another_shape_is_rendered_for_its_request(
     node: leafsearch.Node, renders: list[int]
 ) -> None:
     """The read-ahead page carries `_source`; the request that comes asks for none."""
-    pit = node.open_pit("logs", "1m", {})["id"]
+    pit = node.open_pit("logs", "1m")["id"]
     body: dict[str, Any] = {"size": BATCH, "sort": [{"n": "asc"}], "pit": {"id": pit}}
     after = None
     for _ in range(3):
         page = rest_body(
-            node.search(None, {**body, **({"search_after": after} if after else {})}, {}, raw_hits=True)
+            search(node, None, {**body, **({"search_after": after} if after else {})}, {}, raw_hits=True)
         )
         after = page["hits"]["hits"][-1]["sort"]
     assert renders  # the fourth page is being read ahead, with its sources
-    bare = rest_body(node.search(None, {**body, "search_after": after, "_source": False}, {}, raw_hits=True))
+    bare = rest_body(search(node, None, {**body, "search_after": after, "_source": False}, {}, raw_hits=True))
     assert [hit["_id"] for hit in bare["hits"]["hits"]] == [f"d{i}" for i in range(3 * BATCH, 4 * BATCH)]
     assert all("_source" not in hit for hit in bare["hits"]["hits"])
 
 
 def test_a_scroll_keeps_its_snapshot_while_pages_are_read_ahead(node: leafsearch.Node) -> None:
-    response = node.search("logs", {"size": BATCH, "sort": ["_doc"]}, {"scroll": "1m"}, raw_hits=True)
+    response = search(node, "logs", {"size": BATCH, "sort": ["_doc"]}, {"scroll": "1m"}, raw_hits=True)
     seen = [hit["_id"] for hit in rest_body(response)["hits"]["hits"]]
     for step in range(4):
         seen += [
@@ -183,7 +184,7 @@ def test_a_scroll_keeps_its_snapshot_while_pages_are_read_ahead(node: leafsearch
 def test_ended_contexts_and_the_page_limit_bound_what_is_held(node: leafsearch.Node) -> None:
     node.contexts.read_ahead.max_pages = 2
     scrolls = [
-        node.search("logs", {"size": 100, "sort": ["_doc"]}, {"scroll": "1m"}, raw_hits=True)["_scroll_id"]
+        search(node, "logs", {"size": 100, "sort": ["_doc"]}, {"scroll": "1m"}, raw_hits=True)["_scroll_id"]
         for _ in range(4)
     ]
     seen: dict[str, list[str]] = {sid: [] for sid in scrolls}

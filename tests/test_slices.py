@@ -18,6 +18,7 @@ import httpx
 import mmh3
 import pytest
 from elasticsearch import Elasticsearch, helpers
+from inprocess import search
 
 from leafsearch import Node, admin
 from leafsearch.search import slicing
@@ -342,7 +343,7 @@ def test_a_segment_is_hashed_once_for_every_request_on_it(
         for slice_id in range(4):
             for sort in (["_doc"], ["n"]):
                 body = {"slice": {"id": slice_id, "max": 4}, "sort": sort, "size": 1000}
-                first = node.search("t", body, {"scroll": "1m"})
+                first = search(node, "t", body, {"scroll": "1m"})
                 seen |= {hit["_id"] for hit in first["hits"]["hits"]}
                 node.clear_scroll([first["_scroll_id"]])
         assert len(seen) == 500

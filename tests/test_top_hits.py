@@ -10,6 +10,7 @@ from pathlib import Path
 
 import orjson
 import pytest
+from inprocess import search
 
 import leafsearch
 from leafsearch import admin
@@ -182,10 +183,10 @@ def test_a_new_segment_is_ordered_and_the_others_reused(tmp_path: Path) -> None:
         for i in range(50):
             node.index_doc("logs", str(i), orjson.dumps({"n": i}), refresh="true" if i % 10 == 9 else None)
         body = {"sort": [{"n": "desc"}], "size": 2}
-        first = node.search("logs", body, {})
+        first = search(node, "logs", body, {})
         built = node.sort_orders.stats()["count"]
         node.index_doc("logs", "new", orjson.dumps({"n": 1000}), refresh="true")
-        second = node.search("logs", body, {})
+        second = search(node, "logs", body, {})
         assert [h["_id"] for h in first["hits"]["hits"]] == ["49", "48"]
         assert [h["_id"] for h in second["hits"]["hits"]] == ["new", "49"]
         assert node.sort_orders.stats()["count"] == built + 1

@@ -34,6 +34,7 @@ from leafsearch.request.rescore import Rescorer, parse_rescore
 from leafsearch.request.search_types import (
     SCORE,
     SHARD_DOC,
+    IndicesOptions,
     PitSpec,
     SearchRequest,
     SliceSpec,
@@ -91,13 +92,18 @@ def parse_search_request(
     source.apply_params(params, path)
     request.check_total_hits_as_int(source)
     _validate(source, request, indices)
-    return _build(source, request, body)
+    return _build(source, request, indices)
 
 
 def parse_count_request(
-    body: dict[str, Any] | None, params: dict[str, str], *, path: str = "/_count"
+    body: dict[str, Any] | None,
+    params: dict[str, str],
+    *,
+    indices: str | None = None,
+    path: str = "/_count",
 ) -> SearchRequest:
-    """`_count`: only `query` in the body (the `q` parameter when there is no body)."""
+    """`_count`: only `query` in the body (the `q` parameter when there is no body). Counting needs
+    no order: `_shard_doc` ascending is the order matches are gathered in."""
     query: Query | None = None
     if body is not None:
         if not isinstance(body, dict):
@@ -114,11 +120,23 @@ def parse_count_request(
         raise IllegalArgument("terminateAfter must be > 0")
     return SearchRequest(
         query=query if query is not None else parse_query(None),
+        indices=indices,
+        indices_options=parse_indices_options(params),
+        sort=[SortSpec(SHARD_DOC, "asc")],
         size=0,
         track_total_hits=True,
         min_score=None if min_score is None else _param_float("min_score", min_score),
         terminate_after=terminate_after or None,
         routing=params.get("routing"),
+    )
+
+
+def parse_indices_options(params: dict[str, str]) -> IndicesOptions:
+    """The `ignore_unavailable`, `allow_no_indices` and `expand_wildcards` parameters."""
+    return IndicesOptions(
+        ignore_unavailable=bool(_param_bool(params, "ignore_unavailable", False, empty_true=True)),
+        allow_no_indices=bool(_param_bool(params, "allow_no_indices", True, empty_true=True)),
+        expand_wildcards=params.get("expand_wildcards", "open"),
     )
 
 
@@ -411,11 +429,8 @@ class _RequestOptions:
             parse_time_value(self.scroll, "scroll")
         self.routing = params.get("routing")
         self.preference = params.get("preference")
-        self.custom_indices_options = (
-            _param_bool(params, "ignore_unavailable", False, empty_true=True)
-            or not _param_bool(params, "allow_no_indices", True, empty_true=True)
-            or params.get("expand_wildcards", "open") != "open"
-        )
+        self.indices_options = parse_indices_options(params)
+        self.custom_indices_options = self.indices_options != IndicesOptions()
         self.ccs_minimize_roundtrips = _param_bool(params, "ccs_minimize_roundtrips", False, empty_true=True)
         self.total_hits_as_int = _param_bool(params, "rest_total_hits_as_int", False, empty_true=True)
         self.typed_keys = _param_bool(params, "typed_keys", False, empty_true=True)
@@ -517,7 +532,7 @@ def _validate(source: _Source, request: _RequestOptions, indices: str | None) ->
         raise ActionRequestValidation(*errors)
 
 
-def _build(source: _Source, request: _RequestOptions, body: dict[str, Any] | None) -> SearchRequest:
+def _build(source: _Source, request: _RequestOptions, indices: str | None) -> SearchRequest:
     sort = _effective_sort(source.sort or [], source.pit, source.search_after)
     if source.search_after is not None and not sort:
         # Elasticsearch's shards cannot place a cursor in a pure relevance order.
@@ -525,6 +540,8 @@ def _build(source: _Source, request: _RequestOptions, body: dict[str, Any] | Non
     track = source.track_total_hits
     return SearchRequest(
         query=source.query if source.query is not None else parse_query(None),
+        indices=indices,
+        indices_options=request.indices_options,
         from_=max(source.from_, 0),
         size=_DEFAULT_SIZE if source.size < 0 else source.size,
         sort=sort,

@@ -50,6 +50,16 @@ class PitSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class IndicesOptions:
+    """How an index expression resolves: `ignore_unavailable`, `allow_no_indices`,
+    `expand_wildcards` (Elasticsearch's IndicesOptions, with its defaults for searches)."""
+
+    ignore_unavailable: bool = False
+    allow_no_indices: bool = True
+    expand_wildcards: str = "open"
+
+
+@dataclass(frozen=True, slots=True)
 class SourceFilter:
     """`_source` option: fetch=False drops it; includes/excludes are path patterns with `*`."""
 
@@ -64,7 +74,11 @@ class SourceFilter:
 
 @dataclass(slots=True)
 class SearchRequest:
+    """A whole search, as the REST layer (or an in-process caller) hands it to `Node.search`."""
+
     query: Query
+    indices: str | None = None  # the index expression (None: every index); a PIT search has none
+    indices_options: IndicesOptions = field(default_factory=IndicesOptions)
     from_: int = 0
     size: int = 10
     sort: list[SortSpec] = field(default_factory=list)  # empty: by _score desc

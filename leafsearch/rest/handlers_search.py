@@ -1,7 +1,8 @@
 """Search endpoints: `_search`, `_count`, scroll, clear-scroll, point in time.
 
-Query parameters are handed to the node as strings; the search module validates their values, so
-this layer only decides where the scroll and PIT ids come from (body, path or query string).
+This layer parses: a body and its query parameters become a typed `SearchRequest`
+(request/search_request.py validates every value as Elasticsearch does), which the node executes.
+It also decides where the scroll and PIT ids come from (body, path or query string).
 """
 
 from __future__ import annotations
@@ -9,7 +10,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from leafsearch.errors import ActionRequestValidation
-from leafsearch.request.search_request import parse_clear_scroll, parse_scroll_request
+from leafsearch.request.search_request import (
+    parse_clear_scroll,
+    parse_count_request,
+    parse_indices_options,
+    parse_scroll_request,
+    parse_search_request,
+)
 from leafsearch.request.timevalue import parse_time_value
 from leafsearch.rest.exchange import RestRequest, RestResponse
 from leafsearch.search.msearch import Authorize, parse_msearch
@@ -23,15 +30,11 @@ SEARCH_ACTION = "indices:data/read/search"
 
 
 def search(node: Node, req: RestRequest) -> RestResponse:
-    return RestResponse(
-        node.search(
-            req.path_params.get("index"),
-            req.json_object(),
-            req.action_params(),
-            raw_hits=True,
-            cancelled=req.cancelled,
-        )
+    # The path's indices take part in validation: a PIT search must not name any.
+    request = parse_search_request(
+        req.json_object(), req.action_params(), indices=req.path_params.get("index")
     )
+    return RestResponse(node.search(request, raw_hits=True, cancelled=req.cancelled))
 
 
 def msearch(node: Node, req: RestRequest) -> RestResponse:
@@ -64,11 +67,10 @@ def _search_item_check(node: Node, req: RestRequest) -> Authorize | None:
 
 
 def count(node: Node, req: RestRequest) -> RestResponse:
-    return RestResponse(
-        node.count(
-            req.path_params.get("index"), req.json_object(), req.action_params(), cancelled=req.cancelled
-        )
+    request = parse_count_request(
+        req.json_object(), req.action_params(), indices=req.path_params.get("index")
     )
+    return RestResponse(node.count(request, cancelled=req.cancelled))
 
 
 def _hits_total_as_int(body: dict[str, Any]) -> dict[str, Any]:
@@ -109,8 +111,10 @@ def open_pit(node: Node, req: RestRequest) -> RestResponse:
         problems.append("[keep_alive] is not specified")
     if problems:
         raise ActionRequestValidation(*problems)
-    params = {k: v for k, v in req.action_params().items() if k != "index"}
-    return RestResponse(node.open_pit(index, keep_alive, params))
+    params = req.action_params()
+    return RestResponse(
+        node.open_pit(index, keep_alive, parse_indices_options(params), params.get("routing"))
+    )
 
 
 def close_pit(node: Node, req: RestRequest) -> RestResponse:

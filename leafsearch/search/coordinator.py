@@ -1,7 +1,9 @@
 """Search and count entry points (bound as Node methods).
 
-`search` dispatches: a request with `pit` reads the PIT's snapshots, one with `?scroll` opens a
-scroll context (see scroll_pit.py), any other reads the current snapshots of its indices.
+They take a typed, validated `SearchRequest` (request/search_request.py parses REST's body and
+parameters into one), never a body: the engine does not know HTTP. `search` dispatches: a request
+with `pit` reads the PIT's snapshots, one with `scroll` opens a scroll context (see
+scroll_pit.py), any other reads the current snapshots of its indices.
 """
 
 from __future__ import annotations
@@ -10,8 +12,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from leafsearch.request.search_request import parse_count_request, parse_search_request
-from leafsearch.request.search_types import SHARD_DOC, SortSpec
+from leafsearch.request.search_types import SearchRequest
 from leafsearch.search import phases, scroll_pit
 from leafsearch.search.targets import release_targets
 
@@ -21,9 +22,7 @@ if TYPE_CHECKING:
 
 def search(
     node: Node,
-    index_expr: str | None,
-    body: dict | None,
-    params: dict[str, str],
+    request: SearchRequest,
     *,
     raw_hits: bool = False,
     cancelled: threading.Event | None = None,
@@ -31,12 +30,9 @@ def search(
     """`raw_hits`: render a plain page's hits as one pre-encoded array (the REST layer asks);
     `cancelled`: set when the client goes away, which stops the search (search/guard.py)."""
     started = time.perf_counter()
-    scroll = params.get("scroll")
-    # The path's indices take part in validation: a PIT search must not name any.
-    request = parse_search_request(body, params, scroll=scroll, indices=index_expr)
     if request.pit is not None:
         return scroll_pit.search_pit(node, request, started, raw_hits=raw_hits, cancelled=cancelled)
-    targets = phases.resolve_targets(node, index_expr, params)
+    targets = phases.resolve_targets(node, request)
     try:
         phases.check_limits(request, targets)
         if request.scroll is not None:
@@ -53,18 +49,9 @@ def search(
         release_targets(targets)
 
 
-def count(
-    node: Node,
-    index_expr: str | None,
-    body: dict | None,
-    params: dict[str, str],
-    *,
-    cancelled: threading.Event | None = None,
-) -> dict[str, Any]:
-    request = parse_count_request(body, params)
-    # Counting needs no order: `_shard_doc` ascending is the order matches are gathered in.
-    request.sort = [SortSpec(SHARD_DOC, "asc")]
-    targets = phases.resolve_targets(node, index_expr, params)
+def count(node: Node, request: SearchRequest, *, cancelled: threading.Event | None = None) -> dict[str, Any]:
+    """`_count` of a request parsed by `parse_count_request`."""
+    targets = phases.resolve_targets(node, request)
     try:
         hitlist, _ = phases.query_phase(node, targets, request, aggs=False, cancelled=cancelled)
         n = len(targets)

@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -32,6 +32,7 @@ from leafsearch.errors import (
     XContentParseError,
 )
 from leafsearch.request.search_request import parse_search_request
+from leafsearch.request.search_types import SearchRequest
 from leafsearch.request.sort import token_name
 
 if TYPE_CHECKING:
@@ -93,11 +94,13 @@ Authorize = Callable[[str | None, dict[str, str], dict[str, Any] | None], str | 
 
 @dataclass(slots=True)
 class SearchItem:
-    """One search of the request: its indices, parameters, body, or the error it failed with."""
+    """One search of the request: its indices, parameters, body, and the parsed request or the
+    error it failed with."""
 
     index: str | None
     params: dict[str, str]
     body: dict[str, Any] | None
+    request: SearchRequest | None = None
     error: ElasticError | None = None
 
 
@@ -117,7 +120,7 @@ def parse_msearch(data: bytes, default_index: str | None, params: dict[str, str]
         body = _json_line(body_line, line_no)
         item = SearchItem(index, item_params, body)
         try:
-            parse_search_request(body, item_params, indices=index)
+            item.request = parse_search_request(body, item_params, indices=index)
         except (ActionRequestValidation, SearchPhaseExecution) as exc:
             item.error = exc  # a search's own failure, answered in its place
         items.append(item)
@@ -220,12 +223,13 @@ def _run_one(
     try:
         if item.error is not None:
             raise item.error
-        index = item.index
+        assert item.request is not None
+        request = item.request
         if authorize is not None:
-            narrowed = authorize(index, item.params, item.body)
+            narrowed = authorize(item.index, item.params, item.body)
             if narrowed is not None:
-                index = narrowed
-        response = node.search(index, item.body, item.params, raw_hits=raw_hits, cancelled=cancelled)
+                request = replace(request, indices=narrowed)
+        response = node.search(request, raw_hits=raw_hits, cancelled=cancelled)
     except ElasticError as exc:
         return {"error": exc.body()["error"], "status": exc.status}
     response["status"] = 200

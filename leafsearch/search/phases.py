@@ -19,8 +19,7 @@ import numpy as np
 
 from leafsearch.errors import ElasticError, IllegalArgument, SearchPhaseExecution, TaskCancelled
 from leafsearch.rawjson import RawJSON
-from leafsearch.request.search_types import SHARD_DOC, SearchRequest
-from leafsearch.rest.exchange import parse_bool
+from leafsearch.request.search_types import SHARD_DOC, IndicesOptions, SearchRequest
 from leafsearch.search import fetch, top_hits
 from leafsearch.search.fetch_phase import render_hits
 from leafsearch.search.guard import SearchGuard
@@ -34,15 +33,22 @@ if TYPE_CHECKING:
     from leafsearch.node import Node
 
 
-def resolve_targets(node: Node, index_expr: str | None, params: dict[str, str]) -> list[Target]:
+def resolve_targets(node: Node, request: SearchRequest) -> list[Target]:
+    """The acquired current snapshots of the shards the request reads (callers release them)."""
+    return acquire_index_targets(node, request.indices, request.indices_options, request.routing)
+
+
+def acquire_index_targets(
+    node: Node, index_expr: str | None, options: IndicesOptions, routing: str | None
+) -> list[Target]:
     names = node.resolve_indices(
         index_expr,
-        ignore_unavailable=parse_bool(params.get("ignore_unavailable"), False),
-        allow_no_indices=parse_bool(params.get("allow_no_indices"), True),
-        expand_wildcards=params.get("expand_wildcards", "open"),
+        ignore_unavailable=options.ignore_unavailable,
+        allow_no_indices=options.allow_no_indices,
+        expand_wildcards=options.expand_wildcards,
     )
     indices = [node.indices[n] for n in sorted(names)]
-    return acquire_targets(indices, params.get("routing"))
+    return acquire_targets(indices, routing)
 
 
 def check_limits(request: SearchRequest, targets: list[Target]) -> None:

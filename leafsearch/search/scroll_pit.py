@@ -16,7 +16,7 @@ from leafsearch.errors import (
     SearchContextMissing,
     SearchPhaseExecution,
 )
-from leafsearch.request.search_types import DOC, SearchRequest
+from leafsearch.request.search_types import DOC, IndicesOptions, SearchRequest
 from leafsearch.search import phases, slicing
 from leafsearch.search.contexts import ReaderContext
 from leafsearch.search.fetch_phase import render_hits, renders_raw
@@ -251,11 +251,17 @@ def clear_scroll(node: Node, scroll_ids: list[str]) -> dict[str, Any]:
     return {"succeeded": True, "num_freed": freed}
 
 
-def open_pit(node: Node, index_expr: str, keep_alive: str | None, params: dict[str, str]) -> dict[str, Any]:
+def open_pit(
+    node: Node,
+    index_expr: str,
+    keep_alive: str | None,
+    options: IndicesOptions | None = None,
+    routing: str | None = None,
+) -> dict[str, Any]:
     if not keep_alive:
         raise ActionRequestValidation("[keep_alive] is not specified")
     seconds = node.contexts.keep_alive_seconds(keep_alive, "keep_alive")
-    targets = phases.resolve_targets(node, index_expr, params)
+    targets = phases.acquire_index_targets(node, index_expr, options or IndicesOptions(), routing)
     try:
         ctx = node.contexts.open("pit", targets, seconds)
     except ElasticError:  # too many open PITs: the snapshots go back at once
