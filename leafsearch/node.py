@@ -104,6 +104,11 @@ class Node:
         self.msearch_pool = ThreadPoolExecutor(
             DEFAULT_MAX_CONCURRENT, thread_name_prefix="leafsearch-msearch"
         )
+        # The shards of one search run their query phase here at once (search/top_hits.py), as
+        # Elasticsearch's `search` pool: about 1.5 threads per core.
+        self.shard_pool = ThreadPoolExecutor(
+            (os.cpu_count() or 1) * 3 // 2 + 1, thread_name_prefix="leafsearch-shard"
+        )
         self.contexts = ContextRegistry(self, clock)
         self.security = SecurityStore(self.path / "security")
         self._bound_caches()
@@ -149,6 +154,7 @@ class Node:
         for thread in self._threads:
             thread.join(timeout=60)
         self.msearch_pool.shutdown(wait=True)
+        self.shard_pool.shutdown(wait=True)
         self.contexts.close_all()
         self.hitlists.close()
         with self.lock:

@@ -102,7 +102,7 @@ def page(hits, request) -> list[tuple[int, int]]:
 
 
 @pytest.mark.parametrize("seed", range(300))
-def test_one_page_equals_the_page_of_the_full_sort(node, seed: int) -> None:
+def test_one_page_equals_the_page_of_the_full_sort(node, seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
     rng = random.Random(seed)
     body = {
         "query": random_query(rng),
@@ -111,7 +111,8 @@ def test_one_page_equals_the_page_of_the_full_sort(node, seed: int) -> None:
         "size": rng.choice([0, 1, 5, 10, 40]),
         "track_scores": rng.random() < 0.3,
     }
-    orders = SegmentOrders(64 * 1024 * 1024 if seed % 5 else 0)  # and without orders (cache too small)
+    # And without orders (a cache too small to hold one).
+    monkeypatch.setattr(node, "sort_orders", SegmentOrders(64 * 1024 * 1024 if seed % 5 else 0))
     targets = acquire_targets([node.indices["docs"]])
     try:
         now = int(time.time() * 1000)
@@ -129,9 +130,7 @@ def test_one_page_equals_the_page_of_the_full_sort(node, seed: int) -> None:
             full_request = parse_search_request(body, {})
         request = parse_search_request(body, {})
         assert top_hits.serves(request)
-        top = top_hits.top_hits(
-            targets, request, orders, now_millis=now, with_aggs=None, guard=SearchGuard(time.monotonic, None)
-        )
+        top = top_hits.top_hits(node, targets, request, now_millis=now, aggs=False, cancelled=None)
         assert page(top, request) == page(full, full_request), body
         assert top.total == full.total
         if full.max_score is not None:
@@ -140,21 +139,15 @@ def test_one_page_equals_the_page_of_the_full_sort(node, seed: int) -> None:
         release_targets(targets)
 
 
-def test_segment_orders_are_reused_and_bounded(node) -> None:
+def test_segment_orders_are_reused_and_bounded(node, monkeypatch: pytest.MonkeyPatch) -> None:
     """The second query with the same sort builds nothing; a small cache evicts; stats count."""
     orders = SegmentOrders(64 * 1024 * 1024)
+    monkeypatch.setattr(node, "sort_orders", orders)
     request = parse_search_request({"sort": [{"n": "desc"}], "size": 3}, {})
     targets = acquire_targets([node.indices["docs"]])
     try:
         for _ in range(2):
-            top_hits.top_hits(
-                targets,
-                request,
-                orders,
-                now_millis=0,
-                with_aggs=None,
-                guard=SearchGuard(time.monotonic, None),
-            )
+            top_hits.top_hits(node, targets, request, now_millis=0, aggs=False, cancelled=None)
         segments = sum(len(t.searcher.views) for t in targets)
         assert orders.stats()["count"] == segments
         assert orders.evictions == 0

@@ -16,6 +16,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -115,6 +116,7 @@ def segment_matches(
     needs_scores: bool,
     with_aggs,
     guard: SearchGuard,
+    stats: Searcher | None = None,
 ) -> Iterator[SegmentMatches]:
     """Run the query on every segment of every target, in (shard, segment) order.
 
@@ -124,8 +126,10 @@ def segment_matches(
     `guard.expired` says so. A segment's working arrays are reserved on the request breaker while
     the caller holds them. Cost: the query's own, O(segment size) per segment.
     """
-    # DFS: every shard scores with the term statistics of all shards of the request.
-    stats = all_shards_stats(targets) if request.dfs and needs_scores else None
+    # DFS: every shard scores with the term statistics of all shards of the request (`stats`
+    # when the caller runs one shard of them).
+    if stats is None and request.dfs and needs_scores:
+        stats = all_shards_stats(targets)
     for ti, target in enumerate(targets):
         ctx = shard_query_context(target, now_millis, needs_scores, stats)
         filtering = request.post_filter is not None
@@ -324,11 +328,14 @@ def sort_column(
     *,
     few: bool = False,
     ordinals: GlobalOrdinals | None = None,
+    resolved: tuple[str, Any] | None = None,
 ) -> SortColumn:
     """The sort column of the documents `seg_docs` (in gathering order). Keywords compare through
     global ordinals over every term of the segments involved (cached in `ordinals`, the node's,
     for each set of segments), or, with `few`, through the terms of these documents alone: a
-    page's candidates come from segment sets that differ with every query, and hold few values."""
+    page's candidates come from segment sets that differ with every query, and hold few values.
+    `resolved` is the (kind, reference field type) of the sort over every shard of the request,
+    when `targets` is only one of them (a shard's query phase); else they are resolved here."""
     special = special_kind(spec)
     if special is not None:
         # Every document has these; a `null` cursor still means "past the missing values".
@@ -340,7 +347,11 @@ def sort_column(
         values = (target_arr.astype(np.int64) << 32) | doc_arr
         return SortColumn(spec, "shard_doc", values, None, missing_key=substitute)
     field_types = [t.mapping.field(spec.field) for t in targets]
-    kind = resolve_field_kind(spec, field_types, [t.index.name for t in targets])
+    if resolved is None:
+        kind = resolve_field_kind(spec, field_types, [t.index.name for t in targets])
+        reference = next((ft for ft in field_types if ft is not None), None)
+    else:
+        kind, reference = resolved
     values: list[np.ndarray] = []
     present: list[np.ndarray] = []
     terms = None
@@ -364,7 +375,7 @@ def sort_column(
     pres = np.concatenate(present) if present else np.empty(0, bool)
     custom = spec.missing not in ("_last", "_first")
     # Also checks the sort's `missing` and `format` against the field, whatever the documents hold.
-    substitute = missing_substitute(spec, next((ft for ft in field_types if ft is not None), None))
+    substitute = missing_substitute(spec, reference)
     if kind == "keyword":
         if custom and not pres.all():
             terms, vals = _with_term(terms, vals, pres, str(substitute).encode())

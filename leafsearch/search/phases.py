@@ -183,10 +183,9 @@ def query_phase(
             if _walks_live_docs(request):
                 hitlist = _live_docs_page(targets, request)
             elif top_hits.serves(request):
-                guard = SearchGuard.for_search(node, request, cancelled)
                 now = int(time.time() * 1000)
                 hitlist = top_hits.top_hits(
-                    targets, request, node.sort_orders, now_millis=now, with_aggs=with_aggs, guard=guard
+                    node, targets, request, now_millis=now, aggs=with_aggs is not None, cancelled=cancelled
                 )
             else:
                 guard = SearchGuard.for_search(node, request, cancelled)

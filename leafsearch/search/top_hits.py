@@ -10,13 +10,16 @@ keep a full `HitList`, see hitlist.py) needs only its top `k = from + size` hits
   nothing follows `_score` in the sort, else every tie is kept for the final sort);
 - `size: 0`: nothing is selected, only counted.
 
-The candidates of all segments (at most `k` each) are then sorted together, ties by shard then
-doc, and cut to `k`: O(k * segments * log) instead of O(matches * log matches). Totals, max score
-and aggregations still see every match.
+Each shard (`LocalShard`, behind the shard interface of shard_api.py) sorts its segments'
+candidates (at most `k` each) and keeps its best `k`; the coordinator runs the shards at once and
+merges their top hits, ties by shard then doc, cut to `k`: O(k * segments * log) instead of
+O(matches * log matches). Totals, max score and aggregations still see every match.
 """
 
 from __future__ import annotations
 
+import contextvars
+import threading
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -24,21 +27,26 @@ import numpy as np
 from leafsearch.errors import IllegalArgument
 from leafsearch.request.search_types import SCORE, SearchRequest, SortSpec
 from leafsearch.search import fetch
+from leafsearch.search.aggregations import MAX_BUCKETS, MAX_NESTED_DEPTH, parse_aggs
+from leafsearch.search.aggregations import collect as collect_aggs
+from leafsearch.search.guard import SearchGuard
 from leafsearch.search.hitlist import (
     HitList,
+    all_shards_stats,
     effective_sort,
     needs_scores,
     segment_matches,
     sort_column,
-    sorted_hitlist,
+    sort_order,
 )
 from leafsearch.search.segment_orders import SegmentOrder, SegmentOrders, build_order, first_matches
+from leafsearch.search.shard_api import ShardQuery, ShardTopDocs, SortPlan, merge_columns
 from leafsearch.search.sort_keys import resolve_field_kind, special_kind
 from leafsearch.search.targets import Target
 
 if TYPE_CHECKING:
     from leafsearch.index.searcher import SegmentView
-    from leafsearch.search.guard import SearchGuard
+    from leafsearch.node import Node
 
 #: Pages deeper than this are served from a full, cached HitList (Elasticsearch's default
 #: `index.max_result_window`): past it, the top-k candidates of every segment cost as much.
@@ -59,106 +67,192 @@ def serves(request: SearchRequest) -> bool:
 
 
 def top_hits(
+    node: Node,
     targets: list[Target],
     request: SearchRequest,
-    orders: SegmentOrders,
     *,
     now_millis: int,
-    with_aggs,
-    guard: SearchGuard,
+    aggs: bool,
+    cancelled: threading.Event | None,
 ) -> HitList:
-    """The HitList of the request's top `from + size` hits (in sort order) and its totals."""
-    try:
-        return _top_hits(targets, request, orders, now_millis, with_aggs, guard)
-    finally:
-        guard.release_all()
+    """The HitList of the request's top `from + size` hits (in sort order) and its totals: every
+    shard's query phase at once through the shard interface, then their top hits merged."""
+    plan = sort_plan(request, targets)
+    stats = all_shards_stats(targets) if request.dfs and needs_scores(request) else None
+    queries = [ShardQuery(request, i, now_millis, plan, aggs, stats) for i in range(len(targets))]
+    shards = [LocalShard(node, t, cancelled) for t in targets]
+    if len(shards) == 1:
+        results = [shards[0].query(queries[0])]
+    else:
+        # Each shard runs in a copy of the caller's context (the caller's identity, for the log).
+        futures = [
+            node.shard_pool.submit(contextvars.copy_context().run, shard.query, query)
+            for shard, query in zip(shards, queries, strict=True)
+        ]
+        results = [future.result() for future in futures]
+    return merge_top_docs(targets, request, plan, results)
 
 
-def _top_hits(
-    targets: list[Target], request: SearchRequest, orders: SegmentOrders, now_millis: int, with_aggs, guard
-) -> HitList:
-    k = request.from_ + request.size
+def sort_plan(request: SearchRequest, targets: list[Target]) -> SortPlan:
+    """How every shard executes the request's sort (see `SortPlan`)."""
     specs = effective_sort(request)
-    scoring = needs_scores(request)
-    by_fields = all(s.field != SCORE for s in specs)
-    kinds = _kinds(specs, targets) if by_fields and k else None
-    partials: list = []
-    collect = None if with_aggs is None else lambda *args: partials.append(with_aggs(*args))
-    total = 0
-    max_score: float | None = None
-    seg_docs: list[tuple[int, SegmentView, np.ndarray]] = []
-    scores: list[np.ndarray] = []
-    for m in segment_matches(
-        targets, request, now_millis=now_millis, needs_scores=scoring, with_aggs=collect, guard=guard
-    ):
-        count = int(np.count_nonzero(m.mask))
-        total += count
-        if count and m.scores is not None:
-            best = float(np.max(m.scores, where=m.mask, initial=-np.inf))
-            max_score = best if max_score is None else max(max_score, best)
-        if not count or not k:
+    resolved: list[tuple[str, Any]] = []
+    uniform = True
+    names = [t.index.name for t in targets]
+    for spec in specs:
+        special = special_kind(spec)
+        if special is not None:
+            resolved.append((special, None))
             continue
-        order = _order(orders, targets, m.target, m.view, specs, kinds) if kinds is not None else None
-        if order is not None:
-            start = 0
-            if request.search_after is not None:
-                after = _after_values(request, targets[m.target], specs)
-                start = order.start_after(after, m.target, m.view.doc_base)
-            docs = np.sort(first_matches(order.order, m.mask, start, k))
-        elif by_fields:
-            docs = np.flatnonzero(m.mask)  # no order fits the cache: every match is sorted below
-        else:
-            docs = _best_scores(m.scores, np.flatnonzero(m.mask), k, specs)
-        seg_docs.append((m.target, m.view, docs))
-        if m.scores is not None:
-            scores.append(m.scores[docs])
+        field_types = [t.mapping.field(spec.field) for t in targets]
+        kind = resolve_field_kind(spec, field_types, names)
+        resolved.append((kind, next((ft for ft in field_types if ft is not None), None)))
+        per_index = {resolve_field_kind(spec, [ft], [n]) for ft, n in zip(field_types, names, strict=True)}
+        uniform = uniform and per_index == {kind}
+    return SortPlan(tuple(specs), tuple(resolved), uniform)
+
+
+def merge_top_docs(
+    targets: list[Target], request: SearchRequest, plan: SortPlan, results: list[ShardTopDocs]
+) -> HitList:
+    """The shards' top hits as one HitList in sort order, ties by shard then doc, cut to `k`."""
+    k = request.from_ + request.size
     target_arr = np.concatenate(
-        [np.full(len(d), t, dtype=np.int32) for t, _, d in seg_docs] or [np.empty(0, np.int32)]
+        [np.full(len(r.docs), r.shard_index, np.int32) for r in results] or [np.empty(0, np.int32)]
     )
-    doc_arr = np.concatenate([d + v.doc_base for _, v, d in seg_docs] or [np.empty(0, np.int64)])
-    score_arr = (np.concatenate(scores) if scores else np.empty(0, np.float32)) if scoring else None
-    hits = sorted_hitlist(
-        targets, request, seg_docs, target_arr, doc_arr, score_arr, total, partials, max_score, few=True
+    doc_arr = np.concatenate([r.docs for r in results] or [np.empty(0, np.int64)])
+    score_arr = None
+    if needs_scores(request):
+        score_arr = np.concatenate(
+            [r.scores for r in results if r.scores is not None] or [np.empty(0, np.float32)]
+        )
+    columns = []
+    for i, spec in enumerate(plan.specs):
+        field_types = () if special_kind(spec) else tuple(t.mapping.field(spec.field) for t in targets)
+        columns.append(merge_columns([r.columns[i] for r in results], field_types))
+    keys: list[np.ndarray] = []
+    for col in columns:
+        keys.extend(col.key_columns())
+    order = sort_order(columns, keys, len(doc_arr))
+    if order is not None:
+        target_arr, doc_arr = target_arr[order], doc_arr[order]
+        score_arr = score_arr[order] if score_arr is not None else None
+        columns = [c.take(order) for c in columns]
+        keys = [key[order] for key in keys]
+    maxima = [r.max_score for r in results if r.max_score is not None]
+    total = sum(r.total for r in results)
+    partials = [p for r in results for p in r.agg_partials]
+    hits = HitList(
+        targets, target_arr, doc_arr, score_arr, columns, keys, total, max(maxima, default=None), partials
     )
-    hits.timed_out = guard.expired
+    hits.timed_out = any(r.timed_out for r in results)
     if len(hits) > k and request.search_after is None:
         # (With a cursor, a segment without an order gave every match: the page starts after it.)
         hits = _first(hits, k)
     return hits
 
 
-def _kinds(specs: list[SortSpec], targets: list[Target]) -> tuple[str, ...] | None:
-    """The kind each sort compares in across the request's targets (None for a field sort that
-    an order per segment cannot serve: its kind differs between indices)."""
-    kinds = []
-    for spec in specs:
-        special = special_kind(spec)
-        if special is not None:
-            kinds.append(special)
-            continue
-        field_types = [t.mapping.field(spec.field) for t in targets]
-        kind = resolve_field_kind(spec, field_types, [t.index.name for t in targets])
-        per_index = {
-            resolve_field_kind(spec, [ft], [t.index.name]) for ft, t in zip(field_types, targets, strict=True)
-        }
-        if per_index != {kind}:
-            return None
-        kinds.append(kind)
-    return tuple(kinds)
+class LocalShard:
+    """A shard snapshot of this process behind the shard interface."""
+
+    def __init__(self, node: Node, target: Target, cancelled: threading.Event | None) -> None:
+        self.node = node
+        self.target = target
+        self.cancelled = cancelled
+
+    def query(self, query: ShardQuery) -> ShardTopDocs:
+        guard = SearchGuard.for_search(self.node, query.request, self.cancelled)
+        try:
+            return self._query(query, guard)
+        finally:
+            guard.release_all()
+
+    def _query(self, query: ShardQuery, guard: SearchGuard) -> ShardTopDocs:
+        request, target, plan = query.request, self.target, query.sort
+        k = request.from_ + request.size
+        specs = list(plan.specs)
+        scoring = needs_scores(request)
+        by_fields = all(s.field != SCORE for s in specs)
+        partials: list = []
+        collect = None
+        if query.aggs:
+            tree = shard_aggs(self.node, request, target, query.now_millis)
+            collect = lambda _t, view, docs, ctx: partials.append(collect_aggs(tree, view, docs, ctx))  # noqa: E731
+        total = 0
+        max_score: float | None = None
+        seg_docs: list[tuple[int, SegmentView, np.ndarray]] = []
+        scores: list[np.ndarray] = []
+        for m in segment_matches(
+            [target],
+            request,
+            now_millis=query.now_millis,
+            needs_scores=scoring,
+            with_aggs=collect,
+            guard=guard,
+            stats=query.dfs_stats,
+        ):
+            count = int(np.count_nonzero(m.mask))
+            total += count
+            if count and m.scores is not None:
+                best = float(np.max(m.scores, where=m.mask, initial=-np.inf))
+                max_score = best if max_score is None else max(max_score, best)
+            if not count or not k:
+                continue
+            order = (
+                _order(self.node.sort_orders, target, m.view, plan) if by_fields and plan.uniform else None
+            )
+            if order is not None:
+                start = 0
+                if request.search_after is not None:
+                    start = order.start_after(_after_values(request, target, specs), 0, m.view.doc_base)
+                docs = np.sort(first_matches(order.order, m.mask, start, k))
+            elif by_fields:
+                docs = np.flatnonzero(m.mask)  # no order fits the cache: every match is sorted below
+            else:
+                docs = _best_scores(m.scores, np.flatnonzero(m.mask), k, specs)
+            seg_docs.append((0, m.view, docs))
+            if m.scores is not None:
+                scores.append(m.scores[docs])
+        doc_arr = np.concatenate([d + v.doc_base for _, v, d in seg_docs] or [np.empty(0, np.int64)])
+        target_arr = np.full(len(doc_arr), query.shard_index, np.int32)
+        score_arr = (np.concatenate(scores) if scores else np.empty(0, np.float32)) if scoring else None
+        columns = [
+            sort_column(spec, [target], seg_docs, target_arr, doc_arr, score_arr, few=True, resolved=resolved)
+            for spec, resolved in zip(specs, plan.resolved, strict=True)
+        ]
+        keys: list[np.ndarray] = []
+        for col in columns:
+            keys.extend(col.key_columns())
+        order = sort_order(columns, keys, len(doc_arr))
+        if request.search_after is None and len(doc_arr) > k:
+            order = np.arange(k) if order is None else order[:k]
+        if order is not None:
+            doc_arr = doc_arr[order]
+            score_arr = score_arr[order] if score_arr is not None else None
+            columns = [c.take(order) for c in columns]
+        return ShardTopDocs(
+            query.shard_index, total, max_score, doc_arr, score_arr, columns, partials, guard.expired
+        )
 
 
-def _order(
-    orders: SegmentOrders,
-    targets: list[Target],
-    ti: int,
-    view: SegmentView,
-    specs: list[SortSpec],
-    kinds: tuple[str, ...],
-) -> SegmentOrder | None:
+def shard_aggs(node: Node, request: SearchRequest, target: Target, now_millis: int) -> Any:
+    """The request's aggregations parsed for one shard's mapping, with the node's limits."""
+    return parse_aggs(
+        request.aggs,
+        target.mapping,
+        index=target.index.name,
+        now_millis=now_millis,
+        max_depth=int(node.cluster_settings.get(MAX_NESTED_DEPTH)),
+        max_buckets=int(node.cluster_settings.get(MAX_BUCKETS)),
+    )
+
+
+def _order(orders: SegmentOrders, target: Target, view: SegmentView, plan: SortPlan) -> SegmentOrder | None:
     """The segment's order for this sort, computed from every one of its documents if needed."""
-    target = targets[ti]
+    specs = list(plan.specs)
     field_types = tuple(None if special_kind(s) else target.mapping.field(s.field) for s in specs)
-    signature = (tuple(specs), kinds, tuple(_type_signature(ft) for ft in field_types))
+    kinds = tuple(kind for kind, _ in plan.resolved)
+    signature = (plan.specs, kinds, tuple(_type_signature(ft) for ft in field_types))
 
     def build() -> SegmentOrder:
         docs = np.arange(view.max_doc, dtype=np.int64)

@@ -1,0 +1,104 @@
+"""The query phase's shard interface: a typed request in, a shard's top hits out.
+
+The coordinator (top_hits.py) talks to every shard of a search through `ShardSearch.query`,
+as Elasticsearch's coordinator sends each shard a ShardSearchRequest and gets a QuerySearchResult
+back. Everything that crosses it is data: the typed `SearchRequest`, numbers, strings and numpy
+arrays (no Segment, Searcher or open file), so a shard served by another process or machine
+implements the same method and the coordinator does not change. `LocalShard` is the in-process
+implementation; the coordinator runs the shards of a search at once on the Node's shard pool.
+
+What the coordinator decides for all shards together travels in the request: the kind every sort
+compares in (a field mapped `long` in one index and `double` in another compares as `double` in
+both) and the field type that reads `missing` and cursor values. What a shard returns is
+mergeable without its segments: sort values as numbers, keyword values as the shard's own sorted
+terms with ordinals into them (`merge_columns` unites the term lists).
+
+Not yet behind the interface: the fetch phase (rendering reads the page's segments in-process),
+reader contexts (PIT and scroll walks keep a full HitList over all their shards), and the term
+statistics of `dfs_query_then_fetch` (the local shard reads every shard's segments).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from leafsearch.request.search_types import SearchRequest, SortSpec
+from leafsearch.search.sort_keys import SortColumn
+
+
+@dataclass(frozen=True, slots=True)
+class SortPlan:
+    """A search's sort as every shard must execute it."""
+
+    specs: tuple[SortSpec, ...]
+    #: Per spec: the kind it compares in over all the request's shards, and the field type (the
+    #: first mapped one) that parses its `missing` and `search_after` values; (kind, None) for
+    #: `_score`, `_doc` and `_shard_doc`.
+    resolved: tuple[tuple[str, Any], ...]
+    #: Whether every shard compares each sort in that same kind, so that a segment's stored sort
+    #: order serves (else a shard sorts its matches).
+    uniform: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ShardQuery:
+    """One shard's part of a search's query phase."""
+
+    request: SearchRequest
+    shard_index: int  # the shard's position in the request (ties, `_shard_doc`)
+    now_millis: int  # `now` of every shard of the search
+    sort: SortPlan
+    aggs: bool  # collect the request's aggregations
+    #: Term statistics of every shard of the request (`dfs_query_then_fetch`); in-process only.
+    dfs_stats: Any = None
+
+
+@dataclass(slots=True)
+class ShardTopDocs:
+    """A shard's best `from + size` hits in sort order (ties by doc), and what it counted."""
+
+    shard_index: int
+    total: int
+    max_score: float | None
+    docs: np.ndarray  # int64 shard-level doc numbers
+    scores: np.ndarray | None  # float32, when the search needs scores
+    columns: list[SortColumn]  # the hits' sort values, one column per sort spec
+    agg_partials: list = field(default_factory=list)
+    timed_out: bool = False
+
+
+class ShardSearch(Protocol):
+    """What the coordinator needs of a shard for the query phase."""
+
+    def query(self, query: ShardQuery) -> ShardTopDocs: ...
+
+
+def merge_columns(columns: list[SortColumn], field_types: tuple) -> SortColumn:
+    """One column over the hits of several shards (concatenated in shard order). Keyword values
+    are re-numbered into the union of the shards' term lists; `field_types` are the sort field's
+    type in every target of the request, for rendering."""
+    first = columns[0]
+    presents = [c.present for c in columns]
+    present = (
+        None
+        if all(p is None for p in presents)
+        else np.concatenate(
+            [np.ones(len(c.values), bool) if p is None else p for c, p in zip(columns, presents, strict=True)]
+        )
+    )
+    if first.kind != "keyword":
+        values = np.concatenate([c.values for c in columns])
+        terms = None
+    else:
+        term_lists = [c.terms if c.terms is not None else np.empty(0, "S1") for c in columns]
+        terms, inverse = np.unique(np.concatenate(term_lists), return_inverse=True)
+        remapped, offset = [], 0
+        for column, own in zip(columns, term_lists, strict=True):
+            mapping = inverse[offset : offset + len(own)].astype(np.int64)
+            offset += len(own)
+            remapped.append(mapping[column.values] if len(own) else np.zeros(len(column.values), np.int64))
+        values = np.concatenate(remapped)
+    return SortColumn(first.spec, first.kind, values, present, terms, field_types, first.missing_key)
