@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from leafsearch.admin import IndicesOptions
 from leafsearch.errors import (
     ActionRequestValidation,
     ElasticError,
@@ -34,7 +35,6 @@ from leafsearch.request.rescore import Rescorer, parse_rescore
 from leafsearch.request.search_types import (
     SCORE,
     SHARD_DOC,
-    IndicesOptions,
     PitSpec,
     SearchRequest,
     SliceSpec,
@@ -131,13 +131,13 @@ def parse_count_request(
     )
 
 
-def parse_indices_options(params: dict[str, str]) -> IndicesOptions:
-    """The `ignore_unavailable`, `allow_no_indices` and `expand_wildcards` parameters."""
-    return IndicesOptions(
-        ignore_unavailable=bool(_param_bool(params, "ignore_unavailable", False, empty_true=True)),
-        allow_no_indices=bool(_param_bool(params, "allow_no_indices", True, empty_true=True)),
-        expand_wildcards=params.get("expand_wildcards", "open"),
-    )
+def parse_indices_options(params: dict[str, str], defaults: IndicesOptions | None = None) -> IndicesOptions:
+    """The `ignore_unavailable`, `allow_no_indices` and `expand_wildcards` parameters over an API's
+    defaults (a search's when not given)."""
+    base = defaults or IndicesOptions()
+    ignore = _param_bool(params, "ignore_unavailable", base.ignore_unavailable, empty_true=True)
+    allow = _param_bool(params, "allow_no_indices", base.allow_no_indices, empty_true=True)
+    return IndicesOptions(bool(ignore), bool(allow), params.get("expand_wildcards", base.expand_wildcards))
 
 
 def parse_scroll_request(

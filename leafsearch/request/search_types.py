@@ -8,9 +8,12 @@ error type and message.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from leafsearch.request.query_dsl import Query, query_is_match_all
+
+if TYPE_CHECKING:
+    from leafsearch.admin import IndicesOptions
 
 #: Special sort keys.
 SCORE = "_score"
@@ -50,16 +53,6 @@ class PitSpec:
 
 
 @dataclass(frozen=True, slots=True)
-class IndicesOptions:
-    """How an index expression resolves: `ignore_unavailable`, `allow_no_indices`,
-    `expand_wildcards` (Elasticsearch's IndicesOptions, with its defaults for searches)."""
-
-    ignore_unavailable: bool = False
-    allow_no_indices: bool = True
-    expand_wildcards: str = "open"
-
-
-@dataclass(frozen=True, slots=True)
 class SourceFilter:
     """`_source` option: fetch=False drops it; includes/excludes are path patterns with `*`."""
 
@@ -78,7 +71,7 @@ class SearchRequest:
 
     query: Query
     indices: str | None = None  # the index expression (None: every index); a PIT search has none
-    indices_options: IndicesOptions = field(default_factory=IndicesOptions)
+    indices_options: IndicesOptions | None = None  # None: a search's defaults
     from_: int = 0
     size: int = 10
     sort: list[SortSpec] = field(default_factory=list)  # empty: by _score desc

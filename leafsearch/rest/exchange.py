@@ -16,6 +16,7 @@ import orjson
 
 from leafsearch.admin import IndicesOptions
 from leafsearch.errors import IllegalArgument, ParseException, ParsingError, XContentParseError
+from leafsearch.request.search_request import parse_indices_options
 from leafsearch.request.timevalue import parse_time_value
 
 # Parameters every endpoint accepts; they shape the response, not the action.
@@ -88,11 +89,8 @@ class RestRequest:
         allow_no_indices: bool = True,
         expand_wildcards: str = "open",
     ) -> IndicesOptions:
-        return IndicesOptions(
-            ignore_unavailable=self.flag("ignore_unavailable", ignore_unavailable),
-            allow_no_indices=self.flag("allow_no_indices", allow_no_indices),
-            expand_wildcards=self.params.get("expand_wildcards", expand_wildcards),
-        )
+        defaults = IndicesOptions(ignore_unavailable, allow_no_indices, expand_wildcards)
+        return parse_indices_options(self.params, defaults)
 
     def action_params(self) -> dict[str, str]:
         """The query parameters that belong to the action (rendering ones removed)."""

@@ -13,7 +13,6 @@ from leafsearch.errors import ActionRequestValidation
 from leafsearch.request.search_request import (
     parse_clear_scroll,
     parse_count_request,
-    parse_indices_options,
     parse_scroll_request,
     parse_search_request,
 )
@@ -111,10 +110,7 @@ def open_pit(node: Node, req: RestRequest) -> RestResponse:
         problems.append("[keep_alive] is not specified")
     if problems:
         raise ActionRequestValidation(*problems)
-    params = req.action_params()
-    return RestResponse(
-        node.open_pit(index, keep_alive, parse_indices_options(params), params.get("routing"))
-    )
+    return RestResponse(node.open_pit(index, keep_alive, req.indices_options(), req.param("routing")))
 
 
 def close_pit(node: Node, req: RestRequest) -> RestResponse:

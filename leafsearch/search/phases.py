@@ -17,9 +17,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from leafsearch.admin import IndicesOptions
 from leafsearch.errors import ElasticError, IllegalArgument, SearchPhaseExecution, TaskCancelled
 from leafsearch.rawjson import RawJSON
-from leafsearch.request.search_types import SHARD_DOC, IndicesOptions, SearchRequest
+from leafsearch.request.search_types import SHARD_DOC, SearchRequest
 from leafsearch.search import fetch, top_hits
 from leafsearch.search.fetch_phase import render_hits
 from leafsearch.search.guard import SearchGuard
@@ -35,7 +36,8 @@ if TYPE_CHECKING:
 
 def resolve_targets(node: Node, request: SearchRequest) -> list[Target]:
     """The acquired current snapshots of the shards the request reads (callers release them)."""
-    return acquire_index_targets(node, request.indices, request.indices_options, request.routing)
+    options = request.indices_options or IndicesOptions()
+    return acquire_index_targets(node, request.indices, options, request.routing)
 
 
 def acquire_index_targets(

@@ -9,6 +9,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
+from leafsearch.admin import IndicesOptions
 from leafsearch.errors import (
     ActionRequestValidation,
     ElasticError,
@@ -16,7 +17,7 @@ from leafsearch.errors import (
     SearchContextMissing,
     SearchPhaseExecution,
 )
-from leafsearch.request.search_types import DOC, IndicesOptions, SearchRequest
+from leafsearch.request.search_types import DOC, SearchRequest
 from leafsearch.search import phases, slicing
 from leafsearch.search.contexts import ReaderContext
 from leafsearch.search.fetch_phase import render_hits, renders_raw
