@@ -76,10 +76,14 @@ class ShardSearch(Protocol):
     def query(self, query: ShardQuery) -> ShardTopDocs: ...
 
 
-def merge_columns(columns: list[SortColumn], field_types: tuple) -> SortColumn:
-    """One column over the hits of several shards (concatenated in shard order). Keyword values
-    are re-numbered into the union of the shards' term lists; `field_types` are the sort field's
-    type in every target of the request, for rendering."""
+def merge_columns(spec: SortSpec, kind: str, columns: list[SortColumn], field_types: tuple) -> SortColumn:
+    """One column over the hits of several shards (concatenated in shard order; none when the
+    search has no shard). Keyword values are re-numbered into the union of the shards' term lists;
+    `field_types` are the sort field's type in every target of the request, for rendering."""
+    if not columns:
+        dtype = np.float64 if kind in ("double", "score") else np.int64
+        terms = np.empty(0, "S1") if kind == "keyword" else None
+        return SortColumn(spec, kind, np.empty(0, dtype), None, terms, field_types)
     first = columns[0]
     presents = [c.present for c in columns]
     present = (

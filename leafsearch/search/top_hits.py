@@ -127,9 +127,9 @@ def merge_top_docs(
             [r.scores for r in results if r.scores is not None] or [np.empty(0, np.float32)]
         )
     columns = []
-    for i, spec in enumerate(plan.specs):
+    for i, (spec, (kind, _)) in enumerate(zip(plan.specs, plan.resolved, strict=True)):
         field_types = () if special_kind(spec) else tuple(t.mapping.field(spec.field) for t in targets)
-        columns.append(merge_columns([r.columns[i] for r in results], field_types))
+        columns.append(merge_columns(spec, kind, [r.columns[i] for r in results], field_types))
     keys: list[np.ndarray] = []
     for col in columns:
         keys.extend(col.key_columns())
