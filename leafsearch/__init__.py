@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from leafsearch.client import Client
     from leafsearch.node import Node
 
-__all__ = ["Node"]
+__all__ = ["Client", "Node"]
 
 
 def __getattr__(name: str):
@@ -16,4 +17,8 @@ def __getattr__(name: str):
         from leafsearch.node import Node
 
         return Node
+    if name == "Client":
+        from leafsearch.client import Client
+
+        return Client
     raise AttributeError(name)

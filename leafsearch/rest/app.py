@@ -19,15 +19,15 @@ from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.routing import Route as StarletteRoute
 
-from leafsearch.errors import ContentTooLong, ElasticError, IllegalArgument, ParseException
+from leafsearch.errors import ContentTooLong, ElasticError, ParseException
 from leafsearch.memory import Trimmer
 from leafsearch.rest.access import AccessControl, Refusal, is_loopback_host
-from leafsearch.rest.exchange import RESPONSE_PARAMS, RestRequest, RestResponse, parse_bool
+from leafsearch.rest.exchange import RestRequest, RestResponse, parse_bool
 from leafsearch.rest.media import JSON, NotAcceptable, negotiate
 from leafsearch.rest.render import filter_path, to_json
 from leafsearch.rest.router import Route, Router
 from leafsearch.rest.routes import ROUTES
-from leafsearch.rest.unrecognized import unrecognized
+from leafsearch.rest.unrecognized import check_params
 
 if TYPE_CHECKING:
     from starlette.types import Receive, Scope, Send
@@ -207,11 +207,7 @@ class Dispatcher:
         self, route: Route, request: RestRequest, content_type: str, pretty: bool
     ) -> tuple[int, bytes, str, dict[str, str]]:
         try:
-            unknown = set(request.params) - route.params - RESPONSE_PARAMS
-            if unknown:
-                raise IllegalArgument(
-                    unrecognized(request.path, unknown, route.params | RESPONSE_PARAMS, "parameter")
-                )
+            check_params(route, request)
             self.access.admit(route, request)
             parse_bool(request.params.get("error_trace"), False)
             response: RestResponse = route.handler(self.node, request)

@@ -7,6 +7,14 @@ Suggestions are the known names whose Lucene Levenshtein similarity to the unkno
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from leafsearch.errors import IllegalArgument
+from leafsearch.rest.exchange import RESPONSE_PARAMS
+
+if TYPE_CHECKING:
+    from leafsearch.rest.exchange import RestRequest
+    from leafsearch.rest.router import Route
 
 
 def similarity(target: str, other: str) -> float:
@@ -39,3 +47,12 @@ def unrecognized(path: str, invalid: Iterable[str], candidates: Iterable[str], d
         parts.append(text)
     plural = "s" if len(names) > 1 else ""
     return f"request [{path}] contains unrecognized {detail}{plural}: {', '.join(parts)}"
+
+
+def check_params(route: Route, request: RestRequest) -> None:
+    """Refuse query parameters the route does not take (the rendering ones are everyone's)."""
+    unknown = set(request.params) - route.params - RESPONSE_PARAMS
+    if unknown:
+        raise IllegalArgument(
+            unrecognized(request.path, unknown, route.params | RESPONSE_PARAMS, "parameter")
+        )
