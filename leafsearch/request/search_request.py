@@ -224,6 +224,7 @@ class _Source:
         self.slice: SliceSpec | None = None
         self.track_total_hits: int | None = None
         self.track_scores = False
+        self.profile = False
         self.source: SourceFilter | None = None
         self.fields: list[dict[str, Any]] | None = None
         self.docvalue_fields: list[dict[str, Any]] | None = None
@@ -283,8 +284,7 @@ class _Source:
         elif key == "sort":
             self.sort = parse_sort(scalar_text(value))
         elif key == "profile":
-            if _bool_value(value):
-                raise IllegalArgument("[profile] is not supported by leafsearch")
+            self.profile = _bool_value(value)
         else:
             raise _unknown_key(key, value)
 
@@ -559,6 +559,7 @@ def _build(source: _Source, request: _RequestOptions, indices: str | None) -> Se
             else track
         ),
         track_scores=source.track_scores,
+        profile=source.profile,
         source=_source_filter(source),
         fields=source.fields or [],
         docvalue_fields=source.docvalue_fields or [],

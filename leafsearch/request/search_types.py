@@ -81,6 +81,7 @@ class SearchRequest:
     scroll: str | None = None  # keep-alive of a scroll this request opens
     track_total_hits: bool | int = 10_000  # True: exact; False: not tracked; int: exact up to it
     track_scores: bool = False
+    profile: bool = False  # `profile: true`: timings per shard in the response (search/profile.py)
     source: SourceFilter = field(default_factory=SourceFilter)
     fields: list[dict[str, Any]] = field(default_factory=list)  # [{"field": pattern, "format": ...}]
     docvalue_fields: list[dict[str, Any]] = field(default_factory=list)

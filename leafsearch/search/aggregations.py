@@ -50,7 +50,12 @@ def collect(tree: AggTree, view: Any, docs: np.ndarray, ctx: Any) -> dict:
     docs = np.asarray(docs, dtype=np.int64)
     seg = SegmentContext(view, ctx)
     groups = np.zeros(len(docs), dtype=np.int64)
-    return {agg.name: agg.collect(seg, docs, groups, 1) for agg in tree}
+    profile = getattr(ctx, "profile", None)
+    if profile is None:
+        return {agg.name: agg.collect(seg, docs, groups, 1) for agg in tree}
+    return {
+        agg.name: profile.time_aggregation(agg, lambda a=agg: a.collect(seg, docs, groups, 1)) for agg in tree
+    }
 
 
 def reduce(tree: AggTree, partials: list[dict], *, max_buckets: int | None = None) -> dict:

@@ -32,6 +32,7 @@ from leafsearch.search.guard import (
     TimeExceeded,
 )
 from leafsearch.search.matching import QueryContext, execute, prepare, query_key
+from leafsearch.search.profile import ShardProfile
 from leafsearch.search.sort_keys import (
     GlobalOrdinals,
     SortColumn,
@@ -60,6 +61,7 @@ class HitList:
     terminated_early: bool = False
     window: bool = False  # holds only the requested page (a live-docs walk), not every match
     timed_out: bool = False  # the search's timeout stopped it: the matches of the segments it reached
+    profiles: list[ShardProfile] | None = None  # per target, when the search is profiled
 
     def __len__(self) -> int:
         return len(self.doc)
@@ -117,6 +119,7 @@ def segment_matches(
     with_aggs,
     guard: SearchGuard,
     stats: Searcher | None = None,
+    profiles: list[ShardProfile] | None = None,
 ) -> Iterator[SegmentMatches]:
     """Run the query on every segment of every target, in (shard, segment) order.
 
@@ -124,7 +127,8 @@ def segment_matches(
     segment before `post_filter` applies (None when there are no aggregations). `guard` is checked
     before each segment and its aggregations: past the deadline the iteration ends early and
     `guard.expired` says so. A segment's working arrays are reserved on the request breaker while
-    the caller holds them. Cost: the query's own, O(segment size) per segment.
+    the caller holds them. Cost: the query's own, O(segment size) per segment. `profiles` (one
+    per target) receive each target's query timings when the search is profiled.
     """
     # DFS: every shard scores with the term statistics of all shards of the request (`stats`
     # when the caller runs one shard of them).
@@ -134,9 +138,16 @@ def segment_matches(
         ctx = shard_query_context(target, now_millis, needs_scores, stats)
         filtering = request.post_filter is not None
         filter_ctx = shard_query_context(target, now_millis, False) if filtering else None
-        prepare(request.query, ctx)
+        profile = profiles[ti] if profiles is not None else None
+        planning = time.perf_counter_ns()
+        plans = [prepare(request.query, ctx)]
         if filter_ctx is not None:
-            prepare(request.post_filter, filter_ctx)
+            plans.append(prepare(request.post_filter, filter_ctx))
+        if profile is not None:
+            profile.rewrite_nanos += time.perf_counter_ns() - planning
+            ctx.profile = profile
+            if filter_ctx is not None:
+                filter_ctx.profile = profile
         slice_masks = (
             slicing.slice_masks(request.slice, targets, ti, pit=request.pit is not None)
             if request.slice
@@ -169,6 +180,8 @@ def segment_matches(
                 scores = np.ones(view.max_doc, np.float32)
             yield SegmentMatches(ti, view, mask, scores if needs_scores else None)
             guard.release(segment_bytes)
+        if profile is not None:
+            profile.query = [profile.profiler.tree(p) for p in plans]
 
 
 def build_hitlist(
@@ -184,14 +197,24 @@ def build_hitlist(
     Cost: O(matches log matches) once per (snapshots, request); `top_hits` serves one page.
     Its arrays are reserved on the request breaker first, and released when it returns.
     `ordinals`: the node's cache of keyword global ordinals (None: computed for this list)."""
+    started = time.perf_counter_ns()
+    profiles = [ShardProfile() for _ in targets] if request.profile else None
     try:
-        return _build(targets, request, now_millis, with_aggs, guard, ordinals)
+        hitlist = _build(targets, request, now_millis, with_aggs, guard, ordinals, profiles)
     finally:
         guard.release_all()
+    if profiles:
+        # One sort orders the matches of every shard: its time (and the gathering's) is the
+        # first shard's collector.
+        profiles[0].collector_name = "HitListCollector"
+        spent = time.perf_counter_ns() - started
+        profiles[0].collector_nanos = spent - sum(p.measured_nanos() for p in profiles)
+        hitlist.profiles = profiles
+    return hitlist
 
 
 def _build(
-    targets: list[Target], request: SearchRequest, now_millis: int, with_aggs, guard, ordinals
+    targets: list[Target], request: SearchRequest, now_millis: int, with_aggs, guard, ordinals, profiles
 ) -> HitList:
     needs = needs_scores(request)
     target_pos: list[np.ndarray] = []
@@ -204,7 +227,13 @@ def _build(
     terminated = False
     taken = [0] * len(targets)
     matches = segment_matches(
-        targets, request, now_millis=now_millis, needs_scores=needs, with_aggs=collect, guard=guard
+        targets,
+        request,
+        now_millis=now_millis,
+        needs_scores=needs,
+        with_aggs=collect,
+        guard=guard,
+        profiles=profiles,
     )
     for m in matches:
         docs = np.flatnonzero(m.mask)
@@ -558,7 +587,9 @@ class HitListCache:
         now = int(time.time() * 1000)
         qkey = query_key(request.query)
         post = query_key(request.post_filter) if request.post_filter is not None else None
-        cacheable = with_aggs is None and "now" not in repr(qkey) and "now" not in repr(post)
+        cacheable = (
+            with_aggs is None and not request.profile and "now" not in repr(qkey) and "now" not in repr(post)
+        )
         if not cacheable:
             return build_hitlist(
                 targets, request, now_millis=now, with_aggs=with_aggs, guard=guard, ordinals=self.ordinals

@@ -25,6 +25,7 @@ from leafsearch.search import fetch, top_hits
 from leafsearch.search.fetch_phase import render_hits
 from leafsearch.search.guard import SearchGuard
 from leafsearch.search.hitlist import HitList, shard_doc_page
+from leafsearch.search.profile import ShardProfile
 from leafsearch.search.rescore import rescore
 from leafsearch.search.slicing import check_slice_field, pit_slice_range
 from leafsearch.search.sort_keys import missing_substitute
@@ -290,11 +291,17 @@ def response(
     ready: RawJSON | None = None,
 ) -> dict[str, Any]:
     """The search response; `ready` is the page's hits when they were already rendered (read ahead)."""
+    profiles = None
+    if request.profile:
+        profiles = hitlist.profiles or [ShardProfile() for _ in hitlist.targets]
     with node.search_stats.phase("fetch"):
         try:
-            hits = (
-                ready if ready is not None else render_hits(hitlist, start, end, request, raw_hits=raw_hits)
-            )
+            if profiles is not None:
+                hits: Any = _profiled_fetch(hitlist, start, end, request, profiles)
+            elif ready is not None:
+                hits = ready
+            else:
+                hits = render_hits(hitlist, start, end, request, raw_hits=raw_hits)
         except SearchPhaseExecution:
             raise
         except ElasticError as exc:
@@ -327,7 +334,42 @@ def response(
         body["aggregations"] = reduce(agg_tree, hitlist.agg_partials, max_buckets=limit)
         if request.typed_keys:
             body["aggregations"] = _typed_keys(body["aggregations"], agg_tree)
+    if profiles is not None:
+        body["profile"] = {
+            "shards": [
+                profile.render(node.node_id, target.index.name, target.shard_id)
+                for profile, target in zip(profiles, hitlist.targets, strict=True)
+            ]
+        }
     return body
+
+
+def _profiled_fetch(
+    hitlist: HitList, start: int, end: int, request: SearchRequest, profiles: list[ShardProfile]
+) -> list[Any]:
+    """The page's hits fetched shard by shard, each shard's fetch timed into its profile."""
+    hits: list[Any] = [None] * (end - start)
+    page_targets = hitlist.target[start:end]
+    for shard in np.unique(page_targets).tolist():
+        rows = np.flatnonzero(page_targets == shard)
+        at = rows + start
+        part = HitList(
+            hitlist.targets,
+            hitlist.target[at],
+            hitlist.doc[at],
+            None if hitlist.score is None else hitlist.score[at],
+            [column.take(at) for column in hitlist.columns],
+            [key[at] for key in hitlist.keys],
+            hitlist.total,
+            hitlist.max_score,
+        )
+        started = time.perf_counter_ns()
+        rendered = render_hits(part, 0, len(rows), request)
+        profiles[shard].fetch_nanos = time.perf_counter_ns() - started
+        profiles[shard].fetched = len(rows)
+        for row, hit in zip(rows.tolist(), rendered, strict=True):
+            hits[row] = hit
+    return hits
 
 
 def _typed_keys(aggs: dict, tree: Any) -> dict:

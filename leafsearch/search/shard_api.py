@@ -26,6 +26,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from leafsearch.request.search_types import SearchRequest, SortSpec
+from leafsearch.search.profile import ShardProfile
 from leafsearch.search.sort_keys import SortColumn
 
 
@@ -68,6 +69,7 @@ class ShardTopDocs:
     columns: list[SortColumn]  # the hits' sort values, one column per sort spec
     agg_partials: list = field(default_factory=list)
     timed_out: bool = False
+    profile: ShardProfile | None = None  # when the search is profiled
 
 
 class ShardSearch(Protocol):

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextvars
 import threading
+import time
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -39,6 +40,7 @@ from leafsearch.search.hitlist import (
     sort_column,
     sort_order,
 )
+from leafsearch.search.profile import ShardProfile
 from leafsearch.search.segment_orders import SegmentOrder, SegmentOrders, build_order, first_matches
 from leafsearch.search.shard_api import ShardQuery, ShardTopDocs, SortPlan, merge_columns
 from leafsearch.search.sort_keys import resolve_field_kind, special_kind
@@ -146,6 +148,8 @@ def merge_top_docs(
         targets, target_arr, doc_arr, score_arr, columns, keys, total, max(maxima, default=None), partials
     )
     hits.timed_out = any(r.timed_out for r in results)
+    if request.profile:
+        hits.profiles = [r.profile or ShardProfile() for r in results]
     if len(hits) > k and request.search_after is None:
         # (With a cursor, a segment without an order gave every match: the page starts after it.)
         hits = _first(hits, k)
@@ -169,6 +173,8 @@ class LocalShard:
 
     def _query(self, query: ShardQuery, guard: SearchGuard) -> ShardTopDocs:
         request, target, plan = query.request, self.target, query.sort
+        started = time.perf_counter_ns()
+        profile = ShardProfile() if request.profile else None
         k = request.from_ + request.size
         specs = list(plan.specs)
         scoring = needs_scores(request)
@@ -190,6 +196,7 @@ class LocalShard:
             with_aggs=collect,
             guard=guard,
             stats=query.dfs_stats,
+            profiles=None if profile is None else [profile],
         ):
             count = int(np.count_nonzero(m.mask))
             total += count
@@ -230,8 +237,11 @@ class LocalShard:
             doc_arr = doc_arr[order]
             score_arr = score_arr[order] if score_arr is not None else None
             columns = [c.take(order) for c in columns]
+        if profile is not None:
+            profile.collector_name = "SimpleTopScoreDocCollector" if not by_fields else "SimpleFieldCollector"
+            profile.collector_nanos = time.perf_counter_ns() - started - profile.measured_nanos()
         return ShardTopDocs(
-            query.shard_index, total, max_score, doc_arr, score_arr, columns, partials, guard.expired
+            query.shard_index, total, max_score, doc_arr, score_arr, columns, partials, guard.expired, profile
         )
 
 

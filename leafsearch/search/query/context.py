@@ -27,6 +27,7 @@ class QueryContext:
     max_regex_length: int = 1000  # index.max_regex_length
     max_terms_count: int = 65_536  # index.max_terms_count
     max_clause_count: int = MAX_CLAUSE_COUNT  # indices.query.bool.max_clause_count
+    profile: Any = None  # the shard's `search.profile.ShardProfile` when the search is profiled
     _plans: dict[str, Any] = field(default_factory=dict, repr=False)
     _weights: dict[tuple, Any] = field(default_factory=dict, repr=False)
 

@@ -33,8 +33,12 @@ _F32 = np.float32
 
 
 def run(plan: Any, view: SegmentView, ctx: QueryContext, scoring: bool, boost: float) -> Result:
-    """(mask, scores or None) of a plan over one segment; `boost` comes down from the parents."""
-    return _EXECUTORS[type(plan)](plan, view, ctx, scoring, boost)
+    """(mask, scores or None) of a plan over one segment; `boost` comes down from the parents.
+    A profiled search times every node (search/profile.py)."""
+    executor = _EXECUTORS[type(plan)]
+    if ctx.profile is None:
+        return executor(plan, view, ctx, scoring, boost)
+    return ctx.profile.profiler.run(plan, lambda: executor(plan, view, ctx, scoring, boost))
 
 
 def _exec_all(plan: AllDocs, view: SegmentView, ctx: QueryContext, scoring: bool, boost: float) -> Result:
