@@ -8,6 +8,7 @@ never changes: computing them once per segment lifetime is what keeps later page
 from __future__ import annotations
 
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 
@@ -63,6 +64,21 @@ class DocValues:
                 return np.ones(self.max_doc, dtype=bool)
             return np.asarray(self._present, dtype=bool)
         return self.counts > 0
+
+    @cached_property
+    def bounds(self) -> tuple[Any, Any] | None:
+        """(smallest, largest) value of the column, None when no document has one. Computed once
+        per segment: a range that covers both, or misses them, needs no pass over the documents
+        (time-ordered data puts most segments wholly inside or outside a time range)."""
+        values = np.asarray(self.values)
+        if self.offsets is None and self._present is not None:
+            present = self.present
+            if not present.any():
+                return None
+            values = values[present]
+        if len(values) == 0:
+            return None
+        return values.min(), values.max()
 
     @cached_property
     def flat(self) -> tuple[np.ndarray, np.ndarray]:

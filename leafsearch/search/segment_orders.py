@@ -9,7 +9,8 @@ segment's sorted keys (`SegmentOrder.start_after`), so neither sorts the matches
 the depth.
 
 Cost: building an order is one `lexsort` of the segment (O(n log n), n = its documents); it holds
-4 bytes per document for the order and 8 per key column and document. `SegmentOrders`, owned by
+4 bytes per document for the order, 4 for its inverse (each document's rank, which lets a query
+with few matches rank them instead of walking) and 8 per key column and document. `SegmentOrders`, owned by
 the Node, bounds their total (`indices.cache.sort_orders.size`), least recently used first, and
 forgets a segment's orders when the segment object goes.
 """
@@ -31,6 +32,8 @@ from leafsearch.search.sort_keys import SortColumn
 #: A walk reads a segment's order in chunks that grow by this factor, from a few pages' worth.
 _GROWTH = 4
 _FIRST_CHUNK = 4096
+#: A query whose matches number fewer than sqrt(k * n / this) ranks them instead of walking.
+_RANK_FACTOR = 4
 
 
 @dataclass(eq=False)
@@ -40,10 +43,29 @@ class SegmentOrder:
     order: np.ndarray  # local doc numbers in sort order
     keys: list[np.ndarray]  # the comparable key columns, in that order (ascending)
     columns: list[SortColumn]  # per sort spec, the segment's column without its values
+    rank: np.ndarray  # the position of each local doc in `order` (its inverse)
 
     @property
     def nbytes(self) -> int:
-        return self.order.nbytes + sum(k.nbytes for k in self.keys)
+        return self.order.nbytes + self.rank.nbytes + sum(k.nbytes for k in self.keys)
+
+    def first(self, mask: np.ndarray, start: int, k: int, count: int) -> np.ndarray:
+        """The first `k` documents from position `start` on whose `mask` is set (`count` of
+        them are set in all), in order.
+
+        A walk of the order reads about `k * n / count` entries before it has `k` matches; when
+        the matches are fewer than that, ranking them is cheaper: their positions in the order
+        (`rank`), the `k` smallest from `start` on. Either way O(min(walk, n)) and no sort of
+        every match."""
+        n = len(self.order)
+        if count * count * _RANK_FACTOR >= k * n:
+            return first_matches(self.order, mask, start, k)
+        ranks = self.rank[np.flatnonzero(mask)]
+        if start:
+            ranks = ranks[ranks >= start]
+        if len(ranks) > k:
+            ranks = np.partition(ranks, k - 1)[:k]
+        return self.order[np.sort(ranks)]
 
     def start_after(self, after: list[Any], shard_index: int, doc_base: int) -> int:
         """Position in `order` of the first document strictly after the `search_after` values
@@ -94,6 +116,8 @@ def build_order(columns: list[SortColumn], *, presorted: bool = False) -> Segmen
     n = len(columns[0].values) if columns else 0
     dtype = np.int32 if n < 2**31 else np.int64
     order = np.arange(n, dtype=dtype) if presorted else np.lexsort(keys[::-1]).astype(dtype)
+    rank = np.empty(n, dtype=dtype)
+    rank[order] = np.arange(n, dtype=dtype)
     templates = [
         SortColumn(
             c.spec,
@@ -106,7 +130,7 @@ def build_order(columns: list[SortColumn], *, presorted: bool = False) -> Segmen
         )
         for c in columns
     ]
-    return SegmentOrder(order, keys if presorted else [k[order] for k in keys], templates)
+    return SegmentOrder(order, keys if presorted else [k[order] for k in keys], templates, rank)
 
 
 class SegmentOrders(BoundedCache[tuple[int, Any], SegmentOrder]):

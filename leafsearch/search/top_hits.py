@@ -41,7 +41,7 @@ from leafsearch.search.hitlist import (
     sort_order,
 )
 from leafsearch.search.profile import ShardProfile
-from leafsearch.search.segment_orders import SegmentOrder, SegmentOrders, build_order, first_matches
+from leafsearch.search.segment_orders import SegmentOrder, SegmentOrders, build_order
 from leafsearch.search.shard_api import ShardQuery, ShardTopDocs, SortPlan, merge_columns
 from leafsearch.search.sort_keys import resolve_field_kind, special_kind
 from leafsearch.search.targets import Target
@@ -212,7 +212,7 @@ class LocalShard:
                 start = 0
                 if request.search_after is not None:
                     start = order.start_after(_after_values(request, target, specs), 0, m.view.doc_base)
-                docs = np.sort(first_matches(order.order, m.mask, start, k))
+                docs = np.sort(order.first(m.mask, start, k, count))
             elif by_fields:
                 docs = np.flatnonzero(m.mask)  # no order fits the cache: every match is sorted below
             else:

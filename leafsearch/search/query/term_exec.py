@@ -160,6 +160,16 @@ def exec_num_range(
             return empty(view, scoring)
         lo = None if lo is None or lo <= info.min else lo
         hi = None if hi is None or hi >= info.max else hi
+    doc_values = col.doc_values
+    if dtype is None:  # the segment's bounds decide alone when the range covers or misses them
+        bounds = doc_values.bounds
+        if bounds is None:
+            return empty(view, scoring)
+        low, high = bounds
+        if (lo is None or low >= lo) and (hi is None or high <= hi):
+            return constant(doc_values.present.copy(), scoring, boost * plan.boost)
+        if (lo is not None and high < lo) or (hi is not None and low > hi):
+            return empty(view, scoring)
 
     def test(values: np.ndarray) -> np.ndarray:
         if dtype is not None:
@@ -172,7 +182,7 @@ def exec_num_range(
             return values <= hi
         return np.ones(len(values), dtype=bool)
 
-    return constant(dv_mask(col.doc_values, test), scoring, boost * plan.boost)
+    return constant(dv_mask(doc_values, test), scoring, boost * plan.boost)
 
 
 def exec_term_range(
