@@ -130,7 +130,8 @@ def segment_matches(
         ctx = shard_query_context(target, now_millis, needs_scores, stats)
         filtering = request.post_filter is not None
         filter_ctx = shard_query_context(target, now_millis, False) if filtering else None
-        prepare(request.query, ctx)
+        query = target.query(request.query)
+        prepare(query, ctx)
         if filter_ctx is not None:
             prepare(request.post_filter, filter_ctx)
         slice_masks = (
@@ -145,7 +146,7 @@ def segment_matches(
             try:
                 guard.check()
                 guard.reserve(segment_bytes)
-                mask, scores = execute(request.query, view, ctx)
+                mask, scores = execute(query, view, ctx)
                 if view.live is not None:
                     mask &= view.live
                 if slice_masks is not None:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from leafsearch.aliases import search_scopes
 from leafsearch.errors import ElasticError, IllegalArgument, SearchPhaseExecution, TaskCancelled
 from leafsearch.rawjson import RawJSON
 from leafsearch.request.search_types import SHARD_DOC, SearchRequest
@@ -35,14 +36,16 @@ if TYPE_CHECKING:
 
 
 def resolve_targets(node: Node, index_expr: str | None, params: dict[str, str]) -> list[Target]:
-    names = node.resolve_indices(
+    """The shard snapshots an expression reads; through an alias, with its filter and routing."""
+    names = node.resolve_names(
         index_expr,
         ignore_unavailable=parse_bool(params.get("ignore_unavailable"), False),
         allow_no_indices=parse_bool(params.get("allow_no_indices"), True),
         expand_wildcards=params.get("expand_wildcards", "open"),
     )
-    indices = [node.indices[n] for n in sorted(names)]
-    return acquire_targets(indices, params.get("routing"))
+    scopes = search_scopes(node, names, params.get("routing"))
+    indices = [node.indices[n] for n in sorted(scopes)]
+    return acquire_targets(indices, scopes)
 
 
 def check_limits(request: SearchRequest, targets: list[Target]) -> None:
@@ -174,7 +177,7 @@ def query_phase(
     with_aggs, tree = _agg_collector(node, request, targets) if aggs else (None, None)
     with node.search_stats.phase("query"):
         try:
-            if _walks_live_docs(request):
+            if _walks_live_docs(request) and not any(t.alias_filter for t in targets):
                 hitlist = _live_docs_page(targets, request)
             elif top_hits.serves(request):
                 guard = SearchGuard.for_search(node, request, cancelled)
