@@ -281,9 +281,27 @@ def delete_indices(node: Node, expr: str, options: IndicesOptions) -> dict[str, 
         if not terms or any(t == "_all" or "*" in t for t in terms):
             raise IllegalArgument("Wildcard expressions or all indices are not allowed")
     with node.lock:
-        for index in options.resolve(node, expr):
-            node.drop_index(index.name)
+        for name in concrete_only(node, expr, options):
+            node.drop_index(name)
     return {"acknowledged": True}
+
+
+def concrete_only(node: Node, expr: str | None, options: IndicesOptions) -> list[str]:
+    """The indices a destructive expression names, where aliases do not count: wildcards skip
+    them and naming one is refused, as Elasticsearch refuses deleting an index by its alias."""
+    for term in (expr or "").split(","):
+        if term in node.aliases.current and term not in node.indices:
+            raise IllegalArgument(
+                f"The provided expression [{term}] matches an alias, specify the corresponding concrete "
+                "indices instead."
+            )
+    return resolve_index_expression(
+        node.indices,
+        expr,
+        ignore_unavailable=options.ignore_unavailable,
+        allow_no_indices=options.allow_no_indices,
+        expand_wildcards=options.expand_wildcards,
+    )
 
 
 def get_indices(

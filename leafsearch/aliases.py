@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from leafsearch.admin import resolve_index_expression, validate_index_name
+from leafsearch.admin import IndicesOptions, concrete_only, resolve_index_expression, validate_index_name
 from leafsearch.errors import ActionRequestValidation, ElasticError, IllegalArgument, IndexNotFound
 from leafsearch.request.query_dsl import Bool, Query, parse_query
 
@@ -295,7 +295,12 @@ def update_aliases(node: Node, actions: list[AliasAction]) -> dict[str, Any]:
         errors = False
         changed = False
         for action in actions:
-            indices = _concrete(node, action.indices)
+            if action.kind == "remove_index":
+                indices = concrete_only(
+                    node, ",".join(action.indices), IndicesOptions(allow_no_indices=False)
+                )
+            else:
+                indices = _concrete(node, action.indices)
             removed = 0
             if action.kind == "remove_index":
                 for name in indices:

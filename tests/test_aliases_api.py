@@ -70,6 +70,14 @@ def test_add_search_get_and_remove(http: httpx.Client, two: tuple[str, str, str]
     assert http.head(f"/_alias/{alias}").status_code == 200
     assert http.get(f"/{first}/_mapping").json().keys() == {first}
 
+    by_alias = http.delete(f"/{alias}")
+    assert by_alias.status_code == 400
+    assert error_of(by_alias)["reason"] == (
+        f"The provided expression [{alias}] matches an alias, specify the corresponding concrete "
+        "indices instead."
+    )
+    assert _actions(http, {"remove_index": {"index": alias}}).status_code == 400
+    assert _count(http, alias) == 5
     assert _actions(http, {"remove": {"index": second, "alias": alias}}).status_code == 200
     assert _count(http, alias) == 3
     assert http.delete(f"/{first}/_alias/{alias}").json() == {"acknowledged": True, "errors": False}
