@@ -140,6 +140,9 @@ def test_writes_go_to_the_write_index(http: httpx.Client, two: tuple[str, str, s
     created = http.put(f"/{alias}/_doc/w1", params={"refresh": "true"}, json={"n": 10})
     assert created.status_code == 201 and created.json()["_index"] == first  # its only index
     assert http.get(f"/{alias}/_doc/w1").json()["_index"] == first
+    (doc,) = http.post("/_mget", json={"docs": [{"_index": alias, "_id": "w1"}]}).json()["docs"]
+    assert (doc["_index"], doc["found"]) == (first, True)
+    assert http.get(f"/_cat/count/{alias}", params={"h": "count"}).text.strip() == "4"
 
     assert _actions(http, {"add": {"index": second, "alias": alias}}).status_code == 200
     refused = http.put(f"/{alias}/_doc/w2", json={"n": 11})
