@@ -22,7 +22,13 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from leafsearch.admin import IndicesOptions, concrete_only, resolve_index_expression, validate_index_name
-from leafsearch.errors import ActionRequestValidation, ElasticError, IllegalArgument, IndexNotFound
+from leafsearch.errors import (
+    ActionRequestValidation,
+    ElasticError,
+    IllegalArgument,
+    IndexNotFound,
+    ResourceNotFound,
+)
 from leafsearch.request.query_dsl import Bool, Query, parse_query
 
 if TYPE_CHECKING:
@@ -154,16 +160,15 @@ class AliasAction:
 
 
 _ACTION_KINDS = ("add", "remove", "remove_index")
-_COMMON_KEYS = {"index", "indices", "alias", "aliases", "must_exist"}
-_ADD_KEYS = {
-    "filter",
-    "routing",
-    "index_routing",
-    "search_routing",
-    "is_write_index",
-    "is_hidden",
-    "must_exist",
+_TARGET_KEYS = frozenset({"index", "indices"})
+_ADD_KEYS = frozenset({"filter", "routing", "index_routing", "search_routing", "is_write_index", "is_hidden"})
+#: The keys each action takes; any other known key is "unsupported" for it, as Elasticsearch says.
+_ACTION_KEYS = {
+    "add": _TARGET_KEYS | {"alias", "aliases"} | _ADD_KEYS,
+    "remove": _TARGET_KEYS | {"alias", "aliases", "must_exist"},
+    "remove_index": _TARGET_KEYS,
 }
+_KNOWN_KEYS = _ACTION_KEYS["add"] | _ACTION_KEYS["remove"]
 
 
 def _names(body: Mapping[str, Any], one: str, many: str) -> tuple[str, ...] | None:
@@ -193,7 +198,7 @@ def _routing(value: Any, key: str) -> str | None:
     return str(value)
 
 
-def _flag(value: Any, key: str) -> bool | None:
+def _flag(value: Any) -> bool | None:
     if value is None or isinstance(value, bool):
         return value
     if value in ("true", "false"):
@@ -222,8 +227,8 @@ def alias_metadata(alias: str, body: Mapping[str, Any]) -> AliasMetadata:
         flt or None,
         index_routing,
         search_routing,
-        _flag(body.get("is_write_index"), "is_write_index"),
-        _flag(body.get("is_hidden"), "is_hidden"),
+        _flag(body.get("is_write_index")),
+        _flag(body.get("is_hidden")),
         query,
     )
 
@@ -248,10 +253,9 @@ def parse_actions(body: Any) -> list[AliasAction]:
             raise IllegalArgument(f"[alias_action] unknown field [{kind}]")
         if not isinstance(spec, Mapping):
             raise IllegalArgument(f"[{kind}] expected an object")
-        allowed = _COMMON_KEYS | (_ADD_KEYS if kind == "add" else set())
         for key in spec:
-            if key not in allowed:
-                if key in _ADD_KEYS | {"alias", "aliases"}:
+            if key not in _ACTION_KEYS[kind]:
+                if key in _KNOWN_KEYS:
                     raise IllegalArgument(f"[{key}] is unsupported for [{kind.upper()}]")
                 raise IllegalArgument(f"[{kind}] unknown field [{key}]")
         indices = _names(spec, "index", "indices")
@@ -261,10 +265,7 @@ def parse_actions(body: Any) -> list[AliasAction]:
         if kind != "remove_index" and aliases is None:
             raise IllegalArgument("One of [alias] or [aliases] is required")
         meta = alias_metadata(aliases[0], spec) if kind == "add" else AliasMetadata()  # type: ignore[index]
-        if kind == "add":
-            for alias in aliases:  # type: ignore[union-attr]
-                alias_metadata(alias, spec)  # each name's own routing message
-        actions.append(AliasAction(kind, indices, aliases or (), meta, _flag(spec.get("must_exist"), "m")))
+        actions.append(AliasAction(kind, indices, aliases or (), meta, _flag(spec.get("must_exist"))))
     return actions
 
 
@@ -323,7 +324,7 @@ def update_aliases(node: Node, actions: list[AliasAction]) -> dict[str, Any]:
                     for alias in action.aliases:
                         matching = [a for a in table if name in table[a] and fnmatch.fnmatchcase(a, alias)]
                         if not matching and action.must_exist:
-                            raise ResourceNotFoundAlias(alias)
+                            raise ResourceNotFound(f"required alias [{alias}] does not exist")
                         for a in matching:
                             del table[a][name]
                             removed += 1
@@ -352,14 +353,6 @@ def update_aliases(node: Node, actions: list[AliasAction]) -> dict[str, Any]:
     return body
 
 
-class ResourceNotFoundAlias(ElasticError):
-    error_type = "resource_not_found_exception"
-    status = 404
-
-    def __init__(self, alias: str) -> None:
-        super().__init__(f"required alias [{alias}] does not exist")
-
-
 def _check_alias(alias: str, members: Mapping[str, AliasMetadata]) -> None:
     """What Elasticsearch's metadata refuses once the actions are applied (500, illegal state)."""
     writers = sorted(name for name, meta in members.items() if meta.is_write_index)
@@ -382,7 +375,7 @@ def _check_alias(alias: str, members: Mapping[str, AliasMetadata]) -> None:
 def put_alias(node: Node, index_expr: str, alias: str, body: Mapping[str, Any] | None) -> dict[str, Any]:
     """`PUT <index>/_alias/<name>`: one `add` action."""
     body = body or {}
-    unknown = [k for k in body if k not in _ADD_KEYS - {"must_exist"}]
+    unknown = [k for k in body if k not in _ADD_KEYS]
     if unknown:
         raise IllegalArgument(f"[alias] unknown field [{unknown[0]}]")
     meta = alias_metadata(alias, body)
@@ -416,7 +409,7 @@ def creation_aliases(body: Any) -> dict[str, AliasMetadata]:
         validate_alias_name(alias)
         if not isinstance(spec, Mapping):
             raise IllegalArgument(f"[{alias}] must be an object")
-        unknown = [k for k in spec if k not in _ADD_KEYS - {"must_exist"}]
+        unknown = [k for k in spec if k not in _ADD_KEYS]
         if unknown:
             raise IllegalArgument(f"Unknown field [{unknown[0]}] in alias [{alias}]")
         out[alias] = alias_metadata(alias, spec)
