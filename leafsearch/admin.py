@@ -97,30 +97,65 @@ def resolve_index_expression(
     ignore_unavailable: bool = False,
     allow_no_indices: bool = True,
     expand_wildcards: str = "open",
+    aliases: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> list[str]:
-    """Concrete index names for an expression: comma lists, wildcards, `_all`, `-exclusions`.
+    """Concrete index names for an expression: comma lists, wildcards, `_all`, `-exclusions`,
+    alias names (their indices)."""
+    names = resolve_names(
+        indices,
+        expr,
+        ignore_unavailable=ignore_unavailable,
+        allow_no_indices=allow_no_indices,
+        expand_wildcards=expand_wildcards,
+        aliases=aliases,
+    )
+    if not aliases:
+        return names
+    concrete: dict[str, None] = {}
+    for name in names:
+        concrete.update(dict.fromkeys(sorted(aliases[name]) if name in aliases else [name]))
+    return list(concrete)
+
+
+def resolve_names(
+    indices: Mapping[str, Any],
+    expr: str | None,
+    *,
+    ignore_unavailable: bool = False,
+    allow_no_indices: bool = True,
+    expand_wildcards: str = "open",
+    aliases: Mapping[str, Mapping[str, Any]] | None = None,
+) -> list[str]:
+    """The index and alias names an expression means, before aliases become their indices (a
+    search needs to know which alias reached an index: its filter and routing apply).
 
     As Elasticsearch: a `-name` term excludes only after a wildcard term appeared (before one, it
     is a literal name); a missing concrete name is a 404 unless `ignore_unavailable`; a wildcard
-    matching nothing is an error only when `allow_no_indices` is false.
+    matching nothing is an error only when `allow_no_indices` is false. Wildcards match alias
+    names too (hidden aliases only with `expand_wildcards=hidden` or a leading dot).
     """
     states = _wildcard_states(expand_wildcards)
+    aliases = aliases or {}
     terms = [t for t in (expr or "").split(",") if t] or ["_all"]
     resolved: dict[str, None] = {}
     wildcard_seen = False
 
+    def visible(name: str, hidden: bool, pattern: str) -> bool:
+        return not hidden or "hidden" in states or (pattern.startswith(".") and name.startswith("."))
+
     def expand(pattern: str) -> list[str]:
         if "open" not in states:
             return []
-        return [
+        indices_matched = [
             name
             for name, index in sorted(indices.items())
+            if fnmatch.fnmatchcase(name, pattern) and visible(name, _is_hidden(index), pattern)
+        ]
+        return indices_matched + [
+            name
+            for name, members in sorted(aliases.items())
             if fnmatch.fnmatchcase(name, pattern)
-            and (
-                not _is_hidden(index)
-                or "hidden" in states
-                or (pattern.startswith(".") and name.startswith("."))
-            )
+            and visible(name, any(m.is_hidden for m in members.values()), pattern)
         ]
 
     for term in terms:
@@ -135,7 +170,7 @@ def resolve_index_expression(
             if not matches and not allow_no_indices:
                 raise IndexNotFound(term)
             resolved.update(dict.fromkeys(matches))
-        elif term in indices:
+        elif term in indices or term in aliases:
             resolved[term] = None
         elif not ignore_unavailable:
             raise IndexNotFound(term)
@@ -154,8 +189,7 @@ class IndicesOptions:
 
     def resolve(self, node: Node, expr: str | None) -> list[Index]:
         with node.lock:
-            names = resolve_index_expression(
-                node.indices,
+            names = node.resolve_indices(
                 expr,
                 ignore_unavailable=self.ignore_unavailable,
                 allow_no_indices=self.allow_no_indices,
@@ -176,8 +210,9 @@ def create_index(
     for key in body:
         if key not in ("settings", "mappings", "aliases"):
             raise ParseException(f"unknown key [{key}] for create index")
-    if body.get("aliases"):
-        raise IllegalArgument("aliases are not supported by leafsearch")
+    from leafsearch.aliases import InvalidAliasName, creation_aliases, with_index  # aliases.py imports this
+
+    aliases = creation_aliases(body["aliases"]) if "aliases" in body else {}
     settings = parse_index_settings(body.get("settings"))
     if wait_for_active_shards is None:
         wait_for_active_shards = index_setting(settings, "index.write.wait_for_active_shards")
@@ -191,7 +226,17 @@ def create_index(
         existing = node.indices.get(name)
         if existing is not None:
             raise _already_exists(existing)
+        if name in node.aliases.current:
+            raise InvalidIndexName(name, "already exists as alias")
+        for alias in aliases:
+            if alias in node.indices or alias == name:
+                raise InvalidAliasName(
+                    alias, "an index or data stream exists with the same name as the alias"
+                )
+        table = with_index(node.aliases.current, name, aliases) if aliases else None
         node.create_index(name, settings, mapping)
+        if table is not None:
+            node.aliases.publish(table, node.indices)
     return {"acknowledged": True, "shards_acknowledged": True, "index": name}
 
 
@@ -236,9 +281,27 @@ def delete_indices(node: Node, expr: str, options: IndicesOptions) -> dict[str, 
         if not terms or any(t == "_all" or "*" in t for t in terms):
             raise IllegalArgument("Wildcard expressions or all indices are not allowed")
     with node.lock:
-        for index in options.resolve(node, expr):
-            node.drop_index(index.name)
+        for name in concrete_only(node, expr, options):
+            node.drop_index(name)
     return {"acknowledged": True}
+
+
+def concrete_only(node: Node, expr: str | None, options: IndicesOptions) -> list[str]:
+    """The indices a destructive expression names, where aliases do not count: wildcards skip
+    them and naming one is refused, as Elasticsearch refuses deleting an index by its alias."""
+    for term in (expr or "").split(","):
+        if term in node.aliases.current and term not in node.indices:
+            raise IllegalArgument(
+                f"The provided expression [{term}] matches an alias, specify the corresponding concrete "
+                "indices instead."
+            )
+    return resolve_index_expression(
+        node.indices,
+        expr,
+        ignore_unavailable=options.ignore_unavailable,
+        allow_no_indices=options.allow_no_indices,
+        expand_wildcards=options.expand_wildcards,
+    )
 
 
 def get_indices(
@@ -247,7 +310,7 @@ def get_indices(
     result: dict[str, Any] = {}
     for index in options.resolve(node, expr):
         entry: dict[str, Any] = {
-            "aliases": {},
+            "aliases": {alias: meta.to_body() for alias, meta in node.aliases.of_index(index.name).items()},
             "mappings": index.mapping.to_body(),
             "settings": _shape(index_settings(index), flat),
         }

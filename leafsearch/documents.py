@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from leafsearch.aliases import single_index, write_target
 from leafsearch.bulk_metadata import typed_metadata
 from leafsearch.errors import (
     ActionRequestValidation,
@@ -198,12 +199,7 @@ def index_doc(
         if op_type == "index":
             op_type = "create"
     _check_id(doc_id)
-    if require_alias:
-        # leafsearch has no aliases, so a write that requires one always names a non-alias.
-        raise IndexNotFound(
-            index_name,
-            suffix=f" and [require_alias] request flag is [true] and [{index_name}] is not an alias",
-        )
+    index_name, routing = write_target(node, index_name, routing, require_alias=require_alias)
     index = _write_index(node, index_name)
     _check_active_shards(index, wait_for_active_shards)
     _check_routing_required(index, routing, doc_id)
@@ -241,7 +237,8 @@ def _check_routing_required(index: Index, routing: str | None, doc_id: str) -> N
 
 
 def _read_index(node: Node, index_name: str) -> Index:
-    index = node.indices.get(index_name)
+    """The index a single-document read names; an alias must stand for one index."""
+    index = node.indices.get(single_index(node, index_name))
     if index is None:
         raise IndexNotFound(index_name)
     return index
@@ -320,6 +317,7 @@ def delete_doc(
 ) -> dict[str, Any]:
     """Delete by id; `result: not_found` (the REST layer answers 404) when absent."""
     _check_refresh(refresh)
+    index_name, routing = write_target(node, index_name, routing, require_alias=False)
     index = _read_index(node, index_name)
     _check_active_shards(index, wait_for_active_shards)
     _check_routing_required(index, routing, doc_id)
@@ -431,10 +429,12 @@ def update_doc(
     if_primary_term: int | None = None,
     retry_on_conflict: int = 0,
     wait_for_active_shards: int | str | None = None,
+    require_alias: bool = False,
 ) -> dict[str, Any]:
     """A partial update. It reads and writes under the shard lock, so no concurrent write can
     conflict with it: `retry_on_conflict` is accepted for compatibility and never needed."""
     _check_refresh(refresh)
+    index_name, routing = write_target(node, index_name, routing, require_alias=require_alias)
     index = _write_index(node, index_name)
     _check_active_shards(index, wait_for_active_shards)
     _check_routing_required(index, routing, doc_id)
@@ -591,9 +591,11 @@ def bulk(
     routing: str | None = None,
     wait_for_active_shards: int | str | None = None,
     authorize: Callable[[str], None] | None = None,
+    require_alias: bool = False,
 ) -> dict[str, Any]:
     """`authorize(index)` raises for an index the caller may not write: its items fail, as
-    Elasticsearch fails the items of a bulk request on an unauthorized index.
+    Elasticsearch fails the items of a bulk request on an unauthorized index. An item naming an
+    alias goes to its write index; `require_alias` (or the item's own) refuses any other name.
 
     Parsing and applying the operations take the node's indexing slot (`Node.indexing`, one:
     that work holds the interpreter, and several requests doing it at once only slow each other
@@ -602,7 +604,9 @@ def bulk(
     started = time.perf_counter()
     _check_refresh(refresh)
     with node.indexing:
-        ops, results, touched = _apply_bulk(node, body, index, routing, wait_for_active_shards, authorize)
+        ops, results, touched = _apply_bulk(
+            node, body, index, routing, wait_for_active_shards, authorize, require_alias
+        )
     for index_obj, shards in touched.values():
         for shard, (point, positions) in shards.items():
             try:
@@ -627,19 +631,31 @@ def _apply_bulk(
     routing: str | None,
     wait_for_active_shards: int | str | None,
     authorize: Callable[[str], None] | None,
+    require_alias: bool,
 ) -> tuple[list[_BulkOp], list[dict[str, Any]], dict[str, tuple[Index, dict[Shard, _Logged]]]]:
     """Parse a bulk body and apply its operations (logged, not yet synced): the operations, the
     item results so far, and per index what each shard logged."""
     ops = _parse_bulk(body, index, routing)
     touched: dict[str, tuple[Index, dict[Shard, _Logged]]] = {}
     by_index: dict[str, list[tuple[int, _BulkOp]]] = {}
-    for pos, op in enumerate(ops):
-        by_index.setdefault(op.index, []).append((pos, op))
     results: list[dict[str, Any]] = [{}] * len(ops)
-    for index_name, entries in by_index.items():
+    refusals: dict[str, ElasticError | None] = {}  # per name an item gives, the caller's refusal
+    for pos, op in enumerate(ops):
         try:
             if authorize is not None:
-                authorize(index_name)
+                if op.index not in refusals:
+                    refusals[op.index] = _refusal(authorize, op.index)
+                if refusals[op.index] is not None:
+                    raise refusals[op.index]  # type: ignore[misc]
+            concrete, op.routing = write_target(
+                node, op.index, op.routing, require_alias=op.meta.get("require_alias", require_alias)
+            )
+        except ElasticError as exc:
+            results[pos] = {op.kind: _item_error(op, op.meta.get("_id"), exc)}
+            continue
+        by_index.setdefault(concrete, []).append((pos, op))
+    for index_name, entries in by_index.items():
+        try:
             target = _bulk_target(node, index_name, entries)
             _check_active_shards(target, wait_for_active_shards)
         except ElasticError as exc:
@@ -649,6 +665,14 @@ def _apply_bulk(
         shards = touched.setdefault(index_name, (target, {}))[1]
         _bulk_into(target, entries, results, shards)
     return ops, results, touched
+
+
+def _refusal(authorize: Callable[[str], None], name: str) -> ElasticError | None:
+    try:
+        authorize(name)
+    except ElasticError as exc:
+        return exc
+    return None
 
 
 def _bulk_target(node: Node, name: str, entries: list[tuple[int, _BulkOp]]) -> Index:

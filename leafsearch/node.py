@@ -20,7 +20,8 @@ from pathlib import Path
 import orjson
 
 from leafsearch import documents, memory
-from leafsearch.admin import resolve_index_expression
+from leafsearch.admin import resolve_index_expression, resolve_names
+from leafsearch.aliases import AliasTable
 from leafsearch.breaker import Breakers
 from leafsearch.errors import IndexNotFound
 from leafsearch.index.block_cache import BlockCache
@@ -96,6 +97,8 @@ class Node:
                 self.indices[index.name] = index
             else:  # a deletion or a creation that a crash interrupted
                 shutil.rmtree(folder, ignore_errors=True)
+        #: Every alias (`aliases.py`): replaced whole on each change, so a reader sees one version.
+        self.aliases = AliasTable(self.path / "aliases.json", self.indices)
         self.search_stats = SearchStats()
         # Bulk requests parse and apply their operations one at a time (documents.bulk: the work
         # holds the interpreter); their fsyncs and refreshes overlap.
@@ -219,12 +222,32 @@ class Node:
         allow_no_indices: bool = True,
         expand_wildcards: str = "open",
     ) -> list[str]:
+        """Concrete index names of an expression, alias names resolved to their indices."""
         return resolve_index_expression(
             self.indices,
             expr,
             ignore_unavailable=ignore_unavailable,
             allow_no_indices=allow_no_indices,
             expand_wildcards=expand_wildcards,
+            aliases=self.aliases.current,
+        )
+
+    def resolve_names(
+        self,
+        expr: str | None,
+        *,
+        ignore_unavailable: bool = False,
+        allow_no_indices: bool = True,
+        expand_wildcards: str = "open",
+    ) -> list[str]:
+        """The index and alias names of an expression (aliases not yet resolved)."""
+        return resolve_names(
+            self.indices,
+            expr,
+            ignore_unavailable=ignore_unavailable,
+            allow_no_indices=allow_no_indices,
+            expand_wildcards=expand_wildcards,
+            aliases=self.aliases.current,
         )
 
     def get_index(self, name: str) -> Index:
@@ -239,11 +262,14 @@ class Node:
             self.indices[name] = index
             return index
 
-    def drop_index(self, name: str) -> None:
+    def drop_index(self, name: str, *, keep_aliases: bool = False) -> None:
+        """Delete an index and its aliases (`keep_aliases`: the caller publishes the table)."""
         with self.lock:
             index = self.indices.pop(name)
             self.contexts.drop_index(index)
             index.destroy()
+            if not keep_aliases and self.aliases.of_index(name):
+                self.aliases.publish(self.aliases.without_index(name), self.indices)
 
     # ---- documents (see documents.py) -------------------------------------------------------
 

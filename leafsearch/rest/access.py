@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from leafsearch.errors import ElasticError
+from leafsearch.rest import handlers_aliases as aliases
 from leafsearch.rest import handlers_cat as cat
 from leafsearch.rest import handlers_cluster as cluster
 from leafsearch.rest import handlers_docs as docs
@@ -78,7 +79,12 @@ ACTIONS: dict[Callable[..., Any], Action] = {
     indices.refresh: Action("indices:admin/refresh", "filter"),
     indices.flush: Action("indices:admin/flush", "filter"),
     indices.field_caps: Action("indices:data/read/field_caps", "filter"),
-    cluster.get_aliases: Action("indices:admin/aliases/get", "filter"),
+    aliases.update_aliases: Action("indices:admin/aliases", "items"),
+    aliases.put_alias: Action("indices:admin/aliases", "strict"),
+    aliases.delete_alias: Action("indices:admin/aliases", "strict"),
+    aliases.get_aliases: Action("indices:admin/aliases/get", "filter"),
+    aliases.alias_exists: Action("indices:admin/aliases/get", "filter"),
+    aliases.cat_aliases: Action("indices:admin/aliases/get", "cluster"),
     cluster.get_data_streams: Action("indices:admin/data_stream/get", "cluster"),
     cat.cat_list: Action("cluster:monitor/main", "cluster"),
     cat.cat_indices: Action("indices:monitor/stats", "filter"),

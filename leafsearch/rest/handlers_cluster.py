@@ -1,5 +1,5 @@
 """Node and cluster endpoints: `GET /`, `_nodes`, `_cluster/health`, `_cluster/settings`, and the
-empty answers for features leafsearch does not have (aliases, data streams)."""
+empty answer for a feature leafsearch does not have (data streams)."""
 
 from __future__ import annotations
 
@@ -177,15 +177,6 @@ def get_cluster_settings(node: Node, req: RestRequest) -> RestResponse:
 
 def put_cluster_settings(node: Node, req: RestRequest) -> RestResponse:
     return RestResponse(node.cluster_settings.update(req.json_object(), flat=req.flag("flat_settings")))
-
-
-def get_aliases(node: Node, req: RestRequest) -> RestResponse:
-    """No index has an alias; naming one is the 404 Elasticsearch gives for a missing alias."""
-    name = req.path_params.get("name")
-    indices = req.indices_options(expand_wildcards="all").resolve(node, req.path_params.get("index"))
-    if name is not None and name not in ("_all", "*"):
-        return RestResponse({"error": f"alias [{name}] missing", "status": 404}, status=404)
-    return RestResponse({index.name: {"aliases": {}} for index in indices})
 
 
 def get_data_streams(node: Node, req: RestRequest) -> RestResponse:

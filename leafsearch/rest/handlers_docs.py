@@ -116,6 +116,7 @@ def update_doc(node: Node, req: RestRequest) -> RestResponse:
         req.path_params["id"],
         req.json_object() or {},
         retry_on_conflict=retries,
+        require_alias=req.flag("require_alias"),
         **_write_options(req),
     )
     return _write_reply(apply_source_option(body, req))
@@ -131,6 +132,7 @@ def bulk(node: Node, req: RestRequest) -> RestResponse:
             refresh=req.param("refresh"),
             routing=req.param("routing"),
             authorize=_item_check(req, "indices:data/write/bulk[s]"),
+            require_alias=req.flag("require_alias"),
         )
     )
 

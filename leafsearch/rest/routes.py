@@ -6,6 +6,7 @@ with Elasticsearch's "contains unrecognized parameter" error, so a typo never pa
 
 from __future__ import annotations
 
+from leafsearch.rest import handlers_aliases as aliases
 from leafsearch.rest import handlers_cat as cat
 from leafsearch.rest import handlers_cluster as cluster
 from leafsearch.rest import handlers_docs as docs
@@ -114,7 +115,7 @@ CREATE_DOC = DELETE_DOC | {"require_alias"}
 INDEX_DOC = CREATE_DOC | {"op_type"}
 UPDATE_DOC = DELETE_DOC | SOURCE | {"retry_on_conflict", "require_alias"}
 GET_DOC = SOURCE | {"routing", "realtime", "refresh", "preference"}
-BULK = WAIT | {"refresh", "routing"}
+BULK = WAIT | {"refresh", "routing", "require_alias"}
 GET_INDEX = INDICES_OPTIONS | {"flat_settings", "include_defaults", "local", "master_timeout", "features"}
 SETTINGS = INDICES_OPTIONS | {"flat_settings", "include_defaults", "local", "master_timeout"}
 PUT_SETTINGS = INDICES_OPTIONS | MASTER | {"flat_settings", "preserve_existing", "reopen"}
@@ -131,6 +132,8 @@ HEALTH = {
     "wait_for_status",
     "expand_wildcards",
 }
+GET_ALIAS = INDICES_OPTIONS | {"local", "master_timeout"}
+ALIAS_PARTS = ("_alias", "_aliases")
 NODES_STATS = {
     "completion_fields",
     "fielddata_fields",
@@ -165,14 +168,25 @@ ROUTES = [
     Route.of("GET|POST", "/{index}/_refresh", indices.refresh, INDICES_OPTIONS),
     Route.of("GET|POST", "/_flush", indices.flush, INDICES_OPTIONS | {"force", "wait_if_ongoing"}),
     Route.of("GET|POST", "/{index}/_flush", indices.flush, INDICES_OPTIONS | {"force", "wait_if_ongoing"}),
-    Route.of("GET", "/_alias", cluster.get_aliases, INDICES_OPTIONS | {"local", "master_timeout"}),
-    Route.of("GET", "/_alias/{name}", cluster.get_aliases, INDICES_OPTIONS | {"local", "master_timeout"}),
-    Route.of("GET", "/_aliases", cluster.get_aliases, INDICES_OPTIONS | {"local", "master_timeout"}),
-    Route.of("GET", "/{index}/_alias", cluster.get_aliases, INDICES_OPTIONS | {"local", "master_timeout"}),
-    Route.of(
-        "GET", "/{index}/_alias/{name}", cluster.get_aliases, INDICES_OPTIONS | {"local", "master_timeout"}
-    ),
-    Route.of("GET", "/{index}/_aliases", cluster.get_aliases, INDICES_OPTIONS | {"local", "master_timeout"}),
+    # aliases
+    Route.of("POST", "/_aliases", aliases.update_aliases, MASTER),
+    *[Route.of("PUT|POST", f"/{{index}}/{part}/{{name}}", aliases.put_alias, MASTER) for part in ALIAS_PARTS],
+    *[
+        Route.of("DELETE", f"/{{index}}/{part}/{{name}}", aliases.delete_alias, MASTER)
+        for part in ALIAS_PARTS
+    ],
+    *[
+        Route.of(method, path, handler, GET_ALIAS)
+        for path in (
+            "/_alias",
+            "/_alias/{name}",
+            "/{index}/_alias",
+            "/{index}/_alias/{name}",
+            "/{index}/_aliases",
+        )
+        for method, handler in (("GET", aliases.get_aliases), ("HEAD", aliases.alias_exists))
+    ],
+    Route.of("GET", "/_aliases", aliases.get_aliases, GET_ALIAS),
     Route.of(
         "GET", "/_data_stream", cluster.get_data_streams, {"expand_wildcards", "include_defaults", "verbose"}
     ),
@@ -196,6 +210,8 @@ ROUTES = [
         cat.cat_indices,
         CAT | {"bytes", "health", "pri", "time", "expand_wildcards", "include_unloaded_segments"},
     ),
+    Route.of("GET|POST", "/_cat/aliases", aliases.cat_aliases, CAT | {"expand_wildcards"}),
+    Route.of("GET|POST", "/_cat/aliases/{name}", aliases.cat_aliases, CAT | {"expand_wildcards"}),
     Route.of("GET|POST", "/_cat/health", cat.cat_health, CAT | {"time", "ts"}),
     Route.of("GET|POST", "/_cat/count", cat.cat_count, CAT),
     Route.of("GET|POST", "/_cat/count/{index}", cat.cat_count, CAT),

@@ -140,7 +140,8 @@ def segment_matches(
         filter_ctx = shard_query_context(target, now_millis, False) if filtering else None
         profile = profiles[ti] if profiles is not None else None
         planning = time.perf_counter_ns()
-        plans = [prepare(request.query, ctx)]
+        query = target.query(request.query)
+        plans = [prepare(query, ctx)]
         if filter_ctx is not None:
             plans.append(prepare(request.post_filter, filter_ctx))
         if profile is not None:
@@ -160,7 +161,7 @@ def segment_matches(
             try:
                 guard.check()
                 guard.reserve(segment_bytes)
-                mask, scores = execute(request.query, view, ctx)
+                mask, scores = execute(query, view, ctx)
                 if view.live is not None:
                     mask &= view.live
                 if slice_masks is not None:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from leafsearch.admin import IndicesOptions
+from leafsearch.aliases import search_scopes
 from leafsearch.errors import ElasticError, IllegalArgument, SearchPhaseExecution, TaskCancelled
 from leafsearch.rawjson import RawJSON
 from leafsearch.request.search_types import SHARD_DOC, SearchRequest
@@ -44,14 +45,16 @@ def resolve_targets(node: Node, request: SearchRequest) -> list[Target]:
 def acquire_index_targets(
     node: Node, index_expr: str | None, options: IndicesOptions, routing: str | None
 ) -> list[Target]:
-    names = node.resolve_indices(
+    """The shard snapshots an expression reads; through an alias, with its filter and routing."""
+    names = node.resolve_names(
         index_expr,
         ignore_unavailable=options.ignore_unavailable,
         allow_no_indices=options.allow_no_indices,
         expand_wildcards=options.expand_wildcards,
     )
-    indices = [node.indices[n] for n in sorted(names)]
-    return acquire_targets(indices, routing)
+    scopes = search_scopes(node, names, routing)
+    indices = [node.indices[n] for n in sorted(scopes)]
+    return acquire_targets(indices, scopes)
 
 
 def check_limits(request: SearchRequest, targets: list[Target]) -> None:
@@ -183,7 +186,7 @@ def query_phase(
     with_aggs, tree = _agg_collector(node, request, targets) if aggs else (None, None)
     with node.search_stats.phase("query"):
         try:
-            if _walks_live_docs(request):
+            if _walks_live_docs(request) and not any(t.alias_filter for t in targets):
                 hitlist = _live_docs_page(targets, request)
             elif top_hits.serves(request):
                 now = int(time.time() * 1000)

@@ -122,7 +122,7 @@ def open_scroll(
         raise SearchPhaseExecution(exc) from None
     request.track_total_hits = True
     try:
-        if _walks_docs(request):
+        if _walks_docs(request) and not any(t.alias_filter for t in targets):
             with node.search_stats.phase("query"):
                 selected = slicing.scroll_selection(request.slice, targets) if request.slice else None
                 ctx.matches = LiveDocs(targets, selected)

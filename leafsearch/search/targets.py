@@ -7,12 +7,15 @@ so that position and the snapshot stay the same for the context's whole life.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from leafsearch.index.searcher import Searcher
+from leafsearch.request.query_dsl import Bool, Query, query_key
 
 if TYPE_CHECKING:
+    from leafsearch.aliases import IndexScope
     from leafsearch.index.index import Index
 
 
@@ -21,27 +24,37 @@ class Target:
     index: Index
     shard_id: int
     searcher: Searcher
+    #: The filter of the aliases the search reached this index through (ANDed into its query).
+    alias_filter: Query | None = None
 
     @property
     def mapping(self):
         return self.index.mapping
 
+    def query(self, query: Query) -> Query:
+        """The query as this shard runs it: within the alias filter, which does not score."""
+        if self.alias_filter is None:
+            return query
+        return Bool(must=(query,), filter=(self.alias_filter,))
 
-def acquire_targets(indices: list[Index], routing: str | None = None) -> list[Target]:
+
+def acquire_targets(indices: list[Index], scopes: Mapping[str, IndexScope] | None = None) -> list[Target]:
     """The current snapshot of every shard of the indices, acquired (callers release them).
 
     Ordered as Elasticsearch orders shard requests (shard number, then index name), so shard
-    indices and tie order match its. A `routing` parameter (comma-separated values) restricts each
-    index to the shards those values route to.
+    indices and tie order match its. An index's scope (`aliases.search_scopes`) restricts it to
+    the shards its routing values route to, and gives its alias filter (none: every shard, no filter).
     """
-    values = [v for v in routing.split(",") if v] if routing else []
     targets = []
     for index in indices:
+        scope = scopes.get(index.name) if scopes else None
         index.before_search()
-        wanted = {index.shard_of(v, v).shard_id for v in values} if values else None
+        values = scope.routing if scope is not None else None
+        alias_filter = scope.filter if scope is not None else None
+        wanted = {index.shard_of(v, v).shard_id for v in values} if values is not None else None
         for shard in index.shards:
             if wanted is None or shard.shard_id in wanted:
-                targets.append(Target(index, shard.shard_id, shard.acquire_searcher()))
+                targets.append(Target(index, shard.shard_id, shard.acquire_searcher(), alias_filter))
     targets.sort(key=lambda t: (t.shard_id, t.index.name))
     return targets
 
@@ -53,4 +66,7 @@ def release_targets(targets: list[Target]) -> None:
 
 def snapshot_key(targets: list[Target]) -> tuple:
     """Identity of a set of snapshots: equal keys read exactly the same documents."""
-    return tuple((t.index.uuid, t.shard_id, t.searcher.generation) for t in targets)
+    return tuple(
+        (t.index.uuid, t.shard_id, t.searcher.generation, t.alias_filter and query_key(t.alias_filter))
+        for t in targets
+    )

@@ -1,8 +1,9 @@
 """Index expressions narrowed to what a caller may use, as Elasticsearch's security narrows them.
 
-Explicit names the caller may not use are refused (403); wildcards and `_all` keep only the
-indices it may use (none: `*,-*`, what Elasticsearch substitutes), unless the action is strict,
-where every index the expression names must be allowed. The route guard (`rest/access.py`) and
+Explicit names (of indices or aliases) the caller may not use are refused (403); wildcards and
+`_all` keep only the indices and aliases it may use (none: `*,-*`, what Elasticsearch
+substitutes), unless the action is strict, where every name the expression matches must be
+allowed. The route guard (`rest/access.py`) and
 the requests whose items each name indices (`_msearch`) share it.
 """
 
@@ -33,7 +34,9 @@ def narrow_expression(
     refused = [name for name in explicit if not subject.may_on_index(action, name)]
     if refused:
         raise subject.index_refusal(action, refused)
-    matched = node.resolve_indices(
+    # Names, not concrete indices: an alias the caller may use stands for its indices even where
+    # the caller may not name them, as Elasticsearch authorizes an alias by its own name.
+    matched = node.resolve_names(
         expression, ignore_unavailable=True, allow_no_indices=True, expand_wildcards=expand_wildcards
     )
     denied = [name for name in matched if not subject.may_on_index(action, name)]
