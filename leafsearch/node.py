@@ -26,6 +26,7 @@ from leafsearch.errors import IndexNotFound
 from leafsearch.index.block_cache import BlockCache
 from leafsearch.index.index import DELETED_PREFIX, Index
 from leafsearch.index.mapping import Mapping
+from leafsearch.rest.connections import HttpConnections
 from leafsearch.search import coordinator, scroll_pit
 from leafsearch.search.contexts import ContextRegistry
 from leafsearch.search.hitlist import HitListCache
@@ -97,6 +98,8 @@ class Node:
             else:  # a deletion or a creation that a crash interrupted
                 shutil.rmtree(folder, ignore_errors=True)
         self.search_stats = SearchStats()
+        #: HTTP connections of the server serving this node (`rest/connections.py` counts them).
+        self.http_connections = HttpConnections()
         # Bulk requests parse and apply their operations one at a time (documents.bulk: the work
         # holds the interpreter); their fsyncs and refreshes overlap.
         self.indexing = threading.Lock()
@@ -212,13 +215,16 @@ class Node:
         ignore_unavailable: bool = False,
         allow_no_indices: bool = True,
         expand_wildcards: str = "open",
+        forbid_closed: bool = True,
     ) -> list[str]:
+        """The indices a search reads (closed ones refused, as Elasticsearch's search does)."""
         return resolve_index_expression(
             self.indices,
             expr,
             ignore_unavailable=ignore_unavailable,
             allow_no_indices=allow_no_indices,
             expand_wildcards=expand_wildcards,
+            forbid_closed=forbid_closed,
         )
 
     def get_index(self, name: str) -> Index:
@@ -266,7 +272,7 @@ class Node:
 
         return nodes_info(self)
 
-    def nodes_stats(self, metric_path: list[str]) -> dict:
+    def nodes_stats(self, metric_path: list[str], *, file_sizes: bool = False) -> dict:
         from leafsearch.node_stats import nodes_stats
 
-        return nodes_stats(self, metric_path)
+        return nodes_stats(self, metric_path, file_sizes=file_sizes)

@@ -87,11 +87,13 @@ class RestRequest:
         ignore_unavailable: bool = False,
         allow_no_indices: bool = True,
         expand_wildcards: str = "open",
+        forbid_closed: bool = False,
     ) -> IndicesOptions:
         return IndicesOptions(
             ignore_unavailable=self.flag("ignore_unavailable", ignore_unavailable),
             allow_no_indices=self.flag("allow_no_indices", allow_no_indices),
             expand_wildcards=self.params.get("expand_wildcards", expand_wildcards),
+            forbid_closed=forbid_closed,
         )
 
     def action_params(self) -> dict[str, str]:

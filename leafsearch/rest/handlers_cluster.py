@@ -152,7 +152,8 @@ def nodes_stats(node: Node, req: RestRequest) -> RestResponse:
         metric_path.append(index_metric)
     if not _selects_this_node(node, req.path_params.get("node_id")):
         return RestResponse(_no_nodes(node))
-    return RestResponse(node.nodes_stats(metric_path))
+    file_sizes = req.flag("include_segment_file_sizes")
+    return RestResponse(node.nodes_stats(metric_path, file_sizes=file_sizes))
 
 
 def cluster_health(node: Node, req: RestRequest) -> RestResponse:

@@ -12,6 +12,7 @@ from leafsearch.rest import handlers_docs as docs
 from leafsearch.rest import handlers_indices as indices
 from leafsearch.rest import handlers_search as search
 from leafsearch.rest import handlers_security as security
+from leafsearch.rest import handlers_stats as stats
 from leafsearch.rest.exchange import SOURCE_PARAMS
 from leafsearch.rest.router import Route
 
@@ -131,6 +132,18 @@ HEALTH = {
     "wait_for_status",
     "expand_wildcards",
 }
+INDICES_STATS = INDICES_OPTIONS | {
+    "completion_fields",
+    "fielddata_fields",
+    "fields",
+    "groups",
+    "level",
+    "include_segment_file_sizes",
+    "include_unloaded_segments",
+    "forbid_closed_indices",
+}
+OPEN_CLOSE = INDICES_OPTIONS | MASTER | {"wait_for_active_shards"}
+CAT_BYTES = CAT | {"bytes"}
 NODES_STATS = {
     "completion_fields",
     "fielddata_fields",
@@ -200,6 +213,20 @@ ROUTES = [
     Route.of("GET|POST", "/_cat/count", cat.cat_count, CAT),
     Route.of("GET|POST", "/_cat/count/{index}", cat.cat_count, CAT),
     Route.of("GET|POST", "/_cat/search_contexts", cat.cat_search_contexts, CAT),
+    Route.of("GET|POST", "/_cat/shards", cat.cat_shards, CAT_BYTES | {"time"}),
+    Route.of("GET|POST", "/_cat/shards/{index}", cat.cat_shards, CAT_BYTES | {"time"}),
+    Route.of("GET|POST", "/_cat/segments", cat.cat_segments, CAT_BYTES),
+    Route.of("GET|POST", "/_cat/segments/{index}", cat.cat_segments, CAT_BYTES),
+    Route.of(
+        "GET|POST", "/_cat/nodes", cat.cat_nodes, CAT_BYTES | {"full_id", "include_unloaded_segments", "time"}
+    ),
+    # statistics, close and open
+    Route.of("GET", "/_stats", stats.indices_stats, INDICES_STATS),
+    Route.of("GET", "/_stats/{metric}", stats.indices_stats, INDICES_STATS),
+    Route.of("GET", "/{index}/_stats", stats.indices_stats, INDICES_STATS),
+    Route.of("GET", "/{index}/_stats/{metric}", stats.indices_stats, INDICES_STATS),
+    Route.of("POST", "/{index}/_close", stats.close_index, OPEN_CLOSE),
+    Route.of("POST", "/{index}/_open", stats.open_index, OPEN_CLOSE),
     # cluster and nodes
     Route.of("GET", "/_cluster/health", cluster.cluster_health, HEALTH),
     Route.of("GET", "/_cluster/health/{index}", cluster.cluster_health, HEALTH),

@@ -172,7 +172,7 @@ def query_phase(
     `cancelled` is set when the client went away (see guard.py)."""
     # Aggregation requests are parsed before the shards run: their errors are not shard failures.
     with_aggs, tree = _agg_collector(node, request, targets) if aggs else (None, None)
-    with node.search_stats.phase("query"):
+    with node.search_stats.phase("query", targets):
         try:
             if _walks_live_docs(request):
                 hitlist = _live_docs_page(targets, request)
@@ -283,7 +283,7 @@ def response(
     ready: RawJSON | None = None,
 ) -> dict[str, Any]:
     """The search response; `ready` is the page's hits when they were already rendered (read ahead)."""
-    with node.search_stats.phase("fetch"):
+    with node.search_stats.phase("fetch", hitlist.targets):
         try:
             hits = (
                 ready if ready is not None else render_hits(hitlist, start, end, request, raw_hits=raw_hits)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from leafsearch.errors import ElasticError
 from leafsearch.index.searcher import Searcher
 
 if TYPE_CHECKING:
@@ -35,13 +36,17 @@ def acquire_targets(indices: list[Index], routing: str | None = None) -> list[Ta
     index to the shards those values route to.
     """
     values = [v for v in routing.split(",") if v] if routing else []
-    targets = []
-    for index in indices:
-        index.before_search()
-        wanted = {index.shard_of(v, v).shard_id for v in values} if values else None
-        for shard in index.shards:
-            if wanted is None or shard.shard_id in wanted:
-                targets.append(Target(index, shard.shard_id, shard.acquire_searcher()))
+    targets: list[Target] = []
+    try:
+        for index in indices:
+            index.before_search()
+            wanted = {index.shard_of(v, v).shard_id for v in values} if values else None
+            for shard in index.shards:
+                if wanted is None or shard.shard_id in wanted:
+                    targets.append(Target(index, shard.shard_id, shard.acquire_searcher()))
+    except ElasticError:  # an index closed meanwhile: what was acquired goes back
+        release_targets(targets)
+        raise
     targets.sort(key=lambda t: (t.shard_id, t.index.name))
     return targets
 

@@ -34,7 +34,11 @@ def narrow_expression(
     if refused:
         raise subject.index_refusal(action, refused)
     matched = node.resolve_indices(
-        expression, ignore_unavailable=True, allow_no_indices=True, expand_wildcards=expand_wildcards
+        expression,
+        ignore_unavailable=True,
+        allow_no_indices=True,
+        expand_wildcards=expand_wildcards,
+        forbid_closed=False,
     )
     denied = [name for name in matched if not subject.may_on_index(action, name)]
     if not denied:
