@@ -690,6 +690,7 @@ def _bulk_into(
             doc_id = generate_id()
         per_shard.setdefault(index.shard_of(doc_id, op.routing), []).append((pos, op, doc_id, auto_id))
     for shard, shard_ops in per_shard.items():
+        started = time.perf_counter_ns()
         parsed = None
         if all(op.kind in ("index", "create") for _, op, _, _ in shard_ops):
             parsed = index.parse_batch([op.source for _, op, _, _ in shard_ops])  # type: ignore[misc]
@@ -707,6 +708,8 @@ def _bulk_into(
                     results[pos] = _bulk_one(index, shard, op, doc_id, header, auto_id=auto_id)
             else:
                 _bulk_index_batch(index, shard, shard_ops, parsed, header, results)
+        size = sum(len(op.source) for _, op, _, _ in shard_ops if op.source is not None)
+        shard.stats.add(bulk_total=1, bulk_time=time.perf_counter_ns() - started, bulk_size=size)
 
 
 def _index_op_type(op: _BulkOp, auto_id: bool) -> str:

@@ -4,7 +4,7 @@ Every figure comes from the shard that counts it (`index/shard_stats.py`, the sh
 `SearchStats`, its translog, its Searcher and files), so one function renders a shard's stats and
 `_stats` (per shard, per index, `_all`) and `_nodes/stats` (the node's `indices` section) only sum
 them. Sections leafsearch has no counterpart for (the query cache, fielddata, completion,
-warmers, recoveries between nodes) are there with Elasticsearch's names and zeros, as a node
+warmers, recoveries between nodes, dense vectors) are there with Elasticsearch's names and zeros, as a node
 without those caches reports them.
 """
 
@@ -66,13 +66,6 @@ _ZEROS: dict[str, dict[str, Any]] = {
     "completion": {"size_in_bytes": 0},
     "request_cache": {"memory_size_in_bytes": 0, "evictions": 0, "hit_count": 0, "miss_count": 0},
     "recovery": {"current_as_source": 0, "current_as_target": 0, "throttle_time_in_millis": 0},
-    "bulk": {
-        "total_operations": 0,
-        "total_time_in_millis": 0,
-        "total_size_in_bytes": 0,
-        "avg_time_in_millis": 0,
-        "avg_size_in_bytes": 0,
-    },
     "dense_vector": {"value_count": 0},
 }
 
@@ -104,8 +97,7 @@ def _file_sizes(shard: Shard) -> dict[str, dict[str, Any]]:
 
 
 def _segments(shard: Shard | None, file_sizes: bool) -> dict[str, Any]:
-    searcher = shard._searcher if shard is not None else None
-    views = searcher.views if searcher is not None else []
+    views = shard.published_views() if shard is not None else []
     # In memory: the live-docs arrays of the snapshot and the unrefreshed buffer's sources;
     # segment columns are memory-mapped files (counted by the page cache, not here).
     live_bytes = sum(v.live.nbytes for v in views if v.live is not None)

@@ -49,6 +49,10 @@ def test_index_stats_count_what_happened(es: Elasticsearch, filled: str) -> None
         assert zero in total
     assert entry["primaries"] == total
     assert stats["_all"]["primaries"]["docs"]["count"] >= 2
+    assert total["bulk"]["total_operations"] == 0
+    es.bulk(operations=[{"index": {"_index": filled, "_id": "b"}}, {"n": 9}])
+    bulk = es.indices.stats(index=filled, metric="bulk").body["indices"][filled]["total"]["bulk"]
+    assert bulk["total_operations"] == 1 and bulk["total_size_in_bytes"] == len(b'{"n":9}')
 
 
 def test_stats_metric_and_level(es: Elasticsearch, http: httpx.Client, filled: str) -> None:

@@ -773,6 +773,11 @@ class Shard:
 
     # ---- stats ---------------------------------------------------------------------------
 
+    def published_views(self) -> list[SegmentView]:
+        """The segments the published snapshot reads (none once closed), for statistics."""
+        searcher = self._searcher
+        return list(searcher.views) if searcher is not None else []
+
     def doc_count(self) -> int:
         searcher = self._searcher
         return searcher.live_count if searcher else 0

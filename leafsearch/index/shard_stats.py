@@ -1,4 +1,4 @@
-"""A shard's operation counters (indexing, get, merges, refresh, flush), as `_stats` shows them.
+"""A shard's operation counters (indexing, get, merges, refresh, flush, bulk), as `_stats` shows them.
 
 Each shard keeps its own (Elasticsearch's shard-level stats): `_stats` sums them per index and
 for `_all`, `_nodes/stats` over the node. Counters change from request threads, the flush thread
@@ -45,6 +45,9 @@ _FIELDS = (
     "flush_total",
     "flush_periodic",
     "flush_time",
+    "bulk_total",
+    "bulk_time",
+    "bulk_size",
 )
 
 
@@ -125,7 +128,8 @@ class ShardStats:
 
 
 def sections(c: dict[str, int]) -> dict[str, dict[str, Any]]:
-    """The `indexing`, `get`, `merges`, `refresh` and `flush` sections of summed counters."""
+    """The `indexing`, `get`, `merges`, `refresh`, `flush` and `bulk` sections of summed counters."""
+    bulks = c["bulk_total"]
     return {
         "indexing": {
             "index_total": c["index_total"],
@@ -172,5 +176,12 @@ def sections(c: dict[str, int]) -> dict[str, dict[str, Any]]:
             "periodic": c["flush_periodic"],
             "total_time_in_millis": _ms(c["flush_time"]),
             "total_time_excluding_waiting_on_lock_in_millis": _ms(c["flush_time"]),
+        },
+        "bulk": {
+            "total_operations": bulks,
+            "total_time_in_millis": _ms(c["bulk_time"]),
+            "total_size_in_bytes": c["bulk_size"],
+            "avg_time_in_millis": _ms(c["bulk_time"] // bulks) if bulks else 0,
+            "avg_size_in_bytes": c["bulk_size"] // bulks if bulks else 0,
         },
     }

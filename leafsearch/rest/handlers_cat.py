@@ -264,8 +264,7 @@ def cat_segments(node: Node, req: RestRequest) -> RestResponse:
     rows = []
     for index in req.indices_options(forbid_closed=True).resolve(node, req.path_params.get("index")):
         for shard in list(index.shards):
-            searcher = shard._searcher
-            for view in searcher.views if searcher is not None else []:
+            for view in shard.published_views():
                 seg = view.segment
                 rows.append(
                     {
