@@ -10,18 +10,18 @@ without those caches reports them.
 
 from __future__ import annotations
 
-import os
 from collections import defaultdict
 from collections.abc import Iterable
-from contextlib import suppress
 from typing import TYPE_CHECKING, Any
 
 from leafsearch.admin import IndicesOptions, index_health, shards_header
-from leafsearch.errors import IllegalArgument
+from leafsearch.errors import ActionRequestValidation
+from leafsearch.index.shard import file_sizes
 from leafsearch.index.shard_stats import ShardStats, sections
 from leafsearch.search.stats import SearchStats
 
 if TYPE_CHECKING:
+    from leafsearch.index.searcher import SegmentView
     from leafsearch.index.shard import Shard
     from leafsearch.node import Node
 
@@ -70,33 +70,18 @@ _ZEROS: dict[str, dict[str, Any]] = {
 }
 
 
-def parse_metrics(path: str, metric: str | None) -> tuple[str, ...]:
-    """The metrics a request names (`_all` or none: every one); unknown names are refused."""
-    from leafsearch.rest.unrecognized import unrecognized
-
-    names = [m for m in (metric or "_all").split(",") if m]
-    unknown = set(names) - {*METRICS, "_all"}
-    if unknown:
-        raise IllegalArgument(unrecognized(path, unknown, (*METRICS, "_all"), "metric"))
-    if "_all" in names:
-        return METRICS
-    return tuple(m for m in METRICS if m in names)
-
-
-def _file_sizes(shard: Shard) -> dict[str, dict[str, Any]]:
-    """Bytes of the shard's segment files by extension (`include_segment_file_sizes`)."""
+def _file_sizes(views: list[SegmentView]) -> dict[str, dict[str, Any]]:
+    """Bytes of the snapshot's segment files by extension (`include_segment_file_sizes`)."""
     sizes: dict[str, int] = defaultdict(int)
-    for seg in list(shard.segments):
-        for root, _, files in os.walk(seg.folder):
-            for name in files:
-                with suppress(FileNotFoundError):
-                    sizes[name.rpartition(".")[2]] += os.stat(os.path.join(root, name)).st_size
+    for view in views:
+        for name, size in file_sizes(view.segment.folder):
+            sizes[name.rpartition(".")[2]] += size
     return {
         ext: {"size_in_bytes": size, "description": f"{ext} files"} for ext, size in sorted(sizes.items())
     }
 
 
-def _segments(shard: Shard | None, file_sizes: bool) -> dict[str, Any]:
+def _segments(shard: Shard | None, include_file_sizes: bool) -> dict[str, Any]:
     views = shard.published_views() if shard is not None else []
     # In memory: the live-docs arrays of the snapshot and the unrefreshed buffer's sources;
     # segment columns are memory-mapped files (counted by the page cache, not here).
@@ -112,9 +97,9 @@ def _segments(shard: Shard | None, file_sizes: bool) -> dict[str, Any]:
         "doc_values_memory_in_bytes": 0,
         "index_writer_memory_in_bytes": shard.buffer.source_bytes if shard is not None else 0,
         "version_map_memory_in_bytes": 0,
-        "fixed_bit_set_memory_in_bytes": live_bytes,
+        "fixed_bit_set_memory_in_bytes": 0,
         "max_unsafe_auto_id_timestamp": -1,
-        "file_sizes": _file_sizes(shard) if file_sizes and shard is not None else {},
+        "file_sizes": _file_sizes(views) if include_file_sizes else {},
     }
 
 
@@ -217,7 +202,7 @@ def indices_stats(
     file_sizes: bool = False,
 ) -> dict[str, Any]:
     if level not in LEVELS:
-        raise IllegalArgument(
+        raise ActionRequestValidation(
             f"level parameter must be one of [cluster] or [indices] or [shards] but was [{level}]"
         )
     targets = options.resolve(node, expr)

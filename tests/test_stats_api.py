@@ -64,6 +64,11 @@ def test_stats_metric_and_level(es: Elasticsearch, http: httpx.Client, filled: s
     assert sum(s[0]["docs"]["count"] for s in shards.values()) == 2
     cluster = http.get(f"/{filled}/_stats/docs", params={"level": "cluster"}).json()
     assert "indices" not in cluster and cluster["_all"]["total"]["docs"]["count"] >= 2
+    level = http.get("/_stats", params={"level": "node"})
+    assert level.status_code == 400 and error_of(level)["reason"] == (
+        "Validation Failed: 1: level parameter must be one of [cluster] or [indices] or [shards] "
+        "but was [node];"
+    )
     bad = http.get("/_stats/doc")
     assert bad.status_code == 400
     assert (

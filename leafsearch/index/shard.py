@@ -790,12 +790,14 @@ class Shard:
         return folder_size(self.folder)
 
 
-def folder_size(folder: Path) -> int:
-    """Bytes of the files under `folder`. Segments are written, renamed and deleted meanwhile (by
-    the flush thread and merges): a file or folder gone before it is read counts nothing."""
-    total = 0
+def file_sizes(folder: Path) -> Iterator[tuple[str, int]]:
+    """(name, bytes) of each file under `folder`. Segments are written, renamed and deleted
+    meanwhile (by the flush thread and merges): a file or folder gone before it is read is skipped."""
     for root, _, files in os.walk(folder):
         for name in files:
             with suppress(FileNotFoundError):
-                total += os.stat(os.path.join(root, name)).st_size
-    return total
+                yield name, os.stat(os.path.join(root, name)).st_size
+
+
+def folder_size(folder: Path) -> int:
+    return sum(size for _, size in file_sizes(folder))

@@ -4,13 +4,26 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from leafsearch.errors import IllegalArgument
+from leafsearch.index_stats import METRICS
 from leafsearch.index_stats import indices_stats as compute_indices_stats
-from leafsearch.index_stats import parse_metrics
 from leafsearch.open_close import close_indices, open_indices
 from leafsearch.rest.exchange import RestRequest, RestResponse
+from leafsearch.rest.unrecognized import unrecognized
 
 if TYPE_CHECKING:
     from leafsearch.node import Node
+
+
+def parse_metrics(path: str, metric: str | None) -> tuple[str, ...]:
+    """The metrics a request names (`_all` or none: every one); unknown names are refused."""
+    names = [m for m in (metric or "_all").split(",") if m]
+    unknown = set(names) - {*METRICS, "_all"}
+    if unknown:
+        raise IllegalArgument(unrecognized(path, unknown, (*METRICS, "_all"), "metric"))
+    if "_all" in names:
+        return METRICS
+    return tuple(m for m in METRICS if m in names)
 
 
 def indices_stats(node: Node, req: RestRequest) -> RestResponse:
