@@ -9,9 +9,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+from conftest import error_of, running_server
 from elasticsearch import Elasticsearch, NotFoundError
-
-from tests.conftest import error_of, running_server
 
 
 @pytest.fixture
