@@ -239,16 +239,34 @@ def indices_stats(
     return body
 
 
-def node_indices_stats(node: Node, metrics: Iterable[str], *, file_sizes: bool = False) -> dict[str, Any]:
+def node_indices_stats(
+    node: Node, metrics: Iterable[str], *, level: str = "node", file_sizes: bool = False
+) -> dict[str, Any]:
     """Every shard of the node summed (`indices` of `_nodes/stats`); `search` is the node's own
-    counters (each request once, deleted indices' included)."""
+    counters (each request once, deleted indices' included). `level=indices` adds each index's
+    sum under `indices`, `level=shards` each shard's stats under `shards`."""
     metrics = tuple(metrics)
     total: dict[str, Any] = {}
+    by_index: dict[str, Any] = {}
+    by_shard: dict[str, list[dict[str, Any]]] = {}
+    contexts = node.contexts.open_per_shard()
     for index in list(node.indices.values()):
+        index_total: dict[str, Any] = {}
         for shard in list(index.shards):
-            add_stats(total, shard_stats(shard, metrics, file_sizes=file_sizes))
+            stats = shard_stats(
+                shard, metrics, open_contexts=contexts.get(id(shard), 0), file_sizes=file_sizes
+            )
+            add_stats(index_total, stats)
+            by_shard.setdefault(index.name, []).append({str(shard.shard_id): stats})
+        add_stats(total, index_total)
+        if not index.closed:
+            by_index[index.name] = index_total
     if not total:  # no shard: every section with its zeros
         total = shard_stats(None, metrics)
     if "search" in total:
         total["search"] = {"open_contexts": node.contexts.open_count(), **node.search_stats.snapshot()}
+    if level == "indices":
+        total["indices"] = by_index
+    elif level == "shards":
+        total["shards"] = by_shard
     return total

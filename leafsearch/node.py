@@ -272,7 +272,7 @@ class Node:
 
         return nodes_info(self)
 
-    def nodes_stats(self, metric_path: list[str], *, file_sizes: bool = False) -> dict:
+    def nodes_stats(self, metric_path: list[str], *, level: str = "node", file_sizes: bool = False) -> dict:
         from leafsearch.node_stats import nodes_stats
 
-        return nodes_stats(self, metric_path, file_sizes=file_sizes)
+        return nodes_stats(self, metric_path, level=level, file_sizes=file_sizes)

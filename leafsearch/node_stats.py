@@ -33,8 +33,9 @@ def _node_header(node: Node) -> dict[str, Any]:
     }
 
 
-def _indices_section(node: Node, metrics: tuple[str, ...], *, file_sizes: bool) -> dict[str, Any]:
-    section = node_indices_stats(node, [m for m in metrics if m in METRICS], file_sizes=file_sizes)
+def _indices_section(node: Node, metrics: tuple[str, ...], *, level: str, file_sizes: bool) -> dict[str, Any]:
+    wanted = [m for m in metrics if m in METRICS]
+    section = node_indices_stats(node, wanted, level=level, file_sizes=file_sizes)
     if "mappings" in metrics:
         indices = list(node.indices.values())
         section["mappings"] = {
@@ -66,9 +67,11 @@ def _process_section() -> dict[str, Any]:
     }
 
 
-def nodes_stats(node: Node, metric_path: list[str], *, file_sizes: bool = False) -> dict[str, Any]:
-    """`metric_path` is what follows `/_nodes/stats` (e.g. ["indices", "search"]);
-    `file_sizes`: `include_segment_file_sizes`."""
+def nodes_stats(
+    node: Node, metric_path: list[str], *, level: str = "node", file_sizes: bool = False
+) -> dict[str, Any]:
+    """`metric_path` is what follows `/_nodes/stats` (e.g. ["indices", "search"]); `level`:
+    node, indices or shards; `file_sizes`: `include_segment_file_sizes`."""
     metric = metric_path[0] if metric_path else "_all"
     index_metrics = tuple(metric_path[1].split(",")) if len(metric_path) > 1 else _INDEX_METRICS
     if "_all" in index_metrics:
@@ -76,7 +79,7 @@ def nodes_stats(node: Node, metric_path: list[str], *, file_sizes: bool = False)
     stats: dict[str, Any] = {**_node_header(node), "timestamp": int(time.time() * 1000)}
     wanted = set(metric.split(","))
     if wanted & {"_all", "indices"}:
-        stats["indices"] = _indices_section(node, index_metrics, file_sizes=file_sizes)
+        stats["indices"] = _indices_section(node, index_metrics, level=level, file_sizes=file_sizes)
     if wanted & {"_all", "process"}:
         stats["process"] = _process_section()
     if wanted & {"_all", "http"}:

@@ -86,6 +86,12 @@ def test_node_stats_sections_and_http_connections(es: Elasticsearch, server: str
     assert node["indices"]["shard_stats"]["total_count"] >= 2
     merges = next(iter(es.nodes.stats(metric="indices", index_metric="merge").body["nodes"].values()))
     assert list(merges["indices"]) == ["merges"]
+    by_index = es.nodes.stats(metric="indices", index_metric="docs", level="indices").body
+    indices = next(iter(by_index["nodes"].values()))["indices"]["indices"]
+    assert list(indices[filled]) == ["docs"] and indices[filled]["docs"]["count"] == 2
+    by_shard = es.nodes.stats(metric="indices", index_metric="docs", level="shards").body
+    shards = next(iter(by_shard["nodes"].values()))["indices"]["shards"][filled]
+    assert sorted(next(iter(entry)) for entry in shards) == ["0", "1"]
     sized = es.nodes.stats(metric="indices", index_metric="segments", include_segment_file_sizes=True)
     assert next(iter(sized.body["nodes"].values()))["indices"]["segments"]["file_sizes"]
 
@@ -118,6 +124,8 @@ def test_cat_shards_segments_nodes_count(es: Elasticsearch, http: httpx.Client, 
     ).text
     assert text.splitlines()[0].split() == ["shard", "prirep"]
     assert text.splitlines()[1].split()[0] == "1"
+    count = http.get(f"/_cat/count/{filled}", params={"v": "true", "bytes": "kb", "h": "count"})
+    assert count.text == "count\n    2\n"
     segments = es.cat.segments(index=filled, format="json").body
     assert sum(int(s["docs.count"]) for s in segments) + sum(int(s["docs.deleted"]) for s in segments) == 3
     assert http.post(f"/_cat/segments/{filled}", params={"h": "index"}).text.strip().split("\n")[0] == filled

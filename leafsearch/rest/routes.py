@@ -18,7 +18,8 @@ from leafsearch.rest.router import Route
 
 INDICES_OPTIONS = {"ignore_unavailable", "allow_no_indices", "expand_wildcards"}
 MASTER = {"master_timeout", "timeout"}
-CAT = {"format", "h", "help", "s", "v", "local", "master_timeout"}
+# Elasticsearch's cat actions all take the table's parameters, `bytes` among them.
+CAT = {"format", "h", "help", "s", "v", "local", "master_timeout", "bytes"}
 SOURCE = {"_source", "_source_includes", "_source_excludes", "_source_exclude_vectors"}
 
 SEARCH = (
@@ -143,7 +144,6 @@ INDICES_STATS = INDICES_OPTIONS | {
     "forbid_closed_indices",
 }
 OPEN_CLOSE = INDICES_OPTIONS | MASTER | {"wait_for_active_shards"}
-CAT_BYTES = CAT | {"bytes"}
 NODES_STATS = {
     "completion_fields",
     "fielddata_fields",
@@ -201,24 +201,24 @@ ROUTES = [
         "GET|POST",
         "/_cat/indices",
         cat.cat_indices,
-        CAT | {"bytes", "health", "pri", "time", "expand_wildcards", "include_unloaded_segments"},
+        CAT | {"health", "pri", "time", "expand_wildcards", "include_unloaded_segments"},
     ),
     Route.of(
         "GET|POST",
         "/_cat/indices/{index}",
         cat.cat_indices,
-        CAT | {"bytes", "health", "pri", "time", "expand_wildcards", "include_unloaded_segments"},
+        CAT | {"health", "pri", "time", "expand_wildcards", "include_unloaded_segments"},
     ),
     Route.of("GET|POST", "/_cat/health", cat.cat_health, CAT | {"time", "ts"}),
     Route.of("GET|POST", "/_cat/count", cat.cat_count, CAT),
     Route.of("GET|POST", "/_cat/count/{index}", cat.cat_count, CAT),
     Route.of("GET|POST", "/_cat/search_contexts", cat.cat_search_contexts, CAT),
-    Route.of("GET|POST", "/_cat/shards", cat.cat_shards, CAT_BYTES | {"time"}),
-    Route.of("GET|POST", "/_cat/shards/{index}", cat.cat_shards, CAT_BYTES | {"time"}),
-    Route.of("GET|POST", "/_cat/segments", cat.cat_segments, CAT_BYTES),
-    Route.of("GET|POST", "/_cat/segments/{index}", cat.cat_segments, CAT_BYTES),
+    Route.of("GET|POST", "/_cat/shards", cat.cat_shards, CAT | {"time"}),
+    Route.of("GET|POST", "/_cat/shards/{index}", cat.cat_shards, CAT | {"time"}),
+    Route.of("GET|POST", "/_cat/segments", cat.cat_segments, CAT),
+    Route.of("GET|POST", "/_cat/segments/{index}", cat.cat_segments, CAT),
     Route.of(
-        "GET|POST", "/_cat/nodes", cat.cat_nodes, CAT_BYTES | {"full_id", "include_unloaded_segments", "time"}
+        "GET|POST", "/_cat/nodes", cat.cat_nodes, CAT | {"full_id", "include_unloaded_segments", "time"}
     ),
     # statistics, close and open
     Route.of("GET", "/_stats", stats.indices_stats, INDICES_STATS),
