@@ -58,6 +58,7 @@ class Node:
         measured on; a test passes a clock it advances, so neither needs sleeping."""
         memory.tune_allocator()
         self.clock = clock
+        self.started = time.monotonic()  # for uptimes
         self.path = Path(path).absolute()
         self.path.mkdir(mode=0o700, parents=True, exist_ok=True)
         if self.path.stat().st_uid == os.getuid():

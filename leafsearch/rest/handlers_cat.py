@@ -313,7 +313,7 @@ def cat_nodes(node: Node, req: RestRequest) -> RestResponse:
         "load_1m": f"{load[0]:.2f}",
         "load_5m": f"{load[1]:.2f}",
         "load_15m": f"{load[2]:.2f}",
-        "uptime": f"{int(time.monotonic() - _STARTED)}s",
+        "uptime": f"{int(time.monotonic() - node.started)}s",
         "node.role": "dim",
         "master": "*",
         "name": node.name,
@@ -322,9 +322,6 @@ def cat_nodes(node: Node, req: RestRequest) -> RestResponse:
         "search.open_contexts": node.contexts.open_count(),
     }
     return render_table(req, NODES_COLUMNS, [row])
-
-
-_STARTED = time.monotonic()
 
 
 def _machine_ram() -> tuple[int, int]:
