@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from leafsearch.errors import (
     ActionRequestValidation,
     IllegalArgument,
+    IndexClosed,
     IndexNotFound,
     InvalidIndexName,
     ParseException,
@@ -77,6 +78,10 @@ def _is_hidden(index: Any) -> bool:
     return getattr(index, "settings", {}).get("index.hidden") == "true"
 
 
+def _is_closed(index: Any) -> bool:
+    return getattr(index, "closed", False)
+
+
 def _wildcard_states(expand_wildcards: str) -> set[str]:
     states: set[str] = set()
     for state in expand_wildcards.split(","):
@@ -98,6 +103,7 @@ def resolve_index_expression(
     allow_no_indices: bool = True,
     expand_wildcards: str = "open",
     aliases: Mapping[str, Mapping[str, Any]] | None = None,
+    forbid_closed: bool = False,
 ) -> list[str]:
     """Concrete index names for an expression: comma lists, wildcards, `_all`, `-exclusions`,
     alias names (their indices)."""
@@ -108,6 +114,7 @@ def resolve_index_expression(
         allow_no_indices=allow_no_indices,
         expand_wildcards=expand_wildcards,
         aliases=aliases,
+        forbid_closed=forbid_closed,
     )
     if not aliases:
         return names
@@ -125,14 +132,18 @@ def resolve_names(
     allow_no_indices: bool = True,
     expand_wildcards: str = "open",
     aliases: Mapping[str, Mapping[str, Any]] | None = None,
+    forbid_closed: bool = False,
 ) -> list[str]:
     """The index and alias names an expression means, before aliases become their indices (a
     search needs to know which alias reached an index: its filter and routing apply).
 
     As Elasticsearch: a `-name` term excludes only after a wildcard term appeared (before one, it
     is a literal name); a missing concrete name is a 404 unless `ignore_unavailable`; a wildcard
-    matching nothing is an error only when `allow_no_indices` is false. Wildcards match alias
-    names too (hidden aliases only with `expand_wildcards=hidden` or a leading dot).
+    matching nothing is an error only when `allow_no_indices` is false. Wildcards match open
+    indices with `open`, closed ones with `closed`, and alias names with `open` (hidden aliases
+    only with `expand_wildcards=hidden` or a leading dot); `forbid_closed` (APIs that read or
+    write documents) drops closed indices from wildcards and refuses a named one
+    (`index_closed_exception`) unless `ignore_unavailable`.
     """
     states = _wildcard_states(expand_wildcards)
     aliases = aliases or {}
@@ -144,13 +155,15 @@ def resolve_names(
         return not hidden or "hidden" in states or (pattern.startswith(".") and name.startswith("."))
 
     def expand(pattern: str) -> list[str]:
-        if "open" not in states:
-            return []
         indices_matched = [
             name
             for name, index in sorted(indices.items())
-            if fnmatch.fnmatchcase(name, pattern) and visible(name, _is_hidden(index), pattern)
+            if fnmatch.fnmatchcase(name, pattern)
+            and (("closed" in states and not forbid_closed) if _is_closed(index) else "open" in states)
+            and visible(name, _is_hidden(index), pattern)
         ]
+        if "open" not in states:
+            return indices_matched
         return indices_matched + [
             name
             for name, members in sorted(aliases.items())
@@ -171,6 +184,11 @@ def resolve_names(
                 raise IndexNotFound(term)
             resolved.update(dict.fromkeys(matches))
         elif term in indices or term in aliases:
+            index = indices.get(term)
+            if index is not None and forbid_closed and _is_closed(index):
+                if ignore_unavailable:
+                    continue
+                raise IndexClosed(term, index.uuid)
             resolved[term] = None
         elif not ignore_unavailable:
             raise IndexNotFound(term)
@@ -186,6 +204,8 @@ class IndicesOptions:
     ignore_unavailable: bool = False
     allow_no_indices: bool = True
     expand_wildcards: str = "open"
+    #: APIs that read or write documents refuse closed indices; administration does not.
+    forbid_closed: bool = False
 
     def resolve(self, node: Node, expr: str | None) -> list[Index]:
         with node.lock:
@@ -194,6 +214,7 @@ class IndicesOptions:
                 ignore_unavailable=self.ignore_unavailable,
                 allow_no_indices=self.allow_no_indices,
                 expand_wildcards=self.expand_wildcards,
+                forbid_closed=self.forbid_closed,
             )
             return [node.indices[name] for name in names]
 
@@ -275,11 +296,16 @@ def _already_exists(index: Index) -> ResourceAlreadyExists:
     )
 
 
-def delete_indices(node: Node, expr: str, options: IndicesOptions) -> dict[str, Any]:
+def check_destructive(node: Node, expr: str) -> None:
+    """`action.destructive_requires_name`: deleting or closing needs the indices' names."""
     if node.cluster_settings.get("action.destructive_requires_name"):
         terms = [t for t in expr.split(",") if t]
         if not terms or any(t == "_all" or "*" in t for t in terms):
             raise IllegalArgument("Wildcard expressions or all indices are not allowed")
+
+
+def delete_indices(node: Node, expr: str, options: IndicesOptions) -> dict[str, Any]:
+    check_destructive(node, expr)
     with node.lock:
         for name in concrete_only(node, expr, options):
             node.drop_index(name)
@@ -534,21 +560,23 @@ def cat_indices_rows(node: Node, expr: str | None, options: IndicesOptions) -> l
     """One row per index with the raw values `_cat/indices` formats (sizes in bytes)."""
     rows = []
     for index in options.resolve(node, expr):
-        size = index.store_size_bytes()
-        rows.append(
-            {
-                "health": index_health(index),
-                "status": "open",
-                "index": index.name,
-                "uuid": index.uuid,
-                "pri": index.num_shards,
-                "rep": _replicas(index),
+        row: dict[str, Any] = {
+            "health": index_health(index),
+            "status": "close" if index.closed else "open",
+            "index": index.name,
+            "uuid": index.uuid,
+            "pri": index.num_shards,
+            "rep": _replicas(index),
+            "creation.date": index.creation_date,
+        }
+        if not index.closed:  # Elasticsearch leaves a closed index's figures empty
+            size = index.store_size_bytes()
+            row |= {
                 "docs.count": index.doc_count(),
                 "docs.deleted": index.deleted_count(),
                 "store.size": size,
                 "pri.store.size": size,
                 "dataset.size": size,
-                "creation.date": index.creation_date,
             }
-        )
+        rows.append(row)
     return rows

@@ -89,6 +89,7 @@ def serve(
     from leafsearch.node import Node, NodeLocked
     from leafsearch.rest.access import is_loopback_host
     from leafsearch.rest.app import create_app
+    from leafsearch.rest.connections import counting_protocol
     from leafsearch.settings import parse_byte_size
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -127,6 +128,7 @@ def serve(
             # Elasticsearch never closes an idle keep-alive connection; clients that hold one
             # (http.client, elasticdump's agents) would see "remote end closed" after uvicorn's 5 s.
             timeout_keep_alive=IDLE_CONNECTION_SECONDS,
+            http=counting_protocol(node.http_connections),
         )
         server = uvicorn.Server(config)
 

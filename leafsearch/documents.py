@@ -11,6 +11,7 @@ import base64
 import os
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +24,7 @@ from leafsearch.errors import (
     DocumentMissing,
     ElasticError,
     IllegalArgument,
+    IndexClosed,
     IndexNotFound,
     VersionConflict,
 )
@@ -47,6 +49,7 @@ def _write_index(node: Node, name: str) -> Index:
     """The target of a write, created with default settings when missing (auto-create)."""
     index = node.indices.get(name)
     if index is not None:
+        index.check_open()
         return index
     from leafsearch.admin import auto_create_index
 
@@ -241,6 +244,7 @@ def _read_index(node: Node, index_name: str) -> Index:
     index = node.indices.get(single_index(node, index_name))
     if index is None:
         raise IndexNotFound(index_name)
+    index.check_open()
     return index
 
 
@@ -257,19 +261,11 @@ def get_doc(
     index = _read_index(node, index_name)
     _check_routing_required(index, routing, doc_id)
     shard = index.shard_of(doc_id, routing)
-    if refresh:
-        shard.refresh()
-    if realtime:
-        with shard.lock:
-            shard.recover_if_failed()  # a failed translog may leave operations that are not durable
-            state = shard.current(doc_id)
-            if not _exists(state):
-                return None
-            source = shard.get_source(state)
-    else:
-        state, source = _get_from_searcher(shard, doc_id)
-        if state is None:
-            return None
+    with shard.stats.get() as found:
+        state, source = _read_doc(shard, doc_id, realtime=realtime, refresh=refresh)
+        found[0] = state is not None
+    if state is None:
+        return None
     body: dict[str, Any] = {
         "_index": index.name,
         "_id": doc_id,
@@ -282,6 +278,21 @@ def get_doc(
         body["_routing"] = state.routing
     body["_source"] = RawJSON(source)
     return body
+
+
+def _read_doc(shard: Shard, doc_id: str, *, realtime: bool, refresh: bool) -> tuple[DocState | None, bytes]:
+    """The document's state and source (None when absent), realtime or from the last snapshot."""
+    if refresh:
+        shard.refresh()
+    if not realtime:
+        return _get_from_searcher(shard, doc_id)
+    with shard.lock:
+        shard.check_open()
+        shard.recover_if_failed()  # a failed translog may leave operations that are not durable
+        state = shard.current(doc_id)
+        if not _exists(state):
+            return None, b""
+        return state, shard.get_source(state)
 
 
 def _get_from_searcher(shard: Shard, doc_id: str) -> tuple[DocState | None, bytes]:
@@ -463,6 +474,7 @@ def _apply_update(
         exc.extra = _conflict_extra(index, shard)
         raise
     if source is None:
+        shard.stats.add(noop_update_total=1)
         return {
             "_index": index.name,
             "_id": doc_id,
@@ -702,10 +714,17 @@ def _bulk_into(
             doc_id = generate_id()
         per_shard.setdefault(index.shard_of(doc_id, op.routing), []).append((pos, op, doc_id, auto_id))
     for shard, shard_ops in per_shard.items():
+        started = time.perf_counter_ns()
         parsed = None
         if all(op.kind in ("index", "create") for _, op, _, _ in shard_ops):
             parsed = index.parse_batch([op.source for _, op, _, _ in shard_ops])  # type: ignore[misc]
-        with shard.writing() as point:
+        with ExitStack() as stack:
+            try:
+                point = stack.enter_context(shard.writing())
+            except IndexClosed as exc:  # closed since the request found the index: nothing applied
+                for pos, op, doc_id, _ in shard_ops:
+                    results[pos] = {op.kind: _item_error(op, doc_id, exc)}
+                continue
             touched[shard] = (point, [pos for pos, _, _, _ in shard_ops])
             shard.prefetch([doc_id for _, _, doc_id, auto_id in shard_ops if not auto_id])
             if parsed is None:
@@ -713,6 +732,8 @@ def _bulk_into(
                     results[pos] = _bulk_one(index, shard, op, doc_id, header, auto_id=auto_id)
             else:
                 _bulk_index_batch(index, shard, shard_ops, parsed, header, results)
+        size = sum(len(op.source) for _, op, _, _ in shard_ops if op.source is not None)
+        shard.stats.add(bulk_total=1, bulk_time=time.perf_counter_ns() - started, bulk_size=size)
 
 
 def _index_op_type(op: _BulkOp, auto_id: bool) -> str:

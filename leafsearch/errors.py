@@ -93,6 +93,16 @@ class IndexNotFound(ElasticError):
         )
 
 
+class IndexClosed(ElasticError):
+    """A request reading or writing a closed index (Elasticsearch's IndexClosedException)."""
+
+    error_type = "index_closed_exception"
+    status = 400
+
+    def __init__(self, index: str, uuid: str) -> None:
+        super().__init__("closed", extra={"index_uuid": uuid, "index": index})
+
+
 class ResourceAlreadyExists(ElasticError):
     error_type = "resource_already_exists_exception"
     status = 400

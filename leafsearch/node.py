@@ -27,6 +27,7 @@ from leafsearch.errors import IndexNotFound
 from leafsearch.index.block_cache import BlockCache
 from leafsearch.index.index import DELETED_PREFIX, Index
 from leafsearch.index.mapping import Mapping
+from leafsearch.rest.connections import HttpConnections
 from leafsearch.search import coordinator, scroll_pit
 from leafsearch.search.contexts import ContextRegistry
 from leafsearch.search.hitlist import HitListCache
@@ -58,6 +59,7 @@ class Node:
         measured on; a test passes a clock it advances, so neither needs sleeping."""
         memory.tune_allocator()
         self.clock = clock
+        self.started = time.monotonic()  # for uptimes
         self.path = Path(path).absolute()
         self.path.mkdir(mode=0o700, parents=True, exist_ok=True)
         if self.path.stat().st_uid == os.getuid():
@@ -100,6 +102,8 @@ class Node:
         #: Every alias (`aliases.py`): replaced whole on each change, so a reader sees one version.
         self.aliases = AliasTable(self.path / "aliases.json", self.indices)
         self.search_stats = SearchStats()
+        #: HTTP connections of the server serving this node (`rest/connections.py` counts them).
+        self.http_connections = HttpConnections()
         # Bulk requests parse and apply their operations one at a time (documents.bulk: the work
         # holds the interpreter); their fsyncs and refreshes overlap.
         self.indexing = threading.Lock()
@@ -221,8 +225,10 @@ class Node:
         ignore_unavailable: bool = False,
         allow_no_indices: bool = True,
         expand_wildcards: str = "open",
+        forbid_closed: bool = True,
     ) -> list[str]:
-        """Concrete index names of an expression, alias names resolved to their indices."""
+        """Concrete index names of an expression, alias names resolved to their indices; closed
+        indices refused unless `forbid_closed` is false (as Elasticsearch's search refuses them)."""
         return resolve_index_expression(
             self.indices,
             expr,
@@ -230,6 +236,7 @@ class Node:
             allow_no_indices=allow_no_indices,
             expand_wildcards=expand_wildcards,
             aliases=self.aliases.current,
+            forbid_closed=forbid_closed,
         )
 
     def resolve_names(
@@ -239,6 +246,7 @@ class Node:
         ignore_unavailable: bool = False,
         allow_no_indices: bool = True,
         expand_wildcards: str = "open",
+        forbid_closed: bool = True,
     ) -> list[str]:
         """The index and alias names of an expression (aliases not yet resolved)."""
         return resolve_names(
@@ -248,6 +256,7 @@ class Node:
             allow_no_indices=allow_no_indices,
             expand_wildcards=expand_wildcards,
             aliases=self.aliases.current,
+            forbid_closed=forbid_closed,
         )
 
     def get_index(self, name: str) -> Index:
@@ -298,7 +307,7 @@ class Node:
 
         return nodes_info(self)
 
-    def nodes_stats(self, metric_path: list[str]) -> dict:
+    def nodes_stats(self, metric_path: list[str], *, level: str = "node", file_sizes: bool = False) -> dict:
         from leafsearch.node_stats import nodes_stats
 
-        return nodes_stats(self, metric_path)
+        return nodes_stats(self, metric_path, level=level, file_sizes=file_sizes)

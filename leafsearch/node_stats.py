@@ -1,7 +1,8 @@
 """`GET /_nodes` and `GET /_nodes/stats`: the node's identity and counters, Elasticsearch-shaped.
 
-The search section is the one users watch for leaked contexts: `open_contexts` counts every open
-scroll and point in time, `scroll_current` the open scrolls.
+The `indices` section sums the shards' stats (`index_stats.py`), except search, which is the
+node's own per-request counters. The search section is the one users watch for leaked contexts:
+`open_contexts` counts every open scroll and point in time, `scroll_current` the open scrolls.
 """
 
 from __future__ import annotations
@@ -11,12 +12,14 @@ import resource
 import time
 from typing import TYPE_CHECKING, Any
 
+from leafsearch.index_stats import METRICS, node_indices_stats
 from leafsearch.version import VERSION
 
 if TYPE_CHECKING:
     from leafsearch.node import Node
 
-_INDEX_METRICS = ("docs", "store", "indexing", "search", "refresh", "merges", "flush", "get", "sort_orders")
+#: The index metrics of `_nodes/stats/indices/<index_metric>`: `_stats`' own, then the node's.
+_INDEX_METRICS = (*METRICS, "mappings", "sort_orders")
 
 
 def _node_header(node: Node) -> dict[str, Any]:
@@ -30,43 +33,22 @@ def _node_header(node: Node) -> dict[str, Any]:
     }
 
 
-def _indices_section(node: Node, metrics: tuple[str, ...]) -> dict[str, Any]:
-    docs = deleted = size = indexed = deleted_ops = refreshes = merges = 0
-    for index in list(node.indices.values()):
-        docs += index.doc_count()
-        deleted += index.deleted_count()
-        size += index.store_size_bytes()
-        for shard in index.shards:
-            indexed += shard.stats["index_total"]
-            deleted_ops += shard.stats["delete_total"]
-            refreshes += shard.stats["refresh_total"]
-            merges += shard.stats["merge_total"]
-    search = node.search_stats.snapshot()
-    search["open_contexts"] = node.contexts.open_count()
-    full = {
-        "docs": {"count": docs, "deleted": deleted},
-        "store": {"size_in_bytes": size, "reserved_in_bytes": 0},
-        "indexing": {
-            "index_total": indexed,
-            "index_time_in_millis": 0,
-            "index_current": 0,
-            "index_failed": 0,
-            "delete_total": deleted_ops,
-            "delete_time_in_millis": 0,
-            "delete_current": 0,
-            "noop_update_total": 0,
-            "is_throttled": False,
-            "throttle_time_in_millis": 0,
-        },
-        "get": {"total": 0, "time_in_millis": 0, "exists_total": 0, "missing_total": 0, "current": 0},
-        "search": {"open_contexts": search.pop("open_contexts"), **search},
-        "merges": {"current": 0, "total": merges, "total_time_in_millis": 0},
-        "refresh": {"total": refreshes, "total_time_in_millis": 0},
-        "flush": {"total": refreshes, "total_time_in_millis": 0},
+def _indices_section(node: Node, metrics: tuple[str, ...], *, level: str, file_sizes: bool) -> dict[str, Any]:
+    wanted = [m for m in metrics if m in METRICS]
+    section = node_indices_stats(node, wanted, level=level, file_sizes=file_sizes)
+    if "mappings" in metrics:
+        indices = list(node.indices.values())
+        section["mappings"] = {
+            "total_count": sum(len(index.mapping.fields()) for index in indices),
+            "total_estimated_overhead_in_bytes": 0,
+        }
+    if "sort_orders" in metrics:
         # leafsearch's own: the sort orders per segment (segment_orders.py) and their bound.
-        "sort_orders": {**node.sort_orders.stats(), "limit_size_in_bytes": node.sort_orders.max_bytes},
-    }
-    return {k: v for k, v in full.items() if k in metrics}
+        section["sort_orders"] = {
+            **node.sort_orders.stats(),
+            "limit_size_in_bytes": node.sort_orders.max_bytes,
+        }
+    return section
 
 
 def _process_section() -> dict[str, Any]:
@@ -85,8 +67,11 @@ def _process_section() -> dict[str, Any]:
     }
 
 
-def nodes_stats(node: Node, metric_path: list[str]) -> dict[str, Any]:
-    """`metric_path` is what follows `/_nodes/stats` (e.g. ["indices", "search"])."""
+def nodes_stats(
+    node: Node, metric_path: list[str], *, level: str = "node", file_sizes: bool = False
+) -> dict[str, Any]:
+    """`metric_path` is what follows `/_nodes/stats` (e.g. ["indices", "search"]); `level`:
+    node, indices or shards; `file_sizes`: `include_segment_file_sizes`."""
     metric = metric_path[0] if metric_path else "_all"
     index_metrics = tuple(metric_path[1].split(",")) if len(metric_path) > 1 else _INDEX_METRICS
     if "_all" in index_metrics:
@@ -94,9 +79,11 @@ def nodes_stats(node: Node, metric_path: list[str]) -> dict[str, Any]:
     stats: dict[str, Any] = {**_node_header(node), "timestamp": int(time.time() * 1000)}
     wanted = set(metric.split(","))
     if wanted & {"_all", "indices"}:
-        stats["indices"] = _indices_section(node, index_metrics)
+        stats["indices"] = _indices_section(node, index_metrics, level=level, file_sizes=file_sizes)
     if wanted & {"_all", "process"}:
         stats["process"] = _process_section()
+    if wanted & {"_all", "http"}:
+        stats["http"] = node.http_connections.stats()
     if wanted & {"_all", "breaker"}:
         stats["breakers"] = node.breakers.stats()
     return {

@@ -27,6 +27,7 @@ from elasticsearch import Elasticsearch
 
 from leafsearch import Node
 from leafsearch.rest.app import create_app
+from leafsearch.rest.connections import counting_protocol
 
 REPO = Path(__file__).resolve().parent.parent
 STARTUP_TIMEOUT = 30.0
@@ -197,7 +198,12 @@ def clocked(tmp_path: Path) -> Iterator[ClockedNode]:
     # Listening before the server thread starts: a request made at once waits in the backlog.
     sock = socket.create_server(("127.0.0.1", 0))
     with Node(tmp_path / "clocked", background=False, clock=clock) as node:
-        config = uvicorn.Config(create_app(node), lifespan="off", log_level="warning")
+        config = uvicorn.Config(
+            create_app(node),
+            lifespan="off",
+            log_level="warning",
+            http=counting_protocol(node.http_connections),
+        )
         server = uvicorn.Server(config)
         thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="clocked-http")
         thread.start()

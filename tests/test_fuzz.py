@@ -523,6 +523,8 @@ WRITE_HANDLERS = {
     "delete_doc",
     "update_doc",
     "bulk",
+    "close_index",
+    "open_index",
 }
 BODIES: dict[str, Callable[[random.Random], Any]] = {
     "create_index": index_body,

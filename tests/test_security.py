@@ -441,3 +441,19 @@ def test_msearch_checks_each_search_as_a_search(secured: tuple[str, Path]) -> No
         assert in_path[0]["status"] == 403
         assert set(rita.get("/*/_field_caps?fields=where").json()["indices"]) == {"logs-a"}
         assert rita.get("/secret/_field_caps?fields=*").status_code == 403
+
+
+def test_viewer_reads_statistics_and_closes_nothing(secured: tuple[str, Path]) -> None:
+    url, _ = secured
+    with client(url, VIEWER) as vera:
+        assert vera.get("/secret/_stats/docs").json()["indices"]["secret"]["total"]["docs"]["count"] == 3
+        assert vera.post("/_cat/shards/secret", params={"h": "index"}).status_code == 200
+        refused = vera.post("/secret/_close")
+        assert refused.status_code == 403
+        assert error_of(refused)["reason"].startswith(
+            "action [indices:admin/close] is unauthorized for user [vera] with effective roles [viewer] "
+            "on indices [secret]"
+        )
+        assert vera.post("/secret/_open").status_code == 403
+    with client(url, ADMIN) as admin:
+        assert admin.get("/secret/_count").json()["count"] == 3

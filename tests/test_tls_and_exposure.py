@@ -141,7 +141,7 @@ def test_a_500_body_says_what_failed_without_text_paths_or_stack(tmp_path: Path)
     with Node(tmp_path / "data", background=False) as node:
         secret_path = str(node.path)
 
-        def broken(metric_path: list[str]) -> dict:
+        def broken(metric_path: list[str], **options: object) -> dict:
             raise OSError(f"cannot read {secret_path}/indices/x")
 
         node.nodes_stats = broken

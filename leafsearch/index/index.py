@@ -2,7 +2,8 @@
 
 The index's metadata (`meta.json`: name, uuid, settings, mapping, creation date) is rewritten
 atomically whenever the mapping or settings change, before the write that changed them is
-acknowledged, so a restart finds the same fields with the same types.
+acknowledged, so a restart finds the same fields with the same types. `state` is `close` for a
+closed index: its files stay, no shard is opened (at start either) until it is opened again.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import orjson
 
+from leafsearch.errors import IndexClosed
 from leafsearch.index.block_cache import BlockCache
 from leafsearch.index.index_sort import IndexSort, index_sort_of
 from leafsearch.index.mapping import Mapping
@@ -44,13 +46,48 @@ class Index:
         self._persisted_mapping_version = self.mapping.version
         #: The order every segment is written in (`index.sort.*`; fixed at creation).
         self.sort: IndexSort | None = index_sort_of(self.settings, self.mapping, self.name)
-        self.shards = [
-            Shard(folder / str(i), i, self._parse_for_recovery, self.sort, blocks)
-            for i in range(self.num_shards)
-        ]
+        self._blocks = blocks
+        self.closed: bool = meta.get("state") == "close"
+        self.shards: list[Shard] = [] if self.closed else self._open_shards()
         self._persist_if_mapping_changed()
         self.last_write = 0.0
         self.last_search = time.monotonic()
+
+    def _open_shards(self) -> list[Shard]:
+        shards = [
+            Shard(self.folder / str(i), i, self._parse_for_recovery, self.sort, self._blocks)
+            for i in range(self.num_shards)
+        ]
+        for shard in shards:
+            shard.index_ref = (self.name, self.uuid)
+        return shards
+
+    def check_open(self) -> None:
+        if self.closed:
+            raise IndexClosed(self.name, self.uuid)
+
+    def close_index(self) -> None:
+        """`_close`: refuse new requests, flush every shard (acknowledged writes go into committed
+        segments, the translog is emptied) and let the in-memory state go; then record the state.
+        A request that found a shard before it closed either finished first (the shard lock) or
+        gets `index_closed_exception` from the shard."""
+        with self.lock:
+            if self.closed:
+                return
+            self.closed = True
+        for shard in self.shards:
+            shard.close()
+        with self.lock:
+            self.persist_meta()
+
+    def open_index(self) -> None:
+        """`_open`: recover the shards from their commits, as at start."""
+        with self.lock:
+            if not self.closed:
+                return
+            self.shards = self._open_shards()
+            self.closed = False
+            self.persist_meta()
 
     @classmethod
     def create(
@@ -91,6 +128,7 @@ class Index:
             "creation_date": self.creation_date,
             "settings": self.settings,
             "mappings": self.mapping.to_body(),
+            "state": "close" if self.closed else "open",
         }
         _write_json(self.folder / "meta.json", meta)
         self._persisted_mapping_version = self.mapping.version
@@ -149,6 +187,7 @@ class Index:
 
     def before_search(self) -> None:
         """Called as a search acquires this index's snapshots."""
+        self.check_open()
         idle = self.search_idle()
         self.last_search = time.monotonic()
         if idle:

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import orjson
 
-from leafsearch.errors import FlushFailed, TranslogFailed
+from leafsearch.errors import FlushFailed, IndexClosed, TranslogFailed
 from leafsearch.index.block_cache import BlockCache
 from leafsearch.index.buffer import IndexBuffer
 from leafsearch.index.index_sort import IndexSort
@@ -36,6 +36,7 @@ from leafsearch.index.parsed import ParsedBatch, ParsedDoc
 from leafsearch.index.searcher import Searcher, SegmentView
 from leafsearch.index.segment import Segment, to_term_array
 from leafsearch.index.segment_build import segment_from_buffer
+from leafsearch.index.shard_stats import ShardStats
 from leafsearch.index.translog import (
     OP_DELETE,
     OP_INDEX,
@@ -44,6 +45,7 @@ from leafsearch.index.translog import (
     encode_index_ops,
     encode_op,
 )
+from leafsearch.search.stats import SearchStats
 
 PRIMARY_TERM = 1
 
@@ -103,7 +105,7 @@ class SyncPoint:
 class IndexBatch:
     """The operations of `Shard.index_batch`, staged until the block ends."""
 
-    __slots__ = ("shard", "parsed", "rows", "ids", "seq_nos", "versions", "routings")
+    __slots__ = ("shard", "parsed", "rows", "ids", "seq_nos", "versions", "routings", "started")
 
     def __init__(self, shard: Shard, parsed: ParsedBatch) -> None:
         self.shard, self.parsed = shard, parsed
@@ -112,6 +114,7 @@ class IndexBatch:
         self.seq_nos: list[int] = []
         self.versions: list[int] = []
         self.routings: list[str | None] = []
+        self.started = time.perf_counter_ns()
 
     def index(self, row: int, doc_id: str, routing: str | None, prior: DocState | None, version: int) -> int:
         """`Shard.index` for the document at `row` of the batch, whose checks passed; its seq_no."""
@@ -137,12 +140,13 @@ class IndexBatch:
         shard.translog.append(
             encode_index_ops(
                 self.ids, self.seq_nos, self.versions, self.routings, [sources[r] for r in self.rows]
-            )
+            ),
+            len(self.rows),
         )
         shard.buffer.add_batch(self.parsed, self.rows, self.ids, self.seq_nos, self.versions, self.routings)
         shard._changes += 1
-        shard.stats["index_total"] += len(self.rows)
         shard._flush_if_full()
+        shard.stats.add(index_total=len(self.rows), index_time=time.perf_counter_ns() - self.started)
 
 
 class Shard:
@@ -175,7 +179,10 @@ class Shard:
         self._searcher: Searcher | None = None
         self.merging = False
         self.closed = False
-        self.stats = {"index_total": 0, "delete_total": 0, "refresh_total": 0, "merge_total": 0}
+        #: (index name, index uuid) for the errors of a closed index; the Index sets it.
+        self.index_ref: tuple[str, str] = ("", "")
+        self.stats = ShardStats()
+        self.search_stats = SearchStats()
         self._changes = 0
         self._published_changes = 0
         self._load()
@@ -224,6 +231,9 @@ class Shard:
         self._buffer_gen = translog_gen  # the first translog generation holding the buffer's operations
         for op in replay:
             self._replay(op)
+        # The replayed operations are in generations from the commit's on: counted there, they
+        # go when a commit drops that generation.
+        translog.operations_by_generation[translog_gen] = len(replay)
         self._changes += 1  # publish what was replayed, even when it is nothing new
 
     def recover_if_failed(self) -> None:
@@ -255,6 +265,7 @@ class Shard:
         """Hold the shard lock for writes. The yielded `SyncPoint` names, once the block ends,
         the translog position of everything the block logged: `sync(point)` makes it durable."""
         with self.lock:
+            self.check_open()
             self.recover_if_failed()
             point = SyncPoint(self.translog, self.translog.position)
             yield point
@@ -281,6 +292,7 @@ class Shard:
         when `roll` (the buffer is empty and nothing is being flushed), else the generations
         before the oldest buffer not yet in an installed segment: the one on the flush thread,
         or the current one."""
+        started = time.perf_counter_ns()
         keep_from = None if roll else self._flushing.generation if self._flushing else self._buffer_gen
         live_files: dict[str, str] = {}
         for seg in self.segments:
@@ -325,6 +337,7 @@ class Shard:
         for old in set(self._live_files.values()) - set(live_files.values()):
             (self.folder / old).unlink(missing_ok=True)
         self._live_files = live_files
+        self.stats.add(flush_total=1, flush_time=time.perf_counter_ns() - started)
 
     # ---- lookups -----------------------------------------------------------------------
 
@@ -409,12 +422,15 @@ class Shard:
         self, doc_id: str, parsed: ParsedDoc, routing: str | None, prior: DocState | None, version: int
     ) -> int:
         """Apply an index operation whose checks passed; returns its seq_no."""
-        self.max_seq_no += 1
-        seq_no = self.max_seq_no
-        self.translog.append(encode_op(TranslogOp(OP_INDEX, doc_id, seq_no, version, routing, parsed.source)))
-        self._apply_index(doc_id, parsed, routing, prior, version, seq_no)
-        self._flush_if_full()
-        return seq_no
+        with self.stats.timed("index"):
+            self.max_seq_no += 1
+            seq_no = self.max_seq_no
+            self.translog.append(
+                encode_op(TranslogOp(OP_INDEX, doc_id, seq_no, version, routing, parsed.source))
+            )
+            self._apply_index(doc_id, parsed, routing, prior, version, seq_no)
+            self._flush_if_full()
+            return seq_no
 
     def _flush_if_full(self) -> None:
         """After a write: install a segment the flush thread has finished, and hand over the
@@ -517,14 +533,14 @@ class Shard:
         doc = self.buffer.add(doc_id, parsed, seq_no, version, routing)
         self.version_map[doc_id] = DocState(version, seq_no, False, None, doc, routing, self.buffer)
         self._changes += 1
-        self.stats["index_total"] += 1
 
     def delete(self, doc_id: str, prior: DocState, version: int) -> int:
-        self.max_seq_no += 1
-        seq_no = self.max_seq_no
-        self.translog.append(encode_op(TranslogOp(OP_DELETE, doc_id, seq_no, version, None, None)))
-        self._apply_delete(doc_id, prior, version, seq_no)
-        return seq_no
+        with self.stats.timed("delete"):
+            self.max_seq_no += 1
+            seq_no = self.max_seq_no
+            self.translog.append(encode_op(TranslogOp(OP_DELETE, doc_id, seq_no, version, None, None)))
+            self._apply_delete(doc_id, prior, version, seq_no)
+            return seq_no
 
     def _apply_delete(self, doc_id: str, prior: DocState | None, version: int, seq_no: int) -> None:
         self._retire(prior)
@@ -532,7 +548,6 @@ class Shard:
         self.version_map[doc_id] = state
         self.tombstones[doc_id] = (state, time.monotonic())
         self._changes += 1
-        self.stats["delete_total"] += 1
 
     def _replay(self, op: TranslogOp) -> None:
         prior = self.current(op.doc_id)
@@ -595,6 +610,7 @@ class Shard:
 
         The buffer is written as a segment on the flush thread while the shard lock is free, so
         writes go on meanwhile (into the next buffer, seen by the next refresh)."""
+        started = time.perf_counter_ns()
         with self.lock:
             if self.closed:
                 return False
@@ -616,7 +632,10 @@ class Shard:
             self._commit()
             self._publish()
             self._published_changes = max(self._published_changes, covered)
-            self.stats["refresh_total"] += 1
+            elapsed = time.perf_counter_ns() - started
+            self.stats.add(
+                refresh_total=1, refresh_time=elapsed, refresh_external_total=1, refresh_external_time=elapsed
+            )
             return True
 
     def _publish(self) -> None:
@@ -653,8 +672,14 @@ class Shard:
 
     def acquire_searcher(self) -> Searcher:
         with self._searcher_lock:
-            assert self._searcher is not None
+            if self._searcher is None:
+                raise IndexClosed(*self.index_ref)
             return self._searcher.acquire()
+
+    def check_open(self) -> None:
+        """Refuse a request reaching a shard whose index was closed after the request found it."""
+        if self.closed:
+            raise IndexClosed(*self.index_ref)
 
     def maybe_merge(self) -> bool:
         """Run one merge the policy asks for. Heavy work happens outside the shard lock."""
@@ -668,16 +693,18 @@ class Shard:
             self.merging = True
             parts = [(s, self.live[s.name]) for s in chosen]
             name = self._next_segment_name()
+        docs = sum(seg.max_doc if live is None else int(np.count_nonzero(live)) for seg, live in parts)
         try:
-            origin = merge_in_worker(
-                [(seg.folder, live) for seg, live in parts], self.folder / name, self.index_sort
-            )
-            merged = self._open_segment(name)
-            with self.lock:
-                if self.closed:
-                    shutil.rmtree(merged.folder, ignore_errors=True)
-                    return False
-                self._install_merge(parts, merged, origin)
+            with self.stats.merging(docs, sum(folder_size(seg.folder) for seg, _ in parts)):
+                origin = merge_in_worker(
+                    [(seg.folder, live) for seg, live in parts], self.folder / name, self.index_sort
+                )
+                merged = self._open_segment(name)
+                with self.lock:
+                    if self.closed:
+                        shutil.rmtree(merged.folder, ignore_errors=True)
+                        return False
+                    self._install_merge(parts, merged, origin)
             return True
         finally:
             self.merging = False
@@ -720,10 +747,12 @@ class Shard:
         for seg, _ in parts:
             self.live.pop(seg.name, None)
             self._unref(seg)
-        self.stats["merge_total"] += 1
         self._changes += 1
 
     def close(self) -> None:
+        """Flush and close: every acknowledged write is in a committed segment, the translog is
+        written out, and the in-memory state (buffer, version map, segments) is let go. Requests
+        that hold a Searcher finish with it; its segments' files stay (they are the index's)."""
         with self.lock:
             if self.closed:
                 return
@@ -736,8 +765,18 @@ class Shard:
                 old, self._searcher = self._searcher, None
             if old is not None:
                 old.release()
+            self.buffer = IndexBuffer()
+            self.version_map = {}
+            self.tombstones = {}
+            self.segments = []
+            self.live = {}
 
     # ---- stats ---------------------------------------------------------------------------
+
+    def published_views(self) -> list[SegmentView]:
+        """The segments the published snapshot reads (none once closed), for statistics."""
+        searcher = self._searcher
+        return list(searcher.views) if searcher is not None else []
 
     def doc_count(self) -> int:
         searcher = self._searcher
@@ -748,11 +787,17 @@ class Shard:
         return (searcher.max_doc - searcher.live_count) if searcher else 0
 
     def store_size_bytes(self) -> int:
-        """Bytes of the shard's files. Segments are written, renamed and deleted meanwhile (by
-        the flush thread and merges): a file or folder gone before it is read counts nothing."""
-        total = 0
-        for root, _, files in os.walk(self.folder):
-            for name in files:
-                with suppress(FileNotFoundError):
-                    total += os.stat(os.path.join(root, name)).st_size
-        return total
+        return folder_size(self.folder)
+
+
+def file_sizes(folder: Path) -> Iterator[tuple[str, int]]:
+    """(name, bytes) of each file under `folder`. Segments are written, renamed and deleted
+    meanwhile (by the flush thread and merges): a file or folder gone before it is read is skipped."""
+    for root, _, files in os.walk(folder):
+        for name in files:
+            with suppress(FileNotFoundError):
+                yield name, os.stat(os.path.join(root, name)).st_size
+
+
+def folder_size(folder: Path) -> int:
+    return sum(size for _, size in file_sizes(folder))

@@ -94,6 +94,8 @@ class Translog:
         self._appended = 0  # bytes queued since the translog was opened: the position of the last record
         self._synced = 0  # bytes of that count that are written and fsynced
         self._failure: str | None = None  # why a write or fsync failed; nothing is logged after it
+        #: Operations per generation still on disk (`_stats` translog.operations).
+        self.operations_by_generation: dict[int, int] = {}
 
     def _path(self, generation: int) -> Path:
         return self.folder / f"translog-{generation}.tlog"
@@ -102,14 +104,32 @@ class Translog:
     def failed(self) -> bool:
         return self._failure is not None
 
-    def append(self, records: bytes) -> int:
-        """Queue encoded records; they are durable once `sync(position)` with the returned
-        position (or a later one) has returned."""
+    def append(self, records: bytes, operations: int = 1) -> int:
+        """Queue encoded records (`operations` of them); they are durable once
+        `sync(position)` with the returned position (or a later one) has returned."""
         with self._lock:
             self.check()
             self._pending.append(records)
             self._appended += len(records)
+            by_gen = self.operations_by_generation
+            by_gen[self.generation] = by_gen.get(self.generation, 0) + operations
             return self._appended
+
+    def stats(self) -> dict[str, int]:
+        """`translog` of `_stats`: every generation on disk is uncommitted (a commit deletes the
+        generations it covers), so both pairs of figures are the same."""
+        operations = sum(self.operations_by_generation.values())
+        size = self._appended - self._synced  # queued, not yet in the file
+        for path in self.folder.glob("translog-*.tlog"):
+            with suppress(FileNotFoundError):
+                size += path.stat().st_size
+        return {
+            "operations": operations,
+            "size_in_bytes": size,
+            "uncommitted_operations": operations,
+            "uncommitted_size_in_bytes": size,
+            "earliest_last_modified_age": 0,
+        }
 
     @property
     def position(self) -> int:
@@ -190,6 +210,9 @@ class Translog:
         for path in self.folder.glob("translog-*.tlog"):
             if _generation_of(path) < generation:
                 path.unlink()
+        with self._lock:
+            for old in [g for g in self.operations_by_generation if g < generation]:
+                del self.operations_by_generation[old]
 
     def close(self) -> None:
         """Write what is queued (unless the translog failed) and close the file."""

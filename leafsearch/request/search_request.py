@@ -19,6 +19,7 @@ Also here: the `_count` body, the scroll request and the clear-scroll request.
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import Any
 
 from leafsearch.admin import IndicesOptions
@@ -137,7 +138,10 @@ def parse_indices_options(params: dict[str, str], defaults: IndicesOptions | Non
     base = defaults or IndicesOptions()
     ignore = _param_bool(params, "ignore_unavailable", base.ignore_unavailable, empty_true=True)
     allow = _param_bool(params, "allow_no_indices", base.allow_no_indices, empty_true=True)
-    return IndicesOptions(bool(ignore), bool(allow), params.get("expand_wildcards", base.expand_wildcards))
+    wildcards = params.get("expand_wildcards", base.expand_wildcards)
+    return replace(
+        base, ignore_unavailable=bool(ignore), allow_no_indices=bool(allow), expand_wildcards=wildcards
+    )
 
 
 def parse_scroll_request(

@@ -38,6 +38,7 @@ from leafsearch.rest import handlers_docs as docs
 from leafsearch.rest import handlers_indices as indices
 from leafsearch.rest import handlers_search as search
 from leafsearch.rest import handlers_security as security
+from leafsearch.rest import handlers_stats as stats
 from leafsearch.rest.media import parse_media_type
 from leafsearch.security.narrowing import narrow_expression
 from leafsearch.security.subject import CURRENT, SecurityException, Subject
@@ -91,6 +92,12 @@ ACTIONS: dict[Callable[..., Any], Action] = {
     cat.cat_health: Action("cluster:monitor/health", "cluster"),
     cat.cat_count: Action("indices:data/read/search", "filter"),
     cat.cat_search_contexts: Action("cluster:monitor/search_contexts", "cluster"),
+    cat.cat_shards: Action("indices:monitor/stats", "filter"),
+    cat.cat_segments: Action("indices:monitor/segments", "filter"),
+    cat.cat_nodes: Action("cluster:monitor/nodes/stats", "cluster"),
+    stats.indices_stats: Action("indices:monitor/stats", "filter"),
+    stats.close_index: Action("indices:admin/close", "strict"),
+    stats.open_index: Action("indices:admin/open", "strict"),
     cluster.cluster_health: Action("cluster:monitor/health", "cluster"),
     cluster.get_cluster_settings: Action("cluster:monitor/settings", "cluster"),
     cluster.put_cluster_settings: Action("cluster:admin/settings/update", "cluster"),

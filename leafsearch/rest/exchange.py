@@ -88,8 +88,11 @@ class RestRequest:
         ignore_unavailable: bool = False,
         allow_no_indices: bool = True,
         expand_wildcards: str = "open",
+        forbid_closed: bool = False,
     ) -> IndicesOptions:
-        defaults = IndicesOptions(ignore_unavailable, allow_no_indices, expand_wildcards)
+        defaults = IndicesOptions(
+            ignore_unavailable, allow_no_indices, expand_wildcards, forbid_closed=forbid_closed
+        )
         return parse_indices_options(self.params, defaults)
 
     def action_params(self) -> dict[str, str]:

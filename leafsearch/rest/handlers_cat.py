@@ -1,11 +1,14 @@
-"""`_cat` (the list), `_cat/indices`, `_cat/health`, `_cat/count`, `_cat/search_contexts`."""
+"""`_cat` (the list), `_cat/indices`, `_cat/health`, `_cat/count`, `_cat/search_contexts`,
+`_cat/shards`, `_cat/segments`, `_cat/nodes`."""
 
 from __future__ import annotations
 
+import os
 import time
 from typing import TYPE_CHECKING
 
 from leafsearch import admin
+from leafsearch.index.shard import folder_size
 from leafsearch.rest.cat import Column, render_table
 from leafsearch.rest.exchange import RestRequest, RestResponse
 
@@ -123,7 +126,7 @@ def cat_health(node: Node, req: RestRequest) -> RestResponse:
 
 
 def cat_count(node: Node, req: RestRequest) -> RestResponse:
-    indices = req.indices_options().resolve(node, req.path_params.get("index"))
+    indices = req.indices_options(forbid_closed=True).resolve(node, req.path_params.get("index"))
     row = {**_clock(), "count": sum(index.doc_count() for index in indices)}
     return render_table(req, COUNT_COLUMNS, [row])
 
@@ -138,3 +141,198 @@ def cat_search_contexts(node: Node, req: RestRequest) -> RestResponse:
     if subject is not None and not subject.superuser:
         rows = [{**row, "id": "-"} for row in rows if row["owner"] == subject.owner_key]
     return render_table(req, SEARCH_CONTEXT_COLUMNS, rows)
+
+
+SHARDS_COLUMNS = [
+    Column("index", "index name", ("i", "idx")),
+    Column("shard", "shard name", ("s", "sh"), right=True),
+    Column("prirep", "primary or replica", ("p", "pr", "primaryOrReplica")),
+    Column("state", "shard state", ("st",)),
+    Column("docs", "number of docs in shard", ("d", "dc"), right=True),
+    Column("store", "store size of shard (how much disk it uses)", ("sto",), right=True, size=True),
+    Column("dataset", "total size of dataset", (), right=True, size=True),
+    Column("ip", "ip of node where it lives"),
+    Column("id", "unique id of node where it lives", (), default=False),
+    Column("node", "name of node where it lives", ("n",)),
+    Column("unassigned.reason", "reason shard became unassigned", ("ur",), default=False),
+    Column("seq_no.max", "max sequence number", ("sqm", "maxSeqNo"), right=True, default=False),
+    Column("segments.count", "number of segments", ("sc", "segmentsCount"), right=True, default=False),
+    Column(
+        "indexing.index_total",
+        "number of indexing ops",
+        ("iito", "indexingIndexTotal"),
+        right=True,
+        default=False,
+    ),
+    Column(
+        "search.query_total", "total query phase ops", ("sqto", "searchQueryTotal"), right=True, default=False
+    ),
+]
+
+SEGMENTS_COLUMNS = [
+    Column("index", "index name", ("i", "idx")),
+    Column("shard", "shard name", ("s", "sh"), right=True),
+    Column("prirep", "primary or replica", ("p", "pr", "primaryOrReplica")),
+    Column("ip", "ip of node where it lives"),
+    Column("id", "unique id of node where it lives", (), default=False),
+    Column("segment", "segment name", ("seg",)),
+    Column("generation", "segment generation", ("g", "gen"), right=True),
+    Column("docs.count", "number of docs in segment", ("dc", "docsCount"), right=True),
+    Column("docs.deleted", "number of deleted docs in segment", ("dd", "docsDeleted"), right=True),
+    Column("size", "segment size in bytes", ("si",), right=True, size=True),
+    Column("size.memory", "segment memory in bytes", ("sm", "sizeMemory"), right=True, size=True),
+    Column("committed", "is segment committed", ("ic", "isCommitted")),
+    Column("searchable", "is segment searched", ("is", "isSearchable")),
+    Column("version", "version", ("v",)),
+    Column("compound", "is segment compound", ("ico", "isCompound")),
+]
+
+NODES_COLUMNS = [
+    Column("id", "unique node id", ("nodeId",), default=False),
+    Column("pid", "process id", ("p",), right=True, default=False),
+    Column("ip", "ip address", ("i",)),
+    Column("port", "bound transport port", ("po",), right=True, default=False),
+    Column("http_address", "bound http address", ("http",), default=False),
+    Column("version", "es version", ("v",), default=False),
+    Column("heap.percent", "used heap ratio", ("hp", "heapPercent"), right=True),
+    Column("ram.current", "used machine memory", ("rc", "ramCurrent"), right=True, size=True, default=False),
+    Column("ram.percent", "used machine memory ratio", ("rp", "ramPercent"), right=True),
+    Column("ram.max", "total machine memory", ("rm", "ramMax"), right=True, size=True, default=False),
+    Column("cpu", "recent cpu usage", (), right=True),
+    Column("load_1m", "1m load avg", ("l",), right=True),
+    Column("load_5m", "5m load avg", ("l",), right=True),
+    Column("load_15m", "15m load avg", ("l",), right=True),
+    Column("uptime", "node uptime", ("u",), right=True, default=False),
+    Column("node.role", "node roles", ("r", "role", "nodeRole")),
+    Column("master", "*:current master", ("m",)),
+    Column("name", "node name", ("n",)),
+    Column("docs.count", "documents on the node", ("dc", "docsCount"), right=True, default=False),
+    Column("segments.count", "number of segments", ("sc", "segmentsCount"), right=True, default=False),
+    Column(
+        "search.open_contexts",
+        "open search contexts",
+        ("so", "searchOpenContexts"),
+        right=True,
+        default=False,
+    ),
+]
+
+
+def _segment_generation(name: str) -> int:
+    return int(name.rpartition("_")[2])
+
+
+def cat_shards(node: Node, req: RestRequest) -> RestResponse:
+    """Every shard copy: the primaries this node holds, and their replicas, unassigned (one node)."""
+    rows = []
+    where = {"ip": "127.0.0.1", "id": node.node_id, "node": node.name}
+    for index in req.indices_options(expand_wildcards="all").resolve(node, req.path_params.get("index")):
+        replicas = int(index.setting("index.number_of_replicas"))
+        for shard_id in range(index.num_shards):
+            shard = None if index.closed else index.shards[shard_id]
+            size = shard.store_size_bytes() if shard is not None else None
+            rows.append(
+                {
+                    "index": index.name,
+                    "shard": shard_id,
+                    "prirep": "p",
+                    "state": "STARTED",
+                    "docs": shard.doc_count() if shard is not None else None,
+                    "store": size,
+                    "dataset": size,
+                    **where,
+                    "seq_no.max": shard.max_seq_no if shard is not None else None,
+                    "segments.count": len(shard.segments) if shard is not None else None,
+                    "indexing.index_total": shard.stats.snapshot()["index_total"]
+                    if shard is not None
+                    else None,
+                    "search.query_total": shard.search_stats.snapshot()["query_total"] if shard else None,
+                }
+            )
+            rows.extend(
+                {"index": index.name, "shard": shard_id, "prirep": "r", "state": "UNASSIGNED"}
+                | {"unassigned.reason": "INDEX_CREATED"}
+                for _ in range(replicas)
+            )
+    return render_table(req, SHARDS_COLUMNS, rows)
+
+
+def cat_segments(node: Node, req: RestRequest) -> RestResponse:
+    """The segments each shard's current snapshot reads (all committed: a refresh commits)."""
+    from leafsearch.version import LUCENE_VERSION
+
+    rows = []
+    for index in req.indices_options(forbid_closed=True).resolve(node, req.path_params.get("index")):
+        for shard in list(index.shards):
+            for view in shard.published_views():
+                seg = view.segment
+                rows.append(
+                    {
+                        "index": index.name,
+                        "shard": shard.shard_id,
+                        "prirep": "p",
+                        "ip": "127.0.0.1",
+                        "id": node.node_id,
+                        "segment": seg.name,
+                        "generation": _segment_generation(seg.name),
+                        "docs.count": view.live_count,
+                        "docs.deleted": view.max_doc - view.live_count,
+                        "size": folder_size(seg.folder),
+                        "size.memory": view.live.nbytes if view.live is not None else 0,
+                        "committed": True,
+                        "searchable": True,
+                        "version": LUCENE_VERSION,
+                        "compound": False,
+                    }
+                )
+    return render_table(req, SEGMENTS_COLUMNS, rows)
+
+
+def cat_nodes(node: Node, req: RestRequest) -> RestResponse:
+    """The one node: memory against what the process may use, load, roles (`dim`), master `*`."""
+    from leafsearch import memory
+    from leafsearch.version import VERSION
+
+    limit = memory.machine_memory()
+    rss = memory.anonymous_rss()
+    ram_total, ram_used = _machine_ram()
+    load = os.getloadavg()
+    shards = [shard for index in list(node.indices.values()) for shard in list(index.shards)]
+    row = {
+        "id": node.node_id if req.flag("full_id") else node.node_id[:4],
+        "pid": os.getpid(),
+        "ip": "127.0.0.1",
+        "port": 9300,
+        "http_address": "127.0.0.1:9200",
+        "version": VERSION,
+        "heap.percent": round(100 * rss / limit) if limit else 0,
+        "ram.current": ram_used,
+        "ram.percent": round(100 * ram_used / ram_total) if ram_total else 0,
+        "ram.max": ram_total,
+        "cpu": round(min(100.0, 100 * load[0] / (os.cpu_count() or 1))),
+        "load_1m": f"{load[0]:.2f}",
+        "load_5m": f"{load[1]:.2f}",
+        "load_15m": f"{load[2]:.2f}",
+        "uptime": f"{int(time.monotonic() - node.started)}s",
+        "node.role": "dim",
+        "master": "*",
+        "name": node.name,
+        "docs.count": sum(shard.doc_count() for shard in shards),
+        "segments.count": sum(len(shard.segments) for shard in shards),
+        "search.open_contexts": node.contexts.open_count(),
+    }
+    return render_table(req, NODES_COLUMNS, [row])
+
+
+def _machine_ram() -> tuple[int, int]:
+    """(total, used) bytes of the machine's memory, from /proc/meminfo (zeros elsewhere)."""
+    fields: dict[str, int] = {}
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                name, _, rest = line.partition(":")
+                fields[name] = int(rest.split()[0]) * 1024
+    except (OSError, ValueError, IndexError):
+        return 0, 0
+    total = fields.get("MemTotal", 0)
+    return total, total - fields.get("MemAvailable", total)

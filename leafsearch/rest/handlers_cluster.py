@@ -152,7 +152,13 @@ def nodes_stats(node: Node, req: RestRequest) -> RestResponse:
         metric_path.append(index_metric)
     if not _selects_this_node(node, req.path_params.get("node_id")):
         return RestResponse(_no_nodes(node))
-    return RestResponse(node.nodes_stats(metric_path))
+    level = req.param("level", "node") or "node"
+    if level not in ("node", "indices", "shards"):
+        raise IllegalArgument(
+            f"level parameter must be one of [node] or [indices] or [shards] but was [{level}]"
+        )
+    file_sizes = req.flag("include_segment_file_sizes")
+    return RestResponse(node.nodes_stats(metric_path, level=level, file_sizes=file_sizes))
 
 
 def cluster_health(node: Node, req: RestRequest) -> RestResponse:

@@ -76,11 +76,13 @@ def put_settings(node: Node, req: RestRequest) -> RestResponse:
 
 
 def refresh(node: Node, req: RestRequest) -> RestResponse:
-    return RestResponse(admin.refresh(node, req.path_params.get("index"), req.indices_options()))
+    options = req.indices_options(forbid_closed=True)
+    return RestResponse(admin.refresh(node, req.path_params.get("index"), options))
 
 
 def flush(node: Node, req: RestRequest) -> RestResponse:
-    return RestResponse(admin.flush(node, req.path_params.get("index"), req.indices_options()))
+    options = req.indices_options(forbid_closed=True)
+    return RestResponse(admin.flush(node, req.path_params.get("index"), options))
 
 
 _FIELD_CAPS_BODY = frozenset({"fields", "index_filter", "runtime_mappings"})
@@ -114,7 +116,7 @@ def field_caps(node: Node, req: RestRequest) -> RestResponse:
     index_filter = body.get("index_filter")
     if index_filter is not None:
         parse_query(index_filter)  # a bad filter fails the request before any index is read
-    indices = req.indices_options().resolve(node, req.path_params.get("index"))
+    indices = req.indices_options(forbid_closed=True).resolve(node, req.path_params.get("index"))
     kept = field_caps_api.matching_indices(node, indices, index_filter)
     per_index = {
         index.name: field_caps_api.index_capabilities(index, fields, filters, types) for index in kept

@@ -13,12 +13,14 @@ from leafsearch.rest import handlers_docs as docs
 from leafsearch.rest import handlers_indices as indices
 from leafsearch.rest import handlers_search as search
 from leafsearch.rest import handlers_security as security
+from leafsearch.rest import handlers_stats as stats
 from leafsearch.rest.exchange import SOURCE_PARAMS
 from leafsearch.rest.router import Route
 
 INDICES_OPTIONS = {"ignore_unavailable", "allow_no_indices", "expand_wildcards"}
 MASTER = {"master_timeout", "timeout"}
-CAT = {"format", "h", "help", "s", "v", "local", "master_timeout"}
+# Elasticsearch's cat actions all take the table's parameters, `bytes` among them.
+CAT = {"format", "h", "help", "s", "v", "local", "master_timeout", "bytes"}
 SOURCE = {"_source", "_source_includes", "_source_excludes", "_source_exclude_vectors"}
 
 SEARCH = (
@@ -134,6 +136,17 @@ HEALTH = {
 }
 GET_ALIAS = INDICES_OPTIONS | {"local", "master_timeout"}
 ALIAS_PARTS = ("_alias", "_aliases")
+INDICES_STATS = INDICES_OPTIONS | {
+    "completion_fields",
+    "fielddata_fields",
+    "fields",
+    "groups",
+    "level",
+    "include_segment_file_sizes",
+    "include_unloaded_segments",
+    "forbid_closed_indices",
+}
+OPEN_CLOSE = INDICES_OPTIONS | MASTER | {"wait_for_active_shards"}
 NODES_STATS = {
     "completion_fields",
     "fielddata_fields",
@@ -202,13 +215,13 @@ ROUTES = [
         "GET|POST",
         "/_cat/indices",
         cat.cat_indices,
-        CAT | {"bytes", "health", "pri", "time", "expand_wildcards", "include_unloaded_segments"},
+        CAT | {"health", "pri", "time", "expand_wildcards", "include_unloaded_segments"},
     ),
     Route.of(
         "GET|POST",
         "/_cat/indices/{index}",
         cat.cat_indices,
-        CAT | {"bytes", "health", "pri", "time", "expand_wildcards", "include_unloaded_segments"},
+        CAT | {"health", "pri", "time", "expand_wildcards", "include_unloaded_segments"},
     ),
     Route.of("GET|POST", "/_cat/aliases", aliases.cat_aliases, CAT | {"expand_wildcards"}),
     Route.of("GET|POST", "/_cat/aliases/{name}", aliases.cat_aliases, CAT | {"expand_wildcards"}),
@@ -216,6 +229,20 @@ ROUTES = [
     Route.of("GET|POST", "/_cat/count", cat.cat_count, CAT),
     Route.of("GET|POST", "/_cat/count/{index}", cat.cat_count, CAT),
     Route.of("GET|POST", "/_cat/search_contexts", cat.cat_search_contexts, CAT),
+    Route.of("GET|POST", "/_cat/shards", cat.cat_shards, CAT | {"time"}),
+    Route.of("GET|POST", "/_cat/shards/{index}", cat.cat_shards, CAT | {"time"}),
+    Route.of("GET|POST", "/_cat/segments", cat.cat_segments, CAT),
+    Route.of("GET|POST", "/_cat/segments/{index}", cat.cat_segments, CAT),
+    Route.of(
+        "GET|POST", "/_cat/nodes", cat.cat_nodes, CAT | {"full_id", "include_unloaded_segments", "time"}
+    ),
+    # statistics, close and open
+    Route.of("GET", "/_stats", stats.indices_stats, INDICES_STATS),
+    Route.of("GET", "/_stats/{metric}", stats.indices_stats, INDICES_STATS),
+    Route.of("GET", "/{index}/_stats", stats.indices_stats, INDICES_STATS),
+    Route.of("GET", "/{index}/_stats/{metric}", stats.indices_stats, INDICES_STATS),
+    Route.of("POST", "/{index}/_close", stats.close_index, OPEN_CLOSE),
+    Route.of("POST", "/{index}/_open", stats.open_index, OPEN_CLOSE),
     # cluster and nodes
     Route.of("GET", "/_cluster/health", cluster.cluster_health, HEALTH),
     Route.of("GET", "/_cluster/health/{index}", cluster.cluster_health, HEALTH),

@@ -181,7 +181,7 @@ class ContextRegistry:
             )
             self._contexts[ctx_id] = ctx
             if kind == "scroll":
-                self.node.search_stats.scroll_opened()
+                self.node.search_stats.scroll_opened(targets)
             return ctx
 
     def _lookup(self, public_id: str, kind: str) -> ReaderContext:
@@ -252,7 +252,7 @@ class ContextRegistry:
         while len(self._ended) > _ENDED_MEMORY:
             self._ended.popitem(last=False)
         if ctx.kind == "scroll":
-            self.node.search_stats.scroll_closed(self.clock() - ctx.opened_mono)
+            self.node.search_stats.scroll_closed(self.clock() - ctx.opened_mono, ctx.targets)
         ctx.freed = True
         if ctx.in_use == 0:
             self._release_resources(ctx)
@@ -301,10 +301,11 @@ class ContextRegistry:
             for ctx in [c for c in self._contexts.values() if c.in_use == 0 and now > c.expires_at]:
                 self._free(ctx, "expired")
 
-    def drop_index(self, index) -> None:
+    def drop_index(self, index, why: str = "deleted") -> None:
+        """Free the contexts reading `index`, which was deleted or closed (as Elasticsearch does)."""
         with self._lock:
             for ctx in [c for c in self._contexts.values() if any(t.index is index for t in c.targets)]:
-                self._free(ctx, "freed because its index was deleted")
+                self._free(ctx, f"freed because its index was {why}")
 
     def close_all(self) -> None:
         with self._lock:
@@ -316,6 +317,18 @@ class ContextRegistry:
 
     def open_count(self) -> int:
         return len(self._contexts)
+
+    def open_per_shard(self) -> dict[int, int]:
+        """Open contexts reading each shard, keyed by `id(shard)` (`search.open_contexts` of `_stats`)."""
+        counts: dict[int, int] = {}
+        with self._lock:
+            for ctx in self._contexts.values():
+                for target in ctx.targets:
+                    shards = target.index.shards
+                    if target.shard_id < len(shards):
+                        key = id(shards[target.shard_id])
+                        counts[key] = counts.get(key, 0) + 1
+        return counts
 
     def describe(self) -> list[dict[str, Any]]:
         """One row per open context, oldest first: what `_cat/search_contexts` shows."""

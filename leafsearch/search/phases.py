@@ -184,7 +184,7 @@ def query_phase(
     `cancelled` is set when the client went away (see guard.py)."""
     # Aggregation requests are parsed before the shards run: their errors are not shard failures.
     with_aggs, tree = _agg_collector(node, request, targets) if aggs else (None, None)
-    with node.search_stats.phase("query"):
+    with node.search_stats.phase("query", targets):
         try:
             if _walks_live_docs(request) and not any(t.alias_filter for t in targets):
                 hitlist = _live_docs_page(targets, request)
@@ -297,7 +297,7 @@ def response(
     profiles = None
     if request.profile:
         profiles = hitlist.profiles or [ShardProfile() for _ in hitlist.targets]
-    with node.search_stats.phase("fetch"):
+    with node.search_stats.phase("fetch", hitlist.targets):
         try:
             if profiles is not None:
                 hits: Any = _profiled_fetch(hitlist, start, end, request, profiles)

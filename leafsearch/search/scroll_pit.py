@@ -123,7 +123,7 @@ def open_scroll(
     request.track_total_hits = True
     try:
         if _walks_docs(request) and not any(t.alias_filter for t in targets):
-            with node.search_stats.phase("query"):
+            with node.search_stats.phase("query", targets):
                 selected = slicing.scroll_selection(request.slice, targets) if request.slice else None
                 ctx.matches = LiveDocs(targets, selected)
             tree = None
@@ -217,7 +217,7 @@ def scroll(node: Node, scroll_id: str, keep_alive: str | None, *, raw_hits: bool
             read_ahead = raw_hits and keep_alive is not None and renders_raw(ctx.request)
             served = ctx.position
             ready = node.contexts.read_ahead.take(ctx.ctx_id, ("scroll", served), ctx) if read_ahead else None
-            with node.search_stats.phase("query"):
+            with node.search_stats.phase("query", ctx.targets):
                 page, start, end = _next_batch(ctx)
             body = phases.response(
                 node,

@@ -1,10 +1,19 @@
-"""Search counters for `GET /_nodes/stats` (`indices.search`), as Elasticsearch names them."""
+"""Search counters (`search` of `_nodes/stats` and `_stats`), as Elasticsearch names them.
+
+The node keeps one `SearchStats` (each request's phases, counted once) and each shard one (each
+phase that read the shard): `_nodes/stats` shows the node's, `_stats` sums the shards'.
+"""
 
 from __future__ import annotations
 
 import threading
 import time
-from contextlib import contextmanager
+from collections.abc import Iterable, Iterator
+from contextlib import ExitStack, contextmanager
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from leafsearch.search.targets import Target
 
 
 class SearchStats:
@@ -26,8 +35,17 @@ class SearchStats:
         }
 
     @contextmanager
-    def phase(self, name: str):
-        """Count one query or fetch phase: `<name>_current` while it runs, then total and time."""
+    def phase(self, name: str, targets: Iterable[Target] = ()) -> Iterator[None]:
+        """Count one query or fetch phase: `<name>_current` while it runs, then total and time;
+        the same in the stats of every shard `targets` read."""
+        with ExitStack() as stack:
+            for shard_stats in _shard_stats(targets):
+                stack.enter_context(shard_stats.phase(name))
+            with self._count(name):
+                yield
+
+    @contextmanager
+    def _count(self, name: str) -> Iterator[None]:
         with self._lock:
             self.counters[f"{name}_current"] += 1
         started = time.perf_counter()
@@ -40,17 +58,30 @@ class SearchStats:
                 self.counters[f"{name}_total"] += 1
                 self.counters[f"{name}_time_in_millis"] += elapsed
 
-    def scroll_opened(self) -> None:
-        with self._lock:
-            self.counters["scroll_current"] += 1
+    def scroll_opened(self, targets: Iterable[Target] = ()) -> None:
+        for stats in (self, *_shard_stats(targets)):
+            with stats._lock:
+                stats.counters["scroll_current"] += 1
 
-    def scroll_closed(self, lifetime_seconds: float) -> None:
+    def scroll_closed(self, lifetime_seconds: float, targets: Iterable[Target] = ()) -> None:
         """Elasticsearch counts a scroll once, when it ends, with its whole lifetime as time."""
-        with self._lock:
-            self.counters["scroll_current"] -= 1
-            self.counters["scroll_total"] += 1
-            self.counters["scroll_time_in_millis"] += int(lifetime_seconds * 1000)
+        for stats in (self, *_shard_stats(targets)):
+            with stats._lock:
+                stats.counters["scroll_current"] -= 1
+                stats.counters["scroll_total"] += 1
+                stats.counters["scroll_time_in_millis"] += int(lifetime_seconds * 1000)
 
     def snapshot(self) -> dict[str, int]:
         with self._lock:
             return dict(self.counters)
+
+
+def _shard_stats(targets: Iterable[Target]) -> list[SearchStats]:
+    """The search stats of each shard the targets read, once each."""
+    seen: dict[int, SearchStats] = {}
+    for target in targets:
+        shards = target.index.shards
+        if target.shard_id < len(shards):
+            stats = shards[target.shard_id].search_stats
+            seen[id(stats)] = stats
+    return list(seen.values())

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from leafsearch.errors import ElasticError
 from leafsearch.index.searcher import Searcher
 from leafsearch.request.query_dsl import Bool, Query, query_key
 
@@ -45,16 +46,20 @@ def acquire_targets(indices: list[Index], scopes: Mapping[str, IndexScope] | Non
     indices and tie order match its. An index's scope (`aliases.search_scopes`) restricts it to
     the shards its routing values route to, and gives its alias filter (none: every shard, no filter).
     """
-    targets = []
-    for index in indices:
-        scope = scopes.get(index.name) if scopes else None
-        index.before_search()
-        values = scope.routing if scope is not None else None
-        alias_filter = scope.filter if scope is not None else None
-        wanted = {index.shard_of(v, v).shard_id for v in values} if values is not None else None
-        for shard in index.shards:
-            if wanted is None or shard.shard_id in wanted:
-                targets.append(Target(index, shard.shard_id, shard.acquire_searcher(), alias_filter))
+    targets: list[Target] = []
+    try:
+        for index in indices:
+            scope = scopes.get(index.name) if scopes else None
+            index.before_search()
+            values = scope.routing if scope is not None else None
+            alias_filter = scope.filter if scope is not None else None
+            wanted = {index.shard_of(v, v).shard_id for v in values} if values is not None else None
+            for shard in index.shards:
+                if wanted is None or shard.shard_id in wanted:
+                    targets.append(Target(index, shard.shard_id, shard.acquire_searcher(), alias_filter))
+    except ElasticError:  # an index closed meanwhile: what was acquired goes back
+        release_targets(targets)
+        raise
     targets.sort(key=lambda t: (t.shard_id, t.index.name))
     return targets
 

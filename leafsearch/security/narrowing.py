@@ -37,7 +37,11 @@ def narrow_expression(
     # Names, not concrete indices: an alias the caller may use stands for its indices even where
     # the caller may not name them, as Elasticsearch authorizes an alias by its own name.
     matched = node.resolve_names(
-        expression, ignore_unavailable=True, allow_no_indices=True, expand_wildcards=expand_wildcards
+        expression,
+        ignore_unavailable=True,
+        allow_no_indices=True,
+        expand_wildcards=expand_wildcards,
+        forbid_closed=False,
     )
     denied = [name for name in matched if not subject.may_on_index(action, name)]
     if not denied:
