@@ -59,7 +59,6 @@ class Progress:
     throttled: float = 0.0  # seconds spent waiting
     throttled_until: float = 0.0  # monotonic end of the wait in progress, 0 when not waiting
     failures: list[dict[str, Any]] = field(default_factory=list)
-    wakeup: threading.Condition = field(default_factory=threading.Condition)
 
     @property
     def successful(self) -> int:
@@ -86,11 +85,6 @@ class Progress:
         }
         return body
 
-    def rethrottle(self, rate: float) -> None:
-        with self.wakeup:
-            self.requests_per_second = rate
-            self.wakeup.notify_all()
-
 
 def _rate(value: float) -> float:
     return -1.0 if math.isinf(value) else float(value)
@@ -116,10 +110,14 @@ class Operation:
         return body
 
     def rethrottle(self, rate: float) -> None:
+        """A new rate, shared among the slices; waits in progress are woken to recompute."""
         self.request.requests_per_second = rate
         share = rate / max(1, len(self.slices))
         for progress in self.slices:
-            progress.rethrottle(share)
+            progress.requests_per_second = share
+        for task in [self.task, *self.task.children]:
+            with task.wakeup:
+                task.wakeup.notify_all()
 
 
 def _with_canceled(body: dict[str, Any], reason: str) -> dict[str, Any]:
@@ -153,7 +151,7 @@ def _merged(slices: list[Progress], *, created: bool, updated: bool) -> dict[str
 
 def start(node: Node, request: BulkByQuery) -> Operation:
     """Register the operation's task (running from now on, visible in `GET /_tasks`)."""
-    operation = Operation(request, None)  # type: ignore[arg-type]
+    operation = Operation(request, None, [Progress(None, request.requests_per_second)])  # type: ignore[arg-type]
     operation.task = node.tasks.register(request.action, request.description(), status=operation.status)
     operation.task.rethrottle = operation.rethrottle
     return operation
@@ -299,7 +297,7 @@ def _run_slice(
 def _throttle(progress: Progress, task: Task, batch_started: float, batch_docs: int) -> None:
     """Wait until the batch's share of time at `requests_per_second` has passed since it started;
     a cancel or a rethrottle wakes the wait, which then recomputes its end."""
-    with progress.wakeup:
+    with task.wakeup:
         while not task.cancelled.is_set():
             rate = progress.requests_per_second
             if math.isinf(rate):
@@ -309,7 +307,7 @@ def _throttle(progress: Progress, task: Task, batch_started: float, batch_docs: 
             if now >= until:
                 break
             progress.throttled_until = until
-            progress.wakeup.wait(until - now)
+            task.wakeup.wait(until - now)
             progress.throttled += time.monotonic() - now
         progress.throttled_until = 0.0
 
