@@ -152,6 +152,7 @@ class Node:
         for thread in self._threads:
             thread.join(timeout=60)
         self.msearch_pool.shutdown(wait=True)
+        self.tasks.close()
         self.contexts.close_all()
         self.hitlists.close()
         with self.lock:

@@ -177,6 +177,17 @@ class TaskManager:
 
         threading.Thread(target=body, name=f"leafsearch-task-{task.id}", daemon=True).start()
 
+    def close(self, timeout: float = 60.0) -> None:
+        """Cancel every running task and wait (at most `timeout` seconds) for them to stop, so
+        none writes into an index the node is closing."""
+        with self._lock:
+            tasks = list(self._running.values())
+        for task in tasks:
+            task.cancel("node is closing")
+        deadline = time.monotonic() + timeout
+        for task in tasks:
+            task.done.wait(max(0.0, deadline - time.monotonic()))
+
     def _store(self, task: Task, response: dict[str, Any] | None, error: dict[str, Any] | None) -> None:
         now = self._node.clock()
         with self._lock:
