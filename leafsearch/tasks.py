@@ -234,7 +234,7 @@ class TaskManager:
             seconds = 30.0 if timeout is None or timeout < 0 else timeout
             if not task.done.wait(seconds):
                 raise ElasticError(
-                    f"Timed out waiting for completion of task [{task_id}]",
+                    f"Timed out waiting for completion of [{task_id}]",
                     status=500,
                     error_type="elasticsearch_timeout_exception",
                 )

@@ -629,6 +629,13 @@ def test_cancel_stops_an_operation_between_batches(es: Elasticsearch, http, new_
     fill(http, index, 5)
     task = start_slow(http, f"/{index}/_delete_by_query", {"query": {"match_all": {}}})
     waiting_after(http, task, 1)
+    response = http.get(f"/_tasks/{task}", params={"wait_for_completion": "true", "timeout": "0s"})
+    assert response.status_code == 500
+    error = error_of(response)
+    assert (error["type"], error["reason"]) == (
+        "elasticsearch_timeout_exception",
+        f"Timed out waiting for completion of [{task}]",
+    )
     cancelled = es.tasks.cancel(task_id=task)
     [info] = [t for node in cancelled["nodes"].values() for t in node["tasks"].values()]
     assert info["cancelled"] is True and info["action"] == "indices:data/write/delete/byquery"
@@ -686,3 +693,20 @@ def test_async_failure_is_stored_as_the_task_error(http):
     done = result_of(http, response.json()["task"])
     assert done["error"]["type"] == "index_not_found_exception"
     assert "response" not in done
+
+
+def test_by_query_writes_keep_each_document_routing(http, new_index):
+    index = new_index(settings={"number_of_shards": 3})
+    for i in range(6):
+        assert http.put(f"/{index}/_doc/{i}?routing=user{i}", json={"n": i}).status_code == 201
+    http.post(f"/{index}/_refresh")
+    body = http.post(f"/{index}/_update_by_query?refresh=true").json()
+    assert (body["updated"], body["failures"]) == (6, [])
+    for i in range(6):
+        doc = http.get(f"/{index}/_doc/{i}", params={"routing": f"user{i}"}).json()
+        assert (doc["found"], doc["_version"], doc["_routing"]) == (True, 2, f"user{i}")
+    body = http.post(
+        f"/{index}/_delete_by_query?routing=user4&refresh=true", json={"query": {"term": {"n": 4}}}
+    ).json()
+    assert body["deleted"] == 1
+    assert http.get(f"/{index}/_doc/4", params={"routing": "user4"}).json()["found"] is False
