@@ -97,7 +97,6 @@ class Operation:
     request: BulkByQuery
     task: Task
     slices: list[Progress] = field(default_factory=list)
-    timed_out: bool = False
 
     def status(self, *, created: bool = True, updated: bool = True) -> dict[str, Any]:
         """The task status: one slice's counts, or the sum of the slices and each of them."""
@@ -181,7 +180,8 @@ def run(node: Node, operation: Operation) -> dict[str, Any]:
         _refresh(node, request, targets)
     created = request.kind == REINDEX
     updated = request.kind != DELETE
-    body = {"took": int((time.perf_counter() - started) * 1000), "timed_out": operation.timed_out}
+    # The walk is a scroll's, which has no timeout (`search_timeout` is accepted, as a scroll's is)
+    body = {"took": int((time.perf_counter() - started) * 1000), "timed_out": False}
     body |= operation.status(created=created, updated=updated)
     body["failures"] = [f for p in operation.slices for f in p.failures]
     return body
