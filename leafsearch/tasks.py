@@ -11,9 +11,9 @@ Results do not survive a restart.
 
 from __future__ import annotations
 
-import contextlib
 import fnmatch
 import itertools
+import logging
 import threading
 import time
 from collections import OrderedDict
@@ -26,6 +26,8 @@ from leafsearch.security.subject import current
 
 if TYPE_CHECKING:
     from leafsearch.node import Node
+
+_log = logging.getLogger("leafsearch.tasks")
 
 #: How many finished task results the node keeps, and for how long (seconds).
 MAX_RESULTS = 1000
@@ -171,9 +173,12 @@ class TaskManager:
         """Run `work` on its own thread; its result is stored (`wait_for_completion=false`)."""
 
         def body() -> None:
-            # an error is stored as the task's result: nobody else is waiting for it
-            with contextlib.suppress(Exception):
+            try:
                 self.run(task, work, store=True)
+            except ElasticError:
+                pass  # stored as the task's error: nobody else is waiting for it
+            except Exception:  # stored too, without its text; the log has the details
+                _log.exception("task [%s] failed", task.task_id)
 
         threading.Thread(target=body, name=f"leafsearch-task-{task.id}", daemon=True).start()
 
