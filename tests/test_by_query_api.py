@@ -710,3 +710,22 @@ def test_by_query_writes_keep_each_document_routing(http, new_index):
     ).json()
     assert body["deleted"] == 1
     assert http.get(f"/{index}/_doc/4", params={"routing": "user4"}).json()["found"] is False
+
+
+def test_max_docs_with_proceed_counts_successful_writes(http, new_index):
+    """With `conflicts=proceed`, conflicts do not count toward `max_docs`: the walk goes on until
+    that many documents were written. Documents 0 and 1 are changed after the last refresh, so
+    the search reads their old versions and writing them conflicts."""
+    index = new_index(settings={"number_of_shards": 1, "refresh_interval": "-1"})
+    fill(http, index, 6)
+    for doc in ("0", "1"):
+        assert http.put(f"/{index}/_doc/{doc}", json={"n": int(doc)}).status_code == 200
+    response = http.post(
+        f"/{index}/_delete_by_query",
+        params={"conflicts": "proceed", "max_docs": "3", "scroll_size": "3"},
+        json={"query": {"match_all": {}}},
+    )
+    body = response.json()
+    assert response.status_code == 200
+    assert (body["total"], body["deleted"], body["version_conflicts"], body["batches"]) == (3, 3, 2, 2)
+    assert set(docs_of(http, index)) == {"0", "1", "5"}
