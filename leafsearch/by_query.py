@@ -323,7 +323,7 @@ def _write_batch(node: Node, request: BulkByQuery, page: list[dict[str, Any]], p
         lines.append(dumps(action))
         if source is not None:
             lines.append(source)
-    result = node.bulk(b"\n".join(lines) + b"\n")
+    result = node.bulk(b"\n".join(lines) + b"\n", wait_for_active_shards=request.wait_for_active_shards)
     stop = False
     for item in result["items"]:
         ((kind, outcome),) = item.items()

@@ -9,7 +9,7 @@ so it accepts and refuses exactly what `_search` does; only the keys that belong
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from leafsearch.errors import ActionRequestValidation, IllegalArgument, XContentParseError
@@ -17,6 +17,7 @@ from leafsearch.request.search_request import parse_search_request
 from leafsearch.request.search_types import SearchRequest, SortSpec, SourceFilter
 from leafsearch.request.timevalue import parse_time_value
 from leafsearch.rest.exchange import parse_bool
+from leafsearch.settings import active_shard_count
 
 DELETE = "delete"
 UPDATE = "update"
@@ -75,8 +76,8 @@ class BulkByQuery:
     slices: int | None = 1  # None: `auto`, one slice per shard
     requests_per_second: float = math.inf
     refresh: bool = False
+    wait_for_active_shards: int | str | None = None  # handed to each batch's bulk request
     dest: Destination | None = None
-    source_indices: list[str] = field(default_factory=list)
 
     @property
     def action(self) -> str:
@@ -152,6 +153,7 @@ def parse_requests_per_second(raw: str | None) -> float | None:
 def _common(op: BulkByQuery, params: dict[str, str], max_docs: _MaxDocs) -> None:
     """The parameters every by-query operation takes (AbstractBaseReindexRestHandler)."""
     op.refresh = parse_bool(params.get("refresh"), False)
+    op.wait_for_active_shards = active_shard_count(params.get("wait_for_active_shards"))
     for name in ("timeout", "scroll", "search_timeout"):
         if name in params:
             parse_time_value(params[name], name)

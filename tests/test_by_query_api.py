@@ -311,6 +311,14 @@ def test_update_by_query_refuses_a_script_and_changes_nothing(http, new_index):
         ),
         (
             "ubq",
+            {"wait_for_active_shards": "abc"},
+            None,
+            400,
+            "illegal_argument_exception",
+            "cannot parse ActiveShardCount[abc]",
+        ),
+        (
+            "ubq",
             {"size": "3"},
             None,
             400,
