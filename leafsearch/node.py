@@ -19,7 +19,7 @@ from pathlib import Path
 
 import orjson
 
-from leafsearch import documents, memory
+from leafsearch import by_query, documents, memory
 from leafsearch.admin import resolve_index_expression, resolve_names
 from leafsearch.aliases import AliasTable
 from leafsearch.breaker import Breakers
@@ -37,6 +37,7 @@ from leafsearch.search.sort_keys import GlobalOrdinals
 from leafsearch.search.stats import SearchStats
 from leafsearch.security.store import SecurityStore
 from leafsearch.settings import ClusterSettings
+from leafsearch.tasks import TaskManager
 
 _log = logging.getLogger("leafsearch")
 
@@ -117,6 +118,8 @@ class Node:
             (os.cpu_count() or 1) * 3 // 2 + 1, thread_name_prefix="leafsearch-shard"
         )
         self.contexts = ContextRegistry(self, clock)
+        # by-query operations and reindex run as tasks (`_tasks`); finished results kept bounded
+        self.tasks = TaskManager(self)
         self.security = SecurityStore(self.path / "security")
         self._bound_caches()
         self.cluster_settings.listeners.append(self._bound_caches)
@@ -162,6 +165,7 @@ class Node:
             thread.join(timeout=60)
         self.msearch_pool.shutdown(wait=True)
         self.shard_pool.shutdown(wait=True)
+        self.tasks.close()
         self.contexts.close_all()
         self.hitlists.close()
         with self.lock:
@@ -287,6 +291,7 @@ class Node:
     delete_doc = documents.delete_doc
     update_doc = documents.update_doc
     bulk = documents.bulk
+    bulk_by_query = by_query.execute  # `_delete_by_query`, `_update_by_query`, `_reindex`
 
     # ---- search (see search/coordinator.py) ---------------------------------------------------
 

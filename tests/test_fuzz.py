@@ -9,7 +9,7 @@ error body has Elasticsearch's shape (`error.type`, `error.reason`, `error.root_
 
 The control index is created first with known documents. Only requests that cannot change an index
 may name it (searches, counts, gets, PITs, refreshes, listings); every request that can write
-(document and bulk writes, index creation and deletion, mappings, settings) names only the fuzz
+(document, bulk and by-query writes, index creation and deletion, mappings, settings) names only the fuzz
 indices (`fuzz-*`) or invalid names, never a wildcard or `_all` that could reach the control
 index. So an unchanged control index shows that reads change nothing and that a write refused or
 aimed elsewhere does not leak into another index.
@@ -525,6 +525,9 @@ WRITE_HANDLERS = {
     "bulk",
     "close_index",
     "open_index",
+    "delete_by_query",
+    "update_by_query",
+    "reindex",
 }
 BODIES: dict[str, Callable[[random.Random], Any]] = {
     "create_index": index_body,
@@ -766,6 +769,8 @@ def shape_problem(response: httpx.Response, method: str) -> str | None:
         ):
             return None
         if status == 408 and body.get("timed_out") is True:  # cluster health waited in vain
+            return None
+        if "failures" in body and "batches" in body:  # a by-query answer: its failures' status
             return None
         return f"no error object: {response.text[:300]!r}"
     if isinstance(error, str):

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from leafsearch.errors import ElasticError
 from leafsearch.rest import handlers_aliases as aliases
+from leafsearch.rest import handlers_by_query as by_query
 from leafsearch.rest import handlers_cat as cat
 from leafsearch.rest import handlers_cluster as cluster
 from leafsearch.rest import handlers_docs as docs
@@ -118,6 +119,15 @@ ACTIONS: dict[Callable[..., Any], Action] = {
     search.clear_scroll: Action("indices:data/read/scroll/clear", "context"),
     search.open_pit: Action("indices:data/read/open_point_in_time", "filter"),
     search.close_pit: Action("indices:data/read/close_point_in_time", "context"),
+    by_query.delete_by_query: Action("indices:data/write/delete/byquery", "filter"),
+    by_query.update_by_query: Action("indices:data/write/update/byquery", "filter"),
+    # a reindex names its indices in the body: the handler checks the source and the destination
+    by_query.reindex: Action("indices:data/write/reindex", "items"),
+    by_query.rethrottle: Action("cluster:admin/reindex/rethrottle", "cluster"),
+    # tasks belong to whoever started them (tasks.py): others get a 404, as for reader contexts
+    by_query.get_task: Action("cluster:monitor/task/get", "cluster"),
+    by_query.list_tasks: Action("cluster:monitor/tasks/lists", "cluster"),
+    by_query.cancel_tasks: Action("cluster:admin/tasks/cancel", "cluster"),
     security.authenticate: Action("cluster:admin/xpack/security/user/authenticate", "cluster"),
     security.create_api_key: Action("cluster:admin/xpack/security/api_key/create", "cluster"),
     security.get_api_keys: Action("cluster:admin/xpack/security/api_key/get", "cluster"),

@@ -6,7 +6,9 @@ with Elasticsearch's "contains unrecognized parameter" error, so a typo never pa
 
 from __future__ import annotations
 
+from leafsearch.by_query_request import SEARCH_PARAMS as BY_QUERY_SEARCH
 from leafsearch.rest import handlers_aliases as aliases
+from leafsearch.rest import handlers_by_query as by_query
 from leafsearch.rest import handlers_cat as cat
 from leafsearch.rest import handlers_cluster as cluster
 from leafsearch.rest import handlers_docs as docs
@@ -158,6 +160,19 @@ NODES_STATS = {
     "include_segment_file_sizes",
     "include_unloaded_segments",
 }
+BY_QUERY_COMMON = {
+    "refresh",
+    "timeout",
+    "wait_for_active_shards",
+    "wait_for_completion",
+    "requests_per_second",
+    "scroll",
+    "slices",
+    "max_docs",
+}
+BY_QUERY = BY_QUERY_SEARCH | BY_QUERY_COMMON | {"conflicts", "scroll_size", "search_timeout", "from", "size"}
+REINDEX = BY_QUERY_COMMON | {"require_alias"}
+TASKS = {"actions", "detailed", "group_by", "nodes", "parent_task_id", "timeout", "wait_for_completion"}
 
 ROUTES = [
     Route.of("GET|HEAD", "/", cluster.info),
@@ -278,6 +293,29 @@ ROUTES = [
     Route.of("POST|PUT", "/{index}/_bulk", docs.bulk, BULK),
     Route.of("GET|POST", "/_mget", docs.mget, GET_DOC | SOURCE_PARAMS | {"stored_fields"}),
     Route.of("GET|POST", "/{index}/_mget", docs.mget, GET_DOC | SOURCE_PARAMS | {"stored_fields"}),
+    # by-query writes, reindex and tasks
+    Route.of("POST", "/{index}/_delete_by_query", by_query.delete_by_query, BY_QUERY),
+    Route.of("POST", "/{index}/_update_by_query", by_query.update_by_query, BY_QUERY),
+    Route.of("POST", "/_reindex", by_query.reindex, REINDEX),
+    Route.of(
+        "POST", "/_reindex/{task_id}/_rethrottle", by_query.rethrottle, {"requests_per_second", "group_by"}
+    ),
+    Route.of(
+        "POST",
+        "/_update_by_query/{task_id}/_rethrottle",
+        by_query.rethrottle,
+        {"requests_per_second", "group_by"},
+    ),
+    Route.of(
+        "POST",
+        "/_delete_by_query/{task_id}/_rethrottle",
+        by_query.rethrottle,
+        {"requests_per_second", "group_by"},
+    ),
+    Route.of("GET", "/_tasks", by_query.list_tasks, TASKS),
+    Route.of("GET", "/_tasks/{task_id}", by_query.get_task, {"timeout", "wait_for_completion"}),
+    Route.of("POST", "/_tasks/_cancel", by_query.cancel_tasks, TASKS),
+    Route.of("POST", "/_tasks/{task_id}/_cancel", by_query.cancel_tasks, TASKS),
     # search
     Route.of("GET|POST", "/_search", search.search, SEARCH),
     Route.of("GET|POST", "/{index}/_search", search.search, SEARCH),
