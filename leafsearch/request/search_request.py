@@ -49,6 +49,7 @@ from leafsearch.request.sort import (
     unsupported_token,
 )
 from leafsearch.request.timevalue import parse_time_value
+from leafsearch.unsupported import NotSupported
 
 _INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
 #: `track_total_hits` as Elasticsearch stores it: -1 disabled, Integer.MAX_VALUE exact.
@@ -266,7 +267,7 @@ class _Source:
             self.sort = parse_sort(scalar_text(value))
         elif key == "profile":
             if _bool_value(value):
-                raise IllegalArgument("[profile] is not supported by leafsearch")
+                raise NotSupported("[profile]")
         else:
             raise _unknown_key(key, value)
 
@@ -297,7 +298,7 @@ class _Source:
         elif key in _EMPTY_ONLY and not value:
             pass
         elif key in _UNSUPPORTED or key in _EMPTY_ONLY:
-            raise IllegalArgument(f"[{key}] is not supported by leafsearch")
+            raise NotSupported(f"[{key}]")
         else:
             raise _unknown_key(key, value)
 
@@ -323,7 +324,7 @@ class _Source:
                 if not isinstance(group, str):
                     raise ParsingError(f"Expected [VALUE_STRING] in [stats] but found [{token_name(group)}]")
         elif key in _UNSUPPORTED:
-            raise IllegalArgument(f"[{key}] is not supported by leafsearch")
+            raise NotSupported(f"[{key}]")
         else:
             raise _unknown_key(key, value)
 
@@ -389,7 +390,7 @@ class _Source:
         if "sort" in params:
             self.sort = (self.sort or []) + parse_url_sort(params["sort"])
         if "suggest_field" in params:
-            raise IllegalArgument("[suggest] is not supported by leafsearch")
+            raise NotSupported("[suggest]")
 
 
 class _RequestOptions:

@@ -22,12 +22,15 @@ from starlette.routing import Route as StarletteRoute
 from leafsearch.errors import ContentTooLong, ElasticError, IllegalArgument, ParseException
 from leafsearch.memory import Trimmer
 from leafsearch.rest.access import AccessControl, Refusal, is_loopback_host
+from leafsearch.rest.error_trace import with_stack_trace
 from leafsearch.rest.exchange import RESPONSE_PARAMS, RestRequest, RestResponse, parse_bool
-from leafsearch.rest.media import JSON, NotAcceptable, negotiate
-from leafsearch.rest.render import filter_path, to_json
-from leafsearch.rest.router import Route, Router
+from leafsearch.rest.human import with_human_fields
+from leafsearch.rest.media import JSON, NotAcceptable, negotiate, response_format
+from leafsearch.rest.render import YAML, filter_path, render
+from leafsearch.rest.router import Route, Router, split_raw_path
 from leafsearch.rest.routes import ROUTES
 from leafsearch.rest.unrecognized import unrecognized
+from leafsearch.unsupported import endpoint, endpoint_error
 
 if TYPE_CHECKING:
     from starlette.types import Receive, Scope, Send
@@ -74,11 +77,20 @@ class Dispatcher:
         headers = _headers(scope)
         params = dict(parse_qsl(query, keep_blank_values=True))
         pretty = _is_pretty(params)
+        try:
+            media = response_format(params.get("format"), headers.get("accept")) or JSON
+        except NotAcceptable as exc:
+            await _send(
+                send, 406, render({"error": exc.message, "status": 406}, JSON, pretty=pretty), JSON, method
+            )
+            return
         try:  # foreign Host and Origin are refused before the body is read (rest/access.py)
             cors = self.access.screen(method, headers)
         except Refusal as refusal:
-            payload = b"" if refusal.error.status == 200 else to_json(refusal.error.body(), pretty=pretty)
-            await _send(send, refusal.error.status, payload, JSON, method, refusal.headers)
+            payload = (
+                b"" if refusal.error.status == 200 else render(refusal.error.body(), media, pretty=pretty)
+            )
+            await _send(send, refusal.error.status, payload, media, method, refusal.headers)
             return
         if cors:
             send = _with_headers(send, cors)
@@ -89,13 +101,13 @@ class Dispatcher:
                 f"entity content is too long [{exc.length}] for the configured buffer limit "
                 f"[{self.max_content_length}]"
             )
-            await _send(send, error.status, to_json(error.body(), pretty=pretty), JSON, method)
+            await _send(send, error.status, render(error.body(), media, pretty=pretty), media, method)
             return
         except _Disconnected:
             return
         except _BadEncoding as exc:
             error = ParseException(f"failed to decompress the request body: {exc}")
-            await _send(send, error.status, to_json(error.body(), pretty=pretty), JSON, method)
+            await _send(send, error.status, render(error.body(), media, pretty=pretty), media, method)
             return
 
         candidates = self.router.candidates(raw)
@@ -104,6 +116,13 @@ class Dispatcher:
             await _send(send, 200, b"", TEXT, method, {"allow": ",".join(allowed)} if allowed else None)
             return
         chosen = next(((route, captured) for route, captured in candidates if method in route.methods), None)
+        listed = endpoint(split_raw_path(raw))
+        # An Elasticsearch API leafsearch lacks says so, unless a route of ours names the path as
+        # precisely (`GET /_snapshot` is not an index named `_snapshot`).
+        if listed is not None and (chosen is None or listed[0] > len(chosen[0].literals)):
+            error = endpoint_error(method, raw, listed[1])
+            await _send(send, error.status, render(error.body(), media, pretty=pretty), media, method)
+            return
         if chosen is None:
             if allowed:
                 message = (
@@ -113,14 +132,14 @@ class Dispatcher:
                 await _send(
                     send,
                     405,
-                    to_json({"error": message, "status": 405}, pretty=pretty),
-                    JSON,
+                    render({"error": message, "status": 405}, media, pretty=pretty),
+                    media,
                     method,
                     {"allow": ",".join(allowed)},
                 )
             else:
                 message = f"no handler found for uri [{uri}] and method [{method}]"
-                await _send(send, 400, to_json({"error": message}, pretty=pretty), JSON, method)
+                await _send(send, 400, render({"error": message}, media, pretty=pretty), media, method)
             return
         route, captured = chosen
 
@@ -128,12 +147,14 @@ class Dispatcher:
             content_type = negotiate(headers.get("content-type"), headers.get("accept"), bool(body))
         except NotAcceptable as exc:
             await _send(
-                send, 406, to_json({"error": exc.message, "status": 406}, pretty=pretty), JSON, method
+                send, 406, render({"error": exc.message, "status": 406}, media, pretty=pretty), media, method
             )
             return
         except ElasticError as exc:
-            await _send(send, exc.status, to_json(exc.body(), pretty=pretty), JSON, method)
+            await _send(send, exc.status, render(exc.body(), media, pretty=pretty), media, method)
             return
+        if media == YAML:
+            content_type = YAML
 
         request = RestRequest(method, scope["path"], uri, captured, params, body, headers)
         # The client may go away while the handler runs: that sets the request's `cancelled`, which
@@ -214,20 +235,32 @@ class Dispatcher:
                 )
             self.access.admit(route, request)
             parse_bool(request.params.get("error_trace"), False)
+            human = parse_bool(request.params.get("human"), False)
             response: RestResponse = route.handler(self.node, request)
             if response.text is not None:
                 return response.status, response.text.encode(), TEXT, response.headers
             if response.body is None:
                 return response.status, b"", content_type, response.headers
-            body: Any = response.body
+            body: Any = with_human_fields(response.body) if human else response.body
             expression = request.params.get("filter_path")
             if expression:
                 body = filter_path(body, expression)
-            return response.status, to_json(body, pretty=pretty), content_type, response.headers
+            return response.status, render(body, content_type, pretty=pretty), content_type, response.headers
         except ElasticError as exc:
-            return exc.status, to_json(exc.body(), pretty=pretty), content_type, getattr(exc, "headers", {})
+            body = (
+                with_stack_trace(exc, request)
+                if request.params.get("error_trace") in ("", "true")
+                else exc.body()
+            )
+            return (
+                exc.status,
+                render(body, content_type, pretty=pretty),
+                content_type,
+                getattr(exc, "headers", {}),
+            )
         except Exception as exc:  # a bug: answer like Elasticsearch's 500 and keep serving
-            return 500, to_json(self.access.internal_error(exc, request), pretty=pretty), content_type, {}
+            body = self.access.internal_error(exc, request)
+            return 500, render(body, content_type, pretty=pretty), content_type, {}
 
 
 async def _watch_disconnect(receive: Receive, cancelled: threading.Event) -> None:
