@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from leafsearch.errors import ElasticError
+from leafsearch.rest import handlers_analyze as analysis
 from leafsearch.rest import handlers_cat as cat
 from leafsearch.rest import handlers_cluster as cluster
 from leafsearch.rest import handlers_docs as docs
@@ -78,6 +79,8 @@ ACTIONS: dict[Callable[..., Any], Action] = {
     indices.refresh: Action("indices:admin/refresh", "filter"),
     indices.flush: Action("indices:admin/flush", "filter"),
     indices.field_caps: Action("indices:data/read/field_caps", "filter"),
+    analysis.analyze: Action("indices:admin/analyze", "cluster"),
+    analysis.analyze_index: Action("indices:admin/analyze", "strict"),
     cluster.get_aliases: Action("indices:admin/aliases/get", "filter"),
     cluster.get_data_streams: Action("indices:admin/data_stream/get", "cluster"),
     cat.cat_list: Action("cluster:monitor/main", "cluster"),

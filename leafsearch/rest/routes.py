@@ -6,6 +6,7 @@ with Elasticsearch's "contains unrecognized parameter" error, so a typo never pa
 
 from __future__ import annotations
 
+from leafsearch.rest import handlers_analyze as analysis
 from leafsearch.rest import handlers_cat as cat
 from leafsearch.rest import handlers_cluster as cluster
 from leafsearch.rest import handlers_docs as docs
@@ -238,6 +239,8 @@ ROUTES = [
     # search
     Route.of("GET|POST", "/_search", search.search, SEARCH),
     Route.of("GET|POST", "/{index}/_search", search.search, SEARCH),
+    Route.of("GET|POST", "/_analyze", analysis.analyze, SOURCE_PARAMS),
+    Route.of("GET|POST", "/{index}/_analyze", analysis.analyze_index, SOURCE_PARAMS),
     Route.of("GET|POST", "/_field_caps", indices.field_caps, FIELD_CAPS),
     Route.of("GET|POST", "/{index}/_field_caps", indices.field_caps, FIELD_CAPS),
     Route.of("GET|POST", "/_msearch", search.msearch, MSEARCH),
