@@ -1,4 +1,5 @@
-"""`_cat` tables: aligned text for people (`v`, `h`, `s`, `bytes`, `help`) or JSON (`format=json`).
+"""`_cat` tables: aligned text for people (`v`, `h`, `s`, `bytes`, `help`) or rows for programs
+(`format=json`, or `format=yaml`, which the dispatcher writes as YAML).
 
 Rendering follows Elasticsearch's RestTable: columns separated by one space, numeric columns
 right-aligned (their headers too), the last column not padded, sizes in the human form `4.5kb`
