@@ -60,9 +60,10 @@ def test_pretty_search_indents_hits_and_raw_sources(http: httpx.Client, raw_inde
     assert compact.status_code == pretty.status_code == 200
     assert "\n" not in compact.text  # the fast path is untouched
     assert_pretty(pretty)
-    # Numbers as written (the 30-digit integer is exact, 1.50 keeps its zero), empties as Elasticsearch.
+    # The 30-digit integer exact, numbers re-encoded as Elasticsearch's pretty printer does, empties
+    # as Elasticsearch writes them.
     assert '          "n" : 123456789012345678901234567890,\n' in pretty.text
-    assert '"f" : 1.50' in pretty.text and '"e" : [ ],' in pretty.text and '"o" : { }' in pretty.text
+    assert '"f" : 1.5\n' in pretty.text and '"e" : [ ],' in pretty.text and '"o" : { }' in pretty.text
     assert '"s" : "a: {b}, [c]"' in pretty.text
     hits_pretty = json.loads(pretty.text)["hits"]["hits"]
     hits_compact = json.loads(compact.text)["hits"]["hits"]
@@ -120,11 +121,17 @@ def test_pretty_through_the_official_client(es: Elasticsearch, raw_index: str) -
 
 
 def test_indent_is_jacksons_pretty_form() -> None:
-    compact = b'{"a":[],"b":{},"c":[1,{"d":"x,\\":y"}],"e":null}'
-    assert indent(compact) == (
-        b'{\n  "a" : [ ],\n  "b" : { },\n  "c" : [\n    1,\n    {\n      "d" : "x,\\":y"\n    }\n  ],\n'
-        b'  "e" : null\n}\n'
+    compact = b'{"a":[],"b":{},"c":[1,{"d":"x,\\": []"}],"e":null,"f":1.50,"g":"[]","h\\\\":[[],{}]}'
+    expected = (
+        b'{\n  "a" : [ ],\n  "b" : { },\n  "c" : [\n    1,\n    {\n      "d" : "x,\\": []"\n    }\n  ],\n'
+        b'  "e" : null,\n  "f" : 1.5,\n  "g" : "[]",\n  "h\\\\" : [\n    [ ],\n    { }\n  ]\n}\n'
     )
+    assert indent(compact) == expected
+    # the standard library's path (an integer beyond 64 bits) gives the same form
+    assert indent(compact[:-1] + b',"i":123456789012345678901}') == expected[:-3] + (
+        b',\n  "i" : 123456789012345678901\n}\n'
+    )
+    assert indent(b"[]") == b"[ ]\n" and indent(b"{}") == b"{ }\n"
 
 
 # ---- YAML ------------------------------------------------------------------------------------

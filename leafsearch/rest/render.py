@@ -3,13 +3,13 @@
 `_source` arrives as `RawJSON` (the bytes the client sent), and a REST page of hits as one
 pre-encoded array (`search/fetch_phase.py`); orjson writes both as Fragments so a page is never
 decoded and re-encoded. Only the renderings that need every value do more, and only when asked:
-`pretty` re-indents the finished bytes (so spliced sources and hit arrays are indented too, their
-numbers kept as written), YAML decodes the finished bytes once, and `filter_path` expressions that
-reach inside a source parse that source.
+`pretty` and YAML decode the finished bytes once (so spliced sources and hit arrays are rendered
+like the rest), and `filter_path` expressions that reach inside a source parse that source.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from functools import lru_cache
@@ -35,11 +35,16 @@ def to_json(body: Any, *, pretty: bool = False) -> bytes:
     return indent(compact) if pretty else compact
 
 
-# A string (skipped whole, escapes included), an empty container, a structural character, or
-# whitespace between tokens (raw sources keep the client's spacing). Numbers and literals never
-# match, so they are copied as written: a 30-digit integer stays exact.
-_TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|\{\s*\}|\[\s*\]|[{}\[\],:]|\s+')
-_EMPTY = {ord("{"): b"{ }", ord("["): b"[ ]"}
+# After orjson's (or json's) two-space indentation, Jackson's form: `"key" : value` and `[ ]`,
+# `{ }` for empty containers. Outside strings `": ` only ends a key; inside one it needs an escaped
+# quote before it, and only then are keys found line by line (a key is the first string on its
+# line: strings hold no raw newline). An empty container is the only `[]` or `{}` followed by a
+# comma or a line end: in a string it would be followed by the closing quote.
+_KEY_COLON = re.compile(rb'(?m)^( *"[^"\\]*(?:\\.[^"\\]*)*"): ')
+# Integers of 19 digits or more may not fit 64 bits, which orjson's decoder would turn to floats:
+# found as a run of 19 zeros once every digit is a zero and everything else a space (one C pass).
+_DIGITS_ONLY = bytes(48 if 48 <= c <= 57 else 32 for c in range(256))
+_LONG_DIGITS = b"0" * 19
 
 
 def indent(compact: bytes) -> bytes:
@@ -47,43 +52,37 @@ def indent(compact: bytes) -> bytes:
     indented like objects): two spaces a level, `"key" : value`, `[ ]` and `{ }` for empty
     containers, and a final newline.
 
-    It works on the encoded bytes, so the spliced sources and pre-encoded hit arrays are indented
-    like the rest without being decoded into Python objects."""
-    depth = 0
-
-    def token(match: re.Match[bytes]) -> bytes:
-        nonlocal depth
-        text = match.group()
-        first = text[0]
-        if first == 34:  # '"'
-            return text
-        if len(text) > 1 and first in _EMPTY:
-            return _EMPTY[first]
-        if first in (123, 91):  # '{' '['
-            depth += 1
-            return text + b"\n" + b"  " * depth
-        if first in (125, 93):  # '}' ']'
-            depth -= 1
-            return b"\n" + b"  " * depth + text
-        if first == 44:  # ','
-            return b",\n" + b"  " * depth
-        if first == 58:  # ':'
-            return b" : "
-        return b""  # whitespace between tokens
-
-    return _TOKEN.sub(token, compact) + b"\n"
+    The finished bytes are decoded once and re-encoded indented, all in C with orjson: spliced
+    sources and pre-encoded hit pages are indented like the rest, and numbers come out as
+    Elasticsearch's re-encoding writes them (`1.50` as `1.5`). A document holding an integer
+    too long for 64 bits takes the standard library, which keeps it exact."""
+    indented = None
+    if _LONG_DIGITS not in compact.translate(_DIGITS_ONLY):
+        with contextlib.suppress(orjson.JSONDecodeError):  # a number orjson refuses, like 1e400
+            indented = orjson.dumps(orjson.loads(compact), option=orjson.OPT_INDENT_2)
+    if indented is None:
+        indented = json.dumps(json.loads(compact), indent=2, ensure_ascii=False).encode()
+    if b'\\": ' in indented:
+        indented = _KEY_COLON.sub(rb"\1 : ", indented)
+    else:
+        indented = indented.replace(b'": ', b'" : ')
+    for empty, spaced in ((b"[]", b"[ ]"), (b"{}", b"{ }")):
+        indented = indented.replace(empty + b",\n", spaced + b",\n").replace(empty + b"\n", spaced + b"\n")
+        if indented == empty:
+            indented = spaced
+    return indented + b"\n"
 
 
 class _Key(str):
     """A mapping key: written plain, as Jackson's YAML writer writes field names."""
 
 
-class _Dumper(yaml.SafeDumper):
+class _Dumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):  # libyaml's emitter when present
     """Elasticsearch's YAML (Jackson's YAMLFactory): a `---` start, keys plain, string values
     double-quoted, block style."""
 
 
-_Dumper.add_representer(_Key, lambda dumper, key: dumper.represent_scalar("tag:yaml.org,2002:str", key))
+_Dumper.add_representer(_Key, lambda dumper, key: dumper.represent_scalar("tag:yaml.org,2002:str", str(key)))
 _Dumper.add_representer(
     str, lambda dumper, value: dumper.represent_scalar("tag:yaml.org,2002:str", value, style='"')
 )
