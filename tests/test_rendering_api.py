@@ -269,6 +269,8 @@ def test_human_over_http(http: httpx.Client, raw_index: str) -> None:
     assert list(search).index("query_time") == list(search).index("query_time_in_millis") - 1
     assert isinstance(search["query_time"], str)
     assert node["indices"]["store"]["size"].endswith("b")
+    health = http.get("/_cluster/health", params={"human": ""}).json()
+    assert health["task_max_waiting_in_queue"] == "0s" and health["task_max_waiting_in_queue_millis"] == 0
     raw = http.get("/_nodes/stats").json()
     (plain,) = raw["nodes"].values()
     assert "query_time" not in plain["indices"]["search"]

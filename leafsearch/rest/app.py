@@ -1,9 +1,12 @@
 """The HTTP front: one ASGI endpoint that does what Elasticsearch's RestController does.
 
 Order of checks, as in Elasticsearch: body size (413) while reading, then routing (400 "no
-handler found" / 405 with `Allow`), then media types (406), then query parameters (400
-unrecognized), then the handler, which runs in a worker thread because the engine is synchronous.
-Every response carries `X-Elastic-Product: Elasticsearch`, which the official clients require.
+handler found" / 405 with `Allow`; 400 "not supported by leafsearch" for an Elasticsearch API
+leafsearch lacks), then media types (406), then query parameters (400 unrecognized), then the
+handler, which runs in a worker thread because the engine is synchronous. The answer is rendered
+in the format asked (`format`, `Accept`: JSON or YAML; `pretty`, `human`, `filter_path`,
+`error_trace`). Every response carries `X-Elastic-Product: Elasticsearch`, which the official
+clients require.
 """
 
 from __future__ import annotations

@@ -22,7 +22,8 @@ _NANOS = (
     (1_000_000, "ms"),
     (1_000, "micros"),
 )
-_SUFFIXES = (("_in_millis", 1_000_000), ("_in_nanos", 1))
+# `_millis` alone: cluster health's `task_max_waiting_in_queue_millis`.
+_SUFFIXES = (("_in_millis", 1_000_000), ("_in_nanos", 1), ("_millis", 1_000_000))
 _USER_DATA = frozenset({"_source", "fields", "hits", "aggregations", "mappings", "settings"})
 
 
@@ -57,8 +58,8 @@ def _readable(key: str, value: Any) -> tuple[str, str] | None:
 
 
 def with_human_fields(body: Any) -> Any:
-    """`body` with the readable field written before each `*_in_millis`, `*_in_nanos` and
-    `*_in_bytes` number that has none yet; other values are shared, not copied."""
+    """`body` with the readable field written before each `*_in_millis` (`*_millis`), `*_in_nanos`
+    and `*_in_bytes` number that has none yet; other values are shared, not copied."""
     if isinstance(body, list):
         return [with_human_fields(item) for item in body]
     if not isinstance(body, dict):
