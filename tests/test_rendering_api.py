@@ -5,8 +5,10 @@ and pre-encoded hit pages included), `format=yaml` / `Accept: application/yaml`,
 from __future__ import annotations
 
 import json
+import random
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 import orjson
@@ -21,7 +23,7 @@ from leafsearch import Node
 from leafsearch.errors import TranslogFailed
 from leafsearch.rest.app import create_app
 from leafsearch.rest.human import human_time, with_human_fields
-from leafsearch.rest.render import indent
+from leafsearch.rest.render import indent, to_yaml
 
 # Stored exactly as sent: odd spacing, an integer beyond 64 bits, unicode, empty containers and
 # a string holding JSON punctuation, none of which a pretty rendering may change.
@@ -182,6 +184,30 @@ def test_binary_formats_are_refused_not_answered_in_json(
         "error": f"the response format {named} is not supported by leafsearch: it answers JSON or YAML",
         "status": 406,
     }
+
+
+_CHARS = "aZ_-.: #'\"\\\n\t\x00\x1f\x7f\x85\x9f\u00e9\u2028\u2029\ufeff\U0001f600{}[],&*!|>%@`?yn~<"
+
+
+def _random_value(rng: random.Random, depth: int = 0) -> Any:
+    roll = rng.random()
+    if depth > 3 or roll < 0.4:
+        text = "".join(rng.choice(_CHARS) for _ in range(rng.randint(0, 8)))
+        number = rng.random() * 10 ** rng.randint(-30, 30)
+        return rng.choice([None, True, False, rng.randint(-(2**63), 2**63 - 1), number, text])
+    if roll < 0.7:
+        return [_random_value(rng, depth + 1) for _ in range(rng.randint(0, 4))]
+    keys = ("".join(rng.choice(_CHARS) for _ in range(rng.randint(0, 6))) for _ in range(rng.randint(0, 4)))
+    return {key: _random_value(rng, depth + 1) for key in keys}
+
+
+def test_yaml_reads_back_as_the_json_it_renders() -> None:
+    """Any JSON value, whatever its strings hold (quotes, escapes, YAML indicators, line breaks
+    YAML folds, controls, the words YAML 1.1 reads as booleans), reads back as itself."""
+    rng = random.Random(7)
+    for _ in range(3000):
+        value = _random_value(rng)
+        assert yaml.safe_load(to_yaml(value)) == json.loads(json.dumps(value)), value
 
 
 # ---- error_trace -------------------------------------------------------------------------------

@@ -16,10 +16,10 @@ from functools import lru_cache
 from typing import Any
 
 import orjson
-import yaml
 
 from leafsearch.rawjson import RawJSON
 from leafsearch.rest.media import YAML
+from leafsearch.rest.yaml_writer import yaml_document
 
 Pattern = tuple[str, ...]
 
@@ -73,36 +73,10 @@ def indent(compact: bytes) -> bytes:
     return indented + b"\n"
 
 
-class _Key(str):
-    """A mapping key: written plain, as Jackson's YAML writer writes field names."""
-
-
-class _Dumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):  # libyaml's emitter when present
-    """Elasticsearch's YAML (Jackson's YAMLFactory): a `---` start, keys plain, string values
-    double-quoted, block style."""
-
-
-_Dumper.add_representer(_Key, lambda dumper, key: dumper.represent_scalar("tag:yaml.org,2002:str", str(key)))
-_Dumper.add_representer(
-    str, lambda dumper, value: dumper.represent_scalar("tag:yaml.org,2002:str", value, style='"')
-)
-
-
 def to_yaml(body: Any) -> bytes:
     """The body as YAML. It is encoded to JSON first (sources spliced) and that document decoded
     once with the standard library, which keeps integers of any size exact."""
-    document = json.loads(
-        orjson.dumps(body, default=_fragment), object_pairs_hook=lambda pairs: {_Key(k): v for k, v in pairs}
-    )
-    return yaml.dump(
-        document,
-        Dumper=_Dumper,
-        explicit_start=True,
-        default_flow_style=False,
-        sort_keys=False,
-        allow_unicode=True,
-        width=2**31 - 1,
-    ).encode()
+    return yaml_document(json.loads(orjson.dumps(body, default=_fragment))).encode()
 
 
 def render(body: Any, media_type: str, *, pretty: bool = False) -> bytes:
