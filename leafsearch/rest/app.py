@@ -29,7 +29,7 @@ from leafsearch.rest.error_trace import with_stack_trace
 from leafsearch.rest.exchange import RESPONSE_PARAMS, RestRequest, RestResponse, parse_bool
 from leafsearch.rest.human import with_human_fields
 from leafsearch.rest.media import JSON, NotAcceptable, negotiate, response_format
-from leafsearch.rest.render import YAML, filter_path, render
+from leafsearch.rest.render import YAML, filter_path, render, to_json
 from leafsearch.rest.router import Route, Router, split_raw_path
 from leafsearch.rest.routes import ROUTES
 from leafsearch.rest.unrecognized import unrecognized
@@ -80,23 +80,21 @@ class Dispatcher:
         headers = _headers(scope)
         params = dict(parse_qsl(query, keep_blank_values=True))
         pretty = _is_pretty(params)
+        try:  # foreign Host and Origin are refused before the body is read (rest/access.py)
+            cors = self.access.screen(method, headers)
+        except Refusal as refusal:
+            payload = b"" if refusal.error.status == 200 else to_json(refusal.error.body(), pretty=pretty)
+            await _send(send, refusal.error.status, payload, JSON, method, refusal.headers)
+            return
+        if cors:
+            send = _with_headers(send, cors)
         try:
             media = response_format(params.get("format"), headers.get("accept")) or JSON
         except NotAcceptable as exc:
             await _send(
-                send, 406, render({"error": exc.message, "status": 406}, JSON, pretty=pretty), JSON, method
+                send, 406, to_json({"error": exc.message, "status": 406}, pretty=pretty), JSON, method
             )
             return
-        try:  # foreign Host and Origin are refused before the body is read (rest/access.py)
-            cors = self.access.screen(method, headers)
-        except Refusal as refusal:
-            payload = (
-                b"" if refusal.error.status == 200 else render(refusal.error.body(), media, pretty=pretty)
-            )
-            await _send(send, refusal.error.status, payload, media, method, refusal.headers)
-            return
-        if cors:
-            send = _with_headers(send, cors)
         try:
             body = await self._read_body(receive, headers)
         except _TooLarge as exc:
