@@ -8,6 +8,8 @@ source of `docs/unsupported.md`.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from leafsearch.errors import IllegalArgument
 
 
@@ -46,7 +48,6 @@ ENDPOINTS: tuple[tuple[tuple[str, ...], str], ...] = (
     (("_transform", "**"), "transforms"),
     (("_ilm", "**"), "index lifecycle management"),
     (("*", "_ilm", "**"), "index lifecycle management"),
-    (("_data_stream", "**"), "data streams (only the empty listing)"),
     (("_template", "**"), "index templates"),
     (("_index_template", "**"), "index templates"),
     (("_component_template", "**"), "component templates"),
@@ -129,6 +130,19 @@ ENDPOINTS: tuple[tuple[tuple[str, ...], str], ...] = (
 # fmt: on
 
 
+#: Paths leafsearch serves with some methods where Elasticsearch has more: those methods only, so a
+#: method leafsearch lacks on a path it has is otherwise a 405 as in Elasticsearch.
+METHOD_ENDPOINTS: tuple[tuple[frozenset[str], tuple[str, ...], str], ...] = (
+    (frozenset({"PUT", "POST", "DELETE"}), ("_data_stream", "**"), "data streams (only the empty listing)"),
+)
+
+
+class Listed(NamedTuple):
+    literals: int  # explicit segments of the pattern: a route of leafsearch with more wins
+    feature: str
+    by_method: bool  # listed for this method on a path leafsearch serves with others
+
+
 def _matches(pattern: tuple[str, ...], parts: list[str]) -> bool:
     if pattern[-1] == "**":
         fixed = pattern[:-1]
@@ -141,11 +155,18 @@ def _matches(pattern: tuple[str, ...], parts: list[str]) -> bool:
     return all(p == "*" or p == part for p, part in zip(fixed, parts, strict=False))
 
 
-def endpoint(parts: list[str]) -> tuple[int, str] | None:
-    """(explicit segments of the pattern, feature) of the endpoint `parts` names, if listed."""
+def _literals(pattern: tuple[str, ...]) -> int:
+    return sum(p not in ("*", "**") for p in pattern)
+
+
+def endpoint(method: str, parts: list[str]) -> Listed | None:
+    """The listed Elasticsearch endpoint that `method` on the path `parts` names, if any."""
+    for methods, pattern, feature in METHOD_ENDPOINTS:
+        if method in methods and _matches(pattern, parts):
+            return Listed(_literals(pattern), feature, True)
     for pattern, feature in ENDPOINTS:
         if _matches(pattern, parts):
-            return sum(p not in ("*", "**") for p in pattern), feature
+            return Listed(_literals(pattern), feature, False)
     return None
 
 

@@ -117,11 +117,13 @@ class Dispatcher:
             await _send(send, 200, b"", TEXT, method, {"allow": ",".join(allowed)} if allowed else None)
             return
         chosen = next(((route, captured) for route, captured in candidates if method in route.methods), None)
-        listed = endpoint(split_raw_path(raw))
+        listed = endpoint(method, split_raw_path(raw))
+        ours = max((len(route.literals) for route, _ in candidates), default=-1)
         # An Elasticsearch API leafsearch lacks says so, unless a route of ours names the path as
-        # precisely (`GET /_snapshot` is not an index named `_snapshot`).
-        if listed is not None and (chosen is None or listed[0] > len(chosen[0].literals)):
-            error = endpoint_error(method, raw, listed[1])
+        # precisely (`GET /_snapshot` is not an index named `_snapshot`; `POST /_cluster/settings`
+        # is a 405).
+        if listed is not None and (listed.literals > ours or listed.by_method and chosen is None):
+            error = endpoint_error(method, raw, listed.feature)
             await _send(send, error.status, render(error.body(), media, pretty=pretty), media, method)
             return
         if chosen is None:
