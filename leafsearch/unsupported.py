@@ -159,14 +159,26 @@ def _literals(pattern: tuple[str, ...]) -> int:
     return sum(p not in ("*", "**") for p in pattern)
 
 
+def _head(pattern: tuple[str, ...]) -> tuple[int, str]:
+    """The first explicit segment of a pattern and its position: every request looks up only the
+    few patterns whose head its path has (the table is checked on every request)."""
+    return next((i, p) for i, p in enumerate(pattern) if p not in ("*", "**"))
+
+
+_BY_HEAD: dict[tuple[int, str], list[tuple[tuple[str, ...], str]]] = {}
+for _pattern, _feature in ENDPOINTS:
+    _BY_HEAD.setdefault(_head(_pattern), []).append((_pattern, _feature))
+
+
 def endpoint(method: str, parts: list[str]) -> Listed | None:
     """The listed Elasticsearch endpoint that `method` on the path `parts` names, if any."""
     for methods, pattern, feature in METHOD_ENDPOINTS:
         if method in methods and _matches(pattern, parts):
             return Listed(_literals(pattern), feature, True)
-    for pattern, feature in ENDPOINTS:
-        if _matches(pattern, parts):
-            return Listed(_literals(pattern), feature, False)
+    for position, segment in enumerate(parts[:2]):
+        for pattern, feature in _BY_HEAD.get((position, segment), ()):
+            if _matches(pattern, parts):
+                return Listed(_literals(pattern), feature, False)
     return None
 
 
