@@ -147,10 +147,10 @@ def _texts(value: Any) -> list[str]:
         return [value]
     if isinstance(value, list) and all(isinstance(v, str) for v in value):
         return value
-    raise XContentParseError(f"[analyze_request] text doesn't support values of type: {_token(value)}")
+    raise XContentParseError(f"[analyze_request] text doesn't support values of type: {_token_name(value)}")
 
 
-def _token(value: Any) -> str:
+def _token_name(value: Any) -> str:
     if isinstance(value, bool):
         return "VALUE_BOOLEAN"
     if isinstance(value, int | float):
@@ -166,7 +166,7 @@ def _string(body: dict[str, Any], key: str) -> str | None:
     value = body.get(key)
     if value is None or isinstance(value, str):
         return value
-    raise XContentParseError(f"[analyze_request] {key} doesn't support values of type: {_token(value)}")
+    raise XContentParseError(f"[analyze_request] {key} doesn't support values of type: {_token_name(value)}")
 
 
 def _list(body: dict[str, Any], key: str) -> list[Any]:
@@ -282,7 +282,9 @@ def _component(kind: str, spec: Any, ours: set[str], known: frozenset[str], inde
     elif isinstance(spec, str):
         name = spec
     else:
-        raise XContentParseError(f"[analyze_request] {kind} doesn't support values of type: {_token(spec)}")
+        raise XContentParseError(
+            f"[analyze_request] {kind} doesn't support values of type: {_token_name(spec)}"
+        )
     if name in ours:
         return name
     if name in known:
