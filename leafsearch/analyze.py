@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from leafsearch.errors import ActionRequestValidation, ElasticError, IllegalArgument, XContentParseError
 from leafsearch.index.analysis import standard_tokens
 from leafsearch.index.parsed import POSITION_INCREMENT_GAP
+from leafsearch.request.sort import token_name
 from leafsearch.settings import index_setting
 from leafsearch.unsupported import NotSupported
 
@@ -147,26 +148,14 @@ def _texts(value: Any) -> list[str]:
         return [value]
     if isinstance(value, list) and all(isinstance(v, str) for v in value):
         return value
-    raise XContentParseError(f"[analyze_request] text doesn't support values of type: {_token_name(value)}")
-
-
-def _token_name(value: Any) -> str:
-    if isinstance(value, bool):
-        return "VALUE_BOOLEAN"
-    if isinstance(value, int | float):
-        return "VALUE_NUMBER"
-    if isinstance(value, dict):
-        return "START_OBJECT"
-    if isinstance(value, list):
-        return "START_ARRAY"
-    return "VALUE_NULL" if value is None else "VALUE_STRING"
+    raise XContentParseError(f"[analyze_request] text doesn't support values of type: {token_name(value)}")
 
 
 def _string(body: dict[str, Any], key: str) -> str | None:
     value = body.get(key)
     if value is None or isinstance(value, str):
         return value
-    raise XContentParseError(f"[analyze_request] {key} doesn't support values of type: {_token_name(value)}")
+    raise XContentParseError(f"[analyze_request] {key} doesn't support values of type: {token_name(value)}")
 
 
 def _list(body: dict[str, Any], key: str) -> list[Any]:
@@ -283,7 +272,7 @@ def _component(kind: str, spec: Any, ours: set[str], known: frozenset[str], inde
         name = spec
     else:
         raise XContentParseError(
-            f"[analyze_request] {kind} doesn't support values of type: {_token_name(spec)}"
+            f"[analyze_request] {kind} doesn't support values of type: {token_name(spec)}"
         )
     if name in ours:
         return name
