@@ -32,6 +32,7 @@ from leafsearch.index.parsed import ParsedBatch
 from leafsearch.index.shard import PRIMARY_TERM, DocState, Shard, SyncPoint
 from leafsearch.rawjson import RawJSON
 from leafsearch.settings import check_active_shard_count
+from leafsearch.unsupported import NotSupported
 
 if TYPE_CHECKING:
     from leafsearch.index.index import Index
@@ -381,9 +382,7 @@ def _updated_source(doc_id: str, body: dict, prior_source: bytes | None) -> tupl
             error_type="x_content_parse_exception",
         )
     if "script" in body:
-        raise IllegalArgument(
-            "scripted updates are not supported by leafsearch; send a partial [doc] instead"
-        )
+        raise NotSupported("[script] in an update", "send a partial [doc] instead")
     doc = body.get("doc")
     if doc is not None and not isinstance(doc, dict):
         raise ElasticError(

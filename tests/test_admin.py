@@ -328,7 +328,9 @@ def test_filter_path(expression: str, expected: dict) -> None:
 def test_raw_source_is_spliced_unchanged() -> None:
     rendered = to_json({"_source": RawJSON(b'{"z":1,  "a":2}')})
     assert rendered == b'{"_source":{"z":1,  "a":2}}'
-    assert to_json({"a": 1}, pretty=True) == b'{\n  "a": 1\n}\n'
+    assert (
+        to_json({"a": 1, "b": [], "c": {}}, pretty=True) == b'{\n  "a" : 1,\n  "b" : [ ],\n  "c" : { }\n}\n'
+    )
 
 
 def test_unrecognized_parameter_message_suggests_close_names() -> None:

@@ -36,6 +36,7 @@ from urllib.parse import quote, urlencode
 
 import httpx
 import pytest
+import yaml
 from conftest import running_server
 
 from leafsearch.rest.routes import ROUTES
@@ -755,10 +756,13 @@ def shape_problem(response: httpx.Response, method: str) -> str | None:
     status = response.status_code
     if method == "HEAD":
         return None if not response.content else "a HEAD answer with a body"
-    try:
-        body = response.json()
-    except ValueError:
-        return f"not JSON: {response.text[:200]!r}"
+    if response.headers.get("content-type") == "application/yaml":  # `format=yaml` was asked
+        body = yaml.safe_load(response.text)
+    else:
+        try:
+            body = response.json()
+        except ValueError:
+            return f"not JSON: {response.text[:200]!r}"
     if not isinstance(body, dict):
         return f"not an object: {response.text[:200]!r}"
     error = body.get("error")

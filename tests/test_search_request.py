@@ -442,7 +442,6 @@ def test_slice_needs_id_and_max():
         {"suggest": {"s": {"text": "x"}}},
         {"knn": {"field": "v"}},
         {"runtime_mappings": {"x": {"type": "long"}}},
-        {"profile": True},
     ],
 )
 def test_unsupported_features_are_refused_by_name(body):

@@ -83,6 +83,31 @@ def analyze(text: str) -> list[str]:
     return tokens
 
 
+def standard_tokens(text: str) -> list[tuple[str, int, int]]:
+    """The tokens of `analyze(text)` with where each lies in `text` (start and end character
+    offsets), for `_analyze`: the same expressions over the same lowered text, over-long tokens
+    cut the same way. Where lowering changes the length (`İ` becomes two characters), offsets in
+    the lowered text are mapped back to the original's."""
+    lowered = text.lower()
+    pattern = _ASCII_WORDS if lowered.isascii() else _UNICODE_WORDS
+    if len(lowered) == len(text):
+        back = None
+    else:  # back[i]: the original character that lowered character i came from
+        back = [i for i, c in enumerate(text) for _ in c.lower()]
+        back.append(len(text))
+    tokens: list[tuple[str, int, int]] = []
+    for match in pattern.finditer(lowered):
+        start, end = match.span()
+        while start < end:
+            cut = min(end, start + MAX_TOKEN_LENGTH)
+            if back is None:
+                tokens.append((lowered[start:cut], start, cut))
+            else:
+                tokens.append((lowered[start:cut], back[start], back[cut - 1] + 1))
+            start = cut
+    return tokens
+
+
 def analyze_many(texts: list[str]) -> list[list[str]]:
     """`[analyze(t) for t in texts]`: for ASCII text without joiners (most log messages) the
     lowering, the joiner search and the translation run once over the whole batch."""

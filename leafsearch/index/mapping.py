@@ -39,6 +39,7 @@ from leafsearch.index.dates import (
     instant_string,
 )
 from leafsearch.index.parsed import POSITION_INCREMENT_GAP, ParsedDoc
+from leafsearch.unsupported import FIELD_TYPES, reason
 
 # fmt: off
 METADATA_FIELDS = frozenset({
@@ -786,6 +787,8 @@ def _build_mapper(
         return _build_object(path, name, type_, node)
     allowed = _PARAMS.get(type_)
     if allowed is None:
+        if type_ in FIELD_TYPES:
+            raise _MappingError(reason(f"the field type [{type_}] of field [{name}]"))
         raise _MappingError(f"No handler for type [{type_}] declared on field [{name}]")
     params: dict[str, Any] = {}
     fields: dict[str, FieldType] = {}

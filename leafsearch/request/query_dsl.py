@@ -31,6 +31,7 @@ from leafsearch.errors import (
 )
 from leafsearch.request import lucene_regexp
 from leafsearch.settings import node_setting
+from leafsearch.unsupported import NotSupported
 
 Scalar = str | int | float | bool
 
@@ -268,7 +269,7 @@ def _parse(body: Any, depth: int) -> Query:
     parser = _PARSERS.get(name)
     if parser is None:
         if name in _QUERY_NAMES:
-            raise IllegalArgument(f"[{name}] query is not supported by leafsearch")
+            raise NotSupported(f"[{name}] query")
         raise ParsingError(f"unknown query [{name}]{_suggest(name, _QUERY_NAMES)}")
     if depth >= MAX_NESTED_DEPTH:
         raise IllegalArgument(
@@ -667,7 +668,7 @@ def _terms(body: dict, depth: int) -> Query:
                 raise ParsingError(f"[{name}] query does not support [{key}] values that are not scalars")
             field, values = key, value
         elif isinstance(value, dict):
-            raise IllegalArgument("[terms] query lookup (terms from another document) is not supported")
+            raise NotSupported("[terms] query lookup (terms from another document)")
         elif key == "boost":
             boost = _float(name, key, value)
         elif key not in _IGNORED:

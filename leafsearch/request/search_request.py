@@ -51,6 +51,7 @@ from leafsearch.request.sort import (
     unsupported_token,
 )
 from leafsearch.request.timevalue import parse_time_value
+from leafsearch.unsupported import NotSupported
 
 _INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
 #: `track_total_hits` as Elasticsearch stores it: -1 disabled, Integer.MAX_VALUE exact.
@@ -319,7 +320,7 @@ class _Source:
         elif key in _EMPTY_ONLY and not value:
             pass
         elif key in _UNSUPPORTED or key in _EMPTY_ONLY:
-            raise IllegalArgument(f"[{key}] is not supported by leafsearch")
+            raise NotSupported(f"[{key}]")
         else:
             raise _unknown_key(key, value)
 
@@ -345,7 +346,7 @@ class _Source:
                 if not isinstance(group, str):
                     raise ParsingError(f"Expected [VALUE_STRING] in [stats] but found [{token_name(group)}]")
         elif key in _UNSUPPORTED:
-            raise IllegalArgument(f"[{key}] is not supported by leafsearch")
+            raise NotSupported(f"[{key}]")
         else:
             raise _unknown_key(key, value)
 
@@ -411,7 +412,7 @@ class _Source:
         if "sort" in params:
             self.sort = (self.sort or []) + parse_url_sort(params["sort"])
         if "suggest_field" in params:
-            raise IllegalArgument("[suggest] is not supported by leafsearch")
+            raise NotSupported("[suggest]")
 
 
 class _RequestOptions:

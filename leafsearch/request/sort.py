@@ -19,6 +19,7 @@ from typing import Any
 
 from leafsearch.errors import ElasticError, IllegalArgument, ParsingError, XContentParseError
 from leafsearch.request.search_types import SCORE, SortSpec
+from leafsearch.unsupported import NotSupported
 
 #: Sorts Elasticsearch has and leafsearch does not: refused by name rather than mistaken for fields.
 _UNSUPPORTED_SORTS = ("_script", "_geo_distance", "_geoDistance")
@@ -83,7 +84,7 @@ def _compound(body: dict[str, Any]) -> list[SortSpec]:
     specs = []
     for name, value in body.items():
         if name in _UNSUPPORTED_SORTS:
-            raise IllegalArgument(f"[{name}] sort is not supported by leafsearch")
+            raise NotSupported(f"[{name}] sort")
         if isinstance(value, str):
             specs.append(SortSpec(name, _order(value)))
         elif name == SCORE:
@@ -120,7 +121,7 @@ def _field_object(name: str, value: Any) -> SortSpec:
         elif key == "nested":
             if not isinstance(option, dict):
                 raise unsupported_token(_FIELD_SORT, key, option)
-            raise IllegalArgument("[nested] sort is not supported by leafsearch: it has no nested documents")
+            raise NotSupported("[nested] sort", "it has no nested documents")
         elif key in ("nested_path", "nested_filter"):
             removed = ParsingError(f"[{key}] has been removed in favour of the [nested] parameter")
             raise field_failed(_FIELD_SORT, key, removed)

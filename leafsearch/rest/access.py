@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from leafsearch.errors import ElasticError
 from leafsearch.rest import handlers_aliases as aliases
+from leafsearch.rest import handlers_analyze as analysis
 from leafsearch.rest import handlers_by_query as by_query
 from leafsearch.rest import handlers_cat as cat
 from leafsearch.rest import handlers_cluster as cluster
@@ -87,6 +88,8 @@ ACTIONS: dict[Callable[..., Any], Action] = {
     aliases.get_aliases: Action("indices:admin/aliases/get", "filter"),
     aliases.alias_exists: Action("indices:admin/aliases/get", "filter"),
     aliases.cat_aliases: Action("indices:admin/aliases/get", "cluster"),
+    analysis.analyze: Action("indices:admin/analyze", "cluster"),
+    analysis.analyze_index: Action("indices:admin/analyze", "strict"),
     cluster.get_data_streams: Action("indices:admin/data_stream/get", "cluster"),
     cat.cat_list: Action("cluster:monitor/main", "cluster"),
     cat.cat_indices: Action("indices:monitor/stats", "filter"),

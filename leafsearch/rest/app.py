@@ -1,9 +1,12 @@
 """The HTTP front: one ASGI endpoint that does what Elasticsearch's RestController does.
 
 Order of checks, as in Elasticsearch: body size (413) while reading, then routing (400 "no
-handler found" / 405 with `Allow`), then media types (406), then query parameters (400
-unrecognized), then the handler, which runs in a worker thread because the engine is synchronous.
-Every response carries `X-Elastic-Product: Elasticsearch`, which the official clients require.
+handler found" / 405 with `Allow`; 400 "not supported by leafsearch" for an Elasticsearch API
+leafsearch lacks), then media types (406), then query parameters (400 unrecognized), then the
+handler, which runs in a worker thread because the engine is synchronous. The answer is rendered
+in the format asked (`format`, `Accept`: JSON or YAML; `pretty`, `human`, `filter_path`,
+`error_trace`). Every response carries `X-Elastic-Product: Elasticsearch`, which the official
+clients require.
 """
 
 from __future__ import annotations
@@ -22,12 +25,15 @@ from starlette.routing import Route as StarletteRoute
 from leafsearch.errors import ContentTooLong, ElasticError, ParseException
 from leafsearch.memory import Trimmer
 from leafsearch.rest.access import AccessControl, Refusal, is_loopback_host
+from leafsearch.rest.error_trace import with_stack_trace
 from leafsearch.rest.exchange import RestRequest, RestResponse, parse_bool
-from leafsearch.rest.media import JSON, NotAcceptable, negotiate
-from leafsearch.rest.render import filter_path, to_json
-from leafsearch.rest.router import Route, Router
+from leafsearch.rest.human import with_human_fields
+from leafsearch.rest.media import JSON, NotAcceptable, negotiate, response_format
+from leafsearch.rest.render import YAML, filter_path, render, to_json
+from leafsearch.rest.router import Route, Router, split_raw_path
 from leafsearch.rest.routes import ROUTES
 from leafsearch.rest.unrecognized import check_params
+from leafsearch.unsupported import endpoint, endpoint_error
 
 if TYPE_CHECKING:
     from starlette.types import Receive, Scope, Send
@@ -83,19 +89,26 @@ class Dispatcher:
         if cors:
             send = _with_headers(send, cors)
         try:
+            media = response_format(params.get("format"), headers.get("accept")) or JSON
+        except NotAcceptable as exc:
+            await _send(
+                send, 406, to_json({"error": exc.message, "status": 406}, pretty=pretty), JSON, method
+            )
+            return
+        try:
             body = await self._read_body(receive, headers)
         except _TooLarge as exc:
             error = ContentTooLong(
                 f"entity content is too long [{exc.length}] for the configured buffer limit "
                 f"[{self.max_content_length}]"
             )
-            await _send(send, error.status, to_json(error.body(), pretty=pretty), JSON, method)
+            await _send(send, error.status, render(error.body(), media, pretty=pretty), media, method)
             return
         except _Disconnected:
             return
         except _BadEncoding as exc:
             error = ParseException(f"failed to decompress the request body: {exc}")
-            await _send(send, error.status, to_json(error.body(), pretty=pretty), JSON, method)
+            await _send(send, error.status, render(error.body(), media, pretty=pretty), media, method)
             return
 
         candidates = self.router.candidates(raw)
@@ -104,6 +117,15 @@ class Dispatcher:
             await _send(send, 200, b"", TEXT, method, {"allow": ",".join(allowed)} if allowed else None)
             return
         chosen = next(((route, captured) for route, captured in candidates if method in route.methods), None)
+        listed = endpoint(method, split_raw_path(raw))
+        ours = max((len(route.literals) for route, _ in candidates), default=-1)
+        # An Elasticsearch API leafsearch lacks says so, unless a route of ours names the path as
+        # precisely (`GET /_snapshot` is not an index named `_snapshot`; `POST /_cluster/settings`
+        # is a 405).
+        if listed is not None and (listed.literals > ours or listed.by_method and chosen is None):
+            error = endpoint_error(method, raw, listed.feature)
+            await _send(send, error.status, render(error.body(), media, pretty=pretty), media, method)
+            return
         if chosen is None:
             if allowed:
                 message = (
@@ -113,14 +135,14 @@ class Dispatcher:
                 await _send(
                     send,
                     405,
-                    to_json({"error": message, "status": 405}, pretty=pretty),
-                    JSON,
+                    render({"error": message, "status": 405}, media, pretty=pretty),
+                    media,
                     method,
                     {"allow": ",".join(allowed)},
                 )
             else:
                 message = f"no handler found for uri [{uri}] and method [{method}]"
-                await _send(send, 400, to_json({"error": message}, pretty=pretty), JSON, method)
+                await _send(send, 400, render({"error": message}, media, pretty=pretty), media, method)
             return
         route, captured = chosen
 
@@ -128,12 +150,14 @@ class Dispatcher:
             content_type = negotiate(headers.get("content-type"), headers.get("accept"), bool(body))
         except NotAcceptable as exc:
             await _send(
-                send, 406, to_json({"error": exc.message, "status": 406}, pretty=pretty), JSON, method
+                send, 406, render({"error": exc.message, "status": 406}, media, pretty=pretty), media, method
             )
             return
         except ElasticError as exc:
-            await _send(send, exc.status, to_json(exc.body(), pretty=pretty), JSON, method)
+            await _send(send, exc.status, render(exc.body(), media, pretty=pretty), media, method)
             return
+        if media == YAML:
+            content_type = YAML
 
         request = RestRequest(method, scope["path"], uri, captured, params, body, headers)
         # The client may go away while the handler runs: that sets the request's `cancelled`, which
@@ -210,20 +234,32 @@ class Dispatcher:
             check_params(route, request)
             self.access.admit(route, request)
             parse_bool(request.params.get("error_trace"), False)
+            human = parse_bool(request.params.get("human"), False)
             response: RestResponse = route.handler(self.node, request)
             if response.text is not None:
                 return response.status, response.text.encode(), TEXT, response.headers
             if response.body is None:
                 return response.status, b"", content_type, response.headers
-            body: Any = response.body
+            body: Any = with_human_fields(response.body) if human else response.body
             expression = request.params.get("filter_path")
             if expression:
                 body = filter_path(body, expression)
-            return response.status, to_json(body, pretty=pretty), content_type, response.headers
+            return response.status, render(body, content_type, pretty=pretty), content_type, response.headers
         except ElasticError as exc:
-            return exc.status, to_json(exc.body(), pretty=pretty), content_type, getattr(exc, "headers", {})
+            body = (
+                with_stack_trace(exc, request)
+                if request.params.get("error_trace") in ("", "true")
+                else exc.body()
+            )
+            return (
+                exc.status,
+                render(body, content_type, pretty=pretty),
+                content_type,
+                getattr(exc, "headers", {}),
+            )
         except Exception as exc:  # a bug: answer like Elasticsearch's 500 and keep serving
-            return 500, to_json(self.access.internal_error(exc, request), pretty=pretty), content_type, {}
+            body = self.access.internal_error(exc, request)
+            return 500, render(body, content_type, pretty=pretty), content_type, {}
 
 
 async def _watch_disconnect(receive: Receive, cancelled: threading.Event) -> None:

@@ -1,4 +1,5 @@
-"""`_cat` tables: aligned text for people (`v`, `h`, `s`, `bytes`, `help`) or JSON (`format=json`).
+"""`_cat` tables: aligned text for people (`v`, `h`, `s`, `bytes`, `help`) or rows for programs
+(`format=json`, or `format=yaml`, which the dispatcher writes as YAML).
 
 Rendering follows Elasticsearch's RestTable: columns separated by one space, numeric columns
 right-aligned (their headers too), the last column not padded, sizes in the human form `4.5kb`
@@ -87,7 +88,7 @@ def render_table(req: RestRequest, columns: list[Column], rows: list[dict[str, A
     selected = _select(columns, req.param("h"))
     rows = _sort(rows, columns, req.param("s"))
     cells = [[_cell(row.get(c.name), c, bytes_unit) for c in selected] for row in rows]
-    if req.param("format") == "json":
+    if req.param("format") in ("json", "yaml"):  # the dispatcher writes the rows as YAML
         return RestResponse([dict(zip((c.name for c in selected), line, strict=True)) for line in cells])
     table = ([[c.name for c in selected]] if req.flag("v") else []) + cells
     if not selected:

@@ -10,6 +10,7 @@ from leafsearch.errors import ActionRequestValidation, IllegalArgument, IndexNot
 from leafsearch.request.query_dsl import parse_query
 from leafsearch.rest.exchange import RestRequest, RestResponse
 from leafsearch.settings import active_shard_count
+from leafsearch.unsupported import NotSupported
 
 if TYPE_CHECKING:
     from leafsearch.node import Node
@@ -95,7 +96,7 @@ def field_caps(node: Node, req: RestRequest) -> RestResponse:
         if key not in _FIELD_CAPS_BODY:
             raise XContentParseError(f"[field_caps_request] unknown field [{key}]")
     if body.get("runtime_mappings"):
-        raise IllegalArgument("[runtime_mappings] is not supported by leafsearch")
+        raise NotSupported("[runtime_mappings]")
     fields = _comma_list(req.param("fields"))
     if "fields" in body:
         if fields:

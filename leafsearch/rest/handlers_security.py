@@ -16,6 +16,7 @@ from leafsearch.errors import ActionRequestValidation, ElasticError, IllegalArgu
 from leafsearch.request.timevalue import parse_time_value
 from leafsearch.rest.exchange import RestRequest, RestResponse
 from leafsearch.security.subject import Subject, current
+from leafsearch.unsupported import NotSupported
 
 if TYPE_CHECKING:
     from leafsearch.node import Node
@@ -76,9 +77,7 @@ def create_api_key(node: Node, req: RestRequest) -> RestResponse:
     if not isinstance(name, str) or not name.strip():
         raise ActionRequestValidation("api key name is required")
     if body.get("role_descriptors"):
-        raise IllegalArgument(
-            "[role_descriptors] are not supported by leafsearch: a key has its owner's roles"
-        )
+        raise NotSupported("[role_descriptors]", "a key has its owner's roles")
     expiration = body.get("expiration")
     millis = None if expiration is None else int(parse_time_value(str(expiration), "expiration") * 1000)
     metadata = body.get("metadata") or {}

@@ -3,7 +3,8 @@
 The official clients send `application/vnd.elasticsearch+json; compatible-with=8` on both headers
 and expect the same vendored type back; curl users send plain JSON. Bodies in other formats
 (SMILE, CBOR, YAML, form data) are answered with Elasticsearch's 406, since leafsearch reads JSON
-only.
+only. Responses are JSON, or YAML when `format=yaml` or `Accept: application/yaml` asks for it;
+asking for CBOR or SMILE is a 406 saying leafsearch does not write them.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import re
 from dataclasses import dataclass
 
 from leafsearch.errors import ElasticError, MediaTypeHeader
+from leafsearch.unsupported import reason
 
 JSON = "application/json"
 _VENDOR = "application/vnd.elasticsearch+"
@@ -54,6 +56,32 @@ def parse_media_type(value: str) -> MediaType | None:
         return MediaType(True, version)
     if essence in (JSON, "application/x-ndjson", "application/*") and version is None:
         return MediaType(True, None)
+    return None
+
+
+YAML = "application/yaml"
+_BINARY_FORMATS = ("cbor", "smile")
+
+
+def response_format(format_param: str | None, accept: str | None) -> str | None:
+    """YAML when the `format` parameter or the Accept header asks for it, else None (JSON).
+
+    As Elasticsearch, the parameter wins over the header and a value it does not know is ignored.
+    The binary formats Elasticsearch also writes are refused (NotAcceptable), never answered in
+    JSON that the client would then fail to decode."""
+    wanted = (format_param or "").lower()
+    if wanted == "yaml":
+        return YAML
+    if wanted in _BINARY_FORMATS:
+        raise NotAcceptable(reason(f"the response format [{wanted}]", "it answers JSON or YAML"))
+    if wanted == "json":
+        return None
+    for entry in (accept or "").split(","):
+        essence = entry.partition(";")[0].strip().lower()
+        if essence in ("application/yaml", "application/x-yaml"):
+            return YAML
+        if essence in ("application/cbor", "application/smile", f"{_VENDOR}cbor", f"{_VENDOR}smile"):
+            raise NotAcceptable(reason(f"the response format [{essence}]", "it answers JSON or YAML"))
     return None
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from leafsearch.by_query_request import SEARCH_PARAMS as BY_QUERY_SEARCH
 from leafsearch.rest import handlers_aliases as aliases
+from leafsearch.rest import handlers_analyze as analysis
 from leafsearch.rest import handlers_by_query as by_query
 from leafsearch.rest import handlers_cat as cat
 from leafsearch.rest import handlers_cluster as cluster
@@ -319,6 +320,8 @@ ROUTES = [
     # search
     Route.of("GET|POST", "/_search", search.search, SEARCH),
     Route.of("GET|POST", "/{index}/_search", search.search, SEARCH),
+    Route.of("GET|POST", "/_analyze", analysis.analyze, SOURCE_PARAMS),
+    Route.of("GET|POST", "/{index}/_analyze", analysis.analyze_index, SOURCE_PARAMS),
     Route.of("GET|POST", "/_field_caps", indices.field_caps, FIELD_CAPS),
     Route.of("GET|POST", "/{index}/_field_caps", indices.field_caps, FIELD_CAPS),
     Route.of("GET|POST", "/_msearch", search.msearch, MSEARCH),

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from leafsearch.errors import ElasticError, IllegalArgument, SearchPhaseExecution, XContentParseError
+from leafsearch.unsupported import NotSupported
 
 if TYPE_CHECKING:
     from leafsearch.search.aggs.values import ValueFormat
@@ -160,6 +161,8 @@ def field_failed(agg_type: str, field: str, cause: ElasticError) -> ElasticError
 
 
 def unknown_field(agg_type: str, key: str) -> ElasticError:
+    if key == "script":  # Elasticsearch's aggregations take scripts; leafsearch runs none
+        return NotSupported(f"[script] in the [{agg_type}] aggregation")
     return XContentParseError(f"[{agg_type}] unknown field [{key}]")
 
 

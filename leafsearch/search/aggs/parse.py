@@ -14,6 +14,7 @@ from leafsearch.search.aggs.histogram import parse_date_histogram, parse_histogr
 from leafsearch.search.aggs.metrics import parse_cardinality, parse_stats
 from leafsearch.search.aggs.ranges import parse_range
 from leafsearch.search.aggs.terms import parse_terms
+from leafsearch.unsupported import AGGREGATIONS, NotSupported
 
 METRICS = ("min", "max", "sum", "avg", "value_count", "stats", "extended_stats")
 PARSERS = {
@@ -68,7 +69,7 @@ def parse_level(body: Any, pctx: ParseContext) -> AggTree:
                     f"Found two aggregation type definitions in [{name}]: [{type_name}] and [{key}]"
                 )
             elif key not in PARSERS:
-                raise unknown_type(key)
+                raise NotSupported(f"[{key}] aggregation") if key in AGGREGATIONS else unknown_type(key)
             else:
                 type_name, agg_body = key, value
         if type_name is None:
