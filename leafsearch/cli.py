@@ -346,3 +346,13 @@ def _bind(host: str, port: int) -> socket.socket:
     sock.listen(2048)
     sock.set_inheritable(True)
     return sock
+
+
+def _register_transfer_commands() -> None:
+    from leafsearch.transfer.commands import export_command, import_command
+
+    main.add_command(export_command)
+    main.add_command(import_command)
+
+
+_register_transfer_commands()
