@@ -57,7 +57,7 @@ class ImportResult:
     errors_file: str | None = None
 
     def summary(self) -> str:
-        lines = [f"{self.succeeded:,} documents imported, {self.failed:,} failed"]
+        lines = [f"{self.succeeded:,} items imported, {self.failed:,} failed"]
         for error_type, (count, reason) in sorted(self.by_type.items(), key=lambda kv: -kv[1][0]):
             lines.append(f"  {count:,} x {error_type}: {reason}")
         if self.errors_file and self.failed:
