@@ -15,6 +15,7 @@ from leafsearch.rest.exchange import RestRequest, RestResponse
 from leafsearch.search.msearch import Authorize, parse_msearch
 from leafsearch.search.msearch import msearch as run_msearch
 from leafsearch.security.narrowing import narrow_expression
+from leafsearch.slowlog import timed_search
 
 if TYPE_CHECKING:
     from leafsearch.node import Node
@@ -23,15 +24,12 @@ SEARCH_ACTION = "indices:data/read/search"
 
 
 def search(node: Node, req: RestRequest) -> RestResponse:
-    return RestResponse(
-        node.search(
-            req.path_params.get("index"),
-            req.json_object(),
-            req.action_params(),
-            raw_hits=True,
-            cancelled=req.cancelled,
+    index, body = req.path_params.get("index"), req.json_object()
+    with timed_search(node, index, body, req.headers.get("x-opaque-id")) as outcome:
+        outcome.response = node.search(
+            index, body, req.action_params(), raw_hits=True, cancelled=req.cancelled
         )
-    )
+    return RestResponse(outcome.response)
 
 
 def msearch(node: Node, req: RestRequest) -> RestResponse:

@@ -8,11 +8,12 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from leafsearch.transfer.client import Client, TransferError
+if TYPE_CHECKING:
+    from leafsearch.transfer.client import Client
 
 DEFAULT_URL = "http://127.0.0.1:9200"
 
@@ -62,6 +63,7 @@ def _client(
     no_verify: bool,
     connections: int,
 ) -> Iterator[Client]:
+    from leafsearch.transfer.client import Client
     from leafsearch.transfer.local import served_data_folder
 
     verify: bool | str = False if no_verify else (ca_cert or True)
@@ -85,6 +87,8 @@ def _reported(command: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(command)
     def run(*args: Any, **kwargs: Any) -> Any:
+        from leafsearch.transfer.client import TransferError
+
         try:
             return command(*args, **kwargs)
         except TransferError as exc:
