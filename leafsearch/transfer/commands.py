@@ -159,6 +159,7 @@ def export_command(
     FILE ending in .gz or .zst is compressed. Each line is {"_index", "_id", "_source"}, the format
     `leafsearch import` and elasticdump read. The export reads a point in time, so documents
     written meanwhile do not change what it exports."""
+    from leafsearch.transfer.client import TransferError
     from leafsearch.transfer.export import Exporter, ExportPlan, load_state, parse_sort, parse_source
 
     if resume and file == "-":
@@ -185,7 +186,15 @@ def export_command(
                 keep_alive=keep_alive,
             )
             exporter = Exporter.start(client, plan, quiet=quiet)
-        written = exporter.run()
+        try:
+            written = exporter.run()
+        except TransferError as exc:
+            if data is not None and exc.type == "search_context_missing_exception":
+                raise TransferError(
+                    "an export of a data folder reads a point in time of the process that ran it, "
+                    "which ended with it: start the export again without --resume"
+                ) from None
+            raise
     seconds = time.monotonic() - started
     total = sum(exporter.state.written)
     click.echo(
