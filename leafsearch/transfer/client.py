@@ -78,7 +78,10 @@ class Client:
             response = self.http.request(method, path, content=content, params=params, headers=headers)
         except httpx.TransportError as exc:
             raise TransferError(f"{method} {self.url}{path}: {exc}") from None
-        decoded = orjson.loads(response.content) if response.content else None
+        try:
+            decoded = orjson.loads(response.content) if response.content else None
+        except orjson.JSONDecodeError:  # a proxy's error page, say
+            decoded = response.text[:500]
         if response.status_code >= 400 and response.status_code not in allow:
             raise error_of(method, path, response.status_code, decoded)
         return response.status_code, decoded

@@ -30,8 +30,7 @@ import os
 import queue
 import sys
 import threading
-import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import orjson
@@ -79,7 +78,6 @@ class ExportState:
     offsets: list[int]
     turn: int = 0
     version: int = STATE_VERSION
-    started: float = field(default_factory=time.time)
 
 
 def split_name(path: str, number: int) -> str:
