@@ -234,3 +234,28 @@ def test_import_reports_each_failed_item_and_exits_1(server: str, tmp_path: Path
         assert got["_source"] == {"n": 1}
     finally:
         httpx.delete(f"{server}/transfer-errors", timeout=60)
+
+
+def test_import_of_gzip_and_of_standard_input(server: str, tmp_path: Path) -> None:
+    docs = [{"n": i} for i in range(1_234)]
+    lines = b"".join(orjson.dumps(doc) + b"\n" for doc in docs)
+    packed = tmp_path / "plain.ndjson.gz"
+    packed.write_bytes(gzip.compress(lines))
+    try:
+        cli("import", str(packed), "transfer-gz", "--url", server, "--chunk", "100")
+        piped = subprocess.run(
+            [sys.executable, "-m", "leafsearch", "import", "-", "transfer-stdin", "--url", server],
+            cwd=REPO,
+            env=server_env(),
+            input=lines,
+            capture_output=True,
+            timeout=300,
+        )
+        assert piped.returncode == 0, piped.stderr.decode()
+        for index in ("transfer-gz", "transfer-stdin"):
+            body = {"size": 0, "aggs": {"n": {"sum": {"field": "n"}}}}
+            answer = httpx.post(f"{server}/{index}/_search", json=body, timeout=60).json()
+            assert answer["hits"]["total"]["value"] == len(docs)
+            assert answer["aggregations"]["n"]["value"] == sum(range(len(docs)))
+    finally:
+        httpx.delete(f"{server}/transfer-gz,transfer-stdin", timeout=60)
