@@ -150,7 +150,9 @@ def test_interrupted_export_resumes_without_gaps_or_repeats(
             process.kill()
     state = _state(output)
     assert state is not None and sum(state["written"]) < N
-    # Pages may have reached the file after the last state: resuming cuts them off.
+    # Pages may have reached the file after the last state (here: a torn one): resuming cuts them off.
+    with open(output, "ab") as torn:
+        torn.write(b'{"_index": "transfer-source", "_id": "00000')
     cli("export", loaded, str(output), "--url", server, "--resume")
     assert documents(read_lines(output)) == expected
     assert _state(output) is None  # finished: the state file is gone
