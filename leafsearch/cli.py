@@ -28,18 +28,44 @@ log = logging.getLogger("leafsearch")
 IDLE_CONNECTION_SECONDS = 3600
 
 
-@click.group()
+CONTEXT = {"help_option_names": ["-h", "--help"]}
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    from leafsearch.version import VERSION
+
+    try:
+        own = version("leafsearch")
+    except PackageNotFoundError:
+        own = "unknown"
+    return f"{own} (Elasticsearch {VERSION} API)"
+
+
+@click.group(context_settings=CONTEXT)
+@click.version_option(_version(), "-V", "--version", prog_name="leafsearch", message="%(prog)s %(version)s")
 def main() -> None:
     """leafsearch: an Elasticsearch-compatible search server."""
 
 
 @main.command()
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    envvar="LEAFSEARCH_HOST",
+    show_envvar=True,
+    help="Address to listen on.",
+)
 @click.option(
     "--port",
     default=9200,
     show_default=True,
     type=click.IntRange(0, 65535),
+    envvar="LEAFSEARCH_PORT",
+    show_envvar=True,
     help="Port to listen on (0 picks a free one).",
 )
 @click.option(
@@ -48,6 +74,8 @@ def main() -> None:
     default="./data",
     show_default=True,
     type=click.Path(file_okay=False),
+    envvar="LEAFSEARCH_DATA",
+    show_envvar=True,
     help="Data folder (created when missing).",
 )
 @click.option(
@@ -55,13 +83,28 @@ def main() -> None:
     default="100mb",
     show_default=True,
     envvar="LEAFSEARCH_HTTP_MAX_CONTENT_LENGTH",
+    show_envvar=True,
     help="http.max_content_length: largest request body accepted, e.g. 100mb.",
 )
-@click.option("--tls-cert", type=click.Path(dir_okay=False, exists=True), help="PEM certificate (chain).")
-@click.option("--tls-key", type=click.Path(dir_okay=False, exists=True), help="PEM private key.")
+@click.option(
+    "--tls-cert",
+    type=click.Path(dir_okay=False, exists=True),
+    envvar="LEAFSEARCH_TLS_CERT",
+    show_envvar=True,
+    help="PEM certificate (chain).",
+)
+@click.option(
+    "--tls-key",
+    type=click.Path(dir_okay=False, exists=True),
+    envvar="LEAFSEARCH_TLS_KEY",
+    show_envvar=True,
+    help="PEM private key.",
+)
 @click.option(
     "--insecure",
     is_flag=True,
+    envvar="LEAFSEARCH_INSECURE",
+    show_envvar=True,
     help="Listen on a non-loopback address without authentication or TLS (a warning is logged).",
 )
 @click.option(
@@ -70,7 +113,37 @@ def main() -> None:
     "settings",
     multiple=True,
     metavar="KEY=VALUE",
-    help="A node setting, as Elasticsearch's -E (http.cors.enabled, http.cors.allow-origin, ...).",
+    envvar="LEAFSEARCH_SETTINGS",
+    show_envvar=True,
+    help="A node setting, as Elasticsearch's -E (http.cors.enabled, http.cors.allow-origin, ...); "
+    "in the environment, pairs separated by spaces.",
+)
+@click.option(
+    "--log-level",
+    default="info",
+    show_default=True,
+    type=click.Choice(LOG_LEVELS, case_sensitive=False),
+    envvar="LEAFSEARCH_LOG_LEVEL",
+    show_envvar=True,
+    help="Least severe message of the server's log (standard error).",
+)
+@click.option(
+    "--access-log",
+    metavar="FILE|-",
+    envvar="LEAFSEARCH_ACCESS_LOG",
+    show_envvar=True,
+    help="Log every request (client, method, path, status, bytes, ms) to FILE, or - for standard "
+    "error. Off when not given.",
+)
+@click.option(
+    "--slow-log",
+    metavar="FILE|-",
+    default="-",
+    show_default=True,
+    envvar="LEAFSEARCH_SLOW_LOG",
+    show_envvar=True,
+    help="Where the search and indexing slow logs go (Elasticsearch's JSON lines; an index's "
+    "index.search.slowlog.threshold.* and index.indexing.slowlog.threshold.* settings turn them on).",
 )
 def serve(
     host: str,
@@ -81,18 +154,24 @@ def serve(
     tls_key: str | None,
     insecure: bool,
     settings: tuple[str, ...],
+    log_level: str,
+    access_log: str | None,
+    slow_log: str,
 ) -> None:
-    """Serve the node in DATA over HTTP (HTTPS with --tls-cert and --tls-key)."""
+    """Serve the node in DATA over HTTP (HTTPS with --tls-cert and --tls-key).
+
+    Every option can also be given by the environment variable shown beside it."""
     import uvicorn
 
     from leafsearch.errors import ElasticError
     from leafsearch.node import Node, NodeLocked
     from leafsearch.rest.access import is_loopback_host
+    from leafsearch.rest.access_log import AccessLog
     from leafsearch.rest.app import create_app
     from leafsearch.rest.connections import counting_protocol
     from leafsearch.settings import parse_byte_size
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    _configure_logs(log_level, access_log, slow_log)
     os.umask(0o077)
     try:
         limit = parse_byte_size(max_content_length, "http.max_content_length")
@@ -116,8 +195,11 @@ def serve(
         sys.exit(1)
     _tune_gc()
     try:
+        app = create_app(node, max_content_length=limit, bind_host=host, node_settings=node_settings)
+        if access_log is not None:
+            app = AccessLog(app)
         config = uvicorn.Config(
-            create_app(node, max_content_length=limit, bind_host=host, node_settings=node_settings),
+            app,
             ssl_certfile=tls_cert,
             ssl_keyfile=tls_key,
             workers=1,
@@ -155,6 +237,34 @@ def serve(
     finally:
         node.close()
         log.info("leafsearch stopped")
+
+
+def _log_handler(destination: str) -> logging.Handler:
+    """`-` is standard error; anything else a file appended to."""
+    if destination == "-":
+        return logging.StreamHandler(sys.stderr)
+    return logging.FileHandler(destination, encoding="utf-8")
+
+
+def _configure_logs(level: str, access_log: str | None, slow_log: str) -> None:
+    """The server's log on standard error at `level`; the access log (timestamped lines) and the
+    slow logs (Elasticsearch's JSON lines, which carry their own timestamp) each where its flag
+    says, not repeated in the server's log."""
+    from leafsearch.rest.access_log import ACCESS_LOGGER
+    from leafsearch.slowlog import ALL_LOGGERS
+
+    logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if access_log is not None:
+        handler = _log_handler(access_log)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+        ACCESS_LOGGER.addHandler(handler)
+        ACCESS_LOGGER.setLevel(logging.INFO)
+        ACCESS_LOGGER.propagate = False
+    slow = _log_handler(slow_log)
+    slow.setFormatter(logging.Formatter("%(message)s"))
+    for logger in ALL_LOGGERS:
+        logger.addHandler(slow)
+        logger.propagate = False
 
 
 def _node_settings(pairs: tuple[str, ...]) -> dict[str, str]:
@@ -209,7 +319,13 @@ def users() -> None:
 
 
 _DATA_OPTION = click.option(
-    "--data", default="./data", show_default=True, type=click.Path(file_okay=False), help="Data folder."
+    "--data",
+    default="./data",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    envvar="LEAFSEARCH_DATA",
+    show_envvar=True,
+    help="Data folder.",
 )
 
 
@@ -348,3 +464,13 @@ def _bind(host: str, port: int) -> socket.socket:
     sock.listen(2048)
     sock.set_inheritable(True)
     return sock
+
+
+def _register_transfer_commands() -> None:
+    from leafsearch.transfer.commands import export_command, import_command
+
+    main.add_command(export_command)
+    main.add_command(import_command)
+
+
+_register_transfer_commands()

@@ -76,6 +76,22 @@ def positive_time_setting(value: SettingValue, key: str) -> float:
     return seconds
 
 
+def slowlog_source_setting(value: SettingValue, key: str) -> int:
+    """`index.indexing.slowlog.source`: characters of source logged; true = all (-1), false = none."""
+    text = str(value).lower()
+    if text in ("true", "false"):
+        return -1 if text == "true" else 0
+    try:
+        number = int(text)
+    except ValueError:
+        number = -1
+    if number < 0:
+        raise IllegalArgument(
+            f"failed to parse setting [{key}] with value [{value}] as a number or a boolean"
+        )
+    return number
+
+
 def choice_setting(*choices: str) -> Parser:
     def parse(value: SettingValue, key: str) -> str:
         if value not in choices:
@@ -313,6 +329,20 @@ _INDEX = [
     Setting("index.unassigned.node_left.delayed_timeout", "1m", positive_time_setting, True),
     Setting("index.creation_date", "-1", int_setting(-1, 2**63 - 1), False),
     Setting("index.highlight.max_analyzed_offset", "1000000", int_setting(1), True),
+    # Slow logs (slowlog.py): thresholds per level, -1 = off.
+    *(
+        Setting(f"index.search.slowlog.threshold.{phase}.{level}", "-1", time_setting, True)
+        for phase in ("query", "fetch")
+        for level in ("warn", "info", "debug", "trace")
+    ),
+    *(
+        Setting(f"index.indexing.slowlog.threshold.index.{level}", "-1", time_setting, True)
+        for level in ("warn", "info", "debug", "trace")
+    ),
+    Setting("index.indexing.slowlog.source", "1000", slowlog_source_setting, True),
+    Setting("index.indexing.slowlog.reformat", "true", bool_setting, True),
+    Setting("index.search.slowlog.include.user", "false", bool_setting, True),
+    Setting("index.indexing.slowlog.include.user", "false", bool_setting, True),
     # Index sorting (index/index_sort.py): final, checked against the mapping at creation.
     Setting("index.sort.field", [], string_list_setting, False),
     Setting("index.sort.order", [], sort_order_list_setting, False),

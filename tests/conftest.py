@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import socket
 import subprocess
 import sys
@@ -28,6 +27,7 @@ from elasticsearch import Elasticsearch
 from leafsearch import Node
 from leafsearch.rest.app import create_app
 from leafsearch.rest.connections import counting_protocol
+from leafsearch.testing import Server
 
 REPO = Path(__file__).resolve().parent.parent
 STARTUP_TIMEOUT = 30.0
@@ -101,31 +101,11 @@ def start_server(data: Path, port: int, *extra: str) -> subprocess.Popen:
 def running_server(
     data: Path, *extra: str, preexec_fn: Callable[[], None] | None = None
 ) -> Iterator[tuple[str, subprocess.Popen]]:
-    """A server process on a free port, its output in `<data>.log`; stopped with SIGTERM on exit.
-    `preexec_fn` runs in the child before the server starts (e.g. to set resource limits)."""
-    port = free_port()
-    log = data.with_name(data.name + ".log")
-    with open(log, "ab") as output:
-        process = subprocess.Popen(
-            serve_command(data, port, *extra),
-            cwd=REPO,
-            env=server_env(),
-            stdout=output,
-            stderr=subprocess.STDOUT,
-            preexec_fn=preexec_fn,
-        )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_until_up(process, url, log)
-        yield url, process
-    finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+    """A server process on a free port (`leafsearch.testing.Server`, the one the pytest plugin
+    starts), its output in `<data>.log`; stopped with SIGTERM on exit. `preexec_fn` runs in the
+    child before the server starts (e.g. to set resource limits)."""
+    with Server(data, args=extra, preexec_fn=preexec_fn, startup_timeout=STARTUP_TIMEOUT) as server:
+        yield server.url, server.process
 
 
 @pytest.fixture(scope="session")

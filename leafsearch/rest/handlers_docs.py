@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +22,7 @@ from leafsearch.request.sort import token_name
 from leafsearch.rest.exchange import RestRequest, RestResponse
 from leafsearch.rest.source_filter import apply_source_filter, apply_source_option
 from leafsearch.settings import active_shard_count
+from leafsearch.slowlog import indexing_timed
 
 if TYPE_CHECKING:
     from leafsearch.node import Node
@@ -52,16 +54,18 @@ def _write_reply(body: dict[str, Any]) -> RestResponse:
 
 
 def _index(node: Node, req: RestRequest, op_type: str) -> RestResponse:
-    return _write_reply(
-        node.index_doc(
-            req.path_params["index"],
-            req.path_params.get("id"),
-            req.required_body(),
-            op_type=op_type,
-            require_alias=req.flag("require_alias"),
-            **_write_options(req),
-        )
+    started = time.perf_counter()
+    body = node.index_doc(
+        req.path_params["index"],
+        req.path_params.get("id"),
+        req.required_body(),
+        op_type=op_type,
+        require_alias=req.flag("require_alias"),
+        **_write_options(req),
     )
+    seconds = time.perf_counter() - started
+    indexing_timed(node, body["_index"], body["_id"], req.param("routing"), req.body, seconds)
+    return _write_reply(body)
 
 
 def index_doc(node: Node, req: RestRequest) -> RestResponse:

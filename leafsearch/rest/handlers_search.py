@@ -21,6 +21,7 @@ from leafsearch.rest.exchange import RestRequest, RestResponse
 from leafsearch.search.msearch import Authorize, parse_msearch
 from leafsearch.search.msearch import msearch as run_msearch
 from leafsearch.security.narrowing import narrow_expression
+from leafsearch.slowlog import timed_search
 
 if TYPE_CHECKING:
     from leafsearch.node import Node
@@ -29,11 +30,12 @@ SEARCH_ACTION = "indices:data/read/search"
 
 
 def search(node: Node, req: RestRequest) -> RestResponse:
+    index, body = req.path_params.get("index"), req.json_object()
     # The path's indices take part in validation: a PIT search must not name any.
-    request = parse_search_request(
-        req.json_object(), req.action_params(), indices=req.path_params.get("index")
-    )
-    return RestResponse(node.search(request, raw_hits=True, cancelled=req.cancelled))
+    request = parse_search_request(body, req.action_params(), indices=index)
+    with timed_search(node, index, body, req.headers.get("x-opaque-id")) as outcome:
+        outcome.response = node.search(request, raw_hits=True, cancelled=req.cancelled)
+    return RestResponse(outcome.response)
 
 
 def msearch(node: Node, req: RestRequest) -> RestResponse:

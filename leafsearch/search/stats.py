@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from leafsearch.search.targets import Target
 
+from leafsearch.slowlog import phase_timed
+
 
 class SearchStats:
     def __init__(self) -> None:
@@ -52,7 +54,9 @@ class SearchStats:
         try:
             yield
         finally:
-            elapsed = int((time.perf_counter() - started) * 1000)
+            seconds = time.perf_counter() - started
+            phase_timed(name, seconds)  # the request's slow log (leafsearch/slowlog.py)
+            elapsed = int(seconds * 1000)
             with self._lock:
                 self.counters[f"{name}_current"] -= 1
                 self.counters[f"{name}_total"] += 1

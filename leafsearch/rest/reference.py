@@ -1,0 +1,65 @@
+"""docs/api-reference.md, written from the route table: every endpoint, its methods and the query
+parameters it accepts, so the reference lists exactly what the server routes.
+
+    python -m leafsearch.rest.reference > docs/api-reference.md
+
+`tests/test_docs.py` fails when the file and the table differ."""
+
+from __future__ import annotations
+
+import sys
+from itertools import groupby
+
+from leafsearch.rest.exchange import RESPONSE_PARAMS
+from leafsearch.rest.router import Route
+from leafsearch.rest.routes import ROUTES
+
+SECTIONS = {
+    "handlers_cluster": "Cluster, nodes and aliases",
+    "handlers_indices": "Indices",
+    "handlers_cat": "cat APIs",
+    "handlers_docs": "Documents",
+    "handlers_search": "Search",
+    "handlers_security": "Security",
+}
+
+HEADER = f"""# API reference
+
+Every endpoint leafsearch serves, with its methods and the query parameters it accepts. This page
+is generated from the route table (`leafsearch/rest/routes.py`) by
+`python -m leafsearch.rest.reference > docs/api-reference.md`, and a test checks that it is
+current. Request and response bodies are Elasticsearch 8's; where leafsearch behaves differently
+or leaves a feature out, [differences.md](differences.md) says so.
+
+- Every endpoint also takes {", ".join(f"`{p}`" for p in sorted(RESPONSE_PARAMS))}.
+- A query parameter not listed for an endpoint is refused with Elasticsearch's
+  `illegal_argument_exception` ("request [...] contains unrecognized parameter: [...]"), as
+  Elasticsearch refuses it: a typo never passes silently.
+- A path or method not listed is answered as Elasticsearch answers it: 405 with the allowed
+  methods for a known path, 400 "no handler found for uri" otherwise.
+"""
+
+
+def _section(route: Route) -> str:
+    module = route.handler.__module__.rsplit(".", 1)[-1]
+    return SECTIONS.get(module, module.removeprefix("handlers_").replace("_", " ").capitalize())
+
+
+def render() -> str:
+    lines = [HEADER]
+    order = list(dict.fromkeys(_section(route) for route in ROUTES))
+    for section in order:
+        lines += [f"## {section}", "", "| methods | path | query parameters |", "|---|---|---|"]
+        routes = [route for route in ROUTES if _section(route) == section]
+        for _, group in groupby(routes, key=lambda r: (r.handler, r.params, r.methods)):
+            group = list(group)
+            methods = " ".join(sorted(group[0].methods))
+            paths = "<br>".join(f"`{route.path}`" for route in group)
+            params = ", ".join(f"`{p}`" for p in sorted(group[0].params)) or "-"
+            lines.append(f"| {methods} | {paths} | {params} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.stdout.write(render())

@@ -1,0 +1,268 @@
+"""The `export` and `import` commands of the command line (registered by `leafsearch.cli`)."""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+import click
+
+if TYPE_CHECKING:
+    from leafsearch.transfer.client import Client
+
+DEFAULT_URL = "http://127.0.0.1:9200"
+
+
+def _connection_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """--url/--data and the credentials, shared by export and import."""
+    options = [
+        click.option(
+            "--url",
+            default=DEFAULT_URL,
+            show_default=True,
+            envvar="LEAFSEARCH_URL",
+            show_envvar=True,
+            help="Any Elasticsearch-compatible server.",
+        ),
+        click.option(
+            "--data",
+            type=click.Path(file_okay=False),
+            help="Work directly on this leafsearch data folder (no server may hold it) instead of --url.",
+        ),
+        click.option(
+            "--user",
+            envvar="LEAFSEARCH_USER",
+            show_envvar=True,
+            metavar="NAME:PASSWORD",
+            help="Basic authentication.",
+        ),
+        click.option("--api-key", envvar="LEAFSEARCH_API_KEY", show_envvar=True, help="An encoded API key."),
+        click.option(
+            "--ca-cert", type=click.Path(dir_okay=False, exists=True), help="PEM CA certificate for https."
+        ),
+        click.option("--no-verify-tls", is_flag=True, help="Do not verify the server's certificate."),
+        click.option("--quiet", "-q", is_flag=True, help="No progress bar (it is shown only on a terminal)."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+@contextmanager
+def _client(
+    url: str,
+    data: str | None,
+    user: str | None,
+    api_key: str | None,
+    ca_cert: str | None,
+    no_verify: bool,
+    connections: int,
+) -> Iterator[Client]:
+    from leafsearch.transfer.client import Client
+    from leafsearch.transfer.local import served_data_folder
+
+    verify: bool | str = False if no_verify else (ca_cert or True)
+    if data is None:
+        client = Client(url, user=user, api_key=api_key, verify=verify, connections=connections)
+        try:
+            yield client
+        finally:
+            client.close()
+        return
+    with served_data_folder(data) as local_url:
+        client = Client(local_url, connections=connections)
+        try:
+            yield client
+        finally:
+            client.close()
+
+
+def _reported(command: Callable[..., Any]) -> Callable[..., Any]:
+    """A `TransferError` ends the command with its message and status 1; Ctrl-C with status 130."""
+
+    @functools.wraps(command)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        from leafsearch.transfer.client import TransferError
+
+        try:
+            return command(*args, **kwargs)
+        except TransferError as exc:
+            click.echo(f"leafsearch: {exc}", err=True)
+            sys.exit(1)
+        except KeyboardInterrupt:
+            click.echo("leafsearch: interrupted", err=True)
+            sys.exit(130)
+
+    return run
+
+
+def _json_option(value: str | None, name: str) -> Any:
+    """A JSON value given inline or as `@file`."""
+    if value is None:
+        return None
+    try:
+        if value.startswith("@"):
+            with open(value[1:], encoding="utf-8") as handle:
+                return json.load(handle)
+        return json.loads(value)
+    except (OSError, ValueError) as exc:
+        raise click.BadParameter(str(exc), param_hint=name) from None
+
+
+@click.command("export")
+@click.argument("index")
+@click.argument("file", default="-")
+@_connection_options
+@click.option("--query", help='A query as JSON ({"match": ...}) or @file.json; default every document.')
+@click.option("--sort", help='Sort, e.g. "@timestamp:desc,id" (default: _shard_doc, the fastest).')
+@click.option("--source", "source_includes", help="Source fields to keep (comma list), or false.")
+@click.option("--source-excludes", help="Source fields to drop (comma list).")
+@click.option("--size", default=1000, show_default=True, type=click.IntRange(1, 10000), help="Hits per page.")
+@click.option("--slices", default=1, show_default=True, type=click.IntRange(1, 128), help="Read in parallel.")
+@click.option("--split", is_flag=True, help="With --slices: one file per slice (FILE.N.ext) instead of one.")
+@click.option(
+    "--keep-alive",
+    default="1h",
+    show_default=True,
+    help="How long the point in time lives between pages; "
+    "an interrupted export can be resumed within that time.",
+)
+@click.option("--resume", is_flag=True, help="Continue the interrupted export to FILE where it stopped.")
+@_reported
+def export_command(
+    index: str,
+    file: str,
+    url: str,
+    data: str | None,
+    user: str | None,
+    api_key: str | None,
+    ca_cert: str | None,
+    no_verify_tls: bool,
+    quiet: bool,
+    query: str | None,
+    sort: str | None,
+    source_includes: str | None,
+    source_excludes: str | None,
+    size: int,
+    slices: int,
+    split: bool,
+    keep_alive: str,
+    resume: bool,
+) -> None:
+    """Export the documents of INDEX to FILE as NDJSON (`-`, the default, is standard output).
+
+    FILE ending in .gz or .zst is compressed. Each line is {"_index", "_id", "_source"}, the format
+    `leafsearch import` and elasticdump read. The export reads a point in time, so documents
+    written meanwhile do not change what it exports."""
+    from leafsearch.transfer.client import TransferError
+    from leafsearch.transfer.export import Exporter, ExportPlan, load_state, parse_sort, parse_source
+
+    if resume and file == "-":
+        raise click.UsageError("--resume needs a FILE (standard output cannot be continued)")
+    if split and file == "-":
+        raise click.UsageError("--split needs a FILE")
+    started = time.monotonic()
+    with _client(url, data, user, api_key, ca_cert, no_verify_tls, slices + 1) as client:
+        if resume:
+            state = load_state(file)
+            if state.plan.index != index:
+                raise click.UsageError(f"{file} is an export of [{state.plan.index}], not [{index}]")
+            exporter = Exporter(client, state, quiet=quiet)
+        else:
+            plan = ExportPlan(
+                index=index,
+                output=file,
+                query=_json_option(query, "--query"),
+                sort=parse_sort(sort),
+                source=parse_source(source_includes, source_excludes),
+                size=size,
+                slices=slices,
+                split=split,
+                keep_alive=keep_alive,
+            )
+            exporter = Exporter.start(client, plan, quiet=quiet)
+        try:
+            written = exporter.run()
+        except TransferError as exc:
+            if data is not None and exc.type == "search_context_missing_exception":
+                raise TransferError(
+                    "an export of a data folder reads a point in time of the process that ran it, "
+                    "which ended with it: start the export again without --resume"
+                ) from None
+            raise
+    seconds = time.monotonic() - started
+    total = sum(exporter.state.written)
+    click.echo(
+        f"exported {total:,} documents of [{index}] ({written:,} in this run, {seconds:.1f}s, "
+        f"{written / seconds if seconds else 0:,.0f} docs/s)",
+        err=True,
+    )
+
+
+@click.command("import")
+@click.argument("file")
+@click.argument("index")
+@_connection_options
+@click.option(
+    "--mapping",
+    type=click.Path(dir_okay=False, exists=True),
+    help="Create INDEX first from this "
+    'JSON file: a mapping ({"properties": ...}) or a create-index body ({"settings", "mappings"}).',
+)
+@click.option(
+    "--workers", default=2, show_default=True, type=click.IntRange(1, 64), help="Bulk requests in parallel."
+)
+@click.option(
+    "--chunk", default=5000, show_default=True, type=click.IntRange(1), help="Documents per bulk request."
+)
+@click.option(
+    "--errors",
+    "errors_path",
+    type=click.Path(dir_okay=False),
+    help="Where failed items are written "
+    "(default: FILE.errors.ndjson, or import-errors.ndjson for standard input).",
+)
+@_reported
+def import_command(
+    file: str,
+    index: str,
+    url: str,
+    data: str | None,
+    user: str | None,
+    api_key: str | None,
+    ca_cert: str | None,
+    no_verify_tls: bool,
+    quiet: bool,
+    mapping: str | None,
+    workers: int,
+    chunk: int,
+    errors_path: str | None,
+) -> None:
+    """Import the NDJSON FILE (`-`: standard input; .gz/.zst decompressed) into INDEX.
+
+    Lines are documents (plain sources, or records as `leafsearch export` writes them) or the
+    _bulk format. Exits with status 1 when any item failed; each failure is written to the
+    errors file."""
+    from leafsearch.transfer.importer import Importer, create_index, load_definition
+
+    errors_path = errors_path or ("import-errors.ndjson" if file == "-" else file + ".errors.ndjson")
+    started = time.monotonic()
+    with _client(url, data, user, api_key, ca_cert, no_verify_tls, workers + 1) as client:
+        if mapping is not None:
+            create_index(client, index, load_definition(mapping))
+        importer = Importer(
+            client, index, workers=workers, chunk_docs=chunk, errors_path=errors_path, quiet=quiet
+        )
+        result = importer.run(file)
+    seconds = time.monotonic() - started
+    done = result.succeeded + result.failed
+    click.echo(
+        f"{result.summary()}\n({seconds:.1f}s, {done / seconds if seconds else 0:,.0f} docs/s)", err=True
+    )
+    if result.failed:
+        sys.exit(1)

@@ -1,0 +1,89 @@
+"""NDJSON files as the transfer commands read and write them: plain, gzip (`.gz`) or zstd (`.zst`)
+chosen by the file name's extension, `-` for standard input or output.
+
+Compressed output is written as one gzip member or zstd frame per chunk (a page of hits): a file
+cut after any whole chunk is still a valid file (both formats decode concatenated members/frames
+as one stream), which is what lets an interrupted export truncate its file to the last chunk it
+recorded and append from there (`export.py`)."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import os
+import sys
+from typing import IO, BinaryIO
+
+import zstandard
+
+GZIP_LEVEL = 6
+ZSTD_LEVEL = 3
+
+
+def compression_of(path: str) -> str | None:
+    """ "gz", "zst" or None (plain), from the name's extension."""
+    if path.endswith(".gz"):
+        return "gz"
+    if path.endswith(".zst"):
+        return "zst"
+    return None
+
+
+def compress_chunk(data: bytes, kind: str | None) -> bytes:
+    """`data` as one self-contained member/frame of `kind` (zlib and zstd release the GIL, so page
+    workers compress in parallel)."""
+    if kind == "gz":
+        return gzip.compress(data, compresslevel=GZIP_LEVEL, mtime=0)
+    if kind == "zst":
+        return zstandard.ZstdCompressor(level=ZSTD_LEVEL).compress(data)
+    return data
+
+
+class CountingReader(io.RawIOBase):
+    """A raw file that counts the bytes read from it: the progress of reading a compressed file
+    is measured on its compressed bytes, whose total is the file's size."""
+
+    def __init__(self, raw: BinaryIO) -> None:
+        self.raw = raw
+        self.consumed = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:  # type: ignore[no-untyped-def]
+        n = self.raw.readinto(buffer)
+        self.consumed += n or 0
+        return n or 0
+
+
+def open_input(path: str) -> tuple[IO[bytes], CountingReader, int | None]:
+    """A binary line reader over `path` (decompressed), the counter of raw bytes consumed, and the
+    raw size when known (None for standard input)."""
+    if path == "-":
+        raw: BinaryIO = sys.stdin.buffer
+        size = None
+    else:
+        raw = open(path, "rb")  # noqa: SIM115 - closed through the returned reader
+        size = os.fstat(raw.fileno()).st_size
+    counter = CountingReader(raw)
+    buffered = io.BufferedReader(counter, buffer_size=1 << 20)
+    kind = compression_of(path)
+    if kind == "gz":
+        return gzip.GzipFile(fileobj=buffered, mode="rb"), counter, size  # type: ignore[return-value]
+    if kind == "zst":
+        reader = zstandard.ZstdDecompressor().stream_reader(buffered, read_across_frames=True)
+        return io.BufferedReader(reader, buffer_size=1 << 20), counter, size  # type: ignore[arg-type]
+    return buffered, counter, size
+
+
+def open_output(path: str, offset: int | None) -> BinaryIO:
+    """`path` for writing chunks: new (truncated) when `offset` is None, else cut back to `offset`
+    (the end of the last chunk an interrupted export recorded) and appended to."""
+    if path == "-":
+        return sys.stdout.buffer
+    if offset is None:
+        return open(path, "wb")  # noqa: SIM115 - the exporter closes it
+    handle = open(path, "r+b")  # noqa: SIM115
+    handle.truncate(offset)
+    handle.seek(offset)
+    return handle
