@@ -33,6 +33,7 @@ from leafsearch.request.search_types import DOC, SCORE, SHARD_DOC, SortSpec, Sou
 from leafsearch.request.sort import chain
 
 _LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
+_INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
 _JAVA_LONG = re.compile(r"[+-]?\d+")
 
 # ---------------------------------------------------------------------------------------------
@@ -483,7 +484,10 @@ def format_sort_value(value: Any, field_type: Any, spec: SortSpec) -> Any:
     domain = _sort_domain(field_type, spec)
     printer = _sort_printer(domain, field_type, spec)
     if value is None:
-        value = _missing_value(domain, spec)
+        if printer is not None and spec.missing in _MISSING_ENDS:
+            # DocValueFormat.DateTime renders Lucene's sentinel of a missing date as null.
+            return None
+        value = _missing_value(domain, spec, field_type)
         if value is None or (isinstance(value, str) and domain != "keyword"):
             return value
     if domain == "score":
@@ -581,14 +585,38 @@ def _parse_date(text: str, field_type: Any, spec: SortSpec, nanos: bool) -> int:
         raise ParseException(str(exc)) from None
 
 
-def _missing_value(domain: str, spec: SortSpec) -> Any:
+def missing_sort_key(field_type: Any, spec: SortSpec) -> Any:
+    """The value a document without one sorts by, in the sort's domain (what a `search_after`
+    entry converts to); also checks the sort's `missing` and `format` against the field."""
+    rendered = format_sort_value(None, field_type, spec)
+    if rendered is None and spec.missing in _MISSING_ENDS:
+        domain = _sort_domain(field_type, spec)
+        if domain != "keyword":  # a date sort with a `format` renders null for Lucene's sentinel
+            return _missing_value(domain, spec, field_type)
+    return parse_search_after_value(rendered, field_type, spec)
+
+
+#: `missing` values that put documents without a value at one end (None: the default, `_last`).
+_MISSING_ENDS = ("_last", "_first", None)
+#: Field types whose values Lucene sorts as ints (SortField.Type.INT): their missing documents
+#: sort at Integer.MAX_VALUE / MIN_VALUE, not Long's.
+_INT_SORT_TYPES = ("integer", "short", "byte")
+
+
+def _missing_value(domain: str, spec: SortSpec, field_type: Any = None) -> Any:
     missing = spec.missing
-    if missing in ("_last", "_first", None):
+    if missing in _MISSING_ENDS:
         high = (missing != "_first") != spec.descending
         if domain == "keyword":
             return None
         if domain in ("double", "float", "half_float"):
             return "Infinity" if high else "-Infinity"
+        if (
+            domain == "long"
+            and spec.numeric_type is None
+            and getattr(field_type, "type", None) in _INT_SORT_TYPES
+        ):
+            return _INT_MAX if high else _INT_MIN
         return _LONG_MAX if high else _LONG_MIN
     if domain == "keyword":
         return scalar_text(missing)
