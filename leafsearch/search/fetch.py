@@ -347,20 +347,15 @@ def docvalue_columns(
     dates as strings in the spec's `format` or the mapping's first format (numbers take a
     `DecimalFormat` pattern). Fields without doc values, and text fields, are refused as
     Elasticsearch refuses them (a text field's refusal names `index`, the hit's index). A field
-    named by several specs shows the first one's values; a document without any still meets the
-    later specs, whose refusal then applies.
+    named by several specs (say with different formats) shows each spec's values one after the
+    other in one list, as Elasticsearch's fetch phase appends them to the hit's field.
     """
     out: list[tuple[str, np.ndarray, list[Any]]] = []
-    has_values: dict[str, np.ndarray] = {}
+    position: dict[str, int] = {}
     for spec in specs:
         for path in mapping.resolve_fields(spec["field"]):
             ft = mapping.field(path)
             if ft is None:
-                continue
-            shown = has_values.get(path)
-            if shown is not None:
-                if not shown.all():
-                    _docvalue_renderer(path, ft, spec.get("format"), index)
                 continue
             render = _docvalue_renderer(path, ft, spec.get("format"), index)
             column = segment.column(path)
@@ -372,9 +367,24 @@ def docvalue_columns(
                 values = render(raw)
             else:
                 counts, values = np.zeros(len(docs), dtype=np.int64), []
-            has_values[path] = counts > 0
-            out.append((path, counts, values))
+            if path in position:
+                _, shown_counts, shown = out[position[path]]
+                out[position[path]] = (path, *_append_per_doc(shown_counts, shown, counts, values))
+            else:
+                position[path] = len(out)
+                out.append((path, counts, values))
     return out
+
+
+def _append_per_doc(
+    counts: np.ndarray, values: list[Any], more_counts: np.ndarray, more: list[Any]
+) -> tuple[np.ndarray, list[Any]]:
+    """Two per-document value lists joined document by document (each document's first values,
+    then its more)."""
+    docs = np.arange(len(counts))
+    owner = np.concatenate([np.repeat(docs, counts), np.repeat(docs, more_counts)])
+    both = values + more
+    return counts + more_counts, [both[i] for i in np.argsort(owner, kind="stable").tolist()]
 
 
 def docvalue_field_values(
