@@ -251,6 +251,13 @@ ROUTES = [
     Route.of("POST", "/{index}/_pit", search.open_pit, PIT),
     Route.of("POST", "/_pit", search.open_pit, PIT | {"index"}),
     Route.of("DELETE", "/_pit", search.close_pit),
+    # OpenSearch's point-in-time API, over the same contexts
+    Route.of(
+        "POST", "/{index}/_search/point_in_time", search.create_pit, PIT | {"allow_partial_pit_creation"}
+    ),
+    Route.of("DELETE", "/_search/point_in_time", search.delete_pits),
+    Route.of("DELETE", "/_search/point_in_time/_all", search.delete_pits),
+    Route.of("GET", "/_search/point_in_time/_all", search.all_pits),
     # security
     Route.of("GET", "/_security/_authenticate", security.authenticate),
     Route.of("POST|PUT", "/_security/api_key", security.create_api_key, {"refresh"}),
