@@ -20,6 +20,7 @@ from leafsearch.bulk_metadata import typed_metadata
 from leafsearch.errors import (
     ActionRequestValidation,
     DocumentMissing,
+    DocumentSourceMissing,
     ElasticError,
     IllegalArgument,
     IndexNotFound,
@@ -28,6 +29,9 @@ from leafsearch.errors import (
 from leafsearch.index.parsed import ParsedBatch
 from leafsearch.index.shard import PRIMARY_TERM, DocState, Shard, SyncPoint
 from leafsearch.rawjson import RawJSON
+from leafsearch.request.search_request import parse_fetch_source
+from leafsearch.request.search_types import SourceFilter
+from leafsearch.search.fetch import filter_source
 from leafsearch.settings import check_active_shard_count
 
 if TYPE_CHECKING:
@@ -57,14 +61,18 @@ def _shards_header(index: Index) -> dict[str, int]:
     return {"total": 1 + replicas, "successful": 1, "failed": 0}
 
 
-def _check_id(doc_id: str) -> None:
+def _check_id(doc_id: str, kind: str = "index") -> None:
+    """An id Elasticsearch takes: at most 512 bytes; an empty one is refused by the index routing
+    of an index/create (illegal argument) and by the request validation of an update/delete."""
     size = len(doc_id.encode())
     if size > MAX_ID_BYTES:
         raise ActionRequestValidation(
             f"id [{doc_id}] is too long, must be no longer than 512 bytes but was: {size}"
         )
     if not doc_id:
-        raise ActionRequestValidation("if _id is specified it must not be empty")
+        if kind in ("update", "delete"):
+            raise ActionRequestValidation("id is missing")
+        raise IllegalArgument("if _id is specified it must not be empty")
 
 
 def _conflict_extra(index: Index, shard: Shard) -> dict[str, str]:
@@ -255,8 +263,10 @@ def get_doc(
     routing: str | None = None,
     realtime: bool = True,
     refresh: bool = False,
+    version: int | None = None,
 ) -> dict[str, Any] | None:
-    """The current document (realtime: unrefreshed writes included), None when absent."""
+    """The current document (realtime: unrefreshed writes included), None when absent; with
+    `version`, a document of another version is a conflict (409), as Elasticsearch's get."""
     index = _read_index(node, index_name)
     _check_routing_required(index, routing, doc_id)
     shard = index.shard_of(doc_id, routing)
@@ -273,6 +283,12 @@ def get_doc(
         state, source = _get_from_searcher(shard, doc_id)
         if state is None:
             return None
+    if version is not None and state.version != version:
+        raise VersionConflict(
+            f"[{doc_id}]: version conflict, current version [{state.version}] is different than the one "
+            f"provided [{version}]",
+            extra=_conflict_extra(index, shard),
+        )
     body: dict[str, Any] = {
         "_index": index.name,
         "_id": doc_id,
@@ -283,7 +299,8 @@ def get_doc(
     }
     if state.routing is not None:
         body["_routing"] = state.routing
-    body["_source"] = RawJSON(source)
+    if index.mapping.source_enabled:
+        body["_source"] = RawJSON(source)
     return body
 
 
@@ -431,16 +448,20 @@ def update_doc(
     if_primary_term: int | None = None,
     retry_on_conflict: int = 0,
     wait_for_active_shards: int | str | None = None,
+    source_filter: SourceFilter | None = None,
 ) -> dict[str, Any]:
     """A partial update. It reads and writes under the shard lock, so no concurrent write can
-    conflict with it: `retry_on_conflict` is accepted for compatibility and never needed."""
+    conflict with it: `retry_on_conflict` is accepted for compatibility and never needed.
+    `source_filter`: the URL's `_source` options (the body's `_source` wins)."""
     _check_refresh(refresh)
     index = _write_index(node, index_name)
     _check_active_shards(index, wait_for_active_shards)
     _check_routing_required(index, routing, doc_id)
     shard = index.shard_of(doc_id, routing)
     with shard.writing() as point:
-        response = _apply_update(index, shard, doc_id, body, routing, if_seq_no, if_primary_term)
+        response = _apply_update(
+            index, shard, doc_id, body, routing, if_seq_no, if_primary_term, source_filter
+        )
     _after_write(node, index, shard, point, refresh, response)
     return response
 
@@ -453,17 +474,29 @@ def _apply_update(
     routing: str | None,
     if_seq_no: int | None,
     if_primary_term: int | None,
+    source_filter: SourceFilter | None = None,
 ) -> dict[str, Any]:
+    """Read, merge and write one update. As Elasticsearch's UpdateHelper, a missing document
+    without an upsert is `document_missing_exception` (404) before `if_seq_no` is looked at.
+    With a `_source` filter that fetches (the body's `_source`, else the URL's), the response
+    carries the written document as `get`."""
     prior = shard.current(doc_id)
-    _check_seq_no(index, shard, doc_id, prior, if_seq_no, if_primary_term)
     prior_source = shard.get_source(prior) if _exists(prior) else None
+    if prior_source is not None:
+        _check_seq_no(index, shard, doc_id, prior, if_seq_no, if_primary_term)
+        if not index.mapping.source_enabled:
+            raise DocumentSourceMissing(
+                f"[{doc_id}]: document source missing", extra=_conflict_extra(index, shard)
+            )
     try:
         source, result = _updated_source(doc_id, body, prior_source)
     except DocumentMissing as exc:
         exc.extra = _conflict_extra(index, shard)
         raise
+    if prior_source is None:  # an upsert: `if_seq_no` has no document to match
+        _check_seq_no(index, shard, doc_id, prior, if_seq_no, if_primary_term)
     if source is None:
-        return {
+        response = {
             "_index": index.name,
             "_id": doc_id,
             "_version": prior.version,  # type: ignore[union-attr]
@@ -472,11 +505,40 @@ def _apply_update(
             "_seq_no": prior.seq_no,  # type: ignore[union-attr]
             "_primary_term": PRIMARY_TERM,
         }
-    response = _apply_index(
-        index, shard, doc_id, source, op_type="index", routing=routing, if_seq_no=None, if_primary_term=None
-    )
-    response["result"] = result
+    else:
+        response = _apply_index(
+            index,
+            shard,
+            doc_id,
+            source,
+            op_type="index",
+            routing=routing,
+            if_seq_no=None,
+            if_primary_term=None,
+        )
+        response["result"] = result
+    if "_source" in body:
+        source_filter = parse_fetch_source(body["_source"])
+    if source_filter is not None and source_filter.fetch:
+        response["get"] = _get_result(
+            index, response, source if source is not None else prior_source, routing, source_filter
+        )
     return response
+
+
+def _get_result(
+    index: Index, response: dict[str, Any], source: bytes | None, routing: str | None, flt: SourceFilter
+) -> dict[str, Any]:
+    """The `get` of an update response (Elasticsearch's GetResult, embedded): the document as
+    written, its source filtered as a get filters it."""
+    got: dict[str, Any] = {"_seq_no": response["_seq_no"], "_primary_term": response["_primary_term"]}
+    if routing is not None:
+        got["_routing"] = routing
+    got["found"] = True
+    filtered = filter_source(source, flt) if source is not None and index.mapping.source_enabled else None
+    if filtered is not None:
+        got["_source"] = RawJSON(filtered)
+    return got
 
 
 # ---- bulk ----------------------------------------------------------------------------------
@@ -541,12 +603,13 @@ def _parse_bulk(body: bytes, default_index: str | None, default_routing: str | N
                 status=400,
                 error_type="illegal_argument_exception",
             ) from None
-        if type(action) is not dict or len(action) != 1:
+        if type(action) is not dict:
+            raise _malformed(i, "expected START_OBJECT or END_OBJECT but found [VALUE_STRING]")
+        if not action:  # BulkRequestParser finds the object's end where it wants the action's name
+            raise _malformed(i, "expected FIELD_NAME but found [END_OBJECT]")
+        if len(action) != 1:
             raise _malformed(
-                i,
-                "expected START_OBJECT or END_OBJECT but found [VALUE_STRING]"
-                if type(action) is not dict
-                else "expected field [create], [delete], [index] or [update] but found more than one",
+                i, "expected field [create], [delete], [index] or [update] but found more than one"
             )
         ((kind, meta),) = action.items()
         if kind not in _BULK_ACTIONS:
@@ -738,8 +801,8 @@ def _bulk_one(
     kind = op.kind
     meta = op.meta
     try:
-        if kind != "delete" or doc_id is None:
-            _check_id(doc_id)
+        if kind != "delete" or not doc_id:
+            _check_id(doc_id, kind)
         if_seq_no = meta.get("if_seq_no")
         if_primary_term = meta.get("if_primary_term")
         _check_routing_required(index, op.routing, doc_id)
@@ -771,7 +834,7 @@ def _bulk_one(
                 raise ElasticError(
                     "Failed to parse update request", status=400, error_type="x_content_parse_exception"
                 )
-            response = _apply_update(index, shard, doc_id, body, op.routing, if_seq_no, if_primary_term)
+            response = _apply_update(index, shard, doc_id, body, op.routing, if_seq_no, if_primary_term, None)
     except ElasticError as exc:
         return {kind: _item_error(op, doc_id, exc)}
     response["status"] = _STATUS[response["result"]]

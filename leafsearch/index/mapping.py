@@ -199,6 +199,7 @@ _PARAMS: dict[str, frozenset[str]] = {
 _UPDATABLE = frozenset({
     "meta", "copy_to", "ignore_above", "ignore_malformed", "coerce", "boost", "search_analyzer",
     "search_quote_analyzer", "eager_global_ordinals", "fielddata", "fielddata_frequency_filter",
+    "split_queries_on_whitespace",
 })
 _DEFAULTS: dict[str, Any] = {
     **dict.fromkeys(_BOOL_PARAMS, False),
@@ -778,6 +779,45 @@ def _mapper_type(name: str, node: dict) -> str:
     raise _MappingError(f"No type specified for field [{name}]")
 
 
+def _no_such_type(type_: Any, declared_on: str) -> str:
+    return (
+        f"The mapper type [{type_}] declared on {declared_on} does not exist. It might have been created "
+        "within a future version or requires a plugin to be installed. Check the documentation."
+    )
+
+
+#: The types a `runtime` field may have in Elasticsearch 8.
+_RUNTIME_TYPES = frozenset(
+    {"boolean", "composite", "date", "double", "geo_point", "geo_shape", "ip", "keyword", "long", "lookup"}
+)
+
+
+def _runtime_param(value: Any) -> dict:
+    """The root `runtime` section, checked as Elasticsearch's RuntimeField parsers check it (the
+    fields are kept, not evaluated: leafsearch runs no scripts)."""
+    fields = _map_param(value, "_doc", "runtime")
+    for name, definition in fields.items():
+        if type(definition) is not dict:
+            raise _MappingError(
+                f"Expected map for runtime field [{name}] definition but got a {_java_type(definition)}"
+            )
+        type_ = definition.get("type")
+        if type_ is None:
+            raise _MappingError(f"No type specified for runtime field [{name}]")
+        if type_ not in _RUNTIME_TYPES:
+            raise _MappingError(_no_such_type(type_, f"runtime field [{name}]"))
+    return fields
+
+
+def _java_type(value: Any) -> str:
+    return {
+        str: "java.lang.String",
+        bool: "java.lang.Boolean",
+        int: "java.lang.Integer",
+        list: "java.util.ArrayList",
+    }.get(type(value), "java.lang.Object")
+
+
 def _build_mapper(
     path: str, name: str, node: dict, source_key: str | None = None
 ) -> FieldType | ObjectMapper:
@@ -786,7 +826,7 @@ def _build_mapper(
         return _build_object(path, name, type_, node)
     allowed = _PARAMS.get(type_)
     if allowed is None:
-        raise _MappingError(f"No handler for type [{type_}] declared on field [{name}]")
+        raise _MappingError(_no_such_type(type_, f"field [{name}]"))
     params: dict[str, Any] = {}
     fields: dict[str, FieldType] = {}
     for key, value in node.items():
@@ -1070,6 +1110,8 @@ class Mapping:
                 if "enabled" in source:
                     source = {**source, "enabled": _bool_param(source["enabled"], "_source", "enabled")}
                 params[key] = source
+            elif key == "runtime":
+                params[key] = _runtime_param(value)
             elif key == "_routing":
                 routing = _map_param(value, "_routing", key)
                 bad = {k: v for k, v in routing.items() if k != "required"}
@@ -1142,6 +1184,12 @@ class Mapping:
     def source(self) -> dict[str, Any]:
         """The `_source` mapping parameters (`enabled`, `includes`, `excludes`) as given."""
         return self._root_params.get("_source", {})
+
+    @property
+    def source_enabled(self) -> bool:
+        """False with `_source: {enabled: false}`: gets, searches and updates then see no source
+        (it is still written to the translog, which replays documents from it)."""
+        return self.source.get("enabled", True) is not False
 
     # -- put mapping ---------------------------------------------------------------------------
 

@@ -80,16 +80,36 @@ def _get_options(req: RestRequest) -> dict[str, Any]:
     }
 
 
+_VERSION_TYPES = ("internal", "external", "external_gte")
+
+
+def _single_get_options(req: RestRequest) -> dict[str, Any]:
+    """A single get's options: `version` (checked against the document's) besides the shared ones."""
+    version_type = req.param("version_type")
+    if version_type is not None and version_type not in _VERSION_TYPES:
+        raise IllegalArgument(f"No version type match [{version_type}]")
+    return {**_get_options(req), "version": req.long_param("version")}
+
+
+def _get_source_filter(req: RestRequest) -> SourceFilter:
+    """The URL's `_source` options; without them `stored_fields` leaves the source out unless it
+    names `_source` (ShardGetService). No field is stored apart from the source, so the listed
+    fields themselves add nothing to the response."""
+    stored = req.param("stored_fields")
+    stored_fields = None if stored is None else [f for f in stored.split(",") if f]
+    return _item_source_filter({}, url_source_filter(req.params), stored_fields)
+
+
 def _not_found(index: str, doc_id: str) -> dict[str, Any]:
     return {"_index": index, "_id": doc_id, "found": False}
 
 
 def get_doc(node: Node, req: RestRequest) -> RestResponse:
     index, doc_id = req.path_params["index"], req.path_params["id"]
-    body = node.get_doc(index, doc_id, **_get_options(req))
+    body = node.get_doc(index, doc_id, **_single_get_options(req))
     if body is None:
         return RestResponse(_not_found(index, doc_id), status=404)
-    return RestResponse(apply_source_option(body, req))
+    return RestResponse(apply_source_filter(body, _get_source_filter(req)))
 
 
 def get_source(node: Node, req: RestRequest) -> RestResponse:
@@ -97,9 +117,11 @@ def get_source(node: Node, req: RestRequest) -> RestResponse:
     source_filter = url_source_filter(req.params)
     if source_filter is not None and not source_filter.fetch:  # as RestGetSourceAction refuses it
         raise ActionRequestValidation("fetching source can not be disabled")
-    body = node.get_doc(index, doc_id, **_get_options(req))
-    if body is None or "_source" not in body:
+    body = node.get_doc(index, doc_id, **_single_get_options(req))
+    if body is None:
         raise ResourceNotFound(f"Document not found [{index}]/[{doc_id}]")
+    if "_source" not in body:  # the index keeps no source (`_source.enabled: false`)
+        raise ResourceNotFound(f"Source not found [{index}]/[{doc_id}]")
     return RestResponse(apply_source_option(body, req)["_source"])
 
 
@@ -116,9 +138,10 @@ def update_doc(node: Node, req: RestRequest) -> RestResponse:
         req.path_params["id"],
         req.json_object() or {},
         retry_on_conflict=retries,
+        source_filter=url_source_filter(req.params),
         **_write_options(req),
     )
-    return _write_reply(apply_source_option(body, req))
+    return _write_reply(body)
 
 
 def bulk(node: Node, req: RestRequest) -> RestResponse:

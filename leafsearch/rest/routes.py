@@ -227,9 +227,11 @@ ROUTES = [
     Route.of("PUT|POST", "/{index}/_doc/{id}", docs.index_doc, INDEX_DOC),
     Route.of("POST", "/{index}/_doc", docs.index_doc, INDEX_DOC),
     Route.of("PUT|POST", "/{index}/_create/{id}", docs.create_doc, CREATE_DOC),
-    Route.of("GET|HEAD", "/{index}/_doc/{id}", docs.get_doc, GET_DOC),
+    Route.of(
+        "GET|HEAD", "/{index}/_doc/{id}", docs.get_doc, GET_DOC | {"stored_fields", "version", "version_type"}
+    ),
     Route.of("DELETE", "/{index}/_doc/{id}", docs.delete_doc, DELETE_DOC),
-    Route.of("GET|HEAD", "/{index}/_source/{id}", docs.get_source, GET_DOC),
+    Route.of("GET|HEAD", "/{index}/_source/{id}", docs.get_source, GET_DOC | {"version", "version_type"}),
     Route.of("POST", "/{index}/_update/{id}", docs.update_doc, UPDATE_DOC),
     Route.of("POST|PUT", "/_bulk", docs.bulk, BULK),
     Route.of("POST|PUT", "/{index}/_bulk", docs.bulk, BULK),
