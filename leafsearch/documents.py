@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from leafsearch.bulk_metadata import typed_metadata
+from leafsearch.date_math_names import resolve_expression
 from leafsearch.errors import (
     ActionRequestValidation,
     DocumentMissing,
@@ -583,7 +584,9 @@ def _malformed(line_no: int, message: str) -> IllegalArgument:
 
 
 def _parse_bulk(body: bytes, default_index: str | None, default_routing: str | None) -> list[_BulkOp]:
-    """Split the NDJSON body into operations; a malformed action line fails the whole request."""
+    """Split the NDJSON body into operations; a malformed action line fails the whole request.
+    Date math in item index names (`<logs-{now/d}>`) resolves at one `now` for the request."""
+    bulk_now = int(time.time() * 1000)
     lines = body.split(b"\n")
     ops: list[_BulkOp] = []
     i = 0
@@ -632,6 +635,8 @@ def _parse_bulk(body: bytes, default_index: str | None, default_routing: str | N
         index = meta.get("_index", default_index)
         if index is None:
             raise ActionRequestValidation("index is missing")
+        if index.startswith("<"):
+            index = resolve_expression(index, bulk_now)
         routing = meta.get("routing", meta.get("_routing", default_routing))
         ops.append(_BulkOp(kind, meta, line_no, index, routing, source))
     if body and not body.endswith(b"\n") and ops:

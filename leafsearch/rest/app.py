@@ -19,6 +19,7 @@ from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.routing import Route as StarletteRoute
 
+from leafsearch.date_math_names import resolve_expression
 from leafsearch.errors import ContentTooLong, ElasticError, IllegalArgument, ParseException
 from leafsearch.memory import Trimmer
 from leafsearch.rest.access import AccessControl, Refusal, is_loopback_host
@@ -212,6 +213,7 @@ class Dispatcher:
                 raise IllegalArgument(
                     unrecognized(request.path, unknown, route.params | RESPONSE_PARAMS, "parameter")
                 )
+            _resolve_date_math(request)
             self.access.admit(route, request)
             parse_bool(request.params.get("error_trace"), False)
             response: RestResponse = route.handler(self.node, request)
@@ -228,6 +230,15 @@ class Dispatcher:
             return exc.status, to_json(exc.body(), pretty=pretty), content_type, getattr(exc, "headers", {})
         except Exception as exc:  # a bug: answer like Elasticsearch's 500 and keep serving
             return 500, to_json(self.access.internal_error(exc, request), pretty=pretty), content_type, {}
+
+
+def _resolve_date_math(request: RestRequest) -> None:
+    """Index names written as date math (`<logs-{now/d}>`) are resolved before anything reads
+    them, authorization included, as Elasticsearch's index name resolver does."""
+    for holder in (request.path_params, request.params):
+        expression = holder.get("index")
+        if expression is not None and "<" in expression:
+            holder["index"] = resolve_expression(expression)
 
 
 async def _watch_disconnect(receive: Receive, cancelled: threading.Event) -> None:
