@@ -30,6 +30,7 @@ from leafsearch.errors import (
     MapperParsing,
     StrictDynamicMapping,
 )
+from leafsearch.index import unsigned_long
 from leafsearch.index.analysis import analyze, analyze_with_positions
 from leafsearch.index.dates import (
     DEFAULT_DATE_FORMAT,
@@ -63,6 +64,7 @@ KINDS = {
     "text": "text",
     "keyword": "keyword",
     **dict.fromkeys(_INTEGER_TYPES, "long"),
+    "unsigned_long": "long",  # shifted by 2^63, see index/unsigned_long.py
     **dict.fromkeys(_FLOAT_TYPES, "double"),
     "scaled_float": "long",
     "boolean": "long",
@@ -191,6 +193,7 @@ _PARAMS: dict[str, frozenset[str]] = {
     },
     **dict.fromkeys((*_INTEGER_TYPES, *_FLOAT_TYPES), _NUMERIC),
     "scaled_float": _NUMERIC | {"scaling_factor"},
+    "unsigned_long": _NUMERIC - {"coerce"},
     "boolean": _COMMON | {"null_value", "ignore_malformed"},
     "date": _DATE,
     "date_nanos": _DATE,
@@ -394,6 +397,7 @@ class FieldType:
             "date_nanos": (self._parse_date, self._convert_date),
             "boolean": (self._parse_values, self._convert_boolean),
             "scaled_float": (self._parse_values, self._convert_scaled),
+            "unsigned_long": (self._parse_values, self._convert_unsigned),
             **dict.fromkeys(_FLOAT_TYPES, (self._parse_double, self._convert_float)),
         }.get(type_, (self._parse_long, self._convert_integer))
         if self.null_value is not None:
@@ -572,6 +576,15 @@ class FieldType:
         if not math.isfinite(scaled):
             raise _Malformed(f"[double] supports only finite values, but got [{_java_text(v)}]")
         return self._check_range(math.floor(scaled + 0.5), v)  # Java's Math.round
+
+    def _convert_unsigned(self, v: Any) -> int:
+        number = self._numeric(v)
+        if type(number) is float:
+            raise _Malformed(f"For input string: [{_java_text(number)}].")
+        try:
+            return unsigned_long.to_stored(unsigned_long.parse_value(number))
+        except ValueError as e:
+            raise _Malformed(str(e)) from None
 
     def _convert_integer(self, v: Any) -> int:
         return self._check_range(self._to_integer(self._numeric(v)), v)

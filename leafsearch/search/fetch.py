@@ -26,6 +26,7 @@ import numpy as np
 import orjson
 
 from leafsearch.errors import ElasticError, IllegalArgument, ParseException
+from leafsearch.index import unsigned_long
 from leafsearch.index.columns import KeywordColumn, NumericColumn
 from leafsearch.index.dates import DEFAULT_DATE_FORMAT, DateFormatter, parse_date_math
 from leafsearch.request.search_request import java_double, number_format_error, scalar_text
@@ -308,6 +309,8 @@ def _source_converter(path: str, ft: Any, fmt: str | None):
         return lambda v: _number(v, lambda d: math.floor(d * factor + 0.5) / factor)
     if domain == "long":
         return lambda v: _number(v, _truncate)
+    if domain == "unsigned_long":
+        return _unsigned_source_value
     if domain in ("float", "half_float"):
         return lambda v: _number(v, lambda d: _short_float(d, domain))
     if domain == "double":
@@ -326,6 +329,29 @@ def _number(value: Any, convert) -> Any:
     except ElasticError:
         return None
     return convert(number)
+
+
+def _unsigned_source_value(value: Any) -> int | None:
+    """An `unsigned_long` `_source` value as the field reads it; junk dropped."""
+    try:
+        return unsigned_long.parse_value(value) if not isinstance(value, bool | float) else None
+    except ValueError:
+        return None
+
+
+def _unsigned_of(value: Any) -> int:
+    """A `search_after` or `missing` value of an `unsigned_long` sort (DocValueFormat's
+    UNSIGNED_LONG_SHIFTED parse)."""
+    if isinstance(value, bool):
+        raise _NumberFormat(scalar_text(value))
+    if isinstance(value, float):
+        if not value.is_integer():
+            raise _NumberFormat(scalar_text(value))
+        value = int(value)
+    try:
+        return unsigned_long.parse_value(value)
+    except ValueError as exc:
+        raise _NumberFormat(scalar_text(value)) from exc
 
 
 def _truncate(value: float) -> int:
@@ -446,6 +472,8 @@ def _docvalue_numbers(ft: Any, domain: str) -> Callable[[np.ndarray], list[Any]]
         return lambda values: values.astype(np.float32).astype(np.float64).tolist()
     if domain == "double":
         return lambda values: values.astype(np.float64).tolist()
+    if domain == "unsigned_long":
+        return lambda values: unsigned_long.unsigned_array(values).tolist()
     return lambda values: values.tolist() if values.dtype.kind in "iu" else [int(v) for v in values.tolist()]
 
 
@@ -504,6 +532,8 @@ def format_sort_value(value: Any, field_type: Any, spec: SortSpec) -> Any:
         return _short_float(value, "float")
     if domain in ("float", "half_float") and isinstance(value, float):
         return _short_float(value, domain)
+    if domain == "unsigned_long":
+        return unsigned_long.to_unsigned(value)
     if printer is not None:
         try:
             return printer.format(int(value), nanos=domain == "date_nanos")
@@ -532,6 +562,8 @@ def parse_search_after_value(value: Any, field_type: Any, spec: SortSpec) -> Any
             return _double_of(value)
         if domain == "doc":
             return int(_double_of(value)) if not isinstance(value, int) else value
+        if domain == "unsigned_long":
+            return unsigned_long.to_stored(_unsigned_of(value))
         if isinstance(value, int | float) and not isinstance(value, bool):
             return _long_of_number(value)
         text = scalar_text(value)
@@ -633,6 +665,8 @@ def _missing_value(domain: str, spec: SortSpec, field_type: Any = None) -> Any:
     try:
         if domain in ("double", "float", "half_float"):
             return _double_of(missing)
+        if domain == "unsigned_long":
+            return unsigned_long.to_stored(_unsigned_of(missing))
         if isinstance(missing, int | float) and not isinstance(missing, bool):
             return _long_of_number(missing)
         text = scalar_text(missing)
@@ -655,7 +689,7 @@ _TYPE_DOMAINS = {
     "integer": "long",
     "short": "long",
     "byte": "long",
-    "unsigned_long": "long",
+    "unsigned_long": "unsigned_long",
     "double": "double",
     "scaled_float": "double",
     "float": "float",

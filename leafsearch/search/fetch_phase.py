@@ -247,6 +247,11 @@ def _sort_json(columns: list[list[Any]]) -> list[bytes]:
 _RAW_KINDS = ("long", "doc", "shard_doc", "keyword")
 
 
+def _unsigned(field_types: tuple) -> bool:
+    """`unsigned_long` sort values are stored shifted: they render through the field's format."""
+    return any(ft is not None and ft.type == "unsigned_long" for ft in field_types)
+
+
 def _column_values(col, start: int, end: int, tpos: list[int]) -> list[Any]:
     """One sort column's values for hits [start, end) as Elasticsearch renders them.
 
@@ -264,7 +269,7 @@ def _column_values(col, start: int, end: int, tpos: list[int]) -> list[Any]:
     else:
         values = raw.tolist()
     types = col.field_types
-    if col.kind not in _RAW_KINDS or col.spec.format is not None:
+    if col.kind not in _RAW_KINDS or col.spec.format is not None or _unsigned(types):
         values = [
             fetch.format_sort_value(v, types[t] if types else None, col.spec)
             for v, t in zip(values, tpos, strict=True)

@@ -175,6 +175,12 @@ def resolve_field_kind(spec: SortSpec, field_types: list, index_names: list[str]
         if error is not None:
             raise error
         kinds.add("double" if ft.kind == "double" or ft.type == "scaled_float" else ft.kind)
+    types = {ft.type for ft in field_types if ft is not None}
+    if "unsigned_long" in types and len(types) > 1:
+        raise IllegalArgument(
+            "Can't do sort across indices, as a field has [unsigned_long] type in one index, and different "
+            "type in another index!"
+        )
     if not kinds:
         kind = _unmapped_kind(spec.unmapped_type)
     elif kinds == {"long", "double"}:

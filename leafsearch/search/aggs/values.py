@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from leafsearch.errors import IllegalArgument
+from leafsearch.index import unsigned_long
 from leafsearch.search.aggs.base import SegmentContext, shard_failure
 from leafsearch.search.fetch import fielddata_error
 
@@ -216,6 +217,8 @@ class FieldRef:
             return np.asarray(values, dtype=np.float32).astype(np.float64)
         if type_name == "half_float":
             return np.asarray(values, dtype=np.float16).astype(np.float64)
+        if type_name == "unsigned_long":
+            return unsigned_long.unsigned_array(values)
         if np.asarray(values).dtype.kind in "iu":
             return np.asarray(values, dtype=np.int64)
         return np.asarray(values, dtype=np.float64)

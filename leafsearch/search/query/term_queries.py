@@ -8,6 +8,7 @@ import math
 from typing import Any
 
 from leafsearch.errors import ElasticError
+from leafsearch.index import unsigned_long
 from leafsearch.request import lucene_regexp
 from leafsearch.request.query_dsl import (
     Exists,
@@ -96,6 +97,13 @@ def _numeric_values(ctx: QueryContext, ft: Any, name: str, values: tuple, boost:
         precision = FLOAT_TYPES.get(type_name)
         parsed = [float(number(ctx, v)) for v in values]
         return ValueSet(name, "double", tuple(parsed), boost, precision=precision)
+    if type_name == "unsigned_long":
+        # Integers in [0, 2^64-1] match their stored (shifted) long; any other number matches nothing.
+        numbers = [number(ctx, v) for v in values]
+        parsed = [
+            unsigned_long.to_stored(n) for n in numbers if type(n) is int and 0 <= n <= unsigned_long.MAX
+        ]
+        return ValueSet(name, "long", tuple(parsed), boost) if parsed else NoDocs()
     for v in values:
         value = integer_term(ctx, type_name, v)
         if value is not None:
@@ -181,6 +189,8 @@ def plan_range(q: Range, ctx: QueryContext) -> Any:
         precision = FLOAT_TYPES.get(type_name)
         lo_f, hi_f = float_bounds(precision, lower, upper, q.include_lower, q.include_upper)
         return NumRange(q.field, lo_f, hi_f, precision, q.boost)
+    if type_name == "unsigned_long":
+        return _unsigned_range(q, lower, upper)
     lo_i = hi_i = None
     if lower is not None:
         if isinstance(lower, float) and not math.isfinite(lower):
@@ -193,6 +203,26 @@ def plan_range(q: Range, ctx: QueryContext) -> Any:
         else:
             hi_i = math.floor(upper) if q.include_upper else math.ceil(upper) - 1
     return NumRange(q.field, lo_i, hi_i, None, q.boost)
+
+
+def _unsigned_range(q: Range, lower: int | float | None, upper: int | float | None) -> Any:
+    """A range on an `unsigned_long` field: bounds below 0 or above 2^64-1 are clamped to the
+    type's range (UnsignedLongFieldType's range query), then shifted as the values are stored."""
+    lo, hi = 0, unsigned_long.MAX
+    if lower is not None:
+        if isinstance(lower, float) and not math.isfinite(lower):
+            lo = 0 if lower < 0 else unsigned_long.MAX + 1
+        else:
+            lo = math.ceil(lower) if q.include_lower else math.floor(lower) + 1
+    if upper is not None:
+        if isinstance(upper, float) and not math.isfinite(upper):
+            hi = unsigned_long.MAX if upper > 0 else -1
+        else:
+            hi = math.floor(upper) if q.include_upper else math.ceil(upper) - 1
+    lo, hi = max(lo, 0), min(hi, unsigned_long.MAX)
+    if lo > hi:
+        return NoDocs()
+    return NumRange(q.field, unsigned_long.to_stored(lo), unsigned_long.to_stored(hi), None, q.boost)
 
 
 def plan_exists(q: Exists, ctx: QueryContext) -> Any:
