@@ -30,7 +30,7 @@ from leafsearch.errors import (
     MapperParsing,
     StrictDynamicMapping,
 )
-from leafsearch.index import unsigned_long
+from leafsearch.index import ip, unsigned_long
 from leafsearch.index.analysis import analyze, analyze_with_positions
 from leafsearch.index.dates import (
     DEFAULT_DATE_FORMAT,
@@ -65,6 +65,7 @@ KINDS = {
     "keyword": "keyword",
     **dict.fromkeys(_INTEGER_TYPES, "long"),
     "unsigned_long": "long",  # shifted by 2^63, see index/unsigned_long.py
+    "ip": "keyword",  # 16-byte addresses as hex terms, see index/ip.py
     **dict.fromkeys(_FLOAT_TYPES, "double"),
     "scaled_float": "long",
     "boolean": "long",
@@ -194,6 +195,7 @@ _PARAMS: dict[str, frozenset[str]] = {
     **dict.fromkeys((*_INTEGER_TYPES, *_FLOAT_TYPES), _NUMERIC),
     "scaled_float": _NUMERIC | {"scaling_factor"},
     "unsigned_long": _NUMERIC - {"coerce"},
+    "ip": _COMMON | {"null_value", "ignore_malformed", "time_series_dimension"},
     "boolean": _COMMON | {"null_value", "ignore_malformed"},
     "date": _DATE,
     "date_nanos": _DATE,
@@ -398,6 +400,7 @@ class FieldType:
             "boolean": (self._parse_values, self._convert_boolean),
             "scaled_float": (self._parse_values, self._convert_scaled),
             "unsigned_long": (self._parse_values, self._convert_unsigned),
+            "ip": (self._parse_values, self._convert_ip),
             **dict.fromkeys(_FLOAT_TYPES, (self._parse_double, self._convert_float)),
         }.get(type_, (self._parse_long, self._convert_integer))
         if self.null_value is not None:
@@ -576,6 +579,13 @@ class FieldType:
         if not math.isfinite(scaled):
             raise _Malformed(f"[double] supports only finite values, but got [{_java_text(v)}]")
         return self._check_range(math.floor(scaled + 0.5), v)  # Java's Math.round
+
+    def _convert_ip(self, v: Any) -> str:
+        text = v if type(v) is str else _java_text(_scalar(v))
+        try:
+            return ip.encode(text)
+        except ValueError as e:
+            raise _Malformed(str(e)) from None
 
     def _convert_unsigned(self, v: Any) -> int:
         number = self._numeric(v)

@@ -26,7 +26,7 @@ import numpy as np
 import orjson
 
 from leafsearch.errors import ElasticError, IllegalArgument, ParseException
-from leafsearch.index import unsigned_long
+from leafsearch.index import ip, unsigned_long
 from leafsearch.index.columns import KeywordColumn, NumericColumn
 from leafsearch.index.dates import DEFAULT_DATE_FORMAT, DateFormatter, parse_date_math
 from leafsearch.request.search_request import java_double, number_format_error, scalar_text
@@ -311,6 +311,8 @@ def _source_converter(path: str, ft: Any, fmt: str | None):
         return lambda v: _number(v, _truncate)
     if domain == "unsigned_long":
         return _unsigned_source_value
+    if domain == "ip":
+        return _ip_source_value
     if domain in ("float", "half_float"):
         return lambda v: _number(v, lambda d: _short_float(d, domain))
     if domain == "double":
@@ -337,6 +339,22 @@ def _unsigned_source_value(value: Any) -> int | None:
         return unsigned_long.parse_value(value) if not isinstance(value, bool | float) else None
     except ValueError:
         return None
+
+
+def _ip_source_value(value: Any) -> str | None:
+    """An `ip` `_source` value printed as Elasticsearch prints addresses; junk dropped."""
+    try:
+        return ip.decode(ip.encode(scalar_text(value)))
+    except ValueError:
+        return None
+
+
+def _ip_of(value: Any) -> str:
+    """A `search_after` entry of an `ip` sort: the address's stored term."""
+    try:
+        return ip.encode(scalar_text(value))
+    except ValueError as exc:
+        raise IllegalArgument(str(exc)) from None
 
 
 def _unsigned_of(value: Any) -> int:
@@ -388,6 +406,8 @@ def docvalue_columns(
             if isinstance(column, KeywordColumn):
                 counts, ords = column.ords.values_of(docs)
                 values = [term.decode() for term in column.terms[ords].tolist()]
+                if ft.type == "ip":
+                    values = [ip.decode(term) for term in values]
             elif isinstance(column, NumericColumn):
                 counts, raw = column.doc_values.values_of(docs)
                 values = render(raw)
@@ -450,7 +470,7 @@ def _docvalue_renderer(path: str, ft: Any, fmt: str | None, index: str) -> Calla
         printer = _date_formatter(fmt) if fmt is not None else ft.formatter
         nanos = domain == "date_nanos"
         return lambda values: printer.format_many(values, nanos=nanos)
-    if fmt is not None and domain in ("keyword", "boolean"):
+    if fmt is not None and domain in ("keyword", "boolean", "ip"):
         raise IllegalArgument(f"Field [{path}] of type [{ft.type}] does not support custom formats")
     if domain == "boolean":
         return lambda values: (values != 0).tolist()
@@ -534,6 +554,8 @@ def format_sort_value(value: Any, field_type: Any, spec: SortSpec) -> Any:
         return _short_float(value, domain)
     if domain == "unsigned_long":
         return unsigned_long.to_unsigned(value)
+    if domain == "ip" and isinstance(value, str):
+        return ip.decode(value)
     if printer is not None:
         try:
             return printer.format(int(value), nanos=domain == "date_nanos")
@@ -564,6 +586,8 @@ def parse_search_after_value(value: Any, field_type: Any, spec: SortSpec) -> Any
             return int(_double_of(value)) if not isinstance(value, int) else value
         if domain == "unsigned_long":
             return unsigned_long.to_stored(_unsigned_of(value))
+        if domain == "ip":
+            return _ip_of(value)
         if isinstance(value, int | float) and not isinstance(value, bool):
             return _long_of_number(value)
         text = scalar_text(value)
@@ -633,7 +657,7 @@ def missing_sort_key(field_type: Any, spec: SortSpec) -> Any:
     rendered = format_sort_value(None, field_type, spec)
     if rendered is None and spec.missing in _MISSING_ENDS:
         domain = _sort_domain(field_type, spec)
-        if domain != "keyword":  # a date sort with a `format` renders null for Lucene's sentinel
+        if domain not in ("keyword", "ip"):  # a formatted date sort renders null for Lucene's sentinel
             return _missing_value(domain, spec, field_type)
     return parse_search_after_value(rendered, field_type, spec)
 
@@ -649,7 +673,7 @@ def _missing_value(domain: str, spec: SortSpec, field_type: Any = None) -> Any:
     missing = spec.missing
     if missing in _MISSING_ENDS:
         high = (missing != "_first") != spec.descending
-        if domain == "keyword":
+        if domain in ("keyword", "ip"):
             return None
         if domain in ("double", "float", "half_float"):
             return "Infinity" if high else "-Infinity"
@@ -662,6 +686,8 @@ def _missing_value(domain: str, spec: SortSpec, field_type: Any = None) -> Any:
         return _LONG_MAX if high else _LONG_MIN
     if domain == "keyword":
         return scalar_text(missing)
+    if domain == "ip":
+        return _ip_of(missing)
     try:
         if domain in ("double", "float", "half_float"):
             return _double_of(missing)
@@ -690,6 +716,7 @@ _TYPE_DOMAINS = {
     "short": "long",
     "byte": "long",
     "unsigned_long": "unsigned_long",
+    "ip": "ip",
     "double": "double",
     "scaled_float": "double",
     "float": "float",
@@ -718,7 +745,7 @@ def _sort_domain(field_type: Any, spec: SortSpec) -> str:
     numeric_type = spec.numeric_type
     if numeric_type is None:
         return domain
-    if domain == "keyword":
+    if domain in ("keyword", "ip"):
         type_name = field_type.type if field_type is not None else spec.unmapped_type
         raise ElasticError(
             f"[numeric_type] option cannot be set on a non-numeric field, got {type_name}",
@@ -741,7 +768,7 @@ def _sort_printer(domain: str, field_type: Any, spec: SortSpec) -> DateFormatter
         return None
     if domain in ("date", "date_nanos"):
         return _date_formatter(spec.format)
-    if domain in ("keyword", "boolean"):
+    if domain in ("keyword", "boolean", "ip"):
         type_name = field_type.type if field_type is not None else spec.unmapped_type
         raise IllegalArgument(f"Field [{spec.field}] of type [{type_name}] does not support custom formats")
     raise IllegalArgument("require a date_time formatter; got [decimal]")

@@ -247,9 +247,10 @@ def _sort_json(columns: list[list[Any]]) -> list[bytes]:
 _RAW_KINDS = ("long", "doc", "shard_doc", "keyword")
 
 
-def _unsigned(field_types: tuple) -> bool:
-    """`unsigned_long` sort values are stored shifted: they render through the field's format."""
-    return any(ft is not None and ft.type == "unsigned_long" for ft in field_types)
+def _stored_otherwise(field_types: tuple) -> bool:
+    """`unsigned_long` (shifted longs) and `ip` (hex terms) sort values are stored in another form
+    than they show: they render through the field's format."""
+    return any(ft is not None and ft.type in ("unsigned_long", "ip") for ft in field_types)
 
 
 def _column_values(col, start: int, end: int, tpos: list[int]) -> list[Any]:
@@ -269,7 +270,7 @@ def _column_values(col, start: int, end: int, tpos: list[int]) -> list[Any]:
     else:
         values = raw.tolist()
     types = col.field_types
-    if col.kind not in _RAW_KINDS or col.spec.format is not None or _unsigned(types):
+    if col.kind not in _RAW_KINDS or col.spec.format is not None or _stored_otherwise(types):
         values = [
             fetch.format_sort_value(v, types[t] if types else None, col.spec)
             for v, t in zip(values, tpos, strict=True)
