@@ -30,6 +30,7 @@ from leafsearch.errors import (
 from leafsearch.index.parsed import ParsedBatch
 from leafsearch.index.shard import PRIMARY_TERM, DocState, Shard, SyncPoint
 from leafsearch.rawjson import RawJSON
+from leafsearch.request.query_dsl import did_you_mean
 from leafsearch.request.search_request import parse_fetch_source
 from leafsearch.request.search_types import SourceFilter
 from leafsearch.search.fetch import filter_source
@@ -378,14 +379,16 @@ def _deep_merge(base: dict, patch: dict) -> dict:
 
 
 _UPDATE_KEYS = {"doc", "upsert", "doc_as_upsert", "detect_noop", "scripted_upsert", "_source", "script"}
+#: Every field UpdateRequest's parser declares, for its "did you mean" hint.
+_UPDATE_FIELDS = (*sorted(_UPDATE_KEYS), "if_primary_term", "if_seq_no")
 
 
 def _updated_source(doc_id: str, body: dict, prior_source: bytes | None) -> tuple[bytes | None, str]:
     """(new source, result) of an update request; source None means a no-op."""
-    unknown = set(body) - _UPDATE_KEYS
-    if unknown:
+    unknown = next((key for key in body if key not in _UPDATE_KEYS), None)
+    if unknown is not None:
         raise ElasticError(
-            f"[UpdateRequest] unknown field [{sorted(unknown)[0]}]",
+            f"[UpdateRequest] unknown field [{unknown}]{did_you_mean(unknown, _UPDATE_FIELDS)}",
             status=400,
             error_type="x_content_parse_exception",
         )

@@ -186,3 +186,21 @@ def test_bulk_empty_id_and_empty_action(http: httpx.Client, new_index: Callable[
         error_of(empty)["reason"]
         == "Malformed action/metadata line [1], expected FIELD_NAME but found [END_OBJECT]"
     )
+
+
+def test_update_unknown_field_suggests_the_close_one(
+    http: httpx.Client, new_index: Callable[..., str]
+) -> None:
+    name = new_index()
+    response = http.post(f"/{name}/_update/1", json={"dac": {"foo": "baz"}, "upsert": {"foo": "bar"}})
+    assert response.status_code == 400
+    assert error_of(response) == {
+        "root_cause": [
+            {
+                "type": "x_content_parse_exception",
+                "reason": "[UpdateRequest] unknown field [dac] did you mean [doc]?",
+            }
+        ],
+        "type": "x_content_parse_exception",
+        "reason": "[UpdateRequest] unknown field [dac] did you mean [doc]?",
+    }
