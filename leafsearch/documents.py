@@ -842,7 +842,11 @@ def _bulk_one(
                 raise ElasticError(
                     "Failed to parse update request", status=400, error_type="x_content_parse_exception"
                 )
-            response = _apply_update(index, shard, doc_id, body, op.routing, if_seq_no, if_primary_term, None)
+            # The action line's `_source` asks for the updated document (the body's wins).
+            wanted = parse_fetch_source(meta["_source"]) if "_source" in meta else None
+            response = _apply_update(
+                index, shard, doc_id, body, op.routing, if_seq_no, if_primary_term, wanted
+            )
     except ElasticError as exc:
         return {kind: _item_error(op, doc_id, exc)}
     response["status"] = _STATUS[response["result"]]

@@ -204,3 +204,24 @@ def test_update_unknown_field_suggests_the_close_one(
         "type": "x_content_parse_exception",
         "reason": "[UpdateRequest] unknown field [dac] did you mean [doc]?",
     }
+
+
+def test_bulk_update_returns_get_when_source_is_asked(
+    http: httpx.Client, new_index: Callable[..., str]
+) -> None:
+    name = new_index()
+    http.put(f"/{name}/_doc/1", json={"foo": "bar", "bar": "foo"})
+    http.put(f"/{name}/_doc/2", json={"foo": "qux", "bar": "pux"})
+    lines = [
+        {"update": {"_index": name, "_id": "1", "_source": {"includes": "bar"}}},
+        {"doc": {"foo": "baz"}},
+        {"update": {"_index": name, "_id": "2"}},
+        {"_source": True, "doc": {"foo": "quux"}},
+        {"update": {"_index": name, "_id": "1"}},
+        {"doc": {"foo": "again"}},
+    ]
+    body = "".join(json.dumps(line) + "\n" for line in lines)
+    items = http.post("/_bulk", content=body, headers=NDJSON).json()["items"]
+    assert items[0]["update"]["get"]["_source"] == {"bar": "foo"}
+    assert items[1]["update"]["get"]["_source"] == {"foo": "quux", "bar": "pux"}
+    assert "get" not in items[2]["update"]
