@@ -33,7 +33,7 @@ from leafsearch.rawjson import RawJSON
 from leafsearch.request.query_dsl import did_you_mean
 from leafsearch.request.search_request import parse_fetch_source
 from leafsearch.request.search_types import SourceFilter
-from leafsearch.search.fetch import filter_source
+from leafsearch.search.fetch import extract_fields, filter_source
 from leafsearch.settings import check_active_shard_count
 
 if TYPE_CHECKING:
@@ -304,6 +304,23 @@ def get_doc(
     if index.mapping.source_enabled:
         body["_source"] = RawJSON(source)
     return body
+
+
+def stored_fields(node: Node, index_name: str, source: Any, names: list[str]) -> dict[str, list]:
+    """The values a get shows under `fields` for `stored_fields`: those of the named fields
+    mapped with `store: true` (read from the document's source, which holds what was stored),
+    printed as the field type prints them."""
+    mapping = _read_index(node, index_name).mapping
+    specs = [{"field": name} for name in names if name != "_source"]
+    stored = [
+        s
+        for s in specs
+        if any(getattr(mapping.field(p), "store", False) for p in mapping.resolve_fields(s["field"]))
+    ]
+    if not stored or not isinstance(source, RawJSON):
+        return {}
+    values = extract_fields(source.parsed(), mapping, stored)
+    return {path: v for path, v in values.items() if getattr(mapping.field(path), "store", False)}
 
 
 def _get_from_searcher(shard: Shard, doc_id: str) -> tuple[DocState | None, bytes]:

@@ -225,3 +225,23 @@ def test_bulk_update_returns_get_when_source_is_asked(
     assert items[0]["update"]["get"]["_source"] == {"bar": "foo"}
     assert items[1]["update"]["get"]["_source"] == {"foo": "quux", "bar": "pux"}
     assert "get" not in items[2]["update"]
+
+
+def test_get_shows_stored_fields(http: httpx.Client, new_index: Callable[..., str]) -> None:
+    name = new_index(
+        mappings={
+            "properties": {
+                "foo": {"type": "keyword", "store": True},
+                "count": {"type": "integer", "store": True},
+                "plain": {"type": "keyword"},
+            }
+        }
+    )
+    http.put(f"/{name}/_doc/1", json={"foo": "bar", "count": 1, "plain": "x"})
+    one = http.get(f"/{name}/_doc/1", params={"stored_fields": "foo"}).json()
+    assert one["fields"] == {"foo": ["bar"]} and "_source" not in one
+    both = http.get(f"/{name}/_doc/1", params={"stored_fields": "foo,count,plain"}).json()
+    assert both["fields"] == {"foo": ["bar"], "count": [1]}
+    with_source = http.get(f"/{name}/_doc/1", params={"stored_fields": "foo,count,_source"}).json()
+    assert with_source["fields"] == {"foo": ["bar"], "count": [1]}
+    assert with_source["_source"] == {"foo": "bar", "count": 1, "plain": "x"}

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from leafsearch.documents import stored_fields
 from leafsearch.errors import (
     ActionRequestValidation,
     ElasticError,
@@ -91,13 +92,15 @@ def _single_get_options(req: RestRequest) -> dict[str, Any]:
     return {**_get_options(req), "version": req.long_param("version")}
 
 
+def _stored_field_names(req: RestRequest) -> list[str] | None:
+    stored = req.param("stored_fields")
+    return None if stored is None else [f for f in stored.split(",") if f]
+
+
 def _get_source_filter(req: RestRequest) -> SourceFilter:
     """The URL's `_source` options; without them `stored_fields` leaves the source out unless it
-    names `_source` (ShardGetService). No field is stored apart from the source, so the listed
-    fields themselves add nothing to the response."""
-    stored = req.param("stored_fields")
-    stored_fields = None if stored is None else [f for f in stored.split(",") if f]
-    return _item_source_filter({}, url_source_filter(req.params), stored_fields)
+    names `_source` (ShardGetService)."""
+    return _item_source_filter({}, url_source_filter(req.params), _stored_field_names(req))
 
 
 def _not_found(index: str, doc_id: str) -> dict[str, Any]:
@@ -109,7 +112,12 @@ def get_doc(node: Node, req: RestRequest) -> RestResponse:
     body = node.get_doc(index, doc_id, **_single_get_options(req))
     if body is None:
         return RestResponse(_not_found(index, doc_id), status=404)
-    return RestResponse(apply_source_filter(body, _get_source_filter(req)))
+    names = _stored_field_names(req)
+    fields = stored_fields(node, index, body.get("_source"), names) if names else {}
+    body = apply_source_filter(body, _get_source_filter(req))
+    if fields:
+        body["fields"] = fields
+    return RestResponse(body)
 
 
 def get_source(node: Node, req: RestRequest) -> RestResponse:
