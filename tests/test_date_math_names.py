@@ -107,3 +107,12 @@ def test_malformed_name_in_a_request(http: httpx.Client) -> None:
     response = http.post(f"/{quote('<x-{now/d>', safe='')}/_search")
     assert response.status_code == 400
     assert error_of(response)["type"] == "parse_exception"
+
+
+def test_msearch_header_names_by_date_math(http: httpx.Client, todays: str) -> None:
+    expression = f"<{todays}-{{now/d}}>"
+    created = http.put(f"/{quote(expression, safe='')}").json()["index"]
+    http.put(f"/{created}/_doc/1?refresh=true", json={"n": 1})
+    body = json.dumps({"index": expression}) + "\n" + json.dumps({"query": {"match_all": {}}}) + "\n"
+    responses = http.post("/_msearch", content=body, headers={"content-type": "application/x-ndjson"}).json()
+    assert [h["_index"] for h in responses["responses"][0]["hits"]["hits"]] == [created]
