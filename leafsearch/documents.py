@@ -311,16 +311,15 @@ def stored_fields(node: Node, index_name: str, source: Any, names: list[str]) ->
     mapped with `store: true` (read from the document's source, which holds what was stored),
     printed as the field type prints them."""
     mapping = _read_index(node, index_name).mapping
-    specs = [{"field": name} for name in names if name != "_source"]
-    stored = [
-        s
-        for s in specs
-        if any(getattr(mapping.field(p), "store", False) for p in mapping.resolve_fields(s["field"]))
+    specs = [
+        {"field": path}
+        for name in names
+        for path in mapping.resolve_fields(name)
+        if getattr(mapping.field(path), "store", False)
     ]
-    if not stored or not isinstance(source, RawJSON):
+    if not specs or not isinstance(source, RawJSON):
         return {}
-    values = extract_fields(source.parsed(), mapping, stored)
-    return {path: v for path, v in values.items() if getattr(mapping.field(path), "store", False)}
+    return extract_fields(source.parsed(), mapping, specs)
 
 
 def _get_from_searcher(shard: Shard, doc_id: str) -> tuple[DocState | None, bytes]:
