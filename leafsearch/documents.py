@@ -35,6 +35,7 @@ from leafsearch.request.search_request import parse_fetch_source
 from leafsearch.request.search_types import SourceFilter
 from leafsearch.search.fetch import extract_fields, filter_source
 from leafsearch.settings import check_active_shard_count
+from leafsearch.versioning import ExternalVersion, VersionRefused, parse_versioning
 
 if TYPE_CHECKING:
     from leafsearch.index.index import Index
@@ -63,17 +64,16 @@ def _shards_header(index: Index) -> dict[str, int]:
     return {"total": 1 + replicas, "successful": 1, "failed": 0}
 
 
-def _check_id(doc_id: str, kind: str = "index") -> None:
+def _check_id(doc_id: str) -> None:
     """An id Elasticsearch takes: at most 512 bytes; an empty one is refused by the index routing
-    of an index/create (illegal argument) and by the request validation of an update/delete."""
+    of an index/create (illegal argument; an update's or delete's never gets here, see
+    `_parse_bulk`)."""
     size = len(doc_id.encode())
     if size > MAX_ID_BYTES:
         raise ActionRequestValidation(
             f"id [{doc_id}] is too long, must be no longer than 512 bytes but was: {size}"
         )
     if not doc_id:
-        if kind in ("update", "delete"):
-            raise ActionRequestValidation("id is missing")
         raise IllegalArgument("if _id is specified it must not be empty")
 
 
@@ -115,6 +115,7 @@ def _index_checks(
     if_seq_no: int | None,
     if_primary_term: int | None,
     auto_id: bool,
+    external: ExternalVersion | None = None,
 ) -> tuple[DocState | None, int]:
     """(prior state, new version) of an index/create operation; raises its version conflict."""
     prior = None if auto_id else shard.current(doc_id)
@@ -124,7 +125,21 @@ def _index_checks(
             extra=_conflict_extra(index, shard),
         )
     _check_seq_no(index, shard, doc_id, prior, if_seq_no, if_primary_term)
-    return prior, (prior.version + 1) if prior is not None and prior.version > 0 else 1
+    return prior, _next_version(index, shard, doc_id, prior, external)
+
+
+def _next_version(
+    index: Index, shard: Shard, doc_id: str, prior: DocState | None, external: ExternalVersion | None
+) -> int:
+    """The version a write gives the document: the previous one (a delete's tombstone included)
+    plus one, or the external version when it is above the current one."""
+    current = prior.version if prior is not None and prior.version > 0 else None
+    if external is None:
+        return current + 1 if current is not None else 1
+    try:
+        return external.next_version(doc_id, current)
+    except VersionRefused as refused:
+        raise VersionConflict(refused.reason, extra=_conflict_extra(index, shard)) from None
 
 
 def _index_response(
@@ -154,11 +169,14 @@ def _apply_index(
     auto_id: bool = False,
     parsed=None,
     shards_header: dict[str, int] | None = None,
+    external: ExternalVersion | None = None,
 ) -> dict[str, Any]:
     """One index/create operation against a shard whose lock the caller holds."""
     if parsed is None:
         parsed = index.parse(source, doc_id)
-    prior, version = _index_checks(index, shard, doc_id, op_type, if_seq_no, if_primary_term, auto_id)
+    prior, version = _index_checks(
+        index, shard, doc_id, op_type, if_seq_no, if_primary_term, auto_id, external
+    )
     seq_no = shard.index(doc_id, parsed, routing, prior, version)
     return _index_response(index, doc_id, version, prior, seq_no, shards_header or _shards_header(index))
 
@@ -196,12 +214,19 @@ def index_doc(
     if_primary_term: int | None = None,
     require_alias: bool = False,
     wait_for_active_shards: int | str | None = None,
+    version: int | None = None,
+    version_type: str | None = None,
 ) -> dict[str, Any]:
+    """Index or create one document. `version` with `version_type` external(_gte): see
+    versioning.py."""
     _check_refresh(refresh)
     if op_type not in ("index", "create"):
         raise IllegalArgument(f"opType must be 'create' or 'index', found: [{op_type}]")
     if op_type == "create" and (if_seq_no is not None or if_primary_term is not None):
         raise ActionRequestValidation("create operations do not support compare and set. use index instead")
+    external = parse_versioning(version, version_type, if_seq_no)
+    if external is not None and doc_id is None:
+        raise ActionRequestValidation("an id must be provided if version type or value are set")
     auto_id = doc_id is None
     if auto_id:
         doc_id = generate_id()
@@ -231,6 +256,7 @@ def index_doc(
             if_primary_term=if_primary_term,
             auto_id=auto_id,
             parsed=parsed,
+            external=external,
         )
     _after_write(node, index, shard, point, refresh, response)
     return response
@@ -352,26 +378,35 @@ def delete_doc(
     if_seq_no: int | None = None,
     if_primary_term: int | None = None,
     wait_for_active_shards: int | str | None = None,
+    version: int | None = None,
+    version_type: str | None = None,
 ) -> dict[str, Any]:
-    """Delete by id; `result: not_found` (the REST layer answers 404) when absent."""
+    """Delete by id; `result: not_found` (the REST layer answers 404) when absent. `version`
+    with `version_type` external(_gte): see versioning.py."""
     _check_refresh(refresh)
+    external = parse_versioning(version, version_type, if_seq_no)
     index = _read_index(node, index_name)
     _check_active_shards(index, wait_for_active_shards)
     _check_routing_required(index, routing, doc_id)
     shard = index.shard_of(doc_id, routing)
     with shard.writing() as point:
-        response = _apply_delete(index, shard, doc_id, if_seq_no, if_primary_term)
+        response = _apply_delete(index, shard, doc_id, if_seq_no, if_primary_term, external)
     _after_write(node, index, shard, point, refresh, response)
     return response
 
 
 def _apply_delete(
-    index: Index, shard: Shard, doc_id: str, if_seq_no: int | None, if_primary_term: int | None
+    index: Index,
+    shard: Shard,
+    doc_id: str,
+    if_seq_no: int | None,
+    if_primary_term: int | None,
+    external: ExternalVersion | None = None,
 ) -> dict[str, Any]:
     prior = shard.current(doc_id)
     _check_seq_no(index, shard, doc_id, prior, if_seq_no, if_primary_term)
     found = _exists(prior)
-    version = (prior.version + 1) if prior is not None and prior.version > 0 else 1
+    version = _next_version(index, shard, doc_id, prior, external)
     seq_no = shard.delete(doc_id, prior, version)  # type: ignore[arg-type]
     return {
         "_index": index.name,
@@ -596,6 +631,7 @@ class _BulkOp:
     index: str
     routing: str | None
     source: bytes | None
+    external: ExternalVersion | None = None  # `version` with `version_type` external(_gte)
 
 
 def _malformed(line_no: int, message: str) -> IllegalArgument:
@@ -657,7 +693,13 @@ def _parse_bulk(body: bytes, default_index: str | None, default_routing: str | N
         if index.startswith("<"):
             index = resolve_expression(index, bulk_now)
         routing = meta.get("routing", meta.get("_routing", default_routing))
-        ops.append(_BulkOp(kind, meta, line_no, index, routing, source))
+        # What BulkRequest.validate refuses for the whole request, item by item.
+        if kind in ("update", "delete") and not meta.get("_id"):
+            raise ActionRequestValidation("id is missing")
+        external = None
+        if kind != "update":
+            external = parse_versioning(meta.get("version"), meta.get("version_type"), meta.get("if_seq_no"))
+        ops.append(_BulkOp(kind, meta, line_no, index, routing, source, external))
     if body and not body.endswith(b"\n") and ops:
         raise IllegalArgument("The bulk request must be terminated by a newline [\\n]")
     return ops
@@ -806,6 +848,7 @@ def _bulk_index_batch(
                     meta.get("if_seq_no"),
                     meta.get("if_primary_term"),
                     auto_id,
+                    op.external,
                 )
                 seq_no = batch.index(row, doc_id, op.routing, prior, version)
             except ElasticError as exc:
@@ -825,8 +868,8 @@ def _bulk_one(
     kind = op.kind
     meta = op.meta
     try:
-        if kind != "delete" or not doc_id:
-            _check_id(doc_id, kind)
+        if kind != "delete":
+            _check_id(doc_id)
         if_seq_no = meta.get("if_seq_no")
         if_primary_term = meta.get("if_primary_term")
         _check_routing_required(index, op.routing, doc_id)
@@ -842,9 +885,10 @@ def _bulk_one(
                 if_primary_term=if_primary_term,
                 auto_id=auto_id,
                 shards_header=header,
+                external=op.external,
             )
         elif kind == "delete":
-            response = _apply_delete(index, shard, doc_id, if_seq_no, if_primary_term)
+            response = _apply_delete(index, shard, doc_id, if_seq_no, if_primary_term, op.external)
         else:
             try:
                 body = orjson.loads(op.source)  # type: ignore[arg-type]

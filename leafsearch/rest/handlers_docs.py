@@ -48,6 +48,15 @@ def _write_options(req: RestRequest) -> dict[str, Any]:
     }
 
 
+def _versioned_write_options(req: RestRequest) -> dict[str, Any]:
+    """An index or delete's options, with its external `version` and `version_type`."""
+    return {
+        **_write_options(req),
+        "version": req.long_param("version"),
+        "version_type": req.param("version_type"),
+    }
+
+
 def _write_reply(body: dict[str, Any]) -> RestResponse:
     return RestResponse(body, status=201 if body.get("result") == "created" else 200)
 
@@ -60,7 +69,7 @@ def _index(node: Node, req: RestRequest, op_type: str) -> RestResponse:
             req.required_body(),
             op_type=op_type,
             require_alias=req.flag("require_alias"),
-            **_write_options(req),
+            **_versioned_write_options(req),
         )
     )
 
@@ -134,7 +143,7 @@ def get_source(node: Node, req: RestRequest) -> RestResponse:
 
 
 def delete_doc(node: Node, req: RestRequest) -> RestResponse:
-    body = node.delete_doc(req.path_params["index"], req.path_params["id"], **_write_options(req))
+    body = node.delete_doc(req.path_params["index"], req.path_params["id"], **_versioned_write_options(req))
     return RestResponse(body, status=404 if body.get("result") == "not_found" else 200)
 
 

@@ -109,10 +109,11 @@ PIT = {
 }
 SCROLL = SOURCE_PARAMS | {"scroll", "rest_total_hits_as_int"}
 WAIT = {"timeout", "wait_for_active_shards"}
-DELETE_DOC = WAIT | {"routing", "refresh", "if_seq_no", "if_primary_term"}
+WRITE_DOC = WAIT | {"routing", "refresh", "if_seq_no", "if_primary_term"}
+DELETE_DOC = WRITE_DOC | {"version", "version_type"}
 CREATE_DOC = DELETE_DOC | {"require_alias"}
 INDEX_DOC = CREATE_DOC | {"op_type"}
-UPDATE_DOC = DELETE_DOC | SOURCE | {"retry_on_conflict", "require_alias"}
+UPDATE_DOC = WRITE_DOC | SOURCE | {"retry_on_conflict", "require_alias"}
 GET_DOC = SOURCE | {"routing", "realtime", "refresh", "preference"}
 BULK = WAIT | {"refresh", "routing"}
 GET_INDEX = INDICES_OPTIONS | {"flat_settings", "include_defaults", "local", "master_timeout", "features"}
