@@ -133,9 +133,10 @@ def _next_version(
 ) -> int:
     """The version a write gives the document: the previous one (a delete's tombstone included)
     plus one, or the external version when it is above the current one."""
-    current = prior.version if prior is not None and prior.version > 0 else None
     if external is None:
-        return current + 1 if current is not None else 1
+        return prior.version + 1 if prior is not None and prior.version > 0 else 1
+    # A looked-up id never written is a deleted state without a sequence number.
+    current = None if prior is None or (prior.deleted and prior.seq_no < 0) else prior.version
     try:
         return external.next_version(doc_id, current)
     except VersionRefused as refused:

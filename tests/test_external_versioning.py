@@ -38,6 +38,13 @@ def test_external_versions_only_move_forward(http: httpx.Client, new_index: Call
     assert http.get(f"/{name}/_doc/1").json()["_source"] == {"v": 10}
 
 
+def test_version_zero_is_a_version(http: httpx.Client, new_index: Callable[..., str]) -> None:
+    name = new_index()
+    assert _put(http, name, 0).json()["_version"] == 0
+    assert _put(http, name, 0).status_code == 409
+    assert _put(http, name, 6).json()["_version"] == 6
+
+
 def test_deletes_keep_their_external_version(http: httpx.Client, new_index: Callable[..., str]) -> None:
     name = new_index()
     _put(http, name, 5)
