@@ -74,6 +74,14 @@ def test_sort_and_search_after_in_address_order(http: httpx.Client, ips: str) ->
     assert [h["_id"] for h in desc] == list(reversed(ADDRESSES))
     after = _search(http, ips, {"sort": [{"addr": "asc"}], "search_after": ["10.0.0.20"], "size": 2})
     assert [h["_id"] for h in after["hits"]["hits"]] == ["c", "d"]
+    # A `missing` address places the document where that address sorts, and shows it.
+    hits = _search(http, ips, {"sort": [{"addr": {"missing": "10.0.0.5"}}], "size": 4})["hits"]["hits"]
+    assert [(h["_id"], h["sort"]) for h in hits] == [
+        ("v6-low", ["::1"]),
+        ("a", ["10.0.0.1"]),
+        ("none", ["10.0.0.5"]),
+        ("b", ["10.0.0.20"]),
+    ]
 
 
 def test_terms_aggregation_and_doc_values(http: httpx.Client, ips: str) -> None:

@@ -546,7 +546,7 @@ def format_sort_value(value: Any, field_type: Any, spec: SortSpec) -> Any:
             # DocValueFormat.DateTime renders Lucene's sentinel of a missing date as null.
             return None
         value = _missing_value(domain, spec, field_type)
-        if value is None or (isinstance(value, str) and domain != "keyword"):
+        if value is None or (isinstance(value, str) and domain not in ("keyword", "ip")):
             return value
     if domain == "score":
         return _short_float(value, "float")
