@@ -633,15 +633,22 @@ class _BulkOp:
     routing: str | None
     source: bytes | None
     external: ExternalVersion | None = None  # `version` with `version_type` external(_gte)
+    wanted: SourceFilter | None = None  # an update's `_source`: answer the document as `get`
 
 
 def _malformed(line_no: int, message: str) -> IllegalArgument:
     return IllegalArgument(f"Malformed action/metadata line [{line_no}], {message}")
 
 
-def _parse_bulk(body: bytes, default_index: str | None, default_routing: str | None) -> list[_BulkOp]:
+def _parse_bulk(
+    body: bytes,
+    default_index: str | None,
+    default_routing: str | None,
+    default_source: SourceFilter | None = None,
+) -> list[_BulkOp]:
     """Split the NDJSON body into operations; a malformed action line fails the whole request.
-    Date math in item index names (`<logs-{now/d}>`) resolves at one `now` for the request."""
+    Date math in item index names (`<logs-{now/d}>`) resolves at one `now` for the request; an
+    update's `_source` is its action line's, else the request's (its body's wins over both)."""
     bulk_now = int(time.time() * 1000)
     lines = body.split(b"\n")
     ops: list[_BulkOp] = []
@@ -697,10 +704,12 @@ def _parse_bulk(body: bytes, default_index: str | None, default_routing: str | N
         # What BulkRequest.validate refuses for the whole request, item by item.
         if kind in ("update", "delete") and not meta.get("_id"):
             raise ActionRequestValidation("id is missing")
-        external = None
+        external = wanted = None
         if kind != "update":
             external = parse_versioning(meta.get("version"), meta.get("version_type"), meta.get("if_seq_no"))
-        ops.append(_BulkOp(kind, meta, line_no, index, routing, source, external))
+        else:
+            wanted = parse_fetch_source(meta["_source"]) if "_source" in meta else default_source
+        ops.append(_BulkOp(kind, meta, line_no, index, routing, source, external, wanted))
     if body and not body.endswith(b"\n") and ops:
         raise IllegalArgument("The bulk request must be terminated by a newline [\\n]")
     return ops
@@ -721,9 +730,11 @@ def bulk(
     routing: str | None = None,
     wait_for_active_shards: int | str | None = None,
     authorize: Callable[[str], None] | None = None,
+    source_filter: SourceFilter | None = None,
 ) -> dict[str, Any]:
     """`authorize(index)` raises for an index the caller may not write: its items fail, as
-    Elasticsearch fails the items of a bulk request on an unauthorized index.
+    Elasticsearch fails the items of a bulk request on an unauthorized index. `source_filter`:
+    the URL's `_source` options, which make updates answer their document (`get`).
 
     Parsing and applying the operations take the node's indexing slot (`Node.indexing`, one:
     that work holds the interpreter, and several requests doing it at once only slow each other
@@ -732,7 +743,9 @@ def bulk(
     started = time.perf_counter()
     _check_refresh(refresh)
     with node.indexing:
-        ops, results, touched = _apply_bulk(node, body, index, routing, wait_for_active_shards, authorize)
+        ops, results, touched = _apply_bulk(
+            node, body, index, routing, wait_for_active_shards, authorize, source_filter
+        )
     for index_obj, shards in touched.values():
         for shard, (point, positions) in shards.items():
             try:
@@ -757,10 +770,11 @@ def _apply_bulk(
     routing: str | None,
     wait_for_active_shards: int | str | None,
     authorize: Callable[[str], None] | None,
+    source_filter: SourceFilter | None = None,
 ) -> tuple[list[_BulkOp], list[dict[str, Any]], dict[str, tuple[Index, dict[Shard, _Logged]]]]:
     """Parse a bulk body and apply its operations (logged, not yet synced): the operations, the
     item results so far, and per index what each shard logged."""
-    ops = _parse_bulk(body, index, routing)
+    ops = _parse_bulk(body, index, routing, source_filter)
     touched: dict[str, tuple[Index, dict[Shard, _Logged]]] = {}
     by_index: dict[str, list[tuple[int, _BulkOp]]] = {}
     for pos, op in enumerate(ops):
@@ -903,10 +917,8 @@ def _bulk_one(
                 raise ElasticError(
                     "Failed to parse update request", status=400, error_type="x_content_parse_exception"
                 )
-            # The action line's `_source` asks for the updated document (the body's wins).
-            wanted = parse_fetch_source(meta["_source"]) if "_source" in meta else None
             response = _apply_update(
-                index, shard, doc_id, body, op.routing, if_seq_no, if_primary_term, wanted
+                index, shard, doc_id, body, op.routing, if_seq_no, if_primary_term, op.wanted
             )
     except ElasticError as exc:
         return {kind: _item_error(op, doc_id, exc)}

@@ -225,6 +225,11 @@ def test_bulk_update_returns_get_when_source_is_asked(
     assert items[0]["update"]["get"]["_source"] == {"bar": "foo"}
     assert items[1]["update"]["get"]["_source"] == {"foo": "quux", "bar": "pux"}
     assert "get" not in items[2]["update"]
+    # The request's `_source` parameters apply to every update that does not say otherwise.
+    lines = [{"update": {"_id": "2"}}, {"doc": {"foo": "garply"}}]
+    body = "".join(json.dumps(line) + "\n" for line in lines)
+    items = http.post(f"/{name}/_bulk", params={"_source_includes": "foo"}, content=body, headers=NDJSON)
+    assert items.json()["items"][0]["update"]["get"]["_source"] == {"foo": "garply"}
 
 
 def test_get_shows_stored_fields(http: httpx.Client, new_index: Callable[..., str]) -> None:

@@ -171,6 +171,7 @@ def bulk(node: Node, req: RestRequest) -> RestResponse:
             refresh=req.param("refresh"),
             routing=req.param("routing"),
             authorize=_item_check(req, "indices:data/write/bulk[s]"),
+            source_filter=url_source_filter(req.params),
         )
     )
 
