@@ -385,6 +385,8 @@ def put_mapping(
 ) -> dict:
     if not body:
         raise ActionRequestValidation("mapping source is required")
+    if len(body) == 1 and "_doc" in body:  # RestPutMappingAction: a typed body is refused in 8.x
+        raise IllegalArgument("Types cannot be provided in put mapping requests")
     for index in options.resolve(node, expr):
         with index.lock:
             index.mapping.merge(dict(body))
@@ -422,9 +424,15 @@ def get_settings(
 
 
 def put_settings(
-    node: Node, expr: str | None, body: Mapping[str, Any] | None, options: IndicesOptions
+    node: Node,
+    expr: str | None,
+    body: Mapping[str, Any] | None,
+    options: IndicesOptions,
+    *,
+    preserve_existing: bool = False,
 ) -> dict:
-    """`PUT <index>/_settings`: the body may wrap the settings in `settings`, as Elasticsearch allows."""
+    """`PUT <index>/_settings`: the body may wrap the settings in `settings`, as Elasticsearch allows.
+    `preserve_existing`: an index keeps the settings it already has; only the others are set."""
     if not isinstance(body, Mapping):
         raise ActionRequestValidation("no settings to update")
     inner = body.get("settings")
@@ -439,7 +447,10 @@ def put_settings(
             f"Can't update non dynamic settings [[{', '.join(static)}]] for open indices [{opened}]"
         )
     for index in targets:
-        index.update_settings(updates)
+        if preserve_existing:
+            index.update_settings({k: v for k, v in updates.items() if k not in index.settings})
+        else:
+            index.update_settings(updates)
     return {"acknowledged": True}
 
 

@@ -19,9 +19,11 @@ import orjson
 
 from leafsearch.aliases import single_index, write_target
 from leafsearch.bulk_metadata import typed_metadata
+from leafsearch.date_math_names import resolve_expression
 from leafsearch.errors import (
     ActionRequestValidation,
     DocumentMissing,
+    DocumentSourceMissing,
     ElasticError,
     IllegalArgument,
     IndexClosed,
@@ -31,8 +33,13 @@ from leafsearch.errors import (
 from leafsearch.index.parsed import ParsedBatch
 from leafsearch.index.shard import PRIMARY_TERM, DocState, Shard, SyncPoint
 from leafsearch.rawjson import RawJSON
+from leafsearch.request.query_dsl import did_you_mean
+from leafsearch.request.search_request import parse_fetch_source
+from leafsearch.request.search_types import SourceFilter
+from leafsearch.search.fetch import extract_fields, filter_source
 from leafsearch.settings import check_active_shard_count
 from leafsearch.unsupported import NotSupported
+from leafsearch.versioning import ExternalVersion, VersionRefused, parse_versioning
 
 if TYPE_CHECKING:
     from leafsearch.index.index import Index
@@ -63,13 +70,16 @@ def _shards_header(index: Index) -> dict[str, int]:
 
 
 def _check_id(doc_id: str) -> None:
+    """An id Elasticsearch takes: at most 512 bytes; an empty one is refused by the index routing
+    of an index/create (illegal argument; an update's or delete's never gets here, see
+    `_parse_bulk`)."""
     size = len(doc_id.encode())
     if size > MAX_ID_BYTES:
         raise ActionRequestValidation(
             f"id [{doc_id}] is too long, must be no longer than 512 bytes but was: {size}"
         )
     if not doc_id:
-        raise ActionRequestValidation("if _id is specified it must not be empty")
+        raise IllegalArgument("if _id is specified it must not be empty")
 
 
 def _conflict_extra(index: Index, shard: Shard) -> dict[str, str]:
@@ -110,6 +120,7 @@ def _index_checks(
     if_seq_no: int | None,
     if_primary_term: int | None,
     auto_id: bool,
+    external: ExternalVersion | None = None,
 ) -> tuple[DocState | None, int]:
     """(prior state, new version) of an index/create operation; raises its version conflict."""
     prior = None if auto_id else shard.current(doc_id)
@@ -119,7 +130,22 @@ def _index_checks(
             extra=_conflict_extra(index, shard),
         )
     _check_seq_no(index, shard, doc_id, prior, if_seq_no, if_primary_term)
-    return prior, (prior.version + 1) if prior is not None and prior.version > 0 else 1
+    return prior, _next_version(index, shard, doc_id, prior, external)
+
+
+def _next_version(
+    index: Index, shard: Shard, doc_id: str, prior: DocState | None, external: ExternalVersion | None
+) -> int:
+    """The version a write gives the document: the previous one (a delete's tombstone included)
+    plus one, or the external version when it is above the current one."""
+    if external is None:
+        return prior.version + 1 if prior is not None and prior.version > 0 else 1
+    # A looked-up id never written is a deleted state without a sequence number.
+    current = None if prior is None or (prior.deleted and prior.seq_no < 0) else prior.version
+    try:
+        return external.next_version(doc_id, current)
+    except VersionRefused as refused:
+        raise VersionConflict(refused.reason, extra=_conflict_extra(index, shard)) from None
 
 
 def _index_response(
@@ -149,11 +175,14 @@ def _apply_index(
     auto_id: bool = False,
     parsed=None,
     shards_header: dict[str, int] | None = None,
+    external: ExternalVersion | None = None,
 ) -> dict[str, Any]:
     """One index/create operation against a shard whose lock the caller holds."""
     if parsed is None:
         parsed = index.parse(source, doc_id)
-    prior, version = _index_checks(index, shard, doc_id, op_type, if_seq_no, if_primary_term, auto_id)
+    prior, version = _index_checks(
+        index, shard, doc_id, op_type, if_seq_no, if_primary_term, auto_id, external
+    )
     seq_no = shard.index(doc_id, parsed, routing, prior, version)
     return _index_response(index, doc_id, version, prior, seq_no, shards_header or _shards_header(index))
 
@@ -191,12 +220,19 @@ def index_doc(
     if_primary_term: int | None = None,
     require_alias: bool = False,
     wait_for_active_shards: int | str | None = None,
+    version: int | None = None,
+    version_type: str | None = None,
 ) -> dict[str, Any]:
+    """Index or create one document. `version` with `version_type` external(_gte): see
+    versioning.py."""
     _check_refresh(refresh)
     if op_type not in ("index", "create"):
         raise IllegalArgument(f"opType must be 'create' or 'index', found: [{op_type}]")
     if op_type == "create" and (if_seq_no is not None or if_primary_term is not None):
         raise ActionRequestValidation("create operations do not support compare and set. use index instead")
+    external = parse_versioning(version, version_type, if_seq_no)
+    if external is not None and doc_id is None:
+        raise ActionRequestValidation("an id must be provided if version type or value are set")
     auto_id = doc_id is None
     if auto_id:
         doc_id = generate_id()
@@ -221,6 +257,7 @@ def index_doc(
             if_primary_term=if_primary_term,
             auto_id=auto_id,
             parsed=parsed,
+            external=external,
         )
     _after_write(node, index, shard, point, refresh, response)
     return response
@@ -257,8 +294,10 @@ def get_doc(
     routing: str | None = None,
     realtime: bool = True,
     refresh: bool = False,
+    version: int | None = None,
 ) -> dict[str, Any] | None:
-    """The current document (realtime: unrefreshed writes included), None when absent."""
+    """The current document (realtime: unrefreshed writes included), None when absent; with
+    `version`, a document of another version is a conflict (409), as Elasticsearch's get."""
     index = _read_index(node, index_name)
     _check_routing_required(index, routing, doc_id)
     shard = index.shard_of(doc_id, routing)
@@ -267,6 +306,12 @@ def get_doc(
         found[0] = state is not None
     if state is None:
         return None
+    if version is not None and state.version != version:
+        raise VersionConflict(
+            f"[{doc_id}]: version conflict, current version [{state.version}] is different than the one "
+            f"provided [{version}]",
+            extra=_conflict_extra(index, shard),
+        )
     body: dict[str, Any] = {
         "_index": index.name,
         "_id": doc_id,
@@ -277,7 +322,8 @@ def get_doc(
     }
     if state.routing is not None:
         body["_routing"] = state.routing
-    body["_source"] = RawJSON(source)
+    if index.mapping.source_enabled:
+        body["_source"] = RawJSON(source)
     return body
 
 
@@ -294,6 +340,22 @@ def _read_doc(shard: Shard, doc_id: str, *, realtime: bool, refresh: bool) -> tu
         if not _exists(state):
             return None, b""
         return state, shard.get_source(state)
+
+
+def stored_fields(node: Node, index_name: str, source: Any, names: list[str]) -> dict[str, list]:
+    """The values a get shows under `fields` for `stored_fields`: those of the named fields
+    mapped with `store: true` (read from the document's source, which holds what was stored),
+    printed as the field type prints them."""
+    mapping = _read_index(node, index_name).mapping
+    specs = [
+        {"field": path}
+        for name in names
+        for path in mapping.resolve_fields(name)
+        if getattr(mapping.field(path), "store", False)
+    ]
+    if not specs or not isinstance(source, RawJSON):
+        return {}
+    return extract_fields(source.parsed(), mapping, specs)
 
 
 def _get_from_searcher(shard: Shard, doc_id: str) -> tuple[DocState | None, bytes]:
@@ -326,27 +388,36 @@ def delete_doc(
     if_seq_no: int | None = None,
     if_primary_term: int | None = None,
     wait_for_active_shards: int | str | None = None,
+    version: int | None = None,
+    version_type: str | None = None,
 ) -> dict[str, Any]:
-    """Delete by id; `result: not_found` (the REST layer answers 404) when absent."""
+    """Delete by id; `result: not_found` (the REST layer answers 404) when absent. `version`
+    with `version_type` external(_gte): see versioning.py."""
     _check_refresh(refresh)
     index_name, routing = write_target(node, index_name, routing, require_alias=False)
+    external = parse_versioning(version, version_type, if_seq_no)
     index = _read_index(node, index_name)
     _check_active_shards(index, wait_for_active_shards)
     _check_routing_required(index, routing, doc_id)
     shard = index.shard_of(doc_id, routing)
     with shard.writing() as point:
-        response = _apply_delete(index, shard, doc_id, if_seq_no, if_primary_term)
+        response = _apply_delete(index, shard, doc_id, if_seq_no, if_primary_term, external)
     _after_write(node, index, shard, point, refresh, response)
     return response
 
 
 def _apply_delete(
-    index: Index, shard: Shard, doc_id: str, if_seq_no: int | None, if_primary_term: int | None
+    index: Index,
+    shard: Shard,
+    doc_id: str,
+    if_seq_no: int | None,
+    if_primary_term: int | None,
+    external: ExternalVersion | None = None,
 ) -> dict[str, Any]:
     prior = shard.current(doc_id)
     _check_seq_no(index, shard, doc_id, prior, if_seq_no, if_primary_term)
     found = _exists(prior)
-    version = (prior.version + 1) if prior is not None and prior.version > 0 else 1
+    version = _next_version(index, shard, doc_id, prior, external)
     seq_no = shard.delete(doc_id, prior, version)  # type: ignore[arg-type]
     return {
         "_index": index.name,
@@ -370,14 +441,16 @@ def _deep_merge(base: dict, patch: dict) -> dict:
 
 
 _UPDATE_KEYS = {"doc", "upsert", "doc_as_upsert", "detect_noop", "scripted_upsert", "_source", "script"}
+#: Every field UpdateRequest's parser declares, for its "did you mean" hint.
+_UPDATE_FIELDS = (*sorted(_UPDATE_KEYS), "if_primary_term", "if_seq_no")
 
 
 def _updated_source(doc_id: str, body: dict, prior_source: bytes | None) -> tuple[bytes | None, str]:
     """(new source, result) of an update request; source None means a no-op."""
-    unknown = set(body) - _UPDATE_KEYS
-    if unknown:
+    unknown = next((key for key in body if key not in _UPDATE_KEYS), None)
+    if unknown is not None:
         raise ElasticError(
-            f"[UpdateRequest] unknown field [{sorted(unknown)[0]}]",
+            f"[UpdateRequest] unknown field [{unknown}]{did_you_mean(unknown, _UPDATE_FIELDS)}",
             status=400,
             error_type="x_content_parse_exception",
         )
@@ -440,9 +513,11 @@ def update_doc(
     retry_on_conflict: int = 0,
     wait_for_active_shards: int | str | None = None,
     require_alias: bool = False,
+    source_filter: SourceFilter | None = None,
 ) -> dict[str, Any]:
     """A partial update. It reads and writes under the shard lock, so no concurrent write can
-    conflict with it: `retry_on_conflict` is accepted for compatibility and never needed."""
+    conflict with it: `retry_on_conflict` is accepted for compatibility and never needed.
+    `source_filter`: the URL's `_source` options (the body's `_source` wins)."""
     _check_refresh(refresh)
     index_name, routing = write_target(node, index_name, routing, require_alias=require_alias)
     index = _write_index(node, index_name)
@@ -450,7 +525,9 @@ def update_doc(
     _check_routing_required(index, routing, doc_id)
     shard = index.shard_of(doc_id, routing)
     with shard.writing() as point:
-        response = _apply_update(index, shard, doc_id, body, routing, if_seq_no, if_primary_term)
+        response = _apply_update(
+            index, shard, doc_id, body, routing, if_seq_no, if_primary_term, source_filter
+        )
     _after_write(node, index, shard, point, refresh, response)
     return response
 
@@ -463,18 +540,30 @@ def _apply_update(
     routing: str | None,
     if_seq_no: int | None,
     if_primary_term: int | None,
+    source_filter: SourceFilter | None = None,
 ) -> dict[str, Any]:
+    """Read, merge and write one update. As Elasticsearch's UpdateHelper, a missing document
+    without an upsert is `document_missing_exception` (404) before `if_seq_no` is looked at.
+    With a `_source` filter that fetches (the body's `_source`, else the URL's), the response
+    carries the written document as `get`."""
     prior = shard.current(doc_id)
-    _check_seq_no(index, shard, doc_id, prior, if_seq_no, if_primary_term)
     prior_source = shard.get_source(prior) if _exists(prior) else None
+    if prior_source is not None:
+        _check_seq_no(index, shard, doc_id, prior, if_seq_no, if_primary_term)
+        if not index.mapping.source_enabled:
+            raise DocumentSourceMissing(
+                f"[{doc_id}]: document source missing", extra=_conflict_extra(index, shard)
+            )
     try:
         source, result = _updated_source(doc_id, body, prior_source)
     except DocumentMissing as exc:
         exc.extra = _conflict_extra(index, shard)
         raise
+    if prior_source is None:  # an upsert: `if_seq_no` has no document to match
+        _check_seq_no(index, shard, doc_id, prior, if_seq_no, if_primary_term)
     if source is None:
         shard.stats.add(noop_update_total=1)
-        return {
+        response = {
             "_index": index.name,
             "_id": doc_id,
             "_version": prior.version,  # type: ignore[union-attr]
@@ -483,11 +572,40 @@ def _apply_update(
             "_seq_no": prior.seq_no,  # type: ignore[union-attr]
             "_primary_term": PRIMARY_TERM,
         }
-    response = _apply_index(
-        index, shard, doc_id, source, op_type="index", routing=routing, if_seq_no=None, if_primary_term=None
-    )
-    response["result"] = result
+    else:
+        response = _apply_index(
+            index,
+            shard,
+            doc_id,
+            source,
+            op_type="index",
+            routing=routing,
+            if_seq_no=None,
+            if_primary_term=None,
+        )
+        response["result"] = result
+    if "_source" in body:
+        source_filter = parse_fetch_source(body["_source"])
+    if source_filter is not None and source_filter.fetch:
+        response["get"] = _get_result(
+            index, response, source if source is not None else prior_source, routing, source_filter
+        )
     return response
+
+
+def _get_result(
+    index: Index, response: dict[str, Any], source: bytes | None, routing: str | None, flt: SourceFilter
+) -> dict[str, Any]:
+    """The `get` of an update response (Elasticsearch's GetResult, embedded): the document as
+    written, its source filtered as a get filters it."""
+    got: dict[str, Any] = {"_seq_no": response["_seq_no"], "_primary_term": response["_primary_term"]}
+    if routing is not None:
+        got["_routing"] = routing
+    got["found"] = True
+    filtered = filter_source(source, flt) if source is not None and index.mapping.source_enabled else None
+    if filtered is not None:
+        got["_source"] = RawJSON(filtered)
+    return got
 
 
 # ---- bulk ----------------------------------------------------------------------------------
@@ -525,14 +643,24 @@ class _BulkOp:
     index: str
     routing: str | None
     source: bytes | None
+    external: ExternalVersion | None = None  # `version` with `version_type` external(_gte)
+    wanted: SourceFilter | None = None  # an update's `_source`: answer the document as `get`
 
 
 def _malformed(line_no: int, message: str) -> IllegalArgument:
     return IllegalArgument(f"Malformed action/metadata line [{line_no}], {message}")
 
 
-def _parse_bulk(body: bytes, default_index: str | None, default_routing: str | None) -> list[_BulkOp]:
-    """Split the NDJSON body into operations; a malformed action line fails the whole request."""
+def _parse_bulk(
+    body: bytes,
+    default_index: str | None,
+    default_routing: str | None,
+    default_source: SourceFilter | None = None,
+) -> list[_BulkOp]:
+    """Split the NDJSON body into operations; a malformed action line fails the whole request.
+    Date math in item index names (`<logs-{now/d}>`) resolves at one `now` for the request; an
+    update's `_source` is its action line's, else the request's (its body's wins over both)."""
+    bulk_now = int(time.time() * 1000)
     lines = body.split(b"\n")
     ops: list[_BulkOp] = []
     i = 0
@@ -552,12 +680,13 @@ def _parse_bulk(body: bytes, default_index: str | None, default_routing: str | N
                 status=400,
                 error_type="illegal_argument_exception",
             ) from None
-        if type(action) is not dict or len(action) != 1:
+        if type(action) is not dict:
+            raise _malformed(i, "expected START_OBJECT or END_OBJECT but found [VALUE_STRING]")
+        if not action:  # BulkRequestParser finds the object's end where it wants the action's name
+            raise _malformed(i, "expected FIELD_NAME but found [END_OBJECT]")
+        if len(action) != 1:
             raise _malformed(
-                i,
-                "expected START_OBJECT or END_OBJECT but found [VALUE_STRING]"
-                if type(action) is not dict
-                else "expected field [create], [delete], [index] or [update] but found more than one",
+                i, "expected field [create], [delete], [index] or [update] but found more than one"
             )
         ((kind, meta),) = action.items()
         if kind not in _BULK_ACTIONS:
@@ -580,8 +709,18 @@ def _parse_bulk(body: bytes, default_index: str | None, default_routing: str | N
         index = meta.get("_index", default_index)
         if index is None:
             raise ActionRequestValidation("index is missing")
+        if index.startswith("<"):
+            index = resolve_expression(index, bulk_now)
         routing = meta.get("routing", meta.get("_routing", default_routing))
-        ops.append(_BulkOp(kind, meta, line_no, index, routing, source))
+        # What BulkRequest.validate refuses for the whole request, item by item.
+        if kind in ("update", "delete") and not meta.get("_id"):
+            raise ActionRequestValidation("id is missing")
+        external = wanted = None
+        if kind != "update":
+            external = parse_versioning(meta.get("version"), meta.get("version_type"), meta.get("if_seq_no"))
+        else:
+            wanted = parse_fetch_source(meta["_source"]) if "_source" in meta else default_source
+        ops.append(_BulkOp(kind, meta, line_no, index, routing, source, external, wanted))
     if body and not body.endswith(b"\n") and ops:
         raise IllegalArgument("The bulk request must be terminated by a newline [\\n]")
     return ops
@@ -603,10 +742,12 @@ def bulk(
     wait_for_active_shards: int | str | None = None,
     authorize: Callable[[str], None] | None = None,
     require_alias: bool = False,
+    source_filter: SourceFilter | None = None,
 ) -> dict[str, Any]:
     """`authorize(index)` raises for an index the caller may not write: its items fail, as
     Elasticsearch fails the items of a bulk request on an unauthorized index. An item naming an
     alias goes to its write index; `require_alias` (or the item's own) refuses any other name.
+    `source_filter`: the URL's `_source` options, which make updates answer their document (`get`).
 
     Parsing and applying the operations take the node's indexing slot (`Node.indexing`, one:
     that work holds the interpreter, and several requests doing it at once only slow each other
@@ -616,7 +757,7 @@ def bulk(
     _check_refresh(refresh)
     with node.indexing:
         ops, results, touched = _apply_bulk(
-            node, body, index, routing, wait_for_active_shards, authorize, require_alias
+            node, body, index, routing, wait_for_active_shards, authorize, require_alias, source_filter
         )
     for index_obj, shards in touched.values():
         for shard, (point, positions) in shards.items():
@@ -643,10 +784,11 @@ def _apply_bulk(
     wait_for_active_shards: int | str | None,
     authorize: Callable[[str], None] | None,
     require_alias: bool,
+    source_filter: SourceFilter | None = None,
 ) -> tuple[list[_BulkOp], list[dict[str, Any]], dict[str, tuple[Index, dict[Shard, _Logged]]]]:
     """Parse a bulk body and apply its operations (logged, not yet synced): the operations, the
     item results so far, and per index what each shard logged."""
-    ops = _parse_bulk(body, index, routing)
+    ops = _parse_bulk(body, index, routing, source_filter)
     touched: dict[str, tuple[Index, dict[Shard, _Logged]]] = {}
     by_index: dict[str, list[tuple[int, _BulkOp]]] = {}
     results: list[dict[str, Any]] = [{}] * len(ops)
@@ -763,6 +905,7 @@ def _bulk_index_batch(
                     meta.get("if_seq_no"),
                     meta.get("if_primary_term"),
                     auto_id,
+                    op.external,
                 )
                 seq_no = batch.index(row, doc_id, op.routing, prior, version)
             except ElasticError as exc:
@@ -782,7 +925,7 @@ def _bulk_one(
     kind = op.kind
     meta = op.meta
     try:
-        if kind != "delete" or doc_id is None:
+        if kind != "delete":
             _check_id(doc_id)
         if_seq_no = meta.get("if_seq_no")
         if_primary_term = meta.get("if_primary_term")
@@ -799,9 +942,10 @@ def _bulk_one(
                 if_primary_term=if_primary_term,
                 auto_id=auto_id,
                 shards_header=header,
+                external=op.external,
             )
         elif kind == "delete":
-            response = _apply_delete(index, shard, doc_id, if_seq_no, if_primary_term)
+            response = _apply_delete(index, shard, doc_id, if_seq_no, if_primary_term, op.external)
         else:
             try:
                 body = orjson.loads(op.source)  # type: ignore[arg-type]
@@ -815,7 +959,9 @@ def _bulk_one(
                 raise ElasticError(
                     "Failed to parse update request", status=400, error_type="x_content_parse_exception"
                 )
-            response = _apply_update(index, shard, doc_id, body, op.routing, if_seq_no, if_primary_term)
+            response = _apply_update(
+                index, shard, doc_id, body, op.routing, if_seq_no, if_primary_term, op.wanted
+            )
     except ElasticError as exc:
         return {kind: _item_error(op, doc_id, exc)}
     response["status"] = _STATUS[response["result"]]

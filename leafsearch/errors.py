@@ -144,6 +144,13 @@ class DocumentMissing(ElasticError):
     status = 404
 
 
+class DocumentSourceMissing(ElasticError):
+    """An update of a document whose index keeps no `_source` (`_source.enabled: false`)."""
+
+    error_type = "document_source_missing_exception"
+    status = 400
+
+
 class TranslogFailed(ElasticError):
     """Writing or syncing a shard's translog failed (a full disk, an I/O error): its operations
     since the last sync are not durable, so the shard takes no more writes until a restart

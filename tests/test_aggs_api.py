@@ -378,9 +378,11 @@ def test_aggregation_refusals(es: Elasticsearch, http: httpx.Client, shop: str) 
             {
                 "buckets": [
                     {
-                        "key": "*-1970-01-01T00:00:01.000Z",
-                        "to": 1000.0,
-                        "to_as_string": "1970-01-01T00:00:01.000Z",
+                        # A number is read as text in the format, as Elasticsearch's date_range
+                        # reads it: "1000" is the year 1000 in strict_date_optional_time.
+                        "key": "*-1000-01-01T00:00:00.000Z",
+                        "to": -30610224000000.0,
+                        "to_as_string": "1000-01-01T00:00:00.000Z",
                         "doc_count": 0,
                         "m": {"value": None},
                     }

@@ -106,7 +106,8 @@ def test_dotted_names_in_properties_become_objects() -> None:
         ),
         (
             {"properties": {"bar": {"type": "foo"}}},
-            "No handler for type [foo] declared on field [bar]",
+            "The mapper type [foo] declared on field [bar] does not exist. It might have been created "
+            "within a future version or requires a plugin to be installed. Check the documentation.",
             "mapper_parsing_exception",
         ),
         (

@@ -496,7 +496,8 @@ _NAMED_PATTERNS = {
     "date_hour_minute_second": ("yyyy-MM-dd'T'HH:mm:ss", None),
     "date_hour_minute_second_fraction": ("yyyy-MM-dd'T'HH:mm:ss.S", None),
     "date_hour_minute_second_millis": ("yyyy-MM-dd'T'HH:mm:ss.S", None),
-    "date_time": ("yyyy-MM-dd'T'HH:mm:ss.SZ", None),
+    # Elasticsearch's date_time parsers take the fraction as optional; its printer writes millis.
+    "date_time": ("yyyy-MM-dd'T'HH:mm:ss[.S]Z", "yyyy-MM-dd'T'HH:mm:ss.SSSZ"),
     "date_time_no_millis": ("yyyy-MM-dd'T'HH:mm:ssZ", None),
     "hour": ("HH", None),
     "hour_minute": ("HH:mm", None),

@@ -30,6 +30,7 @@ from leafsearch.errors import (
     MapperParsing,
     StrictDynamicMapping,
 )
+from leafsearch.index import ip, unsigned_long
 from leafsearch.index.analysis import analyze, analyze_with_positions
 from leafsearch.index.dates import (
     DEFAULT_DATE_FORMAT,
@@ -64,6 +65,8 @@ KINDS = {
     "text": "text",
     "keyword": "keyword",
     **dict.fromkeys(_INTEGER_TYPES, "long"),
+    "unsigned_long": "long",  # shifted by 2^63, see index/unsigned_long.py
+    "ip": "keyword",  # 16-byte addresses as hex terms, see index/ip.py
     **dict.fromkeys(_FLOAT_TYPES, "double"),
     "scaled_float": "long",
     "boolean": "long",
@@ -192,6 +195,8 @@ _PARAMS: dict[str, frozenset[str]] = {
     },
     **dict.fromkeys((*_INTEGER_TYPES, *_FLOAT_TYPES), _NUMERIC),
     "scaled_float": _NUMERIC | {"scaling_factor"},
+    "unsigned_long": _NUMERIC - {"coerce"},
+    "ip": _COMMON | {"null_value", "ignore_malformed", "time_series_dimension"},
     "boolean": _COMMON | {"null_value", "ignore_malformed"},
     "date": _DATE,
     "date_nanos": _DATE,
@@ -200,6 +205,7 @@ _PARAMS: dict[str, frozenset[str]] = {
 _UPDATABLE = frozenset({
     "meta", "copy_to", "ignore_above", "ignore_malformed", "coerce", "boost", "search_analyzer",
     "search_quote_analyzer", "eager_global_ordinals", "fielddata", "fielddata_frequency_filter",
+    "split_queries_on_whitespace",
 })
 _DEFAULTS: dict[str, Any] = {
     **dict.fromkeys(_BOOL_PARAMS, False),
@@ -394,6 +400,8 @@ class FieldType:
             "date_nanos": (self._parse_date, self._convert_date),
             "boolean": (self._parse_values, self._convert_boolean),
             "scaled_float": (self._parse_values, self._convert_scaled),
+            "unsigned_long": (self._parse_values, self._convert_unsigned),
+            "ip": (self._parse_values, self._convert_ip),
             **dict.fromkeys(_FLOAT_TYPES, (self._parse_double, self._convert_float)),
         }.get(type_, (self._parse_long, self._convert_integer))
         if self.null_value is not None:
@@ -572,6 +580,22 @@ class FieldType:
         if not math.isfinite(scaled):
             raise _Malformed(f"[double] supports only finite values, but got [{_java_text(v)}]")
         return self._check_range(math.floor(scaled + 0.5), v)  # Java's Math.round
+
+    def _convert_ip(self, v: Any) -> str:
+        text = v if type(v) is str else _java_text(_scalar(v))
+        try:
+            return ip.encode(text)
+        except ValueError as e:
+            raise _Malformed(str(e)) from None
+
+    def _convert_unsigned(self, v: Any) -> int:
+        number = self._numeric(v)
+        if type(number) is float:
+            raise _Malformed(f"For input string: [{_java_text(number)}].")
+        try:
+            return unsigned_long.to_stored(unsigned_long.parse_value(number))
+        except ValueError as e:
+            raise _Malformed(str(e)) from None
 
     def _convert_integer(self, v: Any) -> int:
         return self._check_range(self._to_integer(self._numeric(v)), v)
@@ -779,6 +803,45 @@ def _mapper_type(name: str, node: dict) -> str:
     raise _MappingError(f"No type specified for field [{name}]")
 
 
+def _no_such_type(type_: Any, declared_on: str) -> str:
+    return (
+        f"The mapper type [{type_}] declared on {declared_on} does not exist. It might have been created "
+        "within a future version or requires a plugin to be installed. Check the documentation."
+    )
+
+
+#: The types a `runtime` field may have in Elasticsearch 8.
+_RUNTIME_TYPES = frozenset(
+    {"boolean", "composite", "date", "double", "geo_point", "geo_shape", "ip", "keyword", "long", "lookup"}
+)
+
+
+def _runtime_param(value: Any) -> dict:
+    """The root `runtime` section, checked as Elasticsearch's RuntimeField parsers check it (the
+    fields are kept, not evaluated: leafsearch runs no scripts)."""
+    fields = _map_param(value, "_doc", "runtime")
+    for name, definition in fields.items():
+        if type(definition) is not dict:
+            raise _MappingError(
+                f"Expected map for runtime field [{name}] definition but got a {_java_type(definition)}"
+            )
+        type_ = definition.get("type")
+        if type_ is None:
+            raise _MappingError(f"No type specified for runtime field [{name}]")
+        if type_ not in _RUNTIME_TYPES:
+            raise _MappingError(_no_such_type(type_, f"runtime field [{name}]"))
+    return fields
+
+
+def _java_type(value: Any) -> str:
+    return {
+        str: "java.lang.String",
+        bool: "java.lang.Boolean",
+        int: "java.lang.Integer",
+        list: "java.util.ArrayList",
+    }.get(type(value), "java.lang.Object")
+
+
 def _build_mapper(
     path: str, name: str, node: dict, source_key: str | None = None
 ) -> FieldType | ObjectMapper:
@@ -789,7 +852,7 @@ def _build_mapper(
     if allowed is None:
         if type_ in FIELD_TYPES:
             raise _MappingError(reason(f"the field type [{type_}] of field [{name}]"))
-        raise _MappingError(f"No handler for type [{type_}] declared on field [{name}]")
+        raise _MappingError(_no_such_type(type_, f"field [{name}]"))
     params: dict[str, Any] = {}
     fields: dict[str, FieldType] = {}
     for key, value in node.items():
@@ -1073,6 +1136,8 @@ class Mapping:
                 if "enabled" in source:
                     source = {**source, "enabled": _bool_param(source["enabled"], "_source", "enabled")}
                 params[key] = source
+            elif key == "runtime":
+                params[key] = _runtime_param(value)
             elif key == "_routing":
                 routing = _map_param(value, "_routing", key)
                 bad = {k: v for k, v in routing.items() if k != "required"}
@@ -1145,6 +1210,12 @@ class Mapping:
     def source(self) -> dict[str, Any]:
         """The `_source` mapping parameters (`enabled`, `includes`, `excludes`) as given."""
         return self._root_params.get("_source", {})
+
+    @property
+    def source_enabled(self) -> bool:
+        """False with `_source: {enabled: false}`: gets, searches and updates then see no source
+        (it is still written to the translog, which replays documents from it)."""
+        return self.source.get("enabled", True) is not False
 
     # -- put mapping ---------------------------------------------------------------------------
 

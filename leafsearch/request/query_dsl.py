@@ -270,7 +270,7 @@ def _parse(body: Any, depth: int) -> Query:
     if parser is None:
         if name in _QUERY_NAMES:
             raise NotSupported(f"[{name}] query")
-        raise ParsingError(f"unknown query [{name}]{_suggest(name, _QUERY_NAMES)}")
+        raise ParsingError(f"unknown query [{name}]{did_you_mean(name, _QUERY_NAMES)}")
     if depth >= MAX_NESTED_DEPTH:
         raise IllegalArgument(
             "The nested depth of the query exceeds the maximum nested depth for queries set in "
@@ -295,7 +295,7 @@ def _levenshtein_similarity(a: str, b: str) -> float:
     return 1.0 - prev[-1] / max(len(a), len(b))
 
 
-def _suggest(name: str, candidates: tuple[str, ...]) -> str:
+def did_you_mean(name: str, candidates: tuple[str, ...]) -> str:
     """Elasticsearch's " did you mean [x]?" hint: candidates more than half similar, best first."""
     scored = sorted(
         ((-_levenshtein_similarity(name, c), c) for c in candidates),

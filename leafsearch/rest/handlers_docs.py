@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from leafsearch.documents import stored_fields
 from leafsearch.errors import (
     ActionRequestValidation,
     ElasticError,
@@ -49,6 +50,15 @@ def _write_options(req: RestRequest) -> dict[str, Any]:
     }
 
 
+def _versioned_write_options(req: RestRequest) -> dict[str, Any]:
+    """An index or delete's options, with its external `version` and `version_type`."""
+    return {
+        **_write_options(req),
+        "version": req.long_param("version"),
+        "version_type": req.param("version_type"),
+    }
+
+
 def _write_reply(body: dict[str, Any]) -> RestResponse:
     return RestResponse(body, status=201 if body.get("result") == "created" else 200)
 
@@ -61,7 +71,7 @@ def _index(node: Node, req: RestRequest, op_type: str) -> RestResponse:
         req.required_body(),
         op_type=op_type,
         require_alias=req.flag("require_alias"),
-        **_write_options(req),
+        **_versioned_write_options(req),
     )
     seconds = time.perf_counter() - started
     indexing_timed(node, body["_index"], body["_id"], req.param("routing"), req.body, seconds)
@@ -84,16 +94,43 @@ def _get_options(req: RestRequest) -> dict[str, Any]:
     }
 
 
+_VERSION_TYPES = ("internal", "external", "external_gte")
+
+
+def _single_get_options(req: RestRequest) -> dict[str, Any]:
+    """A single get's options: `version` (checked against the document's) besides the shared ones."""
+    version_type = req.param("version_type")
+    if version_type is not None and version_type not in _VERSION_TYPES:
+        raise IllegalArgument(f"No version type match [{version_type}]")
+    return {**_get_options(req), "version": req.long_param("version")}
+
+
+def _stored_field_names(req: RestRequest) -> list[str] | None:
+    stored = req.param("stored_fields")
+    return None if stored is None else [f for f in stored.split(",") if f]
+
+
+def _get_source_filter(req: RestRequest) -> SourceFilter:
+    """The URL's `_source` options; without them `stored_fields` leaves the source out unless it
+    names `_source` (ShardGetService)."""
+    return _item_source_filter({}, url_source_filter(req.params), _stored_field_names(req))
+
+
 def _not_found(index: str, doc_id: str) -> dict[str, Any]:
     return {"_index": index, "_id": doc_id, "found": False}
 
 
 def get_doc(node: Node, req: RestRequest) -> RestResponse:
     index, doc_id = req.path_params["index"], req.path_params["id"]
-    body = node.get_doc(index, doc_id, **_get_options(req))
+    body = node.get_doc(index, doc_id, **_single_get_options(req))
     if body is None:
         return RestResponse(_not_found(index, doc_id), status=404)
-    return RestResponse(apply_source_option(body, req))
+    names = _stored_field_names(req)
+    fields = stored_fields(node, index, body.get("_source"), names) if names else {}
+    body = apply_source_filter(body, _get_source_filter(req))
+    if fields:
+        body["fields"] = fields
+    return RestResponse(body)
 
 
 def get_source(node: Node, req: RestRequest) -> RestResponse:
@@ -101,14 +138,16 @@ def get_source(node: Node, req: RestRequest) -> RestResponse:
     source_filter = url_source_filter(req.params)
     if source_filter is not None and not source_filter.fetch:  # as RestGetSourceAction refuses it
         raise ActionRequestValidation("fetching source can not be disabled")
-    body = node.get_doc(index, doc_id, **_get_options(req))
-    if body is None or "_source" not in body:
+    body = node.get_doc(index, doc_id, **_single_get_options(req))
+    if body is None:
         raise ResourceNotFound(f"Document not found [{index}]/[{doc_id}]")
+    if "_source" not in body:  # the index keeps no source (`_source.enabled: false`)
+        raise ResourceNotFound(f"Source not found [{index}]/[{doc_id}]")
     return RestResponse(apply_source_option(body, req)["_source"])
 
 
 def delete_doc(node: Node, req: RestRequest) -> RestResponse:
-    body = node.delete_doc(req.path_params["index"], req.path_params["id"], **_write_options(req))
+    body = node.delete_doc(req.path_params["index"], req.path_params["id"], **_versioned_write_options(req))
     return RestResponse(body, status=404 if body.get("result") == "not_found" else 200)
 
 
@@ -121,9 +160,10 @@ def update_doc(node: Node, req: RestRequest) -> RestResponse:
         req.json_object() or {},
         retry_on_conflict=retries,
         require_alias=req.flag("require_alias"),
+        source_filter=url_source_filter(req.params),
         **_write_options(req),
     )
-    return _write_reply(apply_source_option(body, req))
+    return _write_reply(body)
 
 
 def bulk(node: Node, req: RestRequest) -> RestResponse:
@@ -137,6 +177,7 @@ def bulk(node: Node, req: RestRequest) -> RestResponse:
             routing=req.param("routing"),
             authorize=_item_check(req, "indices:data/write/bulk[s]"),
             require_alias=req.flag("require_alias"),
+            source_filter=url_source_filter(req.params),
         )
     )
 

@@ -72,7 +72,13 @@ def get_settings(node: Node, req: RestRequest) -> RestResponse:
 
 def put_settings(node: Node, req: RestRequest) -> RestResponse:
     return RestResponse(
-        admin.put_settings(node, req.path_params.get("index"), req.json_object(), req.indices_options())
+        admin.put_settings(
+            node,
+            req.path_params.get("index"),
+            req.json_object(),
+            req.indices_options(),
+            preserve_existing=req.flag("preserve_existing"),
+        )
     )
 
 

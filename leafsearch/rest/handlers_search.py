@@ -18,6 +18,7 @@ from leafsearch.request.search_request import (
 )
 from leafsearch.request.timevalue import parse_time_value
 from leafsearch.rest.exchange import RestRequest, RestResponse
+from leafsearch.search import opensearch_pit
 from leafsearch.search.msearch import Authorize, parse_msearch
 from leafsearch.search.msearch import msearch as run_msearch
 from leafsearch.security.narrowing import narrow_expression
@@ -121,3 +122,27 @@ def close_pit(node: Node, req: RestRequest) -> RestResponse:
     if not isinstance(pit_id, str) or not pit_id:
         raise ActionRequestValidation("id is missing")
     return _freed(node.close_pit(pit_id))
+
+
+def create_pit(node: Node, req: RestRequest) -> RestResponse:
+    """OpenSearch's `POST /<index>/_search/point_in_time?keep_alive=`."""
+    keep_alive = req.param("keep_alive")
+    if keep_alive is not None:
+        parse_time_value(keep_alive, "keep_alive")
+    req.flag("allow_partial_pit_creation")  # every shard is local: a PIT is never partial
+    options, routing = req.indices_options(), req.param("routing")
+    return RestResponse(
+        opensearch_pit.create_pit(node, req.path_params["index"], keep_alive, options, routing)
+    )
+
+
+def delete_pits(node: Node, req: RestRequest) -> RestResponse:
+    """OpenSearch's `DELETE /_search/point_in_time` (body `pit_id`) and `.../_all`."""
+    if req.path.rstrip("/").endswith("/" + opensearch_pit.ALL):
+        return RestResponse(opensearch_pit.delete_pits(node, [opensearch_pit.ALL]))
+    return RestResponse(opensearch_pit.delete_pits(node, opensearch_pit.pit_ids_of(req.json())))
+
+
+def all_pits(node: Node, req: RestRequest) -> RestResponse:
+    """OpenSearch's `GET /_search/point_in_time/_all`."""
+    return RestResponse(opensearch_pit.all_pits(node))

@@ -115,12 +115,13 @@ PIT = {
 }
 SCROLL = SOURCE_PARAMS | {"scroll", "rest_total_hits_as_int"}
 WAIT = {"timeout", "wait_for_active_shards"}
-DELETE_DOC = WAIT | {"routing", "refresh", "if_seq_no", "if_primary_term"}
+WRITE_DOC = WAIT | {"routing", "refresh", "if_seq_no", "if_primary_term"}
+DELETE_DOC = WRITE_DOC | {"version", "version_type"}
 CREATE_DOC = DELETE_DOC | {"require_alias"}
 INDEX_DOC = CREATE_DOC | {"op_type"}
-UPDATE_DOC = DELETE_DOC | SOURCE | {"retry_on_conflict", "require_alias"}
+UPDATE_DOC = WRITE_DOC | SOURCE | {"retry_on_conflict", "require_alias"}
 GET_DOC = SOURCE | {"routing", "realtime", "refresh", "preference"}
-BULK = WAIT | {"refresh", "routing", "require_alias"}
+BULK = WAIT | SOURCE | {"refresh", "routing", "require_alias"}
 GET_INDEX = INDICES_OPTIONS | {"flat_settings", "include_defaults", "local", "master_timeout", "features"}
 SETTINGS = INDICES_OPTIONS | {"flat_settings", "include_defaults", "local", "master_timeout"}
 PUT_SETTINGS = INDICES_OPTIONS | MASTER | {"flat_settings", "preserve_existing", "reopen"}
@@ -286,9 +287,11 @@ ROUTES = [
     Route.of("PUT|POST", "/{index}/_doc/{id}", docs.index_doc, INDEX_DOC),
     Route.of("POST", "/{index}/_doc", docs.index_doc, INDEX_DOC),
     Route.of("PUT|POST", "/{index}/_create/{id}", docs.create_doc, CREATE_DOC),
-    Route.of("GET|HEAD", "/{index}/_doc/{id}", docs.get_doc, GET_DOC),
+    Route.of(
+        "GET|HEAD", "/{index}/_doc/{id}", docs.get_doc, GET_DOC | {"stored_fields", "version", "version_type"}
+    ),
     Route.of("DELETE", "/{index}/_doc/{id}", docs.delete_doc, DELETE_DOC),
-    Route.of("GET|HEAD", "/{index}/_source/{id}", docs.get_source, GET_DOC),
+    Route.of("GET|HEAD", "/{index}/_source/{id}", docs.get_source, GET_DOC | {"version", "version_type"}),
     Route.of("POST", "/{index}/_update/{id}", docs.update_doc, UPDATE_DOC),
     Route.of("POST|PUT", "/_bulk", docs.bulk, BULK),
     Route.of("POST|PUT", "/{index}/_bulk", docs.bulk, BULK),
@@ -335,6 +338,13 @@ ROUTES = [
     Route.of("POST", "/{index}/_pit", search.open_pit, PIT),
     Route.of("POST", "/_pit", search.open_pit, PIT | {"index"}),
     Route.of("DELETE", "/_pit", search.close_pit),
+    # OpenSearch's point-in-time API, over the same contexts
+    Route.of(
+        "POST", "/{index}/_search/point_in_time", search.create_pit, PIT | {"allow_partial_pit_creation"}
+    ),
+    Route.of("DELETE", "/_search/point_in_time", search.delete_pits),
+    Route.of("DELETE", "/_search/point_in_time/_all", search.delete_pits),
+    Route.of("GET", "/_search/point_in_time/_all", search.all_pits),
     # security
     Route.of("GET", "/_security/_authenticate", security.authenticate),
     Route.of("POST|PUT", "/_security/api_key", security.create_api_key, {"refresh"}),

@@ -55,6 +55,7 @@ class ReaderContext:
     keep_alive: float
     expires_at: float  # on the registry's clock
     opened_mono: float  # on the registry's clock
+    opened_at: float = field(default_factory=time.time)  # wall time, for OpenSearch's `creation_time`
     requests: int = 0
     in_use: int = 0  # requests reading the context right now
     freed: bool = False
@@ -294,6 +295,23 @@ class ContextRegistry:
                 self._free(ctx, "expired" if expired else "cleared")
                 freed += not expired
             return freed
+
+    def visible(self, kind: str) -> list[ReaderContext]:
+        """The open contexts of `kind` the caller may use (its own; all for a superuser or when
+        nobody is authenticated), oldest first, expired ones left out."""
+        now = self.clock()
+        caller = current()
+        with self._lock:
+            return sorted(
+                (
+                    c
+                    for c in self._contexts.values()
+                    if c.kind == kind
+                    and (c.in_use or now <= c.expires_at)
+                    and (caller is None or caller.superuser or c.owner == caller.owner_key)
+                ),
+                key=lambda c: c.ctx_id,
+            )
 
     def reap(self) -> None:
         now = self.clock()

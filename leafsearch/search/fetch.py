@@ -26,6 +26,7 @@ import numpy as np
 import orjson
 
 from leafsearch.errors import ElasticError, IllegalArgument, ParseException
+from leafsearch.index import ip, unsigned_long
 from leafsearch.index.columns import KeywordColumn, NumericColumn
 from leafsearch.index.dates import DEFAULT_DATE_FORMAT, DateFormatter, parse_date_math
 from leafsearch.request.search_request import java_double, number_format_error, scalar_text
@@ -33,6 +34,7 @@ from leafsearch.request.search_types import DOC, SCORE, SHARD_DOC, SortSpec, Sou
 from leafsearch.request.sort import chain
 
 _LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
+_INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
 _JAVA_LONG = re.compile(r"[+-]?\d+")
 
 # ---------------------------------------------------------------------------------------------
@@ -307,6 +309,10 @@ def _source_converter(path: str, ft: Any, fmt: str | None):
         return lambda v: _number(v, lambda d: math.floor(d * factor + 0.5) / factor)
     if domain == "long":
         return lambda v: _number(v, _truncate)
+    if domain == "unsigned_long":
+        return _unsigned_source_value
+    if domain == "ip":
+        return _ip_source_value
     if domain in ("float", "half_float"):
         return lambda v: _number(v, lambda d: _short_float(d, domain))
     if domain == "double":
@@ -325,6 +331,45 @@ def _number(value: Any, convert) -> Any:
     except ElasticError:
         return None
     return convert(number)
+
+
+def _unsigned_source_value(value: Any) -> int | None:
+    """An `unsigned_long` `_source` value as the field reads it; junk dropped."""
+    try:
+        return unsigned_long.parse_value(value) if not isinstance(value, bool | float) else None
+    except ValueError:
+        return None
+
+
+def _ip_source_value(value: Any) -> str | None:
+    """An `ip` `_source` value printed as Elasticsearch prints addresses; junk dropped."""
+    try:
+        return ip.decode(ip.encode(scalar_text(value)))
+    except ValueError:
+        return None
+
+
+def _ip_of(value: Any) -> str:
+    """A `search_after` entry of an `ip` sort: the address's stored term."""
+    try:
+        return ip.encode(scalar_text(value))
+    except ValueError as exc:
+        raise IllegalArgument(str(exc)) from None
+
+
+def _unsigned_of(value: Any) -> int:
+    """A `search_after` or `missing` value of an `unsigned_long` sort (DocValueFormat's
+    UNSIGNED_LONG_SHIFTED parse)."""
+    if isinstance(value, bool):
+        raise _NumberFormat(scalar_text(value))
+    if isinstance(value, float):
+        if not value.is_integer():
+            raise _NumberFormat(scalar_text(value))
+        value = int(value)
+    try:
+        return unsigned_long.parse_value(value)
+    except ValueError as exc:
+        raise _NumberFormat(scalar_text(value)) from exc
 
 
 def _truncate(value: float) -> int:
@@ -346,34 +391,46 @@ def docvalue_columns(
     dates as strings in the spec's `format` or the mapping's first format (numbers take a
     `DecimalFormat` pattern). Fields without doc values, and text fields, are refused as
     Elasticsearch refuses them (a text field's refusal names `index`, the hit's index). A field
-    named by several specs shows the first one's values; a document without any still meets the
-    later specs, whose refusal then applies.
+    named by several specs (say with different formats) shows each spec's values one after the
+    other in one list, as Elasticsearch's fetch phase appends them to the hit's field.
     """
     out: list[tuple[str, np.ndarray, list[Any]]] = []
-    has_values: dict[str, np.ndarray] = {}
+    position: dict[str, int] = {}
     for spec in specs:
         for path in mapping.resolve_fields(spec["field"]):
             ft = mapping.field(path)
             if ft is None:
-                continue
-            shown = has_values.get(path)
-            if shown is not None:
-                if not shown.all():
-                    _docvalue_renderer(path, ft, spec.get("format"), index)
                 continue
             render = _docvalue_renderer(path, ft, spec.get("format"), index)
             column = segment.column(path)
             if isinstance(column, KeywordColumn):
                 counts, ords = column.ords.values_of(docs)
                 values = [term.decode() for term in column.terms[ords].tolist()]
+                if ft.type == "ip":
+                    values = [ip.decode(term) for term in values]
             elif isinstance(column, NumericColumn):
                 counts, raw = column.doc_values.values_of(docs)
                 values = render(raw)
             else:
                 counts, values = np.zeros(len(docs), dtype=np.int64), []
-            has_values[path] = counts > 0
-            out.append((path, counts, values))
+            if path in position:
+                _, shown_counts, shown = out[position[path]]
+                out[position[path]] = (path, *_append_per_doc(shown_counts, shown, counts, values))
+            else:
+                position[path] = len(out)
+                out.append((path, counts, values))
     return out
+
+
+def _append_per_doc(
+    counts: np.ndarray, values: list[Any], more_counts: np.ndarray, more: list[Any]
+) -> tuple[np.ndarray, list[Any]]:
+    """Two per-document value lists joined document by document (each document's first values,
+    then its more)."""
+    docs = np.arange(len(counts))
+    owner = np.concatenate([np.repeat(docs, counts), np.repeat(docs, more_counts)])
+    both = values + more
+    return counts + more_counts, [both[i] for i in np.argsort(owner, kind="stable").tolist()]
 
 
 def docvalue_field_values(
@@ -413,7 +470,7 @@ def _docvalue_renderer(path: str, ft: Any, fmt: str | None, index: str) -> Calla
         printer = _date_formatter(fmt) if fmt is not None else ft.formatter
         nanos = domain == "date_nanos"
         return lambda values: printer.format_many(values, nanos=nanos)
-    if fmt is not None and domain in ("keyword", "boolean"):
+    if fmt is not None and domain in ("keyword", "boolean", "ip"):
         raise IllegalArgument(f"Field [{path}] of type [{ft.type}] does not support custom formats")
     if domain == "boolean":
         return lambda values: (values != 0).tolist()
@@ -435,6 +492,8 @@ def _docvalue_numbers(ft: Any, domain: str) -> Callable[[np.ndarray], list[Any]]
         return lambda values: values.astype(np.float32).astype(np.float64).tolist()
     if domain == "double":
         return lambda values: values.astype(np.float64).tolist()
+    if domain == "unsigned_long":
+        return lambda values: unsigned_long.unsigned_array(values).tolist()
     return lambda values: values.tolist() if values.dtype.kind in "iu" else [int(v) for v in values.tolist()]
 
 
@@ -483,13 +542,20 @@ def format_sort_value(value: Any, field_type: Any, spec: SortSpec) -> Any:
     domain = _sort_domain(field_type, spec)
     printer = _sort_printer(domain, field_type, spec)
     if value is None:
-        value = _missing_value(domain, spec)
-        if value is None or (isinstance(value, str) and domain != "keyword"):
+        if printer is not None and spec.missing in _MISSING_ENDS:
+            # DocValueFormat.DateTime renders Lucene's sentinel of a missing date as null.
+            return None
+        value = _missing_value(domain, spec, field_type)
+        if value is None or (isinstance(value, str) and domain not in ("keyword", "ip")):
             return value
     if domain == "score":
         return _short_float(value, "float")
     if domain in ("float", "half_float") and isinstance(value, float):
         return _short_float(value, domain)
+    if domain == "unsigned_long":
+        return unsigned_long.to_unsigned(value)
+    if domain == "ip" and isinstance(value, str):
+        return ip.decode(value)
     if printer is not None:
         try:
             return printer.format(int(value), nanos=domain == "date_nanos")
@@ -518,6 +584,10 @@ def parse_search_after_value(value: Any, field_type: Any, spec: SortSpec) -> Any
             return _double_of(value)
         if domain == "doc":
             return int(_double_of(value)) if not isinstance(value, int) else value
+        if domain == "unsigned_long":
+            return unsigned_long.to_stored(_unsigned_of(value))
+        if domain == "ip":
+            return _ip_of(value)
         if isinstance(value, int | float) and not isinstance(value, bool):
             return _long_of_number(value)
         text = scalar_text(value)
@@ -581,20 +651,48 @@ def _parse_date(text: str, field_type: Any, spec: SortSpec, nanos: bool) -> int:
         raise ParseException(str(exc)) from None
 
 
-def _missing_value(domain: str, spec: SortSpec) -> Any:
+def missing_sort_key(field_type: Any, spec: SortSpec) -> Any:
+    """The value a document without one sorts by, in the sort's domain (what a `search_after`
+    entry converts to); also checks the sort's `missing` and `format` against the field."""
+    rendered = format_sort_value(None, field_type, spec)
+    if rendered is None and spec.missing in _MISSING_ENDS:
+        domain = _sort_domain(field_type, spec)
+        if domain not in ("keyword", "ip"):  # a formatted date sort renders null for Lucene's sentinel
+            return _missing_value(domain, spec, field_type)
+    return parse_search_after_value(rendered, field_type, spec)
+
+
+#: `missing` values that put documents without a value at one end (None: the default, `_last`).
+_MISSING_ENDS = ("_last", "_first", None)
+#: Field types whose values Lucene sorts as ints (SortField.Type.INT): their missing documents
+#: sort at Integer.MAX_VALUE / MIN_VALUE, not Long's.
+_INT_SORT_TYPES = ("integer", "short", "byte")
+
+
+def _missing_value(domain: str, spec: SortSpec, field_type: Any = None) -> Any:
     missing = spec.missing
-    if missing in ("_last", "_first", None):
+    if missing in _MISSING_ENDS:
         high = (missing != "_first") != spec.descending
-        if domain == "keyword":
+        if domain in ("keyword", "ip"):
             return None
         if domain in ("double", "float", "half_float"):
             return "Infinity" if high else "-Infinity"
+        if (
+            domain == "long"
+            and spec.numeric_type is None
+            and getattr(field_type, "type", None) in _INT_SORT_TYPES
+        ):
+            return _INT_MAX if high else _INT_MIN
         return _LONG_MAX if high else _LONG_MIN
     if domain == "keyword":
         return scalar_text(missing)
+    if domain == "ip":
+        return _ip_of(missing)
     try:
         if domain in ("double", "float", "half_float"):
             return _double_of(missing)
+        if domain == "unsigned_long":
+            return unsigned_long.to_stored(_unsigned_of(missing))
         if isinstance(missing, int | float) and not isinstance(missing, bool):
             return _long_of_number(missing)
         text = scalar_text(missing)
@@ -617,7 +715,8 @@ _TYPE_DOMAINS = {
     "integer": "long",
     "short": "long",
     "byte": "long",
-    "unsigned_long": "long",
+    "unsigned_long": "unsigned_long",
+    "ip": "ip",
     "double": "double",
     "scaled_float": "double",
     "float": "float",
@@ -646,7 +745,7 @@ def _sort_domain(field_type: Any, spec: SortSpec) -> str:
     numeric_type = spec.numeric_type
     if numeric_type is None:
         return domain
-    if domain == "keyword":
+    if domain in ("keyword", "ip"):
         type_name = field_type.type if field_type is not None else spec.unmapped_type
         raise ElasticError(
             f"[numeric_type] option cannot be set on a non-numeric field, got {type_name}",
@@ -669,7 +768,7 @@ def _sort_printer(domain: str, field_type: Any, spec: SortSpec) -> DateFormatter
         return None
     if domain in ("date", "date_nanos"):
         return _date_formatter(spec.format)
-    if domain in ("keyword", "boolean"):
+    if domain in ("keyword", "boolean", "ip"):
         type_name = field_type.type if field_type is not None else spec.unmapped_type
         raise IllegalArgument(f"Field [{spec.field}] of type [{type_name}] does not support custom formats")
     raise IllegalArgument("require a date_time formatter; got [decimal]")

@@ -68,7 +68,7 @@ def _gather(hitlist: HitList, start: int, end: int, request: SearchRequest) -> _
     if _loads_stored_fields(request):
         ids = order.merge([g.view.segment.doc_id_bytes(g.local) for g in groups])
         if request.source.fetch or request.fields:
-            sources = order.merge([g.view.segment.sources(g.local) for g in groups])
+            sources = order.merge([_sources(hitlist.targets[g.target], g) for g in groups])
         if any(g.view.segment.column("_routing") is not None for g in groups):
             routings = hit_columns.routings(groups, order)
     sorted_by_field = bool(request.sort) and request.sort[0].field != "_score"
@@ -78,6 +78,13 @@ def _gather(hitlist: HitList, start: int, end: int, request: SearchRequest) -> _
     scores = hitlist.score[sl] if show_score and hitlist.score is not None else None
     sort_columns = _sort_columns(hitlist, start, end) if request.sort else None
     return _Page(tpos, groups, order, ids, sources, routings, scores, sort_columns)
+
+
+def _sources(target: Any, group: Group) -> list[bytes | None]:
+    """A group's stored sources; none when its index keeps no source (`_source.enabled: false`)."""
+    if not target.mapping.source_enabled:
+        return [None] * len(group.local)
+    return group.view.segment.sources(group.local)
 
 
 def _loads_stored_fields(request: SearchRequest) -> bool:
@@ -240,6 +247,12 @@ def _sort_json(columns: list[list[Any]]) -> list[bytes]:
 _RAW_KINDS = ("long", "doc", "shard_doc", "keyword")
 
 
+def _stored_otherwise(field_types: tuple) -> bool:
+    """`unsigned_long` (shifted longs) and `ip` (hex terms) sort values are stored in another form
+    than they show: they render through the field's format."""
+    return any(ft is not None and ft.type in ("unsigned_long", "ip") for ft in field_types)
+
+
 def _column_values(col, start: int, end: int, tpos: list[int]) -> list[Any]:
     """One sort column's values for hits [start, end) as Elasticsearch renders them.
 
@@ -257,7 +270,7 @@ def _column_values(col, start: int, end: int, tpos: list[int]) -> list[Any]:
     else:
         values = raw.tolist()
     types = col.field_types
-    if col.kind not in _RAW_KINDS or col.spec.format is not None:
+    if col.kind not in _RAW_KINDS or col.spec.format is not None or _stored_otherwise(types):
         values = [
             fetch.format_sort_value(v, types[t] if types else None, col.spec)
             for v, t in zip(values, tpos, strict=True)

@@ -106,13 +106,12 @@ def routings(groups: list[Group], order: PageOrder) -> list[str | None]:
 
 
 def json_items(values: list[Any]) -> list[bytes]:
-    """Each value's JSON: one `orjson` call split on its commas when no value can hold one
-    (numbers, booleans, strings without a comma), else one call per value."""
+    """Each value's JSON: one `orjson` call split on its commas when no value holds one (numbers,
+    booleans, strings without a comma: exactly one item per value), else one call per value."""
     if not values:
         return []
-    if isinstance(values[0], str) and "," in "".join(values):
-        return [orjson.dumps(v) for v in values]
-    return orjson.dumps(values)[1:-1].split(b",")
+    items = orjson.dumps(values)[1:-1].split(b",")
+    return items if len(items) == len(values) else [orjson.dumps(v) for v in values]
 
 
 def json_scores(scores: np.ndarray) -> list[bytes]:

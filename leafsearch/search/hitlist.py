@@ -396,8 +396,13 @@ def sort_column(
             values.append(v)
             present.append(p)
     else:
+        # Each index's missing documents sort by its own type's substitute (Integer.MAX_VALUE for
+        # an integer field, Long.MAX_VALUE for a long one), as each shard's Lucene sort has them.
+        substitutes = [missing_substitute(spec, ft) for ft in field_types]
         for ti, view, docs in seg_docs:
             v, p = numeric_values(view.segment.column(spec.field), field_types[ti], spec, docs, kind)
+            if not p.all():
+                v = np.where(p, v, substitutes[ti])
             values.append(v)
             present.append(p)
     dtype = np.float64 if kind == "double" else np.int64
@@ -410,8 +415,6 @@ def sort_column(
         if custom and not pres.all():
             terms, vals = _with_term(terms, vals, pres, str(substitute).encode())
         return SortColumn(spec, kind, vals, None if custom or pres.all() else pres, terms, tuple(field_types))
-    if not pres.all():
-        vals = np.where(pres, vals, substitute)
     render_present = None if custom or pres.all() else pres
     return SortColumn(
         spec, kind, vals.astype(dtype, copy=False), render_present, None, tuple(field_types), substitute

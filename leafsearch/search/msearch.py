@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from leafsearch.date_math_names import resolve_expression
 from leafsearch.errors import (
     ActionRequestValidation,
     ElasticError,
@@ -154,7 +155,7 @@ def _header(
             if value is None:
                 continue
             names = value if isinstance(value, list) else _text(value).split(",")
-            index = ",".join(_text(v) for v in names if _text(v))
+            index = resolve_expression(",".join(_text(v) for v in names if _text(v)))
         elif key in _HEADER_PARAMS:
             name = _HEADER_PARAMS[key]
             if value is None:

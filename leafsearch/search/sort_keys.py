@@ -18,7 +18,7 @@ from leafsearch.bounded_cache import BoundedCache
 from leafsearch.errors import ElasticError, IllegalArgument
 from leafsearch.index.columns import KeywordColumn, NumericColumn
 from leafsearch.request.search_types import DOC, SCORE, SHARD_DOC, SortSpec
-from leafsearch.search.fetch import fielddata_error, format_sort_value, parse_search_after_value
+from leafsearch.search.fetch import fielddata_error, missing_sort_key
 
 
 class GlobalOrdinals(BoundedCache[tuple, tuple[np.ndarray, list[np.ndarray]]]):
@@ -151,7 +151,7 @@ class SortColumn:
 def missing_substitute(spec: SortSpec, field_type: Any) -> Any:
     """The key of a document without a value: exactly what its rendered sort value converts to as
     a `search_after` entry, so a cursor taken from such a hit resumes right after it."""
-    key = parse_search_after_value(format_sort_value(None, field_type, spec), field_type, spec)
+    key = missing_sort_key(field_type, spec)
     if isinstance(key, int) and not isinstance(key, bool):
         # A formatted extreme (Long.MIN_VALUE as `yyyy-MM-dd`) can parse back past the range.
         key = min(max(key, _KEY_MIN), _KEY_MAX)
@@ -175,6 +175,12 @@ def resolve_field_kind(spec: SortSpec, field_types: list, index_names: list[str]
         if error is not None:
             raise error
         kinds.add("double" if ft.kind == "double" or ft.type == "scaled_float" else ft.kind)
+    types = {ft.type for ft in field_types if ft is not None}
+    if "unsigned_long" in types and len(types) > 1:
+        raise IllegalArgument(
+            "Can't do sort across indices, as a field has [unsigned_long] type in one index, and different "
+            "type in another index!"
+        )
     if not kinds:
         kind = _unmapped_kind(spec.unmapped_type)
     elif kinds == {"long", "double"}:

@@ -267,14 +267,22 @@ class CardinalityAgg(Agg):
         super().__init__(name, meta, [])
         self.field = resolve_field("cardinality", opts, pctx, ANY)
         threshold = opts.get("precision_threshold")
-        if threshold is not None:
-            opts.integer("precision_threshold", 3000)
-        self.missing = opts.missing(
-            self.field.value_format(), pctx.now_millis, as_text=self.field.family == KEYWORD
-        )
+        if threshold is not None and opts.integer("precision_threshold", 3000) < 0:
+            raise field_failed(
+                "cardinality",
+                "precision_threshold",
+                IllegalArgument(
+                    "[precisionThreshold] must be greater than or equal to 0. "
+                    f"Found [{threshold}] in [{name}]"
+                ),
+            )
+        # An unmapped field counts its `missing` value as a keyword (Elasticsearch's default
+        # values source for an unmapped field is bytes).
+        self.as_terms = self.field.family == KEYWORD or (self.field.family is None and "missing" in opts.body)
+        self.missing = opts.missing(self.field.value_format(), pctx.now_millis, as_text=self.as_terms)
 
     def collect(self, seg: SegmentContext, docs: np.ndarray, groups: np.ndarray, n_groups: int) -> Distinct:
-        if self.field.family == KEYWORD:
+        if self.as_terms:
             idx, codes, terms, _ = keyword_values(seg, self.field, docs, self.missing)
             cells = np.unique(groups[idx] * max(len(terms), 1) + codes)
             n = max(len(terms), 1)

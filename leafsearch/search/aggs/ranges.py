@@ -60,16 +60,27 @@ class RangeAgg(Agg):
             if key not in _RANGE_KEYS:
                 raise unknown_field("range", key)
         try:
-            lo = (
-                -math.inf
-                if spec.get("from") is None
-                else float(self.format.parse(spec["from"], pctx.now_millis))
-            )
-            hi = math.inf if spec.get("to") is None else float(self.format.parse(spec["to"], pctx.now_millis))
+            lo = -math.inf if spec.get("from") is None else self._bound(spec["from"], pctx)
+            hi = math.inf if spec.get("to") is None else self._bound(spec["to"], pctx)
         except IllegalArgument as err:
             raise field_failed(self.type_name, "ranges", err) from None
         key = spec.get("key")
         return lo, hi, None if key is None else str(key)
+
+    def _bound(self, value: Any, pctx: ParseContext) -> float:
+        """A bound in aggregation units. As in Elasticsearch, `date_range` reads a number as the
+        text of its whole part in the field's format (1000 on an `epoch_second` field is 1000 s),
+        and bounds on `float`/`half_float` fields are reduced to the field's precision, so a stored
+        0.04f equals the bound 0.04."""
+        if self.type_name == "date_range" and isinstance(value, (int, float)) and not isinstance(value, bool):
+            value = str(int(value))
+        bound = float(self.format.parse(value, pctx.now_millis))
+        type_name = self.field.type_name
+        if type_name == "float":
+            return float(np.float32(bound))
+        if type_name == "half_float":
+            return float(np.float16(bound))
+        return bound
 
     def collect(self, seg: SegmentContext, docs: np.ndarray, groups: np.ndarray, n_groups: int) -> Buckets:
         idx, values, multi = numeric_values(seg, self.field, docs, self.missing)

@@ -15,6 +15,7 @@ import mmh3
 import numpy as np
 
 from leafsearch.errors import AggregationExecution, IllegalArgument
+from leafsearch.index import ip
 from leafsearch.search.aggs.base import (
     COMMON_VALUE_OPTIONS,
     Agg,
@@ -176,6 +177,12 @@ class TermsAgg(Agg):
         keyword = self.field.family in (KEYWORD, None)
         self.filter = IncludeExclude(name, opts.get("include"), opts.get("exclude"), numeric=not keyword)
         self.missing: Any = opts.missing(self.format, pctx.now_millis, as_text=keyword)
+        self.ip = self.field.type_name == "ip"  # keys are stored terms of addresses (index/ip.py)
+        if self.ip and self.missing is not None:
+            try:
+                self.missing = ip.encode(self.missing)
+            except ValueError as err:
+                raise field_failed("terms", "missing", IllegalArgument(str(err))) from None
 
     def collect(self, seg: SegmentContext, docs: np.ndarray, groups: np.ndarray, n_groups: int) -> Buckets:
         if self.field.family in (KEYWORD, None):
@@ -235,7 +242,7 @@ class TermsAgg(Agg):
 
     def _key(self, value: Any) -> Any:
         if isinstance(value, bytes):
-            return value.decode()
+            return ip.decode(value.decode()) if self.ip else value.decode()
         if isinstance(value, (np.integer, int)):
             return int(value)
         return float(value)

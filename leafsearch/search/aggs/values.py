@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from leafsearch.errors import IllegalArgument
+from leafsearch.index import unsigned_long
 from leafsearch.search.aggs.base import SegmentContext, shard_failure
 from leafsearch.search.fetch import fielddata_error
 
@@ -24,6 +25,8 @@ KEYWORD, NUMERIC, DATE, BOOLEAN = "keyword", "numeric", "date", "boolean"
 ANY = frozenset({KEYWORD, NUMERIC, DATE, BOOLEAN})
 NUMBERS = frozenset({NUMERIC, DATE, BOOLEAN})
 _TEXT_TYPES = {"text", "match_only_text", "annotated_text", "search_as_you_type"}
+#: `_index`: a metadata field every document has, a keyword whose one value is its index's name.
+INDEX_FIELD = "_index"
 
 # ---- value formats (Elasticsearch's DocValueFormat) ---------------------------------------------
 
@@ -177,7 +180,7 @@ class FieldRef:
 
     @property
     def mapped(self) -> bool:
-        return self.ftype is not None
+        return self.ftype is not None or self.path == INDEX_FIELD
 
     @property
     def type_name(self) -> str | None:
@@ -214,6 +217,8 @@ class FieldRef:
             return np.asarray(values, dtype=np.float32).astype(np.float64)
         if type_name == "half_float":
             return np.asarray(values, dtype=np.float16).astype(np.float64)
+        if type_name == "unsigned_long":
+            return unsigned_long.unsigned_array(values)
         if np.asarray(values).dtype.kind in "iu":
             return np.asarray(values, dtype=np.int64)
         return np.asarray(values, dtype=np.float64)
@@ -253,6 +258,8 @@ def resolve_field(
 
         raise field_failed(agg_type, key, IllegalArgument(f"[{key}] must be a string"))
     ftype = pctx.mapping.field(path) if pctx.mapping is not None else None
+    if ftype is None and path == INDEX_FIELD and KEYWORD in families:
+        return FieldRef(path, None, KEYWORD)
     if ftype is None:
         return FieldRef(path, None, None)
     unloadable = fielddata_error(path, ftype, pctx.index or "_na_")
@@ -321,9 +328,13 @@ def keyword_values(
     seg: SegmentContext, ref: FieldRef, docs: np.ndarray, missing: str | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
     """(index into `docs`, ordinal, the terms the ordinals point into, multi-valued) of a keyword field."""
-    col = seg.segment.column(ref.path) if ref.mapped else None
+    col = seg.segment.column(ref.path) if ref.ftype is not None else None
     ords = getattr(col, "ords", None)
-    if ords is None or ref.family != KEYWORD:
+    if ref.path == INDEX_FIELD and ref.ftype is None:
+        # Every document holds one value, its index's name (Elasticsearch's ConstantIndexFieldData).
+        idx, codes, multi = np.arange(len(docs), dtype=np.int64), np.zeros(len(docs), np.int64), False
+        terms = np.array([seg.request.index_name.encode()])
+    elif ords is None or ref.family != KEYWORD:
         idx, codes, terms, multi = np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, "S1"), False
     else:
         idx, codes, multi = gather(ords, docs)

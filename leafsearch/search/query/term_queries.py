@@ -8,6 +8,7 @@ import math
 from typing import Any
 
 from leafsearch.errors import ElasticError
+from leafsearch.index import ip, unsigned_long
 from leafsearch.request import lucene_regexp
 from leafsearch.request.query_dsl import (
     Exists,
@@ -64,6 +65,9 @@ def term_plan(
         return NoDocs()
     kind, type_name = ft.kind, type_of(ft)
     indexed = getattr(ft, "index", True)
+    if type_name == "ip":
+        searchable(ctx, ft, name)
+        return _ip_term(ctx, name, value, boost)
     if kind in ("text", "keyword"):
         searchable(ctx, ft, name, needs_index=kind == "text")
         text = keyword_text(ft, value)
@@ -96,6 +100,13 @@ def _numeric_values(ctx: QueryContext, ft: Any, name: str, values: tuple, boost:
         precision = FLOAT_TYPES.get(type_name)
         parsed = [float(number(ctx, v)) for v in values]
         return ValueSet(name, "double", tuple(parsed), boost, precision=precision)
+    if type_name == "unsigned_long":
+        # Integers in [0, 2^64-1] match their stored (shifted) long; any other number matches nothing.
+        numbers = [number(ctx, v) for v in values]
+        parsed = [
+            unsigned_long.to_stored(n) for n in numbers if type(n) is int and 0 <= n <= unsigned_long.MAX
+        ]
+        return ValueSet(name, "long", tuple(parsed), boost) if parsed else NoDocs()
     for v in values:
         value = integer_term(ctx, type_name, v)
         if value is not None:
@@ -123,6 +134,9 @@ def plan_terms(q: Terms, ctx: QueryContext) -> Any:
     ft = field_type(ctx, q.field)
     if ft is None:
         return NoDocs()
+    if type_of(ft) == "ip":
+        searchable(ctx, ft, q.field)
+        return ConstPlan(BoolPlan(should=tuple(_ip_term(ctx, q.field, v, 1.0) for v in q.values)), q.boost)
     if ft.kind in ("text", "keyword"):
         searchable(ctx, ft, q.field, needs_index=ft.kind == "text")
         return ValueSet(q.field, ft.kind, tuple(keyword_text(ft, v) for v in q.values), q.boost)
@@ -146,6 +160,10 @@ def plan_range(q: Range, ctx: QueryContext) -> Any:
         return NoDocs()
     kind, type_name = ft.kind, type_of(ft)
     searchable(ctx, ft, q.field, needs_index=kind == "text")
+    if type_name == "ip":
+        lo = None if q.lower is None else _ip_text(ctx, q.lower).encode()
+        hi = None if q.upper is None else _ip_text(ctx, q.upper).encode()
+        return TermRange(q.field, kind, lo, hi, q.include_lower, q.include_upper, q.boost)
     if kind in ("text", "keyword"):
         lo = None if q.lower is None else keyword_text(ft, q.lower).encode()
         hi = None if q.upper is None else keyword_text(ft, q.upper).encode()
@@ -181,6 +199,8 @@ def plan_range(q: Range, ctx: QueryContext) -> Any:
         precision = FLOAT_TYPES.get(type_name)
         lo_f, hi_f = float_bounds(precision, lower, upper, q.include_lower, q.include_upper)
         return NumRange(q.field, lo_f, hi_f, precision, q.boost)
+    if type_name == "unsigned_long":
+        return _unsigned_range(q, lower, upper)
     lo_i = hi_i = None
     if lower is not None:
         if isinstance(lower, float) and not math.isfinite(lower):
@@ -193,6 +213,46 @@ def plan_range(q: Range, ctx: QueryContext) -> Any:
         else:
             hi_i = math.floor(upper) if q.include_upper else math.ceil(upper) - 1
     return NumRange(q.field, lo_i, hi_i, None, q.boost)
+
+
+def _ip_text(ctx: QueryContext, value: Any) -> str:
+    """An address of a query as the `ip` field stores it; a malformed one fails the query."""
+    try:
+        return ip.encode(scalar_text(value))
+    except ValueError as exc:
+        raise failed(ctx, "illegal_argument_exception", str(exc)) from None
+
+
+def _ip_term(ctx: QueryContext, name: str, value: Any, boost: float) -> Any:
+    """A term on an `ip` field: one address, or every address of a CIDR block (`10.0.0.0/8`)."""
+    text = scalar_text(value)
+    if "/" not in text:
+        return ValueSet(name, "keyword", (_ip_text(ctx, text),), boost)
+    try:
+        lo, hi = ip.cidr_bounds(text)
+    except ValueError as exc:
+        raise failed(ctx, "illegal_argument_exception", str(exc)) from None
+    return TermRange(name, "keyword", lo.encode(), hi.encode(), True, True, boost)
+
+
+def _unsigned_range(q: Range, lower: int | float | None, upper: int | float | None) -> Any:
+    """A range on an `unsigned_long` field: bounds below 0 or above 2^64-1 are clamped to the
+    type's range (UnsignedLongFieldType's range query), then shifted as the values are stored."""
+    lo, hi = 0, unsigned_long.MAX
+    if lower is not None:
+        if isinstance(lower, float) and not math.isfinite(lower):
+            lo = 0 if lower < 0 else unsigned_long.MAX + 1
+        else:
+            lo = math.ceil(lower) if q.include_lower else math.floor(lower) + 1
+    if upper is not None:
+        if isinstance(upper, float) and not math.isfinite(upper):
+            hi = unsigned_long.MAX if upper > 0 else -1
+        else:
+            hi = math.floor(upper) if q.include_upper else math.ceil(upper) - 1
+    lo, hi = max(lo, 0), min(hi, unsigned_long.MAX)
+    if lo > hi:
+        return NoDocs()
+    return NumRange(q.field, unsigned_long.to_stored(lo), unsigned_long.to_stored(hi), None, q.boost)
 
 
 def plan_exists(q: Exists, ctx: QueryContext) -> Any:
@@ -227,7 +287,7 @@ def _pattern_plan(
     ft = field_type(ctx, name)
     if ft is None:
         return NoDocs()
-    if ft.kind not in ("text", "keyword"):
+    if ft.kind not in ("text", "keyword") or type_of(ft) == "ip":
         query = {"prefix": "prefix", "wildcard": "wildcard", "regexp": "regexp"}[mode]
         raise shard_error(
             ctx,
