@@ -790,3 +790,25 @@ def test_segments_without_the_field(tmp_path):
     assert set(
         run(searcher, mapping, {"bool": {"should": [{"term": {"tag": "red"}}, {"match": {"title": "fox"}}]}})
     ) == {"1", "2"}
+
+
+@pytest.mark.parametrize(
+    ("bounds", "expected"),
+    [
+        ({"gte": 0, "lte": 100}, {"0", "1", "3", "4", "6"}),  # covers both segments: valued docs only
+        ({"gte": 50}, set()),  # misses both
+        ({"gte": 11}, {"3", "4", "6"}),  # covers the second segment, misses the first
+        ({"gt": 2, "lt": 12}, {"1", "3"}),  # cuts through both
+        ({"lte": 1}, {"0"}),
+    ],
+)
+def test_a_range_decided_by_segment_bounds_matches_what_a_pass_over_the_documents_would(
+    tmp_path: Path, bounds: dict, expected: set[str]
+) -> None:
+    """A segment whose values all fall inside a range matches its documents that have a value
+    (not the ones without); one whose values all fall outside matches none; multi-valued
+    documents match when any value is inside."""
+    mapping = Mapping.from_body({"properties": {"n": {"type": "long"}}})
+    segments = [[{"n": 1}, {"n": 3}, {}], [{"n": [11, 30]}, {"n": 12}, {}, {"n": 20}]]
+    searcher = build_shard(tmp_path, mapping, segments)
+    assert set(run(searcher, mapping, {"range": {"n": bounds}}, needs_scores=False)) == expected

@@ -186,3 +186,23 @@ def test_a_new_segment_is_ordered_and_the_others_reused(tmp_path: Path) -> None:
         stats = next(iter(node.nodes_stats(["indices"])["nodes"].values()))["indices"]["sort_orders"]
         assert stats["count"] == built + 1
         assert 0 < stats["memory_size_in_bytes"] <= stats["limit_size_in_bytes"]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_ranking_few_matches_equals_walking_the_order(seed: int) -> None:
+    """`SegmentOrder.first` ranks the matches when they are few and walks the order otherwise:
+    both give the first `k` matches from `start` on, in order, whatever the density."""
+    import numpy as np
+
+    from leafsearch.search.segment_orders import SegmentOrder
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 50_000))
+    order = rng.permutation(n).astype(np.int32)
+    rank = np.empty(n, dtype=np.int32)
+    rank[order] = np.arange(n, dtype=np.int32)
+    segment_order = SegmentOrder(order, [], [], rank)
+    mask = rng.random(n) < rng.choice([0.0001, 0.001, 0.01, 0.5])
+    start, k = int(rng.integers(0, n)), int(rng.integers(1, 300))
+    walked = first_matches(order, mask, start, k)
+    assert segment_order.first(mask, start, k, int(mask.sum())).tolist() == walked.tolist()
