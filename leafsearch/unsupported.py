@@ -208,7 +208,6 @@ FIELD_TYPES = frozenset(
         "geo_shape",
         "histogram",
         "integer_range",
-        "ip",
         "ip_range",
         "join",
         "long_range",
@@ -224,7 +223,6 @@ FIELD_TYPES = frozenset(
         "shape",
         "sparse_vector",
         "token_count",
-        "unsigned_long",
         "version",
         "wildcard",
     }

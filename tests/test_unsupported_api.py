@@ -140,7 +140,9 @@ def test_field_types_and_scripted_updates(http: httpx.Client, index_name: str) -
     unknown = http.put(f"/{index_name}", json={"mappings": {"properties": {"loc": {"type": "geo_pint"}}}})
     assert (
         error_of(unknown)["reason"]
-        == "Failed to parse mapping: No handler for type [geo_pint] declared on field [loc]"
+        == "Failed to parse mapping: The mapper type [geo_pint] declared on field [loc] does not exist. It "
+        "might have been created within a future version or requires a plugin to be installed. Check the "
+        "documentation."
     )
     assert http.put(f"/{index_name}/_doc/1", json={"n": 1}).status_code == 201
     scripted = http.post(f"/{index_name}/_update/1", json={"script": "ctx._source.n++"})
