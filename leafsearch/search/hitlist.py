@@ -285,18 +285,25 @@ def sorted_hitlist(
         sort_column(spec, targets, seg_docs, target_arr, doc_arr, score_arr, few=few, ordinals=ordinals)
         for spec in specs
     ]
-    keys: list[np.ndarray] = []
-    for col in columns:
-        keys.extend(col.key_columns())
+    target_arr, doc_arr, score_arr, columns, keys = sort_hits(columns, target_arr, doc_arr, score_arr)
+    if max_score is None and score_arr is not None and len(score_arr):
+        max_score = float(score_arr.max())
+    return HitList(targets, target_arr, doc_arr, score_arr, columns, keys, total, max_score, partials)
+
+
+def sort_hits(
+    columns: list[SortColumn], target_arr: np.ndarray, doc_arr: np.ndarray, score_arr: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, list[SortColumn], list[np.ndarray]]:
+    """Hits (shard positions, docs, scores, sort columns) in sort order, with their comparable key
+    columns; stable, so ties keep the order the hits were gathered in."""
+    keys = [key for column in columns for key in column.key_columns()]
     order = sort_order(columns, keys, len(doc_arr))
     if order is not None:
         target_arr, doc_arr = target_arr[order], doc_arr[order]
         score_arr = score_arr[order] if score_arr is not None else None
         columns = [c.take(order) for c in columns]
         keys = [k[order] for k in keys]
-    if max_score is None and score_arr is not None and len(score_arr):
-        max_score = float(score_arr.max())
-    return HitList(targets, target_arr, doc_arr, score_arr, columns, keys, total, max_score, partials)
+    return target_arr, doc_arr, score_arr, columns, keys
 
 
 def all_shards_stats(targets: list[Target]) -> Searcher:

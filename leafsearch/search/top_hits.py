@@ -38,7 +38,7 @@ from leafsearch.search.hitlist import (
     needs_scores,
     segment_matches,
     sort_column,
-    sort_order,
+    sort_hits,
 )
 from leafsearch.search.profile import ShardProfile
 from leafsearch.search.segment_orders import SegmentOrder, SegmentOrders, build_order
@@ -132,15 +132,7 @@ def merge_top_docs(
     for i, (spec, (kind, _)) in enumerate(zip(plan.specs, plan.resolved, strict=True)):
         field_types = () if special_kind(spec) else tuple(t.mapping.field(spec.field) for t in targets)
         columns.append(merge_columns(spec, kind, [r.columns[i] for r in results], field_types))
-    keys: list[np.ndarray] = []
-    for col in columns:
-        keys.extend(col.key_columns())
-    order = sort_order(columns, keys, len(doc_arr))
-    if order is not None:
-        target_arr, doc_arr = target_arr[order], doc_arr[order]
-        score_arr = score_arr[order] if score_arr is not None else None
-        columns = [c.take(order) for c in columns]
-        keys = [key[order] for key in keys]
+    target_arr, doc_arr, score_arr, columns, keys = sort_hits(columns, target_arr, doc_arr, score_arr)
     maxima = [r.max_score for r in results if r.max_score is not None]
     total = sum(r.total for r in results)
     partials = [p for r in results for p in r.agg_partials]
@@ -227,16 +219,12 @@ class LocalShard:
             sort_column(spec, [target], seg_docs, target_arr, doc_arr, score_arr, few=True, resolved=resolved)
             for spec, resolved in zip(specs, plan.resolved, strict=True)
         ]
-        keys: list[np.ndarray] = []
-        for col in columns:
-            keys.extend(col.key_columns())
-        order = sort_order(columns, keys, len(doc_arr))
+        _, doc_arr, score_arr, columns, _ = sort_hits(columns, target_arr, doc_arr, score_arr)
         if request.search_after is None and len(doc_arr) > k:
-            order = np.arange(k) if order is None else order[:k]
-        if order is not None:
-            doc_arr = doc_arr[order]
-            score_arr = score_arr[order] if score_arr is not None else None
-            columns = [c.take(order) for c in columns]
+            first = slice(0, k)
+            doc_arr = doc_arr[first]
+            score_arr = score_arr[first] if score_arr is not None else None
+            columns = [c.take(first) for c in columns]
         if profile is not None:
             profile.collector_name = "SimpleTopScoreDocCollector" if not by_fields else "SimpleFieldCollector"
             profile.collector_nanos = time.perf_counter_ns() - started - profile.measured_nanos()
