@@ -471,3 +471,16 @@ def test_score_cursors_round_trip_exactly(score):
     spec = SortSpec("_score", "desc")
     rendered = format_sort_value(float(score), None, spec)
     assert parse_search_after_value(orjson.loads(orjson.dumps(rendered)), None, spec) == float(score)
+
+
+@pytest.mark.parametrize("pattern", ["#.0", "0.00", "#", "0", "000.#", "#.##", "$#.0 units", "00000"])
+def test_integers_print_as_decimal_format_prints_them(pattern: str) -> None:
+    """A page of integers takes the direct path; the same values through the `Decimal` path (one
+    float among them forces it) print the same."""
+    import random
+
+    from leafsearch.search.fetch import _decimal_format
+
+    render = _decimal_format(pattern)
+    values = [random.Random(pattern).randint(-(10**7), 10**7) for _ in range(300)] + [0, 1, -1, 10, 7]
+    assert render(values) == render([*values, 0.5])[:-1]
