@@ -185,9 +185,10 @@ def test_full_buffers_are_committed_and_recovery_replays_past_the_threshold(tmp_
 
     monkeypatch.setattr(shard_module, "BUFFER_MAX_DOCS", 10)
     shard = Shard(tmp_path / "s", 0, parse)
-    for i in range(35):
+    for i in range(50):
         put(shard, str(i), {"n": i})
-    # Three full buffers were handed to the flush thread without a refresh; each hand-over
+    # Full buffers were handed to the flush thread without a refresh (at 10 documents, or up to
+    # 20 while the previous one was still being written: at least three hand-overs); each
     # committed the segments written before it, so the translog holds only what came after them.
     committed = orjson.loads((tmp_path / "s" / "commit.json").read_bytes())["segments"]
     assert len(committed) >= 2
@@ -195,7 +196,7 @@ def test_full_buffers_are_committed_and_recovery_replays_past_the_threshold(tmp_
     # Recovery replays more operations than the threshold without committing in the middle.
     monkeypatch.setattr(shard_module, "BUFFER_MAX_DOCS", 2)
     reopened = Shard(tmp_path / "s", 0, parse)
-    assert visible_ids(reopened) == {str(i) for i in range(35)}
+    assert visible_ids(reopened) == {str(i) for i in range(50)}
     reopened.close()
 
 
@@ -260,6 +261,34 @@ def test_a_buffer_in_flight_stays_readable_and_writable(tmp_path, held_flush):
     with shard.lock:
         assert orjson.loads(shard.get_source(shard.current("3"))) == {"n": 300}
         assert shard.current("3").version == 2
+    shard.close()
+
+
+def test_a_full_buffer_takes_writes_while_the_flush_thread_writes_the_previous_one(tmp_path, held_flush):
+    """A write that fills the buffer while the previous one is still being written does not wait
+    for it (it would hold the shard lock, and every other write behind it, through the segment's
+    disk writes): the buffer takes writes up to twice its limit, and only then does a write wait."""
+    import threading
+
+    shard = Shard(tmp_path / "s", 0, parse)
+    for i in range(10):  # handed over to the flush thread, which holds them
+        put(shard, str(i), {"n": i})
+    flushing = shard._flushing
+    assert flushing is not None
+    writer = threading.Thread(target=lambda: [put(shard, str(i), {"n": i}) for i in range(10, 29)])
+    writer.start()
+    writer.join(10)
+    assert not writer.is_alive()  # 19 documents: past the limit, under twice it
+    assert not flushing.built.done() and len(shard.buffer) == 19
+    stalled = threading.Thread(target=put, args=(shard, "29", {"n": 29}))
+    stalled.start()
+    stalled.join(0.2)
+    assert stalled.is_alive()  # twenty: this write waits for the flush thread
+    held_flush.release()
+    stalled.join(10)
+    assert not stalled.is_alive()
+    shard.refresh()
+    assert visible_ids(shard) == {str(i) for i in range(30)}
     shard.close()
 
 

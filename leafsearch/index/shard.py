@@ -53,6 +53,10 @@ PRIMARY_TERM = 1
 #: bytes, so memory stays bounded when refreshes are disabled or rare.
 BUFFER_MAX_DOCS = 50_000
 BUFFER_MAX_BYTES = 32 * 1024 * 1024
+#: A full buffer keeps taking writes while the flush thread still writes the previous one, up to
+#: this multiple of the limits: a write then never waits for a segment's disk writes and fsyncs
+#: (under the shard lock, every other write waiting behind it) unless flushing falls that far behind.
+BUFFER_STALL_FACTOR = 2
 #: How long a delete's version is remembered (Elasticsearch's `index.gc_deletes`): re-creating the
 #: id within it continues the version sequence instead of starting again at 1.
 GC_DELETES_SECONDS = 60.0
@@ -382,8 +386,10 @@ class Shard:
         todo = [i for i in dict.fromkeys(doc_ids) if i not in self.version_map]
         if self.tombstones:
             todo = [i for i in todo if self._tombstone(i) is None]
-        if not todo or not self.segments:
+        if not todo:
             return
+        # Also with no segment yet: every id is then new, and remembered as such, so the writes
+        # that follow do not look each one up again.
         keys = to_term_array(todo)
         found: dict[str, DocState] = {}
         for seg in self.segments:
@@ -441,11 +447,18 @@ class Shard:
             self._install_flushed()
             self._apply_pending_deletes()
             self._commit()
-        if len(self.buffer) >= BUFFER_MAX_DOCS or self.buffer.source_bytes >= BUFFER_MAX_BYTES:
+        if self._buffer_over(1) and (
+            self._flushing is None or self._flushing.built.done() or self._buffer_over(BUFFER_STALL_FACTOR)
+        ):
             # Written and committed, not yet published: searches see it at the next refresh, and
             # the translog a crash would replay stays short.
             self._hand_over()
             self._commit()
+
+    def _buffer_over(self, factor: int) -> bool:
+        """Whether the buffer holds `factor` times its document or source-byte limit."""
+        buffer = self.buffer
+        return len(buffer) >= factor * BUFFER_MAX_DOCS or buffer.source_bytes >= factor * BUFFER_MAX_BYTES
 
     def _hand_over(self) -> None:
         """Give the buffer to the flush thread and start a new one (and a translog generation, so
@@ -609,12 +622,20 @@ class Shard:
         anything changed.
 
         The buffer is written as a segment on the flush thread while the shard lock is free, so
-        writes go on meanwhile (into the next buffer, seen by the next refresh)."""
+        writes go on meanwhile (into the next buffer, seen by the next refresh). A buffer a write
+        handed over earlier is waited for first, also without the lock: the hand-over below would
+        otherwise wait for it holding the lock, and every write with it."""
         started = time.perf_counter_ns()
         with self.lock:
             if self.closed:
                 return False
             if self._changes == self._published_changes and self._searcher is not None:
+                return False
+            earlier = self._flushing
+        if earlier is not None:
+            earlier.built.exception()  # waits; a failure is raised by the install below
+        with self.lock:
+            if self.closed:
                 return False
             covered = self._changes
             if len(self.buffer):
