@@ -111,6 +111,7 @@ class Client:
         headers = {"content-type": "application/x-ndjson" if isinstance(body, bytes) else "application/json"}
         request = RestRequest(method, raw_path, raw_path, captured, strings, data, headers)
         check_params(route, request)
+        request.resolve_date_math()
         response = route.handler(self.node, request)
         if response.text is not None:
             return response.status, response.text

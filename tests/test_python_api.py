@@ -78,3 +78,12 @@ def test_clients_in_threads_write_and_read_one_node(tmp_path: Path) -> None:
         # The node stays open when a client that did not open it is closed.
         reader.close()
         assert reader.count(index="c")["count"] == 200
+
+
+def test_date_math_index_names_resolve_as_over_http(tmp_path: Path) -> None:
+    import datetime
+
+    with leafsearch.Client(tmp_path) as es:
+        es.index(index="<logs-{now/d}>", id="1", document={"n": 1}, refresh=True)
+        today = datetime.datetime.now(datetime.UTC).strftime("%Y.%m.%d")
+        assert es.get(index=f"logs-{today}", id="1")["_source"] == {"n": 1}

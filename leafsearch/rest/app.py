@@ -22,7 +22,6 @@ from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.routing import Route as StarletteRoute
 
-from leafsearch.date_math_names import resolve_expression
 from leafsearch.errors import ContentTooLong, ElasticError, ParseException
 from leafsearch.memory import Trimmer
 from leafsearch.rest.access import AccessControl, Refusal, is_loopback_host
@@ -233,7 +232,7 @@ class Dispatcher:
     ) -> tuple[int, bytes, str, dict[str, str]]:
         try:
             check_params(route, request)
-            _resolve_date_math(request)
+            request.resolve_date_math()
             self.access.admit(route, request)
             parse_bool(request.params.get("error_trace"), False)
             human = parse_bool(request.params.get("human"), False)
@@ -262,15 +261,6 @@ class Dispatcher:
         except Exception as exc:  # a bug: answer like Elasticsearch's 500 and keep serving
             body = self.access.internal_error(exc, request)
             return 500, render(body, content_type, pretty=pretty), content_type, {}
-
-
-def _resolve_date_math(request: RestRequest) -> None:
-    """Index names written as date math (`<logs-{now/d}>`) are resolved before anything reads
-    them, authorization included, as Elasticsearch's index name resolver does."""
-    for holder in (request.path_params, request.params):
-        expression = holder.get("index")
-        if expression is not None and "<" in expression:
-            holder["index"] = resolve_expression(expression)
 
 
 async def _watch_disconnect(receive: Receive, cancelled: threading.Event) -> None:

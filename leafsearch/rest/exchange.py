@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 
 from leafsearch.admin import IndicesOptions
+from leafsearch.date_math_names import resolve_expression
 from leafsearch.errors import IllegalArgument, ParseException, ParsingError, XContentParseError
 from leafsearch.request.search_request import parse_indices_options
 from leafsearch.request.timevalue import parse_time_value
@@ -103,6 +104,14 @@ class RestRequest:
         if not self.body.strip():
             raise ParseException("request body is required")
         return self.body
+
+    def resolve_date_math(self) -> None:
+        """Index names written as date math (`<logs-{now/d}>`) are resolved before anything reads
+        them, authorization included, as Elasticsearch's index name resolver does."""
+        for holder in (self.path_params, self.params):
+            expression = holder.get("index")
+            if expression is not None and "<" in expression:
+                holder["index"] = resolve_expression(expression)
 
     def json(self) -> Any:
         """The parsed body, or None when there is none."""
