@@ -32,19 +32,37 @@ class BoundedCache(Generic[K, V]):
                 self._entries.move_to_end(key)
             return value
 
+    def get_many(self, keys: list[K]) -> list[V | None]:
+        """`get` of several keys under one lock (a page's source blocks)."""
+        with self._lock:
+            found = [self._entries.get(key) for key in keys]
+            for key, value in zip(keys, found, strict=True):
+                if value is not None:
+                    self._entries.move_to_end(key)
+            return found
+
+    def put_many(self, items: list[tuple[K, V]]) -> None:
+        """`put` of several entries under one lock."""
+        with self._lock:
+            for key, value in items:
+                self._put(key, value)
+
     def put(self, key: K, value: V) -> None:
         """Keep `value` (replacing the key's old one); a value larger than the whole bound is not
         kept, so it never pushes out everything else first."""
-        size = self._sizeof(value)
         with self._lock:
-            old = self._entries.pop(key, None)
-            if old is not None:
-                self._bytes -= self._sizeof(old)
-            if size > self.max_bytes:
-                return
-            self._entries[key] = value
-            self._bytes += size
-            self._evict()
+            self._put(key, value)
+
+    def _put(self, key: K, value: V) -> None:
+        size = self._sizeof(value)
+        old = self._entries.pop(key, None)
+        if old is not None:
+            self._bytes -= self._sizeof(old)
+        if size > self.max_bytes:
+            return
+        self._entries[key] = value
+        self._bytes += size
+        self._evict()
 
     def resize(self, max_bytes: int) -> None:
         """Set the bound (from its setting); entries that no longer fit go."""

@@ -290,29 +290,32 @@ class Segment:
         hi = np.searchsorted(self.id_terms, ids, side="right")
         return lo, hi
 
-    def block(self, index: int) -> bytes:
-        """One decompressed `_source` block, through the node's block cache when the shard gave
-        this segment one (`blocks`)."""
-        key = (self._cache_key, index)
+    def source_blocks(self, indexes: list[int]) -> list[bytes]:
+        """Decompressed `_source` blocks, through the node's block cache when the shard gave this
+        segment one (`blocks`): one cache lookup and one store for all of them, since a page of
+        scattered hits needs dozens."""
         cache = self.blocks
-        data = cache.get(key) if cache is not None else None
-        if data is not None:
-            return data
-        offsets = self._source_blocks
-        decompressor = getattr(self._local, "zstd", None)
-        if decompressor is None:
-            decompressor = self._local.zstd = zstandard.ZstdDecompressor()
-        data = decompressor.decompress(self._source_data[offsets[index] : offsets[index + 1]])
-        if cache is not None:
-            cache.put(key, data)
-        return data
+        keys = [(self._cache_key, index) for index in indexes]
+        found = cache.get_many(keys) if cache is not None else [None] * len(keys)
+        missing = [position for position, data in enumerate(found) if data is None]
+        if missing:
+            decompressor = getattr(self._local, "zstd", None)
+            if decompressor is None:
+                decompressor = self._local.zstd = zstandard.ZstdDecompressor()
+            offsets, data = self._source_blocks, self._source_data
+            for position in missing:
+                index = indexes[position]
+                found[position] = decompressor.decompress(data[offsets[index] : offsets[index + 1]])
+            if cache is not None:
+                cache.put_many([(keys[position], found[position]) for position in missing])
+        return found  # type: ignore[return-value]
 
     def sources(self, docs: np.ndarray | list[int]) -> list[bytes]:
         """Raw `_source` bytes of documents, decompressing each needed block once: a batch of a
         thousand documents costs a few dozen block reads and a thousand slices."""
         docs = np.asarray(docs, dtype=np.int64)
         needed, which = np.unique(docs // SOURCE_BLOCK_DOCS, return_inverse=True)
-        blocks = [self.block(b) for b in needed.tolist()]
+        blocks = self.source_blocks(needed.tolist())
         bounds = self._source_starts[docs]
         return [
             blocks[w][s:e]
