@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import orjson
 import pytest
 from elasticsearch import Elasticsearch
 
@@ -39,6 +40,26 @@ def error_of(response: httpx.Response) -> dict[str, Any]:
     assert body["status"] == response.status_code
     assert body["error"]["root_cause"][0]["type"] == body["error"]["type"]
     return body["error"]
+
+
+def bulk_index(http: httpx.Client, index: str, docs: dict[str, dict[str, Any]]) -> None:
+    """Index `docs` (id -> source) into `index` with one refreshed `_bulk` request."""
+    lines = []
+    for doc_id, source in docs.items():
+        lines += [orjson.dumps({"index": {"_index": index, "_id": doc_id}}), orjson.dumps(source)]
+    response = http.post(
+        "/_bulk?refresh=true",
+        content=b"\n".join(lines) + b"\n",
+        headers={"content-type": "application/x-ndjson"},
+    )
+    assert response.status_code == 200 and not response.json()["errors"], response.text
+
+
+def search_ok(http: httpx.Client, target: str, body: dict[str, Any]) -> dict[str, Any]:
+    """`POST /<target>/_search`, which must answer 200."""
+    response = http.post(f"/{target}/_search", json=body)
+    assert response.status_code == 200, response.text
+    return response.json()
 
 
 class FakeClock:

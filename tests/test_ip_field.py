@@ -4,11 +4,11 @@ address order and the printed forms Elasticsearch uses."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 
 import httpx
 import pytest
+from conftest import bulk_index, search_ok
 
 # id -> address, in address order (IPv4 addresses sort as IPv4-mapped IPv6, below 2001:db8::).
 ADDRESSES = {
@@ -25,23 +25,12 @@ ADDRESSES = {
 @pytest.fixture
 def ips(http: httpx.Client, new_index: Callable[..., str]) -> str:
     name = new_index(mappings={"properties": {"addr": {"type": "ip"}}})
-    lines = []
-    for doc_id, address in [*ADDRESSES.items(), ("none", None)]:
-        source = {} if address is None else {"addr": address}
-        lines += [json.dumps({"index": {"_index": name, "_id": doc_id}}), json.dumps(source)]
-    response = http.post(
-        "/_bulk?refresh=true",
-        content="\n".join(lines) + "\n",
-        headers={"content-type": "application/x-ndjson"},
-    )
-    assert response.status_code == 200 and not response.json()["errors"], response.text
+    docs = {
+        doc_id: {} if address is None else {"addr": address}
+        for doc_id, address in [*ADDRESSES.items(), ("none", None)]
+    }
+    bulk_index(http, name, docs)
     return name
-
-
-def _search(http: httpx.Client, target: str, body: dict) -> dict:
-    response = http.post(f"/{target}/_search", json=body)
-    assert response.status_code == 200, response.text
-    return response.json()
 
 
 @pytest.mark.parametrize(
@@ -59,23 +48,23 @@ def _search(http: httpx.Client, target: str, body: dict) -> dict:
     ],
 )
 def test_queries(http: httpx.Client, ips: str, query: dict, ids: set[str]) -> None:
-    hits = _search(http, ips, {"query": query, "size": 20})["hits"]["hits"]
+    hits = search_ok(http, ips, {"query": query, "size": 20})["hits"]["hits"]
     assert {h["_id"] for h in hits} == ids
 
 
 def test_sort_and_search_after_in_address_order(http: httpx.Client, ips: str) -> None:
-    hits = _search(http, ips, {"sort": [{"addr": "asc"}]})["hits"]["hits"]
+    hits = search_ok(http, ips, {"sort": [{"addr": "asc"}]})["hits"]["hits"]
     assert [(h["_id"], h["sort"]) for h in hits] == [(i, [a]) for i, a in ADDRESSES.items()] + [
         ("none", [None])
     ]
-    desc = _search(http, ips, {"sort": [{"addr": "desc"}], "query": {"exists": {"field": "addr"}}})["hits"][
+    desc = search_ok(http, ips, {"sort": [{"addr": "desc"}], "query": {"exists": {"field": "addr"}}})["hits"][
         "hits"
     ]
     assert [h["_id"] for h in desc] == list(reversed(ADDRESSES))
-    after = _search(http, ips, {"sort": [{"addr": "asc"}], "search_after": ["10.0.0.20"], "size": 2})
+    after = search_ok(http, ips, {"sort": [{"addr": "asc"}], "search_after": ["10.0.0.20"], "size": 2})
     assert [h["_id"] for h in after["hits"]["hits"]] == ["c", "d"]
     # A `missing` address places the document where that address sorts, and shows it.
-    hits = _search(http, ips, {"sort": [{"addr": {"missing": "10.0.0.5"}}], "size": 4})["hits"]["hits"]
+    hits = search_ok(http, ips, {"sort": [{"addr": {"missing": "10.0.0.5"}}], "size": 4})["hits"]["hits"]
     assert [(h["_id"], h["sort"]) for h in hits] == [
         ("v6-low", ["::1"]),
         ("a", ["10.0.0.1"]),
@@ -91,7 +80,7 @@ def test_terms_aggregation_and_doc_values(http: httpx.Client, ips: str) -> None:
         "docvalue_fields": ["addr"],
         "aggs": {"by_addr": {"terms": {"field": "addr", "order": {"_key": "asc"}}}},
     }
-    result = _search(http, ips, body)
+    result = search_ok(http, ips, body)
     assert [h["fields"]["addr"] for h in result["hits"]["hits"]] == [
         ["10.0.0.1"],
         ["10.0.0.20"],

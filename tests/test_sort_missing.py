@@ -3,11 +3,11 @@ type, as Lucene's sort fields in Elasticsearch give them (issue 11)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 
 import httpx
 import pytest
+from conftest import bulk_index
 
 INT_MAX, INT_MIN = 2**31 - 1, -(2**31)
 LONG_MAX = 2**63 - 1
@@ -17,15 +17,7 @@ def _index(
     http: httpx.Client, new_index: Callable[..., str], field_type: str, suffix: str, docs: dict
 ) -> str:
     name = new_index(mappings={"properties": {"v": {"type": field_type}}}, suffix=suffix)
-    lines = []
-    for doc_id, source in docs.items():
-        lines += [f'{{"index":{{"_index":"{name}","_id":"{doc_id}"}}}}', json.dumps(source)]
-    response = http.post(
-        "/_bulk?refresh=true",
-        content="\n".join(lines) + "\n",
-        headers={"content-type": "application/x-ndjson"},
-    )
-    assert response.status_code == 200 and not response.json()["errors"], response.text
+    bulk_index(http, name, docs)
     return name
 
 

@@ -4,11 +4,11 @@ Elasticsearch 8 does; a sort across an unsigned_long index and another numeric t
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 
 import httpx
 import pytest
+from conftest import bulk_index, search_ok
 
 MAX = 2**64 - 1
 VALUES = {"zero": 0, "one": 1, "mid": 2**63 - 1, "high": 2**63, "top": MAX, "text": "18000000000000000000"}
@@ -17,25 +17,11 @@ VALUES = {"zero": 0, "one": 1, "mid": 2**63 - 1, "high": 2**63, "top": MAX, "tex
 @pytest.fixture
 def ul(http: httpx.Client, new_index: Callable[..., str]) -> str:
     name = new_index(mappings={"properties": {"u": {"type": "unsigned_long"}, "n": {"type": "long"}}})
-    lines = []
-    for doc_id, value in [*VALUES.items(), ("none", None)]:
-        lines += [
-            json.dumps({"index": {"_index": name, "_id": doc_id}}),
-            json.dumps({} if value is None else {"u": value}),
-        ]
-    response = http.post(
-        "/_bulk?refresh=true",
-        content="\n".join(lines) + "\n",
-        headers={"content-type": "application/x-ndjson"},
-    )
-    assert response.status_code == 200 and not response.json()["errors"], response.text
+    docs = {
+        doc_id: {} if value is None else {"u": value} for doc_id, value in [*VALUES.items(), ("none", None)]
+    }
+    bulk_index(http, name, docs)
     return name
-
-
-def _search(http: httpx.Client, target: str, body: dict) -> dict:
-    response = http.post(f"/{target}/_search", json=body)
-    assert response.status_code == 200, response.text
-    return response.json()
 
 
 ASCENDING = [
@@ -49,13 +35,13 @@ ASCENDING = [
 
 
 def test_sort_both_ways_with_missing_documents(http: httpx.Client, ul: str) -> None:
-    hits = _search(http, ul, {"sort": [{"u": "asc"}]})["hits"]["hits"]
+    hits = search_ok(http, ul, {"sort": [{"u": "asc"}]})["hits"]["hits"]
     assert [(h["_id"], h["sort"]) for h in hits] == [(i, [v]) for i, v in ASCENDING] + [("none", [MAX])]
-    hits = _search(http, ul, {"sort": [{"u": {"order": "desc"}}]})["hits"]["hits"]
+    hits = search_ok(http, ul, {"sort": [{"u": {"order": "desc"}}]})["hits"]["hits"]
     assert [h["_id"] for h in hits] == [i for i, _ in reversed(ASCENDING)] + ["none"]
     assert hits[-1]["sort"] == [0]
     # `_first` puts it at the stored long's minimum, which is 0's: it ties with 0, as in Elasticsearch.
-    hits = _search(http, ul, {"sort": [{"u": {"order": "asc", "missing": "_first"}}]})["hits"]["hits"]
+    hits = search_ok(http, ul, {"sort": [{"u": {"order": "asc", "missing": "_first"}}]})["hits"]["hits"]
     assert {(h["_id"], h["sort"][0]) for h in hits[:2]} == {("none", 0), ("zero", 0)}
 
 
@@ -65,14 +51,14 @@ def test_search_after_walks_every_value(http: httpx.Client, ul: str) -> None:
         body: dict = {"sort": [{"u": "asc"}], "size": 2, "query": {"exists": {"field": "u"}}}
         if after is not None:
             body["search_after"] = after
-        hits = _search(http, ul, body)["hits"]["hits"]
+        hits = search_ok(http, ul, body)["hits"]["hits"]
         if not hits:
             break
         seen += [h["_id"] for h in hits]
         after = hits[-1]["sort"]
     assert seen == [i for i, _ in ASCENDING]
     # A cursor given as a string, beyond 2^63, as clients that keep big numbers as text send it.
-    hits = _search(
+    hits = search_ok(
         http, ul, {"sort": [{"u": "asc"}], "search_after": [str(2**63)], "query": {"exists": {"field": "u"}}}
     )
     assert [h["_id"] for h in hits["hits"]["hits"]] == ["text", "top"]
@@ -92,7 +78,7 @@ def test_search_after_walks_every_value(http: httpx.Client, ul: str) -> None:
     ],
 )
 def test_queries(http: httpx.Client, ul: str, query: dict, ids: set[str]) -> None:
-    hits = _search(http, ul, {"query": query, "size": 20})["hits"]["hits"]
+    hits = search_ok(http, ul, {"query": query, "size": 20})["hits"]["hits"]
     assert {h["_id"] for h in hits} == ids
 
 
@@ -103,7 +89,7 @@ def test_doc_values_and_aggregations(http: httpx.Client, ul: str) -> None:
         "docvalue_fields": ["u"],
         "aggs": {"keys": {"terms": {"field": "u"}}, "biggest": {"max": {"field": "u"}}},
     }
-    result = _search(http, ul, body)
+    result = search_ok(http, ul, body)
     assert [h["fields"]["u"] for h in result["hits"]["hits"]] == [[2**63], [MAX]]
     assert [(b["key"], b["doc_count"]) for b in result["aggregations"]["keys"]["buckets"]] == [
         (2**63, 1),
@@ -134,5 +120,5 @@ def test_sort_across_unsigned_long_and_long_is_refused(
     assert response.status_code == 400
     assert "Can't do sort across indices, as a field has [unsigned_long] type in one index" in response.text
     # Queries across both still mix them: each index matches by its own values.
-    hits = _search(http, f"{ul},{other}", {"query": {"range": {"u": {"gte": 1, "lte": 5}}}})["hits"]["hits"]
+    hits = search_ok(http, f"{ul},{other}", {"query": {"range": {"u": {"gte": 1, "lte": 5}}}})["hits"]["hits"]
     assert {h["_id"] for h in hits} == {"one", "1"}
