@@ -33,11 +33,11 @@ from leafsearch.errors import (
 from leafsearch.index.parsed import ParsedBatch
 from leafsearch.index.shard import PRIMARY_TERM, DocState, Shard, SyncPoint
 from leafsearch.rawjson import RawJSON
-from leafsearch.request.query_dsl import did_you_mean
 from leafsearch.request.search_request import parse_fetch_source
 from leafsearch.request.search_types import SourceFilter
 from leafsearch.search.fetch import extract_fields, filter_source
 from leafsearch.settings import check_active_shard_count
+from leafsearch.suggestions import did_you_mean
 from leafsearch.unsupported import NotSupported
 from leafsearch.versioning import ExternalVersion, VersionRefused, parse_versioning
 

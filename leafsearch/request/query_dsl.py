@@ -31,6 +31,7 @@ from leafsearch.errors import (
 )
 from leafsearch.request import lucene_regexp
 from leafsearch.settings import node_setting
+from leafsearch.suggestions import did_you_mean
 from leafsearch.unsupported import NotSupported
 
 Scalar = str | int | float | bool
@@ -280,32 +281,6 @@ def _parse(body: Any, depth: int) -> Query:
     if len(body) > 1:
         raise ParsingError(f"[{name}] malformed query, expected [END_OBJECT] but found [FIELD_NAME]")
     return query
-
-
-def _levenshtein_similarity(a: str, b: str) -> float:
-    """Lucene's LevenshteinDistance: 1 - edits / max(len)."""
-    if not a or not b:
-        return 1.0 if a == b else 0.0
-    prev = list(range(len(b) + 1))
-    for i, ca in enumerate(a, 1):
-        cur = [i] + [0] * len(b)
-        for j, cb in enumerate(b, 1):
-            cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb))
-        prev = cur
-    return 1.0 - prev[-1] / max(len(a), len(b))
-
-
-def did_you_mean(name: str, candidates: tuple[str, ...]) -> str:
-    """Elasticsearch's " did you mean [x]?" hint: candidates more than half similar, best first."""
-    scored = sorted(
-        ((-_levenshtein_similarity(name, c), c) for c in candidates),
-    )
-    keys = [c for s, c in scored if -s > 0.5]
-    if not keys:
-        return ""
-    if len(keys) == 1:
-        return f" did you mean [{keys[0]}]?"
-    return f" did you mean any of [{', '.join(keys)}]?"
 
 
 # -- value helpers ---------------------------------------------------------------------------

@@ -11,25 +11,11 @@ from typing import TYPE_CHECKING
 
 from leafsearch.errors import IllegalArgument
 from leafsearch.rest.exchange import RESPONSE_PARAMS
+from leafsearch.suggestions import similarity
 
 if TYPE_CHECKING:
     from leafsearch.rest.exchange import RestRequest
     from leafsearch.rest.router import Route
-
-
-def similarity(target: str, other: str) -> float:
-    """Lucene's `LevenshteinDistance.getDistance`: 1 - edits / longer length."""
-    n, m = len(target), len(other)
-    if n == 0 or m == 0:
-        return 1.0 if n == m else 0.0
-    previous = list(range(n + 1))
-    for j in range(1, m + 1):
-        current = [j] + [0] * n
-        for i in range(1, n + 1):
-            cost = 0 if target[i - 1] == other[j - 1] else 1
-            current[i] = min(current[i - 1] + 1, previous[i] + 1, previous[i - 1] + cost)
-        previous = current
-    return 1.0 - previous[n] / max(n, m)
 
 
 def unrecognized(path: str, invalid: Iterable[str], candidates: Iterable[str], detail: str) -> str:

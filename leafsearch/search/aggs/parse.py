@@ -14,6 +14,7 @@ from leafsearch.search.aggs.histogram import parse_date_histogram, parse_histogr
 from leafsearch.search.aggs.metrics import parse_cardinality, parse_stats
 from leafsearch.search.aggs.ranges import parse_range
 from leafsearch.search.aggs.terms import parse_terms
+from leafsearch.suggestions import did_you_mean
 from leafsearch.unsupported import AGGREGATIONS, NotSupported
 
 METRICS = ("min", "max", "sum", "avg", "value_count", "stats", "extended_stats")
@@ -92,33 +93,8 @@ def unknown_type(type_name: str) -> ElasticError:
         f"unknown field [{type_name}]", error_type="named_object_not_found_exception", status=400
     )
     error = ParsingError(
-        f"Unknown aggregation type [{type_name}]{_suggest(type_name, PARSERS)}", caused_by=cause
+        f"Unknown aggregation type [{type_name}]{did_you_mean(type_name, PARSERS)}", caused_by=cause
     )
     # NamedObjectNotFoundException is no ElasticsearchException, so guessRootCauses stops above it.
     error.root_causes = [error]
     return error
-
-
-def _suggest(unknown: str, candidates: Any) -> str:
-    """Elasticsearch's "did you mean": candidates closer than half their length by Levenshtein distance."""
-    scored = []
-    for candidate in candidates:
-        similarity = 1 - _levenshtein(unknown, candidate) / max(len(unknown), len(candidate))
-        if similarity > 0.5:
-            scored.append((-similarity, candidate))
-    if not scored:
-        return ""
-    names = [c for _, c in sorted(scored)]
-    return (
-        f" did you mean [{names[0]}]?" if len(names) == 1 else f" did you mean any of [{', '.join(names)}]?"
-    )
-
-
-def _levenshtein(a: str, b: str) -> int:
-    previous = list(range(len(b) + 1))
-    for i, ca in enumerate(a, start=1):
-        current = [i]
-        for j, cb in enumerate(b, start=1):
-            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (ca != cb)))
-        previous = current
-    return previous[-1]
