@@ -180,6 +180,7 @@ class LocalShard:
         max_score: float | None = None
         seg_docs: list[tuple[int, SegmentView, np.ndarray]] = []
         scores: list[np.ndarray] = []
+        after: list[Any] | None = None
         for m in segment_matches(
             [target],
             request,
@@ -203,7 +204,9 @@ class LocalShard:
             if order is not None:
                 start = 0
                 if request.search_after is not None:
-                    start = order.start_after(_after_values(request, target, specs), 0, m.view.doc_base)
+                    if after is None:  # parsed once per shard, when a segment first needs it
+                        after = _after_values(request, target, specs)
+                    start = order.start_after(after, 0, m.view.doc_base)
                 docs = np.sort(order.first(m.mask, start, k, count))
             elif by_fields:
                 docs = np.flatnonzero(m.mask)  # no order fits the cache: every match is sorted below
