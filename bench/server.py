@@ -48,9 +48,11 @@ def _descendants(pid: int) -> list[int]:
 class Server:
     """A `python -m leafsearch serve` subprocess on a fixed port and data folder."""
 
-    def __init__(self, data: Path, log: Path) -> None:
+    def __init__(self, data: Path, log: Path, args: list[str] | None = None) -> None:
+        """`args`: added to the `serve` command line (e.g. `--search-workers 0`)."""
         self.data = data
         self.log = log
+        self.args = list(args or [])
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self._proc: subprocess.Popen | None = None
@@ -71,6 +73,7 @@ class Server:
             str(self.port),
             "--data",
             str(self.data),
+            *self.args,
         ]
         with open(self.log, "ab") as log:
             self._proc = subprocess.Popen(

@@ -119,6 +119,15 @@ def main() -> None:
     "in the environment, pairs separated by spaces.",
 )
 @click.option(
+    "--search-workers",
+    type=click.IntRange(min=0),
+    default=None,
+    envvar="LEAFSEARCH_SEARCH_WORKERS",
+    show_envvar=True,
+    help="Processes that run searches, so that concurrent searches and the slices of an export use "
+    "every core [default: the number of cores]; 0 runs searches in the server process.",
+)
+@click.option(
     "--log-level",
     default="info",
     show_default=True,
@@ -154,6 +163,7 @@ def serve(
     tls_key: str | None,
     insecure: bool,
     settings: tuple[str, ...],
+    search_workers: int | None,
     log_level: str,
     access_log: str | None,
     slow_log: str,
@@ -188,7 +198,8 @@ def serve(
         click.echo(f"leafsearch: cannot listen on {host}:{port}: {exc.strerror}", err=True)
         sys.exit(1)
     try:
-        node = Node(data)
+        workers = (os.cpu_count() or 1) if search_workers is None else search_workers
+        node = Node(data, search_workers=workers)
     except NodeLocked as exc:
         sock.close()
         click.echo(f"leafsearch: {exc}", err=True)

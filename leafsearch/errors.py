@@ -37,6 +37,11 @@ class ElasticError(Exception):
         self.caused_by = caused_by
         self.root_causes = root_causes
 
+    def __reduce__(self) -> tuple:
+        """Pickled with its whole state, whatever a subclass's constructor takes: a search worker
+        process sends its errors to the server process (search/workers/)."""
+        return (_restore, (type(self), self.args), self.__dict__)  # state after: cycles pickle
+
     def _cause_body(self) -> dict[str, Any]:
         body: dict[str, Any] = {"type": self.error_type, "reason": self.reason}
         body.update(self.extra)
@@ -49,6 +54,12 @@ class ElasticError(Exception):
         if self.caused_by is not None:
             error["caused_by"] = self.caused_by._cause_body()
         return {"error": error, "status": self.status}
+
+
+def _restore(cls: type[ElasticError], args: tuple) -> ElasticError:
+    error = cls.__new__(cls)
+    Exception.__init__(error, *args)
+    return error
 
 
 class IllegalArgument(ElasticError):

@@ -35,6 +35,7 @@ from leafsearch.search.msearch import DEFAULT_MAX_CONCURRENT
 from leafsearch.search.segment_orders import SegmentOrders
 from leafsearch.search.sort_keys import GlobalOrdinals
 from leafsearch.search.stats import SearchStats
+from leafsearch.search.workers.pool import WorkerPool
 from leafsearch.security.store import SecurityStore
 from leafsearch.settings import ClusterSettings
 from leafsearch.tasks import TaskManager
@@ -53,11 +54,18 @@ class NodeLocked(RuntimeError):
 
 class Node:
     def __init__(
-        self, path: str | Path, *, background: bool = True, clock: Callable[[], float] = time.monotonic
+        self,
+        path: str | Path,
+        *,
+        background: bool = True,
+        clock: Callable[[], float] = time.monotonic,
+        search_workers: int = 0,
     ) -> None:
         """`background`: run the refresh, reaper and merge threads (off, a caller drives them).
         `clock`: the monotonic seconds that search timeouts and reader-context keep-alives are
-        measured on; a test passes a clock it advances, so neither needs sleeping."""
+        measured on; a test passes a clock it advances, so neither needs sleeping.
+        `search_workers`: processes that run searches (search/workers/); 0 runs them in the
+        caller's threads."""
         memory.tune_allocator()
         self.clock = clock
         self.started = time.monotonic()  # for uptimes
@@ -117,12 +125,17 @@ class Node:
         self.shard_pool = ThreadPoolExecutor(
             (os.cpu_count() or 1) * 3 // 2 + 1, thread_name_prefix="leafsearch-shard"
         )
+        #: Search worker processes (search/workers/pool.py), started in the background; None
+        #: when searches run in this process.
+        self.search_workers: WorkerPool | None = None
         self.contexts = ContextRegistry(self, clock)
         # by-query operations and reindex run as tasks (`_tasks`); finished results kept bounded
         self.tasks = TaskManager(self)
         self.security = SecurityStore(self.path / "security")
         self._bound_caches()
         self.cluster_settings.listeners.append(self._bound_caches)
+        if search_workers > 0:
+            self.search_workers = WorkerPool(self, search_workers)
         self._closed = threading.Event()
         self._threads: list[threading.Thread] = []
         if background:
@@ -165,6 +178,8 @@ class Node:
             thread.join(timeout=60)
         self.msearch_pool.shutdown(wait=True)
         self.shard_pool.shutdown(wait=True)
+        if self.search_workers is not None:
+            self.search_workers.close()
         self.tasks.close()
         self.contexts.close_all()
         self.hitlists.close()

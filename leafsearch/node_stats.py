@@ -86,6 +86,9 @@ def nodes_stats(
         stats["http"] = node.http_connections.stats()
     if wanted & {"_all", "breaker"}:
         stats["breakers"] = node.breakers.stats()
+    if node.search_workers is not None and wanted & {"_all", "search_workers"}:
+        # leafsearch's own: the search worker processes and what each holds (a leak shows here).
+        stats["search_workers"] = node.search_workers.stats()
     return {
         "_nodes": {"total": 1, "successful": 1, "failed": 0},
         "cluster_name": node.cluster_name,

@@ -544,14 +544,16 @@ def _cluster_parser(key: str) -> Parser | None:
 class ClusterSettings:
     """Dynamic cluster settings: `persistent` survives restarts (a JSON file), `transient` does not."""
 
-    def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
+    def __init__(self, path: str | Path | None) -> None:
+        """`path`: where `persistent` is kept; None for a copy that is not (a search worker's,
+        which the server process keeps up to date)."""
+        self.path = None if path is None else Path(path)
         self.persistent: dict[str, SettingValue] = {}
         self.transient: dict[str, SettingValue] = {}
         self._lock = threading.Lock()
         #: Called after every update, for settings applied outside the engine's reads (cache sizes).
         self.listeners: list[Callable[[], None]] = []
-        if self.path.exists():
+        if self.path is not None and self.path.exists():
             self.persistent = dict(json.loads(self.path.read_text()).get("persistent", {}))
 
     def get(self, key: str) -> Any:
@@ -641,6 +643,8 @@ class ClusterSettings:
             )
 
     def _save(self) -> None:
+        if self.path is None:
+            return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         temporary = self.path.with_suffix(".tmp")
         temporary.write_text(json.dumps({"persistent": self.persistent}, sort_keys=True))

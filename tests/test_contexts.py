@@ -58,11 +58,11 @@ def test_a_context_freed_while_in_use_keeps_its_snapshots_until_the_request_ends
     in_use = node.contexts.acquire(scroll_id, "scroll")
     assert in_use is ctx
     assert node.clear_scroll([scroll_id])["num_freed"] == 1
-    assert ctx.freed and ctx.matches is not None and refs(ctx) == held
+    assert ctx.freed and ctx.ctx_id in node.contexts.scroll_matches and refs(ctx) == held
     with pytest.raises(SearchContextMissing, match="cleared"):
         node.contexts.acquire(scroll_id, "scroll")
     node.contexts.release(ctx)
-    assert ctx.matches is None and refs(ctx) == [r - 1 for r in held]
+    assert ctx.ctx_id not in node.contexts.scroll_matches and refs(ctx) == [r - 1 for r in held]
 
 
 def test_the_reaper_skips_a_context_in_use_and_expiry_counts_from_the_end_of_the_request(
@@ -79,7 +79,7 @@ def test_the_reaper_skips_a_context_in_use_and_expiry_counts_from_the_end_of_the
     assert is_open(node, scroll_id)  # the keep-alive counts from the end of the request
     clock.advance(0.001)
     node.contexts.reap()
-    assert ctx.freed and ctx.matches is None and not is_open(node, scroll_id)
+    assert ctx.freed and ctx.ctx_id not in node.contexts.scroll_matches and not is_open(node, scroll_id)
     with pytest.raises(SearchContextMissing, match="expired"):
         node.contexts.acquire(scroll_id, "scroll")
     assert node.search_stats.snapshot()["scroll_current"] == 0

@@ -7,6 +7,7 @@ when it was taken, so writes, refreshes and merges after that moment never chang
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -39,6 +40,9 @@ class SegmentView:
         return np.flatnonzero(self.live)
 
 
+_UIDS = itertools.count(1)
+
+
 class Searcher:
     """A reference-counted snapshot of one shard.
 
@@ -57,6 +61,8 @@ class Searcher:
         on_close: Callable[[Searcher], None] | None = None,
     ) -> None:
         self.shard_id = shard_id
+        #: Unique in this process: how a search worker names the snapshot (search/workers/).
+        self.uid = next(_UIDS)
         self.views = views
         self.generation = generation
         self.max_doc = sum(v.max_doc for v in views)

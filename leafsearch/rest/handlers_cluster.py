@@ -47,6 +47,7 @@ NODE_METRICS = frozenset(
         "repositories",
         "script",
         "script_cache",
+        "search_workers",
         "thread_pool",
         "transport",
     ]

@@ -59,9 +59,9 @@ class ReaderContext:
     requests: int = 0
     in_use: int = 0  # requests reading the context right now
     freed: bool = False
-    # scroll state: the request that opened it, its matches (a HitList or a DocWalk), the next position
+    # scroll state: the request that opened it and the next position (its matches are kept where
+    # its batches run: `scroll_matches` of this process or of a search worker, see execution.py)
     request: Any = None
-    matches: Any = None
     position: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
     owner: str | None = None  # Subject.owner_key of the opener; None without authentication
@@ -91,6 +91,9 @@ class ContextRegistry:
         self._ended: OrderedDict[int, tuple[str, float, str]] = OrderedDict()
         self._ids = itertools.count(1)
         self.read_ahead = ReadAhead()
+        #: A scroll's matches in walk order (a HitList or LiveDocs), by context number, when its
+        #: batches run in this process (search/execution.py).
+        self.scroll_matches: dict[int, Any] = {}
 
     # ---- ids ---------------------------------------------------------------------------
 
@@ -259,8 +262,10 @@ class ContextRegistry:
             self._release_resources(ctx)
 
     def _release_resources(self, ctx: ReaderContext) -> None:
-        ctx.matches = None
+        self.scroll_matches.pop(ctx.ctx_id, None)
         self.read_ahead.forget(ctx.ctx_id)
+        if self.node.search_workers is not None:
+            self.node.search_workers.forget_context(ctx.ctx_id)
         release_targets(ctx.targets)
 
     def free(self, ctx: ReaderContext, how: str = "freed") -> None:

@@ -3,7 +3,9 @@
 They take a typed, validated `SearchRequest` (request/search_request.py parses REST's body and
 parameters into one), never a body: the engine does not know HTTP. `search` dispatches: a request
 with `pit` reads the PIT's snapshots, one with `scroll` opens a scroll context (see
-scroll_pit.py), any other reads the current snapshots of its indices.
+scroll_pit.py), any other reads the current snapshots of its indices. Here the indices are
+resolved and the limits checked; the page itself is a task (execution.py), run in a search
+worker process when the node has them.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from leafsearch.request.search_types import SearchRequest
 from leafsearch.search import phases, scroll_pit
+from leafsearch.search.execution import CountTask, SearchTask, dispatch
 from leafsearch.search.targets import release_targets
 
 if TYPE_CHECKING:
@@ -40,11 +43,8 @@ def search(
             return scroll_pit.open_scroll(
                 node, owned, request, started, raw_hits=raw_hits, cancelled=cancelled
             )
-        hitlist, tree = phases.query_phase(node, targets, request, aggs=True, cancelled=cancelled)
-        start, end = phases.page_bounds(hitlist, request)
-        return phases.response(
-            node, hitlist, request, start, end, started, agg_tree=tree, extra={}, raw_hits=raw_hits
-        )
+        task = SearchTask(targets, request, time.perf_counter() - started, raw_hits)
+        return dispatch(node, task, cancelled)
     finally:
         release_targets(targets)
 
@@ -53,8 +53,6 @@ def count(node: Node, request: SearchRequest, *, cancelled: threading.Event | No
     """`_count` of a request parsed by `parse_count_request`."""
     targets = phases.resolve_targets(node, request)
     try:
-        hitlist, _ = phases.query_phase(node, targets, request, aggs=False, cancelled=cancelled)
-        n = len(targets)
-        return {"count": hitlist.total, "_shards": {"total": n, "successful": n, "skipped": 0, "failed": 0}}
+        return dispatch(node, CountTask(targets, request), cancelled)
     finally:
         release_targets(targets)

@@ -17,12 +17,10 @@ from leafsearch.errors import (
     SearchContextMissing,
     SearchPhaseExecution,
 )
-from leafsearch.request.search_types import DOC, SearchRequest
-from leafsearch.search import phases, slicing
+from leafsearch.request.search_types import SearchRequest
+from leafsearch.search import phases
 from leafsearch.search.contexts import ReaderContext
-from leafsearch.search.fetch_phase import render_hits, renders_raw
-from leafsearch.search.hitlist import HitList, LiveDocs
-from leafsearch.search.sort_keys import SortColumn
+from leafsearch.search.execution import PitTask, ScrollTask, dispatch, reads_ahead
 from leafsearch.search.targets import Target, release_targets
 
 if TYPE_CHECKING:
@@ -51,53 +49,14 @@ def search_pit(
                 raise SearchPhaseExecution(exc) from None
             keep_alive = max(ctx.keep_alive, requested)
         phases.check_limits(request, ctx.targets)
-        hitlist, tree = phases.query_phase(node, ctx.targets, request, aggs=True, cancelled=cancelled)
-        start, end = phases.page_bounds(hitlist, request)
-        read_ahead = raw_hits and not hitlist.window and renders_raw(request)
-        served = _pit_page_key(hitlist, request, start, end)
-        ready = node.contexts.read_ahead.take(ctx.ctx_id, served, hitlist) if read_ahead else None
-        body = phases.response(
-            node,
-            hitlist,
-            request,
-            start,
-            end,
-            started,
-            agg_tree=tree,
-            extra={"pit_id": ctx.public_id},
-            raw_hits=raw_hits,
-            ready=ready,
+        task = PitTask(
+            ctx.targets, request, time.perf_counter() - started, raw_hits, ctx.ctx_id, ctx.public_id
         )
-        if read_ahead and end - start == request.size and end < len(hitlist):
-            # The walk's next page: `search_after` the last hit (or `from` the end) starts here.
-            following = min(end + request.size, len(hitlist))
-            node.contexts.read_ahead.continue_walk(
-                ctx.ctx_id,
-                served,
-                _pit_page_key(hitlist, request, end, following),
-                hitlist,
-                ctx.targets,
-                lambda: render_hits(hitlist, end, following, request, raw_hits=True),
-            )
-        return body
+        # The pages of one walk (one slice of it) go where its hit list and read-ahead are.
+        slice_id = None if request.slice is None else request.slice.id
+        return dispatch(node, task, cancelled, affinity=(ctx.ctx_id, slice_id))
     finally:
         node.contexts.release(ctx, keep_alive)
-
-
-def _pit_page_key(hitlist: HitList, request: SearchRequest, start: int, end: int) -> tuple:
-    """What makes two plain PIT pages the same bytes: the hit list (by identity), the range, and
-    the request options a plain page's rendering reads."""
-    return ("pit", id(hitlist), start, end, request.source.fetch, request.track_scores)
-
-
-def _walks_docs(request: SearchRequest) -> bool:
-    """Whether a scroll walks every document (or a slice's) in `_doc` order: no sort is needed.
-
-    Such a scroll (SPEC 4.1 r12, the fastest export) reads the snapshots' live documents in
-    (shard, doc) order; its batches are ranges of them, located by binary search, so opening it
-    costs no O(matches) work and each batch costs only its own documents.
-    """
-    return request.plain_walk(DOC) and not request.sort[0].descending
 
 
 def open_scroll(
@@ -122,26 +81,10 @@ def open_scroll(
         raise SearchPhaseExecution(exc) from None
     request.track_total_hits = True
     try:
-        if _walks_docs(request) and not any(t.alias_filter for t in targets):
-            with node.search_stats.phase("query", targets):
-                selected = slicing.scroll_selection(request.slice, targets) if request.slice else None
-                ctx.matches = LiveDocs(targets, selected)
-            tree = None
-        else:
-            ctx.matches, tree = phases.query_phase(node, targets, request, aggs=True, cancelled=cancelled)
         ctx.request = request
-        page, start, end = _next_batch(ctx)
-        return phases.response(
-            node,
-            page,
-            request,
-            start,
-            end,
-            started,
-            agg_tree=tree,
-            extra={"_scroll_id": ctx.public_id},
-            raw_hits=raw_hits,
-        )
+        with ctx.lock:
+            body = _batch(node, ctx, started, raw_hits, cancelled, opening=True, read_ahead=False)
+        return body
     except BaseException:
         node.contexts.free(ctx, "freed because its first batch failed")
         raise
@@ -149,41 +92,31 @@ def open_scroll(
         node.contexts.release(ctx)
 
 
-def _next_batch(ctx: ReaderContext) -> tuple[HitList, int, int]:
-    """The next batch of a scroll as (hit list, start, end), advancing the context's position."""
-    page, start, end, ctx.position = _batch_at(ctx, ctx.position)
-    return page, start, end
-
-
-def _batch_at(ctx: ReaderContext, position: int) -> tuple[HitList, int, int, int]:
-    """The scroll batch that starts at `position`: (hit list, start, end, the next position)."""
-    matches = ctx.matches
-    request: SearchRequest = ctx.request
-    if isinstance(matches, LiveDocs):
-        end = min(position + request.size, matches.total)
-        target_arr, doc_arr = matches.take(position, end)
-        column = SortColumn(request.sort[0], "doc", doc_arr, None)
-        page = HitList(ctx.targets, target_arr, doc_arr, None, [column], [], matches.total, None, window=True)
-        return page, 0, end - position, end
-    end = min(position + request.size, len(matches))
-    return matches, position, end, end
-
-
-def _read_ahead_batch(node: Node, ctx: ReaderContext, served: int) -> None:
-    """After serving the batch at position `served`: the next one, rendered in the background
-    (the caller holds the context's lock)."""
-    total = ctx.matches.total if isinstance(ctx.matches, LiveDocs) else len(ctx.matches)
-    position = ctx.position
-    if position >= total:
-        return
-
-    def render() -> Any:
-        page, start, end, _ = _batch_at(ctx, position)
-        return render_hits(page, start, end, ctx.request, raw_hits=True)
-
-    node.contexts.read_ahead.continue_walk(
-        ctx.ctx_id, ("scroll", served), ("scroll", position), ctx, ctx.targets, render
+def _batch(
+    node: Node,
+    ctx: ReaderContext,
+    started: float,
+    raw_hits: bool,
+    cancelled: threading.Event | None,
+    *,
+    opening: bool,
+    read_ahead: bool,
+) -> dict[str, Any]:
+    """The scroll's batch at its position, run as a task (caller holds `ctx.lock`); the context's
+    position moves past it."""
+    task = ScrollTask(
+        ctx.targets,
+        ctx.request,
+        time.perf_counter() - started,
+        raw_hits,
+        ctx.ctx_id,
+        ctx.public_id,
+        ctx.position,
+        opening,
+        read_ahead,
     )
+    body, ctx.position = dispatch(node, task, cancelled, affinity=(ctx.ctx_id, None))
+    return body
 
 
 def _acquire(node: Node, context_id: str, kind: str) -> ReaderContext:
@@ -213,26 +146,8 @@ def scroll(node: Node, scroll_id: str, keep_alive: str | None, *, raw_hits: bool
                 node.contexts.free(ctx, "freed after a refused keep-alive")
                 raise SearchPhaseExecution(exc) from None
         with ctx.lock:
-            # Only a walk that goes on is read ahead: a request without `scroll` frees the context.
-            read_ahead = raw_hits and keep_alive is not None and renders_raw(ctx.request)
-            served = ctx.position
-            ready = node.contexts.read_ahead.take(ctx.ctx_id, ("scroll", served), ctx) if read_ahead else None
-            with node.search_stats.phase("query", ctx.targets):
-                page, start, end = _next_batch(ctx)
-            body = phases.response(
-                node,
-                page,
-                ctx.request,
-                start,
-                end,
-                started,
-                agg_tree=None,
-                extra={"_scroll_id": ctx.public_id},
-                raw_hits=raw_hits,
-                ready=ready,
-            )
-            if read_ahead:
-                _read_ahead_batch(node, ctx, served)
+            read_ahead = reads_ahead(raw_hits, keep_alive, ctx.request)
+            body = _batch(node, ctx, started, raw_hits, None, opening=False, read_ahead=read_ahead)
     finally:
         node.contexts.release(ctx, seconds)
     if keep_alive is None:

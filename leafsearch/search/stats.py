@@ -56,11 +56,21 @@ class SearchStats:
         finally:
             seconds = time.perf_counter() - started
             phase_timed(name, seconds)  # the request's slow log (leafsearch/slowlog.py)
-            elapsed = int(seconds * 1000)
             with self._lock:
                 self.counters[f"{name}_current"] -= 1
-                self.counters[f"{name}_total"] += 1
-                self.counters[f"{name}_time_in_millis"] += elapsed
+            self._add(name, seconds)
+
+    def _add(self, name: str, seconds: float) -> None:
+        with self._lock:
+            self.counters[f"{name}_total"] += 1
+            self.counters[f"{name}_time_in_millis"] += int(seconds * 1000)
+
+    def record(self, name: str, seconds: float, targets: Iterable[Target] = ()) -> None:
+        """A phase that ran in a search worker process (search/workers/), counted as `phase`
+        counts one that runs here, slow log included."""
+        phase_timed(name, seconds)
+        for stats in (self, *_shard_stats(targets)):
+            stats._add(name, seconds)
 
     def scroll_opened(self, targets: Iterable[Target] = ()) -> None:
         for stats in (self, *_shard_stats(targets)):

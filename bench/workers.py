@@ -1,0 +1,263 @@
+"""Search workers against `--search-workers 0`: one server's data, the same clients, one run.
+
+    python -m bench.workers                    # 1,000,000 documents
+    python -m bench.workers --docs 200000 --json workers.json
+
+The data is loaded once; then the server is started on it twice, first with the default search
+workers (one per core), then with `--search-workers 0` (every search in the server process), and
+each start runs the same measurements from client *processes* (so the clients' own interpreter
+is not what is measured):
+
+- start-up: from spawning the server to its first answer to `GET /`;
+- W6's queries (term on `service` + a random `@timestamp` range, sorted by time then id, first
+  page of 100; every query distinct): one client, then 4 clients at once: queries/s, p50, p99;
+- a scroll of every document (`_doc`, batches of 1,000) by 1 client, and sliced into 2 and 4
+  slices read by as many client processes, which only count the hits: documents/s;
+- one PIT walk (`_shard_doc`, `search_after`, pages of 1,000): documents/s;
+- `GET /` latency (p50, p99) while another client runs heavy aggregations over every document;
+- resident memory of the server and its workers together, idle after start-up and at the end.
+
+Each scroll and walk is checked: every document exactly once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+
+from bench.client import Client
+from bench.generate import MAPPING, generate
+from bench.server import Server
+from bench.workloads.top_pages import service_range_body
+
+W6_PER_CLIENT = 150
+HEAVY_AGGS = {
+    "size": 0,
+    "aggs": {
+        "by_service": {"terms": {"field": "service", "size": 50}, "aggs": {"b": {"sum": {"field": "bytes"}}}},
+        "per_hour": {"date_histogram": {"field": "@timestamp", "fixed_interval": "1h"}},
+    },
+}
+
+
+def _queries(first: int, last: int, seed: int, count: int) -> list[dict[str, Any]]:
+    from bench.generate import SERVICES
+
+    rng = np.random.default_rng(seed)
+    span = last - first
+    widths = np.exp(rng.uniform(np.log(3_600_000), np.log(span), size=count)).astype(np.int64)
+    starts = first + (rng.random(count) * (span - widths)).astype(np.int64)
+    services = rng.integers(0, len(SERVICES), size=count)
+    return [
+        service_range_body(SERVICES[s], int(lo), int(lo + w))
+        for s, lo, w in zip(services.tolist(), starts.tolist(), widths.tolist(), strict=True)
+    ]
+
+
+def _query_client(url: str, bodies: list[dict[str, Any]], start: Any) -> list[float]:
+    """One client process: its queries one after another; the latency of each, in ms."""
+    client = Client(url)
+    encoded = [orjson.dumps(b) for b in bodies]
+    start.wait()
+    latencies = []
+    for body in encoded:
+        began = time.perf_counter()
+        client.raw("POST", "/bench/_search", body)
+        latencies.append((time.perf_counter() - began) * 1000)
+    client.close()
+    return latencies
+
+
+def _scroll_client(url: str, slice_id: int | None, slices: int, start: Any) -> list[str]:
+    """One client process reading a scroll (one slice of it): the ids it saw."""
+    client = Client(url)
+    body: dict[str, Any] = {"size": 1000, "sort": ["_doc"], "_source": False}
+    if slice_id is not None:
+        body["slice"] = {"id": slice_id, "max": slices}
+    start.wait()
+    page = client.json("POST", "/bench/_search?scroll=1m", body)
+    ids = []
+    while page["hits"]["hits"]:
+        ids += [hit["_id"] for hit in page["hits"]["hits"]]
+        page = client.json("POST", "/_search/scroll", {"scroll": "1m", "scroll_id": page["_scroll_id"]})
+    client.raw("DELETE", "/_search/scroll", orjson.dumps({"scroll_id": page["_scroll_id"]}))
+    client.close()
+    return ids
+
+
+def _heavy_client(url: str, stop: Any) -> int:
+    client = Client(url)
+    runs = 0
+    while not stop.is_set():
+        client.raw("POST", "/bench/_search", orjson.dumps(HEAVY_AGGS))
+        runs += 1
+    client.close()
+    return runs
+
+
+def _in_processes(manager: Any, pool: Any, function: Any, argument_lists: list[tuple]) -> tuple[float, list]:
+    """Run `function(*args, barrier)` in one process each; wall seconds from the moment all of them
+    (and this process) reached the barrier."""
+    barrier = manager.Barrier(len(argument_lists) + 1)
+    results = [pool.apply_async(function, (*args, barrier)) for args in argument_lists]
+    barrier.wait()
+    began = time.perf_counter()
+    values = [r.get() for r in results]
+    return time.perf_counter() - began, values
+
+
+def _percentiles(latencies: list[float]) -> tuple[float, float]:
+    return float(np.percentile(latencies, 50)), float(np.percentile(latencies, 99))
+
+
+def _wait_workers(url: str, timeout: float = 60.0) -> None:
+    client = Client(url)
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            stats = client.json("GET", "/_nodes/stats")
+            node = next(iter(stats["nodes"].values()))
+            workers = node.get("search_workers")
+            if workers is None or workers["ready"] == workers["count"]:
+                return
+            time.sleep(0.05)
+    finally:
+        client.close()
+    raise TimeoutError("search workers not ready")
+
+
+def _measure(data: Path, log: Path, extra: list[str], n: int, first: int, last: int) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    server = Server(data, log, args=extra)
+    began = time.perf_counter()
+    server.start()
+    out["start-up, s"] = time.perf_counter() - began
+    try:
+        _wait_workers(server.url)
+        out["RSS idle, MB"] = server.memory_kb("VmRSS") / 1024
+        manager = multiprocessing.get_context("spawn").Manager()
+        with multiprocessing.get_context("spawn").Pool(5) as pool:
+            seconds, (lat,) = _in_processes(
+                manager, pool, _query_client, [(server.url, _queries(first, last, 1, W6_PER_CLIENT))]
+            )
+            out["W6 1 client, q/s"] = W6_PER_CLIENT / seconds
+            out["W6 1 client p50, ms"], out["W6 1 client p99, ms"] = _percentiles(lat)
+            lists = [(server.url, _queries(first, last, 10 + c, W6_PER_CLIENT)) for c in range(4)]
+            seconds, lats = _in_processes(manager, pool, _query_client, lists)
+            out["W6 4 clients, q/s"] = 4 * W6_PER_CLIENT / seconds
+            out["W6 4 clients p50, ms"], out["W6 4 clients p99, ms"] = _percentiles(sum(lats, []))
+            for slices in (1, 2, 4):
+                args = [(server.url, None if slices == 1 else s, slices) for s in range(slices)]
+                seconds, id_lists = _in_processes(manager, pool, _scroll_client, args)
+                ids = sum(id_lists, [])
+                if len(ids) != n or len(set(ids)) != n:
+                    raise RuntimeError(
+                        f"scroll with {slices} slices: {len(ids)} hits, {len(set(ids))} distinct"
+                    )
+                out[f"scroll, {slices} slice(s), docs/s"] = n / seconds
+            out["PIT walk, docs/s"] = _pit_walk(server.url, n)
+            stop = manager.Event()
+            heavy = pool.apply_async(_heavy_client, (server.url, stop))
+            client = Client(server.url)
+            client.raw("GET", "/")
+            latencies = []
+            for _ in range(300):
+                began_get = time.perf_counter()
+                client.raw("GET", "/")
+                latencies.append((time.perf_counter() - began_get) * 1000)
+                time.sleep(0.005)
+            stop.set()
+            out["heavy aggregations run"] = heavy.get()
+            out["GET / while heavy p50, ms"], out["GET / while heavy p99, ms"] = _percentiles(latencies)
+            client.close()
+        manager.shutdown()
+        out["RSS after, MB"] = server.memory_kb("VmRSS") / 1024
+        out["RSS peak (sum of peaks), MB"] = server.memory_kb("VmHWM") / 1024
+    finally:
+        server.stop()
+    return out
+
+
+def _pit_walk(url: str, n: int) -> float:
+    client = Client(url)
+    pit = client.json("POST", "/bench/_pit?keep_alive=1m")["id"]
+    began = time.perf_counter()
+    seen = 0
+    body: dict[str, Any] = {"size": 1000, "pit": {"id": pit, "keep_alive": "1m"}, "sort": ["_shard_doc"]}
+    body["track_total_hits"] = False
+    while True:
+        page = client.json("POST", "/_search", body)
+        hits = page["hits"]["hits"]
+        if not hits:
+            break
+        seen += len(hits)
+        body["search_after"] = hits[-1]["sort"]
+    seconds = time.perf_counter() - began
+    client.raw("DELETE", "/_pit", orjson.dumps({"id": pit}))
+    client.close()
+    if seen != n:
+        raise RuntimeError(f"PIT walk saw {seen} documents, want {n}")
+    return n / seconds
+
+
+def _load(work: Path, n: int) -> tuple[Path, int, int]:
+    dataset = generate(n)
+    records = work / "docs.ndjson"
+    with open(records, "wb") as out:
+        for doc_id, source in zip(dataset.ids, dataset.sources, strict=True):
+            out.write(f'{{"_index":"bench","_id":"{doc_id}","_source":{source}}}\n'.encode())
+    mapping = work / "mapping.json"
+    mapping.write_bytes(orjson.dumps(MAPPING))
+    data = work / "data"
+    server = Server(data, work / "load.log", args=["--search-workers", "0"])
+    server.start()
+    try:
+        command = [sys.executable, "-m", "leafsearch", "import", str(records), "bench", "--url", server.url]
+        subprocess.run([*command, "--mapping", str(mapping), "--workers", "2", "--quiet"], check=True)
+        Client(server.url).json("POST", "/bench/_refresh")
+    finally:
+        server.stop()
+    return data, int(dataset.ts_ms.min()), int(dataset.ts_ms.max()) + 1
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--docs", type=int, default=1_000_000)
+    parser.add_argument("--json", type=Path)
+    options = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="leafsearch-workers-"))
+    try:
+        data, first, last = _load(work, options.docs)
+        workers = _measure(data, work / "workers.log", [], options.docs, first, last)
+        inline = _measure(data, work / "inline.log", ["--search-workers", "0"], options.docs, first, last)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"{options.docs:,} documents; default search workers vs --search-workers 0, same run")
+    print(f"  {'':<34} {'workers':>10} {'0':>10} {'ratio':>7}")
+    for key, value in workers.items():
+        other = inline[key]
+        ratio = value / other if other else float("nan")
+        print(f"  {key:<34} {value:>10,.2f} {other:>10,.2f} {ratio:>7.2f}")
+    w6 = workers["W6 4 clients, q/s"] / workers["W6 1 client, q/s"]
+    print(f"  W6: 4 clients / 1 client with workers: {w6:.2f}x")
+    if options.json:
+        options.json.write_text(
+            json.dumps({"docs": options.docs, "workers": workers, "inline": inline}, indent=2)
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,170 @@
+"""The snapshots a search worker reads, as the server process publishes them.
+
+The server process (pool.py) names each shard snapshot it sends a task about by its Searcher's
+`uid`, and sends with the task whatever of it the worker does not know yet:
+
+- `IndexState`: an index's name, uuid, settings and mapping (as its body), again whenever the
+  mapping's version or the settings change;
+- `SnapshotState`: a snapshot's segment folders with their live documents (bit-packed) and doc
+  bases; segments are immutable, so the worker opens each folder once (memory-mapped: the
+  operating system shares the pages with the server process and the other workers) and every
+  snapshot holding it shares it.
+
+When the server process releases a snapshot for good it tells the workers, which drop it and the
+segments no snapshot of theirs holds any more (closing their maps, so a merged-away segment's
+disk space comes back). The Targets a worker rebuilds are real `Target`s over real `Searcher`s,
+so the search code runs unchanged and its caches forget a snapshot when it goes.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from leafsearch.index.block_cache import BlockCache
+from leafsearch.index.index import apply_mapping_limits
+from leafsearch.index.index_sort import IndexSort, index_sort_of
+from leafsearch.index.mapping import Mapping
+from leafsearch.index.searcher import Searcher, SegmentView
+from leafsearch.index.segment import Segment
+from leafsearch.request.query_dsl import Query
+from leafsearch.search.stats import SearchStats
+from leafsearch.search.targets import Target
+from leafsearch.settings import index_setting
+
+
+@dataclass(frozen=True, slots=True)
+class IndexState:
+    uuid: str
+    name: str
+    settings: dict[str, str]
+    mapping: dict[str, Any]  # the mapping's body (`Mapping.to_body`)
+    num_shards: int
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentState:
+    folder: str
+    live: bytes | None  # np.packbits of the live-docs bools; None: every doc is live
+    doc_base: int
+    live_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotState:
+    uid: int
+    index_uuid: str
+    shard_id: int
+    generation: int
+    segments: tuple[SegmentState, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TargetRef:
+    """A Target as it crosses to a worker: its index, its snapshot's uid, its alias filter."""
+
+    index_uuid: str
+    shard_id: int
+    snapshot: int
+    alias_filter: Query | None
+
+
+def snapshot_state(index_uuid: str, searcher: Searcher) -> SnapshotState:
+    segments = tuple(
+        SegmentState(
+            str(view.segment.folder),
+            None if view.live is None else np.packbits(view.live).tobytes(),
+            view.doc_base,
+            view.live_count,
+        )
+        for view in searcher.views
+    )
+    return SnapshotState(searcher.uid, index_uuid, searcher.shard_id, searcher.generation, segments)
+
+
+class ShardMirror:
+    """What the search code reads of a shard beside its snapshot: its search counters (the
+    worker's own; the server process counts the phases the worker reports)."""
+
+    def __init__(self, shard_id: int) -> None:
+        self.shard_id = shard_id
+        self.search_stats = SearchStats()
+
+
+class IndexMirror:
+    """An index as the search code reads it: name, uuid, settings, mapping, sort, shards."""
+
+    def __init__(self, state: IndexState) -> None:
+        self.name = state.name
+        self.uuid = state.uuid
+        self.settings = state.settings
+        self.mapping = Mapping.from_body(state.mapping)
+        apply_mapping_limits(self.mapping, self.settings)
+        self.sort: IndexSort | None = index_sort_of(self.settings, self.mapping, self.name)
+        self.num_shards = state.num_shards
+        self.shards = [ShardMirror(i) for i in range(state.num_shards)]
+        self.last_search = 0.0
+
+    def setting(self, key: str) -> Any:
+        return index_setting(self.settings, key)
+
+
+class Mirror:
+    """A worker's indices, snapshots and open segments."""
+
+    def __init__(self, blocks: BlockCache) -> None:
+        self._blocks = blocks
+        self._lock = threading.Lock()
+        self.indices: dict[str, IndexMirror] = {}
+        self.snapshots: dict[int, Searcher] = {}
+        self._segments: dict[str, tuple[Segment, int]] = {}  # folder -> (segment, snapshots holding it)
+
+    def apply_index(self, state: IndexState) -> None:
+        self.indices[state.uuid] = IndexMirror(state)
+
+    def add_snapshot(self, state: SnapshotState) -> None:
+        views = []
+        with self._lock:
+            for seg in state.segments:
+                segment, refs = self._segments.get(seg.folder, (None, 0))
+                if segment is None:
+                    segment = Segment(Path(seg.folder))
+                    segment.blocks = self._blocks
+                self._segments[seg.folder] = (segment, refs + 1)
+                live = None
+                if seg.live is not None:
+                    bits = np.unpackbits(np.frombuffer(seg.live, np.uint8), count=segment.max_doc)
+                    live = bits.astype(bool)
+                views.append(SegmentView(segment, live, seg.doc_base, seg.live_count))
+        self.snapshots[state.uid] = Searcher(state.shard_id, views, state.generation, on_close=self._closed)
+
+    def _closed(self, searcher: Searcher) -> None:
+        with self._lock:
+            for view in searcher.views:
+                folder = str(view.segment.folder)
+                segment, refs = self._segments[folder]
+                if refs == 1:
+                    del self._segments[folder]
+                else:
+                    self._segments[folder] = (segment, refs - 1)
+
+    def release(self, uids: list[int]) -> None:
+        """The server process released these snapshots: none of its tasks reads them any more."""
+        for uid in uids:
+            searcher = self.snapshots.pop(uid, None)
+            if searcher is not None:
+                searcher.release()
+
+    def targets(self, refs: list[TargetRef]) -> list[Target]:
+        return [
+            Target(self.indices[r.index_uuid], r.shard_id, self.snapshots[r.snapshot], r.alias_filter)  # type: ignore[arg-type]
+            for r in refs
+        ]
+
+    def open_segments(self) -> int:
+        with self._lock:
+            return len(self._segments)

@@ -1,0 +1,411 @@
+"""The server process's side of the search workers: start them, send them tasks, replace the dead.
+
+Why processes: one Python interpreter runs one thread of Python at a time, so a server process
+alone uses one core however many clients it has. The search work (query, fetch, rendering) runs
+in `count` worker processes instead, each with its own interpreter, over the same immutable,
+memory-mapped segment files. Writes, refreshes, merges and reader contexts (their lifetime,
+keep-alive, a scroll's position) stay in the server process, which resolves each request's
+snapshots and sends the task (search/execution.py) with the snapshots' manifests the worker does
+not know yet (mirror.py).
+
+- **Which worker**: a request that is no walk goes to the worker with the fewest tasks in
+  flight. The requests of one walk (a scroll, or one slice of a PIT walk) go to the worker that
+  served it first, where its hit list and pages read ahead are; different walks are spread, so
+  the slices of one export run in different processes at once.
+- **Start-up**: workers start in the background; until one is ready, tasks run in the server
+  process, so the server answers at once.
+- **Faults**: a worker that dies is replaced. Its tasks in flight fail with a 500
+  (`node_disconnected_exception` inside `search_phase_execution_exception`), never a hang; the
+  walks it served go on in its replacement, which rebuilds their matches from the snapshots the
+  contexts still pin (a scroll's position is the server process's), so nothing is missed or
+  served twice. A request whose client goes away cancels its task in the worker.
+- **Memory**: each worker bounds its caches by its share of the node's cache settings; the
+  segment files are shared through the page cache.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import multiprocessing
+import pickle
+import queue
+import threading
+from dataclasses import replace
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
+from typing import TYPE_CHECKING, Any
+
+from leafsearch.errors import ElasticError, SearchPhaseExecution
+from leafsearch.index.searcher import Searcher
+from leafsearch.search import execution
+from leafsearch.search.targets import Target
+from leafsearch.search.workers import process
+from leafsearch.search.workers.mirror import IndexState, TargetRef, snapshot_state
+
+if TYPE_CHECKING:
+    from leafsearch.node import Node
+
+log = logging.getLogger("leafsearch.search_workers")
+
+#: Tasks one worker runs at once: a second keeps a cheap request from waiting behind a slow one.
+THREADS_PER_WORKER = 2
+#: How often a task's waiter looks whether its client went away.
+_CANCEL_POLL_SECONDS = 0.05
+#: Walks whose worker is remembered (an open context has at most a few: one per slice).
+_MAX_WALKS = 65_536
+
+
+class _WorkerGone(Exception):
+    """The chosen worker died before the task was sent."""
+
+
+class _Call:
+    """One task in flight: its reply arrives from the worker's reader thread."""
+
+    __slots__ = ("done", "reply")
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.reply: tuple[str, Any, list] | None = None
+
+    def finish(self, kind: str, payload: Any, phases: list) -> None:
+        self.reply = (kind, payload, phases)
+        self.done.set()
+
+
+class _Worker:
+    """A running worker process and what the server process has told it."""
+
+    def __init__(self, pool: WorkerPool, slot: int, proc: BaseProcess, conn: Connection) -> None:
+        self.pool = pool
+        self.slot = slot
+        self.process = proc
+        self.conn = conn
+        self.lock = threading.Lock()
+        self.alive = True
+        self.inflight: dict[int, _Call] = {}
+        self.indices: dict[str, tuple] = {}  # uuid -> (mapping version, settings) it has
+        self.snapshots: set[int] = set()  # snapshot uids it has
+        self._outbox: queue.SimpleQueue = queue.SimpleQueue()
+        self.sent = 0  # messages written to the connection
+        for name, target in (("reader", self._read), ("sender", self._send)):
+            threading.Thread(
+                target=target, name=f"leafsearch-search-worker-{slot}-{name}", daemon=True
+            ).start()
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid
+
+    def submit(self, call_id: int, task: execution.Task) -> _Call:
+        """Queue a task with the updates the worker needs first (the sender pickles and sends)."""
+        call = _Call()
+        with self.lock:
+            if not self.alive:
+                raise _WorkerGone
+            updates, refs = self._describe(task.targets)
+            self.inflight[call_id] = call
+            self._outbox.put(("task", call_id, updates, replace(task, targets=refs)))
+        return call
+
+    def post(self, message: tuple) -> None:
+        with self.lock:
+            if self.alive:
+                self._outbox.put(message)
+
+    def _describe(self, targets: list[Target]) -> tuple[list[Any], list[TargetRef]]:
+        """The index states and snapshot manifests the worker lacks, and the targets as refs."""
+        updates: list[Any] = []
+        refs: list[TargetRef] = []
+        for target in targets:
+            index = target.index
+            settings = dict(index.settings)
+            key = (index.mapping.version, tuple(sorted(settings.items())))
+            if self.indices.get(index.uuid) != key:
+                with index.lock:  # the mapping is not changed while it is written out
+                    body = index.mapping.to_body()
+                updates.append(IndexState(index.uuid, index.name, settings, body, index.num_shards))
+                self.indices[index.uuid] = key
+            searcher = target.searcher
+            if searcher.uid not in self.snapshots:
+                updates.append(snapshot_state(index.uuid, searcher))
+                self.snapshots.add(searcher.uid)
+            refs.append(TargetRef(index.uuid, target.shard_id, searcher.uid, target.alias_filter))
+        return updates, refs
+
+    def snapshot_closed(self, uid: int) -> None:
+        with self.lock:
+            if uid in self.snapshots:
+                self.snapshots.discard(uid)
+                if self.alive:
+                    self._outbox.put(("release", [uid]))
+
+    def _send(self) -> None:
+        while True:
+            message = self._outbox.get()
+            if message is None:
+                return
+            try:
+                self.conn.send(message)
+                self.sent += 1
+            except (OSError, ValueError):
+                return  # the reader sees the worker gone
+            except Exception as exc:  # noqa: BLE001 - a task that does not pickle fails alone
+                if message[0] == "task":
+                    self._finish(message[1], "error", pickle.dumps(RuntimeError(f"cannot send task: {exc}")))
+
+    def _read(self) -> None:
+        while True:
+            try:
+                message = self.conn.recv()
+            except (EOFError, OSError):
+                break
+            if message[0] in ("done", "error"):
+                _, call_id, payload, phases = message
+                self._finish(call_id, message[0], payload, phases)
+            elif message[0] == "stats":
+                self._finish(message[1], "done", message[2])
+        self._died()
+
+    def _finish(self, call_id: int, kind: str, payload: Any, phases: list | None = None) -> None:
+        with self.lock:
+            call = self.inflight.pop(call_id, None)
+        if call is not None:
+            call.finish(kind, payload, phases or [])
+
+    def _died(self) -> None:
+        with self.lock:
+            self.alive = False
+            calls = list(self.inflight.values())
+            self.inflight.clear()
+            self.snapshots.clear()
+        self._outbox.put(None)
+        self.process.join(timeout=5)
+        code = self.process.exitcode
+        lost = SearchPhaseExecution(
+            ElasticError(
+                f"search worker {self.slot} (pid {self.pid}) exited (code {code}) while running the request",
+                status=500,
+                error_type="node_disconnected_exception",
+            )
+        )
+        for call in calls:
+            call.finish("lost", lost, [])
+        self.pool._worker_died(self)
+
+    def stop(self) -> None:
+        self.post(("stop",))
+        self._outbox.put(None)
+
+
+class WorkerPool:
+    """`count` search worker processes; see the module docstring."""
+
+    def __init__(self, node: Node, count: int) -> None:
+        self._node = node
+        self.count = count
+        self._slots: list[_Worker | None] = [None] * count
+        self._walk_counts = [0] * count
+        self._walks: dict[tuple, int] = {}  # affinity key -> slot
+        self._lock = threading.Lock()
+        self._closed = False
+        self._calls = itertools.count(1)
+        self._next = 0
+        self.started = 0  # processes started, replacements included
+        self.lost = 0  # workers that died and were replaced
+        self._ready = threading.Condition(self._lock)
+        Searcher.close_listeners.append(self._snapshot_closed)
+        node.cluster_settings.listeners.append(self._settings_changed)
+        for slot in range(count):
+            self._start_in_background(slot)
+
+    # ---- life -------------------------------------------------------------------------------
+
+    def _start_in_background(self, slot: int) -> None:
+        threading.Thread(
+            target=self._start, args=(slot,), name="leafsearch-worker-start", daemon=True
+        ).start()
+
+    def _start(self, slot: int) -> None:
+        settings = self._node.cluster_settings
+        config = process.WorkerConfig(
+            self._node.node_id,
+            self.count,
+            THREADS_PER_WORKER,
+            dict(settings.persistent),
+            dict(settings.transient),
+        )
+        context = multiprocessing.get_context("spawn")
+        parent, child = context.Pipe()
+        proc = context.Process(
+            target=process.main, args=(child, config), name=f"leafsearch-search-worker-{slot}", daemon=True
+        )
+        with self._lock:
+            if self._closed:
+                return
+            proc.start()
+            self.started += 1
+        child.close()
+        try:
+            parent.recv()  # ("ready", pid)
+        except (EOFError, OSError):
+            log.error("search worker %d exited while starting (code %s)", slot, proc.exitcode)
+            return
+        worker = _Worker(self, slot, proc, parent)
+        with self._lock:
+            if self._closed:
+                worker.stop()
+                return
+            self._slots[slot] = worker
+            self._ready.notify_all()
+        worker.post(("settings", dict(settings.persistent), dict(settings.transient)))
+
+    def _worker_died(self, worker: _Worker) -> None:
+        with self._lock:
+            if self._slots[worker.slot] is not worker:
+                return
+            self._slots[worker.slot] = None
+            if self._closed:
+                return
+            self.lost += 1
+        log.warning("search worker %d (pid %s) died; starting another", worker.slot, worker.pid)
+        self._start_in_background(worker.slot)
+
+    def wait_ready(self, timeout: float | None = None) -> bool:
+        """Wait until every worker is ready (tests, benchmarks); False on timeout."""
+        with self._lock:
+            return self._ready.wait_for(lambda: all(self._slots) or self._closed, timeout)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            workers = [w for w in self._slots if w is not None]
+            self._slots = [None] * self.count
+            self._ready.notify_all()
+        if self._snapshot_closed in Searcher.close_listeners:
+            Searcher.close_listeners.remove(self._snapshot_closed)
+        for worker in workers:
+            worker.stop()
+        for worker in workers:
+            worker.process.join(timeout=10)
+            if worker.process.is_alive():
+                worker.process.kill()
+                worker.process.join()
+
+    # ---- tasks ------------------------------------------------------------------------------
+
+    def run(self, task: execution.Task, *, cancelled: threading.Event | None, affinity: Any) -> Any:
+        """Run a task in a worker (here when none is ready) and return its result."""
+        worker = self._choose(affinity)
+        call_id = next(self._calls)
+        try:
+            if worker is None:
+                raise _WorkerGone
+            call = worker.submit(call_id, task)
+        except _WorkerGone:
+            return execution.run(self._node, task, cancelled)
+        self._wait(worker, call_id, call, cancelled)
+        assert call.reply is not None
+        kind, payload, phases = call.reply
+        for name, seconds in phases:
+            self._node.search_stats.record(name, seconds, task.targets)
+        if kind == "lost":
+            raise payload
+        result = pickle.loads(payload)
+        if kind == "error":
+            raise result
+        return result
+
+    def _wait(self, worker: _Worker, call_id: int, call: _Call, cancelled: threading.Event | None) -> None:
+        """Wait for the reply; a client that goes away cancels the task in the worker."""
+        if cancelled is not None:
+            while not cancelled.is_set():
+                if call.done.wait(_CANCEL_POLL_SECONDS):
+                    return
+            worker.post(("cancel", call_id))
+        call.done.wait()
+
+    def _choose(self, affinity: Any) -> _Worker | None:
+        with self._lock:
+            ready = [w for w in self._slots if w is not None and w.alive]
+            if not ready:
+                return None
+            if affinity is None:
+                worker = min(ready, key=lambda w: (len(w.inflight), (w.slot - self._next) % self.count))
+                self._next = (worker.slot + 1) % self.count
+                return worker
+            slot = self._walks.get(affinity)
+            if slot is not None:
+                held = self._slots[slot]
+                if held is not None and held.alive:
+                    return held
+                self._walk_counts[slot] -= 1
+            # A new walk (or one whose worker is being replaced): the worker with the fewest walks.
+            worker = min(
+                ready,
+                key=lambda w: (
+                    self._walk_counts[w.slot],
+                    len(w.inflight),
+                    (w.slot - self._next) % self.count,
+                ),
+            )
+            self._next = (worker.slot + 1) % self.count
+            if len(self._walks) >= _MAX_WALKS:
+                oldest = next(iter(self._walks))
+                self._walk_counts[self._walks.pop(oldest)] -= 1
+            self._walks[affinity] = worker.slot
+            self._walk_counts[worker.slot] += 1
+            return worker
+
+    def forget_context(self, ctx_id: int) -> None:
+        """A reader context ended: its walks' state goes from the workers that kept it."""
+        with self._lock:
+            keys = [key for key in self._walks if key[0] == ctx_id]
+            slots = set()
+            for key in keys:
+                slot = self._walks.pop(key)
+                self._walk_counts[slot] -= 1
+                slots.add(slot)
+            workers = [self._slots[s] for s in slots]
+        for worker in workers:
+            if worker is not None:
+                worker.post(("forget", ctx_id))
+
+    def _snapshot_closed(self, searcher: Searcher) -> None:
+        with self._lock:
+            workers = [w for w in self._slots if w is not None]
+        for worker in workers:
+            worker.snapshot_closed(searcher.uid)
+
+    def _settings_changed(self) -> None:
+        settings = self._node.cluster_settings
+        with self._lock:
+            workers = [w for w in self._slots if w is not None]
+        for worker in workers:
+            worker.post(("settings", dict(settings.persistent), dict(settings.transient)))
+
+    # ---- reporting --------------------------------------------------------------------------
+
+    def stats(self) -> dict[str, Any]:
+        """`search_workers` of `_nodes/stats`: each worker's pid and what it holds."""
+        with self._lock:
+            workers = [w for w in self._slots if w is not None]
+        described = []
+        for worker in workers:
+            call_id = next(self._calls)
+            call = _Call()
+            with worker.lock:
+                if not worker.alive:
+                    continue
+                worker.inflight[call_id] = call
+                worker._outbox.put(("stats", call_id))
+            if call.done.wait(10) and call.reply is not None and call.reply[0] == "done":
+                described.append({"slot": worker.slot, "pid": worker.pid, **call.reply[1]})
+        return {
+            "count": self.count,
+            "ready": len(described),
+            "started": self.started,
+            "lost": self.lost,
+            "workers": described,
+        }

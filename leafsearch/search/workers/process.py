@@ -1,0 +1,216 @@
+"""A search worker process: it runs search tasks (search/execution.py) sent by the server process.
+
+Its main thread reads the connection: snapshot and index updates are applied there, in the order
+they were sent (so a task always finds the snapshots it names), tasks go to a small thread pool,
+and a cancel sets the task's `cancelled` event, which the running search checks (guard.py). The
+reply carries the response body, or the error (ElasticErrors cross intact), and the phases the
+task timed, which the server process counts in its statistics and slow log.
+
+`WorkerNode` stands in for the Node: the search code reads only the node's settings, caches,
+breakers, counters and pools, and each worker has its own, bounded by the node's settings
+divided between the workers. When the connection closes (the server process ended, or closed
+the pool) the worker exits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import os
+import pickle
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from multiprocessing.connection import Connection
+from typing import Any
+
+from leafsearch.breaker import Breakers
+from leafsearch.errors import ElasticError
+from leafsearch.index.block_cache import BlockCache
+from leafsearch.search import execution
+from leafsearch.search.hitlist import HitListCache
+from leafsearch.search.read_ahead import ReadAhead
+from leafsearch.search.segment_orders import SegmentOrders
+from leafsearch.search.sort_keys import GlobalOrdinals
+from leafsearch.search.stats import SearchStats
+from leafsearch.search.workers.mirror import IndexState, Mirror
+from leafsearch.settings import ClusterSettings
+
+#: The phases (name, seconds) the running task timed.
+_PHASES: contextvars.ContextVar[list[tuple[str, float]]] = contextvars.ContextVar("leafsearch_worker_phases")
+
+#: Cache settings a worker bounds its own caches by: its share of each.
+CACHE_SETTINGS = (
+    "indices.cache.hitlist.size",
+    "indices.cache.sort_orders.size",
+    "indices.fielddata.cache.size",
+    "indices.cache.source_blocks.size",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerConfig:
+    node_id: str
+    workers: int  # how many share the node's cache budgets
+    threads: int  # tasks run at once in this worker
+    persistent: dict[str, Any]
+    transient: dict[str, Any]
+
+
+class _PhaseRecorder(SearchStats):
+    """Counts nothing itself: each phase's time goes back to the server process with the reply."""
+
+    @contextmanager
+    def phase(self, name: str, targets: Any = ()) -> Any:
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            phases = _PHASES.get(None)
+            if phases is not None:
+                phases.append((name, time.perf_counter() - started))
+
+
+class WorkerContexts:
+    """What a worker keeps of the walks it serves: scroll matches and pages read ahead."""
+
+    def __init__(self) -> None:
+        self.read_ahead = ReadAhead()
+        self.scroll_matches: dict[int, Any] = {}
+
+    def forget(self, ctx_id: int) -> None:
+        self.scroll_matches.pop(ctx_id, None)
+        self.read_ahead.forget(ctx_id)
+
+
+class WorkerNode:
+    """The Node as the search code in a worker sees it."""
+
+    search_workers = None  # tasks run here
+
+    def __init__(self, config: WorkerConfig) -> None:
+        self.node_id = config.node_id
+        self.clock = time.monotonic
+        self.workers = config.workers
+        self.cluster_settings = ClusterSettings(None)
+        self.cluster_settings.persistent = dict(config.persistent)
+        self.cluster_settings.transient = dict(config.transient)
+        self.breakers = Breakers(self.cluster_settings)
+        self.source_blocks = BlockCache(self._share("indices.cache.source_blocks.size"))
+        self.global_ordinals = GlobalOrdinals(self._share("indices.fielddata.cache.size"))
+        self.hitlists = HitListCache(self._share("indices.cache.hitlist.size"), self.global_ordinals)
+        self.sort_orders = SegmentOrders(self._share("indices.cache.sort_orders.size"))
+        self.search_stats = _PhaseRecorder()
+        self.shard_pool = ThreadPoolExecutor((os.cpu_count() or 1) + 1, thread_name_prefix="leafsearch-shard")
+        self.contexts = WorkerContexts()
+        self.mirror = Mirror(self.source_blocks)
+
+    def _share(self, key: str) -> int:
+        return max(1, int(self.cluster_settings.get(key)) // self.workers)
+
+    def apply_settings(self, persistent: dict[str, Any], transient: dict[str, Any]) -> None:
+        self.cluster_settings.persistent = dict(persistent)
+        self.cluster_settings.transient = dict(transient)
+        self.hitlists.resize(self._share("indices.cache.hitlist.size"))
+        self.sort_orders.resize(self._share("indices.cache.sort_orders.size"))
+        self.global_ordinals.resize(self._share("indices.fielddata.cache.size"))
+        self.source_blocks.resize(self._share("indices.cache.source_blocks.size"))
+        self.contexts.read_ahead.max_pages = self.cluster_settings.get("search.read_ahead.max_pages")
+
+
+def main(conn: Connection, config: WorkerConfig) -> None:
+    """The worker's life: announce readiness, then serve the connection until it closes."""
+    node = WorkerNode(config)
+    pool = ThreadPoolExecutor(config.threads, thread_name_prefix="leafsearch-worker-task")
+    send_lock = threading.Lock()
+    running: dict[int, threading.Event] = {}
+
+    def reply(message: tuple) -> None:
+        # A server process that is gone: the main loop ends too.
+        with send_lock, contextlib.suppress(OSError, ValueError):
+            conn.send(message)
+
+    def run(call_id: int, task: Any, cancelled: threading.Event) -> None:
+        phases: list[tuple[str, float]] = []
+        _PHASES.set(phases)
+        try:
+            kind, payload = "done", pickle.dumps(execution.run(node, task, cancelled), protocol=5)
+        except BaseException as exc:  # noqa: BLE001 - every failure goes back to the caller
+            kind, payload = "error", _pickled_error(exc)
+        finally:
+            running.pop(call_id, None)
+        reply((kind, call_id, payload, phases))
+
+    def handle(message: tuple) -> None:
+        kind = message[0]
+        if kind == "task":
+            _, call_id, updates, task = message
+            for update in updates:
+                _apply(node, update)
+            task = replace(task, targets=node.mirror.targets(task.targets))
+            cancelled = threading.Event()
+            running[call_id] = cancelled
+            # Messages already sent after this one are read first: a cancel that is there
+            # stops the task before it starts.
+            while conn.poll(0):
+                handle(conn.recv())
+            pool.submit(contextvars.copy_context().run, run, call_id, task, cancelled)
+        elif kind == "cancel":
+            event = running.get(message[1])
+            if event is not None:
+                event.set()
+        elif kind == "release":
+            node.mirror.release(message[1])
+        elif kind == "forget":
+            node.contexts.forget(message[1])
+        elif kind == "stats":
+            reply(("stats", message[1], _stats(node, len(running))))
+        elif kind == "settings":
+            node.apply_settings(message[1], message[2])
+        elif kind == "stop":
+            raise _Stop
+
+    reply(("ready", os.getpid()))
+    try:
+        while True:
+            try:
+                handle(conn.recv())
+            except (EOFError, OSError, _Stop):
+                return
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
+class _Stop(Exception):
+    """The server process closes the pool."""
+
+
+def _apply(node: WorkerNode, update: Any) -> None:
+    if isinstance(update, IndexState):
+        node.mirror.apply_index(update)
+    else:
+        node.mirror.add_snapshot(update)
+
+
+def _pickled_error(exc: BaseException) -> bytes:
+    """The error as the server process can unpickle it: ElasticErrors as they are, anything
+    else as a RuntimeError naming it (its class may hold what does not pickle)."""
+    if isinstance(exc, ElasticError):
+        try:
+            return pickle.dumps(exc)
+        except Exception:  # noqa: BLE001 - an extra that does not pickle: its reason goes
+            exc = RuntimeError(f"{exc.error_type}: {exc.reason}")
+    return pickle.dumps(RuntimeError(f"{type(exc).__name__}: {exc}"))
+
+
+def _stats(node: WorkerNode, running: int) -> dict[str, int]:
+    """What a worker holds, for `_nodes/stats` (a leak shows here)."""
+    return {
+        "snapshots": len(node.mirror.snapshots),
+        "open_segments": node.mirror.open_segments(),
+        "scroll_walks": len(node.contexts.scroll_matches),
+        "pages_read_ahead": node.contexts.read_ahead.held(),
+        "tasks_running": running,
+    }
