@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from leafsearch.errors import CircuitBreaking
@@ -93,12 +94,26 @@ class Breakers:
         with self._lock:
             self.request_used -= size
 
-    def stats(self) -> dict[str, Any]:
-        """`breakers` of `GET _nodes/stats`."""
-        real = anonymous_rss()
+    def counts(self) -> dict[str, int]:
+        """What a search worker's breakers report to the server process's `stats`."""
         return {
-            "request": _breaker_stats(self.request_limit(), self.request_used, self.request_tripped),
-            "parent": _breaker_stats(self.total_limit(), real, self.parent_tripped),
+            "request_used": self.request_used,
+            "request_tripped": self.request_tripped,
+            "parent_tripped": self.parent_tripped,
+        }
+
+    def stats(self, workers: Iterable[dict[str, int]] = ()) -> dict[str, Any]:
+        """`breakers` of `GET _nodes/stats`: this process's, plus the `counts` of the search
+        workers' (each worker reserves its searches' arrays in its own breakers). The parent's
+        estimate is this process's memory: each process's parent compares its own."""
+        used, request_tripped, parent_tripped = self.request_used, self.request_tripped, self.parent_tripped
+        for counts in workers:
+            used += counts["request_used"]
+            request_tripped += counts["request_tripped"]
+            parent_tripped += counts["parent_tripped"]
+        return {
+            "request": _breaker_stats(self.request_limit(), used, request_tripped),
+            "parent": _breaker_stats(self.total_limit(), anonymous_rss(), parent_tripped),
         }
 
 

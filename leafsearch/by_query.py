@@ -254,7 +254,7 @@ def _matches(
 ) -> HitList:
     """Every match of the search on the snapshot, in its order: the one place this module runs a
     search (through the same query phase as a scroll)."""
-    phases.check_limits(request, targets)
+    phases.check_limits(node, request, targets)
     hitlist, _ = phases.query_phase(node, targets, request, aggs=False, cancelled=cancelled)
     return hitlist
 

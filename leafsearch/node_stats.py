@@ -84,11 +84,14 @@ def nodes_stats(
         stats["process"] = _process_section()
     if wanted & {"_all", "http"}:
         stats["http"] = node.http_connections.stats()
+    workers = None
+    if node.search_workers is not None and wanted & {"_all", "breaker", "search_workers"}:
+        workers = node.search_workers.stats()
     if wanted & {"_all", "breaker"}:
-        stats["breakers"] = node.breakers.stats()
-    if node.search_workers is not None and wanted & {"_all", "search_workers"}:
+        stats["breakers"] = node.breakers.stats(w["breakers"] for w in (workers or {}).get("workers", ()))
+    if workers is not None and wanted & {"_all", "search_workers"}:
         # leafsearch's own: the search worker processes and what each holds (a leak shows here).
-        stats["search_workers"] = node.search_workers.stats()
+        stats["search_workers"] = workers
     return {
         "_nodes": {"total": 1, "successful": 1, "failed": 0},
         "cluster_name": node.cluster_name,

@@ -58,10 +58,17 @@ def clock() -> FakeClock:
     return FakeClock()
 
 
-@pytest.fixture(scope="module")
-def node(tmp_path_factory: pytest.TempPathFactory, clock: FakeClock) -> Iterator[leafsearch.Node]:
-    """A node without background threads, on a clock the tests advance to expire contexts."""
-    with leafsearch.Node(tmp_path_factory.mktemp("pit-node"), background=False, clock=clock) as instance:
+@pytest.fixture(scope="module", params=[0, 1], ids=["in-process", "search-worker"])
+def node(
+    tmp_path_factory: pytest.TempPathFactory, clock: FakeClock, request: pytest.FixtureRequest
+) -> Iterator[leafsearch.Node]:
+    """A node without background threads, on a clock the tests advance to expire contexts; its
+    PIT pages run in the node's process, then in a search worker process (search/workers/)."""
+    with leafsearch.Node(
+        tmp_path_factory.mktemp("pit-node"), background=False, clock=clock, search_workers=request.param
+    ) as instance:
+        if instance.search_workers is not None:
+            assert instance.search_workers.wait_ready(60)
         yield instance
 
 
@@ -334,7 +341,11 @@ def segment_folders(node: leafsearch.Node, pit_id: str) -> set[Path]:
     return {view.segment.folder for t in ctx.targets for view in t.searcher.views}
 
 
-def cached_lists_of(node: leafsearch.Node, folders: set[Path]) -> int:
+def walks_held(node: leafsearch.Node, folders: set[Path]) -> int:
+    """What the processes running PIT pages keep of walks: in-process, the cached hit lists over
+    these segments; with a search worker, the snapshots it holds (released when the PIT ends)."""
+    if node.search_workers is not None:
+        return sum(worker["snapshots"] for worker in node.search_workers.stats()["workers"])
     return sum(
         1
         for hitlist in node.hitlists.lists()
@@ -348,10 +359,11 @@ def test_a_pit_holds_its_segments_until_it_ends(node: leafsearch.Node, clock: Fa
     try:
         bulk(node, index, {f"d{i}": {"lg": i, "kw": "x"} for i in range(30)})
         node.indices[index].refresh()
+        walks_before = walks_held(node, set())
         pit_id = node.open_pit(index, "1s" if ending == "expiry" else "5m")["id"]
         held = segment_folders(node, pit_id)
         search(node, None, {"pit": {"id": pit_id}, "sort": [{"lg": "desc"}], "size": 5}, {})
-        assert cached_lists_of(node, held) == 1
+        assert walks_held(node, held) == walks_before + 1
         # Replace every document, then merge: the current snapshot no longer needs the old segment.
         bulk(node, index, {f"d{i}": {"lg": -i} for i in range(30)})
         mutate(node, index, "merge", {})
@@ -369,7 +381,7 @@ def test_a_pit_holds_its_segments_until_it_ends(node: leafsearch.Node, clock: Fa
             clock.advance(1.001)
             node.contexts.reap()
         assert not any(folder.exists() for folder in held)
-        assert cached_lists_of(node, held) == 0
+        assert walks_held(node, held) == walks_before
         assert node.contexts.open_count() == 0
     finally:
         node.drop_index(index)

@@ -15,9 +15,18 @@ import numpy as np
 from leafsearch.errors import ParsingError
 from leafsearch.search.aggs.base import Agg, AggTree, ParseContext, SegmentContext, token_name
 from leafsearch.search.aggs.limits import MAX_BUCKETS, counting_buckets
-from leafsearch.search.aggs.parse import MAX_NESTED_DEPTH, parse_level
+from leafsearch.search.aggs.parse import MAX_NESTED_DEPTH, check_nested_depth, parse_level
 
-__all__ = ["MAX_BUCKETS", "MAX_NESTED_DEPTH", "AggTree", "collect", "parse_aggs", "reduce", "typed_keys"]
+__all__ = [
+    "MAX_BUCKETS",
+    "MAX_NESTED_DEPTH",
+    "AggTree",
+    "check_nested_depth",
+    "collect",
+    "parse_aggs",
+    "reduce",
+    "typed_keys",
+]
 
 
 def parse_aggs(

@@ -37,7 +37,7 @@ def search(
         return scroll_pit.search_pit(node, request, started, raw_hits=raw_hits, cancelled=cancelled)
     targets = phases.resolve_targets(node, request)
     try:
-        phases.check_limits(request, targets)
+        phases.check_limits(node, request, targets)
         if request.scroll is not None:
             owned, targets = targets, []  # the scroll context owns them now
             return scroll_pit.open_scroll(

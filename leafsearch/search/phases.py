@@ -57,8 +57,14 @@ def acquire_index_targets(
     return acquire_targets(indices, scopes)
 
 
-def check_limits(request: SearchRequest, targets: list[Target]) -> None:
-    """Index-level limits, checked per target index as Elasticsearch's shards do."""
+def check_limits(node: Node, request: SearchRequest, targets: list[Target]) -> None:
+    """The aggregations' nesting (before anything walks them recursively: a search worker is
+    sent the request pickled), then index-level limits, checked per target index as
+    Elasticsearch's shards do."""
+    if request.aggs is not None:
+        from leafsearch.search.aggregations import MAX_NESTED_DEPTH, check_nested_depth
+
+        check_nested_depth(request.aggs, int(node.cluster_settings.get(MAX_NESTED_DEPTH)))
     for target in {id(t.index): t for t in targets}.values():
         index = target.index
         _check_fetch_limits(request, index, target.mapping)

@@ -48,7 +48,7 @@ def search_pit(
             except ElasticError as exc:  # checked by each shard in Elasticsearch
                 raise SearchPhaseExecution(exc) from None
             keep_alive = max(ctx.keep_alive, requested)
-        phases.check_limits(request, ctx.targets)
+        phases.check_limits(node, request, ctx.targets)
         task = PitTask(
             ctx.targets, request, time.perf_counter() - started, raw_hits, ctx.ctx_id, ctx.public_id
         )

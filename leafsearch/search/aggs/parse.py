@@ -35,12 +35,35 @@ _VALID_NAME = re.compile(r"[^\[\]>]+")
 MAX_NESTED_DEPTH = "search.aggs.max_nested_depth"
 
 
+def _too_deep(max_depth: int) -> ParsingError:
+    return ParsingError(
+        "The nested depth of the aggregations exceeds the maximum nested depth for aggregations of "
+        f"[{max_depth}] set in [{MAX_NESTED_DEPTH}]"
+    )
+
+
+def check_nested_depth(body: Any, max_depth: int) -> None:
+    """Refuse aggregations nested deeper than `max_depth` before anything walks them recursively
+    (the server process checks this before a search worker is sent the request, whose pickling
+    recurses). Iterative, O(aggregations); a malformed level is left for the parser to refuse."""
+    level = [body] if isinstance(body, dict) else []
+    for _ in range(max_depth):
+        level = [
+            subs
+            for aggs in level
+            for definition in aggs.values()
+            if isinstance(definition, dict)
+            for key in ("aggs", "aggregations")
+            if isinstance(subs := definition.get(key), dict) and subs
+        ]
+        if not level:
+            return
+    raise _too_deep(max_depth)
+
+
 def parse_level(body: Any, pctx: ParseContext) -> AggTree:
     if pctx.max_depth is not None and pctx.depth > pctx.max_depth:
-        raise ParsingError(
-            "The nested depth of the aggregations exceeds the maximum nested depth for aggregations of "
-            f"[{pctx.max_depth}] set in [{MAX_NESTED_DEPTH}]"
-        )
+        raise _too_deep(pctx.max_depth)
     tree = AggTree()
     for name, definition in body.items():
         if not _VALID_NAME.fullmatch(name):

@@ -25,6 +25,7 @@ not know yet (mirror.py).
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import multiprocessing
@@ -88,6 +89,7 @@ class _Worker:
         self.indices: dict[str, tuple] = {}  # uuid -> (mapping version, settings) it has
         self.snapshots: set[int] = set()  # snapshot uids it has
         self._outbox: queue.SimpleQueue = queue.SimpleQueue()
+        self._write_lock = threading.Lock()
         self.sent = 0  # messages written to the connection
         for name, target in (("reader", self._read), ("sender", self._send)):
             threading.Thread(
@@ -99,15 +101,35 @@ class _Worker:
         return self.process.pid
 
     def submit(self, call_id: int, task: execution.Task) -> _Call:
-        """Queue a task with the updates the worker needs first (the sender pickles and sends)."""
+        """Send a task with the updates the worker needs first, from the caller's thread (a
+        hand-off to the sender thread would cost a thread switch on every request).
+
+        The write lock is held from the choice of updates to the write: a task that only names a
+        snapshot must not overtake the message that carries its manifest."""
         call = _Call()
-        with self.lock:
-            if not self.alive:
-                raise _WorkerGone
-            updates, refs = self._describe(task.targets)
-            self.inflight[call_id] = call
-            self._outbox.put(("task", call_id, updates, replace(task, targets=refs)))
+        with self._write_lock:
+            with self.lock:
+                if not self.alive:
+                    raise _WorkerGone
+                updates, refs = self._describe(task.targets)
+                self.inflight[call_id] = call
+            try:
+                data = pickle.dumps(("task", call_id, updates, replace(task, targets=refs)), protocol=5)
+            except Exception as exc:  # noqa: BLE001 - a task that does not pickle fails alone
+                self._forget_sent(updates)
+                self._finish(call_id, "error", pickle.dumps(RuntimeError(f"cannot send the task: {exc}")))
+                return call
+            with contextlib.suppress(OSError, ValueError):  # the worker is gone: the reader fails the call
+                self.conn.send_bytes(data)
+                self.sent += 1
         return call
+
+    def _write(self, message: tuple) -> None:
+        """Pickle and write one message (the sender thread's; tasks are written by `submit`)."""
+        data = pickle.dumps(message, protocol=5)
+        with self._write_lock:
+            self.conn.send_bytes(data)
+            self.sent += 1
 
     def post(self, message: tuple) -> None:
         with self.lock:
@@ -134,6 +156,15 @@ class _Worker:
             refs.append(TargetRef(index.uuid, target.shard_id, searcher.uid, target.alias_filter))
         return updates, refs
 
+    def _forget_sent(self, updates: list[Any]) -> None:
+        """Updates that were never written: the worker still lacks them."""
+        with self.lock:
+            for update in updates:
+                if isinstance(update, IndexState):
+                    self.indices.pop(update.uuid, None)
+                else:
+                    self.snapshots.discard(update.uid)
+
     def snapshot_closed(self, uid: int) -> None:
         with self.lock:
             if uid in self.snapshots:
@@ -147,13 +178,9 @@ class _Worker:
             if message is None:
                 return
             try:
-                self.conn.send(message)
-                self.sent += 1
+                self._write(message)
             except (OSError, ValueError):
                 return  # the reader sees the worker gone
-            except Exception as exc:  # noqa: BLE001 - a task that does not pickle fails alone
-                if message[0] == "task":
-                    self._finish(message[1], "error", pickle.dumps(RuntimeError(f"cannot send task: {exc}")))
 
     def _read(self) -> None:
         while True:

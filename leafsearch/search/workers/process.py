@@ -20,6 +20,7 @@ import os
 import pickle
 import threading
 import time
+from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -121,14 +122,20 @@ class WorkerNode:
 
 
 def main(conn: Connection, config: WorkerConfig) -> None:
-    """The worker's life: announce readiness, then serve the connection until it closes."""
+    """The worker's life: announce readiness, then serve the connection until it closes.
+
+    `config.threads + 1` threads take turns reading the connection: the one that reads a task
+    runs it at once while the next one reads (no hand-off on a request's way), so a cancel or
+    a second task is read while a task runs."""
     node = WorkerNode(config)
-    pool = ThreadPoolExecutor(config.threads, thread_name_prefix="leafsearch-worker-task")
+    read_lock = threading.Lock()
     send_lock = threading.Lock()
     running: dict[int, threading.Event] = {}
+    pending: deque[tuple[int, Any, threading.Event]] = deque()  # tasks read while draining
+    finished = threading.Event()
 
     def reply(message: tuple) -> None:
-        # A server process that is gone: the main loop ends too.
+        # A server process that is gone: the readers end too.
         with send_lock, contextlib.suppress(OSError, ValueError):
             conn.send(message)
 
@@ -143,21 +150,22 @@ def main(conn: Connection, config: WorkerConfig) -> None:
             running.pop(call_id, None)
         reply((kind, call_id, payload, phases))
 
-    def handle(message: tuple) -> None:
+    def handle(message: tuple) -> tuple[int, Any, threading.Event] | None:
+        """Apply a message; a task comes back ready to run."""
         kind = message[0]
         if kind == "task":
             _, call_id, updates, task = message
-            for update in updates:
-                _apply(node, update)
-            task = replace(task, targets=node.mirror.targets(task.targets))
+            try:
+                for update in updates:
+                    _apply(node, update)
+                task = replace(task, targets=node.mirror.targets(task.targets))
+            except Exception as exc:  # noqa: BLE001 - the task fails, the reader goes on
+                reply(("error", call_id, _pickled_error(exc), []))
+                return None
             cancelled = threading.Event()
             running[call_id] = cancelled
-            # Messages already sent after this one are read first: a cancel that is there
-            # stops the task before it starts.
-            while conn.poll(0):
-                handle(conn.recv())
-            pool.submit(contextvars.copy_context().run, run, call_id, task, cancelled)
-        elif kind == "cancel":
+            return call_id, task, cancelled
+        if kind == "cancel":
             event = running.get(message[1])
             if event is not None:
                 event.set()
@@ -171,16 +179,34 @@ def main(conn: Connection, config: WorkerConfig) -> None:
             node.apply_settings(message[1], message[2])
         elif kind == "stop":
             raise _Stop
+        return None
+
+    def next_task() -> tuple[int, Any, threading.Event]:
+        """Read until a task comes (the caller holds `read_lock`). Messages already sent after
+        it are read first: a cancel that is there stops the task before it starts."""
+        while not pending:
+            task = handle(conn.recv())
+            if task is not None:
+                pending.append(task)
+                while conn.poll(0):
+                    more = handle(conn.recv())
+                    if more is not None:
+                        pending.append(more)
+        return pending.popleft()
+
+    def serve() -> None:
+        try:
+            while True:
+                with read_lock:
+                    call_id, task, cancelled = next_task()
+                run(call_id, task, cancelled)
+        except (EOFError, OSError, _Stop):
+            finished.set()
 
     reply(("ready", os.getpid()))
-    try:
-        while True:
-            try:
-                handle(conn.recv())
-            except (EOFError, OSError, _Stop):
-                return
-    finally:
-        pool.shutdown(wait=False, cancel_futures=True)
+    for i in range(config.threads + 1):
+        threading.Thread(target=serve, name=f"leafsearch-worker-{i}", daemon=True).start()
+    finished.wait()
 
 
 class _Stop(Exception):
@@ -205,7 +231,7 @@ def _pickled_error(exc: BaseException) -> bytes:
     return pickle.dumps(RuntimeError(f"{type(exc).__name__}: {exc}"))
 
 
-def _stats(node: WorkerNode, running: int) -> dict[str, int]:
+def _stats(node: WorkerNode, running: int) -> dict[str, Any]:
     """What a worker holds, for `_nodes/stats` (a leak shows here)."""
     return {
         "snapshots": len(node.mirror.snapshots),
@@ -213,4 +239,5 @@ def _stats(node: WorkerNode, running: int) -> dict[str, int]:
         "scroll_walks": len(node.contexts.scroll_matches),
         "pages_read_ahead": node.contexts.read_ahead.held(),
         "tasks_running": running,
+        "breakers": node.breakers.counts(),
     }
