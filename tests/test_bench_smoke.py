@@ -38,6 +38,24 @@ def test_small_run_measures_every_figure(tmp_path: Path) -> None:
     assert not missing, "\n".join(missing)
 
 
+def test_small_run_of_the_search_workers_bench_measures_both_modes(tmp_path: Path) -> None:
+    """`python -m bench.workers` starts the server with its default search workers and with
+    `--search-workers 0` on the same data, and checks every scroll and walk exactly once."""
+    out = tmp_path / "workers.json"
+    result = subprocess.run(
+        [sys.executable, "-m", "bench.workers", "--docs", "2000", "--json", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=280,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    figures = orjson.loads(out.read_bytes())
+    assert set(figures["workers"]) == set(figures["inline"])
+    for mode in ("workers", "inline"):
+        assert all(value > 0 for value in figures[mode].values()), figures[mode]
+
+
 def test_generator_is_deterministic_and_matches_the_mapping() -> None:
     first, again, other = generate(3000, seed=7), generate(3000, seed=7), generate(3000, seed=8)
     assert first.sources == again.sources
