@@ -559,3 +559,150 @@ def test_a_failed_segment_write_is_reported_and_tried_again(tmp_path, monkeypatc
     assert visible_ids(reopened) == {str(i) for i in range(13)}
     assert not [p for p in (tmp_path / "s").iterdir() if p.name.endswith(".tmp")]
     reopened.close()
+
+
+class HeldCommit:
+    """Holds the fsync of `commit.json.tmp` in one named thread until `release()`; `crash()` makes
+    it fail instead, as if the process had died there (the commit is never renamed into place)."""
+
+    def __init__(self, thread_name: str) -> None:
+        import threading
+
+        self.thread_name = thread_name
+        self.in_fsync = threading.Event()
+        self._go = threading.Event()
+        self._crashed = False
+
+    def release(self) -> None:
+        self._go.set()
+
+    def crash(self) -> None:
+        self._crashed = True
+        self._go.set()
+
+    def wrap(self, fsync):
+        import os
+        import threading
+
+        def held(fd: int) -> None:
+            if threading.current_thread().name == self.thread_name and os.readlink(
+                f"/proc/self/fd/{fd}"
+            ).endswith("commit.json.tmp"):
+                self.in_fsync.set()
+                assert self._go.wait(30)
+                if self._crashed:
+                    raise OSError(5, "crashed")
+            fsync(fd)
+
+        return held
+
+
+@pytest.fixture
+def held_commit(monkeypatch):
+    import leafsearch.index.commits as commits_module
+
+    held = HeldCommit("refresher")
+    monkeypatch.setattr(commits_module.os, "fsync", held.wrap(commits_module.os.fsync))
+    yield held
+    held.crash()
+
+
+def test_writes_go_on_while_a_commit_is_fsynced(tmp_path, held_commit, monkeypatch):
+    """A refresh writes its commit (live-docs files, commit.json, the folder: several fsyncs)
+    after letting go of the shard lock, so writes, their translog fsyncs, the hand-over of a full
+    buffer and realtime reads are not held behind a slow disk's commit."""
+    import threading
+
+    import leafsearch.index.shard as shard_module
+
+    shard = Shard(tmp_path / "s", 0, parse)
+    put(shard, "a", {"n": 1})
+    refresher = threading.Thread(target=shard.refresh, name="refresher")
+    refresher.start()
+    assert held_commit.in_fsync.wait(30)
+    monkeypatch.setattr(shard_module, "BUFFER_MAX_DOCS", 20)
+    writer = threading.Thread(target=lambda: [put(shard, f"b{i}", {"n": i}) for i in range(30)])
+    writer.start()
+    try:
+        writer.join(30)
+        wrote = not writer.is_alive()
+        if wrote:
+            delete(shard, "a")
+            with shard.lock:
+                assert shard.current("b29").version == 1 and shard.current("a").deleted
+    finally:
+        held_commit.release()
+    refresher.join()
+    writer.join()
+    assert wrote  # thirty writes, one buffer handed over, while the commit's fsync was held
+    shard.refresh()
+    assert visible_ids(shard) == {f"b{i}" for i in range(30)}
+    shard.translog._file.close()  # crash
+    reopened = Shard(tmp_path / "s", 0, parse)
+    assert visible_ids(reopened) == {f"b{i}" for i in range(30)}
+    reopened.close()
+
+
+def test_a_crash_while_commits_wait_to_be_written_loses_nothing(tmp_path, held_commit, monkeypatch):
+    """Writes acknowledged while one commit is being written and others wait behind it, then a
+    crash before any is renamed into place: the commit on disk is the one before, and every
+    translog generation and live-docs file it needs is still there."""
+    import threading
+
+    import leafsearch.index.shard as shard_module
+
+    monkeypatch.setattr(shard_module, "BUFFER_MAX_DOCS", 10)
+    shard = Shard(tmp_path / "s", 0, parse)
+    for i in range(25):
+        put(shard, str(i), {"n": i})
+    delete(shard, "3")  # a live-docs file for a committed segment
+    before = (tmp_path / "s" / "commit.json").read_bytes()
+    refresher = threading.Thread(target=lambda: pytest.raises(OSError, shard.refresh), name="refresher")
+    refresher.start()
+    assert held_commit.in_fsync.wait(30)
+    for i in range(25, 60):  # hand-overs decide commits; none can be written yet
+        put(shard, str(i), {"n": i})
+    put(shard, "7", {"n": 700})
+    delete(shard, "8")
+    shard_module._flusher().submit(lambda: None).result()  # the flush thread is done writing
+    assert len(shard.commits._queue) > 1
+    shard.translog._file.close()  # crash
+    held_commit.crash()
+    refresher.join()
+    assert (tmp_path / "s" / "commit.json").read_bytes() == before
+    reopened = Shard(tmp_path / "s", 0, parse)
+    assert visible_ids(reopened) == {str(i) for i in range(60)} - {"3", "8"}
+    with reopened.lock:
+        assert orjson.loads(reopened.get_source(reopened.current("7"))) == {"n": 700}
+    reopened.close()
+
+
+def test_a_commit_that_fails_is_written_again_before_any_later_one(tmp_path, monkeypatch):
+    """A full disk while a commit is written: the refresh reports it, and the next write of
+    commits writes that one first (later ones may name the live-docs files it writes)."""
+    import errno
+
+    import leafsearch.index.commits as commits_module
+
+    shard = Shard(tmp_path / "s", 0, parse)
+    for i in range(5):
+        put(shard, str(i), {"n": i})
+    shard.refresh()
+    delete(shard, "1")  # the next commit writes a live-docs file
+    real_fsync = commits_module.os.fsync
+
+    def full_disk(fd: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(commits_module.os, "fsync", full_disk)
+    with pytest.raises(OSError, match="No space"):
+        shard.refresh()
+    monkeypatch.setattr(commits_module.os, "fsync", real_fsync)
+    delete(shard, "2")
+    shard.refresh()
+    assert not shard.commits._queue
+    shard.translog._file.close()  # crash
+    reopened = Shard(tmp_path / "s", 0, parse)
+    assert visible_ids(reopened) == {"0", "3", "4"}
+    assert not list((tmp_path / "s" / "translog").glob("translog-*.tlog"))[1:]
+    reopened.close()

@@ -2,8 +2,9 @@
 
 Writes go to the translog and the buffer under the shard lock. A refresh writes the buffer as a
 segment, applies pending deletes to copies of the live-docs arrays (a published Searcher keeps
-the arrays it was given), commits, and publishes a new Searcher. The files of a segment are
-deleted only when neither the shard nor any Searcher holds it.
+the arrays it was given), commits, and publishes a new Searcher. A commit is decided under the
+shard lock and written after it (`commits.py`). The files of a segment are deleted only when
+neither the shard nor any Searcher holds it.
 
 A buffer that fills up between refreshes is written as a segment on the flush thread while the
 next buffer fills, so a bulk request does not wait for it: its documents stay readable from the
@@ -24,11 +25,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import orjson
 
 from leafsearch.errors import FlushFailed, IndexClosed, TranslogFailed
 from leafsearch.index.block_cache import BlockCache
 from leafsearch.index.buffer import IndexBuffer
+from leafsearch.index.commits import CommitPlan, Commits
 from leafsearch.index.index_sort import IndexSort
 from leafsearch.index.merge_policy import find_merge
 from leafsearch.index.merge_worker import merge_in_worker
@@ -187,6 +188,7 @@ class Shard:
         self.index_ref: tuple[str, str] = ("", "")
         self.stats = ShardStats()
         self.search_stats = SearchStats()
+        self.commits = Commits(folder, self.stats)
         self._changes = 0
         self._published_changes = 0
         self._load()
@@ -200,7 +202,7 @@ class Shard:
         At start-up, and again in place when the translog has failed (`recover_if_failed`):
         then every segment the shard already holds and the commit names is kept as it is, so
         Searchers taken before (a PIT, a scroll) keep their files; the others are released."""
-        commit = self._read_commit()
+        commit = self.commits.reopen()
         held = {s.name: s for s in self.segments}
         segments = [held.pop(name, None) or self._open_segment(name) for name in commit.get("segments", [])]
         live_files: dict[str, str] = dict(commit.get("live", {}))
@@ -277,10 +279,6 @@ class Shard:
 
     # ---- persistence -------------------------------------------------------------------
 
-    def _read_commit(self) -> dict:
-        path = self.folder / "commit.json"
-        return orjson.loads(path.read_bytes()) if path.exists() else {}
-
     def _remove_orphans(self) -> None:
         """Segment folders or live files not named by the commit are leftovers of a crash."""
         keep = set(self._seg_refs) | set(self._live_files.values()) | {"commit.json", "translog"}
@@ -292,13 +290,19 @@ class Shard:
                     entry.unlink(missing_ok=True)
 
     def _commit(self, *, roll: bool = False) -> None:
-        """Persist the segment list and live docs, then drop the translog they cover: all of it
-        when `roll` (the buffer is empty and nothing is being flushed), else the generations
+        """Decide a commit of the segment list and live docs and queue it (caller holds the lock);
+        `self.commits.write()` writes it, without the lock (see `commits.py`), and then drops the
+        translog it covers: all of it when `roll` (the buffer is empty and nothing is being
+        flushed: a new generation starts now, before any later append), else the generations
         before the oldest buffer not yet in an installed segment: the one on the flush thread,
         or the current one."""
         started = time.perf_counter_ns()
-        keep_from = None if roll else self._flushing.generation if self._flushing else self._buffer_gen
+        if roll:
+            keep_from = self._buffer_gen = self.translog.start_generation()
+        else:
+            keep_from = self._flushing.generation if self._flushing else self._buffer_gen
         live_files: dict[str, str] = {}
+        new_live: dict[str, np.ndarray] = {}
         for seg in self.segments:
             live = self.live[seg.name]
             if live is None:
@@ -309,39 +313,19 @@ class Shard:
                 continue
             self._live_gen += 1
             name = f"live_{seg.name}_{self._live_gen}.npy"
-            with open(self.folder / name, "wb") as fh:
-                np.save(fh, live)
-                fh.flush()
-                os.fsync(fh.fileno())
+            new_live[name] = live
             live_files[seg.name] = name
             self._live_saved[seg.name] = live
-        commit = {
+        self._live_files = live_files
+        body = {
             "segments": [s.name for s in self.segments],
             "live": live_files,
             "max_seq_no": self.max_seq_no,
             "segment_gen": self._seg_gen,
             "live_gen": self._live_gen,
-            "translog_gen": self.translog.generation + 1 if keep_from is None else keep_from,
+            "translog_gen": keep_from,
         }
-        tmp = self.folder / "commit.json.tmp"
-        with open(tmp, "wb") as fh:
-            fh.write(orjson.dumps(commit))
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, self.folder / "commit.json")
-        fd = os.open(self.folder, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        if keep_from is None:
-            self._buffer_gen = self.translog.roll()
-        else:
-            self.translog.drop_before(keep_from)
-        for old in set(self._live_files.values()) - set(live_files.values()):
-            (self.folder / old).unlink(missing_ok=True)
-        self._live_files = live_files
-        self.stats.add(flush_total=1, flush_time=time.perf_counter_ns() - started)
+        self.commits.add(CommitPlan(body, new_live, self.translog, keep_from, started))
 
     # ---- lookups -----------------------------------------------------------------------
 
@@ -581,6 +565,9 @@ class Shard:
             with self.lock:
                 self.recover_if_failed()
             raise
+        # A commit a write decided (a buffer handed over or installed) is written here, outside
+        # the shard lock and the node's indexing slot; a thread already writing one takes it.
+        self.commits.write(wait=False)
 
     # ---- refresh, commit, merge ------------------------------------------------------------
 
@@ -653,11 +640,12 @@ class Shard:
             self._commit()
             self._publish()
             self._published_changes = max(self._published_changes, covered)
-            elapsed = time.perf_counter_ns() - started
-            self.stats.add(
-                refresh_total=1, refresh_time=elapsed, refresh_external_total=1, refresh_external_time=elapsed
-            )
-            return True
+        self.commits.write()  # durable before the refresh returns, but without the lock
+        elapsed = time.perf_counter_ns() - started
+        self.stats.add(
+            refresh_total=1, refresh_time=elapsed, refresh_external_total=1, refresh_external_time=elapsed
+        )
+        return True
 
     def _publish(self) -> None:
         views: list[SegmentView] = []
@@ -738,7 +726,9 @@ class Shard:
         live documents in order; None: they are in that order.
 
         The buffer is flushed first: the commit below rolls the translog, so everything
-        acknowledged must be in a committed segment or live-docs file by then.
+        acknowledged must be in a committed segment or live-docs file by then. That commit is
+        written here, under the lock, before the merged segments are let go: a commit naming
+        them may not be replaced yet, and their folders must outlive it.
         """
         self._flush_buffer()
         new_live = np.ones(merged.max_doc, dtype=bool)
@@ -765,6 +755,7 @@ class Shard:
             k: v for k, v in self.version_map.items() if v.segment is None or v.segment.name not in names
         }
         self._commit(roll=True)
+        self.commits.write()
         for seg, _ in parts:
             self.live.pop(seg.name, None)
             self._unref(seg)
@@ -781,6 +772,7 @@ class Shard:
             if len(self.buffer) or self.pending_deletes or self._flushing is not None:
                 self._flush_buffer()
                 self._commit(roll=True)
+            self.commits.write()
             self.translog.close()
             with self._searcher_lock:
                 old, self._searcher = self._searcher, None

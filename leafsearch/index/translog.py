@@ -4,8 +4,9 @@ Records are `[u32 payload length][u32 crc32 of payload][payload]`. A crash can l
 record at the tail; recovery detects it by length or checksum, truncates the file there and
 replays only whole records, so an operation is either fully recovered or was never acknowledged.
 
-A new generation file is started at every commit; files of generations the commit covers are
-deleted, so the translog holds only what the committed segments do not.
+A new generation file is started when a buffer is handed over to become a segment and when a
+commit covers everything logged (a merge, a close); the files of generations a durable commit
+covers are deleted (`commits.py`), so the translog holds only what the committed segments do not.
 """
 
 from __future__ import annotations
@@ -183,12 +184,6 @@ class Translog:
                     os.truncate(self._path(self.generation), start)
                 raise TranslogFailed(f"failed to write the translog: {exc}") from exc
         self._synced = end
-
-    def roll(self) -> int:
-        """Start a new generation (after a commit) and delete every older one."""
-        generation = self.start_generation()
-        self.drop_before(generation)
-        return generation
 
     def start_generation(self) -> int:
         """Start a new generation, everything queued written to the old one first; the older
