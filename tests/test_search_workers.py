@@ -90,6 +90,39 @@ def test_searches_in_workers_answer_what_the_server_process_computes(node: Node)
     assert sum(held) >= 3  # the shards' snapshots were published to a worker
 
 
+def test_a_worker_keeps_segments_open_across_refreshes_until_their_files_are_deleted(tmp_path: Path) -> None:
+    """A refresh releases the old snapshot before the next search names the new one: the worker
+    opens only the new segment (not every segment again, with its sort orders), and closes a
+    segment once the server process deletes its files (merged away, index deleted)."""
+    body = {"sort": [{"n": "desc"}], "size": 5}
+    with Node(tmp_path / "one", background=False, search_workers=1) as node:
+        admin.create_index(node, "t", {"settings": {"number_of_shards": 1}})
+        for start in range(0, 300, 100):
+            _bulk(node, range(start, start + 100))
+        pool = node.search_workers
+        assert pool is not None and pool.wait_ready(60)
+        assert search(node, "t", body)["hits"]["total"]["value"] == 300
+        (worker,) = pool.stats()["workers"]
+        assert (worker["open_segments"], worker["segments_opened"]) == (3, 3)
+        for n in range(300, 312):
+            _bulk(node, range(n, n + 1))  # one new segment and a new snapshot each time
+            assert [h["_id"] for h in search(node, "t", body)["hits"]["hits"]][0] == str(n)
+        (worker,) = pool.stats()["workers"]
+        assert (worker["open_segments"], worker["segments_opened"]) == (15, 15)
+        shard = node.indices["t"].shards[0]
+        while shard.maybe_merge():
+            pass
+        node.indices["t"].refresh()
+        assert search(node, "t", body)["hits"]["total"]["value"] == 312
+        current = len(shard.segments)
+        assert current < 15
+        (worker,) = pool.stats()["workers"]
+        assert worker["open_segments"] == current  # the merged-away segments were closed
+        node.drop_index("t")
+        (worker,) = pool.stats()["workers"]
+        assert worker["open_segments"] == 0 and worker["snapshots"] == 0
+
+
 def test_errors_cross_from_a_worker_with_their_type_and_status(node: Node) -> None:
     body = {"query": {"range": {"n": {"gte": "not a number"}}}}
     with pytest.raises(SearchPhaseExecution) as in_worker:

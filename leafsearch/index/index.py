@@ -24,6 +24,7 @@ from leafsearch.index.mapping import Mapping
 from leafsearch.index.mapping_batch import parse_batch
 from leafsearch.index.parsed import ParsedBatch
 from leafsearch.index.routing import default_routing_num_shards, shard_for
+from leafsearch.index.segment import Segment
 from leafsearch.index.shard import Shard
 from leafsearch.settings import index_setting
 
@@ -218,6 +219,7 @@ class Index:
         doomed = self.folder.with_name(DELETED_PREFIX + self.folder.name)
         os.replace(self.folder, doomed)
         shutil.rmtree(doomed, ignore_errors=True)
+        Segment.files_deleted(self.folder)
 
 
 #: Folders of indices being deleted; a restart finishes deleting them.

@@ -286,6 +286,7 @@ class Shard:
             if entry.name not in keep:
                 if entry.is_dir():
                     shutil.rmtree(entry, ignore_errors=True)
+                    Segment.files_deleted(entry)
                 else:
                     entry.unlink(missing_ok=True)
 
@@ -678,6 +679,7 @@ class Shard:
                 del self._seg_refs[seg.name]
         if last:
             shutil.rmtree(seg.folder, ignore_errors=True)
+            Segment.files_deleted(seg.folder)
 
     def acquire_searcher(self) -> Searcher:
         with self._searcher_lock:

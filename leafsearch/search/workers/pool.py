@@ -35,10 +35,12 @@ import threading
 from dataclasses import replace
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from leafsearch.errors import ElasticError, SearchPhaseExecution
 from leafsearch.index.searcher import Searcher
+from leafsearch.index.segment import Segment
 from leafsearch.search import execution
 from leafsearch.search.targets import Target
 from leafsearch.search.workers import process
@@ -243,6 +245,7 @@ class WorkerPool:
         self.lost = 0  # workers that died and were replaced
         self._ready = threading.Condition(self._lock)
         Searcher.close_listeners.append(self._snapshot_closed)
+        Segment.deleted_listeners.append(self._files_deleted)
         node.cluster_settings.listeners.append(self._settings_changed)
         for slot in range(count):
             self._start_in_background(slot)
@@ -312,6 +315,8 @@ class WorkerPool:
             self._ready.notify_all()
         if self._snapshot_closed in Searcher.close_listeners:
             Searcher.close_listeners.remove(self._snapshot_closed)
+        if self._files_deleted in Segment.deleted_listeners:
+            Segment.deleted_listeners.remove(self._files_deleted)
         for worker in workers:
             worker.stop()
         for worker in workers:
@@ -404,6 +409,13 @@ class WorkerPool:
             workers = [w for w in self._slots if w is not None]
         for worker in workers:
             worker.snapshot_closed(searcher.uid)
+
+    def _files_deleted(self, folder: Path) -> None:
+        # After the release of the snapshots that held them: both go through each sender, in order.
+        with self._lock:
+            workers = [w for w in self._slots if w is not None]
+        for worker in workers:
+            worker.post(("deleted", str(folder)))
 
     def _settings_changed(self) -> None:
         settings = self._node.cluster_settings

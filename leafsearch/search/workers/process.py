@@ -171,6 +171,8 @@ def main(conn: Connection, config: WorkerConfig) -> None:
                 event.set()
         elif kind == "release":
             node.mirror.release(message[1])
+        elif kind == "deleted":
+            node.mirror.files_deleted(message[1])
         elif kind == "forget":
             node.contexts.forget(message[1])
         elif kind == "stats":
@@ -236,6 +238,7 @@ def _stats(node: WorkerNode, running: int) -> dict[str, Any]:
     return {
         "snapshots": len(node.mirror.snapshots),
         "open_segments": node.mirror.open_segments(),
+        "segments_opened": node.mirror.segments_opened,
         "scroll_walks": len(node.contexts.scroll_matches),
         "pages_read_ahead": node.contexts.read_ahead.held(),
         "tasks_running": running,
