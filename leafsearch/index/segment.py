@@ -35,6 +35,9 @@ from leafsearch.index.block_cache import BlockCache
 from leafsearch.index.columns import DocValues, KeywordColumn, NumericColumn, TextColumn
 from leafsearch.index.uid import slice_hashes
 
+#: Array files up to this size are read into memory rather than memory-mapped.
+_READ_WHOLE_BYTES = 64 * 1024
+
 
 def _compact(arr: np.ndarray) -> np.ndarray:
     """The smallest integer dtype that holds every value: doc ids, freqs and ordinals are small."""
@@ -230,7 +233,13 @@ class Segment:
                 self._source_data = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
 
     def _load(self, name: str) -> np.ndarray:
-        return np.load(self.folder / f"{name}.npy", mmap_mode="r", allow_pickle=False)
+        """An array of the segment: memory-mapped, or read whole when small (a memory map costs
+        about twice the read of a small file, and a refresh's new segment, which the next query
+        opens, holds only small ones)."""
+        path = self.folder / f"{name}.npy"
+        if os.stat(path).st_size <= _READ_WHOLE_BYTES:
+            return np.load(path, allow_pickle=False)
+        return np.load(path, mmap_mode="r", allow_pickle=False)
 
     @cached_property
     def id_terms(self) -> np.ndarray:
