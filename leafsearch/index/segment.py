@@ -10,7 +10,7 @@ Layout of a segment folder:
 - `_id.terms.npy` (sorted ids, 'S'), `_id.docs.npy` (doc of each sorted id), `_id.rank.npy`
   (position of each doc's id in the sorted list), `_seq_no.npy`, `_version.npy`.
 - `_source.bin` (zstd blocks of consecutive raw JSON sources, see `source_blocks.py`: 32 per
-  block, or 8 per block with the segment's trained dictionary `_source.dict`, which `meta.json`
+  block, or 16 per block with the segment's trained dictionary `_source.dict`, which `meta.json`
   then announces), `_source.blocks.npy` (byte offset of each block), `_source.lengths.npy` (raw
   length of each source).
 - per field `f<number>.*.npy`: see `columns.py` for what each array means. Fields are numbered in
