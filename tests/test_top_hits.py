@@ -139,6 +139,34 @@ def test_one_page_equals_the_page_of_the_full_sort(node, seed: int, monkeypatch:
         release_targets(targets)
 
 
+@pytest.mark.parametrize("seed", range(60))
+def test_deep_pages_bound_every_segments_candidates(node, seed: int) -> None:
+    """Pages deeper than a segment holds: the first `k` candidates of one segment bound how far
+    the others walk (`_Bound`), ties at the bound kept; the page is still the full sort's."""
+    rng = random.Random(seed)
+    field = rng.choice(["n", "x", "d"])
+    sort: list = [{field: {"order": rng.choice(["asc", "desc"]), "missing": rng.choice(["_first", "_last"])}}]
+    if rng.random() < 0.5:
+        sort.append({rng.choice(["n", "x", "k"]): rng.choice(["asc", "desc"])})
+    body = {
+        "query": rng.choice([{"match_all": {}}, random_query(rng)]),
+        "sort": sort,
+        "from": rng.randint(0, 300),
+        "size": rng.randint(1, 60),
+    }
+    targets = acquire_targets([node.indices["docs"]])
+    try:
+        request = parse_search_request(body, {})
+        full = build_hitlist(
+            targets, request, now_millis=0, with_aggs=None, guard=SearchGuard(time.monotonic, None)
+        )
+        top = top_hits.top_hits(node, targets, request, now_millis=0, aggs=False, cancelled=None)
+        assert page(top, request) == page(full, request), body
+        assert top.total == full.total
+    finally:
+        release_targets(targets)
+
+
 def test_segment_orders_are_reused_and_bounded(node, monkeypatch: pytest.MonkeyPatch) -> None:
     """The second query with the same sort builds nothing; a small cache evicts; stats count."""
     orders = SegmentOrders(64 * 1024 * 1024)
@@ -204,5 +232,8 @@ def test_ranking_few_matches_equals_walking_the_order(seed: int) -> None:
     segment_order = SegmentOrder(order, [], [], rank)
     mask = rng.random(n) < rng.choice([0.0001, 0.001, 0.01, 0.5])
     start, k = int(rng.integers(0, n)), int(rng.integers(1, 300))
-    walked = first_matches(order, mask, start, k)
-    assert segment_order.first(mask, start, k, int(mask.sum())).tolist() == walked.tolist()
+    end = n if seed % 2 else int(rng.integers(start, n + 1))  # a bound from other segments
+    walked = first_matches(order, mask, start, k, end)
+    part = order[start:end]
+    assert walked.tolist() == part[mask[part]][:k].tolist()
+    assert segment_order.first(mask, start, k, int(mask.sum()), end).tolist() == walked.tolist()

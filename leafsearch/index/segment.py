@@ -9,8 +9,10 @@ Layout of a segment folder:
 - `meta.json`: doc count and the fields with their storage kind and statistics.
 - `_id.terms.npy` (sorted ids, 'S'), `_id.docs.npy` (doc of each sorted id), `_id.rank.npy`
   (position of each doc's id in the sorted list), `_seq_no.npy`, `_version.npy`.
-- `_source.bin` (zstd blocks of `SOURCE_BLOCK_DOCS` raw JSON sources), `_source.blocks.npy`
-  (byte offset of each block), `_source.lengths.npy` (raw length of each source).
+- `_source.bin` (zstd blocks of consecutive raw JSON sources, see `source_blocks.py`: 32 per
+  block, or 16 per block with the segment's trained dictionary `_source.dict`, which `meta.json`
+  then announces), `_source.blocks.npy` (byte offset of each block), `_source.lengths.npy` (raw
+  length of each source).
 - per field `f<number>.*.npy`: see `columns.py` for what each array means. Fields are numbered in
   `meta.json` (`fields[path].number`), so no field name, whatever a client sent, ever becomes part
   of a file name. (Segments written before numbering used `f.<path>.` and are still read.)
@@ -29,14 +31,14 @@ from typing import ClassVar
 
 import numpy as np
 import orjson
-import zstandard
 
+from leafsearch.index import source_blocks
 from leafsearch.index.block_cache import BlockCache
 from leafsearch.index.columns import DocValues, KeywordColumn, NumericColumn, TextColumn
 from leafsearch.index.uid import slice_hashes
 
-SOURCE_BLOCK_DOCS = 32
-_ZSTD_LEVEL = 3
+#: Array files up to this size are read into memory rather than memory-mapped.
+_READ_WHOLE_BYTES = 64 * 1024
 
 
 def _compact(arr: np.ndarray) -> np.ndarray:
@@ -118,9 +120,7 @@ class SegmentWriter:
         self.max_doc = max_doc
         self.arrays: dict[str, np.ndarray] = {}
         self.fields: dict[str, dict] = {}
-        self.source_chunks: list[bytes] = []
-        self.source_block_offsets: list[int] = [0]
-        self.source_lengths: np.ndarray | None = None
+        self.sources: source_blocks.CompressedSources = source_blocks.compress([])
 
     def set_ids(self, ids: np.ndarray, seq_nos: np.ndarray, versions: np.ndarray) -> None:
         order = np.argsort(ids, kind="stable")
@@ -133,14 +133,7 @@ class SegmentWriter:
         self.arrays["_version"] = np.asarray(versions, dtype=np.int64)
 
     def set_sources(self, sources: list[bytes]) -> None:
-        compressor = zstandard.ZstdCompressor(level=_ZSTD_LEVEL)
-        pos = 0
-        for start in range(0, len(sources), SOURCE_BLOCK_DOCS):
-            chunk = compressor.compress(b"".join(sources[start : start + SOURCE_BLOCK_DOCS]))
-            self.source_chunks.append(chunk)
-            pos += len(chunk)
-            self.source_block_offsets.append(pos)
-        self.source_lengths = np.fromiter((len(s) for s in sources), dtype=np.int64, count=len(sources))
+        self.sources = source_blocks.compress(sources)
 
     def _prefix(self, path: str) -> tuple[str, int]:
         """The file-name prefix of a new field's arrays: its number in this segment."""
@@ -186,19 +179,27 @@ class SegmentWriter:
                 np.save(fh, data, allow_pickle=False)
                 fh.flush()
                 os.fsync(fh.fileno())
-        with open(tmp / "_source.bin", "wb") as fh:
-            for chunk in self.source_chunks:
-                fh.write(chunk)
-            fh.flush()
-            os.fsync(fh.fileno())
+        sources = self.sources
+        files = [("_source.bin", sources.chunks)]
+        if sources.dictionary is not None:
+            files.append(("_source.dict", [sources.dictionary]))
+        for name, chunks in files:
+            with open(tmp / name, "wb") as fh:
+                for chunk in chunks:
+                    fh.write(chunk)
+                fh.flush()
+                os.fsync(fh.fileno())
         for name, arr in (
-            ("_source.blocks", np.asarray(self.source_block_offsets, dtype=np.int64)),
-            ("_source.lengths", self.source_lengths if self.source_lengths is not None else np.empty(0)),
+            ("_source.blocks", np.asarray(sources.offsets, dtype=np.int64)),
+            ("_source.lengths", sources.lengths),
         ):
             with open(tmp / f"{name}.npy", "wb") as fh:
                 np.save(fh, _compact(np.asarray(arr, dtype=np.int64)), allow_pickle=False)
                 os.fsync(fh.fileno())
-        meta = {"max_doc": self.max_doc, "fields": self.fields}
+        meta: dict = {"max_doc": self.max_doc, "fields": self.fields}
+        if sources.dictionary is not None:  # absent: plain blocks, as every older segment has
+            meta["source_dict"] = True
+            meta["source_block_docs"] = sources.block_docs
         with open(tmp / "meta.json", "wb") as fh:
             fh.write(orjson.dumps(meta))
             fh.flush()
@@ -232,6 +233,10 @@ class Segment:
         meta = orjson.loads((folder / "meta.json").read_bytes())
         self.max_doc: int = meta["max_doc"]
         self.field_meta: dict[str, dict] = meta["fields"]
+        self.source_block_docs: int = meta.get("source_block_docs", source_blocks.PLAIN_BLOCK_DOCS)
+        self._source_dict: bytes | None = (
+            (folder / "_source.dict").read_bytes() if meta.get("source_dict") else None
+        )
         self._columns: dict[str, object] = {}
         self.blocks: BlockCache | None = None  # the node's cache of decompressed source blocks
         self._local = threading.local()  # zstd decompressors must not be shared between threads
@@ -241,7 +246,13 @@ class Segment:
                 self._source_data = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
 
     def _load(self, name: str) -> np.ndarray:
-        return np.load(self.folder / f"{name}.npy", mmap_mode="r", allow_pickle=False)
+        """An array of the segment: memory-mapped, or read whole when small (a memory map costs
+        about twice the read of a small file, and a refresh's new segment, which the next query
+        opens, holds only small ones)."""
+        path = self.folder / f"{name}.npy"
+        if os.stat(path).st_size <= _READ_WHOLE_BYTES:
+            return np.load(path, allow_pickle=False)
+        return np.load(path, mmap_mode="r", allow_pickle=False)
 
     @cached_property
     def id_terms(self) -> np.ndarray:
@@ -273,9 +284,9 @@ class Segment:
         return np.asarray(self._load("_version"), dtype=np.int64)
 
     @cached_property
-    def _source_blocks(self) -> list[int]:
-        """Byte offset of each compressed block (a list: read one int at a time)."""
-        return np.asarray(self._load("_source.blocks"), dtype=np.int64).tolist()
+    def _source_blocks(self) -> np.ndarray:
+        """Byte offset of each compressed block, and the end of the last."""
+        return np.asarray(self._load("_source.blocks"), dtype=np.int64)
 
     @cached_property
     def _source_starts(self) -> np.ndarray:
@@ -283,7 +294,7 @@ class Segment:
         lengths = np.asarray(self._load("_source.lengths"), dtype=np.int64)
         ends = np.cumsum(lengths)
         starts = ends - lengths
-        block_first = np.arange(0, self.max_doc, SOURCE_BLOCK_DOCS)
+        block_first = np.arange(0, self.max_doc, self.source_block_docs)
         base = np.repeat(starts[block_first], np.diff(np.append(block_first, self.max_doc)))
         return np.stack([starts - base, ends - base], axis=1)
 
@@ -314,11 +325,13 @@ class Segment:
         if missing:
             decompressor = getattr(self._local, "zstd", None)
             if decompressor is None:
-                decompressor = self._local.zstd = zstandard.ZstdDecompressor()
-            offsets, data = self._source_blocks, self._source_data
-            for position in missing:
-                index = indexes[position]
-                found[position] = decompressor.decompress(data[offsets[index] : offsets[index + 1]])
+                decompressor = self._local.zstd = source_blocks.decompressor(self._source_dict)
+            blocks = np.asarray([indexes[position] for position in missing], dtype=np.int64)
+            starts = self._source_blocks[blocks].tolist()
+            ends = self._source_blocks[blocks + 1].tolist()
+            data = self._source_data
+            for position, start, end in zip(missing, starts, ends, strict=True):
+                found[position] = decompressor.decompress(data[start:end])
             if cache is not None:
                 cache.put_many([(keys[position], found[position]) for position in missing])
         return found  # type: ignore[return-value]
@@ -327,7 +340,7 @@ class Segment:
         """Raw `_source` bytes of documents, decompressing each needed block once: a batch of a
         thousand documents costs a few dozen block reads and a thousand slices."""
         docs = np.asarray(docs, dtype=np.int64)
-        needed, which = np.unique(docs // SOURCE_BLOCK_DOCS, return_inverse=True)
+        needed, which = np.unique(docs // self.source_block_docs, return_inverse=True)
         blocks = self.source_blocks(needed.tolist())
         bounds = self._source_starts[docs]
         return [

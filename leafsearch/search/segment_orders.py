@@ -49,23 +49,36 @@ class SegmentOrder:
     def nbytes(self) -> int:
         return self.order.nbytes + self.rank.nbytes + sum(k.nbytes for k in self.keys)
 
-    def first(self, mask: np.ndarray, start: int, k: int, count: int) -> np.ndarray:
-        """The first `k` documents from position `start` on whose `mask` is set (`count` of
-        them are set in all), in order.
+    def first(self, mask: np.ndarray, start: int, k: int, count: int, end: int | None = None) -> np.ndarray:
+        """The first `k` documents in positions [`start`, `end`) whose `mask` is set (`count` of
+        them are set in the whole segment), in order.
 
         A walk of the order reads about `k * n / count` entries before it has `k` matches; when
         the matches are fewer than that, ranking them is cheaper: their positions in the order
         (`rank`), the `k` smallest from `start` on. Either way O(min(walk, n)) and no sort of
         every match."""
         n = len(self.order)
+        end = n if end is None else end
         if count * count * _RANK_FACTOR >= k * n:
-            return first_matches(self.order, mask, start, k)
+            # A first chunk of about what uniformly spread matches need (a quarter more), at
+            # most the usual 4 pages: a query matching everything reads little past `k`.
+            chunk = max(_FIRST_CHUNK, min(4 * k, 5 * k * n // (4 * count)))
+            return first_matches(self.order, mask, start, k, end, chunk)
         ranks = self.rank[np.flatnonzero(mask)]
-        if start:
-            ranks = ranks[ranks >= start]
+        if start or end < n:
+            ranks = ranks[(ranks >= start) & (ranks < end)]
         if len(ranks) > k:
             ranks = np.partition(ranks, k - 1)[:k]
         return self.order[np.sort(ranks)]
+
+    def end_at(self, bound: Any) -> int:
+        """Position in `order` after the last document whose first key is at most `bound`: a
+        page that already has `k` hits keyed at most `bound` needs nothing past it. O(log n)."""
+        return int(np.searchsorted(self.keys[0], bound, side="right"))
+
+    def first_keys(self, docs: np.ndarray) -> np.ndarray:
+        """The first key of each of the segment's `docs`. O(len(docs))."""
+        return self.keys[0][self.rank[docs]]
 
     def start_after(self, after: list[Any], shard_index: int, doc_base: int) -> int:
         """Position in `order` of the first document strictly after the `search_after` values
@@ -86,17 +99,22 @@ class SegmentOrder:
         return position_after(self.keys, keys, len(self.order))
 
 
-def first_matches(order: np.ndarray, mask: np.ndarray, start: int, k: int) -> np.ndarray:
-    """The first `k` documents of `order` from `start` on whose `mask` is set, in order.
+def first_matches(
+    order: np.ndarray, mask: np.ndarray, start: int, k: int, end: int | None = None, chunk: int | None = None
+) -> np.ndarray:
+    """The first `k` documents of `order` in positions [`start`, `end`) whose `mask` is set, in
+    order.
 
-    Reads the order in growing chunks, so a query that matches much stops after one chunk and a
-    selective one reads O(k / selectivity) entries, at most the whole segment."""
+    Reads the order in growing chunks (the first of `chunk` entries, default four pages' worth),
+    so a query that matches much stops after one chunk and a selective one reads
+    O(k / selectivity) entries, at most the whole segment."""
     found: list[np.ndarray] = []
     need = k
     pos = start
-    step = max(_FIRST_CHUNK, 4 * k)
-    while need > 0 and pos < len(order):
-        part = order[pos : pos + step]
+    step = chunk or max(_FIRST_CHUNK, 4 * k)
+    end = len(order) if end is None else end
+    while need > 0 and pos < end:
+        part = order[pos : min(pos + step, end)]
         hits = part[mask[part]][:need]
         found.append(hits)
         need -= len(hits)

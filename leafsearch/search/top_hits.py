@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextvars
 import threading
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -178,8 +179,8 @@ class LocalShard:
             collect = lambda _t, view, docs, ctx: partials.append(collect_aggs(tree, view, docs, ctx))  # noqa: E731
         total = 0
         max_score: float | None = None
-        seg_docs: list[tuple[int, SegmentView, np.ndarray]] = []
-        scores: list[np.ndarray] = []
+        selected: list[_Selected] = []
+        bound = _Bound(k) if by_fields and plan.uniform and plan.resolved[0][0] in _COMPARABLE else None
         after: list[Any] | None = None
         for m in segment_matches(
             [target],
@@ -201,20 +202,30 @@ class LocalShard:
             order = (
                 _order(self.node.sort_orders, target, m.view, plan) if by_fields and plan.uniform else None
             )
+            keys = None
             if order is not None:
                 start = 0
                 if request.search_after is not None:
                     if after is None:  # parsed once per shard, when a segment first needs it
                         after = _after_values(request, target, specs)
                     start = order.start_after(after, 0, m.view.doc_base)
-                docs = np.sort(order.first(m.mask, start, k, count))
+                end = None if bound is None or bound.key is None else order.end_at(bound.key)
+                docs = order.first(m.mask, start, k, count, end)  # in sort order
+                if bound is not None:
+                    keys = order.first_keys(docs)
+                    bound.add(keys)
             elif by_fields:
                 docs = np.flatnonzero(m.mask)  # no order fits the cache: every match is sorted below
             else:
                 docs = _best_scores(m.scores, np.flatnonzero(m.mask), k, specs)
-            seg_docs.append((0, m.view, docs))
-            if m.scores is not None:
-                scores.append(m.scores[docs])
+            selected.append(_Selected(m.view, docs, None if m.scores is None else m.scores[docs], keys))
+        seg_docs: list[tuple[int, SegmentView, np.ndarray]] = []
+        scores: list[np.ndarray] = []
+        for sel in selected:
+            docs, doc_scores = sel.within(None if bound is None else bound.key)
+            seg_docs.append((0, sel.view, docs))
+            if doc_scores is not None:
+                scores.append(doc_scores)
         doc_arr = np.concatenate([d + v.doc_base for _, v, d in seg_docs] or [np.empty(0, np.int64)])
         target_arr = np.full(len(doc_arr), query.shard_index, np.int32)
         score_arr = (np.concatenate(scores) if scores else np.empty(0, np.float32)) if scoring else None
@@ -234,6 +245,56 @@ class LocalShard:
         return ShardTopDocs(
             query.shard_index, total, max_score, doc_arr, score_arr, columns, partials, guard.expired, profile
         )
+
+
+#: Sort kinds whose keys compare across a shard's segments (keyword keys are segment ordinals,
+#: `_doc` keys segment-local): only they bound the other segments' walks.
+_COMPARABLE = ("long", "double")
+
+
+class _Bound:
+    """The `k`-th smallest first sort key among the candidates selected so far on a shard.
+
+    Why: a page at `from` = 9,900 takes up to 10,000 candidates from every segment, then sorts
+    them all. Once `k` candidates have a first key at most `key`, no document keyed after it can
+    make the page, so later segments walk only up to it (`SegmentOrder.end_at`) and every
+    segment's candidates are cut to it before the sort: time-ordered segments then add almost
+    none. Ties with `key` are kept, so the page is exactly the full sort's. Cost O(k + candidates)
+    per segment: the best keys so far and a segment's keys are two sorted runs, which a stable
+    sort (timsort) merges in one pass."""
+
+    def __init__(self, k: int) -> None:
+        self.k = k
+        self.key: Any = None
+        self._best: np.ndarray | None = None  # the k smallest keys so far, ascending
+
+    def add(self, keys: np.ndarray) -> None:
+        """Take a segment's candidates' first keys (ascending)."""
+        if not len(keys):
+            return
+        best = keys if self._best is None else np.sort(np.concatenate([self._best, keys]), kind="stable")
+        self._best = best[: self.k]
+        if len(self._best) == self.k:
+            self.key = self._best[-1]
+
+
+@dataclass
+class _Selected:
+    """A segment's candidates and their scores: docs in sort order (ties in doc order) when
+    `keys`, their first keys, are known, else ascending. Either way ties reach the final stable
+    sort in (shard, doc) order, as the full sort has them."""
+
+    view: SegmentView
+    docs: np.ndarray
+    scores: np.ndarray | None
+    keys: np.ndarray | None
+
+    def within(self, bound: Any) -> tuple[np.ndarray, np.ndarray | None]:
+        """(docs, their scores) without those keyed after `bound` (None: no bound)."""
+        if self.keys is None or bound is None:
+            return self.docs, self.scores
+        cut = int(np.searchsorted(self.keys, bound, side="right"))
+        return self.docs[:cut], None if self.scores is None else self.scores[:cut]
 
 
 def shard_aggs(node: Node, request: SearchRequest, target: Target, now_millis: int) -> Any:

@@ -10,9 +10,9 @@ from typing import Any
 import numpy as np
 
 from leafsearch.index.searcher import SegmentView
-from leafsearch.search.query import phrase_exec, term_exec
+from leafsearch.search.query import conjunction, phrase_exec, term_exec
 from leafsearch.search.query.context import QueryContext
-from leafsearch.search.query.masks import Result, constant, empty
+from leafsearch.search.query.masks import Result, constant, empty, mask_of
 from leafsearch.search.query.plans import (
     AllDocs,
     BoolPlan,
@@ -55,6 +55,9 @@ def _exec_bool(plan: BoolPlan, view: SegmentView, ctx: QueryContext, scoring: bo
     inner = boost * plan.boost
     if len(plan.must) == 1 and not (plan.should or plan.filter or plan.must_not):
         return run(plan.must[0], view, ctx, scoring, inner)
+    leading = _led_conjunction(plan, view, ctx, scoring)
+    if leading is not None:
+        return leading
     required = plan.min_should if (plan.must or plan.filter or plan.min_should) else 1
     scored = _sparse_clauses(plan, view, ctx, scoring, inner, required)
     if scored is None:
@@ -73,6 +76,23 @@ def _exec_bool(plan: BoolPlan, view: SegmentView, ctx: QueryContext, scoring: bo
     if total is None:
         return mask, np.zeros(n, dtype=_F32)
     return mask, np.where(mask, total, 0).astype(_F32)
+
+
+def _led_conjunction(plan: BoolPlan, view: SegmentView, ctx: QueryContext, scoring: bool) -> Result | None:
+    """A bool of required clauses that score nothing, led by its most selective term
+    (conjunction.py): O(that term's matches) instead of a mask per clause; None when it does not
+    apply (the dense path runs). A profiled search runs the dense path, which times every clause."""
+    clauses = [*plan.must, *plan.filter]
+    if plan.should or (scoring and plan.must) or ctx.profile is not None or len(clauses) < 2:
+        return None
+    docs = conjunction.conjunction_docs(clauses, view, lambda c: run(c, view, ctx, False, 1.0)[0])
+    if docs is None:
+        return None
+    mask = mask_of(docs, view.max_doc)
+    for clause in plan.must_not:
+        m, _ = run(clause, view, ctx, False, 1.0)
+        mask &= ~m
+    return mask, (np.zeros(view.max_doc, dtype=_F32) if scoring else None)
 
 
 def _dense_clauses(

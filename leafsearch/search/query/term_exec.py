@@ -4,6 +4,8 @@ weights and norm tables come from shard statistics and are cached on the context
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from leafsearch.index.columns import KeywordColumn, NumericColumn, TextColumn
@@ -17,6 +19,7 @@ from leafsearch.search.query.masks import (
     empty,
     mask_of,
     ordinal_mask,
+    ordinals_mask,
     postings_union,
     ranges,
 )
@@ -104,7 +107,7 @@ def exec_scored_term(
         ordinal = col.lookup(str(plan.term))
         if ordinal < 0:
             return empty(view, scoring)
-        mask = dv_mask(col.ords, lambda v: v == ordinal)
+        mask = ordinals_mask(col, np.array([ordinal]))
     else:
         if not isinstance(col, NumericColumn):
             return empty(view, scoring)
@@ -149,27 +152,39 @@ def exec_value_set(
 def exec_num_range(
     plan: NumRange, view: SegmentView, ctx: QueryContext, scoring: bool, boost: float
 ) -> Result:
+    test = range_test(plan, view)
+    if test is False:
+        return empty(view, scoring)
+    doc_values = view.segment.column(plan.field).doc_values  # type: ignore[union-attr]
+    if test is True:
+        return constant(doc_values.present.copy(), scoring, boost * plan.boost)
+    return constant(dv_mask(doc_values, test), scoring, boost * plan.boost)
+
+
+def range_test(plan: NumRange, view: SegmentView) -> Callable[[np.ndarray], np.ndarray] | bool:
+    """The vectorized test of a numeric range over one segment's values; False when no document
+    of the segment can match, True when every valued document does. The segment's bounds decide
+    alone when the range covers or misses them (no pass over the values)."""
     col = view.segment.column(plan.field)
     if not isinstance(col, NumericColumn):
-        return empty(view, scoring)
+        return False
     lo, hi = plan.lo, plan.hi
     dtype = _PRECISION_DTYPES[plan.precision]
     if col.kind == "long":
         info = np.iinfo(np.int64)
         if (lo is not None and lo > info.max) or (hi is not None and hi < info.min):
-            return empty(view, scoring)
+            return False
         lo = None if lo is None or lo <= info.min else lo
         hi = None if hi is None or hi >= info.max else hi
-    doc_values = col.doc_values
-    if dtype is None:  # the segment's bounds decide alone when the range covers or misses them
-        bounds = doc_values.bounds
+    if dtype is None:
+        bounds = col.doc_values.bounds
         if bounds is None:
-            return empty(view, scoring)
+            return False
         low, high = bounds
         if (lo is None or low >= lo) and (hi is None or high <= hi):
-            return constant(doc_values.present.copy(), scoring, boost * plan.boost)
+            return True
         if (lo is not None and high < lo) or (hi is not None and low > hi):
-            return empty(view, scoring)
+            return False
 
     def test(values: np.ndarray) -> np.ndarray:
         if dtype is not None:
@@ -182,7 +197,7 @@ def exec_num_range(
             return values <= hi
         return np.ones(len(values), dtype=bool)
 
-    return constant(dv_mask(doc_values, test), scoring, boost * plan.boost)
+    return test
 
 
 def exec_term_range(
@@ -207,7 +222,7 @@ def exec_term_range(
     if isinstance(col, TextColumn):
         mask = postings_union(col, np.arange(lo, hi), view.max_doc)
     else:
-        mask = dv_mask(col.ords, lambda v: (v >= lo) & (v < hi))
+        mask = ordinals_mask(col, np.arange(lo, hi))
     return constant(mask, scoring, boost * plan.boost)
 
 

@@ -1,0 +1,86 @@
+"""How a segment stores `_source`: zstd blocks of consecutive documents' raw JSON.
+
+Two layouts, told apart by the segment's `meta.json`:
+- plain: blocks of `PLAIN_BLOCK_DOCS` (32) documents, each compressed alone. Small segments (a
+  refresh of a few documents) and every segment written before dictionaries use it;
+- with a dictionary (`source_dict: true`, `_source.dict`): zstd trained on a sample of the
+  segment's own sources, and blocks of `DICT_BLOCK_DOCS` (16) documents.
+
+Why: a page of hits scattered over a segment (a term and a time range sorted by time: 100 hits
+spread over thousands of documents) decompresses one block per hit. Measured on 200,000 bench
+documents, a page of 100 hits over 5,000 documents reads its sources in 0.69 ms CPU from plain
+32-document blocks, 0.46 ms from 16-document dictionary blocks and 0.31 ms from 8-document ones;
+reading every document in order (scroll, export, walks) costs 0.54, 0.58 and 0.70 us per
+document. 16 is the block that speeds the scattered page without slowing the sequential reads
+measurably; the dictionary (16 KB per segment) also makes the data smaller (53 bytes per bench
+document instead of 57). Training costs about 16 ms per segment (1,000 sampled sources),
+compressing about 0.15 us more per document.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import zstandard
+
+PLAIN_BLOCK_DOCS = 32
+DICT_BLOCK_DOCS = 16
+#: Segments with fewer documents keep plain blocks: a dictionary would not pay for its training.
+DICT_MIN_DOCS = 1024
+DICT_SAMPLES = 1000
+DICT_BYTES = 16 * 1024
+ZSTD_LEVEL = 3
+
+
+@dataclass
+class CompressedSources:
+    """The compressed blocks of a segment's sources and what reading them needs."""
+
+    chunks: list[bytes]
+    offsets: list[int]  # byte offset of each block in the concatenated chunks, and the end
+    lengths: np.ndarray  # raw length of each source
+    block_docs: int
+    dictionary: bytes | None  # the trained zstd dictionary, None for plain blocks
+
+
+def compress(sources: list[bytes]) -> CompressedSources:
+    """Sources in blocks, with a dictionary trained on evenly spaced samples of them when the
+    segment is large enough and training succeeds (it fails on too little or too uniform data:
+    plain blocks then)."""
+    dictionary = _train(sources)
+    if dictionary is None:
+        block, compressor = PLAIN_BLOCK_DOCS, zstandard.ZstdCompressor(level=ZSTD_LEVEL)
+    else:
+        block = DICT_BLOCK_DOCS
+        compressor = zstandard.ZstdCompressor(level=ZSTD_LEVEL, dict_data=dictionary)
+    chunks: list[bytes] = []
+    offsets = [0]
+    for start in range(0, len(sources), block):
+        chunk = compressor.compress(b"".join(sources[start : start + block]))
+        chunks.append(chunk)
+        offsets.append(offsets[-1] + len(chunk))
+    lengths = np.fromiter((len(s) for s in sources), dtype=np.int64, count=len(sources))
+    return CompressedSources(
+        chunks, offsets, lengths, block, None if dictionary is None else dictionary.as_bytes()
+    )
+
+
+def _train(sources: list[bytes]) -> zstandard.ZstdCompressionDict | None:
+    if len(sources) < DICT_MIN_DOCS:
+        return None
+    step = len(sources) / DICT_SAMPLES
+    samples = [sources[int(i * step)] for i in range(min(DICT_SAMPLES, len(sources)))]
+    if sum(len(s) for s in samples) < 8 * DICT_BYTES:
+        return None
+    try:
+        return zstandard.train_dictionary(DICT_BYTES, samples, level=ZSTD_LEVEL)
+    except zstandard.ZstdError:
+        return None
+
+
+def decompressor(dictionary: bytes | None) -> zstandard.ZstdDecompressor:
+    """A decompressor for one thread (zstd contexts must not be shared between threads)."""
+    if dictionary is None:
+        return zstandard.ZstdDecompressor()
+    return zstandard.ZstdDecompressor(dict_data=zstandard.ZstdCompressionDict(dictionary))
