@@ -183,3 +183,43 @@ def test_a_freed_shard_context_is_missing_and_frees_once(tmp_path) -> None:
         finally:
             for target in targets:
                 target.searcher.release()
+
+
+@pytest.mark.parametrize("sort", [["_doc"], [{"ts": "desc"}, {"k": "asc"}]])
+def test_scroll_batches_fetched_through_pickled_shards_equal_the_in_process_ones(tmp_path, sort) -> None:
+    """A scroll's batches, each fetched from the scroll's pinned shard contexts through pickled
+    messages while writers change the index: the bytes of the in-process fetch, every document of
+    the snapshot once."""
+    from leafsearch.search.execution import batch_at, walks_docs
+    from leafsearch.search.hitlist import LiveDocs
+
+    rng = random.Random(4)
+    with leafsearch.Node(tmp_path / "node", background=False) as node:
+        _create(node)
+        _write(node, rng, 0, 90)
+        _write(node, rng, 90, 40)
+        request = parse_search_request({"size": 17, "sort": sort}, {"scroll": "1m"}, indices="logs")
+        targets = phases.resolve_targets(node, request)
+        shards = [PickledShard(shard) for shard in top_hits.local_shards(node, targets)]
+        contexts = [shard.open_context() for shard in shards]
+        for target in targets:  # the pins hold the snapshots now
+            target.searcher.release()
+        if walks_docs(request):
+            matches = LiveDocs(targets, None)
+        else:
+            matches, _ = phases.query_phase(node, targets, request, aggs=False, shards=shards)
+        ids: list[str] = []
+        position, first = 0, 130
+        while True:
+            _write(node, rng, first, 3)  # beside the scroll
+            first += 3
+            page, start, end, position = batch_at(matches, request, targets, position)
+            page.contexts = list(contexts)
+            remote = phases.fetch_page(node, page, start, end, request, raw_hits=True, shards=shards)
+            local = phases.fetch_page(node, page, start, end, request, raw_hits=True)
+            if end <= start:
+                break
+            assert remote.data == local.data
+            ids += [hit["_id"] for hit in orjson.loads(remote.data)]
+        assert sorted(ids) == sorted(f"d{i}" for i in range(130))
+        assert all(shard.free_context(context) for shard, context in zip(shards, contexts, strict=True))

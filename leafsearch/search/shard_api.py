@@ -1,11 +1,23 @@
-"""The query phase's shard interface: a typed request in, a shard's top hits out.
+"""The shard interface: what the coordinator asks of a shard, and what comes back, as data.
 
-The coordinator (top_hits.py) talks to every shard of a search through `ShardSearch.query`,
-as Elasticsearch's coordinator sends each shard a ShardSearchRequest and gets a QuerySearchResult
-back. Everything that crosses it is data: the typed `SearchRequest`, numbers, strings and numpy
-arrays (no Segment, Searcher or open file), so a shard served by another process or machine
-implements the same method and the coordinator does not change. `LocalShard` is the in-process
-implementation; the coordinator runs the shards of a search at once on the Node's shard pool.
+As Elasticsearch's coordinator talks to shards (ShardSearchRequest / QuerySearchResult,
+ShardFetchSearchRequest / FetchSearchResult, DfsSearchResult, ReaderContexts named by
+ShardSearchContextId), the coordinator here reaches every shard through `ShardSearch`:
+
+- `open_context()` -> `ShardContextId`: the shard pins its current snapshot (a PIT, a scroll);
+  `free_context(id)` releases it. Later messages name the pin in their `context`.
+- `dfs(ShardDfs)` -> `DfsStats`: the term statistics the shard's query reads
+  (`dfs_query_then_fetch`); the coordinator sums them (`DfsStats.total`) into every `ShardQuery`.
+- `query(ShardQuery)` -> `ShardTopDocs`: the shard's best `from + size` hits with their sort values,
+  totals and aggregation partials; the coordinator merges them (top_hits.py).
+- `fetch(ShardFetch)` -> `ShardFetchResult`: the shard's hits of the page, rendered as JSON bytes
+  (or dicts); the coordinator splices them in page order (fetch_phase.py).
+
+Everything that crosses it is data: the typed `SearchRequest`, numbers, strings, numpy arrays and
+rendered JSON (no Segment, Searcher or open file), so a shard served by another process or machine
+implements the same methods and the coordinator does not change (the tests search through a shard
+that pickles every message). `top_hits.LocalShard` is the in-process implementation; the
+coordinator runs the shards of a phase at once on the Node's shard pool (`each_shard`).
 
 What the coordinator decides for all shards together travels in the request: the kind every sort
 compares in (a field mapped `long` in one index and `double` in another compares as `double` in
@@ -13,9 +25,10 @@ both) and the field type that reads `missing` and cursor values. What a shard re
 mergeable without its segments: sort values as numbers, keyword values as the shard's own sorted
 terms with ordinals into them (`merge_columns` unites the term lists).
 
-Not yet behind the interface: the fetch phase (rendering reads the page's segments in-process),
-reader contexts (PIT and scroll walks keep a full HitList over all their shards), and the term
-statistics of `dfs_query_then_fetch` (the local shard reads every shard's segments).
+Not yet behind the interface: the coordinator holds `Target`s (mappings and index names; in-process
+also the Searchers, which a message without a context reads), scroll batches and cached PIT walks
+page a HitList over all their shards (the in-process walk cache), and rescoring under DFS reads
+every shard's segments.
 """
 
 from __future__ import annotations

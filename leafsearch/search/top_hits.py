@@ -1,7 +1,8 @@
 """The query phase of one page: the best `from + size` hits, never a sort of every match.
 
 A search that is not a walk over a point in time or a scroll (those page through one snapshot and
-keep a full `HitList`, see hitlist.py) needs only its top `k = from + size` hits. Per segment:
+keep a full `HitList`, see hitlist.py, unless the node keeps none: then a PIT page is served here,
+on the PIT's shard contexts) needs only its top `k = from + size` hits. Per segment:
 
 - sorted by fields: the segment's sort order (segment_orders.py, computed once per segment) is
   walked under the match mask until `k` hits are found; `search_after` starts the walk at a
@@ -13,7 +14,9 @@ keep a full `HitList`, see hitlist.py) needs only its top `k = from + size` hits
 Each shard (`LocalShard`, behind the shard interface of shard_api.py) sorts its segments'
 candidates (at most `k` each) and keeps its best `k`; the coordinator runs the shards at once and
 merges their top hits, ties by shard then doc, cut to `k`: O(k * segments * log) instead of
-O(matches * log matches). Totals, max score and aggregations still see every match.
+O(matches * log matches). Totals, max score and aggregations still see every match. Under
+`dfs_query_then_fetch` a DFS phase on every shard comes first (dfs.py); the page's fetch goes
+through the same interface (fetch_phase.py).
 """
 
 from __future__ import annotations
