@@ -8,6 +8,7 @@ opened on, each once and in sort order, while writers add, delete and refresh be
 from __future__ import annotations
 
 import random
+import threading
 
 import orjson
 import pytest
@@ -94,7 +95,23 @@ def test_a_pit_walk_through_pickled_shards_returns_its_snapshot_once_beside_writ
             node.indices["logs"].refresh()
             return _interface_page(node, pit_id, body)
 
-        hits = _walk(page, rng.choice([7, 20, 64]), sort)
+        # And at the same time, a writer thread that refreshes after every document.
+        stop = threading.Event()
+
+        def writer() -> None:
+            number = 0
+            while not stop.is_set():
+                node.index_doc("logs", f"w{number}", orjson.dumps({"ts": number % 40, "k": "c"}))
+                node.indices["logs"].refresh()
+                number += 1
+
+        thread = threading.Thread(target=writer, name="test-writer")
+        thread.start()
+        try:
+            hits = _walk(page, rng.choice([7, 20, 64]), sort)
+        finally:
+            stop.set()
+            thread.join()
         ids = [h["_id"] for h in hits]
         assert len(ids) == len(set(ids)) == len(snapshot)
         assert set(ids) == snapshot

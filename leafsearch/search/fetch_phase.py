@@ -253,7 +253,7 @@ def render_hits(
     if end <= start:
         return []
     sl = slice(start, end)
-    tpos = hitlist.target[sl]
+    tpos, docs = hitlist.target[sl], hitlist.doc[sl]
     sorted_by_field = bool(request.sort) and request.sort[0].field != "_score"
     show_score = hitlist.score is not None and (
         not sorted_by_field or request.track_scores or any(s.field == "_score" for s in request.sort)
@@ -275,7 +275,7 @@ def render_hits(
             ShardFetch(
                 request,
                 shard,
-                hitlist.doc[sl] if rows is None else hitlist.doc[sl][rows],
+                docs if rows is None else docs[rows],
                 scores if rows is None or scores is None else scores[rows],
                 sort_values if rows is None or sort_values is None else _rows_of(sort_values, rows),
                 form,
