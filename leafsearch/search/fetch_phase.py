@@ -32,7 +32,7 @@ from leafsearch.search import hit_columns
 from leafsearch.search.hit_columns import Group, PageOrder, groups_of
 from leafsearch.search.hitlist import HitList
 from leafsearch.search.profile import ShardProfile
-from leafsearch.search.shard_api import ShardFetch, ShardFetchResult, ShardSearch, each_shard
+from leafsearch.search.shard_api import FetchForm, ShardFetch, ShardFetchResult, ShardSearch, each_shard
 
 if TYPE_CHECKING:
     from leafsearch.search.targets import Target
@@ -268,7 +268,7 @@ def render_hits(
         # In page order of each shard's first hit: a refusal is the one the first hit meets.
         present, firsts = np.unique(tpos, return_index=True)
         parts = [(int(present[i]), np.flatnonzero(tpos == present[i])) for i in np.argsort(firsts)]
-    form = "dicts" if not raw else ("page" if len(parts) == 1 else "hits")
+    form: FetchForm = "dicts" if not raw else ("page" if len(parts) == 1 else "hits")
     fetches = []
     for shard, rows in parts:
         fetches.append(

@@ -37,7 +37,7 @@ import contextvars
 from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 import numpy as np
 
@@ -47,6 +47,9 @@ from leafsearch.search.profile import ShardProfile
 from leafsearch.search.sort_keys import SortColumn
 
 R = TypeVar("R")
+
+#: How a shard's fetch answers (see `ShardFetch.form`).
+FetchForm = Literal["page", "hits", "dicts"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,7 +120,7 @@ class ShardFetch:
     #: page is this shard's alone); "hits", those bytes per hit (the coordinator interleaves them
     #: with other shards'); "dicts", one dict per hit (options that rewrite a hit, in-process
     #: callers).
-    form: str
+    form: FetchForm
     context: ShardContextId | None = None
 
 
