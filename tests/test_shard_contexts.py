@@ -240,3 +240,28 @@ def test_scroll_batches_fetched_through_pickled_shards_equal_the_in_process_ones
             ids += [hit["_id"] for hit in orjson.loads(remote.data)]
         assert sorted(ids) == sorted(f"d{i}" for i in range(130))
         assert all(shard.free_context(context) for shard, context in zip(shards, contexts, strict=True))
+
+
+def test_pit_pages_in_a_search_worker_without_hit_lists_equal_the_cached_walk(tmp_path) -> None:
+    """In a search worker the PIT's snapshots are rebuilt from manifests; with no HitList kept its
+    pages are query phases on them, and the walk is the one the cached HitList gives."""
+    rng = random.Random(6)
+    with leafsearch.Node(tmp_path / "node", background=False, search_workers=1) as node:
+        _create(node)
+        _write(node, rng, 0, 120)
+        _write(node, rng, 120, 50)
+        assert node.search_workers is not None and node.search_workers.wait_ready(60)
+        pit_id = node.open_pit("logs", "1m")["id"]
+        sort = [{"ts": "asc"}]
+
+        def through_node(body: dict) -> list[dict]:
+            request = parse_search_request({**body, "pit": {"id": pit_id}}, {})
+            return orjson.loads(
+                orjson.dumps(node.search(request, raw_hits=True)["hits"]["hits"], default=_raw)
+            )
+
+        cached = _walk(through_node, 25, sort)
+        _no_hitlists(node)
+        _write(node, rng, 170, 10)  # beside the walk
+        assert _walk(through_node, 25, sort) == cached
+        assert len(cached) == 170

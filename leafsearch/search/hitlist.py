@@ -611,11 +611,6 @@ class HitListCache:
         """Set the bound (`indices.cache.hitlist.size`); HitLists that no longer fit go."""
         self._lists.resize(max_bytes)
 
-    def keeps(self) -> bool:
-        """Whether HitLists are kept at all: with `indices.cache.hitlist.size: 0` a walk's pages
-        are each a query phase on the walk's pinned snapshots (top_hits.py)."""
-        return self._lists.max_bytes > 0
-
     def lists(self) -> list[HitList]:
         return self._lists.values()
 

@@ -195,7 +195,7 @@ def query_phase(
         try:
             if _walks_live_docs(request) and not any(t.alias_filter for t in targets):
                 hitlist = _live_docs_page(targets, request)
-            elif top_hits.serves(request, walks=not node.hitlists.keeps()):
+            elif top_hits.serves(request, walks=not _keeps_hitlists(node)):
                 now = int(time.time() * 1000)
                 hitlist = top_hits.top_hits(
                     node,
@@ -218,6 +218,12 @@ def query_phase(
                 raise _phase_error(exc) from None
             raise
     return hitlist, tree
+
+
+def _keeps_hitlists(node: Node) -> bool:
+    """Whether the node keeps walks' HitLists (`indices.cache.hitlist.size` above 0): read from the
+    setting, which a search worker shares, rather than from its own share of the cache."""
+    return int(node.cluster_settings.get("indices.cache.hitlist.size")) > 0
 
 
 def _walks_live_docs(request: SearchRequest) -> bool:
