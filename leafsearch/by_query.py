@@ -34,7 +34,6 @@ from leafsearch.by_query_request import DELETE, REINDEX, BulkByQuery
 from leafsearch.errors import ActionRequestValidation
 from leafsearch.request.search_types import SearchRequest, SliceSpec
 from leafsearch.search import phases
-from leafsearch.search.fetch_phase import render_hits
 from leafsearch.search.hitlist import HitList
 from leafsearch.search.targets import Target, release_targets
 
@@ -284,7 +283,7 @@ def _run_slice(
             break
         end = min(position + wanted, total)
         batch_started = time.monotonic()
-        page = render_hits(hits, position, end, fetch)
+        page = phases.fetch_page(node, hits, position, end, fetch)
         progress.batches += 1
         aborted = _write_batch(node, request, page, progress)
         position = end

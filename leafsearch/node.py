@@ -33,6 +33,7 @@ from leafsearch.search.contexts import ContextRegistry
 from leafsearch.search.hitlist import HitListCache
 from leafsearch.search.msearch import DEFAULT_MAX_CONCURRENT
 from leafsearch.search.segment_orders import SegmentOrders
+from leafsearch.search.shard_contexts import ShardContexts
 from leafsearch.search.sort_keys import GlobalOrdinals
 from leafsearch.search.stats import SearchStats
 from leafsearch.search.workers.pool import WorkerPool
@@ -128,6 +129,8 @@ class Node:
         #: Search worker processes (search/workers/pool.py), started in the background; None
         #: when searches run in this process.
         self.search_workers: WorkerPool | None = None
+        #: Snapshots this node's shards pinned for reader contexts (the shard interface's side).
+        self.shard_contexts = ShardContexts()
         self.contexts = ContextRegistry(self, clock)
         # by-query operations and reindex run as tasks (`_tasks`); finished results kept bounded
         self.tasks = TaskManager(self)
@@ -182,6 +185,7 @@ class Node:
             self.search_workers.close()
         self.tasks.close()
         self.contexts.close_all()
+        self.shard_contexts.close_all()
         self.hitlists.close()
         with self.lock:
             for index in self.indices.values():

@@ -18,10 +18,11 @@ from leafsearch import admin
 from leafsearch.rawjson import RawJSON
 from leafsearch.request.search_request import parse_search_request
 from leafsearch.rest.render import to_json
-from leafsearch.search.fetch_phase import render_hits, renders_raw
+from leafsearch.search.fetch_phase import renders_raw
 from leafsearch.search.guard import SearchGuard
 from leafsearch.search.hit_columns import json_items, json_scores
 from leafsearch.search.hitlist import build_hitlist
+from leafsearch.search.phases import fetch_page
 from leafsearch.search.targets import acquire_targets, release_targets
 
 MAPPINGS = {
@@ -169,8 +170,8 @@ def test_a_page_renders_the_same_by_columns_and_hit_by_hit(indexed, seed: int) -
         )
         start = min(request.from_, len(hits))
         end = min(len(hits), start + request.size)
-        by_columns = render_hits(hits, start, end, request, raw_hits=True)
-        by_hits = render_hits(hits, start, end, request)
+        by_columns = fetch_page(node, hits, start, end, request, raw_hits=True)
+        by_hits = fetch_page(node, hits, start, end, request)
     finally:
         release_targets(targets)
     expected = to_json(by_hits)

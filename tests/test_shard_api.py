@@ -1,6 +1,8 @@
-"""The query phase's shard interface: what crosses it is data, and merging the shards' top hits
-gives exactly the page the full sort of every match gives, also when the indices of one search
-map a sort field differently (long in one, double in another; keywords with different terms)."""
+"""The shard interface: what crosses it is data, and merging the shards' top hits gives exactly
+the page the full sort of every match gives, also when the indices of one search map a sort field
+differently (long in one, double in another; keywords with different terms). A search whose every
+shard message and answer goes through pickle (query, fetch, DFS) answers the same bytes as the
+in-process one, for every fetch option."""
 
 from __future__ import annotations
 
@@ -10,15 +12,18 @@ import time
 
 import orjson
 import pytest
+from pickled_shard import PickledShard
 
 import leafsearch
 from leafsearch import admin
 from leafsearch.request.search_request import parse_search_request
-from leafsearch.search import top_hits
+from leafsearch.rest.render import to_json
+from leafsearch.search import phases, top_hits
+from leafsearch.search.dfs import DfsStats
 from leafsearch.search.guard import SearchGuard
 from leafsearch.search.hitlist import build_hitlist
 from leafsearch.search.phases import page_bounds
-from leafsearch.search.shard_api import ShardQuery
+from leafsearch.search.shard_api import ShardDfs, ShardQuery
 from leafsearch.search.targets import acquire_targets, release_targets
 
 WORDS = ["red", "green", "blue"]
@@ -40,7 +45,8 @@ def node(tmp_path_factory: pytest.TempPathFactory):
                         doc["v"] = rng.randint(-9, 9) if v_type == "long" else rng.randint(-18, 18) / 2
                     if rng.random() < 0.8:
                         doc["k"] = rng.choice(terms)
-                    node.index_doc(name, f"{batch}-{i}", orjson.dumps(doc))
+                    routing = "r1" if i % 7 == 0 else None
+                    node.index_doc(name, f"{batch}-{i}", orjson.dumps(doc), routing=routing)
                 node.indices[name].refresh()
         yield node
 
@@ -91,3 +97,97 @@ def test_a_search_over_both_indices_through_the_node_sorts_longs_and_doubles_tog
     assert values == sorted(values, reverse=True)
     assert {h["_index"] for h in hits} == {"ints", "floats"}
     assert any(isinstance(v, float) and not v.is_integer() for v in values)
+
+
+def _fetch_options(rng: random.Random) -> dict:
+    """A random mix of the options a hit's rendering reads."""
+    body: dict = {}
+    source = rng.choice([None, True, False, ["k"], {"excludes": ["t"]}])
+    if source is not None:
+        body["_source"] = source
+    if rng.random() < 0.3:
+        body["fields"] = rng.choice([["v"], ["k", "t"], ["*"]])
+    if rng.random() < 0.3:
+        body["docvalue_fields"] = rng.choice([["k"], [{"field": "v", "format": "0.00"}], ["v", "k"]])
+    if rng.random() < 0.1 and source is False and "fields" not in body:
+        body["stored_fields"] = "_none_"
+    for flag in ("version", "seq_no_primary_term", "track_scores", "explain"):
+        if rng.random() < 0.25:
+            body[flag] = True
+    return body
+
+
+def _search_body(rng: random.Random) -> dict:
+    query = rng.choice([{"match_all": {}}, {"match": {"t": rng.choice(WORDS)}}, {"term": {"k": "c"}}])
+    body = {"query": query, "from": rng.choice([0, 3]), "size": rng.choice([1, 5, 40])}
+    if rng.random() < 0.7:
+        field = rng.choice(["v", "k"])
+        body["sort"] = [{field: {"order": rng.choice(["asc", "desc"])}}, rng.choice(["_score", "_doc"])]
+    return {**body, **_fetch_options(rng)}
+
+
+def _response(node, index: str, body: dict, params: dict, shards_of=None) -> bytes:
+    """The REST body of a search (without `took`), its shards local or wrapped by `shards_of`."""
+    request = parse_search_request(body, params, indices=index)
+    targets = phases.resolve_targets(node, request)
+    try:
+        phases.check_limits(request, targets)
+        shards = None if shards_of is None else shards_of(targets)
+        hits, tree = phases.query_phase(node, targets, request, aggs=True, shards=shards)
+        start, end = page_bounds(hits, request)
+        response = phases.response(
+            node, hits, request, start, end, 0.0, agg_tree=tree, extra={}, raw_hits=True, shards=shards
+        )
+    finally:
+        release_targets(targets)
+    response.pop("took")
+    return to_json(response)
+
+
+def _pickled(node):
+    return lambda targets: [PickledShard(shard) for shard in top_hits.local_shards(node, targets)]
+
+
+@pytest.mark.parametrize("seed", range(80))
+def test_a_search_through_pickled_shard_messages_answers_the_same_bytes(node, seed: int) -> None:
+    """Query, fetch (and DFS) messages and answers pickled, as to shards in another process: the
+    response is byte for byte the in-process one, whatever the fetch options."""
+    rng = random.Random(seed)
+    body = _search_body(rng)
+    index = rng.choice(["ints", "floats", "ints,floats"])
+    params = {"search_type": "dfs_query_then_fetch"} if rng.random() < 0.3 else {}
+    assert _response(node, index, body, params, _pickled(node)) == _response(node, index, body, params), body
+
+
+def test_a_page_of_several_shards_fetches_each_shard_once_at_once(node) -> None:
+    """The fetch phase sends each shard of the page one message with its hits, never one per hit."""
+    request = parse_search_request({"sort": [{"k": "asc"}, "_doc"], "size": 60}, {}, indices="ints,floats")
+    targets = acquire_targets([node.indices["floats"], node.indices["ints"]])
+    try:
+        shards = [PickledShard(shard) for shard in top_hits.local_shards(node, targets)]
+        hits, _ = phases.query_phase(node, targets, request, aggs=False, shards=shards)
+        page = phases.fetch_page(node, hits, 0, len(hits), request, raw_hits=True, shards=shards)
+        assert [shard.calls for shard in shards] == [{"query": 1, "fetch": 1}] * len(shards)
+        ids = [hit["_id"] for hit in orjson.loads(page.data)]
+        assert len(ids) == 60
+        assert ids == [hit["_id"] for hit in phases.fetch_page(node, hits, 0, len(hits), request)]
+    finally:
+        release_targets(targets)
+
+
+def test_dfs_statistics_are_data_summed_by_the_coordinator(node) -> None:
+    """Each shard answers its query's term statistics; their sum is every shard's statistics:
+    the documents holding a term over both indices."""
+    request = parse_search_request(
+        {"query": {"match": {"t": "red"}}}, {"search_type": "dfs_query_then_fetch"}
+    )
+    targets = acquire_targets([node.indices["floats"], node.indices["ints"]])
+    try:
+        shards = [PickledShard(shard) for shard in top_hits.local_shards(node, targets)]
+        parts = [shard.dfs(ShardDfs(request, i, 0)) for i, shard in enumerate(shards)]
+        total = DfsStats.total(parts)
+        holding = sum(t.searcher.doc_freq("t", "red") for t in targets)
+        assert total.entries[("text_df", "t", "red")] == holding
+        assert total.entries[("text_stats", "t")][0] == sum(t.searcher.text_stats("t")[0] for t in targets)
+    finally:
+        release_targets(targets)

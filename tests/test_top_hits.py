@@ -122,15 +122,17 @@ def test_one_page_equals_the_page_of_the_full_sort(node, seed: int, monkeypatch:
         )
         if rng.random() < 0.5 and len(full) > 2 and all(s != "_score" for s in body["sort"]):
             # A cursor: the sort values of a hit of the full list (no PIT: ties are skipped).
-            from leafsearch.search.fetch_phase import render_hits
+            from leafsearch.search.phases import fetch_page
 
             at = rng.randrange(len(full) - 1)
-            cursor = render_hits(full, at, at + 1, full_request)[0]["sort"]
+            cursor = fetch_page(node, full, at, at + 1, full_request)[0]["sort"]
             body = {**body, "search_after": cursor, "from": 0}
             full_request = parse_search_request(body, {})
         request = parse_search_request(body, {})
         assert top_hits.serves(request)
-        top = top_hits.top_hits(node, targets, request, now_millis=now, aggs=False, cancelled=None)
+        top = top_hits.top_hits(
+            node, targets, request, now_millis=now, aggs=False, shards=top_hits.local_shards(node, targets)
+        )
         assert page(top, request) == page(full, full_request), body
         assert top.total == full.total
         if full.max_score is not None:
@@ -175,7 +177,9 @@ def test_segment_orders_are_reused_and_bounded(node, monkeypatch: pytest.MonkeyP
     targets = acquire_targets([node.indices["docs"]])
     try:
         for _ in range(2):
-            top_hits.top_hits(node, targets, request, now_millis=0, aggs=False, cancelled=None)
+            top_hits.top_hits(
+                node, targets, request, now_millis=0, aggs=False, shards=top_hits.local_shards(node, targets)
+            )
         segments = sum(len(t.searcher.views) for t in targets)
         assert orders.stats()["count"] == segments
         assert orders.evictions == 0

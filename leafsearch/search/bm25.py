@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import weakref
 from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 
@@ -74,7 +75,7 @@ def constant_score(weight: np.float32, table: np.ndarray) -> np.float32:
 _keyword_cache: weakref.WeakKeyDictionary[KeywordColumn, tuple[int, int, np.ndarray]] = (
     weakref.WeakKeyDictionary()
 )
-_shard_cache: weakref.WeakKeyDictionary[Searcher, dict] = weakref.WeakKeyDictionary()
+_shard_cache: weakref.WeakKeyDictionary[Any, dict] = weakref.WeakKeyDictionary()
 
 
 def _keyword_column_stats(col: KeywordColumn) -> tuple[int, int, np.ndarray]:
@@ -97,6 +98,16 @@ def _shard_memo(searcher: Searcher) -> dict:
     if memo is None:
         memo = _shard_cache[searcher] = {}
     return memo
+
+
+def statistics_read(searcher: Any) -> dict[tuple, Any]:
+    """The statistics read through this module from a shard's searcher so far, by key (DFS)."""
+    return dict(_shard_memo(searcher))
+
+
+def seed_statistics(searcher: Any, entries: dict[tuple, Any]) -> None:
+    """Let a stand-in searcher answer these statistics as if read from it (DFS: the request's sum)."""
+    _shard_memo(searcher).update(entries)
 
 
 def text_doc_freq(searcher: Searcher, field: str, term: str) -> int:

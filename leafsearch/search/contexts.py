@@ -1,6 +1,7 @@
 """Reader contexts: points in time and scrolls, each holding shard snapshots until freed.
 
-A context pins the Searchers it was opened on; freeing it (close, clear, expiry, a scroll request
+A context pins the Searchers it was opened on, one shard context per shard (`ShardSearch.
+open_context`, shard_contexts.py); freeing it (close, clear, expiry, a scroll request
 without `scroll`, deletion of its index) releases them, which lets the shard delete segment files
 that nothing else holds. As in Elasticsearch, a context is marked in use while a request reads it:
 its keep-alive counts from the end of the last request, the reaper never takes a context in use,
@@ -34,7 +35,9 @@ from typing import TYPE_CHECKING, Any
 from leafsearch.errors import IllegalArgument, RejectedExecution, SearchContextMissing, TooManyScrollContexts
 from leafsearch.request.timevalue import parse_time_value
 from leafsearch.search.read_ahead import ReadAhead
+from leafsearch.search.shard_api import ShardContextId
 from leafsearch.search.targets import Target, release_targets
+from leafsearch.search.top_hits import local_shards
 from leafsearch.security.subject import current
 
 if TYPE_CHECKING:
@@ -65,6 +68,9 @@ class ReaderContext:
     position: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
     owner: str | None = None  # Subject.owner_key of the opener; None without authentication
+    #: Per target, the shard context pinning its snapshot (the shard interface's reader context):
+    #: the context's hold on its snapshots, freed with it.
+    shard_contexts: list[ShardContextId] = field(default_factory=list)
 
     @property
     def indices(self) -> list[str]:
@@ -183,6 +189,9 @@ class ContextRegistry:
                 requests=int(in_use),
                 in_use=int(in_use),
             )
+            # Each shard pins its snapshot for the context; the caller's references pass to the pins.
+            ctx.shard_contexts = [shard.open_context() for shard in local_shards(self.node, targets)]
+            release_targets(targets)
             self._contexts[ctx_id] = ctx
             if kind == "scroll":
                 self.node.search_stats.scroll_opened(targets)
@@ -266,7 +275,9 @@ class ContextRegistry:
         self.read_ahead.forget(ctx.ctx_id)
         if self.node.search_workers is not None:
             self.node.search_workers.forget_context(ctx.ctx_id)
-        release_targets(ctx.targets)
+        shards = local_shards(self.node, ctx.targets)
+        for shard, context in zip(shards, ctx.shard_contexts, strict=True):
+            shard.free_context(context)
 
     def free(self, ctx: ReaderContext, how: str = "freed") -> None:
         with self._lock:

@@ -25,8 +25,9 @@ from typing import TYPE_CHECKING, Any
 from leafsearch.rawjson import RawJSON
 from leafsearch.request.search_types import DOC, SearchRequest
 from leafsearch.search import phases, slicing
-from leafsearch.search.fetch_phase import render_hits, renders_raw
+from leafsearch.search.fetch_phase import renders_raw
 from leafsearch.search.hitlist import HitList, LiveDocs
+from leafsearch.search.shard_api import ShardContextId
 from leafsearch.search.sort_keys import SortColumn
 from leafsearch.search.targets import Target
 
@@ -60,6 +61,9 @@ class PitTask:
     raw_hits: bool
     ctx_id: int
     public_id: str
+    #: Per target, the shard context pinning it, when the page runs where the pins are (this
+    #: process); None in a search worker, whose targets are the same snapshots rebuilt.
+    contexts: list[ShardContextId] | None = None
 
 
 @dataclass(eq=False)
@@ -129,7 +133,9 @@ def _pit_page(node: Any, task: PitTask, cancelled: threading.Event | None) -> di
     request, targets, raw_hits = task.request, task.targets, task.raw_hits
     started = _started(task.elapsed)
     read_ahead = node.contexts.read_ahead
-    hitlist, tree = phases.query_phase(node, targets, request, aggs=True, cancelled=cancelled)
+    hitlist, tree = phases.query_phase(
+        node, targets, request, aggs=True, cancelled=cancelled, contexts=task.contexts
+    )
     start, end = phases.page_bounds(hitlist, request)
     ahead = raw_hits and not hitlist.window and renders_raw(request)
     served = _pit_page_key(hitlist, request, start, end)
@@ -155,7 +161,7 @@ def _pit_page(node: Any, task: PitTask, cancelled: threading.Event | None) -> di
             _pit_page_key(hitlist, request, end, following),
             hitlist,
             targets,
-            lambda: render_hits(hitlist, end, following, request, raw_hits=True),
+            lambda: phases.fetch_page(node, hitlist, end, following, request, raw_hits=True),
         )
     return body
 
@@ -226,7 +232,7 @@ def _scroll_batch(
         ready=ready,
     )
     if task.read_ahead and following < _walk_length(matches):
-        render: Callable[[], RawJSON] = lambda: _render_batch(matches, request, targets, following)  # noqa: E731
+        render: Callable[[], RawJSON] = lambda: _render_batch(node, matches, request, targets, following)  # noqa: E731
         read_ahead.continue_walk(
             task.ctx_id, ("scroll", task.position), ("scroll", following), matches, targets, render
         )
@@ -238,10 +244,10 @@ def _walk_length(matches: HitList | LiveDocs) -> int:
 
 
 def _render_batch(
-    matches: HitList | LiveDocs, request: SearchRequest, targets: list[Target], position: int
+    node: Any, matches: HitList | LiveDocs, request: SearchRequest, targets: list[Target], position: int
 ) -> Any:
     page, start, end, _ = batch_at(matches, request, targets, position)
-    return render_hits(page, start, end, request, raw_hits=True)
+    return phases.fetch_page(node, page, start, end, request, raw_hits=True)
 
 
 def batch_at(

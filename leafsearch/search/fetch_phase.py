@@ -1,46 +1,53 @@
-"""The fetch phase of one page: the page's ids, sources and routings read segment by segment, then
-its hits rendered.
+"""The fetch phase of one page, both sides of the shard interface (shard_api.py).
+
+The coordinator (`render_hits`) splits the page by shard and sends each shard a `ShardFetch`: its
+docs in page order with what the merge knows of them (scores, rendered sort values) and the
+request's fetch options; the shards render at once and the coordinator splices their answers in
+page order. A shard (`fetch_shard`) reads its hits' ids, sources and routings segment by segment.
 
 The REST layer asks for pages as JSON bytes: every hit is constant pieces around columns (its id,
 stored `_source` bytes, version, seq_no, score, routing, doc values, sort values), each gathered
-and encoded for the whole page at once (`hit_columns`), so the page is one `bytes.join` over them,
-without a dict or an encoder callback per hit. Pages with options that read or rewrite a hit's
-source (`fields`, `_source` filtering, `explain`), and in-process callers, get one dict per hit.
+and encoded for the shard's hits at once (`hit_columns`), so a shard's hits are one `bytes.join`
+over them, without a dict or an encoder callback per hit; a page of one shard is that join as it
+comes. Pages with options that read or rewrite a hit's source (`fields`, `_source` filtering,
+`explain`), and in-process callers, get one dict per hit.
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterable, Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from itertools import chain, repeat
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import orjson
 
 from leafsearch.rawjson import RawJSON
 from leafsearch.request.search_types import SearchRequest
-from leafsearch.search import fetch, hit_columns
+from leafsearch.search import fetch as fetch_helpers
+from leafsearch.search import hit_columns
 from leafsearch.search.hit_columns import Group, PageOrder, groups_of
 from leafsearch.search.hitlist import HitList
+from leafsearch.search.profile import ShardProfile
+from leafsearch.search.shard_api import FetchForm, ShardFetch, ShardFetchResult, ShardSearch, each_shard
+
+if TYPE_CHECKING:
+    from leafsearch.search.targets import Target
 
 
 @dataclass
 class _Page:
-    """What the fetch phase reads for a page: per hit its target, id, source bytes, routing,
-    score and sort values; and the segment groups they were read from."""
+    """What a shard's fetch reads for its hits of a page: per hit its id, source bytes and
+    routing; and the segment groups they were read from."""
 
-    tpos: np.ndarray
     groups: list[Group]
     order: PageOrder
     ids: list[bytes | None]  # UTF-8
     sources: list[bytes | None]
     routings: list[str | None]
-    scores: np.ndarray | None  # float32, when the hits show their score
-    sort_columns: list[list[Any]] | None  # per sort column, the page's rendered values
-
-    def sort_rows(self) -> list[list[Any]]:
-        assert self.sort_columns is not None
-        return [list(row) for row in zip(*self.sort_columns, strict=True)]
 
     def located(self) -> list[tuple[Any, int]]:
         """Per hit its segment view and local doc, for the options that read doc values."""
@@ -51,33 +58,25 @@ class _Page:
         return out
 
 
-def _gather(hitlist: HitList, start: int, end: int, request: SearchRequest) -> _Page:
-    """Ids, sources and routings of the page's documents only, read segment by segment.
+def _gather(target: Target, fetch: ShardFetch) -> _Page:
+    """Ids, sources and routings of the shard's hits only, read segment by segment.
 
     `stored_fields: _none_` loads no stored field at all, so its hits have no id, routing or
     source (Elasticsearch's fetch phase then builds id-less hits).
     """
-    sl = slice(start, end)
-    tpos = hitlist.target[sl]
-    groups = groups_of(hitlist.targets, tpos, hitlist.doc[sl])
+    request, n = fetch.request, len(fetch.docs)
+    groups = groups_of([target], np.zeros(n, np.int32), fetch.docs)
     order = PageOrder(groups)
-    n = end - start
     ids: list[bytes | None] = [None] * n
     sources: list[bytes | None] = [None] * n
     routings: list[str | None] = [None] * n
     if _loads_stored_fields(request):
         ids = order.merge([g.view.segment.doc_id_bytes(g.local) for g in groups])
         if request.source.fetch or request.fields:
-            sources = order.merge([_sources(hitlist.targets[g.target], g) for g in groups])
+            sources = order.merge([_sources(target, g) for g in groups])
         if any(g.view.segment.column("_routing") is not None for g in groups):
             routings = hit_columns.routings(groups, order)
-    sorted_by_field = bool(request.sort) and request.sort[0].field != "_score"
-    show_score = hitlist.score is not None and (
-        not sorted_by_field or request.track_scores or any(s.field == "_score" for s in request.sort)
-    )
-    scores = hitlist.score[sl] if show_score and hitlist.score is not None else None
-    sort_columns = _sort_columns(hitlist, start, end) if request.sort else None
-    return _Page(tpos, groups, order, ids, sources, routings, scores, sort_columns)
+    return _Page(groups, order, ids, sources, routings)
 
 
 def _sources(target: Any, group: Group) -> list[bytes | None]:
@@ -98,19 +97,38 @@ def renders_raw(request: SearchRequest) -> bool:
     return not (request.fields or request.explain or request.source.filtering)
 
 
-def _render_raw(hitlist: HitList, page: _Page, request: SearchRequest) -> RawJSON:
-    """A page as one pre-encoded JSON array, keys in the order Elasticsearch writes them.
+def fetch_shard(target: Target, fetch: ShardFetch) -> ShardFetchResult:
+    """The fetch phase on one shard snapshot: its hits of a page rendered in the form asked.
+
+    Cost: the hits' own reads (ids, sources, per-hit options) a segment group at a time; the
+    bytes forms join columns, never build a dict per hit."""
+    started = time.perf_counter_ns()
+    page = _gather(target, fetch)
+    joined: bytes | None = None
+    hits: list[Any] | None = None
+    if fetch.form == "dicts":
+        hits = _render_dicts(target, page, fetch)
+    else:
+        columns = _raw_columns(target, page, fetch)
+        rows = zip(*columns, strict=True)
+        if fetch.form == "page":
+            joined = b"".join(chain.from_iterable(rows))
+        else:
+            hits = [b"".join(row) for row in rows]
+    return ShardFetchResult(fetch.shard_index, joined, hits, time.perf_counter_ns() - started)
+
+
+def _raw_columns(target: Target, page: _Page, fetch: ShardFetch) -> list[Iterable[bytes]]:
+    """The shard's hits as columns of JSON pieces, keys in the order Elasticsearch writes them.
 
     Each hit is `{"_index":..[,"_id":..][,"_version":..][,"_seq_no":..,"_primary_term":1],"_score":..
-    [,"_routing":..][,"_source":..][,"fields":{..}][,"sort":[..]]}`: the parts that differ per hit
-    are columns (lists), the others constants, and the page is one join over the hits' parts
-    taken in turn.
+    [,"_routing":..][,"_source":..][,"fields":{..}][,"sort":[..]]}` and a comma: the parts that
+    differ per hit are columns (lists), the others constants; a hit is one row of them.
     """
+    request = fetch.request
     dumps = orjson.dumps
     n = len(page.ids)
-    pieces: list[bytes | list[bytes]] = []
-    heads = [b'{"_index":' + dumps(t.index.name) for t in hitlist.targets]
-    pieces.append(heads[0] if len(heads) == 1 else [heads[t] for t in page.tpos.tolist()])
+    pieces: list[bytes | list[bytes]] = [b'{"_index":' + dumps(target.index.name)]
     loaded = _loads_stored_fields(request)
     if loaded:
         ids: list[bytes] = page.ids  # type: ignore[assignment]  # loaded: every hit has its id
@@ -125,7 +143,7 @@ def _render_raw(hitlist: HitList, page: _Page, request: SearchRequest) -> RawJSO
         seq_nos = hit_columns.page_column(page.groups, n, lambda seg, docs: seg.seq_nos[docs])
         pieces += [b',"_seq_no":', hit_columns.json_items(seq_nos.tolist()), b',"_primary_term":1']
     pieces.append(b',"_score":')
-    pieces.append(b"null" if page.scores is None else hit_columns.json_scores(page.scores))
+    pieces.append(b"null" if fetch.scores is None else hit_columns.json_scores(fetch.scores))
     if page.routings.count(None) != n:
         pieces.append([b"" if r is None else b',"_routing":' + dumps(r) for r in page.routings])
     if request.source.fetch and loaded:
@@ -134,10 +152,10 @@ def _render_raw(hitlist: HitList, page: _Page, request: SearchRequest) -> RawJSO
         else:
             pieces += [b',"_source":', page.sources]  # type: ignore[list-item]
     if request.docvalue_fields:
-        parts = hit_columns.docvalue_fields_json(page.groups, hitlist.targets, request.docvalue_fields)
+        parts = hit_columns.docvalue_fields_json(page.groups, [target], request.docvalue_fields)
         pieces.append(page.order.merge(parts))
-    if page.sort_columns is not None:
-        pieces += [b',"sort":[', _sort_json(page.sort_columns), b"]"]
+    if fetch.sort_values is not None:
+        pieces += [b',"sort":[', _sort_json(fetch.sort_values), b"]"]
     pieces.append(b"},")
     merged: list[bytes | list[bytes]] = []
     for piece in pieces:
@@ -145,37 +163,26 @@ def _render_raw(hitlist: HitList, page: _Page, request: SearchRequest) -> RawJSO
             merged[-1] += piece
         else:
             merged.append(piece)
-    columns = [repeat(p, n) if isinstance(p, bytes) else p for p in merged]
-    body = b"".join(chain.from_iterable(zip(*columns, strict=True)))
-    return RawJSON(b"[" + body[:-1] + b"]")
+    return [repeat(p, n) if isinstance(p, bytes) else p for p in merged]
 
 
-def render_hits(
-    hitlist: HitList, start: int, end: int, request: SearchRequest, *, raw_hits: bool = False
-) -> list[dict[str, Any]] | RawJSON:
-    """The fetch phase: ids, sources and per-hit options for the page's documents only.
-
-    With `raw_hits` (the REST layer) a plain page is rendered straight to bytes; in-process
-    callers get one dict per hit.
-    """
-    if end <= start:
-        return []
-    page = _gather(hitlist, start, end, request)
-    if raw_hits and renders_raw(request):
-        return _render_raw(hitlist, page, request)
+def _render_dicts(target: Target, page: _Page, fetch: ShardFetch) -> list[dict[str, Any]]:
+    """One dict per hit: for options that read or rewrite a hit's source, and in-process callers."""
+    request, n = fetch.request, len(page.ids)
     fetch_source = request.source.fetch and _loads_stored_fields(request)
-    sort_rows = page.sort_rows() if page.sort_columns is not None else None
+    sort_rows = (
+        [list(row) for row in zip(*fetch.sort_values, strict=True)] if fetch.sort_values is not None else None
+    )
     located = (
         page.located() if request.version or request.seq_no_primary_term or request.docvalue_fields else None
     )
     scores = (
-        [fetch._short_float(v, "float") for v in page.scores.tolist()]
-        if page.scores is not None
-        else [None] * (end - start)
+        [fetch_helpers._short_float(v, "float") for v in fetch.scores.tolist()]
+        if fetch.scores is not None
+        else [None] * n
     )
     hits = []
-    for row in range(end - start):
-        target = hitlist.targets[int(page.tpos[row])]
+    for row in range(n):
         hit: dict[str, Any] = {"_index": target.index.name}
         doc_id = page.ids[row]
         if doc_id is not None:
@@ -194,18 +201,20 @@ def render_hits(
             hit["_routing"] = page.routings[row]
         raw = page.sources[row]
         if fetch_source and raw is not None:
-            filtered = fetch.filter_source(raw, request.source)
+            filtered = fetch_helpers.filter_source(raw, request.source)
             if filtered is not None:
                 hit["_source"] = RawJSON(filtered)
         if request.fields or request.docvalue_fields:
             values: dict[str, list] = {}
             if request.fields and raw is not None:
-                values.update(fetch.extract_fields(RawJSON(raw).parsed(), target.mapping, request.fields))
+                values.update(
+                    fetch_helpers.extract_fields(RawJSON(raw).parsed(), target.mapping, request.fields)
+                )
             if request.docvalue_fields:
                 assert located is not None
                 view, local_doc = located[row]
                 values.update(
-                    fetch.docvalue_field_values(
+                    fetch_helpers.docvalue_field_values(
                         view.segment, local_doc, target.mapping, request.docvalue_fields, target.index.name
                     )
                 )
@@ -217,6 +226,87 @@ def render_hits(
             hit["_explanation"] = {"value": hit["_score"] or 0.0, "description": "score", "details": []}
         hits.append(hit)
     return hits
+
+
+# ---------------------------------------------------------------------------------------------
+# The coordinator's side: a page split into its shards' fetches, their hits spliced in page order
+
+
+def render_hits(
+    hitlist: HitList,
+    start: int,
+    end: int,
+    request: SearchRequest,
+    *,
+    shards: Sequence[ShardSearch],
+    pool: Executor | None = None,
+    raw_hits: bool = False,
+    profiles: list[ShardProfile] | None = None,
+) -> list[dict[str, Any]] | RawJSON:
+    """The fetch phase of hits [start, end): one `ShardFetch` per shard holding some of them (at
+    once on `pool` when several do), their answers spliced in page order.
+
+    `shards` are per target of the hit list. With `raw_hits` (the REST layer) a plain page comes
+    back as bytes; in-process callers get one dict per hit. `profiles` (per target) receive each
+    shard's fetch time. Cost: the shards' own fetches; a page of one shard is spliced as it
+    comes, a page of several takes one list step per hit to interleave them."""
+    if end <= start:
+        return []
+    sl = slice(start, end)
+    tpos, docs = hitlist.target[sl], hitlist.doc[sl]
+    sorted_by_field = bool(request.sort) and request.sort[0].field != "_score"
+    show_score = hitlist.score is not None and (
+        not sorted_by_field or request.track_scores or any(s.field == "_score" for s in request.sort)
+    )
+    scores = hitlist.score[sl] if show_score and hitlist.score is not None else None
+    sort_values = _sort_columns(hitlist, start, end) if request.sort else None
+    raw = raw_hits and renders_raw(request) and profiles is None
+    first = int(tpos[0])
+    if (tpos == first).all():
+        parts = [(first, None)]
+    else:
+        # In page order of each shard's first hit: a refusal is the one the first hit meets.
+        present, firsts = np.unique(tpos, return_index=True)
+        parts = [(int(present[i]), np.flatnonzero(tpos == present[i])) for i in np.argsort(firsts)]
+    form: FetchForm = "dicts" if not raw else ("page" if len(parts) == 1 else "hits")
+    fetches = []
+    for shard, rows in parts:
+        fetches.append(
+            ShardFetch(
+                request,
+                shard,
+                docs if rows is None else docs[rows],
+                scores if rows is None or scores is None else scores[rows],
+                sort_values if rows is None or sort_values is None else _rows_of(sort_values, rows),
+                form,
+                None if hitlist.contexts is None else hitlist.contexts[shard],
+            )
+        )
+    results = each_shard(pool, [(shards[f.shard_index].fetch, f) for f in fetches])
+    if profiles is not None:
+        for (shard, _), result, f in zip(parts, results, fetches, strict=True):
+            profiles[shard].fetch_nanos = result.fetch_nanos
+            profiles[shard].fetched = len(f.docs)
+    if form == "page":
+        assert results[0].page is not None
+        return RawJSON(b"[" + results[0].page[:-1] + b"]")
+    if len(parts) == 1:
+        assert results[0].hits is not None
+        return results[0].hits
+    hits: list[Any] = [None] * (end - start)
+    for (_, rows), result in zip(parts, results, strict=True):
+        assert rows is not None and result.hits is not None
+        for row, hit in zip(rows.tolist(), result.hits, strict=True):
+            hits[row] = hit
+    if form == "hits":
+        return RawJSON(b"[" + b"".join(hits)[:-1] + b"]")
+    return hits
+
+
+def _rows_of(columns: list[list[Any]], rows: np.ndarray) -> list[list[Any]]:
+    """The values of some rows of each column."""
+    at = rows.tolist()
+    return [[column[i] for i in at] for column in columns]
 
 
 def _sort_columns(hitlist: HitList, start: int, end: int) -> list[list[Any]]:
@@ -272,7 +362,7 @@ def _column_values(col, start: int, end: int, tpos: list[int]) -> list[Any]:
     types = col.field_types
     if col.kind not in _RAW_KINDS or col.spec.format is not None or _stored_otherwise(types):
         values = [
-            fetch.format_sort_value(v, types[t] if types else None, col.spec)
+            fetch_helpers.format_sort_value(v, types[t] if types else None, col.spec)
             for v, t in zip(values, tpos, strict=True)
         ]
     if col.present is not None:
@@ -281,6 +371,6 @@ def _column_values(col, start: int, end: int, tpos: list[int]) -> list[Any]:
         for row in absent:
             t = tpos[row]
             if t not in missing:
-                missing[t] = fetch.format_sort_value(None, types[t] if types else None, col.spec)
+                missing[t] = fetch_helpers.format_sort_value(None, types[t] if types else None, col.spec)
             values[row] = missing[t]
     return values

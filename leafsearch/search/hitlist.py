@@ -24,6 +24,7 @@ from leafsearch.bounded_cache import BoundedCache
 from leafsearch.index.searcher import Searcher, SegmentView
 from leafsearch.request.search_types import SearchRequest, SortSpec
 from leafsearch.search import slicing
+from leafsearch.search.dfs import DfsStats, RecordingStats, SummedStats
 from leafsearch.search.guard import (
     MATCH_BYTES,
     SEGMENT_BYTES_PER_DOC,
@@ -33,6 +34,7 @@ from leafsearch.search.guard import (
 )
 from leafsearch.search.matching import QueryContext, execute, prepare, query_key
 from leafsearch.search.profile import ShardProfile
+from leafsearch.search.shard_api import ShardContextId
 from leafsearch.search.sort_keys import (
     GlobalOrdinals,
     SortColumn,
@@ -62,6 +64,9 @@ class HitList:
     window: bool = False  # holds only the requested page (a live-docs walk), not every match
     timed_out: bool = False  # the search's timeout stopped it: the matches of the segments it reached
     profiles: list[ShardProfile] | None = None  # per target, when the search is profiled
+    #: Per target, the shard context its hits were found on (the fetch phase reads the same);
+    #: None: the snapshots the targets hold.
+    contexts: list[ShardContextId | None] | None = None
 
     def __len__(self) -> int:
         return len(self.doc)
@@ -118,7 +123,7 @@ def segment_matches(
     needs_scores: bool,
     with_aggs,
     guard: SearchGuard,
-    stats: Searcher | None = None,
+    stats: DfsStats | None = None,
     profiles: list[ShardProfile] | None = None,
 ) -> Iterator[SegmentMatches]:
     """Run the query on every segment of every target, in (shard, segment) order.
@@ -133,9 +138,10 @@ def segment_matches(
     # DFS: every shard scores with the term statistics of all shards of the request (`stats`
     # when the caller runs one shard of them).
     if stats is None and request.dfs and needs_scores:
-        stats = all_shards_stats(targets)
+        stats = DfsStats.total(shard_statistics(t, request, now_millis, guard) for t in targets)
     for ti, target in enumerate(targets):
-        ctx = shard_query_context(target, now_millis, needs_scores, stats)
+        summed = None if stats is None else SummedStats(stats, target.searcher)
+        ctx = shard_query_context(target, now_millis, needs_scores, summed)
         filtering = request.post_filter is not None
         filter_ctx = shard_query_context(target, now_millis, False) if filtering else None
         profile = profiles[ti] if profiles is not None else None
@@ -306,13 +312,30 @@ def sort_hits(
     return target_arr, doc_arr, score_arr, columns, keys
 
 
+def shard_statistics(target: Target, request: SearchRequest, now_millis: int, guard: SearchGuard) -> DfsStats:
+    """The DFS phase on one shard: the term statistics its query reads on its own snapshot.
+    Cost: the query run once more on every segment, its matches dropped."""
+    recorder = RecordingStats(target.searcher)
+    ctx = shard_query_context(target, now_millis, True, recorder)
+    query = target.query(request.query)
+    prepare(query, ctx)
+    for view in target.searcher.views:
+        if view.live_count:
+            guard.check()
+            execute(query, view, ctx)
+    return recorder.recorded()
+
+
 def all_shards_stats(targets: list[Target]) -> Searcher:
     """A statistics-only view over the segments of every target (never acquired or released)."""
     return Searcher(-1, [v for t in targets for v in t.searcher.views], generation=0)
 
 
 def shard_query_context(
-    target: Target, now_millis: int, needs_scores: bool, stats: Searcher | None = None
+    target: Target,
+    now_millis: int,
+    needs_scores: bool,
+    stats: Searcher | SummedStats | RecordingStats | None = None,
 ) -> QueryContext:
     """One query context per shard snapshot: it caches the plan and statistics for all segments.
     `stats`, when given, replaces the shard's own term statistics (DFS)."""

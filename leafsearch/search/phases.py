@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -28,6 +29,7 @@ from leafsearch.search.guard import SearchGuard
 from leafsearch.search.hitlist import HitList, shard_doc_page
 from leafsearch.search.profile import ShardProfile
 from leafsearch.search.rescore import rescore
+from leafsearch.search.shard_api import ShardContextId, ShardSearch
 from leafsearch.search.slicing import check_slice_field, pit_slice_range
 from leafsearch.search.sort_keys import missing_substitute
 from leafsearch.search.targets import Target, acquire_targets
@@ -184,20 +186,31 @@ def query_phase(
     *,
     aggs: bool,
     cancelled: threading.Event | None = None,
+    shards: Sequence[ShardSearch] | None = None,
+    contexts: Sequence[ShardContextId | None] | None = None,
 ) -> tuple[HitList, Any]:
     """The matches of every target in sort order (or, for a plain `_shard_doc` walk, the page).
 
-    `cancelled` is set when the client went away (see guard.py)."""
+    `cancelled` is set when the client went away (see guard.py). A page served by top hits goes
+    through the shard interface: `shards` (per target; default this process's) on `contexts`
+    (the snapshots they pinned; default the targets'). A PIT page is one too when the node keeps
+    no HitLists (`indices.cache.hitlist.size: 0`): then no walk pays for a list of every match."""
     # Aggregation requests are parsed before the shards run: their errors are not shard failures.
     with_aggs, tree = _agg_collector(node, request, targets) if aggs else (None, None)
     with node.search_stats.phase("query", targets):
         try:
             if _walks_live_docs(request) and not any(t.alias_filter for t in targets):
                 hitlist = _live_docs_page(targets, request)
-            elif top_hits.serves(request):
+            elif top_hits.serves(request, walks=not _keeps_hitlists(node)):
                 now = int(time.time() * 1000)
                 hitlist = top_hits.top_hits(
-                    node, targets, request, now_millis=now, aggs=with_aggs is not None, cancelled=cancelled
+                    node,
+                    targets,
+                    request,
+                    now_millis=now,
+                    aggs=with_aggs is not None,
+                    shards=shards or top_hits.local_shards(node, targets, cancelled),
+                    contexts=contexts,
                 )
             else:
                 guard = SearchGuard.for_search(node, request, cancelled)
@@ -211,6 +224,12 @@ def query_phase(
                 raise _phase_error(exc) from None
             raise
     return hitlist, tree
+
+
+def _keeps_hitlists(node: Node) -> bool:
+    """Whether the node keeps walks' HitLists (`indices.cache.hitlist.size` above 0): read from the
+    setting, which a search worker shares, rather than from its own share of the cache."""
+    return int(node.cluster_settings.get("indices.cache.hitlist.size")) > 0
 
 
 def _walks_live_docs(request: SearchRequest) -> bool:
@@ -298,19 +317,21 @@ def response(
     extra: dict[str, Any],
     raw_hits: bool = False,
     ready: RawJSON | None = None,
+    shards: Sequence[ShardSearch] | None = None,
 ) -> dict[str, Any]:
-    """The search response; `ready` is the page's hits when they were already rendered (read ahead)."""
+    """The search response; `ready` is the page's hits when they were already rendered (read
+    ahead); `shards` fetch them (per target; default this process's)."""
     profiles = None
     if request.profile:
         profiles = hitlist.profiles or [ShardProfile() for _ in hitlist.targets]
     with node.search_stats.phase("fetch", hitlist.targets):
         try:
-            if profiles is not None:
-                hits: Any = _profiled_fetch(hitlist, start, end, request, profiles)
-            elif ready is not None:
-                hits = ready
+            if ready is not None and profiles is None:
+                hits: Any = ready
             else:
-                hits = render_hits(hitlist, start, end, request, raw_hits=raw_hits)
+                hits = fetch_page(
+                    node, hitlist, start, end, request, raw_hits=raw_hits, profiles=profiles, shards=shards
+                )
         except SearchPhaseExecution:
             raise
         except ElasticError as exc:
@@ -353,32 +374,30 @@ def response(
     return body
 
 
-def _profiled_fetch(
-    hitlist: HitList, start: int, end: int, request: SearchRequest, profiles: list[ShardProfile]
-) -> list[Any]:
-    """The page's hits fetched shard by shard, each shard's fetch timed into its profile."""
-    hits: list[Any] = [None] * (end - start)
-    page_targets = hitlist.target[start:end]
-    for shard in np.unique(page_targets).tolist():
-        rows = np.flatnonzero(page_targets == shard)
-        at = rows + start
-        part = HitList(
-            hitlist.targets,
-            hitlist.target[at],
-            hitlist.doc[at],
-            None if hitlist.score is None else hitlist.score[at],
-            [column.take(at) for column in hitlist.columns],
-            [key[at] for key in hitlist.keys],
-            hitlist.total,
-            hitlist.max_score,
-        )
-        started = time.perf_counter_ns()
-        rendered = render_hits(part, 0, len(rows), request)
-        profiles[shard].fetch_nanos = time.perf_counter_ns() - started
-        profiles[shard].fetched = len(rows)
-        for row, hit in zip(rows.tolist(), rendered, strict=True):
-            hits[row] = hit
-    return hits
+def fetch_page(
+    node: Node,
+    hitlist: HitList,
+    start: int,
+    end: int,
+    request: SearchRequest,
+    *,
+    raw_hits: bool = False,
+    profiles: list[ShardProfile] | None = None,
+    shards: Sequence[ShardSearch] | None = None,
+) -> Any:
+    """The fetch phase of hits [start, end) through `shards` (per target; default this process's),
+    at once on the node's shard pool (`profiles`: per target, each shard's fetch time)."""
+    shards = shards or top_hits.local_shards(node, hitlist.targets)
+    return render_hits(
+        hitlist,
+        start,
+        end,
+        request,
+        shards=shards,
+        pool=node.shard_pool,
+        raw_hits=raw_hits,
+        profiles=profiles,
+    )
 
 
 def _typed_keys(aggs: dict, tree: Any) -> dict:

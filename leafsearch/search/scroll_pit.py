@@ -49,8 +49,10 @@ def search_pit(
                 raise SearchPhaseExecution(exc) from None
             keep_alive = max(ctx.keep_alive, requested)
         phases.check_limits(node, request, ctx.targets)
+        # The shard contexts are this process's: a search worker reads the same snapshots rebuilt.
+        pins = ctx.shard_contexts if node.search_workers is None else None
         task = PitTask(
-            ctx.targets, request, time.perf_counter() - started, raw_hits, ctx.ctx_id, ctx.public_id
+            ctx.targets, request, time.perf_counter() - started, raw_hits, ctx.ctx_id, ctx.public_id, pins
         )
         # The pages of one walk (one slice of it) go where its hit list and read-ahead are.
         slice_id = None if request.slice is None else request.slice.id

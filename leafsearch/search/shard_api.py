@@ -1,11 +1,23 @@
-"""The query phase's shard interface: a typed request in, a shard's top hits out.
+"""The shard interface: what the coordinator asks of a shard, and what comes back, as data.
 
-The coordinator (top_hits.py) talks to every shard of a search through `ShardSearch.query`,
-as Elasticsearch's coordinator sends each shard a ShardSearchRequest and gets a QuerySearchResult
-back. Everything that crosses it is data: the typed `SearchRequest`, numbers, strings and numpy
-arrays (no Segment, Searcher or open file), so a shard served by another process or machine
-implements the same method and the coordinator does not change. `LocalShard` is the in-process
-implementation; the coordinator runs the shards of a search at once on the Node's shard pool.
+As Elasticsearch's coordinator talks to shards (ShardSearchRequest / QuerySearchResult,
+ShardFetchSearchRequest / FetchSearchResult, DfsSearchResult, ReaderContexts named by
+ShardSearchContextId), the coordinator here reaches every shard through `ShardSearch`:
+
+- `open_context()` -> `ShardContextId`: the shard pins its current snapshot (a PIT, a scroll);
+  `free_context(id)` releases it. Later messages name the pin in their `context`.
+- `dfs(ShardDfs)` -> `DfsStats`: the term statistics the shard's query reads
+  (`dfs_query_then_fetch`); the coordinator sums them (`DfsStats.total`) into every `ShardQuery`.
+- `query(ShardQuery)` -> `ShardTopDocs`: the shard's best `from + size` hits with their sort values,
+  totals and aggregation partials; the coordinator merges them (top_hits.py).
+- `fetch(ShardFetch)` -> `ShardFetchResult`: the shard's hits of the page, rendered as JSON bytes
+  (or dicts); the coordinator splices them in page order (fetch_phase.py).
+
+Everything that crosses it is data: the typed `SearchRequest`, numbers, strings, numpy arrays and
+rendered JSON (no Segment, Searcher or open file), so a shard served by another process or machine
+implements the same methods and the coordinator does not change (the tests search through a shard
+that pickles every message). `top_hits.LocalShard` is the in-process implementation; the
+coordinator runs the shards of a phase at once on the Node's shard pool (`each_shard`).
 
 What the coordinator decides for all shards together travels in the request: the kind every sort
 compares in (a field mapped `long` in one index and `double` in another compares as `double` in
@@ -13,21 +25,31 @@ both) and the field type that reads `missing` and cursor values. What a shard re
 mergeable without its segments: sort values as numbers, keyword values as the shard's own sorted
 terms with ordinals into them (`merge_columns` unites the term lists).
 
-Not yet behind the interface: the fetch phase (rendering reads the page's segments in-process),
-reader contexts (PIT and scroll walks keep a full HitList over all their shards), and the term
-statistics of `dfs_query_then_fetch` (the local shard reads every shard's segments).
+Not yet behind the interface: the coordinator holds `Target`s (mappings and index names; in-process
+also the Searchers, which a message without a context reads), scroll batches and cached PIT walks
+page a HitList over all their shards (the in-process walk cache), and rescoring under DFS reads
+every shard's segments.
 """
 
 from __future__ import annotations
 
+import contextvars
+from collections.abc import Callable
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol, TypeVar
 
 import numpy as np
 
 from leafsearch.request.search_types import SearchRequest, SortSpec
+from leafsearch.search.dfs import DfsStats
 from leafsearch.search.profile import ShardProfile
 from leafsearch.search.sort_keys import SortColumn
+
+R = TypeVar("R")
+
+#: How a shard's fetch answers (see `ShardFetch.form`).
+FetchForm = Literal["page", "hits", "dicts"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +67,16 @@ class SortPlan:
 
 
 @dataclass(frozen=True, slots=True)
+class ShardContextId:
+    """A reader context of one shard: the snapshot it pinned at `ShardSearch.open_context`, until
+    `free_context` (Elasticsearch's ShardSearchContextId). `session` names the shard service's
+    process life, so an id from before a restart is unknown rather than mistaken for a new one."""
+
+    session: str
+    number: int
+
+
+@dataclass(frozen=True, slots=True)
 class ShardQuery:
     """One shard's part of a search's query phase."""
 
@@ -53,8 +85,10 @@ class ShardQuery:
     now_millis: int  # `now` of every shard of the search
     sort: SortPlan
     aggs: bool  # collect the request's aggregations
-    #: Term statistics of every shard of the request (`dfs_query_then_fetch`); in-process only.
-    dfs_stats: Any = None
+    #: Term statistics of every shard of the request summed (`dfs_query_then_fetch`).
+    dfs_stats: DfsStats | None = None
+    #: The pinned snapshot to search; None: the snapshot the shard handle was resolved to.
+    context: ShardContextId | None = None
 
 
 @dataclass(slots=True)
@@ -72,10 +106,71 @@ class ShardTopDocs:
     profile: ShardProfile | None = None  # when the search is profiled
 
 
+@dataclass(frozen=True, slots=True)
+class ShardFetch:
+    """One shard's hits of a page to render (Elasticsearch's ShardFetchSearchRequest), in page
+    order, with what the coordinator knows of them from the merge."""
+
+    request: SearchRequest  # its fetch options: `_source`, `fields`, `docvalue_fields`, `version`...
+    shard_index: int
+    docs: np.ndarray  # int64 shard-level doc numbers, in page order
+    scores: np.ndarray | None  # float32 per hit when the page shows scores, else None (`null`)
+    sort_values: list[list[Any]] | None  # per sort column, the hits' values as rendered
+    #: How the hits come back: "page", one bytes of JSON objects each followed by a comma (the
+    #: page is this shard's alone); "hits", those bytes per hit (the coordinator interleaves them
+    #: with other shards'); "dicts", one dict per hit (options that rewrite a hit, in-process
+    #: callers).
+    form: FetchForm
+    context: ShardContextId | None = None
+
+
+@dataclass(slots=True)
+class ShardFetchResult:
+    """A shard's rendered hits (Elasticsearch's FetchSearchResult), in the order asked."""
+
+    shard_index: int
+    page: bytes | None  # form "page"
+    hits: list[Any] | None  # form "hits" (bytes) or "dicts"
+    fetch_nanos: int  # the shard's time rendering them (the profile's fetch time)
+
+
+@dataclass(frozen=True, slots=True)
+class ShardDfs:
+    """The DFS phase of `dfs_query_then_fetch` on one shard: the term statistics its query reads."""
+
+    request: SearchRequest
+    shard_index: int
+    now_millis: int
+    context: ShardContextId | None = None
+
+
 class ShardSearch(Protocol):
-    """What the coordinator needs of a shard for the query phase."""
+    """What the coordinator needs of a shard: reader contexts, DFS, query and fetch phases.
+
+    Every argument and answer is plain data that pickles, so the shard may be in another process."""
+
+    def open_context(self) -> ShardContextId:
+        """Pin the shard's current snapshot until `free_context`; later phases name it."""
+        ...
+
+    def free_context(self, context: ShardContextId) -> bool:
+        """Release a pin; False when it was not open (freed already, or unknown)."""
+        ...
+
+    def dfs(self, request: ShardDfs) -> DfsStats: ...
 
     def query(self, query: ShardQuery) -> ShardTopDocs: ...
+
+    def fetch(self, fetch: ShardFetch) -> ShardFetchResult: ...
+
+
+def each_shard(pool: Executor | None, calls: list[tuple[Callable[[Any], R], Any]]) -> list[R]:
+    """`method(message)` of each call, at once on `pool` when there are several (each in a copy of
+    the caller's context: its identity, for the log), in the calls' order."""
+    if len(calls) == 1 or pool is None:
+        return [method(message) for method, message in calls]
+    futures = [pool.submit(contextvars.copy_context().run, method, message) for method, message in calls]
+    return [future.result() for future in futures]
 
 
 def merge_columns(spec: SortSpec, kind: str, columns: list[SortColumn], field_types: tuple) -> SortColumn:

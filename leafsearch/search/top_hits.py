@@ -1,7 +1,8 @@
 """The query phase of one page: the best `from + size` hits, never a sort of every match.
 
 A search that is not a walk over a point in time or a scroll (those page through one snapshot and
-keep a full `HitList`, see hitlist.py) needs only its top `k = from + size` hits. Per segment:
+keep a full `HitList`, see hitlist.py, unless the node keeps none: then a PIT page is served here,
+on the PIT's shard contexts) needs only its top `k = from + size` hits. Per segment:
 
 - sorted by fields: the segment's sort order (segment_orders.py, computed once per segment) is
   walked under the match mask until `k` hits are found; `search_after` starts the walk at a
@@ -13,14 +14,16 @@ keep a full `HitList`, see hitlist.py) needs only its top `k = from + size` hits
 Each shard (`LocalShard`, behind the shard interface of shard_api.py) sorts its segments'
 candidates (at most `k` each) and keeps its best `k`; the coordinator runs the shards at once and
 merges their top hits, ties by shard then doc, cut to `k`: O(k * segments * log) instead of
-O(matches * log matches). Totals, max score and aggregations still see every match.
+O(matches * log matches). Totals, max score and aggregations still see every match. Under
+`dfs_query_then_fetch` a DFS phase on every shard comes first (dfs.py); the page's fetch goes
+through the same interface (fetch_phase.py).
 """
 
 from __future__ import annotations
 
-import contextvars
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -31,19 +34,32 @@ from leafsearch.request.search_types import SCORE, SearchRequest, SortSpec
 from leafsearch.search import fetch
 from leafsearch.search.aggregations import MAX_BUCKETS, MAX_NESTED_DEPTH, parse_aggs
 from leafsearch.search.aggregations import collect as collect_aggs
+from leafsearch.search.dfs import DfsStats
+from leafsearch.search.fetch_phase import fetch_shard
 from leafsearch.search.guard import SearchGuard
 from leafsearch.search.hitlist import (
     HitList,
-    all_shards_stats,
     effective_sort,
     needs_scores,
     segment_matches,
+    shard_statistics,
     sort_column,
     sort_hits,
 )
 from leafsearch.search.profile import ShardProfile
 from leafsearch.search.segment_orders import SegmentOrder, SegmentOrders, build_order
-from leafsearch.search.shard_api import ShardQuery, ShardTopDocs, SortPlan, merge_columns
+from leafsearch.search.shard_api import (
+    ShardContextId,
+    ShardDfs,
+    ShardFetch,
+    ShardFetchResult,
+    ShardQuery,
+    ShardSearch,
+    ShardTopDocs,
+    SortPlan,
+    each_shard,
+    merge_columns,
+)
 from leafsearch.search.sort_keys import resolve_field_kind, special_kind
 from leafsearch.search.targets import Target
 
@@ -56,11 +72,14 @@ if TYPE_CHECKING:
 MAX_TOP_K = 10_000
 
 
-def serves(request: SearchRequest) -> bool:
-    """Whether a request's page is computed here rather than from a full HitList."""
+def serves(request: SearchRequest, *, walks: bool = False) -> bool:
+    """Whether a request's page is computed here rather than from a full HitList.
+
+    `walks`: a page of a PIT is too (on the PIT's pinned snapshots), as when a walk's HitList
+    would not be kept."""
     specs = effective_sort(request)
     return (
-        request.pit is None
+        (request.pit is None or walks)
         and request.scroll is None
         and not request.rescore
         and request.terminate_after is None
@@ -76,24 +95,36 @@ def top_hits(
     *,
     now_millis: int,
     aggs: bool,
-    cancelled: threading.Event | None,
+    shards: Sequence[ShardSearch],
+    contexts: Sequence[ShardContextId | None] | None = None,
 ) -> HitList:
     """The HitList of the request's top `from + size` hits (in sort order) and its totals: every
-    shard's query phase at once through the shard interface, then their top hits merged."""
+    shard's query phase at once through the shard interface (after their DFS phase, for
+    `dfs_query_then_fetch`), then their top hits merged.
+
+    `shards` and `contexts` (the snapshot each shard pinned; None: the one its handle holds) are
+    per target; the targets give the coordinator the indices' mappings."""
     plan = sort_plan(request, targets)
-    stats = all_shards_stats(targets) if request.dfs and needs_scores(request) else None
-    queries = [ShardQuery(request, i, now_millis, plan, aggs, stats) for i in range(len(targets))]
-    shards = [LocalShard(node, t, cancelled) for t in targets]
-    if len(shards) == 1:
-        results = [shards[0].query(queries[0])]
-    else:
-        # Each shard runs in a copy of the caller's context (the caller's identity, for the log).
-        futures = [
-            node.shard_pool.submit(contextvars.copy_context().run, shard.query, query)
-            for shard, query in zip(shards, queries, strict=True)
-        ]
-        results = [future.result() for future in futures]
-    return merge_top_docs(targets, request, plan, results)
+    pins = list(contexts) if contexts is not None else [None] * len(targets)
+    pool = node.shard_pool
+    stats = None
+    if request.dfs and needs_scores(request):
+        asks = [ShardDfs(request, i, now_millis, pins[i]) for i in range(len(targets))]
+        stats = DfsStats.total(each_shard(pool, [(s.dfs, a) for s, a in zip(shards, asks, strict=True)]))
+    queries = [ShardQuery(request, i, now_millis, plan, aggs, stats, pins[i]) for i in range(len(targets))]
+    results = each_shard(pool, [(s.query, q) for s, q in zip(shards, queries, strict=True)])
+    hits = merge_top_docs(targets, request, plan, results)
+    if contexts is not None:
+        hits.contexts = pins
+    return hits
+
+
+def local_shards(
+    node: Node, targets: list[Target], cancelled: threading.Event | None = None
+) -> list[LocalShard]:
+    """The shard handles of this process for `targets` (each reads its target's snapshot unless a
+    message names a pinned context)."""
+    return [LocalShard(node, t, cancelled) for t in targets]
 
 
 def sort_plan(request: SearchRequest, targets: list[Target]) -> SortPlan:
@@ -150,12 +181,37 @@ def merge_top_docs(
 
 
 class LocalShard:
-    """A shard snapshot of this process behind the shard interface."""
+    """A shard of this process behind the shard interface.
+
+    `target` is the snapshot the coordinator resolved for the request: what a message without a
+    context reads. `open_context` pins it in the node's `shard_contexts`; a message naming that
+    context reads the pinned snapshot."""
 
     def __init__(self, node: Node, target: Target, cancelled: threading.Event | None) -> None:
         self.node = node
         self.target = target
         self.cancelled = cancelled
+
+    def open_context(self) -> ShardContextId:
+        return self.node.shard_contexts.open(self.target)
+
+    def free_context(self, context: ShardContextId) -> bool:
+        return self.node.shard_contexts.free(context)
+
+    def _snapshot(self, context: ShardContextId | None) -> Target:
+        return self.target if context is None else self.node.shard_contexts.get(context)
+
+    def dfs(self, request: ShardDfs) -> DfsStats:
+        guard = SearchGuard.for_search(self.node, request.request, self.cancelled)
+        try:
+            return shard_statistics(
+                self._snapshot(request.context), request.request, request.now_millis, guard
+            )
+        finally:
+            guard.release_all()
+
+    def fetch(self, fetch: ShardFetch) -> ShardFetchResult:
+        return fetch_shard(self._snapshot(fetch.context), fetch)
 
     def query(self, query: ShardQuery) -> ShardTopDocs:
         guard = SearchGuard.for_search(self.node, query.request, self.cancelled)
@@ -165,7 +221,7 @@ class LocalShard:
             guard.release_all()
 
     def _query(self, query: ShardQuery, guard: SearchGuard) -> ShardTopDocs:
-        request, target, plan = query.request, self.target, query.sort
+        request, target, plan = query.request, self._snapshot(query.context), query.sort
         started = time.perf_counter_ns()
         profile = ShardProfile() if request.profile else None
         k = request.from_ + request.size
@@ -208,7 +264,7 @@ class LocalShard:
                 if request.search_after is not None:
                     if after is None:  # parsed once per shard, when a segment first needs it
                         after = _after_values(request, target, specs)
-                    start = order.start_after(after, 0, m.view.doc_base)
+                    start = order.start_after(after, query.shard_index, m.view.doc_base)
                 end = None if bound is None or bound.key is None else order.end_at(bound.key)
                 docs = order.first(m.mask, start, k, count, end)  # in sort order
                 if bound is not None:
