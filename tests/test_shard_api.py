@@ -131,7 +131,7 @@ def _response(node, index: str, body: dict, params: dict, shards_of=None) -> byt
     request = parse_search_request(body, params, indices=index)
     targets = phases.resolve_targets(node, request)
     try:
-        phases.check_limits(request, targets)
+        phases.check_limits(node, request, targets)
         shards = None if shards_of is None else shards_of(targets)
         hits, tree = phases.query_phase(node, targets, request, aggs=True, shards=shards)
         start, end = page_bounds(hits, request)
