@@ -274,7 +274,9 @@ def sharded(http: httpx.Client, corpus) -> Iterator[tuple[str, dict[str, tuple[i
     )
     pit = http.post(f"/{name}/_pit", params={"keep_alive": "1m"}).json()["id"]
     try:
-        hits = http.post("/_search", json={"pit": {"id": pit}, "sort": ["_shard_doc"], "size": 100}).json()
+        response = http.post("/_search", json={"pit": {"id": pit}, "sort": ["_shard_doc"], "size": 100})
+        assert response.status_code == 200, response.text
+        hits = response.json()
     finally:
         http.request("DELETE", "/_pit", json={"id": pit})
     where = {h["_id"]: (h["sort"][0] >> 32, h["sort"][0] & 0xFFFFFFFF) for h in hits["hits"]["hits"]}

@@ -162,7 +162,9 @@ def test_deep_pages_bound_every_segments_candidates(node, seed: int) -> None:
         full = build_hitlist(
             targets, request, now_millis=0, with_aggs=None, guard=SearchGuard(time.monotonic, None)
         )
-        top = top_hits.top_hits(node, targets, request, now_millis=0, aggs=False, cancelled=None)
+        top = top_hits.top_hits(
+            node, targets, request, now_millis=0, aggs=False, shards=top_hits.local_shards(node, targets)
+        )
         assert page(top, request) == page(full, request), body
         assert top.total == full.total
     finally:
