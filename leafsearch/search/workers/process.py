@@ -20,6 +20,7 @@ import os
 import pickle
 import threading
 import time
+import traceback
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -224,13 +225,15 @@ def _apply(node: WorkerNode, update: Any) -> None:
 
 def _pickled_error(exc: BaseException) -> bytes:
     """The error as the server process can unpickle it: ElasticErrors as they are, anything
-    else as a RuntimeError naming it (its class may hold what does not pickle)."""
+    else as a RuntimeError naming it (its class may hold what does not pickle) with the worker's
+    traceback, which the server process logs with the 500 (the body never shows it)."""
     if isinstance(exc, ElasticError):
         try:
             return pickle.dumps(exc)
         except Exception:  # noqa: BLE001 - an extra that does not pickle: its reason goes
             exc = RuntimeError(f"{exc.error_type}: {exc.reason}")
-    return pickle.dumps(RuntimeError(f"{type(exc).__name__}: {exc}"))
+    where = "".join(traceback.format_exception(exc))
+    return pickle.dumps(RuntimeError(f"{type(exc).__name__}: {exc}\nin the search worker:\n{where}"))
 
 
 def _stats(node: WorkerNode, running: int) -> dict[str, Any]:
