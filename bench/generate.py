@@ -10,8 +10,10 @@ import string
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
+from pathlib import Path
 
 import numpy as np
+import orjson
 
 MAPPING = {
     "properties": {
@@ -126,6 +128,18 @@ class Dataset:
             self.messages,
             strict=True,
         )
+
+
+def write_import_files(dataset: Dataset, folder: Path) -> tuple[Path, Path]:
+    """The documents as `leafsearch import` reads them (one `{_index, _id, _source}` line each) and
+    the mapping as `--mapping` takes it: (records, mapping), written in `folder`."""
+    records = folder / "docs.ndjson"
+    with open(records, "wb") as out:
+        for doc_id, source in zip(dataset.ids, dataset.sources, strict=True):
+            out.write(f'{{"_index":"bench","_id":"{doc_id}","_source":{source}}}\n'.encode())
+    mapping = folder / "mapping.json"
+    mapping.write_bytes(orjson.dumps(MAPPING))
+    return records, mapping
 
 
 def generate(n: int, seed: int = 42) -> Dataset:

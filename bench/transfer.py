@@ -25,7 +25,7 @@ from pathlib import Path
 import orjson
 import zstandard
 
-from bench.generate import MAPPING, generate
+from bench.generate import generate, write_import_files
 from bench.server import ROOT, Server
 
 ELASTICDUMP = ROOT / "tests" / "js" / "node_modules" / "elasticdump" / "bin" / "elasticdump"
@@ -71,12 +71,7 @@ def main() -> None:
     rows: list[tuple[str, float]] = []
     try:
         dataset = generate(n)
-        records = work / "docs.ndjson"
-        with open(records, "wb") as out:
-            for doc_id, source in zip(dataset.ids, dataset.sources, strict=True):
-                out.write(f'{{"_index":"bench","_id":"{doc_id}","_source":{source}}}\n'.encode())
-        mapping = work / "mapping.json"
-        mapping.write_bytes(orjson.dumps(MAPPING))
+        records, mapping = write_import_files(dataset, work)
         server = Server(work / "data", work / "server.log")
         server.start()
         url = server.url

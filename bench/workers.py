@@ -39,7 +39,7 @@ import numpy as np
 import orjson
 
 from bench.client import Client
-from bench.generate import MAPPING, generate
+from bench.generate import generate, write_import_files
 from bench.server import Server
 from bench.workloads.top_pages import service_range_body
 
@@ -220,12 +220,7 @@ def _pit_walk(url: str, n: int) -> float:
 
 def _load(work: Path, n: int) -> tuple[Path, int, int]:
     dataset = generate(n)
-    records = work / "docs.ndjson"
-    with open(records, "wb") as out:
-        for doc_id, source in zip(dataset.ids, dataset.sources, strict=True):
-            out.write(f'{{"_index":"bench","_id":"{doc_id}","_source":{source}}}\n'.encode())
-    mapping = work / "mapping.json"
-    mapping.write_bytes(orjson.dumps(MAPPING))
+    records, mapping = write_import_files(dataset, work)
     data = work / "data"
     server = Server(data, work / "load.log", args=["--search-workers", "0"])
     server.start()

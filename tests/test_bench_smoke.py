@@ -9,6 +9,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -18,17 +19,21 @@ from bench.sqlite_baseline import SqliteBaseline
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_small_run_measures_every_figure(tmp_path: Path) -> None:
-    out = tmp_path / "bench.json"
+def small_run(module: str, out: Path) -> Any:
+    """`python -m <module> --docs 2000 --json <out>`: what it wrote, once it exited cleanly."""
     result = subprocess.run(
-        [sys.executable, "-m", "bench", "--docs", "2000", "--json", str(out)],
+        [sys.executable, "-m", module, "--docs", "2000", "--json", str(out)],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=280,
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    rows = orjson.loads(out.read_bytes())["rows"]
+    return orjson.loads(out.read_bytes())
+
+
+def test_small_run_measures_every_figure(tmp_path: Path) -> None:
+    rows = small_run("bench", tmp_path / "bench.json")["rows"]
     assert {row["workload"] for row in rows} == {f"W{i}" for i in (0, 1, 2, 3, 4, 6, 7, 8, 9, 10, 11, 12)}
     missing = [
         f"{row['workload']} {row['name']}: {row['error']}"
@@ -41,16 +46,7 @@ def test_small_run_measures_every_figure(tmp_path: Path) -> None:
 def test_small_run_of_the_search_workers_bench_measures_both_modes(tmp_path: Path) -> None:
     """`python -m bench.workers` starts the server with its default search workers and with
     `--search-workers 0` on the same data, and checks every scroll and walk exactly once."""
-    out = tmp_path / "workers.json"
-    result = subprocess.run(
-        [sys.executable, "-m", "bench.workers", "--docs", "2000", "--json", str(out)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=280,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    figures = orjson.loads(out.read_bytes())
+    figures = small_run("bench.workers", tmp_path / "workers.json")
     assert set(figures["workers"]) == set(figures["inline"])
     for mode in ("workers", "inline"):
         assert all(value > 0 for value in figures[mode].values()), figures[mode]
