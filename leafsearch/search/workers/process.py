@@ -1,10 +1,11 @@
 """A search worker process: it runs search tasks (search/execution.py) sent by the server process.
 
-Its main thread reads the connection: snapshot and index updates are applied there, in the order
-they were sent (so a task always finds the snapshots it names), tasks go to a small thread pool,
-and a cancel sets the task's `cancelled` event, which the running search checks (guard.py). The
-reply carries the response body, or the error (ElasticErrors cross intact), and the phases the
-task timed, which the server process counts in its statistics and slow log.
+Its task threads take turns reading the connection (`main`): the reader applies snapshot and
+index updates in the order they were sent (so a task always finds the snapshots it names), runs
+the task it read while the next thread reads, and a cancel sets the task's `cancelled` event,
+which the running search checks (guard.py). The reply carries the response body, or the error
+(ElasticErrors cross intact; anything else with the worker's traceback), and the phases the task
+timed, which the server process counts in its statistics and slow log.
 
 `WorkerNode` stands in for the Node: the search code reads only the node's settings, caches,
 breakers, counters and pools, and each worker has its own, bounded by the node's settings
