@@ -16,11 +16,15 @@ from typing import Any
 
 import httpx
 import mmh3
+import numpy as np
 import pytest
 from elasticsearch import Elasticsearch, helpers
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from inprocess import search
 
 from leafsearch import Node, admin
+from leafsearch.index import uid
 from leafsearch.search import slicing
 
 _M64 = (1 << 64) - 1
@@ -208,6 +212,34 @@ def test_id_hash_is_murmur3_of_the_encoded_id(http: httpx.Client, es: Elasticsea
             }
     # `_id` as the field is the default split.
     assert sliced(http, index, 1, 3, field="_id") == sliced(http, index, 1, 3)
+
+
+_BASE64_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+_IDS = st.one_of(
+    st.text(alphabet="0123456789", min_size=1, max_size=40),
+    st.text(alphabet=_BASE64_CHARS, min_size=1, max_size=40),
+    st.text(alphabet=_BASE64_CHARS, min_size=1, max_size=6).map(lambda s: "_" + s),  # decodes to >= 0xfd
+    st.text(alphabet="0123456789-_aQw ", min_size=1, max_size=12),
+    st.text(alphabet=st.characters(blacklist_characters="\x00"), min_size=1, max_size=30),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_IDS, min_size=1, max_size=40))
+def test_segment_id_hashes_equal_elasticsearch_definition(ids: list[str]) -> None:
+    """The vectorized hash over a segment's id terms (numpy byte matrices) gives, for every kind
+    of id (packed digits, url-safe base64 with and without the 0xfd escape, UTF-8), the value of
+    murmur3 over Uid.encodeId computed one id at a time."""
+    terms = np.array([d.encode() for d in ids], dtype=np.bytes_)
+    want = [mmh3.hash(encode_id(d), 7919, signed=True) for d in ids]
+    assert uid.slice_hashes(terms).tolist() == want
+
+
+def test_segment_id_hashes_in_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
+    ids = [str(i) for i in range(50)] + [f"id-{i}" for i in range(50)] + ["AQID", "été"]
+    monkeypatch.setattr(uid, "_CHUNK", 7)
+    terms = np.array([d.encode() for d in ids], dtype=np.bytes_)
+    assert uid.slice_hashes(terms).tolist() == [mmh3.hash(encode_id(d), 7919, signed=True) for d in ids]
 
 
 @pytest.mark.parametrize(

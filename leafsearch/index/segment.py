@@ -270,10 +270,10 @@ class Segment:
     def slice_hashes(self) -> np.ndarray:
         """Per doc: murmur3 of the encoded id with seed 7919 (sliced scroll without a field).
 
-        Computed on the first sliced scroll that reads this segment and kept for its life, so
-        indexing never pays for it and no later request does either.
+        Computed over the id terms on the first sliced scroll that reads this segment and kept
+        for its life, so indexing never pays for it and no later request does either.
         """
-        return slice_hashes(self.doc_ids(np.arange(self.max_doc)))
+        return slice_hashes(self.id_terms)[np.asarray(self.id_rank)]
 
     @cached_property
     def seq_nos(self) -> np.ndarray:
