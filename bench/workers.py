@@ -16,6 +16,11 @@ is not what is measured):
 - a scroll of every document (`_doc`, batches of 1,000) by 1 client, and sliced into 2 and 4
   slices read by as many client processes, which only count the hits: documents/s;
 - one PIT walk (`_shard_doc`, `search_after`, pages of 1,000): documents/s;
+- for each scroll and the walk, the CPU it took in the server process, in its search workers and
+  in the clients (ms per 1,000 documents), and the docs/s that total would give with every core
+  busy: the clients share the machine's cores with the server, so when the server process and
+  the clients already keep all cores busy without workers, no split of the server's work between
+  processes can go faster than that ceiling;
 - `GET /` latency (p50, p99) while another client runs heavy aggregations over every document;
 - resident memory of the server and its workers together, idle after start-up and at the end.
 
@@ -27,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing
+import os
 import shutil
 import subprocess
 import sys
@@ -82,13 +88,14 @@ def _query_client(url: str, bodies: list[dict[str, Any]], start: Any) -> list[fl
     return latencies
 
 
-def _scroll_client(url: str, slice_id: int | None, slices: int, start: Any) -> list[str]:
-    """One client process reading a scroll (one slice of it): the ids it saw."""
+def _scroll_client(url: str, slice_id: int | None, slices: int, start: Any) -> tuple[list[str], float]:
+    """One client process reading a scroll (one slice of it): the ids it saw and its CPU seconds."""
     client = Client(url)
     body: dict[str, Any] = {"size": 1000, "sort": ["_doc"], "_source": False}
     if slice_id is not None:
         body["slice"] = {"id": slice_id, "max": slices}
     start.wait()
+    began = time.process_time()
     page = client.json("POST", "/bench/_search?scroll=1m", body)
     ids = []
     while page["hits"]["hits"]:
@@ -96,7 +103,7 @@ def _scroll_client(url: str, slice_id: int | None, slices: int, start: Any) -> l
         page = client.json("POST", "/_search/scroll", {"scroll": "1m", "scroll_id": page["_scroll_id"]})
     client.raw("DELETE", "/_search/scroll", orjson.dumps({"scroll_id": page["_scroll_id"]}))
     client.close()
-    return ids
+    return ids, time.process_time() - began
 
 
 def _heavy_client(url: str, stop: Any) -> int:
@@ -166,14 +173,20 @@ def _measure(data: Path, log: Path, extra: list[str], n: int, first: int, last: 
             out["W6 4 clients p50, ms"], out["W6 4 clients p99, ms"] = _percentiles(sum(lats, []))
             for slices in (1, 2, 4):
                 args = [(server.url, None if slices == 1 else s, slices) for s in range(slices)]
-                seconds, id_lists = _in_processes(manager, pool, _scroll_client, args)
-                ids = sum(id_lists, [])
+                before = server.cpu_seconds()
+                seconds, results = _in_processes(manager, pool, _scroll_client, args)
+                ids = [i for part, _ in results for i in part]
                 if len(ids) != n or len(set(ids)) != n:
                     raise RuntimeError(
                         f"scroll with {slices} slices: {len(ids)} hits, {len(set(ids))} distinct"
                     )
-                out[f"scroll, {slices} slice(s), docs/s"] = n / seconds
+                name = f"scroll, {slices} slice(s)"
+                out[f"{name}, docs/s"] = n / seconds
+                _cpu_split(out, name, n, before, server.cpu_seconds(), sum(c for _, c in results))
+            before = server.cpu_seconds()
+            began_cpu = time.process_time()
             out["PIT walk, docs/s"] = _pit_walk(server.url, n)
+            _cpu_split(out, "PIT walk", n, before, server.cpu_seconds(), time.process_time() - began_cpu)
             stop = manager.Event()
             heavy = pool.apply_async(_heavy_client, (server.url, stop))
             client = Client(server.url)
@@ -194,6 +207,25 @@ def _measure(data: Path, log: Path, extra: list[str], n: int, first: int, last: 
     finally:
         server.stop()
     return out
+
+
+def _cpu_split(
+    out: dict[str, Any],
+    name: str,
+    n: int,
+    before: tuple[float, float],
+    after: tuple[float, float],
+    clients: float,
+) -> None:
+    """Where an export's CPU went, in ms per 1,000 documents (server process, its search workers,
+    the clients), and the docs/s that total allows when every core of the machine does nothing
+    else: the ceiling any split of the work between processes can reach on this machine."""
+    server, workers = after[0] - before[0], after[1] - before[1]
+    per_thousand = 1_000_000 / n
+    out[f"{name}, CPU server, ms/1000 docs"] = server * per_thousand
+    out[f"{name}, CPU workers, ms/1000 docs"] = workers * per_thousand
+    out[f"{name}, CPU clients, ms/1000 docs"] = clients * per_thousand
+    out[f"{name}, all cores busy, docs/s"] = (os.cpu_count() or 1) * n / (server + workers + clients)
 
 
 def _pit_walk(url: str, n: int) -> float:

@@ -49,7 +49,11 @@ def test_small_run_of_the_search_workers_bench_measures_both_modes(tmp_path: Pat
     figures = small_run("bench.workers", tmp_path / "workers.json")
     assert set(figures["workers"]) == set(figures["inline"])
     for mode in ("workers", "inline"):
-        assert all(value > 0 for value in figures[mode].values()), figures[mode]
+        # Without search workers the server's children (a merge worker, if one ran) may use none.
+        measured = {k: v for k, v in figures[mode].items() if mode == "workers" or "CPU workers" not in k}
+        assert all(value > 0 for value in measured.values()), figures[mode]
+    # With workers, the walks' searching is theirs.
+    assert figures["workers"]["PIT walk, CPU workers, ms/1000 docs"] > 0
 
 
 def test_generator_is_deterministic_and_matches_the_mapping() -> None:
