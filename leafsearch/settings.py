@@ -482,6 +482,9 @@ _CLUSTER = [
     Setting("indices.fielddata.cache.size", "128mb", memory_size_setting, True),
     Setting("indices.cache.source_blocks.size", "32mb", memory_size_setting, True),
     Setting("search.read_ahead.max_pages", "32", int_setting(0), True),
+    # A scroll or PIT walk that starts while no other search runs is served by the server process
+    # rather than a search worker (search/workers/pool.py).
+    Setting("search.workers.lone_walks_in_server", "true", bool_setting, True),
     Setting("search.max_keep_alive", "24h", positive_time_setting, True),
     Setting("search.default_keep_alive", "5m", positive_time_setting, True),
     Setting("search.keep_alive_interval", "1m", positive_time_setting, True),

@@ -25,6 +25,7 @@ from inprocess import search
 
 import leafsearch
 from leafsearch import admin
+from leafsearch.search.workers.pool import LONE_WALKS_IN_SERVER
 
 LONG_MAX, LONG_MIN = 2**63 - 1, -(2**63)
 NANOS_BASE = 1_700_000_000_000_000_000
@@ -63,11 +64,13 @@ def node(
     tmp_path_factory: pytest.TempPathFactory, clock: FakeClock, request: pytest.FixtureRequest
 ) -> Iterator[leafsearch.Node]:
     """A node without background threads, on a clock the tests advance to expire contexts; its
-    PIT pages run in the node's process, then in a search worker process (search/workers/)."""
+    PIT pages run in the node's process, then in a search worker process (search/workers/: every
+    walk, even one that runs alone, which the server process would otherwise serve itself)."""
     with leafsearch.Node(
         tmp_path_factory.mktemp("pit-node"), background=False, clock=clock, search_workers=request.param
     ) as instance:
         if instance.search_workers is not None:
+            instance.cluster_settings.update({"transient": {LONE_WALKS_IN_SERVER: "false"}})
             assert instance.search_workers.wait_ready(60)
         yield instance
 

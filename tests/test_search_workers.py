@@ -22,6 +22,7 @@ import pytest
 from leafsearch import admin
 from leafsearch.errors import SearchPhaseExecution, TaskCancelled
 from leafsearch.node import Node
+from leafsearch.search.workers.pool import LONE_WALKS_IN_SERVER
 from tests.conftest import running_server
 from tests.inprocess import count, search
 
@@ -211,6 +212,44 @@ def test_concurrent_walks_and_searches_with_writes_beside_them_are_exactly_once(
     )
 
 
+def test_a_walk_alone_runs_in_the_server_process_and_walks_beside_it_in_workers(node: Node) -> None:
+    """A walk that starts while nothing else runs is served by the server process (relaying its
+    pages would cost more than rendering them); one that starts beside it goes to a worker; each
+    is exactly once; killing every worker does not touch the walk the server serves; with
+    `search.workers.lone_walks_in_server: false` a lone walk goes to a worker."""
+    pool = node.search_workers
+    assert pool is not None
+
+    def walks() -> tuple[int, list[int]]:
+        stats = pool.stats()
+        return stats["walks_in_server_process"], [w["walks"] for w in stats["workers"]]
+
+    page = search(node, "t", {"size": 300, "sort": ["_doc"]}, {"scroll": "1m"})
+    scrolled = [h["_id"] for h in page["hits"]["hits"]]
+    assert walks() == (1, [0, 0])
+    pit = node.open_pit("t", "1m")["id"]
+    walked = _walk_pit(node, pit, {"id": 0, "max": 2}, size=200)
+    assert walks()[0] == 1 and sum(walks()[1]) == 1  # the slice beside the scroll ran in a worker
+    for worker in pool.stats()["workers"]:
+        os.kill(worker["pid"], signal.SIGKILL)
+    while page["hits"]["hits"]:
+        page = node.scroll(page["_scroll_id"], "1m")  # never reaches a worker: no failure
+        scrolled += [h["_id"] for h in page["hits"]["hits"]]
+    node.clear_scroll([page["_scroll_id"]])
+    assert sorted(scrolled, key=int) == [str(i) for i in range(DOCS)]
+    assert walks()[0] == 0
+    _wait(lambda: pool.stats()["ready"] == 2, "the workers are replaced")
+    walked += _walk_pit(node, pit, {"id": 1, "max": 2}, size=200)  # alone now: in the server
+    assert sorted(walked, key=int) == [str(i) for i in range(DOCS)]
+    node.close_pit(pit)
+    node.cluster_settings.update({"transient": {LONE_WALKS_IN_SERVER: "false"}})
+    pit = node.open_pit("t", "1m")["id"]
+    assert sorted(_walk_pit(node, pit, None, size=500), key=int) == [str(i) for i in range(DOCS)]
+    assert walks()[0] == 0 and sum(walks()[1]) == 1
+    node.close_pit(pit)
+    assert walks() == (0, [0, 0])
+
+
 def _stop_worker(node: Node, slot: int = 0) -> Any:
     assert node.search_workers is not None
     worker = node.search_workers._slots[slot]
@@ -375,6 +414,9 @@ def test_workers_killed_in_the_middle_of_walks_lose_nothing_and_leak_nothing(tmp
         httpx.Client(base_url=url, timeout=60) as http,
     ):
         index = "kills"
+        # Both walks in workers (the first, alone, would otherwise run in the server process).
+        settings = {"transient": {LONE_WALKS_IN_SERVER: False}}
+        assert http.put("/_cluster/settings", json=settings).status_code == 200
         assert http.put(f"/{index}", json={"settings": {"number_of_shards": 2}}).status_code == 200
         _http_bulk(http, index, range(3000))
         http.post(f"/{index}/_refresh")

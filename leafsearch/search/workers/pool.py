@@ -9,9 +9,12 @@ snapshots and sends the task (search/execution.py) with the snapshots' manifests
 not know yet (mirror.py).
 
 - **Which worker**: a request that is no walk goes to the worker with the fewest tasks in
-  flight. The requests of one walk (a scroll, or one slice of a PIT walk) go to the worker that
+  flight. The requests of one walk (a scroll, or one slice of a PIT walk) go to the process that
   served it first, where its hit list and pages read ahead are; different walks are spread, so
-  the slices of one export run in different processes at once.
+  the slices of one export run in different processes at once. A walk that starts while no
+  other search runs stays in the server process (`search.workers.lone_walks_in_server`): alone
+  it gains nothing from another process, and relaying its pages costs the server more than
+  rendering them.
 - **Start-up**: workers start in the background; until one is ready, tasks run in the server
   process, so the server answers at once.
 - **Faults**: a worker that dies is replaced. Its tasks in flight fail with a 500
@@ -57,6 +60,8 @@ THREADS_PER_WORKER = 2
 _CANCEL_POLL_SECONDS = 0.05
 #: Walks whose worker is remembered (an open context has at most a few: one per slice).
 _MAX_WALKS = 65_536
+#: The cluster setting that lets a walk started alone run in the server process (`_choose`).
+LONE_WALKS_IN_SERVER = "search.workers.lone_walks_in_server"
 
 
 class _WorkerGone(Exception):
@@ -235,7 +240,8 @@ class WorkerPool:
         self._node = node
         self.count = count
         self._slots: list[_Worker | None] = [None] * count
-        self._walk_counts = [0] * count
+        self._here = count  # the slot number of walks run in this process (see `_choose`)
+        self._walk_counts = [0] * (count + 1)
         self._walks: dict[tuple, int] = {}  # affinity key -> slot
         self._lock = threading.Lock()
         self._closed = False
@@ -359,6 +365,8 @@ class WorkerPool:
         call.done.wait()
 
     def _choose(self, affinity: Any) -> _Worker | None:
+        """The worker to run a task, or None to run it in this process."""
+        lone_walks_here = self._node.cluster_settings.get(LONE_WALKS_IN_SERVER)
         with self._lock:
             ready = [w for w in self._slots if w is not None and w.alive]
             if not ready:
@@ -368,11 +376,19 @@ class WorkerPool:
                 self._next = (worker.slot + 1) % self.count
                 return worker
             slot = self._walks.get(affinity)
+            if slot == self._here:
+                return None
             if slot is not None:
                 held = self._slots[slot]
                 if held is not None and held.alive:
                     return held
                 self._walk_counts[slot] -= 1
+            if lone_walks_here and self._walk_counts[self._here] == 0 and not any(w.inflight for w in ready):
+                # A walk that starts while nothing else runs is served here: alone, it would gain
+                # nothing from another process, and relaying its large pages costs the server more
+                # than rendering them (see "Search worker processes" in ARCHITECTURE.md). Walks
+                # that start beside it, or beside other searches, go to the workers.
+                return self._assign(affinity, self._here)
             # A new walk (or one whose worker is being replaced): the worker with the fewest walks.
             worker = min(
                 ready,
@@ -383,12 +399,16 @@ class WorkerPool:
                 ),
             )
             self._next = (worker.slot + 1) % self.count
-            if len(self._walks) >= _MAX_WALKS:
-                oldest = next(iter(self._walks))
-                self._walk_counts[self._walks.pop(oldest)] -= 1
-            self._walks[affinity] = worker.slot
-            self._walk_counts[worker.slot] += 1
-            return worker
+            return self._assign(affinity, worker.slot)
+
+    def _assign(self, affinity: Any, slot: int) -> _Worker | None:
+        """Remember where a walk runs (caller holds the lock); its worker, None for this process."""
+        if len(self._walks) >= _MAX_WALKS:
+            oldest = next(iter(self._walks))
+            self._walk_counts[self._walks.pop(oldest)] -= 1
+        self._walks[affinity] = slot
+        self._walk_counts[slot] += 1
+        return None if slot == self._here else self._slots[slot]
 
     def forget_context(self, ctx_id: int) -> None:
         """A reader context ended: its walks' state goes from the workers that kept it."""
@@ -398,7 +418,8 @@ class WorkerPool:
             for key in keys:
                 slot = self._walks.pop(key)
                 self._walk_counts[slot] -= 1
-                slots.add(slot)
+                if slot != self._here:  # this process's own caches go with the context
+                    slots.add(slot)
             workers = [self._slots[s] for s in slots]
         for worker in workers:
             if worker is not None:
@@ -441,10 +462,15 @@ class WorkerPool:
                 worker._outbox.put(("stats", call_id))
             if call.done.wait(10) and call.reply is not None and call.reply[0] == "done":
                 described.append({"slot": worker.slot, "pid": worker.pid, **call.reply[1]})
+        with self._lock:
+            walks = list(self._walk_counts)
+        for worker in described:
+            worker["walks"] = walks[worker["slot"]]
         return {
             "count": self.count,
             "ready": len(described),
             "started": self.started,
             "lost": self.lost,
+            "walks_in_server_process": walks[self._here],
             "workers": described,
         }
