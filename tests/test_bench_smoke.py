@@ -49,11 +49,10 @@ def test_small_run_of_the_search_workers_bench_measures_both_modes(tmp_path: Pat
     figures = small_run("bench.workers", tmp_path / "workers.json")
     assert set(figures["workers"]) == set(figures["inline"])
     for mode in ("workers", "inline"):
-        # Without search workers the server's children (a merge worker, if one ran) may use none.
-        measured = {k: v for k, v in figures[mode].items() if mode == "workers" or "CPU workers" not in k}
-        assert all(value > 0 for value in measured.values()), figures[mode]
-    # With workers, the walks' searching is theirs.
-    assert figures["workers"]["PIT walk, CPU workers, ms/1000 docs"] > 0
+        figures_of = figures[mode]
+        # Search workers may do none of a walk's work (a walk alone runs in the server process).
+        assert all(value >= 0 for key, value in figures_of.items() if "CPU workers" in key), figures_of
+        assert all(value > 0 for key, value in figures_of.items() if "CPU workers" not in key), figures_of
 
 
 def test_generator_is_deterministic_and_matches_the_mapping() -> None:
