@@ -197,6 +197,21 @@ class KeywordColumn:
         np.cumsum(np.bincount(narrow, minlength=len(self.terms)), out=starts[1:])
         return posted, starts
 
+    @cached_property
+    def doc_counts(self) -> np.ndarray:
+        """How many of the segment's documents hold each term (int64, one per ordinal), deleted
+        documents included: what a `terms` aggregation counts when a query matches every
+        document of the segment (Elasticsearch reads the terms' doc frequencies then too).
+        O(values) once per segment, 8 bytes per term; free when `postings` exists. A document's
+        repeated value was dropped when the segment was written, so it counts once."""
+        if "postings" in self.__dict__:
+            return np.diff(self.postings[1])
+        ords = self.ords
+        values = np.asarray(ords.values)
+        if ords.is_single and not ords.present.all():
+            values = values[ords.present]
+        return np.bincount(values, minlength=len(self.terms)).astype(np.int64)
+
     def docs_of(self, lo: int, hi: int) -> np.ndarray:
         """The documents holding an ordinal in [lo, hi), ascending per ordinal (sorted when the
         field is single-valued or `hi == lo + 1`). O(matches) once `postings` exists."""
