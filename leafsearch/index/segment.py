@@ -13,6 +13,8 @@ Layout of a segment folder:
   block, or 16 per block with the segment's trained dictionary `_source.dict`, which `meta.json`
   then announces), `_source.blocks.npy` (byte offset of each block), `_source.lengths.npy` (raw
   length of each source).
+- `sort-<digest>.order`: the segment's documents sorted by a sort key, written by the first
+  process that needed it and mapped by every other (`order_files.py`).
 - per field `f<number>.*.npy`: see `columns.py` for what each array means. Fields are numbered in
   `meta.json` (`fields[path].number`), so no field name, whatever a client sent, ever becomes part
   of a file name. (Segments written before numbering used `f.<path>.` and are still read.)
@@ -210,6 +212,17 @@ class SegmentWriter:
             os.fsync(fd)
         finally:
             os.close(fd)
+
+
+def remove_segment_folder(folder: Path) -> None:
+    """Delete a segment's folder. A search process may be writing a sort order file into it at
+    that moment (order_files.py: the file appears after `rmtree` listed the folder, which
+    then cannot be removed): a second pass removes it. What a third writer might still add is
+    removed with the orphans when the shard next opens."""
+    for _ in range(2):
+        shutil.rmtree(folder, ignore_errors=True)
+        if not folder.exists():
+            return
 
 
 class Segment:

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from leafsearch.errors import IllegalArgument
+from leafsearch.index import order_files
 from leafsearch.request.search_types import SCORE, SearchRequest, SortSpec
 from leafsearch.search import fetch
 from leafsearch.search.aggregations import MAX_BUCKETS, MAX_NESTED_DEPTH, parse_aggs
@@ -47,7 +48,7 @@ from leafsearch.search.hitlist import (
     sort_hits,
 )
 from leafsearch.search.profile import ShardProfile
-from leafsearch.search.segment_orders import SegmentOrder, SegmentOrders, build_order
+from leafsearch.search.segment_orders import OrderFile, SegmentOrder, SegmentOrders, build_order
 from leafsearch.search.shard_api import (
     ShardContextId,
     ShardDfs,
@@ -60,11 +61,12 @@ from leafsearch.search.shard_api import (
     each_shard,
     merge_columns,
 )
-from leafsearch.search.sort_keys import resolve_field_kind, special_kind
+from leafsearch.search.sort_keys import SortColumn, resolve_field_kind, special_kind
 from leafsearch.search.targets import Target
 
 if TYPE_CHECKING:
     from leafsearch.index.searcher import SegmentView
+    from leafsearch.index.segment import Segment
     from leafsearch.node import Node
 
 #: Pages deeper than this are served from a full, cached HitList (Elasticsearch's default
@@ -372,17 +374,38 @@ def _order(orders: SegmentOrders, target: Target, view: SegmentView, plan: SortP
     kinds = tuple(kind for kind, _ in plan.resolved)
     signature = (plan.specs, kinds, tuple(_type_signature(ft) for ft in field_types))
 
-    def build() -> SegmentOrder:
-        docs = np.arange(view.max_doc, dtype=np.int64)
-        zeros = np.zeros(view.max_doc, dtype=np.int32)
+    def columns(n: int) -> list[SortColumn]:
+        docs = np.arange(n, dtype=np.int64)
+        zeros = np.zeros(n, dtype=np.int32)
         seg_docs = [(0, view, docs)]
-        columns = [sort_column(spec, [target], seg_docs, zeros, docs, None) for spec in specs]
+        return [sort_column(spec, [target], seg_docs, zeros, docs, None) for spec in specs]
+
+    def build() -> SegmentOrder:
         index_sort = target.index.sort
         return build_order(
-            columns, presorted=index_sort is not None and index_sort.covers(specs, field_types)
+            columns(view.max_doc), presorted=index_sort is not None and index_sort.covers(specs, field_types)
         )
 
-    return orders.order(view.segment, signature, build)
+    name = _order_file_name(view.segment, specs, kinds, signature[2])
+    file = None if name is None else OrderFile(name, lambda: columns(0))
+    return orders.order(view.segment, signature, build, file)
+
+
+def _order_file_name(segment: Segment, specs: list[SortSpec], kinds: tuple, types: tuple) -> str | None:
+    """The name of the file an order of `segment` is kept in (order_files.py): a digest of what
+    its content depends on, the fields named by their numbers in the segment. None: a field of
+    the segment has no number (segments written before numbering keep their orders in memory)."""
+    described: list[Any] = []
+    for spec, kind, type_signature in zip(specs, kinds, types, strict=True):
+        number = None
+        if special_kind(spec) is None and spec.field in segment.field_meta:
+            number = segment.field_meta[spec.field].get("number")
+            if number is None:
+                return None
+        options = [spec.order, repr(spec.missing), spec.mode, spec.unmapped_type, spec.numeric_type]
+        field_type = None if type_signature is None else list(type_signature)
+        described.append([number, *options, spec.format, kind, field_type])
+    return order_files.file_name(described)
 
 
 def _type_signature(field_type: Any) -> Any:

@@ -247,4 +247,5 @@ def _stats(node: WorkerNode, running: int) -> dict[str, Any]:
         "pages_read_ahead": node.contexts.read_ahead.held(),
         "tasks_running": running,
         "breakers": node.breakers.counts(),
+        "sort_orders": node.sort_orders.stats(),
     }
