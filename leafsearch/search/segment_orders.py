@@ -214,24 +214,24 @@ class SegmentOrders(BoundedCache[tuple[int, Any], SegmentOrder]):
         segment: Segment,
         signature: Any,
         build: Callable[[], SegmentOrder],
-        file: OrderFile | None = None,
+        file: Callable[[], OrderFile | None] = lambda: None,
     ) -> SegmentOrder | None:
         """The segment's order for `signature` (mapped from its file, else built now), or None
         when one order alone would not fit the cache (the caller then selects without it).
-        `file`: where the order is kept on disk (None: only in memory)."""
+        `file`: where the order is kept on disk (None: only in memory), asked on a miss only."""
         key = (id(segment), signature)
         found = self.get(key)
         if found is not None:
             return found
         if segment.max_doc * 12 > self.max_bytes:
             return None
-        stored = file is not None and segment.max_doc >= STORED_MIN_DOCS
-        result = self._map(segment, file) if stored else None
+        stored = file() if segment.max_doc >= STORED_MIN_DOCS else None
+        result = self._map(segment, stored) if stored is not None else None
         if result is None:
             result = build()
             self._count("built")
-            if stored:
-                result = self._write(segment, file, result)
+            if stored is not None:
+                result = self._write(segment, stored, result)
         with self._watch_lock:
             if id(segment) not in self._watched:
                 self._watched.add(id(segment))

@@ -29,6 +29,10 @@ from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection
 from typing import Any
 
+# numpy imports `numpy.ma` on the first `np.unique` of a process (15 ms): imported here, while the
+# worker starts, so its first search does not pay it.
+import numpy.ma  # noqa: F401
+
 from leafsearch.breaker import Breakers
 from leafsearch.errors import ElasticError
 from leafsearch.index.block_cache import BlockCache
