@@ -13,8 +13,9 @@ Layout of a segment folder:
   block, or 16 per block with the segment's trained dictionary `_source.dict`, which `meta.json`
   then announces), `_source.blocks.npy` (byte offset of each block), `_source.lengths.npy` (raw
   length of each source).
-- `sort-<digest>.order`: the segment's documents sorted by a sort key, written by the first
-  process that needed it and mapped by every other (`order_files.py`).
+- `sort-<digest>.order` (the segment's documents sorted by a sort key, `order_files.py`) and
+  `f<number>.postings` (a keyword field's documents per term, `columns.py`): derived from the
+  segment by the first process that needed them and mapped by every other (`derived_files.py`).
 - per field `f<number>.*.npy`: see `columns.py` for what each array means. Fields are numbered in
   `meta.json` (`fields[path].number`), so no field name, whatever a client sent, ever becomes part
   of a file name. (Segments written before numbering used `f.<path>.` and are still read.)
@@ -215,8 +216,8 @@ class SegmentWriter:
 
 
 def remove_segment_folder(folder: Path) -> None:
-    """Delete a segment's folder. A search process may be writing a sort order file into it at
-    that moment (order_files.py: the file appears after `rmtree` listed the folder, which
+    """Delete a segment's folder. A search process may be writing a derived file into it at
+    that moment (derived_files.py: the file appears after `rmtree` listed the folder, which
     then cannot be removed): a second pass removes it. What a third writer might still add is
     removed with the orphans when the shard next opens."""
     for _ in range(2):
@@ -396,11 +397,11 @@ class Segment:
             )
         else:
             dv = self._doc_values(prefix, meta)
-            col = (
-                KeywordColumn(self._load(prefix + "terms"), dv)
-                if kind == "keyword"
-                else NumericColumn(kind, dv)
-            )
+            if kind == "keyword":
+                postings = self.folder / f"f{meta['number']}.postings" if "number" in meta else None
+                col = KeywordColumn(self._load(prefix + "terms"), dv, postings)
+            else:
+                col = NumericColumn(kind, dv)
         self._columns[path] = col
         return col
 

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from leafsearch.errors import FlushFailed, IndexClosed, TranslogFailed
-from leafsearch.index import order_files
+from leafsearch.index import derived_files
 from leafsearch.index.block_cache import BlockCache
 from leafsearch.index.buffer import IndexBuffer
 from leafsearch.index.commits import CommitPlan, Commits
@@ -485,7 +485,7 @@ class Shard:
 
     def _open_segment(self, name: str) -> Segment:
         seg = Segment(self.folder / name)
-        order_files.remove_partial_files(seg.folder)  # a crash's, never read (order_files.py)
+        derived_files.remove_partial_files(seg.folder)  # a crash's, never read (derived_files.py)
         seg.blocks = self.blocks
         return seg
 

@@ -27,8 +27,8 @@ from typing import Any
 import numpy as np
 
 from leafsearch.bounded_cache import BoundedCache
-from leafsearch.index import order_files
-from leafsearch.index.order_files import STORED_MIN_DOCS, StoredOrder
+from leafsearch.index import derived_files, order_files
+from leafsearch.index.order_files import StoredOrder
 from leafsearch.index.segment import Segment
 from leafsearch.search.sort_keys import SortColumn
 
@@ -197,8 +197,8 @@ class OrderFile:
 class SegmentOrders(BoundedCache[tuple[int, Any], SegmentOrder]):
     """The Node's sort orders of segments, bounded in bytes (`indices.cache.sort_orders.size`).
 
-    An order of a segment of `STORED_MIN_DOCS` documents or more is also kept as a file in the
-    segment's folder (order_files.py): the first process that needs it sorts and writes it, every
+    An order of a segment of `derived_files.MIN_DOCS` documents or more is also kept as a file in
+    the segment's folder (order_files.py): the first process that needs it sorts and writes it, every
     other process, and this one after a restart, maps it. Mapped orders count against the bound
     like built ones (they occupy the page cache and the address space); evicting one only unmaps
     it."""
@@ -225,7 +225,7 @@ class SegmentOrders(BoundedCache[tuple[int, Any], SegmentOrder]):
             return found
         if segment.max_doc * 12 > self.max_bytes:
             return None
-        stored = file() if segment.max_doc >= STORED_MIN_DOCS else None
+        stored = file() if segment.max_doc >= derived_files.MIN_DOCS else None
         result = self._map(segment, stored) if stored is not None else None
         if result is None:
             result = build()

@@ -20,10 +20,10 @@ import pytest
 
 import leafsearch
 from leafsearch import admin
-from leafsearch.index import order_files, segment
+from leafsearch.index import derived_files, order_files, segment
 from leafsearch.index.order_files import StoredOrder
 from leafsearch.request.search_request import parse_search_request
-from leafsearch.search import segment_orders, top_hits
+from leafsearch.search import top_hits
 from leafsearch.search.guard import SearchGuard
 from leafsearch.search.hitlist import build_hitlist
 from leafsearch.search.phases import page_bounds
@@ -38,7 +38,7 @@ BIG = 64 * 1024 * 1024
 @pytest.fixture(autouse=True)
 def every_segment_stored(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every segment keeps its orders in files (the tests' segments are small)."""
-    monkeypatch.setattr(segment_orders, "STORED_MIN_DOCS", 0)
+    monkeypatch.setattr(derived_files, "MIN_DOCS", 0)
 
 
 @pytest.fixture(scope="module")
@@ -137,7 +137,7 @@ def test_an_order_mapped_from_its_file_equals_the_order_computed(
         stats = reader.stats()
         assert (stats["built"], stats["files_mapped"], stats["mapped_count"]) == (0, len(mapped), len(mapped))
         with monkeypatch.context() as m:
-            m.setattr(segment_orders, "STORED_MIN_DOCS", 1 << 40)  # computed, never stored
+            m.setattr(derived_files, "MIN_DOCS", 1 << 40)  # computed, never stored
             built = _orders_of(node, targets, request, SegmentOrders(BIG))
         for a, b in zip(mapped, built, strict=True):
             _same(a, b)
@@ -197,9 +197,9 @@ def test_a_torn_or_foreign_file_is_ignored_and_rebuilt(node: leafsearch.Node, da
             path.write_bytes(whole[:16] + b"{" * header_length + whole[16 + header_length :])
         else:
             if damage == "format":
-                header["format"] = order_files.FORMAT + 1
+                header["format"] = derived_files.FORMAT + 1
             elif damage == "boot":  # written unsynced before the machine restarted: maybe torn
-                assert header["boot"] == order_files.boot_id()
+                assert header["boot"] == derived_files.boot_id()
                 header["boot"] = "00000000-0000-0000-0000-000000000000"
             else:  # the inverse shorter than the order
                 header["arrays"][1][2] -= 1
@@ -428,3 +428,53 @@ def test_search_workers_build_an_order_once_and_map_it_after(
             node.search_workers = pool
         assert via_workers["hits"] == here["hits"]
         assert via_workers["hits"]["total"]["value"] == 25_000 - 500
+
+
+def _postings_pairs(column: Any) -> list[tuple[int, list[int]]]:
+    docs, starts = column.postings
+    return [(t, docs[starts[t] : starts[t + 1]].tolist()) for t in range(len(column.terms))]
+
+
+@pytest.mark.parametrize("damage", [None, "truncated", "foreign"])
+def test_keyword_postings_mapped_from_their_file_equal_the_postings_computed(
+    tmp_path: Path, damage: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Single- and multi-valued keywords, documents without a value: the postings a process maps
+    from the file another wrote (or rebuilds, when the file is torn or not postings) are the
+    ones it would compute; `term` queries answer the same."""
+    rng = random.Random(5)
+    with leafsearch.Node(tmp_path / "n", background=False) as node:
+        admin.create_index(node, "docs", {"settings": {"number_of_shards": 1}, "mappings": MAPPING})
+        lines = []
+        for i in range(600):
+            lines.append(b'{"index":{"_id":"%d"}}\n' % i)
+            lines.append(orjson.dumps(random_doc(rng)) + b"\n")
+        node.bulk(b"".join(lines), index="docs", refresh="true")
+        counts = {
+            t: search(node, "docs", {"query": {"term": {"k": t}}})["hits"]["total"]["value"] for t in "abcz"
+        }
+        (seg,) = node.indices["docs"].shards[0].segments
+        column = seg.column("k")
+        path = column.postings_file
+        assert (
+            path is not None and path.exists() and path.name == f"f{seg.field_meta['k']['number']}.postings"
+        )
+        written = _postings_pairs(column)
+        if damage == "truncated":
+            path.write_bytes(path.read_bytes()[:100])
+        elif damage == "foreign":  # a whole derived file, but not this column's postings
+            derived_files.write(path, {"docs": np.zeros(3, np.int32)}, {"postings": 1})
+    with leafsearch.Node(tmp_path / "n", background=False) as node:
+        (seg,) = node.indices["docs"].shards[0].segments
+        column = seg.column("k")
+        if damage is None:
+            assert column._stored_postings(path) is not None  # mapped, not computed
+        assert _postings_pairs(column) == written
+        monkeypatch.setattr(derived_files, "MIN_DOCS", 1 << 40)
+        fresh = type(column)(column.terms, column.ords, None)
+        assert _postings_pairs(fresh) == written  # what a process computes without the file
+        assert column._stored_postings(path) is not None  # (re)written whole
+        again = {
+            t: search(node, "docs", {"query": {"term": {"k": t}}})["hits"]["total"]["value"] for t in "abcz"
+        }
+        assert again == counts
