@@ -12,7 +12,9 @@ Cost: building an order is one `lexsort` of the segment (O(n log n), n = its doc
 4 bytes per document for the order, 4 for its inverse (each document's rank, which lets a query
 with few matches rank them instead of walking) and 8 per key column and document. `SegmentOrders`, owned by
 the Node, bounds their total (`indices.cache.sort_orders.size`), least recently used first, and
-forgets a segment's orders when the segment object goes.
+forgets a segment's orders when the segment object goes. The order of a large segment is built
+once for all processes: the first writes it to a file beside the segment (order_files.py), the
+others, and any process after a restart, map it.
 """
 
 from __future__ import annotations
