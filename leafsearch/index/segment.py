@@ -304,20 +304,21 @@ class Segment:
 
     @cached_property
     def _source_ends(self) -> np.ndarray:
-        """Where each source ends in the concatenation of all of them (int64, one cumulative sum:
-        8 bytes per document). A source's place inside its decompressed block is then two
-        lookups (`_source_bounds`). Why not a table of both ends per document: building it took a
-        process 10 ms per million documents on its first fetch from the segment (a search
-        worker's first query paid it for every large segment), for 16 bytes per document."""
-        return np.cumsum(self._load("_source.lengths"), dtype=np.int64)
+        """0, then where each source ends in the concatenation of all of them (int64, one
+        cumulative sum: 8 bytes per document). A source's place inside its decompressed block is
+        then three lookups (`_source_bounds`). Why not a table of both ends per document: building
+        it took a process 10 ms per million documents on its first fetch from the segment (a
+        search worker's first query paid it for every large segment), for 16 bytes per document."""
+        lengths = self._load("_source.lengths")
+        ends = np.zeros(len(lengths) + 1, dtype=np.int64)
+        np.cumsum(lengths, dtype=np.int64, out=ends[1:])
+        return ends
 
     def _source_bounds(self, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(start, end) of each document's source inside its decompressed block. O(len(docs))."""
         ends = self._source_ends
-        first = docs - docs % self.source_block_docs  # the first document of each one's block
-        base = np.where(first > 0, ends[np.maximum(first - 1, 0)], 0)
-        lengths = ends[docs] - np.where(docs > 0, ends[np.maximum(docs - 1, 0)], 0)
-        return ends[docs] - lengths - base, ends[docs] - base
+        base = ends[docs - docs % self.source_block_docs]  # where each one's block starts
+        return ends[docs] - base, ends[docs + 1] - base
 
     def doc_id(self, doc: int) -> str:
         return bytes(self.id_terms[int(self.id_rank[doc])]).decode()
