@@ -8,9 +8,15 @@ never changes: computing them once per segment lifetime is what keeps later page
 from __future__ import annotations
 
 from functools import cached_property
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from leafsearch.index import derived_files
+
+#: The layout of a postings file (derived_files.py): `docs` int32, `starts` int64.
+_POSTINGS_FORMAT = 1
 
 SORT_MODES = ("min", "max", "sum", "avg", "median")
 
@@ -161,9 +167,10 @@ class NumericColumn:
 class KeywordColumn:
     """A keyword field: sorted unique UTF-8 terms and per-document ordinals into them."""
 
-    def __init__(self, terms: np.ndarray, ords: DocValues) -> None:
+    def __init__(self, terms: np.ndarray, ords: DocValues, postings_file: Path | None = None) -> None:
         self.terms = terms  # numpy 'S' array, sorted ascending by bytes
         self.ords = ords
+        self.postings_file = postings_file  # where `postings` is kept (derived_files.py), if anywhere
 
     def lookup(self, term: str | bytes) -> int:
         """Ordinal of a term, or -1 when the segment does not hold it."""
@@ -181,7 +188,40 @@ class KeywordColumn:
         query reads only its O(matches) documents. Derived once per segment from the ordinals (a
         stable sort, radix for fewer than 65,536 terms: O(n) to O(n log n)) and kept for the
         segment's life: 4 bytes per value plus 8 per term. A duplicated value of one document was
-        already dropped when the segment was written, so no document repeats within a term."""
+        already dropped when the segment was written, so no document repeats within a term.
+
+        Kept in `postings_file` beside the segment (from `derived_files.MIN_DOCS` documents): the
+        first process that needs them writes it, the others map it instead of sorting."""
+        file = self.postings_file if self.ords.max_doc >= derived_files.MIN_DOCS else None
+        if file is not None:
+            found = self._stored_postings(file)
+            if found is not None:
+                return found
+        derived = self._derive_postings()
+        if file is None:
+            return derived
+        try:
+            derived_files.write(
+                file, {"docs": derived[0], "starts": derived[1]}, {"postings": _POSTINGS_FORMAT}
+            )
+        except OSError:
+            return derived  # a full disk, the segment deleted meanwhile: kept in memory
+        return self._stored_postings(file) or derived
+
+    def _stored_postings(self, file: Path) -> tuple[np.ndarray, np.ndarray] | None:
+        """The postings mapped from their file, if it holds a whole set for this column."""
+        found = derived_files.read(file)
+        if found is None or found.meta.get("postings") != _POSTINGS_FORMAT:
+            return None
+        docs, starts = found.arrays.get("docs"), found.arrays.get("starts")
+        if docs is None or starts is None or len(starts) != len(self.terms) + 1:
+            return None
+        if starts.dtype != np.int64 or int(starts[-1]) != len(docs):
+            return None
+        return docs, starts
+
+    def _derive_postings(self) -> tuple[np.ndarray, np.ndarray]:
+        """The postings computed from the ordinals (see `postings`)."""
         ords = self.ords
         values = np.asarray(ords.values)
         if ords.is_single:
@@ -196,6 +236,21 @@ class KeywordColumn:
         starts = np.zeros(len(self.terms) + 1, dtype=np.int64)
         np.cumsum(np.bincount(narrow, minlength=len(self.terms)), out=starts[1:])
         return posted, starts
+
+    @cached_property
+    def doc_counts(self) -> np.ndarray:
+        """How many of the segment's documents hold each term (int64, one per ordinal), deleted
+        documents included: what a `terms` aggregation counts when a query matches every
+        document of the segment (Elasticsearch reads the terms' doc frequencies then too).
+        O(values) once per segment, 8 bytes per term; free when `postings` exists. A document's
+        repeated value was dropped when the segment was written, so it counts once."""
+        if "postings" in self.__dict__:
+            return np.diff(self.postings[1])
+        ords = self.ords
+        values = np.asarray(ords.values)
+        if ords.is_single and not ords.present.all():
+            values = values[ords.present]
+        return np.bincount(values, minlength=len(self.terms)).astype(np.int64)
 
     def docs_of(self, lo: int, hi: int) -> np.ndarray:
         """The documents holding an ordinal in [lo, hi), ascending per ordinal (sorted when the

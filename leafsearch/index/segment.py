@@ -13,6 +13,9 @@ Layout of a segment folder:
   block, or 16 per block with the segment's trained dictionary `_source.dict`, which `meta.json`
   then announces), `_source.blocks.npy` (byte offset of each block), `_source.lengths.npy` (raw
   length of each source).
+- `sort-<digest>.order` (the segment's documents sorted by a sort key, `order_files.py`) and
+  `f<number>.postings` (a keyword field's documents per term, `columns.py`): derived from the
+  segment by the first process that needed them and mapped by every other (`derived_files.py`).
 - per field `f<number>.*.npy`: see `columns.py` for what each array means. Fields are numbered in
   `meta.json` (`fields[path].number`), so no field name, whatever a client sent, ever becomes part
   of a file name. (Segments written before numbering used `f.<path>.` and are still read.)
@@ -212,6 +215,17 @@ class SegmentWriter:
             os.close(fd)
 
 
+def remove_segment_folder(folder: Path) -> None:
+    """Delete a segment's folder. A search process may be writing a derived file into it at
+    that moment (derived_files.py: the file appears after `rmtree` listed the folder, which
+    then cannot be removed): a second pass removes it. What a third writer might still add is
+    removed with the orphans when the shard next opens."""
+    for _ in range(2):
+        shutil.rmtree(folder, ignore_errors=True)
+        if not folder.exists():
+            return
+
+
 class Segment:
     """Read side of one segment folder. Arrays are memory-mapped; columns are opened lazily."""
 
@@ -289,14 +303,22 @@ class Segment:
         return np.asarray(self._load("_source.blocks"), dtype=np.int64)
 
     @cached_property
-    def _source_starts(self) -> np.ndarray:
-        """Offset of each source inside its decompressed block."""
-        lengths = np.asarray(self._load("_source.lengths"), dtype=np.int64)
-        ends = np.cumsum(lengths)
-        starts = ends - lengths
-        block_first = np.arange(0, self.max_doc, self.source_block_docs)
-        base = np.repeat(starts[block_first], np.diff(np.append(block_first, self.max_doc)))
-        return np.stack([starts - base, ends - base], axis=1)
+    def _source_ends(self) -> np.ndarray:
+        """0, then where each source ends in the concatenation of all of them (int64, one
+        cumulative sum: 8 bytes per document). A source's place inside its decompressed block is
+        then three lookups (`_source_bounds`). Why not a table of both ends per document: building
+        it took a process 10 ms per million documents on its first fetch from the segment (a
+        search worker's first query paid it for every large segment), for 16 bytes per document."""
+        lengths = self._load("_source.lengths")
+        ends = np.zeros(len(lengths) + 1, dtype=np.int64)
+        np.cumsum(lengths, dtype=np.int64, out=ends[1:])
+        return ends
+
+    def _source_bounds(self, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(start, end) of each document's source inside its decompressed block. O(len(docs))."""
+        ends = self._source_ends
+        base = ends[docs - docs % self.source_block_docs]  # where each one's block starts
+        return ends[docs] - base, ends[docs + 1] - base
 
     def doc_id(self, doc: int) -> str:
         return bytes(self.id_terms[int(self.id_rank[doc])]).decode()
@@ -342,12 +364,10 @@ class Segment:
         docs = np.asarray(docs, dtype=np.int64)
         needed, which = np.unique(docs // self.source_block_docs, return_inverse=True)
         blocks = self.source_blocks(needed.tolist())
-        bounds = self._source_starts[docs]
+        starts, ends = self._source_bounds(docs)
         return [
             blocks[w][s:e]
-            for w, s, e in zip(
-                which.reshape(-1).tolist(), bounds[:, 0].tolist(), bounds[:, 1].tolist(), strict=True
-            )
+            for w, s, e in zip(which.reshape(-1).tolist(), starts.tolist(), ends.tolist(), strict=True)
         ]
 
     def routings(self, docs: list[int]) -> list[str | None]:
@@ -383,11 +403,11 @@ class Segment:
             )
         else:
             dv = self._doc_values(prefix, meta)
-            col = (
-                KeywordColumn(self._load(prefix + "terms"), dv)
-                if kind == "keyword"
-                else NumericColumn(kind, dv)
-            )
+            if kind == "keyword":
+                postings = self.folder / f"f{meta['number']}.postings" if "number" in meta else None
+                col = KeywordColumn(self._load(prefix + "terms"), dv, postings)
+            else:
+                col = NumericColumn(kind, dv)
         self._columns[path] = col
         return col
 

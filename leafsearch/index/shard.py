@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from leafsearch.errors import FlushFailed, IndexClosed, TranslogFailed
+from leafsearch.index import derived_files
 from leafsearch.index.block_cache import BlockCache
 from leafsearch.index.buffer import IndexBuffer
 from leafsearch.index.commits import CommitPlan, Commits
@@ -35,7 +36,7 @@ from leafsearch.index.merge_policy import find_merge
 from leafsearch.index.merge_worker import merge_in_worker
 from leafsearch.index.parsed import ParsedBatch, ParsedDoc
 from leafsearch.index.searcher import Searcher, SegmentView
-from leafsearch.index.segment import Segment, to_term_array
+from leafsearch.index.segment import Segment, remove_segment_folder, to_term_array
 from leafsearch.index.segment_build import segment_from_buffer
 from leafsearch.index.shard_stats import ShardStats
 from leafsearch.index.translog import (
@@ -484,6 +485,7 @@ class Shard:
 
     def _open_segment(self, name: str) -> Segment:
         seg = Segment(self.folder / name)
+        derived_files.remove_partial_files(seg.folder)  # a crash's, never read (derived_files.py)
         seg.blocks = self.blocks
         return seg
 
@@ -678,7 +680,7 @@ class Shard:
             if last:
                 del self._seg_refs[seg.name]
         if last:
-            shutil.rmtree(seg.folder, ignore_errors=True)
+            remove_segment_folder(seg.folder)
             Segment.files_deleted(seg.folder)
 
     def acquire_searcher(self) -> Searcher:

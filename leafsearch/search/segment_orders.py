@@ -12,22 +12,29 @@ Cost: building an order is one `lexsort` of the segment (O(n log n), n = its doc
 4 bytes per document for the order, 4 for its inverse (each document's rank, which lets a query
 with few matches rank them instead of walking) and 8 per key column and document. `SegmentOrders`, owned by
 the Node, bounds their total (`indices.cache.sort_orders.size`), least recently used first, and
-forgets a segment's orders when the segment object goes.
+forgets a segment's orders when the segment object goes. The order of a large segment is built
+once for all processes: the first writes it to a file beside the segment (order_files.py), the
+others, and any process after a restart, map it.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from leafsearch.bounded_cache import BoundedCache
+from leafsearch.index import derived_files, order_files
+from leafsearch.index.order_files import StoredOrder
 from leafsearch.index.segment import Segment
 from leafsearch.search.sort_keys import SortColumn
+
+_log = logging.getLogger("leafsearch")
 
 #: A walk reads a segment's order in chunks that grow by this factor, from a few pages' worth.
 _GROWTH = 4
@@ -44,10 +51,38 @@ class SegmentOrder:
     keys: list[np.ndarray]  # the comparable key columns, in that order (ascending)
     columns: list[SortColumn]  # per sort spec, the segment's column without its values
     rank: np.ndarray  # the position of each local doc in `order` (its inverse)
+    mapped: bool = False  # its arrays are a file's, memory-mapped (order_files.py)
 
     @property
     def nbytes(self) -> int:
         return self.order.nbytes + self.rank.nbytes + sum(k.nbytes for k in self.keys)
+
+    def stored(self, templates: list[SortColumn]) -> StoredOrder:
+        """What a file keeps of this order: the arrays, and how each column differs from
+        `templates` (the segment's columns as `OrderFile.templates` rebuilds them without the
+        order: a flag for missing values, and a keyword column's own terms when its `missing`
+        added one)."""
+        terms = []
+        for column, template in zip(self.columns, templates, strict=True):
+            own = column.terms is not None and (
+                template.terms is None or len(template.terms) != len(column.terms)
+            )
+            terms.append(np.asarray(column.terms) if own else None)
+        flagged = [c.present is not None for c in self.columns]
+        return StoredOrder(self.order, self.rank, self.keys, flagged, terms)
+
+    @staticmethod
+    def from_stored(stored: StoredOrder, templates: list[SortColumn]) -> SegmentOrder:
+        """The order a file holds, its columns rebuilt from `templates`."""
+        columns = [
+            replace(
+                template,
+                present=np.zeros(1, dtype=bool) if flagged else None,
+                terms=template.terms if terms is None else terms,
+            )
+            for template, flagged, terms in zip(templates, stored.flagged, stored.terms, strict=True)
+        ]
+        return SegmentOrder(stored.order, stored.keys, columns, stored.rank, mapped=True)
 
     def first(self, mask: np.ndarray, start: int, k: int, count: int, end: int | None = None) -> np.ndarray:
         """The first `k` documents in positions [`start`, `end`) whose `mask` is set (`count` of
@@ -151,32 +186,93 @@ def build_order(columns: list[SortColumn], *, presorted: bool = False) -> Segmen
     return SegmentOrder(order, keys if presorted else [k[order] for k in keys], templates, rank)
 
 
+@dataclass(frozen=True)
+class OrderFile:
+    """Where an order of a segment is kept on disk (`name`, in the segment's folder; see
+    order_files.py), and how to rebuild its columns without sorting (`templates`: the segment's
+    sort columns over no documents)."""
+
+    name: str
+    templates: Callable[[], list[SortColumn]]
+
+
 class SegmentOrders(BoundedCache[tuple[int, Any], SegmentOrder]):
-    """The Node's sort orders of segments, bounded in bytes (`indices.cache.sort_orders.size`)."""
+    """The Node's sort orders of segments, bounded in bytes (`indices.cache.sort_orders.size`).
+
+    An order of a segment of `derived_files.MIN_DOCS` documents or more is also kept as a file in
+    the segment's folder (order_files.py): the first process that needs it sorts and writes it, every
+    other process, and this one after a restart, maps it. Mapped orders count against the bound
+    like built ones (they occupy the page cache and the address space); evicting one only unmaps
+    it."""
 
     def __init__(self, max_bytes: int) -> None:
         super().__init__(max_bytes, lambda order: order.nbytes)
         self._watched: set[int] = set()
         self._watch_lock = threading.Lock()
+        self._counts = {"built": 0, "files_written": 0, "files_mapped": 0, "files_rejected": 0}
 
     def order(
-        self, segment: Segment, signature: Any, build: Callable[[], SegmentOrder]
+        self,
+        segment: Segment,
+        signature: Any,
+        build: Callable[[], SegmentOrder],
+        file: Callable[[], OrderFile | None] = lambda: None,
     ) -> SegmentOrder | None:
-        """The segment's order for `signature` (built now if missing), or None when one order
-        alone would not fit the cache (the caller then selects without it)."""
+        """The segment's order for `signature` (mapped from its file, else built now), or None
+        when one order alone would not fit the cache (the caller then selects without it).
+        `file`: where the order is kept on disk (None: only in memory), asked on a miss only."""
         key = (id(segment), signature)
         found = self.get(key)
         if found is not None:
             return found
         if segment.max_doc * 12 > self.max_bytes:
             return None
-        built = build()
+        stored = file() if segment.max_doc >= derived_files.MIN_DOCS else None
+        result = self._map(segment, stored) if stored is not None else None
+        if result is None:
+            result = build()
+            self._count("built")
+            if stored is not None:
+                result = self._write(segment, stored, result)
         with self._watch_lock:
             if id(segment) not in self._watched:
                 self._watched.add(id(segment))
                 weakref.finalize(segment, self._forget, id(segment))
-        self.put(key, built)
-        return built
+        self.put(key, result)
+        return result
+
+    def _map(self, segment: Segment, file: OrderFile) -> SegmentOrder | None:
+        """The order from its file, or None (no whole file: it is built and written again)."""
+        path = segment.folder / file.name
+        stored = order_files.read(path)
+        if stored is None:
+            if path.exists():
+                self._count("files_rejected")
+            return None
+        if len(stored.order) != segment.max_doc or len(stored.flagged) != len(templates := file.templates()):
+            self._count("files_rejected")
+            return None
+        self._count("files_mapped")
+        return SegmentOrder.from_stored(stored, templates)
+
+    def _write(self, segment: Segment, file: OrderFile, built: SegmentOrder) -> SegmentOrder:
+        """Write a built order to its file and use the file's mapping instead (the page cache
+        then holds the only copy); the built order when the file cannot be written (a full disk,
+        the segment deleted meanwhile)."""
+        templates = file.templates()
+        path = segment.folder / file.name
+        try:
+            order_files.write(path, built.stored(templates))
+        except OSError as exc:
+            _log.debug("sort order %s not written: %s", path, exc)
+            return built
+        self._count("files_written")
+        stored = order_files.read(path)
+        return built if stored is None else SegmentOrder.from_stored(stored, templates)
+
+    def _count(self, what: str) -> None:
+        with self._watch_lock:
+            self._counts[what] += 1
 
     def _forget(self, segment_id: int) -> None:
         """A segment is gone (no snapshot holds it): its orders go with it."""
@@ -185,4 +281,17 @@ class SegmentOrders(BoundedCache[tuple[int, Any], SegmentOrder]):
         self.discard_where(lambda key, _: key[0] == segment_id)
 
     def stats(self) -> dict[str, int]:
-        return {"memory_size_in_bytes": self.nbytes, "count": len(self), "evictions": self.evictions}
+        """Held orders (`mapped_*`: those mapped from files), and since start how many were
+        built, written to files, mapped from them, and found torn or foreign (rebuilt)."""
+        held = self.values()
+        mapped = [o for o in held if o.mapped]
+        with self._watch_lock:
+            counts = dict(self._counts)
+        return {
+            "memory_size_in_bytes": sum(o.nbytes for o in held),
+            "count": len(held),
+            "evictions": self.evictions,
+            "mapped_size_in_bytes": sum(o.nbytes for o in mapped),
+            "mapped_count": len(mapped),
+            **counts,
+        }

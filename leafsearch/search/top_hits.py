@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from leafsearch.errors import IllegalArgument
+from leafsearch.index import order_files
 from leafsearch.request.search_types import SCORE, SearchRequest, SortSpec
 from leafsearch.search import fetch
 from leafsearch.search.aggregations import MAX_BUCKETS, MAX_NESTED_DEPTH, parse_aggs
@@ -47,7 +48,7 @@ from leafsearch.search.hitlist import (
     sort_hits,
 )
 from leafsearch.search.profile import ShardProfile
-from leafsearch.search.segment_orders import SegmentOrder, SegmentOrders, build_order
+from leafsearch.search.segment_orders import OrderFile, SegmentOrder, SegmentOrders, build_order
 from leafsearch.search.shard_api import (
     ShardContextId,
     ShardDfs,
@@ -60,11 +61,12 @@ from leafsearch.search.shard_api import (
     each_shard,
     merge_columns,
 )
-from leafsearch.search.sort_keys import resolve_field_kind, special_kind
+from leafsearch.search.sort_keys import SortColumn, resolve_field_kind, special_kind
 from leafsearch.search.targets import Target
 
 if TYPE_CHECKING:
     from leafsearch.index.searcher import SegmentView
+    from leafsearch.index.segment import Segment
     from leafsearch.node import Node
 
 #: Pages deeper than this are served from a full, cached HitList (Elasticsearch's default
@@ -238,6 +240,9 @@ class LocalShard:
         selected: list[_Selected] = []
         bound = _Bound(k) if by_fields and plan.uniform and plan.resolved[0][0] in _COMPARABLE else None
         after: list[Any] | None = None
+        orders = (
+            shard_orders(self.node.sort_orders, target, plan) if by_fields and plan.uniform and k else None
+        )
         for m in segment_matches(
             [target],
             request,
@@ -255,9 +260,7 @@ class LocalShard:
                 max_score = best if max_score is None else max(max_score, best)
             if not count or not k:
                 continue
-            order = (
-                _order(self.node.sort_orders, target, m.view, plan) if by_fields and plan.uniform else None
-            )
+            order = None if orders is None else orders.get(id(m.view.segment))
             keys = None
             if order is not None:
                 start = 0
@@ -365,24 +368,59 @@ def shard_aggs(node: Node, request: SearchRequest, target: Target, now_millis: i
     )
 
 
-def _order(orders: SegmentOrders, target: Target, view: SegmentView, plan: SortPlan) -> SegmentOrder | None:
-    """The segment's order for this sort, computed from every one of its documents if needed."""
+def shard_orders(orders: SegmentOrders, target: Target, plan: SortPlan) -> dict[int, SegmentOrder | None]:
+    """Every segment's order for this sort (by `id` of the segment), built now where missing.
+
+    Why every segment, and not only those a query matches: a time range matches a few segments
+    of time-ordered data, so each later query reaching a segment not ordered yet paid its sort
+    (tens of milliseconds at a million documents), in every search process: the tail of distinct
+    queries was made of these. Now the first query on a key pays for the shard once, writes the
+    orders of large segments to files (order_files.py), and every later query, in any process,
+    finds or maps them. O(segments) cache lookups per query once they exist."""
     specs = list(plan.specs)
     field_types = tuple(None if special_kind(s) else target.mapping.field(s.field) for s in specs)
     kinds = tuple(kind for kind, _ in plan.resolved)
-    signature = (plan.specs, kinds, tuple(_type_signature(ft) for ft in field_types))
+    types = tuple(_type_signature(ft) for ft in field_types)
+    signature = (plan.specs, kinds, types)
+    index_sort = target.index.sort
+    presorted = index_sort is not None and index_sort.covers(specs, field_types)
+    found: dict[int, SegmentOrder | None] = {}
+    for view in target.searcher.views:
+        if view.live_count == 0:
+            continue
 
-    def build() -> SegmentOrder:
-        docs = np.arange(view.max_doc, dtype=np.int64)
-        zeros = np.zeros(view.max_doc, dtype=np.int32)
-        seg_docs = [(0, view, docs)]
-        columns = [sort_column(spec, [target], seg_docs, zeros, docs, None) for spec in specs]
-        index_sort = target.index.sort
-        return build_order(
-            columns, presorted=index_sort is not None and index_sort.covers(specs, field_types)
-        )
+        def columns(n: int, view: SegmentView = view) -> list[SortColumn]:
+            docs = np.arange(n, dtype=np.int64)
+            zeros = np.zeros(n, dtype=np.int32)
+            seg_docs = [(0, view, docs)]
+            return [sort_column(spec, [target], seg_docs, zeros, docs, None) for spec in specs]
 
-    return orders.order(view.segment, signature, build)
+        def file(view: SegmentView = view) -> OrderFile | None:
+            name = _order_file_name(view.segment, specs, kinds, types)
+            return None if name is None else OrderFile(name, lambda: columns(0, view))
+
+        def build(view: SegmentView = view) -> SegmentOrder:
+            return build_order(columns(view.max_doc, view), presorted=presorted)
+
+        found[id(view.segment)] = orders.order(view.segment, signature, build, file)
+    return found
+
+
+def _order_file_name(segment: Segment, specs: list[SortSpec], kinds: tuple, types: tuple) -> str | None:
+    """The name of the file an order of `segment` is kept in (order_files.py): a digest of what
+    its content depends on, the fields named by their numbers in the segment. None: a field of
+    the segment has no number (segments written before numbering keep their orders in memory)."""
+    described: list[Any] = []
+    for spec, kind, type_signature in zip(specs, kinds, types, strict=True):
+        number = None
+        if special_kind(spec) is None and spec.field in segment.field_meta:
+            number = segment.field_meta[spec.field].get("number")
+            if number is None:
+                return None
+        options = [spec.order, repr(spec.missing), spec.mode, spec.unmapped_type, spec.numeric_type]
+        field_type = None if type_signature is None else list(type_signature)
+        described.append([number, *options, spec.format, kind, field_type])
+    return order_files.file_name(described)
 
 
 def _type_signature(field_type: Any) -> Any:

@@ -16,6 +16,7 @@ import numpy as np
 
 from leafsearch.errors import AggregationExecution, IllegalArgument
 from leafsearch.index import ip
+from leafsearch.index.columns import KeywordColumn
 from leafsearch.search.aggs.base import (
     COMMON_VALUE_OPTIONS,
     Agg,
@@ -185,6 +186,9 @@ class TermsAgg(Agg):
                 raise field_failed("terms", "missing", IllegalArgument(str(err))) from None
 
     def collect(self, seg: SegmentContext, docs: np.ndarray, groups: np.ndarray, n_groups: int) -> Buckets:
+        counted = self._ordinal_counts(seg, docs, n_groups)
+        if counted is not None:
+            return counted
         if self.field.family in (KEYWORD, None):
             idx, codes, universe, multi = keyword_values(seg, self.field, docs, self.missing)
             allowed = self.filter.keyword_mask(universe)
@@ -207,6 +211,39 @@ class TermsAgg(Agg):
                 self, seg, docs, groups, n_groups, idx, codes, len(universe)
             )
         return Buckets(row_group, [universe[row_code]], count, subs)
+
+    def _ordinal_counts(self, seg: SegmentContext, docs: np.ndarray, n_groups: int) -> Buckets | None:
+        """The commonest shape, a top-level `terms` on a single-valued keyword without
+        sub-aggregations or `missing`, counted straight from the ordinals: one `bincount` of the
+        matched documents' ordinals, or, when every document of the segment matched (`match_all`
+        on a segment without deletes), the segment's own per-term counts, computed once
+        (`KeywordColumn.doc_counts`). None: the general path applies.
+
+        Why: the general path pairs every value with its parent bucket and document (three
+        arrays of 8 bytes per match, then a dense count over the cells); at 1,000,000 documents
+        that was most of a `size: 0` aggregation's time. O(matches), or O(terms) when all match."""
+        if n_groups != 1 or self.subs or self.missing is not None or self.min_doc_count == 0:
+            return None
+        if self.field.family != KEYWORD or self.field.ftype is None:
+            return None
+        col = seg.segment.column(self.field.path)
+        if not isinstance(col, KeywordColumn):
+            return None
+        ords = col.ords
+        if len(docs) == seg.segment.max_doc:  # docs are distinct and ascending: all of them
+            counts = col.doc_counts
+        elif ords.is_single:
+            values = np.asarray(ords.values)[docs]
+            if not ords.present.all():
+                values = values[ords.present[docs]]
+            counts = np.bincount(values, minlength=len(col.terms))
+        else:
+            return None
+        terms = np.asarray(col.terms)
+        if self.filter.active:
+            counts = np.where(self.filter.keyword_mask(terms), counts, 0)
+        used = np.flatnonzero(counts)
+        return Buckets(np.zeros(len(used), np.int64), [terms[used]], counts[used].astype(np.int64))
 
     def _numeric_universe(self, seg: SegmentContext, values: np.ndarray) -> np.ndarray:
         """Distinct values: of the matched documents, or of the whole segment when empty terms are shown."""

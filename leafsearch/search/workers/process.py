@@ -29,6 +29,10 @@ from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection
 from typing import Any
 
+# numpy imports `numpy.ma` on the first `np.unique` of a process (15 ms): imported here, while the
+# worker starts, so its first search does not pay it.
+import numpy.ma  # noqa: F401
+
 from leafsearch.breaker import Breakers
 from leafsearch.errors import ElasticError
 from leafsearch.index.block_cache import BlockCache
@@ -247,4 +251,5 @@ def _stats(node: WorkerNode, running: int) -> dict[str, Any]:
         "pages_read_ahead": node.contexts.read_ahead.held(),
         "tasks_running": running,
         "breakers": node.breakers.counts(),
+        "sort_orders": node.sort_orders.stats(),
     }
