@@ -544,6 +544,10 @@ def _cluster_parser(key: str) -> Parser | None:
     return None
 
 
+#: Parsed setting values a ClusterSettings remembers (more only after many distinct updates).
+_MAX_PARSED = 1024
+
+
 class ClusterSettings:
     """Dynamic cluster settings: `persistent` survives restarts (a JSON file), `transient` does not."""
 
@@ -554,17 +558,32 @@ class ClusterSettings:
         self.persistent: dict[str, SettingValue] = {}
         self.transient: dict[str, SettingValue] = {}
         self._lock = threading.Lock()
+        self._parsed: dict[tuple[str, Any], Any] = {}  # see `get`
         #: Called after every update, for settings applied outside the engine's reads (cache sizes).
         self.listeners: list[Callable[[], None]] = []
         if self.path is not None and self.path.exists():
             self.persistent = dict(json.loads(self.path.read_text()).get("persistent", {}))
 
     def get(self, key: str) -> Any:
-        """Typed value: transient wins over persistent, which wins over the default."""
+        """Typed value: transient wins over persistent, which wins over the default.
+
+        Parsed values are remembered per (key, raw value): a search reads both breaker limits at
+        each of its reservations (about 50 on a W6 query), and parsing "60%" costs 0.6 µs, about
+        0.06 ms a query. Keyed by the raw value, a remembered parse never outlives its setting."""
         setting = CLUSTER_SETTINGS[key]
         with self._lock:
             value = self.transient.get(key, self.persistent.get(key, setting.default))
-        return setting.parse(value, key)
+        try:
+            return self._parsed[(key, value)]
+        except KeyError:
+            pass
+        except TypeError:  # a list or dict value (not hashable): parsed each time
+            return setting.parse(value, key)
+        parsed = setting.parse(value, key)
+        if len(self._parsed) >= _MAX_PARSED:
+            self._parsed.clear()
+        self._parsed[(key, value)] = parsed
+        return parsed
 
     def update(self, body: Mapping[str, Any] | None, *, flat: bool = False) -> dict[str, Any]:
         """Apply a `PUT _cluster/settings` body; the response lists what this request set."""
