@@ -21,6 +21,9 @@ not know yet (mirror.py).
   served twice. A request whose client goes away cancels its task in the worker.
 - **Memory**: each worker bounds its caches by its share of the node's cache settings; the
   segment files are shared through the page cache.
+- **Jobs** (`run_job`): pure work the server process hands over while the workers would idle
+  (`bulk_offload.py`: a bulk body split, an index's documents parsed), with the index states it
+  needs. A job changes nothing, so when no worker can take it the caller does it itself.
 """
 
 from __future__ import annotations

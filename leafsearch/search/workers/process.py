@@ -1,4 +1,6 @@
-"""A search worker process: it runs search tasks (search/execution.py) sent by the server process.
+"""A search worker process: it runs search tasks (search/execution.py) sent by the server process,
+and jobs (bulk_offload.py: pure work on the data they carry, bound to the index states read before
+them).
 
 Its task threads take turns reading the connection (`main`): the reader applies snapshot and
 index updates in the order they were sent (so a task always finds the snapshots it names), runs
