@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from leafsearch.aliases import write_target
 from leafsearch.bulk_request import BulkOp, parse_bulk
@@ -55,8 +55,32 @@ class SplitJob:
     default_routing: str | None
     default_source: SourceFilter | None
 
-    def bind(self, mirror: Mirror) -> Callable[[], list[BulkOp]]:
-        return partial(parse_bulk, self.body, self.default_index, self.default_routing, self.default_source)
+    def bind(self, mirror: Mirror) -> Callable[[], PackedOps]:
+        return partial(_split, self.body, self.default_index, self.default_routing, self.default_source)
+
+
+#: Operations as they cross back: one list per `BulkOp` field, in field order.
+PackedOps = tuple[list[Any], ...]
+
+
+def _split(
+    body: bytes, default_index: str | None, default_routing: str | None, default_source: SourceFilter | None
+) -> PackedOps:
+    """`parse_bulk`, its operations packed field by field with their kinds and index names shared:
+    thousands of objects pickled one by one cost both processes about twice as much."""
+    ops = parse_bulk(body, default_index, default_routing, default_source)
+    shared: dict[str, str] = {}
+    share = shared.setdefault
+    return (
+        [share(op.kind, op.kind) for op in ops],
+        [op.meta for op in ops],
+        [op.line for op in ops],
+        [share(op.index, op.index) for op in ops],
+        [op.routing for op in ops],
+        [op.source for op in ops],
+        [op.external for op in ops],
+        [op.wanted for op in ops],
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,9 +155,10 @@ def prepare(
     if len(body) < min_size:
         return None
     try:
-        ops = pool.run_job(SplitJob(body, default_index, default_routing, default_source))
+        packed = pool.run_job(SplitJob(body, default_index, default_routing, default_source))
     except WorkerUnavailable:
         return None
+    ops = list(map(BulkOp, *packed))
     batches: dict[str, PreparedBatch] = {}
     for index, positions in _documents_by_index(node, ops, require_alias):
         sources: list[bytes] = [ops[pos].source for pos in positions]  # type: ignore[misc]

@@ -56,20 +56,6 @@ class BulkOp:
     external: ExternalVersion | None = None  # `version` with `version_type` external(_gte)
     wanted: SourceFilter | None = None  # an update's `_source`: answer the document as `get`
 
-    def __reduce__(self) -> tuple[type[BulkOp], tuple]:
-        """Pickled as its fields in a tuple: a worker sends thousands of these per request, and
-        the default (a state dict per object) costs the server process several times more."""
-        return BulkOp, (
-            self.kind,
-            self.meta,
-            self.line,
-            self.index,
-            self.routing,
-            self.source,
-            self.external,
-            self.wanted,
-        )
-
 
 def _malformed(line_no: int, message: str) -> IllegalArgument:
     return IllegalArgument(f"Malformed action/metadata line [{line_no}], {message}")
