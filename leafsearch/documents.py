@@ -633,9 +633,9 @@ def bulk(
     alias goes to its write index; `require_alias` (or the item's own) refuses any other name.
     `source_filter`: the URL's `_source` options, which make updates answer their document (`get`).
 
-    A large body is split, and its documents parsed, in the search workers first, while the
-    node's indexing slot is free (`bulk_offload.py`). Applying the operations (and parsing what
-    the workers did not) takes the slot (`Node.indexing`, one: that work holds the interpreter,
+    A large body that arrives while another request holds the node's indexing slot is split,
+    and its documents parsed, in the search workers meanwhile (`bulk_offload.py`). Applying the
+    operations (and parsing what the workers did not) takes the slot (`Node.indexing`, one: that work holds the interpreter,
     and several requests doing it at once only slow each other down); the fsync and the refresh
     happen outside it, so one request's fsync overlaps the next one's parsing, and requests
     waiting together share fsyncs."""
