@@ -44,6 +44,9 @@ if TYPE_CHECKING:
 #: a worker would cost more than they save (default 64kb, about 300 log lines). An index's
 #: documents in a larger body are parsed in a worker when their sources are at least half that.
 MIN_SIZE_SETTING = "indices.bulk.worker_parse_min_size"
+#: ... and the percent of a core that must have idled lately (idle_cpu.py): the moved work costs
+#: more CPU in all, so on busy cores it would only take CPU from other processes.
+MIN_IDLE_SETTING = "indices.bulk.worker_parse_min_idle_cpu"
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,12 +150,13 @@ def prepare(
 
     Why only then: a request that finds the slot free is served soonest by parsing at once in
     this process (a worker's round trips and the results' unpickling only add to its time); one
-    that would wait for the slot parses in a worker meanwhile, on the other core."""
+    that would wait for the slot parses in a worker meanwhile, on the other core, if a core has
+    had time to spare lately (`indices.bulk.worker_parse_min_idle_cpu`)."""
     pool = node.search_workers
     if pool is None or not node.indexing.locked():
         return None
     min_size = node.cluster_settings.get(MIN_SIZE_SETTING)
-    if len(body) < min_size:
+    if len(body) < min_size or not _spare_cpu(node):
         return None
     try:
         packed = pool.run_job(SplitJob(body, default_index, default_routing, default_source))
@@ -174,6 +178,15 @@ def prepare(
                 version, batch, {pos: row for row, pos in enumerate(positions)}
             )
     return Prepared(ops, batches)
+
+
+def _spare_cpu(node: Node) -> bool:
+    """Whether the machine had the idle CPU the setting asks for (unknown: yes)."""
+    wanted = node.cluster_settings.get(MIN_IDLE_SETTING) / 100
+    if wanted <= 0:
+        return True
+    idle = node.idle_cpu.idle_cores()
+    return idle is None or idle >= wanted
 
 
 def _documents_by_index(node: Node, ops: list[BulkOp], require_alias: bool) -> list[tuple[Index, list[int]]]:

@@ -13,6 +13,7 @@ import os
 import signal
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -21,6 +22,7 @@ from inprocess import search
 
 from leafsearch import admin
 from leafsearch.errors import ElasticError
+from leafsearch.idle_cpu import IdleCpu
 from leafsearch.node import Node
 from leafsearch.search.workers import pool as pool_module
 from leafsearch.search.workers.pool import WorkerPool
@@ -99,7 +101,8 @@ def nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Node, Node
         Node(base / "workers", background=False, search_workers=2) as there,
     ):
         assert there.search_workers is not None and there.search_workers.wait_ready(60)
-        there.cluster_settings.update({"persistent": {"indices.bulk.worker_parse_min_size": "1b"}})
+        any_time = {"indices.bulk.worker_parse_min_size": "1b", "indices.bulk.worker_parse_min_idle_cpu": "0"}
+        there.cluster_settings.update({"persistent": any_time})
         yield here, there
 
 
@@ -313,3 +316,53 @@ def test_a_worker_killed_during_a_bulk_leaves_the_work_to_the_server_process(
     before = jobs(there)
     again = bulk_while_slot_busy(there, ndjson(*log_lines(400, 100)), index="survivor")
     assert not again["errors"] and jobs(there) > before  # the replacement takes jobs
+
+
+class FakeIdle:
+    def __init__(self, cores: float | None) -> None:
+        self.cores = cores
+
+    def idle_cores(self) -> float | None:
+        return self.cores
+
+
+def test_bulks_stay_in_the_server_process_while_the_cores_are_busy(
+    nodes: tuple[Node, Node], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With less idle CPU than `indices.bulk.worker_parse_min_idle_cpu` the moved work would only
+    take CPU from other processes: the server process parses; with enough, or unknown, a worker."""
+    _, there = nodes
+    admin.create_index(there, "busy", {"mappings": MAPPING})
+    there.cluster_settings.update({"persistent": {"indices.bulk.worker_parse_min_idle_cpu": "50"}})
+    try:
+        for cores, offloaded in ((0.2, False), (0.6, True), (None, True)):
+            monkeypatch.setattr(there, "idle_cpu", FakeIdle(cores))
+            before = jobs(there)
+            response = bulk_while_slot_busy(there, ndjson(*log_lines(0, 100)), index="busy")
+            assert not response["errors"]
+            assert (jobs(there) > before) == offloaded, cores
+    finally:
+        there.cluster_settings.update({"persistent": {"indices.bulk.worker_parse_min_idle_cpu": "0"}})
+
+
+def test_idle_cpu_is_the_idle_share_of_proc_stat_between_two_reads(tmp_path: Path) -> None:
+    stat = tmp_path / "stat"
+    now = [0.0]
+
+    def write(idle: int, iowait: int, busy: int) -> None:
+        stat.write_text(
+            f"cpu  {busy} 0 0 {idle} {iowait} 0 0 0 0 0\ncpu0 1 0 0 1 0 0 0 0 0 0\ncpu1 1 0 0 1 0 0 0 0 0 0\n"
+        )
+
+    write(1000, 0, 1000)
+    idle = IdleCpu(stat, clock=lambda: now[0])
+    assert idle.idle_cores() is None  # no window yet
+    write(1150, 50, 1200)  # 200 of 400 jiffies idle (iowait included), 2 cpus
+    now[0] = 0.1
+    assert idle.idle_cores() is None  # read again only after WINDOW_SECONDS
+    now[0] = 1.0
+    assert idle.idle_cores() == pytest.approx(1.0)
+    write(1150, 50, 1600)  # none idle
+    now[0] = 2.0
+    assert idle.idle_cores() == 0.0
+    assert IdleCpu(tmp_path / "missing", clock=lambda: now[0]).idle_cores() is None

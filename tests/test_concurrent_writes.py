@@ -187,7 +187,11 @@ def crash_trial(tmp_path: Path, writers: int, *, worker_parse: bool) -> None:
     with running_server(data) as (url, process):
         assert httpx.put(f"{url}/{run.index}", json=SETTINGS).status_code == 200
         if worker_parse:
-            settings = {"persistent": {"indices.bulk.worker_parse_min_size": "1b"}}
+            any_time = {
+                "indices.bulk.worker_parse_min_size": "1b",
+                "indices.bulk.worker_parse_min_idle_cpu": "0",
+            }
+            settings = {"persistent": any_time}
             assert httpx.put(f"{url}/_cluster/settings", json=settings).status_code == 200
         threads = [
             threading.Thread(target=writer, args=(run, url, f"w{k}", random.Random(rng.random()), states[k]))
