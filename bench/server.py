@@ -118,6 +118,23 @@ class Server:
         except subprocess.TimeoutExpired:
             self.kill()
 
+    def cpu_seconds(self) -> tuple[float, float]:
+        """CPU seconds (user + system) used so far by the server process (all its threads) and by
+        the processes below it (search and merge workers), from /proc."""
+        tick = os.sysconf("SC_CLK_TCK")
+        own = below = 0.0
+        for pid in _descendants(self.pid):
+            try:
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:  # ended meanwhile
+                continue
+            seconds = (int(fields[11]) + int(fields[12])) / tick
+            if pid == self.pid:
+                own = seconds
+            else:
+                below += seconds
+        return own, below
+
     def memory_kb(self, field: str) -> int:
         """`VmHWM` (peak) or `VmRSS` (current) of the server's processes, in kB."""
         total = 0

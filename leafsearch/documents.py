@@ -12,14 +12,13 @@ import os
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from leafsearch.aliases import single_index, write_target
-from leafsearch.bulk_metadata import typed_metadata
-from leafsearch.date_math_names import resolve_expression
+from leafsearch.bulk_offload import Prepared, PreparedBatch, prepare
+from leafsearch.bulk_request import BulkOp, parse_bulk
 from leafsearch.errors import (
     ActionRequestValidation,
     DocumentMissing,
@@ -72,7 +71,7 @@ def _shards_header(index: Index) -> dict[str, int]:
 def _check_id(doc_id: str) -> None:
     """An id Elasticsearch takes: at most 512 bytes; an empty one is refused by the index routing
     of an index/create (illegal argument; an update's or delete's never gets here, see
-    `_parse_bulk`)."""
+    `bulk_request.parse_bulk`)."""
     size = len(doc_id.encode())
     if size > MAX_ID_BYTES:
         raise ActionRequestValidation(
@@ -610,123 +609,8 @@ def _get_result(
 
 # ---- bulk ----------------------------------------------------------------------------------
 
-_BULK_ACTIONS = ("index", "create", "update", "delete")
-_BULK_META = frozenset(
-    {
-        "_index",
-        "_id",
-        "routing",
-        "_routing",
-        "if_seq_no",
-        "if_primary_term",
-        "op_type",
-        "pipeline",
-        "require_alias",
-        "retry_on_conflict",
-        "version",
-        "version_type",
-        "dynamic_templates",
-        "require_data_stream",
-        "_source",
-        "list_executed_pipelines",
-    }
-)
 
-
-@dataclass(slots=True)
-class _BulkOp:
-    """One action of a bulk request; `line` is its 1-based line number, for error messages."""
-
-    kind: str
-    meta: dict[str, Any]
-    line: int
-    index: str
-    routing: str | None
-    source: bytes | None
-    external: ExternalVersion | None = None  # `version` with `version_type` external(_gte)
-    wanted: SourceFilter | None = None  # an update's `_source`: answer the document as `get`
-
-
-def _malformed(line_no: int, message: str) -> IllegalArgument:
-    return IllegalArgument(f"Malformed action/metadata line [{line_no}], {message}")
-
-
-def _parse_bulk(
-    body: bytes,
-    default_index: str | None,
-    default_routing: str | None,
-    default_source: SourceFilter | None = None,
-) -> list[_BulkOp]:
-    """Split the NDJSON body into operations; a malformed action line fails the whole request.
-    Date math in item index names (`<logs-{now/d}>`) resolves at one `now` for the request; an
-    update's `_source` is its action line's, else the request's (its body's wins over both)."""
-    bulk_now = int(time.time() * 1000)
-    lines = body.split(b"\n")
-    ops: list[_BulkOp] = []
-    i = 0
-    n = len(lines)
-    loads = orjson.loads
-    while i < n:
-        line = lines[i]
-        i += 1
-        if not line or line.isspace():
-            continue
-        try:
-            action = loads(line)
-        except orjson.JSONDecodeError as exc:
-            raise ElasticError(
-                f"Malformed action/metadata line [{i}], expected a simple value for field [...] but found "
-                f"invalid JSON: {exc}",
-                status=400,
-                error_type="illegal_argument_exception",
-            ) from None
-        if type(action) is not dict:
-            raise _malformed(i, "expected START_OBJECT or END_OBJECT but found [VALUE_STRING]")
-        if not action:  # BulkRequestParser finds the object's end where it wants the action's name
-            raise _malformed(i, "expected FIELD_NAME but found [END_OBJECT]")
-        if len(action) != 1:
-            raise _malformed(
-                i, "expected field [create], [delete], [index] or [update] but found more than one"
-            )
-        ((kind, meta),) = action.items()
-        if kind not in _BULK_ACTIONS:
-            raise _malformed(i, f"expected field [create], [delete], [index] or [update] but found [{kind}]")
-        if type(meta) is not dict:
-            raise _malformed(i, "expected START_OBJECT but found [VALUE_STRING]")
-        if not meta.keys() <= _BULK_META:
-            unknown = next(key for key in meta if key not in _BULK_META)
-            raise IllegalArgument(f"Action/metadata line [{i}] contains an unknown parameter [{unknown}]")
-        meta = typed_metadata(i, meta)
-        line_no = i
-        source = None
-        if kind != "delete":
-            while i < n and (not lines[i] or lines[i].isspace()):
-                i += 1
-            if i >= n:
-                raise ActionRequestValidation("The bulk request must be terminated by a newline [\\n]")
-            source = lines[i].strip()
-            i += 1
-        index = meta.get("_index", default_index)
-        if index is None:
-            raise ActionRequestValidation("index is missing")
-        if index.startswith("<"):
-            index = resolve_expression(index, bulk_now)
-        routing = meta.get("routing", meta.get("_routing", default_routing))
-        # What BulkRequest.validate refuses for the whole request, item by item.
-        if kind in ("update", "delete") and not meta.get("_id"):
-            raise ActionRequestValidation("id is missing")
-        external = wanted = None
-        if kind != "update":
-            external = parse_versioning(meta.get("version"), meta.get("version_type"), meta.get("if_seq_no"))
-        else:
-            wanted = parse_fetch_source(meta["_source"]) if "_source" in meta else default_source
-        ops.append(_BulkOp(kind, meta, line_no, index, routing, source, external, wanted))
-    if body and not body.endswith(b"\n") and ops:
-        raise IllegalArgument("The bulk request must be terminated by a newline [\\n]")
-    return ops
-
-
-def _item_error(op: _BulkOp, doc_id: str | None, exc: ElasticError) -> dict[str, Any]:
+def _item_error(op: BulkOp, doc_id: str | None, exc: ElasticError) -> dict[str, Any]:
     item: dict[str, Any] = {"_index": op.index, "_id": doc_id, "status": exc.status}
     item["error"] = exc._cause_body()
     return item
@@ -749,15 +633,26 @@ def bulk(
     alias goes to its write index; `require_alias` (or the item's own) refuses any other name.
     `source_filter`: the URL's `_source` options, which make updates answer their document (`get`).
 
-    Parsing and applying the operations take the node's indexing slot (`Node.indexing`, one:
-    that work holds the interpreter, and several requests doing it at once only slow each other
+    A large body that arrives while another request holds the node's indexing slot is split,
+    and its documents parsed, in the search workers meanwhile (`bulk_offload.py`). Applying the
+    operations (and parsing what the workers did not) takes the slot (`Node.indexing`, one: that
+    work holds the interpreter, and several requests doing it at once only slow each other
     down); the fsync and the refresh happen outside it, so one request's fsync overlaps the next
     one's parsing, and requests waiting together share fsyncs."""
     started = time.perf_counter()
     _check_refresh(refresh)
+    prepared = prepare(node, body, index, routing, source_filter, require_alias)
     with node.indexing:
         ops, results, touched = _apply_bulk(
-            node, body, index, routing, wait_for_active_shards, authorize, require_alias, source_filter
+            node,
+            body,
+            index,
+            routing,
+            wait_for_active_shards,
+            authorize,
+            require_alias,
+            source_filter,
+            prepared,
         )
     for index_obj, shards in touched.values():
         for shard, (point, positions) in shards.items():
@@ -785,12 +680,13 @@ def _apply_bulk(
     authorize: Callable[[str], None] | None,
     require_alias: bool,
     source_filter: SourceFilter | None = None,
-) -> tuple[list[_BulkOp], list[dict[str, Any]], dict[str, tuple[Index, dict[Shard, _Logged]]]]:
-    """Parse a bulk body and apply its operations (logged, not yet synced): the operations, the
-    item results so far, and per index what each shard logged."""
-    ops = _parse_bulk(body, index, routing, source_filter)
+    prepared: Prepared | None = None,
+) -> tuple[list[BulkOp], list[dict[str, Any]], dict[str, tuple[Index, dict[Shard, _Logged]]]]:
+    """Parse a bulk body (unless a worker did: `prepared`) and apply its operations (logged, not
+    yet synced): the operations, the item results so far, and per index what each shard logged."""
+    ops = prepared.ops if prepared is not None else parse_bulk(body, index, routing, source_filter)
     touched: dict[str, tuple[Index, dict[Shard, _Logged]]] = {}
-    by_index: dict[str, list[tuple[int, _BulkOp]]] = {}
+    by_index: dict[str, list[tuple[int, BulkOp]]] = {}
     results: list[dict[str, Any]] = [{}] * len(ops)
     refusals: dict[str, ElasticError | None] = {}  # per name an item gives, the caller's refusal
     for pos, op in enumerate(ops):
@@ -816,7 +712,7 @@ def _apply_bulk(
                 results[pos] = {op.kind: _item_error(op, op.meta.get("_id"), exc)}
             continue
         shards = touched.setdefault(index_name, (target, {}))[1]
-        _bulk_into(target, entries, results, shards)
+        _bulk_into(target, entries, results, shards, prepared.batches.get(target.uuid) if prepared else None)
     return ops, results, touched
 
 
@@ -828,7 +724,7 @@ def _refusal(authorize: Callable[[str], None], name: str) -> ElasticError | None
     return None
 
 
-def _bulk_target(node: Node, name: str, entries: list[tuple[int, _BulkOp]]) -> Index:
+def _bulk_target(node: Node, name: str, entries: list[tuple[int, BulkOp]]) -> Index:
     """The index of a bulk request's operations on `name`. As in Elasticsearch, deletes alone never
     create a missing index: each of them fails with `index_not_found_exception`."""
     if all(op.kind == "delete" for _, op in entries):
@@ -837,15 +733,20 @@ def _bulk_target(node: Node, name: str, entries: list[tuple[int, _BulkOp]]) -> I
 
 
 #: (position in the request, operation, id, whether the id was generated)
-_ShardOp = tuple[int, _BulkOp, str, bool]
+_ShardOp = tuple[int, BulkOp, str, bool]
 #: What a bulk request logged into one shard: where to sync to, and the positions of its items.
 _Logged = tuple[SyncPoint, list[int]]
 
 
 def _bulk_into(
-    index: Index, entries: list[tuple[int, _BulkOp]], results: list, touched: dict[Shard, _Logged]
+    index: Index,
+    entries: list[tuple[int, BulkOp]],
+    results: list,
+    touched: dict[Shard, _Logged],
+    prepared: PreparedBatch | None = None,
 ) -> None:
-    """Apply one index's operations, grouped by shard so each shard lock and id lookup is batched."""
+    """Apply one index's operations, grouped by shard so each shard lock and id lookup is batched.
+    `prepared`: the index's documents parsed in a worker, used while the mapping is unchanged."""
     header = _shards_header(index)
     per_shard: dict[Shard, list[_ShardOp]] = {}
     for pos, op in entries:
@@ -856,9 +757,9 @@ def _bulk_into(
         per_shard.setdefault(index.shard_of(doc_id, op.routing), []).append((pos, op, doc_id, auto_id))
     for shard, shard_ops in per_shard.items():
         started = time.perf_counter_ns()
-        parsed = None
+        parsed = rows = None
         if all(op.kind in ("index", "create") for _, op, _, _ in shard_ops):
-            parsed = index.parse_batch([op.source for _, op, _, _ in shard_ops])  # type: ignore[misc]
+            parsed, rows = _parsed_batch(index, shard_ops, prepared)
         with ExitStack() as stack:
             try:
                 point = stack.enter_context(shard.writing())
@@ -872,12 +773,27 @@ def _bulk_into(
                 for pos, op, doc_id, auto_id in shard_ops:
                     results[pos] = _bulk_one(index, shard, op, doc_id, header, auto_id=auto_id)
             else:
-                _bulk_index_batch(index, shard, shard_ops, parsed, header, results)
+                _bulk_index_batch(index, shard, shard_ops, parsed, rows, header, results)
         size = sum(len(op.source) for _, op, _, _ in shard_ops if op.source is not None)
         shard.stats.add(bulk_total=1, bulk_time=time.perf_counter_ns() - started, bulk_size=size)
 
 
-def _index_op_type(op: _BulkOp, auto_id: bool) -> str:
+def _parsed_batch(
+    index: Index, shard_ops: list[_ShardOp], prepared: PreparedBatch | None
+) -> tuple[ParsedBatch | None, list[int]]:
+    """A shard's index/create documents parsed together, and the row of each operation: from the
+    worker's batch while the mapping is at the version it was parsed against (a batch parses
+    each document alone, so the rows of a larger batch hold what this shard's own would), else
+    parsed here (None: one by one)."""
+    if prepared is not None and index.mapping.version == prepared.version:
+        rows = [prepared.row_of.get(pos) for pos, _, _, _ in shard_ops]
+        if None not in rows:
+            return prepared.batch, rows  # type: ignore[return-value]
+    parsed = index.parse_batch([op.source for _, op, _, _ in shard_ops])  # type: ignore[misc]
+    return parsed, list(range(len(shard_ops)))
+
+
+def _index_op_type(op: BulkOp, auto_id: bool) -> str:
     return "create" if op.kind == "create" or op.meta.get("op_type") == "create" or auto_id else "index"
 
 
@@ -886,13 +802,14 @@ def _bulk_index_batch(
     shard: Shard,
     shard_ops: list[_ShardOp],
     parsed: ParsedBatch,
+    rows: list[int],
     header: dict[str, int],
     results: list,
 ) -> None:
-    """Index/create operations whose documents parsed together: `_bulk_one`'s checks and answers,
-    with the values added to the shard column by column."""
+    """Index/create operations whose documents parsed together (operation i at `rows[i]` of the
+    batch): `_bulk_one`'s checks and answers, with the values added to the shard column by column."""
     with shard.index_batch(parsed) as batch:
-        for row, (pos, op, doc_id, auto_id) in enumerate(shard_ops):
+        for row, (pos, op, doc_id, auto_id) in zip(rows, shard_ops, strict=True):
             meta = op.meta
             try:
                 _check_id(doc_id)
@@ -920,7 +837,7 @@ _STATUS = {"created": 201, "updated": 200, "deleted": 200, "not_found": 404, "no
 
 
 def _bulk_one(
-    index: Index, shard: Shard, op: _BulkOp, doc_id: str, header: dict[str, int], *, auto_id: bool
+    index: Index, shard: Shard, op: BulkOp, doc_id: str, header: dict[str, int], *, auto_id: bool
 ) -> dict[str, Any]:
     kind = op.kind
     meta = op.meta

@@ -24,6 +24,7 @@ from leafsearch.admin import resolve_index_expression, resolve_names
 from leafsearch.aliases import AliasTable
 from leafsearch.breaker import Breakers
 from leafsearch.errors import IndexNotFound
+from leafsearch.idle_cpu import IdleCpu
 from leafsearch.index.block_cache import BlockCache
 from leafsearch.index.index import DELETED_PREFIX, Index
 from leafsearch.index.mapping import Mapping
@@ -117,6 +118,8 @@ class Node:
         # Bulk requests parse and apply their operations one at a time (documents.bulk: the work
         # holds the interpreter); their fsyncs and refreshes overlap.
         self.indexing = threading.Lock()
+        #: Idle CPU lately: bulk parsing moves to the workers only while a core has time to spare.
+        self.idle_cpu = IdleCpu()
         # `_msearch` runs its searches here (threads start on first use, end with the node).
         self.msearch_pool = ThreadPoolExecutor(
             DEFAULT_MAX_CONCURRENT, thread_name_prefix="leafsearch-msearch"

@@ -485,6 +485,11 @@ _CLUSTER = [
     # A scroll or PIT walk that starts while no other search runs is served by the server process
     # rather than a search worker (search/workers/pool.py).
     Setting("search.workers.lone_walks_in_server", "true", bool_setting, True),
+    # A `_bulk` body at least this large, arriving while another holds the indexing slot, is split
+    # and its documents parsed in the search workers (bulk_offload.py) ...
+    Setting("indices.bulk.worker_parse_min_size", "64kb", byte_size_setting, True),
+    # ... and only while the machine had at least this much of a core idle (percent; 0: always).
+    Setting("indices.bulk.worker_parse_min_idle_cpu", "10", int_setting(0, 10_000), True),
     Setting("search.max_keep_alive", "24h", positive_time_setting, True),
     Setting("search.default_keep_alive", "5m", positive_time_setting, True),
     Setting("search.keep_alive_interval", "1m", positive_time_setting, True),

@@ -160,6 +160,25 @@ def check_after_restart(url: str, index: str, state: dict[str, Expected]) -> Non
 def test_concurrent_writers_lose_nothing_acknowledged_across_kill_9(
     tmp_path: Path, writers: int, trial: int
 ) -> None:
+    crash_trial(tmp_path, writers, worker_parse=False)
+
+
+@pytest.mark.parametrize("writers", [4, 8])
+@pytest.mark.parametrize("trial", range(TRIALS))
+def test_writers_whose_bulks_workers_parse_lose_nothing_acknowledged_across_kill_9(
+    tmp_path: Path, writers: int, trial: int
+) -> None:
+    """The same with every bulk that waits for the indexing slot split and parsed in the search
+    workers (bulk_offload.py; any size): the kill comes after the workers took some."""
+    crash_trial(tmp_path, writers, worker_parse=True)
+
+
+def worker_jobs(url: str) -> int:
+    nodes = httpx.get(f"{url}/_nodes/stats/search_workers").json()["nodes"]
+    return sum(node.get("search_workers", {}).get("jobs", 0) for node in nodes.values())
+
+
+def crash_trial(tmp_path: Path, writers: int, *, worker_parse: bool) -> None:
     seed = random.randrange(2**32)
     rng = random.Random(seed)
     data = tmp_path / "data"
@@ -167,6 +186,13 @@ def test_concurrent_writers_lose_nothing_acknowledged_across_kill_9(
     states = [{f"w{k}-{j}": Expected() for j in range(IDS_PER_WRITER)} for k in range(writers)]
     with running_server(data) as (url, process):
         assert httpx.put(f"{url}/{run.index}", json=SETTINGS).status_code == 200
+        if worker_parse:
+            any_time = {
+                "indices.bulk.worker_parse_min_size": "1b",
+                "indices.bulk.worker_parse_min_idle_cpu": "0",
+            }
+            settings = {"persistent": any_time}
+            assert httpx.put(f"{url}/_cluster/settings", json=settings).status_code == 200
         threads = [
             threading.Thread(target=writer, args=(run, url, f"w{k}", random.Random(rng.random()), states[k]))
             for k in range(writers)
@@ -177,6 +203,12 @@ def test_concurrent_writers_lose_nothing_acknowledged_across_kill_9(
             thread.start()
         with run.lock:
             run.lock.wait_for(lambda: run.acknowledged >= kill_after, timeout=120)
+            # With worker parsing: go on until the workers have taken some bulks (they start in
+            # the background, and a bulk goes to them only when another holds the slot).
+            while worker_parse and not run.failures and worker_jobs(url) == 0:
+                target = run.acknowledged + 20
+                reached = run.lock.wait_for(lambda target=target: run.acknowledged >= target, timeout=120)
+                assert reached, f"seed {seed}: no progress"
         process.kill()
         process.wait()
         run.stop.set()
@@ -192,4 +224,5 @@ def test_concurrent_writers_lose_nothing_acknowledged_across_kill_9(
             except AssertionError as exc:
                 raise AssertionError(f"seed {seed}, {writers} writers: {exc}") from None
     # Shown with `pytest -s`: the figures of the trial.
-    print(f"crash trial: {writers} writers, {run.acknowledged} operations acknowledged, 0 lost")
+    path = "bulks parsed in workers" if worker_parse else "in-process parsing"
+    print(f"crash trial ({path}): {writers} writers, {run.acknowledged} operations acknowledged, 0 lost")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import time
 from typing import Any
 
 import orjson
@@ -10,7 +11,7 @@ from elasticsearch import Elasticsearch, OrjsonSerializer, helpers
 
 from bench.client import Client
 from bench.generate import generate
-from bench.harness import CheckFailed, Context, Recorder, Row, Stopwatch, check
+from bench.harness import CheckFailed, Context, Recorder, Row, Stopwatch, Unsupported, check
 from bench.server import disk_bytes
 from bench.workloads.common import BULK_CHUNK, bulk_raw, count, create_index, in_processes, refresh
 
@@ -32,6 +33,7 @@ def _client_worker(url: str, kind: str, n: int, seed: int, part: int, start: Any
             bodies = dataset.bulk_bodies(BULK_CHUNK)[part::CLIENTS]
             client = Client(url)
             start.wait()
+            cpu = time.process_time()
             indexed = 0
             for body in bodies:
                 response = orjson.loads(
@@ -45,24 +47,42 @@ def _client_worker(url: str, kind: str, n: int, seed: int, part: int, start: Any
             es = Elasticsearch(url, request_timeout=300)
             actions = itertools.islice(dataset.actions(PARALLEL_INDEX), lo, hi)
             start.wait()
+            cpu = time.process_time()
             indexed, _ = helpers.bulk(es, actions, chunk_size=BULK_CHUNK)
             es.close()
-        results.put(indexed)
+        results.put((indexed, time.process_time() - cpu))
     except Exception as error:  # handed to the parent, which reports it in the row
         results.put(error)
 
 
-def _concurrent_clients(ctx: Context, kind: str, seed: int) -> float:
-    """docs/s of `CLIENTS` client processes indexing the dataset together into a fresh index."""
+def _concurrent_clients(ctx: Context, kind: str, seed: int) -> tuple[float, Cpu | None]:
+    """docs/s of `CLIENTS` client processes indexing the dataset together into a fresh index, and
+    the CPU each side spent on it (None against a server given by URL)."""
     n = len(ctx.dataset)
     create_index(ctx, PARALLEL_INDEX)
     args = [(ctx.url, kind, n, seed, part) for part in range(CLIENTS)]
+    before = ctx.server.cpu_seconds() if ctx.server is not None else None
     parts, seconds = in_processes(_client_worker, args, start_timeout=300, budget=WORKER_BUDGET_S)
+    after = ctx.server.cpu_seconds() if ctx.server is not None else None
+    indexed = sum(part[0] for part in parts)
     refresh(ctx, PARALLEL_INDEX)
     seen = count(ctx, PARALLEL_INDEX)
-    check(sum(parts) == n and seen == n, f"{CLIENTS} clients indexed {sum(parts)}, _count {seen}, want {n}")
+    check(indexed == n and seen == n, f"{CLIENTS} clients indexed {indexed}, _count {seen}, want {n}")
     ctx.http.raw("DELETE", f"/{PARALLEL_INDEX}")
-    return n / seconds
+    cpu = None
+    if before is not None and after is not None:
+        cpu = Cpu(after[0] - before[0], after[1] - before[1], sum(part[1] for part in parts), n)
+    return n / seconds, cpu
+
+
+class Cpu:
+    """CPU seconds of an indexing run: the server process, its worker processes, the clients."""
+
+    def __init__(self, server: float, workers: float, clients: float, docs: int) -> None:
+        self.server, self.workers, self.clients, self.docs = server, workers, clients, docs
+
+    def per_doc(self, seconds: float) -> float:
+        return seconds / self.docs * 1e6
 
 
 def run(ctx: Context) -> list[Row]:
@@ -75,6 +95,12 @@ def run(ctx: Context) -> list[Row]:
     bulk_ratio = rec.plan(f"helpers.bulk, {CLIENTS} clients / 1 client", "x", (">=", 1))
     raw_many = rec.plan(f"raw NDJSON, {CLIENTS} client processes at once", "docs/s")
     raw_ratio = rec.plan(f"raw NDJSON, {CLIENTS} clients / 1 client", "x", (">=", 1))
+    # Where the CPU goes, which wall-clock figures on a busy machine do not show: what the server
+    # process (its interpreter: one thread at a time) and the search workers spend per document.
+    raw_server_1 = rec.plan("raw NDJSON, 1 client: server process CPU", "us/doc")
+    raw_server = rec.plan(f"raw NDJSON, {CLIENTS} clients: server process CPU", "us/doc")
+    raw_workers = rec.plan(f"raw NDJSON, {CLIENTS} clients: worker processes CPU", "us/doc")
+    raw_clients = rec.plan(f"raw NDJSON, {CLIENTS} clients: client processes CPU", "us/doc")
     disk = rec.plan("data folder after refresh (du / N)", "bytes/doc", ("<=", 240))
     rss = rec.plan("server peak RSS after indexing (VmHWM)", "MB", ("<=", 1024))
     restart = rec.plan("restart after kill -9 until _count = N", "s", ("<=", 2))
@@ -100,12 +126,18 @@ def run(ctx: Context) -> list[Row]:
         rec.value(bulk)
         rec.set(disk, disk_bytes(ctx.own_server().data) / n)
 
-    with rec.step(raw):
+    with rec.step(raw, raw_server_1):
         bodies = ctx.dataset.bulk_bodies(BULK_CHUNK)
         create_index(ctx, RAW_INDEX)
+        server = ctx.server  # None with --url: no CPU figure
+        before = server.cpu_seconds()[0] if server is not None else 0.0
         watch = Stopwatch()
         indexed = bulk_raw(ctx, RAW_INDEX, bodies)
         seconds = watch.seconds()
+        if server is not None:
+            rec.set(raw_server_1, (server.cpu_seconds()[0] - before) / n * 1e6)
+        else:
+            rec.fail([raw_server_1], "needs the server process (--url given)")
         refresh(ctx, RAW_INDEX)
         seen = count(ctx, RAW_INDEX)
         check(indexed == n and seen == n, f"raw _bulk indexed {indexed}, _count {seen}, want {n}")
@@ -131,11 +163,17 @@ def run(ctx: Context) -> list[Row]:
     # Concurrent clients share translog fsyncs (group commit): together they must index faster
     # than one client alone, never slower.
     with rec.step(bulk_many, bulk_ratio):
-        rec.set(bulk_many, _concurrent_clients(ctx, "helpers", ctx.seed))
+        rec.set(bulk_many, _concurrent_clients(ctx, "helpers", ctx.seed)[0])
         rec.set(bulk_ratio, rec.value(bulk_many) / rec.value(bulk))
-    with rec.step(raw_many, raw_ratio):
-        rec.set(raw_many, _concurrent_clients(ctx, "raw", ctx.seed))
+    with rec.step(raw_many, raw_ratio, raw_server, raw_workers, raw_clients):
+        docs_per_s, cpu = _concurrent_clients(ctx, "raw", ctx.seed)
+        rec.set(raw_many, docs_per_s)
         rec.set(raw_ratio, rec.value(raw_many) / rec.value(raw))
+        if cpu is None:
+            raise Unsupported("needs the server process (--url given)")
+        rec.set(raw_server, cpu.per_doc(cpu.server))
+        rec.set(raw_workers, cpu.per_doc(cpu.workers))
+        rec.set(raw_clients, cpu.per_doc(cpu.clients))
 
     with rec.step(restart):
         rec.value(bulk)

@@ -101,7 +101,7 @@ class RestRequest:
         return {k: v for k, v in self.params.items() if k not in RESPONSE_PARAMS}
 
     def required_body(self) -> bytes:
-        if not self.body.strip():
+        if not self.body or self.body.isspace():  # no copy of a large body, as strip() made
             raise ParseException("request body is required")
         return self.body
 

@@ -48,6 +48,7 @@ class IndexState:
     settings: dict[str, str]
     mapping: dict[str, Any]  # the mapping's body (`Mapping.to_body`)
     num_shards: int
+    mapping_version: int  # the server process's `Mapping.version` of that body
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +108,7 @@ class IndexMirror:
         self.uuid = state.uuid
         self.settings = state.settings
         self.mapping = Mapping.from_body(state.mapping)
+        self.mapping_version = state.mapping_version
         apply_mapping_limits(self.mapping, self.settings)
         self.sort: IndexSort | None = index_sort_of(self.settings, self.mapping, self.name)
         self.num_shards = state.num_shards

@@ -24,6 +24,9 @@ not know yet (mirror.py).
   served twice. A request whose client goes away cancels its task in the worker.
 - **Memory**: each worker bounds its caches by its share of the node's cache settings; the
   segment files are shared through the page cache.
+- **Jobs** (`run_job`): pure work the server process hands over while the workers would idle
+  (`bulk_offload.py`: a bulk body split, an index's documents parsed), with the index states it
+  needs. A job changes nothing, so when no worker can take it the caller does it itself.
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ from leafsearch.search.workers import process
 from leafsearch.search.workers.mirror import IndexState, TargetRef, snapshot_state
 
 if TYPE_CHECKING:
+    from leafsearch.index.index import Index
     from leafsearch.node import Node
 
 log = logging.getLogger("leafsearch.search_workers")
@@ -66,6 +70,10 @@ LONE_WALKS_IN_SERVER = "search.workers.lone_walks_in_server"
 
 class _WorkerGone(Exception):
     """The chosen worker died before the task was sent."""
+
+
+class WorkerUnavailable(Exception):
+    """No worker ran the job (none ready, or it died first); the caller runs it itself."""
 
 
 class _Call:
@@ -120,16 +128,34 @@ class _Worker:
                     raise _WorkerGone
                 updates, refs = self._describe(task.targets)
                 self.inflight[call_id] = call
-            try:
-                data = pickle.dumps(("task", call_id, updates, replace(task, targets=refs)), protocol=5)
-            except Exception as exc:  # noqa: BLE001 - a task that does not pickle fails alone
-                self._forget_sent(updates)
-                self._finish(call_id, "error", pickle.dumps(RuntimeError(f"cannot send the task: {exc}")))
-                return call
-            with contextlib.suppress(OSError, ValueError):  # the worker is gone: the reader fails the call
-                self.conn.send_bytes(data)
-                self.sent += 1
+            self._write_call(call_id, ("task", call_id, updates, replace(task, targets=refs)), updates)
         return call
+
+    def submit_job(self, call_id: int, job: Any, indices: list[Index]) -> _Call:
+        """Send a job (`bulk_offload.py`) with the states of `indices` the worker lacks, as
+        `submit` sends a task."""
+        call = _Call()
+        with self._write_lock:
+            with self.lock:
+                if not self.alive:
+                    raise _WorkerGone
+                updates = [state for state in map(self._index_update, indices) if state is not None]
+                self.inflight[call_id] = call
+            self._write_call(call_id, ("job", call_id, updates, job), updates)
+        return call
+
+    def _write_call(self, call_id: int, message: tuple, updates: list[Any]) -> None:
+        """Write a task or job (the caller holds the write lock); one that does not pickle fails
+        alone."""
+        try:
+            data = pickle.dumps(message, protocol=5)
+        except Exception as exc:  # noqa: BLE001 - a task that does not pickle fails alone
+            self._forget_sent(updates)
+            self._finish(call_id, "error", pickle.dumps(RuntimeError(f"cannot send the task: {exc}")))
+            return
+        with contextlib.suppress(OSError, ValueError):  # the worker is gone: the reader fails the call
+            self.conn.send_bytes(data)
+            self.sent += 1
 
     def _write(self, message: tuple) -> None:
         """Pickle and write one message (the sender thread's; tasks are written by `submit`)."""
@@ -148,20 +174,29 @@ class _Worker:
         updates: list[Any] = []
         refs: list[TargetRef] = []
         for target in targets:
+            state = self._index_update(target.index)  # type: ignore[arg-type]
+            if state is not None:
+                updates.append(state)
             index = target.index
-            settings = dict(index.settings)
-            key = (index.mapping.version, tuple(sorted(settings.items())))
-            if self.indices.get(index.uuid) != key:
-                with index.lock:  # the mapping is not changed while it is written out
-                    body = index.mapping.to_body()
-                updates.append(IndexState(index.uuid, index.name, settings, body, index.num_shards))
-                self.indices[index.uuid] = key
             searcher = target.searcher
             if searcher.uid not in self.snapshots:
                 updates.append(snapshot_state(index.uuid, searcher))
                 self.snapshots.add(searcher.uid)
             refs.append(TargetRef(index.uuid, target.shard_id, searcher.uid, target.alias_filter))
         return updates, refs
+
+    def _index_update(self, index: Index) -> IndexState | None:
+        """The index's state when the worker lacks it (caller holds `self.lock`). The mapping's
+        version and body are read together under the index lock, so the version a worker reports
+        (a parsed bulk batch names it) is the version of the mapping it holds."""
+        settings = dict(index.settings)
+        if self.indices.get(index.uuid) == (index.mapping.version, tuple(sorted(settings.items()))):
+            return None
+        with index.lock:  # the mapping is not changed while it is written out
+            version = index.mapping.version
+            body = index.mapping.to_body()
+        self.indices[index.uuid] = (version, tuple(sorted(settings.items())))
+        return IndexState(index.uuid, index.name, settings, body, index.num_shards, version)
 
     def _forget_sent(self, updates: list[Any]) -> None:
         """Updates that were never written: the worker still lacks them."""
@@ -249,6 +284,7 @@ class WorkerPool:
         self._next = 0
         self.started = 0  # processes started, replacements included
         self.lost = 0  # workers that died and were replaced
+        self.jobs = 0  # jobs (bulk_offload.py) a worker answered
         self._ready = threading.Condition(self._lock)
         Searcher.close_listeners.append(self._snapshot_closed)
         Segment.deleted_listeners.append(self._files_deleted)
@@ -351,6 +387,35 @@ class WorkerPool:
         if kind == "lost":
             raise payload
         result = pickle.loads(payload)
+        if kind == "error":
+            raise result
+        return result
+
+    def run_job(self, job: Any, indices: list[Index] | None = None) -> Any:
+        """Run a job (`bulk_offload.py`: pure work on data the job carries, with the states of
+        `indices`) in the least busy worker and return its result, or raise its ElasticError.
+        `WorkerUnavailable` when no worker is ready, or the worker died or failed otherwise than
+        with an ElasticError: a job changes nothing, so the caller does the work itself."""
+        worker = self._choose(None)
+        if worker is None:
+            raise WorkerUnavailable
+        call_id = next(self._calls)
+        try:
+            call = worker.submit_job(call_id, job, indices or [])
+        except _WorkerGone:
+            raise WorkerUnavailable from None
+        call.done.wait()
+        assert call.reply is not None
+        kind, payload, _ = call.reply
+        if kind == "lost":
+            raise WorkerUnavailable
+        result = pickle.loads(payload)
+        if kind == "error" and not isinstance(result, ElasticError):
+            # A fault of the worker, not of the request: the caller does the work itself.
+            log.error("search worker %d failed a job: %s", worker.slot, result)
+            raise WorkerUnavailable
+        with self._lock:
+            self.jobs += 1
         if kind == "error":
             raise result
         return result
@@ -472,5 +537,6 @@ class WorkerPool:
             "started": self.started,
             "lost": self.lost,
             "walks_in_server_process": walks[self._here],
+            "jobs": self.jobs,
             "workers": described,
         }

@@ -1,4 +1,6 @@
-"""A search worker process: it runs search tasks (search/execution.py) sent by the server process.
+"""A search worker process: it runs search tasks (search/execution.py) sent by the server process,
+and jobs (bulk_offload.py: pure work on the data they carry, bound to the index states read before
+them).
 
 Its task threads take turns reading the connection (`main`): the reader applies snapshot and
 index updates in the order they were sent (so a task always finds the snapshots it names), runs
@@ -23,9 +25,11 @@ import threading
 import time
 import traceback
 from collections import deque
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from functools import partial
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -137,7 +141,7 @@ def main(conn: Connection, config: WorkerConfig) -> None:
     read_lock = threading.Lock()
     send_lock = threading.Lock()
     running: dict[int, threading.Event] = {}
-    pending: deque[tuple[int, Any, threading.Event]] = deque()  # tasks read while draining
+    pending: deque[tuple[int, Callable[[], Any]]] = deque()  # tasks read while draining
     finished = threading.Event()
 
     def reply(message: tuple) -> None:
@@ -145,32 +149,38 @@ def main(conn: Connection, config: WorkerConfig) -> None:
         with send_lock, contextlib.suppress(OSError, ValueError):
             conn.send(message)
 
-    def run(call_id: int, task: Any, cancelled: threading.Event) -> None:
+    def run(call_id: int, work: Callable[[], Any]) -> None:
         phases: list[tuple[str, float]] = []
         _PHASES.set(phases)
         try:
-            kind, payload = "done", pickle.dumps(execution.run(node, task, cancelled), protocol=5)
+            kind, payload = "done", pickle.dumps(work(), protocol=5)
         except BaseException as exc:  # noqa: BLE001 - every failure goes back to the caller
             kind, payload = "error", _pickled_error(exc)
         finally:
             running.pop(call_id, None)
         reply((kind, call_id, payload, phases))
 
-    def handle(message: tuple) -> tuple[int, Any, threading.Event] | None:
-        """Apply a message; a task comes back ready to run."""
+    def handle(message: tuple) -> tuple[int, Callable[[], Any]] | None:
+        """Apply a message; a task or job comes back ready to run. A job (bulk_offload.py)
+        takes the index states it names here, as read, so a later update does not change what
+        it parses against."""
         kind = message[0]
-        if kind == "task":
+        if kind in ("task", "job"):
             _, call_id, updates, task = message
+            cancelled = threading.Event()
             try:
                 for update in updates:
                     _apply(node, update)
-                task = replace(task, targets=node.mirror.targets(task.targets))
+                if kind == "task":
+                    task = replace(task, targets=node.mirror.targets(task.targets))
+                    work = partial(execution.run, node, task, cancelled)
+                else:
+                    work = task.bind(node.mirror)
             except Exception as exc:  # noqa: BLE001 - the task fails, the reader goes on
                 reply(("error", call_id, _pickled_error(exc), []))
                 return None
-            cancelled = threading.Event()
             running[call_id] = cancelled
-            return call_id, task, cancelled
+            return call_id, work
         if kind == "cancel":
             event = running.get(message[1])
             if event is not None:
@@ -189,7 +199,7 @@ def main(conn: Connection, config: WorkerConfig) -> None:
             raise _Stop
         return None
 
-    def next_task() -> tuple[int, Any, threading.Event]:
+    def next_task() -> tuple[int, Callable[[], Any]]:
         """Read until a task comes (the caller holds `read_lock`). Messages already sent after
         it are read first: a cancel that is there stops the task before it starts."""
         while not pending:
@@ -206,8 +216,8 @@ def main(conn: Connection, config: WorkerConfig) -> None:
         try:
             while True:
                 with read_lock:
-                    call_id, task, cancelled = next_task()
-                run(call_id, task, cancelled)
+                    call_id, work = next_task()
+                run(call_id, work)
         except (EOFError, OSError, _Stop):
             finished.set()
 
