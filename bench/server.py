@@ -119,21 +119,31 @@ class Server:
             self.kill()
 
     def cpu_seconds(self) -> tuple[float, float]:
-        """CPU seconds (user + system) used so far by the server process and by its children
-        (search workers, merge worker) together, from /proc/<pid>/stat: a process's count keeps
-        the time of its threads that ended (a sum over live threads would go down when one
-        ends), at the kernel's tick (10 ms): meant for runs of seconds."""
+        """CPU seconds (user + system) used so far by the server process (all its threads, ended
+        ones included) and by the processes below it (search and merge workers), from
+        /proc/<pid>/stat, at the kernel's tick (10 ms): meant for runs of seconds."""
         tick = os.sysconf("SC_CLK_TCK")
-
-        def used(pid: int) -> float:
+        own = below = 0.0
+        for pid in _descendants(self.pid):
             try:
                 fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                return 0.0  # gone meanwhile (a replaced worker)
-            return (int(fields[11]) + int(fields[12])) / tick
+            except OSError:  # ended meanwhile
+                continue
+            seconds = (int(fields[11]) + int(fields[12])) / tick
+            if pid == self.pid:
+                own = seconds
+            else:
+                below += seconds
+        return own, below
 
-        server, *children = _descendants(self.pid)
-        return used(server), sum(used(pid) for pid in children)
+    def memory_kb(self, field: str) -> int:
+        """`VmHWM` (peak) or `VmRSS` (current) of the server's processes, in kB."""
+        total = 0
+        for pid in _descendants(self.pid):
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith(field + ":"):
+                    total += int(line.split()[1])
+        return total
 
     def log_tail(self, lines: int = 15) -> str:
         try:
