@@ -32,6 +32,15 @@ from leafsearch.errors import (
 )
 from leafsearch.index.parsed import ParsedBatch
 from leafsearch.index.shard import PRIMARY_TERM, DocState, Shard, SyncPoint
+from leafsearch.index.shard_write import (
+    ShardWrite,
+    WriteOp,
+    WriteOutcome,
+    apply_write,
+    check_seq_no,
+    conflict_extra,
+    exists,
+)
 from leafsearch.rawjson import RawJSON
 from leafsearch.request.search_request import parse_fetch_source
 from leafsearch.request.search_types import SourceFilter
@@ -39,7 +48,7 @@ from leafsearch.search.fetch import extract_fields, filter_source
 from leafsearch.settings import check_active_shard_count
 from leafsearch.suggestions import did_you_mean
 from leafsearch.unsupported import NotSupported
-from leafsearch.versioning import ExternalVersion, VersionRefused, parse_versioning
+from leafsearch.versioning import ExternalVersion, parse_versioning
 
 if TYPE_CHECKING:
     from leafsearch.index.index import Index
@@ -83,83 +92,11 @@ def _check_id(doc_id: str) -> None:
 
 
 def _conflict_extra(index: Index, shard: Shard) -> dict[str, str]:
-    return {"index_uuid": index.uuid, "shard": str(shard.shard_id), "index": index.name}
+    return conflict_extra(_shard_write(index, shard), shard)
 
 
-def _check_seq_no(
-    index: Index,
-    shard: Shard,
-    doc_id: str,
-    prior: DocState | None,
-    if_seq_no: int | None,
-    if_primary_term: int | None,
-) -> None:
-    if if_seq_no is None and if_primary_term is None:
-        return
-    required = (
-        f"[{doc_id}]: version conflict, required seqNo [{if_seq_no}], primary term [{if_primary_term}]."
-    )
-    if prior is None or prior.deleted:
-        raise VersionConflict(f"{required} but no document was found", extra=_conflict_extra(index, shard))
-    if prior.seq_no != if_seq_no or (if_primary_term is not None and if_primary_term != PRIMARY_TERM):
-        raise VersionConflict(
-            f"{required} current document has seqNo [{prior.seq_no}] and primary term [{PRIMARY_TERM}]",
-            extra=_conflict_extra(index, shard),
-        )
-
-
-def _exists(state: DocState | None) -> bool:
-    return state is not None and not state.deleted
-
-
-def _index_checks(
-    index: Index,
-    shard: Shard,
-    doc_id: str,
-    op_type: str,
-    if_seq_no: int | None,
-    if_primary_term: int | None,
-    auto_id: bool,
-    external: ExternalVersion | None = None,
-) -> tuple[DocState | None, int]:
-    """(prior state, new version) of an index/create operation; raises its version conflict."""
-    prior = None if auto_id else shard.current(doc_id)
-    if op_type == "create" and _exists(prior):
-        raise VersionConflict(
-            f"[{doc_id}]: version conflict, document already exists (current version [{prior.version}])",
-            extra=_conflict_extra(index, shard),
-        )
-    _check_seq_no(index, shard, doc_id, prior, if_seq_no, if_primary_term)
-    return prior, _next_version(index, shard, doc_id, prior, external)
-
-
-def _next_version(
-    index: Index, shard: Shard, doc_id: str, prior: DocState | None, external: ExternalVersion | None
-) -> int:
-    """The version a write gives the document: the previous one (a delete's tombstone included)
-    plus one, or the external version when it is above the current one."""
-    if external is None:
-        return prior.version + 1 if prior is not None and prior.version > 0 else 1
-    # A looked-up id never written is a deleted state without a sequence number.
-    current = None if prior is None or (prior.deleted and prior.seq_no < 0) else prior.version
-    try:
-        return external.next_version(doc_id, current)
-    except VersionRefused as refused:
-        raise VersionConflict(refused.reason, extra=_conflict_extra(index, shard)) from None
-
-
-def _index_response(
-    index: Index, doc_id: str, version: int, prior: DocState | None, seq_no: int, header: dict[str, int]
-) -> dict[str, Any]:
-    return {
-        "_index": index.name,
-        "_id": doc_id,
-        "_version": version,
-        "result": "updated" if _exists(prior) else "created",
-        "_shards": header,
-        "_seq_no": seq_no,
-        "_primary_term": PRIMARY_TERM,
-    }
+def _shard_write(index: Index, shard: Shard, ops: tuple[WriteOp, ...] = (), batch=None) -> ShardWrite:
+    return ShardWrite(index.name, index.uuid, shard.shard_id, ops, batch)
 
 
 def _apply_index(
@@ -180,11 +117,30 @@ def _apply_index(
     """One index/create operation against a shard whose lock the caller holds."""
     if parsed is None:
         parsed = index.parse(source, doc_id)
-    prior, version = _index_checks(
-        index, shard, doc_id, op_type, if_seq_no, if_primary_term, auto_id, external
-    )
-    seq_no = shard.index(doc_id, parsed, routing, prior, version)
-    return _index_response(index, doc_id, version, prior, seq_no, shards_header or _shards_header(index))
+    op = WriteOp(op_type, doc_id, routing, if_seq_no, if_primary_term, external, auto_id, parsed)  # type: ignore[arg-type]
+    return _write_response(index, shard, op, shards_header or _shards_header(index))
+
+
+def _write_response(index: Index, shard: Shard, op: WriteOp, header: dict[str, int]) -> dict[str, Any]:
+    """Apply one operation through the shard write interface; its response, or its refusal raised."""
+    (outcome,) = apply_write(shard, _shard_write(index, shard, (op,)))
+    if isinstance(outcome, ElasticError):
+        raise outcome
+    return _outcome_response(index, op.doc_id, outcome, header)
+
+
+def _outcome_response(
+    index: Index, doc_id: str, outcome: WriteOutcome, header: dict[str, int]
+) -> dict[str, Any]:
+    return {
+        "_index": index.name,
+        "_id": doc_id,
+        "_version": outcome.version,
+        "result": outcome.result,
+        "_shards": header,
+        "_seq_no": outcome.seq_no,
+        "_primary_term": PRIMARY_TERM,
+    }
 
 
 def _after_write(
@@ -337,7 +293,7 @@ def _read_doc(shard: Shard, doc_id: str, *, realtime: bool, refresh: bool) -> tu
         shard.check_open()
         shard.recover_if_failed()  # a failed translog may leave operations that are not durable
         state = shard.current(doc_id)
-        if not _exists(state):
+        if not exists(state):
             return None, b""
         return state, shard.get_source(state)
 
@@ -414,20 +370,8 @@ def _apply_delete(
     if_primary_term: int | None,
     external: ExternalVersion | None = None,
 ) -> dict[str, Any]:
-    prior = shard.current(doc_id)
-    _check_seq_no(index, shard, doc_id, prior, if_seq_no, if_primary_term)
-    found = _exists(prior)
-    version = _next_version(index, shard, doc_id, prior, external)
-    seq_no = shard.delete(doc_id, prior, version)  # type: ignore[arg-type]
-    return {
-        "_index": index.name,
-        "_id": doc_id,
-        "_version": version,
-        "result": "deleted" if found else "not_found",
-        "_shards": _shards_header(index),
-        "_seq_no": seq_no,
-        "_primary_term": PRIMARY_TERM,
-    }
+    op = WriteOp("delete", doc_id, None, if_seq_no, if_primary_term, external)
+    return _write_response(index, shard, op, _shards_header(index))
 
 
 def _deep_merge(base: dict, patch: dict) -> dict:
@@ -547,9 +491,9 @@ def _apply_update(
     With a `_source` filter that fetches (the body's `_source`, else the URL's), the response
     carries the written document as `get`."""
     prior = shard.current(doc_id)
-    prior_source = shard.get_source(prior) if _exists(prior) else None
+    prior_source = shard.get_source(prior) if exists(prior) else None
     if prior_source is not None:
-        _check_seq_no(index, shard, doc_id, prior, if_seq_no, if_primary_term)
+        check_seq_no(_shard_write(index, shard), shard, doc_id, prior, if_seq_no, if_primary_term)
         if not index.mapping.source_enabled:
             raise DocumentSourceMissing(
                 f"[{doc_id}]: document source missing", extra=_conflict_extra(index, shard)
@@ -560,7 +504,7 @@ def _apply_update(
         exc.extra = _conflict_extra(index, shard)
         raise
     if prior_source is None:  # an upsert: `if_seq_no` has no document to match
-        _check_seq_no(index, shard, doc_id, prior, if_seq_no, if_primary_term)
+        check_seq_no(_shard_write(index, shard), shard, doc_id, prior, if_seq_no, if_primary_term)
     if source is None:
         shard.stats.add(noop_update_total=1)
         response = {
@@ -845,16 +789,14 @@ _Logged = tuple[SyncPoint, list[int]]
 def _bulk_into(
     index: Index, entries: list[tuple[int, _BulkOp]], results: list, touched: dict[Shard, _Logged]
 ) -> None:
-    """Apply one index's operations, grouped by shard so each shard lock and id lookup is batched."""
+    """Apply one index's operations, grouped by shard so each shard lock and id lookup is batched.
+
+    A shard's operations go through the shard write interface (index/shard_write.py) in runs:
+    the coordinator's part (`_write_ops`: checks and parsing) then the shard's (`apply_write`),
+    both under the shard lock, in request order; an update (read, merge, write) runs between
+    two runs, so every operation sees the ones before it."""
     header = _shards_header(index)
-    per_shard: dict[Shard, list[_ShardOp]] = {}
-    for pos, op in entries:
-        doc_id = op.meta.get("_id")
-        auto_id = doc_id is None
-        if auto_id:
-            doc_id = generate_id()
-        per_shard.setdefault(index.shard_of(doc_id, op.routing), []).append((pos, op, doc_id, auto_id))
-    for shard, shard_ops in per_shard.items():
+    for shard, shard_ops in _by_shard(index, entries).items():
         started = time.perf_counter_ns()
         parsed = None
         if all(op.kind in ("index", "create") for _, op, _, _ in shard_ops):
@@ -867,102 +809,131 @@ def _bulk_into(
                     results[pos] = {op.kind: _item_error(op, doc_id, exc)}
                 continue
             touched[shard] = (point, [pos for pos, _, _, _ in shard_ops])
-            shard.prefetch([doc_id for _, _, doc_id, auto_id in shard_ops if not auto_id])
-            if parsed is None:
-                for pos, op, doc_id, auto_id in shard_ops:
-                    results[pos] = _bulk_one(index, shard, op, doc_id, header, auto_id=auto_id)
-            else:
-                _bulk_index_batch(index, shard, shard_ops, parsed, header, results)
+            run: list[_ShardOp] = []
+            for shard_op in shard_ops:
+                if shard_op[1].kind != "update":
+                    run.append(shard_op)
+                    continue
+                _apply_run(index, shard, run, parsed, header, results)
+                run = []
+                pos, op, doc_id, _ = shard_op
+                results[pos] = _bulk_update(index, shard, op, doc_id)
+            _apply_run(index, shard, run, parsed, header, results)
         size = sum(len(op.source) for _, op, _, _ in shard_ops if op.source is not None)
         shard.stats.add(bulk_total=1, bulk_time=time.perf_counter_ns() - started, bulk_size=size)
+
+
+def _by_shard(index: Index, entries: list[tuple[int, _BulkOp]]) -> dict[Shard, list[_ShardOp]]:
+    """An index's operations by the shard their id (generated when absent) routes to."""
+    per_shard: dict[Shard, list[_ShardOp]] = {}
+    for pos, op in entries:
+        doc_id = op.meta.get("_id")
+        auto_id = doc_id is None
+        if auto_id:
+            doc_id = generate_id()
+        per_shard.setdefault(index.shard_of(doc_id, op.routing), []).append((pos, op, doc_id, auto_id))
+    return per_shard
+
+
+def _apply_run(
+    index: Index,
+    shard: Shard,
+    run: list[_ShardOp],
+    batch: ParsedBatch | None,
+    header: dict[str, int],
+    results: list,
+) -> None:
+    """Index, create and delete operations through the shard write interface; their items."""
+    if not run:
+        return
+    accepted = _write_ops(index, run, batch, results)
+    write = _shard_write(index, shard, tuple(w for _, _, w in accepted), batch)
+    for (pos, op, wop), outcome in zip(accepted, apply_write(shard, write), strict=True):
+        results[pos] = _bulk_item(index, op, wop.doc_id, outcome, header)
+
+
+def _write_ops(
+    index: Index, shard_ops: list[_ShardOp], batch: ParsedBatch | None, results: list
+) -> list[tuple[int, _BulkOp, WriteOp]]:
+    """The coordinator's part of a shard's bulk operations: the checks the request alone decides
+    (id, required routing) and the parsing (unless `batch` parsed them together, in the ops'
+    order); a refused operation gets its item error and is not sent."""
+    accepted = []
+    for row, (pos, op, doc_id, auto_id) in enumerate(shard_ops):
+        meta = op.meta
+        try:
+            if op.kind != "delete":
+                _check_id(doc_id)
+            _check_routing_required(index, op.routing, doc_id)
+            kind = "delete" if op.kind == "delete" else _index_op_type(op, auto_id)
+            parsed = None
+            if kind != "delete" and batch is None:
+                parsed = index.parse(op.source, doc_id)  # type: ignore[arg-type]
+            wop = WriteOp(
+                kind,  # type: ignore[arg-type]
+                doc_id,
+                op.routing if kind != "delete" else None,
+                meta.get("if_seq_no"),
+                meta.get("if_primary_term"),
+                op.external,
+                auto_id,
+                parsed,
+                row if batch is not None else None,
+            )
+        except ElasticError as exc:
+            results[pos] = {op.kind: _item_error(op, doc_id, exc)}
+            continue
+        accepted.append((pos, op, wop))
+    return accepted
+
+
+def _bulk_item(
+    index: Index, op: _BulkOp, doc_id: str, outcome: WriteOutcome | ElasticError, header: dict[str, int]
+) -> dict[str, Any]:
+    """A bulk item from a shard's outcome."""
+    if isinstance(outcome, ElasticError):
+        return {op.kind: _item_error(op, doc_id, outcome)}
+    response = _outcome_response(index, doc_id, outcome, header)
+    response["status"] = _STATUS[outcome.result]
+    return {op.kind: response}
 
 
 def _index_op_type(op: _BulkOp, auto_id: bool) -> str:
     return "create" if op.kind == "create" or op.meta.get("op_type") == "create" or auto_id else "index"
 
 
-def _bulk_index_batch(
-    index: Index,
-    shard: Shard,
-    shard_ops: list[_ShardOp],
-    parsed: ParsedBatch,
-    header: dict[str, int],
-    results: list,
-) -> None:
-    """Index/create operations whose documents parsed together: `_bulk_one`'s checks and answers,
-    with the values added to the shard column by column."""
-    with shard.index_batch(parsed) as batch:
-        for row, (pos, op, doc_id, auto_id) in enumerate(shard_ops):
-            meta = op.meta
-            try:
-                _check_id(doc_id)
-                _check_routing_required(index, op.routing, doc_id)
-                prior, version = _index_checks(
-                    index,
-                    shard,
-                    doc_id,
-                    _index_op_type(op, auto_id),
-                    meta.get("if_seq_no"),
-                    meta.get("if_primary_term"),
-                    auto_id,
-                    op.external,
-                )
-                seq_no = batch.index(row, doc_id, op.routing, prior, version)
-            except ElasticError as exc:
-                results[pos] = {op.kind: _item_error(op, doc_id, exc)}
-                continue
-            response = _index_response(index, doc_id, version, prior, seq_no, header)
-            response["status"] = 200 if _exists(prior) else 201
-            results[pos] = {op.kind: response}
-
-
 _STATUS = {"created": 201, "updated": 200, "deleted": 200, "not_found": 404, "noop": 200}
 
 
-def _bulk_one(
-    index: Index, shard: Shard, op: _BulkOp, doc_id: str, header: dict[str, int], *, auto_id: bool
-) -> dict[str, Any]:
-    kind = op.kind
+def _bulk_update(index: Index, shard: Shard, op: _BulkOp, doc_id: str) -> dict[str, Any]:
+    """A bulk update item (read, merge and write under the shard lock the caller holds)."""
     meta = op.meta
     try:
-        if kind != "delete":
-            _check_id(doc_id)
-        if_seq_no = meta.get("if_seq_no")
-        if_primary_term = meta.get("if_primary_term")
+        _check_id(doc_id)
         _check_routing_required(index, op.routing, doc_id)
-        if kind in ("index", "create"):
-            response = _apply_index(
-                index,
-                shard,
-                doc_id,
-                op.source,  # type: ignore[arg-type]
-                op_type=_index_op_type(op, auto_id),
-                routing=op.routing,
-                if_seq_no=if_seq_no,
-                if_primary_term=if_primary_term,
-                auto_id=auto_id,
-                shards_header=header,
-                external=op.external,
+        try:
+            body = orjson.loads(op.source)  # type: ignore[arg-type]
+        except orjson.JSONDecodeError as exc:
+            raise ElasticError(
+                f"Failed to parse update request: {exc}",
+                status=400,
+                error_type="x_content_parse_exception",
+            ) from None
+        if not isinstance(body, dict):
+            raise ElasticError(
+                "Failed to parse update request", status=400, error_type="x_content_parse_exception"
             )
-        elif kind == "delete":
-            response = _apply_delete(index, shard, doc_id, if_seq_no, if_primary_term, op.external)
-        else:
-            try:
-                body = orjson.loads(op.source)  # type: ignore[arg-type]
-            except orjson.JSONDecodeError as exc:
-                raise ElasticError(
-                    f"Failed to parse update request: {exc}",
-                    status=400,
-                    error_type="x_content_parse_exception",
-                ) from None
-            if not isinstance(body, dict):
-                raise ElasticError(
-                    "Failed to parse update request", status=400, error_type="x_content_parse_exception"
-                )
-            response = _apply_update(
-                index, shard, doc_id, body, op.routing, if_seq_no, if_primary_term, op.wanted
-            )
+        response = _apply_update(
+            index,
+            shard,
+            doc_id,
+            body,
+            op.routing,
+            meta.get("if_seq_no"),
+            meta.get("if_primary_term"),
+            op.wanted,
+        )
     except ElasticError as exc:
-        return {kind: _item_error(op, doc_id, exc)}
+        return {op.kind: _item_error(op, doc_id, exc)}
     response["status"] = _STATUS[response["result"]]
-    return {kind: response}
+    return {op.kind: response}
