@@ -158,6 +158,37 @@ def _after_write(
         raise IllegalArgument(f"Unknown value for refresh: [{refresh}].")
 
 
+def _remote_write(index: Index, shard_id: int, op: WriteOp, refresh: str | None) -> dict[str, Any]:
+    """One operation sent to a shard actor (answered after its fsync), then `?refresh`."""
+    assert index.remote is not None
+    (result,) = index.remote.write([ShardWrite(index.name, index.uuid, shard_id, (op,))])
+    if isinstance(result, ElasticError):
+        raise result
+    (outcome,) = result
+    if isinstance(outcome, ElasticError):
+        raise outcome
+    response = _outcome_response(index, op.doc_id, outcome, _shards_header(index))
+    index.last_write = time.monotonic()
+    if refresh in ("true", "", "wait_for"):
+        index.shards[shard_id].refresh()
+        if refresh != "wait_for":
+            response["forced_refresh"] = True
+    return response
+
+
+def _remote_read(
+    index: Index, shard_id: int, doc_id: str, *, realtime: bool, refresh: bool
+) -> tuple[DocState | None, bytes]:
+    """A get from a shard actor, as `read_doc` answers it."""
+    assert index.remote is not None
+    if refresh:
+        index.shards[shard_id].refresh()
+    read = index.remote.get(shard_id, doc_id, realtime)
+    if read is None:
+        return None, b""
+    return DocState(read.version, read.seq_no, False, None, -1, read.routing), read.source
+
+
 def _check_refresh(refresh: str | None) -> None:
     if refresh not in (None, "", "true", "false", "wait_for"):
         raise IllegalArgument(f"Unknown value for refresh: [{refresh}].")
@@ -201,6 +232,9 @@ def index_doc(
     _check_routing_required(index, routing, doc_id)
     shard = index.shard_of(doc_id, routing)
     parsed = index.parse(source, doc_id)
+    if index.remote is not None:
+        op = WriteOp(op_type, doc_id, routing, if_seq_no, if_primary_term, external, auto_id, parsed)  # type: ignore[arg-type]
+        return _remote_write(index, shard.shard_id, op, refresh)
     with shard.writing() as point:
         response = _apply_index(
             index,
@@ -257,9 +291,12 @@ def get_doc(
     index = _read_index(node, index_name)
     _check_routing_required(index, routing, doc_id)
     shard = index.shard_of(doc_id, routing)
-    with shard.stats.get() as found:
-        state, source = _read_doc(shard, doc_id, realtime=realtime, refresh=refresh)
-        found[0] = state is not None
+    if index.remote is not None:
+        state, source = _remote_read(index, shard.shard_id, doc_id, realtime=realtime, refresh=refresh)
+    else:
+        with shard.stats.get() as found:
+            state, source = read_doc(shard, doc_id, realtime=realtime, refresh=refresh)
+            found[0] = state is not None
     if state is None:
         return None
     if version is not None and state.version != version:
@@ -283,7 +320,7 @@ def get_doc(
     return body
 
 
-def _read_doc(shard: Shard, doc_id: str, *, realtime: bool, refresh: bool) -> tuple[DocState | None, bytes]:
+def read_doc(shard: Shard, doc_id: str, *, realtime: bool, refresh: bool) -> tuple[DocState | None, bytes]:
     """The document's state and source (None when absent), realtime or from the last snapshot."""
     if refresh:
         shard.refresh()
@@ -356,6 +393,9 @@ def delete_doc(
     _check_active_shards(index, wait_for_active_shards)
     _check_routing_required(index, routing, doc_id)
     shard = index.shard_of(doc_id, routing)
+    if index.remote is not None:
+        op = WriteOp("delete", doc_id, None, if_seq_no, if_primary_term, external)
+        return _remote_write(index, shard.shard_id, op, refresh)
     with shard.writing() as point:
         response = _apply_delete(index, shard, doc_id, if_seq_no, if_primary_term, external)
     _after_write(node, index, shard, point, refresh, response)
@@ -468,6 +508,8 @@ def update_doc(
     _check_active_shards(index, wait_for_active_shards)
     _check_routing_required(index, routing, doc_id)
     shard = index.shard_of(doc_id, routing)
+    if index.remote is not None:
+        raise NotSupported("[_update] of a document in an index whose shards are Ray actors")
     with shard.writing() as point:
         response = _apply_update(
             index, shard, doc_id, body, routing, if_seq_no, if_primary_term, source_filter
@@ -759,6 +801,9 @@ def _apply_bulk(
             for pos, op in entries:
                 results[pos] = {op.kind: _item_error(op, op.meta.get("_id"), exc)}
             continue
+        if target.remote is not None:
+            _bulk_into_remote(target, entries, results)
+            continue
         shards = touched.setdefault(index_name, (target, {}))[1]
         _bulk_into(target, entries, results, shards)
     return ops, results, touched
@@ -821,6 +866,34 @@ def _bulk_into(
             _apply_run(index, shard, run, parsed, header, results)
         size = sum(len(op.source) for _, op, _, _ in shard_ops if op.source is not None)
         shard.stats.add(bulk_total=1, bulk_time=time.perf_counter_ns() - started, bulk_size=size)
+
+
+def _bulk_into_remote(index: Index, entries: list[tuple[int, _BulkOp]], results: list) -> None:
+    """One index's operations on its shard actors: the coordinator's part here (`_write_ops`),
+    then every shard's write at once, each answered after its fsync. Updates (read, merge,
+    write under the shard's lock) are not sent to actors yet: they fail as unsupported."""
+    assert index.remote is not None
+    header = _shards_header(index)
+    sent: list[tuple[list[tuple[int, _BulkOp, WriteOp]], ShardWrite]] = []
+    for shard, shard_ops in _by_shard(index, entries).items():
+        updates = [entry for entry in shard_ops if entry[1].kind == "update"]
+        for pos, op, doc_id, _ in updates:
+            exc = NotSupported("[update] in a bulk request to an index whose shards are Ray actors")
+            results[pos] = {op.kind: _item_error(op, doc_id, exc)}
+        run = [entry for entry in shard_ops if entry[1].kind != "update"]
+        batch = None
+        if run and all(op.kind in ("index", "create") for _, op, _, _ in run):
+            batch = index.parse_batch([op.source for _, op, _, _ in run])  # type: ignore[misc]
+        accepted = _write_ops(index, run, batch, results)
+        if accepted:
+            write = _shard_write(index, shard, tuple(w for _, _, w in accepted), batch)
+            sent.append((accepted, write))
+    answers = index.remote.write([write for _, write in sent])
+    for (accepted, _), answer in zip(sent, answers, strict=True):
+        for i, (pos, op, wop) in enumerate(accepted):
+            outcome = answer if isinstance(answer, ElasticError) else answer[i]
+            results[pos] = _bulk_item(index, op, wop.doc_id, outcome, header)
+    index.last_write = time.monotonic()
 
 
 def _by_shard(index: Index, entries: list[tuple[int, _BulkOp]]) -> dict[Shard, list[_ShardOp]]:

@@ -37,7 +37,7 @@ from leafsearch.request.timevalue import parse_time_value
 from leafsearch.search.read_ahead import ReadAhead
 from leafsearch.search.shard_api import ShardContextId
 from leafsearch.search.targets import Target, release_targets
-from leafsearch.search.top_hits import local_shards
+from leafsearch.search.top_hits import shard_handles
 from leafsearch.security.subject import current
 
 if TYPE_CHECKING:
@@ -190,7 +190,7 @@ class ContextRegistry:
                 in_use=int(in_use),
             )
             # Each shard pins its snapshot for the context; the caller's references pass to the pins.
-            ctx.shard_contexts = [shard.open_context() for shard in local_shards(self.node, targets)]
+            ctx.shard_contexts = [shard.open_context() for shard in shard_handles(self.node, targets)]
             release_targets(targets)
             self._contexts[ctx_id] = ctx
             if kind == "scroll":
@@ -275,7 +275,7 @@ class ContextRegistry:
         self.read_ahead.forget(ctx.ctx_id)
         if self.node.search_workers is not None:
             self.node.search_workers.forget_context(ctx.ctx_id)
-        shards = local_shards(self.node, ctx.targets)
+        shards = shard_handles(self.node, ctx.targets)
         for shard, context in zip(shards, ctx.shard_contexts, strict=True):
             shard.free_context(context)
 

@@ -121,12 +121,13 @@ def top_hits(
     return hits
 
 
-def local_shards(
+def shard_handles(
     node: Node, targets: list[Target], cancelled: threading.Event | None = None
-) -> list[LocalShard]:
-    """The shard handles of this process for `targets` (each reads its target's snapshot unless a
-    message names a pinned context)."""
-    return [LocalShard(node, t, cancelled) for t in targets]
+) -> list[ShardSearch]:
+    """The shard interface of each target (each reads its target's snapshot unless a message
+    names a pinned context): this process's shard, or the client of a shard actor whose
+    snapshot lease the target holds (a Ray-backed index, ray_backend/remote.py)."""
+    return [t.searcher.handle(t) if t.remote else LocalShard(node, t, cancelled) for t in targets]  # type: ignore[attr-defined]
 
 
 def sort_plan(request: SearchRequest, targets: list[Target]) -> SortPlan:
