@@ -746,7 +746,10 @@ def bulk(
             node, body, index, routing, wait_for_active_shards, authorize, require_alias, source_filter
         )
     for index_obj, shards in touched.values():
-        for shard, (point, positions) in shards.items():
+        for shard, logged in shards.items():
+            if logged is None:  # a shard actor answered after its own fsync
+                continue
+            point, positions = logged
             try:
                 shard.sync(point)
             except ElasticError as exc:  # none of this shard's operations is acknowledged
@@ -771,11 +774,11 @@ def _apply_bulk(
     authorize: Callable[[str], None] | None,
     require_alias: bool,
     source_filter: SourceFilter | None = None,
-) -> tuple[list[_BulkOp], list[dict[str, Any]], dict[str, tuple[Index, dict[Shard, _Logged]]]]:
+) -> tuple[list[_BulkOp], list[dict[str, Any]], dict[str, tuple[Index, dict[Shard, _Logged | None]]]]:
     """Parse a bulk body and apply its operations (logged, not yet synced): the operations, the
     item results so far, and per index what each shard logged."""
     ops = _parse_bulk(body, index, routing, source_filter)
-    touched: dict[str, tuple[Index, dict[Shard, _Logged]]] = {}
+    touched: dict[str, tuple[Index, dict[Shard, _Logged | None]]] = {}
     by_index: dict[str, list[tuple[int, _BulkOp]]] = {}
     results: list[dict[str, Any]] = [{}] * len(ops)
     refusals: dict[str, ElasticError | None] = {}  # per name an item gives, the caller's refusal
@@ -801,11 +804,11 @@ def _apply_bulk(
             for pos, op in entries:
                 results[pos] = {op.kind: _item_error(op, op.meta.get("_id"), exc)}
             continue
-        if target.remote is not None:
-            _bulk_into_remote(target, entries, results)
-            continue
         shards = touched.setdefault(index_name, (target, {}))[1]
-        _bulk_into(target, entries, results, shards)
+        if target.remote is not None:
+            _bulk_into_remote(target, entries, results, shards)
+        else:
+            _bulk_into(target, entries, results, shards)
     return ops, results, touched
 
 
@@ -827,12 +830,13 @@ def _bulk_target(node: Node, name: str, entries: list[tuple[int, _BulkOp]]) -> I
 
 #: (position in the request, operation, id, whether the id was generated)
 _ShardOp = tuple[int, _BulkOp, str, bool]
-#: What a bulk request logged into one shard: where to sync to, and the positions of its items.
+#: What a bulk request logged into one shard: where to sync to, and the positions of its items
+#: (None for a shard actor, which syncs before it answers).
 _Logged = tuple[SyncPoint, list[int]]
 
 
 def _bulk_into(
-    index: Index, entries: list[tuple[int, _BulkOp]], results: list, touched: dict[Shard, _Logged]
+    index: Index, entries: list[tuple[int, _BulkOp]], results: list, touched: dict[Shard, _Logged | None]
 ) -> None:
     """Apply one index's operations, grouped by shard so each shard lock and id lookup is batched.
 
@@ -868,7 +872,9 @@ def _bulk_into(
         shard.stats.add(bulk_total=1, bulk_time=time.perf_counter_ns() - started, bulk_size=size)
 
 
-def _bulk_into_remote(index: Index, entries: list[tuple[int, _BulkOp]], results: list) -> None:
+def _bulk_into_remote(
+    index: Index, entries: list[tuple[int, _BulkOp]], results: list, touched: dict[Any, _Logged | None]
+) -> None:
     """One index's operations on its shard actors: the coordinator's part here (`_write_ops`),
     then every shard's write at once, each answered after its fsync. Updates (read, merge,
     write under the shard's lock) are not sent to actors yet: they fail as unsupported."""
@@ -888,6 +894,7 @@ def _bulk_into_remote(index: Index, entries: list[tuple[int, _BulkOp]], results:
         if accepted:
             write = _shard_write(index, shard, tuple(w for _, _, w in accepted), batch)
             sent.append((accepted, write))
+            touched[shard] = None
     answers = index.remote.write([write for _, write in sent])
     for (accepted, _), answer in zip(sent, answers, strict=True):
         for i, (pos, op, wop) in enumerate(accepted):

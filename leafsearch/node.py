@@ -57,6 +57,10 @@ class NodeLocked(RuntimeError):
     """Another node holds the data folder."""
 
 
+class RayUnavailable(RuntimeError):
+    """`ray=` was given but Ray is not installed (the `leafsearch[ray]` extra)."""
+
+
 class Node:
     def __init__(
         self,
@@ -111,8 +115,13 @@ class Node:
         #: The Ray cluster whose actors hold this node's new shards (None: they are local).
         self.ray: RayBackend | None = None
         if ray is not None:
-            from leafsearch.ray_backend.cluster import RayBackend  # Ray is imported only here
-
+            try:
+                from leafsearch.ray_backend.cluster import RayBackend  # Ray is imported only here
+            except ModuleNotFoundError as exc:
+                if exc.name != "ray":
+                    raise
+                self._lock_file.close()
+                raise RayUnavailable('the Ray backend needs Ray: pip install "leafsearch[ray]"') from None
             self.ray = RayBackend(ray, self.path / "ray-shards")
             search_workers = 0
         indices_dir = self.path / "indices"

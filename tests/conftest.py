@@ -231,3 +231,14 @@ def cluster_setting(http: httpx.Client) -> Iterator[Callable[[str, Any], None]]:
     yield put
     if changed:
         http.put("/_cluster/settings", json={"transient": dict.fromkeys(changed)})
+
+
+@pytest.fixture(scope="session")
+def ray_cluster() -> Iterator[Any]:
+    """A local 3-node Ray cluster on loopback (tests/ray_cluster.py); the Ray tests skip without
+    Ray, and fail without it under LEAFSEARCH_REQUIRE_RAY=1."""
+    from tests.ray_cluster import start_cluster, stop_cluster
+
+    local = start_cluster()
+    yield local
+    stop_cluster(local)
