@@ -3,9 +3,12 @@ local 3-node Ray cluster: placement, writes, searches, point-in-time walks and s
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -173,3 +176,138 @@ def test_point_in_time_walks_read_every_document_once_under_writes(http: httpx.C
     joined = [doc_id for i in range(3) for doc_id in slices[i]]
     assert all(slices[i] for i in range(3))
     assert sorted(joined) == sorted(whole)
+
+
+def kill_shard(uuid: str, shard: int) -> int:
+    """kill -9 a shard's actor process; its pid."""
+    pid = where(uuid, shard)[1]
+    os.kill(pid, signal.SIGKILL)
+    return pid
+
+
+def restarted(uuid: str, shard: int, old_pid: int) -> int:
+    """The pid of the shard's actor once Ray restarted it (calls wait for the restart)."""
+    for _ in range(100):  # a call caught by the restart fails; the next ones wait for it
+        try:
+            pid = where(uuid, shard)[1]
+        except Exception:  # noqa: BLE001 - ActorUnavailableError while it restarts
+            continue
+        if pid != old_pid:
+            return pid
+    raise AssertionError(f"shard {shard} was not restarted")
+
+
+def test_a_shard_killed_during_bulk_loses_no_acknowledged_write(http: httpx.Client) -> None:
+    uuid = create_index(http, "killbulk")
+    acknowledged: set[str] = set()
+    refused: list[dict] = []
+    lock = threading.Lock()
+    started = threading.Barrier(3)
+
+    def writer(w: int) -> None:
+        with httpx.Client(base_url=str(http.base_url), timeout=120) as own:
+            for batch in range(40):
+                if batch == 5:
+                    started.wait()
+                docs = {f"{w}-{batch}-{i}": source(i) for i in range(60)}
+                for item in bulk(own, "killbulk", docs)["items"]:
+                    result = item["index"]
+                    with lock:
+                        if result["status"] == 201:
+                            acknowledged.add(result["_id"])
+                        else:
+                            refused.append(result)
+
+    writers = [threading.Thread(target=writer, args=(w,)) for w in range(2)]
+    for thread in writers:
+        thread.start()
+    started.wait()  # both writers are indexing
+    old = kill_shard(uuid, 2)
+    for thread in writers:
+        thread.join()
+    restarted(uuid, 2, old)
+    # Writes refused while the shard was down failed cleanly, as Elasticsearch's do without a primary.
+    for item in refused:
+        assert item["status"] == 503, item
+        assert item["error"]["type"] == "unavailable_shards_exception", item
+        assert "[killbulk][2]" in item["error"]["reason"]
+    assert http.post("/killbulk/_refresh").status_code == 200
+    found = http.post("/killbulk/_search", json={"size": 10_000, "_source": False, "sort": ["_doc"]}).json()
+    ids = {hit["_id"] for hit in found["hits"]["hits"]}
+    assert found["_shards"]["failed"] == 0
+    assert acknowledged <= ids, f"{len(acknowledged - ids)} acknowledged writes lost"
+    assert len(acknowledged) + len(refused) == 2 * 40 * 60
+    # The restarted shard takes writes again.
+    assert (
+        bulk(http, "killbulk", {f"after-{i}": source(i) for i in range(30)}, refresh=True)["errors"] is False
+    )
+
+
+def test_a_shard_killed_during_a_pit_walk_fails_that_shard_alone(http: httpx.Client) -> None:
+    uuid = create_index(http, "killpit")
+    assert bulk(http, "killpit", {f"d{n}": source(n) for n in range(600)}, refresh=True)["errors"] is False
+    pit = http.post("/killpit/_pit?keep_alive=1m").json()["id"]
+    body: dict[str, Any] = {"pit": {"id": pit}, "size": 100, "sort": [{"n": "asc"}]}
+    first = http.post("/_search", json=body).json()
+    seen = [hit["_id"] for hit in first["hits"]["hits"]]
+    old = kill_shard(uuid, 4)
+    restarted(uuid, 4, old)
+    # The restarted shard lost the PIT's context: the walk goes on over the other shards, and
+    # each page reports the shard's failure, as Elasticsearch does.
+    after = first["hits"]["hits"][-1]["sort"]
+    while True:
+        page = http.post("/_search", json={**body, "search_after": after}).json()
+        shards = page["_shards"]
+        assert shards["total"] == SHARDS and shards["successful"] == SHARDS - 1 and shards["failed"] == 1
+        (failure,) = shards["failures"]
+        assert failure["shard"] == 4 and failure["index"] == "killpit"
+        assert failure["reason"]["type"] == "search_context_missing_exception"
+        hits = page["hits"]["hits"]
+        if not hits:
+            break
+        seen += [hit["_id"] for hit in hits]
+        after = hits[-1]["sort"]
+    assert len(seen) == len(set(seen))
+    lost_shard = 600 - len(seen)
+    assert 0 < lost_shard < 600
+    # Refusing partial results makes the same page an error.
+    strict = http.post("/_search?allow_partial_search_results=false", json=body)
+    assert strict.status_code == 404
+    error = strict.json()["error"]
+    assert error["type"] == "search_phase_execution_exception" and error["reason"] == "Partial shards failure"
+    assert error["root_cause"][0]["type"] == "search_context_missing_exception"
+    assert [failed["shard"] for failed in error["failed_shards"]] == [4]
+    # A new search reads every shard, the restarted one recovered from its folder.
+    assert http.get("/killpit/_count").json() == {
+        "count": 600,
+        "_shards": {"total": SHARDS, "successful": SHARDS, "skipped": 0, "failed": 0},
+    }
+
+
+def test_a_restarted_coordinator_finds_its_shard_actors(ray_cluster: Any, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    args = ["--ray", ray_cluster.address]
+    with (
+        Server(data, args=args, env=LOOPBACK_ENV, startup_timeout=120) as first,
+        httpx.Client(base_url=first.url, timeout=120) as http,
+    ):
+        uuid = create_index(http, "restart", shards=3)
+        assert bulk(http, "restart", {f"d{n}": source(n) for n in range(300)})["errors"] is False
+        pids = [where(uuid, shard)[1] for shard in range(3)]
+        pit = http.post("/restart/_pit?keep_alive=5m").json()["id"]
+    with (
+        Server(data, args=args, env=LOOPBACK_ENV, startup_timeout=120) as second,
+        httpx.Client(base_url=second.url, timeout=120) as http,
+    ):
+        # The same actors (found by name, not re-created), with every acknowledged write.
+        assert [where(uuid, shard)[1] for shard in range(3)] == pids
+        assert http.post("/restart/_refresh").status_code == 200
+        assert http.get("/restart/_count").json()["count"] == 300
+        assert http.get("/restart/_doc/d7").json()["_source"] == source(7)
+        # A PIT of the coordinator before is unknown to this one (contexts do not survive it).
+        gone = http.post("/_search", json={"pit": {"id": pit}})
+        assert gone.status_code == 404
+        assert gone.json()["error"]["root_cause"][0]["type"] == "search_context_missing_exception"
+        assert bulk(http, "restart", {"new": source(1)}, refresh=True)["errors"] is False
+        assert http.get("/restart/_count").json()["count"] == 301
+        assert http.delete("/restart").status_code == 200

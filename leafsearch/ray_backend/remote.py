@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import contextlib
 import threading
+from collections.abc import Iterable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError
 
-from leafsearch.errors import ElasticError
+from leafsearch.errors import ElasticError, SearchContextMissing, ShardFailed, ShardUnavailable
 from leafsearch.index.shard_write import ShardWrite, ShardWriteOutcome
 from leafsearch.ray_backend.actor import DocRead, Refusal
 from leafsearch.search.dfs import DfsStats
@@ -49,13 +50,6 @@ if TYPE_CHECKING:
 #: How long a coordinator waits for a shard actor's answer (Elasticsearch's default timeout of a
 #: write waiting for its primary, and of a search's shard request without `timeout`).
 CALL_TIMEOUT_SECONDS = 60.0
-
-
-class ShardUnavailable(ElasticError):
-    """A shard actor that cannot answer: dead, restarting, or on a node that is gone."""
-
-    error_type = "no_shard_available_action_exception"
-    status = 503
 
 
 def unavailable_for_write(index: Index, shard_id: int, count: int, cause: Exception) -> ElasticError:
@@ -91,8 +85,9 @@ class RemoteIndex:
         self.actors = [backend.actor(state, i, p) for i, p in enumerate(placement)]
         self.shards = [RemoteShard(self, i) for i in range(len(placement))]
         self._lock = threading.Lock()
-        self._sent: tuple[int, int] | None = None
-        self.push_state()
+        #: Per shard, the version of the index state it acknowledged (None: not yet).
+        self._sent: list[tuple[int, int] | None] = [None] * len(placement)
+        self.push_state(range(len(placement)))
 
     def state(self) -> IndexState:
         index = self.index
@@ -102,31 +97,45 @@ class RemoteIndex:
     def _version(self) -> tuple[int, int]:
         return self.index.mapping.version, hash(tuple(sorted(self.index.settings.items())))
 
-    def push_state(self) -> None:
-        """Send the index's state to every shard (each keeps it before answering), when it
-        changed since last sent: before any write that may use a new field, since a shard
-        replaying its translog parses with it."""
+    def push_state(self, shard_ids: Iterable[int]) -> dict[int, ElasticError]:
+        """Send the index's state to those shards that have not acknowledged its current version
+        (each keeps it before answering); per shard that could not take it, why. A shard is sent
+        a write only once it holds the state the write was parsed with: replaying its translog,
+        it parses with that state."""
         with self._lock:
             version = self._version()
-            if version == self._sent:
-                return
+            stale = [i for i in shard_ids if self._sent[i] != version]
+            if not stale:
+                return {}
             state = self.state()
-            refs = [actor.put_index.remote(state) for actor in self.actors]
-            for shard_id, ref in enumerate(refs):
-                answer(ref, self.describe(shard_id))
-            self._sent = version
+            refs = {i: self.actors[i].put_index.remote(state) for i in stale}
+            failed: dict[int, ElasticError] = {}
+            for shard_id, ref in refs.items():
+                try:
+                    answer(ref, self.describe(shard_id))
+                    self._sent[shard_id] = version
+                except ElasticError as exc:
+                    failed[shard_id] = exc
+            return failed
 
     def describe(self, shard_id: int) -> str:
         return f"[{self.index.name}][{shard_id}]"
 
     def write(self, writes: list[ShardWrite]) -> list[ShardWriteOutcome | ElasticError]:
-        """Every shard's write at once; per write its outcomes, or the error that failed it."""
-        self.push_state()
-        refs = [self.actors[w.shard_id].write.remote(w) for w in writes]
+        """Every shard's write at once; per write its outcomes, or the error that failed it (an
+        unavailable shard: Elasticsearch's `unavailable_shards_exception`, nothing applied, or,
+        when the actor died while applying it, maybe applied: as a lost connection to a primary
+        shard, the client cannot know, and the write's translog decides on recovery)."""
+        failed = self.push_state(w.shard_id for w in writes)
+        refs = {
+            w.shard_id: self.actors[w.shard_id].write.remote(w) for w in writes if w.shard_id not in failed
+        }
         results: list[ShardWriteOutcome | ElasticError] = []
-        for write, ref in zip(writes, refs, strict=True):
+        for write in writes:
             try:
-                results.append(answer(ref, self.describe(write.shard_id)))
+                if write.shard_id in failed:
+                    raise failed[write.shard_id]
+                results.append(answer(refs[write.shard_id], self.describe(write.shard_id)))
             except ShardUnavailable as exc:
                 results.append(unavailable_for_write(self.index, write.shard_id, len(write.ops), exc))
             except ElasticError as exc:
@@ -243,10 +252,16 @@ class RayShard:
             return False  # a restarted actor holds no context of before
 
     def _phase(self, method: str, message: Any) -> Any:
+        """A phase on the actor. Its unavailability, or the loss of the context it names (the
+        actor restarted), fails this shard alone (`ShardFailed`)."""
         if message.context is None and self.snapshot.context is not None:
             message = replace(message, context=self.snapshot.context)
         actor_method = getattr(self.snapshot.shard.actor, method)
-        context, result = answer(actor_method.remote(message, self.alias_filter), self.name)
+        try:
+            context, result = answer(actor_method.remote(message, self.alias_filter), self.name)
+        except (ShardUnavailable, SearchContextMissing) as exc:
+            shard = self.snapshot.shard
+            raise ShardFailed(exc, message.shard_index, shard.remote.index.name, shard.shard_id) from None
         if message.context is None:
             self.snapshot.pin(context)
         return result

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from leafsearch.bounded_cache import BoundedCache
+from leafsearch.errors import ShardFailed
 from leafsearch.index.searcher import Searcher, SegmentView
 from leafsearch.request.search_types import SearchRequest, SortSpec
 from leafsearch.search import slicing
@@ -67,6 +68,9 @@ class HitList:
     #: Per target, the shard context its hits were found on (the fetch phase reads the same);
     #: None: the snapshots the targets hold.
     contexts: list[ShardContextId | None] | None = None
+    #: Shards that failed alone (a shard actor unavailable, its context gone): the hits are the
+    #: other shards', and the response reports these in `_shards.failures`.
+    failures: list[ShardFailed] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.doc)

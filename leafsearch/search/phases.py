@@ -371,8 +371,7 @@ def response(
     body["timed_out"] = hitlist.timed_out
     if hitlist.terminated_early:
         body["terminated_early"] = True
-    n = len(hitlist.targets)
-    body["_shards"] = {"total": n, "successful": n, "skipped": 0, "failed": 0}
+    body["_shards"] = shards_header(node, hitlist)
     body["hits"] = hits_obj
     if agg_tree is not None:
         from leafsearch.search.aggregations import MAX_BUCKETS, reduce
@@ -389,6 +388,15 @@ def response(
             ]
         }
     return body
+
+
+def shards_header(node: Node, hitlist: HitList) -> dict[str, Any]:
+    """A response's `_shards`: the shards read, and those that failed alone with why."""
+    n, failed = len(hitlist.targets), len(hitlist.failures)
+    header: dict[str, Any] = {"total": n, "successful": n - failed, "skipped": 0, "failed": failed}
+    if failed:
+        header["failures"] = [f.failure(node.node_id) for f in hitlist.failures]
+    return header
 
 
 def fetch_page(
