@@ -311,3 +311,74 @@ def test_a_restarted_coordinator_finds_its_shard_actors(ray_cluster: Any, tmp_pa
         assert bulk(http, "restart", {"new": source(1)}, refresh=True)["errors"] is False
         assert http.get("/restart/_count").json()["count"] == 301
         assert http.delete("/restart").status_code == 200
+
+
+def scroll_all(http: httpx.Client, index: str, body: dict[str, Any]) -> tuple[list[str], set[int]]:
+    """Every id of a scroll, and the totals its batches reported."""
+    page = http.post(f"/{index}/_search?scroll=1m", json=body)
+    assert page.status_code == 200, page.text
+    ids: list[str] = []
+    totals = set()
+    while True:
+        data = page.json()
+        assert data["_shards"]["failed"] == 0
+        totals.add(data["hits"]["total"]["value"])
+        hits = data["hits"]["hits"]
+        if not hits:
+            break
+        ids += [hit["_id"] for hit in hits]
+        page = http.post("/_search/scroll", json={"scroll": "1m", "scroll_id": data["_scroll_id"]})
+        assert page.status_code == 200, page.text
+    assert (
+        http.request("DELETE", "/_search/scroll", json={"scroll_id": data["_scroll_id"]}).status_code == 200
+    )
+    return ids, totals
+
+
+def test_scrolls_and_sliced_scrolls_read_every_document_once(http: httpx.Client) -> None:
+    create_index(http, "scrolled")
+    docs = {f"d{n}": source(n) for n in range(1000)}
+    assert bulk(http, "scrolled", docs, refresh=True)["errors"] is False
+    stop = threading.Event()
+
+    def writer() -> None:  # the scroll reads the snapshot it opened on
+        with httpx.Client(base_url=str(http.base_url), timeout=120) as own:
+            n = 100_000  # outside the range query below
+            while not stop.is_set():
+                bulk(own, "scrolled", {f"new{n}": source(n)}, refresh=True)
+                n += 1
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        ids, totals = scroll_all(http, "scrolled", {"size": 97, "sort": ["_doc"]})
+        by_n, _ = scroll_all(
+            http, "scrolled", {"size": 50, "sort": [{"n": "desc"}], "query": {"range": {"n": {"lt": 500}}}}
+        )
+    finally:
+        stop.set()
+        thread.join()
+    assert len(ids) == len(set(ids)) and totals == {len(ids)}
+    assert set(docs) <= set(ids)
+    assert by_n == [f"d{n}" for n in range(499, -1, -1)]
+
+    total = http.get("/scrolled/_count").json()["count"]
+    slices: dict[int, list[str]] = {}
+
+    def read_slice(i: int) -> None:
+        with httpx.Client(base_url=str(http.base_url), timeout=120) as own:
+            slices[i] = scroll_all(
+                own, "scrolled", {"size": 100, "sort": ["_doc"], "slice": {"id": i, "max": 4}}
+            )[0]
+
+    readers = [threading.Thread(target=read_slice, args=(i,)) for i in range(4)]
+    for reader in readers:
+        reader.start()
+    for reader in readers:
+        reader.join()
+    joined = [doc_id for i in range(4) for doc_id in slices[i]]
+    assert all(slices[i] for i in range(4))
+    assert len(joined) == len(set(joined)) == total
+
+    refused = http.post("/scrolled/_search?scroll=1m", json={"query": {"match": {"body": "ray"}}})
+    assert refused.status_code == 400 and "Ray actors" in refused.json()["error"]["reason"]

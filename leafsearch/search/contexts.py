@@ -66,6 +66,8 @@ class ReaderContext:
     # its batches run: `scroll_matches` of this process or of a search worker, see execution.py)
     request: Any = None
     position: int = 0
+    #: A scroll over shard actors: the last hit's sort values (search/remote_scroll.py).
+    cursor: list | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
     owner: str | None = None  # Subject.owner_key of the opener; None without authentication
     #: Per target, the shard context pinning its snapshot (the shard interface's reader context):
