@@ -118,6 +118,14 @@ def test_shards_spread_over_the_nodes_and_serve_the_document_apis(
     aggs = http.post("/spread/_search", json={"size": 0, "aggs": {"t": {"terms": {"field": "tag.keyword"}}}})
     assert sum(b["doc_count"] for b in aggs.json()["aggregations"]["t"]["buckets"]) == 1500
 
+    # Statistics come from the shard actors (the search counters from the coordinator).
+    primaries = http.get("/spread/_stats").json()["_all"]["primaries"]
+    assert primaries["docs"]["count"] == 1500 and primaries["indexing"]["index_total"] == 1500
+    assert primaries["search"]["query_total"] >= SHARDS
+    (row,) = http.get("/_cat/indices/spread", params={"format": "json"}).json()
+    assert row["docs.count"] == "1500"
+    assert http.get("/_nodes/stats").status_code == 200
+
     got = http.get("/spread/_doc/1-2-3").json()
     assert got["found"] is True and got["_source"] == source(1203)
     assert http.put("/spread/_doc/1-2-3", json=source(7)).json()["result"] == "updated"

@@ -177,6 +177,13 @@ class ShardActor:
     def refresh(self) -> None:
         self.shard.refresh()
 
+    def stats_sections(self, metrics: tuple[str, ...], file_sizes: bool) -> dict[str, Any]:
+        """The shard's `_stats` sections (index_stats.py), but its search counters, which the
+        coordinator keeps."""
+        from leafsearch.index_stats import shard_stats
+
+        return shard_stats(self.shard, metrics, file_sizes=file_sizes)
+
     def stats(self) -> dict[str, int]:
         return {
             "docs": self.shard.doc_count(),

@@ -191,8 +191,26 @@ class RemoteShard:
     def close(self) -> None:
         """Nothing: the actor outlives the coordinator (a restarted one finds it again)."""
 
+    def _counts(self) -> dict[str, int]:
+        return answer(self.actor.stats.remote(), self.remote.describe(self.shard_id))
+
     def doc_count(self) -> int:
-        return int(answer(self.actor.stats.remote(), self.remote.describe(self.shard_id))["docs"])
+        return self._counts()["docs"]
+
+    def deleted_count(self) -> int:
+        return self._counts()["deleted"]
+
+    def store_size_bytes(self) -> int:
+        return self._counts()["store_bytes"]
+
+    def stats_sections(self, metrics: tuple[str, ...], *, open_contexts: int, file_sizes: bool) -> dict:
+        """The shard's `_stats` sections from its actor, with this coordinator's search counters."""
+        stats = answer(
+            self.actor.stats_sections.remote(metrics, file_sizes), self.remote.describe(self.shard_id)
+        )
+        if "search" in stats:
+            stats["search"] = {"open_contexts": open_contexts, **self.search_stats.snapshot()}
+        return stats
 
 
 class RemoteSnapshot:
