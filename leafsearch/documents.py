@@ -499,8 +499,9 @@ def update_doc(
     require_alias: bool = False,
     source_filter: SourceFilter | None = None,
 ) -> dict[str, Any]:
-    """A partial update. It reads and writes under the shard lock, so no concurrent write can
-    conflict with it: `retry_on_conflict` is accepted for compatibility and never needed.
+    """A partial update. On a local shard it reads and writes under the shard lock, so no
+    concurrent write can conflict with it; on a shard actor a concurrent write can, and
+    `retry_on_conflict` says how many times to read again.
     `source_filter`: the URL's `_source` options (the body's `_source` wins)."""
     _check_refresh(refresh)
     index_name, routing = write_target(node, index_name, routing, require_alias=require_alias)
@@ -509,7 +510,18 @@ def update_doc(
     _check_routing_required(index, routing, doc_id)
     shard = index.shard_of(doc_id, routing)
     if index.remote is not None:
-        raise NotSupported("[_update] of a document in an index whose shards are Ray actors")
+        return _remote_update(
+            index,
+            shard,
+            doc_id,
+            body,
+            routing,
+            if_seq_no,
+            if_primary_term,
+            source_filter,
+            retry_on_conflict,
+            refresh,
+        )
     with shard.writing() as point:
         response = _apply_update(
             index, shard, doc_id, body, routing, if_seq_no, if_primary_term, source_filter
@@ -528,12 +540,42 @@ def _apply_update(
     if_primary_term: int | None,
     source_filter: SourceFilter | None = None,
 ) -> dict[str, Any]:
-    """Read, merge and write one update. As Elasticsearch's UpdateHelper, a missing document
-    without an upsert is `document_missing_exception` (404) before `if_seq_no` is looked at.
-    With a `_source` filter that fetches (the body's `_source`, else the URL's), the response
-    carries the written document as `get`."""
+    """Read, merge and write one update, under the shard lock the caller holds."""
     prior = shard.current(doc_id)
     prior_source = shard.get_source(prior) if exists(prior) else None
+    source, result = _updated(index, shard, doc_id, body, prior, prior_source, if_seq_no, if_primary_term)
+    written = None
+    if source is None:
+        shard.stats.add(noop_update_total=1)
+    else:
+        written = _apply_index(
+            index,
+            shard,
+            doc_id,
+            source,
+            op_type="index",
+            routing=routing,
+            if_seq_no=None,
+            if_primary_term=None,
+        )
+    return _update_answer(
+        index, doc_id, body, routing, prior, source, prior_source, result, written, source_filter
+    )
+
+
+def _updated(
+    index: Index,
+    shard: Any,
+    doc_id: str,
+    body: dict,
+    prior: DocState | None,
+    prior_source: bytes | None,
+    if_seq_no: int | None,
+    if_primary_term: int | None,
+) -> tuple[bytes | None, str]:
+    """(new source, result) of an update of the document read (`prior_source` None: absent); None
+    for a no-op. As Elasticsearch's UpdateHelper, a missing document without an upsert is
+    `document_missing_exception` (404) before `if_seq_no` is looked at."""
     if prior_source is not None:
         check_seq_no(_shard_write(index, shard), shard, doc_id, prior, if_seq_no, if_primary_term)
         if not index.mapping.source_enabled:
@@ -547,8 +589,24 @@ def _apply_update(
         raise
     if prior_source is None:  # an upsert: `if_seq_no` has no document to match
         check_seq_no(_shard_write(index, shard), shard, doc_id, prior, if_seq_no, if_primary_term)
-    if source is None:
-        shard.stats.add(noop_update_total=1)
+    return source, result
+
+
+def _update_answer(
+    index: Index,
+    doc_id: str,
+    body: dict,
+    routing: str | None,
+    prior: DocState | None,
+    source: bytes | None,
+    prior_source: bytes | None,
+    result: str,
+    written: dict[str, Any] | None,
+    source_filter: SourceFilter | None,
+) -> dict[str, Any]:
+    """An update's response: the write's (None: a no-op), with the document as `get` when a
+    `_source` filter fetches it (the body's `_source`, else the URL's)."""
+    if written is None:
         response = {
             "_index": index.name,
             "_id": doc_id,
@@ -559,16 +617,7 @@ def _apply_update(
             "_primary_term": PRIMARY_TERM,
         }
     else:
-        response = _apply_index(
-            index,
-            shard,
-            doc_id,
-            source,
-            op_type="index",
-            routing=routing,
-            if_seq_no=None,
-            if_primary_term=None,
-        )
+        response = written
         response["result"] = result
     if "_source" in body:
         source_filter = parse_fetch_source(body["_source"])
@@ -577,6 +626,47 @@ def _apply_update(
             index, response, source if source is not None else prior_source, routing, source_filter
         )
     return response
+
+
+def _remote_update(
+    index: Index,
+    shard: Any,
+    doc_id: str,
+    body: dict,
+    routing: str | None,
+    if_seq_no: int | None,
+    if_primary_term: int | None,
+    source_filter: SourceFilter | None,
+    retry_on_conflict: int,
+    refresh: str | None = None,
+) -> dict[str, Any]:
+    """An update of a shard actor's document: read (realtime), merge and parse here, then written
+    only if the document is still the one read (`if_seq_no` of the read, as Elasticsearch's
+    update on a primary is atomic); a document changed in between is read again, up to
+    `retry_on_conflict` times, then the conflict is the answer (409)."""
+    for attempt in range(retry_on_conflict + 1):
+        prior, prior_source = _remote_read(index, shard.shard_id, doc_id, realtime=True, refresh=False)
+        found = prior_source if prior is not None else None
+        source, result = _updated(index, shard, doc_id, body, prior, found, if_seq_no, if_primary_term)
+        if source is None:
+            return _update_answer(
+                index, doc_id, body, routing, prior, None, found, result, None, source_filter
+            )
+        parsed = index.parse(source, doc_id)
+        if prior is not None:
+            op = WriteOp("index", doc_id, routing, prior.seq_no, PRIMARY_TERM, parsed=parsed)
+        else:
+            op = WriteOp("create", doc_id, routing, parsed=parsed)
+        try:
+            written = _remote_write(index, shard.shard_id, op, refresh)
+        except VersionConflict:
+            if attempt == retry_on_conflict:
+                raise
+            continue
+        return _update_answer(
+            index, doc_id, body, routing, prior, source, found, result, written, source_filter
+        )
+    raise AssertionError("unreachable")
 
 
 def _get_result(
@@ -876,31 +966,55 @@ def _bulk_into_remote(
     index: Index, entries: list[tuple[int, _BulkOp]], results: list, touched: dict[Any, _Logged | None]
 ) -> None:
     """One index's operations on its shard actors: the coordinator's part here (`_write_ops`),
-    then every shard's write at once, each answered after its fsync. Updates (read, merge,
-    write under the shard's lock) are not sent to actors yet: they fail as unsupported."""
+    then every shard's write at once, each answered after its fsync. A shard whose operations
+    hold updates is written after the others, in request order: its runs of other operations,
+    and each update (read, merge, conditional write) between them."""
     assert index.remote is not None
     header = _shards_header(index)
     sent: list[tuple[list[tuple[int, _BulkOp, WriteOp]], ShardWrite]] = []
+    with_updates = []
     for shard, shard_ops in _by_shard(index, entries).items():
-        updates = [entry for entry in shard_ops if entry[1].kind == "update"]
-        for pos, op, doc_id, _ in updates:
-            exc = NotSupported("[update] in a bulk request to an index whose shards are Ray actors")
-            results[pos] = {op.kind: _item_error(op, doc_id, exc)}
-        run = [entry for entry in shard_ops if entry[1].kind != "update"]
+        touched[shard] = None
+        if any(op.kind == "update" for _, op, _, _ in shard_ops):
+            with_updates.append((shard, shard_ops))
+            continue
         batch = None
-        if run and all(op.kind in ("index", "create") for _, op, _, _ in run):
-            batch = index.parse_batch([op.source for _, op, _, _ in run])  # type: ignore[misc]
-        accepted = _write_ops(index, run, batch, results)
+        if all(op.kind in ("index", "create") for _, op, _, _ in shard_ops):
+            batch = index.parse_batch([op.source for _, op, _, _ in shard_ops])  # type: ignore[misc]
+        accepted = _write_ops(index, shard_ops, batch, results)
         if accepted:
-            write = _shard_write(index, shard, tuple(w for _, _, w in accepted), batch)
-            sent.append((accepted, write))
-            touched[shard] = None
+            sent.append((accepted, _shard_write(index, shard, tuple(w for _, _, w in accepted), batch)))
+    _remote_items(index, sent, results, header)
+    for shard, shard_ops in with_updates:
+        run: list[_ShardOp] = []
+        for shard_op in [*shard_ops, None]:
+            if shard_op is not None and shard_op[1].kind != "update":
+                run.append(shard_op)
+                continue
+            accepted = _write_ops(index, run, None, results)
+            if accepted:
+                write = _shard_write(index, shard, tuple(w for _, _, w in accepted))
+                _remote_items(index, [(accepted, write)], results, header)
+            run = []
+            if shard_op is not None:
+                pos, op, doc_id, _ = shard_op
+                results[pos] = _bulk_update(index, shard, op, doc_id)
+    index.last_write = time.monotonic()
+
+
+def _remote_items(
+    index: Index,
+    sent: list[tuple[list[tuple[int, _BulkOp, WriteOp]], ShardWrite]],
+    results: list,
+    header: dict[str, int],
+) -> None:
+    """Send shard writes to their actors at once; their items."""
+    assert index.remote is not None
     answers = index.remote.write([write for _, write in sent])
     for (accepted, _), answer in zip(sent, answers, strict=True):
         for i, (pos, op, wop) in enumerate(accepted):
             outcome = answer if isinstance(answer, ElasticError) else answer[i]
             results[pos] = _bulk_item(index, op, wop.doc_id, outcome, header)
-    index.last_write = time.monotonic()
 
 
 def _by_shard(index: Index, entries: list[tuple[int, _BulkOp]]) -> dict[Shard, list[_ShardOp]]:
@@ -985,8 +1099,9 @@ def _index_op_type(op: _BulkOp, auto_id: bool) -> str:
 _STATUS = {"created": 201, "updated": 200, "deleted": 200, "not_found": 404, "noop": 200}
 
 
-def _bulk_update(index: Index, shard: Shard, op: _BulkOp, doc_id: str) -> dict[str, Any]:
-    """A bulk update item (read, merge and write under the shard lock the caller holds)."""
+def _bulk_update(index: Index, shard: Any, op: _BulkOp, doc_id: str) -> dict[str, Any]:
+    """A bulk update item (read, merge and write under the shard lock the caller holds; on a
+    shard actor, a conditional write of what was read)."""
     meta = op.meta
     try:
         _check_id(doc_id)
@@ -1003,16 +1118,16 @@ def _bulk_update(index: Index, shard: Shard, op: _BulkOp, doc_id: str) -> dict[s
             raise ElasticError(
                 "Failed to parse update request", status=400, error_type="x_content_parse_exception"
             )
-        response = _apply_update(
-            index,
-            shard,
-            doc_id,
-            body,
-            op.routing,
-            meta.get("if_seq_no"),
-            meta.get("if_primary_term"),
-            op.wanted,
-        )
+        if_seq_no, if_primary_term = meta.get("if_seq_no"), meta.get("if_primary_term")
+        if index.remote is not None:
+            retries = int(meta.get("retry_on_conflict", 0))
+            response = _remote_update(
+                index, shard, doc_id, body, op.routing, if_seq_no, if_primary_term, op.wanted, retries
+            )
+        else:
+            response = _apply_update(
+                index, shard, doc_id, body, op.routing, if_seq_no, if_primary_term, op.wanted
+            )
     except ElasticError as exc:
         return {op.kind: _item_error(op, doc_id, exc)}
     response["status"] = _STATUS[response["result"]]

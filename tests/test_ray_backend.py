@@ -390,3 +390,54 @@ def test_scrolls_and_sliced_scrolls_read_every_document_once(http: httpx.Client)
 
     refused = http.post("/scrolled/_search?scroll=1m", json={"query": {"match": {"body": "ray"}}})
     assert refused.status_code == 400 and "Ray actors" in refused.json()["error"]["reason"]
+
+
+def test_updates_read_and_write_a_shard_actor_without_losing_any(http: httpx.Client) -> None:
+    create_index(http, "updated")
+    assert http.put("/updated/_doc/a", json={"n": 1, "keep": "x"}).status_code == 201
+    done = http.post("/updated/_update/a", json={"doc": {"n": 2}}).json()
+    assert done["result"] == "updated" and done["_version"] == 2
+    assert http.get("/updated/_doc/a").json()["_source"] == {"n": 2, "keep": "x"}
+    assert http.post("/updated/_update/a", json={"doc": {"n": 2}}).json()["result"] == "noop"
+    missing = http.post("/updated/_update/b", json={"doc": {"n": 1}})
+    assert missing.status_code == 404 and error_of(missing)["type"] == "document_missing_exception"
+    upsert = http.post("/updated/_update/b", json={"doc": {"n": 5}, "doc_as_upsert": True})
+    assert upsert.status_code == 201 and upsert.json()["result"] == "created"
+
+    # Concurrent partial updates of one document: each reads, merges and writes only if the
+    # document is still what it read (else reads again), so no update is lost.
+    def updater(t: int) -> None:
+        with httpx.Client(base_url=str(http.base_url), timeout=120) as own:
+            for i in range(8):
+                answer = own.post("/updated/_update/a?retry_on_conflict=50", json={"doc": {f"f{t}_{i}": t}})
+                assert answer.status_code == 200, answer.text
+
+    threads = [threading.Thread(target=updater, args=(t,)) for t in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    final = http.get("/updated/_doc/a").json()
+    assert final["_source"] == {"n": 2, "keep": "x", **{f"f{t}_{i}": t for t in range(4) for i in range(8)}}
+    assert final["_version"] == 2 + 32
+
+    # In a bulk request an update sees the operations before it on its shard.
+    lines = [
+        {"index": {"_id": "c"}},
+        {"n": 1},
+        {"update": {"_id": "c"}},
+        {"doc": {"m": 2}},
+        {"update": {"_id": "nothing"}},
+        {"doc": {"m": 2}},
+        {"delete": {"_id": "b"}},
+    ]
+    answer = http.post(
+        "/updated/_bulk?refresh=true",
+        content=b"\n".join(orjson.dumps(line) for line in lines) + b"\n",
+        headers={"content-type": "application/x-ndjson"},
+    ).json()
+    statuses = [next(iter(item.values()))["status"] for item in answer["items"]]
+    assert statuses == [201, 200, 404, 200]
+    assert http.get("/updated/_doc/c").json()["_source"] == {"n": 1, "m": 2}
+    assert http.post("/updated/_refresh").status_code == 200  # "a" is on a shard the bulk left
+    assert http.get("/updated/_count").json()["count"] == 2
