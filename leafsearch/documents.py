@@ -832,9 +832,11 @@ def bulk(
     started = time.perf_counter()
     _check_refresh(refresh)
     with node.indexing:
-        ops, results, touched = _apply_bulk(
+        ops, results, touched, answers = _apply_bulk(
             node, body, index, routing, wait_for_active_shards, authorize, require_alias, source_filter
         )
+    for collect in answers:  # shard actors' answers, waited for outside the slot
+        collect()
     for index_obj, shards in touched.values():
         for shard, logged in shards.items():
             if logged is None:  # a shard actor answered after its own fsync
@@ -864,11 +866,15 @@ def _apply_bulk(
     authorize: Callable[[str], None] | None,
     require_alias: bool,
     source_filter: SourceFilter | None = None,
-) -> tuple[list[_BulkOp], list[dict[str, Any]], dict[str, tuple[Index, dict[Shard, _Logged | None]]]]:
+) -> tuple[
+    list[_BulkOp], list[dict[str, Any]], dict[str, tuple[Index, dict[Shard, _Logged | None]]], list[Callable]
+]:
     """Parse a bulk body and apply its operations (logged, not yet synced): the operations, the
-    item results so far, and per index what each shard logged."""
+    item results so far, per index what each shard logged, and the functions that wait for the
+    shard actors' answers and fill in their items."""
     ops = _parse_bulk(body, index, routing, source_filter)
     touched: dict[str, tuple[Index, dict[Shard, _Logged | None]]] = {}
+    answers: list[Callable[[], None]] = []
     by_index: dict[str, list[tuple[int, _BulkOp]]] = {}
     results: list[dict[str, Any]] = [{}] * len(ops)
     refusals: dict[str, ElasticError | None] = {}  # per name an item gives, the caller's refusal
@@ -896,10 +902,10 @@ def _apply_bulk(
             continue
         shards = touched.setdefault(index_name, (target, {}))[1]
         if target.remote is not None:
-            _bulk_into_remote(target, entries, results, shards)
+            answers.append(_bulk_into_remote(target, entries, results, shards))
         else:
             _bulk_into(target, entries, results, shards)
-    return ops, results, touched
+    return ops, results, touched, answers
 
 
 def _refusal(authorize: Callable[[str], None], name: str) -> ElasticError | None:
@@ -964,11 +970,12 @@ def _bulk_into(
 
 def _bulk_into_remote(
     index: Index, entries: list[tuple[int, _BulkOp]], results: list, touched: dict[Any, _Logged | None]
-) -> None:
+) -> Callable[[], None]:
     """One index's operations on its shard actors: the coordinator's part here (`_write_ops`),
-    then every shard's write at once, each answered after its fsync. A shard whose operations
-    hold updates is written after the others, in request order: its runs of other operations,
-    and each update (read, merge, conditional write) between them."""
+    then every shard's write sent at once, each answered after its fsync; the function that
+    waits for those answers (outside the node's indexing slot) and fills in their items. A
+    shard whose operations hold updates is written here, in request order: its runs of other
+    operations, and each update (read, merge, conditional write) between them."""
     assert index.remote is not None
     header = _shards_header(index)
     sent: list[tuple[list[tuple[int, _BulkOp, WriteOp]], ShardWrite]] = []
@@ -984,7 +991,7 @@ def _bulk_into_remote(
         accepted = _write_ops(index, shard_ops, batch, results)
         if accepted:
             sent.append((accepted, _shard_write(index, shard, tuple(w for _, _, w in accepted), batch)))
-    _remote_items(index, sent, results, header)
+    collect = _remote_items(index, sent, results, header)
     for shard, shard_ops in with_updates:
         run: list[_ShardOp] = []
         for shard_op in [*shard_ops, None]:
@@ -994,12 +1001,13 @@ def _bulk_into_remote(
             accepted = _write_ops(index, run, None, results)
             if accepted:
                 write = _shard_write(index, shard, tuple(w for _, _, w in accepted))
-                _remote_items(index, [(accepted, write)], results, header)
+                _remote_items(index, [(accepted, write)], results, header)()
             run = []
             if shard_op is not None:
                 pos, op, doc_id, _ = shard_op
                 results[pos] = _bulk_update(index, shard, op, doc_id)
     index.last_write = time.monotonic()
+    return collect
 
 
 def _remote_items(
@@ -1007,14 +1015,19 @@ def _remote_items(
     sent: list[tuple[list[tuple[int, _BulkOp, WriteOp]], ShardWrite]],
     results: list,
     header: dict[str, int],
-) -> None:
-    """Send shard writes to their actors at once; their items."""
+) -> Callable[[], None]:
+    """Send shard writes to their actors at once; the function that waits for their answers and
+    fills in their items."""
     assert index.remote is not None
-    answers = index.remote.write([write for _, write in sent])
-    for (accepted, _), answer in zip(sent, answers, strict=True):
-        for i, (pos, op, wop) in enumerate(accepted):
-            outcome = answer if isinstance(answer, ElasticError) else answer[i]
-            results[pos] = _bulk_item(index, op, wop.doc_id, outcome, header)
+    pending = index.remote.send([write for _, write in sent])
+
+    def collect() -> None:
+        for (accepted, _), answer in zip(sent, pending(), strict=True):
+            for i, (pos, op, wop) in enumerate(accepted):
+                outcome = answer if isinstance(answer, ElasticError) else answer[i]
+                results[pos] = _bulk_item(index, op, wop.doc_id, outcome, header)
+
+    return collect
 
 
 def _by_shard(index: Index, entries: list[tuple[int, _BulkOp]]) -> dict[Shard, list[_ShardOp]]:

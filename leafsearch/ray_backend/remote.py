@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -122,24 +122,31 @@ class RemoteIndex:
         return f"[{self.index.name}][{shard_id}]"
 
     def write(self, writes: list[ShardWrite]) -> list[ShardWriteOutcome | ElasticError]:
-        """Every shard's write at once; per write its outcomes, or the error that failed it (an
-        unavailable shard: Elasticsearch's `unavailable_shards_exception`, nothing applied, or,
-        when the actor died while applying it, maybe applied: as a lost connection to a primary
-        shard, the client cannot know, and the write's translog decides on recovery)."""
+        """Every shard's write at once; per write its outcomes, or the error that failed it."""
+        return self.send(writes)()
+
+    def send(self, writes: list[ShardWrite]) -> Callable[[], list[ShardWriteOutcome | ElasticError]]:
+        """Send every shard's write at once; the function that waits for their answers: per
+        write its outcomes, or the error that failed it (an unavailable shard: Elasticsearch's
+        `unavailable_shards_exception`, nothing applied, or, when the actor died while applying
+        it, maybe applied: as with a primary lost before it answered, the client cannot know,
+        and the write's translog decides on recovery)."""
         failed = self.push_state(w.shard_id for w in writes)
-        refs = {
-            w.shard_id: self.actors[w.shard_id].write.remote(w) for w in writes if w.shard_id not in failed
-        }
-        results: list[ShardWriteOutcome | ElasticError] = []
-        for write in writes:
-            try:
-                if write.shard_id in failed:
-                    raise failed[write.shard_id]
-                results.append(answer(refs[write.shard_id], self.describe(write.shard_id)))
-            except ShardUnavailable as exc:
-                results.append(unavailable_for_write(self.index, write.shard_id, len(write.ops), exc))
-            except ElasticError as exc:
-                results.append(exc)
+        refs = [None if w.shard_id in failed else self.actors[w.shard_id].write.remote(w) for w in writes]
+
+        def results() -> list[ShardWriteOutcome | ElasticError]:
+            out: list[ShardWriteOutcome | ElasticError] = []
+            for write, ref in zip(writes, refs, strict=True):
+                try:
+                    if ref is None:
+                        raise failed[write.shard_id]
+                    out.append(answer(ref, self.describe(write.shard_id)))
+                except ShardUnavailable as exc:
+                    out.append(unavailable_for_write(self.index, write.shard_id, len(write.ops), exc))
+                except ElasticError as exc:
+                    out.append(exc)
+            return out
+
         return results
 
     def get(self, shard_id: int, doc_id: str, realtime: bool) -> DocRead | None:
