@@ -138,6 +138,13 @@ def test_shards_spread_over_the_nodes_and_serve_the_document_apis(
     assert http.post("/spread/_create/new?refresh=true", json=source(5000)).status_code == 201
     assert http.get("/spread/_count", params={"q": "n:5000"}).json()["count"] == 1
 
+    docs = http.post("/spread/_mget", json={"ids": ["0-0-1", "1-2-3", "nope"]}).json()["docs"]
+    assert [doc["found"] for doc in docs] == [True, False, False]
+    # What needs every match of all shards at once is refused, not cut short.
+    by_query = http.post("/spread/_delete_by_query", json={"query": {"match_all": {}}})
+    assert by_query.status_code == 400 and "Ray actors" in by_query.json()["error"]["reason"]
+    assert http.get("/spread/_count").json()["count"] == 1500
+
     assert http.delete("/spread").status_code == 200
     assert http.get("/spread/_count").status_code == 404
 

@@ -24,6 +24,7 @@ would wrap a raised one), which the coordinator raises again.
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import threading
@@ -37,6 +38,7 @@ import orjson
 from leafsearch.errors import ElasticError
 from leafsearch.index.shard import Shard
 from leafsearch.index.shard_write import ShardWrite, ShardWriteOutcome, apply_write
+from leafsearch.node import MAX_SEGMENTS_WHILE_BUSY, MERGE_QUIET_SECONDS
 from leafsearch.request.query_dsl import Query
 from leafsearch.search.dfs import DfsStats
 from leafsearch.search.shard_api import (
@@ -53,11 +55,8 @@ from leafsearch.search.top_hits import LocalShard
 from leafsearch.search.workers.mirror import IndexMirror, IndexState
 from leafsearch.search.workers.process import WorkerConfig, WorkerNode
 
-#: Merges wait while the shard was written within this many seconds (the node's rule)...
-MERGE_QUIET_SECONDS = 1.0
-#: ...unless it already holds this many segments.
-MAX_SEGMENTS_WHILE_BUSY = 40
 _STATE_FILE = "index_state.json"
+_log = logging.getLogger("leafsearch")
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,7 +112,8 @@ class ShardActor:
         return self.index.mapping.parse_document(source, doc_id)
 
     def _loop(self) -> None:
-        """Refresh on `index.refresh_interval`; merge while the shard is quiet (or crowded)."""
+        """Refresh on `index.refresh_interval`; merge while the shard is quiet (or crowded), as the
+        node does for its own shards (each actor's merges run in its own merge worker process)."""
         last_refresh = time.monotonic()
         while not self._closed.wait(0.05):
             try:
@@ -125,8 +125,8 @@ class ShardActor:
                 quiet = now - self.last_write > MERGE_QUIET_SECONDS
                 if quiet or len(self.shard.segments) >= MAX_SEGMENTS_WHILE_BUSY:
                     self.shard.maybe_merge()
-            except ElasticError:  # a closed or failed shard: the next request reports it
-                pass
+            except Exception:  # keep the shard serving; the next tick retries, a request reports it
+                _log.exception("shard actor refresh or merge failed")
 
     # ---- identity and metadata -----------------------------------------------------------
 
