@@ -168,6 +168,7 @@ def test_point_in_time_walks_read_every_document_once_under_writes(http: httpx.C
     thread.start()
     try:
         pit = http.post("/walk/_pit?keep_alive=1m").json()["id"]
+        assert http.get("/_cat/search_contexts", params={"format": "json"}).status_code == 200
         whole, total = walk(http, pit, 137)
         slices: dict[int, list[str]] = {}
 

@@ -79,10 +79,11 @@ class ReaderContext:
         return sorted({t.index.name for t in self.targets})
 
     def pinned_docs(self) -> int:
-        return sum(t.searcher.max_doc for t in self.targets)
+        """Documents of the snapshots pinned in this process (a shard actor's pins are its own)."""
+        return sum(t.searcher.max_doc for t in self.targets if not t.remote)
 
     def pinned_segments(self) -> int:
-        return sum(len(t.searcher.views) for t in self.targets)
+        return sum(len(t.searcher.views) for t in self.targets if not t.remote)
 
 
 class ContextRegistry:
