@@ -157,10 +157,6 @@ class RemoteIndex:
         for shard_id, ref in enumerate(refs):
             answer(ref, self.describe(shard_id))
 
-    def stats(self) -> list[dict[str, int]]:
-        refs = [actor.stats.remote() for actor in self.actors]
-        return [answer(ref, self.describe(i)) for i, ref in enumerate(refs)]
-
     def destroy(self) -> None:
         """Delete every shard's folder and end its actor."""
         refs = [actor.destroy.remote() for actor in self.actors]
