@@ -17,7 +17,7 @@ import pytest
 
 from leafsearch.testing import Server
 from tests.conftest import error_of
-from tests.ray_cluster import LOOPBACK_ENV, where
+from tests.ray_cluster import LOOPBACK_ENV, shard_actor, where
 
 SHARDS = 6
 
@@ -449,3 +449,32 @@ def test_updates_read_and_write_a_shard_actor_without_losing_any(http: httpx.Cli
     assert http.get("/updated/_doc/c").json()["_source"] == {"n": 1, "m": 2}
     assert http.post("/updated/_refresh").status_code == 200  # "a" is on a shard the bulk left
     assert http.get("/updated/_count").json()["count"] == 2
+
+
+def test_a_shard_that_stays_down_fails_its_writes_and_its_part_of_searches(http: httpx.Client) -> None:
+    import ray
+
+    uuid = create_index(http, "deadshard")
+    assert bulk(http, "deadshard", {f"d{n}": source(n) for n in range(300)}, refresh=True)["errors"] is False
+    before = http.get("/deadshard/_count").json()["count"]
+    actor = shard_actor(uuid, 1)
+    ray.kill(actor, no_restart=True)  # Ray will not restart it: the shard stays down
+    with pytest.raises(ray.exceptions.RayActorError):
+        ray.get(actor.where.remote(), timeout=60)
+
+    items = bulk(http, "deadshard", {f"e{n}": source(n) for n in range(300)})["items"]
+    failed = [item["index"] for item in items if item["index"]["status"] != 201]
+    assert failed and len(failed) < 300
+    for item in failed:
+        assert item["status"] == 503 and item["error"]["type"] == "unavailable_shards_exception"
+        assert item["error"]["reason"].startswith("[deadshard][1] primary shard is not active")
+
+    page = http.post("/deadshard/_search", json={"size": 0}).json()
+    assert page["_shards"]["failed"] == 1 and page["_shards"]["successful"] == SHARDS - 1
+    (failure,) = page["_shards"]["failures"]
+    assert failure["shard"] == 1 and failure["reason"]["type"] == "no_shard_available_action_exception"
+    assert 0 < page["hits"]["total"]["value"] < before + 300 - len(failed)
+    strict = http.post("/deadshard/_search?allow_partial_search_results=false", json={"size": 0})
+    assert strict.status_code == 503
+    assert strict.json()["error"]["type"] == "search_phase_execution_exception"
+    assert http.delete("/deadshard").status_code == 200
