@@ -329,12 +329,14 @@ def test_a_restarted_coordinator_finds_its_shard_actors(ray_cluster: Any, tmp_pa
         assert http.delete("/restart").status_code == 200
 
 
-def scroll_all(http: httpx.Client, index: str, body: dict[str, Any]) -> tuple[list[str], set[int]]:
-    """Every id of a scroll, and the totals its batches reported."""
+def scroll_all(http: httpx.Client, index: str, body: dict[str, Any]) -> tuple[list[str], set[int], set[int]]:
+    """Every id of a scroll, the totals its batches reported, and the shards its hits came from
+    (a `_doc` walk's sort values are `_shard_doc`'s: shard index << 32 | doc)."""
     page = http.post(f"/{index}/_search?scroll=1m", json=body)
     assert page.status_code == 200, page.text
     ids: list[str] = []
     totals = set()
+    shards: set[int] = set()
     while True:
         data = page.json()
         assert data["_shards"]["failed"] == 0
@@ -343,12 +345,12 @@ def scroll_all(http: httpx.Client, index: str, body: dict[str, Any]) -> tuple[li
         if not hits:
             break
         ids += [hit["_id"] for hit in hits]
+        shards |= {hit["sort"][0] >> 32 for hit in hits if body.get("sort") == ["_doc"]}
         page = http.post("/_search/scroll", json={"scroll": "1m", "scroll_id": data["_scroll_id"]})
         assert page.status_code == 200, page.text
-    assert (
-        http.request("DELETE", "/_search/scroll", json={"scroll_id": data["_scroll_id"]}).status_code == 200
-    )
-    return ids, totals
+    cleared = http.request("DELETE", "/_search/scroll", json={"scroll_id": data["_scroll_id"]})
+    assert cleared.json()["num_freed"] == 1
+    return ids, totals, shards
 
 
 def test_scrolls_and_sliced_scrolls_read_every_document_once(http: httpx.Client) -> None:
@@ -367,8 +369,8 @@ def test_scrolls_and_sliced_scrolls_read_every_document_once(http: httpx.Client)
     thread = threading.Thread(target=writer)
     thread.start()
     try:
-        ids, totals = scroll_all(http, "scrolled", {"size": 97, "sort": ["_doc"]})
-        by_n, _ = scroll_all(
+        ids, totals, _ = scroll_all(http, "scrolled", {"size": 97, "sort": ["_doc"]})
+        by_n, _, _ = scroll_all(
             http, "scrolled", {"size": 50, "sort": [{"n": "desc"}], "query": {"range": {"n": {"lt": 500}}}}
         )
     finally:
@@ -380,12 +382,12 @@ def test_scrolls_and_sliced_scrolls_read_every_document_once(http: httpx.Client)
 
     total = http.get("/scrolled/_count").json()["count"]
     slices: dict[int, list[str]] = {}
+    slice_shards: dict[int, set[int]] = {}
 
     def read_slice(i: int) -> None:
         with httpx.Client(base_url=str(http.base_url), timeout=120) as own:
-            slices[i] = scroll_all(
-                own, "scrolled", {"size": 100, "sort": ["_doc"], "slice": {"id": i, "max": 4}}
-            )[0]
+            body = {"size": 100, "sort": ["_doc"], "slice": {"id": i, "max": 4}}
+            slices[i], _, slice_shards[i] = scroll_all(own, "scrolled", body)
 
     readers = [threading.Thread(target=read_slice, args=(i,)) for i in range(4)]
     for reader in readers:
@@ -395,6 +397,9 @@ def test_scrolls_and_sliced_scrolls_read_every_document_once(http: httpx.Client)
     joined = [doc_id for i in range(4) for doc_id in slices[i]]
     assert all(slices[i] for i in range(4))
     assert len(joined) == len(set(joined)) == total
+    # Slices go to shards first (SPEC 4.2): with 6 shards and 4 slices, slice i reads the
+    # shards whose number modulo 4 is i.
+    assert slice_shards == {i: {s for s in range(SHARDS) if s % 4 == i} for i in range(4)}
 
     refused = http.post("/scrolled/_search?scroll=1m", json={"query": {"match": {"body": "ray"}}})
     assert refused.status_code == 400 and "Ray actors" in refused.json()["error"]["reason"]

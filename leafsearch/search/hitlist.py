@@ -129,6 +129,7 @@ def segment_matches(
     guard: SearchGuard,
     stats: DfsStats | None = None,
     profiles: list[ShardProfile] | None = None,
+    position: tuple[int, int] | None = None,
 ) -> Iterator[SegmentMatches]:
     """Run the query on every segment of every target, in (shard, segment) order.
 
@@ -137,8 +138,9 @@ def segment_matches(
     before each segment and its aggregations: past the deadline the iteration ends early and
     `guard.expired` says so. A segment's working arrays are reserved on the request breaker while
     the caller holds them. Cost: the query's own, O(segment size) per segment. `profiles` (one
-    per target) receive each target's query timings when the search is profiled.
-    """
+    per target) receive each target's query timings when the search is profiled. `position`:
+    (shard index, shard count) of the one target a shard of the shard interface searches, for
+    the slices, which go to shards first."""
     # DFS: every shard scores with the term statistics of all shards of the request (`stats`
     # when the caller runs one shard of them).
     if stats is None and request.dfs and needs_scores:
@@ -160,7 +162,7 @@ def segment_matches(
             if filter_ctx is not None:
                 filter_ctx.profile = profile
         slice_masks = (
-            slicing.slice_masks(request.slice, targets, ti, pit=request.pit is not None)
+            slicing.slice_masks(request.slice, targets, ti, pit=request.pit is not None, position=position)
             if request.slice
             else None
         )

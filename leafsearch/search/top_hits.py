@@ -118,7 +118,8 @@ def top_hits(
         found = _survivors(node, request, answers, failures, len(targets))
         live = [i for i, answer in zip(live, answers, strict=True) if not isinstance(answer, ShardFailed)]
         stats = DfsStats.total(found)
-    queries = [ShardQuery(request, i, now_millis, plan, aggs, stats, pins[i]) for i in live]
+    n = len(targets)
+    queries = [ShardQuery(request, i, now_millis, plan, aggs, stats, pins[i], n) for i in live]
     answers = each_shard(pool, [(_failing(shards[q.shard_index].query), q) for q in queries])
     results = _survivors(node, request, answers, failures, len(targets))
     hits = merge_top_docs(targets, request, plan, results)
@@ -295,6 +296,7 @@ class LocalShard:
             guard=guard,
             stats=query.dfs_stats,
             profiles=None if profile is None else [profile],
+            position=None if query.shard_count is None else (query.shard_index, query.shard_count),
         ):
             count = int(np.count_nonzero(m.mask))
             total += count
