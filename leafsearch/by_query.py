@@ -36,6 +36,7 @@ from leafsearch.request.search_types import SearchRequest, SliceSpec
 from leafsearch.search import phases
 from leafsearch.search.hitlist import HitList
 from leafsearch.search.targets import Target, release_targets
+from leafsearch.unsupported import NotSupported
 
 if TYPE_CHECKING:
     from leafsearch.node import Node
@@ -252,7 +253,10 @@ def _matches(
     node: Node, targets: list[Target], request: SearchRequest, cancelled: threading.Event
 ) -> HitList:
     """Every match of the search on the snapshot, in its order: the one place this module runs a
-    search (through the same query phase as a scroll)."""
+    search (through the same query phase as a scroll). Shard actors cannot give every match
+    at once (a HitList over all shards): refused on a Ray-backed index rather than cut short."""
+    if any(t.remote for t in targets):
+        raise NotSupported("by-query operations and [_reindex] from an index whose shards are Ray actors")
     phases.check_limits(node, request, targets)
     hitlist, _ = phases.query_phase(node, targets, request, aggs=False, cancelled=cancelled)
     return hitlist

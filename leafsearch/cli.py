@@ -128,6 +128,17 @@ def main() -> None:
     "every core [default: the number of cores]; 0 runs searches in the server process.",
 )
 @click.option(
+    "--ray",
+    "ray_address",
+    default=None,
+    metavar="auto|local|ADDRESS",
+    envvar="LEAFSEARCH_RAY",
+    show_envvar=True,
+    help="Coordinate a Ray cluster: new indices keep their shards in Ray actors spread over its "
+    "nodes (needs the leafsearch[ray] extra). auto: the cluster running on this machine; local: a "
+    "one-node cluster started here; else the cluster's address. Search workers are not used then.",
+)
+@click.option(
     "--log-level",
     default="info",
     show_default=True,
@@ -164,6 +175,7 @@ def serve(
     insecure: bool,
     settings: tuple[str, ...],
     search_workers: int | None,
+    ray_address: str | None,
     log_level: str,
     access_log: str | None,
     slow_log: str,
@@ -174,7 +186,7 @@ def serve(
     import uvicorn
 
     from leafsearch.errors import ElasticError
-    from leafsearch.node import Node, NodeLocked
+    from leafsearch.node import Node, NodeLocked, RayUnavailable
     from leafsearch.rest.access import is_loopback_host
     from leafsearch.rest.access_log import AccessLog
     from leafsearch.rest.app import create_app
@@ -199,8 +211,8 @@ def serve(
         sys.exit(1)
     try:
         workers = (os.cpu_count() or 1) if search_workers is None else search_workers
-        node = Node(data, search_workers=workers)
-    except NodeLocked as exc:
+        node = Node(data, search_workers=0 if ray_address else workers, ray=ray_address)
+    except (NodeLocked, RayUnavailable) as exc:
         sock.close()
         click.echo(f"leafsearch: {exc}", err=True)
         sys.exit(1)

@@ -31,6 +31,15 @@ from leafsearch.errors import (
 )
 from leafsearch.index.parsed import ParsedBatch
 from leafsearch.index.shard import PRIMARY_TERM, DocState, Shard, SyncPoint
+from leafsearch.index.shard_write import (
+    ShardWrite,
+    WriteOp,
+    WriteOutcome,
+    apply_write,
+    check_seq_no,
+    conflict_extra,
+    exists,
+)
 from leafsearch.rawjson import RawJSON
 from leafsearch.request.search_request import parse_fetch_source
 from leafsearch.request.search_types import SourceFilter
@@ -38,7 +47,7 @@ from leafsearch.search.fetch import extract_fields, filter_source
 from leafsearch.settings import check_active_shard_count
 from leafsearch.suggestions import did_you_mean
 from leafsearch.unsupported import NotSupported
-from leafsearch.versioning import ExternalVersion, VersionRefused, parse_versioning
+from leafsearch.versioning import ExternalVersion, parse_versioning
 
 if TYPE_CHECKING:
     from leafsearch.index.index import Index
@@ -71,7 +80,7 @@ def _shards_header(index: Index) -> dict[str, int]:
 def _check_id(doc_id: str) -> None:
     """An id Elasticsearch takes: at most 512 bytes; an empty one is refused by the index routing
     of an index/create (illegal argument; an update's or delete's never gets here, see
-    `bulk_request.parse_bulk`)."""
+    `_parse_bulk`)."""
     size = len(doc_id.encode())
     if size > MAX_ID_BYTES:
         raise ActionRequestValidation(
@@ -82,83 +91,11 @@ def _check_id(doc_id: str) -> None:
 
 
 def _conflict_extra(index: Index, shard: Shard) -> dict[str, str]:
-    return {"index_uuid": index.uuid, "shard": str(shard.shard_id), "index": index.name}
+    return conflict_extra(_shard_write(index, shard), shard)
 
 
-def _check_seq_no(
-    index: Index,
-    shard: Shard,
-    doc_id: str,
-    prior: DocState | None,
-    if_seq_no: int | None,
-    if_primary_term: int | None,
-) -> None:
-    if if_seq_no is None and if_primary_term is None:
-        return
-    required = (
-        f"[{doc_id}]: version conflict, required seqNo [{if_seq_no}], primary term [{if_primary_term}]."
-    )
-    if prior is None or prior.deleted:
-        raise VersionConflict(f"{required} but no document was found", extra=_conflict_extra(index, shard))
-    if prior.seq_no != if_seq_no or (if_primary_term is not None and if_primary_term != PRIMARY_TERM):
-        raise VersionConflict(
-            f"{required} current document has seqNo [{prior.seq_no}] and primary term [{PRIMARY_TERM}]",
-            extra=_conflict_extra(index, shard),
-        )
-
-
-def _exists(state: DocState | None) -> bool:
-    return state is not None and not state.deleted
-
-
-def _index_checks(
-    index: Index,
-    shard: Shard,
-    doc_id: str,
-    op_type: str,
-    if_seq_no: int | None,
-    if_primary_term: int | None,
-    auto_id: bool,
-    external: ExternalVersion | None = None,
-) -> tuple[DocState | None, int]:
-    """(prior state, new version) of an index/create operation; raises its version conflict."""
-    prior = None if auto_id else shard.current(doc_id)
-    if op_type == "create" and _exists(prior):
-        raise VersionConflict(
-            f"[{doc_id}]: version conflict, document already exists (current version [{prior.version}])",
-            extra=_conflict_extra(index, shard),
-        )
-    _check_seq_no(index, shard, doc_id, prior, if_seq_no, if_primary_term)
-    return prior, _next_version(index, shard, doc_id, prior, external)
-
-
-def _next_version(
-    index: Index, shard: Shard, doc_id: str, prior: DocState | None, external: ExternalVersion | None
-) -> int:
-    """The version a write gives the document: the previous one (a delete's tombstone included)
-    plus one, or the external version when it is above the current one."""
-    if external is None:
-        return prior.version + 1 if prior is not None and prior.version > 0 else 1
-    # A looked-up id never written is a deleted state without a sequence number.
-    current = None if prior is None or (prior.deleted and prior.seq_no < 0) else prior.version
-    try:
-        return external.next_version(doc_id, current)
-    except VersionRefused as refused:
-        raise VersionConflict(refused.reason, extra=_conflict_extra(index, shard)) from None
-
-
-def _index_response(
-    index: Index, doc_id: str, version: int, prior: DocState | None, seq_no: int, header: dict[str, int]
-) -> dict[str, Any]:
-    return {
-        "_index": index.name,
-        "_id": doc_id,
-        "_version": version,
-        "result": "updated" if _exists(prior) else "created",
-        "_shards": header,
-        "_seq_no": seq_no,
-        "_primary_term": PRIMARY_TERM,
-    }
+def _shard_write(index: Index, shard: Shard, ops: tuple[WriteOp, ...] = (), batch=None) -> ShardWrite:
+    return ShardWrite(index.name, index.uuid, shard.shard_id, ops, batch)
 
 
 def _apply_index(
@@ -179,11 +116,30 @@ def _apply_index(
     """One index/create operation against a shard whose lock the caller holds."""
     if parsed is None:
         parsed = index.parse(source, doc_id)
-    prior, version = _index_checks(
-        index, shard, doc_id, op_type, if_seq_no, if_primary_term, auto_id, external
-    )
-    seq_no = shard.index(doc_id, parsed, routing, prior, version)
-    return _index_response(index, doc_id, version, prior, seq_no, shards_header or _shards_header(index))
+    op = WriteOp(op_type, doc_id, routing, if_seq_no, if_primary_term, external, auto_id, parsed)  # type: ignore[arg-type]
+    return _write_response(index, shard, op, shards_header or _shards_header(index))
+
+
+def _write_response(index: Index, shard: Shard, op: WriteOp, header: dict[str, int]) -> dict[str, Any]:
+    """Apply one operation through the shard write interface; its response, or its refusal raised."""
+    (outcome,) = apply_write(shard, _shard_write(index, shard, (op,)))
+    if isinstance(outcome, ElasticError):
+        raise outcome
+    return _outcome_response(index, op.doc_id, outcome, header)
+
+
+def _outcome_response(
+    index: Index, doc_id: str, outcome: WriteOutcome, header: dict[str, int]
+) -> dict[str, Any]:
+    return {
+        "_index": index.name,
+        "_id": doc_id,
+        "_version": outcome.version,
+        "result": outcome.result,
+        "_shards": header,
+        "_seq_no": outcome.seq_no,
+        "_primary_term": PRIMARY_TERM,
+    }
 
 
 def _after_write(
@@ -199,6 +155,37 @@ def _after_write(
         shard.refresh()
     elif refresh not in (None, "false"):
         raise IllegalArgument(f"Unknown value for refresh: [{refresh}].")
+
+
+def _remote_write(index: Index, shard_id: int, op: WriteOp, refresh: str | None) -> dict[str, Any]:
+    """One operation sent to a shard actor (answered after its fsync), then `?refresh`."""
+    assert index.remote is not None
+    (result,) = index.remote.write([ShardWrite(index.name, index.uuid, shard_id, (op,))])
+    if isinstance(result, ElasticError):
+        raise result
+    (outcome,) = result
+    if isinstance(outcome, ElasticError):
+        raise outcome
+    response = _outcome_response(index, op.doc_id, outcome, _shards_header(index))
+    index.last_write = time.monotonic()
+    if refresh in ("true", "", "wait_for"):
+        index.shards[shard_id].refresh()
+        if refresh != "wait_for":
+            response["forced_refresh"] = True
+    return response
+
+
+def _remote_read(
+    index: Index, shard_id: int, doc_id: str, *, realtime: bool, refresh: bool
+) -> tuple[DocState | None, bytes]:
+    """A get from a shard actor, as `read_doc` answers it."""
+    assert index.remote is not None
+    if refresh:
+        index.shards[shard_id].refresh()
+    read = index.remote.get(shard_id, doc_id, realtime)
+    if read is None:
+        return None, b""
+    return DocState(read.version, read.seq_no, False, None, -1, read.routing), read.source
 
 
 def _check_refresh(refresh: str | None) -> None:
@@ -244,6 +231,9 @@ def index_doc(
     _check_routing_required(index, routing, doc_id)
     shard = index.shard_of(doc_id, routing)
     parsed = index.parse(source, doc_id)
+    if index.remote is not None:
+        op = WriteOp(op_type, doc_id, routing, if_seq_no, if_primary_term, external, auto_id, parsed)  # type: ignore[arg-type]
+        return _remote_write(index, shard.shard_id, op, refresh)
     with shard.writing() as point:
         response = _apply_index(
             index,
@@ -300,9 +290,12 @@ def get_doc(
     index = _read_index(node, index_name)
     _check_routing_required(index, routing, doc_id)
     shard = index.shard_of(doc_id, routing)
-    with shard.stats.get() as found:
-        state, source = _read_doc(shard, doc_id, realtime=realtime, refresh=refresh)
-        found[0] = state is not None
+    if index.remote is not None:
+        state, source = _remote_read(index, shard.shard_id, doc_id, realtime=realtime, refresh=refresh)
+    else:
+        with shard.stats.get() as found:
+            state, source = read_doc(shard, doc_id, realtime=realtime, refresh=refresh)
+            found[0] = state is not None
     if state is None:
         return None
     if version is not None and state.version != version:
@@ -326,7 +319,7 @@ def get_doc(
     return body
 
 
-def _read_doc(shard: Shard, doc_id: str, *, realtime: bool, refresh: bool) -> tuple[DocState | None, bytes]:
+def read_doc(shard: Shard, doc_id: str, *, realtime: bool, refresh: bool) -> tuple[DocState | None, bytes]:
     """The document's state and source (None when absent), realtime or from the last snapshot."""
     if refresh:
         shard.refresh()
@@ -336,7 +329,7 @@ def _read_doc(shard: Shard, doc_id: str, *, realtime: bool, refresh: bool) -> tu
         shard.check_open()
         shard.recover_if_failed()  # a failed translog may leave operations that are not durable
         state = shard.current(doc_id)
-        if not _exists(state):
+        if not exists(state):
             return None, b""
         return state, shard.get_source(state)
 
@@ -399,6 +392,9 @@ def delete_doc(
     _check_active_shards(index, wait_for_active_shards)
     _check_routing_required(index, routing, doc_id)
     shard = index.shard_of(doc_id, routing)
+    if index.remote is not None:
+        op = WriteOp("delete", doc_id, None, if_seq_no, if_primary_term, external)
+        return _remote_write(index, shard.shard_id, op, refresh)
     with shard.writing() as point:
         response = _apply_delete(index, shard, doc_id, if_seq_no, if_primary_term, external)
     _after_write(node, index, shard, point, refresh, response)
@@ -413,20 +409,8 @@ def _apply_delete(
     if_primary_term: int | None,
     external: ExternalVersion | None = None,
 ) -> dict[str, Any]:
-    prior = shard.current(doc_id)
-    _check_seq_no(index, shard, doc_id, prior, if_seq_no, if_primary_term)
-    found = _exists(prior)
-    version = _next_version(index, shard, doc_id, prior, external)
-    seq_no = shard.delete(doc_id, prior, version)  # type: ignore[arg-type]
-    return {
-        "_index": index.name,
-        "_id": doc_id,
-        "_version": version,
-        "result": "deleted" if found else "not_found",
-        "_shards": _shards_header(index),
-        "_seq_no": seq_no,
-        "_primary_term": PRIMARY_TERM,
-    }
+    op = WriteOp("delete", doc_id, None, if_seq_no, if_primary_term, external)
+    return _write_response(index, shard, op, _shards_header(index))
 
 
 def _deep_merge(base: dict, patch: dict) -> dict:
@@ -514,8 +498,9 @@ def update_doc(
     require_alias: bool = False,
     source_filter: SourceFilter | None = None,
 ) -> dict[str, Any]:
-    """A partial update. It reads and writes under the shard lock, so no concurrent write can
-    conflict with it: `retry_on_conflict` is accepted for compatibility and never needed.
+    """A partial update. On a local shard it reads and writes under the shard lock, so no
+    concurrent write can conflict with it; on a shard actor a concurrent write can, and
+    `retry_on_conflict` says how many times to read again.
     `source_filter`: the URL's `_source` options (the body's `_source` wins)."""
     _check_refresh(refresh)
     index_name, routing = write_target(node, index_name, routing, require_alias=require_alias)
@@ -523,6 +508,19 @@ def update_doc(
     _check_active_shards(index, wait_for_active_shards)
     _check_routing_required(index, routing, doc_id)
     shard = index.shard_of(doc_id, routing)
+    if index.remote is not None:
+        return _remote_update(
+            index,
+            shard,
+            doc_id,
+            body,
+            routing,
+            if_seq_no,
+            if_primary_term,
+            source_filter,
+            retry_on_conflict,
+            refresh,
+        )
     with shard.writing() as point:
         response = _apply_update(
             index, shard, doc_id, body, routing, if_seq_no, if_primary_term, source_filter
@@ -541,14 +539,44 @@ def _apply_update(
     if_primary_term: int | None,
     source_filter: SourceFilter | None = None,
 ) -> dict[str, Any]:
-    """Read, merge and write one update. As Elasticsearch's UpdateHelper, a missing document
-    without an upsert is `document_missing_exception` (404) before `if_seq_no` is looked at.
-    With a `_source` filter that fetches (the body's `_source`, else the URL's), the response
-    carries the written document as `get`."""
+    """Read, merge and write one update, under the shard lock the caller holds."""
     prior = shard.current(doc_id)
-    prior_source = shard.get_source(prior) if _exists(prior) else None
+    prior_source = shard.get_source(prior) if exists(prior) else None
+    source, result = _updated(index, shard, doc_id, body, prior, prior_source, if_seq_no, if_primary_term)
+    written = None
+    if source is None:
+        shard.stats.add(noop_update_total=1)
+    else:
+        written = _apply_index(
+            index,
+            shard,
+            doc_id,
+            source,
+            op_type="index",
+            routing=routing,
+            if_seq_no=None,
+            if_primary_term=None,
+        )
+    return _update_answer(
+        index, doc_id, body, routing, prior, source, prior_source, result, written, source_filter
+    )
+
+
+def _updated(
+    index: Index,
+    shard: Any,
+    doc_id: str,
+    body: dict,
+    prior: DocState | None,
+    prior_source: bytes | None,
+    if_seq_no: int | None,
+    if_primary_term: int | None,
+) -> tuple[bytes | None, str]:
+    """(new source, result) of an update of the document read (`prior_source` None: absent); None
+    for a no-op. As Elasticsearch's UpdateHelper, a missing document without an upsert is
+    `document_missing_exception` (404) before `if_seq_no` is looked at."""
     if prior_source is not None:
-        _check_seq_no(index, shard, doc_id, prior, if_seq_no, if_primary_term)
+        check_seq_no(_shard_write(index, shard), shard, doc_id, prior, if_seq_no, if_primary_term)
         if not index.mapping.source_enabled:
             raise DocumentSourceMissing(
                 f"[{doc_id}]: document source missing", extra=_conflict_extra(index, shard)
@@ -559,9 +587,25 @@ def _apply_update(
         exc.extra = _conflict_extra(index, shard)
         raise
     if prior_source is None:  # an upsert: `if_seq_no` has no document to match
-        _check_seq_no(index, shard, doc_id, prior, if_seq_no, if_primary_term)
-    if source is None:
-        shard.stats.add(noop_update_total=1)
+        check_seq_no(_shard_write(index, shard), shard, doc_id, prior, if_seq_no, if_primary_term)
+    return source, result
+
+
+def _update_answer(
+    index: Index,
+    doc_id: str,
+    body: dict,
+    routing: str | None,
+    prior: DocState | None,
+    source: bytes | None,
+    prior_source: bytes | None,
+    result: str,
+    written: dict[str, Any] | None,
+    source_filter: SourceFilter | None,
+) -> dict[str, Any]:
+    """An update's response: the write's (None: a no-op), with the document as `get` when a
+    `_source` filter fetches it (the body's `_source`, else the URL's)."""
+    if written is None:
         response = {
             "_index": index.name,
             "_id": doc_id,
@@ -572,16 +616,7 @@ def _apply_update(
             "_primary_term": PRIMARY_TERM,
         }
     else:
-        response = _apply_index(
-            index,
-            shard,
-            doc_id,
-            source,
-            op_type="index",
-            routing=routing,
-            if_seq_no=None,
-            if_primary_term=None,
-        )
+        response = written
         response["result"] = result
     if "_source" in body:
         source_filter = parse_fetch_source(body["_source"])
@@ -590,6 +625,47 @@ def _apply_update(
             index, response, source if source is not None else prior_source, routing, source_filter
         )
     return response
+
+
+def _remote_update(
+    index: Index,
+    shard: Any,
+    doc_id: str,
+    body: dict,
+    routing: str | None,
+    if_seq_no: int | None,
+    if_primary_term: int | None,
+    source_filter: SourceFilter | None,
+    retry_on_conflict: int,
+    refresh: str | None = None,
+) -> dict[str, Any]:
+    """An update of a shard actor's document: read (realtime), merge and parse here, then written
+    only if the document is still the one read (`if_seq_no` of the read, as Elasticsearch's
+    update on a primary is atomic); a document changed in between is read again, up to
+    `retry_on_conflict` times, then the conflict is the answer (409)."""
+    for attempt in range(retry_on_conflict + 1):
+        prior, prior_source = _remote_read(index, shard.shard_id, doc_id, realtime=True, refresh=False)
+        found = prior_source if prior is not None else None
+        source, result = _updated(index, shard, doc_id, body, prior, found, if_seq_no, if_primary_term)
+        if source is None:
+            return _update_answer(
+                index, doc_id, body, routing, prior, None, found, result, None, source_filter
+            )
+        parsed = index.parse(source, doc_id)
+        if prior is not None:
+            op = WriteOp("index", doc_id, routing, prior.seq_no, PRIMARY_TERM, parsed=parsed)
+        else:
+            op = WriteOp("create", doc_id, routing, parsed=parsed)
+        try:
+            written = _remote_write(index, shard.shard_id, op, refresh)
+        except VersionConflict:
+            if attempt == retry_on_conflict:
+                raise
+            continue
+        return _update_answer(
+            index, doc_id, body, routing, prior, source, found, result, written, source_filter
+        )
+    raise AssertionError("unreachable")
 
 
 def _get_result(
@@ -643,7 +719,7 @@ def bulk(
     _check_refresh(refresh)
     prepared = prepare(node, body, index, routing, source_filter, require_alias)
     with node.indexing:
-        ops, results, touched = _apply_bulk(
+        ops, results, touched, answers = _apply_bulk(
             node,
             body,
             index,
@@ -654,8 +730,13 @@ def bulk(
             source_filter,
             prepared,
         )
+    for collect in answers:  # shard actors' answers, waited for outside the slot
+        collect()
     for index_obj, shards in touched.values():
-        for shard, (point, positions) in shards.items():
+        for shard, logged in shards.items():
+            if logged is None:  # a shard actor answered after its own fsync
+                continue
+            point, positions = logged
             try:
                 shard.sync(point)
             except ElasticError as exc:  # none of this shard's operations is acknowledged
@@ -681,11 +762,15 @@ def _apply_bulk(
     require_alias: bool,
     source_filter: SourceFilter | None = None,
     prepared: Prepared | None = None,
-) -> tuple[list[BulkOp], list[dict[str, Any]], dict[str, tuple[Index, dict[Shard, _Logged]]]]:
+) -> tuple[
+    list[BulkOp], list[dict[str, Any]], dict[str, tuple[Index, dict[Shard, _Logged | None]]], list[Callable]
+]:
     """Parse a bulk body (unless a worker did: `prepared`) and apply its operations (logged, not
-    yet synced): the operations, the item results so far, and per index what each shard logged."""
+    yet synced): the operations, the item results so far, per index what each shard logged, and
+    the functions that wait for the shard actors' answers and fill in their items."""
     ops = prepared.ops if prepared is not None else parse_bulk(body, index, routing, source_filter)
-    touched: dict[str, tuple[Index, dict[Shard, _Logged]]] = {}
+    touched: dict[str, tuple[Index, dict[Shard, _Logged | None]]] = {}
+    answers: list[Callable[[], None]] = []
     by_index: dict[str, list[tuple[int, BulkOp]]] = {}
     results: list[dict[str, Any]] = [{}] * len(ops)
     refusals: dict[str, ElasticError | None] = {}  # per name an item gives, the caller's refusal
@@ -712,8 +797,12 @@ def _apply_bulk(
                 results[pos] = {op.kind: _item_error(op, op.meta.get("_id"), exc)}
             continue
         shards = touched.setdefault(index_name, (target, {}))[1]
-        _bulk_into(target, entries, results, shards, prepared.batches.get(target.uuid) if prepared else None)
-    return ops, results, touched
+        if target.remote is not None:
+            answers.append(_bulk_into_remote(target, entries, results, shards))
+        else:
+            batch = prepared.batches.get(target.uuid) if prepared is not None else None
+            _bulk_into(target, entries, results, shards, batch)
+    return ops, results, touched, answers
 
 
 def _refusal(authorize: Callable[[str], None], name: str) -> ElasticError | None:
@@ -734,7 +823,8 @@ def _bulk_target(node: Node, name: str, entries: list[tuple[int, BulkOp]]) -> In
 
 #: (position in the request, operation, id, whether the id was generated)
 _ShardOp = tuple[int, BulkOp, str, bool]
-#: What a bulk request logged into one shard: where to sync to, and the positions of its items.
+#: What a bulk request logged into one shard: where to sync to, and the positions of its items
+#: (None for a shard actor, which syncs before it answers).
 _Logged = tuple[SyncPoint, list[int]]
 
 
@@ -742,20 +832,18 @@ def _bulk_into(
     index: Index,
     entries: list[tuple[int, BulkOp]],
     results: list,
-    touched: dict[Shard, _Logged],
+    touched: dict[Shard, _Logged | None],
     prepared: PreparedBatch | None = None,
 ) -> None:
     """Apply one index's operations, grouped by shard so each shard lock and id lookup is batched.
-    `prepared`: the index's documents parsed in a worker, used while the mapping is unchanged."""
+    `prepared`: the index's documents parsed in a worker, used while the mapping is unchanged.
+
+    A shard's operations go through the shard write interface (index/shard_write.py) in runs:
+    the coordinator's part (`_write_ops`: checks and parsing) then the shard's (`apply_write`),
+    both under the shard lock, in request order; an update (read, merge, write) runs between
+    two runs, so every operation sees the ones before it."""
     header = _shards_header(index)
-    per_shard: dict[Shard, list[_ShardOp]] = {}
-    for pos, op in entries:
-        doc_id = op.meta.get("_id")
-        auto_id = doc_id is None
-        if auto_id:
-            doc_id = generate_id()
-        per_shard.setdefault(index.shard_of(doc_id, op.routing), []).append((pos, op, doc_id, auto_id))
-    for shard, shard_ops in per_shard.items():
+    for shard, shard_ops in _by_shard(index, entries).items():
         started = time.perf_counter_ns()
         parsed = rows = None
         if all(op.kind in ("index", "create") for _, op, _, _ in shard_ops):
@@ -768,12 +856,16 @@ def _bulk_into(
                     results[pos] = {op.kind: _item_error(op, doc_id, exc)}
                 continue
             touched[shard] = (point, [pos for pos, _, _, _ in shard_ops])
-            shard.prefetch([doc_id for _, _, doc_id, auto_id in shard_ops if not auto_id])
-            if parsed is None:
-                for pos, op, doc_id, auto_id in shard_ops:
-                    results[pos] = _bulk_one(index, shard, op, doc_id, header, auto_id=auto_id)
-            else:
-                _bulk_index_batch(index, shard, shard_ops, parsed, rows, header, results)
+            run: list[_ShardOp] = []
+            for shard_op in shard_ops:
+                if shard_op[1].kind != "update":
+                    run.append(shard_op)
+                    continue
+                _apply_run(index, shard, run, None, None, header, results)
+                run = []
+                pos, op, doc_id, _ = shard_op
+                results[pos] = _bulk_update(index, shard, op, doc_id)
+            _apply_run(index, shard, run, parsed, rows, header, results)
         size = sum(len(op.source) for _, op, _, _ in shard_ops if op.source is not None)
         shard.stats.add(bulk_total=1, bulk_time=time.perf_counter_ns() - started, bulk_size=size)
 
@@ -793,93 +885,187 @@ def _parsed_batch(
     return parsed, list(range(len(shard_ops)))
 
 
-def _index_op_type(op: BulkOp, auto_id: bool) -> str:
-    return "create" if op.kind == "create" or op.meta.get("op_type") == "create" or auto_id else "index"
+def _bulk_into_remote(
+    index: Index, entries: list[tuple[int, BulkOp]], results: list, touched: dict[Any, _Logged | None]
+) -> Callable[[], None]:
+    """One index's operations on its shard actors: the coordinator's part here (`_write_ops`),
+    then every shard's write sent at once, each answered after its fsync; the function that
+    waits for those answers (outside the node's indexing slot) and fills in their items. A
+    shard whose operations hold updates is written here, in request order: its runs of other
+    operations, and each update (read, merge, conditional write) between them."""
+    assert index.remote is not None
+    header = _shards_header(index)
+    sent: list[tuple[list[tuple[int, BulkOp, WriteOp]], ShardWrite]] = []
+    with_updates = []
+    for shard, shard_ops in _by_shard(index, entries).items():
+        touched[shard] = None
+        if any(op.kind == "update" for _, op, _, _ in shard_ops):
+            with_updates.append((shard, shard_ops))
+            continue
+        batch = None
+        if all(op.kind in ("index", "create") for _, op, _, _ in shard_ops):
+            batch = index.parse_batch([op.source for _, op, _, _ in shard_ops])  # type: ignore[misc]
+        accepted = _write_ops(index, shard_ops, batch, results)
+        if accepted:
+            sent.append((accepted, _shard_write(index, shard, tuple(w for _, _, w in accepted), batch)))
+    collect = _remote_items(index, sent, results, header)
+    for shard, shard_ops in with_updates:
+        run: list[_ShardOp] = []
+        for shard_op in [*shard_ops, None]:
+            if shard_op is not None and shard_op[1].kind != "update":
+                run.append(shard_op)
+                continue
+            accepted = _write_ops(index, run, None, results)
+            if accepted:
+                write = _shard_write(index, shard, tuple(w for _, _, w in accepted))
+                _remote_items(index, [(accepted, write)], results, header)()
+            run = []
+            if shard_op is not None:
+                pos, op, doc_id, _ = shard_op
+                results[pos] = _bulk_update(index, shard, op, doc_id)
+    index.last_write = time.monotonic()
+    return collect
 
 
-def _bulk_index_batch(
+def _remote_items(
+    index: Index,
+    sent: list[tuple[list[tuple[int, BulkOp, WriteOp]], ShardWrite]],
+    results: list,
+    header: dict[str, int],
+) -> Callable[[], None]:
+    """Send shard writes to their actors at once; the function that waits for their answers and
+    fills in their items."""
+    assert index.remote is not None
+    pending = index.remote.send([write for _, write in sent])
+
+    def collect() -> None:
+        for (accepted, _), answer in zip(sent, pending(), strict=True):
+            for i, (pos, op, wop) in enumerate(accepted):
+                outcome = answer if isinstance(answer, ElasticError) else answer[i]
+                results[pos] = _bulk_item(index, op, wop.doc_id, outcome, header)
+
+    return collect
+
+
+def _by_shard(index: Index, entries: list[tuple[int, BulkOp]]) -> dict[Shard, list[_ShardOp]]:
+    """An index's operations by the shard their id (generated when absent) routes to."""
+    per_shard: dict[Shard, list[_ShardOp]] = {}
+    for pos, op in entries:
+        doc_id = op.meta.get("_id")
+        auto_id = doc_id is None
+        if auto_id:
+            doc_id = generate_id()
+        per_shard.setdefault(index.shard_of(doc_id, op.routing), []).append((pos, op, doc_id, auto_id))
+    return per_shard
+
+
+def _apply_run(
     index: Index,
     shard: Shard,
-    shard_ops: list[_ShardOp],
-    parsed: ParsedBatch,
-    rows: list[int],
+    run: list[_ShardOp],
+    batch: ParsedBatch | None,
+    rows: list[int] | None,
     header: dict[str, int],
     results: list,
 ) -> None:
-    """Index/create operations whose documents parsed together (operation i at `rows[i]` of the
-    batch): `_bulk_one`'s checks and answers, with the values added to the shard column by column."""
-    with shard.index_batch(parsed) as batch:
-        for row, (pos, op, doc_id, auto_id) in zip(rows, shard_ops, strict=True):
-            meta = op.meta
-            try:
+    """Index, create and delete operations through the shard write interface; their items.
+    `batch`: the run's documents parsed together, operation i at row `rows[i]`."""
+    if not run:
+        return
+    accepted = _write_ops(index, run, batch, results, rows)
+    write = _shard_write(index, shard, tuple(w for _, _, w in accepted), batch)
+    for (pos, op, wop), outcome in zip(accepted, apply_write(shard, write), strict=True):
+        results[pos] = _bulk_item(index, op, wop.doc_id, outcome, header)
+
+
+def _write_ops(
+    index: Index,
+    shard_ops: list[_ShardOp],
+    batch: ParsedBatch | None,
+    results: list,
+    rows: list[int] | None = None,
+) -> list[tuple[int, BulkOp, WriteOp]]:
+    """The coordinator's part of a shard's bulk operations: the checks the request alone decides
+    (id, required routing) and the parsing (unless `batch` parsed them together: operation i at
+    row `rows[i]`, or in the ops' order); a refused operation gets its item error and is not sent."""
+    accepted = []
+    for i, (pos, op, doc_id, auto_id) in enumerate(shard_ops):
+        row = rows[i] if rows is not None else i
+        meta = op.meta
+        try:
+            if op.kind != "delete":
                 _check_id(doc_id)
-                _check_routing_required(index, op.routing, doc_id)
-                prior, version = _index_checks(
-                    index,
-                    shard,
-                    doc_id,
-                    _index_op_type(op, auto_id),
-                    meta.get("if_seq_no"),
-                    meta.get("if_primary_term"),
-                    auto_id,
-                    op.external,
-                )
-                seq_no = batch.index(row, doc_id, op.routing, prior, version)
-            except ElasticError as exc:
-                results[pos] = {op.kind: _item_error(op, doc_id, exc)}
-                continue
-            response = _index_response(index, doc_id, version, prior, seq_no, header)
-            response["status"] = 200 if _exists(prior) else 201
-            results[pos] = {op.kind: response}
+            _check_routing_required(index, op.routing, doc_id)
+            kind = "delete" if op.kind == "delete" else _index_op_type(op, auto_id)
+            parsed = None
+            if kind != "delete" and batch is None:
+                parsed = index.parse(op.source, doc_id)  # type: ignore[arg-type]
+            wop = WriteOp(
+                kind,  # type: ignore[arg-type]
+                doc_id,
+                op.routing if kind != "delete" else None,
+                meta.get("if_seq_no"),
+                meta.get("if_primary_term"),
+                op.external,
+                auto_id,
+                parsed,
+                row if batch is not None else None,
+            )
+        except ElasticError as exc:
+            results[pos] = {op.kind: _item_error(op, doc_id, exc)}
+            continue
+        accepted.append((pos, op, wop))
+    return accepted
+
+
+def _bulk_item(
+    index: Index, op: BulkOp, doc_id: str, outcome: WriteOutcome | ElasticError, header: dict[str, int]
+) -> dict[str, Any]:
+    """A bulk item from a shard's outcome."""
+    if isinstance(outcome, ElasticError):
+        return {op.kind: _item_error(op, doc_id, outcome)}
+    response = _outcome_response(index, doc_id, outcome, header)
+    response["status"] = _STATUS[outcome.result]
+    return {op.kind: response}
+
+
+def _index_op_type(op: BulkOp, auto_id: bool) -> str:
+    return "create" if op.kind == "create" or op.meta.get("op_type") == "create" or auto_id else "index"
 
 
 _STATUS = {"created": 201, "updated": 200, "deleted": 200, "not_found": 404, "noop": 200}
 
 
-def _bulk_one(
-    index: Index, shard: Shard, op: BulkOp, doc_id: str, header: dict[str, int], *, auto_id: bool
-) -> dict[str, Any]:
-    kind = op.kind
+def _bulk_update(index: Index, shard: Any, op: BulkOp, doc_id: str) -> dict[str, Any]:
+    """A bulk update item (read, merge and write under the shard lock the caller holds; on a
+    shard actor, a conditional write of what was read)."""
     meta = op.meta
     try:
-        if kind != "delete":
-            _check_id(doc_id)
-        if_seq_no = meta.get("if_seq_no")
-        if_primary_term = meta.get("if_primary_term")
+        _check_id(doc_id)
         _check_routing_required(index, op.routing, doc_id)
-        if kind in ("index", "create"):
-            response = _apply_index(
-                index,
-                shard,
-                doc_id,
-                op.source,  # type: ignore[arg-type]
-                op_type=_index_op_type(op, auto_id),
-                routing=op.routing,
-                if_seq_no=if_seq_no,
-                if_primary_term=if_primary_term,
-                auto_id=auto_id,
-                shards_header=header,
-                external=op.external,
+        try:
+            body = orjson.loads(op.source)  # type: ignore[arg-type]
+        except orjson.JSONDecodeError as exc:
+            raise ElasticError(
+                f"Failed to parse update request: {exc}",
+                status=400,
+                error_type="x_content_parse_exception",
+            ) from None
+        if not isinstance(body, dict):
+            raise ElasticError(
+                "Failed to parse update request", status=400, error_type="x_content_parse_exception"
             )
-        elif kind == "delete":
-            response = _apply_delete(index, shard, doc_id, if_seq_no, if_primary_term, op.external)
+        if_seq_no, if_primary_term = meta.get("if_seq_no"), meta.get("if_primary_term")
+        if index.remote is not None:
+            retries = int(meta.get("retry_on_conflict", 0))
+            response = _remote_update(
+                index, shard, doc_id, body, op.routing, if_seq_no, if_primary_term, op.wanted, retries
+            )
         else:
-            try:
-                body = orjson.loads(op.source)  # type: ignore[arg-type]
-            except orjson.JSONDecodeError as exc:
-                raise ElasticError(
-                    f"Failed to parse update request: {exc}",
-                    status=400,
-                    error_type="x_content_parse_exception",
-                ) from None
-            if not isinstance(body, dict):
-                raise ElasticError(
-                    "Failed to parse update request", status=400, error_type="x_content_parse_exception"
-                )
             response = _apply_update(
                 index, shard, doc_id, body, op.routing, if_seq_no, if_primary_term, op.wanted
             )
     except ElasticError as exc:
-        return {kind: _item_error(op, doc_id, exc)}
+        return {op.kind: _item_error(op, doc_id, exc)}
     response["status"] = _STATUS[response["result"]]
-    return {kind: response}
+    return {op.kind: response}

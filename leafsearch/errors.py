@@ -236,14 +236,50 @@ class SearchPhaseExecution(ElasticError):
     error_type = "search_phase_execution_exception"
     status = 400
 
-    def __init__(self, cause: ElasticError, phase: str = "query") -> None:
+    def __init__(
+        self,
+        cause: ElasticError,
+        phase: str = "query",
+        reason: str = "all shards failed",
+        failed_shards: list[dict] | None = None,
+    ) -> None:
         super().__init__(
-            "all shards failed",
+            reason,
             status=cause.status,
             caused_by=cause,
             root_causes=[cause],
-            extra={"phase": phase, "grouped": True, "failed_shards": []},
+            extra={"phase": phase, "grouped": True, "failed_shards": failed_shards or []},
         )
+
+
+class ShardUnavailable(ElasticError):
+    """A shard that cannot answer: its process (a Ray shard actor) died, is restarting, or its
+    machine is gone (Elasticsearch's NoShardAvailableActionException)."""
+
+    error_type = "no_shard_available_action_exception"
+    status = 503
+
+
+class ShardFailed(ElasticError):
+    """One shard of a search failed in a way that fails that shard alone (it is unavailable, or
+    its reader context is gone): the coordinator answers the other shards' hits with the failure
+    in `_shards.failures`, as Elasticsearch does, unless partial results are refused."""
+
+    def __init__(self, cause: ElasticError, shard_index: int, index: str, shard_id: int) -> None:
+        super().__init__(cause.reason, status=cause.status, error_type=cause.error_type)
+        self.cause = cause
+        self.shard_index = shard_index
+        self.index = index
+        self.shard_id = shard_id
+
+    def failure(self, node_id: str) -> dict:
+        """The shard's entry in `_shards.failures` (Elasticsearch's ShardSearchFailure)."""
+        return {
+            "shard": self.shard_id,
+            "index": self.index,
+            "node": node_id,
+            "reason": self.cause._cause_body(),
+        }
 
 
 class ContentTooLong(ElasticError):

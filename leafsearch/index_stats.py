@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from leafsearch.admin import IndicesOptions, index_health, shards_header
 from leafsearch.errors import ActionRequestValidation
-from leafsearch.index.shard import file_sizes
+from leafsearch.index.shard import Shard, file_sizes
 from leafsearch.index.shard_stats import ShardStats, sections
 from leafsearch.search.stats import SearchStats
 
@@ -107,7 +107,10 @@ def shard_stats(
     shard: Shard | None, metrics: Iterable[str], *, open_contexts: int = 0, file_sizes: bool = False
 ) -> dict[str, Any]:
     """One shard's CommonStats, the sections of `metrics` in Elasticsearch's order; None: the
-    zeros of a node without shards."""
+    zeros of a node without shards. A shard actor (ray_backend/) computes its own with this
+    function and the coordinator adds its search counters."""
+    if shard is not None and not isinstance(shard, Shard):
+        return shard.stats_sections(tuple(metrics), open_contexts=open_contexts, file_sizes=file_sizes)
     wanted = set(metrics)
     counted = sections((shard.stats if shard is not None else ShardStats()).snapshot())
     docs = deleted = size = 0

@@ -16,6 +16,7 @@ import uuid as uuidlib
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import orjson
 
@@ -42,6 +43,9 @@ from leafsearch.security.store import SecurityStore
 from leafsearch.settings import ClusterSettings
 from leafsearch.tasks import TaskManager
 
+if TYPE_CHECKING:
+    from leafsearch.ray_backend.cluster import RayBackend
+
 _log = logging.getLogger("leafsearch")
 
 #: Merges wait while an index was written or searched within this many seconds...
@@ -54,6 +58,10 @@ class NodeLocked(RuntimeError):
     """Another node holds the data folder."""
 
 
+class RayUnavailable(RuntimeError):
+    """`ray=` was given but Ray is not installed (the `leafsearch[ray]` extra)."""
+
+
 class Node:
     def __init__(
         self,
@@ -62,12 +70,15 @@ class Node:
         background: bool = True,
         clock: Callable[[], float] = time.monotonic,
         search_workers: int = 0,
+        ray: str | None = None,
     ) -> None:
         """`background`: run the refresh, reaper and merge threads (off, a caller drives them).
         `clock`: the monotonic seconds that search timeouts and reader-context keep-alives are
         measured on; a test passes a clock it advances, so neither needs sleeping.
         `search_workers`: processes that run searches (search/workers/); 0 runs them in the
-        caller's threads."""
+        caller's threads. `ray`: a Ray cluster's address (`auto`, `local`, `host:port`): new
+        indices keep their shards in Ray actors (ray_backend/) and this node coordinates them;
+        search workers are then not used (the shard actors run the searches)."""
         memory.tune_allocator()
         self.clock = clock
         self.started = time.monotonic()  # for uptimes
@@ -102,11 +113,23 @@ class Node:
         self.hitlists = HitListCache(settings.get("indices.cache.hitlist.size"), self.global_ordinals)
         self.sort_orders = SegmentOrders(settings.get("indices.cache.sort_orders.size"))
         self.indices: dict[str, Index] = {}
+        #: The Ray cluster whose actors hold this node's new shards (None: they are local).
+        self.ray: RayBackend | None = None
+        if ray is not None:
+            try:
+                from leafsearch.ray_backend.cluster import RayBackend  # Ray is imported only here
+            except ModuleNotFoundError as exc:
+                if exc.name != "ray":
+                    raise
+                self._lock_file.close()
+                raise RayUnavailable('the Ray backend needs Ray: pip install "leafsearch[ray]"') from None
+            self.ray = RayBackend(ray, self.path / "ray-shards")
+            search_workers = 0
         indices_dir = self.path / "indices"
         indices_dir.mkdir(exist_ok=True)
         for folder in sorted(indices_dir.iterdir()):
             if (folder / "meta.json").exists() and not folder.name.startswith(DELETED_PREFIX):
-                index = Index.open(folder, self.source_blocks)
+                index = Index.open(folder, self.source_blocks, self.ray)
                 self.indices[index.name] = index
             else:  # a deletion or a creation that a crash interrupted
                 shutil.rmtree(folder, ignore_errors=True)
@@ -211,7 +234,7 @@ class Node:
                 self.contexts.reap()
                 for index in list(self.indices.values()):
                     interval = index.refresh_interval_seconds()
-                    if interval is None or index.search_idle():
+                    if index.remote is not None or interval is None or index.search_idle():
                         continue
                     if now - last_refresh.get(index.uuid, 0) >= interval:
                         last_refresh[index.uuid] = now
@@ -293,7 +316,7 @@ class Node:
 
     def create_index(self, name: str, settings: dict[str, str], mapping: Mapping) -> Index:
         with self.lock:
-            index = Index.create(self.path / "indices", name, settings, mapping, self.source_blocks)
+            index = Index.create(self.path / "indices", name, settings, mapping, self.source_blocks, self.ray)
             self.indices[name] = index
             return index
 

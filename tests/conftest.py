@@ -231,3 +231,15 @@ def cluster_setting(http: httpx.Client) -> Iterator[Callable[[str, Any], None]]:
     yield put
     if changed:
         http.put("/_cluster/settings", json={"transient": dict.fromkeys(changed)})
+
+
+@pytest.fixture(scope="module")
+def ray_cluster() -> Iterator[Any]:
+    """A local 3-node Ray cluster on loopback (tests/ray_cluster.py), for the module that uses it
+    (stopped after it, so the rest of the session does not share the cores with it); the Ray
+    tests skip without Ray, and fail without it under LEAFSEARCH_REQUIRE_RAY=1."""
+    from tests.ray_cluster import start_cluster, stop_cluster
+
+    local = start_cluster()
+    yield local
+    stop_cluster(local)

@@ -146,7 +146,7 @@ def test_an_order_mapped_from_its_file_equals_the_order_computed(
         full = build_hitlist(
             targets, request, now_millis=0, with_aggs=None, guard=SearchGuard(time.monotonic, None)
         )
-        shards = top_hits.local_shards(node, targets)
+        shards = top_hits.shard_handles(node, targets)
         top = top_hits.top_hits(node, targets, request, now_millis=0, aggs=False, shards=shards)
         assert _page(top, request) == _page(full, request), body
         assert reader.stats()["built"] == 0

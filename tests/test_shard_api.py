@@ -145,7 +145,7 @@ def _response(node, index: str, body: dict, params: dict, shards_of=None) -> byt
 
 
 def _pickled(node):
-    return lambda targets: [PickledShard(shard) for shard in top_hits.local_shards(node, targets)]
+    return lambda targets: [PickledShard(shard) for shard in top_hits.shard_handles(node, targets)]
 
 
 @pytest.mark.parametrize("seed", range(80))
@@ -164,7 +164,7 @@ def test_a_page_of_several_shards_fetches_each_shard_once_at_once(node) -> None:
     request = parse_search_request({"sort": [{"k": "asc"}, "_doc"], "size": 60}, {}, indices="ints,floats")
     targets = acquire_targets([node.indices["floats"], node.indices["ints"]])
     try:
-        shards = [PickledShard(shard) for shard in top_hits.local_shards(node, targets)]
+        shards = [PickledShard(shard) for shard in top_hits.shard_handles(node, targets)]
         hits, _ = phases.query_phase(node, targets, request, aggs=False, shards=shards)
         page = phases.fetch_page(node, hits, 0, len(hits), request, raw_hits=True, shards=shards)
         assert [shard.calls for shard in shards] == [{"query": 1, "fetch": 1}] * len(shards)
@@ -183,7 +183,7 @@ def test_dfs_statistics_are_data_summed_by_the_coordinator(node) -> None:
     )
     targets = acquire_targets([node.indices["floats"], node.indices["ints"]])
     try:
-        shards = [PickledShard(shard) for shard in top_hits.local_shards(node, targets)]
+        shards = [PickledShard(shard) for shard in top_hits.shard_handles(node, targets)]
         parts = [shard.dfs(ShardDfs(request, i, 0)) for i, shard in enumerate(shards)]
         total = DfsStats.total(parts)
         holding = sum(t.searcher.doc_freq("t", "red") for t in targets)

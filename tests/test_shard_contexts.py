@@ -45,7 +45,7 @@ def _interface_page(node, pit_id: str, body: dict) -> list[dict]:
     request = parse_search_request({**body, "pit": {"id": pit_id}}, {})
     ctx = node.contexts.acquire(pit_id, "pit")
     try:
-        shards = [PickledShard(shard) for shard in top_hits.local_shards(node, ctx.targets)]
+        shards = [PickledShard(shard) for shard in top_hits.shard_handles(node, ctx.targets)]
         hits, _ = phases.query_phase(
             node, ctx.targets, request, aggs=False, shards=shards, contexts=ctx.shard_contexts
         )
@@ -191,7 +191,7 @@ def test_a_freed_shard_context_is_missing_and_frees_once(tmp_path) -> None:
         _write(node, rng, 0, 20)
         targets = phases.acquire_index_targets(node, "logs", admin.IndicesOptions(), None)
         try:
-            shard = PickledShard(top_hits.local_shards(node, targets)[0])
+            shard = PickledShard(top_hits.shard_handles(node, targets)[0])
             context = shard.open_context()
             assert shard.free_context(context) is True
             assert shard.free_context(context) is False
@@ -217,7 +217,7 @@ def test_scroll_batches_fetched_through_pickled_shards_equal_the_in_process_ones
         _write(node, rng, 90, 40)
         request = parse_search_request({"size": 17, "sort": sort}, {"scroll": "1m"}, indices="logs")
         targets = phases.resolve_targets(node, request)
-        shards = [PickledShard(shard) for shard in top_hits.local_shards(node, targets)]
+        shards = [PickledShard(shard) for shard in top_hits.shard_handles(node, targets)]
         contexts = [shard.open_context() for shard in shards]
         for target in targets:  # the pins hold the snapshots now
             target.searcher.release()

@@ -131,7 +131,7 @@ def test_one_page_equals_the_page_of_the_full_sort(node, seed: int, monkeypatch:
         request = parse_search_request(body, {})
         assert top_hits.serves(request)
         top = top_hits.top_hits(
-            node, targets, request, now_millis=now, aggs=False, shards=top_hits.local_shards(node, targets)
+            node, targets, request, now_millis=now, aggs=False, shards=top_hits.shard_handles(node, targets)
         )
         assert page(top, request) == page(full, full_request), body
         assert top.total == full.total
@@ -163,7 +163,7 @@ def test_deep_pages_bound_every_segments_candidates(node, seed: int) -> None:
             targets, request, now_millis=0, with_aggs=None, guard=SearchGuard(time.monotonic, None)
         )
         top = top_hits.top_hits(
-            node, targets, request, now_millis=0, aggs=False, shards=top_hits.local_shards(node, targets)
+            node, targets, request, now_millis=0, aggs=False, shards=top_hits.shard_handles(node, targets)
         )
         assert page(top, request) == page(full, request), body
         assert top.total == full.total
@@ -180,7 +180,7 @@ def test_segment_orders_are_reused_and_bounded(node, monkeypatch: pytest.MonkeyP
     try:
         for _ in range(2):
             top_hits.top_hits(
-                node, targets, request, now_millis=0, aggs=False, shards=top_hits.local_shards(node, targets)
+                node, targets, request, now_millis=0, aggs=False, shards=top_hits.shard_handles(node, targets)
             )
         segments = sum(len(t.searcher.views) for t in targets)
         assert orders.stats()["count"] == segments

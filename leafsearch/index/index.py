@@ -14,6 +14,7 @@ import threading
 import time
 import uuid as uuidlib
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -28,10 +29,18 @@ from leafsearch.index.segment import Segment
 from leafsearch.index.shard import Shard
 from leafsearch.settings import index_setting
 
+if TYPE_CHECKING:
+    from leafsearch.ray_backend.cluster import RayBackend
+    from leafsearch.ray_backend.remote import RemoteIndex
+
 
 class Index:
-    def __init__(self, folder: Path, meta: dict, blocks: BlockCache | None = None) -> None:
-        """`blocks`: the node's cache of decompressed source blocks, for every segment."""
+    def __init__(
+        self, folder: Path, meta: dict, blocks: BlockCache | None = None, backend: RayBackend | None = None
+    ) -> None:
+        """`blocks`: the node's cache of decompressed source blocks, for every segment;
+        `backend`: the node's Ray cluster, which serves the shards of an index whose metadata
+        has a shard map (`placement`) as actors."""
         self.folder = folder
         self.name: str = meta["name"]
         self.uuid: str = meta["uuid"]
@@ -49,7 +58,20 @@ class Index:
         self.sort: IndexSort | None = index_sort_of(self.settings, self.mapping, self.name)
         self._blocks = blocks
         self.closed: bool = meta.get("state") == "close"
-        self.shards: list[Shard] = [] if self.closed else self._open_shards()
+        #: Where each shard lives when the shards are Ray actors (node and folder), else None.
+        self.placement: list[dict[str, str]] | None = meta.get("placement")
+        #: The shard actors (ray_backend/remote.py) of a Ray-backed index, else None.
+        self.remote: RemoteIndex | None = None
+        self.shards: list[Any] = []
+        if self.placement is not None:
+            if backend is None:
+                raise RuntimeError(
+                    f"index [{self.name}] has its shards on a Ray cluster: start the node with --ray"
+                )
+            self.remote = backend.attach(self, self.placement)
+            self.shards = self.remote.shards
+        elif not self.closed:
+            self.shards = self._open_shards()
         self._persist_if_mapping_changed()
         self.last_write = 0.0
         self.last_search = time.monotonic()
@@ -72,6 +94,10 @@ class Index:
         segments, the translog is emptied) and let the in-memory state go; then record the state.
         A request that found a shard before it closed either finished first (the shard lock) or
         gets `index_closed_exception` from the shard."""
+        if self.remote is not None:
+            from leafsearch.unsupported import NotSupported
+
+            raise NotSupported("[_close] of an index whose shards are Ray actors")
         with self.lock:
             if self.closed:
                 return
@@ -98,6 +124,7 @@ class Index:
         settings: dict[str, str],
         mapping: Mapping,
         blocks: BlockCache | None = None,
+        backend: RayBackend | None = None,
     ) -> Index:
         settings = dict(settings)
         settings.setdefault("index.number_of_shards", "1")
@@ -110,14 +137,16 @@ class Index:
             "settings": settings,
             "mappings": mapping.to_body(),
         }
+        if backend is not None:
+            meta["placement"] = backend.place(uuid, int(index_setting(settings, "index.number_of_shards")))
         path = folder / uuid
         path.mkdir(parents=True)
         _write_json(path / "meta.json", meta)
-        return cls(path, meta, blocks)
+        return cls(path, meta, blocks, backend)
 
     @classmethod
-    def open(cls, path: Path, blocks: BlockCache | None = None) -> Index:
-        return cls(path, orjson.loads((path / "meta.json").read_bytes()), blocks)
+    def open(cls, path: Path, blocks: BlockCache | None = None, backend: RayBackend | None = None) -> Index:
+        return cls(path, orjson.loads((path / "meta.json").read_bytes()), blocks, backend)
 
     def setting(self, key: str):
         return index_setting(self.settings, key)
@@ -131,6 +160,8 @@ class Index:
             "mappings": self.mapping.to_body(),
             "state": "close" if self.closed else "open",
         }
+        if self.placement is not None:
+            meta["placement"] = self.placement
         _write_json(self.folder / "meta.json", meta)
         self._persisted_mapping_version = self.mapping.version
 
@@ -171,6 +202,9 @@ class Index:
         ]
 
     def refresh(self) -> None:
+        if self.remote is not None:
+            self.remote.refresh()  # every shard at once
+            return
         for shard in self.shards:
             shard.refresh()
 
@@ -178,8 +212,8 @@ class Index:
         """Elasticsearch's search-idle shards: without an explicit `refresh_interval`, an index
         not searched for `index.search.idle.after` skips scheduled refreshes (bulk indexing then
         builds fewer, larger segments); the next search refreshes it first."""
-        if "index.refresh_interval" in self.settings:
-            return False
+        if "index.refresh_interval" in self.settings or self.remote is not None:
+            return False  # (shard actors refresh on their own)
         return time.monotonic() - self.last_search > self.setting("index.search.idle.after")
 
     def busy(self, within: float) -> bool:
@@ -216,6 +250,8 @@ class Index:
         """Close and delete. The folder is first renamed away in one atomic step, so a crash in
         the middle of the deletion never leaves a half-deleted index that a restart would open."""
         self.close()
+        if self.remote is not None:
+            self.remote.destroy()
         doomed = self.folder.with_name(DELETED_PREFIX + self.folder.name)
         os.replace(self.folder, doomed)
         shutil.rmtree(doomed, ignore_errors=True)

@@ -52,6 +52,8 @@ class Searcher:
     """
 
     close_listeners: list[Callable[[Searcher], None]] = []
+    #: A snapshot of this process (a shard actor's lease, ray_backend/remote.py, says True).
+    remote = False
 
     def __init__(
         self,

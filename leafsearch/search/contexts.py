@@ -37,7 +37,7 @@ from leafsearch.request.timevalue import parse_time_value
 from leafsearch.search.read_ahead import ReadAhead
 from leafsearch.search.shard_api import ShardContextId
 from leafsearch.search.targets import Target, release_targets
-from leafsearch.search.top_hits import local_shards
+from leafsearch.search.top_hits import shard_handles
 from leafsearch.security.subject import current
 
 if TYPE_CHECKING:
@@ -66,6 +66,8 @@ class ReaderContext:
     # its batches run: `scroll_matches` of this process or of a search worker, see execution.py)
     request: Any = None
     position: int = 0
+    #: A scroll over shard actors: the last hit's sort values (search/remote_scroll.py).
+    cursor: list | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
     owner: str | None = None  # Subject.owner_key of the opener; None without authentication
     #: Per target, the shard context pinning its snapshot (the shard interface's reader context):
@@ -77,10 +79,11 @@ class ReaderContext:
         return sorted({t.index.name for t in self.targets})
 
     def pinned_docs(self) -> int:
-        return sum(t.searcher.max_doc for t in self.targets)
+        """Documents of the snapshots pinned in this process (a shard actor's pins are its own)."""
+        return sum(t.searcher.max_doc for t in self.targets if not t.remote)
 
     def pinned_segments(self) -> int:
-        return sum(len(t.searcher.views) for t in self.targets)
+        return sum(len(t.searcher.views) for t in self.targets if not t.remote)
 
 
 class ContextRegistry:
@@ -190,7 +193,7 @@ class ContextRegistry:
                 in_use=int(in_use),
             )
             # Each shard pins its snapshot for the context; the caller's references pass to the pins.
-            ctx.shard_contexts = [shard.open_context() for shard in local_shards(self.node, targets)]
+            ctx.shard_contexts = [shard.open_context() for shard in shard_handles(self.node, targets)]
             release_targets(targets)
             self._contexts[ctx_id] = ctx
             if kind == "scroll":
@@ -275,7 +278,7 @@ class ContextRegistry:
         self.read_ahead.forget(ctx.ctx_id)
         if self.node.search_workers is not None:
             self.node.search_workers.forget_context(ctx.ctx_id)
-        shards = local_shards(self.node, ctx.targets)
+        shards = shard_handles(self.node, ctx.targets)
         for shard, context in zip(shards, ctx.shard_contexts, strict=True):
             shard.free_context(context)
 

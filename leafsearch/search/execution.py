@@ -125,8 +125,7 @@ def _search(node: Any, task: SearchTask, cancelled: threading.Event | None) -> d
 
 def _count(node: Any, task: CountTask, cancelled: threading.Event | None) -> dict[str, Any]:
     hitlist, _ = phases.query_phase(node, task.targets, task.request, aggs=False, cancelled=cancelled)
-    n = len(task.targets)
-    return {"count": hitlist.total, "_shards": {"total": n, "successful": n, "skipped": 0, "failed": 0}}
+    return {"count": hitlist.total, "_shards": phases.shards_header(node, hitlist)}
 
 
 def _pit_page(node: Any, task: PitTask, cancelled: threading.Event | None) -> dict[str, Any]:

@@ -315,6 +315,11 @@ def _sort_columns(hitlist: HitList, start: int, end: int) -> list[list[Any]]:
     return [_column_values(col, start, end, tpos) for col in hitlist.columns]
 
 
+def last_sort_values(hitlist: HitList, end: int) -> list[Any]:
+    """The sort values of hit `end - 1` as a client sees them (what it sends as `search_after`)."""
+    return [column[0] for column in _sort_columns(hitlist, end - 1, end)]
+
+
 def _sort_json(columns: list[list[Any]]) -> list[bytes]:
     """Each hit's encoded sort values, comma-separated (the caller adds the brackets). A column of
     plain numbers is encoded in one call and split on its commas (a number's JSON has none);

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from leafsearch.bounded_cache import BoundedCache
+from leafsearch.errors import ShardFailed
 from leafsearch.index.searcher import Searcher, SegmentView
 from leafsearch.request.search_types import SearchRequest, SortSpec
 from leafsearch.search import slicing
@@ -67,6 +68,9 @@ class HitList:
     #: Per target, the shard context its hits were found on (the fetch phase reads the same);
     #: None: the snapshots the targets hold.
     contexts: list[ShardContextId | None] | None = None
+    #: Shards that failed alone (a shard actor unavailable, its context gone): the hits are the
+    #: other shards', and the response reports these in `_shards.failures`.
+    failures: list[ShardFailed] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.doc)
@@ -125,6 +129,7 @@ def segment_matches(
     guard: SearchGuard,
     stats: DfsStats | None = None,
     profiles: list[ShardProfile] | None = None,
+    position: tuple[int, int] | None = None,
 ) -> Iterator[SegmentMatches]:
     """Run the query on every segment of every target, in (shard, segment) order.
 
@@ -133,8 +138,9 @@ def segment_matches(
     before each segment and its aggregations: past the deadline the iteration ends early and
     `guard.expired` says so. A segment's working arrays are reserved on the request breaker while
     the caller holds them. Cost: the query's own, O(segment size) per segment. `profiles` (one
-    per target) receive each target's query timings when the search is profiled.
-    """
+    per target) receive each target's query timings when the search is profiled. `position`:
+    (shard index, shard count) of the one target a shard of the shard interface searches, for
+    the slices, which go to shards first."""
     # DFS: every shard scores with the term statistics of all shards of the request (`stats`
     # when the caller runs one shard of them).
     if stats is None and request.dfs and needs_scores:
@@ -156,7 +162,7 @@ def segment_matches(
             if filter_ctx is not None:
                 filter_ctx.profile = profile
         slice_masks = (
-            slicing.slice_masks(request.slice, targets, ti, pit=request.pit is not None)
+            slicing.slice_masks(request.slice, targets, ti, pit=request.pit is not None, position=position)
             if request.slice
             else None
         )

@@ -33,6 +33,7 @@ from leafsearch.search.shard_api import ShardContextId, ShardSearch
 from leafsearch.search.slicing import check_slice_field, pit_slice_range
 from leafsearch.search.sort_keys import missing_substitute
 from leafsearch.search.targets import Target, acquire_targets
+from leafsearch.unsupported import NotSupported
 
 if TYPE_CHECKING:
     from leafsearch.node import Node
@@ -197,11 +198,14 @@ def query_phase(
     no HitLists (`indices.cache.hitlist.size: 0`): then no walk pays for a list of every match."""
     # Aggregation requests are parsed before the shards run: their errors are not shard failures.
     with_aggs, tree = _agg_collector(node, request, targets) if aggs else (None, None)
+    # Shard actors' snapshots are reached only through the shard interface: every page of
+    # theirs is top hits on their contexts (no HitList, no walk of live documents).
+    remote = any(t.remote for t in targets)
     with node.search_stats.phase("query", targets):
         try:
-            if _walks_live_docs(request) and not any(t.alias_filter for t in targets):
+            if _walks_live_docs(request) and not remote and not any(t.alias_filter for t in targets):
                 hitlist = _live_docs_page(targets, request)
-            elif top_hits.serves(request, walks=not _keeps_hitlists(node)):
+            elif top_hits.serves(request, walks=remote or not _keeps_hitlists(node)):
                 now = int(time.time() * 1000)
                 hitlist = top_hits.top_hits(
                     node,
@@ -209,9 +213,11 @@ def query_phase(
                     request,
                     now_millis=now,
                     aggs=with_aggs is not None,
-                    shards=shards or top_hits.local_shards(node, targets, cancelled),
+                    shards=shards or top_hits.shard_handles(node, targets, cancelled),
                     contexts=contexts,
                 )
+            elif remote:
+                raise NotSupported(_remote_refusal(request))
             else:
                 guard = SearchGuard.for_search(node, request, cancelled)
                 hitlist = node.hitlists.get_or_build(targets, request, with_aggs=with_aggs, guard=guard)
@@ -224,6 +230,18 @@ def query_phase(
                 raise _phase_error(exc) from None
             raise
     return hitlist, tree
+
+
+def _remote_refusal(request: SearchRequest) -> str:
+    """What a search of shard actors cannot do yet (it needs a HitList over all shards; their
+    scrolls are walks, remote_scroll.py)."""
+    if request.search_after is not None:
+        return "[search_after] with a sort led by [_score] over an index whose shards are Ray actors"
+    if request.rescore:
+        return "[rescore] over an index whose shards are Ray actors"
+    if request.terminate_after is not None:
+        return "[terminate_after] over an index whose shards are Ray actors"
+    return f"[from + size] above {top_hits.MAX_TOP_K} over an index whose shards are Ray actors"
 
 
 def _keeps_hitlists(node: Node) -> bool:
@@ -354,8 +372,7 @@ def response(
     body["timed_out"] = hitlist.timed_out
     if hitlist.terminated_early:
         body["terminated_early"] = True
-    n = len(hitlist.targets)
-    body["_shards"] = {"total": n, "successful": n, "skipped": 0, "failed": 0}
+    body["_shards"] = shards_header(node, hitlist)
     body["hits"] = hits_obj
     if agg_tree is not None:
         from leafsearch.search.aggregations import MAX_BUCKETS, reduce
@@ -374,6 +391,15 @@ def response(
     return body
 
 
+def shards_header(node: Node, hitlist: HitList) -> dict[str, Any]:
+    """A response's `_shards`: the shards read, and those that failed alone with why."""
+    n, failed = len(hitlist.targets), len(hitlist.failures)
+    header: dict[str, Any] = {"total": n, "successful": n - failed, "skipped": 0, "failed": failed}
+    if failed:
+        header["failures"] = [f.failure(node.node_id) for f in hitlist.failures]
+    return header
+
+
 def fetch_page(
     node: Node,
     hitlist: HitList,
@@ -387,7 +413,7 @@ def fetch_page(
 ) -> Any:
     """The fetch phase of hits [start, end) through `shards` (per target; default this process's),
     at once on the node's shard pool (`profiles`: per target, each shard's fetch time)."""
-    shards = shards or top_hits.local_shards(node, hitlist.targets)
+    shards = shards or top_hits.shard_handles(node, hitlist.targets)
     return render_hits(
         hitlist,
         start,

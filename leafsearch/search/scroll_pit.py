@@ -18,7 +18,7 @@ from leafsearch.errors import (
     SearchPhaseExecution,
 )
 from leafsearch.request.search_types import SearchRequest
-from leafsearch.search import phases
+from leafsearch.search import phases, remote_scroll
 from leafsearch.search.contexts import ReaderContext
 from leafsearch.search.execution import PitTask, ScrollTask, dispatch, reads_ahead
 from leafsearch.search.targets import Target, release_targets
@@ -105,7 +105,9 @@ def _batch(
     read_ahead: bool,
 ) -> dict[str, Any]:
     """The scroll's batch at its position, run as a task (caller holds `ctx.lock`); the context's
-    position moves past it."""
+    position moves past it. Over shard actors, a batch is a walk on their contexts."""
+    if any(t.remote for t in ctx.targets):
+        return remote_scroll.batch(node, ctx, started, raw_hits, cancelled, opening=opening)
     task = ScrollTask(
         ctx.targets,
         ctx.request,

@@ -89,6 +89,9 @@ class ShardQuery:
     dfs_stats: DfsStats | None = None
     #: The pinned snapshot to search; None: the snapshot the shard handle was resolved to.
     context: ShardContextId | None = None
+    #: How many shards the request reads (a slice goes to shards first); None: slices partition
+    #: this shard as if it were the only one.
+    shard_count: int | None = None
 
 
 @dataclass(slots=True)

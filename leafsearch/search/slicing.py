@@ -201,12 +201,23 @@ def _pit_masks(spec: SliceSpec, targets: list[Target], ti: int) -> list[np.ndarr
     return masks
 
 
-def slice_masks(spec: SliceSpec, targets: list[Target], ti: int, *, pit: bool) -> list[np.ndarray]:
-    """Per view of target `ti`, the documents that belong to the slice (read-only masks)."""
-    if pit and spec.field is None:
-        return _pit_masks(spec, targets, ti)
+def slice_masks(
+    spec: SliceSpec, targets: list[Target], ti: int, *, pit: bool, position: tuple[int, int] | None = None
+) -> list[np.ndarray]:
+    """Per view of target `ti`, the documents that belong to the slice (read-only masks).
+
+    `position`: (shard index, shard count) of a shard that sees only its own target (the shard
+    interface): slices go to shards first, as a sliced scroll's do; within the shard, a PIT
+    slice without a field is a contiguous range of its live documents."""
     target = targets[ti]
-    assigned = _assignment(spec, ti, len(targets))
+    if position is not None:
+        assigned = _assignment(spec, *position)
+        if isinstance(assigned, tuple) and pit and spec.field is None:
+            return _pit_masks(SliceSpec(assigned[0], assigned[1]), [target], 0)
+    elif pit and spec.field is None:
+        return _pit_masks(spec, targets, ti)
+    else:
+        assigned = _assignment(spec, ti, len(targets))
     if not isinstance(assigned, tuple):
         return [np.full(v.max_doc, assigned, dtype=bool) for v in target.searcher.views]
     ftype = _field_type(target, spec.field)

@@ -32,6 +32,11 @@ class Target:
     def mapping(self):
         return self.index.mapping
 
+    @property
+    def remote(self) -> bool:
+        """Whether the snapshot is a shard actor's (only the shard interface reaches it)."""
+        return self.searcher.remote
+
     def query(self, query: Query) -> Query:
         """The query as this shard runs it: within the alias filter, which does not score."""
         if self.alias_filter is None:

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from leafsearch.errors import IllegalArgument
+from leafsearch.errors import IllegalArgument, SearchPhaseExecution, ShardFailed
 from leafsearch.index import order_files
 from leafsearch.request.search_types import SCORE, SearchRequest, SortSpec
 from leafsearch.search import fetch
@@ -110,23 +110,67 @@ def top_hits(
     pins = list(contexts) if contexts is not None else [None] * len(targets)
     pool = node.shard_pool
     stats = None
+    failures: list[ShardFailed] = []
+    live = list(range(len(targets)))  # the shards that have not failed
     if request.dfs and needs_scores(request):
-        asks = [ShardDfs(request, i, now_millis, pins[i]) for i in range(len(targets))]
-        stats = DfsStats.total(each_shard(pool, [(s.dfs, a) for s, a in zip(shards, asks, strict=True)]))
-    queries = [ShardQuery(request, i, now_millis, plan, aggs, stats, pins[i]) for i in range(len(targets))]
-    results = each_shard(pool, [(s.query, q) for s, q in zip(shards, queries, strict=True)])
+        asks = [ShardDfs(request, i, now_millis, pins[i]) for i in live]
+        answers = each_shard(pool, [(_failing(shards[a.shard_index].dfs), a) for a in asks])
+        found = _survivors(node, request, answers, failures, len(targets))
+        live = [i for i, answer in zip(live, answers, strict=True) if not isinstance(answer, ShardFailed)]
+        stats = DfsStats.total(found)
+    n = len(targets)
+    queries = [ShardQuery(request, i, now_millis, plan, aggs, stats, pins[i], n) for i in live]
+    answers = each_shard(pool, [(_failing(shards[q.shard_index].query), q) for q in queries])
+    results = _survivors(node, request, answers, failures, len(targets))
     hits = merge_top_docs(targets, request, plan, results)
+    hits.failures = failures
     if contexts is not None:
         hits.contexts = pins
     return hits
 
 
-def local_shards(
+def _failing(method: Any) -> Any:
+    """`method`, answering a `ShardFailed` (that shard alone failed) instead of raising it."""
+
+    def call(message: Any) -> Any:
+        try:
+            return method(message)
+        except ShardFailed as failed:
+            return failed
+
+    return call
+
+
+def _survivors(
+    node: Node, request: SearchRequest, answers: list, failures: list[ShardFailed], shards: int
+) -> list:
+    """The answers of the shards that did not fail; the failures go to `failures`. As
+    Elasticsearch: every
+    shard failed is `search_phase_execution_exception` "all shards failed"; some, when partial
+    results are refused (`allow_partial_search_results: false`, or the node's default), "Partial
+    shards failure"."""
+    failures.extend(a for a in answers if isinstance(a, ShardFailed))
+    answered = [a for a in answers if not isinstance(a, ShardFailed)]
+    if not failures:
+        return answered
+    entries = [f.failure(node.node_id) for f in failures]
+    if len(failures) == shards:
+        raise SearchPhaseExecution(failures[0].cause, failed_shards=entries)
+    allow = request.allow_partial_search_results
+    if allow is None:
+        allow = node.cluster_settings.get("search.default_allow_partial_results")
+    if not allow:
+        raise SearchPhaseExecution(failures[0].cause, reason="Partial shards failure", failed_shards=entries)
+    return answered
+
+
+def shard_handles(
     node: Node, targets: list[Target], cancelled: threading.Event | None = None
-) -> list[LocalShard]:
-    """The shard handles of this process for `targets` (each reads its target's snapshot unless a
-    message names a pinned context)."""
-    return [LocalShard(node, t, cancelled) for t in targets]
+) -> list[ShardSearch]:
+    """The shard interface of each target (each reads its target's snapshot unless a message
+    names a pinned context): this process's shard, or the client of a shard actor whose
+    snapshot lease the target holds (a Ray-backed index, ray_backend/remote.py)."""
+    return [t.searcher.handle(t) if t.remote else LocalShard(node, t, cancelled) for t in targets]  # type: ignore[attr-defined]
 
 
 def sort_plan(request: SearchRequest, targets: list[Target]) -> SortPlan:
@@ -252,6 +296,7 @@ class LocalShard:
             guard=guard,
             stats=query.dfs_stats,
             profiles=None if profile is None else [profile],
+            position=None if query.shard_count is None else (query.shard_index, query.shard_count),
         ):
             count = int(np.count_nonzero(m.mask))
             total += count

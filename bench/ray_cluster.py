@@ -1,0 +1,177 @@
+"""The Ray backend (`serve --ray`) on 1, 2 and 3 local Ray nodes against the single-process
+server, in one run, on the same data:
+
+    python -m bench.ray_cluster                 # 200,000 documents, 6 shards
+    python -m bench.ray_cluster --docs 1000000 --json ray.json
+
+For each configuration the same documents are imported (2 parallel bulk clients, the index
+created with 6 shards), then, from client processes:
+
+- page latency: W6's queries (term on `service` + a random `@timestamp` range, sorted by time
+  then id, first page of 100; every query distinct) by one client, after 10 warm-up queries
+  from each of 4 clients: p50 and p99, and queries/s;
+- a PIT walk (`_shard_doc`, `search_after`, pages of 1,000, no total): documents/s;
+- a sliced export: one PIT read by 2 and by 3 client processes, one slice each (pages of
+  1,000): documents/s. Every walk is checked: every document exactly once.
+
+The single-process server runs with `--search-workers 0` (every search in its process, as each
+Ray configuration runs its searches in the shard actors). The local Ray cluster's nodes each get
+one CPU and share this machine's cores, so what is measured is the cost per request and per
+shard call, not the scaling of more machines; ARCHITECTURE.md ("Shards as Ray actors") says what
+a larger cluster would do from these costs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from bench.client import Client
+from bench.generate import MAPPING, generate, write_import_files
+from bench.server import Server
+from bench.workers import _in_processes, _percentiles, _pit_walk, _queries, _query_client
+
+SHARDS = 6
+QUERIES = 150
+WARM_UP = 10
+#: Every Ray process on loopback (Ray otherwise takes the address of the machine's route out).
+LOOPBACK_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+
+
+def _slice_client(url: str, pit: str, slice_id: int, slices: int, start: Any) -> list[str]:
+    """One client process reading one slice of a PIT: the ids it saw."""
+    client = Client(url)
+    body: dict[str, Any] = {
+        "size": 1000,
+        "pit": {"id": pit, "keep_alive": "1m"},
+        "sort": ["_shard_doc"],
+        "track_total_hits": False,
+        "_source": False,
+        "slice": {"id": slice_id, "max": slices},
+    }
+    start.wait()
+    ids: list[str] = []
+    while True:
+        hits = client.json("POST", "/_search", body)["hits"]["hits"]
+        if not hits:
+            break
+        ids += [hit["_id"] for hit in hits]
+        body["search_after"] = hits[-1]["sort"]
+    client.close()
+    return ids
+
+
+def _load(server: Server, records: Path, create_body: Path) -> float:
+    """Import the documents; seconds taken."""
+    began = time.perf_counter()
+    command = [sys.executable, "-m", "leafsearch", "import", str(records), "bench", "--url", server.url]
+    subprocess.run([*command, "--mapping", str(create_body), "--workers", "2", "--quiet"], check=True)
+    Client(server.url).json("POST", "/bench/_refresh")
+    return time.perf_counter() - began
+
+
+def _measure(
+    server: Server, records: Path, create_body: Path, n: int, first: int, last: int
+) -> dict[str, Any]:
+    out: dict[str, Any] = {"import, docs/s": n / _load(server, records, create_body)}
+    context = multiprocessing.get_context("spawn")
+    manager = context.Manager()
+    with context.Pool(4) as pool:
+        warm = [(server.url, _queries(first, last, 100 + c, WARM_UP)) for c in range(4)]
+        _in_processes(manager, pool, _query_client, warm)
+        seconds, (latencies,) = _in_processes(
+            manager, pool, _query_client, [(server.url, _queries(first, last, 1, QUERIES))]
+        )
+        out["W6 1 client, q/s"] = QUERIES / seconds
+        out["W6 p50, ms"], out["W6 p99, ms"] = _percentiles(latencies)
+        out["PIT walk, docs/s"] = _pit_walk(server.url, n)
+        for slices in (2, 3):
+            client = Client(server.url)
+            pit = client.json("POST", "/bench/_pit?keep_alive=1m")["id"]
+            args = [(server.url, pit, s, slices) for s in range(slices)]
+            seconds, id_lists = _in_processes(manager, pool, _slice_client, args)
+            client.raw("DELETE", "/_pit", orjson.dumps({"id": pit}))
+            client.close()
+            ids = sum(id_lists, [])
+            if len(ids) != n or len(set(ids)) != n:
+                raise RuntimeError(f"{slices} slices: {len(ids)} hits, {len(set(ids))} distinct")
+            out[f"sliced export, {slices} slices, docs/s"] = n / seconds
+    manager.shutdown()
+    return out
+
+
+def _ray_run(work: Path, nodes: int, records: Path, create_body: Path, n: int, first: int, last: int) -> dict:
+    import ray
+    from ray.cluster_utils import Cluster
+
+    began = time.perf_counter()
+    node_args = {"num_cpus": 1, "object_store_memory": 80 * 1024 * 1024, "node_ip_address": "127.0.0.1"}
+    cluster = Cluster(initialize_head=True, head_node_args={**node_args, "include_dashboard": False})
+    for _ in range(nodes - 1):
+        cluster.add_node(**node_args)
+    cluster.wait_for_nodes()
+    started = time.perf_counter() - began
+    server = Server(work / f"ray{nodes}", work / f"ray{nodes}.log", args=["--ray", cluster.address])
+    try:
+        server.start(timeout=120)
+        out = {"cluster start-up, s": started, **_measure(server, records, create_body, n, first, last)}
+    finally:
+        server.stop()
+        ray.shutdown()
+        cluster.shutdown()
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--docs", type=int, default=200_000)
+    parser.add_argument("--nodes", type=int, nargs="+", default=[1, 2, 3])
+    parser.add_argument("--json", type=Path)
+    options = parser.parse_args()
+    os.environ.update(LOOPBACK_ENV)  # before Ray is imported, and for the servers it starts
+    work = Path(tempfile.mkdtemp(prefix="leafsearch-ray-"))
+    results: dict[str, dict[str, Any]] = {}
+    try:
+        dataset = generate(options.docs)
+        records, _ = write_import_files(dataset, work)
+        create_body = work / "create.json"
+        create_body.write_bytes(orjson.dumps({"settings": {"number_of_shards": SHARDS}, "mappings": MAPPING}))
+        first, last = int(dataset.ts_ms.min()), int(dataset.ts_ms.max()) + 1
+        single = Server(work / "single", work / "single.log", args=["--search-workers", "0"])
+        single.start()
+        try:
+            results["single process"] = _measure(single, records, create_body, options.docs, first, last)
+        finally:
+            single.stop()
+        for nodes in options.nodes:
+            results[f"ray {nodes} node(s)"] = _ray_run(
+                work, nodes, records, create_body, options.docs, first, last
+            )
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    names = list(results)
+    print(f"{options.docs:,} documents, {SHARDS} shards; same run, one client process per slice")
+    print(f"  {'':<34}" + "".join(f"{name:>18}" for name in names))
+    keys = list(dict.fromkeys(key for values in results.values() for key in values))
+    for key in keys:
+        row = "".join(f"{results[name].get(key, float('nan')):>18,.2f}" for name in names)
+        print(f"  {key:<34}{row}")
+    if options.json:
+        options.json.write_text(json.dumps({"docs": options.docs, "results": results}, indent=2))
+
+
+if __name__ == "__main__":
+    main()

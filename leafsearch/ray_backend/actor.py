@@ -1,0 +1,256 @@
+"""`ShardActor`: one shard of an index in a Ray actor, on the Ray node that holds its folder.
+
+The actor opens the engine's `Shard` from its folder (committed segments, then translog replay),
+so when Ray restarts it after a crash (`max_restarts`) it comes back with every acknowledged
+write. It serves:
+
+- the shard write interface (`write(ShardWrite)`: index/shard_write.py), answered only after
+  the translog fsync of that write, so an acknowledged write survives `kill -9` of the actor;
+- realtime gets (`get`), refresh, and its counts (`stats`);
+- the shard search interface (search/shard_api.py) over its own snapshots: `open_context` /
+  `free_context`, and `dfs`, `query`, `fetch` through the same `LocalShard` code the
+  in-process node runs. A phase without a context reads a snapshot the actor pins for it and
+  names in its answer, so the query and fetch phases of one search read the same snapshot
+  (Elasticsearch's reader context between the query and the fetch phase); the coordinator frees
+  it when the search ends (`RemoteSnapshot.release`).
+
+The mapping the translog replay parses with is the coordinator's: sent at creation and again on
+every change (`put_index`), and kept in the folder (`index_state.json`, written before the change
+is acknowledged) because Ray restarts an actor with its creation arguments. The actor refreshes
+on `index.refresh_interval` and merges in its own background thread, as a node does for its
+shards. Everything it answers pickles; an `ElasticError` comes back as a `Refusal` value (Ray
+would wrap a raised one), which the coordinator raises again.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import threading
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from leafsearch.errors import ElasticError
+from leafsearch.index.shard import Shard
+from leafsearch.index.shard_write import ShardWrite, ShardWriteOutcome, apply_write
+from leafsearch.node import MAX_SEGMENTS_WHILE_BUSY, MERGE_QUIET_SECONDS
+from leafsearch.request.query_dsl import Query
+from leafsearch.search.dfs import DfsStats
+from leafsearch.search.shard_api import (
+    ShardContextId,
+    ShardDfs,
+    ShardFetch,
+    ShardFetchResult,
+    ShardQuery,
+    ShardTopDocs,
+)
+from leafsearch.search.shard_contexts import ShardContexts
+from leafsearch.search.targets import Target
+from leafsearch.search.top_hits import LocalShard
+from leafsearch.search.workers.mirror import IndexMirror, IndexState
+from leafsearch.search.workers.process import WorkerConfig, WorkerNode
+
+_STATE_FILE = "index_state.json"
+_log = logging.getLogger("leafsearch")
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """An `ElasticError` a shard actor answered (the coordinator raises it)."""
+
+    error: ElasticError
+
+
+@dataclass(frozen=True, slots=True)
+class DocRead:
+    """A realtime get's answer: the document's state and source."""
+
+    version: int
+    seq_no: int
+    routing: str | None
+    source: bytes
+
+
+class ActorNode(WorkerNode):
+    """The Node as the search code in a shard actor sees it: a search worker's, plus the reader
+    contexts this shard pinned."""
+
+    def __init__(self, node_id: str) -> None:
+        super().__init__(WorkerConfig(node_id, workers=1, threads=4, persistent={}, transient={}))
+        self.shard_contexts = ShardContexts()
+
+
+class ShardActor:
+    """One shard (see the module's docstring). Wrapped by `ray.remote` in cluster.py."""
+
+    def __init__(self, folder: str, state: IndexState, shard_id: int) -> None:
+        self.folder = Path(folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        stored = self.folder / _STATE_FILE
+        if stored.exists():  # the newest mapping the coordinator sent (creation args are older)
+            state = IndexState(**orjson.loads(stored.read_bytes()))
+        else:
+            _write_state(stored, state)
+        self.index = IndexMirror(state)
+        self.node = ActorNode(f"shard-{state.uuid}-{shard_id}")
+        self.shard_id = shard_id
+        self.shard = Shard(
+            self.folder / "shard", shard_id, self._parse, self.index.sort, self.node.source_blocks
+        )
+        self.shard.index_ref = (self.index.name, self.index.uuid)
+        self.last_write = 0.0
+        self._closed = threading.Event()
+        self._background = threading.Thread(target=self._loop, name="leafsearch-shard-actor", daemon=True)
+        self._background.start()
+
+    def _parse(self, source: bytes, doc_id: str) -> Any:
+        return self.index.mapping.parse_document(source, doc_id)
+
+    def _loop(self) -> None:
+        """Refresh on `index.refresh_interval`; merge while the shard is quiet (or crowded), as the
+        node does for its own shards (each actor's merges run in its own merge worker process)."""
+        last_refresh = time.monotonic()
+        while not self._closed.wait(0.05):
+            try:
+                interval = self.index.setting("index.refresh_interval")
+                now = time.monotonic()
+                if interval is not None and interval >= 0 and now - last_refresh >= interval:
+                    last_refresh = now
+                    self.shard.refresh()
+                quiet = now - self.last_write > MERGE_QUIET_SECONDS
+                if quiet or len(self.shard.segments) >= MAX_SEGMENTS_WHILE_BUSY:
+                    self.shard.maybe_merge()
+            except Exception:  # keep the shard serving; the next tick retries, a request reports it
+                _log.exception("shard actor refresh or merge failed")
+
+    # ---- identity and metadata -----------------------------------------------------------
+
+    def where(self) -> tuple[str, int]:
+        """(Ray node id, pid) of this actor's process."""
+        import ray
+
+        return ray.get_runtime_context().get_node_id(), os.getpid()
+
+    def put_index(self, state: IndexState) -> None:
+        """The coordinator's index state (a mapping or settings change), kept before it is used."""
+        _write_state(self.folder / _STATE_FILE, state)
+        self.index = IndexMirror(state)
+
+    def destroy(self) -> None:
+        """The index is deleted: release everything and delete the folder."""
+        self._closed.set()
+        self.node.shard_contexts.close_all()
+        self.shard.close()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    # ---- writes and reads ----------------------------------------------------------------
+
+    def write(self, write: ShardWrite) -> ShardWriteOutcome | Refusal:
+        """Apply a shard write and answer after its translog fsync (nothing of it is
+        acknowledged when the fsync fails: every operation then answers that error)."""
+        try:
+            with self.shard.writing() as point:
+                outcomes = apply_write(self.shard, write)
+            self.shard.sync(point)
+        except ElasticError as exc:
+            return Refusal(exc)
+        self.last_write = time.monotonic()
+        return outcomes
+
+    def get(self, doc_id: str, realtime: bool) -> DocRead | None | Refusal:
+        """The current document (realtime: from the version map and buffer), None when absent."""
+        from leafsearch.documents import read_doc
+
+        try:
+            state, source = read_doc(self.shard, doc_id, realtime=realtime, refresh=False)
+        except ElasticError as exc:
+            return Refusal(exc)
+        if state is None:
+            return None
+        return DocRead(state.version, state.seq_no, state.routing, source)
+
+    def refresh(self) -> None:
+        self.shard.refresh()
+
+    def stats_sections(self, metrics: tuple[str, ...], file_sizes: bool) -> dict[str, Any]:
+        """The shard's `_stats` sections (index_stats.py), but its search counters, which the
+        coordinator keeps."""
+        from leafsearch.index_stats import shard_stats
+
+        return shard_stats(self.shard, metrics, file_sizes=file_sizes)
+
+    def stats(self) -> dict[str, int]:
+        return {
+            "docs": self.shard.doc_count(),
+            "deleted": self.shard.deleted_count(),
+            "store_bytes": self.shard.store_size_bytes(),
+            "segments": len(self.shard.segments),
+            "open_contexts": self.node.shard_contexts.open_count(),
+        }
+
+    # ---- the shard search interface --------------------------------------------------------
+
+    def _target(self, alias_filter: Query | None) -> Target:
+        """The shard's current snapshot, acquired (the caller pins or releases it)."""
+        return Target(self.index, self.shard_id, self.shard.acquire_searcher(), alias_filter)  # type: ignore[arg-type]
+
+    def open_context(self, alias_filter: Query | None) -> ShardContextId | Refusal:
+        try:
+            target = self._target(alias_filter)
+        except ElasticError as exc:
+            return Refusal(exc)
+        try:
+            return self.node.shard_contexts.open(target)
+        finally:
+            target.searcher.release()
+
+    def free_context(self, context: ShardContextId) -> bool:
+        return self.node.shard_contexts.free(context)
+
+    def dfs(self, request: ShardDfs, alias_filter: Query | None) -> tuple[ShardContextId, DfsStats] | Refusal:
+        return self._phase(request, alias_filter, lambda shard, message: shard.dfs(message))
+
+    def query(
+        self, query: ShardQuery, alias_filter: Query | None
+    ) -> tuple[ShardContextId, ShardTopDocs] | Refusal:
+        return self._phase(query, alias_filter, lambda shard, message: shard.query(message))
+
+    def fetch(
+        self, fetch: ShardFetch, alias_filter: Query | None
+    ) -> tuple[ShardContextId, ShardFetchResult] | Refusal:
+        return self._phase(fetch, alias_filter, lambda shard, message: shard.fetch(message))
+
+    def _phase(self, message: Any, alias_filter: Query | None, run: Any) -> Any:
+        """Run a phase on its context's snapshot, pinning the current one when it names none;
+        answers (context, result)."""
+        try:
+            context = message.context
+            if context is None:
+                opened = self.open_context(alias_filter)
+                if isinstance(opened, Refusal):
+                    return opened
+                context = opened
+                message = replace(message, context=context)
+            pinned = self.node.shard_contexts.get(context)
+            return context, run(LocalShard(self.node, pinned, None), message)  # type: ignore[arg-type]
+        except ElasticError as exc:
+            return Refusal(exc)
+
+
+def _write_state(path: Path, state: IndexState) -> None:
+    tmp = path.with_suffix(".tmp")
+    with open(tmp, "wb") as fh:
+        fh.write(orjson.dumps(asdict(state)))
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,85 @@
+"""`RayBackend`: a node's connection to a Ray cluster, and where its shard actors live.
+
+- **Connection**: `address` is a Ray address (`ray://...` or `host:port` of a running cluster),
+  `auto` (the cluster this machine runs, as `ray.init(address="auto")` finds it) or `local`
+  (a single-node cluster started in this process). A process already connected (tests, an
+  application embedding the node) keeps its connection.
+- **Placement**: a new index's shards are dealt round-robin over the cluster's alive nodes,
+  starting at a node that moves with every index, so shards and indices spread (what Ray's
+  SPREAD strategy aims at). Each actor is then pinned to its node
+  (`NodeAffinitySchedulingStrategy`, not soft): its folder is on that node's disk, so Ray must
+  restart it there. The shard map (node and folder of each shard) is kept in the index's
+  `meta.json` on the coordinator, so it survives the coordinator's restart.
+- **Names**: each actor is named `<index uuid>/<shard>` in the `leafsearch` namespace and
+  detached from the coordinator's process: a restarted coordinator finds its shards by name
+  (`get_if_exists`), with their open contexts and caches, instead of re-creating them; an actor
+  that no longer exists (the whole Ray cluster restarted) is created again from its folder.
+- **Faults**: `max_restarts=-1` (Ray restarts a dead shard actor on its node, and the actor
+  recovers from its folder); `max_task_retries=0`, since a write retried blindly could apply
+  twice (a generated id, a version bump): a call caught by a crash fails, and the caller decides.
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from leafsearch.ray_backend.actor import ShardActor
+from leafsearch.ray_backend.remote import RemoteIndex
+from leafsearch.search.workers.mirror import IndexState
+
+if TYPE_CHECKING:
+    from leafsearch.index.index import Index
+
+NAMESPACE = "leafsearch"
+#: Requests one shard actor serves at once (searches beside writes; the engine has its locks).
+ACTOR_CONCURRENCY = 8
+
+
+class RayBackend:
+    def __init__(self, address: str, shard_root: Path) -> None:
+        """`shard_root`: the folder under which each Ray node keeps its shards (created on the
+        node by the actor: the same path on every machine)."""
+        if not ray.is_initialized():
+            if address == "local":
+                ray.init(namespace=NAMESPACE, include_dashboard=False, log_to_driver=False)
+            else:
+                ray.init(address=address, namespace=NAMESPACE, log_to_driver=False)
+        self.shard_root = shard_root
+        self._actor_class = ray.remote(ShardActor)
+        self._deal = itertools.count()
+
+    def alive_nodes(self) -> list[str]:
+        return sorted(n["NodeID"] for n in ray.nodes() if n["Alive"])
+
+    def place(self, index_uuid: str, num_shards: int) -> list[dict[str, str]]:
+        """The shard map of a new index: per shard, its node and folder."""
+        nodes = self.alive_nodes()
+        first = next(self._deal)
+        placement = []
+        for shard_id in range(num_shards):
+            node_id = nodes[(first + shard_id) % len(nodes)]
+            folder = self.shard_root / node_id[:16] / index_uuid / str(shard_id)
+            placement.append({"node": node_id, "folder": str(folder)})
+        return placement
+
+    def attach(self, index: Index, placement: list[dict[str, str]]) -> RemoteIndex:
+        """The index's shard actors, found by name or created on their nodes."""
+        return RemoteIndex(self, index, placement)
+
+    def actor(self, state: IndexState, shard_id: int, where: dict[str, str]) -> Any:
+        return self._actor_class.options(
+            name=f"{state.uuid}/{shard_id}",
+            namespace=NAMESPACE,
+            lifetime="detached",
+            get_if_exists=True,
+            max_restarts=-1,
+            max_task_retries=0,
+            max_concurrency=ACTOR_CONCURRENCY,
+            num_cpus=0,
+            scheduling_strategy=NodeAffinitySchedulingStrategy(where["node"], soft=False),
+        ).remote(where["folder"], state, shard_id)

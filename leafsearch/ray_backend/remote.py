@@ -1,0 +1,297 @@
+"""The coordinator's side of a Ray-backed index: its shard actors behind the engine's seams.
+
+- `RemoteIndex` (`Index.remote`): the index's actors by shard number; sends them the index's
+  state (mapping, settings) when it changes, its shard writes (all shards at once), refreshes.
+- `RemoteShard` (what `Index.shards` holds): what the node reads of a shard (its number, its
+  search counters) and the lease on its snapshot that a search takes (`acquire_searcher`).
+- `RemoteSnapshot` (a `Target.searcher`): a lease on one snapshot of the actor. The first phase
+  of a search that names no context pins the actor's current snapshot and the lease keeps the
+  pin's id, so every later phase of that search (DFS, query, fetch) reads the same snapshot;
+  the last `release` frees it on the actor (without waiting).
+- `RayShard`: `ShardSearch` over an actor, what the search code calls for such a target.
+
+A Ray error (the actor died, is restarting, or its node is gone) becomes Elasticsearch's error
+for an unavailable shard: `unavailable_shards_exception` (503) for a write, and for a search
+phase `no_shard_available_action_exception`, which the coordinator reports as the shard's
+failure.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+import ray
+from ray.exceptions import GetTimeoutError, RayActorError
+
+from leafsearch.errors import ElasticError, SearchContextMissing, ShardFailed, ShardUnavailable
+from leafsearch.index.shard_write import ShardWrite, ShardWriteOutcome
+from leafsearch.ray_backend.actor import DocRead, Refusal
+from leafsearch.search.dfs import DfsStats
+from leafsearch.search.shard_api import (
+    ShardContextId,
+    ShardDfs,
+    ShardFetch,
+    ShardFetchResult,
+    ShardQuery,
+    ShardTopDocs,
+)
+from leafsearch.search.stats import SearchStats
+from leafsearch.search.workers.mirror import IndexState
+
+if TYPE_CHECKING:
+    from leafsearch.index.index import Index
+    from leafsearch.ray_backend.cluster import RayBackend
+    from leafsearch.search.targets import Target
+
+#: How long a coordinator waits for a shard actor's answer (Elasticsearch's default timeout of a
+#: write waiting for its primary, and of a search's shard request without `timeout`).
+CALL_TIMEOUT_SECONDS = 60.0
+
+
+def unavailable_for_write(index: Index, shard_id: int, count: int, cause: Exception) -> ElasticError:
+    """Elasticsearch's UnavailableShardsException for a bulk shard request whose primary is down."""
+    return ElasticError(
+        f"[{index.name}][{shard_id}] primary shard is not active: {type(cause).__name__}, request: "
+        f"[BulkShardRequest [[{index.name}][{shard_id}]] containing [{count}] requests]",
+        status=503,
+        error_type="unavailable_shards_exception",
+    )
+
+
+def answer(ref: Any, shard: str, timeout: float = CALL_TIMEOUT_SECONDS) -> Any:
+    """An actor method's answer; a `Refusal` raised as its error, a Ray failure as the shard's
+    unavailability."""
+    try:
+        value = ray.get(ref, timeout=timeout)
+    except (RayActorError, GetTimeoutError) as exc:
+        raise ShardUnavailable(f"{shard} is unavailable: {type(exc).__name__}") from None
+    if isinstance(value, Refusal):
+        raise value.error
+    return value
+
+
+class RemoteIndex:
+    """An index's shard actors (see the module's docstring)."""
+
+    def __init__(self, backend: RayBackend, index: Index, placement: list[dict[str, str]]) -> None:
+        self.backend = backend
+        self.index = index
+        self.placement = placement
+        state = self.state()
+        self.actors = [backend.actor(state, i, p) for i, p in enumerate(placement)]
+        self.shards = [RemoteShard(self, i) for i in range(len(placement))]
+        self._lock = threading.Lock()
+        #: Per shard, the version of the index state it acknowledged (None: not yet).
+        self._sent: list[tuple[int, int] | None] = [None] * len(placement)
+        self.push_state(range(len(placement)))
+
+    def state(self) -> IndexState:
+        index = self.index
+        settings = dict(index.settings)
+        return IndexState(index.uuid, index.name, settings, index.mapping.to_body(), index.num_shards)
+
+    def _version(self) -> tuple[int, int]:
+        return self.index.mapping.version, hash(tuple(sorted(self.index.settings.items())))
+
+    def push_state(self, shard_ids: Iterable[int]) -> dict[int, ElasticError]:
+        """Send the index's state to those shards that have not acknowledged its current version
+        (each keeps it before answering); per shard that could not take it, why. A shard is sent
+        a write only once it holds the state the write was parsed with: replaying its translog,
+        it parses with that state."""
+        with self._lock:
+            version = self._version()
+            stale = [i for i in shard_ids if self._sent[i] != version]
+            if not stale:
+                return {}
+            state = self.state()
+            refs = {i: self.actors[i].put_index.remote(state) for i in stale}
+            failed: dict[int, ElasticError] = {}
+            for shard_id, ref in refs.items():
+                try:
+                    answer(ref, self.describe(shard_id))
+                    self._sent[shard_id] = version
+                except ElasticError as exc:
+                    failed[shard_id] = exc
+            return failed
+
+    def describe(self, shard_id: int) -> str:
+        return f"[{self.index.name}][{shard_id}]"
+
+    def write(self, writes: list[ShardWrite]) -> list[ShardWriteOutcome | ElasticError]:
+        """Every shard's write at once; per write its outcomes, or the error that failed it."""
+        return self.send(writes)()
+
+    def send(self, writes: list[ShardWrite]) -> Callable[[], list[ShardWriteOutcome | ElasticError]]:
+        """Send every shard's write at once; the function that waits for their answers: per
+        write its outcomes, or the error that failed it (an unavailable shard: Elasticsearch's
+        `unavailable_shards_exception`, nothing applied, or, when the actor died while applying
+        it, maybe applied: as with a primary lost before it answered, the client cannot know,
+        and the write's translog decides on recovery)."""
+        failed = self.push_state(w.shard_id for w in writes)
+        refs = [None if w.shard_id in failed else self.actors[w.shard_id].write.remote(w) for w in writes]
+
+        def results() -> list[ShardWriteOutcome | ElasticError]:
+            out: list[ShardWriteOutcome | ElasticError] = []
+            for write, ref in zip(writes, refs, strict=True):
+                try:
+                    if ref is None:
+                        raise failed[write.shard_id]
+                    out.append(answer(ref, self.describe(write.shard_id)))
+                except ShardUnavailable as exc:
+                    out.append(unavailable_for_write(self.index, write.shard_id, len(write.ops), exc))
+                except ElasticError as exc:
+                    out.append(exc)
+            return out
+
+        return results
+
+    def get(self, shard_id: int, doc_id: str, realtime: bool) -> DocRead | None:
+        return answer(self.actors[shard_id].get.remote(doc_id, realtime), self.describe(shard_id))
+
+    def refresh(self) -> None:
+        refs = [actor.refresh.remote() for actor in self.actors]
+        for shard_id, ref in enumerate(refs):
+            answer(ref, self.describe(shard_id))
+
+    def destroy(self) -> None:
+        """Delete every shard's folder and end its actor."""
+        refs = [actor.destroy.remote() for actor in self.actors]
+        for ref in refs:
+            # (a dead shard's folder is left behind; its actor goes below anyway)
+            with contextlib.suppress(RayActorError, GetTimeoutError):
+                ray.get(ref, timeout=CALL_TIMEOUT_SECONDS)
+        for actor in self.actors:
+            ray.kill(actor, no_restart=True)
+
+
+class RemoteShard:
+    """A shard of a Ray-backed index as the node sees it (an entry of `Index.shards`)."""
+
+    segments: tuple = ()  # merges are the actor's own
+
+    def __init__(self, remote: RemoteIndex, shard_id: int) -> None:
+        self.remote = remote
+        self.shard_id = shard_id
+        self.search_stats = SearchStats()
+
+    @property
+    def actor(self) -> Any:
+        return self.remote.actors[self.shard_id]
+
+    def acquire_searcher(self) -> RemoteSnapshot:
+        return RemoteSnapshot(self)
+
+    def refresh(self) -> None:
+        answer(self.actor.refresh.remote(), self.remote.describe(self.shard_id))
+
+    def maybe_merge(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        """Nothing: the actor outlives the coordinator (a restarted one finds it again)."""
+
+    def _counts(self) -> dict[str, int]:
+        return answer(self.actor.stats.remote(), self.remote.describe(self.shard_id))
+
+    def doc_count(self) -> int:
+        return self._counts()["docs"]
+
+    def deleted_count(self) -> int:
+        return self._counts()["deleted"]
+
+    def store_size_bytes(self) -> int:
+        return self._counts()["store_bytes"]
+
+    def stats_sections(self, metrics: tuple[str, ...], *, open_contexts: int, file_sizes: bool) -> dict:
+        """The shard's `_stats` sections from its actor, with this coordinator's search counters."""
+        stats = answer(
+            self.actor.stats_sections.remote(metrics, file_sizes), self.remote.describe(self.shard_id)
+        )
+        if "search" in stats:
+            stats["search"] = {"open_contexts": open_contexts, **self.search_stats.snapshot()}
+        return stats
+
+
+class RemoteSnapshot:
+    """A lease on one snapshot of a shard actor (see the module's docstring); a `Target`'s
+    searcher for a Ray-backed index."""
+
+    remote = True
+
+    def __init__(self, shard: RemoteShard) -> None:
+        self.shard = shard
+        self.context: ShardContextId | None = None
+        self._refs = 1
+        self._lock = threading.Lock()
+
+    def acquire(self) -> None:
+        with self._lock:
+            self._refs += 1
+
+    def release(self) -> None:
+        with self._lock:
+            self._refs -= 1
+            context = self.context if self._refs == 0 else None
+            if context is not None:
+                self.context = None
+        if context is not None:
+            self.shard.actor.free_context.remote(context)  # not waited for
+
+    def pin(self, context: ShardContextId) -> ShardContextId:
+        """Keep the context the first phase pinned; a second one (two phases raced) is freed."""
+        with self._lock:
+            if self.context is None and self._refs > 0:
+                self.context = context
+                return context
+            kept = self.context
+        self.shard.actor.free_context.remote(context)
+        return kept if kept is not None else context
+
+    def handle(self, target: Target) -> RayShard:
+        return RayShard(self, target)
+
+
+class RayShard:
+    """`ShardSearch` over a shard actor, for one target of a search."""
+
+    def __init__(self, snapshot: RemoteSnapshot, target: Target) -> None:
+        self.snapshot = snapshot
+        self.alias_filter = target.alias_filter
+        self.name = snapshot.shard.remote.describe(snapshot.shard.shard_id)
+
+    def open_context(self) -> ShardContextId:
+        return answer(self.snapshot.shard.actor.open_context.remote(self.alias_filter), self.name)
+
+    def free_context(self, context: ShardContextId) -> bool:
+        try:
+            return bool(answer(self.snapshot.shard.actor.free_context.remote(context), self.name))
+        except ShardUnavailable:
+            return False  # a restarted actor holds no context of before
+
+    def _phase(self, method: str, message: Any) -> Any:
+        """A phase on the actor. Its unavailability, or the loss of the context it names (the
+        actor restarted), fails this shard alone (`ShardFailed`)."""
+        if message.context is None and self.snapshot.context is not None:
+            message = replace(message, context=self.snapshot.context)
+        actor_method = getattr(self.snapshot.shard.actor, method)
+        try:
+            context, result = answer(actor_method.remote(message, self.alias_filter), self.name)
+        except (ShardUnavailable, SearchContextMissing) as exc:
+            shard = self.snapshot.shard
+            raise ShardFailed(exc, message.shard_index, shard.remote.index.name, shard.shard_id) from None
+        if message.context is None:
+            self.snapshot.pin(context)
+        return result
+
+    def dfs(self, request: ShardDfs) -> DfsStats:
+        return self._phase("dfs", request)
+
+    def query(self, query: ShardQuery) -> ShardTopDocs:
+        return self._phase("query", query)
+
+    def fetch(self, fetch: ShardFetch) -> ShardFetchResult:
+        return self._phase("fetch", fetch)

@@ -1,0 +1,77 @@
+"""A local Ray cluster for the Ray backend's tests: 3 nodes on loopback, started by the tests.
+
+Without Ray installed the tests skip, unless `LEAFSEARCH_REQUIRE_RAY=1` (CI sets it): then they
+fail, so a CI that lost the extra cannot pass by running none of them.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+NODES = 3
+#: Ray's minimum object store; the tests move small messages only.
+OBJECT_STORE_BYTES = 80 * 1024 * 1024
+#: Every Ray process on 127.0.0.1: Ray otherwise takes the address of the machine's route out.
+LOOPBACK_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+
+
+def import_ray() -> Any:
+    """Ray, or the test's skip (its failure under LEAFSEARCH_REQUIRE_RAY=1)."""
+    os.environ.update(LOOPBACK_ENV)  # before Ray reads its constants
+    try:
+        import ray
+    except ModuleNotFoundError:
+        if os.environ.get("LEAFSEARCH_REQUIRE_RAY") == "1":
+            pytest.fail('LEAFSEARCH_REQUIRE_RAY=1 but Ray is not installed: pip install -e ".[ray]"')
+        pytest.skip('Ray is not installed (pip install -e ".[ray]")')
+    return ray
+
+
+@dataclass
+class LocalCluster:
+    cluster: Any
+    address: str
+    node_ids: list[str]
+    started_in: float  # seconds the 3 nodes took to start
+
+
+def start_cluster() -> LocalCluster:
+    ray = import_ray()
+    from ray.cluster_utils import Cluster
+
+    started = time.monotonic()
+    node_args = {"num_cpus": 1, "object_store_memory": OBJECT_STORE_BYTES, "node_ip_address": "127.0.0.1"}
+    cluster = Cluster(initialize_head=True, head_node_args={**node_args, "include_dashboard": False})
+    for _ in range(NODES - 1):
+        cluster.add_node(**node_args)
+    cluster.wait_for_nodes()
+    ray.init(address=cluster.address, namespace="leafsearch", log_to_driver=False)
+    node_ids = sorted(n["NodeID"] for n in ray.nodes() if n["Alive"])
+    assert len(node_ids) == NODES
+    return LocalCluster(cluster, cluster.address, node_ids, time.monotonic() - started)
+
+
+def stop_cluster(local: LocalCluster) -> None:
+    import ray
+
+    ray.shutdown()
+    local.cluster.shutdown()
+
+
+def shard_actor(index_uuid: str, shard_id: int) -> Any:
+    """The actor of a shard, by the name the coordinator gave it."""
+    import ray
+
+    return ray.get_actor(f"{index_uuid}/{shard_id}", namespace="leafsearch")
+
+
+def where(index_uuid: str, shard_id: int) -> tuple[str, int]:
+    """(Ray node id, pid) of a shard's actor."""
+    import ray
+
+    return ray.get(shard_actor(index_uuid, shard_id).where.remote(), timeout=60)

@@ -1,0 +1,485 @@
+"""An index's shards as Ray actors, through the REST API of a coordinator (`serve --ray`) on a
+local 3-node Ray cluster: placement, writes, searches, point-in-time walks and slices."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+
+from leafsearch.testing import Server
+from tests.conftest import error_of
+from tests.ray_cluster import LOOPBACK_ENV, shard_actor, where
+
+SHARDS = 6
+
+
+@pytest.fixture(scope="module")
+def coordinator(ray_cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    data = tmp_path_factory.mktemp("ray-coordinator") / "data"
+    with Server(data, args=["--ray", ray_cluster.address], env=LOOPBACK_ENV, startup_timeout=120) as server:
+        yield server
+
+
+@pytest.fixture
+def http(coordinator: Server) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=coordinator.url, timeout=120) as client:
+        yield client
+
+
+def create_index(http: httpx.Client, name: str, shards: int = SHARDS) -> str:
+    """Create the index; its uuid."""
+    body = {"settings": {"number_of_shards": shards}, "mappings": {"properties": {"n": {"type": "long"}}}}
+    response = http.put(f"/{name}", json=body)
+    assert response.status_code == 200, response.text
+    return http.get(f"/{name}/_settings").json()[name]["settings"]["index"]["uuid"]
+
+
+def bulk(http: httpx.Client, index: str, docs: dict[str, dict[str, Any]], refresh: bool = False) -> dict:
+    lines = []
+    for doc_id, source in docs.items():
+        lines += [orjson.dumps({"index": {"_id": doc_id}}), orjson.dumps(source)]
+    response = http.post(
+        f"/{index}/_bulk" + ("?refresh=true" if refresh else ""),
+        content=b"\n".join(lines) + b"\n",
+        headers={"content-type": "application/x-ndjson"},
+    )
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def source(n: int) -> dict[str, Any]:
+    return {"n": n, "tag": f"t{n % 7}", "body": f"doc number {n} of the ray test"}
+
+
+def walk(http: httpx.Client, pit: str, size: int, slice_: dict | None = None) -> tuple[list[str], int]:
+    """Every id of a point-in-time walk (search_after on `n`), and the total its pages count."""
+    ids: list[str] = []
+    after = None
+    totals = set()
+    while True:
+        body: dict[str, Any] = {"pit": {"id": pit, "keep_alive": "1m"}, "size": size, "sort": [{"n": "asc"}]}
+        if after is not None:
+            body["search_after"] = after
+        if slice_ is not None:
+            body["slice"] = slice_
+        response = http.post("/_search", json=body)
+        assert response.status_code == 200, response.text
+        page = response.json()
+        assert page["_shards"] == {"total": SHARDS, "successful": SHARDS, "skipped": 0, "failed": 0}
+        totals.add(page["hits"]["total"]["value"])
+        hits = page["hits"]["hits"]
+        if not hits:
+            break
+        ids += [hit["_id"] for hit in hits]
+        after = hits[-1]["sort"]
+    assert len(totals) == 1  # every page counts the same snapshot
+    return ids, totals.pop()
+
+
+def test_shards_spread_over_the_nodes_and_serve_the_document_apis(
+    http: httpx.Client, ray_cluster: Any
+) -> None:
+    uuid = create_index(http, "spread")
+    nodes = Counter(where(uuid, shard)[0] for shard in range(SHARDS))
+    assert sorted(nodes) == ray_cluster.node_ids and set(nodes.values()) == {2}
+
+    # Three clients index at once; every item is acknowledged.
+    def client(c: int) -> None:
+        with httpx.Client(base_url=str(http.base_url), timeout=120) as own:
+            for batch in range(5):
+                docs = {f"{c}-{batch}-{i}": source(c * 1000 + batch * 100 + i) for i in range(100)}
+                assert bulk(own, "spread", docs)["errors"] is False
+
+    threads = [threading.Thread(target=client, args=(c,)) for c in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert http.post("/spread/_refresh").status_code == 200
+    count = http.get("/spread/_count").json()
+    assert count == {
+        "count": 1500,
+        "_shards": {"total": SHARDS, "successful": SHARDS, "skipped": 0, "failed": 0},
+    }
+
+    page = http.post(
+        "/spread/_search", json={"sort": [{"n": "desc"}], "size": 3, "query": {"match": {"body": "ray"}}}
+    )
+    assert [hit["_id"] for hit in page.json()["hits"]["hits"]] == ["2-4-99", "2-4-98", "2-4-97"]
+    aggs = http.post("/spread/_search", json={"size": 0, "aggs": {"t": {"terms": {"field": "tag.keyword"}}}})
+    assert sum(b["doc_count"] for b in aggs.json()["aggregations"]["t"]["buckets"]) == 1500
+
+    # Statistics come from the shard actors (the search counters from the coordinator).
+    primaries = http.get("/spread/_stats").json()["_all"]["primaries"]
+    assert primaries["docs"]["count"] == 1500 and primaries["indexing"]["index_total"] == 1500
+    assert primaries["search"]["query_total"] >= SHARDS
+    (row,) = http.get("/_cat/indices/spread", params={"format": "json"}).json()
+    assert row["docs.count"] == "1500"
+    assert http.get("/_nodes/stats").status_code == 200
+
+    got = http.get("/spread/_doc/1-2-3").json()
+    assert got["found"] is True and got["_source"] == source(1203)
+    assert http.put("/spread/_doc/1-2-3", json=source(7)).json()["result"] == "updated"
+    conflict = http.put("/spread/_doc/1-2-3?if_seq_no=0&if_primary_term=1", json=source(8))
+    assert conflict.status_code == 409 and error_of(conflict)["type"] == "version_conflict_engine_exception"
+    assert http.get("/spread/_doc/1-2-3").json()["_source"] == source(7)  # realtime: not refreshed yet
+    assert http.delete("/spread/_doc/1-2-3?refresh=true").json()["result"] == "deleted"
+    assert http.get("/spread/_doc/1-2-3").status_code == 404
+    assert http.get("/spread/_count").json()["count"] == 1499
+    assert http.post("/spread/_create/new?refresh=true", json=source(5000)).status_code == 201
+    assert http.get("/spread/_count", params={"q": "n:5000"}).json()["count"] == 1
+
+    docs = http.post("/spread/_mget", json={"ids": ["0-0-1", "1-2-3", "nope"]}).json()["docs"]
+    assert [doc["found"] for doc in docs] == [True, False, False]
+    # What needs every match of all shards at once is refused, not cut short.
+    by_query = http.post("/spread/_delete_by_query", json={"query": {"match_all": {}}})
+    assert by_query.status_code == 400 and "Ray actors" in by_query.json()["error"]["reason"]
+    assert http.get("/spread/_count").json()["count"] == 1500
+
+    assert http.delete("/spread").status_code == 200
+    assert http.get("/spread/_count").status_code == 404
+
+
+def test_point_in_time_walks_read_every_document_once_under_writes(http: httpx.Client) -> None:
+    create_index(http, "walk")
+    docs = {f"d{n}": source(n) for n in range(2000)}
+    assert bulk(http, "walk", docs, refresh=True)["errors"] is False
+
+    stop = threading.Event()
+
+    def writer() -> None:  # writes and deletes beside the walks: the PIT's snapshot does not move
+        with httpx.Client(base_url=str(http.base_url), timeout=120) as own:
+            n = 10_000
+            while not stop.is_set():
+                bulk(own, "walk", {f"new{n}": source(n)}, refresh=True)
+                own.delete(f"/walk/_doc/d{n % 2000}?refresh=true")
+                n += 1
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        pit = http.post("/walk/_pit?keep_alive=1m").json()["id"]
+        assert http.get("/_cat/search_contexts", params={"format": "json"}).status_code == 200
+        whole, total = walk(http, pit, 137)
+        slices: dict[int, list[str]] = {}
+
+        def read_slice(i: int) -> None:
+            with httpx.Client(base_url=str(http.base_url), timeout=120) as own:
+                slices[i] = walk(own, pit, 100, {"id": i, "max": 3})[0]
+
+        readers = [threading.Thread(target=read_slice, args=(i,)) for i in range(3)]
+        for reader in readers:
+            reader.start()
+        for reader in readers:
+            reader.join()
+        assert http.request("DELETE", "/_pit", json={"id": pit}).json()["succeeded"] is True
+    finally:
+        stop.set()
+        thread.join()
+    # The walk read the PIT's snapshot exactly once, whatever was written beside it...
+    assert len(whole) == len(set(whole)) == total
+    assert set(whole) <= set(docs) | {f"new{n}" for n in range(10_000, 20_000)}
+    # ...and its slices, read at once, partition that same snapshot.
+    joined = [doc_id for i in range(3) for doc_id in slices[i]]
+    assert all(slices[i] for i in range(3))
+    assert sorted(joined) == sorted(whole)
+
+
+def kill_shard(uuid: str, shard: int) -> int:
+    """kill -9 a shard's actor process; its pid."""
+    pid = where(uuid, shard)[1]
+    os.kill(pid, signal.SIGKILL)
+    return pid
+
+
+def restarted(uuid: str, shard: int, old_pid: int) -> int:
+    """The pid of the shard's actor once Ray restarted it (calls wait for the restart)."""
+    for _ in range(100):  # a call caught by the restart fails; the next ones wait for it
+        try:
+            pid = where(uuid, shard)[1]
+        except Exception:  # noqa: BLE001 - ActorUnavailableError while it restarts
+            continue
+        if pid != old_pid:
+            return pid
+    raise AssertionError(f"shard {shard} was not restarted")
+
+
+def test_a_shard_killed_during_bulk_loses_no_acknowledged_write(http: httpx.Client) -> None:
+    uuid = create_index(http, "killbulk")
+    acknowledged: set[str] = set()
+    refused: list[dict] = []
+    lock = threading.Lock()
+    started = threading.Barrier(3)
+
+    def writer(w: int) -> None:
+        with httpx.Client(base_url=str(http.base_url), timeout=120) as own:
+            for batch in range(40):
+                if batch == 5:
+                    started.wait()
+                docs = {f"{w}-{batch}-{i}": source(i) for i in range(60)}
+                for item in bulk(own, "killbulk", docs)["items"]:
+                    result = item["index"]
+                    with lock:
+                        if result["status"] == 201:
+                            acknowledged.add(result["_id"])
+                        else:
+                            refused.append(result)
+
+    writers = [threading.Thread(target=writer, args=(w,)) for w in range(2)]
+    for thread in writers:
+        thread.start()
+    started.wait()  # both writers are indexing
+    old = kill_shard(uuid, 2)
+    for thread in writers:
+        thread.join()
+    restarted(uuid, 2, old)
+    # Writes refused while the shard was down failed cleanly, as Elasticsearch's do without a primary.
+    for item in refused:
+        assert item["status"] == 503, item
+        assert item["error"]["type"] == "unavailable_shards_exception", item
+        assert "[killbulk][2]" in item["error"]["reason"]
+    assert http.post("/killbulk/_refresh").status_code == 200
+    found = http.post("/killbulk/_search", json={"size": 10_000, "_source": False, "sort": ["_doc"]}).json()
+    ids = {hit["_id"] for hit in found["hits"]["hits"]}
+    assert found["_shards"]["failed"] == 0
+    assert acknowledged <= ids, f"{len(acknowledged - ids)} acknowledged writes lost"
+    assert len(acknowledged) + len(refused) == 2 * 40 * 60
+    # The restarted shard takes writes again.
+    assert (
+        bulk(http, "killbulk", {f"after-{i}": source(i) for i in range(30)}, refresh=True)["errors"] is False
+    )
+
+
+def test_a_shard_killed_during_a_pit_walk_fails_that_shard_alone(http: httpx.Client) -> None:
+    uuid = create_index(http, "killpit")
+    assert bulk(http, "killpit", {f"d{n}": source(n) for n in range(600)}, refresh=True)["errors"] is False
+    pit = http.post("/killpit/_pit?keep_alive=1m").json()["id"]
+    body: dict[str, Any] = {"pit": {"id": pit}, "size": 100, "sort": [{"n": "asc"}]}
+    first = http.post("/_search", json=body).json()
+    seen = [hit["_id"] for hit in first["hits"]["hits"]]
+    old = kill_shard(uuid, 4)
+    restarted(uuid, 4, old)
+    # The restarted shard lost the PIT's context: the walk goes on over the other shards, and
+    # each page reports the shard's failure, as Elasticsearch does.
+    after = first["hits"]["hits"][-1]["sort"]
+    while True:
+        page = http.post("/_search", json={**body, "search_after": after}).json()
+        shards = page["_shards"]
+        assert shards["total"] == SHARDS and shards["successful"] == SHARDS - 1 and shards["failed"] == 1
+        (failure,) = shards["failures"]
+        assert failure["shard"] == 4 and failure["index"] == "killpit"
+        assert failure["reason"]["type"] == "search_context_missing_exception"
+        hits = page["hits"]["hits"]
+        if not hits:
+            break
+        seen += [hit["_id"] for hit in hits]
+        after = hits[-1]["sort"]
+    assert len(seen) == len(set(seen))
+    lost_shard = 600 - len(seen)
+    assert 0 < lost_shard < 600
+    # Refusing partial results makes the same page an error.
+    strict = http.post("/_search?allow_partial_search_results=false", json=body)
+    assert strict.status_code == 404
+    error = strict.json()["error"]
+    assert error["type"] == "search_phase_execution_exception" and error["reason"] == "Partial shards failure"
+    assert error["root_cause"][0]["type"] == "search_context_missing_exception"
+    assert [failed["shard"] for failed in error["failed_shards"]] == [4]
+    # A new search reads every shard, the restarted one recovered from its folder.
+    assert http.get("/killpit/_count").json() == {
+        "count": 600,
+        "_shards": {"total": SHARDS, "successful": SHARDS, "skipped": 0, "failed": 0},
+    }
+
+
+def test_a_restarted_coordinator_finds_its_shard_actors(ray_cluster: Any, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    args = ["--ray", ray_cluster.address]
+    with (
+        Server(data, args=args, env=LOOPBACK_ENV, startup_timeout=120) as first,
+        httpx.Client(base_url=first.url, timeout=120) as http,
+    ):
+        uuid = create_index(http, "restart", shards=3)
+        assert bulk(http, "restart", {f"d{n}": source(n) for n in range(300)})["errors"] is False
+        pids = [where(uuid, shard)[1] for shard in range(3)]
+        pit = http.post("/restart/_pit?keep_alive=5m").json()["id"]
+    with (
+        Server(data, args=args, env=LOOPBACK_ENV, startup_timeout=120) as second,
+        httpx.Client(base_url=second.url, timeout=120) as http,
+    ):
+        # The same actors (found by name, not re-created), with every acknowledged write.
+        assert [where(uuid, shard)[1] for shard in range(3)] == pids
+        assert http.post("/restart/_refresh").status_code == 200
+        assert http.get("/restart/_count").json()["count"] == 300
+        assert http.get("/restart/_doc/d7").json()["_source"] == source(7)
+        # A PIT of the coordinator before is unknown to this one (contexts do not survive it).
+        gone = http.post("/_search", json={"pit": {"id": pit}})
+        assert gone.status_code == 404
+        assert gone.json()["error"]["root_cause"][0]["type"] == "search_context_missing_exception"
+        assert bulk(http, "restart", {"new": source(1)}, refresh=True)["errors"] is False
+        assert http.get("/restart/_count").json()["count"] == 301
+        assert http.delete("/restart").status_code == 200
+
+
+def scroll_all(http: httpx.Client, index: str, body: dict[str, Any]) -> tuple[list[str], set[int], set[int]]:
+    """Every id of a scroll, the totals its batches reported, and the shards its hits came from
+    (a `_doc` walk's sort values are `_shard_doc`'s: shard index << 32 | doc)."""
+    page = http.post(f"/{index}/_search?scroll=1m", json=body)
+    assert page.status_code == 200, page.text
+    ids: list[str] = []
+    totals = set()
+    shards: set[int] = set()
+    while True:
+        data = page.json()
+        assert data["_shards"]["failed"] == 0
+        totals.add(data["hits"]["total"]["value"])
+        hits = data["hits"]["hits"]
+        if not hits:
+            break
+        ids += [hit["_id"] for hit in hits]
+        shards |= {hit["sort"][0] >> 32 for hit in hits if body.get("sort") == ["_doc"]}
+        page = http.post("/_search/scroll", json={"scroll": "1m", "scroll_id": data["_scroll_id"]})
+        assert page.status_code == 200, page.text
+    cleared = http.request("DELETE", "/_search/scroll", json={"scroll_id": data["_scroll_id"]})
+    assert cleared.json()["num_freed"] == 1
+    return ids, totals, shards
+
+
+def test_scrolls_and_sliced_scrolls_read_every_document_once(http: httpx.Client) -> None:
+    create_index(http, "scrolled")
+    docs = {f"d{n}": source(n) for n in range(1000)}
+    assert bulk(http, "scrolled", docs, refresh=True)["errors"] is False
+    stop = threading.Event()
+
+    def writer() -> None:  # the scroll reads the snapshot it opened on
+        with httpx.Client(base_url=str(http.base_url), timeout=120) as own:
+            n = 100_000  # outside the range query below
+            while not stop.is_set():
+                bulk(own, "scrolled", {f"new{n}": source(n)}, refresh=True)
+                n += 1
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        ids, totals, _ = scroll_all(http, "scrolled", {"size": 97, "sort": ["_doc"]})
+        by_n, _, _ = scroll_all(
+            http, "scrolled", {"size": 50, "sort": [{"n": "desc"}], "query": {"range": {"n": {"lt": 500}}}}
+        )
+    finally:
+        stop.set()
+        thread.join()
+    assert len(ids) == len(set(ids)) and totals == {len(ids)}
+    assert set(docs) <= set(ids)
+    assert by_n == [f"d{n}" for n in range(499, -1, -1)]
+
+    total = http.get("/scrolled/_count").json()["count"]
+    slices: dict[int, list[str]] = {}
+    slice_shards: dict[int, set[int]] = {}
+
+    def read_slice(i: int) -> None:
+        with httpx.Client(base_url=str(http.base_url), timeout=120) as own:
+            body = {"size": 100, "sort": ["_doc"], "slice": {"id": i, "max": 4}}
+            slices[i], _, slice_shards[i] = scroll_all(own, "scrolled", body)
+
+    readers = [threading.Thread(target=read_slice, args=(i,)) for i in range(4)]
+    for reader in readers:
+        reader.start()
+    for reader in readers:
+        reader.join()
+    joined = [doc_id for i in range(4) for doc_id in slices[i]]
+    assert all(slices[i] for i in range(4))
+    assert len(joined) == len(set(joined)) == total
+    # Slices go to shards first (SPEC 4.2): with 6 shards and 4 slices, slice i reads the
+    # shards whose number modulo 4 is i.
+    assert slice_shards == {i: {s for s in range(SHARDS) if s % 4 == i} for i in range(4)}
+
+    refused = http.post("/scrolled/_search?scroll=1m", json={"query": {"match": {"body": "ray"}}})
+    assert refused.status_code == 400 and "Ray actors" in refused.json()["error"]["reason"]
+
+
+def test_updates_read_and_write_a_shard_actor_without_losing_any(http: httpx.Client) -> None:
+    create_index(http, "updated")
+    assert http.put("/updated/_doc/a", json={"n": 1, "keep": "x"}).status_code == 201
+    done = http.post("/updated/_update/a", json={"doc": {"n": 2}}).json()
+    assert done["result"] == "updated" and done["_version"] == 2
+    assert http.get("/updated/_doc/a").json()["_source"] == {"n": 2, "keep": "x"}
+    assert http.post("/updated/_update/a", json={"doc": {"n": 2}}).json()["result"] == "noop"
+    missing = http.post("/updated/_update/b", json={"doc": {"n": 1}})
+    assert missing.status_code == 404 and error_of(missing)["type"] == "document_missing_exception"
+    upsert = http.post("/updated/_update/b", json={"doc": {"n": 5}, "doc_as_upsert": True})
+    assert upsert.status_code == 201 and upsert.json()["result"] == "created"
+
+    # Concurrent partial updates of one document: each reads, merges and writes only if the
+    # document is still what it read (else reads again), so no update is lost.
+    def updater(t: int) -> None:
+        with httpx.Client(base_url=str(http.base_url), timeout=120) as own:
+            for i in range(8):
+                answer = own.post("/updated/_update/a?retry_on_conflict=50", json={"doc": {f"f{t}_{i}": t}})
+                assert answer.status_code == 200, answer.text
+
+    threads = [threading.Thread(target=updater, args=(t,)) for t in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    final = http.get("/updated/_doc/a").json()
+    assert final["_source"] == {"n": 2, "keep": "x", **{f"f{t}_{i}": t for t in range(4) for i in range(8)}}
+    assert final["_version"] == 2 + 32
+
+    # In a bulk request an update sees the operations before it on its shard.
+    lines = [
+        {"index": {"_id": "c"}},
+        {"n": 1},
+        {"update": {"_id": "c"}},
+        {"doc": {"m": 2}},
+        {"update": {"_id": "nothing"}},
+        {"doc": {"m": 2}},
+        {"delete": {"_id": "b"}},
+    ]
+    answer = http.post(
+        "/updated/_bulk?refresh=true",
+        content=b"\n".join(orjson.dumps(line) for line in lines) + b"\n",
+        headers={"content-type": "application/x-ndjson"},
+    ).json()
+    statuses = [next(iter(item.values()))["status"] for item in answer["items"]]
+    assert statuses == [201, 200, 404, 200]
+    assert http.get("/updated/_doc/c").json()["_source"] == {"n": 1, "m": 2}
+    assert http.post("/updated/_refresh").status_code == 200  # "a" is on a shard the bulk left
+    assert http.get("/updated/_count").json()["count"] == 2
+
+
+def test_a_shard_that_stays_down_fails_its_writes_and_its_part_of_searches(http: httpx.Client) -> None:
+    import ray
+
+    uuid = create_index(http, "deadshard")
+    assert bulk(http, "deadshard", {f"d{n}": source(n) for n in range(300)}, refresh=True)["errors"] is False
+    before = http.get("/deadshard/_count").json()["count"]
+    actor = shard_actor(uuid, 1)
+    ray.kill(actor, no_restart=True)  # Ray will not restart it: the shard stays down
+    with pytest.raises(ray.exceptions.RayActorError):
+        ray.get(actor.where.remote(), timeout=60)
+
+    items = bulk(http, "deadshard", {f"e{n}": source(n) for n in range(300)})["items"]
+    failed = [item["index"] for item in items if item["index"]["status"] != 201]
+    assert failed and len(failed) < 300
+    for item in failed:
+        assert item["status"] == 503 and item["error"]["type"] == "unavailable_shards_exception"
+        assert item["error"]["reason"].startswith("[deadshard][1] primary shard is not active")
+
+    page = http.post("/deadshard/_search", json={"size": 0}).json()
+    assert page["_shards"]["failed"] == 1 and page["_shards"]["successful"] == SHARDS - 1
+    (failure,) = page["_shards"]["failures"]
+    assert failure["shard"] == 1 and failure["reason"]["type"] == "no_shard_available_action_exception"
+    assert 0 < page["hits"]["total"]["value"] < before + 300 - len(failed)
+    strict = http.post("/deadshard/_search?allow_partial_search_results=false", json={"size": 0})
+    assert strict.status_code == 503
+    assert strict.json()["error"]["type"] == "search_phase_execution_exception"
+    assert http.delete("/deadshard").status_code == 200
