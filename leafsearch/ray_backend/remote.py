@@ -92,7 +92,10 @@ class RemoteIndex:
     def state(self) -> IndexState:
         index = self.index
         settings = dict(index.settings)
-        return IndexState(index.uuid, index.name, settings, index.mapping.to_body(), index.num_shards)
+        with index.lock:  # the mapping's version and body, read together
+            version = index.mapping.version
+            body = index.mapping.to_body()
+        return IndexState(index.uuid, index.name, settings, body, index.num_shards, version)
 
     def _version(self) -> tuple[int, int]:
         return self.index.mapping.version, hash(tuple(sorted(self.index.settings.items())))
