@@ -19,6 +19,7 @@ from leafsearch.errors import ActionRequestValidation
 from leafsearch.index.shard import Shard, file_sizes
 from leafsearch.index.shard_stats import ShardStats, sections
 from leafsearch.search.stats import SearchStats
+from leafsearch.unsupported import NotSupported
 
 if TYPE_CHECKING:
     from leafsearch.index.searcher import SegmentView
@@ -213,6 +214,8 @@ def indices_stats(
     primaries: dict[str, Any] = {}
     per_index: dict[str, Any] = {}
     for index in targets:
+        if level == "shards" and index.remote is not None:
+            raise NotSupported("[level=shards] statistics of an index whose shards are Ray actors")
         index_total: dict[str, Any] = {}
         shards: dict[str, list[dict[str, Any]]] = {}
         for shard in list(index.shards):

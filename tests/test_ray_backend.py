@@ -125,6 +125,16 @@ def test_shards_spread_over_the_nodes_and_serve_the_document_apis(
     (row,) = http.get("/_cat/indices/spread", params={"format": "json"}).json()
     assert row["docs.count"] == "1500"
     assert http.get("/_nodes/stats").status_code == 200
+    (node_row,) = http.get("/_cat/nodes", params={"format": "json", "h": "docs.count,segments.count"}).json()
+    assert int(node_row["docs.count"]) >= 1500 and int(node_row["segments.count"]) >= SHARDS
+    # Per-shard listings the actors do not report yet are refused, never a 500.
+    for path, params in (
+        ("/_cat/shards/spread", {}),
+        ("/_cat/segments/spread", {}),
+        ("/spread/_stats", {"level": "shards"}),
+    ):
+        refused = http.get(path, params=params)
+        assert refused.status_code == 400 and "Ray actors" in error_of(refused)["reason"], refused.text
 
     got = http.get("/spread/_doc/1-2-3").json()
     assert got["found"] is True and got["_source"] == source(1203)

@@ -799,6 +799,9 @@ class Shard:
         searcher = self._searcher
         return searcher.live_count if searcher else 0
 
+    def segment_count(self) -> int:
+        return len(self.segments)
+
     def deleted_count(self) -> int:
         searcher = self._searcher
         return (searcher.max_doc - searcher.live_count) if searcher else 0

@@ -189,7 +189,7 @@ class ShardActor:
             "docs": self.shard.doc_count(),
             "deleted": self.shard.deleted_count(),
             "store_bytes": self.shard.store_size_bytes(),
-            "segments": len(self.shard.segments),
+            "segments": self.shard.segment_count(),
             "open_contexts": self.node.shard_contexts.open_count(),
         }
 

@@ -209,6 +209,9 @@ class RemoteShard:
     def store_size_bytes(self) -> int:
         return self._counts()["store_bytes"]
 
+    def segment_count(self) -> int:
+        return self._counts()["segments"]
+
     def stats_sections(self, metrics: tuple[str, ...], *, open_contexts: int, file_sizes: bool) -> dict:
         """The shard's `_stats` sections from its actor, with this coordinator's search counters."""
         stats = answer(

@@ -11,8 +11,10 @@ from leafsearch import admin
 from leafsearch.index.shard import folder_size
 from leafsearch.rest.cat import Column, render_table
 from leafsearch.rest.exchange import RestRequest, RestResponse
+from leafsearch.unsupported import NotSupported
 
 if TYPE_CHECKING:
+    from leafsearch.index.index import Index
     from leafsearch.node import Node
 
 INDICES_COLUMNS = [
@@ -222,11 +224,19 @@ def _segment_generation(name: str) -> int:
     return int(name.rpartition("_")[2])
 
 
+def _check_local(index: Index, what: str) -> None:
+    """Per-shard listings read the shard's own state, which a Ray-backed index's shard actors do
+    not report yet: refused with a 400 rather than failed with a 500."""
+    if index.remote is not None:
+        raise NotSupported(f"{what} of an index whose shards are Ray actors")
+
+
 def cat_shards(node: Node, req: RestRequest) -> RestResponse:
     """Every shard copy: the primaries this node holds, and their replicas, unassigned (one node)."""
     rows = []
     where = {"ip": "127.0.0.1", "id": node.node_id, "node": node.name}
     for index in req.indices_options(expand_wildcards="all").resolve(node, req.path_params.get("index")):
+        _check_local(index, "[_cat/shards]")
         replicas = int(index.setting("index.number_of_replicas"))
         for shard_id in range(index.num_shards):
             shard = None if index.closed else index.shards[shard_id]
@@ -263,6 +273,7 @@ def cat_segments(node: Node, req: RestRequest) -> RestResponse:
 
     rows = []
     for index in req.indices_options(forbid_closed=True).resolve(node, req.path_params.get("index")):
+        _check_local(index, "[_cat/segments]")
         for shard in list(index.shards):
             for view in shard.published_views():
                 seg = view.segment
@@ -318,7 +329,7 @@ def cat_nodes(node: Node, req: RestRequest) -> RestResponse:
         "master": "*",
         "name": node.name,
         "docs.count": sum(shard.doc_count() for shard in shards),
-        "segments.count": sum(len(shard.segments) for shard in shards),
+        "segments.count": sum(shard.segment_count() for shard in shards),
         "search.open_contexts": node.contexts.open_count(),
     }
     return render_table(req, NODES_COLUMNS, [row])
