@@ -485,6 +485,8 @@ _CLUSTER = [
     # A scroll or PIT walk that starts while no other search runs is served by the server process
     # rather than a search worker (search/workers/pool.py).
     Setting("search.workers.lone_walks_in_server", "true", bool_setting, True),
+    # ... and so is a one-shot search or count that arrives while nothing else runs.
+    Setting("search.workers.lone_requests_in_server", "true", bool_setting, True),
     # A `_bulk` body at least this large, arriving while another holds the indexing slot, is split
     # and its documents parsed in the search workers (bulk_offload.py) ...
     Setting("indices.bulk.worker_parse_min_size", "64kb", byte_size_setting, True),

@@ -131,8 +131,16 @@ def running_server(
 
 @pytest.fixture(scope="session")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """Base URL of the session's leafsearch server."""
+    """Base URL of the session's leafsearch server. Every search, count and walk goes to its
+    search workers, even one that runs alone (which the server process would otherwise serve
+    itself: the path the in-process Node tests take), so that every feature the suite tests
+    over HTTP crosses the process boundary."""
     with running_server(tmp_path_factory.mktemp("leafsearch-data")) as (url, _):
+        to_workers = dict.fromkeys(
+            ("search.workers.lone_requests_in_server", "search.workers.lone_walks_in_server"), False
+        )
+        response = httpx.put(f"{url}/_cluster/settings", json={"transient": to_workers}, timeout=60)
+        assert response.status_code == 200, response.text
         yield url
 
 

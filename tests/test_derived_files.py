@@ -29,6 +29,7 @@ from leafsearch.search.hitlist import build_hitlist
 from leafsearch.search.phases import page_bounds
 from leafsearch.search.segment_orders import SegmentOrder, SegmentOrders
 from leafsearch.search.targets import acquire_targets, release_targets
+from leafsearch.search.workers.pool import LONE_REQUESTS_IN_SERVER
 from tests.inprocess import search
 from tests.test_top_hits import MAPPING, random_doc, random_query
 
@@ -367,6 +368,7 @@ def test_search_workers_build_an_order_once_and_map_it_after(
         _bulk(node, 0, 10_000)
         _bulk(node, 10_000, 9_000)
         assert node.search_workers is not None and node.search_workers.wait_ready(60)
+        node.cluster_settings.update({"transient": {LONE_REQUESTS_IN_SERVER: "false"}})  # to the workers
         body = {
             "sort": [{"n": "desc"}, {"k.keyword": "asc"}],
             "size": 20,

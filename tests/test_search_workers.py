@@ -22,7 +22,7 @@ import pytest
 from leafsearch import admin
 from leafsearch.errors import SearchPhaseExecution, TaskCancelled
 from leafsearch.node import Node
-from leafsearch.search.workers.pool import LONE_WALKS_IN_SERVER
+from leafsearch.search.workers.pool import LONE_REQUESTS_IN_SERVER, LONE_WALKS_IN_SERVER
 from tests.conftest import running_server
 from tests.inprocess import count, search
 
@@ -47,8 +47,10 @@ def _wait(condition: Any, what: str, timeout: float = 30.0) -> None:
 
 @pytest.fixture
 def node(tmp_path: Path) -> Iterator[Node]:
-    """A node with 2 search workers, ready, holding DOCS documents on 3 shards."""
+    """A node with 2 search workers, ready, holding DOCS documents on 3 shards; every one-shot
+    request goes to the workers (one alone would otherwise run in the server process)."""
     with Node(tmp_path / "node", search_workers=2) as n:
+        n.cluster_settings.update({"transient": {LONE_REQUESTS_IN_SERVER: "false"}})
         admin.create_index(n, "t", {"settings": {"number_of_shards": 3}})
         for start in range(0, DOCS, 1000):  # several segments per shard
             _bulk(n, range(start, start + 1000))
@@ -97,6 +99,7 @@ def test_a_worker_keeps_segments_open_across_refreshes_until_their_files_are_del
     segment once the server process deletes its files (merged away, index deleted)."""
     body = {"sort": [{"n": "desc"}], "size": 5}
     with Node(tmp_path / "one", background=False, search_workers=1) as node:
+        node.cluster_settings.update({"transient": {LONE_REQUESTS_IN_SERVER: "false"}})
         admin.create_index(node, "t", {"settings": {"number_of_shards": 1}})
         for start in range(0, 300, 100):
             _bulk(node, range(start, start + 100))
@@ -250,6 +253,39 @@ def test_a_walk_alone_runs_in_the_server_process_and_walks_beside_it_in_workers(
     assert walks() == (0, [0, 0])
 
 
+def test_a_request_alone_runs_in_the_server_process_and_one_beside_others_in_a_worker(node: Node) -> None:
+    """A one-shot request that arrives while nothing else runs is spared the worker's round trip;
+    one that arrives while a task is in flight on a worker, or while another runs here, goes to
+    the workers; the setting turns it off. Both paths answer the same."""
+    pool = node.search_workers
+    assert pool is not None
+    body = {"query": {"range": {"n": {"gte": 10}}}, "sort": [{"n": "desc"}], "size": 7}
+    in_worker = search(node, "t", body)  # the fixture sends every request to the workers
+    assert pool.stats()["requests_in_server_process"] == 0
+    node.cluster_settings.update({"transient": {LONE_REQUESTS_IN_SERVER: "true"}})
+    here = search(node, "t", body)
+    assert pool.stats()["requests_in_server_process"] == 1
+    for response in (in_worker, here):
+        response.pop("took")
+    assert here == in_worker
+    worker = _stop_worker(node)
+    with worker.lock:
+        worker.inflight[-1] = object()  # a task in flight on a worker: the next request is not alone
+    try:
+        assert not pool._take_here()
+    finally:
+        with worker.lock:
+            del worker.inflight[-1]
+    assert pool._take_here()  # alone again; now one runs here, so the next is not alone
+    try:
+        assert not pool._take_here()
+    finally:
+        with pool._lock:
+            pool._here_busy -= 1
+    node.cluster_settings.update({"transient": {LONE_REQUESTS_IN_SERVER: "false"}})
+    assert not pool._take_here()
+
+
 def _stop_worker(node: Node, slot: int = 0) -> Any:
     assert node.search_workers is not None
     worker = node.search_workers._slots[slot]
@@ -261,6 +297,7 @@ def test_a_request_in_flight_on_a_worker_that_dies_gets_a_500_and_the_next_is_an
     tmp_path: Path,
 ) -> None:
     with Node(tmp_path / "one", search_workers=1) as node:
+        node.cluster_settings.update({"transient": {LONE_REQUESTS_IN_SERVER: "false"}})
         admin.create_index(node, "t", {"settings": {"number_of_shards": 2}})
         _bulk(node, range(500))
         pool = node.search_workers
@@ -292,6 +329,7 @@ def _try_search(node: Node) -> Any:
 def test_a_cancelled_request_stops_in_the_worker(tmp_path: Path) -> None:
     # No background refreshes or merges: their messages to the worker would count as the cancel.
     with Node(tmp_path / "one", background=False, search_workers=1) as node:
+        node.cluster_settings.update({"transient": {LONE_REQUESTS_IN_SERVER: "false"}})
         admin.create_index(node, "t", {})
         _bulk(node, range(500))
         pool = node.search_workers

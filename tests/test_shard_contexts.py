@@ -19,6 +19,7 @@ import leafsearch
 from leafsearch import admin
 from leafsearch.request.search_request import parse_search_request
 from leafsearch.search import phases, top_hits
+from leafsearch.search.workers.pool import LONE_WALKS_IN_SERVER
 
 SHARDS = 3
 
@@ -251,6 +252,7 @@ def test_pit_pages_in_a_search_worker_without_hit_lists_equal_the_cached_walk(tm
         _write(node, rng, 0, 120)
         _write(node, rng, 120, 50)
         assert node.search_workers is not None and node.search_workers.wait_ready(60)
+        node.cluster_settings.update({"transient": {LONE_WALKS_IN_SERVER: "false"}})  # into the worker
         pit_id = node.open_pit("logs", "1m")["id"]
         sort = [{"ts": "asc"}]
 
