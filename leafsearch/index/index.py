@@ -141,7 +141,7 @@ class Index:
             meta["placement"] = backend.place(uuid, int(index_setting(settings, "index.number_of_shards")))
         path = folder / uuid
         path.mkdir(parents=True)
-        _write_json(path / "meta.json", meta)
+        write_json(path / "meta.json", meta)
         return cls(path, meta, blocks, backend)
 
     @classmethod
@@ -162,7 +162,7 @@ class Index:
         }
         if self.placement is not None:
             meta["placement"] = self.placement
-        _write_json(self.folder / "meta.json", meta)
+        write_json(self.folder / "meta.json", meta)
         self._persisted_mapping_version = self.mapping.version
 
     def _persist_if_mapping_changed(self) -> None:
@@ -271,10 +271,17 @@ def apply_mapping_limits(mapping: Mapping, settings: dict[str, str]) -> None:
     )
 
 
-def _write_json(path: Path, data: dict) -> None:
+def write_json(path: Path, data: dict) -> None:
+    """Replace `path` with `data` as JSON, durably: a temporary file fsynced, renamed into place,
+    and the folder fsynced so the rename survives a crash too."""
     tmp = path.with_suffix(".tmp")
     with open(tmp, "wb") as fh:
         fh.write(orjson.dumps(data))
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, path)
+    fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -36,6 +36,7 @@ from typing import Any
 import orjson
 
 from leafsearch.errors import ElasticError
+from leafsearch.index.index import write_json
 from leafsearch.index.shard import Shard
 from leafsearch.index.shard_write import ShardWrite, ShardWriteOutcome, apply_write
 from leafsearch.node import MAX_SEGMENTS_WHILE_BUSY, MERGE_QUIET_SECONDS
@@ -95,7 +96,7 @@ class ShardActor:
         if stored.exists():  # the newest mapping the coordinator sent (creation args are older)
             state = IndexState(**orjson.loads(stored.read_bytes()))
         else:
-            _write_state(stored, state)
+            write_json(stored, asdict(state))
         self.index = IndexMirror(state)
         self.node = ActorNode(f"shard-{state.uuid}-{shard_id}")
         self.shard_id = shard_id
@@ -138,7 +139,7 @@ class ShardActor:
 
     def put_index(self, state: IndexState) -> None:
         """The coordinator's index state (a mapping or settings change), kept before it is used."""
-        _write_state(self.folder / _STATE_FILE, state)
+        write_json(self.folder / _STATE_FILE, asdict(state))
         self.index = IndexMirror(state)
 
     def destroy(self) -> None:
@@ -240,17 +241,3 @@ class ShardActor:
             return context, run(LocalShard(self.node, pinned, None), message)  # type: ignore[arg-type]
         except ElasticError as exc:
             return Refusal(exc)
-
-
-def _write_state(path: Path, state: IndexState) -> None:
-    tmp = path.with_suffix(".tmp")
-    with open(tmp, "wb") as fh:
-        fh.write(orjson.dumps(asdict(state)))
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
