@@ -282,6 +282,10 @@ def test_a_request_alone_runs_in_the_server_process_and_one_beside_others_in_a_w
     finally:
         with pool._lock:
             pool._here_busy -= 1
+    page = search(node, "t", {"size": 10, "sort": ["_doc"]}, {"scroll": "1m"})  # a walk alone: here
+    assert pool.stats()["walks_in_server_process"] == 1
+    assert not pool._take_here()  # a walk is served here: the next request goes to a worker
+    node.clear_scroll([page["_scroll_id"]])
     node.cluster_settings.update({"transient": {LONE_REQUESTS_IN_SERVER: "false"}})
     assert not pool._take_here()
 

@@ -443,7 +443,7 @@ class WorkerPool:
 
     def _take_here(self) -> bool:
         """Whether a one-shot request runs in this process: when nothing else runs anywhere
-        (no task on a worker, no other one-shot request here) and
+        (no task on a worker, no other one-shot request or walk here) and
         `search.workers.lone_requests_in_server` allows it. Why: a request alone has nothing to
         run beside, and a worker's round trip (pickling, the pipe, two thread hand-offs in each
         process) cost it 2 ms at the median over HTTP (W6 at 1M documents, 1 client: p50 4.48 ms
@@ -452,7 +452,9 @@ class WorkerPool:
         if not self._node.cluster_settings.get(LONE_REQUESTS_IN_SERVER):
             return False
         with self._lock:
-            if self._here_busy or not any(w is not None and w.alive for w in self._slots):
+            if self._here_busy or self._walk_counts[self._here]:
+                return False  # a request or a walk runs here already
+            if not any(w is not None and w.alive for w in self._slots):
                 return False
             if any(w.inflight for w in self._slots if w is not None):
                 return False
@@ -479,7 +481,8 @@ class WorkerPool:
                 if held is not None and held.alive:
                     return held
                 self._walk_counts[slot] -= 1
-            if lone_walks_here and self._walk_counts[self._here] == 0 and not any(w.inflight for w in ready):
+            alone = not self._here_busy and not any(w.inflight for w in ready)
+            if lone_walks_here and self._walk_counts[self._here] == 0 and alone:
                 # A walk that starts while nothing else runs is served here: alone, it would gain
                 # nothing from another process, and relaying its large pages costs the server more
                 # than rendering them (see "Search worker processes" in ARCHITECTURE.md). Walks
