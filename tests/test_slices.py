@@ -220,7 +220,10 @@ _IDS = st.one_of(
     st.text(alphabet=_BASE64_CHARS, min_size=1, max_size=40),
     st.text(alphabet=_BASE64_CHARS, min_size=1, max_size=6).map(lambda s: "_" + s),  # decodes to >= 0xfd
     st.text(alphabet="0123456789-_aQw ", min_size=1, max_size=12),
-    st.text(alphabet=st.characters(blacklist_characters="\x00"), min_size=1, max_size=30),
+    # Any text a JSON id can carry: no lone surrogate (not UTF-8), no NUL (numpy strips it).
+    st.text(
+        alphabet=st.characters(exclude_categories=("Cs",), exclude_characters="\x00"), min_size=1, max_size=30
+    ),
 )
 
 
