@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from leafsearch.admin import IndicesOptions, concrete_only, resolve_index_expression, validate_index_name
+from leafsearch.durable import fsync_dir
 from leafsearch.errors import (
     ActionRequestValidation,
     ElasticError,
@@ -127,11 +128,7 @@ class AliasTable:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, self.path)
-        directory = os.open(self.path.parent, os.O_RDONLY)
-        try:
-            os.fsync(directory)
-        finally:
-            os.close(directory)
+        fsync_dir(self.path.parent)
         self.current = {alias: dict(members) for alias, members in table.items() if members}
 
     def without_index(self, name: str) -> dict[str, dict[str, AliasMetadata]]:

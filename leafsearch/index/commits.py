@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 import orjson
 
+from leafsearch.durable import fsync_dir
 from leafsearch.index.shard_stats import ShardStats
 from leafsearch.index.translog import Translog
 
@@ -107,11 +108,7 @@ class Commits:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, self.folder / "commit.json")
-        fd = os.open(self.folder, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        fsync_dir(self.folder)
         plan.translog.drop_before(plan.keep_from)
         named = set(plan.body["live"].values())
         for old in self._durable_live - named:

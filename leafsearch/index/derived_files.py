@@ -49,6 +49,8 @@ from typing import Any
 import numpy as np
 import orjson
 
+from leafsearch.durable import fsync_dir
+
 FORMAT = 1
 _PARTIAL = ".partial-"
 _MAGIC = b"LSDERIV\x01"
@@ -119,11 +121,7 @@ def write(path: Path, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> No
         tmp.unlink(missing_ok=True)
         raise
     if _BOOT is None:
-        fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        fsync_dir(path.parent)
 
 
 def read(path: Path) -> Derived | None:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from leafsearch.durable import fsync_dir
 from leafsearch.errors import IndexClosed
 from leafsearch.index.block_cache import BlockCache
 from leafsearch.index.index_sort import IndexSort, index_sort_of
@@ -280,8 +281,4 @@ def write_json(path: Path, data: dict) -> None:
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, path)
-    fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsync_dir(path.parent)

@@ -35,6 +35,7 @@ from typing import ClassVar
 import numpy as np
 import orjson
 
+from leafsearch.durable import fsync_dir
 from leafsearch.index import source_blocks
 from leafsearch.index.block_cache import BlockCache
 from leafsearch.index.columns import DocValues, KeywordColumn, NumericColumn, TextColumn
@@ -208,11 +209,7 @@ class SegmentWriter:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, folder)
-        fd = os.open(folder.parent, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        fsync_dir(folder.parent)
 
 
 def remove_segment_folder(folder: Path) -> None:

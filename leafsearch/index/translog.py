@@ -22,6 +22,7 @@ from pathlib import Path
 
 import orjson
 
+from leafsearch.durable import fsync_dir
 from leafsearch.errors import TranslogFailed
 
 _HEADER = struct.Struct("<II")
@@ -197,7 +198,7 @@ class Translog:
                 self._file.close()
                 self.generation += 1
                 self._file = open(self._path(self.generation), "ab")  # noqa: SIM115
-        _fsync_dir(self.folder)
+        fsync_dir(self.folder)
         return self.generation
 
     def drop_before(self, generation: int) -> None:
@@ -249,11 +250,3 @@ class Translog:
 
 def _generation_of(path: Path) -> int:
     return int(path.stem.split("-")[1])
-
-
-def _fsync_dir(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
