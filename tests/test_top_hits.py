@@ -135,7 +135,7 @@ def test_one_page_equals_the_page_of_the_full_sort(node, seed: int, monkeypatch:
         )
         assert page(top, request) == page(full, full_request), body
         assert top.total == full.total
-        if full.max_score is not None:
+        if full.max_score is not None and request.size > 0:  # a page of no hits shows none
             assert top.max_score == pytest.approx(full.max_score)
     finally:
         release_targets(targets)
@@ -243,3 +243,130 @@ def test_ranking_few_matches_equals_walking_the_order(seed: int) -> None:
     part = order[start:end]
     assert walked.tolist() == part[mask[part]][:k].tolist()
     assert segment_order.first(mask, start, k, int(mask.sum()), end).tolist() == walked.tolist()
+
+
+@pytest.fixture(scope="module")
+def ordered(tmp_path_factory: pytest.TempPathFactory):
+    """Time-ordered data, as logs are: each refresh's segment holds later `n` and `d` than the
+    one before (with overlaps, missing values, multi-values and deletes), 2 shards."""
+    rng = random.Random(11)
+    with leafsearch.Node(tmp_path_factory.mktemp("ordered") / "node", background=False) as node:
+        admin.create_index(node, "logs", {"settings": {"number_of_shards": 2}, "mappings": MAPPING})
+        for batch in range(8):
+            for i in range(rng.randint(5, 50)):
+                doc = random_doc(rng)
+                if "n" in doc:
+                    doc["n"] = batch * 10 + rng.randint(-3, 12) if rng.random() < 0.95 else [batch, 90]
+                if "x" in doc:
+                    doc["x"] = batch + round(rng.uniform(-0.5, 1.5), 1)
+                doc["d"] = f"2024-01-{batch * 3 + rng.randint(1, 4):02d}"
+                node.index_doc("logs", f"{batch}-{i}", orjson.dumps(doc))
+            node.indices["logs"].refresh()
+            for i in rng.sample(range(5), 2):
+                node.delete_doc("logs", f"{batch}-{i}")
+        node.indices["logs"].refresh()
+        yield node
+
+
+@pytest.mark.parametrize("seed", range(200))
+def test_a_page_that_stops_counting_equals_the_full_sort(ordered, seed: int) -> None:
+    """With `track_total_hits` a small number (or false) a numeric sort skips the segments that
+    cannot reach the page once the count is past it: same page as the full sort, and the total
+    and relation a full count gives."""
+    from leafsearch.search.phases import _total
+
+    rng = random.Random(seed)
+    field = rng.choice(["n", "x", "d"])
+    spec: dict = {"order": rng.choice(["asc", "desc"])}
+    if rng.random() < 0.4:
+        spec["missing"] = rng.choice(["_first", "_last"])
+    if rng.random() < 0.3:
+        spec["mode"] = rng.choice(["min", "max"])
+    sort: list = [{field: spec}]
+    if rng.random() < 0.5:
+        sort.append(rng.choice([{"k": "asc"}, {"n": "desc"}, "_doc"]))
+    body: dict = {
+        "query": rng.choice([{"match_all": {}}, random_query(rng)]),
+        "sort": sort,
+        "from": rng.choice([0, 0, 2, 9]),
+        "size": rng.choice([1, 3, 10, 25]),
+        "track_total_hits": rng.choice([1, 7, 30, 100, False]),
+    }
+    targets = acquire_targets([ordered.indices["logs"]])
+    try:
+        full_request = parse_search_request({**body, "track_total_hits": True}, {})
+        full = build_hitlist(
+            targets, full_request, now_millis=0, with_aggs=None, guard=SearchGuard(time.monotonic, None)
+        )
+        if rng.random() < 0.4 and len(full) > 2:
+            from leafsearch.search.phases import fetch_page
+
+            at = rng.randrange(len(full) - 1)
+            cursor = fetch_page(ordered, full, at, at + 1, full_request)[0]["sort"]
+            body = {**body, "search_after": cursor, "from": 0}
+            full_request = parse_search_request({**body, "track_total_hits": True}, {})
+        request = parse_search_request(body, {})
+        top = top_hits.top_hits(
+            ordered,
+            targets,
+            request,
+            now_millis=0,
+            aggs=False,
+            shards=top_hits.shard_handles(ordered, targets),
+        )
+        assert page(top, request) == page(full, full_request), body
+        assert _total(top, request) == _total(full, request), body
+    finally:
+        release_targets(targets)
+
+
+def test_segments_that_cannot_reach_the_page_are_not_run(ordered, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The newest page of time-ordered segments runs the query on the newest segments only once
+    more than `track_total_hits` matched; counting every match runs it on all of them."""
+    from leafsearch.search import hitlist
+
+    runs: list[int] = []
+    real = hitlist.execute
+
+    def counted(query, view, ctx):  # noqa: ANN001, ANN202 - the engine's own signature
+        runs.append(id(view.segment))
+        return real(query, view, ctx)
+
+    monkeypatch.setattr(hitlist, "execute", counted)
+    newest = search(ordered, "logs", {"sort": [{"d": "desc"}], "size": 3, "track_total_hits": 20})
+    stopped = len(runs)
+    runs.clear()
+    exact = search(ordered, "logs", {"sort": [{"d": "desc"}], "size": 3, "track_total_hits": True})
+    assert [h["_id"] for h in newest["hits"]["hits"]] == [h["_id"] for h in exact["hits"]["hits"]]
+    assert newest["hits"]["total"] == {"value": 20, "relation": "gte"}
+    assert exact["hits"]["total"]["value"] > 20
+    targets = acquire_targets([ordered.indices["logs"]])
+    try:
+        live_segments = sum(1 for t in targets for view in t.searcher.views if view.live_count)
+    finally:
+        release_targets(targets)
+    assert len(runs) == live_segments
+    assert stopped < live_segments / 2
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_a_request_for_no_hits_stops_counting_at_track_total_hits(ordered, seed: int) -> None:
+    """`size: 0` needs no scores and, past `track_total_hits`, no more segments: the total and
+    relation are those of the exact count, and there is no max score."""
+    from inprocess import count
+
+    rng = random.Random(seed)
+    query = rng.choice([{"match_all": {}}, random_query(rng)])
+    track = rng.choice([1, 7, 30, 100, False])
+    body: dict = {"query": query, "size": 0, "track_total_hits": track}
+    if rng.random() < 0.5:
+        body["sort"] = random_sort(rng)
+    exact = count(ordered, "logs", {"query": query})["count"]
+    hits = search(ordered, "logs", body)["hits"]
+    if track is False:
+        assert "total" not in hits
+    elif exact > track:
+        assert hits["total"] == {"value": track, "relation": "gte"}
+    else:
+        assert hits["total"] == {"value": exact, "relation": "eq"}
+    assert hits["max_score"] is None and hits["hits"] == []

@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -108,6 +108,19 @@ def needs_scores(request: SearchRequest) -> bool:
     return any(s.field == "_score" for s in request.sort)
 
 
+class SegmentVisit(Protocol):
+    """How `segment_matches` walks a target's segments, when its caller can stop early."""
+
+    def order(self, views: list[SegmentView]) -> list[int]:
+        """The positions of `views`, in the order to run them."""
+        ...
+
+    def skips(self, view: SegmentView) -> bool:
+        """Whether `view` need not run at all (asked just before it would, so the caller can
+        decide from the segments already yielded)."""
+        ...
+
+
 @dataclass
 class SegmentMatches:
     """The matches of one segment of one target, after live docs, slice, `post_filter` and
@@ -130,6 +143,7 @@ def segment_matches(
     stats: DfsStats | None = None,
     profiles: list[ShardProfile] | None = None,
     position: tuple[int, int] | None = None,
+    visit: SegmentVisit | None = None,
 ) -> Iterator[SegmentMatches]:
     """Run the query on every segment of every target, in (shard, segment) order.
 
@@ -140,7 +154,8 @@ def segment_matches(
     the caller holds them. Cost: the query's own, O(segment size) per segment. `profiles` (one
     per target) receive each target's query timings when the search is profiled. `position`:
     (shard index, shard count) of the one target a shard of the shard interface searches, for
-    the slices, which go to shards first."""
+    the slices, which go to shards first. `visit`: the order a target's segments are run in and
+    the segments the caller no longer needs (a page that can stop early, `top_hits.py`)."""
     # DFS: every shard scores with the term statistics of all shards of the request (`stats`
     # when the caller runs one shard of them).
     if stats is None and request.dfs and needs_scores:
@@ -166,8 +181,10 @@ def segment_matches(
             if request.slice
             else None
         )
-        for vi, view in enumerate(target.searcher.views):
-            if view.live_count == 0:
+        views = target.searcher.views
+        for vi in range(len(views)) if visit is None else visit.order(views):
+            view = views[vi]
+            if view.live_count == 0 or (visit is not None and visit.skips(view)):
                 continue
             segment_bytes = view.max_doc * SEGMENT_BYTES_PER_DOC
             try:

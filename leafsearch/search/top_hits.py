@@ -272,7 +272,8 @@ class LocalShard:
         profile = ShardProfile() if request.profile else None
         k = request.from_ + request.size
         specs = list(plan.specs)
-        scoring = needs_scores(request)
+        # A page of no hits reports no max_score: unless something else reads them, no scores.
+        scoring = needs_scores(request) and (k > 0 or bool(query.aggs) or request.min_score is not None)
         by_fields = all(s.field != SCORE for s in specs)
         partials: list = []
         collect = None
@@ -287,6 +288,16 @@ class LocalShard:
         orders = (
             shard_orders(self.node.sort_orders, target, plan) if by_fields and plan.uniform and k else None
         )
+        early = (
+            _Competitive(orders or {}, bound, request.track_total_hits)
+            if (k == 0 or (bound is not None and orders is not None))
+            and collect is None
+            and profile is None
+            and not scoring
+            and request.track_total_hits is not True
+            and not request.rest_total_hits_as_int
+            else None
+        )
         for m in segment_matches(
             [target],
             request,
@@ -297,9 +308,12 @@ class LocalShard:
             stats=query.dfs_stats,
             profiles=None if profile is None else [profile],
             position=None if query.shard_count is None else (query.shard_index, query.shard_count),
+            visit=early,
         ):
             count = int(np.count_nonzero(m.mask))
             total += count
+            if early is not None:
+                early.counted = total
             if count and m.scores is not None:
                 best = float(np.max(m.scores, where=m.mask, initial=-np.inf))
                 max_score = best if max_score is None else max(max_score, best)
@@ -325,6 +339,8 @@ class LocalShard:
             selected.append(_Selected(m.view, docs, None if m.scores is None else m.scores[docs], keys))
         seg_docs: list[tuple[int, SegmentView, np.ndarray]] = []
         scores: list[np.ndarray] = []
+        if early is not None:  # ties reach the stable sort below in doc order
+            selected.sort(key=lambda sel: sel.view.doc_base)
         for sel in selected:
             docs, doc_scores = sel.within(None if bound is None else bound.key)
             seg_docs.append((0, sel.view, docs))
@@ -332,7 +348,9 @@ class LocalShard:
                 scores.append(doc_scores)
         doc_arr = np.concatenate([d + v.doc_base for _, v, d in seg_docs] or [np.empty(0, np.int64)])
         target_arr = np.full(len(doc_arr), query.shard_index, np.int32)
-        score_arr = (np.concatenate(scores) if scores else np.empty(0, np.float32)) if scoring else None
+        score_arr = np.concatenate(scores) if scores else np.empty(0, np.float32)
+        if not scoring and by_fields:
+            score_arr = None
         columns = [
             sort_column(spec, [target], seg_docs, target_arr, doc_arr, score_arr, few=True, resolved=resolved)
             for spec, resolved in zip(specs, plan.resolved, strict=True)
@@ -380,6 +398,49 @@ class _Bound:
         self._best = best[: self.k]
         if len(self._best) == self.k:
             self.key = self._best[-1]
+
+
+class _Competitive:
+    """The segments a page sorted by a numeric field, or a request for no hits, still needs,
+    for `segment_matches`: each shard's segments are run best first key first, and once the
+    total is past what `track_total_hits` counts exactly, a segment whose best first key comes
+    after the page's `bound` (its smallest key in the order's ascending key space) is not run at
+    all; with `size: 0` (no `bound`) no segment is run any more.
+
+    Why: a new snapshot of time-ordered data (a log dashboard after each refresh) holds a few
+    tiny new segments and many large ones; the page is in the newest, and running the query on
+    every other segment only to count matches already past 10,000 was most of the page's cost.
+    Elasticsearch stops counting there too (relation `gte`) and skips the segments a sorted query
+    cannot reach. Only for requests that need nothing else from every match: no aggregations, no
+    scores, no profile, and totals not counted exactly (`track_total_hits` a number or false).
+    The count stays exact up to the threshold, so the response's total and relation are the
+    ones a full count gives."""
+
+    def __init__(
+        self, orders: dict[int, SegmentOrder | None], bound: _Bound | None, threshold: int | bool
+    ) -> None:
+        self.bound = bound
+        self.threshold = threshold
+        self.counted = 0  # matches counted so far on the shard
+        self._best = {
+            key: order.keys[0][0] for key, order in orders.items() if order is not None and len(order.keys[0])
+        }
+
+    def order(self, views: list[SegmentView]) -> list[int]:
+        """Segments without an order first (they cannot be skipped), then by best first key."""
+        known = [i for i in range(len(views)) if id(views[i].segment) in self._best]
+        known.sort(key=lambda i: self._best[id(views[i].segment)])
+        return [i for i in range(len(views)) if id(views[i].segment) not in self._best] + known
+
+    def skips(self, view: SegmentView) -> bool:
+        if self.threshold is not False and self.counted <= self.threshold:
+            return False
+        if self.bound is None:
+            return True
+        if self.bound.key is None:
+            return False
+        best = self._best.get(id(view.segment))
+        return best is not None and bool(best > self.bound.key)
 
 
 @dataclass
