@@ -22,7 +22,6 @@ writes in batches, each checked against the version that was read.
 from __future__ import annotations
 
 import math
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -30,13 +29,13 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from leafsearch import by_query_source
 from leafsearch.by_query_request import DELETE, REINDEX, BulkByQuery
 from leafsearch.errors import ActionRequestValidation
-from leafsearch.request.search_types import SearchRequest, SliceSpec
+from leafsearch.request.search_types import SliceSpec
 from leafsearch.search import phases
-from leafsearch.search.hitlist import HitList
+from leafsearch.search.shard_api import ShardContextId
 from leafsearch.search.targets import Target, release_targets
-from leafsearch.unsupported import NotSupported
 
 if TYPE_CHECKING:
     from leafsearch.node import Node
@@ -161,6 +160,7 @@ def run(node: Node, operation: Operation) -> dict[str, Any]:
     started = time.perf_counter()
     request = operation.request
     targets = phases.resolve_targets(node, request.search)
+    contexts = None
     try:
         if request.dest is not None:
             _check_dest(targets, request)
@@ -168,13 +168,26 @@ def run(node: Node, operation: Operation) -> dict[str, Any]:
         if request.max_docs is not None and request.max_docs < slices:
             raise ActionRequestValidation("[max_docs] should be >= [slices]")
         rate = request.requests_per_second / slices
+        if by_query_source.walks(targets):
+            contexts = by_query_source.open_contexts(node, targets)
         if slices == 1:
             operation.slices = [Progress(None, rate)]
-            _run_slice(node, operation, targets, operation.slices[0], None, request.max_docs, operation.task)
+            _run_slice(
+                node,
+                operation,
+                targets,
+                contexts,
+                operation.slices[0],
+                None,
+                request.max_docs,
+                operation.task,
+            )
         else:
             operation.slices = [Progress(i, rate) for i in range(slices)]
-            _run_slices(node, operation, targets, slices)
+            _run_slices(node, operation, targets, contexts, slices)
     finally:
+        if contexts is not None:
+            by_query_source.free_contexts(node, targets, contexts)
         release_targets(targets)
     if request.refresh:
         _refresh(node, request, targets)
@@ -209,7 +222,13 @@ def _check_dest(targets: list[Target], request: BulkByQuery) -> None:
         )
 
 
-def _run_slices(node: Node, operation: Operation, targets: list[Target], slices: int) -> None:
+def _run_slices(
+    node: Node,
+    operation: Operation,
+    targets: list[Target],
+    contexts: list[ShardContextId] | None,
+    slices: int,
+) -> None:
     """Each slice on its own thread, as a child task of the operation's task."""
     request = operation.request
     children = [
@@ -227,7 +246,7 @@ def _run_slices(node: Node, operation: Operation, targets: list[Target], slices:
                     node.tasks.run,
                     child,
                     lambda p=progress, c=child, s=SliceSpec(i, slices), n=limit: _slice_result(
-                        node, operation, targets, p, s, n, c
+                        node, operation, targets, contexts, p, s, n, c
                     ),
                     store=False,
                 )
@@ -240,60 +259,49 @@ def _slice_result(
     node: Node,
     operation: Operation,
     targets: list[Target],
+    contexts: list[ShardContextId] | None,
     progress: Progress,
     spec: SliceSpec,
     limit: int | None,
     task: Task,
 ) -> dict[str, Any]:
-    _run_slice(node, operation, targets, progress, spec, limit, task)
+    _run_slice(node, operation, targets, contexts, progress, spec, limit, task)
     return progress.status()
-
-
-def _matches(
-    node: Node, targets: list[Target], request: SearchRequest, cancelled: threading.Event
-) -> HitList:
-    """Every match of the search on the snapshot, in its order: the one place this module runs a
-    search (through the same query phase as a scroll). Shard actors cannot give every match
-    at once (a HitList over all shards): refused on a Ray-backed index rather than cut short."""
-    if any(t.remote for t in targets):
-        raise NotSupported("by-query operations and [_reindex] from an index whose shards are Ray actors")
-    phases.check_limits(node, request, targets)
-    hitlist, _ = phases.query_phase(node, targets, request, aggs=False, cancelled=cancelled)
-    return hitlist
 
 
 def _run_slice(
     node: Node,
     operation: Operation,
     targets: list[Target],
+    contexts: list[ShardContextId] | None,
     progress: Progress,
     spec: SliceSpec | None,
     limit: int | None,
     task: Task,
 ) -> None:
-    """Walk one slice's matches in batches and write each batch; stop at `limit` successful
-    writes, at the first failure with `conflicts=abort`, or when the task is cancelled."""
+    """Walk one slice's matches in batches (by_query_source.py: on `contexts`, the shard contexts
+    pinned for the operation, when its source has shard actors) and write each batch; stop at
+    `limit` successful writes, at the first failure with `conflicts=abort`, at a shard's search
+    failure, or when the task is cancelled."""
     request = operation.request
-    search = request.search
-    search = replace(search, slice=spec, size=request.batch_size)
-    hits = _matches(node, targets, search, task.cancelled)
-    fetch = replace(search, sort=[])  # the batches need no sort values
-    total = len(hits)
-    progress.total = total if limit is None else min(total, limit)
-    position = 0
-    while position < total and not task.cancelled.is_set():
+    search = replace(request.search, slice=spec, size=request.batch_size)
+    source = by_query_source.batches(node, targets, contexts, search, task.cancelled)
+    progress.total = source.total if limit is None else min(source.total, limit)
+    while not source.exhausted and not task.cancelled.is_set():
         wanted = request.batch_size if limit is None else min(request.batch_size, limit - progress.successful)
         if wanted <= 0:
             break
-        end = min(position + wanted, total)
         batch_started = time.monotonic()
-        page = phases.fetch_page(node, hits, position, end, fetch)
-        progress.batches += 1
-        aborted = _write_batch(node, request, page, progress)
-        position = end
-        if aborted:
+        page = source.next(wanted)
+        if source.failures:  # a shard failed: the operation ends with its search failures
+            progress.failures.extend(source.failures)
             break
-        if position < total:
+        if not page:
+            break
+        progress.batches += 1
+        if _write_batch(node, request, page, progress):
+            break
+        if not source.exhausted:
             _throttle(progress, task, batch_started, len(page))
 
 

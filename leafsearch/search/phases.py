@@ -236,7 +236,7 @@ def _remote_refusal(request: SearchRequest) -> str:
     """What a search of shard actors cannot do yet (it needs a HitList over all shards; their
     scrolls are walks, remote_scroll.py)."""
     if request.search_after is not None:
-        return "[search_after] with a sort led by [_score] over an index whose shards are Ray actors"
+        return "[search_after] with a sort of [_score] then a field over an index whose shards are Ray actors"
     if request.rescore:
         return "[rescore] over an index whose shards are Ray actors"
     if request.terminate_after is not None:

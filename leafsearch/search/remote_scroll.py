@@ -7,7 +7,11 @@ page (top_hits.py) sorted by the scroll's sort then `_shard_doc`, which makes th
 and the scroll's cursor, kept in its context, is the last hit's sort values. So every batch costs
 what the first costs, whatever its depth, each document of the pinned snapshots comes exactly
 once, and a sliced scroll's slices are read in parallel on the machines holding the shards.
-Sorts led by `_score` cannot be walked with `search_after` and are refused for such a scroll.
+A scroll sorted by `_score` (alone, or then `_doc`) is walked the same way, by `_score` then
+`_shard_doc`: its contexts pin the snapshots, so every batch scores every document as the first
+did, and the cursor (score, `_shard_doc`) is exact among equal scores (top_hits.score_walk). A
+sort of `_score` followed by a field is refused: its cursor would need that field's keys
+compared before each shard's top-k cut.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from leafsearch.request.search_types import DOC, SCORE, SHARD_DOC, SearchRequest
 from leafsearch.search import phases
 from leafsearch.search.fetch_phase import last_sort_values
 from leafsearch.search.hitlist import effective_sort
+from leafsearch.search.top_hits import score_walk
 from leafsearch.unsupported import NotSupported
 
 if TYPE_CHECKING:
@@ -31,15 +36,16 @@ def walk_request(request: SearchRequest, cursor: list[Any] | None) -> tuple[Sear
     """The top-hits request of the batch after `cursor`, and how many of its sorts the scroll's
     own are (the rest is the `_shard_doc` tiebreaker, not shown)."""
     specs = list(effective_sort(request))
-    if specs[0].field == SCORE:
-        raise NotSupported(
-            "[scroll] sorted by [_score] over an index whose shards are Ray actors", "sort by [_doc]"
-        )
     shown = len(specs)
     if specs[-1].field == DOC:  # (shard, doc) is `_shard_doc`'s order
         specs[-1] = SortSpec(SHARD_DOC, specs[-1].order)
     elif specs[-1].field != SHARD_DOC:
         specs.append(SortSpec(SHARD_DOC, "asc"))
+    if specs[0].field == SCORE and not score_walk(specs):
+        raise NotSupported(
+            "[scroll] sorted by [_score] then a field over an index whose shards are Ray actors",
+            "sort by [_score] alone, or by [_doc]",
+        )
     walk = dataclasses.replace(request, sort=specs, search_after=cursor, from_=0, scroll=None)
     return walk, shown
 
@@ -60,8 +66,9 @@ def batch(
     hitlist, tree = phases.query_phase(
         node, ctx.targets, walk, aggs=opening, cancelled=cancelled, contexts=ctx.shard_contexts
     )
-    end = min(len(hitlist), request.size)
-    if end:
+    start, _ = phases.page_bounds(hitlist, walk)  # (a segment without a sort order gave it all)
+    end = min(len(hitlist), start + request.size)
+    if end > start:
         ctx.cursor = last_sort_values(hitlist, end)
     if len(hitlist.columns) > shown:  # the tiebreaker is the walk's, not the client's
         hitlist.columns = hitlist.columns[:shown]
@@ -69,7 +76,7 @@ def batch(
         node,
         hitlist,
         request,
-        0,
+        start,
         end,
         started,
         agg_tree=tree,

@@ -31,7 +31,7 @@ import numpy as np
 
 from leafsearch.errors import IllegalArgument, SearchPhaseExecution, ShardFailed
 from leafsearch.index import order_files
-from leafsearch.request.search_types import SCORE, SearchRequest, SortSpec
+from leafsearch.request.search_types import SCORE, SHARD_DOC, SearchRequest, SortSpec
 from leafsearch.search import fetch
 from leafsearch.search.aggregations import MAX_BUCKETS, MAX_NESTED_DEPTH, parse_aggs
 from leafsearch.search.aggregations import collect as collect_aggs
@@ -86,8 +86,21 @@ def serves(request: SearchRequest, *, walks: bool = False) -> bool:
         and not request.rescore
         and request.terminate_after is None
         and request.from_ + request.size <= MAX_TOP_K
-        and (request.search_after is None or all(s.field != SCORE for s in specs))
+        and (
+            request.search_after is None
+            or all(s.field != SCORE for s in specs)
+            or (walks and score_walk(specs))
+        )
     )
+
+
+def score_walk(specs: Sequence[SortSpec]) -> bool:
+    """Whether a sort led by `_score` can be walked with `search_after` on pinned snapshots:
+    `_score` alone (ties with the cursor are skipped, as Elasticsearch's search_after skips
+    them), or `_score` then `_shard_doc`, a total order. A snapshot's scores never change, so
+    every page of a walk on pinned contexts sees the same order. Other fields after `_score`
+    would need their keys to compare with the cursor before the top-k cut (not done)."""
+    return specs[0].field == SCORE and (len(specs) == 1 or (len(specs) == 2 and specs[1].field == SHARD_DOC))
 
 
 def top_hits(
@@ -335,7 +348,13 @@ class LocalShard:
             elif by_fields:
                 docs = np.flatnonzero(m.mask)  # no order fits the cache: every match is sorted below
             else:
-                docs = _best_scores(m.scores, np.flatnonzero(m.mask), k, specs)
+                candidates = np.flatnonzero(m.mask)
+                if request.search_after is not None:
+                    if after is None:
+                        after = _after_values(request, target, specs)
+                    base = (query.shard_index << 32) + m.view.doc_base
+                    candidates = _scored_after(candidates, m.scores, after, specs, base)
+                docs = _best_scores(m.scores, candidates, k, specs)
             selected.append(_Selected(m.view, docs, None if m.scores is None else m.scores[docs], keys))
         seg_docs: list[tuple[int, SegmentView, np.ndarray]] = []
         scores: list[np.ndarray] = []
@@ -550,6 +569,21 @@ def _after_values(request: SearchRequest, target: Target, specs: list[SortSpec])
         )
         for raw, spec in zip(request.search_after, specs, strict=True)
     ]
+
+
+def _scored_after(
+    docs: np.ndarray, scores: np.ndarray, after: list[Any], specs: list[SortSpec], base: int
+) -> np.ndarray:
+    """The docs of a segment (local numbers, `base` the `_shard_doc` of its doc 0) strictly after
+    a `search_after` cursor of a `score_walk` sort. O(len(docs))."""
+    key = scores[docs]
+    score = after[0]
+    beyond = key < score if specs[0].descending else key > score
+    if len(specs) == 1:
+        return docs[beyond]
+    shard_doc = docs + base
+    later = shard_doc < after[1] if specs[1].descending else shard_doc > after[1]
+    return docs[beyond | ((key == score) & later)]
 
 
 def _best_scores(scores: np.ndarray, docs: np.ndarray, k: int, specs: list[SortSpec]) -> np.ndarray:

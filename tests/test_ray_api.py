@@ -1,0 +1,303 @@
+"""The APIs of an index whose shards are Ray actors that read or change every shard at once:
+by-query operations and `_reindex`, scrolls sorted by `_score`, `_close`/`_open`, per-shard
+listings and the health of a shard whose actor is down, through the REST API of a coordinator
+(`serve --ray`) on a local 3-node Ray cluster (one cluster and one coordinator for the module).
+
+The coordinator's data folder first holds indices of a node started without Ray (`local`,
+`local_scored`, `local_dest`): a node keeps the shards of an index where they were created, so
+the same coordinator serves local and Ray-backed indices, and reindexing between them is tested.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+
+from leafsearch.testing import Server
+from tests.conftest import error_of
+from tests.ray_cluster import LOOPBACK_ENV, shard_actor
+from tests.test_by_query_api import result_of, start_slow, unthrottle, waiting_after
+
+SHARDS = 4
+_NDJSON = {"content-type": "application/x-ndjson"}
+WORDS = ["alpha", "beta", "gamma", "delta", "epsilon"]
+
+
+def source(n: int) -> dict[str, Any]:
+    """A document whose `body` repeats words by `n`, so a match query scores with many ties."""
+    words = [WORDS[i % len(WORDS)] for i in range(n % 3, n % 3 + 1 + n % 4)]
+    return {"n": n, "tag": f"t{n % 5}", "body": " ".join(words)}
+
+
+def bulk(http: httpx.Client, index: str, docs: dict[str, dict[str, Any]], refresh: bool = True) -> None:
+    lines = []
+    for doc_id, body in docs.items():
+        lines += [orjson.dumps({"index": {"_index": index, "_id": doc_id}}), orjson.dumps(body)]
+    response = http.post(
+        "/_bulk" + ("?refresh=true" if refresh else ""), content=b"\n".join(lines) + b"\n", headers=_NDJSON
+    )
+    assert response.status_code == 200 and response.json()["errors"] is False, response.text
+
+
+def create(http: httpx.Client, index: str, shards: int = SHARDS) -> str:
+    body = {"settings": {"number_of_shards": shards}, "mappings": {"properties": {"n": {"type": "long"}}}}
+    response = http.put(f"/{index}", json=body)
+    assert response.status_code == 200, response.text
+    return http.get(f"/{index}/_settings").json()[index]["settings"]["index"]["uuid"]
+
+
+SCORED = {f"s{n}": source(n) for n in range(500)}
+
+
+@pytest.fixture(scope="module")
+def coordinator(ray_cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    data = tmp_path_factory.mktemp("ray-api") / "data"
+    with Server(data) as plain, httpx.Client(base_url=plain.url, timeout=120) as http:
+        create(http, "local")
+        bulk(http, "local", {f"l{n}": source(n) for n in range(300)})
+        create(http, "local_scored")
+        bulk(http, "local_scored", SCORED)
+        create(http, "local_dest")
+    with Server(data, args=["--ray", ray_cluster.address], env=LOOPBACK_ENV, startup_timeout=120) as server:
+        yield server
+
+
+@pytest.fixture
+def http(coordinator: Server) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=coordinator.url, timeout=120) as client:
+        yield client
+
+
+def is_ray_backed(http: httpx.Client, index: str) -> bool:
+    uuid = http.get(f"/{index}/_settings").json()[index]["settings"]["index"]["uuid"]
+    try:
+        shard_actor(uuid, 0)
+    except ValueError:  # no actor of that name
+        return False
+    return True
+
+
+def count(http: httpx.Client, index: str, query: dict[str, Any] | None = None) -> int:
+    http.post(f"/{index}/_refresh")
+    body = {"query": query} if query is not None else {}
+    response = http.post(f"/{index}/_count", json=body)
+    assert response.status_code == 200, response.text
+    return response.json()["count"]
+
+
+# ---- by-query operations and reindex ---------------------------------------------------------
+
+
+def test_delete_by_query_counts_the_conflicts_of_concurrent_writers(http: httpx.Client) -> None:
+    create(http, "dbq")
+    bulk(http, "dbq", {f"d{n}": source(n) for n in range(400)})
+    # Throttled after its first batch of 20: the writers then update every document it matches.
+    task = start_slow(
+        http,
+        "/dbq/_delete_by_query",
+        {"query": {"range": {"n": {"lt": 200}}}},
+        scroll_size="20",
+        conflicts="proceed",
+    )
+    waiting_after(http, task, 1)
+    updated: list[str] = []
+    missing: list[str] = []
+    lock = threading.Lock()
+
+    def writer(w: int) -> None:
+        with httpx.Client(base_url=str(http.base_url), timeout=120) as own:
+            for n in range(w, 200, 2):
+                answer = own.post(f"/dbq/_update/d{n}", json={"doc": {"touched": True}})
+                assert answer.status_code in (200, 404), answer.text
+                with lock:
+                    (updated if answer.status_code == 200 else missing).append(f"d{n}")
+            bulk(own, "dbq", {f"new{w}-{i}": source(1000 + i) for i in range(50)}, refresh=False)
+
+    writers = [threading.Thread(target=writer, args=(w,)) for w in range(2)]
+    for thread in writers:
+        thread.start()
+    for thread in writers:
+        thread.join()
+    unthrottle(http, "_delete_by_query", task)
+    response = result_of(http, task)["response"]
+    # The first batch was deleted before the writers came; every document they changed since the
+    # operation's snapshot is a conflict, counted and left alone; nothing else is touched.
+    assert len(missing) == 20 and len(updated) == 180
+    assert response["total"] == 200 and response["failures"] == []
+    assert response["deleted"] == 20 and response["version_conflicts"] == 180
+    assert response["batches"] == 10
+    assert count(http, "dbq") == 180 + 200 + 100  # (refreshed)
+    left = http.post(
+        "/dbq/_search", json={"size": 1000, "query": {"range": {"n": {"lt": 200}}}, "_source": ["touched"]}
+    ).json()["hits"]["hits"]
+    assert sorted(hit["_id"] for hit in left) == sorted(updated)
+    assert all(hit["_source"] == {"touched": True} for hit in left)
+
+
+def test_update_by_query_in_slices_beside_writers(http: httpx.Client) -> None:
+    create(http, "ubq")
+    bulk(http, "ubq", {f"d{n}": source(n) for n in range(400)})
+    stop = threading.Event()
+    written: list[str] = []
+
+    def writer() -> None:  # new documents beside the operation: not in its snapshot
+        with httpx.Client(base_url=str(http.base_url), timeout=120) as own:
+            i = 0
+            while not stop.is_set():
+                bulk(own, "ubq", {f"w{i}": {"n": 10_000 + i}}, refresh=True)
+                written.append(f"w{i}")
+                i += 1
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        response = http.post(
+            "/ubq/_update_by_query",
+            params={"slices": "auto", "scroll_size": "37", "refresh": "true"},
+            json={"query": {"range": {"n": {"lt": 1000}}}},
+        )
+    finally:
+        stop.set()
+        thread.join()
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["total"] == body["updated"] == 400 and body["version_conflicts"] == 0
+    assert [s["slice_id"] for s in body["slices"]] == list(range(SHARDS))  # auto: one per shard
+    assert sum(s["total"] for s in body["slices"]) == 400 and all(s["total"] for s in body["slices"])
+    hits = http.post("/ubq/_search", json={"size": 1000, "version": True, "_source": False}).json()["hits"][
+        "hits"
+    ]
+    versions = {hit["_id"]: hit["_version"] for hit in hits}
+    assert {versions[f"d{n}"] for n in range(400)} == {2}  # each matched document re-indexed once
+    assert {versions[w] for w in written} <= {1} and len(versions) == 400 + len(written)
+
+
+def test_reindex_between_ray_backed_and_local_indices(http: httpx.Client) -> None:
+    create(http, "ray_src")
+    bulk(http, "ray_src", {f"r{n}": source(n) for n in range(250)})
+    assert is_ray_backed(http, "ray_src") and not is_ray_backed(http, "local")
+
+    def reindex(body: dict[str, Any], **params: str) -> dict[str, Any]:
+        response = http.post("/_reindex", params={"refresh": "true", **params}, json=body)
+        assert response.status_code == 200, response.text
+        return response.json()
+
+    # Ray -> Ray (the destination created on the cluster), in slices.
+    done = reindex({"source": {"index": "ray_src", "size": 40}, "dest": {"index": "ray_copy"}}, slices="3")
+    assert done["created"] == 250 and len(done["slices"]) == 3
+    assert is_ray_backed(http, "ray_copy")
+    # local -> Ray, with a query.
+    done = reindex(
+        {"source": {"index": "local", "query": {"term": {"tag": "t1"}}}, "dest": {"index": "from_local"}}
+    )
+    assert done["total"] == done["created"] == 60
+    # Ray -> local, creating only: what exists already is a conflict.
+    bulk(http, "local_dest", {"r7": {"n": -1}})
+    done = reindex(
+        {
+            "source": {"index": "ray_src"},
+            "dest": {"index": "local_dest", "op_type": "create"},
+            "conflicts": "proceed",
+        }
+    )
+    assert done["created"] == 249 and done["version_conflicts"] == 1
+    assert not is_ray_backed(http, "local_dest")
+
+    def sources(index: str) -> dict[str, Any]:
+        hits = http.post(f"/{index}/_search", json={"size": 1000}).json()["hits"]["hits"]
+        return {hit["_id"]: hit["_source"] for hit in hits}
+
+    original = sources("ray_src")
+    assert sources("ray_copy") == original
+    assert sources("from_local") == {f"l{n}": source(n) for n in range(300) if n % 5 == 1}
+    assert sources("local_dest") == {**original, "r7": {"n": -1}}
+
+
+def test_a_by_query_operation_in_the_background_is_a_task(http: httpx.Client) -> None:
+    create(http, "bg")
+    bulk(http, "bg", {f"d{n}": source(n) for n in range(100)})
+    response = http.post(
+        "/bg/_delete_by_query",
+        params={"wait_for_completion": "false", "refresh": "true"},
+        json={"query": {"term": {"tag": "t0"}}},
+    )
+    assert response.status_code == 200, response.text
+    done = result_of(http, response.json()["task"])
+    assert done["response"]["deleted"] == 20 and done["response"]["failures"] == []
+    assert count(http, "bg") == 80
+
+
+# ---- scrolls sorted by _score -------------------------------------------------------------------
+
+
+def scroll_hits(http: httpx.Client, index: str, body: dict[str, Any]) -> list[tuple[str, float]]:
+    """Every (id, score) of a scroll, in its order."""
+    page = http.post(f"/{index}/_search", params={"scroll": "1m"}, json=body)
+    hits: list[tuple[str, float]] = []
+    while True:
+        assert page.status_code == 200, page.text
+        data = page.json()
+        assert data["_shards"]["failed"] == 0
+        if not data["hits"]["hits"]:
+            break
+        hits += [(hit["_id"], hit["_score"]) for hit in data["hits"]["hits"]]
+        page = http.post("/_search/scroll", json={"scroll": "1m", "scroll_id": data["_scroll_id"]})
+    http.request("DELETE", "/_search/scroll", json={"scroll_id": data["_scroll_id"]})
+    return hits
+
+
+def by_score(hits: list[tuple[str, float]]) -> list[tuple[float, frozenset[str]]]:
+    """The scores in order, each with the ids that have it: what a `_score` order defines."""
+    groups: list[tuple[float, set[str]]] = []
+    for doc_id, score in hits:
+        if groups and groups[-1][0] == score:
+            groups[-1][1].add(doc_id)
+        else:
+            groups.append((score, {doc_id}))
+    return [(score, frozenset(ids)) for score, ids in groups]
+
+
+def test_a_scroll_sorted_by_score_matches_the_same_scroll_on_a_local_index(http: httpx.Client) -> None:
+    create(http, "scored")
+    bulk(http, "scored", SCORED)
+    stop = threading.Event()
+
+    def writer() -> None:  # matching documents written beside the scroll are not in its snapshot
+        with httpx.Client(base_url=str(http.base_url), timeout=120) as own:
+            i = 0
+            while not stop.is_set():
+                bulk(own, "scored", {f"extra{i}": {"body": "alpha beta gamma"}}, refresh=True)
+                i += 1
+
+    query = {"match": {"body": "alpha gamma"}}
+    remote_doc = scroll_hits(http, "scored", {"size": 50, "query": query, "sort": ["_score", "_doc"]})
+    sliced = [
+        scroll_hits(http, "scored", {"size": 31, "query": query, "slice": {"id": i, "max": 2}})
+        for i in range(2)
+    ]
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:  # refreshes change the index's statistics: the scroll's pinned snapshots keep their scores
+        remote = scroll_hits(http, "scored", {"size": 23, "query": query})
+    finally:
+        stop.set()
+        thread.join()
+    local = scroll_hits(http, "local_scored", {"size": 23, "query": query})
+    expected = count(http, "local_scored", query)
+    assert len(local) == expected > 100
+    # Exactly once, and in the same order where `_score` defines one.
+    assert len({doc_id for doc_id, _ in remote}) == len(remote) == expected
+    assert by_score(remote) == by_score(local)
+    assert remote_doc == remote  # ties by `_shard_doc`, whatever the batch size
+    joined = sliced[0] + sliced[1]
+    assert all(sliced) and sorted(joined) == sorted(remote)
+    # A sort of `_score` then a field cannot be walked: refused, not cut short.
+    refused = http.post(
+        "/scored/_search", params={"scroll": "1m"}, json={"query": query, "sort": ["_score", "n"]}
+    )
+    assert refused.status_code == 400 and "Ray actors" in error_of(refused)["reason"], refused.text
