@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -301,3 +302,88 @@ def test_a_scroll_sorted_by_score_matches_the_same_scroll_on_a_local_index(http:
         "/scored/_search", params={"scroll": "1m"}, json={"query": query, "sort": ["_score", "n"]}
     )
     assert refused.status_code == 400 and "Ray actors" in error_of(refused)["reason"], refused.text
+
+
+# ---- _close and _open -------------------------------------------------------------------------
+
+
+def test_close_and_open_keep_every_acknowledged_write_across_a_coordinator_restart(
+    ray_cluster: Any, tmp_path: Path
+) -> None:
+    data = tmp_path / "data"
+    args = ["--ray", ray_cluster.address]
+    acknowledged: set[str] = set()
+    with (
+        Server(data, args=args, env=LOOPBACK_ENV, startup_timeout=120) as first,
+        httpx.Client(base_url=first.url, timeout=120) as http,
+    ):
+        uuid = create(http, "closing")
+        bulk(http, "closing", {f"d{n}": source(n) for n in range(200)}, refresh=False)
+        acknowledged |= {f"d{n}" for n in range(200)}
+        stop = threading.Event()
+        outcomes: list[tuple[str, int, str | None]] = []
+
+        def writer() -> None:  # writes while the index closes: acknowledged, or refused as closed
+            with httpx.Client(base_url=first.url, timeout=120) as own:
+                i = 0
+                while not stop.is_set():
+                    answer = own.put(f"/closing/_doc/w{i}", json=source(i))
+                    outcomes.append(
+                        (f"w{i}", answer.status_code, error_of(answer)["type"] if answer.is_error else None)
+                    )
+                    i += 1
+
+        thread = threading.Thread(target=writer)
+        thread.start()
+        try:
+            while len(outcomes) < 5:  # the writer is under way
+                threading.Event().wait(0.01)
+            closed = http.post("/closing/_close")
+        finally:
+            stop.set()
+            thread.join()
+        assert closed.status_code == 200, closed.text
+        assert closed.json()["indices"] == {"closing": {"closed": True}}
+        for doc_id, status, error in outcomes:
+            assert status in (200, 201) or (status == 400 and error == "index_closed_exception"), (
+                status,
+                error,
+            )
+            if status in (200, 201):
+                acknowledged.add(doc_id)
+        # Closed: reads and writes refused, listed as closed, no shard actor left.
+        refused = http.post("/closing/_search")
+        assert refused.status_code == 400 and error_of(refused)["type"] == "index_closed_exception"
+        refused = http.put("/closing/_doc/late", json={"n": 1})
+        assert refused.status_code == 400 and error_of(refused)["type"] == "index_closed_exception"
+        (row,) = http.get(
+            "/_cat/indices/closing", params={"format": "json", "expand_wildcards": "all"}
+        ).json()
+        assert row["status"] == "close"
+        for shard in range(SHARDS):
+            with pytest.raises(ValueError):
+                shard_actor(uuid, shard)
+    with (
+        Server(data, args=args, env=LOOPBACK_ENV, startup_timeout=120) as second,
+        httpx.Client(base_url=second.url, timeout=120) as http,
+    ):
+        # Still closed after the coordinator's restart, and still without actors.
+        assert error_of(http.post("/closing/_count"))["type"] == "index_closed_exception"
+        with pytest.raises(ValueError):
+            shard_actor(uuid, 0)
+        opened = http.post("/closing/_open")
+        assert opened.status_code == 200 and opened.json()["acknowledged"] is True
+        hits = http.post("/closing/_search", json={"size": 10_000, "_source": False}).json()["hits"]["hits"]
+        assert {hit["_id"] for hit in hits} == acknowledged  # reopened from the shards' folders
+        # Closed and opened at once: the actors end and come back under the same names.
+        assert http.post("/closing/_close").status_code == 200
+        assert http.post("/closing/_open").status_code == 200
+        assert http.put("/closing/_doc/after?refresh=true", json={"n": 1}).status_code == 201
+        assert count(http, "closing") == len(acknowledged) + 1
+        # A closed index is deleted with its shards' folders.
+        folders = sorted(data.glob(f"ray-shards/*/{uuid}"))
+        assert len(folders) == len(ray_cluster.node_ids)
+        assert http.post("/closing/_close").status_code == 200
+        assert http.delete("/closing").status_code == 200
+        assert not any(folder.exists() for folder in folders)
+        assert http.get("/closing/_count").status_code == 404

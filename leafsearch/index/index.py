@@ -63,14 +63,15 @@ class Index:
         self.placement: list[dict[str, str]] | None = meta.get("placement")
         #: The shard actors (ray_backend/remote.py) of a Ray-backed index, else None.
         self.remote: RemoteIndex | None = None
+        self._backend = backend
         self.shards: list[Any] = []
         if self.placement is not None:
             if backend is None:
                 raise RuntimeError(
                     f"index [{self.name}] has its shards on a Ray cluster: start the node with --ray"
                 )
-            self.remote = backend.attach(self, self.placement)
-            self.shards = self.remote.shards
+            if not self.closed:  # a closed index has no shard actors until it is opened
+                self._attach()
         elif not self.closed:
             self.shards = self._open_shards()
         self._persist_if_mapping_changed()
@@ -86,6 +87,12 @@ class Index:
             shard.index_ref = (self.name, self.uuid)
         return shards
 
+    def _attach(self) -> None:
+        """The shard actors of a Ray-backed index: found by name, or created from their folders."""
+        assert self._backend is not None and self.placement is not None
+        self.remote = self._backend.attach(self, self.placement)
+        self.shards = self.remote.shards
+
     def check_open(self) -> None:
         if self.closed:
             raise IndexClosed(self.name, self.uuid)
@@ -94,15 +101,16 @@ class Index:
         """`_close`: refuse new requests, flush every shard (acknowledged writes go into committed
         segments, the translog is emptied) and let the in-memory state go; then record the state.
         A request that found a shard before it closed either finished first (the shard lock) or
-        gets `index_closed_exception` from the shard."""
-        if self.remote is not None:
-            from leafsearch.unsupported import NotSupported
-
-            raise NotSupported("[_close] of an index whose shards are Ray actors")
+        gets `index_closed_exception` from the shard. A Ray-backed index's shard actors flush and
+        end (ray_backend/remote.py `RemoteIndex.close`): the index then holds no process, as it
+        holds no memory here."""
         with self.lock:
             if self.closed:
                 return
             self.closed = True
+        if self.remote is not None:
+            remote, self.remote, self.shards = self.remote, None, []
+            remote.close()
         for shard in self.shards:
             shard.close()
         with self.lock:
@@ -113,7 +121,10 @@ class Index:
         with self.lock:
             if not self.closed:
                 return
-            self.shards = self._open_shards()
+            if self.placement is not None:
+                self._attach()  # the shard actors again, on their nodes, recovering from their folders
+            else:
+                self.shards = self._open_shards()
             self.closed = False
             self.persist_meta()
 
@@ -251,6 +262,8 @@ class Index:
         """Close and delete. The folder is first renamed away in one atomic step, so a crash in
         the middle of the deletion never leaves a half-deleted index that a restart would open."""
         self.close()
+        if self.remote is None and self.placement is not None:
+            self._attach()  # a closed index's actors, only to delete their folders on their nodes
         if self.remote is not None:
             self.remote.destroy()
         doomed = self.folder.with_name(DELETED_PREFIX + self.folder.name)

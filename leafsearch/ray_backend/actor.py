@@ -24,6 +24,7 @@ would wrap a raised one), which the coordinator raises again.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -142,12 +143,21 @@ class ShardActor:
         write_json(self.folder / _STATE_FILE, asdict(state))
         self.index = IndexMirror(state)
 
+    def close_shard(self) -> None:
+        """The index is closed: every acknowledged write goes into a committed segment (the
+        translog written out) and the contexts are freed; the coordinator then ends this actor."""
+        self._closed.set()
+        self.node.shard_contexts.close_all()
+        self.shard.close()
+
     def destroy(self) -> None:
         """The index is deleted: release everything and delete the folder."""
         self._closed.set()
         self.node.shard_contexts.close_all()
         self.shard.close()
         shutil.rmtree(self.folder, ignore_errors=True)
+        with contextlib.suppress(OSError):  # the index's folder on this node, once its last shard went
+            self.folder.parent.rmdir()
 
     # ---- writes and reads ----------------------------------------------------------------
 

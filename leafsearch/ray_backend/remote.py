@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError
 
-from leafsearch.errors import ElasticError, SearchContextMissing, ShardFailed, ShardUnavailable
+from leafsearch.errors import ElasticError, IndexClosed, SearchContextMissing, ShardFailed, ShardUnavailable
 from leafsearch.index.shard_write import ShardWrite, ShardWriteOutcome
 from leafsearch.ray_backend.actor import DocRead, Refusal
 from leafsearch.search.dfs import DfsStats
@@ -145,7 +145,10 @@ class RemoteIndex:
                         raise failed[write.shard_id]
                     out.append(answer(ref, self.describe(write.shard_id)))
                 except ShardUnavailable as exc:
-                    out.append(unavailable_for_write(self.index, write.shard_id, len(write.ops), exc))
+                    if self.index.closed:  # the actor ended with the index's close
+                        out.append(IndexClosed(self.index.name, self.index.uuid))
+                    else:
+                        out.append(unavailable_for_write(self.index, write.shard_id, len(write.ops), exc))
                 except ElasticError as exc:
                     out.append(exc)
             return out
@@ -160,6 +163,24 @@ class RemoteIndex:
         for shard_id, ref in enumerate(refs):
             answer(ref, self.describe(shard_id))
 
+    def close(self) -> None:
+        """`_close`: each shard flushes (every acknowledged write into a committed segment), then
+        its actor ends: a closed index holds no process. A shard that cannot answer (its actor is
+        down) still has every acknowledged write in its translog, which the open replays. Returns
+        once every actor is gone, so an open right after creates new ones under the same names."""
+        refs = [actor.close_shard.remote() for actor in self.actors]
+        for ref in refs:
+            with contextlib.suppress(RayActorError, GetTimeoutError):
+                ray.get(ref, timeout=CALL_TIMEOUT_SECONDS)
+        self._end_actors()
+
+    def _end_actors(self) -> None:
+        for actor in self.actors:
+            ray.kill(actor, no_restart=True)
+        for actor in self.actors:  # a call to a killed actor fails once Ray has let it go
+            with contextlib.suppress(RayActorError, GetTimeoutError):
+                ray.get(actor.where.remote(), timeout=CALL_TIMEOUT_SECONDS)
+
     def destroy(self) -> None:
         """Delete every shard's folder and end its actor."""
         refs = [actor.destroy.remote() for actor in self.actors]
@@ -167,8 +188,7 @@ class RemoteIndex:
             # (a dead shard's folder is left behind; its actor goes below anyway)
             with contextlib.suppress(RayActorError, GetTimeoutError):
                 ray.get(ref, timeout=CALL_TIMEOUT_SECONDS)
-        for actor in self.actors:
-            ray.kill(actor, no_restart=True)
+        self._end_actors()
 
 
 class RemoteShard:
