@@ -7,6 +7,7 @@ arguments; the REST layer parses query parameters.
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import time
 from collections.abc import Mapping
@@ -21,6 +22,7 @@ from leafsearch.errors import (
     InvalidIndexName,
     ParseException,
     ResourceAlreadyExists,
+    ShardUnavailable,
 )
 from leafsearch.index.index import apply_mapping_limits
 from leafsearch.index.index_sort import check_sort_settings, index_sort_of
@@ -481,8 +483,23 @@ def flush(node: Node, expr: str | None, options: IndicesOptions) -> dict[str, An
     return {"_shards": shards_header(options.resolve(node, expr))}
 
 
-def index_health(index: Index) -> str:
-    """One node holds every primary and none of the replicas, as a one-node Elasticsearch does."""
+def inactive_primaries(index: Index) -> int:
+    """Primaries that cannot serve now: the shards of a Ray-backed index whose actor does not
+    answer (dead, restarting, or on a node that left: ray_backend/remote.py); this node's own
+    shards are always active."""
+    if index.remote is None or index.closed:
+        return 0
+    return len(index.remote.inactive_shards())
+
+
+def index_health(index: Index, inactive: int | None = None) -> str:
+    """One node holds every primary and none of the replicas, as a one-node Elasticsearch does;
+    red while a primary is not active (`inactive`, asked when None), as Elasticsearch's index
+    whose primary has no node."""
+    if inactive is None:
+        inactive = inactive_primaries(index)
+    if inactive:
+        return "red"
     return "yellow" if _replicas(index) > 0 else "green"
 
 
@@ -525,9 +542,12 @@ def _health_body(node: Node, expr: str | None, level: str) -> dict[str, Any]:
                 targets, missing = [], True
         else:
             targets = IndicesOptions(expand_wildcards="all").resolve(node, None)
-    primaries = sum(i.num_shards for i in targets)
-    unassigned = sum(i.num_shards * _replicas(i) for i in targets)
-    statuses = [index_health(i) for i in targets]
+    inactive = {i.name: inactive_primaries(i) for i in targets}
+    down = sum(inactive.values())
+    copies = sum(i.num_shards * (1 + _replicas(i)) for i in targets)
+    primaries = sum(i.num_shards for i in targets) - down
+    unassigned = copies - primaries
+    statuses = [index_health(i, inactive[i.name]) for i in targets]
     status = "red" if missing else max(statuses, key=_HEALTH_ORDER.__getitem__, default="green")
     body: dict[str, Any] = {
         "cluster_name": node.cluster_name,
@@ -540,27 +560,25 @@ def _health_body(node: Node, expr: str | None, level: str) -> dict[str, Any]:
         "relocating_shards": 0,
         "initializing_shards": 0,
         "unassigned_shards": unassigned,
-        "unassigned_primary_shards": 0,
+        "unassigned_primary_shards": down,
         "delayed_unassigned_shards": 0,
         "number_of_pending_tasks": 0,
         "number_of_in_flight_fetch": 0,
         "task_max_waiting_in_queue_millis": 0,
-        "active_shards_percent_as_number": 100.0 * primaries / (primaries + unassigned)
-        if unassigned
-        else 100.0,
+        "active_shards_percent_as_number": 100.0 * primaries / copies if unassigned else 100.0,
     }
     if level != "cluster":
         body["indices"] = {
             i.name: {
-                "status": index_health(i),
+                "status": index_health(i, inactive[i.name]),
                 "number_of_shards": i.num_shards,
                 "number_of_replicas": _replicas(i),
-                "active_primary_shards": i.num_shards,
-                "active_shards": i.num_shards,
+                "active_primary_shards": i.num_shards - inactive[i.name],
+                "active_shards": i.num_shards - inactive[i.name],
                 "relocating_shards": 0,
                 "initializing_shards": 0,
-                "unassigned_shards": i.num_shards * _replicas(i),
-                "unassigned_primary_shards": 0,
+                "unassigned_shards": i.num_shards * _replicas(i) + inactive[i.name],
+                "unassigned_primary_shards": inactive[i.name],
             }
             for i in targets
         }
@@ -580,14 +598,17 @@ def cat_indices_rows(node: Node, expr: str | None, options: IndicesOptions) -> l
             "rep": _replicas(index),
             "creation.date": index.creation_date,
         }
-        if not index.closed:  # Elasticsearch leaves a closed index's figures empty
-            size = index.store_size_bytes()
-            row |= {
-                "docs.count": index.doc_count(),
-                "docs.deleted": index.deleted_count(),
-                "store.size": size,
-                "pri.store.size": size,
-                "dataset.size": size,
-            }
+        # Elasticsearch leaves a closed index's figures empty; those of an index with a shard
+        # actor down too, rather than failing the listing of every index.
+        with contextlib.suppress(ShardUnavailable):
+            if not index.closed:
+                size = index.store_size_bytes()
+                row |= {
+                    "docs.count": index.doc_count(),
+                    "docs.deleted": index.deleted_count(),
+                    "store.size": size,
+                    "pri.store.size": size,
+                    "dataset.size": size,
+                }
         rows.append(row)
     return rows

@@ -16,10 +16,11 @@ from typing import TYPE_CHECKING, Any
 
 from leafsearch.admin import IndicesOptions, index_health, shards_header
 from leafsearch.errors import ActionRequestValidation
+from leafsearch.index import shard_listing
 from leafsearch.index.shard import Shard, file_sizes
+from leafsearch.index.shard_listing import ShardListing
 from leafsearch.index.shard_stats import ShardStats, sections
 from leafsearch.search.stats import SearchStats
-from leafsearch.unsupported import NotSupported
 
 if TYPE_CHECKING:
     from leafsearch.index.searcher import SegmentView
@@ -177,16 +178,18 @@ def add_stats(total: dict[str, Any], more: dict[str, Any]) -> dict[str, Any]:
     return total
 
 
-def _shard_entry(node: Node, shard: Shard, stats: dict[str, Any]) -> dict[str, Any]:
-    """A shard's entry at `level=shards`: its routing, commit and sequence numbers, then its stats."""
+def _shard_entry(node: Node, listing: ShardListing, stats: dict[str, Any]) -> dict[str, Any]:
+    """A shard's entry at `level=shards`: its routing (this node, or the Ray node of its actor),
+    commit and sequence numbers, then its stats."""
+    where = node.node_id if listing.node is None else listing.node[0]
     return {
-        "routing": {"state": "STARTED", "primary": True, "node": node.node_id, "relocating_node": None},
+        "routing": {"state": "STARTED", "primary": True, "node": where, "relocating_node": None},
         **stats,
-        "commit": {"generation": shard.stats.snapshot()["flush_total"], "num_docs": shard.doc_count()},
+        "commit": {"generation": listing.flush_total, "num_docs": listing.docs},
         "seq_no": {
-            "max_seq_no": shard.max_seq_no,
-            "local_checkpoint": shard.max_seq_no,
-            "global_checkpoint": shard.max_seq_no,
+            "max_seq_no": listing.max_seq_no,
+            "local_checkpoint": listing.max_seq_no,
+            "global_checkpoint": listing.max_seq_no,
         },
         "shard_path": {
             "state_path": str(node.path),
@@ -214,17 +217,19 @@ def indices_stats(
     primaries: dict[str, Any] = {}
     per_index: dict[str, Any] = {}
     for index in targets:
-        if level == "shards" and index.remote is not None:
-            raise NotSupported("[level=shards] statistics of an index whose shards are Ray actors")
         index_total: dict[str, Any] = {}
         shards: dict[str, list[dict[str, Any]]] = {}
+        listed = {}
+        if level == "shards":
+            listed = {listing.shard_id: listing for listing in shard_listing.listings(index)}
         for shard in list(index.shards):
             stats = shard_stats(
                 shard, metrics, open_contexts=contexts.get(id(shard), 0), file_sizes=file_sizes
             )
             add_stats(index_total, stats)
-            if level == "shards":
-                shards[str(shard.shard_id)] = [_shard_entry(node, shard, stats)]
+            listing = listed.get(shard.shard_id)
+            if isinstance(listing, ShardListing):
+                shards[str(shard.shard_id)] = [_shard_entry(node, listing, stats)]
         add_stats(primaries, index_total)
         entry: dict[str, Any] = {
             "uuid": index.uuid,

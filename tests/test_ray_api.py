@@ -10,6 +10,8 @@ the same coordinator serves local and Ray-backed indices, and reindexing between
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,7 +23,7 @@ import pytest
 
 from leafsearch.testing import Server
 from tests.conftest import error_of
-from tests.ray_cluster import LOOPBACK_ENV, shard_actor
+from tests.ray_cluster import LOOPBACK_ENV, shard_actor, where
 from tests.test_by_query_api import result_of, start_slow, unthrottle, waiting_after
 
 SHARDS = 4
@@ -387,3 +389,109 @@ def test_close_and_open_keep_every_acknowledged_write_across_a_coordinator_resta
         assert http.delete("/closing").status_code == 200
         assert not any(folder.exists() for folder in folders)
         assert http.get("/closing/_count").status_code == 404
+
+
+# ---- per-shard listings and health ------------------------------------------------------------
+
+
+def primaries(http: httpx.Client, index: str) -> list[dict[str, str]]:
+    columns = "shard,prirep,state,docs,id,ip,node,unassigned.reason"
+    rows = http.get(f"/_cat/shards/{index}", params={"format": "json", "h": columns})
+    assert rows.status_code == 200, rows.text
+    return sorted((row for row in rows.json() if row["prirep"] == "p"), key=lambda row: int(row["shard"]))
+
+
+def test_per_shard_listings_name_the_ray_node_of_each_shard(http: httpx.Client) -> None:
+    uuid = create(http, "listed")
+    bulk(http, "listed", {f"d{n}": source(n) for n in range(200)})
+    nodes = [where(uuid, shard)[0] for shard in range(SHARDS)]
+    rows = primaries(http, "listed")
+    assert [row["id"] for row in rows] == [row["node"] for row in rows] == nodes
+    assert {row["state"] for row in rows} == {"STARTED"} and {row["ip"] for row in rows} == {"127.0.0.1"}
+    assert sum(int(row["docs"]) for row in rows) == 200 and all(int(row["docs"]) for row in rows)
+
+    segments = http.get("/_cat/segments/listed", params={"format": "json", "h": "shard,id,docs.count"}).json()
+    assert sum(int(row["docs.count"]) for row in segments) == 200
+    assert {(int(row["shard"]), row["id"]) for row in segments} == set(enumerate(nodes))
+
+    shards = http.get("/listed/_stats", params={"level": "shards"}).json()["indices"]["listed"]["shards"]
+    assert sorted(shards, key=int) == [str(s) for s in range(SHARDS)]
+    assert [shards[str(s)][0]["routing"]["node"] for s in range(SHARDS)] == nodes
+    assert sum(shards[str(s)][0]["docs"]["count"] for s in range(SHARDS)) == 200
+    assert [shards[str(s)][0]["commit"]["num_docs"] for s in range(SHARDS)] == [int(r["docs"]) for r in rows]
+    node_shards = http.get("/_nodes/stats/indices", params={"level": "shards"}).json()
+    (stats,) = node_shards["nodes"].values()
+    assert (
+        sum(next(iter(entry.values()))["docs"]["count"] for entry in stats["indices"]["shards"]["listed"])
+        == 200
+    )
+
+
+def health(http: httpx.Client, index: str, **params: str) -> httpx.Response:
+    return http.get(f"/_cluster/health/{index}", params=params)
+
+
+def test_health_is_red_while_a_shard_actor_is_down(http: httpx.Client) -> None:
+    import ray
+
+    uuid = create(http, "healthy")
+    assert http.put("/healthy/_settings", json={"index": {"number_of_replicas": 0}}).status_code == 200
+    bulk(http, "healthy", {f"d{n}": source(n) for n in range(100)})
+    assert health(http, "healthy").json()["status"] == "green"
+    # Killed, the actor is restarted by Ray: the index is green again once it answers.
+    old = where(uuid, 1)[1]
+    os.kill(old, signal.SIGKILL)
+    back = health(http, "healthy", wait_for_status="green", timeout="60s")
+    assert back.status_code == 200 and back.json()["status"] == "green"
+    assert count(http, "healthy") == 100
+    # Ended for good, the shard is an unassigned primary: red, listed UNASSIGNED, searches partial.
+    actor = shard_actor(uuid, 2)
+    ray.kill(actor, no_restart=True)
+    with pytest.raises(ray.exceptions.RayActorError):
+        ray.get(actor.where.remote(), timeout=60)
+    body = health(http, "healthy", level="indices").json()
+    assert body["status"] == "red" and body["unassigned_primary_shards"] == 1
+    assert body["active_primary_shards"] == SHARDS - 1 and body["unassigned_shards"] == 1
+    assert body["indices"]["healthy"]["status"] == "red"
+    waited = health(http, "healthy", wait_for_status="yellow", timeout="0s")
+    assert waited.status_code == 408 and waited.json()["timed_out"] is True
+    rows = primaries(http, "healthy")
+    assert [row["state"] for row in rows] == ["STARTED", "STARTED", "UNASSIGNED", "STARTED"]
+    assert rows[2]["unassigned.reason"] == "ALLOCATION_FAILED"  # its node is still there
+    (row,) = http.get("/_cat/indices/healthy", params={"format": "json", "h": "health,status"}).json()
+    assert row == {"health": "red", "status": "open"}
+    page = http.post("/healthy/_search", json={"size": 0}).json()
+    assert page["_shards"]["failed"] == 1 and 0 < page["hits"]["total"]["value"] < 100
+    assert http.delete("/healthy").status_code == 200
+
+
+def test_a_shard_whose_ray_node_left_stays_unassigned(http: httpx.Client, ray_cluster: Any) -> None:
+    """Last in the module: a node of the module's cluster leaves for good. As Elasticsearch's
+    primary without replicas whose node left: unassigned (NODE_LEFT), red, searches partial."""
+    uuid = create(http, "orphaned", shards=3)  # one shard per node
+    bulk(http, "orphaned", {f"d{n}": source(n) for n in range(90)})
+    nodes = [where(uuid, shard)[0] for shard in range(3)]
+    leaving = (
+        ray_cluster.cluster.worker_nodes
+        and sorted(ray_cluster.cluster.worker_nodes, key=lambda n: n.node_id)[0]
+    )
+    lost = nodes.index(leaving.node_id)
+    ray_cluster.cluster.remove_node(leaving, allow_graceful=True)
+    body = health(http, "orphaned").json()
+    assert body["status"] == "red" and body["unassigned_primary_shards"] == 1
+    rows = primaries(http, "orphaned")
+    assert [row["state"] == "UNASSIGNED" for row in rows] == [s == lost for s in range(3)]
+    assert rows[lost]["unassigned.reason"] == "NODE_LEFT"
+    page = http.post("/orphaned/_search", json={"size": 100}).json()
+    assert page["_shards"]["successful"] == 2 and page["_shards"]["failed"] == 1
+    assert [failure["shard"] for failure in page["_shards"]["failures"]] == [lost]
+    assert 0 < len(page["hits"]["hits"]) < 90
+    lines = []
+    for n in range(30):
+        lines += [orjson.dumps({"index": {"_index": "orphaned", "_id": f"e{n}"}}), orjson.dumps(source(n))]
+    items = http.post("/_bulk", content=b"\n".join(lines) + b"\n", headers=_NDJSON).json()["items"]
+    failed = [item["index"] for item in items if item["index"]["status"] != 201]
+    assert failed and len(failed) < 30
+    for item in failed:
+        assert item["status"] == 503 and item["error"]["type"] == "unavailable_shards_exception"
+        assert item["error"]["reason"].startswith(f"[orphaned][{lost}] primary shard is not active")

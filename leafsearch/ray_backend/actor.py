@@ -39,6 +39,7 @@ import orjson
 from leafsearch.errors import ElasticError
 from leafsearch.index.index import write_json
 from leafsearch.index.shard import Shard
+from leafsearch.index.shard_listing import ShardListing, of_shard
 from leafsearch.index.shard_write import ShardWrite, ShardWriteOutcome, apply_write
 from leafsearch.node import MAX_SEGMENTS_WHILE_BUSY, MERGE_QUIET_SECONDS
 from leafsearch.request.query_dsl import Query
@@ -194,6 +195,12 @@ class ShardActor:
         from leafsearch.index_stats import shard_stats
 
         return shard_stats(self.shard, metrics, file_sizes=file_sizes)
+
+    def listing(self) -> ShardListing:
+        """The shard's row of the per-shard listings, with the Ray node it runs on."""
+        import ray
+
+        return of_shard(self.shard, (ray.get_runtime_context().get_node_id(), ray.util.get_node_ip_address()))
 
     def stats(self) -> dict[str, int]:
         return {

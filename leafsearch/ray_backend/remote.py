@@ -25,9 +25,10 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import ray
-from ray.exceptions import GetTimeoutError, RayActorError
+from ray.exceptions import ActorUnschedulableError, GetTimeoutError, RayActorError
 
 from leafsearch.errors import ElasticError, IndexClosed, SearchContextMissing, ShardFailed, ShardUnavailable
+from leafsearch.index.shard_listing import ShardListing, ShardMissing
 from leafsearch.index.shard_write import ShardWrite, ShardWriteOutcome
 from leafsearch.ray_backend.actor import DocRead, Refusal
 from leafsearch.search.dfs import DfsStats
@@ -47,9 +48,17 @@ if TYPE_CHECKING:
     from leafsearch.ray_backend.cluster import RayBackend
     from leafsearch.search.targets import Target
 
+#: What a call to a shard actor raises when the actor cannot answer: it died or is restarting
+#: (`RayActorError`), its node is gone and it was pinned there (`ActorUnschedulableError`, not
+#: a `RayActorError`), or it did not answer in time.
+UNAVAILABLE = (RayActorError, ActorUnschedulableError, GetTimeoutError)
+
 #: How long a coordinator waits for a shard actor's answer (Elasticsearch's default timeout of a
 #: write waiting for its primary, and of a search's shard request without `timeout`).
 CALL_TIMEOUT_SECONDS = 60.0
+#: How long a health check waits for the shard actors' answers: one that has not answered by
+#: then (dead, restarting, its node gone, or stuck) counts as an unassigned primary.
+HEALTH_TIMEOUT_SECONDS = 2.0
 
 
 def unavailable_for_write(index: Index, shard_id: int, count: int, cause: Exception) -> ElasticError:
@@ -67,7 +76,7 @@ def answer(ref: Any, shard: str, timeout: float = CALL_TIMEOUT_SECONDS) -> Any:
     unavailability."""
     try:
         value = ray.get(ref, timeout=timeout)
-    except (RayActorError, GetTimeoutError) as exc:
+    except UNAVAILABLE as exc:
         raise ShardUnavailable(f"{shard} is unavailable: {type(exc).__name__}") from None
     if isinstance(value, Refusal):
         raise value.error
@@ -158,6 +167,39 @@ class RemoteIndex:
     def get(self, shard_id: int, doc_id: str, realtime: bool) -> DocRead | None:
         return answer(self.actors[shard_id].get.remote(doc_id, realtime), self.describe(shard_id))
 
+    def inactive_shards(self) -> list[int]:
+        """The shards whose actor does not answer now: the primaries Elasticsearch would list
+        unassigned. Why a call rather than Ray's actor states: those are readable without a call
+        only through Ray's state API, which needs the dashboard a cluster may run without; and
+        an answer is what a search needs of the shard. One call per shard, all at once."""
+        refs = [actor.where.remote() for actor in self.actors]
+        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=HEALTH_TIMEOUT_SECONDS)
+        answered = set(ready)
+        inactive = []
+        for shard_id, ref in enumerate(refs):
+            try:
+                if ref not in answered:
+                    raise GetTimeoutError
+                ray.get(ref, timeout=0)
+            except UNAVAILABLE:
+                inactive.append(shard_id)
+        return inactive
+
+    def listings(self) -> list[ShardListing | ShardMissing]:
+        """Every shard's listing (index/shard_listing.py), the actors asked at once; a shard
+        whose actor cannot answer is listed as missing, with whether its Ray node is gone."""
+        refs = [actor.listing.remote() for actor in self.actors]
+        alive: set[str] | None = None
+        out: list[ShardListing | ShardMissing] = []
+        for shard_id, ref in enumerate(refs):
+            try:
+                out.append(answer(ref, self.describe(shard_id)))
+            except ShardUnavailable as exc:
+                if alive is None:
+                    alive = set(self.backend.alive_nodes())
+                out.append(ShardMissing(shard_id, exc, self.placement[shard_id]["node"] not in alive))
+        return out
+
     def refresh(self) -> None:
         refs = [actor.refresh.remote() for actor in self.actors]
         for shard_id, ref in enumerate(refs):
@@ -170,7 +212,7 @@ class RemoteIndex:
         once every actor is gone, so an open right after creates new ones under the same names."""
         refs = [actor.close_shard.remote() for actor in self.actors]
         for ref in refs:
-            with contextlib.suppress(RayActorError, GetTimeoutError):
+            with contextlib.suppress(*UNAVAILABLE):
                 ray.get(ref, timeout=CALL_TIMEOUT_SECONDS)
         self._end_actors()
 
@@ -178,7 +220,7 @@ class RemoteIndex:
         for actor in self.actors:
             ray.kill(actor, no_restart=True)
         for actor in self.actors:  # a call to a killed actor fails once Ray has let it go
-            with contextlib.suppress(RayActorError, GetTimeoutError):
+            with contextlib.suppress(*UNAVAILABLE):
                 ray.get(actor.where.remote(), timeout=CALL_TIMEOUT_SECONDS)
 
     def destroy(self) -> None:
@@ -186,7 +228,7 @@ class RemoteIndex:
         refs = [actor.destroy.remote() for actor in self.actors]
         for ref in refs:
             # (a dead shard's folder is left behind; its actor goes below anyway)
-            with contextlib.suppress(RayActorError, GetTimeoutError):
+            with contextlib.suppress(*UNAVAILABLE):
                 ray.get(ref, timeout=CALL_TIMEOUT_SECONDS)
         self._end_actors()
 

@@ -5,16 +5,15 @@ from __future__ import annotations
 
 import os
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from leafsearch import admin
-from leafsearch.index.shard import folder_size
+from leafsearch.index import shard_listing
+from leafsearch.index.shard_listing import ShardListing, ShardMissing
 from leafsearch.rest.cat import Column, render_table
 from leafsearch.rest.exchange import RestRequest, RestResponse
-from leafsearch.unsupported import NotSupported
 
 if TYPE_CHECKING:
-    from leafsearch.index.index import Index
     from leafsearch.node import Node
 
 INDICES_COLUMNS = [
@@ -224,41 +223,46 @@ def _segment_generation(name: str) -> int:
     return int(name.rpartition("_")[2])
 
 
-def _check_local(index: Index, what: str) -> None:
-    """Per-shard listings read the shard's own state, which a Ray-backed index's shard actors do
-    not report yet: refused with a 400 rather than failed with a 500."""
-    if index.remote is not None:
-        raise NotSupported(f"{what} of an index whose shards are Ray actors")
+def _where(node: Node, listing: ShardListing) -> dict[str, str]:
+    """The node columns of a shard's rows: this node, or the Ray node its actor runs on."""
+    if listing.node is None:
+        return {"ip": "127.0.0.1", "id": node.node_id, "node": node.name}
+    node_id, ip = listing.node
+    return {"ip": ip, "id": node_id, "node": node_id}
 
 
 def cat_shards(node: Node, req: RestRequest) -> RestResponse:
-    """Every shard copy: the primaries this node holds, and their replicas, unassigned (one node)."""
+    """Every shard copy: the primaries (on this node, or on the Ray node of their actor; a shard
+    whose actor is down UNASSIGNED, as Elasticsearch lists a primary whose node left), and their
+    replicas, unassigned (no node holds a copy)."""
     rows = []
-    where = {"ip": "127.0.0.1", "id": node.node_id, "node": node.name}
     for index in req.indices_options(expand_wildcards="all").resolve(node, req.path_params.get("index")):
-        _check_local(index, "[_cat/shards]")
         replicas = int(index.setting("index.number_of_replicas"))
-        for shard_id in range(index.num_shards):
-            shard = None if index.closed else index.shards[shard_id]
-            size = shard.store_size_bytes() if shard is not None else None
-            rows.append(
-                {
-                    "index": index.name,
-                    "shard": shard_id,
-                    "prirep": "p",
-                    "state": "STARTED",
-                    "docs": shard.doc_count() if shard is not None else None,
-                    "store": size,
-                    "dataset": size,
-                    **where,
-                    "seq_no.max": shard.max_seq_no if shard is not None else None,
-                    "segments.count": len(shard.segments) if shard is not None else None,
-                    "indexing.index_total": shard.stats.snapshot()["index_total"]
-                    if shard is not None
-                    else None,
-                    "search.query_total": shard.search_stats.snapshot()["query_total"] if shard else None,
-                }
-            )
+        found = [None] * index.num_shards if index.closed else shard_listing.listings(index)
+        for shard_id, listing in enumerate(found):
+            row: dict[str, Any] = {"index": index.name, "shard": shard_id, "prirep": "p"}
+            if isinstance(listing, ShardMissing):
+                reason = "NODE_LEFT" if listing.node_left else "ALLOCATION_FAILED"
+                rows.append(row | {"state": "UNASSIGNED", "unassigned.reason": reason})
+            elif listing is None:  # a closed index's shards, where they were
+                rows.append(
+                    row | {"state": "STARTED", "ip": "127.0.0.1", "id": node.node_id, "node": node.name}
+                )
+            else:
+                rows.append(
+                    row
+                    | {
+                        "state": "STARTED",
+                        "docs": listing.docs,
+                        "store": listing.store_bytes,
+                        "dataset": listing.store_bytes,
+                        **_where(node, listing),
+                        "seq_no.max": listing.max_seq_no,
+                        "segments.count": listing.segment_count,
+                        "indexing.index_total": listing.index_total,
+                        "search.query_total": index.shards[shard_id].search_stats.snapshot()["query_total"],
+                    }
+                )
             rows.extend(
                 {"index": index.name, "shard": shard_id, "prirep": "r", "state": "UNASSIGNED"}
                 | {"unassigned.reason": "INDEX_CREATED"}
@@ -268,28 +272,30 @@ def cat_shards(node: Node, req: RestRequest) -> RestResponse:
 
 
 def cat_segments(node: Node, req: RestRequest) -> RestResponse:
-    """The segments each shard's current snapshot reads (all committed: a refresh commits)."""
+    """The segments each shard's current snapshot reads (all committed: a refresh commits); a
+    shard whose actor is down has none to list."""
     from leafsearch.version import LUCENE_VERSION
 
     rows = []
     for index in req.indices_options(forbid_closed=True).resolve(node, req.path_params.get("index")):
-        _check_local(index, "[_cat/segments]")
-        for shard in list(index.shards):
-            for view in shard.published_views():
-                seg = view.segment
+        for listing in shard_listing.listings(index):
+            if isinstance(listing, ShardMissing):
+                continue
+            where = _where(node, listing)
+            for seg in listing.segments:
                 rows.append(
                     {
                         "index": index.name,
-                        "shard": shard.shard_id,
+                        "shard": listing.shard_id,
                         "prirep": "p",
-                        "ip": "127.0.0.1",
-                        "id": node.node_id,
+                        "ip": where["ip"],
+                        "id": where["id"],
                         "segment": seg.name,
                         "generation": _segment_generation(seg.name),
-                        "docs.count": view.live_count,
-                        "docs.deleted": view.max_doc - view.live_count,
-                        "size": folder_size(seg.folder),
-                        "size.memory": view.live.nbytes if view.live is not None else 0,
+                        "docs.count": seg.live_count,
+                        "docs.deleted": seg.max_doc - seg.live_count,
+                        "size": seg.size_bytes,
+                        "size.memory": seg.memory_bytes,
                         "committed": True,
                         "searchable": True,
                         "version": LUCENE_VERSION,
