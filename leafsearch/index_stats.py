@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from leafsearch.admin import IndicesOptions, index_health, shards_header
-from leafsearch.errors import ActionRequestValidation
+from leafsearch.errors import ActionRequestValidation, ShardUnavailable
 from leafsearch.index import shard_listing
 from leafsearch.index.shard import Shard, file_sizes
 from leafsearch.index.shard_listing import ShardListing
@@ -216,16 +216,22 @@ def indices_stats(
     contexts = node.contexts.open_per_shard()
     primaries: dict[str, Any] = {}
     per_index: dict[str, Any] = {}
+    unavailable = 0
     for index in targets:
         index_total: dict[str, Any] = {}
         shards: dict[str, list[dict[str, Any]]] = {}
         listed = {}
         if level == "shards":
             listed = {listing.shard_id: listing for listing in shard_listing.listings(index)}
+        down = 0
         for shard in list(index.shards):
-            stats = shard_stats(
-                shard, metrics, open_contexts=contexts.get(id(shard), 0), file_sizes=file_sizes
-            )
+            try:
+                stats = shard_stats(
+                    shard, metrics, open_contexts=contexts.get(id(shard), 0), file_sizes=file_sizes
+                )
+            except ShardUnavailable:  # a shard actor down: an unassigned primary, not counted
+                down += 1
+                continue
             add_stats(index_total, stats)
             listing = listed.get(shard.shard_id)
             if isinstance(listing, ShardListing):
@@ -233,7 +239,7 @@ def indices_stats(
         add_stats(primaries, index_total)
         entry: dict[str, Any] = {
             "uuid": index.uuid,
-            "health": index_health(index),
+            "health": index_health(index, down or None),
             "status": "close" if index.closed else "open",
             "primaries": index_total,
             "total": _copy(index_total),
@@ -241,8 +247,11 @@ def indices_stats(
         if level == "shards":
             entry["shards"] = shards
         per_index[index.name] = entry
+        unavailable += down
+    header = shards_header(targets)
+    header["successful"] -= unavailable  # as Elasticsearch counts an unassigned primary: not failed
     body: dict[str, Any] = {
-        "_shards": shards_header(targets),
+        "_shards": header,
         "_all": {"primaries": primaries, "total": _copy(primaries)},
     }
     if level != "cluster":
