@@ -323,6 +323,7 @@ def test_close_and_open_keep_every_acknowledged_write_across_a_coordinator_resta
         bulk(http, "closing", {f"d{n}": source(n) for n in range(200)}, refresh=False)
         acknowledged |= {f"d{n}" for n in range(200)}
         stop = threading.Event()
+        writing = threading.Event()
         outcomes: list[tuple[str, int, str | None]] = []
 
         def writer() -> None:  # writes while the index closes: acknowledged, or refused as closed
@@ -334,12 +335,13 @@ def test_close_and_open_keep_every_acknowledged_write_across_a_coordinator_resta
                         (f"w{i}", answer.status_code, error_of(answer)["type"] if answer.is_error else None)
                     )
                     i += 1
+                    if i == 5:
+                        writing.set()
 
         thread = threading.Thread(target=writer)
         thread.start()
         try:
-            while len(outcomes) < 5:  # the writer is under way
-                threading.Event().wait(0.01)
+            assert writing.wait(60)  # the writer is under way
             closed = http.post("/closing/_close")
         finally:
             stop.set()
