@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import tempfile
 import time
@@ -117,6 +118,7 @@ def run(docs: int, shards: int, rounds: int) -> dict[str, Any]:
     finally:
         ray.shutdown()
         cluster.shutdown()
+        shutil.rmtree(folder, ignore_errors=True)
     return {name: sorted(values) for name, values in results.items()}
 
 
