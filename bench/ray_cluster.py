@@ -12,7 +12,10 @@ created with 6 shards), then, from client processes:
   from each of 4 clients: p50 and p99, and queries/s;
 - a PIT walk (`_shard_doc`, `search_after`, pages of 1,000, no total): documents/s;
 - a sliced export: one PIT read by 2 and by 3 client processes, one slice each (pages of
-  1,000): documents/s. Every walk is checked: every document exactly once.
+  1,000): documents/s. Every walk is checked: every document exactly once;
+- on Ray, the calls the shard actors served (each actor counts them by method): per W6 search
+  (query, fetch, context releases), per PIT walk page and per page of the 3-slice export;
+- the load average (1 minute) at the end of each configuration: the machine is shared.
 
 The single-process server runs with `--search-workers 0` (every search in its process, as each
 Ray configuration runs its searches in the shard actors). The local Ray cluster's nodes each get
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import multiprocessing
 import os
 import shutil
@@ -32,6 +36,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +78,29 @@ def _slice_client(url: str, pit: str, slice_id: int, slices: int, start: Any) ->
     return ids
 
 
+def _search_calls(url: str) -> Counter[str]:
+    """The search calls every shard actor of the bench index served so far, by method (the bench
+    process is connected to the Ray cluster)."""
+    import ray
+
+    client = Client(url)
+    uuid = client.json("GET", "/bench/_settings")["bench"]["settings"]["index"]["uuid"]
+    client.close()
+    actors = [ray.get_actor(f"{uuid}/{s}", namespace="leafsearch") for s in range(SHARDS)]
+    calls: Counter[str] = Counter()
+    for stats in ray.get([actor.stats.remote() for actor in actors], timeout=60):
+        calls.update(stats.get("search_calls", {}))  # (a tree before the count reports none)
+    return calls
+
+
+def _per(out: dict[str, Any], what: str, calls: Counter[str], count: int) -> None:
+    """Calls per search or page, in all and by method."""
+    out[f"{what}: actor calls"] = sum(calls.values()) / count
+    for method in ("dfs", "query", "fetch", "free_context", "open_context"):
+        if calls[method]:
+            out[f"{what}: {method} calls"] = calls[method] / count
+
+
 def _load(server: Server, records: Path, create_body: Path) -> float:
     """Import the documents; seconds taken."""
     began = time.perf_counter()
@@ -82,25 +111,43 @@ def _load(server: Server, records: Path, create_body: Path) -> float:
 
 
 def _measure(
-    server: Server, records: Path, create_body: Path, n: int, first: int, last: int
+    server: Server,
+    records: Path,
+    create_body: Path,
+    n: int,
+    first: int,
+    last: int,
+    calls: Callable[[], Counter[str]] | None = None,
 ) -> dict[str, Any]:
+    """The measurements of one configuration; `calls`: the shard actors' calls so far (Ray)."""
     out: dict[str, Any] = {"import, docs/s": n / _load(server, records, create_body)}
+    counted = calls or Counter
     context = multiprocessing.get_context("spawn")
     manager = context.Manager()
     with context.Pool(4) as pool:
         warm = [(server.url, _queries(first, last, 100 + c, WARM_UP)) for c in range(4)]
         _in_processes(manager, pool, _query_client, warm)
+        before = counted()
         seconds, (latencies,) = _in_processes(
             manager, pool, _query_client, [(server.url, _queries(first, last, 1, QUERIES))]
         )
         out["W6 1 client, q/s"] = QUERIES / seconds
         out["W6 p50, ms"], out["W6 p99, ms"] = _percentiles(latencies)
+        if calls:
+            _per(out, "W6 per search", counted() - before, QUERIES)
+        before = counted()
         out["PIT walk, docs/s"] = _pit_walk(server.url, n)
+        if calls:
+            _per(out, "PIT walk per page", counted() - before, math.ceil(n / 1000) + 1)
         for slices in (2, 3):
             client = Client(server.url)
             pit = client.json("POST", "/bench/_pit?keep_alive=1m")["id"]
             args = [(server.url, pit, s, slices) for s in range(slices)]
+            before = counted()
             seconds, id_lists = _in_processes(manager, pool, _slice_client, args)
+            if calls and slices == 3:
+                pages = sum(math.ceil(len(ids) / 1000) + 1 for ids in id_lists)
+                _per(out, "3 slices per page", counted() - before, pages)
             client.raw("DELETE", "/_pit", orjson.dumps({"id": pit}))
             client.close()
             ids = sum(id_lists, [])
@@ -108,6 +155,7 @@ def _measure(
                 raise RuntimeError(f"{slices} slices: {len(ids)} hits, {len(set(ids))} distinct")
             out[f"sliced export, {slices} slices, docs/s"] = n / seconds
     manager.shutdown()
+    out["load average (1 min)"] = os.getloadavg()[0]
     return out
 
 
@@ -125,7 +173,9 @@ def _ray_run(work: Path, nodes: int, records: Path, create_body: Path, n: int, f
     server = Server(work / f"ray{nodes}", work / f"ray{nodes}.log", args=["--ray", cluster.address])
     try:
         server.start(timeout=120)
-        out = {"cluster start-up, s": started, **_measure(server, records, create_body, n, first, last)}
+        ray.init(address=cluster.address, namespace="leafsearch", log_to_driver=False)
+        measured = _measure(server, records, create_body, n, first, last, lambda: _search_calls(server.url))
+        out = {"cluster start-up, s": started, **measured}
     finally:
         server.stop()
         ray.shutdown()
@@ -164,11 +214,12 @@ def main() -> None:
         shutil.rmtree(work, ignore_errors=True)
     names = list(results)
     print(f"{options.docs:,} documents, {SHARDS} shards; same run, one client process per slice")
-    print(f"  {'':<34}" + "".join(f"{name:>18}" for name in names))
     keys = list(dict.fromkeys(key for values in results.values() for key in values))
+    width = max(len(key) for key in keys)
+    print(f"  {'':<{width}}" + "".join(f"{name:>18}" for name in names))
     for key in keys:
         row = "".join(f"{results[name].get(key, float('nan')):>18,.2f}" for name in names)
-        print(f"  {key:<34}{row}")
+        print(f"  {key:<{width}}{row}")
     if options.json:
         options.json.write_text(json.dumps({"docs": options.docs, "results": results}, indent=2))
 
