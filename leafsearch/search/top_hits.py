@@ -58,9 +58,10 @@ from leafsearch.search.shard_api import (
     ShardSearch,
     ShardTopDocs,
     SortPlan,
-    each_shard,
+    each_phase,
     merge_columns,
 )
+from leafsearch.search.slicing import shard_in_slice
 from leafsearch.search.sort_keys import SortColumn, resolve_field_kind, special_kind
 from leafsearch.search.targets import Target
 
@@ -114,13 +115,14 @@ def top_hits(
     live = list(range(len(targets)))  # the shards that have not failed
     if request.dfs and needs_scores(request):
         asks = [ShardDfs(request, i, now_millis, pins[i]) for i in live]
-        answers = each_shard(pool, [(_failing(shards[a.shard_index].dfs), a) for a in asks])
+        answers = each_phase(pool, shards, "dfs", asks, catch=(ShardFailed,))
         found = _survivors(node, request, answers, failures, len(targets))
         live = [i for i, answer in zip(live, answers, strict=True) if not isinstance(answer, ShardFailed)]
         stats = DfsStats.total(found)
     n = len(targets)
-    queries = [ShardQuery(request, i, now_millis, plan, aggs, stats, pins[i], n) for i in live]
-    answers = each_shard(pool, [(_failing(shards[q.shard_index].query), q) for q in queries])
+    asked = [i for i in live if _may_match(request, i, n)]
+    queries = [ShardQuery(request, i, now_millis, plan, aggs, stats, pins[i], n) for i in asked]
+    answers = each_phase(pool, shards, "query", queries, catch=(ShardFailed,))
     results = _survivors(node, request, answers, failures, len(targets))
     hits = merge_top_docs(targets, request, plan, results)
     hits.failures = failures
@@ -129,16 +131,12 @@ def top_hits(
     return hits
 
 
-def _failing(method: Any) -> Any:
-    """`method`, answering a `ShardFailed` (that shard alone failed) instead of raising it."""
-
-    def call(message: Any) -> Any:
-        try:
-            return method(message)
-        except ShardFailed as failed:
-            return failed
-
-    return call
+def _may_match(request: SearchRequest, shard_index: int, shard_count: int) -> bool:
+    """Whether a shard is asked for its top hits: not when the request's slice cannot hold any
+    of its documents (a shard outside the slice answers nothing; a page of a slice costs a call
+    to its own shards only). A profiled search asks every shard: its profile lists each."""
+    sliced = request.slice
+    return sliced is None or request.profile or shard_in_slice(sliced, shard_index, shard_count)
 
 
 def _survivors(
