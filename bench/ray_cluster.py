@@ -15,6 +15,8 @@ created with 6 shards), then, from client processes:
   1,000): documents/s. Every walk is checked: every document exactly once;
 - on Ray, the calls the shard actors served (each actor counts them by method): per W6 search
   (query, fetch, context releases), per PIT walk page and per page of the 3-slice export;
+- the CPU the server process (the coordinator, on Ray) spent per W6 search and per 1,000
+  documents of each walk, which the machine's load disturbs less than latencies;
 - the load average (1 minute) at the end of each configuration: the machine is shared.
 
 The single-process server runs with `--search-workers 0` (every search in its process, as each
@@ -127,24 +129,27 @@ def _measure(
     with context.Pool(4) as pool:
         warm = [(server.url, _queries(first, last, 100 + c, WARM_UP)) for c in range(4)]
         _in_processes(manager, pool, _query_client, warm)
-        before = counted()
+        before, cpu = counted(), server.cpu_seconds()[0]
         seconds, (latencies,) = _in_processes(
             manager, pool, _query_client, [(server.url, _queries(first, last, 1, QUERIES))]
         )
         out["W6 1 client, q/s"] = QUERIES / seconds
         out["W6 p50, ms"], out["W6 p99, ms"] = _percentiles(latencies)
+        out["W6 server CPU per search, ms"] = (server.cpu_seconds()[0] - cpu) / QUERIES * 1000
         if calls:
             _per(out, "W6 per search", counted() - before, QUERIES)
-        before = counted()
+        before, cpu = counted(), server.cpu_seconds()[0]
         out["PIT walk, docs/s"] = _pit_walk(server.url, n)
+        out["PIT walk server CPU per 1,000 docs, ms"] = (server.cpu_seconds()[0] - cpu) / n * 1e6
         if calls:
             _per(out, "PIT walk per page", counted() - before, math.ceil(n / 1000) + 1)
         for slices in (2, 3):
             client = Client(server.url)
             pit = client.json("POST", "/bench/_pit?keep_alive=1m")["id"]
             args = [(server.url, pit, s, slices) for s in range(slices)]
-            before = counted()
+            before, cpu = counted(), server.cpu_seconds()[0]
             seconds, id_lists = _in_processes(manager, pool, _slice_client, args)
+            out[f"{slices} slices server CPU per 1,000 docs, ms"] = (server.cpu_seconds()[0] - cpu) / n * 1e6
             if calls and slices == 3:
                 pages = sum(math.ceil(len(ids) / 1000) + 1 for ids in id_lists)
                 _per(out, "3 slices per page", counted() - before, pages)
