@@ -16,7 +16,8 @@ created with 6 shards), then, from client processes:
 - on Ray, the calls the shard actors served (each actor counts them by method): per W6 search
   (query, fetch, context releases), per PIT walk page and per page of the 3-slice export;
 - the CPU the server process (the coordinator, on Ray) spent per W6 search and per 1,000
-  documents of each walk, which the machine's load disturbs less than latencies;
+  documents of each walk, less what it spends idle (measured over 3 s before: Ray's threads in
+  the coordinator are not idle), which the machine's load disturbs less than latencies;
 - the load average (1 minute) at the end of each configuration: the machine is shared.
 
 The single-process server runs with `--search-workers 0` (every search in its process, as each
@@ -53,6 +54,7 @@ from bench.workers import _in_processes, _percentiles, _pit_walk, _queries, _que
 SHARDS = 6
 QUERIES = 150
 WARM_UP = 10
+IDLE_SECONDS = 3.0
 #: Every Ray process on loopback (Ray otherwise takes the address of the machine's route out).
 LOOPBACK_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
 
@@ -129,18 +131,24 @@ def _measure(
     with context.Pool(4) as pool:
         warm = [(server.url, _queries(first, last, 100 + c, WARM_UP)) for c in range(4)]
         _in_processes(manager, pool, _query_client, warm)
+        began = server.cpu_seconds()[0]
+        time.sleep(IDLE_SECONDS)
+        idle = (server.cpu_seconds()[0] - began) / IDLE_SECONDS
+        out["server idle CPU, ms/s"] = idle * 1000
         before, cpu = counted(), server.cpu_seconds()[0]
         seconds, (latencies,) = _in_processes(
             manager, pool, _query_client, [(server.url, _queries(first, last, 1, QUERIES))]
         )
         out["W6 1 client, q/s"] = QUERIES / seconds
         out["W6 p50, ms"], out["W6 p99, ms"] = _percentiles(latencies)
-        out["W6 server CPU per search, ms"] = (server.cpu_seconds()[0] - cpu) / QUERIES * 1000
+        spent = server.cpu_seconds()[0] - cpu - idle * seconds
+        out["W6 server CPU per search, ms"] = spent / QUERIES * 1000
         if calls:
             _per(out, "W6 per search", counted() - before, QUERIES)
         before, cpu = counted(), server.cpu_seconds()[0]
         out["PIT walk, docs/s"] = _pit_walk(server.url, n)
-        out["PIT walk server CPU per 1,000 docs, ms"] = (server.cpu_seconds()[0] - cpu) / n * 1e6
+        spent = server.cpu_seconds()[0] - cpu - idle * n / out["PIT walk, docs/s"]
+        out["PIT walk server CPU per 1,000 docs, ms"] = spent / n * 1e6
         if calls:
             _per(out, "PIT walk per page", counted() - before, math.ceil(n / 1000) + 1)
         for slices in (2, 3):
@@ -149,7 +157,8 @@ def _measure(
             args = [(server.url, pit, s, slices) for s in range(slices)]
             before, cpu = counted(), server.cpu_seconds()[0]
             seconds, id_lists = _in_processes(manager, pool, _slice_client, args)
-            out[f"{slices} slices server CPU per 1,000 docs, ms"] = (server.cpu_seconds()[0] - cpu) / n * 1e6
+            spent = server.cpu_seconds()[0] - cpu - idle * seconds
+            out[f"{slices} slices server CPU per 1,000 docs, ms"] = spent / n * 1e6
             if calls and slices == 3:
                 pages = sum(math.ceil(len(ids) / 1000) + 1 for ids in id_lists)
                 _per(out, "3 slices per page", counted() - before, pages)
