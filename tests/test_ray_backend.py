@@ -591,3 +591,35 @@ def test_a_slice_of_a_point_in_time_is_read_from_its_own_shards_only(http: httpx
     assert not set(kept[0]) & set(kept[1])
     for closing in (pit, fresh):
         assert http.request("DELETE", "/_pit", json={"id": closing}).status_code == 200
+
+
+def test_a_shard_doc_walk_asks_the_shards_from_its_cursor_on(http: httpx.Client) -> None:
+    """A PIT walk in `_shard_doc` order that counts nothing asks only the shards at or after its
+    cursor (Elasticsearch's can-match skips shards whose sort values all lie before it): once the
+    walk has left its first shard, that shard losing the PIT's context fails no page; every
+    document comes once, in both directions."""
+    uuid = create_index(http, "cursorskip")
+    assert bulk(http, "cursorskip", {f"d{n}": source(n) for n in range(600)}, refresh=True)["errors"] is False
+    for order, first in (("asc", 0), ("desc", SHARDS - 1)):
+        pit = http.post("/cursorskip/_pit?keep_alive=1m").json()["id"]
+        body: dict[str, Any] = {"pit": {"id": pit}, "size": 70, "sort": [{"_shard_doc": order}]}
+        body["track_total_hits"] = False
+        ids: list[str] = []
+        shards: list[int] = []
+        killed = False
+        while True:
+            page = http.post("/_search", json=body).json()
+            assert page["_shards"] == {"total": SHARDS, "successful": SHARDS, "skipped": 0, "failed": 0}
+            hits = page["hits"]["hits"]
+            if not hits:
+                break
+            ids += [hit["_id"] for hit in hits]
+            shards += [hit["sort"][0] >> 32 for hit in hits]
+            body["search_after"] = hits[-1]["sort"]
+            if not killed and shards[-1] != first:  # the walk has left its first shard
+                restarted(uuid, first, kill_shard(uuid, first))
+                killed = True
+        assert killed and shards[0] == first
+        assert sorted(ids) == sorted(f"d{n}" for n in range(600))
+        assert shards == sorted(shards, reverse=order == "desc")
+        assert http.request("DELETE", "/_pit", json={"id": pit}).status_code == 200

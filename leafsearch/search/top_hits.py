@@ -31,7 +31,7 @@ import numpy as np
 
 from leafsearch.errors import IllegalArgument, SearchPhaseExecution, ShardFailed
 from leafsearch.index import order_files
-from leafsearch.request.search_types import SCORE, SearchRequest, SortSpec
+from leafsearch.request.search_types import SCORE, SHARD_DOC, SearchRequest, SortSpec
 from leafsearch.search import fetch
 from leafsearch.search.aggregations import MAX_BUCKETS, MAX_NESTED_DEPTH, parse_aggs
 from leafsearch.search.aggregations import collect as collect_aggs
@@ -132,11 +132,29 @@ def top_hits(
 
 
 def _may_match(request: SearchRequest, shard_index: int, shard_count: int) -> bool:
-    """Whether a shard is asked for its top hits: not when the request's slice cannot hold any
-    of its documents (a shard outside the slice answers nothing; a page of a slice costs a call
-    to its own shards only). A profiled search asks every shard: its profile lists each."""
+    """Whether a shard is asked for its top hits. Not when it can add nothing to the answer:
+
+    - the request's slice holds none of its documents (slices go to shards first), so a page of
+      a slice costs calls to its own shards only;
+    - the sort is led by `_shard_doc`, nothing is counted (`track_total_hits: false`, no
+      aggregations) and the `search_after` cursor is past every document of the shard (in the
+      sort's direction), as Elasticsearch's can-match phase skips a shard whose sort values all
+      lie before the cursor: a walk's page asks the shards from the cursor's on.
+
+    A profiled search asks every shard: its profile lists each."""
+    if request.profile:
+        return True
     sliced = request.slice
-    return sliced is None or request.profile or shard_in_slice(sliced, shard_index, shard_count)
+    if sliced is not None and not shard_in_slice(sliced, shard_index, shard_count):
+        return False
+    after = request.search_after
+    if after is None or request.track_total_hits is not False or request.aggs is not None:
+        return True
+    first = effective_sort(request)[0]
+    if first.field != SHARD_DOC or type(after[0]) is not int:
+        return True
+    cursor_shard = after[0] >> 32  # (`_shard_doc` is shard index << 32 | doc)
+    return shard_index <= cursor_shard if first.descending else shard_index >= cursor_shard
 
 
 def _survivors(
