@@ -208,6 +208,13 @@ def main() -> None:
     os.environ.update(LOOPBACK_ENV)  # before Ray is imported, and for the servers it starts
     work = Path(tempfile.mkdtemp(prefix="leafsearch-ray-"))
     results: dict[str, dict[str, Any]] = {}
+
+    def keep(name: str, measured: dict[str, Any]) -> None:
+        """A configuration's results, written at once: a long run cut short keeps what it did."""
+        results[name] = measured
+        if options.json:
+            options.json.write_text(json.dumps({"docs": options.docs, "results": results}, indent=2))
+
     try:
         dataset = generate(options.docs)
         records, _ = write_import_files(dataset, work)
@@ -217,13 +224,12 @@ def main() -> None:
         single = Server(work / "single", work / "single.log", args=["--search-workers", "0"])
         single.start()
         try:
-            results["single process"] = _measure(single, records, create_body, options.docs, first, last)
+            keep("single process", _measure(single, records, create_body, options.docs, first, last))
         finally:
             single.stop()
         for nodes in options.nodes:
-            results[f"ray {nodes} node(s)"] = _ray_run(
-                work, nodes, records, create_body, options.docs, first, last
-            )
+            measured = _ray_run(work, nodes, records, create_body, options.docs, first, last)
+            keep(f"ray {nodes} node(s)", measured)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     names = list(results)
@@ -234,8 +240,6 @@ def main() -> None:
     for key in keys:
         row = "".join(f"{results[name].get(key, float('nan')):>18,.2f}" for name in names)
         print(f"  {key:<{width}}{row}")
-    if options.json:
-        options.json.write_text(json.dumps({"docs": options.docs, "results": results}, indent=2))
 
 
 if __name__ == "__main__":
