@@ -531,13 +531,16 @@ def test_one_shot_searches_leave_no_snapshot_pinned(http: httpx.Client) -> None:
     errors: list[BaseException] = []
 
     def writer() -> None:
-        with httpx.Client(base_url=str(http.base_url), timeout=120) as own:
-            n = 10_000
-            while not stop.is_set():
-                for index in ("oneshot", "oneshard"):
-                    docs = {f"w{n + i}": source(n + i) for i in range(20)}
-                    assert bulk(own, index, docs, refresh=True)["errors"] is False
-                n += 20
+        try:
+            with httpx.Client(base_url=str(http.base_url), timeout=120) as own:
+                n = 10_000
+                while not stop.is_set():
+                    for index in ("oneshot", "oneshard"):
+                        docs = {f"w{n + i}": source(n + i) for i in range(20)}
+                        assert bulk(own, index, docs, refresh=True)["errors"] is False
+                    n += 20
+        except BaseException as exc:  # noqa: BLE001 - reported by the test's thread
+            errors.append(exc)
 
     def reader() -> None:
         try:
