@@ -12,7 +12,13 @@ created with 6 shards), then, from client processes:
   from each of 4 clients: p50 and p99, and queries/s;
 - a PIT walk (`_shard_doc`, `search_after`, pages of 1,000, no total): documents/s;
 - a sliced export: one PIT read by 2 and by 3 client processes, one slice each (pages of
-  1,000): documents/s. Every walk is checked: every document exactly once.
+  1,000): documents/s. Every walk is checked: every document exactly once;
+- on Ray, the calls the shard actors served (each actor counts them by method): per W6 search
+  (query, fetch, context releases), per PIT walk page and per page of the 3-slice export;
+- the CPU the server process (the coordinator, on Ray) spent per W6 search and per 1,000
+  documents of each walk, less what it spends idle (measured over 3 s before: Ray's threads in
+  the coordinator are not idle), which the machine's load disturbs less than latencies;
+- the load average (1 minute) at the end of each configuration: the machine is shared.
 
 The single-process server runs with `--search-workers 0` (every search in its process, as each
 Ray configuration runs its searches in the shard actors). The local Ray cluster's nodes each get
@@ -25,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import multiprocessing
 import os
 import shutil
@@ -32,6 +39,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +54,7 @@ from bench.workers import _in_processes, _percentiles, _pit_walk, _queries, _que
 SHARDS = 6
 QUERIES = 150
 WARM_UP = 10
+IDLE_SECONDS = 3.0
 #: Every Ray process on loopback (Ray otherwise takes the address of the machine's route out).
 LOOPBACK_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
 
@@ -72,6 +82,29 @@ def _slice_client(url: str, pit: str, slice_id: int, slices: int, start: Any) ->
     return ids
 
 
+def _search_calls(url: str) -> Counter[str]:
+    """The search calls every shard actor of the bench index served so far, by method (the bench
+    process is connected to the Ray cluster)."""
+    import ray
+
+    client = Client(url)
+    uuid = client.json("GET", "/bench/_settings")["bench"]["settings"]["index"]["uuid"]
+    client.close()
+    actors = [ray.get_actor(f"{uuid}/{s}", namespace="leafsearch") for s in range(SHARDS)]
+    calls: Counter[str] = Counter()
+    for stats in ray.get([actor.stats.remote() for actor in actors], timeout=60):
+        calls.update(stats.get("search_calls", {}))  # (a tree before the count reports none)
+    return calls
+
+
+def _per(out: dict[str, Any], what: str, calls: Counter[str], count: int) -> None:
+    """Calls per search or page, in all and by method."""
+    out[f"{what}: actor calls"] = sum(calls.values()) / count
+    for method in ("dfs", "query", "fetch", "free_context", "open_context"):
+        if calls[method]:
+            out[f"{what}: {method} calls"] = calls[method] / count
+
+
 def _load(server: Server, records: Path, create_body: Path) -> float:
     """Import the documents; seconds taken."""
     began = time.perf_counter()
@@ -82,25 +115,53 @@ def _load(server: Server, records: Path, create_body: Path) -> float:
 
 
 def _measure(
-    server: Server, records: Path, create_body: Path, n: int, first: int, last: int
+    server: Server,
+    records: Path,
+    create_body: Path,
+    n: int,
+    first: int,
+    last: int,
+    calls: Callable[[], Counter[str]] | None = None,
 ) -> dict[str, Any]:
+    """The measurements of one configuration; `calls`: the shard actors' calls so far (Ray)."""
     out: dict[str, Any] = {"import, docs/s": n / _load(server, records, create_body)}
+    counted = calls or Counter
     context = multiprocessing.get_context("spawn")
     manager = context.Manager()
     with context.Pool(4) as pool:
         warm = [(server.url, _queries(first, last, 100 + c, WARM_UP)) for c in range(4)]
         _in_processes(manager, pool, _query_client, warm)
+        began = server.cpu_seconds()[0]
+        time.sleep(IDLE_SECONDS)
+        idle = (server.cpu_seconds()[0] - began) / IDLE_SECONDS
+        out["server idle CPU, ms/s"] = idle * 1000
+        before, cpu = counted(), server.cpu_seconds()[0]
         seconds, (latencies,) = _in_processes(
             manager, pool, _query_client, [(server.url, _queries(first, last, 1, QUERIES))]
         )
         out["W6 1 client, q/s"] = QUERIES / seconds
         out["W6 p50, ms"], out["W6 p99, ms"] = _percentiles(latencies)
+        spent = server.cpu_seconds()[0] - cpu - idle * seconds
+        out["W6 server CPU per search, ms"] = spent / QUERIES * 1000
+        if calls:
+            _per(out, "W6 per search", counted() - before, QUERIES)
+        before, cpu = counted(), server.cpu_seconds()[0]
         out["PIT walk, docs/s"] = _pit_walk(server.url, n)
+        spent = server.cpu_seconds()[0] - cpu - idle * n / out["PIT walk, docs/s"]
+        out["PIT walk server CPU per 1,000 docs, ms"] = spent / n * 1e6
+        if calls:
+            _per(out, "PIT walk per page", counted() - before, math.ceil(n / 1000) + 1)
         for slices in (2, 3):
             client = Client(server.url)
             pit = client.json("POST", "/bench/_pit?keep_alive=1m")["id"]
             args = [(server.url, pit, s, slices) for s in range(slices)]
+            before, cpu = counted(), server.cpu_seconds()[0]
             seconds, id_lists = _in_processes(manager, pool, _slice_client, args)
+            spent = server.cpu_seconds()[0] - cpu - idle * seconds
+            out[f"{slices} slices server CPU per 1,000 docs, ms"] = spent / n * 1e6
+            if calls and slices == 3:
+                pages = sum(math.ceil(len(ids) / 1000) + 1 for ids in id_lists)
+                _per(out, "3 slices per page", counted() - before, pages)
             client.raw("DELETE", "/_pit", orjson.dumps({"id": pit}))
             client.close()
             ids = sum(id_lists, [])
@@ -108,6 +169,7 @@ def _measure(
                 raise RuntimeError(f"{slices} slices: {len(ids)} hits, {len(set(ids))} distinct")
             out[f"sliced export, {slices} slices, docs/s"] = n / seconds
     manager.shutdown()
+    out["load average (1 min)"] = os.getloadavg()[0]
     return out
 
 
@@ -125,7 +187,9 @@ def _ray_run(work: Path, nodes: int, records: Path, create_body: Path, n: int, f
     server = Server(work / f"ray{nodes}", work / f"ray{nodes}.log", args=["--ray", cluster.address])
     try:
         server.start(timeout=120)
-        out = {"cluster start-up, s": started, **_measure(server, records, create_body, n, first, last)}
+        ray.init(address=cluster.address, namespace="leafsearch", log_to_driver=False)
+        measured = _measure(server, records, create_body, n, first, last, lambda: _search_calls(server.url))
+        out = {"cluster start-up, s": started, **measured}
     finally:
         server.stop()
         ray.shutdown()
@@ -144,6 +208,13 @@ def main() -> None:
     os.environ.update(LOOPBACK_ENV)  # before Ray is imported, and for the servers it starts
     work = Path(tempfile.mkdtemp(prefix="leafsearch-ray-"))
     results: dict[str, dict[str, Any]] = {}
+
+    def keep(name: str, measured: dict[str, Any]) -> None:
+        """A configuration's results, written at once: a long run cut short keeps what it did."""
+        results[name] = measured
+        if options.json:
+            options.json.write_text(json.dumps({"docs": options.docs, "results": results}, indent=2))
+
     try:
         dataset = generate(options.docs)
         records, _ = write_import_files(dataset, work)
@@ -153,24 +224,22 @@ def main() -> None:
         single = Server(work / "single", work / "single.log", args=["--search-workers", "0"])
         single.start()
         try:
-            results["single process"] = _measure(single, records, create_body, options.docs, first, last)
+            keep("single process", _measure(single, records, create_body, options.docs, first, last))
         finally:
             single.stop()
         for nodes in options.nodes:
-            results[f"ray {nodes} node(s)"] = _ray_run(
-                work, nodes, records, create_body, options.docs, first, last
-            )
+            measured = _ray_run(work, nodes, records, create_body, options.docs, first, last)
+            keep(f"ray {nodes} node(s)", measured)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     names = list(results)
     print(f"{options.docs:,} documents, {SHARDS} shards; same run, one client process per slice")
-    print(f"  {'':<34}" + "".join(f"{name:>18}" for name in names))
     keys = list(dict.fromkeys(key for values in results.values() for key in values))
+    width = max(len(key) for key in keys)
+    print(f"  {'':<{width}}" + "".join(f"{name:>18}" for name in names))
     for key in keys:
         row = "".join(f"{results[name].get(key, float('nan')):>18,.2f}" for name in names)
-        print(f"  {key:<34}{row}")
-    if options.json:
-        options.json.write_text(json.dumps({"docs": options.docs, "results": results}, indent=2))
+        print(f"  {key:<{width}}{row}")
 
 
 if __name__ == "__main__":

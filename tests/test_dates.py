@@ -240,3 +240,24 @@ def test_date_math_errors(expr: str, message: str) -> None:
 def test_unknown_time_zone() -> None:
     with pytest.raises(ValueError, match="Unknown time-zone ID: Mars/Base"):
         parse_date_math("now", NOW, DEFAULT, False, time_zone="Mars/Base")
+
+
+@pytest.mark.parametrize(
+    "pattern", [DEFAULT_DATE_FORMAT, DEFAULT_DATE_NANOS_FORMAT, "yyyy/MM/dd HH:mm||MMM d, yy"]
+)
+def test_a_formatter_crosses_processes_as_its_pattern(pattern: str) -> None:
+    """A date field's type travels in every shard message sorted by a date (a shard actor, a
+    search worker): it pickles with plain `pickle`, small, and parses and prints as the original."""
+    import pickle
+
+    from leafsearch.index.mapping import FieldType
+
+    field = FieldType("at", "at", "date", {"format": pattern}, {})
+    encoded = pickle.dumps(field)
+    assert len(encoded) < 1500
+    copy = pickle.loads(encoded)
+    assert copy.formatter.pattern == pattern
+    for value in (MAY_1, MAY_1 + 45_296_789, 0):
+        printed = field.formatter.format(value)
+        assert copy.formatter.format(value) == printed
+        assert copy.formatter.parse(printed) == field.formatter.parse(printed)

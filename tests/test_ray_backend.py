@@ -219,6 +219,14 @@ def restarted(uuid: str, shard: int, old_pid: int) -> int:
     raise AssertionError(f"shard {shard} was not restarted")
 
 
+def open_contexts(uuid: str, shards: list[int]) -> list[int]:
+    """The reader contexts each of those shard actors of an index holds open."""
+    import ray
+
+    stats = ray.get([shard_actor(uuid, s).stats.remote() for s in shards], timeout=60)
+    return [s["open_contexts"] for s in stats]
+
+
 def test_a_shard_killed_during_bulk_loses_no_acknowledged_write(http: httpx.Client) -> None:
     uuid = create_index(http, "killbulk")
     acknowledged: set[str] = set()
@@ -482,7 +490,132 @@ def test_a_shard_that_stays_down_fails_its_writes_and_its_part_of_searches(http:
     (failure,) = page["_shards"]["failures"]
     assert failure["shard"] == 1 and failure["reason"]["type"] == "no_shard_available_action_exception"
     assert 0 < page["hits"]["total"]["value"] < before + 300 - len(failed)
+    # A page's fetch frees the snapshot of each live shard as it answers, the dead one failed.
+    page = http.post("/deadshard/_search", json={"size": 1000, "sort": [{"n": "asc"}]}).json()
+    assert page["_shards"]["failed"] == 1 and page["_shards"]["failures"][0]["shard"] == 1
+    assert len(page["hits"]["hits"]) == page["hits"]["total"]["value"] > 0
+    alive = [s for s in range(SHARDS) if s != 1]
+    assert open_contexts(uuid, alive) == [0] * len(alive)
     strict = http.post("/deadshard/_search?allow_partial_search_results=false", json={"size": 0})
     assert strict.status_code == 503
     assert strict.json()["error"]["type"] == "search_phase_execution_exception"
     assert http.delete("/deadshard").status_code == 200
+
+
+def test_one_shot_searches_leave_no_snapshot_pinned(http: httpx.Client) -> None:
+    """A search pins a snapshot on each shard actor for its query and fetch; the fetch frees it as
+    it answers and a shard whose query found no hit frees it at once (no release message), also
+    on a one-shard index and with clients and a writer busy at the same time."""
+    uuid = create_index(http, "oneshot")
+    one = create_index(http, "oneshard", shards=1)
+    for index in ("oneshot", "oneshard"):
+        assert bulk(http, index, {f"d{n}": source(n) for n in range(300)}, refresh=True)["errors"] is False
+    below = {"range": {"n": {"lt": 10_000}}}  # the writer's documents are above
+    tagged = {"bool": {"filter": [below, {"term": {"tag": "t3"}}]}}
+    t3 = [f"d{n}" for n in range(300) if n % 7 == 3]
+    searches: list[tuple[str, dict[str, Any], list[str] | None, int]] = [
+        ("oneshot", {"size": 1000, "query": tagged, "sort": [{"n": "asc"}]}, t3, len(t3)),
+        ("oneshot", {"size": 0, "query": below}, [], 300),
+        ("oneshot", {"size": 10, "query": {"term": {"tag": "nothing"}}}, [], 0),
+        ("oneshard", {"size": 1000, "query": tagged, "sort": [{"n": "asc"}]}, t3, len(t3)),
+        ("oneshard", {"size": 0, "query": below}, [], 300),
+    ]
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def writer() -> None:
+        try:
+            with httpx.Client(base_url=str(http.base_url), timeout=120) as own:
+                n = 10_000
+                while not stop.is_set():
+                    for index in ("oneshot", "oneshard"):
+                        docs = {f"w{n + i}": source(n + i) for i in range(20)}
+                        assert bulk(own, index, docs, refresh=True)["errors"] is False
+                    n += 20
+        except BaseException as exc:  # noqa: BLE001 - reported by the test's thread
+            errors.append(exc)
+
+    def reader() -> None:
+        try:
+            with httpx.Client(base_url=str(http.base_url), timeout=120) as own:
+                for _ in range(8):
+                    for index, body, ids, total in searches:
+                        page = own.post(f"/{index}/_search", json=body).json()
+                        n = 1 if index == "oneshard" else SHARDS
+                        assert page["_shards"] == {"total": n, "successful": n, "skipped": 0, "failed": 0}
+                        assert page["hits"]["total"] == {"value": total, "relation": "eq"}
+                        assert [hit["_id"] for hit in page["hits"]["hits"]] == ids
+        except BaseException as exc:  # noqa: BLE001 - reported by the test's thread
+            errors.append(exc)
+
+    writing = threading.Thread(target=writer)
+    readers = [threading.Thread(target=reader) for _ in range(3)]
+    writing.start()
+    for thread in readers:
+        thread.start()
+    for thread in readers:
+        thread.join()
+    stop.set()
+    writing.join()
+    assert not errors, errors[0]
+    # Every shard held page hits or none: nothing was left to a release message, and the
+    # answers came after the frees.
+    assert open_contexts(uuid, list(range(SHARDS))) == [0] * SHARDS
+    assert open_contexts(one, [0]) == [0]
+
+
+def test_a_slice_of_a_point_in_time_is_read_from_its_own_shards_only(http: httpx.Client) -> None:
+    """Slices go to shards first (3 slices of 6 shards: slice i reads shards i and i + 3), and
+    a page of a slice asks those shards only: a shard that lost the PIT's context (its actor
+    restarted) fails the pages of its own slice, not the others'."""
+    uuid = create_index(http, "sliceskip")
+    assert bulk(http, "sliceskip", {f"d{n}": source(n) for n in range(600)}, refresh=True)["errors"] is False
+    pit = http.post("/sliceskip/_pit?keep_alive=1m").json()["id"]
+    old = kill_shard(uuid, 5)
+    restarted(uuid, 5, old)
+    # (`walk` asserts that every page of the slice has all shards successful)
+    kept = {i: walk(http, pit, 50, {"id": i, "max": 3})[0] for i in (0, 1)}
+    page = http.post("/_search", json={"pit": {"id": pit}, "size": 50, "slice": {"id": 2, "max": 3}}).json()
+    (failure,) = page["_shards"]["failures"]
+    assert failure["shard"] == 5 and failure["reason"]["type"] == "search_context_missing_exception"
+    # The same slices of a new PIT (the restarted shard recovered, nothing was written since)
+    # hold the same documents: each once.
+    fresh = http.post("/sliceskip/_pit?keep_alive=1m").json()["id"]
+    for i in (0, 1):
+        again = walk(http, fresh, 50, {"id": i, "max": 3})[0]
+        assert len(kept[i]) == len(set(kept[i])) and sorted(again) == sorted(kept[i]) and kept[i]
+    assert not set(kept[0]) & set(kept[1])
+    for closing in (pit, fresh):
+        assert http.request("DELETE", "/_pit", json={"id": closing}).status_code == 200
+
+
+def test_a_shard_doc_walk_asks_the_shards_from_its_cursor_on(http: httpx.Client) -> None:
+    """A PIT walk in `_shard_doc` order that counts nothing asks only the shards at or after its
+    cursor (Elasticsearch's can-match skips shards whose sort values all lie before it): once the
+    walk has left its first shard, that shard losing the PIT's context fails no page; every
+    document comes once, in both directions."""
+    uuid = create_index(http, "cursorskip")
+    assert bulk(http, "cursorskip", {f"d{n}": source(n) for n in range(600)}, refresh=True)["errors"] is False
+    for order, first in (("asc", 0), ("desc", SHARDS - 1)):
+        pit = http.post("/cursorskip/_pit?keep_alive=1m").json()["id"]
+        body: dict[str, Any] = {"pit": {"id": pit}, "size": 70, "sort": [{"_shard_doc": order}]}
+        body["track_total_hits"] = False
+        ids: list[str] = []
+        shards: list[int] = []
+        killed = False
+        while True:
+            page = http.post("/_search", json=body).json()
+            assert page["_shards"] == {"total": SHARDS, "successful": SHARDS, "skipped": 0, "failed": 0}
+            hits = page["hits"]["hits"]
+            if not hits:
+                break
+            ids += [hit["_id"] for hit in hits]
+            shards += [hit["sort"][0] >> 32 for hit in hits]
+            body["search_after"] = hits[-1]["sort"]
+            if not killed and shards[-1] != first:  # the walk has left its first shard
+                restarted(uuid, first, kill_shard(uuid, first))
+                killed = True
+        assert killed and shards[0] == first
+        assert sorted(ids) == sorted(f"d{n}" for n in range(600))
+        assert shards == sorted(shards, reverse=order == "desc")
+        assert http.request("DELETE", "/_pit", json={"id": pit}).status_code == 200

@@ -11,8 +11,9 @@ write. It serves:
   `free_context`, and `dfs`, `query`, `fetch` through the same `LocalShard` code the
   in-process node runs. A phase without a context reads a snapshot the actor pins for it and
   names in its answer, so the query and fetch phases of one search read the same snapshot
-  (Elasticsearch's reader context between the query and the fetch phase); the coordinator frees
-  it when the search ends (`RemoteSnapshot.release`).
+  (Elasticsearch's reader context between the query and the fetch phase); it is freed by the
+  search's last fetch (`free_after`), by a query that found no hit for the page, or by the
+  coordinator when the search ends (`RemoteSnapshot.release`).
 
 The mapping the translog replay parses with is the coordinator's: sent at creation and again on
 every change (`put_index`), and kept in the folder (`index_state.json`, written before the change
@@ -30,6 +31,7 @@ import os
 import shutil
 import threading
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -107,6 +109,9 @@ class ShardActor:
         )
         self.shard.index_ref = (self.index.name, self.index.uuid)
         self.last_write = 0.0
+        #: Search calls served, by method (`stats`: what a search costs in calls, bench/ray_cluster.py).
+        self._calls: Counter[str] = Counter()
+        self._calls_lock = threading.Lock()
         self._closed = threading.Event()
         self._background = threading.Thread(target=self._loop, name="leafsearch-shard-actor", daemon=True)
         self._background.start()
@@ -202,14 +207,21 @@ class ShardActor:
 
         return of_shard(self.shard, (ray.get_runtime_context().get_node_id(), ray.util.get_node_ip_address()))
 
-    def stats(self) -> dict[str, int]:
+    def stats(self) -> dict[str, Any]:
+        with self._calls_lock:
+            calls = dict(self._calls)
         return {
             "docs": self.shard.doc_count(),
             "deleted": self.shard.deleted_count(),
             "store_bytes": self.shard.store_size_bytes(),
             "segments": self.shard.segment_count(),
             "open_contexts": self.node.shard_contexts.open_count(),
+            "search_calls": calls,
         }
+
+    def _count(self, method: str) -> None:
+        with self._calls_lock:
+            self._calls[method] += 1
 
     # ---- the shard search interface --------------------------------------------------------
 
@@ -218,6 +230,11 @@ class ShardActor:
         return Target(self.index, self.shard_id, self.shard.acquire_searcher(), alias_filter)  # type: ignore[arg-type]
 
     def open_context(self, alias_filter: Query | None) -> ShardContextId | Refusal:
+        self._count("open_context")
+        return self._pin(alias_filter)
+
+    def _pin(self, alias_filter: Query | None) -> ShardContextId | Refusal:
+        """A context on the current snapshot."""
         try:
             target = self._target(alias_filter)
         except ElasticError as exc:
@@ -228,20 +245,45 @@ class ShardActor:
             target.searcher.release()
 
     def free_context(self, context: ShardContextId) -> bool:
+        self._count("free_context")
         return self.node.shard_contexts.free(context)
 
     def dfs(self, request: ShardDfs, alias_filter: Query | None) -> tuple[ShardContextId, DfsStats] | Refusal:
+        self._count("dfs")
         return self._phase(request, alias_filter, lambda shard, message: shard.dfs(message))
 
     def query(
         self, query: ShardQuery, alias_filter: Query | None
-    ) -> tuple[ShardContextId, ShardTopDocs] | Refusal:
-        return self._phase(query, alias_filter, lambda shard, message: shard.query(message))
+    ) -> tuple[ShardContextId | None, ShardTopDocs] | Refusal:
+        """The query phase. A snapshot pinned for this phase alone (the message names no
+        context) is freed at once when the shard has no hit for the page: nothing will fetch
+        from it (Elasticsearch frees a single-session reader context whose query found no
+        hit), so the coordinator has nothing to release; the answer then names no context."""
+        self._count("query")
+        answered = self._phase(query, alias_filter, lambda shard, message: shard.query(message))
+        if isinstance(answered, Refusal):
+            return answered
+        context, top = answered
+        # The columns' field types (for rendering) are the coordinator's to give: it merges the
+        # shards' columns with its own mapping's. Sent back, a date field's type was 0.7 KB to
+        # pickle here and to rebuild on the coordinator, in every answer.
+        top.columns = [replace(column, field_types=()) for column in top.columns]
+        if query.context is None and not len(top.docs):
+            self.node.shard_contexts.free(context)
+            return None, top
+        return context, top
 
     def fetch(
-        self, fetch: ShardFetch, alias_filter: Query | None
+        self, fetch: ShardFetch, alias_filter: Query | None, free_after: bool = False
     ) -> tuple[ShardContextId, ShardFetchResult] | Refusal:
-        return self._phase(fetch, alias_filter, lambda shard, message: shard.fetch(message))
+        """The fetch phase; `free_after`: the search's last phase here, whose context is freed
+        as it answers, failed or not (the coordinator sends no release)."""
+        self._count("fetch")
+        try:
+            return self._phase(fetch, alias_filter, lambda shard, message: shard.fetch(message))
+        finally:
+            if free_after and fetch.context is not None:
+                self.node.shard_contexts.free(fetch.context)
 
     def _phase(self, message: Any, alias_filter: Query | None, run: Any) -> Any:
         """Run a phase on its context's snapshot, pinning the current one when it names none;
@@ -249,7 +291,7 @@ class ShardActor:
         try:
             context = message.context
             if context is None:
-                opened = self.open_context(alias_filter)
+                opened = self._pin(alias_filter)
                 if isinstance(opened, Refusal):
                     return opened
                 context = opened

@@ -7,7 +7,8 @@
 - `RemoteSnapshot` (a `Target.searcher`): a lease on one snapshot of the actor. The first phase
   of a search that names no context pins the actor's current snapshot and the lease keeps the
   pin's id, so every later phase of that search (DFS, query, fetch) reads the same snapshot;
-  the last `release` frees it on the actor (without waiting).
+  a search's last fetch hands the pin to the actor, which frees it as it answers, and
+  otherwise the last `release` frees it (a message not waited for).
 - `RayShard`: `ShardSearch` over an actor, what the search code calls for such a target.
 
 A Ray error (the actor died, is restarting, or its node is gone) becomes Elasticsearch's error
@@ -319,12 +320,24 @@ class RemoteSnapshot:
         self.shard.actor.free_context.remote(context)
         return kept if kept is not None else context
 
+    def hand_over(self) -> ShardContextId | None:
+        """The pinned context, no longer this lease's, for a fetch that frees it as it answers
+        (the search's last phase on this shard); None when nothing is pinned, or when another
+        holder of the lease may still read it."""
+        with self._lock:
+            if self._refs != 1:
+                return None
+            context, self.context = self.context, None
+            return context
+
     def handle(self, target: Target) -> RayShard:
         return RayShard(self, target)
 
 
 class RayShard:
-    """`ShardSearch` over a shard actor, for one target of a search."""
+    """`ShardSearch` over a shard actor, for one target of a search. Its phases are sent
+    (`send`) and waited for apart, so a search sends every shard's message before it waits for
+    any (`shard_api.each_phase`)."""
 
     def __init__(self, snapshot: RemoteSnapshot, target: Target) -> None:
         self.snapshot = snapshot
@@ -340,26 +353,45 @@ class RayShard:
         except ShardUnavailable:
             return False  # a restarted actor holds no context of before
 
-    def _phase(self, method: str, message: Any) -> Any:
-        """A phase on the actor. Its unavailability, or the loss of the context it names (the
-        actor restarted), fails this shard alone (`ShardFailed`)."""
-        if message.context is None and self.snapshot.context is not None:
-            message = replace(message, context=self.snapshot.context)
-        actor_method = getattr(self.snapshot.shard.actor, method)
-        try:
-            context, result = answer(actor_method.remote(message, self.alias_filter), self.name)
-        except (ShardUnavailable, SearchContextMissing) as exc:
-            shard = self.snapshot.shard
-            raise ShardFailed(exc, message.shard_index, shard.remote.index.name, shard.shard_id) from None
+    def send(self, phase: str, message: Any) -> Callable[[], Any]:
+        """Send a phase ("dfs", "query", "fetch") to the actor; the function that waits for its
+        answer. A message naming no context reads the snapshot this search pinned (the first
+        phase pins the actor's current one, named in its answer; an actor whose query found no
+        hit frees its pin at once and names none). A search's last fetch hands the pin over:
+        the actor frees it as it answers, so no release message follows. The phase's
+        unavailability, or the loss of the context it names (the actor restarted), fails this
+        shard alone (`ShardFailed`)."""
+        snapshot = self.snapshot
+        actor = snapshot.shard.actor
+        free_after = False
         if message.context is None:
-            self.snapshot.pin(context)
-        return result
+            last = phase == "fetch" and message.last_phase
+            context = snapshot.hand_over() if last else snapshot.context
+            free_after = last and context is not None
+            if context is not None:
+                message = replace(message, context=context)
+        if phase == "fetch":
+            ref = actor.fetch.remote(message, self.alias_filter, free_after)
+        else:
+            ref = getattr(actor, phase).remote(message, self.alias_filter)
+
+        def wait() -> Any:
+            try:
+                context, result = answer(ref, self.name)
+            except (ShardUnavailable, SearchContextMissing) as exc:
+                shard = snapshot.shard
+                raise ShardFailed(exc, message.shard_index, shard.remote.index.name, shard.shard_id) from None
+            if message.context is None and context is not None:
+                snapshot.pin(context)
+            return result
+
+        return wait
 
     def dfs(self, request: ShardDfs) -> DfsStats:
-        return self._phase("dfs", request)
+        return self.send("dfs", request)()
 
     def query(self, query: ShardQuery) -> ShardTopDocs:
-        return self._phase("query", query)
+        return self.send("query", query)()
 
     def fetch(self, fetch: ShardFetch) -> ShardFetchResult:
-        return self._phase("fetch", fetch)
+        return self.send("fetch", fetch)()

@@ -119,7 +119,16 @@ def _search(node: Any, task: SearchTask, cancelled: threading.Event | None) -> d
     hitlist, tree = phases.query_phase(node, targets, request, aggs=True, cancelled=cancelled)
     start, end = phases.page_bounds(hitlist, request)
     return phases.response(
-        node, hitlist, request, start, end, started, agg_tree=tree, extra={}, raw_hits=task.raw_hits
+        node,
+        hitlist,
+        request,
+        start,
+        end,
+        started,
+        agg_tree=tree,
+        extra={},
+        raw_hits=task.raw_hits,
+        last_phase=True,
     )
 
 

@@ -32,7 +32,7 @@ from leafsearch.search import hit_columns
 from leafsearch.search.hit_columns import Group, PageOrder, groups_of
 from leafsearch.search.hitlist import HitList
 from leafsearch.search.profile import ShardProfile
-from leafsearch.search.shard_api import FetchForm, ShardFetch, ShardFetchResult, ShardSearch, each_shard
+from leafsearch.search.shard_api import FetchForm, ShardFetch, ShardFetchResult, ShardSearch, each_phase
 
 if TYPE_CHECKING:
     from leafsearch.search.targets import Target
@@ -242,13 +242,15 @@ def render_hits(
     pool: Executor | None = None,
     raw_hits: bool = False,
     profiles: list[ShardProfile] | None = None,
+    last_phase: bool = False,
 ) -> list[dict[str, Any]] | RawJSON:
     """The fetch phase of hits [start, end): one `ShardFetch` per shard holding some of them (at
     once on `pool` when several do), their answers spliced in page order.
 
     `shards` are per target of the hit list. With `raw_hits` (the REST layer) a plain page comes
     back as bytes; in-process callers get one dict per hit. `profiles` (per target) receive each
-    shard's fetch time. Cost: the shards' own fetches; a page of one shard is spliced as it
+    shard's fetch time. `last_phase`: nothing reads the hit list's snapshots after this
+    (`ShardFetch.last_phase`). Cost: the shards' own fetches; a page of one shard is spliced as it
     comes, a page of several takes one list step per hit to interleave them."""
     if end <= start:
         return []
@@ -280,9 +282,10 @@ def render_hits(
                 sort_values if rows is None or sort_values is None else _rows_of(sort_values, rows),
                 form,
                 None if hitlist.contexts is None else hitlist.contexts[shard],
+                last_phase,
             )
         )
-    results = each_shard(pool, [(shards[f.shard_index].fetch, f) for f in fetches])
+    results = each_phase(pool, shards, "fetch", fetches)
     if profiles is not None:
         for (shard, _), result, f in zip(parts, results, fetches, strict=True):
             profiles[shard].fetch_nanos = result.fetch_nanos

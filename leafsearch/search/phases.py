@@ -336,9 +336,11 @@ def response(
     raw_hits: bool = False,
     ready: RawJSON | None = None,
     shards: Sequence[ShardSearch] | None = None,
+    last_phase: bool = False,
 ) -> dict[str, Any]:
     """The search response; `ready` is the page's hits when they were already rendered (read
-    ahead); `shards` fetch them (per target; default this process's)."""
+    ahead); `shards` fetch them (per target; default this process's); `last_phase`: the fetch is
+    the search's last read of its snapshots (a one-shot search)."""
     profiles = None
     if request.profile:
         profiles = hitlist.profiles or [ShardProfile() for _ in hitlist.targets]
@@ -348,7 +350,15 @@ def response(
                 hits: Any = ready
             else:
                 hits = fetch_page(
-                    node, hitlist, start, end, request, raw_hits=raw_hits, profiles=profiles, shards=shards
+                    node,
+                    hitlist,
+                    start,
+                    end,
+                    request,
+                    raw_hits=raw_hits,
+                    profiles=profiles,
+                    shards=shards,
+                    last_phase=last_phase,
                 )
         except SearchPhaseExecution:
             raise
@@ -410,9 +420,11 @@ def fetch_page(
     raw_hits: bool = False,
     profiles: list[ShardProfile] | None = None,
     shards: Sequence[ShardSearch] | None = None,
+    last_phase: bool = False,
 ) -> Any:
     """The fetch phase of hits [start, end) through `shards` (per target; default this process's),
-    at once on the node's shard pool (`profiles`: per target, each shard's fetch time)."""
+    at once on the node's shard pool (`profiles`: per target, each shard's fetch time;
+    `last_phase`: see `render_hits`)."""
     shards = shards or top_hits.shard_handles(node, hitlist.targets)
     return render_hits(
         hitlist,
@@ -423,6 +435,7 @@ def fetch_page(
         pool=node.shard_pool,
         raw_hits=raw_hits,
         profiles=profiles,
+        last_phase=last_phase,
     )
 
 

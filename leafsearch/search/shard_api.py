@@ -17,7 +17,8 @@ Everything that crosses it is data: the typed `SearchRequest`, numbers, strings,
 rendered JSON (no Segment, Searcher or open file), so a shard served by another process or machine
 implements the same methods and the coordinator does not change (the tests search through a shard
 that pickles every message). `top_hits.LocalShard` is the in-process implementation; the
-coordinator runs the shards of a phase at once on the Node's shard pool (`each_shard`).
+coordinator runs the shards of a phase at once (`each_phase`): local ones on the Node's shard
+pool, remote ones (`SendsPhases`) all sent before any is waited for.
 
 What the coordinator decides for all shards together travels in the request: the kind every sort
 compares in (a field mapped `long` in one index and `double` in another compares as `double` in
@@ -34,7 +35,7 @@ every shard's segments.
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeVar
@@ -125,6 +126,11 @@ class ShardFetch:
     #: callers).
     form: FetchForm
     context: ShardContextId | None = None
+    #: The search's last phase on this shard (a one-shot search's page, not a PIT's, a scroll's
+    #: or a by-query batch): a shard may free, as it answers, the snapshot the search pinned on
+    #: it without a context of its own (Elasticsearch's fetch frees a single-session reader
+    #: context), which saves a release message per shard.
+    last_phase: bool = False
 
 
 @dataclass(slots=True)
@@ -165,6 +171,63 @@ class ShardSearch(Protocol):
     def query(self, query: ShardQuery) -> ShardTopDocs: ...
 
     def fetch(self, fetch: ShardFetch) -> ShardFetchResult: ...
+
+
+class SendsPhases(Protocol):
+    """A shard that sends a phase and is waited for later (a shard actor: ray_backend/remote.py),
+    so a coordinator sends every shard's message of a phase before waiting for any, with no
+    thread per shard: a thread each cost the coordinator more CPU than the calls themselves."""
+
+    def send(self, phase: str, message: Any) -> Callable[[], Any]:
+        """Send `phase` ("dfs", "query" or "fetch") with its message; the function that waits
+        for the answer (and raises the phase's error)."""
+        ...
+
+
+def each_phase(
+    pool: Executor | None,
+    shards: Sequence[ShardSearch],
+    phase: str,
+    messages: Sequence[Any],
+    catch: tuple[type[Exception], ...] = (),
+) -> list[Any]:
+    """`phase` ("dfs", "query", "fetch") of each message on its shard (`shards[m.shard_index]`),
+    answers in the messages' order; an error of a `catch` type is answered instead of raised.
+    Shards that send (`SendsPhases`) are all sent first, then the others run (`each_shard`),
+    then the sent ones are waited for, so remote and local shards of one search overlap."""
+
+    def caught(call: Callable[..., Any], *args: Any) -> Any:
+        try:
+            return call(*args)
+        except catch as exc:
+            return exc
+
+    sent: dict[int, Callable[[], Any]] = {}
+    answers: list[Any] = [None] * len(messages)
+    for i, message in enumerate(messages):
+        send = getattr(shards[message.shard_index], "send", None)
+        if send is not None:
+            wait = caught(send, phase, message)
+            if isinstance(wait, Exception):
+                answers[i] = wait
+            else:
+                sent[i] = wait
+    here = [i for i in range(len(messages)) if i not in sent and answers[i] is None]
+    calls = [(lambda m: caught(getattr(shards[m.shard_index], phase), m), messages[i]) for i in here]
+    error: Exception | None = None
+    try:
+        for i, answer in zip(here, each_shard(pool, calls), strict=True):
+            answers[i] = answer
+    except Exception as exc:
+        error = exc
+    for i, wait in sent.items():  # every one, even after an error: each answer may pin a context
+        try:
+            answers[i] = caught(wait)
+        except Exception as exc:
+            error = error or exc
+    if error is not None:
+        raise error
+    return answers
 
 
 def each_shard(pool: Executor | None, calls: list[tuple[Callable[[Any], R], Any]]) -> list[R]:

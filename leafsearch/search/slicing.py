@@ -130,6 +130,12 @@ def _assignment(spec: SliceSpec, shard_index: int, num_shards: int) -> bool | tu
     return shard_index % spec.max == spec.id
 
 
+def shard_in_slice(spec: SliceSpec, shard_index: int, num_shards: int) -> bool:
+    """Whether a shard holds any document of the slice (slices go to shards first): a shard
+    outside it needs not be asked, it would match nothing."""
+    return _assignment(spec, shard_index, num_shards) is not False
+
+
 def check_slice_field(targets: list[Target], spec: SliceSpec, *, pit: bool) -> None:
     """Refuse what SliceBuilder refuses on the shards that build a slice query, with its messages."""
     # Targets come in Elasticsearch's shard request order, so a target's position is its index.

@@ -58,9 +58,10 @@ from leafsearch.search.shard_api import (
     ShardSearch,
     ShardTopDocs,
     SortPlan,
-    each_shard,
+    each_phase,
     merge_columns,
 )
+from leafsearch.search.slicing import shard_in_slice
 from leafsearch.search.sort_keys import SortColumn, resolve_field_kind, special_kind
 from leafsearch.search.targets import Target
 
@@ -127,13 +128,14 @@ def top_hits(
     live = list(range(len(targets)))  # the shards that have not failed
     if request.dfs and needs_scores(request):
         asks = [ShardDfs(request, i, now_millis, pins[i]) for i in live]
-        answers = each_shard(pool, [(_failing(shards[a.shard_index].dfs), a) for a in asks])
+        answers = each_phase(pool, shards, "dfs", asks, catch=(ShardFailed,))
         found = _survivors(node, request, answers, failures, len(targets))
         live = [i for i, answer in zip(live, answers, strict=True) if not isinstance(answer, ShardFailed)]
         stats = DfsStats.total(found)
     n = len(targets)
-    queries = [ShardQuery(request, i, now_millis, plan, aggs, stats, pins[i], n) for i in live]
-    answers = each_shard(pool, [(_failing(shards[q.shard_index].query), q) for q in queries])
+    asked = [i for i in live if _may_match(request, i, n)]
+    queries = [ShardQuery(request, i, now_millis, plan, aggs, stats, pins[i], n) for i in asked]
+    answers = each_phase(pool, shards, "query", queries, catch=(ShardFailed,))
     results = _survivors(node, request, answers, failures, len(targets))
     hits = merge_top_docs(targets, request, plan, results)
     hits.failures = failures
@@ -142,16 +144,30 @@ def top_hits(
     return hits
 
 
-def _failing(method: Any) -> Any:
-    """`method`, answering a `ShardFailed` (that shard alone failed) instead of raising it."""
+def _may_match(request: SearchRequest, shard_index: int, shard_count: int) -> bool:
+    """Whether a shard is asked for its top hits. Not when it can add nothing to the answer:
 
-    def call(message: Any) -> Any:
-        try:
-            return method(message)
-        except ShardFailed as failed:
-            return failed
+    - the request's slice holds none of its documents (slices go to shards first), so a page of
+      a slice costs calls to its own shards only;
+    - the sort is led by `_shard_doc`, nothing is counted (`track_total_hits: false`, no
+      aggregations) and the `search_after` cursor is past every document of the shard (in the
+      sort's direction), as Elasticsearch's can-match phase skips a shard whose sort values all
+      lie before the cursor: a walk's page asks the shards from the cursor's on.
 
-    return call
+    A profiled search asks every shard: its profile lists each."""
+    if request.profile:
+        return True
+    sliced = request.slice
+    if sliced is not None and not shard_in_slice(sliced, shard_index, shard_count):
+        return False
+    after = request.search_after
+    if after is None or request.track_total_hits is not False or request.aggs is not None:
+        return True
+    first = effective_sort(request)[0]
+    if first.field != SHARD_DOC or type(after[0]) is not int:
+        return True
+    cursor_shard = after[0] >> 32  # (`_shard_doc` is shard index << 32 | doc)
+    return shard_index <= cursor_shard if first.descending else shard_index >= cursor_shard
 
 
 def _survivors(
