@@ -118,6 +118,9 @@ DESELECTED: dict[str, dict[str, str]] = {
         _PIT_SLICES,
     ),
     "test_pit_property.py": {
+        "test_a_pit_walk_is_the_sorted_snapshot": (
+            f"its random sorts include ones led by `_score`, walked with `search_after`: {_SCORE_AFTER}"
+        ),
         "test_a_pit_holds_its_segments_until_it_ends": (
             "reads the segment folders and hit lists of the node's own shards; a shard actor's "
             "snapshots live in the actor (test_ray_backend.py checks that contexts free them)"
