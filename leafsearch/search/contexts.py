@@ -79,11 +79,16 @@ class ReaderContext:
         return sorted({t.index.name for t in self.targets})
 
     def pinned_docs(self) -> int:
-        """Documents of the snapshots pinned in this process (a shard actor's pins are its own)."""
-        return sum(t.searcher.max_doc for t in self.targets if not t.remote)
+        """Documents of the snapshots the context pins: in this process, or in a shard actor,
+        which said how many when it pinned its snapshot (`ShardContextId.docs`)."""
+        here = sum(t.searcher.max_doc for t in self.targets if not t.remote)
+        return here + sum(c.docs for t, c in zip(self.targets, self.shard_contexts, strict=False) if t.remote)
 
     def pinned_segments(self) -> int:
-        return sum(len(t.searcher.views) for t in self.targets if not t.remote)
+        here = sum(len(t.searcher.views) for t in self.targets if not t.remote)
+        return here + sum(
+            c.segments for t, c in zip(self.targets, self.shard_contexts, strict=False) if t.remote
+        )
 
 
 class ContextRegistry:

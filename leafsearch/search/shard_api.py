@@ -75,6 +75,11 @@ class ShardContextId:
 
     session: str
     number: int
+    #: What the pinned snapshot holds (documents, deleted ones included, and segments): the
+    #: coordinator's listings (`_cat/search_contexts`) of a context whose snapshot is in a shard
+    #: actor read them here. Not part of the id.
+    docs: int = field(default=0, compare=False)
+    segments: int = field(default=0, compare=False)
 
 
 @dataclass(frozen=True, slots=True)

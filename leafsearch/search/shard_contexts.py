@@ -37,7 +37,8 @@ class ShardContexts:
         with self._lock:
             number = next(self._numbers)
             self._pins[number] = target
-        return ShardContextId(self.session, number)
+        searcher = target.searcher
+        return ShardContextId(self.session, number, searcher.max_doc, len(searcher.views))
 
     def get(self, context: ShardContextId) -> Target:
         """The pinned snapshot of an open context; a freed or unknown one is missing (404)."""

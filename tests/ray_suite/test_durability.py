@@ -1,0 +1,3 @@
+"""tests/test_durability.py against a Ray-backed node (conftest.py says how)."""
+
+from test_durability import *  # noqa: F403
