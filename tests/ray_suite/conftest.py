@@ -61,13 +61,9 @@ RAY_SHARDS = 3
 #: Seconds a coordinator may take to start: it connects to the cluster and finds its actors.
 STARTUP_TIMEOUT = 120.0
 
-_SCORE_SCROLL = (
-    "a scroll sorted by `_score` (as is a scroll without a sort): refused on Ray here "
-    "(remote_scroll.py); helper rayapi builds it for Ray this session"
-)
 _SCORE_AFTER = (
-    "`search_after` on a sort led by `_score`: refused on Ray here (top_hits.serves); helper rayapi "
-    "builds score walks on shard contexts this session"
+    "`search_after` on `_score` followed by a field: not served over shard actors yet "
+    "(top_hits.serves; `_score` alone or then `_shard_doc` is)"
 )
 _PIT_SLICES = (
     "by design on Ray: a PIT's slices go to shards first (issue 10, SPEC 4.2, as Elasticsearch's "
@@ -78,29 +74,7 @@ _NO_SERVER = "runs in-process without a server or a node's shards: nothing of it
 
 #: Tests of `tests/<module>` never run here: {module: {test name (without parameters): reason}}.
 DESELECTED: dict[str, dict[str, str]] = {
-    "test_scroll.py": dict.fromkeys(
-        (
-            "test_aggregations_come_only_with_the_first_batch",
-            "test_exhausted_scroll_stays_until_cleared",
-            "test_scroll_resets_the_expiry",
-            "test_the_reaper_frees_expired_contexts_without_being_asked",
-            "test_unknown_cleared_and_malformed_ids",
-            "test_keep_alive_limits",
-            "test_deleting_the_index_frees_its_scrolls",
-            "test_clear_scroll_forms",
-            "test_clear_all_scrolls_leaves_points_in_time",
-            "test_from_zero_is_accepted_as_elasticdump_sends_it",
-            "test_batch_size_is_limited_by_max_result_window",
-            "test_cat_search_contexts_shows_scrolls_and_points_in_time",
-            "test_nodes_stats_count_contexts_and_phases",
-            "test_the_501st_scroll_is_refused_until_one_is_freed",
-            "test_the_limit_is_a_dynamic_cluster_setting",
-        ),
-        _SCORE_SCROLL,
-    ),
-    "test_opensearch_pit.py": {"test_delete_all_frees_every_pit_and_keeps_scrolls": _SCORE_SCROLL},
     "test_slices.py": {
-        "test_slice_refusals": _SCORE_SCROLL,
         "test_segment_id_hashes_equal_elasticsearch_definition": _NO_SERVER,
         "test_segment_id_hashes_in_chunks": _NO_SERVER,
         "test_a_segment_is_hashed_once_for_every_request_on_it": (
