@@ -199,14 +199,16 @@ class ClockedNode:
     node: Node
 
 
-@pytest.fixture
-def clocked(tmp_path: Path) -> Iterator[ClockedNode]:
+@contextmanager
+def serving_clocked(folder: Path, timeout: float = 60, **node_options: Any) -> Iterator[ClockedNode]:
+    """An in-process node on a fake clock (`node_options`: more `Node` arguments) served over
+    HTTP on a loopback port for the block."""
     import uvicorn
 
     clock = FakeClock()
     # Listening before the server thread starts: a request made at once waits in the backlog.
     sock = socket.create_server(("127.0.0.1", 0))
-    with Node(tmp_path / "clocked", background=False, clock=clock) as node:
+    with Node(folder, background=False, clock=clock, **node_options) as node:
         config = uvicorn.Config(
             create_app(node),
             lifespan="off",
@@ -218,12 +220,18 @@ def clocked(tmp_path: Path) -> Iterator[ClockedNode]:
         thread.start()
         try:
             url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-            with httpx.Client(base_url=url, timeout=60) as http:
+            with httpx.Client(base_url=url, timeout=timeout) as http:
                 yield ClockedNode(http, clock, node)
         finally:
             server.should_exit = True
             thread.join(timeout=60)
             sock.close()
+
+
+@pytest.fixture
+def clocked(tmp_path: Path) -> Iterator[ClockedNode]:
+    with serving_clocked(tmp_path / "clocked") as clocked:
+        yield clocked
 
 
 @pytest.fixture

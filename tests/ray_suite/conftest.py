@@ -35,10 +35,8 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
-import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -48,11 +46,8 @@ import httpx
 import pytest
 from elasticsearch import Elasticsearch
 
-from leafsearch import Node
-from leafsearch.rest.app import create_app
-from leafsearch.rest.connections import counting_protocol
 from leafsearch.testing import Server
-from tests.conftest import ClockedNode, FakeClock
+from tests.conftest import ClockedNode, serving_clocked
 from tests.ray_cluster import LOOPBACK_ENV, LocalCluster, shard_actor, start_cluster, stop_cluster
 
 #: Shards of an index a test creates with `new_index` without fixing their number: one for each
@@ -301,27 +296,9 @@ def servers_on_ray(request: pytest.FixtureRequest, ray_suite_cluster: LocalClust
 def clocked(tmp_path: Path, ray_suite_cluster: LocalCluster) -> Iterator[ClockedNode]:
     """`clocked` of tests/conftest.py with `ray=`: an in-process coordinator on a fake clock, its
     indices' shards actors on the folder's cluster (deleted with the test, ending the actors)."""
-    import uvicorn
-
-    clock = FakeClock()
-    sock = socket.create_server(("127.0.0.1", 0))
-    with Node(tmp_path / "clocked", background=False, clock=clock, ray=ray_suite_cluster.address) as node:
-        config = uvicorn.Config(
-            create_app(node),
-            lifespan="off",
-            log_level="warning",
-            http=counting_protocol(node.http_connections),
-        )
-        server = uvicorn.Server(config)
-        thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="clocked-http")
-        thread.start()
+    with serving_clocked(tmp_path / "clocked", timeout=120, ray=ray_suite_cluster.address) as clocked:
         try:
-            url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-            with httpx.Client(base_url=url, timeout=120) as http:
-                yield ClockedNode(http, clock, node)
+            yield clocked
         finally:
-            server.should_exit = True
-            thread.join(timeout=60)
-            sock.close()
-            for name in list(node.indices):
-                node.drop_index(name)
+            for name in list(clocked.node.indices):
+                clocked.node.drop_index(name)
