@@ -706,3 +706,50 @@ def test_a_commit_that_fails_is_written_again_before_any_later_one(tmp_path, mon
     assert visible_ids(reopened) == {"0", "3", "4"}
     assert not list((tmp_path / "s" / "translog").glob("translog-*.tlog"))[1:]
     reopened.close()
+
+
+def test_a_refresh_beside_overwrites_publishes_every_document(tmp_path):
+    """Overwrites arriving while a refresh waits for its segment: every snapshot it publishes
+    holds each document once, never the delete of an old version without the new version (the
+    count of every snapshot a refresher sees stays the number of ids)."""
+    import threading
+
+    import leafsearch
+    from leafsearch import admin
+    from leafsearch.client import Client
+
+    ids = 2000
+    with leafsearch.Node(tmp_path / "n", background=False) as node:
+        admin.create_index(node, "d", {"settings": {"number_of_shards": 1}})
+        client = Client(node=node)
+
+        def overwrite(value: int, start: int, end: int) -> None:
+            operations: list = []
+            for i in range(start, end):
+                operations += [{"index": {"_index": "d", "_id": str(i)}}, {"v": value}]
+            assert not client.bulk(operations=operations)["errors"]
+
+        overwrite(0, 0, ids)
+        client.indices.refresh(index="d")
+        done = threading.Event()
+        seen: list[int] = []
+
+        def refresher() -> None:
+            while not done.is_set():
+                node.indices["d"].refresh()
+                seen.append(client.count(index="d")["count"])
+
+        thread = threading.Thread(target=refresher)
+        thread.start()
+        try:
+            for value in range(1, 13):
+                for start in range(0, ids, 250):
+                    overwrite(value, start, start + 250)
+        finally:
+            done.set()
+            thread.join()
+        assert len(seen) > 10
+        assert set(seen) == {ids}
+        client.indices.refresh(index="d")
+        values = client.search(index="d", size=0, aggs={"v": {"terms": {"field": "v"}}})
+        assert values["aggregations"]["v"]["buckets"] == [{"key": 12, "doc_count": ids}]

@@ -612,9 +612,11 @@ class Shard:
         anything changed.
 
         The buffer is written as a segment on the flush thread while the shard lock is free, so
-        writes go on meanwhile (into the next buffer, seen by the next refresh). A buffer a write
-        handed over earlier is waited for first, also without the lock: the hand-over below would
-        otherwise wait for it holding the lock, and every write with it."""
+        writes go on meanwhile (into the next buffer). A buffer a write handed over earlier is
+        waited for first, also without the lock: the hand-over below would otherwise wait for it
+        holding the lock, and every write with it. What was written meanwhile is published too,
+        built under the lock: a snapshot must never hold a document's delete without the write
+        that replaced it."""
         started = time.perf_counter_ns()
         with self.lock:
             if self.closed:
@@ -638,6 +640,12 @@ class Shard:
                 return False
             if self._flushing is flushing:  # not installed by a write meanwhile
                 self._install_flushed()
+            if len(self.buffer):
+                # Writes arrived while the lock was free: an overwrite among them retired its
+                # previous version, which may be in a segment this refresh publishes, while its
+                # new version is in the buffer. Publishing the one without the other would hide
+                # the document, so their (few) documents become a segment now, under the lock.
+                self._flush_buffer()
             self._apply_pending_deletes()
             self._forget_old_tombstones()
             self._commit()
