@@ -318,7 +318,7 @@ class LocalShard:
             shard_orders(self.node.sort_orders, target, plan) if by_fields and plan.uniform and k else None
         )
         early = (
-            _Competitive(orders or {}, bound, request.track_total_hits)
+            _Competitive(orders or {}, None if k == 0 else bound, request.track_total_hits)
             if (k == 0 or (bound is not None and orders is not None))
             and collect is None
             and profile is None
