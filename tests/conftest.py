@@ -164,9 +164,12 @@ def index_name(request: pytest.FixtureRequest) -> str:
     return f"{stem}-{uuid.uuid4().hex[:8]}"
 
 
-@pytest.fixture
-def new_index(http: httpx.Client, index_name: str) -> Iterator[Callable[..., str]]:
-    """Factory: `new_index(settings=..., mappings=..., suffix=...)` creates an index, deleted afterwards."""
+@contextmanager
+def creating_indices(
+    http: httpx.Client, index_name: str, default_shards: int | None = None
+) -> Iterator[Callable[..., str]]:
+    """Factory: `create(settings=..., mappings=..., suffix=...)` creates an index, deleted after the
+    block; with `default_shards`, that many shards unless the settings fix the number."""
     created: list[str] = []
 
     def create(
@@ -174,6 +177,8 @@ def new_index(http: httpx.Client, index_name: str) -> Iterator[Callable[..., str
     ) -> str:
         name = f"{index_name}{suffix}"
         body: dict[str, Any] = {}
+        if default_shards is not None and not _fixes_shards(settings or {}):
+            settings = {**(settings or {}), "number_of_shards": default_shards}
         if settings is not None:
             body["settings"] = settings
         if mappings is not None:
@@ -183,9 +188,27 @@ def new_index(http: httpx.Client, index_name: str) -> Iterator[Callable[..., str
         created.append(name)
         return name
 
-    yield create
-    for name in created:
-        http.delete(f"/{name}")
+    try:
+        yield create
+    finally:
+        for name in created:
+            http.delete(f"/{name}")
+
+
+def _fixes_shards(settings: dict[str, Any]) -> bool:
+    nested = settings.get("index", {})
+    return (
+        "number_of_shards" in settings
+        or "index.number_of_shards" in settings
+        or (isinstance(nested, dict) and "number_of_shards" in nested)
+    )
+
+
+@pytest.fixture
+def new_index(http: httpx.Client, index_name: str) -> Iterator[Callable[..., str]]:
+    """Factory: `new_index(settings=..., mappings=..., suffix=...)` creates an index, deleted afterwards."""
+    with creating_indices(http, index_name) as create:
+        yield create
 
 
 @dataclass

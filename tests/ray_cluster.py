@@ -8,16 +8,23 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
+
+from leafsearch.testing import Server
 
 NODES = 3
 #: Ray's minimum object store; the tests move small messages only.
 OBJECT_STORE_BYTES = 80 * 1024 * 1024
 #: Every Ray process on 127.0.0.1: Ray otherwise takes the address of the machine's route out.
 LOOPBACK_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+#: Seconds a coordinator may take to start: it connects to the cluster and finds its actors.
+COORDINATOR_STARTUP_SECONDS = 120.0
 
 
 def import_ray() -> Any:
@@ -75,3 +82,11 @@ def where(index_uuid: str, shard_id: int) -> tuple[str, int]:
     import ray
 
     return ray.get(shard_actor(index_uuid, shard_id).where.remote(), timeout=60)
+
+
+@contextmanager
+def ray_server(address: str, data: Path) -> Iterator[Server]:
+    """A `leafsearch serve --ray <address>` coordinator on `data`, for the block."""
+    args = ["--ray", address]
+    with Server(data, args=args, env=LOOPBACK_ENV, startup_timeout=COORDINATOR_STARTUP_SECONDS) as server:
+        yield server

@@ -23,7 +23,7 @@ import pytest
 
 from leafsearch.testing import Server
 from tests.conftest import error_of
-from tests.ray_cluster import LOOPBACK_ENV, shard_actor, where
+from tests.ray_cluster import ray_server, shard_actor, where
 from tests.test_by_query_api import result_of, start_slow, unthrottle, waiting_after
 
 SHARDS = 2
@@ -66,7 +66,7 @@ def coordinator(ray_cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> I
         create(http, "local_scored")
         bulk(http, "local_scored", SCORED)
         create(http, "local_dest")
-    with Server(data, args=["--ray", ray_cluster.address], env=LOOPBACK_ENV, startup_timeout=120) as server:
+    with ray_server(ray_cluster.address, data) as server:
         yield server
 
 
@@ -313,10 +313,9 @@ def test_close_and_open_keep_every_acknowledged_write_across_a_coordinator_resta
     ray_cluster: Any, tmp_path: Path
 ) -> None:
     data = tmp_path / "data"
-    args = ["--ray", ray_cluster.address]
     acknowledged: set[str] = set()
     with (
-        Server(data, args=args, env=LOOPBACK_ENV, startup_timeout=120) as first,
+        ray_server(ray_cluster.address, data) as first,
         httpx.Client(base_url=first.url, timeout=120) as http,
     ):
         uuid = create(http, "closing")
@@ -368,7 +367,7 @@ def test_close_and_open_keep_every_acknowledged_write_across_a_coordinator_resta
             with pytest.raises(ValueError):
                 shard_actor(uuid, shard)
     with (
-        Server(data, args=args, env=LOOPBACK_ENV, startup_timeout=120) as second,
+        ray_server(ray_cluster.address, data) as second,
         httpx.Client(base_url=second.url, timeout=120) as http,
     ):
         # Still closed after the coordinator's restart, and still without actors.

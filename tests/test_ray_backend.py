@@ -17,7 +17,7 @@ import pytest
 
 from leafsearch.testing import Server
 from tests.conftest import error_of
-from tests.ray_cluster import LOOPBACK_ENV, shard_actor, where
+from tests.ray_cluster import ray_server, shard_actor, where
 
 SHARDS = 6
 
@@ -25,7 +25,7 @@ SHARDS = 6
 @pytest.fixture(scope="module")
 def coordinator(ray_cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     data = tmp_path_factory.mktemp("ray-coordinator") / "data"
-    with Server(data, args=["--ray", ray_cluster.address], env=LOOPBACK_ENV, startup_timeout=120) as server:
+    with ray_server(ray_cluster.address, data) as server:
         yield server
 
 
@@ -319,9 +319,8 @@ def test_a_shard_killed_during_a_pit_walk_fails_that_shard_alone(http: httpx.Cli
 
 def test_a_restarted_coordinator_finds_its_shard_actors(ray_cluster: Any, tmp_path: Path) -> None:
     data = tmp_path / "data"
-    args = ["--ray", ray_cluster.address]
     with (
-        Server(data, args=args, env=LOOPBACK_ENV, startup_timeout=120) as first,
+        ray_server(ray_cluster.address, data) as first,
         httpx.Client(base_url=first.url, timeout=120) as http,
     ):
         uuid = create_index(http, "restart", shards=3)
@@ -329,7 +328,7 @@ def test_a_restarted_coordinator_finds_its_shard_actors(ray_cluster: Any, tmp_pa
         pids = [where(uuid, shard)[1] for shard in range(3)]
         pit = http.post("/restart/_pit?keep_alive=5m").json()["id"]
     with (
-        Server(data, args=args, env=LOOPBACK_ENV, startup_timeout=120) as second,
+        ray_server(ray_cluster.address, data) as second,
         httpx.Client(base_url=second.url, timeout=120) as http,
     ):
         # The same actors (found by name, not re-created), with every acknowledged write.

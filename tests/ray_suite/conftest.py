@@ -46,15 +46,19 @@ import httpx
 import pytest
 from elasticsearch import Elasticsearch
 
-from leafsearch.testing import Server
-from tests.conftest import ClockedNode, serving_clocked
-from tests.ray_cluster import LOOPBACK_ENV, LocalCluster, shard_actor, start_cluster, stop_cluster
+from tests.conftest import ClockedNode, creating_indices, serving_clocked
+from tests.ray_cluster import (
+    COORDINATOR_STARTUP_SECONDS,
+    LocalCluster,
+    ray_server,
+    shard_actor,
+    start_cluster,
+    stop_cluster,
+)
 
 #: Shards of an index a test creates with `new_index` without fixing their number: one for each
 #: of the cluster's nodes, so every walk crosses three actors on three Ray nodes.
 RAY_SHARDS = 3
-#: Seconds a coordinator may take to start: it connects to the cluster and finds its actors.
-STARTUP_TIMEOUT = 120.0
 
 _SCORE_AFTER = (
     "`search_after` on `_score` followed by a field: not served over shard actors yet "
@@ -179,17 +183,10 @@ def ray_suite_cluster() -> Iterator[LocalCluster]:
     stop_cluster(local)
 
 
-@contextmanager
-def ray_server(cluster: LocalCluster, data: Path) -> Iterator[Server]:
-    args = ["--ray", cluster.address]
-    with Server(data, args=args, env=LOOPBACK_ENV, startup_timeout=STARTUP_TIMEOUT) as server:
-        yield server
-
-
 @pytest.fixture(scope="package")
 def server(ray_suite_cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The URL of the folder's Ray coordinator (its search workers are not used with `--ray`)."""
-    with ray_server(ray_suite_cluster, tmp_path_factory.mktemp("ray-suite") / "data") as coordinator:
+    with ray_server(ray_suite_cluster.address, tmp_path_factory.mktemp("ray-suite") / "data") as coordinator:
         yield coordinator.url
 
 
@@ -212,32 +209,9 @@ def new_index(
 ) -> Iterator[Callable[..., str]]:
     """`new_index` of tests/conftest.py, with `RAY_SHARDS` shards unless the test fixes them (or
     is one of `ONE_SHARD`)."""
-    created: list[str] = []
     shards = 1 if request.node.originalname in ONE_SHARD else RAY_SHARDS
-
-    def create(
-        settings: dict[str, Any] | None = None, mappings: dict[str, Any] | None = None, suffix: str = ""
-    ) -> str:
-        name = f"{index_name}{suffix}"
-        settings = dict(settings or {})
-        nested = settings.get("index", {})
-        if (
-            "number_of_shards" not in settings
-            and "index.number_of_shards" not in settings
-            and (not isinstance(nested, dict) or "number_of_shards" not in nested)
-        ):
-            settings["number_of_shards"] = shards
-        body: dict[str, Any] = {"settings": settings}
-        if mappings is not None:
-            body["mappings"] = mappings
-        response = http.put(f"/{name}", json=body)
-        assert response.status_code == 200, response.text
-        created.append(name)
-        return name
-
-    yield create
-    for name in created:
-        http.delete(f"/{name}")
+    with creating_indices(http, index_name, default_shards=shards) as create:
+        yield create
 
 
 def kill_shard_actors(data: Path) -> int:
@@ -248,7 +222,7 @@ def kill_shard_actors(data: Path) -> int:
     folders = sorted(data.glob("ray-shards/*/*/*"))
     for folder in folders:
         actor = shard_actor(folder.parent.name, int(folder.name))
-        _, pid = ray.get(actor.where.remote(), timeout=STARTUP_TIMEOUT)
+        _, pid = ray.get(actor.where.remote(), timeout=COORDINATOR_STARTUP_SECONDS)
         os.kill(pid, signal.SIGKILL)
     return len(folders)
 
@@ -272,7 +246,7 @@ def servers_on_ray(request: pytest.FixtureRequest, ray_suite_cluster: LocalClust
     @contextmanager
     def running_server(data: Path, *extra: str, **_: Any) -> Iterator[tuple[str, subprocess.Popen]]:
         assert not extra, "a Ray coordinator with options of a local server"
-        with ray_server(ray_suite_cluster, data) as coordinator:
+        with ray_server(ray_suite_cluster.address, data) as coordinator:
             assert coordinator.process is not None
             data_of[coordinator.process.pid] = data
             yield coordinator.url, coordinator.process
