@@ -33,7 +33,7 @@ from leafsearch import by_query_source
 from leafsearch.by_query_request import DELETE, REINDEX, BulkByQuery
 from leafsearch.errors import ActionRequestValidation
 from leafsearch.request.search_types import SliceSpec
-from leafsearch.search import phases
+from leafsearch.search import phases, top_hits
 from leafsearch.search.shard_api import ShardContextId
 from leafsearch.search.targets import Target, release_targets
 
@@ -169,7 +169,7 @@ def run(node: Node, operation: Operation) -> dict[str, Any]:
             raise ActionRequestValidation("[max_docs] should be >= [slices]")
         rate = request.requests_per_second / slices
         if by_query_source.walks(targets):
-            contexts = by_query_source.open_contexts(node, targets)
+            contexts = top_hits.open_shard_contexts(node, targets)
         if slices == 1:
             operation.slices = [Progress(None, rate)]
             _run_slice(
@@ -187,7 +187,7 @@ def run(node: Node, operation: Operation) -> dict[str, Any]:
             _run_slices(node, operation, targets, contexts, slices)
     finally:
         if contexts is not None:
-            by_query_source.free_contexts(node, targets, contexts)
+            top_hits.free_shard_contexts(node, targets, contexts)
         release_targets(targets)
     if request.refresh:
         _refresh(node, request, targets)

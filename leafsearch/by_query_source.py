@@ -7,7 +7,7 @@ Two ways to read the same thing, chosen by where the source's shards are:
   fetch phase. Cheap per batch; the list costs memory per match.
 - **`WalkBatches`** (some shard is a Ray actor, ray_backend/): a list of every match cannot be
   built across processes, so each batch is a top-hits page on shard contexts pinned once for the
-  whole operation (`open_contexts`), sorted by the operation's sort then `_shard_doc` (a total
+  whole operation (`top_hits.open_shard_contexts`), sorted by the operation's sort then `_shard_doc` (a total
   order: remote_scroll.walk_request), and the next batch starts `search_after` the last hit of
   this one. Every slice and batch reads the same pinned snapshots, so each match comes exactly
   once, as with the HitList; a batch at any depth costs what the first costs.
@@ -20,17 +20,14 @@ success.
 
 from __future__ import annotations
 
-import contextlib
 import threading
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
-from leafsearch.errors import ElasticError
 from leafsearch.request.search_types import SearchRequest
 from leafsearch.search import phases, remote_scroll
 from leafsearch.search.fetch_phase import last_sort_values
 from leafsearch.search.shard_api import ShardContextId
-from leafsearch.search.top_hits import shard_handles
 
 if TYPE_CHECKING:
     from leafsearch.node import Node
@@ -55,26 +52,6 @@ class Batches(Protocol):
 def walks(targets: list[Target]) -> bool:
     """Whether the source must be walked on shard contexts (a shard of it is a Ray actor)."""
     return any(t.remote for t in targets)
-
-
-def open_contexts(node: Node, targets: list[Target]) -> list[ShardContextId]:
-    """A context on each shard, pinning the snapshot every slice and batch reads; an unavailable
-    shard fails the operation before anything is written (what was opened is freed)."""
-    opened: list[ShardContextId] = []
-    handles = shard_handles(node, targets)
-    try:
-        for handle in handles:
-            opened.append(handle.open_context())
-    except BaseException:
-        free_contexts(node, targets, opened)
-        raise
-    return opened
-
-
-def free_contexts(node: Node, targets: list[Target], contexts: list[ShardContextId]) -> None:
-    for handle, context in zip(shard_handles(node, targets), contexts, strict=False):
-        with contextlib.suppress(ElasticError):  # a restarted actor holds no context of before
-            handle.free_context(context)
 
 
 def batches(

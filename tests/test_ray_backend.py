@@ -498,6 +498,16 @@ def test_a_shard_that_stays_down_fails_its_writes_and_its_part_of_searches(http:
     assert len(page["hits"]["hits"]) == page["hits"]["total"]["value"] > 0
     alive = [s for s in range(SHARDS) if s != 1]
     assert open_contexts(uuid, alive) == [0] * len(alive)
+    # A point in time or a scroll pins every shard: refused, and the pins the live shards took
+    # for it go back at once (no keep-alive would ever free them).
+    for opening in (
+        http.post("/deadshard/_pit?keep_alive=10m"),
+        http.post("/deadshard/_search?scroll=10m", json={"size": 5}),
+    ):
+        assert opening.status_code == 503, opening.text
+        assert opening.json()["error"]["root_cause"][0]["reason"].startswith("[deadshard][1] is unavailable")
+    assert open_contexts(uuid, alive) == [0] * len(alive)
+    assert http.get("/_cat/search_contexts?format=json").json() == []
     strict = http.post("/deadshard/_search?allow_partial_search_results=false", json={"size": 0})
     assert strict.status_code == 503
     assert strict.json()["error"]["type"] == "search_phase_execution_exception"

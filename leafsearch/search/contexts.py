@@ -32,12 +32,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from leafsearch.errors import IllegalArgument, RejectedExecution, SearchContextMissing, TooManyScrollContexts
+from leafsearch.errors import (
+    ElasticError,
+    IllegalArgument,
+    RejectedExecution,
+    SearchContextMissing,
+    TooManyScrollContexts,
+)
 from leafsearch.request.timevalue import parse_time_value
 from leafsearch.search.read_ahead import ReadAhead
 from leafsearch.search.shard_api import ShardContextId
 from leafsearch.search.targets import Target, release_targets
-from leafsearch.search.top_hits import shard_handles
+from leafsearch.search.top_hits import free_shard_contexts, open_shard_contexts
 from leafsearch.security.subject import current
 
 if TYPE_CHECKING:
@@ -152,19 +158,19 @@ class ContextRegistry:
             )
         return seconds
 
-    def _check_open_limit(self, kind: str) -> None:
+    def _open_limit_error(self, kind: str) -> ElasticError | None:
         """Elasticsearch's `search.max_open_scroll_context` and OpenSearch's
-        `search.max_open_pit_context`, each with its own error (both 429)."""
+        `search.max_open_pit_context`, each with its own error (both 429); None below the limit."""
         key = "search.max_open_scroll_context" if kind == "scroll" else "search.max_open_pit_context"
         limit = int(self.node.cluster_settings.get(key))
         if sum(1 for c in self._contexts.values() if c.kind == kind) < limit:
-            return
+            return None
         if kind == "scroll":
-            raise TooManyScrollContexts(
+            return TooManyScrollContexts(
                 f"Trying to create too many scroll contexts. Must be less than or equal to: [{limit}]. "
                 f"This limit can be set by changing the [{key}] setting."
             )
-        raise RejectedExecution(
+        return RejectedExecution(
             f"Trying to create too many Point In Time contexts. Must be less than or equal to: [{limit}]. "
             f"This limit can be set by changing the [{key}] setting."
         )
@@ -178,32 +184,51 @@ class ContextRegistry:
         open contexts of its kind.
 
         `in_use`: the opening request goes on reading it (as `acquire`; `release` when done).
+        Each shard pins its snapshot for the context outside the registry's lock (a shard actor's
+        answer takes a network round trip, and a restarting one longer: other contexts' requests
+        must not wait for it); the limit is checked before the pins and again when the context
+        goes in, so concurrent opens cannot pass it.
         """
         with self._lock:
-            self._check_open_limit(kind)
-            ctx_id = next(self._ids)
-            token = secrets.token_hex(16)
-            caller = current()
-            ctx = ReaderContext(
-                ctx_id=ctx_id,
-                kind=kind,
-                public_id=self._encode_id(kind, ctx_id, token),
-                token=token,
-                owner=None if caller is None else caller.owner_key,
-                targets=targets,
-                keep_alive=keep_alive,
-                expires_at=self.clock() + keep_alive,
-                opened_mono=self.clock(),
-                requests=int(in_use),
-                in_use=int(in_use),
-            )
-            # Each shard pins its snapshot for the context; the caller's references pass to the pins.
-            ctx.shard_contexts = [shard.open_context() for shard in shard_handles(self.node, targets)]
-            release_targets(targets)
-            self._contexts[ctx_id] = ctx
-            if kind == "scroll":
-                self.node.search_stats.scroll_opened(targets)
-            return ctx
+            refused = self._open_limit_error(kind)
+        if refused is not None:
+            raise refused
+        pins = open_shard_contexts(self.node, targets)
+        with self._lock:
+            refused = self._open_limit_error(kind)
+            if refused is None:
+                ctx = self._new_context(kind, targets, keep_alive, in_use)
+                ctx.shard_contexts = pins
+                self._contexts[ctx.ctx_id] = ctx
+        if refused is not None:  # others opened meanwhile
+            free_shard_contexts(self.node, targets, pins)
+            raise refused
+        # The caller's references on the snapshots passed to the pins.
+        release_targets(targets)
+        if kind == "scroll":
+            self.node.search_stats.scroll_opened(targets)
+        return ctx
+
+    def _new_context(
+        self, kind: str, targets: list[Target], keep_alive: float, in_use: bool
+    ) -> ReaderContext:
+        ctx_id = next(self._ids)
+        token = secrets.token_hex(16)
+        caller = current()
+        now = self.clock()
+        return ReaderContext(
+            ctx_id=ctx_id,
+            kind=kind,
+            public_id=self._encode_id(kind, ctx_id, token),
+            token=token,
+            owner=None if caller is None else caller.owner_key,
+            targets=targets,
+            keep_alive=keep_alive,
+            expires_at=now + keep_alive,
+            opened_mono=now,
+            requests=int(in_use),
+            in_use=int(in_use),
+        )
 
     def _lookup(self, public_id: str, kind: str) -> ReaderContext:
         """The live context of an id (lock held); 404 saying why when it is gone. Expiry is
@@ -283,9 +308,7 @@ class ContextRegistry:
         self.read_ahead.forget(ctx.ctx_id)
         if self.node.search_workers is not None:
             self.node.search_workers.forget_context(ctx.ctx_id)
-        shards = shard_handles(self.node, ctx.targets)
-        for shard, context in zip(shards, ctx.shard_contexts, strict=True):
-            shard.free_context(context)
+        free_shard_contexts(self.node, ctx.targets, ctx.shard_contexts)
 
     def free(self, ctx: ReaderContext, how: str = "freed") -> None:
         with self._lock:

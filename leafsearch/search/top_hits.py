@@ -21,6 +21,7 @@ through the same interface (fetch_phase.py).
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Sequence
@@ -29,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from leafsearch.errors import IllegalArgument, SearchPhaseExecution, ShardFailed
+from leafsearch.errors import ElasticError, IllegalArgument, SearchPhaseExecution, ShardFailed
 from leafsearch.index import order_files
 from leafsearch.request.search_types import SCORE, SHARD_DOC, SearchRequest, SortSpec
 from leafsearch.search import fetch
@@ -200,6 +201,31 @@ def shard_handles(
     names a pinned context): this process's shard, or the client of a shard actor whose
     snapshot lease the target holds (a Ray-backed index, ray_backend/remote.py)."""
     return [t.searcher.handle(t) if t.remote else LocalShard(node, t, cancelled) for t in targets]  # type: ignore[attr-defined]
+
+
+def open_shard_contexts(node: Node, targets: list[Target]) -> list[ShardContextId]:
+    """A context on each target's shard, pinning the snapshot a PIT, scroll or by-query walk
+    reads. When one shard cannot open (its actor is down), the pins already taken on the others
+    are freed before the error goes up: nothing would ever free them, as no keep-alive runs for
+    a context that was never handed out."""
+    opened: list[ShardContextId] = []
+    handles = shard_handles(node, targets)
+    try:
+        for handle in handles:
+            opened.append(handle.open_context())
+    except BaseException:
+        free_shard_contexts(node, targets, opened)
+        raise
+    return opened
+
+
+def free_shard_contexts(node: Node, targets: list[Target], contexts: Sequence[ShardContextId]) -> None:
+    """Free the shard contexts `open_shard_contexts` took (the first `len(contexts)` targets').
+    A shard that cannot answer (a restarted actor holds no context of before) does not stop the
+    others' from being freed."""
+    for handle, context in zip(shard_handles(node, targets), contexts, strict=False):
+        with contextlib.suppress(ElasticError):
+            handle.free_context(context)
 
 
 def sort_plan(request: SearchRequest, targets: list[Target]) -> SortPlan:
