@@ -15,7 +15,7 @@ from leafsearch.index.mapping import Mapping
 from leafsearch.index.searcher import Searcher, SegmentView
 from leafsearch.index.segment_build import segment_from_buffer
 from leafsearch.request.query_dsl import parse_query
-from leafsearch.search.matching import QueryContext, execute, min_should_match
+from leafsearch.search.matching import QueryContext, execute, min_should_match, prepare
 
 NOW = 1578052800000  # 2020-01-03T12:00:00Z
 NOT_SEARCHABLE = "Cannot search on field [{}] since it is not indexed nor has doc values."
@@ -122,10 +122,10 @@ def run(
         index_name="idx",
         default_fields=default_fields,
     )
-    query = parse_query(body)
+    planned = prepare(parse_query(body), ctx)
     out: dict[str, float] = {}
     for view in searcher.views:
-        mask, scores = execute(query, view, ctx)
+        mask, scores = execute(planned, view, ctx)
         assert mask.dtype == bool and mask.shape == (view.max_doc,)
         if needs_scores:
             assert scores is not None and scores.dtype == np.float32
@@ -779,7 +779,7 @@ def test_deleted_documents_are_left_to_the_caller(tmp_path):
     searcher = build_shard(tmp_path, mapping, [DOCS[:3], DOCS[3:]], deleted=frozenset({"1", "4"}))
     assert set(run(searcher, mapping, {"match": {"title": "fox"}})) == {"0"}
     ctx = QueryContext(mapping, searcher, now_millis=NOW)
-    mask, _ = execute(parse_query({"match": {"title": "fox"}}), searcher.views[0], ctx)
+    mask, _ = execute(prepare(parse_query({"match": {"title": "fox"}}), ctx), searcher.views[0], ctx)
     assert mask.tolist() == [True, True, False]  # execute itself does not hide deleted documents
 
 

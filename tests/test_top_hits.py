@@ -328,9 +328,9 @@ def test_segments_that_cannot_reach_the_page_are_not_run(ordered, monkeypatch: p
     runs: list[int] = []
     real = hitlist.execute
 
-    def counted(query, view, ctx):  # noqa: ANN001, ANN202 - the engine's own signature
+    def counted(planned, view, ctx):  # noqa: ANN001, ANN202 - the engine's own signature
         runs.append(id(view.segment))
-        return real(query, view, ctx)
+        return real(planned, view, ctx)
 
     monkeypatch.setattr(hitlist, "execute", counted)
     newest = search(ordered, "logs", {"sort": [{"d": "desc"}], "size": 3, "track_total_hits": 20})

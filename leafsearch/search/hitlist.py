@@ -190,7 +190,7 @@ def segment_matches(
             try:
                 guard.check()
                 guard.reserve(segment_bytes)
-                mask, scores = execute(query, view, ctx)
+                mask, scores = execute(plans[0], view, ctx)
                 if view.live is not None:
                     mask &= view.live
                 if slice_masks is not None:
@@ -202,7 +202,7 @@ def segment_matches(
                 guard.timed_out()
                 return
             if filter_ctx is not None:
-                pmask, _ = execute(request.post_filter, view, filter_ctx)
+                pmask, _ = execute(plans[1], view, filter_ctx)
                 mask &= pmask
             if request.min_score is not None and scores is not None:
                 mask &= scores >= request.min_score
@@ -341,11 +341,11 @@ def shard_statistics(target: Target, request: SearchRequest, now_millis: int, gu
     recorder = RecordingStats(target.searcher)
     ctx = shard_query_context(target, now_millis, True, recorder)
     query = target.query(request.query)
-    prepare(query, ctx)
+    planned = prepare(query, ctx)
     for view in target.searcher.views:
         if view.live_count:
             guard.check()
-            execute(query, view, ctx)
+            execute(planned, view, ctx)
     return recorder.recorded()
 
 

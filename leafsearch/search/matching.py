@@ -45,10 +45,12 @@ def prepare(query: Query, ctx: QueryContext) -> Any:
     return cached
 
 
-def execute(query: Query, view: SegmentView, ctx: QueryContext) -> tuple[np.ndarray, np.ndarray | None]:
-    """(mask, scores) of a query over one segment: bool and float32 arrays of `view.max_doc`;
-    scores are None when the context needs none. Deleted documents are left to the caller."""
-    mask, scores = run(prepare(query, ctx), view, ctx, ctx.needs_scores, 1.0)
+def execute(planned: Any, view: SegmentView, ctx: QueryContext) -> tuple[np.ndarray, np.ndarray | None]:
+    """(mask, scores) of a query's plan (`prepare`) over one segment: bool and float32 arrays of
+    `view.max_doc`; scores are None when the context needs none. Deleted documents are left to
+    the caller. The plan, not the query: callers prepare once per shard and run it on each of
+    its segments (looking a plan up by its query's key costs a repr of the whole tree)."""
+    mask, scores = run(planned, view, ctx, ctx.needs_scores, 1.0)
     if ctx.needs_scores and scores is None:
         scores = np.zeros(view.max_doc, dtype=np.float32)
     return mask, scores if ctx.needs_scores else None

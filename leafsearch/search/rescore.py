@@ -91,7 +91,7 @@ def _rescore_scores(
     for ti in np.unique(target).tolist():
         shard = targets[ti]
         ctx = shard_query_context(shard, now_millis, True, stats)
-        prepare(rescorer.query, ctx)
+        planned = prepare(rescorer.query, ctx)
         rows = np.flatnonzero(target == ti)
         views = shard.searcher.views
         bases = np.array([v.doc_base for v in views], dtype=np.int64)
@@ -100,7 +100,7 @@ def _rescore_scores(
             view = views[si]
             at = rows[segment == si]
             local = doc[at] - view.doc_base
-            mask, scores = execute(rescorer.query, view, ctx)
+            mask, scores = execute(planned, view, ctx)
             matched[at] = mask[local]
             second[at] = scores[local] if scores is not None else np.float32(1)
     return matched, second

@@ -31,9 +31,9 @@ def _parse_query(body: Any) -> Any:
 
 def _matches(query: Any, seg: SegmentContext, docs: np.ndarray) -> np.ndarray:
     """Whether each of `docs` matches the query (one execution per segment, not per bucket)."""
-    from leafsearch.search.matching import execute
+    from leafsearch.search.matching import execute, prepare
 
-    mask, _ = execute(query, seg.view, seg.filter_context)
+    mask, _ = execute(prepare(query, seg.filter_context), seg.view, seg.filter_context)
     return np.asarray(mask, dtype=bool)[docs]
 
 

@@ -161,6 +161,10 @@ def exec_num_range(
     return constant(dv_mask(doc_values, test), scoring, boost * plan.boost)
 
 
+#: A `long` column's bounds (`np.iinfo` builds an object at each call: once per segment here).
+_LONG_MIN, _LONG_MAX = int(np.iinfo(np.int64).min), int(np.iinfo(np.int64).max)
+
+
 def range_test(plan: NumRange, view: SegmentView) -> Callable[[np.ndarray], np.ndarray] | bool:
     """The vectorized test of a numeric range over one segment's values; False when no document
     of the segment can match, True when every valued document does. The segment's bounds decide
@@ -171,11 +175,10 @@ def range_test(plan: NumRange, view: SegmentView) -> Callable[[np.ndarray], np.n
     lo, hi = plan.lo, plan.hi
     dtype = _PRECISION_DTYPES[plan.precision]
     if col.kind == "long":
-        info = np.iinfo(np.int64)
-        if (lo is not None and lo > info.max) or (hi is not None and hi < info.min):
+        if (lo is not None and lo > _LONG_MAX) or (hi is not None and hi < _LONG_MIN):
             return False
-        lo = None if lo is None or lo <= info.min else lo
-        hi = None if hi is None or hi >= info.max else hi
+        lo = None if lo is None or lo <= _LONG_MIN else lo
+        hi = None if hi is None or hi >= _LONG_MAX else hi
     if dtype is None:
         bounds = col.doc_values.bounds
         if bounds is None:
