@@ -147,7 +147,6 @@ def _after_write(
 ) -> None:
     """Make the write durable (an fsync shared with concurrent requests), then honour `?refresh`."""
     shard.sync(point)
-    index.last_write = time.monotonic()
     if refresh in ("true", ""):
         shard.refresh()
         response["forced_refresh"] = True
@@ -167,7 +166,6 @@ def _remote_write(index: Index, shard_id: int, op: WriteOp, refresh: str | None)
     if isinstance(outcome, ElasticError):
         raise outcome
     response = _outcome_response(index, op.doc_id, outcome, _shards_header(index))
-    index.last_write = time.monotonic()
     if refresh in ("true", "", "wait_for"):
         index.shards[shard_id].refresh()
         if refresh != "wait_for":
@@ -732,7 +730,7 @@ def bulk(
         )
     for collect in answers:  # shard actors' answers, waited for outside the slot
         collect()
-    for index_obj, shards in touched.values():
+    for shards in touched.values():
         for shard, logged in shards.items():
             if logged is None:  # a shard actor answered after its own fsync
                 continue
@@ -744,7 +742,6 @@ def bulk(
                     if "error" not in next(iter(results[pos].values())):
                         kind, item = next(iter(results[pos].items()))
                         results[pos] = {kind: _item_error(ops[pos], item.get("_id"), exc)}
-        index_obj.last_write = time.monotonic()
         if refresh in ("true", "", "wait_for"):
             for shard in shards:
                 shard.refresh()
@@ -762,14 +759,12 @@ def _apply_bulk(
     require_alias: bool,
     source_filter: SourceFilter | None = None,
     prepared: Prepared | None = None,
-) -> tuple[
-    list[BulkOp], list[dict[str, Any]], dict[str, tuple[Index, dict[Shard, _Logged | None]]], list[Callable]
-]:
+) -> tuple[list[BulkOp], list[dict[str, Any]], dict[str, dict[Shard, _Logged | None]], list[Callable]]:
     """Parse a bulk body (unless a worker did: `prepared`) and apply its operations (logged, not
     yet synced): the operations, the item results so far, per index what each shard logged, and
     the functions that wait for the shard actors' answers and fill in their items."""
     ops = prepared.ops if prepared is not None else parse_bulk(body, index, routing, source_filter)
-    touched: dict[str, tuple[Index, dict[Shard, _Logged | None]]] = {}
+    touched: dict[str, dict[Shard, _Logged | None]] = {}
     answers: list[Callable[[], None]] = []
     by_index: dict[str, list[tuple[int, BulkOp]]] = {}
     results: list[dict[str, Any]] = [{}] * len(ops)
@@ -796,7 +791,7 @@ def _apply_bulk(
             for pos, op in entries:
                 results[pos] = {op.kind: _item_error(op, op.meta.get("_id"), exc)}
             continue
-        shards = touched.setdefault(index_name, (target, {}))[1]
+        shards = touched.setdefault(index_name, {})
         if target.remote is not None:
             answers.append(_bulk_into_remote(target, entries, results, shards))
         else:
@@ -923,7 +918,6 @@ def _bulk_into_remote(
             if shard_op is not None:
                 pos, op, doc_id, _ = shard_op
                 results[pos] = _bulk_update(index, shard, op, doc_id)
-    index.last_write = time.monotonic()
     return collect
 
 

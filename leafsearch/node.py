@@ -48,11 +48,6 @@ if TYPE_CHECKING:
 
 _log = logging.getLogger("leafsearch")
 
-#: Merges wait while an index was written or searched within this many seconds...
-MERGE_QUIET_SECONDS = 1.0
-#: ...unless a shard already holds this many segments.
-MAX_SEGMENTS_WHILE_BUSY = 40
-
 
 class NodeLocked(RuntimeError):
     """Another node holds the data folder."""
@@ -243,24 +238,14 @@ class Node:
                 _log.exception("periodic refresh failed")
 
     def _merge_loop(self) -> None:
-        """Background merges, one at a time, never blocking refreshes or writes for long.
-
-        A merge competes with requests for the interpreter, so it waits while an index is being
-        written or searched (PIT and scroll requests included) unless a shard already holds many
-        segments; once the index is quiet, merges catch up.
-        """
+        """Background merges, one at a time, beside searches and writes (merge_worker.py says
+        why they do not wait for a quiet index). A merge runs in the worker process at a lower
+        CPU priority and only its installation takes the shard lock, briefly."""
         while not self._closed.wait(0.5):
             try:
                 for index in list(self.indices.values()):
                     for shard in index.shards:
-                        while (
-                            not self._closed.is_set()
-                            and (
-                                not index.busy(MERGE_QUIET_SECONDS)
-                                or len(shard.segments) >= MAX_SEGMENTS_WHILE_BUSY
-                            )
-                            and shard.maybe_merge()
-                        ):
+                        while not self._closed.is_set() and shard.maybe_merge():
                             pass
             except Exception:  # pragma: no cover
                 _log.exception("background merge failed")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import gc
 import multiprocessing
+import sys
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -66,17 +68,53 @@ def refresh(ctx: Context, name: str) -> None:
 
 
 def ensure_loaded(ctx: Context) -> None:
-    """Make sure the benchmark index holds the dataset, whether or not W0 ran (or succeeded)."""
+    """Make sure the benchmark index holds the dataset, whether or not W0 ran (or succeeded), and
+    that the merges the load started are done (`settle_merges`)."""
     try:
-        if count(ctx, ctx.index) == len(ctx.dataset):
-            return
+        loaded = count(ctx, ctx.index) == len(ctx.dataset)
     except HttpError as error:
         if error.status != 404:
             raise
-    create_index(ctx, ctx.index)
-    bulk_raw(ctx, ctx.index, ctx.dataset.bulk_bodies(BULK_CHUNK))
-    refresh(ctx, ctx.index)
-    check(count(ctx, ctx.index) == len(ctx.dataset), "the index does not hold every document after loading")
+        loaded = False
+    if not loaded:
+        create_index(ctx, ctx.index)
+        bulk_raw(ctx, ctx.index, ctx.dataset.bulk_bodies(BULK_CHUNK))
+        refresh(ctx, ctx.index)
+        check(
+            count(ctx, ctx.index) == len(ctx.dataset), "the index does not hold every document after loading"
+        )
+    settle_merges(ctx)
+
+
+#: How long the segments must stay unchanged, no merge running, for the index to count as merged.
+SETTLED_SECONDS = 2.0
+SETTLE_LIMIT_SECONDS = 600.0
+
+
+def settle_merges(ctx: Context) -> None:
+    """Wait until the background merges a load started are done, as a benchmark of a search
+    engine waits for an index to be merged before it times searches (Rally's `force-merge` or
+    wait steps): a read workload then measures the index a user searches once the load is over,
+    not the merges of its first minutes beside it. How long it took goes to the progress log.
+    Merges that a workload's own writes start (W7, W10) still run beside that workload."""
+    started = time.monotonic()
+    last: tuple[int, int] | None = None
+    since = started
+    while time.monotonic() - started < SETTLE_LIMIT_SECONDS:
+        merges = ctx.http.json("GET", f"/{ctx.index}/_stats/merge")["_all"]["primaries"]["merges"]
+        segments = len(orjson.loads(ctx.http.raw("GET", f"/_cat/segments/{ctx.index}?format=json")))
+        state = (merges["total"], segments)
+        now = time.monotonic()
+        if merges["current"] or state != last:
+            last, since = state, now
+        elif now - since >= SETTLED_SECONDS:
+            waited = now - started - SETTLED_SECONDS
+            if waited > 1:
+                note = f"  merges after the load settled in {waited:.0f} s ({segments} segments)"
+                print(note, file=sys.stderr)
+            return
+        time.sleep(0.25)
+    raise CheckFailed(f"the index's merges did not settle within {SETTLE_LIMIT_SECONDS:.0f} s")
 
 
 def search(ctx: Context, body: dict[str, Any], path: str | None = None) -> dict[str, Any]:

@@ -75,7 +75,6 @@ class Index:
         elif not self.closed:
             self.shards = self._open_shards()
         self._persist_if_mapping_changed()
-        self.last_write = 0.0
         self.last_search = time.monotonic()
 
     def _open_shards(self) -> list[Shard]:
@@ -227,10 +226,6 @@ class Index:
         if "index.refresh_interval" in self.settings or self.remote is not None:
             return False  # (shard actors refresh on their own)
         return time.monotonic() - self.last_search > self.setting("index.search.idle.after")
-
-    def busy(self, within: float) -> bool:
-        """Whether the index was written or searched in the last `within` seconds."""
-        return time.monotonic() - max(self.last_write, self.last_search) < within
 
     def before_search(self) -> None:
         """Called as a search acquires this index's snapshots."""

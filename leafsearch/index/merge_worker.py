@@ -6,6 +6,14 @@ Lucene runs merges on threads of their own for the same reason. Because segments
 files, a merge is a pure function of segment folders and live-docs arrays, so it runs in a separate
 process (started once, on first use) while the server keeps serving on the other core; the shard
 then opens the folder the worker wrote.
+
+Merges run beside searches and writes, as Lucene's merge scheduler runs them, rather than waiting
+for a quiet index: a busy index that never merged would search an ever longer list of small
+segments (on one million bench documents, 44 segments cost a query of W6 13.6 million
+instructions against 7.6 million for the same documents in 8 merged ones). The worker runs at a
+lower CPU priority (`NICENESS`), so on a machine whose cores are all busy the searches and writes
+get them first and the merge takes what is left, instead of the throughput Lucene's merge
+throttle bounds by bytes per second.
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ import signal
 import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +35,8 @@ import numpy as np
 from leafsearch.index.index_sort import IndexSort
 
 _PR_SET_PDEATHSIG = 1
+#: How much lower the worker's CPU priority is than the server's (`nice` increment).
+NICENESS = 10
 _pool: ProcessPoolExecutor | None = None
 _pool_lock = threading.Lock()
 
@@ -40,8 +51,14 @@ def _merge_folders(
     return merge_segments([(Segment(Path(path)), live) for path, live in parts], Path(folder), index_sort)
 
 
+def _start_worker(server: int) -> None:
+    """Worker initializer: yield the CPU to the server's requests, and die with the server."""
+    os.nice(NICENESS)
+    _die_with_parent(server)
+
+
 def _die_with_parent(server: int) -> None:
-    """Worker initializer: end with the server, even when the server is killed with SIGKILL
+    """End with the server, even when the server is killed with SIGKILL
     (an orphaned worker would hold the server's files and output pipes, and keep the
     multiprocessing resource tracker alive, which ends only when every holder of its pipe has).
 
@@ -72,7 +89,7 @@ def _executor() -> ProcessPoolExecutor:
             _pool = ProcessPoolExecutor(
                 max_workers=1,
                 mp_context=multiprocessing.get_context("spawn"),
-                initializer=_die_with_parent,
+                initializer=_start_worker,
                 initargs=(os.getpid(),),
             )
             atexit.register(shutdown)
@@ -84,11 +101,24 @@ def merge_in_worker(
 ) -> np.ndarray | None:
     """Write the merge of `parts` into `folder` in the worker process; raises what the merge raised.
     Returns what `merge_segments` returns: where each merged document came from, when sorted."""
-    return (
-        _executor()
-        .submit(_merge_folders, [(str(p), live) for p, live in parts], str(folder), index_sort)
-        .result()
-    )
+    pool = _executor()
+    try:
+        return pool.submit(
+            _merge_folders, [(str(p), live) for p, live in parts], str(folder), index_sort
+        ).result()
+    except BrokenProcessPool:
+        # The worker died (killed, out of memory): this merge fails and the next one starts a
+        # new worker, rather than every later merge failing on the broken pool.
+        _forget(pool)
+        raise
+
+
+def _forget(pool: ProcessPoolExecutor) -> None:
+    global _pool
+    with _pool_lock:
+        if _pool is pool:
+            _pool = None
+    pool.shutdown(wait=False, cancel_futures=True)
 
 
 def shutdown() -> None:

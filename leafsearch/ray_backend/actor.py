@@ -43,7 +43,6 @@ from leafsearch.index.index import write_json
 from leafsearch.index.shard import Shard
 from leafsearch.index.shard_listing import ShardListing, of_shard
 from leafsearch.index.shard_write import ShardWrite, ShardWriteOutcome, apply_write
-from leafsearch.node import MAX_SEGMENTS_WHILE_BUSY, MERGE_QUIET_SECONDS
 from leafsearch.request.query_dsl import Query
 from leafsearch.search.dfs import DfsStats
 from leafsearch.search.shard_api import (
@@ -108,20 +107,20 @@ class ShardActor:
             self.folder / "shard", shard_id, self._parse, self.index.sort, self.node.source_blocks
         )
         self.shard.index_ref = (self.index.name, self.index.uuid)
-        self.last_write = 0.0
         #: Search calls served, by method (`stats`: what a search costs in calls, bench/ray_cluster.py).
         self._calls: Counter[str] = Counter()
         self._calls_lock = threading.Lock()
         self._closed = threading.Event()
         self._background = threading.Thread(target=self._loop, name="leafsearch-shard-actor", daemon=True)
         self._background.start()
+        self._merges = threading.Thread(target=self._merge_loop, name="leafsearch-shard-merges", daemon=True)
+        self._merges.start()
 
     def _parse(self, source: bytes, doc_id: str) -> Any:
         return self.index.mapping.parse_document(source, doc_id)
 
     def _loop(self) -> None:
-        """Refresh on `index.refresh_interval`; merge while the shard is quiet (or crowded), as the
-        node does for its own shards (each actor's merges run in its own merge worker process)."""
+        """Refresh on `index.refresh_interval`."""
         last_refresh = time.monotonic()
         while not self._closed.wait(0.05):
             try:
@@ -130,11 +129,19 @@ class ShardActor:
                 if interval is not None and interval >= 0 and now - last_refresh >= interval:
                     last_refresh = now
                     self.shard.refresh()
-                quiet = now - self.last_write > MERGE_QUIET_SECONDS
-                if quiet or len(self.shard.segments) >= MAX_SEGMENTS_WHILE_BUSY:
-                    self.shard.maybe_merge()
             except Exception:  # keep the shard serving; the next tick retries, a request reports it
-                _log.exception("shard actor refresh or merge failed")
+                _log.exception("shard actor refresh failed")
+
+    def _merge_loop(self) -> None:
+        """Merges beside searches and writes, as the node runs them for its own shards (each
+        actor's in its own merge worker process, merge_worker.py), on a thread of their own so
+        that a merge of seconds never delays the shard's refreshes."""
+        while not self._closed.wait(0.5):
+            try:
+                while not self._closed.is_set() and self.shard.maybe_merge():
+                    pass
+            except Exception:  # keep the shard serving; the next tick retries
+                _log.exception("shard actor merge failed")
 
     # ---- identity and metadata -----------------------------------------------------------
 
@@ -176,7 +183,6 @@ class ShardActor:
             self.shard.sync(point)
         except ElasticError as exc:
             return Refusal(exc)
-        self.last_write = time.monotonic()
         return outcomes
 
     def get(self, doc_id: str, realtime: bool) -> DocRead | None | Refusal:

@@ -265,7 +265,9 @@ class ContextRegistry:
             ctx.requests += 1
         now = time.monotonic()
         for target in ctx.targets:
-            target.index.last_search = now  # search activity: keeps merges and search-idle in step
+            target.index.last_search = (
+                now  # search activity: a PIT or scroll page keeps the index search-active
+            )
         return ctx
 
     def release(self, ctx: ReaderContext, keep_alive: float | None = None) -> None:
