@@ -287,7 +287,9 @@ class ShardActor:
 
     def _phase(self, message: Any, alias_filter: Query | None, run: Any) -> Any:
         """Run a phase on its context's snapshot, pinning the current one when it names none;
-        answers (context, result)."""
+        answers (context, result). A pin of its own is freed when the phase fails: its answer
+        names no context, so no one else could."""
+        opened: ShardContextId | Refusal | None = None
         try:
             context = message.context
             if context is None:
@@ -299,4 +301,6 @@ class ShardActor:
             pinned = self.node.shard_contexts.get(context)
             return context, run(LocalShard(self.node, pinned, None), message)  # type: ignore[arg-type]
         except ElasticError as exc:
+            if isinstance(opened, ShardContextId):
+                self.node.shard_contexts.free(opened)
             return Refusal(exc)
