@@ -12,6 +12,9 @@ ShardSearchContextId), the coordinator here reaches every shard through `ShardSe
   totals and aggregation partials; the coordinator merges them (top_hits.py).
 - `fetch(ShardFetch)` -> `ShardFetchResult`: the shard's hits of the page, rendered as JSON bytes
   (or dicts); the coordinator splices them in page order (fetch_phase.py).
+- a search that asks one shard sends no fetch: its `ShardQuery.fetch` (`FetchAlong`) has the
+  shard fetch the page with its query, in the same answer (`ShardTopDocs.page`;
+  query_and_fetch.py).
 
 Everything that crosses it is data: the typed `SearchRequest`, numbers, strings, numpy arrays and
 rendered JSON (no Segment, Searcher or open file), so a shard served by another process or machine
