@@ -852,3 +852,51 @@ def test_a_pit_sliced_one_slice_per_shard_reads_each_page_in_one_call(http: http
     assert other["_shards"]["failed"] == 0 and other["hits"]["hits"]
     assert http.request("DELETE", "/_pit", json={"id": pit}).status_code == 200
     assert open_contexts(uuid, [s for s in range(SHARDS) if s != 2]) == [0] * (SHARDS - 1)
+
+
+def test_a_scroll_of_one_shard_reads_each_batch_in_one_call(http: httpx.Client, local_server: Server) -> None:
+    """A scroll over a one-shard index (a `search_after` walk on its context) gets each batch
+    with its query, in one call: its batches are a single-process server's, byte for byte but
+    `took` and the scroll id, sorted by `_doc` or by a field with ties, with fetch options."""
+    docs = {f"d{n}": qf_source(n) for n in range(130)}
+    with httpx.Client(base_url=local_server.url, timeout=120) as local:
+        for client in (http, local):
+            created = client.put(
+                "/qfscroll", json={"settings": {"number_of_shards": 1}, "mappings": QF_MAPPING}
+            )
+            assert created.status_code == 200, created.text
+            assert bulk(client, "qfscroll", docs, refresh=True)["errors"] is False
+        uuid = http.get("/qfscroll/_settings").json()["qfscroll"]["settings"]["index"]["uuid"]
+        bodies: list[dict[str, Any]] = [
+            {"size": 40, "query": BELOW},
+            {"size": 25, "sort": [{"n": "desc"}], "_source": {"includes": ["n"]}, "version": True},
+            {
+                "size": 50,
+                "sort": ["_doc"],
+                "docvalue_fields": ["tag"],
+                "aggs": {"t": {"terms": {"field": "tag"}}},
+            },
+        ]
+        before = search_calls(uuid, [0])
+        batches = 0
+        for body in bodies:
+            answers = []
+            for client in (http, local):
+                first = client.post("/qfscroll/_search?scroll=1m", json=body)
+                pages, scroll_id = [first], first.json()["_scroll_id"]
+                while pages[-1].json()["hits"]["hits"]:
+                    pages.append(
+                        client.post("/_search/scroll", json={"scroll": "1m", "scroll_id": scroll_id})
+                    )
+                client.request("DELETE", "/_search/scroll", json={"scroll_id": scroll_id})
+                answers.append(
+                    [re.sub(rb'"_scroll_id":"[^"]*"', b'"_scroll_id":""', _answer(page)[1]) for page in pages]
+                )
+            ray_pages, local_pages = answers
+            assert ray_pages == local_pages, body
+            assert sum(len(orjson.loads(page)["hits"]["hits"]) for page in ray_pages) == len(docs)
+            batches += len(ray_pages)
+    assert search_calls(uuid, [0]) - before == Counter(
+        {"open_context": len(bodies), "query_fetch": batches, "free_context": len(bodies)}
+    )
+    assert open_contexts(uuid, [0]) == [0]

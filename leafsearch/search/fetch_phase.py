@@ -293,7 +293,7 @@ def fetched_with_query(
     along, fetch = query.fetch, fetches[0]
     if (
         along is None
-        or query.request is not request
+        or (query.request if along.request is None else along.request) is not request
         or (page.start, page.end, page.form) != (start, end, fetch.form)
         or along.last_phase != fetch.last_phase
         or query.shard_index != fetch.shard_index

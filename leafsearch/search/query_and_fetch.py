@@ -14,7 +14,8 @@ Why the answer is the two-call path's, byte for byte: the shard builds the coord
 list from its own answer alone by the coordinator's functions (`merge_top_docs`, with the field
 types of the coordinator's mappings, which render the sort values), finds the page in it by
 `page_bounds`, and builds the fetch by `page_fetches`, the very message the coordinator would
-send; the coordinator takes the page only if its fetch is that one (same request, range, form,
+send (with the request the page renders with, and only the sort columns it shows: a scroll's
+batch); the coordinator takes the page only if its fetch is that one (same request, range, form,
 phase), and sends its fetch otherwise. A fetch error the shard meets travels in the answer and
 is raised where the coordinator's fetch would raise it (a fetch-phase failure); a failed query
 fails the call as before. The snapshot: a PIT page reads its context; a one-shot search's query
@@ -34,10 +35,20 @@ from leafsearch.search.shard_api import FetchAlong, FetchedPage, ShardQuery, Sha
 from leafsearch.search.top_hits import LocalShard, merge_top_docs
 
 
-def along(request: SearchRequest, raw_hits: bool, *, last_phase: bool) -> FetchAlong:
+def along(
+    request: SearchRequest,
+    raw_hits: bool,
+    *,
+    last_phase: bool,
+    query: SearchRequest | None = None,
+    shown: int | None = None,
+) -> FetchAlong:
     """The fetch that follows a page's query phase in `phases.response` (`raw_hits`, the REST
-    layer's bytes; `last_phase`, a one-shot search's), for a shard asked alone to run with it."""
-    return FetchAlong(raw_hits and renders_raw(request) and not request.profile, last_phase)
+    layer's bytes; `last_phase`, a one-shot search's), for a shard asked alone to run with it.
+    `query`: the request the query phase runs when it is not `request`, and `shown`, how many of
+    its sorts the page shows (a scroll's batch: remote_scroll.py)."""
+    raw = raw_hits and renders_raw(request) and not request.profile
+    return FetchAlong(raw, last_phase, None if query is None else request, shown)
 
 
 def run(shard: LocalShard, query: ShardQuery) -> ShardTopDocs:
@@ -56,7 +67,10 @@ def run(shard: LocalShard, query: ShardQuery) -> ShardTopDocs:
     if end <= start:  # (the coordinator fetches nothing either)
         top.page = FetchedPage(start, end, "page", None)
         return top
-    _, (fetch,) = page_fetches(hits, start, end, request, raw=along.raw, last_phase=along.last_phase)
+    if along.shown is not None:
+        hits.columns = hits.columns[: along.shown]
+    rendered = request if along.request is None else along.request
+    _, (fetch,) = page_fetches(hits, start, end, rendered, raw=along.raw, last_phase=along.last_phase)
     fetch = replace(fetch, context=query.context)
     try:
         top.page = FetchedPage(start, end, fetch.form, fetch_shard(target, fetch))

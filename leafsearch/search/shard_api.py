@@ -115,6 +115,12 @@ class FetchAlong:
 
     raw: bool  # the page is wanted as JSON bytes (`render_hits`' `raw`)
     last_phase: bool  # see `ShardFetch.last_phase`
+    #: The request the page renders with when it is not the query's (a scroll's own, whose
+    #: batches query a `search_after` walk: remote_scroll.py); None: the query's.
+    request: SearchRequest | None = None
+    #: The sort columns the page shows when fewer than the query sorts by (a scroll's
+    #: `_shard_doc` tiebreaker is the walk's); None: all.
+    shown: int | None = None
     #: The coordinator's hit list holds this many targets (the request's shards).
     targets: int = 0
     #: Per sort spec, the field type in each target (the coordinator's mappings': they render
