@@ -666,7 +666,7 @@ def qf_source(n: int) -> dict[str, Any]:
 def qf_requests() -> list[tuple[str, dict[str, Any]]]:
     """A spread of searches (query string, body): sorts, `search_after`, `from`, fetch options,
     aggregations, highlight, no hits, errors of the query and of the fetch phase."""
-    scored = {"bool": {"must": {"match": {"body": "ray"}}, "filter": BELOW}}
+    scored = {"bool": {"must": {"match": {"body": "ray 1 2 3 5 8 13 21 34 55"}}, "filter": BELOW}}
     return [
         ("", {"query": BELOW, "size": 7}),
         ("", {"query": scored, "size": 9, "from": 3}),
