@@ -15,6 +15,10 @@ created with 6 shards), then, from client processes:
   1,000): documents/s. Every walk is checked: every document exactly once;
 - on Ray, the calls the shard actors served (each actor counts them by method): per W6 search
   (query, fetch, context releases), per PIT walk page and per page of the 3-slice export;
+- searches that ask one shard (which query and fetch in one call on Ray): W6 on a one-shard
+  copy of the index (`bench1`: latencies, queries/s, calls and coordinator CPU per search), and
+  the PIT export in 6 slices, one per shard (documents/s, calls and CPU per page);
+  `--one-shard-only` measures only these (with the import), for before/after runs of two trees;
 - the CPU the server process (the coordinator, on Ray) spent per W6 search and per 1,000
   documents of each walk, less what it spends idle (measured over 3 s before: Ray's threads in
   the coordinator are not idle), which the machine's load disturbs less than latencies;
@@ -41,6 +45,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -82,15 +87,15 @@ def _slice_client(url: str, pit: str, slice_id: int, slices: int, start: Any) ->
     return ids
 
 
-def _search_calls(url: str) -> Counter[str]:
-    """The search calls every shard actor of the bench index served so far, by method (the bench
+def _search_calls(url: str, index: str = "bench", shards: int = SHARDS) -> Counter[str]:
+    """The search calls every shard actor of an index served so far, by method (the bench
     process is connected to the Ray cluster)."""
     import ray
 
     client = Client(url)
-    uuid = client.json("GET", "/bench/_settings")["bench"]["settings"]["index"]["uuid"]
+    uuid = client.json("GET", f"/{index}/_settings")[index]["settings"]["index"]["uuid"]
     client.close()
-    actors = [ray.get_actor(f"{uuid}/{s}", namespace="leafsearch") for s in range(SHARDS)]
+    actors = [ray.get_actor(f"{uuid}/{s}", namespace="leafsearch") for s in range(shards)]
     calls: Counter[str] = Counter()
     for stats in ray.get([actor.stats.remote() for actor in actors], timeout=60):
         calls.update(stats.get("search_calls", {}))  # (a tree before the count reports none)
@@ -100,18 +105,73 @@ def _search_calls(url: str) -> Counter[str]:
 def _per(out: dict[str, Any], what: str, calls: Counter[str], count: int) -> None:
     """Calls per search or page, in all and by method."""
     out[f"{what}: actor calls"] = sum(calls.values()) / count
-    for method in ("dfs", "query", "fetch", "free_context", "open_context"):
+    for method in ("dfs", "query", "query_fetch", "fetch", "free_context", "open_context"):
         if calls[method]:
             out[f"{what}: {method} calls"] = calls[method] / count
 
 
-def _load(server: Server, records: Path, create_body: Path) -> float:
+def _load(server: Server, records: Path, create_body: Path, index: str = "bench") -> float:
     """Import the documents; seconds taken."""
     began = time.perf_counter()
-    command = [sys.executable, "-m", "leafsearch", "import", str(records), "bench", "--url", server.url]
+    command = [sys.executable, "-m", "leafsearch", "import", str(records), index, "--url", server.url]
     subprocess.run([*command, "--mapping", str(create_body), "--workers", "2", "--quiet"], check=True)
-    Client(server.url).json("POST", "/bench/_refresh")
+    Client(server.url).json("POST", f"/{index}/_refresh")
     return time.perf_counter() - began
+
+
+def _one_shard(
+    server: Server,
+    records: Path,
+    create_body: Path,
+    n: int,
+    first: int,
+    last: int,
+    calls: Callable[[str, int], Counter[str]] | None,
+    manager: Any,
+    pool: Any,
+    idle: float,
+) -> dict[str, Any]:
+    """The searches that ask one shard: W6 on `bench1`, a one-shard copy of the documents, and
+    the 6-shard index's PIT exported in one slice per shard (see the module's docstring)."""
+    out: dict[str, Any] = {}
+    one_shard = create_body.with_name("create1.json")
+    one_shard.write_bytes(
+        orjson.dumps({**orjson.loads(create_body.read_bytes()), "settings": {"number_of_shards": 1}})
+    )
+    _load(server, records, one_shard, "bench1")
+    queries = partial(_query_client, path="/bench1/_search")
+    _in_processes(
+        manager, pool, queries, [(server.url, _queries(first, last, 200 + c, WARM_UP)) for c in range(4)]
+    )
+    counted = (lambda: calls("bench1", 1)) if calls else Counter
+    before, cpu = counted(), server.cpu_seconds()[0]
+    seconds, (latencies,) = _in_processes(
+        manager, pool, queries, [(server.url, _queries(first, last, 2, QUERIES))]
+    )
+    spent = server.cpu_seconds()[0] - cpu - idle * seconds
+    out["one shard W6 1 client, q/s"] = QUERIES / seconds
+    out["one shard W6 p50, ms"], out["one shard W6 p99, ms"] = _percentiles(latencies)
+    out["one shard W6 server CPU per search, ms"] = spent / QUERIES * 1000
+    if calls:
+        _per(out, "one shard W6 per search", counted() - before, QUERIES)
+    client = Client(server.url)
+    pit = client.json("POST", "/bench/_pit?keep_alive=1m")["id"]
+    args = [(server.url, pit, s, SHARDS) for s in range(SHARDS)]
+    counted = (lambda: calls("bench", SHARDS)) if calls else Counter
+    before, cpu = counted(), server.cpu_seconds()[0]
+    seconds, id_lists = _in_processes(manager, pool, _slice_client, args)
+    spent = server.cpu_seconds()[0] - cpu - idle * seconds
+    client.raw("DELETE", "/_pit", orjson.dumps({"id": pit}))
+    client.close()
+    ids = sum(id_lists, [])
+    if len(ids) != n or len(set(ids)) != n:
+        raise RuntimeError(f"{SHARDS} slices: {len(ids)} hits, {len(set(ids))} distinct")
+    pages = sum(math.ceil(len(found) / 1000) + 1 for found in id_lists)
+    out[f"sliced export, {SHARDS} slices (one per shard), docs/s"] = n / seconds
+    out[f"{SHARDS} slices server CPU per page, ms"] = spent / pages * 1000
+    if calls:
+        _per(out, f"{SHARDS} slices per page", counted() - before, pages)
+    return out
 
 
 def _measure(
@@ -121,20 +181,27 @@ def _measure(
     n: int,
     first: int,
     last: int,
-    calls: Callable[[], Counter[str]] | None = None,
+    calls: Callable[[str, int], Counter[str]] | None = None,
+    one_shard_only: bool = False,
 ) -> dict[str, Any]:
-    """The measurements of one configuration; `calls`: the shard actors' calls so far (Ray)."""
+    """The measurements of one configuration; `calls`: the shard actors' calls so far of an
+    index of so many shards (Ray); `one_shard_only`: the import and `_one_shard`'s only."""
     out: dict[str, Any] = {"import, docs/s": n / _load(server, records, create_body)}
-    counted = calls or Counter
+    counted = (lambda: calls("bench", SHARDS)) if calls else Counter
     context = multiprocessing.get_context("spawn")
     manager = context.Manager()
-    with context.Pool(4) as pool:
+    with context.Pool(max(4, SHARDS)) as pool:
         warm = [(server.url, _queries(first, last, 100 + c, WARM_UP)) for c in range(4)]
         _in_processes(manager, pool, _query_client, warm)
         began = server.cpu_seconds()[0]
         time.sleep(IDLE_SECONDS)
         idle = (server.cpu_seconds()[0] - began) / IDLE_SECONDS
         out["server idle CPU, ms/s"] = idle * 1000
+        out.update(_one_shard(server, records, create_body, n, first, last, calls, manager, pool, idle))
+        if one_shard_only:
+            manager.shutdown()
+            out["load average (1 min)"] = os.getloadavg()[0]
+            return out
         before, cpu = counted(), server.cpu_seconds()[0]
         seconds, (latencies,) = _in_processes(
             manager, pool, _query_client, [(server.url, _queries(first, last, 1, QUERIES))]
@@ -173,7 +240,16 @@ def _measure(
     return out
 
 
-def _ray_run(work: Path, nodes: int, records: Path, create_body: Path, n: int, first: int, last: int) -> dict:
+def _ray_run(
+    work: Path,
+    nodes: int,
+    records: Path,
+    create_body: Path,
+    n: int,
+    first: int,
+    last: int,
+    one_shard_only: bool,
+) -> dict:
     import ray
     from ray.cluster_utils import Cluster
 
@@ -188,7 +264,9 @@ def _ray_run(work: Path, nodes: int, records: Path, create_body: Path, n: int, f
     try:
         server.start(timeout=120)
         ray.init(address=cluster.address, namespace="leafsearch", log_to_driver=False)
-        measured = _measure(server, records, create_body, n, first, last, lambda: _search_calls(server.url))
+        measured = _measure(
+            server, records, create_body, n, first, last, partial(_search_calls, server.url), one_shard_only
+        )
         out = {"cluster start-up, s": started, **measured}
     finally:
         server.stop()
@@ -204,6 +282,8 @@ def main() -> None:
     parser.add_argument("--docs", type=int, default=200_000)
     parser.add_argument("--nodes", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--no-single", action="store_true", help="skip the single-process server")
+    parser.add_argument("--one-shard-only", action="store_true", help="only the searches that ask one shard")
     options = parser.parse_args()
     os.environ.update(LOOPBACK_ENV)  # before Ray is imported, and for the servers it starts
     work = Path(tempfile.mkdtemp(prefix="leafsearch-ray-"))
@@ -221,14 +301,21 @@ def main() -> None:
         create_body = work / "create.json"
         create_body.write_bytes(orjson.dumps({"settings": {"number_of_shards": SHARDS}, "mappings": MAPPING}))
         first, last = int(dataset.ts_ms.min()), int(dataset.ts_ms.max()) + 1
-        single = Server(work / "single", work / "single.log", args=["--search-workers", "0"])
-        single.start()
-        try:
-            keep("single process", _measure(single, records, create_body, options.docs, first, last))
-        finally:
-            single.stop()
+        if not options.no_single:
+            single = Server(work / "single", work / "single.log", args=["--search-workers", "0"])
+            single.start()
+            try:
+                only = options.one_shard_only
+                keep(
+                    "single process",
+                    _measure(single, records, create_body, options.docs, first, last, None, only),
+                )
+            finally:
+                single.stop()
         for nodes in options.nodes:
-            measured = _ray_run(work, nodes, records, create_body, options.docs, first, last)
+            measured = _ray_run(
+                work, nodes, records, create_body, options.docs, first, last, options.one_shard_only
+            )
             keep(f"ray {nodes} node(s)", measured)
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -74,15 +74,17 @@ def _queries(first: int, last: int, seed: int, count: int) -> list[dict[str, Any
     ]
 
 
-def _query_client(url: str, bodies: list[dict[str, Any]], start: Any) -> list[float]:
-    """One client process: its queries one after another; the latency of each, in ms."""
+def _query_client(
+    url: str, bodies: list[dict[str, Any]], start: Any, path: str = "/bench/_search"
+) -> list[float]:
+    """One client process: its queries one after another (to `path`); the latency of each, in ms."""
     client = Client(url)
     encoded = [orjson.dumps(b) for b in bodies]
     start.wait()
     latencies = []
     for body in encoded:
         began = time.perf_counter()
-        client.raw("POST", "/bench/_search", body)
+        client.raw("POST", path, body)
         latencies.append((time.perf_counter() - began) * 1000)
     client.close()
     return latencies

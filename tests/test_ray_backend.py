@@ -4,6 +4,7 @@ local 3-node Ray cluster: placement, writes, searches, point-in-time walks and s
 from __future__ import annotations
 
 import os
+import re
 import signal
 import threading
 from collections import Counter
@@ -631,3 +632,281 @@ def test_a_shard_doc_walk_asks_the_shards_from_its_cursor_on(http: httpx.Client)
         assert sorted(ids) == sorted(f"d{n}" for n in range(600))
         assert shards == sorted(shards, reverse=order == "desc")
         assert http.request("DELETE", "/_pit", json={"id": pit}).status_code == 200
+
+
+def search_calls(uuid: str, shards: list[int]) -> Counter[str]:
+    """The search calls those shard actors of an index served so far, by method."""
+    import ray
+
+    calls: Counter[str] = Counter()
+    for stats in ray.get([shard_actor(uuid, s).stats.remote() for s in shards], timeout=60):
+        calls.update(stats["search_calls"])
+    return calls
+
+
+def _answer(response: httpx.Response, *, shards: bool = True) -> tuple[int, bytes]:
+    """A search's status and body bytes, but its `took` (and its `_shards` unless `shards`)."""
+    body = re.sub(rb'"took":\d+', b'"took":0', response.content)
+    if not shards:
+        body = re.sub(rb'"_shards":\{[^{}]*\}', b'"_shards":{}', body)
+    return response.status_code, body
+
+
+#: Documents of the query-and-fetch tests: sort keys with ties and gaps, text to score, a keyword
+#: to aggregate, a date; all match `BELOW` (the concurrent writer's do not).
+QF_MAPPING = {
+    "properties": {
+        "n": {"type": "long"},
+        "tag": {"type": "keyword"},
+        "body": {"type": "text"},
+        "ts": {"type": "date"},
+    }
+}
+BELOW = {"range": {"n": {"lt": 10_000}}}
+
+
+def qf_source(n: int) -> dict[str, Any]:
+    doc: dict[str, Any] = {"n": n // 2, "body": f"doc {n} of the ray test {'ray ' * (n % 4)}"}
+    if n % 5:
+        doc["tag"] = f"t{n % 7}"
+    doc["ts"] = f"2026-11-{1 + n % 28:02d}T{n % 24:02d}:00:00Z"
+    return doc
+
+
+def qf_requests() -> list[tuple[str, dict[str, Any]]]:
+    """A spread of searches (query string, body): sorts, `search_after`, `from`, fetch options,
+    aggregations, highlight, no hits, errors of the query and of the fetch phase."""
+    scored = {"bool": {"must": {"match": {"body": "ray 1 2 3 5 8 13 21 34 55"}}, "filter": BELOW}}
+    return [
+        ("", {"query": BELOW, "size": 7}),
+        ("", {"query": scored, "size": 9, "from": 3}),
+        ("", {"query": scored, "size": 10, "sort": ["_score", {"n": "desc"}], "track_scores": True}),
+        ("", {"query": BELOW, "size": 25, "sort": [{"n": "asc"}, {"ts": "desc"}]}),
+        ("", {"query": BELOW, "size": 10, "sort": [{"n": "asc"}, {"ts": "desc"}], "search_after": [40, 0]}),
+        ("", {"query": BELOW, "size": 12, "sort": [{"tag": {"order": "desc", "missing": "_first"}}, "n"]}),
+        ("", {"query": BELOW, "size": 8, "sort": [{"ts": {"order": "asc", "format": "yyyy-MM-dd"}}, "n"]}),
+        (
+            "",
+            {
+                "query": BELOW,
+                "size": 5,
+                "sort": ["n"],
+                "_source": {"includes": ["n", "tag"]},
+                "version": True,
+            },
+        ),
+        ("", {"query": BELOW, "size": 5, "sort": ["n"], "_source": False, "fields": ["tag", "ts"]}),
+        (
+            "",
+            {
+                "query": BELOW,
+                "size": 5,
+                "sort": ["n"],
+                "docvalue_fields": ["n", "tag"],
+                "seq_no_primary_term": True,
+            },
+        ),
+        ("", {"query": BELOW, "size": 4, "sort": ["n"], "stored_fields": "_none_"}),
+        ("", {"query": scored, "size": 3, "explain": True}),
+        ("", {"query": scored, "size": 3, "highlight": {"fields": {"body": {}}}}),
+        (
+            "",
+            {
+                "query": BELOW,
+                "size": 3,
+                "aggs": {"t": {"terms": {"field": "tag"}}, "a": {"avg": {"field": "n"}}},
+            },
+        ),
+        ("", {"query": BELOW, "size": 0, "aggs": {"t": {"terms": {"field": "tag", "size": 3}}}}),
+        ("", {"query": {"term": {"tag": "none"}}, "size": 10, "sort": ["n"]}),
+        ("", {"query": BELOW, "size": 10, "track_total_hits": False, "sort": [{"n": "desc"}]}),
+        ("search_type=dfs_query_then_fetch&", {"query": scored, "size": 6}),
+        ("", {"query": BELOW, "size": 5, "sort": ["n"], "search_after": [1, 2]}),  # query phase: refused
+        ("", {"query": BELOW, "size": 5, "sort": ["n"], "docvalue_fields": ["body"]}),  # fetch phase
+    ]
+
+
+@pytest.fixture(scope="module")
+def local_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """A single-process server: what a Ray-backed index must answer alike."""
+    with Server(tmp_path_factory.mktemp("local") / "data", args=["--search-workers", "0"]) as server:
+        yield server
+
+
+def test_a_search_of_one_shard_queries_and_fetches_in_one_call(
+    http: httpx.Client, local_server: Server
+) -> None:
+    """A search that asks one shard actor (a one-shard index, a routed search) gets its page
+    from the query call itself: one call per search, no fetch, no release, no pin left. Its
+    answers are those of the two-call path (the same index searched without routing: every
+    shard asked, the page fetched apart) and of a single-process server, byte for byte but
+    `took`, request after request, while a writer indexes and refreshes beside."""
+    routed = "routing=r&"
+    docs = {f"d{n}": qf_source(n) for n in range(240)}
+    with httpx.Client(base_url=local_server.url, timeout=120) as local:
+        uuids = {}
+        for client in (http, local):
+            for name, shards in (("qf1", 1), ("qf6", SHARDS)):
+                created = client.put(
+                    f"/{name}", json={"settings": {"number_of_shards": shards}, "mappings": QF_MAPPING}
+                )
+                assert created.status_code == 200, created.text
+                if client is http:
+                    uuids[name] = client.get(f"/{name}/_settings").json()[name]["settings"]["index"]["uuid"]
+            assert bulk(client, "qf1", docs, refresh=True)["errors"] is False
+            lines = []
+            for doc_id, doc in docs.items():
+                lines += [orjson.dumps({"index": {"_id": doc_id, "routing": "r"}}), orjson.dumps(doc)]
+            body = b"\n".join(lines) + b"\n"
+            response = client.post(
+                "/qf6/_bulk?refresh=true", content=body, headers={"content-type": "application/x-ndjson"}
+            )
+            assert response.status_code == 200 and response.json()["errors"] is False
+        stop = threading.Event()
+        errors: list[BaseException] = []
+
+        def writer() -> None:
+            """Documents no request matches (and without the scored text: scores stay), with
+            refreshes, on every shard of both indices."""
+            try:
+                with httpx.Client(base_url=str(http.base_url), timeout=120) as own:
+                    n = 10_000
+                    while not stop.is_set():
+                        for index in ("qf1", "qf6"):
+                            batch = {f"w{n + i}": {"n": n + i, "tag": "w"} for i in range(10)}
+                            assert bulk(own, index, batch, refresh=True)["errors"] is False
+                        n += 10
+            except BaseException as exc:  # noqa: BLE001 - reported by the test's thread
+                errors.append(exc)
+
+        writing = threading.Thread(target=writer)
+        writing.start()
+        try:
+            before = {
+                name: search_calls(uuid, list(range(1 if name == "qf1" else SHARDS)))
+                for name, uuid in uuids.items()
+            }
+            requests = qf_requests()
+            for query, body in requests:
+                one_shard = http.post(f"/qf1/_search?{query}", json=body)
+                assert _answer(one_shard) == _answer(local.post(f"/qf1/_search?{query}", json=body)), body
+                one_call = http.post(f"/qf6/_search?{routed}{query}", json=body)
+                assert _answer(one_call) == _answer(local.post(f"/qf6/_search?{routed}{query}", json=body)), (
+                    body
+                )
+                two_calls = http.post(f"/qf6/_search?{query}", json=body)
+                assert _answer(one_call, shards=False) == _answer(two_calls, shards=False), body
+                assert one_shard.status_code in (200, 400), one_shard.text
+        finally:
+            stop.set()
+            writing.join()
+        assert not errors, errors[0]
+    calls = search_calls(uuids["qf1"], [0]) - before["qf1"]
+    # Every search was one call; none of them left a pin or asked for a release.
+    assert calls == Counter({"query_fetch": len(requests)})
+    assert open_contexts(uuids["qf1"], [0]) == [0]
+    assert open_contexts(uuids["qf6"], list(range(SHARDS))) == [0] * SHARDS
+    six = search_calls(uuids["qf6"], list(range(SHARDS))) - before["qf6"]
+    assert six["query_fetch"] == len(requests)  # the routed ones (the others asked every shard)
+
+
+def test_a_pit_sliced_one_slice_per_shard_reads_each_page_in_one_call(http: httpx.Client) -> None:
+    """A PIT read in as many slices as shards (slices go to shards first: each slice is one
+    shard) costs one call per page: the page comes with the query. Every document comes once
+    while a writer indexes and refreshes; a shard restarted during the walk (its context lost)
+    fails its own slice's pages as before, with the same failure, and no other slice's."""
+    uuid = create_index(http, "qfslices")
+    assert bulk(http, "qfslices", {f"d{n}": source(n) for n in range(600)}, refresh=True)["errors"] is False
+    pit = http.post("/qfslices/_pit?keep_alive=1m").json()["id"]
+    stop = threading.Event()
+
+    def writer() -> None:
+        with httpx.Client(base_url=str(http.base_url), timeout=120) as own:
+            n = 1000
+            while not stop.is_set():
+                assert bulk(own, "qfslices", {f"w{n + i}": source(n + i) for i in range(20)}, refresh=True)
+                n += 20
+
+    writing = threading.Thread(target=writer)
+    before = search_calls(uuid, list(range(SHARDS)))
+    writing.start()
+    try:
+        slices = {i: walk(http, pit, 40, {"id": i, "max": SHARDS}) for i in range(SHARDS)}
+    finally:
+        stop.set()
+        writing.join()
+    calls = search_calls(uuid, list(range(SHARDS))) - before
+    ids = [doc_id for found, _ in slices.values() for doc_id in found]
+    assert sorted(ids) == sorted(f"d{n}" for n in range(600))
+    assert sum(total for _, total in slices.values()) == 600
+    pages = sum(-(-len(found) // 40) + 1 for found, _ in slices.values())  # (and the empty one)
+    assert calls == Counter({"query_fetch": pages})
+    # A shard restarted mid-walk: its slice's next page reports its lost context, as before.
+    body: dict[str, Any] = {
+        "pit": {"id": pit},
+        "size": 40,
+        "sort": [{"n": "asc"}],
+        "slice": {"id": 2, "max": SHARDS},
+    }
+    first = http.post("/_search", json=body).json()
+    assert first["_shards"]["failed"] == 0 and first["hits"]["hits"]
+    restarted(uuid, 2, kill_shard(uuid, 2))
+    page = http.post("/_search", json={**body, "search_after": first["hits"]["hits"][-1]["sort"]}).json()
+    assert page["_shards"]["successful"] == SHARDS - 1 and page["hits"]["hits"] == []
+    (failure,) = page["_shards"]["failures"]
+    assert failure["shard"] == 2 and failure["reason"]["type"] == "search_context_missing_exception"
+    strict = http.post("/_search?allow_partial_search_results=false", json=body)
+    assert strict.status_code == 404 and strict.json()["error"]["reason"] == "Partial shards failure"
+    assert strict.json()["error"]["root_cause"][0]["type"] == "search_context_missing_exception"
+    other = http.post("/_search", json={**body, "slice": {"id": 3, "max": SHARDS}}).json()
+    assert other["_shards"]["failed"] == 0 and other["hits"]["hits"]
+    assert http.request("DELETE", "/_pit", json={"id": pit}).status_code == 200
+    assert open_contexts(uuid, [s for s in range(SHARDS) if s != 2]) == [0] * (SHARDS - 1)
+
+
+def test_a_scroll_of_one_shard_reads_each_batch_in_one_call(http: httpx.Client, local_server: Server) -> None:
+    """A scroll over a one-shard index (a `search_after` walk on its context) gets each batch
+    with its query, in one call: its batches are a single-process server's, byte for byte but
+    `took` and the scroll id, sorted by `_doc` or by a field with ties, with fetch options."""
+    docs = {f"d{n}": qf_source(n) for n in range(130)}
+    with httpx.Client(base_url=local_server.url, timeout=120) as local:
+        for client in (http, local):
+            created = client.put(
+                "/qfscroll", json={"settings": {"number_of_shards": 1}, "mappings": QF_MAPPING}
+            )
+            assert created.status_code == 200, created.text
+            assert bulk(client, "qfscroll", docs, refresh=True)["errors"] is False
+        uuid = http.get("/qfscroll/_settings").json()["qfscroll"]["settings"]["index"]["uuid"]
+        bodies: list[dict[str, Any]] = [
+            {"size": 40, "query": BELOW},
+            {"size": 25, "sort": [{"n": "desc"}], "_source": {"includes": ["n"]}, "version": True},
+            {
+                "size": 50,
+                "sort": ["_doc"],
+                "docvalue_fields": ["tag"],
+                "aggs": {"t": {"terms": {"field": "tag"}}},
+            },
+        ]
+        before = search_calls(uuid, [0])
+        batches = 0
+        for body in bodies:
+            answers = []
+            for client in (http, local):
+                first = client.post("/qfscroll/_search?scroll=1m", json=body)
+                pages, scroll_id = [first], first.json()["_scroll_id"]
+                while pages[-1].json()["hits"]["hits"]:
+                    pages.append(
+                        client.post("/_search/scroll", json={"scroll": "1m", "scroll_id": scroll_id})
+                    )
+                client.request("DELETE", "/_search/scroll", json={"scroll_id": scroll_id})
+                answers.append(
+                    [re.sub(rb'"_scroll_id":"[^"]*"', b'"_scroll_id":""', _answer(page)[1]) for page in pages]
+                )
+            ray_pages, local_pages = answers
+            assert ray_pages == local_pages, body
+            assert sum(len(orjson.loads(page)["hits"]["hits"]) for page in ray_pages) == len(docs)
+            batches += len(ray_pages)
+    assert search_calls(uuid, [0]) - before == Counter(
+        {"open_context": len(bodies), "query_fetch": batches, "free_context": len(bodies)}
+    )
+    assert open_contexts(uuid, [0]) == [0]

@@ -44,6 +44,7 @@ from leafsearch.index.shard import Shard
 from leafsearch.index.shard_listing import ShardListing, of_shard
 from leafsearch.index.shard_write import ShardWrite, ShardWriteOutcome, apply_write
 from leafsearch.request.query_dsl import Query
+from leafsearch.search import query_and_fetch
 from leafsearch.search.dfs import DfsStats
 from leafsearch.search.shard_api import (
     ShardContextId,
@@ -259,22 +260,29 @@ class ShardActor:
         return self._phase(request, alias_filter, lambda shard, message: shard.dfs(message))
 
     def query(
-        self, query: ShardQuery, alias_filter: Query | None
+        self, query: ShardQuery, alias_filter: Query | None, free_after: bool = False
     ) -> tuple[ShardContextId | None, ShardTopDocs] | Refusal:
-        """The query phase. A snapshot pinned for this phase alone (the message names no
-        context) is freed at once when the shard has no hit for the page: nothing will fetch
-        from it (Elasticsearch frees a single-session reader context whose query found no
-        hit), so the coordinator has nothing to release; the answer then names no context."""
-        self._count("query")
-        answered = self._phase(query, alias_filter, lambda shard, message: shard.query(message))
+        """The query phase, and the page's fetch with it when the search asks this shard alone
+        (`query.fetch`: search/query_and_fetch.py). A snapshot pinned for this phase alone (the
+        message names no context) is freed at once when the shard has no hit for the page:
+        nothing will fetch from it (Elasticsearch frees a single-session reader context whose
+        query found no hit), so the coordinator has nothing to release; the answer then names no
+        context. The same when the page was fetched here as the search's last phase (and then,
+        with `free_after`, the context the message names: it was handed over), failed or not."""
+        along = query.fetch
+        last = along is not None and along.last_phase
+        self._count("query" if along is None else "query_fetch")
+        answered = self._phase(query, alias_filter, query_and_fetch.run)
         if isinstance(answered, Refusal):
+            if free_after and query.context is not None:
+                self.node.shard_contexts.free(query.context)
             return answered
         context, top = answered
         # The columns' field types (for rendering) are the coordinator's to give: it merges the
         # shards' columns with its own mapping's. Sent back, a date field's type was 0.7 KB to
         # pickle here and to rebuild on the coordinator, in every answer.
         top.columns = [replace(column, field_types=()) for column in top.columns]
-        if query.context is None and not len(top.docs):
+        if (query.context is None and (last or not len(top.docs))) or (last and free_after):
             self.node.shard_contexts.free(context)
             return None, top
         return context, top
@@ -293,7 +301,9 @@ class ShardActor:
 
     def _phase(self, message: Any, alias_filter: Query | None, run: Any) -> Any:
         """Run a phase on its context's snapshot, pinning the current one when it names none;
-        answers (context, result)."""
+        answers (context, result). A pin of its own is freed when the phase fails: its answer
+        names no context, so no one else could."""
+        opened: ShardContextId | Refusal | None = None
         try:
             context = message.context
             if context is None:
@@ -305,4 +315,6 @@ class ShardActor:
             pinned = self.node.shard_contexts.get(context)
             return context, run(LocalShard(self.node, pinned, None), message)  # type: ignore[arg-type]
         except ElasticError as exc:
+            if isinstance(opened, ShardContextId):
+                self.node.shard_contexts.free(opened)
             return Refusal(exc)

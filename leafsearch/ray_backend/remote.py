@@ -358,20 +358,22 @@ class RayShard:
         answer. A message naming no context reads the snapshot this search pinned (the first
         phase pins the actor's current one, named in its answer; an actor whose query found no
         hit frees its pin at once and names none). A search's last fetch hands the pin over:
-        the actor frees it as it answers, so no release message follows. The phase's
+        the actor frees it as it answers, so no release message follows; so does a query that
+        fetches its page as the search's last phase (search/query_and_fetch.py). The phase's
         unavailability, or the loss of the context it names (the actor restarted), fails this
         shard alone (`ShardFailed`)."""
         snapshot = self.snapshot
         actor = snapshot.shard.actor
         free_after = False
         if message.context is None:
-            last = phase == "fetch" and message.last_phase
-            context = snapshot.hand_over() if last else snapshot.context
-            free_after = last and context is not None
+            context = snapshot.hand_over() if _last_phase(phase, message) else None
+            free_after = context is not None
+            if context is None:  # (not handed over: another holder of the lease may read it)
+                context = snapshot.context
             if context is not None:
                 message = replace(message, context=context)
-        if phase == "fetch":
-            ref = actor.fetch.remote(message, self.alias_filter, free_after)
+        if phase in ("fetch", "query"):
+            ref = getattr(actor, phase).remote(message, self.alias_filter, free_after)
         else:
             ref = getattr(actor, phase).remote(message, self.alias_filter)
 
@@ -395,3 +397,11 @@ class RayShard:
 
     def fetch(self, fetch: ShardFetch) -> ShardFetchResult:
         return self.send("fetch", fetch)()
+
+
+def _last_phase(phase: str, message: Any) -> bool:
+    """Whether a message is the search's last phase on its shard: a fetch so marked, or a query
+    that runs such a fetch with it."""
+    if phase == "fetch":
+        return bool(message.last_phase)
+    return phase == "query" and message.fetch is not None and message.fetch.last_phase

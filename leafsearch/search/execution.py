@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from leafsearch.rawjson import RawJSON
 from leafsearch.request.search_types import DOC, SearchRequest
-from leafsearch.search import phases, slicing
+from leafsearch.search import phases, query_and_fetch, slicing
 from leafsearch.search.fetch_phase import renders_raw
 from leafsearch.search.hitlist import HitList, LiveDocs
 from leafsearch.search.shard_api import ShardContextId
@@ -116,7 +116,8 @@ def _started(elapsed: float) -> float:
 def _search(node: Any, task: SearchTask, cancelled: threading.Event | None) -> dict[str, Any]:
     request, targets = task.request, task.targets
     started = _started(task.elapsed)
-    hitlist, tree = phases.query_phase(node, targets, request, aggs=True, cancelled=cancelled)
+    fetch = query_and_fetch.along(request, task.raw_hits, last_phase=True)
+    hitlist, tree = phases.query_phase(node, targets, request, aggs=True, cancelled=cancelled, fetch=fetch)
     start, end = phases.page_bounds(hitlist, request)
     return phases.response(
         node,
@@ -141,8 +142,9 @@ def _pit_page(node: Any, task: PitTask, cancelled: threading.Event | None) -> di
     request, targets, raw_hits = task.request, task.targets, task.raw_hits
     started = _started(task.elapsed)
     read_ahead = node.contexts.read_ahead
+    fetch = query_and_fetch.along(request, raw_hits, last_phase=False)
     hitlist, tree = phases.query_phase(
-        node, targets, request, aggs=True, cancelled=cancelled, contexts=task.contexts
+        node, targets, request, aggs=True, cancelled=cancelled, contexts=task.contexts, fetch=fetch
     )
     start, end = phases.page_bounds(hitlist, request)
     ahead = raw_hits and not hitlist.window and renders_raw(request)

@@ -254,6 +254,65 @@ def render_hits(
     comes, a page of several takes one list step per hit to interleave them."""
     if end <= start:
         return []
+    raw = raw_hits and renders_raw(request) and profiles is None
+    parts, fetches = page_fetches(hitlist, start, end, request, raw=raw, last_phase=last_phase)
+    form = fetches[0].form
+    results = fetched_with_query(hitlist, start, end, request, fetches)
+    if results is None:
+        results = each_phase(pool, shards, "fetch", fetches)
+    if profiles is not None:
+        for (shard, _), result, f in zip(parts, results, fetches, strict=True):
+            profiles[shard].fetch_nanos = result.fetch_nanos
+            profiles[shard].fetched = len(f.docs)
+    if form == "page":
+        assert results[0].page is not None
+        return RawJSON(b"[" + results[0].page[:-1] + b"]")
+    if len(parts) == 1:
+        assert results[0].hits is not None
+        return results[0].hits
+    hits: list[Any] = [None] * (end - start)
+    for (_, rows), result in zip(parts, results, strict=True):
+        assert rows is not None and result.hits is not None
+        for row, hit in zip(rows.tolist(), result.hits, strict=True):
+            hits[row] = hit
+    if form == "hits":
+        return RawJSON(b"[" + b"".join(hits)[:-1] + b"]")
+    return hits
+
+
+def fetched_with_query(
+    hitlist: HitList, start: int, end: int, request: SearchRequest, fetches: list[ShardFetch]
+) -> list[ShardFetchResult] | None:
+    """The page's fetch answer when its one shard ran it with its query (`ShardQuery.fetch`,
+    query_and_fetch.py) and it is this very fetch: the same request, range, form and phase; None
+    otherwise (then the fetch is sent). Taken once. A fetch error the shard met is raised here,
+    where the fetch's own would be."""
+    if hitlist.fetched is None or len(fetches) != 1:
+        return None
+    query, page = hitlist.fetched
+    along, fetch = query.fetch, fetches[0]
+    if (
+        along is None
+        or (query.request if along.request is None else along.request) is not request
+        or (page.start, page.end, page.form) != (start, end, fetch.form)
+        or along.last_phase != fetch.last_phase
+        or query.shard_index != fetch.shard_index
+    ):
+        return None
+    hitlist.fetched = None
+    if page.error is not None:
+        raise page.error
+    assert page.result is not None
+    return [page.result]
+
+
+def page_fetches(
+    hitlist: HitList, start: int, end: int, request: SearchRequest, *, raw: bool, last_phase: bool
+) -> tuple[list[tuple[int, np.ndarray | None]], list[ShardFetch]]:
+    """The `ShardFetch` of each shard holding hits of [start, end) (not empty), in page order of
+    each shard's first hit, and per shard its rows in the page (None: the whole page). A shard
+    that fetches with its query (query_and_fetch.py) builds its message here too, from the same
+    hit list, so both paths send the same fetch."""
     sl = slice(start, end)
     tpos, docs = hitlist.target[sl], hitlist.doc[sl]
     sorted_by_field = bool(request.sort) and request.sort[0].field != "_score"
@@ -262,8 +321,8 @@ def render_hits(
     )
     scores = hitlist.score[sl] if show_score and hitlist.score is not None else None
     sort_values = _sort_columns(hitlist, start, end) if request.sort else None
-    raw = raw_hits and renders_raw(request) and profiles is None
     first = int(tpos[0])
+    parts: list[tuple[int, np.ndarray | None]]
     if (tpos == first).all():
         parts = [(first, None)]
     else:
@@ -285,25 +344,7 @@ def render_hits(
                 last_phase,
             )
         )
-    results = each_phase(pool, shards, "fetch", fetches)
-    if profiles is not None:
-        for (shard, _), result, f in zip(parts, results, fetches, strict=True):
-            profiles[shard].fetch_nanos = result.fetch_nanos
-            profiles[shard].fetched = len(f.docs)
-    if form == "page":
-        assert results[0].page is not None
-        return RawJSON(b"[" + results[0].page[:-1] + b"]")
-    if len(parts) == 1:
-        assert results[0].hits is not None
-        return results[0].hits
-    hits: list[Any] = [None] * (end - start)
-    for (_, rows), result in zip(parts, results, strict=True):
-        assert rows is not None and result.hits is not None
-        for row, hit in zip(rows.tolist(), result.hits, strict=True):
-            hits[row] = hit
-    if form == "hits":
-        return RawJSON(b"[" + b"".join(hits)[:-1] + b"]")
-    return hits
+    return parts, fetches
 
 
 def _rows_of(columns: list[list[Any]], rows: np.ndarray) -> list[list[Any]]:

@@ -35,7 +35,7 @@ from leafsearch.search.guard import (
 )
 from leafsearch.search.matching import QueryContext, execute, prepare, query_key
 from leafsearch.search.profile import ShardProfile
-from leafsearch.search.shard_api import ShardContextId
+from leafsearch.search.shard_api import FetchedPage, ShardContextId, ShardQuery
 from leafsearch.search.sort_keys import (
     GlobalOrdinals,
     SortColumn,
@@ -71,6 +71,9 @@ class HitList:
     #: Shards that failed alone (a shard actor unavailable, its context gone): the hits are the
     #: other shards', and the response reports these in `_shards.failures`.
     failures: list[ShardFailed] = field(default_factory=list)
+    #: The page its one shard fetched with its query (query_and_fetch.py), and that query: the
+    #: fetch phase takes it instead of sending a fetch (`fetch_phase.fetched_with_query`).
+    fetched: tuple[ShardQuery, FetchedPage] | None = None
 
     def __len__(self) -> int:
         return len(self.doc)

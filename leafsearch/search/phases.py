@@ -29,7 +29,7 @@ from leafsearch.search.guard import SearchGuard
 from leafsearch.search.hitlist import HitList, shard_doc_page
 from leafsearch.search.profile import ShardProfile
 from leafsearch.search.rescore import rescore
-from leafsearch.search.shard_api import ShardContextId, ShardSearch
+from leafsearch.search.shard_api import FetchAlong, ShardContextId, ShardSearch
 from leafsearch.search.slicing import check_slice_field, pit_slice_range
 from leafsearch.search.sort_keys import missing_substitute
 from leafsearch.search.targets import Target, acquire_targets
@@ -189,13 +189,15 @@ def query_phase(
     cancelled: threading.Event | None = None,
     shards: Sequence[ShardSearch] | None = None,
     contexts: Sequence[ShardContextId | None] | None = None,
+    fetch: FetchAlong | None = None,
 ) -> tuple[HitList, Any]:
     """The matches of every target in sort order (or, for a plain `_shard_doc` walk, the page).
 
     `cancelled` is set when the client went away (see guard.py). A page served by top hits goes
     through the shard interface: `shards` (per target; default this process's) on `contexts`
     (the snapshots they pinned; default the targets'). A PIT page is one too when the node keeps
-    no HitLists (`indices.cache.hitlist.size: 0`): then no walk pays for a list of every match."""
+    no HitLists (`indices.cache.hitlist.size: 0`): then no walk pays for a list of every match.
+    `fetch`: the page's fetch to come (`top_hits.top_hits`)."""
     # Aggregation requests are parsed before the shards run: their errors are not shard failures.
     with_aggs, tree = _agg_collector(node, request, targets) if aggs else (None, None)
     # Shard actors' snapshots are reached only through the shard interface: every page of
@@ -215,6 +217,7 @@ def query_phase(
                     aggs=with_aggs is not None,
                     shards=shards or top_hits.shard_handles(node, targets, cancelled),
                     contexts=contexts,
+                    fetch=fetch,
                 )
             elif remote:
                 raise NotSupported(_remote_refusal(request))

@@ -21,7 +21,7 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from leafsearch.request.search_types import DOC, SCORE, SHARD_DOC, SearchRequest, SortSpec
-from leafsearch.search import phases
+from leafsearch.search import phases, query_and_fetch
 from leafsearch.search.fetch_phase import last_sort_values
 from leafsearch.search.hitlist import effective_sort
 from leafsearch.search.top_hits import score_walk
@@ -63,8 +63,9 @@ def batch(
     past it. An exhausted scroll answers empty batches."""
     request = ctx.request
     walk, shown = walk_request(request, ctx.cursor)
+    fetch = query_and_fetch.along(request, raw_hits, last_phase=False, query=walk, shown=shown)
     hitlist, tree = phases.query_phase(
-        node, ctx.targets, walk, aggs=opening, cancelled=cancelled, contexts=ctx.shard_contexts
+        node, ctx.targets, walk, aggs=opening, cancelled=cancelled, contexts=ctx.shard_contexts, fetch=fetch
     )
     start, _ = phases.page_bounds(hitlist, walk)  # (a segment without a sort order gave it all)
     end = min(len(hitlist), start + request.size)

@@ -12,6 +12,9 @@ ShardSearchContextId), the coordinator here reaches every shard through `ShardSe
   totals and aggregation partials; the coordinator merges them (top_hits.py).
 - `fetch(ShardFetch)` -> `ShardFetchResult`: the shard's hits of the page, rendered as JSON bytes
   (or dicts); the coordinator splices them in page order (fetch_phase.py).
+- a search that asks one shard sends no fetch: its `ShardQuery.fetch` (`FetchAlong`) has the
+  shard fetch the page with its query, in the same answer (`ShardTopDocs.page`;
+  query_and_fetch.py).
 
 Everything that crosses it is data: the typed `SearchRequest`, numbers, strings, numpy arrays and
 rendered JSON (no Segment, Searcher or open file), so a shard served by another process or machine
@@ -98,6 +101,31 @@ class ShardQuery:
     #: How many shards the request reads (a slice goes to shards first); None: slices partition
     #: this shard as if it were the only one.
     shard_count: int | None = None
+    #: The page's fetch, to run with the query in the same call (the search asks this shard
+    #: alone: Elasticsearch's query-and-fetch); None: the coordinator sends a `ShardFetch` later.
+    fetch: FetchAlong | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FetchAlong:
+    """What a shard needs, beyond its `ShardQuery`, to fetch the page the coordinator would ask
+    of it after merging its answer alone (query_and_fetch.py): the same `ShardFetch`, built by
+    the same function from the same hit list. The caller gives `raw` and `last_phase`; top_hits
+    the rest, for the one shard it asks."""
+
+    raw: bool  # the page is wanted as JSON bytes (`render_hits`' `raw`)
+    last_phase: bool  # see `ShardFetch.last_phase`
+    #: The request the page renders with when it is not the query's (a scroll's own, whose
+    #: batches query a `search_after` walk: remote_scroll.py); None: the query's.
+    request: SearchRequest | None = None
+    #: The sort columns the page shows when fewer than the query sorts by (a scroll's
+    #: `_shard_doc` tiebreaker is the walk's); None: all.
+    shown: int | None = None
+    #: The coordinator's hit list holds this many targets (the request's shards).
+    targets: int = 0
+    #: Per sort spec, the field type in each target (the coordinator's mappings': they render
+    #: the sort values; `()` for `_score`, `_doc`, `_shard_doc`).
+    field_types: tuple[tuple[Any, ...], ...] = ()
 
 
 @dataclass(slots=True)
@@ -113,6 +141,8 @@ class ShardTopDocs:
     agg_partials: list = field(default_factory=list)
     timed_out: bool = False
     profile: ShardProfile | None = None  # when the search is profiled
+    #: The page fetched with the query (`ShardQuery.fetch`), else None.
+    page: FetchedPage | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +176,19 @@ class ShardFetchResult:
     page: bytes | None  # form "page"
     hits: list[Any] | None  # form "hits" (bytes) or "dicts"
     fetch_nanos: int  # the shard's time rendering them (the profile's fetch time)
+
+
+@dataclass(slots=True)
+class FetchedPage:
+    """The fetch a shard ran with its query (`ShardQuery.fetch`): the page's range in the hit
+    list it built, and the fetch's answer, or the error the fetch met (raised where the
+    coordinator's fetch would have raised it, so it is reported as a fetch failure)."""
+
+    start: int
+    end: int
+    form: FetchForm
+    result: ShardFetchResult | None
+    error: Exception | None = None
 
 
 @dataclass(frozen=True, slots=True)

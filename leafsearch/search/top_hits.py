@@ -25,7 +25,7 @@ import contextlib
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -51,6 +51,7 @@ from leafsearch.search.hitlist import (
 from leafsearch.search.profile import ShardProfile
 from leafsearch.search.segment_orders import OrderFile, SegmentOrder, SegmentOrders, build_order
 from leafsearch.search.shard_api import (
+    FetchAlong,
     ShardContextId,
     ShardDfs,
     ShardFetch,
@@ -114,20 +115,25 @@ def top_hits(
     aggs: bool,
     shards: Sequence[ShardSearch],
     contexts: Sequence[ShardContextId | None] | None = None,
+    fetch: FetchAlong | None = None,
 ) -> HitList:
     """The HitList of the request's top `from + size` hits (in sort order) and its totals: every
     shard's query phase at once through the shard interface (after their DFS phase, for
     `dfs_query_then_fetch`), then their top hits merged.
 
     `shards` and `contexts` (the snapshot each shard pinned; None: the one its handle holds) are
-    per target; the targets give the coordinator the indices' mappings."""
+    per target; the targets give the coordinator the indices' mappings. `fetch`: the page's
+    fetch the caller will run; a remote shard asked alone runs it with its query (`HitList.
+    fetched`; query_and_fetch.py)."""
     plan = sort_plan(request, targets)
     pins = list(contexts) if contexts is not None else [None] * len(targets)
     pool = node.shard_pool
     stats = None
     failures: list[ShardFailed] = []
     live = list(range(len(targets)))  # the shards that have not failed
-    if request.dfs and needs_scores(request):
+    # One shard's own statistics are the DFS's sum: Elasticsearch runs a one-shard search's
+    # `dfs_query_then_fetch` as `query_then_fetch`, which saves the shard a call.
+    if request.dfs and needs_scores(request) and len(targets) > 1:
         asks = [ShardDfs(request, i, now_millis, pins[i]) for i in live]
         answers = each_phase(pool, shards, "dfs", asks, catch=(ShardFailed,))
         found = _survivors(node, request, answers, failures, len(targets))
@@ -136,10 +142,15 @@ def top_hits(
     n = len(targets)
     asked = [i for i in live if _may_match(request, i, n)]
     queries = [ShardQuery(request, i, now_millis, plan, aggs, stats, pins[i], n) for i in asked]
+    if fetch is not None and len(asked) == 1 and hasattr(shards[asked[0]], "send") and not request.profile:
+        types = tuple(sort_field_types(spec, targets) for spec in plan.specs)
+        queries[0] = replace(queries[0], fetch=replace(fetch, targets=n, field_types=types))
     answers = each_phase(pool, shards, "query", queries, catch=(ShardFailed,))
     results = _survivors(node, request, answers, failures, len(targets))
     hits = merge_top_docs(targets, request, plan, results)
     hits.failures = failures
+    if len(results) == 1 and results[0].page is not None:
+        hits.fetched = (queries[0], results[0].page)
     if contexts is not None:
         hits.contexts = pins
     return hits
@@ -263,7 +274,7 @@ def merge_top_docs(
         )
     columns = []
     for i, (spec, (kind, _)) in enumerate(zip(plan.specs, plan.resolved, strict=True)):
-        field_types = () if special_kind(spec) else tuple(t.mapping.field(spec.field) for t in targets)
+        field_types = sort_field_types(spec, targets)
         columns.append(merge_columns(spec, kind, [r.columns[i] for r in results], field_types))
     target_arr, doc_arr, score_arr, columns, keys = sort_hits(columns, target_arr, doc_arr, score_arr)
     maxima = [r.max_score for r in results if r.max_score is not None]
@@ -279,6 +290,12 @@ def merge_top_docs(
         # (With a cursor, a segment without an order gave every match: the page starts after it.)
         hits = _first(hits, k)
     return hits
+
+
+def sort_field_types(spec: SortSpec, targets: Sequence[Target]) -> tuple:
+    """The sort field's type in each target, which render its values; () for `_score`, `_doc`
+    and `_shard_doc`."""
+    return () if special_kind(spec) else tuple(t.mapping.field(spec.field) for t in targets)
 
 
 class LocalShard:

@@ -1,0 +1,79 @@
+"""The query and fetch of a search that asks one shard, in one call (Elasticsearch's
+QUERY_AND_FETCH, which its coordinator runs when a search reaches a single shard).
+
+A search of shard actors otherwise costs a query call, then a fetch call to each shard holding
+hits of the page: two round trips where one would do when a single shard is asked (an index of
+one shard, a routed search, a PIT slice the slice rule gives to one shard, a `_shard_doc` walk
+whose cursor leaves one shard), and each call costs the coordinator about 0.9 ms of CPU. So the
+coordinator (`top_hits.top_hits`, told by its caller which fetch will follow: `along`) adds a
+`FetchAlong` to that one shard's `ShardQuery`, and the shard (`run`) answers its top hits with
+the page already fetched (`ShardTopDocs.page`), which the coordinator's fetch phase takes
+instead of sending a fetch (`fetch_phase.fetched_with_query`).
+
+Why the answer is the two-call path's, byte for byte: the shard builds the coordinator's hit
+list from its own answer alone by the coordinator's functions (`merge_top_docs`, with the field
+types of the coordinator's mappings, which render the sort values), finds the page in it by
+`page_bounds`, and builds the fetch by `page_fetches`, the very message the coordinator would
+send (with the request the page renders with, and only the sort columns it shows: a scroll's
+batch); the coordinator takes the page only if its fetch is that one (same request, range, form,
+phase), and sends its fetch otherwise. A fetch error the shard meets travels in the answer and
+is raised where the coordinator's fetch would raise it (a fetch-phase failure); a failed query
+fails the call as before. The snapshot: a PIT page reads its context; a one-shot search's query
+pins the shard's current snapshot, fetches from it and frees it as it answers (what the fetch
+of the search's last phase did), so no release follows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from leafsearch.errors import ElasticError
+from leafsearch.request.search_types import SearchRequest
+from leafsearch.search.fetch_phase import fetch_shard, page_fetches, renders_raw
+from leafsearch.search.phases import page_bounds
+from leafsearch.search.shard_api import FetchAlong, FetchedPage, ShardQuery, ShardTopDocs
+from leafsearch.search.top_hits import LocalShard, merge_top_docs
+
+
+def along(
+    request: SearchRequest,
+    raw_hits: bool,
+    *,
+    last_phase: bool,
+    query: SearchRequest | None = None,
+    shown: int | None = None,
+) -> FetchAlong:
+    """The fetch that follows a page's query phase in `phases.response` (`raw_hits`, the REST
+    layer's bytes; `last_phase`, a one-shot search's), for a shard asked alone to run with it.
+    `query`: the request the query phase runs when it is not `request`, and `shown`, how many of
+    its sorts the page shows (a scroll's batch: remote_scroll.py)."""
+    raw = raw_hits and renders_raw(request) and not request.profile
+    return FetchAlong(raw, last_phase, None if query is None else request, shown)
+
+
+def run(shard: LocalShard, query: ShardQuery) -> ShardTopDocs:
+    """The shard's query phase, and with it the fetch of the page (when `query.fetch`) on the
+    same snapshot (`query.context`, which names it). O(the query) + O(k log k) for the hit list
+    + the page's own fetch."""
+    top = shard.query(query)
+    along = query.fetch
+    if along is None:
+        return top
+    request = query.request
+    target = shard.target if query.context is None else shard.node.shard_contexts.get(query.context)
+    hits = merge_top_docs([target] * along.targets, request, query.sort, [top])
+    hits.columns = [replace(c, field_types=t) for c, t in zip(hits.columns, along.field_types, strict=True)]
+    start, end = page_bounds(hits, request)
+    if end <= start:  # (the coordinator fetches nothing either)
+        top.page = FetchedPage(start, end, "page", None)
+        return top
+    if along.shown is not None:
+        hits.columns = hits.columns[: along.shown]
+    rendered = request if along.request is None else along.request
+    _, (fetch,) = page_fetches(hits, start, end, rendered, raw=along.raw, last_phase=along.last_phase)
+    fetch = replace(fetch, context=query.context)
+    try:
+        top.page = FetchedPage(start, end, fetch.form, fetch_shard(target, fetch))
+    except ElasticError as exc:
+        top.page = FetchedPage(start, end, fetch.form, None, exc)
+    return top
