@@ -142,7 +142,7 @@ def top_hits(
     n = len(targets)
     asked = [i for i in live if _may_match(request, i, n)]
     queries = [ShardQuery(request, i, now_millis, plan, aggs, stats, pins[i], n) for i in asked]
-    if fetch is not None and len(asked) == 1 and hasattr(shards[asked[0]], "send") and not request.profile:
+    if fetch is not None and len(asked) == 1 and targets[asked[0]].remote and not request.profile:
         types = tuple(sort_field_types(spec, targets) for spec in plan.specs)
         queries[0] = replace(queries[0], fetch=replace(fetch, targets=n, field_types=types))
     answers = each_phase(pool, shards, "query", queries, catch=(ShardFailed,))
