@@ -24,7 +24,7 @@ from leafsearch import admin, documents
 from leafsearch.index import merge_worker
 from leafsearch.node import Node
 from tests.conftest import error_of
-from tests.inprocess import count
+from tests.inprocess import count, search
 
 ROUNDS = 24  # one segment per round: all in the policy's smallest tier, which merges by 10
 REFRESHES = 5  # by the writer, during the traffic
@@ -155,3 +155,27 @@ def test_a_merge_worker_that_died_is_replaced_by_the_next_merge(tmp_path: Path) 
         assert shard.maybe_merge()
         assert len(shard.segments) < before
         assert count(node, "m", None)["count"] == 200
+
+
+def test_segments_whose_documents_were_all_deleted_merge_into_nothing(tmp_path: Path) -> None:
+    """No empty segment is left behind: every search would skip it and the policy merge it again."""
+    with Node(tmp_path / "node", background=False) as node:
+        admin.create_index(node, "m", {"settings": {"number_of_shards": 1}})
+        shard = node.indices["m"].shards[0]
+        for r in range(12):
+            body = b"".join(
+                b'{"index":{"_id":"%d"}}\n{"n":%d}\n' % (i, i) for i in range(r * 10, r * 10 + 10)
+            )
+            documents.bulk(node, body, index="m", refresh="true")
+        kept = b'{"index":{"_id":"kept"}}\n{"n":-1}\n'
+        documents.bulk(node, kept, index="m", refresh="true")
+        deletes = b"".join(b'{"delete":{"_id":"%d"}}\n' % i for i in range(120))
+        documents.bulk(node, deletes, index="m", refresh="true")
+        while shard.maybe_merge():
+            pass
+        assert [s.max_doc for s in shard.segments] == [1]
+        node.indices["m"].refresh()
+        assert count(node, "m", None)["count"] == 1
+    with Node(tmp_path / "node", background=False) as reopened:  # the commit names no empty segment
+        assert [s.max_doc for s in reopened.indices["m"].shards[0].segments] == [1]
+        assert search(reopened, "m", {})["hits"]["hits"][0]["_id"] == "kept"

@@ -759,10 +759,14 @@ class Shard:
         first = self.segments.index(parts[0][0])
         names = {s.name for s, _ in parts}
         self.segments = [s for s in self.segments if s.name not in names]
-        self.segments.insert(first, merged)
-        with self._refs_lock:
-            self._seg_refs[merged.name] = 1
-        self.live[merged.name] = None if new_live.all() else new_live
+        # Segments whose documents were all deleted merge into nothing: no empty segment is kept
+        # (each would be one more view for every search to skip, and one more for the policy to
+        # merge again), as Lucene drops fully deleted segments.
+        if merged.max_doc:
+            self.segments.insert(first, merged)
+            with self._refs_lock:
+                self._seg_refs[merged.name] = 1
+            self.live[merged.name] = None if new_live.all() else new_live
         self.version_map = {
             k: v for k, v in self.version_map.items() if v.segment is None or v.segment.name not in names
         }
@@ -771,6 +775,9 @@ class Shard:
         for seg, _ in parts:
             self.live.pop(seg.name, None)
             self._unref(seg)
+        if not merged.max_doc:
+            remove_segment_folder(merged.folder)
+            Segment.files_deleted(merged.folder)
         self._changes += 1
 
     def close(self) -> None:
