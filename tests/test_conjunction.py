@@ -227,3 +227,53 @@ def test_readers_during_writes_and_refreshes(tmp_path: Path, monkeypatch: pytest
             for reader in readers:
                 reader.join()
         assert failures == []
+
+
+@pytest.fixture(scope="module")
+def node_with_deletes(tmp_path_factory: pytest.TempPathFactory):
+    """A node whose index holds several segments, some with deleted documents."""
+    rng = random.Random(21)
+    mapping = {"properties": {**MAPPING["properties"], "id": {"type": "keyword"}}}
+    with leafsearch.Node(tmp_path_factory.mktemp("sparse") / "node", background=False) as node:
+        admin.create_index(node, "docs", {"settings": {"number_of_shards": 2}, "mappings": mapping})
+        docs: dict[str, dict] = {}
+        for batch in range(5):
+            for i in range(rng.randint(50, 300)):
+                _put(node, docs, f"{batch}-{i}", random_doc(rng))
+            node.indices["docs"].refresh()
+        for doc_id in rng.sample(sorted(docs), 150):
+            node.delete_doc("docs", doc_id)
+        node.indices["docs"].refresh()
+        yield node
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_matches_given_as_documents_answer_as_the_masks(
+    node_with_deletes: leafsearch.Node, seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A filtered conjunction led by a term gives its matches as documents, with no mask
+    (`matching.execute_docs`): totals, pages, aggregations and `search_after` answer as from the
+    masks, over segments with deletes."""
+    rng = random.Random(seed)
+    clauses = [
+        {"term": {"svc": rng.choice(SERVICES)}},
+        *(random_clause(rng) for _ in range(rng.randint(1, 2))),
+    ]
+    body: dict = {
+        "query": {"bool": {"filter": clauses}},
+        "size": rng.choice([0, 3, 40]),
+        "track_total_hits": rng.choice([True, 5]),
+        "aggs": {"tags": {"terms": {"field": "tags"}}, "ts": {"stats": {"field": "ts"}}},
+    }
+    if rng.random() < 0.7:
+        body["sort"] = [{"ts": rng.choice(["asc", "desc"])}, {"id": "asc"}]
+        if rng.random() < 0.4:
+            body["search_after"] = [rng.randint(0, 1000), "2-"]
+    with monkeypatch.context() as patch:
+        never_lead(patch)
+        dense = search(node_with_deletes, "docs", body)
+    always_lead(monkeypatch)
+    led = search(node_with_deletes, "docs", body)
+    for response in (dense, led):
+        response.pop("took")
+    assert led == dense, body

@@ -225,9 +225,13 @@ def test_a_new_segment_is_ordered_and_the_others_reused(tmp_path: Path) -> None:
 @pytest.mark.parametrize("seed", range(40))
 def test_ranking_few_matches_equals_walking_the_order(seed: int) -> None:
     """`SegmentOrder.first` ranks the matches when they are few and walks the order otherwise:
-    both give the first `k` matches from `start` on, in order, whatever the density."""
+    both give the first `k` matches from `start` on, in order, whatever the density, and whether
+    the matches came as a mask or as their documents (a selective filtered conjunction)."""
+    from types import SimpleNamespace
+
     import numpy as np
 
+    from leafsearch.search.hitlist import SegmentMatches
     from leafsearch.search.segment_orders import SegmentOrder
 
     rng = np.random.default_rng(seed)
@@ -242,7 +246,12 @@ def test_ranking_few_matches_equals_walking_the_order(seed: int) -> None:
     walked = first_matches(order, mask, start, k, end)
     part = order[start:end]
     assert walked.tolist() == part[mask[part]][:k].tolist()
-    assert segment_order.first(mask, start, k, int(mask.sum()), end).tolist() == walked.tolist()
+    view = SimpleNamespace(max_doc=n)
+    as_mask = SegmentMatches(0, view, mask.copy(), None)  # type: ignore[arg-type]
+    as_docs = SegmentMatches(0, view, None, None, np.flatnonzero(mask))  # type: ignore[arg-type]
+    for matches in (as_mask, as_docs):
+        assert matches.count() == int(mask.sum())
+        assert segment_order.first(matches, start, k, matches.count(), end).tolist() == walked.tolist()
 
 
 @pytest.fixture(scope="module")

@@ -33,8 +33,9 @@ from leafsearch.search.guard import (
     SearchGuard,
     TimeExceeded,
 )
-from leafsearch.search.matching import QueryContext, execute, prepare, query_key
+from leafsearch.search.matching import QueryContext, execute, execute_docs, prepare, query_key
 from leafsearch.search.profile import ShardProfile
+from leafsearch.search.query.masks import mask_of
 from leafsearch.search.shard_api import FetchedPage, ShardContextId, ShardQuery
 from leafsearch.search.sort_keys import (
     GlobalOrdinals,
@@ -127,12 +128,29 @@ class SegmentVisit(Protocol):
 @dataclass
 class SegmentMatches:
     """The matches of one segment of one target, after live docs, slice, `post_filter` and
-    `min_score` applied (aggregations have already collected, before `post_filter`)."""
+    `min_score` applied (aggregations have already collected, before `post_filter`): a mask, or
+    the matching documents themselves when the query gave them without one (a selective
+    filtered conjunction: `matching.execute_docs`); `count`, `docs` and `dense` read either."""
 
     target: int  # position of the target
     view: SegmentView
-    mask: np.ndarray  # bool per local doc
+    mask: np.ndarray | None  # bool per local doc; None when the matches came as `matched`
     scores: np.ndarray | None  # per local doc, when the request needs scores
+    matched: np.ndarray | None = None  # the matching local docs, ascending, when no mask was built
+
+    def count(self) -> int:
+        return len(self.matched) if self.matched is not None else int(np.count_nonzero(self.mask))
+
+    def docs(self) -> np.ndarray:
+        """The matching local docs, ascending."""
+        return self.matched if self.matched is not None else np.flatnonzero(self.mask)
+
+    def dense(self) -> np.ndarray:
+        """The matches as a mask (built from `matched` when they came without one)."""
+        if self.mask is None:
+            assert self.matched is not None
+            self.mask = mask_of(self.matched, self.view.max_doc)
+        return self.mask
 
 
 def segment_matches(
@@ -184,6 +202,9 @@ def segment_matches(
             if request.slice
             else None
         )
+        # A query that gives its matches as documents skips the masks when nothing after it
+        # needs one (`post_filter` and `min_score` read them, scores are per document).
+        sparse_ok = filter_ctx is None and request.min_score is None and not needs_scores
         views = target.searcher.views
         for vi in range(len(views)) if visit is None else visit.order(views):
             view = views[vi]
@@ -193,17 +214,32 @@ def segment_matches(
             try:
                 guard.check()
                 guard.reserve(segment_bytes)
-                mask, scores = execute(plans[0], view, ctx)
-                if view.live is not None:
-                    mask &= view.live
-                if slice_masks is not None:
-                    mask &= slice_masks[vi]
-                if with_aggs is not None:
-                    guard.check()
-                    with_aggs(target, view, np.flatnonzero(mask), ctx)
+                sparse = execute_docs(plans[0], view, ctx) if sparse_ok else None
+                if sparse is not None:
+                    sparse = sparse.astype(np.int64, copy=False)  # (postings may be stored narrower)
+                    if view.live is not None:
+                        sparse = sparse[view.live[sparse]]
+                    if slice_masks is not None:
+                        sparse = sparse[slice_masks[vi][sparse]]
+                    if with_aggs is not None:
+                        guard.check()
+                        with_aggs(target, view, sparse, ctx)
+                else:
+                    mask, scores = execute(plans[0], view, ctx)
+                    if view.live is not None:
+                        mask &= view.live
+                    if slice_masks is not None:
+                        mask &= slice_masks[vi]
+                    if with_aggs is not None:
+                        guard.check()
+                        with_aggs(target, view, np.flatnonzero(mask), ctx)
             except TimeExceeded:
                 guard.timed_out()
                 return
+            if sparse is not None:
+                yield SegmentMatches(ti, view, None, None, sparse)
+                guard.release(segment_bytes)
+                continue
             if filter_ctx is not None:
                 pmask, _ = execute(plans[1], view, filter_ctx)
                 mask &= pmask
@@ -269,7 +305,7 @@ def _build(
         profiles=profiles,
     )
     for m in matches:
-        docs = np.flatnonzero(m.mask)
+        docs = m.docs()
         if request.terminate_after is not None:
             room = request.terminate_after - taken[m.target]
             if len(docs) > room:

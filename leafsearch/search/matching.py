@@ -27,11 +27,11 @@ from leafsearch.index.searcher import SegmentView
 from leafsearch.request.query_dsl import Query, query_key
 from leafsearch.search.query.clauses import check_nested_clauses
 from leafsearch.search.query.context import QueryContext
-from leafsearch.search.query.executor import run
+from leafsearch.search.query.executor import matching_docs, run
 from leafsearch.search.query.planner import plan
 from leafsearch.search.query.values import min_should_match
 
-__all__ = ["QueryContext", "execute", "min_should_match", "prepare", "query_key"]
+__all__ = ["QueryContext", "execute", "execute_docs", "min_should_match", "prepare", "query_key"]
 
 
 def prepare(query: Query, ctx: QueryContext) -> Any:
@@ -54,3 +54,10 @@ def execute(planned: Any, view: SegmentView, ctx: QueryContext) -> tuple[np.ndar
     if ctx.needs_scores and scores is None:
         scores = np.zeros(view.max_doc, dtype=np.float32)
     return mask, scores if ctx.needs_scores else None
+
+
+def execute_docs(planned: Any, view: SegmentView, ctx: QueryContext) -> np.ndarray | None:
+    """The documents (ascending) a plan matches in one segment when they come without a mask
+    (a filtered conjunction led by a selective term: `executor.matching_docs`), else None (then
+    `execute`). Deleted documents are left to the caller, as by `execute`."""
+    return matching_docs(planned, view, ctx)

@@ -24,7 +24,7 @@ import threading
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -33,6 +33,9 @@ from leafsearch.index import derived_files, order_files
 from leafsearch.index.order_files import StoredOrder
 from leafsearch.index.segment import Segment
 from leafsearch.search.sort_keys import SortColumn
+
+if TYPE_CHECKING:
+    from leafsearch.search.hitlist import SegmentMatches
 
 _log = logging.getLogger("leafsearch")
 
@@ -84,9 +87,11 @@ class SegmentOrder:
         ]
         return SegmentOrder(stored.order, stored.keys, columns, stored.rank, mapped=True)
 
-    def first(self, mask: np.ndarray, start: int, k: int, count: int, end: int | None = None) -> np.ndarray:
-        """The first `k` documents in positions [`start`, `end`) whose `mask` is set (`count` of
-        them are set in the whole segment), in order.
+    def first(
+        self, matches: SegmentMatches, start: int, k: int, count: int, end: int | None = None
+    ) -> np.ndarray:
+        """The first `k` documents in positions [`start`, `end`) among the segment's `matches`
+        (`count` of them in the whole segment), in order.
 
         A walk of the order reads about `k * n / count` entries before it has `k` matches; when
         the matches are fewer than that, ranking them is cheaper: their positions in the order
@@ -98,8 +103,8 @@ class SegmentOrder:
             # A first chunk of about what uniformly spread matches need (a quarter more), at
             # most the usual 4 pages: a query matching everything reads little past `k`.
             chunk = max(_FIRST_CHUNK, min(4 * k, 5 * k * n // (4 * count)))
-            return first_matches(self.order, mask, start, k, end, chunk)
-        ranks = self.rank[np.flatnonzero(mask)]
+            return first_matches(self.order, matches.dense(), start, k, end, chunk)
+        ranks = self.rank[matches.docs()]
         if start or end < n:
             ranks = ranks[(ranks >= start) & (ranks < end)]
         if len(ranks) > k:

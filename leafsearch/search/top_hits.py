@@ -382,12 +382,12 @@ class LocalShard:
             position=None if query.shard_count is None else (query.shard_index, query.shard_count),
             visit=early,
         ):
-            count = int(np.count_nonzero(m.mask))
+            count = m.count()
             total += count
             if early is not None:
                 early.counted = total
             if count and m.scores is not None:
-                best = float(np.max(m.scores, where=m.mask, initial=-np.inf))
+                best = float(np.max(m.scores, where=m.dense(), initial=-np.inf))
                 max_score = best if max_score is None else max(max_score, best)
             if not count or not k:
                 continue
@@ -400,14 +400,14 @@ class LocalShard:
                         after = _after_values(request, target, specs)
                     start = order.start_after(after, query.shard_index, m.view.doc_base)
                 end = None if bound is None or bound.key is None else order.end_at(bound.key)
-                docs = order.first(m.mask, start, k, count, end)  # in sort order
+                docs = order.first(m, start, k, count, end)  # in sort order
                 if bound is not None:
                     keys = order.first_keys(docs)
                     bound.add(keys)
             elif by_fields:
-                docs = np.flatnonzero(m.mask)  # no order fits the cache: every match is sorted below
+                docs = m.docs()  # no order fits the cache: every match is sorted below
             else:
-                candidates = np.flatnonzero(m.mask)
+                candidates = m.docs()
                 if request.search_after is not None:
                     if after is None:
                         after = _after_values(request, target, specs)
