@@ -44,6 +44,9 @@ def conjunction_docs(
     if lead is None or len(lead[1]) * LEAD_FRACTION > view.max_doc:
         return None
     first, docs = lead
+    # Postings are stored narrow (int32 or less); numpy gathers with a native index take about
+    # half the time, and every other clause gathers at these documents.
+    docs = docs.astype(np.intp, copy=False)
     for i, clause in enumerate(clauses):
         if i != first and len(docs):
             docs = docs[_test(clause, view, docs, dense)]
