@@ -8,7 +8,8 @@ on the PIT's shard contexts) needs only its top `k = from + size` hits. Per segm
   walked under the match mask until `k` hits are found; `search_after` starts the walk at a
   binary search of the segment's sorted keys, so a deep cursor costs what the first page costs;
 - sorted by `_score`: `argpartition` selects the `k` best scores, ties broken exactly (by doc when
-  nothing follows `_score` in the sort, else every tie is kept for the final sort);
+  nothing follows `_score` in the sort, else every tie is kept for the final sort); with a field
+  before `_score`, every match is sorted (the best scores are not the best hits);
 - `size: 0`: nothing is selected, only counted.
 
 Each shard (`LocalShard`, behind the shard interface of shard_api.py) sorts its segments'
