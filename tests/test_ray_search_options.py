@@ -56,12 +56,12 @@ def bulk(http: httpx.Client, index: str, docs: dict[str, dict[str, Any]]) -> Non
     assert response.status_code == 200 and response.json()["errors"] is False, response.text[:500]
 
 
-def create(http: httpx.Client, index: str) -> None:
+def create(http: httpx.Client, index: str, shards: int = SHARDS, docs: int = DOCS) -> None:
     mappings = {"properties": {"n": {"type": "long"}, "v": {"type": "long"}, "tag": {"type": "keyword"}}}
-    settings = {"number_of_shards": SHARDS, "index.max_result_window": WINDOW}
+    settings = {"number_of_shards": shards, "index.max_result_window": WINDOW}
     response = http.put(f"/{index}", json={"settings": settings, "mappings": mappings})
     assert response.status_code == 200, response.text
-    bulk(http, index, {f"d{n}": source(n) for n in range(DOCS)})  # one segment per shard
+    bulk(http, index, {f"d{n}": source(n) for n in range(docs)})  # one segment per shard
 
 
 @pytest.fixture(scope="module")
@@ -69,9 +69,11 @@ def coordinator(ray_cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> I
     data = tmp_path_factory.mktemp("ray-options") / "data"
     with Server(data) as plain, httpx.Client(base_url=plain.url, timeout=120) as http:
         create(http, "local")
+        create(http, "local_one", shards=1, docs=600)
     with ray_server(ray_cluster.address, data) as server:
         with httpx.Client(base_url=server.url, timeout=120) as http:
             create(http, "ray")
+            create(http, "ray_one", shards=1, docs=600)
             uuid = http.get("/ray/_settings").json()["ray"]["settings"]["index"]["uuid"]
             shard_actor(uuid, 0)  # (raises when `ray` is not on the cluster)
         yield server
@@ -112,11 +114,13 @@ def writing(http: httpx.Client) -> Iterator[None]:
         thread.join()
 
 
-def search(http: httpx.Client, index: str, body: dict[str, Any], **params: str) -> dict[str, Any]:
+def search(
+    http: httpx.Client, index: str, body: dict[str, Any], shards: int = SHARDS, **params: str
+) -> dict[str, Any]:
     response = http.post(f"/{index}/_search", params=params, json=body)
     assert response.status_code == 200, response.text[:1000]
     answer = response.json()
-    assert answer["_shards"] == {"total": SHARDS, "successful": SHARDS, "skipped": 0, "failed": 0}
+    assert answer["_shards"] == {"total": shards, "successful": shards, "skipped": 0, "failed": 0}
     return answer
 
 
@@ -289,3 +293,23 @@ def test_by_query_batches_above_ten_thousand_within_a_raised_window(http: httpx.
     assert "Batch size is too large" in refused.json()["error"]["root_cause"][0]["reason"]
     versions = search(http, "ray", {**query, "size": 1, "version": True, "_source": False})
     assert versions["hits"]["hits"][0]["_version"] == 2
+
+
+def test_one_shard_answers_its_query_and_fetch_with_the_options(http: httpx.Client) -> None:
+    """A search that asks one shard actor gets its page with the query (query_and_fetch.py): the
+    options the shard serves come through that path too."""
+    query = {"match": {"body": "alpha beta"}}
+    requests = [
+        {"query": query, "from": 2, "size": 7, "rescore": rescorer(30, "gamma", weights=(0.7, 5.0))},
+        {"query": query, "size": 5, "terminate_after": 20, "track_total_hits": True},
+        {"query": query, "size": 9, "sort": ["_score", {"tag": "desc"}, "n"]},
+    ]
+    for body in requests:
+        remote = answer_of(search(http, "ray_one", body, shards=1))
+        assert remote == answer_of(search(http, "local_one", body, shards=1)), body
+        assert remote["hits"]
+    sorted_page = answer_of(search(http, "local_one", requests[2], shards=1))["hits"]
+    after = {**requests[2], "search_after": sorted_page[3][2]}
+    assert answer_of(search(http, "ray_one", after, shards=1)) == answer_of(
+        search(http, "local_one", after, shards=1)
+    )
