@@ -299,11 +299,6 @@ def test_a_scroll_sorted_by_score_matches_the_same_scroll_on_a_local_index(http:
     assert remote_doc == remote  # ties by `_shard_doc`, whatever the batch size
     joined = sliced[0] + sliced[1]
     assert all(sliced) and sorted(joined) == sorted(remote)
-    # A sort of `_score` then a field cannot be walked: refused, not cut short.
-    refused = http.post(
-        "/scored/_search", params={"scroll": "1m"}, json={"query": query, "sort": ["_score", "n"]}
-    )
-    assert refused.status_code == 400 and "Ray actors" in error_of(refused)["reason"], refused.text
 
 
 # ---- _close and _open -------------------------------------------------------------------------

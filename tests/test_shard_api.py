@@ -20,9 +20,11 @@ from leafsearch.request.search_request import parse_search_request
 from leafsearch.rest.render import to_json
 from leafsearch.search import phases, top_hits
 from leafsearch.search.dfs import DfsStats
+from leafsearch.search.fetch_phase import last_sort_values
 from leafsearch.search.guard import SearchGuard
 from leafsearch.search.hitlist import build_hitlist
 from leafsearch.search.phases import page_bounds
+from leafsearch.search.rescore import rescore
 from leafsearch.search.shard_api import ShardDfs, ShardQuery
 from leafsearch.search.targets import acquire_targets, release_targets
 
@@ -189,5 +191,87 @@ def test_dfs_statistics_are_data_summed_by_the_coordinator(node) -> None:
         holding = sum(t.searcher.doc_freq("t", "red") for t in targets)
         assert total.entries[("text_df", "t", "red")] == holding
         assert total.entries[("text_stats", "t")][0] == sum(t.searcher.text_stats("t")[0] for t in targets)
+    finally:
+        release_targets(targets)
+
+
+def _shard_served(node, request, targets):
+    """The request's query phase through pickled shard messages, as a search of shard actors
+    runs it (top_hits.top_hits: rescoring, `terminate_after`, cursors and deep pages done by
+    each shard)."""
+    shards = [PickledShard(shard) for shard in top_hits.shard_handles(node, targets)]
+    now = int(time.time() * 1000)
+    return top_hits.top_hits(node, targets, request, now_millis=now, aggs=False, shards=shards)
+
+
+def _every_match(node, request, targets):
+    """The request's HitList of every match (rescored when it rescores), as a local walk has it."""
+    now = int(time.time() * 1000)
+    guard = SearchGuard(time.monotonic, None)
+    hits = build_hitlist(targets, request, now_millis=now, with_aggs=None, guard=guard)
+    return rescore(hits, request, now) if request.rescore else hits
+
+
+def _answer(hits, request) -> tuple:
+    start, end = page_bounds(hits, request)
+    scores = None if hits.score is None else hits.score[start:end].tolist()
+    return _page(hits, request), scores, hits.total, hits.terminated_early, hits.max_score
+
+
+def _options_body(rng: random.Random) -> dict:
+    """A search using one of the options a shard serves for shard actors: rescoring,
+    `terminate_after`, a sort led by `_score` (or with `_score` after a field), a deep page."""
+    query = rng.choice([{"match_all": {}}, {"match": {"t": " ".join(rng.sample(WORDS, 2))}}])
+    body: dict = {"query": query, "from": rng.choice([0, 3]), "size": rng.choice([1, 5, 40])}
+    option = rng.choice(["rescore", "terminate_after", "score_sort", "field_then_score"])
+    if option == "rescore":
+        body["rescore"] = [
+            {
+                "window_size": rng.choice([2, 10, 50]),
+                "query": {
+                    "rescore_query": {"match": {"t": rng.choice(WORDS)}},
+                    "query_weight": rng.choice([0.5, 1.0]),
+                    "rescore_query_weight": rng.choice([1.0, 3.0]),
+                    "score_mode": rng.choice(["total", "multiply", "max", "min", "avg"]),
+                },
+            }
+            for _ in range(rng.choice([1, 2]))
+        ]
+    elif option == "terminate_after":
+        body["terminate_after"] = rng.choice([1, 7, 30, 1000])
+        if rng.random() < 0.5:
+            body["sort"] = [{rng.choice(["v", "k"]): rng.choice(["asc", "desc"])}]
+    elif option == "score_sort":
+        body["sort"] = [{"_score": rng.choice(["desc", "asc"])}] + [
+            {field: rng.choice(["asc", "desc"])} for field in rng.sample(["v", "k"], rng.choice([1, 2]))
+        ]
+    else:
+        body["sort"] = [{rng.choice(["v", "k"]): rng.choice(["asc", "desc"])}, "_score"]
+    return body
+
+
+@pytest.mark.parametrize("seed", range(80))
+def test_options_served_by_the_shards_equal_the_hitlist_page(node, seed: int) -> None:
+    """What a search of shard actors gets from its shards (each shard rescores its own top
+    window, stops at `terminate_after`, compares its candidates with a `search_after` cursor on
+    `_score` then fields before its top-k cut) is the page, scores, total and `terminated_early`
+    the HitList of every match (the local path) gives for the same request: also from a cursor anywhere in the
+    order (the sort values of a hit, as a client sends them back)."""
+    rng = random.Random(seed)
+    body = _options_body(rng)
+    index = rng.choice(["ints", "floats", "ints,floats"])
+    params = {"search_type": "dfs_query_then_fetch"} if rng.random() < 0.3 else {}
+    request = parse_search_request(body, params, indices=index)
+    targets = phases.resolve_targets(node, request)
+    try:
+        local = _every_match(node, request, targets)
+        assert _answer(_shard_served(node, request, targets), request) == _answer(local, request), body
+        if "sort" in body and len(local) > 1 and "terminate_after" not in body:
+            at = rng.randrange(1, len(local))
+            cursor = orjson.loads(orjson.dumps(last_sort_values(local, at)))
+            after = parse_search_request({**body, "from": 0, "search_after": cursor}, params, indices=index)
+            local_after = _every_match(node, after, targets)
+            served = _shard_served(node, after, targets)
+            assert _page(served, after) == _page(local_after, after), (body, cursor)
     finally:
         release_targets(targets)

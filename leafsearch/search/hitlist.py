@@ -375,16 +375,19 @@ def sort_hits(
 
 
 def shard_statistics(target: Target, request: SearchRequest, now_millis: int, guard: SearchGuard) -> DfsStats:
-    """The DFS phase on one shard: the term statistics its query reads on its own snapshot.
-    Cost: the query run once more on every segment, its matches dropped."""
+    """The DFS phase on one shard: the term statistics its query and its rescore queries read
+    on its own snapshot (Elasticsearch's DFS phase reads the rescorers' too: a shard rescores
+    with the summed statistics). Cost: each query run once more on every segment, its matches
+    dropped."""
     recorder = RecordingStats(target.searcher)
-    ctx = shard_query_context(target, now_millis, True, recorder)
-    query = target.query(request.query)
-    planned = prepare(query, ctx)
-    for view in target.searcher.views:
-        if view.live_count:
-            guard.check()
-            execute(planned, view, ctx)
+    queries = [target.query(request.query), *(r.query for r in request.rescore)]
+    for query in queries:
+        ctx = shard_query_context(target, now_millis, True, recorder)
+        planned = prepare(query, ctx)
+        for view in target.searcher.views:
+            if view.live_count:
+                guard.check()
+                execute(planned, view, ctx)
     return recorder.recorded()
 
 

@@ -33,7 +33,6 @@ from leafsearch.search.shard_api import FetchAlong, ShardContextId, ShardSearch
 from leafsearch.search.slicing import check_slice_field, pit_slice_range
 from leafsearch.search.sort_keys import missing_substitute
 from leafsearch.search.targets import Target, acquire_targets
-from leafsearch.unsupported import NotSupported
 
 if TYPE_CHECKING:
     from leafsearch.node import Node
@@ -201,13 +200,14 @@ def query_phase(
     # Aggregation requests are parsed before the shards run: their errors are not shard failures.
     with_aggs, tree = _agg_collector(node, request, targets) if aggs else (None, None)
     # Shard actors' snapshots are reached only through the shard interface: every page of
-    # theirs is top hits on their contexts (no HitList, no walk of live documents).
+    # theirs is top hits on their contexts (no HitList, no walk of live documents), rescoring,
+    # `terminate_after` and deep pages included, each done by the shards as Elasticsearch's do.
     remote = any(t.remote for t in targets)
     with node.search_stats.phase("query", targets):
         try:
             if _walks_live_docs(request) and not remote and not any(t.alias_filter for t in targets):
                 hitlist = _live_docs_page(targets, request)
-            elif top_hits.serves(request, walks=remote or not _keeps_hitlists(node)):
+            elif remote or top_hits.serves(request, walks=not _keeps_hitlists(node)):
                 now = int(time.time() * 1000)
                 hitlist = top_hits.top_hits(
                     node,
@@ -219,8 +219,6 @@ def query_phase(
                     contexts=contexts,
                     fetch=fetch,
                 )
-            elif remote:
-                raise NotSupported(_remote_refusal(request))
             else:
                 guard = SearchGuard.for_search(node, request, cancelled)
                 hitlist = node.hitlists.get_or_build(targets, request, with_aggs=with_aggs, guard=guard)
@@ -233,18 +231,6 @@ def query_phase(
                 raise _phase_error(exc) from None
             raise
     return hitlist, tree
-
-
-def _remote_refusal(request: SearchRequest) -> str:
-    """What a search of shard actors cannot do yet (it needs a HitList over all shards; their
-    scrolls are walks, remote_scroll.py)."""
-    if request.search_after is not None:
-        return "[search_after] with a sort of [_score] then a field over an index whose shards are Ray actors"
-    if request.rescore:
-        return "[rescore] over an index whose shards are Ray actors"
-    if request.terminate_after is not None:
-        return "[terminate_after] over an index whose shards are Ray actors"
-    return f"[from + size] above {top_hits.MAX_TOP_K} over an index whose shards are Ray actors"
 
 
 def _keeps_hitlists(node: Node) -> bool:

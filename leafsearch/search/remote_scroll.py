@@ -7,11 +7,11 @@ page (top_hits.py) sorted by the scroll's sort then `_shard_doc`, which makes th
 and the scroll's cursor, kept in its context, is the last hit's sort values. So every batch costs
 what the first costs, whatever its depth, each document of the pinned snapshots comes exactly
 once, and a sliced scroll's slices are read in parallel on the machines holding the shards.
-A scroll sorted by `_score` (alone, or then `_doc`) is walked the same way, by `_score` then
-`_shard_doc`: its contexts pin the snapshots, so every batch scores every document as the first
-did, and the cursor (score, `_shard_doc`) is exact among equal scores (top_hits.score_walk). A
-sort of `_score` followed by a field is refused: its cursor would need that field's keys
-compared before each shard's top-k cut.
+A scroll sorted by `_score` (alone, or then fields, or then `_doc`) is walked the same way, by
+its sort then `_shard_doc`: its contexts pin the snapshots, so every batch scores every document
+as the first did, and the cursor (score, the fields' values, `_shard_doc`) is exact among equal
+scores: each shard compares its candidates tied with the cursor's score on the following keys
+before its top-k cut (top_hits.LocalShard).
 """
 
 from __future__ import annotations
@@ -20,12 +20,10 @@ import dataclasses
 import threading
 from typing import TYPE_CHECKING, Any
 
-from leafsearch.request.search_types import DOC, SCORE, SHARD_DOC, SearchRequest, SortSpec
+from leafsearch.request.search_types import DOC, SHARD_DOC, SearchRequest, SortSpec
 from leafsearch.search import phases, query_and_fetch
 from leafsearch.search.fetch_phase import last_sort_values
 from leafsearch.search.hitlist import effective_sort
-from leafsearch.search.top_hits import score_walk
-from leafsearch.unsupported import NotSupported
 
 if TYPE_CHECKING:
     from leafsearch.node import Node
@@ -41,11 +39,6 @@ def walk_request(request: SearchRequest, cursor: list[Any] | None) -> tuple[Sear
         specs[-1] = SortSpec(SHARD_DOC, specs[-1].order)
     elif specs[-1].field != SHARD_DOC:
         specs.append(SortSpec(SHARD_DOC, "asc"))
-    if specs[0].field == SCORE and not score_walk(specs):
-        raise NotSupported(
-            "[scroll] sorted by [_score] then a field over an index whose shards are Ray actors",
-            "sort by [_score] alone, or by [_doc]",
-        )
     walk = dataclasses.replace(request, sort=specs, search_after=cursor, from_=0, scroll=None)
     return walk, shown
 

@@ -31,25 +31,10 @@ _COMBINE = {
 def rescore(hitlist: HitList, request: SearchRequest, now_millis: int) -> HitList:
     """The hit list of a score-sorted search after its rescorers (a new list; `hitlist` may be cached)."""
     assert hitlist.score is not None
-    kept = max(request.from_ + request.size, max(r.window_size for r in request.rescore))
-    target, doc, score = hitlist.target, hitlist.doc, hitlist.score.astype(np.float32)
-    rank = _shard_ranks(target, len(hitlist.targets))
-    keep = rank < kept
-    target, doc, score, rank = target[keep], doc[keep], score[keep], rank[keep]
     stats = all_shards_stats(hitlist.targets) if request.dfs else None
-    for rescorer in request.rescore:
-        window = np.flatnonzero(rank < rescorer.window_size)
-        matched, second = _rescore_scores(
-            rescorer, hitlist.targets, target[window], doc[window], now_millis, stats
-        )
-        first = score * np.float32(rescorer.query_weight)
-        hits = window[matched]
-        weighted = second[matched] * np.float32(rescorer.rescore_query_weight)
-        first[hits] = _COMBINE[rescorer.score_mode](first[hits], weighted).astype(np.float32)
-        score = first
-        order = np.lexsort((doc, -score, target))  # each shard sorts its hits again
-        target, doc, score = target[order], doc[order], score[order]
-        rank = _shard_ranks(target, len(hitlist.targets))
+    target, doc, score = rescore_hits(
+        request, hitlist.targets, hitlist.target, hitlist.doc, hitlist.score, now_millis, stats
+    )
     order = np.lexsort((doc, target, -score))  # the coordinator's merge: score, then shard order
     target, doc, score = target[order], doc[order], score[order]
     column = score_column(SortSpec(SCORE, "desc"), score)
@@ -65,6 +50,48 @@ def rescore(hitlist: HitList, request: SearchRequest, now_millis: int) -> HitLis
         hitlist.agg_partials,
         hitlist.terminated_early,
     )
+
+
+def kept_hits(request: SearchRequest) -> int:
+    """How many hits of its first pass a shard keeps when the request rescores:
+    `max(from + size, window_size)` (Elasticsearch's query phase collects that many)."""
+    return max(request.from_ + request.size, max(r.window_size for r in request.rescore))
+
+
+def rescore_hits(
+    request: SearchRequest,
+    targets: list[Target],
+    target: np.ndarray,
+    doc: np.ndarray,
+    score: np.ndarray,
+    now_millis: int,
+    stats: object,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each shard's top `kept_hits` of the first pass, rescored by every rescorer in turn:
+    (target, doc, score) in (shard, score descending, doc) order.
+
+    The hits come in score order within each shard (ties by doc); `target` indexes `targets`.
+    The coordinator of local shards calls this with every shard's hits at once; a shard of the
+    shard interface (top_hits.LocalShard) with its own, one target, before it answers (`stats`:
+    DFS statistics, or None for the shards' own). O(kept * log kept) plus the rescore queries
+    on the segments that hold a window hit."""
+    kept = kept_hits(request)
+    score = score.astype(np.float32)
+    rank = _shard_ranks(target, len(targets))
+    keep = rank < kept
+    target, doc, score, rank = target[keep], doc[keep], score[keep], rank[keep]
+    for rescorer in request.rescore:
+        window = np.flatnonzero(rank < rescorer.window_size)
+        matched, second = _rescore_scores(rescorer, targets, target[window], doc[window], now_millis, stats)
+        first = score * np.float32(rescorer.query_weight)
+        hits = window[matched]
+        weighted = second[matched] * np.float32(rescorer.rescore_query_weight)
+        first[hits] = _COMBINE[rescorer.score_mode](first[hits], weighted).astype(np.float32)
+        score = first
+        order = np.lexsort((doc, -score, target))  # each shard sorts its hits again
+        target, doc, score = target[order], doc[order], score[order]
+        rank = _shard_ranks(target, len(targets))
+    return target, doc, score
 
 
 def _shard_ranks(target: np.ndarray, n_targets: int) -> np.ndarray:

@@ -143,6 +143,8 @@ class ShardTopDocs:
     profile: ShardProfile | None = None  # when the search is profiled
     #: The page fetched with the query (`ShardQuery.fetch`), else None.
     page: FetchedPage | None = None
+    #: `terminate_after` stopped the shard's collection before its last match.
+    terminated_early: bool = False
 
 
 @dataclass(frozen=True, slots=True)

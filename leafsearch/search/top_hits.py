@@ -8,7 +8,8 @@ on the PIT's shard contexts) needs only its top `k = from + size` hits. Per segm
   walked under the match mask until `k` hits are found; `search_after` starts the walk at a
   binary search of the segment's sorted keys, so a deep cursor costs what the first page costs;
 - sorted by `_score`: `argpartition` selects the `k` best scores, ties broken exactly (by doc when
-  nothing follows `_score` in the sort, else every tie is kept for the final sort);
+  nothing follows `_score` in the sort, else every tie is kept for the final sort); with a field
+  before `_score`, every match is sorted (the best scores are not the best hits);
 - `size: 0`: nothing is selected, only counted.
 
 Each shard (`LocalShard`, behind the shard interface of shard_api.py) sorts its segments'
@@ -24,7 +25,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -36,19 +37,24 @@ from leafsearch.request.search_types import SCORE, SHARD_DOC, SearchRequest, Sor
 from leafsearch.search import fetch
 from leafsearch.search.aggregations import MAX_BUCKETS, MAX_NESTED_DEPTH, parse_aggs
 from leafsearch.search.aggregations import collect as collect_aggs
-from leafsearch.search.dfs import DfsStats
+from leafsearch.search.dfs import DfsStats, SummedStats
 from leafsearch.search.fetch_phase import fetch_shard
 from leafsearch.search.guard import SearchGuard
 from leafsearch.search.hitlist import (
     HitList,
+    SegmentMatches,
+    SegmentVisit,
     effective_sort,
     needs_scores,
+    position_after,
+    score_column,
     segment_matches,
     shard_statistics,
     sort_column,
     sort_hits,
 )
 from leafsearch.search.profile import ShardProfile
+from leafsearch.search.rescore import kept_hits, rescore_hits
 from leafsearch.search.segment_orders import OrderFile, SegmentOrder, SegmentOrders, build_order
 from leafsearch.search.shard_api import (
     FetchAlong,
@@ -78,32 +84,21 @@ MAX_TOP_K = 10_000
 
 
 def serves(request: SearchRequest, *, walks: bool = False) -> bool:
-    """Whether a request's page is computed here rather than from a full HitList.
+    """Whether a request's page is computed here rather than from a full HitList, for shards of
+    this process (a search of shard actors is always served here: phases.query_phase).
 
     `walks`: a page of a PIT is too (on the PIT's pinned snapshots), as when a walk's HitList
-    would not be kept."""
-    specs = effective_sort(request)
+    would not be kept. Rescoring, `terminate_after` and pages deeper than `MAX_TOP_K` go to the
+    HitList here (the list is cached for the next page); a shard serves them too (see
+    `LocalShard`), as Elasticsearch's shards do, for the shard actors."""
     return (
         (request.pit is None or walks)
         and request.scroll is None
         and not request.rescore
         and request.terminate_after is None
         and request.from_ + request.size <= MAX_TOP_K
-        and (
-            request.search_after is None
-            or all(s.field != SCORE for s in specs)
-            or (walks and score_walk(specs))
-        )
+        and (request.search_after is None or walks or all(s.field != SCORE for s in effective_sort(request)))
     )
-
-
-def score_walk(specs: Sequence[SortSpec]) -> bool:
-    """Whether a sort led by `_score` can be walked with `search_after` on pinned snapshots:
-    `_score` alone (ties with the cursor are skipped, as Elasticsearch's search_after skips
-    them), or `_score` then `_shard_doc`, a total order. A snapshot's scores never change, so
-    every page of a walk on pinned contexts sees the same order. Other fields after `_score`
-    would need their keys to compare with the cursor before the top-k cut (not done)."""
-    return specs[0].field == SCORE and (len(specs) == 1 or (len(specs) == 2 and specs[1].field == SHARD_DOC))
 
 
 def top_hits(
@@ -284,6 +279,7 @@ def merge_top_docs(
         targets, target_arr, doc_arr, score_arr, columns, keys, total, max(maxima, default=None), partials
     )
     hits.timed_out = any(r.timed_out for r in results)
+    hits.terminated_early = any(r.terminated_early for r in results)
     if request.profile:
         hits.profiles = [r.profile or ShardProfile() for r in results]
     if len(hits) > k and request.search_after is None:
@@ -342,7 +338,8 @@ class LocalShard:
         request, target, plan = query.request, self._snapshot(query.context), query.sort
         started = time.perf_counter_ns()
         profile = ShardProfile() if request.profile else None
-        k = request.from_ + request.size
+        # A rescored search keeps more of its first pass than the page: its rescore windows.
+        k = kept_hits(request) if request.rescore else request.from_ + request.size
         specs = list(plan.specs)
         # A page of no hits reports no max_score: unless something else reads them, no scores.
         scoring = needs_scores(request) and (k > 0 or bool(query.aggs) or request.min_score is not None)
@@ -368,8 +365,14 @@ class LocalShard:
             and not scoring
             and request.track_total_hits is not True
             and not request.rest_total_hits_as_int
+            and request.terminate_after is None
             else None
         )
+        limit = request.terminate_after
+        terminated = False
+        visit: SegmentVisit | None = early
+        if limit is not None and collect is None:  # (aggregations see every segment, as a HitList's)
+            visit = _Terminating(lambda: terminated)
         for m in segment_matches(
             [target],
             request,
@@ -380,8 +383,11 @@ class LocalShard:
             stats=query.dfs_stats,
             profiles=None if profile is None else [profile],
             position=None if query.shard_count is None else (query.shard_index, query.shard_count),
-            visit=early,
+            visit=visit,
         ):
+            if limit is not None:
+                m, cut = _collect_up_to(m, limit - total)
+                terminated = terminated or cut
             count = m.count()
             total += count
             if early is not None:
@@ -406,14 +412,18 @@ class LocalShard:
                     bound.add(keys)
             elif by_fields:
                 docs = m.docs()  # no order fits the cache: every match is sorted below
+            elif specs[0].field != SCORE:
+                docs = m.docs()  # a field before `_score`: every match is sorted below
             else:
-                candidates = m.docs()
+                docs = m.docs()
+                ties = None
                 if request.search_after is not None:
                     if after is None:
                         after = _after_values(request, target, specs)
-                    base = (query.shard_index << 32) + m.view.doc_base
-                    candidates = _scored_after(candidates, m.scores, after, specs, base)
-                docs = _best_scores(m.scores, candidates, k, specs)
+                    docs, ties = _scored_after(docs, m.scores, after[0], specs[0])
+                docs = _best_scores(m.scores, docs, k, specs)
+                if ties is not None and len(specs) > 1:
+                    docs = np.union1d(docs, ties)  # the cut below compares them with the cursor
             selected.append(_Selected(m.view, docs, None if m.scores is None else m.scores[docs], keys))
         seg_docs: list[tuple[int, SegmentView, np.ndarray]] = []
         scores: list[np.ndarray] = []
@@ -433,18 +443,62 @@ class LocalShard:
             sort_column(spec, [target], seg_docs, target_arr, doc_arr, score_arr, few=True, resolved=resolved)
             for spec, resolved in zip(specs, plan.resolved, strict=True)
         ]
-        _, doc_arr, score_arr, columns, _ = sort_hits(columns, target_arr, doc_arr, score_arr)
-        if request.search_after is None and len(doc_arr) > k:
-            first = slice(0, k)
+        _, doc_arr, score_arr, columns, keys = sort_hits(columns, target_arr, doc_arr, score_arr)
+        start = 0
+        if request.search_after is not None and len(doc_arr):
+            if after is None:
+                after = _after_values(request, target, specs)
+            pairs = zip(columns, after, strict=True)
+            cursor = [key for column, value in pairs for key in column.after_key(value)]
+            start = position_after(keys, cursor, len(doc_arr))
+        if start or len(doc_arr) > k:
+            first = slice(start, start + k)  # the shard's best k after the cursor
             doc_arr = doc_arr[first]
             score_arr = score_arr[first] if score_arr is not None else None
             columns = [c.take(first) for c in columns]
+        if request.rescore:
+            assert score_arr is not None
+            doc_arr, score_arr, columns, max_score = _rescored(query, target, doc_arr, score_arr)
         if profile is not None:
             profile.collector_name = "SimpleTopScoreDocCollector" if not by_fields else "SimpleFieldCollector"
             profile.collector_nanos = time.perf_counter_ns() - started - profile.measured_nanos()
         return ShardTopDocs(
-            query.shard_index, total, max_score, doc_arr, score_arr, columns, partials, guard.expired, profile
+            query.shard_index,
+            total,
+            max_score,
+            doc_arr,
+            score_arr,
+            columns,
+            partials,
+            guard.expired,
+            profile,
+            terminated_early=terminated,
         )
+
+
+def _rescored(
+    query: ShardQuery, target: Target, docs: np.ndarray, scores: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, list[SortColumn], float | None]:
+    """A shard's kept hits (score order, ties by doc) after the request's rescorers, as
+    Elasticsearch's shards rescore in their query phase: (docs, scores, their score column, the
+    best score). Under DFS the rescore queries score with the summed statistics of the DFS
+    phase, which recorded their terms too (hitlist.shard_statistics)."""
+    request = query.request
+    stats = None if query.dfs_stats is None else SummedStats(query.dfs_stats, target.searcher)
+    shard = np.zeros(len(docs), np.int32)
+    _, docs, scores = rescore_hits(request, [target], shard, docs, scores, query.now_millis, stats)
+    column = score_column(SortSpec(SCORE, "desc"), scores)
+    return docs, scores, [column], float(scores.max()) if len(scores) else None
+
+
+def _collect_up_to(matches: SegmentMatches, room: int) -> tuple[SegmentMatches, bool]:
+    """A segment's matches cut to the first `room` (doc order), as `terminate_after` collects
+    on a shard; and whether any was cut (the shard terminated early). O(matches)."""
+    docs = matches.docs()
+    room = max(room, 0)
+    if len(docs) <= room:
+        return matches, False
+    return SegmentMatches(matches.target, matches.view, None, matches.scores, docs[:room]), True
 
 
 #: Sort kinds whose keys compare across a shard's segments (keyword keys are segment ordinals,
@@ -519,6 +573,20 @@ class _Competitive:
             return False
         best = self._best.get(id(view.segment))
         return best is not None and bool(best > self.bound.key)
+
+
+class _Terminating:
+    """The segments a shard still runs under `terminate_after`: in order, none once the shard
+    has collected its limit and seen a match past it (`done`), for `segment_matches`."""
+
+    def __init__(self, done: Callable[[], bool]) -> None:
+        self.done = done
+
+    def order(self, views: list[SegmentView]) -> list[int]:
+        return list(range(len(views)))
+
+    def skips(self, view: SegmentView) -> bool:
+        return self.done()
 
 
 @dataclass
@@ -631,18 +699,19 @@ def _after_values(request: SearchRequest, target: Target, specs: list[SortSpec])
 
 
 def _scored_after(
-    docs: np.ndarray, scores: np.ndarray, after: list[Any], specs: list[SortSpec], base: int
-) -> np.ndarray:
-    """The docs of a segment (local numbers, `base` the `_shard_doc` of its doc 0) strictly after
-    a `search_after` cursor of a `score_walk` sort. O(len(docs))."""
+    docs: np.ndarray, scores: np.ndarray, score: float, spec: SortSpec
+) -> tuple[np.ndarray, np.ndarray]:
+    """The docs of a segment whose score comes strictly after a `search_after` cursor's
+    (`score`, of a sort led by `spec`, `_score`), and those whose score equals it. O(len(docs)).
+
+    Why ties apart: with `_score` alone they are skipped (as Elasticsearch's search_after skips
+    them); with fields after `_score`, whether a tie comes after the cursor depends on those
+    fields' keys, so a shard keeps every tie besides its best `k` beyond the cursor, and compares
+    them all with the cursor once its candidates are sorted (one binary search), before its cut:
+    its top k is then exact for any sort led by `_score`."""
     key = scores[docs]
-    score = after[0]
-    beyond = key < score if specs[0].descending else key > score
-    if len(specs) == 1:
-        return docs[beyond]
-    shard_doc = docs + base
-    later = shard_doc < after[1] if specs[1].descending else shard_doc > after[1]
-    return docs[beyond | ((key == score) & later)]
+    beyond = key < score if spec.descending else key > score
+    return docs[beyond], docs[key == score]
 
 
 def _best_scores(scores: np.ndarray, docs: np.ndarray, k: int, specs: list[SortSpec]) -> np.ndarray:

@@ -60,10 +60,6 @@ from tests.ray_cluster import (
 #: of the cluster's nodes, so every walk crosses three actors on three Ray nodes.
 RAY_SHARDS = 3
 
-_SCORE_AFTER = (
-    "`search_after` on `_score` followed by a field: not served over shard actors yet "
-    "(top_hits.serves; `_score` alone or then `_shard_doc` is)"
-)
 _PIT_SLICES = (
     "by design on Ray: a PIT's slices go to shards first (issue 10, SPEC 4.2, as Elasticsearch's "
     "sliced PIT), then ranges within a shard, so they are not one contiguous `_shard_doc` range "
@@ -81,7 +77,6 @@ DESELECTED: dict[str, dict[str, str]] = {
             "segments in its own process"
         ),
     },
-    "test_search_after.py": {"test_score_cursors_walk_a_relevance_order": _SCORE_AFTER},
     "test_pit.py": dict.fromkeys(
         (
             "test_slices_partition_the_walk",
@@ -91,9 +86,6 @@ DESELECTED: dict[str, dict[str, str]] = {
         _PIT_SLICES,
     ),
     "test_pit_property.py": {
-        "test_a_pit_walk_is_the_sorted_snapshot": (
-            f"its random sorts include ones led by `_score`, walked with `search_after`: {_SCORE_AFTER}"
-        ),
         "test_a_pit_holds_its_segments_until_it_ends": (
             "reads the segment folders and hit lists of the node's own shards; a shard actor's "
             "snapshots live in the actor (test_ray_backend.py checks that contexts free them)"
@@ -144,6 +136,7 @@ IN_CI: dict[str, set[str]] = {
     "test_search_after.py": {
         "test_keyword_number_and_boolean_cursors",
         "test_null_is_the_cursor_of_a_missing_keyword",
+        "test_score_cursors_walk_a_relevance_order",
     },
 }
 
