@@ -216,7 +216,6 @@ def segment_matches(
                 guard.reserve(segment_bytes)
                 sparse = execute_docs(plans[0], view, ctx) if sparse_ok else None
                 if sparse is not None:
-                    sparse = sparse.astype(np.int64, copy=False)  # (postings may be stored narrower)
                     if view.live is not None:
                         sparse = sparse[view.live[sparse]]
                     if slice_masks is not None:
