@@ -9,7 +9,7 @@ Distinct `match` queries of two words of 200; each query runs both ways, alterna
 first, with the node keeping no HitList (`indices.cache.hitlist.size: 0`), so neither reads a
 list the other built. The pages of both ways are checked equal. Prints p50 / p99 in ms per way.
 What it is for: whether the local path should serve these options through the shards too (it
-gives the same answers, tests/test_shard_api.py); only a figure, noisy on a shared machine.
+gives the same answers, tests/search/test_shard_api.py); only a figure, noisy on a shared machine.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import time
 import orjson
 
 import leafsearch
-from leafsearch import admin
+from leafsearch.indices import admin
 from leafsearch.request.search_request import parse_search_request
 from leafsearch.search import phases, top_hits
 from leafsearch.search.targets import release_targets

@@ -28,7 +28,7 @@ import zstandard
 from bench.generate import generate, write_import_files
 from bench.server import ROOT, Server
 
-ELASTICDUMP = ROOT / "tests" / "js" / "node_modules" / "elasticdump" / "bin" / "elasticdump"
+ELASTICDUMP = ROOT / "tests" / "clients" / "js" / "node_modules" / "elasticdump" / "bin" / "elasticdump"
 
 
 def _run(command: list[str]) -> float:
@@ -122,7 +122,7 @@ def main() -> None:
                 )
                 rows.append(("elasticdump import (--limit 5000)", n / seconds))
             else:
-                rows.append(("elasticdump: not installed (tests/js: npm ci)", 0.0))
+                rows.append(("elasticdump: not installed (tests/clients/js: npm ci)", 0.0))
         finally:
             server.stop()
     finally:

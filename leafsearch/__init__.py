@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from leafsearch.client import Client
-    from leafsearch.node import Node
+    from leafsearch.node.node import Node
 
 __all__ = ["Client", "Node"]
 
@@ -14,7 +14,7 @@ __all__ = ["Client", "Node"]
 def __getattr__(name: str):
     # Imported lazily so that `leafsearch serve --help` and the CLI start without loading numpy.
     if name == "Node":
-        from leafsearch.node import Node
+        from leafsearch.node.node import Node
 
         return Node
     if name == "Client":

@@ -185,13 +185,13 @@ def serve(
     Every option can also be given by the environment variable shown beside it."""
     import uvicorn
 
+    from leafsearch.common.settings import parse_byte_size
     from leafsearch.errors import ElasticError
-    from leafsearch.node import Node, NodeLocked, RayUnavailable
+    from leafsearch.node.node import Node, NodeLocked, RayUnavailable
     from leafsearch.rest.access import is_loopback_host
     from leafsearch.rest.access_log import AccessLog
     from leafsearch.rest.app import create_app
     from leafsearch.rest.connections import counting_protocol
-    from leafsearch.settings import parse_byte_size
 
     _configure_logs(log_level, access_log, slow_log)
     os.umask(0o077)
@@ -274,7 +274,7 @@ def _configure_logs(level: str, access_log: str | None, slow_log: str) -> None:
     slow logs (Elasticsearch's JSON lines, which carry their own timestamp) each where its flag
     says, not repeated in the server's log."""
     from leafsearch.rest.access_log import ACCESS_LOGGER
-    from leafsearch.slowlog import ALL_LOGGERS
+    from leafsearch.services.slowlog import ALL_LOGGERS
 
     logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if access_log is not None:
@@ -292,8 +292,8 @@ def _configure_logs(level: str, access_log: str | None, slow_log: str) -> None:
 
 def _node_settings(pairs: tuple[str, ...]) -> dict[str, str]:
     """`-E key=value` pairs, each a known node setting with a valid value."""
+    from leafsearch.common.settings import NODE_SETTINGS
     from leafsearch.errors import ElasticError
-    from leafsearch.settings import NODE_SETTINGS
 
     values: dict[str, str] = {}
     for pair in pairs:

@@ -33,7 +33,7 @@ from leafsearch.rest.routes import ROUTES
 from leafsearch.rest.unrecognized import check_params
 
 if TYPE_CHECKING:
-    from leafsearch.node import Node
+    from leafsearch.node.node import Node
 
 _ROUTER = Router(ROUTES)
 
@@ -51,7 +51,7 @@ class Client:
         if (path is None) == (node is None):
             raise TypeError("give either a data folder or a node")
         if node is None:
-            from leafsearch.node import Node
+            from leafsearch.node.node import Node
 
             node = Node(Path(path), **node_options)  # type: ignore[arg-type]
             self._owned = True

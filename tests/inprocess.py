@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from leafsearch.node import Node
+from leafsearch.node.node import Node
 from leafsearch.request.search_request import parse_count_request, parse_search_request
 
 

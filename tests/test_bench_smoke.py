@@ -16,7 +16,7 @@ import orjson
 from bench.generate import MAPPING, generate
 from bench.sqlite_baseline import SqliteBaseline
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def small_run(module: str, out: Path) -> Any:

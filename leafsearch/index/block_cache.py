@@ -9,7 +9,7 @@ segment folder (segments are immutable and never reuse a folder name) and block 
 
 from __future__ import annotations
 
-from leafsearch.bounded_cache import BoundedCache
+from leafsearch.common.bounded_cache import BoundedCache
 
 
 class BlockCache(BoundedCache[tuple[str, int], bytes]):

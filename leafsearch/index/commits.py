@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from leafsearch.durable import fsync_dir
+from leafsearch.common.durable import fsync_dir
 from leafsearch.index.shard_stats import ShardStats
 from leafsearch.index.translog import Translog
 

@@ -49,7 +49,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from leafsearch.durable import fsync_dir
+from leafsearch.common.durable import fsync_dir
 
 FORMAT = 1
 _PARTIAL = ".partial-"

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from leafsearch.durable import fsync_dir
+from leafsearch.common.durable import fsync_dir
+from leafsearch.common.settings import index_setting
 from leafsearch.errors import IndexClosed
 from leafsearch.index.block_cache import BlockCache
 from leafsearch.index.index_sort import IndexSort, index_sort_of
@@ -28,7 +29,6 @@ from leafsearch.index.parsed import ParsedBatch
 from leafsearch.index.routing import default_routing_num_shards, shard_for
 from leafsearch.index.segment import Segment
 from leafsearch.index.shard import Shard
-from leafsearch.settings import index_setting
 
 if TYPE_CHECKING:
     from leafsearch.ray_backend.cluster import RayBackend

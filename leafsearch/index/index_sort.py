@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from leafsearch.common.settings import index_setting
 from leafsearch.errors import IllegalArgument
 from leafsearch.request.search_types import DOC, SHARD_DOC, SortSpec
-from leafsearch.settings import index_setting
 
 if TYPE_CHECKING:
     from leafsearch.index.mapping import FieldType, Mapping

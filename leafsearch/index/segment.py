@@ -35,7 +35,7 @@ from typing import ClassVar
 import numpy as np
 import orjson
 
-from leafsearch.durable import fsync_dir
+from leafsearch.common.durable import fsync_dir
 from leafsearch.index import source_blocks
 from leafsearch.index.block_cache import BlockCache
 from leafsearch.index.columns import DocValues, KeywordColumn, NumericColumn, TextColumn

@@ -22,7 +22,7 @@ from typing import Literal
 from leafsearch.errors import ElasticError, VersionConflict
 from leafsearch.index.parsed import ParsedBatch, ParsedDoc
 from leafsearch.index.shard import PRIMARY_TERM, DocState, Shard
-from leafsearch.versioning import ExternalVersion, VersionRefused
+from leafsearch.index.versioning import ExternalVersion, VersionRefused
 
 #: "index" overwrites; "create" refuses an existing document; "delete".
 WriteKind = Literal["index", "create", "delete"]

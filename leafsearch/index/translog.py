@@ -22,7 +22,7 @@ from pathlib import Path
 
 import orjson
 
-from leafsearch.durable import fsync_dir
+from leafsearch.common.durable import fsync_dir
 from leafsearch.errors import TranslogFailed
 
 _HEADER = struct.Struct("<II")

@@ -188,7 +188,7 @@ class ShardActor:
 
     def get(self, doc_id: str, realtime: bool) -> DocRead | None | Refusal:
         """The current document (realtime: from the version map and buffer), None when absent."""
-        from leafsearch.documents import read_doc
+        from leafsearch.write.documents import read_doc
 
         try:
             state, source = read_doc(self.shard, doc_id, realtime=realtime, refresh=False)
@@ -204,7 +204,7 @@ class ShardActor:
     def stats_sections(self, metrics: tuple[str, ...], file_sizes: bool) -> dict[str, Any]:
         """The shard's `_stats` sections (index_stats.py), but its search counters, which the
         coordinator keeps."""
-        from leafsearch.index_stats import shard_stats
+        from leafsearch.indices.stats import shard_stats
 
         return shard_stats(self.shard, metrics, file_sizes=file_sizes)
 

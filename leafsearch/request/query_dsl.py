@@ -22,6 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from leafsearch.common.settings import node_setting
+from leafsearch.common.suggestions import did_you_mean
 from leafsearch.errors import (
     ElasticError,
     IllegalArgument,
@@ -30,8 +32,6 @@ from leafsearch.errors import (
     XContentParseError,
 )
 from leafsearch.request import lucene_regexp
-from leafsearch.settings import node_setting
-from leafsearch.suggestions import did_you_mean
 from leafsearch.unsupported import NotSupported
 
 Scalar = str | int | float | bool

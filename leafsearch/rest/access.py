@@ -30,6 +30,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from leafsearch.common.settings import NODE_SETTINGS
 from leafsearch.errors import ElasticError
 from leafsearch.rest import handlers_aliases as aliases
 from leafsearch.rest import handlers_analyze as analysis
@@ -44,10 +45,9 @@ from leafsearch.rest import handlers_stats as stats
 from leafsearch.rest.media import parse_media_type
 from leafsearch.security.narrowing import narrow_expression
 from leafsearch.security.subject import CURRENT, SecurityException, Subject
-from leafsearch.settings import NODE_SETTINGS
 
 if TYPE_CHECKING:
-    from leafsearch.node import Node
+    from leafsearch.node.node import Node
     from leafsearch.rest.exchange import RestRequest
     from leafsearch.rest.router import Route
 

@@ -23,7 +23,6 @@ from starlette.concurrency import run_in_threadpool
 from starlette.routing import Route as StarletteRoute
 
 from leafsearch.errors import ContentTooLong, ElasticError, ParseException
-from leafsearch.memory import Trimmer
 from leafsearch.rest.access import AccessControl, Refusal, is_loopback_host
 from leafsearch.rest.error_trace import with_stack_trace
 from leafsearch.rest.exchange import RestRequest, RestResponse, parse_bool
@@ -33,12 +32,13 @@ from leafsearch.rest.render import YAML, filter_path, render, to_json
 from leafsearch.rest.router import Route, Router, split_raw_path
 from leafsearch.rest.routes import ROUTES
 from leafsearch.rest.unrecognized import check_params
+from leafsearch.services.memory import Trimmer
 from leafsearch.unsupported import endpoint, endpoint_error
 
 if TYPE_CHECKING:
     from starlette.types import Receive, Scope, Send
 
-    from leafsearch.node import Node
+    from leafsearch.node.node import Node
 
 log = logging.getLogger("leafsearch.rest")
 
@@ -221,7 +221,7 @@ class Dispatcher:
         self, route: Route, request: RestRequest, content_type: str, pretty: bool
     ) -> tuple[int, bytes, str, dict[str, str]]:
         """Run the handler (in a worker thread) and render its answer or its refusal; then give
-        back the memory a heavy request freed (leafsearch/memory.py)."""
+        back the memory a heavy request freed (leafsearch/services/memory.py)."""
         try:
             return self._answer(route, request, content_type, pretty)
         finally:

@@ -14,9 +14,9 @@ from typing import Any
 
 import orjson
 
-from leafsearch.admin import IndicesOptions
-from leafsearch.date_math_names import resolve_expression
 from leafsearch.errors import IllegalArgument, ParseException, ParsingError, XContentParseError
+from leafsearch.indices.admin import IndicesOptions
+from leafsearch.indices.date_math_names import resolve_expression
 from leafsearch.request.search_request import parse_indices_options
 from leafsearch.request.timevalue import parse_time_value
 

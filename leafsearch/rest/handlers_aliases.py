@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from leafsearch import aliases
+from leafsearch.indices import aliases
 from leafsearch.rest.cat import Column, render_table
 from leafsearch.rest.exchange import RestRequest, RestResponse
 
 if TYPE_CHECKING:
-    from leafsearch.node import Node
+    from leafsearch.node.node import Node
 
 CAT_COLUMNS = [
     Column("alias", "alias name", ("a",)),

@@ -1,4 +1,4 @@
-"""`GET|POST /_analyze` and `/<index>/_analyze` (leafsearch/analyze.py does the work).
+"""`GET|POST /_analyze` and `/<index>/_analyze` (leafsearch/indices/analyze.py does the work).
 
 Two handlers, so that the route guard authorizes each as Elasticsearch does: without an index the
 analysis reads no index (any authenticated caller); with one it is `indices:admin/analyze` on it.
@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from leafsearch import analyze as analyze_api
 from leafsearch.errors import IllegalArgument, ParseException
+from leafsearch.indices import analyze as analyze_api
 from leafsearch.rest.exchange import RestRequest, RestResponse
 
 if TYPE_CHECKING:
-    from leafsearch.node import Node
+    from leafsearch.node.node import Node
 
 
 def analyze(node: Node, req: RestRequest) -> RestResponse:

@@ -9,15 +9,15 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from leafsearch.by_query import response_status
-from leafsearch.by_query_request import DELETE, UPDATE, BulkByQuery, parse_by_query, parse_reindex
-from leafsearch.by_query_request import parse_requests_per_second as parse_rate
 from leafsearch.errors import IllegalArgument
 from leafsearch.rest.exchange import RestRequest, RestResponse
 from leafsearch.security.narrowing import narrow_expression
+from leafsearch.write.by_query import response_status
+from leafsearch.write.by_query_request import DELETE, UPDATE, BulkByQuery, parse_by_query, parse_reindex
+from leafsearch.write.by_query_request import parse_requests_per_second as parse_rate
 
 if TYPE_CHECKING:
-    from leafsearch.node import Node
+    from leafsearch.node.node import Node
 
 SEARCH_ACTION = "indices:data/read/search"
 WRITE_ACTION = "indices:data/write/index"

@@ -7,14 +7,14 @@ import os
 import time
 from typing import TYPE_CHECKING, Any
 
-from leafsearch import admin
 from leafsearch.index import shard_listing
 from leafsearch.index.shard_listing import ShardListing, ShardMissing
+from leafsearch.indices import admin
 from leafsearch.rest.cat import Column, render_table
 from leafsearch.rest.exchange import RestRequest, RestResponse
 
 if TYPE_CHECKING:
-    from leafsearch.node import Node
+    from leafsearch.node.node import Node
 
 INDICES_COLUMNS = [
     Column("health", "current health status", ("h",)),
@@ -307,7 +307,7 @@ def cat_segments(node: Node, req: RestRequest) -> RestResponse:
 
 def cat_nodes(node: Node, req: RestRequest) -> RestResponse:
     """The one node: memory against what the process may use, load, roles (`dim`), master `*`."""
-    from leafsearch import memory
+    from leafsearch.services import memory
     from leafsearch.version import VERSION
 
     limit = memory.machine_memory()

@@ -5,16 +5,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from leafsearch import admin
+from leafsearch.common.settings import active_shard_count
 from leafsearch.errors import IllegalArgument, IndexNotFound
+from leafsearch.indices import admin
 from leafsearch.rest.exchange import RestRequest, RestResponse
 from leafsearch.rest.unrecognized import unrecognized
-from leafsearch.settings import active_shard_count
 from leafsearch.version import LUCENE_VERSION
 from leafsearch.version import VERSION as ES_VERSION
 
 if TYPE_CHECKING:
-    from leafsearch.node import Node
+    from leafsearch.node.node import Node
 
 # What an Elasticsearch 8.17.0 node reports; clients check `version.number` and the tagline.
 VERSION = {

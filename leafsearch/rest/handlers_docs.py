@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from leafsearch.documents import stored_fields
+from leafsearch.common.settings import active_shard_count
 from leafsearch.errors import (
     ActionRequestValidation,
     ElasticError,
@@ -22,11 +22,11 @@ from leafsearch.request.search_types import SourceFilter
 from leafsearch.request.sort import token_name
 from leafsearch.rest.exchange import RestRequest, RestResponse
 from leafsearch.rest.source_filter import apply_source_filter, apply_source_option
-from leafsearch.settings import active_shard_count
-from leafsearch.slowlog import indexing_timed
+from leafsearch.services.slowlog import indexing_timed
+from leafsearch.write.documents import stored_fields
 
 if TYPE_CHECKING:
-    from leafsearch.node import Node
+    from leafsearch.node.node import Node
 
 _MGET_DOC_KEYS = frozenset(
     {"_index", "_id", "routing", "_routing", "_source", "stored_fields", "version", "version_type"}

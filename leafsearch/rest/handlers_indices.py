@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from leafsearch import admin
-from leafsearch import field_caps as field_caps_api
+from leafsearch.common.settings import active_shard_count
 from leafsearch.errors import ActionRequestValidation, IllegalArgument, IndexNotFound, XContentParseError
+from leafsearch.indices import admin
+from leafsearch.indices import field_caps as field_caps_api
 from leafsearch.request.query_dsl import parse_query
 from leafsearch.rest.exchange import RestRequest, RestResponse
-from leafsearch.settings import active_shard_count
 from leafsearch.unsupported import NotSupported
 
 if TYPE_CHECKING:
-    from leafsearch.node import Node
+    from leafsearch.node.node import Node
 
 
 def create_index(node: Node, req: RestRequest) -> RestResponse:

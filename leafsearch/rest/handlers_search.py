@@ -22,10 +22,10 @@ from leafsearch.search import opensearch_pit
 from leafsearch.search.msearch import Authorize, parse_msearch
 from leafsearch.search.msearch import msearch as run_msearch
 from leafsearch.security.narrowing import narrow_expression
-from leafsearch.slowlog import timed_search
+from leafsearch.services.slowlog import timed_search
 
 if TYPE_CHECKING:
-    from leafsearch.node import Node
+    from leafsearch.node.node import Node
 
 SEARCH_ACTION = "indices:data/read/search"
 

@@ -19,7 +19,7 @@ from leafsearch.security.subject import Subject, current
 from leafsearch.unsupported import NotSupported
 
 if TYPE_CHECKING:
-    from leafsearch.node import Node
+    from leafsearch.node.node import Node
 
 _DISABLED = (
     "Security must be explicitly enabled when using a [basic] license. Enable security by setting "

@@ -5,14 +5,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from leafsearch.errors import IllegalArgument
-from leafsearch.index_stats import METRICS
-from leafsearch.index_stats import indices_stats as compute_indices_stats
-from leafsearch.open_close import close_indices, open_indices
+from leafsearch.indices.open_close import close_indices, open_indices
+from leafsearch.indices.stats import METRICS
+from leafsearch.indices.stats import indices_stats as compute_indices_stats
 from leafsearch.rest.exchange import RestRequest, RestResponse
 from leafsearch.rest.unrecognized import unrecognized
 
 if TYPE_CHECKING:
-    from leafsearch.node import Node
+    from leafsearch.node.node import Node
 
 
 def parse_metrics(path: str, metric: str | None) -> tuple[str, ...]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from leafsearch.rawjson import RawJSON
+from leafsearch.common.rawjson import RawJSON
 from leafsearch.rest.cat import human_size
 
 _NANOS = (

@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from leafsearch.rawjson import RawJSON
+from leafsearch.common.rawjson import RawJSON
 from leafsearch.rest.media import YAML
 from leafsearch.rest.yaml_writer import yaml_document
 

@@ -6,7 +6,6 @@ with Elasticsearch's "contains unrecognized parameter" error, so a typo never pa
 
 from __future__ import annotations
 
-from leafsearch.by_query_request import SEARCH_PARAMS as BY_QUERY_SEARCH
 from leafsearch.rest import handlers_aliases as aliases
 from leafsearch.rest import handlers_analyze as analysis
 from leafsearch.rest import handlers_by_query as by_query
@@ -19,6 +18,7 @@ from leafsearch.rest import handlers_security as security
 from leafsearch.rest import handlers_stats as stats
 from leafsearch.rest.exchange import SOURCE_PARAMS
 from leafsearch.rest.router import Route
+from leafsearch.write.by_query_request import SEARCH_PARAMS as BY_QUERY_SEARCH
 
 INDICES_OPTIONS = {"ignore_unavailable", "allow_no_indices", "expand_wildcards"}
 MASTER = {"master_timeout", "timeout"}

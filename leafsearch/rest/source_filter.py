@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from leafsearch.rawjson import RawJSON
+from leafsearch.common.rawjson import RawJSON
 from leafsearch.request.search_request import url_source_filter
 from leafsearch.request.search_types import SourceFilter
 from leafsearch.rest.exchange import RestRequest

@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from leafsearch.common.suggestions import similarity
 from leafsearch.errors import IllegalArgument
 from leafsearch.rest.exchange import RESPONSE_PARAMS
-from leafsearch.suggestions import similarity
 
 if TYPE_CHECKING:
     from leafsearch.rest.exchange import RestRequest

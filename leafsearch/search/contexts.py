@@ -47,7 +47,7 @@ from leafsearch.search.top_hits import free_shard_contexts, open_shard_contexts
 from leafsearch.security.subject import current
 
 if TYPE_CHECKING:
-    from leafsearch.node import Node
+    from leafsearch.node.node import Node
 
 _ID_PREFIX = b"leafsearch:"
 _ENDED_MEMORY = 10_000

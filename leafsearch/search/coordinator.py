@@ -20,7 +20,7 @@ from leafsearch.search.execution import CountTask, SearchTask, dispatch
 from leafsearch.search.targets import release_targets
 
 if TYPE_CHECKING:
-    from leafsearch.node import Node
+    from leafsearch.node.node import Node
 
 
 def search(

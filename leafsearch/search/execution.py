@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from leafsearch.rawjson import RawJSON
+from leafsearch.common.rawjson import RawJSON
 from leafsearch.request.search_types import DOC, SearchRequest
 from leafsearch.search import phases, query_and_fetch, slicing
 from leafsearch.search.fetch_phase import renders_raw
@@ -32,7 +32,7 @@ from leafsearch.search.sort_keys import SortColumn
 from leafsearch.search.targets import Target
 
 if TYPE_CHECKING:
-    from leafsearch.node import Node
+    from leafsearch.node.node import Node
 
 
 @dataclass(eq=False)

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import orjson
 
-from leafsearch.rawjson import RawJSON
+from leafsearch.common.rawjson import RawJSON
 from leafsearch.request.search_types import SearchRequest
 from leafsearch.search import fetch as fetch_helpers
 from leafsearch.search import hit_columns

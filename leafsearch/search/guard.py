@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING
 from leafsearch.errors import SearchPhaseExecution, SearchTimeout, TaskCancelled
 
 if TYPE_CHECKING:
-    from leafsearch.breaker import Breakers
-    from leafsearch.node import Node
+    from leafsearch.node.node import Node
     from leafsearch.request.search_types import SearchRequest
+    from leafsearch.services.breaker import Breakers
 
 #: Bytes per document of a segment that executing a query there may allocate at once: the match
 #: mask, the float32 scores, the matched doc numbers (int64) and a post-filter mask.

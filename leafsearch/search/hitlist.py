@@ -20,7 +20,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from leafsearch.bounded_cache import BoundedCache
+from leafsearch.common.bounded_cache import BoundedCache
+from leafsearch.common.settings import index_setting
 from leafsearch.errors import ShardFailed
 from leafsearch.index.searcher import Searcher, SegmentView
 from leafsearch.request.search_types import SearchRequest, SortSpec
@@ -48,7 +49,6 @@ from leafsearch.search.sort_keys import (
     special_kind,
 )
 from leafsearch.search.targets import Target, snapshot_key
-from leafsearch.settings import index_setting
 
 
 @dataclass

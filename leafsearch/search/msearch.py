@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from leafsearch.date_math_names import resolve_expression
 from leafsearch.errors import (
     ActionRequestValidation,
     ElasticError,
@@ -32,12 +31,13 @@ from leafsearch.errors import (
     SearchPhaseExecution,
     XContentParseError,
 )
+from leafsearch.indices.date_math_names import resolve_expression
 from leafsearch.request.search_request import parse_search_request
 from leafsearch.request.search_types import SearchRequest
 from leafsearch.request.sort import token_name
 
 if TYPE_CHECKING:
-    from leafsearch.node import Node
+    from leafsearch.node.node import Node
 
 #: Query parameters of `_msearch` that are defaults of every search in it (a header may override
 #: the ones it also names).

@@ -13,8 +13,8 @@ from leafsearch.errors import ActionRequestValidation, IllegalArgument
 from leafsearch.search import scroll_pit
 
 if TYPE_CHECKING:
-    from leafsearch.admin import IndicesOptions
-    from leafsearch.node import Node
+    from leafsearch.indices.admin import IndicesOptions
+    from leafsearch.node.node import Node
 
 ALL = "_all"
 

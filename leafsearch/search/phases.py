@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from leafsearch.admin import IndicesOptions
-from leafsearch.aliases import search_scopes
+from leafsearch.common.rawjson import RawJSON
 from leafsearch.errors import ElasticError, IllegalArgument, SearchPhaseExecution, TaskCancelled
-from leafsearch.rawjson import RawJSON
+from leafsearch.indices.admin import IndicesOptions
+from leafsearch.indices.aliases import search_scopes
 from leafsearch.request.search_types import SHARD_DOC, SearchRequest
 from leafsearch.search import fetch, top_hits
 from leafsearch.search.fetch_phase import render_hits
@@ -35,7 +35,7 @@ from leafsearch.search.sort_keys import missing_substitute
 from leafsearch.search.targets import Target, acquire_targets
 
 if TYPE_CHECKING:
-    from leafsearch.node import Node
+    from leafsearch.node.node import Node
 
 
 def resolve_targets(node: Node, request: SearchRequest) -> list[Target]:

@@ -25,7 +25,7 @@ from collections.abc import Callable, Hashable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from leafsearch.rawjson import RawJSON
+from leafsearch.common.rawjson import RawJSON
 from leafsearch.search.targets import Target, release_targets
 
 #: Walks whose next page is remembered (a PIT searched with many queries starts many walks).

@@ -26,7 +26,7 @@ from leafsearch.search.fetch_phase import last_sort_values
 from leafsearch.search.hitlist import effective_sort
 
 if TYPE_CHECKING:
-    from leafsearch.node import Node
+    from leafsearch.node.node import Node
     from leafsearch.search.contexts import ReaderContext
 
 

@@ -9,7 +9,6 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from leafsearch.admin import IndicesOptions
 from leafsearch.errors import (
     ActionRequestValidation,
     ElasticError,
@@ -17,6 +16,7 @@ from leafsearch.errors import (
     SearchContextMissing,
     SearchPhaseExecution,
 )
+from leafsearch.indices.admin import IndicesOptions
 from leafsearch.request.search_types import SearchRequest
 from leafsearch.search import phases, remote_scroll
 from leafsearch.search.contexts import ReaderContext
@@ -24,7 +24,7 @@ from leafsearch.search.execution import PitTask, ScrollTask, dispatch, reads_ahe
 from leafsearch.search.targets import Target, release_targets
 
 if TYPE_CHECKING:
-    from leafsearch.node import Node
+    from leafsearch.node.node import Node
 
 
 def search_pit(

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from leafsearch.bounded_cache import BoundedCache
+from leafsearch.common.bounded_cache import BoundedCache
 from leafsearch.index import derived_files, order_files
 from leafsearch.index.order_files import StoredOrder
 from leafsearch.index.segment import Segment

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from leafsearch.bounded_cache import BoundedCache
+from leafsearch.common.bounded_cache import BoundedCache
 from leafsearch.errors import ElasticError, IllegalArgument
 from leafsearch.index.columns import KeywordColumn, NumericColumn
 from leafsearch.request.search_types import DOC, SCORE, SHARD_DOC, SortSpec

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from leafsearch.search.targets import Target
 
-from leafsearch.slowlog import phase_timed
+from leafsearch.services.slowlog import phase_timed
 
 
 class SearchStats:
@@ -55,7 +55,7 @@ class SearchStats:
             yield
         finally:
             seconds = time.perf_counter() - started
-            phase_timed(name, seconds)  # the request's slow log (leafsearch/slowlog.py)
+            phase_timed(name, seconds)  # the request's slow log (leafsearch/services/slowlog.py)
             with self._lock:
                 self.counters[f"{name}_current"] -= 1
             self._add(name, seconds)

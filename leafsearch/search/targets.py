@@ -16,8 +16,8 @@ from leafsearch.index.searcher import Searcher
 from leafsearch.request.query_dsl import Bool, Query, query_key
 
 if TYPE_CHECKING:
-    from leafsearch.aliases import IndexScope
     from leafsearch.index.index import Index
+    from leafsearch.indices.aliases import IndexScope
 
 
 @dataclass(eq=False)

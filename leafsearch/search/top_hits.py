@@ -76,7 +76,7 @@ from leafsearch.search.targets import Target
 if TYPE_CHECKING:
     from leafsearch.index.searcher import SegmentView
     from leafsearch.index.segment import Segment
-    from leafsearch.node import Node
+    from leafsearch.node.node import Node
 
 #: Pages deeper than this are served from a full, cached HitList (Elasticsearch's default
 #: `index.max_result_window`): past it, the top-k candidates of every segment cost as much.

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from leafsearch.security.subject import Subject
 
 if TYPE_CHECKING:
-    from leafsearch.node import Node
+    from leafsearch.node.node import Node
 
 NO_INDICES = "*,-*"
 

@@ -22,7 +22,7 @@ def served_data_folder(path: str) -> Iterator[str]:
     """The URL of the node in `path`, served until the block ends (then closed, releasing the lock)."""
     import uvicorn
 
-    from leafsearch.node import Node, NodeLocked
+    from leafsearch.node.node import Node, NodeLocked
     from leafsearch.rest.app import create_app
 
     if not os.path.isdir(path):

@@ -6,6 +6,7 @@ import re
 from dataclasses import replace
 from typing import Any
 
+from leafsearch.common.suggestions import did_you_mean
 from leafsearch.errors import AggregationInitialization, ElasticError, ParsingError
 from leafsearch.search.aggs.base import AggTree, ParseContext, token_name
 from leafsearch.search.aggs.composite import parse_composite
@@ -14,7 +15,6 @@ from leafsearch.search.aggs.histogram import parse_date_histogram, parse_histogr
 from leafsearch.search.aggs.metrics import parse_cardinality, parse_stats
 from leafsearch.search.aggs.ranges import parse_range
 from leafsearch.search.aggs.terms import parse_terms
-from leafsearch.suggestions import did_you_mean
 from leafsearch.unsupported import AGGREGATIONS, NotSupported
 
 METRICS = ("min", "max", "sum", "avg", "value_count", "stats", "extended_stats")

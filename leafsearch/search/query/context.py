@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from leafsearch.common.settings import node_setting
 from leafsearch.errors import ElasticError, QueryShardError
 from leafsearch.index.searcher import Searcher
-from leafsearch.settings import node_setting
 
 MAX_CLAUSE_COUNT: int = node_setting("indices.query.bool.max_clause_count")
 

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from leafsearch.common.settings import index_setting
 from leafsearch.index.block_cache import BlockCache
 from leafsearch.index.index import apply_mapping_limits
 from leafsearch.index.index_sort import IndexSort, index_sort_of
@@ -38,7 +39,6 @@ from leafsearch.index.segment import Segment
 from leafsearch.request.query_dsl import Query
 from leafsearch.search.stats import SearchStats
 from leafsearch.search.targets import Target
-from leafsearch.settings import index_setting
 
 
 @dataclass(frozen=True, slots=True)

@@ -55,7 +55,7 @@ from leafsearch.search.workers.mirror import IndexState, TargetRef, snapshot_sta
 
 if TYPE_CHECKING:
     from leafsearch.index.index import Index
-    from leafsearch.node import Node
+    from leafsearch.node.node import Node
 
 log = logging.getLogger("leafsearch.search_workers")
 

@@ -37,7 +37,7 @@ from typing import Any
 # worker starts, so its first search does not pay it.
 import numpy.ma  # noqa: F401
 
-from leafsearch.breaker import Breakers
+from leafsearch.common.settings import ClusterSettings
 from leafsearch.errors import ElasticError
 from leafsearch.index.block_cache import BlockCache
 from leafsearch.search import execution
@@ -47,7 +47,7 @@ from leafsearch.search.segment_orders import SegmentOrders
 from leafsearch.search.sort_keys import GlobalOrdinals
 from leafsearch.search.stats import SearchStats
 from leafsearch.search.workers.mirror import IndexState, Mirror
-from leafsearch.settings import ClusterSettings
+from leafsearch.services.breaker import Breakers
 
 #: The phases (name, seconds) the running task timed.
 _PHASES: contextvars.ContextVar[list[tuple[str, float]]] = contextvars.ContextVar("leafsearch_worker_phases")

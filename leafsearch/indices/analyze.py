@@ -1,0 +1,368 @@
+"""`_analyze`: the tokens leafsearch makes of a text, as Elasticsearch's analyze API shows them.
+
+leafsearch analyses every text field with Elasticsearch's `standard` analyzer and keyword fields
+with the `keyword` analyzer (lowercased by the `lowercase` normalizer when the mapping names it),
+so those are what `_analyze` offers: the analyzers `standard` (`default` on an index) and
+`keyword`, the tokenizers `standard` and `keyword`, the `lowercase` filter and normalizer, and a
+field's analyzer from the mapping. Other analysis components Elasticsearch has are refused as not
+supported by leafsearch; names Elasticsearch does not know get its own "failed to find" errors.
+
+Offsets are UTF-16 code units as Lucene counts them; positions and offsets continue across the
+values of a `text` array with Elasticsearch's gaps (one offset, and the analyzer's position gap:
+0 for a global analyzer or a custom chain, 100 for an index's analyzers, the mapping's
+`position_increment_gap` for a field).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from leafsearch.common.settings import index_setting
+from leafsearch.errors import ActionRequestValidation, ElasticError, IllegalArgument, XContentParseError
+from leafsearch.index.analysis import standard_tokens
+from leafsearch.index.parsed import POSITION_INCREMENT_GAP
+from leafsearch.request.sort import token_name
+from leafsearch.unsupported import NotSupported
+
+if TYPE_CHECKING:
+    from leafsearch.index.index import Index
+
+MAX_TOKEN_COUNT = 10_000  # `index.analyze.max_token_count`'s default, the limit without an index
+_FIELDS = frozenset(
+    {"text", "analyzer", "tokenizer", "filter", "char_filter", "normalizer", "field", "explain", "attributes"}
+)
+
+# Names Elasticsearch's analysis modules register, so that leafsearch can say which it lacks.
+# fmt: off
+_ES_ANALYZERS = frozenset({
+    "simple", "whitespace", "stop", "pattern", "fingerprint", "snowball", "classic", "arabic",
+    "armenian", "basque", "bengali", "brazilian", "bulgarian", "catalan", "cjk", "czech", "danish",
+    "dutch", "english", "estonian", "finnish", "french", "galician", "german", "greek", "hindi",
+    "hungarian", "indonesian", "irish", "italian", "latvian", "lithuanian", "norwegian", "persian",
+    "portuguese", "romanian", "russian", "serbian", "sorani", "spanish", "swedish", "turkish", "thai",
+})
+_ES_TOKENIZERS = frozenset({
+    "char_group", "classic", "edge_ngram", "letter", "lowercase", "ngram", "path_hierarchy",
+    "pattern", "simple_pattern", "simple_pattern_split", "thai", "uax_url_email", "whitespace",
+    "edgeNGram", "nGram", "PathHierarchy",
+})
+_ES_FILTERS = frozenset({
+    "apostrophe", "asciifolding", "cjk_bigram", "cjk_width", "classic", "common_grams", "conditional",
+    "decimal_digit", "delimited_payload", "dictionary_decompounder", "edge_ngram", "elision",
+    "fingerprint", "flatten_graph", "hunspell", "hyphenation_decompounder", "keep_types", "keep",
+    "keyword_marker", "keyword_repeat", "kstem", "length", "limit", "min_hash", "multiplexer",
+    "ngram", "pattern_capture", "pattern_replace", "porter_stem", "predicate_token_filter",
+    "remove_duplicates", "reverse", "shingle", "snowball", "stemmer", "stemmer_override", "stop",
+    "synonym", "synonym_graph", "trim", "truncate", "unique", "uppercase", "word_delimiter",
+    "word_delimiter_graph", "arabic_normalization", "german_normalization", "hindi_normalization",
+    "indic_normalization", "persian_normalization", "scandinavian_normalization",
+    "serbian_normalization", "sorani_normalization", "bengali_normalization", "russian_stem",
+    "porterStem", "nGram", "edgeNGram", "standard",
+})
+_ES_CHAR_FILTERS = frozenset({"html_strip", "mapping", "pattern_replace"})
+# fmt: on
+# Filters a custom normalizer (filters without a tokenizer) may use: those working per character.
+_NORMALIZER_FILTERS = frozenset({"lowercase"})
+_WHY = "leafsearch analyses text with the [standard] analyzer and keywords with the [keyword] analyzer"
+
+
+@dataclass(frozen=True, slots=True)
+class Chain:
+    """What analyses the text: a tokenizer and token filters, named as `explain` names them."""
+
+    name: str
+    tokenizer: str  # "standard" or "keyword"
+    filters: tuple[str, ...]
+    custom: bool
+    position_gap: int
+
+
+@dataclass(frozen=True, slots=True)
+class Token:
+    term: str
+    start: int
+    end: int
+    type: str
+    position: int
+
+
+def analyze(index: Index | None, body: dict[str, Any]) -> dict[str, Any]:
+    """The `_analyze` response for `body`, on `index` (its mapping and settings) or globally."""
+    for key in body:
+        if key not in _FIELDS:
+            raise XContentParseError(f"[analyze_request] unknown field [{key}]")
+    texts = _texts(body.get("text"))
+    analyzer = _string(body, "analyzer")
+    tokenizer = body.get("tokenizer")
+    filters = _list(body, "filter")
+    char_filters = _list(body, "char_filter")
+    normalizer = _string(body, "normalizer")
+    field = _string(body, "field")
+    explain = _flag(body.get("explain"))
+    _validate(texts, index, analyzer, tokenizer, filters, char_filters, normalizer, field)
+    chain = _chain(index, analyzer, tokenizer, filters, char_filters, normalizer, field)
+    limit = (
+        MAX_TOKEN_COUNT if index is None else index_setting(index.settings, "index.analyze.max_token_count")
+    )
+    if not explain:
+        tokens = _run(chain.tokenizer, chain.filters, texts, chain.position_gap, limit)
+        return {"tokens": [_token_body(t) for t in tokens]}
+    wanted = {a.lower() for a in _list(body, "attributes") if isinstance(a, str)}
+    if not chain.custom:
+        tokens = _run(chain.tokenizer, chain.filters, texts, chain.position_gap, limit)
+        return {
+            "detail": {
+                "custom_analyzer": False,
+                "analyzer": {"name": chain.name, "tokens": [_detail(t, wanted) for t in tokens]},
+            }
+        }
+    stages = [
+        {
+            "name": name,
+            "tokens": [
+                _detail(t, wanted)
+                for t in _run(chain.tokenizer, chain.filters[: i + 1], texts, chain.position_gap, limit)
+            ],
+        }
+        for i, name in enumerate(chain.filters)
+    ]
+    tokenized = _run(chain.tokenizer, (), texts, chain.position_gap, limit)
+    return {
+        "detail": {
+            "custom_analyzer": True,
+            "charfilters": [],
+            "tokenizer": {"name": chain.tokenizer, "tokens": [_detail(t, wanted) for t in tokenized]},
+            "tokenfilters": stages,
+        }
+    }
+
+
+# ---- the request -------------------------------------------------------------------------
+
+
+def _texts(value: Any) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return value
+    raise XContentParseError(f"[analyze_request] text doesn't support values of type: {token_name(value)}")
+
+
+def _string(body: dict[str, Any], key: str) -> str | None:
+    value = body.get(key)
+    if value is None or isinstance(value, str):
+        return value
+    raise XContentParseError(f"[analyze_request] {key} doesn't support values of type: {token_name(value)}")
+
+
+def _list(body: dict[str, Any], key: str) -> list[Any]:
+    value = body.get(key)
+    if value is None:
+        return []
+    return value if isinstance(value, list) else [value]
+
+
+def _flag(value: Any) -> bool:
+    if value is None or isinstance(value, bool):
+        return bool(value)
+    if value in ("true", "false"):
+        return value == "true"
+    raise IllegalArgument(f"Failed to parse value [{value}] as only [true] or [false] are allowed.")
+
+
+def _validate(
+    texts: list[str],
+    index: Index | None,
+    analyzer: str | None,
+    tokenizer: Any,
+    filters: list[Any],
+    char_filters: list[Any],
+    normalizer: str | None,
+    field: str | None,
+) -> None:
+    """`AnalyzeAction.Request.validate`: every problem, numbered, in one error."""
+    problems = []
+    extra = tokenizer is not None or bool(filters) or bool(char_filters)
+    if not texts:
+        problems.append("text is missing")
+    if index is None and normalizer is not None:
+        problems.append("index is required if normalizer is specified")
+    if normalizer is not None and (tokenizer is not None or analyzer is not None):
+        problems.append("tokenizer/analyze should be null if normalizer is specified")
+    if analyzer is not None and extra:
+        problems.append("cannot define extra components on a named analyzer")
+    if normalizer is not None and extra:
+        problems.append("cannot define extra components on a named normalizer")
+    if field is not None and extra:
+        problems.append("cannot define extra components on a field-specific analyzer")
+    if problems:
+        raise ActionRequestValidation(*problems)
+
+
+# ---- choosing the analysis ---------------------------------------------------------------
+
+
+def _chain(
+    index: Index | None,
+    analyzer: str | None,
+    tokenizer: Any,
+    filters: list[Any],
+    char_filters: list[Any],
+    normalizer: str | None,
+    field: str | None,
+) -> Chain:
+    """`TransportAnalyzeAction`'s order: a custom chain, then a named analyzer, a normalizer, the
+    field's analyzer, and the default."""
+    if tokenizer is not None or filters or char_filters:
+        for char_filter in char_filters:
+            _component("char_filter", char_filter, {}, _ES_CHAR_FILTERS, index)
+        chosen = (
+            "keyword"
+            if tokenizer is None
+            else _component("tokenizer", tokenizer, {"standard", "keyword"}, _ES_TOKENIZERS, index)
+        )
+        names = tuple(_component("filter", f, {"lowercase"}, _ES_FILTERS, index) for f in filters)
+        if tokenizer is None:
+            for name in names:
+                if name not in _NORMALIZER_FILTERS:
+                    raise IllegalArgument(f"Custom normalizer may not use filter [{name}]")
+        return Chain("_custom", chosen, names, True, 0)
+    gap = 0 if index is None else POSITION_INCREMENT_GAP
+    if analyzer is not None:
+        if analyzer == "standard" or analyzer == "default" and index is not None:
+            return Chain(analyzer, "standard", ("lowercase",), False, gap)
+        if analyzer == "keyword":
+            return Chain(analyzer, "keyword", (), False, gap)
+        if analyzer in _ES_ANALYZERS:
+            raise NotSupported(f"the [{analyzer}] analyzer", _WHY)
+        raise IllegalArgument(f"failed to find{' global' if index is None else ''} analyzer [{analyzer}]")
+    if normalizer is not None:
+        if normalizer == "lowercase":
+            return Chain(normalizer, "keyword", ("lowercase",), False, 0)
+        raise IllegalArgument(f"failed to find normalizer under [{normalizer}]")
+    if field is not None:
+        if index is None:
+            raise IllegalArgument("analysis based on a specific field requires an index")
+        ftype = index.mapping.field(field)
+        if ftype is not None:
+            if ftype.type == "text":
+                return Chain("standard", "standard", ("lowercase",), False, ftype.position_increment_gap)
+            if ftype.type == "keyword":
+                if ftype.normalizer == "lowercase":
+                    return Chain("lowercase", "keyword", ("lowercase",), False, 0)
+                return Chain("keyword", "keyword", (), False, 0)
+            raise IllegalArgument(
+                f"Can't process field [{field}], Analysis requests are only supported on tokenized fields"
+            )
+    return Chain("standard" if index is None else "default", "standard", ("lowercase",), False, gap)
+
+
+def _component(kind: str, spec: Any, ours: set[str], known: frozenset[str], index: Index | None) -> str:
+    """The name of a tokenizer, filter or char_filter given by name or as `{"type": ...}`."""
+    if isinstance(spec, dict):
+        name = spec.get("type")
+        if not isinstance(name, str):
+            raise IllegalArgument(f"Missing [type] setting for anonymous {kind}: {spec}")
+        if set(spec) - {"type"} and name in ours:
+            raise NotSupported(f"settings of the [{name}] {kind}")
+    elif isinstance(spec, str):
+        name = spec
+    else:
+        raise XContentParseError(
+            f"[analyze_request] {kind} doesn't support values of type: {token_name(spec)}"
+        )
+    if name in ours:
+        return name
+    if name in known:
+        raise NotSupported(f"the [{name}] {kind}", _WHY)
+    raise IllegalArgument(f"failed to find{' global' if index is None else ''} {kind} under [{name}]")
+
+
+# ---- running it --------------------------------------------------------------------------
+
+
+def _run(tokenizer: str, filters: tuple[str, ...], texts: list[str], gap: int, limit: int) -> list[Token]:
+    """`simpleAnalyze`: each value's tokens, positions and offsets continuing after the last
+    value's with the position gap and an offset gap of one."""
+    tokens: list[Token] = []
+    last_position = -1
+    last_offset = 0
+    lowercase = "lowercase" in filters
+    for text in texts:
+        units = _utf16_offsets(text)
+        if tokenizer == "keyword":
+            found = [(text.lower() if lowercase else text, 0, len(text), "word")]
+        else:
+            found = [
+                (term if lowercase else text[start:end], start, end, _standard_type(term))
+                for term, start, end in standard_tokens(text)
+            ]
+        if len(tokens) + len(found) > limit:
+            raise ElasticError(
+                f"The number of tokens produced by calling _analyze has exceeded the allowed maximum of "
+                f"[{limit}]. This limit can be set by changing the [index.analyze.max_token_count] index "
+                "level setting.",
+                error_type="illegal_state_exception",
+                status=500,
+            )
+        for term, start, end, kind in found:
+            last_position += 1
+            tokens.append(
+                Token(term, last_offset + units(start), last_offset + units(end), kind, last_position)
+            )
+        last_offset += units(len(text)) + 1
+        last_position += gap
+    return tokens
+
+
+def _utf16_offsets(text: str) -> Any:
+    """Character offset -> UTF-16 offset (Lucene's offsets): the identity unless the text holds
+    characters beyond the BMP, which count twice."""
+    if text.isascii() or all(ord(c) < 0x10000 for c in text):
+        return lambda i: i
+    prefix = [0]
+    for c in text:
+        prefix.append(prefix[-1] + (2 if ord(c) >= 0x10000 else 1))
+    return prefix.__getitem__
+
+
+def _standard_type(term: str) -> str:
+    """The token type Lucene's StandardTokenizer gives."""
+    first = ord(term[0])
+    if 0x3040 <= first <= 0x309F:
+        return "<HIRAGANA>"
+    if len(term) == 1 and (0x3400 <= first <= 0x9FFF or 0xF900 <= first <= 0xFAFF or first >= 0x20000):
+        return "<IDEOGRAPHIC>"
+    if all(0x30A0 <= ord(c) <= 0x30FF for c in term):
+        return "<KATAKANA>"
+    if all(0xAC00 <= ord(c) <= 0xD7AF or 0x1100 <= ord(c) <= 0x11FF for c in term):
+        return "<HANGUL>"
+    if not any(c.isalpha() for c in term):
+        return "<NUM>"
+    return "<ALPHANUM>"
+
+
+def _token_body(token: Token) -> dict[str, Any]:
+    return {
+        "token": token.term,
+        "start_offset": token.start,
+        "end_offset": token.end,
+        "type": token.type,
+        "position": token.position,
+    }
+
+
+def _detail(token: Token, wanted: set[str]) -> dict[str, Any]:
+    """A token of `explain`, with the attributes Lucene's stream carries (all, or those asked)."""
+    body = _token_body(token)
+    extra = {
+        "bytes": "[" + " ".join(f"{b:02x}" for b in token.term.encode()) + "]",
+        "keyword": False,
+        "positionLength": 1,
+        "termFrequency": 1,
+    }
+    body.update((k, v) for k, v in extra.items() if not wanted or k.lower() in wanted)
+    return body

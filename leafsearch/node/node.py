@@ -1,0 +1,349 @@
+"""The Node: one data folder, its indices, cluster settings, reader contexts and background work.
+
+Everything the REST layer does goes through a Node method, so the same behaviour is available
+in-process (`leafsearch.Node(path)`) for embedding and for tests.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import shutil
+import threading
+import time
+import uuid as uuidlib
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import orjson
+
+from leafsearch.common.settings import ClusterSettings
+from leafsearch.errors import IndexNotFound
+from leafsearch.index.block_cache import BlockCache
+from leafsearch.index.index import DELETED_PREFIX, Index
+from leafsearch.index.mapping import Mapping
+from leafsearch.indices.admin import resolve_index_expression, resolve_names
+from leafsearch.indices.aliases import AliasTable
+from leafsearch.rest.connections import HttpConnections
+from leafsearch.search import coordinator, scroll_pit
+from leafsearch.search.contexts import ContextRegistry
+from leafsearch.search.hitlist import HitListCache
+from leafsearch.search.msearch import DEFAULT_MAX_CONCURRENT
+from leafsearch.search.segment_orders import SegmentOrders
+from leafsearch.search.shard_contexts import ShardContexts
+from leafsearch.search.sort_keys import GlobalOrdinals
+from leafsearch.search.stats import SearchStats
+from leafsearch.search.workers.pool import WorkerPool
+from leafsearch.security.store import SecurityStore
+from leafsearch.services import memory
+from leafsearch.services.breaker import Breakers
+from leafsearch.services.idle_cpu import IdleCpu
+from leafsearch.services.tasks import TaskManager
+from leafsearch.write import by_query, documents
+
+if TYPE_CHECKING:
+    from leafsearch.ray_backend.cluster import RayBackend
+
+_log = logging.getLogger("leafsearch")
+
+
+class NodeLocked(RuntimeError):
+    """Another node holds the data folder."""
+
+
+class RayUnavailable(RuntimeError):
+    """`ray=` was given but Ray is not installed (the `leafsearch[ray]` extra)."""
+
+
+class Node:
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        background: bool = True,
+        clock: Callable[[], float] = time.monotonic,
+        search_workers: int = 0,
+        ray: str | None = None,
+    ) -> None:
+        """`background`: run the refresh, reaper and merge threads (off, a caller drives them).
+        `clock`: the monotonic seconds that search timeouts and reader-context keep-alives are
+        measured on; a test passes a clock it advances, so neither needs sleeping.
+        `search_workers`: processes that run searches (search/workers/); 0 runs them in the
+        caller's threads. `ray`: a Ray cluster's address (`auto`, `local`, `host:port`): new
+        indices keep their shards in Ray actors (ray_backend/) and this node coordinates them;
+        search workers are then not used (the shard actors run the searches)."""
+        memory.tune_allocator()
+        self.clock = clock
+        self.started = time.monotonic()  # for uptimes
+        self.path = Path(path).absolute()
+        self.path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if self.path.stat().st_uid == os.getuid():
+            os.chmod(self.path, 0o700)  # the data is the owner's alone, whatever is inside
+        self._lock_file = open(self.path / "node.lock", "a+")  # noqa: SIM115 - held for the node's life
+        try:
+            fcntl.flock(self._lock_file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            self._lock_file.close()
+            raise NodeLocked(
+                f"data folder {self.path} is in use by another leafsearch node (lock file "
+                f"{self.path / 'node.lock'}); stop it or choose another --data folder"
+            ) from exc
+        self._lock_file.truncate(0)
+        self._lock_file.write(str(os.getpid()))
+        self._lock_file.flush()
+        identity = self._identity()
+        self.node_id: str = identity["node_id"]
+        self.cluster_uuid: str = identity["cluster_uuid"]
+        self.name: str = identity["name"]
+        self.cluster_name = "leafsearch"
+        self.lock = threading.RLock()
+        self.cluster_settings = ClusterSettings(self.path / "cluster_settings.json")
+        self.breakers = Breakers(self.cluster_settings)
+        # The search caches are the node's, each bounded by its setting (`_bound_caches`).
+        settings = self.cluster_settings
+        self.source_blocks = BlockCache(settings.get("indices.cache.source_blocks.size"))
+        self.global_ordinals = GlobalOrdinals(settings.get("indices.fielddata.cache.size"))
+        self.hitlists = HitListCache(settings.get("indices.cache.hitlist.size"), self.global_ordinals)
+        self.sort_orders = SegmentOrders(settings.get("indices.cache.sort_orders.size"))
+        self.indices: dict[str, Index] = {}
+        #: The Ray cluster whose actors hold this node's new shards (None: they are local).
+        self.ray: RayBackend | None = None
+        if ray is not None:
+            try:
+                from leafsearch.ray_backend.cluster import RayBackend  # Ray is imported only here
+            except ModuleNotFoundError as exc:
+                if exc.name != "ray":
+                    raise
+                self._lock_file.close()
+                raise RayUnavailable('the Ray backend needs Ray: pip install "leafsearch[ray]"') from None
+            self.ray = RayBackend(ray, self.path / "ray-shards")
+            search_workers = 0
+        indices_dir = self.path / "indices"
+        indices_dir.mkdir(exist_ok=True)
+        for folder in sorted(indices_dir.iterdir()):
+            if (folder / "meta.json").exists() and not folder.name.startswith(DELETED_PREFIX):
+                index = Index.open(folder, self.source_blocks, self.ray)
+                self.indices[index.name] = index
+            else:  # a deletion or a creation that a crash interrupted
+                shutil.rmtree(folder, ignore_errors=True)
+        #: Every alias (`aliases.py`): replaced whole on each change, so a reader sees one version.
+        self.aliases = AliasTable(self.path / "aliases.json", self.indices)
+        self.search_stats = SearchStats()
+        #: HTTP connections of the server serving this node (`rest/connections.py` counts them).
+        self.http_connections = HttpConnections()
+        # Bulk requests parse and apply their operations one at a time (documents.bulk: the work
+        # holds the interpreter); their fsyncs and refreshes overlap.
+        self.indexing = threading.Lock()
+        #: Idle CPU lately: bulk parsing moves to the workers only while a core has time to spare.
+        self.idle_cpu = IdleCpu()
+        # `_msearch` runs its searches here (threads start on first use, end with the node).
+        self.msearch_pool = ThreadPoolExecutor(
+            DEFAULT_MAX_CONCURRENT, thread_name_prefix="leafsearch-msearch"
+        )
+        # The shards of one search run their query phase here at once (search/top_hits.py), as
+        # Elasticsearch's `search` pool: about 1.5 threads per core.
+        self.shard_pool = ThreadPoolExecutor(
+            (os.cpu_count() or 1) * 3 // 2 + 1, thread_name_prefix="leafsearch-shard"
+        )
+        #: Search worker processes (search/workers/pool.py), started in the background; None
+        #: when searches run in this process.
+        self.search_workers: WorkerPool | None = None
+        #: Snapshots this node's shards pinned for reader contexts (the shard interface's side).
+        self.shard_contexts = ShardContexts()
+        self.contexts = ContextRegistry(self, clock)
+        # by-query operations and reindex run as tasks (`_tasks`); finished results kept bounded
+        self.tasks = TaskManager(self)
+        self.security = SecurityStore(self.path / "security")
+        self._bound_caches()
+        self.cluster_settings.listeners.append(self._bound_caches)
+        if search_workers > 0:
+            self.search_workers = WorkerPool(self, search_workers)
+        self._closed = threading.Event()
+        self._threads: list[threading.Thread] = []
+        if background:
+            for name, target in (
+                ("leafsearch-refresh", self._refresh_loop),
+                ("leafsearch-merge", self._merge_loop),
+            ):
+                thread = threading.Thread(target=target, name=name, daemon=True)
+                thread.start()
+                self._threads.append(thread)
+
+    def _bound_caches(self) -> None:
+        """Apply the cache size settings (at start and on every cluster settings update)."""
+        settings = self.cluster_settings
+        self.hitlists.resize(settings.get("indices.cache.hitlist.size"))
+        self.sort_orders.resize(settings.get("indices.cache.sort_orders.size"))
+        self.global_ordinals.resize(settings.get("indices.fielddata.cache.size"))
+        self.source_blocks.resize(settings.get("indices.cache.source_blocks.size"))
+        self.contexts.read_ahead.max_pages = settings.get("search.read_ahead.max_pages")
+
+    def _identity(self) -> dict:
+        path = self.path / "node.json"
+        if path.exists():
+            return orjson.loads(path.read_bytes())
+        ident = {
+            "node_id": uuidlib.uuid4().hex[:22],
+            "cluster_uuid": uuidlib.uuid4().hex[:22],
+            "name": os.uname().nodename or "leafsearch",
+        }
+        path.write_bytes(orjson.dumps(ident))
+        return ident
+
+    # ---- lifecycle ---------------------------------------------------------------------
+
+    def close(self) -> None:
+        if self._closed.is_set():
+            return
+        self._closed.set()
+        for thread in self._threads:
+            thread.join(timeout=60)
+        self.msearch_pool.shutdown(wait=True)
+        self.shard_pool.shutdown(wait=True)
+        if self.search_workers is not None:
+            self.search_workers.close()
+        self.tasks.close()
+        self.contexts.close_all()
+        self.shard_contexts.close_all()
+        self.hitlists.close()
+        with self.lock:
+            for index in self.indices.values():
+                index.close()
+        fcntl.flock(self._lock_file.fileno(), fcntl.LOCK_UN)
+        self._lock_file.close()
+
+    def __enter__(self) -> Node:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _refresh_loop(self) -> None:
+        """Periodic refresh per `index.refresh_interval`, and the reader-context reaper."""
+        last_refresh: dict[str, float] = {}
+        while not self._closed.wait(0.05):
+            now = time.monotonic()
+            try:
+                self.contexts.reap()
+                for index in list(self.indices.values()):
+                    interval = index.refresh_interval_seconds()
+                    if index.remote is not None or interval is None or index.search_idle():
+                        continue
+                    if now - last_refresh.get(index.uuid, 0) >= interval:
+                        last_refresh[index.uuid] = now
+                        index.refresh()
+            except Exception:  # pragma: no cover - keep the node alive; the next tick retries
+                _log.exception("periodic refresh failed")
+
+    def _merge_loop(self) -> None:
+        """Background merges, one at a time, beside searches and writes (merge_worker.py says
+        why they do not wait for a quiet index). A merge runs in the worker process at a lower
+        CPU priority and only its installation takes the shard lock, briefly."""
+        while not self._closed.wait(0.5):
+            try:
+                for index in list(self.indices.values()):
+                    for shard in index.shards:
+                        while not self._closed.is_set() and shard.maybe_merge():
+                            pass
+            except Exception:  # pragma: no cover
+                _log.exception("background merge failed")
+
+    # ---- indices -----------------------------------------------------------------------
+
+    def resolve_indices(
+        self,
+        expr: str | None,
+        *,
+        ignore_unavailable: bool = False,
+        allow_no_indices: bool = True,
+        expand_wildcards: str = "open",
+        forbid_closed: bool = True,
+    ) -> list[str]:
+        """Concrete index names of an expression, alias names resolved to their indices; closed
+        indices refused unless `forbid_closed` is false (as Elasticsearch's search refuses them)."""
+        return resolve_index_expression(
+            self.indices,
+            expr,
+            ignore_unavailable=ignore_unavailable,
+            allow_no_indices=allow_no_indices,
+            expand_wildcards=expand_wildcards,
+            aliases=self.aliases.current,
+            forbid_closed=forbid_closed,
+        )
+
+    def resolve_names(
+        self,
+        expr: str | None,
+        *,
+        ignore_unavailable: bool = False,
+        allow_no_indices: bool = True,
+        expand_wildcards: str = "open",
+        forbid_closed: bool = True,
+    ) -> list[str]:
+        """The index and alias names of an expression (aliases not yet resolved)."""
+        return resolve_names(
+            self.indices,
+            expr,
+            ignore_unavailable=ignore_unavailable,
+            allow_no_indices=allow_no_indices,
+            expand_wildcards=expand_wildcards,
+            aliases=self.aliases.current,
+            forbid_closed=forbid_closed,
+        )
+
+    def get_index(self, name: str) -> Index:
+        index = self.indices.get(name)
+        if index is None:
+            raise IndexNotFound(name)
+        return index
+
+    def create_index(self, name: str, settings: dict[str, str], mapping: Mapping) -> Index:
+        with self.lock:
+            index = Index.create(self.path / "indices", name, settings, mapping, self.source_blocks, self.ray)
+            self.indices[name] = index
+            return index
+
+    def drop_index(self, name: str, *, keep_aliases: bool = False) -> None:
+        """Delete an index and its aliases (`keep_aliases`: the caller publishes the table)."""
+        with self.lock:
+            index = self.indices.pop(name)
+            self.contexts.drop_index(index)
+            index.destroy()
+            if not keep_aliases and self.aliases.of_index(name):
+                self.aliases.publish(self.aliases.without_index(name), self.indices)
+
+    # ---- documents (see documents.py) -------------------------------------------------------
+
+    index_doc = documents.index_doc
+    get_doc = documents.get_doc
+    delete_doc = documents.delete_doc
+    update_doc = documents.update_doc
+    bulk = documents.bulk
+    bulk_by_query = by_query.execute  # `_delete_by_query`, `_update_by_query`, `_reindex`
+
+    # ---- search (see search/coordinator.py) ---------------------------------------------------
+
+    search = coordinator.search
+    count = coordinator.count
+    scroll = scroll_pit.scroll
+    clear_scroll = scroll_pit.clear_scroll
+    open_pit = scroll_pit.open_pit
+    close_pit = scroll_pit.close_pit
+
+    def search_contexts(self) -> list[dict]:
+        return self.contexts.describe()
+
+    # ---- node info and stats -------------------------------------------------------------
+
+    def nodes_info(self) -> dict:
+        from leafsearch.node.stats import nodes_info
+
+        return nodes_info(self)
+
+    def nodes_stats(self, metric_path: list[str], *, level: str = "node", file_sizes: bool = False) -> dict:
+        from leafsearch.node.stats import nodes_stats
+
+        return nodes_stats(self, metric_path, level=level, file_sizes=file_sizes)

@@ -1,0 +1,116 @@
+"""`GET /_nodes` and `GET /_nodes/stats`: the node's identity and counters, Elasticsearch-shaped.
+
+The `indices` section sums the shards' stats (`index_stats.py`), except search, which is the
+node's own per-request counters. The search section is the one users watch for leaked contexts:
+`open_contexts` counts every open scroll and point in time, `scroll_current` the open scrolls.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import time
+from typing import TYPE_CHECKING, Any
+
+from leafsearch.indices.stats import METRICS, node_indices_stats
+from leafsearch.version import VERSION
+
+if TYPE_CHECKING:
+    from leafsearch.node.node import Node
+
+#: The index metrics of `_nodes/stats/indices/<index_metric>`: `_stats`' own, then the node's.
+_INDEX_METRICS = (*METRICS, "mappings", "sort_orders")
+
+
+def _node_header(node: Node) -> dict[str, Any]:
+    return {
+        "name": node.name,
+        "transport_address": "127.0.0.1:9300",
+        "host": "127.0.0.1",
+        "ip": "127.0.0.1",
+        "roles": ["data", "ingest", "master"],
+        "attributes": {},
+    }
+
+
+def _indices_section(node: Node, metrics: tuple[str, ...], *, level: str, file_sizes: bool) -> dict[str, Any]:
+    wanted = [m for m in metrics if m in METRICS]
+    section = node_indices_stats(node, wanted, level=level, file_sizes=file_sizes)
+    if "mappings" in metrics:
+        indices = list(node.indices.values())
+        section["mappings"] = {
+            "total_count": sum(len(index.mapping.fields()) for index in indices),
+            "total_estimated_overhead_in_bytes": 0,
+        }
+    if "sort_orders" in metrics:
+        # leafsearch's own: the sort orders per segment (segment_orders.py) and their bound.
+        section["sort_orders"] = {
+            **node.sort_orders.stats(),
+            "limit_size_in_bytes": node.sort_orders.max_bytes,
+        }
+    return section
+
+
+def _process_section() -> dict[str, Any]:
+    rss = 0
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmRSS:"):
+                    rss = int(line.split()[1]) * 1024
+    except OSError:
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    return {
+        "timestamp": int(time.time() * 1000),
+        "open_file_descriptors": len(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else 0,
+        "mem": {"total_virtual_in_bytes": 0, "resident_in_bytes": rss},
+    }
+
+
+def nodes_stats(
+    node: Node, metric_path: list[str], *, level: str = "node", file_sizes: bool = False
+) -> dict[str, Any]:
+    """`metric_path` is what follows `/_nodes/stats` (e.g. ["indices", "search"]); `level`:
+    node, indices or shards; `file_sizes`: `include_segment_file_sizes`."""
+    metric = metric_path[0] if metric_path else "_all"
+    index_metrics = tuple(metric_path[1].split(",")) if len(metric_path) > 1 else _INDEX_METRICS
+    if "_all" in index_metrics:
+        index_metrics = _INDEX_METRICS
+    stats: dict[str, Any] = {**_node_header(node), "timestamp": int(time.time() * 1000)}
+    wanted = set(metric.split(","))
+    if wanted & {"_all", "indices"}:
+        stats["indices"] = _indices_section(node, index_metrics, level=level, file_sizes=file_sizes)
+    if wanted & {"_all", "process"}:
+        stats["process"] = _process_section()
+    if wanted & {"_all", "http"}:
+        stats["http"] = node.http_connections.stats()
+    workers = None
+    if node.search_workers is not None and wanted & {"_all", "breaker", "search_workers"}:
+        workers = node.search_workers.stats()
+    if wanted & {"_all", "breaker"}:
+        stats["breakers"] = node.breakers.stats(w["breakers"] for w in (workers or {}).get("workers", ()))
+    if workers is not None and wanted & {"_all", "search_workers"}:
+        # leafsearch's own: the search worker processes and what each holds (a leak shows here).
+        stats["search_workers"] = workers
+    return {
+        "_nodes": {"total": 1, "successful": 1, "failed": 0},
+        "cluster_name": node.cluster_name,
+        "nodes": {node.node_id: stats},
+    }
+
+
+def nodes_info(node: Node) -> dict[str, Any]:
+    return {
+        "_nodes": {"total": 1, "successful": 1, "failed": 0},
+        "cluster_name": node.cluster_name,
+        "nodes": {
+            node.node_id: {
+                **_node_header(node),
+                "version": VERSION,
+                "build_flavor": "default",
+                "build_type": "tar",
+                "http": {"bound_address": ["127.0.0.1:9200"], "publish_address": "127.0.0.1:9200"},
+                "settings": {"cluster": {"name": node.cluster_name}, "node": {"name": node.name}},
+            }
+        },
+    }

@@ -1,0 +1,156 @@
+"""What a by-query operation reads: the matches of one slice of its snapshot, batch by batch.
+
+Two ways to read the same thing, chosen by where the source's shards are:
+
+- **`HitListBatches`** (every shard in this process): one query phase gives every match of the
+  slice at once (a HitList, as a scroll's), and each batch is a range of it, fetched by the
+  fetch phase. Cheap per batch; the list costs memory per match.
+- **`WalkBatches`** (some shard is a Ray actor, ray_backend/): a list of every match cannot be
+  built across processes, so each batch is a top-hits page on shard contexts pinned once for the
+  whole operation (`top_hits.open_shard_contexts`), sorted by the operation's sort then `_shard_doc` (a total
+  order: remote_scroll.walk_request), and the next batch starts `search_after` the last hit of
+  this one. Every slice and batch reads the same pinned snapshots, so each match comes exactly
+  once, as with the HitList; a batch at any depth costs what the first costs.
+
+A shard that fails during a walk (its actor died) ends the operation with Elasticsearch's search
+failure in `failures` (index, shard, node, status, reason), as a reindex whose scroll response
+reports shard failures stops there: writing the other shards' documents alone would look like
+success.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Protocol
+
+from leafsearch.request.search_types import SearchRequest
+from leafsearch.search import phases, remote_scroll
+from leafsearch.search.fetch_phase import last_sort_values
+from leafsearch.search.shard_api import ShardContextId
+
+if TYPE_CHECKING:
+    from leafsearch.node.node import Node
+    from leafsearch.search.targets import Target
+
+
+class Batches(Protocol):
+    """One slice's matches, read batch by batch."""
+
+    #: Matches of the slice in the snapshot.
+    total: int
+    #: True once every match was handed out (or a shard failed).
+    exhausted: bool
+    #: Search failures (Elasticsearch's SearchFailure bodies) that ended the walk.
+    failures: list[dict[str, Any]]
+
+    def next(self, wanted: int) -> list[dict[str, Any]]:
+        """The next (at most) `wanted` matches, fetched: their hits as a search renders them."""
+        ...
+
+
+def walks(targets: list[Target]) -> bool:
+    """Whether the source must be walked on shard contexts (a shard of it is a Ray actor)."""
+    return any(t.remote for t in targets)
+
+
+def batches(
+    node: Node,
+    targets: list[Target],
+    contexts: list[ShardContextId] | None,
+    search: SearchRequest,
+    cancelled: threading.Event,
+) -> Batches:
+    """The batches of one slice (`search.slice`, `search.size` the batch size): a walk on
+    `contexts` when given, else ranges of one HitList."""
+    phases.check_limits(node, search, targets)
+    if contexts is not None:
+        return WalkBatches(node, targets, contexts, search, cancelled)
+    return HitListBatches(node, targets, search, cancelled)
+
+
+class HitListBatches:
+    """Ranges of one HitList of every match (see the module's docstring)."""
+
+    def __init__(self, node: Node, targets: list[Target], search: SearchRequest, cancelled: threading.Event):
+        self.node = node
+        self.hits, _ = phases.query_phase(node, targets, search, aggs=False, cancelled=cancelled)
+        self.total = len(self.hits)
+        self.failures: list[dict[str, Any]] = []
+        self.fetch = replace(search, sort=[])  # the batches need no sort values
+        self.position = 0
+        self.exhausted = self.total == 0
+
+    def next(self, wanted: int) -> list[dict[str, Any]]:
+        end = min(self.position + wanted, self.total)
+        page = phases.fetch_page(self.node, self.hits, self.position, end, self.fetch)
+        self.position = end
+        self.exhausted = end >= self.total
+        return page
+
+
+class WalkBatches:
+    """A `search_after` walk on pinned shard contexts (see the module's docstring). The first
+    batch's query runs at once, so `total` is known before anything is written."""
+
+    def __init__(
+        self,
+        node: Node,
+        targets: list[Target],
+        contexts: list[ShardContextId],
+        search: SearchRequest,
+        cancelled: threading.Event,
+    ) -> None:
+        self.node = node
+        self.targets = targets
+        self.contexts = contexts
+        self.cancelled = cancelled
+        walk, _ = remote_scroll.walk_request(search, None)
+        self.walk = replace(walk, track_total_hits=True)
+        self.fetch = replace(search, sort=[])
+        self.failures: list[dict[str, Any]] = []
+        self.exhausted = False
+        self._pending = self._query(search.size)
+        self.total = self._pending[0].total
+        self.exhausted = self.total == 0 and not self.failures
+
+    def _query(self, size: int) -> tuple[Any, int, int]:
+        """The page of `size` hits after the cursor: (hit list, where the page starts in it, size)."""
+        walk = replace(self.walk, size=size)
+        hitlist, _ = phases.query_phase(
+            self.node, self.targets, walk, aggs=False, cancelled=self.cancelled, contexts=self.contexts
+        )
+        if hitlist.failures:
+            self.failures = [_search_failure(self.node, f) for f in hitlist.failures]
+        start, _ = phases.page_bounds(hitlist, walk)
+        return hitlist, start, size
+
+    def next(self, wanted: int) -> list[dict[str, Any]]:
+        if self.exhausted:
+            return []
+        pending, self._pending = self._pending, None
+        hitlist, start, size = pending if pending is not None else self._query(wanted)
+        if self.failures:
+            self.exhausted = True
+            return []
+        available = len(hitlist) - start
+        end = start + min(wanted, available)
+        if end == len(hitlist) and available < size:
+            self.exhausted = True  # the shards had no more than these
+        if end == start:
+            self.exhausted = True
+            return []
+        self.walk = replace(self.walk, search_after=last_sort_values(hitlist, end))
+        return phases.fetch_page(self.node, hitlist, start, end, self.fetch)
+
+
+def _search_failure(node: Node, failed: Any) -> dict[str, Any]:
+    """Elasticsearch's SearchFailure of a by-query operation (ScrollableHitSource.SearchFailure)."""
+    entry = failed.failure(node.node_id)
+    return {
+        "index": entry["index"],
+        "shard": entry["shard"],
+        "node": entry["node"],
+        "status": failed.status,
+        "reason": entry["reason"],
+    }

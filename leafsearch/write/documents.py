@@ -1,0 +1,1065 @@
+"""Document writes and realtime reads: index, create, get, delete, update, bulk.
+
+These are Node methods (bound in node.py). Every write is parsed against the mapping before it is
+logged, so a value that does not fit its field changes nothing; the translog is fsynced before
+the response is returned, so an acknowledged write survives `kill -9`.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import time
+from collections.abc import Callable
+from contextlib import ExitStack
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from leafsearch.common.rawjson import RawJSON
+from leafsearch.common.settings import check_active_shard_count
+from leafsearch.common.suggestions import did_you_mean
+from leafsearch.errors import (
+    ActionRequestValidation,
+    DocumentMissing,
+    DocumentSourceMissing,
+    ElasticError,
+    IllegalArgument,
+    IndexClosed,
+    IndexNotFound,
+    VersionConflict,
+)
+from leafsearch.index.parsed import ParsedBatch
+from leafsearch.index.shard import PRIMARY_TERM, DocState, Shard, SyncPoint
+from leafsearch.index.shard_write import (
+    ShardWrite,
+    WriteOp,
+    WriteOutcome,
+    apply_write,
+    check_seq_no,
+    conflict_extra,
+    exists,
+)
+from leafsearch.index.versioning import ExternalVersion, parse_versioning
+from leafsearch.indices.aliases import single_index, write_target
+from leafsearch.request.search_request import parse_fetch_source
+from leafsearch.request.search_types import SourceFilter
+from leafsearch.search.fetch import extract_fields, filter_source
+from leafsearch.unsupported import NotSupported
+from leafsearch.write.bulk_offload import Prepared, PreparedBatch, prepare
+from leafsearch.write.bulk_request import BulkOp, parse_bulk
+
+if TYPE_CHECKING:
+    from leafsearch.index.index import Index
+    from leafsearch.node.node import Node
+
+MAX_ID_BYTES = 512
+
+
+def generate_id() -> str:
+    """A 20-character URL-safe id, like Elasticsearch's auto-generated ids."""
+    return base64.urlsafe_b64encode(os.urandom(15)).decode()
+
+
+def _write_index(node: Node, name: str) -> Index:
+    """The target of a write, created with default settings when missing (auto-create)."""
+    index = node.indices.get(name)
+    if index is not None:
+        index.check_open()
+        return index
+    from leafsearch.indices.admin import auto_create_index
+
+    return auto_create_index(node, name)
+
+
+def _shards_header(index: Index) -> dict[str, int]:
+    replicas = int(index.setting("index.number_of_replicas"))
+    return {"total": 1 + replicas, "successful": 1, "failed": 0}
+
+
+def _check_id(doc_id: str) -> None:
+    """An id Elasticsearch takes: at most 512 bytes; an empty one is refused by the index routing
+    of an index/create (illegal argument; an update's or delete's never gets here, see
+    `_parse_bulk`)."""
+    size = len(doc_id.encode())
+    if size > MAX_ID_BYTES:
+        raise ActionRequestValidation(
+            f"id [{doc_id}] is too long, must be no longer than 512 bytes but was: {size}"
+        )
+    if not doc_id:
+        raise IllegalArgument("if _id is specified it must not be empty")
+
+
+def _conflict_extra(index: Index, shard: Shard) -> dict[str, str]:
+    return conflict_extra(_shard_write(index, shard), shard)
+
+
+def _shard_write(index: Index, shard: Shard, ops: tuple[WriteOp, ...] = (), batch=None) -> ShardWrite:
+    return ShardWrite(index.name, index.uuid, shard.shard_id, ops, batch)
+
+
+def _apply_index(
+    index: Index,
+    shard: Shard,
+    doc_id: str,
+    source: bytes,
+    *,
+    op_type: str,
+    routing: str | None,
+    if_seq_no: int | None,
+    if_primary_term: int | None,
+    auto_id: bool = False,
+    parsed=None,
+    shards_header: dict[str, int] | None = None,
+    external: ExternalVersion | None = None,
+) -> dict[str, Any]:
+    """One index/create operation against a shard whose lock the caller holds."""
+    if parsed is None:
+        parsed = index.parse(source, doc_id)
+    op = WriteOp(op_type, doc_id, routing, if_seq_no, if_primary_term, external, auto_id, parsed)  # type: ignore[arg-type]
+    return _write_response(index, shard, op, shards_header or _shards_header(index))
+
+
+def _write_response(index: Index, shard: Shard, op: WriteOp, header: dict[str, int]) -> dict[str, Any]:
+    """Apply one operation through the shard write interface; its response, or its refusal raised."""
+    (outcome,) = apply_write(shard, _shard_write(index, shard, (op,)))
+    if isinstance(outcome, ElasticError):
+        raise outcome
+    return _outcome_response(index, op.doc_id, outcome, header)
+
+
+def _outcome_response(
+    index: Index, doc_id: str, outcome: WriteOutcome, header: dict[str, int]
+) -> dict[str, Any]:
+    return {
+        "_index": index.name,
+        "_id": doc_id,
+        "_version": outcome.version,
+        "result": outcome.result,
+        "_shards": header,
+        "_seq_no": outcome.seq_no,
+        "_primary_term": PRIMARY_TERM,
+    }
+
+
+def _after_write(
+    node: Node, index: Index, shard: Shard, point: SyncPoint, refresh: str | None, response: dict
+) -> None:
+    """Make the write durable (an fsync shared with concurrent requests), then honour `?refresh`."""
+    shard.sync(point)
+    if refresh in ("true", ""):
+        shard.refresh()
+        response["forced_refresh"] = True
+    elif refresh == "wait_for":
+        shard.refresh()
+    elif refresh not in (None, "false"):
+        raise IllegalArgument(f"Unknown value for refresh: [{refresh}].")
+
+
+def _remote_write(index: Index, shard_id: int, op: WriteOp, refresh: str | None) -> dict[str, Any]:
+    """One operation sent to a shard actor (answered after its fsync), then `?refresh`."""
+    assert index.remote is not None
+    (result,) = index.remote.write([ShardWrite(index.name, index.uuid, shard_id, (op,))])
+    if isinstance(result, ElasticError):
+        raise result
+    (outcome,) = result
+    if isinstance(outcome, ElasticError):
+        raise outcome
+    response = _outcome_response(index, op.doc_id, outcome, _shards_header(index))
+    if refresh in ("true", "", "wait_for"):
+        index.shards[shard_id].refresh()
+        if refresh != "wait_for":
+            response["forced_refresh"] = True
+    return response
+
+
+def _remote_read(
+    index: Index, shard_id: int, doc_id: str, *, realtime: bool, refresh: bool
+) -> tuple[DocState | None, bytes]:
+    """A get from a shard actor, as `read_doc` answers it."""
+    assert index.remote is not None
+    if refresh:
+        index.shards[shard_id].refresh()
+    read = index.remote.get(shard_id, doc_id, realtime)
+    if read is None:
+        return None, b""
+    return DocState(read.version, read.seq_no, False, None, -1, read.routing), read.source
+
+
+def _check_refresh(refresh: str | None) -> None:
+    if refresh not in (None, "", "true", "false", "wait_for"):
+        raise IllegalArgument(f"Unknown value for refresh: [{refresh}].")
+
+
+def index_doc(
+    node: Node,
+    index_name: str,
+    doc_id: str | None,
+    source: bytes,
+    *,
+    op_type: str = "index",
+    routing: str | None = None,
+    refresh: str | None = None,
+    if_seq_no: int | None = None,
+    if_primary_term: int | None = None,
+    require_alias: bool = False,
+    wait_for_active_shards: int | str | None = None,
+    version: int | None = None,
+    version_type: str | None = None,
+) -> dict[str, Any]:
+    """Index or create one document. `version` with `version_type` external(_gte): see
+    versioning.py."""
+    _check_refresh(refresh)
+    if op_type not in ("index", "create"):
+        raise IllegalArgument(f"opType must be 'create' or 'index', found: [{op_type}]")
+    if op_type == "create" and (if_seq_no is not None or if_primary_term is not None):
+        raise ActionRequestValidation("create operations do not support compare and set. use index instead")
+    external = parse_versioning(version, version_type, if_seq_no)
+    if external is not None and doc_id is None:
+        raise ActionRequestValidation("an id must be provided if version type or value are set")
+    auto_id = doc_id is None
+    if auto_id:
+        doc_id = generate_id()
+        if op_type == "index":
+            op_type = "create"
+    _check_id(doc_id)
+    index_name, routing = write_target(node, index_name, routing, require_alias=require_alias)
+    index = _write_index(node, index_name)
+    _check_active_shards(index, wait_for_active_shards)
+    _check_routing_required(index, routing, doc_id)
+    shard = index.shard_of(doc_id, routing)
+    parsed = index.parse(source, doc_id)
+    if index.remote is not None:
+        op = WriteOp(op_type, doc_id, routing, if_seq_no, if_primary_term, external, auto_id, parsed)  # type: ignore[arg-type]
+        return _remote_write(index, shard.shard_id, op, refresh)
+    with shard.writing() as point:
+        response = _apply_index(
+            index,
+            shard,
+            doc_id,
+            source,
+            op_type=op_type,
+            routing=routing,
+            if_seq_no=if_seq_no,
+            if_primary_term=if_primary_term,
+            auto_id=auto_id,
+            parsed=parsed,
+            external=external,
+        )
+    _after_write(node, index, shard, point, refresh, response)
+    return response
+
+
+def _check_active_shards(index: Index, wait: int | str | None) -> None:
+    check_active_shard_count(wait, int(index.setting("index.number_of_replicas")))
+
+
+def _check_routing_required(index: Index, routing: str | None, doc_id: str) -> None:
+    if routing is None and index.mapping.routing_required:
+        raise ElasticError(
+            f"routing is required for [{index.name}]/[{doc_id}]",
+            status=400,
+            error_type="routing_missing_exception",
+            extra={"index_uuid": index.uuid, "index": index.name},
+        )
+
+
+def _read_index(node: Node, index_name: str) -> Index:
+    """The index a single-document read names; an alias must stand for one index."""
+    index = node.indices.get(single_index(node, index_name))
+    if index is None:
+        raise IndexNotFound(index_name)
+    index.check_open()
+    return index
+
+
+def get_doc(
+    node: Node,
+    index_name: str,
+    doc_id: str,
+    *,
+    routing: str | None = None,
+    realtime: bool = True,
+    refresh: bool = False,
+    version: int | None = None,
+) -> dict[str, Any] | None:
+    """The current document (realtime: unrefreshed writes included), None when absent; with
+    `version`, a document of another version is a conflict (409), as Elasticsearch's get."""
+    index = _read_index(node, index_name)
+    _check_routing_required(index, routing, doc_id)
+    shard = index.shard_of(doc_id, routing)
+    if index.remote is not None:
+        state, source = _remote_read(index, shard.shard_id, doc_id, realtime=realtime, refresh=refresh)
+    else:
+        with shard.stats.get() as found:
+            state, source = read_doc(shard, doc_id, realtime=realtime, refresh=refresh)
+            found[0] = state is not None
+    if state is None:
+        return None
+    if version is not None and state.version != version:
+        raise VersionConflict(
+            f"[{doc_id}]: version conflict, current version [{state.version}] is different than the one "
+            f"provided [{version}]",
+            extra=_conflict_extra(index, shard),
+        )
+    body: dict[str, Any] = {
+        "_index": index.name,
+        "_id": doc_id,
+        "_version": state.version,
+        "_seq_no": state.seq_no,
+        "_primary_term": PRIMARY_TERM,
+        "found": True,
+    }
+    if state.routing is not None:
+        body["_routing"] = state.routing
+    if index.mapping.source_enabled:
+        body["_source"] = RawJSON(source)
+    return body
+
+
+def read_doc(shard: Shard, doc_id: str, *, realtime: bool, refresh: bool) -> tuple[DocState | None, bytes]:
+    """The document's state and source (None when absent), realtime or from the last snapshot."""
+    if refresh:
+        shard.refresh()
+    if not realtime:
+        return _get_from_searcher(shard, doc_id)
+    with shard.lock:
+        shard.check_open()
+        shard.recover_if_failed()  # a failed translog may leave operations that are not durable
+        state = shard.current(doc_id)
+        if not exists(state):
+            return None, b""
+        return state, shard.get_source(state)
+
+
+def stored_fields(node: Node, index_name: str, source: Any, names: list[str]) -> dict[str, list]:
+    """The values a get shows under `fields` for `stored_fields`: those of the named fields
+    mapped with `store: true` (read from the document's source, which holds what was stored),
+    printed as the field type prints them."""
+    mapping = _read_index(node, index_name).mapping
+    specs = [
+        {"field": path}
+        for name in names
+        for path in mapping.resolve_fields(name)
+        if getattr(mapping.field(path), "store", False)
+    ]
+    if not specs or not isinstance(source, RawJSON):
+        return {}
+    return extract_fields(source.parsed(), mapping, specs)
+
+
+def _get_from_searcher(shard: Shard, doc_id: str) -> tuple[DocState | None, bytes]:
+    """A non-realtime get reads the last published snapshot, as Elasticsearch does."""
+    from leafsearch.index.segment import to_term_array
+
+    searcher = shard.acquire_searcher()
+    try:
+        key = to_term_array([doc_id])
+        for view in reversed(searcher.views):
+            seg = view.segment
+            lo, hi = seg.lookup_ids(key)
+            for i in range(int(lo[0]), int(hi[0])):
+                doc = int(seg.id_docs[i])
+                if view.live is None or view.live[doc]:
+                    state = DocState(int(seg.versions[doc]), int(seg.seq_nos[doc]), False, seg, doc)
+                    return state, seg.sources([doc])[0]
+        return None, b""
+    finally:
+        searcher.release()
+
+
+def delete_doc(
+    node: Node,
+    index_name: str,
+    doc_id: str,
+    *,
+    routing: str | None = None,
+    refresh: str | None = None,
+    if_seq_no: int | None = None,
+    if_primary_term: int | None = None,
+    wait_for_active_shards: int | str | None = None,
+    version: int | None = None,
+    version_type: str | None = None,
+) -> dict[str, Any]:
+    """Delete by id; `result: not_found` (the REST layer answers 404) when absent. `version`
+    with `version_type` external(_gte): see versioning.py."""
+    _check_refresh(refresh)
+    index_name, routing = write_target(node, index_name, routing, require_alias=False)
+    external = parse_versioning(version, version_type, if_seq_no)
+    index = _read_index(node, index_name)
+    _check_active_shards(index, wait_for_active_shards)
+    _check_routing_required(index, routing, doc_id)
+    shard = index.shard_of(doc_id, routing)
+    if index.remote is not None:
+        op = WriteOp("delete", doc_id, None, if_seq_no, if_primary_term, external)
+        return _remote_write(index, shard.shard_id, op, refresh)
+    with shard.writing() as point:
+        response = _apply_delete(index, shard, doc_id, if_seq_no, if_primary_term, external)
+    _after_write(node, index, shard, point, refresh, response)
+    return response
+
+
+def _apply_delete(
+    index: Index,
+    shard: Shard,
+    doc_id: str,
+    if_seq_no: int | None,
+    if_primary_term: int | None,
+    external: ExternalVersion | None = None,
+) -> dict[str, Any]:
+    op = WriteOp("delete", doc_id, None, if_seq_no, if_primary_term, external)
+    return _write_response(index, shard, op, _shards_header(index))
+
+
+def _deep_merge(base: dict, patch: dict) -> dict:
+    out = dict(base)
+    for key, value in patch.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+_UPDATE_KEYS = {"doc", "upsert", "doc_as_upsert", "detect_noop", "scripted_upsert", "_source", "script"}
+#: Every field UpdateRequest's parser declares, for its "did you mean" hint.
+_UPDATE_FIELDS = (*sorted(_UPDATE_KEYS), "if_primary_term", "if_seq_no")
+
+
+def _updated_source(doc_id: str, body: dict, prior_source: bytes | None) -> tuple[bytes | None, str]:
+    """(new source, result) of an update request; source None means a no-op."""
+    unknown = next((key for key in body if key not in _UPDATE_KEYS), None)
+    if unknown is not None:
+        raise ElasticError(
+            f"[UpdateRequest] unknown field [{unknown}]{did_you_mean(unknown, _UPDATE_FIELDS)}",
+            status=400,
+            error_type="x_content_parse_exception",
+        )
+    if "script" in body:
+        raise NotSupported("[script] in an update", "send a partial [doc] instead")
+    doc = body.get("doc")
+    if doc is not None and not isinstance(doc, dict):
+        raise ElasticError(
+            "[UpdateRequest] failed to parse field [doc]", status=400, error_type="x_content_parse_exception"
+        )
+    if prior_source is None:
+        if body.get("doc_as_upsert") and doc is not None:
+            return _encode(doc), "created"
+        if "upsert" in body:
+            return _encode(body["upsert"]), "created"
+        raise DocumentMissing(f"[{doc_id}]: document missing", extra={"index": "", "shard": "0"})
+    if doc is None:
+        raise ActionRequestValidation("script or doc is missing")
+    _check_nesting(doc)  # before merging: `_deep_merge` recurses as deep as the partial document
+    current = orjson.loads(prior_source)
+    merged = _deep_merge(current, doc)
+    if body.get("detect_noop", True) and merged == current:
+        return None, "noop"
+    return _encode(merged), "updated"
+
+
+#: orjson writes JSON nested at most this deep; an update producing a deeper source is refused.
+MAX_UPDATE_NESTING = 254
+
+
+def _check_nesting(value: Any) -> None:
+    """400 if `value` nests deeper than a rewritten source can be; measured with a stack."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_UPDATE_NESTING:
+            raise IllegalArgument(
+                f"Document nesting depth ({depth}) exceeds the maximum allowed ({MAX_UPDATE_NESTING})"
+            )
+        children = item.values() if type(item) is dict else item if type(item) is list else ()
+        stack.extend((child, depth + 1) for child in children if type(child) in (dict, list))
+
+
+def _encode(source: Any) -> bytes:
+    """The source an update writes, checked before it is encoded."""
+    _check_nesting(source)
+    return orjson.dumps(source)
+
+
+def update_doc(
+    node: Node,
+    index_name: str,
+    doc_id: str,
+    body: dict,
+    *,
+    routing: str | None = None,
+    refresh: str | None = None,
+    if_seq_no: int | None = None,
+    if_primary_term: int | None = None,
+    retry_on_conflict: int = 0,
+    wait_for_active_shards: int | str | None = None,
+    require_alias: bool = False,
+    source_filter: SourceFilter | None = None,
+) -> dict[str, Any]:
+    """A partial update. On a local shard it reads and writes under the shard lock, so no
+    concurrent write can conflict with it; on a shard actor a concurrent write can, and
+    `retry_on_conflict` says how many times to read again.
+    `source_filter`: the URL's `_source` options (the body's `_source` wins)."""
+    _check_refresh(refresh)
+    index_name, routing = write_target(node, index_name, routing, require_alias=require_alias)
+    index = _write_index(node, index_name)
+    _check_active_shards(index, wait_for_active_shards)
+    _check_routing_required(index, routing, doc_id)
+    shard = index.shard_of(doc_id, routing)
+    if index.remote is not None:
+        return _remote_update(
+            index,
+            shard,
+            doc_id,
+            body,
+            routing,
+            if_seq_no,
+            if_primary_term,
+            source_filter,
+            retry_on_conflict,
+            refresh,
+        )
+    with shard.writing() as point:
+        response = _apply_update(
+            index, shard, doc_id, body, routing, if_seq_no, if_primary_term, source_filter
+        )
+    _after_write(node, index, shard, point, refresh, response)
+    return response
+
+
+def _apply_update(
+    index: Index,
+    shard: Shard,
+    doc_id: str,
+    body: dict,
+    routing: str | None,
+    if_seq_no: int | None,
+    if_primary_term: int | None,
+    source_filter: SourceFilter | None = None,
+) -> dict[str, Any]:
+    """Read, merge and write one update, under the shard lock the caller holds."""
+    prior = shard.current(doc_id)
+    prior_source = shard.get_source(prior) if exists(prior) else None
+    source, result = _updated(index, shard, doc_id, body, prior, prior_source, if_seq_no, if_primary_term)
+    written = None
+    if source is None:
+        shard.stats.add(noop_update_total=1)
+    else:
+        written = _apply_index(
+            index,
+            shard,
+            doc_id,
+            source,
+            op_type="index",
+            routing=routing,
+            if_seq_no=None,
+            if_primary_term=None,
+        )
+    return _update_answer(
+        index, doc_id, body, routing, prior, source, prior_source, result, written, source_filter
+    )
+
+
+def _updated(
+    index: Index,
+    shard: Any,
+    doc_id: str,
+    body: dict,
+    prior: DocState | None,
+    prior_source: bytes | None,
+    if_seq_no: int | None,
+    if_primary_term: int | None,
+) -> tuple[bytes | None, str]:
+    """(new source, result) of an update of the document read (`prior_source` None: absent); None
+    for a no-op. As Elasticsearch's UpdateHelper, a missing document without an upsert is
+    `document_missing_exception` (404) before `if_seq_no` is looked at."""
+    if prior_source is not None:
+        check_seq_no(_shard_write(index, shard), shard, doc_id, prior, if_seq_no, if_primary_term)
+        if not index.mapping.source_enabled:
+            raise DocumentSourceMissing(
+                f"[{doc_id}]: document source missing", extra=_conflict_extra(index, shard)
+            )
+    try:
+        source, result = _updated_source(doc_id, body, prior_source)
+    except DocumentMissing as exc:
+        exc.extra = _conflict_extra(index, shard)
+        raise
+    if prior_source is None:  # an upsert: `if_seq_no` has no document to match
+        check_seq_no(_shard_write(index, shard), shard, doc_id, prior, if_seq_no, if_primary_term)
+    return source, result
+
+
+def _update_answer(
+    index: Index,
+    doc_id: str,
+    body: dict,
+    routing: str | None,
+    prior: DocState | None,
+    source: bytes | None,
+    prior_source: bytes | None,
+    result: str,
+    written: dict[str, Any] | None,
+    source_filter: SourceFilter | None,
+) -> dict[str, Any]:
+    """An update's response: the write's (None: a no-op), with the document as `get` when a
+    `_source` filter fetches it (the body's `_source`, else the URL's)."""
+    if written is None:
+        response = {
+            "_index": index.name,
+            "_id": doc_id,
+            "_version": prior.version,  # type: ignore[union-attr]
+            "result": "noop",
+            "_shards": {"total": 0, "successful": 0, "failed": 0},
+            "_seq_no": prior.seq_no,  # type: ignore[union-attr]
+            "_primary_term": PRIMARY_TERM,
+        }
+    else:
+        response = written
+        response["result"] = result
+    if "_source" in body:
+        source_filter = parse_fetch_source(body["_source"])
+    if source_filter is not None and source_filter.fetch:
+        response["get"] = _get_result(
+            index, response, source if source is not None else prior_source, routing, source_filter
+        )
+    return response
+
+
+def _remote_update(
+    index: Index,
+    shard: Any,
+    doc_id: str,
+    body: dict,
+    routing: str | None,
+    if_seq_no: int | None,
+    if_primary_term: int | None,
+    source_filter: SourceFilter | None,
+    retry_on_conflict: int,
+    refresh: str | None = None,
+) -> dict[str, Any]:
+    """An update of a shard actor's document: read (realtime), merge and parse here, then written
+    only if the document is still the one read (`if_seq_no` of the read, as Elasticsearch's
+    update on a primary is atomic); a document changed in between is read again, up to
+    `retry_on_conflict` times, then the conflict is the answer (409)."""
+    for attempt in range(retry_on_conflict + 1):
+        prior, prior_source = _remote_read(index, shard.shard_id, doc_id, realtime=True, refresh=False)
+        found = prior_source if prior is not None else None
+        source, result = _updated(index, shard, doc_id, body, prior, found, if_seq_no, if_primary_term)
+        if source is None:
+            return _update_answer(
+                index, doc_id, body, routing, prior, None, found, result, None, source_filter
+            )
+        parsed = index.parse(source, doc_id)
+        if prior is not None:
+            op = WriteOp("index", doc_id, routing, prior.seq_no, PRIMARY_TERM, parsed=parsed)
+        else:
+            op = WriteOp("create", doc_id, routing, parsed=parsed)
+        try:
+            written = _remote_write(index, shard.shard_id, op, refresh)
+        except VersionConflict:
+            if attempt == retry_on_conflict:
+                raise
+            continue
+        return _update_answer(
+            index, doc_id, body, routing, prior, source, found, result, written, source_filter
+        )
+    raise AssertionError("unreachable")
+
+
+def _get_result(
+    index: Index, response: dict[str, Any], source: bytes | None, routing: str | None, flt: SourceFilter
+) -> dict[str, Any]:
+    """The `get` of an update response (Elasticsearch's GetResult, embedded): the document as
+    written, its source filtered as a get filters it."""
+    got: dict[str, Any] = {"_seq_no": response["_seq_no"], "_primary_term": response["_primary_term"]}
+    if routing is not None:
+        got["_routing"] = routing
+    got["found"] = True
+    filtered = filter_source(source, flt) if source is not None and index.mapping.source_enabled else None
+    if filtered is not None:
+        got["_source"] = RawJSON(filtered)
+    return got
+
+
+# ---- bulk ----------------------------------------------------------------------------------
+
+
+def _item_error(op: BulkOp, doc_id: str | None, exc: ElasticError) -> dict[str, Any]:
+    item: dict[str, Any] = {"_index": op.index, "_id": doc_id, "status": exc.status}
+    item["error"] = exc._cause_body()
+    return item
+
+
+def bulk(
+    node: Node,
+    body: bytes,
+    *,
+    index: str | None = None,
+    refresh: str | None = None,
+    routing: str | None = None,
+    wait_for_active_shards: int | str | None = None,
+    authorize: Callable[[str], None] | None = None,
+    require_alias: bool = False,
+    source_filter: SourceFilter | None = None,
+) -> dict[str, Any]:
+    """`authorize(index)` raises for an index the caller may not write: its items fail, as
+    Elasticsearch fails the items of a bulk request on an unauthorized index. An item naming an
+    alias goes to its write index; `require_alias` (or the item's own) refuses any other name.
+    `source_filter`: the URL's `_source` options, which make updates answer their document (`get`).
+
+    A large body that arrives while another request holds the node's indexing slot is split,
+    and its documents parsed, in the search workers meanwhile (`bulk_offload.py`). Applying the
+    operations (and parsing what the workers did not) takes the slot (`Node.indexing`, one: that
+    work holds the interpreter, and several requests doing it at once only slow each other
+    down); the fsync and the refresh happen outside it, so one request's fsync overlaps the next
+    one's parsing, and requests waiting together share fsyncs."""
+    started = time.perf_counter()
+    _check_refresh(refresh)
+    prepared = prepare(node, body, index, routing, source_filter, require_alias)
+    with node.indexing:
+        ops, results, touched, answers = _apply_bulk(
+            node,
+            body,
+            index,
+            routing,
+            wait_for_active_shards,
+            authorize,
+            require_alias,
+            source_filter,
+            prepared,
+        )
+    for collect in answers:  # shard actors' answers, waited for outside the slot
+        collect()
+    for shards in touched.values():
+        for shard, logged in shards.items():
+            if logged is None:  # a shard actor answered after its own fsync
+                continue
+            point, positions = logged
+            try:
+                shard.sync(point)
+            except ElasticError as exc:  # none of this shard's operations is acknowledged
+                for pos in positions:
+                    if "error" not in next(iter(results[pos].values())):
+                        kind, item = next(iter(results[pos].items()))
+                        results[pos] = {kind: _item_error(ops[pos], item.get("_id"), exc)}
+        if refresh in ("true", "", "wait_for"):
+            for shard in shards:
+                shard.refresh()
+    errors = any("error" in next(iter(item.values())) for item in results)
+    return {"errors": errors, "took": int((time.perf_counter() - started) * 1000), "items": results}
+
+
+def _apply_bulk(
+    node: Node,
+    body: bytes,
+    index: str | None,
+    routing: str | None,
+    wait_for_active_shards: int | str | None,
+    authorize: Callable[[str], None] | None,
+    require_alias: bool,
+    source_filter: SourceFilter | None = None,
+    prepared: Prepared | None = None,
+) -> tuple[list[BulkOp], list[dict[str, Any]], dict[str, dict[Shard, _Logged | None]], list[Callable]]:
+    """Parse a bulk body (unless a worker did: `prepared`) and apply its operations (logged, not
+    yet synced): the operations, the item results so far, per index what each shard logged, and
+    the functions that wait for the shard actors' answers and fill in their items."""
+    ops = prepared.ops if prepared is not None else parse_bulk(body, index, routing, source_filter)
+    touched: dict[str, dict[Shard, _Logged | None]] = {}
+    answers: list[Callable[[], None]] = []
+    by_index: dict[str, list[tuple[int, BulkOp]]] = {}
+    results: list[dict[str, Any]] = [{}] * len(ops)
+    refusals: dict[str, ElasticError | None] = {}  # per name an item gives, the caller's refusal
+    for pos, op in enumerate(ops):
+        try:
+            if authorize is not None:
+                if op.index not in refusals:
+                    refusals[op.index] = _refusal(authorize, op.index)
+                if refusals[op.index] is not None:
+                    raise refusals[op.index]  # type: ignore[misc]
+            concrete, op.routing = write_target(
+                node, op.index, op.routing, require_alias=op.meta.get("require_alias", require_alias)
+            )
+        except ElasticError as exc:
+            results[pos] = {op.kind: _item_error(op, op.meta.get("_id"), exc)}
+            continue
+        by_index.setdefault(concrete, []).append((pos, op))
+    for index_name, entries in by_index.items():
+        try:
+            target = _bulk_target(node, index_name, entries)
+            _check_active_shards(target, wait_for_active_shards)
+        except ElasticError as exc:
+            for pos, op in entries:
+                results[pos] = {op.kind: _item_error(op, op.meta.get("_id"), exc)}
+            continue
+        shards = touched.setdefault(index_name, {})
+        if target.remote is not None:
+            answers.append(_bulk_into_remote(target, entries, results, shards))
+        else:
+            batch = prepared.batches.get(target.uuid) if prepared is not None else None
+            _bulk_into(target, entries, results, shards, batch)
+    return ops, results, touched, answers
+
+
+def _refusal(authorize: Callable[[str], None], name: str) -> ElasticError | None:
+    try:
+        authorize(name)
+    except ElasticError as exc:
+        return exc
+    return None
+
+
+def _bulk_target(node: Node, name: str, entries: list[tuple[int, BulkOp]]) -> Index:
+    """The index of a bulk request's operations on `name`. As in Elasticsearch, deletes alone never
+    create a missing index: each of them fails with `index_not_found_exception`."""
+    if all(op.kind == "delete" for _, op in entries):
+        return _read_index(node, name)
+    return _write_index(node, name)
+
+
+#: (position in the request, operation, id, whether the id was generated)
+_ShardOp = tuple[int, BulkOp, str, bool]
+#: What a bulk request logged into one shard: where to sync to, and the positions of its items
+#: (None for a shard actor, which syncs before it answers).
+_Logged = tuple[SyncPoint, list[int]]
+
+
+def _bulk_into(
+    index: Index,
+    entries: list[tuple[int, BulkOp]],
+    results: list,
+    touched: dict[Shard, _Logged | None],
+    prepared: PreparedBatch | None = None,
+) -> None:
+    """Apply one index's operations, grouped by shard so each shard lock and id lookup is batched.
+    `prepared`: the index's documents parsed in a worker, used while the mapping is unchanged.
+
+    A shard's operations go through the shard write interface (index/shard_write.py) in runs:
+    the coordinator's part (`_write_ops`: checks and parsing) then the shard's (`apply_write`),
+    both under the shard lock, in request order; an update (read, merge, write) runs between
+    two runs, so every operation sees the ones before it."""
+    header = _shards_header(index)
+    for shard, shard_ops in _by_shard(index, entries).items():
+        started = time.perf_counter_ns()
+        parsed = rows = None
+        if all(op.kind in ("index", "create") for _, op, _, _ in shard_ops):
+            parsed, rows = _parsed_batch(index, shard_ops, prepared)
+        with ExitStack() as stack:
+            try:
+                point = stack.enter_context(shard.writing())
+            except IndexClosed as exc:  # closed since the request found the index: nothing applied
+                for pos, op, doc_id, _ in shard_ops:
+                    results[pos] = {op.kind: _item_error(op, doc_id, exc)}
+                continue
+            touched[shard] = (point, [pos for pos, _, _, _ in shard_ops])
+            run: list[_ShardOp] = []
+            for shard_op in shard_ops:
+                if shard_op[1].kind != "update":
+                    run.append(shard_op)
+                    continue
+                _apply_run(index, shard, run, None, None, header, results)
+                run = []
+                pos, op, doc_id, _ = shard_op
+                results[pos] = _bulk_update(index, shard, op, doc_id)
+            _apply_run(index, shard, run, parsed, rows, header, results)
+        size = sum(len(op.source) for _, op, _, _ in shard_ops if op.source is not None)
+        shard.stats.add(bulk_total=1, bulk_time=time.perf_counter_ns() - started, bulk_size=size)
+
+
+def _parsed_batch(
+    index: Index, shard_ops: list[_ShardOp], prepared: PreparedBatch | None
+) -> tuple[ParsedBatch | None, list[int]]:
+    """A shard's index/create documents parsed together, and the row of each operation: from the
+    worker's batch while the mapping is at the version it was parsed against (a batch parses
+    each document alone, so the rows of a larger batch hold what this shard's own would), else
+    parsed here (None: one by one)."""
+    if prepared is not None and index.mapping.version == prepared.version:
+        rows = [prepared.row_of.get(pos) for pos, _, _, _ in shard_ops]
+        if None not in rows:
+            return prepared.batch, rows  # type: ignore[return-value]
+    parsed = index.parse_batch([op.source for _, op, _, _ in shard_ops])  # type: ignore[misc]
+    return parsed, list(range(len(shard_ops)))
+
+
+def _bulk_into_remote(
+    index: Index, entries: list[tuple[int, BulkOp]], results: list, touched: dict[Any, _Logged | None]
+) -> Callable[[], None]:
+    """One index's operations on its shard actors: the coordinator's part here (`_write_ops`),
+    then every shard's write sent at once, each answered after its fsync; the function that
+    waits for those answers (outside the node's indexing slot) and fills in their items. A
+    shard whose operations hold updates is written here, in request order: its runs of other
+    operations, and each update (read, merge, conditional write) between them."""
+    assert index.remote is not None
+    header = _shards_header(index)
+    sent: list[tuple[list[tuple[int, BulkOp, WriteOp]], ShardWrite]] = []
+    with_updates = []
+    for shard, shard_ops in _by_shard(index, entries).items():
+        touched[shard] = None
+        if any(op.kind == "update" for _, op, _, _ in shard_ops):
+            with_updates.append((shard, shard_ops))
+            continue
+        batch = None
+        if all(op.kind in ("index", "create") for _, op, _, _ in shard_ops):
+            batch = index.parse_batch([op.source for _, op, _, _ in shard_ops])  # type: ignore[misc]
+        accepted = _write_ops(index, shard_ops, batch, results)
+        if accepted:
+            sent.append((accepted, _shard_write(index, shard, tuple(w for _, _, w in accepted), batch)))
+    collect = _remote_items(index, sent, results, header)
+    for shard, shard_ops in with_updates:
+        run: list[_ShardOp] = []
+        for shard_op in [*shard_ops, None]:
+            if shard_op is not None and shard_op[1].kind != "update":
+                run.append(shard_op)
+                continue
+            accepted = _write_ops(index, run, None, results)
+            if accepted:
+                write = _shard_write(index, shard, tuple(w for _, _, w in accepted))
+                _remote_items(index, [(accepted, write)], results, header)()
+            run = []
+            if shard_op is not None:
+                pos, op, doc_id, _ = shard_op
+                results[pos] = _bulk_update(index, shard, op, doc_id)
+    return collect
+
+
+def _remote_items(
+    index: Index,
+    sent: list[tuple[list[tuple[int, BulkOp, WriteOp]], ShardWrite]],
+    results: list,
+    header: dict[str, int],
+) -> Callable[[], None]:
+    """Send shard writes to their actors at once; the function that waits for their answers and
+    fills in their items."""
+    assert index.remote is not None
+    pending = index.remote.send([write for _, write in sent])
+
+    def collect() -> None:
+        for (accepted, _), answer in zip(sent, pending(), strict=True):
+            for i, (pos, op, wop) in enumerate(accepted):
+                outcome = answer if isinstance(answer, ElasticError) else answer[i]
+                results[pos] = _bulk_item(index, op, wop.doc_id, outcome, header)
+
+    return collect
+
+
+def _by_shard(index: Index, entries: list[tuple[int, BulkOp]]) -> dict[Shard, list[_ShardOp]]:
+    """An index's operations by the shard their id (generated when absent) routes to."""
+    per_shard: dict[Shard, list[_ShardOp]] = {}
+    for pos, op in entries:
+        doc_id = op.meta.get("_id")
+        auto_id = doc_id is None
+        if auto_id:
+            doc_id = generate_id()
+        per_shard.setdefault(index.shard_of(doc_id, op.routing), []).append((pos, op, doc_id, auto_id))
+    return per_shard
+
+
+def _apply_run(
+    index: Index,
+    shard: Shard,
+    run: list[_ShardOp],
+    batch: ParsedBatch | None,
+    rows: list[int] | None,
+    header: dict[str, int],
+    results: list,
+) -> None:
+    """Index, create and delete operations through the shard write interface; their items.
+    `batch`: the run's documents parsed together, operation i at row `rows[i]`."""
+    if not run:
+        return
+    accepted = _write_ops(index, run, batch, results, rows)
+    write = _shard_write(index, shard, tuple(w for _, _, w in accepted), batch)
+    for (pos, op, wop), outcome in zip(accepted, apply_write(shard, write), strict=True):
+        results[pos] = _bulk_item(index, op, wop.doc_id, outcome, header)
+
+
+def _write_ops(
+    index: Index,
+    shard_ops: list[_ShardOp],
+    batch: ParsedBatch | None,
+    results: list,
+    rows: list[int] | None = None,
+) -> list[tuple[int, BulkOp, WriteOp]]:
+    """The coordinator's part of a shard's bulk operations: the checks the request alone decides
+    (id, required routing) and the parsing (unless `batch` parsed them together: operation i at
+    row `rows[i]`, or in the ops' order); a refused operation gets its item error and is not sent."""
+    accepted = []
+    for i, (pos, op, doc_id, auto_id) in enumerate(shard_ops):
+        row = rows[i] if rows is not None else i
+        meta = op.meta
+        try:
+            if op.kind != "delete":
+                _check_id(doc_id)
+            _check_routing_required(index, op.routing, doc_id)
+            kind = "delete" if op.kind == "delete" else _index_op_type(op, auto_id)
+            parsed = None
+            if kind != "delete" and batch is None:
+                parsed = index.parse(op.source, doc_id)  # type: ignore[arg-type]
+            wop = WriteOp(
+                kind,  # type: ignore[arg-type]
+                doc_id,
+                op.routing if kind != "delete" else None,
+                meta.get("if_seq_no"),
+                meta.get("if_primary_term"),
+                op.external,
+                auto_id,
+                parsed,
+                row if batch is not None else None,
+            )
+        except ElasticError as exc:
+            results[pos] = {op.kind: _item_error(op, doc_id, exc)}
+            continue
+        accepted.append((pos, op, wop))
+    return accepted
+
+
+def _bulk_item(
+    index: Index, op: BulkOp, doc_id: str, outcome: WriteOutcome | ElasticError, header: dict[str, int]
+) -> dict[str, Any]:
+    """A bulk item from a shard's outcome."""
+    if isinstance(outcome, ElasticError):
+        return {op.kind: _item_error(op, doc_id, outcome)}
+    response = _outcome_response(index, doc_id, outcome, header)
+    response["status"] = _STATUS[outcome.result]
+    return {op.kind: response}
+
+
+def _index_op_type(op: BulkOp, auto_id: bool) -> str:
+    return "create" if op.kind == "create" or op.meta.get("op_type") == "create" or auto_id else "index"
+
+
+_STATUS = {"created": 201, "updated": 200, "deleted": 200, "not_found": 404, "noop": 200}
+
+
+def _bulk_update(index: Index, shard: Any, op: BulkOp, doc_id: str) -> dict[str, Any]:
+    """A bulk update item (read, merge and write under the shard lock the caller holds; on a
+    shard actor, a conditional write of what was read)."""
+    meta = op.meta
+    try:
+        _check_id(doc_id)
+        _check_routing_required(index, op.routing, doc_id)
+        try:
+            body = orjson.loads(op.source)  # type: ignore[arg-type]
+        except orjson.JSONDecodeError as exc:
+            raise ElasticError(
+                f"Failed to parse update request: {exc}",
+                status=400,
+                error_type="x_content_parse_exception",
+            ) from None
+        if not isinstance(body, dict):
+            raise ElasticError(
+                "Failed to parse update request", status=400, error_type="x_content_parse_exception"
+            )
+        if_seq_no, if_primary_term = meta.get("if_seq_no"), meta.get("if_primary_term")
+        if index.remote is not None:
+            retries = int(meta.get("retry_on_conflict", 0))
+            response = _remote_update(
+                index, shard, doc_id, body, op.routing, if_seq_no, if_primary_term, op.wanted, retries
+            )
+        else:
+            response = _apply_update(
+                index, shard, doc_id, body, op.routing, if_seq_no, if_primary_term, op.wanted
+            )
+    except ElasticError as exc:
+        return {op.kind: _item_error(op, doc_id, exc)}
+    response["status"] = _STATUS[response["result"]]
+    return {op.kind: response}

@@ -1,0 +1,134 @@
+"""Batch parsing (`mapping_batch`, `analysis.analyze_many`, `iso_columns`) equals per-document parsing."""
+
+from __future__ import annotations
+
+import random
+
+import orjson
+import pytest
+from inprocess import count
+
+from leafsearch.index.analysis import analyze, analyze_many
+from leafsearch.index.dates import DateFormatter
+from leafsearch.index.iso_columns import iso_millis
+from leafsearch.index.mapping import Mapping
+from leafsearch.index.mapping_batch import parse_batch
+
+MAPPING = {
+    "properties": {
+        "@timestamp": {"type": "date"},
+        "nanos": {"type": "date_nanos"},
+        "tag": {"type": "keyword", "ignore_above": 4},
+        "lower": {"type": "keyword", "normalizer": "lowercase"},
+        "n": {"type": "integer"},
+        "f": {"type": "float"},
+        "d": {"type": "double"},
+        "ok": {"type": "boolean"},
+        "msg": {"type": "text", "fields": {"raw": {"type": "keyword"}}},
+        "obj": {"properties": {"x": {"type": "long"}, "t": {"type": "text"}}},
+        "off": {"type": "object", "enabled": False},
+    }
+}
+
+
+def _per_document(mapping: Mapping, sources: list[bytes]) -> list[dict]:
+    out = []
+    for source in sources:
+        parsed = mapping.parse_document(source, "1")
+        doc = {kind: dict(getattr(parsed, kind)) for kind in ("keyword", "long", "double")}
+        doc["text"] = {path: tokens for path, (tokens, _) in parsed.text.items()}
+        out.append(doc)
+    return out
+
+
+def _expand(batch, n: int) -> list[dict]:
+    docs: list[dict] = [{"text": {}, "keyword": {}, "long": {}, "double": {}} for _ in range(n)]
+    for kind in ("text", "keyword", "long", "double"):
+        for path, (rows, values) in getattr(batch, kind).items():
+            for row, value in zip(range(n) if rows is None else rows, values, strict=True):
+                docs[row][kind][path] = value if kind == "text" else [value]
+    return docs
+
+
+@pytest.mark.parametrize(
+    "docs",
+    [
+        [{"@timestamp": "2024-01-01T00:00:00.123Z", "tag": "ab", "n": 1, "msg": "Hello World"}] * 3,
+        [{"tag": "abcdef", "n": 5, "d": 1.5, "f": 1.1}, {"tag": 12, "ok": "true", "lower": "AbC"}],
+        [{"msg": 42, "obj": {"x": 2, "t": "Don't stop"}}, {"obj": {"t": "x.y z"}, "off": [1, {"a": 2}]}],
+        [
+            {"@timestamp": "2024-01-01", "nanos": "2024-02-29T23:59:59.999Z"},
+            {"@timestamp": 1_700_000_000_000},
+        ],
+        [{"@timestamp": "1960-05-01T00:00:00.000Z", "n": -7}, {}],
+    ],
+)
+def test_a_batch_parses_as_its_documents_do(docs):
+    mapping = Mapping.from_body(MAPPING)
+    sources = [orjson.dumps(doc) for doc in docs]
+    batch = parse_batch(mapping, sources)
+    assert batch is not None
+    assert _expand(batch, len(sources)) == _per_document(mapping, sources)
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [
+        {"new_field": 1},  # dynamic mapping
+        {"tag": None},  # null
+        {"tag": ["a", "b"]},  # array
+        {"n": 2**40},  # refused value
+        {"nanos": "1960-01-01T00:00:00.000Z"},  # refused value
+        {"obj": 3},  # concrete value for an object
+        {"obj.x": 3},  # dotted key
+    ],
+)
+def test_anything_else_is_left_to_the_per_document_parser(doc):
+    mapping = Mapping.from_body(MAPPING)
+    assert parse_batch(mapping, [b'{"tag":"a"}', orjson.dumps(doc)]) is None
+    assert mapping.version == Mapping.from_body(MAPPING).version
+
+
+def test_analyze_many_equals_analyze():
+    rng = random.Random(0)
+    alphabet = "abcXYZ019 _-.,;:'\t\n\x01\x02!é"
+    for _ in range(2000):
+        texts = [
+            "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12))) for _ in range(rng.randint(1, 6))
+        ]
+        assert analyze_many(texts) == [analyze(t) for t in texts]
+    assert analyze_many(["a" * 300, "b"]) == [analyze("a" * 300), ["b"]]
+
+
+def test_iso_millis_equals_the_date_parser():
+    formatter = DateFormatter("strict_date_optional_time||epoch_millis")
+    rng = random.Random(1)
+    values = [
+        f"{rng.choice([1, 1600, 1900, 1969, 2000, 2024, 9999]):04d}-{rng.randint(1, 12):02d}-"
+        f"{rng.randint(1, 28):02d}T{rng.randint(0, 23):02d}:{rng.randint(0, 59):02d}:"
+        f"{rng.randint(0, 59):02d}.{rng.randint(0, 999):03d}Z"
+        for _ in range(5000)
+    ] + ["2024-02-29T12:00:00.000Z", "2000-02-29T00:00:00.000Z"]
+    assert iso_millis(values).tolist() == [formatter.parse(v) for v in values]
+    for bad in ["2023-02-29T00:00:00.000Z", "0000-01-01T00:00:00.000Z", "2024-01-01T24:00:00.000Z",
+                "2024-01-01 00:00:00.000Z", "2024-01-0xT00:00:00.000Z", "2024-01-01T00:00:00Z"]:  # fmt: skip
+        assert iso_millis(values[:2] + [bad]) is None
+
+
+def test_a_bulk_parsed_as_a_batch_answers_item_by_item(tmp_path):
+    from leafsearch.node.node import Node
+
+    with Node(tmp_path, background=False) as node:
+        body = (
+            b'{"index":{"_index":"logs","_id":"a"}}\n{"n":1}\n'
+            b'{"create":{"_index":"logs","_id":"a"}}\n{"n":2}\n'
+            b'{"index":{"_index":"logs","_id":"a"}}\n{"n":3}\n'
+            b'{"index":{"_index":"logs"}}\n{"n":4}\n'
+        )
+        node.bulk(b'{"index":{"_index":"logs","_id":"seed"}}\n{"n":0}\n')  # maps `n`
+        items = node.bulk(body)["items"]
+        assert [next(iter(i.values()))["status"] for i in items] == [201, 409, 200, 201]
+        assert [items[0]["index"]["_version"], items[2]["index"]["_version"]] == [1, 2]
+        assert node.get_doc("logs", "a")["_source"].parsed() == {"n": 3}
+        node.indices["logs"].refresh()
+        assert count(node, "logs", None, {})["count"] == 3

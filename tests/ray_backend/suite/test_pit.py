@@ -1,0 +1,3 @@
+"""tests/search/test_pit.py against a Ray-backed node (conftest.py says how)."""
+
+from tests.search.test_pit import *  # noqa: F403

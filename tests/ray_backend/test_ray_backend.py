@@ -1,0 +1,913 @@
+"""An index's shards as Ray actors, through the REST API of a coordinator (`serve --ray`) on a
+local 3-node Ray cluster: placement, writes, searches, point-in-time walks and slices."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+
+from leafsearch.testing import Server
+from tests.conftest import error_of
+from tests.ray_cluster import ray_server, shard_actor, where
+
+SHARDS = 6
+
+
+@pytest.fixture(scope="module")
+def coordinator(ray_cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    data = tmp_path_factory.mktemp("ray-coordinator") / "data"
+    with ray_server(ray_cluster.address, data) as server:
+        yield server
+
+
+@pytest.fixture
+def http(coordinator: Server) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=coordinator.url, timeout=120) as client:
+        yield client
+
+
+def create_index(http: httpx.Client, name: str, shards: int = SHARDS) -> str:
+    """Create the index; its uuid."""
+    body = {"settings": {"number_of_shards": shards}, "mappings": {"properties": {"n": {"type": "long"}}}}
+    response = http.put(f"/{name}", json=body)
+    assert response.status_code == 200, response.text
+    return http.get(f"/{name}/_settings").json()[name]["settings"]["index"]["uuid"]
+
+
+def bulk(http: httpx.Client, index: str, docs: dict[str, dict[str, Any]], refresh: bool = False) -> dict:
+    lines = []
+    for doc_id, source in docs.items():
+        lines += [orjson.dumps({"index": {"_id": doc_id}}), orjson.dumps(source)]
+    response = http.post(
+        f"/{index}/_bulk" + ("?refresh=true" if refresh else ""),
+        content=b"\n".join(lines) + b"\n",
+        headers={"content-type": "application/x-ndjson"},
+    )
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def source(n: int) -> dict[str, Any]:
+    return {"n": n, "tag": f"t{n % 7}", "body": f"doc number {n} of the ray test"}
+
+
+def walk(http: httpx.Client, pit: str, size: int, slice_: dict | None = None) -> tuple[list[str], int]:
+    """Every id of a point-in-time walk (search_after on `n`), and the total its pages count."""
+    ids: list[str] = []
+    after = None
+    totals = set()
+    while True:
+        body: dict[str, Any] = {"pit": {"id": pit, "keep_alive": "1m"}, "size": size, "sort": [{"n": "asc"}]}
+        if after is not None:
+            body["search_after"] = after
+        if slice_ is not None:
+            body["slice"] = slice_
+        response = http.post("/_search", json=body)
+        assert response.status_code == 200, response.text
+        page = response.json()
+        assert page["_shards"] == {"total": SHARDS, "successful": SHARDS, "skipped": 0, "failed": 0}
+        totals.add(page["hits"]["total"]["value"])
+        hits = page["hits"]["hits"]
+        if not hits:
+            break
+        ids += [hit["_id"] for hit in hits]
+        after = hits[-1]["sort"]
+    assert len(totals) == 1  # every page counts the same snapshot
+    return ids, totals.pop()
+
+
+def test_shards_spread_over_the_nodes_and_serve_the_document_apis(
+    http: httpx.Client, ray_cluster: Any
+) -> None:
+    uuid = create_index(http, "spread")
+    nodes = Counter(where(uuid, shard)[0] for shard in range(SHARDS))
+    assert sorted(nodes) == ray_cluster.node_ids and set(nodes.values()) == {2}
+
+    # Three clients index at once; every item is acknowledged.
+    def client(c: int) -> None:
+        with httpx.Client(base_url=str(http.base_url), timeout=120) as own:
+            for batch in range(5):
+                docs = {f"{c}-{batch}-{i}": source(c * 1000 + batch * 100 + i) for i in range(100)}
+                assert bulk(own, "spread", docs)["errors"] is False
+
+    threads = [threading.Thread(target=client, args=(c,)) for c in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert http.post("/spread/_refresh").status_code == 200
+    count = http.get("/spread/_count").json()
+    assert count == {
+        "count": 1500,
+        "_shards": {"total": SHARDS, "successful": SHARDS, "skipped": 0, "failed": 0},
+    }
+
+    page = http.post(
+        "/spread/_search", json={"sort": [{"n": "desc"}], "size": 3, "query": {"match": {"body": "ray"}}}
+    )
+    assert [hit["_id"] for hit in page.json()["hits"]["hits"]] == ["2-4-99", "2-4-98", "2-4-97"]
+    aggs = http.post("/spread/_search", json={"size": 0, "aggs": {"t": {"terms": {"field": "tag.keyword"}}}})
+    assert sum(b["doc_count"] for b in aggs.json()["aggregations"]["t"]["buckets"]) == 1500
+
+    # Statistics come from the shard actors (the search counters from the coordinator).
+    primaries = http.get("/spread/_stats").json()["_all"]["primaries"]
+    assert primaries["docs"]["count"] == 1500 and primaries["indexing"]["index_total"] == 1500
+    assert primaries["search"]["query_total"] >= SHARDS
+    (row,) = http.get("/_cat/indices/spread", params={"format": "json"}).json()
+    assert row["docs.count"] == "1500"
+    assert http.get("/_nodes/stats").status_code == 200
+    (node_row,) = http.get("/_cat/nodes", params={"format": "json", "h": "docs.count,segments.count"}).json()
+    assert int(node_row["docs.count"]) >= 1500 and int(node_row["segments.count"]) >= SHARDS
+    # Per-shard listings come from the actors too (tests/ray_backend/test_ray_api.py checks their rows).
+    for path, params in (
+        ("/_cat/shards/spread", {}),
+        ("/_cat/segments/spread", {}),
+        ("/spread/_stats", {"level": "shards"}),
+    ):
+        assert http.get(path, params=params).status_code == 200
+
+    got = http.get("/spread/_doc/1-2-3").json()
+    assert got["found"] is True and got["_source"] == source(1203)
+    assert http.put("/spread/_doc/1-2-3", json=source(7)).json()["result"] == "updated"
+    conflict = http.put("/spread/_doc/1-2-3?if_seq_no=0&if_primary_term=1", json=source(8))
+    assert conflict.status_code == 409 and error_of(conflict)["type"] == "version_conflict_engine_exception"
+    assert http.get("/spread/_doc/1-2-3").json()["_source"] == source(7)  # realtime: not refreshed yet
+    assert http.delete("/spread/_doc/1-2-3?refresh=true").json()["result"] == "deleted"
+    assert http.get("/spread/_doc/1-2-3").status_code == 404
+    assert http.get("/spread/_count").json()["count"] == 1499
+    assert http.post("/spread/_create/new?refresh=true", json=source(5000)).status_code == 201
+    assert http.get("/spread/_count", params={"q": "n:5000"}).json()["count"] == 1
+
+    docs = http.post("/spread/_mget", json={"ids": ["0-0-1", "1-2-3", "nope"]}).json()["docs"]
+    assert [doc["found"] for doc in docs] == [True, False, False]
+    assert http.get("/spread/_count").json()["count"] == 1500
+
+    assert http.delete("/spread").status_code == 200
+    assert http.get("/spread/_count").status_code == 404
+
+
+def test_point_in_time_walks_read_every_document_once_under_writes(http: httpx.Client) -> None:
+    create_index(http, "walk")
+    docs = {f"d{n}": source(n) for n in range(2000)}
+    assert bulk(http, "walk", docs, refresh=True)["errors"] is False
+
+    stop = threading.Event()
+
+    def writer() -> None:  # writes and deletes beside the walks: the PIT's snapshot does not move
+        with httpx.Client(base_url=str(http.base_url), timeout=120) as own:
+            n = 10_000
+            while not stop.is_set():
+                bulk(own, "walk", {f"new{n}": source(n)}, refresh=True)
+                own.delete(f"/walk/_doc/d{n % 2000}?refresh=true")
+                n += 1
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        pit = http.post("/walk/_pit?keep_alive=1m").json()["id"]
+        rows = http.get("/_cat/search_contexts", params={"format": "json"}).json()
+        row = next(row for row in rows if row["id"] == pit)
+        # What the actors pinned: every document of the refreshed bulk at least, on every shard.
+        assert int(row["docs"]) >= 2000 and int(row["segments"]) >= SHARDS, row
+        whole, total = walk(http, pit, 137)
+        slices: dict[int, list[str]] = {}
+
+        def read_slice(i: int) -> None:
+            with httpx.Client(base_url=str(http.base_url), timeout=120) as own:
+                slices[i] = walk(own, pit, 100, {"id": i, "max": 3})[0]
+
+        readers = [threading.Thread(target=read_slice, args=(i,)) for i in range(3)]
+        for reader in readers:
+            reader.start()
+        for reader in readers:
+            reader.join()
+        assert http.request("DELETE", "/_pit", json={"id": pit}).json()["succeeded"] is True
+    finally:
+        stop.set()
+        thread.join()
+    # The walk read the PIT's snapshot exactly once, whatever was written beside it...
+    assert len(whole) == len(set(whole)) == total
+    assert set(whole) <= set(docs) | {f"new{n}" for n in range(10_000, 20_000)}
+    # ...and its slices, read at once, partition that same snapshot.
+    joined = [doc_id for i in range(3) for doc_id in slices[i]]
+    assert all(slices[i] for i in range(3))
+    assert sorted(joined) == sorted(whole)
+
+
+def kill_shard(uuid: str, shard: int) -> int:
+    """kill -9 a shard's actor process; its pid."""
+    pid = where(uuid, shard)[1]
+    os.kill(pid, signal.SIGKILL)
+    return pid
+
+
+def restarted(uuid: str, shard: int, old_pid: int) -> int:
+    """The pid of the shard's actor once Ray restarted it (calls wait for the restart)."""
+    for _ in range(100):  # a call caught by the restart fails; the next ones wait for it
+        try:
+            pid = where(uuid, shard)[1]
+        except Exception:  # noqa: BLE001 - ActorUnavailableError while it restarts
+            continue
+        if pid != old_pid:
+            return pid
+    raise AssertionError(f"shard {shard} was not restarted")
+
+
+def open_contexts(uuid: str, shards: list[int]) -> list[int]:
+    """The reader contexts each of those shard actors of an index holds open."""
+    import ray
+
+    stats = ray.get([shard_actor(uuid, s).stats.remote() for s in shards], timeout=60)
+    return [s["open_contexts"] for s in stats]
+
+
+def test_a_shard_killed_during_bulk_loses_no_acknowledged_write(http: httpx.Client) -> None:
+    uuid = create_index(http, "killbulk")
+    acknowledged: set[str] = set()
+    refused: list[dict] = []
+    lock = threading.Lock()
+    started = threading.Barrier(3)
+
+    def writer(w: int) -> None:
+        with httpx.Client(base_url=str(http.base_url), timeout=120) as own:
+            for batch in range(40):
+                if batch == 5:
+                    started.wait()
+                docs = {f"{w}-{batch}-{i}": source(i) for i in range(60)}
+                for item in bulk(own, "killbulk", docs)["items"]:
+                    result = item["index"]
+                    with lock:
+                        if result["status"] == 201:
+                            acknowledged.add(result["_id"])
+                        else:
+                            refused.append(result)
+
+    writers = [threading.Thread(target=writer, args=(w,)) for w in range(2)]
+    for thread in writers:
+        thread.start()
+    started.wait()  # both writers are indexing
+    old = kill_shard(uuid, 2)
+    for thread in writers:
+        thread.join()
+    restarted(uuid, 2, old)
+    # Writes refused while the shard was down failed cleanly, as Elasticsearch's do without a primary.
+    for item in refused:
+        assert item["status"] == 503, item
+        assert item["error"]["type"] == "unavailable_shards_exception", item
+        assert "[killbulk][2]" in item["error"]["reason"]
+    assert http.post("/killbulk/_refresh").status_code == 200
+    found = http.post("/killbulk/_search", json={"size": 10_000, "_source": False, "sort": ["_doc"]}).json()
+    ids = {hit["_id"] for hit in found["hits"]["hits"]}
+    assert found["_shards"]["failed"] == 0
+    assert acknowledged <= ids, f"{len(acknowledged - ids)} acknowledged writes lost"
+    assert len(acknowledged) + len(refused) == 2 * 40 * 60
+    # The restarted shard takes writes again.
+    assert (
+        bulk(http, "killbulk", {f"after-{i}": source(i) for i in range(30)}, refresh=True)["errors"] is False
+    )
+
+
+def test_a_shard_killed_during_a_pit_walk_fails_that_shard_alone(http: httpx.Client) -> None:
+    uuid = create_index(http, "killpit")
+    assert bulk(http, "killpit", {f"d{n}": source(n) for n in range(600)}, refresh=True)["errors"] is False
+    pit = http.post("/killpit/_pit?keep_alive=1m").json()["id"]
+    body: dict[str, Any] = {"pit": {"id": pit}, "size": 100, "sort": [{"n": "asc"}]}
+    first = http.post("/_search", json=body).json()
+    seen = [hit["_id"] for hit in first["hits"]["hits"]]
+    old = kill_shard(uuid, 4)
+    restarted(uuid, 4, old)
+    # The restarted shard lost the PIT's context: the walk goes on over the other shards, and
+    # each page reports the shard's failure, as Elasticsearch does.
+    after = first["hits"]["hits"][-1]["sort"]
+    while True:
+        page = http.post("/_search", json={**body, "search_after": after}).json()
+        shards = page["_shards"]
+        assert shards["total"] == SHARDS and shards["successful"] == SHARDS - 1 and shards["failed"] == 1
+        (failure,) = shards["failures"]
+        assert failure["shard"] == 4 and failure["index"] == "killpit"
+        assert failure["reason"]["type"] == "search_context_missing_exception"
+        hits = page["hits"]["hits"]
+        if not hits:
+            break
+        seen += [hit["_id"] for hit in hits]
+        after = hits[-1]["sort"]
+    assert len(seen) == len(set(seen))
+    lost_shard = 600 - len(seen)
+    assert 0 < lost_shard < 600
+    # Refusing partial results makes the same page an error.
+    strict = http.post("/_search?allow_partial_search_results=false", json=body)
+    assert strict.status_code == 404
+    error = strict.json()["error"]
+    assert error["type"] == "search_phase_execution_exception" and error["reason"] == "Partial shards failure"
+    assert error["root_cause"][0]["type"] == "search_context_missing_exception"
+    assert [failed["shard"] for failed in error["failed_shards"]] == [4]
+    # A new search reads every shard, the restarted one recovered from its folder.
+    assert http.get("/killpit/_count").json() == {
+        "count": 600,
+        "_shards": {"total": SHARDS, "successful": SHARDS, "skipped": 0, "failed": 0},
+    }
+
+
+def test_a_restarted_coordinator_finds_its_shard_actors(ray_cluster: Any, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    with (
+        ray_server(ray_cluster.address, data) as first,
+        httpx.Client(base_url=first.url, timeout=120) as http,
+    ):
+        uuid = create_index(http, "restart", shards=3)
+        assert bulk(http, "restart", {f"d{n}": source(n) for n in range(300)})["errors"] is False
+        pids = [where(uuid, shard)[1] for shard in range(3)]
+        pit = http.post("/restart/_pit?keep_alive=5m").json()["id"]
+    with (
+        ray_server(ray_cluster.address, data) as second,
+        httpx.Client(base_url=second.url, timeout=120) as http,
+    ):
+        # The same actors (found by name, not re-created), with every acknowledged write.
+        assert [where(uuid, shard)[1] for shard in range(3)] == pids
+        assert http.post("/restart/_refresh").status_code == 200
+        assert http.get("/restart/_count").json()["count"] == 300
+        assert http.get("/restart/_doc/d7").json()["_source"] == source(7)
+        # A PIT of the coordinator before is unknown to this one (contexts do not survive it).
+        gone = http.post("/_search", json={"pit": {"id": pit}})
+        assert gone.status_code == 404
+        assert gone.json()["error"]["root_cause"][0]["type"] == "search_context_missing_exception"
+        assert bulk(http, "restart", {"new": source(1)}, refresh=True)["errors"] is False
+        assert http.get("/restart/_count").json()["count"] == 301
+        assert http.delete("/restart").status_code == 200
+
+
+def scroll_all(http: httpx.Client, index: str, body: dict[str, Any]) -> tuple[list[str], set[int], set[int]]:
+    """Every id of a scroll, the totals its batches reported, and the shards its hits came from
+    (a `_doc` walk's sort values are `_shard_doc`'s: shard index << 32 | doc)."""
+    page = http.post(f"/{index}/_search?scroll=1m", json=body)
+    assert page.status_code == 200, page.text
+    ids: list[str] = []
+    totals = set()
+    shards: set[int] = set()
+    while True:
+        data = page.json()
+        assert data["_shards"]["failed"] == 0
+        totals.add(data["hits"]["total"]["value"])
+        hits = data["hits"]["hits"]
+        if not hits:
+            break
+        ids += [hit["_id"] for hit in hits]
+        shards |= {hit["sort"][0] >> 32 for hit in hits if body.get("sort") == ["_doc"]}
+        page = http.post("/_search/scroll", json={"scroll": "1m", "scroll_id": data["_scroll_id"]})
+        assert page.status_code == 200, page.text
+    cleared = http.request("DELETE", "/_search/scroll", json={"scroll_id": data["_scroll_id"]})
+    assert cleared.json()["num_freed"] == 1
+    return ids, totals, shards
+
+
+def test_scrolls_and_sliced_scrolls_read_every_document_once(http: httpx.Client) -> None:
+    create_index(http, "scrolled")
+    docs = {f"d{n}": source(n) for n in range(1000)}
+    assert bulk(http, "scrolled", docs, refresh=True)["errors"] is False
+    stop = threading.Event()
+
+    def writer() -> None:  # the scroll reads the snapshot it opened on
+        with httpx.Client(base_url=str(http.base_url), timeout=120) as own:
+            n = 100_000  # outside the range query below
+            while not stop.is_set():
+                bulk(own, "scrolled", {f"new{n}": source(n)}, refresh=True)
+                n += 1
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        ids, totals, _ = scroll_all(http, "scrolled", {"size": 97, "sort": ["_doc"]})
+        by_n, _, _ = scroll_all(
+            http, "scrolled", {"size": 50, "sort": [{"n": "desc"}], "query": {"range": {"n": {"lt": 500}}}}
+        )
+    finally:
+        stop.set()
+        thread.join()
+    assert len(ids) == len(set(ids)) and totals == {len(ids)}
+    assert set(docs) <= set(ids)
+    assert by_n == [f"d{n}" for n in range(499, -1, -1)]
+
+    total = http.get("/scrolled/_count").json()["count"]
+    slices: dict[int, list[str]] = {}
+    slice_shards: dict[int, set[int]] = {}
+
+    def read_slice(i: int) -> None:
+        with httpx.Client(base_url=str(http.base_url), timeout=120) as own:
+            body = {"size": 100, "sort": ["_doc"], "slice": {"id": i, "max": 4}}
+            slices[i], _, slice_shards[i] = scroll_all(own, "scrolled", body)
+
+    readers = [threading.Thread(target=read_slice, args=(i,)) for i in range(4)]
+    for reader in readers:
+        reader.start()
+    for reader in readers:
+        reader.join()
+    joined = [doc_id for i in range(4) for doc_id in slices[i]]
+    assert all(slices[i] for i in range(4))
+    assert len(joined) == len(set(joined)) == total
+    # Slices go to shards first (SPEC 4.2): with 6 shards and 4 slices, slice i reads the
+    # shards whose number modulo 4 is i.
+    assert slice_shards == {i: {s for s in range(SHARDS) if s % 4 == i} for i in range(4)}
+
+
+def test_updates_read_and_write_a_shard_actor_without_losing_any(http: httpx.Client) -> None:
+    create_index(http, "updated")
+    assert http.put("/updated/_doc/a", json={"n": 1, "keep": "x"}).status_code == 201
+    done = http.post("/updated/_update/a", json={"doc": {"n": 2}}).json()
+    assert done["result"] == "updated" and done["_version"] == 2
+    assert http.get("/updated/_doc/a").json()["_source"] == {"n": 2, "keep": "x"}
+    assert http.post("/updated/_update/a", json={"doc": {"n": 2}}).json()["result"] == "noop"
+    missing = http.post("/updated/_update/b", json={"doc": {"n": 1}})
+    assert missing.status_code == 404 and error_of(missing)["type"] == "document_missing_exception"
+    upsert = http.post("/updated/_update/b", json={"doc": {"n": 5}, "doc_as_upsert": True})
+    assert upsert.status_code == 201 and upsert.json()["result"] == "created"
+
+    # Concurrent partial updates of one document: each reads, merges and writes only if the
+    # document is still what it read (else reads again), so no update is lost.
+    def updater(t: int) -> None:
+        with httpx.Client(base_url=str(http.base_url), timeout=120) as own:
+            for i in range(8):
+                answer = own.post("/updated/_update/a?retry_on_conflict=50", json={"doc": {f"f{t}_{i}": t}})
+                assert answer.status_code == 200, answer.text
+
+    threads = [threading.Thread(target=updater, args=(t,)) for t in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    final = http.get("/updated/_doc/a").json()
+    assert final["_source"] == {"n": 2, "keep": "x", **{f"f{t}_{i}": t for t in range(4) for i in range(8)}}
+    assert final["_version"] == 2 + 32
+
+    # In a bulk request an update sees the operations before it on its shard.
+    lines = [
+        {"index": {"_id": "c"}},
+        {"n": 1},
+        {"update": {"_id": "c"}},
+        {"doc": {"m": 2}},
+        {"update": {"_id": "nothing"}},
+        {"doc": {"m": 2}},
+        {"delete": {"_id": "b"}},
+    ]
+    answer = http.post(
+        "/updated/_bulk?refresh=true",
+        content=b"\n".join(orjson.dumps(line) for line in lines) + b"\n",
+        headers={"content-type": "application/x-ndjson"},
+    ).json()
+    statuses = [next(iter(item.values()))["status"] for item in answer["items"]]
+    assert statuses == [201, 200, 404, 200]
+    assert http.get("/updated/_doc/c").json()["_source"] == {"n": 1, "m": 2}
+    assert http.post("/updated/_refresh").status_code == 200  # "a" is on a shard the bulk left
+    assert http.get("/updated/_count").json()["count"] == 2
+
+
+def test_a_shard_that_stays_down_fails_its_writes_and_its_part_of_searches(http: httpx.Client) -> None:
+    import ray
+
+    uuid = create_index(http, "deadshard")
+    assert bulk(http, "deadshard", {f"d{n}": source(n) for n in range(300)}, refresh=True)["errors"] is False
+    before = http.get("/deadshard/_count").json()["count"]
+    actor = shard_actor(uuid, 1)
+    ray.kill(actor, no_restart=True)  # Ray will not restart it: the shard stays down
+    with pytest.raises(ray.exceptions.RayActorError):
+        ray.get(actor.where.remote(), timeout=60)
+
+    items = bulk(http, "deadshard", {f"e{n}": source(n) for n in range(300)})["items"]
+    failed = [item["index"] for item in items if item["index"]["status"] != 201]
+    assert failed and len(failed) < 300
+    for item in failed:
+        assert item["status"] == 503 and item["error"]["type"] == "unavailable_shards_exception"
+        assert item["error"]["reason"].startswith("[deadshard][1] primary shard is not active")
+
+    page = http.post("/deadshard/_search", json={"size": 0}).json()
+    assert page["_shards"]["failed"] == 1 and page["_shards"]["successful"] == SHARDS - 1
+    (failure,) = page["_shards"]["failures"]
+    assert failure["shard"] == 1 and failure["reason"]["type"] == "no_shard_available_action_exception"
+    assert 0 < page["hits"]["total"]["value"] < before + 300 - len(failed)
+    # A page's fetch frees the snapshot of each live shard as it answers, the dead one failed.
+    page = http.post("/deadshard/_search", json={"size": 1000, "sort": [{"n": "asc"}]}).json()
+    assert page["_shards"]["failed"] == 1 and page["_shards"]["failures"][0]["shard"] == 1
+    assert len(page["hits"]["hits"]) == page["hits"]["total"]["value"] > 0
+    alive = [s for s in range(SHARDS) if s != 1]
+    assert open_contexts(uuid, alive) == [0] * len(alive)
+    # A point in time or a scroll pins every shard: refused, and the pins the live shards took
+    # for it go back at once (no keep-alive would ever free them).
+    for opening in (
+        http.post("/deadshard/_pit?keep_alive=10m"),
+        http.post("/deadshard/_search?scroll=10m", json={"size": 5}),
+    ):
+        assert opening.status_code == 503, opening.text
+        assert opening.json()["error"]["root_cause"][0]["reason"].startswith("[deadshard][1] is unavailable")
+    assert open_contexts(uuid, alive) == [0] * len(alive)
+    contexts = http.get("/_cat/search_contexts?format=json").json()
+    assert [row for row in contexts if row["indices"] == "deadshard"] == []
+    strict = http.post("/deadshard/_search?allow_partial_search_results=false", json={"size": 0})
+    assert strict.status_code == 503
+    assert strict.json()["error"]["type"] == "search_phase_execution_exception"
+    assert http.delete("/deadshard").status_code == 200
+
+
+def test_one_shot_searches_leave_no_snapshot_pinned(http: httpx.Client) -> None:
+    """A search pins a snapshot on each shard actor for its query and fetch; the fetch frees it as
+    it answers and a shard whose query found no hit frees it at once (no release message), also
+    on a one-shard index and with clients and a writer busy at the same time."""
+    uuid = create_index(http, "oneshot")
+    one = create_index(http, "oneshard", shards=1)
+    for index in ("oneshot", "oneshard"):
+        assert bulk(http, index, {f"d{n}": source(n) for n in range(300)}, refresh=True)["errors"] is False
+    below = {"range": {"n": {"lt": 10_000}}}  # the writer's documents are above
+    tagged = {"bool": {"filter": [below, {"term": {"tag": "t3"}}]}}
+    t3 = [f"d{n}" for n in range(300) if n % 7 == 3]
+    searches: list[tuple[str, dict[str, Any], list[str] | None, int]] = [
+        ("oneshot", {"size": 1000, "query": tagged, "sort": [{"n": "asc"}]}, t3, len(t3)),
+        ("oneshot", {"size": 0, "query": below}, [], 300),
+        ("oneshot", {"size": 10, "query": {"term": {"tag": "nothing"}}}, [], 0),
+        ("oneshard", {"size": 1000, "query": tagged, "sort": [{"n": "asc"}]}, t3, len(t3)),
+        ("oneshard", {"size": 0, "query": below}, [], 300),
+    ]
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def writer() -> None:
+        try:
+            with httpx.Client(base_url=str(http.base_url), timeout=120) as own:
+                n = 10_000
+                while not stop.is_set():
+                    for index in ("oneshot", "oneshard"):
+                        docs = {f"w{n + i}": source(n + i) for i in range(20)}
+                        assert bulk(own, index, docs, refresh=True)["errors"] is False
+                    n += 20
+        except BaseException as exc:  # noqa: BLE001 - reported by the test's thread
+            errors.append(exc)
+
+    def reader() -> None:
+        try:
+            with httpx.Client(base_url=str(http.base_url), timeout=120) as own:
+                for _ in range(8):
+                    for index, body, ids, total in searches:
+                        page = own.post(f"/{index}/_search", json=body).json()
+                        n = 1 if index == "oneshard" else SHARDS
+                        assert page["_shards"] == {"total": n, "successful": n, "skipped": 0, "failed": 0}
+                        assert page["hits"]["total"] == {"value": total, "relation": "eq"}
+                        assert [hit["_id"] for hit in page["hits"]["hits"]] == ids
+        except BaseException as exc:  # noqa: BLE001 - reported by the test's thread
+            errors.append(exc)
+
+    writing = threading.Thread(target=writer)
+    readers = [threading.Thread(target=reader) for _ in range(3)]
+    writing.start()
+    for thread in readers:
+        thread.start()
+    for thread in readers:
+        thread.join()
+    stop.set()
+    writing.join()
+    assert not errors, errors[0]
+    # Every shard held page hits or none: nothing was left to a release message, and the
+    # answers came after the frees.
+    assert open_contexts(uuid, list(range(SHARDS))) == [0] * SHARDS
+    assert open_contexts(one, [0]) == [0]
+
+
+def test_a_slice_of_a_point_in_time_is_read_from_its_own_shards_only(http: httpx.Client) -> None:
+    """Slices go to shards first (3 slices of 6 shards: slice i reads shards i and i + 3), and
+    a page of a slice asks those shards only: a shard that lost the PIT's context (its actor
+    restarted) fails the pages of its own slice, not the others'."""
+    uuid = create_index(http, "sliceskip")
+    assert bulk(http, "sliceskip", {f"d{n}": source(n) for n in range(600)}, refresh=True)["errors"] is False
+    pit = http.post("/sliceskip/_pit?keep_alive=1m").json()["id"]
+    old = kill_shard(uuid, 5)
+    restarted(uuid, 5, old)
+    # (`walk` asserts that every page of the slice has all shards successful)
+    kept = {i: walk(http, pit, 50, {"id": i, "max": 3})[0] for i in (0, 1)}
+    page = http.post("/_search", json={"pit": {"id": pit}, "size": 50, "slice": {"id": 2, "max": 3}}).json()
+    (failure,) = page["_shards"]["failures"]
+    assert failure["shard"] == 5 and failure["reason"]["type"] == "search_context_missing_exception"
+    # The same slices of a new PIT (the restarted shard recovered, nothing was written since)
+    # hold the same documents: each once.
+    fresh = http.post("/sliceskip/_pit?keep_alive=1m").json()["id"]
+    for i in (0, 1):
+        again = walk(http, fresh, 50, {"id": i, "max": 3})[0]
+        assert len(kept[i]) == len(set(kept[i])) and sorted(again) == sorted(kept[i]) and kept[i]
+    assert not set(kept[0]) & set(kept[1])
+    for closing in (pit, fresh):
+        assert http.request("DELETE", "/_pit", json={"id": closing}).status_code == 200
+
+
+def test_a_shard_doc_walk_asks_the_shards_from_its_cursor_on(http: httpx.Client) -> None:
+    """A PIT walk in `_shard_doc` order that counts nothing asks only the shards at or after its
+    cursor (Elasticsearch's can-match skips shards whose sort values all lie before it): once the
+    walk has left its first shard, that shard losing the PIT's context fails no page; every
+    document comes once, in both directions."""
+    uuid = create_index(http, "cursorskip")
+    assert bulk(http, "cursorskip", {f"d{n}": source(n) for n in range(600)}, refresh=True)["errors"] is False
+    for order, first in (("asc", 0), ("desc", SHARDS - 1)):
+        pit = http.post("/cursorskip/_pit?keep_alive=1m").json()["id"]
+        body: dict[str, Any] = {"pit": {"id": pit}, "size": 70, "sort": [{"_shard_doc": order}]}
+        body["track_total_hits"] = False
+        ids: list[str] = []
+        shards: list[int] = []
+        killed = False
+        while True:
+            page = http.post("/_search", json=body).json()
+            assert page["_shards"] == {"total": SHARDS, "successful": SHARDS, "skipped": 0, "failed": 0}
+            hits = page["hits"]["hits"]
+            if not hits:
+                break
+            ids += [hit["_id"] for hit in hits]
+            shards += [hit["sort"][0] >> 32 for hit in hits]
+            body["search_after"] = hits[-1]["sort"]
+            if not killed and shards[-1] != first:  # the walk has left its first shard
+                restarted(uuid, first, kill_shard(uuid, first))
+                killed = True
+        assert killed and shards[0] == first
+        assert sorted(ids) == sorted(f"d{n}" for n in range(600))
+        assert shards == sorted(shards, reverse=order == "desc")
+        assert http.request("DELETE", "/_pit", json={"id": pit}).status_code == 200
+
+
+def search_calls(uuid: str, shards: list[int]) -> Counter[str]:
+    """The search calls those shard actors of an index served so far, by method."""
+    import ray
+
+    calls: Counter[str] = Counter()
+    for stats in ray.get([shard_actor(uuid, s).stats.remote() for s in shards], timeout=60):
+        calls.update(stats["search_calls"])
+    return calls
+
+
+def _answer(response: httpx.Response, *, shards: bool = True) -> tuple[int, bytes]:
+    """A search's status and body bytes, but its `took` (and its `_shards` unless `shards`)."""
+    body = re.sub(rb'"took":\d+', b'"took":0', response.content)
+    if not shards:
+        body = re.sub(rb'"_shards":\{[^{}]*\}', b'"_shards":{}', body)
+    return response.status_code, body
+
+
+#: Documents of the query-and-fetch tests: sort keys with ties and gaps, text to score, a keyword
+#: to aggregate, a date; all match `BELOW` (the concurrent writer's do not).
+QF_MAPPING = {
+    "properties": {
+        "n": {"type": "long"},
+        "tag": {"type": "keyword"},
+        "body": {"type": "text"},
+        "ts": {"type": "date"},
+    }
+}
+BELOW = {"range": {"n": {"lt": 10_000}}}
+
+
+def qf_source(n: int) -> dict[str, Any]:
+    doc: dict[str, Any] = {"n": n // 2, "body": f"doc {n} of the ray test {'ray ' * (n % 4)}"}
+    if n % 5:
+        doc["tag"] = f"t{n % 7}"
+    doc["ts"] = f"2026-11-{1 + n % 28:02d}T{n % 24:02d}:00:00Z"
+    return doc
+
+
+def qf_requests() -> list[tuple[str, dict[str, Any]]]:
+    """A spread of searches (query string, body): sorts, `search_after`, `from`, fetch options,
+    aggregations, highlight, no hits, errors of the query and of the fetch phase."""
+    scored = {"bool": {"must": {"match": {"body": "ray 1 2 3 5 8 13 21 34 55"}}, "filter": BELOW}}
+    return [
+        ("", {"query": BELOW, "size": 7}),
+        ("", {"query": scored, "size": 9, "from": 3}),
+        ("", {"query": scored, "size": 10, "sort": ["_score", {"n": "desc"}], "track_scores": True}),
+        ("", {"query": BELOW, "size": 25, "sort": [{"n": "asc"}, {"ts": "desc"}]}),
+        ("", {"query": BELOW, "size": 10, "sort": [{"n": "asc"}, {"ts": "desc"}], "search_after": [40, 0]}),
+        ("", {"query": BELOW, "size": 12, "sort": [{"tag": {"order": "desc", "missing": "_first"}}, "n"]}),
+        ("", {"query": BELOW, "size": 8, "sort": [{"ts": {"order": "asc", "format": "yyyy-MM-dd"}}, "n"]}),
+        (
+            "",
+            {
+                "query": BELOW,
+                "size": 5,
+                "sort": ["n"],
+                "_source": {"includes": ["n", "tag"]},
+                "version": True,
+            },
+        ),
+        ("", {"query": BELOW, "size": 5, "sort": ["n"], "_source": False, "fields": ["tag", "ts"]}),
+        (
+            "",
+            {
+                "query": BELOW,
+                "size": 5,
+                "sort": ["n"],
+                "docvalue_fields": ["n", "tag"],
+                "seq_no_primary_term": True,
+            },
+        ),
+        ("", {"query": BELOW, "size": 4, "sort": ["n"], "stored_fields": "_none_"}),
+        ("", {"query": scored, "size": 3, "explain": True}),
+        ("", {"query": scored, "size": 3, "highlight": {"fields": {"body": {}}}}),
+        (
+            "",
+            {
+                "query": BELOW,
+                "size": 3,
+                "aggs": {"t": {"terms": {"field": "tag"}}, "a": {"avg": {"field": "n"}}},
+            },
+        ),
+        ("", {"query": BELOW, "size": 0, "aggs": {"t": {"terms": {"field": "tag", "size": 3}}}}),
+        ("", {"query": {"term": {"tag": "none"}}, "size": 10, "sort": ["n"]}),
+        ("", {"query": BELOW, "size": 10, "track_total_hits": False, "sort": [{"n": "desc"}]}),
+        ("search_type=dfs_query_then_fetch&", {"query": scored, "size": 6}),
+        ("", {"query": BELOW, "size": 5, "sort": ["n"], "search_after": [1, 2]}),  # query phase: refused
+        ("", {"query": BELOW, "size": 5, "sort": ["n"], "docvalue_fields": ["body"]}),  # fetch phase
+    ]
+
+
+@pytest.fixture(scope="module")
+def local_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """A single-process server: what a Ray-backed index must answer alike."""
+    with Server(tmp_path_factory.mktemp("local") / "data", args=["--search-workers", "0"]) as server:
+        yield server
+
+
+def test_a_search_of_one_shard_queries_and_fetches_in_one_call(
+    http: httpx.Client, local_server: Server
+) -> None:
+    """A search that asks one shard actor (a one-shard index, a routed search) gets its page
+    from the query call itself: one call per search, no fetch, no release, no pin left. Its
+    answers are those of the two-call path (the same index searched without routing: every
+    shard asked, the page fetched apart) and of a single-process server, byte for byte but
+    `took`, request after request, while a writer indexes and refreshes beside."""
+    routed = "routing=r&"
+    docs = {f"d{n}": qf_source(n) for n in range(240)}
+    with httpx.Client(base_url=local_server.url, timeout=120) as local:
+        uuids = {}
+        for client in (http, local):
+            for name, shards in (("qf1", 1), ("qf6", SHARDS)):
+                created = client.put(
+                    f"/{name}", json={"settings": {"number_of_shards": shards}, "mappings": QF_MAPPING}
+                )
+                assert created.status_code == 200, created.text
+                if client is http:
+                    uuids[name] = client.get(f"/{name}/_settings").json()[name]["settings"]["index"]["uuid"]
+            assert bulk(client, "qf1", docs, refresh=True)["errors"] is False
+            lines = []
+            for doc_id, doc in docs.items():
+                lines += [orjson.dumps({"index": {"_id": doc_id, "routing": "r"}}), orjson.dumps(doc)]
+            body = b"\n".join(lines) + b"\n"
+            response = client.post(
+                "/qf6/_bulk?refresh=true", content=body, headers={"content-type": "application/x-ndjson"}
+            )
+            assert response.status_code == 200 and response.json()["errors"] is False
+        stop = threading.Event()
+        errors: list[BaseException] = []
+
+        def writer() -> None:
+            """Documents no request matches (and without the scored text: scores stay), with
+            refreshes, on every shard of both indices."""
+            try:
+                with httpx.Client(base_url=str(http.base_url), timeout=120) as own:
+                    n = 10_000
+                    while not stop.is_set():
+                        for index in ("qf1", "qf6"):
+                            batch = {f"w{n + i}": {"n": n + i, "tag": "w"} for i in range(10)}
+                            assert bulk(own, index, batch, refresh=True)["errors"] is False
+                        n += 10
+            except BaseException as exc:  # noqa: BLE001 - reported by the test's thread
+                errors.append(exc)
+
+        writing = threading.Thread(target=writer)
+        writing.start()
+        try:
+            before = {
+                name: search_calls(uuid, list(range(1 if name == "qf1" else SHARDS)))
+                for name, uuid in uuids.items()
+            }
+            requests = qf_requests()
+            for query, body in requests:
+                one_shard = http.post(f"/qf1/_search?{query}", json=body)
+                assert _answer(one_shard) == _answer(local.post(f"/qf1/_search?{query}", json=body)), body
+                one_call = http.post(f"/qf6/_search?{routed}{query}", json=body)
+                assert _answer(one_call) == _answer(local.post(f"/qf6/_search?{routed}{query}", json=body)), (
+                    body
+                )
+                two_calls = http.post(f"/qf6/_search?{query}", json=body)
+                assert _answer(one_call, shards=False) == _answer(two_calls, shards=False), body
+                assert one_shard.status_code in (200, 400), one_shard.text
+        finally:
+            stop.set()
+            writing.join()
+        assert not errors, errors[0]
+    calls = search_calls(uuids["qf1"], [0]) - before["qf1"]
+    # Every search was one call; none of them left a pin or asked for a release.
+    assert calls == Counter({"query_fetch": len(requests)})
+    assert open_contexts(uuids["qf1"], [0]) == [0]
+    assert open_contexts(uuids["qf6"], list(range(SHARDS))) == [0] * SHARDS
+    six = search_calls(uuids["qf6"], list(range(SHARDS))) - before["qf6"]
+    assert six["query_fetch"] == len(requests)  # the routed ones (the others asked every shard)
+
+
+def test_a_pit_sliced_one_slice_per_shard_reads_each_page_in_one_call(http: httpx.Client) -> None:
+    """A PIT read in as many slices as shards (slices go to shards first: each slice is one
+    shard) costs one call per page: the page comes with the query. Every document comes once
+    while a writer indexes and refreshes; a shard restarted during the walk (its context lost)
+    fails its own slice's pages as before, with the same failure, and no other slice's."""
+    uuid = create_index(http, "qfslices")
+    assert bulk(http, "qfslices", {f"d{n}": source(n) for n in range(600)}, refresh=True)["errors"] is False
+    pit = http.post("/qfslices/_pit?keep_alive=1m").json()["id"]
+    stop = threading.Event()
+
+    def writer() -> None:
+        with httpx.Client(base_url=str(http.base_url), timeout=120) as own:
+            n = 1000
+            while not stop.is_set():
+                assert bulk(own, "qfslices", {f"w{n + i}": source(n + i) for i in range(20)}, refresh=True)
+                n += 20
+
+    writing = threading.Thread(target=writer)
+    before = search_calls(uuid, list(range(SHARDS)))
+    writing.start()
+    try:
+        slices = {i: walk(http, pit, 40, {"id": i, "max": SHARDS}) for i in range(SHARDS)}
+    finally:
+        stop.set()
+        writing.join()
+    calls = search_calls(uuid, list(range(SHARDS))) - before
+    ids = [doc_id for found, _ in slices.values() for doc_id in found]
+    assert sorted(ids) == sorted(f"d{n}" for n in range(600))
+    assert sum(total for _, total in slices.values()) == 600
+    pages = sum(-(-len(found) // 40) + 1 for found, _ in slices.values())  # (and the empty one)
+    assert calls == Counter({"query_fetch": pages})
+    # A shard restarted mid-walk: its slice's next page reports its lost context, as before.
+    body: dict[str, Any] = {
+        "pit": {"id": pit},
+        "size": 40,
+        "sort": [{"n": "asc"}],
+        "slice": {"id": 2, "max": SHARDS},
+    }
+    first = http.post("/_search", json=body).json()
+    assert first["_shards"]["failed"] == 0 and first["hits"]["hits"]
+    restarted(uuid, 2, kill_shard(uuid, 2))
+    page = http.post("/_search", json={**body, "search_after": first["hits"]["hits"][-1]["sort"]}).json()
+    assert page["_shards"]["successful"] == SHARDS - 1 and page["hits"]["hits"] == []
+    (failure,) = page["_shards"]["failures"]
+    assert failure["shard"] == 2 and failure["reason"]["type"] == "search_context_missing_exception"
+    strict = http.post("/_search?allow_partial_search_results=false", json=body)
+    assert strict.status_code == 404 and strict.json()["error"]["reason"] == "Partial shards failure"
+    assert strict.json()["error"]["root_cause"][0]["type"] == "search_context_missing_exception"
+    other = http.post("/_search", json={**body, "slice": {"id": 3, "max": SHARDS}}).json()
+    assert other["_shards"]["failed"] == 0 and other["hits"]["hits"]
+    assert http.request("DELETE", "/_pit", json={"id": pit}).status_code == 200
+    assert open_contexts(uuid, [s for s in range(SHARDS) if s != 2]) == [0] * (SHARDS - 1)
+
+
+def test_a_scroll_of_one_shard_reads_each_batch_in_one_call(http: httpx.Client, local_server: Server) -> None:
+    """A scroll over a one-shard index (a `search_after` walk on its context) gets each batch
+    with its query, in one call: its batches are a single-process server's, byte for byte but
+    `took` and the scroll id, sorted by `_doc` or by a field with ties, with fetch options."""
+    docs = {f"d{n}": qf_source(n) for n in range(130)}
+    with httpx.Client(base_url=local_server.url, timeout=120) as local:
+        for client in (http, local):
+            created = client.put(
+                "/qfscroll", json={"settings": {"number_of_shards": 1}, "mappings": QF_MAPPING}
+            )
+            assert created.status_code == 200, created.text
+            assert bulk(client, "qfscroll", docs, refresh=True)["errors"] is False
+        uuid = http.get("/qfscroll/_settings").json()["qfscroll"]["settings"]["index"]["uuid"]
+        bodies: list[dict[str, Any]] = [
+            {"size": 40, "query": BELOW},
+            {"size": 25, "sort": [{"n": "desc"}], "_source": {"includes": ["n"]}, "version": True},
+            {
+                "size": 50,
+                "sort": ["_doc"],
+                "docvalue_fields": ["tag"],
+                "aggs": {"t": {"terms": {"field": "tag"}}},
+            },
+        ]
+        before = search_calls(uuid, [0])
+        batches = 0
+        for body in bodies:
+            answers = []
+            for client in (http, local):
+                first = client.post("/qfscroll/_search?scroll=1m", json=body)
+                pages, scroll_id = [first], first.json()["_scroll_id"]
+                while pages[-1].json()["hits"]["hits"]:
+                    pages.append(
+                        client.post("/_search/scroll", json={"scroll": "1m", "scroll_id": scroll_id})
+                    )
+                client.request("DELETE", "/_search/scroll", json={"scroll_id": scroll_id})
+                answers.append(
+                    [re.sub(rb'"_scroll_id":"[^"]*"', b'"_scroll_id":""', _answer(page)[1]) for page in pages]
+                )
+            ray_pages, local_pages = answers
+            assert ray_pages == local_pages, body
+            assert sum(len(orjson.loads(page)["hits"]["hits"]) for page in ray_pages) == len(docs)
+            batches += len(ray_pages)
+    assert search_calls(uuid, [0]) - before == Counter(
+        {"open_context": len(bodies), "query_fetch": batches, "free_context": len(bodies)}
+    )
+    assert open_contexts(uuid, [0]) == [0]

@@ -1,3 +1,0 @@
-"""tests/test_durability.py against a Ray-backed node (conftest.py says how)."""
-
-from test_durability import *  # noqa: F403

@@ -1,3 +1,0 @@
-"""tests/test_multishard.py against a Ray-backed node (conftest.py says how)."""
-
-from test_multishard import *  # noqa: F403

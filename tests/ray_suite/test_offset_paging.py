@@ -1,3 +1,0 @@
-"""tests/test_offset_paging.py against a Ray-backed node (conftest.py says how)."""
-
-from test_offset_paging import *  # noqa: F403

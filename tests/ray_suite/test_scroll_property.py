@@ -1,3 +1,0 @@
-"""tests/test_scroll_property.py against a Ray-backed node (conftest.py says how)."""
-
-from test_scroll_property import *  # noqa: F403

@@ -1,3 +1,0 @@
-"""tests/test_search_after.py against a Ray-backed node (conftest.py says how)."""
-
-from test_search_after import *  # noqa: F403

@@ -1,0 +1,150 @@
+"""Reader contexts in-process: the in-use protocol that keeps a context's snapshots alive while a
+request reads them, expiry counted from the end of the last request, ids that do not survive a
+restart, and the `_doc` scroll that walks live documents without building a sorted match list.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import FakeClock
+from inprocess import search
+
+from leafsearch import Node
+from leafsearch.errors import ElasticError, SearchContextMissing
+from leafsearch.indices import admin
+from leafsearch.search import hitlist
+from leafsearch.search.contexts import ReaderContext
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def node(tmp_path: Path, clock: FakeClock) -> Iterator[Node]:
+    """A node without background threads (the test runs the reaper), on a clock the test advances,
+    and 300 documents on 2 shards."""
+    with Node(tmp_path / "node", background=False, clock=clock) as n:
+        admin.create_index(n, "t", {"settings": {"number_of_shards": 2}})
+        n.bulk(
+            b"".join(b'{"index":{"_id":"%d"}}\n{"n":%d}\n' % (i, i) for i in range(300)),
+            index="t",
+            refresh="true",
+        )
+        yield n
+
+
+def open_scroll(node: Node, keep_alive: str = "1m", **body) -> tuple[str, ReaderContext]:
+    first = search(node, "t", {"size": 10, **body}, {"scroll": keep_alive})
+    ctx = node.contexts._contexts[max(node.contexts._contexts)]
+    assert ctx.public_id == first["_scroll_id"]
+    return first["_scroll_id"], ctx
+
+
+def is_open(node: Node, public_id: str) -> bool:
+    return public_id in {row["id"] for row in node.search_contexts()}
+
+
+def refs(ctx: ReaderContext) -> list[int]:
+    return [t.searcher._refs for t in ctx.targets]
+
+
+def test_a_context_freed_while_in_use_keeps_its_snapshots_until_the_request_ends(node: Node) -> None:
+    scroll_id, ctx = open_scroll(node)
+    held = refs(ctx)
+    in_use = node.contexts.acquire(scroll_id, "scroll")
+    assert in_use is ctx
+    assert node.clear_scroll([scroll_id])["num_freed"] == 1
+    assert ctx.freed and ctx.ctx_id in node.contexts.scroll_matches and refs(ctx) == held
+    with pytest.raises(SearchContextMissing, match="cleared"):
+        node.contexts.acquire(scroll_id, "scroll")
+    node.contexts.release(ctx)
+    assert ctx.ctx_id not in node.contexts.scroll_matches and refs(ctx) == [r - 1 for r in held]
+
+
+def test_the_reaper_skips_a_context_in_use_and_expiry_counts_from_the_end_of_the_request(
+    node: Node, clock: FakeClock
+) -> None:
+    scroll_id, ctx = open_scroll(node, keep_alive="100ms")
+    node.contexts.acquire(scroll_id, "scroll")
+    clock.advance(0.2)
+    node.contexts.reap()
+    assert is_open(node, scroll_id) and not ctx.freed  # in use: never reaped
+    node.contexts.release(ctx, keep_alive=0.5)
+    clock.advance(0.5)
+    node.contexts.reap()
+    assert is_open(node, scroll_id)  # the keep-alive counts from the end of the request
+    clock.advance(0.001)
+    node.contexts.reap()
+    assert ctx.freed and ctx.ctx_id not in node.contexts.scroll_matches and not is_open(node, scroll_id)
+    with pytest.raises(SearchContextMissing, match="expired"):
+        node.contexts.acquire(scroll_id, "scroll")
+    assert node.search_stats.snapshot()["scroll_current"] == 0
+
+
+def test_expiry_is_checked_on_access(node: Node, clock: FakeClock) -> None:
+    scroll_id, ctx = open_scroll(node, keep_alive="50ms")
+    clock.advance(0.05)
+    assert node.scroll(scroll_id, "50ms")["_scroll_id"] == scroll_id  # not yet: its keep-alive is whole
+    clock.advance(0.051)
+    with pytest.raises(ElasticError) as gone:
+        node.scroll(scroll_id, "1m")
+    assert gone.value.status == 404 and "expired" in str(gone.value.caused_by)
+    assert ctx.freed
+
+
+def test_ids_do_not_survive_a_restart(tmp_path: Path) -> None:
+    path = tmp_path / "node"
+    with Node(path, background=False) as first:
+        admin.create_index(first, "t", {})
+        first.bulk(b'{"index":{"_id":"1"}}\n{}\n', index="t", refresh="true")
+        old_id = search(first, "t", {"size": 1}, {"scroll": "1m"})["_scroll_id"]
+    with Node(path, background=False) as second:
+        new_id = search(second, "t", {"size": 1}, {"scroll": "1m"})["_scroll_id"]
+        assert new_id != old_id
+        with pytest.raises(SearchContextMissing, match="not opened by this node since it started"):
+            second.contexts.acquire(old_id, "scroll")
+        assert second.clear_scroll([old_id])["num_freed"] == 0
+        assert second.contexts.decode_id("garbage", "scroll") is None
+        assert second.contexts.decode_id(new_id, "pit") is None
+
+
+def test_doc_scrolls_walk_live_documents_without_a_match_list(
+    node: Node, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    node.bulk(b"".join(b'{"delete":{"_id":"%d"}}\n' % i for i in range(0, 300, 3)), index="t", refresh="true")
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a _doc scroll must not build a match list")
+
+    monkeypatch.setattr(hitlist, "build_hitlist", refuse)
+    monkeypatch.setattr(node, "hitlists", hitlist.HitListCache(512 * 1024 * 1024, node.global_ordinals))
+    for body in ({"sort": ["_doc"]}, {"sort": [{"_doc": "asc"}], "slice": {"id": 1, "max": 3}}):
+        first = search(node, "t", {**body, "size": 64}, {"scroll": "1m"})
+        ids = [hit["_id"] for hit in first["hits"]["hits"]]
+        batch = first
+        while batch["hits"]["hits"]:
+            batch = node.scroll(first["_scroll_id"], "1m")
+            ids += [hit["_id"] for hit in batch["hits"]["hits"]]
+        assert len(ids) == len(set(ids)) == first["hits"]["total"]["value"]
+        assert all(int(i) % 3 for i in ids)
+        node.clear_scroll([first["_scroll_id"]])
+    with pytest.raises(AssertionError, match="match list"):
+        search(node, "t", {"sort": ["n"]}, {"scroll": "1m"})
+    assert node.contexts.open_count() == 0  # the failed opening freed its context
+
+
+def test_describe_lists_open_contexts_oldest_first(node: Node) -> None:
+    scroll_id, _ = open_scroll(node, keep_alive="2m")
+    pit_id = node.open_pit("t", "90s")["id"]
+    node.scroll(scroll_id, "3m")
+    rows = node.search_contexts()
+    assert [(r["id"], r["type"], r["indices"], r["keep_alive"], r["requests"], r["docs"]) for r in rows] == [
+        (scroll_id, "scroll", "t", "3m", 2, 300),
+        (pit_id, "pit", "t", "1.5m", 0, 300),
+    ]
+    assert rows[0]["segments"] >= 2  # one per shard at least
