@@ -65,16 +65,21 @@ def main() -> None:
                 request = parse_search_request(_body(option, q), {}, indices="b")
                 pages = {}
                 for way in ("hitlist", "shards") if q % 2 else ("shards", "hitlist"):
-                    targets = phases.resolve_targets(node, request)
+                    targets = phases.resolve_targets(node.search_services, request)
                     try:
                         started = time.perf_counter()
                         if way == "hitlist":
-                            hits, _ = phases.query_phase(node, targets, request, aggs=False)
+                            hits, _ = phases.query_phase(node.search_services, targets, request, aggs=False)
                         else:
                             now = int(time.time() * 1000)
-                            shards = top_hits.shard_handles(node, targets)
+                            shards = top_hits.shard_handles(node.search_services, targets)
                             hits = top_hits.top_hits(
-                                node, targets, request, now_millis=now, aggs=False, shards=shards
+                                node.search_services,
+                                targets,
+                                request,
+                                now_millis=now,
+                                aggs=False,
+                                shards=shards,
                             )
                         times[way].append((time.perf_counter() - started) * 1000)
                         start, end = phases.page_bounds(hits, request)

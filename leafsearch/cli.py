@@ -273,8 +273,8 @@ def _configure_logs(level: str, access_log: str | None, slow_log: str) -> None:
     """The server's log on standard error at `level`; the access log (timestamped lines) and the
     slow logs (Elasticsearch's JSON lines, which carry their own timestamp) each where its flag
     says, not repeated in the server's log."""
+    from leafsearch.node.slowlog import ALL_LOGGERS
     from leafsearch.rest.access_log import ACCESS_LOGGER
-    from leafsearch.services.slowlog import ALL_LOGGERS
 
     logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if access_log is not None:

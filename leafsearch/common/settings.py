@@ -229,6 +229,19 @@ _BYTE_UNITS = (
 )
 
 
+_SIZE_UNITS = (("pb", 1 << 50), ("tb", 1 << 40), ("gb", 1 << 30), ("mb", 1 << 20), ("kb", 1 << 10))
+
+
+def human_size(size: int) -> str:
+    """`ByteSizeValue.toString`: the largest unit, one decimal truncated, `.0` dropped."""
+    for suffix, scale in _SIZE_UNITS:
+        if size >= scale:
+            value = f"{size / scale:.10f}"
+            whole, fraction = value.split(".")
+            return f"{whole}{suffix}" if fraction[0] == "0" else f"{whole}.{fraction[0]}{suffix}"
+    return f"{size}b"
+
+
 def parse_byte_size(value: str, key: str) -> int:
     """Bytes for a size such as "100mb" (`ByteSizeValue.parseBytesSizeValue`); -1 means unbounded."""
     normalized = value.lower().strip()

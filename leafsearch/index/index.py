@@ -31,13 +31,12 @@ from leafsearch.index.segment import Segment
 from leafsearch.index.shard import Shard
 
 if TYPE_CHECKING:
-    from leafsearch.ray_backend.cluster import RayBackend
-    from leafsearch.ray_backend.remote import RemoteIndex
+    from leafsearch.index.backend import RemoteShards, ShardBackend
 
 
 class Index:
     def __init__(
-        self, folder: Path, meta: dict, blocks: BlockCache | None = None, backend: RayBackend | None = None
+        self, folder: Path, meta: dict, blocks: BlockCache | None = None, backend: ShardBackend | None = None
     ) -> None:
         """`blocks`: the node's cache of decompressed source blocks, for every segment;
         `backend`: the node's Ray cluster, which serves the shards of an index whose metadata
@@ -62,7 +61,7 @@ class Index:
         #: Where each shard lives when the shards are Ray actors (node and folder), else None.
         self.placement: list[dict[str, str]] | None = meta.get("placement")
         #: The shard actors (ray_backend/remote.py) of a Ray-backed index, else None.
-        self.remote: RemoteIndex | None = None
+        self.remote: RemoteShards | None = None
         self._backend = backend
         self.shards: list[Any] = []
         if self.placement is not None:
@@ -135,7 +134,7 @@ class Index:
         settings: dict[str, str],
         mapping: Mapping,
         blocks: BlockCache | None = None,
-        backend: RayBackend | None = None,
+        backend: ShardBackend | None = None,
     ) -> Index:
         settings = dict(settings)
         settings.setdefault("index.number_of_shards", "1")
@@ -156,7 +155,7 @@ class Index:
         return cls(path, meta, blocks, backend)
 
     @classmethod
-    def open(cls, path: Path, blocks: BlockCache | None = None, backend: RayBackend | None = None) -> Index:
+    def open(cls, path: Path, blocks: BlockCache | None = None, backend: ShardBackend | None = None) -> Index:
         return cls(path, orjson.loads((path / "meta.json").read_bytes()), blocks, backend)
 
     def setting(self, key: str):

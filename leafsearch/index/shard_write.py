@@ -165,3 +165,14 @@ def next_version(
         return external.next_version(doc_id, current)
     except VersionRefused as refused:
         raise VersionConflict(refused.reason, extra=conflict_extra(write, shard)) from None
+
+
+@dataclass(frozen=True, slots=True)
+class DocRead:
+    """A realtime get's answer from a shard held elsewhere (a shard actor): the document's state
+    and source."""
+
+    version: int
+    seq_no: int
+    routing: str | None
+    source: bytes

@@ -11,7 +11,6 @@ import contextlib
 import fnmatch
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from leafsearch.common.settings import (
@@ -37,10 +36,11 @@ from leafsearch.index.index import apply_mapping_limits
 from leafsearch.index.index_sort import check_sort_settings, index_sort_of
 from leafsearch.index.mapping import Mapping as IndexMapping
 from leafsearch.index.mapping import _wildcard as simple_match
+from leafsearch.request.indices_options import IndicesOptions
 
 if TYPE_CHECKING:
     from leafsearch.index.index import Index
-    from leafsearch.node.node import Node
+    from leafsearch.indices.owner import IndicesOwner
 
 MAX_INDEX_NAME_BYTES = 255
 # Java's Set.toString order of Strings.INVALID_FILENAME_CHARS, as it appears in Elasticsearch's message.
@@ -199,26 +199,17 @@ def resolve_names(
     return list(resolved)
 
 
-@dataclass(frozen=True, slots=True)
-class IndicesOptions:
-    """How an expression resolves; each API has Elasticsearch's own defaults."""
-
-    ignore_unavailable: bool = False
-    allow_no_indices: bool = True
-    expand_wildcards: str = "open"
-    #: APIs that read or write documents refuse closed indices; administration does not.
-    forbid_closed: bool = False
-
-    def resolve(self, node: Node, expr: str | None) -> list[Index]:
-        with node.lock:
-            names = node.resolve_indices(
-                expr,
-                ignore_unavailable=self.ignore_unavailable,
-                allow_no_indices=self.allow_no_indices,
-                expand_wildcards=self.expand_wildcards,
-                forbid_closed=self.forbid_closed,
-            )
-            return [node.indices[name] for name in names]
+def indices_of(node: IndicesOwner, options: IndicesOptions, expr: str | None) -> list[Index]:
+    """The open (or, as `options` allow, closed) indices an expression names, aliases resolved."""
+    with node.lock:
+        names = node.resolve_indices(
+            expr,
+            ignore_unavailable=options.ignore_unavailable,
+            allow_no_indices=options.allow_no_indices,
+            expand_wildcards=options.expand_wildcards,
+            forbid_closed=options.forbid_closed,
+        )
+        return [node.indices[name] for name in names]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -226,7 +217,11 @@ class IndicesOptions:
 
 
 def create_index(
-    node: Node, name: str, body: Mapping[str, Any] | None, *, wait_for_active_shards: int | str | None = None
+    node: IndicesOwner,
+    name: str,
+    body: Mapping[str, Any] | None,
+    *,
+    wait_for_active_shards: int | str | None = None,
 ) -> dict[str, Any]:
     validate_index_name(name)
     body = body or {}
@@ -267,7 +262,7 @@ def create_index(
     return {"acknowledged": True, "shards_acknowledged": True, "index": name}
 
 
-def auto_create_index(node: Node, name: str) -> Index:
+def auto_create_index(node: IndicesOwner, name: str) -> Index:
     """The index a write names when it does not exist yet, created as `action.auto_create_index` allows."""
     _check_auto_create(node.cluster_settings.get("action.auto_create_index"), name)
     validate_index_name(name)
@@ -302,7 +297,7 @@ def _already_exists(index: Index) -> ResourceAlreadyExists:
     )
 
 
-def check_destructive(node: Node, expr: str) -> None:
+def check_destructive(node: IndicesOwner, expr: str) -> None:
     """`action.destructive_requires_name`: deleting or closing needs the indices' names."""
     if node.cluster_settings.get("action.destructive_requires_name"):
         terms = [t for t in expr.split(",") if t]
@@ -310,7 +305,7 @@ def check_destructive(node: Node, expr: str) -> None:
             raise IllegalArgument("Wildcard expressions or all indices are not allowed")
 
 
-def delete_indices(node: Node, expr: str, options: IndicesOptions) -> dict[str, Any]:
+def delete_indices(node: IndicesOwner, expr: str, options: IndicesOptions) -> dict[str, Any]:
     check_destructive(node, expr)
     with node.lock:
         for name in concrete_only(node, expr, options):
@@ -318,7 +313,7 @@ def delete_indices(node: Node, expr: str, options: IndicesOptions) -> dict[str, 
     return {"acknowledged": True}
 
 
-def concrete_only(node: Node, expr: str | None, options: IndicesOptions) -> list[str]:
+def concrete_only(node: IndicesOwner, expr: str | None, options: IndicesOptions) -> list[str]:
     """The indices a destructive expression names, where aliases do not count: wildcards skip
     them and naming one is refused, as Elasticsearch refuses deleting an index by its alias."""
     for term in (expr or "").split(","):
@@ -337,10 +332,15 @@ def concrete_only(node: Node, expr: str | None, options: IndicesOptions) -> list
 
 
 def get_indices(
-    node: Node, expr: str, options: IndicesOptions, *, flat: bool = False, include_defaults: bool = False
+    node: IndicesOwner,
+    expr: str,
+    options: IndicesOptions,
+    *,
+    flat: bool = False,
+    include_defaults: bool = False,
 ) -> dict[str, Any]:
     result: dict[str, Any] = {}
-    for index in options.resolve(node, expr):
+    for index in indices_of(node, options, expr):
         entry: dict[str, Any] = {
             "aliases": {alias: meta.to_body() for alias, meta in node.aliases.of_index(index.name).items()},
             "mappings": index.mapping.to_body(),
@@ -382,18 +382,18 @@ def _shape(flat: dict[str, Any], as_flat: bool) -> dict[str, Any]:
 # mappings and settings
 
 
-def get_mappings(node: Node, expr: str | None, options: IndicesOptions) -> dict[str, Any]:
-    return {index.name: {"mappings": index.mapping.to_body()} for index in options.resolve(node, expr)}
+def get_mappings(node: IndicesOwner, expr: str | None, options: IndicesOptions) -> dict[str, Any]:
+    return {index.name: {"mappings": index.mapping.to_body()} for index in indices_of(node, options, expr)}
 
 
 def put_mapping(
-    node: Node, expr: str | None, body: Mapping[str, Any] | None, options: IndicesOptions
+    node: IndicesOwner, expr: str | None, body: Mapping[str, Any] | None, options: IndicesOptions
 ) -> dict:
     if not body:
         raise ActionRequestValidation("mapping source is required")
     if len(body) == 1 and "_doc" in body:  # RestPutMappingAction: a typed body is refused in 8.x
         raise IllegalArgument("Types cannot be provided in put mapping requests")
-    for index in options.resolve(node, expr):
+    for index in indices_of(node, options, expr):
         with index.lock:
             index.mapping.merge(dict(body))
             index.persist_meta()
@@ -401,7 +401,7 @@ def put_mapping(
 
 
 def get_settings(
-    node: Node,
+    node: IndicesOwner,
     expr: str | None,
     options: IndicesOptions,
     *,
@@ -417,7 +417,7 @@ def get_settings(
         return {k: v for k, v in settings.items() if any(fnmatch.fnmatchcase(k, p) for p in patterns)}
 
     result: dict[str, Any] = {}
-    for index in options.resolve(node, expr):
+    for index in indices_of(node, options, expr):
         settings = keep(index_settings(index))
         defaults = keep(_unset_defaults(index)) if include_defaults else {}
         if not settings and not defaults:
@@ -430,7 +430,7 @@ def get_settings(
 
 
 def put_settings(
-    node: Node,
+    node: IndicesOwner,
     expr: str | None,
     body: Mapping[str, Any] | None,
     options: IndicesOptions,
@@ -445,7 +445,7 @@ def put_settings(
     updates = parse_index_settings(inner if isinstance(inner, Mapping) else body, for_update=True)
     if not updates:
         raise ActionRequestValidation("no settings to update")
-    targets = options.resolve(node, expr)
+    targets = indices_of(node, options, expr)
     static = sorted(k for k in updates if not is_dynamic_index_setting(k))
     if static and targets:
         opened = ", ".join(f"[{i.name}/{i.uuid}]" for i in targets)
@@ -475,16 +475,16 @@ def shards_header(indices: list[Index]) -> dict[str, int]:
     return {"total": total, "successful": primaries, "failed": 0}
 
 
-def refresh(node: Node, expr: str | None, options: IndicesOptions) -> dict[str, Any]:
-    targets = options.resolve(node, expr)
+def refresh(node: IndicesOwner, expr: str | None, options: IndicesOptions) -> dict[str, Any]:
+    targets = indices_of(node, options, expr)
     for index in targets:
         index.refresh()
     return {"_shards": shards_header(targets)}
 
 
-def flush(node: Node, expr: str | None, options: IndicesOptions) -> dict[str, Any]:
+def flush(node: IndicesOwner, expr: str | None, options: IndicesOptions) -> dict[str, Any]:
     """Every acknowledged write is already fsynced in the translog; a flush only has to answer."""
-    return {"_shards": shards_header(options.resolve(node, expr))}
+    return {"_shards": shards_header(indices_of(node, options, expr))}
 
 
 def inactive_primaries(index: Index) -> int:
@@ -511,7 +511,7 @@ _HEALTH_ORDER = {"green": 0, "yellow": 1, "red": 2}
 
 
 def cluster_health(
-    node: Node,
+    node: IndicesOwner,
     expr: str | None,
     *,
     level: str = "cluster",
@@ -536,16 +536,16 @@ def cluster_health(
         time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
 
 
-def _health_body(node: Node, expr: str | None, level: str) -> dict[str, Any]:
+def _health_body(node: IndicesOwner, expr: str | None, level: str) -> dict[str, Any]:
     missing = False
     with node.lock:
         if expr:
             try:
-                targets = IndicesOptions().resolve(node, expr)
+                targets = indices_of(node, IndicesOptions(), expr)
             except IndexNotFound:
                 targets, missing = [], True
         else:
-            targets = IndicesOptions(expand_wildcards="all").resolve(node, None)
+            targets = indices_of(node, IndicesOptions(expand_wildcards="all"), None)
     inactive = {i.name: inactive_primaries(i) for i in targets}
     down = sum(inactive.values())
     copies = sum(i.num_shards * (1 + _replicas(i)) for i in targets)
@@ -589,10 +589,10 @@ def _health_body(node: Node, expr: str | None, level: str) -> dict[str, Any]:
     return body
 
 
-def cat_indices_rows(node: Node, expr: str | None, options: IndicesOptions) -> list[dict[str, Any]]:
+def cat_indices_rows(node: IndicesOwner, expr: str | None, options: IndicesOptions) -> list[dict[str, Any]]:
     """One row per index with the raw values `_cat/indices` formats (sizes in bytes)."""
     rows = []
-    for index in options.resolve(node, expr):
+    for index in indices_of(node, options, expr):
         row: dict[str, Any] = {
             "health": index_health(index),
             "status": "close" if index.closed else "open",

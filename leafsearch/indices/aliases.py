@@ -36,10 +36,11 @@ from leafsearch.indices.admin import (
     validate_index_name,
 )
 from leafsearch.request.query_dsl import Bool, Query, parse_query
+from leafsearch.search.targets import IndexScope
 
 if TYPE_CHECKING:
     from leafsearch.index.index import Index
-    from leafsearch.node.node import Node
+    from leafsearch.indices.owner import IndicesOwner
 
 
 class InvalidAliasName(ElasticError):
@@ -280,7 +281,7 @@ def validate_alias_name(alias: str) -> None:
         raise InvalidAliasName(alias, why) from None
 
 
-def _concrete(node: Node, expressions: Iterable[str]) -> list[str]:
+def _concrete(node: IndicesOwner, expressions: Iterable[str]) -> list[str]:
     """The indices an action names: wildcards expand to open indices, never to aliases."""
     names: dict[str, None] = {}
     for expr in expressions:
@@ -288,7 +289,7 @@ def _concrete(node: Node, expressions: Iterable[str]) -> list[str]:
     return list(names)
 
 
-def update_aliases(node: Node, actions: list[AliasAction]) -> dict[str, Any]:
+def update_aliases(node: IndicesOwner, actions: list[AliasAction]) -> dict[str, Any]:
     """Apply every action or none: the new table is built, checked and written before it is
     published. `remove_index` deletes the index with the rest."""
     with node.lock:
@@ -374,7 +375,9 @@ def _check_alias(alias: str, members: Mapping[str, AliasMetadata]) -> None:
         )
 
 
-def put_alias(node: Node, index_expr: str, alias: str, body: Mapping[str, Any] | None) -> dict[str, Any]:
+def put_alias(
+    node: IndicesOwner, index_expr: str, alias: str, body: Mapping[str, Any] | None
+) -> dict[str, Any]:
     """`PUT <index>/_alias/<name>`: one `add` action."""
     body = body or {}
     unknown = [k for k in body if k not in _ADD_KEYS]
@@ -385,7 +388,7 @@ def put_alias(node: Node, index_expr: str, alias: str, body: Mapping[str, Any] |
     return update_aliases(node, [AliasAction("add", indices, (alias,), meta)])
 
 
-def delete_alias(node: Node, index_expr: str, names: str) -> dict[str, Any]:
+def delete_alias(node: IndicesOwner, index_expr: str, names: str) -> dict[str, Any]:
     """`DELETE <index>/_alias/<name>`: every matching alias of every named index, or a 404."""
     with node.lock:
         indices = _concrete(node, [p for p in index_expr.split(",") if p])
@@ -433,7 +436,7 @@ def with_index(table: Table, index: str, aliases: Mapping[str, AliasMetadata]) -
 
 
 def get_aliases(
-    node: Node, index_expr: str | None, names: str | None, *, expand_wildcards: str = "all"
+    node: IndicesOwner, index_expr: str | None, names: str | None, *, expand_wildcards: str = "all"
 ) -> tuple[int, dict[str, Any]]:
     """`GET /_alias[/<name>]`, `GET <index>/_alias[/<name>]`: (status, body). Without names every
     index is listed (with its aliases, maybe none); with names, the indices holding one, and a
@@ -474,7 +477,7 @@ def get_aliases(
     return 200, body
 
 
-def cat_rows(node: Node, names: str | None) -> list[dict[str, Any]]:
+def cat_rows(node: IndicesOwner, names: str | None) -> list[dict[str, Any]]:
     """One row per (alias, index) for `_cat/aliases`."""
     table = node.aliases.current
     patterns = [p for p in (names or "").split(",") if p and p != "_all"]
@@ -503,23 +506,15 @@ def cat_rows(node: Node, names: str | None) -> list[dict[str, Any]]:
 # what a name means to a search and to a write
 
 
-@dataclass(frozen=True, slots=True)
-class IndexScope:
-    """What a search reads of one index: every document, or those of the filters of the aliases
-    it was reached through (any of them); every shard, or those of `routing`."""
-
-    filter: Query | None = None
-    routing: frozenset[str] | None = None
-
-
-def search_scopes(node: Node, names: list[str], routing: str | None) -> dict[str, IndexScope]:
+def search_scopes(
+    table: Mapping[str, Mapping[str, AliasMetadata]], names: list[str], routing: str | None
+) -> dict[str, IndexScope]:
     """Per concrete index of a resolved expression (index and alias names): its filter and routing.
 
     As Elasticsearch: an index named directly, or through an alias without a filter, is read
     whole; through filtered aliases only, the filters are ORed. Alias search routing is
     intersected with the request's `routing`; an index reached without alias routing keeps the
-    request's."""
-    table = node.aliases.current
+    request's. `table`: the alias table's current version (`AliasTable.current`)."""
     requested = frozenset(v for v in routing.split(",") if v) if routing else None
     filters: dict[str, list[Query] | None] = {}
     routings: dict[str, set[str] | None] = {}
@@ -557,12 +552,13 @@ def search_scopes(node: Node, names: list[str], routing: str | None) -> dict[str
 
 
 def write_target(
-    node: Node, name: str, routing: str | None, *, require_alias: bool
+    table: Mapping[str, Mapping[str, AliasMetadata]], name: str, routing: str | None, *, require_alias: bool
 ) -> tuple[str, str | None]:
     """(index name, routing) of a write to `name`: an alias's write index and its index routing.
+    `table`: the alias table's current version (`AliasTable.current`).
 
     `require_alias`: a name that is not an alias is refused, as Elasticsearch refuses it."""
-    members = node.aliases.current.get(name)
+    members = table.get(name)
     if members is None:
         if require_alias:
             raise IndexNotFound(
@@ -598,9 +594,10 @@ def write_index(alias: str, members: Mapping[str, AliasMetadata]) -> str:
     )
 
 
-def single_index(node: Node, name: str) -> str:
-    """The index a single-document read names (`GET <alias>/_doc/<id>`): an alias must have one."""
-    members = node.aliases.current.get(name)
+def single_index(table: Mapping[str, Mapping[str, AliasMetadata]], name: str) -> str:
+    """The index a single-document read names (`GET <alias>/_doc/<id>`): an alias must have one.
+    `table`: the alias table's current version (`AliasTable.current`)."""
+    members = table.get(name)
     if members is None:
         return name
     if len(members) > 1:

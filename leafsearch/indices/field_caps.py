@@ -24,7 +24,7 @@ from leafsearch.request.search_request import parse_count_request
 if TYPE_CHECKING:
     from leafsearch.index.index import Index
     from leafsearch.index.mapping import FieldType, ObjectMapper
-    from leafsearch.node.node import Node
+    from leafsearch.indices.owner import IndicesOwner
 
 #: Elasticsearch 8's metadata fields a document of leafsearch has: (type, searchable, aggregatable).
 METADATA_FIELDS = {
@@ -124,7 +124,7 @@ def _parents(name: str) -> Iterator[str]:
 
 
 def matching_indices(
-    node: Node, indices: Iterable[Index], index_filter: dict[str, Any] | None
+    node: IndicesOwner, indices: Iterable[Index], index_filter: dict[str, Any] | None
 ) -> list[Index]:
     """The indices where `index_filter` matches a document (all of them without a filter)."""
     if index_filter is None:

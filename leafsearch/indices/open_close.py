@@ -10,16 +10,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from leafsearch.indices.admin import IndicesOptions, check_destructive
+from leafsearch.indices import admin
+from leafsearch.indices.admin import check_destructive
+from leafsearch.request.indices_options import IndicesOptions
 
 if TYPE_CHECKING:
-    from leafsearch.node.node import Node
+    from leafsearch.indices.owner import IndicesOwner
 
 
-def close_indices(node: Node, expr: str, options: IndicesOptions) -> dict[str, Any]:
+def close_indices(node: IndicesOwner, expr: str, options: IndicesOptions) -> dict[str, Any]:
     check_destructive(node, expr)
     with node.lock:  # no index is created, deleted or opened meanwhile
-        targets = options.resolve(node, expr)
+        targets = admin.indices_of(node, options, expr)
         for index in targets:
             index.close_index()
             node.contexts.drop_index(index, "closed")
@@ -30,8 +32,8 @@ def close_indices(node: Node, expr: str, options: IndicesOptions) -> dict[str, A
     }
 
 
-def open_indices(node: Node, expr: str, options: IndicesOptions) -> dict[str, Any]:
+def open_indices(node: IndicesOwner, expr: str, options: IndicesOptions) -> dict[str, Any]:
     with node.lock:
-        for index in options.resolve(node, expr):
+        for index in admin.indices_of(node, options, expr):
             index.open_index()
     return {"acknowledged": True, "shards_acknowledged": True}

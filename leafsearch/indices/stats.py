@@ -19,13 +19,15 @@ from leafsearch.index import shard_listing
 from leafsearch.index.shard import Shard, file_sizes
 from leafsearch.index.shard_listing import ShardListing
 from leafsearch.index.shard_stats import ShardStats, sections
-from leafsearch.indices.admin import IndicesOptions, index_health, shards_header
+from leafsearch.indices import admin
+from leafsearch.indices.admin import index_health, shards_header
+from leafsearch.request.indices_options import IndicesOptions
 from leafsearch.search.stats import SearchStats
 
 if TYPE_CHECKING:
     from leafsearch.index.searcher import SegmentView
     from leafsearch.index.shard import Shard
-    from leafsearch.node.node import Node
+    from leafsearch.indices.owner import IndicesOwner
 
 #: The metrics `_stats/<metric>` accepts, in Elasticsearch's rendering order (`merge` renders
 #: `merges`, `shard_stats` before `store`).
@@ -178,7 +180,7 @@ def add_stats(total: dict[str, Any], more: dict[str, Any]) -> dict[str, Any]:
     return total
 
 
-def _shard_entry(node: Node, listing: ShardListing, stats: dict[str, Any]) -> dict[str, Any]:
+def _shard_entry(node: IndicesOwner, listing: ShardListing, stats: dict[str, Any]) -> dict[str, Any]:
     """A shard's entry at `level=shards`: its routing (this node, or the Ray node of its actor),
     commit and sequence numbers, then its stats."""
     where = node.node_id if listing.node is None else listing.node[0]
@@ -200,7 +202,7 @@ def _shard_entry(node: Node, listing: ShardListing, stats: dict[str, Any]) -> di
 
 
 def indices_stats(
-    node: Node,
+    node: IndicesOwner,
     expr: str | None,
     options: IndicesOptions,
     metrics: tuple[str, ...],
@@ -212,7 +214,7 @@ def indices_stats(
         raise ActionRequestValidation(
             f"level parameter must be one of [cluster] or [indices] or [shards] but was [{level}]"
         )
-    targets = options.resolve(node, expr)
+    targets = admin.indices_of(node, options, expr)
     contexts = node.contexts.open_per_shard()
     primaries: dict[str, Any] = {}
     per_index: dict[str, Any] = {}
@@ -260,7 +262,7 @@ def indices_stats(
 
 
 def node_indices_stats(
-    node: Node, metrics: Iterable[str], *, level: str = "node", file_sizes: bool = False
+    node: IndicesOwner, metrics: Iterable[str], *, level: str = "node", file_sizes: bool = False
 ) -> dict[str, Any]:
     """Every shard of the node summed (`indices` of `_nodes/stats`); `search` is the node's own
     counters (each request once, deleted indices' included). `level=indices` adds each index's

@@ -15,8 +15,9 @@ import time
 import uuid as uuidlib
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -25,14 +26,21 @@ from leafsearch.errors import IndexNotFound
 from leafsearch.index.block_cache import BlockCache
 from leafsearch.index.index import DELETED_PREFIX, Index
 from leafsearch.index.mapping import Mapping
-from leafsearch.indices.admin import resolve_index_expression, resolve_names
-from leafsearch.indices.aliases import AliasTable
+from leafsearch.indices.admin import (
+    IndicesOptions,
+    auto_create_index,
+    resolve_index_expression,
+    resolve_names,
+)
+from leafsearch.indices.aliases import AliasTable, search_scopes
+from leafsearch.node.stats import node_header
 from leafsearch.rest.connections import HttpConnections
 from leafsearch.search import coordinator, scroll_pit
 from leafsearch.search.contexts import ContextRegistry
 from leafsearch.search.hitlist import HitListCache
 from leafsearch.search.msearch import DEFAULT_MAX_CONCURRENT
 from leafsearch.search.segment_orders import SegmentOrders
+from leafsearch.search.services import CoordinatorServices
 from leafsearch.search.shard_contexts import ShardContexts
 from leafsearch.search.sort_keys import GlobalOrdinals
 from leafsearch.search.stats import SearchStats
@@ -43,9 +51,12 @@ from leafsearch.services.breaker import Breakers
 from leafsearch.services.idle_cpu import IdleCpu
 from leafsearch.services.tasks import TaskManager
 from leafsearch.write import by_query, documents
+from leafsearch.write.services import WriteServices
 
 if TYPE_CHECKING:
     from leafsearch.ray_backend.cluster import RayBackend
+    from leafsearch.request.search_types import SearchRequest
+    from leafsearch.search.targets import IndexScope
 
 _log = logging.getLogger("leafsearch")
 
@@ -148,19 +159,50 @@ class Node:
         self.shard_pool = ThreadPoolExecutor(
             (os.cpu_count() or 1) * 3 // 2 + 1, thread_name_prefix="leafsearch-shard"
         )
-        #: Search worker processes (search/workers/pool.py), started in the background; None
-        #: when searches run in this process.
-        self.search_workers: WorkerPool | None = None
         #: Snapshots this node's shards pinned for reader contexts (the shard interface's side).
         self.shard_contexts = ShardContexts()
-        self.contexts = ContextRegistry(self, clock)
+        #: What search/ is given instead of the node (search/services.py).
+        self.search_services = CoordinatorServices(
+            node_id=self.node_id,
+            clock=clock,
+            cluster_settings=self.cluster_settings,
+            breakers=self.breakers,
+            search_stats=self.search_stats,
+            hitlists=self.hitlists,
+            sort_orders=self.sort_orders,
+            shard_pool=self.shard_pool,
+            shard_contexts=self.shard_contexts,
+            reach=self._reach,
+            msearch_pool=self.msearch_pool,
+        )
+        self.contexts = self.search_services.contexts = ContextRegistry(self.search_services, clock)
         # by-query operations and reindex run as tasks (`_tasks`); finished results kept bounded
-        self.tasks = TaskManager(self)
+        self.tasks = TaskManager(self.node_id, clock, node_header(self.name))
+        #: What write/ is given instead of the node (write/services.py).
+        self.write_services = WriteServices(
+            indices=self.indices,
+            aliases=self.aliases,
+            cluster_settings=self.cluster_settings,
+            indexing=self.indexing,
+            idle_cpu=self.idle_cpu,
+            auto_create=self._auto_create_index,
+            search=self.search_services,
+            tasks=self.tasks,
+        )
+        # The document API (write/documents.py) and the by-query operations (write/by_query.py),
+        # with the signatures written there.
+        self.index_doc = partial(documents.index_doc, self.write_services)
+        self.get_doc = partial(documents.get_doc, self.write_services)
+        self.delete_doc = partial(documents.delete_doc, self.write_services)
+        self.update_doc = partial(documents.update_doc, self.write_services)
+        self.bulk = partial(documents.bulk, self.write_services)
+        #: `_delete_by_query`, `_update_by_query`, `_reindex`
+        self.bulk_by_query = partial(by_query.execute, self.write_services)
         self.security = SecurityStore(self.path / "security")
         self._bound_caches()
         self.cluster_settings.listeners.append(self._bound_caches)
         if search_workers > 0:
-            self.search_workers = WorkerPool(self, search_workers)
+            self.search_services.workers = WorkerPool(self.search_services, search_workers)
         self._closed = threading.Event()
         self._threads: list[threading.Thread] = []
         if background:
@@ -171,6 +213,12 @@ class Node:
                 thread = threading.Thread(target=target, name=name, daemon=True)
                 thread.start()
                 self._threads.append(thread)
+
+    @property
+    def search_workers(self) -> WorkerPool | None:
+        """The search worker processes (search/workers/pool.py), started in the background; None
+        when searches run in this process."""
+        return self.search_services.workers
 
     def _bound_caches(self) -> None:
         """Apply the cache size settings (at start and on every cluster settings update)."""
@@ -294,6 +342,19 @@ class Node:
             forbid_closed=forbid_closed,
         )
 
+    def _reach(
+        self, expr: str | None, options: IndicesOptions, routing: str | None
+    ) -> tuple[list[Index], dict[str, IndexScope]]:
+        """What a search of `expr` reads (`CoordinatorServices.reach`)."""
+        names = self.resolve_names(
+            expr,
+            ignore_unavailable=options.ignore_unavailable,
+            allow_no_indices=options.allow_no_indices,
+            expand_wildcards=options.expand_wildcards,
+        )
+        scopes = search_scopes(self.aliases.current, names, routing)
+        return [self.indices[name] for name in sorted(scopes)], scopes
+
     def get_index(self, name: str) -> Index:
         index = self.indices.get(name)
         if index is None:
@@ -306,6 +367,9 @@ class Node:
             self.indices[name] = index
             return index
 
+    def _auto_create_index(self, name: str) -> Index:
+        return auto_create_index(self, name)
+
     def drop_index(self, name: str, *, keep_aliases: bool = False) -> None:
         """Delete an index and its aliases (`keep_aliases`: the caller publishes the table)."""
         with self.lock:
@@ -315,23 +379,33 @@ class Node:
             if not keep_aliases and self.aliases.of_index(name):
                 self.aliases.publish(self.aliases.without_index(name), self.indices)
 
-    # ---- documents (see documents.py) -------------------------------------------------------
-
-    index_doc = documents.index_doc
-    get_doc = documents.get_doc
-    delete_doc = documents.delete_doc
-    update_doc = documents.update_doc
-    bulk = documents.bulk
-    bulk_by_query = by_query.execute  # `_delete_by_query`, `_update_by_query`, `_reindex`
-
     # ---- search (see search/coordinator.py) ---------------------------------------------------
 
-    search = coordinator.search
-    count = coordinator.count
-    scroll = scroll_pit.scroll
-    clear_scroll = scroll_pit.clear_scroll
-    open_pit = scroll_pit.open_pit
-    close_pit = scroll_pit.close_pit
+    def search(
+        self, request: SearchRequest, *, raw_hits: bool = False, cancelled: threading.Event | None = None
+    ) -> dict[str, Any]:
+        return coordinator.search(self.search_services, request, raw_hits=raw_hits, cancelled=cancelled)
+
+    def count(self, request: SearchRequest, *, cancelled: threading.Event | None = None) -> dict[str, Any]:
+        return coordinator.count(self.search_services, request, cancelled=cancelled)
+
+    def scroll(self, scroll_id: str, keep_alive: str | None, *, raw_hits: bool = False) -> dict[str, Any]:
+        return scroll_pit.scroll(self.search_services, scroll_id, keep_alive, raw_hits=raw_hits)
+
+    def clear_scroll(self, scroll_ids: list[str]) -> dict[str, Any]:
+        return scroll_pit.clear_scroll(self.search_services, scroll_ids)
+
+    def open_pit(
+        self,
+        index_expr: str,
+        keep_alive: str | None,
+        options: IndicesOptions | None = None,
+        routing: str | None = None,
+    ) -> dict[str, Any]:
+        return scroll_pit.open_pit(self.search_services, index_expr, keep_alive, options, routing)
+
+    def close_pit(self, pit_id: str) -> dict[str, Any]:
+        return scroll_pit.close_pit(self.search_services, pit_id)
 
     def search_contexts(self) -> list[dict]:
         return self.contexts.describe()

@@ -22,9 +22,10 @@ if TYPE_CHECKING:
 _INDEX_METRICS = (*METRICS, "mappings", "sort_orders")
 
 
-def _node_header(node: Node) -> dict[str, Any]:
+def node_header(name: str) -> dict[str, Any]:
+    """The node's identity fields of `_nodes` and `_tasks` bodies."""
     return {
-        "name": node.name,
+        "name": name,
         "transport_address": "127.0.0.1:9300",
         "host": "127.0.0.1",
         "ip": "127.0.0.1",
@@ -76,7 +77,7 @@ def nodes_stats(
     index_metrics = tuple(metric_path[1].split(",")) if len(metric_path) > 1 else _INDEX_METRICS
     if "_all" in index_metrics:
         index_metrics = _INDEX_METRICS
-    stats: dict[str, Any] = {**_node_header(node), "timestamp": int(time.time() * 1000)}
+    stats: dict[str, Any] = {**node_header(node.name), "timestamp": int(time.time() * 1000)}
     wanted = set(metric.split(","))
     if wanted & {"_all", "indices"}:
         stats["indices"] = _indices_section(node, index_metrics, level=level, file_sizes=file_sizes)
@@ -105,7 +106,7 @@ def nodes_info(node: Node) -> dict[str, Any]:
         "cluster_name": node.cluster_name,
         "nodes": {
             node.node_id: {
-                **_node_header(node),
+                **node_header(node.name),
                 "version": VERSION,
                 "build_flavor": "default",
                 "build_type": "tar",

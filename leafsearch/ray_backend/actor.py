@@ -42,7 +42,7 @@ from leafsearch.errors import ElasticError
 from leafsearch.index.index import write_json
 from leafsearch.index.shard import Shard
 from leafsearch.index.shard_listing import ShardListing, of_shard
-from leafsearch.index.shard_write import ShardWrite, ShardWriteOutcome, apply_write
+from leafsearch.index.shard_write import DocRead, ShardWrite, ShardWriteOutcome, apply_write
 from leafsearch.request.query_dsl import Query
 from leafsearch.search import query_and_fetch
 from leafsearch.search.dfs import DfsStats
@@ -58,7 +58,7 @@ from leafsearch.search.shard_contexts import ShardContexts
 from leafsearch.search.targets import Target
 from leafsearch.search.top_hits import LocalShard
 from leafsearch.search.workers.mirror import IndexMirror, IndexState
-from leafsearch.search.workers.process import WorkerConfig, WorkerNode
+from leafsearch.search.workers.process import WorkerConfig, WorkerState
 
 _STATE_FILE = "index_state.json"
 _log = logging.getLogger("leafsearch")
@@ -71,23 +71,13 @@ class Refusal:
     error: ElasticError
 
 
-@dataclass(frozen=True, slots=True)
-class DocRead:
-    """A realtime get's answer: the document's state and source."""
-
-    version: int
-    seq_no: int
-    routing: str | None
-    source: bytes
-
-
-class ActorNode(WorkerNode):
-    """The Node as the search code in a shard actor sees it: a search worker's, plus the reader
-    contexts this shard pinned."""
+class ActorState(WorkerState):
+    """What a shard actor holds for its searches: a search worker's, plus the reader contexts this
+    shard pinned."""
 
     def __init__(self, node_id: str) -> None:
         super().__init__(WorkerConfig(node_id, workers=1, threads=4, persistent={}, transient={}))
-        self.shard_contexts = ShardContexts()
+        self.shard_contexts = self.services.shard_contexts = ShardContexts()
 
 
 class ShardActor:
@@ -102,10 +92,10 @@ class ShardActor:
         else:
             write_json(stored, asdict(state))
         self.index = IndexMirror(state)
-        self.node = ActorNode(f"shard-{state.uuid}-{shard_id}")
+        self.state = ActorState(f"shard-{state.uuid}-{shard_id}")
         self.shard_id = shard_id
         self.shard = Shard(
-            self.folder / "shard", shard_id, self._parse, self.index.sort, self.node.source_blocks
+            self.folder / "shard", shard_id, self._parse, self.index.sort, self.state.source_blocks
         )
         self.shard.index_ref = (self.index.name, self.index.uuid)
         #: Search calls served, by method (`stats`: what a search costs in calls, bench/ray_cluster.py).
@@ -161,13 +151,13 @@ class ShardActor:
         """The index is closed: every acknowledged write goes into a committed segment (the
         translog written out) and the contexts are freed; the coordinator then ends this actor."""
         self._closed.set()
-        self.node.shard_contexts.close_all()
+        self.state.shard_contexts.close_all()
         self.shard.close()
 
     def destroy(self) -> None:
         """The index is deleted: release everything and delete the folder."""
         self._closed.set()
-        self.node.shard_contexts.close_all()
+        self.state.shard_contexts.close_all()
         self.shard.close()
         shutil.rmtree(self.folder, ignore_errors=True)
         with contextlib.suppress(OSError):  # the index's folder on this node, once its last shard went
@@ -222,7 +212,7 @@ class ShardActor:
             "deleted": self.shard.deleted_count(),
             "store_bytes": self.shard.store_size_bytes(),
             "segments": self.shard.segment_count(),
-            "open_contexts": self.node.shard_contexts.open_count(),
+            "open_contexts": self.state.shard_contexts.open_count(),
             "search_calls": calls,
         }
 
@@ -247,13 +237,13 @@ class ShardActor:
         except ElasticError as exc:
             return Refusal(exc)
         try:
-            return self.node.shard_contexts.open(target)
+            return self.state.shard_contexts.open(target)
         finally:
             target.searcher.release()
 
     def free_context(self, context: ShardContextId) -> bool:
         self._count("free_context")
-        return self.node.shard_contexts.free(context)
+        return self.state.shard_contexts.free(context)
 
     def dfs(self, request: ShardDfs, alias_filter: Query | None) -> tuple[ShardContextId, DfsStats] | Refusal:
         self._count("dfs")
@@ -275,7 +265,7 @@ class ShardActor:
         answered = self._phase(query, alias_filter, query_and_fetch.run)
         if isinstance(answered, Refusal):
             if free_after and query.context is not None:
-                self.node.shard_contexts.free(query.context)
+                self.state.shard_contexts.free(query.context)
             return answered
         context, top = answered
         # The columns' field types (for rendering) are the coordinator's to give: it merges the
@@ -283,7 +273,7 @@ class ShardActor:
         # pickle here and to rebuild on the coordinator, in every answer.
         top.columns = [replace(column, field_types=()) for column in top.columns]
         if (query.context is None and (last or not len(top.docs))) or (last and free_after):
-            self.node.shard_contexts.free(context)
+            self.state.shard_contexts.free(context)
             return None, top
         return context, top
 
@@ -297,7 +287,7 @@ class ShardActor:
             return self._phase(fetch, alias_filter, lambda shard, message: shard.fetch(message))
         finally:
             if free_after and fetch.context is not None:
-                self.node.shard_contexts.free(fetch.context)
+                self.state.shard_contexts.free(fetch.context)
 
     def _phase(self, message: Any, alias_filter: Query | None, run: Any) -> Any:
         """Run a phase on its context's snapshot, pinning the current one when it names none;
@@ -312,9 +302,9 @@ class ShardActor:
                     return opened
                 context = opened
                 message = replace(message, context=context)
-            pinned = self.node.shard_contexts.get(context)
-            return context, run(LocalShard(self.node, pinned, None), message)  # type: ignore[arg-type]
+            pinned = self.state.shard_contexts.get(context)
+            return context, run(LocalShard(self.state.services, pinned, None), message)  # type: ignore[arg-type]
         except ElasticError as exc:
             if isinstance(opened, ShardContextId):
-                self.node.shard_contexts.free(opened)
+                self.state.shard_contexts.free(opened)
             return Refusal(exc)

@@ -30,8 +30,8 @@ from ray.exceptions import ActorUnschedulableError, GetTimeoutError, RayActorErr
 
 from leafsearch.errors import ElasticError, IndexClosed, SearchContextMissing, ShardFailed, ShardUnavailable
 from leafsearch.index.shard_listing import ShardListing, ShardMissing
-from leafsearch.index.shard_write import ShardWrite, ShardWriteOutcome
-from leafsearch.ray_backend.actor import DocRead, Refusal
+from leafsearch.index.shard_write import DocRead, ShardWrite, ShardWriteOutcome
+from leafsearch.ray_backend.actor import Refusal
 from leafsearch.search.dfs import DfsStats
 from leafsearch.search.shard_api import (
     ShardContextId,

@@ -30,7 +30,7 @@ from leafsearch.errors import (
     SearchPhaseExecution,
     XContentParseError,
 )
-from leafsearch.indices.admin import IndicesOptions
+from leafsearch.request.indices_options import IndicesOptions
 from leafsearch.request.query_dsl import Query, parse_query, scalar_text
 from leafsearch.request.rescore import Rescorer, parse_rescore
 from leafsearch.request.search_types import (

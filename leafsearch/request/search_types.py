@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from leafsearch.request.query_dsl import Query, query_is_match_all
 
 if TYPE_CHECKING:
-    from leafsearch.indices.admin import IndicesOptions
+    from leafsearch.request.indices_options import IndicesOptions
 
 #: Special sort keys.
 SCORE = "_score"

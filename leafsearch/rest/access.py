@@ -336,7 +336,7 @@ class AccessControl:
         if route.handler is search.search and expression is None and _opens_pit(request):
             return  # a search on a PIT reads the PIT's indices, and the PIT belongs to its opener
         narrowed = narrow_expression(
-            self.node,
+            self.node.resolve_names,
             subject,
             action.name,
             expression,

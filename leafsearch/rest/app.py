@@ -23,9 +23,10 @@ from starlette.concurrency import run_in_threadpool
 from starlette.routing import Route as StarletteRoute
 
 from leafsearch.errors import ContentTooLong, ElasticError, ParseException
+from leafsearch.request.params import parse_bool
 from leafsearch.rest.access import AccessControl, Refusal, is_loopback_host
 from leafsearch.rest.error_trace import with_stack_trace
-from leafsearch.rest.exchange import RestRequest, RestResponse, parse_bool
+from leafsearch.rest.exchange import RestRequest, RestResponse
 from leafsearch.rest.human import with_human_fields
 from leafsearch.rest.media import JSON, NotAcceptable, negotiate, response_format
 from leafsearch.rest.render import YAML, filter_path, render, to_json

@@ -12,10 +12,10 @@ import fnmatch
 from dataclasses import dataclass
 from typing import Any
 
+from leafsearch.common.settings import human_size
 from leafsearch.errors import IllegalArgument
 from leafsearch.rest.exchange import RestRequest, RestResponse
 
-_SIZE_UNITS = (("pb", 1 << 50), ("tb", 1 << 40), ("gb", 1 << 30), ("mb", 1 << 20), ("kb", 1 << 10))
 _BYTES_PARAM = {"b": 1, "kb": 1 << 10, "mb": 1 << 20, "gb": 1 << 30, "tb": 1 << 40, "pb": 1 << 50}
 
 
@@ -27,16 +27,6 @@ class Column:
     right: bool = False
     size: bool = False
     default: bool = True
-
-
-def human_size(size: int) -> str:
-    """`ByteSizeValue.toString`: the largest unit, one decimal truncated, `.0` dropped."""
-    for suffix, scale in _SIZE_UNITS:
-        if size >= scale:
-            value = f"{size / scale:.10f}"
-            whole, fraction = value.split(".")
-            return f"{whole}{suffix}" if fraction[0] == "0" else f"{whole}.{fraction[0]}{suffix}"
-    return f"{size}b"
 
 
 def _cell(value: Any, column: Column, bytes_unit: str | None) -> str:

@@ -15,8 +15,9 @@ from typing import Any
 import orjson
 
 from leafsearch.errors import IllegalArgument, ParseException, ParsingError, XContentParseError
-from leafsearch.indices.admin import IndicesOptions
-from leafsearch.indices.date_math_names import resolve_expression
+from leafsearch.request.date_math_names import resolve_expression
+from leafsearch.request.indices_options import IndicesOptions
+from leafsearch.request.params import parse_bool
 from leafsearch.request.search_request import parse_indices_options
 from leafsearch.request.timevalue import parse_time_value
 
@@ -35,17 +36,6 @@ _JSON_TYPE_NAMES = {
     float: "VALUE_NUMBER",
     type(None): "VALUE_NULL",
 }
-
-
-def parse_bool(value: str | None, default: bool) -> bool:
-    """`RestRequest.paramAsBoolean`: absent -> default, empty -> true, else only true/false."""
-    if value is None:
-        return default
-    if value in ("", "true"):
-        return True
-    if value == "false":
-        return False
-    raise IllegalArgument(f"Failed to parse value [{value}] as only [true] or [false] are allowed.")
 
 
 @dataclass

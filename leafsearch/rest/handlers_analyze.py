@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from leafsearch.errors import IllegalArgument, ParseException
+from leafsearch.indices import admin
 from leafsearch.indices import analyze as analyze_api
 from leafsearch.rest.exchange import RestRequest, RestResponse
 
@@ -24,7 +25,7 @@ def analyze(node: Node, req: RestRequest) -> RestResponse:
 def analyze_index(node: Node, req: RestRequest) -> RestResponse:
     """`/<index>/_analyze`: the index's analyzers, fields and `index.analyze.max_token_count`."""
     body = _body(req)
-    indices = req.indices_options().resolve(node, req.path_params["index"])
+    indices = admin.indices_of(node, req.indices_options(), req.path_params["index"])
     if len(indices) != 1:
         raise IllegalArgument(
             "unable to return a single index as the index and options provided got resolved to "

@@ -42,7 +42,9 @@ def reindex(node: Node, req: RestRequest) -> RestResponse:
     if subject is not None and not subject.superuser:
         options = request.search.indices_options
         expand = options.expand_wildcards if options is not None else "open"
-        narrowed = narrow_expression(node, subject, SEARCH_ACTION, request.indices, expand_wildcards=expand)
+        narrowed = narrow_expression(
+            node.resolve_names, subject, SEARCH_ACTION, request.indices, expand_wildcards=expand
+        )
         if narrowed is not None:
             request.search = replace(request.search, indices=narrowed)
         assert request.dest is not None

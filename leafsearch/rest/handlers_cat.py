@@ -127,7 +127,7 @@ def cat_health(node: Node, req: RestRequest) -> RestResponse:
 
 
 def cat_count(node: Node, req: RestRequest) -> RestResponse:
-    indices = req.indices_options(forbid_closed=True).resolve(node, req.path_params.get("index"))
+    indices = admin.indices_of(node, req.indices_options(forbid_closed=True), req.path_params.get("index"))
     row = {**_clock(), "count": sum(index.doc_count() for index in indices)}
     return render_table(req, COUNT_COLUMNS, [row])
 
@@ -236,7 +236,9 @@ def cat_shards(node: Node, req: RestRequest) -> RestResponse:
     whose actor is down UNASSIGNED, as Elasticsearch lists a primary whose node left), and their
     replicas, unassigned (no node holds a copy)."""
     rows = []
-    for index in req.indices_options(expand_wildcards="all").resolve(node, req.path_params.get("index")):
+    for index in admin.indices_of(
+        node, req.indices_options(expand_wildcards="all"), req.path_params.get("index")
+    ):
         replicas = int(index.setting("index.number_of_replicas"))
         found = [None] * index.num_shards if index.closed else shard_listing.listings(index)
         for shard_id, listing in enumerate(found):
@@ -277,7 +279,9 @@ def cat_segments(node: Node, req: RestRequest) -> RestResponse:
     from leafsearch.version import LUCENE_VERSION
 
     rows = []
-    for index in req.indices_options(forbid_closed=True).resolve(node, req.path_params.get("index")):
+    for index in admin.indices_of(
+        node, req.indices_options(forbid_closed=True), req.path_params.get("index")
+    ):
         for listing in shard_listing.listings(index):
             if isinstance(listing, ShardMissing):
                 continue

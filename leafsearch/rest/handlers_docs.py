@@ -17,12 +17,12 @@ from leafsearch.errors import (
     ParsingError,
     ResourceNotFound,
 )
+from leafsearch.node.slowlog import indexing_timed
 from leafsearch.request.search_request import parse_fetch_source, url_source_filter
 from leafsearch.request.search_types import SourceFilter
 from leafsearch.request.sort import token_name
 from leafsearch.rest.exchange import RestRequest, RestResponse
 from leafsearch.rest.source_filter import apply_source_filter, apply_source_option
-from leafsearch.services.slowlog import indexing_timed
 from leafsearch.write.documents import stored_fields
 
 if TYPE_CHECKING:

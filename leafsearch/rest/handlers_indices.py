@@ -37,7 +37,7 @@ def get_index(node: Node, req: RestRequest) -> RestResponse:
 
 def index_exists(node: Node, req: RestRequest) -> RestResponse:
     try:
-        found = req.indices_options().resolve(node, req.path_params["index"])
+        found = admin.indices_of(node, req.indices_options(), req.path_params["index"])
     except IndexNotFound:
         found = []
     return RestResponse(status=200 if found else 404)
@@ -123,7 +123,7 @@ def field_caps(node: Node, req: RestRequest) -> RestResponse:
     index_filter = body.get("index_filter")
     if index_filter is not None:
         parse_query(index_filter)  # a bad filter fails the request before any index is read
-    indices = req.indices_options(forbid_closed=True).resolve(node, req.path_params.get("index"))
+    indices = admin.indices_of(node, req.indices_options(forbid_closed=True), req.path_params.get("index"))
     kept = field_caps_api.matching_indices(node, indices, index_filter)
     per_index = {
         index.name: field_caps_api.index_capabilities(index, fields, filters, types) for index in kept

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from leafsearch.errors import ActionRequestValidation
+from leafsearch.node.slowlog import timed_search
 from leafsearch.request.search_request import (
     parse_clear_scroll,
     parse_count_request,
@@ -22,7 +23,6 @@ from leafsearch.search import opensearch_pit
 from leafsearch.search.msearch import Authorize, parse_msearch
 from leafsearch.search.msearch import msearch as run_msearch
 from leafsearch.security.narrowing import narrow_expression
-from leafsearch.services.slowlog import timed_search
 
 if TYPE_CHECKING:
     from leafsearch.node.node import Node
@@ -44,7 +44,7 @@ def msearch(node: Node, req: RestRequest) -> RestResponse:
     items = parse_msearch(req.body, req.path_params.get("index"), req.action_params())
     return RestResponse(
         run_msearch(
-            node,
+            node.search_services,
             items,
             max_concurrent=req.int_param("max_concurrent_searches"),
             authorize=_search_item_check(node, req),
@@ -63,7 +63,7 @@ def _search_item_check(node: Node, req: RestRequest) -> Authorize | None:
         if index is None and isinstance(body, dict) and "pit" in body:
             return None  # a PIT's indices were checked when it was opened, and it is its opener's
         expand = params.get("expand_wildcards", "open")
-        return narrow_expression(node, subject, SEARCH_ACTION, index, expand_wildcards=expand)
+        return narrow_expression(node.resolve_names, subject, SEARCH_ACTION, index, expand_wildcards=expand)
 
     return check
 
@@ -132,17 +132,21 @@ def create_pit(node: Node, req: RestRequest) -> RestResponse:
     req.flag("allow_partial_pit_creation")  # every shard is local: a PIT is never partial
     options, routing = req.indices_options(), req.param("routing")
     return RestResponse(
-        opensearch_pit.create_pit(node, req.path_params["index"], keep_alive, options, routing)
+        opensearch_pit.create_pit(
+            node.search_services, req.path_params["index"], keep_alive, options, routing
+        )
     )
 
 
 def delete_pits(node: Node, req: RestRequest) -> RestResponse:
     """OpenSearch's `DELETE /_search/point_in_time` (body `pit_id`) and `.../_all`."""
     if req.path.rstrip("/").endswith("/" + opensearch_pit.ALL):
-        return RestResponse(opensearch_pit.delete_pits(node, [opensearch_pit.ALL]))
-    return RestResponse(opensearch_pit.delete_pits(node, opensearch_pit.pit_ids_of(req.json())))
+        return RestResponse(opensearch_pit.delete_pits(node.search_services, [opensearch_pit.ALL]))
+    return RestResponse(
+        opensearch_pit.delete_pits(node.search_services, opensearch_pit.pit_ids_of(req.json()))
+    )
 
 
 def all_pits(node: Node, req: RestRequest) -> RestResponse:
     """OpenSearch's `GET /_search/point_in_time/_all`."""
-    return RestResponse(opensearch_pit.all_pits(node))
+    return RestResponse(opensearch_pit.all_pits(node.search_services))

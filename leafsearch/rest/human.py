@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from leafsearch.common.rawjson import RawJSON
-from leafsearch.rest.cat import human_size
+from leafsearch.common.settings import human_size
 
 _NANOS = (
     (86_400_000_000_000, "d"),

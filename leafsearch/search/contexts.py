@@ -47,7 +47,7 @@ from leafsearch.search.top_hits import free_shard_contexts, open_shard_contexts
 from leafsearch.security.subject import current
 
 if TYPE_CHECKING:
-    from leafsearch.node.node import Node
+    from leafsearch.search.services import CoordinatorServices
 
 _ID_PREFIX = b"leafsearch:"
 _ENDED_MEMORY = 10_000
@@ -101,8 +101,8 @@ class ContextRegistry:
     """The node's open contexts. `clock` (seconds, monotonic) measures keep-alives and ages: the
     node passes its own, so that a test can advance time instead of sleeping past a keep-alive."""
 
-    def __init__(self, node: Node, clock: Callable[[], float] = time.monotonic) -> None:
-        self.node = node
+    def __init__(self, services: CoordinatorServices, clock: Callable[[], float] = time.monotonic) -> None:
+        self.services = services
         self.clock = clock
         self._session = uuid.uuid4().hex[:12]
         self._lock = threading.RLock()
@@ -118,7 +118,7 @@ class ContextRegistry:
     # ---- ids ---------------------------------------------------------------------------
 
     def _encode_id(self, kind: str, ctx_id: int, token: str) -> str:
-        raw = _ID_PREFIX + f"{kind}:{self.node.node_id}:{self._session}:{ctx_id}:{token}".encode()
+        raw = _ID_PREFIX + f"{kind}:{self.services.node_id}:{self._session}:{ctx_id}:{token}".encode()
         return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
     def decode_id(self, public_id: str, kind: str) -> tuple[bool, int, str] | None:
@@ -134,7 +134,7 @@ class ContextRegistry:
             return None
         if id_kind != kind:
             return None
-        return (node_id == self.node.node_id and session == self._session), ctx_id, token
+        return (node_id == self.services.node_id and session == self._session), ctx_id, token
 
     @staticmethod
     def _may_use(ctx: ReaderContext, token: str) -> bool:
@@ -149,7 +149,7 @@ class ContextRegistry:
 
     def keep_alive_seconds(self, value: str, name: str) -> float:
         seconds = parse_time_value(value, name)
-        limit = self.node.cluster_settings.get("search.max_keep_alive")
+        limit = self.services.cluster_settings.get("search.max_keep_alive")
         if seconds > limit:
             raise IllegalArgument(
                 f"Keep alive for request ({_fmt(seconds)}) is too large. It must be less than "
@@ -162,7 +162,7 @@ class ContextRegistry:
         """Elasticsearch's `search.max_open_scroll_context` and OpenSearch's
         `search.max_open_pit_context`, each with its own error (both 429); None below the limit."""
         key = "search.max_open_scroll_context" if kind == "scroll" else "search.max_open_pit_context"
-        limit = int(self.node.cluster_settings.get(key))
+        limit = int(self.services.cluster_settings.get(key))
         if sum(1 for c in self._contexts.values() if c.kind == kind) < limit:
             return None
         if kind == "scroll":
@@ -193,7 +193,7 @@ class ContextRegistry:
             refused = self._open_limit_error(kind)
         if refused is not None:
             raise refused
-        pins = open_shard_contexts(self.node, targets)
+        pins = open_shard_contexts(self.services, targets)
         with self._lock:
             refused = self._open_limit_error(kind)
             if refused is None:
@@ -201,12 +201,12 @@ class ContextRegistry:
                 ctx.shard_contexts = pins
                 self._contexts[ctx.ctx_id] = ctx
         if refused is not None:  # others opened meanwhile
-            free_shard_contexts(self.node, targets, pins)
+            free_shard_contexts(self.services, targets, pins)
             raise refused
         # The caller's references on the snapshots passed to the pins.
         release_targets(targets)
         if kind == "scroll":
-            self.node.search_stats.scroll_opened(targets)
+            self.services.search_stats.scroll_opened(targets)
         return ctx
 
     def _new_context(
@@ -300,7 +300,7 @@ class ContextRegistry:
         while len(self._ended) > _ENDED_MEMORY:
             self._ended.popitem(last=False)
         if ctx.kind == "scroll":
-            self.node.search_stats.scroll_closed(self.clock() - ctx.opened_mono, ctx.targets)
+            self.services.search_stats.scroll_closed(self.clock() - ctx.opened_mono, ctx.targets)
         ctx.freed = True
         if ctx.in_use == 0:
             self._release_resources(ctx)
@@ -308,9 +308,9 @@ class ContextRegistry:
     def _release_resources(self, ctx: ReaderContext) -> None:
         self.scroll_matches.pop(ctx.ctx_id, None)
         self.read_ahead.forget(ctx.ctx_id)
-        if self.node.search_workers is not None:
-            self.node.search_workers.forget_context(ctx.ctx_id)
-        free_shard_contexts(self.node, ctx.targets, ctx.shard_contexts)
+        if self.services.workers is not None:
+            self.services.workers.forget_context(ctx.ctx_id)
+        free_shard_contexts(self.services, ctx.targets, ctx.shard_contexts)
 
     def free(self, ctx: ReaderContext, how: str = "freed") -> None:
         with self._lock:

@@ -20,11 +20,11 @@ from leafsearch.search.execution import CountTask, SearchTask, dispatch
 from leafsearch.search.targets import release_targets
 
 if TYPE_CHECKING:
-    from leafsearch.node.node import Node
+    from leafsearch.search.services import CoordinatorServices
 
 
 def search(
-    node: Node,
+    services: CoordinatorServices,
     request: SearchRequest,
     *,
     raw_hits: bool = False,
@@ -34,25 +34,27 @@ def search(
     `cancelled`: set when the client goes away, which stops the search (search/guard.py)."""
     started = time.perf_counter()
     if request.pit is not None:
-        return scroll_pit.search_pit(node, request, started, raw_hits=raw_hits, cancelled=cancelled)
-    targets = phases.resolve_targets(node, request)
+        return scroll_pit.search_pit(services, request, started, raw_hits=raw_hits, cancelled=cancelled)
+    targets = phases.resolve_targets(services, request)
     try:
-        phases.check_limits(node, request, targets)
+        phases.check_limits(services, request, targets)
         if request.scroll is not None:
             owned, targets = targets, []  # the scroll context owns them now
             return scroll_pit.open_scroll(
-                node, owned, request, started, raw_hits=raw_hits, cancelled=cancelled
+                services, owned, request, started, raw_hits=raw_hits, cancelled=cancelled
             )
         task = SearchTask(targets, request, time.perf_counter() - started, raw_hits)
-        return dispatch(node, task, cancelled)
+        return dispatch(services, task, cancelled)
     finally:
         release_targets(targets)
 
 
-def count(node: Node, request: SearchRequest, *, cancelled: threading.Event | None = None) -> dict[str, Any]:
+def count(
+    services: CoordinatorServices, request: SearchRequest, *, cancelled: threading.Event | None = None
+) -> dict[str, Any]:
     """`_count` of a request parsed by `parse_count_request`."""
-    targets = phases.resolve_targets(node, request)
+    targets = phases.resolve_targets(services, request)
     try:
-        return dispatch(node, CountTask(targets, request), cancelled)
+        return dispatch(services, CountTask(targets, request), cancelled)
     finally:
         release_targets(targets)

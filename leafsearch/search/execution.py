@@ -8,7 +8,7 @@ process (`--search-workers 0`, the in-process `Node`) or in a search worker proc
 (search/workers/), which rebuilds the Targets from published snapshot manifests.
 
 What a walk keeps between its requests lives where its tasks run, keyed by context number in
-`node.contexts`: a scroll's matches (`scroll_matches`) and the pages read ahead. The position
+`services.contexts`: a scroll's matches (`scroll_matches`) and the pages read ahead. The position
 of a scroll stays with the context in the server process and travels in each task, so a process
 that lost a walk's matches (a worker replaced after a crash) rebuilds them from the pinned
 snapshots and the walk goes on where it was, exactly once.
@@ -32,7 +32,7 @@ from leafsearch.search.sort_keys import SortColumn
 from leafsearch.search.targets import Target
 
 if TYPE_CHECKING:
-    from leafsearch.node.node import Node
+    from leafsearch.search.services import CoordinatorServices, SearchServices
 
 
 @dataclass(eq=False)
@@ -87,40 +87,44 @@ class ScrollTask:
 Task = SearchTask | CountTask | PitTask | ScrollTask
 
 
-def dispatch(node: Node, task: Task, cancelled: threading.Event | None = None, affinity: Any = None) -> Any:
+def dispatch(
+    services: CoordinatorServices, task: Task, cancelled: threading.Event | None = None, affinity: Any = None
+) -> Any:
     """Run a task in a search worker when the node has them (here while none is ready).
 
     `affinity`: tasks with equal keys go to the same worker while it lives (a walk's requests
     find its caches); None lets the least busy worker take it."""
-    pool = node.search_workers
+    pool = services.workers
     if pool is not None:
         return pool.run(task, cancelled=cancelled, affinity=affinity)
-    return run(node, task, cancelled)
+    return run(services, task, cancelled)
 
 
-def run(node: Any, task: Task, cancelled: threading.Event | None = None) -> Any:
-    """Run a task in this process. `node` is the Node, or a search worker's stand-in for it."""
+def run(services: SearchServices, task: Task, cancelled: threading.Event | None = None) -> Any:
+    """Run a task in this process. `services`: the server process's or a search worker's."""
     if isinstance(task, SearchTask):
-        return _search(node, task, cancelled)
+        return _search(services, task, cancelled)
     if isinstance(task, CountTask):
-        return _count(node, task, cancelled)
+        return _count(services, task, cancelled)
     if isinstance(task, PitTask):
-        return _pit_page(node, task, cancelled)
-    return _scroll_batch(node, task, cancelled)
+        return _pit_page(services, task, cancelled)
+    return _scroll_batch(services, task, cancelled)
 
 
 def _started(elapsed: float) -> float:
     return time.perf_counter() - elapsed
 
 
-def _search(node: Any, task: SearchTask, cancelled: threading.Event | None) -> dict[str, Any]:
+def _search(services: SearchServices, task: SearchTask, cancelled: threading.Event | None) -> dict[str, Any]:
     request, targets = task.request, task.targets
     started = _started(task.elapsed)
     fetch = query_and_fetch.along(request, task.raw_hits, last_phase=True)
-    hitlist, tree = phases.query_phase(node, targets, request, aggs=True, cancelled=cancelled, fetch=fetch)
+    hitlist, tree = phases.query_phase(
+        services, targets, request, aggs=True, cancelled=cancelled, fetch=fetch
+    )
     start, end = phases.page_bounds(hitlist, request)
     return phases.response(
-        node,
+        services,
         hitlist,
         request,
         start,
@@ -133,25 +137,25 @@ def _search(node: Any, task: SearchTask, cancelled: threading.Event | None) -> d
     )
 
 
-def _count(node: Any, task: CountTask, cancelled: threading.Event | None) -> dict[str, Any]:
-    hitlist, _ = phases.query_phase(node, task.targets, task.request, aggs=False, cancelled=cancelled)
-    return {"count": hitlist.total, "_shards": phases.shards_header(node, hitlist)}
+def _count(services: SearchServices, task: CountTask, cancelled: threading.Event | None) -> dict[str, Any]:
+    hitlist, _ = phases.query_phase(services, task.targets, task.request, aggs=False, cancelled=cancelled)
+    return {"count": hitlist.total, "_shards": phases.shards_header(services, hitlist)}
 
 
-def _pit_page(node: Any, task: PitTask, cancelled: threading.Event | None) -> dict[str, Any]:
+def _pit_page(services: SearchServices, task: PitTask, cancelled: threading.Event | None) -> dict[str, Any]:
     request, targets, raw_hits = task.request, task.targets, task.raw_hits
     started = _started(task.elapsed)
-    read_ahead = node.contexts.read_ahead
+    read_ahead = services.contexts.read_ahead
     fetch = query_and_fetch.along(request, raw_hits, last_phase=False)
     hitlist, tree = phases.query_phase(
-        node, targets, request, aggs=True, cancelled=cancelled, contexts=task.contexts, fetch=fetch
+        services, targets, request, aggs=True, cancelled=cancelled, contexts=task.contexts, fetch=fetch
     )
     start, end = phases.page_bounds(hitlist, request)
     ahead = raw_hits and not hitlist.window and renders_raw(request)
     served = _pit_page_key(hitlist, request, start, end)
     ready = read_ahead.take(task.ctx_id, served, hitlist) if ahead else None
     body = phases.response(
-        node,
+        services,
         hitlist,
         request,
         start,
@@ -171,7 +175,7 @@ def _pit_page(node: Any, task: PitTask, cancelled: threading.Event | None) -> di
             _pit_page_key(hitlist, request, end, following),
             hitlist,
             targets,
-            lambda: phases.fetch_page(node, hitlist, end, following, request, raw_hits=True),
+            lambda: phases.fetch_page(services, hitlist, end, following, request, raw_hits=True),
         )
     return body
 
@@ -193,44 +197,44 @@ def walks_docs(request: SearchRequest) -> bool:
 
 
 def _scroll_matches(
-    node: Any, task: ScrollTask, cancelled: threading.Event | None
+    services: SearchServices, task: ScrollTask, cancelled: threading.Event | None
 ) -> tuple[HitList | LiveDocs, Any]:
     """The scroll's matches in walk order (and the aggregation tree when it opens): what this
     process kept, or built from the pinned snapshots (the first batch, or a walk this process
     has not served yet)."""
-    kept = node.contexts.scroll_matches.get(task.ctx_id)
+    kept = services.contexts.scroll_matches.get(task.ctx_id)
     if kept is not None and not task.opening:
         return kept, None
     request, targets = task.request, task.targets
     if walks_docs(request) and not any(t.alias_filter for t in targets):
-        with node.search_stats.phase("query", targets):
+        with services.search_stats.phase("query", targets):
             selected = slicing.scroll_selection(request.slice, targets) if request.slice else None
             matches: HitList | LiveDocs = LiveDocs(targets, selected)
         tree = None
     else:
-        matches, tree = phases.query_phase(node, targets, request, aggs=task.opening, cancelled=cancelled)
-    node.contexts.scroll_matches[task.ctx_id] = matches
+        matches, tree = phases.query_phase(services, targets, request, aggs=task.opening, cancelled=cancelled)
+    services.contexts.scroll_matches[task.ctx_id] = matches
     return matches, tree
 
 
 def _scroll_batch(
-    node: Any, task: ScrollTask, cancelled: threading.Event | None
+    services: SearchServices, task: ScrollTask, cancelled: threading.Event | None
 ) -> tuple[dict[str, Any], int]:
     """The batch at the task's position and the position after it."""
     started = _started(task.elapsed)
     request, targets = task.request, task.targets
-    read_ahead = node.contexts.read_ahead
+    read_ahead = services.contexts.read_ahead
     if task.opening:
-        matches, tree = _scroll_matches(node, task, cancelled)
+        matches, tree = _scroll_matches(services, task, cancelled)
         ready = None
     else:
         tree = None
-        with node.search_stats.phase("query", targets):
-            matches, _ = _scroll_matches(node, task, cancelled)
+        with services.search_stats.phase("query", targets):
+            matches, _ = _scroll_matches(services, task, cancelled)
         ready = read_ahead.take(task.ctx_id, ("scroll", task.position), matches) if task.read_ahead else None
     page, start, end, following = batch_at(matches, request, targets, task.position)
     body = phases.response(
-        node,
+        services,
         page,
         request,
         start,
@@ -242,7 +246,7 @@ def _scroll_batch(
         ready=ready,
     )
     if task.read_ahead and following < _walk_length(matches):
-        render: Callable[[], RawJSON] = lambda: _render_batch(node, matches, request, targets, following)  # noqa: E731
+        render: Callable[[], RawJSON] = lambda: _render_batch(services, matches, request, targets, following)  # noqa: E731
         read_ahead.continue_walk(
             task.ctx_id, ("scroll", task.position), ("scroll", following), matches, targets, render
         )
@@ -254,10 +258,14 @@ def _walk_length(matches: HitList | LiveDocs) -> int:
 
 
 def _render_batch(
-    node: Any, matches: HitList | LiveDocs, request: SearchRequest, targets: list[Target], position: int
+    services: SearchServices,
+    matches: HitList | LiveDocs,
+    request: SearchRequest,
+    targets: list[Target],
+    position: int,
 ) -> Any:
     page, start, end, _ = batch_at(matches, request, targets, position)
-    return phases.fetch_page(node, page, start, end, request, raw_hits=True)
+    return phases.fetch_page(services, page, start, end, request, raw_hits=True)
 
 
 def batch_at(

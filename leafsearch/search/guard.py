@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING
 from leafsearch.errors import SearchPhaseExecution, SearchTimeout, TaskCancelled
 
 if TYPE_CHECKING:
-    from leafsearch.node.node import Node
     from leafsearch.request.search_types import SearchRequest
+    from leafsearch.search.services import SearchServices
     from leafsearch.services.breaker import Breakers
 
 #: Bytes per document of a segment that executing a query there may allocate at once: the match
@@ -61,10 +61,12 @@ class SearchGuard:
         self.expired = False  # the query phase stopped at the deadline
 
     @classmethod
-    def for_search(cls, node: Node, request: SearchRequest, cancelled: threading.Event | None) -> SearchGuard:
+    def for_search(
+        cls, services: SearchServices, request: SearchRequest, cancelled: threading.Event | None
+    ) -> SearchGuard:
         """A search's guard: its own `timeout` or the node's `search.default_search_timeout`;
         as in Elasticsearch, a scroll has no timeout."""
-        settings = node.cluster_settings
+        settings = services.cluster_settings
         timeout = request.timeout
         if timeout is None:
             timeout = settings.get("search.default_search_timeout")
@@ -73,7 +75,9 @@ class SearchGuard:
         allow = request.allow_partial_search_results
         if allow is None:
             allow = settings.get("search.default_allow_partial_results")
-        return cls(node.clock, timeout, allow_partial=allow, cancelled=cancelled, breakers=node.breakers)
+        return cls(
+            services.clock, timeout, allow_partial=allow, cancelled=cancelled, breakers=services.breakers
+        )
 
     def check(self) -> None:
         """Raise `TaskCancelled` when the client went away, `TimeExceeded` past the deadline."""

@@ -31,13 +31,14 @@ from leafsearch.errors import (
     SearchPhaseExecution,
     XContentParseError,
 )
-from leafsearch.indices.date_math_names import resolve_expression
+from leafsearch.request.date_math_names import resolve_expression
 from leafsearch.request.search_request import parse_search_request
 from leafsearch.request.search_types import SearchRequest
 from leafsearch.request.sort import token_name
+from leafsearch.search import coordinator
 
 if TYPE_CHECKING:
-    from leafsearch.node.node import Node
+    from leafsearch.search.services import CoordinatorServices
 
 #: Query parameters of `_msearch` that are defaults of every search in it (a header may override
 #: the ones it also names).
@@ -184,7 +185,7 @@ def _boolean(value: Any, key: str) -> str:
 
 
 def msearch(
-    node: Node,
+    services: CoordinatorServices,
     items: list[SearchItem],
     *,
     max_concurrent: int | None = None,
@@ -199,12 +200,12 @@ def msearch(
     limit = min(max_concurrent or DEFAULT_MAX_CONCURRENT, DEFAULT_MAX_CONCURRENT, len(items))
 
     def run(item: SearchItem) -> dict[str, Any]:
-        return _run_one(node, item, authorize, raw_hits, cancelled)
+        return _run_one(services, item, authorize, raw_hits, cancelled)
 
     if limit == 1:
         responses = [run(item) for item in items]
     else:
-        pool = node.msearch_pool
+        pool = services.msearch_pool
         futures: list[Future[dict[str, Any]]] = []
         for position, item in enumerate(items):
             if position >= limit:
@@ -215,7 +216,7 @@ def msearch(
 
 
 def _run_one(
-    node: Node,
+    services: CoordinatorServices,
     item: SearchItem,
     authorize: Authorize | None,
     raw_hits: bool,
@@ -230,7 +231,7 @@ def _run_one(
             narrowed = authorize(item.index, item.params, item.body)
             if narrowed is not None:
                 request = replace(request, indices=narrowed)
-        response = node.search(request, raw_hits=raw_hits, cancelled=cancelled)
+        response = coordinator.search(services, request, raw_hits=raw_hits, cancelled=cancelled)
     except ElasticError as exc:
         return {"error": exc.body()["error"], "status": exc.status}
     response["status"] = 200

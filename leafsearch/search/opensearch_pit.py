@@ -13,21 +13,25 @@ from leafsearch.errors import ActionRequestValidation, IllegalArgument
 from leafsearch.search import scroll_pit
 
 if TYPE_CHECKING:
-    from leafsearch.indices.admin import IndicesOptions
-    from leafsearch.node.node import Node
+    from leafsearch.request.indices_options import IndicesOptions
+    from leafsearch.search.services import CoordinatorServices
 
 ALL = "_all"
 
 
 def create_pit(
-    node: Node, index_expr: str, keep_alive: str | None, options: IndicesOptions, routing: str | None
+    services: CoordinatorServices,
+    index_expr: str,
+    keep_alive: str | None,
+    options: IndicesOptions,
+    routing: str | None,
 ) -> dict[str, Any]:
     """Open a PIT: OpenSearch's answer is Elasticsearch's with the id as `pit_id` and the
     context's `creation_time`."""
     if not keep_alive:
         raise ActionRequestValidation("keep alive not specified")
-    opened = scroll_pit.open_pit(node, index_expr, keep_alive, options, routing)
-    ctx = node.contexts.get(opened["id"], "pit")
+    opened = scroll_pit.open_pit(services, index_expr, keep_alive, options, routing)
+    ctx = services.contexts.get(opened["id"], "pit")
     return {"pit_id": opened["id"], "_shards": opened["_shards"], "creation_time": _millis(ctx.opened_at)}
 
 
@@ -60,24 +64,24 @@ def pit_ids_of(body: Any) -> list[str]:
     return ids
 
 
-def delete_pits(node: Node, pit_ids: list[str]) -> dict[str, Any]:
+def delete_pits(services: CoordinatorServices, pit_ids: list[str]) -> dict[str, Any]:
     """Close PITs by id, or every one the caller may use (`_all`). As in OpenSearch an id whose
     context is already gone counts as deleted; an id that is no PIT id at all does not."""
     if pit_ids == [ALL]:
         results = []
-        for ctx in node.contexts.visible("pit"):
-            node.contexts.free_id(ctx.public_id, "pit")
+        for ctx in services.contexts.visible("pit"):
+            services.contexts.free_id(ctx.public_id, "pit")
             results.append({"successful": True, "pit_id": ctx.public_id})
         return {"pits": results}
     results = []
     for pit_id in pit_ids:
-        node.contexts.free_id(pit_id, "pit")
-        ours = node.contexts.decode_id(pit_id, "pit") is not None
+        services.contexts.free_id(pit_id, "pit")
+        ours = services.contexts.decode_id(pit_id, "pit") is not None
         results.append({"successful": ours, "pit_id": pit_id})
     return {"pits": results}
 
 
-def all_pits(node: Node) -> dict[str, Any]:
+def all_pits(services: CoordinatorServices) -> dict[str, Any]:
     """Every open PIT the caller may use, with when it was opened and its keep-alive (ms)."""
     return {
         "pits": [
@@ -86,7 +90,7 @@ def all_pits(node: Node) -> dict[str, Any]:
                 "creation_time": _millis(ctx.opened_at),
                 "keep_alive": int(round(ctx.keep_alive * 1000)),
             }
-            for ctx in node.contexts.visible("pit")
+            for ctx in services.contexts.visible("pit")
         ]
     }
 

@@ -20,8 +20,7 @@ import numpy as np
 
 from leafsearch.common.rawjson import RawJSON
 from leafsearch.errors import ElasticError, IllegalArgument, SearchPhaseExecution, TaskCancelled
-from leafsearch.indices.admin import IndicesOptions
-from leafsearch.indices.aliases import search_scopes
+from leafsearch.request.indices_options import IndicesOptions
 from leafsearch.request.search_types import SHARD_DOC, SearchRequest
 from leafsearch.search import fetch, top_hits
 from leafsearch.search.fetch_phase import render_hits
@@ -35,38 +34,31 @@ from leafsearch.search.sort_keys import missing_substitute
 from leafsearch.search.targets import Target, acquire_targets
 
 if TYPE_CHECKING:
-    from leafsearch.node.node import Node
+    from leafsearch.search.services import CoordinatorServices, SearchServices
 
 
-def resolve_targets(node: Node, request: SearchRequest) -> list[Target]:
+def resolve_targets(services: CoordinatorServices, request: SearchRequest) -> list[Target]:
     """The acquired current snapshots of the shards the request reads (callers release them)."""
     options = request.indices_options or IndicesOptions()
-    return acquire_index_targets(node, request.indices, options, request.routing)
+    return acquire_index_targets(services, request.indices, options, request.routing)
 
 
 def acquire_index_targets(
-    node: Node, index_expr: str | None, options: IndicesOptions, routing: str | None
+    services: CoordinatorServices, index_expr: str | None, options: IndicesOptions, routing: str | None
 ) -> list[Target]:
     """The shard snapshots an expression reads; through an alias, with its filter and routing."""
-    names = node.resolve_names(
-        index_expr,
-        ignore_unavailable=options.ignore_unavailable,
-        allow_no_indices=options.allow_no_indices,
-        expand_wildcards=options.expand_wildcards,
-    )
-    scopes = search_scopes(node, names, routing)
-    indices = [node.indices[n] for n in sorted(scopes)]
+    indices, scopes = services.reach(index_expr, options, routing)
     return acquire_targets(indices, scopes)
 
 
-def check_limits(node: Node, request: SearchRequest, targets: list[Target]) -> None:
+def check_limits(services: SearchServices, request: SearchRequest, targets: list[Target]) -> None:
     """The aggregations' nesting (before anything walks them recursively: a search worker is
     sent the request pickled), then index-level limits, checked per target index as
     Elasticsearch's shards do."""
     if request.aggs is not None:
         from leafsearch.search.aggregations import MAX_NESTED_DEPTH, check_nested_depth
 
-        check_nested_depth(request.aggs, int(node.cluster_settings.get(MAX_NESTED_DEPTH)))
+        check_nested_depth(request.aggs, int(services.cluster_settings.get(MAX_NESTED_DEPTH)))
     for target in {id(t.index): t for t in targets}.values():
         index = target.index
         _check_fetch_limits(request, index, target.mapping)
@@ -156,15 +148,15 @@ def _phase_error(cause: ElasticError) -> SearchPhaseExecution:
     return SearchPhaseExecution(cause)
 
 
-def _agg_collector(node: Node, request: SearchRequest, targets: list[Target]):
+def _agg_collector(services: SearchServices, request: SearchRequest, targets: list[Target]):
     if request.aggs is None:
         return None, None
     from leafsearch.search.aggregations import MAX_BUCKETS, MAX_NESTED_DEPTH, collect, parse_aggs
 
     limits = {
         "now_millis": int(time.time() * 1000),
-        "max_depth": int(node.cluster_settings.get(MAX_NESTED_DEPTH)),
-        "max_buckets": int(node.cluster_settings.get(MAX_BUCKETS)),
+        "max_depth": int(services.cluster_settings.get(MAX_NESTED_DEPTH)),
+        "max_buckets": int(services.cluster_settings.get(MAX_BUCKETS)),
     }
     trees = {}
     for t in targets:
@@ -180,7 +172,7 @@ def _agg_collector(node: Node, request: SearchRequest, targets: list[Target]):
 
 
 def query_phase(
-    node: Node,
+    services: SearchServices,
     targets: list[Target],
     request: SearchRequest,
     *,
@@ -198,30 +190,30 @@ def query_phase(
     no HitLists (`indices.cache.hitlist.size: 0`): then no walk pays for a list of every match.
     `fetch`: the page's fetch to come (`top_hits.top_hits`)."""
     # Aggregation requests are parsed before the shards run: their errors are not shard failures.
-    with_aggs, tree = _agg_collector(node, request, targets) if aggs else (None, None)
+    with_aggs, tree = _agg_collector(services, request, targets) if aggs else (None, None)
     # Shard actors' snapshots are reached only through the shard interface: every page of
     # theirs is top hits on their contexts (no HitList, no walk of live documents), rescoring,
     # `terminate_after` and deep pages included, each done by the shards as Elasticsearch's do.
     remote = any(t.remote for t in targets)
-    with node.search_stats.phase("query", targets):
+    with services.search_stats.phase("query", targets):
         try:
             if _walks_live_docs(request) and not remote and not any(t.alias_filter for t in targets):
                 hitlist = _live_docs_page(targets, request)
-            elif remote or top_hits.serves(request, walks=not _keeps_hitlists(node)):
+            elif remote or top_hits.serves(request, walks=not _keeps_hitlists(services)):
                 now = int(time.time() * 1000)
                 hitlist = top_hits.top_hits(
-                    node,
+                    services,
                     targets,
                     request,
                     now_millis=now,
                     aggs=with_aggs is not None,
-                    shards=shards or top_hits.shard_handles(node, targets, cancelled),
+                    shards=shards or top_hits.shard_handles(services, targets, cancelled),
                     contexts=contexts,
                     fetch=fetch,
                 )
             else:
-                guard = SearchGuard.for_search(node, request, cancelled)
-                hitlist = node.hitlists.get_or_build(targets, request, with_aggs=with_aggs, guard=guard)
+                guard = SearchGuard.for_search(services, request, cancelled)
+                hitlist = services.hitlists.get_or_build(targets, request, with_aggs=with_aggs, guard=guard)
                 if request.rescore:
                     hitlist = rescore(hitlist, request, int(time.time() * 1000))
         except (SearchPhaseExecution, TaskCancelled):
@@ -233,10 +225,10 @@ def query_phase(
     return hitlist, tree
 
 
-def _keeps_hitlists(node: Node) -> bool:
+def _keeps_hitlists(services: SearchServices) -> bool:
     """Whether the node keeps walks' HitLists (`indices.cache.hitlist.size` above 0): read from the
     setting, which a search worker shares, rather than from its own share of the cache."""
-    return int(node.cluster_settings.get("indices.cache.hitlist.size")) > 0
+    return int(services.cluster_settings.get("indices.cache.hitlist.size")) > 0
 
 
 def _walks_live_docs(request: SearchRequest) -> bool:
@@ -313,7 +305,7 @@ def _total(hitlist: HitList, request: SearchRequest) -> Any:
 
 
 def response(
-    node: Node,
+    services: SearchServices,
     hitlist: HitList,
     request: SearchRequest,
     start: int,
@@ -333,13 +325,13 @@ def response(
     profiles = None
     if request.profile:
         profiles = hitlist.profiles or [ShardProfile() for _ in hitlist.targets]
-    with node.search_stats.phase("fetch", hitlist.targets):
+    with services.search_stats.phase("fetch", hitlist.targets):
         try:
             if ready is not None and profiles is None:
                 hits: Any = ready
             else:
                 hits = fetch_page(
-                    node,
+                    services,
                     hitlist,
                     start,
                     end,
@@ -371,36 +363,36 @@ def response(
     body["timed_out"] = hitlist.timed_out
     if hitlist.terminated_early:
         body["terminated_early"] = True
-    body["_shards"] = shards_header(node, hitlist)
+    body["_shards"] = shards_header(services, hitlist)
     body["hits"] = hits_obj
     if agg_tree is not None:
         from leafsearch.search.aggregations import MAX_BUCKETS, reduce
 
-        limit = int(node.cluster_settings.get(MAX_BUCKETS))
+        limit = int(services.cluster_settings.get(MAX_BUCKETS))
         body["aggregations"] = reduce(agg_tree, hitlist.agg_partials, max_buckets=limit)
         if request.typed_keys:
             body["aggregations"] = _typed_keys(body["aggregations"], agg_tree)
     if profiles is not None:
         body["profile"] = {
             "shards": [
-                profile.render(node.node_id, target.index.name, target.shard_id)
+                profile.render(services.node_id, target.index.name, target.shard_id)
                 for profile, target in zip(profiles, hitlist.targets, strict=True)
             ]
         }
     return body
 
 
-def shards_header(node: Node, hitlist: HitList) -> dict[str, Any]:
+def shards_header(services: SearchServices, hitlist: HitList) -> dict[str, Any]:
     """A response's `_shards`: the shards read, and those that failed alone with why."""
     n, failed = len(hitlist.targets), len(hitlist.failures)
     header: dict[str, Any] = {"total": n, "successful": n - failed, "skipped": 0, "failed": failed}
     if failed:
-        header["failures"] = [f.failure(node.node_id) for f in hitlist.failures]
+        header["failures"] = [f.failure(services.node_id) for f in hitlist.failures]
     return header
 
 
 def fetch_page(
-    node: Node,
+    services: SearchServices,
     hitlist: HitList,
     start: int,
     end: int,
@@ -414,14 +406,14 @@ def fetch_page(
     """The fetch phase of hits [start, end) through `shards` (per target; default this process's),
     at once on the node's shard pool (`profiles`: per target, each shard's fetch time;
     `last_phase`: see `render_hits`)."""
-    shards = shards or top_hits.shard_handles(node, hitlist.targets)
+    shards = shards or top_hits.shard_handles(services, hitlist.targets)
     return render_hits(
         hitlist,
         start,
         end,
         request,
         shards=shards,
-        pool=node.shard_pool,
+        pool=services.shard_pool,
         raw_hits=raw_hits,
         profiles=profiles,
         last_phase=last_phase,

@@ -60,7 +60,7 @@ def run(shard: LocalShard, query: ShardQuery) -> ShardTopDocs:
     if along is None:
         return top
     request = query.request
-    target = shard.target if query.context is None else shard.node.shard_contexts.get(query.context)
+    target = shard.target if query.context is None else shard.pins().get(query.context)
     hits = merge_top_docs([target] * along.targets, request, query.sort, [top])
     hits.columns = [replace(c, field_types=t) for c, t in zip(hits.columns, along.field_types, strict=True)]
     start, end = page_bounds(hits, request)

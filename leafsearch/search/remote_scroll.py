@@ -26,8 +26,8 @@ from leafsearch.search.fetch_phase import last_sort_values
 from leafsearch.search.hitlist import effective_sort
 
 if TYPE_CHECKING:
-    from leafsearch.node.node import Node
     from leafsearch.search.contexts import ReaderContext
+    from leafsearch.search.services import CoordinatorServices
 
 
 def walk_request(request: SearchRequest, cursor: list[Any] | None) -> tuple[SearchRequest, int]:
@@ -44,7 +44,7 @@ def walk_request(request: SearchRequest, cursor: list[Any] | None) -> tuple[Sear
 
 
 def batch(
-    node: Node,
+    services: CoordinatorServices,
     ctx: ReaderContext,
     started: float,
     raw_hits: bool,
@@ -58,7 +58,13 @@ def batch(
     walk, shown = walk_request(request, ctx.cursor)
     fetch = query_and_fetch.along(request, raw_hits, last_phase=False, query=walk, shown=shown)
     hitlist, tree = phases.query_phase(
-        node, ctx.targets, walk, aggs=opening, cancelled=cancelled, contexts=ctx.shard_contexts, fetch=fetch
+        services,
+        ctx.targets,
+        walk,
+        aggs=opening,
+        cancelled=cancelled,
+        contexts=ctx.shard_contexts,
+        fetch=fetch,
     )
     start, _ = phases.page_bounds(hitlist, walk)  # (a segment without a sort order gave it all)
     end = min(len(hitlist), start + request.size)
@@ -67,7 +73,7 @@ def batch(
     if len(hitlist.columns) > shown:  # the tiebreaker is the walk's, not the client's
         hitlist.columns = hitlist.columns[:shown]
     return phases.response(
-        node,
+        services,
         hitlist,
         request,
         start,

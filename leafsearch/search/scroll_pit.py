@@ -16,7 +16,7 @@ from leafsearch.errors import (
     SearchContextMissing,
     SearchPhaseExecution,
 )
-from leafsearch.indices.admin import IndicesOptions
+from leafsearch.request.indices_options import IndicesOptions
 from leafsearch.request.search_types import SearchRequest
 from leafsearch.search import phases, remote_scroll
 from leafsearch.search.contexts import ReaderContext
@@ -24,11 +24,11 @@ from leafsearch.search.execution import PitTask, ScrollTask, dispatch, reads_ahe
 from leafsearch.search.targets import Target, release_targets
 
 if TYPE_CHECKING:
-    from leafsearch.node.node import Node
+    from leafsearch.search.services import CoordinatorServices
 
 
 def search_pit(
-    node: Node,
+    services: CoordinatorServices,
     request: SearchRequest,
     started: float,
     *,
@@ -39,30 +39,30 @@ def search_pit(
     its keep-alive becomes the larger of the old and the requested one, counted from the end of
     this search, as Elasticsearch's ReaderContext does."""
     assert request.pit is not None
-    ctx = _acquire(node, request.pit.id, "pit")
+    ctx = _acquire(services, request.pit.id, "pit")
     keep_alive = None
     try:
         if request.pit.keep_alive:
             try:
-                requested = node.contexts.keep_alive_seconds(request.pit.keep_alive, "keep_alive")
+                requested = services.contexts.keep_alive_seconds(request.pit.keep_alive, "keep_alive")
             except ElasticError as exc:  # checked by each shard in Elasticsearch
                 raise SearchPhaseExecution(exc) from None
             keep_alive = max(ctx.keep_alive, requested)
-        phases.check_limits(node, request, ctx.targets)
+        phases.check_limits(services, request, ctx.targets)
         # The shard contexts are this process's: a search worker reads the same snapshots rebuilt.
-        pins = ctx.shard_contexts if node.search_workers is None else None
+        pins = ctx.shard_contexts if services.workers is None else None
         task = PitTask(
             ctx.targets, request, time.perf_counter() - started, raw_hits, ctx.ctx_id, ctx.public_id, pins
         )
         # The pages of one walk (one slice of it) go where its hit list and read-ahead are.
         slice_id = None if request.slice is None else request.slice.id
-        return dispatch(node, task, cancelled, affinity=(ctx.ctx_id, slice_id))
+        return dispatch(services, task, cancelled, affinity=(ctx.ctx_id, slice_id))
     finally:
-        node.contexts.release(ctx, keep_alive)
+        services.contexts.release(ctx, keep_alive)
 
 
 def open_scroll(
-    node: Node,
+    services: CoordinatorServices,
     targets: list[Target],
     request: SearchRequest,
     started: float,
@@ -76,8 +76,8 @@ def open_scroll(
     failures in Elasticsearch, reported as such with the cause's status.
     """
     try:
-        keep_alive = node.contexts.keep_alive_seconds(request.scroll, "scroll")
-        ctx = node.contexts.open("scroll", targets, keep_alive, in_use=True)
+        keep_alive = services.contexts.keep_alive_seconds(request.scroll, "scroll")
+        ctx = services.contexts.open("scroll", targets, keep_alive, in_use=True)
     except ElasticError as exc:
         release_targets(targets)
         raise SearchPhaseExecution(exc) from None
@@ -85,17 +85,17 @@ def open_scroll(
     try:
         ctx.request = request
         with ctx.lock:
-            body = _batch(node, ctx, started, raw_hits, cancelled, opening=True, read_ahead=False)
+            body = _batch(services, ctx, started, raw_hits, cancelled, opening=True, read_ahead=False)
         return body
     except BaseException:
-        node.contexts.free(ctx, "freed because its first batch failed")
+        services.contexts.free(ctx, "freed because its first batch failed")
         raise
     finally:
-        node.contexts.release(ctx)
+        services.contexts.release(ctx)
 
 
 def _batch(
-    node: Node,
+    services: CoordinatorServices,
     ctx: ReaderContext,
     started: float,
     raw_hits: bool,
@@ -107,7 +107,7 @@ def _batch(
     """The scroll's batch at its position, run as a task (caller holds `ctx.lock`); the context's
     position moves past it. Over shard actors, a batch is a walk on their contexts."""
     if any(t.remote for t in ctx.targets):
-        return remote_scroll.batch(node, ctx, started, raw_hits, cancelled, opening=opening)
+        return remote_scroll.batch(services, ctx, started, raw_hits, cancelled, opening=opening)
     task = ScrollTask(
         ctx.targets,
         ctx.request,
@@ -119,60 +119,62 @@ def _batch(
         opening,
         read_ahead,
     )
-    body, ctx.position = dispatch(node, task, cancelled, affinity=(ctx.ctx_id, None))
+    body, ctx.position = dispatch(services, task, cancelled, affinity=(ctx.ctx_id, None))
     return body
 
 
-def _acquire(node: Node, context_id: str, kind: str) -> ReaderContext:
+def _acquire(services: CoordinatorServices, context_id: str, kind: str) -> ReaderContext:
     """A PIT or scroll context, in use until released; a missing one fails the search phase."""
     try:
-        return node.contexts.acquire(context_id, kind)
+        return services.contexts.acquire(context_id, kind)
     except SearchContextMissing as exc:
         raise SearchPhaseExecution(exc) from None
 
 
-def scroll(node: Node, scroll_id: str, keep_alive: str | None, *, raw_hits: bool = False) -> dict[str, Any]:
+def scroll(
+    services: CoordinatorServices, scroll_id: str, keep_alive: str | None, *, raw_hits: bool = False
+) -> dict[str, Any]:
     """The next batch. `keep_alive` resets the expiry; without it the context is freed (SPEC 3.1).
 
     An exhausted scroll keeps answering empty batches until it is cleared or expires.
     """
     started = time.perf_counter()
-    if node.contexts.decode_id(scroll_id, "scroll") is None:
+    if services.contexts.decode_id(scroll_id, "scroll") is None:
         raise IllegalArgument("Cannot parse scroll id")
-    ctx = _acquire(node, scroll_id, "scroll")
+    ctx = _acquire(services, scroll_id, "scroll")
     seconds = None
     try:
         if keep_alive is not None:
             try:
-                seconds = node.contexts.keep_alive_seconds(keep_alive, "scroll")
+                seconds = services.contexts.keep_alive_seconds(keep_alive, "scroll")
             except ElasticError as exc:
                 # As Elasticsearch: a scroll whose next request is refused this way is freed.
-                node.contexts.free(ctx, "freed after a refused keep-alive")
+                services.contexts.free(ctx, "freed after a refused keep-alive")
                 raise SearchPhaseExecution(exc) from None
         with ctx.lock:
             read_ahead = reads_ahead(raw_hits, keep_alive, ctx.request)
-            body = _batch(node, ctx, started, raw_hits, None, opening=False, read_ahead=read_ahead)
+            body = _batch(services, ctx, started, raw_hits, None, opening=False, read_ahead=read_ahead)
     finally:
-        node.contexts.release(ctx, seconds)
+        services.contexts.release(ctx, seconds)
     if keep_alive is None:
-        node.contexts.free(ctx, "freed by a scroll request without [scroll]")
+        services.contexts.free(ctx, "freed by a scroll request without [scroll]")
     return body
 
 
-def clear_scroll(node: Node, scroll_ids: list[str]) -> dict[str, Any]:
+def clear_scroll(services: CoordinatorServices, scroll_ids: list[str]) -> dict[str, Any]:
     """Free scroll contexts by id (or `_all`). Nothing freed is answered 404 by the REST layer,
     with this same body, as in Elasticsearch; an id that is no scroll id at all is refused."""
     if scroll_ids == ["_all"]:
-        freed = node.contexts.free_all("scroll")
+        freed = services.contexts.free_all("scroll")
     else:
-        if any(node.contexts.decode_id(sid, "scroll") is None for sid in scroll_ids):
+        if any(services.contexts.decode_id(sid, "scroll") is None for sid in scroll_ids):
             raise IllegalArgument("Cannot parse scroll id")
-        freed = sum(1 for sid in scroll_ids if node.contexts.free_id(sid, "scroll"))
+        freed = sum(1 for sid in scroll_ids if services.contexts.free_id(sid, "scroll"))
     return {"succeeded": True, "num_freed": freed}
 
 
 def open_pit(
-    node: Node,
+    services: CoordinatorServices,
     index_expr: str,
     keep_alive: str | None,
     options: IndicesOptions | None = None,
@@ -180,10 +182,10 @@ def open_pit(
 ) -> dict[str, Any]:
     if not keep_alive:
         raise ActionRequestValidation("[keep_alive] is not specified")
-    seconds = node.contexts.keep_alive_seconds(keep_alive, "keep_alive")
-    targets = phases.acquire_index_targets(node, index_expr, options or IndicesOptions(), routing)
+    seconds = services.contexts.keep_alive_seconds(keep_alive, "keep_alive")
+    targets = phases.acquire_index_targets(services, index_expr, options or IndicesOptions(), routing)
     try:
-        ctx = node.contexts.open("pit", targets, seconds)
+        ctx = services.contexts.open("pit", targets, seconds)
     except ElasticError:  # too many open PITs: the snapshots go back at once
         release_targets(targets)
         raise
@@ -191,6 +193,6 @@ def open_pit(
     return {"id": ctx.public_id, "_shards": {"total": n, "successful": n, "skipped": 0, "failed": 0}}
 
 
-def close_pit(node: Node, pit_id: str) -> dict[str, Any]:
-    freed = 1 if node.contexts.free_id(pit_id, "pit") else 0
+def close_pit(services: CoordinatorServices, pit_id: str) -> dict[str, Any]:
+    freed = 1 if services.contexts.free_id(pit_id, "pit") else 0
     return {"succeeded": True, "num_freed": freed}

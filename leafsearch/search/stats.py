@@ -10,12 +10,45 @@ import threading
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import ExitStack, contextmanager
-from typing import TYPE_CHECKING
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from leafsearch.search.targets import Target
 
-from leafsearch.services.slowlog import phase_timed
+class ShardRead(Protocol):
+    """A shard one phase read (a `search.targets.Target`): its stats count the phase too. Named
+    by shape so that shards (`index/shard.py`), which keep a `SearchStats` each, can import this
+    module without the search side."""
+
+    index: Any
+    shard_id: int
+
+
+@dataclass
+class PhaseTimes:
+    """The seconds each phase of one request took (for its slow log, node/slowlog.py)."""
+
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+_request_phases: ContextVar[PhaseTimes | None] = ContextVar("leafsearch_request_phases", default=None)
+
+
+@contextmanager
+def request_phases() -> Iterator[PhaseTimes]:
+    """The phases that end inside the block, in this context, add their seconds to what it yields."""
+    times = PhaseTimes()
+    token = _request_phases.set(times)
+    try:
+        yield times
+    finally:
+        _request_phases.reset(token)
+
+
+def _phase_timed(name: str, seconds: float) -> None:
+    times = _request_phases.get()
+    if times is not None:
+        times.seconds[name] = times.seconds.get(name, 0.0) + seconds
 
 
 class SearchStats:
@@ -37,7 +70,7 @@ class SearchStats:
         }
 
     @contextmanager
-    def phase(self, name: str, targets: Iterable[Target] = ()) -> Iterator[None]:
+    def phase(self, name: str, targets: Iterable[ShardRead] = ()) -> Iterator[None]:
         """Count one query or fetch phase: `<name>_current` while it runs, then total and time;
         the same in the stats of every shard `targets` read."""
         with ExitStack() as stack:
@@ -55,7 +88,7 @@ class SearchStats:
             yield
         finally:
             seconds = time.perf_counter() - started
-            phase_timed(name, seconds)  # the request's slow log (leafsearch/services/slowlog.py)
+            _phase_timed(name, seconds)  # the request's slow log (node/slowlog.py)
             with self._lock:
                 self.counters[f"{name}_current"] -= 1
             self._add(name, seconds)
@@ -65,19 +98,19 @@ class SearchStats:
             self.counters[f"{name}_total"] += 1
             self.counters[f"{name}_time_in_millis"] += int(seconds * 1000)
 
-    def record(self, name: str, seconds: float, targets: Iterable[Target] = ()) -> None:
+    def record(self, name: str, seconds: float, targets: Iterable[ShardRead] = ()) -> None:
         """A phase that ran in a search worker process (search/workers/), counted as `phase`
         counts one that runs here, slow log included."""
-        phase_timed(name, seconds)
+        _phase_timed(name, seconds)
         for stats in (self, *_shard_stats(targets)):
             stats._add(name, seconds)
 
-    def scroll_opened(self, targets: Iterable[Target] = ()) -> None:
+    def scroll_opened(self, targets: Iterable[ShardRead] = ()) -> None:
         for stats in (self, *_shard_stats(targets)):
             with stats._lock:
                 stats.counters["scroll_current"] += 1
 
-    def scroll_closed(self, lifetime_seconds: float, targets: Iterable[Target] = ()) -> None:
+    def scroll_closed(self, lifetime_seconds: float, targets: Iterable[ShardRead] = ()) -> None:
         """Elasticsearch counts a scroll once, when it ends, with its whole lifetime as time."""
         for stats in (self, *_shard_stats(targets)):
             with stats._lock:
@@ -90,7 +123,7 @@ class SearchStats:
             return dict(self.counters)
 
 
-def _shard_stats(targets: Iterable[Target]) -> list[SearchStats]:
+def _shard_stats(targets: Iterable[ShardRead]) -> list[SearchStats]:
     """The search stats of each shard the targets read, once each."""
     seen: dict[int, SearchStats] = {}
     for target in targets:

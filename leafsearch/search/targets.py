@@ -17,7 +17,6 @@ from leafsearch.request.query_dsl import Bool, Query, query_key
 
 if TYPE_CHECKING:
     from leafsearch.index.index import Index
-    from leafsearch.indices.aliases import IndexScope
 
 
 @dataclass(eq=False)
@@ -42,6 +41,15 @@ class Target:
         if self.alias_filter is None:
             return query
         return Bool(must=(query,), filter=(self.alias_filter,))
+
+
+@dataclass(frozen=True, slots=True)
+class IndexScope:
+    """What a search reads of one index: every document, or those of the filters of the aliases
+    it was reached through (any of them); every shard, or those of `routing`."""
+
+    filter: Query | None = None
+    routing: frozenset[str] | None = None
 
 
 def acquire_targets(indices: list[Index], scopes: Mapping[str, IndexScope] | None = None) -> list[Target]:

@@ -76,7 +76,8 @@ from leafsearch.search.targets import Target
 if TYPE_CHECKING:
     from leafsearch.index.searcher import SegmentView
     from leafsearch.index.segment import Segment
-    from leafsearch.node.node import Node
+    from leafsearch.search.services import CoordinatorServices, SearchServices
+    from leafsearch.search.shard_contexts import ShardContexts
 
 #: Pages deeper than this are served from a full, cached HitList (Elasticsearch's default
 #: `index.max_result_window`): past it, the top-k candidates of every segment cost as much.
@@ -102,7 +103,7 @@ def serves(request: SearchRequest, *, walks: bool = False) -> bool:
 
 
 def top_hits(
-    node: Node,
+    services: SearchServices,
     targets: list[Target],
     request: SearchRequest,
     *,
@@ -122,7 +123,7 @@ def top_hits(
     fetched`; query_and_fetch.py)."""
     plan = sort_plan(request, targets)
     pins = list(contexts) if contexts is not None else [None] * len(targets)
-    pool = node.shard_pool
+    pool = services.shard_pool
     stats = None
     failures: list[ShardFailed] = []
     live = list(range(len(targets)))  # the shards that have not failed
@@ -131,7 +132,7 @@ def top_hits(
     if request.dfs and needs_scores(request) and len(targets) > 1:
         asks = [ShardDfs(request, i, now_millis, pins[i]) for i in live]
         answers = each_phase(pool, shards, "dfs", asks, catch=(ShardFailed,))
-        found = _survivors(node, request, answers, failures, len(targets))
+        found = _survivors(services, request, answers, failures, len(targets))
         live = [i for i, answer in zip(live, answers, strict=True) if not isinstance(answer, ShardFailed)]
         stats = DfsStats.total(found)
     n = len(targets)
@@ -141,7 +142,7 @@ def top_hits(
         types = tuple(sort_field_types(spec, targets) for spec in plan.specs)
         queries[0] = replace(queries[0], fetch=replace(fetch, targets=n, field_types=types))
     answers = each_phase(pool, shards, "query", queries, catch=(ShardFailed,))
-    results = _survivors(node, request, answers, failures, len(targets))
+    results = _survivors(services, request, answers, failures, len(targets))
     hits = merge_top_docs(targets, request, plan, results)
     hits.failures = failures
     if len(results) == 1 and results[0].page is not None:
@@ -178,7 +179,7 @@ def _may_match(request: SearchRequest, shard_index: int, shard_count: int) -> bo
 
 
 def _survivors(
-    node: Node, request: SearchRequest, answers: list, failures: list[ShardFailed], shards: int
+    services: SearchServices, request: SearchRequest, answers: list, failures: list[ShardFailed], shards: int
 ) -> list:
     """The answers of the shards that did not fail; the failures go to `failures`. As
     Elasticsearch: every
@@ -189,47 +190,49 @@ def _survivors(
     answered = [a for a in answers if not isinstance(a, ShardFailed)]
     if not failures:
         return answered
-    entries = [f.failure(node.node_id) for f in failures]
+    entries = [f.failure(services.node_id) for f in failures]
     if len(failures) == shards:
         raise SearchPhaseExecution(failures[0].cause, failed_shards=entries)
     allow = request.allow_partial_search_results
     if allow is None:
-        allow = node.cluster_settings.get("search.default_allow_partial_results")
+        allow = services.cluster_settings.get("search.default_allow_partial_results")
     if not allow:
         raise SearchPhaseExecution(failures[0].cause, reason="Partial shards failure", failed_shards=entries)
     return answered
 
 
 def shard_handles(
-    node: Node, targets: list[Target], cancelled: threading.Event | None = None
+    services: SearchServices, targets: list[Target], cancelled: threading.Event | None = None
 ) -> list[ShardSearch]:
     """The shard interface of each target (each reads its target's snapshot unless a message
     names a pinned context): this process's shard, or the client of a shard actor whose
     snapshot lease the target holds (a Ray-backed index, ray_backend/remote.py)."""
-    return [t.searcher.handle(t) if t.remote else LocalShard(node, t, cancelled) for t in targets]  # type: ignore[attr-defined]
+    return [t.searcher.handle(t) if t.remote else LocalShard(services, t, cancelled) for t in targets]  # type: ignore[attr-defined]
 
 
-def open_shard_contexts(node: Node, targets: list[Target]) -> list[ShardContextId]:
+def open_shard_contexts(services: CoordinatorServices, targets: list[Target]) -> list[ShardContextId]:
     """A context on each target's shard, pinning the snapshot a PIT, scroll or by-query walk
     reads. When one shard cannot open (its actor is down), the pins already taken on the others
     are freed before the error goes up: nothing would ever free them, as no keep-alive runs for
     a context that was never handed out."""
     opened: list[ShardContextId] = []
-    handles = shard_handles(node, targets)
+    handles = shard_handles(services, targets)
     try:
         for handle in handles:
             opened.append(handle.open_context())
     except BaseException:
-        free_shard_contexts(node, targets, opened)
+        free_shard_contexts(services, targets, opened)
         raise
     return opened
 
 
-def free_shard_contexts(node: Node, targets: list[Target], contexts: Sequence[ShardContextId]) -> None:
+def free_shard_contexts(
+    services: CoordinatorServices, targets: list[Target], contexts: Sequence[ShardContextId]
+) -> None:
     """Free the shard contexts `open_shard_contexts` took (the first `len(contexts)` targets').
     A shard that cannot answer (a restarted actor holds no context of before) does not stop the
     others' from being freed."""
-    for handle, context in zip(shard_handles(node, targets), contexts, strict=False):
+    for handle, context in zip(shard_handles(services, targets), contexts, strict=False):
         with contextlib.suppress(ElasticError):
             handle.free_context(context)
 
@@ -301,22 +304,29 @@ class LocalShard:
     context reads. `open_context` pins it in the node's `shard_contexts`; a message naming that
     context reads the pinned snapshot."""
 
-    def __init__(self, node: Node, target: Target, cancelled: threading.Event | None) -> None:
-        self.node = node
+    def __init__(self, services: SearchServices, target: Target, cancelled: threading.Event | None) -> None:
+        self.services = services
         self.target = target
         self.cancelled = cancelled
 
+    def pins(self) -> ShardContexts:
+        """The server process's (or a shard actor's) pinned snapshots."""
+        pins = self.services.shard_contexts
+        if pins is None:  # a search worker is given its snapshots with each task
+            raise RuntimeError("shard contexts are pinned in the server process or a shard actor only")
+        return pins
+
     def open_context(self) -> ShardContextId:
-        return self.node.shard_contexts.open(self.target)
+        return self.pins().open(self.target)
 
     def free_context(self, context: ShardContextId) -> bool:
-        return self.node.shard_contexts.free(context)
+        return self.pins().free(context)
 
     def _snapshot(self, context: ShardContextId | None) -> Target:
-        return self.target if context is None else self.node.shard_contexts.get(context)
+        return self.target if context is None else self.pins().get(context)
 
     def dfs(self, request: ShardDfs) -> DfsStats:
-        guard = SearchGuard.for_search(self.node, request.request, self.cancelled)
+        guard = SearchGuard.for_search(self.services, request.request, self.cancelled)
         try:
             return shard_statistics(
                 self._snapshot(request.context), request.request, request.now_millis, guard
@@ -328,7 +338,7 @@ class LocalShard:
         return fetch_shard(self._snapshot(fetch.context), fetch)
 
     def query(self, query: ShardQuery) -> ShardTopDocs:
-        guard = SearchGuard.for_search(self.node, query.request, self.cancelled)
+        guard = SearchGuard.for_search(self.services, query.request, self.cancelled)
         try:
             return self._query(query, guard)
         finally:
@@ -347,7 +357,7 @@ class LocalShard:
         partials: list = []
         collect = None
         if query.aggs:
-            tree = shard_aggs(self.node, request, target, query.now_millis)
+            tree = shard_aggs(self.services, request, target, query.now_millis)
             collect = lambda _t, view, docs, ctx: partials.append(collect_aggs(tree, view, docs, ctx))  # noqa: E731
         total = 0
         max_score: float | None = None
@@ -355,7 +365,9 @@ class LocalShard:
         bound = _Bound(k) if by_fields and plan.uniform and plan.resolved[0][0] in _COMPARABLE else None
         after: list[Any] | None = None
         orders = (
-            shard_orders(self.node.sort_orders, target, plan) if by_fields and plan.uniform and k else None
+            shard_orders(self.services.sort_orders, target, plan)
+            if by_fields and plan.uniform and k
+            else None
         )
         early = (
             _Competitive(orders or {}, None if k == 0 else bound, request.track_total_hits)
@@ -608,15 +620,15 @@ class _Selected:
         return self.docs[:cut], None if self.scores is None else self.scores[:cut]
 
 
-def shard_aggs(node: Node, request: SearchRequest, target: Target, now_millis: int) -> Any:
+def shard_aggs(services: SearchServices, request: SearchRequest, target: Target, now_millis: int) -> Any:
     """The request's aggregations parsed for one shard's mapping, with the node's limits."""
     return parse_aggs(
         request.aggs,
         target.mapping,
         index=target.index.name,
         now_millis=now_millis,
-        max_depth=int(node.cluster_settings.get(MAX_NESTED_DEPTH)),
-        max_buckets=int(node.cluster_settings.get(MAX_BUCKETS)),
+        max_depth=int(services.cluster_settings.get(MAX_NESTED_DEPTH)),
+        max_buckets=int(services.cluster_settings.get(MAX_BUCKETS)),
     )
 
 

@@ -9,18 +9,30 @@ the requests whose items each name indices (`_msearch`) share it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from leafsearch.security.subject import Subject
 
-if TYPE_CHECKING:
-    from leafsearch.node.node import Node
+
+class NameResolver(Protocol):
+    """The index and alias names of an expression, aliases kept (the node's `resolve_names`)."""
+
+    def __call__(
+        self,
+        expr: str | None,
+        *,
+        ignore_unavailable: bool,
+        allow_no_indices: bool,
+        expand_wildcards: str,
+        forbid_closed: bool,
+    ) -> list[str]: ...
+
 
 NO_INDICES = "*,-*"
 
 
 def narrow_expression(
-    node: Node,
+    resolve_names: NameResolver,
     subject: Subject,
     action: str,
     expression: str | None,
@@ -36,7 +48,7 @@ def narrow_expression(
         raise subject.index_refusal(action, refused)
     # Names, not concrete indices: an alias the caller may use stands for its indices even where
     # the caller may not name them, as Elasticsearch authorizes an alias by its own name.
-    matched = node.resolve_names(
+    matched = resolve_names(
         expression,
         ignore_unavailable=True,
         allow_no_indices=True,

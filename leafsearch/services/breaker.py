@@ -18,8 +18,8 @@ import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from leafsearch.common.settings import human_size
 from leafsearch.errors import CircuitBreaking
-from leafsearch.rest.cat import human_size
 from leafsearch.services.memory import anonymous_rss
 
 if TYPE_CHECKING:

@@ -19,13 +19,10 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from leafsearch.errors import ElasticError, IllegalArgument, ResourceNotFound
 from leafsearch.security.subject import current
-
-if TYPE_CHECKING:
-    from leafsearch.node.node import Node
 
 _log = logging.getLogger("leafsearch.services.tasks")
 
@@ -117,8 +114,12 @@ def _visible(owner: str | None) -> bool:
 class TaskManager:
     """The node's running tasks and its finished results (bounded, in memory)."""
 
-    def __init__(self, node: Node) -> None:
-        self._node = node
+    def __init__(self, node_id: str, clock: Callable[[], float], node_header: dict[str, Any]) -> None:
+        """`clock`: the node's monotonic seconds (finished results expire on it); `node_header`:
+        the node's identity as `GET /_tasks?group_by=nodes` shows it (node/stats.py)."""
+        self._node_id = node_id
+        self._clock = clock
+        self._node_header = node_header
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         self._running: dict[int, Task] = {}
@@ -132,7 +133,7 @@ class TaskManager:
         parent: Task | None = None,
         status: Callable[[], dict[str, Any]] | None = None,
     ) -> Task:
-        task = Task(self._node.node_id, next(self._ids), action, description, status, parent)
+        task = Task(self._node_id, next(self._ids), action, description, status, parent)
         subject = current()
         task.owner = subject.owner_key if subject is not None else None
         with self._lock:
@@ -194,7 +195,7 @@ class TaskManager:
             task.done.wait(max(0.0, deadline - time.monotonic()))
 
     def _store(self, task: Task, response: dict[str, Any] | None, error: dict[str, Any] | None) -> None:
-        now = self._node.clock()
+        now = self._clock()
         with self._lock:
             self._results[task.id] = _Result(task.info(), response, error, now + RESULT_TTL, task.owner)
             self._expire(now)
@@ -217,7 +218,7 @@ class TaskManager:
         """A running task by id, or Elasticsearch's 404 for an id that is not running."""
         node_id, number = self._parse_id(task_id)
         with self._lock:
-            task = self._running.get(number) if node_id == self._node.node_id else None
+            task = self._running.get(number) if node_id == self._node_id else None
         if task is None or not _visible(task.owner):
             raise ResourceNotFound(f"task [{task_id}] is not found")
         return task
@@ -226,7 +227,7 @@ class TaskManager:
         """`GET /_tasks/<id>`: a running task's info, or a finished one's stored result.
         `wait` blocks until the task ends (at most `timeout` seconds, default 30)."""
         node_id, number = self._parse_id(task_id)
-        if node_id != self._node.node_id:
+        if node_id != self._node_id:
             raise ResourceNotFound(
                 f"task [{task_id}] belongs to the node [{node_id}] which isn't part of the cluster and there "
                 "is no record of the task"
@@ -247,7 +248,7 @@ class TaskManager:
         if task is not None:
             return {"completed": False, "task": task.info()}
         with self._lock:
-            self._expire(self._node.clock())
+            self._expire(self._clock())
             result = self._results.get(number)
         if result is None or not _visible(result.owner):
             raise ResourceNotFound(f"task [{task_id}] isn't running and hasn't stored its results")
@@ -294,12 +295,10 @@ class TaskManager:
             raise IllegalArgument(f"unknown group_by [{group_by}]: expected [nodes], [parents] or [none]")
         if not tasks:
             return {"nodes": {}}
-        from leafsearch.node.stats import _node_header
-
         return {
             "nodes": {
-                self._node.node_id: {
-                    **_node_header(self._node),
+                self._node_id: {
+                    **self._node_header,
                     "tasks": {t.task_id: t.info(detailed=detailed) for t in tasks},
                 }
             }

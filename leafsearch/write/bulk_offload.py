@@ -37,8 +37,8 @@ from leafsearch.write.bulk_request import BulkOp, parse_bulk
 if TYPE_CHECKING:
     from leafsearch.index.index import Index
     from leafsearch.index.mapping import Mapping
-    from leafsearch.node.node import Node
     from leafsearch.search.workers.mirror import Mirror
+    from leafsearch.write.services import WriteServices
 
 #: The cluster setting below which a body is parsed in the server process: the round trips to
 #: a worker would cost more than they save (default 64kb, about 300 log lines). An index's
@@ -137,7 +137,7 @@ class Prepared:
 
 
 def prepare(
-    node: Node,
+    services: WriteServices,
     body: bytes,
     default_index: str | None,
     default_routing: str | None,
@@ -152,11 +152,11 @@ def prepare(
     this process (a worker's round trips and the results' unpickling only add to its time); one
     that would wait for the slot parses in a worker meanwhile, on the other core, if a core has
     had time to spare lately (`indices.bulk.worker_parse_min_idle_cpu`)."""
-    pool = node.search_workers
-    if pool is None or not node.indexing.locked():
+    pool = services.search.workers
+    if pool is None or not services.indexing.locked():
         return None
-    min_size = node.cluster_settings.get(MIN_SIZE_SETTING)
-    if len(body) < min_size or not _spare_cpu(node):
+    min_size = services.cluster_settings.get(MIN_SIZE_SETTING)
+    if len(body) < min_size or not _spare_cpu(services):
         return None
     try:
         packed = pool.run_job(SplitJob(body, default_index, default_routing, default_source))
@@ -164,7 +164,7 @@ def prepare(
         return None
     ops = list(map(BulkOp, *packed))
     batches: dict[str, PreparedBatch] = {}
-    for index, positions in _documents_by_index(node, ops, require_alias):
+    for index, positions in _documents_by_index(services, ops, require_alias):
         sources: list[bytes] = [ops[pos].source for pos in positions]  # type: ignore[misc]
         if sum(map(len, sources)) < min_size // 2:
             continue
@@ -180,16 +180,18 @@ def prepare(
     return Prepared(ops, batches)
 
 
-def _spare_cpu(node: Node) -> bool:
+def _spare_cpu(services: WriteServices) -> bool:
     """Whether the machine had the idle CPU the setting asks for (unknown: yes)."""
-    wanted = node.cluster_settings.get(MIN_IDLE_SETTING) / 100
+    wanted = services.cluster_settings.get(MIN_IDLE_SETTING) / 100
     if wanted <= 0:
         return True
-    idle = node.idle_cpu.idle_cores()
+    idle = services.idle_cpu.idle_cores()
     return idle is None or idle >= wanted
 
 
-def _documents_by_index(node: Node, ops: list[BulkOp], require_alias: bool) -> list[tuple[Index, list[int]]]:
+def _documents_by_index(
+    services: WriteServices, ops: list[BulkOp], require_alias: bool
+) -> list[tuple[Index, list[int]]]:
     """The positions of the index/create operations per existing open index they name (through
     aliases), as the indexing slot will most likely find them; what it finds otherwise (an alias
     moved, an index created meanwhile) is parsed there."""
@@ -201,10 +203,10 @@ def _documents_by_index(node: Node, ops: list[BulkOp], require_alias: bool) -> l
         key = (op.index, bool(op.meta.get("require_alias", require_alias)))
         if key not in found:
             try:
-                name, _ = write_target(node, op.index, op.routing, require_alias=key[1])
+                name, _ = write_target(services.aliases.current, op.index, op.routing, require_alias=key[1])
             except ElasticError:
                 name = None
-            index = node.indices.get(name) if name is not None else None
+            index = services.indices.get(name) if name is not None else None
             found[key] = index if index is not None and not index.closed else None
         index = found[key]
         if index is not None:

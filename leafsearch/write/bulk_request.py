@@ -15,7 +15,7 @@ import orjson
 
 from leafsearch.errors import ActionRequestValidation, ElasticError, IllegalArgument
 from leafsearch.index.versioning import ExternalVersion, parse_versioning
-from leafsearch.indices.date_math_names import resolve_expression
+from leafsearch.request.date_math_names import resolve_expression
 from leafsearch.request.search_request import parse_fetch_source
 from leafsearch.request.search_types import SourceFilter
 from leafsearch.write.bulk_metadata import typed_metadata

@@ -34,12 +34,12 @@ from leafsearch.request.search_types import SliceSpec
 from leafsearch.search import phases, top_hits
 from leafsearch.search.shard_api import ShardContextId
 from leafsearch.search.targets import Target, release_targets
-from leafsearch.write import by_query_source
+from leafsearch.write import by_query_source, documents
 from leafsearch.write.by_query_request import DELETE, REINDEX, BulkByQuery
 
 if TYPE_CHECKING:
-    from leafsearch.node.node import Node
     from leafsearch.services.tasks import Task
+    from leafsearch.write.services import WriteServices
 
 
 @dataclass
@@ -147,19 +147,19 @@ def _merged(slices: list[Progress], *, created: bool, updated: bool) -> dict[str
     return body
 
 
-def start(node: Node, request: BulkByQuery) -> Operation:
+def start(services: WriteServices, request: BulkByQuery) -> Operation:
     """Register the operation's task (running from now on, visible in `GET /_tasks`)."""
     operation = Operation(request, None, [Progress(None, request.requests_per_second)])  # type: ignore[arg-type]
-    operation.task = node.tasks.register(request.action, request.description(), status=operation.status)
+    operation.task = services.tasks.register(request.action, request.description(), status=operation.status)
     operation.task.rethrottle = operation.rethrottle
     return operation
 
 
-def run(node: Node, operation: Operation) -> dict[str, Any]:
+def run(services: WriteServices, operation: Operation) -> dict[str, Any]:
     """Run the operation to its end (or its cancellation) and answer its response body."""
     started = time.perf_counter()
     request = operation.request
-    targets = phases.resolve_targets(node, request.search)
+    targets = phases.resolve_targets(services.search, request.search)
     contexts = None
     try:
         if request.dest is not None:
@@ -169,11 +169,11 @@ def run(node: Node, operation: Operation) -> dict[str, Any]:
             raise ActionRequestValidation("[max_docs] should be >= [slices]")
         rate = request.requests_per_second / slices
         if by_query_source.walks(targets):
-            contexts = top_hits.open_shard_contexts(node, targets)
+            contexts = top_hits.open_shard_contexts(services.search, targets)
         if slices == 1:
             operation.slices = [Progress(None, rate)]
             _run_slice(
-                node,
+                services,
                 operation,
                 targets,
                 contexts,
@@ -184,13 +184,13 @@ def run(node: Node, operation: Operation) -> dict[str, Any]:
             )
         else:
             operation.slices = [Progress(i, rate) for i in range(slices)]
-            _run_slices(node, operation, targets, contexts, slices)
+            _run_slices(services, operation, targets, contexts, slices)
     finally:
         if contexts is not None:
-            top_hits.free_shard_contexts(node, targets, contexts)
+            top_hits.free_shard_contexts(services.search, targets, contexts)
         release_targets(targets)
     if request.refresh:
-        _refresh(node, request, targets)
+        _refresh(services, request, targets)
     created = request.kind == REINDEX
     updated = request.kind != DELETE
     # The walk is a scroll's, which has no timeout (`search_timeout` is accepted, as a scroll's is)
@@ -223,7 +223,7 @@ def _check_dest(targets: list[Target], request: BulkByQuery) -> None:
 
 
 def _run_slices(
-    node: Node,
+    services: WriteServices,
     operation: Operation,
     targets: list[Target],
     contexts: list[ShardContextId] | None,
@@ -232,7 +232,7 @@ def _run_slices(
     """Each slice on its own thread, as a child task of the operation's task."""
     request = operation.request
     children = [
-        node.tasks.register(request.action, request.description(), parent=operation.task, status=p.status)
+        services.tasks.register(request.action, request.description(), parent=operation.task, status=p.status)
         for p in operation.slices
     ]
     with ThreadPoolExecutor(slices, thread_name_prefix="leafsearch-slice") as pool:
@@ -243,10 +243,10 @@ def _run_slices(
                 limit = request.max_docs // slices + (1 if i < request.max_docs % slices else 0)
             futures.append(
                 pool.submit(
-                    node.tasks.run,
+                    services.tasks.run,
                     child,
                     lambda p=progress, c=child, s=SliceSpec(i, slices), n=limit: _slice_result(
-                        node, operation, targets, contexts, p, s, n, c
+                        services, operation, targets, contexts, p, s, n, c
                     ),
                     store=False,
                 )
@@ -256,7 +256,7 @@ def _run_slices(
 
 
 def _slice_result(
-    node: Node,
+    services: WriteServices,
     operation: Operation,
     targets: list[Target],
     contexts: list[ShardContextId] | None,
@@ -265,12 +265,12 @@ def _slice_result(
     limit: int | None,
     task: Task,
 ) -> dict[str, Any]:
-    _run_slice(node, operation, targets, contexts, progress, spec, limit, task)
+    _run_slice(services, operation, targets, contexts, progress, spec, limit, task)
     return progress.status()
 
 
 def _run_slice(
-    node: Node,
+    services: WriteServices,
     operation: Operation,
     targets: list[Target],
     contexts: list[ShardContextId] | None,
@@ -285,7 +285,7 @@ def _run_slice(
     failure, or when the task is cancelled."""
     request = operation.request
     search = replace(request.search, slice=spec, size=request.batch_size)
-    source = by_query_source.batches(node, targets, contexts, search, task.cancelled)
+    source = by_query_source.batches(services, targets, contexts, search, task.cancelled)
     progress.total = source.total if limit is None else min(source.total, limit)
     while not source.exhausted and not task.cancelled.is_set():
         wanted = request.batch_size if limit is None else min(request.batch_size, limit - progress.successful)
@@ -299,7 +299,7 @@ def _run_slice(
         if not page:
             break
         progress.batches += 1
-        if _write_batch(node, request, page, progress):
+        if _write_batch(services, request, page, progress):
             break
         if not source.exhausted:
             _throttle(progress, task, batch_started, len(page))
@@ -323,7 +323,9 @@ def _throttle(progress: Progress, task: Task, batch_started: float, batch_docs: 
         progress.throttled_until = 0.0
 
 
-def _write_batch(node: Node, request: BulkByQuery, page: list[dict[str, Any]], progress: Progress) -> bool:
+def _write_batch(
+    services: WriteServices, request: BulkByQuery, page: list[dict[str, Any]], progress: Progress
+) -> bool:
     """One bulk request for the batch; counts its items. True when the operation must stop."""
     if not page:
         return False
@@ -334,7 +336,9 @@ def _write_batch(node: Node, request: BulkByQuery, page: list[dict[str, Any]], p
         lines.append(dumps(action))
         if source is not None:
             lines.append(source)
-    result = node.bulk(b"\n".join(lines) + b"\n", wait_for_active_shards=request.wait_for_active_shards)
+    result = documents.bulk(
+        services, b"\n".join(lines) + b"\n", wait_for_active_shards=request.wait_for_active_shards
+    )
     stop = False
     for item in result["items"]:
         ((kind, outcome),) = item.items()
@@ -391,11 +395,11 @@ def _bulk_action(request: BulkByQuery, hit: dict[str, Any]) -> tuple[dict[str, A
     return {kind: meta}, source
 
 
-def _refresh(node: Node, request: BulkByQuery, targets: list[Target]) -> None:
+def _refresh(services: WriteServices, request: BulkByQuery, targets: list[Target]) -> None:
     """`refresh=true`: every index written is refreshed once the operation ends."""
     if request.kind == REINDEX:
         assert request.dest is not None
-        index = node.indices.get(request.dest.index)
+        index = services.indices.get(request.dest.index)
         indices = [index] if index is not None else []
     else:
         indices = list({id(t.index): t.index for t in targets}.values())
@@ -403,11 +407,13 @@ def _refresh(node: Node, request: BulkByQuery, targets: list[Target]) -> None:
         index.refresh()
 
 
-def execute(node: Node, request: BulkByQuery, *, wait_for_completion: bool = True) -> dict[str, Any]:
+def execute(
+    services: WriteServices, request: BulkByQuery, *, wait_for_completion: bool = True
+) -> dict[str, Any]:
     """Run a parsed by-query operation as a task: to its end (its response body), or in the
     background (`{"task": "<node>:<n>"}`, its result kept for `GET /_tasks/<id>`)."""
-    operation = start(node, request)
+    operation = start(services, request)
     if not wait_for_completion:
-        node.tasks.start(operation.task, lambda: run(node, operation))
+        services.tasks.start(operation.task, lambda: run(services, operation))
         return {"task": operation.task.task_id}
-    return node.tasks.run(operation.task, lambda: run(node, operation), store=False)
+    return services.tasks.run(operation.task, lambda: run(services, operation), store=False)

@@ -14,10 +14,10 @@ from typing import Any
 
 from leafsearch.common.settings import active_shard_count
 from leafsearch.errors import ActionRequestValidation, IllegalArgument, XContentParseError
+from leafsearch.request.params import parse_bool
 from leafsearch.request.search_request import parse_search_request
 from leafsearch.request.search_types import SearchRequest, SortSpec, SourceFilter
 from leafsearch.request.timevalue import parse_time_value
-from leafsearch.rest.exchange import parse_bool
 
 DELETE = "delete"
 UPDATE = "update"

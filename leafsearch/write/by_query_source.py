@@ -30,8 +30,8 @@ from leafsearch.search.fetch_phase import last_sort_values
 from leafsearch.search.shard_api import ShardContextId
 
 if TYPE_CHECKING:
-    from leafsearch.node.node import Node
     from leafsearch.search.targets import Target
+    from leafsearch.write.services import WriteServices
 
 
 class Batches(Protocol):
@@ -55,7 +55,7 @@ def walks(targets: list[Target]) -> bool:
 
 
 def batches(
-    node: Node,
+    services: WriteServices,
     targets: list[Target],
     contexts: list[ShardContextId] | None,
     search: SearchRequest,
@@ -63,18 +63,24 @@ def batches(
 ) -> Batches:
     """The batches of one slice (`search.slice`, `search.size` the batch size): a walk on
     `contexts` when given, else ranges of one HitList."""
-    phases.check_limits(node, search, targets)
+    phases.check_limits(services.search, search, targets)
     if contexts is not None:
-        return WalkBatches(node, targets, contexts, search, cancelled)
-    return HitListBatches(node, targets, search, cancelled)
+        return WalkBatches(services, targets, contexts, search, cancelled)
+    return HitListBatches(services, targets, search, cancelled)
 
 
 class HitListBatches:
     """Ranges of one HitList of every match (see the module's docstring)."""
 
-    def __init__(self, node: Node, targets: list[Target], search: SearchRequest, cancelled: threading.Event):
-        self.node = node
-        self.hits, _ = phases.query_phase(node, targets, search, aggs=False, cancelled=cancelled)
+    def __init__(
+        self,
+        services: WriteServices,
+        targets: list[Target],
+        search: SearchRequest,
+        cancelled: threading.Event,
+    ):
+        self.services = services
+        self.hits, _ = phases.query_phase(services.search, targets, search, aggs=False, cancelled=cancelled)
         self.total = len(self.hits)
         self.failures: list[dict[str, Any]] = []
         self.fetch = replace(search, sort=[])  # the batches need no sort values
@@ -83,7 +89,7 @@ class HitListBatches:
 
     def next(self, wanted: int) -> list[dict[str, Any]]:
         end = min(self.position + wanted, self.total)
-        page = phases.fetch_page(self.node, self.hits, self.position, end, self.fetch)
+        page = phases.fetch_page(self.services.search, self.hits, self.position, end, self.fetch)
         self.position = end
         self.exhausted = end >= self.total
         return page
@@ -95,13 +101,13 @@ class WalkBatches:
 
     def __init__(
         self,
-        node: Node,
+        services: WriteServices,
         targets: list[Target],
         contexts: list[ShardContextId],
         search: SearchRequest,
         cancelled: threading.Event,
     ) -> None:
-        self.node = node
+        self.services = services
         self.targets = targets
         self.contexts = contexts
         self.cancelled = cancelled
@@ -118,10 +124,15 @@ class WalkBatches:
         """The page of `size` hits after the cursor: (hit list, where the page starts in it, size)."""
         walk = replace(self.walk, size=size)
         hitlist, _ = phases.query_phase(
-            self.node, self.targets, walk, aggs=False, cancelled=self.cancelled, contexts=self.contexts
+            self.services.search,
+            self.targets,
+            walk,
+            aggs=False,
+            cancelled=self.cancelled,
+            contexts=self.contexts,
         )
         if hitlist.failures:
-            self.failures = [_search_failure(self.node, f) for f in hitlist.failures]
+            self.failures = [_search_failure(self.services, f) for f in hitlist.failures]
         start, _ = phases.page_bounds(hitlist, walk)
         return hitlist, start, size
 
@@ -141,12 +152,12 @@ class WalkBatches:
             self.exhausted = True
             return []
         self.walk = replace(self.walk, search_after=last_sort_values(hitlist, end))
-        return phases.fetch_page(self.node, hitlist, start, end, self.fetch)
+        return phases.fetch_page(self.services.search, hitlist, start, end, self.fetch)
 
 
-def _search_failure(node: Node, failed: Any) -> dict[str, Any]:
+def _search_failure(services: WriteServices, failed: Any) -> dict[str, Any]:
     """Elasticsearch's SearchFailure of a by-query operation (ScrollableHitSource.SearchFailure)."""
-    entry = failed.failure(node.node_id)
+    entry = failed.failure(services.search.node_id)
     return {
         "index": entry["index"],
         "shard": entry["shard"],

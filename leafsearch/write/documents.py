@@ -1,6 +1,6 @@
 """Document writes and realtime reads: index, create, get, delete, update, bulk.
 
-These are Node methods (bound in node.py). Every write is parsed against the mapping before it is
+The Node binds these to its `WriteServices` (node.py). Every write is parsed against the mapping before it is
 logged, so a value that does not fit its field changes nothing; the translog is fsynced before
 the response is returned, so an acknowledged write survives `kill -9`.
 """
@@ -51,7 +51,7 @@ from leafsearch.write.bulk_request import BulkOp, parse_bulk
 
 if TYPE_CHECKING:
     from leafsearch.index.index import Index
-    from leafsearch.node.node import Node
+    from leafsearch.write.services import WriteServices
 
 MAX_ID_BYTES = 512
 
@@ -61,15 +61,13 @@ def generate_id() -> str:
     return base64.urlsafe_b64encode(os.urandom(15)).decode()
 
 
-def _write_index(node: Node, name: str) -> Index:
+def _write_index(services: WriteServices, name: str) -> Index:
     """The target of a write, created with default settings when missing (auto-create)."""
-    index = node.indices.get(name)
+    index = services.indices.get(name)
     if index is not None:
         index.check_open()
         return index
-    from leafsearch.indices.admin import auto_create_index
-
-    return auto_create_index(node, name)
+    return services.auto_create(name)
 
 
 def _shards_header(index: Index) -> dict[str, int]:
@@ -143,7 +141,7 @@ def _outcome_response(
 
 
 def _after_write(
-    node: Node, index: Index, shard: Shard, point: SyncPoint, refresh: str | None, response: dict
+    services: WriteServices, index: Index, shard: Shard, point: SyncPoint, refresh: str | None, response: dict
 ) -> None:
     """Make the write durable (an fsync shared with concurrent requests), then honour `?refresh`."""
     shard.sync(point)
@@ -192,7 +190,7 @@ def _check_refresh(refresh: str | None) -> None:
 
 
 def index_doc(
-    node: Node,
+    services: WriteServices,
     index_name: str,
     doc_id: str | None,
     source: bytes,
@@ -223,8 +221,10 @@ def index_doc(
         if op_type == "index":
             op_type = "create"
     _check_id(doc_id)
-    index_name, routing = write_target(node, index_name, routing, require_alias=require_alias)
-    index = _write_index(node, index_name)
+    index_name, routing = write_target(
+        services.aliases.current, index_name, routing, require_alias=require_alias
+    )
+    index = _write_index(services, index_name)
     _check_active_shards(index, wait_for_active_shards)
     _check_routing_required(index, routing, doc_id)
     shard = index.shard_of(doc_id, routing)
@@ -246,7 +246,7 @@ def index_doc(
             parsed=parsed,
             external=external,
         )
-    _after_write(node, index, shard, point, refresh, response)
+    _after_write(services, index, shard, point, refresh, response)
     return response
 
 
@@ -264,9 +264,9 @@ def _check_routing_required(index: Index, routing: str | None, doc_id: str) -> N
         )
 
 
-def _read_index(node: Node, index_name: str) -> Index:
+def _read_index(services: WriteServices, index_name: str) -> Index:
     """The index a single-document read names; an alias must stand for one index."""
-    index = node.indices.get(single_index(node, index_name))
+    index = services.indices.get(single_index(services.aliases.current, index_name))
     if index is None:
         raise IndexNotFound(index_name)
     index.check_open()
@@ -274,7 +274,7 @@ def _read_index(node: Node, index_name: str) -> Index:
 
 
 def get_doc(
-    node: Node,
+    services: WriteServices,
     index_name: str,
     doc_id: str,
     *,
@@ -285,7 +285,7 @@ def get_doc(
 ) -> dict[str, Any] | None:
     """The current document (realtime: unrefreshed writes included), None when absent; with
     `version`, a document of another version is a conflict (409), as Elasticsearch's get."""
-    index = _read_index(node, index_name)
+    index = _read_index(services, index_name)
     _check_routing_required(index, routing, doc_id)
     shard = index.shard_of(doc_id, routing)
     if index.remote is not None:
@@ -332,11 +332,11 @@ def read_doc(shard: Shard, doc_id: str, *, realtime: bool, refresh: bool) -> tup
         return state, shard.get_source(state)
 
 
-def stored_fields(node: Node, index_name: str, source: Any, names: list[str]) -> dict[str, list]:
+def stored_fields(services: WriteServices, index_name: str, source: Any, names: list[str]) -> dict[str, list]:
     """The values a get shows under `fields` for `stored_fields`: those of the named fields
     mapped with `store: true` (read from the document's source, which holds what was stored),
     printed as the field type prints them."""
-    mapping = _read_index(node, index_name).mapping
+    mapping = _read_index(services, index_name).mapping
     specs = [
         {"field": path}
         for name in names
@@ -369,7 +369,7 @@ def _get_from_searcher(shard: Shard, doc_id: str) -> tuple[DocState | None, byte
 
 
 def delete_doc(
-    node: Node,
+    services: WriteServices,
     index_name: str,
     doc_id: str,
     *,
@@ -384,9 +384,9 @@ def delete_doc(
     """Delete by id; `result: not_found` (the REST layer answers 404) when absent. `version`
     with `version_type` external(_gte): see versioning.py."""
     _check_refresh(refresh)
-    index_name, routing = write_target(node, index_name, routing, require_alias=False)
+    index_name, routing = write_target(services.aliases.current, index_name, routing, require_alias=False)
     external = parse_versioning(version, version_type, if_seq_no)
-    index = _read_index(node, index_name)
+    index = _read_index(services, index_name)
     _check_active_shards(index, wait_for_active_shards)
     _check_routing_required(index, routing, doc_id)
     shard = index.shard_of(doc_id, routing)
@@ -395,7 +395,7 @@ def delete_doc(
         return _remote_write(index, shard.shard_id, op, refresh)
     with shard.writing() as point:
         response = _apply_delete(index, shard, doc_id, if_seq_no, if_primary_term, external)
-    _after_write(node, index, shard, point, refresh, response)
+    _after_write(services, index, shard, point, refresh, response)
     return response
 
 
@@ -482,7 +482,7 @@ def _encode(source: Any) -> bytes:
 
 
 def update_doc(
-    node: Node,
+    services: WriteServices,
     index_name: str,
     doc_id: str,
     body: dict,
@@ -501,8 +501,10 @@ def update_doc(
     `retry_on_conflict` says how many times to read again.
     `source_filter`: the URL's `_source` options (the body's `_source` wins)."""
     _check_refresh(refresh)
-    index_name, routing = write_target(node, index_name, routing, require_alias=require_alias)
-    index = _write_index(node, index_name)
+    index_name, routing = write_target(
+        services.aliases.current, index_name, routing, require_alias=require_alias
+    )
+    index = _write_index(services, index_name)
     _check_active_shards(index, wait_for_active_shards)
     _check_routing_required(index, routing, doc_id)
     shard = index.shard_of(doc_id, routing)
@@ -523,7 +525,7 @@ def update_doc(
         response = _apply_update(
             index, shard, doc_id, body, routing, if_seq_no, if_primary_term, source_filter
         )
-    _after_write(node, index, shard, point, refresh, response)
+    _after_write(services, index, shard, point, refresh, response)
     return response
 
 
@@ -691,7 +693,7 @@ def _item_error(op: BulkOp, doc_id: str | None, exc: ElasticError) -> dict[str, 
 
 
 def bulk(
-    node: Node,
+    services: WriteServices,
     body: bytes,
     *,
     index: str | None = None,
@@ -715,10 +717,10 @@ def bulk(
     one's parsing, and requests waiting together share fsyncs."""
     started = time.perf_counter()
     _check_refresh(refresh)
-    prepared = prepare(node, body, index, routing, source_filter, require_alias)
-    with node.indexing:
+    prepared = prepare(services, body, index, routing, source_filter, require_alias)
+    with services.indexing:
         ops, results, touched, answers = _apply_bulk(
-            node,
+            services,
             body,
             index,
             routing,
@@ -750,7 +752,7 @@ def bulk(
 
 
 def _apply_bulk(
-    node: Node,
+    services: WriteServices,
     body: bytes,
     index: str | None,
     routing: str | None,
@@ -777,7 +779,10 @@ def _apply_bulk(
                 if refusals[op.index] is not None:
                     raise refusals[op.index]  # type: ignore[misc]
             concrete, op.routing = write_target(
-                node, op.index, op.routing, require_alias=op.meta.get("require_alias", require_alias)
+                services.aliases.current,
+                op.index,
+                op.routing,
+                require_alias=op.meta.get("require_alias", require_alias),
             )
         except ElasticError as exc:
             results[pos] = {op.kind: _item_error(op, op.meta.get("_id"), exc)}
@@ -785,7 +790,7 @@ def _apply_bulk(
         by_index.setdefault(concrete, []).append((pos, op))
     for index_name, entries in by_index.items():
         try:
-            target = _bulk_target(node, index_name, entries)
+            target = _bulk_target(services, index_name, entries)
             _check_active_shards(target, wait_for_active_shards)
         except ElasticError as exc:
             for pos, op in entries:
@@ -808,12 +813,12 @@ def _refusal(authorize: Callable[[str], None], name: str) -> ElasticError | None
     return None
 
 
-def _bulk_target(node: Node, name: str, entries: list[tuple[int, BulkOp]]) -> Index:
+def _bulk_target(services: WriteServices, name: str, entries: list[tuple[int, BulkOp]]) -> Index:
     """The index of a bulk request's operations on `name`. As in Elasticsearch, deletes alone never
     create a missing index: each of them fails with `index_not_found_exception`."""
     if all(op.kind == "delete" for _, op in entries):
-        return _read_index(node, name)
-    return _write_index(node, name)
+        return _read_index(services, name)
+    return _write_index(services, name)
 
 
 #: (position in the request, operation, id, whether the id was generated)

@@ -143,12 +143,14 @@ def test_an_order_mapped_from_its_file_equals_the_order_computed(
         for a, b in zip(mapped, built, strict=True):
             _same(a, b)
         # The page served from mapped orders is the full sort's.
-        monkeypatch.setattr(node, "sort_orders", reader)
+        monkeypatch.setattr(node.search_services, "sort_orders", reader)
         full = build_hitlist(
             targets, request, now_millis=0, with_aggs=None, guard=SearchGuard(time.monotonic, None)
         )
-        shards = top_hits.shard_handles(node, targets)
-        top = top_hits.top_hits(node, targets, request, now_millis=0, aggs=False, shards=shards)
+        shards = top_hits.shard_handles(node.search_services, targets)
+        top = top_hits.top_hits(
+            node.search_services, targets, request, now_millis=0, aggs=False, shards=shards
+        )
         assert _page(top, request) == _page(full, request), body
         assert reader.stats()["built"] == 0
     finally:
@@ -380,11 +382,11 @@ def test_search_workers_build_an_order_once_and_map_it_after(
         assert sum(s["built"] for s in stats) == 2  # each large segment once, in one worker
         assert sum(s["files_mapped"] for s in stats) == 2  # ... mapped by the other
         assert all(s["mapped_count"] == 2 for s in stats)
-        pool, node.search_workers = node.search_workers, None
+        pool, node.search_services.workers = node.search_services.workers, None
         try:
             here = search(node, "t", body)
         finally:
-            node.search_workers = pool
+            node.search_services.workers = pool
         for answer in answers:
             assert answer["hits"] == here["hits"]
 
@@ -423,11 +425,11 @@ def test_search_workers_build_an_order_once_and_map_it_after(
             pass
         node.indices["t"].refresh()
         via_workers = search(node, "t", body)
-        node.search_workers = None
+        node.search_services.workers = None
         try:
             here = search(node, "t", body)
         finally:
-            node.search_workers = pool
+            node.search_services.workers = pool
         assert via_workers["hits"] == here["hits"]
         assert via_workers["hits"]["total"]["value"] == 25_000 - 500
 

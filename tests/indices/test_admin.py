@@ -9,6 +9,7 @@ import pytest
 from leafsearch.common.rawjson import RawJSON
 from leafsearch.common.settings import (
     ClusterSettings,
+    human_size,
     index_setting,
     nest,
     parse_byte_size,
@@ -17,7 +18,6 @@ from leafsearch.common.settings import (
 from leafsearch.errors import ElasticError, IllegalArgument, IndexNotFound, InvalidIndexName, MediaTypeHeader
 from leafsearch.indices.admin import resolve_index_expression, validate_index_name
 from leafsearch.request.timevalue import parse_time_value
-from leafsearch.rest.cat import human_size
 from leafsearch.rest.media import NotAcceptable, negotiate
 from leafsearch.rest.render import filter_path, to_json
 from leafsearch.rest.unrecognized import unrecognized

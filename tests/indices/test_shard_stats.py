@@ -7,8 +7,8 @@ import threading
 from pathlib import Path
 
 from leafsearch import Node
-from leafsearch.indices.admin import IndicesOptions
 from leafsearch.indices.stats import METRICS, indices_stats
+from leafsearch.request.indices_options import IndicesOptions
 
 
 def _total(node: Node, name: str) -> dict:

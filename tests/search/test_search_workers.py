@@ -78,11 +78,11 @@ def test_searches_in_workers_answer_what_the_server_process_computes(node: Node)
     }
     via_workers = search(node, "t", body)
     assert node.search_stats.snapshot()["query_total"] >= 1  # counted where the client asked
-    pool, node.search_workers = node.search_workers, None
+    pool, node.search_services.workers = node.search_services.workers, None
     try:
         here = search(node, "t", body)
     finally:
-        node.search_workers = pool
+        node.search_services.workers = pool
     assert [h["_id"] for h in via_workers["hits"]["hits"]] == [str(n) for n in range(2889, 2864, -1)]
     for response in (via_workers, here):
         response.pop("took")
@@ -131,12 +131,12 @@ def test_errors_cross_from_a_worker_with_their_type_and_status(node: Node) -> No
     body = {"query": {"range": {"n": {"gte": "not a number"}}}}
     with pytest.raises(SearchPhaseExecution) as in_worker:
         search(node, "t", body)
-    pool, node.search_workers = node.search_workers, None
+    pool, node.search_services.workers = node.search_services.workers, None
     try:
         with pytest.raises(SearchPhaseExecution) as here:
             search(node, "t", body)
     finally:
-        node.search_workers = pool
+        node.search_services.workers = pool
     assert in_worker.value.status == 400
     error = in_worker.value.body()["error"]
     assert error["root_cause"][0]["type"] == "query_shard_exception"

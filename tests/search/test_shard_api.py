@@ -80,7 +80,7 @@ def test_shards_queried_through_pickled_requests_merge_to_the_full_sort_page(nod
         results = []
         for i, target in enumerate(targets):
             shard_query = pickle.loads(pickle.dumps(ShardQuery(request, i, now, plan, aggs=False)))
-            result = top_hits.LocalShard(node, target, None).query(shard_query)
+            result = top_hits.LocalShard(node.search_services, target, None).query(shard_query)
             results.append(pickle.loads(pickle.dumps(result)))
         merged = top_hits.merge_top_docs(targets, request, plan, results)
         assert _page(merged, request) == _page(full, request), body
@@ -131,14 +131,23 @@ def _search_body(rng: random.Random) -> dict:
 def _response(node, index: str, body: dict, params: dict, shards_of=None) -> bytes:
     """The REST body of a search (without `took`), its shards local or wrapped by `shards_of`."""
     request = parse_search_request(body, params, indices=index)
-    targets = phases.resolve_targets(node, request)
+    targets = phases.resolve_targets(node.search_services, request)
     try:
-        phases.check_limits(node, request, targets)
+        phases.check_limits(node.search_services, request, targets)
         shards = None if shards_of is None else shards_of(targets)
-        hits, tree = phases.query_phase(node, targets, request, aggs=True, shards=shards)
+        hits, tree = phases.query_phase(node.search_services, targets, request, aggs=True, shards=shards)
         start, end = page_bounds(hits, request)
         response = phases.response(
-            node, hits, request, start, end, 0.0, agg_tree=tree, extra={}, raw_hits=True, shards=shards
+            node.search_services,
+            hits,
+            request,
+            start,
+            end,
+            0.0,
+            agg_tree=tree,
+            extra={},
+            raw_hits=True,
+            shards=shards,
         )
     finally:
         release_targets(targets)
@@ -147,7 +156,9 @@ def _response(node, index: str, body: dict, params: dict, shards_of=None) -> byt
 
 
 def _pickled(node):
-    return lambda targets: [PickledShard(shard) for shard in top_hits.shard_handles(node, targets)]
+    return lambda targets: [
+        PickledShard(shard) for shard in top_hits.shard_handles(node.search_services, targets)
+    ]
 
 
 @pytest.mark.parametrize("seed", range(80))
@@ -166,13 +177,17 @@ def test_a_page_of_several_shards_fetches_each_shard_once_at_once(node) -> None:
     request = parse_search_request({"sort": [{"k": "asc"}, "_doc"], "size": 60}, {}, indices="ints,floats")
     targets = acquire_targets([node.indices["floats"], node.indices["ints"]])
     try:
-        shards = [PickledShard(shard) for shard in top_hits.shard_handles(node, targets)]
-        hits, _ = phases.query_phase(node, targets, request, aggs=False, shards=shards)
-        page = phases.fetch_page(node, hits, 0, len(hits), request, raw_hits=True, shards=shards)
+        shards = [PickledShard(shard) for shard in top_hits.shard_handles(node.search_services, targets)]
+        hits, _ = phases.query_phase(node.search_services, targets, request, aggs=False, shards=shards)
+        page = phases.fetch_page(
+            node.search_services, hits, 0, len(hits), request, raw_hits=True, shards=shards
+        )
         assert [shard.calls for shard in shards] == [{"query": 1, "fetch": 1}] * len(shards)
         ids = [hit["_id"] for hit in orjson.loads(page.data)]
         assert len(ids) == 60
-        assert ids == [hit["_id"] for hit in phases.fetch_page(node, hits, 0, len(hits), request)]
+        assert ids == [
+            hit["_id"] for hit in phases.fetch_page(node.search_services, hits, 0, len(hits), request)
+        ]
     finally:
         release_targets(targets)
 
@@ -185,7 +200,7 @@ def test_dfs_statistics_are_data_summed_by_the_coordinator(node) -> None:
     )
     targets = acquire_targets([node.indices["floats"], node.indices["ints"]])
     try:
-        shards = [PickledShard(shard) for shard in top_hits.shard_handles(node, targets)]
+        shards = [PickledShard(shard) for shard in top_hits.shard_handles(node.search_services, targets)]
         parts = [shard.dfs(ShardDfs(request, i, 0)) for i, shard in enumerate(shards)]
         total = DfsStats.total(parts)
         holding = sum(t.searcher.doc_freq("t", "red") for t in targets)
@@ -199,9 +214,11 @@ def _shard_served(node, request, targets):
     """The request's query phase through pickled shard messages, as a search of shard actors
     runs it (top_hits.top_hits: rescoring, `terminate_after`, cursors and deep pages done by
     each shard)."""
-    shards = [PickledShard(shard) for shard in top_hits.shard_handles(node, targets)]
+    shards = [PickledShard(shard) for shard in top_hits.shard_handles(node.search_services, targets)]
     now = int(time.time() * 1000)
-    return top_hits.top_hits(node, targets, request, now_millis=now, aggs=False, shards=shards)
+    return top_hits.top_hits(
+        node.search_services, targets, request, now_millis=now, aggs=False, shards=shards
+    )
 
 
 def _every_match(node, request, targets):
@@ -262,7 +279,7 @@ def test_options_served_by_the_shards_equal_the_hitlist_page(node, seed: int) ->
     index = rng.choice(["ints", "floats", "ints,floats"])
     params = {"search_type": "dfs_query_then_fetch"} if rng.random() < 0.3 else {}
     request = parse_search_request(body, params, indices=index)
-    targets = phases.resolve_targets(node, request)
+    targets = phases.resolve_targets(node.search_services, request)
     try:
         local = _every_match(node, request, targets)
         assert _answer(_shard_served(node, request, targets), request) == _answer(local, request), body

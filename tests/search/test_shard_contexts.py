@@ -17,6 +17,7 @@ from pickled_shard import PickledShard
 
 import leafsearch
 from leafsearch.indices import admin
+from leafsearch.request.indices_options import IndicesOptions
 from leafsearch.request.search_request import parse_search_request
 from leafsearch.search import phases, top_hits
 from leafsearch.search.workers.pool import LONE_WALKS_IN_SERVER
@@ -46,13 +47,15 @@ def _interface_page(node, pit_id: str, body: dict) -> list[dict]:
     request = parse_search_request({**body, "pit": {"id": pit_id}}, {})
     ctx = node.contexts.acquire(pit_id, "pit")
     try:
-        shards = [PickledShard(shard) for shard in top_hits.shard_handles(node, ctx.targets)]
+        shards = [PickledShard(shard) for shard in top_hits.shard_handles(node.search_services, ctx.targets)]
         hits, _ = phases.query_phase(
-            node, ctx.targets, request, aggs=False, shards=shards, contexts=ctx.shard_contexts
+            node.search_services, ctx.targets, request, aggs=False, shards=shards, contexts=ctx.shard_contexts
         )
         assert hits.contexts == ctx.shard_contexts
         start, end = phases.page_bounds(hits, request)
-        page = phases.fetch_page(node, hits, start, end, request, raw_hits=True, shards=shards)
+        page = phases.fetch_page(
+            node.search_services, hits, start, end, request, raw_hits=True, shards=shards
+        )
         assert all(shard.calls.get("query") == 1 for shard in shards)
         return orjson.loads(page.data) if end > start else []
     finally:
@@ -190,9 +193,9 @@ def test_a_freed_shard_context_is_missing_and_frees_once(tmp_path) -> None:
     with leafsearch.Node(tmp_path / "node", background=False) as node:
         _create(node)
         _write(node, rng, 0, 20)
-        targets = phases.acquire_index_targets(node, "logs", admin.IndicesOptions(), None)
+        targets = phases.acquire_index_targets(node.search_services, "logs", IndicesOptions(), None)
         try:
-            shard = PickledShard(top_hits.shard_handles(node, targets)[0])
+            shard = PickledShard(top_hits.shard_handles(node.search_services, targets)[0])
             context = shard.open_context()
             assert shard.free_context(context) is True
             assert shard.free_context(context) is False
@@ -217,15 +220,15 @@ def test_scroll_batches_fetched_through_pickled_shards_equal_the_in_process_ones
         _write(node, rng, 0, 90)
         _write(node, rng, 90, 40)
         request = parse_search_request({"size": 17, "sort": sort}, {"scroll": "1m"}, indices="logs")
-        targets = phases.resolve_targets(node, request)
-        shards = [PickledShard(shard) for shard in top_hits.shard_handles(node, targets)]
+        targets = phases.resolve_targets(node.search_services, request)
+        shards = [PickledShard(shard) for shard in top_hits.shard_handles(node.search_services, targets)]
         contexts = [shard.open_context() for shard in shards]
         for target in targets:  # the pins hold the snapshots now
             target.searcher.release()
         if walks_docs(request):
             matches = LiveDocs(targets, None)
         else:
-            matches, _ = phases.query_phase(node, targets, request, aggs=False, shards=shards)
+            matches, _ = phases.query_phase(node.search_services, targets, request, aggs=False, shards=shards)
         ids: list[str] = []
         position, first = 0, 130
         while True:
@@ -233,8 +236,10 @@ def test_scroll_batches_fetched_through_pickled_shards_equal_the_in_process_ones
             first += 3
             page, start, end, position = batch_at(matches, request, targets, position)
             page.contexts = list(contexts)
-            remote = phases.fetch_page(node, page, start, end, request, raw_hits=True, shards=shards)
-            local = phases.fetch_page(node, page, start, end, request, raw_hits=True)
+            remote = phases.fetch_page(
+                node.search_services, page, start, end, request, raw_hits=True, shards=shards
+            )
+            local = phases.fetch_page(node.search_services, page, start, end, request, raw_hits=True)
             if end <= start:
                 break
             assert remote.data == local.data

@@ -112,7 +112,9 @@ def test_one_page_equals_the_page_of_the_full_sort(node, seed: int, monkeypatch:
         "track_scores": rng.random() < 0.3,
     }
     # And without orders (a cache too small to hold one).
-    monkeypatch.setattr(node, "sort_orders", SegmentOrders(64 * 1024 * 1024 if seed % 5 else 0))
+    monkeypatch.setattr(
+        node.search_services, "sort_orders", SegmentOrders(64 * 1024 * 1024 if seed % 5 else 0)
+    )
     targets = acquire_targets([node.indices["docs"]])
     try:
         now = int(time.time() * 1000)
@@ -131,7 +133,12 @@ def test_one_page_equals_the_page_of_the_full_sort(node, seed: int, monkeypatch:
         request = parse_search_request(body, {})
         assert top_hits.serves(request)
         top = top_hits.top_hits(
-            node, targets, request, now_millis=now, aggs=False, shards=top_hits.shard_handles(node, targets)
+            node.search_services,
+            targets,
+            request,
+            now_millis=now,
+            aggs=False,
+            shards=top_hits.shard_handles(node.search_services, targets),
         )
         assert page(top, request) == page(full, full_request), body
         assert top.total == full.total
@@ -163,7 +170,12 @@ def test_deep_pages_bound_every_segments_candidates(node, seed: int) -> None:
             targets, request, now_millis=0, with_aggs=None, guard=SearchGuard(time.monotonic, None)
         )
         top = top_hits.top_hits(
-            node, targets, request, now_millis=0, aggs=False, shards=top_hits.shard_handles(node, targets)
+            node.search_services,
+            targets,
+            request,
+            now_millis=0,
+            aggs=False,
+            shards=top_hits.shard_handles(node.search_services, targets),
         )
         assert page(top, request) == page(full, request), body
         assert top.total == full.total
@@ -174,13 +186,18 @@ def test_deep_pages_bound_every_segments_candidates(node, seed: int) -> None:
 def test_segment_orders_are_reused_and_bounded(node, monkeypatch: pytest.MonkeyPatch) -> None:
     """The second query with the same sort builds nothing; a small cache evicts; stats count."""
     orders = SegmentOrders(64 * 1024 * 1024)
-    monkeypatch.setattr(node, "sort_orders", orders)
+    monkeypatch.setattr(node.search_services, "sort_orders", orders)
     request = parse_search_request({"sort": [{"n": "desc"}], "size": 3}, {})
     targets = acquire_targets([node.indices["docs"]])
     try:
         for _ in range(2):
             top_hits.top_hits(
-                node, targets, request, now_millis=0, aggs=False, shards=top_hits.shard_handles(node, targets)
+                node.search_services,
+                targets,
+                request,
+                now_millis=0,
+                aggs=False,
+                shards=top_hits.shard_handles(node.search_services, targets),
             )
         segments = sum(len(t.searcher.views) for t in targets)
         assert orders.stats()["count"] == segments

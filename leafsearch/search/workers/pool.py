@@ -55,7 +55,7 @@ from leafsearch.search.workers.mirror import IndexState, TargetRef, snapshot_sta
 
 if TYPE_CHECKING:
     from leafsearch.index.index import Index
-    from leafsearch.node.node import Node
+    from leafsearch.search.services import CoordinatorServices
 
 log = logging.getLogger("leafsearch.search_workers")
 
@@ -275,8 +275,8 @@ class _Worker:
 class WorkerPool:
     """`count` search worker processes; see the module docstring."""
 
-    def __init__(self, node: Node, count: int) -> None:
-        self._node = node
+    def __init__(self, services: CoordinatorServices, count: int) -> None:
+        self._services = services
         self.count = count
         self._slots: list[_Worker | None] = [None] * count
         self._here = count  # the slot number of walks run in this process (see `_choose`)
@@ -294,7 +294,7 @@ class WorkerPool:
         self._ready = threading.Condition(self._lock)
         Searcher.close_listeners.append(self._snapshot_closed)
         Segment.deleted_listeners.append(self._files_deleted)
-        node.cluster_settings.listeners.append(self._settings_changed)
+        services.cluster_settings.listeners.append(self._settings_changed)
         for slot in range(count):
             self._start_in_background(slot)
 
@@ -306,9 +306,9 @@ class WorkerPool:
         ).start()
 
     def _start(self, slot: int) -> None:
-        settings = self._node.cluster_settings
+        settings = self._services.cluster_settings
         config = process.WorkerConfig(
-            self._node.node_id,
+            self._services.node_id,
             self.count,
             THREADS_PER_WORKER,
             dict(settings.persistent),
@@ -379,7 +379,7 @@ class WorkerPool:
         """Run a task in a worker (here when none is ready) and return its result."""
         if affinity is None and self._take_here():
             try:
-                return execution.run(self._node, task, cancelled)
+                return execution.run(self._services, task, cancelled)
             finally:
                 with self._lock:
                     self._here_busy -= 1
@@ -390,12 +390,12 @@ class WorkerPool:
                 raise _WorkerGone
             call = worker.submit(call_id, task)
         except _WorkerGone:
-            return execution.run(self._node, task, cancelled)
+            return execution.run(self._services, task, cancelled)
         self._wait(worker, call_id, call, cancelled)
         assert call.reply is not None
         kind, payload, phases = call.reply
         for name, seconds in phases:
-            self._node.search_stats.record(name, seconds, task.targets)
+            self._services.search_stats.record(name, seconds, task.targets)
         if kind == "lost":
             raise payload
         result = pickle.loads(payload)
@@ -449,7 +449,7 @@ class WorkerPool:
         process) cost it 2 ms at the median over HTTP (W6 at 1M documents, 1 client: p50 4.48 ms
         in a worker against 2.52 here); requests that arrive meanwhile go to the workers, so a
         slow one here delays only their HTTP handling, which shares this interpreter."""
-        if not self._node.cluster_settings.get(LONE_REQUESTS_IN_SERVER):
+        if not self._services.cluster_settings.get(LONE_REQUESTS_IN_SERVER):
             return False
         with self._lock:
             if self._here_busy or self._walk_counts[self._here]:
@@ -464,7 +464,7 @@ class WorkerPool:
 
     def _choose(self, affinity: Any) -> _Worker | None:
         """The worker to run a task, or None to run it in this process."""
-        lone_walks_here = self._node.cluster_settings.get(LONE_WALKS_IN_SERVER)
+        lone_walks_here = self._services.cluster_settings.get(LONE_WALKS_IN_SERVER)
         with self._lock:
             ready = [w for w in self._slots if w is not None and w.alive]
             if not ready:
@@ -538,7 +538,7 @@ class WorkerPool:
             worker.post(("deleted", str(folder)))
 
     def _settings_changed(self) -> None:
-        settings = self._node.cluster_settings
+        settings = self._services.cluster_settings
         with self._lock:
             workers = [w for w in self._slots if w is not None]
         for worker in workers:

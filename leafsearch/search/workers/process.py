@@ -9,9 +9,9 @@ which the running search checks (guard.py). The reply carries the response body,
 (ElasticErrors cross intact; anything else with the worker's traceback), and the phases the task
 timed, which the server process counts in its statistics and slow log.
 
-`WorkerNode` stands in for the Node: the search code reads only the node's settings, caches,
-breakers, counters and pools, and each worker has its own, bounded by the node's settings
-divided between the workers. When the connection closes (the server process ended, or closed
+`WorkerState` holds the worker's `SearchServices` (search/services.py): its own settings, caches,
+breakers, counters and pools, the caches bounded by the node's settings divided between the
+workers. When the connection closes (the server process ended, or closed
 the pool) the worker exits.
 """
 
@@ -44,6 +44,7 @@ from leafsearch.search import execution
 from leafsearch.search.hitlist import HitListCache
 from leafsearch.search.read_ahead import ReadAhead
 from leafsearch.search.segment_orders import SegmentOrders
+from leafsearch.search.services import SearchServices
 from leafsearch.search.sort_keys import GlobalOrdinals
 from leafsearch.search.stats import SearchStats
 from leafsearch.search.workers.mirror import IndexState, Mirror
@@ -96,39 +97,44 @@ class WorkerContexts:
         self.read_ahead.forget(ctx_id)
 
 
-class WorkerNode:
-    """The Node as the search code in a worker sees it."""
-
-    search_workers = None  # tasks run here
+class WorkerState:
+    """What a worker process holds: the search services its tasks run with (its caches bounded by
+    its share of the node's settings) and the mirror of the server's snapshots."""
 
     def __init__(self, config: WorkerConfig) -> None:
-        self.node_id = config.node_id
-        self.clock = time.monotonic
         self.workers = config.workers
-        self.cluster_settings = ClusterSettings(None)
-        self.cluster_settings.persistent = dict(config.persistent)
-        self.cluster_settings.transient = dict(config.transient)
-        self.breakers = Breakers(self.cluster_settings)
-        self.source_blocks = BlockCache(self._share("indices.cache.source_blocks.size"))
-        self.global_ordinals = GlobalOrdinals(self._share("indices.fielddata.cache.size"))
-        self.hitlists = HitListCache(self._share("indices.cache.hitlist.size"), self.global_ordinals)
-        self.sort_orders = SegmentOrders(self._share("indices.cache.sort_orders.size"))
-        self.search_stats = _PhaseRecorder()
-        self.shard_pool = ThreadPoolExecutor((os.cpu_count() or 1) + 1, thread_name_prefix="leafsearch-shard")
+        settings = ClusterSettings(None)
+        settings.persistent = dict(config.persistent)
+        settings.transient = dict(config.transient)
+        self.source_blocks = BlockCache(self._share(settings, "indices.cache.source_blocks.size"))
+        self.global_ordinals = GlobalOrdinals(self._share(settings, "indices.fielddata.cache.size"))
         self.contexts = WorkerContexts()
+        self.services = SearchServices(
+            node_id=config.node_id,
+            clock=time.monotonic,
+            cluster_settings=settings,
+            breakers=Breakers(settings),
+            search_stats=_PhaseRecorder(),
+            hitlists=HitListCache(self._share(settings, "indices.cache.hitlist.size"), self.global_ordinals),
+            sort_orders=SegmentOrders(self._share(settings, "indices.cache.sort_orders.size")),
+            shard_pool=ThreadPoolExecutor((os.cpu_count() or 1) + 1, thread_name_prefix="leafsearch-shard"),
+            contexts=self.contexts,
+        )
         self.mirror = Mirror(self.source_blocks)
 
-    def _share(self, key: str) -> int:
-        return max(1, int(self.cluster_settings.get(key)) // self.workers)
+    def _share(self, settings: ClusterSettings, key: str) -> int:
+        return max(1, int(settings.get(key)) // self.workers)
 
     def apply_settings(self, persistent: dict[str, Any], transient: dict[str, Any]) -> None:
-        self.cluster_settings.persistent = dict(persistent)
-        self.cluster_settings.transient = dict(transient)
-        self.hitlists.resize(self._share("indices.cache.hitlist.size"))
-        self.sort_orders.resize(self._share("indices.cache.sort_orders.size"))
-        self.global_ordinals.resize(self._share("indices.fielddata.cache.size"))
-        self.source_blocks.resize(self._share("indices.cache.source_blocks.size"))
-        self.contexts.read_ahead.max_pages = self.cluster_settings.get("search.read_ahead.max_pages")
+        services = self.services
+        settings = services.cluster_settings
+        settings.persistent = dict(persistent)
+        settings.transient = dict(transient)
+        services.hitlists.resize(self._share(settings, "indices.cache.hitlist.size"))
+        services.sort_orders.resize(self._share(settings, "indices.cache.sort_orders.size"))
+        self.global_ordinals.resize(self._share(settings, "indices.fielddata.cache.size"))
+        self.source_blocks.resize(self._share(settings, "indices.cache.source_blocks.size"))
+        self.contexts.read_ahead.max_pages = settings.get("search.read_ahead.max_pages")
 
 
 def main(conn: Connection, config: WorkerConfig) -> None:
@@ -137,7 +143,7 @@ def main(conn: Connection, config: WorkerConfig) -> None:
     `config.threads + 1` threads take turns reading the connection: the one that reads a task
     runs it at once while the next one reads (no hand-off on a request's way), so a cancel or
     a second task is read while a task runs."""
-    node = WorkerNode(config)
+    state = WorkerState(config)
     read_lock = threading.Lock()
     send_lock = threading.Lock()
     running: dict[int, threading.Event] = {}
@@ -170,12 +176,12 @@ def main(conn: Connection, config: WorkerConfig) -> None:
             cancelled = threading.Event()
             try:
                 for update in updates:
-                    _apply(node, update)
+                    _apply(state, update)
                 if kind == "task":
-                    task = replace(task, targets=node.mirror.targets(task.targets))
-                    work = partial(execution.run, node, task, cancelled)
+                    task = replace(task, targets=state.mirror.targets(task.targets))
+                    work = partial(execution.run, state.services, task, cancelled)
                 else:
-                    work = task.bind(node.mirror)
+                    work = task.bind(state.mirror)
             except Exception as exc:  # noqa: BLE001 - the task fails, the reader goes on
                 reply(("error", call_id, _pickled_error(exc), []))
                 return None
@@ -186,15 +192,15 @@ def main(conn: Connection, config: WorkerConfig) -> None:
             if event is not None:
                 event.set()
         elif kind == "release":
-            node.mirror.release(message[1])
+            state.mirror.release(message[1])
         elif kind == "deleted":
-            node.mirror.files_deleted(message[1])
+            state.mirror.files_deleted(message[1])
         elif kind == "forget":
-            node.contexts.forget(message[1])
+            state.contexts.forget(message[1])
         elif kind == "stats":
-            reply(("stats", message[1], _stats(node, len(running))))
+            reply(("stats", message[1], _stats(state, len(running))))
         elif kind == "settings":
-            node.apply_settings(message[1], message[2])
+            state.apply_settings(message[1], message[2])
         elif kind == "stop":
             raise _Stop
         return None
@@ -231,11 +237,11 @@ class _Stop(Exception):
     """The server process closes the pool."""
 
 
-def _apply(node: WorkerNode, update: Any) -> None:
+def _apply(state: WorkerState, update: Any) -> None:
     if isinstance(update, IndexState):
-        node.mirror.apply_index(update)
+        state.mirror.apply_index(update)
     else:
-        node.mirror.add_snapshot(update)
+        state.mirror.add_snapshot(update)
 
 
 def _pickled_error(exc: BaseException) -> bytes:
@@ -251,15 +257,15 @@ def _pickled_error(exc: BaseException) -> bytes:
     return pickle.dumps(RuntimeError(f"{type(exc).__name__}: {exc}\nin the search worker:\n{where}"))
 
 
-def _stats(node: WorkerNode, running: int) -> dict[str, Any]:
+def _stats(state: WorkerState, running: int) -> dict[str, Any]:
     """What a worker holds, for `_nodes/stats` (a leak shows here)."""
     return {
-        "snapshots": len(node.mirror.snapshots),
-        "open_segments": node.mirror.open_segments(),
-        "segments_opened": node.mirror.segments_opened,
-        "scroll_walks": len(node.contexts.scroll_matches),
-        "pages_read_ahead": node.contexts.read_ahead.held(),
+        "snapshots": len(state.mirror.snapshots),
+        "open_segments": state.mirror.open_segments(),
+        "segments_opened": state.mirror.segments_opened,
+        "scroll_walks": len(state.contexts.scroll_matches),
+        "pages_read_ahead": state.contexts.read_ahead.held(),
         "tasks_running": running,
-        "breakers": node.breakers.counts(),
-        "sort_orders": node.sort_orders.stats(),
+        "breakers": state.services.breakers.counts(),
+        "sort_orders": state.services.sort_orders.stats(),
     }

@@ -20,14 +20,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
-from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from leafsearch.errors import ElasticError
+from leafsearch.search.stats import request_phases
 
 if TYPE_CHECKING:
     from leafsearch.node.node import Node
@@ -46,22 +46,6 @@ for _logger in ALL_LOGGERS:
 
 
 @dataclass
-class _PhaseTimes:
-    seconds: dict[str, float] = field(default_factory=dict)
-
-
-_current: ContextVar[_PhaseTimes | None] = ContextVar("leafsearch_slowlog_phases", default=None)
-
-
-def phase_timed(name: str, seconds: float) -> None:
-    """Called by `SearchStats.phase` when a query or fetch phase ends: kept for the request's slow
-    log if one is being timed in this context."""
-    times = _current.get()
-    if times is not None:
-        times.seconds[name] = times.seconds.get(name, 0.0) + seconds
-
-
-@dataclass
 class SearchOutcome:
     """Filled in by the caller of `timed_search`: the response (for `total_hits`)."""
 
@@ -73,13 +57,9 @@ def timed_search(
     node: Node, index_expr: str | None, body: dict[str, Any] | None, opaque_id: str | None
 ) -> Iterator[SearchOutcome]:
     """Times the phases of the search run inside the block and logs those over their thresholds."""
-    times = _PhaseTimes()
-    token = _current.set(times)
     outcome = SearchOutcome()
-    try:
+    with request_phases() as times:
         yield outcome
-    finally:
-        _current.reset(token)
     if times.seconds:
         _log_search(node, index_expr, body, opaque_id, times.seconds, outcome.response)
 

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from leafsearch.errors import ElasticError
-from leafsearch.indices.date_math_names import resolve_expression, resolve_name
+from leafsearch.request.date_math_names import resolve_expression, resolve_name
 from tests.conftest import error_of
 
 # 2024-03-01T22:30:00Z

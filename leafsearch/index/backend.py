@@ -1,0 +1,51 @@
+"""What an index needs of a cluster that holds its shards elsewhere (the Ray backend,
+`ray_backend/`): to place a new index's shards and to reach them. The engine names only these
+protocols, so `index/` does not depend on the backend that implements them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from leafsearch.errors import ElasticError
+    from leafsearch.index.index import Index
+    from leafsearch.index.shard_listing import ShardListing, ShardMissing
+    from leafsearch.index.shard_write import DocRead, ShardWrite, ShardWriteOutcome
+
+
+class RemoteShards(Protocol):
+    """The shards of one index, held by the cluster (`ray_backend/remote.py` `RemoteIndex`)."""
+
+    #: One handle per shard, in shard order, used where a local `Shard` would be.
+    shards: list[Any]
+
+    def describe(self, shard_id: int) -> str: ...
+
+    def write(self, writes: list[ShardWrite]) -> list[ShardWriteOutcome | ElasticError]: ...
+
+    def send(self, writes: list[ShardWrite]) -> Callable[[], list[ShardWriteOutcome | ElasticError]]: ...
+
+    def get(self, shard_id: int, doc_id: str, realtime: bool) -> DocRead | None: ...
+
+    def inactive_shards(self) -> list[int]: ...
+
+    def listings(self) -> list[ShardListing | ShardMissing]: ...
+
+    def refresh(self) -> None: ...
+
+    def close(self) -> None: ...
+
+    def destroy(self) -> None: ...
+
+
+class ShardBackend(Protocol):
+    """A cluster that holds indices' shards (`ray_backend/cluster.py` `RayBackend`)."""
+
+    def place(self, index_uuid: str, num_shards: int) -> list[dict[str, str]]:
+        """Where each shard of a new index lives."""
+        ...
+
+    def attach(self, index: Index, placement: list[dict[str, str]]) -> RemoteShards:
+        """The shards of an index, found where `placement` put them or started from their folders."""
+        ...
