@@ -26,6 +26,10 @@ def _module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+def _ours(module: str | None) -> bool:
+    return module is not None and (module == "leafsearch" or module.startswith("leafsearch."))
+
+
 def _import_graph() -> dict[str, set[str]]:
     """Each leafsearch module and the leafsearch modules it imports (a `from package import name`
     of a submodule counts as that submodule)."""
@@ -42,11 +46,10 @@ def _import_graph() -> dict[str, set[str]]:
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if isinstance(node, ast.Import):
                 found |= {owner(a.name) for a in node.names if a.name.startswith("leafsearch.")}
-            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                if node.module == "leafsearch" or node.module.startswith("leafsearch."):
-                    for alias in node.names:
-                        full = f"{node.module}.{alias.name}"
-                        found.add(full if full in modules else owner(node.module))
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and _ours(node.module):
+                for alias in node.names:
+                    full = f"{node.module}.{alias.name}"
+                    found.add(full if full in modules else owner(str(node.module)))
         graph[name] = found - {name, "leafsearch"}
     return graph
 

@@ -23,7 +23,6 @@ import pytest
 from leafsearch.index import merge_worker
 from leafsearch.indices import admin
 from leafsearch.node.node import Node
-from leafsearch.write import documents
 from tests.conftest import error_of
 from tests.inprocess import count, search
 
@@ -142,7 +141,7 @@ def test_a_merge_worker_that_died_is_replaced_by_the_next_merge(tmp_path: Path) 
                 body = b"".join(
                     b'{"index":{"_id":"%d"}}\n{"n":%d}\n' % (i, i) for i in range(r * 10, r * 10 + 10)
                 )
-                documents.bulk(node, body, index="m", refresh="true")
+                node.bulk(body, index="m", refresh="true")
 
         segments(0)
         assert shard.maybe_merge()
@@ -167,11 +166,11 @@ def test_segments_whose_documents_were_all_deleted_merge_into_nothing(tmp_path: 
             body = b"".join(
                 b'{"index":{"_id":"%d"}}\n{"n":%d}\n' % (i, i) for i in range(r * 10, r * 10 + 10)
             )
-            documents.bulk(node, body, index="m", refresh="true")
+            node.bulk(body, index="m", refresh="true")
         kept = b'{"index":{"_id":"kept"}}\n{"n":-1}\n'
-        documents.bulk(node, kept, index="m", refresh="true")
+        node.bulk(kept, index="m", refresh="true")
         deletes = b"".join(b'{"delete":{"_id":"%d"}}\n' % i for i in range(120))
-        documents.bulk(node, deletes, index="m", refresh="true")
+        node.bulk(deletes, index="m", refresh="true")
         while shard.maybe_merge():
             pass
         assert [s.max_doc for s in shard.segments] == [1]

@@ -20,7 +20,6 @@ import leafsearch
 import leafsearch.index.shard as shard_module
 from leafsearch.indices import admin
 from leafsearch.search import top_hits
-from leafsearch.write import documents
 
 MAPPING = {
     "properties": {
@@ -312,18 +311,18 @@ def test_searches_answer_as_on_an_unsorted_index(pair, seed: int, monkeypatch) -
 
 def test_realtime_get_update_and_delete_find_ids_on_sorted_segments(pair) -> None:
     for doc_id in ("0-1", "5-9", "11-24", "12-3", "13-0", "3-5"):
-        got, plain = documents.get_doc(pair, "sorted", doc_id), documents.get_doc(pair, "plain", doc_id)
+        got, plain = pair.get_doc("sorted", doc_id), pair.get_doc("plain", doc_id)
         assert (got is None) == (plain is None)
         if got is not None:
             assert got["_source"].data == plain["_source"].data and got["_version"] == plain["_version"]
-    found = documents.get_doc(pair, "sorted", "5-9") or documents.get_doc(pair, "sorted", "5-8")
+    found = pair.get_doc("sorted", "5-9") or pair.get_doc("sorted", "5-8")
     doc_id = found["_id"]
-    documents.update_doc(pair, "sorted", doc_id, {"doc": {"n": 777}})
-    after = documents.get_doc(pair, "sorted", doc_id)
+    pair.update_doc("sorted", doc_id, {"doc": {"n": 777}})
+    after = pair.get_doc("sorted", doc_id)
     assert after["_version"] == found["_version"] + 1 and after["_source"].parsed()["n"] == 777
     before = pair.indices["sorted"].doc_count()
     pair.delete_doc("sorted", doc_id)
-    assert documents.get_doc(pair, "sorted", doc_id) is None
+    assert pair.get_doc("sorted", doc_id) is None
     pair.indices["sorted"].refresh()
     assert pair.indices["sorted"].doc_count() == before - 1
     assert ids(pair, "sorted", {"query": {"ids": {"values": [doc_id]}}}) == []
