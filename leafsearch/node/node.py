@@ -145,11 +145,6 @@ class Node:
         self.search_stats = SearchStats()
         #: HTTP connections of the server serving this node (`rest/connections.py` counts them).
         self.http_connections = HttpConnections()
-        # Bulk requests parse and apply their operations one at a time (documents.bulk: the work
-        # holds the interpreter); their fsyncs and refreshes overlap.
-        self.indexing = threading.Lock()
-        #: Idle CPU lately: bulk parsing moves to the workers only while a core has time to spare.
-        self.idle_cpu = IdleCpu()
         # `_msearch` runs its searches here (threads start on first use, end with the node).
         self.msearch_pool = ThreadPoolExecutor(
             DEFAULT_MAX_CONCURRENT, thread_name_prefix="leafsearch-msearch"
@@ -183,8 +178,8 @@ class Node:
             indices=self.indices,
             aliases=self.aliases,
             cluster_settings=self.cluster_settings,
-            indexing=self.indexing,
-            idle_cpu=self.idle_cpu,
+            indexing=threading.Lock(),
+            idle_cpu=IdleCpu(),
             auto_create=self._auto_create_index,
             search=self.search_services,
             tasks=self.tasks,

@@ -19,7 +19,7 @@ WINDOW_SECONDS = 0.5
 
 
 class IdleCpu:
-    """The node's view of idle CPU (`Node.idle_cpu`); thread-safe."""
+    """The node's view of idle CPU (`WriteServices.idle_cpu`); thread-safe."""
 
     def __init__(self, path: Path = Path("/proc/stat"), clock: Callable[[], float] = time.monotonic) -> None:
         self._path = path

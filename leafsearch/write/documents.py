@@ -711,7 +711,7 @@ def bulk(
 
     A large body that arrives while another request holds the node's indexing slot is split,
     and its documents parsed, in the search workers meanwhile (`bulk_offload.py`). Applying the
-    operations (and parsing what the workers did not) takes the slot (`Node.indexing`, one: that
+    operations (and parsing what the workers did not) takes the slot (`WriteServices.indexing`, one: that
     work holds the interpreter, and several requests doing it at once only slow each other
     down); the fsync and the refresh happen outside it, so one request's fsync overlaps the next
     one's parsing, and requests waiting together share fsyncs."""

@@ -63,7 +63,7 @@ def bulk_while_slot_busy(node: Node, body: bytes, between=None, **params: Any) -
     """`node.bulk(body)` sent while another request holds the indexing slot; `between()` runs
     after the request's worker jobs, before it gets the slot. Raises what the bulk raised."""
     slot = Slot()
-    node.indexing = slot  # type: ignore[assignment]
+    node.write_services.indexing = slot  # type: ignore[assignment]
     outcome: dict[str, Any] = {}
 
     def run() -> None:
@@ -336,7 +336,7 @@ def test_bulks_stay_in_the_server_process_while_the_cores_are_busy(
     there.cluster_settings.update({"persistent": {"indices.bulk.worker_parse_min_idle_cpu": "50"}})
     try:
         for cores, offloaded in ((0.2, False), (0.6, True), (None, True)):
-            monkeypatch.setattr(there, "idle_cpu", FakeIdle(cores))
+            monkeypatch.setattr(there.write_services, "idle_cpu", FakeIdle(cores))
             before = jobs(there)
             response = bulk_while_slot_busy(there, ndjson(*log_lines(0, 100)), index="busy")
             assert not response["errors"]
