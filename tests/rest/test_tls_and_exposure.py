@@ -1,11 +1,13 @@
-"""TLS with a certificate the test makes, the refusal to listen beyond loopback unprotected, and
-500 bodies that tell what failed without the exception's text, paths or stack."""
+"""TLS with a certificate the test makes, the refusal to listen beyond loopback unprotected (and,
+once allowed, credentials asked of every caller, wherever it calls from), and 500 bodies that tell
+what failed without the exception's text, paths or stack."""
 
 from __future__ import annotations
 
 import datetime
 import ipaddress
 import signal
+import socket
 import ssl
 import subprocess
 import time
@@ -70,15 +72,27 @@ def _finish(process: subprocess.Popen) -> str:
     return output
 
 
-def _wait_https(url: str, cert: Path, process: subprocess.Popen) -> None:
+def _wait_up(url: str, process: subprocess.Popen, *, verify: ssl.SSLContext | bool = True) -> None:
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and process.poll() is None:
         try:
-            httpx.get(url, verify=ssl.create_default_context(cafile=cert), timeout=1.0)
+            httpx.get(url, verify=verify, timeout=1.0)
             return
         except httpx.TransportError:
             time.sleep(0.05)
-    raise AssertionError(f"no HTTPS answer on {url}")
+    raise AssertionError(f"no answer on {url}")
+
+
+def _address_beyond_loopback() -> str | None:
+    """This machine's own address on its route out (None without one): a caller connecting to it
+    reaches the node from a non-loopback address."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(("192.0.2.1", 9))  # TEST-NET-1; connecting a UDP socket sends nothing
+        except OSError:
+            return None
+        address = probe.getsockname()[0]
+    return None if ipaddress.ip_address(address).is_loopback else address
 
 
 def test_tls_serves_https_with_the_given_certificate(tmp_path: Path) -> None:
@@ -89,7 +103,7 @@ def test_tls_serves_https_with_the_given_certificate(tmp_path: Path) -> None:
     process = start_server(data, port, "--tls-cert", str(cert), "--tls-key", str(key))
     try:
         url = f"https://127.0.0.1:{port}"
-        _wait_https(url, cert, process)
+        _wait_up(url, process, verify=ssl.create_default_context(cafile=cert))
         with httpx.Client(
             base_url=url, verify=ssl.create_default_context(cafile=cert), auth=("admin", "admin-secret")
         ) as https:
@@ -116,18 +130,41 @@ def test_a_non_loopback_address_needs_authentication_and_tls_or_insecure(tmp_pat
     output = _finish(refused)
     assert refused.returncode == 1 and "without TLS" in output
     port = free_port()
-    insecure = start_server(data, port, "--host", "0.0.0.0", "--insecure")
+    outside = _address_beyond_loopback()
+    insecure = start_server(data, port, "--host", "0.0.0.0", "--insecure", "--access-log", "-")
     try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/", timeout=1.0).status_code == 401:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.05)
+        _wait_up(f"http://127.0.0.1:{port}/", insecure)
+        # Every caller must authenticate, from loopback and from beyond it (a node listening on
+        # every address is reached from the network: the loopback caller alone proves nothing).
+        for host in ("127.0.0.1", outside) if outside else ("127.0.0.1",):
+            anonymous = httpx.get(f"http://{host}:{port}/", timeout=10)
+            assert anonymous.status_code == 401, (host, anonymous.text)
+            assert error_of(anonymous)["reason"] == "missing authentication credentials for REST request [/]"
+            wrong = httpx.get(f"http://{host}:{port}/_cat/indices", auth=("admin", "wrong"), timeout=10)
+            assert wrong.status_code == 401, (host, wrong.text)
+            admin = httpx.get(f"http://{host}:{port}/", auth=("admin", "admin-secret"), timeout=10)
+            assert admin.status_code == 200, (host, admin.text)
     finally:
         output = _stop(insecure)
     assert "without TLS (--tls-cert and --tls-key) (--insecure)" in output
+    if outside is None:
+        pytest.skip("this machine has no address beyond loopback: only loopback callers were checked")
+    # The access log shows the node saw those requests come from beyond loopback.
+    assert f'{outside} "GET / HTTP/1.1" 401' in output
+    assert f'{outside} "GET / HTTP/1.1" 200' in output
+
+
+def test_callers_beyond_loopback_authenticate_whatever_their_address(tmp_path: Path) -> None:
+    """The same, in process and on any machine: the caller's address never stands for credentials."""
+    with Node(tmp_path / "data", background=False) as node:
+        add_user(node.path, "admin", "admin-secret", "superuser")
+        app = create_app(node, bind_host="0.0.0.0")
+        for peer in ("203.0.113.7", "10.1.2.3", "127.0.0.1"):
+            with TestClient(app, base_url="http://203.0.113.1:9200", client=(peer, 50000)) as http:
+                anonymous = http.get("/_cat/indices")
+                assert anonymous.status_code == 401, peer
+                assert error_of(anonymous)["type"] == "security_exception"
+                assert http.get("/_cat/indices", auth=("admin", "admin-secret")).status_code == 200, peer
 
 
 def test_tls_options_go_together(tmp_path: Path) -> None:
