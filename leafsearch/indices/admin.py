@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import fnmatch
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from leafsearch.common.settings import (
@@ -336,13 +336,16 @@ def get_indices(
     expr: str,
     options: IndicesOptions,
     *,
+    shown: Callable[[str], bool],
     flat: bool = False,
     include_defaults: bool = False,
 ) -> dict[str, Any]:
+    """`GET /<index>`: each index's aliases (those `shown` names: the caller's), mappings, settings."""
     result: dict[str, Any] = {}
     for index in indices_of(node, options, expr):
+        aliases = node.aliases.of_index(index.name)
         entry: dict[str, Any] = {
-            "aliases": {alias: meta.to_body() for alias, meta in node.aliases.of_index(index.name).items()},
+            "aliases": {alias: meta.to_body() for alias, meta in aliases.items() if shown(alias)},
             "mappings": index.mapping.to_body(),
             "settings": _shape(index_settings(index), flat),
         }

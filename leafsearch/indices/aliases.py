@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -436,11 +436,16 @@ def with_index(table: Table, index: str, aliases: Mapping[str, AliasMetadata]) -
 
 
 def get_aliases(
-    node: IndicesOwner, index_expr: str | None, names: str | None, *, expand_wildcards: str = "all"
+    node: IndicesOwner,
+    index_expr: str | None,
+    names: str | None,
+    *,
+    expand_wildcards: str = "all",
+    shown: Callable[[str], bool],
 ) -> tuple[int, dict[str, Any]]:
     """`GET /_alias[/<name>]`, `GET <index>/_alias[/<name>]`: (status, body). Without names every
     index is listed (with its aliases, maybe none); with names, the indices holding one, and a
-    404 naming those that match nothing."""
+    404 naming those that match nothing. Only the aliases `shown` names are listed (the caller's)."""
     table = node.aliases.current
     with node.lock:
         indices = resolve_index_expression(
@@ -464,7 +469,7 @@ def get_aliases(
     body: dict[str, Any] = {}
     found: set[str] = set()
     for name in sorted(indices):
-        aliases = {a: m.to_body() for a, m in node.aliases.of_index(name).items() if selected(a)}
+        aliases = {a: m.to_body() for a, m in node.aliases.of_index(name).items() if selected(a) and shown(a)}
         found.update(aliases)
         if aliases or not wanted:
             body[name] = {"aliases": aliases}
@@ -477,13 +482,13 @@ def get_aliases(
     return 200, body
 
 
-def cat_rows(node: IndicesOwner, names: str | None) -> list[dict[str, Any]]:
-    """One row per (alias, index) for `_cat/aliases`."""
+def cat_rows(node: IndicesOwner, names: str | None, *, shown: Callable[[str], bool]) -> list[dict[str, Any]]:
+    """One row per (alias, index) for `_cat/aliases`, of the aliases `shown` names (the caller's)."""
     table = node.aliases.current
     patterns = [p for p in (names or "").split(",") if p and p != "_all"]
     rows = []
     for alias in sorted(table):
-        if patterns and not any(fnmatch.fnmatchcase(alias, p) for p in patterns):
+        if not shown(alias) or (patterns and not any(fnmatch.fnmatchcase(alias, p) for p in patterns)):
             continue
         for index in sorted(table[alias]):
             meta = table[alias][index]

@@ -15,7 +15,9 @@ When the data folder holds users (see `security/store.py`), every request must a
 (HTTP basic or an API key; 401 with `WWW-Authenticate` otherwise), and each route's action is
 checked against the caller's roles (403 naming the action, the caller and the indices). Index
 expressions with wildcards are narrowed to the indices the caller may read, as Elasticsearch's
-security narrows them; explicit names it may not use are refused.
+security narrows them; explicit names it may not use are refused. Listings go by the same rule:
+an alias is shown by its own name, an index by its own or through an alias the caller may use
+(the handlers of alias listings and cluster monitoring filter with `security.narrowing`).
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ from leafsearch.rest import handlers_search as search
 from leafsearch.rest import handlers_security as security
 from leafsearch.rest import handlers_stats as stats
 from leafsearch.rest.media import parse_media_type
-from leafsearch.security.narrowing import narrow_expression
+from leafsearch.security.narrowing import narrow_expression, refuse_explicit
 from leafsearch.security.subject import CURRENT, SecurityException, Subject
 
 if TYPE_CHECKING:
@@ -60,20 +62,27 @@ _CHALLENGES = ('Basic realm="security", charset="UTF-8"', "ApiKey")
 class Action:
     """A route's Elasticsearch action name and how it names indices.
 
-    scope: "cluster" (no index check), "filter" (wildcards narrowed to authorized indices),
-    "strict" (every index the expression names must be authorized), "items" (the handler checks
-    each item of the body: bulk, mget), "context" (a scroll or PIT id: its owner is checked).
+    scope: "cluster" (no index check), "monitor" (cluster monitoring, open to every user: indices
+    the path names are narrowed as with "filter", and the handler shows only the index sections
+    the caller may see), "filter" (wildcards narrowed to authorized indices), "strict" (every
+    index the expression names must be authorized), "items" (the handler checks each item of the
+    body: bulk, mget), "context" (a scroll or PIT id: its owner is checked).
+    expand_wildcards: what wildcards reach when the request does not say (the handler's default),
+    so that narrowing keeps what the route would list. aliases: the path's `{name}` is an alias
+    expression, whose explicit names must be authorized (the handler lists only authorized ones).
     """
 
     name: str
     scope: str
+    expand_wildcards: str = "open"
+    aliases: bool = False
 
 
 ACTIONS: dict[Callable[..., Any], Action] = {
     cluster.info: Action("cluster:monitor/main", "cluster"),
     indices.create_index: Action("indices:admin/create", "strict"),
-    indices.get_index: Action("indices:admin/get", "filter"),
-    indices.index_exists: Action("indices:admin/get", "filter"),
+    indices.get_index: Action(indices.GET_ACTION, "filter"),
+    indices.index_exists: Action(indices.GET_ACTION, "filter"),
     indices.delete_index: Action("indices:admin/delete", "strict"),
     indices.get_mapping: Action("indices:admin/mappings/get", "filter"),
     indices.put_mapping: Action("indices:admin/mapping/put", "strict"),
@@ -85,28 +94,28 @@ ACTIONS: dict[Callable[..., Any], Action] = {
     aliases.update_aliases: Action("indices:admin/aliases", "items"),
     aliases.put_alias: Action("indices:admin/aliases", "strict"),
     aliases.delete_alias: Action("indices:admin/aliases", "strict"),
-    aliases.get_aliases: Action("indices:admin/aliases/get", "filter"),
-    aliases.alias_exists: Action("indices:admin/aliases/get", "filter"),
-    aliases.cat_aliases: Action("indices:admin/aliases/get", "cluster"),
+    aliases.get_aliases: Action(aliases.GET_ACTION, "filter", expand_wildcards="all", aliases=True),
+    aliases.alias_exists: Action(aliases.GET_ACTION, "filter", expand_wildcards="all", aliases=True),
+    aliases.cat_aliases: Action(aliases.GET_ACTION, "cluster", aliases=True),
     analysis.analyze: Action("indices:admin/analyze", "cluster"),
     analysis.analyze_index: Action("indices:admin/analyze", "strict"),
     cluster.get_data_streams: Action("indices:admin/data_stream/get", "cluster"),
     cat.cat_list: Action("cluster:monitor/main", "cluster"),
-    cat.cat_indices: Action("indices:monitor/stats", "filter"),
+    cat.cat_indices: Action("indices:monitor/stats", "filter", expand_wildcards="all"),
     cat.cat_health: Action("cluster:monitor/health", "cluster"),
     cat.cat_count: Action("indices:data/read/search", "filter"),
     cat.cat_search_contexts: Action("cluster:monitor/search_contexts", "cluster"),
-    cat.cat_shards: Action("indices:monitor/stats", "filter"),
+    cat.cat_shards: Action("indices:monitor/stats", "filter", expand_wildcards="all"),
     cat.cat_segments: Action("indices:monitor/segments", "filter"),
     cat.cat_nodes: Action("cluster:monitor/nodes/stats", "cluster"),
     stats.indices_stats: Action("indices:monitor/stats", "filter"),
     stats.close_index: Action("indices:admin/close", "strict"),
     stats.open_index: Action("indices:admin/open", "strict"),
-    cluster.cluster_health: Action("cluster:monitor/health", "cluster"),
+    cluster.cluster_health: Action(cluster.HEALTH_ACTION, "monitor"),
     cluster.get_cluster_settings: Action("cluster:monitor/settings", "cluster"),
     cluster.put_cluster_settings: Action("cluster:admin/settings/update", "cluster"),
     cluster.nodes_info: Action("cluster:monitor/nodes/info", "cluster"),
-    cluster.nodes_stats: Action("cluster:monitor/nodes/stats", "cluster"),
+    cluster.nodes_stats: Action(cluster.NODES_STATS_ACTION, "monitor"),
     docs.index_doc: Action("indices:data/write/index", "strict"),
     docs.create_doc: Action("indices:data/write/index", "strict"),
     docs.get_doc: Action("indices:data/read/get", "strict"),
@@ -323,16 +332,18 @@ class AccessControl:
 
     def _authorize(self, subject: Subject, route: Route, request: RestRequest) -> None:
         action = ACTIONS[route.handler]
-        if action.scope == "cluster":
-            if action.name in _SUPERUSER_CLUSTER_ACTIONS:
-                raise subject.cluster_refusal(action.name)
-            return
-        if action.scope in ("items", "context"):
+        if action.name in _SUPERUSER_CLUSTER_ACTIONS:
+            raise subject.cluster_refusal(action.name)
+        if action.aliases:
+            refuse_explicit(subject, action.name, request.path_params.get("name"))
+        if action.scope in ("cluster", "items", "context"):
             return
         # `POST /_pit?index=` names its indices in the query string; every other route in its path.
         from_query = route.handler is search.open_pit and "index" not in request.path_params
         holder = request.params if from_query else request.path_params
         expression = holder.get("index")
+        if action.scope == "monitor" and expression is None:
+            return  # the whole cluster's figures; its handler hides the sections of other indices
         if route.handler is search.search and expression is None and _opens_pit(request):
             return  # a search on a PIT reads the PIT's indices, and the PIT belongs to its opener
         narrowed = narrow_expression(
@@ -340,7 +351,9 @@ class AccessControl:
             subject,
             action.name,
             expression,
-            expand_wildcards=request.indices_options().expand_wildcards,
+            expand_wildcards=request.indices_options(
+                expand_wildcards=action.expand_wildcards
+            ).expand_wildcards,
             strict=action.scope == "strict",
         )
         if narrowed is not None:

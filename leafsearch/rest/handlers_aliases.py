@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from leafsearch.indices import aliases
 from leafsearch.rest.cat import Column, render_table
 from leafsearch.rest.exchange import RestRequest, RestResponse
+from leafsearch.security.narrowing import permitted
 
 if TYPE_CHECKING:
     from leafsearch.node.node import Node
@@ -23,6 +24,9 @@ CAT_COLUMNS = [
 
 
 UPDATE_ACTION = "indices:admin/aliases"
+#: Listing aliases: the caller sees those it may use by their own names (`rest/access.py` refuses
+#: the explicit names it may not use), as Elasticsearch replaces alias wildcards with them.
+GET_ACTION = "indices:admin/aliases/get"
 
 
 def _authorize(req: RestRequest, names: Iterable[str]) -> None:
@@ -53,27 +57,28 @@ def delete_alias(node: Node, req: RestRequest) -> RestResponse:
     return RestResponse(aliases.delete_alias(node, req.path_params["index"], req.path_params["name"]))
 
 
-def get_aliases(node: Node, req: RestRequest) -> RestResponse:
-    status, body = aliases.get_aliases(
+def _get_aliases(node: Node, req: RestRequest) -> tuple[int, dict[str, Any]]:
+    return aliases.get_aliases(
         node,
         req.path_params.get("index"),
         req.path_params.get("name"),
         expand_wildcards=req.param("expand_wildcards", "all") or "all",
+        shown=permitted(req.subject, GET_ACTION),
     )
+
+
+def get_aliases(node: Node, req: RestRequest) -> RestResponse:
+    status, body = _get_aliases(node, req)
     return RestResponse(body, status=status)
 
 
 def alias_exists(node: Node, req: RestRequest) -> RestResponse:
     """`HEAD /_alias/<name>`: 200 when some index has a matching alias, else 404."""
-    status, body = aliases.get_aliases(
-        node,
-        req.path_params.get("index"),
-        req.path_params.get("name"),
-        expand_wildcards=req.param("expand_wildcards", "all") or "all",
-    )
+    status, body = _get_aliases(node, req)
     found = status == 200 and any(entry["aliases"] for entry in body.values())
     return RestResponse(status=200 if found else 404)
 
 
 def cat_aliases(node: Node, req: RestRequest) -> RestResponse:
-    return render_table(req, CAT_COLUMNS, aliases.cat_rows(node, req.path_params.get("name")))
+    rows = aliases.cat_rows(node, req.path_params.get("name"), shown=permitted(req.subject, GET_ACTION))
+    return render_table(req, CAT_COLUMNS, rows)

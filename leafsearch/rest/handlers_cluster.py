@@ -1,20 +1,30 @@
 """Node and cluster endpoints: `GET /`, `_nodes`, `_cluster/health`, `_cluster/settings`, and the
-empty answer for a feature leafsearch does not have (data streams)."""
+empty answer for a feature leafsearch does not have (data streams).
+
+Every user may monitor the cluster, but the sections of an answer that each describe one index
+(`level=indices` or `shards`) name only the indices the caller may see: those its `*` reaches,
+the indices it may read and those of the aliases it may read. The cluster's own figures stay the
+whole cluster's, as `_cat/health` shows them."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from leafsearch.common.settings import active_shard_count
 from leafsearch.errors import IllegalArgument, IndexNotFound
 from leafsearch.indices import admin
+from leafsearch.request.indices_options import IndicesOptions
 from leafsearch.rest.exchange import RestRequest, RestResponse
 from leafsearch.rest.unrecognized import unrecognized
+from leafsearch.security.narrowing import narrow_expression
 from leafsearch.version import LUCENE_VERSION
 from leafsearch.version import VERSION as ES_VERSION
 
 if TYPE_CHECKING:
     from leafsearch.node.node import Node
+
+HEALTH_ACTION = "cluster:monitor/health"
+NODES_STATS_ACTION = "cluster:monitor/nodes/stats"
 
 # What an Elasticsearch 8.17.0 node reports; clients check `version.number` and the tagline.
 VERSION = {
@@ -159,7 +169,12 @@ def nodes_stats(node: Node, req: RestRequest) -> RestResponse:
             f"level parameter must be one of [node] or [indices] or [shards] but was [{level}]"
         )
     file_sizes = req.flag("include_segment_file_sizes")
-    return RestResponse(node.nodes_stats(metric_path, level=level, file_sizes=file_sizes))
+    body = node.nodes_stats(metric_path, level=level, file_sizes=file_sizes)
+    for stats in body["nodes"].values():
+        section = stats.get("indices", {})
+        if level in section:  # `indices` or `shards`: by index name
+            section[level] = _only_shown(node, req, NODES_STATS_ACTION, section[level])
+    return RestResponse(body)
 
 
 def cluster_health(node: Node, req: RestRequest) -> RestResponse:
@@ -171,7 +186,21 @@ def cluster_health(node: Node, req: RestRequest) -> RestResponse:
         wait_for_status=req.param("wait_for_status"),
         timeout=req.time_param("timeout", 30.0) or 0.0,
     )
+    if "indices" in body:
+        body["indices"] = _only_shown(node, req, HEALTH_ACTION, body["indices"])
     return RestResponse(body, status=status)
+
+
+def _only_shown(node: Node, req: RestRequest, action: str, sections: dict[str, Any]) -> dict[str, Any]:
+    """`sections` (by index name) without those of the indices the caller may not see."""
+    subject = req.subject
+    if subject is None or subject.superuser:
+        return sections
+    narrowed = narrow_expression(node.resolve_names, subject, action, None, expand_wildcards="all")
+    if narrowed is None:
+        return sections
+    shown = {index.name for index in admin.indices_of(node, IndicesOptions(expand_wildcards="all"), narrowed)}
+    return {name: section for name, section in sections.items() if name in shown}
 
 
 def get_cluster_settings(node: Node, req: RestRequest) -> RestResponse:

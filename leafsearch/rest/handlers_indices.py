@@ -10,10 +10,14 @@ from leafsearch.indices import admin
 from leafsearch.indices import field_caps as field_caps_api
 from leafsearch.request.query_dsl import parse_query
 from leafsearch.rest.exchange import RestRequest, RestResponse
+from leafsearch.security.narrowing import permitted
 from leafsearch.unsupported import NotSupported
 
 if TYPE_CHECKING:
     from leafsearch.node.node import Node
+
+#: `GET` and `HEAD /<index>`; the `aliases` of an index show only those the caller may use.
+GET_ACTION = "indices:admin/get"
 
 
 def create_index(node: Node, req: RestRequest) -> RestResponse:
@@ -29,6 +33,7 @@ def get_index(node: Node, req: RestRequest) -> RestResponse:
             node,
             req.path_params["index"],
             req.indices_options(),
+            shown=permitted(req.subject, GET_ACTION),
             flat=req.flag("flat_settings"),
             include_defaults=req.flag("include_defaults"),
         )

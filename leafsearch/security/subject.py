@@ -9,10 +9,11 @@ key, as Elasticsearch snapshots its owner's roles into a key created without rol
 - `write:<pattern>`: everything on the matching indices: documents, bulk, create and delete the
   index, mappings, settings, refresh, flush; reading included.
 
-Every authenticated user may use the cluster's monitoring APIs, its own API keys and the
-contexts it opened. The identity of the request in progress is held in a context variable set by
-the REST guard, so that reader contexts can record and check their owner without every search
-signature carrying it; in-process callers (no HTTP) have none and are not checked.
+Every authenticated user may use the cluster's monitoring APIs (their index sections name only
+the indices it may read), its own API keys and the contexts it opened. The identity of the
+request in progress is held in a context variable set by the REST guard, so that reader contexts
+can record and check their owner without every search signature carrying it; in-process callers
+(no HTTP) have none and are not checked.
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ _READ_ACTIONS = (
     "indices:admin/aliases/get",
     "indices:admin/data_stream/get",
     "indices:monitor/",
+    # what cluster monitoring (health, node stats) tells of one index is read with that index
+    "cluster:monitor/",
 )
 
 

@@ -24,11 +24,7 @@ def _write_requests() -> list[tuple[str, str]]:
     for route in ROUTES:
         action = ACTIONS[route.handler].name if route.handler in ACTIONS else "?"
         # `_analyze` changes nothing (and takes `source=` as Elasticsearch's does).
-        if (
-            is_read_action(action)
-            or action.startswith("cluster:monitor/")
-            or action == "indices:admin/analyze"
-        ):
+        if is_read_action(action) or action == "indices:admin/analyze":
             continue
         path = re.sub(r"\{(\w+)\}", lambda m: PLACEHOLDERS.get(m.group(1), m.group(1)), route.path)
         requests.extend((method, path) for method in sorted(route.methods - {"GET", "HEAD"}))
