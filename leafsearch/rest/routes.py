@@ -338,6 +338,7 @@ ROUTES = [
     Route.of("POST", "/{index}/_pit", search.open_pit, PIT),
     Route.of("POST", "/_pit", search.open_pit, PIT | {"index"}),
     Route.of("DELETE", "/_pit", search.close_pit),
+    Route.of("DELETE", "/{index}/_pit", search.close_pit),
     # OpenSearch's point-in-time API, over the same contexts
     Route.of(
         "POST", "/{index}/_search/point_in_time", search.create_pit, PIT | {"allow_partial_pit_creation"}
