@@ -144,6 +144,61 @@ def cat_search_contexts(node: Node, req: RestRequest) -> RestResponse:
     return render_table(req, SEARCH_CONTEXT_COLUMNS, rows)
 
 
+TASKS_COLUMNS = [
+    Column("id", "id of the task with the node", default=False),
+    Column("action", "task action", ("ac",)),
+    Column("task_id", "unique task id", ("ti",)),
+    Column("parent_task_id", "parent task id", ("pti",)),
+    Column("type", "task type", ("ty",)),
+    Column("start_time", "start time in ms", ("start",)),
+    Column("timestamp", "start time in HH:MM:SS", ("ts", "hms", "hhmmss")),
+    Column("running_time_ns", "running time ns", ("time",), default=False),
+    Column("running_time", "running time", ("time",)),
+    Column("node_id", "unique node id", ("ni",), default=False),
+    Column("ip", "ip address", ("i",)),
+    Column("port", "bound transport port", ("po",), default=False),
+    Column("node", "node name", ("n",)),
+    Column("version", "es version", ("v",), default=False),
+    Column("x_opaque_id", "X-Opaque-ID header", ("x",), default=False),
+]
+
+
+def cat_tasks(node: Node, req: RestRequest) -> RestResponse:
+    """The running tasks the caller may see (as `_tasks` lists them), oldest first, in
+    Elasticsearch's `_cat/tasks` columns (`description` with `detailed`)."""
+    from leafsearch.rest.human import human_time
+    from leafsearch.version import VERSION
+
+    detailed = req.flag("detailed", False)
+    columns = [*TASKS_COLUMNS, Column("description", "task action", ("desc",))] if detailed else TASKS_COLUMNS
+    tasks = node.tasks.matching(actions=req.param("actions"), parent=req.param("parent_task_id"))
+    now_ns = time.monotonic_ns()
+    rows = []
+    for task in sorted(tasks, key=lambda t: (t.start_millis, t.id)):
+        running = now_ns - task.start_ns
+        rows.append(
+            {
+                "id": task.id,
+                "action": task.action,
+                "task_id": task.task_id,
+                "parent_task_id": task.parent.task_id if task.parent is not None else "-",
+                "type": "transport",
+                "start_time": task.start_millis,
+                "timestamp": time.strftime("%H:%M:%S", time.gmtime(task.start_millis / 1000)),
+                "running_time_ns": running,
+                "running_time": human_time(running),
+                "node_id": node.node_id if req.flag("full_id") else node.node_id[:4],
+                "ip": "127.0.0.1",
+                "port": 9300,
+                "node": node.name,
+                "version": VERSION,
+                "x_opaque_id": "-",
+                "description": task.description,
+            }
+        )
+    return render_table(req, columns, rows)
+
+
 SHARDS_COLUMNS = [
     Column("index", "index name", ("i", "idx")),
     Column("shard", "shard name", ("s", "sh"), right=True),

@@ -177,6 +177,12 @@ def nodes_stats(node: Node, req: RestRequest) -> RestResponse:
     return RestResponse(body)
 
 
+def pending_tasks(node: Node, req: RestRequest) -> RestResponse:
+    """`GET /_cluster/pending_tasks`: a single node applies every cluster change as it is asked,
+    so nothing is ever waiting."""
+    return RestResponse({"tasks": []})
+
+
 def cluster_health(node: Node, req: RestRequest) -> RestResponse:
     active_shard_count(req.param("wait_for_active_shards"))  # validated; every primary is active
     status, body = admin.cluster_health(

@@ -97,7 +97,10 @@ def _freed(body: dict[str, Any]) -> RestResponse:
 def clear_scroll(node: Node, req: RestRequest) -> RestResponse:
     """Ids from the path or `scroll_id` parameter, replaced entirely by a body's (as Elasticsearch)."""
     ids = parse_clear_scroll(req.json(), req.params, req.path_params.get("scroll_id"))
-    return _freed(node.clear_scroll(ids))
+    body = node.clear_scroll(ids)
+    if ids == ["_all"]:  # Elasticsearch counts the nodes that cleared theirs: never 404
+        return RestResponse(body)
+    return _freed(body)
 
 
 def open_pit(node: Node, req: RestRequest) -> RestResponse:
@@ -117,6 +120,8 @@ def open_pit(node: Node, req: RestRequest) -> RestResponse:
 
 
 def close_pit(node: Node, req: RestRequest) -> RestResponse:
+    """`DELETE /_pit`; also `DELETE /<index>/_pit`, which elasticdump sends (a leafsearch extension:
+    the id names the PIT, the path's index is not read)."""
     body = req.json_object() or {}
     pit_id = body.get("id")
     if not isinstance(pit_id, str) or not pit_id:

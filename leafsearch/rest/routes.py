@@ -246,6 +246,12 @@ ROUTES = [
     Route.of("GET|POST", "/_cat/count", cat.cat_count, CAT),
     Route.of("GET|POST", "/_cat/count/{index}", cat.cat_count, CAT),
     Route.of("GET|POST", "/_cat/search_contexts", cat.cat_search_contexts, CAT),
+    Route.of(
+        "GET|POST",
+        "/_cat/tasks",
+        cat.cat_tasks,
+        CAT | {"actions", "detailed", "full_id", "nodes", "parent_task_id", "time"},
+    ),
     Route.of("GET|POST", "/_cat/shards", cat.cat_shards, CAT | {"time"}),
     Route.of("GET|POST", "/_cat/shards/{index}", cat.cat_shards, CAT | {"time"}),
     Route.of("GET|POST", "/_cat/segments", cat.cat_segments, CAT),
@@ -262,6 +268,7 @@ ROUTES = [
     Route.of("POST", "/{index}/_open", stats.open_index, OPEN_CLOSE),
     # cluster and nodes
     Route.of("GET", "/_cluster/health", cluster.cluster_health, HEALTH),
+    Route.of("GET", "/_cluster/pending_tasks", cluster.pending_tasks, {"local", "master_timeout"}),
     Route.of("GET", "/_cluster/health/{index}", cluster.cluster_health, HEALTH),
     Route.of(
         "GET",
@@ -338,6 +345,7 @@ ROUTES = [
     Route.of("POST", "/{index}/_pit", search.open_pit, PIT),
     Route.of("POST", "/_pit", search.open_pit, PIT | {"index"}),
     Route.of("DELETE", "/_pit", search.close_pit),
+    Route.of("DELETE", "/{index}/_pit", search.close_pit),
     # OpenSearch's point-in-time API, over the same contexts
     Route.of(
         "POST", "/{index}/_search/point_in_time", search.create_pit, PIT | {"allow_partial_pit_creation"}

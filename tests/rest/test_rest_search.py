@@ -136,3 +136,30 @@ def test_cat_search_contexts_lists_open_scrolls(http: httpx.Client, docs_index: 
         assert http.get("/_cat/search_contexts", params={"v": "true"}).text.strip()
     finally:
         http.delete(f"/_search/scroll/{scroll_id}")
+
+
+def test_clearing_every_scroll_answers_200_even_with_none_open(http: httpx.Client, docs_index: str) -> None:
+    """`DELETE /_search/scroll/_all` is what test fixtures call to clean up: Elasticsearch answers 200
+    whether or not a scroll was open (it counts the nodes that cleared theirs)."""
+    opened = http.post(f"/{docs_index}/_search", params={"scroll": "1m"}, json={"size": 1}).json()[
+        "_scroll_id"
+    ]
+    first = http.delete("/_search/scroll/_all")
+    assert first.status_code == 200 and first.json()["succeeded"] is True
+    assert http.get("/_search/scroll", params={"scroll_id": opened, "scroll": "1m"}).status_code == 404
+    again = http.delete("/_search/scroll/_all")
+    assert (again.status_code, again.json()) == (200, {"succeeded": True, "num_freed": 0})
+
+
+def test_a_pit_is_closed_through_its_index_path_as_elasticdump_closes_it(
+    http: httpx.Client, docs_index: str
+) -> None:
+    """elasticdump sends `DELETE /<index>/_pit` with the id in the body: the PIT is freed, not left
+    open for its keep-alive; a second close finds nothing (404, as `DELETE /_pit` answers)."""
+    pit = http.post(f"/{docs_index}/_pit", params={"keep_alive": "5m"}).json()["id"]
+    closed = http.request("DELETE", f"/{docs_index}/_pit", json={"id": pit})
+    assert (closed.status_code, closed.json()) == (200, {"succeeded": True, "num_freed": 1})
+    gone = http.post("/_search", json={"pit": {"id": pit}})
+    assert gone.status_code == 404
+    again = http.request("DELETE", f"/{docs_index}/_pit", json={"id": pit})
+    assert (again.status_code, again.json()["num_freed"]) == (404, 0)

@@ -737,3 +737,29 @@ def test_max_docs_with_proceed_counts_successful_writes(http, new_index):
     assert response.status_code == 200
     assert (body["total"], body["deleted"], body["version_conflicts"], body["batches"]) == (3, 3, 2, 2)
     assert set(docs_of(http, index)) == {"0", "1", "5"}
+
+
+# ---- the task listings of test fixtures and tools ---------------------------------------------
+
+
+def test_cat_tasks_lists_a_running_operation_and_pending_tasks_is_empty(http, new_index):
+    """`_cat/tasks` shows a running by-query task in Elasticsearch's columns and forgets it once it
+    ends; `_cluster/pending_tasks` is empty on one node."""
+    index = new_index()
+    fill(http, index, 6)
+    task = start_slow(http, f"/{index}/_update_by_query", {"query": {"match_all": {}}})
+    waiting_after(http, task, 1)
+    rows = http.get("/_cat/tasks", params={"format": "json", "detailed": "true"}).json()
+    (row,) = [row for row in rows if row["task_id"] == task]
+    assert row["action"] == "indices:data/write/update/byquery"
+    assert (row["parent_task_id"], row["type"], row["ip"]) == ("-", "transport", "127.0.0.1")
+    assert row["description"].startswith("update-by-query [")
+    assert row["running_time"] and int(row["start_time"]) > 0
+    text = http.get("/_cat/tasks", params={"v": "true", "h": "task_id,action"}).text
+    assert text.splitlines()[0].split() == ["task_id", "action"]
+    assert [task, "indices:data/write/update/byquery"] in [line.split() for line in text.splitlines()]
+    assert http.get("/_cluster/pending_tasks").json() == {"tasks": []}
+    unthrottle(http, "_update_by_query", task)
+    result_of(http, task)
+    rows = http.get("/_cat/tasks", params={"format": "json"}).json()
+    assert task not in [row["task_id"] for row in rows]
