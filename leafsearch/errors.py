@@ -172,11 +172,27 @@ class TranslogFailed(ElasticError):
 
 
 class FlushFailed(ElasticError):
-    """Writing a buffer as a segment failed (a full disk, an I/O error). Its operations are still
-    in the translog; the write is tried again, under a new segment name, by the next flush."""
+    """Writing a buffer as a segment, or a commit, failed (a full disk, an I/O error, memory). Its
+    operations are still in the translog and the buffer; the write is tried again (a segment
+    under a new name) by the next flush."""
 
     error_type = "flush_failed_engine_exception"
     status = 500
+
+
+class RefreshFailed(ElasticError):
+    """A refresh failed before it published its snapshot (memory, an I/O error): the shard is as
+    it was before it, searches read the previous snapshot, and the next refresh tries again."""
+
+    error_type = "refresh_failed_engine_exception"
+    status = 500
+
+
+def cause_of(exc: BaseException) -> str:
+    """A failure that is not an `ElasticError`, as the reason of one names it: its class and
+    message, an `OSError`'s without the file name (a path is not the client's to see)."""
+    text = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 class SearchContextMissing(ElasticError):

@@ -204,8 +204,8 @@ class KeywordColumn:
             derived_files.write(
                 file, {"docs": derived[0], "starts": derived[1]}, {"postings": _POSTINGS_FORMAT}
             )
-        except OSError:
-            return derived  # a full disk, the segment deleted meanwhile: kept in memory
+        except derived_files.UNWRITTEN:
+            return derived  # a full disk, the segment deleted meanwhile, memory: kept in memory
         return self._stored_postings(file) or derived
 
     def _stored_postings(self, file: Path) -> tuple[np.ndarray, np.ndarray] | None:

@@ -22,8 +22,9 @@ Why this cannot lose an acknowledged write or leave a commit naming what is not 
   were fsynced by the flush thread before they were installed and whose generations are the
   newest ones.
 - **Segment folders** are deleted only when no Searcher and no shard list holds them; a merge,
-  the one thing that takes segments out of the shard's list, writes its commit before it lets
-  them go (`Shard._install_merge`), as does closing a shard.
+  the one thing that takes segments out of the shard's list, lets them go only once its commit is
+  written (`CommitPlan.after`, run by whichever thread writes it), and closing a shard writes its
+  commit before letting its segments go.
 - **Recovery** (`reopen`) takes the same lock: a commit being written finishes first, the plans
   still queued (decided from the state recovery throws away) are dropped, and the commit read is
   the last one written.
@@ -35,7 +36,8 @@ import os
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +58,8 @@ class CommitPlan:
     translog: Translog
     keep_from: int  # the first translog generation it does not cover
     started: int  # perf_counter_ns when it was decided (the flush time counts from there)
+    #: Run once the plan is written (a merge's: let the merged segments go).
+    after: list[Callable[[], None]] = field(default_factory=list)
 
 
 class Commits:
@@ -70,7 +74,8 @@ class Commits:
 
     def reopen(self) -> dict[str, Any]:
         """The commit on disk ({} for a new shard), once any commit being written is; the plans
-        still queued are dropped (the caller holds the shard lock and reloads from disk)."""
+        still queued are dropped, their `after` with them (the caller holds the shard lock and
+        reloads its segments from the commit on disk)."""
         with self._lock:
             self._queue.clear()
             path = self.folder / "commit.json"
@@ -91,8 +96,11 @@ class Commits:
                 return
             try:
                 while self._queue:
-                    self._write(self._queue[0])  # raises: the plan stays first
+                    plan = self._queue[0]
+                    self._write(plan)  # raises: the plan stays first
                     self._queue.popleft()
+                    for done in plan.after:
+                        done()
             finally:
                 self._lock.release()
 
@@ -103,11 +111,15 @@ class Commits:
                 fh.flush()
                 os.fsync(fh.fileno())
         tmp = self.folder / "commit.json.tmp"
-        with open(tmp, "wb") as fh:
-            fh.write(orjson.dumps(plan.body))
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, self.folder / "commit.json")
+        try:
+            with open(tmp, "wb") as fh:
+                fh.write(orjson.dumps(plan.body))
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, self.folder / "commit.json")
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
         fsync_dir(self.folder)
         plan.translog.drop_before(plan.keep_from)
         named = set(plan.body["live"].values())

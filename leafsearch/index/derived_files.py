@@ -58,6 +58,9 @@ _TRAILER = b"LSDERIVE"
 _ALIGN = 64
 #: Segments smaller than this derive their arrays in less time than a file takes to open.
 MIN_DOCS = 8192
+#: What `write` raises when a file cannot be written (a full disk, the segment deleted meanwhile,
+#: no memory for its buffers) while the caller's arrays are whole: the caller keeps them in memory.
+UNWRITTEN = (OSError, MemoryError)
 
 
 @dataclass
@@ -82,8 +85,7 @@ _BOOT = boot_id()
 def write(path: Path, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> None:
     """Write `arrays` (1-dimensional) and `meta` (JSON-able) at `path`: a temporary file renamed
     into place (fsynced first, with the folder after, only where the boot id is unknown). Raises
-    OSError when it cannot (a full disk, the segment deleted meanwhile): the caller keeps its
-    arrays in memory."""
+    one of `UNWRITTEN` when it cannot, and leaves no temporary file."""
     items = [(name, np.ascontiguousarray(arr)) for name, arr in arrays.items()]
     entries = []
     offset = 0
@@ -126,14 +128,15 @@ def write(path: Path, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> No
 
 def read(path: Path) -> Derived | None:
     """The arrays stored at `path`, mapped read-only; None when there is no whole file there
-    (absent, truncated, from another boot, or not this format)."""
+    (absent, truncated, from another boot, or not this format), or when it cannot be mapped
+    (`ENOMEM`: the process's mappings at their limit): the caller derives the arrays again."""
     try:
         with open(path, "rb") as fh:
             size = os.fstat(fh.fileno()).st_size
             if size < 16 + len(_TRAILER):
                 return None
             data = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
-    except (FileNotFoundError, ValueError):
+    except (OSError, ValueError):
         return None
     try:
         return _parse(data, size)

@@ -13,6 +13,8 @@ import shutil
 import threading
 import time
 import uuid as uuidlib
+from collections.abc import Callable
+from contextlib import suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,7 +22,7 @@ import orjson
 
 from leafsearch.common.durable import fsync_dir
 from leafsearch.common.settings import index_setting
-from leafsearch.errors import IndexClosed
+from leafsearch.errors import ElasticError, IndexClosed
 from leafsearch.index.block_cache import BlockCache
 from leafsearch.index.index_sort import IndexSort, index_sort_of
 from leafsearch.index.mapping import Mapping
@@ -109,10 +111,11 @@ class Index:
         if self.remote is not None:
             remote, self.remote, self.shards = self.remote, None, []
             remote.close()
-        for shard in self.shards:
-            shard.close()
-        with self.lock:
-            self.persist_meta()
+        try:
+            self.close()
+        finally:  # a shard whose flush failed is closed too, its operations in its translog
+            with self.lock:
+                self.persist_meta()
 
     def open_index(self) -> None:
         """`_open`: recover the shards from their commits, as at start."""
@@ -212,11 +215,12 @@ class Index:
         ]
 
     def refresh(self) -> None:
+        """Refresh every shard; a shard whose refresh fails fails alone (the others refresh),
+        its error raised after."""
         if self.remote is not None:
             self.remote.refresh()  # every shard at once
             return
-        for shard in self.shards:
-            shard.refresh()
+        _each(self.shards, lambda shard: shard.refresh())
 
     def search_idle(self) -> bool:
         """Elasticsearch's search-idle shards: without an explicit `refresh_interval`, an index
@@ -249,13 +253,15 @@ class Index:
         return sum(s.store_size_bytes() for s in self.shards)
 
     def close(self) -> None:
-        for shard in self.shards:
-            shard.close()
+        """Close every shard, even after one fails to flush (it closes all the same); the first
+        failure is raised after."""
+        _each(self.shards, lambda shard: shard.close())
 
     def destroy(self) -> None:
         """Close and delete. The folder is first renamed away in one atomic step, so a crash in
         the middle of the deletion never leaves a half-deleted index that a restart would open."""
-        self.close()
+        with suppress(ElasticError):  # a flush that failed: its shard closed all the same, and
+            self.close()  # what it would have written is being deleted
         if self.remote is None and self.placement is not None:
             self._attach()  # a closed index's actors, only to delete their folders on their nodes
         if self.remote is not None:
@@ -268,6 +274,18 @@ class Index:
 
 #: Folders of indices being deleted; a restart finishes deleting them.
 DELETED_PREFIX = ".deleted-"
+
+
+def _each(shards: list[Any], step: Callable[[Any], object]) -> None:
+    """`step` on every shard, whichever fail; the first failure is raised after the last shard."""
+    failure: ElasticError | None = None
+    for shard in shards:
+        try:
+            step(shard)
+        except ElasticError as exc:
+            failure = failure or exc
+    if failure is not None:
+        raise failure
 
 
 def apply_mapping_limits(mapping: Mapping, settings: dict[str, str]) -> None:

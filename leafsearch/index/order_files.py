@@ -46,7 +46,7 @@ def file_name(description: Any) -> str:
 
 
 def write(path: Path, stored: StoredOrder) -> None:
-    """Write `stored` at `path` (derived_files.write: raises OSError when it cannot)."""
+    """Write `stored` at `path` (derived_files.write: raises one of `UNWRITTEN` when it cannot)."""
     arrays = {"order": stored.order, "rank": stored.rank}
     arrays.update({f"key{i}": k for i, k in enumerate(stored.keys)})
     columns = []

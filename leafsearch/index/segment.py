@@ -173,7 +173,7 @@ class SegmentWriter:
         self.fields[path] = {"number": number, "kind": kind, "single": "offsets" not in dv}
 
     def write(self, folder: Path) -> None:
-        tmp = folder.with_name(folder.name + ".tmp")
+        tmp = _unfinished(folder)
         if tmp.exists():
             shutil.rmtree(tmp)
         tmp.mkdir(parents=True)
@@ -210,6 +210,19 @@ class SegmentWriter:
             os.fsync(fh.fileno())
         os.replace(tmp, folder)
         fsync_dir(folder.parent)
+
+
+def _unfinished(folder: Path) -> Path:
+    """Where `SegmentWriter.write` writes the segment at `folder` before renaming it into place."""
+    return folder.with_name(folder.name + ".tmp")
+
+
+def discard_unfinished(folder: Path) -> None:
+    """Delete what a segment write that failed left: its temporary folder, and the segment's
+    folder when the failure came after the rename (opening it, or installing it). The segment was
+    never installed, so nothing reads it."""
+    shutil.rmtree(_unfinished(folder), ignore_errors=True)
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def remove_segment_folder(folder: Path) -> None:

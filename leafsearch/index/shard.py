@@ -10,23 +10,32 @@ A buffer that fills up between refreshes is written as a segment on the flush th
 next buffer fills, so a bulk request does not wait for it: its documents stay readable from the
 buffer (realtime gets, version checks) until the segment is installed, and the translog keeps
 their operations until a commit covers that segment.
+
+Every background step (writing a segment, installing it, applying deletes, deciding and writing a
+commit, publishing, installing a merge) changes the shard all at once or not at all: what can
+fail (memory, the disk) is computed aside first, and the shard takes the result in assignments
+that cannot. A step that fails leaves the buffer with its documents, the translog with every
+acknowledged operation and searches on the previous snapshot, deletes what it wrote, and raises
+once; the next attempt starts from the same state and can succeed.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 
-from leafsearch.errors import FlushFailed, IndexClosed, TranslogFailed
+from leafsearch.errors import ElasticError, FlushFailed, IndexClosed, RefreshFailed, TranslogFailed, cause_of
 from leafsearch.index import derived_files
 from leafsearch.index.block_cache import BlockCache
 from leafsearch.index.buffer import IndexBuffer
@@ -36,7 +45,7 @@ from leafsearch.index.merge_policy import find_merge
 from leafsearch.index.merge_worker import merge_in_worker
 from leafsearch.index.parsed import ParsedBatch, ParsedDoc
 from leafsearch.index.searcher import Searcher, SegmentView
-from leafsearch.index.segment import Segment, remove_segment_folder, to_term_array
+from leafsearch.index.segment import Segment, discard_unfinished, remove_segment_folder, to_term_array
 from leafsearch.index.segment_build import segment_from_buffer
 from leafsearch.index.shard_stats import ShardStats
 from leafsearch.index.translog import (
@@ -48,6 +57,8 @@ from leafsearch.index.translog import (
     encode_op,
 )
 from leafsearch.search.stats import SearchStats
+
+_log = logging.getLogger("leafsearch")
 
 PRIMARY_TERM = 1
 
@@ -94,6 +105,7 @@ class _Flushing:
     """A buffer being written as a segment on the flush thread."""
 
     buffer: IndexBuffer
+    folder: Path  # where the segment is written
     built: Future[Segment]
     generation: int  # the first translog generation holding the buffer's operations
 
@@ -106,6 +118,26 @@ class SyncPoint:
 
     translog: Translog
     position: int
+
+
+class _Applying:
+    """`with shard.applying:` around logging operations and applying them to memory (the buffer,
+    the version map, pending deletes). When that fails half way (memory), the shard no longer
+    matches its translog, so the translog fails and the shard reopens from disk before it serves
+    anything else (`Shard.recover_if_failed`): the request gets the error, no acknowledged write
+    is lost. (An object, not a generator: it is entered once per document of a bulk.)"""
+
+    __slots__ = ("shard",)
+
+    def __init__(self, shard: Shard) -> None:
+        self.shard = shard
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        if exc is not None:
+            self.shard.translog.fail(cause_of(exc))
 
 
 class IndexBatch:
@@ -125,32 +157,34 @@ class IndexBatch:
     def index(self, row: int, doc_id: str, routing: str | None, prior: DocState | None, version: int) -> int:
         """`Shard.index` for the document at `row` of the batch, whose checks passed; its seq_no."""
         shard = self.shard
-        shard.max_seq_no += 1
-        seq_no = shard.max_seq_no
-        shard._retire(prior)
-        if shard.tombstones:
-            shard.tombstones.pop(doc_id, None)
-        doc = len(shard.buffer) + len(self.rows)
-        shard.version_map[doc_id] = DocState(version, seq_no, False, None, doc, routing, shard.buffer)
-        self.rows.append(row)
-        self.ids.append(doc_id)
-        self.seq_nos.append(seq_no)
-        self.versions.append(version)
-        self.routings.append(routing)
+        with shard.applying:
+            shard.max_seq_no += 1
+            seq_no = shard.max_seq_no
+            shard._retire(prior)
+            if shard.tombstones:
+                shard.tombstones.pop(doc_id, None)
+            doc = len(shard.buffer) + len(self.rows)
+            shard.version_map[doc_id] = DocState(version, seq_no, False, None, doc, routing, shard.buffer)
+            self.rows.append(row)
+            self.ids.append(doc_id)
+            self.seq_nos.append(seq_no)
+            self.versions.append(version)
+            self.routings.append(routing)
         return seq_no
 
     def finish(self) -> None:
         if not self.rows:
             return
         shard, sources = self.shard, self.parsed.sources
-        shard.translog.append(
-            encode_index_ops(
+        with shard.applying:
+            records = encode_index_ops(
                 self.ids, self.seq_nos, self.versions, self.routings, [sources[r] for r in self.rows]
-            ),
-            len(self.rows),
-        )
-        shard.buffer.add_batch(self.parsed, self.rows, self.ids, self.seq_nos, self.versions, self.routings)
-        shard._changes += 1
+            )
+            shard.translog.append(records, len(self.rows))
+            shard.buffer.add_batch(
+                self.parsed, self.rows, self.ids, self.seq_nos, self.versions, self.routings
+            )
+            shard._changes += 1
         shard._flush_if_full()
         shard.stats.add(index_total=len(self.rows), index_time=time.perf_counter_ns() - self.started)
 
@@ -177,6 +211,7 @@ class Shard:
         self._refs_lock = threading.Lock()
         self._parse = parse
         self.blocks = blocks
+        self.applying = _Applying(self)
         folder.mkdir(parents=True, exist_ok=True)
         self.segments: list[Segment] = []
         self._seg_refs: dict[str, int] = {}
@@ -236,8 +271,9 @@ class Shard:
         self.pending_deletes: dict[str, set[int]] = {}
         self.translog = translog
         self._buffer_gen = translog_gen  # the first translog generation holding the buffer's operations
-        for op in replay:
-            self._replay(op)
+        with self.applying:  # a replay cut short (memory) is done again by the next request
+            for op in replay:
+                self._replay(op)
         # The replayed operations are in generations from the commit's on: counted there, they
         # go when a commit drops that generation.
         translog.operations_by_generation[translog_gen] = len(replay)
@@ -257,15 +293,18 @@ class Shard:
         flushing = self._flushing
         if flushing is not None:
             # Its buffer's operations were all written before the hand-over; the segment is
-            # not in the commit, so it goes, and the replay rebuilds its documents.
-            with suppress(Exception):
-                shutil.rmtree(flushing.built.result().folder, ignore_errors=True)
+            # not in the commit, so it goes (once the flush thread is done with it), and the
+            # replay rebuilds its documents.
+            flushing.built.exception()
+            discard_unfinished(flushing.folder)
             self._flushing = None
         try:
             self._load()
             self.refresh()
-        except OSError as exc:
-            raise TranslogFailed(f"shard [{self.shard_id}] failed and could not recover yet: {exc}") from exc
+        except Exception as exc:  # the disk, memory: the next request tries again
+            raise TranslogFailed(
+                f"shard [{self.shard_id}] failed and could not recover yet: {cause_of(exc)}"
+            ) from exc
 
     @contextmanager
     def writing(self) -> Iterator[SyncPoint]:
@@ -291,43 +330,60 @@ class Shard:
                 else:
                     entry.unlink(missing_ok=True)
 
-    def _commit(self, *, roll: bool = False) -> None:
+    def _commit(
+        self,
+        *,
+        roll: bool = False,
+        state: tuple[list[Segment], dict[str, np.ndarray | None]] | None = None,
+        after: list[Callable[[], None]] | None = None,
+    ) -> None:
         """Decide a commit of the segment list and live docs and queue it (caller holds the lock);
         `self.commits.write()` writes it, without the lock (see `commits.py`), and then drops the
         translog it covers: all of it when `roll` (the buffer is empty and nothing is being
         flushed: a new generation starts now, before any later append), else the generations
         before the oldest buffer not yet in an installed segment: the one on the flush thread,
-        or the current one."""
+        or the current one. `state`: the segments and live docs the caller installs once this
+        returns (default: the shard's); `after`: what to run once the commit is written.
+
+        All or nothing: when this raises, nothing is queued and the shard's records of which
+        live-docs files hold what are unchanged (with `roll`, a new translog generation may have
+        started, which changes no answer: the buffer is empty and begins in it)."""
         started = time.perf_counter_ns()
+        segments, live_of = state if state is not None else (self.segments, self.live)
         if roll:
             keep_from = self._buffer_gen = self.translog.start_generation()
         else:
             keep_from = self._flushing.generation if self._flushing else self._buffer_gen
+        live_gen = self._live_gen
         live_files: dict[str, str] = {}
         new_live: dict[str, np.ndarray] = {}
-        for seg in self.segments:
-            live = self.live[seg.name]
+        saved: dict[str, np.ndarray] = {}
+        for seg in segments:
+            live = live_of[seg.name]
             if live is None:
                 continue
             existing = self._live_files.get(seg.name)
             if existing is not None and self._live_saved.get(seg.name) is live:
                 live_files[seg.name] = existing
                 continue
-            self._live_gen += 1
-            name = f"live_{seg.name}_{self._live_gen}.npy"
+            live_gen += 1
+            name = f"live_{seg.name}_{live_gen}.npy"
             new_live[name] = live
             live_files[seg.name] = name
-            self._live_saved[seg.name] = live
-        self._live_files = live_files
+            saved[seg.name] = live
         body = {
-            "segments": [s.name for s in self.segments],
+            "segments": [s.name for s in segments],
             "live": live_files,
             "max_seq_no": self.max_seq_no,
             "segment_gen": self._seg_gen,
-            "live_gen": self._live_gen,
+            "live_gen": live_gen,
             "translog_gen": keep_from,
         }
-        self.commits.add(CommitPlan(body, new_live, self.translog, keep_from, started))
+        self.commits.add(CommitPlan(body, new_live, self.translog, keep_from, started, after or []))
+        # Nothing below can fail: the shard records the decision once it is queued.
+        self._live_gen = live_gen
+        self._live_files = live_files
+        self._live_saved.update(saved)
 
     # ---- lookups -----------------------------------------------------------------------
 
@@ -415,31 +471,40 @@ class Shard:
     ) -> int:
         """Apply an index operation whose checks passed; returns its seq_no."""
         with self.stats.timed("index"):
-            self.max_seq_no += 1
-            seq_no = self.max_seq_no
-            self.translog.append(
-                encode_op(TranslogOp(OP_INDEX, doc_id, seq_no, version, routing, parsed.source))
-            )
-            self._apply_index(doc_id, parsed, routing, prior, version, seq_no)
+            with self.applying:
+                self.max_seq_no += 1
+                seq_no = self.max_seq_no
+                self.translog.append(
+                    encode_op(TranslogOp(OP_INDEX, doc_id, seq_no, version, routing, parsed.source))
+                )
+                self._apply_index(doc_id, parsed, routing, prior, version, seq_no)
             self._flush_if_full()
             return seq_no
 
     def _flush_if_full(self) -> None:
         """After a write: install a segment the flush thread has finished, and hand over the
         buffer once it is full. (Not during recovery: a commit then would drop translog files
-        whose operations are not all replayed yet.)"""
-        flushing = self._flushing
-        if flushing is not None and flushing.built.done() and flushing.built.exception() is None:
-            self._install_flushed()
-            self._apply_pending_deletes()
-            self._commit()
-        if self._buffer_over(1) and (
-            self._flushing is None or self._flushing.built.done() or self._buffer_over(BUFFER_STALL_FACTOR)
-        ):
-            # Written and committed, not yet published: searches see it at the next refresh, and
-            # the translog a crash would replay stays short.
-            self._hand_over()
-            self._commit()
+        whose operations are not all replayed yet.)
+
+        A failure here fails no write: the write's operation is already logged and buffered, and
+        each step leaves the shard as it was. It is logged, and the next write or refresh tries
+        again (a refresh reports a segment that still cannot be written)."""
+        try:
+            flushing = self._flushing
+            if flushing is not None and flushing.built.done() and flushing.built.exception() is None:
+                self._install_flushed()
+                self._apply_pending_deletes()
+                self._commit()
+            flushing = self._flushing
+            if self._buffer_over(1) and (
+                flushing is None or flushing.built.done() or self._buffer_over(BUFFER_STALL_FACTOR)
+            ):
+                # Written and committed, not yet published: searches see it at the next refresh,
+                # and the translog a crash would replay stays short.
+                self._hand_over()
+                self._commit()
+        except Exception:
+            _log.warning("shard [%d]: handing over a full buffer failed", self.shard_id, exc_info=True)
 
     def _buffer_over(self, factor: int) -> bool:
         """Whether the buffer holds `factor` times its document or source-byte limit."""
@@ -453,35 +518,46 @@ class Shard:
         self._install_flushed()
         self._apply_pending_deletes()
         generation = self.translog.start_generation()  # first: if it fails, the buffer stays
-        full, full_gen = self.buffer, self._buffer_gen
-        self.buffer = IndexBuffer()
-        self._buffer_gen = generation
-        self._flushing = self._flush_in_background(full, full_gen)
+        fresh = IndexBuffer()
+        flushing = self._flush_in_background(self.buffer, self._buffer_gen)
+        # Nothing below can fail. (If the above did after the new generation started, the
+        # buffer's operations are in the two generations from `_buffer_gen` on, which the
+        # commits keep.)
+        self.buffer, self._buffer_gen, self._flushing = fresh, generation, flushing
 
     def _flush_in_background(self, buffer: IndexBuffer, generation: int) -> _Flushing:
         folder = self.folder / self._next_segment_name()
-        return _Flushing(
-            buffer, _flusher().submit(segment_from_buffer, buffer, folder, self.index_sort), generation
-        )
+        built = _flusher().submit(segment_from_buffer, buffer, folder, self.index_sort)
+        return _Flushing(buffer, folder, built, generation)
 
     def _install_flushed(self) -> None:
         """Add the segment of the buffer on the flush thread (waiting for it), not yet published.
 
         Its documents now resolve from the segment: the version map keeps only the current
-        buffer's entries (deletes resolve from tombstones, other ids from the segments)."""
+        buffer's entries (deletes resolve from tombstones, other ids from the segments).
+
+        When the segment could not be written (a full disk, memory), what the write left is
+        deleted, the buffer goes to the flush thread again under a new folder name, and this
+        raises `FlushFailed`: the failure is reported once, and the next install waits for the
+        new attempt. When installing fails, nothing changed and the next install tries again."""
         flushing = self._flushing
         if flushing is None:
             return
         try:
             seg = flushing.built.result()
-        except OSError as exc:
-            # The disk may have room again by the next attempt, under a new folder name (the
-            # failed one may have left a partial folder, deleted as an orphan at the next start).
+        except Exception as exc:
+            discard_unfinished(flushing.folder)
             self._flushing = self._flush_in_background(flushing.buffer, flushing.generation)
-            raise FlushFailed(f"failed to write a segment of shard [{self.shard_id}]: {exc}") from exc
+            raise self._segment_failed(exc) from exc
+        live = _buffer_live(seg, flushing.buffer)
+        version_map = {k: v for k, v in self.version_map.items() if v.buffer is self.buffer}
+        # Nothing below can fail.
         self._flushing = None
-        self._add_segment(seg, flushing.buffer)
-        self.version_map = {k: v for k, v in self.version_map.items() if v.buffer is self.buffer}
+        self._add_segment(seg, live)
+        self.version_map = version_map
+
+    def _segment_failed(self, exc: Exception) -> FlushFailed:
+        return FlushFailed(f"failed to write a segment of shard [{self.shard_id}]: {cause_of(exc)}")
 
     def _open_segment(self, name: str) -> Segment:
         seg = Segment(self.folder / name)
@@ -489,20 +565,13 @@ class Shard:
         seg.blocks = self.blocks
         return seg
 
-    def _add_segment(self, seg: Segment, buffer: IndexBuffer) -> None:
-        """Append the segment written from `buffer`, its deleted documents masked."""
+    def _add_segment(self, seg: Segment, live: np.ndarray | None) -> None:
+        """Append a segment written from a buffer, with its live docs (`_buffer_live`)."""
         seg.blocks = self.blocks
         self.segments.append(seg)
         with self._refs_lock:
             self._seg_refs[seg.name] = 1
-        if buffer.deleted:
-            live = np.ones(seg.max_doc, dtype=bool)
-            deleted = np.fromiter(buffer.deleted, dtype=np.int64, count=len(buffer.deleted))
-            # Buffer doc numbers are arrival order; a sorted segment holds them elsewhere.
-            live[deleted if buffer.segment_docs is None else buffer.segment_docs[deleted]] = False
-            self.live[seg.name] = live
-        else:
-            self.live[seg.name] = None
+        self.live[seg.name] = live
 
     @contextmanager
     def index_batch(self, parsed: ParsedBatch) -> Iterator[IndexBatch]:
@@ -535,7 +604,7 @@ class Shard:
         self._changes += 1
 
     def delete(self, doc_id: str, prior: DocState, version: int) -> int:
-        with self.stats.timed("delete"):
+        with self.stats.timed("delete"), self.applying:
             self.max_seq_no += 1
             seq_no = self.max_seq_no
             self.translog.append(encode_op(TranslogOp(OP_DELETE, doc_id, seq_no, version, None, None)))
@@ -569,8 +638,20 @@ class Shard:
                 self.recover_if_failed()
             raise
         # A commit a write decided (a buffer handed over or installed) is written here, outside
-        # the shard lock and the node's indexing slot; a thread already writing one takes it.
-        self.commits.write(wait=False)
+        # the shard lock and the node's indexing slot; a thread already writing one takes it. A
+        # failure fails no write (acknowledgement depends on the translog only): the commit stays
+        # queued for the next writer, and a refresh reports it if it fails again.
+        try:
+            self._write_commits(wait=False)
+        except FlushFailed:
+            _log.warning("shard [%d]: a commit could not be written yet", self.shard_id, exc_info=True)
+
+    def _write_commits(self, *, wait: bool = True) -> None:
+        """Write the commits decided so far (`Commits.write`); a failure as `FlushFailed`."""
+        try:
+            self.commits.write(wait=wait)
+        except Exception as exc:
+            raise FlushFailed(f"failed to commit shard [{self.shard_id}]: {cause_of(exc)}") from exc
 
     # ---- refresh, commit, merge ------------------------------------------------------------
 
@@ -581,16 +662,24 @@ class Shard:
     def _flush_buffer(self) -> None:
         """Write the buffer as a segment (not yet visible to searches) and apply pending deletes.
 
-        A buffer still on the flush thread is installed first, so segments keep write order."""
+        A buffer still on the flush thread is installed first, so segments keep write order. A
+        segment that cannot be written leaves nothing behind, its documents in the buffer."""
         self._install_flushed()
         if len(self.buffer):
-            buffer = self.buffer
+            buffer, fresh = self.buffer, IndexBuffer()
             folder = self.folder / self._next_segment_name()
-            self._add_segment(segment_from_buffer(buffer, folder, self.index_sort), buffer)
-            self.buffer = IndexBuffer()
-        self._apply_pending_deletes()
-        # Every id now resolves from the segments and their live docs (deletes: from tombstones).
+            try:
+                seg = segment_from_buffer(buffer, folder, self.index_sort)
+                live = _buffer_live(seg, buffer)
+            except Exception as exc:
+                discard_unfinished(folder)
+                raise self._segment_failed(exc) from exc
+            self._add_segment(seg, live)
+            self.buffer = fresh
+        # Every id now resolves from the segments, their live docs and pending deletes (deletes:
+        # from tombstones); reset with the buffer's swap, before anything more can fail.
         self.version_map = {}
+        self._apply_pending_deletes()
         self._forget_old_tombstones()
 
     def _forget_old_tombstones(self) -> None:
@@ -598,13 +687,16 @@ class Shard:
         self.tombstones = {k: v for k, v in self.tombstones.items() if now - v[1] <= GC_DELETES_SECONDS}
 
     def _apply_pending_deletes(self) -> None:
-        """Deletes of segment documents go into copies of their live-docs arrays."""
+        """Deletes of segment documents go into copies of their live-docs arrays (all of them, or,
+        when a copy cannot be made, none)."""
+        updated: dict[str, np.ndarray] = {}
         for name, docs in self.pending_deletes.items():
             current = self.live.get(name)
             seg = next(s for s in self.segments if s.name == name)
             live = np.ones(seg.max_doc, dtype=bool) if current is None else current.copy()
             live[list(docs)] = False
-            self.live[name] = live
+            updated[name] = live
+        self.live.update(updated)
         self.pending_deletes = {}
 
     def refresh(self) -> bool:
@@ -616,14 +708,38 @@ class Shard:
         waited for first, also without the lock: the hand-over below would otherwise wait for it
         holding the lock, and every write with it. What was written meanwhile is published too,
         built under the lock: a snapshot must never hold a document's delete without the write
-        that replaced it."""
+        that replaced it.
+
+        A failure fails this refresh only, raised once as an `ElasticError`
+        (`flush_failed_engine_exception` when a segment or the commit could not be written,
+        else `refresh_failed_engine_exception`): searches keep the previous snapshot, the buffer
+        its documents, the translog every acknowledged operation, and the next refresh can
+        succeed."""
         started = time.perf_counter_ns()
+        try:
+            if not self._refresh():
+                return False
+        except ElasticError:
+            raise
+        except Exception as exc:
+            raise RefreshFailed(f"failed to refresh shard [{self.shard_id}]: {cause_of(exc)}") from exc
+        elapsed = time.perf_counter_ns() - started
+        self.stats.add(
+            refresh_total=1, refresh_time=elapsed, refresh_external_total=1, refresh_external_time=elapsed
+        )
+        return True
+
+    def _refresh(self) -> bool:
+        """`refresh`'s steps (see there); False when there was nothing to publish."""
         with self.lock:
             if self.closed:
                 return False
-            if self._changes == self._published_changes and self._searcher is not None:
-                return False
+            self.recover_if_failed()  # never publish what the translog may not hold
+            unchanged = self._changes == self._published_changes and self._searcher is not None
             earlier = self._flushing
+        if unchanged:
+            self._write_commits(wait=False)  # a commit that failed before is tried again
+            return False
         if earlier is not None:
             earlier.built.exception()  # waits; a failure is raised by the install below
         with self.lock:
@@ -651,14 +767,12 @@ class Shard:
             self._commit()
             self._publish()
             self._published_changes = max(self._published_changes, covered)
-        self.commits.write()  # durable before the refresh returns, but without the lock
-        elapsed = time.perf_counter_ns() - started
-        self.stats.add(
-            refresh_total=1, refresh_time=elapsed, refresh_external_total=1, refresh_external_time=elapsed
-        )
+        self._write_commits()  # durable before the refresh returns, but without the lock
         return True
 
     def _publish(self) -> None:
+        """Make the segments and live docs the snapshot new searches take (caller holds the
+        lock); the Searcher is built before anything changes."""
         views: list[SegmentView] = []
         base = 0
         for seg in self.segments:
@@ -666,13 +780,16 @@ class Shard:
             count = seg.max_doc if live is None else int(np.count_nonzero(live))
             views.append(SegmentView(seg, live, base, count))
             base += seg.max_doc
+        old = self._searcher  # replaced only under the shard lock
+        searcher = Searcher(
+            self.shard_id, views, (old.generation + 1) if old else 1, on_close=self._searcher_closed
+        )
+        # Nothing below can fail.
         with self._refs_lock:
             for v in views:
                 self._seg_refs[v.segment.name] += 1
         with self._searcher_lock:
-            old = self._searcher
-            generation = (old.generation + 1) if old else 1
-            self._searcher = Searcher(self.shard_id, views, generation, on_close=self._searcher_closed)
+            self._searcher = searcher
         if old is not None:
             old.release()
 
@@ -703,7 +820,11 @@ class Shard:
             raise IndexClosed(*self.index_ref)
 
     def maybe_merge(self) -> bool:
-        """Run one merge the policy asks for. Heavy work happens outside the shard lock."""
+        """Run one merge the policy asks for. Heavy work happens outside the shard lock.
+
+        A merge that fails (the worker, memory, the disk) installs nothing and leaves no folder:
+        the shard is as it was, and a later merge tries again. Only writing its commit may fail
+        after it is installed: that commit is then written by the next writer of commits."""
         with self.lock:
             if self.merging or self.closed:
                 return False
@@ -714,18 +835,25 @@ class Shard:
             self.merging = True
             parts = [(s, self.live[s.name]) for s in chosen]
             name = self._next_segment_name()
-        docs = sum(seg.max_doc if live is None else int(np.count_nonzero(live)) for seg, live in parts)
+        folder = self.folder / name
         try:
+            docs = sum(seg.max_doc if live is None else int(np.count_nonzero(live)) for seg, live in parts)
             with self.stats.merging(docs, sum(folder_size(seg.folder) for seg, _ in parts)):
-                origin = merge_in_worker(
-                    [(seg.folder, live) for seg, live in parts], self.folder / name, self.index_sort
-                )
-                merged = self._open_segment(name)
-                with self.lock:
-                    if self.closed:
-                        shutil.rmtree(merged.folder, ignore_errors=True)
-                        return False
-                    self._install_merge(parts, merged, origin)
+                try:
+                    sources = [(seg.folder, live) for seg, live in parts]
+                    origin = merge_in_worker(sources, folder, self.index_sort)
+                    merged = self._open_segment(name)
+                    with self.lock:
+                        installed = not self.closed
+                        if installed:
+                            self._install_merge(parts, merged, origin)
+                except BaseException:
+                    discard_unfinished(folder)
+                    raise
+                if not installed:
+                    discard_unfinished(folder)
+                    return False
+                self._write_commits()
             return True
         finally:
             self.merging = False
@@ -738,70 +866,92 @@ class Shard:
         live documents in order; None: they are in that order.
 
         The buffer is flushed first: the commit below rolls the translog, so everything
-        acknowledged must be in a committed segment or live-docs file by then. That commit is
-        written here, under the lock, before the merged segments are let go: a commit naming
-        them may not be replaced yet, and their folders must outlive it.
+        acknowledged must be in a committed segment or live-docs file by then. The new segment
+        list, live docs and version map are built aside and that commit decided before the shard
+        takes them, so a failure before installs nothing. The merged segments are let go once
+        the commit is written (`CommitPlan.after`): the commit on disk until then names them.
         """
         self._flush_buffer()
+        names = {s.name for s, _ in parts}
+        new_live = self._merged_live(parts, merged, origin)
+        first = self.segments.index(parts[0][0])
+        segments = [s for s in self.segments if s.name not in names]
+        live = {name: arr for name, arr in self.live.items() if name not in names}
+        # Segments whose documents were all deleted merge into nothing: no empty segment is kept
+        # (each would be one more view for every search to skip, and one more for the policy to
+        # merge again), as Lucene drops fully deleted segments.
+        if merged.max_doc:
+            segments.insert(first, merged)
+            live[merged.name] = None if new_live.all() else new_live
+        version_map = {
+            k: v for k, v in self.version_map.items() if v.segment is None or v.segment.name not in names
+        }
+        pending = {name: docs for name, docs in self.pending_deletes.items() if name not in names}
+        self._commit(roll=True, state=(segments, live), after=[partial(self._unref, seg) for seg, _ in parts])
+        # Nothing below can fail: the shard takes the merge all at once.
+        if merged.max_doc:
+            with self._refs_lock:
+                self._seg_refs[merged.name] = 1
+        self.segments, self.live, self.version_map = segments, live, version_map
+        self.pending_deletes = pending
+        self._changes += 1
+        if not merged.max_doc:
+            remove_segment_folder(merged.folder)
+            Segment.files_deleted(merged.folder)
+
+    def _merged_live(
+        self, parts: list[tuple[Segment, np.ndarray | None]], merged: Segment, origin: np.ndarray | None
+    ) -> np.ndarray:
+        """The live docs of the merged segment: the parts' documents deleted since the merge
+        began (applied or pending) are deleted in it too."""
         new_live = np.ones(merged.max_doc, dtype=bool)
         base = 0
         for seg, old_live in parts:
             keep = np.arange(seg.max_doc) if old_live is None else np.flatnonzero(old_live)
             now = self.live[seg.name]
             now_mask = np.ones(seg.max_doc, dtype=bool) if now is None else now.copy()
-            pending = self.pending_deletes.pop(seg.name, set())
+            pending = self.pending_deletes.get(seg.name)
             if pending:
                 now_mask[list(pending)] = False
             new_live[base : base + len(keep)] = now_mask[keep]
             base += len(keep)
-        if origin is not None:
-            new_live = new_live[origin]
-        first = self.segments.index(parts[0][0])
-        names = {s.name for s, _ in parts}
-        self.segments = [s for s in self.segments if s.name not in names]
-        # Segments whose documents were all deleted merge into nothing: no empty segment is kept
-        # (each would be one more view for every search to skip, and one more for the policy to
-        # merge again), as Lucene drops fully deleted segments.
-        if merged.max_doc:
-            self.segments.insert(first, merged)
-            with self._refs_lock:
-                self._seg_refs[merged.name] = 1
-            self.live[merged.name] = None if new_live.all() else new_live
-        self.version_map = {
-            k: v for k, v in self.version_map.items() if v.segment is None or v.segment.name not in names
-        }
-        self._commit(roll=True)
-        self.commits.write()
-        for seg, _ in parts:
-            self.live.pop(seg.name, None)
-            self._unref(seg)
-        if not merged.max_doc:
-            remove_segment_folder(merged.folder)
-            Segment.files_deleted(merged.folder)
-        self._changes += 1
+        return new_live if origin is None else new_live[origin]
 
     def close(self) -> None:
         """Flush and close: every acknowledged write is in a committed segment, the translog is
         written out, and the in-memory state (buffer, version map, segments) is let go. Requests
-        that hold a Searcher finish with it; its segments' files stay (they are the index's)."""
+        that hold a Searcher finish with it; its segments' files stay (they are the index's).
+
+        A flush that fails is raised once the shard is closed all the same: every acknowledged
+        operation is in the translog, which the next open replays."""
         with self.lock:
             if self.closed:
                 return
             self.closed = True
-            if len(self.buffer) or self.pending_deletes or self._flushing is not None:
-                self._flush_buffer()
-                self._commit(roll=True)
-            self.commits.write()
-            self.translog.close()
-            with self._searcher_lock:
-                old, self._searcher = self._searcher, None
-            if old is not None:
-                old.release()
-            self.buffer = IndexBuffer()
-            self.version_map = {}
-            self.tombstones = {}
-            self.segments = []
-            self.live = {}
+            try:
+                if len(self.buffer) or self.pending_deletes or self._flushing is not None:
+                    self._flush_buffer()
+                    self._commit(roll=True)
+                self._write_commits()
+            finally:
+                self._close_files()
+
+    def _close_files(self) -> None:
+        """`close`'s end, whether its flush succeeded or not (caller holds the lock)."""
+        if self._flushing is not None:  # left on the flush thread by a flush that failed
+            self._flushing.built.exception()
+            discard_unfinished(self._flushing.folder)
+            self._flushing = None
+        self.translog.close()
+        with self._searcher_lock:
+            old, self._searcher = self._searcher, None
+        if old is not None:
+            old.release()
+        self.buffer = IndexBuffer()
+        self.version_map = {}
+        self.tombstones = {}
+        self.segments = []
+        self.live = {}
 
     # ---- stats ---------------------------------------------------------------------------
 
@@ -823,6 +973,18 @@ class Shard:
 
     def store_size_bytes(self) -> int:
         return folder_size(self.folder)
+
+
+def _buffer_live(seg: Segment, buffer: IndexBuffer) -> np.ndarray | None:
+    """The live docs of the segment written from `buffer`: its deleted documents masked (None:
+    every one is live)."""
+    if not buffer.deleted:
+        return None
+    live = np.ones(seg.max_doc, dtype=bool)
+    deleted = np.fromiter(buffer.deleted, dtype=np.int64, count=len(buffer.deleted))
+    # Buffer doc numbers are arrival order; a sorted segment holds them elsewhere.
+    live[deleted if buffer.segment_docs is None else buffer.segment_docs[deleted]] = False
+    return live
 
 
 def file_sizes(folder: Path) -> Iterator[tuple[str, int]]:

@@ -177,8 +177,8 @@ class Translog:
                 self._file.write(data)
                 self._file.flush()
                 os.fsync(self._file.fileno())
-            except OSError as exc:
-                self._failure = str(exc)
+            except Exception as exc:  # memory too: part of `data` may be in the file
+                self._failure = str(exc) or type(exc).__name__
                 with suppress(OSError):
                     self._file.close()  # its buffer may hold the rest of the failed write
                 with suppress(OSError):
@@ -186,19 +186,39 @@ class Translog:
                 raise TranslogFailed(f"failed to write the translog: {exc}") from exc
         self._synced = end
 
+    def fail(self, reason: str) -> None:
+        """Take nothing more: the shard's memory no longer matches what it logged (applying the
+        operations failed half way), so it reopens from disk. A write under way finishes first;
+        records queued and not yet written are dropped, and the syncs of their requests fail."""
+        with self._sync_lock:
+            self._failure = reason
+            with suppress(OSError):
+                self._file.close()
+
     def start_generation(self) -> int:
         """Start a new generation, everything queued written to the old one first; the older
         ones stay until a commit covers them (`drop_before`). The caller holds the shard's lock,
-        under which every append happens, so nothing is queued during the switch."""
+        under which every append happens, so nothing is queued during the switch.
+
+        The new file is opened before the old one is let go: if it cannot be, the translog goes on
+        in the old generation and the caller's step fails alone. If the folder cannot be fsynced
+        after, the new file's name may not survive a crash: the translog fails, as when a write
+        fails, and the shard recovers from disk."""
         with self._sync_lock:
             self.check()
             with self._lock:
                 data, end = self._take_pending()
                 self._write(data, end)
-                self._file.close()
+                new = open(self._path(self.generation + 1), "ab")  # noqa: SIM115
+                old, self._file = self._file, new
                 self.generation += 1
-                self._file = open(self._path(self.generation), "ab")  # noqa: SIM115
-        fsync_dir(self.folder)
+            with suppress(OSError):
+                old.close()  # written and fsynced above: nothing of it is lost
+            try:
+                fsync_dir(self.folder)
+            except OSError as exc:
+                self._failure = str(exc)
+                raise TranslogFailed(f"failed to start translog generation {self.generation}: {exc}") from exc
         return self.generation
 
     def drop_before(self, generation: int) -> None:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from leafsearch.common.settings import ClusterSettings
-from leafsearch.errors import IndexNotFound
+from leafsearch.errors import ElasticError, IndexNotFound
 from leafsearch.index.block_cache import BlockCache
 from leafsearch.index.index import DELETED_PREFIX, Index
 from leafsearch.index.mapping import Mapping
@@ -252,11 +252,16 @@ class Node:
         self.contexts.close_all()
         self.shard_contexts.close_all()
         self.hitlists.close()
-        with self.lock:
-            for index in self.indices.values():
-                index.close()
-        fcntl.flock(self._lock_file.fileno(), fcntl.LOCK_UN)
-        self._lock_file.close()
+        try:
+            with self.lock:
+                for index in self.indices.values():
+                    try:
+                        index.close()
+                    except ElasticError:  # a flush failed: its shards closed all the same
+                        _log.exception("closing [%s] failed", index.name)
+        finally:
+            fcntl.flock(self._lock_file.fileno(), fcntl.LOCK_UN)
+            self._lock_file.close()
 
     def __enter__(self) -> Node:
         return self
@@ -268,31 +273,45 @@ class Node:
         """Periodic refresh per `index.refresh_interval`, and the reader-context reaper."""
         last_refresh: dict[str, float] = {}
         while not self._closed.wait(0.05):
-            now = time.monotonic()
             try:
                 self.contexts.reap()
-                for index in list(self.indices.values()):
-                    interval = index.refresh_interval_seconds()
-                    if index.remote is not None or interval is None or index.search_idle():
-                        continue
-                    if now - last_refresh.get(index.uuid, 0) >= interval:
-                        last_refresh[index.uuid] = now
-                        index.refresh()
             except Exception:  # pragma: no cover - keep the node alive; the next tick retries
-                _log.exception("periodic refresh failed")
+                _log.exception("reaping reader contexts failed")
+            self.refresh_due(last_refresh, time.monotonic())
+
+    def refresh_due(self, last_refresh: dict[str, float], now: float) -> None:
+        """One tick of the periodic refresh: each index whose `index.refresh_interval` has passed
+        since `last_refresh[uuid]` (updated). An index whose refresh fails fails alone: it is left
+        as it was (Shard.refresh), the others refresh, and its next interval tries again."""
+        for index in list(self.indices.values()):
+            interval = index.refresh_interval_seconds()
+            if index.remote is not None or interval is None or index.search_idle():
+                continue
+            if now - last_refresh.get(index.uuid, 0) >= interval:
+                last_refresh[index.uuid] = now
+                try:
+                    index.refresh()
+                except Exception:
+                    _log.exception("periodic refresh of [%s] failed", index.name)
 
     def _merge_loop(self) -> None:
         """Background merges, one at a time, beside searches and writes (merge_worker.py says
         why they do not wait for a quiet index). A merge runs in the worker process at a lower
         CPU priority and only its installation takes the shard lock, briefly."""
         while not self._closed.wait(0.5):
-            try:
-                for index in list(self.indices.values()):
-                    for shard in index.shards:
-                        while not self._closed.is_set() and shard.maybe_merge():
-                            pass
-            except Exception:  # pragma: no cover
-                _log.exception("background merge failed")
+            self.merge_due()
+
+    def merge_due(self) -> None:
+        """One round of background merges: every merge each shard's policy asks for. A shard
+        whose merge fails fails alone: it is left as it was (Shard.maybe_merge), the other
+        shards merge, and the next round tries again."""
+        for index in list(self.indices.values()):
+            for shard in index.shards:
+                try:
+                    while not self._closed.is_set() and shard.maybe_merge():
+                        pass
+                except Exception:
+                    _log.exception("background merge of [%s][%d] failed", index.name, shard.shard_id)
 
     # ---- indices -----------------------------------------------------------------------
 

@@ -152,13 +152,17 @@ class ShardActor:
         translog written out) and the contexts are freed; the coordinator then ends this actor."""
         self._closed.set()
         self.state.shard_contexts.close_all()
-        self.shard.close()
+        try:
+            self.shard.close()
+        except ElasticError:  # its flush failed; it closed all the same, every operation in its translog
+            _log.exception("closing shard actor [%s][%d] failed", self.index.name, self.shard_id)
 
     def destroy(self) -> None:
         """The index is deleted: release everything and delete the folder."""
         self._closed.set()
         self.state.shard_contexts.close_all()
-        self.shard.close()
+        with contextlib.suppress(ElasticError):  # a flush that failed: what it would have
+            self.shard.close()  # written is deleted now
         shutil.rmtree(self.folder, ignore_errors=True)
         with contextlib.suppress(OSError):  # the index's folder on this node, once its last shard went
             self.folder.parent.rmdir()
@@ -188,8 +192,13 @@ class ShardActor:
             return None
         return DocRead(state.version, state.seq_no, state.routing, source)
 
-    def refresh(self) -> None:
-        self.shard.refresh()
+    def refresh(self) -> Refusal | None:
+        """A refresh; one that failed (the shard left as it was) answers its error."""
+        try:
+            self.shard.refresh()
+        except ElasticError as exc:
+            return Refusal(exc)
+        return None
 
     def stats_sections(self, metrics: tuple[str, ...], file_sizes: bool) -> dict[str, Any]:
         """The shard's `_stats` sections (index_stats.py), but its search counters, which the

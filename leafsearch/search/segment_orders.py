@@ -263,12 +263,13 @@ class SegmentOrders(BoundedCache[tuple[int, Any], SegmentOrder]):
     def _write(self, segment: Segment, file: OrderFile, built: SegmentOrder) -> SegmentOrder:
         """Write a built order to its file and use the file's mapping instead (the page cache
         then holds the only copy); the built order when the file cannot be written (a full disk,
-        the segment deleted meanwhile)."""
+        the segment deleted meanwhile, no memory for the file's buffers): the search it was built
+        for goes on with it, rather than failing and leaving the next one to sort again."""
         templates = file.templates()
         path = segment.folder / file.name
         try:
             order_files.write(path, built.stored(templates))
-        except OSError as exc:
+        except derived_files.UNWRITTEN as exc:
             _log.debug("sort order %s not written: %s", path, exc)
             return built
         self._count("files_written")

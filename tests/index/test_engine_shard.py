@@ -5,6 +5,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
+from leafsearch.errors import FlushFailed
 from leafsearch.index.analysis import analyze
 from leafsearch.index.parsed import ParsedDoc
 from leafsearch.index.shard import Shard
@@ -531,7 +532,6 @@ def test_a_failed_segment_write_is_reported_and_tried_again(tmp_path, monkeypatc
     import errno
 
     import leafsearch.index.shard as shard_module
-    from leafsearch.errors import FlushFailed
 
     write = shard_module.segment_from_buffer
     attempts: list[str] = []
@@ -657,7 +657,7 @@ def test_a_crash_while_commits_wait_to_be_written_loses_nothing(tmp_path, held_c
         put(shard, str(i), {"n": i})
     delete(shard, "3")  # a live-docs file for a committed segment
     before = (tmp_path / "s" / "commit.json").read_bytes()
-    refresher = threading.Thread(target=lambda: pytest.raises(OSError, shard.refresh), name="refresher")
+    refresher = threading.Thread(target=lambda: pytest.raises(FlushFailed, shard.refresh), name="refresher")
     refresher.start()
     assert held_commit.in_fsync.wait(30)
     for i in range(25, 60):  # hand-overs decide commits; none can be written yet
@@ -695,8 +695,9 @@ def test_a_commit_that_fails_is_written_again_before_any_later_one(tmp_path, mon
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(commits_module.os, "fsync", full_disk)
-    with pytest.raises(OSError, match="No space"):
+    with pytest.raises(FlushFailed, match="No space") as failed:
         shard.refresh()
+    assert (failed.value.status, failed.value.error_type) == (500, "flush_failed_engine_exception")
     monkeypatch.setattr(commits_module.os, "fsync", real_fsync)
     delete(shard, "2")
     shard.refresh()
