@@ -6,10 +6,11 @@ them back with `if_seq_no`), or for `docvalue_fields`, on pages of thousands of 
 plain page. Responses are timed as bytes (the client does not parse them while timed) and checked
 afterwards: the sort values must be SQLite's, every hit must carry its options.
 
-Each page is timed first at FIRSTS places no earlier request of this workload read (a cursor
-`search_after` the dataset's timestamps, spread over the index, the three pages taking turns),
-since the source blocks a page decompresses stay cached whatever the snapshot: the goals judge
-these. Beside them, the page at the top repeated, whose fetch the block cache answers.
+Each page is timed first at FIRSTS places no earlier request of this workload read (a
+`search_after` timestamp taken from the dataset; the places are spread over the index below the
+top page, the three pages taking turns), since the source blocks a page decompresses stay cached
+whatever the snapshot: the ratios of these judge the options. Beside them, the page at the top
+repeated, whose fetch the block cache answers.
 """
 
 from __future__ import annotations
