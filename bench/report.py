@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from bench.harness import Row
 
-HEADER = ("", "measure", "value", "unit", "goal", "met", "SQLite", "/ SQLite", "note")
+HEADER = ("", "measure", "value", "repeated", "unit", "goal", "met", "SQLite", "/ SQLite", "note")
 
 
 def _number(value: float | None) -> str:
@@ -20,14 +20,26 @@ def _cells(row: Row) -> tuple[str, ...]:
     met = {None: "", True: "yes", False: "NO"}[row.met]
     ratio = "" if row.ratio is None else f"{row.ratio:.2f}x"
     baseline = _number(row.baseline)
-    return (row.workload, row.name, _number(row.value), row.unit, goal, met, baseline, ratio, row.note or "")
+    repeated = _number(row.repeated)
+    return (
+        row.workload,
+        row.name,
+        _number(row.value),
+        repeated,
+        row.unit,
+        goal,
+        met,
+        baseline,
+        ratio,
+        row.note or "",
+    )
 
 
 def table(rows: list[Row]) -> str:
     """Aligned plain text; a row without a figure shows its reason in place of the figures."""
     cells = [HEADER] + [_cells(row) for row in rows]
     widths = [max(len(line[i]) for line in cells) for i in range(len(HEADER))]
-    right = {2, 6, 7}  # numbers
+    right = {2, 3, 7, 8}  # numbers
     lines = []
     for row, line in zip([None, *rows], cells, strict=True):
         if row is not None and row.error is not None:

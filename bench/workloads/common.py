@@ -6,17 +6,18 @@ import gc
 import multiprocessing
 import sys
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 import numpy as np
 import orjson
 
 from bench.client import HttpError
 from bench.generate import MAPPING
-from bench.harness import CheckFailed, Context, Stopwatch, check
+from bench.harness import FIRSTS, CheckFailed, Context, Stopwatch, check
 
 BULK_CHUNK = 5_000
+T = TypeVar("T")
 
 
 def settle_heap() -> None:
@@ -83,42 +84,66 @@ def ensure_loaded(ctx: Context) -> None:
         check(
             count(ctx, ctx.index) == len(ctx.dataset), "the index does not hold every document after loading"
         )
-    settle_merges(ctx)
+    settle_merges(ctx, ctx.index)
 
 
 #: How long the segments must stay unchanged, no merge running, for the index to count as merged.
 SETTLED_SECONDS = 2.0
 SETTLE_LIMIT_SECONDS = 600.0
+SETTLE_POLL_SECONDS = 0.1
 
 
-def settle_merges(ctx: Context) -> None:
-    """Wait until the background merges a load started are done, as a benchmark of a search
-    engine waits for an index to be merged before it times searches (Rally's `force-merge` or
-    wait steps): a read workload then measures the index a user searches once the load is over,
-    not the merges of its first minutes beside it. How long it took goes to the progress log.
-    Merges that a workload's own writes start (W7, W10) still run beside that workload."""
+def settle_merges(ctx: Context, name: str) -> float:
+    """Wait until the background merges a load started in index `name` are done, as a benchmark of
+    a search engine waits for an index to be merged before it times searches (Rally's
+    `force-merge` or wait steps): a read workload then measures the index a user searches once
+    the load is over, not the merges of its first minutes beside it. How long it took goes to the
+    progress log. Merges that a workload's own writes start (W7, W10) still run beside that
+    workload. Returns the `time.monotonic()` at which the merges were first seen done (the
+    quiet time waited after it, to be sure no other merge follows, is not part of the load)."""
     started = time.monotonic()
     last: tuple[int, int] | None = None
     since = started
     while time.monotonic() - started < SETTLE_LIMIT_SECONDS:
-        merges = ctx.http.json("GET", f"/{ctx.index}/_stats/merge")["_all"]["primaries"]["merges"]
-        segments = len(orjson.loads(ctx.http.raw("GET", f"/_cat/segments/{ctx.index}?format=json")))
+        merges = ctx.http.json("GET", f"/{name}/_stats/merge")["_all"]["primaries"]["merges"]
+        segments = len(orjson.loads(ctx.http.raw("GET", f"/_cat/segments/{name}?format=json")))
         state = (merges["total"], segments)
         now = time.monotonic()
         if merges["current"] or state != last:
             last, since = state, now
         elif now - since >= SETTLED_SECONDS:
-            waited = now - started - SETTLED_SECONDS
-            if waited > 1:
-                note = f"  merges after the load settled in {waited:.0f} s ({segments} segments)"
+            if since - started > 1:
+                note = f"  merges of {name} settled in {since - started:.0f} s ({segments} segments)"
                 print(note, file=sys.stderr)
-            return
-        time.sleep(0.25)
-    raise CheckFailed(f"the index's merges did not settle within {SETTLE_LIMIT_SECONDS:.0f} s")
+            return since
+        time.sleep(SETTLE_POLL_SECONDS)
+    raise CheckFailed(f"the merges of {name} did not settle within {SETTLE_LIMIT_SECONDS:.0f} s")
+
+
+def searchable(ctx: Context, name: str, watch: Stopwatch) -> float:
+    """Seconds on `watch` (started with a load into index `name`) until what was loaded is
+    searchable and merged: the final refresh, then every merge it and the load started, seen done
+    by `settle_merges` (to within its poll). SQLite's load likewise ends with its index builds and
+    its commit."""
+    refresh(ctx, name)
+    merged = settle_merges(ctx, name)
+    return watch.seconds() - (time.monotonic() - merged)
 
 
 def search(ctx: Context, body: dict[str, Any], path: str | None = None) -> dict[str, Any]:
     return ctx.http.json("POST", path or f"/{ctx.index}/_search", body)
+
+
+def cursor_at(ctx: Context, depth: int, match: tuple[str, str] | None = None) -> tuple[int | None, tuple]:
+    """A `search_after` timestamp for the page at about `depth` by `@timestamp` desc, valid on any
+    snapshot (unlike a hit's sort values, whose `_shard_doc` or order of ties are one snapshot's):
+    t + 1, t the timestamp at `depth`, so the page starts at the first hit of timestamp t, a few
+    hits before `depth` when t is shared. None at depth 0 (no cursor). Also SQLite's keyset key
+    of the same page."""
+    if depth == 0:
+        return None, ctx.sqlite.keyset_after(0)
+    t = ctx.sqlite.keyset_after(depth + 1, match)[0]
+    return t + 1, (t + 1, "")
 
 
 def check_timestamps(hits: list[dict], expected: list[tuple], what: str) -> None:
@@ -172,6 +197,32 @@ def remove_extra_docs(ctx: Context, ids: list[str]) -> None:
         bulk_raw(ctx, ctx.index, [body])
     refresh(ctx, ctx.index)
     check(count(ctx, ctx.index) == len(ctx.dataset), "the extra documents are still counted after deletion")
+
+
+#: The `_id` written and deleted again to make a new snapshot (beyond what any workload writes).
+FRESH_ID = 30_000_000
+
+
+def fresh_snapshot(ctx: Context) -> None:
+    """A new snapshot of the benchmark index holding exactly the dataset, which no cache has seen:
+    one document is written and deleted again, each made visible by a refresh. The HitLists (and
+    anything else kept per snapshot) of the snapshots before cannot answer a request on it, while
+    every answer, and so every check, stays the dataset's. What is kept per segment (sort orders,
+    postings, source blocks) stays, as it does for a user's index after a refresh."""
+    doc_id, source = extra_docs(ctx, FRESH_ID, np.array([future_ms(ctx)], dtype=np.int64))[0]
+    ctx.http.raw("PUT", f"/{ctx.index}/_doc/{doc_id}?refresh=true", source.encode())
+    ctx.http.raw("DELETE", f"/{ctx.index}/_doc/{doc_id}?refresh=true")
+
+
+def on_fresh_snapshots(
+    ctx: Context, request: Callable[[], T], count: int = FIRSTS
+) -> Iterator[Callable[[], T]]:
+    """`request`, handed to `time_each` `count` times, each time on a `fresh_snapshot` made
+    before it (not timed): the first request of a query on a snapshot, as a user's index
+    meets it after each refresh."""
+    for _ in range(count):
+        fresh_snapshot(ctx)
+        yield request
 
 
 def in_processes(

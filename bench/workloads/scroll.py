@@ -1,12 +1,16 @@
 """W4: exporting the whole index with scroll, plainly, through the official helper, and sliced.
 
 Slices are read by separate processes, as a real parallel export would, so that the client's own
-JSON parsing does not cap the figure. The memory cost of open scroll contexts is read from the
-server's /proc status with 500 of them open (the default `search.max_open_scroll_context`).
+JSON parsing does not cap the figure; SQLite's baseline for k slices is k processes reading a
+k-th of the rows each (rowid ranges), so both sides do the same work with as many readers. Every
+reader, on either side, freezes its heap out of the cycle collector's sight before it reads. The
+memory cost of open scroll contexts is read from the server's /proc status with 500 of them open
+(the default `search.max_open_scroll_context`).
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -15,6 +19,7 @@ from elasticsearch import helpers
 
 from bench.client import Client, HttpError
 from bench.harness import WALK_BUDGET_S, Context, Recorder, Row, Stopwatch, check
+from bench.sqlite_baseline import SqliteBaseline
 from bench.workloads.common import hit_ids, in_processes, settle_heap
 
 BATCH = 1_000
@@ -76,6 +81,7 @@ def _check_all(ids: np.ndarray, n: int, what: str) -> None:
 
 def _slice_worker(url: str, index: str, slice_: dict[str, int], start: Any, results: Any) -> None:
     """One slice in its own process; waits at `start` so that process start-up is not timed."""
+    settle_heap()
     start.wait()
     try:
         results.put(read_scroll(url, index, slice_)[0])
@@ -87,6 +93,27 @@ def _sliced(ctx: Context, slices: int) -> float:
     args = [(ctx.url, ctx.index, {"id": i, "max": slices}) for i in range(slices)]
     parts, seconds = in_processes(_slice_worker, args, start_timeout=60, budget=WALK_BUDGET_S + 60)
     _check_all(np.concatenate(parts), len(ctx.dataset), f"{slices} slices")
+    return len(ctx.dataset) / seconds
+
+
+def _sqlite_share_worker(path: Path, share: int, shares: int, start: Any, results: Any) -> None:
+    """One of `shares` SQLite readers in its own process, reading its rowid range of the table."""
+    sqlite = SqliteBaseline(path)
+    settle_heap()
+    start.wait()
+    try:
+        results.put(sqlite.scan(BATCH, share, shares))
+    except Exception as error:  # handed to the parent, which reports it in the row
+        results.put(error)
+    finally:
+        sqlite.close()
+
+
+def _sqlite_sliced(ctx: Context, slices: int) -> float:
+    """docs/s of `slices` SQLite reader processes reading the table together, a share each."""
+    args = [(ctx.sqlite.path, i, slices) for i in range(slices)]
+    parts, seconds = in_processes(_sqlite_share_worker, args, start_timeout=60, budget=WALK_BUDGET_S + 60)
+    check(sum(parts) == len(ctx.dataset), f"{slices} SQLite readers read {sum(parts)} rows")
     return len(ctx.dataset) / seconds
 
 
@@ -116,14 +143,21 @@ def run(ctx: Context) -> list[Row]:
     stream = rec.plan(f"one scroll stream, batches of {BATCH}, http.client", "docs/s", (">=", 300_000))
     stream_mb = rec.plan("one scroll stream, response bytes", "MB/s")
     scan = rec.plan("elasticsearch.helpers.scan", "docs/s")
-    sliced = {k: rec.plan(f"{k} slices in {k} processes, total", "docs/s") for k in SLICES}
+    sliced = {
+        k: rec.plan(f"{k} slices in {k} processes, total (SQLite: {k} reader processes)", "docs/s")
+        for k in SLICES
+    }
     rss = rec.plan(f"server RSS with {OPEN_SCROLLS} open scrolls", "MB")
     rss_ratio = rec.plan(f"RSS with {OPEN_SCROLLS} open scrolls / with none", "x", ("<=", 1.2))
+    settle_heap()
     watch = Stopwatch()
     ctx.sqlite.scan(BATCH)
     baseline = n / watch.seconds()
-    for name in (stream, scan, *sliced.values()):
+    for name in (stream, scan):
         rec.baseline(name, baseline)
+    for slices, name in sliced.items():
+        with rec.step(name):
+            rec.baseline(name, _sqlite_sliced(ctx, slices))
 
     with rec.step(stream, stream_mb):
         watch = Stopwatch()

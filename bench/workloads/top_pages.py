@@ -78,10 +78,6 @@ def check_service_range(
     check_total(response, ctx.sqlite.service_range_count(*query), f"{what} {query}")
 
 
-def ensure_service_index(ctx: Context) -> None:
-    ctx.sqlite.index("docs_service_ts", "service, ts")
-
-
 def timed_service_range(ctx: Context, queries: Iterable[tuple[str, int, int]]) -> list[tuple[float, Any]]:
     """Each query once (`queries` may be lazy: it is read as the loop goes)."""
     return time_each(lambda q=q: search(ctx, service_range_body(*q)) for q in queries)
@@ -94,7 +90,6 @@ def run_service_range(ctx: Context) -> list[Row]:
     p50 = rec.plan(f"{W6_QUERIES} distinct term + range queries, page of {SIZE}, p50", "ms", ("<=", 3.0))
     p99 = rec.plan(f"{W6_QUERIES} distinct term + range queries, page of {SIZE}, p99", "ms", ("<=", 10.0))
     queries = service_range_queries(ctx, ctx.seed + 6, W6_QUERIES + 1)
-    ensure_service_index(ctx)
     sqlite = each_ms(lambda q=q: ctx.sqlite.service_range_page(*q, SIZE) for q in queries[1:])
     rec.percentiles((p50, p99), sqlite, baseline=True)
     with rec.step(first, p50, p99):
@@ -114,7 +109,6 @@ def run_bytes_sort(ctx: Context) -> list[Row]:
     p50 = rec.plan(f"{W8_QUERIES} distinct ranges by bytes desc, page of {SIZE}, p50", "ms", ("<=", 10.0))
     p99 = rec.plan(f"{W8_QUERIES} distinct ranges by bytes desc, page of {SIZE}, p99", "ms")
     ranges = time_ranges(ctx, np.random.default_rng(ctx.seed + 8), W8_QUERIES + 1)
-    ctx.sqlite.index("docs_bytes", "bytes")
     sqlite = each_ms(lambda r=r: ctx.sqlite.range_top_bytes(*r, SIZE) for r in ranges[1:])
     rec.percentiles((p50, p99), sqlite, baseline=True)
 

@@ -30,7 +30,6 @@ from bench.workloads.common import (
 )
 from bench.workloads.top_pages import (
     check_service_range,
-    ensure_service_index,
     service_range_queries,
     timed_service_range,
 )
@@ -91,7 +90,6 @@ def run(ctx: Context) -> list[Row]:
     )
     ratio = rec.plan("p99 while indexing / p99 idle", "x", ("<=", 3.0))
     rate = rec.plan("indexing rate achieved meanwhile", "docs/s")
-    ensure_service_index(ctx)
     n = len(ctx.dataset)
     queries = service_range_queries(ctx, ctx.seed + 10, IDLE_QUERIES + 5_000)
     idle_queries, busy_queries = queries[:IDLE_QUERIES], queries[IDLE_QUERIES:]
