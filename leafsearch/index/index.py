@@ -152,7 +152,12 @@ class Index:
         path = folder / uuid
         path.mkdir(parents=True)
         write_json(path / "meta.json", meta)
-        return cls(path, meta, blocks, backend)
+        index = cls(path, meta, blocks, backend)
+        # The folders just created (the shards', the index's) survive a power loss only once the
+        # folders holding them are synced too.
+        fsync_dir(path)
+        fsync_dir(folder)
+        return index
 
     @classmethod
     def open(cls, path: Path, blocks: BlockCache | None = None, backend: ShardBackend | None = None) -> Index:

@@ -208,6 +208,7 @@ class SegmentWriter:
             fh.write(orjson.dumps(meta))
             fh.flush()
             os.fsync(fh.fileno())
+        fsync_dir(tmp)  # the files' entries, or a power loss could leave the folder without them
         os.replace(tmp, folder)
         fsync_dir(folder.parent)
 

@@ -21,10 +21,11 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from leafsearch.common.durable import fsync_dir
 from leafsearch.common.settings import ClusterSettings
 from leafsearch.errors import IndexNotFound
 from leafsearch.index.block_cache import BlockCache
-from leafsearch.index.index import DELETED_PREFIX, Index
+from leafsearch.index.index import DELETED_PREFIX, Index, write_json
 from leafsearch.index.mapping import Mapping
 from leafsearch.indices.admin import (
     IndicesOptions,
@@ -133,7 +134,9 @@ class Node:
             self.ray = RayBackend(ray, self.path / "ray-shards")
             search_workers = 0
         indices_dir = self.path / "indices"
-        indices_dir.mkdir(exist_ok=True)
+        if not indices_dir.exists():
+            indices_dir.mkdir()
+            fsync_dir(self.path)  # a folder created is there after a power loss once its parent is synced
         for folder in sorted(indices_dir.iterdir()):
             if (folder / "meta.json").exists() and not folder.name.startswith(DELETED_PREFIX):
                 index = Index.open(folder, self.source_blocks, self.ray)
@@ -233,7 +236,7 @@ class Node:
             "cluster_uuid": uuidlib.uuid4().hex[:22],
             "name": os.uname().nodename or "leafsearch",
         }
-        path.write_bytes(orjson.dumps(ident))
+        write_json(path, ident)
         return ident
 
     # ---- lifecycle ---------------------------------------------------------------------
