@@ -19,7 +19,7 @@ import shutil
 import threading
 import time
 from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,16 +28,15 @@ import numpy as np
 
 from leafsearch.errors import FlushFailed, IndexClosed, TranslogFailed
 from leafsearch.index import derived_files
-from leafsearch.index.block_cache import BlockCache
 from leafsearch.index.buffer import IndexBuffer
 from leafsearch.index.commits import CommitPlan, Commits
 from leafsearch.index.index_sort import IndexSort
 from leafsearch.index.merge_policy import find_merge
-from leafsearch.index.merge_worker import merge_in_worker
 from leafsearch.index.parsed import ParsedBatch, ParsedDoc
 from leafsearch.index.searcher import Searcher, SegmentView
 from leafsearch.index.segment import Segment, remove_segment_folder, to_term_array
 from leafsearch.index.segment_build import segment_from_buffer
+from leafsearch.index.shard_services import ShardServices
 from leafsearch.index.shard_stats import ShardStats
 from leafsearch.index.translog import (
     OP_DELETE,
@@ -62,18 +61,6 @@ BUFFER_STALL_FACTOR = 2
 #: How long a delete's version is remembered (Elasticsearch's `index.gc_deletes`): re-creating the
 #: id within it continues the version sequence instead of starting again at 1.
 GC_DELETES_SECONDS = 60.0
-
-_flush_pool: ThreadPoolExecutor | None = None
-_flush_pool_lock = threading.Lock()
-
-
-def _flusher() -> ThreadPoolExecutor:
-    """The one thread that writes full buffers as segments, for every shard of the process."""
-    global _flush_pool
-    with _flush_pool_lock:
-        if _flush_pool is None:
-            _flush_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="leafsearch-flush")
-        return _flush_pool
 
 
 @dataclass(slots=True)
@@ -162,11 +149,12 @@ class Shard:
         shard_id: int,
         parse,
         index_sort: IndexSort | None = None,
-        blocks: BlockCache | None = None,
+        services: ShardServices | None = None,
     ) -> None:
         """`parse(source, doc_id) -> ParsedDoc` comes from the index's mapping (used in recovery);
-        `index_sort`, the order every segment is written in (None: arrival order); `blocks`, the
-        node's cache of decompressed source blocks, given to every segment."""
+        `index_sort`, the order every segment is written in (None: arrival order); `services`,
+        what the shard's owner gives its shards (its block cache, event listeners, flush thread,
+        merge worker; None: a shard alone keeps its own, ended with it)."""
         self.folder = folder
         self.shard_id = shard_id
         self.index_sort = index_sort
@@ -176,7 +164,9 @@ class Shard:
         self._searcher_lock = threading.Lock()
         self._refs_lock = threading.Lock()
         self._parse = parse
-        self.blocks = blocks
+        self._own_services = services is None
+        self.services = services if services is not None else ShardServices()
+        self.blocks = self.services.blocks
         folder.mkdir(parents=True, exist_ok=True)
         self.segments: list[Segment] = []
         self._seg_refs: dict[str, int] = {}
@@ -287,7 +277,7 @@ class Shard:
             if entry.name not in keep:
                 if entry.is_dir():
                     shutil.rmtree(entry, ignore_errors=True)
-                    Segment.files_deleted(entry)
+                    self.services.events.files_deleted(entry)
                 else:
                     entry.unlink(missing_ok=True)
 
@@ -460,9 +450,8 @@ class Shard:
 
     def _flush_in_background(self, buffer: IndexBuffer, generation: int) -> _Flushing:
         folder = self.folder / self._next_segment_name()
-        return _Flushing(
-            buffer, _flusher().submit(segment_from_buffer, buffer, folder, self.index_sort), generation
-        )
+        built = self.services.flusher().submit(segment_from_buffer, buffer, folder, self.index_sort)
+        return _Flushing(buffer, built, generation)
 
     def _install_flushed(self) -> None:
         """Add the segment of the buffer on the flush thread (waiting for it), not yet published.
@@ -677,6 +666,7 @@ class Shard:
             old.release()
 
     def _searcher_closed(self, searcher: Searcher) -> None:
+        self.services.events.snapshot_closed(searcher)
         for v in searcher.views:
             self._unref(v.segment)
 
@@ -689,7 +679,7 @@ class Shard:
                 del self._seg_refs[seg.name]
         if last:
             remove_segment_folder(seg.folder)
-            Segment.files_deleted(seg.folder)
+            self.services.events.files_deleted(seg.folder)
 
     def acquire_searcher(self) -> Searcher:
         with self._searcher_lock:
@@ -717,7 +707,7 @@ class Shard:
         docs = sum(seg.max_doc if live is None else int(np.count_nonzero(live)) for seg, live in parts)
         try:
             with self.stats.merging(docs, sum(folder_size(seg.folder) for seg, _ in parts)):
-                origin = merge_in_worker(
+                origin = self.services.merges.merge(
                     [(seg.folder, live) for seg, live in parts], self.folder / name, self.index_sort
                 )
                 merged = self._open_segment(name)
@@ -777,7 +767,7 @@ class Shard:
             self._unref(seg)
         if not merged.max_doc:
             remove_segment_folder(merged.folder)
-            Segment.files_deleted(merged.folder)
+            self.services.events.files_deleted(merged.folder)
         self._changes += 1
 
     def close(self) -> None:
@@ -802,6 +792,8 @@ class Shard:
             self.tombstones = {}
             self.segments = []
             self.live = {}
+        if self._own_services:
+            self.services.close()
 
     # ---- stats ---------------------------------------------------------------------------
 

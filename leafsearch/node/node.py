@@ -27,6 +27,7 @@ from leafsearch.errors import IndexNotFound
 from leafsearch.index.block_cache import BlockCache
 from leafsearch.index.index import DELETED_PREFIX, Index, write_json
 from leafsearch.index.mapping import Mapping
+from leafsearch.index.shard_services import ShardServices
 from leafsearch.indices.admin import (
     IndicesOptions,
     auto_create_index,
@@ -117,8 +118,13 @@ class Node:
         # The search caches are the node's, each bounded by its setting (`_bound_caches`).
         settings = self.cluster_settings
         self.source_blocks = BlockCache(settings.get("indices.cache.source_blocks.size"))
+        #: What this node's shards are given: the block cache, their events' listeners, the flush
+        #: thread and the merge worker, all this node's own (ended in `close`).
+        self.shard_services = ShardServices(self.source_blocks)
         self.global_ordinals = GlobalOrdinals(settings.get("indices.fielddata.cache.size"))
-        self.hitlists = HitListCache(settings.get("indices.cache.hitlist.size"), self.global_ordinals)
+        self.hitlists = HitListCache(
+            settings.get("indices.cache.hitlist.size"), self.global_ordinals, self.shard_services.events
+        )
         self.sort_orders = SegmentOrders(settings.get("indices.cache.sort_orders.size"))
         self.indices: dict[str, Index] = {}
         #: The Ray cluster whose actors hold this node's new shards (None: they are local).
@@ -139,7 +145,7 @@ class Node:
             fsync_dir(self.path)  # a folder created is there after a power loss once its parent is synced
         for folder in sorted(indices_dir.iterdir()):
             if (folder / "meta.json").exists() and not folder.name.startswith(DELETED_PREFIX):
-                index = Index.open(folder, self.source_blocks, self.ray)
+                index = Index.open(folder, self.shard_services, self.ray)
                 self.indices[index.name] = index
             else:  # a deletion or a creation that a crash interrupted
                 shutil.rmtree(folder, ignore_errors=True)
@@ -200,7 +206,9 @@ class Node:
         self._bound_caches()
         self.cluster_settings.listeners.append(self._bound_caches)
         if search_workers > 0:
-            self.search_services.workers = WorkerPool(self.search_services, search_workers)
+            self.search_services.workers = WorkerPool(
+                self.search_services, search_workers, self.shard_services.events
+            )
         self._closed = threading.Event()
         self._threads: list[threading.Thread] = []
         if background:
@@ -258,6 +266,7 @@ class Node:
         with self.lock:
             for index in self.indices.values():
                 index.close()
+        self.shard_services.close()
         fcntl.flock(self._lock_file.fileno(), fcntl.LOCK_UN)
         self._lock_file.close()
 
@@ -361,7 +370,8 @@ class Node:
 
     def create_index(self, name: str, settings: dict[str, str], mapping: Mapping) -> Index:
         with self.lock:
-            index = Index.create(self.path / "indices", name, settings, mapping, self.source_blocks, self.ray)
+            folder = self.path / "indices"
+            index = Index.create(folder, name, settings, mapping, self.shard_services, self.ray)
             self.indices[name] = index
             return index
 

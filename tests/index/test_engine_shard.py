@@ -667,7 +667,7 @@ def test_a_crash_while_commits_wait_to_be_written_loses_nothing(tmp_path, held_c
         put(shard, str(i), {"n": i})
     put(shard, "7", {"n": 700})
     delete(shard, "8")
-    shard_module._flusher().submit(lambda: None).result()  # the flush thread is done writing
+    shard.services.flusher().submit(lambda: None).result()  # the flush thread is done writing
     assert len(shard.commits._queue) > 1
     shard.translog._file.close()  # crash
     held_commit.crash()

@@ -91,9 +91,9 @@ def test_every_acknowledged_write_survives_a_power_loss(
     data, after = tmp_path / "data", tmp_path / "after-power-loss"
     data.mkdir()
     monkeypatch.setattr(shard_module, "BUFFER_MAX_DOCS", 64)
-    monkeypatch.setattr(shard_module, "merge_in_worker", merge_here)
     disk = PowerLossDisk(data)
     with disk.installed(monkeypatch), leafsearch.Node(data, background=False) as node:
+        monkeypatch.setattr(node.shard_services.merges, "merge", merge_here)
         acked = Acknowledged(Client(node=node))
         writes_of_every_kind(node, acked)
         disk.power_loss(after)
