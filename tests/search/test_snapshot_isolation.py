@@ -281,9 +281,9 @@ def test_scrolls_return_the_snapshot_whatever_happens_under_them(cluster: Cluste
 
         sliced: list[dict[str, Any]] = []
         for part in slices:
-            ids = drain(client, part, between)
-            assert part["hits"]["total"]["value"] == len(ids)
-            sliced += ids
+            part_hits = drain(client, part, between)
+            assert part["hits"]["total"]["value"] == len(part_hits)
+            sliced += part_hits
         assert_the_snapshot(sliced, snapshot)
     finally:
         client.indices.delete(index=index)
