@@ -23,14 +23,13 @@ import orjson
 from leafsearch.common.durable import fsync_dir
 from leafsearch.common.settings import index_setting
 from leafsearch.errors import ElasticError, IndexClosed
-from leafsearch.index.block_cache import BlockCache
 from leafsearch.index.index_sort import IndexSort, index_sort_of
 from leafsearch.index.mapping import Mapping
 from leafsearch.index.mapping_batch import parse_batch
 from leafsearch.index.parsed import ParsedBatch
 from leafsearch.index.routing import default_routing_num_shards, shard_for
-from leafsearch.index.segment import Segment
 from leafsearch.index.shard import Shard
+from leafsearch.index.shard_services import ShardServices
 
 if TYPE_CHECKING:
     from leafsearch.index.backend import RemoteShards, ShardBackend
@@ -38,11 +37,11 @@ if TYPE_CHECKING:
 
 class Index:
     def __init__(
-        self, folder: Path, meta: dict, blocks: BlockCache | None = None, backend: ShardBackend | None = None
+        self, folder: Path, meta: dict, services: ShardServices, backend: ShardBackend | None = None
     ) -> None:
-        """`blocks`: the node's cache of decompressed source blocks, for every segment;
-        `backend`: the node's Ray cluster, which serves the shards of an index whose metadata
-        has a shard map (`placement`) as actors."""
+        """`services`: what the node gives its shards (shard_services.py); `backend`: the node's
+        Ray cluster, which serves the shards of an index whose metadata has a shard map
+        (`placement`) as actors."""
         self.folder = folder
         self.name: str = meta["name"]
         self.uuid: str = meta["uuid"]
@@ -58,7 +57,7 @@ class Index:
         self._persisted_mapping_version = self.mapping.version
         #: The order every segment is written in (`index.sort.*`; fixed at creation).
         self.sort: IndexSort | None = index_sort_of(self.settings, self.mapping, self.name)
-        self._blocks = blocks
+        self._services = services
         self.closed: bool = meta.get("state") == "close"
         #: Where each shard lives when the shards are Ray actors (node and folder), else None.
         self.placement: list[dict[str, str]] | None = meta.get("placement")
@@ -80,7 +79,7 @@ class Index:
 
     def _open_shards(self) -> list[Shard]:
         shards = [
-            Shard(self.folder / str(i), i, self._parse_for_recovery, self.sort, self._blocks)
+            Shard(self.folder / str(i), i, self._parse_for_recovery, self.sort, self._services)
             for i in range(self.num_shards)
         ]
         for shard in shards:
@@ -136,7 +135,7 @@ class Index:
         name: str,
         settings: dict[str, str],
         mapping: Mapping,
-        blocks: BlockCache | None = None,
+        services: ShardServices,
         backend: ShardBackend | None = None,
     ) -> Index:
         settings = dict(settings)
@@ -155,11 +154,16 @@ class Index:
         path = folder / uuid
         path.mkdir(parents=True)
         write_json(path / "meta.json", meta)
-        return cls(path, meta, blocks, backend)
+        index = cls(path, meta, services, backend)
+        # The folders just created (the shards', the index's) survive a power loss only once the
+        # folders holding them are synced too.
+        fsync_dir(path)
+        fsync_dir(folder)
+        return index
 
     @classmethod
-    def open(cls, path: Path, blocks: BlockCache | None = None, backend: ShardBackend | None = None) -> Index:
-        return cls(path, orjson.loads((path / "meta.json").read_bytes()), blocks, backend)
+    def open(cls, path: Path, services: ShardServices, backend: ShardBackend | None = None) -> Index:
+        return cls(path, orjson.loads((path / "meta.json").read_bytes()), services, backend)
 
     def setting(self, key: str):
         return index_setting(self.settings, key)
@@ -269,7 +273,7 @@ class Index:
         doomed = self.folder.with_name(DELETED_PREFIX + self.folder.name)
         os.replace(self.folder, doomed)
         shutil.rmtree(doomed, ignore_errors=True)
-        Segment.files_deleted(self.folder)
+        self._services.events.files_deleted(self.folder)
 
 
 #: Folders of indices being deleted; a restart finishes deleting them.

@@ -23,6 +23,7 @@ from typing import Any
 
 import orjson
 
+from leafsearch.common.json_tokens import not_boolean, not_numeric, token_name
 from leafsearch.errors import (
     DocumentParsing,
     ElasticError,
@@ -314,7 +315,7 @@ def _with_java_cause(error: ElasticError, cause_type: str, reason: str) -> Elast
 def _scalar(v: Any) -> Any:
     """The value itself, unless it is an object or array where a leaf value is expected."""
     if type(v) is dict or type(v) is list:
-        raise _Malformed(f"Can't get text on a START_{'OBJECT' if type(v) is dict else 'ARRAY'}")
+        raise _Malformed(f"Can't get text on a {token_name(v)}")
     return v
 
 
@@ -561,8 +562,7 @@ class FieldType:
             if v in ("true", "false", ""):
                 return int(v == "true")
             raise _Malformed(f"Failed to parse value [{v}] as only [true] or [false] are allowed.")
-        token = "VALUE_NUMBER_INT" if t is int else "VALUE_NUMBER_FLOAT"
-        raise _Malformed(f"Current token ({token}) not of boolean type", "x_content_parse_exception")
+        raise _Malformed(not_boolean(v), "x_content_parse_exception")
 
     def _convert_float(self, v: Any) -> float:
         number = _to_double(self._numeric(v))
@@ -602,17 +602,8 @@ class FieldType:
 
     def _numeric(self, v: Any) -> int | float | str:
         t = type(_scalar(v))
-        if t is bool:
-            raise _Malformed(
-                f"Current token ({'VALUE_TRUE' if v else 'VALUE_FALSE'}) not numeric, can not use numeric "
-                "value accessors",
-                "x_content_parse_exception",
-            )
-        if t is str and not self.coerce:
-            raise _Malformed(
-                "Current token (VALUE_STRING) not numeric, can not use numeric value accessors",
-                "x_content_parse_exception",
-            )
+        if t is bool or (t is str and not self.coerce):
+            raise _Malformed(not_numeric(v), "x_content_parse_exception")
         return v
 
     def _to_integer(self, v: int | float | str) -> int:

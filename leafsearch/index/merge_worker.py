@@ -4,8 +4,9 @@ A merge is seconds of numpy and Python work over whole segments. Run on a thread
 holds the interpreter lock most of that time, and every search and write in flight slows down;
 Lucene runs merges on threads of their own for the same reason. Because segments are immutable
 files, a merge is a pure function of segment folders and live-docs arrays, so it runs in a separate
-process (started once, on first use) while the server keeps serving on the other core; the shard
-then opens the folder the worker wrote.
+process while the server keeps serving on the other core; the shard then opens the folder the
+worker wrote. The process is its owner's (`MergeWorker`: a node's, or a shard actor's, in
+`ShardServices`): started by the first merge, ended when the owner closes.
 
 Merges run beside searches and writes, as Lucene's merge scheduler runs them, rather than waiting
 for a quiet index: a busy index that never merged would search an ever longer list of small
@@ -19,7 +20,6 @@ throttle bounds by bytes per second.
 
 from __future__ import annotations
 
-import atexit
 import ctypes
 import ctypes.util
 import multiprocessing
@@ -38,8 +38,6 @@ from leafsearch.index.index_sort import IndexSort
 _PR_SET_PDEATHSIG = 1
 #: How much lower the worker's CPU priority is than the server's (`nice` increment).
 NICENESS = 10
-_pool: ProcessPoolExecutor | None = None
-_pool_lock = threading.Lock()
 
 
 def _merge_folders(
@@ -82,49 +80,53 @@ def _die_with_parent(server: int) -> None:
     threading.Thread(target=watch, daemon=True).start()
 
 
-def _executor() -> ProcessPoolExecutor:
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            # spawn, not fork: the server has threads (uvicorn, refresh, reaper) a fork would copy mid-flight.
-            _pool = ProcessPoolExecutor(
-                max_workers=1,
-                mp_context=multiprocessing.get_context("spawn"),
-                initializer=_start_worker,
-                initargs=(os.getpid(),),
-            )
-            atexit.register(shutdown)
-        return _pool
+class MergeWorker:
+    """The merge worker process of one owner: started on the first merge, replaced by the next
+    merge once it died, ended by `close`."""
 
+    def __init__(self) -> None:
+        self._pool: ProcessPoolExecutor | None = None
+        self._lock = threading.Lock()
 
-def merge_in_worker(
-    parts: list[tuple[Path, np.ndarray | None]], folder: Path, index_sort: IndexSort | None = None
-) -> np.ndarray | None:
-    """Write the merge of `parts` into `folder` in the worker process; raises what the merge raised.
-    Returns what `merge_segments` returns: where each merged document came from, when sorted."""
-    pool = _executor()
-    try:
-        return pool.submit(
-            _merge_folders, [(str(p), live) for p, live in parts], str(folder), index_sort
-        ).result()
-    except BrokenProcessPool:
-        # The worker died (killed, out of memory): this merge fails and the next one starts a
-        # new worker, rather than every later merge failing on the broken pool.
-        _forget(pool)
-        raise
+    def _executor(self) -> ProcessPoolExecutor:
+        with self._lock:
+            if self._pool is None:
+                # spawn, not fork: the server has threads (uvicorn, refresh, reaper) a fork would
+                # copy mid-flight.
+                self._pool = ProcessPoolExecutor(
+                    max_workers=1,
+                    mp_context=multiprocessing.get_context("spawn"),
+                    initializer=_start_worker,
+                    initargs=(os.getpid(),),
+                )
+            return self._pool
 
+    def merge(
+        self, parts: list[tuple[Path, np.ndarray | None]], folder: Path, index_sort: IndexSort | None = None
+    ) -> np.ndarray | None:
+        """Write the merge of `parts` into `folder` in the worker process; raises what the merge
+        raised. Returns what `merge_segments` returns: where each merged document came from, when
+        sorted."""
+        pool = self._executor()
+        try:
+            return pool.submit(
+                _merge_folders, [(str(p), live) for p, live in parts], str(folder), index_sort
+            ).result()
+        except BrokenProcessPool:
+            # The worker died (killed, out of memory): this merge fails and the next one starts a
+            # new worker, rather than every later merge failing on the broken pool.
+            self._forget(pool)
+            raise
 
-def _forget(pool: ProcessPoolExecutor) -> None:
-    global _pool
-    with _pool_lock:
-        if _pool is pool:
-            _pool = None
-    pool.shutdown(wait=False, cancel_futures=True)
+    def _forget(self, pool: ProcessPoolExecutor) -> None:
+        with self._lock:
+            if self._pool is pool:
+                self._pool = None
+        pool.shutdown(wait=False, cancel_futures=True)
 
-
-def shutdown() -> None:
-    global _pool
-    with _pool_lock:
-        pool, _pool = _pool, None
-    if pool is not None:
-        pool.shutdown(wait=True, cancel_futures=True)
+    def close(self) -> None:
+        """End the process (a merge running finishes first); a later merge would start another."""
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)

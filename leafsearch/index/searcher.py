@@ -46,12 +46,11 @@ _UIDS = itertools.count(1)
 class Searcher:
     """A reference-counted snapshot of one shard.
 
-    `on_close` runs when the last reference is released; the shard uses it to delete the files of
-    segments that no Searcher holds any more. `close_listeners` (process-wide) let caches keyed
-    by snapshots forget a snapshot as soon as it is gone.
+    `on_close` runs when the last reference is released: the owner (a shard, a search worker's
+    mirror) tells its `ShardEvents` (caches keyed by snapshots forget it) and deletes the files of
+    segments that no Searcher holds any more.
     """
 
-    close_listeners: list[Callable[[Searcher], None]] = []
     #: A snapshot of this process (a shard actor's lease, ray_backend/remote.py, says True).
     remote = False
 
@@ -87,8 +86,6 @@ class Searcher:
             last = self._refs == 0
         if last:
             self.closed = True
-            for listener in Searcher.close_listeners:
-                listener(self)
             if self._on_close is not None:
                 self._on_close(self)
 

@@ -27,10 +27,8 @@ import mmap
 import os
 import shutil
 import threading
-from collections.abc import Callable
 from functools import cached_property
 from pathlib import Path
-from typing import ClassVar
 
 import numpy as np
 import orjson
@@ -208,6 +206,7 @@ class SegmentWriter:
             fh.write(orjson.dumps(meta))
             fh.flush()
             os.fsync(fh.fileno())
+        fsync_dir(tmp)  # the files' entries, or a power loss could leave the folder without them
         os.replace(tmp, folder)
         fsync_dir(folder.parent)
 
@@ -238,17 +237,6 @@ def remove_segment_folder(folder: Path) -> None:
 
 class Segment:
     """Read side of one segment folder. Arrays are memory-mapped; columns are opened lazily."""
-
-    #: Called with a folder once the segment files under it are deleted (one segment's, or a
-    #: whole index's); process-wide, like `Searcher.close_listeners`. Search workers keep a
-    #: segment open past the snapshots that held it until then (search/workers/mirror.py).
-    deleted_listeners: ClassVar[list[Callable[[Path], None]]] = []
-
-    @staticmethod
-    def files_deleted(folder: Path) -> None:
-        """Tell the listeners that the segment files under `folder` are gone."""
-        for listener in Segment.deleted_listeners:
-            listener(folder)
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder

@@ -27,7 +27,7 @@ import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from functools import partial
@@ -37,16 +37,15 @@ import numpy as np
 
 from leafsearch.errors import ElasticError, FlushFailed, IndexClosed, RefreshFailed, TranslogFailed, cause_of
 from leafsearch.index import derived_files
-from leafsearch.index.block_cache import BlockCache
 from leafsearch.index.buffer import IndexBuffer
 from leafsearch.index.commits import CommitPlan, Commits
 from leafsearch.index.index_sort import IndexSort
 from leafsearch.index.merge_policy import find_merge
-from leafsearch.index.merge_worker import merge_in_worker
 from leafsearch.index.parsed import ParsedBatch, ParsedDoc
 from leafsearch.index.searcher import Searcher, SegmentView
 from leafsearch.index.segment import Segment, discard_unfinished, remove_segment_folder, to_term_array
 from leafsearch.index.segment_build import segment_from_buffer
+from leafsearch.index.shard_services import ShardServices
 from leafsearch.index.shard_stats import ShardStats
 from leafsearch.index.translog import (
     OP_DELETE,
@@ -73,18 +72,6 @@ BUFFER_STALL_FACTOR = 2
 #: How long a delete's version is remembered (Elasticsearch's `index.gc_deletes`): re-creating the
 #: id within it continues the version sequence instead of starting again at 1.
 GC_DELETES_SECONDS = 60.0
-
-_flush_pool: ThreadPoolExecutor | None = None
-_flush_pool_lock = threading.Lock()
-
-
-def _flusher() -> ThreadPoolExecutor:
-    """The one thread that writes full buffers as segments, for every shard of the process."""
-    global _flush_pool
-    with _flush_pool_lock:
-        if _flush_pool is None:
-            _flush_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="leafsearch-flush")
-        return _flush_pool
 
 
 @dataclass(slots=True)
@@ -196,11 +183,12 @@ class Shard:
         shard_id: int,
         parse,
         index_sort: IndexSort | None = None,
-        blocks: BlockCache | None = None,
+        services: ShardServices | None = None,
     ) -> None:
         """`parse(source, doc_id) -> ParsedDoc` comes from the index's mapping (used in recovery);
-        `index_sort`, the order every segment is written in (None: arrival order); `blocks`, the
-        node's cache of decompressed source blocks, given to every segment."""
+        `index_sort`, the order every segment is written in (None: arrival order); `services`,
+        what the shard's owner gives its shards (its block cache, event listeners, flush thread,
+        merge worker; None: a shard alone keeps its own, ended with it)."""
         self.folder = folder
         self.shard_id = shard_id
         self.index_sort = index_sort
@@ -210,7 +198,9 @@ class Shard:
         self._searcher_lock = threading.Lock()
         self._refs_lock = threading.Lock()
         self._parse = parse
-        self.blocks = blocks
+        self._own_services = services is None
+        self.services = services if services is not None else ShardServices()
+        self.blocks = self.services.blocks
         self.applying = _Applying(self)
         folder.mkdir(parents=True, exist_ok=True)
         self.segments: list[Segment] = []
@@ -326,7 +316,7 @@ class Shard:
             if entry.name not in keep:
                 if entry.is_dir():
                     shutil.rmtree(entry, ignore_errors=True)
-                    Segment.files_deleted(entry)
+                    self.services.events.files_deleted(entry)
                 else:
                     entry.unlink(missing_ok=True)
 
@@ -527,7 +517,7 @@ class Shard:
 
     def _flush_in_background(self, buffer: IndexBuffer, generation: int) -> _Flushing:
         folder = self.folder / self._next_segment_name()
-        built = _flusher().submit(segment_from_buffer, buffer, folder, self.index_sort)
+        built = self.services.flusher().submit(segment_from_buffer, buffer, folder, self.index_sort)
         return _Flushing(buffer, folder, built, generation)
 
     def _install_flushed(self) -> None:
@@ -794,6 +784,7 @@ class Shard:
             old.release()
 
     def _searcher_closed(self, searcher: Searcher) -> None:
+        self.services.events.snapshot_closed(searcher)
         for v in searcher.views:
             self._unref(v.segment)
 
@@ -806,7 +797,7 @@ class Shard:
                 del self._seg_refs[seg.name]
         if last:
             remove_segment_folder(seg.folder)
-            Segment.files_deleted(seg.folder)
+            self.services.events.files_deleted(seg.folder)
 
     def acquire_searcher(self) -> Searcher:
         with self._searcher_lock:
@@ -841,7 +832,7 @@ class Shard:
             with self.stats.merging(docs, sum(folder_size(seg.folder) for seg, _ in parts)):
                 try:
                     sources = [(seg.folder, live) for seg, live in parts]
-                    origin = merge_in_worker(sources, folder, self.index_sort)
+                    origin = self.services.merges.merge(sources, folder, self.index_sort)
                     merged = self._open_segment(name)
                     with self.lock:
                         installed = not self.closed
@@ -897,7 +888,7 @@ class Shard:
         self._changes += 1
         if not merged.max_doc:
             remove_segment_folder(merged.folder)
-            Segment.files_deleted(merged.folder)
+            self.services.events.files_deleted(merged.folder)
 
     def _merged_live(
         self, parts: list[tuple[Segment, np.ndarray | None]], merged: Segment, origin: np.ndarray | None
@@ -935,6 +926,8 @@ class Shard:
                 self._write_commits()
             finally:
                 self._close_files()
+                if self._own_services:
+                    self.services.close()
 
     def _close_files(self) -> None:
         """`close`'s end, whether its flush succeeded or not (caller holds the lock)."""

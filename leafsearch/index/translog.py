@@ -89,7 +89,10 @@ class Translog:
         self.folder = folder
         folder.mkdir(parents=True, exist_ok=True)
         self.generation = max([generation, *(_generation_of(p) for p in folder.glob("translog-*.tlog"))])
+        created = not self._path(self.generation).exists()
         self._file = open(self._path(self.generation), "ab")  # noqa: SIM115 - lives as long as the shard
+        if created:  # a new file is there after a power loss only once its folder is synced
+            fsync_dir(folder)
         self._lock = threading.Lock()  # the queue, positions and the current file
         self._sync_lock = threading.Lock()  # one writer at a time; rolls wait for it
         self._pending: list[bytes] = []

@@ -18,11 +18,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from leafsearch.common.json_tokens import token_name
 from leafsearch.common.settings import index_setting
 from leafsearch.errors import ActionRequestValidation, ElasticError, IllegalArgument, XContentParseError
 from leafsearch.index.analysis import standard_tokens
 from leafsearch.index.parsed import POSITION_INCREMENT_GAP
-from leafsearch.request.sort import token_name
 from leafsearch.unsupported import NotSupported
 
 if TYPE_CHECKING:

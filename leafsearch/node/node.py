@@ -21,11 +21,13 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from leafsearch.common.durable import fsync_dir
 from leafsearch.common.settings import ClusterSettings
 from leafsearch.errors import ElasticError, IndexNotFound
 from leafsearch.index.block_cache import BlockCache
-from leafsearch.index.index import DELETED_PREFIX, Index
+from leafsearch.index.index import DELETED_PREFIX, Index, write_json
 from leafsearch.index.mapping import Mapping
+from leafsearch.index.shard_services import ShardServices
 from leafsearch.indices.admin import (
     IndicesOptions,
     auto_create_index,
@@ -116,8 +118,13 @@ class Node:
         # The search caches are the node's, each bounded by its setting (`_bound_caches`).
         settings = self.cluster_settings
         self.source_blocks = BlockCache(settings.get("indices.cache.source_blocks.size"))
+        #: What this node's shards are given: the block cache, their events' listeners, the flush
+        #: thread and the merge worker, all this node's own (ended in `close`).
+        self.shard_services = ShardServices(self.source_blocks)
         self.global_ordinals = GlobalOrdinals(settings.get("indices.fielddata.cache.size"))
-        self.hitlists = HitListCache(settings.get("indices.cache.hitlist.size"), self.global_ordinals)
+        self.hitlists = HitListCache(
+            settings.get("indices.cache.hitlist.size"), self.global_ordinals, self.shard_services.events
+        )
         self.sort_orders = SegmentOrders(settings.get("indices.cache.sort_orders.size"))
         self.indices: dict[str, Index] = {}
         #: The Ray cluster whose actors hold this node's new shards (None: they are local).
@@ -133,10 +140,12 @@ class Node:
             self.ray = RayBackend(ray, self.path / "ray-shards")
             search_workers = 0
         indices_dir = self.path / "indices"
-        indices_dir.mkdir(exist_ok=True)
+        if not indices_dir.exists():
+            indices_dir.mkdir()
+            fsync_dir(self.path)  # a folder created is there after a power loss once its parent is synced
         for folder in sorted(indices_dir.iterdir()):
             if (folder / "meta.json").exists() and not folder.name.startswith(DELETED_PREFIX):
-                index = Index.open(folder, self.source_blocks, self.ray)
+                index = Index.open(folder, self.shard_services, self.ray)
                 self.indices[index.name] = index
             else:  # a deletion or a creation that a crash interrupted
                 shutil.rmtree(folder, ignore_errors=True)
@@ -197,7 +206,9 @@ class Node:
         self._bound_caches()
         self.cluster_settings.listeners.append(self._bound_caches)
         if search_workers > 0:
-            self.search_services.workers = WorkerPool(self.search_services, search_workers)
+            self.search_services.workers = WorkerPool(
+                self.search_services, search_workers, self.shard_services.events
+            )
         self._closed = threading.Event()
         self._threads: list[threading.Thread] = []
         if background:
@@ -233,7 +244,7 @@ class Node:
             "cluster_uuid": uuidlib.uuid4().hex[:22],
             "name": os.uname().nodename or "leafsearch",
         }
-        path.write_bytes(orjson.dumps(ident))
+        write_json(path, ident)
         return ident
 
     # ---- lifecycle ---------------------------------------------------------------------
@@ -259,6 +270,7 @@ class Node:
                         index.close()
                     except ElasticError:  # a flush failed: its shards closed all the same
                         _log.exception("closing [%s] failed", index.name)
+            self.shard_services.close()
         finally:
             fcntl.flock(self._lock_file.fileno(), fcntl.LOCK_UN)
             self._lock_file.close()
@@ -377,7 +389,8 @@ class Node:
 
     def create_index(self, name: str, settings: dict[str, str], mapping: Mapping) -> Index:
         with self.lock:
-            index = Index.create(self.path / "indices", name, settings, mapping, self.source_blocks, self.ray)
+            folder = self.path / "indices"
+            index = Index.create(folder, name, settings, mapping, self.shard_services, self.ray)
             self.indices[name] = index
             return index
 

@@ -42,6 +42,7 @@ from leafsearch.errors import ElasticError
 from leafsearch.index.index import write_json
 from leafsearch.index.shard import Shard
 from leafsearch.index.shard_listing import ShardListing, of_shard
+from leafsearch.index.shard_services import ShardServices
 from leafsearch.index.shard_write import DocRead, ShardWrite, ShardWriteOutcome, apply_write
 from leafsearch.request.query_dsl import Query
 from leafsearch.search import query_and_fetch
@@ -94,9 +95,10 @@ class ShardActor:
         self.index = IndexMirror(state)
         self.state = ActorState(f"shard-{state.uuid}-{shard_id}")
         self.shard_id = shard_id
-        self.shard = Shard(
-            self.folder / "shard", shard_id, self._parse, self.index.sort, self.state.source_blocks
-        )
+        #: The shard's block cache, flush thread and merge worker; its events are the ones this
+        #: actor's caches listen to.
+        self.shard_services = ShardServices(self.state.source_blocks, self.state.events)
+        self.shard = Shard(self.folder / "shard", shard_id, self._parse, self.index.sort, self.shard_services)
         self.shard.index_ref = (self.index.name, self.index.uuid)
         #: Search calls served, by method (`stats`: what a search costs in calls, bench/ray_cluster.py).
         self._calls: Counter[str] = Counter()
@@ -156,6 +158,7 @@ class ShardActor:
             self.shard.close()
         except ElasticError:  # its flush failed; it closed all the same, every operation in its translog
             _log.exception("closing shard actor [%s][%d] failed", self.index.name, self.shard_id)
+        self.shard_services.close()
 
     def destroy(self) -> None:
         """The index is deleted: release everything and delete the folder."""
@@ -163,6 +166,7 @@ class ShardActor:
         self.state.shard_contexts.close_all()
         with contextlib.suppress(ElasticError):  # a flush that failed: what it would have
             self.shard.close()  # written is deleted now
+        self.shard_services.close()
         shutil.rmtree(self.folder, ignore_errors=True)
         with contextlib.suppress(OSError):  # the index's folder on this node, once its last shard went
             self.folder.parent.rmdir()

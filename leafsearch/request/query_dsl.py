@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from leafsearch.common.json_tokens import not_numeric, token_name
 from leafsearch.common.settings import node_setting
 from leafsearch.common.suggestions import did_you_mean
 from leafsearch.errors import (
@@ -286,21 +287,21 @@ def _parse(body: Any, depth: int) -> Query:
 # -- value helpers ---------------------------------------------------------------------------
 
 
-def _token_name(value: Any) -> str:
-    if isinstance(value, dict):
-        return "START_OBJECT"
-    if isinstance(value, list):
-        return "START_ARRAY"
-    return "VALUE"
-
-
 def _is_scalar(value: Any) -> bool:
     return isinstance(value, str | int | float | bool)
 
 
+def _not_numeric(name: str, key: str, value: Any) -> ElasticError:
+    """A query parser's refusal of a value where it reads a number (`parser.floatValue()`): an
+    object or array is a token it does not expect, a boolean or null Jackson's own refusal."""
+    if isinstance(value, dict | list):
+        return ParsingError(f"[{name}] unknown token [{token_name(value)}] after [{key}]")
+    return XContentParseError(not_numeric(value))
+
+
 def _float(name: str, key: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float | str):
-        raise ParsingError(f"[{name}] unknown token [{_token_name(value)}] after [{key}]")
+        raise _not_numeric(name, key, value)
     try:
         return float(value)
     except ValueError:
@@ -309,7 +310,7 @@ def _float(name: str, key: str, value: Any) -> float:
 
 def _int(name: str, key: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int | float | str):
-        raise ParsingError(f"[{name}] unknown token [{_token_name(value)}] after [{key}]")
+        raise _not_numeric(name, key, value)
     try:
         return int(value) if not isinstance(value, str) else int(value.strip())
     except ValueError:
@@ -329,7 +330,7 @@ def _bool(name: str, key: str, value: Any) -> bool:
 
 def _text(name: str, key: str, value: Any) -> str:
     if not _is_scalar(value):
-        raise ParsingError(f"[{name}] unknown token [{_token_name(value)}] after [{key}]")
+        raise ParsingError(f"[{name}] unknown token [{token_name(value)}] after [{key}]")
     return scalar_text(value)
 
 
@@ -358,7 +359,7 @@ def _msm(value: Any) -> str | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float | str):
-        raise ParsingError(f"[minimum_should_match] unknown token [{_token_name(value)}]")
+        raise ParsingError(f"[minimum_should_match] unknown token [{token_name(value)}]")
     return str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
 
 
@@ -374,10 +375,8 @@ def _edits(value: int) -> str:
 def parse_fuzziness(value: Any) -> str:
     """A `fuzziness` value as Elasticsearch's `Fuzziness.parse` reads it, normalized to `0`, `1`,
     `2`, `AUTO` or `AUTO:low,high`; anything else is refused with its message."""
-    if isinstance(value, bool):
-        raise IllegalArgument("Can't parse fuzziness on token: [VALUE_BOOLEAN]")
-    if not isinstance(value, int | float | str):
-        raise IllegalArgument(f"Can't parse fuzziness on token: [{_token_name(value)}]")
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise IllegalArgument(f"Can't parse fuzziness on token: [{token_name(value)}]")
     if not isinstance(value, str):
         return _edits(_java_int(float(value)))
     if not value:
@@ -471,7 +470,7 @@ def _field_options(
     field, spec = _single_field(name, body)
     if not isinstance(spec, dict):
         if not _is_scalar(spec):
-            raise ParsingError(f"[{name}] unknown token [{_token_name(spec)}] after [{field}]")
+            raise ParsingError(f"[{name}] unknown token [{token_name(spec)}] after [{field}]")
         return field, {value_key: spec}
     options: dict[str, Any] = {}
     for key, value in spec.items():
@@ -481,7 +480,7 @@ def _field_options(
                 continue
             raise ParsingError(f"[{name}] query does not support [{key}]")
         if key not in ("query", "value") and not _is_scalar(value) and value is not None:
-            raise ParsingError(f"[{name}] unknown token [{_token_name(value)}] after [{key}]")
+            raise ParsingError(f"[{name}] unknown token [{token_name(value)}] after [{key}]")
         options[key] = handler(value)
     return field, options
 
@@ -489,7 +488,7 @@ def _field_options(
 def _query_value(name: str) -> Callable[[Any], Any]:
     def parse(value: Any) -> Any:
         if value is not None and not _is_scalar(value):
-            raise ParsingError(f"[{name}] unknown token [{_token_name(value)}] after [query]")
+            raise ParsingError(f"[{name}] unknown token [{token_name(value)}] after [query]")
         return value
 
     return parse
@@ -558,7 +557,7 @@ def _multi_match(body: dict, depth: int) -> Query:
     for key, value in body.items():
         if key == "query":
             if not _is_scalar(value) and value is not None:
-                raise ParsingError(f"[{name}] unknown token [{_token_name(value)}] after [{key}]")
+                raise ParsingError(f"[{name}] unknown token [{token_name(value)}] after [{key}]")
             opts["query"] = value
         elif key == "fields":
             opts["fields"] = _fields(name, value)
@@ -665,7 +664,7 @@ def _range(body: dict, depth: int) -> Query:
     for key, value in spec.items():
         if key in ("gt", "gte", "lt", "lte", "from", "to"):
             if value is not None and not _is_scalar(value):
-                raise ParsingError(f"[{name}] unknown token [{_token_name(value)}] after [{key}]")
+                raise ParsingError(f"[{name}] unknown token [{token_name(value)}] after [{key}]")
             if key in ("gt", "gte", "from"):
                 opts["lower"] = value
                 if key != "from":
@@ -725,7 +724,7 @@ def _pattern_query(name: str, value_keys: tuple[str, ...], cls: type) -> Callabl
         field, spec = _single_field(name, body)
         if not isinstance(spec, dict):
             if not _is_scalar(spec):
-                raise ParsingError(f"[{name}] unknown token [{_token_name(spec)}] after [{field}]")
+                raise ParsingError(f"[{name}] unknown token [{token_name(spec)}] after [{field}]")
             return cls(field, scalar_text(spec))
         value: str | None = None
         boost, case_insensitive = 1.0, False
@@ -820,8 +819,10 @@ def _constant_score(body: dict, depth: int) -> Query:
     boost = 1.0
     for key, value in body.items():
         if key == "filter":
-            if not isinstance(value, dict):
-                raise ParsingError(f"unexpected token [{_token_name(value)}]")
+            if isinstance(value, list):
+                raise ParsingError(f"unexpected token [{token_name(value)}]")
+            if not isinstance(value, dict):  # a value where the query goes
+                raise ParsingError("[constant_score] query does not support [filter]")
             inner = _parse(value, depth)
         elif key == "boost":
             boost = _float("constant_score", key, value)

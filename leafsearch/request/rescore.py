@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from leafsearch.common.json_tokens import token_name
 from leafsearch.errors import IllegalArgument, ParsingError, XContentParseError
 from leafsearch.request.query_dsl import Query, parse_query
-from leafsearch.request.sort import token_name
 
 DEFAULT_WINDOW_SIZE = 10
 SCORE_MODES = ("total", "multiply", "avg", "max", "min")

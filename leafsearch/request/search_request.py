@@ -22,6 +22,7 @@ import re
 from dataclasses import replace
 from typing import Any
 
+from leafsearch.common.json_tokens import not_boolean, not_numeric, token_name
 from leafsearch.errors import (
     ActionRequestValidation,
     ElasticError,
@@ -47,7 +48,6 @@ from leafsearch.request.sort import (
     field_failed,
     parse_sort,
     parse_url_sort,
-    token_name,
     unsupported_token,
 )
 from leafsearch.request.timevalue import parse_time_value
@@ -872,15 +872,10 @@ def java_double(text: str) -> float:
     return float(stripped.rstrip("fFdD"))
 
 
-def _not_numeric(value: bool) -> XContentParseError:
-    token = "VALUE_TRUE" if value else "VALUE_FALSE"
-    return XContentParseError(f"Current token ({token}) not numeric, can not use numeric value accessors")
-
-
 def _int_value(value: Any) -> int:
     """`intValue()`: strings through Double.parseDouble, fractions truncated, int range enforced."""
     if isinstance(value, bool):
-        raise _not_numeric(value)
+        raise XContentParseError(not_numeric(value))
     if isinstance(value, str):
         number = java_double(value)
         if number != number:  # NaN casts to 0 in Java
@@ -895,7 +890,7 @@ def _int_value(value: Any) -> int:
 
 def _float_value(value: Any) -> float:
     if isinstance(value, bool):
-        raise _not_numeric(value)
+        raise XContentParseError(not_numeric(value))
     if isinstance(value, str):
         return java_double(value)
     return float(value)
@@ -908,8 +903,7 @@ def _bool_value(value: Any) -> bool:
         if value in ("true", "false"):
             return value == "true"
         raise IllegalArgument(f"Failed to parse value [{value}] as only [true] or [false] are allowed.")
-    token = "VALUE_NUMBER_FLOAT" if isinstance(value, float) else "VALUE_NUMBER_INT"
-    raise XContentParseError(f"Current token ({token}) not of boolean type")
+    raise XContentParseError(not_boolean(value))
 
 
 # -- URL parameters as RestRequest reads them ---------------------------------------------------

@@ -8,15 +8,15 @@ messages, including the `failed to parse field [x]` wrapping that puts the real 
 `caused_by`. Field-dependent checks (unmapped fields, text fields, `sum` on keywords) need a mapping
 and happen per shard in the coordinator.
 
-The small XContent helpers at the end (`token_name`, `unsupported_token`, `field_failed`,
-`chain`) are shared with
-`search_request.py`, which parses the rest of the search body the same way.
+The small XContent helpers at the end (`unsupported_token`, `field_failed`, `chain`) are shared
+with `search_request.py`, which parses the rest of the search body the same way.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from leafsearch.common.json_tokens import token_name
 from leafsearch.errors import ElasticError, IllegalArgument, ParsingError, XContentParseError
 from leafsearch.request.search_types import SCORE, SortSpec
 from leafsearch.unsupported import NotSupported
@@ -163,21 +163,6 @@ def _string_option(parser: str, key: str, value: Any, convert) -> Any:
 
 
 # -- XContent helpers shared with search_request.py -----------------------------------------------
-
-
-def token_name(value: Any) -> str:
-    """The Jackson token Elasticsearch names in its messages for a decoded JSON value."""
-    if isinstance(value, dict):
-        return "START_OBJECT"
-    if isinstance(value, list):
-        return "START_ARRAY"
-    if value is None:
-        return "VALUE_NULL"
-    if isinstance(value, bool):
-        return "VALUE_BOOLEAN"
-    if isinstance(value, int | float):
-        return "VALUE_NUMBER"
-    return "VALUE_STRING"
 
 
 def unsupported_token(parser: str, key: str, value: Any) -> XContentParseError:

@@ -14,6 +14,7 @@ from typing import Any
 
 import orjson
 
+from leafsearch.common.json_tokens import token_name
 from leafsearch.errors import IllegalArgument, ParseException, ParsingError, XContentParseError
 from leafsearch.request.date_math_names import resolve_expression
 from leafsearch.request.indices_options import IndicesOptions
@@ -27,15 +28,6 @@ RESPONSE_PARAMS = frozenset({"pretty", "human", "error_trace", "filter_path", "f
 #: scroll); `rest/access.py` applies them, only with `source_content_type`, as Elasticsearch does.
 SOURCE_PARAMS = frozenset({"source", "source_content_type"})
 _INTEGER = re.compile(r"[+-]?\d+")
-_JSON_TYPE_NAMES = {
-    dict: "START_OBJECT",
-    list: "START_ARRAY",
-    str: "VALUE_STRING",
-    bool: "VALUE_BOOLEAN",
-    int: "VALUE_NUMBER",
-    float: "VALUE_NUMBER",
-    type(None): "VALUE_NULL",
-}
 
 
 @dataclass
@@ -116,8 +108,7 @@ class RestRequest:
         """The body as a JSON object; any other JSON value is refused as Elasticsearch refuses it."""
         body = self.json()
         if body is not None and not isinstance(body, dict):
-            found = _JSON_TYPE_NAMES.get(type(body), "VALUE_STRING")
-            raise ParsingError(f"Expected [START_OBJECT] but found [{found}]")
+            raise ParsingError(f"Expected [START_OBJECT] but found [{token_name(body)}]")
         return body
 
 

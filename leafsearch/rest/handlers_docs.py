@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from leafsearch.common.json_tokens import token_name
 from leafsearch.common.settings import active_shard_count
 from leafsearch.errors import (
     ActionRequestValidation,
@@ -20,7 +21,6 @@ from leafsearch.errors import (
 from leafsearch.node.slowlog import indexing_timed
 from leafsearch.request.search_request import parse_fetch_source, url_source_filter
 from leafsearch.request.search_types import SourceFilter
-from leafsearch.request.sort import token_name
 from leafsearch.rest.exchange import RestRequest, RestResponse
 from leafsearch.rest.source_filter import apply_source_filter, apply_source_option
 from leafsearch.write.documents import stored_fields

@@ -12,8 +12,9 @@ from typing import Any
 
 import numpy as np
 
+from leafsearch.common.json_tokens import token_name
 from leafsearch.errors import ParsingError
-from leafsearch.search.aggs.base import Agg, AggTree, ParseContext, SegmentContext, token_name
+from leafsearch.search.aggs.base import Agg, AggTree, ParseContext, SegmentContext
 from leafsearch.search.aggs.limits import MAX_BUCKETS, counting_buckets
 from leafsearch.search.aggs.parse import MAX_NESTED_DEPTH, check_nested_depth, parse_level
 

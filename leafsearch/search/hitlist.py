@@ -11,7 +11,6 @@ through per-segment live counts (the fastest full export, and the `_doc` scroll)
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
 from collections.abc import Iterator
@@ -23,6 +22,7 @@ import numpy as np
 from leafsearch.common.bounded_cache import BoundedCache
 from leafsearch.common.settings import index_setting
 from leafsearch.errors import ShardFailed
+from leafsearch.index.events import ShardEvents
 from leafsearch.index.searcher import Searcher, SegmentView
 from leafsearch.request.search_types import SearchRequest, SortSpec
 from leafsearch.search import slicing
@@ -657,18 +657,19 @@ class HitListCache:
     HitList cut short by its timeout; a released snapshot's HitLists go with it.
     """
 
-    def __init__(self, max_bytes: int, ordinals: GlobalOrdinals) -> None:
-        """The node's: bounded by `indices.cache.hitlist.size`; `ordinals` are its global ordinals."""
+    def __init__(self, max_bytes: int, ordinals: GlobalOrdinals, events: ShardEvents) -> None:
+        """The node's: bounded by `indices.cache.hitlist.size`; `ordinals` are its global ordinals,
+        `events` its shards' (a released snapshot's lists go)."""
         self.ordinals = ordinals
         self._lists: BoundedCache[tuple, HitList] = BoundedCache(max_bytes, HitList.nbytes)
         self._lock = threading.Lock()  # a new list is kept only if no snapshot of it was released
         self._building: dict[tuple, threading.Lock] = {}
-        Searcher.close_listeners.append(self._forget)
+        self._events = events
+        events.on_snapshot_closed(self._forget)
 
     def close(self) -> None:
         """Stop listening for released snapshots and drop every list (the node is closing)."""
-        with contextlib.suppress(ValueError):
-            Searcher.close_listeners.remove(self._forget)
+        self._events.remove(self._forget)
         self._lists.clear()
 
     def resize(self, max_bytes: int) -> None:

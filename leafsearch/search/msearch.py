@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from leafsearch.common.json_tokens import token_name
 from leafsearch.errors import (
     ActionRequestValidation,
     ElasticError,
@@ -34,7 +35,6 @@ from leafsearch.errors import (
 from leafsearch.request.date_math_names import resolve_expression
 from leafsearch.request.search_request import parse_search_request
 from leafsearch.request.search_types import SearchRequest
-from leafsearch.request.sort import token_name
 from leafsearch.search import coordinator
 
 if TYPE_CHECKING:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from leafsearch.common.json_tokens import not_boolean, not_numeric
 from leafsearch.errors import ElasticError, IllegalArgument, XContentParseError
 
 #: Parameters read as text (`parser.text()`).
@@ -27,17 +28,6 @@ _LONG_RANGE = (-(2**63), 2**63 - 1, "long")
 _INT_RANGE = (-(2**31), 2**31 - 1, "int")
 
 
-def _token(value: Any) -> str:
-    """The name of the JSON token Elasticsearch's parser reports for a value."""
-    if value is True or value is False:
-        return "VALUE_TRUE" if value else "VALUE_FALSE"
-    if type(value) is int:
-        return "VALUE_NUMBER_INT"
-    if type(value) is float:
-        return "VALUE_NUMBER_FLOAT"
-    return "VALUE_STRING"
-
-
 def _text(value: Any) -> str:
     if type(value) is str:
         return value
@@ -50,9 +40,7 @@ def _integer(value: Any, bounds: tuple[int, int, str]) -> int:
     """A long (or int) as Jackson and `Numbers.toLong` read it: strings are coerced, decimals cut."""
     low, high, name = bounds
     if value is True or value is False:
-        raise XContentParseError(
-            f"Current token ({_token(value)}) not numeric, can not use numeric value accessors"
-        )
+        raise XContentParseError(not_numeric(value))
     if type(value) is str:
         try:
             number = int(value)
@@ -77,7 +65,7 @@ def _boolean(value: Any) -> bool:
         if value in ("true", "false"):
             return value == "true"
         raise IllegalArgument(f"Failed to parse value [{value}] as only [true] or [false] are allowed.")
-    raise XContentParseError(f"Current token ({_token(value)}) not of boolean type")
+    raise XContentParseError(not_boolean(value))
 
 
 def typed_metadata(line_no: int, meta: dict[str, Any]) -> dict[str, Any]:

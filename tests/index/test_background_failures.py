@@ -130,7 +130,7 @@ def assert_realtime(shard: Shard, expected: Expected, gone: set[str]) -> None:
 def assert_nothing_left(shard: Shard) -> None:
     """No temporary file or folder, and no segment folder the shard does not hold (but one the
     flush thread is writing)."""
-    shard_module._flusher().submit(lambda: None).result()  # the flush thread is done writing
+    shard.services.flusher().submit(lambda: None).result()  # the flush thread is done writing
     held = set(shard._seg_refs)
     if shard._flushing is not None:
         held.add(shard._flushing.folder.name)
@@ -147,8 +147,9 @@ def close_unless_crashed(shard: Shard) -> None:
 
 def crash_and_reopen(shard: Shard) -> Shard:
     """The process dies (no close, nothing more written), and the shard opens from its folder."""
-    shard_module._flusher().submit(lambda: None).result()
+    shard.services.flusher().submit(lambda: None).result()
     shard.translog._file.close()
+    shard.services.close()  # the dead process's flush thread and merge worker
     return Shard(shard.folder, 0, parse)
 
 
@@ -451,7 +452,7 @@ def test_a_recovery_whose_replay_fails_is_done_again_by_the_next_request(tmp_pat
 class Mergeable:
     """A shard of eleven one-refresh segments of four documents, ten of which the policy merges
     (a delete pending for the eleventh keeps it out), with deletes applied and unrefreshed
-    writes. `merge` is `merge_in_worker` run in this process; the first time it runs, a write
+    writes. `merge` is the merge worker's `merge` run in this process; the first time it runs, a write
     deletes a document of a merged segment, as one arriving while the worker merges: the merged
     segment must carry that delete over."""
 
@@ -518,7 +519,7 @@ class Mergeable:
 @pytest.fixture
 def mergeable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Mergeable]:
     built = Mergeable.build(tmp_path / "s")
-    monkeypatch.setattr(shard_module, "merge_in_worker", built.merge)
+    monkeypatch.setattr(built.shard.services.merges, "merge", built.merge)
     yield built
     close_unless_crashed(built.shard)
 
@@ -532,10 +533,10 @@ def test_a_merge_that_fails_in_the_worker_leaves_no_folder_and_the_next_merges(m
         (half / "ids.npy").write_bytes(b"\x93NUMPY")
         raise MemoryError("Unable to allocate 2.00 GiB for an array")
 
-    monkeypatch.setattr(shard_module, "merge_in_worker", out_of_memory)
+    monkeypatch.setattr(mergeable.shard.services.merges, "merge", out_of_memory)
     with pytest.raises(MemoryError):
         mergeable.shard.maybe_merge()
-    monkeypatch.setattr(shard_module, "merge_in_worker", mergeable.merge)
+    monkeypatch.setattr(mergeable.shard.services.merges, "merge", mergeable.merge)
     mergeable.failed_and_changed_nothing(names)
 
 
@@ -547,7 +548,7 @@ def test_a_failed_allocation_anywhere_in_a_merge_installs_nothing(tmp_path, monk
     failures = 0
     for at in range(1, 100):
         built = template.copy(tmp_path / str(at))
-        monkeypatch.setattr(shard_module, "merge_in_worker", built.merge)
+        monkeypatch.setattr(built.shard.services.merges, "merge", built.merge)
         names = [s.name for s in built.shard.segments]
         try:
             with numpy_failing(at) as faulty:

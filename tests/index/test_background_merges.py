@@ -20,7 +20,6 @@ import httpx
 import orjson
 import pytest
 
-from leafsearch.index import merge_worker
 from leafsearch.indices import admin
 from leafsearch.node.node import Node
 from tests.conftest import error_of
@@ -145,7 +144,7 @@ def test_a_merge_worker_that_died_is_replaced_by_the_next_merge(tmp_path: Path) 
 
         segments(0)
         assert shard.maybe_merge()
-        (worker,) = merge_worker._executor()._processes  # type: ignore[attr-defined]
+        (worker,) = node.shard_services.merges._executor()._processes  # type: ignore[attr-defined]
         os.kill(worker, signal.SIGKILL)
         segments(10)
         before = len(shard.segments)

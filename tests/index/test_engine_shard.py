@@ -202,14 +202,16 @@ def test_full_buffers_are_committed_and_recovery_replays_past_the_threshold(tmp_
 
 
 class HeldFlush:
-    """Holds the flush thread before it writes: `release()` lets it write, `abandon()` makes the
-    write in flight give up (as a crash would) and lets later ones through."""
+    """Holds the flush thread before it writes (`holding` is set once it waits): `release()` lets
+    it write, `abandon()` makes the write in flight give up (as a crash would) and lets later ones
+    through."""
 
     def __init__(self) -> None:
         import threading
 
         self._go = threading.Event()
         self._write = True
+        self.holding = threading.Event()
 
     def release(self) -> None:
         self._go.set()
@@ -223,6 +225,7 @@ class HeldFlush:
 
         def held(buffer, folder, index_sort=None):
             if threading.current_thread().name.startswith("leafsearch-flush"):
+                self.holding.set()
                 assert self._go.wait(30)
                 if not self._write:
                     self._write = True
@@ -664,7 +667,7 @@ def test_a_crash_while_commits_wait_to_be_written_loses_nothing(tmp_path, held_c
         put(shard, str(i), {"n": i})
     put(shard, "7", {"n": 700})
     delete(shard, "8")
-    shard_module._flusher().submit(lambda: None).result()  # the flush thread is done writing
+    shard.services.flusher().submit(lambda: None).result()  # the flush thread is done writing
     assert len(shard.commits._queue) > 1
     shard.translog._file.close()  # crash
     held_commit.crash()
@@ -709,17 +712,20 @@ def test_a_commit_that_fails_is_written_again_before_any_later_one(tmp_path, mon
     reopened.close()
 
 
-def test_a_refresh_beside_overwrites_publishes_every_document(tmp_path):
-    """Overwrites arriving while a refresh waits for its segment: every snapshot it publishes
-    holds each document once, never the delete of an old version without the new version (the
-    count of every snapshot a refresher sees stays the number of ids)."""
+def test_a_refresh_beside_overwrites_publishes_every_document(tmp_path, monkeypatch):
+    """Overwrites arriving while a refresh waits for its segment on the flush thread (the shard
+    lock free): the snapshot it publishes holds each document once, never the delete of an old
+    version without the new version. Each round holds the flush thread until the overwrites are
+    in, then counts the snapshot the refresh published."""
     import threading
 
     import leafsearch
+    import leafsearch.index.shard as shard_module
     from leafsearch.client import Client
     from leafsearch.indices import admin
 
-    ids = 2000
+    ids, rounds = 2000, 12
+    write = shard_module.segment_from_buffer
     with leafsearch.Node(tmp_path / "n", background=False) as node:
         admin.create_index(node, "d", {"settings": {"number_of_shards": 1}})
         client = Client(node=node)
@@ -732,25 +738,20 @@ def test_a_refresh_beside_overwrites_publishes_every_document(tmp_path):
 
         overwrite(0, 0, ids)
         client.indices.refresh(index="d")
-        done = threading.Event()
-        seen: list[int] = []
-
-        def refresher() -> None:
-            while not done.is_set():
-                node.indices["d"].refresh()
-                seen.append(client.count(index="d")["count"])
-
-        thread = threading.Thread(target=refresher)
-        thread.start()
-        try:
-            for value in range(1, 13):
-                for start in range(0, ids, 250):
-                    overwrite(value, start, start + 250)
-        finally:
-            done.set()
-            thread.join()
-        assert len(seen) > 10
-        assert set(seen) == {ids}
+        counts: list[int] = []
+        for value in range(1, rounds + 1):
+            held = HeldFlush()
+            monkeypatch.setattr(shard_module, "segment_from_buffer", held.wrap(write))
+            overwrite(value, 0, ids // 2)
+            refresher = threading.Thread(target=node.indices["d"].refresh)
+            refresher.start()
+            assert held.holding.wait(30)  # the refresh handed its buffer over and waits for it
+            # Meanwhile: overwrites of documents in the segments and in the buffer being written.
+            overwrite(value, ids // 2 - 100, ids)
+            held.release()
+            refresher.join()
+            counts.append(client.count(index="d")["count"])
+        assert counts == [ids] * rounds
         client.indices.refresh(index="d")
         values = client.search(index="d", size=0, aggs={"v": {"terms": {"field": "v"}}})
-        assert values["aggregations"]["v"]["buckets"] == [{"key": 12, "doc_count": ids}]
+        assert values["aggregations"]["v"]["buckets"] == [{"key": rounds, "doc_count": ids}]

@@ -17,7 +17,6 @@ from conftest import error_of, running_server
 from inprocess import search
 
 import leafsearch
-import leafsearch.index.shard as shard_module
 from leafsearch.indices import admin
 from leafsearch.search import top_hits
 
@@ -200,7 +199,8 @@ def pair(tmp_path_factory: pytest.TempPathFactory):
         )
         fill(node, ["plain", "sorted"], rng)
         during = True
-        real_merge = shard_module.merge_in_worker
+        merges = node.shard_services.merges
+        real_merge = merges.merge
 
         def merge_then_delete(*args):
             nonlocal during
@@ -212,14 +212,14 @@ def pair(tmp_path_factory: pytest.TempPathFactory):
                 during = False
             return origin
 
-        shard_module.merge_in_worker = merge_then_delete
+        merges.merge = merge_then_delete  # type: ignore[method-assign]
         try:
             for name in ("sorted", "plain"):  # the deletes run during the sorted index's merge
                 shard = node.indices[name].shards[0]
                 assert len(shard.segments) >= 10
                 assert shard.maybe_merge()
         finally:
-            shard_module.merge_in_worker = real_merge
+            merges.merge = real_merge  # type: ignore[method-assign]
         fill(node, ["plain", "sorted"], random.Random(12), batches=2)  # and segments after it
         yield node
 

@@ -121,7 +121,7 @@ def test_a_merge_that_fails_leaves_its_shard_as_it_was_and_the_others_merge(
                 client.index(index=name, id=str(i), document={"n": i}, refresh=True)
         failing = node.indices["a"].shards[0].folder
         fault = Fault(merge_here, when=lambda parts, folder, *_: folder.parent == failing)
-        monkeypatch.setattr(shard_module, "merge_in_worker", fault)
+        monkeypatch.setattr(node.shard_services.merges, "merge", fault)
         with caplog.at_level(logging.ERROR, logger="leafsearch"):
             node.merge_due()
         assert fault.fired == 1 and "background merge of [a][0] failed" in caplog.text
@@ -217,13 +217,6 @@ def _get(client: Client, doc_id: str) -> Any:
     except ElasticError as exc:
         assert exc.status == 404
         return None
-
-
-@pytest.fixture(autouse=True)
-def _flush_thread_done():
-    """Each test ends with the process-wide flush thread idle (no write of a closed node left)."""
-    yield
-    shard_module._flusher().submit(lambda: None).result()
 
 
 @pytest.mark.parametrize("path", ["bulk", "single"])

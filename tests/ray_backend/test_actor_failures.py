@@ -7,8 +7,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 import leafsearch.index.shard as shard_module
 from leafsearch.errors import FlushFailed
 from leafsearch.ray_backend.actor import Refusal, ShardActor
@@ -60,9 +58,3 @@ def test_a_shard_actor_whose_flush_fails_is_deleted_all_the_same(tmp_path, monke
     monkeypatch.setattr(shard_module, "segment_from_buffer", Fault(shard_module.segment_from_buffer))
     actor.destroy()
     assert not (tmp_path / "index").exists()
-
-
-@pytest.fixture(autouse=True)
-def _flush_thread_done():
-    yield
-    shard_module._flusher().submit(lambda: None).result()

@@ -324,6 +324,38 @@ def test_query_key_and_match_all():
             "[prefix] query does not support [foo]",
         ),
         ({"wildcard": {"a": {"foo": 1}}}, "parsing_exception", "[wildcard] query does not support [foo]"),
+        # Token names, as ConstantScoreQueryBuilder, Fuzziness.parse and Jackson print them.
+        (
+            {"constant_score": {"filter": "x"}},
+            "parsing_exception",
+            "[constant_score] query does not support [filter]",
+        ),
+        ({"constant_score": {"filter": [{}]}}, "parsing_exception", "unexpected token [START_ARRAY]"),
+        (
+            {"constant_score": {"filter": {"match_all": {}}, "boost": True}},
+            "x_content_parse_exception",
+            "Current token (VALUE_TRUE) not numeric, can not use numeric value accessors",
+        ),
+        (
+            {"match": {"a": {"query": "x", "boost": None}}},
+            "x_content_parse_exception",
+            "Current token (VALUE_NULL) not numeric, can not use numeric value accessors",
+        ),
+        (
+            {"match": {"a": {"query": "x", "boost": [1]}}},
+            "parsing_exception",
+            "[match] unknown token [START_ARRAY] after [boost]",
+        ),
+        (
+            {"match": {"a": {"query": "x", "fuzziness": None}}},
+            "illegal_argument_exception",
+            "Can't parse fuzziness on token: [VALUE_NULL]",
+        ),
+        (
+            {"match": {"a": {"query": "x", "fuzziness": False}}},
+            "illegal_argument_exception",
+            "Can't parse fuzziness on token: [VALUE_BOOLEAN]",
+        ),
     ],
 )
 def test_refusals(body, error_type, reason):

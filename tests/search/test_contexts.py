@@ -123,7 +123,9 @@ def test_doc_scrolls_walk_live_documents_without_a_match_list(
 
     monkeypatch.setattr(hitlist, "build_hitlist", refuse)
     monkeypatch.setattr(
-        node.search_services, "hitlists", hitlist.HitListCache(512 * 1024 * 1024, node.global_ordinals)
+        node.search_services,
+        "hitlists",
+        hitlist.HitListCache(512 * 1024 * 1024, node.global_ordinals, node.shard_services.events),
     )
     for body in ({"sort": ["_doc"]}, {"sort": [{"_doc": "asc"}], "slice": {"id": 1, "max": 3}}):
         first = search(node, "t", {**body, "size": 64}, {"scroll": "1m"})

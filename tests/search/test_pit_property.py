@@ -1,11 +1,13 @@
 """Point-in-time walks, in-process (`leafsearch.Node`), checked against an independent model.
 
-The property: whatever happens to the index between pages (new documents, updates, deletes,
-refreshes, merges), a PIT walked with `search_after` returns exactly the documents of the snapshot
-taken when it opened, each once, in the order Elasticsearch defines for the sort (computed here
-from the documents themselves, missing values and all), with `_shard_doc` breaking ties. Then:
-the live-docs walk behind `track_total_hits: false` equals the counted walk, and a PIT's
-memory and segment files go when it is closed or expires.
+The property: whatever happens to the index after it opened, before its first page and between
+pages (new documents, updates and deletes of the documents it sees, refreshes, merges), a PIT
+walked with `search_after` returns exactly the documents of the snapshot taken when it opened,
+each once, in the order Elasticsearch defines for the sort (computed here from the documents
+themselves, missing values and all), with `_shard_doc` breaking ties. The PIT opens on segments
+that already hold deleted documents, whose live-docs arrays a later delete must copy rather than
+change. Then: the live-docs walk behind `track_total_hits: false` equals the counted walk, and a
+PIT's memory and segment files go when it is closed or expires.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Any
 import orjson
 import pytest
 from conftest import FakeClock
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from inprocess import search
 
@@ -179,8 +181,13 @@ def bulk(node: leafsearch.Node, index: str, docs: dict[str, dict[str, Any]]) -> 
         node.bulk(b"\n".join(lines) + b"\n", index=index)
 
 
+#: What may happen to the index while a PIT is open.
+OPERATIONS = ["index", "update", "delete", "refresh", "merge"]
+
+
 def mutate(node: leafsearch.Node, index: str, op: str, live: dict[str, dict[str, Any]]) -> None:
-    """One change to the index after the PIT opened; `live` tracks the current documents."""
+    """One change to the index after the PIT opened; `live` tracks the current documents (an
+    update or a delete picks one of them, so the documents of the PIT's snapshot among them)."""
     n = next(_counter)
     if op == "index":
         new = {f"new{n}-{i}": {"kw": "a", "lg": i, "dn": NANOS_BASE + i} for i in range(3)}
@@ -241,22 +248,43 @@ def pit_walk(
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     docs=st.lists(documents, max_size=40),
+    deleted=st.sets(st.integers(0, 39), max_size=12),
     specs=sort_specs,
     explicit=st.sampled_from([None, None, "asc", "desc"]),
     sizes=st.lists(st.integers(1, 7), min_size=1, max_size=4),
-    ops=st.lists(st.sampled_from(["index", "update", "delete", "refresh", "merge"]), max_size=6),
+    first_ops=st.lists(st.sampled_from(OPERATIONS), max_size=4),
+    ops=st.lists(st.sampled_from(OPERATIONS), max_size=6),
     shards=st.integers(1, 3),
 )
+@example(  # always: one segment with a deletion, and documents of it deleted and updated under the PIT
+    docs=[{"kw": "a", "lg": i % 4} for i in range(9)],
+    deleted={4},
+    specs=[("lg", "asc", "default")],
+    explicit=None,
+    sizes=[4],
+    first_ops=["delete", "update"],
+    ops=["delete", "update", "refresh"],
+    shards=1,
+)
 def test_a_pit_walk_is_the_sorted_snapshot(
-    node: leafsearch.Node, docs, specs, explicit, sizes, ops, shards
+    node: leafsearch.Node, docs, deleted, specs, explicit, sizes, first_ops, ops, shards
 ) -> None:
+    """`deleted` documents are deleted before the PIT opens (its segments hold deletions);
+    `first_ops` happen after it opened, then a refresh publishes them before its first page;
+    `ops` happen after every page."""
     index = new_index(node, shards)
     try:
-        snapshot = {f"d{i}": doc for i, doc in enumerate(docs)}
-        bulk(node, index, snapshot)
+        indexed = {f"d{i}": doc for i, doc in enumerate(docs)}
+        bulk(node, index, indexed)
         node.indices[index].refresh()
+        for doc_id in sorted(f"d{i}" for i in deleted if i < len(docs)):
+            node.delete_doc(index, doc_id)
+        node.indices[index].refresh()
+        snapshot = {doc_id: doc for doc_id, doc in indexed.items() if int(doc_id[1:]) not in deleted}
         pit_id = node.open_pit(index, "5m")["id"]
         live = dict(snapshot)
+        for op in [*first_ops, "refresh"]:
+            mutate(node, index, op, live)
         body = {"query": QUERY, "sort": sort_body(specs, explicit)}
         hits = pit_walk(node, pit_id, body, sizes, lambda page: [mutate(node, index, op, live) for op in ops])
         node.close_pit(pit_id)
@@ -284,13 +312,25 @@ def test_a_pit_walk_is_the_sorted_snapshot(
     order=st.sampled_from(["asc", "desc"]),
     slices=st.integers(1, 4),
     sizes=st.lists(st.integers(1, 9), min_size=1, max_size=3),
-    ops=st.lists(st.sampled_from(["index", "delete", "refresh", "merge"]), max_size=3),
+    ops=st.lists(st.sampled_from(OPERATIONS), max_size=3),
+)
+@example(  # always: one segment with deletions, and documents of it deleted and updated under the PIT
+    count=30,
+    deleted={3, 11},
+    shards=1,
+    routed=False,
+    order="asc",
+    slices=1,
+    sizes=[4],
+    ops=["delete", "update", "refresh"],
 )
 def test_the_uncounted_shard_doc_walk_equals_the_counted_walk(
     node: leafsearch.Node, count, deleted, shards, routed, order, slices, sizes, ops
 ) -> None:
     """`track_total_hits: false` with a `_shard_doc` sort reads live-doc counts instead of a match
-    list; sliced or not, in either order, before and after writes, it must return the same pages."""
+    list; sliced or not, in either order, before and after writes, it must return the same pages.
+    The PIT opens after `deleted` were deleted; the writes (once it opened, and after the first
+    two pages of each uncounted walk) update and delete documents it sees."""
     index = new_index(node, shards)
     try:
         lines = []
@@ -306,7 +346,10 @@ def test_the_uncounted_shard_doc_walk_equals_the_counted_walk(
         node.indices[index].refresh()
         expected_ids = {f"d{i}" for i in range(count) if i not in deleted}
         pit_id = node.open_pit(index, "5m")["id"]
-        live: dict[str, dict[str, Any]] = {}
+        # The documents `mutate` may update or delete: the snapshot's, but for the routed ones.
+        live = {f"d{i}": {"lg": i} for i in range(count) if i not in deleted and not (routed and i % 4)}
+        for op in ops:
+            mutate(node, index, op, live)
 
         def writes(page: int) -> None:
             if page < 2:  # writes early in each walk: every later page reads a changed index

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from leafsearch.common.json_tokens import token_name
 from leafsearch.errors import ElasticError, IllegalArgument, SearchPhaseExecution, XContentParseError
 from leafsearch.unsupported import NotSupported
 
@@ -251,18 +252,6 @@ class Options:
                 ),
             )
         return value
-
-
-def token_name(value: Any) -> str:
-    if isinstance(value, list):
-        return "START_ARRAY"
-    if isinstance(value, str):
-        return "VALUE_STRING"
-    if isinstance(value, bool):
-        return "VALUE_BOOLEAN"
-    if isinstance(value, (int, float)):
-        return "VALUE_NUMBER"
-    return "VALUE_NULL"
 
 
 COMMON_VALUE_OPTIONS = {"field", "missing", "format", "value_type"}

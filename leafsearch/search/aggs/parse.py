@@ -6,9 +6,10 @@ import re
 from dataclasses import replace
 from typing import Any
 
+from leafsearch.common.json_tokens import token_name
 from leafsearch.common.suggestions import did_you_mean
 from leafsearch.errors import AggregationInitialization, ElasticError, ParsingError
-from leafsearch.search.aggs.base import AggTree, ParseContext, token_name
+from leafsearch.search.aggs.base import AggTree, ParseContext
 from leafsearch.search.aggs.composite import parse_composite
 from leafsearch.search.aggs.filters import parse_filter, parse_filters
 from leafsearch.search.aggs.histogram import parse_date_histogram, parse_histogram

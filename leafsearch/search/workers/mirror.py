@@ -31,6 +31,7 @@ import numpy as np
 
 from leafsearch.common.settings import index_setting
 from leafsearch.index.block_cache import BlockCache
+from leafsearch.index.events import ShardEvents
 from leafsearch.index.index import apply_mapping_limits
 from leafsearch.index.index_sort import IndexSort, index_sort_of
 from leafsearch.index.mapping import Mapping
@@ -122,8 +123,10 @@ class IndexMirror:
 class Mirror:
     """A worker's indices, snapshots and open segments."""
 
-    def __init__(self, blocks: BlockCache) -> None:
+    def __init__(self, blocks: BlockCache, events: ShardEvents) -> None:
+        """`events`: the worker's, told of each snapshot released (its caches forget it)."""
         self._blocks = blocks
+        self._events = events
         self._lock = threading.Lock()
         self.indices: dict[str, IndexMirror] = {}
         self.snapshots: dict[int, Searcher] = {}
@@ -153,6 +156,7 @@ class Mirror:
         self.snapshots[state.uid] = Searcher(state.shard_id, views, state.generation, on_close=self._closed)
 
     def _closed(self, searcher: Searcher) -> None:
+        self._events.snapshot_closed(searcher)
         with self._lock:
             for view in searcher.views:
                 folder = str(view.segment.folder)

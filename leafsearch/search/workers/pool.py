@@ -46,8 +46,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from leafsearch.errors import ElasticError, SearchPhaseExecution
+from leafsearch.index.events import ShardEvents
 from leafsearch.index.searcher import Searcher
-from leafsearch.index.segment import Segment
 from leafsearch.search import execution
 from leafsearch.search.targets import Target
 from leafsearch.search.workers import process
@@ -275,8 +275,10 @@ class _Worker:
 class WorkerPool:
     """`count` search worker processes; see the module docstring."""
 
-    def __init__(self, services: CoordinatorServices, count: int) -> None:
+    def __init__(self, services: CoordinatorServices, count: int, events: ShardEvents) -> None:
+        """`events`: the node's shards' (released snapshots and deleted files go to the workers)."""
         self._services = services
+        self._events = events
         self.count = count
         self._slots: list[_Worker | None] = [None] * count
         self._here = count  # the slot number of walks run in this process (see `_choose`)
@@ -292,8 +294,8 @@ class WorkerPool:
         self.lost = 0  # workers that died and were replaced
         self.jobs = 0  # jobs (bulk_offload.py) a worker answered
         self._ready = threading.Condition(self._lock)
-        Searcher.close_listeners.append(self._snapshot_closed)
-        Segment.deleted_listeners.append(self._files_deleted)
+        events.on_snapshot_closed(self._snapshot_closed)
+        events.on_files_deleted(self._files_deleted)
         services.cluster_settings.listeners.append(self._settings_changed)
         for slot in range(count):
             self._start_in_background(slot)
@@ -361,10 +363,8 @@ class WorkerPool:
             workers = [w for w in self._slots if w is not None]
             self._slots = [None] * self.count
             self._ready.notify_all()
-        if self._snapshot_closed in Searcher.close_listeners:
-            Searcher.close_listeners.remove(self._snapshot_closed)
-        if self._files_deleted in Segment.deleted_listeners:
-            Segment.deleted_listeners.remove(self._files_deleted)
+        self._events.remove(self._snapshot_closed)
+        self._events.remove(self._files_deleted)
         for worker in workers:
             worker.stop()
         for worker in workers:

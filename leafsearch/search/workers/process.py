@@ -40,6 +40,7 @@ import numpy.ma  # noqa: F401
 from leafsearch.common.settings import ClusterSettings
 from leafsearch.errors import ElasticError
 from leafsearch.index.block_cache import BlockCache
+from leafsearch.index.events import ShardEvents
 from leafsearch.search import execution
 from leafsearch.search.hitlist import HitListCache
 from leafsearch.search.read_ahead import ReadAhead
@@ -109,18 +110,22 @@ class WorkerState:
         self.source_blocks = BlockCache(self._share(settings, "indices.cache.source_blocks.size"))
         self.global_ordinals = GlobalOrdinals(self._share(settings, "indices.fielddata.cache.size"))
         self.contexts = WorkerContexts()
+        #: What the snapshots of this process are heard by (its caches; a shard actor's shard too).
+        self.events = ShardEvents()
         self.services = SearchServices(
             node_id=config.node_id,
             clock=time.monotonic,
             cluster_settings=settings,
             breakers=Breakers(settings),
             search_stats=_PhaseRecorder(),
-            hitlists=HitListCache(self._share(settings, "indices.cache.hitlist.size"), self.global_ordinals),
+            hitlists=HitListCache(
+                self._share(settings, "indices.cache.hitlist.size"), self.global_ordinals, self.events
+            ),
             sort_orders=SegmentOrders(self._share(settings, "indices.cache.sort_orders.size")),
             shard_pool=ThreadPoolExecutor((os.cpu_count() or 1) + 1, thread_name_prefix="leafsearch-shard"),
             contexts=self.contexts,
         )
-        self.mirror = Mirror(self.source_blocks)
+        self.mirror = Mirror(self.source_blocks, self.events)
 
     def _share(self, settings: ClusterSettings, key: str) -> int:
         return max(1, int(settings.get(key)) // self.workers)

@@ -1,0 +1,43 @@
+"""What the owner of shards (a Node, a shard actor) gives every shard it opens, and ends with
+itself: the cache of decompressed source blocks, the listeners of their events, the flush thread
+that writes full buffers as segments, and the merge worker process.
+
+One per owner, not per process: two nodes in one process keep their own threads, processes and
+listeners, and closing one ends what was its own only. A shard opened alone (tests) has its own.
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+from leafsearch.index.block_cache import BlockCache
+from leafsearch.index.events import ShardEvents
+from leafsearch.index.merge_worker import MergeWorker
+
+
+class ShardServices:
+    def __init__(self, blocks: BlockCache | None = None, events: ShardEvents | None = None) -> None:
+        """`blocks`: the owner's block cache (None: segments decompress every read); `events`:
+        the owner's, when its caches listen already (None: new ones)."""
+        self.blocks = blocks
+        self.events = events if events is not None else ShardEvents()
+        self.merges = MergeWorker()
+        self._flush_pool: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+
+    def flusher(self) -> ThreadPoolExecutor:
+        """The one thread that writes full buffers as segments for every shard of the owner
+        (started on first use)."""
+        with self._lock:
+            if self._flush_pool is None:
+                self._flush_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="leafsearch-flush")
+            return self._flush_pool
+
+    def close(self) -> None:
+        """End the flush thread and the merge worker, once what they run is done."""
+        with self._lock:
+            pool, self._flush_pool = self._flush_pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
+        self.merges.close()
