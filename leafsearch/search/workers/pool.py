@@ -377,7 +377,8 @@ class WorkerPool:
         still starting) or SIGINT ended it (a Ctrl-C in a terminal reaches the whole process
         group before the worker ignores it; the server stops too); a warning for SIGTERM (sent
         from outside: a service manager may signal the group); an error otherwise."""
-        proc.join(timeout=5)
+        if not self._closed:  # else `close()` ended it, and joins it
+            proc.join(timeout=5)
         code = proc.exitcode
         if self._closed or code == -signal.SIGINT:
             log.debug("search worker %d stopped while starting (code %s)", slot, code)
