@@ -1,9 +1,14 @@
 """The command line: `leafsearch serve` runs one node behind an HTTP server.
 
-Start-up must stay well under a second on an empty folder, so the socket is bound first (a busy
-port fails at once) and the line announcing the address is printed only when it accepts.
-SIGINT/SIGTERM stop uvicorn gracefully; the node is closed afterwards, which flushes and releases
-the data folder's lock.
+Start-up must stay well under a second on an empty folder (`python -m bench.startup` measures
+it), so the socket is bound first (a busy port fails at once) and the line announcing the address
+is printed only when it accepts. Only what serving needs is imported before that; the search
+workers start, and the rest of the package is imported (common/preload.py), in the background once
+the first request is answered (or `WARM_UP_AFTER` seconds after the server accepts, when none
+came): the server then never imports a module lazily while it runs, so reinstalling the package
+beside it (`pip install -e ".[test]"` after `pip install .`) cannot break it. SIGINT/SIGTERM stop
+uvicorn gracefully; the node is closed afterwards, which flushes and releases the data folder's
+lock.
 
 The server creates every file 0600 and every folder 0700 (umask 077). It refuses to listen on an
 address other than loopback unless requests are authenticated (the data folder holds users, made
@@ -20,12 +25,17 @@ import os
 import signal
 import socket
 import sys
+import threading
+from typing import Any
 
 import click
 
 log = logging.getLogger("leafsearch")
 
 IDLE_CONNECTION_SECONDS = 3600
+#: Seconds after the server accepts before the workers start and the package is preloaded,
+#: when no request came first (the first answer starts them at once).
+WARM_UP_AFTER = 0.25
 
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
@@ -44,8 +54,24 @@ def _version() -> str:
     return f"{own} (Elasticsearch {VERSION} API)"
 
 
+def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    """`--version`: only it reads the installed package's metadata (importing importlib.metadata
+    would cost every `serve` some 15 ms of its start-up)."""
+    if value and not ctx.resilient_parsing:
+        click.echo(f"leafsearch {_version()}")
+        ctx.exit()
+
+
 @click.group(context_settings=CONTEXT)
-@click.version_option(_version(), "-V", "--version", prog_name="leafsearch", message="%(prog)s %(version)s")
+@click.option(
+    "-V",
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_print_version,
+    help="Show the version and exit.",
+)
 def main() -> None:
     """leafsearch: an Elasticsearch-compatible search server."""
 
@@ -211,22 +237,25 @@ def serve(
         sys.exit(1)
     try:
         workers = (os.cpu_count() or 1) if search_workers is None else search_workers
-        node = Node(data, search_workers=0 if ray_address else workers, ray=ray_address)
+        # The workers start once the server has answered (`_WarmUp`).
+        node = Node(data, search_workers=0 if ray_address else workers, defer_workers=True, ray=ray_address)
     except (NodeLocked, RayUnavailable) as exc:
         sock.close()
         click.echo(f"leafsearch: {exc}", err=True)
         sys.exit(1)
     _tune_gc()
     try:
+        warm_up = _WarmUp(node)
         app = create_app(node, max_content_length=limit, bind_host=host, node_settings=node_settings)
         if access_log is not None:
             app = AccessLog(app)
+        app = _WarmUpTrigger(app, warm_up)
         config = uvicorn.Config(
             app,
             ssl_certfile=tls_cert,
             ssl_keyfile=tls_key,
             workers=1,
-            lifespan="off",
+            lifespan="on",  # only `_WarmUpTrigger` sees it
             access_log=False,
             log_level="warning",
             timeout_graceful_shutdown=5,
@@ -260,6 +289,64 @@ def serve(
     finally:
         node.close()
         log.info("leafsearch stopped")
+
+
+class _WarmUp:
+    """Run once, in a background thread: start the node's search workers, then import the rest
+    of the package (common/preload.py) and freeze what it made out of the cycle collector's work,
+    as `_tune_gc` froze what start-up made."""
+
+    def __init__(self, node: Any) -> None:
+        self._node = node
+        self._once = threading.Lock()
+
+    def __call__(self) -> None:
+        if self._once.acquire(blocking=False):
+            threading.Thread(target=self._run, name="leafsearch-warm-up", daemon=True).start()
+
+    def _run(self) -> None:
+        from leafsearch.common.preload import preload
+
+        if self._node.search_workers is not None:
+            self._node.search_workers.start()
+        count, seconds = preload()
+        gc.freeze()
+        log.debug("preloaded %d modules in %.0f ms", count, seconds * 1000)
+
+
+class _WarmUpTrigger:
+    """The ASGI app, which calls `callback` once it has answered its first request, or
+    `WARM_UP_AFTER` seconds after the server starts accepting when no request came first (its
+    lifespan's start-up comes just before)."""
+
+    def __init__(self, app: Any, callback: Any) -> None:
+        self.app = app
+        self._callback = callback
+        self._waiting = True
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+        elif not self._waiting:
+            await self.app(scope, receive, send)
+        else:
+            try:
+                await self.app(scope, receive, send)
+            finally:
+                self._waiting = False
+                self._callback()
+
+    async def _lifespan(self, receive: Any, send: Any) -> None:
+        import asyncio
+
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                asyncio.get_running_loop().call_later(WARM_UP_AFTER, self._callback)
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await send({"type": "lifespan.shutdown.complete"})
+                return
 
 
 def _log_handler(destination: str) -> logging.Handler:

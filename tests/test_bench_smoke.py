@@ -117,3 +117,18 @@ def test_sqlite_keyset_pages_join_into_the_offset_order(tmp_path: Path) -> None:
     )
     assert sqlite.count(match) == sqlite.walk(100, match) == expected > 0
     sqlite.close()
+
+
+def test_the_start_up_bench_runs(tmp_path: Path) -> None:
+    """`python -m bench.startup` keeps working (its figures are the bench's, not a test's); no
+    server it starts logs an error."""
+    result = subprocess.run(
+        [sys.executable, "-m", "bench.startup", "--runs", "2", "--no-warm-up"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "first GET / answered: median" in result.stdout and "stop after SIGTERM" in result.stdout
+    assert "server logged" not in result.stderr, result.stderr

@@ -3,6 +3,7 @@ Elasticsearch's slow logs."""
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import time
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import httpx
 import orjson
+import pytest
 from conftest import REPO, error_of, free_port, running_server, serve_command, server_env, wait_until_up
 
 
@@ -163,3 +165,20 @@ def test_log_level_quiets_the_server_log(tmp_path: Path) -> None:
         process.terminate()
         assert process.wait(timeout=30) == 0
     assert "listening on" not in log.read_text()
+
+
+@pytest.mark.parametrize("requests", [0, 1, 2])
+def test_a_server_stopped_right_after_it_starts_logs_no_error(tmp_path: Path, requests: int) -> None:
+    """SIGTERM as soon as the server accepts (the pytest plugin's servers, `leafsearch.testing`):
+    before any request, its search workers are not started yet; right after the first answers,
+    they are still starting (each imports the engine), and a worker that exits because the pool
+    closes is no error. Nor is anything else of the stop."""
+    with running_server(tmp_path / "data", "--log-level", "debug") as (url, process):
+        for _ in range(requests):
+            assert httpx.get(f"{url}/", timeout=30).status_code == 200
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=30) == 0
+    logged = (tmp_path / "data.log").read_text()
+    assert "leafsearch stopped" in logged
+    assert not [line for line in logged.splitlines() if " ERROR " in line or " WARNING " in line], logged
+    assert "Traceback" not in logged, logged

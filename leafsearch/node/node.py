@@ -79,13 +79,16 @@ class Node:
         background: bool = True,
         clock: Callable[[], float] = time.monotonic,
         search_workers: int = 0,
+        defer_workers: bool = False,
         ray: str | None = None,
     ) -> None:
         """`background`: run the refresh, reaper and merge threads (off, a caller drives them).
         `clock`: the monotonic seconds that search timeouts and reader-context keep-alives are
         measured on; a test passes a clock it advances, so neither needs sleeping.
         `search_workers`: processes that run searches (search/workers/); 0 runs them in the
-        caller's threads. `ray`: a Ray cluster's address (`auto`, `local`, `host:port`): new
+        caller's threads; `defer_workers`: they start only when `search_workers.start()` is called
+        (`leafsearch serve` starts them once it has answered its first request). `ray`: a Ray
+        cluster's address (`auto`, `local`, `host:port`): new
         indices keep their shards in Ray actors (ray_backend/) and this node coordinates them;
         search workers are then not used (the shard actors run the searches)."""
         memory.tune_allocator()
@@ -207,7 +210,7 @@ class Node:
         self.cluster_settings.listeners.append(self._bound_caches)
         if search_workers > 0:
             self.search_services.workers = WorkerPool(
-                self.search_services, search_workers, self.shard_services.events
+                self.search_services, search_workers, self.shard_services.events, defer_start=defer_workers
             )
         self._closed = threading.Event()
         self._threads: list[threading.Thread] = []

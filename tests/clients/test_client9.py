@@ -10,6 +10,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+#: The tools are installed from the package index on first use (see README, "Tests and benchmarks").
+pytestmark = pytest.mark.external
+
 HERE = Path(__file__).resolve().parent / "client9"
 VENV = HERE / ".venv"
 

@@ -9,7 +9,7 @@ import pytest
 from conftest import running_server
 from js_helpers import NEEDS_NODE, elasticdump, install_node_modules
 
-pytestmark = NEEDS_NODE
+pytestmark = [NEEDS_NODE, pytest.mark.external]
 NDJSON = {"content-type": "application/x-ndjson"}
 
 

@@ -21,7 +21,7 @@ import pytest
 from js_helpers import NEEDS_NODE, elasticdump, install_node_modules, run_script
 
 CORPUS_DOCS = 3000
-pytestmark = NEEDS_NODE
+pytestmark = [NEEDS_NODE, pytest.mark.external]
 
 
 @pytest.fixture(scope="session")

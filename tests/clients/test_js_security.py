@@ -24,7 +24,7 @@ WRITER = ("wanda", "wanda-secret")  # write:js-*
 VIEWER = ("vera", "vera-secret")
 CHALLENGE = 'Basic realm="security", charset="UTF-8", ApiKey'
 
-pytestmark = NEEDS_NODE
+pytestmark = [NEEDS_NODE, pytest.mark.external]
 
 
 @pytest.fixture(scope="module")

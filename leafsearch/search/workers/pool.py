@@ -17,7 +17,11 @@ not know yet (mirror.py).
   rendering them. Likewise a one-shot request that arrives while nothing else runs
   (`search.workers.lone_requests_in_server`): it is spared the round trip.
 - **Start-up**: workers start in the background; until one is ready, tasks run in the server
-  process, so the server answers at once.
+  process, so the server answers at once. `leafsearch serve` passes `defer_start` and
+  calls `start()` once it has answered its first request: the workers' own start-up (each
+  interpreter imports the engine) then does not take the cores from the server's. A worker
+  ignores SIGINT and imports every module it can run before it reports itself ready (entry.py). A
+  worker that exits while starting because the pool closes is no error.
 - **Faults**: a worker that dies is replaced. Its tasks in flight fail with a 500
   (`node_disconnected_exception` inside `search_phase_execution_exception`), never a hang; the
   walks it served go on in its replacement, which rebuilds their matches from the snapshots the
@@ -38,8 +42,9 @@ import logging
 import multiprocessing
 import pickle
 import queue
+import signal
 import threading
-from dataclasses import replace
+from dataclasses import asdict, replace
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from pathlib import Path
@@ -50,7 +55,7 @@ from leafsearch.index.events import ShardEvents
 from leafsearch.index.searcher import Searcher
 from leafsearch.search import execution
 from leafsearch.search.targets import Target
-from leafsearch.search.workers import process
+from leafsearch.search.workers import entry
 from leafsearch.search.workers.mirror import IndexState, TargetRef, snapshot_state
 
 if TYPE_CHECKING:
@@ -275,8 +280,12 @@ class _Worker:
 class WorkerPool:
     """`count` search worker processes; see the module docstring."""
 
-    def __init__(self, services: CoordinatorServices, count: int, events: ShardEvents) -> None:
-        """`events`: the node's shards' (released snapshots and deleted files go to the workers)."""
+    def __init__(
+        self, services: CoordinatorServices, count: int, events: ShardEvents, *, defer_start: bool = False
+    ) -> None:
+        """`events`: the node's shards' (released snapshots and deleted files go to the workers).
+        `defer_start`: the workers start only when `start()` is called (`leafsearch serve` calls it
+        once it has answered its first request); else at once."""
         self._services = services
         self._events = events
         self.count = count
@@ -294,13 +303,24 @@ class WorkerPool:
         self.lost = 0  # workers that died and were replaced
         self.jobs = 0  # jobs (bulk_offload.py) a worker answered
         self._ready = threading.Condition(self._lock)
+        self._launched = False  # `start()` was called
+        self._starting: dict[int, BaseProcess] = {}  # slot -> a process not ready yet
         events.on_snapshot_closed(self._snapshot_closed)
         events.on_files_deleted(self._files_deleted)
         services.cluster_settings.listeners.append(self._settings_changed)
-        for slot in range(count):
-            self._start_in_background(slot)
+        if not defer_start:
+            self.start()
 
     # ---- life -------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the workers in the background (once; nothing after `close()`)."""
+        with self._lock:
+            if self._launched or self._closed:
+                return
+            self._launched = True
+        for slot in range(self.count):
+            self._start_in_background(slot)
 
     def _start_in_background(self, slot: int) -> None:
         threading.Thread(
@@ -308,6 +328,8 @@ class WorkerPool:
         ).start()
 
     def _start(self, slot: int) -> None:
+        from leafsearch.search.workers import process
+
         settings = self._services.cluster_settings
         config = process.WorkerConfig(
             self._services.node_id,
@@ -319,19 +341,28 @@ class WorkerPool:
         context = multiprocessing.get_context("spawn")
         parent, child = context.Pipe()
         proc = context.Process(
-            target=process.main, args=(child, config), name=f"leafsearch-search-worker-{slot}", daemon=True
+            target=entry.main,  # light to import: the worker ignores SIGINT before it imports the engine
+            args=(child, asdict(config)),
+            name=f"leafsearch-search-worker-{slot}",
+            daemon=True,
         )
         with self._lock:
             if self._closed:
+                child.close()
+                parent.close()
                 return
             proc.start()
             self.started += 1
+            self._starting[slot] = proc
         child.close()
         try:
             parent.recv()  # ("ready", pid)
         except (EOFError, OSError):
-            log.error("search worker %d exited while starting (code %s)", slot, proc.exitcode)
+            self._start_failed(slot, proc)
             return
+        finally:
+            with self._lock:
+                self._starting.pop(slot, None)
         worker = _Worker(self, slot, proc, parent)
         with self._lock:
             if self._closed:
@@ -339,7 +370,24 @@ class WorkerPool:
                 return
             self._slots[slot] = worker
             self._ready.notify_all()
+        log.debug("search worker %d ready (pid %s)", slot, proc.pid)
         worker.post(("settings", dict(settings.persistent), dict(settings.transient)))
+
+    def _start_failed(self, slot: int, proc: BaseProcess) -> None:
+        """A worker exited before it was ready, and its slot stays empty (the server process runs
+        what it would have run). No error when the pool is closing (`close()` ends the processes
+        still starting) or SIGINT ended it (a Ctrl-C in a terminal reaches the whole process
+        group before the worker ignores it; the server stops too); a warning for SIGTERM (sent
+        from outside: a service manager may signal the group); an error otherwise."""
+        if not self._closed:  # else `close()` ended it, and joins it
+            proc.join(timeout=5)
+        code = proc.exitcode
+        if self._closed or code == -signal.SIGINT:
+            log.debug("search worker %d stopped while starting (code %s)", slot, code)
+        elif code == -signal.SIGTERM:
+            log.warning("search worker %d was terminated (SIGTERM) while starting", slot)
+        else:
+            log.error("search worker %d exited while starting (code %s)", slot, code)
 
     def _worker_died(self, worker: _Worker) -> None:
         with self._lock:
@@ -361,8 +409,11 @@ class WorkerPool:
         with self._lock:
             self._closed = True
             workers = [w for w in self._slots if w is not None]
+            starting = list(self._starting.values())
             self._slots = [None] * self.count
             self._ready.notify_all()
+        for proc in starting:  # still importing: nothing to finish, so no reason to wait for it
+            proc.terminate()
         self._events.remove(self._snapshot_closed)
         self._events.remove(self._files_deleted)
         for worker in workers:
@@ -372,6 +423,8 @@ class WorkerPool:
             if worker.process.is_alive():
                 worker.process.kill()
                 worker.process.join()
+        for proc in starting:
+            proc.join(timeout=10)
 
     # ---- tasks ------------------------------------------------------------------------------
 
