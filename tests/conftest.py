@@ -129,6 +129,33 @@ def running_server(
         yield server.url, server.process
 
 
+#: The tests on local Ray clusters (tests/ray_cluster.py): a cluster per module, and one for the
+#: re-run suite (tests/ray_backend/suite/), as node ids start (relative to the repository root).
+RAY_TESTS = "tests/ray_backend/"
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """With pytest-xdist's `--dist loadgroup` (pyproject.toml's default), the Ray tests are one
+    group: they run in one worker, one after the other, so that one Ray cluster runs at a time,
+    as in a serial run, and each is started once, not once per worker. Every other test is
+    handed to the next free worker. The group is the largest, so it is handed out first, and
+    the other workers share the rest meanwhile.
+
+    Why by path rather than by `xdist_group` marks: pytest 9.2 no longer sees the group that
+    pytest-xdist 3.8 writes into a marked test's node id, and runs the marked tests anywhere
+    (pytest-dev/pytest-xdist#1386). Marks are still honoured where they work."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling
+
+    class RayTogether(LoadGroupScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return "ray" if nodeid.startswith(RAY_TESTS) else super()._split_scope(nodeid)
+
+    return RayTogether(config, log)
+
+
 @pytest.fixture(scope="session")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """Base URL of the session's leafsearch server. Every search, count and walk goes to its

@@ -522,15 +522,17 @@ def cluster_health(
     timeout: float = 30.0,
 ) -> tuple[int, dict[str, Any]]:
     """(HTTP status, body). Named indices and `wait_for_status` are waited for until `timeout`; a
-    request that times out answers 408 with `timed_out: true`, as Elasticsearch does."""
+    request that times out answers 408 with `timed_out: true`, as Elasticsearch does. As there,
+    a red status alone is not waited out: named indices that exist, without `wait_for_status`,
+    answer at once, whatever their health (only a missing one is waited for, as red)."""
     if level not in ("cluster", "indices", "shards"):
         raise IllegalArgument(f"No enum constant org.elasticsearch.action.ClusterStatsLevel.{level.upper()}")
     if wait_for_status is not None and wait_for_status not in _HEALTH_ORDER:
         raise IllegalArgument(f"unknown cluster health status [{wait_for_status}]")
     deadline = time.monotonic() + timeout
     while True:
-        body = _health_body(node, expr, level)
-        satisfied = body["status"] != "red" and (
+        body, missing = _health_body(node, expr, level)
+        satisfied = not missing and (
             wait_for_status is None or _HEALTH_ORDER[body["status"]] <= _HEALTH_ORDER[wait_for_status]
         )
         if satisfied or time.monotonic() >= deadline:
@@ -539,7 +541,8 @@ def cluster_health(
         time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
 
 
-def _health_body(node: IndicesOwner, expr: str | None, level: str) -> dict[str, Any]:
+def _health_body(node: IndicesOwner, expr: str | None, level: str) -> tuple[dict[str, Any], bool]:
+    """The health body, and whether an index `expr` names is missing (the body then says red)."""
     missing = False
     with node.lock:
         if expr:
@@ -589,7 +592,7 @@ def _health_body(node: IndicesOwner, expr: str | None, level: str) -> dict[str, 
             }
             for i in targets
         }
-    return body
+    return body, missing
 
 
 def cat_indices_rows(node: IndicesOwner, expr: str | None, options: IndicesOptions) -> list[dict[str, Any]]:

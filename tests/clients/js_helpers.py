@@ -6,6 +6,7 @@ packages are pinned in tests/clients/js/package-lock.json and installed with `np
 
 from __future__ import annotations
 
+import fcntl
 import json
 import shutil
 import subprocess
@@ -24,18 +25,22 @@ NEEDS_NODE = pytest.mark.skipif(
 
 
 def install_node_modules() -> Path:
-    """`npm ci` when tests/clients/js/node_modules is missing or older than the lock file."""
+    """`npm ci` when tests/clients/js/node_modules is missing or older than the lock file; one
+    process at a time (pytest-xdist workers, or two runs of the suite on one checkout: `npm ci`
+    first deletes node_modules), under an exclusive `flock` of the lock file."""
     installed = JS / "node_modules" / ".package-lock.json"  # written by npm at the end of an install
     lock = JS / "package-lock.json"
-    if not installed.exists() or installed.stat().st_mtime < lock.stat().st_mtime:
-        done = subprocess.run(
-            ["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"],
-            cwd=JS,
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-        assert done.returncode == 0, f"npm ci failed:\n{done.stdout}\n{done.stderr}"
+    with lock.open("rb") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # released when the file is closed
+        if not installed.exists() or installed.stat().st_mtime < lock.stat().st_mtime:
+            done = subprocess.run(
+                ["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"],
+                cwd=JS,
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
+            assert done.returncode == 0, f"npm ci failed:\n{done.stdout}\n{done.stderr}"
     return JS / "node_modules"
 
 

@@ -4,6 +4,7 @@ virtual environment, tests/clients/client9/.venv, made on first use from its req
 
 from __future__ import annotations
 
+import fcntl
 import json
 import subprocess
 import sys
@@ -20,20 +21,26 @@ VENV = HERE / ".venv"
 
 
 def _python() -> Path:
-    """The tools' interpreter, installed when missing or older than the requirements."""
+    """The tools' interpreter, installed when missing or older than the requirements; one
+    process at a time (two runs of the suite on one checkout), under an exclusive `flock` of
+    the requirements file."""
     python = VENV / "bin" / "python"
     marker = VENV / ".installed"
     requirements = HERE / "requirements.txt"
-    if not marker.exists() or marker.stat().st_mtime < requirements.stat().st_mtime:
-        subprocess.run([sys.executable, "-m", "venv", "--clear", str(VENV)], check=True, timeout=300)
-        done = subprocess.run(
-            [str(python), "-m", "pip", "install", "--quiet", "-r", str(requirements)],
-            capture_output=True,
-            text=True,
-            timeout=900,
-        )
-        assert done.returncode == 0, f"installing the client 9 tools failed:\n{done.stdout}\n{done.stderr}"
-        marker.touch()
+    with requirements.open("rb") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # released when the file is closed
+        if not marker.exists() or marker.stat().st_mtime < requirements.stat().st_mtime:
+            subprocess.run([sys.executable, "-m", "venv", "--clear", str(VENV)], check=True, timeout=300)
+            done = subprocess.run(
+                [str(python), "-m", "pip", "install", "--quiet", "-r", str(requirements)],
+                capture_output=True,
+                text=True,
+                timeout=900,
+            )
+            assert done.returncode == 0, (
+                f"installing the client 9 tools failed:\n{done.stdout}\n{done.stderr}"
+            )
+            marker.touch()
     return python
 
 

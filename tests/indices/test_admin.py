@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -16,7 +18,9 @@ from leafsearch.common.settings import (
     parse_index_settings,
 )
 from leafsearch.errors import ElasticError, IllegalArgument, IndexNotFound, InvalidIndexName, MediaTypeHeader
+from leafsearch.indices import admin
 from leafsearch.indices.admin import resolve_index_expression, validate_index_name
+from leafsearch.node.node import Node
 from leafsearch.request.timevalue import parse_time_value
 from leafsearch.rest.media import NotAcceptable, negotiate
 from leafsearch.rest.render import filter_path, to_json
@@ -235,6 +239,33 @@ def test_cluster_settings_flat_and_defaults(tmp_path) -> None:
     defaults = settings.to_body(include_defaults=True)["defaults"]
     assert defaults["search"]["max_open_scroll_context"] == "500"
     assert "destructive_requires_name" not in defaults.get("action", {})
+
+
+# ---- cluster health ---------------------------------------------------------------------------
+
+
+def test_a_red_index_is_answered_at_once_and_waited_for_only_with_wait_for_status(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As Elasticsearch: the health of indices that exist is answered at once, red or not; only
+    `wait_for_status` (or a missing index) waits up to `timeout`. What makes an index red here is
+    a primary that does not answer: a Ray-backed shard whose actor is down (see
+    tests/ray_backend/test_ray_api.py), stood in for by `inactive_primaries`."""
+    with Node(tmp_path / "node", background=False) as node:
+        admin.create_index(node, "r", {"settings": {"number_of_shards": 2, "number_of_replicas": 0}})
+        monkeypatch.setattr(admin, "inactive_primaries", lambda index: 1)
+        started = time.monotonic()
+        for expr in ("r", None):
+            status, body = admin.cluster_health(node, expr, level="indices", timeout=30.0)
+            assert (status, body["status"], body["timed_out"]) == (200, "red", False)
+            assert body["indices"]["r"]["status"] == "red" and body["unassigned_primary_shards"] == 1
+        status, body = admin.cluster_health(node, "r", wait_for_status="red", timeout=30.0)
+        assert (status, body["status"], body["timed_out"]) == (200, "red", False)
+        assert time.monotonic() - started < 10  # none of them waited for its 30 s
+        status, body = admin.cluster_health(node, "r", wait_for_status="yellow", timeout=0.2)
+        assert (status, body["status"], body["timed_out"]) == (408, "red", True)
+        status, body = admin.cluster_health(node, "r,missing", timeout=0.2)
+        assert (status, body["status"], body["timed_out"]) == (408, "red", True)
 
 
 # ---- time values and sizes --------------------------------------------------------------------

@@ -445,7 +445,10 @@ def test_health_is_red_while_a_shard_actor_is_down(http: httpx.Client) -> None:
     ray.kill(actor, no_restart=True)
     with pytest.raises(ray.exceptions.RayActorError):
         ray.get(actor.where.remote(), timeout=60)
-    body = health(http, "healthy", level="indices").json()
+    # Red is answered at once (200), as Elasticsearch does without `wait_for_status`.
+    answered = health(http, "healthy", level="indices")
+    assert answered.status_code == 200 and answered.json()["timed_out"] is False
+    body = answered.json()
     assert body["status"] == "red" and body["unassigned_primary_shards"] == 1
     assert body["active_primary_shards"] == SHARDS - 1 and body["unassigned_shards"] == 1
     assert body["indices"]["healthy"]["status"] == "red"
@@ -478,7 +481,9 @@ def test_a_shard_whose_ray_node_left_stays_unassigned(http: httpx.Client, ray_cl
     )
     lost = nodes.index(leaving.node_id)
     ray_cluster.cluster.remove_node(leaving, allow_graceful=True)
-    body = health(http, "orphaned").json()
+    answered = health(http, "orphaned")
+    assert answered.status_code == 200 and answered.json()["timed_out"] is False
+    body = answered.json()
     assert body["status"] == "red" and body["unassigned_primary_shards"] == 1
     rows = primaries(http, "orphaned")
     assert [row["state"] == "UNASSIGNED" for row in rows] == [s == lost for s in range(3)]
