@@ -50,6 +50,7 @@ NODE_METRICS = frozenset(
         "search_workers",
         "thread_pool",
         "transport",
+        "walks",
     ]
 )
 INDEX_METRICS = frozenset(

@@ -164,6 +164,7 @@ def segment_matches(
     stats: DfsStats | None = None,
     profiles: list[ShardProfile] | None = None,
     position: tuple[int, int] | None = None,
+    slice_window: tuple[int, int] | None = None,
     visit: SegmentVisit | None = None,
 ) -> Iterator[SegmentMatches]:
     """Run the query on every segment of every target, in (shard, segment) order.
@@ -175,7 +176,8 @@ def segment_matches(
     the caller holds them. Cost: the query's own, O(segment size) per segment. `profiles` (one
     per target) receive each target's query timings when the search is profiled. `position`:
     (shard index, shard count) of the one target a shard of the shard interface searches, for
-    the slices, which go to shards first. `visit`: the order a target's segments are run in and
+    the slices, which go to shards first; `slice_window`: that target's part of a PIT slice
+    (`slicing.pit_slice_windows`). `visit`: the order a target's segments are run in and
     the segments the caller no longer needs (a page that can stop early, `top_hits.py`)."""
     # DFS: every shard scores with the term statistics of all shards of the request (`stats`
     # when the caller runs one shard of them).
@@ -198,7 +200,14 @@ def segment_matches(
             if filter_ctx is not None:
                 filter_ctx.profile = profile
         slice_masks = (
-            slicing.slice_masks(request.slice, targets, ti, pit=request.pit is not None, position=position)
+            slicing.slice_masks(
+                request.slice,
+                targets,
+                ti,
+                pit=request.pit is not None,
+                position=position,
+                window=slice_window,
+            )
             if request.slice
             else None
         )
@@ -425,12 +434,17 @@ def effective_sort(request: SearchRequest) -> list[SortSpec]:
 
 
 def sort_order(columns: list[SortColumn], keys: list[np.ndarray], n: int) -> np.ndarray | None:
-    """Stable order by the key columns. Matches are gathered in (shard, doc) order, so ties keep
-    it, and a leading `_shard_doc` (unique per document) needs no sort at all."""
+    """Stable order by the key columns. Matches are gathered in (shard, doc) order, or by shard
+    each in its own sort order (a merge of shards' top hits), so ties keep (shard, doc) order: a
+    trailing ascending `_shard_doc` (a PIT's tiebreaker) is the order ties keep anyway, and a
+    leading one (unique per document) needs no sort when the hits already come in its order."""
     if n == 0 or not keys:
         return None
     if columns[0].kind == "shard_doc":
-        return np.arange(n - 1, -1, -1) if columns[0].spec.descending else None
+        first = keys[0]
+        return None if bool(np.all(first[1:] > first[:-1])) else np.argsort(first, kind="stable")
+    if columns[-1].kind == "shard_doc" and not columns[-1].spec.descending:
+        keys = keys[:-1]
     if len(keys) == 1:
         return np.argsort(keys[0], kind="stable")
     return np.lexsort(keys[::-1])
@@ -650,6 +664,27 @@ def shard_doc_page(
     return HitList(targets, target_arr, doc_arr, None, [column], [], -1, None, window=True)
 
 
+def list_key(request: SearchRequest) -> tuple | None:
+    """What a list of every match of `request` (`build_hitlist`) depends on besides its
+    snapshots; None when its matches depend on the clock (`now` in date math): no such list is
+    kept for another request."""
+    qkey = query_key(request.query)
+    post = query_key(request.post_filter) if request.post_filter is not None else None
+    if "now" in repr(qkey) or "now" in repr(post):
+        return None
+    return (
+        qkey,
+        post,
+        tuple(request.sort),
+        request.slice,
+        request.pit is not None,
+        request.min_score,
+        request.terminate_after,
+        request.track_scores,
+        request.dfs,
+    )
+
+
 class HitListCache:
     """Recently built HitLists, bounded by memory, keyed by snapshots + query + sort + slice.
 
@@ -683,27 +718,12 @@ class HitListCache:
     ) -> HitList:
         """A cached HitList, or one built now (one build at a time per key)."""
         now = int(time.time() * 1000)
-        qkey = query_key(request.query)
-        post = query_key(request.post_filter) if request.post_filter is not None else None
-        cacheable = (
-            with_aggs is None and not request.profile and "now" not in repr(qkey) and "now" not in repr(post)
-        )
-        if not cacheable:
+        matches = list_key(request)
+        if with_aggs is not None or request.profile or matches is None:
             return build_hitlist(
                 targets, request, now_millis=now, with_aggs=with_aggs, guard=guard, ordinals=self.ordinals
             )
-        key = (
-            snapshot_key(targets),
-            qkey,
-            post,
-            tuple(request.sort),
-            request.slice,
-            request.pit is not None,
-            request.min_score,
-            request.terminate_after,
-            request.track_scores,
-            request.dfs,
-        )
+        key = (snapshot_key(targets), *matches)
         hit = self._lists.get(key)
         if hit is not None:
             return hit
