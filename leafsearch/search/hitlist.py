@@ -24,6 +24,7 @@ from leafsearch.common.bounded_cache import BoundedCache
 from leafsearch.common.settings import index_setting
 from leafsearch.errors import ShardFailed
 from leafsearch.index.searcher import Searcher, SegmentView
+from leafsearch.request.query_dsl import query_is_match_all
 from leafsearch.request.search_types import SearchRequest, SortSpec
 from leafsearch.search import slicing
 from leafsearch.search.dfs import DfsStats, RecordingStats, SummedStats
@@ -93,11 +94,24 @@ def position_after(keys: list[np.ndarray], after: list, n: int) -> int:
     """Index of the first of `n` rows strictly after `after` in key columns sorted
     lexicographically: one binary search per column, within the rows equal on the columns
     before. O(log n)."""
+    if n and keys:
+        first, value = keys[0], after[0]
+        if value < first[0]:  # every row comes after the cursor: O(1) for most of a walk's segments
+            return 0
+        if value > first[n - 1]:
+            return n
     lo, hi = 0, n
     for col, value in zip(keys, after, strict=True):
         if lo >= hi:
             break
         part = col[lo:hi]
+        if isinstance(value, int) and part.dtype.kind in "iu" and part.dtype.itemsize < 8:
+            # A Python int would make numpy widen the whole column (O(n)) before its search.
+            limits = np.iinfo(part.dtype)
+            if not limits.min <= value <= limits.max:
+                lo = hi = hi if value > limits.max else lo
+                break
+            value = part.dtype.type(value)
         a = lo + int(np.searchsorted(part, value, side="left"))
         b = lo + int(np.searchsorted(part, value, side="right"))
         lo, hi = a, b
@@ -137,8 +151,12 @@ class SegmentMatches:
     mask: np.ndarray | None  # bool per local doc; None when the matches came as `matched`
     scores: np.ndarray | None  # per local doc, when the request needs scores
     matched: np.ndarray | None = None  # the matching local docs, ascending, when no mask was built
+    #: The matches are the segment's live documents (`mask` is read-only: `live_mask`).
+    all_live: bool = False
 
     def count(self) -> int:
+        if self.all_live:
+            return self.view.live_count
         return len(self.matched) if self.matched is not None else int(np.count_nonzero(self.mask))
 
     def docs(self) -> np.ndarray:
@@ -214,12 +232,24 @@ def segment_matches(
         # A query that gives its matches as documents skips the masks when nothing after it
         # needs one (`post_filter` and `min_score` read them, scores are per document).
         sparse_ok = filter_ctx is None and request.min_score is None and not needs_scores
+        # `match_all` alone matches the live documents: no mask is built (a walk's every page).
+        all_live = sparse_ok and slice_masks is None and profile is None and query_is_match_all(query)
         views = target.searcher.views
         for vi in range(len(views)) if visit is None else visit.order(views):
             view = views[vi]
             if view.live_count == 0 or (visit is not None and visit.skips(view)):
                 continue
             segment_bytes = view.max_doc * SEGMENT_BYTES_PER_DOC
+            if all_live:
+                try:
+                    guard.check()
+                    if with_aggs is not None:
+                        with_aggs(target, view, view.live_docs, ctx)
+                except TimeExceeded:
+                    guard.timed_out()
+                    return
+                yield SegmentMatches(ti, view, live_mask(view), None, all_live=True)
+                continue
             try:
                 guard.check()
                 guard.reserve(segment_bytes)
@@ -259,6 +289,16 @@ def segment_matches(
             guard.release(segment_bytes)
         if profile is not None:
             profile.query = [profile.profiler.tree(p) for p in plans]
+
+
+def live_mask(view: SegmentView) -> np.ndarray:
+    """A segment's live documents as a read-only mask, which takes no memory when none is
+    deleted."""
+    if view.live is None:
+        return np.broadcast_to(np.True_, (view.max_doc,))
+    mask = view.live.view()
+    mask.setflags(write=False)
+    return mask
 
 
 def build_hitlist(

@@ -23,7 +23,7 @@ import logging
 import threading
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -32,6 +32,7 @@ from leafsearch.common.bounded_cache import BoundedCache
 from leafsearch.index import derived_files, order_files
 from leafsearch.index.order_files import StoredOrder
 from leafsearch.index.segment import Segment
+from leafsearch.request.search_types import SortSpec
 from leafsearch.search.sort_keys import SortColumn
 
 if TYPE_CHECKING:
@@ -55,6 +56,8 @@ class SegmentOrder:
     columns: list[SortColumn]  # per sort spec, the segment's column without its values
     rank: np.ndarray  # the position of each local doc in `order` (its inverse)
     mapped: bool = False  # its arrays are a file's, memory-mapped (order_files.py)
+    #: This order with a doc tiebreaker (`with_doc_tiebreaker`), by the tiebreaker's sort.
+    _tiebroken: dict[SortSpec, SegmentOrder] = field(default_factory=dict, init=False, repr=False)
 
     @property
     def nbytes(self) -> int:
@@ -67,8 +70,13 @@ class SegmentOrder:
         """This order for the same sort followed by an ascending `_doc` or `_shard_doc`
         (`template`: its column over no documents): the same order, since ties are already in
         doc order, with the local doc numbers as its last key. Shares every array: a PIT's sort
-        (which ends with `_shard_doc`) reads the order the same sort without a PIT built."""
-        return replace(self, keys=[*self.keys, self.order], columns=[*self.columns, template])
+        (which ends with `_shard_doc`) reads the order the same sort without a PIT built. Made
+        once per order and tiebreaker (every page of a walk asks for it)."""
+        found = self._tiebroken.get(template.spec)
+        if found is None:
+            found = replace(self, keys=[*self.keys, self.order], columns=[*self.columns, template])
+            self._tiebroken[template.spec] = found
+        return found
 
     def stored(self, templates: list[SortColumn]) -> StoredOrder:
         """What a file keeps of this order: the arrays, and how each column differs from

@@ -732,26 +732,44 @@ def shard_orders(orders: SegmentOrders, target: Target, plan: SortPlan) -> dict[
     index_sort = target.index.sort
     presorted = index_sort is not None and index_sort.covers(specs, field_types)
     found: dict[int, Order | None] = {}
-    for view in views:
-
-        def columns(n: int, view: SegmentView = view, specs: list[SortSpec] = specs) -> list[SortColumn]:
-            docs = np.arange(n, dtype=np.int64)
-            zeros = np.zeros(n, dtype=np.int32)
-            seg_docs = [(0, view, docs)]
-            return [sort_column(spec, [target], seg_docs, zeros, docs, None) for spec in specs]
-
-        def file(view: SegmentView = view) -> OrderFile | None:
-            name = _order_file_name(view.segment, specs, kinds, types)
-            return None if name is None else OrderFile(name, lambda: columns(0, view))
-
-        def build(view: SegmentView = view) -> SegmentOrder:
-            return build_order(columns(view.max_doc, view), presorted=presorted)
-
-        order = orders.order(view.segment, signature, build, file)
+    if tiebreaker is not None:  # its column over no documents, the same in every segment
+        none = np.empty(0, np.int64)
+        template = sort_column(tiebreaker, [target], [], none.astype(np.int32), none, None)
+    cached = orders.get_many([(id(view.segment), signature) for view in views])
+    for view, order in zip(views, cached, strict=True):
+        if order is None:
+            order = _segment_order(orders, target, view, signature, specs, presorted)
         if order is not None and tiebreaker is not None:
-            order = order.with_doc_tiebreaker(columns(0, view, [tiebreaker])[0])
+            order = order.with_doc_tiebreaker(template)
         found[id(view.segment)] = order
     return found
+
+
+def _segment_order(
+    orders: SegmentOrders,
+    target: Target,
+    view: SegmentView,
+    signature: tuple,
+    specs: list[SortSpec],
+    presorted: bool,
+) -> SegmentOrder | None:
+    """A segment's order not in the cache: mapped from its file, or built (`SegmentOrders.order`)."""
+    kinds, types = signature[1], signature[2]
+
+    def columns(n: int) -> list[SortColumn]:
+        docs = np.arange(n, dtype=np.int64)
+        zeros = np.zeros(n, dtype=np.int32)
+        seg_docs = [(0, view, docs)]
+        return [sort_column(spec, [target], seg_docs, zeros, docs, None) for spec in specs]
+
+    def file() -> OrderFile | None:
+        name = _order_file_name(view.segment, specs, kinds, types)
+        return None if name is None else OrderFile(name, lambda: columns(0))
+
+    def build() -> SegmentOrder:
+        return build_order(columns(view.max_doc), presorted=presorted)
+
+    return orders.order(view.segment, signature, build, file)
 
 
 def _order_file_name(segment: Segment, specs: list[SortSpec], kinds: tuple, types: tuple) -> str | None:
