@@ -25,9 +25,12 @@ around one HTTP request and the decoding of its response with orjson; pages sort
   source's read;
 
 then, on an unchanged snapshot, one whole PIT walk sorted by `@timestamp` desc in pages of 1,000
-(`track_total_hits: false`, as W2's walk): documents/s, each document checked to come once; and
-the server's resident memory (server and search workers, sampled every 20 ms) before, during one
-walk and during 4 walks of their own PITs by 4 client processes at once.
+(`track_total_hits: false`, as W2's walk): documents/s, each document checked to come once; a
+whole PIT walk sorted by `_score` of a `match` on the dataset's mid-frequency word (about 6% of
+the documents), as the node serves it (a list of every match from its second page) and with
+`search.walks.max_memory: 0` (every page from its cursor), both checked to return the same hits;
+and the server's resident memory (server and search workers, sampled every 20 ms) before, during
+one walk and during 4 walks of their own PITs by 4 client processes at once.
 """
 
 from __future__ import annotations
@@ -239,6 +242,24 @@ class Bench:
         assert hits == distinct == total, f"the walk returned {hits} hits, {distinct} distinct, want {total}"
         return total / seconds
 
+    def score_walks(self) -> dict[str, float]:
+        """Documents/s of a whole `_score` walk with and without a list of every match."""
+        query = {"match": {"message": self.dataset.mid_term}}
+        figures, seen = {}, {}
+        for name, limit in (("a list of every match", None), ("from its cursor", "0b")):
+            try:
+                self.call("PUT", "/_cluster/settings", {"transient": {"search.walks.max_memory": limit}})
+            except HttpError as error:  # a server without the setting: its own way only
+                print(f"  {name}: {error}", file=sys.stderr)
+                continue
+            began = time.perf_counter()
+            ids = walk(self.url, query=query, sort=["_score"], ids=True)
+            figures[name] = len(ids) / (time.perf_counter() - began)
+            seen[name] = ids
+        walked = list(seen.values())
+        assert all(ids == walked[0] and len(set(ids)) == len(ids) for ids in walked), "_score walks differ"
+        return figures
+
     def walks_memory(self) -> dict[str, float]:
         """Peak resident MB of the server's processes while 1, then CONCURRENT_WALKS walks run."""
         assert self.server is not None
@@ -265,31 +286,38 @@ class Bench:
         return figures
 
 
-def walk(url: str) -> tuple[float, int, int]:
-    """One whole PIT walk (a client of its own): (seconds, hits, distinct documents)."""
+def walk(
+    url: str, *, query: dict[str, Any] | None = None, sort: list[Any] | None = None, ids: bool = False
+) -> Any:
+    """One whole PIT walk (a client of its own), sorted by `@timestamp` desc unless `sort`:
+    (seconds, hits, distinct documents), or with `ids` the ids in walk order."""
     http = Client(url)
     pit_id = orjson.loads(http.raw("POST", f"/{INDEX}/_pit?keep_alive=1m"))["id"]
-    ids: list[np.ndarray] = []
+    pages: list[np.ndarray] = []
     after = None
     began = time.perf_counter()
     while True:
         body: dict[str, Any] = {
             "size": WALK_PAGE,
-            "sort": [{"@timestamp": "desc"}],
+            "sort": sort or [{"@timestamp": "desc"}],
             "pit": {"id": pit_id, "keep_alive": "1m"},
             "track_total_hits": False,
         }
+        if query is not None:
+            body["query"] = query
         if after is not None:
             body["search_after"] = after
         hits = orjson.loads(http.raw("POST", "/_search", orjson.dumps(body)))["hits"]["hits"]
         if not hits:
             break
-        ids.append(np.array([hit["_id"] for hit in hits], dtype=np.int64))
+        pages.append(np.array([hit["_id"] for hit in hits], dtype=np.int64))
         after = hits[-1]["sort"]
     seconds = time.perf_counter() - began
     http.raw("DELETE", "/_pit", orjson.dumps({"id": pit_id}))
     http.close()
-    seen = np.concatenate(ids) if ids else np.zeros(0, np.int64)
+    seen = np.concatenate(pages) if pages else np.zeros(0, np.int64)
+    if ids:
+        return seen.tolist()
     return seconds, len(seen), len(np.unique(seen))
 
 
@@ -327,6 +355,9 @@ def run(bench: Bench, tries: int) -> None:
     rows.append(f"{'first page of a new PIT / warm page (medians)':62s} {ratio:9.2f}")
     _progress("a whole PIT walk")
     rows.append(f"{'whole PIT walk, pages of 1,000':62s} {bench.whole_walk():9,.0f}  docs/s")
+    _progress("_score walks")
+    for how, rate in bench.score_walks().items():
+        rows.append(f"{'whole _score PIT walk of a match, ' + how:62s} {rate:9,.0f}  docs/s")
     if bench.server is not None:
         _progress(f"1 and {CONCURRENT_WALKS} concurrent walks")
         for what, mb in bench.walks_memory().items():

@@ -244,7 +244,9 @@ def segment_matches(
                 try:
                     guard.check()
                     if with_aggs is not None:
-                        with_aggs(target, view, view.live_docs, ctx)
+                        live = view.live_docs.view()  # (the view's own, shared: read-only here)
+                        live.setflags(write=False)
+                        with_aggs(target, view, live, ctx)
                 except TimeExceeded:
                     guard.timed_out()
                     return

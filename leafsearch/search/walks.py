@@ -102,10 +102,12 @@ def kept_list(
     key = list_key(request)
     memory = services.contexts.walks
     known, kept = memory.get(ctx_id, key)
-    if known or not build:
-        return kept
-    guard = SearchGuard.for_search(services, request, cancelled)
-    with services.search_stats.phase("query", targets):
+    if kept is None and (known or not build):
+        return None  # refused before, or a page prepared ahead: it is found from its cursor
+    with services.search_stats.phase("query", targets):  # (the page's query phase)
+        if kept is not None:
+            return kept
+        guard = SearchGuard.for_search(services, request, cancelled)
         built = build_hitlist(
             targets,
             request,
@@ -114,9 +116,8 @@ def kept_list(
             guard=guard,
             ordinals=services.hitlists.ordinals,
         )
-    if built.timed_out:
-        return built  # (its matches are those of the segments it reached: kept by no walk)
-    memory.keep(ctx_id, key, built)
+    if not built.timed_out:  # (a list cut short holds the matches of the segments it reached)
+        memory.keep(ctx_id, key, built)
     return built
 
 
