@@ -317,7 +317,10 @@ def merge_top_docs(
     for i, (spec, (kind, _)) in enumerate(zip(plan.specs, plan.resolved, strict=True)):
         field_types = sort_field_types(spec, targets)
         columns.append(merge_columns(spec, kind, [r.columns[i] for r in results], field_types))
-    target_arr, doc_arr, score_arr, columns, keys = sort_hits(columns, target_arr, doc_arr, score_arr)
+    if len(results) == 1:  # one shard's answer comes in sort order (a walk's page, a slice's)
+        keys = [key for column in columns for key in column.key_columns()]
+    else:
+        target_arr, doc_arr, score_arr, columns, keys = sort_hits(columns, target_arr, doc_arr, score_arr)
     maxima = [r.max_score for r in results if r.max_score is not None]
     total = sum(r.total for r in results)
     partials = [p for r in results for p in r.agg_partials]
