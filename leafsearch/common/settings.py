@@ -495,6 +495,9 @@ _CLUSTER = [
     Setting("indices.fielddata.cache.size", "128mb", memory_size_setting, True),
     Setting("indices.cache.source_blocks.size", "32mb", memory_size_setting, True),
     Setting("search.read_ahead.max_pages", "32", int_setting(0), True),
+    # What walks over reader contexts may hold (search/walks.py): lists of every match of walks
+    # sorted by `_score`; a walk whose list does not fit pages from its cursor.
+    Setting("search.walks.max_memory", "256mb", memory_size_setting, True),
     # A scroll or PIT walk that starts while no other search runs is served by the server process
     # rather than a search worker (search/workers/pool.py).
     Setting("search.workers.lone_walks_in_server", "true", bool_setting, True),

@@ -46,6 +46,7 @@ from leafsearch.search.services import CoordinatorServices
 from leafsearch.search.shard_contexts import ShardContexts
 from leafsearch.search.sort_keys import GlobalOrdinals
 from leafsearch.search.stats import SearchStats
+from leafsearch.search.walks import MAX_MEMORY as MAX_WALK_MEMORY
 from leafsearch.search.workers.pool import WorkerPool
 from leafsearch.security.store import SecurityStore
 from leafsearch.services import memory
@@ -237,6 +238,7 @@ class Node:
         self.global_ordinals.resize(settings.get("indices.fielddata.cache.size"))
         self.source_blocks.resize(settings.get("indices.cache.source_blocks.size"))
         self.contexts.read_ahead.max_pages = settings.get("search.read_ahead.max_pages")
+        self.contexts.walks.max_bytes = int(settings.get(MAX_WALK_MEMORY))
 
     def _identity(self) -> dict:
         path = self.path / "node.json"

@@ -13,6 +13,8 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from leafsearch.indices.stats import METRICS, node_indices_stats
+from leafsearch.search.walks import MAX_MEMORY as MAX_WALK_MEMORY
+from leafsearch.search.walks import walk_stats
 from leafsearch.version import VERSION
 
 if TYPE_CHECKING:
@@ -68,6 +70,43 @@ def _process_section() -> dict[str, Any]:
     }
 
 
+def _walks_section(node: Node, in_workers: list[dict[str, Any]]) -> dict[str, Any]:
+    """leafsearch's own: what the open walks hold (search/walks.py), in the server process and
+    the search workers together: the lists of every match kept for `_score` walks (bounded by
+    `search.walks.max_memory`) and the pages read ahead, in all and per reader context."""
+    parts = [walk_stats(node.contexts), *in_workers]
+    held: dict[int, list[int]] = {}
+    for part in parts:
+        for entry in part["contexts"]:
+            sums = held.setdefault(entry["context"], [0, 0])
+            sums[0] += entry["lists_in_bytes"]
+            sums[1] += entry["pages_read_ahead_in_bytes"]
+    contexts = []
+    for ctx in sorted(node.contexts.visible("pit") + node.contexts.visible("scroll"), key=lambda c: c.ctx_id):
+        lists, pages = held.get(ctx.ctx_id, (0, 0))
+        contexts.append(
+            {
+                "context": ctx.ctx_id,
+                "type": ctx.kind,
+                "indices": ",".join(ctx.indices),
+                "held_in_bytes": lists + pages,
+                "lists_in_bytes": lists,
+                "pages_read_ahead_in_bytes": pages,
+            }
+        )
+    totals = {
+        key: sum(part[key] for part in parts)
+        for key in ("lists", "lists_in_bytes", "lists_kept", "lists_refused", "pages_read_ahead_in_bytes")
+    }
+    return {
+        "open_contexts": node.contexts.open_count(),
+        "held_in_bytes": totals["lists_in_bytes"] + totals["pages_read_ahead_in_bytes"],
+        **totals,
+        "limit_in_bytes": int(node.cluster_settings.get(MAX_WALK_MEMORY)),
+        "contexts": contexts,
+    }
+
+
 def nodes_stats(
     node: Node, metric_path: list[str], *, level: str = "node", file_sizes: bool = False
 ) -> dict[str, Any]:
@@ -93,6 +132,10 @@ def nodes_stats(
     if workers is not None and wanted & {"_all", "search_workers"}:
         # leafsearch's own: the search worker processes and what each holds (a leak shows here).
         stats["search_workers"] = workers
+    if wanted & {"_all", "walks"}:
+        if workers is None and node.search_workers is not None:
+            workers = node.search_workers.stats()
+        stats["walks"] = _walks_section(node, [w["walk_memory"] for w in (workers or {}).get("workers", ())])
     return {
         "_nodes": {"total": 1, "successful": 1, "failed": 0},
         "cluster_name": node.cluster_name,

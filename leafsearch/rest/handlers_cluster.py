@@ -60,6 +60,7 @@ NODE_METRICS = frozenset(
         "search_workers",
         "thread_pool",
         "transport",
+        "walks",
     ]
 )
 INDEX_METRICS = frozenset(

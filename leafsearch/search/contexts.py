@@ -13,7 +13,7 @@ Ids are opaque and URL-safe, and name this process's session: an id from before 
 unknown rather than mistaken for a new context. Each carries 128 random bits checked on every use,
 so no id can be derived from another; a context also records who opened it (the authenticated
 caller, see `security/subject.py`) and is unknown (404) to anyone else but a superuser. A scroll
-id stays the same across batches (the position lives in the context). Ended contexts are
+id stays the same across batches (the cursor lives in the context). Ended contexts are
 remembered for a while so that a 404 can say whether an id expired, was cleared, or never existed
 on this node.
 """
@@ -44,6 +44,7 @@ from leafsearch.search.read_ahead import ReadAhead
 from leafsearch.search.shard_api import ShardContextId
 from leafsearch.search.targets import Target, release_targets
 from leafsearch.search.top_hits import free_shard_contexts, open_shard_contexts
+from leafsearch.search.walks import MAX_MEMORY, WalkMemory
 from leafsearch.security.subject import current
 
 if TYPE_CHECKING:
@@ -68,12 +69,11 @@ class ReaderContext:
     requests: int = 0
     in_use: int = 0  # requests reading the context right now
     freed: bool = False
-    # scroll state: the request that opened it and the next position (its matches are kept where
-    # its batches run: `scroll_matches` of this process or of a search worker, see execution.py)
+    # scroll state: the request that opened it, the sort values of the last hit it returned
+    # (the walk goes on after them: search/walks.py) and its matches, counted by its first batch
     request: Any = None
-    position: int = 0
-    #: A scroll over shard actors: the last hit's sort values (search/remote_scroll.py).
     cursor: list | None = None
+    total: int | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
     owner: str | None = None  # Subject.owner_key of the opener; None without authentication
     #: Per target, the shard context pinning its snapshot (the shard interface's reader context):
@@ -111,9 +111,8 @@ class ContextRegistry:
         self._ended: OrderedDict[int, tuple[str, float, str]] = OrderedDict()
         self._ids = itertools.count(1)
         self.read_ahead = ReadAhead()
-        #: A scroll's matches in walk order (a HitList or LiveDocs), by context number, when its
-        #: batches run in this process (search/execution.py).
-        self.scroll_matches: dict[int, Any] = {}
+        #: The lists of every match kept for walks run in this process (search/walks.py).
+        self.walks = WalkMemory(int(services.cluster_settings.get(MAX_MEMORY)))
 
     # ---- ids ---------------------------------------------------------------------------
 
@@ -306,7 +305,7 @@ class ContextRegistry:
             self._release_resources(ctx)
 
     def _release_resources(self, ctx: ReaderContext) -> None:
-        self.scroll_matches.pop(ctx.ctx_id, None)
+        self.walks.forget(ctx.ctx_id)
         self.read_ahead.forget(ctx.ctx_id)
         if self.services.workers is not None:
             self.services.workers.forget_context(ctx.ctx_id)

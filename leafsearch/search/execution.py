@@ -1,34 +1,34 @@
 """What a search process runs: one page of a search over shard snapshots the caller resolved.
 
 The server process resolves indices, checks limits and owns reader contexts (their lifetime,
-keep-alive, a scroll's position); everything after that is a *task* here: a plain search, a
-count, a page of a point in time, a batch of a scroll. A task names its snapshots (`Target`s) and
-the typed request, and its result is the response body, so the same function runs in the server
+keep-alive, a scroll's cursor); everything after that is a *task* here: a plain search, a count,
+a page of a point in time, a batch of a scroll. A task names its snapshots (`Target`s) and the
+typed request, and its result is the response body, so the same function runs in the server
 process (`--search-workers 0`, the in-process `Node`) or in a search worker process
 (search/workers/), which rebuilds the Targets from published snapshot manifests.
 
-What a walk keeps between its requests lives where its tasks run, keyed by context number in
-`services.contexts`: a scroll's matches (`scroll_matches`) and the pages read ahead. The position
-of a scroll stays with the context in the server process and travels in each task, so a process
-that lost a walk's matches (a worker replaced after a crash) rebuilds them from the pinned
-snapshots and the walk goes on where it was, exactly once.
+A walk's page is the page after its cursor (walks.py): a PIT page's `search_after`, or the
+cursor a scroll's context keeps in the server process, which travels in each task and comes back
+moved past the batch. What a process keeps of a walk, keyed by context number in
+`services.contexts`, only makes pages cheaper: the pages read ahead, and the list of every match
+of a walk sorted by `_score` (`walks.WalkMemory`). A process that lost them (a worker replaced
+after a crash) finds the next page from the cursor, and the walk goes on exactly once.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from leafsearch.common.rawjson import RawJSON
 from leafsearch.request.search_types import DOC, SearchRequest
-from leafsearch.search import phases, query_and_fetch, slicing
-from leafsearch.search.fetch_phase import renders_raw
-from leafsearch.search.hitlist import HitList, LiveDocs
+from leafsearch.search import phases, query_and_fetch, walks
+from leafsearch.search.fetch_phase import last_sort_values, renders_raw
+from leafsearch.search.hitlist import HitList, LiveDocs, sort_column
 from leafsearch.search.shard_api import ShardContextId
-from leafsearch.search.sort_keys import SortColumn
 from leafsearch.search.targets import Target
 
 if TYPE_CHECKING:
@@ -68,10 +68,11 @@ class PitTask:
 
 @dataclass(eq=False)
 class ScrollTask:
-    """A scroll's batch at `position` (the first, with its aggregations, when `opening`).
+    """A scroll's batch after `cursor` (the first, with its aggregations, when `opening`).
 
-    `request` is the one that opened the scroll; `read_ahead`: render the next batch in the
-    background (the walk goes on)."""
+    `request` is the one that opened the scroll; `total`: its matches, counted by the first
+    batch (None when opening); `read_ahead`: prepare the next batch in the background (the walk
+    goes on). The result: (response body, the cursor after the batch, the total)."""
 
     targets: list[Target]
     request: SearchRequest
@@ -79,9 +80,12 @@ class ScrollTask:
     raw_hits: bool
     ctx_id: int
     public_id: str
-    position: int
+    cursor: list[Any] | None
+    total: int | None
     opening: bool
     read_ahead: bool
+    #: As `PitTask.contexts`.
+    contexts: list[ShardContextId] | None = None
 
 
 Task = SearchTask | CountTask | PitTask | ScrollTask
@@ -142,147 +146,196 @@ def _count(services: SearchServices, task: CountTask, cancelled: threading.Event
     return {"count": hitlist.total, "_shards": phases.shards_header(services, hitlist)}
 
 
+@dataclass(eq=False)
+class _Page:
+    """A walk's page: the hits [start, end) of `hitlist`, and their bytes when prepared ahead."""
+
+    hitlist: HitList
+    start: int
+    end: int
+    hits: RawJSON | None = None
+
+    def nbytes(self) -> int:
+        return 0 if self.hits is None else len(self.hits.data)
+
+
 def _pit_page(services: SearchServices, task: PitTask, cancelled: threading.Event | None) -> dict[str, Any]:
-    request, targets, raw_hits = task.request, task.targets, task.raw_hits
+    request, raw_hits = task.request, task.raw_hits
     started = _started(task.elapsed)
     read_ahead = services.contexts.read_ahead
-    fetch = query_and_fetch.along(request, raw_hits, last_phase=False)
-    hitlist, tree = phases.query_phase(
-        services, targets, request, aggs=True, cancelled=cancelled, contexts=task.contexts, fetch=fetch
-    )
-    start, end = phases.page_bounds(hitlist, request)
-    ahead = raw_hits and not hitlist.window and renders_raw(request)
-    served = _pit_page_key(hitlist, request, start, end)
-    ready = read_ahead.take(task.ctx_id, served, hitlist) if ahead else None
+    ahead = raw_hits and renders_raw(request) and request.aggs is None and not request.profile
+    walk = walks.identity(request) if ahead else None
+    served = walks.cursor_key(request.search_after)
+    page = read_ahead.take(task.ctx_id, walk, served) if ahead else None
+    tree = None
+    if page is None:
+        page, tree = _pit_hits(services, task, request, cancelled, prepared=False)
     body = phases.response(
         services,
-        hitlist,
+        page.hitlist,
         request,
-        start,
-        end,
+        page.start,
+        page.end,
         started,
         agg_tree=tree,
         extra={"pit_id": task.public_id},
         raw_hits=raw_hits,
-        ready=ready,
+        ready=page.hits,
     )
-    if ahead and end - start == request.size and end < len(hitlist):
-        # The walk's next page: `search_after` the last hit (or `from` the end) starts here.
-        following = min(end + request.size, len(hitlist))
+    if ahead and request.size and page.end - page.start == request.size and page.hitlist.columns:
+        # The walk's next page: `search_after` the last hit of this one.
+        following = last_sort_values(page.hitlist, page.end)
+        after = dataclasses.replace(request, search_after=following, from_=0)
         read_ahead.continue_walk(
             task.ctx_id,
+            walk,
             served,
-            _pit_page_key(hitlist, request, end, following),
-            hitlist,
-            targets,
-            lambda: phases.fetch_page(services, hitlist, end, following, request, raw_hits=True),
+            walks.cursor_key(following),
+            task.targets,
+            lambda: _rendered(services, *_pit_hits(services, task, after, None, prepared=True), after),
         )
     return body
 
 
-def _pit_page_key(hitlist: HitList, request: SearchRequest, start: int, end: int) -> tuple:
-    """What makes two plain PIT pages the same bytes: the hit list (by identity), the range, and
-    the request options a plain page's rendering reads."""
-    return ("pit", id(hitlist), start, end, request.source.fetch, request.track_scores)
+def _pit_hits(
+    services: SearchServices,
+    task: PitTask,
+    request: SearchRequest,
+    cancelled: threading.Event | None,
+    *,
+    prepared: bool,
+) -> tuple[_Page, Any]:
+    """A PIT page's hits and the aggregation tree: from the walk's kept list when it pages one
+    (walks.py; only a request builds it, not a page `prepared` ahead), else the query phase."""
+    now = int(time.time() * 1000)
+    listed = walks.kept_list(services, task.ctx_id, task.targets, request, now, cancelled, build=not prepared)
+    if listed is not None:
+        return _Page(listed, *phases.page_bounds(listed, request)), None
+    fetch = query_and_fetch.along(request, task.raw_hits or prepared, last_phase=False)
+    hitlist, tree = phases.query_phase(
+        services, task.targets, request, aggs=True, cancelled=cancelled, contexts=task.contexts, fetch=fetch
+    )
+    return _Page(hitlist, *phases.page_bounds(hitlist, request)), tree
+
+
+def _rendered(services: SearchServices, page: _Page, _tree: Any, request: SearchRequest) -> _Page:
+    """A page prepared ahead: its hits rendered as the REST layer takes them."""
+    page.hits = phases.fetch_page(services, page.hitlist, page.start, page.end, request, raw_hits=True)
+    return page
 
 
 def walks_docs(request: SearchRequest) -> bool:
-    """Whether a scroll walks every document (or a slice's) in `_doc` order: no sort is needed.
+    """Whether a scroll walks every document in `_doc` order: no sort and no query are needed.
 
     Such a scroll (SPEC 4.1 r12, the fastest export) reads the snapshots' live documents in
-    (shard, doc) order; its batches are ranges of them, located by binary search, so opening it
-    costs no O(matches) work and each batch costs only its own documents.
+    (shard, doc) order; a batch is a range of them from the cursor's rank, located by binary
+    search, so each batch costs only its own documents.
     """
-    return request.plain_walk(DOC) and not request.sort[0].descending
-
-
-def _scroll_matches(
-    services: SearchServices, task: ScrollTask, cancelled: threading.Event | None
-) -> tuple[HitList | LiveDocs, Any]:
-    """The scroll's matches in walk order (and the aggregation tree when it opens): what this
-    process kept, or built from the pinned snapshots (the first batch, or a walk this process
-    has not served yet)."""
-    kept = services.contexts.scroll_matches.get(task.ctx_id)
-    if kept is not None and not task.opening:
-        return kept, None
-    request, targets = task.request, task.targets
-    if walks_docs(request) and not any(t.alias_filter for t in targets):
-        with services.search_stats.phase("query", targets):
-            selected = slicing.scroll_selection(request.slice, targets) if request.slice else None
-            matches: HitList | LiveDocs = LiveDocs(targets, selected)
-        tree = None
-    else:
-        matches, tree = phases.query_phase(services, targets, request, aggs=task.opening, cancelled=cancelled)
-    services.contexts.scroll_matches[task.ctx_id] = matches
-    return matches, tree
+    return request.plain_walk(DOC) and not request.sort[0].descending and request.slice is None
 
 
 def _scroll_batch(
     services: SearchServices, task: ScrollTask, cancelled: threading.Event | None
-) -> tuple[dict[str, Any], int]:
-    """The batch at the task's position and the position after it."""
+) -> tuple[dict[str, Any], list[Any] | None, int]:
+    """The batch after the task's cursor; the cursor after it and the scroll's total."""
     started = _started(task.elapsed)
-    request, targets = task.request, task.targets
+    request = task.request
+    walk, shown = walks.walk_request(request, task.cursor)
+    if not task.opening:  # the first batch counted the matches: the others need not
+        walk = dataclasses.replace(walk, track_total_hits=False)
     read_ahead = services.contexts.read_ahead
-    if task.opening:
-        matches, tree = _scroll_matches(services, task, cancelled)
-        ready = None
-    else:
-        tree = None
-        with services.search_stats.phase("query", targets):
-            matches, _ = _scroll_matches(services, task, cancelled)
-        ready = read_ahead.take(task.ctx_id, ("scroll", task.position), matches) if task.read_ahead else None
-    page, start, end, following = batch_at(matches, request, targets, task.position)
+    served = walks.cursor_key(task.cursor)
+    page = read_ahead.take(task.ctx_id, "scroll", served) if task.read_ahead else None
+    tree = None
+    if page is None:
+        page, tree = _scroll_hits(services, task, walk, shown, cancelled, prepared=False)
+    cursor = last_sort_values(page.hitlist, page.end) if page.end > page.start else task.cursor
+    total = page.hitlist.total if task.total is None else task.total
     body = phases.response(
         services,
-        page,
+        _shown(page.hitlist, shown, total),
         request,
-        start,
-        end,
+        page.start,
+        page.end,
         started,
         agg_tree=tree,
         extra={"_scroll_id": task.public_id},
         raw_hits=task.raw_hits,
-        ready=ready,
+        ready=page.hits,
     )
-    if task.read_ahead and following < _walk_length(matches):
-        render: Callable[[], RawJSON] = lambda: _render_batch(services, matches, request, targets, following)  # noqa: E731
+    if task.read_ahead and page.end - page.start == request.size:
+        after = dataclasses.replace(walk, search_after=cursor, track_total_hits=False)
         read_ahead.continue_walk(
-            task.ctx_id, ("scroll", task.position), ("scroll", following), matches, targets, render
+            task.ctx_id,
+            "scroll",
+            served,
+            walks.cursor_key(cursor),
+            task.targets,
+            lambda: _rendered_batch(services, task, after, shown, total),
         )
-    return body, following
+    return body, cursor, total
 
 
-def _walk_length(matches: HitList | LiveDocs) -> int:
-    return matches.total if isinstance(matches, LiveDocs) else len(matches)
-
-
-def _render_batch(
+def _scroll_hits(
     services: SearchServices,
-    matches: HitList | LiveDocs,
-    request: SearchRequest,
-    targets: list[Target],
-    position: int,
-) -> Any:
-    page, start, end, _ = batch_at(matches, request, targets, position)
-    return phases.fetch_page(services, page, start, end, request, raw_hits=True)
+    task: ScrollTask,
+    walk: SearchRequest,
+    shown: int,
+    cancelled: threading.Event | None,
+    *,
+    prepared: bool,
+) -> tuple[_Page, Any]:
+    """A scroll batch's hits (in the walk's columns) and the aggregation tree (the first batch):
+    live documents from the cursor's rank for a `_doc` scroll of every document, the walk's kept
+    list for one sorted by `_score` (walks.py), else the query phase from the cursor."""
+    request, targets = task.request, task.targets
+    if walks_docs(request) and not any(t.alias_filter or t.remote for t in targets):
+        with services.search_stats.phase("query", targets):
+            return _live_docs_batch(targets, walk, request.size), None
+    now = int(time.time() * 1000)
+    listed = walks.kept_list(services, task.ctx_id, targets, walk, now, cancelled, build=not prepared)
+    if listed is not None:
+        start, _ = phases.page_bounds(listed, walk)
+        return _Page(listed, start, min(start + request.size, len(listed))), None
+    raw = task.raw_hits or prepared
+    fetch = query_and_fetch.along(request, raw, last_phase=False, query=walk, shown=shown)
+    hitlist, tree = phases.query_phase(
+        services, targets, walk, aggs=task.opening, cancelled=cancelled, contexts=task.contexts, fetch=fetch
+    )
+    start, _ = phases.page_bounds(hitlist, walk)  # (a segment without a sort order gave it all)
+    return _Page(hitlist, start, min(start + request.size, len(hitlist))), tree
 
 
-def batch_at(
-    matches: HitList | LiveDocs, request: SearchRequest, targets: list[Target], position: int
-) -> tuple[HitList, int, int, int]:
-    """The scroll batch that starts at `position`: (hit list, start, end, the next position)."""
-    if isinstance(matches, LiveDocs):
-        end = min(position + request.size, matches.total)
-        target_arr, doc_arr = matches.take(position, end)
-        column = SortColumn(request.sort[0], "doc", doc_arr, None)
-        page = HitList(targets, target_arr, doc_arr, None, [column], [], matches.total, None, window=True)
-        return page, 0, end - position, end
-    end = min(position + request.size, len(matches))
-    return matches, position, end, end
+def _live_docs_batch(targets: list[Target], walk: SearchRequest, size: int) -> _Page:
+    """The batch of a `_doc` scroll of every document after the walk's cursor (`_doc`, then
+    `_shard_doc`): the live documents from the cursor's rank on."""
+    docs = LiveDocs(targets)
+    position = 0 if walk.search_after is None else docs.rank(walk.search_after[-1])
+    end = min(position + size, docs.total)
+    target_arr, doc_arr = docs.take(position, end)
+    seg_docs: list = []
+    columns = [sort_column(spec, targets, seg_docs, target_arr, doc_arr, None) for spec in walk.sort]
+    page = HitList(targets, target_arr, doc_arr, None, columns, [], docs.total, None, window=True)
+    return _Page(page, 0, end - position)
+
+
+def _shown(hitlist: HitList, shown: int, total: int) -> HitList:
+    """A scroll batch's hit list as the scroll shows it: its own sorts (not the walk's
+    tiebreaker) and its total. A copy: a kept list is not changed."""
+    return dataclasses.replace(hitlist, columns=hitlist.columns[:shown], total=total)
+
+
+def _rendered_batch(
+    services: SearchServices, task: ScrollTask, walk: SearchRequest, shown: int, total: int
+) -> _Page:
+    """A scroll batch prepared ahead, rendered as the REST layer takes it."""
+    page, _ = _scroll_hits(services, task, walk, shown, None, prepared=True)
+    shows = _shown(page.hitlist, shown, total)
+    page.hits = phases.fetch_page(services, shows, page.start, page.end, task.request, raw_hits=True)
+    return page
 
 
 def reads_ahead(raw_hits: bool, keep_alive: str | None, request: SearchRequest) -> bool:
-    """Whether a scroll request's next batch is rendered ahead: only a walk that goes on is (a
+    """Whether a scroll request's next batch is prepared ahead: only a walk that goes on is (a
     request without `scroll` frees the context), and only pages rendered to bytes."""
     return raw_hits and keep_alive is not None and renders_raw(request)

@@ -24,6 +24,7 @@ from leafsearch.common.settings import index_setting
 from leafsearch.errors import ShardFailed
 from leafsearch.index.events import ShardEvents
 from leafsearch.index.searcher import Searcher, SegmentView
+from leafsearch.request.query_dsl import query_is_match_all
 from leafsearch.request.search_types import SearchRequest, SortSpec
 from leafsearch.search import slicing
 from leafsearch.search.dfs import DfsStats, RecordingStats, SummedStats
@@ -93,11 +94,24 @@ def position_after(keys: list[np.ndarray], after: list, n: int) -> int:
     """Index of the first of `n` rows strictly after `after` in key columns sorted
     lexicographically: one binary search per column, within the rows equal on the columns
     before. O(log n)."""
+    if n and keys:
+        first, value = keys[0], after[0]
+        if value < first[0]:  # every row comes after the cursor: O(1) for most of a walk's segments
+            return 0
+        if value > first[n - 1]:
+            return n
     lo, hi = 0, n
     for col, value in zip(keys, after, strict=True):
         if lo >= hi:
             break
         part = col[lo:hi]
+        if isinstance(value, int) and part.dtype.kind in "iu" and part.dtype.itemsize < 8:
+            # A Python int would make numpy widen the whole column (O(n)) before its search.
+            limits = np.iinfo(part.dtype)
+            if not limits.min <= value <= limits.max:
+                lo = hi = hi if value > limits.max else lo
+                break
+            value = part.dtype.type(value)
         a = lo + int(np.searchsorted(part, value, side="left"))
         b = lo + int(np.searchsorted(part, value, side="right"))
         lo, hi = a, b
@@ -137,8 +151,12 @@ class SegmentMatches:
     mask: np.ndarray | None  # bool per local doc; None when the matches came as `matched`
     scores: np.ndarray | None  # per local doc, when the request needs scores
     matched: np.ndarray | None = None  # the matching local docs, ascending, when no mask was built
+    #: The matches are the segment's live documents (`mask` is read-only: `live_mask`).
+    all_live: bool = False
 
     def count(self) -> int:
+        if self.all_live:
+            return self.view.live_count
         return len(self.matched) if self.matched is not None else int(np.count_nonzero(self.mask))
 
     def docs(self) -> np.ndarray:
@@ -164,6 +182,7 @@ def segment_matches(
     stats: DfsStats | None = None,
     profiles: list[ShardProfile] | None = None,
     position: tuple[int, int] | None = None,
+    slice_window: tuple[int, int] | None = None,
     visit: SegmentVisit | None = None,
 ) -> Iterator[SegmentMatches]:
     """Run the query on every segment of every target, in (shard, segment) order.
@@ -175,7 +194,8 @@ def segment_matches(
     the caller holds them. Cost: the query's own, O(segment size) per segment. `profiles` (one
     per target) receive each target's query timings when the search is profiled. `position`:
     (shard index, shard count) of the one target a shard of the shard interface searches, for
-    the slices, which go to shards first. `visit`: the order a target's segments are run in and
+    the slices, which go to shards first; `slice_window`: that target's part of a PIT slice
+    (`slicing.pit_slice_windows`). `visit`: the order a target's segments are run in and
     the segments the caller no longer needs (a page that can stop early, `top_hits.py`)."""
     # DFS: every shard scores with the term statistics of all shards of the request (`stats`
     # when the caller runs one shard of them).
@@ -198,19 +218,40 @@ def segment_matches(
             if filter_ctx is not None:
                 filter_ctx.profile = profile
         slice_masks = (
-            slicing.slice_masks(request.slice, targets, ti, pit=request.pit is not None, position=position)
+            slicing.slice_masks(
+                request.slice,
+                targets,
+                ti,
+                pit=request.pit is not None,
+                position=position,
+                window=slice_window,
+            )
             if request.slice
             else None
         )
         # A query that gives its matches as documents skips the masks when nothing after it
         # needs one (`post_filter` and `min_score` read them, scores are per document).
         sparse_ok = filter_ctx is None and request.min_score is None and not needs_scores
+        # `match_all` alone matches the live documents: no mask is built (a walk's every page).
+        all_live = sparse_ok and slice_masks is None and profile is None and query_is_match_all(query)
         views = target.searcher.views
         for vi in range(len(views)) if visit is None else visit.order(views):
             view = views[vi]
             if view.live_count == 0 or (visit is not None and visit.skips(view)):
                 continue
             segment_bytes = view.max_doc * SEGMENT_BYTES_PER_DOC
+            if all_live:
+                try:
+                    guard.check()
+                    if with_aggs is not None:
+                        live = view.live_docs.view()  # (the view's own, shared: read-only here)
+                        live.setflags(write=False)
+                        with_aggs(target, view, live, ctx)
+                except TimeExceeded:
+                    guard.timed_out()
+                    return
+                yield SegmentMatches(ti, view, live_mask(view), None, all_live=True)
+                continue
             try:
                 guard.check()
                 guard.reserve(segment_bytes)
@@ -250,6 +291,16 @@ def segment_matches(
             guard.release(segment_bytes)
         if profile is not None:
             profile.query = [profile.profiler.tree(p) for p in plans]
+
+
+def live_mask(view: SegmentView) -> np.ndarray:
+    """A segment's live documents as a read-only mask, which takes no memory when none is
+    deleted."""
+    if view.live is None:
+        return np.broadcast_to(np.True_, (view.max_doc,))
+    mask = view.live.view()
+    mask.setflags(write=False)
+    return mask
 
 
 def build_hitlist(
@@ -425,12 +476,17 @@ def effective_sort(request: SearchRequest) -> list[SortSpec]:
 
 
 def sort_order(columns: list[SortColumn], keys: list[np.ndarray], n: int) -> np.ndarray | None:
-    """Stable order by the key columns. Matches are gathered in (shard, doc) order, so ties keep
-    it, and a leading `_shard_doc` (unique per document) needs no sort at all."""
+    """Stable order by the key columns. Matches are gathered in (shard, doc) order, or by shard
+    each in its own sort order (a merge of shards' top hits), so ties keep (shard, doc) order: a
+    trailing ascending `_shard_doc` (a PIT's tiebreaker) is the order ties keep anyway, and a
+    leading one (unique per document) needs no sort when the hits already come in its order."""
     if n == 0 or not keys:
         return None
     if columns[0].kind == "shard_doc":
-        return np.arange(n - 1, -1, -1) if columns[0].spec.descending else None
+        first = keys[0]
+        return None if bool(np.all(first[1:] > first[:-1])) else np.argsort(first, kind="stable")
+    if columns[-1].kind == "shard_doc" and not columns[-1].spec.descending:
+        keys = keys[:-1]
     if len(keys) == 1:
         return np.argsort(keys[0], kind="stable")
     return np.lexsort(keys[::-1])
@@ -650,6 +706,27 @@ def shard_doc_page(
     return HitList(targets, target_arr, doc_arr, None, [column], [], -1, None, window=True)
 
 
+def list_key(request: SearchRequest) -> tuple | None:
+    """What a list of every match of `request` (`build_hitlist`) depends on besides its
+    snapshots; None when its matches depend on the clock (`now` in date math): no such list is
+    kept for another request."""
+    qkey = query_key(request.query)
+    post = query_key(request.post_filter) if request.post_filter is not None else None
+    if "now" in repr(qkey) or "now" in repr(post):
+        return None
+    return (
+        qkey,
+        post,
+        tuple(request.sort),
+        request.slice,
+        request.pit is not None,
+        request.min_score,
+        request.terminate_after,
+        request.track_scores,
+        request.dfs,
+    )
+
+
 class HitListCache:
     """Recently built HitLists, bounded by memory, keyed by snapshots + query + sort + slice.
 
@@ -684,27 +761,12 @@ class HitListCache:
     ) -> HitList:
         """A cached HitList, or one built now (one build at a time per key)."""
         now = int(time.time() * 1000)
-        qkey = query_key(request.query)
-        post = query_key(request.post_filter) if request.post_filter is not None else None
-        cacheable = (
-            with_aggs is None and not request.profile and "now" not in repr(qkey) and "now" not in repr(post)
-        )
-        if not cacheable:
+        matches = list_key(request)
+        if with_aggs is not None or request.profile or matches is None:
             return build_hitlist(
                 targets, request, now_millis=now, with_aggs=with_aggs, guard=guard, ordinals=self.ordinals
             )
-        key = (
-            snapshot_key(targets),
-            qkey,
-            post,
-            tuple(request.sort),
-            request.slice,
-            request.pit is not None,
-            request.min_score,
-            request.terminate_after,
-            request.track_scores,
-            request.dfs,
-        )
+        key = (snapshot_key(targets), *matches)
         hit = self._lists.get(key)
         if hit is not None:
             return hit

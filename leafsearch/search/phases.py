@@ -1,10 +1,13 @@
 """The phases every search shares: targets and limits, the query phase, paging, fetch, response.
 
 A search reads a fixed list of shard snapshots (the current ones, or those a PIT or scroll context
-holds); the HitList of matches in sort order is built once per (snapshots, query, sort, slice) and
-reused, so every page is a slice or a binary search of it and the fetch phase touches only the
-page's documents. One walk needs no HitList at all: every document by `_shard_doc` without
-counting (`track_total_hits: false`), whose pages are ranges of the snapshots' live documents.
+holds). A page is its top hits from the cursor (top_hits.py: each segment's sort order walked from
+the `search_after` cursor, no sort of every match), which is how every page of a PIT or scroll
+walk is found; the options top hits do not serve here (rescoring, `terminate_after`, pages past
+10,000) read a HitList of every match in sort order, built once per (snapshots, query, sort,
+slice) and cached, so every page of it is a slice or a binary search. Every document by
+`_shard_doc` without counting (`track_total_hits: false`) needs neither: its pages are ranges of
+the snapshots' live documents. The fetch phase touches only the page's documents.
 Shard-level refusals are reported as Elasticsearch's coordinator reports them: a
 `search_phase_execution_exception` of the phase that failed, the real reason as root cause.
 """
@@ -186,8 +189,8 @@ def query_phase(
 
     `cancelled` is set when the client went away (see guard.py). A page served by top hits goes
     through the shard interface: `shards` (per target; default this process's) on `contexts`
-    (the snapshots they pinned; default the targets'). A PIT page is one too when the node keeps
-    no HitLists (`indices.cache.hitlist.size: 0`): then no walk pays for a list of every match.
+    (the snapshots they pinned; default the targets'). Every page of a PIT is one (from its
+    cursor, on the PIT's snapshots): no walk pays for a list of every match.
     `fetch`: the page's fetch to come (`top_hits.top_hits`)."""
     # Aggregation requests are parsed before the shards run: their errors are not shard failures.
     with_aggs, tree = _agg_collector(services, request, targets) if aggs else (None, None)
@@ -199,7 +202,7 @@ def query_phase(
         try:
             if _walks_live_docs(request) and not remote and not any(t.alias_filter for t in targets):
                 hitlist = _live_docs_page(targets, request)
-            elif remote or top_hits.serves(request, walks=not _keeps_hitlists(services)):
+            elif remote or top_hits.serves(request):
                 now = int(time.time() * 1000)
                 hitlist = top_hits.top_hits(
                     services,
@@ -223,12 +226,6 @@ def query_phase(
                 raise _phase_error(exc) from None
             raise
     return hitlist, tree
-
-
-def _keeps_hitlists(services: SearchServices) -> bool:
-    """Whether the node keeps walks' HitLists (`indices.cache.hitlist.size` above 0): read from the
-    setting, which a search worker shares, rather than from its own share of the cache."""
-    return int(services.cluster_settings.get("indices.cache.hitlist.size")) > 0
 
 
 def _walks_live_docs(request: SearchRequest) -> bool:

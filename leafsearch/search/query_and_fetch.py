@@ -46,7 +46,7 @@ def along(
     """The fetch that follows a page's query phase in `phases.response` (`raw_hits`, the REST
     layer's bytes; `last_phase`, a one-shot search's), for a shard asked alone to run with it.
     `query`: the request the query phase runs when it is not `request`, and `shown`, how many of
-    its sorts the page shows (a scroll's batch: remote_scroll.py)."""
+    its sorts the page shows (a scroll's batch: walks.walk_request)."""
     raw = raw_hits and renders_raw(request) and not request.profile
     return FetchAlong(raw, last_phase, None if query is None else request, shown)
 

@@ -1,14 +1,16 @@
-"""Read-ahead for walks over a reader context: the page after the one just served is rendered in
-the background while the client reads, so the walk's next request finds its hits ready.
+"""Read-ahead for walks over a reader context: the page after the one just served is found and
+rendered in the background while the client reads, so the walk's next request finds it ready.
 
-Why: a scroll or a PIT walk alternates between the server rendering a page and the client
-parsing it, and on a small machine each side would otherwise wait for the other. Only pages the
-REST layer renders to bytes are read ahead, and only the page the next request of the same walk
-will ask for: a scroll's next batch, or a PIT page whose `search_after` is the last hit of the
-page just served (same hit list, same page shape). A page read ahead is the same bytes the
-request would have rendered; a request that finds none, or a different one, renders its own.
+Why: a scroll or a PIT walk alternates between the server finding and rendering a page and the
+client parsing it, and on a small machine each side would otherwise wait for the other. Only
+pages the REST layer renders to bytes are read ahead, and only the page the next request of the
+same walk will ask for: the page after the cursor the page just served ends at (a scroll's next
+batch, or a PIT page whose `search_after` is the last hit of the page just served, with the same
+request otherwise). A page's bytes depend only on the context's pinned snapshot, the walk's
+request and its cursor, so a page read ahead is the bytes the request would have rendered; a
+request that finds none renders its own.
 
-Only a sequential walk is read ahead: a page is rendered ahead after a request that continued
+Only a sequential walk is read ahead: a page is prepared after a request that continued
 the page before it, so a client that asks for the same page again, or jumps around, costs no
 speculative work.
 
@@ -23,68 +25,69 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import Protocol
 
-from leafsearch.common.rawjson import RawJSON
 from leafsearch.search.targets import Target, release_targets
 
 #: Walks whose next page is remembered (a PIT searched with many queries starts many walks).
 _MAX_WALKS = 4096
 
 
+class Prepared(Protocol):
+    """A page found and rendered ahead."""
+
+    def nbytes(self) -> int: ...
+
+
 class ReadAhead:
-    """The node's pages read ahead, keyed by context and page; see the module docstring."""
+    """The node's pages read ahead, keyed by context, walk and cursor; see the module docstring."""
 
     def __init__(self, max_pages: int = 32) -> None:
         self.max_pages = max_pages
         self._lock = threading.Lock()
-        # (context id, walk key) -> (what the key's identity parts refer to, the page being rendered)
-        self._pages: OrderedDict[tuple[int, Hashable], tuple[Any, Future[RawJSON]]] = OrderedDict()
-        # (context id, anchor id) -> the key that would continue that walk (a PIT can carry
+        # (context id, walk, page key) -> the page being prepared
+        self._pages: OrderedDict[tuple[int, Hashable, Hashable], Future[Prepared]] = OrderedDict()
+        # (context id, walk) -> the key of the page that would continue it (a PIT can carry
         # several walks at once, one per slice or query)
-        self._next: OrderedDict[tuple[int, int], Hashable] = OrderedDict()
+        self._next: OrderedDict[tuple[int, Hashable], Hashable] = OrderedDict()
         self._pool: ThreadPoolExecutor | None = None
 
     def continue_walk(
         self,
         ctx_id: int,
+        walk: Hashable,
         served: Hashable,
         following: Hashable,
-        anchor: Any,
         targets: list[Target],
-        render: Callable[[], RawJSON],
+        prepare: Callable[[], Prepared],
     ) -> None:
-        """After serving page `served` of a context: `following` is the page that would continue
-        the walk, rendered ahead (by `render`) if `served` itself continued the previous page.
-        `anchor` is the object whose identity the keys name (a hit list, a scroll context): it is
-        held so that its id cannot be reused by another while the page waits."""
+        """After serving page `served` of walk `walk` of a context: `following` is the page that
+        would continue the walk, prepared ahead (by `prepare`) if `served` itself continued the
+        previous page."""
         with self._lock:
-            walk = (ctx_id, id(anchor))
-            sequential = self._next.pop(walk, None) == served
-            self._next[walk] = following
+            sequential = self._next.pop((ctx_id, walk), None) == served
+            self._next[(ctx_id, walk)] = following
             if len(self._next) > _MAX_WALKS:
                 self._next.popitem(last=False)
             if not sequential:
                 return
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="leafsearch-read-ahead")
-            replaced = self._pages.pop((ctx_id, following), None)
+            key = (ctx_id, walk, following)
+            replaced = self._pages.pop(key, None)
             if replaced is not None:
-                replaced[1].cancel()
-            self._pages[(ctx_id, following)] = (anchor, self._pool.submit(_render_held, targets, render))
+                replaced.cancel()
+            self._pages[key] = self._pool.submit(_render_held, targets, prepare)
             while len(self._pages) > self.max_pages:
-                self._pages.popitem(last=False)[1][1].cancel()
+                self._pages.popitem(last=False)[1].cancel()
 
-    def take(self, ctx_id: int, key: Hashable, anchor: Any) -> RawJSON | None:
-        """The page read ahead for this key, waiting for it if it is being rendered; None when there
-        is none, or it has not started yet (rendering it in the caller's thread is then quicker),
-        or its rendering failed (the caller's own rendering reports the error)."""
+    def take(self, ctx_id: int, walk: Hashable, key: Hashable) -> Prepared | None:
+        """The page read ahead for this key, waiting for it if it is being prepared; None when
+        there is none, or it has not started yet (preparing it in the caller's thread is then
+        quicker), or its preparation failed (the caller's own reports the error)."""
         with self._lock:
-            entry = self._pages.pop((ctx_id, key), None)
-        if entry is None or entry[0] is not anchor:
-            return None
-        future = entry[1]
-        if future.cancel():
+            future = self._pages.pop((ctx_id, walk, key), None)
+        if future is None or future.cancel():
             return None
         try:
             return future.result()
@@ -92,9 +95,19 @@ class ReadAhead:
             return None
 
     def held(self) -> int:
-        """Pages held now, rendered or being rendered."""
+        """Pages held now, prepared or being prepared."""
         with self._lock:
             return len(self._pages)
+
+    def held_bytes(self) -> dict[int, int]:
+        """Bytes of the pages prepared so far, by context number."""
+        with self._lock:
+            done = [(key[0], future) for key, future in self._pages.items() if future.done()]
+        held: dict[int, int] = {}
+        for ctx_id, future in done:
+            if not future.cancelled() and future.exception() is None:
+                held[ctx_id] = held.get(ctx_id, 0) + future.result().nbytes()
+        return held
 
     def forget(self, ctx_id: int) -> None:
         """Drop a context's pages: it has ended."""
@@ -102,11 +115,11 @@ class ReadAhead:
             for walk in [w for w in self._next if w[0] == ctx_id]:
                 del self._next[walk]
             for key in [k for k in self._pages if k[0] == ctx_id]:
-                self._pages.pop(key)[1].cancel()
+                self._pages.pop(key).cancel()
 
     def close(self) -> None:
         with self._lock:
-            for _, future in self._pages.values():
+            for future in self._pages.values():
                 future.cancel()
             self._pages.clear()
             self._next.clear()
@@ -115,12 +128,12 @@ class ReadAhead:
             pool.shutdown(wait=True)
 
 
-def _render_held(targets: list[Target], render: Callable[[], RawJSON]) -> RawJSON:
+def _render_held(targets: list[Target], prepare: Callable[[], Prepared]) -> Prepared:
     held: list[Target] = []
     try:
         for target in targets:
             target.searcher.acquire()  # raises once the snapshot is gone: nothing to read ahead then
             held.append(target)
-        return render()
+        return prepare()
     finally:
         release_targets(held)

@@ -18,9 +18,9 @@ from leafsearch.errors import (
 )
 from leafsearch.request.indices_options import IndicesOptions
 from leafsearch.request.search_types import SearchRequest
-from leafsearch.search import phases, remote_scroll
+from leafsearch.search import phases
 from leafsearch.search.contexts import ReaderContext
-from leafsearch.search.execution import PitTask, ScrollTask, dispatch, reads_ahead
+from leafsearch.search.execution import PitTask, ScrollTask, dispatch, reads_ahead, run
 from leafsearch.search.targets import Target, release_targets
 
 if TYPE_CHECKING:
@@ -104,10 +104,10 @@ def _batch(
     opening: bool,
     read_ahead: bool,
 ) -> dict[str, Any]:
-    """The scroll's batch at its position, run as a task (caller holds `ctx.lock`); the context's
-    position moves past it. Over shard actors, a batch is a walk on their contexts."""
-    if any(t.remote for t in ctx.targets):
-        return remote_scroll.batch(services, ctx, started, raw_hits, cancelled, opening=opening)
+    """The scroll's batch after its cursor, run as a task (caller holds `ctx.lock`); the
+    context's cursor moves past it. Over shard actors, the task runs here (no search worker
+    holds their snapshots), on their contexts."""
+    remote = any(t.remote for t in ctx.targets)
     task = ScrollTask(
         ctx.targets,
         ctx.request,
@@ -115,11 +115,17 @@ def _batch(
         raw_hits,
         ctx.ctx_id,
         ctx.public_id,
-        ctx.position,
+        ctx.cursor,
+        ctx.total,
         opening,
         read_ahead,
+        # The shard contexts are this process's: a search worker reads the same snapshots rebuilt.
+        ctx.shard_contexts if services.workers is None or remote else None,
     )
-    body, ctx.position = dispatch(services, task, cancelled, affinity=(ctx.ctx_id, None))
+    if remote:
+        body, ctx.cursor, ctx.total = run(services, task, cancelled)
+    else:
+        body, ctx.cursor, ctx.total = dispatch(services, task, cancelled, affinity=(ctx.ctx_id, None))
     return body
 
 

@@ -23,7 +23,7 @@ import logging
 import threading
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -32,6 +32,7 @@ from leafsearch.common.bounded_cache import BoundedCache
 from leafsearch.index import derived_files, order_files
 from leafsearch.index.order_files import StoredOrder
 from leafsearch.index.segment import Segment
+from leafsearch.request.search_types import SortSpec
 from leafsearch.search.sort_keys import SortColumn
 
 if TYPE_CHECKING:
@@ -55,10 +56,27 @@ class SegmentOrder:
     columns: list[SortColumn]  # per sort spec, the segment's column without its values
     rank: np.ndarray  # the position of each local doc in `order` (its inverse)
     mapped: bool = False  # its arrays are a file's, memory-mapped (order_files.py)
+    #: This order with a doc tiebreaker (`with_doc_tiebreaker`), by the tiebreaker's sort.
+    _tiebroken: dict[SortSpec, SegmentOrder] = field(default_factory=dict, init=False, repr=False)
 
     @property
     def nbytes(self) -> int:
         return self.order.nbytes + self.rank.nbytes + sum(k.nbytes for k in self.keys)
+
+    def __len__(self) -> int:
+        return len(self.order)
+
+    def with_doc_tiebreaker(self, template: SortColumn) -> SegmentOrder:
+        """This order for the same sort followed by an ascending `_doc` or `_shard_doc`
+        (`template`: its column over no documents): the same order, since ties are already in
+        doc order, with the local doc numbers as its last key. Shares every array: a PIT's sort
+        (which ends with `_shard_doc`) reads the order the same sort without a PIT built. Made
+        once per order and tiebreaker (every page of a walk asks for it)."""
+        found = self._tiebroken.get(template.spec)
+        if found is None:
+            found = replace(self, keys=[*self.keys, self.order], columns=[*self.columns, template])
+            self._tiebroken[template.spec] = found
+        return found
 
     def stored(self, templates: list[SortColumn]) -> StoredOrder:
         """What a file keeps of this order: the arrays, and how each column differs from
@@ -137,6 +155,87 @@ class SegmentOrder:
                 value -= (shard_index << 32) + doc_base
             keys.extend(column.after_key(value))
         return position_after(self.keys, keys, len(self.order))
+
+
+@dataclass(frozen=True, eq=False)
+class DocOrder:
+    """A segment's documents in doc order, or its reverse: the order of a sort led by
+    `_shard_doc`, or by `_doc` alone or then `_shard_doc` (a scroll's or a PIT's `_doc` walk),
+    whose first key is unique per document of a shard, so no later key orders a shard's
+    documents. It needs no arrays: position `p` is doc `p` (ascending) or doc `max_doc - 1 - p`
+    (descending), and a page reads the matches from the cursor on.
+
+    Why not a built order: it would be the identity (or its reverse) at 16 bytes per document,
+    and a file per segment, for what a subtraction gives."""
+
+    max_doc: int
+    descending: bool
+    shard_doc: bool  # the key is `_shard_doc` (shard index << 32 | doc), else `_doc` (doc)
+    #: After `_doc`, the order of a `_shard_doc` tiebreaker (True: ascending), which orders the
+    #: documents of equal `_doc` on different shards; None: there is none.
+    then_ascending: bool | None = None
+
+    def __len__(self) -> int:
+        return self.max_doc
+
+    def first(
+        self, matches: SegmentMatches, start: int, k: int, count: int, end: int | None = None
+    ) -> np.ndarray:
+        """The first `k` of the segment's `matches` in positions [`start`, `end`), ascending
+        (doc order: what a leading `_shard_doc` key sorts by, `hitlist.sort_order`). O(the
+        matches read from the cursor on), at most O(max_doc)."""
+        end = self.max_doc if end is None else end
+        lo, hi = (start, end) if not self.descending else (self.max_doc - end, self.max_doc - start)
+        if hi <= lo or k <= 0:
+            return np.empty(0, np.int64)
+        if matches.matched is not None:
+            docs = matches.matched
+            part = docs[int(np.searchsorted(docs, lo)) : int(np.searchsorted(docs, hi))]
+            return part[:k] if not self.descending else part[max(len(part) - k, 0) :]
+        return _first_set(matches.dense(), lo, hi, k, self.descending)
+
+    def start_after(self, after: list[Any], shard_index: int, doc_base: int) -> int:
+        """Position of the first document strictly after the cursor (its first value is this
+        sort's first key; a `null` one sorts past every document). O(1)."""
+        value = after[0]
+        if value is None:
+            return self.max_doc
+        local = int(value) - doc_base - ((shard_index << 32) if self.shard_doc else 0)
+        # The document of this shard with the cursor's `_doc` comes after it when the cursor's
+        # `_shard_doc` names an earlier shard (a later one, descending).
+        tie = self.then_ascending is not None and after[1] is not None and 0 <= local < self.max_doc
+        if tie:
+            cursor_shard = int(after[1]) >> 32
+            tie = shard_index > cursor_shard if self.then_ascending else shard_index < cursor_shard
+        position = self.max_doc - local - tie if self.descending else local + 1 - tie
+        return min(max(position, 0), self.max_doc)
+
+
+#: What a page walks a segment in (see `top_hits.shard_orders`).
+Order = SegmentOrder | DocOrder
+
+
+def _first_set(mask: np.ndarray, lo: int, hi: int, k: int, from_end: bool) -> np.ndarray:
+    """The first `k` set positions of `mask` in [lo, hi) (the last `k`, `from_end`), ascending,
+    read in growing chunks from where the walk starts."""
+    found: list[np.ndarray] = []
+    need, step = k, max(_FIRST_CHUNK, 4 * k)
+    while need > 0 and hi > lo:
+        if from_end:
+            a, b = max(lo, hi - step), hi
+            part = np.flatnonzero(mask[a:b]) + a
+            part = part[max(len(part) - need, 0) :]
+            hi = a
+        else:
+            a, b = lo, min(hi, lo + step)
+            part = np.flatnonzero(mask[a:b])[:need] + a
+            lo = b
+        found.append(part)
+        need -= len(part)
+        step *= _GROWTH
+    if from_end:
+        found.reverse()
+    return np.concatenate(found) if found else np.empty(0, np.int64)
 
 
 def first_matches(

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from leafsearch.common.settings import ClusterSettings
@@ -27,15 +27,17 @@ if TYPE_CHECKING:
     from leafsearch.search.shard_contexts import ShardContexts
     from leafsearch.search.stats import SearchStats
     from leafsearch.search.targets import IndexScope
+    from leafsearch.search.walks import WalkMemory
     from leafsearch.search.workers.pool import WorkerPool
     from leafsearch.services.breaker import Breakers
 
 
 class WalkState(Protocol):
-    """What a process keeps of the walks it serves: each scroll's matches and pages read ahead."""
+    """What a process keeps of the walks it serves: pages read ahead and the lists of every match
+    of walks sorted by `_score` (walks.py)."""
 
     read_ahead: ReadAhead
-    scroll_matches: dict[int, Any]
+    walks: WalkMemory
 
 
 @dataclass(kw_only=True, eq=False)

@@ -104,6 +104,10 @@ class ShardQuery:
     #: The page's fetch, to run with the query in the same call (the search asks this shard
     #: alone: Elasticsearch's query-and-fetch); None: the coordinator sends a `ShardFetch` later.
     fetch: FetchAlong | None = None
+    #: A PIT slice without a field over shards whose live documents the coordinator counted:
+    #: the positions [start, end) of this shard's live documents in the slice
+    #: (`slicing.pit_slice_windows`); None: the slice goes to shards first (`shard_count`).
+    slice_window: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,7 +120,7 @@ class FetchAlong:
     raw: bool  # the page is wanted as JSON bytes (`render_hits`' `raw`)
     last_phase: bool  # see `ShardFetch.last_phase`
     #: The request the page renders with when it is not the query's (a scroll's own, whose
-    #: batches query a `search_after` walk: remote_scroll.py); None: the query's.
+    #: batches query a `search_after` walk: walks.py); None: the query's.
     request: SearchRequest | None = None
     #: The sort columns the page shows when fewer than the query sorts by (a scroll's
     #: `_shard_doc` tiebreaker is the walk's); None: all.

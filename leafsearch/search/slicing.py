@@ -190,13 +190,25 @@ def pit_slice_range(spec: SliceSpec, total: int) -> tuple[int, int]:
     return total * spec.id // spec.max, total * (spec.id + 1) // spec.max
 
 
-def _pit_masks(spec: SliceSpec, targets: list[Target], ti: int) -> list[np.ndarray]:
-    """Contiguous ranges of the snapshot's live documents, counted over every target together."""
+def pit_slice_windows(spec: SliceSpec, targets: list[Target]) -> list[tuple[int, int]]:
+    """Per target, the positions [start, end) of its live documents (in doc order) that belong
+    to a PIT slice without a field: the slice's contiguous range over every target together."""
     counts = [t.searcher.live_count for t in targets]
     start, end = pit_slice_range(spec, sum(counts))
-    before = sum(counts[:ti])
+    windows = []
+    before = 0
+    for count in counts:
+        windows.append((min(max(start - before, 0), count), min(max(end - before, 0), count)))
+        before += count
+    return windows
+
+
+def _window_masks(target: Target, window: tuple[int, int]) -> list[np.ndarray]:
+    """Per view of `target`, the documents among its live documents at positions [start, end)."""
+    start, end = window
     masks = []
-    for view in targets[ti].searcher.views:
+    before = 0
+    for view in target.searcher.views:
         lo = max(start - before, 0)
         hi = min(end - before, view.live_count)
         mask = np.zeros(view.max_doc, dtype=bool)
@@ -208,20 +220,32 @@ def _pit_masks(spec: SliceSpec, targets: list[Target], ti: int) -> list[np.ndarr
 
 
 def slice_masks(
-    spec: SliceSpec, targets: list[Target], ti: int, *, pit: bool, position: tuple[int, int] | None = None
+    spec: SliceSpec,
+    targets: list[Target],
+    ti: int,
+    *,
+    pit: bool,
+    position: tuple[int, int] | None = None,
+    window: tuple[int, int] | None = None,
 ) -> list[np.ndarray]:
     """Per view of target `ti`, the documents that belong to the slice (read-only masks).
 
     `position`: (shard index, shard count) of a shard that sees only its own target (the shard
     interface): slices go to shards first, as a sliced scroll's do; within the shard, a PIT
-    slice without a field is a contiguous range of its live documents."""
+    slice without a field is a contiguous range of its live documents. `window`: the range of
+    the target's live documents a PIT slice without a field holds, as `pit_slice_windows` gives
+    it over every shard of the request (so a shard seeing only its own target slices as a search
+    seeing them all does)."""
     target = targets[ti]
+    if window is not None:
+        return _window_masks(target, window)
     if position is not None:
         assigned = _assignment(spec, *position)
         if isinstance(assigned, tuple) and pit and spec.field is None:
-            return _pit_masks(SliceSpec(assigned[0], assigned[1]), [target], 0)
+            sub = SliceSpec(assigned[0], assigned[1])
+            return _window_masks(target, pit_slice_windows(sub, [target])[0])
     elif pit and spec.field is None:
-        return _pit_masks(spec, targets, ti)
+        return _window_masks(target, pit_slice_windows(spec, targets)[ti])
     else:
         assigned = _assignment(spec, ti, len(targets))
     if not isinstance(assigned, tuple):

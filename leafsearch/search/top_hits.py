@@ -33,7 +33,7 @@ import numpy as np
 
 from leafsearch.errors import ElasticError, IllegalArgument, SearchPhaseExecution, ShardFailed
 from leafsearch.index import order_files
-from leafsearch.request.search_types import SCORE, SHARD_DOC, SearchRequest, SortSpec
+from leafsearch.request.search_types import DOC, SCORE, SHARD_DOC, SearchRequest, SortSpec
 from leafsearch.search import fetch
 from leafsearch.search.aggregations import MAX_BUCKETS, MAX_NESTED_DEPTH, parse_aggs
 from leafsearch.search.aggregations import collect as collect_aggs
@@ -55,7 +55,14 @@ from leafsearch.search.hitlist import (
 )
 from leafsearch.search.profile import ShardProfile
 from leafsearch.search.rescore import kept_hits, rescore_hits
-from leafsearch.search.segment_orders import OrderFile, SegmentOrder, SegmentOrders, build_order
+from leafsearch.search.segment_orders import (
+    DocOrder,
+    Order,
+    OrderFile,
+    SegmentOrder,
+    SegmentOrders,
+    build_order,
+)
 from leafsearch.search.shard_api import (
     FetchAlong,
     ShardContextId,
@@ -69,7 +76,7 @@ from leafsearch.search.shard_api import (
     each_phase,
     merge_columns,
 )
-from leafsearch.search.slicing import shard_in_slice
+from leafsearch.search.slicing import pit_slice_windows, shard_in_slice
 from leafsearch.search.sort_keys import SortColumn, resolve_field_kind, special_kind
 from leafsearch.search.targets import Target
 
@@ -84,21 +91,26 @@ if TYPE_CHECKING:
 MAX_TOP_K = 10_000
 
 
-def serves(request: SearchRequest, *, walks: bool = False) -> bool:
+def serves(request: SearchRequest) -> bool:
     """Whether a request's page is computed here rather than from a full HitList, for shards of
     this process (a search of shard actors is always served here: phases.query_phase).
 
-    `walks`: a page of a PIT is too (on the PIT's pinned snapshots), as when a walk's HitList
-    would not be kept. Rescoring, `terminate_after` and pages deeper than `MAX_TOP_K` go to the
-    HitList here (the list is cached for the next page); a shard serves them too (see
-    `LocalShard`), as Elasticsearch's shards do, for the shard actors."""
+    Every page of a walk over a point in time, a scroll or a by-query source is (on its pinned
+    snapshots, from its cursor; a walk sorted by `_score` may page through a list of every match
+    instead, walks.py). Rescoring, `terminate_after` and pages deeper than `MAX_TOP_K` go to the
+    HitList here (the list is cached for the next page), and so does `search_after` on `_score`
+    outside a walk; a shard serves them too (see `LocalShard`), as Elasticsearch's shards do,
+    for the shard actors."""
     return (
-        (request.pit is None or walks)
-        and request.scroll is None
-        and not request.rescore
+        not request.rescore
         and request.terminate_after is None
         and request.from_ + request.size <= MAX_TOP_K
-        and (request.search_after is None or walks or all(s.field != SCORE for s in effective_sort(request)))
+        and (
+            request.search_after is None
+            or request.pit is not None
+            or request.scroll is not None
+            or all(s.field != SCORE for s in effective_sort(request))
+        )
     )
 
 
@@ -136,8 +148,22 @@ def top_hits(
         live = [i for i, answer in zip(live, answers, strict=True) if not isinstance(answer, ShardFailed)]
         stats = DfsStats.total(found)
     n = len(targets)
-    asked = [i for i in live if _may_match(request, i, n)]
-    queries = [ShardQuery(request, i, now_millis, plan, aggs, stats, pins[i], n) for i in asked]
+    windows = _slice_windows(request, targets)
+    asked = [i for i in live if _may_match(request, i, n, windows)]
+    queries = [
+        ShardQuery(
+            request,
+            i,
+            now_millis,
+            plan,
+            aggs,
+            stats,
+            pins[i],
+            n,
+            slice_window=None if windows is None else windows[i],
+        )
+        for i in asked
+    ]
     if fetch is not None and len(asked) == 1 and targets[asked[0]].remote and not request.profile:
         types = tuple(sort_field_types(spec, targets) for spec in plan.specs)
         queries[0] = replace(queries[0], fetch=replace(fetch, targets=n, field_types=types))
@@ -152,11 +178,26 @@ def top_hits(
     return hits
 
 
-def _may_match(request: SearchRequest, shard_index: int, shard_count: int) -> bool:
+def _slice_windows(request: SearchRequest, targets: list[Target]) -> list[tuple[int, int]] | None:
+    """Per target, its part of a PIT slice without a field (`slicing.pit_slice_windows`): the
+    slice's contiguous range of live documents over every shard, as the walks over a HitList and
+    over the live documents cut it, so every page of a sliced walk holds the same documents
+    whichever way it is served. None for other requests, and over shard actors (the coordinator
+    does not count their live documents: their slices go to shards first)."""
+    sliced = request.slice
+    if request.pit is None or sliced is None or sliced.field is not None or any(t.remote for t in targets):
+        return None
+    return pit_slice_windows(sliced, targets)
+
+
+def _may_match(
+    request: SearchRequest, shard_index: int, shard_count: int, windows: list[tuple[int, int]] | None
+) -> bool:
     """Whether a shard is asked for its top hits. Not when it can add nothing to the answer:
 
-    - the request's slice holds none of its documents (slices go to shards first), so a page of
-      a slice costs calls to its own shards only;
+    - the request's slice holds none of its documents (slices go to shards first, or hold
+      contiguous `windows` of live documents), so a page of a slice costs calls to its own
+      shards only;
     - the sort is led by `_shard_doc`, nothing is counted (`track_total_hits: false`, no
       aggregations) and the `search_after` cursor is past every document of the shard (in the
       sort's direction), as Elasticsearch's can-match phase skips a shard whose sort values all
@@ -166,7 +207,9 @@ def _may_match(request: SearchRequest, shard_index: int, shard_count: int) -> bo
     if request.profile:
         return True
     sliced = request.slice
-    if sliced is not None and not shard_in_slice(sliced, shard_index, shard_count):
+    if windows is not None and windows[shard_index][1] <= windows[shard_index][0]:
+        return False
+    if windows is None and sliced is not None and not shard_in_slice(sliced, shard_index, shard_count):
         return False
     after = request.search_after
     if after is None or request.track_total_hits is not False or request.aggs is not None:
@@ -274,7 +317,10 @@ def merge_top_docs(
     for i, (spec, (kind, _)) in enumerate(zip(plan.specs, plan.resolved, strict=True)):
         field_types = sort_field_types(spec, targets)
         columns.append(merge_columns(spec, kind, [r.columns[i] for r in results], field_types))
-    target_arr, doc_arr, score_arr, columns, keys = sort_hits(columns, target_arr, doc_arr, score_arr)
+    if len(results) == 1:  # one shard's answer comes in sort order (a walk's page, a slice's)
+        keys = [key for column in columns for key in column.key_columns()]
+    else:
+        target_arr, doc_arr, score_arr, columns, keys = sort_hits(columns, target_arr, doc_arr, score_arr)
     maxima = [r.max_score for r in results if r.max_score is not None]
     total = sum(r.total for r in results)
     partials = [p for r in results for p in r.agg_partials]
@@ -369,9 +415,17 @@ class LocalShard:
             if by_fields and plan.uniform and k
             else None
         )
+        # Where the cursor falls in each segment's order: the page starts there.
+        starts: dict[int, int] = {}
+        if request.search_after is not None and orders:
+            after = _after_values(request, target, specs)
+            for view in target.searcher.views:
+                order = orders.get(id(view.segment))
+                if order is not None:
+                    starts[id(view.segment)] = order.start_after(after, query.shard_index, view.doc_base)
         early = (
-            _Competitive(orders or {}, None if k == 0 else bound, request.track_total_hits)
-            if (k == 0 or (bound is not None and orders is not None))
+            _Competitive(orders or {}, bound, request.track_total_hits, starts, counts_only=k == 0)
+            if (k == 0 or orders is not None)
             and collect is None
             and profile is None
             and not scoring
@@ -395,6 +449,7 @@ class LocalShard:
             stats=query.dfs_stats,
             profiles=None if profile is None else [profile],
             position=None if query.shard_count is None else (query.shard_index, query.shard_count),
+            slice_window=query.slice_window,
             visit=visit,
         ):
             if limit is not None:
@@ -412,11 +467,7 @@ class LocalShard:
             order = None if orders is None else orders.get(id(m.view.segment))
             keys = None
             if order is not None:
-                start = 0
-                if request.search_after is not None:
-                    if after is None:  # parsed once per shard, when a segment first needs it
-                        after = _after_values(request, target, specs)
-                    start = order.start_after(after, query.shard_index, m.view.doc_base)
+                start = starts.get(id(m.view.segment), 0)
                 end = None if bound is None or bound.key is None else order.end_at(bound.key)
                 docs = order.first(m, start, k, count, end)  # in sort order
                 if bound is not None:
@@ -545,33 +596,53 @@ class _Bound:
 
 
 class _Competitive:
-    """The segments a page sorted by a numeric field, or a request for no hits, still needs,
-    for `segment_matches`: each shard's segments are run best first key first, and once the
-    total is past what `track_total_hits` counts exactly, a segment whose best first key comes
-    after the page's `bound` (its smallest key in the order's ascending key space) is not run at
-    all; with `size: 0` (no `bound`) no segment is run any more.
+    """The segments a sorted page, or a request for no hits, still needs, for
+    `segment_matches`: once the total is past what `track_total_hits` counts exactly, a segment
+    is not run at all when
+    - every document of it comes at or before the `search_after` cursor (`starts`: per segment
+      the position after the cursor in its order, the page's start there);
+    - the page is sorted by a numeric field and the segment's best first key after the cursor
+      comes after the page's `bound` (its smallest key in the order's ascending key space);
+      segments are then run best first key first, so the bound tightens early;
+    - the request wants no hits (`counts_only`): no segment is run any more.
 
     Why: a new snapshot of time-ordered data (a log dashboard after each refresh) holds a few
     tiny new segments and many large ones; the page is in the newest, and running the query on
     every other segment only to count matches already past 10,000 was most of the page's cost.
     Elasticsearch stops counting there too (relation `gte`) and skips the segments a sorted query
-    cannot reach. Only for requests that need nothing else from every match: no aggregations, no
+    cannot reach. A walk's page reads the segments from its cursor on: those it has passed cost
+    nothing. Only for requests that need nothing else from every match: no aggregations, no
     scores, no profile, and totals not counted exactly (`track_total_hits` a number or false).
     The count stays exact up to the threshold, so the response's total and relation are the
     ones a full count gives."""
 
     def __init__(
-        self, orders: dict[int, SegmentOrder | None], bound: _Bound | None, threshold: int | bool
+        self,
+        orders: dict[int, Order | None],
+        bound: _Bound | None,
+        threshold: int | bool,
+        starts: dict[int, int],
+        *,
+        counts_only: bool,
     ) -> None:
         self.bound = bound
         self.threshold = threshold
+        self.counts_only = counts_only
         self.counted = 0  # matches counted so far on the shard
-        self._best = {
-            key: order.keys[0][0] for key, order in orders.items() if order is not None and len(order.keys[0])
+        self._passed = {
+            key
+            for key, start in starts.items()
+            if (order := orders.get(key)) is not None and start >= len(order)
         }
+        self._best: dict[int, Any] = {}
+        if bound is not None:
+            for key, order in orders.items():
+                start = starts.get(key, 0)
+                if isinstance(order, SegmentOrder) and start < len(order):
+                    self._best[key] = order.keys[0][start]
 
     def order(self, views: list[SegmentView]) -> list[int]:
-        """Segments without an order first (they cannot be skipped), then by best first key."""
+        """Segments without a best key first (they cannot be skipped by it), then by best key."""
         known = [i for i in range(len(views)) if id(views[i].segment) in self._best]
         known.sort(key=lambda i: self._best[id(views[i].segment)])
         return [i for i in range(len(views)) if id(views[i].segment) not in self._best] + known
@@ -579,9 +650,9 @@ class _Competitive:
     def skips(self, view: SegmentView) -> bool:
         if self.threshold is not False and self.counted <= self.threshold:
             return False
-        if self.bound is None:
+        if self.counts_only or id(view.segment) in self._passed:
             return True
-        if self.bound.key is None:
+        if self.bound is None or self.bound.key is None:
             return False
         best = self._best.get(id(view.segment))
         return best is not None and bool(best > self.bound.key)
@@ -632,7 +703,7 @@ def shard_aggs(services: SearchServices, request: SearchRequest, target: Target,
     )
 
 
-def shard_orders(orders: SegmentOrders, target: Target, plan: SortPlan) -> dict[int, SegmentOrder | None]:
+def shard_orders(orders: SegmentOrders, target: Target, plan: SortPlan) -> dict[int, Order | None]:
     """Every segment's order for this sort (by `id` of the segment), built now where missing.
 
     Why every segment, and not only those a query matches: a time range matches a few segments
@@ -640,34 +711,68 @@ def shard_orders(orders: SegmentOrders, target: Target, plan: SortPlan) -> dict[
     (tens of milliseconds at a million documents), in every search process: the tail of distinct
     queries was made of these. Now the first query on a key pays for the shard once, writes the
     orders of large segments to files (order_files.py), and every later query, in any process,
-    finds or maps them. O(segments) cache lookups per query once they exist."""
+    finds or maps them. O(segments) cache lookups per query once they exist.
+
+    A sort led by `_shard_doc` (or `_doc` alone) is doc order: a `DocOrder`, nothing built. A
+    sort ending with an ascending `_doc` or `_shard_doc` (a PIT's tiebreaker) reads the order of
+    the sort without it, whose ties are already in doc order (`with_doc_tiebreaker`)."""
     specs = list(plan.specs)
-    field_types = tuple(None if special_kind(s) else target.mapping.field(s.field) for s in specs)
+    views = [view for view in target.searcher.views if view.live_count]
+    first, then = specs[0], specs[1:]
+    if first.field == SHARD_DOC or (first.field == DOC and [s.field for s in then] in ([], [SHARD_DOC])):
+        then_ascending = None if not then or first.field == SHARD_DOC else not then[0].descending
+        return {
+            id(v.segment): DocOrder(v.max_doc, first.descending, first.field == SHARD_DOC, then_ascending)
+            for v in views
+        }
     kinds = tuple(kind for kind, _ in plan.resolved)
+    tiebreaker = None
+    if len(specs) > 1 and specs[-1].field in (DOC, SHARD_DOC) and not specs[-1].descending:
+        tiebreaker, specs, kinds = specs[-1], specs[:-1], kinds[:-1]
+    field_types = tuple(None if special_kind(s) else target.mapping.field(s.field) for s in specs)
     types = tuple(_type_signature(ft) for ft in field_types)
-    signature = (plan.specs, kinds, types)
+    signature = (tuple(specs), kinds, types)
     index_sort = target.index.sort
     presorted = index_sort is not None and index_sort.covers(specs, field_types)
-    found: dict[int, SegmentOrder | None] = {}
-    for view in target.searcher.views:
-        if view.live_count == 0:
-            continue
-
-        def columns(n: int, view: SegmentView = view) -> list[SortColumn]:
-            docs = np.arange(n, dtype=np.int64)
-            zeros = np.zeros(n, dtype=np.int32)
-            seg_docs = [(0, view, docs)]
-            return [sort_column(spec, [target], seg_docs, zeros, docs, None) for spec in specs]
-
-        def file(view: SegmentView = view) -> OrderFile | None:
-            name = _order_file_name(view.segment, specs, kinds, types)
-            return None if name is None else OrderFile(name, lambda: columns(0, view))
-
-        def build(view: SegmentView = view) -> SegmentOrder:
-            return build_order(columns(view.max_doc, view), presorted=presorted)
-
-        found[id(view.segment)] = orders.order(view.segment, signature, build, file)
+    found: dict[int, Order | None] = {}
+    if tiebreaker is not None:  # its column over no documents, the same in every segment
+        none = np.empty(0, np.int64)
+        template = sort_column(tiebreaker, [target], [], none.astype(np.int32), none, None)
+    cached = orders.get_many([(id(view.segment), signature) for view in views])
+    for view, order in zip(views, cached, strict=True):
+        if order is None:
+            order = _segment_order(orders, target, view, signature, specs, presorted)
+        if order is not None and tiebreaker is not None:
+            order = order.with_doc_tiebreaker(template)
+        found[id(view.segment)] = order
     return found
+
+
+def _segment_order(
+    orders: SegmentOrders,
+    target: Target,
+    view: SegmentView,
+    signature: tuple,
+    specs: list[SortSpec],
+    presorted: bool,
+) -> SegmentOrder | None:
+    """A segment's order not in the cache: mapped from its file, or built (`SegmentOrders.order`)."""
+    kinds, types = signature[1], signature[2]
+
+    def columns(n: int) -> list[SortColumn]:
+        docs = np.arange(n, dtype=np.int64)
+        zeros = np.zeros(n, dtype=np.int32)
+        seg_docs = [(0, view, docs)]
+        return [sort_column(spec, [target], seg_docs, zeros, docs, None) for spec in specs]
+
+    def file() -> OrderFile | None:
+        name = _order_file_name(view.segment, specs, kinds, types)
+        return None if name is None else OrderFile(name, lambda: columns(0))
+
+    def build() -> SegmentOrder:
+        return build_order(columns(view.max_doc), presorted=presorted)
+
+    return orders.order(view.segment, signature, build, file)
 
 
 def _order_file_name(segment: Segment, specs: list[SortSpec], kinds: tuple, types: tuple) -> str | None:

@@ -168,7 +168,7 @@ def run(services: WriteServices, operation: Operation) -> dict[str, Any]:
         if request.max_docs is not None and request.max_docs < slices:
             raise ActionRequestValidation("[max_docs] should be >= [slices]")
         rate = request.requests_per_second / slices
-        if by_query_source.walks(targets):
+        if by_query_source.walks_on_contexts(targets):
             contexts = top_hits.open_shard_contexts(services.search, targets)
         if slices == 1:
             operation.slices = [Progress(None, rate)]

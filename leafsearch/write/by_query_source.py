@@ -1,16 +1,14 @@
 """What a by-query operation reads: the matches of one slice of its snapshot, batch by batch.
 
-Two ways to read the same thing, chosen by where the source's shards are:
-
-- **`HitListBatches`** (every shard in this process): one query phase gives every match of the
-  slice at once (a HitList, as a scroll's), and each batch is a range of it, fetched by the
-  fetch phase. Cheap per batch; the list costs memory per match.
-- **`WalkBatches`** (some shard is a Ray actor, ray_backend/): a list of every match cannot be
-  built across processes, so each batch is a top-hits page on shard contexts pinned once for the
-  whole operation (`top_hits.open_shard_contexts`), sorted by the operation's sort then `_shard_doc` (a total
-  order: remote_scroll.walk_request), and the next batch starts `search_after` the last hit of
-  this one. Every slice and batch reads the same pinned snapshots, so each match comes exactly
-  once, as with the HitList; a batch at any depth costs what the first costs.
+Each batch is a page of a walk on the operation's snapshot (search/walks.py): its top hits after
+a cursor, sorted by the operation's sort (`_doc` unless the body sorts) then `_shard_doc`, a total
+order (`walks.walk_request`); the next batch starts `search_after` the last hit of this one. The
+snapshot is the targets the operation holds, or, when a shard of the source is a Ray actor
+(ray_backend/), the shard contexts pinned once for the whole operation
+(`top_hits.open_shard_contexts`). Every slice and batch reads the same snapshot, so each match
+comes exactly once; a batch at any depth costs what the first costs, the first batch costs what
+a page of a search costs, and nothing holds a list of every match. The first batch counts the
+matches (`total`, known before anything is written); the others do not.
 
 A shard that fails during a walk (its actor died) ends the operation with Elasticsearch's search
 failure in `failures` (index, shard, node, status, reason), as a reindex whose scroll response
@@ -25,7 +23,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from leafsearch.request.search_types import SearchRequest
-from leafsearch.search import phases, remote_scroll
+from leafsearch.search import phases, walks
 from leafsearch.search.fetch_phase import last_sort_values
 from leafsearch.search.shard_api import ShardContextId
 
@@ -49,8 +47,8 @@ class Batches(Protocol):
         ...
 
 
-def walks(targets: list[Target]) -> bool:
-    """Whether the source must be walked on shard contexts (a shard of it is a Ray actor)."""
+def walks_on_contexts(targets: list[Target]) -> bool:
+    """Whether the source is walked on pinned shard contexts (a shard of it is a Ray actor)."""
     return any(t.remote for t in targets)
 
 
@@ -61,49 +59,21 @@ def batches(
     search: SearchRequest,
     cancelled: threading.Event,
 ) -> Batches:
-    """The batches of one slice (`search.slice`, `search.size` the batch size): a walk on
-    `contexts` when given, else ranges of one HitList."""
+    """The batches of one slice (`search.slice`, `search.size` the batch size), on `contexts`
+    when given, else on the snapshots `targets` hold."""
     phases.check_limits(services.search, search, targets)
-    if contexts is not None:
-        return WalkBatches(services, targets, contexts, search, cancelled)
-    return HitListBatches(services, targets, search, cancelled)
-
-
-class HitListBatches:
-    """Ranges of one HitList of every match (see the module's docstring)."""
-
-    def __init__(
-        self,
-        services: WriteServices,
-        targets: list[Target],
-        search: SearchRequest,
-        cancelled: threading.Event,
-    ):
-        self.services = services
-        self.hits, _ = phases.query_phase(services.search, targets, search, aggs=False, cancelled=cancelled)
-        self.total = len(self.hits)
-        self.failures: list[dict[str, Any]] = []
-        self.fetch = replace(search, sort=[])  # the batches need no sort values
-        self.position = 0
-        self.exhausted = self.total == 0
-
-    def next(self, wanted: int) -> list[dict[str, Any]]:
-        end = min(self.position + wanted, self.total)
-        page = phases.fetch_page(self.services.search, self.hits, self.position, end, self.fetch)
-        self.position = end
-        self.exhausted = end >= self.total
-        return page
+    return WalkBatches(services, targets, contexts, search, cancelled)
 
 
 class WalkBatches:
-    """A `search_after` walk on pinned shard contexts (see the module's docstring). The first
+    """A `search_after` walk on the operation's snapshot (see the module's docstring). The first
     batch's query runs at once, so `total` is known before anything is written."""
 
     def __init__(
         self,
         services: WriteServices,
         targets: list[Target],
-        contexts: list[ShardContextId],
+        contexts: list[ShardContextId] | None,
         search: SearchRequest,
         cancelled: threading.Event,
     ) -> None:
@@ -111,7 +81,7 @@ class WalkBatches:
         self.targets = targets
         self.contexts = contexts
         self.cancelled = cancelled
-        walk, _ = remote_scroll.walk_request(search, None)
+        walk, _ = walks.walk_request(search, None)
         self.walk = replace(walk, track_total_hits=True)
         self.fetch = replace(search, sort=[])
         self.failures: list[dict[str, Any]] = []
@@ -119,6 +89,7 @@ class WalkBatches:
         self._pending = self._query(search.size)
         self.total = self._pending[0].total
         self.exhausted = self.total == 0 and not self.failures
+        self.walk = replace(self.walk, track_total_hits=False)  # counted once
 
     def _query(self, size: int) -> tuple[Any, int, int]:
         """The page of `size` hits after the cursor: (hit list, where the page starts in it, size)."""

@@ -16,6 +16,7 @@ import httpx
 import orjson
 import pytest
 
+from leafsearch.index.routing import default_routing_num_shards, shard_for
 from leafsearch.testing import Server
 from tests.conftest import error_of
 from tests.ray_cluster import ray_server, shard_actor, where
@@ -348,7 +349,7 @@ def test_a_restarted_coordinator_finds_its_shard_actors(ray_cluster: Any, tmp_pa
 
 def scroll_all(http: httpx.Client, index: str, body: dict[str, Any]) -> tuple[list[str], set[int], set[int]]:
     """Every id of a scroll, the totals its batches reported, and the shards its hits came from
-    (a `_doc` walk's sort values are `_shard_doc`'s: shard index << 32 | doc)."""
+    (by the routing of their ids: the index is `create_index`'s, of SHARDS shards)."""
     page = http.post(f"/{index}/_search?scroll=1m", json=body)
     assert page.status_code == 200, page.text
     ids: list[str] = []
@@ -362,7 +363,7 @@ def scroll_all(http: httpx.Client, index: str, body: dict[str, Any]) -> tuple[li
         if not hits:
             break
         ids += [hit["_id"] for hit in hits]
-        shards |= {hit["sort"][0] >> 32 for hit in hits if body.get("sort") == ["_doc"]}
+        shards |= {shard_for(hit["_id"], SHARDS, default_routing_num_shards(SHARDS)) for hit in hits}
         page = http.post("/_search/scroll", json={"scroll": "1m", "scroll_id": data["_scroll_id"]})
         assert page.status_code == 200, page.text
     cleared = http.request("DELETE", "/_search/scroll", json={"scroll_id": data["_scroll_id"]})

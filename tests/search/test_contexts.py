@@ -15,7 +15,7 @@ from inprocess import search
 from leafsearch import Node
 from leafsearch.errors import ElasticError, SearchContextMissing
 from leafsearch.indices import admin
-from leafsearch.search import hitlist
+from leafsearch.search import hitlist, top_hits, walks
 from leafsearch.search.contexts import ReaderContext
 
 
@@ -55,15 +55,16 @@ def refs(ctx: ReaderContext) -> list[int]:
 
 def test_a_context_freed_while_in_use_keeps_its_snapshots_until_the_request_ends(node: Node) -> None:
     scroll_id, ctx = open_scroll(node)
+    node.scroll(scroll_id, "1m")  # a second batch of this `_score` scroll keeps its list of matches
     held = refs(ctx)
     in_use = node.contexts.acquire(scroll_id, "scroll")
     assert in_use is ctx
     assert node.clear_scroll([scroll_id])["num_freed"] == 1
-    assert ctx.freed and ctx.ctx_id in node.contexts.scroll_matches and refs(ctx) == held
+    assert ctx.freed and ctx.ctx_id in node.contexts.walks.held() and refs(ctx) == held
     with pytest.raises(SearchContextMissing, match="cleared"):
         node.contexts.acquire(scroll_id, "scroll")
     node.contexts.release(ctx)
-    assert ctx.ctx_id not in node.contexts.scroll_matches and refs(ctx) == [r - 1 for r in held]
+    assert ctx.ctx_id not in node.contexts.walks.held() and refs(ctx) == [r - 1 for r in held]
 
 
 def test_the_reaper_skips_a_context_in_use_and_expiry_counts_from_the_end_of_the_request(
@@ -80,7 +81,7 @@ def test_the_reaper_skips_a_context_in_use_and_expiry_counts_from_the_end_of_the
     assert is_open(node, scroll_id)  # the keep-alive counts from the end of the request
     clock.advance(0.001)
     node.contexts.reap()
-    assert ctx.freed and ctx.ctx_id not in node.contexts.scroll_matches and not is_open(node, scroll_id)
+    assert ctx.freed and ctx.ctx_id not in node.contexts.walks.held() and not is_open(node, scroll_id)
     with pytest.raises(SearchContextMissing, match="expired"):
         node.contexts.acquire(scroll_id, "scroll")
     assert node.search_stats.snapshot()["scroll_current"] == 0
@@ -113,30 +114,41 @@ def test_ids_do_not_survive_a_restart(tmp_path: Path) -> None:
         assert second.contexts.decode_id(new_id, "pit") is None
 
 
-def test_doc_scrolls_walk_live_documents_without_a_match_list(
+def test_scrolls_build_no_match_list_but_a_score_walk_from_its_second_batch(
     node: Node, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """A `_doc` scroll reads live documents, a field-sorted one (sliced too) pages from its
+    cursor: neither builds a list of every match. A scroll sorted by `_score` builds one, at its
+    second batch (its first is top hits)."""
     node.bulk(b"".join(b'{"delete":{"_id":"%d"}}\n' % i for i in range(0, 300, 3)), index="t", refresh="true")
 
     def refuse(*args, **kwargs):
-        raise AssertionError("a _doc scroll must not build a match list")
+        raise AssertionError("a match list was built")
 
+    monkeypatch.setattr(walks, "build_hitlist", refuse)
     monkeypatch.setattr(hitlist, "build_hitlist", refuse)
-    monkeypatch.setattr(
-        node.search_services,
-        "hitlists",
-        hitlist.HitListCache(512 * 1024 * 1024, node.global_ordinals, node.shard_services.events),
+    bodies = (
+        {"sort": ["_doc"]},
+        {"sort": [{"_doc": "asc"}], "slice": {"id": 1, "max": 3}},
+        {"sort": [{"n": "desc"}]},
+        {"sort": [{"n": "asc"}], "slice": {"id": 0, "max": 2}, "query": {"range": {"n": {"gte": 10}}}},
     )
-    for body in ({"sort": ["_doc"]}, {"sort": [{"_doc": "asc"}], "slice": {"id": 1, "max": 3}}):
+    for body in bodies:
         first = search(node, "t", {**body, "size": 64}, {"scroll": "1m"})
         ids = [hit["_id"] for hit in first["hits"]["hits"]]
         batch = first
         while batch["hits"]["hits"]:
             batch = node.scroll(first["_scroll_id"], "1m")
+            assert batch["hits"]["total"] == first["hits"]["total"]
             ids += [hit["_id"] for hit in batch["hits"]["hits"]]
         assert len(ids) == len(set(ids)) == first["hits"]["total"]["value"]
         assert all(int(i) % 3 for i in ids)
         node.clear_scroll([first["_scroll_id"]])
+    scored = search(node, "t", {"size": 64}, {"scroll": "1m"})
+    with pytest.raises(AssertionError, match="match list"):
+        node.scroll(scored["_scroll_id"], "1m")
+    node.clear_scroll([scored["_scroll_id"]])
+    monkeypatch.setattr(top_hits, "top_hits", refuse)
     with pytest.raises(AssertionError, match="match list"):
         search(node, "t", {"sort": ["n"]}, {"scroll": "1m"})
     assert node.contexts.open_count() == 0  # the failed opening freed its context

@@ -387,16 +387,13 @@ def segment_folders(node: leafsearch.Node, pit_id: str) -> set[Path]:
     return {view.segment.folder for t in ctx.targets for view in t.searcher.views}
 
 
-def walks_held(node: leafsearch.Node, folders: set[Path]) -> int:
-    """What the processes running PIT pages keep of walks: in-process, the cached hit lists over
-    these segments; with a search worker, the snapshots it holds (released when the PIT ends)."""
-    if node.search_workers is not None:
-        return sum(worker["snapshots"] for worker in node.search_workers.stats()["workers"])
-    return sum(
-        1
-        for hitlist in node.hitlists.lists()
-        if any(view.segment.folder in folders for t in hitlist.targets for view in t.searcher.views)
-    )
+def walks_held(node: leafsearch.Node) -> tuple[int, int]:
+    """What the processes running PIT pages keep of walks: the lists of every match kept for
+    `_score` walks (in this process or a search worker), and the snapshots a search worker
+    mirrors (released when the PIT ends)."""
+    stats = next(iter(node.nodes_stats(["walks,search_workers"])["nodes"].values()))
+    mirrored = sum(worker["snapshots"] for worker in stats.get("search_workers", {}).get("workers", ()))
+    return stats["walks"]["lists"], mirrored
 
 
 @pytest.mark.parametrize("ending", ["close", "expiry"])
@@ -405,11 +402,16 @@ def test_a_pit_holds_its_segments_until_it_ends(node: leafsearch.Node, clock: Fa
     try:
         bulk(node, index, {f"d{i}": {"lg": i, "kw": "x"} for i in range(30)})
         node.indices[index].refresh()
-        walks_before = walks_held(node, set())
+        lists_before, mirrored_before = walks_held(node)
         pit_id = node.open_pit(index, "1s" if ending == "expiry" else "5m")["id"]
         held = segment_folders(node, pit_id)
-        search(node, None, {"pit": {"id": pit_id}, "sort": [{"lg": "desc"}], "size": 5}, {})
-        assert walks_held(node, held) == walks_before + 1
+        # A `_score` walk keeps its list of every match from its first page with a cursor.
+        scored = {"pit": {"id": pit_id}, "query": QUERY, "sort": ["_score"], "size": 5}
+        first = search(node, None, scored, {})["hits"]["hits"]
+        search(node, None, {**scored, "search_after": first[-1]["sort"]}, {})
+        lists, mirrored = walks_held(node)
+        assert lists == lists_before + 1
+        assert mirrored == mirrored_before + (node.search_workers is not None)
         # Replace every document, then merge: the current snapshot no longer needs the old segment.
         bulk(node, index, {f"d{i}": {"lg": -i} for i in range(30)})
         mutate(node, index, "merge", {})
@@ -427,7 +429,7 @@ def test_a_pit_holds_its_segments_until_it_ends(node: leafsearch.Node, clock: Fa
             clock.advance(1.001)
             node.contexts.reap()
         assert not any(folder.exists() for folder in held)
-        assert walks_held(node, held) == walks_before
+        assert walks_held(node) == (lists_before, mirrored_before)
         assert node.contexts.open_count() == 0
     finally:
         node.drop_index(index)

@@ -210,7 +210,9 @@ def test_concurrent_walks_and_searches_with_writes_beside_them_are_exactly_once(
     node.close_pit(pit)
     assert node.contexts.open_count() == 0
     _wait(
-        lambda: all(w["scroll_walks"] == 0 and w["pages_read_ahead"] == 0 for w in _worker_stats(node)),
+        lambda: all(
+            w["walk_memory"]["lists"] == 0 and w["pages_read_ahead"] == 0 for w in _worker_stats(node)
+        ),
         "walks forgotten",
     )
 
@@ -452,7 +454,7 @@ def test_slices_walked_by_client_processes_with_writes_beside_them(tmp_path: Pat
         http.request("DELETE", "/_pit", json={"id": pit})
         workers = _search_workers(http)
         assert workers["lost"] == 0
-        assert all(w["scroll_walks"] == 0 and w["pages_read_ahead"] == 0 for w in workers["workers"])
+        assert all(w["walk_memory"]["lists"] == 0 and w["pages_read_ahead"] == 0 for w in workers["workers"])
 
 
 def test_workers_killed_in_the_middle_of_walks_lose_nothing_and_leak_nothing(tmp_path: Path) -> None:
@@ -517,7 +519,7 @@ def test_workers_killed_in_the_middle_of_walks_lose_nothing_and_leak_nothing(tmp
         node_stats = next(iter(stats["nodes"].values()))
         assert node_stats["indices"]["search"]["open_contexts"] == 0
         for worker in workers["workers"]:
-            assert worker["scroll_walks"] == 0 and worker["pages_read_ahead"] == 0
+            assert worker["walk_memory"]["lists"] == 0 and worker["pages_read_ahead"] == 0
             assert worker["snapshots"] <= 2  # at most the index's current snapshots
         count = http.post(f"/{index}/_count").json()["count"]
         assert count == 3000

@@ -19,7 +19,9 @@ import leafsearch
 from leafsearch.indices import admin
 from leafsearch.request.indices_options import IndicesOptions
 from leafsearch.request.search_request import parse_search_request
-from leafsearch.search import phases, top_hits
+from leafsearch.search import hitlist, phases, top_hits, walks
+from leafsearch.search.fetch_phase import last_sort_values
+from leafsearch.search.guard import SearchGuard
 from leafsearch.search.workers.pool import LONE_WALKS_IN_SERVER
 
 SHARDS = 3
@@ -35,11 +37,6 @@ def _write(node, rng: random.Random, first: int, count: int, name: str = "logs")
         doc = {"ts": rng.randint(0, 40), "k": rng.choice("abc")}  # many ties on `ts`
         node.index_doc(name, f"d{i}", orjson.dumps(doc))
     node.indices[name].refresh()
-
-
-def _no_hitlists(node) -> None:
-    """Keep no HitLists: a PIT page is then a query phase on the PIT's shard contexts."""
-    node.cluster_settings.update({"persistent": {"indices.cache.hitlist.size": "0b"}})
 
 
 def _interface_page(node, pit_id: str, body: dict) -> list[dict]:
@@ -62,11 +59,11 @@ def _interface_page(node, pit_id: str, body: dict) -> list[dict]:
         node.contexts.release(ctx)
 
 
-def _walk(page, size: int, sort: list) -> list[dict]:
+def _walk(page, size: int, sort: list, *, counted: bool = False) -> list[dict]:
     hits: list[dict] = []
     after = None
     while True:
-        body: dict = {"size": size, "sort": sort, "track_total_hits": False}
+        body: dict = {"size": size, "sort": sort, "track_total_hits": counted}
         if after is not None:
             body["search_after"] = after
         got = page(body)
@@ -83,7 +80,6 @@ def test_a_pit_walk_through_pickled_shards_returns_its_snapshot_once_beside_writ
         _create(node)
         _write(node, rng, 0, 150)
         _write(node, rng, 150, 60)  # two segments per shard
-        _no_hitlists(node)
         pit_id = node.open_pit("logs", "1m")["id"]
         order = rng.choice(["asc", "desc"])
         sort = [{"ts": order}]
@@ -125,27 +121,50 @@ def test_a_pit_walk_through_pickled_shards_returns_its_snapshot_once_beside_writ
         node.close_pit(pit_id)
 
 
-def test_pit_pages_on_shard_contexts_equal_the_walk_over_its_hit_list(tmp_path) -> None:
-    """The same walk answered from the PIT's HitList (the node's walk cache) and, with no HitList
-    kept, as query and fetch phases on the shard contexts: the same pages, byte for byte."""
+@pytest.mark.parametrize(
+    "sort",
+    [[{"k": "desc"}, {"ts": "asc"}], [{"ts": "desc"}], ["_shard_doc"], [{"_shard_doc": "desc"}], ["_doc"]],
+)
+def test_pit_pages_on_shard_contexts_equal_the_walk_over_a_list_of_every_match(tmp_path, sort) -> None:
+    """A PIT walk answered by the node (each page its top hits from the cursor), and as query
+    and fetch phases through pickled shard messages on the PIT's shard contexts: the pages a
+    list of every match of the snapshot in sort order gives, byte for byte."""
     rng = random.Random(5)
     with leafsearch.Node(tmp_path / "node", background=False) as node:
         _create(node)
         _write(node, rng, 0, 120)
         _write(node, rng, 120, 80)
+        node.delete_doc("logs", "d7")
+        node.indices["logs"].refresh()
         pit_id = node.open_pit("logs", "1m")["id"]
-        sort = [{"k": "desc"}, {"ts": "asc"}]
 
         def through_node(body: dict) -> list[dict]:
             request = parse_search_request({**body, "pit": {"id": pit_id}}, {})
             return orjson.loads(orjson.dumps(node.search(request)["hits"]["hits"], default=_raw))
 
-        cached = _walk(through_node, 30, sort)
-        assert node.hitlists.lists()
-        _no_hitlists(node)
-        assert _walk(through_node, 30, sort) == cached
-        assert _walk(lambda body: _interface_page(node, pit_id, body), 30, sort) == cached
-        assert len(cached) == 200
+        # Counted: uncounted `_shard_doc` pages are ranges of live documents, not top hits.
+        listed = _walk(lambda body: _list_page(node, pit_id, body), 30, sort, counted=True)
+        assert len(listed) == 199
+        assert _walk(through_node, 30, sort, counted=True) == listed
+        assert _walk(lambda body: _interface_page(node, pit_id, body), 30, sort, counted=True) == listed
+        assert _walk(through_node, 30, sort) == listed
+        assert not node.hitlists.lists()
+
+
+def _list_page(node, pit_id: str, body: dict) -> list[dict]:
+    """A page of a PIT walk read from a list of every match of its snapshot, in sort order."""
+    request = parse_search_request({**body, "pit": {"id": pit_id}}, {})
+    ctx = node.contexts.acquire(pit_id, "pit")
+    try:
+        services = node.search_services
+        hits = hitlist.build_hitlist(
+            ctx.targets, request, now_millis=0, with_aggs=None, guard=SearchGuard(services.clock, None)
+        )
+        start, end = phases.page_bounds(hits, request)
+        page = phases.fetch_page(services, hits, start, end, request, raw_hits=True)
+        return orjson.loads(page.data) if end > start else []
+    finally:
+        node.contexts.release(ctx)
 
 
 def _raw(value):
@@ -208,12 +227,9 @@ def test_a_freed_shard_context_is_missing_and_frees_once(tmp_path) -> None:
 
 @pytest.mark.parametrize("sort", [["_doc"], [{"ts": "desc"}, {"k": "asc"}]])
 def test_scroll_batches_fetched_through_pickled_shards_equal_the_in_process_ones(tmp_path, sort) -> None:
-    """A scroll's batches, each fetched from the scroll's pinned shard contexts through pickled
-    messages while writers change the index: the bytes of the in-process fetch, every document of
-    the snapshot once."""
-    from leafsearch.search.execution import batch_at, walks_docs
-    from leafsearch.search.hitlist import LiveDocs
-
+    """A scroll's batches, each the walk's page after its cursor on the scroll's pinned shard
+    contexts through pickled messages, fetched the same way while writers change the index: the
+    bytes of the in-process fetch, every document of the snapshot once."""
     rng = random.Random(4)
     with leafsearch.Node(tmp_path / "node", background=False) as node:
         _create(node)
@@ -225,32 +241,34 @@ def test_scroll_batches_fetched_through_pickled_shards_equal_the_in_process_ones
         contexts = [shard.open_context() for shard in shards]
         for target in targets:  # the pins hold the snapshots now
             target.searcher.release()
-        if walks_docs(request):
-            matches = LiveDocs(targets, None)
-        else:
-            matches, _ = phases.query_phase(node.search_services, targets, request, aggs=False, shards=shards)
         ids: list[str] = []
-        position, first = 0, 130
+        cursor, first = None, 130
         while True:
             _write(node, rng, first, 3)  # beside the scroll
             first += 3
-            page, start, end, position = batch_at(matches, request, targets, position)
-            page.contexts = list(contexts)
+            walk, shown = walks.walk_request(request, cursor)
+            page, _ = phases.query_phase(
+                node.search_services, targets, walk, aggs=False, shards=shards, contexts=contexts
+            )
+            start, _ = phases.page_bounds(page, walk)
+            end = min(start + walk.size, len(page))
+            if end <= start:
+                break
+            cursor = last_sort_values(page, end)
+            page.columns = page.columns[:shown]
             remote = phases.fetch_page(
                 node.search_services, page, start, end, request, raw_hits=True, shards=shards
             )
             local = phases.fetch_page(node.search_services, page, start, end, request, raw_hits=True)
-            if end <= start:
-                break
             assert remote.data == local.data
             ids += [hit["_id"] for hit in orjson.loads(remote.data)]
         assert sorted(ids) == sorted(f"d{i}" for i in range(130))
         assert all(shard.free_context(context) for shard, context in zip(shards, contexts, strict=True))
 
 
-def test_pit_pages_in_a_search_worker_without_hit_lists_equal_the_cached_walk(tmp_path) -> None:
-    """In a search worker the PIT's snapshots are rebuilt from manifests; with no HitList kept its
-    pages are query phases on them, and the walk is the one the cached HitList gives."""
+def test_pit_pages_in_a_search_worker_equal_the_walk_over_a_list_of_every_match(tmp_path) -> None:
+    """In a search worker the PIT's snapshots are rebuilt from manifests; its pages are top hits
+    from the cursor on them, the pages a list of every match gives, while writes go on."""
     rng = random.Random(6)
     with leafsearch.Node(tmp_path / "node", background=False, search_workers=1) as node:
         _create(node)
@@ -267,8 +285,7 @@ def test_pit_pages_in_a_search_worker_without_hit_lists_equal_the_cached_walk(tm
                 orjson.dumps(node.search(request, raw_hits=True)["hits"]["hits"], default=_raw)
             )
 
-        cached = _walk(through_node, 25, sort)
-        _no_hitlists(node)
+        listed = _walk(lambda body: _list_page(node, pit_id, body), 25, sort)
         _write(node, rng, 170, 10)  # beside the walk
-        assert _walk(through_node, 25, sort) == cached
-        assert len(cached) == 170
+        assert _walk(through_node, 25, sort) == listed
+        assert len(listed) == 170

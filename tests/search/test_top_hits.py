@@ -352,13 +352,18 @@ def test_segments_that_cannot_reach_the_page_are_not_run(ordered, monkeypatch: p
     from leafsearch.search import hitlist
 
     runs: list[int] = []
-    real = hitlist.execute
+    real, real_live = hitlist.execute, hitlist.live_mask
 
     def counted(planned, view, ctx):  # noqa: ANN001, ANN202 - the engine's own signature
         runs.append(id(view.segment))
         return real(planned, view, ctx)
 
+    def counted_live(view):  # noqa: ANN001, ANN202 - `match_all` alone: the live documents
+        runs.append(id(view.segment))
+        return real_live(view)
+
     monkeypatch.setattr(hitlist, "execute", counted)
+    monkeypatch.setattr(hitlist, "live_mask", counted_live)
     newest = search(ordered, "logs", {"sort": [{"d": "desc"}], "size": 3, "track_total_hits": 20})
     stopped = len(runs)
     runs.clear()

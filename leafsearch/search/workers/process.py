@@ -48,6 +48,8 @@ from leafsearch.search.segment_orders import SegmentOrders
 from leafsearch.search.services import SearchServices
 from leafsearch.search.sort_keys import GlobalOrdinals
 from leafsearch.search.stats import SearchStats
+from leafsearch.search.walks import MAX_MEMORY as MAX_WALK_MEMORY
+from leafsearch.search.walks import WalkMemory, walk_stats
 from leafsearch.search.workers.mirror import IndexState, Mirror
 from leafsearch.services.breaker import Breakers
 
@@ -87,14 +89,15 @@ class _PhaseRecorder(SearchStats):
 
 
 class WorkerContexts:
-    """What a worker keeps of the walks it serves: scroll matches and pages read ahead."""
+    """What a worker keeps of the walks it serves: pages read ahead and the lists of every match
+    of walks sorted by `_score` (search/walks.py), within its share of `search.walks.max_memory`."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_walk_bytes: int) -> None:
         self.read_ahead = ReadAhead()
-        self.scroll_matches: dict[int, Any] = {}
+        self.walks = WalkMemory(max_walk_bytes)
 
     def forget(self, ctx_id: int) -> None:
-        self.scroll_matches.pop(ctx_id, None)
+        self.walks.forget(ctx_id)
         self.read_ahead.forget(ctx_id)
 
 
@@ -109,7 +112,7 @@ class WorkerState:
         settings.transient = dict(config.transient)
         self.source_blocks = BlockCache(self._share(settings, "indices.cache.source_blocks.size"))
         self.global_ordinals = GlobalOrdinals(self._share(settings, "indices.fielddata.cache.size"))
-        self.contexts = WorkerContexts()
+        self.contexts = WorkerContexts(self._share(settings, MAX_WALK_MEMORY))
         #: What the snapshots of this process are heard by (its caches; a shard actor's shard too).
         self.events = ShardEvents()
         self.services = SearchServices(
@@ -140,6 +143,7 @@ class WorkerState:
         self.global_ordinals.resize(self._share(settings, "indices.fielddata.cache.size"))
         self.source_blocks.resize(self._share(settings, "indices.cache.source_blocks.size"))
         self.contexts.read_ahead.max_pages = settings.get("search.read_ahead.max_pages")
+        self.contexts.walks.max_bytes = self._share(settings, MAX_WALK_MEMORY)
 
 
 def main(conn: Connection, config: WorkerConfig) -> None:
@@ -268,8 +272,8 @@ def _stats(state: WorkerState, running: int) -> dict[str, Any]:
         "snapshots": len(state.mirror.snapshots),
         "open_segments": state.mirror.open_segments(),
         "segments_opened": state.mirror.segments_opened,
-        "scroll_walks": len(state.contexts.scroll_matches),
         "pages_read_ahead": state.contexts.read_ahead.held(),
+        "walk_memory": walk_stats(state.contexts),
         "tasks_running": running,
         "breakers": state.services.breakers.counts(),
         "sort_orders": state.services.sort_orders.stats(),
