@@ -305,6 +305,7 @@ def test_a_crash_with_a_buffer_in_flight_loses_nothing(tmp_path, held_flush):
     # Crash before the flush thread wrote anything: only the fsynced translog counts.
     shard.translog._file.close()
     held_flush.abandon()
+    assert isinstance(shard._flushing.built.exception(timeout=30), RuntimeError)  # it gave up
     reopened = Shard(tmp_path / "s", 0, parse)
     assert visible_ids(reopened) == {str(i) for i in range(15)} - {"2"}
     with reopened.lock:

@@ -78,7 +78,12 @@ def test_a_released_snapshot_leaves_the_other_nodes_hit_lists(tmp_path: Path) ->
             fill(node, "docs", 2)
         pits = {node: node.open_pit("docs", "1m")["id"] for node in (first, second)}
         for node, pit_id in pits.items():
-            search(node, None, {"pit": {"id": pit_id}, "sort": [{"n": "desc"}], "size": 3})
+            # terminate_after is served from a list of every match (kept, unlike a walk's page)
+            search(
+                node,
+                None,
+                {"pit": {"id": pit_id}, "sort": [{"n": "desc"}], "size": 3, "terminate_after": 100},
+            )
             assert len(node.hitlists.lists()) == 1
         # The PIT closed and a refresh replaced its snapshot: the second node's snapshot is gone.
         second.close_pit(pits[second])

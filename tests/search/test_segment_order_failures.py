@@ -15,7 +15,7 @@ import leafsearch
 from leafsearch.index import derived_files, order_files
 from leafsearch.indices import admin
 from leafsearch.search import top_hits
-from leafsearch.search.workers import process
+from leafsearch.search.workers import entry, process
 from leafsearch.search.workers.pool import LONE_REQUESTS_IN_SERVER
 from tests.index.test_background_failures import Fault
 from tests.inprocess import search
@@ -76,16 +76,16 @@ def test_an_order_whose_file_cannot_be_written_serves_its_request_from_memory(no
     assert (stats["built"], stats["files_written"], stats["mapped_count"]) == (2, 1, 1)
 
 
-def _worker_whose_first_order_fails(conn: Connection, config: process.WorkerConfig) -> None:
-    """A search worker process (`process.main`) whose first sort order build runs out of memory."""
+def _worker_whose_first_order_fails(conn: Connection, config: dict) -> None:
+    """A search worker process (`entry.main`) whose first sort order build runs out of memory."""
     top_hits.build_order = Fault(top_hits.build_order, error=MemoryError("Unable to allocate"))
-    process.main(conn, config)
+    process.main(conn, process.WorkerConfig(**config))
 
 
 def test_an_order_that_cannot_be_built_in_a_worker_fails_its_request_and_the_worker_goes_on(
     tmp_path, monkeypatch
 ):
-    monkeypatch.setattr(process, "main", _worker_whose_first_order_fails)
+    monkeypatch.setattr(entry, "main", _worker_whose_first_order_fails)
     with leafsearch.Node(tmp_path / "n", background=False, search_workers=1) as node:
         node.cluster_settings.update({"transient": {LONE_REQUESTS_IN_SERVER: "false"}})
         _fill(node)
