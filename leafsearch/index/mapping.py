@@ -3,8 +3,9 @@
 A `Mapping` is a tree of `ObjectMapper`s whose leaves are `FieldType`s. Parsing a document walks
 the decoded JSON along that tree: every leaf has a `parse` method chosen once for its type, so the
 per-value work is a type check and a list append into `ParsedDoc`. Fields met for the first time
-are mapped dynamically into a pending list that is attached to the tree only when the whole
-document parsed, so a refused document leaves the mapping unchanged.
+are mapped dynamically into a pending set (found by parent and name in constant time, counted
+against `index.mapping.total_fields.limit` as each is added) that is attached to the tree only
+when the whole document parsed, so a refused document leaves the mapping unchanged.
 
 `nested` objects are accepted (and echoed as `nested`) but indexed like plain objects: their
 fields are flattened into the parent document, without block-join semantics.
@@ -1091,6 +1092,7 @@ class Mapping:
         self._date_formatters = _DYNAMIC_DATE_FORMATTERS
         self._templates: list[_Template] = []
         self._fields: dict[str, FieldType] = {}
+        self._total_fields = 0  # as `index.mapping.total_fields.limit` counts them
 
     # -- construction --------------------------------------------------------------------------
 
@@ -1166,6 +1168,7 @@ class Mapping:
         self._fields = {}
         _inherit_dynamic(self._root, "true")
         self._index(self._root)
+        self._total_fields = _count_fields(self._root)
 
     def _index(self, mapper: ObjectMapper) -> None:
         mapper.attached = True
@@ -1240,7 +1243,7 @@ class Mapping:
             existing = merged._root.children.get(name)
             merged._root.children[name] = child if existing is None else _merge_mappers(existing, child)
         merged._refresh()
-        _check_field_limit(self.total_fields_limit, _count_fields(self._root), _count_fields(merged._root))
+        _check_field_limit(self.total_fields_limit, self._total_fields, merged._total_fields)
         merged._check_shape(merged._root)
         if merged.to_body() != self.to_body():
             self._adopt(merged)
@@ -1255,7 +1258,7 @@ class Mapping:
     def check_limits(self) -> None:
         """400 `illegal_argument_exception` if the mapping as it stands exceeds its limits (a new
         index's mapping, checked against the index's settings)."""
-        _check_field_limit(self.total_fields_limit, 0, _count_fields(self._root))
+        _check_field_limit(self.total_fields_limit, 0, self._total_fields)
         self._check_shape(self._root)
 
     def _check_shape(self, mapper: ObjectMapper) -> None:
@@ -1306,7 +1309,7 @@ class Mapping:
         if type(obj) is not dict:
             raise DocumentParsing("Malformed content, must start with an object")
         doc = ParsedDoc(bytes(source) if type(source) is not bytes else source)
-        pending: list[tuple[ObjectMapper, str, FieldType | ObjectMapper]] = []
+        pending = _Pending()
         try:
             if self._root.enabled:
                 self._walk(self._root, obj, doc, pending)
@@ -1314,11 +1317,11 @@ class Mapping:
             raise _field_error(e, source, doc_id) from None
         except _DocError as e:
             raise e.build(_location(source, e.key), doc_id) from None
-        if pending:
+        if pending.added:
             self._commit(pending)
         return doc
 
-    def _walk(self, mapper: ObjectMapper, obj: dict, doc: ParsedDoc, pending: list) -> None:
+    def _walk(self, mapper: ObjectMapper, obj: dict, doc: ParsedDoc, pending: _Pending) -> None:
         children = mapper.children
         for key, value in obj.items():
             child = children.get(key)
@@ -1332,7 +1335,7 @@ class Mapping:
                 self._object(child, key, value, doc, pending)
 
     def _dispatch(
-        self, child: FieldType | ObjectMapper, key: str, value: Any, doc: ParsedDoc, pending: list
+        self, child: FieldType | ObjectMapper, key: str, value: Any, doc: ParsedDoc, pending: _Pending
     ) -> None:
         """One value to its mapper (`_walk` inlines this for speed)."""
         if child.leaf:
@@ -1342,7 +1345,7 @@ class Mapping:
         else:
             self._object(child, key, value, doc, pending)
 
-    def _object(self, mapper: ObjectMapper, key: str, value: Any, doc: ParsedDoc, pending: list) -> None:
+    def _object(self, mapper: ObjectMapper, key: str, value: Any, doc: ParsedDoc, pending: _Pending) -> None:
         if not mapper.enabled or value is None:
             return
         if type(value) is dict:
@@ -1358,7 +1361,7 @@ class Mapping:
                 )
                 raise _DocError(key, lambda loc, _id, m=message: DocumentParsing(f"{loc}{m}"))
 
-    def _copy(self, field: FieldType, value: Any, doc: ParsedDoc, pending: list) -> None:
+    def _copy(self, field: FieldType, value: Any, doc: ParsedDoc, pending: _Pending) -> None:
         """`copy_to`: the value is indexed again into each target field (mapped dynamically if new)."""
         for target in field.copy_to:
             mapped = self._fields.get(target)
@@ -1367,11 +1370,13 @@ class Mapping:
             else:
                 self._walk(self._root, {target: value}, doc, pending)
 
-    def _unmapped(self, mapper: ObjectMapper, key: str, value: Any, doc: ParsedDoc, pending: list) -> None:
-        for parent, name, child in pending:
-            if parent is mapper and name == key:
-                self._dispatch(child, key, value, doc, pending)
-                return
+    def _unmapped(
+        self, mapper: ObjectMapper, key: str, value: Any, doc: ParsedDoc, pending: _Pending
+    ) -> None:
+        added = pending.get(mapper, key)
+        if added is not None:
+            self._dispatch(added, key, value, doc, pending)
+            return
         if not key:
             reason = "Field name cannot be an empty string"
             raise _DocError(
@@ -1400,13 +1405,25 @@ class Mapping:
         child = self._dynamic_mapper(mapper, key, value)
         if child is None:
             return
+        pending.fields += 1 + (len(child.subfields) if child.leaf else _count_fields(child))
+        if self._total_fields + pending.fields > self.total_fields_limit:
+            reason = (
+                f"Limit of total fields [{self.total_fields_limit}] has been exceeded while adding new "
+                f"fields [{pending.fields}]"
+            )
+            raise _DocError(
+                key,
+                lambda loc, _id: _with_java_cause(
+                    DocumentParsing(f"{loc}failed to parse: {reason}"), "illegal_argument_exception", reason
+                ),
+            )
         if mapper.attached:
-            pending.append((mapper, key, child))
+            pending.add(mapper, key, child)
         else:
             mapper.children[key] = child  # a parent created by this document: not yet in the tree
         self._dispatch(child, key, value, doc, pending)
 
-    def _dotted(self, mapper: ObjectMapper, key: str, value: Any, doc: ParsedDoc, pending: list) -> None:
+    def _dotted(self, mapper: ObjectMapper, key: str, value: Any, doc: ParsedDoc, pending: _Pending) -> None:
         """`{"a.b": 1}` is `{"a": {"b": 1}}`, as Elasticsearch expands dots in field names."""
         parts = key.split(".")
         if not all(parts):
@@ -1421,9 +1438,7 @@ class Mapping:
                     DocumentParsing(f"{loc}failed to parse: {reason}"), "illegal_argument_exception", reason
                 ),
             )
-        head = mapper.children.get(parts[0]) or next(
-            (c for p, n, c in pending if p is mapper and n == parts[0]), None
-        )
+        head = mapper.children.get(parts[0]) or pending.get(mapper, parts[0])
         if head is not None and head.leaf:
             reason = (
                 f"Could not dynamically add mapping for field [{mapper.child_path(key)}]. Existing mapping "
@@ -1489,14 +1504,30 @@ class Mapping:
                 return "date", {"type": "date", "format": formatter.pattern}
         return "string", {"type": "text", "fields": {"keyword": {"type": "keyword", "ignore_above": 256}}}
 
-    def _commit(self, pending: list) -> None:
-        before = _count_fields(self._root)
-        added = sum(1 + (_count_fields(m) if not m.leaf else len(m.subfields)) for _, _, m in pending)
-        _check_field_limit(self.total_fields_limit, before, before + added)
-        for parent, name, child in pending:
+    def _commit(self, pending: _Pending) -> None:
+        """Attach what a document added (counted against the limit as it was added)."""
+        for parent, name, child in pending.added.values():
             parent.children[name] = child
         self._refresh()
         self.version += 1
+
+
+class _Pending:
+    """The mappers one document adds below objects already in the tree, by parent and name, and
+    how many fields everything it adds counts (objects it creates and what they hold included)."""
+
+    __slots__ = ("added", "fields")
+
+    def __init__(self) -> None:
+        self.added: dict[tuple[int, str], tuple[ObjectMapper, str, FieldType | ObjectMapper]] = {}
+        self.fields = 0
+
+    def get(self, parent: ObjectMapper, name: str) -> FieldType | ObjectMapper | None:
+        entry = self.added.get((id(parent), name))
+        return None if entry is None else entry[2]
+
+    def add(self, parent: ObjectMapper, name: str, mapper: FieldType | ObjectMapper) -> None:
+        self.added[(id(parent), name)] = (parent, name, mapper)
 
 
 def _inherit_dynamic(mapper: ObjectMapper, inherited: str) -> None:
