@@ -19,11 +19,13 @@ import re
 import struct
 from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
-from functools import lru_cache
 from typing import Any
 
 import orjson
+import re2
 
+from leafsearch.common.memo import memo
+from leafsearch.common.settings import MAX_MAPPING_DEPTH
 from leafsearch.errors import (
     DocumentParsing,
     ElasticError,
@@ -308,7 +310,7 @@ class _DocError(Exception):
 def _with_java_cause(error: ElasticError, cause_type: str, reason: str) -> ElasticError:
     """Attach a cause that is not an Elasticsearch exception: the error stays its own root cause."""
     error.caused_by = ElasticError(reason, error_type=cause_type)
-    error.root_causes = [error]
+    error.root_is_self = True
     return error
 
 
@@ -965,9 +967,19 @@ def _merge_leaves(old: FieldType, new: FieldType) -> FieldType:
 # Dynamic templates
 
 
-@lru_cache(maxsize=1024)
+@memo(1024)
 def _wildcard(pattern: str) -> re.Pattern[str]:
     return re.compile(".*".join(re.escape(p) for p in pattern.split("*")), re.DOTALL)
+
+
+@memo(256)
+def _template_regex(pattern: str) -> Any:
+    """A `match_pattern: regex` pattern, compiled by RE2 (linear time, whatever the pattern);
+    re2.error for one Java would refuse, or that RE2 cannot run (backreferences, lookaround)."""
+    options = re2.Options()
+    options.log_errors = False
+    options.never_capture = True
+    return re2.compile(pattern, options)
 
 
 # fmt: off

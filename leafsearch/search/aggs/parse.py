@@ -133,5 +133,5 @@ def unknown_type(type_name: str) -> ElasticError:
         f"Unknown aggregation type [{type_name}]{did_you_mean(type_name, PARSERS)}", caused_by=cause
     )
     # NamedObjectNotFoundException is no ElasticsearchException, so guessRootCauses stops above it.
-    error.root_causes = [error]
+    error.root_is_self = True
     return error
