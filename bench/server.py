@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from bench.client import Client, HttpError
@@ -35,7 +36,11 @@ def disk_bytes(folder: Path) -> int:
 def _descendants(pid: int) -> list[int]:
     """`pid` and every process below it, in case the server forks workers."""
     pids = [pid]
-    for tid in os.listdir(f"/proc/{pid}/task"):
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:  # ended meanwhile
+        return pids
+    for tid in tasks:
         try:
             children = Path(f"/proc/{pid}/task/{tid}/children").read_text().split()
         except OSError:
@@ -45,14 +50,35 @@ def _descendants(pid: int) -> list[int]:
     return pids
 
 
+def tree_memory_kb(pid: int, field: str) -> int:
+    """`VmHWM` (peak) or `VmRSS` (current) of process `pid` and every process below it (search and
+    merge workers), in kB; processes that ended meanwhile count nothing."""
+    total = 0
+    for process in _descendants(pid):
+        try:
+            lines = Path(f"/proc/{process}/status").read_text().splitlines()
+        except OSError:
+            continue
+        total += sum(int(line.split()[1]) for line in lines if line.startswith(field + ":"))
+    return total
+
+
 class Server:
     """A `python -m leafsearch serve` subprocess on a fixed port and data folder."""
 
-    def __init__(self, data: Path, log: Path, args: list[str] | None = None) -> None:
-        """`args`: added to the `serve` command line (e.g. `--search-workers 0`)."""
+    def __init__(
+        self,
+        data: Path,
+        log: Path,
+        args: list[str] | None = None,
+        preexec_fn: Callable[[], None] | None = None,
+    ) -> None:
+        """`args`: added to the `serve` command line (e.g. `--search-workers 0`); `preexec_fn` runs
+        in the child before the server starts (e.g. to cap its memory)."""
         self.data = data
         self.log = log
         self.args = list(args or [])
+        self.preexec_fn = preexec_fn
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self._proc: subprocess.Popen | None = None
@@ -77,7 +103,12 @@ class Server:
         ]
         with open(self.log, "ab") as log:
             self._proc = subprocess.Popen(
-                command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+                command,
+                cwd=ROOT,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                preexec_fn=self.preexec_fn,
             )
 
     def start(self, timeout: float = 60.0) -> None:
@@ -102,6 +133,9 @@ class Server:
                 time.sleep(0.01)
         finally:
             client.close()
+
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
 
     def kill(self) -> None:
         """kill -9: what a crash looks like to the data folder."""
@@ -138,12 +172,7 @@ class Server:
 
     def memory_kb(self, field: str) -> int:
         """`VmHWM` (peak) or `VmRSS` (current) of the server's processes, in kB."""
-        total = 0
-        for pid in _descendants(self.pid):
-            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                if line.startswith(field + ":"):
-                    total += int(line.split()[1])
-        return total
+        return tree_memory_kb(self.pid, field)
 
     def log_tail(self, lines: int = 15) -> str:
         try:

@@ -262,7 +262,7 @@ def serve(
             # Elasticsearch never closes an idle keep-alive connection; clients that hold one
             # (http.client, elasticdump's agents) would see "remote end closed" after uvicorn's 5 s.
             timeout_keep_alive=IDLE_CONNECTION_SECONDS,
-            http=counting_protocol(node.http_connections),
+            http=counting_protocol(node.http_connections, _max_header_size(node_settings)),
         )
         server = uvicorn.Server(config)
 
@@ -395,6 +395,14 @@ def _node_settings(pairs: tuple[str, ...]) -> dict[str, str]:
             raise click.BadParameter(exc.reason, param_hint="-E") from None
         values[key] = value
     return values
+
+
+def _max_header_size(node_settings: dict[str, str]) -> int:
+    """`http.max_header_size` (`-E`, already checked by `_node_settings`), in bytes."""
+    from leafsearch.common.settings import NODE_SETTINGS
+
+    setting = NODE_SETTINGS["http.max_header_size"]
+    return int(setting.parse(node_settings.get(setting.key, setting.default), setting.key))
 
 
 def _check_exposure(host: str, data: str, tls: bool, insecure: bool) -> None:

@@ -8,6 +8,7 @@ API raises the same objects that a test can inspect.
 
 from __future__ import annotations
 
+import traceback
 from typing import Any
 
 
@@ -16,6 +17,11 @@ class ElasticError(Exception):
 
     error_type = "exception"
     status = 500
+    #: Whether this error is its own root cause although it has a cause: Elasticsearch's
+    #: `guessRootCauses` stops above a cause that is no Elasticsearch exception. A flag rather than
+    #: `root_causes = [self]`: an error holding itself is a reference cycle, which keeps its
+    #: traceback (and the request in its frames) alive until the cycle collector runs.
+    root_is_self = False
 
     def __init__(
         self,
@@ -47,10 +53,15 @@ class ElasticError(Exception):
         body.update(self.extra)
         return body
 
+    def roots(self) -> list[ElasticError]:
+        """The errors Elasticsearch reports as `root_cause`."""
+        if self.root_causes is not None:
+            return self.root_causes
+        return [self] if self.root_is_self else [self.caused_by or self]
+
     def body(self) -> dict[str, Any]:
         """The response body Elasticsearch sends for this error."""
-        roots = self.root_causes if self.root_causes is not None else [self.caused_by or self]
-        error = {"root_cause": [r._cause_body() for r in roots], **self._cause_body()}
+        error = {"root_cause": [r._cause_body() for r in self.roots()], **self._cause_body()}
         if self.caused_by is not None:
             error["caused_by"] = self.caused_by._cause_body()
         return {"error": error, "status": self.status}
@@ -348,4 +359,35 @@ class QueryShardError(ElasticError):
     ) -> None:
         extra = {"index_uuid": index_uuid, "index": index} if index is not None else {}
         super().__init__(reason, extra=extra, caused_by=caused_by)
-        self.root_causes = [caused_by] if cause_is_root and caused_by is not None else [self]
+        if cause_is_root and caused_by is not None:
+            self.root_causes = [caused_by]
+        else:
+            self.root_is_self = True
+
+
+def release_frames(error: BaseException) -> None:
+    """Let go of the frames that `error` and every error it leads to (`__cause__`, `__context__`,
+    `caused_by`, root causes, a shard failure's cause) were raised through, once the error has
+    been answered or sent on.
+
+    Why: an error kept in a local of a frame it passed through (a list of shard answers, the
+    result of a worker that is raised again) makes a reference cycle error -> traceback -> frame
+    -> error, which only the cycle collector frees, and until it runs the frames keep the whole
+    request alive (its body, its parsed query). The server raises the collector's thresholds
+    (cli.py), so that could be hundreds of requests. Clearing the finished frames' locals and
+    dropping the tracebacks breaks every such cycle at once, whatever frame made it."""
+    seen: set[int] = set()
+    pending: list[BaseException | None] = [error]
+    while pending:
+        exc = pending.pop()
+        if exc is None or id(exc) in seen:
+            continue
+        seen.add(id(exc))
+        traceback.clear_frames(exc.__traceback__)
+        exc.__traceback__ = None
+        pending += (exc.__cause__, exc.__context__)
+        if isinstance(exc, ElasticError):
+            pending.append(exc.caused_by)
+            pending += exc.root_causes or ()
+        if isinstance(exc, ShardFailed):
+            pending.append(exc.cause)

@@ -515,6 +515,10 @@ _CLUSTER = [
     Setting("search.allow_expensive_queries", "true", bool_setting, True),
     Setting("search.max_buckets", "65536", int_setting(0), True),
     Setting("search.aggs.max_nested_depth", "50", int_setting(1), True),
+    # Limits Elasticsearch does not have (docs/differences.md): what one search may ask for, checked
+    # before its keys or aggregations are built.
+    Setting("search.max_sort_keys", "100", int_setting(1), True),
+    Setting("search.max_aggregations", "1000", int_setting(1), True),
     Setting("action.destructive_requires_name", "true", bool_setting, True),
     Setting("action.auto_create_index", "true", auto_create_setting, True),
     Setting("cluster.max_shards_per_node", "1000", int_setting(1), True),
@@ -529,6 +533,7 @@ _CLUSTER_PREFIXES = ("cluster.routing.", "indices.", "logger.", "cluster.info.")
 # derives max_clause_count from its heap and search threads, at least 1,024).
 NODE_SETTINGS: dict[str, Setting] = {
     "http.max_content_length": Setting("http.max_content_length", "100mb", byte_size_setting, False),
+    "http.max_header_size": Setting("http.max_header_size", "16kb", byte_size_setting, False),
     "indices.query.bool.max_clause_count": Setting(
         "indices.query.bool.max_clause_count", "4096", int_setting(1), False
     ),

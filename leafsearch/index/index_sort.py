@@ -130,7 +130,7 @@ def index_sort_of(settings: dict[str, Any], mapping: Mapping, index_name: str) -
         cause = fielddata_error(name, ft, index_name)
         if cause is not None:
             error = IllegalArgument(f"docvalues not found for index sort field:[{name}]", caused_by=cause)
-            error.root_causes = [error]
+            error.root_is_self = True
             raise error
         spec = SortSpec(name, order, miss, mode or ("max" if order == "desc" else "min"))
         kind = "double" if ft.kind == "double" or ft.type == "scaled_float" else ft.kind

@@ -3,8 +3,9 @@
 A `Mapping` is a tree of `ObjectMapper`s whose leaves are `FieldType`s. Parsing a document walks
 the decoded JSON along that tree: every leaf has a `parse` method chosen once for its type, so the
 per-value work is a type check and a list append into `ParsedDoc`. Fields met for the first time
-are mapped dynamically into a pending list that is attached to the tree only when the whole
-document parsed, so a refused document leaves the mapping unchanged.
+are mapped dynamically into a pending set (found by parent and name in constant time, counted
+against `index.mapping.total_fields.limit` as each is added) that is attached to the tree only
+when the whole document parsed, so a refused document leaves the mapping unchanged.
 
 `nested` objects are accepted (and echoed as `nested`) but indexed like plain objects: their
 fields are flattened into the parent document, without block-join semantics.
@@ -18,12 +19,14 @@ import re
 import struct
 from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
-from functools import lru_cache
 from typing import Any
 
 import orjson
+import re2
 
 from leafsearch.common.json_tokens import not_boolean, not_numeric, token_name
+from leafsearch.common.memo import memo
+from leafsearch.common.settings import MAX_MAPPING_DEPTH
 from leafsearch.errors import (
     DocumentParsing,
     ElasticError,
@@ -55,6 +58,13 @@ DEFAULT_DYNAMIC_DATE_FORMATS = ["strict_date_optional_time", "yyyy/MM/dd HH:mm:s
 _DYNAMIC_DATE_FORMATTERS = [DateFormatter(f + "||epoch_millis") for f in DEFAULT_DYNAMIC_DATE_FORMATS]
 
 _LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
+_INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
+#: Digits beyond any integer type's range (an unsigned long has 20): such text is refused unread.
+_MAX_INTEGER_DIGITS = 40
+#: How deep a mapping body may nest (objects and arrays): room for the deepest object mapping
+#: `index.mapping.depth.limit` allows (two levels an object), below the 254 levels orjson writes,
+#: with what wraps a mapping in the index's metadata file and in `GET _mapping`.
+MAX_NESTING = 2 * MAX_MAPPING_DEPTH + 40
 _INTEGER_TYPES = {
     "long": (_LONG_MIN, _LONG_MAX, "a long"),
     "integer": (-(2**31), 2**31 - 1, "an integer"),
@@ -101,8 +111,12 @@ def _bool_param(value: Any, name: str, param: str) -> bool:
 
 
 def _int_param(value: Any, name: str, param: str) -> int:
-    if type(value) is int or type(value) is str and re.fullmatch(r"[+-]?\d+", value):
+    if type(value) is int or type(value) is str and re.fullmatch(r"[+-]?0*\d{1,10}", value):
         result = int(value)
+        if not _INT_MIN <= result <= _INT_MAX:
+            raise _MappingError(
+                f"Failed to parse [{param}] on field [{name}]: [{_java_text(value)}] is not an integer", True
+            )
         if param in ("ignore_above", "position_increment_gap") and result < 0:
             raise _MappingError(f"[{param}] must be positive, got [{result}]", True)
         return result
@@ -135,6 +149,31 @@ def _map_param(value: Any, name: str, param: str) -> dict:
     if type(value) is dict:
         return value
     raise _MappingError(f"[{param}] on mapper [{name}] should be of type map", True)
+
+
+def _meta_param(value: Any, name: str, param: str) -> dict:
+    """`meta`: at most 5 entries of strings, keys up to 20 characters, values up to 50."""
+    if type(value) is not dict:
+        got = f"{_java_simple_class(value)}[{_java_text(value)}]"
+        raise _MappingError(f"[meta] must be an object, got {got} for field [{name}]")
+    if len(value) > 5:
+        raise _MappingError(f"[meta] can't have more than 5 entries, but got {len(value)} on field [{name}]")
+    for key in value:
+        if len(key) > 20:
+            raise _MappingError(
+                f"[meta] keys can't be longer than 20 chars, but got [{key}] for field [{name}]"
+            )
+    for entry in value.values():
+        if entry is None:
+            raise _MappingError(f"[meta] values can't be null (field [{name}])")
+        if type(entry) is not str:
+            got = f"{_java_simple_class(entry)}[{_java_text(entry)}]"
+            raise _MappingError(f"[meta] values can only be strings, but got {got} for field [{name}]")
+        if len(entry) > 50:
+            raise _MappingError(
+                f"[meta] values can't be longer than 50 chars, but got [{entry}] for field [{name}]"
+            )
+    return value
 
 
 def _copy_to_param(value: Any, name: str, param: str) -> list[str] | str:
@@ -173,7 +212,8 @@ _NORMALIZERS: dict[str, Callable[[Any, str, str], Any]] = {
     **dict.fromkeys(_STR_PARAMS, _str_param),
     **dict.fromkeys(("ignore_above", "position_increment_gap"), _int_param),
     **dict.fromkeys(("boost", "scaling_factor"), _number_param),
-    **dict.fromkeys(("meta", "index_prefixes", "fielddata_frequency_filter"), _map_param),
+    **dict.fromkeys(("index_prefixes", "fielddata_frequency_filter"), _map_param),
+    "meta": _meta_param,
     "copy_to": _copy_to_param,
     "format": _format_param,
     "null_value": _any_param,
@@ -308,7 +348,7 @@ class _DocError(Exception):
 def _with_java_cause(error: ElasticError, cause_type: str, reason: str) -> ElasticError:
     """Attach a cause that is not an Elasticsearch exception: the error stays its own root cause."""
     error.caused_by = ElasticError(reason, error_type=cause_type)
-    error.root_causes = [error]
+    error.root_is_self = True
     return error
 
 
@@ -616,6 +656,8 @@ class FieldType:
                 raise _Malformed(f"Value [{_java_text(v)}] has a decimal part")
             return int(v)
         if re.fullmatch(r"[+-]?\d+", v):
+            if len(v) > _MAX_INTEGER_DIGITS:  # past every range: never converted (digits cost time)
+                raise _Malformed(f"Value [{v}] is out of range for {self._range_name}")
             return int(v)
         try:
             number = Decimal(v)
@@ -623,6 +665,8 @@ class FieldType:
             raise _Malformed(f'For input string: "{v}"') from None
         if not number.is_finite() or "_" in v or v != v.strip():
             raise _Malformed(f'For input string: "{v}"')
+        if number.adjusted() >= _MAX_INTEGER_DIGITS:  # `1e999999999`: not a billion digits
+            raise _Malformed(f"Value [{v}] is out of range for {self._range_name}")
         return int(number)
 
     def _check_range(self, number: int, original: Any) -> int:
@@ -788,7 +832,7 @@ def _build_properties(parent: ObjectMapper, props: Any) -> None:
 def _mapper_type(name: str, node: dict) -> str:
     type_ = node.get("type")
     if type_ is not None:
-        return str(type_)
+        return _java_text(type_)
     if node.get("properties") is not None or len(node) == 1 and "enabled" in node:
         return "object"
     raise _MappingError(f"No type specified for field [{name}]")
@@ -801,10 +845,16 @@ def _no_such_type(type_: Any, declared_on: str) -> str:
     )
 
 
-#: The types a `runtime` field may have in Elasticsearch 8.
-_RUNTIME_TYPES = frozenset(
-    {"boolean", "composite", "date", "double", "geo_point", "geo_shape", "ip", "keyword", "long", "lookup"}
-)
+#: The parameters of each `runtime` field type in Elasticsearch 8 (besides `type`).
+_RUNTIME_SCRIPTED = frozenset({"script", "on_script_error", "meta"})
+_RUNTIME_PARAMS: dict[str, frozenset[str]] = {
+    **dict.fromkeys(
+        ("boolean", "double", "geo_point", "geo_shape", "ip", "keyword", "long"), _RUNTIME_SCRIPTED
+    ),
+    "date": _RUNTIME_SCRIPTED | {"format", "locale"},
+    "composite": _RUNTIME_SCRIPTED | {"fields"},
+    "lookup": frozenset({"target_index", "input_field", "target_field", "fetch_fields", "meta"}),
+}
 
 
 def _runtime_param(value: Any) -> dict:
@@ -812,25 +862,71 @@ def _runtime_param(value: Any) -> dict:
     fields are kept, not evaluated: leafsearch runs no scripts)."""
     fields = _map_param(value, "_doc", "runtime")
     for name, definition in fields.items():
-        if type(definition) is not dict:
-            raise _MappingError(
-                f"Expected map for runtime field [{name}] definition but got a {_java_type(definition)}"
-            )
-        type_ = definition.get("type")
-        if type_ is None:
-            raise _MappingError(f"No type specified for runtime field [{name}]")
-        if type_ not in _RUNTIME_TYPES:
-            raise _MappingError(_no_such_type(type_, f"runtime field [{name}]"))
+        _runtime_field(name, definition, composite=None)
     return fields
 
 
+def _runtime_field(name: str, definition: Any, *, composite: str | None) -> None:
+    if type(definition) is not dict:
+        raise _MappingError(
+            f"Expected map for runtime field [{name}] definition but got a {_java_type(definition)}"
+        )
+    if definition.get("type") is None:
+        raise _MappingError(f"No type specified for runtime field [{name}]")
+    type_ = _java_text(definition["type"])
+    allowed = _RUNTIME_PARAMS.get(type_)
+    if allowed is None or composite is not None and type_ in ("composite", "lookup"):
+        raise _MappingError(_no_such_type(type_, f"runtime field [{name}]"))
+    for key, param in definition.items():
+        if key == "type":
+            continue
+        if key not in allowed:
+            raise _MappingError(f"unknown parameter [{key}] on runtime field [{name}] of type [{type_}]")
+        if param is None:
+            raise _MappingError(
+                f"[{key}] on runtime field [{name}] of type [{type_}] must not have a [null] value"
+            )
+        if key == "script":
+            if composite is not None:
+                raise _MappingError(
+                    f"Cannot use [script] parameter on sub-field [{name}] of composite field [{composite}]",
+                    True,
+                )
+            if type(param) is not str and type(param) is not dict:
+                raise _MappingError("Script value should be a String or a Map", True)
+        elif key == "on_script_error" and _java_text(param) not in ("fail", "continue"):
+            unknown = f"Unknown value [{_java_text(param)}] for field [{key}]"
+            raise _MappingError(f"{unknown} - accepted values are [fail, continue]", True)
+        elif key == "meta":
+            _meta_param(param, name, key)
+        elif key == "format":
+            _format_param(param, name, key)
+        elif key in ("locale", "target_index", "input_field", "target_field"):
+            _str_param(param, name, key)
+        elif key == "fetch_fields" and type(param) is not list:
+            raise _MappingError(
+                f"[{key}] on runtime field [{name}] must be a list, got [{_java_text(param)}]"
+            )
+        elif key == "fields":
+            for sub_name, sub in _map_param(param, name, key).items():
+                _runtime_field(sub_name, sub, composite=name)
+
+
 def _java_type(value: Any) -> str:
+    """The Java class a JSON value is parsed into (`java.lang.Integer`, `java.util.ArrayList`...)."""
+    if type(value) is int:
+        return "java.lang.Integer" if _INT_MIN <= value <= _INT_MAX else "java.lang.Long"
     return {
         str: "java.lang.String",
         bool: "java.lang.Boolean",
-        int: "java.lang.Integer",
+        float: "java.lang.Double",
         list: "java.util.ArrayList",
+        dict: "java.util.LinkedHashMap",
     }.get(type(value), "java.lang.Object")
+
+
+def _java_simple_class(value: Any) -> str:
+    return _java_type(value).rpartition(".")[2]
 
 
 def _build_mapper(
@@ -849,11 +945,15 @@ def _build_mapper(
     for key, value in node.items():
         if key == "type":
             continue
+        if value is None and key != "null_value":
+            raise _MappingError(f"[{key}] on mapper [{name}] of type [{type_}] must not have a [null] value")
         if key == "fields":
+            if value == []:
+                continue
             if type(value) is not dict:
-                raise _MappingError(
-                    f"Expected map for property [fields] on field [{name}] but got a {type(value).__name__}"
-                )
+                on = f"on field [{_java_text(value)}] or [fields]"
+                got = f"class {_java_type(value)}"
+                raise _MappingError(f"expected map for property [fields] {on} but got a {got}")
             for sub_name, sub_node in value.items():
                 if type(sub_node) is not dict:
                     raise _MappingError(f"Expected map for property [fields] on field [{sub_name}]")
@@ -955,9 +1055,19 @@ def _merge_leaves(old: FieldType, new: FieldType) -> FieldType:
 # Dynamic templates
 
 
-@lru_cache(maxsize=1024)
+@memo(1024)
 def _wildcard(pattern: str) -> re.Pattern[str]:
     return re.compile(".*".join(re.escape(p) for p in pattern.split("*")), re.DOTALL)
+
+
+@memo(256)
+def _template_regex(pattern: str) -> Any:
+    """A `match_pattern: regex` pattern, compiled by RE2 (linear time, whatever the pattern);
+    re2.error for one Java would refuse, or that RE2 cannot run (backreferences, lookaround)."""
+    options = re2.Options()
+    options.log_errors = False
+    options.never_capture = True
+    return re2.compile(pattern, options)
 
 
 # fmt: off
@@ -984,12 +1094,22 @@ class _Template:
             if key not in _TEMPLATE_KEYS:
                 raise _MappingError(f"Illegal dynamic template parameter: [{key}]")
         self.name = name
-        self.regex = body.get("match_pattern", "simple") == "regex"
+        match_pattern = _java_text(body.get("match_pattern", "default"))
+        if match_pattern not in ("default", "simple", "regex"):
+            raise _MappingError(f"No matching pattern matched on [{match_pattern}]", True)
+        self.regex = match_pattern == "regex"
         self.conditions = {
-            key: [body[key]] if type(body[key]) is str else list(body[key])
+            key: _template_patterns(key, body[key])
             for key in ("match", "unmatch", "path_match", "path_unmatch")
             if key in body
         }
+        if self.regex:
+            for pattern in (p for patterns in self.conditions.values() for p in patterns):
+                try:
+                    _template_regex(pattern)
+                except re2.error:
+                    invalid = f"Pattern [{pattern}] of type [regex] is invalid."
+                    raise _MappingError(f"{invalid} Cannot create dynamic template [{name}].") from None
         self.types = self._types(body, "match_mapping_type")
         self.untypes = self._types(body, "unmatch_mapping_type")
         self.mapping = body.get("mapping")
@@ -997,21 +1117,22 @@ class _Template:
             raise _MappingError(f"template [{name}] must have either mapping or runtime set")
         if self.mapping is not None and type(self.mapping) is not dict:
             raise _MappingError(f"dynamic template [{name}] has an invalid [mapping]")
+        if "runtime" in body and type(body["runtime"]) is not dict:
+            raise _MappingError(f"dynamic template [{name}] has an invalid [runtime]")
 
     @staticmethod
     def _types(body: dict, key: str) -> list[str]:
-        value = body.get(key, [])
-        types = [value] if type(value) is str else list(value)
+        types = _template_patterns(key, body[key]) if key in body else []
         for t in types:
             if t != "*" and t not in _MAPPING_TYPES:
                 raise _MappingError(
-                    f"No field type matched on [{t}], possible values are {list(_MAPPING_TYPES)}"
+                    f"No field type matched on [{t}], possible values are [{', '.join(_MAPPING_TYPES)}]", True
                 )
         return types
 
     def _any(self, patterns: list[str], text: str) -> bool:
         if self.regex:
-            return any(re.fullmatch(p, text) for p in patterns)
+            return any(_template_regex(p).fullmatch(text) for p in patterns)
         return any(_wildcard(p).fullmatch(text) for p in patterns)
 
     def matches(self, path: str, name: str, dynamic_type: str) -> bool:
@@ -1054,6 +1175,17 @@ class _Template:
         return mapping
 
 
+def _template_patterns(key: str, value: Any) -> list[str]:
+    """A template condition as Elasticsearch reads it: a list of strings, or one value taken as
+    its text (null, which Elasticsearch fails on, is refused as a list holding a non-string)."""
+    if type(value) is list and all(type(v) is str for v in value):
+        return value
+    if type(value) is list or value is None:
+        problem = f"[{key}] values must either be a string or list of strings, but was [{_java_text(value)}]"
+        raise _MappingError(problem)
+    return [_java_text(value)]
+
+
 # ---------------------------------------------------------------------------------------------
 # The mapping
 
@@ -1082,6 +1214,7 @@ class Mapping:
         self._date_formatters = _DYNAMIC_DATE_FORMATTERS
         self._templates: list[_Template] = []
         self._fields: dict[str, FieldType] = {}
+        self._total_fields = 0  # as `index.mapping.total_fields.limit` counts them
 
     # -- construction --------------------------------------------------------------------------
 
@@ -1157,6 +1290,7 @@ class Mapping:
         self._fields = {}
         _inherit_dynamic(self._root, "true")
         self._index(self._root)
+        self._total_fields = _count_fields(self._root)
 
     def _index(self, mapper: ObjectMapper) -> None:
         mapper.attached = True
@@ -1231,7 +1365,7 @@ class Mapping:
             existing = merged._root.children.get(name)
             merged._root.children[name] = child if existing is None else _merge_mappers(existing, child)
         merged._refresh()
-        _check_field_limit(self.total_fields_limit, _count_fields(self._root), _count_fields(merged._root))
+        _check_field_limit(self.total_fields_limit, self._total_fields, merged._total_fields)
         merged._check_shape(merged._root)
         if merged.to_body() != self.to_body():
             self._adopt(merged)
@@ -1246,7 +1380,7 @@ class Mapping:
     def check_limits(self) -> None:
         """400 `illegal_argument_exception` if the mapping as it stands exceeds its limits (a new
         index's mapping, checked against the index's settings)."""
-        _check_field_limit(self.total_fields_limit, 0, _count_fields(self._root))
+        _check_field_limit(self.total_fields_limit, 0, self._total_fields)
         self._check_shape(self._root)
 
     def _check_shape(self, mapper: ObjectMapper) -> None:
@@ -1297,7 +1431,7 @@ class Mapping:
         if type(obj) is not dict:
             raise DocumentParsing("Malformed content, must start with an object")
         doc = ParsedDoc(bytes(source) if type(source) is not bytes else source)
-        pending: list[tuple[ObjectMapper, str, FieldType | ObjectMapper]] = []
+        pending = _Pending()
         try:
             if self._root.enabled:
                 self._walk(self._root, obj, doc, pending)
@@ -1305,11 +1439,11 @@ class Mapping:
             raise _field_error(e, source, doc_id) from None
         except _DocError as e:
             raise e.build(_location(source, e.key), doc_id) from None
-        if pending:
+        if pending.added:
             self._commit(pending)
         return doc
 
-    def _walk(self, mapper: ObjectMapper, obj: dict, doc: ParsedDoc, pending: list) -> None:
+    def _walk(self, mapper: ObjectMapper, obj: dict, doc: ParsedDoc, pending: _Pending) -> None:
         children = mapper.children
         for key, value in obj.items():
             child = children.get(key)
@@ -1323,7 +1457,7 @@ class Mapping:
                 self._object(child, key, value, doc, pending)
 
     def _dispatch(
-        self, child: FieldType | ObjectMapper, key: str, value: Any, doc: ParsedDoc, pending: list
+        self, child: FieldType | ObjectMapper, key: str, value: Any, doc: ParsedDoc, pending: _Pending
     ) -> None:
         """One value to its mapper (`_walk` inlines this for speed)."""
         if child.leaf:
@@ -1333,7 +1467,7 @@ class Mapping:
         else:
             self._object(child, key, value, doc, pending)
 
-    def _object(self, mapper: ObjectMapper, key: str, value: Any, doc: ParsedDoc, pending: list) -> None:
+    def _object(self, mapper: ObjectMapper, key: str, value: Any, doc: ParsedDoc, pending: _Pending) -> None:
         if not mapper.enabled or value is None:
             return
         if type(value) is dict:
@@ -1349,7 +1483,7 @@ class Mapping:
                 )
                 raise _DocError(key, lambda loc, _id, m=message: DocumentParsing(f"{loc}{m}"))
 
-    def _copy(self, field: FieldType, value: Any, doc: ParsedDoc, pending: list) -> None:
+    def _copy(self, field: FieldType, value: Any, doc: ParsedDoc, pending: _Pending) -> None:
         """`copy_to`: the value is indexed again into each target field (mapped dynamically if new)."""
         for target in field.copy_to:
             mapped = self._fields.get(target)
@@ -1358,11 +1492,13 @@ class Mapping:
             else:
                 self._walk(self._root, {target: value}, doc, pending)
 
-    def _unmapped(self, mapper: ObjectMapper, key: str, value: Any, doc: ParsedDoc, pending: list) -> None:
-        for parent, name, child in pending:
-            if parent is mapper and name == key:
-                self._dispatch(child, key, value, doc, pending)
-                return
+    def _unmapped(
+        self, mapper: ObjectMapper, key: str, value: Any, doc: ParsedDoc, pending: _Pending
+    ) -> None:
+        added = pending.get(mapper, key)
+        if added is not None:
+            self._dispatch(added, key, value, doc, pending)
+            return
         if not key:
             reason = "Field name cannot be an empty string"
             raise _DocError(
@@ -1391,13 +1527,25 @@ class Mapping:
         child = self._dynamic_mapper(mapper, key, value)
         if child is None:
             return
+        pending.fields += 1 + (len(child.subfields) if child.leaf else _count_fields(child))
+        if self._total_fields + pending.fields > self.total_fields_limit:
+            reason = (
+                f"Limit of total fields [{self.total_fields_limit}] has been exceeded while adding new "
+                f"fields [{pending.fields}]"
+            )
+            raise _DocError(
+                key,
+                lambda loc, _id: _with_java_cause(
+                    DocumentParsing(f"{loc}failed to parse: {reason}"), "illegal_argument_exception", reason
+                ),
+            )
         if mapper.attached:
-            pending.append((mapper, key, child))
+            pending.add(mapper, key, child)
         else:
             mapper.children[key] = child  # a parent created by this document: not yet in the tree
         self._dispatch(child, key, value, doc, pending)
 
-    def _dotted(self, mapper: ObjectMapper, key: str, value: Any, doc: ParsedDoc, pending: list) -> None:
+    def _dotted(self, mapper: ObjectMapper, key: str, value: Any, doc: ParsedDoc, pending: _Pending) -> None:
         """`{"a.b": 1}` is `{"a": {"b": 1}}`, as Elasticsearch expands dots in field names."""
         parts = key.split(".")
         if not all(parts):
@@ -1412,9 +1560,7 @@ class Mapping:
                     DocumentParsing(f"{loc}failed to parse: {reason}"), "illegal_argument_exception", reason
                 ),
             )
-        head = mapper.children.get(parts[0]) or next(
-            (c for p, n, c in pending if p is mapper and n == parts[0]), None
-        )
+        head = mapper.children.get(parts[0]) or pending.get(mapper, parts[0])
         if head is not None and head.leaf:
             reason = (
                 f"Could not dynamically add mapping for field [{mapper.child_path(key)}]. Existing mapping "
@@ -1480,14 +1626,30 @@ class Mapping:
                 return "date", {"type": "date", "format": formatter.pattern}
         return "string", {"type": "text", "fields": {"keyword": {"type": "keyword", "ignore_above": 256}}}
 
-    def _commit(self, pending: list) -> None:
-        before = _count_fields(self._root)
-        added = sum(1 + (_count_fields(m) if not m.leaf else len(m.subfields)) for _, _, m in pending)
-        _check_field_limit(self.total_fields_limit, before, before + added)
-        for parent, name, child in pending:
+    def _commit(self, pending: _Pending) -> None:
+        """Attach what a document added (counted against the limit as it was added)."""
+        for parent, name, child in pending.added.values():
             parent.children[name] = child
         self._refresh()
         self.version += 1
+
+
+class _Pending:
+    """The mappers one document adds below objects already in the tree, by parent and name, and
+    how many fields everything it adds counts (objects it creates and what they hold included)."""
+
+    __slots__ = ("added", "fields")
+
+    def __init__(self) -> None:
+        self.added: dict[tuple[int, str], tuple[ObjectMapper, str, FieldType | ObjectMapper]] = {}
+        self.fields = 0
+
+    def get(self, parent: ObjectMapper, name: str) -> FieldType | ObjectMapper | None:
+        entry = self.added.get((id(parent), name))
+        return None if entry is None else entry[2]
+
+    def add(self, parent: ObjectMapper, name: str, mapper: FieldType | ObjectMapper) -> None:
+        self.added[(id(parent), name)] = (parent, name, mapper)
 
 
 def _inherit_dynamic(mapper: ObjectMapper, inherited: str) -> None:
@@ -1560,9 +1722,31 @@ def _unwrap_type(body: dict | None) -> dict:
         return {}
     if type(body) is not dict:
         raise _mapping_error(_MappingError("Expected map for mappings"))
+    _check_nesting(body)
     if len(body) == 1 and "_doc" in body and type(body["_doc"]) is dict:
         return body["_doc"]
     return body
+
+
+def _check_nesting(body: dict) -> None:
+    """Refuse a mapping nested deeper than `MAX_NESTING` (a leafsearch limit, docs/differences.md):
+    what a mapping holds as given (`_meta`, a dynamic template's `mapping`, runtime fields) is
+    written to the index's metadata and rendered by `GET _mapping`, which cannot nest without end.
+    Iterative, O(the body)."""
+    level: list[Any] = [body]
+    depth = 0
+    while level:
+        depth += 1
+        if depth > MAX_NESTING:
+            raise _mapping_error(
+                _MappingError(f"the mapping is nested deeper than the maximum allowed [{MAX_NESTING}]")
+            )
+        level = [
+            child
+            for node in level
+            for child in (node.values() if type(node) is dict else node)
+            if type(child) is dict or type(child) is list
+        ]
 
 
 def _mapping_error(e: _MappingError) -> ElasticError:

@@ -43,7 +43,13 @@ def parse_value(value: object) -> int:
             raise ValueError(f"Value [{value}] is out of range for unsigned long.")
         return _in_range(value)
     text = str(value)
-    if text[:1] in "+0123456789" and text[1:].isdigit() and text != "+" and int(text) <= MAX:
+    if (
+        text[:1] in "+0123456789"
+        and text[1:].isdigit()
+        and text != "+"
+        and len(text) <= 21
+        and int(text) <= MAX
+    ):
         return int(text)
     try:
         number = Decimal(text)
@@ -53,6 +59,8 @@ def parse_value(value: object) -> int:
         raise ValueError(f'For input string: "{text}"')
     if number != number.to_integral_value():
         raise ValueError(f'Value "{text}" has a decimal part')
+    if number.adjusted() > 20:  # past the range: never expanded into its digits
+        raise ValueError(f"Value [{text}] is out of range for unsigned long")
     return _in_range(int(number))
 
 

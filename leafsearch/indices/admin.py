@@ -56,9 +56,14 @@ _WILDCARD_STATES = frozenset({"open", "closed", "hidden", "none", "all"})
 
 
 def validate_index_name(name: str) -> None:
-    """Refuse a name Elasticsearch would refuse, in its order of checks and with its reasons."""
+    """Refuse a name Elasticsearch would refuse, in its order of checks and with its reasons, and
+    a name holding NUL, which Elasticsearch takes."""
     if any(c in _INVALID_CHARS for c in name):
         raise InvalidIndexName(name, f"must not contain the following characters {_INVALID_CHARS_TEXT}")
+    if "\0" in name:
+        # leafsearch's own rule (docs/differences.md): names go into numpy string arrays (the
+        # `_index` field), which drop trailing NULs, so `a` and `a\0` would count as one index.
+        raise InvalidIndexName(name, "must not contain the NUL character ['\\u0000']")
     if not name:
         raise InvalidIndexName(name, "must not be empty")
     if "#" in name:

@@ -776,7 +776,7 @@ def _inner(container: str, key: str, body: Any, depth: int, wrap: bool) -> Query
     except ElasticError as e:
         if not wrap:
             raise
-        roots = e.root_causes or [e.caused_by or e]
+        roots = e.roots() or [e.caused_by or e]
         raise XContentParseError(
             f"[{container}] failed to parse field [{key}]", caused_by=e, root_causes=roots
         ) from None

@@ -185,5 +185,5 @@ def chain(error: ElasticError, cause: ElasticError) -> ElasticError:
     picks: the cause when it is an Elasticsearch exception, else the wrapper itself."""
     error.caused_by = cause
     if cause.error_type in _PLAIN_JAVA:
-        error.root_causes = [error]
+        error.root_is_self = True
     return error

@@ -22,7 +22,7 @@ from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.routing import Route as StarletteRoute
 
-from leafsearch.errors import ContentTooLong, ElasticError, ParseException
+from leafsearch.errors import ContentTooLong, ElasticError, ParseException, release_frames
 from leafsearch.request.params import parse_bool
 from leafsearch.rest.access import AccessControl, Refusal, is_loopback_host
 from leafsearch.rest.error_trace import with_stack_trace
@@ -248,20 +248,26 @@ class Dispatcher:
                 body = filter_path(body, expression)
             return response.status, render(body, content_type, pretty=pretty), content_type, response.headers
         except ElasticError as exc:
-            body = (
-                with_stack_trace(exc, request)
-                if request.params.get("error_trace") in ("", "true")
-                else exc.body()
-            )
-            return (
-                exc.status,
-                render(body, content_type, pretty=pretty),
-                content_type,
-                getattr(exc, "headers", {}),
-            )
+            try:
+                body = (
+                    with_stack_trace(exc, request)
+                    if request.params.get("error_trace") in ("", "true")
+                    else exc.body()
+                )
+                return (
+                    exc.status,
+                    render(body, content_type, pretty=pretty),
+                    content_type,
+                    getattr(exc, "headers", {}),
+                )
+            finally:
+                release_frames(exc)  # answered: nothing of the request may stay in a cycle
         except Exception as exc:  # a bug: answer like Elasticsearch's 500 and keep serving
-            body = self.access.internal_error(exc, request)
-            return 500, render(body, content_type, pretty=pretty), content_type, {}
+            try:
+                body = self.access.internal_error(exc, request)
+                return 500, render(body, content_type, pretty=pretty), content_type, {}
+            finally:
+                release_frames(exc)
 
 
 async def _watch_disconnect(receive: Receive, cancelled: threading.Event) -> None:

@@ -1,22 +1,40 @@
-"""HTTP connections counted where they open and close: `http` of `_nodes/stats`.
+"""The HTTP connection protocol: connections counted where they open and close (`http` of
+`_nodes/stats`), and each request's head held to `http.max_header_size` while it is read.
 
 Elasticsearch counts channels (`current_open`, `total_opened`), not requests: a keep-alive
 connection carries many requests and an idle one still counts as open. An ASGI middleware sees
 only requests (the `http` scope of each), so the count is taken one level lower, in uvicorn's
 protocol object, which exists exactly as long as its TCP connection: uvicorn is given a subclass
-of the protocol it would pick itself whose `connection_made`/`connection_lost` count into the
-node's `HttpConnections`. (uvicorn's own `server_state.connections` holds the open ones but no
-running total, and belongs to the server object, which the app does not see.)
+of its httptools protocol (the one it picks itself: httptools is a dependency) whose
+`connection_made`/`connection_lost` count into the node's `HttpConnections`. (uvicorn's own
+`server_state.connections` holds the open ones but no running total, and belongs to the server
+object, which the app does not see.)
+
+**Header size.** httptools keeps no limit of its own: it gathers a header's value whatever its
+length before uvicorn sees it, so a 1 MiB header was read, kept and answered. Here the bytes of a
+request's head (beyond its URL) are counted as the socket delivers them: once past
+`http.max_header_size` (16kb, as in Elasticsearch) the parser is given no more, the request is
+answered as Elasticsearch's netty transport answers it, 400 `too_long_http_header_exception`
+("HTTP header is larger than 16384 bytes."), and the connection is closed (what follows the head
+cannot be read as a request). So a head holds at most the limit and one read of the socket.
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
+from http import HTTPStatus
 from typing import Any
 
-from uvicorn.config import HTTP_PROTOCOLS
-from uvicorn.importer import import_from_string
+import orjson
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from leafsearch.errors import ElasticError
+
+#: `http.max_header_size`'s default, as in Elasticsearch.
+DEFAULT_MAX_HEADER_SIZE = 16 * 1024
+#: The request line's method, version and line ends, beside its URL: not header bytes.
+_REQUEST_LINE_SLACK = 64
 
 
 class HttpConnections:
@@ -41,12 +59,18 @@ class HttpConnections:
             return {"current_open": self.current_open, "total_opened": self.total_opened, "clients": []}
 
 
-def counting_protocol(connections: HttpConnections, http: str = "auto") -> type[asyncio.Protocol]:
-    """uvicorn's HTTP protocol class `http` (its `--http` choice), counting into `connections`;
-    pass it as `uvicorn.Config(http=...)`."""
-    base: type[asyncio.Protocol] = import_from_string(HTTP_PROTOCOLS[http])
+def counting_protocol(
+    connections: HttpConnections, max_header_size: int = DEFAULT_MAX_HEADER_SIZE
+) -> type[asyncio.Protocol]:
+    """uvicorn's httptools protocol class, counting into `connections` and refusing request heads
+    whose headers pass `max_header_size` bytes; pass it as `uvicorn.Config(http=...)`."""
 
-    class Counting(base):  # type: ignore[valid-type,misc]
+    class Counting(HttpToolsProtocol):
+        #: Bytes of the current request's head read so far; None while its body is read.
+        _head_bytes: int | None = 0
+        #: Bytes of the current request's header lines, as netty counts them (name: value).
+        _header_bytes = 0
+
         def connection_made(self, transport: Any) -> None:
             connections.opened()
             super().connection_made(transport)
@@ -55,4 +79,70 @@ def counting_protocol(connections: HttpConnections, http: str = "auto") -> type[
             connections.closed()
             super().connection_lost(exc)
 
+        def data_received(self, data: bytes) -> None:
+            if self._head_bytes is not None:
+                self._head_bytes += len(data)
+            super().data_received(data)
+            if self._head_bytes is None or self.transport.is_closing():
+                return
+            # A header still arriving, which the parser gathers whatever its length before
+            # `on_header` sees it: the head read so far (beyond the URL) is bounded too.
+            url = len(getattr(self, "url", b""))
+            if self._head_bytes - url > max_header_size + _REQUEST_LINE_SLACK:
+                self._refuse_head()
+
+        def on_message_begin(self) -> None:
+            self._header_bytes = 0
+            super().on_message_begin()
+
+        def on_header(self, name: bytes, value: bytes) -> None:
+            self._header_bytes += len(name) + 2 + len(value)
+            if self._header_bytes > max_header_size:
+                # Stops the parser, and uvicorn answers its failure with `send_400_response`.
+                raise _HeaderTooLarge
+            super().on_header(name, value)
+
+        def send_400_response(self, msg: str) -> None:
+            if self._header_bytes > max_header_size:
+                self._refuse_head()
+            else:
+                super().send_400_response(msg)
+
+        def on_headers_complete(self) -> None:
+            self._head_bytes = None
+            super().on_headers_complete()
+
+        def on_message_complete(self) -> None:
+            self._head_bytes = 0  # what comes next is the next request's head
+            super().on_message_complete()
+
+        def _refuse_head(self) -> None:
+            """Answer 400 as netty's decoder failure is answered, unless an earlier pipelined
+            request is still being answered (a reply now would overtake it): then just close."""
+            if self.cycle is None or self.cycle.response_complete:
+                error = ElasticError(
+                    f"HTTP header is larger than {max_header_size} bytes.",
+                    status=400,
+                    error_type="too_long_http_header_exception",
+                )
+                self.transport.write(_response(error, self.server_state.default_headers))
+            self.transport.close()
+
     return Counting
+
+
+class _HeaderTooLarge(Exception):
+    """Raised in the parser's header callback once the headers pass the limit: the parser stops."""
+
+
+def _response(error: ElasticError, default_headers: list[tuple[bytes, bytes]]) -> bytes:
+    body = orjson.dumps(error.body())
+    head = [b"HTTP/1.1 %d %s\r\n" % (error.status, HTTPStatus(error.status).phrase.encode())]
+    head += [name + b": " + value + b"\r\n" for name, value in default_headers]
+    head += [
+        b"content-type: application/json\r\n",
+        b"content-length: %d\r\n" % len(body),
+        b"x-elastic-product: Elasticsearch\r\n",
+        b"connection: close\r\n\r\n",
+    ]
+    return b"".join(head) + body

@@ -49,7 +49,7 @@ def with_stack_trace(exc: ElasticError, request: RestRequest) -> dict[str, Any]:
     error = body["error"]
     own = stack_trace(exc)
     error["stack_trace"] = own
-    roots = exc.root_causes if exc.root_causes is not None else [exc.caused_by or exc]
+    roots = exc.roots()
     for rendered, root in zip(error["root_cause"], roots, strict=True):
         rendered["stack_trace"] = own if root is exc else stack_trace(root)
     if exc.caused_by is not None:

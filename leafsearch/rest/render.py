@@ -12,11 +12,11 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-from functools import lru_cache
 from typing import Any
 
 import orjson
 
+from leafsearch.common.memo import memo
 from leafsearch.common.rawjson import RawJSON
 from leafsearch.rest.media import YAML
 from leafsearch.rest.yaml_writer import yaml_document
@@ -88,7 +88,7 @@ def render(body: Any, media_type: str, *, pretty: bool = False) -> bytes:
 # filter_path: comma list of dotted paths; `*` inside a name, `**` for any depth, `-` excludes
 
 
-@lru_cache(maxsize=512)
+@memo(512)
 def _name_regex(segment: str) -> re.Pattern[str]:
     return re.compile(".*".join(re.escape(part) for part in segment.split("*")))
 

@@ -16,13 +16,14 @@ from leafsearch.common.json_tokens import token_name
 from leafsearch.errors import ParsingError
 from leafsearch.search.aggs.base import Agg, AggTree, ParseContext, SegmentContext
 from leafsearch.search.aggs.limits import MAX_BUCKETS, counting_buckets
-from leafsearch.search.aggs.parse import MAX_NESTED_DEPTH, check_nested_depth, parse_level
+from leafsearch.search.aggs.parse import MAX_AGGREGATIONS, MAX_NESTED_DEPTH, check_aggregations, parse_level
 
 __all__ = [
+    "MAX_AGGREGATIONS",
     "MAX_BUCKETS",
     "MAX_NESTED_DEPTH",
     "AggTree",
-    "check_nested_depth",
+    "check_aggregations",
     "collect",
     "parse_aggs",
     "reduce",

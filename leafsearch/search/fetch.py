@@ -19,12 +19,12 @@ import math
 import re
 from collections.abc import Callable
 from decimal import ROUND_HALF_EVEN, Decimal
-from functools import lru_cache
 from typing import Any
 
 import numpy as np
 import orjson
 
+from leafsearch.common.memo import memo
 from leafsearch.errors import ElasticError, IllegalArgument, ParseException
 from leafsearch.index import ip, unsigned_long
 from leafsearch.index.columns import KeywordColumn, NumericColumn
@@ -111,7 +111,7 @@ class _Automaton:
 _MATCH_ALL = _Automaton((), match_all=True)
 
 
-@lru_cache(maxsize=256)
+@memo(256)
 def _automaton(patterns: tuple[str, ...]) -> _Automaton:
     return _Automaton(patterns)
 
@@ -277,7 +277,7 @@ def _leaf_values(node: Any, prefix: str) -> list[tuple[str, list[Any]]]:
     return list(leaves.items())
 
 
-@lru_cache(maxsize=256)
+@memo(256)
 def _glob_regex(pattern: str) -> re.Pattern[str]:
     return re.compile(".*".join(re.escape(part) for part in pattern.split("*")))
 
@@ -496,7 +496,7 @@ def _docvalue_numbers(ft: Any, domain: str) -> Callable[[np.ndarray], list[Any]]
     return lambda values: values.tolist() if values.dtype.kind in "iu" else [int(v) for v in values.tolist()]
 
 
-@lru_cache(maxsize=64)
+@memo(64)
 def _decimal_format(pattern: str) -> Callable[[list[Any]], list[str]]:
     """Java's `DecimalFormat` for the common patterns (`0.00`, `#,##0.#`, with a literal prefix or
     suffix), rounding half-even as Java does: a function rendering a list of values. Integers
@@ -791,7 +791,7 @@ def _field_formatter(field_type: Any) -> DateFormatter:
     return formatter if formatter is not None else _date_formatter(DEFAULT_DATE_FORMAT)
 
 
-@lru_cache(maxsize=128)
+@memo(128)
 def _date_formatter(fmt: str) -> DateFormatter:
     try:
         return DateFormatter(fmt)

@@ -76,6 +76,9 @@ class HitList:
     #: The page its one shard fetched with its query (query_and_fetch.py), and that query: the
     #: fetch phase takes it instead of sending a fetch (`fetch_phase.fetched_with_query`).
     fetched: tuple[ShardQuery, FetchedPage] | None = None
+    #: The size of the key `HitListCache` keeps it under (the query's text, as long as the
+    #: request's): counted in `nbytes`, so the cache's bound covers its keys too.
+    key_bytes: int = 0
 
     def __len__(self) -> int:
         return len(self.doc)
@@ -83,7 +86,7 @@ class HitList:
     def nbytes(self) -> int:
         size = self.target.nbytes + self.doc.nbytes + sum(k.nbytes for k in self.keys)
         size += sum(c.values.nbytes for c in self.columns)
-        return size + (self.score.nbytes if self.score is not None else 0)
+        return size + (self.score.nbytes if self.score is not None else 0) + self.key_bytes
 
     def position_after(self, after: list) -> int:
         """Index of the first hit strictly after the `search_after` key values."""
@@ -786,6 +789,7 @@ class HitListCache:
             with self._lock:
                 # A snapshot released while this was built was already forgotten: keep nothing of it.
                 if not hit.timed_out and not any(t.searcher.closed for t in targets):
+                    hit.key_bytes = len(repr(key))
                     self._lists.put(key, hit)
         return hit
 

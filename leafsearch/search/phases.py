@@ -39,6 +39,9 @@ from leafsearch.search.targets import Target, acquire_targets
 if TYPE_CHECKING:
     from leafsearch.search.services import CoordinatorServices, SearchServices
 
+#: How many sort keys one search may have (a leafsearch limit: docs/differences.md).
+MAX_SORT_KEYS = "search.max_sort_keys"
+
 
 def resolve_targets(services: CoordinatorServices, request: SearchRequest) -> list[Target]:
     """The acquired current snapshots of the shards the request reads (callers release them)."""
@@ -55,13 +58,22 @@ def acquire_index_targets(
 
 
 def check_limits(services: SearchServices, request: SearchRequest, targets: list[Target]) -> None:
-    """The aggregations' nesting (before anything walks them recursively: a search worker is
-    sent the request pickled), then index-level limits, checked per target index as
-    Elasticsearch's shards do."""
+    """How many sort keys and aggregations the request holds, and how deep the aggregations nest
+    (before anything builds them or walks them recursively: a search worker is sent the request
+    pickled), then index-level limits, checked per target index as Elasticsearch's shards do."""
+    settings = services.cluster_settings
+    sort_keys, max_sort_keys = len(request.sort), int(settings.get(MAX_SORT_KEYS))
+    if sort_keys > max_sort_keys:
+        raise IllegalArgument(
+            f"Trying to sort by too many keys. Must be less than or equal to: [{max_sort_keys}] but was "
+            f"[{sort_keys}]. This limit can be set by changing the [{MAX_SORT_KEYS}] cluster level setting."
+        )
     if request.aggs is not None:
-        from leafsearch.search.aggregations import MAX_NESTED_DEPTH, check_nested_depth
+        from leafsearch.search.aggregations import MAX_AGGREGATIONS, MAX_NESTED_DEPTH, check_aggregations
 
-        check_nested_depth(request.aggs, int(services.cluster_settings.get(MAX_NESTED_DEPTH)))
+        check_aggregations(
+            request.aggs, int(settings.get(MAX_NESTED_DEPTH)), int(settings.get(MAX_AGGREGATIONS))
+        )
     for target in {id(t.index): t for t in targets}.values():
         index = target.index
         _check_fetch_limits(request, index, target.mapping)

@@ -316,14 +316,39 @@ def test_a_refused_document_leaves_the_mapping_unchanged() -> None:
 
 
 def test_the_total_fields_limit() -> None:
+    """Elasticsearch 8 counts new fields as the document adds them and refuses at the first one
+    past the limit, wrapping the cause as a document parsing error at that field."""
     mapping = Mapping.from_body(None)
     mapping.total_fields_limit = 2
     error = refused(lambda: parse(mapping, {"a": "x", "b": 1}))
-    assert (error.error_type, error.reason) == (
-        "illegal_argument_exception",
-        "Limit of total fields [2] has been exceeded while adding new fields [3]",
-    )
+    reason = "Limit of total fields [2] has been exceeded while adding new fields [3]"
+    assert error.body()["error"] == {
+        "root_cause": [{"type": "document_parsing_exception", "reason": f"[1:14] failed to parse: {reason}"}],
+        "type": "document_parsing_exception",
+        "reason": f"[1:14] failed to parse: {reason}",
+        "caused_by": {"type": "illegal_argument_exception", "reason": reason},
+    }
     assert mapping.to_body() == {}
+
+
+def test_the_total_fields_limit_counts_what_the_document_adds_at_every_level() -> None:
+    """Fields of objects the document creates count, multi-fields count, and fields already mapped
+    do not: the refusal names the count at the first field past the limit, however many follow."""
+    mapping = Mapping.from_body({"properties": {"known": {"type": "long"}}})
+    mapping.total_fields_limit = 5
+    parse(mapping, {"known": 1, "o": {"p": {"n": 1}}, "k": 2})  # o, o.p, o.p.n, k: 5 with known
+    assert mapping.field("o.p.n") is not None
+    many = {"known": 2, **{f"f{i}": i for i in range(100_000)}}
+    error = refused(lambda: parse(mapping, many))
+    assert error.caused_by is not None
+    assert error.caused_by.reason == "Limit of total fields [5] has been exceeded while adding new fields [1]"
+    mapping.total_fields_limit = 8
+    error = refused(lambda: parse(mapping, {"t": "text gets a keyword multi-field", "u": "x", "v": 1}))
+    assert error.caused_by is not None
+    assert error.caused_by.reason == "Limit of total fields [8] has been exceeded while adding new fields [4]"
+    assert sorted(mapping.fields()) == ["k", "known", "o.p.n"]
+    parse(mapping, {"t": "x", "v": 1})  # t, t.keyword, v: 8
+    assert sorted(mapping.fields()) == ["k", "known", "o.p.n", "t", "t.keyword", "v"]
 
 
 # -- document values -------------------------------------------------------------------------

@@ -45,6 +45,9 @@ from leafsearch.rest.unrecognized import unrecognized
         ("Abc", "must be lowercase"),
         ("a" * 256, "index name is too long, (256 > 255)"),
         ("é" * 128, "index name is too long, (256 > 255)"),
+        # leafsearch's own rule: a NUL would vanish from the end of a name in numpy's string arrays
+        ("a\0", "must not contain the NUL character ['\\u0000']"),
+        ("\0a", "must not contain the NUL character ['\\u0000']"),
     ],
 )
 def test_invalid_index_names_are_refused_with_elasticsearch_reasons(name: str, reason: str) -> None:

@@ -43,12 +43,29 @@ def test_create_twice_is_resource_already_exists(http: httpx.Client, new_index) 
         ("/Upper", "Invalid index name [Upper], must be lowercase"),
         ("/-dash", "Invalid index name [-dash], must not start with '_', '-', or '+'"),
         ("/a%23b", "Invalid index name [a#b], must not contain '#'"),
+        ("/a%00", "Invalid index name [a\0], must not contain the NUL character ['\\u0000']"),
     ],
 )
 def test_invalid_names_over_http(http: httpx.Client, path: str, reason: str) -> None:
     error = error_of(http.put(path))
     assert error["type"] == "invalid_index_name_exception"
     assert error["reason"] == reason
+
+
+def test_nul_is_refused_wherever_a_name_is_made(http: httpx.Client, index_name: str) -> None:
+    """By a write that would create the index, and as an alias name; nothing is created."""
+    reason = f"Invalid index name [{index_name}\0], must not contain the NUL character ['\\u0000']"
+    response = http.put(f"/{index_name}%00/_doc/1", json={"a": 1})
+    assert (response.status_code, error_of(response)["reason"]) == (400, reason)
+    assert http.head(f"/{index_name}%00").status_code == 404
+    assert http.put(f"/{index_name}").status_code == 200
+    try:
+        response = http.put(f"/{index_name}/_alias/al%00")
+        error = error_of(response)
+        assert (response.status_code, error["type"]) == (400, "invalid_alias_name_exception")
+        assert error["reason"] == "Invalid alias name [al\0]: must not contain the NUL character ['\\u0000']"
+    finally:
+        http.delete(f"/{index_name}")
 
 
 def test_create_body_errors(http: httpx.Client, index_name: str) -> None:

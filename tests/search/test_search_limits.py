@@ -1,6 +1,7 @@
 """Elasticsearch's per-search limits through the HTTP API: `search.max_buckets`,
 `search.aggs.max_nested_depth`, `index.max_docvalue_fields_search`, `index.max_script_fields` and
-`index.max_rescore_window`. Each is checked at its boundary (the limit passes, one more fails with
+`index.max_rescore_window`, and leafsearch's own `search.max_aggregations` and
+`search.max_sort_keys`. Each is checked at its boundary (the limit passes, one more fails with
 Elasticsearch's error type, status and message) and, where it is dynamic, after a live change.
 """
 
@@ -200,6 +201,81 @@ def test_nested_depth_limit_is_dynamic(
     assert search_aggs(http, numbers, nested_terms(3)).status_code == 200
     error = error_of(search_aggs(http, numbers, nested_terms(4)))
     assert (error["type"], error["reason"]) == ("parsing_exception", too_deep(3))
+
+
+# ---- search.max_aggregations, search.max_sort_keys (leafsearch limits) ---------------------------
+
+
+def too_many_aggregations(limit: int, count: int) -> str:
+    return (
+        f"Trying to create too many aggregations. Must be less than or equal to: [{limit}] but was "
+        f"[{count}]. This limit can be set by changing the [search.max_aggregations] cluster level setting."
+    )
+
+
+def maxes(count: int) -> dict[str, Any]:
+    return {f"m{i}": {"max": {"field": "v"}} for i in range(count)}
+
+
+def test_aggregations_past_the_limit_are_refused_before_they_are_built(
+    http: httpx.Client, numbers: str
+) -> None:
+    """`search.max_aggregations` (1,000) counts the definitions at every level, the whole request's."""
+    response = search_aggs(http, numbers, maxes(1000))
+    assert response.status_code == 200, response.text
+    assert response.json()["aggregations"]["m999"] == {"value": 1000.0}
+    for count in (1001, 100_000):
+        response = search_aggs(http, numbers, maxes(count))
+        assert response.status_code == 400, response.text
+        error = error_of(response)
+        assert (error["type"], error["reason"]) == (
+            "illegal_argument_exception",
+            too_many_aggregations(1000, count),
+        )
+    # 10 terms aggregations holding 100 maxes each: 1,010 definitions
+    nested = {f"t{i}": {"terms": {"field": "tag"}, "aggs": maxes(100)} for i in range(10)}
+    error = error_of(search_aggs(http, numbers, nested))
+    assert error["reason"] == too_many_aggregations(1000, 1010)
+
+
+def test_the_aggregations_limit_is_dynamic(
+    http: httpx.Client, numbers: str, cluster_setting: Callable[[str, Any], None]
+) -> None:
+    cluster_setting("search.max_aggregations", 2)
+    assert search_aggs(http, numbers, {"t": {"terms": {"field": "tag"}, "aggs": maxes(1)}}).status_code == 200
+    error = error_of(search_aggs(http, numbers, {"t": {"terms": {"field": "tag"}, "aggs": maxes(2)}}))
+    assert error["reason"] == too_many_aggregations(2, 3)
+
+
+def too_many_sort_keys(limit: int, count: int) -> str:
+    return (
+        f"Trying to sort by too many keys. Must be less than or equal to: [{limit}] but was [{count}]. "
+        "This limit can be set by changing the [search.max_sort_keys] cluster level setting."
+    )
+
+
+def test_sort_keys_past_the_limit_are_refused(
+    http: httpx.Client, numbers: str, cluster_setting: Callable[[str, Any], None]
+) -> None:
+    """`search.max_sort_keys` (100): the body's keys and the URL's `sort` together."""
+    keys = [{"v": "desc"}, {"t": "asc"}] * 50
+    response = http.post(f"/{numbers}/_search", json={"sort": keys})
+    assert response.status_code == 200, response.text
+    assert [hit["_id"] for hit in response.json()["hits"]["hits"]] == ["1", "0"]
+    for body, params in (({"sort": [*keys, "_doc"]}, {}), ({"sort": keys}, {"sort": "tag"})):
+        response = http.post(f"/{numbers}/_search", json=body, params=params)
+        assert response.status_code == 400, response.text
+        error = error_of(response)
+        assert (error["type"], error["reason"]) == (
+            "illegal_argument_exception",
+            too_many_sort_keys(100, 101),
+        )
+    error = error_of(http.post(f"/{numbers}/_search", json={"sort": ["v"] * 100_000}))
+    assert error["reason"] == too_many_sort_keys(100, 100_000)
+    cluster_setting("search.max_sort_keys", 1)
+    assert http.post(f"/{numbers}/_search", json={"sort": ["v"]}).status_code == 200
+    error = error_of(http.post(f"/{numbers}/_search", json={"sort": ["v", "tag"]}))
+    assert error["reason"] == too_many_sort_keys(1, 2)
 
 
 def test_composite_size_above_max_buckets_is_refused(http: httpx.Client, numbers: str) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 
 from leafsearch.common.json_tokens import token_name
 from leafsearch.common.suggestions import did_you_mean
-from leafsearch.errors import AggregationInitialization, ElasticError, ParsingError
+from leafsearch.errors import AggregationInitialization, ElasticError, IllegalArgument, ParsingError
 from leafsearch.search.aggs.base import AggTree, ParseContext
 from leafsearch.search.aggs.composite import parse_composite
 from leafsearch.search.aggs.filters import parse_filter, parse_filters
@@ -34,6 +34,7 @@ PARSERS = {
 LEAVES = frozenset((*METRICS, "cardinality"))
 _VALID_NAME = re.compile(r"[^\[\]>]+")
 MAX_NESTED_DEPTH = "search.aggs.max_nested_depth"
+MAX_AGGREGATIONS = "search.max_aggregations"
 
 
 def _too_deep(max_depth: int) -> ParsingError:
@@ -43,12 +44,26 @@ def _too_deep(max_depth: int) -> ParsingError:
     )
 
 
-def check_nested_depth(body: Any, max_depth: int) -> None:
-    """Refuse aggregations nested deeper than `max_depth` before anything walks them recursively
-    (the server process checks this before a search worker is sent the request, whose pickling
-    recurses). Iterative, O(aggregations); a malformed level is left for the parser to refuse."""
+def _too_many(max_count: int, count: int) -> IllegalArgument:
+    return IllegalArgument(
+        f"Trying to create too many aggregations. Must be less than or equal to: [{max_count}] but was "
+        f"[{count}]. This limit can be set by changing the [{MAX_AGGREGATIONS}] cluster level setting."
+    )
+
+
+def check_aggregations(body: Any, max_depth: int, max_count: int) -> None:
+    """Refuse aggregations nested deeper than `max_depth`, or more than `max_count` of them over
+    all levels, before anything builds or walks them recursively (the server process checks this
+    before a search worker is sent the request, whose pickling recurses). Iterative,
+    O(aggregations); a malformed level is left for the parser to refuse."""
     level = [body] if isinstance(body, dict) else []
-    for _ in range(max_depth):
+    count = 0
+    for depth in range(max_depth + 1):
+        if not level:
+            break
+        if depth == max_depth:
+            raise _too_deep(max_depth)
+        count += sum(len(aggs) for aggs in level)
         level = [
             subs
             for aggs in level
@@ -57,9 +72,8 @@ def check_nested_depth(body: Any, max_depth: int) -> None:
             for key in ("aggs", "aggregations")
             if isinstance(subs := definition.get(key), dict) and subs
         ]
-        if not level:
-            return
-    raise _too_deep(max_depth)
+    if count > max_count:
+        raise _too_many(max_count, count)
 
 
 def parse_level(body: Any, pctx: ParseContext) -> AggTree:
@@ -120,5 +134,5 @@ def unknown_type(type_name: str) -> ElasticError:
         f"Unknown aggregation type [{type_name}]{did_you_mean(type_name, PARSERS)}", caused_by=cause
     )
     # NamedObjectNotFoundException is no ElasticsearchException, so guessRootCauses stops above it.
-    error.root_causes = [error]
+    error.root_is_self = True
     return error

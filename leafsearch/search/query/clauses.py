@@ -60,5 +60,5 @@ def _too_many_nested(limit: int) -> ElasticError:
         status=400,
         caused_by=cause,
     )
-    error.root_causes = [error]
+    error.root_is_self = True
     return error

@@ -9,8 +9,8 @@ fields without blending document frequencies; `bool_prefix` runs as `most_fields
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from functools import lru_cache
 
+from leafsearch.common.memo import memo
 from leafsearch.errors import ElasticError
 from leafsearch.request import query_string as qs
 from leafsearch.request.query_dsl import (
@@ -107,7 +107,7 @@ def _cross_fields(q: MultiMatch, ctx: QueryContext, fields: list[tuple[str, floa
     return Bool(should=tuple(per_token), minimum_should_match=q.minimum_should_match, boost=q.boost)
 
 
-@lru_cache(maxsize=256)
+@memo(256)
 def _parse_classic(text: str, operator: str, allow_leading_wildcard: bool) -> qs.Node | None:
     return qs.parse_query_string(text, operator, allow_leading_wildcard)
 

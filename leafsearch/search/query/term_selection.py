@@ -7,12 +7,12 @@ linear in the terms' length whatever the pattern, so no query can stall the serv
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
 import numpy as np
 import re2
 
+from leafsearch.common.memo import memo
 from leafsearch.request import lucene_regexp
 
 
@@ -135,7 +135,7 @@ def _compile(node: lucene_regexp.Node) -> TermPattern:
     return TermPattern("re", line, whole)
 
 
-@lru_cache(maxsize=256)
+@memo(256)
 def term_pattern(
     mode: str,
     pattern: str,

@@ -38,7 +38,7 @@ from typing import Any
 import numpy.ma  # noqa: F401
 
 from leafsearch.common.settings import ClusterSettings
-from leafsearch.errors import ElasticError
+from leafsearch.errors import ElasticError, release_frames
 from leafsearch.index.block_cache import BlockCache
 from leafsearch.index.events import ShardEvents
 from leafsearch.search import execution
@@ -171,6 +171,7 @@ def main(conn: Connection, config: WorkerConfig) -> None:
             kind, payload = "done", pickle.dumps(work(), protocol=5)
         except BaseException as exc:  # noqa: BLE001 - every failure goes back to the caller
             kind, payload = "error", _pickled_error(exc)
+            release_frames(exc)  # sent: the task's frames must not stay in a cycle with it
         finally:
             running.pop(call_id, None)
         reply((kind, call_id, payload, phases))
@@ -193,6 +194,7 @@ def main(conn: Connection, config: WorkerConfig) -> None:
                     work = task.bind(state.mirror)
             except Exception as exc:  # noqa: BLE001 - the task fails, the reader goes on
                 reply(("error", call_id, _pickled_error(exc), []))
+                release_frames(exc)
                 return None
             running[call_id] = cancelled
             return call_id, work
