@@ -12,7 +12,8 @@ After each answer the resident memory of the server and its workers together is 
 - the answers: 5xx (each distinct one with a reproducer), error bodies without Elasticsearch's
   shape, requests without an answer within 60 s;
 - memory: RSS after the first 500 requests and at the end, their ratio (the goal: at most 1.5),
-  and the peak;
+  and the peak; the same for the anonymous part of RSS alone (RssAnon: the heaps, without the
+  pages of segment files the processes map);
 - time: requests that took more than `--slow` seconds (10) in the run are sent again alone, on a
   quiet server; those that still take that long are reported;
 - indices: every index is checked after the run (`_count`, a search, `_refresh`, its health not
@@ -85,12 +86,14 @@ def _cap(limit: int) -> None:
 
 
 def measure(server: Server, requests: int, seed: int, slow: float) -> dict[str, Any]:
-    rss_mib: list[float] = []
+    rss_mib: list[float] = []  # resident: the heaps, and the pages of the segment files mapped
+    anon_mib: list[float] = []  # the heaps alone (what a leak grows)
     times: list[float] = []
     slow_requests: list[tuple[Sent, float]] = []
 
     def observe(sent: Sent, response: httpx.Response | None, seconds: float) -> None:
         rss_mib.append(server.memory_kb("VmRSS") / 1024)
+        anon_mib.append(server.memory_kb("RssAnon") / 1024)
         times.append(seconds)
         if seconds > slow:
             slow_requests.append((sent, seconds))
@@ -107,6 +110,7 @@ def measure(server: Server, requests: int, seed: int, slow: float) -> dict[str, 
     if alive and after != before:
         broken.append("control: changed")
     settled = rss_mib[min(SETTLED_AFTER, len(rss_mib)) - 1] if rss_mib else 0.0
+    anon_settled = anon_mib[min(SETTLED_AFTER, len(anon_mib)) - 1] if anon_mib else 0.0
     return {
         "requests": len(times),
         "seed": seed,
@@ -120,6 +124,9 @@ def measure(server: Server, requests: int, seed: int, slow: float) -> dict[str, 
         "rss_end_mib": round(rss_mib[-1], 1) if rss_mib else 0.0,
         "rss_end_over_500": round(rss_mib[-1] / settled, 2) if settled else None,
         "rss_peak_mib": round(max(rss_mib), 1) if rss_mib else 0.0,
+        "anon_after_500_mib": round(anon_settled, 1),
+        "anon_end_mib": round(anon_mib[-1], 1) if anon_mib else 0.0,
+        "anon_end_over_500": round(anon_mib[-1] / anon_settled, 2) if anon_settled else None,
         "peak_hwm_mib": round(server.memory_kb("VmHWM") / 1024, 1) if alive else None,
         "request_p50_ms": round(statistics.median(times) * 1000, 1) if times else None,
         "request_max_s": round(max(times), 2) if times else None,

@@ -4,8 +4,7 @@ A compiled pattern, a parsed query string or a date format is worth remembering 
 but an entry keeps its key and its value, and both grow with the text a client sent: 256 entries
 of a 1 MB `query_string` are hundreds of MB held after their requests were answered. A call
 whose arguments (strings, bytes, and what tuples hold) add up to more than `max_key_chars` is
-computed and not kept, so a cache holds at most `maxsize` entries of bounded
-size.
+computed and not kept, so a cache holds at most `maxsize` entries of bounded size.
 """
 
 from __future__ import annotations

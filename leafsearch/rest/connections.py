@@ -17,6 +17,9 @@ request's head (beyond its URL) are counted as the socket delivers them: once pa
 answered as Elasticsearch's netty transport answers it, 400 `too_long_http_header_exception`
 ("HTTP header is larger than 16384 bytes."), and the connection is closed (what follows the head
 cannot be read as a request). So a head holds at most the limit and one read of the socket.
+Before closing, what the client is still sending is read and dropped for a moment (a lingering
+close, bounded in bytes and time): closed at once, the socket would answer the rest with a
+reset, which can destroy the answer before the client reads it.
 """
 
 from __future__ import annotations
@@ -35,6 +38,9 @@ from leafsearch.errors import ElasticError
 DEFAULT_MAX_HEADER_SIZE = 16 * 1024
 #: The request line's method, version and line ends, beside its URL: not header bytes.
 _REQUEST_LINE_SLACK = 64
+#: What a refused head's connection still reads and drops before it closes, at most.
+_LINGER_BYTES = 8 << 20
+_LINGER_SECONDS = 2.0
 
 
 class HttpConnections:
@@ -70,6 +76,8 @@ def counting_protocol(
         _head_bytes: int | None = 0
         #: Bytes of the current request's header lines, as netty counts them (name: value).
         _header_bytes = 0
+        #: Once a head is refused: how much more of what the client sends is read and dropped.
+        _lingering: int | None = None
 
         def connection_made(self, transport: Any) -> None:
             connections.opened()
@@ -80,10 +88,15 @@ def counting_protocol(
             super().connection_lost(exc)
 
         def data_received(self, data: bytes) -> None:
+            if self._lingering is not None:
+                self._lingering -= len(data)
+                if self._lingering <= 0:
+                    self.transport.close()
+                return
             if self._head_bytes is not None:
                 self._head_bytes += len(data)
             super().data_received(data)
-            if self._head_bytes is None or self.transport.is_closing():
+            if self._head_bytes is None or self._lingering is not None or self.transport.is_closing():
                 return
             # A header still arriving, which the parser gathers whatever its length before
             # `on_header` sees it: the head read so far (beyond the URL) is bounded too.
@@ -117,16 +130,24 @@ def counting_protocol(
             super().on_message_complete()
 
         def _refuse_head(self) -> None:
-            """Answer 400 as netty's decoder failure is answered, unless an earlier pipelined
-            request is still being answered (a reply now would overtake it): then just close."""
-            if self.cycle is None or self.cycle.response_complete:
-                error = ElasticError(
-                    f"HTTP header is larger than {max_header_size} bytes.",
-                    status=400,
-                    error_type="too_long_http_header_exception",
-                )
-                self.transport.write(_response(error, self.server_state.default_headers))
-            self.transport.close()
+            """Answer 400 as netty's decoder failure is answered, then close after a lingering
+            read; if an earlier pipelined request is still being answered (a reply now would
+            overtake it), or the connection cannot be half closed (TLS), close at once."""
+            if self.cycle is not None and not self.cycle.response_complete:
+                self.transport.close()
+                return
+            error = ElasticError(
+                f"HTTP header is larger than {max_header_size} bytes.",
+                status=400,
+                error_type="too_long_http_header_exception",
+            )
+            self.transport.write(_response(error, self.server_state.default_headers))
+            if not self.transport.can_write_eof():
+                self.transport.close()
+                return
+            self.transport.write_eof()
+            self._lingering = _LINGER_BYTES
+            self.loop.call_later(_LINGER_SECONDS, self.transport.close)
 
     return Counting
 
