@@ -212,10 +212,14 @@ def _pit_hits(
     if listed is not None:
         return _Page(listed, *phases.page_bounds(listed, request)), None
     fetch = query_and_fetch.along(request, task.raw_hits or prepared, last_phase=False)
-    hitlist, tree = phases.query_phase(
-        services, task.targets, request, aggs=True, cancelled=cancelled, contexts=task.contexts, fetch=fetch
-    )
-    return _Page(hitlist, *phases.page_bounds(hitlist, request)), tree
+
+    def query(asked: SearchRequest) -> tuple[HitList, Any]:
+        return phases.query_phase(
+            services, task.targets, asked, aggs=True, cancelled=cancelled, contexts=task.contexts, fetch=fetch
+        )
+
+    hitlist, start, end, tree = walks.windowed(services, task.ctx_id, task.targets, request, query)
+    return _Page(hitlist, start, end), tree
 
 
 def _rendered(services: SearchServices, page: _Page, _tree: Any, request: SearchRequest) -> _Page:
@@ -299,11 +303,20 @@ def _scroll_hits(
         return _Page(listed, start, min(start + request.size, len(listed))), None
     raw = task.raw_hits or prepared
     fetch = query_and_fetch.along(request, raw, last_phase=False, query=walk, shown=shown)
-    hitlist, tree = phases.query_phase(
-        services, targets, walk, aggs=task.opening, cancelled=cancelled, contexts=task.contexts, fetch=fetch
-    )
-    start, _ = phases.page_bounds(hitlist, walk)  # (a segment without a sort order gave it all)
-    return _Page(hitlist, start, min(start + request.size, len(hitlist))), tree
+
+    def query(asked: SearchRequest) -> tuple[HitList, Any]:
+        return phases.query_phase(
+            services,
+            targets,
+            asked,
+            aggs=task.opening,
+            cancelled=cancelled,
+            contexts=task.contexts,
+            fetch=fetch,
+        )
+
+    hitlist, start, end, tree = walks.windowed(services, task.ctx_id, targets, walk, query)
+    return _Page(hitlist, start, end), tree
 
 
 def _live_docs_batch(targets: list[Target], walk: SearchRequest, size: int) -> _Page:
