@@ -192,7 +192,7 @@ def _pit_page(services: SearchServices, task: PitTask, cancelled: threading.Even
             served,
             walks.cursor_key(following),
             task.targets,
-            lambda: _rendered(services, *_pit_hits(services, task, after, None, prepared=True), after),
+            lambda: _rendered(services, _pit_hits(services, task, after, None, prepared=True)[0], after),
         )
     return body
 
@@ -206,7 +206,8 @@ def _pit_hits(
     prepared: bool,
 ) -> tuple[_Page, Any]:
     """A PIT page's hits and the aggregation tree: from the walk's kept list when it pages one
-    (walks.py; only a request builds it, not a page `prepared` ahead), else the query phase."""
+    (walks.py; only a request builds it, not a page `prepared` ahead), else from the walk's
+    window or a query phase from the cursor (`walks.windowed`)."""
     now = int(time.time() * 1000)
     listed = walks.kept_list(services, task.ctx_id, task.targets, request, now, cancelled, build=not prepared)
     if listed is not None:
@@ -222,7 +223,7 @@ def _pit_hits(
     return _Page(hitlist, start, end), tree
 
 
-def _rendered(services: SearchServices, page: _Page, _tree: Any, request: SearchRequest) -> _Page:
+def _rendered(services: SearchServices, page: _Page, request: SearchRequest) -> _Page:
     """A page prepared ahead: its hits rendered as the REST layer takes them."""
     page.hits = phases.fetch_page(services, page.hitlist, page.start, page.end, request, raw_hits=True)
     return page
@@ -291,7 +292,8 @@ def _scroll_hits(
 ) -> tuple[_Page, Any]:
     """A scroll batch's hits (in the walk's columns) and the aggregation tree (the first batch):
     live documents from the cursor's rank for a `_doc` scroll of every document, the walk's kept
-    list for one sorted by `_score` (walks.py), else the query phase from the cursor."""
+    list for one sorted by `_score` (walks.py), else its window or a query phase from the cursor
+    (`walks.windowed`)."""
     request, targets = task.request, task.targets
     if walks_docs(request) and not any(t.alias_filter or t.remote for t in targets):
         with services.search_stats.phase("query", targets):
@@ -299,8 +301,7 @@ def _scroll_hits(
     now = int(time.time() * 1000)
     listed = walks.kept_list(services, task.ctx_id, targets, walk, now, cancelled, build=not prepared)
     if listed is not None:
-        start, _ = phases.page_bounds(listed, walk)
-        return _Page(listed, start, min(start + request.size, len(listed))), None
+        return _Page(listed, *phases.page_bounds(listed, walk)), None
     raw = task.raw_hits or prepared
     fetch = query_and_fetch.along(request, raw, last_phase=False, query=walk, shown=shown)
 

@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from leafsearch.search.services import SearchServices, WalkState
     from leafsearch.search.targets import Target
 
-#: The cluster setting bounding what walks hold (lists of every match), node-wide.
+#: The cluster setting bounding what walks hold (lists of every match, windows), node-wide.
 MAX_MEMORY = "search.walks.max_memory"
 #: Walks whose list (or refusal) a process remembers: a PIT searched with many distinct
 #: `_score` queries starts many walks; the oldest are forgotten past this (their lists freed).
@@ -159,11 +159,13 @@ class Window:
 
 def window_size(request: SearchRequest, targets: list[Target]) -> int | None:
     """How many hits a page query of this walk finds, for its window; None: no window (a page
-    of no hits, `from` paging, aggregations or a profile computed per page, shard actors asked
-    to fetch with their query, or a window no larger than two pages)."""
+    of no hits, `from` paging, aggregations or a profile computed per page, pages of live
+    documents or of shard actors asked to fetch with their query, or a window no larger than two
+    pages)."""
     size = min(top_hits.MAX_TOP_K, WINDOW_PAGES * request.size)
     if (
-        request.from_ > 0
+        request.size <= 0
+        or request.from_ > 0
         or request.aggs is not None
         or request.profile
         or not top_hits.serves(request)
@@ -211,10 +213,12 @@ def window_of(hits: HitList, request: SearchRequest, size: int) -> Window:
 
 
 class WalkMemory:
-    """The lists of every match this process keeps for the walks it serves (`kept_list`), by
-    reader context and walk, within `max_bytes` (`search.walks.max_memory`, or a search worker's
-    share of it). A list that does not fit is refused and the refusal remembered, so its walk
-    pages from its cursor for good rather than building a list on every page."""
+    """The lists of every match (`kept_list`) and the windows (`windowed`) this process keeps for
+    the walks it serves, by reader context and walk, within `max_bytes` (`search.walks.max_memory`,
+    or a search worker's share of it). A list that does not fit is refused and the refusal
+    remembered, so its walk pages from its cursor for good rather than building a list on every
+    page; windows make room for one another, least recently used first. Nothing is kept for a
+    context that ended (a page read ahead may finish after its end)."""
 
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
@@ -227,6 +231,7 @@ class WalkMemory:
         # (context number, walk identity) -> its window, least recently used first
         self._windows: OrderedDict[tuple[int, Hashable], Window] = OrderedDict()
         self._window_bytes = 0
+        self._ended: OrderedDict[int, None] = OrderedDict()  # the contexts forgotten lately
 
     def window(self, ctx_id: int, key: Hashable) -> Window | None:
         with self._lock:
@@ -240,6 +245,8 @@ class WalkMemory:
         used least recently; not kept when the lists leave no room for it."""
         size = window.hits.nbytes()
         with self._lock:
+            if ctx_id in self._ended:
+                return
             self._drop_window((ctx_id, key))
             while self._windows and self._used + self._window_bytes + size > self.max_bytes:
                 self._drop_window(next(iter(self._windows)))
@@ -266,6 +273,8 @@ class WalkMemory:
         size = hits.nbytes()
         with self._lock:
             walk = (ctx_id, key)
+            if ctx_id in self._ended:
+                return False
             if walk in self._walks:  # built twice at once: the first one stays
                 return self._walks[walk] is not None
             fits = self._used + size <= self.max_bytes
@@ -282,6 +291,9 @@ class WalkMemory:
     def forget(self, ctx_id: int) -> None:
         """A context ended: its walks' lists and windows go."""
         with self._lock:
+            self._ended[ctx_id] = None
+            while len(self._ended) > _MAX_WALKS:
+                self._ended.popitem(last=False)
             for walk in [w for w in self._walks if w[0] == ctx_id]:
                 self._drop(walk)
             for walk in [w for w in self._windows if w[0] == ctx_id]:
