@@ -20,6 +20,7 @@ from inprocess import search
 import leafsearch
 from leafsearch.indices import admin
 from leafsearch.request.search_request import parse_search_request
+from leafsearch.rest.render import to_json
 from leafsearch.search import hitlist, phases, walks
 from leafsearch.search.guard import SearchGuard
 from leafsearch.write.by_query_request import UPDATE, parse_by_query
@@ -139,7 +140,8 @@ def _ids_and_sorts(hits: list[dict[str, Any]]) -> list[tuple[str, list[Any]]]:
 
 
 def _walk_lists(node: leafsearch.Node) -> dict[str, Any]:
-    return next(iter(node.nodes_stats(["walks"])["nodes"].values()))["walks"]
+    """`GET _nodes/stats/walks` as the REST layer renders it."""
+    return next(iter(orjson.loads(to_json(node.nodes_stats(["walks"])))["nodes"].values()))["walks"]
 
 
 @pytest.mark.parametrize(
