@@ -5,6 +5,7 @@ server's memory while 4 walks run at once against one.
     python -m bench.walk_start --docs 1000000 --data /tmp/walk1m   # loads the folder once, then reuses it
     python -m bench.walk_start --docs 200000 --tries 10
     python -m bench.walk_start --url http://127.0.0.1:9200 --docs 200000   # a server holding `bench`
+    python -m bench.walk_start --docs 2000 --tries 3 --json walk.json      # the figures as rows too
 
 The data is bench/generate.py's (the same `--docs` and `--seed` give the same documents), loaded
 into index `bench` when the folder does not hold it yet. A *fresh snapshot*: before each timed
@@ -52,7 +53,7 @@ import orjson
 from bench.client import Client, HttpError
 from bench.generate import MAPPING, generate
 from bench.server import Server
-from bench.workloads.common import BULK_CHUNK, settle_merges
+from bench.workloads.common import BULK_CHUNK, settle_heap, settle_merges
 
 INDEX = "bench"
 SCRATCH = "walk-start-scratch"
@@ -328,44 +329,65 @@ def _progress(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
-def _row(name: str, samples: list[float]) -> str:
-    p50 = statistics.median(samples)
-    p99 = float(np.percentile(samples, 99))
-    return f"{name:62s} {p50:9.2f} {p99:9.2f}  ms ({len(samples)} samples)"
+class Rows:
+    """The figures of a run: printed as a table, and with `--json` written as rows."""
+
+    def __init__(self) -> None:
+        self.rows: list[dict[str, Any]] = []
+
+    def timed(self, name: str, samples: list[float]) -> None:
+        p50, p99 = statistics.median(samples), float(np.percentile(samples, 99))
+        self.rows.append({"name": name, "value": p50, "p99": p99, "unit": "ms", "samples": len(samples)})
+
+    def add(self, name: str, value: float, unit: str) -> None:
+        self.rows.append({"name": name, "value": value, "unit": unit})
+
+    def table(self) -> str:
+        lines = []
+        for row in self.rows:
+            if "p99" in row:
+                figure = f"{row['value']:9.2f} {row['p99']:9.2f}  ms ({row['samples']} samples)"
+            else:
+                figure = f"{row['value']:9,.{2 if row['unit'] == 'x' else 0}f}  {row['unit']}"
+            lines.append(f"{row['name']:62s} {figure}")
+        return "\n".join(lines)
 
 
-def run(bench: Bench, tries: int) -> None:
+def run(bench: Bench, tries: int) -> Rows:
     bench.ensure_loaded()
-    rows = []
+    rows = Rows()
     _progress("warm page, search_after at 90% depth")
     warm = bench.warm_page(tries)
-    rows.append(_row("warm page (the same search again)", warm))
-    rows.append(_row("search_after without PIT at 90% depth, fresh snapshot", bench.deep_search_after(tries)))
+    rows.timed("warm page (the same search again)", warm)
+    rows.timed("search_after without PIT at 90% depth, fresh snapshot", bench.deep_search_after(tries))
     _progress("new PITs")
     opening, first, second = bench.pit_first_pages(tries)
-    rows.append(_row("open a PIT, fresh snapshot", opening))
-    rows.append(_row("first page of a new PIT", first))
-    rows.append(_row("second page of that PIT", second))
+    rows.timed("open a PIT, fresh snapshot", opening)
+    rows.timed("first page of a new PIT", first)
+    rows.timed("second page of that PIT", second)
     _progress("new scrolls, sliced PITs, by-query batches")
-    rows.append(_row("first batch of a new scroll", bench.scroll_first_batches(tries)))
-    rows.append(
-        _row(f"first page of each of {SLICES} slices of a new PIT", bench.sliced_pit_first_pages(tries))
-    )
+    rows.timed("first batch of a new scroll", bench.scroll_first_batches(tries))
+    rows.timed(f"first page of each of {SLICES} slices of a new PIT", bench.sliced_pit_first_pages(tries))
     reindex, bulk = bench.by_query_batches(tries)
-    rows.append(_row(f"_reindex of {BY_QUERY_DOCS} documents (one batch)", reindex))
-    rows.append(_row(f"_bulk of the same {BY_QUERY_DOCS} documents", bulk))
-    ratio = statistics.median(first) / statistics.median(warm)
-    rows.append(f"{'first page of a new PIT / warm page (medians)':62s} {ratio:9.2f}")
+    rows.timed(f"_reindex of {BY_QUERY_DOCS} documents (one batch)", reindex)
+    rows.timed(f"_bulk of the same {BY_QUERY_DOCS} documents", bulk)
+    rows.add(
+        "first page of a new PIT / warm page (medians)",
+        statistics.median(first) / statistics.median(warm),
+        "x",
+    )
     _progress("a whole PIT walk")
-    rows.append(f"{'whole PIT walk, pages of 1,000':62s} {bench.whole_walk():9,.0f}  docs/s")
+    settle_heap()  # the generated dataset out of the cycle collector's sight while walks parse
+    rows.add("whole PIT walk, pages of 1,000", bench.whole_walk(), "docs/s")
     _progress("_score walks")
     for how, rate in bench.score_walks().items():
-        rows.append(f"{'whole _score PIT walk of a match, ' + how:62s} {rate:9,.0f}  docs/s")
+        rows.add(f"whole _score PIT walk of a match, {how}", rate, "docs/s")
     if bench.server is not None:
         _progress(f"1 and {CONCURRENT_WALKS} concurrent walks")
         for what, mb in bench.walks_memory().items():
-            rows.append(f"{'server resident memory, ' + what + ' (peak)':62s} {mb:9,.0f}  MB")
-    print("\n".join(rows))
+            rows.add(f"server resident memory, {what} (peak)", mb, "MB")
+    print(rows.table())
+    return rows
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -375,28 +397,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tries", type=int, default=10, help="tries per figure (default 10)")
     parser.add_argument("--data", type=Path, help="data folder, kept (default: a temporary one)")
     parser.add_argument("--url", help="a running server instead (memory figures are then left out)")
+    parser.add_argument("--json", type=Path, help="also write the figures to this JSON file")
     args = parser.parse_args(argv)
-    if args.url is not None:
-        bench = Bench(args.url, args.docs, args.seed, None)
-        try:
-            run(bench, args.tries)
-        finally:
-            bench.clean_up()
-        return 0
     with tempfile.TemporaryDirectory(prefix="leafsearch-walk-") as scratch:
-        data = args.data or Path(scratch) / "data"
-        data.mkdir(parents=True, exist_ok=True)
-        server = Server(data, Path(scratch) / "server.log")
-        server.start()
-        _progress(f"server pid {server.pid} on {server.url}, data in {data}")
+        server = None
+        if args.url is None:
+            data = args.data or Path(scratch) / "data"
+            data.mkdir(parents=True, exist_ok=True)
+            server = Server(data, Path(scratch) / "server.log")
+            server.start()
+            _progress(f"server pid {server.pid} on {server.url}, data in {data}")
         try:
-            bench = Bench(server.url, args.docs, args.seed, server)
+            bench = Bench(args.url if server is None else server.url, args.docs, args.seed, server)
             try:
-                run(bench, args.tries)
+                rows = run(bench, args.tries)
             finally:
                 bench.clean_up()
         finally:
-            server.stop()
+            if server is not None:
+                server.stop()
+    if args.json is not None:
+        args.json.write_bytes(orjson.dumps({"docs": args.docs, "tries": args.tries, "rows": rows.rows}))
     return 0
 
 

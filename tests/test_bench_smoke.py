@@ -19,10 +19,11 @@ from bench.sqlite_baseline import SqliteBaseline
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def small_run(module: str, out: Path) -> Any:
-    """`python -m <module> --docs 2000 --json <out>`: what it wrote, once it exited cleanly."""
+def small_run(module: str, out: Path, *options: str) -> Any:
+    """`python -m <module> --docs 2000 --json <out> <options>`: what it wrote, once it exited
+    cleanly."""
     result = subprocess.run(
-        [sys.executable, "-m", module, "--docs", "2000", "--json", str(out)],
+        [sys.executable, "-m", module, "--docs", "2000", "--json", str(out), *options],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -79,6 +80,16 @@ def test_small_run_of_the_search_workers_bench_measures_both_modes(tmp_path: Pat
         # search workers may do none of a walk's work (a walk alone runs in the server process).
         assert all(value >= 0 for key, value in figures_of.items() if "CPU" in key), figures_of
         assert all(value > 0 for key, value in figures_of.items() if "CPU" not in key), figures_of
+
+
+def test_small_run_of_the_walk_start_bench_measures_every_figure(tmp_path: Path) -> None:
+    """`python -m bench.walk_start` times the first request of each kind of new walk, checks
+    every page it times and every walk exactly once, and measures memory under 4 walks."""
+    rows = small_run("bench.walk_start", tmp_path / "walk.json", "--tries", "2")["rows"]
+    assert len(rows) == 16
+    assert all(row["value"] > 0 for row in rows), rows
+    walks = [row for row in rows if row["name"].startswith("whole _score PIT walk")]
+    assert len(walks) == 2  # as the node serves it, and from its cursor
 
 
 def test_generator_is_deterministic_and_matches_the_mapping() -> None:

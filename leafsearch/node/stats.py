@@ -72,35 +72,27 @@ def _process_section() -> dict[str, Any]:
 
 def _walks_section(node: Node, in_workers: list[dict[str, Any]]) -> dict[str, Any]:
     """leafsearch's own: what the open walks hold (search/walks.py), in the server process and
-    the search workers together: the lists of every match kept for `_score` walks (bounded by
-    `search.walks.max_memory`) and the pages read ahead, in all and per reader context."""
+    the search workers together: the lists of every match kept for `_score` walks, the windows
+    of hits walks page through (both bounded by `search.walks.max_memory`) and the pages read
+    ahead, in all and per reader context (those the caller may use)."""
     parts = [walk_stats(node.contexts), *in_workers]
-    held: dict[int, list[int]] = {}
+    kinds = ("lists_in_bytes", "windows_in_bytes", "pages_read_ahead_in_bytes")
+    held: dict[int, dict[str, int]] = {}
     for part in parts:
         for entry in part["contexts"]:
-            sums = held.setdefault(entry["context"], [0, 0])
-            sums[0] += entry["lists_in_bytes"]
-            sums[1] += entry["pages_read_ahead_in_bytes"]
+            sums = held.setdefault(entry["context"], dict.fromkeys(kinds, 0))
+            for kind in kinds:
+                sums[kind] += entry[kind]
     contexts = []
     for ctx in sorted(node.contexts.visible("pit") + node.contexts.visible("scroll"), key=lambda c: c.ctx_id):
-        lists, pages = held.get(ctx.ctx_id, (0, 0))
-        contexts.append(
-            {
-                "context": ctx.ctx_id,
-                "type": ctx.kind,
-                "indices": ",".join(ctx.indices),
-                "held_in_bytes": lists + pages,
-                "lists_in_bytes": lists,
-                "pages_read_ahead_in_bytes": pages,
-            }
-        )
-    totals = {
-        key: sum(part[key] for part in parts)
-        for key in ("lists", "lists_in_bytes", "lists_kept", "lists_refused", "pages_read_ahead_in_bytes")
-    }
+        sums = held.get(ctx.ctx_id, dict.fromkeys(kinds, 0))
+        entry = {"context": ctx.ctx_id, "type": ctx.kind, "indices": ",".join(ctx.indices)}
+        contexts.append({**entry, "held_in_bytes": sum(sums.values()), **sums})
+    counters = ("lists", "lists_kept", "lists_refused", "windows", *kinds)
+    totals = {key: sum(part[key] for part in parts) for key in counters}
     return {
         "open_contexts": node.contexts.open_count(),
-        "held_in_bytes": totals["lists_in_bytes"] + totals["pages_read_ahead_in_bytes"],
+        "held_in_bytes": sum(totals[kind] for kind in kinds),
         **totals,
         "limit_in_bytes": int(node.cluster_settings.get(MAX_WALK_MEMORY)),
         "contexts": contexts,

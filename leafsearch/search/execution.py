@@ -192,7 +192,7 @@ def _pit_page(services: SearchServices, task: PitTask, cancelled: threading.Even
             served,
             walks.cursor_key(following),
             task.targets,
-            lambda: _rendered(services, *_pit_hits(services, task, after, None, prepared=True), after),
+            lambda: _rendered(services, _pit_hits(services, task, after, None, prepared=True)[0], after),
         )
     return body
 
@@ -206,19 +206,24 @@ def _pit_hits(
     prepared: bool,
 ) -> tuple[_Page, Any]:
     """A PIT page's hits and the aggregation tree: from the walk's kept list when it pages one
-    (walks.py; only a request builds it, not a page `prepared` ahead), else the query phase."""
+    (walks.py; only a request builds it, not a page `prepared` ahead), else from the walk's
+    window or a query phase from the cursor (`walks.windowed`)."""
     now = int(time.time() * 1000)
     listed = walks.kept_list(services, task.ctx_id, task.targets, request, now, cancelled, build=not prepared)
     if listed is not None:
         return _Page(listed, *phases.page_bounds(listed, request)), None
     fetch = query_and_fetch.along(request, task.raw_hits or prepared, last_phase=False)
-    hitlist, tree = phases.query_phase(
-        services, task.targets, request, aggs=True, cancelled=cancelled, contexts=task.contexts, fetch=fetch
-    )
-    return _Page(hitlist, *phases.page_bounds(hitlist, request)), tree
+
+    def query(asked: SearchRequest) -> tuple[HitList, Any]:
+        return phases.query_phase(
+            services, task.targets, asked, aggs=True, cancelled=cancelled, contexts=task.contexts, fetch=fetch
+        )
+
+    hitlist, start, end, tree = walks.windowed(services, task.ctx_id, task.targets, request, query)
+    return _Page(hitlist, start, end), tree
 
 
-def _rendered(services: SearchServices, page: _Page, _tree: Any, request: SearchRequest) -> _Page:
+def _rendered(services: SearchServices, page: _Page, request: SearchRequest) -> _Page:
     """A page prepared ahead: its hits rendered as the REST layer takes them."""
     page.hits = phases.fetch_page(services, page.hitlist, page.start, page.end, request, raw_hits=True)
     return page
@@ -287,7 +292,8 @@ def _scroll_hits(
 ) -> tuple[_Page, Any]:
     """A scroll batch's hits (in the walk's columns) and the aggregation tree (the first batch):
     live documents from the cursor's rank for a `_doc` scroll of every document, the walk's kept
-    list for one sorted by `_score` (walks.py), else the query phase from the cursor."""
+    list for one sorted by `_score` (walks.py), else its window or a query phase from the cursor
+    (`walks.windowed`)."""
     request, targets = task.request, task.targets
     if walks_docs(request) and not any(t.alias_filter or t.remote for t in targets):
         with services.search_stats.phase("query", targets):
@@ -295,15 +301,23 @@ def _scroll_hits(
     now = int(time.time() * 1000)
     listed = walks.kept_list(services, task.ctx_id, targets, walk, now, cancelled, build=not prepared)
     if listed is not None:
-        start, _ = phases.page_bounds(listed, walk)
-        return _Page(listed, start, min(start + request.size, len(listed))), None
+        return _Page(listed, *phases.page_bounds(listed, walk)), None
     raw = task.raw_hits or prepared
     fetch = query_and_fetch.along(request, raw, last_phase=False, query=walk, shown=shown)
-    hitlist, tree = phases.query_phase(
-        services, targets, walk, aggs=task.opening, cancelled=cancelled, contexts=task.contexts, fetch=fetch
-    )
-    start, _ = phases.page_bounds(hitlist, walk)  # (a segment without a sort order gave it all)
-    return _Page(hitlist, start, min(start + request.size, len(hitlist))), tree
+
+    def query(asked: SearchRequest) -> tuple[HitList, Any]:
+        return phases.query_phase(
+            services,
+            targets,
+            asked,
+            aggs=task.opening,
+            cancelled=cancelled,
+            contexts=task.contexts,
+            fetch=fetch,
+        )
+
+    hitlist, start, end, tree = walks.windowed(services, task.ctx_id, targets, walk, query)
+    return _Page(hitlist, start, end), tree
 
 
 def _live_docs_batch(targets: list[Target], walk: SearchRequest, size: int) -> _Page:

@@ -212,7 +212,7 @@ def query_phase(
     remote = any(t.remote for t in targets)
     with services.search_stats.phase("query", targets):
         try:
-            if _walks_live_docs(request) and not remote and not any(t.alias_filter for t in targets):
+            if reads_live_docs(request, targets):
                 hitlist = _live_docs_page(targets, request)
             elif remote or top_hits.serves(request):
                 now = int(time.time() * 1000)
@@ -240,15 +240,17 @@ def query_phase(
     return hitlist, tree
 
 
-def _walks_live_docs(request: SearchRequest) -> bool:
-    """Whether the request walks every document in `_shard_doc` order without counting them.
+def reads_live_docs(request: SearchRequest, targets: list[Target]) -> bool:
+    """Whether the request walks every document in `_shard_doc` order without counting them, over
+    shards of this process read whole (no alias filter).
 
     That walk (SPEC 4.1 r12, the fastest full export) needs no query, no sort and no match list:
     its pages are ranges of the snapshots' live documents, located by binary search.
     """
     sliced = request.slice
     return (
-        request.track_total_hits is False
+        not any(t.remote or t.alias_filter for t in targets)
+        and request.track_total_hits is False
         and request.plain_walk(SHARD_DOC)
         and (sliced is None or (request.pit is not None and sliced.field is None))
         and (request.search_after is None or len(request.search_after) == 1)

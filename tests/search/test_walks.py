@@ -20,6 +20,7 @@ from inprocess import search
 import leafsearch
 from leafsearch.indices import admin
 from leafsearch.request.search_request import parse_search_request
+from leafsearch.rest.render import to_json
 from leafsearch.search import hitlist, phases, walks
 from leafsearch.search.guard import SearchGuard
 from leafsearch.write.by_query_request import UPDATE, parse_by_query
@@ -139,7 +140,8 @@ def _ids_and_sorts(hits: list[dict[str, Any]]) -> list[tuple[str, list[Any]]]:
 
 
 def _walk_lists(node: leafsearch.Node) -> dict[str, Any]:
-    return next(iter(node.nodes_stats(["walks"])["nodes"].values()))["walks"]
+    """`GET _nodes/stats/walks` as the REST layer renders it."""
+    return next(iter(orjson.loads(to_json(node.nodes_stats(["walks"])))["nodes"].values()))["walks"]
 
 
 @pytest.mark.parametrize(
@@ -167,6 +169,53 @@ def test_a_pit_walk_sorts_no_list_of_every_match_and_is_the_full_sort(
     assert builds == [] and node.hitlists.lists() == []
     assert _walk_lists(node)["lists"] == 0
     node.close_pit(pit_id)
+
+
+def test_a_sequential_walk_queries_once_a_window_and_any_cursor_gets_its_own_page(
+    node: leafsearch.Node, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A page's query finds `WINDOW_PAGES` pages' worth of hits: the next pages of a walk are
+    slices of them (one query per window), and a cursor anywhere (backwards, forwards, between
+    two hits) gets exactly the page after it, from the window when it holds it."""
+    queries: list[int] = []
+    real = phases.query_phase
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        queries.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(phases, "query_phase", counted)
+    pit_id = node.open_pit("logs", "5m")["id"]
+    body = {"sort": [{"lg": "desc"}, {"kw": "asc"}]}
+    expected = _listed(node, pit_id, body)
+    queries.clear()
+    size = 7
+    walked = _pit_walk(node, pit_id, body, size, lambda page: None)
+    assert _ids_and_sorts(walked) == _ids_and_sorts(expected)
+    pages = -(-len(expected) // size)
+    assert len(queries) <= -(-pages // walks.WINDOW_PAGES) + 1
+    stats = _walk_lists(node)
+    assert stats["windows"] == 1 and stats["windows_in_bytes"] > 0
+    assert stats["contexts"][0]["windows_in_bytes"] == stats["windows_in_bytes"]
+    rng = random.Random(3)
+    for position in [40, 12, 13, 90, 5, 6, 7, 200, 199, *rng.sample(range(1, len(expected)), 20)]:
+        after = expected[position - 1]["sort"]
+        request = {"sort": body["sort"], "size": size, "pit": {"id": pit_id}}
+        got = search(node, None, {**request, "search_after": after})["hits"]["hits"]
+        assert _ids_and_sorts(got) == _ids_and_sorts(expected[position : position + size]), position
+        # A cursor between two hits (a `_shard_doc` no hit has) starts at the hit after it.
+        between = [*after[:-1], after[-1] + 1]
+        got = search(node, None, {**request, "search_after": between})["hits"]["hits"]
+        later = [hit for hit in expected if _key(hit, body) > _key({"sort": between}, body)]
+        assert _ids_and_sorts(got) == _ids_and_sorts(later[:size]), position
+    node.close_pit(pit_id)
+    assert _walk_lists(node)["windows"] == 0
+
+
+def _key(hit: dict[str, Any], body: dict[str, Any]) -> tuple:
+    """A hit's place in the walk sorted by `lg` desc, `kw` asc, then `_shard_doc` asc."""
+    lg, kw, shard_doc = hit["sort"]
+    return (-lg, kw, shard_doc)
 
 
 def test_a_score_walk_keeps_its_list_from_its_second_page_until_its_pit_ends(
