@@ -33,8 +33,14 @@ def coordinator(ray_cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> I
 
 @pytest.fixture
 def http(coordinator: Server) -> Iterator[httpx.Client]:
+    """A client of the module's coordinator. The indices a test leaves there are deleted after
+    it: each holds up to `SHARDS` actor processes, which would otherwise pile up over the
+    module (each polls for its refreshes and merges) and slow every test after them."""
     with httpx.Client(base_url=coordinator.url, timeout=120) as client:
         yield client
+        left = client.get("/_cat/indices", params={"format": "json", "h": "index", "expand_wildcards": "all"})
+        for row in left.json():
+            client.delete(f"/{row['index']}")
 
 
 def create_index(http: httpx.Client, name: str, shards: int = SHARDS) -> str:
