@@ -122,7 +122,7 @@ class Bench:
                 )
                 assert not response["errors"], "bulk errors while loading"
             self.call("POST", f"/{INDEX}/_refresh")
-        settle_merges(SimpleNamespace(http=self.http, index=INDEX))
+        settle_merges(SimpleNamespace(http=self.http), INDEX)
 
     def clean_up(self) -> None:
         if self.written:
