@@ -11,6 +11,7 @@ every acknowledged document is there exactly once, in its last version.
 
 from __future__ import annotations
 
+import functools
 import shutil
 import threading
 from collections.abc import Callable, Iterator
@@ -27,9 +28,10 @@ import leafsearch.index.segment as segment_module
 import leafsearch.index.segment_build as segment_build
 import leafsearch.index.shard as shard_module
 import leafsearch.index.translog as translog_module
-from leafsearch.errors import ElasticError, FlushFailed, RefreshFailed, TranslogFailed
+from leafsearch.errors import FlushFailed, RefreshFailed, TranslogFailed
 from leafsearch.index import merge_worker
 from leafsearch.index.shard import Shard
+from tests.concurrency import writers_beside_refresher
 from tests.index.test_engine_shard import delete, parse, put
 
 
@@ -638,43 +640,23 @@ def test_writers_beside_refreshes_whose_segments_fail_lose_nothing(tmp_path, mon
     monkeypatch.setattr(shard_module, "segment_from_buffer", fault)
     shard = Shard(tmp_path / "s", 0, parse)
     results: list[Expected] = [{} for _ in range(4)]
-    errors: list[BaseException] = []
-    done = threading.Event()
-    refresh_failures: list[ElasticError] = []
 
     def writer(w: int) -> None:
         mine = results[w]
-        try:
-            for round_ in range(4):
-                for i in range(40):
-                    doc_id = f"w{w}-{i}"
-                    if round_ == 3 and i % 5 == 0:
-                        delete(shard, doc_id)
-                        mine.pop(doc_id, None)
-                    else:
-                        body = {"n": round_ * 1000 + i, "tag": f"w{w}"}
-                        put(shard, doc_id, body)
-                        mine[doc_id] = body
-        except BaseException as exc:  # noqa: BLE001 - reported below
-            errors.append(exc)
+        for round_ in range(4):
+            for i in range(40):
+                doc_id = f"w{w}-{i}"
+                if round_ == 3 and i % 5 == 0:
+                    delete(shard, doc_id)
+                    mine.pop(doc_id, None)
+                else:
+                    body = {"n": round_ * 1000 + i, "tag": f"w{w}"}
+                    put(shard, doc_id, body)
+                    mine[doc_id] = body
 
-    def refresher() -> None:
-        while not done.is_set():
-            try:
-                shard.refresh()
-            except ElasticError as exc:
-                refresh_failures.append(exc)
-
-    threads = [threading.Thread(target=writer, args=(w,)) for w in range(4)]
-    background = threading.Thread(target=refresher)
-    background.start()
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    done.set()
-    background.join()
-    assert not errors
+    refresh_failures = writers_beside_refresher(
+        [functools.partial(writer, w) for w in range(4)], shard.refresh
+    )
     assert fault.fired >= 2
     assert all(isinstance(e, FlushFailed) for e in refresh_failures)
     monkeypatch.undo()
