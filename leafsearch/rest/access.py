@@ -5,8 +5,9 @@ Always on, whatever the authentication:
   names a loopback address (`localhost`, `*.localhost`, `127.0.0.0/8`, `[::1]`), so a web page
   whose domain was re-pointed at 127.0.0.1 reaches nothing.
 - **Origin**: a request carrying `Origin` (every cross-site request a browser sends but simple
-  GETs) is refused unless `http.cors.enabled` and `http.cors.allow-origin` allow it; allowed ones
-  get Elasticsearch's CORS headers, and their preflights are answered.
+  GETs) is refused unless it comes from the node's own origin (the scheme and `Host` it was sent
+  to: the console at `/_ui/`) or `http.cors.enabled` and `http.cors.allow-origin` allow it;
+  allowed cross-origin ones get Elasticsearch's CORS headers, and their preflights are answered.
 - **`source=`** stands for the body only on the read APIs that take it in Elasticsearch (search,
   count, mget, scroll) and only with `source_content_type`; anywhere else it is an unrecognized
   parameter. Bodies that are not JSON are refused earlier (406, `media.py`).
@@ -261,10 +262,12 @@ class AccessControl:
 
     # ---- before the body is read --------------------------------------------------------
 
-    def screen(self, method: str, headers: Mapping[str, str]) -> dict[str, str]:
+    def screen(self, method: str, headers: Mapping[str, str], scheme: str = "http") -> dict[str, str]:
         """The CORS headers to add to the answer; Refusal for a foreign Host or Origin.
 
-        A CORS preflight that is allowed is answered here too (as a Refusal with status 200)."""
+        A request from the node's own origin (`scheme` and the `Host` it was sent to) is a
+        same-origin one and needs no CORS headers. A CORS preflight that is allowed is answered
+        here too (as a Refusal with status 200)."""
         host = headers.get("host")
         if self.loopback_only and host is not None and not is_loopback_host(_host_name(host)):
             raise Refusal(
@@ -274,7 +277,7 @@ class AccessControl:
                 )
             )
         origin = headers.get("origin")
-        if origin is None:
+        if origin is None or (host is not None and origin == f"{scheme}://{host}"):
             return {}
         if not self.cors.allows(origin):
             raise Refusal(

@@ -71,6 +71,7 @@ COUNT_COLUMNS = [
 SEARCH_CONTEXT_COLUMNS = [
     Column("id", "scroll id or point-in-time id"),
     Column("type", "scroll or pit", ("t",)),
+    Column("owner", "who opened it (user:<name> or api_key:<id>), - without authentication", ("o",)),
     Column("indices", "indices the context reads", ("i", "index")),
     Column("age", "time since the context was opened", ("a",)),
     Column("keep_alive", "how long the context lives after its last request", ("ka", "keepAlive")),
@@ -137,7 +138,7 @@ def cat_search_contexts(node: Node, req: RestRequest) -> RestResponse:
 
     With authentication on, only a superuser sees every context and their ids (an id is all it
     takes to use a context); anyone else sees the contexts it opened, their ids hidden."""
-    rows = node.search_contexts()
+    rows = [{**row, "owner": row["owner"] or "-"} for row in node.search_contexts()]
     subject = req.subject
     if subject is not None and not subject.superuser:
         rows = [{**row, "id": "-"} for row in rows if row["owner"] == subject.owner_key]
