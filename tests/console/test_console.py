@@ -367,6 +367,20 @@ def test_a_read_only_user_sees_only_its_indices_and_cannot_write(
     assert cells(browser, "#query-hits tbody tr", "r.dataset.id") == ["0", "1", "2"]
 
 
+def test_an_api_key_logs_in_as_the_user_who_made_it(secured: str, browser: Any) -> None:
+    made = httpx.post(f"{secured}/_security/api_key", json={"name": "console"}, auth=READER)
+    assert made.status_code == 200
+    browser.get(f"{secured}/_ui/")
+    wait_for(browser, lambda: cells(browser, "#login", "r.hidden") == [False])
+    set_value(browser, "login-apikey", made.json()["encoded"])
+    click(browser, "#login-submit")
+    wait_for(browser, lambda: text(browser, '#indices-table tr[data-index="logs"]'))
+    assert cells(browser, "#indices-table tbody tr", "r.dataset.index") == ["logs"]
+    wait_for(browser, lambda: text(browser, "#who"))
+    assert text(browser, "#who") == READER[0]
+    assert js(browser, "return document.getElementById('login-apikey').value") == ""
+
+
 def test_the_console_files_need_no_credentials_but_the_api_does(secured: str) -> None:
     assert httpx.get(f"{secured}/_ui/").status_code == 200
     refused = httpx.get(f"{secured}/_cat/indices")
