@@ -51,7 +51,6 @@ ENDPOINTS: tuple[tuple[tuple[str, ...], str], ...] = (
     (("_template", "**"), "index templates"),
     (("_index_template", "**"), "index templates"),
     (("_component_template", "**"), "component templates"),
-    (("_scripts", "**"), "stored scripts"),
     (("_script_context",), "scripts"),
     (("_script_language",), "scripts"),
     (("_render", "**"), "search templates"),

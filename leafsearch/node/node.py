@@ -37,6 +37,7 @@ from leafsearch.indices.admin import (
 from leafsearch.indices.aliases import AliasTable, search_scopes
 from leafsearch.node.stats import node_header
 from leafsearch.rest.connections import HttpConnections
+from leafsearch.scripts.service import StoredScripts
 from leafsearch.search import coordinator, scroll_pit
 from leafsearch.search.contexts import ContextRegistry
 from leafsearch.search.hitlist import HitListCache
@@ -187,6 +188,7 @@ class Node:
         # by-query operations and reindex run as tasks (`_tasks`); finished results kept bounded
         self.tasks = TaskManager(self.node_id, clock, node_header(self.name))
         #: What write/ is given instead of the node (write/services.py).
+        self.scripts = StoredScripts(self.path)
         self.write_services = WriteServices(
             indices=self.indices,
             aliases=self.aliases,
@@ -196,6 +198,7 @@ class Node:
             auto_create=self._auto_create_index,
             search=self.search_services,
             tasks=self.tasks,
+            scripts=self.scripts,
         )
         # The document API (write/documents.py) and the by-query operations (write/by_query.py),
         # with the signatures written there.

@@ -42,6 +42,7 @@ from leafsearch.rest import handlers_cat as cat
 from leafsearch.rest import handlers_cluster as cluster
 from leafsearch.rest import handlers_docs as docs
 from leafsearch.rest import handlers_indices as indices
+from leafsearch.rest import handlers_scripts as scripts
 from leafsearch.rest import handlers_search as search
 from leafsearch.rest import handlers_security as security
 from leafsearch.rest import handlers_stats as stats
@@ -115,6 +116,9 @@ ACTIONS: dict[Callable[..., Any], Action] = {
     stats.open_index: Action("indices:admin/open", "strict"),
     cluster.cluster_health: Action(cluster.HEALTH_ACTION, "monitor"),
     cluster.pending_tasks: Action("cluster:monitor/task", "cluster"),
+    scripts.put_script: Action("cluster:admin/script/put", "cluster"),
+    scripts.get_script: Action("cluster:admin/script/get", "cluster"),
+    scripts.delete_script: Action("cluster:admin/script/delete", "cluster"),
     cluster.get_cluster_settings: Action("cluster:monitor/settings", "cluster"),
     cluster.put_cluster_settings: Action("cluster:admin/settings/update", "cluster"),
     cluster.nodes_info: Action("cluster:monitor/nodes/info", "cluster"),
@@ -153,7 +157,9 @@ ACTIONS: dict[Callable[..., Any], Action] = {
 }
 
 #: Cluster actions only a superuser may run; every other cluster action is open to any user.
-_SUPERUSER_CLUSTER_ACTIONS = frozenset({"cluster:admin/settings/update"})
+_SUPERUSER_CLUSTER_ACTIONS = frozenset(
+    {"cluster:admin/settings/update", "cluster:admin/script/put", "cluster:admin/script/delete"}
+)
 
 
 class Refusal(Exception):

@@ -13,6 +13,7 @@ from leafsearch.rest import handlers_cat as cat
 from leafsearch.rest import handlers_cluster as cluster
 from leafsearch.rest import handlers_docs as docs
 from leafsearch.rest import handlers_indices as indices
+from leafsearch.rest import handlers_scripts as scripts
 from leafsearch.rest import handlers_search as search
 from leafsearch.rest import handlers_security as security
 from leafsearch.rest import handlers_stats as stats
@@ -269,6 +270,9 @@ ROUTES = [
     # cluster and nodes
     Route.of("GET", "/_cluster/health", cluster.cluster_health, HEALTH),
     Route.of("GET", "/_cluster/pending_tasks", cluster.pending_tasks, {"local", "master_timeout"}),
+    Route.of("PUT|POST", "/_scripts/{id}", scripts.put_script, {"timeout", "master_timeout", "context"}),
+    Route.of("GET", "/_scripts/{id}", scripts.get_script, {"master_timeout"}),
+    Route.of("DELETE", "/_scripts/{id}", scripts.delete_script, {"timeout", "master_timeout"}),
     Route.of("GET", "/_cluster/health/{index}", cluster.cluster_health, HEALTH),
     Route.of(
         "GET",
