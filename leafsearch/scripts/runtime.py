@@ -39,6 +39,17 @@ class ScriptError(ElasticError):
         self.root_is_self = True
 
 
+#: The longest string and the largest list, set or map a script may build (a statement can double
+#: one: `s = s + s`, `l.addAll(l)`), checked before the memory is taken.
+MAX_LENGTH = 1_000_000
+
+
+def _check_length(size: int, source: str, offset: int) -> None:
+    if size > MAX_LENGTH:
+        reason = f"the script builds a value of [{size}] elements or characters, more than [{MAX_LENGTH}]"
+        raise _fail(source, offset, "circuit_breaking_exception", reason)
+
+
 def _fail(source: str, offset: int, cause_type: str, reason: str) -> ScriptError:
     return ScriptError("runtime error", source, offset, cause_type, reason)
 
@@ -205,7 +216,9 @@ def _numeric(value: Any) -> bool:
 
 def binary(operator: str, left: Any, right: Any, source: str, offset: int) -> Any:
     if operator == "+" and (type(left) is str or type(right) is str):
-        return java_str(left) + java_str(right)
+        left, right = java_str(left), java_str(right)
+        _check_length(len(left) + len(right), source, offset)
+        return left + right
     if operator in ("==", "==="):
         return left == right if operator == "==" or type(left) is type(right) else False
     if operator in ("!=", "!=="):
@@ -439,7 +452,10 @@ def _str_method(owner: str, name: str, a: list[Any]) -> Any:
     if name == "trim" and not a:
         return owner.strip(" \t\n\r\x0b\f\x00")
     if name == "replace" and _arity(a, 2):
-        return owner.replace(java_str(a[0]), java_str(a[1]))
+        old, new = java_str(a[0]), java_str(a[1])
+        if len(new) > len(old) and len(owner) + owner.count(old) * (len(new) - len(old)) > MAX_LENGTH:
+            raise OverflowError(f"the result would be longer than [{MAX_LENGTH}] characters")
+        return owner.replace(old, new)
     if name == "equalsIgnoreCase" and _arity(a, 1):
         return type(a[0]) is str and owner.lower() == a[0].lower()
     if name == "isEmpty" and not a:
@@ -449,6 +465,8 @@ def _str_method(owner: str, name: str, a: list[Any]) -> Any:
     if name == "compareTo" and _arity(a, 1):
         return (owner > a[0]) - (owner < a[0])
     if name == "concat" and _arity(a, 1):
+        if len(owner) + len(java_str(a[0])) > MAX_LENGTH:
+            raise OverflowError(f"the result would be longer than [{MAX_LENGTH}] characters")
         return owner + java_str(a[0])
     if name == "splitOnToken" and _arity(a, 1):
         return owner.split(java_str(a[0]))
@@ -463,7 +481,9 @@ def _list_method(owner: list, name: str, a: list[Any], source: str, offset: int)
         owner.insert(a[0], a[1])
         return None
     if name == "addAll" and _arity(a, 1):
-        owner.extend(iterate(a[0], source, offset))
+        items = iterate(a[0], source, offset)
+        _check_length(len(owner) + len(items), source, offset)  # type: ignore[arg-type]
+        owner.extend(items)
         return True
     if name == "get" and _arity(a, 1):
         return owner[_position(owner, a[0], source, offset)]
@@ -592,6 +612,8 @@ def call_method(owner: Any, name: str, arguments: list[Any], source: str, offset
             result = float(owner)
         else:
             result = _MISSING
+    except OverflowError as exc:
+        raise _fail(source, offset, "circuit_breaking_exception", str(exc)) from None
     except (IndexError, TypeError) as exc:
         raise _fail(source, offset, "illegal_argument_exception", f"[{name}] failed: {exc}") from None
     if result is _MISSING:

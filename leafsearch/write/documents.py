@@ -779,7 +779,7 @@ def _get_result(
 
 def _item_error(op: BulkOp, doc_id: str | None, exc: ElasticError) -> dict[str, Any]:
     item: dict[str, Any] = {"_index": op.index, "_id": doc_id, "status": exc.status}
-    item["error"] = exc._cause_body()
+    item["error"] = {key: value for key, value in exc.body()["error"].items() if key != "root_cause"}
     return item
 
 
