@@ -143,3 +143,17 @@ def test_the_start_up_bench_runs(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     assert "first GET / answered: median" in result.stdout and "stop after SIGTERM" in result.stdout
     assert "server logged" not in result.stderr, result.stderr
+
+
+def test_the_scripts_bench_runs() -> None:
+    """`python -m bench.scripts` keeps working: its scripted update_by_query updates every document
+    (it asserts so) and both rows print."""
+    result = subprocess.run(
+        [sys.executable, "-m", "bench.scripts", "--docs", "2000"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "_update_by_query with a script" in result.stdout and "_bulk partial updates" in result.stdout

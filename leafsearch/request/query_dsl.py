@@ -22,6 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from leafsearch.common.json_tokens import not_numeric, token_name
 from leafsearch.common.settings import node_setting
 from leafsearch.common.suggestions import did_you_mean
@@ -193,6 +195,32 @@ class Bool(Query):
 @dataclass(frozen=True, slots=True)
 class ConstantScore(Query):
     filter: Query
+    boost: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class ScriptSpec:
+    """An inline script as a query carries it (hashable: its params as canonical JSON)."""
+
+    source: str
+    params_json: bytes = b"{}"
+
+
+@dataclass(frozen=True, slots=True)
+class ScriptQuery(Query):
+    """`script` query: the documents for which the script returns true."""
+
+    script: ScriptSpec
+    boost: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class ScriptScore(Query):
+    """`script_score` query: the inner query's matches, scored by the script (`_score` is theirs)."""
+
+    query: Query
+    script: ScriptSpec
+    min_score: float | None = None
     boost: float = 1.0
 
 
@@ -833,6 +861,64 @@ def _constant_score(body: dict, depth: int) -> Query:
     return ConstantScore(inner, boost)
 
 
+def _script_spec(query: str, value: Any) -> ScriptSpec:
+    """A query's `script`: inline (a string or `{"source", "params", "lang"}`); a stored script's
+    `id` is refused (not built for searches yet)."""
+    if isinstance(value, str):
+        value = {"source": value}
+    if not isinstance(value, dict):
+        raise ParsingError(f"[{query}] script must be a string or an object")
+    unknown = next((k for k in value if k not in ("source", "params", "lang", "options")), None)
+    if unknown == "id":
+        reason = f"[{query}] stored scripts (by [id]) are not supported by leafsearch in searches"
+        raise IllegalArgument(reason)
+    if unknown is not None:
+        raise ParsingError(f"[script] unknown field [{unknown}]")
+    if value.get("lang", "painless") != "painless":
+        raise IllegalArgument(f"script_lang not supported [{value['lang']}]")
+    source, params = value.get("source"), value.get("params", {})
+    if not isinstance(source, str) or not isinstance(params, dict):
+        raise ParsingError(f"[{query}] script must have a [source] string and [params] object")
+    return ScriptSpec(source, orjson.dumps(params, option=orjson.OPT_SORT_KEYS))
+
+
+def _script_query(body: dict, depth: int) -> Query:
+    script, boost = None, 1.0
+    for key, value in body.items():
+        if key == "script":
+            script = _script_spec("script", value)
+        elif key == "boost":
+            boost = _float("script", key, value)
+        elif key not in _IGNORED:
+            raise ParsingError(f"[script] query does not support [{key}]")
+    if script is None:
+        raise ParsingError("script must be provided with a [script] query")
+    return ScriptQuery(script, boost)
+
+
+def _script_score(body: dict, depth: int) -> Query:
+    inner: Query | None = None
+    script, min_score, boost = None, None, 1.0
+    for key, value in body.items():
+        if key == "query":
+            inner = _parse(value, depth) if isinstance(value, dict) else None
+            if inner is None:
+                raise ParsingError("[script_score] query malformed, [query] must be an object")
+        elif key == "script":
+            script = _script_spec("script_score", value)
+        elif key == "min_score":
+            min_score = _float("script_score", key, value)
+        elif key == "boost":
+            boost = _float("script_score", key, value)
+        elif key not in _IGNORED:
+            raise ParsingError(f"[script_score] query does not support [{key}]")
+    if inner is None:
+        raise ParsingError("[script_score] requires a 'query' element")
+    if script is None:
+        raise ParsingError("[script_score] requires a 'script' element")
+    return ScriptScore(inner, script, min_score, boost)
+
+
 def _dis_max(body: dict, depth: int) -> Query:
     queries: tuple[Query, ...] = ()
     tie_breaker, boost = 0.0, 1.0
@@ -958,6 +1044,8 @@ _PARSERS: dict[str, Callable[[dict, int], Query]] = {
     "bool": _bool_query,
     "constant_score": _constant_score,
     "dis_max": _dis_max,
+    "script": _script_query,
+    "script_score": _script_score,
     "query_string": _query_string,
     "simple_query_string": _simple_query_string,
 }

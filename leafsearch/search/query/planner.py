@@ -13,7 +13,7 @@ from leafsearch.request import query_dsl as dsl
 from leafsearch.search.query import rewrites, term_queries, text_queries
 from leafsearch.search.query.clauses import check_clauses
 from leafsearch.search.query.context import QueryContext
-from leafsearch.search.query.plans import AllDocs, BoolPlan, ConstPlan, DisMaxPlan, NoDocs
+from leafsearch.search.query.plans import AllDocs, BoolPlan, ConstPlan, DisMaxPlan, NoDocs, ScriptPlan
 from leafsearch.search.query.values import min_should_match
 
 
@@ -66,6 +66,10 @@ _PLANNERS: dict[type, Callable[[Any, QueryContext], Any]] = {
     dsl.MatchNone: lambda q, ctx: NoDocs(),
     dsl.Bool: _plan_bool,
     dsl.ConstantScore: _plan_const,
+    dsl.ScriptQuery: lambda q, ctx: ScriptPlan(None, q.script.source, q.script.params_json, None, q.boost),
+    dsl.ScriptScore: lambda q, ctx: ScriptPlan(
+        plan(q.query, ctx), q.script.source, q.script.params_json, q.min_score, q.boost
+    ),
     dsl.DisMax: _plan_dis_max,
     rewrites.Lenient: _plan_lenient,
     dsl.Term: term_queries.plan_term,
