@@ -48,6 +48,7 @@ from leafsearch.request.sort import (
     field_failed,
     parse_sort,
     parse_url_sort,
+    reversed_sort,
     unsupported_token,
 )
 from leafsearch.request.timevalue import parse_time_value
@@ -225,6 +226,7 @@ class _Source:
         self.size = -1
         self.sort: list[SortSpec] | None = None
         self.search_after: list[Any] | None = None
+        self.search_before: list[Any] | None = None
         self.pit: PitSpec | None = None
         self.slice: SliceSpec | None = None
         self.track_total_hits: int | None = None
@@ -329,6 +331,8 @@ class _Source:
             self.sort = parse_sort(value)
         elif key == "search_after":
             self.search_after = _search_after(value)
+        elif key == "search_before":
+            self.search_before = _search_after(value, key)
         elif key == "_source":
             self.source = _source_array("_source", value)
         elif key == "stored_fields":
@@ -505,10 +509,17 @@ def _validate(source: _Source, request: _RequestOptions, indices: str | None) ->
             errors.append("using [rescore] is not allowed in a scroll context")
         if source.search_after:
             errors.append("[search_after] cannot be used in a scroll context")
+        if source.search_before:
+            errors.append("[search_before] cannot be used in a scroll context")
     if source.slice is not None and source.pit is None and not scroll:
         errors.append("[slice] can only be used with [scroll] or [point-in-time] requests")
     if source.from_ > 0 and source.search_after:
         errors.append("[from] parameter must be set to 0 when [search_after] is used")
+    if source.search_before is not None:
+        if source.from_ > 0:
+            errors.append("[from] parameter must be set to 0 when [search_before] is used")
+        if source.search_after is not None:
+            errors.append("[search_before] cannot be used with [search_after]")
     if source.stored_fields == [_NONE_FIELDS]:
         if source.source is not None and source.source.fetch:
             errors.append("[stored_fields] cannot be disabled if [_source] is requested")
@@ -538,8 +549,9 @@ def _validate(source: _Source, request: _RequestOptions, indices: str | None) ->
 
 
 def _build(source: _Source, request: _RequestOptions, indices: str | None) -> SearchRequest:
-    sort = _effective_sort(source.sort or [], source.pit, source.search_after)
-    if source.search_after is not None and not sort:
+    cursor = source.search_after if source.search_before is None else source.search_before
+    sort = _effective_sort(source.sort or [], source.pit, cursor)
+    if cursor is not None and not sort:
         # Elasticsearch's shards cannot place a cursor in a pure relevance order.
         raise SearchPhaseExecution(IllegalArgument("Sort must contain at least one field."))
     track = source.track_total_hits
@@ -549,8 +561,9 @@ def _build(source: _Source, request: _RequestOptions, indices: str | None) -> Se
         indices_options=request.indices_options,
         from_=max(source.from_, 0),
         size=_DEFAULT_SIZE if source.size < 0 else source.size,
-        sort=sort,
-        search_after=source.search_after,
+        sort=sort if source.search_before is None else reversed_sort(sort),
+        search_after=cursor,
+        backwards=source.search_before is not None,
         pit=source.pit,
         slice=source.slice,
         scroll=request.scroll,
@@ -781,12 +794,13 @@ def _index_boost(value: Any) -> tuple[str, float]:
     return index, float(boost)
 
 
-def _search_after(value: list[Any]) -> list[Any]:
+def _search_after(value: list[Any], key: str = "search_after") -> list[Any]:
+    """The values of `search_after` (or of leafsearch's `search_before`, parsed the same)."""
     for item in value:
         if isinstance(item, dict | list):
             raise ParsingError(
                 "Expected [VALUE_STRING] or [VALUE_NUMBER] or [VALUE_BOOLEAN] or [VALUE_NULL] but found "
-                f"[{token_name(item)}] inside search_after."
+                f"[{token_name(item)}] inside {key}."
             )
     if not value:
         raise IllegalArgument("Values must contains at least one value.")

@@ -76,6 +76,11 @@ class SearchRequest:
     size: int = 10
     sort: list[SortSpec] = field(default_factory=list)  # empty: by _score desc
     search_after: list[Any] | None = None
+    #: `search_before` (a leafsearch extension): `sort` and `search_after` are then the reversed
+    #: walk's (`request.sort.reversed_sort`, the client's `search_before` values as its cursor), so
+    #: the engine pages forward from the cursor as for `search_after`; the page is answered
+    #: reversed, in the request's own order (`hitlist.backwards_page`).
+    backwards: bool = False
     pit: PitSpec | None = None
     slice: SliceSpec | None = None
     scroll: str | None = None  # keep-alive of a scroll this request opens

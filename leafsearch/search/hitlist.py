@@ -93,6 +93,28 @@ class HitList:
         return position_after(self.keys, after, len(self.doc))
 
 
+def backwards_page(hitlist: HitList, start: int, end: int) -> tuple[HitList, int, int]:
+    """A `search_before` page: hits [start, end) of the reversed walk's list, reversed into the
+    request's own order, as a page of its own (0, n). It takes over the page fetched with the
+    query (query_and_fetch.py), which the shard reversed the same way. O(page)."""
+    order = np.arange(end - 1, start - 1, -1)
+    page = HitList(
+        hitlist.targets,
+        hitlist.target[order],
+        hitlist.doc[order],
+        None if hitlist.score is None else hitlist.score[order],
+        [c.take(order) for c in hitlist.columns],
+        [],
+        hitlist.total,
+        hitlist.max_score,
+        window=True,
+        contexts=hitlist.contexts,
+        fetched=hitlist.fetched,
+    )
+    hitlist.fetched = None
+    return page, 0, len(order)
+
+
 def position_after(keys: list[np.ndarray], after: list, n: int) -> int:
     """Index of the first of `n` rows strictly after `after` in key columns sorted
     lexicographically: one binary search per column, within the rows equal on the columns

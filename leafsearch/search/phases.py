@@ -28,7 +28,7 @@ from leafsearch.request.search_types import SHARD_DOC, SearchRequest
 from leafsearch.search import fetch, top_hits
 from leafsearch.search.fetch_phase import render_hits
 from leafsearch.search.guard import SearchGuard
-from leafsearch.search.hitlist import HitList, shard_doc_page
+from leafsearch.search.hitlist import HitList, backwards_page, shard_doc_page
 from leafsearch.search.profile import ShardProfile
 from leafsearch.search.rescore import rescore
 from leafsearch.search.shard_api import FetchAlong, ShardContextId, ShardSearch
@@ -416,8 +416,10 @@ def fetch_page(
 ) -> Any:
     """The fetch phase of hits [start, end) through `shards` (per target; default this process's),
     at once on the node's shard pool (`profiles`: per target, each shard's fetch time;
-    `last_phase`: see `render_hits`)."""
+    `last_phase`: see `render_hits`). A `search_before` page is rendered reversed."""
     shards = shards or top_hits.shard_handles(services, hitlist.targets)
+    if request.backwards and end > start:
+        hitlist, start, end = backwards_page(hitlist, start, end)
     return render_hits(
         hitlist,
         start,
