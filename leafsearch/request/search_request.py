@@ -31,12 +31,14 @@ from leafsearch.errors import (
     SearchPhaseExecution,
     XContentParseError,
 )
+from leafsearch.request.collapse import parse_collapse
 from leafsearch.request.indices_options import IndicesOptions
 from leafsearch.request.query_dsl import Query, parse_query, scalar_text
 from leafsearch.request.rescore import Rescorer, parse_rescore
 from leafsearch.request.search_types import (
     SCORE,
     SHARD_DOC,
+    CollapseSpec,
     PitSpec,
     SearchRequest,
     SliceSpec,
@@ -63,7 +65,7 @@ _NONE_FIELDS = "_none_"
 #: Parameters of the `q` query that make no sense without it (`RestActions.urlParamsToQueryBuilder`).
 _QUERY_STRING_PARAMS = ("df", "analyzer", "analyze_wildcard", "lenient", "default_operator")
 #: Parts of Elasticsearch's search body that leafsearch does not implement: refused by name.
-_UNSUPPORTED = ("collapse", "knn", "rank", "retriever", "suggest", "sub_searches")
+_UNSUPPORTED = ("knn", "rank", "retriever", "suggest", "sub_searches")
 #: Parts accepted only empty, the form some clients always send.
 _EMPTY_ONLY = ("runtime_mappings", "ext")
 _JAVA_DOUBLE = re.compile(r"[+-]?(NaN|Infinity|(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?[fFdD]?)")
@@ -228,6 +230,7 @@ class _Source:
         self.search_after: list[Any] | None = None
         self.search_before: list[Any] | None = None
         self.pit: PitSpec | None = None
+        self.collapse: CollapseSpec | None = None
         self.slice: SliceSpec | None = None
         self.track_total_hits: int | None = None
         self.track_scores = False
@@ -308,6 +311,8 @@ class _Source:
             self.sort = parse_sort(value)
         elif key == "slice":
             self.slice = _slice(value)
+        elif key == "collapse":
+            self.collapse = parse_collapse(value, parse_fetch_source, _int_value, _bool_value)
         elif key == "pit":
             self.pit = _pit(value)
         elif key == "rescore":
@@ -546,6 +551,21 @@ def _validate(source: _Source, request: _RequestOptions, indices: str | None) ->
             errors.append("[ccs_minimize_roundtrips] cannot be used with point in time")
     if errors:
         raise ActionRequestValidation(*errors)
+    if source.collapse is not None:
+        _validate_collapse(source, scroll)
+
+
+def _validate_collapse(source: _Source, scroll: bool) -> None:
+    """What Elasticsearch's shards refuse of `collapse` with the rest of the request (a shard
+    failure of every shard, reported as the search's); `search_before` pages groups in no order
+    leafsearch keeps (a group's best hit is its first in the request's order)."""
+    for refused, message in (
+        (scroll, "cannot use `collapse` in a scroll context"),
+        (bool(source.rescore), "cannot use `collapse` in conjunction with `rescore`"),
+        (source.search_before is not None, "cannot use `collapse` in conjunction with `search_before`"),
+    ):
+        if refused:
+            raise SearchPhaseExecution(IllegalArgument(message))
 
 
 def _build(source: _Source, request: _RequestOptions, indices: str | None) -> SearchRequest:
@@ -589,6 +609,7 @@ def _build(source: _Source, request: _RequestOptions, indices: str | None) -> Se
         rescore=source.rescore,
         script_fields=source.script_fields,
         post_filter=source.post_filter,
+        collapse=source.collapse,
         min_score=source.min_score,
         terminate_after=source.terminate_after or None,
         rest_total_hits_as_int=request.total_hits_as_int,

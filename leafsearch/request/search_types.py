@@ -65,6 +65,30 @@ class SourceFilter:
         return bool(self.includes or self.excludes)
 
 
+@dataclass(frozen=True, slots=True)
+class InnerHitsSpec:
+    """One `collapse.inner_hits` entry: each collapsed hit's group, searched with these options
+    (Elasticsearch's expand phase)."""
+
+    name: str
+    from_: int = 0
+    size: int = 3
+    sort: tuple[SortSpec, ...] = ()
+    source: SourceFilter = field(default_factory=SourceFilter)
+    version: bool = False
+    seq_no_primary_term: bool = False
+    explain: bool = False
+    track_scores: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class CollapseSpec:
+    """`collapse`: one hit per value of a keyword or numeric `field`, its best by the sort."""
+
+    field: str
+    inner_hits: tuple[InnerHitsSpec, ...] = ()
+
+
 @dataclass(slots=True)
 class SearchRequest:
     """A whole search, as the REST layer (or an in-process caller) hands it to `Node.search`."""
@@ -98,6 +122,7 @@ class SearchRequest:
     rescore: tuple[Any, ...] = ()  # `request.rescore.Rescorer`s, applied in order
     script_fields: int = 0  # how many were asked for (counted against the limit, then refused)
     post_filter: Query | None = None
+    collapse: CollapseSpec | None = None
     min_score: float | None = None
     terminate_after: int | None = None
     rest_total_hits_as_int: bool = False
@@ -119,6 +144,7 @@ class SearchRequest:
             and sort[0].field == sort_field
             and query_is_match_all(self.query)
             and self.aggs is None
+            and self.collapse is None
             and self.post_filter is None
             and self.min_score is None
             and self.terminate_after is None

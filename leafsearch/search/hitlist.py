@@ -27,6 +27,7 @@ from leafsearch.index.searcher import Searcher, SegmentView
 from leafsearch.request.query_dsl import query_is_match_all
 from leafsearch.request.search_types import SearchRequest, SortSpec
 from leafsearch.search import slicing
+from leafsearch.search.collapse import collapsed
 from leafsearch.search.dfs import DfsStats, RecordingStats, SummedStats
 from leafsearch.search.guard import (
     MATCH_BYTES,
@@ -79,6 +80,8 @@ class HitList:
     #: The size of the key `HitListCache` keeps it under (the query's text, as long as the
     #: request's): counted in `nbytes`, so the cache's bound covers its keys too.
     key_bytes: int = 0
+    #: A collapsed list's keys (collapse.py): the collapse field's value of each hit.
+    collapse: SortColumn | None = None
 
     def __len__(self) -> int:
         return len(self.doc)
@@ -86,6 +89,7 @@ class HitList:
     def nbytes(self) -> int:
         size = self.target.nbytes + self.doc.nbytes + sum(k.nbytes for k in self.keys)
         size += sum(c.values.nbytes for c in self.columns)
+        size += 0 if self.collapse is None else self.collapse.values.nbytes
         return size + (self.score.nbytes if self.score is not None else 0) + self.key_bytes
 
     def position_after(self, after: list) -> int:
@@ -401,6 +405,8 @@ def _build(
     hitlist = sorted_hitlist(
         targets, request, seg_docs, target_arr, doc_arr, score_arr, total, partials, ordinals=ordinals
     )
+    if request.collapse is not None:
+        hitlist = collapsed(hitlist, request.collapse, seg_docs, target_arr, doc_arr, ordinals)
     hitlist.terminated_early = terminated
     hitlist.timed_out = guard.expired
     return hitlist
@@ -749,6 +755,7 @@ def list_key(request: SearchRequest) -> tuple | None:
         request.terminate_after,
         request.track_scores,
         request.dfs,
+        None if request.collapse is None else request.collapse.field,
     )
 
 
