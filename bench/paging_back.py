@@ -1,5 +1,6 @@
 """Paging backwards: a `search_before` page at the start, middle and 90% depth of the sort order,
-against a `search_after` page at the same depths, with and without a point in time.
+against a `search_after` page at the same depths, with and without a point in time; then a
+collapsed walk (`collapse` on `user_id`, 200,000 users, sorted by `@timestamp` desc).
 
     python -m bench.paging_back --docs 1000000 --data /tmp/walk1m   # bench.walk_start's folder
     python -m bench.paging_back --docs 2000 --tries 3
@@ -8,9 +9,14 @@ The data is bench/generate.py's, loaded into index `bench` as `bench.walk_start`
 that holds it is reused). Pages of 100 hits sorted by `@timestamp` desc then `id` desc. *Depth d*
 is the position of the page's first hit in that order: a `search_after` page at depth d has the
 hit before it as its cursor, a `search_before` page at depth d the hit after it. Each try uses
-another cursor near its depth (200 hits apart: a PIT walk's window of 8 pages never serves one),
+another cursor near its depth (1,000 hits apart: a PIT walk's window of 8 pages never serves one),
 and its page is checked against the dataset's own order. Every figure is the median and p99 of
 `--tries` requests, timed around one HTTP request and the decoding of its response with orjson.
+
+Collapsed pages: the first page on a snapshot no request has seen (one new document written and
+the index refreshed before each, untimed: the list of every match is sorted and grouped), then
+pages at 90% depth of the groups on a PIT (`search_after` the group before), each checked against
+the dataset's own grouping (each user's newest document, in sort order).
 """
 
 from __future__ import annotations
@@ -28,7 +34,9 @@ from bench.server import Server
 from bench.walk_start import INDEX, SIZE, SORT, Bench, Rows, _progress
 
 DEPTHS = (0.0, 0.5, 0.9)
-SPACING = 2 * SIZE
+#: Hits between two tries' cursors: more than a PIT walk's window (8 pages), so none is served
+#: from the window of the try before.
+SPACING = 10 * SIZE
 
 
 def pages(bench: Bench, tries: int, pit: str | None) -> dict[str, list[float]]:
@@ -42,11 +50,10 @@ def pages(bench: Bench, tries: int, pit: str | None) -> dict[str, list[float]]:
 
     samples: dict[str, list[float]] = {}
     for depth in DEPTHS:
-        for direction in ("search_after", "search_before"):
-            times = []
-            for k in range(tries):
-                offset = k * SPACING if depth == 0 else -k * SPACING  # (away from the ends)
-                start = min(max(int(n * depth) + offset, 1), n - SIZE - 1)
+        for k in range(tries):  # (the two directions alternate: a change of load hits both)
+            offset = k * SPACING if depth == 0 else -k * SPACING  # (away from the ends)
+            start = min(max(int(n * depth) + offset, 1), n - SIZE - 1)
+            for direction in ("search_after", "search_before"):
                 at = start - 1 if direction == "search_after" else start + SIZE
                 body = {"size": SIZE, "sort": SORT, direction: cursor(at), "track_total_hits": False}
                 path = f"/{INDEX}/_search"
@@ -57,14 +64,49 @@ def pages(bench: Bench, tries: int, pit: str | None) -> dict[str, list[float]]:
                 ids = [hit["_id"] for hit in response["hits"]["hits"]]
                 expected = [bench.dataset.ids[int(d)] for d in order[start : start + SIZE]]
                 assert ids == expected, (direction, depth)
-                times.append(ms)
-            samples[f"{direction} at depth {depth:.0%}"] = times
+                samples.setdefault(f"{direction} at depth {depth:.0%}", []).append(ms)
     return samples
+
+
+def collapsed_pages(bench: Bench, tries: int) -> tuple[list[float], list[float]]:
+    """(first collapsed page on a fresh snapshot, collapsed page at 90% depth of the groups on a
+    PIT) request times."""
+    order = np.lexsort((np.array(bench.dataset.ids, dtype="U10"), bench.dataset.ts_ms))[::-1]
+    users = np.array(bench.dataset.users)[order]
+    _, firsts = np.unique(users, return_index=True)
+    groups = order[np.sort(firsts)]  # each user's first document in sort order, in that order
+    body = {"size": SIZE, "sort": SORT, "collapse": {"field": "user_id"}, "track_total_hits": False}
+    first = []
+    for _ in range(tries):
+        bench.fresh_snapshot()
+        ms, response = bench.timed("POST", f"/{INDEX}/_search", body)
+        assert response["hits"]["hits"][0]["_id"] == bench.written[-1]
+        first.append(ms)
+    pit = bench.call("POST", f"/{INDEX}/_pit?keep_alive=5m")["id"]
+    deep = []
+    try:
+        for k in range(tries + 1):
+            start = int(len(groups) * 0.9) - k * SPACING
+            doc = int(groups[start - 1])
+            cursor = [int(bench.dataset.ts_ms[doc]), bench.dataset.ids[doc]]
+            asked = {**body, "pit": {"id": pit, "keep_alive": "5m"}, "search_after": cursor}
+            ms, response = bench.timed("POST", "/_search", asked)
+            ids = [hit["_id"] for hit in response["hits"]["hits"]]
+            assert ids == [bench.dataset.ids[int(d)] for d in groups[start : start + SIZE]]
+            if k:  # (the first builds the PIT's list)
+                deep.append(ms)
+    finally:
+        bench.call("DELETE", "/_pit", {"id": pit})
+    return first, deep
 
 
 def run(bench: Bench, tries: int) -> Rows:
     bench.ensure_loaded()
     rows = Rows()
+    _progress("collapsed pages")
+    first, deep = collapsed_pages(bench, tries)
+    rows.timed("collapsed first page, fresh snapshot", first)
+    rows.timed("collapsed page at 90% depth of the groups, PIT", deep)
     for label, use_pit in (("without PIT", False), ("with a PIT", True)):
         _progress(f"pages {label}")
         pit = bench.call("POST", f"/{INDEX}/_pit?keep_alive=5m")["id"] if use_pit else None
@@ -99,7 +141,10 @@ def main(argv: list[str] | None = None) -> int:
         _progress(f"server pid {server.pid} on {server.url}, data in {data}")
         try:
             bench = Bench(server.url, args.docs, args.seed, server)
-            rows = run(bench, args.tries)
+            try:
+                rows = run(bench, args.tries)
+            finally:
+                bench.clean_up()
         finally:
             server.stop()
     if args.json is not None:
