@@ -243,3 +243,26 @@ def test_a_backward_walk_beside_writers_sees_its_snapshot(http: httpx.Client, ne
         http.request("DELETE", "/_pit", json={"id": pit})
     assert [h["_id"] for h in hits] == [h["_id"] for h in forward]
     assert [h["_source"] for h in hits] == [h["_source"] for h in forward]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"sort": ["_shard_doc"], "track_total_hits": False},  # pages of live documents
+        {"sort": [{"_shard_doc": "desc"}]},
+        {"sort": ["_doc"]},
+        {"sort": [{"k": "asc"}], "query": {"range": {"n": {"gte": 5}}}},
+    ],
+)
+def test_special_sorts_walk_backwards_on_a_pit(http: httpx.Client, numbers: str, body: dict[str, Any]):
+    pit = http.post(f"/{numbers}/_pit", params={"keep_alive": "1m"}).json()["id"]
+    try:
+        request = {**body, "pit": {"id": pit}}
+        forward = pit_search(http, {**request, "size": 100})
+        assert forward
+        hits = [forward[-1]]
+        while page := pit_search(http, {**request, "size": 4, "search_before": hits[0]["sort"]}):
+            hits = page + hits
+    finally:
+        http.request("DELETE", "/_pit", json={"id": pit})
+    assert [(h["_id"], h["sort"]) for h in hits] == [(h["_id"], h["sort"]) for h in forward]
