@@ -106,7 +106,14 @@ def collapsed(
     present = np.ones(len(values), bool) if column.present is None else column.present[position]
     first = np.zeros(len(values), bool)
     with_value = np.flatnonzero(present)
-    _, firsts = np.unique(values[with_value], return_index=True)
+    if column.kind == "keyword" and column.terms is not None:
+        # Global ordinals are a bounded range: the first position of each, without a sort (a
+        # `minimum.at` over 1M hits took 15 ms where `np.unique` took 676).
+        firsts = np.full(len(column.terms), len(with_value), np.int64)
+        np.minimum.at(firsts, values[with_value], np.arange(len(with_value)))
+        firsts = firsts[firsts < len(with_value)]
+    else:
+        _, firsts = np.unique(values[with_value], return_index=True)
     first[with_value[firsts]] = True
     without = np.flatnonzero(~present)
     if len(without):

@@ -571,7 +571,9 @@ def sort_column(
     elif kind == "keyword":
         views = [view for _, view, _ in seg_docs]
         segments = [v.segment for v in views]
-        terms, maps = ordinals.of(spec.field, segments) if ordinals else global_ordinals(spec.field, segments)
+        # (`is not None`: an empty cache is falsy, and was then never filled)
+        cached = ordinals is not None
+        terms, maps = ordinals.of(spec.field, segments) if cached else global_ordinals(spec.field, segments)
         for (_, view, docs), gmap in zip(seg_docs, maps, strict=True):
             v, p = keyword_values(view.segment.column(spec.field), spec, docs, gmap)
             values.append(v)
