@@ -290,3 +290,19 @@ def test_a_collapsed_walk_beside_writers_groups_its_snapshot(http: httpx.Client,
     sources = {h["_id"]: h["_source"] for h in everything}
     assert len(everything) == 40
     assert [h["_id"] for h in collapsed] == first_of_each_key(everything, "user", sources)
+
+
+def test_the_keyword_global_ordinals_of_a_collapse_are_cached(node: leafsearch.Node) -> None:
+    """The list of every match reads keyword keys through global ordinals over its segments: the
+    node keeps them (an empty cache once counted as none, so it was never filled)."""
+    index = new_node_index(node, 1)
+    try:
+        for part in range(2):  # two segments
+            bulk(node, index, {f"p{part}-{i}": {"kw": f"k{i % 5}", "lg": i} for i in range(10)})
+            node.indices[index].refresh()
+        before = len(node.global_ordinals)
+        hits = search(node, index, {"sort": ["lg"], "collapse": {"field": "kw"}}, {})["hits"]["hits"]
+        assert sorted(h["fields"]["kw"][0] for h in hits) == ["k0", "k1", "k2", "k3", "k4"]
+        assert len(node.global_ordinals) == before + 1
+    finally:
+        node.drop_index(index)
