@@ -20,7 +20,9 @@ from elasticsearch import Elasticsearch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from inprocess import search
-from test_pit_property import (
+
+import leafsearch
+from tests.search.test_pit_property import (
     OPERATIONS,
     QUERY,
     bulk,
@@ -30,9 +32,7 @@ from test_pit_property import (
     sort_body,
     sort_specs,
 )
-from test_pit_property import new_index as new_node_index
-
-import leafsearch
+from tests.search.test_pit_property import new_index as new_node_index
 
 
 @pytest.fixture(scope="module")

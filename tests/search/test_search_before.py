@@ -21,7 +21,10 @@ from elasticsearch import BadRequestError, Elasticsearch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from inprocess import search
-from test_pit_property import (
+
+import leafsearch
+from leafsearch.search.workers.pool import LONE_WALKS_IN_SERVER
+from tests.search.test_pit_property import (
     OPERATIONS,
     QUERY,
     bulk,
@@ -32,10 +35,7 @@ from test_pit_property import (
     sort_specs,
     to_source,
 )
-from test_pit_property import new_index as new_node_index
-
-import leafsearch
-from leafsearch.search.workers.pool import LONE_WALKS_IN_SERVER
+from tests.search.test_pit_property import new_index as new_node_index
 
 
 @pytest.fixture(scope="module", params=[0, 1], ids=["in-process", "search-worker"])
