@@ -398,7 +398,9 @@ def _build(
         if m.scores is not None:
             scores_all.append(m.scores[docs])
         guard.reserve(len(docs) * MATCH_BYTES)
-    guard.reserve(total * (MATCH_BYTES + SORT_KEY_BYTES * len(effective_sort(request))))
+    # (a collapse adds a key column and its grouping's positions and flags: one sort key's worth)
+    key_columns = len(effective_sort(request)) + (request.collapse is not None)
+    guard.reserve(total * (MATCH_BYTES + SORT_KEY_BYTES * key_columns))
     target_arr = np.concatenate(target_pos) if target_pos else np.empty(0, np.int32)
     doc_arr = np.concatenate(docs_all) if docs_all else np.empty(0, np.int64)
     score_arr = (np.concatenate(scores_all) if scores_all else np.empty(0, np.float32)) if needs else None

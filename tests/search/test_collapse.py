@@ -306,3 +306,16 @@ def test_the_keyword_global_ordinals_of_a_collapse_are_cached(node: leafsearch.N
         assert len(node.global_ordinals) == before + 1
     finally:
         node.drop_index(index)
+
+
+def test_the_request_breaker_counts_the_grouping(http: httpx.Client, posts: str, cluster_setting) -> None:
+    """The list of every match reserves its arrays before it builds them, the collapse key and its
+    grouping included: a limit the plain list fits in refuses the collapsed one, and holds nothing."""
+    plain = {"sort": ["n"], "terminate_after": 1000}  # (`terminate_after`: the list of every match)
+    cluster_setting("indices.breaker.request.limit", "3000b")
+    assert search_ok(http, posts, plain)["hits"]["total"]["value"] == 40
+    response = http.post(f"/{posts}/_search", json={**plain, "collapse": {"field": "user"}})
+    assert response.status_code == 429, response.text
+    assert response.json()["error"]["type"] == "circuit_breaking_exception"
+    breaker = next(iter(http.get("/_nodes/stats/breaker").json()["nodes"].values()))["breakers"]["request"]
+    assert breaker["estimated_size_in_bytes"] == 0
