@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from inprocess import search
 
 import leafsearch
+from leafsearch.search.workers.pool import LONE_REQUESTS_IN_SERVER, LONE_WALKS_IN_SERVER
 from tests.search.test_pit_property import (
     OPERATIONS,
     QUERY,
@@ -35,9 +36,18 @@ from tests.search.test_pit_property import (
 from tests.search.test_pit_property import new_index as new_node_index
 
 
-@pytest.fixture(scope="module")
-def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[leafsearch.Node]:
-    with leafsearch.Node(tmp_path_factory.mktemp("collapse-node"), background=False) as instance:
+@pytest.fixture(scope="module", params=[0, 1], ids=["in-process", "search-worker"])
+def node(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[leafsearch.Node]:
+    """A node without background threads; its pages run in its process, then in a search worker."""
+    with leafsearch.Node(
+        tmp_path_factory.mktemp("collapse-node"), background=False, search_workers=request.param
+    ) as instance:
+        if instance.search_workers is not None:
+            settings = {LONE_WALKS_IN_SERVER: "false", LONE_REQUESTS_IN_SERVER: "false"}
+            instance.cluster_settings.update({"transient": settings})
+            assert instance.search_workers.wait_ready(60)
         yield instance
 
 
@@ -292,11 +302,11 @@ def test_a_collapsed_walk_beside_writers_groups_its_snapshot(http: httpx.Client,
     assert [h["_id"] for h in collapsed] == first_of_each_key(everything, "user", sources)
 
 
-def test_the_keyword_global_ordinals_of_a_collapse_are_cached(node: leafsearch.Node) -> None:
+def test_the_keyword_global_ordinals_of_a_collapse_are_cached(tmp_path) -> None:
     """The list of every match reads keyword keys through global ordinals over its segments: the
     node keeps them (an empty cache once counted as none, so it was never filled)."""
-    index = new_node_index(node, 1)
-    try:
+    with leafsearch.Node(tmp_path, background=False) as node:
+        index = new_node_index(node, 1)
         for part in range(2):  # two segments
             bulk(node, index, {f"p{part}-{i}": {"kw": f"k{i % 5}", "lg": i} for i in range(10)})
             node.indices[index].refresh()
@@ -304,8 +314,6 @@ def test_the_keyword_global_ordinals_of_a_collapse_are_cached(node: leafsearch.N
         hits = search(node, index, {"sort": ["lg"], "collapse": {"field": "kw"}}, {})["hits"]["hits"]
         assert sorted(h["fields"]["kw"][0] for h in hits) == ["k0", "k1", "k2", "k3", "k4"]
         assert len(node.global_ordinals) == before + 1
-    finally:
-        node.drop_index(index)
 
 
 def test_the_request_breaker_counts_the_grouping(http: httpx.Client, posts: str, cluster_setting) -> None:
