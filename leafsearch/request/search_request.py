@@ -31,12 +31,14 @@ from leafsearch.errors import (
     SearchPhaseExecution,
     XContentParseError,
 )
+from leafsearch.request.collapse import parse_collapse
 from leafsearch.request.indices_options import IndicesOptions
 from leafsearch.request.query_dsl import Query, parse_query, scalar_text
 from leafsearch.request.rescore import Rescorer, parse_rescore
 from leafsearch.request.search_types import (
     SCORE,
     SHARD_DOC,
+    CollapseSpec,
     PitSpec,
     SearchRequest,
     SliceSpec,
@@ -48,6 +50,7 @@ from leafsearch.request.sort import (
     field_failed,
     parse_sort,
     parse_url_sort,
+    reversed_sort,
     unsupported_token,
 )
 from leafsearch.request.timevalue import parse_time_value
@@ -62,7 +65,7 @@ _NONE_FIELDS = "_none_"
 #: Parameters of the `q` query that make no sense without it (`RestActions.urlParamsToQueryBuilder`).
 _QUERY_STRING_PARAMS = ("df", "analyzer", "analyze_wildcard", "lenient", "default_operator")
 #: Parts of Elasticsearch's search body that leafsearch does not implement: refused by name.
-_UNSUPPORTED = ("collapse", "knn", "rank", "retriever", "suggest", "sub_searches")
+_UNSUPPORTED = ("knn", "rank", "retriever", "suggest", "sub_searches")
 #: Parts accepted only empty, the form some clients always send.
 _EMPTY_ONLY = ("runtime_mappings", "ext")
 _JAVA_DOUBLE = re.compile(r"[+-]?(NaN|Infinity|(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?[fFdD]?)")
@@ -225,7 +228,9 @@ class _Source:
         self.size = -1
         self.sort: list[SortSpec] | None = None
         self.search_after: list[Any] | None = None
+        self.search_before: list[Any] | None = None
         self.pit: PitSpec | None = None
+        self.collapse: CollapseSpec | None = None
         self.slice: SliceSpec | None = None
         self.track_total_hits: int | None = None
         self.track_scores = False
@@ -306,6 +311,8 @@ class _Source:
             self.sort = parse_sort(value)
         elif key == "slice":
             self.slice = _slice(value)
+        elif key == "collapse":
+            self.collapse = parse_collapse(value, parse_fetch_source, _int_value, _bool_value)
         elif key == "pit":
             self.pit = _pit(value)
         elif key == "rescore":
@@ -329,6 +336,8 @@ class _Source:
             self.sort = parse_sort(value)
         elif key == "search_after":
             self.search_after = _search_after(value)
+        elif key == "search_before":
+            self.search_before = _search_after(value, key)
         elif key == "_source":
             self.source = _source_array("_source", value)
         elif key == "stored_fields":
@@ -505,10 +514,17 @@ def _validate(source: _Source, request: _RequestOptions, indices: str | None) ->
             errors.append("using [rescore] is not allowed in a scroll context")
         if source.search_after:
             errors.append("[search_after] cannot be used in a scroll context")
+        if source.search_before:
+            errors.append("[search_before] cannot be used in a scroll context")
     if source.slice is not None and source.pit is None and not scroll:
         errors.append("[slice] can only be used with [scroll] or [point-in-time] requests")
     if source.from_ > 0 and source.search_after:
         errors.append("[from] parameter must be set to 0 when [search_after] is used")
+    if source.search_before is not None:
+        if source.from_ > 0:
+            errors.append("[from] parameter must be set to 0 when [search_before] is used")
+        if source.search_after is not None:
+            errors.append("[search_before] cannot be used with [search_after]")
     if source.stored_fields == [_NONE_FIELDS]:
         if source.source is not None and source.source.fetch:
             errors.append("[stored_fields] cannot be disabled if [_source] is requested")
@@ -535,11 +551,27 @@ def _validate(source: _Source, request: _RequestOptions, indices: str | None) ->
             errors.append("[ccs_minimize_roundtrips] cannot be used with point in time")
     if errors:
         raise ActionRequestValidation(*errors)
+    if source.collapse is not None:
+        _validate_collapse(source, scroll)
+
+
+def _validate_collapse(source: _Source, scroll: bool) -> None:
+    """What Elasticsearch's shards refuse of `collapse` with the rest of the request (a shard
+    failure of every shard, reported as the search's); `search_before` pages groups in no order
+    leafsearch keeps (a group's best hit is its first in the request's order)."""
+    for refused, message in (
+        (scroll, "cannot use `collapse` in a scroll context"),
+        (bool(source.rescore), "cannot use `collapse` in conjunction with `rescore`"),
+        (source.search_before is not None, "cannot use `collapse` in conjunction with `search_before`"),
+    ):
+        if refused:
+            raise SearchPhaseExecution(IllegalArgument(message))
 
 
 def _build(source: _Source, request: _RequestOptions, indices: str | None) -> SearchRequest:
-    sort = _effective_sort(source.sort or [], source.pit, source.search_after)
-    if source.search_after is not None and not sort:
+    cursor = source.search_after if source.search_before is None else source.search_before
+    sort = _effective_sort(source.sort or [], source.pit, cursor)
+    if cursor is not None and not sort:
         # Elasticsearch's shards cannot place a cursor in a pure relevance order.
         raise SearchPhaseExecution(IllegalArgument("Sort must contain at least one field."))
     track = source.track_total_hits
@@ -549,8 +581,9 @@ def _build(source: _Source, request: _RequestOptions, indices: str | None) -> Se
         indices_options=request.indices_options,
         from_=max(source.from_, 0),
         size=_DEFAULT_SIZE if source.size < 0 else source.size,
-        sort=sort,
-        search_after=source.search_after,
+        sort=sort if source.search_before is None else reversed_sort(sort),
+        search_after=cursor,
+        backwards=source.search_before is not None,
         pit=source.pit,
         slice=source.slice,
         scroll=request.scroll,
@@ -576,6 +609,7 @@ def _build(source: _Source, request: _RequestOptions, indices: str | None) -> Se
         rescore=source.rescore,
         script_fields=source.script_fields,
         post_filter=source.post_filter,
+        collapse=source.collapse,
         min_score=source.min_score,
         terminate_after=source.terminate_after or None,
         rest_total_hits_as_int=request.total_hits_as_int,
@@ -781,12 +815,13 @@ def _index_boost(value: Any) -> tuple[str, float]:
     return index, float(boost)
 
 
-def _search_after(value: list[Any]) -> list[Any]:
+def _search_after(value: list[Any], key: str = "search_after") -> list[Any]:
+    """The values of `search_after` (or of leafsearch's `search_before`, parsed the same)."""
     for item in value:
         if isinstance(item, dict | list):
             raise ParsingError(
                 "Expected [VALUE_STRING] or [VALUE_NUMBER] or [VALUE_BOOLEAN] or [VALUE_NULL] but found "
-                f"[{token_name(item)}] inside search_after."
+                f"[{token_name(item)}] inside {key}."
             )
     if not value:
         raise IllegalArgument("Values must contains at least one value.")

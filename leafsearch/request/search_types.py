@@ -65,6 +65,30 @@ class SourceFilter:
         return bool(self.includes or self.excludes)
 
 
+@dataclass(frozen=True, slots=True)
+class InnerHitsSpec:
+    """One `collapse.inner_hits` entry: each collapsed hit's group, searched with these options
+    (Elasticsearch's expand phase)."""
+
+    name: str
+    from_: int = 0
+    size: int = 3
+    sort: tuple[SortSpec, ...] = ()
+    source: SourceFilter = field(default_factory=SourceFilter)
+    version: bool = False
+    seq_no_primary_term: bool = False
+    explain: bool = False
+    track_scores: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class CollapseSpec:
+    """`collapse`: one hit per value of a keyword or numeric `field`, its best by the sort."""
+
+    field: str
+    inner_hits: tuple[InnerHitsSpec, ...] = ()
+
+
 @dataclass(slots=True)
 class SearchRequest:
     """A whole search, as the REST layer (or an in-process caller) hands it to `Node.search`."""
@@ -76,6 +100,11 @@ class SearchRequest:
     size: int = 10
     sort: list[SortSpec] = field(default_factory=list)  # empty: by _score desc
     search_after: list[Any] | None = None
+    #: `search_before` (a leafsearch extension): `sort` and `search_after` are then the reversed
+    #: walk's (`request.sort.reversed_sort`, the client's `search_before` values as its cursor), so
+    #: the engine pages forward from the cursor as for `search_after`; the page is answered
+    #: reversed, in the request's own order (`hitlist.backwards_page`).
+    backwards: bool = False
     pit: PitSpec | None = None
     slice: SliceSpec | None = None
     scroll: str | None = None  # keep-alive of a scroll this request opens
@@ -93,6 +122,7 @@ class SearchRequest:
     rescore: tuple[Any, ...] = ()  # `request.rescore.Rescorer`s, applied in order
     script_fields: int = 0  # how many were asked for (counted against the limit, then refused)
     post_filter: Query | None = None
+    collapse: CollapseSpec | None = None
     min_score: float | None = None
     terminate_after: int | None = None
     rest_total_hits_as_int: bool = False
@@ -114,6 +144,7 @@ class SearchRequest:
             and sort[0].field == sort_field
             and query_is_match_all(self.query)
             and self.aggs is None
+            and self.collapse is None
             and self.post_filter is None
             and self.min_score is None
             and self.terminate_after is None

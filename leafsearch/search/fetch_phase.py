@@ -93,8 +93,8 @@ def _loads_stored_fields(request: SearchRequest) -> bool:
 
 def renders_raw(request: SearchRequest) -> bool:
     """Whether the REST layer gets this request's pages as bytes: no hit needs its source parsed
-    (`fields`, `_source` filtering) or an explanation built."""
-    return not (request.fields or request.explain or request.source.filtering)
+    (`fields`, `_source` filtering), an explanation built or a collapse key and inner hits added."""
+    return not (request.fields or request.explain or request.source.filtering or request.collapse)
 
 
 def fetch_shard(target: Target, fetch: ShardFetch) -> ShardFetchResult:

@@ -26,9 +26,10 @@ from leafsearch.errors import ElasticError, IllegalArgument, SearchPhaseExecutio
 from leafsearch.request.indices_options import IndicesOptions
 from leafsearch.request.search_types import SHARD_DOC, SearchRequest
 from leafsearch.search import fetch, top_hits
+from leafsearch.search.collapse import check_collapse, decorate
 from leafsearch.search.fetch_phase import render_hits
 from leafsearch.search.guard import SearchGuard
-from leafsearch.search.hitlist import HitList, shard_doc_page
+from leafsearch.search.hitlist import HitList, backwards_page, shard_doc_page
 from leafsearch.search.profile import ShardProfile
 from leafsearch.search.rescore import rescore
 from leafsearch.search.shard_api import FetchAlong, ShardContextId, ShardSearch
@@ -103,6 +104,10 @@ def check_limits(services: SearchServices, request: SearchRequest, targets: list
                 )
         if request.rescore:
             _check_rescore(request, index, window)
+    try:
+        check_collapse(request, targets)
+    except IllegalArgument as exc:
+        raise _phase_error(exc) from None
     if request.slice is not None and request.slice.field is not None:
         try:
             check_slice_field(targets, request.slice, pit=request.pit is not None)
@@ -352,6 +357,8 @@ def response(
                     shards=shards,
                     last_phase=last_phase,
                 )
+            if request.collapse is not None:
+                hits = decorate(services, hitlist, start, end, request, hits)
         except SearchPhaseExecution:
             raise
         except ElasticError as exc:
@@ -416,8 +423,10 @@ def fetch_page(
 ) -> Any:
     """The fetch phase of hits [start, end) through `shards` (per target; default this process's),
     at once on the node's shard pool (`profiles`: per target, each shard's fetch time;
-    `last_phase`: see `render_hits`)."""
+    `last_phase`: see `render_hits`). A `search_before` page is rendered reversed."""
     shards = shards or top_hits.shard_handles(services, hitlist.targets)
+    if request.backwards and end > start:
+        hitlist, start, end = backwards_page(hitlist, start, end)
     return render_hits(
         hitlist,
         start,

@@ -438,7 +438,6 @@ def test_slice_needs_id_and_max():
 @pytest.mark.parametrize(
     "body",
     [
-        {"collapse": {"field": "user"}},
         {"suggest": {"s": {"text": "x"}}},
         {"knn": {"field": "v"}},
         {"runtime_mappings": {"x": {"type": "long"}}},
