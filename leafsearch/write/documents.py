@@ -1029,7 +1029,7 @@ def _bulk_item(
 
 
 def _index_op_type(op: BulkOp, auto_id: bool) -> str:
-    return "create" if op.kind == "create" or op.meta.get("op_type") == "create" or auto_id else "index"
+    return "create" if op.kind == "create" or auto_id else "index"
 
 
 _STATUS = {"created": 201, "updated": 200, "deleted": 200, "not_found": 404, "noop": 200}
