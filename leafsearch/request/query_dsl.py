@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from leafsearch.common.json_tokens import not_numeric, token_name
@@ -44,6 +44,21 @@ class Query:
     """Base of every query node."""
 
     __slots__ = ()
+
+
+def queries_within(query: Query) -> list[Query]:
+    """`query` and every query nested in it (bool clauses, wrapped queries, ...), iteratively;
+    O(nodes), bounded by the parser's nesting and clause limits."""
+    found: list[Query] = []
+    stack: list[Any] = [query]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Query):
+            found.append(node)
+            stack.extend(getattr(node, f.name) for f in fields(node))  # type: ignore[arg-type]
+        elif isinstance(node, tuple | list):
+            stack.extend(node)
+    return found
 
 
 @dataclass(frozen=True, slots=True)
