@@ -26,6 +26,7 @@ class QueryContext:
     index_uuid: str = "_na_"
     max_regex_length: int = 1000  # index.max_regex_length
     max_terms_count: int = 65_536  # index.max_terms_count
+    query_string_lenient: bool = False  # index.query_string.lenient: `query_string`'s default
     max_result_window: int = 10_000  # index.max_result_window: the most ids an `ids` query may name
     max_clause_count: int = MAX_CLAUSE_COUNT  # indices.query.bool.max_clause_count
     profile: Any = None  # the shard's `search.profile.ShardProfile` when the search is profiled

@@ -121,7 +121,8 @@ def rewrite_query_string(q: QueryString, ctx: QueryContext) -> Query:
     if tree is None:
         return MatchNone()
     specs = q.fields or ((q.default_field,) if q.default_field else ctx.default_fields)
-    lenient = q.lenient if q.lenient is not None else all_fields(specs)
+    # Unless the query says: lenient over all fields, else as `index.query_string.lenient` says.
+    lenient = q.lenient if q.lenient is not None else all_fields(specs) or ctx.query_string_lenient
     defaults = expand_fields(ctx, specs)
     builder = _StringLeafBuilder(
         ctx,
