@@ -108,6 +108,37 @@ def test_node_stats_sections_and_http_connections(es: Elasticsearch, server: str
             assert during["current_open"] >= 2
 
 
+def test_http_clients_list_each_connection(server: str) -> None:
+    """`http.clients`: each connection with its id, addresses, agent, last URI, request count and
+    body bytes; a closed one is still listed, with the time it closed."""
+    port = server.rsplit(":", 1)[1]
+
+    def clients(client: httpx.Client) -> dict[int, dict]:
+        section = next(iter(client.get("/_nodes/stats/http").json()["nodes"].values()))["http"]
+        return {entry["id"]: entry for entry in section["clients"]}
+
+    headers = {"user-agent": "conformance-agent/1", "x-opaque-id": "op-7", "x-forwarded-for": "10.0.0.9"}
+    with httpx.Client(base_url=server, headers=headers) as watched:
+        watched.post("/_search", json={"size": 0})
+        mine = next(c for c in clients(watched).values() if c.get("agent") == "conformance-agent/1")
+    assert mine["local_address"] == f"127.0.0.1:{port}"
+    assert mine["remote_address"].startswith("127.0.0.1:")
+    assert mine["last_uri"] == "/_nodes/stats/http"
+    assert (mine["x_opaque_id"], mine["x_forwarded_for"]) == ("op-7", "10.0.0.9")
+    assert mine["request_count"] == 2
+    assert mine["request_size_bytes"] == len(b'{"size":0}')
+    assert mine["last_request_time_millis"] >= mine["opened_time_millis"] > 0
+    assert "closed_time_millis" not in mine
+    with httpx.Client(base_url=server) as other:
+        # The server sees the close when its event loop reads it: ask until it has.
+        for _ in range(200):
+            closed = clients(other)[mine["id"]]
+            if "closed_time_millis" in closed:
+                break
+    assert closed["closed_time_millis"] >= closed["last_request_time_millis"]
+    assert closed["request_count"] == 2
+
+
 def test_cat_shards_segments_nodes_count(es: Elasticsearch, http: httpx.Client, filled: str) -> None:
     shards = es.cat.shards(index=filled, format="json", bytes="b").body
     assert [(r["shard"], r["prirep"], r["state"]) for r in shards] == [
