@@ -54,6 +54,7 @@ from leafsearch.services.breaker import Breakers
 from leafsearch.services.idle_cpu import IdleCpu
 from leafsearch.services.tasks import TaskManager
 from leafsearch.write import by_query, documents
+from leafsearch.write.doc_status import DocStatusCounter, counting_bulk, counting_single
 from leafsearch.write.services import WriteServices
 
 if TYPE_CHECKING:
@@ -199,11 +200,13 @@ class Node:
         )
         # The document API (write/documents.py) and the by-query operations (write/by_query.py),
         # with the signatures written there.
-        self.index_doc = partial(documents.index_doc, self.write_services)
+        # Each write's answer counts in `indices.indexing.doc_status` (write/doc_status.py).
+        self.doc_status = DocStatusCounter()
+        self.index_doc = counting_single(partial(documents.index_doc, self.write_services), self.doc_status)
         self.get_doc = partial(documents.get_doc, self.write_services)
-        self.delete_doc = partial(documents.delete_doc, self.write_services)
-        self.update_doc = partial(documents.update_doc, self.write_services)
-        self.bulk = partial(documents.bulk, self.write_services)
+        self.delete_doc = counting_single(partial(documents.delete_doc, self.write_services), self.doc_status)
+        self.update_doc = counting_single(partial(documents.update_doc, self.write_services), self.doc_status)
+        self.bulk = counting_bulk(partial(documents.bulk, self.write_services), self.doc_status)
         #: `_delete_by_query`, `_update_by_query`, `_reindex`
         self.bulk_by_query = partial(by_query.execute, self.write_services)
         self.security = SecurityStore(self.path / "security")

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import httpx
+import orjson
 import pytest
 from conftest import error_of, running_server
 from elasticsearch import Elasticsearch, NotFoundError
@@ -285,3 +286,50 @@ def test_close_under_writes_and_searches(server: str, new_index: Callable[..., s
         }
     every = set().union(*acknowledged)
     assert every and every <= ids
+
+
+def test_doc_status_counts_every_write_by_status_family(
+    es: Elasticsearch, http: httpx.Client, new_index
+) -> None:
+    """`indices.indexing.doc_status` (OpenSearch's): each single write and each bulk item counts
+    once by its status family, with several writers at once; a refused bulk body counts nothing."""
+    import threading
+
+    name = new_index(settings={"number_of_shards": 2})
+
+    def doc_status() -> dict[str, int]:
+        node = next(iter(es.nodes.stats(metric="indices", index_metric="indexing")["nodes"].values()))
+        return node["indices"]["indexing"]["doc_status"]
+
+    before = doc_status()
+    writers, per_writer = 4, 25
+
+    def write(w: int) -> None:
+        with httpx.Client(base_url=str(http.base_url)) as own:
+            for i in range(per_writer):
+                own.put(f"/{name}/_doc/{w}-{i}", json={"n": i})  # 201
+                own.put(f"/{name}/_doc/{w}-{i}", params={"op_type": "create"}, json={"n": i})  # 409
+            lines = [
+                orjson.dumps(line)
+                for i in range(per_writer)
+                for line in (
+                    {"delete": {"_index": name, "_id": f"{w}-{i}"}},
+                    {"delete": {"_index": name, "_id": f"none-{w}-{i}"}},
+                )
+            ]
+            own.post(
+                "/_bulk", content=b"\n".join(lines) + b"\n", headers={"content-type": "application/x-ndjson"}
+            )  # 200 and 404
+
+    threads = [threading.Thread(target=write, args=(w,)) for w in range(writers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    http.post(
+        "/_bulk", content=b'{"index": {}}\n', headers={"content-type": "application/x-ndjson"}
+    )  # refused whole
+    after = doc_status()
+    total = writers * per_writer
+    assert after.get("2xx", 0) - before.get("2xx", 0) == 2 * total
+    assert after.get("4xx", 0) - before.get("4xx", 0) == 2 * total
