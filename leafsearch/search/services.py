@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from leafsearch.common.settings import ClusterSettings
@@ -72,5 +72,8 @@ class CoordinatorServices(SearchServices):
     reach: Callable[[str | None, IndicesOptions, str | None], tuple[list[Index], Mapping[str, IndexScope]]]
     msearch_pool: ThreadPoolExecutor
     contexts: ContextRegistry = field(init=False)
+    #: A document as the get API answers it (realtime; None when absent): what a terms lookup
+    #: reads (search/terms_lookup.py). The Node sets it once its write side exists.
+    get_document: Callable[..., dict[str, Any] | None] = field(init=False)
     #: The search worker processes (None: searches run in this process).
     workers: WorkerPool | None = field(init=False, default=None)
