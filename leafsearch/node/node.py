@@ -41,6 +41,7 @@ from leafsearch.search import coordinator, scroll_pit
 from leafsearch.search.contexts import ContextRegistry
 from leafsearch.search.hitlist import HitListCache
 from leafsearch.search.msearch import DEFAULT_MAX_CONCURRENT
+from leafsearch.search.request_cache import RequestCache
 from leafsearch.search.segment_orders import SegmentOrders
 from leafsearch.search.services import CoordinatorServices
 from leafsearch.search.shard_contexts import ShardContexts
@@ -131,6 +132,9 @@ class Node:
             settings.get("indices.cache.hitlist.size"), self.global_ordinals, self.shard_services.events
         )
         self.sort_orders = SegmentOrders(settings.get("indices.cache.sort_orders.size"))
+        self.request_cache = RequestCache(
+            settings.get("indices.requests.cache.size"), self.shard_services.events
+        )
         self.indices: dict[str, Index] = {}
         #: The Ray cluster whose actors hold this node's new shards (None: they are local).
         self.ray: RayBackend | None = None
@@ -183,6 +187,7 @@ class Node:
             shard_contexts=self.shard_contexts,
             reach=self._reach,
             msearch_pool=self.msearch_pool,
+            request_cache=self.request_cache,
         )
         self.contexts = self.search_services.contexts = ContextRegistry(self.search_services, clock)
         # by-query operations and reindex run as tasks (`_tasks`); finished results kept bounded
@@ -238,6 +243,7 @@ class Node:
         """Apply the cache size settings (at start and on every cluster settings update)."""
         settings = self.cluster_settings
         self.hitlists.resize(settings.get("indices.cache.hitlist.size"))
+        self.request_cache.resize(settings.get("indices.requests.cache.size"))
         self.sort_orders.resize(settings.get("indices.cache.sort_orders.size"))
         self.global_ordinals.resize(settings.get("indices.fielddata.cache.size"))
         self.source_blocks.resize(settings.get("indices.cache.source_blocks.size"))
@@ -272,6 +278,7 @@ class Node:
         self.contexts.close_all()
         self.shard_contexts.close_all()
         self.hitlists.close()
+        self.request_cache.close()
         try:
             with self.lock:
                 for index in self.indices.values():

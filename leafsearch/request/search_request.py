@@ -597,6 +597,7 @@ def _build(source: _Source, request: _RequestOptions, indices: str | None) -> Se
         indices_boost=source.indices_boost,
         routing=request.routing,
         dfs=request.dfs,
+        request_cache=request.request_cache,
         timeout=source.timeout,
         allow_partial_search_results=request.allow_partial,
     )

@@ -45,8 +45,15 @@ def search(
             return scroll_pit.open_scroll(
                 services, owned, request, started, raw_hits=raw_hits, cancelled=cancelled
             )
+        cache = services.request_cache
+        key = cache.key(targets, request)
+        if key is not None and (cached := cache.get(key, targets)) is not None:
+            return {"took": int((time.perf_counter() - started) * 1000), **cached}
         task = SearchTask(targets, request, time.perf_counter() - started, raw_hits)
-        return dispatch(services, task, cancelled)
+        body = dispatch(services, task, cancelled)
+        if key is not None:
+            cache.put(key, targets, body)
+        return body
     finally:
         release_targets(targets)
 
@@ -58,6 +65,13 @@ def count(
     request = resolve_lookups(services, request)
     targets = phases.resolve_targets(services, request)
     try:
-        return dispatch(services, CountTask(targets, request), cancelled)
+        cache = services.request_cache
+        key = cache.key(targets, request, count=True)
+        if key is not None and (cached := cache.get(key, targets)) is not None:
+            return cached
+        body = dispatch(services, CountTask(targets, request), cancelled)
+        if key is not None:
+            cache.put(key, targets, body)
+        return body
     finally:
         release_targets(targets)
