@@ -133,7 +133,7 @@ class Node:
         )
         self.sort_orders = SegmentOrders(settings.get("indices.cache.sort_orders.size"))
         self.request_cache = RequestCache(
-            settings.get("indices.requests.cache.size"), self.shard_services.events
+            settings.get("indices.requests.cache.size"), self.shard_services.events, settings
         )
         self.indices: dict[str, Index] = {}
         #: The Ray cluster whose actors hold this node's new shards (None: they are local).

@@ -11,7 +11,8 @@ answered without searching. What is cached, as Elasticsearch's `IndicesService.c
   name `now` (its answer depends on the clock), nor an answer that timed out or lost shards.
 
 The key is the request (every field but `request_cache`) with the identity of each snapshot it
-reads (index, shard, snapshot generation, alias filter), so a refresh that publishes a new
+reads (index, shard, snapshot generation, alias filter) and the settings and mapping versions its
+answer depends on (limits such as `search.max_buckets`), so a refresh that publishes a new
 snapshot makes the next request a miss; a released snapshot's entries are dropped with it. The
 cache is the node's, in the server process (where the coordinator runs, before a task goes to a
 search worker), bounded by `indices.requests.cache.size` (1% of the node's memory), least
@@ -41,6 +42,7 @@ from leafsearch.request.search_types import SearchRequest
 from leafsearch.search.targets import Target, snapshot_key
 
 if TYPE_CHECKING:
+    from leafsearch.common.settings import ClusterSettings
     from leafsearch.index.events import ShardEvents
     from leafsearch.index.searcher import Searcher
 
@@ -68,7 +70,8 @@ class _ShardCounters:
 class RequestCache:
     """The node's request cache (see the module's notes)."""
 
-    def __init__(self, max_bytes: int, events: ShardEvents) -> None:
+    def __init__(self, max_bytes: int, events: ShardEvents, cluster_settings: ClusterSettings) -> None:
+        self._cluster_settings = cluster_settings
         self._counters: dict[ShardKey, _ShardCounters] = {}
         self._lock = threading.Lock()  # the counters
         self._entries: BoundedCache[tuple, _Entry] = BoundedCache(max_bytes, _Entry.nbytes, self._removed)
@@ -101,7 +104,21 @@ class RequestCache:
         text = repr(dataclasses.replace(request, request_cache=None))
         if "now" in text:  # date math on the clock somewhere: not the same answer twice
             return None
-        return (snapshot_key(targets), count, text)
+        # Limits and mappings decide answers too (a lowered `search.max_buckets` refuses what was
+        # answered before): the settings and mapping versions read are part of the key.
+        cluster = self._cluster_settings
+        indices = {id(t.index): t.index for t in targets}.values()
+        try:
+            context = repr(
+                (
+                    sorted(cluster.persistent.items()),
+                    sorted(cluster.transient.items()),
+                    [(sorted(i.settings.items()), i.mapping.version) for i in indices],
+                )
+            )
+        except RuntimeError:  # an index's settings changing under the read: not cached this time
+            return None
+        return (snapshot_key(targets), count, text, context)
 
     def get(self, key: tuple, targets: list[Target]) -> dict[str, Any] | None:
         """The cached answer (a fresh copy, without `took`) or None; counts a hit or a miss on
@@ -124,7 +141,7 @@ class RequestCache:
             {k: v for k, v in body.items() if k != "took"}, default=_raw, option=orjson.OPT_SERIALIZE_NUMPY
         )
         searchers = frozenset(t.searcher.uid for t in targets)
-        entry = _Entry(kept, _shards(targets), searchers, len(key[2]))
+        entry = _Entry(kept, _shards(targets), searchers, len(key[2]) + len(key[3]))
         with self._lock:
             self._share(entry, +1)
         if not self._entries.put(key, entry):  # larger than the whole bound: not kept
