@@ -787,6 +787,12 @@ def _unsupported(node: dict) -> str:
     return " ".join(f"[{k} : {_java_text(v)}]" for k, v in node.items())
 
 
+def _subobjects_param(value: Any, name: str) -> bool:
+    if value == "auto":
+        raise _MappingError(reason(f"[subobjects] auto on [{name}]"))
+    return _bool_param(value, name, "subobjects")
+
+
 def _no_subobjects(mapper: ObjectMapper) -> bool:
     """`subobjects: false`: the object holds leaves only, named with their dots (`time.max`)."""
     return mapper.params.get("subobjects") is False
@@ -1030,7 +1036,7 @@ def _build_object(path: str, name: str, type_: str, node: dict) -> ObjectMapper:
         elif key == "enabled" or key in ("include_in_parent", "include_in_root") and type_ == "nested":
             params[key] = _bool_param(value, name, key)
         elif key == "subobjects":
-            subobjects = _bool_param(value, name, key)
+            subobjects = _subobjects_param(value, name)
             if not subobjects and type_ == "nested":
                 raise _MappingError(
                     f"Mapping definition for [{name}] has unsupported parameters:  [subobjects : false]"
@@ -1289,13 +1295,15 @@ class Mapping:
             )
         params = self._root_params
         if "subobjects" in body:  # the root's properties are read with it
-            self._root.params["subobjects"] = _bool_param(body["subobjects"], "_doc", "subobjects")
+            self._root.params["subobjects"] = _subobjects_param(body["subobjects"], "_doc")
         for key, value in body.items():
             if key == "properties":
                 continue
             if key == "dynamic":
                 params[key] = _dynamic_param(value, "_doc")
-            elif key in ("date_detection", "numeric_detection", "enabled", "subobjects"):
+            elif key == "subobjects":
+                params[key] = self._root.params["subobjects"]
+            elif key in ("date_detection", "numeric_detection", "enabled"):
                 params[key] = _bool_param(value, "_doc", key)
             elif key == "dynamic_date_formats":
                 formats = [value] if type(value) is str else value

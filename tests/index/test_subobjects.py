@@ -114,3 +114,11 @@ def test_refusals(http: httpx.Client, es: Elasticsearch, metrics: str, index_nam
     assert (
         http.head(f"/{index_name}-n").status_code == 404 and http.head(f"/{index_name}-b").status_code == 404
     )
+
+
+def test_subobjects_auto_is_refused_as_not_supported(http: httpx.Client, index_name: str) -> None:
+    for mappings in ({"subobjects": "auto"}, {"properties": {"m": {"type": "object", "subobjects": "auto"}}}):
+        response = http.put(f"/{index_name}", json={"mappings": mappings})
+        assert response.status_code == 400
+        assert "is not supported by leafsearch" in error_of(response)["reason"]
+        assert http.head(f"/{index_name}").status_code == 404
