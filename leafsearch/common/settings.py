@@ -302,6 +302,7 @@ _INDEX = [
     Setting("index.max_script_fields", "32", int_setting(0), True),
     Setting("index.max_regex_length", "1000", int_setting(1), True),
     Setting("index.query_string.lenient", "false", bool_setting, False),
+    Setting("index.mapping.source.mode", "stored", choice_setting("stored", "synthetic"), False),
     Setting("index.requests.cache.enable", "true", bool_setting, True),
     Setting("index.max_ngram_diff", "1", int_setting(0), True),
     Setting("index.analyze.max_token_count", "10000", int_setting(1), True),
