@@ -8,7 +8,8 @@ answered without searching. What is cached, as Elasticsearch's `IndicesService.c
   `index.requests.cache.enable` (dynamic, default true) is on;
 - `request_cache=true` caches the request whatever its size; `request_cache=false` never;
 - never a profiled, DFS, scroll or point-in-time search, a request whose query or aggregations
-  name `now` (its answer depends on the clock), nor an answer that timed out or lost shards.
+  name `now` (its answer depends on the clock), a search of Ray-backed shards (their snapshots
+  live in the actors), nor an answer that timed out or lost shards.
 
 The key is the request (every field but `request_cache`) with the identity of each snapshot it
 reads (index, shard, snapshot generation, alias filter) and the settings and mapping versions its
@@ -94,6 +95,8 @@ class RequestCache:
         if request.request_cache is False or request.profile or request.dfs:
             return None
         if request.scroll is not None or request.pit is not None or not targets:
+            return None
+        if any(t.remote for t in targets):  # a shard actor's snapshot: its identity is the actor's
             return None
         if request.request_cache is None:
             if not count and request.size != 0:
