@@ -301,6 +301,9 @@ _INDEX = [
     Setting("index.max_docvalue_fields_search", "100", int_setting(0), True),
     Setting("index.max_script_fields", "32", int_setting(0), True),
     Setting("index.max_regex_length", "1000", int_setting(1), True),
+    Setting("index.query_string.lenient", "false", bool_setting, False),
+    Setting("index.mapping.source.mode", "stored", choice_setting("stored", "synthetic"), False),
+    Setting("index.requests.cache.enable", "true", bool_setting, True),
     Setting("index.max_ngram_diff", "1", int_setting(0), True),
     Setting("index.analyze.max_token_count", "10000", int_setting(1), True),
     Setting("index.max_shingle_diff", "3", int_setting(0), True),
@@ -491,6 +494,7 @@ _CLUSTER = [
     Setting("indices.breaker.total.limit", "95%", memory_size_setting, True),
     # Caches of this node's search engine (process-wide); each bounded, least recently used out.
     Setting("indices.cache.hitlist.size", "512mb", memory_size_setting, True),
+    Setting("indices.requests.cache.size", "1%", memory_size_setting, True),
     Setting("indices.cache.sort_orders.size", "256mb", memory_size_setting, True),
     Setting("indices.fielddata.cache.size", "128mb", memory_size_setting, True),
     Setting("indices.cache.source_blocks.size", "32mb", memory_size_setting, True),

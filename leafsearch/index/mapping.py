@@ -787,8 +787,54 @@ def _unsupported(node: dict) -> str:
     return " ".join(f"[{k} : {_java_text(v)}]" for k, v in node.items())
 
 
+def _subobjects_param(value: Any, name: str) -> bool:
+    if value == "auto":
+        raise _MappingError(reason(f"[subobjects] auto on [{name}]"))
+    return _bool_param(value, name, "subobjects")
+
+
+def _no_subobjects(mapper: ObjectMapper) -> bool:
+    """`subobjects: false`: the object holds leaves only, named with their dots (`time.max`)."""
+    return mapper.params.get("subobjects") is False
+
+
+def _flattened_properties(parent: ObjectMapper, name: str, node: dict) -> dict[str, Any]:
+    """Under `subobjects: false`, an object's leaves named from the object (`a` holding `b` is
+    `a.b`), as Elasticsearch flattens them; a `nested` one is refused."""
+    if node.get("type") == "nested":
+        raise _MappingError(
+            f"Tried to add nested object [{name}] to object [{parent.name or '_doc'}] which does not "
+            "support subobjects",
+            True,
+        )
+    props = node.get("properties", {})
+    if type(props) is not dict:
+        raise _MappingError("properties must be a map type")
+    return {f"{name}.{child}": sub for child, sub in props.items()}
+
+
+def _inherit_subobjects(node: dict, mapper: ObjectMapper) -> dict:
+    """A mapping update's object `node` for the existing `mapper`: an object without subobjects
+    reads the update's properties without splitting their dots, as the object it was created as
+    (an explicit `subobjects` is kept, to be refused when it differs)."""
+    node = dict(node)
+    if _no_subobjects(mapper):
+        node.setdefault("subobjects", False)
+        return node
+    props = node.get("properties")
+    if type(props) is dict:
+        node["properties"] = {
+            name: _inherit_subobjects(child_node, child)
+            if type(child_node) is dict and isinstance(child := mapper.children.get(name), ObjectMapper)
+            else child_node
+            for name, child_node in props.items()
+        }
+    return node
+
+
 def _build_properties(parent: ObjectMapper, props: Any) -> None:
-    """Parse a `properties` object into `parent`; dotted names (`a.b`) become objects."""
+    """Parse a `properties` object into `parent`; dotted names (`a.b`) become objects, unless the
+    parent has `subobjects: false` (then `a.b` is a leaf's name, and objects are flattened)."""
     if props == []:
         return
     if type(props) is not dict:
@@ -810,6 +856,11 @@ def _build_properties(parent: ObjectMapper, props: Any) -> None:
                 f"object field starting or ending with a [.] makes object resolution ambiguous: [{name}]"
             )
             raise _MappingError("field name cannot contain only dots" if not any(parts) else ambiguous, True)
+        if _no_subobjects(parent):
+            if node.get("type", "object" if "properties" in node else None) in ("object", "nested"):
+                _build_properties(parent, _flattened_properties(parent, name, node))
+                continue
+            parts = [name]
         target = parent
         for part in parts[:-1]:
             child = target.children.get(part)
@@ -985,9 +1036,12 @@ def _build_object(path: str, name: str, type_: str, node: dict) -> ObjectMapper:
         elif key == "enabled" or key in ("include_in_parent", "include_in_root") and type_ == "nested":
             params[key] = _bool_param(value, name, key)
         elif key == "subobjects":
-            if _bool_param(value, name, key) is not True:
-                raise _MappingError("[subobjects] false is not supported", True)
-            params[key] = True
+            subobjects = _subobjects_param(value, name)
+            if not subobjects and type_ == "nested":
+                raise _MappingError(
+                    f"Mapping definition for [{name}] has unsupported parameters:  [subobjects : false]"
+                )
+            params[key] = subobjects
         else:
             unknown[key] = value
     if unknown:
@@ -1022,6 +1076,10 @@ def _merge_objects(old: ObjectMapper, new: ObjectMapper) -> None:
         raise IllegalArgument(f"object mapping [{old.path}] can't be changed from {change}")
     if "enabled" in new.params and new.enabled != old.enabled:
         raise IllegalArgument(f"the [enabled] parameter can't be updated for the object mapping [{old.path}]")
+    if new.params.get("subobjects", True) != old.params.get("subobjects", True):
+        raise IllegalArgument(
+            f"the [subobjects] parameter can't be updated for the object mapping [{old.path}]"
+        )
     old.params.update(new.params)
     for name, child in new.children.items():
         existing = old.children.get(name)
@@ -1190,7 +1248,7 @@ def _template_patterns(key: str, value: Any) -> list[str]:
 # The mapping
 
 _ROOT_KEYS = frozenset(
-    ("properties", "dynamic", "date_detection", "dynamic_date_formats", "numeric_detection")
+    ("properties", "dynamic", "date_detection", "dynamic_date_formats", "numeric_detection", "subobjects")
     + ("dynamic_templates", "_meta", "_source", "_routing", "enabled", "runtime")
 )
 _SOURCE_KEYS = frozenset({"enabled", "includes", "excludes", "mode"})
@@ -1236,11 +1294,15 @@ class Mapping:
                 f"Root mapping definition has unsupported parameters:  {_unsupported(unknown)}"
             )
         params = self._root_params
+        if "subobjects" in body:  # the root's properties are read with it
+            self._root.params["subobjects"] = _subobjects_param(body["subobjects"], "_doc")
         for key, value in body.items():
             if key == "properties":
                 continue
             if key == "dynamic":
                 params[key] = _dynamic_param(value, "_doc")
+            elif key == "subobjects":
+                params[key] = self._root.params["subobjects"]
             elif key in ("date_detection", "numeric_detection", "enabled"):
                 params[key] = _bool_param(value, "_doc", key)
             elif key == "dynamic_date_formats":
@@ -1275,7 +1337,7 @@ class Mapping:
     def _refresh(self) -> None:
         """Recompute what is derived from the tree and root parameters (after any change)."""
         params = self._root_params
-        self._root.params = {"dynamic": params["dynamic"]} if "dynamic" in params else {}
+        self._root.params = {k: params[k] for k in ("dynamic", "subobjects") if k in params}
         self._root.enabled = params.get("enabled", True)
         self._date_detection = params.get("date_detection", True)
         self._numeric_detection = params.get("numeric_detection", False)
@@ -1350,7 +1412,12 @@ class Mapping:
         Nothing changes on error: 400 `mapper_parsing_exception` for a bad body,
         `illegal_argument_exception` for a conflict with the current mapping.
         """
-        incoming = Mapping.from_body(body)
+        unwrapped = _unwrap_type(body) if isinstance(body, dict) else body
+        if isinstance(unwrapped, dict):  # an update is read as the objects it adds to read it
+            unwrapped = _inherit_subobjects(unwrapped, self._root)
+        incoming = Mapping.from_body(unwrapped)
+        if incoming._root_params.get("subobjects", True) != self._root_params.get("subobjects", True):
+            raise IllegalArgument("the [subobjects] parameter can't be updated for the object mapping [_doc]")
         merged = Mapping.from_body(self.to_body())
         merged.set_limits(self.total_fields_limit, self.depth_limit, self.field_name_length_limit)
         for key, value in incoming._root_params.items():
@@ -1510,7 +1577,11 @@ class Mapping:
         if key.isspace():
             reason = f"Field name cannot contain only whitespace: [{mapper.child_path(key)}]"
             raise _DocError(key, lambda loc, _id: DocumentParsing(f"{loc}{reason}"))
-        if "." in key:
+        if _no_subobjects(mapper):
+            if type(value) is dict or (type(value) is list and any(type(v) is dict for v in _flat(value))):
+                self._flatten(mapper, key, value, doc, pending)
+                return
+        elif "." in key:
             self._dotted(mapper, key, value, doc, pending)
             return
         if mapper is self._root and key in METADATA_FIELDS:
@@ -1545,6 +1616,14 @@ class Mapping:
             mapper.children[key] = child  # a parent created by this document: not yet in the tree
         self._dispatch(child, key, value, doc, pending)
 
+    def _flatten(self, mapper: ObjectMapper, key: str, value: Any, doc: ParsedDoc, pending: _Pending) -> None:
+        """An object under `subobjects: false`: its fields are the parent's, named `key.field`."""
+        for item in _flat(value) if type(value) is list else (value,):
+            if type(item) is dict:
+                self._walk(mapper, {f"{key}.{k}": v for k, v in item.items()}, doc, pending)
+            elif item is not None:
+                self._walk(mapper, {key: item}, doc, pending)
+
     def _dotted(self, mapper: ObjectMapper, key: str, value: Any, doc: ParsedDoc, pending: _Pending) -> None:
         """`{"a.b": 1}` is `{"a": {"b": 1}}`, as Elasticsearch expands dots in field names."""
         parts = key.split(".")
@@ -1567,8 +1646,19 @@ class Mapping:
                 f"for [{head.path}] must be of type object but found [{head.type}]."
             )
             raise _DocError(key, lambda loc, _id: DocumentParsing(f"{loc}{reason}"))
-        nested: Any = value
-        for part in reversed(parts[1:]):
+        # The dots split into objects down to an object without subobjects, which takes the rest
+        # of the name as one leaf's (`metrics.time.max` under `metrics` is its leaf `time.max`).
+        split, node = len(parts), mapper
+        for i, part in enumerate(parts[:-1]):
+            child = node.children.get(part) or pending.get(node, part)
+            if child is None or child.leaf:
+                break
+            if _no_subobjects(child):
+                split = i + 1
+                break
+            node = child
+        nested: Any = value if split == len(parts) else {".".join(parts[split:]): value}
+        for part in reversed(parts[1:split]):
             nested = {part: nested}
         self._walk(mapper, {parts[0]: nested}, doc, pending)
 

@@ -495,13 +495,13 @@ def flush(node: IndicesOwner, expr: str | None, options: IndicesOptions) -> dict
     return {"_shards": shards_header(indices_of(node, options, expr))}
 
 
-def inactive_primaries(index: Index) -> int:
-    """Primaries that cannot serve now: the shards of a Ray-backed index whose actor does not
+def inactive_primaries(index: Index) -> list[int]:
+    """The primaries that cannot serve now: the shards of a Ray-backed index whose actor does not
     answer (dead, restarting, or on a node that left: ray_backend/remote.py); this node's own
     shards are always active."""
     if index.remote is None or index.closed:
-        return 0
-    return len(index.remote.inactive_shards())
+        return []
+    return index.remote.inactive_shards()
 
 
 def index_health(index: Index, inactive: int | None = None) -> str:
@@ -509,7 +509,7 @@ def index_health(index: Index, inactive: int | None = None) -> str:
     red while a primary is not active (`inactive`, asked when None), as Elasticsearch's index
     whose primary has no node."""
     if inactive is None:
-        inactive = inactive_primaries(index)
+        inactive = len(inactive_primaries(index))
     if inactive:
         return "red"
     return "yellow" if _replicas(index) > 0 else "green"
@@ -557,7 +557,8 @@ def _health_body(node: IndicesOwner, expr: str | None, level: str) -> tuple[dict
                 targets, missing = [], True
         else:
             targets = indices_of(node, IndicesOptions(expand_wildcards="all"), None)
-    inactive = {i.name: inactive_primaries(i) for i in targets}
+    down_shards = {i.name: inactive_primaries(i) for i in targets}
+    inactive = {name: len(shards) for name, shards in down_shards.items()}
     down = sum(inactive.values())
     copies = sum(i.num_shards * (1 + _replicas(i)) for i in targets)
     primaries = sum(i.num_shards for i in targets) - down
@@ -597,7 +598,28 @@ def _health_body(node: IndicesOwner, expr: str | None, level: str) -> tuple[dict
             }
             for i in targets
         }
+        if level == "shards":
+            for i in targets:
+                body["indices"][i.name]["shards"] = _shard_health(i, down_shards[i.name])
     return body, missing
+
+
+def _shard_health(index: Index, down: list[int]) -> dict[str, dict[str, Any]]:
+    """`level=shards`: each shard's copies, by shard number, as ClusterShardHealth prints them."""
+    replicas = _replicas(index)
+    sections = {}
+    for shard in range(index.num_shards):
+        active = shard not in down
+        sections[str(shard)] = {
+            "status": "red" if not active else "yellow" if replicas else "green",
+            "primary_active": active,
+            "active_shards": int(active),
+            "relocating_shards": 0,
+            "initializing_shards": 0,
+            "unassigned_shards": replicas + (not active),
+            "unassigned_primary_shards": int(not active),
+        }
+    return sections
 
 
 def cat_indices_rows(node: IndicesOwner, expr: str | None, options: IndicesOptions) -> list[dict[str, Any]]:

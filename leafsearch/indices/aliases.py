@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +36,7 @@ from leafsearch.indices.admin import (
     resolve_index_expression,
     validate_index_name,
 )
+from leafsearch.request.date_math_names import resolve_name
 from leafsearch.request.query_dsl import Bool, Query, parse_query
 from leafsearch.search.targets import IndexScope
 
@@ -292,6 +294,7 @@ def _concrete(node: IndicesOwner, expressions: Iterable[str]) -> list[str]:
 def update_aliases(node: IndicesOwner, actions: list[AliasAction]) -> dict[str, Any]:
     """Apply every action or none: the new table is built, checked and written before it is
     published. `remove_index` deletes the index with the rest."""
+    now = int(time.time() * 1000)  # the `now` of every alias name written as date math
     with node.lock:
         table = {alias: dict(members) for alias, members in node.aliases.current.items()}
         doomed: list[str] = []
@@ -313,7 +316,7 @@ def update_aliases(node: IndicesOwner, actions: list[AliasAction]) -> dict[str, 
                 doomed.extend(indices)
                 changed = True
             elif action.kind == "add":
-                for alias in action.aliases:
+                for alias in (resolve_name(a, now) for a in action.aliases):
                     validate_alias_name(alias)
                     if alias in node.indices:
                         raise InvalidAliasName(
@@ -410,7 +413,9 @@ def creation_aliases(body: Any) -> dict[str, AliasMetadata]:
     if not isinstance(body, Mapping):
         raise IllegalArgument("[aliases] must be an object")
     out = {}
-    for alias, spec in body.items():
+    now = int(time.time() * 1000)
+    for written, spec in body.items():
+        alias = resolve_name(written, now)  # `<logs-{now/M}>` names this month's alias
         validate_alias_name(alias)
         if not isinstance(spec, Mapping):
             raise IllegalArgument(f"[{alias}] must be an object")

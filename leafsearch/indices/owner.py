@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from leafsearch.indices.aliases import AliasTable
     from leafsearch.request.search_types import SearchRequest
     from leafsearch.search.contexts import ContextRegistry
+    from leafsearch.search.request_cache import RequestCache
     from leafsearch.search.stats import SearchStats
 
 
@@ -34,6 +35,8 @@ class IndicesOwner(Protocol):
     #: The open point-in-time and scroll contexts (freed with their index).
     contexts: ContextRegistry
     search_stats: SearchStats
+    #: The request cache, whose counters are per shard (`request_cache` of `_stats`).
+    request_cache: RequestCache
 
     def resolve_indices(
         self,

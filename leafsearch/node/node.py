@@ -42,6 +42,7 @@ from leafsearch.search import coordinator, scroll_pit
 from leafsearch.search.contexts import ContextRegistry
 from leafsearch.search.hitlist import HitListCache
 from leafsearch.search.msearch import DEFAULT_MAX_CONCURRENT
+from leafsearch.search.request_cache import RequestCache
 from leafsearch.search.segment_orders import SegmentOrders
 from leafsearch.search.services import CoordinatorServices
 from leafsearch.search.shard_contexts import ShardContexts
@@ -55,6 +56,7 @@ from leafsearch.services.breaker import Breakers
 from leafsearch.services.idle_cpu import IdleCpu
 from leafsearch.services.tasks import TaskManager
 from leafsearch.write import by_query, documents
+from leafsearch.write.doc_status import DocStatusCounter, counting_bulk, counting_single
 from leafsearch.write.services import WriteServices
 
 if TYPE_CHECKING:
@@ -131,6 +133,9 @@ class Node:
             settings.get("indices.cache.hitlist.size"), self.global_ordinals, self.shard_services.events
         )
         self.sort_orders = SegmentOrders(settings.get("indices.cache.sort_orders.size"))
+        self.request_cache = RequestCache(
+            settings.get("indices.requests.cache.size"), self.shard_services.events, settings
+        )
         self.indices: dict[str, Index] = {}
         #: The Ray cluster whose actors hold this node's new shards (None: they are local).
         self.ray: RayBackend | None = None
@@ -183,6 +188,7 @@ class Node:
             shard_contexts=self.shard_contexts,
             reach=self._reach,
             msearch_pool=self.msearch_pool,
+            request_cache=self.request_cache,
         )
         self.contexts = self.search_services.contexts = ContextRegistry(self.search_services, clock)
         # by-query operations and reindex run as tasks (`_tasks`); finished results kept bounded
@@ -202,11 +208,14 @@ class Node:
         )
         # The document API (write/documents.py) and the by-query operations (write/by_query.py),
         # with the signatures written there.
-        self.index_doc = partial(documents.index_doc, self.write_services)
+        # Each write's answer counts in `indices.indexing.doc_status` (write/doc_status.py).
+        self.doc_status = DocStatusCounter()
+        self.index_doc = counting_single(partial(documents.index_doc, self.write_services), self.doc_status)
         self.get_doc = partial(documents.get_doc, self.write_services)
-        self.delete_doc = partial(documents.delete_doc, self.write_services)
-        self.update_doc = partial(documents.update_doc, self.write_services)
-        self.bulk = partial(documents.bulk, self.write_services)
+        self.search_services.get_document = self.get_doc
+        self.delete_doc = counting_single(partial(documents.delete_doc, self.write_services), self.doc_status)
+        self.update_doc = counting_single(partial(documents.update_doc, self.write_services), self.doc_status)
+        self.bulk = counting_bulk(partial(documents.bulk, self.write_services), self.doc_status)
         #: `_delete_by_query`, `_update_by_query`, `_reindex`
         self.bulk_by_query = partial(by_query.execute, self.write_services)
         self.security = SecurityStore(self.path / "security")
@@ -237,6 +246,7 @@ class Node:
         """Apply the cache size settings (at start and on every cluster settings update)."""
         settings = self.cluster_settings
         self.hitlists.resize(settings.get("indices.cache.hitlist.size"))
+        self.request_cache.resize(settings.get("indices.requests.cache.size"))
         self.sort_orders.resize(settings.get("indices.cache.sort_orders.size"))
         self.global_ordinals.resize(settings.get("indices.fielddata.cache.size"))
         self.source_blocks.resize(settings.get("indices.cache.source_blocks.size"))
@@ -271,6 +281,7 @@ class Node:
         self.contexts.close_all()
         self.shard_contexts.close_all()
         self.hitlists.close()
+        self.request_cache.close()
         try:
             with self.lock:
                 for index in self.indices.values():

@@ -19,7 +19,8 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from dataclasses import replace as dataclass_replace
 from typing import Any
 
 import orjson
@@ -46,6 +47,42 @@ class Query:
     """Base of every query node."""
 
     __slots__ = ()
+
+
+def replace_queries(query: Query, replace: Callable[[Query], Query | None]) -> Query:
+    """`query` with each node `replace` answers a query for (not descended into) swapped in, and
+    the nodes above rebuilt; `replace` answers None to keep a node. Recursive, bounded by the
+    parser's nesting limit (`indices.query.bool.max_nested_depth`)."""
+    swapped = replace(query)
+    if swapped is not None:
+        return swapped
+    changes: dict[str, Any] = {}
+    for f in fields(query):  # type: ignore[arg-type]
+        value = getattr(query, f.name)
+        if isinstance(value, Query):
+            new = replace_queries(value, replace)
+        elif isinstance(value, tuple) and any(isinstance(v, Query) for v in value):
+            new = tuple(replace_queries(v, replace) if isinstance(v, Query) else v for v in value)
+        else:
+            continue
+        if new != value:
+            changes[f.name] = new
+    return dataclass_replace(query, **changes) if changes else query  # type: ignore[type-var]
+
+
+def queries_within(query: Query) -> list[Query]:
+    """`query` and every query nested in it (bool clauses, wrapped queries, ...), iteratively;
+    O(nodes), bounded by the parser's nesting and clause limits."""
+    found: list[Query] = []
+    stack: list[Any] = [query]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Query):
+            found.append(node)
+            stack.extend(getattr(node, f.name) for f in fields(node))  # type: ignore[arg-type]
+        elif isinstance(node, tuple | list):
+            stack.extend(node)
+    return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +161,19 @@ class Term(Query):
 class Terms(Query):
     field: str
     values: tuple[Scalar, ...]
+    boost: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class TermsLookup(Query):
+    """`terms` whose values are the `path` values of document `id` of `index` (read with `routing`),
+    fetched on the coordinator before the search runs (search/terms_lookup.py)."""
+
+    field: str
+    index: str
+    id: str
+    path: str
+    routing: str | None = None
     boost: float = 1.0
 
 
@@ -659,25 +709,50 @@ def _terms(body: dict, depth: int) -> Query:
     name = "terms"
     field: str | None = None
     values: list | None = None
+    lookup: dict[str, str] | None = None
     boost = 1.0
     for key, value in body.items():
-        if isinstance(value, list):
+        if isinstance(value, list | dict):
             if field is not None:
                 raise ParsingError(
                     f"[{name}] query does not support multiple fields, found [{field}] and [{key}]"
                 )
+            if isinstance(value, dict):
+                field, lookup = key, _terms_lookup(value)
+                continue
             if not all(_is_scalar(v) for v in value):
                 raise ParsingError(f"[{name}] query does not support [{key}] values that are not scalars")
             field, values = key, value
-        elif isinstance(value, dict):
-            raise NotSupported("[terms] query lookup (terms from another document)")
         elif key == "boost":
             boost = _float(name, key, value)
         elif key not in _IGNORED:
             raise ParsingError(f"[{name}] query does not support [{key}]")
+    if field is not None and lookup is not None:
+        return TermsLookup(field, lookup["index"], lookup["id"], lookup["path"], lookup.get("routing"), boost)
     if field is None or values is None:
         raise ParsingError(f"[{name}] query requires a field and a list of values")
     return Terms(field, tuple(values), boost)
+
+
+_LOOKUP_KEYS = ("index", "id", "path", "routing")
+
+
+def _terms_lookup(spec: dict) -> dict[str, str]:
+    """TermsLookup's ConstructingObjectParser: `index`, `id` and `path` required, `routing`
+    optional, each a JSON string."""
+    out: dict[str, str] = {}
+    for key, value in spec.items():
+        if key not in _LOOKUP_KEYS:
+            raise XContentParseError(f"[terms_lookup] unknown field [{key}]")
+        if not isinstance(value, str):
+            raise XContentParseError(
+                f"[terms_lookup] {key} doesn't support values of type: {token_name(value)}"
+            )
+        out[key] = value
+    missing = [key for key in _LOOKUP_KEYS[:3] if key not in out]
+    if missing:
+        raise IllegalArgument(f"Required [{', '.join(missing)}]")
+    return out
 
 
 _RELATIONS = ("intersects", "within", "contains")

@@ -96,7 +96,8 @@ def parse_search_request(
     request = _RequestOptions(params, scroll)
     source.apply_params(params, path)
     request.check_total_hits_as_int(source)
-    _validate(source, request, indices)
+    _validate_pit(source, request, indices)
+    _validate(source, request)
     return _build(source, request, indices)
 
 
@@ -392,9 +393,10 @@ class _Source:
             self.query = query
         if "from" in params:
             self.set_from(_param_int(params, "from"))
-        # RestSearchAction reads `size` with -1 as its "absent" default, so `?size=-1` keeps the default.
-        if "size" in params and (size := _param_int(params, "size")) != -1:
-            self.set_size(size)
+        # Elasticsearch 8 refuses `?size=-1` as any negative size (only its 7.x compatibility mode,
+        # which leafsearch does not emulate, read -1 as "not given").
+        if "size" in params:
+            self.set_size(_param_int(params, "size"))
         for key in ("explain", "version", "seq_no_primary_term"):
             if key in params:
                 setattr(self, key, _param_bool(params, key, None))
@@ -499,7 +501,7 @@ def _url_query(params: dict[str, str], path: str) -> Query | None:
 # validation and the final request
 
 
-def _validate(source: _Source, request: _RequestOptions, indices: str | None) -> None:
+def _validate(source: _Source, request: _RequestOptions) -> None:
     """`SearchRequest.validate()` with `SearchSourceBuilder.validate()`: every message at once."""
     errors: list[str] = []
     scroll = request.scroll is not None
@@ -534,21 +536,8 @@ def _validate(source: _Source, request: _RequestOptions, indices: str | None) ->
         errors.append("[_shard_doc] sort field cannot be used without [point in time]")
     if scroll and request.request_cache:
         errors.append("[request_cache] cannot be used in a scroll context")
-    if source.pit is not None:
-        if scroll:
-            errors.append("using [point in time] is not allowed in a scroll context")
-        if indices:
-            errors.append(
-                "[indices] cannot be used with point in time. Do not specify any index with point in time."
-            )
-        if request.custom_indices_options:
-            errors.append("[indicesOptions] cannot be used with point in time")
-        if request.routing is not None:
-            errors.append("[routing] cannot be used with point in time")
-        if request.preference is not None:
-            errors.append("[preference] cannot be used with point in time")
-        if request.ccs_minimize_roundtrips:
-            errors.append("[ccs_minimize_roundtrips] cannot be used with point in time")
+    if source.pit is not None and scroll:
+        errors.append("using [point in time] is not allowed in a scroll context")
     if errors:
         raise ActionRequestValidation(*errors)
     if source.collapse is not None:
@@ -566,6 +555,31 @@ def _validate_collapse(source: _Source, scroll: bool) -> None:
     ):
         if refused:
             raise SearchPhaseExecution(IllegalArgument(message))
+
+
+class PointInTimeMisuse(ActionRequestValidation):
+    """What RestSearchAction.preparePointInTime refuses while it reads the request, before the
+    request is validated: in `_msearch` it fails the whole request, not one search."""
+
+
+def _validate_pit(source: _Source, request: _RequestOptions, indices: str | None) -> None:
+    if source.pit is None:
+        return
+    errors: list[str] = []
+    if indices:
+        errors.append(
+            "[indices] cannot be used with point in time. Do not specify any index with point in time."
+        )
+    if request.custom_indices_options:
+        errors.append("[indicesOptions] cannot be used with point in time")
+    if request.routing is not None:
+        errors.append("[routing] cannot be used with point in time")
+    if request.preference is not None:
+        errors.append("[preference] cannot be used with point in time")
+    if request.ccs_minimize_roundtrips:
+        errors.append("[ccs_minimize_roundtrips] cannot be used with point in time")
+    if errors:
+        raise PointInTimeMisuse(*errors)
 
 
 def _build(source: _Source, request: _RequestOptions, indices: str | None) -> SearchRequest:
@@ -617,6 +631,7 @@ def _build(source: _Source, request: _RequestOptions, indices: str | None) -> Se
         indices_boost=source.indices_boost,
         routing=request.routing,
         dfs=request.dfs,
+        request_cache=request.request_cache,
         timeout=source.timeout,
         allow_partial_search_results=request.allow_partial,
     )

@@ -132,6 +132,9 @@ class SearchRequest:
     dfs: bool = False  # search_type=dfs_query_then_fetch: score with statistics of all shards
     timeout: float | None = None  # seconds (-1: none); None: `search.default_search_timeout`
     allow_partial_search_results: bool | None = None  # None: `search.default_allow_partial_results`
+    #: `request_cache`: True caches the answer whatever its size, False never; None: the index's
+    #: `index.requests.cache.enable` for `size: 0` requests (search/request_cache.py)
+    request_cache: bool | None = None
 
     def plain_walk(self, sort_field: str) -> bool:
         """Whether the request only reads every document in the order of one `sort_field` sort: a

@@ -7,6 +7,7 @@ import os
 import time
 from typing import TYPE_CHECKING, Any
 
+from leafsearch.errors import IllegalArgument
 from leafsearch.index import shard_listing
 from leafsearch.index.shard_listing import ShardListing, ShardMissing
 from leafsearch.indices import admin
@@ -100,7 +101,10 @@ def cat_indices(node: Node, req: RestRequest) -> RestResponse:
     rows = admin.cat_indices_rows(node, req.path_params.get("index"), options)
     health = req.param("health")
     if health is not None:
-        rows = [r for r in rows if r["health"] == health]
+        wanted = health.lower()  # ClusterHealthStatus.fromString ignores case
+        if wanted not in ("green", "yellow", "red"):
+            raise IllegalArgument(f"unknown cluster health status [{health}]")
+        rows = [r for r in rows if r["health"] == wanted]
     return render_table(req, INDICES_COLUMNS, rows)
 
 

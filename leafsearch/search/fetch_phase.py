@@ -26,6 +26,7 @@ import numpy as np
 import orjson
 
 from leafsearch.common.rawjson import RawJSON
+from leafsearch.index.synthetic_source import is_synthetic, synthesize
 from leafsearch.request.search_types import SearchRequest
 from leafsearch.search import fetch as fetch_helpers
 from leafsearch.search import hit_columns
@@ -83,7 +84,10 @@ def _sources(target: Any, group: Group) -> list[bytes | None]:
     """A group's stored sources; none when its index keeps no source (`_source.enabled: false`)."""
     if not target.mapping.source_enabled:
         return [None] * len(group.local)
-    return group.view.segment.sources(group.local)
+    sources = group.view.segment.sources(group.local)
+    if is_synthetic(target.mapping, target.index.settings):
+        return [None if s is None else synthesize(target.mapping, s) for s in sources]
+    return sources
 
 
 def _loads_stored_fields(request: SearchRequest) -> bool:

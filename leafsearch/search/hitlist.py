@@ -498,6 +498,8 @@ def shard_query_context(
         index_uuid=target.index.uuid,
         max_regex_length=index_setting(target.index.settings, "index.max_regex_length"),
         max_terms_count=index_setting(target.index.settings, "index.max_terms_count"),
+        max_result_window=index_setting(target.index.settings, "index.max_result_window"),
+        query_string_lenient=index_setting(target.index.settings, "index.query_string.lenient"),
     )
 
 

@@ -24,6 +24,7 @@ import numpy as np
 from leafsearch.common.rawjson import RawJSON
 from leafsearch.errors import ElasticError, IllegalArgument, SearchPhaseExecution, TaskCancelled
 from leafsearch.request.indices_options import IndicesOptions
+from leafsearch.request.query_dsl import Ids, queries_within
 from leafsearch.request.search_types import SHARD_DOC, SearchRequest
 from leafsearch.search import fetch, top_hits
 from leafsearch.search.collapse import check_collapse, decorate
@@ -31,6 +32,7 @@ from leafsearch.search.fetch_phase import render_hits
 from leafsearch.search.guard import SearchGuard
 from leafsearch.search.hitlist import HitList, backwards_page, shard_doc_page
 from leafsearch.search.profile import ShardProfile
+from leafsearch.search.query.context import check_ids_count
 from leafsearch.search.rescore import rescore
 from leafsearch.search.shard_api import FetchAlong, ShardContextId, ShardSearch
 from leafsearch.search.slicing import check_slice_field, pit_slice_range
@@ -75,10 +77,16 @@ def check_limits(services: SearchServices, request: SearchRequest, targets: list
         check_aggregations(
             request.aggs, int(settings.get(MAX_NESTED_DEPTH)), int(settings.get(MAX_AGGREGATIONS))
         )
+    most_ids = max((len(q.values) for q in queries_within(request.query) if isinstance(q, Ids)), default=0)
     for target in {id(t.index): t for t in targets}.values():
         index = target.index
         _check_fetch_limits(request, index, target.mapping)
         window = int(index.setting("index.max_result_window"))
+        # A shard builds the query before it checks the window (an `ids` query's own limit first).
+        try:
+            check_ids_count(most_ids, window, index.name, index.uuid)
+        except ElasticError as exc:
+            raise _phase_error(exc) from None
         if request.scroll is not None:
             if request.size > window:
                 raise _phase_error(

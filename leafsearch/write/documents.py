@@ -41,6 +41,7 @@ from leafsearch.index.shard_write import (
     conflict_extra,
     exists,
 )
+from leafsearch.index.synthetic_source import is_synthetic, synthesize
 from leafsearch.index.versioning import ExternalVersion, parse_versioning
 from leafsearch.indices.aliases import single_index, write_target
 from leafsearch.request.search_request import parse_fetch_source
@@ -315,7 +316,8 @@ def get_doc(
     if state.routing is not None:
         body["_routing"] = state.routing
     if index.mapping.source_enabled:
-        body["_source"] = RawJSON(source)
+        synthetic = is_synthetic(index.mapping, index.settings)
+        body["_source"] = RawJSON(synthesize(index.mapping, source) if synthetic else source)
     return body
 
 
@@ -768,6 +770,8 @@ def _get_result(
     if routing is not None:
         got["_routing"] = routing
     got["found"] = True
+    if source is not None and is_synthetic(index.mapping, index.settings):
+        source = synthesize(index.mapping, source)
     filtered = filter_source(source, flt) if source is not None and index.mapping.source_enabled else None
     if filtered is not None:
         got["_source"] = RawJSON(filtered)
@@ -1125,7 +1129,7 @@ def _bulk_item(
 
 
 def _index_op_type(op: BulkOp, auto_id: bool) -> str:
-    return "create" if op.kind == "create" or op.meta.get("op_type") == "create" or auto_id else "index"
+    return "create" if op.kind == "create" or auto_id else "index"
 
 
 _STATUS = {"created": 201, "updated": 200, "deleted": 200, "not_found": 404, "noop": 200}

@@ -257,6 +257,39 @@ def test_cluster_health_is_green_without_replicas_yellow_with(http: httpx.Client
     assert http.get("/_cluster/health", params={"wait_for_status": "yellow"}).status_code == 200
 
 
+def test_health_by_shard_and_closed_indices(es: Elasticsearch, http: httpx.Client, new_index) -> None:
+    """`level=shards` adds each shard's section; a closed index keeps its health (its replicas are
+    still unassignable on one node); `_cat/indices?health=` filters on it, any case, and refuses
+    an unknown status."""
+    green = new_index(settings={"number_of_shards": 2, "number_of_replicas": 0}, suffix="-g")
+    yellow = new_index(settings={"number_of_replicas": 1}, suffix="-y")
+    body = es.cluster.health(index=f"{green},{yellow}", level="shards").body
+    assert body["indices"][green]["shards"] == {
+        str(n): {
+            "status": "green",
+            "primary_active": True,
+            "active_shards": 1,
+            "relocating_shards": 0,
+            "initializing_shards": 0,
+            "unassigned_shards": 0,
+            "unassigned_primary_shards": 0,
+        }
+        for n in range(2)
+    }
+    assert body["indices"][yellow]["shards"]["0"]["status"] == "yellow"
+    assert body["indices"][yellow]["shards"]["0"]["unassigned_shards"] == 1
+    assert "shards" not in es.cluster.health(index=green, level="indices")["indices"][green]
+    es.indices.close(index=yellow)
+    assert es.cluster.health(index=yellow, level="indices")["indices"][yellow]["status"] == "yellow"
+    pattern = f"{green[:-2]}-*"
+    for health, expected in (("green", green), ("YELLOW", yellow)):
+        listed = http.get(f"/_cat/indices/{pattern}", params={"health": health, "h": "index"}).text.split()
+        assert listed == [expected]
+    refused = http.get("/_cat/indices", params={"health": "invalid-health-value"})
+    assert refused.status_code == 400
+    assert error_of(refused)["reason"] == "unknown cluster health status [invalid-health-value]"
+
+
 def test_cluster_health_times_out_with_408(http: httpx.Client, new_index, index_name: str) -> None:
     yellow = new_index(suffix="-y")
     waited = http.get(f"/_cluster/health/{yellow}", params={"wait_for_status": "green", "timeout": "200ms"})
