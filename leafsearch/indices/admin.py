@@ -32,6 +32,7 @@ from leafsearch.errors import (
     ResourceAlreadyExists,
     ShardUnavailable,
 )
+from leafsearch.index.analyzers import analysis_of
 from leafsearch.index.index import apply_mapping_limits
 from leafsearch.index.index_sort import check_sort_settings, index_sort_of
 from leafsearch.index.mapping import Mapping as IndexMapping
@@ -245,7 +246,7 @@ def create_index(
         wait_for_active_shards = index_setting(settings, "index.write.wait_for_active_shards")
     check_active_shard_count(wait_for_active_shards, index_setting(settings, "index.number_of_replicas"))
     check_sort_settings(settings)
-    mapping = IndexMapping.from_body(body.get("mappings"))
+    mapping = IndexMapping.from_body(body.get("mappings"), analysis_of(settings))
     apply_mapping_limits(mapping, settings)
     mapping.check_limits()
     index_sort_of(settings, mapping, name)  # refuses sort fields the mapping can not sort by
