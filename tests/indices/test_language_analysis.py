@@ -289,7 +289,8 @@ def test_concurrent_writers_and_searchers(http: httpx.Client, new_index: Callabl
             },
             None,
             "The difference between max_gram and min_gram in NGram Tokenizer must be less than or equal "
-            "to: [1] but was [4]. This limit can be set by changing the [index.max_ngram_diff] index level setting.",
+            "to: [1] but was [4]. This limit can be set by changing the [index.max_ngram_diff] index level "
+            "setting.",
         ),
         (
             {
