@@ -203,13 +203,18 @@ class Index:
             return parse_batch(self.mapping, sources)
 
     def update_settings(self, flat: dict[str, str | None]) -> None:
+        """Apply settings; 400 (and nothing changes) if the mapping refuses them, as when a
+        field names an analyzer the new analysis lacks."""
         with self.lock:
+            updated = dict(self.settings)
             for key, value in flat.items():
                 if value is None:
-                    self.settings.pop(key, None)
+                    updated.pop(key, None)
                 else:
-                    self.settings[key] = value
-            apply_mapping_limits(self.mapping, self.settings)
+                    updated[key] = value
+            apply_mapping_limits(self.mapping, updated)
+            self.settings.clear()
+            self.settings.update(updated)
             self.persist_meta()
 
     def shard_of(self, doc_id: str, routing: str | None) -> Shard:

@@ -456,8 +456,9 @@ def put_settings(
         raise ActionRequestValidation("no settings to update")
     targets = indices_of(node, options, expr)
     static = sorted(k for k in updates if not is_dynamic_index_setting(k))
-    if static and targets:
-        opened = ", ".join(f"[{i.name}/{i.uuid}]" for i in targets)
+    open_targets = [i for i in targets if not i.closed]
+    if static and open_targets:  # a closed index takes static settings (analysis), used when opened
+        opened = ", ".join(f"[{i.name}/{i.uuid}]" for i in open_targets)
         raise IllegalArgument(
             f"Can't update non dynamic settings [[{', '.join(static)}]] for open indices [{opened}]"
         )
