@@ -286,7 +286,6 @@ AGGREGATIONS = frozenset(
         "sum_bucket",
         "t_test",
         "time_series",
-        "top_hits",
         "top_metrics",
         "variable_width_histogram",
         "weighted_avg",

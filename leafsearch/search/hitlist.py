@@ -275,7 +275,7 @@ def segment_matches(
                         mask &= slice_masks[vi]
                     if with_aggs is not None:
                         guard.check()
-                        with_aggs(target, view, np.flatnonzero(mask), ctx)
+                        with_aggs(target, view, np.flatnonzero(mask), ctx, scores)
             except TimeExceeded:
                 guard.timed_out()
                 return
