@@ -395,7 +395,7 @@ class FieldType:
         "norms", "formatter", "nanos", "scaling_factor", "ignore_above", "null_value", "coerce",
         "ignore_malformed", "position_increment_gap", "copy_to", "normalizer", "source_key", "parse",
         "convert", "_lo", "_hi", "_range_name", "_round", "analyzer", "search_analyzer",
-        "search_quote_analyzer",
+        "search_quote_analyzer", "fielddata",
     )
     # fmt: on
 
@@ -421,6 +421,7 @@ class FieldType:
         self.coerce = get("coerce", True)
         self.ignore_malformed = get("ignore_malformed", False)
         self.position_increment_gap = get("position_increment_gap", POSITION_INCREMENT_GAP)
+        self.fielddata = type_ == "text" and get("fielddata", False)
         copy_to = get("copy_to", ())
         self.copy_to = (copy_to,) if type(copy_to) is str else tuple(copy_to)
         self.normalizer = get("normalizer")

@@ -247,7 +247,13 @@ def test_dynamic_templates() -> None:
                         "mapping": {"type": "{dynamic_type}", "index": False},
                     }
                 },
-                {"named": {"match_pattern": "regex", "match": "^(simple|stop)$", "mapping": {"analyzer": "{name}"}}},
+                {
+                    "named": {
+                        "match_pattern": "regex",
+                        "match": "^(simple|stop)$",
+                        "mapping": {"analyzer": "{name}"},
+                    }
+                },
             ]
         }
     )
