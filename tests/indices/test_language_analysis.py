@@ -352,3 +352,43 @@ def test_ngram_limit_follows_the_index_setting(http: httpx.Client, new_index: Ca
     index = new_index(settings=analysis, mappings={"properties": {"t": {"type": "text", "analyzer": "a"}}})
     http.put(f"/{index}/_doc/1?refresh=true", json={"t": "searching"})
     assert _ids(search_ok(http, index, {"query": {"term": {"t": "arch"}}})) == ["1"]
+
+
+def test_put_mapping_names_the_index_analyzers(http: httpx.Client, new_index: Callable) -> None:
+    index = new_index(settings=ANALYSIS)
+    response = http.put(
+        f"/{index}/_mapping", json={"properties": {"n": {"type": "text", "analyzer": "folding"}}}
+    )
+    assert response.status_code == 200, response.text
+    refused = http.put(f"/{index}/_mapping", json={"properties": {"m": {"type": "text", "analyzer": "nope"}}})
+    assert refused.status_code == 400
+    assert (
+        error_of(refused)["reason"]
+        == "Failed to parse mapping: analyzer [nope] has not been configured in mappings"
+    )
+    http.put(f"/{index}/_doc/1?refresh=true", json={"n": "Ünïcödé"})
+    assert _ids(search_ok(http, index, {"query": {"match": {"n": "unicode"}}})) == ["1"]
+    tokens = _analyze(http, {"tokenizer": "paths", "filter": ["my_stop"], "text": "/a/b"}, index)
+    assert _terms(tokens) == ["/a", "/a/b"]
+
+
+def test_dynamic_templates_name_the_index_analyzers(http: httpx.Client, new_index: Callable) -> None:
+    template = {"en": {"match": "*_en", "mapping": {"type": "text", "analyzer": "english"}}}
+    index = new_index(settings=ANALYSIS, mappings={"dynamic_templates": [template]})
+    http.put(f"/{index}/_doc/1?refresh=true", json={"title_en": "Running foxes"})
+    assert _ids(search_ok(http, index, {"query": {"term": {"title_en": "fox"}}})) == ["1"]
+
+
+def test_too_many_synonym_rules_are_refused(http: httpx.Client, index_name: str) -> None:
+    rules = [f"w{i}, v{i}" for i in range(10_001)]
+    settings = {
+        "analysis": {
+            "filter": {"s": {"type": "synonym", "synonyms": rules}},
+            "analyzer": {"a": {"tokenizer": "standard", "filter": ["s"]}},
+        }
+    }
+    response = http.put(f"/{index_name}", json={"settings": settings})
+    assert response.status_code == 400
+    assert (
+        error_of(response)["reason"] == "synonym filter [s] has [10001] rules, more than the [10000] allowed"
+    )
