@@ -28,7 +28,16 @@ class Analyzer:
     """A named chain: `tokens` gives the stream with offsets and types, `terms` the indexed terms,
     `positions` the terms and positions of a (multi-valued) field."""
 
-    __slots__ = ("name", "tokenizer_name", "tokenizer", "filter_names", "filters", "position_gap", "standard")
+    __slots__ = (
+        "name",
+        "tokenizer_name",
+        "tokenizer",
+        "filter_names",
+        "filters",
+        "position_gap",
+        "standard",
+        "_steps",
+    )
 
     def __init__(
         self,
@@ -46,6 +55,7 @@ class Analyzer:
         self.position_gap = position_gap
         #: The `standard` analyzer: analysis.py's fast functions give its terms.
         self.standard = standard
+        self._steps = _term_steps(tokenizer_name, tokenizer, self.filters)
 
     def __repr__(self) -> str:
         return f"Analyzer({self.name!r})"
@@ -60,7 +70,17 @@ class Analyzer:
     def terms(self, text: str) -> list[str]:
         if self.standard:
             return analysis.analyze(text)
+        if self._steps is not None:
+            return self._on_terms(text)[0]
         return [t.term for t in self.tokens(text)]
+
+    def _on_terms(self, text: str) -> tuple[list[str], list[int]]:
+        """Terms and positions through the filters' term forms (`_term_steps`)."""
+        terms = analysis.analyze(text)
+        positions = list(range(len(terms)))
+        for step in self._steps or ():
+            terms, positions = step(terms, positions)
+        return terms, positions
 
     def positions(self, values: list[str], gap: int) -> tuple[list[str], list[int]]:
         """Terms and positions of a field's values, each value `gap` positions after the last."""
@@ -72,11 +92,37 @@ class Analyzer:
         for i, value in enumerate(values):
             if i:
                 position += gap
+            if self._steps is not None:
+                value_terms, value_positions = self._on_terms(value)
+                terms += value_terms
+                positions += [position + 1 + p for p in value_positions]
+                position += (value_positions[-1] + 1) if value_positions else 0
+                continue
             for t in self.tokens(value):
                 position += t.inc
                 terms.append(t.term)
                 positions.append(max(position, 0))
         return terms, positions
+
+
+def _term_steps(tokenizer_name: str, tokenizer: Tokenizer, filters: tuple[TokenFilter, ...]) -> list | None:
+    """The filters' term forms when the chain may index without `Tok`s: the default standard
+    tokenizer (analysis.py's `analyze`, which lowercases), `lowercase` in the chain with only
+    case-blind filters before it, and every filter with a term form; else None."""
+    if (
+        tokenizer_name != "standard"
+        or getattr(tokenizer, "max_token_length", None) != analysis.MAX_TOKEN_LENGTH
+    ):
+        return None
+    steps = [getattr(f, "terms", None) for f in filters]
+    if None in steps:
+        return None
+    for f in filters:
+        if getattr(f, "lowercases", False):
+            return steps
+        if not getattr(f, "case_blind", False):
+            return None
+    return None
 
 
 def _standard_lowercase() -> list[tuple[str, TokenFilter]]:

@@ -9,6 +9,7 @@ tokens (synonyms, `preserve_original`, n-grams of a token) have an increment of 
 
 from __future__ import annotations
 
+import threading
 import unicodedata
 from collections.abc import Callable
 from typing import Any
@@ -19,6 +20,19 @@ from leafsearch.index import stopwords
 from leafsearch.index.tokenizers import AnalysisConfigError, Tok, _bool, _int, ngram_bounds
 
 TokenFilter = Callable[[list[Tok]], list[Tok]]
+TermsStep = Callable[[list[str], list[int]], tuple[list[str], list[int]]]
+
+
+def _on_terms(run: Any, step: TermsStep, case_blind: bool = False) -> Any:
+    """Give a filter its form over bare terms and positions (`terms`): an analyzer of the standard
+    tokenizer and such filters indexes without building a `Tok` per token (analyzers.py).
+    `case_blind`: the filter gives the same result on lowercased terms, so it may come before
+    `lowercase` in such a chain."""
+    run.terms = step
+    run.case_blind = case_blind
+    return run
+
+
 #: Inline synonym rules one filter may hold (a leafsearch limit; Elasticsearch's synonym sets stop
 #: at the same number of rules).
 MAX_SYNONYM_RULES = 10_000
@@ -30,7 +44,8 @@ def lowercase(params: dict[str, Any], name: str) -> TokenFilter:
             t.term = t.term.lower()
         return toks
 
-    return run
+    run.lowercases = True  # type: ignore[attr-defined]
+    return _on_terms(run, lambda terms, positions: ([t.lower() for t in terms], positions), True)
 
 
 def uppercase(params: dict[str, Any], name: str) -> TokenFilter:
@@ -85,7 +100,15 @@ def stop(params: dict[str, Any], name: str) -> TokenFilter:
             keep[-1] = True
         return _drop(toks, keep)
 
-    return run
+    def on_terms(terms: list[str], positions: list[int]) -> tuple[list[str], list[int]]:
+        keep = [(t.lower() if ignore_case else t) not in words for t in terms]
+        if not remove_trailing and keep:
+            keep[-1] = True
+        return [t for t, k in zip(terms, keep, strict=True) if k], [
+            p for p, k in zip(positions, keep, strict=True) if k
+        ]
+
+    return _on_terms(run, on_terms)
 
 
 def length(params: dict[str, Any], name: str) -> TokenFilter:
@@ -161,27 +184,38 @@ def elision(params: dict[str, Any], name: str) -> TokenFilter:
     if ignore_case:
         articles = frozenset(a.lower() for a in articles)
 
+    def elide(term: str) -> str:
+        for quote in ("'", "\u2019"):
+            cut = term.find(quote)
+            if cut > 0:
+                head = term[:cut]
+                return term[cut + 1 :] if (head.lower() if ignore_case else head) in articles else term
+        return term
+
     def run(toks: list[Tok]) -> list[Tok]:
         for t in toks:
-            for quote in ("'", "\u2019"):
-                cut = t.term.find(quote)
-                if cut > 0:
-                    head = t.term[:cut]
-                    if (head.lower() if ignore_case else head) in articles:
-                        t.term = t.term[cut + 1 :]
-                    break
+            t.term = elide(t.term)
         return toks
 
-    return run
+    return _on_terms(run, lambda terms, positions: ([elide(t) for t in terms], positions), ignore_case)
 
 
-def possessive_english(toks: list[Tok]) -> list[Tok]:
+def _strip_possessive(term: str) -> str:
+    if len(term) >= 2 and term[-1] in "sS" and term[-2] in "'\u2019\uff07":
+        return term[:-2]
+    return term
+
+
+def _possessive(toks: list[Tok]) -> list[Tok]:
     """`english_possessive`: a trailing `'s` (any apostrophe) goes."""
     for t in toks:
-        term = t.term
-        if len(term) >= 2 and term[-1] in "sS" and term[-2] in "'\u2019\uff07":
-            t.term = term[:-2]
+        t.term = _strip_possessive(t.term)
     return toks
+
+
+possessive_english = _on_terms(
+    _possessive, lambda terms, positions: ([_strip_possessive(t) for t in terms], positions), True
+)
 
 
 _FOLD_EXTRA = str.maketrans(
@@ -213,7 +247,9 @@ def asciifolding(params: dict[str, Any], name: str) -> TokenFilter:
             out.append(t)
         return out
 
-    return run
+    if preserve:
+        return run
+    return _on_terms(run, lambda terms, positions: ([fold(t) for t in terms], positions))
 
 
 # ---- stemming ---------------------------------------------------------------------------------
@@ -247,15 +283,21 @@ _SNOWBALL_NAMES = {
 
 
 def stemming(algorithm: str) -> TokenFilter:
-    stemmer = Stemmer.Stemmer(algorithm)
+    local = threading.local()  # a PyStemmer object is not to be shared between threads
+
+    def stem(words: list[str]) -> list[str]:
+        stemmer = getattr(local, "stemmer", None)
+        if stemmer is None:
+            stemmer = local.stemmer = Stemmer.Stemmer(algorithm)
+        return stemmer.stemWords(words)
 
     def run(toks: list[Tok]) -> list[Tok]:
         todo = [t for t in toks if not t.keyword]
-        for t, stem in zip(todo, stemmer.stemWords([t.term for t in todo]), strict=True):
-            t.term = stem
+        for t, stemmed in zip(todo, stem([t.term for t in todo]), strict=True):
+            t.term = stemmed
         return toks
 
-    return run
+    return _on_terms(run, lambda terms, positions: (stem(terms), positions))
 
 
 def stemmer(params: dict[str, Any], name: str) -> TokenFilter:

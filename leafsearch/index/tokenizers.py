@@ -93,6 +93,7 @@ def standard(params: dict[str, Any], name: str) -> Tokenizer:
         ]
         return toks if limit >= MAX_TOKEN_LENGTH else _cut(toks, limit)
 
+    run.max_token_length = limit  # type: ignore[attr-defined]
     return run
 
 
