@@ -24,6 +24,7 @@ import orjson
 
 from leafsearch.common.settings import index_setting
 from leafsearch.errors import IllegalArgument
+from leafsearch.index.analysis import standard_tokens
 from leafsearch.request import query_dsl as dsl
 from leafsearch.request.highlight import FieldHighlight, HighlightSpec
 from leafsearch.search.fetch import _source_path, _source_values
@@ -268,29 +269,24 @@ def _spans(field: _Field, text: str) -> list[tuple[int, int]]:
         term = field.normalize(text)
         hit = term in matches.terms or any(p.select([term.encode()])[0] for p in matches.patterns)
         return [(0, len(text))] if hit and text else []
-    toks = field.analyzer.tokens(text)
-    positions = []
-    position = -1
-    for t in toks:
-        position += t.inc
-        positions.append(position)
-    marked = [t.term in matches.terms for t in toks]
+    terms, starts, ends, positions = _analysed(field.analyzer, text)
+    marked = [t in matches.terms for t in terms]
     if matches.patterns:
-        distinct = sorted({t.term for t in toks})
+        distinct = sorted(set(terms))
         encoded = [d.encode() for d in distinct]
         hits: set[str] = set()
         for pattern in matches.patterns:
             hits.update(d for d, ok in zip(distinct, pattern.select(encoded).tolist(), strict=True) if ok)
-        marked = [m or t.term in hits for m, t in zip(marked, toks, strict=True)]
+        marked = [m or t in hits for m, t in zip(marked, terms, strict=True)]
     if matches.phrases:
         at: dict[int, list[int]] = {}
         for i, p in enumerate(positions):
             at.setdefault(p, []).append(i)
         for slots, offsets in matches.phrases:
-            for start in {positions[i] for i, t in enumerate(toks) if t.term in slots[0]}:
+            for start in {positions[i] for i, t in enumerate(terms) if t in slots[0]}:
                 chosen = []
                 for slot, offset in zip(slots, offsets, strict=True):
-                    found = [i for i in at.get(start + offset, ()) if toks[i].term in slot]
+                    found = [i for i in at.get(start + offset, ()) if terms[i] in slot]
                     if not found:
                         break
                     chosen += found
@@ -298,12 +294,32 @@ def _spans(field: _Field, text: str) -> list[tuple[int, int]]:
                     for i in chosen:
                         marked[i] = True
     spans: list[tuple[int, int]] = []
-    for s, e in sorted((t.start, t.end) for t, m in zip(toks, marked, strict=True) if m):
+    for s, e in sorted((starts[i], ends[i]) for i, m in enumerate(marked) if m):
         if spans and s < spans[-1][1]:
             spans[-1] = (spans[-1][0], max(e, spans[-1][1]))
         else:
             spans.append((s, e))
     return spans
+
+
+def _analysed(analyzer: Any, text: str) -> tuple[list[str], list[int], list[int], list[int]]:
+    """(terms, start offsets, end offsets, positions) of a value: the standard analyzer's straight
+    from its expression, any other's from its token stream."""
+    if analyzer.standard:
+        found = standard_tokens(text)
+        return (
+            [t for t, _, _ in found],
+            [s for _, s, _ in found],
+            [e for _, _, e in found],
+            list(range(len(found))),
+        )
+    toks = analyzer.tokens(text)
+    positions = []
+    position = -1
+    for t in toks:
+        position += t.inc
+        positions.append(position)
+    return [t.term for t in toks], [t.start for t in toks], [t.end for t in toks], positions
 
 
 def _passages(text: str, spans: list[tuple[int, int]], size: int) -> list[tuple[int, int, int]]:
