@@ -36,6 +36,7 @@ class Analyzer:
         "filters",
         "position_gap",
         "standard",
+        "custom",
         "_steps",
     )
 
@@ -47,6 +48,7 @@ class Analyzer:
         filters: list[tuple[str, TokenFilter]],
         position_gap: int = POSITION_INCREMENT_GAP,
         standard: bool = False,
+        custom: bool = False,
     ) -> None:
         self.name = name
         self.tokenizer_name, self.tokenizer = tokenizer_name, tokenizer
@@ -55,6 +57,8 @@ class Analyzer:
         self.position_gap = position_gap
         #: The `standard` analyzer: analysis.py's fast functions give its terms.
         self.standard = standard
+        #: Defined as `custom` (`_analyze` explains it stage by stage).
+        self.custom = custom
         self._steps = _term_steps(tokenizer_name, tokenizer, self.filters)
 
     def __repr__(self) -> str:
@@ -376,7 +380,7 @@ class IndexAnalysis:
             if made is None:
                 raise IllegalArgument(f"Custom Analyzer [{name}] failed to find filter under name [{spec}]")
             chain.append(made)
-        return Analyzer(name, found[0], found[1], chain, gap)
+        return Analyzer(name, found[0], found[1], chain, gap, custom=True)
 
 
 def _as_list(value: Any) -> list[Any]:

@@ -248,7 +248,7 @@ def _chain(
     if analyzer is not None:
         found = analysis.analyzer(analyzer) if analyzer != "default" or index is not None else None
         if found is not None:
-            return Chain(analyzer, found, False, gap if index is None else found.position_gap)
+            return Chain(analyzer, found, found.custom, gap if index is None else found.position_gap)
         if analyzer in _ES_ANALYZERS:
             raise NotSupported(f"the [{analyzer}] analyzer", _WHY)
         raise IllegalArgument(f"failed to find{scope} analyzer [{analyzer}]")
@@ -262,7 +262,10 @@ def _chain(
         ftype = index.mapping.field(field)
         if ftype is not None:
             if ftype.type == "text":
-                return Chain(ftype.analyzer.name, ftype.analyzer, False, ftype.position_increment_gap)
+                field_analyzer = ftype.analyzer
+                return Chain(
+                    field_analyzer.name, field_analyzer, field_analyzer.custom, ftype.position_increment_gap
+                )
             if ftype.type == "keyword":
                 if ftype.normalizer == "lowercase":
                     return Chain("lowercase", _lowercase_keyword(), False, 0)

@@ -392,3 +392,34 @@ def test_too_many_synonym_rules_are_refused(http: httpx.Client, index_name: str)
     assert (
         error_of(response)["reason"] == "synonym filter [s] has [10001] rules, more than the [10000] allowed"
     )
+
+
+def test_explain_of_an_index_custom_analyzer(http: httpx.Client, new_index: Callable) -> None:
+    index = new_index(settings=ANALYSIS)
+    detail = _analyze(http, {"analyzer": "syn", "text": "Laptop", "explain": True}, index)["detail"]
+    assert detail["custom_analyzer"] is True
+    assert detail["tokenizer"] == {
+        "name": "standard",
+        "tokens": [
+            {
+                "token": "Laptop",
+                "start_offset": 0,
+                "end_offset": 6,
+                "type": "<ALPHANUM>",
+                "position": 0,
+                "bytes": "[4c 61 70 74 6f 70]",
+                "keyword": False,
+                "positionLength": 1,
+                "termFrequency": 1,
+            }
+        ],
+    }
+    assert [s["name"] for s in detail["tokenfilters"]] == ["lowercase", "my_syn"]
+    assert [(t["token"], t["type"]) for t in detail["tokenfilters"][1]["tokens"]] == [
+        ("laptop", "<ALPHANUM>"),
+        ("notebook", "SYNONYM"),
+    ]
+    builtin = _analyze(http, {"analyzer": "english", "text": "dogs", "explain": True}, index)["detail"]
+    assert builtin["custom_analyzer"] is False
+    assert builtin["analyzer"]["name"] == "english"
+    assert [t["token"] for t in builtin["analyzer"]["tokens"]] == ["dog"]
