@@ -20,8 +20,40 @@ from leafsearch.index import analysis, stopwords, token_filters, tokenizers
 from leafsearch.index.parsed import POSITION_INCREMENT_GAP
 from leafsearch.index.token_filters import TokenFilter
 from leafsearch.index.tokenizers import AnalysisConfigError, Tok, Tokenizer
+from leafsearch.unsupported import NotSupported
 
 _PREFIX = "index.analysis."
+_WHY = "leafsearch has no char filters and not every analysis component Elasticsearch has"
+
+# Names Elasticsearch's analysis modules register, so that leafsearch can say which it lacks.
+# fmt: off
+ES_ANALYZERS = frozenset({
+    "simple", "whitespace", "stop", "pattern", "fingerprint", "snowball", "classic", "arabic",
+    "armenian", "basque", "bengali", "brazilian", "bulgarian", "catalan", "cjk", "czech", "danish",
+    "dutch", "english", "estonian", "finnish", "french", "galician", "german", "greek", "hindi",
+    "hungarian", "indonesian", "irish", "italian", "latvian", "lithuanian", "norwegian", "persian",
+    "portuguese", "romanian", "russian", "serbian", "sorani", "spanish", "swedish", "turkish", "thai",
+})
+ES_TOKENIZERS = frozenset({
+    "char_group", "classic", "edge_ngram", "letter", "lowercase", "ngram", "path_hierarchy",
+    "pattern", "simple_pattern", "simple_pattern_split", "thai", "uax_url_email", "whitespace",
+    "edgeNGram", "nGram", "PathHierarchy",
+})
+ES_FILTERS = frozenset({
+    "apostrophe", "asciifolding", "cjk_bigram", "cjk_width", "classic", "common_grams", "conditional",
+    "decimal_digit", "delimited_payload", "dictionary_decompounder", "edge_ngram", "elision",
+    "fingerprint", "flatten_graph", "hunspell", "hyphenation_decompounder", "keep_types", "keep",
+    "keyword_marker", "keyword_repeat", "kstem", "length", "limit", "min_hash", "multiplexer",
+    "ngram", "pattern_capture", "pattern_replace", "porter_stem", "predicate_token_filter",
+    "remove_duplicates", "reverse", "shingle", "snowball", "stemmer", "stemmer_override", "stop",
+    "synonym", "synonym_graph", "trim", "truncate", "unique", "uppercase", "word_delimiter",
+    "word_delimiter_graph", "arabic_normalization", "german_normalization", "hindi_normalization",
+    "indic_normalization", "persian_normalization", "scandinavian_normalization",
+    "serbian_normalization", "sorani_normalization", "bengali_normalization", "russian_stem",
+    "porterStem", "nGram", "edgeNGram", "standard",
+})
+ES_CHAR_FILTERS = frozenset({"html_strip", "mapping", "pattern_replace"})
+# fmt: on
 
 
 class Analyzer:
@@ -249,7 +281,7 @@ class IndexAnalysis:
             groups[kind].setdefault(name, {})[param] = value
         self._specs = groups
         for name in groups["char_filter"]:
-            raise IllegalArgument(f"char_filter [{name}]: leafsearch has no char filters")
+            raise NotSupported(f"the char_filter [{name}]", _WHY)
         self._tokenizers = {n: self._build_tokenizer(spec, n) for n, spec in groups["tokenizer"].items()}
         self._filters: dict[str, TokenFilter] = {}
         self._analyzers: dict[str, Analyzer] = {}
@@ -314,6 +346,8 @@ class IndexAnalysis:
             raise IllegalArgument(str(e)) from None
         if type_ is None:
             raise IllegalArgument(f"tokenizer [{name}] must specify either an analyzer type, or a tokenizer")
+        if type_ in ES_TOKENIZERS:
+            raise NotSupported(f"the [{type_}] tokenizer", _WHY)
         raise IllegalArgument(f"Unknown tokenizer type [{type_}] for [{name}]")
 
     def _build_filter(
@@ -343,6 +377,8 @@ class IndexAnalysis:
             raise IllegalArgument(str(e)) from None
         if type_ is None:
             raise IllegalArgument(f"token filter [{name}] must specify type")
+        if type_ in ES_FILTERS:
+            raise NotSupported(f"the [{type_}] filter", _WHY)
         raise IllegalArgument(f"Unknown filter type [{type_}] for [{name}]")
 
     def _build_analyzer(self, spec: dict[str, Any], name: str) -> Analyzer:
@@ -356,6 +392,8 @@ class IndexAnalysis:
             raise IllegalArgument(f"analyzer [{name}] must specify either an analyzer type, or a tokenizer")
         build = ANALYZER_TYPES.get(type_)
         if build is None:
+            if type_ in ES_ANALYZERS:
+                raise NotSupported(f"the [{type_}] analyzer", _WHY)
             raise IllegalArgument(f"Unknown analyzer type [{type_}] for [{name}]")
         try:
             built = build({k: v for k, v in spec.items() if k != "type"}, name)
@@ -368,7 +406,7 @@ class IndexAnalysis:
         if tokenizer is None:
             raise IllegalArgument(f"Custom Analyzer [{name}] must be configured with a tokenizer")
         if char_filters:
-            raise IllegalArgument(f"Custom Analyzer [{name}]: leafsearch has no char filters")
+            raise NotSupported(f"the char_filter of Custom Analyzer [{name}]", _WHY)
         found = self.tokenizer(tokenizer, name)
         if found is None:
             raise IllegalArgument(

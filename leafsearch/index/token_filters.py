@@ -18,6 +18,7 @@ import Stemmer
 
 from leafsearch.index import stopwords
 from leafsearch.index.tokenizers import AnalysisConfigError, Tok, _bool, _int, ngram_bounds
+from leafsearch.unsupported import NotSupported
 
 TokenFilter = Callable[[list[Tok]], list[Tok]]
 TermsStep = Callable[[list[str], list[int]], tuple[list[str], list[int]]]
@@ -73,6 +74,8 @@ def _drop(toks: list[Tok], keep: list[bool]) -> list[Tok]:
 
 def word_set(params: dict[str, Any], key: str, default: frozenset[str], name: str) -> frozenset[str]:
     """A `stopwords`-like parameter: a predefined `_name_` list or a list of words."""
+    if f"{key}_path" in params:
+        raise NotSupported(f"[{key}_path] of [{name}]", "word lists are given inline")
     value = params.get(key)
     if value is None:
         return default
@@ -419,9 +422,7 @@ def parse_synonyms(
     rules = params.get("synonyms")
     if rules is None:
         if "synonyms_path" in params or "synonyms_set" in params:
-            raise AnalysisConfigError(
-                f"synonym filter [{name}]: leafsearch takes inline [synonyms] lists only"
-            )
+            raise NotSupported(f"[synonyms_path] and [synonyms_set] of [{name}]", "synonyms are given inline")
         raise AnalysisConfigError("synonym requires either `synonyms` or `synonyms_path` to be configured")
     if isinstance(rules, str):
         rules = [rules]

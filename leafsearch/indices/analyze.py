@@ -20,7 +20,15 @@ from typing import TYPE_CHECKING, Any
 from leafsearch.common.json_tokens import token_name
 from leafsearch.common.settings import index_setting
 from leafsearch.errors import ActionRequestValidation, ElasticError, IllegalArgument, XContentParseError
-from leafsearch.index.analyzers import DEFAULT_ANALYSIS, Analyzer, IndexAnalysis
+from leafsearch.index.analyzers import (
+    DEFAULT_ANALYSIS,
+    ES_ANALYZERS,
+    ES_CHAR_FILTERS,
+    ES_FILTERS,
+    ES_TOKENIZERS,
+    Analyzer,
+    IndexAnalysis,
+)
 from leafsearch.index.parsed import POSITION_INCREMENT_GAP
 from leafsearch.index.tokenizers import Tok, keyword
 from leafsearch.unsupported import NotSupported
@@ -33,35 +41,6 @@ _FIELDS = frozenset(
     {"text", "analyzer", "tokenizer", "filter", "char_filter", "normalizer", "field", "explain", "attributes"}
 )
 
-# Names Elasticsearch's analysis modules register, so that leafsearch can say which it lacks.
-# fmt: off
-_ES_ANALYZERS = frozenset({
-    "simple", "whitespace", "stop", "pattern", "fingerprint", "snowball", "classic", "arabic",
-    "armenian", "basque", "bengali", "brazilian", "bulgarian", "catalan", "cjk", "czech", "danish",
-    "dutch", "english", "estonian", "finnish", "french", "galician", "german", "greek", "hindi",
-    "hungarian", "indonesian", "irish", "italian", "latvian", "lithuanian", "norwegian", "persian",
-    "portuguese", "romanian", "russian", "serbian", "sorani", "spanish", "swedish", "turkish", "thai",
-})
-_ES_TOKENIZERS = frozenset({
-    "char_group", "classic", "edge_ngram", "letter", "lowercase", "ngram", "path_hierarchy",
-    "pattern", "simple_pattern", "simple_pattern_split", "thai", "uax_url_email", "whitespace",
-    "edgeNGram", "nGram", "PathHierarchy",
-})
-_ES_FILTERS = frozenset({
-    "apostrophe", "asciifolding", "cjk_bigram", "cjk_width", "classic", "common_grams", "conditional",
-    "decimal_digit", "delimited_payload", "dictionary_decompounder", "edge_ngram", "elision",
-    "fingerprint", "flatten_graph", "hunspell", "hyphenation_decompounder", "keep_types", "keep",
-    "keyword_marker", "keyword_repeat", "kstem", "length", "limit", "min_hash", "multiplexer",
-    "ngram", "pattern_capture", "pattern_replace", "porter_stem", "predicate_token_filter",
-    "remove_duplicates", "reverse", "shingle", "snowball", "stemmer", "stemmer_override", "stop",
-    "synonym", "synonym_graph", "trim", "truncate", "unique", "uppercase", "word_delimiter",
-    "word_delimiter_graph", "arabic_normalization", "german_normalization", "hindi_normalization",
-    "indic_normalization", "persian_normalization", "scandinavian_normalization",
-    "serbian_normalization", "sorani_normalization", "bengali_normalization", "russian_stem",
-    "porterStem", "nGram", "edgeNGram", "standard",
-})
-_ES_CHAR_FILTERS = frozenset({"html_strip", "mapping", "pattern_replace"})
-# fmt: on
 # Filters a custom normalizer (filters without a tokenizer) may use: those working per character.
 _NORMALIZER_FILTERS = frozenset({"lowercase", "uppercase", "asciifolding", "elision", "trim"})
 _WHY = "leafsearch has no char filters and not every token filter Elasticsearch has"
@@ -220,7 +199,7 @@ def _chain(
     if tokenizer is not None or filters or char_filters:
         for char_filter in char_filters:
             name = _name("char_filter", char_filter)
-            if name in _ES_CHAR_FILTERS:
+            if name in ES_CHAR_FILTERS:
                 raise NotSupported(f"the [{name}] char_filter", _WHY)
             raise IllegalArgument(f"failed to find{scope} char_filter under [{name}]")
         if tokenizer is None:
@@ -229,7 +208,7 @@ def _chain(
             _name("tokenizer", tokenizer)
             chosen = analysis.tokenizer(tokenizer, "_anonymous")
             if chosen is None:
-                if tokenizer in _ES_TOKENIZERS:
+                if tokenizer in ES_TOKENIZERS:
                     raise NotSupported(f"the [{tokenizer}] tokenizer", _WHY)
                 raise IllegalArgument(f"failed to find{scope} tokenizer under [{tokenizer}]")
         chain: list[tuple[str, Any]] = []
@@ -237,7 +216,7 @@ def _chain(
             name = _name("filter", spec)
             made = analysis.token_filter(spec, "_anonymous", (chosen[1], [f for _, f in chain]))
             if made is None:
-                if name in _ES_FILTERS:
+                if name in ES_FILTERS:
                     raise NotSupported(f"the [{name}] filter", _WHY)
                 raise IllegalArgument(f"failed to find{scope} filter under [{name}]")
             if tokenizer is None and made[0] not in _NORMALIZER_FILTERS:
@@ -249,7 +228,7 @@ def _chain(
         found = analysis.analyzer(analyzer) if analyzer != "default" or index is not None else None
         if found is not None:
             return Chain(analyzer, found, found.custom, gap if index is None else found.position_gap)
-        if analyzer in _ES_ANALYZERS:
+        if analyzer in ES_ANALYZERS:
             raise NotSupported(f"the [{analyzer}] analyzer", _WHY)
         raise IllegalArgument(f"failed to find{scope} analyzer [{analyzer}]")
     if normalizer is not None:

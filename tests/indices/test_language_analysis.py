@@ -423,3 +423,42 @@ def test_explain_of_an_index_custom_analyzer(http: httpx.Client, new_index: Call
     assert builtin["custom_analyzer"] is False
     assert builtin["analyzer"]["name"] == "english"
     assert [t["token"] for t in builtin["analyzer"]["tokens"]] == ["dog"]
+
+
+@pytest.mark.parametrize(
+    ("analysis", "what"),
+    [
+        ({"char_filter": {"h": {"type": "html_strip"}}}, "the char_filter [h]"),
+        (
+            {
+                "filter": {"h": {"type": "hunspell"}},
+                "analyzer": {"a": {"tokenizer": "standard", "filter": ["h"]}},
+            },
+            "the [hunspell] filter",
+        ),
+        ({"analyzer": {"a": {"type": "fingerprint"}}}, "the [fingerprint] analyzer"),
+        ({"tokenizer": {"t": {"type": "thai"}}}, "the [thai] tokenizer"),
+        (
+            {
+                "filter": {"s": {"type": "synonym", "synonyms_path": "s.txt"}},
+                "analyzer": {"a": {"tokenizer": "standard", "filter": ["s"]}},
+            },
+            "[synonyms_path] and [synonyms_set] of [s]",
+        ),
+        (
+            {
+                "filter": {"s": {"type": "stop", "stopwords_path": "s.txt"}},
+                "analyzer": {"a": {"tokenizer": "standard", "filter": ["s"]}},
+            },
+            "[stopwords_path] of [s]",
+        ),
+    ],
+)
+def test_components_leafsearch_lacks_are_refused_as_not_supported(
+    http: httpx.Client, index_name: str, analysis: dict, what: str
+) -> None:
+    response = http.put(f"/{index_name}", json={"settings": {"analysis": analysis}})
+    assert response.status_code == 400
+    reason = error_of(response)["reason"]
+    assert reason.startswith(f"{what} is not supported by leafsearch"), reason
+    assert http.head(f"/{index_name}").status_code == 404
