@@ -1256,6 +1256,13 @@ class Mapping:
             return
         params = field.params
         index_name = params.get("analyzer")
+        if "search_quote_analyzer" in params and ("search_analyzer" not in params or index_name is None):
+            raise _MappingError(
+                f"analyzer and search_analyzer on field [{field.name}] must be set when search_quote_analyzer "
+                "is set"
+            )
+        if "search_analyzer" in params and index_name is None:
+            raise _MappingError(f"analyzer on field [{field.name}] must be set when search_analyzer is set")
         index = self.analysis.default if index_name is None else self._analyzer(index_name)
         search_name = params.get("search_analyzer")
         if search_name is not None:

@@ -462,3 +462,24 @@ def test_components_leafsearch_lacks_are_refused_as_not_supported(
     reason = error_of(response)["reason"]
     assert reason.startswith(f"{what} is not supported by leafsearch"), reason
     assert http.head(f"/{index_name}").status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("field", "reason"),
+    [
+        (
+            {"type": "text", "search_analyzer": "english"},
+            "analyzer on field [t] must be set when search_analyzer is set",
+        ),
+        (
+            {"type": "text", "analyzer": "english", "search_quote_analyzer": "standard"},
+            "analyzer and search_analyzer on field [t] must be set when search_quote_analyzer is set",
+        ),
+    ],
+)
+def test_search_analyzers_need_an_analyzer(
+    http: httpx.Client, index_name: str, field: dict, reason: str
+) -> None:
+    response = http.put(f"/{index_name}", json={"mappings": {"properties": {"t": field}}})
+    assert response.status_code == 400
+    assert error_of(response)["reason"] == f"Failed to parse mapping: {reason}"
