@@ -1258,8 +1258,8 @@ class Mapping:
         index_name = params.get("analyzer")
         if "search_quote_analyzer" in params and ("search_analyzer" not in params or index_name is None):
             raise _MappingError(
-                f"analyzer and search_analyzer on field [{field.name}] must be set when search_quote_analyzer "
-                "is set"
+                f"analyzer and search_analyzer on field [{field.name}] must be set when "
+                "search_quote_analyzer is set"
             )
         if "search_analyzer" in params and index_name is None:
             raise _MappingError(f"analyzer on field [{field.name}] must be set when search_analyzer is set")
