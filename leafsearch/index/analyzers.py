@@ -230,7 +230,7 @@ def _stop_type(params: Mapping[str, Any], name: str) -> Analyzer:
 
 def _pattern_type(params: Mapping[str, Any], name: str) -> Analyzer:
     chain: list[tuple[str, TokenFilter]] = []
-    if tokenizers._bool(dict(params), "lowercase", True):
+    if tokenizers.flag_param(dict(params), "lowercase", True):
         chain.append(("lowercase", token_filters.lowercase({}, name)))
     words = token_filters.word_set(dict(params), "stopwords", frozenset(), name)
     if words:

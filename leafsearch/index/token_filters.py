@@ -17,7 +17,7 @@ from typing import Any
 import Stemmer
 
 from leafsearch.index import stopwords
-from leafsearch.index.tokenizers import AnalysisConfigError, Tok, _bool, _int, ngram_bounds
+from leafsearch.index.tokenizers import AnalysisConfigError, Tok, flag_param, int_param, ngram_bounds
 from leafsearch.unsupported import NotSupported
 
 TokenFilter = Callable[[list[Tok]], list[Tok]]
@@ -92,10 +92,10 @@ def word_set(params: dict[str, Any], key: str, default: frozenset[str], name: st
 
 def stop(params: dict[str, Any], name: str) -> TokenFilter:
     words = word_set(params, "stopwords", stopwords.ENGLISH, name)
-    ignore_case = _bool(params, "ignore_case", False)
+    ignore_case = flag_param(params, "ignore_case", False)
     if ignore_case:
         words = frozenset(w.lower() for w in words)
-    remove_trailing = _bool(params, "remove_trailing", True)
+    remove_trailing = flag_param(params, "remove_trailing", True)
 
     def run(toks: list[Tok]) -> list[Tok]:
         keep = [(t.term.lower() if ignore_case else t.term) not in words for t in toks]
@@ -115,8 +115,8 @@ def stop(params: dict[str, Any], name: str) -> TokenFilter:
 
 
 def length(params: dict[str, Any], name: str) -> TokenFilter:
-    low = _int(params, "min", 0, name)
-    high = _int(params, "max", 2**31 - 1, name)
+    low = int_param(params, "min", 0, name)
+    high = int_param(params, "max", 2**31 - 1, name)
     return lambda toks: _drop(toks, [low <= len(t.term) <= high for t in toks])
 
 
@@ -130,7 +130,7 @@ def trim(params: dict[str, Any], name: str) -> TokenFilter:
 
 
 def truncate(params: dict[str, Any], name: str) -> TokenFilter:
-    size = _int(params, "length", 10, name)
+    size = int_param(params, "length", 10, name)
 
     def run(toks: list[Tok]) -> list[Tok]:
         for t in toks:
@@ -150,7 +150,7 @@ def reverse(params: dict[str, Any], name: str) -> TokenFilter:
 
 
 def unique(params: dict[str, Any], name: str) -> TokenFilter:
-    same_position = _bool(params, "only_on_same_position", False)
+    same_position = flag_param(params, "only_on_same_position", False)
 
     def run(toks: list[Tok]) -> list[Tok]:
         seen: set[str] = set()
@@ -183,7 +183,7 @@ _ELISION_DEFAULT = frozenset(
 
 def elision(params: dict[str, Any], name: str) -> TokenFilter:
     articles = word_set(params, "articles", _ELISION_DEFAULT, name)
-    ignore_case = _bool(params, "articles_case", False)
+    ignore_case = flag_param(params, "articles_case", False)
     if ignore_case:
         articles = frozenset(a.lower() for a in articles)
 
@@ -236,7 +236,7 @@ def fold(term: str) -> str:
 
 
 def asciifolding(params: dict[str, Any], name: str) -> TokenFilter:
-    preserve = _bool(params, "preserve_original", False)
+    preserve = flag_param(params, "preserve_original", False)
 
     def run(toks: list[Tok]) -> list[Tok]:
         out = []
@@ -327,7 +327,7 @@ def porter_stem(params: dict[str, Any], name: str) -> TokenFilter:
 
 def keyword_marker(params: dict[str, Any], name: str) -> TokenFilter:
     words = word_set(params, "keywords", frozenset(), name)
-    ignore_case = _bool(params, "ignore_case", False)
+    ignore_case = flag_param(params, "ignore_case", False)
     if ignore_case:
         words = frozenset(w.lower() for w in words)
 
@@ -351,7 +351,7 @@ def ngram(params: dict[str, Any], name: str, max_diff: int, edge: bool = False) 
             f"to: [{max_diff}] but was [{high - low}]. This limit can be set by changing the "
             "[index.max_ngram_diff] index level setting."
         )
-    preserve = _bool(params, "preserve_original", False)
+    preserve = flag_param(params, "preserve_original", False)
 
     def run(toks: list[Tok]) -> list[Tok]:
         out = []
@@ -372,10 +372,10 @@ def ngram(params: dict[str, Any], name: str, max_diff: int, edge: bool = False) 
 
 
 def shingle(params: dict[str, Any], name: str, max_diff: int) -> TokenFilter:
-    low = _int(params, "min_shingle_size", 2, name)
-    high = _int(params, "max_shingle_size", 2, name)
-    unigrams = _bool(params, "output_unigrams", True)
-    unigrams_if_none = _bool(params, "output_unigrams_if_no_shingles", False)
+    low = int_param(params, "min_shingle_size", 2, name)
+    high = int_param(params, "max_shingle_size", 2, name)
+    unigrams = flag_param(params, "output_unigrams", True)
+    unigrams_if_none = flag_param(params, "output_unigrams_if_no_shingles", False)
     separator = str(params.get("token_separator", " "))
     if low < 2:
         raise AnalysisConfigError("Min shingle size must be >= 2")
@@ -432,8 +432,8 @@ def parse_synonyms(
         raise AnalysisConfigError(
             f"synonym filter [{name}] has [{len(rules)}] rules, more than the [{MAX_SYNONYM_RULES}] allowed"
         )
-    expand = _bool(params, "expand", True)
-    lenient = _bool(params, "lenient", False)
+    expand = flag_param(params, "expand", True)
+    lenient = flag_param(params, "lenient", False)
     table: dict[tuple[str, ...], list[tuple[str, ...]]] = {}
 
     def phrases(side: str) -> list[tuple[str, ...]]:
@@ -524,15 +524,15 @@ def _kind(c: str) -> int:
 
 
 def word_delimiter(params: dict[str, Any], name: str) -> TokenFilter:
-    words = _bool(params, "generate_word_parts", True)
-    numbers = _bool(params, "generate_number_parts", True)
-    cat_words = _bool(params, "catenate_words", False)
-    cat_numbers = _bool(params, "catenate_numbers", False)
-    cat_all = _bool(params, "catenate_all", False)
-    preserve = _bool(params, "preserve_original", False)
-    case_change = _bool(params, "split_on_case_change", True)
-    numerics = _bool(params, "split_on_numerics", True)
-    possessive = _bool(params, "stem_english_possessive", True)
+    words = flag_param(params, "generate_word_parts", True)
+    numbers = flag_param(params, "generate_number_parts", True)
+    cat_words = flag_param(params, "catenate_words", False)
+    cat_numbers = flag_param(params, "catenate_numbers", False)
+    cat_all = flag_param(params, "catenate_all", False)
+    preserve = flag_param(params, "preserve_original", False)
+    case_change = flag_param(params, "split_on_case_change", True)
+    numerics = flag_param(params, "split_on_numerics", True)
+    possessive = flag_param(params, "stem_english_possessive", True)
     protected = word_set(params, "protected_words", frozenset(), name)
 
     def parts(term: str) -> list[tuple[int, int, bool]]:

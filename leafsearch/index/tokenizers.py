@@ -53,7 +53,7 @@ def standard_type(term: str) -> str:
     return "<ALPHANUM>"
 
 
-def _int(params: dict[str, Any], key: str, default: int, name: str) -> int:
+def int_param(params: dict[str, Any], key: str, default: int, name: str) -> int:
     value = params.get(key, default)
     try:
         return int(value)
@@ -63,7 +63,7 @@ def _int(params: dict[str, Any], key: str, default: int, name: str) -> int:
         ) from None
 
 
-def _bool(params: dict[str, Any], key: str, default: bool) -> bool:
+def flag_param(params: dict[str, Any], key: str, default: bool) -> bool:
     value = params.get(key, default)
     if isinstance(value, bool):
         return value
@@ -84,7 +84,7 @@ def _cut(toks: list[Tok], limit: int) -> list[Tok]:
 
 
 def standard(params: dict[str, Any], name: str) -> Tokenizer:
-    limit = _int(params, "max_token_length", MAX_TOKEN_LENGTH, name)
+    limit = int_param(params, "max_token_length", MAX_TOKEN_LENGTH, name)
 
     def run(text: str) -> list[Tok]:
         toks = [
@@ -101,7 +101,7 @@ def _regex_tokenizer(expression: str, kind: str = "word") -> Callable[[dict[str,
     compiled = re.compile(expression)
 
     def build(params: dict[str, Any], name: str) -> Tokenizer:
-        limit = _int(params, "max_token_length", MAX_TOKEN_LENGTH, name)
+        limit = int_param(params, "max_token_length", MAX_TOKEN_LENGTH, name)
         return lambda text: _cut([Tok(m.group(), *m.span(), kind) for m in compiled.finditer(text)], limit)
 
     return build
@@ -141,7 +141,7 @@ def _re2(pattern: Any, name: str) -> Any:
 def pattern(params: dict[str, Any], name: str) -> Tokenizer:
     """Java-style `pattern` and `group`: -1 splits on the matches, a group number keeps it."""
     compiled = _re2(params.get("pattern", r"\W+"), name)
-    group = _int(params, "group", -1, name)
+    group = int_param(params, "group", -1, name)
     if group >= 0 and group > compiled.groups:
         raise AnalysisConfigError(
             f"invalid group [{group}] for pattern [{params.get('pattern')}] of [{name}]"
@@ -201,7 +201,7 @@ def char_group(params: dict[str, Any], name: str) -> Tokenizer:
             chars.add(chr(int(item[2:], 16)))
         else:
             raise AnalysisConfigError(f"Invalid escaped char in [{item}]")
-    limit = _int(params, "max_token_length", MAX_TOKEN_LENGTH, name)
+    limit = int_param(params, "max_token_length", MAX_TOKEN_LENGTH, name)
 
     def run(text: str) -> list[Tok]:
         toks = []
@@ -229,8 +229,8 @@ def path_hierarchy(params: dict[str, Any], name: str) -> Tokenizer:
     position; `skip` leaves out the first (last, reversed) components."""
     delimiter = str(params.get("delimiter", "/"))
     replacement = str(params.get("replacement", delimiter))
-    skip = _int(params, "skip", 0, name)
-    reverse = _bool(params, "reverse", False)
+    skip = int_param(params, "skip", 0, name)
+    reverse = flag_param(params, "reverse", False)
     if len(delimiter) != 1 or len(replacement) != 1:
         raise AnalysisConfigError("delimiter must be a one char value")
 
@@ -267,8 +267,8 @@ def path_hierarchy(params: dict[str, Any], name: str) -> Tokenizer:
 
 
 def ngram_bounds(params: dict[str, Any], name: str, default_max: int) -> tuple[int, int]:
-    low = _int(params, "min_gram", 1, name)
-    high = _int(params, "max_gram", default_max, name)
+    low = int_param(params, "min_gram", 1, name)
+    high = int_param(params, "max_gram", default_max, name)
     if low < 1 or high < low:
         raise AnalysisConfigError(f"min_gram [{low}] and max_gram [{high}] of [{name}] are out of order")
     return low, high
