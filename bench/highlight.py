@@ -11,7 +11,9 @@ Eight untimed pages of each kind come first (the first search on the sort builds
 orders; each search worker process reads the segments a first time). Each try asks a distinct
 page (`from` = try x 100, so no cache of the server saw it), the plain and the highlighted request
 taking turns; figures are the median and p99 of `--tries` tries,
-timed around one HTTP request and the decoding of its response. Every highlighted hit is checked
+timed around one HTTP request and the decoding of its response; beside them, the CPU the server
+and its search workers spent per page of each kind (from /proc, summed over the tries: steadier
+than wall-clock figures on a busy machine). Every highlighted hit is checked
 to hold the word between the tags.
 """
 
@@ -72,10 +74,15 @@ def _timed(http: Client, body: dict) -> tuple[float, Any]:
     return (time.perf_counter() - began) * 1000, response
 
 
-def run(http: Client, word: str, tries: int) -> dict[str, tuple[float, float]]:
+def _cpu(server: Server | None) -> float:
+    return sum(server.cpu_seconds()) if server is not None else 0.0
+
+
+def run(http: Client, word: str, tries: int, server: Server | None) -> dict[str, Any]:
     query = {"match": {"message": word}}
     plain: list[float] = []
     highlighted: list[float] = []
+    cpu = {"plain": 0.0, "highlight": 0.0}
     for w in range(WARM_UPS):  # the sort's per-segment orders, each search worker's first reads: untimed
         warm = {
             "query": query,
@@ -87,17 +94,25 @@ def run(http: Client, word: str, tries: int) -> dict[str, tuple[float, float]]:
         _timed(http, {**warm, "highlight": {"fields": {"message": {}}}})
     for i in range(tries):
         page = {"query": query, "from": i * SIZE, "size": SIZE, "sort": [{"@timestamp": "desc"}]}
+        before = _cpu(server)
         ms, _ = _timed(http, page)
         plain.append(ms)
+        middle = _cpu(server)
         ms, response = _timed(
             http, {**page, "from": (tries + i) * SIZE, "highlight": {"fields": {"message": {}}}}
         )
         highlighted.append(ms)
+        cpu["plain"] += middle - before
+        cpu["highlight"] += _cpu(server) - middle
         hits = response["hits"]["hits"]
         assert len(hits) == SIZE, "a short page"
         for hit in hits:
             assert f"<em>{word}</em>" in hit["highlight"]["message"][0].lower(), hit
-    return {"plain": _stats(plain), "highlight": _stats(highlighted)}
+    return {
+        "plain": _stats(plain),
+        "highlight": _stats(highlighted),
+        "cpu_ms": {kind: seconds * 1000 / tries for kind, seconds in cpu.items()},
+    }
 
 
 def _stats(values: list[float]) -> tuple[float, float]:
@@ -124,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             http = Client(args.url if server is None else server.url)
             _load(http, dataset)
-            figures = run(http, dataset.mid_term, args.tries)
+            figures = run(http, dataset.mid_term, args.tries, server)
         finally:
             if server is not None:
                 server.stop()
@@ -132,6 +147,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"page of {SIZE} hits, match on message, {args.docs:,} documents, {args.tries} tries each")
     print(f"  without highlight: p50 {plain_p50:.1f} ms, p99 {plain_p99:.1f} ms")
     print(f"  with highlight:    p50 {hl_p50:.1f} ms, p99 {hl_p99:.1f} ms ({hl_p50 / plain_p50:.1f}x p50)")
+    if server is not None:
+        cpu = figures["cpu_ms"]
+        print(
+            f"  server CPU per page (server and search workers): {cpu['plain']:.1f} ms without, "
+            f"{cpu['highlight']:.1f} ms with highlight"
+        )
     return 0
 
 
