@@ -483,3 +483,12 @@ def test_search_analyzers_need_an_analyzer(
     response = http.put(f"/{index_name}", json={"mappings": {"properties": {"t": field}}})
     assert response.status_code == 400
     assert error_of(response)["reason"] == f"Failed to parse mapping: {reason}"
+
+
+def test_match_with_and_takes_synonyms_as_alternatives(http: httpx.Client, new_index: Callable) -> None:
+    index = new_index(settings=ANALYSIS, mappings=MAPPINGS)
+    _load(http, index)
+    query = {"match": {"product": {"query": "laptop stand", "operator": "and"}}}
+    assert _ids(search_ok(http, index, {"query": query})) == ["1"]  # "laptop" or "notebook", and "stand"
+    query = {"match": {"product": {"query": "laptop", "operator": "and"}}}
+    assert _ids(search_ok(http, index, {"query": query})) == ["0", "1"]

@@ -67,12 +67,20 @@ def plan_match(q: Match, ctx: QueryContext) -> Any:
     plan = _not_text_plan(ctx, q, q.lenient)
     if plan is not None:
         return plan
-    tokens = analyze(ctx, q.analyzer, scalar_text(q.query), q.field)
+    tokens, positions = search_analyzer(ctx, q.analyzer, q.field).positions([scalar_text(q.query)], 0)
     if not tokens:
         return _zero_terms(q.zero_terms_query, q.boost)
     if len(tokens) > 1:
         check_clauses(ctx, len(tokens))
-    clauses = tuple(_match_token(ctx, q, token) for token in tokens)
+    # Terms at one position (synonyms, stacked tokens) are alternatives: one clause between them.
+    groups: list[list[Any]] = []
+    for i, token in enumerate(tokens):
+        plan = _match_token(ctx, q, token)
+        if i and positions[i] == positions[i - 1]:
+            groups[-1].append(plan)
+        else:
+            groups.append([plan])
+    clauses = tuple(g[0] if len(g) == 1 else BoolPlan(should=tuple(g)) for g in groups)
     if len(clauses) == 1:
         return _boost_plan(clauses[0], q.boost)
     if q.operator == "and":
