@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from leafsearch.common.settings import (
+    FINAL_INDEX_SETTINGS,
     AutoCreate,
     check_active_shard_count,
     index_defaults,
@@ -462,6 +463,9 @@ def put_settings(
         raise IllegalArgument(
             f"Can't update non dynamic settings [[{', '.join(static)}]] for open indices [{opened}]"
         )
+    final = [k for k in static if k in FINAL_INDEX_SETTINGS or k.startswith("index.sort.")]
+    if final and targets:
+        raise IllegalArgument(f"final index setting [{final[0]}], not updateable")
     for index in targets:
         if preserve_existing:
             index.update_settings({k: v for k, v in updates.items() if k not in index.settings})

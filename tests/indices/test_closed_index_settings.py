@@ -107,3 +107,15 @@ def test_settings_changes_beside_searches(http: httpx.Client, new_index: Callabl
     assert unexpected == []
     http.put(f"/{index}/_doc/2?refresh=true", json={"body": "runs"})
     assert _hits(http, index, {"match": {"body": "running"}}) == 1  # both stemmed to "run" now
+
+
+def test_final_settings_stay_fixed_on_a_closed_index(http: httpx.Client, new_index: Callable) -> None:
+    index = new_index()
+    http.post(f"/{index}/_close")
+    for key, value in (("index.number_of_shards", 3), ("index.sort.field", "x")):
+        response = http.put(f"/{index}/_settings", json={key: value})
+        assert response.status_code == 400
+        assert error_of(response)["reason"] == f"final index setting [{key}], not updateable"
+    http.post(f"/{index}/_open")
+    shards = http.get(f"/{index}/_settings").json()[index]["settings"]["index"]["number_of_shards"]
+    assert shards == "1"
