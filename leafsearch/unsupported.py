@@ -285,7 +285,6 @@ AGGREGATIONS = frozenset(
         "sum_bucket",
         "t_test",
         "time_series",
-        "top_hits",
         "top_metrics",
         "variable_width_histogram",
         "weighted_avg",

@@ -380,6 +380,10 @@ _INDEX_PREFIXES = {
 
 # Set by the node when the index is created; a user may not set them.
 PRIVATE_INDEX_SETTINGS = frozenset({"index.uuid", "index.version.created", "index.provided_name"})
+# Fixed at creation: not even a closed index takes a new value (the `index.sort.*` family too).
+FINAL_INDEX_SETTINGS = frozenset(
+    {"index.number_of_shards", "index.number_of_routing_shards", "index.routing_partition_size", "index.mode"}
+)
 
 
 def _flatten(body: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -23,6 +23,7 @@ import orjson
 from leafsearch.common.durable import fsync_dir
 from leafsearch.common.settings import index_setting
 from leafsearch.errors import ElasticError, IndexClosed
+from leafsearch.index.analyzers import analysis_of
 from leafsearch.index.index_sort import IndexSort, index_sort_of
 from leafsearch.index.mapping import Mapping
 from leafsearch.index.mapping_batch import parse_batch
@@ -47,7 +48,7 @@ class Index:
         self.uuid: str = meta["uuid"]
         self.creation_date: int = meta["creation_date"]
         self.settings: dict[str, str] = meta["settings"]
-        self.mapping: Mapping = Mapping.from_body(meta.get("mappings"))
+        self.mapping: Mapping = Mapping.from_body(meta.get("mappings"), analysis_of(meta["settings"]))
         apply_mapping_limits(self.mapping, self.settings)
         #: Guards the mapping (dynamic updates) and settings; shards have their own locks.
         self.lock = threading.RLock()
@@ -202,13 +203,18 @@ class Index:
             return parse_batch(self.mapping, sources)
 
     def update_settings(self, flat: dict[str, str | None]) -> None:
+        """Apply settings; 400 (and nothing changes) if the mapping refuses them, as when a
+        field names an analyzer the new analysis lacks."""
         with self.lock:
+            updated = dict(self.settings)
             for key, value in flat.items():
                 if value is None:
-                    self.settings.pop(key, None)
+                    updated.pop(key, None)
                 else:
-                    self.settings[key] = value
-            apply_mapping_limits(self.mapping, self.settings)
+                    updated[key] = value
+            apply_mapping_limits(self.mapping, updated)
+            self.settings.clear()
+            self.settings.update(updated)
             self.persist_meta()
 
     def shard_of(self, doc_id: str, routing: str | None) -> Shard:
@@ -293,7 +299,9 @@ def _each(shards: list[Any], step: Callable[[Any], object]) -> None:
 
 
 def apply_mapping_limits(mapping: Mapping, settings: dict[str, str]) -> None:
-    """The `index.mapping.*.limit` settings, as the mapping checks them on every addition."""
+    """The `index.mapping.*.limit` settings, as the mapping checks them on every addition, and
+    the analysis (`index.analysis.*`) its text fields use."""
+    mapping.set_analysis(analysis_of(settings))
     mapping.set_limits(
         index_setting(settings, "index.mapping.total_fields.limit"),
         index_setting(settings, "index.mapping.depth.limit"),

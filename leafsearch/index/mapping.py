@@ -35,7 +35,7 @@ from leafsearch.errors import (
     StrictDynamicMapping,
 )
 from leafsearch.index import ip, unsigned_long
-from leafsearch.index.analysis import analyze, analyze_with_positions
+from leafsearch.index.analyzers import DEFAULT_ANALYSIS, STANDARD, Analyzer, IndexAnalysis
 from leafsearch.index.dates import (
     DEFAULT_DATE_FORMAT,
     DEFAULT_DATE_NANOS_FORMAT,
@@ -394,7 +394,8 @@ class FieldType:
         "path", "name", "type", "kind", "params", "fields", "subfields", "index", "doc_values", "store",
         "norms", "formatter", "nanos", "scaling_factor", "ignore_above", "null_value", "coerce",
         "ignore_malformed", "position_increment_gap", "copy_to", "normalizer", "source_key", "parse",
-        "convert", "_lo", "_hi", "_range_name", "_round",
+        "convert", "_lo", "_hi", "_range_name", "_round", "analyzer", "search_analyzer",
+        "search_quote_analyzer", "fielddata",
     )
     # fmt: on
 
@@ -420,6 +421,7 @@ class FieldType:
         self.coerce = get("coerce", True)
         self.ignore_malformed = get("ignore_malformed", False)
         self.position_increment_gap = get("position_increment_gap", POSITION_INCREMENT_GAP)
+        self.fielddata = type_ == "text" and get("fielddata", False)
         copy_to = get("copy_to", ())
         self.copy_to = (copy_to,) if type(copy_to) is str else tuple(copy_to)
         self.normalizer = get("normalizer")
@@ -427,6 +429,8 @@ class FieldType:
         self.scaling_factor = get("scaling_factor")
         self.nanos = type_ == "date_nanos"
         self.formatter = None
+        #: A text field's analyzers, bound by the mapping from its index's analysis (`Mapping._bind`).
+        self.analyzer = self.search_analyzer = self.search_quote_analyzer = STANDARD
         self._lo, self._hi, self._range_name = _INTEGER_TYPES.get(type_, (_LONG_MIN, _LONG_MAX, "a long"))
         self._round = {"float": _F32, "half_float": _F16}.get(type_)
         if type_ in ("date", "date_nanos"):
@@ -554,8 +558,8 @@ class FieldType:
             sub.parse(value, doc)
 
     def _parse_text(self, value: Any, doc: ParsedDoc) -> None:
-        if type(value) is str:
-            tokens = analyze(value)
+        if type(value) is str and self.analyzer.standard:
+            tokens = self.analyzer.terms(value)
             positions = range(len(tokens))  # a range: cheap, and the buffer extends from it directly
         else:
             texts = []
@@ -569,7 +573,7 @@ class FieldType:
                 for sub in self.subfields:
                     sub.parse(value, doc)
                 return
-            tokens, positions = analyze_with_positions(texts, self.position_increment_gap)
+            tokens, positions = self.analyzer.positions(texts, self.position_increment_gap)
         existing = doc.text.get(self.path)
         if existing is None:
             doc.text[self.path] = (tokens, positions)
@@ -1257,8 +1261,10 @@ _SOURCE_KEYS = frozenset({"enabled", "includes", "excludes", "mode"})
 class Mapping:
     """One index's mapping. The caller holds the index's lock around `parse_document` and `merge`."""
 
-    def __init__(self) -> None:
+    def __init__(self, analysis: IndexAnalysis = DEFAULT_ANALYSIS) -> None:
         self.version = 0
+        #: The index's analyzers, which text fields name (`index.analysis.*`).
+        self.analysis = analysis
         #: `index.mapping.total_fields.limit`, `index.mapping.depth.limit` and
         #: `index.mapping.field_name_length.limit`, checked whenever fields are added.
         self.total_fields_limit = 1000
@@ -1277,15 +1283,61 @@ class Mapping:
     # -- construction --------------------------------------------------------------------------
 
     @classmethod
-    def from_body(cls, body: dict | None) -> Mapping:
-        """A mapping from the `mappings` object of create-index; 400 `mapper_parsing_exception` if bad."""
-        mapping = cls()
+    def from_body(cls, body: dict | None, analysis: IndexAnalysis = DEFAULT_ANALYSIS) -> Mapping:
+        """A mapping from the `mappings` object of create-index, its text fields analysed by
+        `analysis`; 400 `mapper_parsing_exception` if bad."""
+        mapping = cls(analysis)
         try:
             mapping._parse_root(_unwrap_type(body))
+            mapping._refresh()
         except _MappingError as e:
             raise _mapping_error(e) from None
-        mapping._refresh()
         return mapping
+
+    def set_analysis(self, analysis: IndexAnalysis) -> None:
+        """The index's analysis changed (settings of a closed index): fields bind to the new one;
+        400 if a field names an analyzer it lacks, and then nothing changes."""
+        if analysis is self.analysis:
+            return
+        previous = self.analysis
+        self.analysis = analysis
+        try:
+            self._refresh()
+        except _MappingError as e:
+            self.analysis = previous
+            self._refresh()
+            raise _mapping_error(e) from None
+
+    def _bind(self, field: FieldType) -> None:
+        """A text field's analyzers from its `analyzer`, `search_analyzer`, `search_quote_analyzer`."""
+        if field.kind != "text":
+            return
+        params = field.params
+        index_name = params.get("analyzer")
+        if "search_quote_analyzer" in params and ("search_analyzer" not in params or index_name is None):
+            raise _MappingError(
+                f"analyzer and search_analyzer on field [{field.name}] must be set when "
+                "search_quote_analyzer is set"
+            )
+        if "search_analyzer" in params and index_name is None:
+            raise _MappingError(f"analyzer on field [{field.name}] must be set when search_analyzer is set")
+        index = self.analysis.default if index_name is None else self._analyzer(index_name)
+        search_name = params.get("search_analyzer")
+        if search_name is not None:
+            search = self._analyzer(search_name)
+        elif index_name is None:
+            search = self.analysis.default_search
+        else:
+            search = index
+        quote_name = params.get("search_quote_analyzer")
+        field.analyzer, field.search_analyzer = index, search
+        field.search_quote_analyzer = search if quote_name is None else self._analyzer(quote_name)
+
+    def _analyzer(self, name: str) -> Analyzer:
+        found = self.analysis.analyzer(name)
+        if found is None:
+            raise _MappingError(f"analyzer [{name}] has not been configured in mappings", True)
+        return found
 
     def _parse_root(self, body: dict) -> None:
         unknown = {k: v for k, v in body.items() if k not in _ROOT_KEYS}
@@ -1359,8 +1411,10 @@ class Mapping:
         for child in mapper.children.values():
             if child.leaf:
                 self._fields[child.path] = child
+                self._bind(child)
                 for sub in child.subfields:
                     self._fields[sub.path] = sub
+                    self._bind(sub)
             else:
                 self._index(child)
 
@@ -1415,10 +1469,10 @@ class Mapping:
         unwrapped = _unwrap_type(body) if isinstance(body, dict) else body
         if isinstance(unwrapped, dict):  # an update is read as the objects it adds to read it
             unwrapped = _inherit_subobjects(unwrapped, self._root)
-        incoming = Mapping.from_body(unwrapped)
+        incoming = Mapping.from_body(unwrapped, self.analysis)
         if incoming._root_params.get("subobjects", True) != self._root_params.get("subobjects", True):
             raise IllegalArgument("the [subobjects] parameter can't be updated for the object mapping [_doc]")
-        merged = Mapping.from_body(self.to_body())
+        merged = Mapping.from_body(self.to_body(), self.analysis)
         merged.set_limits(self.total_fields_limit, self.depth_limit, self.field_name_length_limit)
         for key, value in incoming._root_params.items():
             if key == "dynamic_templates":
@@ -1678,6 +1732,9 @@ class Mapping:
         try:
             child = _build_mapper(path, key, node)
             self._check_shape_of(child)  # before walking into it: recursion stays bounded
+            if child.leaf:
+                for field in (child, *child.subfields):
+                    self._bind(field)
         except _MappingError as e:
             message = e.message
             raise _DocError(

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from leafsearch.common.settings import (
+    FINAL_INDEX_SETTINGS,
     AutoCreate,
     check_active_shard_count,
     index_defaults,
@@ -32,6 +33,7 @@ from leafsearch.errors import (
     ResourceAlreadyExists,
     ShardUnavailable,
 )
+from leafsearch.index.analyzers import analysis_of
 from leafsearch.index.index import apply_mapping_limits
 from leafsearch.index.index_sort import check_sort_settings, index_sort_of
 from leafsearch.index.mapping import Mapping as IndexMapping
@@ -245,7 +247,7 @@ def create_index(
         wait_for_active_shards = index_setting(settings, "index.write.wait_for_active_shards")
     check_active_shard_count(wait_for_active_shards, index_setting(settings, "index.number_of_replicas"))
     check_sort_settings(settings)
-    mapping = IndexMapping.from_body(body.get("mappings"))
+    mapping = IndexMapping.from_body(body.get("mappings"), analysis_of(settings))
     apply_mapping_limits(mapping, settings)
     mapping.check_limits()
     index_sort_of(settings, mapping, name)  # refuses sort fields the mapping can not sort by
@@ -455,11 +457,15 @@ def put_settings(
         raise ActionRequestValidation("no settings to update")
     targets = indices_of(node, options, expr)
     static = sorted(k for k in updates if not is_dynamic_index_setting(k))
-    if static and targets:
-        opened = ", ".join(f"[{i.name}/{i.uuid}]" for i in targets)
+    open_targets = [i for i in targets if not i.closed]
+    if static and open_targets:  # a closed index takes static settings (analysis), used when opened
+        opened = ", ".join(f"[{i.name}/{i.uuid}]" for i in open_targets)
         raise IllegalArgument(
             f"Can't update non dynamic settings [[{', '.join(static)}]] for open indices [{opened}]"
         )
+    final = [k for k in static if k in FINAL_INDEX_SETTINGS or k.startswith("index.sort.")]
+    if final and targets:
+        raise IllegalArgument(f"final index setting [{final[0]}], not updateable")
     for index in targets:
         if preserve_existing:
             index.update_settings({k: v for k, v in updates.items() if k not in index.settings})

@@ -32,6 +32,7 @@ from leafsearch.errors import (
     XContentParseError,
 )
 from leafsearch.request.collapse import parse_collapse
+from leafsearch.request.highlight import HighlightSpec, parse_highlight
 from leafsearch.request.indices_options import IndicesOptions
 from leafsearch.request.query_dsl import Query, parse_query, scalar_text
 from leafsearch.request.rescore import Rescorer, parse_rescore
@@ -246,6 +247,7 @@ class _Source:
         self.aggs: dict[str, Any] | None = None
         self.rescore: tuple[Rescorer, ...] = ()
         self.script_fields = 0
+        self.highlight: HighlightSpec | None = None
         self.min_score: float | None = None
         self.terminate_after = 0
         self.timeout: float | None = None
@@ -322,9 +324,7 @@ class _Source:
             # Counted against `index.max_script_fields` by each shard, then refused: no scripts here.
             self.script_fields = len(value)
         elif key == "highlight":
-            # Highlighting only decorates hits; leaving it out is what Elasticsearch answers for
-            # hits without fragments, so the request is served and the hits have no `highlight`.
-            pass
+            self.highlight = parse_highlight(value)
         elif key in _EMPTY_ONLY and not value:
             pass
         elif key in _UNSUPPORTED or key in _EMPTY_ONLY:
@@ -622,6 +622,7 @@ def _build(source: _Source, request: _RequestOptions, indices: str | None) -> Se
         aggs=source.aggs,
         rescore=source.rescore,
         script_fields=source.script_fields,
+        highlight=source.highlight,
         post_filter=source.post_filter,
         collapse=source.collapse,
         min_score=source.min_score,

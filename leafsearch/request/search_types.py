@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from leafsearch.request.query_dsl import Query, query_is_match_all
 
 if TYPE_CHECKING:
+    from leafsearch.request.highlight import HighlightSpec
     from leafsearch.request.indices_options import IndicesOptions
 
 #: Special sort keys.
@@ -121,6 +122,7 @@ class SearchRequest:
     aggs: Any = None  # parsed aggregation tree, or None
     rescore: tuple[Any, ...] = ()  # `request.rescore.Rescorer`s, applied in order
     script_fields: int = 0  # how many were asked for (counted against the limit, then refused)
+    highlight: HighlightSpec | None = None  # `highlight`: fragments rendered with each hit
     post_filter: Query | None = None
     collapse: CollapseSpec | None = None
     min_score: float | None = None

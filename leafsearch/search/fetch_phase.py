@@ -30,8 +30,9 @@ from leafsearch.index.synthetic_source import is_synthetic, synthesize
 from leafsearch.request.search_types import SearchRequest
 from leafsearch.search import fetch as fetch_helpers
 from leafsearch.search import hit_columns
+from leafsearch.search.highlight import Highlighter
 from leafsearch.search.hit_columns import Group, PageOrder, groups_of
-from leafsearch.search.hitlist import HitList
+from leafsearch.search.hitlist import HitList, shard_query_context
 from leafsearch.search.profile import ShardProfile
 from leafsearch.search.shard_api import FetchForm, ShardFetch, ShardFetchResult, ShardSearch, each_phase
 
@@ -73,7 +74,7 @@ def _gather(target: Target, fetch: ShardFetch) -> _Page:
     routings: list[str | None] = [None] * n
     if _loads_stored_fields(request):
         ids = order.merge([g.view.segment.doc_id_bytes(g.local) for g in groups])
-        if request.source.fetch or request.fields:
+        if request.source.fetch or request.fields or request.highlight is not None:
             sources = order.merge([_sources(target, g) for g in groups])
         if any(g.view.segment.column("_routing") is not None for g in groups):
             routings = hit_columns.routings(groups, order)
@@ -108,12 +109,13 @@ def fetch_shard(target: Target, fetch: ShardFetch) -> ShardFetchResult:
     bytes forms join columns, never build a dict per hit."""
     started = time.perf_counter_ns()
     page = _gather(target, fetch)
+    highlights = _highlights(target, page, fetch)
     joined: bytes | None = None
     hits: list[Any] | None = None
     if fetch.form == "dicts":
-        hits = _render_dicts(target, page, fetch)
+        hits = _render_dicts(target, page, fetch, highlights)
     else:
-        columns = _raw_columns(target, page, fetch)
+        columns = _raw_columns(target, page, fetch, highlights)
         rows = zip(*columns, strict=True)
         if fetch.form == "page":
             joined = b"".join(chain.from_iterable(rows))
@@ -122,7 +124,19 @@ def fetch_shard(target: Target, fetch: ShardFetch) -> ShardFetchResult:
     return ShardFetchResult(fetch.shard_index, joined, hits, time.perf_counter_ns() - started)
 
 
-def _raw_columns(target: Target, page: _Page, fetch: ShardFetch) -> list[Iterable[bytes]]:
+def _highlights(target: Target, page: _Page, fetch: ShardFetch) -> list[dict[str, list[str]] | None] | None:
+    """Each hit's `highlight` object (None: nothing matched), or None when the request asks none."""
+    spec = fetch.request.highlight
+    if spec is None:
+        return None
+    ctx = shard_query_context(target, 0, needs_scores=False)
+    highlighter = Highlighter.prepare(spec, fetch.request.query, ctx, target.index.settings)
+    return [highlighter.render(raw, doc) for raw, doc in zip(page.sources, fetch.docs.tolist(), strict=True)]
+
+
+def _raw_columns(
+    target: Target, page: _Page, fetch: ShardFetch, highlights: list[dict[str, list[str]] | None] | None
+) -> list[Iterable[bytes]]:
     """The shard's hits as columns of JSON pieces, keys in the order Elasticsearch writes them.
 
     Each hit is `{"_index":..[,"_id":..][,"_version":..][,"_seq_no":..,"_primary_term":1],"_score":..
@@ -158,6 +172,8 @@ def _raw_columns(target: Target, page: _Page, fetch: ShardFetch) -> list[Iterabl
     if request.docvalue_fields:
         parts = hit_columns.docvalue_fields_json(page.groups, [target], request.docvalue_fields)
         pieces.append(page.order.merge(parts))
+    if highlights is not None:
+        pieces.append([b"" if h is None else b',"highlight":' + dumps(h) for h in highlights])
     if fetch.sort_values is not None:
         pieces += [b',"sort":[', _sort_json(fetch.sort_values), b"]"]
     pieces.append(b"},")
@@ -170,7 +186,9 @@ def _raw_columns(target: Target, page: _Page, fetch: ShardFetch) -> list[Iterabl
     return [repeat(p, n) if isinstance(p, bytes) else p for p in merged]
 
 
-def _render_dicts(target: Target, page: _Page, fetch: ShardFetch) -> list[dict[str, Any]]:
+def _render_dicts(
+    target: Target, page: _Page, fetch: ShardFetch, highlights: list[dict[str, list[str]] | None] | None
+) -> list[dict[str, Any]]:
     """One dict per hit: for options that read or rewrite a hit's source, and in-process callers."""
     request, n = fetch.request, len(page.ids)
     fetch_source = request.source.fetch and _loads_stored_fields(request)
@@ -224,6 +242,8 @@ def _render_dicts(target: Target, page: _Page, fetch: ShardFetch) -> list[dict[s
                 )
             if values:
                 hit["fields"] = values
+        if highlights is not None and highlights[row] is not None:
+            hit["highlight"] = highlights[row]
         if sort_rows is not None:
             hit["sort"] = sort_rows[row]
         if request.explain:

@@ -22,6 +22,7 @@ import numpy as np
 from leafsearch.common.bounded_cache import BoundedCache
 from leafsearch.common.settings import index_setting
 from leafsearch.errors import ShardFailed
+from leafsearch.index.columns import ordinal_column
 from leafsearch.index.events import ShardEvents
 from leafsearch.index.searcher import Searcher, SegmentView
 from leafsearch.request.query_dsl import query_is_match_all
@@ -301,7 +302,7 @@ def segment_matches(
                         mask &= slice_masks[vi]
                     if with_aggs is not None:
                         guard.check()
-                        with_aggs(target, view, np.flatnonzero(mask), ctx)
+                        with_aggs(target, view, np.flatnonzero(mask), ctx, scores)
             except TimeExceeded:
                 guard.timed_out()
                 return
@@ -616,7 +617,7 @@ def _own_terms(
     raw: list[np.ndarray] = []
     present: list[np.ndarray] = []
     for _, view, docs in seg_docs:
-        col = view.segment.column(spec.field)  # type: ignore[attr-defined]
+        col = ordinal_column(view.segment.column(spec.field))  # type: ignore[attr-defined]
         ords, has = keyword_values(col, spec, docs, np.empty(0, np.int64))
         raw.append(np.asarray(col.terms)[ords[has]] if has.any() else np.empty(0, "S1"))
         present.append(has)

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from leafsearch.common.rawjson import RawJSON
+from leafsearch.common.settings import index_setting
 from leafsearch.errors import ElasticError, IllegalArgument, SearchPhaseExecution, TaskCancelled
 from leafsearch.request.indices_options import IndicesOptions
 from leafsearch.request.query_dsl import Ids, queries_within
@@ -189,12 +190,15 @@ def _agg_collector(services: SearchServices, request: SearchRequest, targets: li
     trees = {}
     for t in targets:
         if t.index.uuid not in trees:
-            trees[t.index.uuid] = parse_aggs(request.aggs, t.mapping, index=t.index.name, **limits)
+            window = index_setting(t.index.settings, "index.max_inner_result_window")
+            trees[t.index.uuid] = parse_aggs(
+                request.aggs, t.mapping, index=t.index.name, max_inner_result_window=window, **limits
+            )
     if not trees:
         trees[None] = parse_aggs(request.aggs, None, **limits)
 
-    def with_aggs(target: Target, view, docs: np.ndarray, ctx) -> Any:
-        return collect(trees[target.index.uuid], view, docs, ctx)
+    def with_aggs(target: Target, view, docs: np.ndarray, ctx, scores: np.ndarray | None = None) -> Any:
+        return collect(trees[target.index.uuid], view, docs, ctx, scores)
 
     return with_aggs, next(iter(trees.values()))
 

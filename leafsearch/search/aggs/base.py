@@ -31,6 +31,7 @@ class SegmentContext:
 
     view: Any  # SegmentView
     request: Any  # carries `mapping`, `now_millis`, `searcher`
+    scores: Any = None  # float32 per document of the segment when the search scores, else None
 
     @property
     def segment(self) -> Any:
@@ -58,6 +59,7 @@ class ParseContext:
     depth: int = 1  # nesting level being parsed, the top level being 1
     max_depth: int | None = None  # `search.aggs.max_nested_depth`
     max_buckets: int | None = None  # `search.max_buckets`, which a composite's size may not exceed
+    max_inner_result_window: int = 100  # `index.max_inner_result_window`, which bounds `top_hits`
 
 
 class Agg:
