@@ -221,10 +221,12 @@ def index_doc(
         if op_type == "index":
             op_type = "create"
     _check_id(doc_id)
+    requested = index_name
     index_name, routing = write_target(
-        services.aliases.current, index_name, routing, require_alias=require_alias
+        services.aliases.resolving, index_name, routing, require_alias=require_alias
     )
     index = _write_index(services, index_name)
+    _check_stream_op(services, requested, index, op_type)
     _check_active_shards(index, wait_for_active_shards)
     _check_routing_required(index, routing, doc_id)
     shard = index.shard_of(doc_id, routing)
@@ -266,7 +268,7 @@ def _check_routing_required(index: Index, routing: str | None, doc_id: str) -> N
 
 def _read_index(services: WriteServices, index_name: str) -> Index:
     """The index a single-document read names; an alias must stand for one index."""
-    index = services.indices.get(single_index(services.aliases.current, index_name))
+    index = services.indices.get(single_index(services.aliases.resolving, index_name))
     if index is None:
         raise IndexNotFound(index_name)
     index.check_open()
@@ -384,9 +386,11 @@ def delete_doc(
     """Delete by id; `result: not_found` (the REST layer answers 404) when absent. `version`
     with `version_type` external(_gte): see versioning.py."""
     _check_refresh(refresh)
-    index_name, routing = write_target(services.aliases.current, index_name, routing, require_alias=False)
+    requested = index_name
+    index_name, routing = write_target(services.aliases.resolving, index_name, routing, require_alias=False)
     external = parse_versioning(version, version_type, if_seq_no)
     index = _read_index(services, index_name)
+    _check_stream_op(services, requested, index, "delete")
     _check_active_shards(index, wait_for_active_shards)
     _check_routing_required(index, routing, doc_id)
     shard = index.shard_of(doc_id, routing)
@@ -501,10 +505,12 @@ def update_doc(
     `retry_on_conflict` says how many times to read again.
     `source_filter`: the URL's `_source` options (the body's `_source` wins)."""
     _check_refresh(refresh)
+    requested = index_name
     index_name, routing = write_target(
-        services.aliases.current, index_name, routing, require_alias=require_alias
+        services.aliases.resolving, index_name, routing, require_alias=require_alias
     )
     index = _write_index(services, index_name)
+    _check_stream_op(services, requested, index, "update")
     _check_active_shards(index, wait_for_active_shards)
     _check_routing_required(index, routing, doc_id)
     shard = index.shard_of(doc_id, routing)
@@ -779,7 +785,7 @@ def _apply_bulk(
                 if refusals[op.index] is not None:
                     raise refusals[op.index]  # type: ignore[misc]
             concrete, op.routing = write_target(
-                services.aliases.current,
+                services.aliases.resolving,
                 op.index,
                 op.routing,
                 require_alias=op.meta.get("require_alias", require_alias),
@@ -796,6 +802,17 @@ def _apply_bulk(
             for pos, op in entries:
                 results[pos] = {op.kind: _item_error(op, op.meta.get("_id"), exc)}
             continue
+        refused: set[int] = set()
+        for pos, op in entries:
+            try:
+                _check_stream_op(services, op.index, target, op.kind)
+            except ElasticError as exc:
+                results[pos] = {op.kind: _item_error(op, op.meta.get("_id"), exc)}
+                refused.add(pos)
+        if refused:
+            entries = [(pos, op) for pos, op in entries if pos not in refused]
+            if not entries:
+                continue
         shards = touched.setdefault(index_name, {})
         if target.remote is not None:
             answers.append(_bulk_into_remote(target, entries, results, shards))
@@ -811,6 +828,17 @@ def _refusal(authorize: Callable[[str], None], name: str) -> ElasticError | None
     except ElasticError as exc:
         return exc
     return None
+
+
+def _check_stream_op(services: WriteServices, requested: str, index: Index, op_type: str) -> None:
+    """A data stream takes only `create`s, as Elasticsearch: an index, update or delete through its
+    name is refused (one naming a backing index itself is not)."""
+    aliases = services.aliases
+    through_stream = requested in aliases.streams or (
+        index.name in aliases.backing and requested != index.name
+    )
+    if through_stream and op_type != "create":
+        raise IllegalArgument("only write ops with an op_type of create are allowed in data streams")
 
 
 def _bulk_target(services: WriteServices, name: str, entries: list[tuple[int, BulkOp]]) -> Index:
