@@ -54,6 +54,7 @@ from leafsearch.version import VERSION
 
 if TYPE_CHECKING:
     from leafsearch.index.index import Index
+    from leafsearch.index.searcher import Searcher
     from leafsearch.indices.owner import IndicesOwner
 
 #: `version_id` of a snapshot taken by Elasticsearch 8.17.0.
@@ -398,10 +399,14 @@ def _known_segments(repo: Repository) -> dict[str, dict[str, Any]]:
 
 
 def _snapshot_shard(
-    repo: Repository, index: Index, shard_no: int, known: dict[str, dict[str, Any]], counts: _Counts
+    repo: Repository,
+    index: Index,
+    shard_no: int,
+    searcher: Searcher,
+    known: dict[str, dict[str, Any]],
+    counts: _Counts,
 ) -> dict[str, Any]:
-    shard = index.shards[shard_no]
-    searcher = shard.acquire_searcher()
+    """Copy what one shard's Searcher holds (released at the end)."""
     try:
         segments = []
         max_seq_no = -1
@@ -575,12 +580,18 @@ def _run_snapshot(
     node: IndicesOwner, repo: Repository, manifest: dict[str, Any], indices: list[Index]
 ) -> None:
     """Copy each shard's snapshot, then write the manifest (the repository lock is held)."""
+    pinned: list[Searcher] = []  # taken and not yet handed to `_snapshot_shard`
     try:
         counts = _Counts()
         manifest["counts"] = counts
         known = _known_segments(repo)
+        # The point in time: every index refreshed, then every shard's Searcher taken at once,
+        # before any file is copied (each shard's own point, as in Elasticsearch).
         for index in indices:
             index.refresh()
+        for index in indices:
+            pinned += [shard.acquire_searcher() for shard in index.shards]
+        for index in indices:
             entry = {
                 "uuid": index.uuid,
                 "settings": dict(index.settings),
@@ -590,7 +601,8 @@ def _run_snapshot(
                 "shards": {},
             }
             for n in range(index.num_shards):
-                entry["shards"][str(n)] = _snapshot_shard(repo, index, n, known, counts)
+                searcher = pinned.pop(0)
+                entry["shards"][str(n)] = _snapshot_shard(repo, index, n, searcher, known, counts)
             manifest["indices"][index.name] = entry
         fsync_dir(repo.location / "blobs")
         manifest.pop("counts")
@@ -611,6 +623,8 @@ def _run_snapshot(
         os.replace(tmp, folder / f"{manifest['uuid']}.json")
         fsync_dir(folder)
     except BaseException:
+        for searcher in pinned:
+            searcher.release()
         manifest["state"] = "FAILED"
         manifest.pop("counts", None)
         manifest.setdefault("end_time_in_millis", int(time.time() * 1000))
