@@ -129,9 +129,13 @@ def backing_index_name(name: str, generation: int, now_ms: int | None = None) ->
 
 def _template_for(node: IndicesOwner, name: str) -> Resolved:
     resolved = node.templates.resolve(name)
+    if resolved.template is None:
+        raise IllegalArgument(f"no matching index template found for data stream [{name}]")
     if resolved.data_stream is None:
-        raise IndexNotFound(name, suffix=" and no matching index template with data_stream was found")
-        # Elasticsearch: "no matching index template found for data stream [name]"
+        raise IllegalArgument(
+            f"matching index template [{resolved.template}] for data stream [{name}] has no data stream "
+            "template"
+        )
     return resolved
 
 

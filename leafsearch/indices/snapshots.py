@@ -50,6 +50,7 @@ from leafsearch.index.derived_files import is_derived
 from leafsearch.index.mapping import Mapping as IndexMapping
 from leafsearch.index.mapping import _wildcard as simple_match
 from leafsearch.request.indices_options import IndicesOptions
+from leafsearch.unsupported import NotSupported
 from leafsearch.version import VERSION
 
 if TYPE_CHECKING:
@@ -652,6 +653,9 @@ def _check_snapshot_name(repo: str, name: str) -> None:
 
 
 def _selected(repo: Repository, expr: str, *, ignore_unavailable: bool = False) -> list[dict[str, Any]]:
+    """The finished snapshots `expr` names (`_current`: the running ones, which have none)."""
+    if expr == "_current":
+        return []
     manifests = repo.manifests()
     if expr in ("_all", "*"):
         return manifests
@@ -690,7 +694,7 @@ def get_snapshots(
             snapshot_info(m, name) for m in _selected(repo, expr, ignore_unavailable=ignore_unavailable)
         ]
         for running in list(repo.running.values()):
-            if expr in ("_all", "*") or running["snapshot"] in expr.split(","):
+            if expr in ("_all", "*", "_current") or running["snapshot"] in expr.split(","):
                 snapshots.append(_running_info(running, name))
     return {"snapshots": snapshots, "total": len(snapshots), "remaining": 0}
 
@@ -951,6 +955,9 @@ def _restore_index(
     settings = {**entry["settings"], **over}
     mapping = IndexMapping.from_body(entry["mappings"])
     index = node.create_index(name, settings, mapping)
+    if index.placement is not None:
+        node.drop_index(name)
+        raise NotSupported("restoring a snapshot into shards held by Ray actors")
     index.close_index()
     try:
         for shard_no, shard in entry["shards"].items():

@@ -146,21 +146,7 @@ class TemplateStore:
         return resolved
 
     def compose(self, template: Mapping[str, Any], name: str) -> Resolved:
-        """A composable template's settings, mappings and aliases: its components in order, then
-        its own `template`."""
-        resolved = Resolved(
-            template=name,
-            data_stream=template.get("data_stream"),
-            allow_auto_create=template.get("allow_auto_create"),
-        )
-        components = self.tables["component"]
-        parts = [components[c]["template"] for c in template.get("composed_of", []) if c in components]
-        for part in [*parts, template.get("template", {})]:
-            resolved.settings.update(part.get("settings", {}))
-            if part.get("mappings"):
-                resolved.mappings.append(part["mappings"])
-            resolved.aliases.update(part.get("aliases", {}))
-        return resolved
+        return compose(template, name, self.tables["component"])
 
     def state_sections(self) -> dict[str, Any]:
         """The templates as `GET /_cluster/state` shows them under `metadata`."""
@@ -173,6 +159,23 @@ class TemplateStore:
                 n: render_component(t, flat=False) for n, t in sorted(self.tables["component"].items())
             },
         }
+
+
+def compose(template: Mapping[str, Any], name: str, components: Mapping[str, Any]) -> Resolved:
+    """A composable template's settings, mappings and aliases: its components in order, then its
+    own `template`."""
+    resolved = Resolved(
+        template=name,
+        data_stream=template.get("data_stream"),
+        allow_auto_create=template.get("allow_auto_create"),
+    )
+    parts = [components[c]["template"] for c in template.get("composed_of", []) if c in components]
+    for part in [*parts, template.get("template", {})]:
+        resolved.settings.update(part.get("settings", {}))
+        if part.get("mappings"):
+            resolved.mappings.append(part["mappings"])
+        resolved.aliases.update(part.get("aliases", {}))
+    return resolved
 
 
 def _matches(patterns: Iterable[str], name: str, hidden: bool) -> bool:
@@ -291,7 +294,7 @@ def parse_legacy(name: str, body: Any, order: int | None) -> dict[str, Any]:
     if not isinstance(body, Mapping):
         raise ParseException("request body is required")
     for key in body:
-        if key not in _LEGACY_KEYS and key != "template":
+        if key not in _LEGACY_KEYS:
             raise IllegalArgument(f"unknown key [{key}] in the template ")
     out: dict[str, Any] = {
         "order": _int(body.get("order"), "order") or 0,
@@ -507,11 +510,10 @@ def _check_component_users(
     node: IndicesOwner, store: TemplateStore, name: str, template: Mapping[str, Any]
 ) -> None:
     """A changed component must still compose into valid templates where it is used."""
-    probe = TemplateStore.__new__(TemplateStore)
-    probe.tables = {**store.tables, "component": {**store.tables["component"], name: template}}
+    components = {**store.tables["component"], name: template}
     for user, body in store.tables["composable"].items():
         if name in body.get("composed_of", []):
-            _check_composition(user, probe.compose(body, user))
+            _check_composition(user, compose(body, user, components))
 
 
 def _overlap(a: list[str], b: list[str]) -> bool:

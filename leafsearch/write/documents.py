@@ -904,8 +904,9 @@ def _parsed_batch(
     """A shard's index/create documents parsed together, and the row of each operation: from the
     worker's batch while the mapping is at the version it was parsed against (a batch parses
     each document alone, so the rows of a larger batch hold what this shard's own would), else
-    parsed here (None: one by one)."""
-    if prepared is not None and index.mapping.version == prepared.version:
+    parsed here (None: one by one). A data stream's backing index parses here: its documents
+    need an `@timestamp`, which `Index.parse_batch` checks."""
+    if prepared is not None and index.data_stream is None and index.mapping.version == prepared.version:
         rows = [prepared.row_of.get(pos) for pos, _, _, _ in shard_ops]
         if None not in rows:
             return prepared.batch, rows  # type: ignore[return-value]

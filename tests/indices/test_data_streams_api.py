@@ -146,8 +146,10 @@ def test_put_get_delete_and_stats(http: httpx.Client, stream: str) -> None:
     assert http.put(f"/_data_stream/{stream}").json() == {"acknowledged": True}
     again = http.put(f"/_data_stream/{stream}")
     assert again.status_code == 400 and error_of(again)["type"] == "resource_already_exists_exception"
-    no_template = http.put(f"/_data_stream/nomatch-{uuid.uuid4().hex[:6]}")
-    assert no_template.status_code == 404
+    name = f"nomatch-{uuid.uuid4().hex[:6]}"
+    no_template = http.put(f"/_data_stream/{name}")
+    assert no_template.status_code == 400
+    assert error_of(no_template)["reason"] == f"no matching index template found for data stream [{name}]"
     stats = http.get(f"/_data_stream/{stream}/_stats").json()
     assert stats["data_stream_count"] == 1 and stats["backing_indices"] == 1
     assert http.delete(f"/_data_stream/{stream}").json() == {"acknowledged": True}

@@ -25,7 +25,11 @@ DOC = (REPO / "docs" / "unsupported.md").read_text().replace("\\|", "|")  # unes
         ("GET", "/_ingest/pipeline", "ingest pipelines"),
         ("POST", "/_sql", "SQL"),
         ("POST", "/logs/_eql/search", "EQL"),
-        ("GET", "/_cluster/stats", "this cluster API (leafsearch has health, settings, state and pending tasks)"),
+        (
+            "GET",
+            "/_cluster/stats",
+            "this cluster API (leafsearch has health, settings, state and pending tasks)",
+        ),
         ("GET", "/_nodes/hot_threads", "hot threads"),
         ("POST", "/logs/_explain/1", "explain"),
         ("GET", "/logs/_ilm/explain", "index lifecycle management"),
