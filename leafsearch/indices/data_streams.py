@@ -315,6 +315,15 @@ def delete_data_streams(node: IndicesOwner, expr: str) -> dict[str, Any]:
     return {"acknowledged": True}
 
 
+def restore(node: IndicesOwner, name: str, stored: Mapping[str, Any], indices: list[str]) -> None:
+    """A stream of a snapshot back, over its restored backing indices (the caller holds
+    `Node.lock` and has checked that the name is free)."""
+    stream = DataStream(
+        name, stored["template"], tuple(indices), stored["generation"], stored.get("hidden", False)
+    )
+    _publish(node, {**node.data_streams.current, name: stream})
+
+
 def drop_backing(node: IndicesOwner, indices: list[str]) -> None:
     """Take backing indices about to be deleted (never a write index) out of their streams."""
     gone = set(indices)

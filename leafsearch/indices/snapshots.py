@@ -49,6 +49,7 @@ from leafsearch.errors import ElasticError, IllegalArgument
 from leafsearch.index.derived_files import is_derived
 from leafsearch.index.mapping import Mapping as IndexMapping
 from leafsearch.index.mapping import _wildcard as simple_match
+from leafsearch.indices import data_streams
 from leafsearch.request.indices_options import IndicesOptions
 from leafsearch.unsupported import NotSupported
 from leafsearch.version import VERSION
@@ -549,9 +550,11 @@ def create_snapshot(
     try:
         if any(m["snapshot"] == snapshot for m in repo.manifests()) or snapshot in repo.running:
             raise InvalidSnapshotName(repo_name, snapshot, "snapshot with the same name already exists")
-        streams = sorted(
-            {s.name for s in node.data_streams.current.values() if any(i.name in s.indices for i in indices)}
-        )
+        streams = {
+            s.name: s.to_json()
+            for s in node.data_streams.current.values()
+            if any(i.name in s.indices for i in indices)
+        }
         manifest: dict[str, Any] = {
             "snapshot": snapshot,
             "uuid": uuidlib.uuid4().hex[:22],
@@ -559,7 +562,8 @@ def create_snapshot(
             "start_time_in_millis": int(time.time() * 1000),
             "include_global_state": bool(request.get("include_global_state", True)),
             "metadata": request.get("metadata"),
-            "data_streams": streams,
+            "data_streams": sorted(streams),
+            "streams": streams,
             "indices": {},
         }
         repo.running[snapshot] = manifest
@@ -898,16 +902,16 @@ def restore_snapshot(
     if isinstance(wanted, list):
         wanted = ",".join(str(w) for w in wanted)
     names = sorted(manifest["indices"])
+    streams: dict[str, Any] = manifest.get("streams", {})
     if wanted:
         picked: list[str] = []
         for term in str(wanted).split(","):
-            if "*" in term:
-                picked += [n for n in names if simple_match(term).fullmatch(n) and n not in picked]
-            elif term in manifest["indices"]:
-                if term not in picked:
-                    picked.append(term)
-            elif not body.get("ignore_unavailable"):
+            matched = [n for n in names if simple_match(term).fullmatch(n)]
+            for stream in [n for n in streams if simple_match(term).fullmatch(n)]:
+                matched += streams[stream]["indices"]  # a data stream names its backing indices
+            if not matched and "*" not in term and not body.get("ignore_unavailable"):
                 raise SnapshotRestoreError(f"[{repo_name}:{snapshot}] index [{term}] not found in snapshot")
+            picked += [n for n in matched if n not in picked]
         names = picked
     include_aliases = body.get("include_aliases", True) is not False
     targets = {name: rename(name) for name in names}
@@ -934,7 +938,27 @@ def restore_snapshot(
                     f"[{repo_name}:{snapshot}] cannot restore index [{target}] because an alias or data "
                     "stream with the same name exists"
                 )
-        restored = [_restore_index(node, repo, manifest["indices"][s], t, over) for s, t in targets.items()]
+        # A data stream comes back when its backing indices keep their names; renamed, they are
+        # plain (hidden) indices.
+        kept_streams = {
+            name: stream
+            for name, stream in streams.items()
+            if any(i in targets for i in stream["indices"])
+            and all(targets.get(i, i) == i for i in stream["indices"])
+        }
+        for name in kept_streams:
+            if name in node.data_streams.current or name in node.indices or name in node.aliases.current:
+                raise SnapshotRestoreError(
+                    f"[{repo_name}:{snapshot}] cannot restore data stream [{name}] because a data stream, an "
+                    "index or an alias with the same name exists"
+                )
+        stream_of = {i: name for name, stream in kept_streams.items() for i in stream["indices"]}
+        restored = [
+            _restore_index(node, repo, manifest["indices"][s], t, over, stream_of.get(s))
+            for s, t in targets.items()
+        ]
+        for name, stream in kept_streams.items():
+            data_streams.restore(node, name, stream, [i for i in stream["indices"] if i in targets])
         if include_aliases:
             _restore_aliases(node, manifest, targets)
     shards = sum(index.num_shards for index in restored)
@@ -950,11 +974,16 @@ def restore_snapshot(
 
 
 def _restore_index(
-    node: IndicesOwner, repo: Repository, entry: Mapping[str, Any], name: str, over: dict[str, Any]
+    node: IndicesOwner,
+    repo: Repository,
+    entry: Mapping[str, Any],
+    name: str,
+    over: dict[str, Any],
+    data_stream: str | None,
 ) -> Index:
     settings = {**entry["settings"], **over}
     mapping = IndexMapping.from_body(entry["mappings"])
-    index = node.create_index(name, settings, mapping)
+    index = node.create_index(name, settings, mapping, data_stream=data_stream)
     if index.placement is not None:
         node.drop_index(name)
         raise NotSupported("restoring a snapshot into shards held by Ray actors")

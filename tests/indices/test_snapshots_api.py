@@ -351,3 +351,41 @@ def test_a_snapshot_cut_short_is_never_listed_and_its_blobs_go(tmp_path: Path, m
         client.perform_request("PUT", "/_snapshot/r/whole", params={"wait_for_completion": True})
         client.perform_request("DELETE", "/_snapshot/r/whole")
         assert list((repos / "r" / "blobs").iterdir()) == []
+
+
+def test_a_data_stream_comes_back_by_its_name(node: httpx.Client) -> None:
+    ok(node.put("/_snapshot/streams", json={"type": "fs", "settings": {"location": "streams"}}))
+    ok(node.put("/_index_template/metrics", json={"index_patterns": ["metrics-*"], "data_stream": {}}))
+    for n in range(5):
+        ok(node.post("/metrics-cpu/_doc", json={"@timestamp": f"2024-01-0{n + 1}T00:00:00Z", "v": n}))
+    ok(node.post("/metrics-cpu/_rollover"))
+    ok(node.post("/metrics-cpu/_doc", json={"@timestamp": "2024-02-01T00:00:00Z", "v": 9}))
+    before = ok(node.get("/_data_stream/metrics-cpu"))["data_streams"][0]
+    taken = ok(
+        node.put(
+            "/_snapshot/streams/s", params={"wait_for_completion": "true"}, json={"indices": "metrics-cpu"}
+        )
+    )
+    assert taken["snapshot"]["data_streams"] == ["metrics-cpu"]
+    ok(node.delete("/_data_stream/metrics-cpu"))
+    restored = ok(
+        node.post(
+            "/_snapshot/streams/s/_restore",
+            params={"wait_for_completion": "true"},
+            json={"indices": "metrics-cpu"},
+        )
+    )
+    assert sorted(restored["snapshot"]["indices"]) == sorted(i["index_name"] for i in before["indices"])
+    after = ok(node.get("/_data_stream/metrics-cpu"))["data_streams"][0]
+    assert [i["index_name"] for i in after["indices"]] == [i["index_name"] for i in before["indices"]]
+    assert after["generation"] == before["generation"]
+    node.post("/metrics-cpu/_refresh")
+    assert ok(node.get("/metrics-cpu/_count"))["count"] == 6
+    written = ok(node.post("/metrics-cpu/_doc", json={"@timestamp": "2024-03-01T00:00:00Z", "v": 10}))
+    assert written["_index"] == before["indices"][-1]["index_name"]
+    refused = node.post("/metrics-cpu/_doc", json={"v": 11})
+    assert refused.status_code == 400 and error_of(refused)["type"] == "document_parsing_exception"
+    again = node.post("/_snapshot/streams/s/_restore", json={"indices": "metrics-cpu"})
+    assert again.status_code == 400
+    ok(node.delete("/_data_stream/metrics-cpu"))
+    ok(node.delete("/_index_template/metrics"))
