@@ -186,9 +186,15 @@ class Repositories:
         self.version += 1
 
     def get(self, name: str) -> Repository:
+        """A registered repository, its location still inside `path.repo` (which a restart with
+        other `--path-repo` folders may have changed)."""
         repo = self.current.get(name)
         if repo is None:
             raise RepositoryMissing(name)
+        if self.resolve_location(name, repo.settings["location"]) != repo.location:
+            raise RepositoryError(
+                name, f"location [{repo.settings['location']}] moved: register the repository again"
+            )
         return repo
 
     def resolve_location(self, name: str, location: str) -> Path:

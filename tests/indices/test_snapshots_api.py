@@ -389,3 +389,21 @@ def test_a_data_stream_comes_back_by_its_name(node: httpx.Client) -> None:
     assert again.status_code == 400
     ok(node.delete("/_data_stream/metrics-cpu"))
     ok(node.delete("/_index_template/metrics"))
+
+
+def test_a_repository_outside_path_repo_after_a_restart_is_refused(tmp_path: Path) -> None:
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir()
+    second.mkdir()
+    with running_server(tmp_path / "data", "--path-repo", str(first)) as (url, _):
+        ok(httpx.put(f"{url}/_snapshot/r", json={"type": "fs", "settings": {"location": "r"}}))
+        ok(httpx.put(f"{url}/_snapshot/a", json={"type": "fs", "settings": {"location": str(first / "a")}}))
+    with running_server(tmp_path / "data", "--path-repo", str(second)) as (url, _):
+        response = httpx.put(f"{url}/_snapshot/r/s", params={"wait_for_completion": "true"})
+        assert response.status_code == 400
+        assert error_of(response)["reason"] == "[r] location [r] moved: register the repository again"
+        response = httpx.put(f"{url}/_snapshot/a/s", params={"wait_for_completion": "true"})
+        assert response.status_code == 400
+        assert "doesn't match any of the locations specified by path.repo" in error_of(response)["reason"]
+    assert not (second / "r").exists()
+    assert list((first / "a" / "snapshots").iterdir()) == []
