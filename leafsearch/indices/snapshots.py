@@ -709,6 +709,33 @@ def get_snapshots(
     return {"snapshots": snapshots, "total": len(snapshots), "remaining": 0}
 
 
+def cat_rows(node: IndicesOwner, repo_name: str) -> list[dict[str, Any]]:
+    """`_cat/snapshots/<repository>`: one row per finished snapshot."""
+    repo = node.repositories.get(repo_name)
+    rows = []
+    for manifest in repo.manifests():
+        start, end = manifest["start_time_in_millis"], manifest["end_time_in_millis"]
+        shards = sum(len(i["shards"]) for i in manifest["indices"].values())
+        rows.append(
+            {
+                "id": manifest["snapshot"],
+                "repository": repo_name,
+                "status": manifest["state"],
+                "start_epoch": start // 1000,
+                "start_time": time.strftime("%H:%M:%S", time.gmtime(start / 1000)),
+                "end_epoch": end // 1000,
+                "end_time": time.strftime("%H:%M:%S", time.gmtime(end / 1000)),
+                "duration": f"{(end - start) / 1000:g}s",
+                "indices": len(manifest["indices"]),
+                "successful_shards": shards,
+                "failed_shards": 0,
+                "total_shards": shards,
+                "reason": None,
+            }
+        )
+    return rows
+
+
 def _running_info(manifest: Mapping[str, Any], repo: str) -> dict[str, Any]:
     return {
         "snapshot": manifest["snapshot"],

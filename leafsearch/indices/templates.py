@@ -560,6 +560,26 @@ def get_templates(node: IndicesOwner, kind: str, expr: str | None, *, flat: bool
     }
 
 
+def cat_rows(node: IndicesOwner, expr: str | None) -> list[dict[str, Any]]:
+    """`_cat/templates`: the legacy and composable templates, as Elasticsearch lists them."""
+    tables = node.templates.tables
+    rows = []
+    for kind in ("legacy", "composable"):
+        table = tables[kind]
+        for name in names_matching(table, expr):
+            template = table[name]
+            rows.append(
+                {
+                    "name": name,
+                    "index_patterns": _list(template["index_patterns"]),
+                    "order": template.get("order", 0) if kind == "legacy" else template.get("priority", 0),
+                    "version": template.get("version"),
+                    "composed_of": _list(template.get("composed_of", [])) if kind == "composable" else "",
+                }
+            )
+    return sorted(rows, key=lambda row: row["name"])
+
+
 def template_exists(node: IndicesOwner, kind: str, expr: str) -> bool:
     return bool(names_matching(node.templates.tables[kind], expr))
 

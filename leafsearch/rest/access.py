@@ -113,6 +113,8 @@ ACTIONS: dict[Callable[..., Any], Action] = {
     templates.data_stream_stats: Action("indices:monitor/data_stream/stats", "cluster"),
     templates.rollover: Action("indices:admin/rollover", "strict"),
     templates.cluster_state: Action("cluster:monitor/state", "cluster"),
+    templates.cat_templates: Action("cluster:monitor/state", "cluster"),
+    snapshots.cat_snapshots: Action("cluster:admin/snapshot/get", "cluster"),
     snapshots.put_repository: Action("cluster:admin/repository/put", "cluster"),
     snapshots.get_repositories: Action("cluster:admin/repository/get", "cluster"),
     snapshots.delete_repository: Action("cluster:admin/repository/delete", "cluster"),

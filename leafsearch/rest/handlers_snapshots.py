@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from leafsearch.indices import snapshots
+from leafsearch.rest.cat import Column, render_table
 from leafsearch.rest.exchange import RestRequest, RestResponse
 
 if TYPE_CHECKING:
@@ -74,3 +75,26 @@ def restore_snapshot(node: Node, req: RestRequest) -> RestResponse:
             wait_for_completion=req.flag("wait_for_completion"),
         )
     )
+
+
+CAT_COLUMNS = [
+    Column("id", "unique snapshot", ("snapshot",)),
+    Column("repository", "repository name", ("re", "repo")),
+    Column("status", "snapshot name", ("s",)),
+    Column(
+        "start_epoch", "start time in seconds since 1970-01-01 00:00:00", ("ste", "startEpoch"), right=True
+    ),
+    Column("start_time", "start time in HH:MM:SS", ("sti", "startTime")),
+    Column("end_epoch", "end time in seconds since 1970-01-01 00:00:00", ("ete", "endEpoch"), right=True),
+    Column("end_time", "end time in HH:MM:SS", ("eti", "endTime")),
+    Column("duration", "duration", ("dur",), right=True),
+    Column("indices", "number of indices", ("i",), right=True),
+    Column("successful_shards", "number of successful shards", ("ss",), right=True),
+    Column("failed_shards", "number of failed shards", ("fs",), right=True),
+    Column("total_shards", "number of total shards", ("ts",), right=True),
+    Column("reason", "reason for failures", ("r",)),
+]
+
+
+def cat_snapshots(node: Node, req: RestRequest) -> RestResponse:
+    return render_table(req, CAT_COLUMNS, snapshots.cat_rows(node, req.path_params["repository"]))

@@ -9,6 +9,7 @@ from leafsearch.indices import cluster_state as state
 from leafsearch.indices import data_streams, templates
 from leafsearch.node.stats import node_header
 from leafsearch.request.indices_options import IndicesOptions
+from leafsearch.rest.cat import Column, render_table
 from leafsearch.rest.exchange import RestRequest, RestResponse
 
 if TYPE_CHECKING:
@@ -48,6 +49,19 @@ def template_exists(node: Node, req: RestRequest) -> RestResponse:
 
 def delete_template(node: Node, req: RestRequest) -> RestResponse:
     return RestResponse(templates.delete_templates(node, _kind(req), req.path_params["name"]))
+
+
+CAT_COLUMNS = [
+    Column("name", "template name", ("n",)),
+    Column("index_patterns", "template index patterns", ("t",)),
+    Column("order", "template application order/priority number", ("o", "p"), right=True),
+    Column("version", "version", ("v",), right=True),
+    Column("composed_of", "component templates comprising index template", ("c",)),
+]
+
+
+def cat_templates(node: Node, req: RestRequest) -> RestResponse:
+    return render_table(req, CAT_COLUMNS, templates.cat_rows(node, req.path_params.get("name")))
 
 
 def simulate_index(node: Node, req: RestRequest) -> RestResponse:

@@ -407,3 +407,15 @@ def test_a_repository_outside_path_repo_after_a_restart_is_refused(tmp_path: Pat
         assert "doesn't match any of the locations specified by path.repo" in error_of(response)["reason"]
     assert not (second / "r").exists()
     assert list((first / "a" / "snapshots").iterdir()) == []
+
+
+def test_cat_snapshots(node: httpx.Client) -> None:
+    ok(node.put("/_snapshot/catted", json={"type": "fs", "settings": {"location": "catted"}}))
+    ok(node.put("/cat-src", json={"settings": {"number_of_shards": 2}}))
+    ok(node.put("/_snapshot/catted/s1", params={"wait_for_completion": "true"}, json={"indices": "cat-src"}))
+    rows = ok(
+        node.get("/_cat/snapshots/catted", params={"format": "json", "h": "id,status,indices,total_shards"})
+    )
+    assert rows == [{"id": "s1", "status": "SUCCESS", "indices": "1", "total_shards": "2"}]
+    assert node.get("/_cat/snapshots/none").status_code == 404
+    node.delete("/cat-src")

@@ -330,3 +330,20 @@ def test_templates_survive_a_restart(tmp_path: Path) -> None:
             ok(httpx.get(f"{url}/kept-1/_settings"))["kept-1"]["settings"]["index"]["number_of_shards"] == "3"
         )
         assert ok(httpx.get(f"{url}/_template/legacy"))["legacy"]["order"] == 4
+
+
+def test_cat_templates_lists_legacy_and_composable(http: httpx.Client, names) -> None:
+    legacy, composable = names("cat-l"), names("cat-c")
+    ok(http.put(f"/_template/{legacy}", json={"index_patterns": ["cl-*"], "order": 3, "version": 9}))
+    ok(http.put(f"/_index_template/{composable}", json={"index_patterns": ["cc-*", "cd-*"], "priority": 4}))
+    rows = ok(http.get(f"/_cat/templates/{legacy.rsplit('-', 2)[0]}-*", params={"format": "json"}))
+    assert rows == [
+        {
+            "name": composable,
+            "index_patterns": "[cc-*, cd-*]",
+            "order": "4",
+            "version": "",
+            "composed_of": "[]",
+        },
+        {"name": legacy, "index_patterns": "[cl-*]", "order": "3", "version": "9", "composed_of": ""},
+    ]
