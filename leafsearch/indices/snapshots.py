@@ -45,7 +45,7 @@ import orjson
 import re2
 
 from leafsearch.common.durable import fsync_dir
-from leafsearch.errors import ElasticError, IllegalArgument
+from leafsearch.errors import ActionRequestValidation, ElasticError, IllegalArgument
 from leafsearch.index.derived_files import is_derived
 from leafsearch.index.mapping import Mapping as IndexMapping
 from leafsearch.index.mapping import _wildcard as simple_match
@@ -238,7 +238,7 @@ def put_repository(node: IndicesOwner, name: str, body: Any, *, verify: bool = T
             raise IllegalArgument(f"unknown field [{key}] in repository [{name}]")
     kind = body.get("type")
     if kind is None:
-        raise ActionValidation("type is missing")
+        raise ActionRequestValidation("type is missing")
     if kind != "fs":
         raise RepositoryError(name, f"repository type [{kind}] does not exist")
     settings = body.get("settings") or {}
@@ -264,14 +264,6 @@ def put_repository(node: IndicesOwner, name: str, body: Any, *, verify: bool = T
             repo.lock, repo.running = previous.lock, previous.running
         repos.publish({**repos.current, name: repo})
     return {"acknowledged": True}
-
-
-class ActionValidation(ElasticError):
-    error_type = "action_request_validation_exception"
-    status = 400
-
-    def __init__(self, message: str) -> None:
-        super().__init__(f"Validation Failed: 1: {message};")
 
 
 def _flat(body: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -24,7 +24,14 @@ import orjson
 
 from leafsearch.common.durable import fsync_dir
 from leafsearch.common.settings import nest, parse_index_settings
-from leafsearch.errors import ElasticError, IllegalArgument, ParseException, ResourceNotFound
+from leafsearch.errors import (
+    ActionRequestValidation,
+    ElasticError,
+    IllegalArgument,
+    ParseException,
+    ResourceNotFound,
+    XContentParseError,
+)
 from leafsearch.index.mapping import Mapping as IndexMapping
 from leafsearch.index.mapping import _wildcard as simple_match
 
@@ -246,7 +253,7 @@ def _patterns(body: Mapping[str, Any], name: str) -> list[str]:
     if isinstance(patterns, str):
         patterns = [patterns]
     if not isinstance(patterns, list) or not patterns or not all(isinstance(p, str) for p in patterns):
-        raise ActionValidation("index patterns are missing")
+        raise ActionRequestValidation("index patterns are missing")
     for pattern in patterns:
         if any(c in pattern for c in ' ,"\\<>|?/') or pattern.startswith(("_", "-", "+")):
             raise InvalidIndexTemplate(
@@ -255,14 +262,6 @@ def _patterns(body: Mapping[str, Any], name: str) -> list[str]:
                 f"'\"', '<', '>', '|' other than the wildcard '*', and must not start with '_', '-' or '+'",
             )
     return patterns
-
-
-class ActionValidation(ElasticError):
-    error_type = "action_request_validation_exception"
-    status = 400
-
-    def __init__(self, message: str) -> None:
-        super().__init__(f"Validation Failed: 1: {message};")
 
 
 def _int(value: Any, key: str) -> int | None:
@@ -279,15 +278,7 @@ def _int(value: Any, key: str) -> int | None:
 def _unknown(body: Mapping[str, Any], allowed: frozenset[str], what: str) -> None:
     for key in body:
         if key not in allowed:
-            raise XContentUnknown(what, key)
-
-
-class XContentUnknown(ElasticError):
-    error_type = "x_content_parse_exception"
-    status = 400
-
-    def __init__(self, what: str, key: str) -> None:
-        super().__init__(f"[1:2] [{what}] unknown field [{key}]")
+            raise XContentParseError(f"[1:2] [{what}] unknown field [{key}]")
 
 
 def parse_legacy(name: str, body: Any, order: int | None) -> dict[str, Any]:
@@ -313,7 +304,7 @@ def parse_component(name: str, body: Any) -> dict[str, Any]:
         raise ParseException("request body is required")
     _unknown(body, _COMPONENT_KEYS, "component_template")
     if "template" not in body:
-        raise XContentParseRequired("component_template", "template")
+        raise XContentParseError("[1:2] Required [template]")
     template = body["template"]
     if isinstance(template, Mapping):
         _unknown(template, _TEMPLATE_KEYS, "template")
@@ -322,15 +313,6 @@ def parse_component(name: str, body: Any) -> dict[str, Any]:
         if body.get(key) is not None:
             out[key] = _int(body[key], key) if key == "version" else body[key]
     return out
-
-
-class XContentParseRequired(ElasticError):
-    error_type = "x_content_parse_exception"
-    status = 400
-
-    def __init__(self, what: str, key: str) -> None:
-        super().__init__(f"[1:2] Required [{key}]", extra={})
-        self.what = what
 
 
 def parse_composable(name: str, body: Any) -> dict[str, Any]:
@@ -346,7 +328,7 @@ def parse_composable(name: str, body: Any) -> dict[str, Any]:
     priority = _int(body.get("priority"), "priority")
     if priority is not None:
         if priority < 0:
-            raise ActionValidation("index template priority must be >= 0")
+            raise ActionRequestValidation("index template priority must be >= 0")
         out["priority"] = priority
     if body.get("version") is not None:
         out["version"] = _int(body["version"], "version")
@@ -361,7 +343,7 @@ def parse_composable(name: str, body: Any) -> dict[str, Any]:
             raise ParseException("[data_stream] must be an object")
         for key in stream:
             if key not in ("hidden", "allow_custom_routing"):
-                raise XContentUnknown("data_stream_template", key)
+                raise XContentParseError(f"[1:2] [data_stream_template] unknown field [{key}]")
         out["data_stream"] = {"hidden": bool(stream.get("hidden", False)), "allow_custom_routing": False}
     for key in ("_meta", "allow_auto_create", "ignore_missing_component_templates", "deprecated"):
         if body.get(key) is not None:
@@ -462,14 +444,7 @@ def put_template(
 def _check_composable(store: TemplateStore, name: str, template: Mapping[str, Any]) -> None:
     """Missing components, overlapping patterns at the same priority, and the mappings a
     composition would give (each must parse), refused as Elasticsearch refuses them."""
-    components = store.tables["component"]
-    missing = [c for c in template.get("composed_of", []) if c not in components]
-    ignored = set(template.get("ignore_missing_component_templates") or [])
-    missing = [c for c in missing if c not in ignored]
-    if missing:
-        raise InvalidIndexTemplate(
-            name, f"index template [{name}] specifies component templates {_list(missing)} that do not exist"
-        )
+    _check_components(store, name, template)
     priority = template.get("priority") or 0
     overlapping = {
         other: body["index_patterns"]
@@ -626,7 +601,7 @@ def _check_not_used_by_streams(node: IndicesOwner, names: list[str]) -> None:
         )
 
 
-def simulate(node: IndicesOwner, resolved: Resolved) -> dict[str, Any]:
+def simulate(resolved: Resolved) -> dict[str, Any]:
     """The body of `_simulate_index` and `_simulate`: the settings, mappings and aliases an
     index would get, and the other templates that match."""
     settings = dict(resolved.settings)
@@ -647,7 +622,7 @@ def simulate_index(node: IndicesOwner, name: str) -> dict[str, Any]:
     resolved = node.templates.resolve(name)
     if resolved.template is None and not resolved.settings and not resolved.mappings and not resolved.aliases:
         return {"overlapping": []}
-    return simulate(node, resolved)
+    return simulate(resolved)
 
 
 def simulate_template(node: IndicesOwner, name: str | None, body: Any) -> dict[str, Any]:
@@ -655,11 +630,11 @@ def simulate_template(node: IndicesOwner, name: str | None, body: Any) -> dict[s
     store = node.templates
     if body:
         template = parse_composable(name or "simulated", body)
-        _check_composable_components(store, name or "simulated", template)
+        _check_components(store, name or "simulated", template)
         label = name or "simulated"
     else:
         if name is None:
-            raise ActionValidation("[name] or a template body is required")
+            raise ActionRequestValidation("[name] or a template body is required")
         template = store.tables["composable"].get(name)
         if template is None:
             raise ResourceNotFound(f"unable to simulate template [{name}] that does not exist")
@@ -670,11 +645,13 @@ def simulate_template(node: IndicesOwner, name: str | None, body: Any) -> dict[s
         for other, t in sorted(store.tables["composable"].items())
         if other != label and _overlap(t["index_patterns"], template["index_patterns"])
     ]
-    return simulate(node, resolved)
+    return simulate(resolved)
 
 
-def _check_composable_components(store: TemplateStore, name: str, template: Mapping[str, Any]) -> None:
-    missing = [c for c in template.get("composed_of", []) if c not in store.tables["component"]]
+def _check_components(store: TemplateStore, name: str, template: Mapping[str, Any]) -> None:
+    components = store.tables["component"]
+    ignored = set(template.get("ignore_missing_component_templates") or [])
+    missing = [c for c in template.get("composed_of", []) if c not in components and c not in ignored]
     if missing:
         raise InvalidIndexTemplate(
             name, f"index template [{name}] specifies component templates {_list(missing)} that do not exist"
