@@ -520,7 +520,8 @@ def create_snapshot(
     request = _parse_create(body)
     options = IndicesOptions(
         ignore_unavailable=bool(request.get("ignore_unavailable", False)),
-        expand_wildcards=str(request.get("expand_wildcards", "all")),
+        # closed indices are left out of wildcards (their shards hold no Searcher); named, refused
+        expand_wildcards=str(request.get("expand_wildcards", "open,hidden")),
     )
     expr = request.get("indices") or "*"
     with node.lock:
@@ -532,15 +533,17 @@ def create_snapshot(
             forbid_closed=False,
         )
         indices = [node.indices[n] for n in sorted(names)]
+    closed = [index.name for index in indices if index.closed]
+    if closed:
+        raise ElasticError(
+            f"[{repo_name}:{snapshot}] Indices {_names_list(closed)} are closed: leafsearch snapshots "
+            "open indices",
+            error_type="snapshot_exception",
+            status=400,
+        )
     for index in indices:
-        if index.closed:
-            raise SnapshotRestoreError(
-                f"[{repo_name}:{snapshot}] index [{index.name}] is closed: open it first"
-            )
         if index.remote is not None:
-            raise IllegalArgument(
-                f"index [{index.name}] keeps its shards in Ray actors: snapshots need local shards"
-            )
+            raise NotSupported(f"a snapshot of [{index.name}], whose shards are Ray actors")
     if not repo.lock.acquire(blocking=False):
         raise ConcurrentSnapshot(
             f"[{repo_name}:{snapshot}] a snapshot or a deletion is already running in this repository"
@@ -635,6 +638,10 @@ def _run_snapshot(
     finally:
         repo.running.pop(manifest["snapshot"], None)
         repo.lock.release()
+
+
+def _names_list(names: list[str]) -> str:
+    return "[" + ", ".join(names) + "]"
 
 
 def _check_snapshot_name(repo: str, name: str) -> None:

@@ -419,3 +419,19 @@ def test_cat_snapshots(node: httpx.Client) -> None:
     assert rows == [{"id": "s1", "status": "SUCCESS", "indices": "1", "total_shards": "2"}]
     assert node.get("/_cat/snapshots/none").status_code == 404
     node.delete("/cat-src")
+
+
+def test_closed_indices_are_left_out_of_wildcards_and_refused_by_name(node: httpx.Client) -> None:
+    ok(node.put("/_snapshot/closing", json={"type": "fs", "settings": {"location": "closing"}}))
+    ok(node.put("/shut-one", json={}))
+    ok(node.put("/open-one", json={}))
+    ok(node.post("/shut-one/_close"))
+    taken = ok(node.put("/_snapshot/closing/all", params={"wait_for_completion": "true"}))
+    assert "shut-one" not in taken["snapshot"]["indices"] and "open-one" in taken["snapshot"]["indices"]
+    named = node.put(
+        "/_snapshot/closing/named", params={"wait_for_completion": "true"}, json={"indices": "shut-one"}
+    )
+    assert named.status_code == 400 and error_of(named)["type"] == "snapshot_exception"
+    assert "Indices [shut-one] are closed" in error_of(named)["reason"]
+    for name in ("shut-one", "open-one"):
+        node.delete(f"/{name}")
