@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import logging
 import os
 import shutil
 import threading
@@ -59,6 +60,7 @@ if TYPE_CHECKING:
     from leafsearch.index.searcher import Searcher
     from leafsearch.indices.owner import IndicesOwner
 
+_log = logging.getLogger("leafsearch")
 #: `version_id` of a snapshot taken by Elasticsearch 8.17.0.
 VERSION_ID = 8170099
 _CHUNK = 1 << 20
@@ -575,11 +577,20 @@ def create_snapshot(
         _run_snapshot(node, repo, manifest, indices)
         return {"snapshot": snapshot_info(manifest, repo_name)}
     thread = threading.Thread(
-        target=_run_snapshot, args=(node, repo, manifest, indices), name="leafsearch-snapshot", daemon=True
+        target=_run_logged, args=(node, repo, manifest, indices), name="leafsearch-snapshot", daemon=True
     )
     node.repositories.threads = [t for t in node.repositories.threads if t.is_alive()] + [thread]
     thread.start()
     return {"accepted": True}
+
+
+def _run_logged(node: IndicesOwner, repo: Repository, manifest: dict[str, Any], indices: list[Index]) -> None:
+    """A snapshot in the background (`wait_for_completion=false`): a failure goes to the log;
+    the snapshot is not listed (it has no manifest)."""
+    try:
+        _run_snapshot(node, repo, manifest, indices)
+    except Exception:
+        _log.exception("snapshot [%s:%s] failed", repo.name, manifest["snapshot"])
 
 
 def _run_snapshot(
