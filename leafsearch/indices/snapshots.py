@@ -46,6 +46,7 @@ import orjson
 import re2
 
 from leafsearch.common.durable import fsync_dir
+from leafsearch.common.settings import parse_index_settings
 from leafsearch.errors import ActionRequestValidation, ElasticError, IllegalArgument
 from leafsearch.index.derived_files import is_derived
 from leafsearch.index.mapping import Mapping as IndexMapping
@@ -259,6 +260,11 @@ def put_repository(node: IndicesOwner, name: str, body: Any, *, verify: bool = T
     except OSError as exc:
         raise RepositoryError(name, f"cannot create blob store at [{location}]: {exc.strerror}") from None
     with node.lock:
+        for other, repo in repos.current.items():
+            if other != name and repo.location == path:
+                raise RepositoryError(
+                    name, f"location [{location}] is already the location of repository [{other}]"
+                )
         previous = repos.current.get(name)
         settings["uuid"] = previous.settings.get("uuid") if previous else uuidlib.uuid4().hex[:22]
         repo = Repository(name, path, settings)
@@ -961,8 +967,6 @@ def restore_snapshot(
     settings_over = body.get("index_settings") or {}
     if not isinstance(settings_over, Mapping):
         raise IllegalArgument("[index_settings] must be an object")
-    from leafsearch.common.settings import parse_index_settings
-
     over = parse_index_settings(settings_over)
     if len(set(targets.values())) != len(targets):
         raise SnapshotRestoreError(f"[{repo_name}:{snapshot}] indices would be restored under the same name")
@@ -1024,7 +1028,7 @@ def _restore_index(
     over: dict[str, Any],
     data_stream: str | None,
 ) -> Index:
-    settings = {**entry["settings"], **over}
+    settings = {**parse_index_settings(entry["settings"]), **over}  # a manifest is checked as a request
     mapping = IndexMapping.from_body(entry["mappings"])
     index = node.create_index(name, settings, mapping, data_stream=data_stream)
     if index.placement is not None:

@@ -75,6 +75,9 @@ def test_repository_register_get_delete(node: httpx.Client, repo_root: Path) -> 
         "reason": "[nope] missing",
     }
     assert node.delete("/_snapshot/nope").status_code == 404
+    twin = node.put("/_snapshot/r1-twin", json={"type": "fs", "settings": {"location": "r1"}})
+    assert twin.status_code == 400
+    assert error_of(twin)["reason"] == "[r1-twin] location [r1] is already the location of repository [r1]"
     assert ok(node.delete("/_snapshot/r1")) == {"acknowledged": True}
     assert node.get("/_snapshot/r1").status_code == 404
 
