@@ -802,15 +802,8 @@ def _apply_bulk(
             for pos, op in entries:
                 results[pos] = {op.kind: _item_error(op, op.meta.get("_id"), exc)}
             continue
-        refused: set[int] = set()
-        for pos, op in entries:
-            try:
-                _check_stream_op(services, op.index, target, op.kind)
-            except ElasticError as exc:
-                results[pos] = {op.kind: _item_error(op, op.meta.get("_id"), exc)}
-                refused.add(pos)
-        if refused:
-            entries = [(pos, op) for pos, op in entries if pos not in refused]
+        if target.name in services.aliases.backing:  # a data stream's: creates only
+            entries = _stream_creates(services, target, entries, results)
             if not entries:
                 continue
         shards = touched.setdefault(index_name, {})
@@ -828,6 +821,21 @@ def _refusal(authorize: Callable[[str], None], name: str) -> ElasticError | None
     except ElasticError as exc:
         return exc
     return None
+
+
+def _stream_creates(
+    services: WriteServices, target: Index, entries: list[tuple[int, BulkOp]], results: list
+) -> list[tuple[int, BulkOp]]:
+    """The operations on a data stream's backing index it takes; the others' items are errors."""
+    kept = []
+    for pos, op in entries:
+        try:
+            _check_stream_op(services, op.index, target, op.kind)
+        except ElasticError as exc:
+            results[pos] = {op.kind: _item_error(op, op.meta.get("_id"), exc)}
+            continue
+        kept.append((pos, op))
+    return kept
 
 
 def _check_stream_op(services: WriteServices, requested: str, index: Index, op_type: str) -> None:
