@@ -290,7 +290,7 @@ def auto_create_index(node: IndicesOwner, name: str) -> Index:
     if resolved.data_stream is not None:
         from leafsearch.indices import data_streams  # data_streams.py imports this module
 
-        return data_streams.auto_create(node, name, resolved)
+        return data_streams.auto_create(node, name)
     validate_index_name(name)
     with node.lock:
         existing = node.indices.get(name)

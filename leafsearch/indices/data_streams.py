@@ -22,8 +22,9 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from leafsearch.common.durable import fsync_dir
+from leafsearch.common.settings import parse_index_settings
 from leafsearch.errors import IllegalArgument, IndexNotFound, ResourceAlreadyExists
-from leafsearch.index.index import TIMESTAMP
+from leafsearch.index.index import TIMESTAMP, apply_mapping_limits
 from leafsearch.index.mapping import Mapping as IndexMapping
 from leafsearch.index.mapping import _wildcard as simple_match
 from leafsearch.indices.aliases import AliasMetadata
@@ -142,9 +143,6 @@ def _template_for(node: IndicesOwner, name: str) -> Resolved:
 def _new_backing_index(node: IndicesOwner, stream: str, resolved: Resolved, generation: int) -> Index:
     """Create the backing index of `generation` from the stream's template: its settings and
     mappings, hidden, with `@timestamp` a `date` unless the template maps it otherwise."""
-    from leafsearch.common.settings import parse_index_settings
-    from leafsearch.index.index import apply_mapping_limits
-
     name = backing_index_name(stream, generation)
     body = creation_body(resolved, None)
     settings = parse_index_settings(body.get("settings"))
@@ -185,14 +183,13 @@ def create_data_stream(node: IndicesOwner, name: str) -> Index:
             raise ResourceAlreadyExists(f"data_stream [{name}] conflicts with index or alias [{name}]")
         resolved = _template_for(node, name)
         index = _new_backing_index(node, name, resolved, 1)
-        stream = DataStream(
-            name, resolved.template or "", (index.name,), 1, bool(resolved.data_stream.get("hidden"))
-        )  # type: ignore[union-attr]
+        hidden = bool((resolved.data_stream or {}).get("hidden"))
+        stream = DataStream(name, resolved.template or "", (index.name,), 1, hidden)
         _publish(node, {**node.data_streams.current, name: stream})
         return index
 
 
-def auto_create(node: IndicesOwner, name: str, resolved: Resolved) -> Index:
+def auto_create(node: IndicesOwner, name: str) -> Index:
     """The write index of the stream a write names, created if another write has not already."""
     with node.lock:
         stream = node.data_streams.current.get(name)
