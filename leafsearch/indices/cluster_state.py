@@ -134,7 +134,7 @@ def _metadata(node: IndicesOwner, indices: list[Index], cluster_uuid: str, versi
                 "routing_num_shards": index.routing_num_shards,
                 "state": "close" if index.closed else "open",
                 "settings": nest(index_settings(index)),
-                "mappings": {"_doc": index.mapping.to_body()},
+                "mappings": _mappings(index),
                 "aliases": list(aliases.of_index(index.name)),
                 "primary_terms": {str(n): 1 for n in range(index.num_shards)},
                 "in_sync_allocations": {str(n): [f"{index.uuid}-{n}"] for n in range(index.num_shards)},
@@ -150,6 +150,12 @@ def _metadata(node: IndicesOwner, indices: list[Index], cluster_uuid: str, versi
         "index-graveyard": {"tombstones": []},
         "repositories": node.repositories.state_section(),
     }
+
+
+def _mappings(index: Index) -> dict[str, Any]:
+    """As Elasticsearch's state holds them: under `_doc`, or nothing for an empty mapping."""
+    body = index.mapping.to_body()
+    return {"_doc": body} if body else {}
 
 
 def _shards(node: IndicesOwner, index: Index) -> dict[str, list[dict[str, Any]]]:

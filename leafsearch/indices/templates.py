@@ -621,7 +621,7 @@ def simulate(resolved: Resolved) -> dict[str, Any]:
 def simulate_index(node: IndicesOwner, name: str) -> dict[str, Any]:
     resolved = node.templates.resolve(name)
     if resolved.template is None and not resolved.settings and not resolved.mappings and not resolved.aliases:
-        return {"overlapping": []}
+        return {}  # no template matches: Elasticsearch answers an empty object
     return simulate(resolved)
 
 

@@ -347,3 +347,7 @@ def test_cat_templates_lists_legacy_and_composable(http: httpx.Client, names) ->
         },
         {"name": legacy, "index_patterns": "[cl-*]", "order": "3", "version": "9", "composed_of": ""},
     ]
+
+
+def test_simulating_a_name_no_template_matches_is_empty(http: httpx.Client) -> None:
+    assert ok(http.post("/_index_template/_simulate_index/nothing-matches-this-0000")) == {}
