@@ -428,8 +428,14 @@ def _snapshot_shard(
             else:
                 files = {}
                 for path in sorted(seg.folder.iterdir()):
-                    if not path.is_file() or is_derived(path.name):
+                    if is_derived(path.name):
                         continue
+                    if not path.is_file():  # a segment is a flat folder of files: never skip data
+                        raise ElasticError(
+                            f"segment [{seg.name}] of [{index.name}][{shard_no}] holds [{path.name}], "
+                            "which is not a file",
+                            error_type="snapshot_exception",
+                        )
                     digest, size = _digest_file(path)
                     counts.add(size, _store_file(repo, path, digest))
                     files[path.name] = {"blob": digest, "size": size}
