@@ -11,7 +11,7 @@ with `--path-repo` and `--search-workers 0`. Figures, each one timed request
 
 - first snapshot: time, the bytes it copied into the repository (`_status`: incremental
   size; all of it is new) and the repository's size on disk;
-- `--changed` (default 1%) of the documents overwritten (same ids, new message; one bulk per
+- `--changed` (default 1%) of the documents overwritten (same ids, a message new to the run; one bulk per
   5,000, refreshed; the index is not merged again), then the second snapshot: time, bytes copied
   (incremental) against the bytes it references in all;
 - restore of the second snapshot as `restored-bench`: time until the request answers, and until
@@ -82,9 +82,10 @@ def change(http: Client, dataset: Any, share: float) -> int:
     """Overwrite every `1/share`-th document (same id, another message)."""
     step = max(1, round(1 / share))
     ids = dataset.ids[::step]
+    run = time.time_ns()  # new text each run: a reused folder's earlier changes are not these
     for k in range(0, len(ids), BULK_CHUNK):
-        source = '{{"@timestamp":"2024-01-01T00:00:00Z","message":"changed {0}","id":"{0}"}}'
-        lines = [f'{{"index":{{"_id":"{i}"}}}}\n{source.format(i)}\n' for i in ids[k : k + BULK_CHUNK]]
+        source = '{{"@timestamp":"2024-01-01T00:00:00Z","message":"changed {0} {1}","id":"{0}"}}'
+        lines = [f'{{"index":{{"_id":"{i}"}}}}\n{source.format(i, run)}\n' for i in ids[k : k + BULK_CHUNK]]
         response = orjson.loads(
             http.raw("POST", f"/{INDEX}/_bulk", "".join(lines).encode(), "application/x-ndjson")
         )
@@ -99,6 +100,8 @@ def _stats(http: Client, snapshot: str) -> dict[str, Any]:
 
 def run(http: Client, repo_folder: Path, docs: int, seed: int, share: float) -> list[dict[str, Any]]:
     dataset = ensure_loaded(http, docs, seed)
+    # registered first: a reused data folder may name the repository of an earlier run's folder
+    _call(http, "PUT", f"/_snapshot/{REPO}", {"type": "fs", "settings": {"location": REPO}})
     for name in ("one", "two"):
         try:
             _call(http, "DELETE", f"/_snapshot/{REPO}/{name}")
@@ -110,7 +113,6 @@ def run(http: Client, repo_folder: Path, docs: int, seed: int, share: float) -> 
     except HttpError as error:
         if error.status != 404:
             raise
-    _call(http, "PUT", f"/_snapshot/{REPO}", {"type": "fs", "settings": {"location": REPO}})
     rows: list[dict[str, Any]] = []
     index_bytes = _call(http, "GET", f"/{INDEX}/_stats/store")["_all"]["primaries"]["store"]["size_in_bytes"]
     rows.append({"name": "index store size", "value": index_bytes / 1e6, "unit": "MB"})
