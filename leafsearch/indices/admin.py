@@ -38,6 +38,7 @@ from leafsearch.index.index import apply_mapping_limits
 from leafsearch.index.index_sort import check_sort_settings, index_sort_of
 from leafsearch.index.mapping import Mapping as IndexMapping
 from leafsearch.index.mapping import _wildcard as simple_match
+from leafsearch.indices.templates import creation_body
 from leafsearch.request.indices_options import IndicesOptions
 
 if TYPE_CHECKING:
@@ -235,6 +236,16 @@ def create_index(
     for key in body:
         if key not in ("settings", "mappings", "aliases"):
             raise ParseException(f"unknown key [{key}] for create index")
+    if name in node.data_streams.current:
+        raise ResourceAlreadyExists(f"data stream [{name}] already exists")
+    hidden = str(parse_index_settings(body.get("settings")).get("index.hidden", "false")).lower() == "true"
+    resolved = node.templates.resolve(name, hidden=hidden)
+    if resolved.data_stream is not None:
+        raise IllegalArgument(
+            f"cannot create index with name [{name}], because it matches with template [{resolved.template}] "
+            "that creates data streams only, use create data stream api instead"
+        )
+    body = creation_body(resolved, body)
     from leafsearch.indices.aliases import (  # aliases.py imports this
         InvalidAliasName,
         creation_aliases,
@@ -271,13 +282,27 @@ def create_index(
 
 def auto_create_index(node: IndicesOwner, name: str) -> Index:
     """The index a write names when it does not exist yet, created as `action.auto_create_index` allows."""
-    _check_auto_create(node.cluster_settings.get("action.auto_create_index"), name)
+    resolved = node.templates.resolve(name)
+    if resolved.allow_auto_create is not True:
+        _check_auto_create(node.cluster_settings.get("action.auto_create_index"), name)
+    if resolved.allow_auto_create is False:
+        raise IndexNotFound(
+            name, suffix=f" and [allow_auto_create] is [false] in template [{resolved.template}]"
+        )
+    if resolved.data_stream is not None:
+        from leafsearch.indices import data_streams  # data_streams.py imports this module
+
+        return data_streams.auto_create(node, name)
     validate_index_name(name)
     with node.lock:
         existing = node.indices.get(name)
         if existing is not None:
             return existing
-        return node.create_index(name, {}, IndexMapping.from_body(None))
+        if not (resolved.settings or resolved.mappings or resolved.aliases):
+            return node.create_index(name, {}, IndexMapping.from_body(None))
+    with contextlib.suppress(ResourceAlreadyExists):  # another write created it meanwhile
+        create_index(node, name, None)
+    return node.indices[name]
 
 
 def _check_auto_create(auto: AutoCreate, name: str) -> None:
@@ -315,7 +340,19 @@ def check_destructive(node: IndicesOwner, expr: str) -> None:
 def delete_indices(node: IndicesOwner, expr: str, options: IndicesOptions) -> dict[str, Any]:
     check_destructive(node, expr)
     with node.lock:
-        for name in concrete_only(node, expr, options):
+        names = concrete_only(node, expr, options)
+        streams = node.data_streams
+        for name in names:
+            stream = streams.stream_of(name)
+            if stream is not None and stream.indices[-1] == name:
+                raise IllegalArgument(
+                    f"index [{name}] is the write index for data stream [{stream.name}] and cannot be deleted"
+                )
+        if any(streams.stream_of(name) for name in names):
+            from leafsearch.indices import data_streams  # data_streams.py imports this module
+
+            data_streams.drop_backing(node, names)
+        for name in names:
             node.drop_index(name)
     return {"acknowledged": True}
 

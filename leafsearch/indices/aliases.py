@@ -103,11 +103,19 @@ Table = Mapping[str, Mapping[str, AliasMetadata]]
 
 
 class AliasTable:
-    """The node's aliases: `current` is replaced whole, under `Node.lock`, on every change."""
+    """The node's aliases: `current` is replaced whole, under `Node.lock`, on every change.
+
+    `resolving` is what names resolve through: the aliases and the data streams, each stream as
+    an alias of its backing indices whose write index is the newest (`data_streams.py` sets
+    `streams`). Listings of aliases read `current` only."""
 
     def __init__(self, path: Path, indices: Mapping[str, Index]) -> None:
         self.path = path
         self.current: Table = {}
+        self.streams: Table = {}
+        #: Backing index -> its data stream.
+        self.backing: dict[str, str] = {}
+        self.resolving: Table = {}
         if path.exists():
             by_uuid = {index.uuid: name for name, index in indices.items()}
             table: dict[str, dict[str, AliasMetadata]] = {}
@@ -117,7 +125,7 @@ class AliasTable:
                     continue
                 for alias, body in aliases.items():
                     table.setdefault(alias, {})[name] = AliasMetadata.from_body(body)
-            self.current = table
+            self.current = self.resolving = table
 
     def of_index(self, index: str) -> dict[str, AliasMetadata]:
         """The aliases of one index, by alias name in name order."""
@@ -138,6 +146,13 @@ class AliasTable:
         os.replace(tmp, self.path)
         fsync_dir(self.path.parent)
         self.current = {alias: dict(members) for alias, members in table.items() if members}
+        self.resolving = {**self.current, **self.streams}
+
+    def set_streams(self, streams: Table) -> None:
+        """The data streams as aliases (`resolving`); the caller holds `Node.lock`."""
+        self.streams = streams
+        self.backing = {index: stream for stream, members in streams.items() for index in members}
+        self.resolving = {**self.current, **streams}
 
     def without_index(self, name: str) -> dict[str, dict[str, AliasMetadata]]:
         return {

@@ -35,6 +35,9 @@ from leafsearch.indices.admin import (
     resolve_names,
 )
 from leafsearch.indices.aliases import AliasTable, search_scopes
+from leafsearch.indices.data_streams import DataStreams
+from leafsearch.indices.snapshots import Repositories
+from leafsearch.indices.templates import TemplateStore
 from leafsearch.node.stats import node_header
 from leafsearch.rest.connections import HttpConnections
 from leafsearch.scripts.service import StoredScripts
@@ -85,6 +88,7 @@ class Node:
         search_workers: int = 0,
         defer_workers: bool = False,
         ray: str | None = None,
+        path_repo: list[str | Path] | None = None,
     ) -> None:
         """`background`: run the refresh, reaper and merge threads (off, a caller drives them).
         `clock`: the monotonic seconds that search timeouts and reader-context keep-alives are
@@ -94,7 +98,8 @@ class Node:
         (`leafsearch serve` starts them once it has answered its first request). `ray`: a Ray
         cluster's address (`auto`, `local`, `host:port`): new
         indices keep their shards in Ray actors (ray_backend/) and this node coordinates them;
-        search workers are then not used (the shard actors run the searches)."""
+        search workers are then not used (the shard actors run the searches). `path_repo`: the
+        folders snapshot repositories may be registered in (Elasticsearch's `path.repo`)."""
         memory.tune_allocator()
         self.clock = clock
         self.started = time.monotonic()  # for uptimes
@@ -161,6 +166,12 @@ class Node:
                 shutil.rmtree(folder, ignore_errors=True)
         #: Every alias (`aliases.py`): replaced whole on each change, so a reader sees one version.
         self.aliases = AliasTable(self.path / "aliases.json", self.indices)
+        #: Index templates, data streams and snapshot repositories (indices/templates.py,
+        #: data_streams.py, snapshots.py): durable tables changed under `lock`.
+        self.templates = TemplateStore(self.path / "templates.json")
+        self.data_streams = DataStreams(self.path / "data_streams.json", self.indices)
+        self.aliases.set_streams(self.data_streams.as_aliases())
+        self.repositories = Repositories(self.path / "repositories.json", [Path(p) for p in path_repo or []])
         self.search_stats = SearchStats()
         #: HTTP connections of the server serving this node (`rest/connections.py` counts them).
         self.http_connections = HttpConnections()
@@ -278,6 +289,7 @@ class Node:
         if self.search_workers is not None:
             self.search_workers.close()
         self.tasks.close()
+        self.repositories.close()
         self.contexts.close_all()
         self.shard_contexts.close_all()
         self.hitlists.close()
@@ -363,7 +375,7 @@ class Node:
             ignore_unavailable=ignore_unavailable,
             allow_no_indices=allow_no_indices,
             expand_wildcards=expand_wildcards,
-            aliases=self.aliases.current,
+            aliases=self.aliases.resolving,
             forbid_closed=forbid_closed,
         )
 
@@ -383,7 +395,7 @@ class Node:
             ignore_unavailable=ignore_unavailable,
             allow_no_indices=allow_no_indices,
             expand_wildcards=expand_wildcards,
-            aliases=self.aliases.current,
+            aliases=self.aliases.resolving,
             forbid_closed=forbid_closed,
         )
 
@@ -397,7 +409,7 @@ class Node:
             allow_no_indices=options.allow_no_indices,
             expand_wildcards=options.expand_wildcards,
         )
-        scopes = search_scopes(self.aliases.current, names, routing)
+        scopes = search_scopes(self.aliases.resolving, names, routing)
         return [self.indices[name] for name in sorted(scopes)], scopes
 
     def get_index(self, name: str) -> Index:
@@ -406,10 +418,14 @@ class Node:
             raise IndexNotFound(name)
         return index
 
-    def create_index(self, name: str, settings: dict[str, str], mapping: Mapping) -> Index:
+    def create_index(
+        self, name: str, settings: dict[str, str], mapping: Mapping, *, data_stream: str | None = None
+    ) -> Index:
         with self.lock:
             folder = self.path / "indices"
-            index = Index.create(folder, name, settings, mapping, self.shard_services, self.ray)
+            index = Index.create(
+                folder, name, settings, mapping, self.shard_services, self.ray, data_stream=data_stream
+            )
             self.indices[name] = index
             return index
 

@@ -45,7 +45,9 @@ from leafsearch.rest import handlers_indices as indices
 from leafsearch.rest import handlers_scripts as scripts
 from leafsearch.rest import handlers_search as search
 from leafsearch.rest import handlers_security as security
+from leafsearch.rest import handlers_snapshots as snapshots
 from leafsearch.rest import handlers_stats as stats
+from leafsearch.rest import handlers_templates as templates
 from leafsearch.rest.media import parse_media_type
 from leafsearch.security.narrowing import narrow_expression, refuse_explicit
 from leafsearch.security.subject import CURRENT, SecurityException, Subject
@@ -101,7 +103,29 @@ ACTIONS: dict[Callable[..., Any], Action] = {
     aliases.cat_aliases: Action(aliases.GET_ACTION, "cluster", aliases=True),
     analysis.analyze: Action("indices:admin/analyze", "cluster"),
     analysis.analyze_index: Action("indices:admin/analyze", "strict"),
-    cluster.get_data_streams: Action("indices:admin/data_stream/get", "cluster"),
+    templates.put_template: Action("indices:admin/index_template/put", "cluster"),
+    templates.get_templates: Action("indices:admin/index_template/get", "cluster"),
+    templates.template_exists: Action("indices:admin/index_template/get", "cluster"),
+    templates.delete_template: Action("indices:admin/index_template/delete", "cluster"),
+    templates.simulate_index: Action("indices:admin/index_template/simulate_index", "cluster"),
+    templates.simulate_template: Action("indices:admin/index_template/simulate", "cluster"),
+    templates.get_data_streams: Action("indices:admin/data_stream/get", "cluster"),
+    templates.create_data_stream: Action("indices:admin/data_stream/create", "cluster"),
+    templates.delete_data_stream: Action("indices:admin/data_stream/delete", "cluster"),
+    templates.data_stream_stats: Action("indices:monitor/data_stream/stats", "cluster"),
+    templates.rollover: Action("indices:admin/rollover", "strict"),
+    templates.cluster_state: Action("cluster:monitor/state", "cluster"),
+    templates.cat_templates: Action("cluster:monitor/state", "cluster"),
+    snapshots.cat_snapshots: Action("cluster:admin/snapshot/get", "cluster"),
+    snapshots.put_repository: Action("cluster:admin/repository/put", "cluster"),
+    snapshots.get_repositories: Action("cluster:admin/repository/get", "cluster"),
+    snapshots.delete_repository: Action("cluster:admin/repository/delete", "cluster"),
+    snapshots.verify_repository: Action("cluster:admin/repository/verify", "cluster"),
+    snapshots.create_snapshot: Action("cluster:admin/snapshot/create", "cluster"),
+    snapshots.get_snapshots: Action("cluster:admin/snapshot/get", "cluster"),
+    snapshots.snapshot_status: Action("cluster:admin/snapshot/status", "cluster"),
+    snapshots.delete_snapshot: Action("cluster:admin/snapshot/delete", "cluster"),
+    snapshots.restore_snapshot: Action("cluster:admin/snapshot/restore", "cluster"),
     cat.cat_list: Action("cluster:monitor/main", "cluster"),
     cat.cat_indices: Action("indices:monitor/stats", "filter", expand_wildcards="all"),
     cat.cat_health: Action("cluster:monitor/health", "cluster"),
@@ -157,8 +181,23 @@ ACTIONS: dict[Callable[..., Any], Action] = {
 }
 
 #: Cluster actions only a superuser may run; every other cluster action is open to any user.
+#: Templates, data streams, snapshots and stored scripts change what every index gets or can be
+#: rebuilt from (Elasticsearch's `manage_index_templates`, `manage`, `create_snapshot` privileges).
 _SUPERUSER_CLUSTER_ACTIONS = frozenset(
-    {"cluster:admin/settings/update", "cluster:admin/script/put", "cluster:admin/script/delete"}
+    {
+        "cluster:admin/settings/update",
+        "cluster:admin/script/put",
+        "cluster:admin/script/delete",
+        "indices:admin/index_template/put",
+        "indices:admin/index_template/delete",
+        "indices:admin/data_stream/create",
+        "indices:admin/data_stream/delete",
+        "cluster:admin/repository/put",
+        "cluster:admin/repository/delete",
+        "cluster:admin/snapshot/create",
+        "cluster:admin/snapshot/delete",
+        "cluster:admin/snapshot/restore",
+    }
 )
 
 

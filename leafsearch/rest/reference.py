@@ -21,6 +21,8 @@ SECTIONS = {
     "handlers_docs": "Documents",
     "handlers_search": "Search",
     "handlers_security": "Security",
+    "handlers_templates": "Templates, data streams and cluster state",
+    "handlers_snapshots": "Snapshots",
 }
 
 HEADER = f"""# API reference

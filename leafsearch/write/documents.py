@@ -224,10 +224,12 @@ def index_doc(
         if op_type == "index":
             op_type = "create"
     _check_id(doc_id)
+    requested = index_name
     index_name, routing = write_target(
-        services.aliases.current, index_name, routing, require_alias=require_alias
+        services.aliases.resolving, index_name, routing, require_alias=require_alias
     )
     index = _write_index(services, index_name)
+    _check_stream_op(services, requested, index, op_type)
     _check_active_shards(index, wait_for_active_shards)
     _check_routing_required(index, routing, doc_id)
     shard = index.shard_of(doc_id, routing)
@@ -269,7 +271,7 @@ def _check_routing_required(index: Index, routing: str | None, doc_id: str) -> N
 
 def _read_index(services: WriteServices, index_name: str) -> Index:
     """The index a single-document read names; an alias must stand for one index."""
-    index = services.indices.get(single_index(services.aliases.current, index_name))
+    index = services.indices.get(single_index(services.aliases.resolving, index_name))
     if index is None:
         raise IndexNotFound(index_name)
     index.check_open()
@@ -388,9 +390,11 @@ def delete_doc(
     """Delete by id; `result: not_found` (the REST layer answers 404) when absent. `version`
     with `version_type` external(_gte): see versioning.py."""
     _check_refresh(refresh)
-    index_name, routing = write_target(services.aliases.current, index_name, routing, require_alias=False)
+    requested = index_name
+    index_name, routing = write_target(services.aliases.resolving, index_name, routing, require_alias=False)
     external = parse_versioning(version, version_type, if_seq_no)
     index = _read_index(services, index_name)
+    _check_stream_op(services, requested, index, "delete")
     _check_active_shards(index, wait_for_active_shards)
     _check_routing_required(index, routing, doc_id)
     shard = index.shard_of(doc_id, routing)
@@ -571,10 +575,12 @@ def update_doc(
     `retry_on_conflict` says how many times to read again.
     `source_filter`: the URL's `_source` options (the body's `_source` wins)."""
     _check_refresh(refresh)
+    requested = index_name
     index_name, routing = write_target(
-        services.aliases.current, index_name, routing, require_alias=require_alias
+        services.aliases.resolving, index_name, routing, require_alias=require_alias
     )
     index = _write_index(services, index_name)
+    _check_stream_op(services, requested, index, "update")
     _check_active_shards(index, wait_for_active_shards)
     _check_routing_required(index, routing, doc_id)
     shard = index.shard_of(doc_id, routing)
@@ -874,7 +880,7 @@ def _apply_bulk(
                 if refusals[op.index] is not None:
                     raise refusals[op.index]  # type: ignore[misc]
             concrete, op.routing = write_target(
-                services.aliases.current,
+                services.aliases.resolving,
                 op.index,
                 op.routing,
                 require_alias=op.meta.get("require_alias", require_alias),
@@ -891,6 +897,10 @@ def _apply_bulk(
             for pos, op in entries:
                 results[pos] = {op.kind: _item_error(op, op.meta.get("_id"), exc)}
             continue
+        if target.name in services.aliases.backing:  # a data stream's: creates only
+            entries = _stream_creates(services, target, entries, results)
+            if not entries:
+                continue
         shards = touched.setdefault(index_name, {})
         if target.remote is not None:
             answers.append(_bulk_into_remote(target, entries, results, shards, services.scripts))
@@ -906,6 +916,32 @@ def _refusal(authorize: Callable[[str], None], name: str) -> ElasticError | None
     except ElasticError as exc:
         return exc
     return None
+
+
+def _stream_creates(
+    services: WriteServices, target: Index, entries: list[tuple[int, BulkOp]], results: list
+) -> list[tuple[int, BulkOp]]:
+    """The operations on a data stream's backing index it takes; the others' items are errors."""
+    kept = []
+    for pos, op in entries:
+        try:
+            _check_stream_op(services, op.index, target, op.kind)
+        except ElasticError as exc:
+            results[pos] = {op.kind: _item_error(op, op.meta.get("_id"), exc)}
+            continue
+        kept.append((pos, op))
+    return kept
+
+
+def _check_stream_op(services: WriteServices, requested: str, index: Index, op_type: str) -> None:
+    """A data stream takes only `create`s, as Elasticsearch: an index, update or delete through its
+    name is refused (one naming a backing index itself is not)."""
+    aliases = services.aliases
+    through_stream = requested in aliases.streams or (
+        index.name in aliases.backing and requested != index.name
+    )
+    if through_stream and op_type != "create":
+        raise IllegalArgument("only write ops with an op_type of create are allowed in data streams")
 
 
 def _bulk_target(services: WriteServices, name: str, entries: list[tuple[int, BulkOp]]) -> Index:
@@ -972,8 +1008,9 @@ def _parsed_batch(
     """A shard's index/create documents parsed together, and the row of each operation: from the
     worker's batch while the mapping is at the version it was parsed against (a batch parses
     each document alone, so the rows of a larger batch hold what this shard's own would), else
-    parsed here (None: one by one)."""
-    if prepared is not None and index.mapping.version == prepared.version:
+    parsed here (None: one by one). A data stream's backing index parses here: its documents
+    need an `@timestamp`, which `Index.parse_batch` checks."""
+    if prepared is not None and index.data_stream is None and index.mapping.version == prepared.version:
         rows = [prepared.row_of.get(pos) for pos, _, _, _ in shard_ops]
         if None not in rows:
             return prepared.batch, rows  # type: ignore[return-value]
