@@ -18,12 +18,13 @@ after a crash) finds the next page from the cursor, and the walk goes on exactly
 from __future__ import annotations
 
 import dataclasses
+import pickle
 import threading
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from leafsearch.common.rawjson import RawJSON
+from leafsearch.common.rawjson import RawJSON, as_bytes
 from leafsearch.request.search_types import DOC, SearchRequest
 from leafsearch.search import phases, query_and_fetch, top_hits, walks
 from leafsearch.search.fetch_phase import last_sort_values, render_lines, renders_raw
@@ -108,6 +109,15 @@ class ExportPage:
     lines: bytes
     count: int
     cursor: list[Any] | None
+
+    def __reduce_ex__(self, protocol: int) -> tuple:
+        """Pickled (protocol 5) with its lines as a buffer, sent out of band (as `RawJSON`)."""
+        lines = pickle.PickleBuffer(self.lines) if protocol >= 5 else self.lines
+        return _export_page_of, (lines, self.count, self.cursor)
+
+
+def _export_page_of(lines: bytes | memoryview, count: int, cursor: list[Any] | None) -> ExportPage:
+    return ExportPage(as_bytes(lines), count, cursor)
 
 
 Task = SearchTask | CountTask | PitTask | ScrollTask | ExportTask

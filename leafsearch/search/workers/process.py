@@ -159,22 +159,27 @@ def main(conn: Connection, config: WorkerConfig) -> None:
     pending: deque[tuple[int, Callable[[], Any]]] = deque()  # tasks read while draining
     finished = threading.Event()
 
-    def reply(message: tuple) -> None:
-        # A server process that is gone: the readers end too.
+    def reply(message: tuple, buffers: list[pickle.PickleBuffer] = ()) -> None:  # type: ignore[assignment]
+        """Send a message, then each out-of-band buffer of its payload as it is (a rendered page:
+        no copy of it is made in this process). A server process that is gone: the readers end."""
         with send_lock, contextlib.suppress(OSError, ValueError):
             conn.send(message)
+            for buffer in buffers:
+                conn.send_bytes(buffer.raw())
 
     def run(call_id: int, work: Callable[[], Any]) -> None:
         phases: list[tuple[str, float]] = []
         _PHASES.set(phases)
+        buffers: list[pickle.PickleBuffer] = []
         try:
-            kind, payload = "done", pickle.dumps(work(), protocol=5)
+            kind, payload = "done", pickle.dumps(work(), protocol=5, buffer_callback=buffers.append)
         except BaseException as exc:  # noqa: BLE001 - every failure goes back to the caller
             kind, payload = "error", _pickled_error(exc)
+            buffers = []
             release_frames(exc)  # sent: the task's frames must not stay in a cycle with it
         finally:
             running.pop(call_id, None)
-        reply((kind, call_id, payload, phases))
+        reply((kind, call_id, payload, phases, len(buffers)), buffers)
 
     def handle(message: tuple) -> tuple[int, Callable[[], Any]] | None:
         """Apply a message; a task or job comes back ready to run. A job (bulk_offload.py)
@@ -193,7 +198,7 @@ def main(conn: Connection, config: WorkerConfig) -> None:
                 else:
                     work = task.bind(state.mirror)
             except Exception as exc:  # noqa: BLE001 - the task fails, the reader goes on
-                reply(("error", call_id, _pickled_error(exc), []))
+                reply(("error", call_id, _pickled_error(exc), [], 0))
                 release_frames(exc)
                 return None
             running[call_id] = cancelled
