@@ -78,6 +78,8 @@ def test_an_export_streams_every_document_of_the_snapshot_in_index_order(
         assert line["_index"] == index
     sorts = [line["sort"] for line in lines]
     assert sorts == sorted(sorts)  # `_shard_doc` ascending: the snapshot's index order
+    # Over plain HTTP the pages after the first were written to the socket by their renderer.
+    assert _walks(http)["exports"]["written_by_renderer"] > 0
 
 
 def test_a_query_a_sort_and_source_filtering_shape_the_lines(

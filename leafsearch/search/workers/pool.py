@@ -45,6 +45,7 @@ import queue
 import signal
 import threading
 from dataclasses import asdict, replace
+from multiprocessing import reduction
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from pathlib import Path
@@ -165,6 +166,9 @@ class _Worker:
         with contextlib.suppress(OSError, ValueError):  # the worker is gone: the reader fails the call
             self.conn.send_bytes(data)
             self.sent += 1
+            sink = getattr(message[-1], "sink", None)
+            if sink is not None:  # the client's socket (an export), read by the worker right after
+                reduction.send_handle(self.conn, sink, self.pid)
 
     def _write(self, message: tuple) -> None:
         """Pickle and write one message (the sender thread's; tasks are written by `submit`)."""

@@ -30,6 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from functools import partial
+from multiprocessing import reduction
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -193,8 +194,20 @@ def main(conn: Connection, config: WorkerConfig) -> None:
                 for update in updates:
                     _apply(state, update)
                 if kind == "task":
+                    sink = getattr(task, "sink", None)
+                    if sink is not None:  # the client's socket follows the task (an export)
+                        sink = reduction.recv_handle(conn)
+                        task = replace(task, sink=sink)
                     task = replace(task, targets=state.mirror.targets(task.targets))
                     work = partial(execution.run, state.services, task, cancelled)
+                    if sink is not None:
+                        # It writes until the export ends: on a thread of its own, not one that
+                        # serves the other tasks; the socket is closed when it returns.
+                        running[call_id] = cancelled
+                        threading.Thread(
+                            target=run, args=(call_id, partial(_closing, sink, work)), daemon=True
+                        ).start()
+                        return None
                 else:
                     work = task.bind(state.mirror)
             except Exception as exc:  # noqa: BLE001 - the task fails, the reader goes on
@@ -247,6 +260,13 @@ def main(conn: Connection, config: WorkerConfig) -> None:
     for i in range(config.threads + 1):
         threading.Thread(target=serve, name=f"leafsearch-worker-{i}", daemon=True).start()
     finished.wait()
+
+
+def _closing(fd: int, work: Callable[[], Any]) -> Any:
+    try:
+        return work()
+    finally:
+        os.close(fd)
 
 
 class _Stop(Exception):
