@@ -4,19 +4,22 @@ document of one snapshot as NDJSON lines, in a walk's total order, in one respon
 An export is a PIT walk (walks.py) whose pages go to the connection as they are rendered: on its
 own snapshot, pinned by a context of kind "export" opened for the request and freed with it, or
 on a client's PIT (then a resumed or sliced export is exactly once under writes, as a PIT walk
-is). Each page is an `ExportTask` (execution.py) run where walks run (a search worker, or this
-process for a lone walk), rendered there by column as lines (`fetch_phase.render_lines`), and
-handed on as one bytes object; the coordinator only counts it and keeps its last sort values.
+is). Its pages are `ExportTask`s (export_pages.py) run where walks run (a search worker, or this
+process for a walk alone), rendered there by column as lines (`fetch_phase.render_lines`).
 
 - **Before the first byte** (`start`): the snapshot, the limits and the first page; a refusal is
   the usual error body and status.
-- **After it** (`ExportStream`): a producer thread runs the next pages while the connection
-  sends the last one, at most `AHEAD` pages ahead of the socket (the HTTP layer waits for the
-  socket to drain before taking the next), so memory is bounded whatever the export's size. The
-  last line is `{"_export": {"count", "complete": true[, "pit_id"]}}`; an error ends the stream
-  with `{"error": ...}` and no `_export` line, so a client knows to resume after its last line.
-- **A client that goes away** (`close`) stops the producer and the page it runs; the export's
-  own snapshot is freed, a PIT released with its keep-alive.
+- **After it, over plain TCP** (`chunks(sink)`): the rest is one task, given a duplicate of the
+  client's socket, which writes every page to it as it renders it and then the trailer; this
+  process only waits for it (export_pages.py says why). The socket's room is the backpressure:
+  the writer holds one page.
+- **After it, over TLS** (no socket to hand over): a producer thread runs the next pages while
+  the connection sends the last one, at most `AHEAD` pages ahead of the socket (the HTTP layer
+  waits for the socket to drain before taking the next).
+- The last line is `{"_export": {"count", "complete": true[, "pit_id"]}}`; an error ends the
+  stream with `{"error": ...}` and no `_export` line, so a client knows to resume after its last
+  line. **A client that goes away** (`close`) cancels what runs; the export's own snapshot is
+  freed, a PIT released with its keep-alive.
 """
 
 from __future__ import annotations
