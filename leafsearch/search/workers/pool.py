@@ -14,8 +14,9 @@ not know yet (mirror.py).
   the slices of one export run in different processes at once. A walk that starts while no
   other search runs stays in the server process (`search.workers.lone_walks_in_server`): alone
   it gains nothing from another process, and relaying its pages costs the server more than
-  rendering them. Likewise a one-shot request that arrives while nothing else runs
-  (`search.workers.lone_requests_in_server`): it is spared the round trip.
+  rendering them; it moves to a worker once other walks run beside it. Likewise a one-shot
+  request that arrives while nothing else runs (`search.workers.lone_requests_in_server`): it is
+  spared the round trip.
 - **Start-up**: workers start in the background; until one is ready, tasks run in the server
   process, so the server answers at once. `leafsearch serve` passes `defer_start` and
   calls `start()` once it has answered its first request: the workers' own start-up (each
@@ -567,9 +568,10 @@ class WorkerPool:
             return self._assign(affinity, worker.slot)
 
     def _accompanied(self, ready: list[_Worker]) -> bool:
-        """Whether other work runs beside the walk served here (caller holds the lock): another
-        walk is open, a one-shot request runs here, or a worker has tasks."""
-        return sum(self._walk_counts) > 1 or bool(self._here_busy) or any(w.inflight for w in ready)
+        """Whether other walks run beside the walk served here (caller holds the lock): another
+        is open and a worker has tasks in flight (an open walk that reads nothing meanwhile does
+        not move it)."""
+        return sum(self._walk_counts) > 1 and any(w.inflight for w in ready)
 
     def _assign(self, affinity: Any, slot: int) -> _Worker | None:
         """Remember where a walk runs (caller holds the lock); its worker, None for this process."""
