@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 
@@ -122,9 +123,26 @@ def _parse_error_reason(body: bytes, exc: orjson.JSONDecodeError) -> str:
 
 @dataclass
 class RestResponse:
-    """What a handler answers: a JSON-able body (dicts may hold RawJSON), text, or nothing."""
+    """What a handler answers: a JSON-able body (dicts may hold RawJSON), text, nothing, or a
+    `stream` of bytes sent as they come (chunked: the export)."""
 
     body: Any = None
     status: int = 200
     headers: dict[str, str] = field(default_factory=dict)
     text: str | None = None
+    stream: Stream | None = None
+
+
+class Stream(Protocol):
+    """A response body sent as it is produced: `chunks(sink)` blocks for each next one (the HTTP
+    layer takes it in a worker thread once the socket has room); `sink`, when not None, is a file
+    descriptor of the client's plain TCP socket, with nothing pending on it whenever a chunk is
+    asked for, to which the stream may write HTTP chunks itself (the HTTP layer closes it and
+    sends the final empty chunk). `close()` comes once the response ended, sent whole or cut by
+    the client's disconnect, and stops what still runs."""
+
+    media_type: str
+
+    def chunks(self, sink: int | None) -> Iterator[bytes]: ...
+
+    def close(self) -> None: ...

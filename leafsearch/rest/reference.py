@@ -81,7 +81,20 @@ def render() -> str:
         lines.append("")
         if section in EXTENSIONS:
             lines += [EXTENSIONS[section]]
+    lines.append(EXPORT)
     return "\n".join(lines)
+
+
+EXPORT = """## leafsearch extensions
+
+- `GET|POST /{index}/_export`, `GET|POST /_export` (with a PIT): every matching document of a
+  snapshot streamed as NDJSON (`application/x-ndjson`, chunked), one line per document,
+  `{"_index","_id"[,"_routing"],"_source","sort"}` (`sort`: the cursor to resume after it), then
+  `{"_export": {"count", "complete": true[, "pit_id"]}}`. Body: `query`, `sort` (default
+  `_shard_doc`), `_source`, `slice`, `search_after`, `pit`; any other key is a 400. An error after
+  the first line ends the stream with `{"error": {...}}` and no `_export` line. Authorized as a
+  search. See [paging-guide.md](paging-guide.md#streaming-export-_export-a-leafsearch-extension).
+"""
 
 
 if __name__ == "__main__":

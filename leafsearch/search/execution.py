@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 from leafsearch.common.rawjson import RawJSON
 from leafsearch.request.search_types import DOC, SearchRequest
-from leafsearch.search import phases, query_and_fetch, walks
+from leafsearch.search import export_pages, phases, query_and_fetch, walks
+from leafsearch.search.export_pages import ExportTask
 from leafsearch.search.fetch_phase import last_sort_values, renders_raw
 from leafsearch.search.hitlist import HitList, LiveDocs, sort_column
 from leafsearch.search.shard_api import ShardContextId
@@ -88,7 +89,7 @@ class ScrollTask:
     contexts: list[ShardContextId] | None = None
 
 
-Task = SearchTask | CountTask | PitTask | ScrollTask
+Task = SearchTask | CountTask | PitTask | ScrollTask | ExportTask
 
 
 def dispatch(
@@ -112,6 +113,8 @@ def run(services: SearchServices, task: Task, cancelled: threading.Event | None 
         return _count(services, task, cancelled)
     if isinstance(task, PitTask):
         return _pit_page(services, task, cancelled)
+    if isinstance(task, ExportTask):
+        return export_pages.run(services, task, cancelled)
     return _scroll_batch(services, task, cancelled)
 
 
