@@ -38,6 +38,7 @@ import numpy as np
 from leafsearch.errors import ElasticError, FlushFailed, IndexClosed, RefreshFailed, TranslogFailed, cause_of
 from leafsearch.index import derived_files
 from leafsearch.index.buffer import IndexBuffer
+from leafsearch.index.buffer_wire import WORKER_BUILD_MIN_DOCS, BuildJob, BuildUnavailable, PackedBuffer
 from leafsearch.index.commits import CommitPlan, Commits
 from leafsearch.index.index_sort import IndexSort
 from leafsearch.index.merge_policy import find_merge
@@ -517,8 +518,22 @@ class Shard:
 
     def _flush_in_background(self, buffer: IndexBuffer, generation: int) -> _Flushing:
         folder = self.folder / self._next_segment_name()
-        built = self.services.flusher().submit(segment_from_buffer, buffer, folder, self.index_sort)
+        built = self.services.flusher().submit(self._build_segment, buffer, folder)
         return _Flushing(buffer, folder, built, generation)
+
+    def _build_segment(self, buffer: IndexBuffer, folder: Path) -> Segment:
+        """Write a handed-over buffer as the segment `folder` (on the flush thread): a large one
+        in a search worker when the owner has them (buffer_wire.py), else here."""
+        builder = self.services.builder
+        if builder is not None and len(buffer) >= WORKER_BUILD_MIN_DOCS:
+            try:
+                segment_docs = builder(BuildJob(PackedBuffer.pack(buffer), str(folder), self.index_sort))
+            except BuildUnavailable:
+                discard_unfinished(folder)  # whatever a worker that died left
+            else:
+                buffer.segment_docs = segment_docs
+                return Segment(folder)
+        return segment_from_buffer(buffer, folder, self.index_sort)
 
     def _install_flushed(self) -> None:
         """Add the segment of the buffer on the flush thread (waiting for it), not yet published.

@@ -1,0 +1,160 @@
+"""A full indexing buffer packed to cross to another process, where its segment is written.
+
+Why: writing a buffer as a segment (interning terms, postings, doc values, the sources compressed
+in blocks) cost the server process about 7 us a bench document, on the flush thread, holding
+the interpreter the request threads need; nothing in it depends on order (the buffer is handed
+over whole, and only installing the segment is ordered). So a buffer of `WORKER_BUILD_MIN_DOCS`
+documents or more is written by a search worker process (`BuildJob`, through the owner's
+`ShardServices.builder`), on the other core, and the shard opens the folder it wrote.
+
+The buffer crosses packed, not pickled as it is: pickling its lists of strings and ints cost
+3.9 us a document (one memo entry per object); here each list of strings is one joined string and
+an array of lengths, each list of numbers a numpy array, which costs the server process about a
+tenth of that (bench/RESULTS.md, "Segments written in the search workers"). The worker unpacks
+it into an `IndexBuffer` and runs the very `segment_from_buffer` the server would, so the segment
+is the same either way. No worker (none configured, none ready, one that died or failed) means
+the flush thread writes it here as before: a job changes nothing but its folder, which is
+discarded first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from itertools import accumulate
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from leafsearch.index.buffer import FieldBuffer, IndexBuffer
+from leafsearch.index.index_sort import IndexSort
+from leafsearch.index.segment_build import segment_from_buffer
+
+#: Smaller buffers are written by the flush thread: a worker's round trip would cost more than
+#: the build (a refresh of a few documents), and tests' small shards need no process.
+WORKER_BUILD_MIN_DOCS = 2_000
+
+
+class BuildUnavailable(Exception):
+    """No worker wrote the segment: the caller writes it itself."""
+
+
+#: Runs a `BuildJob` in another process and answers its result, or raises `BuildUnavailable`.
+Builder = Callable[["BuildJob"], "np.ndarray | None"]
+
+
+@dataclass(frozen=True, slots=True)
+class PackedStrings:
+    """A list of str (or of bytes) as one joined value and each item's length; a list that
+    mixes types (never one the buffer builds) travels as it is."""
+
+    joined: str | bytes | list
+    lengths: np.ndarray | None
+
+    @staticmethod
+    def pack(values: list) -> PackedStrings:
+        if not values:
+            return PackedStrings([], None)
+        kind = type(values[0])
+        if kind is not str and kind is not bytes:
+            return PackedStrings(values, None)
+        try:
+            joined = kind().join(values)
+        except TypeError:
+            return PackedStrings(values, None)
+        return PackedStrings(joined, np.fromiter(map(len, values), dtype=np.int64, count=len(values)))
+
+    def unpack(self) -> list:
+        if self.lengths is None:
+            return self.joined  # type: ignore[return-value]
+        joined = self.joined
+        ends = list(accumulate(self.lengths.tolist()))
+        return [joined[a:b] for a, b in zip([0, *ends[:-1]], ends, strict=True)]  # type: ignore[index]
+
+
+def _ints(values: list) -> np.ndarray:
+    return np.asarray(values, dtype=np.int64)
+
+
+@dataclass(frozen=True, slots=True)
+class PackedBuffer:
+    """What `segment_from_buffer` reads of an `IndexBuffer` (deleted documents included: the
+    shard masks them with the live docs it computes itself)."""
+
+    ids: PackedStrings
+    sources: PackedStrings
+    seq_nos: np.ndarray
+    versions: np.ndarray
+    routings: list[str | None] | None  # None: no document has one
+    #: path -> (docs, tokens, positions, length docs, lengths)
+    text: dict[str, tuple[np.ndarray, PackedStrings, np.ndarray, np.ndarray, np.ndarray]]
+    keyword: dict[str, tuple[np.ndarray, PackedStrings]]
+    long: dict[str, tuple[np.ndarray, np.ndarray]]
+    double: dict[str, tuple[np.ndarray, np.ndarray]]
+
+    @staticmethod
+    def pack(buffer: IndexBuffer) -> PackedBuffer:
+        routed = any(r is not None for r in buffer.routings)
+        return PackedBuffer(
+            PackedStrings.pack(buffer.ids),
+            PackedStrings.pack(buffer.sources),
+            _ints(buffer.seq_nos),
+            _ints(buffer.versions),
+            list(buffer.routings) if routed else None,
+            {
+                path: (
+                    _ints(fb.docs),
+                    PackedStrings.pack(fb.values),
+                    _ints(fb.positions),
+                    _ints(fb.length_docs),
+                    _ints(fb.lengths),
+                )
+                for path, fb in buffer.text.items()
+            },
+            {path: (_ints(fb.docs), PackedStrings.pack(fb.values)) for path, fb in buffer.keyword.items()},
+            {path: (_ints(fb.docs), _ints(fb.values)) for path, fb in buffer.long.items()},
+            {
+                path: (_ints(fb.docs), np.asarray(fb.values, dtype=np.float64))
+                for path, fb in buffer.double.items()
+            },
+        )
+
+    def unpack(self) -> IndexBuffer:
+        """An `IndexBuffer` whose columns of numbers are the arrays (`segment_from_buffer` reads
+        them with `np.asarray`)."""
+        buffer = IndexBuffer()
+        buffer.ids = self.ids.unpack()
+        buffer.sources = self.sources.unpack()
+        buffer.seq_nos = self.seq_nos  # type: ignore[assignment]
+        buffer.versions = self.versions  # type: ignore[assignment]
+        buffer.routings = self.routings if self.routings is not None else [None] * len(buffer.ids)
+        for path, (docs, tokens, positions, length_docs, lengths) in self.text.items():
+            buffer.text[path] = FieldBuffer(docs, tokens.unpack(), positions, length_docs, lengths)  # type: ignore[arg-type]
+        for path, (docs, values) in self.keyword.items():
+            buffer.keyword[path] = FieldBuffer(docs, values.unpack())  # type: ignore[arg-type]
+        for target, columns in ((buffer.long, self.long), (buffer.double, self.double)):
+            for path, (docs, numbers) in columns.items():
+                target[path] = FieldBuffer(docs, numbers)  # type: ignore[arg-type]
+        return buffer
+
+
+def build_packed(packed: PackedBuffer, folder: str, index_sort: IndexSort | None) -> np.ndarray | None:
+    """The worker's side: write the segment; where each buffer document went (`segment_docs`)."""
+    buffer = packed.unpack()
+    segment_from_buffer(buffer, Path(folder), index_sort)
+    return buffer.segment_docs
+
+
+@dataclass(frozen=True, slots=True)
+class BuildJob:
+    """A buffer to write as the segment `folder` (a search worker job: `bind` takes the worker's
+    mirror of the indices, which the build does not need)."""
+
+    packed: PackedBuffer
+    folder: str
+    index_sort: IndexSort | None
+
+    def bind(self, mirror: Any) -> Callable[[], np.ndarray | None]:
+        return partial(build_packed, self.packed, self.folder, self.index_sort)
