@@ -13,8 +13,8 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from leafsearch.index.block_cache import BlockCache
-from leafsearch.index.events import ShardEvents
 from leafsearch.index.buffer_wire import Builder
+from leafsearch.index.events import ShardEvents
 from leafsearch.index.merge_worker import MergeWorker
 
 
