@@ -3,9 +3,10 @@
 Why: writing a buffer as a segment (interning terms, postings, doc values, the sources compressed
 in blocks) cost the server process about 7 us a bench document, on the flush thread, holding
 the interpreter the request threads need; nothing in it depends on order (the buffer is handed
-over whole, and only installing the segment is ordered). So a buffer of `WORKER_BUILD_MIN_DOCS`
-documents or more is written by a search worker process (`BuildJob`, through the owner's
-`ShardServices.builder`), on the other core, and the shard opens the folder it wrote.
+over whole, and only installing the segment is ordered). So a buffer of
+`indices.segments.worker_build_min_docs` (2,000) documents or more is written by a search worker
+process (`BuildJob`, through the owner's `ShardServices.builder`), on the other core, and the
+shard opens the folder it wrote.
 
 The buffer crosses packed, not pickled as it is: pickling its lists of strings and ints cost
 3.9 us a document (one memo entry per object); here each list of strings is one joined string and
@@ -32,9 +33,10 @@ from leafsearch.index.buffer import FieldBuffer, IndexBuffer
 from leafsearch.index.index_sort import IndexSort
 from leafsearch.index.segment_build import segment_from_buffer
 
-#: Smaller buffers are written by the flush thread: a worker's round trip would cost more than
-#: the build (a refresh of a few documents), and tests' small shards need no process.
-WORKER_BUILD_MIN_DOCS = 2_000
+#: The cluster setting of the smallest buffer a worker writes (default 2,000 documents): a
+#: smaller one is written by the flush thread, since a worker's round trip would cost more than
+#: the build (a refresh of a few documents).
+MIN_DOCS_SETTING = "indices.segments.worker_build_min_docs"
 
 
 class BuildUnavailable(Exception):

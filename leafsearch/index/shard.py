@@ -38,7 +38,7 @@ import numpy as np
 from leafsearch.errors import ElasticError, FlushFailed, IndexClosed, RefreshFailed, TranslogFailed, cause_of
 from leafsearch.index import derived_files
 from leafsearch.index.buffer import IndexBuffer
-from leafsearch.index.buffer_wire import WORKER_BUILD_MIN_DOCS, BuildJob, BuildUnavailable, PackedBuffer
+from leafsearch.index.buffer_wire import BuildJob, BuildUnavailable, PackedBuffer
 from leafsearch.index.commits import CommitPlan, Commits
 from leafsearch.index.index_sort import IndexSort
 from leafsearch.index.merge_policy import find_merge
@@ -540,7 +540,8 @@ class Shard:
 
     def _worker_builds(self, buffer: IndexBuffer) -> bool:
         """Whether a search worker writes this buffer's segment (buffer_wire.py)."""
-        return self.services.builder is not None and len(buffer) >= WORKER_BUILD_MIN_DOCS
+        services = self.services
+        return services.builder is not None and len(buffer) >= services.builder_min_docs
 
     def _install_flushed(self) -> None:
         """Add the segment of the buffer on the flush thread (waiting for it), not yet published.

@@ -25,7 +25,7 @@ from leafsearch.common.durable import fsync_dir
 from leafsearch.common.settings import ClusterSettings
 from leafsearch.errors import ElasticError, IndexNotFound
 from leafsearch.index.block_cache import BlockCache
-from leafsearch.index.buffer_wire import BuildJob, BuildUnavailable
+from leafsearch.index.buffer_wire import MIN_DOCS_SETTING, BuildJob, BuildUnavailable
 from leafsearch.index.index import DELETED_PREFIX, Index, write_json
 from leafsearch.index.mapping import Mapping
 from leafsearch.index.shard_services import ShardServices
@@ -234,7 +234,8 @@ class Node:
         return self.search_services.workers
 
     def _bound_caches(self) -> None:
-        """Apply the cache size settings (at start and on every cluster settings update)."""
+        """Apply the cache size settings, and the smallest buffer a search worker writes (at start
+        and on every cluster settings update)."""
         settings = self.cluster_settings
         self.hitlists.resize(settings.get("indices.cache.hitlist.size"))
         self.sort_orders.resize(settings.get("indices.cache.sort_orders.size"))
@@ -242,6 +243,7 @@ class Node:
         self.source_blocks.resize(settings.get("indices.cache.source_blocks.size"))
         self.contexts.read_ahead.max_pages = settings.get("search.read_ahead.max_pages")
         self.contexts.walks.max_bytes = int(settings.get(MAX_WALK_MEMORY))
+        self.shard_services.builder_min_docs = settings.get(MIN_DOCS_SETTING)
 
     def _identity(self) -> dict:
         path = self.path / "node.json"
