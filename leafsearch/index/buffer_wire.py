@@ -4,7 +4,7 @@ Why: writing a buffer as a segment (interning terms, postings, doc values, the s
 in blocks) cost the server process about 7 us a bench document, on the flush thread, holding
 the interpreter the request threads need; nothing in it depends on order (the buffer is handed
 over whole, and only installing the segment is ordered). So a buffer of
-`indices.segments.worker_build_min_docs` (2,000) documents or more is written by a search worker
+`indices.segments.worker_build_min_docs` (500) documents or more is written by a search worker
 process (`BuildJob`, through the owner's `ShardServices.builder`), on the other core, and the
 shard opens the folder it wrote.
 
@@ -33,7 +33,7 @@ from leafsearch.index.buffer import FieldBuffer, IndexBuffer
 from leafsearch.index.index_sort import IndexSort
 from leafsearch.index.segment_build import segment_from_buffer
 
-#: The cluster setting of the smallest buffer a worker writes (default 2,000 documents): a
+#: The cluster setting of the smallest buffer a worker writes (default 500 documents): a
 #: smaller one is written by the flush thread, since a worker's round trip would cost more than
 #: the build (a refresh of a few documents).
 MIN_DOCS_SETTING = "indices.segments.worker_build_min_docs"

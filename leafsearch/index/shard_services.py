@@ -29,7 +29,7 @@ class ShardServices:
         #: owner's search workers (buffer_wire.py), set by the owner once it has them.
         self.builder: Builder | None = None
         #: ... for buffers of at least this many documents (`indices.segments.worker_build_min_docs`).
-        self.builder_min_docs = 2_000
+        self.builder_min_docs = 500
         self._flush_pool: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
 
