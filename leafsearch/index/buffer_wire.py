@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from leafsearch.index.buffer import FieldBuffer, IndexBuffer
+from leafsearch.index.buffer import FieldBuffer, IndexBuffer, int_array
 from leafsearch.index.index_sort import IndexSort
 from leafsearch.index.segment_build import segment_from_buffer
 
@@ -49,35 +49,37 @@ Builder = Callable[["BuildJob"], "np.ndarray | None"]
 
 @dataclass(frozen=True, slots=True)
 class PackedStrings:
-    """A list of str (or of bytes) as one joined value and each item's length; a list that
-    mixes types (never one the buffer builds) travels as it is."""
+    """A list of str (or of bytes) as one value: joined by NUL when no item holds one (split
+    again in one call), else joined with each item's length; a list that mixes types (never one
+    the buffer builds) travels as it is."""
 
     joined: str | bytes | list
-    lengths: np.ndarray | None
+    lengths: np.ndarray | None = None
+    split: bool = False
 
     @staticmethod
     def pack(values: list) -> PackedStrings:
-        if not values:
-            return PackedStrings([], None)
-        kind = type(values[0])
+        kind = type(values[0]) if values else None
         if kind is not str and kind is not bytes:
-            return PackedStrings(values, None)
+            return PackedStrings(values)
+        nul: str | bytes = "\x00" if kind is str else b"\x00"
         try:
-            joined = kind().join(values)
+            joined = nul.join(values)  # type: ignore[arg-type]
         except TypeError:
-            return PackedStrings(values, None)
-        return PackedStrings(joined, np.fromiter(map(len, values), dtype=np.int64, count=len(values)))
+            return PackedStrings(values)
+        if joined.count(nul) == len(values) - 1:
+            return PackedStrings(joined, split=True)
+        lengths = np.fromiter(map(len, values), dtype=np.int64, count=len(values))
+        return PackedStrings(kind().join(values), lengths)
 
     def unpack(self) -> list:
-        if self.lengths is None:
-            return self.joined  # type: ignore[return-value]
         joined = self.joined
+        if self.split:
+            return joined.split("\x00" if type(joined) is str else b"\x00")  # type: ignore[arg-type,union-attr]
+        if self.lengths is None:
+            return joined  # type: ignore[return-value]
         ends = list(accumulate(self.lengths.tolist()))
         return [joined[a:b] for a, b in zip([0, *ends[:-1]], ends, strict=True)]  # type: ignore[index]
-
-
-def _ints(values: list) -> np.ndarray:
-    return np.asarray(values, dtype=np.int64)
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,8 +92,8 @@ class PackedBuffer:
     seq_nos: np.ndarray
     versions: np.ndarray
     routings: list[str | None] | None  # None: no document has one
-    #: path -> (docs, tokens, positions, length docs, lengths)
-    text: dict[str, tuple[np.ndarray, PackedStrings, np.ndarray, np.ndarray, np.ndarray]]
+    #: path -> (token docs, token positions, tokens, length docs, lengths)
+    text: dict[str, tuple[np.ndarray, np.ndarray, PackedStrings, np.ndarray, np.ndarray]]
     keyword: dict[str, tuple[np.ndarray, PackedStrings]]
     long: dict[str, tuple[np.ndarray, np.ndarray]]
     double: dict[str, tuple[np.ndarray, np.ndarray]]
@@ -102,23 +104,25 @@ class PackedBuffer:
         return PackedBuffer(
             PackedStrings.pack(buffer.ids),
             PackedStrings.pack(buffer.sources),
-            _ints(buffer.seq_nos),
-            _ints(buffer.versions),
+            int_array(buffer.seq_nos),
+            int_array(buffer.versions),
             list(buffer.routings) if routed else None,
             {
                 path: (
-                    _ints(fb.docs),
+                    *fb.token_arrays(),
                     PackedStrings.pack(fb.values),
-                    _ints(fb.positions),
-                    _ints(fb.length_docs),
-                    _ints(fb.lengths),
+                    int_array(fb.length_docs),
+                    int_array(fb.lengths),
                 )
                 for path, fb in buffer.text.items()
             },
-            {path: (_ints(fb.docs), PackedStrings.pack(fb.values)) for path, fb in buffer.keyword.items()},
-            {path: (_ints(fb.docs), _ints(fb.values)) for path, fb in buffer.long.items()},
             {
-                path: (_ints(fb.docs), np.asarray(fb.values, dtype=np.float64))
+                path: (int_array(fb.docs), PackedStrings.pack(fb.values))
+                for path, fb in buffer.keyword.items()
+            },
+            {path: (int_array(fb.docs), int_array(fb.values)) for path, fb in buffer.long.items()},
+            {
+                path: (int_array(fb.docs), np.asarray(fb.values, dtype=np.float64))
                 for path, fb in buffer.double.items()
             },
         )
@@ -132,8 +136,13 @@ class PackedBuffer:
         buffer.seq_nos = self.seq_nos  # type: ignore[assignment]
         buffer.versions = self.versions  # type: ignore[assignment]
         buffer.routings = self.routings if self.routings is not None else [None] * len(buffer.ids)
-        for path, (docs, tokens, positions, length_docs, lengths) in self.text.items():
-            buffer.text[path] = FieldBuffer(docs, tokens.unpack(), positions, length_docs, lengths)  # type: ignore[arg-type]
+        for path, (docs, positions, tokens, length_docs, lengths) in self.text.items():
+            buffer.text[path] = FieldBuffer(
+                values=tokens.unpack(),
+                length_docs=length_docs,  # type: ignore[arg-type]
+                lengths=lengths,  # type: ignore[arg-type]
+                chunks=[(docs, positions)],
+            )
         for path, (docs, values) in self.keyword.items():
             buffer.keyword[path] = FieldBuffer(docs, values.unpack())  # type: ignore[arg-type]
         for target, columns in ((buffer.long, self.long), (buffer.double, self.double)):
