@@ -516,6 +516,9 @@ _CLUSTER = [
     Setting("indices.bulk.worker_parse_min_size", "64kb", byte_size_setting, True),
     # ... and only while the machine had at least this much of a core idle (percent; 0: always).
     Setting("indices.bulk.worker_parse_min_idle_cpu", "10", int_setting(0, 10_000), True),
+    # A full buffer of at least this many documents is written as a segment by a search worker
+    # (index/buffer_wire.py); smaller ones by the flush thread of the server process.
+    Setting("indices.segments.worker_build_min_docs", "500", int_setting(1), True),
     Setting("search.max_keep_alive", "24h", positive_time_setting, True),
     Setting("search.default_keep_alive", "5m", positive_time_setting, True),
     Setting("search.keep_alive_interval", "1m", positive_time_setting, True),

@@ -25,6 +25,7 @@ from leafsearch.common.durable import fsync_dir
 from leafsearch.common.settings import ClusterSettings
 from leafsearch.errors import ElasticError, IndexNotFound
 from leafsearch.index.block_cache import BlockCache
+from leafsearch.index.buffer_wire import MIN_DOCS_SETTING, BuildJob, BuildUnavailable
 from leafsearch.index.index import DELETED_PREFIX, Index, write_json
 from leafsearch.index.mapping import Mapping
 from leafsearch.index.shard_services import ShardServices
@@ -52,7 +53,7 @@ from leafsearch.search.shard_contexts import ShardContexts
 from leafsearch.search.sort_keys import GlobalOrdinals
 from leafsearch.search.stats import SearchStats
 from leafsearch.search.walks import MAX_MEMORY as MAX_WALK_MEMORY
-from leafsearch.search.workers.pool import WorkerPool
+from leafsearch.search.workers.pool import WorkerPool, WorkerUnavailable
 from leafsearch.security.store import SecurityStore
 from leafsearch.services import memory
 from leafsearch.services.breaker import Breakers
@@ -236,6 +237,8 @@ class Node:
             self.search_services.workers = WorkerPool(
                 self.search_services, search_workers, self.shard_services.events, defer_start=defer_workers
             )
+            # Full buffers are written as segments there too (index/buffer_wire.py).
+            self.shard_services.builder = partial(_build_in_workers, self.search_services.workers)
         self._closed = threading.Event()
         self._threads: list[threading.Thread] = []
         if background:
@@ -254,7 +257,8 @@ class Node:
         return self.search_services.workers
 
     def _bound_caches(self) -> None:
-        """Apply the cache size settings (at start and on every cluster settings update)."""
+        """Apply the cache size settings, and the smallest buffer a search worker writes (at start
+        and on every cluster settings update)."""
         settings = self.cluster_settings
         self.hitlists.resize(settings.get("indices.cache.hitlist.size"))
         self.request_cache.resize(settings.get("indices.requests.cache.size"))
@@ -263,6 +267,7 @@ class Node:
         self.source_blocks.resize(settings.get("indices.cache.source_blocks.size"))
         self.contexts.read_ahead.max_pages = settings.get("search.read_ahead.max_pages")
         self.contexts.walks.max_bytes = int(settings.get(MAX_WALK_MEMORY))
+        self.shard_services.builder_min_docs = settings.get(MIN_DOCS_SETTING)
 
     def _identity(self) -> dict:
         path = self.path / "node.json"
@@ -483,3 +488,11 @@ class Node:
         from leafsearch.node.stats import nodes_stats
 
         return nodes_stats(self, metric_path, level=level, file_sizes=file_sizes)
+
+
+def _build_in_workers(pool: WorkerPool, job: BuildJob) -> Any:
+    """A segment written by a search worker (`ShardServices.builder`)."""
+    try:
+        return pool.run_job(job)
+    except WorkerUnavailable:
+        raise BuildUnavailable from None

@@ -568,19 +568,22 @@ def test_a_failed_allocation_anywhere_in_a_merge_installs_nothing(tmp_path, monk
     template.shard.close()
 
 
-def test_a_translog_roll_that_fails_in_a_merge_installs_nothing(mergeable, monkeypatch):
-    """A merge's commit starts a translog generation; when its file cannot be created the merge
-    is not installed, and the translog goes on taking (and acknowledging) writes."""
+def test_a_merge_keeps_the_buffer_and_its_commit_the_translog_that_holds_it(mergeable):
+    """A merge no longer writes the buffer as a segment under the shard lock: the buffer's
+    documents stay in it, and the merge's commit keeps the translog generation they are in, so
+    a crash right after the merge loses none of them."""
     shard = mergeable.shard
-    names = [s.name for s in shard.segments]
-    fault = Fault(open, error=OSError(24, "Too many open files"))
-    monkeypatch.setattr(translog_module, "open", fault, raising=False)
-    with pytest.raises(OSError, match="Too many open files"):
-        shard.maybe_merge()
-    assert fault.fired == 1 and not shard.translog.failed
+    buffered = len(shard.buffer)
+    assert buffered and shard.maybe_merge()
+    assert len(shard.buffer) == buffered
     mergeable.write("after", {"n": 2})
-    monkeypatch.delattr(translog_module, "open")
-    mergeable.failed_and_changed_nothing(names)
+    reopened = crash_and_reopen(shard)
+    try:
+        assert_realtime(reopened, mergeable.expected, mergeable.gone)
+        reopened.refresh()
+        assert published(reopened) == mergeable.expected
+    finally:
+        reopened.close()
 
 
 def _commit_rename_fails(monkeypatch: pytest.MonkeyPatch) -> Callable[[], None]:
