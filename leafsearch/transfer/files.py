@@ -8,13 +8,17 @@ recorded and append from there (`export.py`)."""
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import io
 import os
+import stat
 import sys
 from typing import IO, BinaryIO
 
 import zstandard
+
+from leafsearch.transfer.client import TransferError
 
 GZIP_LEVEL = 6
 ZSTD_LEVEL = 3
@@ -63,7 +67,15 @@ def open_input(path: str) -> tuple[IO[bytes], CountingReader, int | None]:
         raw: BinaryIO = sys.stdin.buffer
         size = None
     else:
-        raw = open(path, "rb")  # noqa: SIM115 - closed through the returned reader
+        try:
+            raw = open(path, "rb")  # noqa: SIM115 - closed through the returned reader
+        except FileNotFoundError:
+            raise TransferError(f"no such file [{path}]") from None
+        except OSError as exc:
+            raise TransferError(f"cannot read [{path}]: {exc.strerror}") from None
+        if not stat.S_ISREG(os.fstat(raw.fileno()).st_mode):
+            raw.close()
+            raise TransferError(f"[{path}] is not a file")
         size = os.fstat(raw.fileno()).st_size
     counter = CountingReader(raw)
     buffered = io.BufferedReader(counter, buffer_size=1 << 20)
@@ -74,6 +86,26 @@ def open_input(path: str) -> tuple[IO[bytes], CountingReader, int | None]:
         reader = zstandard.ZstdDecompressor().stream_reader(buffered, read_across_frames=True)
         return io.BufferedReader(reader, buffer_size=1 << 20), counter, size  # type: ignore[arg-type]
     return buffered, counter, size
+
+
+def definition_path(path: str) -> str:
+    """Where `leafsearch export` writes the index's settings and mappings beside FILE (and where
+    `leafsearch import` looks for them)."""
+    return path + ".index.json"
+
+
+def replace_file(path: str, data: bytes) -> None:
+    """`path` replaced by `data` through a temporary file renamed over it, so a kill leaves the old
+    content or the new, never half of it, and no temporary file survives an exception."""
+    temporary = path + ".tmp"
+    try:
+        with open(temporary, "wb") as handle:
+            handle.write(data)
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(temporary)
+        raise
 
 
 def open_output(path: str, offset: int | None) -> BinaryIO:
