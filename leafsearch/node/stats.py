@@ -84,7 +84,8 @@ def _walks_section(node: Node, in_workers: list[dict[str, Any]]) -> dict[str, An
             for kind in kinds:
                 sums[kind] += entry[kind]
     contexts = []
-    for ctx in sorted(node.contexts.visible("pit") + node.contexts.visible("scroll"), key=lambda c: c.ctx_id):
+    visible = node.contexts.visible("pit") + node.contexts.visible("scroll") + node.contexts.visible("export")
+    for ctx in sorted(visible, key=lambda c: c.ctx_id):
         sums = held.get(ctx.ctx_id, dict.fromkeys(kinds, 0))
         entry = {"context": ctx.ctx_id, "type": ctx.kind, "indices": ",".join(ctx.indices)}
         contexts.append({**entry, "held_in_bytes": sum(sums.values()), **sums})
@@ -96,6 +97,7 @@ def _walks_section(node: Node, in_workers: list[dict[str, Any]]) -> dict[str, An
         **totals,
         "limit_in_bytes": int(node.cluster_settings.get(MAX_WALK_MEMORY)),
         "contexts": contexts,
+        "exports": node.search_services.exports.stats(),
     }
 
 

@@ -127,6 +127,7 @@ ACTIONS: dict[Callable[..., Any], Action] = {
     docs.bulk: Action("indices:data/write/bulk", "items"),
     docs.mget: Action("indices:data/read/mget", "items"),
     search.search: Action("indices:data/read/search", "filter"),
+    search.export: Action("indices:data/read/search", "filter"),
     search.count: Action("indices:data/read/search", "filter"),
     search.msearch: Action("indices:data/read/msearch", "items"),
     search.scroll: Action("indices:data/read/scroll", "context"),
@@ -346,7 +347,7 @@ class AccessControl:
         expression = holder.get("index")
         if action.scope == "monitor" and expression is None:
             return  # the whole cluster's figures; its handler hides the sections of other indices
-        if route.handler is search.search and expression is None and _opens_pit(request):
+        if route.handler in (search.search, search.export) and expression is None and _opens_pit(request):
             return  # a search on a PIT reads the PIT's indices, and the PIT belongs to its opener
         narrowed = narrow_expression(
             self.node.resolve_names,

@@ -26,7 +26,7 @@ from leafsearch.errors import ContentTooLong, ElasticError, ParseException, rele
 from leafsearch.request.params import parse_bool
 from leafsearch.rest.access import AccessControl, Refusal, is_loopback_host
 from leafsearch.rest.error_trace import with_stack_trace
-from leafsearch.rest.exchange import RestRequest, RestResponse
+from leafsearch.rest.exchange import RestRequest, RestResponse, Stream
 from leafsearch.rest.human import with_human_fields
 from leafsearch.rest.media import JSON, NotAcceptable, negotiate, response_format
 from leafsearch.rest.render import YAML, filter_path, render, to_json
@@ -168,6 +168,9 @@ class Dispatcher:
             status, payload, media, extra = await run_in_threadpool(
                 self._respond, route, request, content_type, pretty
             )
+            if not isinstance(payload, bytes):
+                await _send_stream(send, status, payload, method, extra, request.cancelled)
+                return
         finally:
             watcher.cancel()
         await _send(send, status, payload, media, method, extra)
@@ -220,7 +223,7 @@ class Dispatcher:
 
     def _respond(
         self, route: Route, request: RestRequest, content_type: str, pretty: bool
-    ) -> tuple[int, bytes, str, dict[str, str]]:
+    ) -> tuple[int, bytes | Stream, str, dict[str, str]]:
         """Run the handler (in a worker thread) and render its answer or its refusal; then give
         back the memory a heavy request freed (leafsearch/services/memory.py)."""
         try:
@@ -230,7 +233,7 @@ class Dispatcher:
 
     def _answer(
         self, route: Route, request: RestRequest, content_type: str, pretty: bool
-    ) -> tuple[int, bytes, str, dict[str, str]]:
+    ) -> tuple[int, bytes | Stream, str, dict[str, str]]:
         try:
             check_params(route, request)
             request.resolve_date_math()
@@ -238,6 +241,8 @@ class Dispatcher:
             parse_bool(request.params.get("error_trace"), False)
             human = parse_bool(request.params.get("human"), False)
             response: RestResponse = route.handler(self.node, request)
+            if response.stream is not None:
+                return response.status, response.stream, response.stream.media_type, response.headers
             if response.text is not None:
                 return response.status, response.text.encode(), TEXT, response.headers
             if response.body is None:
@@ -306,6 +311,29 @@ async def _send(
     headers.extend((k.encode(), v.encode()) for k, v in (extra or {}).items())
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": payload})
+
+
+async def _send_stream(
+    send: Send, status: int, stream: Stream, method: str, extra: dict[str, str], cancelled: threading.Event
+) -> None:
+    """A body sent chunk by chunk as the handler's stream produces it (chunked transfer: no
+    length). Each chunk is taken in a worker thread only once `send` returned, which waits while
+    the socket's buffer is full, so a slow client holds its producer back; a client that goes
+    away (`cancelled`) ends the stream, and `close()` stops its work either way."""
+    headers = [(b"content-type", stream.media_type.encode()), _PRODUCT]
+    headers.extend((k.encode(), v.encode()) for k, v in extra.items())
+    try:
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        if method != "HEAD":
+            chunks = stream.chunks()
+            while not cancelled.is_set():
+                chunk = await run_in_threadpool(next, chunks, None)
+                if chunk is None:
+                    break
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        await send({"type": "http.response.body", "body": b""})
+    finally:
+        stream.close()
 
 
 def _with_headers(send: Send, extra: dict[str, str]) -> Send:

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 
@@ -122,9 +123,23 @@ def _parse_error_reason(body: bytes, exc: orjson.JSONDecodeError) -> str:
 
 @dataclass
 class RestResponse:
-    """What a handler answers: a JSON-able body (dicts may hold RawJSON), text, or nothing."""
+    """What a handler answers: a JSON-able body (dicts may hold RawJSON), text, nothing, or a
+    `stream` of bytes sent as they come (chunked: the export)."""
 
     body: Any = None
     status: int = 200
     headers: dict[str, str] = field(default_factory=dict)
     text: str | None = None
+    stream: Stream | None = None
+
+
+class Stream(Protocol):
+    """A response body sent as it is produced: `chunks()` blocks for each next one (the HTTP layer
+    takes it in a worker thread once the socket has room); `close()` comes once the response
+    ended, sent whole or cut by the client's disconnect, and stops what still runs."""
+
+    media_type: str
+
+    def chunks(self) -> Iterator[bytes]: ...
+
+    def close(self) -> None: ...

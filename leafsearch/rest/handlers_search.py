@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from leafsearch.errors import ActionRequestValidation
 from leafsearch.node.slowlog import timed_search
+from leafsearch.request.export_request import parse_export_request
 from leafsearch.request.search_request import (
     parse_clear_scroll,
     parse_count_request,
@@ -19,6 +20,7 @@ from leafsearch.request.search_request import (
 )
 from leafsearch.request.timevalue import parse_time_value
 from leafsearch.rest.exchange import RestRequest, RestResponse
+from leafsearch.search import export as export_stream
 from leafsearch.search import opensearch_pit
 from leafsearch.search.msearch import Authorize, parse_msearch
 from leafsearch.search.msearch import msearch as run_msearch
@@ -37,6 +39,16 @@ def search(node: Node, req: RestRequest) -> RestResponse:
     with timed_search(node, index, body, req.headers.get("x-opaque-id")) as outcome:
         outcome.response = node.search(request, raw_hits=True, cancelled=req.cancelled)
     return RestResponse(outcome.response)
+
+
+def export(node: Node, req: RestRequest) -> RestResponse:
+    """`GET|POST [/<target>]/_export`, a leafsearch extension: every matching document of a
+    snapshot (the target's, taken now, or a PIT's) streamed as NDJSON (search/export.py). Read
+    as a search of its indices; a PIT's were checked when it was opened, and it is its opener's."""
+    request = parse_export_request(
+        req.json_object(), req.action_params(), indices=req.path_params.get("index")
+    )
+    return RestResponse(stream=export_stream.start(node.search_services, request, req.cancelled))
 
 
 def msearch(node: Node, req: RestRequest) -> RestResponse:

@@ -342,6 +342,8 @@ ROUTES = [
     Route.of("GET|POST", "/_search/scroll/{scroll_id}", search.scroll, SCROLL),
     Route.of("DELETE", "/_search/scroll", search.clear_scroll, {"scroll_id"}),
     Route.of("DELETE", "/_search/scroll/{scroll_id}", search.clear_scroll),
+    Route.of("GET|POST", "/_export", search.export),
+    Route.of("GET|POST", "/{index}/_export", search.export, INDICES_OPTIONS),
     Route.of("POST", "/{index}/_pit", search.open_pit, PIT),
     Route.of("POST", "/_pit", search.open_pit, PIT | {"index"}),
     Route.of("DELETE", "/_pit", search.close_pit),

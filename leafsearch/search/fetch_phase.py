@@ -142,21 +142,26 @@ def _raw_columns(target: Target, page: _Page, fetch: ShardFetch) -> list[Iterabl
     if request.seq_no_primary_term:
         seq_nos = hit_columns.page_column(page.groups, n, lambda seg, docs: seg.seq_nos[docs])
         pieces += [b',"_seq_no":', hit_columns.json_items(seq_nos.tolist()), b',"_primary_term":1']
-    pieces.append(b',"_score":')
-    pieces.append(b"null" if fetch.scores is None else hit_columns.json_scores(fetch.scores))
+    if not fetch.lines:
+        pieces.append(b',"_score":')
+        pieces.append(b"null" if fetch.scores is None else hit_columns.json_scores(fetch.scores))
     if page.routings.count(None) != n:
         pieces.append([b"" if r is None else b',"_routing":' + dumps(r) for r in page.routings])
     if request.source.fetch and loaded:
-        if None in page.sources:
-            pieces.append([b"" if s is None else b',"_source":' + s for s in page.sources])
+        sources = page.sources
+        if request.source.filtering:  # (an export's lines only: searches render dicts then)
+            flt = request.source
+            sources = [None if s is None else fetch_helpers.filter_source(s, flt) for s in sources]
+        if None in sources:
+            pieces.append([b"" if s is None else b',"_source":' + s for s in sources])
         else:
-            pieces += [b',"_source":', page.sources]  # type: ignore[list-item]
+            pieces += [b',"_source":', sources]  # type: ignore[list-item]
     if request.docvalue_fields:
         parts = hit_columns.docvalue_fields_json(page.groups, [target], request.docvalue_fields)
         pieces.append(page.order.merge(parts))
     if fetch.sort_values is not None:
         pieces += [b',"sort":[', _sort_json(fetch.sort_values), b"]"]
-    pieces.append(b"},")
+    pieces.append(b"}\n" if fetch.lines else b"},")
     merged: list[bytes | list[bytes]] = []
     for piece in pieces:
         if isinstance(piece, bytes) and merged and isinstance(merged[-1], bytes):
@@ -280,6 +285,33 @@ def render_hits(
     return hits
 
 
+def render_lines(
+    hitlist: HitList,
+    start: int,
+    end: int,
+    request: SearchRequest,
+    *,
+    shards: Sequence[ShardSearch],
+    pool: Executor | None = None,
+) -> bytes:
+    """Hits [start, end) as an export's NDJSON lines (`ShardFetch.lines`): each shard renders its
+    hits by column, and a page of several shards is interleaved in page order, one list step per
+    hit. The sources are spliced as stored (filtered by the shard when `_source` asks)."""
+    if end <= start:
+        return b""
+    parts, fetches = page_fetches(hitlist, start, end, request, raw=True, last_phase=False, lines=True)
+    results = each_phase(pool, shards, "fetch", fetches)
+    if len(parts) == 1:
+        assert results[0].page is not None
+        return results[0].page
+    lines: list[Any] = [None] * (end - start)
+    for (_, rows), result in zip(parts, results, strict=True):
+        assert rows is not None and result.hits is not None
+        for row, line in zip(rows.tolist(), result.hits, strict=True):
+            lines[row] = line
+    return b"".join(lines)
+
+
 def fetched_with_query(
     hitlist: HitList, start: int, end: int, request: SearchRequest, fetches: list[ShardFetch]
 ) -> list[ShardFetchResult] | None:
@@ -307,12 +339,19 @@ def fetched_with_query(
 
 
 def page_fetches(
-    hitlist: HitList, start: int, end: int, request: SearchRequest, *, raw: bool, last_phase: bool
+    hitlist: HitList,
+    start: int,
+    end: int,
+    request: SearchRequest,
+    *,
+    raw: bool,
+    last_phase: bool,
+    lines: bool = False,
 ) -> tuple[list[tuple[int, np.ndarray | None]], list[ShardFetch]]:
     """The `ShardFetch` of each shard holding hits of [start, end) (not empty), in page order of
     each shard's first hit, and per shard its rows in the page (None: the whole page). A shard
     that fetches with its query (query_and_fetch.py) builds its message here too, from the same
-    hit list, so both paths send the same fetch."""
+    hit list, so both paths send the same fetch. `lines`: the hits as an export's lines."""
     sl = slice(start, end)
     tpos, docs = hitlist.target[sl], hitlist.doc[sl]
     sorted_by_field = bool(request.sort) and request.sort[0].field != "_score"
@@ -342,6 +381,7 @@ def page_fetches(
                 form,
                 None if hitlist.contexts is None else hitlist.contexts[shard],
                 last_phase,
+                lines,
             )
         )
     return parts, fetches

@@ -39,7 +39,7 @@ def search_pit(
     its keep-alive becomes the larger of the old and the requested one, counted from the end of
     this search, as Elasticsearch's ReaderContext does."""
     assert request.pit is not None
-    ctx = _acquire(services, request.pit.id, "pit")
+    ctx = acquire_context(services, request.pit.id, "pit")
     keep_alive = None
     try:
         if request.pit.keep_alive:
@@ -129,7 +129,7 @@ def _batch(
     return body
 
 
-def _acquire(services: CoordinatorServices, context_id: str, kind: str) -> ReaderContext:
+def acquire_context(services: CoordinatorServices, context_id: str, kind: str) -> ReaderContext:
     """A PIT or scroll context, in use until released; a missing one fails the search phase."""
     try:
         return services.contexts.acquire(context_id, kind)
@@ -147,7 +147,7 @@ def scroll(
     started = time.perf_counter()
     if services.contexts.decode_id(scroll_id, "scroll") is None:
         raise IllegalArgument("Cannot parse scroll id")
-    ctx = _acquire(services, scroll_id, "scroll")
+    ctx = acquire_context(services, scroll_id, "scroll")
     seconds = None
     try:
         if keep_alive is not None:

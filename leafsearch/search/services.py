@@ -16,6 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
+from leafsearch.search.stats import ExportStats
+
 if TYPE_CHECKING:
     from leafsearch.common.settings import ClusterSettings
     from leafsearch.index.index import Index
@@ -74,3 +76,10 @@ class CoordinatorServices(SearchServices):
     contexts: ContextRegistry = field(init=False)
     #: The search worker processes (None: searches run in this process).
     workers: WorkerPool | None = field(init=False, default=None)
+    #: What the node's streaming exports do (export.py).
+    exports: ExportStats = field(init=False, default_factory=ExportStats)
+
+
+def _export_stats() -> ExportStats:
+
+    return ExportStats()

@@ -172,6 +172,9 @@ class ShardFetch:
     #: it without a context of its own (Elasticsearch's fetch frees a single-session reader
     #: context), which saves a release message per shard.
     last_phase: bool = False
+    #: Each hit as a line of an export (`_export`, export.py): no `_score`, `_source` filtered
+    #: here, each object followed by a newline instead of a comma (forms "page" and "hits").
+    lines: bool = False
 
 
 @dataclass(slots=True)

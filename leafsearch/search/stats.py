@@ -132,3 +132,34 @@ def _shard_stats(targets: Iterable[ShardRead]) -> list[SearchStats]:
             stats = shards[target.shard_id].search_stats
             seen[id(stats)] = stats
     return list(seen.values())
+
+
+class ExportStats:
+    """What the node's exports do (`walks.exports` of `_nodes/stats`): running, finished, lines."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.current = 0
+        self.total = 0
+        self.lines = 0
+        self.cancelled = 0
+
+    def started(self) -> None:
+        with self._lock:
+            self.current += 1
+            self.total += 1
+
+    def ended(self, lines: int, cancelled: bool) -> None:
+        with self._lock:
+            self.current -= 1
+            self.lines += lines
+            self.cancelled += int(cancelled)
+
+    def stats(self) -> dict[str, int]:
+        with self._lock:
+            return {
+                "current": self.current,
+                "total": self.total,
+                "lines": self.lines,
+                "cancelled": self.cancelled,
+            }
