@@ -57,14 +57,14 @@ READ_BLOCK = 4 << 20
 _PLAIN_ACTION = b'{"index":{}}'
 _CONFLICT = "version_conflict_engine_exception"
 
-_STRING = rb'"(?:[^"\\\n]|\\.)*"'
-# A record line's head up to its source, and its tail after it (the optional sort, the closing brace).
-_RECORD_HEAD = re.compile(rb'^\{"_index":' + _STRING + rb',"_id":(' + _STRING + rb'),"_source":', re.M)
+# A record line's head up to its source (after the newline before it), and its tail after the
+# source: the optional sort, the record's closing brace, the newline. Ids, routings and sort
+# values with a quote, backslash or bracket do not match: such a chunk takes the slow path.
+_RECORD_HEAD = re.compile(rb'\n\{"_index":"[^"\\\n]*","_id":("[^"\\\n]*"),"_source":')
 _ROUTED_HEAD = re.compile(
-    rb'^\{"_index":' + _STRING + rb',"_id":(' + _STRING + rb'),"_routing":(' + _STRING + rb'),"_source":',
-    re.M,
+    rb'\n\{"_index":"[^"\\\n]*","_id":("[^"\\\n]*"),"_routing":("[^"\\\n]*"),"_source":'
 )
-_RECORD_TAIL = re.compile(rb'(?:,"sort":\[(?:' + _STRING + rb'|[^"\]\n])*\])?\}$', re.M)
+_RECORD_TAIL = re.compile(rb'\}(?:,"sort":\[[^\]\n]*\])?\}\n')
 
 
 @dataclass
@@ -273,16 +273,16 @@ class _Framer:
         return _Chunk(number, body, first_line, len(lines), derived=True)
 
     def _records(self, number: int, first_line: int, lines: list[bytes]) -> _Chunk | None:
-        text = b"\n".join(lines)
-        text, tails = _RECORD_TAIL.subn(b"", text)
+        text = b"\n" + b"\n".join(lines) + b"\n"
+        text, tails = _RECORD_TAIL.subn(b"}\n", text)
         if tails != len(lines):
             return None
-        text, heads = _RECORD_HEAD.subn(rb'{"index":{"_id":\1}}' + b"\n", text)
+        text, heads = _RECORD_HEAD.subn(rb'\n{"index":{"_id":\1}}' + b"\n", text)
         if heads != len(lines):
-            text, routed = _ROUTED_HEAD.subn(rb'{"index":{"_id":\1,"routing":\2}}' + b"\n", text)
+            text, routed = _ROUTED_HEAD.subn(rb'\n{"index":{"_id":\1,"routing":\2}}' + b"\n", text)
             if heads + routed != len(lines):
                 return None
-        return _Chunk(number, text + b"\n", first_line, len(lines))
+        return _Chunk(number, text[1:], first_line, len(lines))
 
     def _parsed(self, number: int, first_line: int, lines: list[bytes]) -> _Chunk | None:
         out: list[bytes] = []
