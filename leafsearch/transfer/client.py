@@ -23,6 +23,10 @@ class TransferError(Exception):
         self.status = status
 
 
+class InputError(TransferError):
+    """The input file cannot be read as the command needs it (missing, not NDJSON, corrupt)."""
+
+
 class Client:
     """`url`'s HTTP API with optional basic (`user` as `name:password`) or API key authentication."""
 

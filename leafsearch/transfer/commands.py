@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -162,7 +163,14 @@ def export_command(
     `leafsearch import` and elasticdump read. The export reads a point in time, so documents
     written meanwhile do not change what it exports."""
     from leafsearch.transfer.client import TransferError
-    from leafsearch.transfer.export import Exporter, ExportPlan, load_state, parse_sort, parse_source
+    from leafsearch.transfer.export import (
+        Exporter,
+        ExportPlan,
+        load_state,
+        parse_sort,
+        parse_source,
+        state_path,
+    )
 
     if resume and file == "-":
         raise click.UsageError("--resume needs a FILE (standard output cannot be continued)")
@@ -193,7 +201,6 @@ def export_command(
                 keep_alive=keep_alive,
             )
             exporter = Exporter.start(client, plan, quiet=quiet)
-        resumable = file != "-" and data is None
         hint = (
             f"to continue: leafsearch export {index} {file} --resume "
             f"(within --keep-alive, {exporter.plan.keep_alive})"
@@ -206,10 +213,11 @@ def export_command(
                     "an export of a data folder reads a point in time of the process that ran it, "
                     "which ended with it: start the export again without --resume"
                 ) from None
-            if resumable and exc.type != "search_context_missing_exception":
+            if _resumable(state_path(file), data) and exc.type != "search_context_missing_exception":
                 raise TransferError(f"{exc}\n{hint}", exc.type, exc.status) from None
             raise
         except KeyboardInterrupt:
+            resumable = _resumable(state_path(file), data)
             click.echo(f"leafsearch: interrupted{chr(10) + hint if resumable else ''}", err=True)
             sys.exit(130)
         except BrokenPipeError:  # `export | head`: the reader has what it wanted (the PIT is closed)
@@ -223,6 +231,12 @@ def export_command(
         f"exported {total:,} {_documents(total)} of [{index}] ({this_run}{seconds:.1f}s, {rate:,.0f} docs/s)",
         err=True,
     )
+
+
+def _resumable(state_file: str, data: str | None) -> bool:
+    """Whether an interrupted command can be continued with --resume: it recorded its state, and
+    it did not run on a data folder (whose node, and point in time, ended with the command)."""
+    return data is None and os.path.exists(state_file)
 
 
 def _documents(n: int) -> str:
@@ -293,9 +307,10 @@ def import_command(
     _bulk format. Exits with status 1 when any item failed; each failure is written to the
     errors file. An interrupted import of a FILE continues with --resume: no document is lost or
     written twice."""
-    from leafsearch.transfer.client import TransferError
-    from leafsearch.transfer.files import definition_path, open_input
+    from leafsearch.transfer.client import InputError, TransferError
+    from leafsearch.transfer.files import check_input, definition_path
     from leafsearch.transfer.importer import Importer, create_index, load_definition, load_import_state
+    from leafsearch.transfer.importer import state_path as import_state_path
 
     if resume and file == "-":
         raise click.UsageError("--resume needs a FILE (standard input cannot be continued)")
@@ -314,8 +329,8 @@ def import_command(
         importer = Importer(
             client, index, workers=workers, chunk_docs=chunk, errors_path=errors_path, quiet=quiet
         )
+        check_input(file)  # a missing or unreadable FILE is said before anything is done
         if state is None and file != "-":
-            open_input(file)[0].close()  # a missing or unreadable FILE is said before anything is done
             state = importer.new_state(file)
         if mapping is not None and not resume:
             create_index(client, index, load_definition(mapping))
@@ -326,10 +341,16 @@ def import_command(
         try:
             result = importer.run(file, state)
         except KeyboardInterrupt:
-            click.echo(f"leafsearch: interrupted{chr(10) + hint if state is not None else ''}", err=True)
+            resumable = _resumable(import_state_path(file), None)
+            click.echo(f"leafsearch: interrupted{chr(10) + hint if resumable else ''}", err=True)
             sys.exit(130)
+        except InputError:
+            if state is not None and not state.acknowledged:  # nothing was sent: nothing to resume
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(import_state_path(file))
+            raise
         except TransferError as exc:
-            if state is None:
+            if not _resumable(import_state_path(file), None):
                 raise
             raise TransferError(f"{exc}\n{hint}", exc.type, exc.status) from None
     seconds = time.monotonic() - started

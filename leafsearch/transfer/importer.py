@@ -45,7 +45,7 @@ from typing import IO, Any
 import orjson
 import zstandard
 
-from leafsearch.transfer.client import Client, TransferError
+from leafsearch.transfer.client import Client, InputError, TransferError
 from leafsearch.transfer.files import open_input, replace_file
 from leafsearch.transfer.progress import bytes_bar
 
@@ -231,7 +231,7 @@ class _Framer:
         try:
             obj = orjson.loads(first)
         except orjson.JSONDecodeError as exc:
-            raise TransferError(f"the input is not NDJSON: line 1 is not JSON ({exc})") from None
+            raise InputError(f"the input is not NDJSON: line 1 is not JSON ({exc})") from None
         if _is_action(obj):
             self.format = "bulk"
         elif _is_record(obj):
@@ -239,7 +239,7 @@ class _Framer:
         elif isinstance(obj, dict):
             self.format = "plain"
         else:
-            raise TransferError("the input is not NDJSON documents: line 1 is not a JSON object")
+            raise InputError("the input is not NDJSON documents: line 1 is not a JSON object")
 
     def chunk(self, number: int, first_line: int, lines: list[bytes]) -> _Chunk | None:
         if self.format is None:
@@ -407,6 +407,8 @@ class Importer:
         failures = _Failures(self.errors_path, result, append=bool(acknowledged))
         framer = _Framer(failures, state.run if state is not None else None)
         reader, counter, size = open_input(path)
+        if state is not None:  # before anything is sent: a rerun must reuse this run's derived ids
+            save_import_state(state)
         in_flight = threading.BoundedSemaphore(self.workers * 2)
         lock = threading.Lock()
         broken: list[BaseException] = []  # a request that failed as a whole (transport, bad answer)
@@ -496,7 +498,7 @@ def _read_groups(
     try:
         yield from _blocks_of_lines(reader, chunk_docs, chunk_bytes)
     except (OSError, EOFError, zstandard.ZstdError) as exc:
-        raise TransferError(f"cannot read [{path}]: {exc}") from None
+        raise InputError(f"cannot read [{path}]: {exc}") from None
 
 
 def save_import_state(state: ImportState) -> None:
