@@ -6,14 +6,15 @@ one server.
     python -m bench.transfer --docs 200000 --json transfer.json
 
 Rows, in order:
-- raw `_bulk`, 4 clients: pre-encoded bodies of 5,000 documents posted by 4 threads into `bench`
-  (with the benchmark's mapping): the import's reference;
+- `bench` is loaded (raw `_bulk`, not measured);
 - the raw stream: `POST /bench/_export`, bytes received and counted, not decoded (the export's
   reference); `leafsearch export` of `bench` to `.ndjson` (1 stream, 2 slices) and to `.ndjson.zst`;
   elasticdump's export (scroll, `--limit 10000`);
-- `leafsearch import` of the exported `.ndjson` into a new index (`--workers 4`; the mapping from
-  the `.index.json` the export wrote beside it), and elasticdump's import of the same file
-  (`--limit 5000`) into an index created with the same mapping.
+- raw `_bulk`, 4 clients: the same pre-encoded bodies of 5,000 documents posted by 4 threads into a
+  new index with the benchmark's mapping, then `_refresh` (the import's reference); `leafsearch
+  import` of the exported `.ndjson` into a new index (`--workers 4`; the mapping from the
+  `.index.json` the export wrote beside it; it ends with `_refresh` too), and elasticdump's
+  import of the same file (`--limit 5000`) into an index created with the same mapping.
 Each figure is documents per second of wall time for the whole command, process start included,
 and CPU milliseconds per 1,000 documents: the client's (this process's threads for the raw rows,
 the command's process otherwise), the server process's and its workers'. Every export is checked
@@ -167,13 +168,9 @@ def run(n: int, work: Path, elasticdump: bool) -> tuple[list[Row], int]:
     bench = Bench(server, n)
     peak_rss = 0
     try:
-        bench.create("bench")
-        raw_bulk = bench.measure(
-            f"raw _bulk, {BULK_CLIENTS} clients", lambda: bench.raw_bulk(bodies, "bench"), in_process=True
-        )
-        del bodies
+        bench.create("bench")  # the index the exports read
+        bench.raw_bulk(bodies, "bench")
         assert bench.count("bench") == n
-        bench.http.post("/bench/_forcemerge", params={"max_num_segments": 1})  # as a finished load
 
         raw = bench.measure(
             "raw stream (_export, bytes received)", lambda: bench.raw_stream("bench"), in_process=True
@@ -213,6 +210,18 @@ def run(n: int, work: Path, elasticdump: bool) -> tuple[list[Row], int]:
             )
         peak_rss = max(peak_rss, server.memory_kb("VmRSS"))
 
+        # the import's reference, in the same state of the server: raw bodies, then the refresh
+        # that `leafsearch import` also ends with
+        bench.create("bench-raw")
+        raw_bulk = bench.measure(
+            f"raw _bulk, {BULK_CLIENTS} clients, then _refresh",
+            lambda: (bench.raw_bulk(bodies, "bench-raw"), bench.count("bench-raw")),
+            in_process=True,
+        )
+        bodies.clear()
+        if bench.count("bench-raw") != n:
+            raise RuntimeError("raw _bulk: not every document arrived")
+        bench.drop("bench-raw")
         row = bench.measure(
             f"leafsearch import of the export, --workers {BULK_CLIENTS}",
             _leafsearch(

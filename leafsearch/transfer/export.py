@@ -362,7 +362,7 @@ class Exporter:
         if plan.output != "-":
             save_state(state)
         queues: list[queue.Queue] = [queue.Queue(READ_AHEAD_PIECES) for _ in range(plan.slices)]
-        self._compressors = ThreadPoolExecutor(max(1, min(plan.slices, os.cpu_count() or 1)), "compress")
+        self._compressors = ThreadPoolExecutor(os.cpu_count() or 1, "compress")  # pieces are independent
         readers = [
             threading.Thread(target=self._read_slice, args=(i, queues[i]), daemon=True, name=f"export-{i}")
             for i in range(plan.slices)

@@ -45,7 +45,7 @@ from typing import IO, Any
 import orjson
 import zstandard
 
-from leafsearch.transfer.client import Client, InputError, TransferError
+from leafsearch.transfer.client import Client, InputError, TransferError, decode
 from leafsearch.transfer.files import open_input, replace_file
 from leafsearch.transfer.progress import bytes_bar
 
@@ -56,6 +56,7 @@ STATE_VERSION = 1
 READ_BLOCK = 4 << 20
 _PLAIN_ACTION = b'{"index":{}}'
 _CONFLICT = "version_conflict_engine_exception"
+_NO_ERRORS = b'"errors":false'
 
 # The fast path's rewrites of a chunk of record lines, each a constant replacement (the regular
 # expressions start with a literal, which `re` finds with a fast scan): a record's head up to its
@@ -471,20 +472,19 @@ class Importer:
     def _send(self, chunk: _Chunk, failures: _Failures) -> int:
         """One bulk request; failed items go to `failures`. Returns the items that succeeded."""
         for attempt in range(RETRIES_ON_429 + 1):
-            status, response = self.client.request(
-                "POST", f"/{self.index}/_bulk", ndjson=chunk.body, allow=(400, 403, 404, 413, 429, 500, 503)
-            )
+            status, content = self.client.request_bytes("POST", f"/{self.index}/_bulk", ndjson=chunk.body)
             if status != 429 or attempt == RETRIES_ON_429:
                 break
             time.sleep(0.5 * 2**attempt)
-        if status >= 400:
+        if status == 200 and _NO_ERRORS in content[:64]:
+            return chunk.count  # the answer's items are not read (nor decoded) when none failed
+        response = decode(content)
+        if status >= 400 or not isinstance(response, dict) or "items" not in response:
             error = response.get("error") if isinstance(response, dict) else response
             for i in range(chunk.count):
                 line_no, kind, doc_id = chunk.item(i)
                 failures.add(line_no, kind, doc_id, status, error)
             return 0
-        if not response.get("errors"):
-            return chunk.count
         ok = 0
         for i, item in enumerate(response["items"]):
             line_no, kind, doc_id = chunk.item(i)
