@@ -345,7 +345,7 @@ def import_command(
             click.echo(f"leafsearch: interrupted{chr(10) + hint if resumable else ''}", err=True)
             sys.exit(130)
         except InputError:
-            if state is not None and not state.acknowledged:  # nothing was sent: nothing to resume
+            if state is not None and state.done_below == 0 and not state.acknowledged:  # nothing sent
                 with contextlib.suppress(FileNotFoundError):
                     os.remove(import_state_path(file))
             raise

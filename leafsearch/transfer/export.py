@@ -64,7 +64,7 @@ READ_AHEAD_PIECES = 4
 PIECE_BYTES = 1 << 20
 #: Responses a streamed slice may take when its connection breaks (each resumes at its cursor).
 STREAM_ATTEMPTS = 3
-READER_JOIN_SECONDS = 10.0
+READER_JOIN_SECONDS = 2.0
 
 
 @dataclass

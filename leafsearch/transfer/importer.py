@@ -102,10 +102,26 @@ class ImportState:
     run: str
     chunk_docs: int
     chunk_bytes: int
-    acknowledged: list[int] = field(default_factory=list)
+    identity: list[int]  # the file's size and modification time: a changed file is not resumed
+    done_below: int = 0  # every chunk numbered below was acknowledged
+    acknowledged: list[int] = field(default_factory=list)  # and these, above it
     succeeded: int = 0
     failed: int = 0
     version: int = STATE_VERSION
+
+    def acknowledge(self, number: int) -> None:
+        """Chunk `number` acknowledged; the list keeps only those above the acknowledged prefix, so
+        the state stays small however long the file."""
+        self.acknowledged.append(number)
+        if number == self.done_below:
+            above = set(self.acknowledged)
+            while self.done_below in above:
+                above.discard(self.done_below)
+                self.done_below += 1
+            self.acknowledged = sorted(above)
+
+    def was_acknowledged(self, number: int) -> bool:
+        return number < self.done_below or number in self.acknowledged
 
 
 @dataclass
@@ -145,7 +161,18 @@ def load_import_state(path: str) -> ImportState:
         raise TransferError(f"[{state_path(path)}] is not a state file: {exc}") from None
     if raw.get("version") != STATE_VERSION:
         raise TransferError(f"[{state_path(path)}] was written by another version of leafsearch import")
-    return ImportState(**raw)
+    state = ImportState(**raw)
+    if state.identity != file_identity(path):
+        raise TransferError(
+            f"[{path}] changed since the interrupted import (its size or modification time): "
+            "import it again without --resume"
+        )
+    return state
+
+
+def file_identity(path: str) -> list[int]:
+    info = os.stat(path)
+    return [info.st_size, info.st_mtime_ns]
 
 
 class _Failures:
@@ -406,7 +433,12 @@ class Importer:
 
     def new_state(self, path: str) -> ImportState:
         return ImportState(
-            os.path.abspath(path), self.index, secrets.token_hex(4), self.chunk_docs, self.chunk_bytes
+            os.path.abspath(path),
+            self.index,
+            secrets.token_hex(4),
+            self.chunk_docs,
+            self.chunk_bytes,
+            file_identity(path),
         )
 
     def run(self, path: str, state: ImportState | None) -> ImportResult:
@@ -416,8 +448,8 @@ class Importer:
         if state is not None:
             self.chunk_docs, self.chunk_bytes = state.chunk_docs, state.chunk_bytes
             result.succeeded, result.failed = state.succeeded, state.failed
-        acknowledged = set(state.acknowledged) if state is not None else set()
-        failures = _Failures(self.errors_path, result, append=bool(acknowledged))
+        resumed = state is not None and (state.done_below > 0 or bool(state.acknowledged))
+        failures = _Failures(self.errors_path, result, append=resumed)
         framer = _Framer(failures, state.run if state is not None else None)
         reader, counter, size = open_input(path)
         if state is not None:  # before anything is sent: a rerun must reuse this run's derived ids
@@ -440,14 +472,14 @@ class Importer:
                         result.this_run += chunk.count
                         if state is not None:
                             failures.flush()
-                            state.acknowledged.append(chunk.number)
+                            state.acknowledge(chunk.number)
                             state.succeeded, state.failed = result.succeeded, result.failed
                             save_import_state(state)
                     bar.update(task, completed=counter.consumed, docs=result.this_run)
 
                 groups = _read_groups(reader, path, self.chunk_docs, self.chunk_bytes)
                 for number, (first_line, lines) in enumerate(groups):
-                    if number in acknowledged:
+                    if state is not None and state.was_acknowledged(number):
                         if framer.format == "bulk":  # an action's source may be in the next chunk
                             framer.replay(number, first_line, lines)
                         continue

@@ -10,7 +10,17 @@ from pathlib import Path
 import orjson
 import pytest
 
-from leafsearch.transfer.importer import ImportResult, _blocks_of_lines, _Failures, _Framer
+from leafsearch.transfer.client import TransferError
+from leafsearch.transfer.importer import (
+    ImportResult,
+    ImportState,
+    _blocks_of_lines,
+    _Failures,
+    _Framer,
+    file_identity,
+    load_import_state,
+    save_import_state,
+)
 
 
 def framer(tmp_path: Path, run: str | None = "r1") -> _Framer:
@@ -98,3 +108,22 @@ def test_chunks_depend_on_the_input_only(monkeypatch: pytest.MonkeyPatch, read_b
         assert len(lines) == 64 or (size >= 2000 and size - len(lines[-1]) < 2000)
     monkeypatch.setattr("leafsearch.transfer.importer.READ_BLOCK", 1 << 20)
     assert groups == list(_blocks_of_lines(io.BytesIO(data), 64, 2000))
+
+
+def test_import_state_keeps_the_acknowledged_prefix_small() -> None:
+    state = ImportState("f", "i", "run", 10, 100, [0, 0])
+    for number in (1, 0, 3, 2, 5, 7):
+        state.acknowledge(number)
+    assert (state.done_below, state.acknowledged) == (4, [5, 7])
+    assert [state.was_acknowledged(i) for i in range(9)] == [True] * 4 + [False, True, False, True, False]
+
+
+def test_a_file_changed_since_the_interrupted_import_is_not_resumed(tmp_path: Path) -> None:
+    source = tmp_path / "docs.ndjson"
+    source.write_bytes(b'{"n": 1}\n')
+    state = ImportState(str(source), "i", "run", 10, 100, file_identity(str(source)))
+    save_import_state(state)
+    assert load_import_state(str(source)).run == "run"
+    source.write_bytes(b'{"n": 1}\n{"n": 2}\n')
+    with pytest.raises(TransferError, match="changed since the interrupted import"):
+        load_import_state(str(source))

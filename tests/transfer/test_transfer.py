@@ -467,7 +467,9 @@ def test_import_killed_at_random_moments_resumes_without_loss_or_duplicate(
         process = _start(*args)
         for _ in range(3):
             target = rng.randrange(1, n // 500)
-            if not _kill_when(process, lambda s, t=target: len(s["acknowledged"]) >= t, state):
+            if not _kill_when(
+                process, lambda s, t=target: s["done_below"] + len(s["acknowledged"]) >= t, state
+            ):
                 break
             process = _start(*args, "--resume")
         assert process.wait(timeout=300) == 0, (seed, process.stderr.read().decode())
