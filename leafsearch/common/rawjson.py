@@ -6,6 +6,8 @@ renderer splice them into the response (orjson.Fragment) instead of parsing and 
 
 from __future__ import annotations
 
+import pickle
+
 import orjson
 
 
@@ -15,6 +17,13 @@ class RawJSON:
     def __init__(self, data: bytes) -> None:
         self.data = data
 
+    def __reduce_ex__(self, protocol: int) -> tuple:
+        """Pickled (protocol 5) with its bytes as a buffer: a search worker sends a rendered page
+        out of band, and the server process holds the bytes it read, without a copy."""
+        if protocol >= 5:
+            return _rebuilt, (pickle.PickleBuffer(self.data),)
+        return RawJSON, (self.data,)
+
     def parsed(self):
         return orjson.loads(self.data)
 
@@ -23,3 +32,13 @@ class RawJSON:
 
     def __repr__(self) -> str:
         return f"RawJSON({self.data[:60]!r})"
+
+
+def as_bytes(data: bytes | memoryview) -> bytes:
+    """An out-of-band buffer as bytes: the one a search worker's reply was read into, or a copy
+    of a view another transport (Ray's object store) hands over."""
+    return data if isinstance(data, bytes) else bytes(data)
+
+
+def _rebuilt(data: bytes | memoryview) -> RawJSON:
+    return RawJSON(as_bytes(data))

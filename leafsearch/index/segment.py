@@ -115,6 +115,10 @@ def build_postings(
     }
 
 
+#: Consecutive source blocks read together past which they skip the block cache (`sources`).
+_UNCACHED_RUN = 16
+
+
 class SegmentWriter:
     """Collects the arrays of a new segment and writes them to a folder, fsynced."""
 
@@ -334,11 +338,11 @@ class Segment:
         hi = np.searchsorted(self.id_terms, ids, side="right")
         return lo, hi
 
-    def source_blocks(self, indexes: list[int]) -> list[bytes]:
+    def source_blocks(self, indexes: list[int], *, cached: bool = True) -> list[bytes]:
         """Decompressed `_source` blocks, through the node's block cache when the shard gave this
         segment one (`blocks`): one cache lookup and one store for all of them, since a page of
-        scattered hits needs dozens."""
-        cache = self.blocks
+        scattered hits needs dozens. `cached=False` reads them without the cache."""
+        cache = self.blocks if cached else None
         keys = [(self._cache_key, index) for index in indexes]
         found = cache.get_many(keys) if cache is not None else [None] * len(keys)
         missing = [position for position, data in enumerate(found) if data is None]
@@ -361,7 +365,10 @@ class Segment:
         thousand documents costs a few dozen block reads and a thousand slices."""
         docs = np.asarray(docs, dtype=np.int64)
         needed, which = np.unique(docs // self.source_block_docs, return_inverse=True)
-        blocks = self.source_blocks(needed.tolist())
+        # A run of consecutive blocks is a walk in index order (an export, a `_doc` scroll): it
+        # reads each block once, and keeping them would only push scattered hits' blocks out.
+        run = len(needed) >= _UNCACHED_RUN and int(needed[-1] - needed[0]) == len(needed) - 1
+        blocks = self.source_blocks(needed.tolist(), cached=not run)
         starts, ends = self._source_bounds(docs)
         return [
             blocks[w][s:e]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import threading
 import zlib
 from typing import TYPE_CHECKING, Any
@@ -25,6 +26,7 @@ from starlette.routing import Route as StarletteRoute
 from leafsearch.errors import ContentTooLong, ElasticError, ParseException, release_frames
 from leafsearch.request.params import parse_bool
 from leafsearch.rest.access import AccessControl, Refusal, is_loopback_host
+from leafsearch.rest.connections import TRANSPORT
 from leafsearch.rest.error_trace import with_stack_trace
 from leafsearch.rest.exchange import RestRequest, RestResponse, Stream
 from leafsearch.rest.human import with_human_fields
@@ -169,7 +171,8 @@ class Dispatcher:
                 self._respond, route, request, content_type, pretty
             )
             if not isinstance(payload, bytes):
-                await _send_stream(send, status, payload, method, extra, request.cancelled)
+                transport = scope.get(TRANSPORT)
+                await _send_stream(send, status, payload, method, extra, request.cancelled, transport)
                 return
         finally:
             watcher.cancel()
@@ -314,19 +317,33 @@ async def _send(
 
 
 async def _send_stream(
-    send: Send, status: int, stream: Stream, method: str, extra: dict[str, str], cancelled: threading.Event
+    send: Send,
+    status: int,
+    stream: Stream,
+    method: str,
+    extra: dict[str, str],
+    cancelled: threading.Event,
+    transport: Any,
 ) -> None:
     """A body sent chunk by chunk as the handler's stream produces it (chunked transfer: no
     length). Each chunk is taken in a worker thread only once `send` returned, which waits while
     the socket's buffer is full, so a slow client holds its producer back; a client that goes
-    away (`cancelled`) ends the stream, and `close()` stops its work either way."""
+    away (`cancelled`) ends the stream, and `close()` stops its work either way.
+
+    Over plain TCP the stream is also given a duplicate of the connection's socket, with nothing
+    pending on it before each chunk is asked for: it may write the rest of the body to it itself
+    (its chunks framed as HTTP's; the final empty chunk is sent here)."""
     headers = [(b"content-type", stream.media_type.encode()), _PRODUCT]
     headers.extend((k.encode(), v.encode()) for k, v in extra.items())
+    sink = None
     try:
         await send({"type": "http.response.start", "status": status, "headers": headers})
         if method != "HEAD":
-            chunks = stream.chunks()
+            sink = _plain_socket(transport)
+            chunks = stream.chunks(sink)
             while not cancelled.is_set():
+                if sink is not None:
+                    await _drained(transport)
                 chunk = await run_in_threadpool(next, chunks, None)
                 if chunk is None:
                     break
@@ -334,6 +351,22 @@ async def _send_stream(
         await send({"type": "http.response.body", "body": b""})
     finally:
         stream.close()
+        if sink is not None:
+            os.close(sink)
+
+
+def _plain_socket(transport: Any) -> int | None:
+    """A duplicate of the connection's socket when it is plain TCP (not TLS), else None."""
+    if transport is None or transport.get_extra_info("sslcontext") is not None:
+        return None
+    sock = transport.get_extra_info("socket")
+    return None if sock is None else os.dup(sock.fileno())
+
+
+async def _drained(transport: Any) -> None:
+    """Wait until the transport has handed everything written so far to the socket."""
+    while transport.get_write_buffer_size() and not transport.is_closing():
+        await asyncio.sleep(0.001)
 
 
 def _with_headers(send: Send, extra: dict[str, str]) -> Send:

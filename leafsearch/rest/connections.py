@@ -65,6 +65,10 @@ class HttpConnections:
             return {"current_open": self.current_open, "total_opened": self.total_opened, "clients": []}
 
 
+#: The scope key of the request's transport (a streamed response writes to its socket).
+TRANSPORT = "leafsearch.transport"
+
+
 def counting_protocol(
     connections: HttpConnections, max_header_size: int = DEFAULT_MAX_HEADER_SIZE
 ) -> type[asyncio.Protocol]:
@@ -107,6 +111,8 @@ def counting_protocol(
         def on_message_begin(self) -> None:
             self._header_bytes = 0
             super().on_message_begin()
+            # A streamed response hands its plain socket to the process that renders it (app.py).
+            self.scope[TRANSPORT] = self.transport  # type: ignore[literal-required]
 
         def on_header(self, name: bytes, value: bytes) -> None:
             self._header_bytes += len(name) + 2 + len(value)

@@ -134,12 +134,15 @@ class RestResponse:
 
 
 class Stream(Protocol):
-    """A response body sent as it is produced: `chunks()` blocks for each next one (the HTTP layer
-    takes it in a worker thread once the socket has room); `close()` comes once the response
-    ended, sent whole or cut by the client's disconnect, and stops what still runs."""
+    """A response body sent as it is produced: `chunks(sink)` blocks for each next one (the HTTP
+    layer takes it in a worker thread once the socket has room); `sink`, when not None, is a file
+    descriptor of the client's plain TCP socket, with nothing pending on it whenever a chunk is
+    asked for, to which the stream may write HTTP chunks itself (the HTTP layer closes it and
+    sends the final empty chunk). `close()` comes once the response ended, sent whole or cut by
+    the client's disconnect, and stops what still runs."""
 
     media_type: str
 
-    def chunks(self) -> Iterator[bytes]: ...
+    def chunks(self, sink: int | None) -> Iterator[bytes]: ...
 
     def close(self) -> None: ...

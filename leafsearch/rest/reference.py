@@ -58,7 +58,20 @@ def render() -> str:
             params = ", ".join(f"`{p}`" for p in sorted(group[0].params)) or "-"
             lines.append(f"| {methods} | {paths} | {params} |")
         lines.append("")
+    lines.append(EXTENSIONS)
     return "\n".join(lines)
+
+
+EXTENSIONS = """## leafsearch extensions
+
+- `GET|POST /{index}/_export`, `GET|POST /_export` (with a PIT): every matching document of a
+  snapshot streamed as NDJSON (`application/x-ndjson`, chunked), one line per document,
+  `{"_index","_id"[,"_routing"],"_source","sort"}` (`sort`: the cursor to resume after it), then
+  `{"_export": {"count", "complete": true[, "pit_id"]}}`. Body: `query`, `sort` (default
+  `_shard_doc`), `_source`, `slice`, `search_after`, `pit`; any other key is a 400. An error after
+  the first line ends the stream with `{"error": {...}}` and no `_export` line. Authorized as a
+  search. See [paging-guide.md](paging-guide.md#streaming-export-_export-a-leafsearch-extension).
+"""
 
 
 if __name__ == "__main__":

@@ -25,8 +25,9 @@ from typing import TYPE_CHECKING, Any
 
 from leafsearch.common.rawjson import RawJSON
 from leafsearch.request.search_types import DOC, SearchRequest
-from leafsearch.search import phases, query_and_fetch, top_hits, walks
-from leafsearch.search.fetch_phase import last_sort_values, render_lines, renders_raw
+from leafsearch.search import export_pages, phases, query_and_fetch, walks
+from leafsearch.search.export_pages import ExportTask
+from leafsearch.search.fetch_phase import last_sort_values, renders_raw
 from leafsearch.search.hitlist import HitList, LiveDocs, sort_column
 from leafsearch.search.shard_api import ShardContextId
 from leafsearch.search.targets import Target
@@ -88,28 +89,6 @@ class ScrollTask:
     contexts: list[ShardContextId] | None = None
 
 
-@dataclass(eq=False)
-class ExportTask:
-    """A page of an export (export.py): the hits after `request.search_after` on a PIT's
-    snapshots (the export's own or the client's), as NDJSON lines."""
-
-    targets: list[Target]
-    request: SearchRequest
-    ctx_id: int
-    #: As `PitTask.contexts`.
-    contexts: list[ShardContextId] | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ExportPage:
-    """An export page's lines; `count` of them, the last one's sort values (`cursor`, the walk's
-    next cursor; None when there is none)."""
-
-    lines: bytes
-    count: int
-    cursor: list[Any] | None
-
-
 Task = SearchTask | CountTask | PitTask | ScrollTask | ExportTask
 
 
@@ -135,7 +114,7 @@ def run(services: SearchServices, task: Task, cancelled: threading.Event | None 
     if isinstance(task, PitTask):
         return _pit_page(services, task, cancelled)
     if isinstance(task, ExportTask):
-        return _export_page(services, task, cancelled)
+        return export_pages.run(services, task, cancelled)
     return _scroll_batch(services, task, cancelled)
 
 
@@ -251,30 +230,6 @@ def _rendered(services: SearchServices, page: _Page, request: SearchRequest) -> 
     """A page prepared ahead: its hits rendered as the REST layer takes them."""
     page.hits = phases.fetch_page(services, page.hitlist, page.start, page.end, request, raw_hits=True)
     return page
-
-
-def _export_page(services: SearchServices, task: ExportTask, cancelled: threading.Event | None) -> ExportPage:
-    """An export's page: the walk's window (or a query phase from its cursor), rendered as lines
-    where the segments are read, by column (fetch_phase.render_lines)."""
-
-    def query(asked: SearchRequest) -> tuple[HitList, Any]:
-        return phases.query_phase(
-            services, task.targets, asked, aggs=False, cancelled=cancelled, contexts=task.contexts
-        )
-
-    hitlist, start, end, _ = walks.windowed(services, task.ctx_id, task.targets, task.request, query)
-    if end <= start:
-        return ExportPage(b"", 0, None)
-    with services.search_stats.phase("fetch", task.targets):
-        lines = render_lines(
-            hitlist,
-            start,
-            end,
-            task.request,
-            shards=top_hits.shard_handles(services, hitlist.targets),
-            pool=services.shard_pool,
-        )
-    return ExportPage(lines, end - start, last_sort_values(hitlist, end))
 
 
 def walks_docs(request: SearchRequest) -> bool:

@@ -4,19 +4,22 @@ document of one snapshot as NDJSON lines, in a walk's total order, in one respon
 An export is a PIT walk (walks.py) whose pages go to the connection as they are rendered: on its
 own snapshot, pinned by a context of kind "export" opened for the request and freed with it, or
 on a client's PIT (then a resumed or sliced export is exactly once under writes, as a PIT walk
-is). Each page is an `ExportTask` (execution.py) run where walks run (a search worker, or this
-process for a lone walk), rendered there by column as lines (`fetch_phase.render_lines`), and
-handed on as one bytes object; the coordinator only counts it and keeps its last sort values.
+is). Its pages are `ExportTask`s (export_pages.py) run where walks run (a search worker, or this
+process for a walk alone), rendered there by column as lines (`fetch_phase.render_lines`).
 
 - **Before the first byte** (`start`): the snapshot, the limits and the first page; a refusal is
   the usual error body and status.
-- **After it** (`ExportStream`): a producer thread runs the next pages while the connection
-  sends the last one, at most `AHEAD` pages ahead of the socket (the HTTP layer waits for the
-  socket to drain before taking the next), so memory is bounded whatever the export's size. The
-  last line is `{"_export": {"count", "complete": true[, "pit_id"]}}`; an error ends the stream
-  with `{"error": ...}` and no `_export` line, so a client knows to resume after its last line.
-- **A client that goes away** (`close`) stops the producer and the page it runs; the export's
-  own snapshot is freed, a PIT released with its keep-alive.
+- **After it, over plain TCP** (`chunks(sink)`): the rest is one task, given a duplicate of the
+  client's socket, which writes every page to it as it renders it and then the trailer; this
+  process only waits for it (export_pages.py says why). The socket's room is the backpressure:
+  the writer holds one page.
+- **After it, over TLS** (no socket to hand over): a producer thread runs the next pages while
+  the connection sends the last one, at most `AHEAD` pages ahead of the socket (the HTTP layer
+  waits for the socket to drain before taking the next).
+- The last line is `{"_export": {"count", "complete": true[, "pit_id"]}}`; an error ends the
+  stream with `{"error": ...}` and no `_export` line, so a client knows to resume after its last
+  line. **A client that goes away** (`close`) cancels what runs; the export's own snapshot is
+  freed, a PIT released with its keep-alive.
 """
 
 from __future__ import annotations
@@ -29,14 +32,13 @@ import queue
 import threading
 from typing import TYPE_CHECKING, Any
 
-import orjson
-
 from leafsearch.errors import ElasticError, SearchPhaseExecution, release_frames
 from leafsearch.request.export_request import EXPORT_PAGE, ExportRequest
 from leafsearch.request.search_types import PitSpec
 from leafsearch.search import phases
 from leafsearch.search.contexts import ReaderContext
-from leafsearch.search.execution import ExportPage, ExportTask, dispatch, run
+from leafsearch.search.execution import dispatch, run
+from leafsearch.search.export_pages import ExportPage, ExportTask, error_line, trailer
 from leafsearch.search.scroll_pit import acquire_context
 from leafsearch.search.targets import release_targets
 
@@ -122,15 +124,17 @@ class ExportStream:
         self._end_lock = threading.Lock()
         self._producer: threading.Thread | None = None
         self._done = False  # the producer stopped
+        self._pit_id = None if own else ctx.public_id
         services.exports.started()
+
+    def _run(self, task: ExportTask) -> ExportPage:
+        if self._remote:
+            return run(self._services, task, self._cancelled)
+        return dispatch(self._services, task, self._cancelled, affinity=self._affinity)
 
     def _page(self) -> ExportPage:
         request = dataclasses.replace(self._walk, search_after=self._cursor)
-        task = ExportTask(self._ctx.targets, request, self._ctx.ctx_id, self._pins)
-        if self._remote:
-            page = run(self._services, task, self._cancelled)
-        else:
-            page = dispatch(self._services, task, self._cancelled, affinity=self._affinity)
+        page = self._run(ExportTask(self._ctx.targets, request, self._ctx.ctx_id, self._pins))
         if page.cursor is not None:
             self._cursor = page.cursor
         return page
@@ -138,8 +142,11 @@ class ExportStream:
     def first_page(self) -> None:
         self._first = self._page()
 
-    def chunks(self) -> Iterator[bytes]:
-        """The export's bytes: the first page, then what the producer renders (started here)."""
+    def chunks(self, sink: int | None) -> Iterator[bytes]:
+        """The export's bytes: the first page; then, given the client's socket (`sink`, with
+        nothing pending on it once the first page is sent), the rest written to it by the process
+        that renders them (export_pages.py; nothing more is yielded), else the pages the producer
+        renders (started here)."""
         first = self._first
         assert first is not None
         self._first = None
@@ -147,8 +154,11 @@ class ExportStream:
             self._lines += first.count
             yield first.lines
         if first.count < EXPORT_PAGE:
-            yield self._trailer()
+            yield trailer(self._lines, self._pit_id)
             self.end()
+            return
+        if sink is not None:
+            self._write_rest(sink)
             return
         context = contextvars.copy_context()
         with self._end_lock:
@@ -169,6 +179,19 @@ class ExportStream:
                 return
             yield chunk
 
+    def _write_rest(self, sink: int) -> None:
+        """The rest of the export as one task writing to the client's socket."""
+        request = dataclasses.replace(self._walk, search_after=self._cursor)
+        task = ExportTask(
+            self._ctx.targets, request, self._ctx.ctx_id, self._pins, sink, self._lines, self._pit_id
+        )
+        self._services.exports.handed_over()
+        try:
+            written = self._run(task)
+            self._lines += written.count
+        finally:
+            self.end()
+
     def _produce(self) -> None:
         try:
             while not self._cancelled.is_set():
@@ -177,17 +200,10 @@ class ExportStream:
                     return
                 self._lines += page.count
                 if page.count < EXPORT_PAGE:
-                    self._put(self._trailer())
+                    self._put(trailer(self._lines, self._pit_id))
                     return
-        except ElasticError as exc:
-            self._put(orjson.dumps(exc.body()) + b"\n")
-            release_frames(exc)
         except Exception as exc:  # noqa: BLE001 - the stream ends with an error line, the node goes on
-            log.error("an export failed after its first line", exc_info=exc)
-            error = ElasticError(
-                f"an unexpected [{type(exc).__name__}] failed this export; the node's log has the details"
-            )
-            self._put(orjson.dumps(error.body()) + b"\n")
+            self._put(error_line(exc))
             release_frames(exc)
         finally:
             self.end()
@@ -204,12 +220,6 @@ class ExportStream:
             except queue.Full:
                 continue
         return False
-
-    def _trailer(self) -> bytes:
-        summary: dict[str, Any] = {"count": self._lines, "complete": True}
-        if not self._own:
-            summary["pit_id"] = self._ctx.public_id
-        return orjson.dumps({"_export": summary}) + b"\n"
 
     def close(self) -> None:
         """The connection ended (sent all, or its client went away): stop what still runs. The

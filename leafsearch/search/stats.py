@@ -143,11 +143,17 @@ class ExportStats:
         self.total = 0
         self.lines = 0
         self.cancelled = 0
+        #: Exports whose pages after the first the renderer wrote to the client's socket.
+        self.written_by_renderer = 0
 
     def started(self) -> None:
         with self._lock:
             self.current += 1
             self.total += 1
+
+    def handed_over(self) -> None:
+        with self._lock:
+            self.written_by_renderer += 1
 
     def ended(self, lines: int, cancelled: bool) -> None:
         with self._lock:
@@ -162,4 +168,5 @@ class ExportStats:
                 "total": self.total,
                 "lines": self.lines,
                 "cancelled": self.cancelled,
+                "written_by_renderer": self.written_by_renderer,
             }

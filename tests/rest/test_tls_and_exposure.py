@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import httpx
+import orjson
 import pytest
 from conftest import error_of, free_port, start_server
 from cryptography import x509
@@ -109,6 +110,16 @@ def test_tls_serves_https_with_the_given_certificate(tmp_path: Path) -> None:
         ) as https:
             assert https.get("/").json()["version"]["number"].startswith("8.")
             assert https.put("/tls/_doc/1?refresh=true", json={"a": 1}).status_code == 201
+            # A streamed export over TLS: its pages go through the HTTP server (no plain socket
+            # for the renderer to write to), every one of them.
+            lines = b"".join(b'{"index":{}}\n{"n":%d}\n' % i for i in range(3000))
+            https.post(
+                "/tls/_bulk?refresh=true", content=lines, headers={"content-type": "application/x-ndjson"}
+            )
+            exported = https.post("/tls/_export", json={}).content.splitlines()
+            assert len(exported) == 3002 and orjson.loads(exported[-1])["_export"]["count"] == 3001
+            stats = https.get("/_nodes/stats/walks").json()["nodes"]
+            assert next(iter(stats.values()))["walks"]["exports"]["written_by_renderer"] == 0
         with pytest.raises(httpx.ConnectError):
             httpx.get(url, timeout=5)  # the client does not trust an unknown certificate
         with pytest.raises(httpx.TransportError):

@@ -255,6 +255,46 @@ def test_a_walk_alone_runs_in_the_server_process_and_walks_beside_it_in_workers(
     assert walks() == (0, [0, 0])
 
 
+def test_a_walk_served_in_the_server_process_moves_to_a_worker_once_others_walk_beside_it(
+    node: Node,
+) -> None:
+    """Served alone by the server process, a walk's next page goes to a worker once another walk
+    is open and a worker has work in flight (the server would render it and relay the other's);
+    its pages stay exactly once. An open walk that reads nothing meanwhile does not move it."""
+    pool = node.search_workers
+    assert pool is not None
+    pit = node.open_pit("t", "1m")["id"]
+    body: dict[str, Any] = {"size": 100, "pit": {"id": pit}, "sort": [{"n": "asc"}]}
+    hits = search(node, None, body)["hits"]["hits"]
+    assert pool.stats()["walks_in_server_process"] == 1
+    scroll = search(node, "t", {"size": 10, "sort": ["_doc"]}, {"scroll": "1m"})  # beside it
+    ids = [h["_id"] for h in hits]
+    body["search_after"] = hits[-1]["sort"]
+    hits = search(node, None, body)["hits"]["hits"]  # the scroll reads nothing meanwhile
+    assert pool.stats()["walks_in_server_process"] == 1
+    ids += [h["_id"] for h in hits]
+    worker = _stop_worker(node)
+    with worker.lock:
+        worker.inflight[-1] = object()  # the other walk's page in flight on a worker
+    try:
+        body["search_after"] = hits[-1]["sort"]
+        hits = search(node, None, body)["hits"]["hits"]
+        assert pool.stats()["walks_in_server_process"] == 0
+    finally:
+        with worker.lock:
+            del worker.inflight[-1]
+    ids += [h["_id"] for h in hits]
+    body["search_after"] = hits[-1]["sort"]
+    while hits:
+        hits = search(node, None, body)["hits"]["hits"]
+        ids += [h["_id"] for h in hits]
+        if hits:
+            body["search_after"] = hits[-1]["sort"]
+    assert ids == [str(i) for i in range(DOCS)]
+    node.clear_scroll([scroll["_scroll_id"]])
+    node.close_pit(pit)
+
+
 def test_a_request_alone_runs_in_the_server_process_and_one_beside_others_in_a_worker(node: Node) -> None:
     """A one-shot request that arrives while nothing else runs is spared the worker's round trip;
     one that arrives while a task is in flight on a worker, or while another runs here, goes to

@@ -14,8 +14,9 @@ not know yet (mirror.py).
   the slices of one export run in different processes at once. A walk that starts while no
   other search runs stays in the server process (`search.workers.lone_walks_in_server`): alone
   it gains nothing from another process, and relaying its pages costs the server more than
-  rendering them. Likewise a one-shot request that arrives while nothing else runs
-  (`search.workers.lone_requests_in_server`): it is spared the round trip.
+  rendering them; it moves to a worker once other walks run beside it. Likewise a one-shot
+  request that arrives while nothing else runs (`search.workers.lone_requests_in_server`): it is
+  spared the round trip.
 - **Start-up**: workers start in the background; until one is ready, tasks run in the server
   process, so the server answers at once. `leafsearch serve` passes `defer_start` and
   calls `start()` once it has answered its first request: the workers' own start-up (each
@@ -45,6 +46,7 @@ import queue
 import signal
 import threading
 from dataclasses import asdict, replace
+from multiprocessing import reduction
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from pathlib import Path
@@ -160,11 +162,14 @@ class _Worker:
             data = pickle.dumps(message, protocol=5)
         except Exception as exc:  # noqa: BLE001 - a task that does not pickle fails alone
             self._forget_sent(updates)
-            self._finish(call_id, "error", pickle.dumps(RuntimeError(f"cannot send the task: {exc}")))
+            self._finish(call_id, "error", (pickle.dumps(RuntimeError(f"cannot send the task: {exc}")), []))
             return
         with contextlib.suppress(OSError, ValueError):  # the worker is gone: the reader fails the call
             self.conn.send_bytes(data)
             self.sent += 1
+            sink = getattr(message[-1], "sink", None)
+            if sink is not None:  # the client's socket (an export), read by the worker right after
+                reduction.send_handle(self.conn, sink, self.pid)
 
     def _write(self, message: tuple) -> None:
         """Pickle and write one message (the sender thread's; tasks are written by `submit`)."""
@@ -240,8 +245,11 @@ class _Worker:
             except (EOFError, OSError):
                 break
             if message[0] in ("done", "error"):
-                _, call_id, payload, phases = message
-                self._finish(call_id, message[0], payload, phases)
+                _, call_id, payload, phases, count = message
+                # The payload's out-of-band buffers (rendered pages) follow it, each as it was
+                # written: the unpickled result holds them without another copy.
+                buffers = [self.conn.recv_bytes() for _ in range(count)]
+                self._finish(call_id, message[0], (payload, buffers), phases)
             elif message[0] == "stats":
                 self._finish(message[1], "done", message[2])
         self._died()
@@ -451,7 +459,7 @@ class WorkerPool:
             self._services.search_stats.record(name, seconds, task.targets)
         if kind == "lost":
             raise payload
-        result = pickle.loads(payload)
+        result = pickle.loads(payload[0], buffers=payload[1])
         if kind == "error":
             raise result
         return result
@@ -474,7 +482,7 @@ class WorkerPool:
         kind, payload, _ = call.reply
         if kind == "lost":
             raise WorkerUnavailable
-        result = pickle.loads(payload)
+        result = pickle.loads(payload[0], buffers=payload[1])
         if kind == "error" and not isinstance(result, ElasticError):
             # A fault of the worker, not of the request: the caller does the work itself.
             log.error("search worker %d failed a job: %s", worker.slot, result)
@@ -527,6 +535,12 @@ class WorkerPool:
                 self._next = (worker.slot + 1) % self.count
                 return worker
             slot = self._walks.get(affinity)
+            if slot == self._here and (not lone_walks_here or self._accompanied(ready)):
+                # A walk served here while it was alone goes to a worker once others run beside
+                # it: this process would otherwise render its pages and relay the others'.
+                self._walk_counts[slot] -= 1
+                del self._walks[affinity]
+                slot = None
             if slot == self._here:
                 return None
             if slot is not None:
@@ -552,6 +566,12 @@ class WorkerPool:
             )
             self._next = (worker.slot + 1) % self.count
             return self._assign(affinity, worker.slot)
+
+    def _accompanied(self, ready: list[_Worker]) -> bool:
+        """Whether other walks run beside the walk served here (caller holds the lock): another
+        is open and a worker has tasks in flight (an open walk that reads nothing meanwhile does
+        not move it)."""
+        return sum(self._walk_counts) > 1 and any(w.inflight for w in ready)
 
     def _assign(self, affinity: Any, slot: int) -> _Worker | None:
         """Remember where a walk runs (caller holds the lock); its worker, None for this process."""

@@ -30,6 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from functools import partial
+from multiprocessing import reduction
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -159,22 +160,27 @@ def main(conn: Connection, config: WorkerConfig) -> None:
     pending: deque[tuple[int, Callable[[], Any]]] = deque()  # tasks read while draining
     finished = threading.Event()
 
-    def reply(message: tuple) -> None:
-        # A server process that is gone: the readers end too.
+    def reply(message: tuple, buffers: list[pickle.PickleBuffer] = ()) -> None:  # type: ignore[assignment]
+        """Send a message, then each out-of-band buffer of its payload as it is (a rendered page:
+        no copy of it is made in this process). A server process that is gone: the readers end."""
         with send_lock, contextlib.suppress(OSError, ValueError):
             conn.send(message)
+            for buffer in buffers:
+                conn.send_bytes(buffer.raw())
 
     def run(call_id: int, work: Callable[[], Any]) -> None:
         phases: list[tuple[str, float]] = []
         _PHASES.set(phases)
+        buffers: list[pickle.PickleBuffer] = []
         try:
-            kind, payload = "done", pickle.dumps(work(), protocol=5)
+            kind, payload = "done", pickle.dumps(work(), protocol=5, buffer_callback=buffers.append)
         except BaseException as exc:  # noqa: BLE001 - every failure goes back to the caller
             kind, payload = "error", _pickled_error(exc)
+            buffers = []
             release_frames(exc)  # sent: the task's frames must not stay in a cycle with it
         finally:
             running.pop(call_id, None)
-        reply((kind, call_id, payload, phases))
+        reply((kind, call_id, payload, phases, len(buffers)), buffers)
 
     def handle(message: tuple) -> tuple[int, Callable[[], Any]] | None:
         """Apply a message; a task or job comes back ready to run. A job (bulk_offload.py)
@@ -188,12 +194,24 @@ def main(conn: Connection, config: WorkerConfig) -> None:
                 for update in updates:
                     _apply(state, update)
                 if kind == "task":
+                    sink = getattr(task, "sink", None)
+                    if sink is not None:  # the client's socket follows the task (an export)
+                        sink = reduction.recv_handle(conn)
+                        task = replace(task, sink=sink)
                     task = replace(task, targets=state.mirror.targets(task.targets))
                     work = partial(execution.run, state.services, task, cancelled)
+                    if sink is not None:
+                        # It writes until the export ends: on a thread of its own, not one that
+                        # serves the other tasks; the socket is closed when it returns.
+                        running[call_id] = cancelled
+                        threading.Thread(
+                            target=run, args=(call_id, partial(_closing, sink, work)), daemon=True
+                        ).start()
+                        return None
                 else:
                     work = task.bind(state.mirror)
             except Exception as exc:  # noqa: BLE001 - the task fails, the reader goes on
-                reply(("error", call_id, _pickled_error(exc), []))
+                reply(("error", call_id, _pickled_error(exc), [], 0))
                 release_frames(exc)
                 return None
             running[call_id] = cancelled
@@ -242,6 +260,13 @@ def main(conn: Connection, config: WorkerConfig) -> None:
     for i in range(config.threads + 1):
         threading.Thread(target=serve, name=f"leafsearch-worker-{i}", daemon=True).start()
     finished.wait()
+
+
+def _closing(fd: int, work: Callable[[], Any]) -> Any:
+    try:
+        return work()
+    finally:
+        os.close(fd)
 
 
 class _Stop(Exception):
