@@ -1,61 +1,262 @@
-"""Export and import throughput: `leafsearch export` / `leafsearch import` beside elasticdump, on
-the benchmark's generated documents, in one run against one server.
+"""Export and import throughput: `leafsearch export` / `leafsearch import` beside the server's raw
+stream, raw `_bulk` and elasticdump, on the benchmark's generated documents, in one run against
+one server.
 
     python -m bench.transfer                 # 1,000,000 documents
     python -m bench.transfer --docs 200000 --json transfer.json
 
-Rows: import with 1, 2 and 4 parallel bulk requests (each into a new index, deleted after), then
-export of the same index with one stream, 2 and 4 slices (plain NDJSON), one stream to `.zst`,
-and elasticdump's export (scroll, `--limit 1000`) and import (`--limit 5000`) of the same file.
-Each figure is documents per second of wall time for the whole command, process start included.
-Every export is checked: N lines, N distinct `_id`s.
+Rows, in order:
+- `bench` is loaded (raw `_bulk`, not measured);
+- the raw stream: `POST /bench/_export`, bytes received and counted, not decoded (the export's
+  reference); `leafsearch export` of `bench` to `.ndjson` (1 stream, 2 slices) and to `.ndjson.zst`;
+  elasticdump's export (scroll, `--limit 10000`);
+- raw `_bulk`, 4 clients: the same pre-encoded bodies of 5,000 documents posted by 4 threads into a
+  new index with the benchmark's mapping, then `_refresh` (the import's reference); `leafsearch
+  import` of the exported `.ndjson` into a new index (`--workers 4`; the mapping from the
+  `.index.json` the export wrote beside it; it ends with `_refresh` too), and elasticdump's
+  import of the same file (`--limit 5000`) into an index created with the same mapping.
+Each figure is documents per second of wall time for the whole command, process start included,
+and CPU milliseconds per 1,000 documents: the client's (this process's threads for the raw rows,
+the command's process otherwise), the server process's and its workers'. Every export is checked
+(N lines, N distinct `_id`s), every import counted. Indices other than `bench` are deleted after
+their row, so the server holds at most two copies.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import resource
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 import orjson
 import zstandard
 
-from bench.generate import generate, write_import_files
+from bench.generate import MAPPING, generate
 from bench.server import ROOT, Server
 
 ELASTICDUMP = ROOT / "tests" / "clients" / "js" / "node_modules" / "elasticdump" / "bin" / "elasticdump"
+BULK_DOCS = 5_000
+BULK_CLIENTS = 4
 
 
-def _run(command: list[str]) -> float:
-    started = time.perf_counter()
+@dataclass
+class Row:
+    name: str
+    seconds: float
+    client_cpu: float
+    server_cpu: float
+    workers_cpu: float
+    reference: str = ""  # the row this one is a ratio of
+    ratio: float = 0.0
+
+
+def _cpu(kind: int) -> float:
+    usage = resource.getrusage(kind)
+    return usage.ru_utime + usage.ru_stime
+
+
+class Bench:
+    def __init__(self, server: Server, n: int) -> None:
+        self.server = server
+        self.n = n
+        self.http = httpx.Client(base_url=server.url, timeout=600)
+        self.rows: dict[str, Row] = {}
+
+    def measure(self, name: str, work: Callable[[], None], *, in_process: bool = False) -> Row:
+        """Runs `work`, timing it and the CPU of the client (this process's threads when
+        `in_process`, else the child processes it waited for) and of the server's processes."""
+        kind = resource.RUSAGE_SELF if in_process else resource.RUSAGE_CHILDREN
+        client0 = _cpu(kind)
+        own0, below0 = self.server.cpu_seconds()
+        started = time.perf_counter()
+        work()
+        seconds = time.perf_counter() - started
+        own1, below1 = self.server.cpu_seconds()
+        row = Row(name, seconds, _cpu(kind) - client0, own1 - own0, below1 - below0)
+        self.rows[name] = row
+        print(f"  {name}: {self.n / seconds:,.0f} docs/s", file=sys.stderr, flush=True)
+        return row
+
+    def create(self, index: str) -> None:
+        self.http.put(f"/{index}", json={"mappings": MAPPING}).raise_for_status()
+
+    def drop(self, index: str) -> None:
+        self.http.delete(f"/{index}")
+
+    def count(self, index: str) -> int:
+        self.http.post(f"/{index}/_refresh").raise_for_status()
+        return self.http.get(f"/{index}/_count").json()["count"]
+
+    def raw_bulk(self, bodies: list[bytes], index: str) -> None:
+        """`bodies` posted by `BULK_CLIENTS` threads, each its own connection."""
+        pending = list(reversed(bodies))
+        lock = threading.Lock()
+        failures: list[str] = []
+
+        def post() -> None:
+            with httpx.Client(base_url=self.server.url, timeout=600) as http:
+                while True:
+                    with lock:
+                        if not pending:
+                            return
+                        body = pending.pop()
+                    answer = http.post(
+                        f"/{index}/_bulk", content=body, headers={"content-type": "application/x-ndjson"}
+                    )
+                    if answer.status_code != 200 or b'"errors":true' in answer.content[:100]:
+                        failures.append(answer.text[:300])
+
+        threads = [threading.Thread(target=post) for _ in range(BULK_CLIENTS)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        if failures:
+            raise RuntimeError(f"raw _bulk failed: {failures[0]}")
+
+    def raw_stream(self, index: str) -> None:
+        """The export endpoint's response, received and counted (lines), never decoded."""
+        lines = 0
+        with self.http.stream("POST", f"/{index}/_export", json={}) as response:
+            response.raise_for_status()
+            for data in response.iter_raw(1 << 20):
+                lines += data.count(b"\n")
+        if lines != self.n + 1:  # the documents and the trailer
+            raise RuntimeError(f"the raw stream had {lines} lines, expected {self.n + 1}")
+
+
+def _run(command: list[str]) -> None:
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
-    seconds = time.perf_counter() - started
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(command)} failed:\n{done.stdout}\n{done.stderr}")
-    return seconds
 
 
-def _leafsearch(*args: str) -> float:
-    return _run([sys.executable, "-m", "leafsearch", *args, "--quiet"])
+def _leafsearch(*args: str) -> Callable[[], None]:
+    return lambda: _run([sys.executable, "-m", "leafsearch", *args, "--quiet"])
 
 
-def _check_export(paths: list[Path], n: int) -> None:
-    ids: set[str] = set()
-    lines = 0
-    for path in paths:
-        data = path.read_bytes()
-        if path.suffix == ".zst":
-            data = zstandard.ZstdDecompressor().stream_reader(data, read_across_frames=True).read()
-        for line in data.splitlines():
-            ids.add(orjson.loads(line)["_id"])
-            lines += 1
+def _elasticdump(*args: str) -> Callable[[], None]:
+    return lambda: _run(["node", str(ELASTICDUMP), *args])
+
+
+def _check_export(path: Path, n: int) -> None:
+    data = path.read_bytes()
+    if path.suffix == ".zst":
+        data = zstandard.ZstdDecompressor().stream_reader(data, read_across_frames=True).read()
+    ids = {orjson.loads(line)["_id"] for line in data.splitlines()}
+    lines = data.count(b"\n")
     if lines != n or len(ids) != n:
-        raise RuntimeError(f"{paths[0]}: {lines} lines, {len(ids)} distinct ids, expected {n}")
+        raise RuntimeError(f"{path}: {lines} lines, {len(ids)} distinct ids, expected {n}")
+
+
+def run(n: int, work: Path, elasticdump: bool) -> tuple[list[Row], int]:
+    dataset = generate(n)
+    bodies = dataset.bulk_bodies(BULK_DOCS)
+    del dataset
+    server = Server(work / "data", work / "server.log")
+    server.start()
+    bench = Bench(server, n)
+    peak_rss = 0
+    try:
+        bench.create("bench")  # the index the exports read
+        bench.raw_bulk(bodies, "bench")
+        assert bench.count("bench") == n
+
+        raw = bench.measure(
+            "raw stream (_export, bytes received)", lambda: bench.raw_stream("bench"), in_process=True
+        )
+        exported = work / "export.ndjson"
+        for name, output, slices in (
+            ("leafsearch export to .ndjson", exported, 1),
+            ("leafsearch export to .ndjson, 2 slices", work / "export-2.ndjson", 2),
+            ("leafsearch export to .ndjson.zst", work / "export.ndjson.zst", 1),
+        ):
+            row = bench.measure(
+                name,
+                _leafsearch("export", "bench", str(output), "--url", server.url, "--slices", str(slices)),
+            )
+            row.reference, row.ratio = raw.name, raw.seconds / row.seconds
+            _check_export(output, n)
+            if output != exported:
+                output.unlink()
+        dump = None
+        if elasticdump:
+            output = work / "elasticdump.ndjson"
+            dump = bench.measure(
+                "elasticdump export (scroll, --limit 10000)",
+                _elasticdump(f"--input={server.url}/bench", f"--output={output}", "--limit=10000"),
+            )
+            _check_export(output, n)
+            output.unlink()
+            row = bench.rows["leafsearch export to .ndjson"]
+            bench.rows["leafsearch export to .ndjson vs elasticdump"] = Row(
+                "leafsearch export to .ndjson vs elasticdump",
+                row.seconds,
+                row.client_cpu,
+                row.server_cpu,
+                row.workers_cpu,
+                dump.name,
+                dump.seconds / row.seconds,
+            )
+        peak_rss = max(peak_rss, server.memory_kb("VmRSS"))
+
+        # the import's reference, in the same state of the server: raw bodies, then the refresh
+        # that `leafsearch import` also ends with
+        bench.create("bench-raw")
+        raw_bulk = bench.measure(
+            f"raw _bulk, {BULK_CLIENTS} clients, then _refresh",
+            lambda: (bench.raw_bulk(bodies, "bench-raw"), bench.count("bench-raw")),
+            in_process=True,
+        )
+        bodies.clear()
+        if bench.count("bench-raw") != n:
+            raise RuntimeError("raw _bulk: not every document arrived")
+        bench.drop("bench-raw")
+        row = bench.measure(
+            f"leafsearch import of the export, --workers {BULK_CLIENTS}",
+            _leafsearch(
+                "import", str(exported), "bench-import", "--url", server.url, "--workers", str(BULK_CLIENTS)
+            ),
+        )
+        row.reference, row.ratio = raw_bulk.name, raw_bulk.seconds / row.seconds
+        if bench.count("bench-import") != n:
+            raise RuntimeError("leafsearch import: not every document arrived")
+        peak_rss = max(peak_rss, server.memory_kb("VmRSS"))
+        bench.drop("bench-import")
+        if elasticdump:
+            bench.create("bench-dump")
+            dump_import = bench.measure(
+                "elasticdump import of the export (--limit 5000)",
+                _elasticdump(f"--input={exported}", f"--output={server.url}/bench-dump", "--limit=5000"),
+            )
+            if bench.count("bench-dump") != n:
+                raise RuntimeError("elasticdump import: not every document arrived")
+            bench.drop("bench-dump")
+            row = bench.rows[f"leafsearch import of the export, --workers {BULK_CLIENTS}"]
+            bench.rows["leafsearch import vs elasticdump"] = Row(
+                "leafsearch import vs elasticdump",
+                row.seconds,
+                row.client_cpu,
+                row.server_cpu,
+                row.workers_cpu,
+                dump_import.name,
+                dump_import.seconds / row.seconds,
+            )
+        peak_rss = max(peak_rss, server.memory_kb("VmHWM"))
+    finally:
+        bench.http.close()
+        server.stop()
+    return list(bench.rows.values()), peak_rss
 
 
 def main() -> None:
@@ -67,71 +268,27 @@ def main() -> None:
     parser.add_argument("--no-elasticdump", action="store_true")
     options = parser.parse_args()
     n = options.docs
+    elasticdump = not options.no_elasticdump and ELASTICDUMP.exists() and shutil.which("node") is not None
+    if not elasticdump and not options.no_elasticdump:
+        print("elasticdump: not installed (tests/clients/js: npm ci); its rows are left out", file=sys.stderr)
     work = Path(tempfile.mkdtemp(prefix="leafsearch-transfer-"))
-    rows: list[tuple[str, float]] = []
     try:
-        dataset = generate(n)
-        records, mapping = write_import_files(dataset, work)
-        server = Server(work / "data", work / "server.log")
-        server.start()
-        url = server.url
-        try:
-            for workers in (1, 2, 4):
-                index = "bench" if workers == 2 else f"bench-w{workers}"
-                seconds = _leafsearch(
-                    "import",
-                    str(records),
-                    index,
-                    "--url",
-                    url,
-                    "--mapping",
-                    str(mapping),
-                    "--workers",
-                    str(workers),
-                )
-                rows.append((f"leafsearch import, {workers} parallel bulk requests", n / seconds))
-                if index != "bench":
-                    subprocess.run(["curl", "-s", "-XDELETE", f"{url}/{index}"], capture_output=True)
-            for slices in (1, 2, 4):
-                output = work / f"export-{slices}.ndjson"
-                seconds = _leafsearch("export", "bench", str(output), "--url", url, "--slices", str(slices))
-                _check_export([output], n)
-                rows.append((f"leafsearch export, {slices} slice{'s' if slices > 1 else ''}", n / seconds))
-            for slices in (1, 4):
-                output = work / f"export-{slices}.ndjson.zst"
-                seconds = _leafsearch("export", "bench", str(output), "--url", url, "--slices", str(slices))
-                _check_export([output], n)
-                rows.append(
-                    (f"leafsearch export to .zst, {slices} slice{'s' if slices > 1 else ''}", n / seconds)
-                )
-            if not options.no_elasticdump and ELASTICDUMP.exists() and shutil.which("node"):
-                output = work / "elasticdump.ndjson"
-                seconds = _run(
-                    ["node", str(ELASTICDUMP), f"--input={url}/bench", f"--output={output}", "--limit=1000"]
-                )
-                _check_export([output], n)
-                rows.append(("elasticdump export (scroll, --limit 1000)", n / seconds))
-                seconds = _run(
-                    [
-                        "node",
-                        str(ELASTICDUMP),
-                        f"--input={records}",
-                        f"--output={url}/bench-dump",
-                        "--limit=5000",
-                    ]
-                )
-                rows.append(("elasticdump import (--limit 5000)", n / seconds))
-            else:
-                rows.append(("elasticdump: not installed (tests/clients/js: npm ci)", 0.0))
-        finally:
-            server.stop()
+        rows, peak_rss_kb = run(n, work, elasticdump)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    print(f"{n:,} documents")
-    for name, rate in rows:
-        print(f"  {name:<50} {rate:>10,.0f} docs/s")
+    per_k = 1000 / n
+    print(f"{n:,} documents; server RSS (all processes) peak {peak_rss_kb / 1024:,.0f} MB")
+    print("| row | docs/s | ratio | client CPU ms/1k docs | server ms/1k | workers ms/1k |")
+    print("|---|---:|---|---:|---:|---:|")
+    for row in rows:
+        ratio = f"{row.ratio:.2f}x {row.reference}" if row.reference else ""
+        print(
+            f"| {row.name} | {n / row.seconds:,.0f} | {ratio} | {row.client_cpu * 1000 * per_k:.1f} "
+            f"| {row.server_cpu * 1000 * per_k:.1f} | {row.workers_cpu * 1000 * per_k:.1f} |"
+        )
     if options.json:
-        options.json.write_text(json.dumps({"docs": n, "rows": rows}, indent=2))
+        payload = {"docs": n, "peak_rss_kb": peak_rss_kb, "rows": [row.__dict__ for row in rows]}
+        options.json.write_text(json.dumps(payload, indent=2))
 
 
 if __name__ == "__main__":

@@ -157,3 +157,12 @@ def test_the_scripts_bench_runs() -> None:
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "_update_by_query with a script" in result.stdout and "_bulk partial updates" in result.stdout
+
+
+def test_small_transfer_run_measures_every_row(tmp_path: Path) -> None:
+    measured = small_run("bench.transfer", tmp_path / "transfer.json", "--no-elasticdump")
+    rows = {row["name"]: row for row in measured["rows"]}
+    assert {"raw stream (_export, bytes received)", "leafsearch export to .ndjson.zst"} <= rows.keys()
+    assert all(row["seconds"] > 0 for row in rows.values())
+    assert rows["leafsearch export to .ndjson"]["reference"] == "raw stream (_export, bytes received)"
+    assert rows["leafsearch import of the export, --workers 4"]["ratio"] > 0

@@ -1,9 +1,19 @@
-"""Durability helpers shared by everything that renames a file into place."""
+"""Durability helpers shared by everything that renames a file into place, and the modes of what
+a node creates: its files are its owner's alone (0600, folders 0700) whatever the process's umask,
+so an in-process `Node` or `--data` keeps the README's promise as `leafsearch serve` does."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+
+FILE_MODE = 0o600
+FOLDER_MODE = 0o700
+
+
+def private(path: str | os.PathLike, flags: int) -> int:
+    """An `opener` for `open()`: a file the node creates is created 0600."""
+    return os.open(path, flags, FILE_MODE)
 
 
 def fsync_dir(folder: Path) -> None:

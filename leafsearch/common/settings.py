@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from leafsearch.common.durable import FOLDER_MODE, private
 from leafsearch.errors import IllegalArgument
 from leafsearch.request.timevalue import parse_time_value
 from leafsearch.services.memory import machine_memory
@@ -706,7 +707,8 @@ class ClusterSettings:
     def _save(self) -> None:
         if self.path is None:
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.parent.mkdir(mode=FOLDER_MODE, parents=True, exist_ok=True)
         temporary = self.path.with_suffix(".tmp")
-        temporary.write_text(json.dumps({"persistent": self.persistent}, sort_keys=True))
+        with open(temporary, "w", encoding="utf-8", opener=private) as handle:
+            handle.write(json.dumps({"persistent": self.persistent}, sort_keys=True))
         os.replace(temporary, self.path)

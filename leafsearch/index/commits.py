@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from leafsearch.common.durable import fsync_dir
+from leafsearch.common.durable import fsync_dir, private
 from leafsearch.index.shard_stats import ShardStats
 from leafsearch.index.translog import Translog
 
@@ -106,13 +106,13 @@ class Commits:
 
     def _write(self, plan: CommitPlan) -> None:
         for name, live in plan.new_live.items():
-            with open(self.folder / name, "wb") as fh:
+            with open(self.folder / name, "wb", opener=private) as fh:
                 np.save(fh, live)
                 fh.flush()
                 os.fsync(fh.fileno())
         tmp = self.folder / "commit.json.tmp"
         try:
-            with open(tmp, "wb") as fh:
+            with open(tmp, "wb", opener=private) as fh:
                 fh.write(orjson.dumps(plan.body))
                 fh.flush()
                 os.fsync(fh.fileno())

@@ -49,7 +49,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from leafsearch.common.durable import fsync_dir
+from leafsearch.common.durable import fsync_dir, private
 
 FORMAT = 1
 _PARTIAL = ".partial-"
@@ -107,7 +107,7 @@ def write(path: Path, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> No
         header["size"] = start + offset + len(_TRAILER)
     tmp = path.with_name(f"{path.name}{_PARTIAL}{os.getpid()}-{secrets.token_hex(4)}")
     try:
-        with open(tmp, "wb") as fh:
+        with open(tmp, "wb", opener=private) as fh:
             fh.write(_MAGIC + len(body).to_bytes(8, "little") + body)
             fh.write(b"\0" * (start - 16 - len(body)))
             for _, arr in items:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from leafsearch.common.durable import fsync_dir
+from leafsearch.common.durable import FOLDER_MODE, fsync_dir, private
 from leafsearch.common.settings import index_setting
 from leafsearch.errors import DocumentParsing, ElasticError, IndexClosed
 from leafsearch.index.analyzers import analysis_of
@@ -159,7 +159,7 @@ class Index:
         if backend is not None:
             meta["placement"] = backend.place(uuid, int(index_setting(settings, "index.number_of_shards")))
         path = folder / uuid
-        path.mkdir(parents=True)
+        path.mkdir(mode=FOLDER_MODE, parents=True)
         write_json(path / "meta.json", meta)
         index = cls(path, meta, services, backend)
         # The folders just created (the shards', the index's) survive a power loss only once the
@@ -333,7 +333,7 @@ def write_json(path: Path, data: dict) -> None:
     """Replace `path` with `data` as JSON, durably: a temporary file fsynced, renamed into place,
     and the folder fsynced so the rename survives a crash too."""
     tmp = path.with_suffix(".tmp")
-    with open(tmp, "wb") as fh:
+    with open(tmp, "wb", opener=private) as fh:
         fh.write(orjson.dumps(data))
         fh.flush()
         os.fsync(fh.fileno())

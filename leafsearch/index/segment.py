@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 import orjson
 
-from leafsearch.common.durable import fsync_dir
+from leafsearch.common.durable import FOLDER_MODE, fsync_dir, private
 from leafsearch.index import source_blocks
 from leafsearch.index.block_cache import BlockCache
 from leafsearch.index.columns import DocValues, KeywordColumn, NumericColumn, TextColumn
@@ -178,10 +178,10 @@ class SegmentWriter:
         tmp = _unfinished(folder)
         if tmp.exists():
             shutil.rmtree(tmp)
-        tmp.mkdir(parents=True)
+        tmp.mkdir(mode=FOLDER_MODE, parents=True)
         for name, arr in self.arrays.items():
             data = arr if name.endswith(".terms") else _compact(np.asarray(arr))
-            with open(tmp / f"{name}.npy", "wb") as fh:
+            with open(tmp / f"{name}.npy", "wb", opener=private) as fh:
                 np.save(fh, data, allow_pickle=False)
                 fh.flush()
                 os.fsync(fh.fileno())
@@ -190,7 +190,7 @@ class SegmentWriter:
         if sources.dictionary is not None:
             files.append(("_source.dict", [sources.dictionary]))
         for name, chunks in files:
-            with open(tmp / name, "wb") as fh:
+            with open(tmp / name, "wb", opener=private) as fh:
                 for chunk in chunks:
                     fh.write(chunk)
                 fh.flush()
@@ -199,14 +199,14 @@ class SegmentWriter:
             ("_source.blocks", np.asarray(sources.offsets, dtype=np.int64)),
             ("_source.lengths", sources.lengths),
         ):
-            with open(tmp / f"{name}.npy", "wb") as fh:
+            with open(tmp / f"{name}.npy", "wb", opener=private) as fh:
                 np.save(fh, _compact(np.asarray(arr, dtype=np.int64)), allow_pickle=False)
                 os.fsync(fh.fileno())
         meta: dict = {"max_doc": self.max_doc, "fields": self.fields}
         if sources.dictionary is not None:  # absent: plain blocks, as every older segment has
             meta["source_dict"] = True
             meta["source_block_docs"] = sources.block_docs
-        with open(tmp / "meta.json", "wb") as fh:
+        with open(tmp / "meta.json", "wb", opener=private) as fh:
             fh.write(orjson.dumps(meta))
             fh.flush()
             os.fsync(fh.fileno())

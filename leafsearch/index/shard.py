@@ -35,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
+from leafsearch.common.durable import FOLDER_MODE
 from leafsearch.errors import ElasticError, FlushFailed, IndexClosed, RefreshFailed, TranslogFailed, cause_of
 from leafsearch.index import derived_files
 from leafsearch.index.buffer import IndexBuffer
@@ -206,7 +207,7 @@ class Shard:
         self.services = services if services is not None else ShardServices()
         self.blocks = self.services.blocks
         self.applying = _Applying(self)
-        folder.mkdir(parents=True, exist_ok=True)
+        folder.mkdir(mode=FOLDER_MODE, parents=True, exist_ok=True)
         self.segments: list[Segment] = []
         self._seg_refs: dict[str, int] = {}
         self._seg_gen = 0

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import orjson
 
-from leafsearch.common.durable import fsync_dir
+from leafsearch.common.durable import FOLDER_MODE, fsync_dir, private
 from leafsearch.errors import TranslogFailed
 
 _HEADER = struct.Struct("<II")
@@ -87,10 +87,10 @@ class Translog:
         """Appends go to the newest generation on disk (at least `generation`): several can be
         left by a crash while a buffer was being flushed, and new operations must follow theirs."""
         self.folder = folder
-        folder.mkdir(parents=True, exist_ok=True)
+        folder.mkdir(mode=FOLDER_MODE, parents=True, exist_ok=True)
         self.generation = max([generation, *(_generation_of(p) for p in folder.glob("translog-*.tlog"))])
         created = not self._path(self.generation).exists()
-        self._file = open(self._path(self.generation), "ab")  # noqa: SIM115 - lives as long as the shard
+        self._file = open(self._path(self.generation), "ab", opener=private)  # noqa: SIM115 - lives as long as the shard
         if created:  # a new file is there after a power loss only once its folder is synced
             fsync_dir(folder)
         self._lock = threading.Lock()  # the queue, positions and the current file
@@ -212,7 +212,7 @@ class Translog:
             with self._lock:
                 data, end = self._take_pending()
                 self._write(data, end)
-                new = open(self._path(self.generation + 1), "ab")  # noqa: SIM115
+                new = open(self._path(self.generation + 1), "ab", opener=private)  # noqa: SIM115
                 old, self._file = self._file, new
                 self.generation += 1
             with suppress(OSError):

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from leafsearch.common.durable import fsync_dir
+from leafsearch.common.durable import fsync_dir, private
 from leafsearch.errors import (
     ActionRequestValidation,
     ElasticError,
@@ -139,7 +139,7 @@ class AliasTable:
             for name, meta in members.items():
                 by_uuid.setdefault(indices[name].uuid, {})[alias] = meta.to_body()
         tmp = self.path.with_suffix(".tmp")
-        with open(tmp, "wb") as fh:
+        with open(tmp, "wb", opener=private) as fh:
             fh.write(orjson.dumps(by_uuid))
             fh.flush()
             os.fsync(fh.fileno())

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from leafsearch.common.durable import fsync_dir
+from leafsearch.common.durable import FOLDER_MODE, fsync_dir, private
 from leafsearch.common.settings import ClusterSettings
 from leafsearch.errors import ElasticError, IndexNotFound
 from leafsearch.index.block_cache import BlockCache
@@ -108,7 +108,7 @@ class Node:
         self.path.mkdir(mode=0o700, parents=True, exist_ok=True)
         if self.path.stat().st_uid == os.getuid():
             os.chmod(self.path, 0o700)  # the data is the owner's alone, whatever is inside
-        self._lock_file = open(self.path / "node.lock", "a+")  # noqa: SIM115 - held for the node's life
+        self._lock_file = open(self.path / "node.lock", "a+", opener=private)  # noqa: SIM115 - held for the node's life
         try:
             fcntl.flock(self._lock_file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
@@ -157,7 +157,7 @@ class Node:
             search_workers = 0
         indices_dir = self.path / "indices"
         if not indices_dir.exists():
-            indices_dir.mkdir()
+            indices_dir.mkdir(mode=FOLDER_MODE)
             fsync_dir(self.path)  # a folder created is there after a power loss once its parent is synced
         for folder in sorted(indices_dir.iterdir()):
             if (folder / "meta.json").exists() and not folder.name.startswith(DELETED_PREFIX):

@@ -38,6 +38,7 @@ from typing import Any
 
 import orjson
 
+from leafsearch.common.durable import FOLDER_MODE
 from leafsearch.errors import ElasticError
 from leafsearch.index.index import write_json
 from leafsearch.index.shard import Shard
@@ -86,7 +87,7 @@ class ShardActor:
 
     def __init__(self, folder: str, state: IndexState, shard_id: int) -> None:
         self.folder = Path(folder)
-        self.folder.mkdir(parents=True, exist_ok=True)
+        self.folder.mkdir(mode=FOLDER_MODE, parents=True, exist_ok=True)
         stored = self.folder / _STATE_FILE
         if stored.exists():  # the newest mapping the coordinator sent (creation args are older)
             state = IndexState(**orjson.loads(stored.read_bytes()))

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
+import os
+import signal
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -160,18 +163,30 @@ def export_command(
     `leafsearch import` and elasticdump read. The export reads a point in time, so documents
     written meanwhile do not change what it exports."""
     from leafsearch.transfer.client import TransferError
-    from leafsearch.transfer.export import Exporter, ExportPlan, load_state, parse_sort, parse_source
+    from leafsearch.transfer.export import (
+        Exporter,
+        ExportPlan,
+        load_state,
+        parse_sort,
+        parse_source,
+        state_path,
+    )
 
     if resume and file == "-":
         raise click.UsageError("--resume needs a FILE (standard output cannot be continued)")
     if split and file == "-":
         raise click.UsageError("--split needs a FILE")
+    state = load_state(file) if resume else None
+    if state is not None and state.plan.index != index:
+        raise click.UsageError(f"{file} is an export of [{state.plan.index}], not [{index}]")
+    # one connection per slice (the saved plan's when resuming) and one for the rest
+    connections = (state.plan.slices if state is not None else slices) + 1
     started = time.monotonic()
-    with _client(url, data, user, api_key, ca_cert, no_verify_tls, slices + 1) as client:
-        if resume:
-            state = load_state(file)
-            if state.plan.index != index:
-                raise click.UsageError(f"{file} is an export of [{state.plan.index}], not [{index}]")
+    with (
+        _terminated_as_interrupt(),
+        _client(url, data, user, api_key, ca_cert, no_verify_tls, connections) as client,
+    ):
+        if state is not None:
             exporter = Exporter(client, state, quiet=quiet)
         else:
             plan = ExportPlan(
@@ -186,6 +201,10 @@ def export_command(
                 keep_alive=keep_alive,
             )
             exporter = Exporter.start(client, plan, quiet=quiet)
+        hint = (
+            f"to continue: leafsearch export {index} {file} --resume "
+            f"(within --keep-alive, {exporter.plan.keep_alive})"
+        )
         try:
             written = exporter.run()
         except TransferError as exc:
@@ -194,14 +213,48 @@ def export_command(
                     "an export of a data folder reads a point in time of the process that ran it, "
                     "which ended with it: start the export again without --resume"
                 ) from None
+            if _resumable(state_path(file), data) and exc.type != "search_context_missing_exception":
+                raise TransferError(f"{exc}\n{hint}", exc.type, exc.status) from None
             raise
+        except KeyboardInterrupt:
+            resumable = _resumable(state_path(file), data)
+            click.echo(f"leafsearch: interrupted{chr(10) + hint if resumable else ''}", err=True)
+            sys.exit(130)
+        except BrokenPipeError:  # `export | head`: the reader has what it wanted (the PIT is closed)
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            sys.exit(141)
     seconds = time.monotonic() - started
     total = sum(exporter.state.written)
+    rate = written / seconds if seconds else 0
+    this_run = f"{written:,} in this run, " if total != written else ""
     click.echo(
-        f"exported {total:,} documents of [{index}] ({written:,} in this run, {seconds:.1f}s, "
-        f"{written / seconds if seconds else 0:,.0f} docs/s)",
+        f"exported {total:,} {_documents(total)} of [{index}] ({this_run}{seconds:.1f}s, {rate:,.0f} docs/s)",
         err=True,
     )
+
+
+def _resumable(state_file: str, data: str | None) -> bool:
+    """Whether an interrupted command can be continued with --resume: it recorded its state, and
+    it did not run on a data folder (whose node, and point in time, ended with the command)."""
+    return data is None and os.path.exists(state_file)
+
+
+def _documents(n: int) -> str:
+    return "document" if n == 1 else "documents"
+
+
+@contextmanager
+def _terminated_as_interrupt() -> Iterator[None]:
+    """SIGTERM ends the command as Ctrl-C does: state saved, files closed, the way to resume said."""
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 @click.command("import")
@@ -211,11 +264,13 @@ def export_command(
 @click.option(
     "--mapping",
     type=click.Path(dir_okay=False, exists=True),
-    help="Create INDEX first from this "
-    'JSON file: a mapping ({"properties": ...}) or a create-index body ({"settings", "mappings"}).',
+    help='Create INDEX first from this JSON file: a mapping ({"properties": ...}) or a create-index '
+    'body ({"settings", "mappings"}). Default: FILE.index.json, written by `leafsearch export`, '
+    "when INDEX does not exist yet.",
 )
+@click.option("--no-mapping", is_flag=True, help="Do not create INDEX from FILE.index.json.")
 @click.option(
-    "--workers", default=2, show_default=True, type=click.IntRange(1, 64), help="Bulk requests in parallel."
+    "--workers", default=4, show_default=True, type=click.IntRange(1, 64), help="Bulk requests in parallel."
 )
 @click.option(
     "--chunk", default=5000, show_default=True, type=click.IntRange(1), help="Documents per bulk request."
@@ -227,6 +282,7 @@ def export_command(
     help="Where failed items are written "
     "(default: FILE.errors.ndjson, or import-errors.ndjson for standard input).",
 )
+@click.option("--resume", is_flag=True, help="Continue the interrupted import of FILE where it stopped.")
 @_reported
 def import_command(
     file: str,
@@ -239,30 +295,68 @@ def import_command(
     no_verify_tls: bool,
     quiet: bool,
     mapping: str | None,
+    no_mapping: bool,
     workers: int,
     chunk: int,
     errors_path: str | None,
+    resume: bool,
 ) -> None:
     """Import the NDJSON FILE (`-`: standard input; .gz/.zst decompressed) into INDEX.
 
     Lines are documents (plain sources, or records as `leafsearch export` writes them) or the
     _bulk format. Exits with status 1 when any item failed; each failure is written to the
-    errors file."""
-    from leafsearch.transfer.importer import Importer, create_index, load_definition
+    errors file. An interrupted import of a FILE continues with --resume: no document is lost or
+    written twice."""
+    from leafsearch.transfer.client import InputError, TransferError
+    from leafsearch.transfer.files import check_input, definition_path
+    from leafsearch.transfer.importer import Importer, create_index, load_definition, load_import_state
+    from leafsearch.transfer.importer import state_path as import_state_path
 
+    if resume and file == "-":
+        raise click.UsageError("--resume needs a FILE (standard input cannot be continued)")
+    if mapping is not None and no_mapping:
+        raise click.UsageError("--mapping and --no-mapping exclude each other")
+    state = load_import_state(file) if resume else None
+    if state is not None and state.index != index:
+        raise click.UsageError(f"{file} was being imported into [{state.index}], not [{index}]")
     errors_path = errors_path or ("import-errors.ndjson" if file == "-" else file + ".errors.ndjson")
     started = time.monotonic()
-    with _client(url, data, user, api_key, ca_cert, no_verify_tls, workers + 1) as client:
-        if mapping is not None:
-            create_index(client, index, load_definition(mapping))
+    hint = f"to continue: leafsearch import {file} {index} --resume"
+    with (
+        _terminated_as_interrupt(),
+        _client(url, data, user, api_key, ca_cert, no_verify_tls, workers + 1) as client,
+    ):
         importer = Importer(
             client, index, workers=workers, chunk_docs=chunk, errors_path=errors_path, quiet=quiet
         )
-        result = importer.run(file)
+        check_input(file)  # a missing or unreadable FILE is said before anything is done
+        if state is None and file != "-":
+            state = importer.new_state(file)
+        if mapping is not None and not resume:
+            create_index(client, index, load_definition(mapping))
+        elif not no_mapping and file != "-" and os.path.exists(definition_path(file)):
+            status, _ = client.request("HEAD", f"/{index}", allow=(404,))
+            if status == 404:
+                create_index(client, index, load_definition(definition_path(file)))
+        try:
+            result = importer.run(file, state)
+        except KeyboardInterrupt:
+            resumable = _resumable(import_state_path(file), None)
+            click.echo(f"leafsearch: interrupted{chr(10) + hint if resumable else ''}", err=True)
+            sys.exit(130)
+        except InputError:
+            if state is not None and state.done_below == 0 and not state.acknowledged:  # nothing sent
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(import_state_path(file))
+            raise
+        except TransferError as exc:
+            if not _resumable(import_state_path(file), None):
+                raise
+            raise TransferError(f"{exc}\n{hint}", exc.type, exc.status) from None
     seconds = time.monotonic() - started
-    done = result.succeeded + result.failed
     click.echo(
-        f"{result.summary()}\n({seconds:.1f}s, {done / seconds if seconds else 0:,.0f} docs/s)", err=True
+        f"{result.summary()}\n({seconds:.1f}s, {result.this_run / seconds if seconds else 0:,.0f} docs/s)",
+        err=True,
     )
     if result.failed:
         sys.exit(1)

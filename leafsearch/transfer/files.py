@@ -8,13 +8,17 @@ recorded and append from there (`export.py`)."""
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import io
 import os
+import stat
 import sys
 from typing import IO, BinaryIO
 
 import zstandard
+
+from leafsearch.transfer.client import InputError
 
 GZIP_LEVEL = 6
 ZSTD_LEVEL = 3
@@ -56,6 +60,60 @@ class CountingReader(io.RawIOBase):
         return n or 0
 
 
+class _ZstdFrames(io.RawIOBase):
+    """The decompressed bytes of consecutive zstd frames (an export writes one per piece). Unlike
+    `stream_reader`, a file that ends inside a frame (cut short, corrupt) is an error, not a quiet
+    end of the data."""
+
+    def __init__(self, raw: IO[bytes]) -> None:
+        self.raw = raw
+        self.frame = zstandard.ZstdDecompressor().decompressobj()
+        self.started = False  # the current frame has been fed bytes
+        self.pending = b""
+        self.offset = 0  # of the first byte of `pending` not read yet
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:  # type: ignore[no-untyped-def]
+        while self.offset == len(self.pending):
+            self.pending, self.offset = b"", 0
+            compressed = self.raw.read(1 << 20)
+            if not compressed:
+                if self.started:
+                    raise zstandard.ZstdError("the file ends inside a zstd frame (cut short?)")
+                return 0
+            while compressed:
+                self.started = True
+                self.pending += self.frame.decompress(compressed)
+                if not self.frame.eof:
+                    break
+                compressed = self.frame.unused_data
+                self.frame = zstandard.ZstdDecompressor().decompressobj()
+                self.started = False
+        n = min(len(buffer), len(self.pending) - self.offset)
+        buffer[:n] = memoryview(self.pending)[self.offset : self.offset + n]
+        self.offset += n
+        return n
+
+    def close(self) -> None:
+        self.raw.close()
+        super().close()
+
+
+def check_input(path: str) -> None:
+    """Refuses a FILE that cannot be opened for reading, before a command does anything else (it is
+    not opened: a pipe would lose what this read)."""
+    if path == "-":
+        return
+    if not os.path.exists(path):
+        raise InputError(f"no such file [{path}]")
+    if os.path.isdir(path):
+        raise InputError(f"cannot read [{path}]: Is a directory")
+    if not os.access(path, os.R_OK):
+        raise InputError(f"cannot read [{path}]: Permission denied")
+
+
 def open_input(path: str) -> tuple[IO[bytes], CountingReader, int | None]:
     """A binary line reader over `path` (decompressed), the counter of raw bytes consumed, and the
     raw size when known (None for standard input)."""
@@ -63,17 +121,42 @@ def open_input(path: str) -> tuple[IO[bytes], CountingReader, int | None]:
         raw: BinaryIO = sys.stdin.buffer
         size = None
     else:
-        raw = open(path, "rb")  # noqa: SIM115 - closed through the returned reader
-        size = os.fstat(raw.fileno()).st_size
+        try:
+            raw = open(path, "rb")  # noqa: SIM115 - closed through the returned reader
+        except FileNotFoundError:
+            raise InputError(f"no such file [{path}]") from None
+        except OSError as exc:
+            raise InputError(f"cannot read [{path}]: {exc.strerror}") from None
+        info = os.fstat(raw.fileno())
+        size = info.st_size if stat.S_ISREG(info.st_mode) else None  # a pipe (`<(...)`) has none
     counter = CountingReader(raw)
     buffered = io.BufferedReader(counter, buffer_size=1 << 20)
     kind = compression_of(path)
     if kind == "gz":
         return gzip.GzipFile(fileobj=buffered, mode="rb"), counter, size  # type: ignore[return-value]
     if kind == "zst":
-        reader = zstandard.ZstdDecompressor().stream_reader(buffered, read_across_frames=True)
-        return io.BufferedReader(reader, buffer_size=1 << 20), counter, size  # type: ignore[arg-type]
+        return io.BufferedReader(_ZstdFrames(buffered), buffer_size=1 << 20), counter, size
     return buffered, counter, size
+
+
+def definition_path(path: str) -> str:
+    """Where `leafsearch export` writes the index's settings and mappings beside FILE (and where
+    `leafsearch import` looks for them)."""
+    return path + ".index.json"
+
+
+def replace_file(path: str, data: bytes) -> None:
+    """`path` replaced by `data` through a temporary file renamed over it, so a kill leaves the old
+    content or the new, never half of it, and no temporary file survives an exception."""
+    temporary = path + ".tmp"
+    try:
+        with open(temporary, "wb") as handle:
+            handle.write(data)
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(temporary)
+        raise
 
 
 def open_output(path: str, offset: int | None) -> BinaryIO:

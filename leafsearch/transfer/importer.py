@@ -1,9 +1,27 @@
-"""`leafsearch import`: NDJSON into an index through parallel `_bulk` requests.
+"""`leafsearch import`: NDJSON into an index through parallel `_bulk` requests, resumable.
 
 The file holds either Elasticsearch's `_bulk` format (action lines, each but `delete` followed by
 its source) or one document per line: a plain source, or a record as `leafsearch export` and
 elasticdump write it (`{"_id", "_source", ...}`: indexed under its `_id`, with its `_routing`). The
 first line decides which. Documents go to INDEX whatever `_index` the file names.
+
+**Bytes, not objects.** The input is read in blocks and cut into lines by `bytes.split`; a chunk
+of lines becomes a bulk body without decoding a document where the format allows it: plain
+sources are framed as they are (an action line, then the line), and records in the exact shape
+`leafsearch export` writes (`{"_index":..,"_id":..,["_routing":..,]"_source":{..}[,"sort":[..]]}`,
+compact, without `_routing`) are rewritten into action + source by constant replacements over the
+whole chunk (C speed, no Python per line). A chunk whose every line does not fit that shape (an
+elasticdump file, a file with blank lines or CRLF endings, the `_bulk` format) is parsed line by
+line with orjson, as before.
+
+**Resuming.** An import of a file (not standard input) records in `FILE.import-state.json`, after
+each bulk answer, which chunks the server acknowledged (chunk numbers: the chunking is a function
+of the file and of `--chunk`, which the state keeps, so a resumed run cuts the same chunks). With
+`--resume`, acknowledged chunks are skipped and the others sent again. Sending a chunk again is
+harmless: a document with an `_id` is written again under the same id, and a document *without*
+one is given an id derived from the run and its line (`<run>-<line>`) and sent as `create`, so a
+copy the server already holds answers 409, counted as imported, never written twice. Failed items
+of earlier runs stay in the errors file (it is appended to) and in the counts.
 
 Every item the server refuses (and every line that is not JSON) is counted by error type, written
 to the errors file with its line number, and makes the command exit with status 1. A whole bulk
@@ -11,40 +29,99 @@ request refused with 429 is retried with a growing pause, as the official client
 
 from __future__ import annotations
 
+import bisect
+import functools
+import itertools
+import os
+import re
+import secrets
 import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import IO, Any
 
 import orjson
+import zstandard
 
-from leafsearch.transfer.client import Client, TransferError
-from leafsearch.transfer.files import open_input
+from leafsearch.transfer.client import Client, InputError, TransferError, decode
+from leafsearch.transfer.files import open_input, replace_file
 from leafsearch.transfer.progress import bytes_bar
 
 ACTIONS = ("index", "create", "update", "delete")
 RECORD_KEYS = frozenset({"_index", "_id", "_source", "_routing", "_type", "_score", "sort"})
 RETRIES_ON_429 = 5
+STATE_VERSION = 1
+READ_BLOCK = 4 << 20
 _PLAIN_ACTION = b'{"index":{}}'
+_CONFLICT = "version_conflict_engine_exception"
+_NO_ERRORS = b'"errors":false'
+
+# The fast path's rewrites of a chunk of record lines, each a constant replacement (the regular
+# expressions start with a literal, which `re` finds with a fast scan): a record's head up to its
+# `_id` becomes an action's, the `","_source":` after the id closes the action line, and the sort
+# (or nothing) after the source goes with the record's closing brace.
+_RECORD_HEAD = re.compile(rb'\n\{"_index":"[^"\\\n]*","_id":"')
+_SOURCE_KEY = b'","_source":'
+_SORTED_TAIL = re.compile(rb',"sort":\[[^\]\n]*\]\}\n')
 
 
 @dataclass
 class _Chunk:
-    """One bulk request's body and, for each of its items, the file line and action it came from."""
+    """One bulk request: its number in the file, its body, and what its items came from: items are
+    the lines `first_line`, `first_line + 1`, ... unless `items` lists (line, action, id) each."""
 
-    lines: list[bytes] = field(default_factory=list)
-    items: list[tuple[int, str, Any]] = field(default_factory=list)
-    size: int = 0
+    number: int
+    body: bytes
+    first_line: int
+    count: int
+    items: list[tuple[int, str, Any]] | None = None
+    run: str | None = None
+    derived: bool = False  # the items' ids are derived ones (`<run>-<line>`): a 409 means "already there"
 
-    def add(self, line_no: int, kind: str, doc_id: Any, action: bytes, source: bytes | None) -> None:
-        self.lines.append(action)
-        self.size += len(action) + 1
-        if source is not None:
-            self.lines.append(source)
-            self.size += len(source) + 1
-        self.items.append((line_no, kind, doc_id))
+    def item(self, i: int) -> tuple[int, str, Any]:
+        if self.items is not None:
+            return self.items[i]
+        return self.first_line + i, "create" if self.derived else "index", None
+
+    def is_derived(self, i: int, doc_id: Any) -> bool:
+        """Whether item `i` (answered with `doc_id`) has an id this import derived."""
+        if self.items is None:
+            return self.derived
+        line_no, kind, _ = self.items[i]
+        return self.run is not None and kind == "create" and doc_id == f"{self.run}-{line_no}"
+
+
+@dataclass
+class ImportState:
+    """What a resumable import has done: see the module docstring."""
+
+    file: str
+    index: str
+    run: str
+    chunk_docs: int
+    chunk_bytes: int
+    identity: list[int]  # the file's size and modification time: a changed file is not resumed
+    done_below: int = 0  # every chunk numbered below was acknowledged
+    acknowledged: list[int] = field(default_factory=list)  # and these, above it
+    succeeded: int = 0
+    failed: int = 0
+    version: int = STATE_VERSION
+
+    def acknowledge(self, number: int) -> None:
+        """Chunk `number` acknowledged; the list keeps only those above the acknowledged prefix, so
+        the state stays small however long the file."""
+        self.acknowledged.append(number)
+        if number == self.done_below:
+            above = set(self.acknowledged)
+            while self.done_below in above:
+                above.discard(self.done_below)
+                self.done_below += 1
+            self.acknowledged = sorted(above)
+
+    def was_acknowledged(self, number: int) -> bool:
+        return number < self.done_below or number in self.acknowledged
 
 
 @dataclass
@@ -55,9 +132,10 @@ class ImportResult:
     failed: int = 0
     by_type: dict[str, list[Any]] = field(default_factory=dict)
     errors_file: str | None = None
+    this_run: int = 0
 
     def summary(self) -> str:
-        lines = [f"{self.succeeded:,} items imported, {self.failed:,} failed"]
+        lines = [f"{self.succeeded:,} {_items(self.succeeded)} imported, {self.failed:,} failed"]
         for error_type, (count, reason) in sorted(self.by_type.items(), key=lambda kv: -kv[1][0]):
             lines.append(f"  {count:,} x {error_type}: {reason}")
         if self.errors_file and self.failed:
@@ -65,12 +143,46 @@ class ImportResult:
         return "\n".join(lines)
 
 
-class _Failures:
-    """Failed items, counted and written to the errors file (opened at the first failure)."""
+def _items(n: int) -> str:
+    return "item" if n == 1 else "items"
 
-    def __init__(self, path: str, result: ImportResult) -> None:
+
+def state_path(path: str) -> str:
+    return path + ".import-state.json"
+
+
+def load_import_state(path: str) -> ImportState:
+    try:
+        with open(state_path(path), "rb") as handle:
+            raw = orjson.loads(handle.read())
+    except FileNotFoundError:
+        raise TransferError(f"nothing to resume: no state file [{state_path(path)}]") from None
+    except orjson.JSONDecodeError as exc:
+        raise TransferError(f"[{state_path(path)}] is not a state file: {exc}") from None
+    if raw.get("version") != STATE_VERSION:
+        raise TransferError(f"[{state_path(path)}] was written by another version of leafsearch import")
+    state = ImportState(**raw)
+    if state.identity != file_identity(path):
+        raise TransferError(
+            f"[{path}] changed since the interrupted import (its size or modification time): "
+            "import it again without --resume"
+        )
+    return state
+
+
+def file_identity(path: str) -> list[int]:
+    info = os.stat(path)
+    return [info.st_size, info.st_mtime_ns]
+
+
+class _Failures:
+    """Failed items, counted and written to the errors file (opened at the first failure; appended
+    to by a resumed run)."""
+
+    def __init__(self, path: str, result: ImportResult, append: bool) -> None:
         self.path = path
         self.result = result
+        self.append = append
         self.lock = threading.Lock()
         self.handle: IO[bytes] | None = None
 
@@ -79,7 +191,7 @@ class _Failures:
         reason = error.get("reason") if isinstance(error, dict) else str(error)
         with self.lock:
             if self.handle is None:
-                self.handle = open(self.path, "wb")  # noqa: SIM115 - closed by close()
+                self.handle = open(self.path, "ab" if self.append else "wb")  # noqa: SIM115 - close()
                 self.result.errors_file = self.path
             record = {"line": line_no, "action": kind, "_id": doc_id, "status": status, "error": error}
             self.handle.write(orjson.dumps(record) + b"\n")
@@ -87,71 +199,196 @@ class _Failures:
             entry = self.result.by_type.setdefault(error_type, [0, reason])
             entry[0] += 1
 
+    def flush(self) -> None:
+        with self.lock:
+            if self.handle is not None:
+                self.handle.flush()
+
     def close(self) -> None:
         if self.handle is not None:
             self.handle.close()
 
 
-def _chunks(reader: IO[bytes], failures: _Failures, chunk_docs: int, chunk_bytes: int) -> Iterator[_Chunk]:
-    """The file's items grouped into bulk bodies of at most `chunk_docs` items / ~`chunk_bytes`."""
-    chunk = _Chunk()
-    bulk_format: bool | None = None
-    pending: tuple[int, str, Any, bytes] | None = None  # an action line waiting for its source
-    for line_no, raw in enumerate(reader, 1):
-        line = raw.strip()
-        if not line:
-            continue
-        if pending is not None:
-            chunk.add(pending[0], pending[1], pending[2], pending[3], line)
-            pending = None
+class _Muted:
+    def add(self, *_: Any) -> None:
+        pass
+
+
+def _blocks_of_lines(
+    reader: IO[bytes], chunk_docs: int, chunk_bytes: int
+) -> Iterator[tuple[int, list[bytes]]]:
+    """The input's lines (without their newline) in groups, each with the number of its first line:
+    a group ends after `chunk_docs` lines or at the line that brings it to `chunk_bytes`, so the
+    groups are a function of the input and the two limits only (what resuming relies on). Lines are
+    cut from large blocks by `bytes.split`, never a Python step per line."""
+    line_no = 1
+    pending: list[bytes] = []
+    pending_bytes = 0
+    rest = b""
+    eof = False
+    while not eof:
+        block = reader.read(READ_BLOCK)
+        if block:
+            lines = (rest + block).split(b"\n")
+            rest = lines.pop()
         else:
+            eof = True
+            lines = [rest] if rest else []
+        pending.extend(lines)
+        pending_bytes += sum(map(len, lines))
+        while pending and (eof or len(pending) >= chunk_docs or pending_bytes >= chunk_bytes):
+            sizes = list(itertools.accumulate(map(len, pending[:chunk_docs])))
+            n = min(bisect.bisect_left(sizes, chunk_bytes) + 1, len(sizes))
+            group, pending = pending[:n], pending[n:]
+            pending_bytes -= sizes[n - 1]
+            yield line_no, group
+            line_no += n
+
+
+class _Framer:
+    """Turns groups of lines into bulk chunks (see the module docstring for the fast and slow paths)."""
+
+    def __init__(self, failures: _Failures, run: str | None) -> None:
+        self.failures = failures
+        self.run = run  # None: documents without an `_id` get the server's ids (standard input)
+        self.format: str | None = None  # "bulk", "record" or "plain", from the first line
+        self.pending: tuple[int, str, Any, bytes] | None = None  # a bulk action waiting for its source
+
+    def decide(self, first: bytes) -> None:
+        try:
+            obj = orjson.loads(first)
+        except orjson.JSONDecodeError as exc:
+            raise InputError(f"the input is not NDJSON: line 1 is not JSON ({exc})") from None
+        if _is_action(obj):
+            self.format = "bulk"
+        elif _is_record(obj):
+            self.format = "record"
+        elif isinstance(obj, dict):
+            self.format = "plain"
+        else:
+            raise InputError("the input is not NDJSON documents: line 1 is not a JSON object")
+
+    def chunk(self, number: int, first_line: int, lines: list[bytes]) -> _Chunk | None:
+        if self.format is None:
+            self.decide(next((line.strip() for line in lines if line.strip()), b"{}"))
+        clean = b"" not in lines  # a blank line has no item: the slow path numbers items by line
+        if clean and self.format == "plain":
+            return self._plain(number, first_line, lines)
+        if clean and self.format == "record":
+            fast = self._records(number, first_line, lines)
+            if fast is not None:
+                return fast
+        return self._parsed(number, first_line, lines)
+
+    def replay(self, number: int, first_line: int, lines: list[bytes]) -> None:
+        """Reads an acknowledged chunk again for the state it leaves (its failures are on record)."""
+        failures, self.failures = self.failures, _Muted()  # type: ignore[assignment]
+        try:
+            self._parsed(number, first_line, lines)
+        finally:
+            self.failures = failures
+
+    def _plain(self, number: int, first_line: int, lines: list[bytes]) -> _Chunk:
+        if self.run is None:
+            body = _PLAIN_ACTION + b"\n" + (b"\n" + _PLAIN_ACTION + b"\n").join(lines) + b"\n"
+            return _Chunk(number, body, first_line, len(lines))
+        prefix = self.run.encode()
+        actions = [
+            b'{"create":{"_id":"%s-%d"}}' % (prefix, n) for n in range(first_line, first_line + len(lines))
+        ]
+        body = b"\n".join(itertools.chain.from_iterable(zip(actions, lines, strict=True))) + b"\n"
+        return _Chunk(number, body, first_line, len(lines), derived=True)
+
+    def _records(self, number: int, first_line: int, lines: list[bytes]) -> _Chunk | None:
+        """The chunk's records as bulk items by whole-chunk replacements, or None when a line is not
+        exactly `{"_index":"..","_id":"..","_source":{..}[,"sort":[..]]}` (each step's count must
+        be one per line: a source holding one of the patterns, a routing, an escaped id, ... fail
+        it, and the chunk is parsed line by line)."""
+        n = len(lines)
+        text = b"\n" + b"\n".join(lines) + b"\n"
+        if b'"_routing":' in text or text.count(_SOURCE_KEY) != n:
+            return None
+        sorts = text.count(b',"sort":[')
+        if sorts == n:  # the sort, then the record's brace (before any action line)
+            text, tails = _SORTED_TAIL.subn(b"\n", text)
+        elif sorts == 0:
+            tails = text.count(b"}\n")
+            text = text.replace(b"}\n", b"\n")
+        else:
+            return None
+        if tails != n:
+            return None
+        text, heads = _RECORD_HEAD.subn(b'\n{"index":{"_id":"', text)
+        if heads != n:
+            return None
+        text = text.replace(_SOURCE_KEY, b'"}}\n')
+        return _Chunk(number, text[1:], first_line, n)
+
+    def _parsed(self, number: int, first_line: int, lines: list[bytes]) -> _Chunk | None:
+        out: list[bytes] = []
+        items: list[tuple[int, str, Any]] = []
+        for line_no, raw in enumerate(lines, first_line):
+            line = raw.strip()
+            if not line:
+                continue
+            if self.pending is not None:
+                p_line, kind, doc_id, action = self.pending
+                out += (action, line)
+                items.append((p_line, kind, doc_id))
+                self.pending = None
+                continue
             try:
                 obj = orjson.loads(line)
             except orjson.JSONDecodeError as exc:
-                failures.add(line_no, "index", None, 400, {"type": "parse_exception", "reason": str(exc)})
+                self.failures.add(
+                    line_no, "index", None, 400, {"type": "parse_exception", "reason": str(exc)}
+                )
                 continue
-            if bulk_format is None:
-                bulk_format = _is_action(obj)
-            if bulk_format:
+            if self.format == "bulk":
                 if not _is_action(obj):
                     reason = f"line [{line_no}] is not a bulk action ({', '.join(ACTIONS)})"
-                    failures.add(
+                    self.failures.add(
                         line_no, "index", None, 400, {"type": "illegal_argument_exception", "reason": reason}
                     )
                     continue
                 ((kind, meta),) = obj.items()
                 meta.pop("_index", None)
+                if kind == "index" and "_id" not in meta and self.run is not None:
+                    kind, meta["_id"] = "create", f"{self.run}-{line_no}"
                 action = orjson.dumps({kind: meta})
                 if kind == "delete":
-                    chunk.add(line_no, kind, meta.get("_id"), action, None)
+                    out.append(action)
+                    items.append((line_no, kind, meta.get("_id")))
                 else:
-                    pending = (line_no, kind, meta.get("_id"), action)
-                    continue
-            elif isinstance(obj, dict) and "_source" in obj and obj.keys() <= RECORD_KEYS:
+                    self.pending = (line_no, kind, meta.get("_id"), action)
+            elif _is_record(obj):
                 meta = {}
+                kind = "index"
                 if "_id" in obj:
                     meta["_id"] = obj["_id"]
+                elif self.run is not None:
+                    kind, meta["_id"] = "create", f"{self.run}-{line_no}"
                 if obj.get("_routing") is not None:
                     meta["routing"] = obj["_routing"]
-                chunk.add(
-                    line_no,
-                    "index",
-                    meta.get("_id"),
-                    orjson.dumps({"index": meta}),
-                    orjson.dumps(obj["_source"]),
-                )
+                out += (orjson.dumps({kind: meta}), orjson.dumps(obj["_source"]))
+                items.append((line_no, kind, meta.get("_id")))
+            elif self.run is not None:
+                out += (b'{"create":{"_id":"%s-%d"}}' % (self.run.encode(), line_no), line)
+                items.append((line_no, "create", f"{self.run}-{line_no}"))
             else:
-                chunk.add(line_no, "index", None, _PLAIN_ACTION, line)
-        if len(chunk.items) >= chunk_docs or chunk.size >= chunk_bytes:
-            yield chunk
-            chunk = _Chunk()
-    if pending is not None:
-        reason = f"the action on line [{pending[0]}] has no source line"
-        failures.add(
-            pending[0], pending[1], pending[2], 400, {"type": "illegal_argument_exception", "reason": reason}
-        )
-    if chunk.items:
-        yield chunk
+                out += (_PLAIN_ACTION, line)
+                items.append((line_no, "index", None))
+        if not items:
+            return None
+        return _Chunk(number, b"\n".join(out) + b"\n", first_line, len(items), items, run=self.run)
+
+    def finish(self) -> None:
+        if self.pending is not None:
+            line_no, kind, doc_id, _ = self.pending
+            reason = f"the action on line [{line_no}] has no source line"
+            self.failures.add(
+                line_no, kind, doc_id, 400, {"type": "illegal_argument_exception", "reason": reason}
+            )
 
 
 def _is_action(obj: Any) -> bool:
@@ -161,6 +398,10 @@ def _is_action(obj: Any) -> bool:
         and next(iter(obj)) in ACTIONS
         and isinstance(next(iter(obj.values())), dict)
     )
+
+
+def _is_record(obj: Any) -> bool:
+    return isinstance(obj, dict) and "_source" in obj and obj.keys() <= RECORD_KEYS
 
 
 def create_index(client: Client, index: str, definition: dict[str, Any]) -> None:
@@ -190,10 +431,29 @@ class Importer:
         self.errors_path = errors_path
         self.quiet = quiet
 
-    def run(self, path: str) -> ImportResult:
+    def new_state(self, path: str) -> ImportState:
+        return ImportState(
+            os.path.abspath(path),
+            self.index,
+            secrets.token_hex(4),
+            self.chunk_docs,
+            self.chunk_bytes,
+            file_identity(path),
+        )
+
+    def run(self, path: str, state: ImportState | None) -> ImportResult:
+        """Imports `path`; with a `state` (any file but standard input) records progress in the state
+        file and skips the chunks it says were acknowledged."""
         result = ImportResult()
-        failures = _Failures(self.errors_path, result)
+        if state is not None:
+            self.chunk_docs, self.chunk_bytes = state.chunk_docs, state.chunk_bytes
+            result.succeeded, result.failed = state.succeeded, state.failed
+        resumed = state is not None and (state.done_below > 0 or bool(state.acknowledged))
+        failures = _Failures(self.errors_path, result, append=resumed)
+        framer = _Framer(failures, state.run if state is not None else None)
         reader, counter, size = open_input(path)
+        if state is not None:  # before anything is sent: a rerun must reuse this run's derived ids
+            save_import_state(state)
         in_flight = threading.BoundedSemaphore(self.workers * 2)
         lock = threading.Lock()
         broken: list[BaseException] = []  # a request that failed as a whole (transport, bad answer)
@@ -201,56 +461,92 @@ class Importer:
             with bytes_bar(self.quiet) as bar, ThreadPoolExecutor(self.workers) as pool:
                 task = bar.add_task(f"import {self.index}", total=size, docs=0)
 
-                def sent(future: Future) -> None:
+                def sent(chunk: _Chunk, future: Future) -> None:
                     in_flight.release()
                     if future.exception() is not None:
                         broken.append(future.exception())  # type: ignore[arg-type]
                         return
                     with lock:
-                        result.succeeded += future.result()
-                        done = result.succeeded + result.failed
-                    bar.update(task, completed=counter.consumed, docs=done)
+                        ok = future.result()
+                        result.succeeded += ok
+                        result.this_run += chunk.count
+                        if state is not None:
+                            failures.flush()
+                            state.acknowledge(chunk.number)
+                            state.succeeded, state.failed = result.succeeded, result.failed
+                            save_import_state(state)
+                    bar.update(task, completed=counter.consumed, docs=result.this_run)
 
-                for chunk in _chunks(reader, failures, self.chunk_docs, self.chunk_bytes):
+                groups = _read_groups(reader, path, self.chunk_docs, self.chunk_bytes)
+                for number, (first_line, lines) in enumerate(groups):
+                    if state is not None and state.was_acknowledged(number):
+                        if framer.format == "bulk":  # an action's source may be in the next chunk
+                            framer.replay(number, first_line, lines)
+                        continue
+                    chunk = framer.chunk(number, first_line, lines)
+                    if chunk is None:
+                        continue
                     in_flight.acquire()
                     if broken:
                         break
-                    pool.submit(self._send, chunk, failures).add_done_callback(sent)
+                    pool.submit(self._send, chunk, failures).add_done_callback(functools.partial(sent, chunk))
+                framer.finish()
             if broken:
                 raise broken[0]
         finally:
             failures.close()
             reader.close()
         self.client.request("POST", f"/{self.index}/_refresh", allow=(404,))
+        if state is not None:
+            os.remove(state_path(state.file))
         return result
 
     def _send(self, chunk: _Chunk, failures: _Failures) -> int:
         """One bulk request; failed items go to `failures`. Returns the items that succeeded."""
-        body = b"\n".join(chunk.lines) + b"\n"
         for attempt in range(RETRIES_ON_429 + 1):
-            status, response = self.client.request(
-                "POST", f"/{self.index}/_bulk", ndjson=body, allow=(400, 403, 404, 413, 429, 500, 503)
-            )
+            status, content = self.client.request_bytes("POST", f"/{self.index}/_bulk", ndjson=chunk.body)
             if status != 429 or attempt == RETRIES_ON_429:
                 break
             time.sleep(0.5 * 2**attempt)
-        if status >= 400:
+        if status == 200 and _NO_ERRORS in content[:64]:
+            return chunk.count  # the answer's items are not read (nor decoded) when none failed
+        response = decode(content)
+        if status >= 400 or not isinstance(response, dict) or "items" not in response:
             error = response.get("error") if isinstance(response, dict) else response
-            for line_no, kind, doc_id in chunk.items:
+            for i in range(chunk.count):
+                line_no, kind, doc_id = chunk.item(i)
                 failures.add(line_no, kind, doc_id, status, error)
             return 0
-        if not response.get("errors"):
-            return len(chunk.items)
         ok = 0
-        for (line_no, kind, doc_id), item in zip(chunk.items, response["items"], strict=True):
+        for i, item in enumerate(response["items"]):
+            line_no, kind, doc_id = chunk.item(i)
             ((_, outcome),) = item.items()
-            if "error" in outcome:
-                failures.add(
-                    line_no, kind, outcome.get("_id", doc_id), outcome.get("status", 0), outcome["error"]
-                )
-            else:
+            error = outcome.get("error")
+            if error is None:
                 ok += 1
+            elif (
+                isinstance(error, dict)
+                and error.get("type") == _CONFLICT
+                and chunk.is_derived(i, outcome.get("_id"))
+            ):
+                ok += 1  # a derived id already there: this line was written by an earlier attempt
+            else:
+                failures.add(line_no, kind, outcome.get("_id", doc_id), outcome.get("status", 0), error)
         return ok
+
+
+def _read_groups(
+    reader: IO[bytes], path: str, chunk_docs: int, chunk_bytes: int
+) -> Iterator[tuple[int, list[bytes]]]:
+    """`_blocks_of_lines`, with a file that cannot be decompressed reported as such."""
+    try:
+        yield from _blocks_of_lines(reader, chunk_docs, chunk_bytes)
+    except (OSError, EOFError, zstandard.ZstdError) as exc:
+        raise InputError(f"cannot read [{path}]: {exc}") from None
+
+
+def save_import_state(state: ImportState) -> None:
+    replace_file(state_path(state.file), orjson.dumps(asdict(state)))
 
 
 def load_definition(path: str) -> dict[str, Any]:

@@ -21,8 +21,10 @@ from rich.text import Text
 
 
 class _DocsPerSecond(ProgressColumn):
+    """The rate of this run: a resumed export's earlier documents (`base`) are not counted."""
+
     def render(self, task: Task) -> Text:
-        docs = task.fields.get("docs", task.completed)
+        docs = task.fields.get("docs", task.completed) - task.fields.get("base", 0)
         elapsed = task.elapsed or 0.0
         rate = docs / elapsed if elapsed > 0 else 0.0
         return Text(f"{rate:,.0f} docs/s", style="progress.data.speed")

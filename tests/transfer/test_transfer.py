@@ -4,11 +4,17 @@ session's server and against a data folder."""
 from __future__ import annotations
 
 import gzip
+import os
+import random
 import signal
+import stat
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
@@ -198,6 +204,11 @@ def test_export_and_import_on_a_data_folder(tmp_path: Path) -> None:
     cli("export", "local", str(output), "--data", str(data), "--slices", "2")
     exported = [orjson.loads(line)["_source"] for line in read_lines(output)]
     assert sorted(exported, key=lambda doc: doc["n"]) == [{"n": -1, "tag": "extra"}, *docs]
+    # the folder, made by the test with its umask, and all the node wrote are the owner's alone
+    for folder, dirs, files in os.walk(data):
+        for name in dirs + files:
+            path = Path(folder) / name
+            assert stat.S_IMODE(path.stat().st_mode) == (0o700 if path.is_dir() else 0o600), path
 
 
 def test_import_reports_each_failed_item_and_exits_1(server: str, tmp_path: Path) -> None:
@@ -261,3 +272,308 @@ def test_import_of_gzip_and_of_standard_input(server: str, tmp_path: Path) -> No
             assert answer["aggregations"]["n"]["value"] == sum(range(len(docs)))
     finally:
         httpx.delete(f"{server}/transfer-gz,transfer-stdin", timeout=60)
+
+
+# ---- the streaming endpoint, its fallback, and what a new user hit ----------------------------------
+
+
+def open_contexts(server: str) -> int:
+    stats = httpx.get(f"{server}/_nodes/stats/indices/search", timeout=60).json()["nodes"]
+    return sum(node["indices"]["search"]["open_contexts"] for node in stats.values())
+
+
+@contextmanager
+def without_export_endpoint(server: str) -> Iterator[tuple[str, list[str]]]:
+    """A proxy to `server` that answers `/_export` as Elasticsearch does (405), like a server
+    without the streaming endpoint; yields its URL and the paths it forwarded."""
+    seen: list[str] = []
+    upstream = httpx.Client(base_url=server, timeout=120)
+
+    class Proxy(BaseHTTPRequestHandler):
+        def _forward(self) -> None:
+            body = self.rfile.read(int(self.headers.get("content-length") or 0))
+            path = self.path.split("?")[0]
+            if path.endswith("/_export"):
+                status, content = 405, b'{"error":"Incorrect HTTP method for uri [/_export]","status":405}'
+            else:
+                seen.append(path)
+                headers = {"content-type": self.headers.get("content-type", "application/json")}
+                answer = upstream.request(self.command, self.path, content=body, headers=headers)
+                status, content = answer.status_code, answer.content
+            self.send_response(status)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(content)))
+            self.end_headers()
+            self.wfile.write(content)
+
+        do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = _forward
+
+        def log_message(self, *_: object) -> None:
+            pass
+
+    proxy = ThreadingHTTPServer(("127.0.0.1", 0), Proxy)
+    thread = threading.Thread(target=proxy.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{proxy.server_address[1]}", seen
+    finally:
+        proxy.shutdown()
+        proxy.server_close()
+        upstream.close()
+
+
+def test_export_streams_from_the_endpoint_and_falls_back_to_pit_pages(
+    server: str, loaded: str, dataset, tmp_path: Path
+) -> None:
+    _, _, expected = dataset
+    streamed = tmp_path / "streamed.ndjson"
+    cli("export", loaded, str(streamed), "--url", server, "--slices", "2")
+    lines = read_lines(streamed)
+    assert documents(lines) == expected
+    assert all(b',"sort":[' in line for line in lines[:10])  # lines of the stream, as they came
+    with without_export_endpoint(server) as (url, seen):
+        paged = tmp_path / "paged.ndjson.zst"
+        cli("export", loaded, str(paged), "--url", url, "--slices", "2")
+    assert documents(read_lines(paged)) == expected
+    assert seen.count("/_search") >= N // 1000  # pages of the PIT
+    assert open_contexts(server) == 0
+
+
+def _kill_when(
+    process: subprocess.Popen, done: Callable[[dict], bool], state_of: Callable[[], dict | None]
+) -> bool:
+    """SIGKILLs `process` once its state file satisfies `done`; False if it ended first."""
+    deadline = time.monotonic() + 120
+    while process.poll() is None:
+        state = state_of()
+        if state is not None and done(state):
+            process.send_signal(signal.SIGKILL)
+            process.wait(timeout=60)
+            return True
+        assert time.monotonic() < deadline
+        time.sleep(0.002)
+    return False
+
+
+def _start(*args: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "leafsearch", *args], cwd=REPO, env=server_env(), stderr=subprocess.PIPE
+    )
+
+
+@pytest.mark.parametrize("suffix", [".ndjson", ".ndjson.zst"])
+def test_export_killed_at_random_moments_resumes_exactly_once(
+    server: str, loaded: str, dataset, tmp_path: Path, suffix: str
+) -> None:
+    _, _, expected = dataset
+    seed = random.randrange(1 << 30)
+    rng = random.Random(seed)
+    output = tmp_path / f"killed{suffix}"
+    args = ["export", loaded, str(output), "--url", server]
+    kills = 0
+    process = _start(*args, "--slices", "3")  # resumed below without --slices: the saved plan's 3
+    for _ in range(3):
+        target = rng.randrange(1, N)
+        if _kill_when(process, lambda state, t=target: sum(state["written"]) >= t, lambda: _state(output)):
+            kills += 1
+            process = _start(*args, "--resume")
+        else:
+            break
+    assert process.wait(timeout=300) == 0, (seed, process.stderr.read().decode())
+    process.stderr.close()
+    assert documents(read_lines(output)) == expected, f"seed {seed}"
+    assert _state(output) is None
+    assert not Path(str(output) + ".export-state.json.tmp").exists()
+    assert open_contexts(server) == 0, f"{kills} kills, seed {seed}"
+
+
+def test_export_over_a_pit_ignores_concurrent_writes(server: str, dataset, tmp_path: Path) -> None:
+    records, mapping, expected = dataset
+    index = "transfer-live"
+    cli("import", str(records), index, "--url", server, "--mapping", str(mapping))
+    output = tmp_path / "live.ndjson.gz"
+    stop = threading.Event()
+    written: list[int] = []
+
+    def write(worker: int) -> None:
+        """New documents, updates and deletes of exported ones, refreshed, while the export runs."""
+        rng = random.Random(worker)
+        with httpx.Client(base_url=server, timeout=60) as http:
+            while _state(output) is None and not stop.is_set():
+                time.sleep(0.001)
+            n = 0
+            while not stop.is_set():
+                victim = f"{rng.randrange(N):010d}"
+                lines = [
+                    orjson.dumps({"index": {"_id": f"new-{worker}-{n}"}}),
+                    b'{"message": "written during the export"}',
+                    orjson.dumps({"update": {"_id": victim}}),
+                    b'{"doc": {"message": "changed during the export"}}',
+                    orjson.dumps({"delete": {"_id": f"{rng.randrange(N):010d}"}}),
+                ]
+                http.post(
+                    f"/{index}/_bulk?refresh=true",
+                    content=b"\n".join(lines) + b"\n",
+                    headers={"content-type": "application/x-ndjson"},
+                )
+                n += 1
+            written.append(n)
+
+    writers = [threading.Thread(target=write, args=(i,)) for i in range(3)]
+    for writer in writers:
+        writer.start()
+    try:
+        args = ["export", index, str(output), "--url", server]
+        process = _start(*args, "--slices", "2")
+        if _kill_when(process, lambda state: sum(state["written"]) >= N // 3, lambda: _state(output)):
+            process = _start(*args, "--resume")
+        assert process.wait(timeout=300) == 0, process.stderr.read().decode()
+        process.stderr.close()
+    finally:
+        stop.set()
+        for writer in writers:
+            writer.join()
+    try:
+        assert sum(written) > 0  # the writers did write meanwhile
+        assert documents(read_lines(output)) == expected  # exactly the documents of the snapshot
+    finally:
+        httpx.delete(f"{server}/{index}", timeout=60)
+
+
+@pytest.mark.parametrize("kind", ["records", "plain"])
+def test_import_killed_at_random_moments_resumes_without_loss_or_duplicate(
+    server: str, tmp_path: Path, kind: str
+) -> None:
+    n = 40_000
+    if kind == "records":
+        lines = [b'{"_index":"x","_id":"%d","_source":{"n":%d}}' % (i, i) for i in range(n)]
+    else:  # no _id: the import derives one per line, so a chunk sent again cannot duplicate
+        lines = [b'{"n":%d}' % i for i in range(n)]
+    source = tmp_path / f"{kind}.ndjson"
+    source.write_bytes(b"\n".join(lines) + b"\n")
+    index = f"transfer-resume-{kind}"
+    seed = random.randrange(1 << 30)
+    rng = random.Random(seed)
+    args = ["import", str(source), index, "--url", server, "--chunk", "500", "--workers", "3"]
+    state_file = Path(str(source) + ".import-state.json")
+
+    def state() -> dict | None:
+        try:
+            return orjson.loads(state_file.read_bytes())
+        except (FileNotFoundError, orjson.JSONDecodeError):
+            return None
+
+    try:
+        process = _start(*args)
+        for _ in range(3):
+            target = rng.randrange(1, n // 500)
+            if not _kill_when(
+                process, lambda s, t=target: s["done_below"] + len(s["acknowledged"]) >= t, state
+            ):
+                break
+            process = _start(*args, "--resume")
+        assert process.wait(timeout=300) == 0, (seed, process.stderr.read().decode())
+        summary = process.stderr.read().decode()
+        process.stderr.close()
+        assert f"{n:,} items imported, 0 failed" in summary, (seed, summary)
+        assert not state_file.exists()
+        exported = tmp_path / "back.ndjson"
+        cli("export", index, str(exported), "--url", server)
+        values = sorted(orjson.loads(line)["_source"]["n"] for line in read_lines(exported))
+        assert values == list(range(n)), f"seed {seed}"  # every line once: none lost, none twice
+    finally:
+        httpx.delete(f"{server}/{index}", timeout=60)
+
+
+def test_interrupted_export_says_how_to_resume_and_a_new_run_closes_the_old_pit(
+    server: str, loaded: str, dataset, tmp_path: Path
+) -> None:
+    _, _, expected = dataset
+    before = open_contexts(server)
+    output = tmp_path / "interrupted.ndjson"
+    process = _start("export", loaded, str(output), "--url", server, "--slices", "2")
+    assert _interrupt_when(process, lambda: (_state(output) or {"written": [0]})["written"][0] > 0)
+    stderr = process.stderr.read().decode()
+    process.stderr.close()
+    assert process.returncode == 130
+    assert f"leafsearch export {loaded} {output} --resume" in stderr and "Traceback" not in stderr
+    assert _state(output) is not None
+    assert not list(tmp_path.glob("*.tmp"))
+    assert open_contexts(server) == before + 1  # kept for the resume...
+    cli("export", loaded, str(output), "--url", server)  # ... until a new export to the file
+    assert open_contexts(server) == before
+    assert documents(read_lines(output)) == expected
+
+
+def _interrupt_when(process: subprocess.Popen, ready: Callable[[], bool]) -> bool:
+    deadline = time.monotonic() + 120
+    while process.poll() is None:
+        if ready():
+            process.send_signal(signal.SIGINT)
+            process.wait(timeout=60)
+            return True
+        assert time.monotonic() < deadline
+        time.sleep(0.002)
+    return False
+
+
+def test_export_piped_into_head_closes_its_pit(server: str, loaded: str) -> None:
+    before = open_contexts(server)
+    command = f"{sys.executable} -m leafsearch export {loaded} --url {server} | head -n 3"
+    done = subprocess.run(command, shell=True, cwd=REPO, env=server_env(), capture_output=True, timeout=300)
+    assert len(done.stdout.splitlines()) == 3
+    assert b"Traceback" not in done.stderr and b"Exception" not in done.stderr
+    assert open_contexts(server) == before
+
+
+def test_bad_input_is_a_message_and_status_1(server: str, tmp_path: Path) -> None:
+    not_json = tmp_path / "notes.ndjson"
+    not_json.write_text("these are notes\n")
+    corrupt = tmp_path / "corrupt.ndjson.gz"
+    corrupt.write_bytes(b"not gzip at all")
+    truncated = tmp_path / "truncated.ndjson.zst"
+    lines = b"".join(b'{"n": %d}\n' % i for i in range(10_000))
+    truncated.write_bytes(zstandard.ZstdCompressor().compress(lines)[:-40])
+    cases = {
+        tmp_path / "missing.ndjson": b"no such file",
+        tmp_path: b"Is a directory",
+        not_json: b"line 1 is not JSON",
+        corrupt: b"cannot read",
+        truncated: b"cannot read",
+    }
+    for path, message in cases.items():
+        done = cli("import", str(path), "transfer-bad", "--url", server, check=False)
+        assert done.returncode == 1, path
+        assert message in done.stderr and b"Traceback" not in done.stderr, done.stderr
+        assert b"--resume" not in done.stderr  # nothing was sent: nothing to resume
+    assert httpx.head(f"{server}/transfer-bad", timeout=60).status_code == 404  # nothing created
+    assert not list(tmp_path.glob("*.import-state.json*"))
+    resume = cli(
+        "export", "anything", str(tmp_path / "none.ndjson"), "--url", server, "--resume", check=False
+    )
+    assert resume.returncode == 1 and b"nothing to resume" in resume.stderr
+
+
+def test_export_writes_the_definition_that_import_applies(
+    server: str, loaded: str, dataset, tmp_path: Path
+) -> None:
+    _, _, expected = dataset
+    output = tmp_path / "defined.ndjson"
+    done = cli(
+        "export", loaded, str(output), "--url", server, "--query", '{"ids": {"values": ["0000000007"]}}'
+    )
+    assert b"exported 1 document of" in done.stderr
+    definition = orjson.loads(Path(str(output) + ".index.json").read_bytes())
+    assert definition["mappings"] == MAPPING
+    assert "uuid" not in definition["settings"]["index"]
+    try:
+        cli("import", str(output), "transfer-defined", "--url", server)
+        mapping = httpx.get(f"{server}/transfer-defined/_mapping", timeout=60).json()
+        assert mapping["transfer-defined"]["mappings"] == MAPPING
+        cli("import", str(output), "transfer-undefined", "--url", server, "--no-mapping")
+        dynamic = httpx.get(f"{server}/transfer-undefined/_mapping", timeout=60).json()
+        assert dynamic["transfer-undefined"]["mappings"]["properties"]["service"]["type"] == "text"
+        got = httpx.get(f"{server}/transfer-defined/_doc/0000000007", timeout=60).json()
+        assert orjson.dumps(got["_source"], option=orjson.OPT_SORT_KEYS) == expected["0000000007"]
+    finally:
+        httpx.delete(f"{server}/transfer-defined,transfer-undefined", timeout=60)
