@@ -936,7 +936,7 @@ def _constant_score(body: dict, depth: int) -> Query:
     return ConstantScore(inner, boost)
 
 
-def _script_spec(query: str, value: Any) -> ScriptSpec:
+def script_spec(query: str, value: Any) -> ScriptSpec:
     """A query's `script`: inline (a string or `{"source", "params", "lang"}`); a stored script's
     `id` is refused (not built for searches yet)."""
     if isinstance(value, str):
@@ -961,7 +961,7 @@ def _script_query(body: dict, depth: int) -> Query:
     script, boost = None, 1.0
     for key, value in body.items():
         if key == "script":
-            script = _script_spec("script", value)
+            script = script_spec("script", value)
         elif key == "boost":
             boost = _float("script", key, value)
         elif key not in _IGNORED:
@@ -980,7 +980,7 @@ def _script_score(body: dict, depth: int) -> Query:
             if inner is None:
                 raise ParsingError("[script_score] query malformed, [query] must be an object")
         elif key == "script":
-            script = _script_spec("script_score", value)
+            script = script_spec("script_score", value)
         elif key == "min_score":
             min_score = _float("script_score", key, value)
         elif key == "boost":

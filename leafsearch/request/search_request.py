@@ -34,7 +34,7 @@ from leafsearch.errors import (
 from leafsearch.request.collapse import parse_collapse
 from leafsearch.request.highlight import HighlightSpec, parse_highlight
 from leafsearch.request.indices_options import IndicesOptions
-from leafsearch.request.query_dsl import Query, parse_query, scalar_text
+from leafsearch.request.query_dsl import Query, ScriptSpec, parse_query, scalar_text, script_spec
 from leafsearch.request.rescore import Rescorer, parse_rescore
 from leafsearch.request.search_types import (
     SCORE,
@@ -246,7 +246,7 @@ class _Source:
         self.explain: bool | None = None
         self.aggs: dict[str, Any] | None = None
         self.rescore: tuple[Rescorer, ...] = ()
-        self.script_fields = 0
+        self.script_fields: tuple[tuple[str, ScriptSpec, bool], ...] = ()
         self.highlight: HighlightSpec | None = None
         self.min_score: float | None = None
         self.terminate_after = 0
@@ -321,8 +321,7 @@ class _Source:
         elif key == "rescore":
             self.rescore = parse_rescore(value)
         elif key == "script_fields":
-            # Counted against `index.max_script_fields` by each shard, then refused: no scripts here.
-            self.script_fields = len(value)
+            self.script_fields = _script_fields(value)
         elif key == "highlight":
             self.highlight = parse_highlight(value)
         elif key in _EMPTY_ONLY and not value:
@@ -582,6 +581,30 @@ def _validate_pit(source: _Source, request: _RequestOptions, indices: str | None
         raise PointInTimeMisuse(*errors)
 
 
+def _script_fields(value: Any) -> tuple[tuple[str, ScriptSpec, bool], ...]:
+    """`script_fields`: {name: {"script": ..., "ignore_failure": bool}}."""
+    if not isinstance(value, dict):
+        raise ParsingError(f"Expected [START_OBJECT] in [script_fields] but found [{token_name(value)}]")
+    out = []
+    for name, spec in value.items():
+        if not isinstance(spec, dict):
+            raise ParsingError(
+                f"Expected [START_OBJECT] under [{name}], but got a [{token_name(spec)}] in [script_fields]"
+            )
+        unknown = next((k for k in spec if k not in ("script", "ignore_failure")), None)
+        if unknown is not None:
+            raise ParsingError(
+                f"Unknown key for a [{token_name(spec[unknown])}] in [script_fields]: [{unknown}]."
+            )
+        if "script" not in spec:
+            raise ParsingError(f"script_fields [{name}] must have a [script]")
+        ignore = spec.get("ignore_failure", False)
+        if not isinstance(ignore, bool):
+            raise ParsingError("[script_fields] [ignore_failure] must be a boolean")
+        out.append((name, script_spec("script_fields", spec["script"]), ignore))
+    return tuple(out)
+
+
 def _build(source: _Source, request: _RequestOptions, indices: str | None) -> SearchRequest:
     cursor = source.search_after if source.search_before is None else source.search_before
     sort = _effective_sort(source.sort or [], source.pit, cursor)
@@ -658,9 +681,12 @@ def _effective_sort(
 
 
 def _source_filter(source: _Source) -> SourceFilter:
-    """The `_source` to return: with `stored_fields` and no `_source` option, none unless listed."""
+    """The `_source` to return: with `stored_fields` and no `_source` option, none unless listed;
+    with `script_fields` and no `_source` option, none (as Elasticsearch's fetch phase)."""
     stored = source.stored_fields
     if source.source is None:
+        if source.script_fields:
+            return SourceFilter(fetch=stored is not None and "_source" in stored)
         return SourceFilter(fetch=stored is None or "_source" in stored)
     if stored is not None and "_source" in stored:
         return SourceFilter(True, source.source.includes, source.source.excludes)

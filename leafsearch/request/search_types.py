@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from leafsearch.request.query_dsl import Query, query_is_match_all
+from leafsearch.request.query_dsl import Query, ScriptSpec, query_is_match_all
 
 if TYPE_CHECKING:
     from leafsearch.request.highlight import HighlightSpec
@@ -121,7 +121,8 @@ class SearchRequest:
     explain: bool = False
     aggs: Any = None  # parsed aggregation tree, or None
     rescore: tuple[Any, ...] = ()  # `request.rescore.Rescorer`s, applied in order
-    script_fields: int = 0  # how many were asked for (counted against the limit, then refused)
+    #: `script_fields`: (name, script, ignore_failure), in the request's order.
+    script_fields: tuple[tuple[str, ScriptSpec, bool], ...] = ()
     highlight: HighlightSpec | None = None  # `highlight`: fragments rendered with each hit
     post_filter: Query | None = None
     collapse: CollapseSpec | None = None

@@ -34,6 +34,7 @@ from leafsearch.search.highlight import Highlighter
 from leafsearch.search.hit_columns import Group, PageOrder, groups_of
 from leafsearch.search.hitlist import HitList, shard_query_context
 from leafsearch.search.profile import ShardProfile
+from leafsearch.search.query import script_exec
 from leafsearch.search.shard_api import FetchForm, ShardFetch, ShardFetchResult, ShardSearch, each_phase
 
 if TYPE_CHECKING:
@@ -74,7 +75,7 @@ def _gather(target: Target, fetch: ShardFetch) -> _Page:
     routings: list[str | None] = [None] * n
     if _loads_stored_fields(request):
         ids = order.merge([g.view.segment.doc_id_bytes(g.local) for g in groups])
-        if request.source.fetch or request.fields or request.highlight is not None:
+        if request.source.fetch or request.fields or request.highlight is not None or request.script_fields:
             sources = order.merge([_sources(target, g) for g in groups])
         if any(g.view.segment.column("_routing") is not None for g in groups):
             routings = hit_columns.routings(groups, order)
@@ -98,8 +99,15 @@ def _loads_stored_fields(request: SearchRequest) -> bool:
 
 def renders_raw(request: SearchRequest) -> bool:
     """Whether the REST layer gets this request's pages as bytes: no hit needs its source parsed
-    (`fields`, `_source` filtering), an explanation built or a collapse key and inner hits added."""
-    return not (request.fields or request.explain or request.source.filtering or request.collapse)
+    (`fields`, `_source` filtering), an explanation built, a collapse key and inner hits added, or
+    a script field computed."""
+    return not (
+        request.fields
+        or request.explain
+        or request.source.filtering
+        or request.collapse
+        or request.script_fields
+    )
 
 
 def fetch_shard(target: Target, fetch: ShardFetch) -> ShardFetchResult:
@@ -201,7 +209,9 @@ def _render_dicts(
         [list(row) for row in zip(*fetch.sort_values, strict=True)] if fetch.sort_values is not None else None
     )
     located = (
-        page.located() if request.version or request.seq_no_primary_term or request.docvalue_fields else None
+        page.located()
+        if request.version or request.seq_no_primary_term or request.docvalue_fields or request.script_fields
+        else None
     )
     scores = (
         [fetch_helpers._short_float(v, "float") for v in fetch.scores.tolist()]
@@ -231,7 +241,7 @@ def _render_dicts(
             filtered = fetch_helpers.filter_source(raw, request.source)
             if filtered is not None:
                 hit["_source"] = RawJSON(filtered)
-        if request.fields or request.docvalue_fields:
+        if request.fields or request.docvalue_fields or request.script_fields:
             values: dict[str, list] = {}
             if request.fields and raw is not None:
                 values.update(
@@ -245,6 +255,10 @@ def _render_dicts(
                         view.segment, local_doc, target.mapping, request.docvalue_fields, target.index.name
                     )
                 )
+            if request.script_fields:
+                assert located is not None
+                view, local_doc = located[row]
+                values.update(script_exec.script_fields(view, target, local_doc, raw, request.script_fields))
             if values:
                 hit["fields"] = values
         if highlights is not None and highlights[row] is not None:

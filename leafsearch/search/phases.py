@@ -122,8 +122,6 @@ def check_limits(services: SearchServices, request: SearchRequest, targets: list
             check_slice_field(targets, request.slice, pit=request.pit is not None)
         except ElasticError as exc:
             raise _phase_error(exc) from None
-    if request.script_fields:
-        raise IllegalArgument("[script_fields] is not supported by leafsearch")
 
 
 def _check_fetch_limits(request: SearchRequest, index: Any, mapping: Any) -> None:
@@ -133,7 +131,7 @@ def _check_fetch_limits(request: SearchRequest, index: Any, mapping: Any) -> Non
     docvalue_fields = {path for pattern in patterns for path in mapping.resolve_fields(pattern)}
     for count, what, key in (
         (len(docvalue_fields), "docvalue_fields", "index.max_docvalue_fields_search"),
-        (request.script_fields, "script_fields", "index.max_script_fields"),
+        (len(request.script_fields), "script_fields", "index.max_script_fields"),
     ):
         limit = int(index.setting(key))
         if count > limit:

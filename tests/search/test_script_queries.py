@@ -162,3 +162,59 @@ def test_a_failing_script_is_the_searchs_400_with_the_scripts_stack(
         response = http.post(f"/{index}/_search", json={"query": query})
         assert response.status_code == 400, (query, response.text)
         assert response.json()["error"]["root_cause"][0]["type"] == kind, (query, response.text)
+
+
+def test_script_fields_compute_each_hits_values_from_doc_values_and_source(
+    http: httpx.Client, new_index: Callable[..., str]
+) -> None:
+    index = new_index(settings={"number_of_shards": 2})
+    docs = fill(http, index)
+    body = {
+        "query": {"range": {"n": {"lt": 6}}},
+        "sort": ["n"],
+        "script_fields": {
+            "double": {"script": {"source": "doc['n'].value * params.f", "params": {"f": 2}}},
+            "shout": {"script": "params['_source'].tag.toUpperCase() + '!'"},
+            "words": {"script": "params._source.msg.splitOnToken(' ')"},
+            "broken": {"script": "doc['n'].value / (doc['n'].value - 3)", "ignore_failure": True},
+        },
+    }
+    hits = http.post(f"/{index}/_search", json=body).json()["hits"]["hits"]
+    assert [hit["_id"] for hit in hits] == [str(i) for i in range(6)]
+    for hit in hits:
+        i = int(hit["_id"])
+        assert "_source" not in hit  # script fields alone hide the source, as in Elasticsearch
+        expected = {
+            "double": [2 * i],
+            "shout": [docs[i]["tag"].upper() + "!"],
+            "words": docs[i]["msg"].split(" "),
+        }
+        if i != 3:
+            expected["broken"] = [int(i / (i - 3))]
+        assert hit["fields"] == expected
+    with_source = http.post(
+        f"/{index}/_search",
+        json={
+            "size": 1,
+            "sort": ["n"],
+            "_source": ["n"],
+            "script_fields": {"t": {"script": "doc['tag.keyword'].value"}},
+        },
+    ).json()["hits"]["hits"][0]
+    assert with_source["_source"] == {"n": 0} and with_source["fields"] == {"t": ["a"]}
+
+
+def test_bad_script_fields_are_400s(http: httpx.Client, new_index: Callable[..., str]) -> None:
+    index = new_index(settings={"index.max_script_fields": 2})
+    fill(http, index)
+    cases = [
+        ({"a": {"script": "1/0"}}, "script_exception"),
+        ({"a": "1"}, "parsing_exception"),
+        ({"a": {"source": "1"}}, "parsing_exception"),
+        ({"a": {"script": "1", "ignore_failure": "yes"}}, "parsing_exception"),
+        ({f"f{i}": {"script": "1"} for i in range(3)}, "illegal_argument_exception"),
+    ]
+    for fields, kind in cases:
+        response = http.post(f"/{index}/_search", json={"script_fields": fields})
+        assert response.status_code == 400, (fields, response.text)
+        assert response.json()["error"]["root_cause"][0]["type"] == kind, (fields, response.text)
