@@ -309,10 +309,12 @@ def delete_data_streams(node: IndicesOwner, expr: str) -> dict[str, Any]:
             return {"acknowledged": True}
         streams = dict(node.data_streams.current)
         doomed = [i for name in names for i in streams.pop(name).indices]
-        _publish(node, streams)  # the stream goes first: a crash leaves hidden indices, no stream
+        # The indices go first: a stream naming none left is dropped when the table is read, and
+        # no stale backing index waits for a new stream of the same name to take it.
         for index in doomed:
             if index in node.indices:
                 node.drop_index(index)
+        _publish(node, streams)
     return {"acknowledged": True}
 
 
