@@ -161,7 +161,8 @@ def _new_backing_index(node: IndicesOwner, stream: str, resolved: Resolved, gene
     apply_mapping_limits(mapping, settings)
     existing = node.indices.get(name)
     if existing is not None:
-        if existing.data_stream == stream and node.data_streams.stream_of(name) is None:
+        orphan = existing.data_stream == stream and node.data_streams.stream_of(name) is None
+        if orphan and not existing.closed and existing.doc_count() == 0:
             return existing  # made for this generation by a creation a crash cut short
         raise ResourceAlreadyExists(f"index [{name}/{existing.uuid}] already exists")
     return node.create_index(name, settings, mapping, data_stream=stream)
@@ -309,12 +310,12 @@ def delete_data_streams(node: IndicesOwner, expr: str) -> dict[str, Any]:
             return {"acknowledged": True}
         streams = dict(node.data_streams.current)
         doomed = [i for name in names for i in streams.pop(name).indices]
-        # The indices go first: a stream naming none left is dropped when the table is read, and
-        # no stale backing index waits for a new stream of the same name to take it.
+        # The stream goes first: no search resolves it to an index being dropped. A crash in
+        # between leaves hidden indices that no stream names (and none takes: they hold documents).
+        _publish(node, streams)
         for index in doomed:
             if index in node.indices:
                 node.drop_index(index)
-        _publish(node, streams)
     return {"acknowledged": True}
 
 
