@@ -219,3 +219,25 @@ def test_a_backing_index_a_crash_left_unnamed_is_taken_by_the_next_attempt(tmp_p
         assert rolled["new_index"] == orphan
         listed = client.perform_request("GET", "/_data_stream/c-one")["data_streams"][0]
         assert [i["index_name"] for i in listed["indices"]][-1] == orphan
+
+
+def test_rollovers_by_several_clients_at_once_make_one_index_per_generation(server: str, stream: str) -> None:
+    with httpx.Client(base_url=server, timeout=60) as client:
+        assert client.put(f"/_data_stream/{stream}").status_code == 200
+    answers: list[dict] = []
+
+    def roll() -> None:
+        with httpx.Client(base_url=server, timeout=60) as client:
+            answers.append(client.post(f"/{stream}/_rollover").json())
+
+    threads = [threading.Thread(target=roll) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    new = sorted(a["new_index"] for a in answers)
+    assert len(set(new)) == 6 and all(a["rolled_over"] for a in answers)
+    assert [n[-6:] for n in new] == [f"{g:06d}" for g in range(2, 8)]
+    with httpx.Client(base_url=server, timeout=60) as client:
+        listed = client.get(f"/_data_stream/{stream}").json()["data_streams"][0]
+    assert listed["generation"] == 7 and len(listed["indices"]) == 7
