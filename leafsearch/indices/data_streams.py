@@ -3,7 +3,8 @@
 A stream is created by a write (or `PUT /_data_stream/<name>`) to a name that a composable
 template with `data_stream: {}` matches. Its table is `<data>/data_streams.json`, replaced whole
 under `Node.lock`, after the backing index it names exists (a crash in between leaves a hidden
-index no stream names, never a stream naming no index). Names resolve through the alias table's
+index no stream names, never a stream naming no index; the next attempt at that generation takes
+it). Names resolve through the alias table's
 `resolving` view (`AliasTable.set_streams`): a stream reads as an alias of all its backing
 indices whose write index is the newest, so searches, PIT, scroll and writes take a stream where
 they take an alias. Writes must be `create`s (`check_write`) and carry an `@timestamp`
@@ -158,8 +159,12 @@ def _new_backing_index(node: IndicesOwner, stream: str, resolved: Resolved, gene
     mappings["properties"] = properties
     mapping = IndexMapping.from_body(mappings)
     apply_mapping_limits(mapping, settings)
-    if name in node.indices:
-        raise ResourceAlreadyExists(f"index [{name}/{node.indices[name].uuid}] already exists")
+    existing = node.indices.get(name)
+    if existing is not None:
+        orphan = existing.data_stream == stream and node.data_streams.stream_of(name) is None
+        if orphan and not existing.closed and existing.doc_count() == 0:
+            return existing  # made for this generation by a creation a crash cut short
+        raise ResourceAlreadyExists(f"index [{name}/{existing.uuid}] already exists")
     return node.create_index(name, settings, mapping, data_stream=stream)
 
 
@@ -305,7 +310,9 @@ def delete_data_streams(node: IndicesOwner, expr: str) -> dict[str, Any]:
             return {"acknowledged": True}
         streams = dict(node.data_streams.current)
         doomed = [i for name in names for i in streams.pop(name).indices]
-        _publish(node, streams)  # the stream goes first: a crash leaves hidden indices, no stream
+        # The stream goes first: no search resolves it to an index being dropped. A crash in
+        # between leaves hidden indices that no stream names (and none takes: they hold documents).
+        _publish(node, streams)
         for index in doomed:
             if index in node.indices:
                 node.drop_index(index)

@@ -1006,10 +1006,18 @@ def restore_snapshot(
                     "index or an alias with the same name exists"
                 )
         stream_of = {i: name for name, stream in kept_streams.items() for i in stream["indices"]}
-        restored = [
-            _restore_index(node, repo, manifest["indices"][s], t, over, stream_of.get(s))
-            for s, t in targets.items()
-        ]
+        restored: list[Index] = []
+        try:
+            for source, target in targets.items():
+                restored.append(
+                    _restore_index(
+                        node, repo, manifest["indices"][source], target, over, stream_of.get(source)
+                    )
+                )
+        except BaseException:  # all or nothing: the indices this request created go
+            for index in restored:
+                node.drop_index(index.name)
+            raise
         for name, stream in kept_streams.items():
             data_streams.restore(node, name, stream, [i for i in stream["indices"] if i in targets])
         if include_aliases:
@@ -1040,12 +1048,14 @@ def _restore_index(
     if index.placement is not None:
         node.drop_index(name)
         raise NotSupported("restoring a snapshot into shards held by Ray actors")
-    index.close_index()
     try:
+        index.close_index()
         for shard_no, shard in entry["shards"].items():
             _write_shard(repo, index.folder / shard_no, shard)
-    finally:
         index.open_index()
+    except BaseException:  # a blob missing, a full disk: the half-written index goes
+        node.drop_index(name)
+        raise
     return index
 
 

@@ -197,3 +197,47 @@ def test_a_stream_survives_a_restart(tmp_path: Path) -> None:
         created = httpx.post(f"{url}/s-one/_doc", json=doc(2), params={"refresh": "true"})
         assert created.json()["_index"] == listed["indices"][-1]["index_name"]
         assert httpx.get(f"{url}/s-one/_count").json()["count"] == 2
+
+
+def test_a_backing_index_a_crash_left_unnamed_is_taken_by_the_next_attempt(tmp_path: Path) -> None:
+    """In process: the backing index of generation 2 exists but the stream table does not name it
+    (a crash between the two steps of a rollover); the next rollover takes it."""
+    from leafsearch.client import Client
+    from leafsearch.index.mapping import Mapping
+    from leafsearch.indices.data_streams import backing_index_name
+
+    with Client(tmp_path / "data", background=False) as client:
+        client.perform_request(
+            "PUT", "/_index_template/t", body={"index_patterns": ["c-*"], "data_stream": {}}
+        )
+        client.perform_request("PUT", "/_data_stream/c-one")
+        orphan = backing_index_name("c-one", 2)
+        client.node.create_index(
+            orphan, {"index.hidden": "true"}, Mapping.from_body(None), data_stream="c-one"
+        )
+        rolled = client.perform_request("POST", "/c-one/_rollover")
+        assert rolled["new_index"] == orphan
+        listed = client.perform_request("GET", "/_data_stream/c-one")["data_streams"][0]
+        assert [i["index_name"] for i in listed["indices"]][-1] == orphan
+
+
+def test_rollovers_by_several_clients_at_once_make_one_index_per_generation(server: str, stream: str) -> None:
+    with httpx.Client(base_url=server, timeout=60) as client:
+        assert client.put(f"/_data_stream/{stream}").status_code == 200
+    answers: list[dict] = []
+
+    def roll() -> None:
+        with httpx.Client(base_url=server, timeout=60) as client:
+            answers.append(client.post(f"/{stream}/_rollover").json())
+
+    threads = [threading.Thread(target=roll) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    new = sorted(a["new_index"] for a in answers)
+    assert len(set(new)) == 6 and all(a["rolled_over"] for a in answers)
+    assert [n[-6:] for n in new] == [f"{g:06d}" for g in range(2, 8)]
+    with httpx.Client(base_url=server, timeout=60) as client:
+        listed = client.get(f"/_data_stream/{stream}").json()["data_streams"][0]
+    assert listed["generation"] == 7 and len(listed["indices"]) == 7

@@ -438,3 +438,27 @@ def test_closed_indices_are_left_out_of_wildcards_and_refused_by_name(node: http
     assert "Indices [shut-one] are closed" in error_of(named)["reason"]
     for name in ("shut-one", "open-one"):
         node.delete(f"/{name}")
+
+
+def test_a_restore_missing_a_blob_fails_whole(node: httpx.Client, repo_root: Path) -> None:
+    ok(node.put("/_snapshot/torn", json={"type": "fs", "settings": {"location": "torn"}}))
+    bulk(node, "torn-a", {str(i): {"n": i} for i in range(20)})
+    bulk(node, "torn-b", {str(i): {"n": i + 100} for i in range(20)})
+    ok(
+        node.put(
+            "/_snapshot/torn/s", params={"wait_for_completion": "true"}, json={"indices": "torn-a,torn-b"}
+        )
+    )
+    manifest = orjson.loads(next((repo_root / "torn" / "snapshots").glob("*.json")).read_bytes())
+    segment = manifest["indices"]["torn-b"]["shards"]["0"]["segments"][0]
+    (repo_root / "torn" / "blobs" / segment["files"]["_source.bin"]["blob"]).unlink()  # torn-b's alone
+    response = node.post(
+        "/_snapshot/torn/s/_restore",
+        params={"wait_for_completion": "true"},
+        json={"rename_pattern": "torn", "rename_replacement": "mended"},
+    )
+    assert response.status_code == 400
+    assert "is missing from the repository" in error_of(response)["reason"]
+    assert node.head("/mended-a").status_code == 404 and node.head("/mended-b").status_code == 404
+    for name in ("torn-a", "torn-b"):
+        node.delete(f"/{name}")
