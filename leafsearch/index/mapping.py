@@ -44,6 +44,7 @@ from leafsearch.index.dates import (
     instant_string,
 )
 from leafsearch.index.parsed import POSITION_INCREMENT_GAP, ParsedDoc
+from leafsearch.index.range_fields import RANGE_TYPES, RangeValueError, encode_interval, parse_interval
 from leafsearch.unsupported import FIELD_TYPES, reason
 
 # fmt: off
@@ -83,6 +84,8 @@ KINDS = {
     "boolean": "long",
     "date": "long",
     "date_nanos": "long",
+    # an interval is one keyword term of its two bounds (index/range_fields.py)
+    **dict.fromkeys(RANGE_TYPES, "keyword"),
 }
 _F32 = struct.Struct("<f")
 _F16 = struct.Struct("<e")
@@ -241,6 +244,8 @@ _PARAMS: dict[str, frozenset[str]] = {
     "boolean": _COMMON | {"null_value", "ignore_malformed"},
     "date": _DATE,
     "date_nanos": _DATE,
+    **dict.fromkeys(RANGE_TYPES - {"date_range"}, _COMMON | {"coerce"}),
+    "date_range": _COMMON | {"coerce", "format", "locale"},
 }
 # Parameters a put-mapping may change; any other must keep its value (or its default).
 _UPDATABLE = frozenset({
@@ -259,6 +264,7 @@ _TYPE_DEFAULTS: dict[str, dict[str, Any]] = {
     "keyword": {"norms": False, "index_options": "docs"},
     "date": {"format": DEFAULT_DATE_FORMAT},
     "date_nanos": {"format": DEFAULT_DATE_NANOS_FORMAT},
+    "date_range": {"format": DEFAULT_DATE_FORMAT},
 }
 
 
@@ -433,7 +439,7 @@ class FieldType:
         self.analyzer = self.search_analyzer = self.search_quote_analyzer = STANDARD
         self._lo, self._hi, self._range_name = _INTEGER_TYPES.get(type_, (_LONG_MIN, _LONG_MAX, "a long"))
         self._round = {"float": _F32, "half_float": _F16}.get(type_)
-        if type_ in ("date", "date_nanos"):
+        if type_ in ("date", "date_nanos", "date_range"):
             self.formatter = DateFormatter(get("format", _default(type_, "format")))
         if type_ == "scaled_float" and self.scaling_factor is None:
             raise _MappingError("Field [scaling_factor] is required", True)
@@ -447,6 +453,7 @@ class FieldType:
             "scaled_float": (self._parse_values, self._convert_scaled),
             "unsigned_long": (self._parse_values, self._convert_unsigned),
             "ip": (self._parse_values, self._convert_ip),
+            **dict.fromkeys(RANGE_TYPES, (self._parse_values, self._convert_range)),
             **dict.fromkeys(_FLOAT_TYPES, (self._parse_double, self._convert_float)),
         }.get(type_, (self._parse_long, self._convert_integer))
         if self.null_value is not None:
@@ -624,6 +631,16 @@ class FieldType:
         if not math.isfinite(scaled):
             raise _Malformed(f"[double] supports only finite values, but got [{_java_text(v)}]")
         return self._check_range(math.floor(scaled + 0.5), v)  # Java's Math.round
+
+    def _convert_range(self, v: Any) -> str:
+        """An interval (an object of bounds, or a CIDR block) as its stored term."""
+        try:
+            lo, hi = parse_interval(
+                self.type, v, self.formatter.parse if self.formatter else None, self.coerce
+            )
+        except (RangeValueError, ValueError) as e:
+            raise _Malformed(str(e)) from None
+        return encode_interval(self.type, lo, hi)
 
     def _convert_ip(self, v: Any) -> str:
         text = v if type(v) is str else _java_text(_scalar(v))

@@ -28,10 +28,12 @@ import orjson
 
 from leafsearch.index import ip, unsigned_long
 from leafsearch.index.mapping import FieldType, Mapping, ObjectMapper
+from leafsearch.index.range_fields import RANGE_TYPES, shown_interval
 
 _SORTED = frozenset(
     {"keyword", "long", "integer", "short", "byte", "double", "float", "half_float", "scaled_float"}
     | {"date", "date_nanos", "boolean", "ip", "unsigned_long"}
+    | RANGE_TYPES  # by lower bound, then upper: their terms' order
 )
 
 
@@ -45,7 +47,8 @@ def is_synthetic(mapping: Mapping, settings: dict[str, Any]) -> bool:
 def synthesize(mapping: Mapping, source: bytes) -> bytes:
     """The synthetic source of a stored source (Elasticsearch's shape, see the module)."""
     values: dict[str, list[Any]] = {}
-    _leaves(orjson.loads(source), "", values)
+    ranges = {path for path, f in mapping.fields().items() if f.type in RANGE_TYPES}
+    _leaves(orjson.loads(source), "", values, ranges)
     out: dict[str, Any] = {}
     for path, raw in values.items():
         field = mapping.field(path)
@@ -55,15 +58,16 @@ def synthesize(mapping: Mapping, source: bytes) -> bytes:
     return orjson.dumps(_sorted(out))
 
 
-def _leaves(node: Any, prefix: str, out: dict[str, list[Any]]) -> None:
-    """Every leaf value by full dotted path, arrays (of objects too) walked through; recursive,
-    bounded by the depth the document parser let the stored source have."""
-    if type(node) is dict:
+def _leaves(node: Any, prefix: str, out: dict[str, list[Any]], ranges: set[str]) -> None:
+    """Every leaf value by full dotted path, arrays (of objects too) walked through, a range
+    field's objects being its values; recursive, bounded by the depth the document parser let
+    the stored source have."""
+    if type(node) is dict and prefix not in ranges:
         for key, value in node.items():
-            _leaves(value, f"{prefix}.{key}" if prefix else key, out)
+            _leaves(value, f"{prefix}.{key}" if prefix else key, out, ranges)
     elif type(node) is list:
         for item in node:
-            _leaves(item, prefix, out)
+            _leaves(item, prefix, out, ranges)
     else:
         out.setdefault(prefix, []).append(node)
 
@@ -95,6 +99,8 @@ def _field_values(field: FieldType, raw: list[Any]) -> list[Any]:
 def _shown(field: FieldType, stored: Any) -> Any:
     """An indexed value as JSON: the way Elasticsearch prints the field's doc value."""
     kind = field.type
+    if kind in RANGE_TYPES:
+        return shown_interval(kind, stored, field.formatter.format if field.formatter else None)
     if kind in ("date", "date_nanos"):
         return field.formatter.format(stored, nanos=kind == "date_nanos")  # type: ignore[union-attr]
     if kind == "float":

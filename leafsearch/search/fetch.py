@@ -29,9 +29,11 @@ from leafsearch.errors import ElasticError, IllegalArgument, ParseException
 from leafsearch.index import ip, unsigned_long
 from leafsearch.index.columns import KeywordColumn, NumericColumn
 from leafsearch.index.dates import DEFAULT_DATE_FORMAT, DateFormatter, parse_date_math
+from leafsearch.index.range_fields import RANGE_TYPES
 from leafsearch.request.search_request import java_double, number_format_error, scalar_text
 from leafsearch.request.search_types import DOC, SCORE, SHARD_DOC, SortSpec, SourceFilter
 from leafsearch.request.sort import chain
+from leafsearch.unsupported import NotSupported
 
 _LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
 _INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
@@ -454,6 +456,8 @@ def fielddata_error(field: str, ft: Any, index: str | None = None) -> IllegalArg
             f"keyword field instead. Alternatively, set fielddata=true on [{field}] in order to load field "
             "data by uninverting the inverted index. Note that this can use significant memory."
         )
+    if ft.type in RANGE_TYPES:
+        return NotSupported(f"sorting on or loading the values of the range field [{field}]")
     if not ft.doc_values:
         return IllegalArgument(
             f"Can't load fielddata on [{field}] because fielddata is unsupported on fields of type "

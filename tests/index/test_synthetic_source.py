@@ -129,3 +129,24 @@ def test_a_bad_mode_is_refused(http: httpx.Client, index_name: str) -> None:
         "unknown value for [index.mapping.source.mode] must be one of [stored, synthetic] but was: sometimes"
     )
     assert http.head(f"/{index_name}").status_code == 404
+
+
+def test_range_fields_in_synthetic_source(es: Elasticsearch, index_name: str) -> None:
+    """A range field's intervals come back inclusive at both ends, sorted, an open end null."""
+    es.indices.create(
+        index=index_name,
+        mappings={
+            "_source": {"mode": "synthetic"},
+            "properties": {"r": {"type": "integer_range"}, "i": {"type": "ip_range"}},
+        },
+    )
+    try:
+        es.index(
+            index=index_name, id="1", document={"r": [{"gte": 5, "lt": 9}, {"gt": -3}], "i": "10.0.0.0/8"}
+        )
+        assert es.get(index=index_name, id="1")["_source"] == {
+            "i": {"gte": "10.0.0.0", "lte": "10.255.255.255"},
+            "r": [{"gte": -2, "lte": None}, {"gte": 5, "lte": 8}],
+        }
+    finally:
+        es.indices.delete(index=index_name)

@@ -19,8 +19,10 @@ import numpy as np
 from leafsearch.errors import IllegalArgument
 from leafsearch.index import unsigned_long
 from leafsearch.index.columns import ordinal_column
+from leafsearch.index.range_fields import RANGE_TYPES
 from leafsearch.search.aggs.base import SegmentContext, shard_failure
 from leafsearch.search.fetch import fielddata_error
+from leafsearch.unsupported import NotSupported
 
 KEYWORD, NUMERIC, DATE, BOOLEAN = "keyword", "numeric", "date", "boolean"
 ANY = frozenset({KEYWORD, NUMERIC, DATE, BOOLEAN})
@@ -268,6 +270,8 @@ def resolve_field(
     unloadable = fielddata_error(path, ftype, pctx.index or "_na_")
     if unloadable is not None:
         raise shard_failure(unloadable)
+    if ftype.type in RANGE_TYPES:
+        raise shard_failure(NotSupported(f"[{agg_type}] aggregation on the range field [{path}]"))
     family = family_of(ftype)
     if family not in families:
         raise shard_failure(

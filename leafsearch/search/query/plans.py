@@ -42,6 +42,19 @@ class ValueSet:
 
 
 @dataclass(frozen=True, slots=True)
+class RangeFieldPlan:
+    """Documents of a range field whose intervals meet [lo, hi] as `relation` says (intersects,
+    within, contains), constant score (index/range_fields.py)."""
+
+    field: str
+    type: str
+    lo: int | float
+    hi: int | float
+    relation: str
+    boost: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
 class NumRange:
     """lo <= value <= hi on a numeric column (None: unbounded), constant score."""
 

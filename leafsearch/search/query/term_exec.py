@@ -9,6 +9,7 @@ from collections.abc import Callable
 import numpy as np
 
 from leafsearch.index.columns import KeywordColumn, NumericColumn, TextColumn
+from leafsearch.index.range_fields import matching_terms
 from leafsearch.index.searcher import SegmentView
 from leafsearch.search import bm25
 from leafsearch.search.query.context import QueryContext
@@ -28,6 +29,7 @@ from leafsearch.search.query.plans import (
     IdsPlan,
     NumRange,
     PatternPlan,
+    RangeFieldPlan,
     ScoredTerm,
     TermRange,
     ValueSet,
@@ -277,3 +279,15 @@ def exec_ids(plan: IdsPlan, view: SegmentView, ctx: QueryContext, scoring: bool,
     lo, hi = segment.lookup_ids(keys)
     docs = np.asarray(segment.id_docs)[ranges(lo.astype(np.int64), hi.astype(np.int64))]
     return constant(mask_of(docs, view.max_doc), scoring, boost * plan.boost)
+
+
+def exec_range_field(
+    plan: RangeFieldPlan, view: SegmentView, ctx: QueryContext, scoring: bool, boost: float
+) -> Result:
+    """The documents of the segment's distinct intervals that meet the query's: one numpy pass
+    over the keyword column's terms, then their ordinals' documents."""
+    col = view.segment.column(plan.field)
+    if not isinstance(col, KeywordColumn):
+        return empty(view, scoring)
+    selected = matching_terms(col.terms, plan.type, plan.lo, plan.hi, plan.relation)
+    return constant(ordinal_mask(col, selected), scoring, boost * plan.boost)

@@ -9,6 +9,7 @@ from typing import Any
 
 from leafsearch.errors import ElasticError
 from leafsearch.index import ip, unsigned_long
+from leafsearch.index.range_fields import RANGE_TYPES, RangeValueError, parse_bound, step, type_bounds
 from leafsearch.request import lucene_regexp
 from leafsearch.request.query_dsl import (
     Exists,
@@ -33,6 +34,7 @@ from leafsearch.search.query.plans import (
     NoDocs,
     NumRange,
     PatternPlan,
+    RangeFieldPlan,
     ScoredTerm,
     TermRange,
     ValueSet,
@@ -64,6 +66,8 @@ def term_plan(
     if ft is None:
         return NoDocs()
     kind, type_name = ft.kind, type_of(ft)
+    if type_name in RANGE_TYPES:  # a term on a range field: the intervals holding the value
+        return _range_field_plan(Range(name, value, value, boost=boost), ctx, ft, type_name)
     indexed = getattr(ft, "index", True)
     if type_name == "ip":
         searchable(ctx, ft, name)
@@ -155,12 +159,40 @@ def plan_ids(q: Ids, ctx: QueryContext) -> Any:
     return IdsPlan(q.values, q.boost) if q.values else NoDocs()
 
 
+def _range_field_plan(q: Range, ctx: QueryContext, ft: Any, type_name: str) -> Any:
+    """A `range` query on a range field: the query's interval, its exclusive ends moved inward,
+    and how documents' intervals must meet it (`relation`, `intersects` by default)."""
+    lo, hi = type_bounds(type_name)
+    try:
+        if type_name == "date_range":
+            if q.lower is not None:
+                lo = date_bound(ctx, ft, q.lower, not q.include_lower, q.format, q.time_zone)
+                lo += 0 if q.include_lower else 1
+            if q.upper is not None:
+                hi = date_bound(ctx, ft, q.upper, q.include_upper, q.format, q.time_zone)
+                hi -= 0 if q.include_upper else 1
+        else:
+            if q.lower is not None:
+                lo = parse_bound(type_name, q.lower, None, True)
+                lo = lo if q.include_lower else step(type_name, lo, True)
+            if q.upper is not None:
+                hi = parse_bound(type_name, q.upper, None, True)
+                hi = hi if q.include_upper else step(type_name, hi, False)
+    except RangeValueError as exc:
+        raise failed(ctx, "illegal_argument_exception", str(exc)) from None
+    if lo > hi:
+        return NoDocs()
+    return RangeFieldPlan(q.field, type_name, lo, hi, q.relation or "intersects", q.boost)
+
+
 def plan_range(q: Range, ctx: QueryContext) -> Any:
     ft = field_type(ctx, q.field)
     if ft is None:
         return NoDocs()
     kind, type_name = ft.kind, type_of(ft)
     searchable(ctx, ft, q.field, needs_index=kind == "text")
+    if type_name in RANGE_TYPES:
+        return _range_field_plan(q, ctx, ft, type_name)
     if type_name == "ip":
         lo = None if q.lower is None else _ip_text(ctx, q.lower).encode()
         hi = None if q.upper is None else _ip_text(ctx, q.upper).encode()
