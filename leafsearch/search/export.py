@@ -130,7 +130,10 @@ class ExportStream:
     def _run(self, task: ExportTask) -> ExportPage:
         if self._remote:
             return run(self._services, task, self._cancelled)
-        return dispatch(self._services, task, self._cancelled, affinity=self._affinity)
+        # The rest of an export written to the socket is not relayed: a worker writes it even
+        # for an export alone (the reason a lone walk stays here is its relay's cost).
+        relayed = task.sink is None
+        return dispatch(self._services, task, self._cancelled, affinity=self._affinity, relayed=relayed)
 
     def _page(self) -> ExportPage:
         request = dataclasses.replace(self._walk, search_after=self._cursor)
