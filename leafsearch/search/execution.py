@@ -93,15 +93,22 @@ Task = SearchTask | CountTask | PitTask | ScrollTask | ExportTask
 
 
 def dispatch(
-    services: CoordinatorServices, task: Task, cancelled: threading.Event | None = None, affinity: Any = None
+    services: CoordinatorServices,
+    task: Task,
+    cancelled: threading.Event | None = None,
+    affinity: Any = None,
+    *,
+    relayed: bool = True,
 ) -> Any:
     """Run a task in a search worker when the node has them (here while none is ready).
 
     `affinity`: tasks with equal keys go to the same worker while it lives (a walk's requests
-    find its caches); None lets the least busy worker take it."""
+    find its caches); None lets the least busy worker take it. `relayed=False`: the task's
+    result is not relayed by this process (it writes to the client itself), so even a walk alone
+    goes to a worker, leaving this process's interpreter to the other requests."""
     pool = services.workers
     if pool is not None:
-        return pool.run(task, cancelled=cancelled, affinity=affinity)
+        return pool.run(task, cancelled=cancelled, affinity=affinity, relayed=relayed)
     return run(services, task, cancelled)
 
 

@@ -27,14 +27,13 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
-import logging
 import queue
 import threading
 from typing import TYPE_CHECKING, Any
 
 from leafsearch.errors import ElasticError, SearchPhaseExecution, release_frames
 from leafsearch.request.export_request import EXPORT_PAGE, ExportRequest
-from leafsearch.request.search_types import PitSpec
+from leafsearch.request.search_types import PitSpec, SearchRequest
 from leafsearch.search import phases
 from leafsearch.search.contexts import ReaderContext
 from leafsearch.search.execution import dispatch, run
@@ -46,8 +45,6 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
 
     from leafsearch.search.services import CoordinatorServices
-
-log = logging.getLogger("leafsearch.export")
 
 #: Pages rendered ahead of the socket (the one the connection sends is not counted).
 AHEAD = 2
@@ -101,7 +98,7 @@ class ExportStream:
         self,
         services: CoordinatorServices,
         ctx: ReaderContext,
-        walk: Any,
+        walk: SearchRequest,
         own: bool,
         keep_alive: float | None,
         cancelled: threading.Event,
@@ -130,7 +127,10 @@ class ExportStream:
     def _run(self, task: ExportTask) -> ExportPage:
         if self._remote:
             return run(self._services, task, self._cancelled)
-        return dispatch(self._services, task, self._cancelled, affinity=self._affinity)
+        # The rest of an export written to the socket is not relayed: a worker writes it even
+        # for an export alone (the reason a lone walk stays here is its relay's cost).
+        relayed = task.sink is None
+        return dispatch(self._services, task, self._cancelled, affinity=self._affinity, relayed=relayed)
 
     def _page(self) -> ExportPage:
         request = dataclasses.replace(self._walk, search_after=self._cursor)

@@ -16,9 +16,11 @@ from typing import Any
 import httpx
 import orjson
 import pytest
-from conftest import bulk_index, error_of
+from conftest import ClockedNode, bulk_index, error_of
 
+from leafsearch.errors import ElasticError, SearchPhaseExecution
 from leafsearch.request.export_request import EXPORT_PAGE
+from leafsearch.search import export_pages
 
 NDJSON = "application/x-ndjson"
 
@@ -250,6 +252,35 @@ def test_repeated_exports_leave_nothing_held(http: httpx.Client, new_index: Call
     assert after["exports"]["current"] == 0
     assert after["open_contexts"] == before["open_contexts"]
     assert not [c for c in after["contexts"] if c["type"] == "export"]
+
+
+def test_an_error_after_the_first_line_ends_the_stream_with_an_error_line(
+    clocked: ClockedNode, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A page that fails once lines were sent: the status is sent, so the stream ends with
+    Elasticsearch's error body as a line and no `_export` line; resuming after the last line
+    received gives the rest. (An in-process node: its pages run here, where the fault is put.)"""
+    http = clocked.http
+    bulk_index(http, "failing", _docs(3 * EXPORT_PAGE))
+    real_page = export_pages.page
+    calls = []
+
+    def failing(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 3:
+            raise SearchPhaseExecution(ElasticError("the third page failed", status=500))
+        return real_page(*args, **kwargs)
+
+    monkeypatch.setattr(export_pages, "page", failing)
+    response = http.post("/failing/_export", json={})
+    assert response.status_code == 200
+    lines = [orjson.loads(line) for line in response.content.splitlines()]
+    error = lines.pop()
+    assert error["error"]["type"] == "search_phase_execution_exception" and error["status"] == 500
+    assert not [line for line in lines if "_export" in line]
+    assert len(lines) == 2 * EXPORT_PAGE
+    rest, _ = _export(http, "/failing/_export", {"search_after": lines[-1]["sort"]})
+    assert sorted(line["_id"] for line in lines + rest) == sorted(_docs(3 * EXPORT_PAGE))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -436,15 +436,18 @@ class WorkerPool:
 
     # ---- tasks ------------------------------------------------------------------------------
 
-    def run(self, task: execution.Task, *, cancelled: threading.Event | None, affinity: Any) -> Any:
-        """Run a task in a worker (here when none is ready) and return its result."""
+    def run(
+        self, task: execution.Task, *, cancelled: threading.Event | None, affinity: Any, relayed: bool = True
+    ) -> Any:
+        """Run a task in a worker (here when none is ready) and return its result; `relayed`: see
+        `execution.dispatch` (False: no walk stays here for being alone)."""
         if affinity is None and self._take_here():
             try:
                 return execution.run(self._services, task, cancelled)
             finally:
                 with self._lock:
                     self._here_busy -= 1
-        worker = self._choose(affinity)
+        worker = self._choose(affinity, relayed)
         call_id = next(self._calls)
         try:
             if worker is None:
@@ -523,9 +526,9 @@ class WorkerPool:
             self.served_here += 1
             return True
 
-    def _choose(self, affinity: Any) -> _Worker | None:
+    def _choose(self, affinity: Any, relayed: bool = True) -> _Worker | None:
         """The worker to run a task, or None to run it in this process."""
-        lone_walks_here = self._services.cluster_settings.get(LONE_WALKS_IN_SERVER)
+        lone_walks_here = relayed and self._services.cluster_settings.get(LONE_WALKS_IN_SERVER)
         with self._lock:
             ready = [w for w in self._slots if w is not None and w.alive]
             if not ready:
