@@ -105,6 +105,17 @@ def main() -> None:
     help="Data folder (created when missing).",
 )
 @click.option(
+    "--path-repo",
+    "path_repo",
+    multiple=True,
+    type=click.Path(file_okay=False),
+    envvar="LEAFSEARCH_PATH_REPO",
+    show_envvar=True,
+    help="A folder snapshot repositories may be registered in (Elasticsearch's path.repo); repeat "
+    "it for several. In the environment, folders separated by spaces. Without it, no repository can "
+    "be registered.",
+)
+@click.option(
     "--max-content-length",
     default="100mb",
     show_default=True,
@@ -195,6 +206,7 @@ def serve(
     host: str,
     port: int,
     data: str,
+    path_repo: tuple[str, ...],
     max_content_length: str,
     tls_cert: str | None,
     tls_key: str | None,
@@ -238,7 +250,13 @@ def serve(
     try:
         workers = (os.cpu_count() or 1) if search_workers is None else search_workers
         # The workers start once the server has answered (`_WarmUp`).
-        node = Node(data, search_workers=0 if ray_address else workers, defer_workers=True, ray=ray_address)
+        node = Node(
+            data,
+            search_workers=0 if ray_address else workers,
+            defer_workers=True,
+            ray=ray_address,
+            path_repo=list(path_repo),
+        )
     except (NodeLocked, RayUnavailable) as exc:
         sock.close()
         click.echo(f"leafsearch: {exc}", err=True)

@@ -29,12 +29,10 @@ class NotSupported(IllegalArgument):
 # Endpoints: path patterns of Elasticsearch APIs leafsearch has no handler for. `*` is any one
 # segment (an index name, an id), `**` any number of segments. A route of leafsearch's table that
 # matches with as many explicit segments wins, so `GET /_security/_authenticate` is served while
-# `GET /_security/user` is refused here; `GET /_snapshot` reaches this table rather than being
-# taken for an index named `_snapshot`.
+# `GET /_security/user` is refused here.
 
 # fmt: off
 ENDPOINTS: tuple[tuple[tuple[str, ...], str], ...] = (
-    (("_snapshot", "**"), "snapshot and restore"),
     (("_slm", "**"), "snapshot lifecycle management"),
     (("_searchable_snapshots", "**"), "searchable snapshots"),
     (("*", "_searchable_snapshots", "**"), "searchable snapshots"),
@@ -48,10 +46,6 @@ ENDPOINTS: tuple[tuple[tuple[str, ...], str], ...] = (
     (("_transform", "**"), "transforms"),
     (("_ilm", "**"), "index lifecycle management"),
     (("*", "_ilm", "**"), "index lifecycle management"),
-    (("_template", "**"), "index templates"),
-    (("_index_template", "**"), "index templates"),
-    (("_component_template", "**"), "component templates"),
-    (("_scripts", "**"), "stored scripts"),
     (("_script_context",), "scripts"),
     (("_script_language",), "scripts"),
     (("_render", "**"), "search templates"),
@@ -92,7 +86,7 @@ ENDPOINTS: tuple[tuple[tuple[str, ...], str], ...] = (
     (("_nodes", "*", "usage", "**"), "node usage"),
     (("_nodes", "reload_secure_settings"), "secure settings"),
     (("_nodes", "*", "reload_secure_settings"), "secure settings"),
-    (("_cluster", "**"), "this cluster API (leafsearch has health and settings)"),
+    (("_cluster", "**"), "this cluster API (leafsearch has health, settings, state and pending tasks)"),
     (("_cat", "**"), "this _cat API"),
     (("_rank_eval",), "ranking evaluation"),
     (("*", "_rank_eval"), "ranking evaluation"),
@@ -122,7 +116,6 @@ ENDPOINTS: tuple[tuple[tuple[str, ...], str], ...] = (
     (("*", "_split", "**"), "splitting an index"),
     (("*", "_clone", "**"), "cloning an index"),
     (("_rollover", "**"), "rollover"),
-    (("*", "_rollover", "**"), "rollover"),
     (("*", "_block", "**"), "index blocks"),
     (("*", "_downsample", "**"), "downsampling"),
     (("*", "_unfreeze"), "frozen indices"),
@@ -132,9 +125,7 @@ ENDPOINTS: tuple[tuple[tuple[str, ...], str], ...] = (
 
 #: Paths leafsearch serves with some methods where Elasticsearch has more: those methods only, so a
 #: method leafsearch lacks on a path it has is otherwise a 405 as in Elasticsearch.
-METHOD_ENDPOINTS: tuple[tuple[frozenset[str], tuple[str, ...], str], ...] = (
-    (frozenset({"PUT", "POST", "DELETE"}), ("_data_stream", "**"), "data streams (only the empty listing)"),
-)
+METHOD_ENDPOINTS: tuple[tuple[frozenset[str], tuple[str, ...], str], ...] = ()
 
 
 class Listed(NamedTuple):
@@ -286,7 +277,6 @@ AGGREGATIONS = frozenset(
         "sum_bucket",
         "t_test",
         "time_series",
-        "top_hits",
         "top_metrics",
         "variable_width_histogram",
         "weighted_avg",

@@ -145,6 +145,20 @@ def test_the_start_up_bench_runs(tmp_path: Path) -> None:
     assert "server logged" not in result.stderr, result.stderr
 
 
+def test_the_scripts_bench_runs() -> None:
+    """`python -m bench.scripts` keeps working: its scripted update_by_query updates every document
+    (it asserts so) and both rows print."""
+    result = subprocess.run(
+        [sys.executable, "-m", "bench.scripts", "--docs", "2000"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "_update_by_query with a script" in result.stdout and "_bulk partial updates" in result.stdout
+
+
 def test_small_transfer_run_measures_every_row(tmp_path: Path) -> None:
     measured = small_run("bench.transfer", tmp_path / "transfer.json", "--no-elasticdump")
     rows = {row["name"]: row for row in measured["rows"]}

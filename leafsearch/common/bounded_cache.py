@@ -17,9 +17,18 @@ V = TypeVar("V")
 
 
 class BoundedCache(Generic[K, V]):
-    def __init__(self, max_bytes: int, sizeof: Callable[[V], int]) -> None:
+    def __init__(
+        self,
+        max_bytes: int,
+        sizeof: Callable[[V], int],
+        on_remove: Callable[[K, V, bool], None] | None = None,
+    ) -> None:
+        """`on_remove(key, value, evicted)`, when given, is told of each entry that leaves (pushed
+        out by the bound, dropped by `discard_where` or `clear`, replaced by `put`), under the
+        cache's lock: it must be quick and must not call the cache."""
         self.max_bytes = max_bytes
         self._sizeof = sizeof
+        self._on_remove = on_remove
         self._entries: OrderedDict[K, V] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
@@ -47,22 +56,24 @@ class BoundedCache(Generic[K, V]):
             for key, value in items:
                 self._put(key, value)
 
-    def put(self, key: K, value: V) -> None:
+    def put(self, key: K, value: V) -> bool:
         """Keep `value` (replacing the key's old one); a value larger than the whole bound is not
-        kept, so it never pushes out everything else first."""
+        kept (False), so it never pushes out everything else first."""
         with self._lock:
-            self._put(key, value)
+            return self._put(key, value)
 
-    def _put(self, key: K, value: V) -> None:
+    def _put(self, key: K, value: V) -> bool:
         size = self._sizeof(value)
         old = self._entries.pop(key, None)
         if old is not None:
             self._bytes -= self._sizeof(old)
+            self._removed(key, old, False)
         if size > self.max_bytes:
-            return
+            return False
         self._entries[key] = value
         self._bytes += size
         self._evict()
+        return True
 
     def resize(self, max_bytes: int) -> None:
         """Set the bound (from its setting); entries that no longer fit go."""
@@ -74,10 +85,15 @@ class BoundedCache(Generic[K, V]):
         """Drop every entry for which `doomed(key, value)` holds (what it describes is gone)."""
         with self._lock:
             for key in [k for k, v in self._entries.items() if doomed(k, v)]:
-                self._bytes -= self._sizeof(self._entries.pop(key))
+                value = self._entries.pop(key)
+                self._bytes -= self._sizeof(value)
+                self._removed(key, value, False)
 
     def clear(self) -> None:
         with self._lock:
+            if self._on_remove is not None:
+                for key, value in self._entries.items():
+                    self._on_remove(key, value, False)
             self._entries.clear()
             self._bytes = 0
 
@@ -94,6 +110,11 @@ class BoundedCache(Generic[K, V]):
 
     def _evict(self) -> None:
         while self._bytes > self.max_bytes and self._entries:
-            _, old = self._entries.popitem(last=False)
+            key, old = self._entries.popitem(last=False)
             self._bytes -= self._sizeof(old)
             self.evictions += 1
+            self._removed(key, old, True)
+
+    def _removed(self, key: K, value: V, evicted: bool) -> None:
+        if self._on_remove is not None:
+            self._on_remove(key, value, evicted)

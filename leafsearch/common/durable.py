@@ -23,3 +23,18 @@ def fsync_dir(folder: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def write_private(path: Path, data: bytes) -> None:
+    """Replace `path` with `data` atomically and durably, readable by the owner only (0600): the
+    data is fsynced before the rename, and the folder after it."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    temporary = path.with_name(path.name + ".tmp")
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(temporary, path)
+    fsync_dir(path.parent)

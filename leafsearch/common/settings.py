@@ -302,6 +302,9 @@ _INDEX = [
     Setting("index.max_docvalue_fields_search", "100", int_setting(0), True),
     Setting("index.max_script_fields", "32", int_setting(0), True),
     Setting("index.max_regex_length", "1000", int_setting(1), True),
+    Setting("index.query_string.lenient", "false", bool_setting, False),
+    Setting("index.mapping.source.mode", "stored", choice_setting("stored", "synthetic"), False),
+    Setting("index.requests.cache.enable", "true", bool_setting, True),
     Setting("index.max_ngram_diff", "1", int_setting(0), True),
     Setting("index.analyze.max_token_count", "10000", int_setting(1), True),
     Setting("index.max_shingle_diff", "3", int_setting(0), True),
@@ -378,6 +381,10 @@ _INDEX_PREFIXES = {
 
 # Set by the node when the index is created; a user may not set them.
 PRIVATE_INDEX_SETTINGS = frozenset({"index.uuid", "index.version.created", "index.provided_name"})
+# Fixed at creation: not even a closed index takes a new value (the `index.sort.*` family too).
+FINAL_INDEX_SETTINGS = frozenset(
+    {"index.number_of_shards", "index.number_of_routing_shards", "index.routing_partition_size", "index.mode"}
+)
 
 
 def _flatten(body: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -492,6 +499,7 @@ _CLUSTER = [
     Setting("indices.breaker.total.limit", "95%", memory_size_setting, True),
     # Caches of this node's search engine (process-wide); each bounded, least recently used out.
     Setting("indices.cache.hitlist.size", "512mb", memory_size_setting, True),
+    Setting("indices.requests.cache.size", "1%", memory_size_setting, True),
     Setting("indices.cache.sort_orders.size", "256mb", memory_size_setting, True),
     Setting("indices.fielddata.cache.size", "128mb", memory_size_setting, True),
     Setting("indices.cache.source_blocks.size", "32mb", memory_size_setting, True),
@@ -509,6 +517,9 @@ _CLUSTER = [
     Setting("indices.bulk.worker_parse_min_size", "64kb", byte_size_setting, True),
     # ... and only while the machine had at least this much of a core idle (percent; 0: always).
     Setting("indices.bulk.worker_parse_min_idle_cpu", "10", int_setting(0, 10_000), True),
+    # A full buffer of at least this many documents is written as a segment by a search worker
+    # (index/buffer_wire.py); smaller ones by the flush thread of the server process.
+    Setting("indices.segments.worker_build_min_docs", "500", int_setting(1), True),
     Setting("search.max_keep_alive", "24h", positive_time_setting, True),
     Setting("search.default_keep_alive", "5m", positive_time_setting, True),
     Setting("search.keep_alive_interval", "1m", positive_time_setting, True),

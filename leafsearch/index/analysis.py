@@ -49,6 +49,8 @@ _ASCII_WORDS = re.compile(_word_pattern("[0-9a-z_]", "[a-z]", "[0-9]", "':.", "'
 # Most ASCII text has no joiner between two word characters; it then splits on every other byte,
 # which bytes.translate + split do several times faster than the expression above.
 _ASCII_JOINED = re.compile(rb"['.:,;](?<=[0-9a-z_]['.:,;])(?=[0-9a-z_])")
+# Without a joiner, ASCII words are the runs of word characters: a plain expression finds them.
+_ASCII_RUNS = re.compile(r"[0-9a-z_]+")
 _ASCII_SEPARATORS = bytes(
     c if chr(c).isascii() and (chr(c).isalnum() or chr(c) == "_") else ord(" ") for c in range(256)
 )
@@ -89,7 +91,10 @@ def standard_tokens(text: str) -> list[tuple[str, int, int]]:
     cut the same way. Where lowering changes the length (`İ` becomes two characters), offsets in
     the lowered text are mapped back to the original's."""
     lowered = text.lower()
-    pattern = _ASCII_WORDS if lowered.isascii() else _UNICODE_WORDS
+    if lowered.isascii():
+        pattern = _ASCII_WORDS if _ASCII_JOINED.search(lowered.encode()) is not None else _ASCII_RUNS
+    else:
+        pattern = _UNICODE_WORDS
     if len(lowered) == len(text):
         back = None
     else:  # back[i]: the original character that lowered character i came from

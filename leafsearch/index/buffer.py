@@ -7,7 +7,7 @@ to a numpy array in one call and builds postings and ordinals with vectorized so
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from itertools import chain, compress, repeat
+from itertools import chain, compress
 
 import numpy as np
 
@@ -16,13 +16,34 @@ from leafsearch.index.parsed import ParsedBatch, ParsedDoc, Rows
 
 @dataclass(slots=True)
 class FieldBuffer:
-    """(doc, value) pairs of one field in arrival order; text also keeps positions and lengths."""
+    """(doc, value) pairs of one field in arrival order; text also keeps positions and lengths.
+
+    A text field's tokens added by `add_batch` keep their docs and positions as numpy arrays
+    (`chunks`, before what `add` appended since in `docs` and `positions`): a Python int per
+    token would be made only to be turned back into an array when the segment is written."""
 
     docs: list[int] = field(default_factory=list)
     values: list = field(default_factory=list)
     positions: list[int] = field(default_factory=list)
     length_docs: list[int] = field(default_factory=list)
     lengths: list[int] = field(default_factory=list)
+    chunks: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)
+
+    def add_tokens(self, docs: np.ndarray, positions: np.ndarray) -> None:
+        """Append the docs and positions of tokens whose values the caller appends."""
+        if self.docs:  # what `add` appended comes first, as its values do
+            self.chunks.append((int_array(self.docs), int_array(self.positions)))
+            self.docs, self.positions = [], []
+        self.chunks.append((docs, positions))
+
+    def token_arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """(doc, position) of every token, in the order of `values`."""
+        parts = [*self.chunks, (int_array(self.docs), int_array(self.positions))]
+        return np.concatenate([d for d, _ in parts]), np.concatenate([p for _, p in parts])
+
+
+def int_array(values: list[int]) -> np.ndarray:
+    return np.asarray(values, dtype=np.int64)
 
 
 class IndexBuffer:
@@ -109,13 +130,11 @@ class IndexBuffer:
                 fb = self.text.get(path)
                 if fb is None:
                     fb = self.text[path] = FieldBuffer()
-                doc_list = docs.tolist()
-                # Each document's number repeated as one shared int object, as `add` does: a
-                # million tokens then cost no million ints.
-                fb.docs.extend(chain.from_iterable(map(repeat, doc_list, counts.tolist())))
+                fb.add_tokens(
+                    np.repeat(docs, counts), np.arange(int(counts.sum())) - np.repeat(starts, counts)
+                )
                 fb.values.extend(chain.from_iterable(token_lists))
-                fb.positions.extend((np.arange(int(counts.sum())) - np.repeat(starts, counts)).tolist())
-                fb.length_docs.extend(doc_list)
+                fb.length_docs.extend(docs.tolist())
                 fb.lengths.extend(counts.tolist())
         for columns, target in (
             (batch.keyword, self.keyword),

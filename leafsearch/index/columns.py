@@ -21,6 +21,12 @@ _POSTINGS_FORMAT = 1
 SORT_MODES = ("min", "max", "sum", "avg", "median")
 
 
+def ordinal_column(col: Any) -> Any:
+    """The column whose ordinals aggregations and sorts read: a text field's fielddata (callers
+    have checked the mapping allows it), any other column itself."""
+    return col.fielddata if isinstance(col, TextColumn) else col
+
+
 def term_ordinal(terms: np.ndarray, term: str | bytes) -> int:
     """Position of a term in a sorted numpy 'S' array of UTF-8 terms, or -1 when it is absent."""
     key = term.encode() if isinstance(term, str) else term
@@ -299,6 +305,22 @@ class TextColumn:
         if len(starts) > 1:
             np.cumsum(np.asarray(self.post_freqs[:-1], dtype=np.int64), out=starts[1:])
         return starts
+
+    @cached_property
+    def fielddata(self) -> KeywordColumn:
+        """The field uninverted (`fielddata: true`): per document the ordinals of its distinct
+        terms, ascending, as a keyword column over the same terms, so terms aggregations and
+        sorts read it as they read a keyword. Built once per segment from the postings (a stable
+        sort of the postings by document, O(postings log postings)), kept for the segment's life:
+        4 bytes per posting and 8 per document."""
+        counts = np.diff(np.asarray(self.post_offsets, dtype=np.int64))
+        term_ids = np.repeat(np.arange(len(self.terms), dtype=np.int32), counts)
+        docs = np.asarray(self.post_docs, dtype=np.int64)
+        order = np.argsort(docs, kind="stable")  # terms stay ascending within a document
+        max_doc = len(self.norms)
+        offsets = np.zeros(max_doc + 1, dtype=np.int64)
+        np.cumsum(np.bincount(docs, minlength=max_doc), out=offsets[1:])
+        return KeywordColumn(self.terms, DocValues(term_ids[order], max_doc, offsets=offsets))
 
     def lookup(self, term: str | bytes) -> int:
         """Index of a term in `terms`, or -1 when the segment does not hold it."""

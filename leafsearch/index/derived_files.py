@@ -165,6 +165,12 @@ def _parse(data: mmap.mmap, size: int) -> Derived | None:
     return Derived(arrays, header["meta"])
 
 
+def is_derived(name: str) -> bool:
+    """Whether a file of a segment folder is a derived file (or one being written): a cache,
+    rebuilt when missing, so a copy of the segment leaves it out (snapshots)."""
+    return name.endswith((".order", ".postings")) or _PARTIAL in name
+
+
 def remove_partial_files(folder: Path) -> None:
     """Delete the temporary files a crash left in a segment folder (when the shard opens
     its segments; a process still writing one then fails to rename it, and keeps its arrays in

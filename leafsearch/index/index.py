@@ -22,7 +22,8 @@ import orjson
 
 from leafsearch.common.durable import FOLDER_MODE, fsync_dir, private
 from leafsearch.common.settings import index_setting
-from leafsearch.errors import ElasticError, IndexClosed
+from leafsearch.errors import DocumentParsing, ElasticError, IndexClosed
+from leafsearch.index.analyzers import analysis_of
 from leafsearch.index.index_sort import IndexSort, index_sort_of
 from leafsearch.index.mapping import Mapping
 from leafsearch.index.mapping_batch import parse_batch
@@ -47,7 +48,7 @@ class Index:
         self.uuid: str = meta["uuid"]
         self.creation_date: int = meta["creation_date"]
         self.settings: dict[str, str] = meta["settings"]
-        self.mapping: Mapping = Mapping.from_body(meta.get("mappings"))
+        self.mapping: Mapping = Mapping.from_body(meta.get("mappings"), analysis_of(meta["settings"]))
         apply_mapping_limits(self.mapping, self.settings)
         #: Guards the mapping (dynamic updates) and settings; shards have their own locks.
         self.lock = threading.RLock()
@@ -59,6 +60,8 @@ class Index:
         self.sort: IndexSort | None = index_sort_of(self.settings, self.mapping, self.name)
         self._services = services
         self.closed: bool = meta.get("state") == "close"
+        #: The data stream this index backs (its documents need an `@timestamp`), else None.
+        self.data_stream: str | None = meta.get("data_stream")
         #: Where each shard lives when the shards are Ray actors (node and folder), else None.
         self.placement: list[dict[str, str]] | None = meta.get("placement")
         #: The shard actors (ray_backend/remote.py) of a Ray-backed index, else None.
@@ -137,6 +140,8 @@ class Index:
         mapping: Mapping,
         services: ShardServices,
         backend: ShardBackend | None = None,
+        *,
+        data_stream: str | None = None,
     ) -> Index:
         settings = dict(settings)
         settings.setdefault("index.number_of_shards", "1")
@@ -149,6 +154,8 @@ class Index:
             "settings": settings,
             "mappings": mapping.to_body(),
         }
+        if data_stream is not None:
+            meta["data_stream"] = data_stream
         if backend is not None:
             meta["placement"] = backend.place(uuid, int(index_setting(settings, "index.number_of_shards")))
         path = folder / uuid
@@ -177,6 +184,8 @@ class Index:
             "mappings": self.mapping.to_body(),
             "state": "close" if self.closed else "open",
         }
+        if self.data_stream is not None:
+            meta["data_stream"] = self.data_stream
         if self.placement is not None:
             meta["placement"] = self.placement
         write_json(self.folder / "meta.json", meta)
@@ -194,21 +203,34 @@ class Index:
         with self.lock:
             parsed = self.mapping.parse_document(source, doc_id)
             self._persist_if_mapping_changed()
-            return parsed
+        if self.data_stream is not None and not parsed.long.get(TIMESTAMP):
+            raise DocumentParsing(f"data stream timestamp field [{TIMESTAMP}] is missing")
+        return parsed
 
     def parse_batch(self, sources: list[bytes]) -> ParsedBatch | None:
-        """Parse many documents at once under the mapping lock; None: parse them one by one."""
+        """Parse many documents at once under the mapping lock; None: parse them one by one (so
+        a backing index of a data stream refuses each document without `@timestamp` alone)."""
         with self.lock:
-            return parse_batch(self.mapping, sources)
+            batch = parse_batch(self.mapping, sources)
+        if batch is not None and self.data_stream is not None:
+            rows, values = batch.long.get(TIMESTAMP, ([], []))
+            if rows is not None or len(values) != len(sources):
+                return None
+        return batch
 
     def update_settings(self, flat: dict[str, str | None]) -> None:
+        """Apply settings; 400 (and nothing changes) if the mapping refuses them, as when a
+        field names an analyzer the new analysis lacks."""
         with self.lock:
+            updated = dict(self.settings)
             for key, value in flat.items():
                 if value is None:
-                    self.settings.pop(key, None)
+                    updated.pop(key, None)
                 else:
-                    self.settings[key] = value
-            apply_mapping_limits(self.mapping, self.settings)
+                    updated[key] = value
+            apply_mapping_limits(self.mapping, updated)
+            self.settings.clear()
+            self.settings.update(updated)
             self.persist_meta()
 
     def shard_of(self, doc_id: str, routing: str | None) -> Shard:
@@ -292,8 +314,14 @@ def _each(shards: list[Any], step: Callable[[Any], object]) -> None:
         raise failure
 
 
+#: The field every document of a data stream must have, a date (`data_streams.py`).
+TIMESTAMP = "@timestamp"
+
+
 def apply_mapping_limits(mapping: Mapping, settings: dict[str, str]) -> None:
-    """The `index.mapping.*.limit` settings, as the mapping checks them on every addition."""
+    """The `index.mapping.*.limit` settings, as the mapping checks them on every addition, and
+    the analysis (`index.analysis.*`) its text fields use."""
+    mapping.set_analysis(analysis_of(settings))
     mapping.set_limits(
         index_setting(settings, "index.mapping.total_fields.limit"),
         index_setting(settings, "index.mapping.depth.limit"),

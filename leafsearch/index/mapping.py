@@ -35,7 +35,7 @@ from leafsearch.errors import (
     StrictDynamicMapping,
 )
 from leafsearch.index import ip, unsigned_long
-from leafsearch.index.analysis import analyze, analyze_with_positions
+from leafsearch.index.analyzers import DEFAULT_ANALYSIS, STANDARD, Analyzer, IndexAnalysis
 from leafsearch.index.dates import (
     DEFAULT_DATE_FORMAT,
     DEFAULT_DATE_NANOS_FORMAT,
@@ -394,7 +394,8 @@ class FieldType:
         "path", "name", "type", "kind", "params", "fields", "subfields", "index", "doc_values", "store",
         "norms", "formatter", "nanos", "scaling_factor", "ignore_above", "null_value", "coerce",
         "ignore_malformed", "position_increment_gap", "copy_to", "normalizer", "source_key", "parse",
-        "convert", "_lo", "_hi", "_range_name", "_round",
+        "convert", "_lo", "_hi", "_range_name", "_round", "analyzer", "search_analyzer",
+        "search_quote_analyzer", "fielddata",
     )
     # fmt: on
 
@@ -420,6 +421,7 @@ class FieldType:
         self.coerce = get("coerce", True)
         self.ignore_malformed = get("ignore_malformed", False)
         self.position_increment_gap = get("position_increment_gap", POSITION_INCREMENT_GAP)
+        self.fielddata = type_ == "text" and get("fielddata", False)
         copy_to = get("copy_to", ())
         self.copy_to = (copy_to,) if type(copy_to) is str else tuple(copy_to)
         self.normalizer = get("normalizer")
@@ -427,6 +429,8 @@ class FieldType:
         self.scaling_factor = get("scaling_factor")
         self.nanos = type_ == "date_nanos"
         self.formatter = None
+        #: A text field's analyzers, bound by the mapping from its index's analysis (`Mapping._bind`).
+        self.analyzer = self.search_analyzer = self.search_quote_analyzer = STANDARD
         self._lo, self._hi, self._range_name = _INTEGER_TYPES.get(type_, (_LONG_MIN, _LONG_MAX, "a long"))
         self._round = {"float": _F32, "half_float": _F16}.get(type_)
         if type_ in ("date", "date_nanos"):
@@ -554,8 +558,8 @@ class FieldType:
             sub.parse(value, doc)
 
     def _parse_text(self, value: Any, doc: ParsedDoc) -> None:
-        if type(value) is str:
-            tokens = analyze(value)
+        if type(value) is str and self.analyzer.standard:
+            tokens = self.analyzer.terms(value)
             positions = range(len(tokens))  # a range: cheap, and the buffer extends from it directly
         else:
             texts = []
@@ -569,7 +573,7 @@ class FieldType:
                 for sub in self.subfields:
                     sub.parse(value, doc)
                 return
-            tokens, positions = analyze_with_positions(texts, self.position_increment_gap)
+            tokens, positions = self.analyzer.positions(texts, self.position_increment_gap)
         existing = doc.text.get(self.path)
         if existing is None:
             doc.text[self.path] = (tokens, positions)
@@ -787,8 +791,54 @@ def _unsupported(node: dict) -> str:
     return " ".join(f"[{k} : {_java_text(v)}]" for k, v in node.items())
 
 
+def _subobjects_param(value: Any, name: str) -> bool:
+    if value == "auto":
+        raise _MappingError(reason(f"[subobjects] auto on [{name}]"))
+    return _bool_param(value, name, "subobjects")
+
+
+def _no_subobjects(mapper: ObjectMapper) -> bool:
+    """`subobjects: false`: the object holds leaves only, named with their dots (`time.max`)."""
+    return mapper.params.get("subobjects") is False
+
+
+def _flattened_properties(parent: ObjectMapper, name: str, node: dict) -> dict[str, Any]:
+    """Under `subobjects: false`, an object's leaves named from the object (`a` holding `b` is
+    `a.b`), as Elasticsearch flattens them; a `nested` one is refused."""
+    if node.get("type") == "nested":
+        raise _MappingError(
+            f"Tried to add nested object [{name}] to object [{parent.name or '_doc'}] which does not "
+            "support subobjects",
+            True,
+        )
+    props = node.get("properties", {})
+    if type(props) is not dict:
+        raise _MappingError("properties must be a map type")
+    return {f"{name}.{child}": sub for child, sub in props.items()}
+
+
+def _inherit_subobjects(node: dict, mapper: ObjectMapper) -> dict:
+    """A mapping update's object `node` for the existing `mapper`: an object without subobjects
+    reads the update's properties without splitting their dots, as the object it was created as
+    (an explicit `subobjects` is kept, to be refused when it differs)."""
+    node = dict(node)
+    if _no_subobjects(mapper):
+        node.setdefault("subobjects", False)
+        return node
+    props = node.get("properties")
+    if type(props) is dict:
+        node["properties"] = {
+            name: _inherit_subobjects(child_node, child)
+            if type(child_node) is dict and isinstance(child := mapper.children.get(name), ObjectMapper)
+            else child_node
+            for name, child_node in props.items()
+        }
+    return node
+
+
 def _build_properties(parent: ObjectMapper, props: Any) -> None:
-    """Parse a `properties` object into `parent`; dotted names (`a.b`) become objects."""
+    """Parse a `properties` object into `parent`; dotted names (`a.b`) become objects, unless the
+    parent has `subobjects: false` (then `a.b` is a leaf's name, and objects are flattened)."""
     if props == []:
         return
     if type(props) is not dict:
@@ -810,6 +860,11 @@ def _build_properties(parent: ObjectMapper, props: Any) -> None:
                 f"object field starting or ending with a [.] makes object resolution ambiguous: [{name}]"
             )
             raise _MappingError("field name cannot contain only dots" if not any(parts) else ambiguous, True)
+        if _no_subobjects(parent):
+            if node.get("type", "object" if "properties" in node else None) in ("object", "nested"):
+                _build_properties(parent, _flattened_properties(parent, name, node))
+                continue
+            parts = [name]
         target = parent
         for part in parts[:-1]:
             child = target.children.get(part)
@@ -985,9 +1040,12 @@ def _build_object(path: str, name: str, type_: str, node: dict) -> ObjectMapper:
         elif key == "enabled" or key in ("include_in_parent", "include_in_root") and type_ == "nested":
             params[key] = _bool_param(value, name, key)
         elif key == "subobjects":
-            if _bool_param(value, name, key) is not True:
-                raise _MappingError("[subobjects] false is not supported", True)
-            params[key] = True
+            subobjects = _subobjects_param(value, name)
+            if not subobjects and type_ == "nested":
+                raise _MappingError(
+                    f"Mapping definition for [{name}] has unsupported parameters:  [subobjects : false]"
+                )
+            params[key] = subobjects
         else:
             unknown[key] = value
     if unknown:
@@ -1022,6 +1080,10 @@ def _merge_objects(old: ObjectMapper, new: ObjectMapper) -> None:
         raise IllegalArgument(f"object mapping [{old.path}] can't be changed from {change}")
     if "enabled" in new.params and new.enabled != old.enabled:
         raise IllegalArgument(f"the [enabled] parameter can't be updated for the object mapping [{old.path}]")
+    if new.params.get("subobjects", True) != old.params.get("subobjects", True):
+        raise IllegalArgument(
+            f"the [subobjects] parameter can't be updated for the object mapping [{old.path}]"
+        )
     old.params.update(new.params)
     for name, child in new.children.items():
         existing = old.children.get(name)
@@ -1190,7 +1252,7 @@ def _template_patterns(key: str, value: Any) -> list[str]:
 # The mapping
 
 _ROOT_KEYS = frozenset(
-    ("properties", "dynamic", "date_detection", "dynamic_date_formats", "numeric_detection")
+    ("properties", "dynamic", "date_detection", "dynamic_date_formats", "numeric_detection", "subobjects")
     + ("dynamic_templates", "_meta", "_source", "_routing", "enabled", "runtime")
 )
 _SOURCE_KEYS = frozenset({"enabled", "includes", "excludes", "mode"})
@@ -1199,8 +1261,10 @@ _SOURCE_KEYS = frozenset({"enabled", "includes", "excludes", "mode"})
 class Mapping:
     """One index's mapping. The caller holds the index's lock around `parse_document` and `merge`."""
 
-    def __init__(self) -> None:
+    def __init__(self, analysis: IndexAnalysis = DEFAULT_ANALYSIS) -> None:
         self.version = 0
+        #: The index's analyzers, which text fields name (`index.analysis.*`).
+        self.analysis = analysis
         #: `index.mapping.total_fields.limit`, `index.mapping.depth.limit` and
         #: `index.mapping.field_name_length.limit`, checked whenever fields are added.
         self.total_fields_limit = 1000
@@ -1219,15 +1283,61 @@ class Mapping:
     # -- construction --------------------------------------------------------------------------
 
     @classmethod
-    def from_body(cls, body: dict | None) -> Mapping:
-        """A mapping from the `mappings` object of create-index; 400 `mapper_parsing_exception` if bad."""
-        mapping = cls()
+    def from_body(cls, body: dict | None, analysis: IndexAnalysis = DEFAULT_ANALYSIS) -> Mapping:
+        """A mapping from the `mappings` object of create-index, its text fields analysed by
+        `analysis`; 400 `mapper_parsing_exception` if bad."""
+        mapping = cls(analysis)
         try:
             mapping._parse_root(_unwrap_type(body))
+            mapping._refresh()
         except _MappingError as e:
             raise _mapping_error(e) from None
-        mapping._refresh()
         return mapping
+
+    def set_analysis(self, analysis: IndexAnalysis) -> None:
+        """The index's analysis changed (settings of a closed index): fields bind to the new one;
+        400 if a field names an analyzer it lacks, and then nothing changes."""
+        if analysis is self.analysis:
+            return
+        previous = self.analysis
+        self.analysis = analysis
+        try:
+            self._refresh()
+        except _MappingError as e:
+            self.analysis = previous
+            self._refresh()
+            raise _mapping_error(e) from None
+
+    def _bind(self, field: FieldType) -> None:
+        """A text field's analyzers from its `analyzer`, `search_analyzer`, `search_quote_analyzer`."""
+        if field.kind != "text":
+            return
+        params = field.params
+        index_name = params.get("analyzer")
+        if "search_quote_analyzer" in params and ("search_analyzer" not in params or index_name is None):
+            raise _MappingError(
+                f"analyzer and search_analyzer on field [{field.name}] must be set when "
+                "search_quote_analyzer is set"
+            )
+        if "search_analyzer" in params and index_name is None:
+            raise _MappingError(f"analyzer on field [{field.name}] must be set when search_analyzer is set")
+        index = self.analysis.default if index_name is None else self._analyzer(index_name)
+        search_name = params.get("search_analyzer")
+        if search_name is not None:
+            search = self._analyzer(search_name)
+        elif index_name is None:
+            search = self.analysis.default_search
+        else:
+            search = index
+        quote_name = params.get("search_quote_analyzer")
+        field.analyzer, field.search_analyzer = index, search
+        field.search_quote_analyzer = search if quote_name is None else self._analyzer(quote_name)
+
+    def _analyzer(self, name: str) -> Analyzer:
+        found = self.analysis.analyzer(name)
+        if found is None:
+            raise _MappingError(f"analyzer [{name}] has not been configured in mappings", True)
+        return found
 
     def _parse_root(self, body: dict) -> None:
         unknown = {k: v for k, v in body.items() if k not in _ROOT_KEYS}
@@ -1236,11 +1346,15 @@ class Mapping:
                 f"Root mapping definition has unsupported parameters:  {_unsupported(unknown)}"
             )
         params = self._root_params
+        if "subobjects" in body:  # the root's properties are read with it
+            self._root.params["subobjects"] = _subobjects_param(body["subobjects"], "_doc")
         for key, value in body.items():
             if key == "properties":
                 continue
             if key == "dynamic":
                 params[key] = _dynamic_param(value, "_doc")
+            elif key == "subobjects":
+                params[key] = self._root.params["subobjects"]
             elif key in ("date_detection", "numeric_detection", "enabled"):
                 params[key] = _bool_param(value, "_doc", key)
             elif key == "dynamic_date_formats":
@@ -1275,7 +1389,7 @@ class Mapping:
     def _refresh(self) -> None:
         """Recompute what is derived from the tree and root parameters (after any change)."""
         params = self._root_params
-        self._root.params = {"dynamic": params["dynamic"]} if "dynamic" in params else {}
+        self._root.params = {k: params[k] for k in ("dynamic", "subobjects") if k in params}
         self._root.enabled = params.get("enabled", True)
         self._date_detection = params.get("date_detection", True)
         self._numeric_detection = params.get("numeric_detection", False)
@@ -1297,8 +1411,10 @@ class Mapping:
         for child in mapper.children.values():
             if child.leaf:
                 self._fields[child.path] = child
+                self._bind(child)
                 for sub in child.subfields:
                     self._fields[sub.path] = sub
+                    self._bind(sub)
             else:
                 self._index(child)
 
@@ -1350,8 +1466,13 @@ class Mapping:
         Nothing changes on error: 400 `mapper_parsing_exception` for a bad body,
         `illegal_argument_exception` for a conflict with the current mapping.
         """
-        incoming = Mapping.from_body(body)
-        merged = Mapping.from_body(self.to_body())
+        unwrapped = _unwrap_type(body) if isinstance(body, dict) else body
+        if isinstance(unwrapped, dict):  # an update is read as the objects it adds to read it
+            unwrapped = _inherit_subobjects(unwrapped, self._root)
+        incoming = Mapping.from_body(unwrapped, self.analysis)
+        if incoming._root_params.get("subobjects", True) != self._root_params.get("subobjects", True):
+            raise IllegalArgument("the [subobjects] parameter can't be updated for the object mapping [_doc]")
+        merged = Mapping.from_body(self.to_body(), self.analysis)
         merged.set_limits(self.total_fields_limit, self.depth_limit, self.field_name_length_limit)
         for key, value in incoming._root_params.items():
             if key == "dynamic_templates":
@@ -1510,7 +1631,11 @@ class Mapping:
         if key.isspace():
             reason = f"Field name cannot contain only whitespace: [{mapper.child_path(key)}]"
             raise _DocError(key, lambda loc, _id: DocumentParsing(f"{loc}{reason}"))
-        if "." in key:
+        if _no_subobjects(mapper):
+            if type(value) is dict or (type(value) is list and any(type(v) is dict for v in _flat(value))):
+                self._flatten(mapper, key, value, doc, pending)
+                return
+        elif "." in key:
             self._dotted(mapper, key, value, doc, pending)
             return
         if mapper is self._root and key in METADATA_FIELDS:
@@ -1545,6 +1670,14 @@ class Mapping:
             mapper.children[key] = child  # a parent created by this document: not yet in the tree
         self._dispatch(child, key, value, doc, pending)
 
+    def _flatten(self, mapper: ObjectMapper, key: str, value: Any, doc: ParsedDoc, pending: _Pending) -> None:
+        """An object under `subobjects: false`: its fields are the parent's, named `key.field`."""
+        for item in _flat(value) if type(value) is list else (value,):
+            if type(item) is dict:
+                self._walk(mapper, {f"{key}.{k}": v for k, v in item.items()}, doc, pending)
+            elif item is not None:
+                self._walk(mapper, {key: item}, doc, pending)
+
     def _dotted(self, mapper: ObjectMapper, key: str, value: Any, doc: ParsedDoc, pending: _Pending) -> None:
         """`{"a.b": 1}` is `{"a": {"b": 1}}`, as Elasticsearch expands dots in field names."""
         parts = key.split(".")
@@ -1567,8 +1700,19 @@ class Mapping:
                 f"for [{head.path}] must be of type object but found [{head.type}]."
             )
             raise _DocError(key, lambda loc, _id: DocumentParsing(f"{loc}{reason}"))
-        nested: Any = value
-        for part in reversed(parts[1:]):
+        # The dots split into objects down to an object without subobjects, which takes the rest
+        # of the name as one leaf's (`metrics.time.max` under `metrics` is its leaf `time.max`).
+        split, node = len(parts), mapper
+        for i, part in enumerate(parts[:-1]):
+            child = node.children.get(part) or pending.get(node, part)
+            if child is None or child.leaf:
+                break
+            if _no_subobjects(child):
+                split = i + 1
+                break
+            node = child
+        nested: Any = value if split == len(parts) else {".".join(parts[split:]): value}
+        for part in reversed(parts[1:split]):
             nested = {part: nested}
         self._walk(mapper, {parts[0]: nested}, doc, pending)
 
@@ -1588,6 +1732,9 @@ class Mapping:
         try:
             child = _build_mapper(path, key, node)
             self._check_shape_of(child)  # before walking into it: recursion stays bounded
+            if child.leaf:
+                for field in (child, *child.subfields):
+                    self._bind(field)
         except _MappingError as e:
             message = e.message
             raise _DocError(

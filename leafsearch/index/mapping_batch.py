@@ -101,6 +101,8 @@ def _leaf(field: FieldType, values: list, rows: Rows, batch: ParsedBatch) -> Non
         raise _Fallback
     try:
         if field.kind == "text":
+            if not field.analyzer.standard:
+                raise _Fallback  # a chain of its own analyses document by document
             texts = values if types == {str} else [field.convert(v) for v in values]
             _add(batch.text, field.path, rows, analyze_many(texts))
         else:

@@ -49,7 +49,7 @@ def segment_from_buffer(buffer: IndexBuffer, folder: Path, index_sort: IndexSort
         new_of[order] = np.arange(max_doc)
         buffer.segment_docs = new_of
 
-    def docs(values: list[int]) -> np.ndarray:
+    def docs(values: list[int] | np.ndarray) -> np.ndarray:
         arr = np.asarray(values, dtype=np.int64)
         return arr if new_of is None else new_of[arr]
 
@@ -65,9 +65,8 @@ def segment_from_buffer(buffer: IndexBuffer, folder: Path, index_sort: IndexSort
     writer.set_sources(in_order(buffer.sources))
     for path, fb in buffer.text.items():
         terms, tids = _intern(fb.values)
-        postings = build_postings(
-            tids, docs(fb.docs), np.asarray(fb.positions, dtype=np.int64), len(terms), max_doc
-        )
+        token_docs, positions = fb.token_arrays()
+        postings = build_postings(tids, docs(token_docs), positions, len(terms), max_doc)
         lengths = np.zeros(max_doc, dtype=np.int64)
         np.add.at(lengths, docs(fb.length_docs), np.asarray(fb.lengths, dtype=np.int64))
         writer.add_text(path, terms, postings, lengths)

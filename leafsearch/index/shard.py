@@ -39,6 +39,7 @@ from leafsearch.common.durable import FOLDER_MODE
 from leafsearch.errors import ElasticError, FlushFailed, IndexClosed, RefreshFailed, TranslogFailed, cause_of
 from leafsearch.index import derived_files
 from leafsearch.index.buffer import IndexBuffer
+from leafsearch.index.buffer_wire import BuildJob, BuildUnavailable, PackedBuffer
 from leafsearch.index.commits import CommitPlan, Commits
 from leafsearch.index.index_sort import IndexSort
 from leafsearch.index.merge_policy import find_merge
@@ -73,6 +74,9 @@ BUFFER_STALL_FACTOR = 2
 #: How long a delete's version is remembered (Elasticsearch's `index.gc_deletes`): re-creating the
 #: id within it continues the version sequence instead of starting again at 1.
 GC_DELETES_SECONDS = 60.0
+#: A refresh hands its buffer over, and then what arrived while a worker wrote it (if a worker
+#: writes that too), at most this many times; what remains is written under the shard lock.
+REFRESH_HAND_OVERS = 4
 
 
 @dataclass(slots=True)
@@ -518,8 +522,27 @@ class Shard:
 
     def _flush_in_background(self, buffer: IndexBuffer, generation: int) -> _Flushing:
         folder = self.folder / self._next_segment_name()
-        built = self.services.flusher().submit(segment_from_buffer, buffer, folder, self.index_sort)
+        built = self.services.flusher().submit(self._build_segment, buffer, folder)
         return _Flushing(buffer, folder, built, generation)
+
+    def _build_segment(self, buffer: IndexBuffer, folder: Path) -> Segment:
+        """Write a handed-over buffer as the segment `folder` (on the flush thread): a large one
+        in a search worker when the owner has them (buffer_wire.py), else here."""
+        builder = self.services.builder
+        if builder is not None and self._worker_builds(buffer):
+            try:
+                segment_docs = builder(BuildJob(PackedBuffer.pack(buffer), str(folder), self.index_sort))
+            except BuildUnavailable:
+                discard_unfinished(folder)  # whatever a worker that died left
+            else:
+                buffer.segment_docs = segment_docs
+                return Segment(folder)
+        return segment_from_buffer(buffer, folder, self.index_sort)
+
+    def _worker_builds(self, buffer: IndexBuffer) -> bool:
+        """Whether a search worker writes this buffer's segment (buffer_wire.py)."""
+        services = self.services
+        return services.builder is not None and len(buffer) >= services.builder_min_docs
 
     def _install_flushed(self) -> None:
         """Add the segment of the buffer on the flush thread (waiting for it), not yet published.
@@ -740,24 +763,33 @@ class Shard:
             if len(self.buffer):
                 self._hand_over()
             flushing = self._flushing
-        if flushing is not None:
-            flushing.built.exception()  # waits; a failure is raised by the install below
-        with self.lock:
-            if self.closed:
-                return False
-            if self._flushing is flushing:  # not installed by a write meanwhile
-                self._install_flushed()
-            if len(self.buffer):
-                # Writes arrived while the lock was free: an overwrite among them retired its
-                # previous version, which may be in a segment this refresh publishes, while its
-                # new version is in the buffer. Publishing the one without the other would hide
-                # the document, so their (few) documents become a segment now, under the lock.
-                self._flush_buffer()
-            self._apply_pending_deletes()
-            self._forget_old_tombstones()
-            self._commit()
-            self._publish()
-            self._published_changes = max(self._published_changes, covered)
+        for round_ in range(1, REFRESH_HAND_OVERS + 1):
+            if flushing is not None:
+                flushing.built.exception()  # waits; a failure is raised by the install below
+            with self.lock:
+                if self.closed:
+                    return False
+                if self._flushing is flushing:  # not installed by a write meanwhile
+                    self._install_flushed()
+                if round_ < REFRESH_HAND_OVERS and self._worker_builds(self.buffer):
+                    # Many writes arrived while a worker wrote the segment: theirs too is
+                    # written without the lock, rather than under it below.
+                    self._hand_over()
+                    flushing = self._flushing
+                    continue
+                if len(self.buffer):
+                    # Writes arrived while the lock was free: an overwrite among them retired its
+                    # previous version, which may be in a segment this refresh publishes, while
+                    # its new version is in the buffer. Publishing the one without the other would
+                    # hide the document, so their (few) documents become a segment now, under the
+                    # lock.
+                    self._flush_buffer()
+                self._apply_pending_deletes()
+                self._forget_old_tombstones()
+                self._commit()
+                self._publish()
+                self._published_changes = max(self._published_changes, covered)
+            break
         self._write_commits()  # durable before the refresh returns, but without the lock
         return True
 
@@ -857,13 +889,17 @@ class Shard:
         `origin` (an index-sorted merge) gives each merged document's position among the parts'
         live documents in order; None: they are in that order.
 
-        The buffer is flushed first: the commit below rolls the translog, so everything
-        acknowledged must be in a committed segment or live-docs file by then. The new segment
-        list, live docs and version map are built aside and that commit decided before the shard
-        takes them, so a failure before installs nothing. The merged segments are let go once
-        the commit is written (`CommitPlan.after`): the commit on disk until then names them.
+        A buffer on the flush thread is installed first and pending deletes applied (the
+        merged segments' deletes must be in their live docs); the current buffer stays, and the
+        commit below keeps the translog from its generation on, as a hand-over's does. Why not
+        write it as a segment here: that happened under the shard lock, in this process, with
+        every write waiting (at 50,000 documents, most of a second). The new segment list, live
+        docs and version map are built aside and that commit decided before the shard takes
+        them, so a failure before installs nothing. The merged segments are let go once the
+        commit is written (`CommitPlan.after`): the commit on disk until then names them.
         """
-        self._flush_buffer()
+        self._install_flushed()
+        self._apply_pending_deletes()
         names = {s.name for s, _ in parts}
         new_live = self._merged_live(parts, merged, origin)
         first = self.segments.index(parts[0][0])
@@ -879,7 +915,7 @@ class Shard:
             k: v for k, v in self.version_map.items() if v.segment is None or v.segment.name not in names
         }
         pending = {name: docs for name, docs in self.pending_deletes.items() if name not in names}
-        self._commit(roll=True, state=(segments, live), after=[partial(self._unref, seg) for seg, _ in parts])
+        self._commit(state=(segments, live), after=[partial(self._unref, seg) for seg, _ in parts])
         # Nothing below can fail: the shard takes the merge all at once.
         if merged.max_doc:
             with self._refs_lock:

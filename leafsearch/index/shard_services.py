@@ -1,6 +1,7 @@
 """What the owner of shards (a Node, a shard actor) gives every shard it opens, and ends with
 itself: the cache of decompressed source blocks, the listeners of their events, the flush thread
-that writes full buffers as segments, and the merge worker process.
+that writes full buffers as segments (or hands them to the owner's `builder`), and the merge
+worker process.
 
 One per owner, not per process: two nodes in one process keep their own threads, processes and
 listeners, and closing one ends what was its own only. A shard opened alone (tests) has its own.
@@ -12,6 +13,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from leafsearch.index.block_cache import BlockCache
+from leafsearch.index.buffer_wire import Builder
 from leafsearch.index.events import ShardEvents
 from leafsearch.index.merge_worker import MergeWorker
 
@@ -23,6 +25,11 @@ class ShardServices:
         self.blocks = blocks
         self.events = events if events is not None else ShardEvents()
         self.merges = MergeWorker()
+        #: Where full buffers are written as segments when not by the flush thread itself: the
+        #: owner's search workers (buffer_wire.py), set by the owner once it has them.
+        self.builder: Builder | None = None
+        #: ... for buffers of at least this many documents (`indices.segments.worker_build_min_docs`).
+        self.builder_min_docs = 500
         self._flush_pool: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
 

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from leafsearch.common.settings import (
+    FINAL_INDEX_SETTINGS,
     AutoCreate,
     check_active_shard_count,
     index_defaults,
@@ -32,10 +33,12 @@ from leafsearch.errors import (
     ResourceAlreadyExists,
     ShardUnavailable,
 )
+from leafsearch.index.analyzers import analysis_of
 from leafsearch.index.index import apply_mapping_limits
 from leafsearch.index.index_sort import check_sort_settings, index_sort_of
 from leafsearch.index.mapping import Mapping as IndexMapping
 from leafsearch.index.mapping import _wildcard as simple_match
+from leafsearch.indices.templates import creation_body
 from leafsearch.request.indices_options import IndicesOptions
 
 if TYPE_CHECKING:
@@ -233,6 +236,16 @@ def create_index(
     for key in body:
         if key not in ("settings", "mappings", "aliases"):
             raise ParseException(f"unknown key [{key}] for create index")
+    if name in node.data_streams.current:
+        raise ResourceAlreadyExists(f"data stream [{name}] already exists")
+    hidden = str(parse_index_settings(body.get("settings")).get("index.hidden", "false")).lower() == "true"
+    resolved = node.templates.resolve(name, hidden=hidden)
+    if resolved.data_stream is not None:
+        raise IllegalArgument(
+            f"cannot create index with name [{name}], because it matches with template [{resolved.template}] "
+            "that creates data streams only, use create data stream api instead"
+        )
+    body = creation_body(resolved, body)
     from leafsearch.indices.aliases import (  # aliases.py imports this
         InvalidAliasName,
         creation_aliases,
@@ -245,7 +258,7 @@ def create_index(
         wait_for_active_shards = index_setting(settings, "index.write.wait_for_active_shards")
     check_active_shard_count(wait_for_active_shards, index_setting(settings, "index.number_of_replicas"))
     check_sort_settings(settings)
-    mapping = IndexMapping.from_body(body.get("mappings"))
+    mapping = IndexMapping.from_body(body.get("mappings"), analysis_of(settings))
     apply_mapping_limits(mapping, settings)
     mapping.check_limits()
     index_sort_of(settings, mapping, name)  # refuses sort fields the mapping can not sort by
@@ -269,13 +282,27 @@ def create_index(
 
 def auto_create_index(node: IndicesOwner, name: str) -> Index:
     """The index a write names when it does not exist yet, created as `action.auto_create_index` allows."""
-    _check_auto_create(node.cluster_settings.get("action.auto_create_index"), name)
+    resolved = node.templates.resolve(name)
+    if resolved.allow_auto_create is not True:
+        _check_auto_create(node.cluster_settings.get("action.auto_create_index"), name)
+    if resolved.allow_auto_create is False:
+        raise IndexNotFound(
+            name, suffix=f" and [allow_auto_create] is [false] in template [{resolved.template}]"
+        )
+    if resolved.data_stream is not None:
+        from leafsearch.indices import data_streams  # data_streams.py imports this module
+
+        return data_streams.auto_create(node, name)
     validate_index_name(name)
     with node.lock:
         existing = node.indices.get(name)
         if existing is not None:
             return existing
-        return node.create_index(name, {}, IndexMapping.from_body(None))
+        if not (resolved.settings or resolved.mappings or resolved.aliases):
+            return node.create_index(name, {}, IndexMapping.from_body(None))
+    with contextlib.suppress(ResourceAlreadyExists):  # another write created it meanwhile
+        create_index(node, name, None)
+    return node.indices[name]
 
 
 def _check_auto_create(auto: AutoCreate, name: str) -> None:
@@ -313,7 +340,19 @@ def check_destructive(node: IndicesOwner, expr: str) -> None:
 def delete_indices(node: IndicesOwner, expr: str, options: IndicesOptions) -> dict[str, Any]:
     check_destructive(node, expr)
     with node.lock:
-        for name in concrete_only(node, expr, options):
+        names = concrete_only(node, expr, options)
+        streams = node.data_streams
+        for name in names:
+            stream = streams.stream_of(name)
+            if stream is not None and stream.indices[-1] == name:
+                raise IllegalArgument(
+                    f"index [{name}] is the write index for data stream [{stream.name}] and cannot be deleted"
+                )
+        if any(streams.stream_of(name) for name in names):
+            from leafsearch.indices import data_streams  # data_streams.py imports this module
+
+            data_streams.drop_backing(node, names)
+        for name in names:
             node.drop_index(name)
     return {"acknowledged": True}
 
@@ -455,11 +494,15 @@ def put_settings(
         raise ActionRequestValidation("no settings to update")
     targets = indices_of(node, options, expr)
     static = sorted(k for k in updates if not is_dynamic_index_setting(k))
-    if static and targets:
-        opened = ", ".join(f"[{i.name}/{i.uuid}]" for i in targets)
+    open_targets = [i for i in targets if not i.closed]
+    if static and open_targets:  # a closed index takes static settings (analysis), used when opened
+        opened = ", ".join(f"[{i.name}/{i.uuid}]" for i in open_targets)
         raise IllegalArgument(
             f"Can't update non dynamic settings [[{', '.join(static)}]] for open indices [{opened}]"
         )
+    final = [k for k in static if k in FINAL_INDEX_SETTINGS or k.startswith("index.sort.")]
+    if final and targets:
+        raise IllegalArgument(f"final index setting [{final[0]}], not updateable")
     for index in targets:
         if preserve_existing:
             index.update_settings({k: v for k, v in updates.items() if k not in index.settings})
@@ -495,13 +538,13 @@ def flush(node: IndicesOwner, expr: str | None, options: IndicesOptions) -> dict
     return {"_shards": shards_header(indices_of(node, options, expr))}
 
 
-def inactive_primaries(index: Index) -> int:
-    """Primaries that cannot serve now: the shards of a Ray-backed index whose actor does not
+def inactive_primaries(index: Index) -> list[int]:
+    """The primaries that cannot serve now: the shards of a Ray-backed index whose actor does not
     answer (dead, restarting, or on a node that left: ray_backend/remote.py); this node's own
     shards are always active."""
     if index.remote is None or index.closed:
-        return 0
-    return len(index.remote.inactive_shards())
+        return []
+    return index.remote.inactive_shards()
 
 
 def index_health(index: Index, inactive: int | None = None) -> str:
@@ -509,7 +552,7 @@ def index_health(index: Index, inactive: int | None = None) -> str:
     red while a primary is not active (`inactive`, asked when None), as Elasticsearch's index
     whose primary has no node."""
     if inactive is None:
-        inactive = inactive_primaries(index)
+        inactive = len(inactive_primaries(index))
     if inactive:
         return "red"
     return "yellow" if _replicas(index) > 0 else "green"
@@ -557,7 +600,8 @@ def _health_body(node: IndicesOwner, expr: str | None, level: str) -> tuple[dict
                 targets, missing = [], True
         else:
             targets = indices_of(node, IndicesOptions(expand_wildcards="all"), None)
-    inactive = {i.name: inactive_primaries(i) for i in targets}
+    down_shards = {i.name: inactive_primaries(i) for i in targets}
+    inactive = {name: len(shards) for name, shards in down_shards.items()}
     down = sum(inactive.values())
     copies = sum(i.num_shards * (1 + _replicas(i)) for i in targets)
     primaries = sum(i.num_shards for i in targets) - down
@@ -597,7 +641,28 @@ def _health_body(node: IndicesOwner, expr: str | None, level: str) -> tuple[dict
             }
             for i in targets
         }
+        if level == "shards":
+            for i in targets:
+                body["indices"][i.name]["shards"] = _shard_health(i, down_shards[i.name])
     return body, missing
+
+
+def _shard_health(index: Index, down: list[int]) -> dict[str, dict[str, Any]]:
+    """`level=shards`: each shard's copies, by shard number, as ClusterShardHealth prints them."""
+    replicas = _replicas(index)
+    sections = {}
+    for shard in range(index.num_shards):
+        active = shard not in down
+        sections[str(shard)] = {
+            "status": "red" if not active else "yellow" if replicas else "green",
+            "primary_active": active,
+            "active_shards": int(active),
+            "relocating_shards": 0,
+            "initializing_shards": 0,
+            "unassigned_shards": replicas + (not active),
+            "unassigned_primary_shards": int(not active),
+        }
+    return sections
 
 
 def cat_indices_rows(node: IndicesOwner, expr: str | None, options: IndicesOptions) -> list[dict[str, Any]]:

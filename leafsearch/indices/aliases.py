@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +36,7 @@ from leafsearch.indices.admin import (
     resolve_index_expression,
     validate_index_name,
 )
+from leafsearch.request.date_math_names import resolve_name
 from leafsearch.request.query_dsl import Bool, Query, parse_query
 from leafsearch.search.targets import IndexScope
 
@@ -101,11 +103,19 @@ Table = Mapping[str, Mapping[str, AliasMetadata]]
 
 
 class AliasTable:
-    """The node's aliases: `current` is replaced whole, under `Node.lock`, on every change."""
+    """The node's aliases: `current` is replaced whole, under `Node.lock`, on every change.
+
+    `resolving` is what names resolve through: the aliases and the data streams, each stream as
+    an alias of its backing indices whose write index is the newest (`data_streams.py` sets
+    `streams`). Listings of aliases read `current` only."""
 
     def __init__(self, path: Path, indices: Mapping[str, Index]) -> None:
         self.path = path
         self.current: Table = {}
+        self.streams: Table = {}
+        #: Backing index -> its data stream.
+        self.backing: dict[str, str] = {}
+        self.resolving: Table = {}
         if path.exists():
             by_uuid = {index.uuid: name for name, index in indices.items()}
             table: dict[str, dict[str, AliasMetadata]] = {}
@@ -115,7 +125,7 @@ class AliasTable:
                     continue
                 for alias, body in aliases.items():
                     table.setdefault(alias, {})[name] = AliasMetadata.from_body(body)
-            self.current = table
+            self.current = self.resolving = table
 
     def of_index(self, index: str) -> dict[str, AliasMetadata]:
         """The aliases of one index, by alias name in name order."""
@@ -136,6 +146,13 @@ class AliasTable:
         os.replace(tmp, self.path)
         fsync_dir(self.path.parent)
         self.current = {alias: dict(members) for alias, members in table.items() if members}
+        self.resolving = {**self.current, **self.streams}
+
+    def set_streams(self, streams: Table) -> None:
+        """The data streams as aliases (`resolving`); the caller holds `Node.lock`."""
+        self.streams = streams
+        self.backing = {index: stream for stream, members in streams.items() for index in members}
+        self.resolving = {**self.current, **streams}
 
     def without_index(self, name: str) -> dict[str, dict[str, AliasMetadata]]:
         return {
@@ -292,6 +309,7 @@ def _concrete(node: IndicesOwner, expressions: Iterable[str]) -> list[str]:
 def update_aliases(node: IndicesOwner, actions: list[AliasAction]) -> dict[str, Any]:
     """Apply every action or none: the new table is built, checked and written before it is
     published. `remove_index` deletes the index with the rest."""
+    now = int(time.time() * 1000)  # the `now` of every alias name written as date math
     with node.lock:
         table = {alias: dict(members) for alias, members in node.aliases.current.items()}
         doomed: list[str] = []
@@ -313,7 +331,7 @@ def update_aliases(node: IndicesOwner, actions: list[AliasAction]) -> dict[str, 
                 doomed.extend(indices)
                 changed = True
             elif action.kind == "add":
-                for alias in action.aliases:
+                for alias in (resolve_name(a, now) for a in action.aliases):
                     validate_alias_name(alias)
                     if alias in node.indices:
                         raise InvalidAliasName(
@@ -410,7 +428,9 @@ def creation_aliases(body: Any) -> dict[str, AliasMetadata]:
     if not isinstance(body, Mapping):
         raise IllegalArgument("[aliases] must be an object")
     out = {}
-    for alias, spec in body.items():
+    now = int(time.time() * 1000)
+    for written, spec in body.items():
+        alias = resolve_name(written, now)  # `<logs-{now/M}>` names this month's alias
         validate_alias_name(alias)
         if not isinstance(spec, Mapping):
             raise IllegalArgument(f"[{alias}] must be an object")

@@ -1,11 +1,10 @@
 """`_analyze`: the tokens leafsearch makes of a text, as Elasticsearch's analyze API shows them.
 
-leafsearch analyses every text field with Elasticsearch's `standard` analyzer and keyword fields
-with the `keyword` analyzer (lowercased by the `lowercase` normalizer when the mapping names it),
-so those are what `_analyze` offers: the analyzers `standard` (`default` on an index) and
-`keyword`, the tokenizers `standard` and `keyword`, the `lowercase` filter and normalizer, and a
-field's analyzer from the mapping. Other analysis components Elasticsearch has are refused as not
-supported by leafsearch; names Elasticsearch does not know get its own "failed to find" errors.
+The analysis is the index's (index/analyzers.py: its custom analyzers, tokenizers and filters, and
+the built-in ones), or the built-in analysis without an index; a field's analyzer comes from the
+mapping. Components Elasticsearch has and leafsearch lacks (char filters, some filters) are
+refused as not supported by leafsearch; names Elasticsearch does not know get its own "failed to
+find" errors.
 
 Offsets are UTF-16 code units as Lucene counts them; positions and offsets continue across the
 values of a `text` array with Elasticsearch's gaps (one offset, and the analyzer's position gap:
@@ -21,8 +20,17 @@ from typing import TYPE_CHECKING, Any
 from leafsearch.common.json_tokens import token_name
 from leafsearch.common.settings import index_setting
 from leafsearch.errors import ActionRequestValidation, ElasticError, IllegalArgument, XContentParseError
-from leafsearch.index.analysis import standard_tokens
+from leafsearch.index.analyzers import (
+    DEFAULT_ANALYSIS,
+    ES_ANALYZERS,
+    ES_CHAR_FILTERS,
+    ES_FILTERS,
+    ES_TOKENIZERS,
+    Analyzer,
+    IndexAnalysis,
+)
 from leafsearch.index.parsed import POSITION_INCREMENT_GAP
+from leafsearch.index.tokenizers import Tok, keyword
 from leafsearch.unsupported import NotSupported
 
 if TYPE_CHECKING:
@@ -33,47 +41,17 @@ _FIELDS = frozenset(
     {"text", "analyzer", "tokenizer", "filter", "char_filter", "normalizer", "field", "explain", "attributes"}
 )
 
-# Names Elasticsearch's analysis modules register, so that leafsearch can say which it lacks.
-# fmt: off
-_ES_ANALYZERS = frozenset({
-    "simple", "whitespace", "stop", "pattern", "fingerprint", "snowball", "classic", "arabic",
-    "armenian", "basque", "bengali", "brazilian", "bulgarian", "catalan", "cjk", "czech", "danish",
-    "dutch", "english", "estonian", "finnish", "french", "galician", "german", "greek", "hindi",
-    "hungarian", "indonesian", "irish", "italian", "latvian", "lithuanian", "norwegian", "persian",
-    "portuguese", "romanian", "russian", "serbian", "sorani", "spanish", "swedish", "turkish", "thai",
-})
-_ES_TOKENIZERS = frozenset({
-    "char_group", "classic", "edge_ngram", "letter", "lowercase", "ngram", "path_hierarchy",
-    "pattern", "simple_pattern", "simple_pattern_split", "thai", "uax_url_email", "whitespace",
-    "edgeNGram", "nGram", "PathHierarchy",
-})
-_ES_FILTERS = frozenset({
-    "apostrophe", "asciifolding", "cjk_bigram", "cjk_width", "classic", "common_grams", "conditional",
-    "decimal_digit", "delimited_payload", "dictionary_decompounder", "edge_ngram", "elision",
-    "fingerprint", "flatten_graph", "hunspell", "hyphenation_decompounder", "keep_types", "keep",
-    "keyword_marker", "keyword_repeat", "kstem", "length", "limit", "min_hash", "multiplexer",
-    "ngram", "pattern_capture", "pattern_replace", "porter_stem", "predicate_token_filter",
-    "remove_duplicates", "reverse", "shingle", "snowball", "stemmer", "stemmer_override", "stop",
-    "synonym", "synonym_graph", "trim", "truncate", "unique", "uppercase", "word_delimiter",
-    "word_delimiter_graph", "arabic_normalization", "german_normalization", "hindi_normalization",
-    "indic_normalization", "persian_normalization", "scandinavian_normalization",
-    "serbian_normalization", "sorani_normalization", "bengali_normalization", "russian_stem",
-    "porterStem", "nGram", "edgeNGram", "standard",
-})
-_ES_CHAR_FILTERS = frozenset({"html_strip", "mapping", "pattern_replace"})
-# fmt: on
 # Filters a custom normalizer (filters without a tokenizer) may use: those working per character.
-_NORMALIZER_FILTERS = frozenset({"lowercase"})
-_WHY = "leafsearch analyses text with the [standard] analyzer and keywords with the [keyword] analyzer"
+_NORMALIZER_FILTERS = frozenset({"lowercase", "uppercase", "asciifolding", "elision", "trim"})
+_WHY = "leafsearch has no char filters and not every token filter Elasticsearch has"
 
 
 @dataclass(frozen=True, slots=True)
 class Chain:
-    """What analyses the text: a tokenizer and token filters, named as `explain` names them."""
+    """What analyses the text, named as `explain` names it."""
 
     name: str
-    tokenizer: str  # "standard" or "keyword"
-    filters: tuple[str, ...]
+    analyzer: Analyzer
     custom: bool
     position_gap: int
 
@@ -85,6 +63,8 @@ class Token:
     end: int
     type: str
     position: int
+    length: int = 1
+    keyword: bool = False
 
 
 def analyze(index: Index | None, body: dict[str, Any]) -> dict[str, Any]:
@@ -106,33 +86,31 @@ def analyze(index: Index | None, body: dict[str, Any]) -> dict[str, Any]:
         MAX_TOKEN_COUNT if index is None else index_setting(index.settings, "index.analyze.max_token_count")
     )
     if not explain:
-        tokens = _run(chain.tokenizer, chain.filters, texts, chain.position_gap, limit)
+        tokens = _run(chain.analyzer, None, texts, chain.position_gap, limit)
         return {"tokens": [_token_body(t) for t in tokens]}
     wanted = {a.lower() for a in _list(body, "attributes") if isinstance(a, str)}
     if not chain.custom:
-        tokens = _run(chain.tokenizer, chain.filters, texts, chain.position_gap, limit)
+        tokens = _run(chain.analyzer, None, texts, chain.position_gap, limit)
         return {
             "detail": {
                 "custom_analyzer": False,
                 "analyzer": {"name": chain.name, "tokens": [_detail(t, wanted) for t in tokens]},
             }
         }
+    analyzer = chain.analyzer
     stages = [
         {
             "name": name,
-            "tokens": [
-                _detail(t, wanted)
-                for t in _run(chain.tokenizer, chain.filters[: i + 1], texts, chain.position_gap, limit)
-            ],
+            "tokens": [_detail(t, wanted) for t in _run(analyzer, i + 1, texts, chain.position_gap, limit)],
         }
-        for i, name in enumerate(chain.filters)
+        for i, name in enumerate(analyzer.filter_names)
     ]
-    tokenized = _run(chain.tokenizer, (), texts, chain.position_gap, limit)
+    tokenized = _run(analyzer, 0, texts, chain.position_gap, limit)
     return {
         "detail": {
             "custom_analyzer": True,
             "charfilters": [],
-            "tokenizer": {"name": chain.tokenizer, "tokens": [_detail(t, wanted) for t in tokenized]},
+            "tokenizer": {"name": analyzer.tokenizer_name, "tokens": [_detail(t, wanted) for t in tokenized]},
             "tokenfilters": stages,
         }
     }
@@ -216,32 +194,46 @@ def _chain(
 ) -> Chain:
     """`TransportAnalyzeAction`'s order: a custom chain, then a named analyzer, a normalizer, the
     field's analyzer, and the default."""
+    analysis: IndexAnalysis = DEFAULT_ANALYSIS if index is None else index.mapping.analysis
+    scope = " global" if index is None else ""
     if tokenizer is not None or filters or char_filters:
         for char_filter in char_filters:
-            _component("char_filter", char_filter, {}, _ES_CHAR_FILTERS, index)
-        chosen = (
-            "keyword"
-            if tokenizer is None
-            else _component("tokenizer", tokenizer, {"standard", "keyword"}, _ES_TOKENIZERS, index)
-        )
-        names = tuple(_component("filter", f, {"lowercase"}, _ES_FILTERS, index) for f in filters)
+            name = _name("char_filter", char_filter)
+            if name in ES_CHAR_FILTERS:
+                raise NotSupported(f"the [{name}] char_filter", _WHY)
+            raise IllegalArgument(f"failed to find{scope} char_filter under [{name}]")
         if tokenizer is None:
-            for name in names:
-                if name not in _NORMALIZER_FILTERS:
-                    raise IllegalArgument(f"Custom normalizer may not use filter [{name}]")
-        return Chain("_custom", chosen, names, True, 0)
+            chosen: tuple[str, Any] | None = ("keyword", keyword({}, "keyword"))
+        else:
+            _name("tokenizer", tokenizer)
+            chosen = analysis.tokenizer(tokenizer, "_anonymous")
+            if chosen is None:
+                if tokenizer in ES_TOKENIZERS:
+                    raise NotSupported(f"the [{tokenizer}] tokenizer", _WHY)
+                raise IllegalArgument(f"failed to find{scope} tokenizer under [{tokenizer}]")
+        chain: list[tuple[str, Any]] = []
+        for spec in filters:
+            name = _name("filter", spec)
+            made = analysis.token_filter(spec, "_anonymous", (chosen[1], [f for _, f in chain]))
+            if made is None:
+                if name in ES_FILTERS:
+                    raise NotSupported(f"the [{name}] filter", _WHY)
+                raise IllegalArgument(f"failed to find{scope} filter under [{name}]")
+            if tokenizer is None and made[0] not in _NORMALIZER_FILTERS:
+                raise IllegalArgument(f"Custom normalizer may not use filter [{made[0]}]")
+            chain.append(made)
+        return Chain("_custom", Analyzer("_custom", chosen[0], chosen[1], chain, 0), True, 0)
     gap = 0 if index is None else POSITION_INCREMENT_GAP
     if analyzer is not None:
-        if analyzer == "standard" or analyzer == "default" and index is not None:
-            return Chain(analyzer, "standard", ("lowercase",), False, gap)
-        if analyzer == "keyword":
-            return Chain(analyzer, "keyword", (), False, gap)
-        if analyzer in _ES_ANALYZERS:
+        found = analysis.analyzer(analyzer) if analyzer != "default" or index is not None else None
+        if found is not None:
+            return Chain(analyzer, found, found.custom, gap if index is None else found.position_gap)
+        if analyzer in ES_ANALYZERS:
             raise NotSupported(f"the [{analyzer}] analyzer", _WHY)
-        raise IllegalArgument(f"failed to find{' global' if index is None else ''} analyzer [{analyzer}]")
+        raise IllegalArgument(f"failed to find{scope} analyzer [{analyzer}]")
     if normalizer is not None:
         if normalizer == "lowercase":
-            return Chain(normalizer, "keyword", ("lowercase",), False, 0)
+            return Chain(normalizer, _lowercase_keyword(), False, 0)
         raise IllegalArgument(f"failed to find normalizer under [{normalizer}]")
     if field is not None:
         if index is None:
@@ -249,57 +241,51 @@ def _chain(
         ftype = index.mapping.field(field)
         if ftype is not None:
             if ftype.type == "text":
-                return Chain("standard", "standard", ("lowercase",), False, ftype.position_increment_gap)
+                field_analyzer = ftype.analyzer
+                return Chain(
+                    field_analyzer.name, field_analyzer, field_analyzer.custom, ftype.position_increment_gap
+                )
             if ftype.type == "keyword":
                 if ftype.normalizer == "lowercase":
-                    return Chain("lowercase", "keyword", ("lowercase",), False, 0)
-                return Chain("keyword", "keyword", (), False, 0)
+                    return Chain("lowercase", _lowercase_keyword(), False, 0)
+                return Chain("keyword", analysis.analyzer("keyword"), False, 0)
             raise IllegalArgument(
                 f"Can't process field [{field}], Analysis requests are only supported on tokenized fields"
             )
-    return Chain("standard" if index is None else "default", "standard", ("lowercase",), False, gap)
+    default = analysis.default
+    return Chain("standard" if index is None else "default", default, False, gap)
 
 
-def _component(kind: str, spec: Any, ours: set[str], known: frozenset[str], index: Index | None) -> str:
+def _lowercase_keyword() -> Analyzer:
+    lowercase = DEFAULT_ANALYSIS.token_filter("lowercase", "lowercase", (keyword({}, "keyword"), []))
+    assert lowercase is not None
+    return Analyzer("lowercase", "keyword", keyword({}, "keyword"), [lowercase], 0)
+
+
+def _name(kind: str, spec: Any) -> str:
     """The name of a tokenizer, filter or char_filter given by name or as `{"type": ...}`."""
     if isinstance(spec, dict):
         name = spec.get("type")
         if not isinstance(name, str):
             raise IllegalArgument(f"Missing [type] setting for anonymous {kind}: {spec}")
-        if set(spec) - {"type"} and name in ours:
-            raise NotSupported(f"settings of the [{name}] {kind}")
-    elif isinstance(spec, str):
-        name = spec
-    else:
-        raise XContentParseError(
-            f"[analyze_request] {kind} doesn't support values of type: {token_name(spec)}"
-        )
-    if name in ours:
         return name
-    if name in known:
-        raise NotSupported(f"the [{name}] {kind}", _WHY)
-    raise IllegalArgument(f"failed to find{' global' if index is None else ''} {kind} under [{name}]")
+    if isinstance(spec, str):
+        return spec
+    raise XContentParseError(f"[analyze_request] {kind} doesn't support values of type: {token_name(spec)}")
 
 
 # ---- running it --------------------------------------------------------------------------
 
 
-def _run(tokenizer: str, filters: tuple[str, ...], texts: list[str], gap: int, limit: int) -> list[Token]:
+def _run(analyzer: Analyzer, upto: int | None, texts: list[str], gap: int, limit: int) -> list[Token]:
     """`simpleAnalyze`: each value's tokens, positions and offsets continuing after the last
     value's with the position gap and an offset gap of one."""
     tokens: list[Token] = []
     last_position = -1
     last_offset = 0
-    lowercase = "lowercase" in filters
     for text in texts:
         units = _utf16_offsets(text)
-        if tokenizer == "keyword":
-            found = [(text.lower() if lowercase else text, 0, len(text), "word")]
-        else:
-            found = [
-                (term if lowercase else text[start:end], start, end, _standard_type(term))
-                for term, start, end in standard_tokens(text)
-            ]
+        found: list[Tok] = analyzer.tokens(text, upto)
         if len(tokens) + len(found) > limit:
             raise ElasticError(
                 f"The number of tokens produced by calling _analyze has exceeded the allowed maximum of "
@@ -308,10 +294,18 @@ def _run(tokenizer: str, filters: tuple[str, ...], texts: list[str], gap: int, l
                 error_type="illegal_state_exception",
                 status=500,
             )
-        for term, start, end, kind in found:
-            last_position += 1
+        for t in found:
+            last_position += t.inc
             tokens.append(
-                Token(term, last_offset + units(start), last_offset + units(end), kind, last_position)
+                Token(
+                    t.term,
+                    last_offset + units(t.start),
+                    last_offset + units(t.end),
+                    t.type,
+                    max(last_position, 0),
+                    t.length,
+                    t.keyword,
+                )
             )
         last_offset += units(len(text)) + 1
         last_position += gap
@@ -329,22 +323,6 @@ def _utf16_offsets(text: str) -> Any:
     return prefix.__getitem__
 
 
-def _standard_type(term: str) -> str:
-    """The token type Lucene's StandardTokenizer gives."""
-    first = ord(term[0])
-    if 0x3040 <= first <= 0x309F:
-        return "<HIRAGANA>"
-    if len(term) == 1 and (0x3400 <= first <= 0x9FFF or 0xF900 <= first <= 0xFAFF or first >= 0x20000):
-        return "<IDEOGRAPHIC>"
-    if all(0x30A0 <= ord(c) <= 0x30FF for c in term):
-        return "<KATAKANA>"
-    if all(0xAC00 <= ord(c) <= 0xD7AF or 0x1100 <= ord(c) <= 0x11FF for c in term):
-        return "<HANGUL>"
-    if not any(c.isalpha() for c in term):
-        return "<NUM>"
-    return "<ALPHANUM>"
-
-
 def _token_body(token: Token) -> dict[str, Any]:
     return {
         "token": token.term,
@@ -360,8 +338,8 @@ def _detail(token: Token, wanted: set[str]) -> dict[str, Any]:
     body = _token_body(token)
     extra = {
         "bytes": "[" + " ".join(f"{b:02x}" for b in token.term.encode()) + "]",
-        "keyword": False,
-        "positionLength": 1,
+        "keyword": token.keyword,
+        "positionLength": token.length,
         "termFrequency": 1,
     }
     body.update((k, v) for k, v in extra.items() if not wanted or k.lower() in wanted)

@@ -15,8 +15,12 @@ if TYPE_CHECKING:
     from leafsearch.index.index import Index
     from leafsearch.index.mapping import Mapping
     from leafsearch.indices.aliases import AliasTable
+    from leafsearch.indices.data_streams import DataStreams
+    from leafsearch.indices.snapshots import Repositories
+    from leafsearch.indices.templates import TemplateStore
     from leafsearch.request.search_types import SearchRequest
     from leafsearch.search.contexts import ContextRegistry
+    from leafsearch.search.request_cache import RequestCache
     from leafsearch.search.stats import SearchStats
 
 
@@ -31,9 +35,16 @@ class IndicesOwner(Protocol):
     indices: dict[str, Index]
     aliases: AliasTable
     cluster_settings: ClusterSettings
+    #: Index templates (`templates.py`), data streams (`data_streams.py`) and snapshot
+    #: repositories (`snapshots.py`), each a durable table of the node's.
+    templates: TemplateStore
+    data_streams: DataStreams
+    repositories: Repositories
     #: The open point-in-time and scroll contexts (freed with their index).
     contexts: ContextRegistry
     search_stats: SearchStats
+    #: The request cache, whose counters are per shard (`request_cache` of `_stats`).
+    request_cache: RequestCache
 
     def resolve_indices(
         self,
@@ -45,10 +56,16 @@ class IndicesOwner(Protocol):
         forbid_closed: bool = True,
     ) -> list[str]: ...
 
-    def create_index(self, name: str, settings: dict[str, str], mapping: Mapping) -> Index: ...
+    def create_index(
+        self, name: str, settings: dict[str, str], mapping: Mapping, *, data_stream: str | None = None
+    ) -> Index: ...
 
     def drop_index(self, name: str, *, keep_aliases: bool = False) -> None: ...
 
     def count(
         self, request: SearchRequest, *, cancelled: threading.Event | None = None
+    ) -> dict[str, Any]: ...
+
+    def search(
+        self, request: SearchRequest, *, raw_hits: bool = False, cancelled: threading.Event | None = None
     ) -> dict[str, Any]: ...

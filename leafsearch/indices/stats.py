@@ -147,6 +147,16 @@ def shard_stats(
     return out
 
 
+def _with_request_cache(
+    node: IndicesOwner, index: Any, shard_id: int, stats: dict[str, Any]
+) -> dict[str, Any]:
+    """A shard's stats with its `request_cache` section: the node's cache counts per shard
+    (search/request_cache.py), wherever the shard itself lives."""
+    if "request_cache" in stats:
+        stats["request_cache"] = node.request_cache.shard_stats(index.uuid, shard_id)
+    return stats
+
+
 def _empty_translog() -> dict[str, int]:
     return {
         "operations": 0,
@@ -228,8 +238,13 @@ def indices_stats(
         down = 0
         for shard in list(index.shards):
             try:
-                stats = shard_stats(
-                    shard, metrics, open_contexts=contexts.get(id(shard), 0), file_sizes=file_sizes
+                stats = _with_request_cache(
+                    node,
+                    index,
+                    shard.shard_id,
+                    shard_stats(
+                        shard, metrics, open_contexts=contexts.get(id(shard), 0), file_sizes=file_sizes
+                    ),
                 )
             except ShardUnavailable:  # a shard actor down: an unassigned primary, not counted
                 down += 1
@@ -275,9 +290,8 @@ def node_indices_stats(
     for index in list(node.indices.values()):
         index_total: dict[str, Any] = {}
         for shard in list(index.shards):
-            stats = shard_stats(
-                shard, metrics, open_contexts=contexts.get(id(shard), 0), file_sizes=file_sizes
-            )
+            own = shard_stats(shard, metrics, open_contexts=contexts.get(id(shard), 0), file_sizes=file_sizes)
+            stats = _with_request_cache(node, index, shard.shard_id, own)
             add_stats(index_total, stats)
             by_shard.setdefault(index.name, []).append({str(shard.shard_id): stats})
         add_stats(total, index_total)

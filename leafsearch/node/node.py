@@ -25,6 +25,7 @@ from leafsearch.common.durable import FOLDER_MODE, fsync_dir, private
 from leafsearch.common.settings import ClusterSettings
 from leafsearch.errors import ElasticError, IndexNotFound
 from leafsearch.index.block_cache import BlockCache
+from leafsearch.index.buffer_wire import MIN_DOCS_SETTING, BuildJob, BuildUnavailable
 from leafsearch.index.index import DELETED_PREFIX, Index, write_json
 from leafsearch.index.mapping import Mapping
 from leafsearch.index.shard_services import ShardServices
@@ -35,25 +36,31 @@ from leafsearch.indices.admin import (
     resolve_names,
 )
 from leafsearch.indices.aliases import AliasTable, search_scopes
+from leafsearch.indices.data_streams import DataStreams
+from leafsearch.indices.snapshots import Repositories
+from leafsearch.indices.templates import TemplateStore
 from leafsearch.node.stats import node_header
 from leafsearch.rest.connections import HttpConnections
+from leafsearch.scripts.service import StoredScripts
 from leafsearch.search import coordinator, scroll_pit
 from leafsearch.search.contexts import ContextRegistry
 from leafsearch.search.hitlist import HitListCache
 from leafsearch.search.msearch import DEFAULT_MAX_CONCURRENT
+from leafsearch.search.request_cache import RequestCache
 from leafsearch.search.segment_orders import SegmentOrders
 from leafsearch.search.services import CoordinatorServices
 from leafsearch.search.shard_contexts import ShardContexts
 from leafsearch.search.sort_keys import GlobalOrdinals
 from leafsearch.search.stats import SearchStats
 from leafsearch.search.walks import MAX_MEMORY as MAX_WALK_MEMORY
-from leafsearch.search.workers.pool import WorkerPool
+from leafsearch.search.workers.pool import WorkerPool, WorkerUnavailable
 from leafsearch.security.store import SecurityStore
 from leafsearch.services import memory
 from leafsearch.services.breaker import Breakers
 from leafsearch.services.idle_cpu import IdleCpu
 from leafsearch.services.tasks import TaskManager
 from leafsearch.write import by_query, documents
+from leafsearch.write.doc_status import DocStatusCounter, counting_bulk, counting_single
 from leafsearch.write.services import WriteServices
 
 if TYPE_CHECKING:
@@ -82,6 +89,7 @@ class Node:
         search_workers: int = 0,
         defer_workers: bool = False,
         ray: str | None = None,
+        path_repo: list[str | Path] | None = None,
     ) -> None:
         """`background`: run the refresh, reaper and merge threads (off, a caller drives them).
         `clock`: the monotonic seconds that search timeouts and reader-context keep-alives are
@@ -91,7 +99,8 @@ class Node:
         (`leafsearch serve` starts them once it has answered its first request). `ray`: a Ray
         cluster's address (`auto`, `local`, `host:port`): new
         indices keep their shards in Ray actors (ray_backend/) and this node coordinates them;
-        search workers are then not used (the shard actors run the searches)."""
+        search workers are then not used (the shard actors run the searches). `path_repo`: the
+        folders snapshot repositories may be registered in (Elasticsearch's `path.repo`)."""
         memory.tune_allocator()
         self.clock = clock
         self.started = time.monotonic()  # for uptimes
@@ -130,6 +139,9 @@ class Node:
             settings.get("indices.cache.hitlist.size"), self.global_ordinals, self.shard_services.events
         )
         self.sort_orders = SegmentOrders(settings.get("indices.cache.sort_orders.size"))
+        self.request_cache = RequestCache(
+            settings.get("indices.requests.cache.size"), self.shard_services.events, settings
+        )
         self.indices: dict[str, Index] = {}
         #: The Ray cluster whose actors hold this node's new shards (None: they are local).
         self.ray: RayBackend | None = None
@@ -155,6 +167,12 @@ class Node:
                 shutil.rmtree(folder, ignore_errors=True)
         #: Every alias (`aliases.py`): replaced whole on each change, so a reader sees one version.
         self.aliases = AliasTable(self.path / "aliases.json", self.indices)
+        #: Index templates, data streams and snapshot repositories (indices/templates.py,
+        #: data_streams.py, snapshots.py): durable tables changed under `lock`.
+        self.templates = TemplateStore(self.path / "templates.json")
+        self.data_streams = DataStreams(self.path / "data_streams.json", self.indices)
+        self.aliases.set_streams(self.data_streams.as_aliases())
+        self.repositories = Repositories(self.path / "repositories.json", [Path(p) for p in path_repo or []])
         self.search_stats = SearchStats()
         #: HTTP connections of the server serving this node (`rest/connections.py` counts them).
         self.http_connections = HttpConnections()
@@ -182,11 +200,13 @@ class Node:
             shard_contexts=self.shard_contexts,
             reach=self._reach,
             msearch_pool=self.msearch_pool,
+            request_cache=self.request_cache,
         )
         self.contexts = self.search_services.contexts = ContextRegistry(self.search_services, clock)
         # by-query operations and reindex run as tasks (`_tasks`); finished results kept bounded
         self.tasks = TaskManager(self.node_id, clock, node_header(self.name))
         #: What write/ is given instead of the node (write/services.py).
+        self.scripts = StoredScripts(self.path)
         self.write_services = WriteServices(
             indices=self.indices,
             aliases=self.aliases,
@@ -196,14 +216,18 @@ class Node:
             auto_create=self._auto_create_index,
             search=self.search_services,
             tasks=self.tasks,
+            scripts=self.scripts,
         )
         # The document API (write/documents.py) and the by-query operations (write/by_query.py),
         # with the signatures written there.
-        self.index_doc = partial(documents.index_doc, self.write_services)
+        # Each write's answer counts in `indices.indexing.doc_status` (write/doc_status.py).
+        self.doc_status = DocStatusCounter()
+        self.index_doc = counting_single(partial(documents.index_doc, self.write_services), self.doc_status)
         self.get_doc = partial(documents.get_doc, self.write_services)
-        self.delete_doc = partial(documents.delete_doc, self.write_services)
-        self.update_doc = partial(documents.update_doc, self.write_services)
-        self.bulk = partial(documents.bulk, self.write_services)
+        self.search_services.get_document = self.get_doc
+        self.delete_doc = counting_single(partial(documents.delete_doc, self.write_services), self.doc_status)
+        self.update_doc = counting_single(partial(documents.update_doc, self.write_services), self.doc_status)
+        self.bulk = counting_bulk(partial(documents.bulk, self.write_services), self.doc_status)
         #: `_delete_by_query`, `_update_by_query`, `_reindex`
         self.bulk_by_query = partial(by_query.execute, self.write_services)
         self.security = SecurityStore(self.path / "security")
@@ -213,6 +237,8 @@ class Node:
             self.search_services.workers = WorkerPool(
                 self.search_services, search_workers, self.shard_services.events, defer_start=defer_workers
             )
+            # Full buffers are written as segments there too (index/buffer_wire.py).
+            self.shard_services.builder = partial(_build_in_workers, self.search_services.workers)
         self._closed = threading.Event()
         self._threads: list[threading.Thread] = []
         if background:
@@ -231,14 +257,17 @@ class Node:
         return self.search_services.workers
 
     def _bound_caches(self) -> None:
-        """Apply the cache size settings (at start and on every cluster settings update)."""
+        """Apply the cache size settings, and the smallest buffer a search worker writes (at start
+        and on every cluster settings update)."""
         settings = self.cluster_settings
         self.hitlists.resize(settings.get("indices.cache.hitlist.size"))
+        self.request_cache.resize(settings.get("indices.requests.cache.size"))
         self.sort_orders.resize(settings.get("indices.cache.sort_orders.size"))
         self.global_ordinals.resize(settings.get("indices.fielddata.cache.size"))
         self.source_blocks.resize(settings.get("indices.cache.source_blocks.size"))
         self.contexts.read_ahead.max_pages = settings.get("search.read_ahead.max_pages")
         self.contexts.walks.max_bytes = int(settings.get(MAX_WALK_MEMORY))
+        self.shard_services.builder_min_docs = settings.get(MIN_DOCS_SETTING)
 
     def _identity(self) -> dict:
         path = self.path / "node.json"
@@ -265,9 +294,11 @@ class Node:
         if self.search_workers is not None:
             self.search_workers.close()
         self.tasks.close()
+        self.repositories.close()
         self.contexts.close_all()
         self.shard_contexts.close_all()
         self.hitlists.close()
+        self.request_cache.close()
         try:
             with self.lock:
                 for index in self.indices.values():
@@ -349,7 +380,7 @@ class Node:
             ignore_unavailable=ignore_unavailable,
             allow_no_indices=allow_no_indices,
             expand_wildcards=expand_wildcards,
-            aliases=self.aliases.current,
+            aliases=self.aliases.resolving,
             forbid_closed=forbid_closed,
         )
 
@@ -369,7 +400,7 @@ class Node:
             ignore_unavailable=ignore_unavailable,
             allow_no_indices=allow_no_indices,
             expand_wildcards=expand_wildcards,
-            aliases=self.aliases.current,
+            aliases=self.aliases.resolving,
             forbid_closed=forbid_closed,
         )
 
@@ -383,7 +414,7 @@ class Node:
             allow_no_indices=options.allow_no_indices,
             expand_wildcards=options.expand_wildcards,
         )
-        scopes = search_scopes(self.aliases.current, names, routing)
+        scopes = search_scopes(self.aliases.resolving, names, routing)
         return [self.indices[name] for name in sorted(scopes)], scopes
 
     def get_index(self, name: str) -> Index:
@@ -392,10 +423,14 @@ class Node:
             raise IndexNotFound(name)
         return index
 
-    def create_index(self, name: str, settings: dict[str, str], mapping: Mapping) -> Index:
+    def create_index(
+        self, name: str, settings: dict[str, str], mapping: Mapping, *, data_stream: str | None = None
+    ) -> Index:
         with self.lock:
             folder = self.path / "indices"
-            index = Index.create(folder, name, settings, mapping, self.shard_services, self.ray)
+            index = Index.create(
+                folder, name, settings, mapping, self.shard_services, self.ray, data_stream=data_stream
+            )
             self.indices[name] = index
             return index
 
@@ -453,3 +488,11 @@ class Node:
         from leafsearch.node.stats import nodes_stats
 
         return nodes_stats(self, metric_path, level=level, file_sizes=file_sizes)
+
+
+def _build_in_workers(pool: WorkerPool, job: BuildJob) -> Any:
+    """A segment written by a search worker (`ShardServices.builder`)."""
+    try:
+        return pool.run_job(job)
+    except WorkerUnavailable:
+        raise BuildUnavailable from None

@@ -39,6 +39,9 @@ def node_header(name: str) -> dict[str, Any]:
 def _indices_section(node: Node, metrics: tuple[str, ...], *, level: str, file_sizes: bool) -> dict[str, Any]:
     wanted = [m for m in metrics if m in METRICS]
     section = node_indices_stats(node, wanted, level=level, file_sizes=file_sizes)
+    if "indexing" in section:
+        # leafsearch's own (OpenSearch 2.x reports it): the node's document writes by status family.
+        section["indexing"]["doc_status"] = node.doc_status.stats()
     if "mappings" in metrics:
         indices = list(node.indices.values())
         section["mappings"] = {

@@ -19,8 +19,11 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from dataclasses import replace as dataclass_replace
 from typing import Any
+
+import orjson
 
 from leafsearch.common.json_tokens import not_numeric, token_name
 from leafsearch.common.settings import node_setting
@@ -44,6 +47,42 @@ class Query:
     """Base of every query node."""
 
     __slots__ = ()
+
+
+def replace_queries(query: Query, replace: Callable[[Query], Query | None]) -> Query:
+    """`query` with each node `replace` answers a query for (not descended into) swapped in, and
+    the nodes above rebuilt; `replace` answers None to keep a node. Recursive, bounded by the
+    parser's nesting limit (`indices.query.bool.max_nested_depth`)."""
+    swapped = replace(query)
+    if swapped is not None:
+        return swapped
+    changes: dict[str, Any] = {}
+    for f in fields(query):  # type: ignore[arg-type]
+        value = getattr(query, f.name)
+        if isinstance(value, Query):
+            new = replace_queries(value, replace)
+        elif isinstance(value, tuple) and any(isinstance(v, Query) for v in value):
+            new = tuple(replace_queries(v, replace) if isinstance(v, Query) else v for v in value)
+        else:
+            continue
+        if new != value:
+            changes[f.name] = new
+    return dataclass_replace(query, **changes) if changes else query  # type: ignore[type-var]
+
+
+def queries_within(query: Query) -> list[Query]:
+    """`query` and every query nested in it (bool clauses, wrapped queries, ...), iteratively;
+    O(nodes), bounded by the parser's nesting and clause limits."""
+    found: list[Query] = []
+    stack: list[Any] = [query]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Query):
+            found.append(node)
+            stack.extend(getattr(node, f.name) for f in fields(node))  # type: ignore[arg-type]
+        elif isinstance(node, tuple | list):
+            stack.extend(node)
+    return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +165,19 @@ class Terms(Query):
 
 
 @dataclass(frozen=True, slots=True)
+class TermsLookup(Query):
+    """`terms` whose values are the `path` values of document `id` of `index` (read with `routing`),
+    fetched on the coordinator before the search runs (search/terms_lookup.py)."""
+
+    field: str
+    index: str
+    id: str
+    path: str
+    routing: str | None = None
+    boost: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
 class Range(Query):
     """`lower`/`upper` None means unbounded; the `include_*` flags say gte/lte versus gt/lt."""
 
@@ -193,6 +245,32 @@ class Bool(Query):
 @dataclass(frozen=True, slots=True)
 class ConstantScore(Query):
     filter: Query
+    boost: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class ScriptSpec:
+    """An inline script as a query carries it (hashable: its params as canonical JSON)."""
+
+    source: str
+    params_json: bytes = b"{}"
+
+
+@dataclass(frozen=True, slots=True)
+class ScriptQuery(Query):
+    """`script` query: the documents for which the script returns true."""
+
+    script: ScriptSpec
+    boost: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class ScriptScore(Query):
+    """`script_score` query: the inner query's matches, scored by the script (`_score` is theirs)."""
+
+    query: Query
+    script: ScriptSpec
+    min_score: float | None = None
     boost: float = 1.0
 
 
@@ -631,25 +709,50 @@ def _terms(body: dict, depth: int) -> Query:
     name = "terms"
     field: str | None = None
     values: list | None = None
+    lookup: dict[str, str] | None = None
     boost = 1.0
     for key, value in body.items():
-        if isinstance(value, list):
+        if isinstance(value, list | dict):
             if field is not None:
                 raise ParsingError(
                     f"[{name}] query does not support multiple fields, found [{field}] and [{key}]"
                 )
+            if isinstance(value, dict):
+                field, lookup = key, _terms_lookup(value)
+                continue
             if not all(_is_scalar(v) for v in value):
                 raise ParsingError(f"[{name}] query does not support [{key}] values that are not scalars")
             field, values = key, value
-        elif isinstance(value, dict):
-            raise NotSupported("[terms] query lookup (terms from another document)")
         elif key == "boost":
             boost = _float(name, key, value)
         elif key not in _IGNORED:
             raise ParsingError(f"[{name}] query does not support [{key}]")
+    if field is not None and lookup is not None:
+        return TermsLookup(field, lookup["index"], lookup["id"], lookup["path"], lookup.get("routing"), boost)
     if field is None or values is None:
         raise ParsingError(f"[{name}] query requires a field and a list of values")
     return Terms(field, tuple(values), boost)
+
+
+_LOOKUP_KEYS = ("index", "id", "path", "routing")
+
+
+def _terms_lookup(spec: dict) -> dict[str, str]:
+    """TermsLookup's ConstructingObjectParser: `index`, `id` and `path` required, `routing`
+    optional, each a JSON string."""
+    out: dict[str, str] = {}
+    for key, value in spec.items():
+        if key not in _LOOKUP_KEYS:
+            raise XContentParseError(f"[terms_lookup] unknown field [{key}]")
+        if not isinstance(value, str):
+            raise XContentParseError(
+                f"[terms_lookup] {key} doesn't support values of type: {token_name(value)}"
+            )
+        out[key] = value
+    missing = [key for key in _LOOKUP_KEYS[:3] if key not in out]
+    if missing:
+        raise IllegalArgument(f"Required [{', '.join(missing)}]")
+    return out
 
 
 _RELATIONS = ("intersects", "within", "contains")
@@ -833,6 +936,64 @@ def _constant_score(body: dict, depth: int) -> Query:
     return ConstantScore(inner, boost)
 
 
+def script_spec(query: str, value: Any) -> ScriptSpec:
+    """A query's `script`: inline (a string or `{"source", "params", "lang"}`); a stored script's
+    `id` is refused (not built for searches yet)."""
+    if isinstance(value, str):
+        value = {"source": value}
+    if not isinstance(value, dict):
+        raise ParsingError(f"[{query}] script must be a string or an object")
+    unknown = next((k for k in value if k not in ("source", "params", "lang", "options")), None)
+    if unknown == "id":
+        reason = f"[{query}] stored scripts (by [id]) are not supported by leafsearch in searches"
+        raise IllegalArgument(reason)
+    if unknown is not None:
+        raise ParsingError(f"[script] unknown field [{unknown}]")
+    if value.get("lang", "painless") != "painless":
+        raise IllegalArgument(f"script_lang not supported [{value['lang']}]")
+    source, params = value.get("source"), value.get("params", {})
+    if not isinstance(source, str) or not isinstance(params, dict):
+        raise ParsingError(f"[{query}] script must have a [source] string and [params] object")
+    return ScriptSpec(source, orjson.dumps(params, option=orjson.OPT_SORT_KEYS))
+
+
+def _script_query(body: dict, depth: int) -> Query:
+    script, boost = None, 1.0
+    for key, value in body.items():
+        if key == "script":
+            script = script_spec("script", value)
+        elif key == "boost":
+            boost = _float("script", key, value)
+        elif key not in _IGNORED:
+            raise ParsingError(f"[script] query does not support [{key}]")
+    if script is None:
+        raise ParsingError("script must be provided with a [script] query")
+    return ScriptQuery(script, boost)
+
+
+def _script_score(body: dict, depth: int) -> Query:
+    inner: Query | None = None
+    script, min_score, boost = None, None, 1.0
+    for key, value in body.items():
+        if key == "query":
+            inner = _parse(value, depth) if isinstance(value, dict) else None
+            if inner is None:
+                raise ParsingError("[script_score] query malformed, [query] must be an object")
+        elif key == "script":
+            script = script_spec("script_score", value)
+        elif key == "min_score":
+            min_score = _float("script_score", key, value)
+        elif key == "boost":
+            boost = _float("script_score", key, value)
+        elif key not in _IGNORED:
+            raise ParsingError(f"[script_score] query does not support [{key}]")
+    if inner is None:
+        raise ParsingError("[script_score] requires a 'query' element")
+    if script is None:
+        raise ParsingError("[script_score] requires a 'script' element")
+    return ScriptScore(inner, script, min_score, boost)
+
+
 def _dis_max(body: dict, depth: int) -> Query:
     queries: tuple[Query, ...] = ()
     tie_breaker, boost = 0.0, 1.0
@@ -958,6 +1119,8 @@ _PARSERS: dict[str, Callable[[dict, int], Query]] = {
     "bool": _bool_query,
     "constant_score": _constant_score,
     "dis_max": _dis_max,
+    "script": _script_query,
+    "script_score": _script_score,
     "query_string": _query_string,
     "simple_query_string": _simple_query_string,
 }

@@ -31,12 +31,15 @@ from leafsearch.errors import (
     SearchPhaseExecution,
     XContentParseError,
 )
+from leafsearch.request.collapse import parse_collapse
+from leafsearch.request.highlight import HighlightSpec, parse_highlight
 from leafsearch.request.indices_options import IndicesOptions
-from leafsearch.request.query_dsl import Query, parse_query, scalar_text
+from leafsearch.request.query_dsl import Query, ScriptSpec, parse_query, scalar_text, script_spec
 from leafsearch.request.rescore import Rescorer, parse_rescore
 from leafsearch.request.search_types import (
     SCORE,
     SHARD_DOC,
+    CollapseSpec,
     PitSpec,
     SearchRequest,
     SliceSpec,
@@ -48,6 +51,7 @@ from leafsearch.request.sort import (
     field_failed,
     parse_sort,
     parse_url_sort,
+    reversed_sort,
     unsupported_token,
 )
 from leafsearch.request.timevalue import parse_time_value
@@ -62,7 +66,7 @@ _NONE_FIELDS = "_none_"
 #: Parameters of the `q` query that make no sense without it (`RestActions.urlParamsToQueryBuilder`).
 _QUERY_STRING_PARAMS = ("df", "analyzer", "analyze_wildcard", "lenient", "default_operator")
 #: Parts of Elasticsearch's search body that leafsearch does not implement: refused by name.
-_UNSUPPORTED = ("collapse", "knn", "rank", "retriever", "suggest", "sub_searches")
+_UNSUPPORTED = ("knn", "rank", "retriever", "suggest", "sub_searches")
 #: Parts accepted only empty, the form some clients always send.
 _EMPTY_ONLY = ("runtime_mappings", "ext")
 _JAVA_DOUBLE = re.compile(r"[+-]?(NaN|Infinity|(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?[fFdD]?)")
@@ -93,7 +97,8 @@ def parse_search_request(
     request = _RequestOptions(params, scroll)
     source.apply_params(params, path)
     request.check_total_hits_as_int(source)
-    _validate(source, request, indices)
+    _validate_pit(source, request, indices)
+    _validate(source, request)
     return _build(source, request, indices)
 
 
@@ -225,7 +230,9 @@ class _Source:
         self.size = -1
         self.sort: list[SortSpec] | None = None
         self.search_after: list[Any] | None = None
+        self.search_before: list[Any] | None = None
         self.pit: PitSpec | None = None
+        self.collapse: CollapseSpec | None = None
         self.slice: SliceSpec | None = None
         self.track_total_hits: int | None = None
         self.track_scores = False
@@ -239,7 +246,8 @@ class _Source:
         self.explain: bool | None = None
         self.aggs: dict[str, Any] | None = None
         self.rescore: tuple[Rescorer, ...] = ()
-        self.script_fields = 0
+        self.script_fields: tuple[tuple[str, ScriptSpec, bool], ...] = ()
+        self.highlight: HighlightSpec | None = None
         self.min_score: float | None = None
         self.terminate_after = 0
         self.timeout: float | None = None
@@ -306,17 +314,16 @@ class _Source:
             self.sort = parse_sort(value)
         elif key == "slice":
             self.slice = _slice(value)
+        elif key == "collapse":
+            self.collapse = parse_collapse(value, parse_fetch_source, _int_value, _bool_value)
         elif key == "pit":
             self.pit = _pit(value)
         elif key == "rescore":
             self.rescore = parse_rescore(value)
         elif key == "script_fields":
-            # Counted against `index.max_script_fields` by each shard, then refused: no scripts here.
-            self.script_fields = len(value)
+            self.script_fields = _script_fields(value)
         elif key == "highlight":
-            # Highlighting only decorates hits; leaving it out is what Elasticsearch answers for
-            # hits without fragments, so the request is served and the hits have no `highlight`.
-            pass
+            self.highlight = parse_highlight(value)
         elif key in _EMPTY_ONLY and not value:
             pass
         elif key in _UNSUPPORTED or key in _EMPTY_ONLY:
@@ -329,6 +336,8 @@ class _Source:
             self.sort = parse_sort(value)
         elif key == "search_after":
             self.search_after = _search_after(value)
+        elif key == "search_before":
+            self.search_before = _search_after(value, key)
         elif key == "_source":
             self.source = _source_array("_source", value)
         elif key == "stored_fields":
@@ -383,9 +392,10 @@ class _Source:
             self.query = query
         if "from" in params:
             self.set_from(_param_int(params, "from"))
-        # RestSearchAction reads `size` with -1 as its "absent" default, so `?size=-1` keeps the default.
-        if "size" in params and (size := _param_int(params, "size")) != -1:
-            self.set_size(size)
+        # Elasticsearch 8 refuses `?size=-1` as any negative size (only its 7.x compatibility mode,
+        # which leafsearch does not emulate, read -1 as "not given").
+        if "size" in params:
+            self.set_size(_param_int(params, "size"))
         for key in ("explain", "version", "seq_no_primary_term"):
             if key in params:
                 setattr(self, key, _param_bool(params, key, None))
@@ -490,7 +500,7 @@ def _url_query(params: dict[str, str], path: str) -> Query | None:
 # validation and the final request
 
 
-def _validate(source: _Source, request: _RequestOptions, indices: str | None) -> None:
+def _validate(source: _Source, request: _RequestOptions) -> None:
     """`SearchRequest.validate()` with `SearchSourceBuilder.validate()`: every message at once."""
     errors: list[str] = []
     scroll = request.scroll is not None
@@ -505,10 +515,17 @@ def _validate(source: _Source, request: _RequestOptions, indices: str | None) ->
             errors.append("using [rescore] is not allowed in a scroll context")
         if source.search_after:
             errors.append("[search_after] cannot be used in a scroll context")
+        if source.search_before:
+            errors.append("[search_before] cannot be used in a scroll context")
     if source.slice is not None and source.pit is None and not scroll:
         errors.append("[slice] can only be used with [scroll] or [point-in-time] requests")
     if source.from_ > 0 and source.search_after:
         errors.append("[from] parameter must be set to 0 when [search_after] is used")
+    if source.search_before is not None:
+        if source.from_ > 0:
+            errors.append("[from] parameter must be set to 0 when [search_before] is used")
+        if source.search_after is not None:
+            errors.append("[search_before] cannot be used with [search_after]")
     if source.stored_fields == [_NONE_FIELDS]:
         if source.source is not None and source.source.fetch:
             errors.append("[stored_fields] cannot be disabled if [_source] is requested")
@@ -518,28 +535,80 @@ def _validate(source: _Source, request: _RequestOptions, indices: str | None) ->
         errors.append("[_shard_doc] sort field cannot be used without [point in time]")
     if scroll and request.request_cache:
         errors.append("[request_cache] cannot be used in a scroll context")
-    if source.pit is not None:
-        if scroll:
-            errors.append("using [point in time] is not allowed in a scroll context")
-        if indices:
-            errors.append(
-                "[indices] cannot be used with point in time. Do not specify any index with point in time."
-            )
-        if request.custom_indices_options:
-            errors.append("[indicesOptions] cannot be used with point in time")
-        if request.routing is not None:
-            errors.append("[routing] cannot be used with point in time")
-        if request.preference is not None:
-            errors.append("[preference] cannot be used with point in time")
-        if request.ccs_minimize_roundtrips:
-            errors.append("[ccs_minimize_roundtrips] cannot be used with point in time")
+    if source.pit is not None and scroll:
+        errors.append("using [point in time] is not allowed in a scroll context")
     if errors:
         raise ActionRequestValidation(*errors)
+    if source.collapse is not None:
+        _validate_collapse(source, scroll)
+
+
+def _validate_collapse(source: _Source, scroll: bool) -> None:
+    """What Elasticsearch's shards refuse of `collapse` with the rest of the request (a shard
+    failure of every shard, reported as the search's); `search_before` pages groups in no order
+    leafsearch keeps (a group's best hit is its first in the request's order)."""
+    for refused, message in (
+        (scroll, "cannot use `collapse` in a scroll context"),
+        (bool(source.rescore), "cannot use `collapse` in conjunction with `rescore`"),
+        (source.search_before is not None, "cannot use `collapse` in conjunction with `search_before`"),
+    ):
+        if refused:
+            raise SearchPhaseExecution(IllegalArgument(message))
+
+
+class PointInTimeMisuse(ActionRequestValidation):
+    """What RestSearchAction.preparePointInTime refuses while it reads the request, before the
+    request is validated: in `_msearch` it fails the whole request, not one search."""
+
+
+def _validate_pit(source: _Source, request: _RequestOptions, indices: str | None) -> None:
+    if source.pit is None:
+        return
+    errors: list[str] = []
+    if indices:
+        errors.append(
+            "[indices] cannot be used with point in time. Do not specify any index with point in time."
+        )
+    if request.custom_indices_options:
+        errors.append("[indicesOptions] cannot be used with point in time")
+    if request.routing is not None:
+        errors.append("[routing] cannot be used with point in time")
+    if request.preference is not None:
+        errors.append("[preference] cannot be used with point in time")
+    if request.ccs_minimize_roundtrips:
+        errors.append("[ccs_minimize_roundtrips] cannot be used with point in time")
+    if errors:
+        raise PointInTimeMisuse(*errors)
+
+
+def _script_fields(value: Any) -> tuple[tuple[str, ScriptSpec, bool], ...]:
+    """`script_fields`: {name: {"script": ..., "ignore_failure": bool}}."""
+    if not isinstance(value, dict):
+        raise ParsingError(f"Expected [START_OBJECT] in [script_fields] but found [{token_name(value)}]")
+    out = []
+    for name, spec in value.items():
+        if not isinstance(spec, dict):
+            raise ParsingError(
+                f"Expected [START_OBJECT] under [{name}], but got a [{token_name(spec)}] in [script_fields]"
+            )
+        unknown = next((k for k in spec if k not in ("script", "ignore_failure")), None)
+        if unknown is not None:
+            raise ParsingError(
+                f"Unknown key for a [{token_name(spec[unknown])}] in [script_fields]: [{unknown}]."
+            )
+        if "script" not in spec:
+            raise ParsingError(f"script_fields [{name}] must have a [script]")
+        ignore = spec.get("ignore_failure", False)
+        if not isinstance(ignore, bool):
+            raise ParsingError("[script_fields] [ignore_failure] must be a boolean")
+        out.append((name, script_spec("script_fields", spec["script"]), ignore))
+    return tuple(out)
 
 
 def _build(source: _Source, request: _RequestOptions, indices: str | None) -> SearchRequest:
-    sort = _effective_sort(source.sort or [], source.pit, source.search_after)
-    if source.search_after is not None and not sort:
+    cursor = source.search_after if source.search_before is None else source.search_before
+    sort = _effective_sort(source.sort or [], source.pit, cursor)
+    if cursor is not None and not sort:
         # Elasticsearch's shards cannot place a cursor in a pure relevance order.
         raise SearchPhaseExecution(IllegalArgument("Sort must contain at least one field."))
     track = source.track_total_hits
@@ -549,8 +618,9 @@ def _build(source: _Source, request: _RequestOptions, indices: str | None) -> Se
         indices_options=request.indices_options,
         from_=max(source.from_, 0),
         size=_DEFAULT_SIZE if source.size < 0 else source.size,
-        sort=sort,
-        search_after=source.search_after,
+        sort=sort if source.search_before is None else reversed_sort(sort),
+        search_after=cursor,
+        backwards=source.search_before is not None,
         pit=source.pit,
         slice=source.slice,
         scroll=request.scroll,
@@ -575,7 +645,9 @@ def _build(source: _Source, request: _RequestOptions, indices: str | None) -> Se
         aggs=source.aggs,
         rescore=source.rescore,
         script_fields=source.script_fields,
+        highlight=source.highlight,
         post_filter=source.post_filter,
+        collapse=source.collapse,
         min_score=source.min_score,
         terminate_after=source.terminate_after or None,
         rest_total_hits_as_int=request.total_hits_as_int,
@@ -583,6 +655,7 @@ def _build(source: _Source, request: _RequestOptions, indices: str | None) -> Se
         indices_boost=source.indices_boost,
         routing=request.routing,
         dfs=request.dfs,
+        request_cache=request.request_cache,
         timeout=source.timeout,
         allow_partial_search_results=request.allow_partial,
     )
@@ -608,9 +681,12 @@ def _effective_sort(
 
 
 def _source_filter(source: _Source) -> SourceFilter:
-    """The `_source` to return: with `stored_fields` and no `_source` option, none unless listed."""
+    """The `_source` to return: with `stored_fields` and no `_source` option, none unless listed;
+    with `script_fields` and no `_source` option, none (as Elasticsearch's fetch phase)."""
     stored = source.stored_fields
     if source.source is None:
+        if source.script_fields:
+            return SourceFilter(fetch=stored is not None and "_source" in stored)
         return SourceFilter(fetch=stored is None or "_source" in stored)
     if stored is not None and "_source" in stored:
         return SourceFilter(True, source.source.includes, source.source.excludes)
@@ -781,12 +857,13 @@ def _index_boost(value: Any) -> tuple[str, float]:
     return index, float(boost)
 
 
-def _search_after(value: list[Any]) -> list[Any]:
+def _search_after(value: list[Any], key: str = "search_after") -> list[Any]:
+    """The values of `search_after` (or of leafsearch's `search_before`, parsed the same)."""
     for item in value:
         if isinstance(item, dict | list):
             raise ParsingError(
                 "Expected [VALUE_STRING] or [VALUE_NUMBER] or [VALUE_BOOLEAN] or [VALUE_NULL] but found "
-                f"[{token_name(item)}] inside search_after."
+                f"[{token_name(item)}] inside {key}."
             )
     if not value:
         raise IllegalArgument("Values must contains at least one value.")

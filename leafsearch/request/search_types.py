@@ -10,9 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from leafsearch.request.query_dsl import Query, query_is_match_all
+from leafsearch.request.query_dsl import Query, ScriptSpec, query_is_match_all
 
 if TYPE_CHECKING:
+    from leafsearch.request.highlight import HighlightSpec
     from leafsearch.request.indices_options import IndicesOptions
 
 #: Special sort keys.
@@ -65,6 +66,30 @@ class SourceFilter:
         return bool(self.includes or self.excludes)
 
 
+@dataclass(frozen=True, slots=True)
+class InnerHitsSpec:
+    """One `collapse.inner_hits` entry: each collapsed hit's group, searched with these options
+    (Elasticsearch's expand phase)."""
+
+    name: str
+    from_: int = 0
+    size: int = 3
+    sort: tuple[SortSpec, ...] = ()
+    source: SourceFilter = field(default_factory=SourceFilter)
+    version: bool = False
+    seq_no_primary_term: bool = False
+    explain: bool = False
+    track_scores: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class CollapseSpec:
+    """`collapse`: one hit per value of a keyword or numeric `field`, its best by the sort."""
+
+    field: str
+    inner_hits: tuple[InnerHitsSpec, ...] = ()
+
+
 @dataclass(slots=True)
 class SearchRequest:
     """A whole search, as the REST layer (or an in-process caller) hands it to `Node.search`."""
@@ -76,6 +101,11 @@ class SearchRequest:
     size: int = 10
     sort: list[SortSpec] = field(default_factory=list)  # empty: by _score desc
     search_after: list[Any] | None = None
+    #: `search_before` (a leafsearch extension): `sort` and `search_after` are then the reversed
+    #: walk's (`request.sort.reversed_sort`, the client's `search_before` values as its cursor), so
+    #: the engine pages forward from the cursor as for `search_after`; the page is answered
+    #: reversed, in the request's own order (`hitlist.backwards_page`).
+    backwards: bool = False
     pit: PitSpec | None = None
     slice: SliceSpec | None = None
     scroll: str | None = None  # keep-alive of a scroll this request opens
@@ -91,8 +121,11 @@ class SearchRequest:
     explain: bool = False
     aggs: Any = None  # parsed aggregation tree, or None
     rescore: tuple[Any, ...] = ()  # `request.rescore.Rescorer`s, applied in order
-    script_fields: int = 0  # how many were asked for (counted against the limit, then refused)
+    #: `script_fields`: (name, script, ignore_failure), in the request's order.
+    script_fields: tuple[tuple[str, ScriptSpec, bool], ...] = ()
+    highlight: HighlightSpec | None = None  # `highlight`: fragments rendered with each hit
     post_filter: Query | None = None
+    collapse: CollapseSpec | None = None
     min_score: float | None = None
     terminate_after: int | None = None
     rest_total_hits_as_int: bool = False
@@ -102,6 +135,9 @@ class SearchRequest:
     dfs: bool = False  # search_type=dfs_query_then_fetch: score with statistics of all shards
     timeout: float | None = None  # seconds (-1: none); None: `search.default_search_timeout`
     allow_partial_search_results: bool | None = None  # None: `search.default_allow_partial_results`
+    #: `request_cache`: True caches the answer whatever its size, False never; None: the index's
+    #: `index.requests.cache.enable` for `size: 0` requests (search/request_cache.py)
+    request_cache: bool | None = None
 
     def plain_walk(self, sort_field: str) -> bool:
         """Whether the request only reads every document in the order of one `sort_field` sort: a
@@ -114,6 +150,7 @@ class SearchRequest:
             and sort[0].field == sort_field
             and query_is_match_all(self.query)
             and self.aggs is None
+            and self.collapse is None
             and self.post_filter is None
             and self.min_score is None
             and self.terminate_after is None

@@ -14,11 +14,12 @@ with `search_request.py`, which parses the rest of the search body the same way.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from leafsearch.common.json_tokens import token_name
 from leafsearch.errors import ElasticError, IllegalArgument, ParsingError, XContentParseError
-from leafsearch.request.search_types import SCORE, SortSpec
+from leafsearch.request.search_types import DOC, SCORE, SHARD_DOC, SortSpec
 from leafsearch.unsupported import NotSupported
 
 #: Sorts Elasticsearch has and leafsearch does not: refused by name rather than mistaken for fields.
@@ -66,6 +67,22 @@ def parse_url_sort(text: str) -> list[SortSpec]:
         elif order in ("asc", "desc"):
             specs.append(SortSpec(name, order))
     return specs
+
+
+def reversed_sort(sort: list[SortSpec]) -> list[SortSpec]:
+    """The exact reverse of a sort, for `search_before`: each order flipped, documents without a
+    value moved to the other end (so they keep the same sort value: Long.MAX_VALUE sorts last
+    ascending and first descending), and the multi-value mode pinned to the one the original
+    order picks (min ascending, max descending), so every document keeps its sort value."""
+    out = []
+    for spec in sort:
+        flipped = replace(spec, order="asc" if spec.descending else "desc")
+        if spec.field not in (SCORE, DOC, SHARD_DOC):
+            missing = {"_last": "_first", "_first": "_last", None: "_first"}.get(spec.missing, spec.missing)
+            mode = spec.mode or ("max" if spec.descending else "min")
+            flipped = replace(flipped, missing=missing, mode=mode)
+        out.append(flipped)
+    return out
 
 
 def _plain(name: str) -> SortSpec:

@@ -5,8 +5,9 @@ Always on, whatever the authentication:
   names a loopback address (`localhost`, `*.localhost`, `127.0.0.0/8`, `[::1]`), so a web page
   whose domain was re-pointed at 127.0.0.1 reaches nothing.
 - **Origin**: a request carrying `Origin` (every cross-site request a browser sends but simple
-  GETs) is refused unless `http.cors.enabled` and `http.cors.allow-origin` allow it; allowed ones
-  get Elasticsearch's CORS headers, and their preflights are answered.
+  GETs) is refused unless it comes from the node's own origin (the scheme and `Host` it was sent
+  to: the console at `/_ui/`) or `http.cors.enabled` and `http.cors.allow-origin` allow it;
+  allowed cross-origin ones get Elasticsearch's CORS headers, and their preflights are answered.
 - **`source=`** stands for the body only on the read APIs that take it in Elasticsearch (search,
   count, mget, scroll) and only with `source_content_type`; anywhere else it is an unrecognized
   parameter. Bodies that are not JSON are refused earlier (406, `media.py`).
@@ -41,9 +42,12 @@ from leafsearch.rest import handlers_cat as cat
 from leafsearch.rest import handlers_cluster as cluster
 from leafsearch.rest import handlers_docs as docs
 from leafsearch.rest import handlers_indices as indices
+from leafsearch.rest import handlers_scripts as scripts
 from leafsearch.rest import handlers_search as search
 from leafsearch.rest import handlers_security as security
+from leafsearch.rest import handlers_snapshots as snapshots
 from leafsearch.rest import handlers_stats as stats
+from leafsearch.rest import handlers_templates as templates
 from leafsearch.rest.media import parse_media_type
 from leafsearch.security.narrowing import narrow_expression, refuse_explicit
 from leafsearch.security.subject import CURRENT, SecurityException, Subject
@@ -99,7 +103,29 @@ ACTIONS: dict[Callable[..., Any], Action] = {
     aliases.cat_aliases: Action(aliases.GET_ACTION, "cluster", aliases=True),
     analysis.analyze: Action("indices:admin/analyze", "cluster"),
     analysis.analyze_index: Action("indices:admin/analyze", "strict"),
-    cluster.get_data_streams: Action("indices:admin/data_stream/get", "cluster"),
+    templates.put_template: Action("indices:admin/index_template/put", "cluster"),
+    templates.get_templates: Action("indices:admin/index_template/get", "cluster"),
+    templates.template_exists: Action("indices:admin/index_template/get", "cluster"),
+    templates.delete_template: Action("indices:admin/index_template/delete", "cluster"),
+    templates.simulate_index: Action("indices:admin/index_template/simulate_index", "cluster"),
+    templates.simulate_template: Action("indices:admin/index_template/simulate", "cluster"),
+    templates.get_data_streams: Action("indices:admin/data_stream/get", "cluster"),
+    templates.create_data_stream: Action("indices:admin/data_stream/create", "cluster"),
+    templates.delete_data_stream: Action("indices:admin/data_stream/delete", "cluster"),
+    templates.data_stream_stats: Action("indices:monitor/data_stream/stats", "cluster"),
+    templates.rollover: Action("indices:admin/rollover", "strict"),
+    templates.cluster_state: Action("cluster:monitor/state", "cluster"),
+    templates.cat_templates: Action("cluster:monitor/state", "cluster"),
+    snapshots.cat_snapshots: Action("cluster:admin/snapshot/get", "cluster"),
+    snapshots.put_repository: Action("cluster:admin/repository/put", "cluster"),
+    snapshots.get_repositories: Action("cluster:admin/repository/get", "cluster"),
+    snapshots.delete_repository: Action("cluster:admin/repository/delete", "cluster"),
+    snapshots.verify_repository: Action("cluster:admin/repository/verify", "cluster"),
+    snapshots.create_snapshot: Action("cluster:admin/snapshot/create", "cluster"),
+    snapshots.get_snapshots: Action("cluster:admin/snapshot/get", "cluster"),
+    snapshots.snapshot_status: Action("cluster:admin/snapshot/status", "cluster"),
+    snapshots.delete_snapshot: Action("cluster:admin/snapshot/delete", "cluster"),
+    snapshots.restore_snapshot: Action("cluster:admin/snapshot/restore", "cluster"),
     cat.cat_list: Action("cluster:monitor/main", "cluster"),
     cat.cat_indices: Action("indices:monitor/stats", "filter", expand_wildcards="all"),
     cat.cat_health: Action("cluster:monitor/health", "cluster"),
@@ -114,6 +140,9 @@ ACTIONS: dict[Callable[..., Any], Action] = {
     stats.open_index: Action("indices:admin/open", "strict"),
     cluster.cluster_health: Action(cluster.HEALTH_ACTION, "monitor"),
     cluster.pending_tasks: Action("cluster:monitor/task", "cluster"),
+    scripts.put_script: Action("cluster:admin/script/put", "cluster"),
+    scripts.get_script: Action("cluster:admin/script/get", "cluster"),
+    scripts.delete_script: Action("cluster:admin/script/delete", "cluster"),
     cluster.get_cluster_settings: Action("cluster:monitor/settings", "cluster"),
     cluster.put_cluster_settings: Action("cluster:admin/settings/update", "cluster"),
     cluster.nodes_info: Action("cluster:monitor/nodes/info", "cluster"),
@@ -153,7 +182,24 @@ ACTIONS: dict[Callable[..., Any], Action] = {
 }
 
 #: Cluster actions only a superuser may run; every other cluster action is open to any user.
-_SUPERUSER_CLUSTER_ACTIONS = frozenset({"cluster:admin/settings/update"})
+#: Templates, data streams, snapshots and stored scripts change what every index gets or can be
+#: rebuilt from (Elasticsearch's `manage_index_templates`, `manage`, `create_snapshot` privileges).
+_SUPERUSER_CLUSTER_ACTIONS = frozenset(
+    {
+        "cluster:admin/settings/update",
+        "cluster:admin/script/put",
+        "cluster:admin/script/delete",
+        "indices:admin/index_template/put",
+        "indices:admin/index_template/delete",
+        "indices:admin/data_stream/create",
+        "indices:admin/data_stream/delete",
+        "cluster:admin/repository/put",
+        "cluster:admin/repository/delete",
+        "cluster:admin/snapshot/create",
+        "cluster:admin/snapshot/delete",
+        "cluster:admin/snapshot/restore",
+    }
+)
 
 
 class Refusal(Exception):
@@ -262,10 +308,12 @@ class AccessControl:
 
     # ---- before the body is read --------------------------------------------------------
 
-    def screen(self, method: str, headers: Mapping[str, str]) -> dict[str, str]:
+    def screen(self, method: str, headers: Mapping[str, str], scheme: str = "http") -> dict[str, str]:
         """The CORS headers to add to the answer; Refusal for a foreign Host or Origin.
 
-        A CORS preflight that is allowed is answered here too (as a Refusal with status 200)."""
+        A request from the node's own origin (`scheme` and the `Host` it was sent to) is a
+        same-origin one and needs no CORS headers. A CORS preflight that is allowed is answered
+        here too (as a Refusal with status 200)."""
         host = headers.get("host")
         if self.loopback_only and host is not None and not is_loopback_host(_host_name(host)):
             raise Refusal(
@@ -275,7 +323,7 @@ class AccessControl:
                 )
             )
         origin = headers.get("origin")
-        if origin is None:
+        if origin is None or (host is not None and origin == f"{scheme}://{host}"):
             return {}
         if not self.cors.allows(origin):
             raise Refusal(

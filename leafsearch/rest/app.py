@@ -23,6 +23,7 @@ from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.routing import Route as StarletteRoute
 
+from leafsearch import console
 from leafsearch.errors import ContentTooLong, ElasticError, ParseException, release_frames
 from leafsearch.request.params import parse_bool
 from leafsearch.rest.access import AccessControl, Refusal, is_loopback_host
@@ -84,13 +85,16 @@ class Dispatcher:
         params = dict(parse_qsl(query, keep_blank_values=True))
         pretty = _is_pretty(params)
         try:  # foreign Host and Origin are refused before the body is read (rest/access.py)
-            cors = self.access.screen(method, headers)
+            cors = self.access.screen(method, headers, scope.get("scheme", "http"))
         except Refusal as refusal:
             payload = b"" if refusal.error.status == 200 else to_json(refusal.error.body(), pretty=pretty)
             await _send(send, refusal.error.status, payload, JSON, method, refusal.headers)
             return
         if cors:
             send = _with_headers(send, cors)
+        if raw == console.PREFIX or raw.startswith(console.PREFIX + "/"):
+            await _send_console(send, method, raw)
+            return
         try:
             media = response_format(params.get("format"), headers.get("accept")) or JSON
         except NotAcceptable as exc:
@@ -314,6 +318,25 @@ async def _send(
     headers.extend((k.encode(), v.encode()) for k, v in (extra or {}).items())
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": payload})
+
+
+async def _send_console(send: Send, method: str, raw: str) -> None:
+    """A file of the console (leafsearch/console/), before any route: it holds no data, so it
+    needs no credentials (the page asks for them); `/_ui` goes to `/_ui/`, the page."""
+    if method not in ("GET", "HEAD"):
+        message = f"Incorrect HTTP method for uri [{raw}] and method [{method}], allowed: [GET, HEAD]"
+        body = to_json({"error": message, "status": 405})
+        await _send(send, 405, body, JSON, method, {"allow": "GET,HEAD"})
+        return
+    if raw == console.PREFIX:
+        await _send(send, 301, b"", TEXT, method, {"location": console.PREFIX + "/"})
+        return
+    asset = console.asset(raw)
+    if asset is None:
+        missing = {"error": f"no file [{raw}] in the console", "status": 404}
+        await _send(send, 404, to_json(missing), JSON, method)
+        return
+    await _send(send, 200, asset.body, asset.media, method, console.HEADERS)
 
 
 async def _send_stream(

@@ -6,7 +6,9 @@ connection carries many requests and an idle one still counts as open. An ASGI m
 only requests (the `http` scope of each), so the count is taken one level lower, in uvicorn's
 protocol object, which exists exactly as long as its TCP connection: uvicorn is given a subclass
 of its httptools protocol (the one it picks itself: httptools is a dependency) whose
-`connection_made`/`connection_lost` count into the node's `HttpConnections`. (uvicorn's own
+`connection_made`/`connection_lost` count into the node's `HttpConnections`, which also keeps
+each connection's `http.clients` entry (addresses, agent, last URI, request count and bytes, as
+Elasticsearch's HttpStats.ClientStats). (uvicorn's own
 `server_state.connections` holds the open ones but no running total, and belongs to the server
 object, which the app does not see.)
 
@@ -26,6 +28,10 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any
 
@@ -43,26 +49,104 @@ _LINGER_BYTES = 8 << 20
 _LINGER_SECONDS = 2.0
 
 
-class HttpConnections:
-    """Open and ever opened HTTP connections of one node (the event loop and readers share it)."""
+#: How many closed connections `http.clients` still lists, and for how long (Elasticsearch's
+#: `http.client_stats.closed_channels.max_count` and `.max_age` defaults).
+CLOSED_CLIENTS_MAX_COUNT = 10_000
+CLOSED_CLIENTS_MAX_AGE_MILLIS = 5 * 60 * 1000
 
-    def __init__(self) -> None:
+
+@dataclass(slots=True)
+class HttpClient:
+    """One HTTP connection as `_nodes/stats` lists it under `http.clients` (HttpStats.ClientStats):
+    updated by the event loop as its requests arrive, read by a stats request."""
+
+    id: int
+    local_address: str | None
+    remote_address: str | None
+    opened_time_millis: int
+    agent: str | None = None
+    last_uri: str | None = None
+    x_forwarded_for: str | None = None
+    x_opaque_id: str | None = None
+    closed_time_millis: int = -1
+    last_request_time_millis: int = -1
+    request_count: int = 0
+    request_size_bytes: int = 0
+
+    def request(self, uri: bytes, headers: list[tuple[bytes, bytes]], now_millis: int) -> None:
+        """A request's head arrived (headers as the parser gives them, names in lower case)."""
+        self.last_uri = uri.decode("latin-1")
+        self.last_request_time_millis = now_millis
+        self.request_count += 1
+        for name, value in headers:
+            if name == b"user-agent":
+                self.agent = value.decode("latin-1")
+            elif name == b"x-forwarded-for":
+                self.x_forwarded_for = value.decode("latin-1")
+            elif name == b"x-opaque-id":
+                self.x_opaque_id = value.decode("latin-1")
+
+    def body(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"id": self.id}
+        for key in ("agent", "local_address", "remote_address", "last_uri", "x_forwarded_for", "x_opaque_id"):
+            value = getattr(self, key)
+            if value is not None:
+                out[key] = value
+        out["opened_time_millis"] = self.opened_time_millis
+        if self.closed_time_millis != -1:
+            out["closed_time_millis"] = self.closed_time_millis
+        out["last_request_time_millis"] = self.last_request_time_millis
+        out["request_count"] = self.request_count
+        out["request_size_bytes"] = self.request_size_bytes
+        return out
+
+
+def _address(sockaddr: Any) -> str | None:
+    """`host:port` as Elasticsearch's NetworkAddress prints it (`[::1]:9200` for IPv6)."""
+    if not isinstance(sockaddr, tuple) or len(sockaddr) < 2:
+        return None
+    host, port = sockaddr[0], sockaddr[1]
+    return f"[{host}]:{port}" if ":" in str(host) else f"{host}:{port}"
+
+
+class HttpConnections:
+    """Open and ever opened HTTP connections of one node, and the clients `http.clients` lists
+    (the open ones, and those closed in the last 5 minutes, at most 10,000): the event loop and
+    readers share it."""
+
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
         self._lock = threading.Lock()
+        self._clock = clock
         self.current_open = 0
         self.total_opened = 0
+        self._open: dict[int, HttpClient] = {}
+        self._closed: deque[HttpClient] = deque(maxlen=CLOSED_CLIENTS_MAX_COUNT)
 
-    def opened(self) -> None:
+    def now_millis(self) -> int:
+        return int(self._clock() * 1000)
+
+    def opened(self, local: Any = None, remote: Any = None) -> HttpClient:
         with self._lock:
             self.current_open += 1
             self.total_opened += 1
+            client = HttpClient(self.total_opened, _address(local), _address(remote), self.now_millis())
+            self._open[client.id] = client
+            return client
 
-    def closed(self) -> None:
+    def closed(self, client: HttpClient) -> None:
         with self._lock:
             self.current_open -= 1
+            if self._open.pop(client.id, None) is not None:
+                client.closed_time_millis = self.now_millis()
+                self._closed.append(client)
 
     def stats(self) -> dict[str, Any]:
         with self._lock:
-            return {"current_open": self.current_open, "total_opened": self.total_opened, "clients": []}
+            oldest = self.now_millis() - CLOSED_CLIENTS_MAX_AGE_MILLIS
+            while self._closed and self._closed[0].closed_time_millis < oldest:
+                self._closed.popleft()
+            clients = [c.body() for c in (*self._open.values(), *self._closed)]
+            return {"current_open": self.current_open, "total_opened": self.total_opened, "clients": clients}
 
 
 #: The scope key of the request's transport (a streamed response writes to its socket).
@@ -84,11 +168,13 @@ def counting_protocol(
         _lingering: int | None = None
 
         def connection_made(self, transport: Any) -> None:
-            connections.opened()
+            self._client = connections.opened(
+                transport.get_extra_info("sockname"), transport.get_extra_info("peername")
+            )
             super().connection_made(transport)
 
         def connection_lost(self, exc: Exception | None) -> None:
-            connections.closed()
+            connections.closed(self._client)
             super().connection_lost(exc)
 
         def data_received(self, data: bytes) -> None:
@@ -129,7 +215,12 @@ def counting_protocol(
 
         def on_headers_complete(self) -> None:
             self._head_bytes = None
+            self._client.request(self.url, self.headers, connections.now_millis())
             super().on_headers_complete()
+
+        def on_body(self, body: bytes) -> None:
+            self._client.request_size_bytes += len(body)
+            super().on_body(body)
 
         def on_message_complete(self) -> None:
             self._head_bytes = 0  # what comes next is the next request's head

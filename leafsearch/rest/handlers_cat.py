@@ -7,6 +7,7 @@ import os
 import time
 from typing import TYPE_CHECKING, Any
 
+from leafsearch.errors import IllegalArgument
 from leafsearch.index import shard_listing
 from leafsearch.index.shard_listing import ShardListing, ShardMissing
 from leafsearch.indices import admin
@@ -71,6 +72,7 @@ COUNT_COLUMNS = [
 SEARCH_CONTEXT_COLUMNS = [
     Column("id", "scroll id or point-in-time id"),
     Column("type", "scroll or pit", ("t",)),
+    Column("owner", "who opened it (user:<name> or api_key:<id>), - without authentication", ("o",)),
     Column("indices", "indices the context reads", ("i", "index")),
     Column("age", "time since the context was opened", ("a",)),
     Column("keep_alive", "how long the context lives after its last request", ("ka", "keepAlive")),
@@ -99,7 +101,10 @@ def cat_indices(node: Node, req: RestRequest) -> RestResponse:
     rows = admin.cat_indices_rows(node, req.path_params.get("index"), options)
     health = req.param("health")
     if health is not None:
-        rows = [r for r in rows if r["health"] == health]
+        wanted = health.lower()  # ClusterHealthStatus.fromString ignores case
+        if wanted not in ("green", "yellow", "red"):
+            raise IllegalArgument(f"unknown cluster health status [{health}]")
+        rows = [r for r in rows if r["health"] == wanted]
     return render_table(req, INDICES_COLUMNS, rows)
 
 
@@ -137,7 +142,7 @@ def cat_search_contexts(node: Node, req: RestRequest) -> RestResponse:
 
     With authentication on, only a superuser sees every context and their ids (an id is all it
     takes to use a context); anyone else sees the contexts it opened, their ids hidden."""
-    rows = node.search_contexts()
+    rows = [{**row, "owner": row["owner"] or "-"} for row in node.search_contexts()]
     subject = req.subject
     if subject is not None and not subject.superuser:
         rows = [{**row, "id": "-"} for row in rows if row["owner"] == subject.owner_key]

@@ -1,5 +1,5 @@
-"""Node and cluster endpoints: `GET /`, `_nodes`, `_cluster/health`, `_cluster/settings`, and the
-empty answer for a feature leafsearch does not have (data streams).
+"""Node and cluster endpoints: `GET /`, `_nodes`, `_cluster/health`, `_cluster/settings`,
+`_cluster/pending_tasks` (`_cluster/state` is in handlers_templates.py, beside the metadata it shows).
 
 Every user may monitor the cluster, but the sections of an answer that each describe one index
 (`level=indices` or `shards`) name only the indices the caller may see: those its `*` reaches,
@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from leafsearch.common.settings import active_shard_count
-from leafsearch.errors import IllegalArgument, IndexNotFound
+from leafsearch.errors import IllegalArgument
 from leafsearch.indices import admin
 from leafsearch.request.indices_options import IndicesOptions
 from leafsearch.rest.exchange import RestRequest, RestResponse
@@ -220,11 +220,3 @@ def get_cluster_settings(node: Node, req: RestRequest) -> RestResponse:
 
 def put_cluster_settings(node: Node, req: RestRequest) -> RestResponse:
     return RestResponse(node.cluster_settings.update(req.json_object(), flat=req.flag("flat_settings")))
-
-
-def get_data_streams(node: Node, req: RestRequest) -> RestResponse:
-    name = req.path_params.get("name")
-    concrete = [n for n in (name or "*").split(",") if n != "_all" and "*" not in n]
-    if concrete:
-        raise IndexNotFound(concrete[0])
-    return RestResponse({"data_streams": []})

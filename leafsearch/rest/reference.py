@@ -21,6 +21,8 @@ SECTIONS = {
     "handlers_docs": "Documents",
     "handlers_search": "Search",
     "handlers_security": "Security",
+    "handlers_templates": "Templates, data streams and cluster state",
+    "handlers_snapshots": "Snapshots",
 }
 
 HEADER = f"""# API reference
@@ -38,6 +40,25 @@ or leaves a feature out, [differences.md](differences.md) says so.
 - A path or method not listed is answered as Elasticsearch answers it: 405 with the allowed
   methods for a known path, 400 "no handler found for uri" otherwise.
 """
+
+
+#: What a section's bodies take beyond Elasticsearch's (leafsearch extensions), after its table.
+EXTENSIONS = {
+    "Search": """Search bodies also take (leafsearch extensions, see [differences.md](differences.md) and
+[paging-guide.md](paging-guide.md)):
+
+- `search_before`: sort values, as `search_after` takes them (one per sort key, with or without
+  a PIT, its `_shard_doc` tiebreaker included; dates in the sort's `format`). The page is the
+  `size` hits immediately before those values, in the request's own sort order; it costs what a
+  `search_after` page costs at any depth. Refused with `search_after` ("[search_before] cannot
+  be used with [search_after]"), with `from` above 0 ("[from] parameter must be set to 0 when
+  [search_before] is used"), in a scroll, and with `collapse`.
+- `collapse` with any `sort`, paged with `search_after` (with or without a PIT) or `from`: each
+  collapse key once over the walk, its best hit by the sort; `inner_hits` (`name`, `from`,
+  `size`, `sort`, `_source`, `version`, `seq_no_primary_term`, `explain`, `track_scores`).
+  Elasticsearch takes `search_after` with `collapse` only when sorted by the collapse field.
+""",
+}
 
 
 def _section(route: Route) -> str:
@@ -58,11 +79,13 @@ def render() -> str:
             params = ", ".join(f"`{p}`" for p in sorted(group[0].params)) or "-"
             lines.append(f"| {methods} | {paths} | {params} |")
         lines.append("")
-    lines.append(EXTENSIONS)
+        if section in EXTENSIONS:
+            lines += [EXTENSIONS[section]]
+    lines.append(EXPORT)
     return "\n".join(lines)
 
 
-EXTENSIONS = """## leafsearch extensions
+EXPORT = """## leafsearch extensions
 
 - `GET|POST /{index}/_export`, `GET|POST /_export` (with a PIT): every matching document of a
   snapshot streamed as NDJSON (`application/x-ndjson`, chunked), one line per document,

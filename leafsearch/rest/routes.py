@@ -13,9 +13,12 @@ from leafsearch.rest import handlers_cat as cat
 from leafsearch.rest import handlers_cluster as cluster
 from leafsearch.rest import handlers_docs as docs
 from leafsearch.rest import handlers_indices as indices
+from leafsearch.rest import handlers_scripts as scripts
 from leafsearch.rest import handlers_search as search
 from leafsearch.rest import handlers_security as security
+from leafsearch.rest import handlers_snapshots as snapshots
 from leafsearch.rest import handlers_stats as stats
+from leafsearch.rest import handlers_templates as templates
 from leafsearch.rest.exchange import SOURCE_PARAMS
 from leafsearch.rest.router import Route
 from leafsearch.write.by_query_request import SEARCH_PARAMS as BY_QUERY_SEARCH
@@ -25,6 +28,31 @@ MASTER = {"master_timeout", "timeout"}
 # Elasticsearch's cat actions all take the table's parameters, `bytes` among them.
 CAT = {"format", "h", "help", "s", "v", "local", "master_timeout", "bytes"}
 SOURCE = {"_source", "_source_includes", "_source_excludes", "_source_exclude_vectors"}
+TEMPLATE_GET = {"flat_settings", "local", "master_timeout", "include_defaults"}
+SIMULATE = {"master_timeout", "include_defaults", "create", "cause"}
+DATA_STREAM_GET = {"expand_wildcards", "include_defaults", "verbose", "master_timeout"}
+SNAPSHOT_GET = {
+    "ignore_unavailable",
+    "verbose",
+    "master_timeout",
+    "index_details",
+    "include_repository",
+    "index_names",
+    "sort",
+    "order",
+    "size",
+    "offset",
+    "after",
+    "from_sort_value",
+    "slm_policy_filter",
+}
+CLUSTER_STATE = INDICES_OPTIONS | {
+    "local",
+    "master_timeout",
+    "flat_settings",
+    "wait_for_metadata_version",
+    "wait_for_timeout",
+}
 
 SEARCH = (
     INDICES_OPTIONS
@@ -217,15 +245,66 @@ ROUTES = [
         for method, handler in (("GET", aliases.get_aliases), ("HEAD", aliases.alias_exists))
     ],
     Route.of("GET", "/_aliases", aliases.get_aliases, GET_ALIAS),
+    # index templates, data streams
+    *[
+        route
+        for part in ("_template", "_index_template", "_component_template")
+        for route in (
+            Route.of(
+                "PUT|POST",
+                f"/{part}/{{name}}",
+                templates.put_template,
+                MASTER | {"create", "cause"} | ({"order"} if part == "_template" else set()),
+            ),
+            Route.of("GET", f"/{part}", templates.get_templates, TEMPLATE_GET),
+            Route.of("GET", f"/{part}/{{name}}", templates.get_templates, TEMPLATE_GET),
+            Route.of("HEAD", f"/{part}/{{name}}", templates.template_exists, TEMPLATE_GET),
+            Route.of("DELETE", f"/{part}/{{name}}", templates.delete_template, MASTER),
+        )
+    ],
+    Route.of("POST", "/_index_template/_simulate_index/{name}", templates.simulate_index, SIMULATE),
+    Route.of("POST", "/_index_template/_simulate", templates.simulate_template, SIMULATE),
+    Route.of("POST", "/_index_template/_simulate/{name}", templates.simulate_template, SIMULATE),
+    Route.of("GET", "/_data_stream", templates.get_data_streams, DATA_STREAM_GET),
+    Route.of("GET", "/_data_stream/{name}", templates.get_data_streams, DATA_STREAM_GET),
+    Route.of("PUT", "/_data_stream/{name}", templates.create_data_stream, MASTER),
+    Route.of("DELETE", "/_data_stream/{name}", templates.delete_data_stream, MASTER | {"expand_wildcards"}),
+    Route.of("GET", "/_data_stream/_stats", templates.data_stream_stats, {"expand_wildcards"}),
+    Route.of("GET", "/_data_stream/{name}/_stats", templates.data_stream_stats, {"expand_wildcards"}),
     Route.of(
-        "GET", "/_data_stream", cluster.get_data_streams, {"expand_wildcards", "include_defaults", "verbose"}
+        "POST",
+        "/{index}/_rollover",
+        templates.rollover,
+        MASTER | {"dry_run", "wait_for_active_shards", "lazy"},
     ),
+    # snapshots
+    Route.of("PUT|POST", "/_snapshot/{repository}", snapshots.put_repository, MASTER | {"verify"}),
+    Route.of("GET", "/_snapshot", snapshots.get_repositories, {"local", "master_timeout"}),
+    Route.of("GET", "/_snapshot/{repository}", snapshots.get_repositories, {"local", "master_timeout"}),
+    Route.of("DELETE", "/_snapshot/{repository}", snapshots.delete_repository, MASTER),
+    Route.of("POST", "/_snapshot/{repository}/_verify", snapshots.verify_repository, MASTER),
     Route.of(
-        "GET",
-        "/_data_stream/{name}",
-        cluster.get_data_streams,
-        {"expand_wildcards", "include_defaults", "verbose", "master_timeout"},
+        "PUT|POST",
+        "/_snapshot/{repository}/{snapshot}",
+        snapshots.create_snapshot,
+        {"master_timeout", "wait_for_completion"},
     ),
+    Route.of("GET", "/_snapshot/{repository}/{snapshot}", snapshots.get_snapshots, SNAPSHOT_GET),
+    Route.of("DELETE", "/_snapshot/{repository}/{snapshot}", snapshots.delete_snapshot, {"master_timeout"}),
+    Route.of(
+        "POST",
+        "/_snapshot/{repository}/{snapshot}/_restore",
+        snapshots.restore_snapshot,
+        {"master_timeout", "wait_for_completion"},
+    ),
+    *[
+        Route.of("GET", path, snapshots.snapshot_status, {"ignore_unavailable", "master_timeout"})
+        for path in (
+            "/_snapshot/_status",
+            "/_snapshot/{repository}/_status",
+            "/_snapshot/{repository}/{snapshot}/_status",
+        )
+    ],
     # cat: every endpoint answers POST as well (client 9 sends `POST /_cat/count`)
     Route.of("GET|POST", "/_cat", cat.cat_list),
     Route.of(
@@ -252,6 +331,14 @@ ROUTES = [
         cat.cat_tasks,
         CAT | {"actions", "detailed", "full_id", "nodes", "parent_task_id", "time"},
     ),
+    Route.of("GET|POST", "/_cat/templates", templates.cat_templates, CAT),
+    Route.of("GET|POST", "/_cat/templates/{name}", templates.cat_templates, CAT),
+    Route.of(
+        "GET|POST",
+        "/_cat/snapshots/{repository}",
+        snapshots.cat_snapshots,
+        CAT | {"ignore_unavailable", "time"},
+    ),
     Route.of("GET|POST", "/_cat/shards", cat.cat_shards, CAT | {"time"}),
     Route.of("GET|POST", "/_cat/shards/{index}", cat.cat_shards, CAT | {"time"}),
     Route.of("GET|POST", "/_cat/segments", cat.cat_segments, CAT),
@@ -268,7 +355,13 @@ ROUTES = [
     Route.of("POST", "/{index}/_open", stats.open_index, OPEN_CLOSE),
     # cluster and nodes
     Route.of("GET", "/_cluster/health", cluster.cluster_health, HEALTH),
+    Route.of("GET", "/_cluster/state", templates.cluster_state, CLUSTER_STATE),
+    Route.of("GET", "/_cluster/state/{metric}", templates.cluster_state, CLUSTER_STATE),
+    Route.of("GET", "/_cluster/state/{metric}/{index}", templates.cluster_state, CLUSTER_STATE),
     Route.of("GET", "/_cluster/pending_tasks", cluster.pending_tasks, {"local", "master_timeout"}),
+    Route.of("PUT|POST", "/_scripts/{id}", scripts.put_script, {"timeout", "master_timeout", "context"}),
+    Route.of("GET", "/_scripts/{id}", scripts.get_script, {"master_timeout"}),
+    Route.of("DELETE", "/_scripts/{id}", scripts.delete_script, {"timeout", "master_timeout"}),
     Route.of("GET", "/_cluster/health/{index}", cluster.cluster_health, HEALTH),
     Route.of(
         "GET",

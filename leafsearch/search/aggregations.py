@@ -39,27 +39,36 @@ def parse_aggs(
     now_millis: int | None = None,
     max_depth: int | None = None,
     max_buckets: int | None = None,
+    max_inner_result_window: int = 100,
 ) -> AggTree:
     """The aggregation tree of an `aggs`/`aggregations` object, resolved against `mapping`.
 
     `index` names the index in messages that quote it; `now_millis` resolves date math in
     `extended_bounds`, ranges and `after` keys; `max_depth` (`search.aggs.max_nested_depth`)
     refuses deeper nesting before it is walked further; `max_buckets` (`search.max_buckets`)
-    refuses a composite `size` above it.
+    refuses a composite `size` above it; `max_inner_result_window` (the index's) bounds `top_hits`.
     """
     if not isinstance(body, dict):
         raise ParsingError(f"Unknown key for a {token_name(body)} in [aggregations].")
-    pctx = ParseContext(mapping, index, now_millis, max_depth=max_depth, max_buckets=max_buckets)
+    pctx = ParseContext(
+        mapping,
+        index,
+        now_millis,
+        max_depth=max_depth,
+        max_buckets=max_buckets,
+        max_inner_result_window=max_inner_result_window,
+    )
     return parse_level(body, pctx)
 
 
-def collect(tree: AggTree, view: Any, docs: np.ndarray, ctx: Any) -> dict:
+def collect(tree: AggTree, view: Any, docs: np.ndarray, ctx: Any, scores: np.ndarray | None = None) -> dict:
     """Partial results of one segment: `docs` are its matched live documents, ascending.
 
-    `ctx` carries `mapping`, `now_millis` and `searcher` (filter aggregations execute queries with it).
+    `ctx` carries `mapping`, `now_millis` and `searcher` (filter aggregations execute queries with it);
+    `scores`, when the search scores, the segment's scores by document (`top_hits` reads them).
     """
     docs = np.asarray(docs, dtype=np.int64)
-    seg = SegmentContext(view, ctx)
+    seg = SegmentContext(view, ctx, scores)
     groups = np.zeros(len(docs), dtype=np.int64)
     profile = getattr(ctx, "profile", None)
     if profile is None:

@@ -18,6 +18,7 @@ from leafsearch.request.search_types import SearchRequest
 from leafsearch.search import phases, scroll_pit
 from leafsearch.search.execution import CountTask, SearchTask, dispatch
 from leafsearch.search.targets import release_targets
+from leafsearch.search.terms_lookup import resolve_lookups
 
 if TYPE_CHECKING:
     from leafsearch.search.services import CoordinatorServices
@@ -33,6 +34,7 @@ def search(
     """`raw_hits`: render a plain page's hits as one pre-encoded array (the REST layer asks);
     `cancelled`: set when the client goes away, which stops the search (search/guard.py)."""
     started = time.perf_counter()
+    request = resolve_lookups(services, request)
     if request.pit is not None:
         return scroll_pit.search_pit(services, request, started, raw_hits=raw_hits, cancelled=cancelled)
     targets = phases.resolve_targets(services, request)
@@ -43,8 +45,15 @@ def search(
             return scroll_pit.open_scroll(
                 services, owned, request, started, raw_hits=raw_hits, cancelled=cancelled
             )
+        cache = services.request_cache
+        key = cache.key(targets, request)
+        if key is not None and (cached := cache.get(key, targets)) is not None:
+            return {"took": int((time.perf_counter() - started) * 1000), **cached}
         task = SearchTask(targets, request, time.perf_counter() - started, raw_hits)
-        return dispatch(services, task, cancelled)
+        body = dispatch(services, task, cancelled)
+        if key is not None:
+            cache.put(key, targets, body)
+        return body
     finally:
         release_targets(targets)
 
@@ -53,8 +62,16 @@ def count(
     services: CoordinatorServices, request: SearchRequest, *, cancelled: threading.Event | None = None
 ) -> dict[str, Any]:
     """`_count` of a request parsed by `parse_count_request`."""
+    request = resolve_lookups(services, request)
     targets = phases.resolve_targets(services, request)
     try:
-        return dispatch(services, CountTask(targets, request), cancelled)
+        cache = services.request_cache
+        key = cache.key(targets, request, count=True)
+        if key is not None and (cached := cache.get(key, targets)) is not None:
+            return cached
+        body = dispatch(services, CountTask(targets, request), cancelled)
+        if key is not None:
+            cache.put(key, targets, body)
+        return body
     finally:
         release_targets(targets)

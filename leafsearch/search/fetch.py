@@ -444,6 +444,8 @@ def docvalue_field_values(
 def fielddata_error(field: str, ft: Any, index: str | None = None) -> IllegalArgument | None:
     """Why a field has no per-document values to sort, aggregate or show, in Elasticsearch's words
     (with `index`, the text-field refusal names it first, as TextFieldMapper does)."""
+    if ft.kind == "text" and getattr(ft, "fielddata", False):
+        return None  # its terms, uninverted per segment (`TextColumn.fielddata`)
     if ft.kind == "text":
         disabled = f"Fielddata is disabled on [{field}] in [{index}]. " if index is not None else ""
         return IllegalArgument(

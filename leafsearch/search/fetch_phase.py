@@ -26,12 +26,15 @@ import numpy as np
 import orjson
 
 from leafsearch.common.rawjson import RawJSON
+from leafsearch.index.synthetic_source import is_synthetic, synthesize
 from leafsearch.request.search_types import SearchRequest
 from leafsearch.search import fetch as fetch_helpers
 from leafsearch.search import hit_columns
+from leafsearch.search.highlight import Highlighter
 from leafsearch.search.hit_columns import Group, PageOrder, groups_of
-from leafsearch.search.hitlist import HitList
+from leafsearch.search.hitlist import HitList, shard_query_context
 from leafsearch.search.profile import ShardProfile
+from leafsearch.search.query import script_exec
 from leafsearch.search.shard_api import FetchForm, ShardFetch, ShardFetchResult, ShardSearch, each_phase
 
 if TYPE_CHECKING:
@@ -72,7 +75,7 @@ def _gather(target: Target, fetch: ShardFetch) -> _Page:
     routings: list[str | None] = [None] * n
     if _loads_stored_fields(request):
         ids = order.merge([g.view.segment.doc_id_bytes(g.local) for g in groups])
-        if request.source.fetch or request.fields:
+        if request.source.fetch or request.fields or request.highlight is not None or request.script_fields:
             sources = order.merge([_sources(target, g) for g in groups])
         if any(g.view.segment.column("_routing") is not None for g in groups):
             routings = hit_columns.routings(groups, order)
@@ -83,7 +86,10 @@ def _sources(target: Any, group: Group) -> list[bytes | None]:
     """A group's stored sources; none when its index keeps no source (`_source.enabled: false`)."""
     if not target.mapping.source_enabled:
         return [None] * len(group.local)
-    return group.view.segment.sources(group.local)
+    sources = group.view.segment.sources(group.local)
+    if is_synthetic(target.mapping, target.index.settings):
+        return [None if s is None else synthesize(target.mapping, s) for s in sources]
+    return sources
 
 
 def _loads_stored_fields(request: SearchRequest) -> bool:
@@ -93,8 +99,15 @@ def _loads_stored_fields(request: SearchRequest) -> bool:
 
 def renders_raw(request: SearchRequest) -> bool:
     """Whether the REST layer gets this request's pages as bytes: no hit needs its source parsed
-    (`fields`, `_source` filtering) or an explanation built."""
-    return not (request.fields or request.explain or request.source.filtering)
+    (`fields`, `_source` filtering), an explanation built, a collapse key and inner hits added, or
+    a script field computed."""
+    return not (
+        request.fields
+        or request.explain
+        or request.source.filtering
+        or request.collapse
+        or request.script_fields
+    )
 
 
 def fetch_shard(target: Target, fetch: ShardFetch) -> ShardFetchResult:
@@ -104,12 +117,13 @@ def fetch_shard(target: Target, fetch: ShardFetch) -> ShardFetchResult:
     bytes forms join columns, never build a dict per hit."""
     started = time.perf_counter_ns()
     page = _gather(target, fetch)
+    highlights = _highlights(target, page, fetch)
     joined: bytes | None = None
     hits: list[Any] | None = None
     if fetch.form == "dicts":
-        hits = _render_dicts(target, page, fetch)
+        hits = _render_dicts(target, page, fetch, highlights)
     else:
-        columns = _raw_columns(target, page, fetch)
+        columns = _raw_columns(target, page, fetch, highlights)
         rows = zip(*columns, strict=True)
         if fetch.form == "page":
             joined = b"".join(chain.from_iterable(rows))
@@ -118,7 +132,19 @@ def fetch_shard(target: Target, fetch: ShardFetch) -> ShardFetchResult:
     return ShardFetchResult(fetch.shard_index, joined, hits, time.perf_counter_ns() - started)
 
 
-def _raw_columns(target: Target, page: _Page, fetch: ShardFetch) -> list[Iterable[bytes]]:
+def _highlights(target: Target, page: _Page, fetch: ShardFetch) -> list[dict[str, list[str]] | None] | None:
+    """Each hit's `highlight` object (None: nothing matched), or None when the request asks none."""
+    spec = fetch.request.highlight
+    if spec is None:
+        return None
+    ctx = shard_query_context(target, 0, needs_scores=False)
+    highlighter = Highlighter.prepare(spec, fetch.request.query, ctx, target.index.settings)
+    return [highlighter.render(raw, doc) for raw, doc in zip(page.sources, fetch.docs.tolist(), strict=True)]
+
+
+def _raw_columns(
+    target: Target, page: _Page, fetch: ShardFetch, highlights: list[dict[str, list[str]] | None] | None
+) -> list[Iterable[bytes]]:
     """The shard's hits as columns of JSON pieces, keys in the order Elasticsearch writes them.
 
     Each hit is `{"_index":..[,"_id":..][,"_version":..][,"_seq_no":..,"_primary_term":1],"_score":..
@@ -159,6 +185,8 @@ def _raw_columns(target: Target, page: _Page, fetch: ShardFetch) -> list[Iterabl
     if request.docvalue_fields:
         parts = hit_columns.docvalue_fields_json(page.groups, [target], request.docvalue_fields)
         pieces.append(page.order.merge(parts))
+    if highlights is not None:
+        pieces.append([b"" if h is None else b',"highlight":' + dumps(h) for h in highlights])
     if fetch.sort_values is not None:
         pieces += [b',"sort":[', _sort_json(fetch.sort_values), b"]"]
     pieces.append(b"}\n" if fetch.lines else b"},")
@@ -171,7 +199,9 @@ def _raw_columns(target: Target, page: _Page, fetch: ShardFetch) -> list[Iterabl
     return [repeat(p, n) if isinstance(p, bytes) else p for p in merged]
 
 
-def _render_dicts(target: Target, page: _Page, fetch: ShardFetch) -> list[dict[str, Any]]:
+def _render_dicts(
+    target: Target, page: _Page, fetch: ShardFetch, highlights: list[dict[str, list[str]] | None] | None
+) -> list[dict[str, Any]]:
     """One dict per hit: for options that read or rewrite a hit's source, and in-process callers."""
     request, n = fetch.request, len(page.ids)
     fetch_source = request.source.fetch and _loads_stored_fields(request)
@@ -179,7 +209,9 @@ def _render_dicts(target: Target, page: _Page, fetch: ShardFetch) -> list[dict[s
         [list(row) for row in zip(*fetch.sort_values, strict=True)] if fetch.sort_values is not None else None
     )
     located = (
-        page.located() if request.version or request.seq_no_primary_term or request.docvalue_fields else None
+        page.located()
+        if request.version or request.seq_no_primary_term or request.docvalue_fields or request.script_fields
+        else None
     )
     scores = (
         [fetch_helpers._short_float(v, "float") for v in fetch.scores.tolist()]
@@ -209,7 +241,7 @@ def _render_dicts(target: Target, page: _Page, fetch: ShardFetch) -> list[dict[s
             filtered = fetch_helpers.filter_source(raw, request.source)
             if filtered is not None:
                 hit["_source"] = RawJSON(filtered)
-        if request.fields or request.docvalue_fields:
+        if request.fields or request.docvalue_fields or request.script_fields:
             values: dict[str, list] = {}
             if request.fields and raw is not None:
                 values.update(
@@ -223,8 +255,14 @@ def _render_dicts(target: Target, page: _Page, fetch: ShardFetch) -> list[dict[s
                         view.segment, local_doc, target.mapping, request.docvalue_fields, target.index.name
                     )
                 )
+            if request.script_fields:
+                assert located is not None
+                view, local_doc = located[row]
+                values.update(script_exec.script_fields(view, target, local_doc, raw, request.script_fields))
             if values:
                 hit["fields"] = values
+        if highlights is not None and highlights[row] is not None:
+            hit["highlight"] = highlights[row]
         if sort_rows is not None:
             hit["sort"] = sort_rows[row]
         if request.explain:

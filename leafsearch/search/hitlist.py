@@ -22,11 +22,13 @@ import numpy as np
 from leafsearch.common.bounded_cache import BoundedCache
 from leafsearch.common.settings import index_setting
 from leafsearch.errors import ShardFailed
+from leafsearch.index.columns import ordinal_column
 from leafsearch.index.events import ShardEvents
 from leafsearch.index.searcher import Searcher, SegmentView
 from leafsearch.request.query_dsl import query_is_match_all
 from leafsearch.request.search_types import SearchRequest, SortSpec
 from leafsearch.search import slicing
+from leafsearch.search.collapse import collapsed
 from leafsearch.search.dfs import DfsStats, RecordingStats, SummedStats
 from leafsearch.search.guard import (
     MATCH_BYTES,
@@ -79,6 +81,8 @@ class HitList:
     #: The size of the key `HitListCache` keeps it under (the query's text, as long as the
     #: request's): counted in `nbytes`, so the cache's bound covers its keys too.
     key_bytes: int = 0
+    #: A collapsed list's keys (collapse.py): the collapse field's value of each hit.
+    collapse: SortColumn | None = None
 
     def __len__(self) -> int:
         return len(self.doc)
@@ -86,11 +90,34 @@ class HitList:
     def nbytes(self) -> int:
         size = self.target.nbytes + self.doc.nbytes + sum(k.nbytes for k in self.keys)
         size += sum(c.values.nbytes for c in self.columns)
+        size += 0 if self.collapse is None else self.collapse.values.nbytes
         return size + (self.score.nbytes if self.score is not None else 0) + self.key_bytes
 
     def position_after(self, after: list) -> int:
         """Index of the first hit strictly after the `search_after` key values."""
         return position_after(self.keys, after, len(self.doc))
+
+
+def backwards_page(hitlist: HitList, start: int, end: int) -> tuple[HitList, int, int]:
+    """A `search_before` page: hits [start, end) of the reversed walk's list, reversed into the
+    request's own order, as a page of its own (0, n). It takes over the page fetched with the
+    query (query_and_fetch.py), which the shard reversed the same way. O(page)."""
+    order = np.arange(end - 1, start - 1, -1)
+    page = HitList(
+        hitlist.targets,
+        hitlist.target[order],
+        hitlist.doc[order],
+        None if hitlist.score is None else hitlist.score[order],
+        [c.take(order) for c in hitlist.columns],
+        [],
+        hitlist.total,
+        hitlist.max_score,
+        window=True,
+        contexts=hitlist.contexts,
+        fetched=hitlist.fetched,
+    )
+    hitlist.fetched = None
+    return page, 0, len(order)
 
 
 def position_after(keys: list[np.ndarray], after: list, n: int) -> int:
@@ -275,7 +302,7 @@ def segment_matches(
                         mask &= slice_masks[vi]
                     if with_aggs is not None:
                         guard.check()
-                        with_aggs(target, view, np.flatnonzero(mask), ctx)
+                        with_aggs(target, view, np.flatnonzero(mask), ctx, scores)
             except TimeExceeded:
                 guard.timed_out()
                 return
@@ -372,13 +399,17 @@ def _build(
         if m.scores is not None:
             scores_all.append(m.scores[docs])
         guard.reserve(len(docs) * MATCH_BYTES)
-    guard.reserve(total * (MATCH_BYTES + SORT_KEY_BYTES * len(effective_sort(request))))
+    # (a collapse adds a key column and its grouping's positions and flags: one sort key's worth)
+    key_columns = len(effective_sort(request)) + (request.collapse is not None)
+    guard.reserve(total * (MATCH_BYTES + SORT_KEY_BYTES * key_columns))
     target_arr = np.concatenate(target_pos) if target_pos else np.empty(0, np.int32)
     doc_arr = np.concatenate(docs_all) if docs_all else np.empty(0, np.int64)
     score_arr = (np.concatenate(scores_all) if scores_all else np.empty(0, np.float32)) if needs else None
     hitlist = sorted_hitlist(
         targets, request, seg_docs, target_arr, doc_arr, score_arr, total, partials, ordinals=ordinals
     )
+    if request.collapse is not None:
+        hitlist = collapsed(hitlist, request.collapse, seg_docs, target_arr, doc_arr, ordinals)
     hitlist.terminated_early = terminated
     hitlist.timed_out = guard.expired
     return hitlist
@@ -468,6 +499,8 @@ def shard_query_context(
         index_uuid=target.index.uuid,
         max_regex_length=index_setting(target.index.settings, "index.max_regex_length"),
         max_terms_count=index_setting(target.index.settings, "index.max_terms_count"),
+        max_result_window=index_setting(target.index.settings, "index.max_result_window"),
+        query_string_lenient=index_setting(target.index.settings, "index.query_string.lenient"),
     )
 
 
@@ -543,7 +576,9 @@ def sort_column(
     elif kind == "keyword":
         views = [view for _, view, _ in seg_docs]
         segments = [v.segment for v in views]
-        terms, maps = ordinals.of(spec.field, segments) if ordinals else global_ordinals(spec.field, segments)
+        # (`is not None`: an empty cache is falsy, and was then never filled)
+        cached = ordinals is not None
+        terms, maps = ordinals.of(spec.field, segments) if cached else global_ordinals(spec.field, segments)
         for (_, view, docs), gmap in zip(seg_docs, maps, strict=True):
             v, p = keyword_values(view.segment.column(spec.field), spec, docs, gmap)
             values.append(v)
@@ -582,7 +617,7 @@ def _own_terms(
     raw: list[np.ndarray] = []
     present: list[np.ndarray] = []
     for _, view, docs in seg_docs:
-        col = view.segment.column(spec.field)  # type: ignore[attr-defined]
+        col = ordinal_column(view.segment.column(spec.field))  # type: ignore[attr-defined]
         ords, has = keyword_values(col, spec, docs, np.empty(0, np.int64))
         raw.append(np.asarray(col.terms)[ords[has]] if has.any() else np.empty(0, "S1"))
         present.append(has)
@@ -727,6 +762,7 @@ def list_key(request: SearchRequest) -> tuple | None:
         request.terminate_after,
         request.track_scores,
         request.dfs,
+        None if request.collapse is None else request.collapse.field,
     )
 
 

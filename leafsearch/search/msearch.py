@@ -1,7 +1,8 @@
 """`_msearch`: NDJSON header/body pairs, each run as its own search through the coordinator.
 
 As in Elasticsearch, the whole request is read first: a header key it does not know, a line that
-is not JSON or a search body that does not parse fails the whole request (400). What happens
+is not JSON, a search body that does not parse or a PIT search that names indices, routing or
+preference fails the whole request (400). What happens
 when a search runs (a missing index, a validation failure, a refused index) is that item's error,
 in its place in `responses` with its status, and the other searches are answered.
 
@@ -33,7 +34,7 @@ from leafsearch.errors import (
     XContentParseError,
 )
 from leafsearch.request.date_math_names import resolve_expression
-from leafsearch.request.search_request import parse_search_request
+from leafsearch.request.search_request import PointInTimeMisuse, parse_search_request
 from leafsearch.request.search_types import SearchRequest
 from leafsearch.search import coordinator
 
@@ -123,6 +124,8 @@ def parse_msearch(data: bytes, default_index: str | None, params: dict[str, str]
         item = SearchItem(index, item_params, body)
         try:
             item.request = parse_search_request(body, item_params, indices=index)
+        except PointInTimeMisuse:
+            raise  # read with the request, as RestMultiSearchAction reads it: the whole request fails
         except (ActionRequestValidation, SearchPhaseExecution) as exc:
             item.error = exc  # a search's own failure, answered in its place
         items.append(item)

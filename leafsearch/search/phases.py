@@ -22,14 +22,18 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from leafsearch.common.rawjson import RawJSON
+from leafsearch.common.settings import index_setting
 from leafsearch.errors import ElasticError, IllegalArgument, SearchPhaseExecution, TaskCancelled
 from leafsearch.request.indices_options import IndicesOptions
+from leafsearch.request.query_dsl import Ids, queries_within
 from leafsearch.request.search_types import SHARD_DOC, SearchRequest
 from leafsearch.search import fetch, top_hits
+from leafsearch.search.collapse import check_collapse, decorate
 from leafsearch.search.fetch_phase import render_hits
 from leafsearch.search.guard import SearchGuard
-from leafsearch.search.hitlist import HitList, shard_doc_page
+from leafsearch.search.hitlist import HitList, backwards_page, shard_doc_page
 from leafsearch.search.profile import ShardProfile
+from leafsearch.search.query.context import check_ids_count
 from leafsearch.search.rescore import rescore
 from leafsearch.search.shard_api import FetchAlong, ShardContextId, ShardSearch
 from leafsearch.search.slicing import check_slice_field, pit_slice_range
@@ -74,10 +78,16 @@ def check_limits(services: SearchServices, request: SearchRequest, targets: list
         check_aggregations(
             request.aggs, int(settings.get(MAX_NESTED_DEPTH)), int(settings.get(MAX_AGGREGATIONS))
         )
+    most_ids = max((len(q.values) for q in queries_within(request.query) if isinstance(q, Ids)), default=0)
     for target in {id(t.index): t for t in targets}.values():
         index = target.index
         _check_fetch_limits(request, index, target.mapping)
         window = int(index.setting("index.max_result_window"))
+        # A shard builds the query before it checks the window (an `ids` query's own limit first).
+        try:
+            check_ids_count(most_ids, window, index.name, index.uuid)
+        except ElasticError as exc:
+            raise _phase_error(exc) from None
         if request.scroll is not None:
             if request.size > window:
                 raise _phase_error(
@@ -103,13 +113,15 @@ def check_limits(services: SearchServices, request: SearchRequest, targets: list
                 )
         if request.rescore:
             _check_rescore(request, index, window)
+    try:
+        check_collapse(request, targets)
+    except IllegalArgument as exc:
+        raise _phase_error(exc) from None
     if request.slice is not None and request.slice.field is not None:
         try:
             check_slice_field(targets, request.slice, pit=request.pit is not None)
         except ElasticError as exc:
             raise _phase_error(exc) from None
-    if request.script_fields:
-        raise IllegalArgument("[script_fields] is not supported by leafsearch")
 
 
 def _check_fetch_limits(request: SearchRequest, index: Any, mapping: Any) -> None:
@@ -119,7 +131,7 @@ def _check_fetch_limits(request: SearchRequest, index: Any, mapping: Any) -> Non
     docvalue_fields = {path for pattern in patterns for path in mapping.resolve_fields(pattern)}
     for count, what, key in (
         (len(docvalue_fields), "docvalue_fields", "index.max_docvalue_fields_search"),
-        (request.script_fields, "script_fields", "index.max_script_fields"),
+        (len(request.script_fields), "script_fields", "index.max_script_fields"),
     ):
         limit = int(index.setting(key))
         if count > limit:
@@ -176,12 +188,15 @@ def _agg_collector(services: SearchServices, request: SearchRequest, targets: li
     trees = {}
     for t in targets:
         if t.index.uuid not in trees:
-            trees[t.index.uuid] = parse_aggs(request.aggs, t.mapping, index=t.index.name, **limits)
+            window = index_setting(t.index.settings, "index.max_inner_result_window")
+            trees[t.index.uuid] = parse_aggs(
+                request.aggs, t.mapping, index=t.index.name, max_inner_result_window=window, **limits
+            )
     if not trees:
         trees[None] = parse_aggs(request.aggs, None, **limits)
 
-    def with_aggs(target: Target, view, docs: np.ndarray, ctx) -> Any:
-        return collect(trees[target.index.uuid], view, docs, ctx)
+    def with_aggs(target: Target, view, docs: np.ndarray, ctx, scores: np.ndarray | None = None) -> Any:
+        return collect(trees[target.index.uuid], view, docs, ctx, scores)
 
     return with_aggs, next(iter(trees.values()))
 
@@ -352,6 +367,8 @@ def response(
                     shards=shards,
                     last_phase=last_phase,
                 )
+            if request.collapse is not None:
+                hits = decorate(services, hitlist, start, end, request, hits)
         except SearchPhaseExecution:
             raise
         except ElasticError as exc:
@@ -416,8 +433,10 @@ def fetch_page(
 ) -> Any:
     """The fetch phase of hits [start, end) through `shards` (per target; default this process's),
     at once on the node's shard pool (`profiles`: per target, each shard's fetch time;
-    `last_phase`: see `render_hits`)."""
+    `last_phase`: see `render_hits`). A `search_before` page is rendered reversed."""
     shards = shards or top_hits.shard_handles(services, hitlist.targets)
+    if request.backwards and end > start:
+        hitlist, start, end = backwards_page(hitlist, start, end)
     return render_hits(
         hitlist,
         start,

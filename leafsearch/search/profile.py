@@ -5,8 +5,9 @@ time iterators, so the timings mean this engine's work: a query node's `time_in_
 spent computing its matches and scores over every segment of the shard (its children included),
 reported in the breakdown as `build_scorer` with `build_scorer_count` the segments it ran on;
 Lucene's per-document phases (`next_doc`, `advance`, `score`, ...) are 0, since nothing here
-runs per document. The collector is the selection of the shard's best hits (and the sort), the
-aggregations are timed per top-level aggregation, and the fetch is the rendering of the shard's
+runs per document. The collector is the selection of the shard's best hits (and the sort), each
+aggregation is timed (a sub-aggregation as a child of its parent) and named by the aggregator
+class Elasticsearch would run, and the fetch is the rendering of the shard's
 hits of the page. Everything in a `ShardProfile` is plain data: it crosses the shard interface.
 """
 
@@ -45,6 +46,83 @@ _BREAKDOWN_KEYS = (
     "create_weight",
     "count_weight",
 )
+
+
+#: Elasticsearch's aggregation timing types (AggregationTimingType), each with its `_count`.
+_AGG_TIMINGS = (
+    "initialize",
+    "build_leaf_collector",
+    "collect",
+    "post_collection",
+    "build_aggregation",
+    "reduce",
+)
+
+#: The aggregator Elasticsearch runs for each aggregation type (its class's simple name, which
+#: the profile prints as `type`); `terms` depends on its field (see `aggregator_type`).
+_AGGREGATORS = {
+    "histogram": "NumericHistogramAggregator",
+    "date_histogram": "DateHistogramAggregator",
+    "range": "RangeAggregator",
+    "date_range": "RangeAggregator",
+    "filter": "FilterAggregator",
+    "filters": "FiltersAggregator",
+    "composite": "CompositeAggregator",
+    "cardinality": "CardinalityAggregator",
+    "min": "MinAggregator",
+    "max": "MaxAggregator",
+    "sum": "SumAggregator",
+    "avg": "AvgAggregator",
+    "value_count": "ValueCountAggregator",
+    "stats": "StatsAggregator",
+    "extended_stats": "ExtendedStatsAggregator",
+}
+
+
+def aggregator_type(agg: Any) -> str:
+    """The aggregator class name Elasticsearch profiles `agg` as: `terms` over keywords is
+    `GlobalOrdinalsStringTermsAggregator`, over numbers `NumericTermsAggregator`."""
+    name = agg.type_name
+    if name == "terms":
+        family = getattr(getattr(agg, "field", None), "family", None)
+        return (
+            "GlobalOrdinalsStringTermsAggregator" if family in ("keyword", None) else "NumericTermsAggregator"
+        )
+    return _AGGREGATORS.get(name, type(agg).__name__)
+
+
+@dataclass
+class AggTiming:
+    """One aggregation's collection on one shard: the time its collect calls took over the
+    shard's segments (its sub-aggregations' included, as they collect within it), how many
+    segments, and its sub-aggregations' timings by name."""
+
+    type: str
+    nanos: int = 0
+    segments: int = 0
+    children: dict[str, AggTiming] = field(default_factory=dict)
+
+    def render(self, name: str) -> dict[str, Any]:
+        """Elasticsearch's aggregation profile node: collection is this engine's whole-array work
+        per segment (`collect`, counted per segment); the other phases are part of it here (0)."""
+        breakdown = {key: 0 for timing in _AGG_TIMINGS for key in (timing, f"{timing}_count")}
+        breakdown.update(
+            collect=self.nanos,
+            collect_count=self.segments,
+            build_leaf_collector_count=self.segments,
+            initialize_count=1,
+            post_collection_count=1,
+            build_aggregation_count=1,
+        )
+        node: dict[str, Any] = {
+            "type": self.type,
+            "description": name,
+            "time_in_nanos": self.nanos,
+            "breakdown": breakdown,
+        }
+        if self.children:
+            node["children"] = [child.render(sub) for sub, child in self.children.items()]
+        return node
 
 
 class QueryProfiler:
@@ -91,25 +169,33 @@ class ShardProfile:
     rewrite_nanos: int = 0
     collector_nanos: int = 0
     collector_name: str = "SimpleTopScoreDocCollector"
-    aggregations: dict[str, int] = field(default_factory=dict)  # top-level name -> nanos
-    aggregation_types: dict[str, str] = field(default_factory=dict)
+    aggregations: dict[str, AggTiming] = field(default_factory=dict)  # top level, by name
     fetch_nanos: int = 0
     fetched: int = 0
+    #: The aggregations being collected now, outermost first (sub-aggregations collect inside
+    #: their parent's call, one segment at a time).
+    _collecting: list[AggTiming] = field(default_factory=list)
 
     def time_aggregation(self, agg: Any, collect: Any) -> Any:
-        """`collect()` of one top-level aggregation over a segment, timed."""
+        """`collect()` of one aggregation over a segment, timed under its parent's timing when
+        called within the parent's collection."""
+        level = self._collecting[-1].children if self._collecting else self.aggregations
+        timing = level.get(agg.name)
+        if timing is None:
+            timing = level[agg.name] = AggTiming(aggregator_type(agg))
+        self._collecting.append(timing)
         started = time.perf_counter_ns()
         try:
             return collect()
         finally:
-            spent = time.perf_counter_ns() - started
-            self.aggregations[agg.name] = self.aggregations.get(agg.name, 0) + spent
-            self.aggregation_types[agg.name] = type(agg).__name__
+            timing.nanos += time.perf_counter_ns() - started
+            timing.segments += 1
+            self._collecting.pop()
 
     def measured_nanos(self) -> int:
         """Time already attributed to the query, its rewrite and the aggregations."""
         query = sum(node["time_in_nanos"] for node in self.query)
-        return query + self.rewrite_nanos + sum(self.aggregations.values())
+        return query + self.rewrite_nanos + sum(t.nanos for t in self.aggregations.values())
 
     def render(self, node_id: str, index: str, shard_id: int) -> dict[str, Any]:
         collector: dict[str, Any] = {
@@ -124,15 +210,7 @@ class ShardProfile:
                 }
             ],
         }
-        aggregations = [
-            {
-                "type": self.aggregation_types.get(name, "Aggregator"),
-                "description": name,
-                "time_in_nanos": nanos,
-                "breakdown": {"collect": nanos, "collect_count": 1},
-            }
-            for name, nanos in self.aggregations.items()
-        ]
+        aggregations = [timing.render(name) for name, timing in self.aggregations.items()]
         return {
             "id": f"[{node_id}][{index}][{shard_id}]",
             "node_id": node_id,

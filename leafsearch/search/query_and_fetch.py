@@ -30,6 +30,7 @@ from dataclasses import replace
 from leafsearch.errors import ElasticError
 from leafsearch.request.search_types import SearchRequest
 from leafsearch.search.fetch_phase import fetch_shard, page_fetches, renders_raw
+from leafsearch.search.hitlist import backwards_page
 from leafsearch.search.phases import page_bounds
 from leafsearch.search.shard_api import FetchAlong, FetchedPage, ShardQuery, ShardTopDocs
 from leafsearch.search.top_hits import LocalShard, merge_top_docs
@@ -70,6 +71,8 @@ def run(shard: LocalShard, query: ShardQuery) -> ShardTopDocs:
     if along.shown is not None:
         hits.columns = hits.columns[: along.shown]
     rendered = request if along.request is None else along.request
+    if rendered.backwards:  # as `phases.fetch_page` renders it
+        hits, start, end = backwards_page(hits, start, end)
     _, (fetch,) = page_fetches(hits, start, end, rendered, raw=along.raw, last_phase=along.last_phase)
     fetch = replace(fetch, context=query.context)
     try:

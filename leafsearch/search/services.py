@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from leafsearch.search.stats import ExportStats
 
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from leafsearch.search.contexts import ContextRegistry
     from leafsearch.search.hitlist import HitListCache
     from leafsearch.search.read_ahead import ReadAhead
+    from leafsearch.search.request_cache import RequestCache
     from leafsearch.search.segment_orders import SegmentOrders
     from leafsearch.search.shard_contexts import ShardContexts
     from leafsearch.search.stats import SearchStats
@@ -73,7 +74,12 @@ class CoordinatorServices(SearchServices):
     #: request's `routing`): the node's index and alias tables (indices/admin.py, aliases.py).
     reach: Callable[[str | None, IndicesOptions, str | None], tuple[list[Index], Mapping[str, IndexScope]]]
     msearch_pool: ThreadPoolExecutor
+    #: Whole answers of repeated cacheable searches (search/request_cache.py).
+    request_cache: RequestCache
     contexts: ContextRegistry = field(init=False)
+    #: A document as the get API answers it (realtime; None when absent): what a terms lookup
+    #: reads (search/terms_lookup.py). The Node sets it once its write side exists.
+    get_document: Callable[..., dict[str, Any] | None] = field(init=False)
     #: The search worker processes (None: searches run in this process).
     workers: WorkerPool | None = field(init=False, default=None)
     #: What the node's streaming exports do (export.py).

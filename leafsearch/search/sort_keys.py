@@ -16,7 +16,7 @@ import numpy as np
 
 from leafsearch.common.bounded_cache import BoundedCache
 from leafsearch.errors import ElasticError, IllegalArgument
-from leafsearch.index.columns import KeywordColumn, NumericColumn
+from leafsearch.index.columns import KeywordColumn, NumericColumn, ordinal_column
 from leafsearch.request.search_types import DOC, SCORE, SHARD_DOC, SortSpec
 from leafsearch.search.fetch import fielddata_error, missing_sort_key
 
@@ -50,7 +50,7 @@ def global_ordinals(field: str, segments: list) -> tuple[np.ndarray, list[np.nda
     O(terms log terms) over every term of the segments."""
     term_arrays = []
     for seg in segments:
-        col = seg.column(field)
+        col = ordinal_column(seg.column(field))
         term_arrays.append(np.asarray(col.terms) if isinstance(col, KeywordColumn) else np.empty(0, "S1"))
     if not term_arrays:
         return np.empty(0, "S1"), []
@@ -174,7 +174,7 @@ def resolve_field_kind(spec: SortSpec, field_types: list, index_names: list[str]
         error = fielddata_error(spec.field, ft, index)
         if error is not None:
             raise error
-        kinds.add("double" if ft.kind == "double" or ft.type == "scaled_float" else ft.kind)
+        kinds.add("double" if ft.kind == "double" or ft.type == "scaled_float" else _sort_kind(ft))
     types = {ft.type for ft in field_types if ft is not None}
     if "unsigned_long" in types and len(types) > 1:
         raise IllegalArgument(
@@ -193,6 +193,11 @@ def resolve_field_kind(spec: SortSpec, field_types: list, index_names: list[str]
         # Double- or LongValuesComparatorSource over the field's values (dates compare as longs).
         return "double" if spec.numeric_type == "double" else "long"
     return kind
+
+
+def _sort_kind(ft: Any) -> str:
+    """A text field with fielddata sorts by its terms, as a keyword does."""
+    return "keyword" if ft.kind == "text" else ft.kind
 
 
 def _unmapped_kind(unmapped_type: str | None) -> str:
@@ -228,6 +233,7 @@ def numeric_values(col, ft, spec: SortSpec, docs: np.ndarray, kind: str) -> tupl
 
 
 def keyword_values(col, spec: SortSpec, docs: np.ndarray, gmap: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    col = ordinal_column(col)
     if not isinstance(col, KeywordColumn):
         return np.zeros(len(docs), dtype=np.int64), np.zeros(len(docs), dtype=bool)
     mode = spec.mode or ("max" if spec.descending else "min")

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from leafsearch.common.settings import index_setting
 from leafsearch.errors import ElasticError, IllegalArgument, SearchPhaseExecution, ShardFailed
 from leafsearch.index import order_files
 from leafsearch.request.search_types import DOC, SCORE, SHARD_DOC, SearchRequest, SortSpec
@@ -98,11 +99,12 @@ def serves(request: SearchRequest) -> bool:
     Every page of a walk over a point in time, a scroll or a by-query source is (on its pinned
     snapshots, from its cursor; a walk sorted by `_score` may page through a list of every match
     instead, walks.py). Rescoring, `terminate_after` and pages deeper than `MAX_TOP_K` go to the
-    HitList here (the list is cached for the next page), and so does `search_after` on `_score`
-    outside a walk; a shard serves them too (see `LocalShard`), as Elasticsearch's shards do,
-    for the shard actors."""
+    HitList here (the list is cached for the next page), and so do `collapse` (collapse.py) and
+    `search_after` on `_score` outside a walk; a shard serves them too (see `LocalShard`), as
+    Elasticsearch's shards do, for the shard actors."""
     return (
         not request.rescore
+        and request.collapse is None
         and request.terminate_after is None
         and request.from_ + request.size <= MAX_TOP_K
         and (
@@ -404,7 +406,9 @@ class LocalShard:
         collect = None
         if query.aggs:
             tree = shard_aggs(self.services, request, target, query.now_millis)
-            collect = lambda _t, view, docs, ctx: partials.append(collect_aggs(tree, view, docs, ctx))  # noqa: E731
+            collect = lambda _t, view, docs, ctx, scores=None: partials.append(  # noqa: E731
+                collect_aggs(tree, view, docs, ctx, scores)
+            )
         total = 0
         max_score: float | None = None
         selected: list[_Selected] = []
@@ -700,6 +704,7 @@ def shard_aggs(services: SearchServices, request: SearchRequest, target: Target,
         now_millis=now_millis,
         max_depth=int(services.cluster_settings.get(MAX_NESTED_DEPTH)),
         max_buckets=int(services.cluster_settings.get(MAX_BUCKETS)),
+        max_inner_result_window=index_setting(target.index.settings, "index.max_inner_result_window"),
     )
 
 

@@ -28,25 +28,13 @@ import orjson
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 
+from leafsearch.common.durable import write_private
 from leafsearch.security.subject import Subject, check_role
 
 _HASHER = PasswordHasher()
 _CACHE_LIMIT = 10_000
 USERS_FILE = "users.json"
 API_KEYS_FILE = "api_keys.json"
-
-
-def write_private(path: Path, data: bytes) -> None:
-    """Replace `path` with `data` atomically, readable by the owner only (0600)."""
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    temporary = path.with_name(path.name + ".tmp")
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(temporary, path)
 
 
 def hash_secret(secret: str) -> str:

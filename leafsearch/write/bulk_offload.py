@@ -203,7 +203,7 @@ def _documents_by_index(
         key = (op.index, bool(op.meta.get("require_alias", require_alias)))
         if key not in found:
             try:
-                name, _ = write_target(services.aliases.current, op.index, op.routing, require_alias=key[1])
+                name, _ = write_target(services.aliases.resolving, op.index, op.routing, require_alias=key[1])
             except ElasticError:
                 name = None
             index = services.indices.get(name) if name is not None else None

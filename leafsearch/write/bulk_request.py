@@ -107,6 +107,12 @@ def parse_bulk(
             unknown = next(key for key in meta if key not in _BULK_META)
             raise IllegalArgument(f"Action/metadata line [{i}] contains an unknown parameter [{unknown}]")
         meta = typed_metadata(i, meta)
+        if kind == "index" and "op_type" in meta:
+            # BulkRequestParser builds an index action with `op_type: create` as a create: its
+            # item is answered under `create`.
+            kind = meta["op_type"].lower()
+            if kind not in ("index", "create"):
+                raise IllegalArgument(f"opType must be 'create' or 'index', found: [{meta['op_type']}]")
         line_no = i
         source = None
         if kind != "delete":

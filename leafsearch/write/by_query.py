@@ -29,13 +29,16 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from leafsearch.errors import ActionRequestValidation
+from leafsearch.errors import ActionRequestValidation, IllegalArgument
 from leafsearch.request.search_types import SliceSpec
+from leafsearch.scripts.runtime import ScriptError
+from leafsearch.scripts.service import Script
 from leafsearch.search import phases, top_hits
 from leafsearch.search.shard_api import ShardContextId
 from leafsearch.search.targets import Target, release_targets
+from leafsearch.search.terms_lookup import resolve_lookups
 from leafsearch.write import by_query_source, documents
-from leafsearch.write.by_query_request import DELETE, REINDEX, BulkByQuery
+from leafsearch.write.by_query_request import DELETE, REINDEX, UPDATE, BulkByQuery
 
 if TYPE_CHECKING:
     from leafsearch.services.tasks import Task
@@ -96,6 +99,8 @@ class Operation:
     request: BulkByQuery
     task: Task
     slices: list[Progress] = field(default_factory=list)
+    #: The request's script, compiled before the operation starts (a compile error is its 400).
+    script: Script | None = None
 
     def status(self, *, created: bool = True, updated: bool = True) -> dict[str, Any]:
         """The task status: one slice's counts, or the sum of the slices and each of them."""
@@ -149,7 +154,8 @@ def _merged(slices: list[Progress], *, created: bool, updated: bool) -> dict[str
 
 def start(services: WriteServices, request: BulkByQuery) -> Operation:
     """Register the operation's task (running from now on, visible in `GET /_tasks`)."""
-    operation = Operation(request, None, [Progress(None, request.requests_per_second)])  # type: ignore[arg-type]
+    script = services.scripts.parse(request.script) if request.script is not None else None
+    operation = Operation(request, None, [Progress(None, request.requests_per_second)], script)  # type: ignore[arg-type]
     operation.task = services.tasks.register(request.action, request.description(), status=operation.status)
     operation.task.rethrottle = operation.rethrottle
     return operation
@@ -299,7 +305,7 @@ def _run_slice(
         if not page:
             break
         progress.batches += 1
-        if _write_batch(services, request, page, progress):
+        if _write_batch(services, request, page, progress, operation.script):
             break
         if not source.exhausted:
             _throttle(progress, task, batch_started, len(page))
@@ -324,7 +330,11 @@ def _throttle(progress: Progress, task: Task, batch_started: float, batch_docs: 
 
 
 def _write_batch(
-    services: WriteServices, request: BulkByQuery, page: list[dict[str, Any]], progress: Progress
+    services: WriteServices,
+    request: BulkByQuery,
+    page: list[dict[str, Any]],
+    progress: Progress,
+    script: Script | None = None,
 ) -> bool:
     """One bulk request for the batch; counts its items. True when the operation must stop."""
     if not page:
@@ -332,10 +342,17 @@ def _write_batch(
     lines = []
     dumps = orjson.dumps
     for hit in page:
-        action, source = _bulk_action(request, hit)
+        action, source = (
+            _bulk_action(request, hit) if script is None else _scripted_action(request, hit, script)
+        )
+        if action is None:  # the script chose `noop`
+            progress.noops += 1
+            continue
         lines.append(dumps(action))
         if source is not None:
             lines.append(source)
+    if not lines:
+        return False
     result = documents.bulk(
         services, b"\n".join(lines) + b"\n", wait_for_active_shards=request.wait_for_active_shards
     )
@@ -395,6 +412,44 @@ def _bulk_action(request: BulkByQuery, hit: dict[str, Any]) -> tuple[dict[str, A
     return {kind: meta}, source
 
 
+def _scripted_action(
+    request: BulkByQuery, hit: dict[str, Any], script: Script
+) -> tuple[dict[str, Any] | None, bytes | None]:
+    """`_bulk_action` after the script ran on the document's `ctx`: `ctx._source` is what is
+    written, `ctx.op` may be `noop` (nothing: None) or `delete`; in a reindex the script may also
+    change `ctx._index`, `ctx._id` and `ctx._routing`."""
+    action, source = _bulk_action(request, hit)
+    ((kind, meta),) = action.items()
+    ctx = {
+        "_source": orjson.loads(hit["_source"].data),
+        "op": "index" if request.kind == UPDATE else kind,
+        "_index": meta["_index"],  # a reindex's destination, as the request being built has it
+        "_id": hit["_id"],
+        "_routing": meta.get("routing"),
+        "_version": hit.get("_version"),
+        "_now": int(time.time() * 1000),
+    }
+    try:
+        script.run({"ctx": ctx})
+    except ScriptError as exc:
+        raise IllegalArgument("failed to execute script", caused_by=exc) from None
+    op = ctx.get("op")
+    if op in ("noop", "none"):
+        return None, None
+    if request.kind == REINDEX:
+        meta = {**meta, "_index": ctx["_index"], "_id": ctx["_id"]}
+        meta.pop("routing", None)
+        if ctx.get("_routing") is not None:
+            meta["routing"] = ctx["_routing"]
+    if op == "delete":
+        return {"delete": meta}, None
+    if op not in ("index", "create"):
+        raise IllegalArgument(f"Invalid op [{op}] for script, expected one of [noop, index, delete]")
+    if not isinstance(ctx.get("_source"), dict):
+        raise IllegalArgument("failed to execute script: [ctx._source] must be a map")
+    return {kind: meta}, orjson.dumps(ctx["_source"])
+
+
 def _refresh(services: WriteServices, request: BulkByQuery, targets: list[Target]) -> None:
     """`refresh=true`: every index written is refreshed once the operation ends."""
     if request.kind == REINDEX:
@@ -411,7 +466,9 @@ def execute(
     services: WriteServices, request: BulkByQuery, *, wait_for_completion: bool = True
 ) -> dict[str, Any]:
     """Run a parsed by-query operation as a task: to its end (its response body), or in the
-    background (`{"task": "<node>:<n>"}`, its result kept for `GET /_tasks/<id>`)."""
+    background (`{"task": "<node>:<n>"}`, its result kept for `GET /_tasks/<id>`). A terms lookup
+    of its query is read here, as the caller, before the task runs (search/terms_lookup.py)."""
+    request.search = resolve_lookups(services.search, request.search)
     operation = start(services, request)
     if not wait_for_completion:
         services.tasks.start(operation.task, lambda: run(services, operation))

@@ -76,6 +76,8 @@ class BulkByQuery:
     refresh: bool = False
     wait_for_active_shards: int | str | None = None  # handed to each batch's bulk request
     dest: Destination | None = None
+    #: The `script` option as sent (compiled by `by_query.start`); none for a delete.
+    script: Any = None
 
     @property
     def indices(self) -> str | None:
@@ -222,10 +224,9 @@ def parse_by_query(
         abort = _conflicts(body.pop("conflicts"))
     if "max_docs" in body:
         max_docs.set(body.pop("max_docs"))
-    if "script" in body:
-        raise IllegalArgument(
-            "[script] is not supported by leafsearch: a by-query update re-indexes each source as is"
-        )
+    script = body.pop("script", None)
+    if script is not None and kind == DELETE:
+        raise XContentParseError("[delete_by_query] unknown field [script]")
     if "conflicts" in params:
         abort = _conflicts(params["conflicts"])
     size = body.pop("size", None)
@@ -235,6 +236,7 @@ def parse_by_query(
     if kind == UPDATE:
         search.source = SourceFilter()  # the whole source is indexed again, whatever `_source` says
     op = BulkByQuery(kind, search)
+    op.script = script
     op.abort_on_conflict = abort
     op.batch_size = _batch_size(params, size)
     _common(op, params, max_docs)
@@ -247,7 +249,8 @@ _DEST_KEYS = frozenset({"index", "op_type", "version_type", "routing", "pipeline
 
 def parse_reindex(body: dict[str, Any] | None, params: dict[str, str]) -> BulkByQuery:
     """`POST /_reindex`: a local source (indices, query, `_source`, batch `size`, `slice`) into
-    `dest`. Remote sources, scripts and ingest pipelines are refused as unsupported."""
+    `dest`, through a `script` if one is given. Remote sources and ingest pipelines are refused as
+    unsupported."""
     if body is None:
         raise ActionRequestValidation("request body is required")
     max_docs = _MaxDocs()
@@ -272,8 +275,6 @@ def parse_reindex(body: dict[str, Any] | None, params: dict[str, str]) -> BulkBy
             abort = _conflicts(value)
         elif key in ("max_docs", "size"):
             max_docs.set(value)
-        elif key == "script":
-            raise IllegalArgument("[script] is not supported by leafsearch in [_reindex]")
     if "remote" in source:
         raise IllegalArgument("reindex from a [remote] cluster is not supported by leafsearch")
     indices = source.pop("index", None)
@@ -293,6 +294,7 @@ def parse_reindex(body: dict[str, Any] | None, params: dict[str, str]) -> BulkBy
     destination = _destination(dest)
     search = _search_part(source, params, indices, fetch_source=True)
     op = BulkByQuery(REINDEX, search)
+    op.script = body.get("script")
     op.dest = destination
     op.abort_on_conflict = abort
     op.batch_size = _batch_size({}, batch)

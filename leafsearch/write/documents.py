@@ -12,6 +12,7 @@ import os
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -40,12 +41,14 @@ from leafsearch.index.shard_write import (
     conflict_extra,
     exists,
 )
+from leafsearch.index.synthetic_source import is_synthetic, synthesize
 from leafsearch.index.versioning import ExternalVersion, parse_versioning
 from leafsearch.indices.aliases import single_index, write_target
 from leafsearch.request.search_request import parse_fetch_source
 from leafsearch.request.search_types import SourceFilter
+from leafsearch.scripts.runtime import ScriptError
+from leafsearch.scripts.service import Script, StoredScripts
 from leafsearch.search.fetch import extract_fields, filter_source
-from leafsearch.unsupported import NotSupported
 from leafsearch.write.bulk_offload import Prepared, PreparedBatch, prepare
 from leafsearch.write.bulk_request import BulkOp, parse_bulk
 
@@ -221,10 +224,12 @@ def index_doc(
         if op_type == "index":
             op_type = "create"
     _check_id(doc_id)
+    requested = index_name
     index_name, routing = write_target(
-        services.aliases.current, index_name, routing, require_alias=require_alias
+        services.aliases.resolving, index_name, routing, require_alias=require_alias
     )
     index = _write_index(services, index_name)
+    _check_stream_op(services, requested, index, op_type)
     _check_active_shards(index, wait_for_active_shards)
     _check_routing_required(index, routing, doc_id)
     shard = index.shard_of(doc_id, routing)
@@ -266,7 +271,7 @@ def _check_routing_required(index: Index, routing: str | None, doc_id: str) -> N
 
 def _read_index(services: WriteServices, index_name: str) -> Index:
     """The index a single-document read names; an alias must stand for one index."""
-    index = services.indices.get(single_index(services.aliases.current, index_name))
+    index = services.indices.get(single_index(services.aliases.resolving, index_name))
     if index is None:
         raise IndexNotFound(index_name)
     index.check_open()
@@ -313,7 +318,8 @@ def get_doc(
     if state.routing is not None:
         body["_routing"] = state.routing
     if index.mapping.source_enabled:
-        body["_source"] = RawJSON(source)
+        synthetic = is_synthetic(index.mapping, index.settings)
+        body["_source"] = RawJSON(synthesize(index.mapping, source) if synthetic else source)
     return body
 
 
@@ -384,9 +390,11 @@ def delete_doc(
     """Delete by id; `result: not_found` (the REST layer answers 404) when absent. `version`
     with `version_type` external(_gte): see versioning.py."""
     _check_refresh(refresh)
-    index_name, routing = write_target(services.aliases.current, index_name, routing, require_alias=False)
+    requested = index_name
+    index_name, routing = write_target(services.aliases.resolving, index_name, routing, require_alias=False)
     external = parse_versioning(version, version_type, if_seq_no)
     index = _read_index(services, index_name)
+    _check_stream_op(services, requested, index, "delete")
     _check_active_shards(index, wait_for_active_shards)
     _check_routing_required(index, routing, doc_id)
     shard = index.shard_of(doc_id, routing)
@@ -426,8 +434,11 @@ _UPDATE_KEYS = {"doc", "upsert", "doc_as_upsert", "detect_noop", "scripted_upser
 _UPDATE_FIELDS = (*sorted(_UPDATE_KEYS), "if_primary_term", "if_seq_no")
 
 
-def _updated_source(doc_id: str, body: dict, prior_source: bytes | None) -> tuple[bytes | None, str]:
-    """(new source, result) of an update request; source None means a no-op."""
+def _updated_source(
+    doc_id: str, body: dict, prior_source: bytes | None, scripted: Scripted | None = None
+) -> tuple[bytes | None, str]:
+    """(new source, result) of an update request; source None means a no-op (or, with the result
+    "deleted", a delete: a script set `ctx.op` to it)."""
     unknown = next((key for key in body if key not in _UPDATE_KEYS), None)
     if unknown is not None:
         raise ElasticError(
@@ -435,9 +446,11 @@ def _updated_source(doc_id: str, body: dict, prior_source: bytes | None) -> tupl
             status=400,
             error_type="x_content_parse_exception",
         )
-    if "script" in body:
-        raise NotSupported("[script] in an update", "send a partial [doc] instead")
     doc = body.get("doc")
+    if scripted is not None:
+        if doc is not None:
+            raise ActionRequestValidation("can't provide both script and doc")
+        return _run_update_script(doc_id, body, prior_source, scripted)
     if doc is not None and not isinstance(doc, dict):
         raise ElasticError(
             "[UpdateRequest] failed to parse field [doc]", status=400, error_type="x_content_parse_exception"
@@ -456,6 +469,67 @@ def _updated_source(doc_id: str, body: dict, prior_source: bytes | None) -> tupl
     if body.get("detect_noop", True) and merged == current:
         return None, "noop"
     return _encode(merged), "updated"
+
+
+@dataclass(frozen=True)
+class Scripted:
+    """An update's script and what its `ctx` tells it of the document."""
+
+    script: Script
+    index: str
+    routing: str | None
+    version: int | None = None
+
+    def at(self, prior: DocState | None) -> Scripted:
+        return Scripted(self.script, self.index, self.routing, prior.version if prior is not None else None)
+
+
+_SCRIPT_OPS = {"index", "create", "noop", "none", "delete"}
+
+
+def _run_update_script(
+    doc_id: str, body: dict, prior_source: bytes | None, scripted: Scripted
+) -> tuple[bytes | None, str]:
+    """Elasticsearch's UpdateHelper with a script: the script changes `ctx._source` and may set
+    `ctx.op` (`noop`, `delete`); a missing document takes `upsert` as it is, or runs the script on
+    it with `scripted_upsert`."""
+    if prior_source is None:
+        if "upsert" not in body:
+            raise DocumentMissing(f"[{doc_id}]: document missing", extra={"index": "", "shard": "0"})
+        if not isinstance(body["upsert"], dict):
+            raise ElasticError(
+                "[UpdateRequest] failed to parse field [upsert]",
+                status=400,
+                error_type="x_content_parse_exception",
+            )
+        if not body.get("scripted_upsert"):
+            return _encode(body["upsert"]), "created"
+        source, op = orjson.loads(orjson.dumps(body["upsert"])), "create"
+    else:
+        source, op = orjson.loads(prior_source), "index"
+    ctx = {
+        "_source": source,
+        "op": op,
+        "_id": doc_id,
+        "_index": scripted.index,
+        "_routing": scripted.routing,
+        "_version": scripted.version,
+        "_now": int(time.time() * 1000),
+    }
+    try:
+        scripted.script.run({"ctx": ctx})
+    except ScriptError as exc:
+        raise IllegalArgument("failed to execute script", caused_by=exc) from None
+    op = ctx.get("op")
+    if op not in _SCRIPT_OPS:
+        raise IllegalArgument(f"Invalid op [{op}] for script, expected one of [noop, index, delete]")
+    if op in ("noop", "none") or (op == "delete" and prior_source is None):
+        return None, "noop"
+    if op == "delete":
+        return None, "deleted"
+    if not isinstance(ctx.get("_source"), dict):
+        raise IllegalArgument("failed to execute script: [ctx._source] must be a map")
+    return _encode(ctx["_source"]), "created" if prior_source is None else "updated"
 
 
 #: orjson writes JSON nested at most this deep; an update producing a deeper source is refused.
@@ -501,13 +575,16 @@ def update_doc(
     `retry_on_conflict` says how many times to read again.
     `source_filter`: the URL's `_source` options (the body's `_source` wins)."""
     _check_refresh(refresh)
+    requested = index_name
     index_name, routing = write_target(
-        services.aliases.current, index_name, routing, require_alias=require_alias
+        services.aliases.resolving, index_name, routing, require_alias=require_alias
     )
     index = _write_index(services, index_name)
+    _check_stream_op(services, requested, index, "update")
     _check_active_shards(index, wait_for_active_shards)
     _check_routing_required(index, routing, doc_id)
     shard = index.shard_of(doc_id, routing)
+    scripted = _scripted(services, index, body, routing)
     if index.remote is not None:
         return _remote_update(
             index,
@@ -520,13 +597,21 @@ def update_doc(
             source_filter,
             retry_on_conflict,
             refresh,
+            scripted,
         )
     with shard.writing() as point:
         response = _apply_update(
-            index, shard, doc_id, body, routing, if_seq_no, if_primary_term, source_filter
+            index, shard, doc_id, body, routing, if_seq_no, if_primary_term, source_filter, scripted
         )
     _after_write(services, index, shard, point, refresh, response)
     return response
+
+
+def _scripted(services: WriteServices, index: Index, body: dict, routing: str | None) -> Scripted | None:
+    """The update's script, compiled (a stored one looked up) before any shard is locked."""
+    if "script" not in body:
+        return None
+    return Scripted(services.scripts.parse(body["script"]), index.name, routing)
 
 
 def _apply_update(
@@ -538,13 +623,18 @@ def _apply_update(
     if_seq_no: int | None,
     if_primary_term: int | None,
     source_filter: SourceFilter | None = None,
+    scripted: Scripted | None = None,
 ) -> dict[str, Any]:
     """Read, merge and write one update, under the shard lock the caller holds."""
     prior = shard.current(doc_id)
     prior_source = shard.get_source(prior) if exists(prior) else None
-    source, result = _updated(index, shard, doc_id, body, prior, prior_source, if_seq_no, if_primary_term)
+    source, result = _updated(
+        index, shard, doc_id, body, prior, prior_source, if_seq_no, if_primary_term, scripted
+    )
     written = None
-    if source is None:
+    if result == "deleted":
+        written = _apply_delete(index, shard, doc_id, None, None)
+    elif source is None:
         shard.stats.add(noop_update_total=1)
     else:
         written = _apply_index(
@@ -571,6 +661,7 @@ def _updated(
     prior_source: bytes | None,
     if_seq_no: int | None,
     if_primary_term: int | None,
+    scripted: Scripted | None = None,
 ) -> tuple[bytes | None, str]:
     """(new source, result) of an update of the document read (`prior_source` None: absent); None
     for a no-op. As Elasticsearch's UpdateHelper, a missing document without an upsert is
@@ -582,7 +673,9 @@ def _updated(
                 f"[{doc_id}]: document source missing", extra=_conflict_extra(index, shard)
             )
     try:
-        source, result = _updated_source(doc_id, body, prior_source)
+        source, result = _updated_source(
+            doc_id, body, prior_source, scripted.at(prior) if scripted is not None else None
+        )
     except DocumentMissing as exc:
         exc.extra = _conflict_extra(index, shard)
         raise
@@ -605,15 +698,16 @@ def _update_answer(
 ) -> dict[str, Any]:
     """An update's response: the write's (None: a no-op), with the document as `get` when a
     `_source` filter fetches it (the body's `_source`, else the URL's)."""
-    if written is None:
+    if written is None:  # a no-op; of a missing document when a scripted upsert chose `noop`
+        found = prior is not None and prior_source is not None
         response = {
             "_index": index.name,
             "_id": doc_id,
-            "_version": prior.version,  # type: ignore[union-attr]
+            "_version": prior.version if found else -1,  # type: ignore[union-attr]
             "result": "noop",
             "_shards": {"total": 0, "successful": 0, "failed": 0},
-            "_seq_no": prior.seq_no,  # type: ignore[union-attr]
-            "_primary_term": PRIMARY_TERM,
+            "_seq_no": prior.seq_no if found else -2,  # type: ignore[union-attr]
+            "_primary_term": PRIMARY_TERM if found else 0,
         }
     else:
         response = written
@@ -638,6 +732,7 @@ def _remote_update(
     source_filter: SourceFilter | None,
     retry_on_conflict: int,
     refresh: str | None = None,
+    scripted: Scripted | None = None,
 ) -> dict[str, Any]:
     """An update of a shard actor's document: read (realtime), merge and parse here, then written
     only if the document is still the one read (`if_seq_no` of the read, as Elasticsearch's
@@ -646,16 +741,20 @@ def _remote_update(
     for attempt in range(retry_on_conflict + 1):
         prior, prior_source = _remote_read(index, shard.shard_id, doc_id, realtime=True, refresh=False)
         found = prior_source if prior is not None else None
-        source, result = _updated(index, shard, doc_id, body, prior, found, if_seq_no, if_primary_term)
-        if source is None:
+        source, result = _updated(
+            index, shard, doc_id, body, prior, found, if_seq_no, if_primary_term, scripted
+        )
+        if result == "deleted":
+            op = WriteOp("delete", doc_id, routing, prior.seq_no, PRIMARY_TERM)  # type: ignore[union-attr]
+        elif source is None:
             return _update_answer(
                 index, doc_id, body, routing, prior, None, found, result, None, source_filter
             )
-        parsed = index.parse(source, doc_id)
-        if prior is not None:
+        elif prior is not None:
+            parsed = index.parse(source, doc_id)
             op = WriteOp("index", doc_id, routing, prior.seq_no, PRIMARY_TERM, parsed=parsed)
         else:
-            op = WriteOp("create", doc_id, routing, parsed=parsed)
+            op = WriteOp("create", doc_id, routing, parsed=index.parse(source, doc_id))
         try:
             written = _remote_write(index, shard.shard_id, op, refresh)
         except VersionConflict:
@@ -677,6 +776,8 @@ def _get_result(
     if routing is not None:
         got["_routing"] = routing
     got["found"] = True
+    if source is not None and is_synthetic(index.mapping, index.settings):
+        source = synthesize(index.mapping, source)
     filtered = filter_source(source, flt) if source is not None and index.mapping.source_enabled else None
     if filtered is not None:
         got["_source"] = RawJSON(filtered)
@@ -688,7 +789,7 @@ def _get_result(
 
 def _item_error(op: BulkOp, doc_id: str | None, exc: ElasticError) -> dict[str, Any]:
     item: dict[str, Any] = {"_index": op.index, "_id": doc_id, "status": exc.status}
-    item["error"] = exc._cause_body()
+    item["error"] = {key: value for key, value in exc.body()["error"].items() if key != "root_cause"}
     return item
 
 
@@ -779,7 +880,7 @@ def _apply_bulk(
                 if refusals[op.index] is not None:
                     raise refusals[op.index]  # type: ignore[misc]
             concrete, op.routing = write_target(
-                services.aliases.current,
+                services.aliases.resolving,
                 op.index,
                 op.routing,
                 require_alias=op.meta.get("require_alias", require_alias),
@@ -796,12 +897,16 @@ def _apply_bulk(
             for pos, op in entries:
                 results[pos] = {op.kind: _item_error(op, op.meta.get("_id"), exc)}
             continue
+        if target.name in services.aliases.backing:  # a data stream's: creates only
+            entries = _stream_creates(services, target, entries, results)
+            if not entries:
+                continue
         shards = touched.setdefault(index_name, {})
         if target.remote is not None:
-            answers.append(_bulk_into_remote(target, entries, results, shards))
+            answers.append(_bulk_into_remote(target, entries, results, shards, services.scripts))
         else:
             batch = prepared.batches.get(target.uuid) if prepared is not None else None
-            _bulk_into(target, entries, results, shards, batch)
+            _bulk_into(target, entries, results, shards, services.scripts, batch)
     return ops, results, touched, answers
 
 
@@ -811,6 +916,32 @@ def _refusal(authorize: Callable[[str], None], name: str) -> ElasticError | None
     except ElasticError as exc:
         return exc
     return None
+
+
+def _stream_creates(
+    services: WriteServices, target: Index, entries: list[tuple[int, BulkOp]], results: list
+) -> list[tuple[int, BulkOp]]:
+    """The operations on a data stream's backing index it takes; the others' items are errors."""
+    kept = []
+    for pos, op in entries:
+        try:
+            _check_stream_op(services, op.index, target, op.kind)
+        except ElasticError as exc:
+            results[pos] = {op.kind: _item_error(op, op.meta.get("_id"), exc)}
+            continue
+        kept.append((pos, op))
+    return kept
+
+
+def _check_stream_op(services: WriteServices, requested: str, index: Index, op_type: str) -> None:
+    """A data stream takes only `create`s, as Elasticsearch: an index, update or delete through its
+    name is refused (one naming a backing index itself is not)."""
+    aliases = services.aliases
+    through_stream = requested in aliases.streams or (
+        index.name in aliases.backing and requested != index.name
+    )
+    if through_stream and op_type != "create":
+        raise IllegalArgument("only write ops with an op_type of create are allowed in data streams")
 
 
 def _bulk_target(services: WriteServices, name: str, entries: list[tuple[int, BulkOp]]) -> Index:
@@ -833,6 +964,7 @@ def _bulk_into(
     entries: list[tuple[int, BulkOp]],
     results: list,
     touched: dict[Shard, _Logged | None],
+    scripts: StoredScripts,
     prepared: PreparedBatch | None = None,
 ) -> None:
     """Apply one index's operations, grouped by shard so each shard lock and id lookup is batched.
@@ -864,7 +996,7 @@ def _bulk_into(
                 _apply_run(index, shard, run, None, None, header, results)
                 run = []
                 pos, op, doc_id, _ = shard_op
-                results[pos] = _bulk_update(index, shard, op, doc_id)
+                results[pos] = _bulk_update(index, shard, op, doc_id, scripts)
             _apply_run(index, shard, run, parsed, rows, header, results)
         size = sum(len(op.source) for _, op, _, _ in shard_ops if op.source is not None)
         shard.stats.add(bulk_total=1, bulk_time=time.perf_counter_ns() - started, bulk_size=size)
@@ -876,8 +1008,9 @@ def _parsed_batch(
     """A shard's index/create documents parsed together, and the row of each operation: from the
     worker's batch while the mapping is at the version it was parsed against (a batch parses
     each document alone, so the rows of a larger batch hold what this shard's own would), else
-    parsed here (None: one by one)."""
-    if prepared is not None and index.mapping.version == prepared.version:
+    parsed here (None: one by one). A data stream's backing index parses here: its documents
+    need an `@timestamp`, which `Index.parse_batch` checks."""
+    if prepared is not None and index.data_stream is None and index.mapping.version == prepared.version:
         rows = [prepared.row_of.get(pos) for pos, _, _, _ in shard_ops]
         if None not in rows:
             return prepared.batch, rows  # type: ignore[return-value]
@@ -886,7 +1019,11 @@ def _parsed_batch(
 
 
 def _bulk_into_remote(
-    index: Index, entries: list[tuple[int, BulkOp]], results: list, touched: dict[Any, _Logged | None]
+    index: Index,
+    entries: list[tuple[int, BulkOp]],
+    results: list,
+    touched: dict[Any, _Logged | None],
+    scripts: StoredScripts,
 ) -> Callable[[], None]:
     """One index's operations on its shard actors: the coordinator's part here (`_write_ops`),
     then every shard's write sent at once, each answered after its fsync; the function that
@@ -922,7 +1059,7 @@ def _bulk_into_remote(
             run = []
             if shard_op is not None:
                 pos, op, doc_id, _ = shard_op
-                results[pos] = _bulk_update(index, shard, op, doc_id)
+                results[pos] = _bulk_update(index, shard, op, doc_id, scripts)
     return collect
 
 
@@ -1029,13 +1166,13 @@ def _bulk_item(
 
 
 def _index_op_type(op: BulkOp, auto_id: bool) -> str:
-    return "create" if op.kind == "create" or op.meta.get("op_type") == "create" or auto_id else "index"
+    return "create" if op.kind == "create" or auto_id else "index"
 
 
 _STATUS = {"created": 201, "updated": 200, "deleted": 200, "not_found": 404, "noop": 200}
 
 
-def _bulk_update(index: Index, shard: Any, op: BulkOp, doc_id: str) -> dict[str, Any]:
+def _bulk_update(index: Index, shard: Any, op: BulkOp, doc_id: str, scripts: StoredScripts) -> dict[str, Any]:
     """A bulk update item (read, merge and write under the shard lock the caller holds; on a
     shard actor, a conditional write of what was read)."""
     meta = op.meta
@@ -1055,14 +1192,27 @@ def _bulk_update(index: Index, shard: Any, op: BulkOp, doc_id: str) -> dict[str,
                 "Failed to parse update request", status=400, error_type="x_content_parse_exception"
             )
         if_seq_no, if_primary_term = meta.get("if_seq_no"), meta.get("if_primary_term")
+        scripted = (
+            Scripted(scripts.parse(body["script"]), index.name, op.routing) if "script" in body else None
+        )
         if index.remote is not None:
             retries = int(meta.get("retry_on_conflict", 0))
             response = _remote_update(
-                index, shard, doc_id, body, op.routing, if_seq_no, if_primary_term, op.wanted, retries
+                index,
+                shard,
+                doc_id,
+                body,
+                op.routing,
+                if_seq_no,
+                if_primary_term,
+                op.wanted,
+                retries,
+                None,
+                scripted,
             )
         else:
             response = _apply_update(
-                index, shard, doc_id, body, op.routing, if_seq_no, if_primary_term, op.wanted
+                index, shard, doc_id, body, op.routing, if_seq_no, if_primary_term, op.wanted, scripted
             )
     except ElasticError as exc:
         return {op.kind: _item_error(op, doc_id, exc)}

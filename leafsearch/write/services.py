@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from leafsearch.common.settings import ClusterSettings
     from leafsearch.index.index import Index
     from leafsearch.indices.aliases import AliasTable
+    from leafsearch.scripts.service import StoredScripts
     from leafsearch.search.services import CoordinatorServices
     from leafsearch.services.idle_cpu import IdleCpu
     from leafsearch.services.tasks import TaskManager
@@ -37,3 +38,5 @@ class WriteServices:
     search: CoordinatorServices
     #: By-query operations and reindex run as tasks.
     tasks: TaskManager
+    #: Updates and by-query operations run scripts, inline or stored.
+    scripts: StoredScripts

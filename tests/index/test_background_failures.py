@@ -11,6 +11,7 @@ every acknowledged document is there exactly once, in its last version.
 
 from __future__ import annotations
 
+import functools
 import shutil
 import threading
 from collections.abc import Callable, Iterator
@@ -27,9 +28,10 @@ import leafsearch.index.segment as segment_module
 import leafsearch.index.segment_build as segment_build
 import leafsearch.index.shard as shard_module
 import leafsearch.index.translog as translog_module
-from leafsearch.errors import ElasticError, FlushFailed, RefreshFailed, TranslogFailed
+from leafsearch.errors import FlushFailed, RefreshFailed, TranslogFailed
 from leafsearch.index import merge_worker
 from leafsearch.index.shard import Shard
+from tests.concurrency import writers_beside_refresher
 from tests.index.test_engine_shard import delete, parse, put
 
 
@@ -566,19 +568,22 @@ def test_a_failed_allocation_anywhere_in_a_merge_installs_nothing(tmp_path, monk
     template.shard.close()
 
 
-def test_a_translog_roll_that_fails_in_a_merge_installs_nothing(mergeable, monkeypatch):
-    """A merge's commit starts a translog generation; when its file cannot be created the merge
-    is not installed, and the translog goes on taking (and acknowledging) writes."""
+def test_a_merge_keeps_the_buffer_and_its_commit_the_translog_that_holds_it(mergeable):
+    """A merge no longer writes the buffer as a segment under the shard lock: the buffer's
+    documents stay in it, and the merge's commit keeps the translog generation they are in, so
+    a crash right after the merge loses none of them."""
     shard = mergeable.shard
-    names = [s.name for s in shard.segments]
-    fault = Fault(open, error=OSError(24, "Too many open files"))
-    monkeypatch.setattr(translog_module, "open", fault, raising=False)
-    with pytest.raises(OSError, match="Too many open files"):
-        shard.maybe_merge()
-    assert fault.fired == 1 and not shard.translog.failed
+    buffered = len(shard.buffer)
+    assert buffered and shard.maybe_merge()
+    assert len(shard.buffer) == buffered
     mergeable.write("after", {"n": 2})
-    monkeypatch.delattr(translog_module, "open")
-    mergeable.failed_and_changed_nothing(names)
+    reopened = crash_and_reopen(shard)
+    try:
+        assert_realtime(reopened, mergeable.expected, mergeable.gone)
+        reopened.refresh()
+        assert published(reopened) == mergeable.expected
+    finally:
+        reopened.close()
 
 
 def _commit_rename_fails(monkeypatch: pytest.MonkeyPatch) -> Callable[[], None]:
@@ -638,43 +643,23 @@ def test_writers_beside_refreshes_whose_segments_fail_lose_nothing(tmp_path, mon
     monkeypatch.setattr(shard_module, "segment_from_buffer", fault)
     shard = Shard(tmp_path / "s", 0, parse)
     results: list[Expected] = [{} for _ in range(4)]
-    errors: list[BaseException] = []
-    done = threading.Event()
-    refresh_failures: list[ElasticError] = []
 
     def writer(w: int) -> None:
         mine = results[w]
-        try:
-            for round_ in range(4):
-                for i in range(40):
-                    doc_id = f"w{w}-{i}"
-                    if round_ == 3 and i % 5 == 0:
-                        delete(shard, doc_id)
-                        mine.pop(doc_id, None)
-                    else:
-                        body = {"n": round_ * 1000 + i, "tag": f"w{w}"}
-                        put(shard, doc_id, body)
-                        mine[doc_id] = body
-        except BaseException as exc:  # noqa: BLE001 - reported below
-            errors.append(exc)
+        for round_ in range(4):
+            for i in range(40):
+                doc_id = f"w{w}-{i}"
+                if round_ == 3 and i % 5 == 0:
+                    delete(shard, doc_id)
+                    mine.pop(doc_id, None)
+                else:
+                    body = {"n": round_ * 1000 + i, "tag": f"w{w}"}
+                    put(shard, doc_id, body)
+                    mine[doc_id] = body
 
-    def refresher() -> None:
-        while not done.is_set():
-            try:
-                shard.refresh()
-            except ElasticError as exc:
-                refresh_failures.append(exc)
-
-    threads = [threading.Thread(target=writer, args=(w,)) for w in range(4)]
-    background = threading.Thread(target=refresher)
-    background.start()
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    done.set()
-    background.join()
-    assert not errors
+    refresh_failures = writers_beside_refresher(
+        [functools.partial(writer, w) for w in range(4)], shard.refresh
+    )
     assert fault.fired >= 2
     assert all(isinstance(e, FlushFailed) for e in refresh_failures)
     monkeypatch.undo()

@@ -247,11 +247,17 @@ def test_dynamic_templates() -> None:
                         "mapping": {"type": "{dynamic_type}", "index": False},
                     }
                 },
-                {"named": {"match_pattern": "regex", "match": "^n\\d+$", "mapping": {"analyzer": "{name}"}}},
+                {
+                    "named": {
+                        "match_pattern": "regex",
+                        "match": "^(simple|stop)$",
+                        "mapping": {"analyzer": "{name}"},
+                    }
+                },
             ]
         }
     )
-    parse(mapping, {"user_id": "U1", "meta": {"a": "x", "keep": "y", "n": 5}, "n1": "some text"})
+    parse(mapping, {"user_id": "U1", "meta": {"a": "x", "keep": "y", "n": 5}, "stop": "some text"})
     props = mapping.to_body()["properties"]
     assert props["user_id"] == {"type": "keyword"}
     assert props["meta"]["properties"] == {
@@ -259,7 +265,7 @@ def test_dynamic_templates() -> None:
         "keep": KEYWORD_SUBFIELD,
         "n": {"type": "long", "index": False},
     }
-    assert props["n1"] == {"type": "text", "analyzer": "n1"}
+    assert props["stop"] == {"type": "text", "analyzer": "stop"}
 
 
 def test_objects_mapped_by_a_template_obey_its_dynamic_setting_at_once() -> None:

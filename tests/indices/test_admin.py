@@ -256,12 +256,19 @@ def test_a_red_index_is_answered_at_once_and_waited_for_only_with_wait_for_statu
     tests/ray_backend/test_ray_api.py), stood in for by `inactive_primaries`."""
     with Node(tmp_path / "node", background=False) as node:
         admin.create_index(node, "r", {"settings": {"number_of_shards": 2, "number_of_replicas": 0}})
-        monkeypatch.setattr(admin, "inactive_primaries", lambda index: 1)
+        monkeypatch.setattr(admin, "inactive_primaries", lambda index: [0])
         started = time.monotonic()
         for expr in ("r", None):
             status, body = admin.cluster_health(node, expr, level="indices", timeout=30.0)
             assert (status, body["status"], body["timed_out"]) == (200, "red", False)
             assert body["indices"]["r"]["status"] == "red" and body["unassigned_primary_shards"] == 1
+        shards = admin.cluster_health(node, "r", level="shards")[1]["indices"]["r"]["shards"]
+        assert [
+            (s["status"], s["primary_active"], s["unassigned_primary_shards"]) for s in shards.values()
+        ] == [
+            ("red", False, 1),
+            ("green", True, 0),
+        ]
         status, body = admin.cluster_health(node, "r", wait_for_status="red", timeout=30.0)
         assert (status, body["status"], body["timed_out"]) == (200, "red", False)
         assert time.monotonic() - started < 10  # none of them waited for its 30 s

@@ -438,3 +438,27 @@ def test_an_alias_the_caller_may_use_resolves(secured: str) -> None:
         refused = _actions(rita, {"add": {"index": "secret", "alias": "logs-all"}})
         assert refused.status_code == 403
         assert "action [indices:admin/aliases] is unauthorized for user [rita]" in error_of(refused)["reason"]
+
+
+def test_alias_names_written_as_date_math_are_resolved(
+    es: Elasticsearch, http: httpx.Client, index_name: str
+) -> None:
+    """`<name-{now/M}>` as an alias of a new index, or of an `add` action, names the resolved alias
+    (Elasticsearch's date math in alias names); a malformed expression is a 400 that creates nothing."""
+    import re
+
+    try:
+        es.indices.create(index=index_name, aliases={f"<{index_name}-m-{{now/M}}>": {}})
+        (month,) = es.indices.get_alias(index=index_name)[index_name]["aliases"]
+        assert re.fullmatch(rf"{index_name}-m-\d{{4}}\.\d{{2}}\.01", month)
+        es.indices.update_aliases(
+            actions=[{"add": {"index": index_name, "alias": f"<{index_name}-d-{{now/d}}>"}}]
+        )
+        names = set(es.indices.get_alias(index=index_name)[index_name]["aliases"]) - {month}
+        assert len(names) == 1 and re.fullmatch(rf"{index_name}-d-\d{{4}}\.\d{{2}}\.\d{{2}}", names.pop())
+        refused = http.put(f"/{index_name}-bad", json={"aliases": {f"<{index_name}-{{now/M>": {}}})
+        assert refused.status_code == 400
+        assert error_of(refused)["type"] == "parse_exception"
+        assert http.head(f"/{index_name}-bad").status_code == 404
+    finally:
+        http.delete(f"/{index_name}")

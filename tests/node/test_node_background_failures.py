@@ -6,8 +6,8 @@ acknowledged document once."""
 
 from __future__ import annotations
 
+import functools
 import logging
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ from leafsearch.errors import ElasticError, FlushFailed
 from leafsearch.indices import admin
 from leafsearch.node.node import Node
 from leafsearch.rest.app import create_app
+from tests.concurrency import writers_beside_refresher
 from tests.conftest import error_of
 from tests.index.test_background_failures import Fault
 
@@ -148,53 +149,33 @@ def test_bulk_writers_beside_failing_flushes_and_refreshes_lose_nothing_across_a
     with Node(tmp_path / "n", background=False) as node:
         client = Client(node=node)
         admin.create_index(node, "t", {"settings": {"number_of_shards": 2}})
-        errors: list[BaseException] = []
-        refresh_failures: list[ElasticError] = []
-        done = threading.Event()
         results: list[dict[str, Any]] = [{} for _ in range(3)]
 
         def writer(w: int) -> None:
             mine = results[w]
-            try:
-                for round_ in range(5):
-                    operations: list[dict] = []
-                    batch: dict[str, Any] = {}
-                    for i in range(60):
-                        doc_id = f"w{w}-{i}"
-                        if round_ == 4 and i % 4 == 0:
-                            operations.append({"delete": {"_index": "t", "_id": doc_id}})
-                            batch[doc_id] = None
-                        else:
-                            body = {"n": round_ * 100 + i, "w": w}
-                            operations += [{"index": {"_index": "t", "_id": doc_id}}, body]
-                            batch[doc_id] = body
-                    response = client.bulk(operations=operations)
-                    assert not response["errors"], response
-                    for doc_id, body in batch.items():
-                        if body is None:
-                            mine.pop(doc_id, None)
-                        else:
-                            mine[doc_id] = body
-            except BaseException as exc:  # noqa: BLE001 - reported below
-                errors.append(exc)
+            for round_ in range(5):
+                operations: list[dict] = []
+                batch: dict[str, Any] = {}
+                for i in range(60):
+                    doc_id = f"w{w}-{i}"
+                    if round_ == 4 and i % 4 == 0:
+                        operations.append({"delete": {"_index": "t", "_id": doc_id}})
+                        batch[doc_id] = None
+                    else:
+                        body = {"n": round_ * 100 + i, "w": w}
+                        operations += [{"index": {"_index": "t", "_id": doc_id}}, body]
+                        batch[doc_id] = body
+                response = client.bulk(operations=operations)
+                assert not response["errors"], response
+                for doc_id, body in batch.items():
+                    if body is None:
+                        mine.pop(doc_id, None)
+                    else:
+                        mine[doc_id] = body
 
-        def refresher() -> None:
-            while not done.is_set():
-                try:
-                    node.indices["t"].refresh()
-                except ElasticError as exc:
-                    refresh_failures.append(exc)
-
-        threads = [threading.Thread(target=writer, args=(w,)) for w in range(3)]
-        background = threading.Thread(target=refresher)
-        background.start()
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        done.set()
-        background.join()
-        assert not errors
+        refresh_failures = writers_beside_refresher(
+            [functools.partial(writer, w) for w in range(3)], node.indices["t"].refresh
+        )
         assert fault.fired >= 3
         assert all(isinstance(e, FlushFailed) for e in refresh_failures)
         monkeypatch.setattr(shard_module, "segment_from_buffer", fault.target)

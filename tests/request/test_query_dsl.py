@@ -25,6 +25,7 @@ from leafsearch.request.query_dsl import (
     SimpleQueryString,
     Term,
     Terms,
+    TermsLookup,
     Wildcard,
     parse_query,
     query_is_match_all,
@@ -383,9 +384,25 @@ def test_unsupported_elasticsearch_queries_are_named():
     assert error.reason == "[nested] query is not supported by leafsearch"
 
 
-def test_terms_lookup_is_refused():
-    error = refused({"terms": {"user": {"index": "users", "id": "2", "path": "followers"}}})
-    assert error.error_type == "illegal_argument_exception"
+def test_terms_lookup_parses_and_refuses_malformed_lookups():
+    spec = {"index": "users", "id": "2", "path": "followers", "routing": "r"}
+    assert parse_query({"terms": {"user": spec, "boost": 2}}) == TermsLookup(
+        "user", "users", "2", "followers", "r", 2.0
+    )
+    for lookup, error_type, reason in (
+        ({"index": "u", "id": "2"}, "illegal_argument_exception", "Required [path]"),
+        ({"path": "p"}, "illegal_argument_exception", "Required [index, id]"),
+        ({**spec, "size": 1}, "x_content_parse_exception", "[terms_lookup] unknown field [size]"),
+        (
+            {**spec, "id": 2},
+            "x_content_parse_exception",
+            "[terms_lookup] id doesn't support values of type: VALUE_NUMBER",
+        ),
+    ):
+        error = refused({"terms": {"user": lookup}})
+        assert (error.error_type, error.reason) == (error_type, reason)
+    error = refused({"terms": {"user": spec, "other": ["a"]}})
+    assert error.reason == "[terms] query does not support multiple fields, found [user] and [other]"
 
 
 def test_nesting_depth_is_limited():

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import httpx
+import orjson
 import pytest
 from conftest import error_of, running_server
 from elasticsearch import Elasticsearch, NotFoundError
@@ -106,6 +107,37 @@ def test_node_stats_sections_and_http_connections(es: Elasticsearch, server: str
             during = http_section(second)
             assert during["total_opened"] == before["total_opened"] + 1
             assert during["current_open"] >= 2
+
+
+def test_http_clients_list_each_connection(server: str) -> None:
+    """`http.clients`: each connection with its id, addresses, agent, last URI, request count and
+    body bytes; a closed one is still listed, with the time it closed."""
+    port = server.rsplit(":", 1)[1]
+
+    def clients(client: httpx.Client) -> dict[int, dict]:
+        section = next(iter(client.get("/_nodes/stats/http").json()["nodes"].values()))["http"]
+        return {entry["id"]: entry for entry in section["clients"]}
+
+    headers = {"user-agent": "conformance-agent/1", "x-opaque-id": "op-7", "x-forwarded-for": "10.0.0.9"}
+    with httpx.Client(base_url=server, headers=headers) as watched:
+        watched.post("/_search", json={"size": 0})
+        mine = next(c for c in clients(watched).values() if c.get("agent") == "conformance-agent/1")
+    assert mine["local_address"] == f"127.0.0.1:{port}"
+    assert mine["remote_address"].startswith("127.0.0.1:")
+    assert mine["last_uri"] == "/_nodes/stats/http"
+    assert (mine["x_opaque_id"], mine["x_forwarded_for"]) == ("op-7", "10.0.0.9")
+    assert mine["request_count"] == 2
+    assert mine["request_size_bytes"] == len(b'{"size":0}')
+    assert mine["last_request_time_millis"] >= mine["opened_time_millis"] > 0
+    assert "closed_time_millis" not in mine
+    with httpx.Client(base_url=server) as other:
+        # The server sees the close when its event loop reads it: ask until it has.
+        for _ in range(200):
+            closed = clients(other)[mine["id"]]
+            if "closed_time_millis" in closed:
+                break
+    assert closed["closed_time_millis"] >= closed["last_request_time_millis"]
+    assert closed["request_count"] == 2
 
 
 def test_cat_shards_segments_nodes_count(es: Elasticsearch, http: httpx.Client, filled: str) -> None:
@@ -254,3 +286,50 @@ def test_close_under_writes_and_searches(server: str, new_index: Callable[..., s
         }
     every = set().union(*acknowledged)
     assert every and every <= ids
+
+
+def test_doc_status_counts_every_write_by_status_family(
+    es: Elasticsearch, http: httpx.Client, new_index
+) -> None:
+    """`indices.indexing.doc_status` (OpenSearch's): each single write and each bulk item counts
+    once by its status family, with several writers at once; a refused bulk body counts nothing."""
+    import threading
+
+    name = new_index(settings={"number_of_shards": 2})
+
+    def doc_status() -> dict[str, int]:
+        node = next(iter(es.nodes.stats(metric="indices", index_metric="indexing")["nodes"].values()))
+        return node["indices"]["indexing"]["doc_status"]
+
+    before = doc_status()
+    writers, per_writer = 4, 25
+
+    def write(w: int) -> None:
+        with httpx.Client(base_url=str(http.base_url)) as own:
+            for i in range(per_writer):
+                own.put(f"/{name}/_doc/{w}-{i}", json={"n": i})  # 201
+                own.put(f"/{name}/_doc/{w}-{i}", params={"op_type": "create"}, json={"n": i})  # 409
+            lines = [
+                orjson.dumps(line)
+                for i in range(per_writer)
+                for line in (
+                    {"delete": {"_index": name, "_id": f"{w}-{i}"}},
+                    {"delete": {"_index": name, "_id": f"none-{w}-{i}"}},
+                )
+            ]
+            own.post(
+                "/_bulk", content=b"\n".join(lines) + b"\n", headers={"content-type": "application/x-ndjson"}
+            )  # 200 and 404
+
+    threads = [threading.Thread(target=write, args=(w,)) for w in range(writers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    http.post(
+        "/_bulk", content=b'{"index": {}}\n', headers={"content-type": "application/x-ndjson"}
+    )  # refused whole
+    after = doc_status()
+    total = writers * per_writer
+    assert after.get("2xx", 0) - before.get("2xx", 0) == 2 * total
+    assert after.get("4xx", 0) - before.get("4xx", 0) == 2 * total

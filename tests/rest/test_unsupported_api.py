@@ -21,16 +21,15 @@ DOC = (REPO / "docs" / "unsupported.md").read_text().replace("\\|", "|")  # unes
 @pytest.mark.parametrize(
     ("method", "path", "feature"),
     [
-        ("GET", "/_snapshot", "snapshot and restore"),
-        ("PUT", "/_snapshot/repo/snap", "snapshot and restore"),
+        ("GET", "/_slm/policy", "snapshot lifecycle management"),
         ("GET", "/_ingest/pipeline", "ingest pipelines"),
-        ("PUT", "/_index_template/logs", "index templates"),
-        ("GET", "/_template", "index templates"),
-        ("PUT", "/_component_template/c", "component templates"),
         ("POST", "/_sql", "SQL"),
         ("POST", "/logs/_eql/search", "EQL"),
-        ("PUT", "/_data_stream/logs", "data streams (only the empty listing)"),
-        ("GET", "/_cluster/state", "this cluster API (leafsearch has health and settings)"),
+        (
+            "GET",
+            "/_cluster/stats",
+            "this cluster API (leafsearch has health, settings, state and pending tasks)",
+        ),
         ("GET", "/_nodes/hot_threads", "hot threads"),
         ("POST", "/logs/_explain/1", "explain"),
         ("GET", "/logs/_ilm/explain", "index lifecycle management"),
@@ -67,10 +66,9 @@ def test_what_leafsearch_has_and_what_nobody_has_answer_as_before(http: httpx.Cl
 
 def test_the_official_client_gets_the_reason(es: Elasticsearch) -> None:
     for call in (
-        lambda: es.snapshot.get_repository(),
+        lambda: es.slm.get_lifecycle(),
         lambda: es.ingest.get_pipeline(),
         lambda: es.sql.query(query="SELECT 1"),
-        lambda: es.indices.put_index_template(name="t", index_patterns=["x*"]),
     ):
         with pytest.raises(BadRequestError) as refused:
             call()

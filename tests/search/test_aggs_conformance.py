@@ -118,7 +118,31 @@ def test_float_ranges_compare_at_the_fields_precision(
         )
         assert response.status_code == 200, response.text
         # The stored 0.04 equals the bound 0.04 at the field's precision: it starts the second range.
-        assert [b["doc_count"] for b in response.json()["aggregations"]["r"]["buckets"]] == [1, 1], field
+        buckets = response.json()["aggregations"]["r"]["buckets"]
+        assert [b["doc_count"] for b in buckets] == [1, 1], field
+        # ... and the buckets print the request's numbers, not the float widened to a double.
+        assert [(b["key"], b.get("from"), b.get("to")) for b in buckets] == [
+            ("0.0-0.04", 0.0, 0.04),
+            ("0.04-*", 0.04, None),
+        ], field
+    _bulk(http, name, [{"f": 10}, {"f": 5.5}, {"f": 6.7}, {"f": 10.6}])
+    response = _aggs(
+        http,
+        name,
+        {
+            "r": {
+                "range": {
+                    "field": "f",
+                    "keyed": True,
+                    "ranges": [{"from": 5, "to": 6}, {"from": 6, "to": 10.6}],
+                }
+            }
+        },
+    )
+    assert response.json()["aggregations"]["r"]["buckets"] == {
+        "5.0-6.0": {"from": 5.0, "to": 6.0, "doc_count": 1},
+        "6.0-10.6": {"from": 6.0, "to": 10.6, "doc_count": 2},
+    }
 
 
 def test_date_range_with_sub_aggregation_on_an_unmapped_field(

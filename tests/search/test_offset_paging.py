@@ -127,11 +127,11 @@ def test_negative_from_and_size_are_refused(http: httpx.Client, big: str, body, 
     assert error["reason"] == reason
 
 
-def test_size_minus_one_in_the_url_means_the_default(http: httpx.Client, big: str) -> None:
-    """RestSearchAction reads `size` with -1 as its "not given" value."""
+def test_size_minus_one_in_the_url_is_refused(http: httpx.Client, big: str) -> None:
+    """Elasticsearch 8 reads `?size=-1` as a negative size (7.x read it as "not given")."""
     response = http.get(f"/{big}/_search", params={"size": "-1"})
-    assert response.status_code == 200
-    assert len(response.json()["hits"]["hits"]) == 10
+    assert response.status_code == 400
+    assert error_of(response)["reason"] == "[size] parameter cannot be negative, found [-1]"
 
 
 def test_negative_values_through_the_client(es: Elasticsearch, big: str) -> None:

@@ -70,6 +70,57 @@ def test_every_shard_reports_its_query_tree_collector_aggregations_and_fetch(
     assert fetched == 20  # each shard fetched its own hits of the page
 
 
+AGG_BREAKDOWN = {
+    f"{timing}{suffix}"
+    for timing in (
+        "initialize",
+        "build_leaf_collector",
+        "collect",
+        "post_collection",
+        "build_aggregation",
+        "reduce",
+    )
+    for suffix in ("", "_count")
+}
+
+
+def test_aggregations_are_profiled_with_elasticsearchs_aggregator_names(es: Elasticsearch, logs: str) -> None:
+    """Each aggregation is a node named by Elasticsearch's aggregator class, with its breakdown
+    keys; a sub-aggregation is its parent's child; the answer is the unprofiled one's."""
+    aggs = {
+        "histo": {
+            "histogram": {"field": "n", "interval": 50},
+            "aggs": {"tags": {"terms": {"field": "k"}, "aggs": {"mean": {"avg": {"field": "n"}}}}},
+        },
+        "nums": {"terms": {"field": "n", "size": 3}},
+        "dates": {"range": {"field": "n", "ranges": [{"to": 100}]}},
+        "top": {"max": {"field": "n"}},
+    }
+    plain = es.search(index=logs, size=0, aggs=aggs)
+    profiled = es.search(index=logs, size=0, aggs=aggs, profile=True)
+    assert profiled["aggregations"] == plain["aggregations"]
+    for shard in profiled["profile"]["shards"]:
+        by_name = {agg["description"]: agg for agg in shard["aggregations"]}
+        assert [(name, agg["type"]) for name, agg in by_name.items()] == [
+            ("histo", "NumericHistogramAggregator"),
+            ("nums", "NumericTermsAggregator"),
+            ("dates", "RangeAggregator"),
+            ("top", "MaxAggregator"),
+        ]
+        histo = by_name["histo"]
+        (tags,) = histo["children"]
+        assert (tags["type"], tags["description"]) == ("GlobalOrdinalsStringTermsAggregator", "tags")
+        (mean,) = tags["children"]
+        assert (mean["type"], mean["description"]) == ("AvgAggregator", "mean")
+        assert "children" not in mean
+        for node in (histo, tags, mean, by_name["top"]):
+            assert set(node["breakdown"]) == AGG_BREAKDOWN
+            assert node["time_in_nanos"] > 0
+            assert node["breakdown"]["collect"] == node["time_in_nanos"]
+            assert node["breakdown"]["collect_count"] >= 1 and node["breakdown"]["reduce"] == 0
+        assert histo["time_in_nanos"] >= tags["time_in_nanos"] >= mean["time_in_nanos"]
+
+
 def test_a_post_filter_is_a_second_query_and_a_pit_walk_is_profiled_too(es: Elasticsearch, logs: str) -> None:
     response = es.search(index=logs, query={"match_all": {}}, post_filter={"term": {"k": "a"}}, profile=True)
     for shard in response["profile"]["shards"]:

@@ -565,3 +565,35 @@ def test_ids_that_need_json_escaping_come_back_exactly(es: Elasticsearch, new_in
     scrolled = es.search(index=name, scroll="1m", sort=["_doc"], size=10)
     assert sorted(h["_id"] for h in scrolled["hits"]["hits"]) == sorted(ids)
     es.clear_scroll(scroll_id=scrolled["_scroll_id"])
+
+
+def test_index_query_string_lenient_is_the_default_leniency(
+    es: Elasticsearch, http: httpx.Client, new_index
+) -> None:
+    """`index.query_string.lenient` (static) makes `query_string` lenient unless the query says;
+    without it a value its field cannot parse is a 400."""
+    properties = {"n": {"type": "long"}, "k": {"type": "keyword"}}
+    lenient = new_index(
+        settings={"index.query_string.lenient": True}, mappings={"properties": properties}, suffix="-l"
+    )
+    strict = new_index(mappings={"properties": properties}, suffix="-s")
+    for index in (lenient, strict):
+        es.index(index=index, id="1", document={"n": 1, "k": "a"}, refresh=True)
+    query = {"query_string": {"query": "abc OR k:a", "default_field": "n"}}
+    assert es.search(index=lenient, query=query)["hits"]["total"]["value"] == 1
+    refused = http.post(f"/{strict}/_search", json={"query": query})
+    assert refused.status_code == 400
+    assert (
+        refused.json()["error"]["root_cause"][0]["reason"]
+        == 'failed to create query: For input string: "abc"'
+    )
+    explicit = http.post(
+        f"/{lenient}/_search", json={"query": {"query_string": {**query["query_string"], "lenient": False}}}
+    )
+    assert explicit.status_code == 400
+    assert es.indices.get_settings(index=lenient)[lenient]["settings"]["index"]["query_string"] == {
+        "lenient": "true"
+    }
+    changed = http.put(f"/{lenient}/_settings", json={"index.query_string.lenient": False})
+    assert changed.status_code == 400
+    assert "Can't update non dynamic settings [[index.query_string.lenient]]" in error_of(changed)["reason"]

@@ -473,3 +473,57 @@ def test_rescore_window_limit(http: httpx.Client, six: str) -> None:
     assert http.put(f"/{six}/_settings", json={"index.max_rescore_window": 60}).status_code == 200
     assert search(60).status_code == 200
     assert shard_refusal(search(61)) == rescore_window_error(61, 60)
+
+
+def test_ids_query_above_the_result_window_is_refused_before_the_window(
+    http: httpx.Client, new_index: Callable[..., str]
+) -> None:
+    """An `ids` query naming more ids than `index.max_result_window` fails while the shard builds
+    it, so its error comes first even when the page itself is past the window (size 10 > 2)."""
+    index = new_index(
+        settings={"index.max_result_window": 2}, mappings={"properties": {"k": {"type": "keyword"}}}
+    )
+    http.put(f"/{index}/_doc/1?refresh=true", json={"k": "v"})
+    ok = http.post(f"/{index}/_search", json={"size": 2, "query": {"ids": {"values": [1, 2]}}})
+    assert len(ok.json()["hits"]["hits"]) == 1
+    for body in (
+        {"query": {"ids": {"values": [1, 2, 3]}}},
+        {"size": 1, "query": {"bool": {"filter": [{"ids": {"values": ["1", "2", "3"]}}]}}},
+    ):
+        response = http.post(f"/{index}/_search", json=body)
+        assert response.status_code == 400
+        cause = response.json()["error"]["root_cause"][0]
+        assert cause["type"] == "query_shard_exception"
+        assert (
+            cause["reason"]
+            == "failed to create query: Too many ids specified, allowed max result window is [2]"
+        )
+    counted = http.post(f"/{index}/_count", json={"query": {"ids": {"values": [1, 2, 3]}}})
+    assert counted.status_code == 400
+    assert counted.json()["error"]["root_cause"][0]["type"] == "query_shard_exception"
+
+
+def test_query_string_regex_length_is_checked_before_its_fields(
+    http: httpx.Client, new_index: Callable[..., str]
+) -> None:
+    """A `/regex/` of `query_string` longer than `index.max_regex_length` is refused even over the
+    default `*` fields, which are otherwise lenient."""
+    index = new_index(
+        settings={"index.max_regex_length": 5}, mappings={"properties": {"k": {"type": "keyword"}}}
+    )
+    http.put(f"/{index}/_doc/1?refresh=true", json={"k": "abcde"})
+    assert (
+        http.post(f"/{index}/_search", json={"query": {"query_string": {"query": "/abcde/"}}}).json()["hits"][
+            "total"
+        ]["value"]
+        == 1
+    )
+    response = http.post(f"/{index}/_search", json={"query": {"query_string": {"query": "/abcdef/"}}})
+    assert response.status_code == 400
+    cause = response.json()["error"]["root_cause"][0]
+    assert cause["type"] == "query_shard_exception"
+    assert cause["reason"] == (
+        "failed to create query: The length of regex [6] used in the [query_string] has exceeded the "
+        "allowed maximum of [5]. This maximum can be set by changing the [index.max_regex_length] index "
+        "level setting."
+    )

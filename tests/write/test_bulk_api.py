@@ -279,3 +279,30 @@ def test_streaming_bulk_reports_each_item(es: Elasticsearch, new_index) -> None:
     with pytest.raises(helpers.BulkIndexError) as raised:
         helpers.bulk(es, actions[1:3])
     assert [next(iter(e.values()))["_id"] for e in raised.value.errors] == ["2", "taken"]
+
+
+def test_an_index_action_with_op_type_create_is_a_create(http: httpx.Client, new_index) -> None:
+    """`{"index": {"op_type": "create"}}` is answered under `create` and refuses an existing id."""
+    name = new_index()
+    body = ndjson(
+        {"index": {"_index": name, "_id": ""}},
+        {"f": 1},
+        {"index": {"_index": name, "op_type": "create"}},
+        {"f": 2},
+        {"index": {"_index": name, "_id": "a", "op_type": "create"}},
+        {"f": 3},
+        {"index": {"_index": name, "_id": "a", "op_type": "create"}},
+        {"f": 4},
+    )
+    items = http.post("/_bulk?refresh=true", content=body, headers=NDJSON).json()["items"]
+    assert items[0]["index"]["error"] == {
+        "type": "illegal_argument_exception",
+        "reason": "if _id is specified it must not be empty",
+    }
+    assert [outcome(item)[0] for item in items[1:]] == ["create", "create", "create"]
+    assert [item["create"]["status"] for item in items[1:]] == [201, 201, 409]
+    assert http.get(f"/{name}/_count").json()["count"] == 2
+    refused = ndjson({"index": {"_index": name, "op_type": "upsert"}}, {"f": 5})
+    bad = http.post("/_bulk", content=refused, headers=NDJSON)
+    assert bad.status_code == 400
+    assert error_of(bad)["reason"] == "opType must be 'create' or 'index', found: [upsert]"

@@ -366,3 +366,76 @@ def test_idle_cpu_is_the_idle_share_of_proc_stat_between_two_reads(tmp_path: Pat
     now[0] = 2.0
     assert idle.idle_cores() == 0.0
     assert IdleCpu(tmp_path / "missing", clock=lambda: now[0]).idle_cores() is None
+
+
+def test_segments_written_by_a_worker_under_concurrent_bulks_hold_what_the_server_would(
+    tmp_path: Path,
+) -> None:
+    """Four bulk clients at once, refreshes and merges beside them, every buffer written as a
+    segment by a search worker (index/buffer_wire.py): the index answers searches on every field
+    as an index whose segments the server process wrote, and holds it all after a restart."""
+    bodies = [ndjson(*log_lines(k * 500, 500)) for k in range(16)]
+    queries = [
+        {"match": {"message": "word3"}},
+        {"term": {"service": "svc-4"}},
+        {"range": {"bytes": {"gte": 37 * 4000}}},
+        {"range": {"ratio": {"lt": 100.5}}},
+        {"range": {"@timestamp": {"gte": "2024-01-20"}}},
+    ]
+
+    def load(node: Node, workers: bool) -> list[Any]:
+        admin.create_index(node, "logs", {"mappings": MAPPING, "settings": {"number_of_shards": 2}})
+        if workers:
+            node.cluster_settings.update({"persistent": {"indices.segments.worker_build_min_docs": "100"}})
+        failures: list[BaseException] = []
+        stop = threading.Event()
+
+        def client(part: list[bytes]) -> None:
+            try:
+                for body in part:
+                    assert not node.bulk(body, index="logs")["errors"]
+            except BaseException as exc:  # handed to the test thread
+                failures.append(exc)
+
+        def housekeeping() -> None:
+            while not stop.is_set():
+                node.indices["logs"].refresh()
+                for shard in node.indices["logs"].shards:
+                    shard.maybe_merge()
+
+        clients = [threading.Thread(target=client, args=(bodies[k::4],)) for k in range(4)]
+        beside = threading.Thread(target=housekeeping)
+        beside.start()
+        for thread in clients:
+            thread.start()
+        for thread in clients:
+            thread.join(120)
+        stop.set()
+        beside.join(120)
+        assert not failures, failures[0]
+        node.indices["logs"].refresh()
+        return [search(node, "logs", {"query": q, "size": 0})["hits"]["total"]["value"] for q in queries]
+
+    with Node(tmp_path / "here", background=False) as here:
+        expected = load(here, workers=False)
+    with Node(tmp_path / "workers", background=False, search_workers=1) as there:
+        assert there.search_workers is not None and there.search_workers.wait_ready(60)
+        builder, built = there.shard_services.builder, []
+        assert builder is not None
+
+        def counted(job: Any) -> Any:
+            answer = builder(job)
+            built.append(job.folder)
+            return answer
+
+        there.shard_services.builder = counted
+        assert load(there, workers=True) == expected
+        assert len(built) >= 2  # segments written by the worker
+        assert contents(there, "logs")[1][:5]  # documents readable with their sources
+    with Node(tmp_path / "workers", background=False) as reopened:
+        reopened.indices["logs"].refresh()
+        totals = [
+            search(reopened, "logs", {"query": q, "size": 0})["hits"]["total"]["value"] for q in queries
+        ]
+        assert totals == expected
+        assert search(reopened, "logs", {"size": 0})["hits"]["total"]["value"] == 8000

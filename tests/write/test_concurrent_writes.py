@@ -169,7 +169,8 @@ def test_writers_whose_bulks_workers_parse_lose_nothing_acknowledged_across_kill
     tmp_path: Path, writers: int, trial: int
 ) -> None:
     """The same with every bulk that waits for the indexing slot split and parsed in the search
-    workers (bulk_offload.py; any size): the kill comes after the workers took some."""
+    workers (bulk_offload.py; any size), and every buffer written as a segment by a worker
+    (index/buffer_wire.py; any size): the kill comes after the workers took some."""
     crash_trial(tmp_path, writers, worker_parse=True)
 
 
@@ -190,6 +191,7 @@ def crash_trial(tmp_path: Path, writers: int, *, worker_parse: bool) -> None:
             any_time = {
                 "indices.bulk.worker_parse_min_size": "1b",
                 "indices.bulk.worker_parse_min_idle_cpu": "0",
+                "indices.segments.worker_build_min_docs": "1",
             }
             settings = {"persistent": any_time}
             assert httpx.put(f"{url}/_cluster/settings", json=settings).status_code == 200

@@ -31,6 +31,7 @@ class SegmentContext:
 
     view: Any  # SegmentView
     request: Any  # carries `mapping`, `now_millis`, `searcher`
+    scores: Any = None  # float32 per document of the segment when the search scores, else None
 
     @property
     def segment(self) -> Any:
@@ -58,6 +59,7 @@ class ParseContext:
     depth: int = 1  # nesting level being parsed, the top level being 1
     max_depth: int | None = None  # `search.aggs.max_nested_depth`
     max_buckets: int | None = None  # `search.max_buckets`, which a composite's size may not exceed
+    max_inner_result_window: int = 100  # `index.max_inner_result_window`, which bounds `top_hits`
 
 
 class Agg:
@@ -116,7 +118,12 @@ class AggTree(list):
 
 
 def collect_subs(subs: list[Agg], seg: SegmentContext, docs: np.ndarray, groups: np.ndarray, n: int) -> dict:
-    return {sub.name: sub.collect(seg, docs, groups, n) for sub in subs}
+    profile = getattr(seg.request, "profile", None)  # a profiled search times each sub-aggregation
+    if profile is None:
+        return {sub.name: sub.collect(seg, docs, groups, n) for sub in subs}
+    return {
+        sub.name: profile.time_aggregation(sub, lambda s=sub: s.collect(seg, docs, groups, n)) for sub in subs
+    }
 
 
 def merge_subs(subs: list[Agg], parts: list[dict], maps: list[np.ndarray], n_out: int) -> dict:

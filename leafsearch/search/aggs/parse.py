@@ -13,6 +13,7 @@ from leafsearch.search.aggs.base import AggTree, ParseContext
 from leafsearch.search.aggs.composite import parse_composite
 from leafsearch.search.aggs.filters import parse_filter, parse_filters
 from leafsearch.search.aggs.histogram import parse_date_histogram, parse_histogram
+from leafsearch.search.aggs.hits import parse_top_hits
 from leafsearch.search.aggs.metrics import parse_cardinality, parse_stats
 from leafsearch.search.aggs.ranges import parse_range
 from leafsearch.search.aggs.terms import parse_terms
@@ -30,8 +31,9 @@ PARSERS = {
     "filter": parse_filter,
     "filters": parse_filters,
     "composite": parse_composite,
+    "top_hits": parse_top_hits,
 }
-LEAVES = frozenset((*METRICS, "cardinality"))
+LEAVES = frozenset((*METRICS, "cardinality", "top_hits"))
 _VALID_NAME = re.compile(r"[^\[\]>]+")
 MAX_NESTED_DEPTH = "search.aggs.max_nested_depth"
 MAX_AGGREGATIONS = "search.max_aggregations"

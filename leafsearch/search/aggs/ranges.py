@@ -53,28 +53,34 @@ class RangeAgg(Agg):
         parsed.sort(key=lambda r: (r[0], r[1]))
         self.ranges = parsed
 
-    def _range(self, spec: Any, pctx: ParseContext) -> tuple[float, float, str | None]:
+    def _range(self, spec: Any, pctx: ParseContext) -> tuple[float, float, str | None, float, float]:
+        """(from, to, key, from shown, to shown): the bounds documents are matched against, and the
+        request's bounds that the buckets print (on a `float` field 10.6 matches as 10.6f, whose
+        double is 10.600000381469727, and is printed 10.6, as Elasticsearch prints it)."""
         if not isinstance(spec, dict):
             raise field_failed(self.type_name, "ranges", IllegalArgument("[ranges] entries must be objects"))
         for key in spec:
             if key not in _RANGE_KEYS:
                 raise unknown_field("range", key)
         try:
-            lo = -math.inf if spec.get("from") is None else self._bound(spec["from"], pctx)
-            hi = math.inf if spec.get("to") is None else self._bound(spec["to"], pctx)
+            shown_lo = -math.inf if spec.get("from") is None else self._bound(spec["from"], pctx)
+            shown_hi = math.inf if spec.get("to") is None else self._bound(spec["to"], pctx)
         except IllegalArgument as err:
             raise field_failed(self.type_name, "ranges", err) from None
         key = spec.get("key")
-        return lo, hi, None if key is None else str(key)
+        lo, hi = self._precision(shown_lo), self._precision(shown_hi)
+        return lo, hi, None if key is None else str(key), shown_lo, shown_hi
 
     def _bound(self, value: Any, pctx: ParseContext) -> float:
         """A bound in aggregation units. As in Elasticsearch, `date_range` reads a number as the
-        text of its whole part in the field's format (1000 on an `epoch_second` field is 1000 s),
-        and bounds on `float`/`half_float` fields are reduced to the field's precision, so a stored
-        0.04f equals the bound 0.04."""
+        text of its whole part in the field's format (1000 on an `epoch_second` field is 1000 s)."""
         if self.type_name == "date_range" and isinstance(value, (int, float)) and not isinstance(value, bool):
             value = str(int(value))
-        bound = float(self.format.parse(value, pctx.now_millis))
+        return float(self.format.parse(value, pctx.now_millis))
+
+    def _precision(self, bound: float) -> float:
+        """Bounds on `float`/`half_float` fields are matched at the field's precision, so a stored
+        0.04f equals the bound 0.04."""
         type_name = self.field.type_name
         if type_name == "float":
             return float(np.float32(bound))
@@ -86,7 +92,7 @@ class RangeAgg(Agg):
         idx, values, multi = numeric_values(seg, self.field, docs, self.missing)
         values = values.astype(np.float64)
         pair_idx, codes = [], []
-        for i, (lo, hi, _) in enumerate(self.ranges):
+        for i, (lo, hi, *_) in enumerate(self.ranges):
             inside = np.flatnonzero((values >= lo) & (values < hi))
             pair_idx.append(idx[inside])
             codes.append(np.full(len(inside), i, dtype=np.int64))
@@ -109,7 +115,7 @@ class RangeAgg(Agg):
         row_of = dict(zip(part.keys[0][rows].tolist(), rows.tolist(), strict=True))
         consume_buckets(len(self.ranges))
         buckets = []
-        for i, (lo, hi, key) in enumerate(self.ranges):
+        for i, (_, _, key, lo, hi) in enumerate(self.ranges):
             row = row_of.get(i)
             if key is None:
                 key = f"{self._bound_text(lo)}-{self._bound_text(hi)}"

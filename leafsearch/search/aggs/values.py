@@ -18,6 +18,7 @@ import numpy as np
 
 from leafsearch.errors import IllegalArgument
 from leafsearch.index import unsigned_long
+from leafsearch.index.columns import ordinal_column
 from leafsearch.search.aggs.base import SegmentContext, shard_failure
 from leafsearch.search.fetch import fielddata_error
 
@@ -235,6 +236,8 @@ def _date_formatter(pattern: str) -> Any:
 
 def family_of(ftype: Any) -> str | None:
     type_name = ftype.type
+    if ftype.kind == "text" and getattr(ftype, "fielddata", False):
+        return KEYWORD  # its terms, uninverted (`fielddata: true`)
     if type_name in _TEXT_TYPES or ftype.kind == "text":
         return "text"
     if type_name in ("date", "date_nanos"):
@@ -328,7 +331,7 @@ def keyword_values(
     seg: SegmentContext, ref: FieldRef, docs: np.ndarray, missing: str | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
     """(index into `docs`, ordinal, the terms the ordinals point into, multi-valued) of a keyword field."""
-    col = seg.segment.column(ref.path) if ref.ftype is not None else None
+    col = ordinal_column(seg.segment.column(ref.path)) if ref.ftype is not None else None
     ords = getattr(col, "ords", None)
     if ref.path == INDEX_FIELD and ref.ftype is None:
         # Every document holds one value, its index's name (Elasticsearch's ConstantIndexFieldData).

@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 
 from leafsearch.index.searcher import SegmentView
-from leafsearch.search.query import conjunction, phrase_exec, term_exec
-from leafsearch.search.query.context import QueryContext
+from leafsearch.search.query import conjunction, phrase_exec, script_exec, term_exec
+from leafsearch.search.query.context import QueryContext, shard_error
 from leafsearch.search.query.masks import Result, constant, empty, mask_of
 from leafsearch.search.query.plans import (
     AllDocs,
@@ -25,6 +25,7 @@ from leafsearch.search.query.plans import (
     PatternPlan,
     Phrase,
     ScoredTerm,
+    ScriptPlan,
     TermRange,
     ValueSet,
 )
@@ -211,6 +212,44 @@ def _exec_const(plan: ConstPlan, view: SegmentView, ctx: QueryContext, scoring: 
     return constant(mask, scoring, boost * plan.boost)
 
 
+def _exec_script(
+    plan: ScriptPlan, view: SegmentView, ctx: QueryContext, scoring: bool, boost: float
+) -> Result:
+    """A `script` query keeps the live documents its script returns true for; a `script_score`
+    scores its inner query's matches with the script (`_score` their score), dropping those
+    below `min_score`. Scripts run on live documents only."""
+    if plan.inner is None:
+        mask, inner_scores = np.ones(view.max_doc, dtype=bool), None
+    else:
+        mask, inner_scores = run(plan.inner, view, ctx, True, 1.0)
+    if view.live is not None:
+        mask = mask & view.live
+    docs = np.flatnonzero(mask)
+    values = script_exec.evaluate(plan, view, ctx, docs, None if inner_scores is None else inner_scores[docs])
+    if plan.inner is None:
+        if any(type(v) is not bool for v in values):
+            bad = next(v for v in values if type(v) is not bool)
+            raise shard_error(ctx, f"script query must return a boolean, got [{bad!r}]")
+        keep = np.zeros(view.max_doc, dtype=bool)
+        keep[docs[np.array(values, dtype=bool)]] = True
+        return constant(keep, scoring, boost * plan.boost)
+    if any(type(v) not in (int, float) or v != v for v in values):
+        bad = next(v for v in values if type(v) not in (int, float) or v != v)
+        raise shard_error(
+            ctx, f"script_score script returned an invalid score [{bad!r}]: it must be a number"
+        )
+    found = np.array(values, dtype=np.float64)
+    if (found < 0).any():
+        raise shard_error(ctx, "script score function must not produce negative scores, but got: "
+                          f"[{found[found < 0][0]}]")  # fmt: skip
+    keep = np.zeros(view.max_doc, dtype=bool)
+    scores = np.zeros(view.max_doc, dtype=_F32)
+    chosen = found >= plan.min_score if plan.min_score is not None else np.ones(len(docs), dtype=bool)
+    keep[docs[chosen]] = True
+    scores[docs[chosen]] = (found[chosen] * boost * plan.boost).astype(_F32)
+    return keep, scores if scoring else None
+
+
 _EXECUTORS: dict[type, Callable[..., Result]] = {
     AllDocs: _exec_all,
     NoDocs: _exec_nothing,
@@ -225,4 +264,5 @@ _EXECUTORS: dict[type, Callable[..., Result]] = {
     BoolPlan: _exec_bool,
     DisMaxPlan: _exec_dis_max,
     ConstPlan: _exec_const,
+    ScriptPlan: _exec_script,
 }

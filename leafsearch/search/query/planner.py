@@ -13,8 +13,9 @@ from leafsearch.request import query_dsl as dsl
 from leafsearch.search.query import rewrites, term_queries, text_queries
 from leafsearch.search.query.clauses import check_clauses
 from leafsearch.search.query.context import QueryContext
-from leafsearch.search.query.plans import AllDocs, BoolPlan, ConstPlan, DisMaxPlan, NoDocs
+from leafsearch.search.query.plans import AllDocs, BoolPlan, ConstPlan, DisMaxPlan, NoDocs, ScriptPlan
 from leafsearch.search.query.values import min_should_match
+from leafsearch.unsupported import NotSupported
 
 
 def plan(query: dsl.Query, ctx: QueryContext) -> Any:
@@ -61,15 +62,26 @@ def _rewritten(rewrite: Callable[[Any, QueryContext], dsl.Query]) -> Callable[[A
     return lambda q, ctx: plan(rewrite(q, ctx), ctx)
 
 
+def _unresolved_lookup(q: dsl.TermsLookup, ctx: QueryContext) -> Any:
+    """Lookups are read by the coordinator in a search's `query` and `post_filter` only
+    (search/terms_lookup.py)."""
+    raise NotSupported("[terms] lookup in an aggregation's query")
+
+
 _PLANNERS: dict[type, Callable[[Any, QueryContext], Any]] = {
     dsl.MatchAll: lambda q, ctx: AllDocs(q.boost),
     dsl.MatchNone: lambda q, ctx: NoDocs(),
     dsl.Bool: _plan_bool,
     dsl.ConstantScore: _plan_const,
+    dsl.ScriptQuery: lambda q, ctx: ScriptPlan(None, q.script.source, q.script.params_json, None, q.boost),
+    dsl.ScriptScore: lambda q, ctx: ScriptPlan(
+        plan(q.query, ctx), q.script.source, q.script.params_json, q.min_score, q.boost
+    ),
     dsl.DisMax: _plan_dis_max,
     rewrites.Lenient: _plan_lenient,
     dsl.Term: term_queries.plan_term,
     dsl.Terms: term_queries.plan_terms,
+    dsl.TermsLookup: _unresolved_lookup,
     dsl.Ids: term_queries.plan_ids,
     dsl.Range: term_queries.plan_range,
     dsl.Exists: term_queries.plan_exists,

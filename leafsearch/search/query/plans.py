@@ -123,3 +123,15 @@ class DisMaxPlan:
 class ConstPlan:
     inner: Any
     boost: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class ScriptPlan:
+    """A `script` query (`inner` None: the script filters the live documents) or a `script_score`
+    (the script scores `inner`'s matches)."""
+
+    inner: Any
+    source: str
+    params_json: bytes
+    min_score: float | None = None
+    boost: float = 1.0

@@ -33,7 +33,7 @@ from leafsearch.request.query_dsl import (
     Wildcard,
     scalar_text,
 )
-from leafsearch.search.query.context import QueryContext, shard_error
+from leafsearch.search.query.context import QueryContext, failed, shard_error
 from leafsearch.search.query.fields import all_fields, expand_fields, field_type
 from leafsearch.search.query.text_queries import analyze
 
@@ -121,7 +121,8 @@ def rewrite_query_string(q: QueryString, ctx: QueryContext) -> Query:
     if tree is None:
         return MatchNone()
     specs = q.fields or ((q.default_field,) if q.default_field else ctx.default_fields)
-    lenient = q.lenient if q.lenient is not None else all_fields(specs)
+    # Unless the query says: lenient over all fields, else as `index.query_string.lenient` says.
+    lenient = q.lenient if q.lenient is not None else all_fields(specs) or ctx.query_string_lenient
     defaults = expand_fields(ctx, specs)
     builder = _StringLeafBuilder(
         ctx,
@@ -182,6 +183,8 @@ class _StringLeafBuilder:
             return MatchAll()
         if leaf.kind == "exists":
             return Exists(leaf.field or "*")
+        if leaf.kind == "regexp":
+            self._check_regex_length(leaf.text)
         fields = self.defaults if leaf.field is None else expand_fields(self.ctx, [leaf.field])
         if leaf.field is not None and not fields:
             return MatchNone()
@@ -197,6 +200,20 @@ class _StringLeafBuilder:
         if self.type == "most_fields":
             return Bool(should=tuple(queries))
         return DisMax(tuple(queries), self.tie_breaker)
+
+    def _check_regex_length(self, text: str) -> None:
+        """QueryStringQueryParser checks a regex's length before it expands its fields, leniency
+        aside."""
+        length = len(text.encode("utf-16-le")) // 2  # Java's String.length()
+        limit = self.ctx.max_regex_length
+        if length > limit:
+            raise failed(
+                self.ctx,
+                "illegal_argument_exception",
+                f"The length of regex [{length}] used in the [query_string] has exceeded the allowed "
+                f"maximum of [{limit}]. This maximum can be set by changing the [index.max_regex_length] "
+                "index level setting.",
+            )
 
     def _flat_terms(self, leaf: qs.Leaf, name: str, boost: float) -> list[Query] | None:
         """Lucene adds the words of one text field as separate term clauses."""

@@ -22,7 +22,7 @@ from leafsearch.request.query_dsl import (
     Wildcard,
     scalar_text,
 )
-from leafsearch.search.query.context import QueryContext, failed, shard_error
+from leafsearch.search.query.context import QueryContext, check_ids_count, failed, shard_error
 from leafsearch.search.query.fields import field_type, searchable, type_of
 from leafsearch.search.query.plans import (
     AllDocs,
@@ -151,6 +151,7 @@ def plan_terms(q: Terms, ctx: QueryContext) -> Any:
 
 
 def plan_ids(q: Ids, ctx: QueryContext) -> Any:
+    check_ids_count(len(q.values), ctx.max_result_window, ctx.index_name, ctx.index_uuid)
     return IdsPlan(q.values, q.boost) if q.values else NoDocs()
 
 

@@ -4,13 +4,12 @@ kept as terms at relative positions. On a non-text field they behave like `term`
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import numpy as np
 
 from leafsearch.errors import QueryShardError
-from leafsearch.index import analysis
+from leafsearch.index import analyzers
 from leafsearch.index.columns import TextColumn
 from leafsearch.request.query_dsl import Match, MatchPhrase, MatchPhrasePrefix, Scalar, scalar_text
 from leafsearch.search.query.clauses import check_clauses
@@ -24,21 +23,26 @@ from leafsearch.search.query.values import min_should_match
 
 _METADATA_TERMS = ("_id", "_index")  # searchable by value, not in the mapping
 
-_ANALYZERS = {
-    "standard": analysis.analyze,
-    "simple": lambda text: re.findall(r"[^\W\d_]+", text.lower()),
-    "whitespace": str.split,
-    "keyword": lambda text: [text],
-}
+
+def search_analyzer(
+    ctx: QueryContext, analyzer: str | None, field: str | None = None, quote: bool = False
+) -> analyzers.Analyzer:
+    """What analyses a query text: the query's `analyzer` (the index's or a built-in one), else the
+    field's search analyzer (`search_quote_analyzer` for phrases), else the index's default."""
+    mapping = ctx.mapping
+    if analyzer is not None:
+        found = mapping.analysis.analyzer(analyzer) if mapping is not None else analyzers.STANDARD
+        if found is None:
+            raise failed(ctx, "illegal_argument_exception", f"failed to find analyzer [{analyzer}]")
+        return found
+    ft = field_type(ctx, field) if field is not None else None
+    if ft is not None and ft.kind == "text":
+        return ft.search_quote_analyzer if quote else ft.search_analyzer
+    return mapping.analysis.default_search if mapping is not None else analyzers.STANDARD
 
 
-def analyze(ctx: QueryContext, analyzer: str | None, text: str) -> list[str]:
-    if analyzer is None:
-        return analysis.analyze(text)
-    fn = _ANALYZERS.get(analyzer)
-    if fn is None:
-        raise failed(ctx, "illegal_argument_exception", f"failed to find analyzer [{analyzer}]")
-    return fn(text)
+def analyze(ctx: QueryContext, analyzer: str | None, text: str, field: str | None = None) -> list[str]:
+    return search_analyzer(ctx, analyzer, field).terms(text)
 
 
 def _zero_terms(option: str, boost: float) -> Any:
@@ -63,12 +67,20 @@ def plan_match(q: Match, ctx: QueryContext) -> Any:
     plan = _not_text_plan(ctx, q, q.lenient)
     if plan is not None:
         return plan
-    tokens = analyze(ctx, q.analyzer, scalar_text(q.query))
+    tokens, positions = search_analyzer(ctx, q.analyzer, q.field).positions([scalar_text(q.query)], 0)
     if not tokens:
         return _zero_terms(q.zero_terms_query, q.boost)
     if len(tokens) > 1:
         check_clauses(ctx, len(tokens))
-    clauses = tuple(_match_token(ctx, q, token) for token in tokens)
+    # Terms at one position (synonyms, stacked tokens) are alternatives: one clause between them.
+    groups: list[list[Any]] = []
+    for i, token in enumerate(tokens):
+        plan = _match_token(ctx, q, token)
+        if i and positions[i] == positions[i - 1]:
+            groups[-1].append(plan)
+        else:
+            groups.append([plan])
+    clauses = tuple(g[0] if len(g) == 1 else BoolPlan(should=tuple(g)) for g in groups)
     if len(clauses) == 1:
         return _boost_plan(clauses[0], q.boost)
     if q.operator == "and":
@@ -106,10 +118,18 @@ def plan_match_phrase(q: MatchPhrase | MatchPhrasePrefix, ctx: QueryContext) -> 
     plan = _not_text_plan(ctx, q, lenient=False)
     if plan is not None:
         return plan
-    tokens = analyze(ctx, q.analyzer, scalar_text(q.query))
+    tokens, at = search_analyzer(ctx, q.analyzer, q.field, quote=True).positions([scalar_text(q.query)], 0)
     if not tokens:
         return _zero_terms(q.zero_terms_query, q.boost)
-    slots: list[tuple[str, ...]] = [(t,) for t in tokens]
+    # Terms at one position (synonyms, stacked tokens) are alternatives of one slot.
+    slots: list[tuple[str, ...]] = []
+    positions: list[int] = []
+    for token, position in zip(tokens, at, strict=True):
+        if positions and positions[-1] == position:
+            slots[-1] = (*slots[-1], token)
+        else:
+            slots.append((token,))
+            positions.append(position)
     if isinstance(q, MatchPhrasePrefix):
         expansions = _prefix_expansions(ctx, q.field, tokens[-1], q.max_expansions)
         if not expansions:
@@ -118,7 +138,7 @@ def plan_match_phrase(q: MatchPhrase | MatchPhrasePrefix, ctx: QueryContext) -> 
     if len(slots) == 1:
         terms = tuple(ScoredTerm(q.field, "text", t) for t in slots[0])
         return _boost_plan(terms[0], q.boost) if len(terms) == 1 else BoolPlan(should=terms, boost=q.boost)
-    return Phrase(q.field, tuple(slots), tuple(range(len(slots))), q.slop, q.boost)
+    return Phrase(q.field, tuple(slots), tuple(p - positions[0] for p in positions), q.slop, q.boost)
 
 
 def _prefix_expansions(ctx: QueryContext, name: str, prefix: str, limit: int) -> tuple[str, ...]:

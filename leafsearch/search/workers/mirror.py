@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from leafsearch.common.settings import index_setting
+from leafsearch.index.analyzers import analysis_of
 from leafsearch.index.block_cache import BlockCache
 from leafsearch.index.events import ShardEvents
 from leafsearch.index.index import apply_mapping_limits
@@ -108,7 +109,7 @@ class IndexMirror:
         self.name = state.name
         self.uuid = state.uuid
         self.settings = state.settings
-        self.mapping = Mapping.from_body(state.mapping)
+        self.mapping = Mapping.from_body(state.mapping, analysis_of(state.settings))
         self.mapping_version = state.mapping_version
         apply_mapping_limits(self.mapping, self.settings)
         self.sort: IndexSort | None = index_sort_of(self.settings, self.mapping, self.name)

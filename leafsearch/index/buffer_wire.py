@@ -1,0 +1,171 @@
+"""A full indexing buffer packed to cross to another process, where its segment is written.
+
+Why: writing a buffer as a segment (interning terms, postings, doc values, the sources compressed
+in blocks) cost the server process about 7 us a bench document, on the flush thread, holding
+the interpreter the request threads need; nothing in it depends on order (the buffer is handed
+over whole, and only installing the segment is ordered). So a buffer of
+`indices.segments.worker_build_min_docs` (500) documents or more is written by a search worker
+process (`BuildJob`, through the owner's `ShardServices.builder`), on the other core, and the
+shard opens the folder it wrote.
+
+The buffer crosses packed, not pickled as it is: pickling its lists of strings and ints cost
+3.9 us a document (one memo entry per object); here each list of strings is one joined string and
+an array of lengths, each list of numbers a numpy array, which costs the server process about a
+tenth of that (bench/RESULTS.md, "Segments written in the search workers"). The worker unpacks
+it into an `IndexBuffer` and runs the very `segment_from_buffer` the server would, so the segment
+is the same either way. No worker (none configured, none ready, one that died or failed) means
+the flush thread writes it here as before: a job changes nothing but its folder, which is
+discarded first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from itertools import accumulate
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from leafsearch.index.buffer import FieldBuffer, IndexBuffer, int_array
+from leafsearch.index.index_sort import IndexSort
+from leafsearch.index.segment_build import segment_from_buffer
+
+#: The cluster setting of the smallest buffer a worker writes (default 500 documents): a
+#: smaller one is written by the flush thread, since a worker's round trip would cost more than
+#: the build (a refresh of a few documents).
+MIN_DOCS_SETTING = "indices.segments.worker_build_min_docs"
+
+
+class BuildUnavailable(Exception):
+    """No worker wrote the segment: the caller writes it itself."""
+
+
+#: Runs a `BuildJob` in another process and answers its result, or raises `BuildUnavailable`.
+Builder = Callable[["BuildJob"], "np.ndarray | None"]
+
+
+@dataclass(frozen=True, slots=True)
+class PackedStrings:
+    """A list of str (or of bytes) as one value: joined by NUL when no item holds one (split
+    again in one call), else joined with each item's length; a list that mixes types (never one
+    the buffer builds) travels as it is."""
+
+    joined: str | bytes | list
+    lengths: np.ndarray | None = None
+    split: bool = False
+
+    @staticmethod
+    def pack(values: list) -> PackedStrings:
+        kind = type(values[0]) if values else None
+        if kind is not str and kind is not bytes:
+            return PackedStrings(values)
+        nul: str | bytes = "\x00" if kind is str else b"\x00"
+        try:
+            joined = nul.join(values)  # type: ignore[arg-type]
+        except TypeError:
+            return PackedStrings(values)
+        if joined.count(nul) == len(values) - 1:
+            return PackedStrings(joined, split=True)
+        lengths = np.fromiter(map(len, values), dtype=np.int64, count=len(values))
+        return PackedStrings(kind().join(values), lengths)
+
+    def unpack(self) -> list:
+        joined = self.joined
+        if self.split:
+            return joined.split("\x00" if type(joined) is str else b"\x00")  # type: ignore[arg-type,union-attr]
+        if self.lengths is None:
+            return joined  # type: ignore[return-value]
+        ends = list(accumulate(self.lengths.tolist()))
+        return [joined[a:b] for a, b in zip([0, *ends[:-1]], ends, strict=True)]  # type: ignore[index]
+
+
+@dataclass(frozen=True, slots=True)
+class PackedBuffer:
+    """What `segment_from_buffer` reads of an `IndexBuffer` (deleted documents included: the
+    shard masks them with the live docs it computes itself)."""
+
+    ids: PackedStrings
+    sources: PackedStrings
+    seq_nos: np.ndarray
+    versions: np.ndarray
+    routings: list[str | None] | None  # None: no document has one
+    #: path -> (token docs, token positions, tokens, length docs, lengths)
+    text: dict[str, tuple[np.ndarray, np.ndarray, PackedStrings, np.ndarray, np.ndarray]]
+    keyword: dict[str, tuple[np.ndarray, PackedStrings]]
+    long: dict[str, tuple[np.ndarray, np.ndarray]]
+    double: dict[str, tuple[np.ndarray, np.ndarray]]
+
+    @staticmethod
+    def pack(buffer: IndexBuffer) -> PackedBuffer:
+        routed = any(r is not None for r in buffer.routings)
+        return PackedBuffer(
+            PackedStrings.pack(buffer.ids),
+            PackedStrings.pack(buffer.sources),
+            int_array(buffer.seq_nos),
+            int_array(buffer.versions),
+            list(buffer.routings) if routed else None,
+            {
+                path: (
+                    *fb.token_arrays(),
+                    PackedStrings.pack(fb.values),
+                    int_array(fb.length_docs),
+                    int_array(fb.lengths),
+                )
+                for path, fb in buffer.text.items()
+            },
+            {
+                path: (int_array(fb.docs), PackedStrings.pack(fb.values))
+                for path, fb in buffer.keyword.items()
+            },
+            {path: (int_array(fb.docs), int_array(fb.values)) for path, fb in buffer.long.items()},
+            {
+                path: (int_array(fb.docs), np.asarray(fb.values, dtype=np.float64))
+                for path, fb in buffer.double.items()
+            },
+        )
+
+    def unpack(self) -> IndexBuffer:
+        """An `IndexBuffer` whose columns of numbers are the arrays (`segment_from_buffer` reads
+        them with `np.asarray`)."""
+        buffer = IndexBuffer()
+        buffer.ids = self.ids.unpack()
+        buffer.sources = self.sources.unpack()
+        buffer.seq_nos = self.seq_nos  # type: ignore[assignment]
+        buffer.versions = self.versions  # type: ignore[assignment]
+        buffer.routings = self.routings if self.routings is not None else [None] * len(buffer.ids)
+        for path, (docs, positions, tokens, length_docs, lengths) in self.text.items():
+            buffer.text[path] = FieldBuffer(
+                values=tokens.unpack(),
+                length_docs=length_docs,  # type: ignore[arg-type]
+                lengths=lengths,  # type: ignore[arg-type]
+                chunks=[(docs, positions)],
+            )
+        for path, (docs, values) in self.keyword.items():
+            buffer.keyword[path] = FieldBuffer(docs, values.unpack())  # type: ignore[arg-type]
+        for target, columns in ((buffer.long, self.long), (buffer.double, self.double)):
+            for path, (docs, numbers) in columns.items():
+                target[path] = FieldBuffer(docs, numbers)  # type: ignore[arg-type]
+        return buffer
+
+
+def build_packed(packed: PackedBuffer, folder: str, index_sort: IndexSort | None) -> np.ndarray | None:
+    """The worker's side: write the segment; where each buffer document went (`segment_docs`)."""
+    buffer = packed.unpack()
+    segment_from_buffer(buffer, Path(folder), index_sort)
+    return buffer.segment_docs
+
+
+@dataclass(frozen=True, slots=True)
+class BuildJob:
+    """A buffer to write as the segment `folder` (a search worker job: `bind` takes the worker's
+    mirror of the indices, which the build does not need)."""
+
+    packed: PackedBuffer
+    folder: str
+    index_sort: IndexSort | None
+
+    def bind(self, mirror: Any) -> Callable[[], np.ndarray | None]:
+        return partial(build_packed, self.packed, self.folder, self.index_sort)

@@ -1,0 +1,127 @@
+"""Running a search's scripts on a segment's documents: the `script` query, `script_score` and
+`script_fields` (these per hit of a page, with `params['_source']` beside `doc`).
+
+The script is compiled once per source (scripts/service.py). The doc values it reads
+(`doc['field']`, named by string literals in its source) are gathered column by column for every
+candidate document first, as `docvalue_fields` are (search/fetch.py); then the script runs once
+per document, in a Python loop: a script query is as slow as Elasticsearch warns it is, and is
+meant to narrow what other clauses matched. Keywords read as strings, numbers as the longs or
+doubles of their doc values, dates as epoch milliseconds, booleans as booleans."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+import orjson
+
+from leafsearch.errors import ElasticError
+from leafsearch.index.columns import KeywordColumn, NumericColumn
+from leafsearch.index.searcher import SegmentView
+from leafsearch.request.query_dsl import ScriptSpec
+from leafsearch.scripts.runtime import Doc, DocValues
+from leafsearch.scripts.service import compile_source
+from leafsearch.search.fetch import _docvalue_numbers, _type_domain, fielddata_error
+from leafsearch.search.query.context import QueryContext
+from leafsearch.search.query.plans import ScriptPlan
+
+_DOC_FIELD = re.compile(r"""doc\s*\[\s*(['"])(.+?)\1\s*\]""")
+
+
+def evaluate(
+    plan: ScriptPlan, view: SegmentView, ctx: QueryContext, docs: np.ndarray, scores: np.ndarray | None
+) -> list[Any]:
+    """The script's value for each of `docs` (with `_score` from `scores` when given)."""
+    script = compile_source(plan.source)
+    params = orjson.loads(plan.params_json)
+    fields = {
+        name: _values(view, ctx.mapping, ctx.index_name, docs, name) for name in _doc_fields(plan.source)
+    }
+    results = []
+    row = 0
+
+    def lookup(name: str) -> DocValues | None:
+        values = fields.get(name)
+        if values is None:
+            if name not in fields and ctx.mapping.field(name) is not None:  # a name built at run time
+                fields[name] = values = _values(view, ctx.mapping, ctx.index_name, docs, name)
+            else:
+                return None
+        return DocValues(name, values[row])
+
+    doc = Doc(lookup)
+    score_list = scores.tolist() if scores is not None else None
+    for row in range(len(docs)):
+        variables = {"params": params, "doc": doc}
+        if score_list is not None:
+            variables["_score"] = score_list[row]
+        results.append(script.run(variables))
+    return results
+
+
+def script_fields(
+    view: SegmentView,
+    target: Any,
+    doc: int,
+    source: bytes | None,
+    specs: tuple[tuple[str, ScriptSpec, bool], ...],
+) -> dict[str, list[Any]]:
+    """One hit's `script_fields`: each script's value as a list (a list value as it is); a failing
+    script with `ignore_failure` is left out, any other failure is the search's error."""
+    docs = np.array([doc], dtype=np.int64)
+    mapping, index = target.mapping, target.index.name
+    cache: dict[str, list[list[Any]] | None] = {}
+
+    def lookup(name: str) -> DocValues | None:
+        if name not in cache:
+            cache[name] = _values(view, mapping, index, docs, name)
+        values = cache[name]
+        return None if values is None else DocValues(name, values[0])
+
+    parsed = orjson.loads(source) if source is not None else None
+    out: dict[str, list[Any]] = {}
+    for name, spec, ignore_failure in specs:
+        params = {**orjson.loads(spec.params_json), "_source": parsed}
+        try:
+            value = compile_source(spec.source).run({"params": params, "doc": Doc(lookup)})
+        except ElasticError:
+            if ignore_failure:
+                continue
+            raise
+        out[name] = value if isinstance(value, list) else [value]
+    return out
+
+
+def _doc_fields(source: str) -> list[str]:
+    return [name for _, name in _DOC_FIELD.findall(source)]
+
+
+def _values(
+    view: SegmentView, mapping: Any, index_name: str | None, docs: np.ndarray, name: str
+) -> list[list[Any]] | None:
+    """Each document's values of field `name` (None for a field the mapping lacks)."""
+    ft = mapping.field(name)
+    if ft is None:
+        return None
+    error = fielddata_error(name, ft, index_name)
+    if error is not None:
+        raise error
+    column = view.segment.column(name)
+    if isinstance(column, KeywordColumn):
+        counts, ords = column.ords.values_of(docs)
+        flat = [term.decode() for term in column.terms[ords].tolist()]
+    elif isinstance(column, NumericColumn):
+        counts, raw = column.doc_values.values_of(docs)
+        domain = _type_domain(ft.type, ft.kind)
+        if domain in ("date", "date_nanos"):
+            flat = raw.tolist()
+        elif domain == "boolean":
+            flat = (raw != 0).tolist()
+        else:
+            flat = _docvalue_numbers(ft, domain)(raw)
+    else:
+        return [[] for _ in range(len(docs))]
+    ends = np.cumsum(counts).tolist()
+    starts = [0, *ends[:-1]]
+    return [flat[a:b] for a, b in zip(starts, ends, strict=True)]

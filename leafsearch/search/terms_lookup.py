@@ -1,0 +1,80 @@
+"""Terms lookup: a `terms` query whose values are read from a document (`{"terms": {"user":
+{"index": "users", "id": "2", "path": "followers"}}}`).
+
+As Elasticsearch's TermsQueryBuilder rewrites it on the coordinating node, the document is read
+once per request, before any shard searches (a realtime get: its unrefreshed last write counts),
+and the lookup becomes a plain `terms` query of the values at `path` (dotted, through objects and
+arrays; nulls and objects skipped). A missing document gives no values (nothing matches); a
+missing index is the get's 404. The values then meet the searched index's
+`index.max_terms_count` like any `terms` query's.
+
+Security: the document is read as the caller: without `read` on the lookup index (or alias, by its
+own name) the search is refused with the get action's 403, as Elasticsearch authorizes the get it
+sends on the caller's behalf.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from leafsearch.request.query_dsl import Query, Terms, TermsLookup, queries_within, replace_queries
+from leafsearch.request.search_types import SearchRequest
+from leafsearch.security.subject import current
+
+if TYPE_CHECKING:
+    from leafsearch.search.services import CoordinatorServices
+
+#: The action a lookup's get is authorized as.
+GET_ACTION = "indices:data/read/get"
+
+
+def resolve_lookups(services: CoordinatorServices, request: SearchRequest) -> SearchRequest:
+    """`request` with each terms lookup of its query (and post filter) replaced by the `terms`
+    query of the values it reads; the request itself when it has none. O(query nodes) without one."""
+    query = _resolved(services, request.query)
+    post_filter = _resolved(services, request.post_filter) if request.post_filter is not None else None
+    if query is request.query and post_filter is request.post_filter:
+        return request
+    return replace(request, query=query, post_filter=post_filter)
+
+
+def _resolved(services: CoordinatorServices, query: Query) -> Query:
+    if not any(isinstance(q, TermsLookup) for q in queries_within(query)):
+        return query
+    subject = current()
+
+    def lookup(node: Query) -> Query | None:
+        if not isinstance(node, TermsLookup):
+            return None
+        if subject is not None:
+            subject.check_index(GET_ACTION, node.index)
+        doc = services.get_document(node.index, node.id, routing=node.routing)
+        source = doc.get("_source") if doc is not None else None
+        values = list(path_values(orjson.loads(source.data), node.path)) if source is not None else []
+        return Terms(node.field, tuple(values), node.boost)
+
+    return replace_queries(query, lookup)
+
+
+def path_values(source: Any, path: str) -> Iterator[Any]:
+    """The scalar values at dotted `path` of a document (XContentMapValues.extractRawValues): an
+    array is walked through at any step, and a key may itself hold dots (`a.b` under `{"a.b": ..}`)."""
+    stack: list[tuple[Any, tuple[str, ...]]] = [(source, tuple(path.split(".")))]
+    found: list[Any] = []
+    while stack:
+        node, parts = stack.pop()
+        if isinstance(node, list):
+            stack.extend((item, parts) for item in reversed(node))
+        elif not parts:
+            if node is not None and not isinstance(node, dict):
+                found.append(node)
+        elif isinstance(node, dict):
+            for i in range(len(parts), 0, -1):
+                key = ".".join(parts[:i])
+                if key in node:
+                    stack.append((node[key], parts[i:]))
+    return iter(found)

@@ -1,0 +1,45 @@
+"""Running writers beside a refresher, as the tests of the write path do."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+
+from leafsearch.errors import ElasticError
+
+
+def writers_beside_refresher(
+    writers: Sequence[Callable[[], None]], refresh: Callable[[], None]
+) -> list[ElasticError]:
+    """Run each writer in a thread of its own while another thread calls `refresh` again and
+    again until every writer has returned; raises the first error a writer raised, and returns
+    the errors the refreshes raised (a test injecting failures asserts what they are)."""
+    errors: list[BaseException] = []
+    refresh_failures: list[ElasticError] = []
+    done = threading.Event()
+
+    def run(writer: Callable[[], None]) -> None:
+        try:
+            writer()
+        except BaseException as exc:  # noqa: BLE001 - raised below, in the test's thread
+            errors.append(exc)
+
+    def refresher() -> None:
+        while not done.is_set():
+            try:
+                refresh()
+            except ElasticError as exc:
+                refresh_failures.append(exc)
+
+    threads = [threading.Thread(target=run, args=(writer,)) for writer in writers]
+    background = threading.Thread(target=refresher)
+    background.start()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    done.set()
+    background.join()
+    if errors:
+        raise errors[0]
+    return refresh_failures

@@ -1,0 +1,170 @@
+"""Full buffers written as segments by another process (index/buffer_wire.py): the packed buffer
+gives the very segment the server process would write, a shard hands its full buffers to its
+owner's builder, falls back to writing them itself when no worker takes them, and a refresh hands
+over what arrived meanwhile instead of writing it under the shard lock."""
+
+from __future__ import annotations
+
+import pickle
+import threading
+from pathlib import Path
+
+import numpy as np
+import orjson
+import pytest
+
+import leafsearch.index.shard as shard_module
+from leafsearch.index.buffer import IndexBuffer
+from leafsearch.index.buffer_wire import BuildJob, BuildUnavailable, PackedBuffer, build_packed
+from leafsearch.index.index_sort import index_sort_of
+from leafsearch.index.mapping import Mapping
+from leafsearch.index.segment_build import segment_from_buffer
+from leafsearch.index.shard import Shard
+from leafsearch.index.shard_services import ShardServices
+from tests.index.test_engine_shard import parse, put, visible_ids
+
+MAPPING = {
+    "properties": {
+        "msg": {"type": "text"},
+        "tag": {"type": "keyword"},
+        "n": {"type": "long"},
+        "x": {"type": "double"},
+        "at": {"type": "date"},
+    }
+}
+
+DOCS = [
+    {"msg": "the quick brown fox", "tag": "a", "n": 3, "x": 1.5, "at": "2024-01-01T00:00:00Z"},
+    {"msg": "Ünïcödé wörds and the fox again the", "tag": ["b", "a", "b"], "n": [7, -2]},
+    {"tag": "zeta \x00 nul", "x": -0.0},
+    {"msg": "", "n": 2**62},
+    {},
+    {"msg": "😀 emoji 😀 text", "tag": "ü", "at": "1999-12-31T23:59:59.999Z"},
+]
+
+
+def _buffer(count: int) -> IndexBuffer:
+    mapping = Mapping.from_body(MAPPING)
+    buffer = IndexBuffer()
+    for i in range(count):
+        source = orjson.dumps(DOCS[i % len(DOCS)])
+        routing = f"r{i % 3}" if i % 4 == 0 else None
+        buffer.add(f"id-{i}", mapping.parse_document(source, f"id-{i}"), i, 1 + i % 2, routing)
+    return buffer
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {path.name: path.read_bytes() for path in sorted(folder.iterdir())}
+
+
+@pytest.mark.parametrize("sorted_by", [None, "n", "tag"])
+@pytest.mark.parametrize("count", [1, 40, 1500])
+def test_a_packed_buffer_written_elsewhere_is_the_segment_written_here(
+    tmp_path: Path, sorted_by: str | None, count: int
+) -> None:
+    settings = {"index.sort.field": [sorted_by], "index.sort.order": ["desc"]} if sorted_by else {}
+    index_sort = index_sort_of(settings, Mapping.from_body(MAPPING), "i")
+    here = _buffer(count)
+    segment_from_buffer(here, tmp_path / "here", index_sort)
+    # Across a pickle, as it crosses to a worker.
+    packed = pickle.loads(pickle.dumps(PackedBuffer.pack(_buffer(count)), protocol=5))
+    segment_docs = build_packed(packed, str(tmp_path / "there"), index_sort)
+    assert _files(tmp_path / "there") == _files(tmp_path / "here")
+    if index_sort is None:
+        assert segment_docs is None
+    else:
+        assert segment_docs is not None and np.array_equal(segment_docs, here.segment_docs)
+
+
+class Builder:
+    """A builder as the node's (a search worker), run on the calling thread: the job pickled
+    and built by `build_packed`; `before` runs first, on the first call."""
+
+    def __init__(self, before=None, unavailable: bool = False) -> None:
+        self.calls: list[int] = []
+        self.before, self.unavailable = before, unavailable
+
+    def __call__(self, job: BuildJob) -> np.ndarray | None:
+        self.calls.append(len(job.packed.ids.unpack()))
+        if self.before is not None and len(self.calls) == 1:
+            self.before()
+        if self.unavailable:  # a worker that died half way: a partial folder is left
+            half = Path(job.folder).with_name(Path(job.folder).name + ".tmp")
+            half.mkdir()
+            (half / "_id.terms.npy").write_bytes(b"\x93NUMPY")
+            raise BuildUnavailable
+        job = pickle.loads(pickle.dumps(job, protocol=5))
+        return job.bind(None)()
+
+
+def _shard(folder: Path, builder: Builder, min_docs: int) -> Shard:
+    services = ShardServices()
+    services.builder, services.builder_min_docs = builder, min_docs
+    return Shard(folder, 0, parse, services=services)
+
+
+def test_a_refresh_hands_a_buffer_of_the_minimum_size_to_the_builder(tmp_path: Path) -> None:
+    builder = Builder()
+    shard = _shard(tmp_path / "s", builder, 5)
+    try:
+        for i in range(4):
+            put(shard, f"d{i}", {"msg": f"doc {i}", "n": i})
+        shard.refresh()
+        assert builder.calls == []  # under the minimum: written by the flush thread
+        for i in range(4, 12):
+            put(shard, f"d{i}", {"msg": f"doc {i}", "n": i})
+        shard.refresh()
+        assert builder.calls == [8]
+        assert visible_ids(shard) == {f"d{i}" for i in range(12)}
+    finally:
+        shard.close()
+    reopened = Shard(tmp_path / "s", 0, parse)
+    try:
+        assert visible_ids(reopened) == {f"d{i}" for i in range(12)}
+    finally:
+        reopened.close()
+
+
+def test_a_buffer_no_worker_takes_is_written_here_and_the_partial_folder_goes(tmp_path: Path) -> None:
+    builder = Builder(unavailable=True)
+    shard = _shard(tmp_path / "s", builder, 1)
+    try:
+        for i in range(6):
+            put(shard, f"d{i}", {"msg": f"doc {i}", "n": i})
+        shard.refresh()
+        assert builder.calls == [6]
+        assert visible_ids(shard) == {f"d{i}" for i in range(6)}
+        assert not [p for p in (tmp_path / "s").iterdir() if p.name.endswith(".tmp")]
+    finally:
+        shard.close()
+
+
+def test_writes_arriving_while_a_worker_builds_are_handed_over_too_not_written_under_the_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Writes that arrive (from other threads, the shard lock free) while the worker writes the
+    refresh's buffer are many: the refresh hands them over too, and publishes everything."""
+
+    def more_writes() -> None:
+        writer = threading.Thread(
+            target=lambda: [put(shard, f"late{i}", {"msg": "late", "n": i}) for i in range(7)]
+        )
+        writer.start()
+        writer.join()
+
+    builder = Builder(before=more_writes)
+    shard = _shard(tmp_path / "s", builder, 5)
+
+    def not_here(*args, **kwargs):
+        raise AssertionError("a buffer of the minimum size was written in this process")
+
+    monkeypatch.setattr(shard_module, "segment_from_buffer", not_here)
+    try:
+        for i in range(5):
+            put(shard, f"d{i}", {"msg": f"doc {i}", "n": i})
+        shard.refresh()
+        assert builder.calls == [5, 7]
+        assert visible_ids(shard) == {f"d{i}" for i in range(5)} | {f"late{i}" for i in range(7)}
+    finally:
+        monkeypatch.undo()
+        shard.close()
