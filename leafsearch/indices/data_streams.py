@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from leafsearch.common.durable import fsync_dir
+from leafsearch.common.durable import fsync_dir, private
 from leafsearch.common.settings import parse_index_settings
 from leafsearch.errors import IllegalArgument, IndexNotFound, ResourceAlreadyExists
 from leafsearch.index.index import TIMESTAMP, apply_mapping_limits
@@ -84,7 +84,7 @@ class DataStreams:
 
     def publish(self, streams: dict[str, DataStream]) -> None:
         tmp = self.path.with_suffix(".tmp")
-        with open(tmp, "wb") as fh:
+        with open(tmp, "wb", opener=private) as fh:
             fh.write(orjson.dumps({name: stream.to_json() for name, stream in streams.items()}))
             fh.flush()
             os.fsync(fh.fileno())

@@ -45,7 +45,7 @@ import numpy as np
 import orjson
 import re2
 
-from leafsearch.common.durable import fsync_dir
+from leafsearch.common.durable import FOLDER_MODE, fsync_dir, private
 from leafsearch.common.settings import parse_index_settings
 from leafsearch.errors import ActionRequestValidation, ElasticError, IllegalArgument
 from leafsearch.index.derived_files import is_derived
@@ -179,7 +179,7 @@ class Repositories:
     def publish(self, repos: dict[str, Repository]) -> None:
         tmp = self.path.with_suffix(".tmp")
         body = {n: {"location_path": str(r.location), "settings": r.settings} for n, r in repos.items()}
-        with open(tmp, "wb") as fh:
+        with open(tmp, "wb", opener=private) as fh:
             fh.write(orjson.dumps(body))
             fh.flush()
             os.fsync(fh.fileno())
@@ -254,8 +254,8 @@ def put_repository(node: IndicesOwner, name: str, body: Any, *, verify: bool = T
     repos = node.repositories
     path = repos.resolve_location(name, location)
     try:
-        (path / "blobs").mkdir(parents=True, exist_ok=True)
-        (path / "snapshots").mkdir(exist_ok=True)
+        (path / "blobs").mkdir(mode=FOLDER_MODE, parents=True, exist_ok=True)
+        (path / "snapshots").mkdir(mode=FOLDER_MODE, exist_ok=True)
         fsync_dir(path)
     except OSError as exc:
         raise RepositoryError(name, f"cannot create blob store at [{location}]: {exc.strerror}") from None
@@ -350,7 +350,7 @@ def _store_file(repo: Repository, path: Path, digest: str) -> bool:
         return False
     tmp = target.with_name(f"{digest}.tmp-{uuidlib.uuid4().hex}")
     try:
-        with open(path, "rb") as src, open(tmp, "wb") as dst:
+        with open(path, "rb") as src, open(tmp, "wb", opener=private) as dst:
             shutil.copyfileobj(src, dst, _CHUNK)
             dst.flush()
             os.fsync(dst.fileno())
@@ -367,7 +367,7 @@ def _store_bytes(repo: Repository, data: bytes) -> tuple[str, bool]:
         return digest, False
     tmp = target.with_name(f"{digest}.tmp-{uuidlib.uuid4().hex}")
     try:
-        with open(tmp, "wb") as fh:
+        with open(tmp, "wb", opener=private) as fh:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
@@ -645,7 +645,7 @@ def _run_snapshot(
         manifest["end_time_in_millis"] = int(time.time() * 1000)
         folder = repo.location / "snapshots"
         tmp = folder / f"{manifest['uuid']}.tmp"
-        with open(tmp, "wb") as fh:
+        with open(tmp, "wb", opener=private) as fh:
             fh.write(orjson.dumps(manifest))
             fh.flush()
             os.fsync(fh.fileno())
@@ -1072,7 +1072,7 @@ def _write_shard(repo: Repository, folder: Path, shard: Mapping[str, Any]) -> No
     gen = 0
     for n, seg in enumerate(shard["segments"]):
         seg_folder = folder / seg["name"]
-        seg_folder.mkdir()
+        seg_folder.mkdir(mode=FOLDER_MODE)
         for fname, ref in seg["files"].items():
             if "/" in fname or fname.startswith("."):
                 raise SnapshotRestoreError(f"snapshot file name [{fname}] is not a segment file")
@@ -1093,7 +1093,7 @@ def _write_shard(repo: Repository, folder: Path, shard: Mapping[str, Any]) -> No
         "translog_gen": commit.get("translog_gen", 1),
     }
     tmp = folder / "commit.json.tmp"
-    with open(tmp, "wb") as fh:
+    with open(tmp, "wb", opener=private) as fh:
         fh.write(orjson.dumps(body))
         fh.flush()
         os.fsync(fh.fileno())
@@ -1108,7 +1108,7 @@ def _copy_blob(repo: Repository, ref: Mapping[str, Any], target: Path) -> None:
     source = repo.blob(digest)
     if not source.exists():
         raise SnapshotRestoreError(f"[{repo.name}] blob [{digest}] is missing from the repository")
-    with open(source, "rb") as src, open(target, "wb") as dst:
+    with open(source, "rb") as src, open(target, "wb", opener=private) as dst:
         shutil.copyfileobj(src, dst, _CHUNK)
         dst.flush()
         os.fsync(dst.fileno())

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from leafsearch.common.durable import fsync_dir
+from leafsearch.common.durable import fsync_dir, private
 from leafsearch.common.settings import nest, parse_index_settings
 from leafsearch.errors import (
     ActionRequestValidation,
@@ -112,7 +112,7 @@ class TemplateStore:
     def publish(self, kind: str, table: dict[str, dict[str, Any]]) -> None:
         tables = {**self.tables, kind: table}
         tmp = self.path.with_suffix(".tmp")
-        with open(tmp, "wb") as fh:
+        with open(tmp, "wb", opener=private) as fh:
             fh.write(orjson.dumps(tables))
             fh.flush()
             os.fsync(fh.fileno())

@@ -316,6 +316,7 @@ def import_command(
         raise click.UsageError("--resume needs a FILE (standard input cannot be continued)")
     if mapping is not None and no_mapping:
         raise click.UsageError("--mapping and --no-mapping exclude each other")
+    check_input(file)  # a missing or unreadable FILE is said before anything is done
     state = load_import_state(file) if resume else None
     if state is not None and state.index != index:
         raise click.UsageError(f"{file} was being imported into [{state.index}], not [{index}]")
@@ -329,7 +330,6 @@ def import_command(
         importer = Importer(
             client, index, workers=workers, chunk_docs=chunk, errors_path=errors_path, quiet=quiet
         )
-        check_input(file)  # a missing or unreadable FILE is said before anything is done
         if state is None and file != "-":
             state = importer.new_state(file)
         if mapping is not None and not resume:

@@ -46,6 +46,10 @@ def test_every_file_and_folder_of_a_node_is_private(tmp_path: Path, open_umask: 
         client.indices.refresh(index="modes")
         client.perform_request("PUT", "/modes/_alias/modes-alias")
         client.perform_request("PUT", "/_cluster/settings", body={"persistent": {"search.max_buckets": 1000}})
+        template = {"index_patterns": ["logs-*"], "data_stream": {}}
+        client.perform_request("PUT", "/_index_template/logs", body=template)
+        client.perform_request("PUT", "/_data_stream/logs-app")
+        client.perform_request("POST", "/logs-app/_doc", body={"@timestamp": "2026-11-29T00:00:00Z", "n": 1})
     finally:
         node.close()
     assert {p.name for p in data.iterdir()} >= {"indices", "aliases.json", "cluster_settings.json"}

@@ -548,6 +548,10 @@ def test_bad_input_is_a_message_and_status_1(server: str, tmp_path: Path) -> Non
         assert b"--resume" not in done.stderr  # nothing was sent: nothing to resume
     assert httpx.head(f"{server}/transfer-bad", timeout=60).status_code == 404  # nothing created
     assert not list(tmp_path.glob("*.import-state.json*"))
+    missing = cli("import", str(tmp_path / "gone.ndjson"), "x", "--url", server, "--resume", check=False)
+    assert (
+        missing.returncode == 1 and b"no such file" in missing.stderr and b"Traceback" not in missing.stderr
+    )
     resume = cli(
         "export", "anything", str(tmp_path / "none.ndjson"), "--url", server, "--resume", check=False
     )
