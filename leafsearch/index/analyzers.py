@@ -69,6 +69,7 @@ class Analyzer:
         "position_gap",
         "standard",
         "custom",
+        "origin",
         "_steps",
     )
 
@@ -91,10 +92,19 @@ class Analyzer:
         self.standard = standard
         #: Defined as `custom` (`_analyze` explains it stage by stage).
         self.custom = custom
+        #: (the analysis's key, the analyzer's name): how another process finds it again.
+        self.origin: tuple | None = None
         self._steps = _term_steps(tokenizer_name, tokenizer, self.filters)
 
     def __repr__(self) -> str:
         return f"Analyzer({self.name!r})"
+
+    def __reduce__(self) -> tuple:
+        """Pickled as where it comes from (mappings' field types cross the shard interface): the
+        other process builds the same analysis from the same settings, or has it memoised."""
+        if self.origin is None:
+            raise TypeError(f"analyzer [{self.name}] of a request cannot cross processes")
+        return (_rebuilt, self.origin)
 
     def tokens(self, text: str, upto: int | None = None) -> list[Tok]:
         """The token stream after the tokenizer and the first `upto` filters (all by default)."""
@@ -168,6 +178,7 @@ def _standard_lowercase() -> list[tuple[str, TokenFilter]]:
 STANDARD = Analyzer(
     "standard", "standard", tokenizers.standard({}, "standard"), _standard_lowercase(), standard=True
 )
+STANDARD.origin = (((), 1, 3), "standard")
 
 
 def _stop(words: frozenset[str]) -> tuple[str, TokenFilter]:
@@ -266,6 +277,7 @@ class IndexAnalysis:
 
     def __init__(self, flat: Mapping[str, Any], max_ngram_diff: int = 1, max_shingle_diff: int = 3) -> None:
         self.max_ngram_diff, self.max_shingle_diff = max_ngram_diff, max_shingle_diff
+        self.key = (_items(flat), max_ngram_diff, max_shingle_diff)
         groups: dict[str, dict[str, dict[str, Any]]] = {
             k: {} for k in ("analyzer", "tokenizer", "filter", "char_filter", "normalizer")
         }
@@ -286,7 +298,8 @@ class IndexAnalysis:
         self._filters: dict[str, TokenFilter] = {}
         self._analyzers: dict[str, Analyzer] = {}
         for name, spec in groups["analyzer"].items():
-            self._analyzers[name] = self._build_analyzer(spec, name)
+            built = self._analyzers[name] = self._build_analyzer(spec, name)
+            built.origin = (self.key, name)
         self.default = self._analyzers.get("default", STANDARD)
         self.default_search = self._analyzers.get("default_search", self.default)
 
@@ -442,7 +455,24 @@ def _builtin(name: str) -> Analyzer | None:
     if name == "standard":
         return STANDARD
     build = ANALYZER_TYPES.get(name)
-    return None if build is None else build({}, name)
+    if build is None:
+        return None
+    built = build({}, name)
+    built.origin = (((), 1, 3), name)
+    return built
+
+
+def _rebuilt(key: tuple, name: str) -> Analyzer:
+    found = _analysis_of(*key).analyzer(name)
+    assert found is not None, name
+    return found
+
+
+def _items(flat: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
+    """The analysis settings as a hashable key: sorted, lists as tuples."""
+    return tuple(
+        sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in flat.items() if k.startswith(_PREFIX))
+    )
 
 
 @memo(256, max_key_chars=1 << 20)
@@ -456,13 +486,8 @@ def _analysis_of(
 
 def analysis_of(settings: Mapping[str, Any]) -> IndexAnalysis:
     """The analysis an index's (flat) settings define; 400 `illegal_argument_exception` if wrong."""
-    items = tuple(
-        sorted(
-            (k, tuple(v) if isinstance(v, list) else v) for k, v in settings.items() if k.startswith(_PREFIX)
-        )
-    )
     return _analysis_of(
-        items,
+        _items(settings),
         index_setting(settings, "index.max_ngram_diff"),
         index_setting(settings, "index.max_shingle_diff"),
     )
