@@ -492,3 +492,33 @@ def test_match_with_and_takes_synonyms_as_alternatives(http: httpx.Client, new_i
     assert _ids(search_ok(http, index, {"query": query})) == ["1"]  # "laptop" or "notebook", and "stand"
     query = {"match": {"product": {"query": "laptop", "operator": "and"}}}
     assert _ids(search_ok(http, index, {"query": query})) == ["0", "1"]
+
+
+def test_graph_filters_as_elasticsearch_documents_them(http: httpx.Client) -> None:
+    def run(body: dict) -> list[tuple[str, int, int]]:
+        body = {**body, "explain": True}
+        stages = _analyze(http, body)["detail"]["tokenfilters"]
+        return [(t["token"], t["position"], t["positionLength"]) for t in stages[-1]["tokens"]]
+
+    text = "Neil's-Super-Duper-XL500--42+AutoCoder"
+    assert [
+        t for t, _, _ in run({"tokenizer": "keyword", "filter": ["word_delimiter_graph"], "text": text})
+    ] == [
+        "Neil",
+        "Super",
+        "Duper",
+        "XL",
+        "500",
+        "42",
+        "Auto",
+        "Coder",
+    ]
+    synonyms = {"type": "synonym_graph", "synonyms": ["dns, domain name system"]}
+    assert run({"tokenizer": "standard", "filter": [synonyms], "text": "dns is fragile"}) == [
+        ("dns", 0, 3),
+        ("domain", 0, 1),
+        ("name", 1, 1),
+        ("system", 2, 1),
+        ("is", 3, 1),
+        ("fragile", 4, 1),
+    ]
