@@ -1273,6 +1273,8 @@ class Mapping:
             search = index
         quote_name = params.get("search_quote_analyzer")
         field.analyzer, field.search_analyzer = index, search
+        if "position_increment_gap" not in params:  # the analyzer's gap, as Elasticsearch takes it
+            field.position_increment_gap = index.position_gap
         field.search_quote_analyzer = search if quote_name is None else self._analyzer(quote_name)
 
     def _analyzer(self, name: str) -> Analyzer:

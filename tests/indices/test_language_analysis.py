@@ -522,3 +522,12 @@ def test_graph_filters_as_elasticsearch_documents_them(http: httpx.Client) -> No
         ("is", 3, 1),
         ("fragile", 4, 1),
     ]
+
+
+def test_an_analyzer_position_gap_separates_array_values(http: httpx.Client, new_index: Callable) -> None:
+    settings = {"analysis": {"analyzer": {"near": {"tokenizer": "standard", "position_increment_gap": 0}}}}
+    mappings = {"properties": {"near": {"type": "text", "analyzer": "near"}, "far": {"type": "text"}}}
+    index = new_index(settings=settings, mappings=mappings)
+    http.put(f"/{index}/_doc/1?refresh=true", json={"near": ["a b", "c d"], "far": ["a b", "c d"]})
+    assert _ids(search_ok(http, index, {"query": {"match_phrase": {"near": "b c"}}})) == ["1"]
+    assert _ids(search_ok(http, index, {"query": {"match_phrase": {"far": "b c"}}})) == []
