@@ -143,3 +143,18 @@ def test_the_start_up_bench_runs(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     assert "first GET / answered: median" in result.stdout and "stop after SIGTERM" in result.stdout
     assert "server logged" not in result.stderr, result.stderr
+
+
+def test_the_highlight_bench_runs(tmp_path: Path) -> None:
+    """`python -m bench.highlight` keeps working: both kinds of page timed, every highlighted hit
+    checked to hold the word between the tags."""
+    result = subprocess.run(
+        [sys.executable, "-m", "bench.highlight", "--docs", "25000", "--tries", "2"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=280,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "without highlight: p50" in result.stdout and "with highlight:" in result.stdout
+    assert "server CPU per page" in result.stdout
