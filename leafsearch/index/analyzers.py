@@ -23,6 +23,8 @@ from leafsearch.index.tokenizers import AnalysisConfigError, Tok, Tokenizer
 from leafsearch.unsupported import NotSupported
 
 _PREFIX = "index.analysis."
+#: Filters a normalizer (a keyword's analysis, no tokenizer) may use: those working per character.
+NORMALIZER_FILTERS = frozenset({"lowercase", "uppercase", "asciifolding", "elision", "trim"})
 _WHY = "leafsearch has no char filters and not every analysis component Elasticsearch has"
 
 # Names Elasticsearch's analysis modules register, so that leafsearch can say which it lacks.
@@ -295,8 +297,11 @@ class IndexAnalysis:
         for name in groups["char_filter"]:
             raise NotSupported(f"the char_filter [{name}]", _WHY)
         self._tokenizers = {n: self._build_tokenizer(spec, n) for n, spec in groups["tokenizer"].items()}
-        self._filters: dict[str, TokenFilter] = {}
         self._analyzers: dict[str, Analyzer] = {}
+        self._normalizers: dict[str, Analyzer] = {}
+        for name, spec in groups["normalizer"].items():
+            built = self._normalizers[name] = self._build_normalizer(spec, name)
+            built.origin = (self.key, name, True)
         for name, spec in groups["analyzer"].items():
             built = self._analyzers[name] = self._build_analyzer(spec, name)
             built.origin = (self.key, name)
@@ -313,6 +318,29 @@ class IndexAnalysis:
         if name == "default":
             return self.default
         return _builtin(name)
+
+    def normalizer(self, name: str) -> Analyzer | None:
+        """A keyword normalizer the index defines (`lowercase` is the mapping's own)."""
+        return self._normalizers.get(name)
+
+    def _build_normalizer(self, spec: dict[str, Any], name: str) -> Analyzer:
+        """A custom normalizer: the keyword tokenizer and filters that work per character."""
+        if spec.get("type", "custom") != "custom":
+            raise IllegalArgument(f"Unknown normalizer type [{spec.get('type')}] for [{name}]")
+        if spec.get("char_filter"):
+            raise NotSupported(f"the char_filter of Custom normalizer [{name}]", _WHY)
+        keyword = tokenizers.keyword({}, name)
+        chain: list[tuple[str, TokenFilter]] = []
+        for filter_spec in _as_list(spec.get("filter")):
+            made = self.token_filter(filter_spec, name, (keyword, [f for _, f in chain]))
+            if made is None:
+                raise IllegalArgument(
+                    f"Custom normalizer [{name}] failed to find filter under name [{filter_spec}]"
+                )
+            if made[0] not in NORMALIZER_FILTERS:
+                raise IllegalArgument(f"Custom normalizer [{name}] may not use filter [{made[0]}]")
+            chain.append(made)
+        return Analyzer(name, "keyword", keyword, chain, 0, custom=True)
 
     def tokenizer(self, spec: Any, owner: str) -> tuple[str, Tokenizer] | None:
         """A tokenizer named (the index's, then the built-in) or given inline as `{"type": ...}`."""
@@ -462,8 +490,9 @@ def _builtin(name: str) -> Analyzer | None:
     return built
 
 
-def _rebuilt(key: tuple, name: str) -> Analyzer:
-    found = _analysis_of(*key).analyzer(name)
+def _rebuilt(key: tuple, name: str, normalizer: bool = False) -> Analyzer:
+    analysis = _analysis_of(*key)
+    found = analysis.normalizer(name) if normalizer else analysis.analyzer(name)
     assert found is not None, name
     return found
 

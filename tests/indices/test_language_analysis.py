@@ -531,3 +531,25 @@ def test_an_analyzer_position_gap_separates_array_values(http: httpx.Client, new
     http.put(f"/{index}/_doc/1?refresh=true", json={"near": ["a b", "c d"], "far": ["a b", "c d"]})
     assert _ids(search_ok(http, index, {"query": {"match_phrase": {"near": "b c"}}})) == ["1"]
     assert _ids(search_ok(http, index, {"query": {"match_phrase": {"far": "b c"}}})) == []
+
+
+def test_custom_normalizers_on_keywords(http: httpx.Client, new_index: Callable, index_name: str) -> None:
+    settings = {
+        "analysis": {"normalizer": {"folded": {"type": "custom", "filter": ["lowercase", "asciifolding"]}}}
+    }
+    mappings = {"properties": {"k": {"type": "keyword", "normalizer": "folded"}}}
+    index = new_index(settings=settings, mappings=mappings)
+    http.put(f"/{index}/_doc/1?refresh=true", json={"k": "Crème BRÛLÉE"})
+    assert _ids(search_ok(http, index, {"query": {"term": {"k": "CREME brulee"}}})) == ["1"]
+    aggs = search_ok(http, index, {"size": 0, "aggs": {"k": {"terms": {"field": "k"}}}})["aggregations"]
+    assert [b["key"] for b in aggs["k"]["buckets"]] == ["creme brulee"]
+    assert _terms(_analyze(http, {"normalizer": "folded", "text": "Ça Va"}, index)) == ["ca va"]
+    refused = http.put(
+        f"/{index_name}", json={"mappings": {"properties": {"k": {"type": "keyword", "normalizer": "nope"}}}}
+    )
+    assert refused.status_code == 400
+    assert error_of(refused)["reason"] == "Failed to parse mapping: normalizer [nope] not found for field [k]"
+    bad = {"analysis": {"normalizer": {"n": {"type": "custom", "filter": ["porter_stem"]}}}}
+    refused = http.put(f"/{index_name}", json={"settings": bad})
+    assert refused.status_code == 400
+    assert error_of(refused)["reason"] == "Custom normalizer [n] may not use filter [porter_stem]"
