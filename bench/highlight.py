@@ -7,9 +7,9 @@ them (the page's fetch in the search workers).
     python -m bench.highlight --url http://127.0.0.1:9200 --docs 100000   # a server holding `bench`
 
 The data is bench/generate.py's, loaded into index `bench` when the folder does not hold it yet.
-Eight untimed pages of each kind come first (the first search on the sort builds its per-segment
-orders; each search worker process reads the segments a first time). Each try asks a distinct
-page (`from` = try x 100, so no cache of the server saw it), the plain and the highlighted request
+Eight untimed pages of each kind come first (the first page of the sort builds its per-segment
+orders; each search worker process reads the segments a first time). Each try then asks a page no
+request asked before (`from` grows by 100 each time, below 10,000), the plain and the highlighted request
 taking turns; figures are the median and p99 of `--tries` tries,
 timed around one HTTP request and the decoding of its response; beside them, the CPU the server
 and its search workers spent per page of each kind (from /proc, summed over the tries: steadier
@@ -83,23 +83,21 @@ def run(http: Client, word: str, tries: int, server: Server | None) -> dict[str,
     plain: list[float] = []
     highlighted: list[float] = []
     cpu = {"plain": 0.0, "highlight": 0.0}
-    for w in range(WARM_UPS):  # the sort's per-segment orders, each search worker's first reads: untimed
-        warm = {
-            "query": query,
-            "from": (2 * tries + w) * SIZE,
-            "size": SIZE,
-            "sort": [{"@timestamp": "desc"}],
-        }
+    # Untimed first: the first page of the sort builds its per-segment orders (the pages below
+    # 10,000 hits walk them), and each search worker reads the segments a first time.
+    for w in range(WARM_UPS):
+        warm = {"query": query, "from": w * SIZE, "size": SIZE, "sort": [{"@timestamp": "desc"}]}
         _timed(http, warm)
         _timed(http, {**warm, "highlight": {"fields": {"message": {}}}})
     for i in range(tries):
-        page = {"query": query, "from": i * SIZE, "size": SIZE, "sort": [{"@timestamp": "desc"}]}
+        at = WARM_UPS + i
+        page = {"query": query, "from": at * SIZE, "size": SIZE, "sort": [{"@timestamp": "desc"}]}
         before = _cpu(server)
         ms, _ = _timed(http, page)
         plain.append(ms)
         middle = _cpu(server)
         ms, response = _timed(
-            http, {**page, "from": (tries + i) * SIZE, "highlight": {"fields": {"message": {}}}}
+            http, {**page, "from": (tries + at) * SIZE, "highlight": {"fields": {"message": {}}}}
         )
         highlighted.append(ms)
         cpu["plain"] += middle - before

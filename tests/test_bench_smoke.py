@@ -166,3 +166,18 @@ def test_small_transfer_run_measures_every_row(tmp_path: Path) -> None:
     assert all(row["seconds"] > 0 for row in rows.values())
     assert rows["leafsearch export to .ndjson"]["reference"] == "raw stream (_export, bytes received)"
     assert rows["leafsearch import of the export, --workers 4"]["ratio"] > 0
+
+
+def test_the_highlight_bench_runs(tmp_path: Path) -> None:
+    """`python -m bench.highlight` keeps working: both kinds of page timed, every highlighted hit
+    checked to hold the word between the tags."""
+    result = subprocess.run(
+        [sys.executable, "-m", "bench.highlight", "--docs", "25000", "--tries", "2"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=280,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "without highlight: p50" in result.stdout and "with highlight:" in result.stdout
+    assert "server CPU per page" in result.stdout

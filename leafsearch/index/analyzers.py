@@ -23,6 +23,8 @@ from leafsearch.index.tokenizers import AnalysisConfigError, Tok, Tokenizer
 from leafsearch.unsupported import NotSupported
 
 _PREFIX = "index.analysis."
+#: Filters a normalizer (a keyword's analysis, no tokenizer) may use: those working per character.
+NORMALIZER_FILTERS = frozenset({"lowercase", "uppercase", "asciifolding", "elision", "trim"})
 _WHY = "leafsearch has no char filters and not every analysis component Elasticsearch has"
 
 # Names Elasticsearch's analysis modules register, so that leafsearch can say which it lacks.
@@ -69,6 +71,7 @@ class Analyzer:
         "position_gap",
         "standard",
         "custom",
+        "origin",
         "_steps",
     )
 
@@ -91,10 +94,19 @@ class Analyzer:
         self.standard = standard
         #: Defined as `custom` (`_analyze` explains it stage by stage).
         self.custom = custom
+        #: (the analysis's key, the analyzer's name): how another process finds it again.
+        self.origin: tuple | None = None
         self._steps = _term_steps(tokenizer_name, tokenizer, self.filters)
 
     def __repr__(self) -> str:
         return f"Analyzer({self.name!r})"
+
+    def __reduce__(self) -> tuple:
+        """Pickled as where it comes from (mappings' field types cross the shard interface): the
+        other process builds the same analysis from the same settings, or has it memoised."""
+        if self.origin is None:
+            raise TypeError(f"analyzer [{self.name}] of a request cannot cross processes")
+        return (_rebuilt, self.origin)
 
     def tokens(self, text: str, upto: int | None = None) -> list[Tok]:
         """The token stream after the tokenizer and the first `upto` filters (all by default)."""
@@ -168,6 +180,7 @@ def _standard_lowercase() -> list[tuple[str, TokenFilter]]:
 STANDARD = Analyzer(
     "standard", "standard", tokenizers.standard({}, "standard"), _standard_lowercase(), standard=True
 )
+STANDARD.origin = (((), 1, 3), "standard")
 
 
 def _stop(words: frozenset[str]) -> tuple[str, TokenFilter]:
@@ -266,6 +279,7 @@ class IndexAnalysis:
 
     def __init__(self, flat: Mapping[str, Any], max_ngram_diff: int = 1, max_shingle_diff: int = 3) -> None:
         self.max_ngram_diff, self.max_shingle_diff = max_ngram_diff, max_shingle_diff
+        self.key = (_items(flat), max_ngram_diff, max_shingle_diff)
         groups: dict[str, dict[str, dict[str, Any]]] = {
             k: {} for k in ("analyzer", "tokenizer", "filter", "char_filter", "normalizer")
         }
@@ -283,10 +297,14 @@ class IndexAnalysis:
         for name in groups["char_filter"]:
             raise NotSupported(f"the char_filter [{name}]", _WHY)
         self._tokenizers = {n: self._build_tokenizer(spec, n) for n, spec in groups["tokenizer"].items()}
-        self._filters: dict[str, TokenFilter] = {}
         self._analyzers: dict[str, Analyzer] = {}
+        self._normalizers: dict[str, Analyzer] = {}
+        for name, spec in groups["normalizer"].items():
+            built = self._normalizers[name] = self._build_normalizer(spec, name)
+            built.origin = (self.key, name, True)
         for name, spec in groups["analyzer"].items():
-            self._analyzers[name] = self._build_analyzer(spec, name)
+            built = self._analyzers[name] = self._build_analyzer(spec, name)
+            built.origin = (self.key, name)
         self.default = self._analyzers.get("default", STANDARD)
         self.default_search = self._analyzers.get("default_search", self.default)
 
@@ -300,6 +318,29 @@ class IndexAnalysis:
         if name == "default":
             return self.default
         return _builtin(name)
+
+    def normalizer(self, name: str) -> Analyzer | None:
+        """A keyword normalizer the index defines (`lowercase` is the mapping's own)."""
+        return self._normalizers.get(name)
+
+    def _build_normalizer(self, spec: dict[str, Any], name: str) -> Analyzer:
+        """A custom normalizer: the keyword tokenizer and filters that work per character."""
+        if spec.get("type", "custom") != "custom":
+            raise IllegalArgument(f"Unknown normalizer type [{spec.get('type')}] for [{name}]")
+        if spec.get("char_filter"):
+            raise NotSupported(f"the char_filter of Custom normalizer [{name}]", _WHY)
+        keyword = tokenizers.keyword({}, name)
+        chain: list[tuple[str, TokenFilter]] = []
+        for filter_spec in _as_list(spec.get("filter")):
+            made = self.token_filter(filter_spec, name, (keyword, [f for _, f in chain]))
+            if made is None:
+                raise IllegalArgument(
+                    f"Custom normalizer [{name}] failed to find filter under name [{filter_spec}]"
+                )
+            if made[0] not in NORMALIZER_FILTERS:
+                raise IllegalArgument(f"Custom normalizer [{name}] may not use filter [{made[0]}]")
+            chain.append(made)
+        return Analyzer(name, "keyword", keyword, chain, 0, custom=True)
 
     def tokenizer(self, spec: Any, owner: str) -> tuple[str, Tokenizer] | None:
         """A tokenizer named (the index's, then the built-in) or given inline as `{"type": ...}`."""
@@ -442,7 +483,25 @@ def _builtin(name: str) -> Analyzer | None:
     if name == "standard":
         return STANDARD
     build = ANALYZER_TYPES.get(name)
-    return None if build is None else build({}, name)
+    if build is None:
+        return None
+    built = build({}, name)
+    built.origin = (((), 1, 3), name)
+    return built
+
+
+def _rebuilt(key: tuple, name: str, normalizer: bool = False) -> Analyzer:
+    analysis = _analysis_of(*key)
+    found = analysis.normalizer(name) if normalizer else analysis.analyzer(name)
+    assert found is not None, name
+    return found
+
+
+def _items(flat: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
+    """The analysis settings as a hashable key: sorted, lists as tuples."""
+    return tuple(
+        sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in flat.items() if k.startswith(_PREFIX))
+    )
 
 
 @memo(256, max_key_chars=1 << 20)
@@ -456,13 +515,8 @@ def _analysis_of(
 
 def analysis_of(settings: Mapping[str, Any]) -> IndexAnalysis:
     """The analysis an index's (flat) settings define; 400 `illegal_argument_exception` if wrong."""
-    items = tuple(
-        sorted(
-            (k, tuple(v) if isinstance(v, list) else v) for k, v in settings.items() if k.startswith(_PREFIX)
-        )
-    )
     return _analysis_of(
-        items,
+        _items(settings),
         index_setting(settings, "index.max_ngram_diff"),
         index_setting(settings, "index.max_shingle_diff"),
     )

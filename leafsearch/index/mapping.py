@@ -401,7 +401,7 @@ class FieldType:
         "norms", "formatter", "nanos", "scaling_factor", "ignore_above", "null_value", "coerce",
         "ignore_malformed", "position_increment_gap", "copy_to", "normalizer", "source_key", "parse",
         "convert", "_lo", "_hi", "_range_name", "_round", "analyzer", "search_analyzer",
-        "search_quote_analyzer", "fielddata",
+        "search_quote_analyzer", "fielddata", "normalizer_chain",
     )
     # fmt: on
 
@@ -437,6 +437,8 @@ class FieldType:
         self.formatter = None
         #: A text field's analyzers, bound by the mapping from its index's analysis (`Mapping._bind`).
         self.analyzer = self.search_analyzer = self.search_quote_analyzer = STANDARD
+        #: A keyword's custom normalizer (`Mapping._bind`); None for none or `lowercase`.
+        self.normalizer_chain: Analyzer | None = None
         self._lo, self._hi, self._range_name = _INTEGER_TYPES.get(type_, (_LONG_MIN, _LONG_MAX, "a long"))
         self._round = {"float": _F32, "half_float": _F16}.get(type_)
         if type_ in ("date", "date_nanos", "date_range"):
@@ -469,8 +471,14 @@ class FieldType:
         return body
 
     def normalize(self, value: str) -> str:
-        """A keyword as indexed: the `lowercase` normalizer is the one built in (queries use it too)."""
-        return value.lower() if self.normalizer == "lowercase" else value
+        """A keyword as indexed (queries use it too): `lowercase` is built in, another normalizer
+        the index's analysis defines."""
+        if self.normalizer == "lowercase":
+            return value.lower()
+        if self.normalizer_chain is not None:
+            terms = self.normalizer_chain.terms(value)
+            return terms[0] if terms else ""
+        return value
 
     def _check_null_value(self) -> None:
         try:
@@ -1326,7 +1334,15 @@ class Mapping:
             raise _mapping_error(e) from None
 
     def _bind(self, field: FieldType) -> None:
-        """A text field's analyzers from its `analyzer`, `search_analyzer`, `search_quote_analyzer`."""
+        """A text field's analyzers from its `analyzer`, `search_analyzer`, `search_quote_analyzer`;
+        a keyword's normalizer."""
+        if field.kind == "keyword":
+            name = field.normalizer
+            if name is not None and name != "lowercase":
+                field.normalizer_chain = self.analysis.normalizer(name)
+                if field.normalizer_chain is None:
+                    raise _MappingError(f"normalizer [{name}] not found for field [{field.name}]")
+            return
         if field.kind != "text":
             return
         params = field.params
@@ -1348,6 +1364,8 @@ class Mapping:
             search = index
         quote_name = params.get("search_quote_analyzer")
         field.analyzer, field.search_analyzer = index, search
+        if "position_increment_gap" not in params:  # the analyzer's gap, as Elasticsearch takes it
+            field.position_increment_gap = index.position_gap
         field.search_quote_analyzer = search if quote_name is None else self._analyzer(quote_name)
 
     def _analyzer(self, name: str) -> Analyzer:

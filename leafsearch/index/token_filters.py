@@ -493,8 +493,11 @@ def synonym_filter(table: dict[tuple[str, ...], list[tuple[str, ...]]]) -> Token
             inc = first.inc
             for target in sorted(targets, key=lambda target: target != key):  # the original first
                 if target == key:
+                    widest = max(map(len, targets))
                     for j, t in enumerate(matched):
                         t.inc = inc if j == 0 else t.inc
+                        if n == 1:  # one token beside longer alternatives spans them (a graph)
+                            t.length = widest
                         out.append(t)
                 else:
                     for j, term in enumerate(target):
@@ -560,10 +563,10 @@ def word_delimiter(params: dict[str, Any], name: str) -> TokenFilter:
                 start = i
         if start is not None:
             found.append((start, len(term)))
-        if possessive and len(found) >= 2:
-            s, e = found[-1]
-            if term[s:e] in ("s", "S") and s >= 1 and term[s - 1] == "'":
-                found.pop()
+        if possessive and len(found) >= 2:  # a sub-word's `'s` goes ("Neil's-Super": Neil, Super)
+            found = [
+                (s, e) for s, e in found if not (term[s:e] in ("s", "S") and s >= 1 and term[s - 1] == "'")
+            ]
         return [(s, e, term[s].isdigit()) for s, e in found]
 
     def run(toks: list[Tok]) -> list[Tok]:
@@ -597,7 +600,8 @@ def word_delimiter(params: dict[str, Any], name: str) -> TokenFilter:
                             j += 1
                         if j - i > 1:
                             text = "".join(t.term[s:e] for s, e, _ in pieces[i:j])
-                            slots.append((i, i - j, tok(pieces[i][0], pieces[j - 1][1], j - i, text)))
+                            if not (preserve and text == t.term):  # the original already stands for it
+                                slots.append((i, i - j, tok(pieces[i][0], pieces[j - 1][1], j - i, text)))
                         i = max(j, i + 1)
             if cat_all and len(pieces) > 1:
                 text = "".join(t.term[s:e] for s, e, _ in pieces)

@@ -26,6 +26,7 @@ from leafsearch.index.analyzers import (
     ES_CHAR_FILTERS,
     ES_FILTERS,
     ES_TOKENIZERS,
+    NORMALIZER_FILTERS,
     Analyzer,
     IndexAnalysis,
 )
@@ -41,8 +42,6 @@ _FIELDS = frozenset(
     {"text", "analyzer", "tokenizer", "filter", "char_filter", "normalizer", "field", "explain", "attributes"}
 )
 
-# Filters a custom normalizer (filters without a tokenizer) may use: those working per character.
-_NORMALIZER_FILTERS = frozenset({"lowercase", "uppercase", "asciifolding", "elision", "trim"})
 _WHY = "leafsearch has no char filters and not every token filter Elasticsearch has"
 
 
@@ -219,7 +218,7 @@ def _chain(
                 if name in ES_FILTERS:
                     raise NotSupported(f"the [{name}] filter", _WHY)
                 raise IllegalArgument(f"failed to find{scope} filter under [{name}]")
-            if tokenizer is None and made[0] not in _NORMALIZER_FILTERS:
+            if tokenizer is None and made[0] not in NORMALIZER_FILTERS:
                 raise IllegalArgument(f"Custom normalizer may not use filter [{made[0]}]")
             chain.append(made)
         return Chain("_custom", Analyzer("_custom", chosen[0], chosen[1], chain, 0), True, 0)
@@ -234,6 +233,9 @@ def _chain(
     if normalizer is not None:
         if normalizer == "lowercase":
             return Chain(normalizer, _lowercase_keyword(), False, 0)
+        own = analysis.normalizer(normalizer)
+        if own is not None:
+            return Chain(normalizer, own, True, 0)
         raise IllegalArgument(f"failed to find normalizer under [{normalizer}]")
     if field is not None:
         if index is None:

@@ -492,3 +492,64 @@ def test_match_with_and_takes_synonyms_as_alternatives(http: httpx.Client, new_i
     assert _ids(search_ok(http, index, {"query": query})) == ["1"]  # "laptop" or "notebook", and "stand"
     query = {"match": {"product": {"query": "laptop", "operator": "and"}}}
     assert _ids(search_ok(http, index, {"query": query})) == ["0", "1"]
+
+
+def test_graph_filters_as_elasticsearch_documents_them(http: httpx.Client) -> None:
+    def run(body: dict) -> list[tuple[str, int, int]]:
+        body = {**body, "explain": True}
+        stages = _analyze(http, body)["detail"]["tokenfilters"]
+        return [(t["token"], t["position"], t["positionLength"]) for t in stages[-1]["tokens"]]
+
+    text = "Neil's-Super-Duper-XL500--42+AutoCoder"
+    assert [
+        t for t, _, _ in run({"tokenizer": "keyword", "filter": ["word_delimiter_graph"], "text": text})
+    ] == [
+        "Neil",
+        "Super",
+        "Duper",
+        "XL",
+        "500",
+        "42",
+        "Auto",
+        "Coder",
+    ]
+    synonyms = {"type": "synonym_graph", "synonyms": ["dns, domain name system"]}
+    assert run({"tokenizer": "standard", "filter": [synonyms], "text": "dns is fragile"}) == [
+        ("dns", 0, 3),
+        ("domain", 0, 1),
+        ("name", 1, 1),
+        ("system", 2, 1),
+        ("is", 3, 1),
+        ("fragile", 4, 1),
+    ]
+
+
+def test_an_analyzer_position_gap_separates_array_values(http: httpx.Client, new_index: Callable) -> None:
+    settings = {"analysis": {"analyzer": {"near": {"tokenizer": "standard", "position_increment_gap": 0}}}}
+    mappings = {"properties": {"near": {"type": "text", "analyzer": "near"}, "far": {"type": "text"}}}
+    index = new_index(settings=settings, mappings=mappings)
+    http.put(f"/{index}/_doc/1?refresh=true", json={"near": ["a b", "c d"], "far": ["a b", "c d"]})
+    assert _ids(search_ok(http, index, {"query": {"match_phrase": {"near": "b c"}}})) == ["1"]
+    assert _ids(search_ok(http, index, {"query": {"match_phrase": {"far": "b c"}}})) == []
+
+
+def test_custom_normalizers_on_keywords(http: httpx.Client, new_index: Callable, index_name: str) -> None:
+    settings = {
+        "analysis": {"normalizer": {"folded": {"type": "custom", "filter": ["lowercase", "asciifolding"]}}}
+    }
+    mappings = {"properties": {"k": {"type": "keyword", "normalizer": "folded"}}}
+    index = new_index(settings=settings, mappings=mappings)
+    http.put(f"/{index}/_doc/1?refresh=true", json={"k": "Crème BRÛLÉE"})
+    assert _ids(search_ok(http, index, {"query": {"term": {"k": "CREME brulee"}}})) == ["1"]
+    aggs = search_ok(http, index, {"size": 0, "aggs": {"k": {"terms": {"field": "k"}}}})["aggregations"]
+    assert [b["key"] for b in aggs["k"]["buckets"]] == ["creme brulee"]
+    assert _terms(_analyze(http, {"normalizer": "folded", "text": "Ça Va"}, index)) == ["ca va"]
+    refused = http.put(
+        f"/{index_name}", json={"mappings": {"properties": {"k": {"type": "keyword", "normalizer": "nope"}}}}
+    )
+    assert refused.status_code == 400
+    assert error_of(refused)["reason"] == "Failed to parse mapping: normalizer [nope] not found for field [k]"
+    bad = {"analysis": {"normalizer": {"n": {"type": "custom", "filter": ["porter_stem"]}}}}
+    refused = http.put(f"/{index_name}", json={"settings": bad})
+    assert refused.status_code == 400
+    assert error_of(refused)["reason"] == "Custom normalizer [n] may not use filter [porter_stem]"
