@@ -32,6 +32,7 @@ from leafsearch.errors import (
     ResourceNotFound,
     XContentParseError,
 )
+from leafsearch.index.analyzers import analysis_of
 from leafsearch.index.mapping import Mapping as IndexMapping
 from leafsearch.index.mapping import _wildcard as simple_match
 
@@ -238,7 +239,8 @@ def _template_part(body: Any, where: str) -> dict[str, Any]:
         mappings = body["mappings"]
         if not isinstance(mappings, Mapping):
             raise ParseException(f"[{where}] [mappings] must be an object")
-        IndexMapping.from_body(dict(mappings))  # refuses what an index would refuse
+        # refuses what an index would refuse, with the analyzers the part's own settings define
+        IndexMapping.from_body(dict(mappings), analysis_of(settings or {}))
         if mappings:
             out["mappings"] = dict(mappings.get("_doc", mappings)) if len(mappings) == 1 else dict(mappings)
     if body.get("aliases") is not None:
@@ -467,7 +469,7 @@ def _check_composable(store: TemplateStore, name: str, template: Mapping[str, An
 
 def _check_composition(name: str, resolved: Resolved) -> None:
     try:
-        mapping = IndexMapping.from_body(resolved.mapping_body())
+        mapping = IndexMapping.from_body(resolved.mapping_body(), analysis_of(resolved.settings))
     except ElasticError as exc:
         raise InvalidIndexTemplate(
             name, f"composable template [{name}] template after composition is invalid"

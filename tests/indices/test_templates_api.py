@@ -115,6 +115,45 @@ def test_auto_created_index_takes_the_highest_priority_template(
     assert simulated["overlapping"] == [{"name": low, "index_patterns": [f"{stem}-*"]}]
 
 
+def test_a_template_defines_the_analyzers_its_mappings_use(
+    es: Elasticsearch, http: httpx.Client, names: Callable[[str], str]
+) -> None:
+    """Settings and mappings of one template go together: a mapping naming an analyzer that the
+    template's (or a composed component's) `analysis` defines is valid, and the index created
+    from it analyses with it; one naming an analyzer nobody defines is refused."""
+    template, index = names("stem"), names("app-1")
+    es.indices.put_index_template(
+        name=template,
+        index_patterns=[index.rsplit("-", 1)[0] + "-*"],
+        template={
+            "settings": {
+                "analysis": {
+                    "analyzer": {
+                        "stems": {
+                            "type": "custom",
+                            "tokenizer": "standard",
+                            "filter": ["lowercase", "porter_stem"],
+                        }
+                    }
+                }
+            },
+            "mappings": {"properties": {"msg": {"type": "text", "analyzer": "stems"}}},
+        },
+    )
+    es.index(index=index, id="1", document={"msg": "Running dogs"}, refresh=True)
+    assert es.count(index=index, query={"match": {"msg": "run"}})["count"] == 1
+    tokens = es.indices.analyze(index=index, field="msg", text="Jumping")["tokens"]
+    assert [t["token"] for t in tokens] == ["jump"]
+    refused = http.put(
+        f"/_index_template/{names('bad')}",
+        json={
+            "index_patterns": ["nothing-*"],
+            "template": {"mappings": {"properties": {"m": {"type": "text", "analyzer": "nope"}}}},
+        },
+    )
+    assert refused.status_code == 400
+
+
 def test_legacy_templates_apply_in_order_when_no_composable_matches(
     http: httpx.Client, names: Callable[[str], str]
 ) -> None:
