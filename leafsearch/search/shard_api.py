@@ -83,6 +83,9 @@ class ShardContextId:
     #: actor read them here. Not part of the id.
     docs: int = field(default=0, compare=False)
     segments: int = field(default=0, compare=False)
+    #: The name the shard keeps the pinned snapshot on disk under (index/pins.py), so that it
+    #: survives a restart; None: held in memory only (a by-query operation's, a shard actor's).
+    name: str | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,8 +215,9 @@ class ShardSearch(Protocol):
 
     Every argument and answer is plain data that pickles, so the shard may be in another process."""
 
-    def open_context(self) -> ShardContextId:
-        """Pin the shard's current snapshot until `free_context`; later phases name it."""
+    def open_context(self, name: str | None = None) -> ShardContextId:
+        """Pin the shard's current snapshot until `free_context`; later phases name it. `name`:
+        also keep it on disk under that name, so that a restart restores it (`ShardContextId.name`)."""
         ...
 
     def free_context(self, context: ShardContextId) -> bool:

@@ -1,6 +1,7 @@
 """Reader contexts in-process: the in-use protocol that keeps a context's snapshots alive while a
 request reads them, expiry counted from the end of the last request, ids that do not survive a
-restart, and the `_doc` scroll that walks live documents without building a sorted match list.
+and ids that survive one (the restart's own tests are in test_durable_contexts.py), and the
+`_doc` scroll that walks live documents without building a sorted match list.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ def node(tmp_path: Path, clock: FakeClock) -> Iterator[Node]:
 
 def open_scroll(node: Node, keep_alive: str = "1m", **body) -> tuple[str, ReaderContext]:
     first = search(node, "t", {"size": 10, **body}, {"scroll": keep_alive})
-    ctx = node.contexts._contexts[max(node.contexts._contexts)]
+    ctx = max(node.contexts._contexts.values(), key=lambda c: c.ctx_id)
     assert ctx.public_id == first["_scroll_id"]
     return first["_scroll_id"], ctx
 
@@ -90,7 +91,7 @@ def test_the_reaper_skips_a_context_in_use_and_expiry_counts_from_the_end_of_the
 def test_expiry_is_checked_on_access(node: Node, clock: FakeClock) -> None:
     scroll_id, ctx = open_scroll(node, keep_alive="50ms")
     clock.advance(0.05)
-    assert node.scroll(scroll_id, "50ms")["_scroll_id"] == scroll_id  # not yet: its keep-alive is whole
+    scroll_id = node.scroll(scroll_id, "50ms")["_scroll_id"]  # not yet: its keep-alive is whole
     clock.advance(0.051)
     with pytest.raises(ElasticError) as gone:
         node.scroll(scroll_id, "1m")
@@ -98,20 +99,25 @@ def test_expiry_is_checked_on_access(node: Node, clock: FakeClock) -> None:
     assert ctx.freed
 
 
-def test_ids_do_not_survive_a_restart(tmp_path: Path) -> None:
+def test_ids_survive_a_restart_and_another_node_s_are_unknown(tmp_path: Path) -> None:
     path = tmp_path / "node"
     with Node(path, background=False) as first:
         admin.create_index(first, "t", {})
-        first.bulk(b'{"index":{"_id":"1"}}\n{}\n', index="t", refresh="true")
-        old_id = search(first, "t", {"size": 1}, {"scroll": "1m"})["_scroll_id"]
+        first.bulk(b'{"index":{"_id":"1"}}\n{}\n{"index":{"_id":"2"}}\n{}\n', index="t", refresh="true")
+        old_id = search(first, "t", {"size": 1, "sort": ["_doc"]}, {"scroll": "1m"})["_scroll_id"]
+        cleared = search(first, "t", {"size": 1}, {"scroll": "1m"})["_scroll_id"]
+        assert first.clear_scroll([cleared])["num_freed"] == 1
     with Node(path, background=False) as second:
+        assert [h["_id"] for h in second.scroll(old_id, "1m")["hits"]["hits"]] == ["2"]
+        with pytest.raises(SearchContextMissing, match="cleared at"):  # remembered across the restart
+            second.contexts.acquire(cleared, "scroll")
         new_id = search(second, "t", {"size": 1}, {"scroll": "1m"})["_scroll_id"]
-        assert new_id != old_id
-        with pytest.raises(SearchContextMissing, match="not opened by this node since it started"):
-            second.contexts.acquire(old_id, "scroll")
-        assert second.clear_scroll([old_id])["num_freed"] == 0
         assert second.contexts.decode_id("garbage", "scroll") is None
         assert second.contexts.decode_id(new_id, "pit") is None
+    with Node(tmp_path / "other", background=False) as other:
+        with pytest.raises(SearchContextMissing, match="not opened by this node"):
+            other.contexts.acquire(new_id, "scroll")
+        assert other.clear_scroll([new_id])["num_freed"] == 0
 
 
 def test_scrolls_build_no_match_list_but_a_score_walk_from_its_second_batch(
@@ -138,7 +144,7 @@ def test_scrolls_build_no_match_list_but_a_score_walk_from_its_second_batch(
         ids = [hit["_id"] for hit in first["hits"]["hits"]]
         batch = first
         while batch["hits"]["hits"]:
-            batch = node.scroll(first["_scroll_id"], "1m")
+            batch = node.scroll(batch["_scroll_id"], "1m")
             assert batch["hits"]["total"] == first["hits"]["total"]
             ids += [hit["_id"] for hit in batch["hits"]["hits"]]
         assert len(ids) == len(set(ids)) == first["hits"]["total"]["value"]
@@ -157,7 +163,7 @@ def test_scrolls_build_no_match_list_but_a_score_walk_from_its_second_batch(
 def test_describe_lists_open_contexts_oldest_first(node: Node) -> None:
     scroll_id, _ = open_scroll(node, keep_alive="2m")
     pit_id = node.open_pit("t", "90s")["id"]
-    node.scroll(scroll_id, "3m")
+    scroll_id = node.scroll(scroll_id, "3m")["_scroll_id"]
     rows = node.search_contexts()
     assert [(r["id"], r["type"], r["indices"], r["keep_alive"], r["requests"], r["docs"]) for r in rows] == [
         (scroll_id, "scroll", "t", "3m", 2, 300),
