@@ -26,7 +26,7 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
@@ -394,10 +394,14 @@ class Shard:
     def pinned_store_bytes(self) -> int:
         """The disk that pins hold beyond the shard's own files: segments only pins still
         reference (merged away since), and the pin files."""
-        current = {s.name for s in self.segments}
         with self._refs_lock:
-            only_pinned = {s.name: s for segs in self._pins.values() for s in segs if s.name not in current}
-        return sum(folder_size(s.folder) for s in only_pinned.values()) + pins_size(self.folder)
+            pinned = {s.name: s for segs in self._pins.values() for s in segs}
+        return self.store_bytes_beyond(pinned.values()) + pins_size(self.folder)
+
+    def store_bytes_beyond(self, segments: Iterable[Segment]) -> int:
+        """The bytes of those of `segments` the shard no longer reads (a snapshot's, merged away)."""
+        current = {s.name for s in self.segments}
+        return sum(folder_size(s.folder) for s in segments if s.name not in current)
 
     # ---- persistence -------------------------------------------------------------------
 

@@ -112,6 +112,12 @@ class ReaderContext:
         here = sum(t.searcher.max_doc for t in self.targets if not t.remote)
         return here + sum(c.docs for t, c in zip(self.targets, self.shard_contexts, strict=False) if t.remote)
 
+    def store_bytes(self) -> int:
+        """The disk its snapshots hold beyond what their shards read now (segments merged away
+        since it opened); 0 for snapshots in shard actors."""
+        local = [t for t in self.targets if not t.remote]
+        return sum(engine_shard(t).store_bytes_beyond(t.searcher.segments) for t in local)
+
     def pinned_segments(self) -> int:
         here = sum(len(t.searcher.views) for t in self.targets if not t.remote)
         return here + sum(
