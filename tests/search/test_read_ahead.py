@@ -70,10 +70,12 @@ def scroll_walk(node: leafsearch.Node, body: dict[str, Any]) -> list[dict[str, A
     """Every batch of a scroll, as REST responses, until an empty one; then the scroll is cleared."""
     response = search(node, "logs", body, {"scroll": "1m"}, raw_hits=True)
     pages = [rest_body(response)]
+    scroll_id = response["_scroll_id"]
     while pages[-1]["hits"]["hits"]:
         settle(node)
-        pages.append(rest_body(node.scroll(response["_scroll_id"], "1m", raw_hits=True)))
-    node.clear_scroll([response["_scroll_id"]])
+        pages.append(rest_body(node.scroll(scroll_id, "1m", raw_hits=True)))
+        scroll_id = pages[-1]["_scroll_id"]
+    node.clear_scroll([scroll_id])
     return pages
 
 
