@@ -479,7 +479,8 @@ def test_helpers_reindex(es: Elasticsearch, http: httpx.Client, docs: str, index
 
 
 def test_cat_search_contexts_shows_scrolls_and_points_in_time(http: httpx.Client, docs: str) -> None:
-    scroll_id = next_batch(http, open_scroll(http, docs, {"size": 1})["_scroll_id"], "2m").json()["_scroll_id"]
+    opened = open_scroll(http, docs, {"size": 1})["_scroll_id"]
+    scroll_id = next_batch(http, opened, "2m").json()["_scroll_id"]
     pit_id = http.post(f"/{docs}/_pit", params={"keep_alive": "5m"}).json()["id"]
     rows = {row["id"]: row for row in contexts(http)}
     scroll_row, pit_row = rows[scroll_id], rows[pit_id]
