@@ -11,9 +11,11 @@ last hit) and one scroll (the same sort, batches of 100): `--pages` pages each, 
 around one HTTP request and the decoding of its response; the server is killed (SIGKILL),
 started again on the folder (the time until `GET /` answers is printed), and the same PIT and
 scroll go on for `--pages` more, timed the same way, after a PIT opened on the restarted server
-walked `--pages` pages (what any walk costs on a server just started: it warms the process).
-Printed: the median page before, the first
-page after the restart and the median after, and their ratio to the median before.
+walked `--pages` pages (what any walk costs on a server just started). A server's first seconds
+are its warm-up (search workers starting, the package imported: cli.py), which slows every
+request; `--settle` times the pages only once the server's processes are idle. Printed: the
+median page before, the first page after the restart and the median after, and their ratio to
+the median before.
 
 Then the disk: the whole dataset indexed again (every document replaced) with the PIT open, the
 merges waited for, and `_nodes/stats` read: the index's store size and the part only the PIT
@@ -76,6 +78,22 @@ class Walks:
         return ms
 
 
+def settle_start(server: Server, http: Client) -> float:
+    """Answer one request (it starts the server's warm-up: search workers, the package's imports,
+    cli.py), then wait until the server's processes use under 5% of a core over half a second;
+    the seconds waited."""
+    began = time.perf_counter()
+    http.raw("GET", "/")
+    last = sum(server.cpu_seconds())
+    while time.perf_counter() - began < 120:
+        time.sleep(0.5)
+        now = sum(server.cpu_seconds())
+        if now - last < 0.025:
+            break
+        last = now
+    return time.perf_counter() - began
+
+
 def store(http: Client) -> tuple[int, int]:
     """(the node's store size, the part only open contexts hold), in bytes."""
     nodes = http.json("GET", "/_nodes/stats/indices/store")["nodes"]
@@ -91,6 +109,11 @@ def main() -> None:
     parser.add_argument("--pages", type=int, default=20)
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--verbose", action="store_true", help="every PIT page's time")
+    parser.add_argument(
+        "--settle",
+        action="store_true",
+        help="time pages only once the server's start-up work is done (its processes idle)",
+    )
     parser.add_argument("--server-args", default="", help="added to `serve`, e.g. '--search-workers 0'")
     args = parser.parse_args()
     dataset = generate(args.docs, args.seed)
@@ -107,6 +130,8 @@ def main() -> None:
                 ]
             http.json("POST", f"/{INDEX}/_refresh")
             settle_merges(SimpleNamespace(http=http), INDEX)
+            if args.settle:
+                settle_start(server, http)
             walks = Walks(http)
             pit_before = [walks.pit_page(http) for _ in range(args.pages)]
             scroll_before = [walks.scroll_batch(http) for _ in range(args.pages)]
@@ -117,8 +142,10 @@ def main() -> None:
             server.start()
             restart_ms = (time.perf_counter() - began) * 1000
             http = Client(server.url)
-            # A new PIT's walk first: what any walk costs on the server just started (its first
-            # requests warm the process), then the walks that were open before the kill go on.
+            if args.settle:
+                print(f"the restarted server settled in {settle_start(server, http):.1f} s")
+            # A new PIT's walk first: what any walk costs on the server just started, then the
+            # walks that were open before the kill go on.
             fresh = Walks(http)
             pit_fresh = [fresh.pit_page(http) for _ in range(args.pages)]
             pit_after = [walks.pit_page(http) for _ in range(args.pages)]
