@@ -170,3 +170,41 @@ def test_describe_lists_open_contexts_oldest_first(node: Node) -> None:
         (pit_id, "pit", "t", "1.5m", 0, 300),
     ]
     assert rows[0]["segments"] >= 2  # one per shard at least
+
+
+def test_restored_contexts_have_their_whole_keep_alive_and_count_against_the_limits(tmp_path: Path) -> None:
+    path = tmp_path / "node"
+    with Node(path, background=False, clock=FakeClock()) as first:
+        admin.create_index(first, "t", {"settings": {"number_of_shards": 2}})
+        first.bulk(b'{"index":{"_id":"1"}}\n{}\n', index="t", refresh="true")
+        first.cluster_settings.update({"persistent": {"search.max_open_pit_context": 1}})
+        pit_id = first.open_pit("t", "1m")["id"]
+        first.clock.advance(50)  # 10 s of its keep-alive left when the node stops
+    clock = FakeClock()
+    with Node(path, background=False, clock=clock) as second:
+        clock.advance(59)  # a restart counts as a use: a whole minute from the restart
+        second.contexts.reap()
+        assert [row["id"] for row in second.search_contexts()] == [pit_id]
+        with pytest.raises(ElasticError, match="Trying to create too many Point In Time contexts"):
+            second.open_pit("t", "1m")
+        clock.advance(2)
+        with pytest.raises(SearchContextMissing, match="expired"):
+            second.contexts.acquire(pit_id, "pit")
+        assert not list((path / "contexts").glob("*.ctx"))
+        assert not any(any(p.iterdir()) for p in path.glob("indices/*/*/pins"))
+
+
+def test_pins_whose_record_was_never_written_are_dropped_at_start(tmp_path: Path) -> None:
+    path = tmp_path / "node"
+    with Node(path, background=False) as first:
+        admin.create_index(first, "t", {})
+        first.bulk(b'{"index":{"_id":"1"}}\n{}\n', index="t", refresh="true")
+        pit_id = first.open_pit("t", "1m")["id"]
+        kept = first.open_pit("t", "1m")["id"]
+        key = first.contexts.get(pit_id, "pit").key
+    (path / "contexts" / f"{key}.ctx").unlink()  # as if the node died before writing it
+    with Node(path, background=False) as second:
+        with pytest.raises(SearchContextMissing, match="never opened"):
+            second.contexts.acquire(pit_id, "pit")
+        assert [row["id"] for row in second.search_contexts()] == [kept]
+        assert [p.stem for p in path.glob("indices/*/*/pins/*.npz")] == [second.contexts.get(kept, "pit").key]
