@@ -30,7 +30,6 @@ from __future__ import annotations
 import base64
 import hmac
 import itertools
-import re
 import secrets
 import threading
 import time
@@ -63,7 +62,6 @@ if TYPE_CHECKING:
 
 _ID_PREFIX = b"leafsearch:"
 _ENDED_MEMORY = 10_000
-_KEY = re.compile(r"[0-9a-f]{16}")
 _TIME_UNITS = (("d", 86400.0), ("h", 3600.0), ("m", 60.0), ("s", 1.0))
 
 
@@ -162,7 +160,7 @@ class ContextRegistry:
             seq = int(number)
         except ValueError:  # binascii.Error and UnicodeDecodeError are ValueErrors
             return None
-        if id_kind != kind or not _KEY.fullmatch(key) or seq < 0:
+        if id_kind != kind or seq < 0:
             return None
         return node_id == self.services.node_id, key, seq, token
 
