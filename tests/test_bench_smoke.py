@@ -143,3 +143,18 @@ def test_the_start_up_bench_runs(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     assert "first GET / answered: median" in result.stdout and "stop after SIGTERM" in result.stdout
     assert "server logged" not in result.stderr, result.stderr
+
+
+def test_the_context_restart_bench_runs() -> None:
+    """`python -m bench.context_restart` keeps working: a PIT and a scroll go on across its
+    `kill -9` (each scroll batch is checked), and a closed PIT leaves no disk held."""
+    result = subprocess.run(
+        [sys.executable, "-m", "bench.context_restart", "--docs", "2000", "--pages", "3"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=280,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "PIT page: median before" in result.stdout and "scroll batch: median before" in result.stdout
+    assert "after closing the PIT: store" in result.stdout and "held by contexts 0.00 MB" in result.stdout
