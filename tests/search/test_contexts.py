@@ -6,6 +6,7 @@ and ids that survive one (the restart's own tests are in test_durable_contexts.p
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -208,3 +209,31 @@ def test_pins_whose_record_was_never_written_are_dropped_at_start(tmp_path: Path
             second.contexts.acquire(pit_id, "pit")
         assert [row["id"] for row in second.search_contexts()] == [kept]
         assert [p.stem for p in path.glob("indices/*/*/pins/*.npz")] == [second.contexts.get(kept, "pit").key]
+
+
+def test_the_same_scroll_id_sent_at_once_by_two_clients_answers_one_batch_twice(node: Node) -> None:
+    first = search(node, "t", {"size": 7, "sort": ["n"]}, {"scroll": "1m"})
+    answers: list[dict] = []
+    start = threading.Barrier(4)
+
+    def ask() -> None:
+        start.wait()
+        answers.append(node.scroll(first["_scroll_id"], "1m"))
+
+    threads = [threading.Thread(target=ask) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert all(answer == answers[0] for answer in answers)  # one batch, its `took` included
+    assert [int(hit["_id"]) for hit in answers[0]["hits"]["hits"]] == list(range(7, 14))
+    after = node.scroll(answers[0]["_scroll_id"], "1m")
+    assert [int(hit["_id"]) for hit in after["hits"]["hits"]] == list(range(14, 21))
+    ours, key, seq, token = node.contexts.decode_id(after["_scroll_id"], "scroll")
+    for ahead in (seq + 1, seq + 1000):  # a position not reached yet was never issued
+        with pytest.raises(ElasticError) as refused:
+            node.scroll(node.contexts.encode_id("scroll", key, ahead, token), "1m")
+        assert refused.value.status == 404 and "never opened" in str(refused.value.caused_by)
+    with pytest.raises(ElasticError) as moved:
+        node.scroll(first["_scroll_id"], "1m")
+    assert moved.value.status == 404 and "moved past this batch" in str(moved.value.caused_by)
