@@ -4,8 +4,9 @@ As Elasticsearch's coordinator talks to shards (ShardSearchRequest / QuerySearch
 ShardFetchSearchRequest / FetchSearchResult, DfsSearchResult, ReaderContexts named by
 ShardSearchContextId), the coordinator here reaches every shard through `ShardSearch`:
 
-- `open_context()` -> `ShardContextId`: the shard pins its current snapshot (a PIT, a scroll);
-  `free_context(id)` releases it. Later messages name the pin in their `context`.
+- `open_context(name)` -> `ShardContextId`: the shard pins its current snapshot (a PIT, a
+  scroll; with a name, on disk too, so a restart restores it); `free_context(id)` releases it.
+  Later messages name the pin in their `context`.
 - `dfs(ShardDfs)` -> `DfsStats`: the term statistics the shard's query reads
   (`dfs_query_then_fetch`); the coordinator sums them (`DfsStats.total`) into every `ShardQuery`.
 - `query(ShardQuery)` -> `ShardTopDocs`: the shard's best `from + size` hits with their sort values,
