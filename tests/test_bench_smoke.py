@@ -173,6 +173,13 @@ def test_the_highlight_bench_runs(tmp_path: Path) -> None:
     checked to hold the word between the tags."""
     result = subprocess.run(
         [sys.executable, "-m", "bench.highlight", "--docs", "25000", "--tries", "2"],
+
+
+def test_the_context_restart_bench_runs() -> None:
+    """`python -m bench.context_restart` keeps working: a PIT and a scroll go on across its
+    `kill -9` (each scroll batch is checked), and a closed PIT leaves no disk held."""
+    result = subprocess.run(
+        [sys.executable, "-m", "bench.context_restart", "--docs", "2000", "--pages", "3"],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -181,3 +188,7 @@ def test_the_highlight_bench_runs(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     assert "without highlight: p50" in result.stdout and "with highlight:" in result.stdout
     assert "server CPU per page" in result.stdout
+
+
+    assert "PIT page: median before" in result.stdout and "scroll batch: median before" in result.stdout
+    assert "after closing the PIT: store" in result.stdout and "held by contexts 0.00 MB" in result.stdout

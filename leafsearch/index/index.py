@@ -128,6 +128,8 @@ class Index:
                 self._attach()  # the shard actors again, on their nodes, recovering from their folders
             else:
                 self.shards = self._open_shards()
+                for shard in self.shards:  # closing the index freed its contexts
+                    shard.drop_restored()
             self.closed = False
             self.persist_meta()
 

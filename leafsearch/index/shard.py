@@ -26,7 +26,7 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
@@ -44,6 +44,7 @@ from leafsearch.index.commits import CommitPlan, Commits
 from leafsearch.index.index_sort import IndexSort
 from leafsearch.index.merge_policy import find_merge
 from leafsearch.index.parsed import ParsedBatch, ParsedDoc
+from leafsearch.index.pins import PINS, PinnedSnapshot, pins_size, read_pins, remove_pin, write_pin
 from leafsearch.index.searcher import Searcher, SegmentView
 from leafsearch.index.segment import Segment, discard_unfinished, remove_segment_folder, to_term_array
 from leafsearch.index.segment_build import segment_from_buffer
@@ -222,7 +223,12 @@ class Shard:
         self.commits = Commits(folder, self.stats)
         self._changes = 0
         self._published_changes = 0
+        #: Durable pins of reader contexts (pins.py), by name: the segments each holds a reference on.
+        self._pins: dict[str, list[Segment]] = {}
+        #: Snapshots of pins found at start, until the node's contexts take them (`take_restored`).
+        self._restored: dict[str, Searcher] = {}
         self._load()
+        self._restore_pins()
         self._remove_orphans()
         self.refresh()
 
@@ -312,11 +318,101 @@ class Shard:
             yield point
             point.translog, point.position = self.translog, self.translog.position
 
+    # ---- durable pins of reader contexts (pins.py) -------------------------------------
+
+    def _restore_pins(self) -> None:
+        """At start: each pin on disk becomes a Searcher of the snapshot it names (taken by the
+        node's contexts, `take_restored`), and holds its segments. A pin naming a segment that is
+        gone or changed (it cannot be the snapshot any more) is deleted."""
+        opened = {s.name: s for s in self.segments}
+        for name, snap in read_pins(self.folder).items():
+            try:
+                segments = [opened.get(n) or self._open_segment(n) for n in snap.segments]
+            except (OSError, ValueError):
+                remove_pin(self.folder, name)
+                continue
+            pairs = zip(segments, snap.live, strict=True)
+            if any(live is not None and len(live) != seg.max_doc for seg, live in pairs):
+                remove_pin(self.folder, name)
+                continue
+            views: list[SegmentView] = []
+            base = 0
+            for seg, live in zip(segments, snap.live, strict=True):
+                opened[seg.name] = seg
+                count = seg.max_doc if live is None else int(np.count_nonzero(live))
+                views.append(SegmentView(seg, live, base, count))
+                base += seg.max_doc
+            for seg in segments:  # one reference for the pin, one for its Searcher
+                self._seg_refs[seg.name] = self._seg_refs.get(seg.name, 0) + 2
+            self._pins[name] = segments
+            # A restored snapshot's generation is negative and its own: caches key snapshots by it.
+            self._restored[name] = Searcher(
+                self.shard_id, views, -len(self._restored) - 1, on_close=self._searcher_closed
+            )
+
+    def pin(self, name: str, searcher: Searcher) -> None:
+        """Keep `searcher`'s snapshot on disk under `name` until `unpin` (its segments stay,
+        whatever merges and restarts do). Durable when this returns. Caller holds a reference on
+        `searcher`, so its segments are referenced."""
+        segments = searcher.segments
+        with self._refs_lock:
+            for seg in segments:
+                self._seg_refs[seg.name] += 1
+        try:
+            write_pin(
+                self.folder,
+                name,
+                PinnedSnapshot(tuple(s.name for s in segments), tuple(v.live for v in searcher.views)),
+            )
+        except BaseException:
+            for seg in segments:
+                self._unref(seg)
+            raise
+        with self._refs_lock:
+            self._pins[name] = segments
+
+    def unpin(self, name: str) -> bool:
+        """Delete a pin (durably) and let its segments go; False when there was none."""
+        with self._refs_lock:
+            segments = self._pins.pop(name, None)
+        if segments is None:
+            return False
+        remove_pin(self.folder, name)
+        for seg in segments:
+            self._unref(seg)
+        return True
+
+    def take_restored(self, name: str) -> Searcher | None:
+        """The snapshot of a pin found at start (the caller owns its reference), or None."""
+        with self._refs_lock:
+            return self._restored.pop(name, None)
+
+    def drop_restored(self) -> None:
+        """Delete the pins found at start that no context took (their context ended, or its
+        record never became durable, before the node stopped)."""
+        with self._refs_lock:
+            restored, self._restored = self._restored, {}
+        for name, searcher in restored.items():
+            self.unpin(name)
+            searcher.release()
+
+    def pinned_store_bytes(self) -> int:
+        """The disk that pins hold beyond the shard's own files: segments only pins still
+        reference (merged away since), and the pin files."""
+        with self._refs_lock:
+            pinned = {s.name: s for segs in self._pins.values() for s in segs}
+        return self.store_bytes_beyond(pinned.values()) + pins_size(self.folder)
+
+    def store_bytes_beyond(self, segments: Iterable[Segment]) -> int:
+        """The bytes of those of `segments` the shard no longer reads (a snapshot's, merged away)."""
+        current = {s.name for s in self.segments}
+        return sum(folder_size(s.folder) for s in segments if s.name not in current)
+
     # ---- persistence -------------------------------------------------------------------
 
     def _remove_orphans(self) -> None:
         """Segment folders or live files not named by the commit are leftovers of a crash."""
-        keep = set(self._seg_refs) | set(self._live_files.values()) | {"commit.json", "translog"}
+        keep = set(self._seg_refs) | set(self._live_files.values()) | {"commit.json", "translog", PINS}
         for entry in self.folder.iterdir():
             if entry.name not in keep:
                 if entry.is_dir():

@@ -131,6 +131,8 @@ def shard_stats(
             out[name] = {"total_count": int(shard is not None)}
         elif metric == "store":
             out[name] = {"size_in_bytes": size, "total_data_set_size_in_bytes": size, "reserved_in_bytes": 0}
+            # leafsearch's: the part of it only open PITs and scrolls hold (index/pins.py)
+            out[name]["contexts_size_in_bytes"] = shard.pinned_store_bytes() if shard is not None else 0
         elif metric == "search":
             searches = shard.search_stats if shard is not None else SearchStats()
             out[name] = {"open_contexts": open_contexts, **searches.snapshot()}

@@ -202,7 +202,15 @@ class Node:
             msearch_pool=self.msearch_pool,
             request_cache=self.request_cache,
         )
-        self.contexts = self.search_services.contexts = ContextRegistry(self.search_services, clock)
+        self.contexts = self.search_services.contexts = ContextRegistry(
+            self.search_services, self.path / "contexts", clock
+        )
+        # PITs and scrolls open when the node stopped go on (their shards kept the snapshots).
+        self.contexts.restore({index.uuid: index for index in self.indices.values()})
+        for index in self.indices.values():
+            if index.remote is None:
+                for shard in index.shards:
+                    shard.drop_restored()
         # by-query operations and reindex run as tasks (`_tasks`); finished results kept bounded
         self.tasks = TaskManager(self.node_id, clock, node_header(self.name))
         #: What write/ is given instead of the node (write/services.py).

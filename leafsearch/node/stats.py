@@ -90,7 +90,12 @@ def _walks_section(node: Node, in_workers: list[dict[str, Any]]) -> dict[str, An
     visible = node.contexts.visible("pit") + node.contexts.visible("scroll") + node.contexts.visible("export")
     for ctx in sorted(visible, key=lambda c: c.ctx_id):
         sums = held.get(ctx.ctx_id, dict.fromkeys(kinds, 0))
-        entry = {"context": ctx.ctx_id, "type": ctx.kind, "indices": ",".join(ctx.indices)}
+        entry = {
+            "context": ctx.ctx_id,
+            "type": ctx.kind,
+            "indices": ",".join(ctx.indices),
+            "store_size_in_bytes": ctx.store_bytes(),
+        }
         contexts.append({**entry, "held_in_bytes": sum(sums.values()), **sums})
     counters = ("lists", "lists_kept", "lists_refused", "windows", *kinds)
     totals = {key: sum(part[key] for part in parts) for key in counters}

@@ -344,7 +344,8 @@ class RayShard:
         self.alias_filter = target.alias_filter
         self.name = snapshot.shard.remote.describe(snapshot.shard.shard_id)
 
-    def open_context(self) -> ShardContextId:
+    def open_context(self, name: str | None = None) -> ShardContextId:
+        """A shard actor keeps its pins in memory only: `name` is not used (see docs/paging-guide.md)."""
         return answer(self.snapshot.shard.actor.open_context.remote(self.alias_filter), self.name)
 
     def free_context(self, context: ShardContextId) -> bool:

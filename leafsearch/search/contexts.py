@@ -9,13 +9,20 @@ and a context freed while a request reads it keeps its snapshots until that requ
 Expiry is checked on every access and by the node's reaper (every 50 ms), so an expired context
 never serves a request and its resources go promptly.
 
-Ids are opaque and URL-safe, and name this process's session: an id from before a restart is
-unknown rather than mistaken for a new context. Each carries 128 random bits checked on every use,
-so no id can be derived from another; a context also records who opened it (the authenticated
-caller, see `security/subject.py`) and is unknown (404) to anyone else but a superuser. A scroll
-id stays the same across batches (the cursor lives in the context). Ended contexts are
-remembered for a while so that a 404 can say whether an id expired, was cleared, or never existed
-on this node.
+Contexts survive a restart, `kill -9` included: each shard keeps the context's snapshot on disk
+(a pin, index/pins.py) and the node a record of the context (context_records.py), both fsynced
+before the response that names the id. At start the node restores every record whose pins it
+finds, under the same id and owner; a restart counts as a use (each restored context has its whole
+keep-alive from the moment the node is back: time while the node is down does not count). The
+open-context limits count restored contexts. Contexts on shard actors (Ray) are kept in memory.
+
+Ids are opaque and URL-safe, and name this node and a random key of the context. Each carries
+128 random bits checked on every use, so no id can be derived from another; a context also records
+who opened it (the authenticated caller, see `security/subject.py`) and is unknown (404) to anyone
+else but a superuser. A scroll's id names the position after each batch (`seq`): the latest id
+asks for the next batch, the one before it replays the last batch byte for byte (scroll_pit.py).
+Ended contexts are remembered (across restarts too) so that a 404 can say whether an id expired,
+was cleared, or never existed on this node.
 """
 
 from __future__ import annotations
@@ -26,10 +33,10 @@ import itertools
 import secrets
 import threading
 import time
-import uuid
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from leafsearch.errors import (
@@ -40,14 +47,17 @@ from leafsearch.errors import (
     TooManyScrollContexts,
 )
 from leafsearch.request.timevalue import parse_time_value
+from leafsearch.search.context_records import ContextRecords
 from leafsearch.search.read_ahead import ReadAhead
 from leafsearch.search.shard_api import ShardContextId
+from leafsearch.search.shard_contexts import engine_shard
 from leafsearch.search.targets import Target, release_targets
 from leafsearch.search.top_hits import free_shard_contexts, open_shard_contexts
 from leafsearch.search.walks import MAX_MEMORY, WalkMemory
 from leafsearch.security.subject import current
 
 if TYPE_CHECKING:
+    from leafsearch.index.index import Index
     from leafsearch.search.services import CoordinatorServices
 
 _ID_PREFIX = b"leafsearch:"
@@ -57,9 +67,10 @@ _TIME_UNITS = (("d", 86400.0), ("h", 3600.0), ("m", 60.0), ("s", 1.0))
 
 @dataclass(eq=False)
 class ReaderContext:
-    ctx_id: int
+    ctx_id: int  # this process's number for it (walk caches, search workers)
     kind: str  # "scroll" | "pit"
-    public_id: str
+    key: str  # its name in ids, records and pins: 64 random bits, hex
+    public_id: str  # its latest id
     token: str  # the id's random part: 128 bits
     targets: list[Target]
     keep_alive: float
@@ -74,6 +85,15 @@ class ReaderContext:
     request: Any = None
     cursor: list | None = None
     total: int | None = None
+    #: scroll replay: the number of the latest id handed out (the position after batch `seq`),
+    #: the cursor batch `seq` started from and its `took`, to answer it again (scroll_pit.py)
+    seq: int = 0
+    prev_cursor: list | None = None
+    prev_took: int = 0
+    #: kept on disk (records and pins) so that it survives a restart; False on shard actors
+    durable: bool = False
+    #: held while its record is written or deleted, so a freed context's record never comes back
+    record_lock: threading.Lock = field(default_factory=threading.Lock)
     lock: threading.Lock = field(default_factory=threading.Lock)
     owner: str | None = None  # Subject.owner_key of the opener; None without authentication
     #: Per target, the shard context pinning its snapshot (the shard interface's reader context):
@@ -90,6 +110,12 @@ class ReaderContext:
         here = sum(t.searcher.max_doc for t in self.targets if not t.remote)
         return here + sum(c.docs for t, c in zip(self.targets, self.shard_contexts, strict=False) if t.remote)
 
+    def store_bytes(self) -> int:
+        """The disk its snapshots hold beyond what their shards read now (segments merged away
+        since it opened); 0 for snapshots in shard actors."""
+        local = [t for t in self.targets if not t.remote]
+        return sum(engine_shard(t).store_bytes_beyond(t.searcher.segments) for t in local)
+
     def pinned_segments(self) -> int:
         here = sum(len(t.searcher.views) for t in self.targets if not t.remote)
         return here + sum(
@@ -99,16 +125,19 @@ class ReaderContext:
 
 class ContextRegistry:
     """The node's open contexts. `clock` (seconds, monotonic) measures keep-alives and ages: the
-    node passes its own, so that a test can advance time instead of sleeping past a keep-alive."""
+    node passes its own, so that a test can advance time instead of sleeping past a keep-alive.
+    `folder`: where the records of its contexts live (`<data>/contexts`)."""
 
-    def __init__(self, services: CoordinatorServices, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, services: CoordinatorServices, folder: Path, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.services = services
         self.clock = clock
-        self._session = uuid.uuid4().hex[:12]
+        self.records = ContextRecords(folder)
         self._lock = threading.RLock()
-        self._contexts: dict[int, ReaderContext] = {}
-        # ctx id -> (how, wall time, token)
-        self._ended: OrderedDict[int, tuple[str, float, str]] = OrderedDict()
+        self._contexts: dict[str, ReaderContext] = {}
+        # key -> (how, wall time, token)
+        self._ended: OrderedDict[str, tuple[str, float, str]] = self.records.ended(_ENDED_MEMORY)
         self._ids = itertools.count(1)
         self.read_ahead = ReadAhead()
         #: The lists of every match kept for walks run in this process (search/walks.py).
@@ -116,24 +145,24 @@ class ContextRegistry:
 
     # ---- ids ---------------------------------------------------------------------------
 
-    def _encode_id(self, kind: str, ctx_id: int, token: str) -> str:
-        raw = _ID_PREFIX + f"{kind}:{self.services.node_id}:{self._session}:{ctx_id}:{token}".encode()
+    def encode_id(self, kind: str, key: str, seq: int, token: str) -> str:
+        raw = _ID_PREFIX + f"{kind}:{self.services.node_id}:{key}:{seq}:{token}".encode()
         return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
-    def decode_id(self, public_id: str, kind: str) -> tuple[bool, int, str] | None:
-        """(is it of this process's session, context number, random token), or None when it is no
-        id of `kind`."""
+    def decode_id(self, public_id: str, kind: str) -> tuple[bool, str, int, str] | None:
+        """(is it this node's, context key, position, random token), or None when it is no id
+        of `kind`."""
         try:
             raw = base64.urlsafe_b64decode(public_id + "=" * (-len(public_id) % 4))
             if not raw.startswith(_ID_PREFIX):
                 return None
-            id_kind, node_id, session, number, token = raw[len(_ID_PREFIX) :].decode().split(":")
-            ctx_id = int(number)
+            id_kind, node_id, key, number, token = raw[len(_ID_PREFIX) :].decode().split(":")
+            seq = int(number)
         except ValueError:  # binascii.Error and UnicodeDecodeError are ValueErrors
             return None
-        if id_kind != kind:
+        if id_kind != kind or seq < 0:
             return None
-        return (node_id == self.services.node_id and session == self._session), ctx_id, token
+        return node_id == self.services.node_id, key, seq, token
 
     @staticmethod
     def _may_use(ctx: ReaderContext, token: str) -> bool:
@@ -186,19 +215,23 @@ class ContextRegistry:
         Each shard pins its snapshot for the context outside the registry's lock (a shard actor's
         answer takes a network round trip, and a restarting one longer: other contexts' requests
         must not wait for it); the limit is checked before the pins and again when the context
-        goes in, so concurrent opens cannot pass it.
+        goes in, so concurrent opens cannot pass it. A PIT's record is written here; a scroll's
+        once its first batch is known (`persist`): both before the response naming the id.
         """
         with self._lock:
             refused = self._open_limit_error(kind)
         if refused is not None:
             raise refused
-        pins = open_shard_contexts(self.services, targets)
+        key = secrets.token_hex(8)
+        durable = not any(t.remote for t in targets)
+        pins = open_shard_contexts(self.services, targets, key if durable else None)
         with self._lock:
             refused = self._open_limit_error(kind)
             if refused is None:
-                ctx = self._new_context(kind, targets, keep_alive, in_use)
+                ctx = self._new_context(kind, key, targets, keep_alive, in_use)
                 ctx.shard_contexts = pins
-                self._contexts[ctx.ctx_id] = ctx
+                ctx.durable = durable
+                self._contexts[key] = ctx
         if refused is not None:  # others opened meanwhile
             free_shard_contexts(self.services, targets, pins)
             raise refused
@@ -206,19 +239,25 @@ class ContextRegistry:
         release_targets(targets)
         if kind == "scroll":
             self.services.search_stats.scroll_opened(targets)
+        elif durable:
+            try:
+                self.persist(ctx)
+            except BaseException:
+                self.free(ctx, "freed because its record could not be written")
+                raise
         return ctx
 
     def _new_context(
-        self, kind: str, targets: list[Target], keep_alive: float, in_use: bool
+        self, kind: str, key: str, targets: list[Target], keep_alive: float, in_use: bool
     ) -> ReaderContext:
-        ctx_id = next(self._ids)
         token = secrets.token_hex(16)
         caller = current()
         now = self.clock()
         return ReaderContext(
-            ctx_id=ctx_id,
+            ctx_id=next(self._ids),
             kind=kind,
-            public_id=self._encode_id(kind, ctx_id, token),
+            key=key,
+            public_id=self.encode_id(kind, key, 0, token),
             token=token,
             owner=None if caller is None else caller.owner_key,
             targets=targets,
@@ -229,26 +268,94 @@ class ContextRegistry:
             in_use=int(in_use),
         )
 
+    # ---- records (context_records.py) ---------------------------------------------------
+
+    def persist(self, ctx: ReaderContext) -> None:
+        """Write the context's record as it is now (durable when this returns); nothing once the
+        context is freed. A scroll's batch calls it holding `ctx.lock`, after moving its cursor."""
+        if not ctx.durable:
+            return
+        with ctx.record_lock:
+            if ctx.freed:
+                return
+            self.records.write(ctx.key, _record(ctx))
+
+    def restore(self, indices: dict[str, Index]) -> None:
+        """At start: every context whose record and shard pins are on disk, open again under its
+        id, with its whole keep-alive from now. `indices`: the open indices by uuid. A context
+        whose index is gone or closed, or whose pins are not all there, ended before the node
+        stopped: its record goes (the caller then drops the pins no context took)."""
+        now = self.clock()
+        for key, record in self.records.load().items():
+            targets: list[Target] = []
+            for index_uuid, shard_id, alias_filter in record["targets"]:
+                index = indices.get(index_uuid)
+                shard = index.shards[shard_id] if index is not None and shard_id < len(index.shards) else None
+                searcher = shard.take_restored(key) if shard is not None and index.remote is None else None
+                if searcher is None:
+                    break
+                targets.append(Target(index, shard_id, searcher, alias_filter))
+            else:
+                self._restored(record, targets, now)
+                continue
+            for target in targets:
+                engine_shard(target).unpin(key)
+                target.searcher.release()
+            self.records.remove(key)
+            how = "freed because its snapshot was gone at restart"
+            self._ended[key] = (how, time.time(), record["token"])
+            self.records.add_ended(key, self._ended)
+
+    def _restored(self, record: dict[str, Any], targets: list[Target], now: float) -> None:
+        key, kind = record["key"], record["kind"]
+        pins = [self.services.shard_contexts.adopt(t, key) for t in targets]
+        ctx = ReaderContext(
+            ctx_id=next(self._ids),
+            kind=kind,
+            key=key,
+            public_id=self.encode_id(kind, key, record["seq"], record["token"]),
+            token=record["token"],
+            owner=record["owner"],
+            targets=targets,
+            keep_alive=record["keep_alive"],
+            expires_at=now + record["keep_alive"],
+            opened_mono=now,
+            opened_at=record["opened_at"],
+            request=record["request"],
+            cursor=record["cursor"],
+            total=record["total"],
+            seq=record["seq"],
+            prev_cursor=record["prev_cursor"],
+            prev_took=record["prev_took"],
+            durable=True,
+            shard_contexts=pins,
+        )
+        with self._lock:
+            self._contexts[key] = ctx
+        if kind == "scroll":
+            self.services.search_stats.scroll_opened(targets)
+
+    # ---- use -----------------------------------------------------------------------------
+
     def _lookup(self, public_id: str, kind: str) -> ReaderContext:
         """The live context of an id (lock held); 404 saying why when it is gone. Expiry is
         checked here, so an expired context never serves even before the reaper runs."""
         decoded = self.decode_id(public_id, kind)
         if decoded is None or not decoded[0]:
             raise SearchContextMissing(
-                f"No search context found for id [{public_id}]: "
-                "it was not opened by this node since it started"
+                f"No search context found for id [{public_id}]: it was not opened by this node"
             )
-        ctx_id, token = decoded[1], decoded[2]
-        ctx = self._contexts.get(ctx_id)
+        key, token = decoded[1], decoded[3]
+        ctx = self._contexts.get(key)
         if ctx is not None and not self._may_use(ctx, token):
             raise SearchContextMissing(
-                f"No search context found for id [{ctx_id}]: it was never opened on this node"
+                f"No search context found for id [{key}]: it was never opened on this node"
             )
         if ctx is not None and ctx.in_use == 0 and self.clock() > ctx.expires_at:
             self._free(ctx, "expired")
             ctx = None
         if ctx is None:
-            raise SearchContextMissing(self._missing_reason(ctx_id, token))
+            raise SearchContextMissing(self._missing_reason(key, token))
         return ctx
 
     def get(self, public_id: str, kind: str) -> ReaderContext:
@@ -271,44 +378,56 @@ class ContextRegistry:
 
     def release(self, ctx: ReaderContext, keep_alive: float | None = None) -> None:
         """One request on `ctx` ended: its keep-alive (replaced by `keep_alive` when given) counts
-        from now, and a free that came while it was in use completes."""
+        from now, and a free that came while it was in use completes. A PIT whose keep-alive
+        changed has its record written again (a scroll's batch writes its own)."""
         with self._lock:
             ctx.in_use -= 1
+            changed = keep_alive is not None and keep_alive != ctx.keep_alive
             if keep_alive is not None:
                 ctx.keep_alive = keep_alive
             ctx.expires_at = self.clock() + ctx.keep_alive
             if ctx.freed and ctx.in_use == 0:
                 self._release_resources(ctx)
+        if changed and ctx.kind == "pit":
+            self.persist(ctx)
 
-    def _missing_reason(self, ctx_id: int, token: str) -> str:
-        ended = self._ended.get(ctx_id)
+    def _missing_reason(self, key: str, token: str) -> str:
+        ended = self._ended.get(key)
         if ended is None or not hmac.compare_digest(ended[2].encode(), token.encode()):
-            return f"No search context found for id [{ctx_id}]: it was never opened on this node"
+            return f"No search context found for id [{key}]: it was never opened on this node"
         how, when, _ = ended
         stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(when))
         if how == "expired":
-            return (
-                f"No search context found for id [{ctx_id}]: it expired at {stamp} (its keep-alive elapsed)"
-            )
-        return f"No search context found for id [{ctx_id}]: it was {how} at {stamp}"
+            return f"No search context found for id [{key}]: it expired at {stamp} (its keep-alive elapsed)"
+        return f"No search context found for id [{key}]: it was {how} at {stamp}"
 
     def _free(self, ctx: ReaderContext, how: str) -> None:
-        if self._contexts.pop(ctx.ctx_id, None) is None:
+        """End a context (lock held): its record goes first, so a restart never restores it; its
+        snapshots (and their pins on disk) once no request reads it."""
+        if self._contexts.pop(ctx.key, None) is None:
             return
-        self._ended[ctx.ctx_id] = (how, time.time(), ctx.token)
+        with ctx.record_lock:
+            ctx.freed = True
+            if ctx.durable:
+                self.records.remove(ctx.key)
+        self._ended[ctx.key] = (how, time.time(), ctx.token)
         while len(self._ended) > _ENDED_MEMORY:
             self._ended.popitem(last=False)
+        self.records.add_ended(ctx.key, self._ended)
         if ctx.kind == "scroll":
             self.services.search_stats.scroll_closed(self.clock() - ctx.opened_mono, ctx.targets)
-        ctx.freed = True
         if ctx.in_use == 0:
             self._release_resources(ctx)
 
-    def _release_resources(self, ctx: ReaderContext) -> None:
+    def _forget(self, ctx: ReaderContext) -> None:
+        """Drop what this process keeps for the context's walks."""
         self.walks.forget(ctx.ctx_id)
         self.read_ahead.forget(ctx.ctx_id)
         if self.services.workers is not None:
             self.services.workers.forget_context(ctx.ctx_id)
+
+    def _release_resources(self, ctx: ReaderContext) -> None:
+        self._forget(ctx)
         free_shard_contexts(self.services, ctx.targets, ctx.shard_contexts)
 
     def free(self, ctx: ReaderContext, how: str = "freed") -> None:
@@ -316,13 +435,14 @@ class ContextRegistry:
             self._free(ctx, how)
 
     def free_id(self, public_id: str, kind: str) -> bool:
-        """Free the context of an id; False when it was not open (unknown, already ended, or expired)."""
+        """Free the context of an id (any of a scroll's ids); False when it was not open
+        (unknown, already ended, or expired)."""
         decoded = self.decode_id(public_id, kind)
         if decoded is None or not decoded[0]:
             return False
         with self._lock:
             ctx = self._contexts.get(decoded[1])
-            if ctx is None or not self._may_use(ctx, decoded[2]):
+            if ctx is None or not self._may_use(ctx, decoded[3]):
                 return False
             expired = ctx.in_use == 0 and self.clock() > ctx.expires_at
             self._free(ctx, "expired" if expired else "cleared")
@@ -374,9 +494,15 @@ class ContextRegistry:
                 self._free(ctx, f"freed because its index was {why}")
 
     def close_all(self) -> None:
+        """The node is closing: durable contexts stay on disk for the restart (the node's shard
+        contexts let their snapshots go); the others are freed."""
         with self._lock:
             for ctx in list(self._contexts.values()):
-                self._free(ctx, "freed at node shutdown")
+                if ctx.durable:
+                    del self._contexts[ctx.key]
+                    self._forget(ctx)
+                else:
+                    self._free(ctx, "freed at node shutdown")
         self.read_ahead.close()
 
     # ---- reporting ---------------------------------------------------------------------
@@ -425,3 +551,22 @@ def _fmt(seconds: float) -> str:
     unit, size = next(((u, s) for u, s in _TIME_UNITS if seconds >= s), ("ms", 0.001))
     tenths = int(seconds / size * 10 + 1e-9)
     return f"{tenths // 10}{unit}" if tenths % 10 == 0 else f"{tenths / 10:.1f}{unit}"
+
+
+def _record(ctx: ReaderContext) -> dict[str, Any]:
+    """What a restart needs of a context (context_records.py)."""
+    return {
+        "key": ctx.key,
+        "kind": ctx.kind,
+        "token": ctx.token,
+        "owner": ctx.owner,
+        "keep_alive": ctx.keep_alive,
+        "opened_at": ctx.opened_at,
+        "targets": [(t.index.uuid, t.shard_id, t.alias_filter) for t in ctx.targets],
+        "request": ctx.request,
+        "cursor": ctx.cursor,
+        "total": ctx.total,
+        "seq": ctx.seq,
+        "prev_cursor": ctx.prev_cursor,
+        "prev_took": ctx.prev_took,
+    }

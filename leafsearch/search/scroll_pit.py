@@ -85,7 +85,7 @@ def open_scroll(
     try:
         ctx.request = request
         with ctx.lock:
-            body = _batch(services, ctx, started, raw_hits, cancelled, opening=True, read_ahead=False)
+            body = _next_batch(services, ctx, started, raw_hits, cancelled, opening=True, read_ahead=False)
         return body
     except BaseException:
         services.contexts.free(ctx, "freed because its first batch failed")
@@ -94,7 +94,7 @@ def open_scroll(
         services.contexts.release(ctx)
 
 
-def _batch(
+def _next_batch(
     services: CoordinatorServices,
     ctx: ReaderContext,
     started: float,
@@ -104,9 +104,63 @@ def _batch(
     opening: bool,
     read_ahead: bool,
 ) -> dict[str, Any]:
-    """The scroll's batch after its cursor, run as a task (caller holds `ctx.lock`); the
-    context's cursor moves past it. Over shard actors, the task runs here (no search worker
-    holds their snapshots), on their contexts."""
+    """The batch after the scroll's cursor (caller holds `ctx.lock`), answered with the id of
+    the position after it; the context moves there and keeps what replays the batch (its start
+    and `took`), its record written before the batch is answered."""
+    seq = ctx.seq + 1
+    public_id = services.contexts.encode_id("scroll", ctx.key, seq, ctx.token)
+    body, cursor, total = _batch(
+        services,
+        ctx,
+        ctx.cursor,
+        public_id,
+        started,
+        raw_hits,
+        cancelled,
+        opening=opening,
+        read_ahead=read_ahead,
+    )
+    ctx.prev_cursor, ctx.cursor, ctx.total = ctx.cursor, cursor, total
+    ctx.seq, ctx.public_id, ctx.prev_took = seq, public_id, body["took"]
+    services.contexts.persist(ctx)
+    return body
+
+
+def _replayed_batch(
+    services: CoordinatorServices, ctx: ReaderContext, started: float, raw_hits: bool
+) -> dict[str, Any]:
+    """The last batch again (caller holds `ctx.lock`): the same hits from the same cursor on the
+    same snapshot, its `took` as first answered, so the response is the same bytes."""
+    body, _, _ = _batch(
+        services,
+        ctx,
+        ctx.prev_cursor,
+        ctx.public_id,
+        started,
+        raw_hits,
+        None,
+        opening=False,
+        read_ahead=False,
+    )
+    body["took"] = ctx.prev_took
+    return body
+
+
+def _batch(
+    services: CoordinatorServices,
+    ctx: ReaderContext,
+    cursor: list | None,
+    public_id: str,
+    started: float,
+    raw_hits: bool,
+    cancelled: threading.Event | None,
+    *,
+    opening: bool,
+    read_ahead: bool,
+) -> tuple[dict[str, Any], list | None, int]:
+    """The scroll's batch after `cursor`, run as a task (caller holds `ctx.lock`): its body
+    (answering `public_id`), the cursor after it and the scroll's total. Over shard actors, the
+    task runs here (no search worker holds their snapshots), on their contexts."""
     remote = any(t.remote for t in ctx.targets)
     task = ScrollTask(
         ctx.targets,
@@ -114,8 +168,8 @@ def _batch(
         time.perf_counter() - started,
         raw_hits,
         ctx.ctx_id,
-        ctx.public_id,
-        ctx.cursor,
+        public_id,
+        cursor,
         ctx.total,
         opening,
         read_ahead,
@@ -123,10 +177,8 @@ def _batch(
         ctx.shard_contexts if services.workers is None or remote else None,
     )
     if remote:
-        body, ctx.cursor, ctx.total = run(services, task, cancelled)
-    else:
-        body, ctx.cursor, ctx.total = dispatch(services, task, cancelled, affinity=(ctx.ctx_id, None))
-    return body
+        return run(services, task, cancelled)
+    return dispatch(services, task, cancelled, affinity=(ctx.ctx_id, None))
 
 
 def acquire_context(services: CoordinatorServices, context_id: str, kind: str) -> ReaderContext:
@@ -140,12 +192,17 @@ def acquire_context(services: CoordinatorServices, context_id: str, kind: str) -
 def scroll(
     services: CoordinatorServices, scroll_id: str, keep_alive: str | None, *, raw_hits: bool = False
 ) -> dict[str, Any]:
-    """The next batch. `keep_alive` resets the expiry; without it the context is freed (SPEC 3.1).
+    """The batch after the position `scroll_id` names. `keep_alive` resets the expiry; without it
+    the context is freed (SPEC 3.1).
 
-    An exhausted scroll keeps answering empty batches until it is cleared or expires.
+    The latest id asks for the next batch; the id before it (the latest not yet used) for the
+    last batch again, the same bytes (a retry after a lost response); an older one is refused:
+    its batch was let go when the newer id was used. An exhausted scroll keeps answering empty
+    batches until it is cleared or expires.
     """
     started = time.perf_counter()
-    if services.contexts.decode_id(scroll_id, "scroll") is None:
+    decoded = services.contexts.decode_id(scroll_id, "scroll")
+    if decoded is None:
         raise IllegalArgument("Cannot parse scroll id")
     ctx = acquire_context(services, scroll_id, "scroll")
     seconds = None
@@ -158,13 +215,34 @@ def scroll(
                 services.contexts.free(ctx, "freed after a refused keep-alive")
                 raise SearchPhaseExecution(exc) from None
         with ctx.lock:
-            read_ahead = reads_ahead(raw_hits, keep_alive, ctx.request)
-            body = _batch(services, ctx, started, raw_hits, None, opening=False, read_ahead=read_ahead)
+            seq = decoded[2]
+            if seconds is not None:
+                ctx.keep_alive = seconds  # in the record the batch writes
+            if seq == ctx.seq:
+                read_ahead = reads_ahead(raw_hits, keep_alive, ctx.request)
+                body = _next_batch(
+                    services, ctx, started, raw_hits, None, opening=False, read_ahead=read_ahead
+                )
+            elif seq == ctx.seq - 1 and seq > 0:
+                body = _replayed_batch(services, ctx, started, raw_hits)
+            else:
+                raise SearchPhaseExecution(_moved_past(ctx, seq))
     finally:
         services.contexts.release(ctx, seconds)
     if keep_alive is None:
         services.contexts.free(ctx, "freed by a scroll request without [scroll]")
     return body
+
+
+def _moved_past(ctx: ReaderContext, seq: int) -> SearchContextMissing:
+    if 0 < seq < ctx.seq:
+        return SearchContextMissing(
+            f"No search context found for id [{ctx.key}]: the scroll has moved past this batch "
+            f"(a newer scroll id was used; only the latest two ids of a scroll are answered)"
+        )
+    return SearchContextMissing(
+        f"No search context found for id [{ctx.key}]: it was never opened on this node"
+    )
 
 
 def clear_scroll(services: CoordinatorServices, scroll_ids: list[str]) -> dict[str, Any]:

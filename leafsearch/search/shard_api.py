@@ -4,8 +4,9 @@ As Elasticsearch's coordinator talks to shards (ShardSearchRequest / QuerySearch
 ShardFetchSearchRequest / FetchSearchResult, DfsSearchResult, ReaderContexts named by
 ShardSearchContextId), the coordinator here reaches every shard through `ShardSearch`:
 
-- `open_context()` -> `ShardContextId`: the shard pins its current snapshot (a PIT, a scroll);
-  `free_context(id)` releases it. Later messages name the pin in their `context`.
+- `open_context(name)` -> `ShardContextId`: the shard pins its current snapshot (a PIT, a
+  scroll; with a name, on disk too, so a restart restores it); `free_context(id)` releases it.
+  Later messages name the pin in their `context`.
 - `dfs(ShardDfs)` -> `DfsStats`: the term statistics the shard's query reads
   (`dfs_query_then_fetch`); the coordinator sums them (`DfsStats.total`) into every `ShardQuery`.
 - `query(ShardQuery)` -> `ShardTopDocs`: the shard's best `from + size` hits with their sort values,
@@ -83,6 +84,9 @@ class ShardContextId:
     #: actor read them here. Not part of the id.
     docs: int = field(default=0, compare=False)
     segments: int = field(default=0, compare=False)
+    #: The name the shard keeps the pinned snapshot on disk under (index/pins.py), so that it
+    #: survives a restart; None: held in memory only (a by-query operation's, a shard actor's).
+    name: str | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,8 +219,9 @@ class ShardSearch(Protocol):
 
     Every argument and answer is plain data that pickles, so the shard may be in another process."""
 
-    def open_context(self) -> ShardContextId:
-        """Pin the shard's current snapshot until `free_context`; later phases name it."""
+    def open_context(self, name: str | None = None) -> ShardContextId:
+        """Pin the shard's current snapshot until `free_context`; later phases name it. `name`:
+        also keep it on disk under that name, so that a restart restores it (`ShardContextId.name`)."""
         ...
 
     def free_context(self, context: ShardContextId) -> bool:

@@ -255,16 +255,19 @@ def shard_handles(
     return [t.searcher.handle(t) if t.remote else LocalShard(services, t, cancelled) for t in targets]  # type: ignore[attr-defined]
 
 
-def open_shard_contexts(services: CoordinatorServices, targets: list[Target]) -> list[ShardContextId]:
+def open_shard_contexts(
+    services: CoordinatorServices, targets: list[Target], name: str | None = None
+) -> list[ShardContextId]:
     """A context on each target's shard, pinning the snapshot a PIT, scroll or by-query walk
-    reads. When one shard cannot open (its actor is down), the pins already taken on the others
-    are freed before the error goes up: nothing would ever free them, as no keep-alive runs for
-    a context that was never handed out."""
+    reads (`name`: kept on disk under it, see `ShardSearch.open_context`). When one shard cannot
+    open (its actor is down), the pins already taken on the others are freed before the error
+    goes up: nothing would ever free them, as no keep-alive runs for a context that was never
+    handed out."""
     opened: list[ShardContextId] = []
     handles = shard_handles(services, targets)
     try:
         for handle in handles:
-            opened.append(handle.open_context())
+            opened.append(handle.open_context(name))
     except BaseException:
         free_shard_contexts(services, targets, opened)
         raise
@@ -364,8 +367,8 @@ class LocalShard:
             raise RuntimeError("shard contexts are pinned in the server process or a shard actor only")
         return pins
 
-    def open_context(self) -> ShardContextId:
-        return self.pins().open(self.target)
+    def open_context(self, name: str | None = None) -> ShardContextId:
+        return self.pins().open(self.target, name)
 
     def free_context(self, context: ShardContextId) -> bool:
         return self.pins().free(context)

@@ -906,6 +906,7 @@ def test_a_scroll_of_one_shard_reads_each_batch_in_one_call(http: httpx.Client, 
                     pages.append(
                         client.post("/_search/scroll", json={"scroll": "1m", "scroll_id": scroll_id})
                     )
+                    scroll_id = pages[-1].json()["_scroll_id"]
                 client.request("DELETE", "/_search/scroll", json={"scroll_id": scroll_id})
                 answers.append(
                     [re.sub(rb'"_scroll_id":"[^"]*"', b'"_scroll_id":""', _answer(page)[1]) for page in pages]

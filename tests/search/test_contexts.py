@@ -1,10 +1,12 @@
 """Reader contexts in-process: the in-use protocol that keeps a context's snapshots alive while a
 request reads them, expiry counted from the end of the last request, ids that do not survive a
-restart, and the `_doc` scroll that walks live documents without building a sorted match list.
+and ids that survive one (the restart's own tests are in test_durable_contexts.py), and the
+`_doc` scroll that walks live documents without building a sorted match list.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -40,7 +42,7 @@ def node(tmp_path: Path, clock: FakeClock) -> Iterator[Node]:
 
 def open_scroll(node: Node, keep_alive: str = "1m", **body) -> tuple[str, ReaderContext]:
     first = search(node, "t", {"size": 10, **body}, {"scroll": keep_alive})
-    ctx = node.contexts._contexts[max(node.contexts._contexts)]
+    ctx = max(node.contexts._contexts.values(), key=lambda c: c.ctx_id)
     assert ctx.public_id == first["_scroll_id"]
     return first["_scroll_id"], ctx
 
@@ -90,7 +92,7 @@ def test_the_reaper_skips_a_context_in_use_and_expiry_counts_from_the_end_of_the
 def test_expiry_is_checked_on_access(node: Node, clock: FakeClock) -> None:
     scroll_id, ctx = open_scroll(node, keep_alive="50ms")
     clock.advance(0.05)
-    assert node.scroll(scroll_id, "50ms")["_scroll_id"] == scroll_id  # not yet: its keep-alive is whole
+    scroll_id = node.scroll(scroll_id, "50ms")["_scroll_id"]  # not yet: its keep-alive is whole
     clock.advance(0.051)
     with pytest.raises(ElasticError) as gone:
         node.scroll(scroll_id, "1m")
@@ -98,20 +100,25 @@ def test_expiry_is_checked_on_access(node: Node, clock: FakeClock) -> None:
     assert ctx.freed
 
 
-def test_ids_do_not_survive_a_restart(tmp_path: Path) -> None:
+def test_ids_survive_a_restart_and_another_node_s_are_unknown(tmp_path: Path) -> None:
     path = tmp_path / "node"
     with Node(path, background=False) as first:
         admin.create_index(first, "t", {})
-        first.bulk(b'{"index":{"_id":"1"}}\n{}\n', index="t", refresh="true")
-        old_id = search(first, "t", {"size": 1}, {"scroll": "1m"})["_scroll_id"]
+        first.bulk(b'{"index":{"_id":"1"}}\n{}\n{"index":{"_id":"2"}}\n{}\n', index="t", refresh="true")
+        old_id = search(first, "t", {"size": 1, "sort": ["_doc"]}, {"scroll": "1m"})["_scroll_id"]
+        cleared = search(first, "t", {"size": 1}, {"scroll": "1m"})["_scroll_id"]
+        assert first.clear_scroll([cleared])["num_freed"] == 1
     with Node(path, background=False) as second:
+        assert [h["_id"] for h in second.scroll(old_id, "1m")["hits"]["hits"]] == ["2"]
+        with pytest.raises(SearchContextMissing, match="cleared at"):  # remembered across the restart
+            second.contexts.acquire(cleared, "scroll")
         new_id = search(second, "t", {"size": 1}, {"scroll": "1m"})["_scroll_id"]
-        assert new_id != old_id
-        with pytest.raises(SearchContextMissing, match="not opened by this node since it started"):
-            second.contexts.acquire(old_id, "scroll")
-        assert second.clear_scroll([old_id])["num_freed"] == 0
         assert second.contexts.decode_id("garbage", "scroll") is None
         assert second.contexts.decode_id(new_id, "pit") is None
+    with Node(tmp_path / "other", background=False) as other:
+        with pytest.raises(SearchContextMissing, match="not opened by this node"):
+            other.contexts.acquire(new_id, "scroll")
+        assert other.clear_scroll([new_id])["num_freed"] == 0
 
 
 def test_scrolls_build_no_match_list_but_a_score_walk_from_its_second_batch(
@@ -138,7 +145,7 @@ def test_scrolls_build_no_match_list_but_a_score_walk_from_its_second_batch(
         ids = [hit["_id"] for hit in first["hits"]["hits"]]
         batch = first
         while batch["hits"]["hits"]:
-            batch = node.scroll(first["_scroll_id"], "1m")
+            batch = node.scroll(batch["_scroll_id"], "1m")
             assert batch["hits"]["total"] == first["hits"]["total"]
             ids += [hit["_id"] for hit in batch["hits"]["hits"]]
         assert len(ids) == len(set(ids)) == first["hits"]["total"]["value"]
@@ -157,10 +164,76 @@ def test_scrolls_build_no_match_list_but_a_score_walk_from_its_second_batch(
 def test_describe_lists_open_contexts_oldest_first(node: Node) -> None:
     scroll_id, _ = open_scroll(node, keep_alive="2m")
     pit_id = node.open_pit("t", "90s")["id"]
-    node.scroll(scroll_id, "3m")
+    scroll_id = node.scroll(scroll_id, "3m")["_scroll_id"]
     rows = node.search_contexts()
     assert [(r["id"], r["type"], r["indices"], r["keep_alive"], r["requests"], r["docs"]) for r in rows] == [
         (scroll_id, "scroll", "t", "3m", 2, 300),
         (pit_id, "pit", "t", "1.5m", 0, 300),
     ]
     assert rows[0]["segments"] >= 2  # one per shard at least
+
+
+def test_restored_contexts_have_their_whole_keep_alive_and_count_against_the_limits(tmp_path: Path) -> None:
+    path = tmp_path / "node"
+    with Node(path, background=False, clock=FakeClock()) as first:
+        admin.create_index(first, "t", {"settings": {"number_of_shards": 2}})
+        first.bulk(b'{"index":{"_id":"1"}}\n{}\n', index="t", refresh="true")
+        first.cluster_settings.update({"persistent": {"search.max_open_pit_context": 1}})
+        pit_id = first.open_pit("t", "1m")["id"]
+        first.clock.advance(50)  # 10 s of its keep-alive left when the node stops
+    clock = FakeClock()
+    with Node(path, background=False, clock=clock) as second:
+        clock.advance(59)  # a restart counts as a use: a whole minute from the restart
+        second.contexts.reap()
+        assert [row["id"] for row in second.search_contexts()] == [pit_id]
+        with pytest.raises(ElasticError, match="Trying to create too many Point In Time contexts"):
+            second.open_pit("t", "1m")
+        clock.advance(2)
+        with pytest.raises(SearchContextMissing, match="expired"):
+            second.contexts.acquire(pit_id, "pit")
+        assert not list((path / "contexts").glob("*.ctx"))
+        assert not any(any(p.iterdir()) for p in path.glob("indices/*/*/pins"))
+
+
+def test_pins_whose_record_was_never_written_are_dropped_at_start(tmp_path: Path) -> None:
+    path = tmp_path / "node"
+    with Node(path, background=False) as first:
+        admin.create_index(first, "t", {})
+        first.bulk(b'{"index":{"_id":"1"}}\n{}\n', index="t", refresh="true")
+        pit_id = first.open_pit("t", "1m")["id"]
+        kept = first.open_pit("t", "1m")["id"]
+        key = first.contexts.get(pit_id, "pit").key
+    (path / "contexts" / f"{key}.ctx").unlink()  # as if the node died before writing it
+    with Node(path, background=False) as second:
+        with pytest.raises(SearchContextMissing, match="never opened"):
+            second.contexts.acquire(pit_id, "pit")
+        assert [row["id"] for row in second.search_contexts()] == [kept]
+        assert [p.stem for p in path.glob("indices/*/*/pins/*.npz")] == [second.contexts.get(kept, "pit").key]
+
+
+def test_the_same_scroll_id_sent_at_once_by_two_clients_answers_one_batch_twice(node: Node) -> None:
+    first = search(node, "t", {"size": 7, "sort": ["n"]}, {"scroll": "1m"})
+    answers: list[dict] = []
+    start = threading.Barrier(4)
+
+    def ask() -> None:
+        start.wait()
+        answers.append(node.scroll(first["_scroll_id"], "1m"))
+
+    threads = [threading.Thread(target=ask) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert all(answer == answers[0] for answer in answers)  # one batch, its `took` included
+    assert [int(hit["_id"]) for hit in answers[0]["hits"]["hits"]] == list(range(7, 14))
+    after = node.scroll(answers[0]["_scroll_id"], "1m")
+    assert [int(hit["_id"]) for hit in after["hits"]["hits"]] == list(range(14, 21))
+    ours, key, seq, token = node.contexts.decode_id(after["_scroll_id"], "scroll")
+    for ahead in (seq + 1, seq + 1000):  # a position not reached yet was never issued
+        with pytest.raises(ElasticError) as refused:
+            node.scroll(node.contexts.encode_id("scroll", key, ahead, token), "1m")
+        assert refused.value.status == 404 and "never opened" in str(refused.value.caused_by)
+    with pytest.raises(ElasticError) as moved:
+        node.scroll(first["_scroll_id"], "1m")
+    assert moved.value.status == 404 and "moved past this batch" in str(moved.value.caused_by)

@@ -70,10 +70,12 @@ def scroll_walk(node: leafsearch.Node, body: dict[str, Any]) -> list[dict[str, A
     """Every batch of a scroll, as REST responses, until an empty one; then the scroll is cleared."""
     response = search(node, "logs", body, {"scroll": "1m"}, raw_hits=True)
     pages = [rest_body(response)]
+    scroll_id = response["_scroll_id"]
     while pages[-1]["hits"]["hits"]:
         settle(node)
-        pages.append(rest_body(node.scroll(response["_scroll_id"], "1m", raw_hits=True)))
-    node.clear_scroll([response["_scroll_id"]])
+        pages.append(rest_body(node.scroll(scroll_id, "1m", raw_hits=True)))
+        scroll_id = pages[-1]["_scroll_id"]
+    node.clear_scroll([scroll_id])
     return pages
 
 
@@ -164,20 +166,21 @@ def test_a_page_of_another_shape_is_rendered_for_its_request(
 def test_a_scroll_keeps_its_snapshot_while_pages_are_read_ahead(node: leafsearch.Node) -> None:
     response = search(node, "logs", {"size": BATCH, "sort": ["_doc"]}, {"scroll": "1m"}, raw_hits=True)
     seen = [hit["_id"] for hit in rest_body(response)["hits"]["hits"]]
+    scroll_id = response["_scroll_id"]
     for step in range(4):
-        seen += [
-            hit["_id"]
-            for hit in rest_body(node.scroll(response["_scroll_id"], "1m", raw_hits=True))["hits"]["hits"]
-        ]
+        batch = rest_body(node.scroll(scroll_id, "1m", raw_hits=True))
+        seen += [hit["_id"] for hit in batch["hits"]["hits"]]
+        scroll_id = batch["_scroll_id"]
         # Writes, deletes and refreshes between batches change nothing the scroll returns.
         node.index_doc("logs", f"new{step}", b'{"n": -1}')
         node.delete_doc("logs", f"d{DOCS - 1 - step}")
         node.indices["logs"].refresh()
     while True:
-        batch = rest_body(node.scroll(response["_scroll_id"], "1m", raw_hits=True))["hits"]["hits"]
-        if not batch:
+        batch = rest_body(node.scroll(scroll_id, "1m", raw_hits=True))
+        if not batch["hits"]["hits"]:
             break
-        seen += [hit["_id"] for hit in batch]
+        seen += [hit["_id"] for hit in batch["hits"]["hits"]]
+        scroll_id = batch["_scroll_id"]
     assert sorted(seen) == sorted(f"d{i}" for i in range(DOCS))
 
 
@@ -188,9 +191,12 @@ def test_ended_contexts_and_the_page_limit_bound_what_is_held(node: leafsearch.N
         for _ in range(4)
     ]
     seen: dict[str, list[str]] = {sid: [] for sid in scrolls}
+    latest = {sid: sid for sid in scrolls}
     for _ in range(5):  # interleaved walks: each reads ahead, only the two latest pages are kept
         for sid in scrolls:
-            seen[sid] += [h["_id"] for h in rest_body(node.scroll(sid, "1m", raw_hits=True))["hits"]["hits"]]
+            batch = rest_body(node.scroll(latest[sid], "1m", raw_hits=True))
+            seen[sid] += [h["_id"] for h in batch["hits"]["hits"]]
+            latest[sid] = batch["_scroll_id"]
             assert node.contexts.read_ahead.held() <= 2
     for ids in seen.values():
         assert ids == seen[scrolls[0]] and len(set(ids)) == 500

@@ -74,8 +74,10 @@ def drain(http: httpx.Client, first: dict[str, Any]) -> list[dict[str, Any]]:
         response = next_batch(http, scroll_id)
         assert response.status_code == 200, response.text
         batch = response.json()
-        assert batch["_scroll_id"] == scroll_id  # the id stays the same; the context holds the position
-    assert http.delete(f"/_search/scroll/{scroll_id}").status_code == 200  # exhausted, still clearable
+        assert batch["_scroll_id"] != scroll_id  # each id names the position after its batch
+        scroll_id = batch["_scroll_id"]
+    # Exhausted, still clearable, by any of its ids.
+    assert http.delete(f"/_search/scroll/{first['_scroll_id']}").status_code == 200
     return hits
 
 
@@ -199,18 +201,23 @@ def test_scroll_over_several_indices(http: httpx.Client, es: Elasticsearch, new_
 
 def test_next_batch_forms(http: httpx.Client, docs: str) -> None:
     scroll_id = open_scroll(http, docs, {"sort": ["n"], "size": 5})["_scroll_id"]
-    pages = [
-        http.post("/_search/scroll", json={"scroll": "1m", "scroll_id": scroll_id}),
-        http.request("GET", "/_search/scroll", json={"scroll": "1m", "scroll_id": scroll_id}),
-        http.get("/_search/scroll", params={"scroll": "1m", "scroll_id": scroll_id}),
-        http.get(f"/_search/scroll/{scroll_id}", params={"scroll": "1m"}),
-        http.post(f"/_search/scroll/{scroll_id}", params={"scroll": "1m"}),
+    forms: list[Callable[[str], httpx.Response]] = [
+        lambda sid: http.post("/_search/scroll", json={"scroll": "1m", "scroll_id": sid}),
+        lambda sid: http.request("GET", "/_search/scroll", json={"scroll": "1m", "scroll_id": sid}),
+        lambda sid: http.get("/_search/scroll", params={"scroll": "1m", "scroll_id": sid}),
+        lambda sid: http.get(f"/_search/scroll/{sid}", params={"scroll": "1m"}),
+        lambda sid: http.post(f"/_search/scroll/{sid}", params={"scroll": "1m"}),
         # The body wins over the query string (Elasticsearch's scroll/10_basic.yml).
-        http.post(
-            "/_search/scroll", params={"scroll_id": "invalid"}, json={"scroll_id": scroll_id, "scroll": "1m"}
+        lambda sid: http.post(
+            "/_search/scroll", params={"scroll_id": "invalid"}, json={"scroll_id": sid, "scroll": "1m"}
         ),
     ]
-    assert [[h["_source"]["n"] for h in page.json()["hits"]["hits"]] for page in pages] == [
+    pages = []
+    for form in forms:
+        page = form(scroll_id).json()
+        pages.append(page)
+        scroll_id = page["_scroll_id"]
+    assert [[h["_source"]["n"] for h in page["hits"]["hits"]] for page in pages] == [
         list(range(5 * i, 5 * i + 5)) for i in range(1, 7)
     ]
     as_int = http.get("/_search/scroll", params={"scroll_id": scroll_id, "rest_total_hits_as_int": "true"})
@@ -253,11 +260,13 @@ def test_scroll_resets_the_expiry(clocked: ClockedNode, clocked_docs: str) -> No
     http, clock = clocked.http, clocked.clock
     scroll_id = open_scroll(http, clocked_docs, {"size": 1}, keep_alive="2s")["_scroll_id"]
     clock.advance(1.5)
-    assert next_batch(http, scroll_id, "30s").status_code == 200
+    second = next_batch(http, scroll_id, "30s")
+    assert second.status_code == 200
     clock.advance(29.0)  # far past the first keep-alive, within the second
     clocked.node.contexts.reap()
-    assert next_batch(http, scroll_id, "30s").status_code == 200
-    row = next(row for row in contexts(http) if row["id"] == scroll_id)
+    third = next_batch(http, second.json()["_scroll_id"], "30s")
+    assert third.status_code == 200
+    row = next(row for row in contexts(http) if row["id"] == third.json()["_scroll_id"])
     assert (row["keep_alive"], row["requests"], row["time_left"]) == ("30s", "3", "30s")
     assert http.delete(f"/_search/scroll/{scroll_id}").json()["num_freed"] == 1
 
@@ -470,8 +479,8 @@ def test_helpers_reindex(es: Elasticsearch, http: httpx.Client, docs: str, index
 
 
 def test_cat_search_contexts_shows_scrolls_and_points_in_time(http: httpx.Client, docs: str) -> None:
-    scroll_id = open_scroll(http, docs, {"size": 1})["_scroll_id"]
-    next_batch(http, scroll_id, "2m")
+    opened = open_scroll(http, docs, {"size": 1})["_scroll_id"]
+    scroll_id = next_batch(http, opened, "2m").json()["_scroll_id"]
     pit_id = http.post(f"/{docs}/_pit", params={"keep_alive": "5m"}).json()["id"]
     rows = {row["id"]: row for row in contexts(http)}
     scroll_row, pit_row = rows[scroll_id], rows[pit_id]

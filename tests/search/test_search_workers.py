@@ -546,6 +546,7 @@ def test_workers_killed_in_the_middle_of_walks_lose_nothing_and_leak_nothing(tmp
                 assert response.status_code == 500
                 continue
             scrolled += [h["_id"] for h in response.json()["hits"]["hits"]]
+            scroll_id = response.json()["_scroll_id"]
         assert failures <= 6  # at most the one request per kill that met a dying worker, per walk
         expected = [str(i) for i in range(2999, -1, -1)]
         assert walked == expected  # in order, every document exactly once

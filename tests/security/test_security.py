@@ -305,8 +305,8 @@ def test_context_ids_are_random_and_none_derives_from_another(secured: tuple[str
         first, second = _scroll_id(admin), _scroll_id(admin)
         a, b = _decoded(first), _decoded(second)
         assert len(bytes.fromhex(a[-1])) * 8 >= 128 and a[-1] != b[-1]
-        # The next id guessed from the first (counter + 1, same random part) is unknown.
-        guessed = _encoded([*a[:-2], b[-2], a[-1]])
+        # Another context's key with the first one's random part (its position kept) is unknown.
+        guessed = _encoded([*a[:-3], b[-3], *a[-2:]])
         assert guessed != second
         missing = admin.post("/_search/scroll", json={"scroll_id": guessed, "scroll": "1m"})
         assert missing.status_code == 404
