@@ -502,6 +502,7 @@ def test_cat_search_contexts_shows_scrolls_and_points_in_time(http: httpx.Client
     assert [line.split("|")[0].strip() for line in help_text.splitlines()] == [
         "id",
         "type",
+        "owner",
         "indices",
         "age",
         "keep_alive",
