@@ -191,7 +191,6 @@ FIELD_TYPES = frozenset(
         "constant_keyword",
         "counted_keyword",
         "date_range",
-        "dense_vector",
         "double_range",
         "flattened",
         "float_range",
