@@ -357,6 +357,18 @@ def test_bad_knn_requests_are_400(
     assert reason in str(e.value.info)
 
 
+def test_other_queries_on_a_vector_field(es: Elasticsearch, l2_index: tuple[str, np.ndarray]) -> None:
+    index, _ = l2_index
+    es.index(index=index, id="none", document={"text": "red fox"}, refresh=True)
+    assert es.count(index=index, query={"exists": {"field": "v"}})["count"] == N
+    # A query over every field skips the vectors.
+    assert es.count(index=index, query={"query_string": {"query": "fox"}})["count"] == N // 5 + 1
+    for query, kind in (({"term": {"v": 1}}, "term"), ({"range": {"v": {"gt": 1}}}, "range")):
+        with pytest.raises(BadRequestError) as e:
+            es.search(index=index, query=query)
+        assert f"Field [v] of type [dense_vector] doesn't support {kind} queries" in str(e.value.info)
+
+
 def test_concurrent_writers_and_knn_readers(es: Elasticsearch, new_index: Callable[..., str]) -> None:
     """Writers index vectors in small refreshed batches (the server merges them as they pile up)
     while readers search: every answer is the exact top k of the snapshot it was computed on,

@@ -23,7 +23,7 @@ from leafsearch.request.query_dsl import (
     scalar_text,
 )
 from leafsearch.search.query.context import QueryContext, check_ids_count, failed, shard_error
-from leafsearch.search.query.fields import field_type, searchable, type_of
+from leafsearch.search.query.fields import field_type, refuse_vector, searchable, type_of
 from leafsearch.search.query.plans import (
     AllDocs,
     BoolPlan,
@@ -49,7 +49,7 @@ from leafsearch.search.query.values import (
     number,
 )
 
-_LEAF_KINDS = ("text", "keyword", "long", "double")
+_LEAF_KINDS = ("text", "keyword", "long", "double", "vector")
 
 
 def term_plan(
@@ -63,6 +63,7 @@ def term_plan(
     ft = field_type(ctx, name)
     if ft is None:
         return NoDocs()
+    refuse_vector(ctx, ft, name, "term")
     kind, type_name = ft.kind, type_of(ft)
     indexed = getattr(ft, "index", True)
     if type_name == "ip":
@@ -134,6 +135,7 @@ def plan_terms(q: Terms, ctx: QueryContext) -> Any:
     ft = field_type(ctx, q.field)
     if ft is None:
         return NoDocs()
+    refuse_vector(ctx, ft, q.field, "term")
     if type_of(ft) == "ip":
         searchable(ctx, ft, q.field)
         return ConstPlan(BoolPlan(should=tuple(_ip_term(ctx, q.field, v, 1.0) for v in q.values)), q.boost)
@@ -159,6 +161,7 @@ def plan_range(q: Range, ctx: QueryContext) -> Any:
     ft = field_type(ctx, q.field)
     if ft is None:
         return NoDocs()
+    refuse_vector(ctx, ft, q.field, "range")
     kind, type_name = ft.kind, type_of(ft)
     searchable(ctx, ft, q.field, needs_index=kind == "text")
     if type_name == "ip":
