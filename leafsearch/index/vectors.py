@@ -67,6 +67,20 @@ def vector_problem(values: list, element_type: str, similarity: str | None) -> s
     return None
 
 
+#: Rows of a segment's vectors scored at a time: the float64 copy of a block is what a kNN search
+#: allocates beside its answer (8,192 rows of 4,096 dims: 256 MiB at most, 24 MiB at 384 dims).
+BLOCK_ROWS = 8192
+
+
+def similarities(stored: np.ndarray, rows: np.ndarray, query: np.ndarray, similarity: str) -> np.ndarray:
+    """`raw_similarity` of the `rows` of a segment's (memory-mapped) vectors, block by block."""
+    out = np.empty(len(rows), dtype=np.float64)
+    for start in range(0, len(rows), BLOCK_ROWS):
+        block = np.asarray(stored[rows[start : start + BLOCK_ROWS]], dtype=np.float64)
+        out[start : start + len(block)] = raw_similarity(block, query, similarity)
+    return out
+
+
 def raw_similarity(vectors: np.ndarray, query: np.ndarray, similarity: str) -> np.ndarray:
     """The similarity of `query` (float64, (dims,)) to each row of `vectors` (float64): the
     cosine, the dot product, or for `l2_norm` the euclidean distance."""

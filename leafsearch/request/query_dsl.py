@@ -1157,6 +1157,8 @@ def parse_knn(body: Any, depth: int = 0, *, default_k: int = _DEFAULT_K) -> Knn:
         raise IllegalArgument("either [query_vector] or [query_vector_builder] must be provided")
     if k is not None and k < 1:
         raise IllegalArgument("[k] must be greater than 0")
+    if k is not None and k > MAX_NUM_CANDIDATES:
+        raise IllegalArgument(f"[k] cannot exceed [{MAX_NUM_CANDIDATES}]")
     if num_candidates is not None:
         if num_candidates > MAX_NUM_CANDIDATES:
             raise IllegalArgument(f"[num_candidates] cannot exceed [{MAX_NUM_CANDIDATES}]")

@@ -339,6 +339,7 @@ Q = [1] * DIMS
         ),
         ({"field": "group", "query_vector": Q}, "[knn] queries are only supported on [dense_vector] fields"),
         ({"query_vector": Q, "k": 0}, "[k] must be greater than 0"),
+        ({"query_vector": Q, "k": 10001}, "[k] cannot exceed [10000]"),
         ({"query_vector": Q, "k": 5, "num_candidates": 3}, "[num_candidates] cannot be less than [k]"),
         ({"query_vector": Q, "k": 5, "num_candidates": 10001}, "[num_candidates] cannot exceed [10000]"),
         ({"k": 5}, "[query_vector]"),

@@ -66,7 +66,7 @@ def plan_knn(q: Knn, ctx: QueryContext) -> KnnPlan | NoDocs:
         rows = np.flatnonzero(keep[col.docs])
         if not len(rows):
             continue
-        raw = vectors.raw_similarity(np.asarray(col.vectors[rows], dtype=np.float64), query, ft.similarity)
+        raw = vectors.similarities(col.vectors, rows, query, ft.similarity)
         if q.similarity is not None:
             chosen = vectors.passes(raw, ft.similarity, q.similarity)
             rows, raw = rows[chosen], raw[chosen]
