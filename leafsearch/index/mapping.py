@@ -712,6 +712,9 @@ MAX_TERM_BYTES = 32766
 MAX_TERM_CHARS_ALWAYS_SHORT = MAX_TERM_BYTES // 4
 
 
+_VECTOR_NUMBERS = frozenset({int, float})
+
+
 class VectorField(FieldType):
     """A `dense_vector` field: one vector of `dims` numbers per document (index/vectors.py)."""
 
@@ -740,10 +743,11 @@ class VectorField(FieldType):
             raise _FieldError(self, value, _expected_token("START_ARRAY", value))
         if len(value) != self.dims:
             raise _DocError(self.source_key, self._dims_error(len(value)))
-        for v in value:
-            if type(v) is not int and type(v) is not float:
-                raise _FieldError(self, value, _expected_token("VALUE_NUMBER", v))
-        problem = vectors.vector_problem(value, self.element_type, self.similarity)
+        if not set(map(type, value)) <= _VECTOR_NUMBERS:
+            bad = next(v for v in value if type(v) not in _VECTOR_NUMBERS)
+            raise _FieldError(self, value, _expected_token("VALUE_NUMBER", bad))
+        array = np.asarray(value, dtype=np.float32) if self.element_type == "float" else None
+        problem = vectors.vector_problem(value, self.element_type, self.similarity, array)
         if problem is None and self.path in doc.vector:
             problem = (
                 f"Field [{self.path}] of type [dense_vector] doesn't support indexing multiple values "
@@ -751,7 +755,7 @@ class VectorField(FieldType):
             )
         if problem is not None:
             raise _DocError(self.source_key, lambda location, _id: _parse_failure(location, problem))
-        doc.vector[self.path] = np.asarray(value, dtype=vectors.dtype_of(self.element_type))
+        doc.vector[self.path] = array if array is not None else np.asarray(value, dtype=np.int8)
 
     def _dims_error(self, found: int) -> Callable[[str, str | None], ElasticError]:
         def build(location: str, doc_id: str | None) -> ElasticError:

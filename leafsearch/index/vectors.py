@@ -20,10 +20,6 @@ SIMILARITIES = ("l2_norm", "dot_product", "cosine", "max_inner_product")
 _UNIT_EPSILON = 1e-4
 
 
-def dtype_of(element_type: str) -> type:
-    return np.int8 if element_type == "byte" else np.float32
-
-
 def preview(values: list) -> str:
     """A vector as Elasticsearch previews it in errors: its first ten values as Java floats."""
     shown = ", ".join(_java_float(v) for v in values[:10])
@@ -35,24 +31,31 @@ def _java_float(v: float) -> str:
     return repr(f) if math.isfinite(f) else ("NaN" if f != f else ("Infinity" if f > 0 else "-Infinity"))
 
 
-def vector_problem(values: list, element_type: str, similarity: str | None) -> str | None:
-    """Why Elasticsearch refuses a vector of numbers (right length already checked), or None."""
+def vector_problem(
+    values: list, element_type: str, similarity: str | None, array: np.ndarray | None = None
+) -> str | None:
+    """Why Elasticsearch refuses a vector of numbers (right length already checked), or None;
+    `array`: the values as float32 when the caller has them."""
     if element_type == "byte":
-        for i, v in enumerate(values):
-            if type(v) is float and not v.is_integer() or not -128 <= v <= 127:
-                return (
-                    f"element_type [byte] vectors only support integers between [-128, 127] but found "
-                    f"[{v}] at dim [{i}]; Preview of invalid vector: {preview(values)}"
-                )
-        arr = np.asarray(values, dtype=np.float32)
+        exact = np.asarray(values, dtype=np.float64)
+        bad = (exact != np.round(exact)) | (exact < -128) | (exact > 127)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            return (
+                f"element_type [byte] vectors only support integers between [-128, 127] but found "
+                f"[{values[i]}] at dim [{i}]; Preview of invalid vector: {preview(values)}"
+            )
+        arr = exact.astype(np.float32)
     else:
-        arr = np.asarray(values, dtype=np.float32)
+        arr = np.asarray(values, dtype=np.float32) if array is None else array
         if not np.isfinite(arr).all():
             i = int(np.flatnonzero(~np.isfinite(arr))[0])
             return (
                 f"element_type [float] vectors only support finite floating point values, but got "
                 f"[{_java_float(values[i])}] at dim [{i}]; Preview of invalid vector: {preview(values)}"
             )
+    if similarity not in ("cosine", "dot_product"):
+        return None
     norm2 = float(np.dot(arr.astype(np.float64), arr.astype(np.float64)))
     if similarity == "cosine" and norm2 == 0.0:
         return (
@@ -67,31 +70,32 @@ def vector_problem(values: list, element_type: str, similarity: str | None) -> s
     return None
 
 
-#: Rows of a segment's vectors scored at a time: the float64 copy of a block is what a kNN search
-#: allocates beside its answer (8,192 rows of 4,096 dims: 256 MiB at most, 24 MiB at 384 dims).
+#: Rows of a segment's vectors scored at a time: what a kNN search allocates beside its answer is
+#: a block's float32 copy (a byte field's, a filtered search's rows) and temporaries of its size:
+#: 8,192 rows of 4,096 dims is 128 MiB at most, 12 MiB at 384 dims.
 BLOCK_ROWS = 8192
 
 
 def similarities(stored: np.ndarray, rows: np.ndarray, query: np.ndarray, similarity: str) -> np.ndarray:
-    """`raw_similarity` of the `rows` of a segment's (memory-mapped) vectors, block by block."""
+    """The raw similarity (the cosine, the dot product, or for `l2_norm` the euclidean distance)
+    of `query` (float32, (dims,)) to the `rows` of a segment's memory-mapped vectors, block by
+    block, in float32 as Elasticsearch computes it; float64 out."""
     out = np.empty(len(rows), dtype=np.float64)
+    every_row = len(rows) == len(stored)
+    q_norm = float(np.sqrt(query @ query))
     for start in range(0, len(rows), BLOCK_ROWS):
-        block = np.asarray(stored[rows[start : start + BLOCK_ROWS]], dtype=np.float64)
-        out[start : start + len(block)] = raw_similarity(block, query, similarity)
+        end = min(start + BLOCK_ROWS, len(rows))
+        block = stored[start:end] if every_row else stored[rows[start:end]]
+        block = np.asarray(block, dtype=np.float32)
+        if similarity == "l2_norm":
+            diff = block - query
+            out[start:end] = np.sqrt(np.einsum("ij,ij->i", diff, diff))
+            continue
+        dots = block @ query
+        if similarity == "cosine":
+            dots = dots / (np.sqrt(np.einsum("ij,ij->i", block, block)) * np.float32(q_norm))
+        out[start:end] = dots
     return out
-
-
-def raw_similarity(vectors: np.ndarray, query: np.ndarray, similarity: str) -> np.ndarray:
-    """The similarity of `query` (float64, (dims,)) to each row of `vectors` (float64): the
-    cosine, the dot product, or for `l2_norm` the euclidean distance."""
-    if similarity == "l2_norm":
-        diff = vectors - query
-        return np.sqrt(np.einsum("ij,ij->i", diff, diff))
-    dots = vectors @ query
-    if similarity == "cosine":
-        norms = np.sqrt(np.einsum("ij,ij->i", vectors, vectors)) * math.sqrt(float(query @ query))
-        return dots / norms
-    return dots
 
 
 def to_score(raw: np.ndarray, similarity: str, element_type: str, dims: int) -> np.ndarray:

@@ -89,7 +89,7 @@ def _query_vector(q: Knn, ft: VectorField, ctx: QueryContext) -> np.ndarray:
     problem = vectors.vector_problem(list(q.query_vector), ft.element_type, zero_refused)
     if problem is not None:
         raise failed(ctx, "illegal_argument_exception", problem)
-    return np.asarray(q.query_vector, dtype=np.float32).astype(np.float64)
+    return np.asarray(q.query_vector, dtype=np.float32)
 
 
 def _best(scores: np.ndarray, k: int) -> np.ndarray:
