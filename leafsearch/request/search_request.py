@@ -758,8 +758,9 @@ def _patterns(key: str, value: list[Any]) -> tuple[str, ...]:
 
 def _source_object(value: dict[str, Any]) -> SourceFilter:
     """`FetchSourceContext.fromXContent` for an object: `includes`/`excludes` (string or array)
-    and `exclude_vectors` (a boolean, as elasticsearch-dsl 9 always sends it). leafsearch maps no
-    vector fields, so no source ever holds one to exclude: the flag is validated and has no effect."""
+    and `exclude_vectors` (a boolean, as elasticsearch-dsl 9 always sends it). The flag is
+    validated and has no effect: `dense_vector` values stay in `_source` as sent, as in
+    Elasticsearch 8 (docs/differences.md)."""
     includes: tuple[str, ...] = ()
     excludes: tuple[str, ...] = ()
     for key, option in value.items():

@@ -358,6 +358,23 @@ def test_bad_knn_requests_are_400(
     assert reason in str(e.value.info)
 
 
+def test_several_shards_each_find_their_nearest(es: Elasticsearch, new_index: Callable[..., str]) -> None:
+    """Each shard answers its own `k` nearest (docs/differences.md: Elasticsearch then keeps the
+    `k` best overall); the best hits are the exact global nearest, in order."""
+    stored = vectors(200, seed=31)
+    mapping = {"properties": {"v": {"type": "dense_vector", "dims": DIMS, "similarity": "l2_norm"}}}
+    index = new_index(settings={"number_of_shards": 3}, mappings=mapping)
+    bulk(
+        es,
+        [{"_index": index, "_id": str(i), "v": row.tolist()} for i, row in enumerate(stored)],
+        refresh=True,
+    )
+    query = vectors(1, seed=32)[0]
+    found = es.search(index=index, knn={"field": "v", "query_vector": query.tolist(), "k": 5}, size=5)
+    assert hit_ids(found) == top(expected_scores(stored, query, "l2_norm"), 5)
+    assert 5 <= found["hits"]["total"]["value"] <= 15
+
+
 def test_other_queries_on_a_vector_field(es: Elasticsearch, l2_index: tuple[str, np.ndarray]) -> None:
     index, _ = l2_index
     es.index(index=index, id="none", document={"text": "red fox"}, refresh=True)
