@@ -313,6 +313,17 @@ class Knn(Query):
     filter: tuple[Query, ...] = ()
     similarity: float | None = None
     boost: float = 1.0
+    #: A search's top-level `knn`: its `k` nearest over every shard (search/knn_phase.py).
+    top_level: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class KnnHits(Query):
+    """A top-level `knn` resolved by the coordinator: its hits, (index, _id, score), scored so."""
+
+    field: str
+    hits: tuple[tuple[str, str, float], ...]
+    boost: float = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -1121,7 +1132,7 @@ MAX_NUM_CANDIDATES = 10_000
 _DEFAULT_K = 10
 
 
-def parse_knn(body: Any, depth: int = 0, *, default_k: int = _DEFAULT_K) -> Knn:
+def parse_knn(body: Any, depth: int = 0, *, default_k: int = _DEFAULT_K, top_level: bool = False) -> Knn:
     """A `knn` query, or one entry of a search's top-level `knn` (whose `k` defaults to `size`)."""
     if not isinstance(body, dict):
         raise ParsingError("[knn] query malformed, no start_object after query name")
@@ -1170,7 +1181,7 @@ def parse_knn(body: Any, depth: int = 0, *, default_k: int = _DEFAULT_K) -> Knn:
         k = default_k if num_candidates is None else min(default_k, num_candidates)
     if num_candidates is None:
         num_candidates = min(max(k, round(1.5 * k)), MAX_NUM_CANDIDATES)
-    return Knn(field, vector, k, num_candidates, filters, similarity, boost)
+    return Knn(field, vector, k, num_candidates, filters, similarity, boost, top_level)
 
 
 def _query_vector(value: Any) -> tuple[float, ...]:

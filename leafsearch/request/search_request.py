@@ -678,7 +678,7 @@ def _with_knn(source: _Source) -> Query:
     """The search's query with its top-level `knn` searches, as Elasticsearch combines them: a
     disjunction whose score is the sum of the query's and each kNN's scores."""
     size = _DEFAULT_SIZE if source.size <= 0 else source.size
-    knns = [parse_knn(body, default_k=size) for body in source.knn]
+    knns = [parse_knn(body, default_k=size, top_level=True) for body in source.knn]
     query = source.query
     if not knns:
         return query if query is not None else parse_query(None)

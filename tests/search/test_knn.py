@@ -358,9 +358,9 @@ def test_bad_knn_requests_are_400(
     assert reason in str(e.value.info)
 
 
-def test_several_shards_each_find_their_nearest(es: Elasticsearch, new_index: Callable[..., str]) -> None:
-    """Each shard answers its own `k` nearest (docs/differences.md: Elasticsearch then keeps the
-    `k` best overall); the best hits are the exact global nearest, in order."""
+def test_several_shards_find_the_k_nearest_overall(es: Elasticsearch, new_index: Callable[..., str]) -> None:
+    """A top-level `knn` keeps the `k` nearest over all shards, also beside a query; a `knn`
+    query keeps each shard's `k` nearest, as in Elasticsearch."""
     stored = vectors(200, seed=31)
     mapping = {"properties": {"v": {"type": "dense_vector", "dims": DIMS, "similarity": "l2_norm"}}}
     index = new_index(settings={"number_of_shards": 3}, mappings=mapping)
@@ -371,8 +371,15 @@ def test_several_shards_each_find_their_nearest(es: Elasticsearch, new_index: Ca
     )
     query = vectors(1, seed=32)[0]
     found = es.search(index=index, knn={"field": "v", "query_vector": query.tolist(), "k": 5}, size=5)
-    assert hit_ids(found) == top(expected_scores(stored, query, "l2_norm"), 5)
-    assert 5 <= found["hits"]["total"]["value"] <= 15
+    scores = expected_scores(stored, query, "l2_norm")
+    assert hit_ids(found) == top(scores, 5)
+    assert found["hits"]["total"]["value"] == 5
+    knn = {"field": "v", "query_vector": query.tolist(), "k": 5}
+    both = es.search(index=index, knn=knn, query={"ids": {"values": ["0", "1"]}}, size=20)
+    assert set(hit_ids(both)) == {*top(scores, 5), "0", "1"}
+    per_shard = es.search(index=index, query={"knn": knn}, size=20)
+    assert hit_ids(per_shard)[:5] == top(scores, 5)
+    assert per_shard["hits"]["total"]["value"] == 15
 
 
 def test_other_queries_on_a_vector_field(es: Elasticsearch, l2_index: tuple[str, np.ndarray]) -> None:

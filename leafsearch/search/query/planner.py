@@ -95,4 +95,5 @@ _PLANNERS: dict[type, Callable[[Any, QueryContext], Any]] = {
     dsl.QueryString: _rewritten(rewrites.rewrite_query_string),
     dsl.SimpleQueryString: _rewritten(rewrites.rewrite_simple_query_string),
     dsl.Knn: vector_queries.plan_knn,
+    dsl.KnnHits: vector_queries.plan_knn_hits,
 }

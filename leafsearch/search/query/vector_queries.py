@@ -18,10 +18,10 @@ from leafsearch.index import vectors
 from leafsearch.index.columns import VectorColumn
 from leafsearch.index.mapping import VectorField
 from leafsearch.index.searcher import SegmentView
-from leafsearch.request.query_dsl import Knn
+from leafsearch.request.query_dsl import Knn, KnnHits
 from leafsearch.search.query.context import QueryContext, failed
 from leafsearch.search.query.fields import field_type
-from leafsearch.search.query.masks import Result, empty, mask_of
+from leafsearch.search.query.masks import Result, empty, mask_of, ranges
 from leafsearch.search.query.plans import NoDocs
 
 #: segment name -> (docs ascending, scores float32)
@@ -116,6 +116,31 @@ def _shard_top(
             by_doc = np.argsort(docs[mine], kind="stable")
             out[name] = (docs[mine][by_doc], scores[mine][by_doc])
     return out
+
+
+def plan_knn_hits(q: KnnHits, ctx: QueryContext) -> KnnPlan | NoDocs:
+    """The documents of a top-level `knn`'s hits in this shard's snapshot, by segment: each id's
+    live document (an id's deleted copies in older segments are left out)."""
+    mine = [(doc_id.encode(), score) for index, doc_id, score in q.hits if index == ctx.index_name]
+    if not mine:
+        return NoDocs()
+    keys = np.array([k for k, _ in mine], dtype=bytes)
+    scores = np.array([s for _, s in mine], dtype=np.float32)
+    lengths = np.array([len(k) for k, _ in mine])
+    hits: Hits = {}
+    for view in ctx.searcher.views:
+        segment = view.segment
+        fits = lengths <= segment.id_terms.dtype.itemsize  # a longer id is in no segment
+        lo, hi = segment.lookup_ids(keys[fits])
+        docs = np.asarray(segment.id_docs)[ranges(lo.astype(np.int64), hi.astype(np.int64))].astype(np.int64)
+        doc_scores = np.repeat(scores[fits], hi - lo)
+        if view.live is not None:
+            alive = view.live[docs]
+            docs, doc_scores = docs[alive], doc_scores[alive]
+        if len(docs):
+            by_doc = np.argsort(docs, kind="stable")
+            hits[segment.name] = (docs[by_doc], doc_scores[by_doc])
+    return KnnPlan(q.field, hits, q.boost)
 
 
 def exec_knn(plan: KnnPlan, view: SegmentView, ctx: QueryContext, scoring: bool, boost: float) -> Result:
