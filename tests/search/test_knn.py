@@ -377,6 +377,14 @@ def test_several_shards_find_the_k_nearest_overall(es: Elasticsearch, new_index:
     knn = {"field": "v", "query_vector": query.tolist(), "k": 5}
     both = es.search(index=index, knn=knn, query={"ids": {"values": ["0", "1"]}}, size=20)
     assert set(hit_ids(both)) == {*top(scores, 5), "0", "1"}
+    found = es.msearch(searches=[{"index": index}, {"knn": knn, "size": 20}])["responses"][0]
+    assert hit_ids(found) == top(scores, 5)
+    page = es.search(index=index, knn=knn, scroll="1m", size=3)
+    try:
+        rest = es.scroll(scroll_id=page["_scroll_id"], scroll="1m")
+        assert hit_ids(page) + hit_ids(rest) == top(scores, 5)
+    finally:
+        es.clear_scroll(scroll_id=page["_scroll_id"])
     per_shard = es.search(index=index, query={"knn": knn}, size=20)
     assert hit_ids(per_shard)[:5] == top(scores, 5)
     assert per_shard["hits"]["total"]["value"] == 15
