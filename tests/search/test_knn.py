@@ -390,6 +390,27 @@ def test_several_shards_find_the_k_nearest_overall(es: Elasticsearch, new_index:
     assert per_shard["hits"]["total"]["value"] == 15
 
 
+def test_mapping_updates_field_caps_and_partial_updates(
+    es: Elasticsearch, new_index: Callable[..., str]
+) -> None:
+    index = new_index(mappings={"properties": {"n": {"type": "long"}}})
+    es.indices.put_mapping(
+        index=index, properties={"v": {"type": "dense_vector", "dims": 2, "similarity": "l2_norm"}}
+    )
+    with pytest.raises(BadRequestError) as e:
+        es.indices.put_mapping(index=index, properties={"v": {"type": "dense_vector", "dims": 3}})
+    assert "Cannot update parameter [dims] from [2] to [3]" in str(e.value.info)
+    caps = es.field_caps(index=index, fields="v")["fields"]["v"]["dense_vector"]
+    assert (caps["searchable"], caps["aggregatable"]) == (True, False)
+    es.index(index=index, id="a", document={"v": [0, 0], "n": 1})
+    es.index(index=index, id="b", document={"v": [5, 5], "n": 2}, refresh=True)
+    knn = {"field": "v", "query_vector": [5, 5], "k": 1}
+    assert hit_ids(es.search(index=index, knn=knn)) == ["b"]
+    es.update(index=index, id="a", doc={"v": [5, 5.5]}, refresh=True)
+    es.update(index=index, id="b", doc={"v": None}, refresh=True)
+    assert hit_ids(es.search(index=index, knn={**knn, "k": 5})) == ["a"]
+
+
 def test_other_queries_on_a_vector_field(es: Elasticsearch, l2_index: tuple[str, np.ndarray]) -> None:
     index, _ = l2_index
     es.index(index=index, id="none", document={"text": "red fox"}, refresh=True)
