@@ -48,9 +48,15 @@ def expected_scores(stored: np.ndarray, query: np.ndarray, similarity: str) -> n
 
 
 def vector_index(
-    es: Elasticsearch, new_index: Callable[..., str], similarity: str, stored: np.ndarray, **mapping: Any
+    es: Elasticsearch,
+    new_index: Callable[..., str],
+    similarity: str,
+    stored: np.ndarray,
+    suffix: str = "",
+    **mapping: Any,
 ) -> str:
     index = new_index(
+        suffix=suffix,
         mappings={
             "properties": {
                 "v": {"type": "dense_vector", "dims": stored.shape[1], "similarity": similarity, **mapping},
@@ -58,7 +64,7 @@ def vector_index(
                 "n": {"type": "long"},
                 "text": {"type": "text"},
             }
-        }
+        },
     )
     actions = [
         {
@@ -259,6 +265,14 @@ def test_byte_vectors(es: Elasticsearch, new_index: Callable[..., str]) -> None:
     index = vector_index(es, new_index, "l2_norm", stored.astype(np.float32), element_type="byte")
     found = es.search(index=index, knn={"field": "v", "query_vector": [3, -7, 100, 0], "k": 5})
     assert hit_ids(found) == top(expected_scores(stored, np.array([3, -7, 100, 0]), "l2_norm"), 5)
+    dot_index = vector_index(
+        es, new_index, "dot_product", stored.astype(np.float32), "dot", element_type="byte"
+    )
+    found = es.search(index=dot_index, knn={"field": "v", "query_vector": [3, -7, 100, 0], "k": 3})
+    dots = stored.astype(np.float64) @ np.array([3, -7, 100, 0])
+    expected = 0.5 + dots / (4 * 2**15)  # Elasticsearch's score of a byte dot product
+    assert hit_ids(found) == top(expected, 3)
+    assert [h["_score"] for h in found["hits"]["hits"]] == pytest.approx(sorted(expected)[::-1][:3], rel=1e-6)
     with pytest.raises(BadRequestError) as e:
         es.index(index=index, id="x", document={"v": [1, 2, 300, 4]})
     assert e.value.error == "document_parsing_exception"
