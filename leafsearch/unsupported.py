@@ -190,7 +190,6 @@ FIELD_TYPES = frozenset(
         "completion",
         "constant_keyword",
         "counted_keyword",
-        "dense_vector",
         "flattened",
         "geo_point",
         "geo_shape",

@@ -60,6 +60,7 @@ class IndexBuffer:
         self.keyword: dict[str, FieldBuffer] = {}
         self.long: dict[str, FieldBuffer] = {}
         self.double: dict[str, FieldBuffer] = {}
+        self.vector: dict[str, FieldBuffer] = {}
         self.source_bytes = 0
         #: Set when the buffer is written in index-sort order: the segment doc of each buffer doc.
         self.segment_docs: np.ndarray | None = None
@@ -100,6 +101,12 @@ class IndexBuffer:
                 else:
                     fb.docs.extend([doc] * len(values))
                     fb.values.extend(values)
+        for path, vector in parsed.vector.items():
+            fb = self.vector.get(path)
+            if fb is None:
+                fb = self.vector[path] = FieldBuffer()
+            fb.docs.append(doc)
+            fb.values.append(vector)
         return doc
 
     def add_batch(

@@ -98,6 +98,8 @@ class PackedBuffer:
     keyword: dict[str, tuple[np.ndarray, PackedStrings]]
     long: dict[str, tuple[np.ndarray, np.ndarray]]
     double: dict[str, tuple[np.ndarray, np.ndarray]]
+    #: path -> (docs, (n, dims) vectors, float32 or int8)
+    vector: dict[str, tuple[np.ndarray, np.ndarray]]
 
     @staticmethod
     def pack(buffer: IndexBuffer) -> PackedBuffer:
@@ -126,6 +128,7 @@ class PackedBuffer:
                 path: (int_array(fb.docs), np.asarray(fb.values, dtype=np.float64))
                 for path, fb in buffer.double.items()
             },
+            {path: (int_array(fb.docs), np.stack(fb.values)) for path, fb in buffer.vector.items()},
         )
 
     def unpack(self) -> IndexBuffer:
@@ -149,6 +152,8 @@ class PackedBuffer:
         for target, columns in ((buffer.long, self.long), (buffer.double, self.double)):
             for path, (docs, numbers) in columns.items():
                 target[path] = FieldBuffer(docs, numbers)  # type: ignore[arg-type]
+        for path, (docs, vectors) in self.vector.items():
+            buffer.vector[path] = FieldBuffer(docs, vectors)  # type: ignore[arg-type]
         return buffer
 
 

@@ -357,3 +357,21 @@ class TextColumn:
     @cached_property
     def present(self) -> np.ndarray:
         return np.asarray(self.norms) != 0
+
+
+class VectorColumn:
+    """A `dense_vector` field of one segment: `docs` (ascending) hold a vector each, the rows of
+    `vectors` ((len(docs), dims), float32 or int8, memory-mapped)."""
+
+    kind = "vector"
+
+    def __init__(self, docs: np.ndarray, vectors: np.ndarray, max_doc: int) -> None:
+        self.docs = np.asarray(docs, dtype=np.int64)
+        self.vectors = vectors
+        self.max_doc = max_doc
+
+    @cached_property
+    def present(self) -> np.ndarray:
+        mask = np.zeros(self.max_doc, dtype=bool)
+        mask[self.docs] = True
+        return mask

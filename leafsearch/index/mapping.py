@@ -21,6 +21,7 @@ from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+import numpy as np
 import orjson
 import re2
 
@@ -34,7 +35,7 @@ from leafsearch.errors import (
     MapperParsing,
     StrictDynamicMapping,
 )
-from leafsearch.index import ip, unsigned_long
+from leafsearch.index import ip, unsigned_long, vectors
 from leafsearch.index.analyzers import DEFAULT_ANALYSIS, STANDARD, Analyzer, IndexAnalysis
 from leafsearch.index.dates import (
     DEFAULT_DATE_FORMAT,
@@ -86,6 +87,7 @@ KINDS = {
     "date_nanos": "long",
     # an interval is one keyword term of its two bounds (index/range_fields.py)
     **dict.fromkeys(RANGE_TYPES, "keyword"),
+    "dense_vector": "vector",  # one (dims,) row per document, see index/vectors.py
 }
 _F32 = struct.Struct("<f")
 _F16 = struct.Struct("<e")
@@ -246,6 +248,7 @@ _PARAMS: dict[str, frozenset[str]] = {
     "date_nanos": _DATE,
     **dict.fromkeys(RANGE_TYPES - {"date_range"}, _COMMON | {"coerce"}),
     "date_range": _COMMON | {"coerce", "format", "locale"},
+    "dense_vector": frozenset({"dims", "element_type", "similarity", "index", "index_options", "meta"}),
 }
 # Parameters a put-mapping may change; any other must keep its value (or its default).
 _UPDATABLE = frozenset({
@@ -734,6 +737,122 @@ MAX_TERM_BYTES = 32766
 MAX_TERM_CHARS_ALWAYS_SHORT = MAX_TERM_BYTES // 4
 
 
+_VECTOR_NUMBERS = frozenset({int, float})
+
+
+class VectorField(FieldType):
+    """A `dense_vector` field: one vector of `dims` numbers per document (index/vectors.py)."""
+
+    __slots__ = ("dims", "element_type", "similarity")
+
+    def __init__(
+        self,
+        path: str,
+        name: str,
+        type_: str,
+        params: dict[str, Any],
+        fields: dict[str, FieldType],
+        source_key: str | None = None,
+    ) -> None:
+        super().__init__(path, name, type_, params, fields, source_key)
+        self.doc_values = False
+        self.dims: int = params["dims"]
+        self.element_type: str = params.get("element_type", "float")
+        self.similarity: str | None = params.get("similarity")
+        self.parse = self._parse_vector
+
+    def _parse_vector(self, value: Any, doc: ParsedDoc) -> None:
+        if value is None:
+            return
+        if type(value) is not list:
+            raise _FieldError(self, value, _expected_token("START_ARRAY", value))
+        if len(value) != self.dims:
+            raise _DocError(self.source_key, self._dims_error(len(value)))
+        if not set(map(type, value)) <= _VECTOR_NUMBERS:
+            bad = next(v for v in value if type(v) not in _VECTOR_NUMBERS)
+            raise _FieldError(self, value, _expected_token("VALUE_NUMBER", bad))
+        array = np.asarray(value, dtype=np.float32) if self.element_type == "float" else None
+        problem = vectors.vector_problem(value, self.element_type, self.similarity, array)
+        if problem is None and self.path in doc.vector:
+            problem = (
+                f"Field [{self.path}] of type [dense_vector] doesn't support indexing multiple values "
+                "for the same field in the same document"
+            )
+        if problem is not None:
+            raise _DocError(self.source_key, lambda location, _id: _parse_failure(location, problem))
+        doc.vector[self.path] = array if array is not None else np.asarray(value, dtype=np.int8)
+
+    def _dims_error(self, found: int) -> Callable[[str, str | None], ElasticError]:
+        def build(location: str, doc_id: str | None) -> ElasticError:
+            message = (
+                f"The [dense_vector] field [{self.path}] in doc [document with id '{doc_id}'] has a "
+                f"different number of dimensions [{found}] than defined in the mapping [{self.dims}]"
+            )
+            return _parse_failure(location, message)
+
+        return build
+
+
+def _expected_token(expected: str, found: Any) -> _Malformed:
+    message = f"Failed to parse object: expecting token of type [{expected}] but found [{token_name(found)}]"
+    return _Malformed(message, "parsing_exception")
+
+
+def _parse_failure(location: str, message: str) -> ElasticError:
+    """Elasticsearch's "failed to parse" of a document, its cause an illegal argument."""
+    error = DocumentParsing(f"{location}failed to parse: {message}")
+    return _with_java_cause(error, "illegal_argument_exception", message)
+
+
+def _build_vector(
+    path: str, name: str, node: dict, allowed: frozenset[str], source_key: str | None
+) -> VectorField:
+    """A `dense_vector` mapping, checked as Elasticsearch's DenseVectorFieldMapper checks it. The
+    defaults Elasticsearch 8 shows (`index: true`, `similarity: cosine`) are kept in `params`."""
+    params: dict[str, Any] = {}
+    for key, value in node.items():
+        if key == "type":
+            continue
+        if key not in allowed:
+            raise _MappingError(f"unknown parameter [{key}] on mapper [{name}] of type [dense_vector]")
+        if value is None:
+            raise _MappingError(
+                f"[{key}] on mapper [{name}] of type [dense_vector] must not have a [null] value"
+            )
+        if key == "dims":
+            dims = _int_param(value, name, key)
+            if not 1 <= dims <= vectors.MAX_DIMS:
+                raise _MappingError(
+                    f"The number of dimensions for field [{name}] should be in the range "
+                    f"[1, {vectors.MAX_DIMS}] but was [{dims}]"
+                )
+            params[key] = dims
+        elif key in ("element_type", "similarity"):
+            choices = vectors.ELEMENT_TYPES if key == "element_type" else vectors.SIMILARITIES
+            text = _str_param(value, name, key)
+            if text not in choices:
+                raise _MappingError(
+                    f"Unknown value [{text}] for field [{key}] - accepted values are [{', '.join(choices)}]"
+                )
+            params[key] = text
+        elif key == "index":
+            params[key] = _bool_param(value, name, key)
+        elif key == "index_options":
+            params[key] = _map_param(value, name, key)
+        else:
+            params[key] = _NORMALIZERS[key](value, name, key)
+    if "dims" not in params:
+        raise _MappingError(reason(f"a [dense_vector] field without [dims] ([{name}])"))
+    if params.setdefault("index", True):
+        params.setdefault("similarity", "cosine")
+    else:
+        for key in ("similarity", "index_options"):
+            if key in params:
+                where = "for a field of type [dense_vector] when it is indexed"
+                raise _MappingError(f"Field [{key}] can only be specified {where}")
+    return VectorField(path, name, "dense_vector", params, {}, source_key)
+
+
 def _check_term_length(field: FieldType, term: str) -> None:
     """Elasticsearch refuses a keyword longer than Lucene can index, before indexing anything
     (`ignore_above` is how a mapping skips such values instead)."""
@@ -1020,6 +1139,8 @@ def _build_mapper(
         if type_ in FIELD_TYPES:
             raise _MappingError(reason(f"the field type [{type_}] of field [{name}]"))
         raise _MappingError(_no_such_type(type_, f"field [{name}]"))
+    if type_ == "dense_vector":
+        return _build_vector(path, name, node, allowed, source_key)
     params: dict[str, Any] = {}
     fields: dict[str, FieldType] = {}
     for key, value in node.items():
@@ -1135,7 +1256,7 @@ def _merge_leaves(old: FieldType, new: FieldType) -> FieldType:
     fields = dict(old.fields)
     for name, sub in new.fields.items():
         fields[name] = sub if name not in fields else _merge_leaves(fields[name], sub)
-    return FieldType(old.path, old.name, new.type, new.params, fields, old.source_key)
+    return type(old)(old.path, old.name, new.type, new.params, fields, old.source_key)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 # Position gap between the values of a multi-valued text field, as Lucene's default
 # `position_increment_gap`, so that a phrase never matches across two array elements.
 POSITION_INCREMENT_GAP = 100
@@ -24,6 +26,7 @@ class ParsedDoc:
     - `long`: path -> integer values: long/integer/short/byte, scaled_float (scaled),
       date (epoch millis), date_nanos (epoch nanos), boolean (0/1).
     - `double`: path -> float values: double/float/half_float.
+    - `vector`: path -> the one vector of a `dense_vector` field, (dims,) float32 or int8.
     """
 
     source: bytes
@@ -31,6 +34,7 @@ class ParsedDoc:
     keyword: dict[str, list[str]] = field(default_factory=dict)
     long: dict[str, list[int]] = field(default_factory=dict)
     double: dict[str, list[float]] = field(default_factory=dict)
+    vector: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 #: Rows of a batch column: the position in the batch of each value, None when every document

@@ -36,7 +36,7 @@ import orjson
 from leafsearch.common.durable import FOLDER_MODE, fsync_dir, private
 from leafsearch.index import source_blocks
 from leafsearch.index.block_cache import BlockCache
-from leafsearch.index.columns import DocValues, KeywordColumn, NumericColumn, TextColumn
+from leafsearch.index.columns import DocValues, KeywordColumn, NumericColumn, TextColumn, VectorColumn
 from leafsearch.index.uid import slice_hashes
 
 #: Array files up to this size are read into memory rather than memory-mapped.
@@ -174,13 +174,21 @@ class SegmentWriter:
             self.arrays[prefix + name] = arr
         self.fields[path] = {"number": number, "kind": kind, "single": "offsets" not in dv}
 
+    def add_vector(self, path: str, docs: np.ndarray, vectors: np.ndarray) -> None:
+        """A dense_vector column: the documents holding a vector (ascending) and their vectors,
+        one (dims,) row each, float32 or int8."""
+        prefix, number = self._prefix(path)
+        self.arrays[prefix + "docs"] = docs
+        self.arrays[prefix + "vectors"] = vectors
+        self.fields[path] = {"number": number, "kind": "vector", "dims": int(vectors.shape[1])}
+
     def write(self, folder: Path) -> None:
         tmp = _unfinished(folder)
         if tmp.exists():
             shutil.rmtree(tmp)
         tmp.mkdir(mode=FOLDER_MODE, parents=True)
         for name, arr in self.arrays.items():
-            data = arr if name.endswith(".terms") else _compact(np.asarray(arr))
+            data = arr if name.endswith((".terms", ".vectors")) else _compact(np.asarray(arr))
             with open(tmp / f"{name}.npy", "wb", opener=private) as fh:
                 np.save(fh, data, allow_pickle=False)
                 fh.flush()
@@ -386,7 +394,7 @@ class Segment:
             out.append(col.term(int(vals[0])) if len(vals) else None)  # type: ignore[union-attr]
         return out
 
-    def column(self, path: str) -> TextColumn | KeywordColumn | NumericColumn | None:
+    def column(self, path: str) -> TextColumn | KeywordColumn | NumericColumn | VectorColumn | None:
         col = self._columns.get(path)
         if col is not None:
             return col  # type: ignore[return-value]
@@ -395,7 +403,9 @@ class Segment:
             return None
         prefix = f"f{meta['number']}." if "number" in meta else f"f.{path}."
         kind = meta["kind"]
-        if kind == "text":
+        if kind == "vector":
+            col = VectorColumn(self._load(prefix + "docs"), self._load(prefix + "vectors"), self.max_doc)
+        elif kind == "text":
             col = TextColumn(
                 terms=self._load(prefix + "terms"),
                 post_offsets=self._load(prefix + "post_offsets"),

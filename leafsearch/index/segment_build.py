@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from leafsearch.index.buffer import IndexBuffer
-from leafsearch.index.columns import DocValues, KeywordColumn, NumericColumn, TextColumn
+from leafsearch.index.columns import DocValues, KeywordColumn, NumericColumn, TextColumn, VectorColumn
 from leafsearch.index.index_sort import IndexSort, IndexSortField
 from leafsearch.index.norms import LENGTH_TABLE
 from leafsearch.index.segment import (
@@ -79,6 +79,10 @@ def segment_from_buffer(buffer: IndexBuffer, folder: Path, index_sort: IndexSort
     for path, fb in buffer.double.items():
         values = np.asarray(fb.values, dtype=np.float64)
         writer.add_numeric(path, "double", build_doc_values(docs(fb.docs), values, max_doc, dedupe=False))
+    for path, fb in buffer.vector.items():
+        vector_docs = docs(fb.docs)
+        by_doc = np.argsort(vector_docs, kind="stable")
+        writer.add_vector(path, vector_docs[by_doc], np.stack(fb.values)[by_doc])
     routed = [i for i, r in enumerate(buffer.routings) if r is not None]
     _add_routing(writer, docs(routed), [buffer.routings[i] for i in routed], max_doc)
     writer.write(folder)
@@ -177,6 +181,8 @@ def merge_segments(
             _merge_text(writer, path, cols, max_doc)
         elif kind == "keyword":
             _merge_keyword(writer, path, cols, max_doc)
+        elif kind == "vector":
+            _merge_vector(writer, path, cols)
         else:
             _merge_numeric(writer, path, kind, cols, max_doc)
     writer.write(folder)
@@ -291,3 +297,17 @@ def _merge_numeric(writer: SegmentWriter, path: str, kind: str, cols: list, max_
             _cat(docs), np.concatenate(values) if values else np.empty(0, dtype), max_doc, dedupe=False
         ),
     )
+
+
+def _merge_vector(writer: SegmentWriter, path: str, cols: list) -> None:
+    """The kept documents' vectors, in their new doc order."""
+    present = [(c, remap) for c, remap in cols if isinstance(c, VectorColumn)]
+    docs, rows = [], []
+    for col, remap in present:
+        new_docs = remap[col.docs]
+        keep = new_docs >= 0
+        docs.append(new_docs[keep])
+        rows.append(np.asarray(col.vectors)[keep])
+    d = _cat(docs)
+    order = np.argsort(d, kind="stable")
+    writer.add_vector(path, d[order], np.concatenate(rows)[order])

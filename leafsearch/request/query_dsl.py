@@ -302,6 +302,31 @@ class QueryString(Query):
 
 
 @dataclass(frozen=True, slots=True)
+class Knn(Query):
+    """kNN on a `dense_vector` field, exact (search/query/vector_queries.py): the `k` nearest
+    vectors of each shard among the documents passing every `filter` (and `similarity`)."""
+
+    field: str
+    query_vector: tuple[float, ...]
+    k: int
+    num_candidates: int
+    filter: tuple[Query, ...] = ()
+    similarity: float | None = None
+    boost: float = 1.0
+    #: A search's top-level `knn`: its `k` nearest over every shard (search/knn_phase.py).
+    top_level: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class KnnHits(Query):
+    """A top-level `knn` resolved by the coordinator: its hits, (index, _id, score), scored so."""
+
+    field: str
+    hits: tuple[tuple[str, str, float], ...]
+    boost: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
 class SimpleQueryString(Query):
     query: str
     fields: tuple[str, ...] = ()
@@ -1101,6 +1126,72 @@ def _simple_query_string(body: dict, depth: int) -> Query:
     return SimpleQueryString(**opts)
 
 
+#: Elasticsearch's limit on `num_candidates` (KnnSearchBuilder.NUM_CANDS_LIMIT).
+MAX_NUM_CANDIDATES = 10_000
+#: The `k` of a `knn` query that names neither `k` nor `num_candidates`: the default `size`.
+_DEFAULT_K = 10
+
+
+def parse_knn(body: Any, depth: int = 0, *, default_k: int = _DEFAULT_K, top_level: bool = False) -> Knn:
+    """A `knn` query, or one entry of a search's top-level `knn` (whose `k` defaults to `size`)."""
+    if not isinstance(body, dict):
+        raise ParsingError("[knn] query malformed, no start_object after query name")
+    field: str | None = None
+    vector: tuple[float, ...] | None = None
+    k: int | None = None
+    num_candidates: int | None = None
+    filters: tuple[Query, ...] = ()
+    similarity: float | None = None
+    boost = 1.0
+    for key, value in body.items():
+        if key == "field":
+            field = _text("knn", key, value)
+        elif key == "query_vector":
+            vector = _query_vector(value)
+        elif key == "k":
+            k = _int("knn", key, value)
+        elif key == "num_candidates":
+            num_candidates = _int("knn", key, value)
+        elif key == "filter":
+            filters = _clauses("knn", key, value, depth, True)
+        elif key == "similarity":
+            similarity = _float("knn", key, value)
+        elif key == "boost":
+            boost = _float("knn", key, value)
+        elif key in ("query_vector_builder", "inner_hits", "rescore_vector"):
+            raise NotSupported(f"[{key}] in [knn]")
+        elif key not in _IGNORED:
+            raise XContentParseError(f"[knn] unknown field [{key}]")
+    if field is None:
+        raise IllegalArgument("[knn] requires [field]")
+    if vector is None:
+        raise IllegalArgument("either [query_vector] or [query_vector_builder] must be provided")
+    if k is not None and k < 1:
+        raise IllegalArgument("[k] must be greater than 0")
+    if k is not None and k > MAX_NUM_CANDIDATES:
+        raise IllegalArgument(f"[k] cannot exceed [{MAX_NUM_CANDIDATES}]")
+    if num_candidates is not None:
+        if num_candidates > MAX_NUM_CANDIDATES:
+            raise IllegalArgument(f"[num_candidates] cannot exceed [{MAX_NUM_CANDIDATES}]")
+        if num_candidates < 1:
+            raise IllegalArgument("[num_candidates] must be greater than 0")
+        if k is not None and num_candidates < k:
+            raise IllegalArgument("[num_candidates] cannot be less than [k]")
+    if k is None:
+        k = default_k if num_candidates is None else min(default_k, num_candidates)
+    if num_candidates is None:
+        num_candidates = min(max(k, round(1.5 * k)), MAX_NUM_CANDIDATES)
+    return Knn(field, vector, k, num_candidates, filters, similarity, boost, top_level)
+
+
+def _query_vector(value: Any) -> tuple[float, ...]:
+    if isinstance(value, str):
+        raise NotSupported("a [query_vector] given as a hex string")
+    if not isinstance(value, list) or not all(type(v) is int or type(v) is float for v in value):
+        raise ParsingError("[knn] failed to parse field [query_vector]")
+    return tuple(float(v) for v in value)
+
+
 _PARSERS: dict[str, Callable[[dict, int], Query]] = {
     "match_all": _match_all,
     "match_none": _match_none,
@@ -1123,6 +1214,7 @@ _PARSERS: dict[str, Callable[[dict, int], Query]] = {
     "script_score": _script_score,
     "query_string": _query_string,
     "simple_query_string": _simple_query_string,
+    "knn": parse_knn,
 }
 
 #: Every query name Elasticsearch 8 registers, for the "did you mean" hint of an unknown one.
@@ -1144,7 +1236,6 @@ _QUERY_NAMES: tuple[str, ...] = tuple(
             "has_child",
             "has_parent",
             "intervals",
-            "knn",
             "match_bool_prefix",
             "more_like_this",
             "nested",

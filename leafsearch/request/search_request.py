@@ -34,7 +34,15 @@ from leafsearch.errors import (
 from leafsearch.request.collapse import parse_collapse
 from leafsearch.request.highlight import HighlightSpec, parse_highlight
 from leafsearch.request.indices_options import IndicesOptions
-from leafsearch.request.query_dsl import Query, ScriptSpec, parse_query, scalar_text, script_spec
+from leafsearch.request.query_dsl import (
+    Bool,
+    Query,
+    ScriptSpec,
+    parse_knn,
+    parse_query,
+    scalar_text,
+    script_spec,
+)
 from leafsearch.request.rescore import Rescorer, parse_rescore
 from leafsearch.request.search_types import (
     SCORE,
@@ -66,7 +74,7 @@ _NONE_FIELDS = "_none_"
 #: Parameters of the `q` query that make no sense without it (`RestActions.urlParamsToQueryBuilder`).
 _QUERY_STRING_PARAMS = ("df", "analyzer", "analyze_wildcard", "lenient", "default_operator")
 #: Parts of Elasticsearch's search body that leafsearch does not implement: refused by name.
-_UNSUPPORTED = ("knn", "rank", "retriever", "suggest", "sub_searches")
+_UNSUPPORTED = ("rank", "retriever", "suggest", "sub_searches")
 #: Parts accepted only empty, the form some clients always send.
 _EMPTY_ONLY = ("runtime_mappings", "ext")
 _JAVA_DOUBLE = re.compile(r"[+-]?(NaN|Infinity|(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?[fFdD]?)")
@@ -252,6 +260,7 @@ class _Source:
         self.terminate_after = 0
         self.timeout: float | None = None
         self.indices_boost: list[tuple[str, float]] = []
+        self.knn: list[Any] = []  # the bodies, parsed once `size` (their default `k`) is known
 
     # -- body ------------------------------------------------------------------------------
 
@@ -324,6 +333,8 @@ class _Source:
             self.script_fields = _script_fields(value)
         elif key == "highlight":
             self.highlight = parse_highlight(value)
+        elif key == "knn":
+            self.knn = [value]
         elif key in _EMPTY_ONLY and not value:
             pass
         elif key in _UNSUPPORTED or key in _EMPTY_ONLY:
@@ -350,6 +361,8 @@ class _Source:
             self.indices_boost = [_index_boost(v) for v in value]
         elif key == "rescore":
             self.rescore = parse_rescore(value)
+        elif key == "knn":
+            self.knn = value
         elif key == "stats":
             for group in value:
                 if not isinstance(group, str):
@@ -613,7 +626,7 @@ def _build(source: _Source, request: _RequestOptions, indices: str | None) -> Se
         raise SearchPhaseExecution(IllegalArgument("Sort must contain at least one field."))
     track = source.track_total_hits
     return SearchRequest(
-        query=source.query if source.query is not None else parse_query(None),
+        query=_with_knn(source),
         indices=indices,
         indices_options=request.indices_options,
         from_=max(source.from_, 0),
@@ -659,6 +672,18 @@ def _build(source: _Source, request: _RequestOptions, indices: str | None) -> Se
         timeout=source.timeout,
         allow_partial_search_results=request.allow_partial,
     )
+
+
+def _with_knn(source: _Source) -> Query:
+    """The search's query with its top-level `knn` searches, as Elasticsearch combines them: a
+    disjunction whose score is the sum of the query's and each kNN's scores."""
+    size = _DEFAULT_SIZE if source.size <= 0 else source.size
+    knns = [parse_knn(body, default_k=size, top_level=True) for body in source.knn]
+    query = source.query
+    if not knns:
+        return query if query is not None else parse_query(None)
+    clauses = (*([] if query is None else [query]), *knns)
+    return clauses[0] if len(clauses) == 1 else Bool(should=clauses)
 
 
 def _effective_sort(
@@ -733,8 +758,9 @@ def _patterns(key: str, value: list[Any]) -> tuple[str, ...]:
 
 def _source_object(value: dict[str, Any]) -> SourceFilter:
     """`FetchSourceContext.fromXContent` for an object: `includes`/`excludes` (string or array)
-    and `exclude_vectors` (a boolean, as elasticsearch-dsl 9 always sends it). leafsearch maps no
-    vector fields, so no source ever holds one to exclude: the flag is validated and has no effect."""
+    and `exclude_vectors` (a boolean, as elasticsearch-dsl 9 always sends it). The flag is
+    validated and has no effect: `dense_vector` values stay in `_source` as sent, as in
+    Elasticsearch 8 (docs/differences.md)."""
     includes: tuple[str, ...] = ()
     excludes: tuple[str, ...] = ()
     for key, option in value.items():

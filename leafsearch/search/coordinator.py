@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from leafsearch.request.search_types import SearchRequest
 from leafsearch.search import phases, scroll_pit
 from leafsearch.search.execution import CountTask, SearchTask, dispatch
+from leafsearch.search.knn_phase import resolve_knn
 from leafsearch.search.targets import release_targets
 from leafsearch.search.terms_lookup import resolve_lookups
 
@@ -34,7 +35,7 @@ def search(
     """`raw_hits`: render a plain page's hits as one pre-encoded array (the REST layer asks);
     `cancelled`: set when the client goes away, which stops the search (search/guard.py)."""
     started = time.perf_counter()
-    request = resolve_lookups(services, request)
+    request = resolve_knn(services, resolve_lookups(services, request), search)
     if request.pit is not None:
         return scroll_pit.search_pit(services, request, started, raw_hits=raw_hits, cancelled=cancelled)
     targets = phases.resolve_targets(services, request)

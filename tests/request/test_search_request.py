@@ -439,7 +439,7 @@ def test_slice_needs_id_and_max():
     "body",
     [
         {"suggest": {"s": {"text": "x"}}},
-        {"knn": {"field": "v"}},
+        {"rank": {"rrf": {}}},
         {"runtime_mappings": {"x": {"type": "long"}}},
     ],
 )

@@ -100,8 +100,8 @@ def test_the_official_client_gets_the_reason(es: Elasticsearch) -> None:
             "[percolate] query is not supported by leafsearch",
         ),
         (
-            {"knn": {"field": "v", "query_vector": [1.0], "k": 1, "num_candidates": 1}},
-            "[knn] is not supported by leafsearch",
+            {"rank": {"rrf": {}}},
+            "[rank] is not supported by leafsearch",
         ),
         ({"script_fields": {"x": {"script": "1"}}}, "[script_fields] is not supported by leafsearch"),
         (

@@ -25,6 +25,16 @@ def searchable(ctx: QueryContext, ft: Any, name: str, *, needs_index: bool = Fal
         )
 
 
+def refuse_vector(ctx: QueryContext, ft: Any, name: str, queries: str) -> None:
+    """Vectors are searched by kNN only: Elasticsearch refuses term-level queries on them."""
+    if ft.kind == "vector":
+        raise failed(
+            ctx,
+            "illegal_argument_exception",
+            f"Field [{name}] of type [{ft.type}] doesn't support {queries} queries",
+        )
+
+
 def type_of(ft: Any) -> str:
     return getattr(ft, "type", ft.kind)
 

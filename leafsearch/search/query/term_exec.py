@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from leafsearch.index.columns import KeywordColumn, NumericColumn, TextColumn
+from leafsearch.index.columns import KeywordColumn, NumericColumn, TextColumn, VectorColumn
 from leafsearch.index.range_fields import matching_terms
 from leafsearch.index.searcher import SegmentView
 from leafsearch.search import bm25
@@ -267,6 +267,8 @@ def exec_exists(
             mask |= col.ords.present
         elif isinstance(col, NumericColumn):
             mask |= col.doc_values.present
+        elif isinstance(col, VectorColumn):
+            mask |= col.present
     return constant(mask, scoring, boost * plan.boost)
 
 

@@ -24,7 +24,7 @@ from leafsearch.request.query_dsl import (
     scalar_text,
 )
 from leafsearch.search.query.context import QueryContext, check_ids_count, failed, shard_error
-from leafsearch.search.query.fields import field_type, searchable, type_of
+from leafsearch.search.query.fields import field_type, refuse_vector, searchable, type_of
 from leafsearch.search.query.plans import (
     AllDocs,
     BoolPlan,
@@ -51,7 +51,7 @@ from leafsearch.search.query.values import (
     number,
 )
 
-_LEAF_KINDS = ("text", "keyword", "long", "double")
+_LEAF_KINDS = ("text", "keyword", "long", "double", "vector")
 
 
 def term_plan(
@@ -65,6 +65,7 @@ def term_plan(
     ft = field_type(ctx, name)
     if ft is None:
         return NoDocs()
+    refuse_vector(ctx, ft, name, "term")
     kind, type_name = ft.kind, type_of(ft)
     if type_name in RANGE_TYPES:  # a term on a range field: the intervals holding the value
         return _range_field_plan(Range(name, value, value, boost=boost), ctx, ft, type_name)
@@ -138,6 +139,7 @@ def plan_terms(q: Terms, ctx: QueryContext) -> Any:
     ft = field_type(ctx, q.field)
     if ft is None:
         return NoDocs()
+    refuse_vector(ctx, ft, q.field, "term")
     if type_of(ft) == "ip":
         searchable(ctx, ft, q.field)
         return ConstPlan(BoolPlan(should=tuple(_ip_term(ctx, q.field, v, 1.0) for v in q.values)), q.boost)
@@ -189,6 +191,7 @@ def plan_range(q: Range, ctx: QueryContext) -> Any:
     ft = field_type(ctx, q.field)
     if ft is None:
         return NoDocs()
+    refuse_vector(ctx, ft, q.field, "range")
     kind, type_name = ft.kind, type_of(ft)
     searchable(ctx, ft, q.field, needs_index=kind == "text")
     if type_name in RANGE_TYPES:
