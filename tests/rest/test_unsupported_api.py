@@ -78,11 +78,6 @@ def test_the_official_client_gets_the_reason(es: Elasticsearch) -> None:
 @pytest.mark.parametrize(
     ("body", "reason"),
     [
-        ({"query": {"script": {"script": "1"}}}, "[script] query is not supported by leafsearch"),
-        (
-            {"query": {"script_score": {"query": {"match_all": {}}, "script": "1"}}},
-            "[script_score] query is not supported by leafsearch",
-        ),
         (
             {"query": {"nested": {"path": "a", "query": {"match_all": {}}}}},
             "[nested] query is not supported by leafsearch",
@@ -103,7 +98,6 @@ def test_the_official_client_gets_the_reason(es: Elasticsearch) -> None:
             {"rank": {"rrf": {}}},
             "[rank] is not supported by leafsearch",
         ),
-        ({"script_fields": {"x": {"script": "1"}}}, "[script_fields] is not supported by leafsearch"),
         (
             {"sort": [{"_script": {"type": "number", "script": "1"}}]},
             "[_script] sort is not supported by leafsearch",
@@ -128,7 +122,7 @@ def test_features_say_they_are_not_supported(
     assert error_of(response)["reason"] == reason
 
 
-def test_field_types_and_scripted_updates(http: httpx.Client, index_name: str) -> None:
+def test_field_types_say_they_are_not_supported(http: httpx.Client, index_name: str) -> None:
     geo = http.put(f"/{index_name}", json={"mappings": {"properties": {"loc": {"type": "geo_point"}}}})
     assert geo.status_code == 400
     assert error_of(geo)["type"] == "mapper_parsing_exception"
@@ -141,11 +135,6 @@ def test_field_types_and_scripted_updates(http: httpx.Client, index_name: str) -
         == "Failed to parse mapping: The mapper type [geo_pint] declared on field [loc] does not exist. It "
         "might have been created within a future version or requires a plugin to be installed. Check the "
         "documentation."
-    )
-    assert http.put(f"/{index_name}/_doc/1", json={"n": 1}).status_code == 201
-    scripted = http.post(f"/{index_name}/_update/1", json={"script": "ctx._source.n++"})
-    assert error_of(scripted)["reason"] == (
-        "[script] in an update is not supported by leafsearch: send a partial [doc] instead"
     )
     http.delete(f"/{index_name}")
 
