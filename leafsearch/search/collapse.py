@@ -119,13 +119,17 @@ def collapsed(
     if len(without):
         first[without[0]] = True
     keep = np.flatnonzero(first)
+    columns = [c.take(keep) for c in hitlist.columns]
     return dataclasses.replace(
         hitlist,
         target=hitlist.target[keep],
         doc=hitlist.doc[keep],
         score=None if hitlist.score is None else hitlist.score[keep],
-        columns=[c.take(keep) for c in hitlist.columns],
-        keys=[k[keep] for k in hitlist.keys],
+        columns=columns,
+        # Built again from the kept columns: a keyword column whose documents without a value
+        # all went (their key's first hit had one) loses its missing flag, and a cursor's key
+        # (`SortColumn.after_key`) has the columns' own shape.
+        keys=[key for c in columns for key in c.key_columns()],
         collapse=column.take(position[keep]),
     )
 

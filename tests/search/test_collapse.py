@@ -17,13 +17,14 @@ import httpx
 import pytest
 from conftest import bulk_index, search_ok
 from elasticsearch import Elasticsearch
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from inprocess import search
 
 import leafsearch
 from leafsearch.search.workers.pool import LONE_REQUESTS_IN_SERVER, LONE_WALKS_IN_SERVER
 from tests.search.test_pit_property import (
+    NANOS_BASE,
     OPERATIONS,
     QUERY,
     bulk,
@@ -75,6 +76,16 @@ def first_of_each_key(
     shards=st.integers(1, 3),
     offsets=st.booleans(),
 )
+@example(  # always: the documents without a keyword sort value all go with their key's first hit
+    docs=[{"db": -1.5, "dn": NANOS_BASE + 3, "kw": "ab"}, {"db": 0.25}, {"lg": -1, "kw": "b"}],
+    field="lg",
+    specs=[("kw", "desc", "default"), ("dn", "desc", "_last")],
+    explicit="asc",
+    sizes=[1],
+    ops=[],
+    shards=1,
+    offsets=True,
+)
 def test_a_collapsed_walk_is_the_grouped_snapshot(
     node: leafsearch.Node, docs, field, specs, explicit, sizes, ops, shards, offsets
 ) -> None:
@@ -96,7 +107,7 @@ def test_a_collapsed_walk_is_the_grouped_snapshot(
         paged: list[dict[str, Any]] = []
         if offsets:  # the same groups by `from`
             size = sizes[0]
-            while True:
+            for _ in range(len(docs) + 2):
                 request = {**body, "collapse": {"field": field}, "pit": {"id": pit_id}, "from": len(paged)}
                 page = search(node, None, {**request, "size": size}, {})["hits"]["hits"]
                 if not page:
