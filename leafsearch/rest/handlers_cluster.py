@@ -171,10 +171,14 @@ def nodes_stats(node: Node, req: RestRequest) -> RestResponse:
         )
     file_sizes = req.flag("include_segment_file_sizes")
     body = node.nodes_stats(metric_path, level=level, file_sizes=file_sizes)
+    others_hidden = req.subject is not None and not req.subject.superuser
     for stats in body["nodes"].values():
         section = stats.get("indices", {})
         if level in section:  # `indices` or `shards`: by index name
             section[level] = _only_shown(node, req, NODES_STATS_ACTION, section[level])
+        if others_hidden and "clients" in stats.get("http", {}):
+            # every connection's addresses, agent and last request line: other users' work
+            del stats["http"]["clients"]
     return RestResponse(body)
 
 
