@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from leafsearch.common.durable import fsync_dir
+from leafsearch.common.durable import FOLDER_MODE, fsync_dir, private
 
 PINS = "pins"
 _NAME = re.compile(r"[0-9a-f]{1,64}")
@@ -49,7 +49,7 @@ def write_pin(shard_folder: Path, name: str, snapshot: PinnedSnapshot) -> None:
     """Write a pin durably (temporary file, fsync, rename, folder fsync)."""
     folder = shard_folder / PINS
     if not folder.exists():
-        folder.mkdir(exist_ok=True)
+        folder.mkdir(mode=FOLDER_MODE, exist_ok=True)
         fsync_dir(shard_folder)
     arrays: dict[str, np.ndarray] = {
         "segments": np.array(snapshot.segments, dtype=str),
@@ -61,7 +61,7 @@ def write_pin(shard_folder: Path, name: str, snapshot: PinnedSnapshot) -> None:
     path = pin_path(shard_folder, name)
     tmp = path.with_suffix(".tmp")
     try:
-        with open(tmp, "wb") as fh:
+        with open(tmp, "wb", opener=private) as fh:
             np.savez(fh, **arrays)
             fh.flush()
             os.fsync(fh.fileno())

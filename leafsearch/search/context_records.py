@@ -25,7 +25,7 @@ from typing import Any
 
 import orjson
 
-from leafsearch.common.durable import fsync_dir
+from leafsearch.common.durable import FOLDER_MODE, fsync_dir, private
 from leafsearch.index.pins import check_name
 
 _ENDED = "ended.log"
@@ -37,7 +37,7 @@ class ContextRecords:
     def __init__(self, folder: Path) -> None:
         self.folder = folder
         if not folder.exists():
-            folder.mkdir(mode=0o700)
+            folder.mkdir(mode=FOLDER_MODE)
             fsync_dir(folder.parent)
         self._lines = 0  # lines of the ended log
 
@@ -49,7 +49,7 @@ class ContextRecords:
         path = self._path(key)
         tmp = path.with_suffix(".tmp")
         try:
-            with open(tmp, "wb") as fh:
+            with open(tmp, "wb", opener=private) as fh:
                 fh.write(pickle.dumps(record, protocol=pickle.HIGHEST_PROTOCOL))
                 fh.flush()
                 os.fsync(fh.fileno())
@@ -104,7 +104,8 @@ class ContextRecords:
     def _rewrite(self, ended: OrderedDict[str, tuple[str, float, str]]) -> None:
         path = self.folder / _ENDED
         tmp = path.with_suffix(".tmp")
-        tmp.write_bytes(b"".join(orjson.dumps([k, *v]) + b"\n" for k, v in ended.items()))
+        with open(tmp, "wb", opener=private) as fh:
+            fh.write(b"".join(orjson.dumps([k, *v]) + b"\n" for k, v in ended.items()))
         os.replace(tmp, path)
         self._lines = len(ended)
 
@@ -114,6 +115,6 @@ class ContextRecords:
         if self._lines >= 2 * max(len(ended), 1):
             self._rewrite(ended)
             return
-        with open(self.folder / _ENDED, "ab") as fh:
+        with open(self.folder / _ENDED, "ab", opener=private) as fh:
             fh.write(orjson.dumps([key, *ended[key]]) + b"\n")
         self._lines += 1
