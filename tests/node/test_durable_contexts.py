@@ -262,6 +262,8 @@ def test_a_pit_keeps_its_files_through_merges_and_a_restart_until_closed(tmp_pat
                 assert waited < 600, "the fully deleted segments were never merged away"
                 http.get("/_cluster/health", params={"wait_for_events": "languid", "timeout": "100ms"})
                 waited += 1
+            # The merged index committed, so that the restart finds the same index beside the PIT.
+            http.post("/docs/_flush").raise_for_status()
         held = context_disk(es)
         kill_9(running)
     with server(data) as running:
