@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from inprocess import search
 
 import leafsearch
-from leafsearch.search.workers.pool import LONE_REQUESTS_IN_SERVER, LONE_WALKS_IN_SERVER
+from leafsearch.search.workers.pool import LONE_REQUESTS_IN_SERVER
 from tests.search.test_pit_property import (
     NANOS_BASE,
     OPERATIONS,
@@ -33,6 +33,7 @@ from tests.search.test_pit_property import (
     pit_walk,
     sort_body,
     sort_specs,
+    walking_node,
 )
 from tests.search.test_pit_property import new_index as new_node_index
 
@@ -42,13 +43,8 @@ def node(
     tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
 ) -> Iterator[leafsearch.Node]:
     """A node without background threads; its pages run in its process, then in a search worker."""
-    with leafsearch.Node(
-        tmp_path_factory.mktemp("collapse-node"), background=False, search_workers=request.param
-    ) as instance:
-        if instance.search_workers is not None:
-            settings = {LONE_WALKS_IN_SERVER: "false", LONE_REQUESTS_IN_SERVER: "false"}
-            instance.cluster_settings.update({"transient": settings})
-            assert instance.search_workers.wait_ready(60)
+    more = {LONE_REQUESTS_IN_SERVER: "false"}
+    with walking_node(tmp_path_factory.mktemp("collapse-node"), request.param, more) as instance:
         yield instance
 
 

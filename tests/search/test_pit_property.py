@@ -15,6 +15,7 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -61,19 +62,27 @@ def clock() -> FakeClock:
     return FakeClock()
 
 
+@contextmanager
+def walking_node(
+    folder: Path, search_workers: int, worker_settings: dict[str, str] | None = None, **options: Any
+) -> Iterator[leafsearch.Node]:
+    """A node without background threads whose PIT pages run in its process (`search_workers`
+    0) or in a search worker process (search/workers/: every walk, even one that runs alone,
+    which the server process would otherwise serve itself; `worker_settings` send more there)."""
+    with leafsearch.Node(folder, background=False, search_workers=search_workers, **options) as instance:
+        if instance.search_workers is not None:
+            settings = {LONE_WALKS_IN_SERVER: "false", **(worker_settings or {})}
+            instance.cluster_settings.update({"transient": settings})
+            assert instance.search_workers.wait_ready(60)
+        yield instance
+
+
 @pytest.fixture(scope="module", params=[0, 1], ids=["in-process", "search-worker"])
 def node(
     tmp_path_factory: pytest.TempPathFactory, clock: FakeClock, request: pytest.FixtureRequest
 ) -> Iterator[leafsearch.Node]:
-    """A node without background threads, on a clock the tests advance to expire contexts; its
-    PIT pages run in the node's process, then in a search worker process (search/workers/: every
-    walk, even one that runs alone, which the server process would otherwise serve itself)."""
-    with leafsearch.Node(
-        tmp_path_factory.mktemp("pit-node"), background=False, clock=clock, search_workers=request.param
-    ) as instance:
-        if instance.search_workers is not None:
-            instance.cluster_settings.update({"transient": {LONE_WALKS_IN_SERVER: "false"}})
-            assert instance.search_workers.wait_ready(60)
+    """A walking node on a clock the tests advance to expire contexts."""
+    with walking_node(tmp_path_factory.mktemp("pit-node"), request.param, clock=clock) as instance:
         yield instance
 
 

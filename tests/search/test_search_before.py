@@ -23,7 +23,6 @@ from hypothesis import strategies as st
 from inprocess import search
 
 import leafsearch
-from leafsearch.search.workers.pool import LONE_WALKS_IN_SERVER
 from tests.search.test_pit_property import (
     OPERATIONS,
     QUERY,
@@ -34,6 +33,7 @@ from tests.search.test_pit_property import (
     sort_body,
     sort_specs,
     to_source,
+    walking_node,
 )
 from tests.search.test_pit_property import new_index as new_node_index
 
@@ -43,12 +43,7 @@ def node(
     tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
 ) -> Iterator[leafsearch.Node]:
     """A node without background threads; its pages run in its process, then in a search worker."""
-    with leafsearch.Node(
-        tmp_path_factory.mktemp("before-node"), background=False, search_workers=request.param
-    ) as instance:
-        if instance.search_workers is not None:
-            instance.cluster_settings.update({"transient": {LONE_WALKS_IN_SERVER: "false"}})
-            assert instance.search_workers.wait_ready(60)
+    with walking_node(tmp_path_factory.mktemp("before-node"), request.param) as instance:
         yield instance
 
 
