@@ -17,7 +17,7 @@ import copy
 import math
 import re
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -804,21 +804,26 @@ def _parse_failure(location: str, message: str) -> ElasticError:
     return _with_java_cause(error, "illegal_argument_exception", message)
 
 
+def _known_params(node: dict, allowed: frozenset[str], where: str) -> Iterator[tuple[str, Any]]:
+    """A mapper's parameters but `type`, each refused as Elasticsearch refuses an unknown one or a
+    null, in that order (`where`: "mapper [x] of type [t]", "runtime field [x] of type [t]")."""
+    for key, value in node.items():
+        if key == "type":
+            continue
+        if key not in allowed:
+            raise _MappingError(f"unknown parameter [{key}] on {where}")
+        if value is None:
+            raise _MappingError(f"[{key}] on {where} must not have a [null] value")
+        yield key, value
+
+
 def _build_vector(
     path: str, name: str, node: dict, allowed: frozenset[str], source_key: str | None
 ) -> VectorField:
     """A `dense_vector` mapping, checked as Elasticsearch's DenseVectorFieldMapper checks it. The
     defaults Elasticsearch 8 shows (`index: true`, `similarity: cosine`) are kept in `params`."""
     params: dict[str, Any] = {}
-    for key, value in node.items():
-        if key == "type":
-            continue
-        if key not in allowed:
-            raise _MappingError(f"unknown parameter [{key}] on mapper [{name}] of type [dense_vector]")
-        if value is None:
-            raise _MappingError(
-                f"[{key}] on mapper [{name}] of type [dense_vector] must not have a [null] value"
-            )
+    for key, value in _known_params(node, allowed, f"mapper [{name}] of type [dense_vector]"):
         if key == "dims":
             dims = _int_param(value, name, key)
             if not 1 <= dims <= vectors.MAX_DIMS:
@@ -1076,15 +1081,7 @@ def _runtime_field(name: str, definition: Any, *, composite: str | None) -> None
     allowed = _RUNTIME_PARAMS.get(type_)
     if allowed is None or composite is not None and type_ in ("composite", "lookup"):
         raise _MappingError(_no_such_type(type_, f"runtime field [{name}]"))
-    for key, param in definition.items():
-        if key == "type":
-            continue
-        if key not in allowed:
-            raise _MappingError(f"unknown parameter [{key}] on runtime field [{name}] of type [{type_}]")
-        if param is None:
-            raise _MappingError(
-                f"[{key}] on runtime field [{name}] of type [{type_}] must not have a [null] value"
-            )
+    for key, param in _known_params(definition, allowed, f"runtime field [{name}] of type [{type_}]"):
         if key == "script":
             if composite is not None:
                 raise _MappingError(
