@@ -19,17 +19,19 @@ from bench.sqlite_baseline import SqliteBaseline
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def bench_run(module: str, *options: str, timeout: float = 280) -> subprocess.CompletedProcess:
+    """`python -m <module> <options>`, once it exited cleanly."""
+    result = subprocess.run(
+        [sys.executable, "-m", module, *options], cwd=ROOT, capture_output=True, text=True, timeout=timeout
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result
+
+
 def small_run(module: str, out: Path, *options: str) -> Any:
     """`python -m <module> --docs 2000 --json <out> <options>`: what it wrote, once it exited
     cleanly."""
-    result = subprocess.run(
-        [sys.executable, "-m", module, "--docs", "2000", "--json", str(out), *options],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=280,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
+    bench_run(module, "--docs", "2000", "--json", str(out), *options)
     return orjson.loads(out.read_bytes())
 
 
@@ -133,14 +135,7 @@ def test_sqlite_keyset_pages_join_into_the_offset_order(tmp_path: Path) -> None:
 def test_the_start_up_bench_runs(tmp_path: Path) -> None:
     """`python -m bench.startup` keeps working (its figures are the bench's, not a test's); no
     server it starts logs an error."""
-    result = subprocess.run(
-        [sys.executable, "-m", "bench.startup", "--runs", "2", "--no-warm-up"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
+    result = bench_run("bench.startup", "--runs", "2", "--no-warm-up", timeout=120)
     assert "first GET / answered: median" in result.stdout and "stop after SIGTERM" in result.stdout
     assert "server logged" not in result.stderr, result.stderr
 
@@ -148,14 +143,7 @@ def test_the_start_up_bench_runs(tmp_path: Path) -> None:
 def test_the_scripts_bench_runs() -> None:
     """`python -m bench.scripts` keeps working: its scripted update_by_query updates every document
     (it asserts so) and both rows print."""
-    result = subprocess.run(
-        [sys.executable, "-m", "bench.scripts", "--docs", "2000"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
+    result = bench_run("bench.scripts", "--docs", "2000", timeout=300)
     assert "_update_by_query with a script" in result.stdout and "_bulk partial updates" in result.stdout
 
 
@@ -171,14 +159,7 @@ def test_small_transfer_run_measures_every_row(tmp_path: Path) -> None:
 def test_the_highlight_bench_runs(tmp_path: Path) -> None:
     """`python -m bench.highlight` keeps working: both kinds of page timed, every highlighted hit
     checked to hold the word between the tags."""
-    result = subprocess.run(
-        [sys.executable, "-m", "bench.highlight", "--docs", "25000", "--tries", "2"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=280,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
+    result = bench_run("bench.highlight", "--docs", "25000", "--tries", "2")
     assert "without highlight: p50" in result.stdout and "with highlight:" in result.stdout
     assert "server CPU per page" in result.stdout
 
@@ -186,13 +167,6 @@ def test_the_highlight_bench_runs(tmp_path: Path) -> None:
 def test_the_context_restart_bench_runs() -> None:
     """`python -m bench.context_restart` keeps working: a PIT and a scroll go on across its
     `kill -9` (each scroll batch is checked), and a closed PIT leaves no disk held."""
-    result = subprocess.run(
-        [sys.executable, "-m", "bench.context_restart", "--docs", "2000", "--pages", "3"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=280,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
+    result = bench_run("bench.context_restart", "--docs", "2000", "--pages", "3")
     assert "PIT page: median before" in result.stdout and "scroll batch: median before" in result.stdout
     assert "after closing the PIT: store" in result.stdout and "held by contexts 0.00 MB" in result.stdout
