@@ -19,11 +19,13 @@ from leafsearch.common.durable import write_private
 from leafsearch.common.memo import memo
 from leafsearch.errors import ElasticError, IllegalArgument
 from leafsearch.scripts.painless import CompiledScript
+from leafsearch.scripts.runtime import ScriptError
 
 #: Elasticsearch's `script.max_size_in_bytes`.
 MAX_SOURCE_BYTES = 65535
 SCRIPTS_FILE = "scripts.json"
 _EITHER = "must specify either [source] for an inline script or [id] for a stored script"
+_WRITE_OPS = frozenset({"index", "create", "noop", "none", "delete"})
 _SCRIPT_KEYS = {"source", "id", "params", "lang", "options", "inline"}
 
 
@@ -40,6 +42,21 @@ class Script:
 
     def run(self, variables: Mapping[str, Any]) -> Any:
         return self.compiled.run({"params": self.params, **variables})
+
+    def update(self, ctx: dict[str, Any]) -> str:
+        """Run a write script (an update's, a by-query operation's) on `ctx` and answer the
+        `ctx.op` it left: `index`/`create` (with `ctx._source` a map), `noop`/`none` or `delete`.
+        Its failure is Elasticsearch's "failed to execute script" caused by the script's error."""
+        try:
+            self.run({"ctx": ctx})
+        except ScriptError as exc:
+            raise IllegalArgument("failed to execute script", caused_by=exc) from None
+        op = ctx.get("op")
+        if op not in _WRITE_OPS:
+            raise IllegalArgument(f"Invalid op [{op}] for script, expected one of [noop, index, delete]")
+        if op in ("index", "create") and not isinstance(ctx.get("_source"), dict):
+            raise IllegalArgument("failed to execute script: [ctx._source] must be a map")
+        return op
 
 
 def _check_size(source: str, kind: str, name: str) -> None:

@@ -29,9 +29,8 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from leafsearch.errors import ActionRequestValidation, IllegalArgument
+from leafsearch.errors import ActionRequestValidation
 from leafsearch.request.search_types import SliceSpec
-from leafsearch.scripts.runtime import ScriptError
 from leafsearch.scripts.service import Script
 from leafsearch.search import phases, top_hits
 from leafsearch.search.shard_api import ShardContextId
@@ -429,11 +428,7 @@ def _scripted_action(
         "_version": hit.get("_version"),
         "_now": int(time.time() * 1000),
     }
-    try:
-        script.run({"ctx": ctx})
-    except ScriptError as exc:
-        raise IllegalArgument("failed to execute script", caused_by=exc) from None
-    op = ctx.get("op")
+    op = script.update(ctx)
     if op in ("noop", "none"):
         return None, None
     if request.kind == REINDEX:
@@ -443,10 +438,6 @@ def _scripted_action(
             meta["routing"] = ctx["_routing"]
     if op == "delete":
         return {"delete": meta}, None
-    if op not in ("index", "create"):
-        raise IllegalArgument(f"Invalid op [{op}] for script, expected one of [noop, index, delete]")
-    if not isinstance(ctx.get("_source"), dict):
-        raise IllegalArgument("failed to execute script: [ctx._source] must be a map")
     return {kind: meta}, orjson.dumps(ctx["_source"])
 
 

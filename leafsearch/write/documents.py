@@ -46,7 +46,6 @@ from leafsearch.index.versioning import ExternalVersion, parse_versioning
 from leafsearch.indices.aliases import single_index, write_target
 from leafsearch.request.search_request import parse_fetch_source
 from leafsearch.request.search_types import SourceFilter
-from leafsearch.scripts.runtime import ScriptError
 from leafsearch.scripts.service import Script, StoredScripts
 from leafsearch.search.fetch import extract_fields, filter_source
 from leafsearch.write.bulk_offload import Prepared, PreparedBatch, prepare
@@ -484,9 +483,6 @@ class Scripted:
         return Scripted(self.script, self.index, self.routing, prior.version if prior is not None else None)
 
 
-_SCRIPT_OPS = {"index", "create", "noop", "none", "delete"}
-
-
 def _run_update_script(
     doc_id: str, body: dict, prior_source: bytes | None, scripted: Scripted
 ) -> tuple[bytes | None, str]:
@@ -516,19 +512,11 @@ def _run_update_script(
         "_version": scripted.version,
         "_now": int(time.time() * 1000),
     }
-    try:
-        scripted.script.run({"ctx": ctx})
-    except ScriptError as exc:
-        raise IllegalArgument("failed to execute script", caused_by=exc) from None
-    op = ctx.get("op")
-    if op not in _SCRIPT_OPS:
-        raise IllegalArgument(f"Invalid op [{op}] for script, expected one of [noop, index, delete]")
+    op = scripted.script.update(ctx)
     if op in ("noop", "none") or (op == "delete" and prior_source is None):
         return None, "noop"
     if op == "delete":
         return None, "deleted"
-    if not isinstance(ctx.get("_source"), dict):
-        raise IllegalArgument("failed to execute script: [ctx._source] must be a map")
     return _encode(ctx["_source"]), "created" if prior_source is None else "updated"
 
 
@@ -584,7 +572,7 @@ def update_doc(
     _check_active_shards(index, wait_for_active_shards)
     _check_routing_required(index, routing, doc_id)
     shard = index.shard_of(doc_id, routing)
-    scripted = _scripted(services, index, body, routing)
+    scripted = _scripted(services.scripts, index, body, routing)
     if index.remote is not None:
         return _remote_update(
             index,
@@ -607,11 +595,11 @@ def update_doc(
     return response
 
 
-def _scripted(services: WriteServices, index: Index, body: dict, routing: str | None) -> Scripted | None:
+def _scripted(scripts: StoredScripts, index: Index, body: dict, routing: str | None) -> Scripted | None:
     """The update's script, compiled (a stored one looked up) before any shard is locked."""
     if "script" not in body:
         return None
-    return Scripted(services.scripts.parse(body["script"]), index.name, routing)
+    return Scripted(scripts.parse(body["script"]), index.name, routing)
 
 
 def _apply_update(
@@ -1192,9 +1180,7 @@ def _bulk_update(index: Index, shard: Any, op: BulkOp, doc_id: str, scripts: Sto
                 "Failed to parse update request", status=400, error_type="x_content_parse_exception"
             )
         if_seq_no, if_primary_term = meta.get("if_seq_no"), meta.get("if_primary_term")
-        scripted = (
-            Scripted(scripts.parse(body["script"]), index.name, op.routing) if "script" in body else None
-        )
+        scripted = _scripted(scripts, index, body, op.routing)
         if index.remote is not None:
             retries = int(meta.get("retry_on_conflict", 0))
             response = _remote_update(
