@@ -19,6 +19,7 @@ class ScriptError(ElasticError):
 
     error_type = "script_exception"
     status = 400
+    root_is_self = True  # its `caused_by` (the Java exception) is no Elasticsearch exception
 
     def __init__(self, reason: str, source: str, offset: int, cause_type: str, cause_reason: str) -> None:
         start = max(0, offset - 25)
@@ -36,7 +37,6 @@ class ScriptError(ElasticError):
                 "caused_by": {"type": cause_type, "reason": cause_reason},
             },
         )
-        self.root_is_self = True
 
 
 #: The longest string and the largest list, set or map a script may build (a statement can double
