@@ -242,6 +242,14 @@ def context_disk(es: Elasticsearch) -> int:
     return next(iter(stats.values()))["indices"]["store"]["contexts_size_in_bytes"]
 
 
+def merged_away(es: Elasticsearch, http: httpx.Client) -> bool:
+    """No deleted document is left in the index's segments and no merge is running (the
+    refresh shows searches the merges installed so far)."""
+    http.post("/docs/_refresh").raise_for_status()
+    totals = es.indices.stats(index="docs", metric="docs,merge").body["_all"]["primaries"]
+    return totals["docs"]["deleted"] == 0 and totals["merges"]["current"] == 0
+
+
 def test_a_pit_keeps_its_files_through_merges_and_a_restart_until_closed(tmp_path: Path) -> None:
     data = tmp_path / "data"
     with server(data) as running:
@@ -255,13 +263,15 @@ def test_a_pit_keeps_its_files_through_merges_and_a_restart_until_closed(tmp_pat
             es, ({"_index": "docs", "_id": str(i), "_source": source(i, 9)} for i in range(N)), refresh=True
         )
         # Every document of the first segments is deleted now: the background merges drop them
-        # from the index, and only the PIT keeps their files.
+        # from the index on every shard (each merge committed once it is no longer current),
+        # and only the PIT keeps their files.
         with httpx.Client(base_url=running.url, timeout=60) as http:
             waited = 0
-            while context_disk(es) == pins_only:
+            while not merged_away(es, http):
                 assert waited < 600, "the fully deleted segments were never merged away"
                 http.get("/_cluster/health", params={"wait_for_events": "languid", "timeout": "100ms"})
                 waited += 1
+            assert context_disk(es) > pins_only
             # The merged index committed, so that the restart finds the same index beside the PIT.
             http.post("/docs/_flush").raise_for_status()
         held = context_disk(es)
