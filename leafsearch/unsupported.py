@@ -194,7 +194,6 @@ FIELD_TYPES = frozenset(
         "geo_point",
         "geo_shape",
         "histogram",
-        "join",
         "match_only_text",
         "murmur3",
         "passthrough",

@@ -200,10 +200,11 @@ class Index:
     def _parse_for_recovery(self, source: bytes, doc_id: str):
         return self.mapping.parse_document(source, doc_id)
 
-    def parse(self, source: bytes, doc_id: str | None):
-        """Parse a document under the mapping lock; persists dynamic mapping additions."""
+    def parse(self, source: bytes, doc_id: str | None, *, routed: bool = True):
+        """Parse a document under the mapping lock; persists dynamic mapping additions. `routed`:
+        whether the write gave a routing (a `join` child needs one)."""
         with self.lock:
-            parsed = self.mapping.parse_document(source, doc_id)
+            parsed = self.mapping.parse_document(source, doc_id, routed=routed)
             self._persist_if_mapping_changed()
         if self.data_stream is not None and not parsed.long.get(TIMESTAMP):
             raise DocumentParsing(f"data stream timestamp field [{TIMESTAMP}] is missing")

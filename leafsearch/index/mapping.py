@@ -88,6 +88,8 @@ KINDS = {
     # an interval is one keyword term of its two bounds (index/range_fields.py)
     **dict.fromkeys(RANGE_TYPES, "keyword"),
     "dense_vector": "vector",  # one (dims,) row per document, see index/vectors.py
+    "join": "keyword",  # the relation name; `parent`: the ids linking relations (index/join.py)
+    "parent": "keyword",
 }
 _F32 = struct.Struct("<f")
 _F16 = struct.Struct("<e")
@@ -249,12 +251,13 @@ _PARAMS: dict[str, frozenset[str]] = {
     **dict.fromkeys(RANGE_TYPES - {"date_range"}, _COMMON | {"coerce"}),
     "date_range": _COMMON | {"coerce", "format", "locale"},
     "dense_vector": frozenset({"dims", "element_type", "similarity", "index", "index_options", "meta"}),
+    "join": frozenset({"relations", "eager_global_ordinals", "meta"}),
 }
 # Parameters a put-mapping may change; any other must keep its value (or its default).
 _UPDATABLE = frozenset({
     "meta", "copy_to", "ignore_above", "ignore_malformed", "coerce", "boost", "search_analyzer",
     "search_quote_analyzer", "eager_global_ordinals", "fielddata", "fielddata_frequency_filter",
-    "split_queries_on_whitespace",
+    "split_queries_on_whitespace", "relations",
 })
 _DEFAULTS: dict[str, Any] = {
     **dict.fromkeys(_BOOL_PARAMS, False),
@@ -1138,6 +1141,10 @@ def _build_mapper(
         raise _MappingError(_no_such_type(type_, f"field [{name}]"))
     if type_ == "dense_vector":
         return _build_vector(path, name, node, allowed, source_key)
+    if type_ == "join":
+        from leafsearch.index import join  # it builds on this module
+
+        return join.build_join(path, name, node, allowed, source_key)
     params: dict[str, Any] = {}
     fields: dict[str, FieldType] = {}
     for key, value in node.items():
@@ -1246,6 +1253,10 @@ def _merge_leaves(old: FieldType, new: FieldType) -> FieldType:
             conflicts.append(
                 f"Cannot update parameter [{param}] from [{_java_text(before)}] to [{_java_text(after)}]"
             )
+    if old.type == "join":
+        from leafsearch.index import join  # it builds on this module
+
+        conflicts += join.check_merge(old, new)  # type: ignore[arg-type]
     if conflicts:
         raise IllegalArgument(
             f"Mapper for [{old.path}] conflicts with existing mapper:\n\t" + "\n\t".join(conflicts)
@@ -1414,6 +1425,8 @@ class Mapping:
         self.depth_limit = 20
         self.field_name_length_limit = 2**63 - 1
         self.routing_required = False
+        #: The index's `join` field (index/join.py), if it maps one.
+        self.join: Any = None
         self._root = ObjectMapper("", "")
         self._root_params: dict[str, Any] = {}
         self._date_detection = True
@@ -1558,6 +1571,9 @@ class Mapping:
         _inherit_dynamic(self._root, "true")
         self._index(self._root)
         self._total_fields = _count_fields(self._root)
+        from leafsearch.index import join  # it builds on this module
+
+        self.join = join.only_one([f for f in self._fields.values() if isinstance(f, join.JoinField)])
 
     def _index(self, mapper: ObjectMapper) -> None:
         mapper.attached = True
@@ -1691,10 +1707,11 @@ class Mapping:
 
     # -- documents -----------------------------------------------------------------------------
 
-    def parse_document(self, source: bytes, doc_id: str | None = None) -> ParsedDoc:
+    def parse_document(self, source: bytes, doc_id: str | None = None, *, routed: bool = True) -> ParsedDoc:
         """The indexable values of one document; 400 `document_parsing_exception` (or
         `strict_dynamic_mapping_exception`) if it does not fit, and then the mapping is unchanged.
-        New fields are mapped dynamically, bumping `version`."""
+        New fields are mapped dynamically, bumping `version`. `routed`: False when a write gave
+        no routing (a `join` child needs one; replaying the translog does not check it)."""
         try:
             obj = orjson.loads(source)
         except orjson.JSONDecodeError as e:
@@ -1709,6 +1726,8 @@ class Mapping:
         try:
             if self._root.enabled:
                 self._walk(self._root, obj, doc, pending)
+            if self.join is not None:
+                self.join.finish(doc, doc_id, routed)
         except _FieldError as e:
             raise _field_error(e, source, doc_id) from None
         except _DocError as e:

@@ -49,7 +49,7 @@ def parse_batch(mapping: Mapping, sources: list[bytes]) -> ParsedBatch | None:
     except orjson.JSONDecodeError:
         return None
     root = mapping.root
-    if not docs or not root.enabled or set(map(type, docs)) != {dict}:
+    if not docs or not root.enabled or set(map(type, docs)) != {dict} or mapping.join is not None:
         return None
     batch = ParsedBatch(sources)
     try:

@@ -115,7 +115,7 @@ def _apply_index(
 ) -> dict[str, Any]:
     """One index/create operation against a shard whose lock the caller holds."""
     if parsed is None:
-        parsed = index.parse(source, doc_id)
+        parsed = index.parse(source, doc_id, routed=routing is not None)
     op = WriteOp(op_type, doc_id, routing, if_seq_no, if_primary_term, external, auto_id, parsed)  # type: ignore[arg-type]
     return _write_response(index, shard, op, shards_header or _shards_header(index))
 
@@ -232,7 +232,7 @@ def index_doc(
     _check_active_shards(index, wait_for_active_shards)
     _check_routing_required(index, routing, doc_id)
     shard = index.shard_of(doc_id, routing)
-    parsed = index.parse(source, doc_id)
+    parsed = index.parse(source, doc_id, routed=routing is not None)
     if index.remote is not None:
         op = WriteOp(op_type, doc_id, routing, if_seq_no, if_primary_term, external, auto_id, parsed)  # type: ignore[arg-type]
         return _remote_write(index, shard.shard_id, op, refresh)
@@ -739,10 +739,11 @@ def _remote_update(
                 index, doc_id, body, routing, prior, None, found, result, None, source_filter
             )
         elif prior is not None:
-            parsed = index.parse(source, doc_id)
+            parsed = index.parse(source, doc_id, routed=routing is not None)
             op = WriteOp("index", doc_id, routing, prior.seq_no, PRIMARY_TERM, parsed=parsed)
         else:
-            op = WriteOp("create", doc_id, routing, parsed=index.parse(source, doc_id))
+            parsed = index.parse(source, doc_id, routed=routing is not None)
+            op = WriteOp("create", doc_id, routing, parsed=parsed)
         try:
             written = _remote_write(index, shard.shard_id, op, refresh)
         except VersionConflict:
@@ -1123,7 +1124,7 @@ def _write_ops(
             kind = "delete" if op.kind == "delete" else _index_op_type(op, auto_id)
             parsed = None
             if kind != "delete" and batch is None:
-                parsed = index.parse(op.source, doc_id)  # type: ignore[arg-type]
+                parsed = index.parse(op.source, doc_id, routed=op.routing is not None)  # type: ignore[arg-type]
             wop = WriteOp(
                 kind,  # type: ignore[arg-type]
                 doc_id,
