@@ -1216,6 +1216,9 @@ _PARSERS: dict[str, Callable[[dict, int], Query]] = {
     "simple_query_string": _simple_query_string,
     "knn": parse_knn,
 }
+from leafsearch.request import join_queries  # noqa: E402 (its queries build on this module's)
+
+_PARSERS.update(join_queries.PARSERS)
 
 #: Every query name Elasticsearch 8 registers, for the "did you mean" hint of an unknown one.
 _QUERY_NAMES: tuple[str, ...] = tuple(

@@ -1,0 +1,211 @@
+"""Planning and running the parent-join queries (`has_child`, `has_parent`, `parent_id`).
+
+Children are routed to their parent's shard, so a join runs within one shard snapshot, as
+Elasticsearch's does. Planning runs the inner query over every segment of the snapshot, reads
+the ids linking its matches (`<join>#<parent>` keyword ordinals, index/join.py) into one sorted
+array of distinct ids with their counts and combined scores (`np.unique` and `reduceat`), then
+finds the other side's documents whose linking id is among them by one `searchsorted` of each
+segment's terms: array operations only, no loop over documents. The plan holds the matches by
+segment, so every page of a PIT walk sees one join of one snapshot.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from leafsearch.index.columns import KeywordColumn
+from leafsearch.index.searcher import SegmentView
+from leafsearch.request import query_dsl as dsl
+from leafsearch.request.join_queries import HasChild, HasParent, ParentId
+from leafsearch.search.query.context import QueryContext, shard_error
+from leafsearch.search.query.masks import Result, empty, mask_of
+from leafsearch.search.query.plans import NoDocs
+
+#: segment name -> (docs ascending, their scores float32 or None for a constant score)
+Matches = dict[str, tuple[np.ndarray, np.ndarray | None]]
+_NO_IDS = np.zeros(0, dtype="S1")
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class JoinPlan:
+    """The documents a join matched in the shard's snapshot, by segment."""
+
+    matches: Matches
+    boost: float = 1.0
+
+
+def _join_field(name: str, ctx: QueryContext, ignore_unmapped: bool):
+    join = ctx.mapping.join if ctx.mapping is not None else None
+    if join is None and not ignore_unmapped:
+        raise shard_error(ctx, f"[{name}] no join field has been configured")
+    return join
+
+
+def plan_has_child(q: HasChild, ctx: QueryContext) -> JoinPlan | NoDocs:
+    join = _join_field("has_child", ctx, q.ignore_unmapped)
+    if join is None:
+        return NoDocs()
+    parent = join.relations.parent_of.get(q.type)
+    if parent is None:
+        if q.ignore_unmapped:
+            return NoDocs()
+        raise shard_error(ctx, f"[has_child] join field [{join.path}] doesn't hold [{q.type}] as a child")
+    link = join.id_field(parent)
+    scoring = q.score_mode != "none"
+    ids, scores = _linking_ids(q.query, ctx, join.path, (q.type,), link, scoring)
+    keys, inverse, counts = _distinct(ids)
+    combined = _combine(scores, inverse, counts, q.score_mode) if scoring else None
+    keep = (counts >= max(q.min_children, 1)) & (counts <= q.max_children)
+    keys = keys[keep]
+    combined = combined[keep] if combined is not None else None
+    return JoinPlan(_linked_docs(ctx, join.path, (parent,), link, keys, combined), q.boost)
+
+
+def plan_has_parent(q: HasParent, ctx: QueryContext) -> JoinPlan | NoDocs:
+    join = _join_field("has_parent", ctx, q.ignore_unmapped)
+    if join is None:
+        return NoDocs()
+    children = join.relations.children_of.get(q.parent_type)
+    if children is None:
+        if q.ignore_unmapped:
+            return NoDocs()
+        raise shard_error(
+            ctx, f"[has_parent] join field [{join.path}] doesn't hold [{q.parent_type}] as a parent"
+        )
+    link = join.id_field(q.parent_type)
+    ids, scores = _linking_ids(q.query, ctx, join.path, (q.parent_type,), link, q.score)
+    keys, inverse, counts = _distinct(ids)
+    combined = _combine(scores, inverse, counts, "max") if q.score else None
+    return JoinPlan(_linked_docs(ctx, join.path, children, link, keys, combined), q.boost)
+
+
+def plan_parent_id(q: ParentId, ctx: QueryContext) -> object:
+    from leafsearch.search.query import planner  # it imports this module
+
+    join = ctx.mapping.join if ctx.mapping is not None else None
+    if join is None:
+        if q.ignore_unmapped:
+            return NoDocs()
+        raise shard_error(ctx, f"[parent_id] no join field found for index [{ctx.index_name}]")
+    parent = join.relations.parent_of.get(q.type)
+    if parent is None:
+        if q.ignore_unmapped:
+            return NoDocs()
+        raise shard_error(ctx, f"[parent_id] no relation found for child [{q.type}]")
+    query = dsl.Bool(
+        must=(dsl.Term(join.id_field(parent), q.id),), filter=(dsl.Term(join.path, q.type),), boost=q.boost
+    )
+    return planner.plan(query, ctx)
+
+
+def _relation_docs(view: SegmentView, join_path: str, relations: tuple[str, ...]) -> np.ndarray:
+    """The live documents of a segment holding one of these relation names, ascending."""
+    col = view.segment.column(join_path)
+    if not isinstance(col, KeywordColumn):
+        return np.zeros(0, dtype=np.int64)
+    postings, starts = col.postings
+    parts = [np.asarray(postings[starts[o] : starts[o + 1]]) for o in map(col.lookup, relations) if o >= 0]
+    if not parts:
+        return np.zeros(0, dtype=np.int64)
+    docs = np.sort(np.concatenate(parts)).astype(np.int64) if len(parts) > 1 else parts[0].astype(np.int64)
+    return docs if view.live is None else docs[view.live[docs]]
+
+
+def _linking_ids(
+    query: dsl.Query,
+    ctx: QueryContext,
+    join_path: str,
+    relations: tuple[str, ...],
+    link: str,
+    scoring: bool,
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """The linking id of every live document of these relations the query matches, over the
+    snapshot, with its score when `scoring`."""
+    from leafsearch.search.query import executor, planner  # they import this module
+
+    inner = planner.plan(query, ctx)
+    ids: list[np.ndarray] = []
+    scores: list[np.ndarray] = []
+    for view in ctx.searcher.views:
+        docs = _relation_docs(view, join_path, relations)
+        col = view.segment.column(link)
+        if not len(docs) or not isinstance(col, KeywordColumn):
+            continue
+        mask, doc_scores = executor.run(inner, view, ctx, scoring, 1.0)
+        docs = docs[mask[docs]]
+        counts, ords = col.ords.values_of(docs)
+        ids.append(np.asarray(col.terms)[ords])
+        if scoring:
+            scores.append(np.repeat(doc_scores[docs], counts))  # type: ignore[index]
+    if not ids:
+        return _NO_IDS, (np.zeros(0, dtype=np.float32) if scoring else None)
+    return np.concatenate(ids), (np.concatenate(scores) if scoring else None)
+
+
+def _distinct(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(sorted distinct ids, each id's position among them, how many times each occurs)."""
+    keys, inverse = np.unique(ids, return_inverse=True)
+    return keys, inverse.reshape(-1), np.bincount(inverse.reshape(-1), minlength=len(keys))
+
+
+def _combine(scores: np.ndarray | None, inverse: np.ndarray, counts: np.ndarray, mode: str) -> np.ndarray:
+    """Each distinct id's score from the scores of its documents (`score_mode`)."""
+    assert scores is not None
+    if not len(counts):
+        return np.zeros(0, dtype=np.float32)
+    if mode in ("sum", "avg"):
+        total = np.bincount(inverse, weights=scores.astype(np.float64), minlength=len(counts))
+        return (total / counts if mode == "avg" else total).astype(np.float32)
+    order = np.argsort(inverse, kind="stable")
+    starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
+    reduce = np.maximum if mode == "max" else np.minimum
+    return reduce.reduceat(scores[order], starts).astype(np.float32)
+
+
+def _linked_docs(
+    ctx: QueryContext,
+    join_path: str,
+    relations: tuple[str, ...],
+    link: str,
+    keys: np.ndarray,
+    key_scores: np.ndarray | None,
+) -> Matches:
+    """The live documents of these relations whose linking id is one of `keys` (sorted), by
+    segment, scored by their key's score."""
+    out: Matches = {}
+    if not len(keys):
+        return out
+    for view in ctx.searcher.views:
+        col = view.segment.column(link)
+        if not isinstance(col, KeywordColumn):
+            continue
+        terms = np.asarray(col.terms)
+        at = np.minimum(np.searchsorted(keys, terms), len(keys) - 1)
+        found = keys[at] == terms
+        if not found.any():
+            continue
+        docs = _relation_docs(view, join_path, relations)
+        counts, ords = col.ords.values_of(docs)
+        docs = np.repeat(docs, counts)
+        hit = found[ords]
+        docs, positions = docs[hit], at[ords][hit]
+        if len(docs):
+            out[view.segment.name] = (docs, key_scores[positions] if key_scores is not None else None)
+    return out
+
+
+def exec_join(plan: JoinPlan, view: SegmentView, ctx: QueryContext, scoring: bool, boost: float) -> Result:
+    """The plan's documents of this segment, with their join scores (a constant without any)."""
+    found = plan.matches.get(view.segment.name)
+    if found is None:
+        return empty(view, scoring)
+    docs, scores = found
+    mask = mask_of(docs, view.max_doc)
+    if not scoring:
+        return mask, None
+    out = np.zeros(view.max_doc, dtype=np.float32)
+    factor = np.float32(boost * plan.boost)
+    out[docs] = factor if scores is None else scores * factor
+    return mask, out
