@@ -100,7 +100,7 @@ def plan_parent_id(q: ParentId, ctx: QueryContext) -> object:
     return planner.plan(query, ctx)
 
 
-def _relation_docs(view: SegmentView, join_path: str, relations: tuple[str, ...]) -> np.ndarray:
+def relation_docs(view: SegmentView, join_path: str, relations: tuple[str, ...]) -> np.ndarray:
     """The live documents of a segment holding one of these relation names, ascending."""
     col = view.segment.column(join_path)
     if not isinstance(col, KeywordColumn):
@@ -129,7 +129,7 @@ def _linking_ids(
     ids: list[np.ndarray] = []
     scores: list[np.ndarray] = []
     for view in ctx.searcher.views:
-        docs = _relation_docs(view, join_path, relations)
+        docs = relation_docs(view, join_path, relations)
         col = view.segment.column(link)
         if not len(docs) or not isinstance(col, KeywordColumn):
             continue
@@ -186,7 +186,7 @@ def _linked_docs(
         found = keys[at] == terms
         if not found.any():
             continue
-        docs = _relation_docs(view, join_path, relations)
+        docs = relation_docs(view, join_path, relations)
         counts, ords = col.ords.values_of(docs)
         docs = np.repeat(docs, counts)
         hit = found[ords]
