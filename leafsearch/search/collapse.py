@@ -199,17 +199,26 @@ def decorate(
 def _inner_hits(
     services: SearchServices, targets: list[Target], request: SearchRequest, inner: InnerHitsSpec, key: Any
 ) -> dict[str, Any]:
-    from leafsearch.search import phases  # (phases renders collapsed pages with `decorate`)
-
     field = request.collapse.field  # type: ignore[union-attr]
     group = (Term(field, key),) if key is not None else ()
     without = (Exists(field),) if key is None else ()
+    query = Bool(must=(request.query,), filter=group, must_not=without)
+    return inner_hits_search(services, targets, request, inner, query)
+
+
+def inner_hits_search(
+    services: SearchServices, targets: list[Target], request: SearchRequest, inner: InnerHitsSpec, query: Any
+) -> dict[str, Any]:
+    """One hit's `inner_hits`: `query` searched on `targets` (the page's snapshots) with the inner
+    hits' own `from`, `size`, `sort` and `_source`; `{"hits": ...}` as Elasticsearch shows it."""
+    from leafsearch.search import phases  # (phases renders collapsed pages with `decorate`)
+
     sort = list(inner.sort)
     if len(sort) == 1 and sort[0].field == SCORE and sort[0].descending:
         sort = []
     asked = dataclasses.replace(
         request,
-        query=Bool(must=(request.query,), filter=group, must_not=without),
+        query=query,
         from_=inner.from_,
         size=inner.size,
         sort=sort,

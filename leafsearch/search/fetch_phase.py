@@ -33,6 +33,7 @@ from leafsearch.search import hit_columns
 from leafsearch.search.highlight import Highlighter
 from leafsearch.search.hit_columns import Group, PageOrder, groups_of
 from leafsearch.search.hitlist import HitList, shard_query_context
+from leafsearch.search.join_inner_hits import join_inner_hits
 from leafsearch.search.profile import ShardProfile
 from leafsearch.search.query import script_exec
 from leafsearch.search.shard_api import FetchForm, ShardFetch, ShardFetchResult, ShardSearch, each_phase
@@ -107,6 +108,7 @@ def renders_raw(request: SearchRequest) -> bool:
         or request.source.filtering
         or request.collapse
         or request.script_fields
+        or join_inner_hits(request.query)
     )
 
 

@@ -32,6 +32,8 @@ from leafsearch.search.collapse import check_collapse, decorate
 from leafsearch.search.fetch_phase import render_hits
 from leafsearch.search.guard import SearchGuard
 from leafsearch.search.hitlist import HitList, backwards_page, shard_doc_page
+from leafsearch.search.join_inner_hits import decorate as decorate_joins
+from leafsearch.search.join_inner_hits import join_inner_hits
 from leafsearch.search.profile import ShardProfile
 from leafsearch.search.query.context import check_ids_count
 from leafsearch.search.rescore import rescore
@@ -369,6 +371,8 @@ def response(
                 )
             if request.collapse is not None:
                 hits = decorate(services, hitlist, start, end, request, hits)
+            if join_inner_hits(request.query):
+                hits = decorate_joins(services, hitlist, request, hits)
         except SearchPhaseExecution:
             raise
         except ElasticError as exc:
