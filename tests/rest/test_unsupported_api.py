@@ -83,8 +83,8 @@ def test_the_official_client_gets_the_reason(es: Elasticsearch) -> None:
             "[nested] query is not supported by leafsearch",
         ),
         (
-            {"query": {"has_child": {"type": "c", "query": {"match_all": {}}}}},
-            "[has_child] query is not supported by leafsearch",
+            {"query": {"intervals": {"f": {"match": {"query": "x"}}}}},
+            "[intervals] query is not supported by leafsearch",
         ),
         (
             {"query": {"geo_distance": {"distance": "1km", "loc": [0, 0]}}},
