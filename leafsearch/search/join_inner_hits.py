@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from leafsearch.errors import IllegalArgument
 from leafsearch.request.join_queries import HasChild, HasParent
 from leafsearch.request.query_dsl import Bool, Ids, Query, Term
-from leafsearch.search.collapse import inner_hits_search
+from leafsearch.search.collapse import check_inner_window, inner_hits_search
 
 if TYPE_CHECKING:
     from leafsearch.request.search_types import SearchRequest
@@ -48,6 +48,9 @@ def decorate(
 ) -> list[dict[str, Any]]:
     """The page's hits, each with the `inner_hits` of every join query asking for them."""
     queries = join_inner_hits(request.query)
+    for target in {id(t.index): t for t in hitlist.targets}.values():
+        for q in queries:
+            check_inner_window(target, q.inner_hits)  # type: ignore[arg-type]
     out = []
     for hit in hits:
         targets = [t for t in hitlist.targets if t.index.name == hit["_index"]]

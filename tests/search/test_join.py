@@ -607,3 +607,21 @@ def test_joins_survive_merges_restart_and_export_import(tmp_path: Path) -> None:
         es.indices.refresh(index="qa-copy")
         _check_all(es, "qa-copy", docs)
         es.close()
+
+
+def test_inner_hits_window_is_bounded(es: Elasticsearch, qa) -> None:
+    index, _ = qa
+    inner = {"size": 101}
+    query = {"has_child": {"type": "answer", "query": {"match_all": {}}, "inner_hits": inner}}
+    with pytest.raises(BadRequestError) as refused:
+        es.search(index=index, query=query)
+    assert refused.value.body["error"]["root_cause"][0]["reason"].startswith(
+        "Inner result window is too large, the inner hit definition's [answer]'s from + size must be "
+        "less than or equal to: [100] but was [101]."
+    )
+    twice = {"bool": {"should": [query, {"has_child": {**query["has_child"], "inner_hits": {}}}]}}
+    with pytest.raises(BadRequestError) as refused:
+        es.search(index=index, query=twice)
+    assert refused.value.body["error"]["root_cause"][0]["reason"] == (
+        "[inner_hits] already contains an entry for key [answer]"
+    )
