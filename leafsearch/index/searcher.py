@@ -12,6 +12,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 
@@ -92,6 +93,14 @@ class Searcher:
     @property
     def segments(self) -> list[Segment]:
         return [v.segment for v in self.views]
+
+    def cached(self, key: Any, build: Callable[[], Any]) -> Any:
+        """What `build` computes from this snapshot, computed once for its life (a join's global
+        ordinals: Elasticsearch's `eager_global_ordinals`, built on first use)."""
+        cache = self.__dict__.setdefault("_cached", {})
+        if key not in cache:
+            cache[key] = build()
+        return cache[key]
 
     def text_stats(self, field: str) -> tuple[int, int]:
         """(doc_count, sum_total_term_freq) of a text field over the whole shard."""

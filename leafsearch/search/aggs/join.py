@@ -20,29 +20,24 @@ from leafsearch.errors import ParsingError
 from leafsearch.index.columns import KeywordColumn
 from leafsearch.search.aggs.base import Agg, ParseContext, SegmentContext, collect_subs, merge_subs, remap
 from leafsearch.search.aggs.filters import FilterAgg, SingleBucket
-from leafsearch.search.query.join_queries import relation_docs
+from leafsearch.search.query.join_queries import link_ordinals, linked_ordinals, relation_docs
 from leafsearch.search.query.masks import ranges
 
 
 class _LinkIndex:
-    """The live documents of some relations in a snapshot, sorted by their linking id."""
+    """The live documents of some relations in a snapshot, sorted by the global ordinal of their
+    linking id (join_queries.link_ordinals)."""
 
     __slots__ = ("docs", "ids", "views")
 
     def __init__(self, ctx: Any, join_path: str, relations: tuple[str, ...], link: str) -> None:
-        ids, views, docs = [], [], []
+        _, maps = link_ordinals(ctx, link)
+        ids, views, docs = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
         for i, view in enumerate(ctx.searcher.views):
-            col = view.segment.column(link)
-            if not isinstance(col, KeywordColumn):
-                continue
-            found = relation_docs(view, join_path, relations)
-            counts, ords = col.ords.values_of(found)
-            ids.append(np.asarray(col.terms)[ords])
-            docs.append(np.repeat(found, counts))
-            views.append(np.full(int(counts.sum()), i, dtype=np.int64))
-        if not ids:
-            self.ids, self.views, self.docs = np.zeros(0, "S1"), np.zeros(0, np.int64), np.zeros(0, np.int64)
-            return
+            found, ords = linked_ordinals(i, view, relation_docs(view, join_path, relations), link, maps)
+            ids.append(ords)
+            docs.append(found)
+            views.append(np.full(len(found), i, dtype=np.int64))
         all_ids = np.concatenate(ids)
         order = np.argsort(all_ids, kind="stable")
         self.ids, self.views, self.docs = (
@@ -53,7 +48,7 @@ class _LinkIndex:
 
     def find(self, keys: np.ndarray, groups: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(segment position, doc, group) of every indexed document whose id is one of `keys`
-        (the id of a document of bucket `groups[i]`)."""
+        (the global ordinal of the id of a document of bucket `groups[i]`)."""
         lo = np.searchsorted(self.ids, keys, side="left")
         hi = np.searchsorted(self.ids, keys, side="right")
         at = ranges(lo, hi)
@@ -61,15 +56,11 @@ class _LinkIndex:
 
 
 def _link_index(ctx: Any, join_path: str, relations: tuple[str, ...], link: str) -> _LinkIndex:
-    """One index per snapshot and relation, kept in the shard context's plan cache."""
-    cache = getattr(ctx, "_plans", None)
-    key = f"join-aggregation:{link}:{','.join(relations)}"
-    if cache is None:
+    """One index per snapshot and relation, built on first use."""
+    cached = getattr(ctx.searcher, "cached", None)
+    if cached is None:
         return _LinkIndex(ctx, join_path, relations, link)
-    found = cache.get(key)
-    if found is None:
-        found = cache[key] = _LinkIndex(ctx, join_path, relations, link)
-    return found
+    return cached(("join index", link, relations), lambda: _LinkIndex(ctx, join_path, relations, link))
 
 
 @dataclass
@@ -96,8 +87,10 @@ def _side(agg: Agg, seg: SegmentContext, docs: np.ndarray, groups: np.ndarray, r
     col = seg.segment.column(link)
     if not isinstance(col, KeywordColumn) or not inside.any():
         return None
+    _, maps = link_ordinals(ctx, link)
+    position = next(i for i, view in enumerate(ctx.searcher.views) if view.segment is seg.segment)
     counts, ords = col.ords.values_of(docs[inside])
-    return _Side(join, link, np.asarray(col.terms)[ords], np.repeat(groups[inside], counts))
+    return _Side(join, link, maps[position][ords], np.repeat(groups[inside], counts))
 
 
 def _collect_found(
@@ -179,7 +172,8 @@ class ParentAgg(FilterAgg):
         n = int(kept.sum())
         subs = _collect_found(self.subs, seg, views, found, renumber[pair], n)
         keep = kept.astype(bool)
-        return ParentPart(pair_groups[keep], pair_keys[keep], subs)
+        terms, _ = link_ordinals(seg.request, side.link)  # ids, not ordinals: shards merge them
+        return ParentPart(pair_groups[keep], terms[pair_keys[keep]], subs)
 
     def merge(self, parts: list[ParentPart], maps: list[np.ndarray], n_out: int) -> ParentPart:
         mapped, keeps = remap(maps, [p.groups for p in parts])

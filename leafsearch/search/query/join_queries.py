@@ -1,11 +1,13 @@
 """Planning and running the parent-join queries (`has_child`, `has_parent`, `parent_id`).
 
 Children are routed to their parent's shard, so a join runs within one shard snapshot, as
-Elasticsearch's does. Planning runs the inner query over every segment of the snapshot, reads
-the ids linking its matches (`<join>#<parent>` keyword ordinals, index/join.py) into one sorted
-array of distinct ids with their counts and combined scores (`np.unique` and `reduceat`), then
-finds the other side's documents whose linking id is among them by one `searchsorted` of each
-segment's terms: array operations only, no loop over documents. The plan holds the matches by
+Elasticsearch's does. The linking ids (`<join>#<parent>` keywords, index/join.py) are numbered
+once per snapshot over all its segments (global ordinals, Elasticsearch's `eager_global_ordinals`
+built on first use), so a join compares integers: planning runs the inner query over every
+segment, takes the global ordinals of its matches' linking ids, counts and combines their scores
+per ordinal (`np.unique`, `bincount`, `reduceat`), then finds the other side's documents whose
+ordinal is among them by one gather per segment: no loop over documents, no string compared.
+The plan holds the matches by
 segment, so every page of a PIT walk sees one join of one snapshot.
 """
 
@@ -22,10 +24,10 @@ from leafsearch.request.join_queries import HasChild, HasParent, ParentId
 from leafsearch.search.query.context import QueryContext, shard_error
 from leafsearch.search.query.masks import Result, empty, mask_of
 from leafsearch.search.query.plans import NoDocs
+from leafsearch.search.sort_keys import global_ordinals
 
 #: segment name -> (docs ascending, their scores float32 or None for a constant score)
 Matches = dict[str, tuple[np.ndarray, np.ndarray | None]]
-_NO_IDS = np.zeros(0, dtype="S1")
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -113,6 +115,25 @@ def relation_docs(view: SegmentView, join_path: str, relations: tuple[str, ...])
     return docs if view.live is None else docs[view.live[docs]]
 
 
+def link_ordinals(ctx: QueryContext, link: str) -> tuple[np.ndarray, list[np.ndarray]]:
+    """(every linking id of the snapshot, sorted; per segment, the position there of each of its
+    ids): global ordinals, built once per snapshot, so that joins compare integers."""
+    segments = [view.segment for view in ctx.searcher.views]
+    cached = getattr(ctx.searcher, "cached", None)
+    if cached is None:  # a statistics view (DFS) over several shards' segments
+        return global_ordinals(link, segments)
+    return cached(("join ordinals", link), lambda: global_ordinals(link, segments))
+
+
+def linked_ordinals(view_index: int, view: SegmentView, docs: np.ndarray, link: str, maps: list) -> tuple:
+    """(each of `docs` once per linking id it holds, the global ordinal of that id)."""
+    col = view.segment.column(link)
+    if not isinstance(col, KeywordColumn) or not len(docs):
+        return docs[:0], np.zeros(0, dtype=np.int64)
+    counts, ords = col.ords.values_of(docs)
+    return np.repeat(docs, counts), maps[view_index][ords]
+
+
 def _linking_ids(
     query: dsl.Query,
     ctx: QueryContext,
@@ -121,26 +142,25 @@ def _linking_ids(
     link: str,
     scoring: bool,
 ) -> tuple[np.ndarray, np.ndarray | None]:
-    """The linking id of every live document of these relations the query matches, over the
-    snapshot, with its score when `scoring`."""
+    """The global ordinal of the linking id of every live document of these relations the query
+    matches, over the snapshot, with its score when `scoring`."""
     from leafsearch.search.query import executor, planner  # they import this module
 
     inner = planner.plan(query, ctx)
+    _, maps = link_ordinals(ctx, link)
     ids: list[np.ndarray] = []
     scores: list[np.ndarray] = []
-    for view in ctx.searcher.views:
+    for i, view in enumerate(ctx.searcher.views):
         docs = relation_docs(view, join_path, relations)
-        col = view.segment.column(link)
-        if not len(docs) or not isinstance(col, KeywordColumn):
+        if not len(docs):
             continue
         mask, doc_scores = executor.run(inner, view, ctx, scoring, 1.0)
-        docs = docs[mask[docs]]
-        counts, ords = col.ords.values_of(docs)
-        ids.append(np.asarray(col.terms)[ords])
+        docs, ords = linked_ordinals(i, view, docs[mask[docs]], link, maps)
+        ids.append(ords)
         if scoring:
-            scores.append(np.repeat(doc_scores[docs], counts))  # type: ignore[index]
+            scores.append(doc_scores[docs])  # type: ignore[index]
     if not ids:
-        return _NO_IDS, (np.zeros(0, dtype=np.float32) if scoring else None)
+        return np.zeros(0, dtype=np.int64), (np.zeros(0, dtype=np.float32) if scoring else None)
     return np.concatenate(ids), (np.concatenate(scores) if scoring else None)
 
 
@@ -172,27 +192,22 @@ def _linked_docs(
     keys: np.ndarray,
     key_scores: np.ndarray | None,
 ) -> Matches:
-    """The live documents of these relations whose linking id is one of `keys` (sorted), by
-    segment, scored by their key's score."""
+    """The live documents of these relations whose linking id is one of `keys` (global
+    ordinals), by segment, scored by their key's score."""
     out: Matches = {}
     if not len(keys):
         return out
-    for view in ctx.searcher.views:
-        col = view.segment.column(link)
-        if not isinstance(col, KeywordColumn):
+    terms, maps = link_ordinals(ctx, link)
+    position = np.full(len(terms), -1, dtype=np.int64)
+    position[keys] = np.arange(len(keys))
+    for i, view in enumerate(ctx.searcher.views):
+        if not len(maps[i]) or not (position[maps[i]] >= 0).any():
             continue
-        terms = np.asarray(col.terms)
-        at = np.minimum(np.searchsorted(keys, terms), len(keys) - 1)
-        found = keys[at] == terms
-        if not found.any():
-            continue
-        docs = relation_docs(view, join_path, relations)
-        counts, ords = col.ords.values_of(docs)
-        docs = np.repeat(docs, counts)
-        hit = found[ords]
-        docs, positions = docs[hit], at[ords][hit]
-        if len(docs):
-            out[view.segment.name] = (docs, key_scores[positions] if key_scores is not None else None)
+        docs, ords = linked_ordinals(i, view, relation_docs(view, join_path, relations), link, maps)
+        at = position[ords]
+        hit = at >= 0
+        if hit.any():
+            out[view.segment.name] = (docs[hit], key_scores[at[hit]] if key_scores is not None else None)
     return out
 
 
