@@ -5,7 +5,7 @@ Elasticsearch's does. The linking ids (`<join>#<parent>` keywords, index/join.py
 once per snapshot over all its segments (global ordinals, Elasticsearch's `eager_global_ordinals`
 built on first use), so a join compares integers: planning runs the inner query over every
 segment, takes the global ordinals of its matches' linking ids, counts and combines their scores
-per ordinal (`np.unique`, `bincount`, `reduceat`), then finds the other side's documents whose
+per ordinal (`bincount`, `maximum.at`), then finds the other side's documents whose
 ordinal is among them by one gather per segment: no loop over documents, no string compared.
 The plan holds the matches by
 segment, so every page of a PIT walk sees one join of one snapshot.
@@ -57,12 +57,10 @@ def plan_has_child(q: HasChild, ctx: QueryContext) -> JoinPlan | NoDocs:
     link = join.id_field(parent)
     scoring = q.score_mode != "none"
     ids, scores = _linking_ids(q.query, ctx, join.path, (q.type,), link, scoring)
-    keys, inverse, counts = _distinct(ids)
-    combined = _combine(scores, inverse, counts, q.score_mode) if scoring else None
-    keep = (counts >= max(q.min_children, 1)) & (counts <= q.max_children)
-    keys = keys[keep]
-    combined = combined[keep] if combined is not None else None
-    return JoinPlan(_linked_docs(ctx, join.path, (parent,), link, keys, combined), q.boost)
+    counts, combined = _per_ordinal(ids, len(link_ordinals(ctx, link)[0]), scores, q.score_mode)
+    keys = np.flatnonzero((counts >= max(q.min_children, 1)) & (counts <= q.max_children))
+    key_scores = combined[keys] if combined is not None else None
+    return JoinPlan(_linked_docs(ctx, join.path, (parent,), link, keys, key_scores), q.boost)
 
 
 def plan_has_parent(q: HasParent, ctx: QueryContext) -> JoinPlan | NoDocs:
@@ -78,9 +76,10 @@ def plan_has_parent(q: HasParent, ctx: QueryContext) -> JoinPlan | NoDocs:
         )
     link = join.id_field(q.parent_type)
     ids, scores = _linking_ids(q.query, ctx, join.path, (q.parent_type,), link, q.score)
-    keys, inverse, counts = _distinct(ids)
-    combined = _combine(scores, inverse, counts, "max") if q.score else None
-    return JoinPlan(_linked_docs(ctx, join.path, children, link, keys, combined), q.boost)
+    counts, combined = _per_ordinal(ids, len(link_ordinals(ctx, link)[0]), scores, "max")
+    keys = np.flatnonzero(counts)
+    key_scores = combined[keys] if combined is not None else None
+    return JoinPlan(_linked_docs(ctx, join.path, children, link, keys, key_scores), q.boost)
 
 
 def plan_parent_id(q: ParentId, ctx: QueryContext) -> object:
@@ -164,24 +163,20 @@ def _linking_ids(
     return np.concatenate(ids), (np.concatenate(scores) if scoring else None)
 
 
-def _distinct(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(sorted distinct ids, each id's position among them, how many times each occurs)."""
-    keys, inverse = np.unique(ids, return_inverse=True)
-    return keys, inverse.reshape(-1), np.bincount(inverse.reshape(-1), minlength=len(keys))
-
-
-def _combine(scores: np.ndarray | None, inverse: np.ndarray, counts: np.ndarray, mode: str) -> np.ndarray:
-    """Each distinct id's score from the scores of its documents (`score_mode`)."""
-    assert scores is not None
-    if not len(counts):
-        return np.zeros(0, dtype=np.float32)
+def _per_ordinal(
+    ids: np.ndarray, n_terms: int, scores: np.ndarray | None, mode: str
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """How many of `ids` (global ordinals) each ordinal has, and its score combined from theirs
+    by `mode` (None for `none`): O(ids + ordinals), no sort."""
+    counts = np.bincount(ids, minlength=n_terms)
+    if scores is None or mode == "none":
+        return counts, None
     if mode in ("sum", "avg"):
-        total = np.bincount(inverse, weights=scores.astype(np.float64), minlength=len(counts))
-        return (total / counts if mode == "avg" else total).astype(np.float32)
-    order = np.argsort(inverse, kind="stable")
-    starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
-    reduce = np.maximum if mode == "max" else np.minimum
-    return reduce.reduceat(scores[order], starts).astype(np.float32)
+        total = np.bincount(ids, weights=scores.astype(np.float64), minlength=n_terms)
+        return counts, (total / np.maximum(counts, 1) if mode == "avg" else total).astype(np.float32)
+    combined = np.full(n_terms, -np.inf if mode == "max" else np.inf, dtype=np.float32)
+    (np.maximum if mode == "max" else np.minimum).at(combined, ids, scores)
+    return counts, combined
 
 
 def _linked_docs(
