@@ -170,3 +170,10 @@ def test_the_context_restart_bench_runs() -> None:
     result = bench_run("bench.context_restart", "--docs", "2000", "--pages", "3")
     assert "PIT page: median before" in result.stdout and "scroll batch: median before" in result.stdout
     assert "after closing the PIT: store" in result.stdout and "held by contexts 0.00 MB" in result.stdout
+
+
+def test_the_join_bench_runs() -> None:
+    """`python -m bench.join` keeps working: every search's hit count is checked against the
+    generator (it asserts so) and each row prints."""
+    result = bench_run("bench.join", "--parents", "2000", "--queries", "3")
+    assert "has_child score_mode=max: p50=" in result.stdout and "has_parent: p50=" in result.stdout
