@@ -625,3 +625,61 @@ def test_inner_hits_window_is_bounded(es: Elasticsearch, qa) -> None:
     assert refused.value.body["error"]["root_cause"][0]["reason"] == (
         "[inner_hits] already contains an entry for key [answer]"
     )
+
+
+def test_a_join_walked_with_a_pit_gives_each_parent_once_while_clients_write(
+    es: Elasticsearch, server: str, new_index
+) -> None:
+    index = new_index(settings={"number_of_shards": 2, "refresh_interval": "50ms"}, mappings=MAPPING)
+    docs = generate(seed=8, questions=120)
+    load(es, index, docs)
+    query = {"has_child": {"type": "answer", "query": votes_scored("a"), "score_mode": "sum"}}
+    expected = expected_has_child(docs, "answer", "a", "sum", 0, 2**31 - 1)
+    stop = threading.Event()
+    failures: list[BaseException] = []
+    wrote = threading.Semaphore(0)  # one release a write: each page waits for a write beside it
+
+    def writer(seed: int) -> None:
+        rng = random.Random(seed)
+        client = Elasticsearch(server, request_timeout=60)
+        try:
+            while not stop.is_set():
+                q = f"q{rng.randrange(120)}"
+                doc = {"qa": {"name": "answer", "parent": q}, "tag": "a", "votes": 5}
+                client.index(index=index, id=f"n{seed}-{rng.randrange(10_000)}", document=doc, routing=q)
+                client.options(ignore_status=404).delete(index=index, id=f"q{rng.randrange(120)}")
+                wrote.release()
+        except BaseException as exc:  # noqa: BLE001 (reported by the test)
+            failures.append(exc)
+        finally:
+            client.close()
+
+    threads = [threading.Thread(target=writer, args=(s,)) for s in range(2)]
+    pit = es.open_point_in_time(index=index, keep_alive="2m")["id"]
+    for t in threads:
+        t.start()
+    try:
+        seen: list[tuple[str, float]] = []
+        after = None
+        while True:
+            page = es.search(
+                pit={"id": pit, "keep_alive": "2m"},
+                query=query,
+                size=7,
+                sort=[{"_score": "desc"}, {"_shard_doc": "asc"}],
+                search_after=after,
+            )["hits"]["hits"]
+            if not page:
+                break
+            seen += [(h["_id"], h["_score"]) for h in page]
+            after = page[-1]["sort"]
+            assert wrote.acquire(timeout=60)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+        es.close_point_in_time(id=pit)
+    assert not failures
+    assert len(seen) == len({i for i, _ in seen})  # exactly once
+    assert dict(seen) == pytest.approx(expected)
+    assert [s for _, s in seen] == sorted((s for _, s in seen), reverse=True)
