@@ -569,6 +569,18 @@ def _check_all(es: Elasticsearch, index: str, docs: Docs) -> None:
         )
     query = {"has_parent": {"parent_type": "answer", "query": {"match_all": {}}}}
     assert hits(es, index, query).keys() == set(docs.of("vote"))
+    # the parents of each tag's children, each once however many segments hold its children
+    aggs = {
+        "tags": {
+            "terms": {"field": "tag"},
+            "aggs": {"up": {"parent": {"type": "answer"}, "aggs": {"votes": {"sum": {"field": "votes"}}}}},
+        }
+    }
+    buckets = es.search(index=index, size=0, query={"term": {"qa": "answer"}}, aggs=aggs)
+    for bucket in buckets["aggregations"]["tags"]["buckets"]:
+        parents = {docs.parent[d] for d in docs.of("answer") if docs.source[d]["tag"] == bucket["key"]}
+        assert bucket["up"]["doc_count"] == len(parents)
+        assert bucket["up"]["votes"]["value"] == sum(docs.source[p]["votes"] for p in parents)
 
 
 def test_joins_survive_merges_restart_and_export_import(tmp_path: Path) -> None:
