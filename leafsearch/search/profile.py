@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from leafsearch.search.query.join_queries import JoinPlan
 from leafsearch.search.query.plans import (
     AllDocs,
     BoolPlan,
@@ -67,6 +68,8 @@ _AGGREGATORS = {
     "date_range": "RangeAggregator",
     "filter": "FilterAggregator",
     "filters": "FiltersAggregator",
+    "children": "ParentToChildrenAggregator",
+    "parent": "ChildrenToParentAggregator",
     "composite": "CompositeAggregator",
     "cardinality": "CardinalityAggregator",
     "min": "MinAggregator",
@@ -256,6 +259,7 @@ _TYPES = {
     TermRange: "TermRangeQuery",
     ScoredTerm: "TermQuery",
     Phrase: "PhraseQuery",
+    JoinPlan: "GlobalOrdinalsQuery",
 }
 
 
