@@ -211,7 +211,7 @@ def test_children_and_parent_aggregations_are_brute_force(es, qa) -> None:
         "query": {"term": {"qa": "question"}},
         "aggs": {
             "tags": {
-                "terms": {"field": "tag"},
+                "terms": {"field": "tag", "order": {"answers": "desc"}},
                 "aggs": {
                     "answers": {
                         "children": {"type": "answer"},
@@ -231,7 +231,7 @@ def test_children_and_parent_aggregations_are_brute_force(es, qa) -> None:
         "query": {"term": {"qa": "vote"}},
         "aggs": {
             "tags": {
-                "terms": {"field": "tag"},
+                "terms": {"field": "tag", "order": {"answers": "desc"}},
                 "aggs": {
                     "answers": {"parent": {"type": "vote"}, "aggs": {"votes": {"sum": {"field": "votes"}}}}
                 },
@@ -244,6 +244,8 @@ def test_children_and_parent_aggregations_are_brute_force(es, qa) -> None:
         parents = {docs.parent[d] for d in docs.of("vote") if docs.source[d]["tag"] == bucket["key"]}
         assert bucket["answers"]["doc_count"] == len(parents)
         assert bucket["answers"]["votes"]["value"] == sum(docs.source[p]["votes"] for p in parents)
+    counts = [b["answers"]["doc_count"] for b in buckets]
+    assert counts == sorted(counts, reverse=True)  # ordered by the parent aggregation's count
     top = es.search(index=index, size=0, aggs={"up": {"parent": {"type": "answer"}}})["aggregations"]
     assert top["up"]["doc_count"] == len({docs.parent[d] for d in docs.of("answer")})
 

@@ -146,6 +146,7 @@ class ParentPart:
     groups: np.ndarray
     keys: np.ndarray
     subs: dict
+    n: int  # parent buckets
     by_group: SingleBucket | None = None
 
 
@@ -161,7 +162,8 @@ class ParentAgg(FilterAgg):
     def collect(self, seg: SegmentContext, docs: np.ndarray, groups: np.ndarray, n_groups: int) -> ParentPart:
         side = _side(self, seg, docs, groups, self.relation)
         if side is None:
-            return ParentPart(_NONE[0], np.zeros(0, "S1"), _collect_found(self.subs, seg, *_NONE, 0))
+            empty = _collect_found(self.subs, seg, *_NONE, 0)
+            return ParentPart(_NONE[0], np.zeros(0, "S1"), empty, n_groups)
         pair_groups, pair_keys, _ = _pairs(side.groups, side.keys)
         parent = side.join.relations.parent_of[self.relation]
         index = _link_index(seg.request, side.join.path, (parent,), side.link)
@@ -173,7 +175,7 @@ class ParentAgg(FilterAgg):
         subs = _collect_found(self.subs, seg, views, found, renumber[pair], n)
         keep = kept.astype(bool)
         terms, _ = link_ordinals(seg.request, side.link)  # ids, not ordinals: shards merge them
-        return ParentPart(pair_groups[keep], terms[pair_keys[keep]], subs)
+        return ParentPart(pair_groups[keep], terms[pair_keys[keep]], subs, n_groups)
 
     def merge(self, parts: list[ParentPart], maps: list[np.ndarray], n_out: int) -> ParentPart:
         mapped, keeps = remap(maps, [p.groups for p in parts])
@@ -188,23 +190,18 @@ class ParentAgg(FilterAgg):
             own[np.flatnonzero(k)] = rank[at : at + int(k.sum())]
             at += int(k.sum())
             sub_maps.append(own)
-        return ParentPart(
-            groups, unique_keys, merge_subs(self.subs, [p.subs for p in parts], sub_maps, len(first))
-        )
+        subs = merge_subs(self.subs, [p.subs for p in parts], sub_maps, len(first))
+        return ParentPart(groups, unique_keys, subs, n_out)
 
     def _grouped(self, part: ParentPart) -> SingleBucket:
         """The merged pairs as buckets (computed once per rendered partial)."""
         if part.by_group is None:
-            n = int(part.groups.max()) + 1 if len(part.groups) else 1
-            subs = merge_subs(self.subs, [part.subs], [part.groups], n)
-            part.by_group = SingleBucket(np.bincount(part.groups, minlength=n).astype(np.int64), subs)
+            subs = merge_subs(self.subs, [part.subs], [part.groups], part.n)
+            part.by_group = SingleBucket(np.bincount(part.groups, minlength=part.n).astype(np.int64), subs)
         return part.by_group
 
     def render(self, part: ParentPart, group: int | None) -> dict:
-        grouped = self._grouped(part)
-        if group is not None and group >= len(grouped.count):
-            group = None
-        return FilterAgg.render(self, grouped, group)
+        return FilterAgg.render(self, self._grouped(part), group)
 
     def sort_values(self, part: ParentPart, path: list[str]) -> np.ndarray:
         return FilterAgg.sort_values(self, self._grouped(part), path)
