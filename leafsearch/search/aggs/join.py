@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from leafsearch.common.json_tokens import token_name
 from leafsearch.errors import ParsingError
 from leafsearch.index.columns import KeywordColumn
 from leafsearch.search.aggs.base import Agg, ParseContext, SegmentContext, collect_subs, merge_subs, remap
@@ -220,24 +221,16 @@ def _pairs(groups: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray
 
 def _parse(type_name: str):
     def parse(name: str, body: Any, meta: dict | None, subs: list[Agg], pctx: ParseContext) -> Agg:
-        if not isinstance(body, dict):
-            raise ParsingError(f"Unknown key for a START_OBJECT in [{name}]: [{type_name}].")
         relation = None
         for key, value in body.items():
             if key != "type" or not isinstance(value, str):
-                raise ParsingError(f"Unknown key for a {_token(value)} in [{name}]: [{key}].")
+                raise ParsingError(f"Unknown key for a {token_name(value)} in [{name}]: [{key}].")
             relation = value
         if relation is None:
             raise ParsingError(f"Missing [type] field for {type_name} aggregation [{name}]")
         return (ChildrenAgg if type_name == "children" else ParentAgg)(name, meta, subs, relation)
 
     return parse
-
-
-def _token(value: Any) -> str:
-    from leafsearch.common.json_tokens import token_name
-
-    return token_name(value)
 
 
 PARSERS = {"children": _parse("children"), "parent": _parse("parent")}
