@@ -697,3 +697,16 @@ def test_a_join_walked_with_a_pit_gives_each_parent_once_while_clients_write(
     assert len(seen) == len({i for i, _ in seen})  # exactly once
     assert dict(seen) == pytest.approx(expected)
     assert [s for _, s in seen] == sorted((s for _, s in seen), reverse=True)
+
+
+def test_reindex_and_update_by_query_keep_the_routing_children_need(es: Elasticsearch, qa, new_index) -> None:
+    index, docs = qa
+    copy = new_index(settings={"number_of_shards": 2}, mappings=MAPPING)
+    done = es.reindex(source={"index": index}, dest={"index": copy}, refresh=True)
+    assert done["created"] == len(docs.source) and not done["failures"]
+    query = {"has_child": {"type": "vote", "query": votes_scored("b"), "score_mode": "max"}}
+    assert hits(es, copy, query) == pytest.approx(expected_has_child(docs, "vote", "b", "max", 0, 2**31 - 1))
+    children = {"has_parent": {"parent_type": "question", "query": {"term": {"tag": "c"}}}}
+    updated = es.update_by_query(index=copy, query=children, refresh=True)
+    assert updated["updated"] == len(hits(es, index, children)) and not updated["failures"]
+    assert hits(es, copy, children).keys() == hits(es, index, children).keys()
