@@ -1726,8 +1726,9 @@ class Mapping:
         try:
             if self._root.enabled:
                 self._walk(self._root, obj, doc, pending)
-            if self.join is not None:
-                self.join.finish(doc, doc_id, routed)
+            join = self.join or next((m for _, _, m in pending.added.values() if m.type == "join"), None)
+            if join is not None:  # (a dynamic template may add it)
+                join.finish(doc, doc_id, routed)
         except _FieldError as e:
             raise _field_error(e, source, doc_id) from None
         except _DocError as e:

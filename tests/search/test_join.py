@@ -710,3 +710,16 @@ def test_reindex_and_update_by_query_keep_the_routing_children_need(es: Elastics
     updated = es.update_by_query(index=copy, query=children, refresh=True)
     assert updated["updated"] == len(hits(es, index, children)) and not updated["failures"]
     assert hits(es, copy, children).keys() == hits(es, index, children).keys()
+
+
+def test_a_dynamic_template_may_map_the_join_field(es: Elasticsearch, new_index) -> None:
+    template = {"j": {"match": "rel", "mapping": {"type": "join", "relations": {"q": "a"}}}}
+    index = new_index(mappings={"dynamic_templates": [template]})
+    es.index(index=index, id="1", document={"rel": "q"})  # the first document maps it
+    with pytest.raises(BadRequestError) as refused:
+        es.index(index=index, id="2", document={"rel": {"name": "a", "parent": "1"}})
+    assert refused.value.body["error"]["caused_by"]["reason"] == "[routing] is missing for join field [rel]"
+    es.index(index=index, id="2", routing="1", document={"rel": {"name": "a", "parent": "1"}}, refresh=True)
+    query = {"has_child": {"type": "a", "query": {"match_all": {}}}}
+    assert hits(es, index, query) == {"1": 1.0}
+    assert hits(es, index, {"parent_id": {"type": "a", "id": "1"}}).keys() == {"2"}
