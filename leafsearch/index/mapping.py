@@ -88,6 +88,8 @@ KINDS = {
     # an interval is one keyword term of its two bounds (index/range_fields.py)
     **dict.fromkeys(RANGE_TYPES, "keyword"),
     "dense_vector": "vector",  # one (dims,) row per document, see index/vectors.py
+    **dict.fromkeys(("rank_feature", "rank_features"), "double"),  # see index/feature_fields.py
+    "binary": "keyword",  # kept in `_source` only
 }
 _F32 = struct.Struct("<f")
 _F16 = struct.Struct("<e")
@@ -207,6 +209,7 @@ def _any_param(value: Any, name: str, param: str) -> Any:
 _BOOL_PARAMS = (
     "index", "doc_values", "store", "coerce", "ignore_malformed", "norms", "eager_global_ordinals",
     "index_phrases", "fielddata", "split_queries_on_whitespace", "time_series_dimension",
+    "positive_score_impact",
 )
 _STR_PARAMS = (
     "analyzer", "search_analyzer", "search_quote_analyzer", "index_options", "similarity", "term_vector",
@@ -249,6 +252,8 @@ _PARAMS: dict[str, frozenset[str]] = {
     **dict.fromkeys(RANGE_TYPES - {"date_range"}, _COMMON | {"coerce"}),
     "date_range": _COMMON | {"coerce", "format", "locale"},
     "dense_vector": frozenset({"dims", "element_type", "similarity", "index", "index_options", "meta"}),
+    **dict.fromkeys(("rank_feature", "rank_features"), frozenset({"positive_score_impact", "meta"})),
+    "binary": frozenset({"doc_values", "store", "meta"}),
 }
 # Parameters a put-mapping may change; any other must keep its value (or its default).
 _UPDATABLE = frozenset({
@@ -268,6 +273,8 @@ _TYPE_DEFAULTS: dict[str, dict[str, Any]] = {
     "date": {"format": DEFAULT_DATE_FORMAT},
     "date_nanos": {"format": DEFAULT_DATE_NANOS_FORMAT},
     "date_range": {"format": DEFAULT_DATE_FORMAT},
+    **dict.fromkeys(("rank_feature", "rank_features"), {"positive_score_impact": True}),
+    "binary": {"doc_values": False},
 }
 
 
@@ -1169,7 +1176,9 @@ def _build_mapper(
             raise _MappingError(f"unknown parameter [{key}] on mapper [{name}] of type [{type_}]")
         else:
             params[key] = _NORMALIZERS[key](value, name, key)
-    return FieldType(path, name, type_, params, fields, source_key)
+    from leafsearch.index.feature_fields import CLASSES  # its types subclass FieldType
+
+    return CLASSES.get(type_, FieldType)(path, name, type_, params, fields, source_key)
 
 
 def _build_object(path: str, name: str, type_: str, node: dict) -> ObjectMapper:

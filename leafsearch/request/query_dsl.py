@@ -327,6 +327,20 @@ class KnnHits(Query):
 
 
 @dataclass(frozen=True, slots=True)
+class RankFeature(Query):
+    """`rank_feature` on a `rank_feature` field or a feature of a `rank_features` field
+    (search/query/feature_queries.py). `function`: saturation, log, sigmoid or linear; `pivot`
+    None for saturation's default (the shard's geometric mean)."""
+
+    field: str
+    function: str = "saturation"
+    pivot: float | None = None
+    scaling_factor: float = 0.0
+    exponent: float = 0.0
+    boost: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
 class SimpleQueryString(Query):
     query: str
     fields: tuple[str, ...] = ()
@@ -1192,6 +1206,44 @@ def _query_vector(value: Any) -> tuple[float, ...]:
     return tuple(float(v) for v in value)
 
 
+_RANK_FEATURE_FUNCTIONS = {
+    "saturation": ("pivot",),
+    "log": ("scaling_factor",),
+    "sigmoid": ("pivot", "exponent"),
+}
+
+
+def _rank_feature(body: dict, depth: int) -> RankFeature:
+    opts: dict[str, Any] = {}
+    functions = []
+    for key, value in body.items():
+        if key == "field":
+            opts["field"] = _text("rank_feature", key, value)
+        elif key == "boost":
+            opts["boost"] = _float("rank_feature", key, value)
+        elif key in (*_RANK_FEATURE_FUNCTIONS, "linear"):
+            if not isinstance(value, dict):
+                raise ParsingError(
+                    f"[rank_feature] {key} doesn't support values of type: {token_name(value)}"
+                )
+            allowed = _RANK_FEATURE_FUNCTIONS.get(key, ())
+            for param, number in value.items():
+                if param not in allowed:
+                    raise XContentParseError(f"[{key}] unknown field [{param}]")
+                opts[param] = _float(key, param, number)
+            missing = [p for p in allowed if p not in value and key != "saturation"]  # its pivot: optional
+            if missing:
+                raise IllegalArgument(f"Required [{', '.join(missing)}]")
+            functions.append(key)
+        elif key not in _IGNORED:
+            raise XContentParseError(f"[feature] unknown field [{key}]")  # the parser's name
+    if "field" not in opts:
+        raise IllegalArgument("Required [field]")
+    if len(functions) > 1:
+        raise IllegalArgument("Can only specify one of [log], [saturation], [sigmoid] and [linear]")
+    return RankFeature(function=functions[0] if functions else "saturation", **opts)
+
+
 _PARSERS: dict[str, Callable[[dict, int], Query]] = {
     "match_all": _match_all,
     "match_none": _match_none,
@@ -1215,6 +1267,7 @@ _PARSERS: dict[str, Callable[[dict, int], Query]] = {
     "query_string": _query_string,
     "simple_query_string": _simple_query_string,
     "knn": parse_knn,
+    "rank_feature": _rank_feature,
 }
 
 #: Every query name Elasticsearch 8 registers, for the "did you mean" hint of an unknown one.
@@ -1242,7 +1295,6 @@ _QUERY_NAMES: tuple[str, ...] = tuple(
             "parent_id",
             "percolate",
             "pinned",
-            "rank_feature",
             "regexp",
             "script",
             "script_score",
