@@ -186,7 +186,6 @@ FIELD_TYPES = frozenset(
         "aggregate_metric_double",
         "alias",
         "annotated_text",
-        "completion",
         "constant_keyword",
         "counted_keyword",
         "flattened",

@@ -186,10 +186,3 @@ def _base64_problem(text: str) -> str:
         return f"Illegal character '{bad}' (code 0x{ord(bad):x}) in base64 content"
     return "Unexpected end of base64-encoded String: base64 variant 'MIME-NO-LINEFEEDS' expects padding"
 
-
-#: The field types of this module, by name (index/mapping.py builds them).
-CLASSES: dict[str, type[FieldType]] = {
-    "rank_feature": RankFeatureField,
-    "rank_features": RankFeaturesField,
-    "binary": BinaryField,
-}

@@ -90,6 +90,7 @@ KINDS = {
     "dense_vector": "vector",  # one (dims,) row per document, see index/vectors.py
     **dict.fromkeys(("rank_feature", "rank_features"), "double"),  # see index/feature_fields.py
     "binary": "keyword",  # kept in `_source` only
+    "completion": "keyword",  # one term per input, see index/completion.py
 }
 _F32 = struct.Struct("<f")
 _F16 = struct.Struct("<e")
@@ -209,7 +210,7 @@ def _any_param(value: Any, name: str, param: str) -> Any:
 _BOOL_PARAMS = (
     "index", "doc_values", "store", "coerce", "ignore_malformed", "norms", "eager_global_ordinals",
     "index_phrases", "fielddata", "split_queries_on_whitespace", "time_series_dimension",
-    "positive_score_impact",
+    "positive_score_impact", "preserve_separators", "preserve_position_increments",
 )
 _STR_PARAMS = (
     "analyzer", "search_analyzer", "search_quote_analyzer", "index_options", "similarity", "term_vector",
@@ -218,13 +219,14 @@ _STR_PARAMS = (
 _NORMALIZERS: dict[str, Callable[[Any, str, str], Any]] = {
     **dict.fromkeys(_BOOL_PARAMS, _bool_param),
     **dict.fromkeys(_STR_PARAMS, _str_param),
-    **dict.fromkeys(("ignore_above", "position_increment_gap"), _int_param),
+    **dict.fromkeys(("ignore_above", "position_increment_gap", "max_input_length"), _int_param),
     **dict.fromkeys(("boost", "scaling_factor"), _number_param),
     **dict.fromkeys(("index_prefixes", "fielddata_frequency_filter"), _map_param),
     "meta": _meta_param,
     "copy_to": _copy_to_param,
     "format": _format_param,
     "null_value": _any_param,
+    "contexts": _any_param,
 }
 
 _COMMON = frozenset({"index", "doc_values", "store", "meta", "boost", "copy_to"})
@@ -254,6 +256,10 @@ _PARAMS: dict[str, frozenset[str]] = {
     "dense_vector": frozenset({"dims", "element_type", "similarity", "index", "index_options", "meta"}),
     **dict.fromkeys(("rank_feature", "rank_features"), frozenset({"positive_score_impact", "meta"})),
     "binary": frozenset({"doc_values", "store", "meta"}),
+    "completion": frozenset({
+        "analyzer", "search_analyzer", "preserve_separators", "preserve_position_increments",
+        "max_input_length", "contexts", "meta",
+    }),
 }
 # Parameters a put-mapping may change; any other must keep its value (or its default).
 _UPDATABLE = frozenset({
@@ -1176,7 +1182,7 @@ def _build_mapper(
             raise _MappingError(f"unknown parameter [{key}] on mapper [{name}] of type [{type_}]")
         else:
             params[key] = _NORMALIZERS[key](value, name, key)
-    from leafsearch.index.feature_fields import CLASSES  # its types subclass FieldType
+    from leafsearch.index.field_classes import CLASSES  # they subclass FieldType
 
     return CLASSES.get(type_, FieldType)(path, name, type_, params, fields, source_key)
 
@@ -1463,6 +1469,9 @@ class Mapping:
     def _bind(self, field: FieldType) -> None:
         """A text field's analyzers from its `analyzer`, `search_analyzer`, `search_quote_analyzer`;
         a keyword's normalizer."""
+        if hasattr(field, "bind_analysis"):  # a type of its own module (index/field_classes.py)
+            field.bind_analysis(self._analyzer)
+            return
         if field.kind == "keyword":
             name = field.normalizer
             if name is not None and name != "lowercase":
