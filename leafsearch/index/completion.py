@@ -86,7 +86,9 @@ class CompletionField(FieldType):
                 inputs, weight, contexts = self._entry(entry)
                 self._add(terms, inputs, weight, contexts, doc)
             else:
-                message = f"failed to parse [{self.path}]: expected text or object, but got {type(entry).__name__}"
+                message = (
+                    f"failed to parse [{self.path}]: expected text or object, but got {type(entry).__name__}"
+                )
                 raise _FieldError(self, entry, _Malformed(message))
         if terms:
             doc.keyword.setdefault(self.path, []).extend(terms)

@@ -185,4 +185,3 @@ def _base64_problem(text: str) -> str:
     if bad is not None:
         return f"Illegal character '{bad}' (code 0x{ord(bad):x}) in base64 content"
     return "Unexpected end of base64-encoded String: base64 variant 'MIME-NO-LINEFEEDS' expects padding"
-
