@@ -62,7 +62,7 @@ from leafsearch.request.sort import (
     reversed_sort,
     unsupported_token,
 )
-from leafsearch.request.suggest import parse_suggest
+from leafsearch.request.suggest import parse_suggest, url_suggestion
 from leafsearch.request.timevalue import parse_time_value
 from leafsearch.unsupported import NotSupported
 
@@ -439,7 +439,10 @@ class _Source:
         if "sort" in params:
             self.sort = (self.sort or []) + parse_url_sort(params["sort"])
         if "suggest_field" in params:
-            raise NotSupported("[suggest]")
+            size = _param_int(params, "suggest_size") if "suggest_size" in params else None
+            text = params.get("suggest_text", params.get("q"))
+            mode = params.get("suggest_mode", "missing")
+            self.suggest = (url_suggestion(params["suggest_field"], text, mode, size),)
 
 
 class _RequestOptions:

@@ -210,6 +210,17 @@ def _context_text(value: Any) -> str:
     raise ParsingError(f"category context must be a string, number or boolean, not [{token_name(value)}]")
 
 
+def url_suggestion(field: str, text: str | None, mode: str, size: int | None) -> TermSuggestion:
+    """The term suggestion of a search's `suggest_field`, `suggest_text` (else `q`),
+    `suggest_mode` and `suggest_size` parameters, named after its field."""
+    if text is None:
+        raise IllegalArgument("The required text option is missing")
+    options: dict[str, Any] = {"field": field, "suggest_mode": mode}
+    if size is not None:
+        options["size"] = size
+    return _term(field, text, options)
+
+
 def _term(name: str, text: str, options: dict) -> TermSuggestion:
     values: dict[str, Any] = {}
     for key, value in options.items():

@@ -332,3 +332,13 @@ def test_concurrent_writers_and_suggest_readers(es: Elasticsearch, new_index: Ca
     assert not errors, errors
     found = es.search(index=index, suggest={"s": {"prefix": "w39", "completion": {"field": "s"}}})
     assert [o[0] for o in options(found)] == ["399", "398", "397", "396", "395"]
+
+
+def test_url_parameters_and_the_phrase_suggester(es: Elasticsearch, new_index: Callable[..., str]) -> None:
+    index = new_index(mappings={"properties": {"t": {"type": "text"}}})
+    es.index(index=index, id="1", document={"t": "quick brown fox"}, refresh=True)
+    found = es.search(index=index, suggest_field="t", suggest_text="quikc", suggest_size=1)
+    assert found["suggest"]["t"][0]["options"] == [{"text": "quick", "score": pytest.approx(0.8), "freq": 1}]
+    with pytest.raises(BadRequestError) as e:
+        es.search(index=index, suggest={"p": {"text": "x", "phrase": {"field": "t"}}})
+    assert "the [phrase] suggester is not supported by leafsearch" in str(e.value.info)
