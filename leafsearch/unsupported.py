@@ -196,7 +196,6 @@ FIELD_TYPES = frozenset(
         "match_only_text",
         "murmur3",
         "passthrough",
-        "percolator",
         "point",
         "search_as_you_type",
         "semantic_text",

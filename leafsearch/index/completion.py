@@ -70,7 +70,7 @@ class CompletionField(FieldType):
         self.contexts: dict[str, str | None] = _contexts(self.params.get("contexts"), self.name)
         self.parse = self._parse_completion
 
-    def bind_analysis(self, analyzer: Callable[[str], Any]) -> None:
+    def bind(self, mapping: Any, analyzer: Callable[[str], Any]) -> None:
         """The mapping's hook: this field's analyzers from the index's analysis."""
         self.analyzer = analyzer(self.params["analyzer"])
         self.search_analyzer = analyzer(self.params.get("search_analyzer", self.params["analyzer"]))

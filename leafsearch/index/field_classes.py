@@ -6,10 +6,12 @@ from __future__ import annotations
 from leafsearch.index.completion import CompletionField
 from leafsearch.index.feature_fields import BinaryField, RankFeatureField, RankFeaturesField
 from leafsearch.index.mapping import FieldType
+from leafsearch.index.percolator import PercolatorField
 
 CLASSES: dict[str, type[FieldType]] = {
     "rank_feature": RankFeatureField,
     "rank_features": RankFeaturesField,
     "binary": BinaryField,
     "completion": CompletionField,
+    "percolator": PercolatorField,
 }

@@ -91,6 +91,7 @@ KINDS = {
     **dict.fromkeys(("rank_feature", "rank_features"), "double"),  # see index/feature_fields.py
     "binary": "keyword",  # kept in `_source` only
     "completion": "keyword",  # one term per input, see index/completion.py
+    "percolator": "keyword",  # the query's JSON, see index/percolator.py
 }
 _F32 = struct.Struct("<f")
 _F16 = struct.Struct("<e")
@@ -260,6 +261,7 @@ _PARAMS: dict[str, frozenset[str]] = {
         "analyzer", "search_analyzer", "preserve_separators", "preserve_position_increments",
         "max_input_length", "contexts", "meta",
     }),
+    "percolator": frozenset(),
 }
 # Parameters a put-mapping may change; any other must keep its value (or its default).
 _UPDATABLE = frozenset({
@@ -1469,8 +1471,8 @@ class Mapping:
     def _bind(self, field: FieldType) -> None:
         """A text field's analyzers from its `analyzer`, `search_analyzer`, `search_quote_analyzer`;
         a keyword's normalizer."""
-        if hasattr(field, "bind_analysis"):  # a type of its own module (index/field_classes.py)
-            field.bind_analysis(self._analyzer)
+        if hasattr(field, "bind"):  # a type of its own module (index/field_classes.py)
+            field.bind(self, self._analyzer)
             return
         if field.kind == "keyword":
             name = field.normalizer

@@ -341,6 +341,22 @@ class RankFeature(Query):
 
 
 @dataclass(frozen=True, slots=True)
+class Percolate(Query):
+    """`percolate`: documents of a `percolator` field whose stored query matches one of the given
+    `documents` (JSON; search/query/percolate_queries.py), or the document `index`/`id` names,
+    which the coordinator reads first (search/terms_lookup.py)."""
+
+    field: str
+    documents: tuple[bytes, ...] = ()
+    index: str | None = None
+    id: str | None = None
+    routing: str | None = None
+    version: int | None = None
+    name: str | None = None
+    boost: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
 class SimpleQueryString(Query):
     query: str
     fields: tuple[str, ...] = ()
@@ -1244,6 +1260,42 @@ def _rank_feature(body: dict, depth: int) -> RankFeature:
     return RankFeature(function=functions[0] if functions else "saturation", **opts)
 
 
+def _percolate(body: dict, depth: int) -> Percolate:
+    opts: dict[str, Any] = {}
+    given = []
+    for key, value in body.items():
+        if key in ("field", "index", "id", "routing", "preference", "name"):
+            text = _text("percolate", key, value)
+            if key != "preference":
+                opts[key] = text
+        elif key == "document":
+            if not isinstance(value, dict):
+                raise ParsingError(f"[percolate] {key} doesn't support values of type: {token_name(value)}")
+            opts["documents"] = (orjson.dumps(value),)
+        elif key == "documents":
+            items = value if isinstance(value, list) else [value]
+            if not all(isinstance(d, dict) for d in items):
+                raise ParsingError("[percolate] documents must be objects")
+            opts["documents"] = tuple(orjson.dumps(d) for d in items)
+        elif key == "version":
+            opts["version"] = _int("percolate", key, value)
+        elif key == "boost":
+            opts["boost"] = _float("percolate", key, value)
+        elif key not in _IGNORED:
+            raise XContentParseError(f"[percolate] unknown field [{key}]")
+        if key in ("document", "documents", "id"):
+            given.append(key)
+    if "field" not in opts:
+        raise IllegalArgument("Required [field]")
+    if not given:
+        raise IllegalArgument("Required one of fields [document, documents, id], but none were specified.")
+    if len(given) > 1:
+        raise IllegalArgument(f"The following fields are not allowed together: [{', '.join(given)}]")
+    if "id" in opts and "index" not in opts:
+        raise IllegalArgument("[index] is a required argument")
+    return Percolate(**opts)
+
+
 _PARSERS: dict[str, Callable[[dict, int], Query]] = {
     "match_all": _match_all,
     "match_none": _match_none,
@@ -1268,6 +1320,7 @@ _PARSERS: dict[str, Callable[[dict, int], Query]] = {
     "simple_query_string": _simple_query_string,
     "knn": parse_knn,
     "rank_feature": _rank_feature,
+    "percolate": _percolate,
 }
 
 #: Every query name Elasticsearch 8 registers, for the "did you mean" hint of an unknown one.
@@ -1293,7 +1346,6 @@ _QUERY_NAMES: tuple[str, ...] = tuple(
             "more_like_this",
             "nested",
             "parent_id",
-            "percolate",
             "pinned",
             "regexp",
             "script",

@@ -27,6 +27,7 @@ import orjson
 
 from leafsearch.common.rawjson import RawJSON
 from leafsearch.index.synthetic_source import is_synthetic, synthesize
+from leafsearch.request.query_dsl import Percolate, queries_within
 from leafsearch.request.search_types import SearchRequest
 from leafsearch.search import fetch as fetch_helpers
 from leafsearch.search import hit_columns
@@ -35,6 +36,7 @@ from leafsearch.search.hit_columns import Group, PageOrder, groups_of
 from leafsearch.search.hitlist import HitList, shard_query_context
 from leafsearch.search.profile import ShardProfile
 from leafsearch.search.query import script_exec
+from leafsearch.search.query.percolate_queries import document_slots
 from leafsearch.search.shard_api import FetchForm, ShardFetch, ShardFetchResult, ShardSearch, each_phase
 
 if TYPE_CHECKING:
@@ -107,6 +109,7 @@ def renders_raw(request: SearchRequest) -> bool:
         or request.source.filtering
         or request.collapse
         or request.script_fields
+        or any(isinstance(q, Percolate) for q in queries_within(request.query))  # matched slots
     )
 
 
@@ -208,9 +211,14 @@ def _render_dicts(
     sort_rows = (
         [list(row) for row in zip(*fetch.sort_values, strict=True)] if fetch.sort_values is not None else None
     )
+    slots = document_slots(request.query, target.mapping, target.index.name)
     located = (
         page.located()
-        if request.version or request.seq_no_primary_term or request.docvalue_fields or request.script_fields
+        if request.version
+        or request.seq_no_primary_term
+        or request.docvalue_fields
+        or request.script_fields
+        or slots is not None
         else None
     )
     scores = (
@@ -241,7 +249,7 @@ def _render_dicts(
             filtered = fetch_helpers.filter_source(raw, request.source)
             if filtered is not None:
                 hit["_source"] = RawJSON(filtered)
-        if request.fields or request.docvalue_fields or request.script_fields:
+        if request.fields or request.docvalue_fields or request.script_fields or slots is not None:
             values: dict[str, list] = {}
             if request.fields and raw is not None:
                 values.update(
@@ -259,6 +267,9 @@ def _render_dicts(
                 assert located is not None
                 view, local_doc = located[row]
                 values.update(script_exec.script_fields(view, target, local_doc, raw, request.script_fields))
+            if slots is not None:
+                assert located is not None
+                values.update(slots(*located[row]))
             if values:
                 hit["fields"] = values
         if highlights is not None and highlights[row] is not None:

@@ -13,6 +13,7 @@ from leafsearch.index.searcher import SegmentView
 from leafsearch.search.query import (
     conjunction,
     feature_queries,
+    percolate_queries,
     phrase_exec,
     script_exec,
     term_exec,
@@ -276,4 +277,5 @@ _EXECUTORS: dict[type, Callable[..., Result]] = {
     ScriptPlan: _exec_script,
     vector_queries.KnnPlan: vector_queries.exec_knn,
     feature_queries.FeaturePlan: feature_queries.exec_rank_feature,
+    percolate_queries.PercolatePlan: percolate_queries.exec_percolate,
 }

@@ -29,6 +29,7 @@ def searchable(ctx: QueryContext, ft: Any, name: str, *, needs_index: bool = Fal
 _UNSEARCHABLE = {
     "binary": "Binary fields do not support searching",
     "rank_feature": "Queries on [rank_feature] fields are not supported",
+    "percolator": "Percolator fields are not searchable directly, use a percolate query instead",
 }
 
 

@@ -10,7 +10,14 @@ from typing import Any
 
 from leafsearch.errors import ElasticError, IllegalArgument
 from leafsearch.request import query_dsl as dsl
-from leafsearch.search.query import feature_queries, rewrites, term_queries, text_queries, vector_queries
+from leafsearch.search.query import (
+    feature_queries,
+    percolate_queries,
+    rewrites,
+    term_queries,
+    text_queries,
+    vector_queries,
+)
 from leafsearch.search.query.clauses import check_clauses
 from leafsearch.search.query.context import QueryContext
 from leafsearch.search.query.plans import AllDocs, BoolPlan, ConstPlan, DisMaxPlan, NoDocs, ScriptPlan
@@ -97,4 +104,5 @@ _PLANNERS: dict[type, Callable[[Any, QueryContext], Any]] = {
     dsl.Knn: vector_queries.plan_knn,
     dsl.KnnHits: vector_queries.plan_knn_hits,
     dsl.RankFeature: feature_queries.plan_rank_feature,
+    dsl.Percolate: percolate_queries.plan_percolate,
 }
