@@ -342,3 +342,43 @@ def test_url_parameters_and_the_phrase_suggester(es: Elasticsearch, new_index: C
     with pytest.raises(BadRequestError) as e:
         es.search(index=index, suggest={"p": {"text": "x", "phrase": {"field": "t"}}})
     assert "the [phrase] suggester is not supported by leafsearch" in str(e.value.info)
+
+
+def test_dynamic_templates_and_analyze(es: Elasticsearch, new_index: Callable[..., str]) -> None:
+    """Dynamic templates may map the new types, as Elasticsearch allows; `_analyze` on a completion
+    field uses its analyzer."""
+    index = new_index(
+        mappings={
+            "dynamic_templates": [
+                {"feature": {"match": "pr_*", "mapping": {"type": "rank_feature"}}},
+                {
+                    "topics": {
+                        "match": "t_*",
+                        "match_mapping_type": "object",
+                        "mapping": {"type": "rank_features"},
+                    }
+                },
+                {"suggest": {"match": "sug_*", "mapping": {"type": "completion"}}},
+                {"blob": {"match": "bin_*", "mapping": {"type": "binary"}}},
+            ]
+        }
+    )
+    es.index(
+        index=index,
+        id="1",
+        document={"pr_a": 3.5, "t_x": {"b": 2}, "sug_x": "Hello", "bin_b": "aGk="},
+        refresh=True,
+    )
+    properties = es.indices.get_mapping(index=index)[index]["mappings"]["properties"]
+    assert {k: v["type"] for k, v in properties.items()} == {
+        "pr_a": "rank_feature",
+        "t_x": "rank_features",
+        "sug_x": "completion",
+        "bin_b": "binary",
+    }
+    linear = es.search(index=index, query={"rank_feature": {"field": "t_x.b", "linear": {}}})
+    assert linear["hits"]["hits"][0]["_score"] == 2.0
+    found = es.search(index=index, suggest={"s": {"prefix": "he", "completion": {"field": "sug_x"}}})
+    assert options(found) == [("1", "Hello", 1.0)]
+    tokens = es.indices.analyze(index=index, field="sug_x", text="Hello World 42")["tokens"]
+    assert [t["token"] for t in tokens] == ["hello", "world"]
