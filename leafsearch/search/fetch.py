@@ -456,6 +456,8 @@ def fielddata_error(field: str, ft: Any, index: str | None = None) -> IllegalArg
             f"keyword field instead. Alternatively, set fielddata=true on [{field}] in order to load field "
             "data by uninverting the inverted index. Note that this can use significant memory."
         )
+    if ft.type in ("rank_feature", "rank_features"):
+        return IllegalArgument(f"[{ft.type}] fields do not support sorting, scripting or aggregating")
     if ft.type in RANGE_TYPES or (ft.type == "binary" and ft.doc_values):
         return NotSupported(f"sorting on or loading the values of the {ft.type} field [{field}]")
     if not ft.doc_values:

@@ -212,10 +212,13 @@ def test_bad_queries_are_refused(es: Elasticsearch, new_index: Callable[..., str
 def test_sorting_or_aggregating_is_refused(es: Elasticsearch, new_index: Callable[..., str]) -> None:
     index = new_index(mappings=MAPPING)
     es.index(index=index, id="1", document={"pagerank": 3}, refresh=True)
-    with pytest.raises(BadRequestError):
+    message = "[rank_feature] fields do not support sorting, scripting or aggregating"
+    with pytest.raises(BadRequestError) as e:
         es.search(index=index, sort=[{"pagerank": "desc"}])
-    with pytest.raises(BadRequestError):
+    assert message in str(e.value.info)
+    with pytest.raises(BadRequestError) as e:
         es.search(index=index, aggs={"m": {"max": {"field": "pagerank"}}})
+    assert message in str(e.value.info)
 
 
 def test_features_survive_merges_deletes_and_a_restart(tmp_path: Path) -> None:
