@@ -20,6 +20,7 @@ from typing import Any
 
 import orjson
 
+from leafsearch.common.json_paths import path_values
 from leafsearch.index.mapping import FieldType, _FieldError, _flat, _Malformed, _MappingError
 from leafsearch.index.parsed import ParsedDoc
 from leafsearch.unsupported import NotSupported
@@ -140,29 +141,9 @@ class CompletionField(FieldType):
         if not paths:
             return {}
         source = orjson.loads(doc.source)
-        out = {}
-        for name, path in paths.items():
-            found = _at_path(source, path)
-            listed = _flat(found) if type(found) is list else [] if found is None else [found]
-            out[name] = [_context_value(x, self) for x in listed if x is not None]
-        return out
-
-
-def _at_path(source: Any, path: str) -> Any:
-    """The value at a dotted path of a source: through objects, or a key holding dots."""
-    if type(source) is not dict:
-        return None
-    if path in source:
-        return source[path]
-    head, dot, rest = path.partition(".")
-    while dot:
-        if head in source:
-            found = _at_path(source[head], rest)
-            if found is not None:
-                return found
-        more, dot, rest = rest.partition(".")
-        head = f"{head}.{more}"
-    return None
+        return {
+            name: [_context_value(x, self) for x in path_values(source, path)] for name, path in paths.items()
+        }
 
 
 def _weight(value: Any, field: CompletionField) -> int:

@@ -18,12 +18,12 @@ sends on the caller's behalf.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import orjson
 
+from leafsearch.common.json_paths import path_values
 from leafsearch.errors import IllegalArgument, ResourceNotFound
 from leafsearch.request.query_dsl import Percolate, Query, Terms, TermsLookup, queries_within, replace_queries
 from leafsearch.request.search_types import SearchRequest
@@ -81,23 +81,3 @@ def _percolated(services: CoordinatorServices, node: Percolate) -> Percolate:
     if "_source" not in doc:
         raise IllegalArgument(f"indexed document [{node.index}/{node.id}] source disabled")
     return replace(node, documents=(doc["_source"].data,), index=None, id=None, routing=None, version=None)
-
-
-def path_values(source: Any, path: str) -> Iterator[Any]:
-    """The scalar values at dotted `path` of a document (XContentMapValues.extractRawValues): an
-    array is walked through at any step, and a key may itself hold dots (`a.b` under `{"a.b": ..}`)."""
-    stack: list[tuple[Any, tuple[str, ...]]] = [(source, tuple(path.split(".")))]
-    found: list[Any] = []
-    while stack:
-        node, parts = stack.pop()
-        if isinstance(node, list):
-            stack.extend((item, parts) for item in reversed(node))
-        elif not parts:
-            if node is not None and not isinstance(node, dict):
-                found.append(node)
-        elif isinstance(node, dict):
-            for i in range(len(parts), 0, -1):
-                key = ".".join(parts[:i])
-                if key in node:
-                    stack.append((node[key], parts[i:]))
-    return iter(found)

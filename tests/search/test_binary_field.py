@@ -85,3 +85,23 @@ def test_doc_values_of_a_field_without_them_are_refused(
         "Can't load fielddata on [blob] because fielddata is unsupported on fields of type [binary]. "
         "Use doc values instead." in str(e.value.info)
     )
+
+
+def test_doc_values_are_read_where_kept(es: Elasticsearch, new_index: Callable[..., str]) -> None:
+    """`docvalue_fields` of a binary field with doc values: each document's values deduplicated
+    and sorted by their bytes, in base64, as Elasticsearch's binary doc values show them."""
+    index = new_index(mappings=MAPPING)
+    es.index(index=index, id="1", document={"kept": ["eHl6", "YWJj", "eHl6"], "name": "a"})
+    es.index(index=index, id="2", document={"kept": "AAE=", "name": "b"})
+    es.index(index=index, id="3", document={"name": "c"}, refresh=True)
+    found = es.search(index=index, docvalue_fields=["kept"], sort=["name"])
+    assert [h.get("fields") for h in found["hits"]["hits"]] == [
+        {"kept": ["YWJj", "eHl6"]},
+        {"kept": ["AAE="]},
+        None,
+    ]
+    with pytest.raises(BadRequestError) as e:
+        es.search(index=index, sort=["kept"])
+    assert "sorting on or aggregating the binary field [kept] is not supported by leafsearch" in str(
+        e.value.info
+    )
