@@ -36,7 +36,7 @@ from leafsearch.search.hit_columns import Group, PageOrder, groups_of
 from leafsearch.search.hitlist import HitList, shard_query_context
 from leafsearch.search.profile import ShardProfile
 from leafsearch.search.query import script_exec
-from leafsearch.search.query.percolate_queries import document_slots
+from leafsearch.search.query.percolate_queries import document_highlights, document_slots
 from leafsearch.search.shard_api import FetchForm, ShardFetch, ShardFetchResult, ShardSearch, each_phase
 
 if TYPE_CHECKING:
@@ -142,7 +142,14 @@ def _highlights(target: Target, page: _Page, fetch: ShardFetch) -> list[dict[str
         return None
     ctx = shard_query_context(target, 0, needs_scores=False)
     highlighter = Highlighter.prepare(spec, fetch.request.query, ctx, target.index.settings)
-    return [highlighter.render(raw, doc) for raw, doc in zip(page.sources, fetch.docs.tolist(), strict=True)]
+    found = [highlighter.render(raw, doc) for raw, doc in zip(page.sources, fetch.docs.tolist(), strict=True)]
+    percolated = document_highlights(
+        fetch.request.query, spec, target.mapping, target.index.name, target.index.settings
+    )
+    if percolated is None:
+        return found
+    located = page.located()
+    return [{**(own or {}), **percolated(*located[row])} or None for row, own in enumerate(found)]
 
 
 def _raw_columns(

@@ -281,3 +281,32 @@ def test_concurrent_writers_and_percolators(es: Elasticsearch, new_index: Callab
         t.join()
     assert not errors, errors
     assert es.count(index=index, query=percolate)["count"] == 250
+
+
+def test_highlighting_shows_the_percolated_documents(
+    es: Elasticsearch, new_index: Callable[..., str]
+) -> None:
+    """As Elasticsearch's percolator highlighting: each hit highlights the given documents its
+    stored query matched, keyed by the document's slot when several were given."""
+    index = new_index(mappings=MAPPING)
+    es.index(index=index, id="1", document={"query": {"match": {"msg": "brown fox"}}}, refresh=True)
+    one = es.search(
+        index=index,
+        query={"percolate": {"field": "query", "document": {"msg": "The quick brown fox"}}},
+        highlight={"fields": {"msg": {}}},
+    )
+    assert one["hits"]["hits"][0]["highlight"] == {"msg": ["The quick <em>brown</em> <em>fox</em>"]}
+    several = es.search(
+        index=index,
+        query={
+            "percolate": {
+                "field": "query",
+                "documents": [{"msg": "a red fox"}, {"msg": "no"}, {"msg": "brown bear"}],
+            }
+        },
+        highlight={"fields": {"msg": {}}},
+    )
+    assert several["hits"]["hits"][0]["highlight"] == {
+        "0_msg": ["a red <em>fox</em>"],
+        "2_msg": ["<em>brown</em> bear"],
+    }

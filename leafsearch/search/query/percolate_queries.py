@@ -27,6 +27,7 @@ from leafsearch.index.columns import KeywordColumn
 from leafsearch.index.memory_segment import memory_searcher
 from leafsearch.index.percolator import PercolatorField
 from leafsearch.index.searcher import SegmentView
+from leafsearch.request.highlight import HighlightSpec
 from leafsearch.request.query_dsl import Percolate, Query, parse_query, queries_within
 from leafsearch.search.query.context import QueryContext, failed
 from leafsearch.search.query.fields import field_type, type_of
@@ -148,13 +149,53 @@ def document_slots(
     def slots(view: SegmentView, doc: int) -> dict[str, list[int]]:
         out: dict[str, list[int]] = {}
         for key, field, documents in prepared:
-            col = view.segment.column(field)
-            if not isinstance(col, KeywordColumn):
-                continue
-            ords = col.ords.doc_values(doc)
-            found = documents.run(bytes(col.terms[int(ords[0])])) if len(ords) else None
+            stored = _stored_query(view, doc, field)
+            found = documents.run(stored) if stored is not None else None
             if found is not None:
                 out[key] = list(found[1])
         return out
 
     return slots
+
+
+def _stored_query(view: SegmentView, doc: int, field: str) -> bytes | None:
+    col = view.segment.column(field)
+    if not isinstance(col, KeywordColumn):
+        return None
+    ords = col.ords.doc_values(doc)
+    return bytes(col.terms[int(ords[0])]) if len(ords) else None
+
+
+def document_highlights(
+    query: Query, spec: HighlightSpec, mapping: Any, index_name: str | None, settings: dict
+) -> Callable[[SegmentView, int], dict[str, list[str]]] | None:
+    """For a search holding `percolate` queries: a function giving a hit its highlights of the
+    given documents its stored query matched (Elasticsearch's percolator highlighting), keyed by
+    field, prefixed by the slot when several documents were given and by the query's name when
+    several percolate queries were; None for any other search."""
+    from leafsearch.search.highlight import Highlighter  # it plans queries through this package
+
+    nodes = [q for q in queries_within(query) if isinstance(q, Percolate) and q.documents]
+    if not nodes:
+        return None
+    prepared = [
+        ("" if len(nodes) == 1 else f"{q.name or q.field}_", q, _Documents(q, mapping, 0, index_name, "_na_"))
+        for q in nodes
+    ]
+
+    def highlights(view: SegmentView, doc: int) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {}
+        for prefix, q, documents in prepared:
+            stored = _stored_query(view, doc, q.field)
+            found = documents.run(stored) if stored is not None else None
+            if stored is None or found is None:
+                continue
+            highlighter = Highlighter.prepare(
+                spec, parse_query(orjson.loads(stored)), documents.ctx, settings
+            )
+            for slot in found[1]:
+                for key, fragments in (highlighter.render(q.documents[slot], slot) or {}).items():
+                    out[prefix + ("" if len(q.documents) == 1 else f"{slot}_") + key] = fragments
+        return out
+
+    return highlights
