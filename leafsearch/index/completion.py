@@ -21,6 +21,7 @@ from typing import Any
 import orjson
 
 from leafsearch.common.json_paths import path_values
+from leafsearch.index.feature_fields import as_sent
 from leafsearch.index.mapping import FieldType, _FieldError, _flat, _Malformed, _MappingError
 from leafsearch.index.parsed import ParsedDoc
 from leafsearch.unsupported import NotSupported
@@ -70,6 +71,7 @@ class CompletionField(FieldType):
         #: name -> the source path its values come from (None: given with the input)
         self.contexts: dict[str, str | None] = _contexts(self.params.get("contexts"), self.name)
         self.parse = self._parse_completion
+        self.convert = as_sent
 
     def bind(self, mapping: Any, analyzer: Callable[[str], Any]) -> None:
         """The mapping's hook: this field's analyzers from the index's analysis."""

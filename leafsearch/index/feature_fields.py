@@ -87,6 +87,7 @@ class RankFeatureField(FieldType):
         self.positive_score_impact: bool = self.params.get("positive_score_impact", True)
         self.doc_values = False  # not sortable nor aggregatable, as Elasticsearch says
         self.parse = self._parse_feature
+        self.convert = feature_value  # one value as read (synthetic source shows it so)
 
     def _parse_feature(self, value: Any, doc: ParsedDoc) -> None:
         for v in _flat(value) if type(value) is list else (value,):
@@ -163,6 +164,7 @@ class BinaryField(FieldType):
         self.index = False
         self.doc_values = self.params.get("doc_values", False)
         self.parse = self._parse_binary
+        self.convert = as_sent
 
     def _parse_binary(self, value: Any, doc: ParsedDoc) -> None:
         if not (self.store or self.doc_values):
@@ -177,6 +179,13 @@ class BinaryField(FieldType):
             except (binascii.Error, ValueError):
                 message = f"Failed to decode VALUE_STRING as base64 (MIME-NO-LINEFEEDS): {_base64_problem(v)}"
                 raise _FieldError(self, v, _Malformed(message, "json_parse_exception")) from None
+
+
+def as_sent(value: Any) -> str:
+    """A value kept as sent (synthetic source shows it so): text, as these types take."""
+    if type(value) is not str:
+        raise _Malformed(f"Can't get text on a {token_name(value)}")
+    return value
 
 
 def _base64_problem(text: str) -> str:
