@@ -28,6 +28,7 @@ class PercolatorField(FieldType):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.doc_values = False
+        self.index = False  # searched through the `percolate` query only (not in `_field_caps`)
         self.mapping: Any = None  # the mapping holding this field (`bind`)
         self.parse = self._parse_query
 

@@ -55,6 +55,7 @@ class TermSuggestion:
     prefix_length: int = 1
     min_word_length: int = 4
     min_doc_freq: float = 0.0
+    accuracy: float = 0.5
     sort: str = "score"
     analyzer: str | None = None
 
@@ -230,7 +231,7 @@ def _term(name: str, text: str, options: dict) -> TermSuggestion:
             values["size"] = _int(key, value, 1)
         elif key in ("max_edits", "prefix_length", "min_word_length"):
             values[key] = _int(key, value, 0)
-        elif key == "min_doc_freq":
+        elif key in ("min_doc_freq", "accuracy"):
             values[key] = float(value)
         elif key == "suggest_mode":
             if value not in ("missing", "popular", "always"):

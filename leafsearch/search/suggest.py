@@ -12,7 +12,7 @@ the length of the exact common prefix).
 
 **Term**: each token of the analysed text, when the shard lacks it (`suggest_mode: missing`),
 gets the field's terms within `max_edits` (Lucene's DirectSpellChecker's score: 1 - edits / the
-shorter length), ranked by score then document frequency.
+shorter length, at least `accuracy`), ranked by score then document frequency.
 
 Cost: O(matching terms) of numpy work per segment, and Python work for the options kept only.
 Suggestions read the in-process snapshots (as rescoring under DFS does); shard actors refuse them.
@@ -353,6 +353,8 @@ def _term_options(s: TermSuggestion, targets: Sequence[Target], token: str, freq
         if found < s.min_doc_freq or (s.suggest_mode == "popular" and found <= freq):
             continue
         score = 1.0 - d / min(len(text), len(token))
+        if score < s.accuracy:
+            continue
         options.append({"text": text, "score": score, "freq": found})
     if s.sort == "frequency":
         options.sort(key=lambda o: (-o["freq"], -o["score"], o["text"]))

@@ -144,7 +144,9 @@ def test_the_documents_fields_stay_out_of_the_mapping(
     found = es.search(index=index, query={"percolate": {"field": "query", "document": {"brand_new": "x"}}})
     assert ids(found) == {"1"}
     assert "brand_new" not in es.indices.get_mapping(index=index)[index]["mappings"]["properties"]
-    assert set(es.field_caps(index=index, fields=["query"])["fields"]["query"]) == {"percolator"}
+    caps = es.field_caps(index=index, fields=["query"])["fields"]["query"]
+    assert set(caps) == {"percolator"}
+    assert (caps["percolator"]["searchable"], caps["percolator"]["aggregatable"]) == (False, False)
 
 
 @pytest.mark.parametrize(

@@ -253,6 +253,8 @@ def test_term_suggester(es: Elasticsearch, new_index: Callable[..., str]) -> Non
     assert entries[0]["options"][0] == {"text": "quick", "score": pytest.approx(0.8), "freq": 2}
     assert entries[1]["options"][0]["text"] == "brown"
     assert entries[2]["options"] == []  # present in the index, too short besides
+    strict = es.search(index=index, suggest={"t": {"text": "brwn", "term": {"field": "t", "accuracy": 0.8}}})
+    assert strict["suggest"]["t"][0]["options"] == []  # brown: 1 - 1/4 = 0.75
 
 
 def test_suggestions_survive_merges_deletes_and_a_restart(tmp_path: Path) -> None:
