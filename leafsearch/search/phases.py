@@ -402,7 +402,7 @@ def response(
         if request.typed_keys:
             body["aggregations"] = _typed_keys(body["aggregations"], agg_tree)
     if request.suggest:
-        body["suggest"] = suggest(request.suggest, hitlist.targets, request.source)
+        body["suggest"] = suggest(request.suggest, hitlist.targets, request.source, request.typed_keys)
     if profiles is not None:
         body["profile"] = {
             "shards": [

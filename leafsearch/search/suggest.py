@@ -53,18 +53,24 @@ class _Option:
     contexts: dict[str, list[str]] | None
 
 
-def suggest(suggestions: Sequence[Any], targets: Sequence[Target], source: SourceFilter) -> dict[str, Any]:
-    """The response's `suggest` object, by suggestion name."""
+def suggest(
+    suggestions: Sequence[Any], targets: Sequence[Target], source: SourceFilter, typed_keys: bool = False
+) -> dict[str, Any]:
+    """The response's `suggest` object, by suggestion name (`typed_keys`: `completion#name`)."""
     if any(t.remote for t in targets):
         raise NotSupported("[suggest] on indices served by shard actors")
     try:
-        return {s.name: _run(s, targets, source) for s in suggestions}
+        return {_key(s, typed_keys): _run(s, targets, source) for s in suggestions}
     except SearchPhaseExecution:
         raise
     except ElasticError as e:
         if e.status == 400:
             raise SearchPhaseExecution(e) from None
         raise
+
+
+def _key(s: Any, typed_keys: bool) -> str:
+    return f"{'term' if isinstance(s, TermSuggestion) else 'completion'}#{s.name}" if typed_keys else s.name
 
 
 def _run(s: Any, targets: Sequence[Target], source: SourceFilter) -> list[dict[str, Any]]:

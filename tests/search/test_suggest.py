@@ -384,3 +384,17 @@ def test_dynamic_templates_and_analyze(es: Elasticsearch, new_index: Callable[..
     assert options(found) == [("1", "Hello", 1.0)]
     tokens = es.indices.analyze(index=index, field="sug_x", text="Hello World 42")["tokens"]
     assert [t["token"] for t in tokens] == ["hello", "world"]
+
+
+def test_typed_keys_name_the_suggester(es: Elasticsearch, new_index: Callable[..., str]) -> None:
+    index = new_index(mappings={"properties": {"s": {"type": "completion"}, "t": {"type": "text"}}})
+    es.index(index=index, id="1", document={"s": "nirvana", "t": "nirvana"}, refresh=True)
+    found = es.search(
+        index=index,
+        typed_keys=True,
+        suggest={
+            "a": {"prefix": "ni", "completion": {"field": "s"}},
+            "b": {"text": "nirvan", "term": {"field": "t"}},
+        },
+    )
+    assert set(found["suggest"]) == {"completion#a", "term#b"}
