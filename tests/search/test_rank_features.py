@@ -305,3 +305,45 @@ def test_concurrent_writers_and_feature_readers(es: Elasticsearch, new_index: Ca
         t.join()
     assert not errors, errors
     assert es.count(index=index, query=query)["count"] == 400
+
+
+def test_a_pit_walk_of_feature_scores_is_exactly_once_with_writers_beside(
+    es: Elasticsearch, new_index: Callable[..., str]
+) -> None:
+    """Pages of a `rank_feature` query on a PIT, `search_after` its scores, while a writer adds
+    documents: the pages joined are the PIT's matches, each once, in score order."""
+    index = new_index(settings={"number_of_shards": 2}, mappings=MAPPING)
+    ranks = values(300, 13)
+    bulk(es, [{"_index": index, "_id": str(i), "pagerank": ranks[i]} for i in range(200)], refresh=True)
+    pit = es.open_point_in_time(index=index, keep_alive="1m")["id"]
+    stop = threading.Event()
+
+    def write() -> None:
+        for i in range(200, 300):
+            if stop.is_set():
+                return
+            es.index(index=index, id=str(i), document={"pagerank": ranks[i]}, refresh=True)
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        seen: list[str] = []
+        after = None
+        while True:
+            page = es.search(
+                pit={"id": pit},
+                query={"rank_feature": {"field": "pagerank", "linear": {}}},
+                sort=["_score", "_shard_doc"],
+                size=17,
+                **({"search_after": after} if after else {}),
+            )["hits"]["hits"]
+            if not page:
+                break
+            seen += [h["_id"] for h in page]
+            after = page[-1]["sort"]
+    finally:
+        stop.set()
+        writer.join()
+        es.close_point_in_time(id=pit)
+    assert sorted(seen, key=int) == [str(i) for i in range(200)]
+    assert seen == sorted(seen, key=lambda i: (-lucene_value(ranks[int(i)]), seen.index(i)))
