@@ -232,7 +232,8 @@ def _fuzzy_matches(forms: list[str], query: str, fuzzy: Fuzzy) -> tuple[np.ndarr
     for length in range(max(0, len(query) - edits), len(query) + edits + 1):
         cut = [f[:length] for f in forms]
         best = np.minimum(best, edit_distances(cut, query, fuzzy.transpositions))
-    keep = best <= edits
+    head = query[: fuzzy.prefix_length]
+    keep = (best <= edits) & np.fromiter((f.startswith(head) for f in forms), dtype=bool, count=len(forms))
     common = np.fromiter((_common_prefix(f, query) for f in forms), dtype=np.float64, count=len(forms))
     return keep, common
 
