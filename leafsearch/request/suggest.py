@@ -8,6 +8,8 @@ from typing import Any
 
 from leafsearch.common.json_tokens import token_name
 from leafsearch.errors import IllegalArgument, ParsingError
+from leafsearch.request import lucene_regexp
+from leafsearch.request.query_dsl import regexp_flags
 from leafsearch.unsupported import NotSupported
 
 #: Elasticsearch's suggesters; `phrase` is not here.
@@ -42,6 +44,8 @@ class CompletionSuggestion:
     fuzzy: Fuzzy | None = None
     contexts: tuple[ContextQuery, ...] = ()
     analyzer: str | None = None
+    regex_flags: int = lucene_regexp.ALL
+    max_determinized_states: int = lucene_regexp.DEFAULT_MAX_STATES
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +158,11 @@ def _completion(name: str, text: str, regex: bool, options: dict) -> CompletionS
                 k not in ("flags", "max_determinized_states") for k in value
             ):
                 raise ParsingError("[regex] takes [flags] and [max_determinized_states]")
+            if "flags" in value:
+                values["regex_flags"] = regexp_flags(str(value["flags"]))
+            if "max_determinized_states" in value:
+                states = _int("max_determinized_states", value["max_determinized_states"], 1)
+                values["max_determinized_states"] = states
         elif key == "shard_size":
             _int(key, value, 1)
         else:

@@ -209,7 +209,7 @@ def _matching_terms(
         keep = np.array([f.startswith(form) for f in forms], dtype=bool)
         return ords[keep], np.zeros(int(keep.sum()))
     if s.regex:
-        pattern = term_pattern("regexp", f"({form}).*", False)
+        pattern = term_pattern("regexp", f"({form}).*", False, s.regex_flags, s.max_determinized_states)
         keep = pattern.select([f.encode() for f in forms])
         return ords[keep], np.zeros(int(keep.sum()))
     assert fuzzy is not None

@@ -109,6 +109,10 @@ def test_fuzzy_and_regex(es: Elasticsearch, new_index: Callable[..., str]) -> No
     assert options(exact) == []
     regex = es.search(index=index, suggest={"s": {"regex": "n[ie]", "completion": {"field": "s"}}})
     assert options(regex) == [("1", "nevermind", 11.0), ("0", "nirvana", 10.0)]
+    anything = es.search(index=index, suggest={"s": {"regex": "@", "completion": {"field": "s"}}})
+    assert len(options(anything)) == 3  # `@` is any string, with the ANYSTRING flag
+    plain = {"regex": {"flags": "NONE"}, "field": "s"}
+    assert options(es.search(index=index, suggest={"s": {"regex": "@", "completion": plain}})) == []
 
 
 def test_category_contexts(es: Elasticsearch, new_index: Callable[..., str]) -> None:
