@@ -6,7 +6,8 @@
 - A `rank_features` object (feature name -> positive float) keeps each feature as the `double`
   column `<field>.<feature>`, so a query on `topics.politics` reads one column.
 - A `binary` value is base64 text returned in `_source` as sent; it is checked (decoded) when the
-  field is `store`d or has `doc_values`, as Elasticsearch checks it, and never searchable.
+  field is `store`d or has `doc_values`, as Elasticsearch checks it, and never searchable (such a
+  kept field indexes one marker term per document, which `exists` reads).
 
 Elasticsearch's checks and messages are Lucene's FeatureField's and the mappers' own.
 """
@@ -24,6 +25,8 @@ from leafsearch.common.json_tokens import not_numeric, token_name
 from leafsearch.index.mapping import FieldType, _DocError, _FieldError, _flat, _Malformed, _parse_failure
 from leafsearch.index.parsed import ParsedDoc
 
+#: The one term a kept `binary` field indexes: `exists` reads it; nothing else does.
+EXISTS_MARKER = "1"
 #: Float.MIN_NORMAL: the least value a feature may take.
 _MIN_NORMAL = float(np.finfo(np.float32).tiny)
 
@@ -169,6 +172,7 @@ class BinaryField(FieldType):
     def _parse_binary(self, value: Any, doc: ParsedDoc) -> None:
         if not (self.store or self.doc_values):
             return  # Elasticsearch reads nothing of a value it neither stores nor keeps
+        found = False
         for v in _flat(value) if type(value) is list else (value,):
             if v is None:
                 continue
@@ -179,6 +183,9 @@ class BinaryField(FieldType):
             except (binascii.Error, ValueError):
                 message = f"Failed to decode VALUE_STRING as base64 (MIME-NO-LINEFEEDS): {_base64_problem(v)}"
                 raise _FieldError(self, v, _Malformed(message, "json_parse_exception")) from None
+            found = True
+        if found:  # one marker term, so that `exists` finds the document (the values are in `_source`)
+            doc.keyword[self.path] = [EXISTS_MARKER]
 
 
 def as_sent(value: Any) -> str:

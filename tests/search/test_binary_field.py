@@ -105,3 +105,15 @@ def test_doc_values_are_read_where_kept(es: Elasticsearch, new_index: Callable[.
     assert "sorting on or aggregating the binary field [kept] is not supported by leafsearch" in str(
         e.value.info
     )
+
+
+def test_exists_finds_kept_values(es: Elasticsearch, new_index: Callable[..., str]) -> None:
+    """As Elasticsearch: a binary field with doc values is found by `exists`; one it neither
+    stores nor keeps is not."""
+    index = new_index(mappings=MAPPING)
+    es.index(index=index, id="1", document={"kept": "aGk=", "blob": "aGk="})
+    es.index(index=index, id="2", document={"kept": [], "name": "b"}, refresh=True)
+    assert [
+        h["_id"] for h in es.search(index=index, query={"exists": {"field": "kept"}})["hits"]["hits"]
+    ] == ["1"]
+    assert es.search(index=index, query={"exists": {"field": "blob"}})["hits"]["total"]["value"] == 0

@@ -199,6 +199,7 @@ def test_bad_values_are_refused(es: Elasticsearch, new_index: Callable[..., str]
         ),
         ({"rank_feature": {"field": "pagerank", "sigmoid": {"pivot": 1}}}, "Required [exponent]"),
         ({"rank_feature": {"pivot": 1}}, "[feature] unknown field [pivot]"),
+        ({"exists": {"field": "topics"}}, "[rank_features] fields do not support [exists] queries"),
     ],
 )
 def test_bad_queries_are_refused(es: Elasticsearch, new_index: Callable[..., str], query, message) -> None:
