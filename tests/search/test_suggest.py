@@ -402,3 +402,20 @@ def test_typed_keys_name_the_suggester(es: Elasticsearch, new_index: Callable[..
         },
     )
     assert set(found["suggest"]) == {"completion#a", "term#b"}
+
+
+def test_a_scroll_answers_its_suggestions_with_its_first_batch(
+    es: Elasticsearch, new_index: Callable[..., str]
+) -> None:
+    index = new_index(mappings={"properties": {"s": {"type": "completion"}}})
+    bulk(es, [{"_index": index, "_id": str(i), "s": f"item{i}"} for i in range(3)], refresh=True)
+    first = es.search(
+        index=index, scroll="1m", size=1, suggest={"a": {"prefix": "it", "completion": {"field": "s"}}}
+    )
+    assert len(first["suggest"]["a"][0]["options"]) == 3
+    try:
+        second = es.scroll(scroll_id=first["_scroll_id"], scroll="1m")
+        assert len(second["hits"]["hits"]) == 1
+        assert "suggest" not in second
+    finally:
+        es.clear_scroll(scroll_id=first["_scroll_id"])
