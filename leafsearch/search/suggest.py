@@ -34,7 +34,7 @@ from leafsearch.index.completion import CompletionField
 from leafsearch.request.search_types import SourceFilter
 from leafsearch.request.suggest import CompletionSuggestion, Fuzzy, TermSuggestion
 from leafsearch.search.fetch import filter_source
-from leafsearch.search.query.fuzzy import edit_distances
+from leafsearch.search.query.fuzzy import edit_distances, prefix_edit_distances
 from leafsearch.search.query.term_selection import prefix_range, term_pattern
 from leafsearch.search.targets import Target
 from leafsearch.unsupported import NotSupported
@@ -228,10 +228,8 @@ def _fuzzy_matches(forms: list[str], query: str, fuzzy: Fuzzy) -> tuple[np.ndarr
     """Which analysed forms start with a prefix within the allowed edits of `query` (its first
     `prefix_length` characters exact), and each one's boost: the common prefix's length."""
     edits = _edits(fuzzy.fuzziness, query)
-    best = np.full(len(forms), edits + 1, dtype=np.int64)
-    for length in range(max(0, len(query) - edits), len(query) + edits + 1):
-        cut = [f[:length] for f in forms]
-        best = np.minimum(best, edit_distances(cut, query, fuzzy.transpositions))
+    cut = [f[: len(query) + edits] for f in forms]  # no longer prefix can be nearer
+    best = prefix_edit_distances(cut, query, edits, fuzzy.transpositions)
     head = query[: fuzzy.prefix_length]
     keep = (best <= edits) & np.fromiter((f.startswith(head) for f in forms), dtype=bool, count=len(forms))
     common = np.fromiter((_common_prefix(f, query) for f in forms), dtype=np.float64, count=len(forms))
