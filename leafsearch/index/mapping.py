@@ -90,6 +90,10 @@ KINDS = {
     "dense_vector": "vector",  # one (dims,) row per document, see index/vectors.py
     "join": "keyword",  # the relation name; `parent`: the ids linking relations (index/join.py)
     "parent": "keyword",
+    **dict.fromkeys(("rank_feature", "rank_features"), "double"),  # see index/feature_fields.py
+    "binary": "keyword",  # kept in `_source` only
+    "completion": "keyword",  # one term per input, see index/completion.py
+    "percolator": "keyword",  # the query's JSON, see index/percolator.py
 }
 _F32 = struct.Struct("<f")
 _F16 = struct.Struct("<e")
@@ -209,6 +213,7 @@ def _any_param(value: Any, name: str, param: str) -> Any:
 _BOOL_PARAMS = (
     "index", "doc_values", "store", "coerce", "ignore_malformed", "norms", "eager_global_ordinals",
     "index_phrases", "fielddata", "split_queries_on_whitespace", "time_series_dimension",
+    "positive_score_impact", "preserve_separators", "preserve_position_increments",
 )
 _STR_PARAMS = (
     "analyzer", "search_analyzer", "search_quote_analyzer", "index_options", "similarity", "term_vector",
@@ -217,13 +222,14 @@ _STR_PARAMS = (
 _NORMALIZERS: dict[str, Callable[[Any, str, str], Any]] = {
     **dict.fromkeys(_BOOL_PARAMS, _bool_param),
     **dict.fromkeys(_STR_PARAMS, _str_param),
-    **dict.fromkeys(("ignore_above", "position_increment_gap"), _int_param),
+    **dict.fromkeys(("ignore_above", "position_increment_gap", "max_input_length"), _int_param),
     **dict.fromkeys(("boost", "scaling_factor"), _number_param),
     **dict.fromkeys(("index_prefixes", "fielddata_frequency_filter"), _map_param),
     "meta": _meta_param,
     "copy_to": _copy_to_param,
     "format": _format_param,
     "null_value": _any_param,
+    "contexts": _any_param,
 }
 
 _COMMON = frozenset({"index", "doc_values", "store", "meta", "boost", "copy_to"})
@@ -252,6 +258,13 @@ _PARAMS: dict[str, frozenset[str]] = {
     "date_range": _COMMON | {"coerce", "format", "locale"},
     "dense_vector": frozenset({"dims", "element_type", "similarity", "index", "index_options", "meta"}),
     "join": frozenset({"relations", "eager_global_ordinals", "meta"}),
+    **dict.fromkeys(("rank_feature", "rank_features"), frozenset({"positive_score_impact", "meta"})),
+    "binary": frozenset({"doc_values", "store", "meta"}),
+    "completion": frozenset({
+        "analyzer", "search_analyzer", "preserve_separators", "preserve_position_increments",
+        "max_input_length", "contexts", "meta",
+    }),
+    "percolator": frozenset(),
 }
 # Parameters a put-mapping may change; any other must keep its value (or its default).
 _UPDATABLE = frozenset({
@@ -271,6 +284,8 @@ _TYPE_DEFAULTS: dict[str, dict[str, Any]] = {
     "date": {"format": DEFAULT_DATE_FORMAT},
     "date_nanos": {"format": DEFAULT_DATE_NANOS_FORMAT},
     "date_range": {"format": DEFAULT_DATE_FORMAT},
+    **dict.fromkeys(("rank_feature", "rank_features"), {"positive_score_impact": True}),
+    "binary": {"doc_values": False},
 }
 
 
@@ -1176,7 +1191,9 @@ def _build_mapper(
             raise _MappingError(f"unknown parameter [{key}] on mapper [{name}] of type [{type_}]")
         else:
             params[key] = _NORMALIZERS[key](value, name, key)
-    return FieldType(path, name, type_, params, fields, source_key)
+    from leafsearch.index.field_classes import CLASSES  # they subclass FieldType
+
+    return CLASSES.get(type_, FieldType)(path, name, type_, params, fields, source_key)
 
 
 def _build_object(path: str, name: str, type_: str, node: dict) -> ObjectMapper:
@@ -1467,6 +1484,9 @@ class Mapping:
     def _bind(self, field: FieldType) -> None:
         """A text field's analyzers from its `analyzer`, `search_analyzer`, `search_quote_analyzer`;
         a keyword's normalizer."""
+        if hasattr(field, "bind"):  # a type of its own module (index/field_classes.py)
+            field.bind(self, self._analyzer)
+            return
         if field.kind == "keyword":
             name = field.normalizer
             if name is not None and name != "lowercase":

@@ -97,7 +97,7 @@ def _object(mapper: ObjectMapper, objs: list[dict], rows: Rows, batch: ParsedBat
 
 def _leaf(field: FieldType, values: list, rows: Rows, batch: ParsedBatch) -> None:
     types = set(map(type, values))
-    if not types <= _SCALARS:
+    if not types <= _SCALARS or type(field) is not FieldType:  # a subclass parses its own way
         raise _Fallback
     try:
         if field.kind == "text":

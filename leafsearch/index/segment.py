@@ -278,6 +278,9 @@ class Segment:
             return np.load(path, allow_pickle=False)
         return np.load(path, mmap_mode="r", allow_pickle=False)
 
+    def _has(self, name: str) -> bool:
+        return (self.folder / f"{name}.npy").exists()
+
     @cached_property
     def id_terms(self) -> np.ndarray:
         return self._load("_id.terms")
@@ -432,7 +435,7 @@ class Segment:
             values = np.asarray(values, dtype=np.int64)
         if meta["single"]:
             present = None
-            if (self.folder / f"{prefix}present.npy").exists():
+            if self._has(prefix + "present"):
                 present = np.unpackbits(self._load(prefix + "present"), count=self.max_doc).astype(bool)
             return DocValues(values, self.max_doc, present=present)
         return DocValues(values, self.max_doc, offsets=self._load(prefix + "offsets"))

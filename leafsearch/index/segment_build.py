@@ -38,6 +38,12 @@ def segment_from_buffer(buffer: IndexBuffer, folder: Path, index_sort: IndexSort
     """Write the buffer's documents (deleted ones included; the caller masks them) as a segment:
     in arrival order, or in `index_sort` order (ties in arrival order), in which case
     `buffer.segment_docs` says where each buffer document went."""
+    writer_from_buffer(buffer, index_sort).write(folder)
+    return Segment(folder)
+
+
+def writer_from_buffer(buffer: IndexBuffer, index_sort: IndexSort | None = None) -> SegmentWriter:
+    """The arrays of the buffer's documents as a segment (see `segment_from_buffer`), unwritten."""
     max_doc = len(buffer)
     keywords = {path: _intern(fb.values) for path, fb in buffer.keyword.items()}
     new_of = None
@@ -85,8 +91,7 @@ def segment_from_buffer(buffer: IndexBuffer, folder: Path, index_sort: IndexSort
         writer.add_vector(path, vector_docs[by_doc], np.stack(fb.values)[by_doc])
     routed = [i for i, r in enumerate(buffer.routings) if r is not None]
     _add_routing(writer, docs(routed), [buffer.routings[i] for i in routed], max_doc)
-    writer.write(folder)
-    return Segment(folder)
+    return writer
 
 
 def _buffer_sort_values(

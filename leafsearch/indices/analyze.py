@@ -242,7 +242,7 @@ def _chain(
             raise IllegalArgument("analysis based on a specific field requires an index")
         ftype = index.mapping.field(field)
         if ftype is not None:
-            if ftype.type == "text":
+            if ftype.type in ("text", "completion"):  # a completion's inputs are analysed too
                 field_analyzer = ftype.analyzer
                 return Chain(
                     field_analyzer.name, field_analyzer, field_analyzer.custom, ftype.position_increment_gap

@@ -327,6 +327,36 @@ class KnnHits(Query):
 
 
 @dataclass(frozen=True, slots=True)
+class RankFeature(Query):
+    """`rank_feature` on a `rank_feature` field or a feature of a `rank_features` field
+    (search/query/feature_queries.py). `function`: saturation, log, sigmoid or linear; `pivot`
+    None for saturation's default (the shard's geometric mean)."""
+
+    field: str
+    function: str = "saturation"
+    pivot: float | None = None
+    scaling_factor: float = 0.0
+    exponent: float = 0.0
+    boost: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class Percolate(Query):
+    """`percolate`: documents of a `percolator` field whose stored query matches one of the given
+    `documents` (JSON; search/query/percolate_queries.py), or the document `index`/`id` names,
+    which the coordinator reads first (search/terms_lookup.py)."""
+
+    field: str
+    documents: tuple[bytes, ...] = ()
+    index: str | None = None
+    id: str | None = None
+    routing: str | None = None
+    version: int | None = None
+    name: str | None = None
+    boost: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
 class SimpleQueryString(Query):
     query: str
     fields: tuple[str, ...] = ()
@@ -1192,6 +1222,80 @@ def _query_vector(value: Any) -> tuple[float, ...]:
     return tuple(float(v) for v in value)
 
 
+_RANK_FEATURE_FUNCTIONS = {
+    "saturation": ("pivot",),
+    "log": ("scaling_factor",),
+    "sigmoid": ("pivot", "exponent"),
+}
+
+
+def _rank_feature(body: dict, depth: int) -> RankFeature:
+    opts: dict[str, Any] = {}
+    functions = []
+    for key, value in body.items():
+        if key == "field":
+            opts["field"] = _text("rank_feature", key, value)
+        elif key == "boost":
+            opts["boost"] = _float("rank_feature", key, value)
+        elif key in (*_RANK_FEATURE_FUNCTIONS, "linear"):
+            if not isinstance(value, dict):
+                raise ParsingError(
+                    f"[rank_feature] {key} doesn't support values of type: {token_name(value)}"
+                )
+            allowed = _RANK_FEATURE_FUNCTIONS.get(key, ())
+            for param, number in value.items():
+                if param not in allowed:
+                    raise XContentParseError(f"[{key}] unknown field [{param}]")
+                opts[param] = _float(key, param, number)
+            missing = [p for p in allowed if p not in value and key != "saturation"]  # its pivot: optional
+            if missing:
+                raise IllegalArgument(f"Required [{', '.join(missing)}]")
+            functions.append(key)
+        elif key not in _IGNORED:
+            raise XContentParseError(f"[feature] unknown field [{key}]")  # the parser's name
+    if "field" not in opts:
+        raise IllegalArgument("Required [field]")
+    if len(functions) > 1:
+        raise IllegalArgument("Can only specify one of [log], [saturation], [sigmoid] and [linear]")
+    return RankFeature(function=functions[0] if functions else "saturation", **opts)
+
+
+def _percolate(body: dict, depth: int) -> Percolate:
+    opts: dict[str, Any] = {}
+    given = []
+    for key, value in body.items():
+        if key in ("field", "index", "id", "routing", "preference", "name"):
+            text = _text("percolate", key, value)
+            if key != "preference":
+                opts[key] = text
+        elif key == "document":
+            if not isinstance(value, dict):
+                raise ParsingError(f"[percolate] {key} doesn't support values of type: {token_name(value)}")
+            opts["documents"] = (orjson.dumps(value),)
+        elif key == "documents":
+            items = value if isinstance(value, list) else [value]
+            if not all(isinstance(d, dict) for d in items):
+                raise ParsingError("[percolate] documents must be objects")
+            opts["documents"] = tuple(orjson.dumps(d) for d in items)
+        elif key == "version":
+            opts["version"] = _int("percolate", key, value)
+        elif key == "boost":
+            opts["boost"] = _float("percolate", key, value)
+        elif key not in _IGNORED:
+            raise XContentParseError(f"[percolate] unknown field [{key}]")
+        if key in ("document", "documents", "id"):
+            given.append(key)
+    if "field" not in opts:
+        raise IllegalArgument("Required [field]")
+    if not given:
+        raise IllegalArgument("Required one of fields [document, documents, id], but none were specified.")
+    if len(given) > 1:
+        raise IllegalArgument(f"The following fields are not allowed together: [{', '.join(given)}]")
+    if "id" in opts and "index" not in opts:
+        raise IllegalArgument("[index] is a required argument")
+    return Percolate(**opts)
+
+
 _PARSERS: dict[str, Callable[[dict, int], Query]] = {
     "match_all": _match_all,
     "match_none": _match_none,
@@ -1215,6 +1319,8 @@ _PARSERS: dict[str, Callable[[dict, int], Query]] = {
     "query_string": _query_string,
     "simple_query_string": _simple_query_string,
     "knn": parse_knn,
+    "rank_feature": _rank_feature,
+    "percolate": _percolate,
 }
 from leafsearch.request import join_queries  # noqa: E402 (its queries build on this module's)
 
@@ -1243,9 +1349,7 @@ _QUERY_NAMES: tuple[str, ...] = tuple(
             "more_like_this",
             "nested",
             "parent_id",
-            "percolate",
             "pinned",
-            "rank_feature",
             "regexp",
             "script",
             "script_score",

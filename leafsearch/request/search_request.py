@@ -62,6 +62,7 @@ from leafsearch.request.sort import (
     reversed_sort,
     unsupported_token,
 )
+from leafsearch.request.suggest import parse_suggest, url_suggestion
 from leafsearch.request.timevalue import parse_time_value
 from leafsearch.unsupported import NotSupported
 
@@ -74,7 +75,7 @@ _NONE_FIELDS = "_none_"
 #: Parameters of the `q` query that make no sense without it (`RestActions.urlParamsToQueryBuilder`).
 _QUERY_STRING_PARAMS = ("df", "analyzer", "analyze_wildcard", "lenient", "default_operator")
 #: Parts of Elasticsearch's search body that leafsearch does not implement: refused by name.
-_UNSUPPORTED = ("rank", "retriever", "suggest", "sub_searches")
+_UNSUPPORTED = ("rank", "retriever", "sub_searches")
 #: Parts accepted only empty, the form some clients always send.
 _EMPTY_ONLY = ("runtime_mappings", "ext")
 _JAVA_DOUBLE = re.compile(r"[+-]?(NaN|Infinity|(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?[fFdD]?)")
@@ -261,6 +262,7 @@ class _Source:
         self.timeout: float | None = None
         self.indices_boost: list[tuple[str, float]] = []
         self.knn: list[Any] = []  # the bodies, parsed once `size` (their default `k`) is known
+        self.suggest: tuple[Any, ...] = ()
 
     # -- body ------------------------------------------------------------------------------
 
@@ -335,6 +337,8 @@ class _Source:
             self.highlight = parse_highlight(value)
         elif key == "knn":
             self.knn = [value]
+        elif key == "suggest":
+            self.suggest = parse_suggest(value)
         elif key in _EMPTY_ONLY and not value:
             pass
         elif key in _UNSUPPORTED or key in _EMPTY_ONLY:
@@ -435,7 +439,10 @@ class _Source:
         if "sort" in params:
             self.sort = (self.sort or []) + parse_url_sort(params["sort"])
         if "suggest_field" in params:
-            raise NotSupported("[suggest]")
+            size = _param_int(params, "suggest_size") if "suggest_size" in params else None
+            text = params.get("suggest_text", params.get("q"))
+            mode = params.get("suggest_mode", "missing")
+            self.suggest = (url_suggestion(params["suggest_field"], text, mode, size),)
 
 
 class _RequestOptions:
@@ -671,6 +678,7 @@ def _build(source: _Source, request: _RequestOptions, indices: str | None) -> Se
         request_cache=request.request_cache,
         timeout=source.timeout,
         allow_partial_search_results=request.allow_partial,
+        suggest=source.suggest,
     )
 
 

@@ -138,6 +138,8 @@ class SearchRequest:
     #: `request_cache`: True caches the answer whatever its size, False never; None: the index's
     #: `index.requests.cache.enable` for `size: 0` requests (search/request_cache.py)
     request_cache: bool | None = None
+    #: `suggest`: `request.suggest` suggestions, answered beside the hits (search/suggest.py)
+    suggest: tuple[Any, ...] = ()
 
     def plain_walk(self, sort_field: str) -> bool:
         """Whether the request only reads every document in the order of one `sort_field` sort: a

@@ -269,7 +269,7 @@ def _scroll_batch(
     body = phases.response(
         services,
         _shown(page.hitlist, shown, total),
-        request,
+        request if task.opening else dataclasses.replace(request, suggest=()),  # suggestions: once
         page.start,
         page.end,
         started,

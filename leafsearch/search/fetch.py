@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import base64
 import math
 import re
 from collections.abc import Callable
@@ -24,6 +25,7 @@ from typing import Any
 import numpy as np
 import orjson
 
+from leafsearch.common.json_paths import path_values
 from leafsearch.common.memo import memo
 from leafsearch.errors import ElasticError, IllegalArgument, ParseException
 from leafsearch.index import ip, unsigned_long
@@ -403,18 +405,10 @@ def docvalue_columns(
             ft = mapping.field(path)
             if ft is None:
                 continue
-            render = _docvalue_renderer(path, ft, spec.get("format"), index)
-            column = segment.column(path)
-            if isinstance(column, KeywordColumn):
-                counts, ords = column.ords.values_of(docs)
-                values = [term.decode() for term in column.terms[ords].tolist()]
-                if ft.type == "ip":
-                    values = [ip.decode(term) for term in values]
-            elif isinstance(column, NumericColumn):
-                counts, raw = column.doc_values.values_of(docs)
-                values = render(raw)
+            if ft.type == "binary" and ft.doc_values:
+                counts, values = binary_doc_values(segment, docs, path)
             else:
-                counts, values = np.zeros(len(docs), dtype=np.int64), []
+                counts, values = _column_values(segment, docs, path, ft, spec.get("format"), index)
             if path in position:
                 _, shown_counts, shown = out[position[path]]
                 out[position[path]] = (path, *_append_per_doc(shown_counts, shown, counts, values))
@@ -422,6 +416,37 @@ def docvalue_columns(
                 position[path] = len(out)
                 out.append((path, counts, values))
     return out
+
+
+def _column_values(
+    segment: Any, docs: np.ndarray, path: str, ft: Any, fmt: str | None, index: str
+) -> tuple[np.ndarray, list[Any]]:
+    """(number of values of each document, their values rendered) from the field's column."""
+    render = _docvalue_renderer(path, ft, fmt, index)
+    column = segment.column(path)
+    if isinstance(column, KeywordColumn):
+        counts, ords = column.ords.values_of(docs)
+        values = [term.decode() for term in column.terms[ords].tolist()]
+        if ft.type == "ip":
+            values = [ip.decode(term) for term in values]
+        return counts, values
+    if isinstance(column, NumericColumn):
+        counts, raw = column.doc_values.values_of(docs)
+        return counts, render(raw)
+    return np.zeros(len(docs), dtype=np.int64), []
+
+
+def binary_doc_values(segment: Any, docs: np.ndarray, path: str) -> tuple[np.ndarray, list[str]]:
+    """A `binary` field's doc values, which leafsearch keeps in `_source` only: each document's
+    values decoded, deduplicated and sorted by their bytes, shown in base64 (Elasticsearch's
+    binary doc values and DocValueFormat.BINARY). O(documents) source reads: a page's."""
+    counts = np.zeros(len(docs), dtype=np.int64)
+    values: list[str] = []
+    for i, raw in enumerate(segment.sources(docs)):
+        found = {base64.b64decode(v) for v in path_values(orjson.loads(raw), path) if isinstance(v, str)}
+        counts[i] = len(found)
+        values.extend(base64.b64encode(v).decode() for v in sorted(found))
+    return counts, values
 
 
 def _append_per_doc(
@@ -456,8 +481,12 @@ def fielddata_error(field: str, ft: Any, index: str | None = None) -> IllegalArg
             f"keyword field instead. Alternatively, set fielddata=true on [{field}] in order to load field "
             "data by uninverting the inverted index. Note that this can use significant memory."
         )
+    if ft.type in ("rank_feature", "rank_features"):
+        return IllegalArgument(f"[{ft.type}] fields do not support sorting, scripting or aggregating")
     if ft.type in RANGE_TYPES:
         return NotSupported(f"sorting on or loading the values of the range field [{field}]")
+    if ft.type == "binary" and ft.doc_values:
+        return NotSupported(f"sorting on or aggregating the binary field [{field}]")
     if not ft.doc_values:
         return IllegalArgument(
             f"Can't load fielddata on [{field}] because fielddata is unsupported on fields of type "

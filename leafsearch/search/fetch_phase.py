@@ -27,6 +27,7 @@ import orjson
 
 from leafsearch.common.rawjson import RawJSON
 from leafsearch.index.synthetic_source import is_synthetic, synthesize
+from leafsearch.request.query_dsl import Percolate, queries_within
 from leafsearch.request.search_types import SearchRequest
 from leafsearch.search import fetch as fetch_helpers
 from leafsearch.search import hit_columns
@@ -36,6 +37,7 @@ from leafsearch.search.hitlist import HitList, shard_query_context
 from leafsearch.search.join_inner_hits import join_inner_hits
 from leafsearch.search.profile import ShardProfile
 from leafsearch.search.query import script_exec
+from leafsearch.search.query.percolate_queries import document_highlights, document_slots
 from leafsearch.search.shard_api import FetchForm, ShardFetch, ShardFetchResult, ShardSearch, each_phase
 
 if TYPE_CHECKING:
@@ -109,6 +111,7 @@ def renders_raw(request: SearchRequest) -> bool:
         or request.collapse
         or request.script_fields
         or join_inner_hits(request.query)
+        or any(isinstance(q, Percolate) for q in queries_within(request.query))  # matched slots
     )
 
 
@@ -141,7 +144,14 @@ def _highlights(target: Target, page: _Page, fetch: ShardFetch) -> list[dict[str
         return None
     ctx = shard_query_context(target, 0, needs_scores=False)
     highlighter = Highlighter.prepare(spec, fetch.request.query, ctx, target.index.settings)
-    return [highlighter.render(raw, doc) for raw, doc in zip(page.sources, fetch.docs.tolist(), strict=True)]
+    found = [highlighter.render(raw, doc) for raw, doc in zip(page.sources, fetch.docs.tolist(), strict=True)]
+    percolated = document_highlights(
+        fetch.request.query, spec, target.mapping, target.index.name, target.index.settings
+    )
+    if percolated is None:
+        return found
+    located = page.located()
+    return [{**(own or {}), **percolated(*located[row])} or None for row, own in enumerate(found)]
 
 
 def _raw_columns(
@@ -210,9 +220,14 @@ def _render_dicts(
     sort_rows = (
         [list(row) for row in zip(*fetch.sort_values, strict=True)] if fetch.sort_values is not None else None
     )
+    slots = document_slots(request.query, target.mapping, target.index.name)
     located = (
         page.located()
-        if request.version or request.seq_no_primary_term or request.docvalue_fields or request.script_fields
+        if request.version
+        or request.seq_no_primary_term
+        or request.docvalue_fields
+        or request.script_fields
+        or slots is not None
         else None
     )
     scores = (
@@ -243,7 +258,7 @@ def _render_dicts(
             filtered = fetch_helpers.filter_source(raw, request.source)
             if filtered is not None:
                 hit["_source"] = RawJSON(filtered)
-        if request.fields or request.docvalue_fields or request.script_fields:
+        if request.fields or request.docvalue_fields or request.script_fields or slots is not None:
             values: dict[str, list] = {}
             if request.fields and raw is not None:
                 values.update(
@@ -261,6 +276,9 @@ def _render_dicts(
                 assert located is not None
                 view, local_doc = located[row]
                 values.update(script_exec.script_fields(view, target, local_doc, raw, request.script_fields))
+            if slots is not None:
+                assert located is not None
+                values.update(slots(*located[row]))
             if values:
                 hit["fields"] = values
         if highlights is not None and highlights[row] is not None:

@@ -40,6 +40,7 @@ from leafsearch.search.rescore import rescore
 from leafsearch.search.shard_api import FetchAlong, ShardContextId, ShardSearch
 from leafsearch.search.slicing import check_slice_field, pit_slice_range
 from leafsearch.search.sort_keys import missing_substitute
+from leafsearch.search.suggest import suggest
 from leafsearch.search.targets import Target, acquire_targets
 
 if TYPE_CHECKING:
@@ -404,6 +405,8 @@ def response(
         body["aggregations"] = reduce(agg_tree, hitlist.agg_partials, max_buckets=limit)
         if request.typed_keys:
             body["aggregations"] = _typed_keys(body["aggregations"], agg_tree)
+    if request.suggest:
+        body["suggest"] = suggest(request.suggest, hitlist.targets, request.source, request.typed_keys)
     if profiles is not None:
         body["profile"] = {
             "shards": [

@@ -8,6 +8,9 @@ arrays; nulls and objects skipped). A missing document gives no values (nothing 
 missing index is the get's 404. The values then meet the searched index's
 `index.max_terms_count` like any `terms` query's.
 
+A `percolate` query naming an indexed document (`index`, `id`, `routing`, `version`) is resolved
+here the same way, into the `percolate` of its source (a missing document is Elasticsearch's 404).
+
 Security: the document is read as the caller: without `read` on the lookup index (or alias, by its
 own name) the search is refused with the get action's 403, as Elasticsearch authorizes the get it
 sends on the caller's behalf.
@@ -15,13 +18,14 @@ sends on the caller's behalf.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import orjson
 
-from leafsearch.request.query_dsl import Query, Terms, TermsLookup, queries_within, replace_queries
+from leafsearch.common.json_paths import path_values
+from leafsearch.errors import IllegalArgument, ResourceNotFound
+from leafsearch.request.query_dsl import Percolate, Query, Terms, TermsLookup, queries_within, replace_queries
 from leafsearch.request.search_types import SearchRequest
 from leafsearch.security.subject import current
 
@@ -42,12 +46,20 @@ def resolve_lookups(services: CoordinatorServices, request: SearchRequest) -> Se
     return replace(request, query=query, post_filter=post_filter)
 
 
+def _is_lookup(q: Query) -> bool:
+    return isinstance(q, TermsLookup) or (isinstance(q, Percolate) and q.id is not None)
+
+
 def _resolved(services: CoordinatorServices, query: Query) -> Query:
-    if not any(isinstance(q, TermsLookup) for q in queries_within(query)):
+    if not any(_is_lookup(q) for q in queries_within(query)):
         return query
     subject = current()
 
     def lookup(node: Query) -> Query | None:
+        if isinstance(node, Percolate) and node.id is not None:
+            if subject is not None:
+                subject.check_index(GET_ACTION, node.index)
+            return _percolated(services, node)
         if not isinstance(node, TermsLookup):
             return None
         if subject is not None:
@@ -60,21 +72,12 @@ def _resolved(services: CoordinatorServices, query: Query) -> Query:
     return replace_queries(query, lookup)
 
 
-def path_values(source: Any, path: str) -> Iterator[Any]:
-    """The scalar values at dotted `path` of a document (XContentMapValues.extractRawValues): an
-    array is walked through at any step, and a key may itself hold dots (`a.b` under `{"a.b": ..}`)."""
-    stack: list[tuple[Any, tuple[str, ...]]] = [(source, tuple(path.split(".")))]
-    found: list[Any] = []
-    while stack:
-        node, parts = stack.pop()
-        if isinstance(node, list):
-            stack.extend((item, parts) for item in reversed(node))
-        elif not parts:
-            if node is not None and not isinstance(node, dict):
-                found.append(node)
-        elif isinstance(node, dict):
-            for i in range(len(parts), 0, -1):
-                key = ".".join(parts[:i])
-                if key in node:
-                    stack.append((node[key], parts[i:]))
-    return iter(found)
+def _percolated(services: CoordinatorServices, node: Percolate) -> Percolate:
+    """A `percolate` of an indexed document as the `percolate` of its source (Elasticsearch's
+    PercolateQueryBuilder rewrite: a get, its version checked)."""
+    doc = services.get_document(node.index, node.id, routing=node.routing, version=node.version)
+    if doc is None:
+        raise ResourceNotFound(f"indexed document [{node.index}/{node.id}] couldn't be found")
+    if "_source" not in doc:
+        raise IllegalArgument(f"indexed document [{node.index}/{node.id}] source disabled")
+    return replace(node, documents=(doc["_source"].data,), index=None, id=None, routing=None, version=None)

@@ -438,7 +438,6 @@ def test_slice_needs_id_and_max():
 @pytest.mark.parametrize(
     "body",
     [
-        {"suggest": {"s": {"text": "x"}}},
         {"rank": {"rrf": {}}},
         {"runtime_mappings": {"x": {"type": "long"}}},
     ],

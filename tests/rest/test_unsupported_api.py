@@ -91,8 +91,8 @@ def test_the_official_client_gets_the_reason(es: Elasticsearch) -> None:
             "[geo_distance] query is not supported by leafsearch",
         ),
         (
-            {"query": {"percolate": {"field": "q", "document": {}}}},
-            "[percolate] query is not supported by leafsearch",
+            {"query": {"span_term": {"n": 1}}},
+            "[span_term] query is not supported by leafsearch",
         ),
         (
             {"rank": {"rrf": {}}},

@@ -12,7 +12,9 @@ import numpy as np
 from leafsearch.index.searcher import SegmentView
 from leafsearch.search.query import (
     conjunction,
+    feature_queries,
     join_queries,
+    percolate_queries,
     phrase_exec,
     script_exec,
     term_exec,
@@ -276,4 +278,6 @@ _EXECUTORS: dict[type, Callable[..., Result]] = {
     ScriptPlan: _exec_script,
     vector_queries.KnnPlan: vector_queries.exec_knn,
     join_queries.JoinPlan: join_queries.exec_join,
+    feature_queries.FeaturePlan: feature_queries.exec_rank_feature,
+    percolate_queries.PercolatePlan: percolate_queries.exec_percolate,
 }

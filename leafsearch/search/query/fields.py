@@ -25,8 +25,19 @@ def searchable(ctx: QueryContext, ft: Any, name: str, *, needs_index: bool = Fal
         )
 
 
+#: Field types Elasticsearch never searches by value, with its refusal.
+_UNSEARCHABLE = {
+    "binary": "Binary fields do not support searching",
+    "rank_feature": "Queries on [rank_feature] fields are not supported",
+    "percolator": "Percolator fields are not searchable directly, use a percolate query instead",
+}
+
+
 def refuse_vector(ctx: QueryContext, ft: Any, name: str, queries: str) -> None:
-    """Vectors are searched by kNN only: Elasticsearch refuses term-level queries on them."""
+    """Vectors are searched by kNN only: Elasticsearch refuses term-level queries on them (and
+    on the types of `_UNSEARCHABLE`)."""
+    if type_of(ft) in _UNSEARCHABLE:
+        raise failed(ctx, "illegal_argument_exception", _UNSEARCHABLE[type_of(ft)])
     if ft.kind == "vector":
         raise failed(
             ctx,

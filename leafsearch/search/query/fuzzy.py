@@ -46,9 +46,31 @@ def fuzzy_edits(ctx: QueryContext, fuzziness: str | None, token: str) -> int:
     return max(0, min(int(value), 2))
 
 
-def _edit_distances(candidates: list[str], word: str) -> np.ndarray:
-    """Damerau-Levenshtein (optimal string alignment) distance of each candidate to `word`,
-    one numpy row per candidate so the dynamic program runs over all of them at once."""
+def edit_distances(candidates: list[str], word: str, transpositions: bool = True) -> np.ndarray:
+    """Damerau-Levenshtein (optimal string alignment) distance of each candidate to `word`
+    (Levenshtein without `transpositions`), one numpy row per candidate so the dynamic program
+    runs over all of them at once."""
+    last, lengths = _last_rows(candidates, word, transpositions)
+    return last[np.arange(len(candidates)), lengths]
+
+
+def prefix_edit_distances(
+    candidates: list[str], word: str, edits: int, transpositions: bool = True
+) -> np.ndarray:
+    """The least distance of `word` to a prefix of each candidate of `len(word)` ± `edits`
+    characters (a candidate shorter than that is out of reach): one dynamic program, whose last
+    row holds the distance to every prefix."""
+    last, lengths = _last_rows(candidates, word, transpositions)
+    columns = np.arange(last.shape[1])
+    m = len(word)
+    allowed = (columns >= m - edits) & (columns <= m + edits)
+    within = allowed[None, :] & (columns[None, :] <= lengths[:, None])  # shorter ones: out of reach
+    return np.where(within, last, np.iinfo(np.int64).max).min(axis=1)
+
+
+def _last_rows(candidates: list[str], word: str, transpositions: bool) -> tuple[np.ndarray, np.ndarray]:
+    """The dynamic program's last row per candidate (distance of `word` to each prefix of it),
+    and the candidates' lengths."""
     n, m = len(candidates), len(word)
     width = max((len(c) for c in candidates), default=0)
     grid = np.full((n, width), -1, dtype=np.int64)
@@ -64,12 +86,12 @@ def _edit_distances(candidates: list[str], word: str) -> np.ndarray:
         for j in range(1, width + 1):
             cost = (grid[:, j - 1] != codes[i - 1]).astype(np.int64)
             best = np.minimum(np.minimum(prev[:, j] + 1, cur[:, j - 1] + 1), prev[:, j - 1] + cost)
-            if prev2 is not None and j > 1:
+            if transpositions and prev2 is not None and j > 1:
                 swap = (grid[:, j - 1] == codes[i - 2]) & (grid[:, j - 2] == codes[i - 1])
                 best = np.where(swap, np.minimum(best, prev2[:, j - 2] + 1), best)
             cur[:, j] = best
         prev2, prev = prev, cur
-    return prev[np.arange(n), lengths]
+    return prev, lengths
 
 
 def fuzzy_plan(ctx: QueryContext, name: str, token: str, edits: int, prefix_length: int, limit: int) -> Any:
@@ -85,7 +107,7 @@ def fuzzy_plan(ctx: QueryContext, name: str, token: str, edits: int, prefix_leng
     if not candidates:
         return NoDocs()
     ordered = sorted(candidates)
-    distances = _edit_distances(ordered, token)
+    distances = edit_distances(ordered, token)
     scored = sorted(
         (1.0 - d / min(len(t), len(token)), t)
         for t, d in zip(ordered, distances.tolist(), strict=True)

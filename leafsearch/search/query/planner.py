@@ -11,7 +11,15 @@ from typing import Any
 from leafsearch.errors import ElasticError, IllegalArgument
 from leafsearch.request import join_queries as join_dsl
 from leafsearch.request import query_dsl as dsl
-from leafsearch.search.query import join_queries, rewrites, term_queries, text_queries, vector_queries
+from leafsearch.search.query import (
+    feature_queries,
+    join_queries,
+    percolate_queries,
+    rewrites,
+    term_queries,
+    text_queries,
+    vector_queries,
+)
 from leafsearch.search.query.clauses import check_clauses
 from leafsearch.search.query.context import QueryContext
 from leafsearch.search.query.plans import AllDocs, BoolPlan, ConstPlan, DisMaxPlan, NoDocs, ScriptPlan
@@ -100,4 +108,6 @@ _PLANNERS: dict[type, Callable[[Any, QueryContext], Any]] = {
     join_dsl.HasChild: join_queries.plan_has_child,
     join_dsl.HasParent: join_queries.plan_has_parent,
     join_dsl.ParentId: join_queries.plan_parent_id,
+    dsl.RankFeature: feature_queries.plan_rank_feature,
+    dsl.Percolate: percolate_queries.plan_percolate,
 }

@@ -295,6 +295,10 @@ def plan_exists(q: Exists, ctx: QueryContext) -> Any:
     if q.field in ("_id", "_index", "_source"):
         return AllDocs(q.boost)
     ft = field_type(ctx, q.field)
+    if ft is not None and type_of(ft) == "rank_features":
+        raise failed(
+            ctx, "illegal_argument_exception", "[rank_features] fields do not support [exists] queries"
+        )
     if ft is not None and ft.kind in _LEAF_KINDS:
         return ExistsPlan((q.field,), q.boost)
     if ctx.mapping is None:

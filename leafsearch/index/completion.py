@@ -1,0 +1,202 @@
+"""`completion` fields: the inputs the completion suggester finds by prefix (search/suggest.py).
+
+Each input is kept as one term of a keyword column (so per segment the terms are a sorted array,
+searched by prefix with `searchsorted`, and merges, deletes and snapshots need nothing of their
+own). A term is the input's analysed form first, then what the suggester shows:
+
+    FAMILY analysed \x1f original \x1f weight (10 digits)
+
+FAMILY is `\x01` for the input itself, and `\x02 name \x1d value \x1d` for the input under one
+value of a category context (one term per value), so a query naming a context is also one prefix
+range. The analysed form is the analyzer's tokens joined by `\x1e` (`preserve_separators`) or
+run together. Elasticsearch reserves `\x00`, `\x1e` and `\x1f` in inputs; so do we, and `\x1d`
+in context values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+from leafsearch.common.json_paths import path_values
+from leafsearch.index.feature_fields import as_sent
+from leafsearch.index.mapping import FieldType, _FieldError, _flat, _Malformed, _MappingError
+from leafsearch.index.parsed import ParsedDoc
+from leafsearch.unsupported import NotSupported
+
+PLAIN = b"\x01"
+IN_CONTEXT = b"\x02"
+CONTEXT_SEP = "\x1d"
+TOKEN_SEP = "\x1e"
+PART_SEP = "\x1f"
+_RESERVED = {"\x00": "\\u0000", "\x1e": "\\u001e", "\x1f": "\\u001f"}
+_MAX_WEIGHT = 2**31 - 1
+DEFAULTS = {
+    "analyzer": "simple",
+    "preserve_separators": True,
+    "preserve_position_increments": True,
+    "max_input_length": 50,
+}
+
+
+def analysed(analyzer: Any, text: str, preserve_separators: bool) -> str:
+    """An input or a prefix as the suggester compares them: the analyzer's tokens, joined."""
+    return (TOKEN_SEP if preserve_separators else "").join(analyzer.terms(text))
+
+
+def context_key(name: str, value: str) -> bytes:
+    return IN_CONTEXT + f"{name}{CONTEXT_SEP}{value}{CONTEXT_SEP}".encode()
+
+
+def split_term(term: bytes) -> tuple[bytes, str, int]:
+    """(family and analysed form, original input, weight) of a stored term."""
+    head, original, weight = term.rsplit(PART_SEP.encode(), 2)
+    return head, original.decode(), int(weight)
+
+
+class CompletionField(FieldType):
+    """A `completion` field: inputs with weights and category contexts."""
+
+    __slots__ = ("contexts", "max_input_length", "preserve_separators")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for key, value in DEFAULTS.items():
+            self.params.setdefault(key, value)
+        self.doc_values = False
+        self.max_input_length: int = self.params["max_input_length"]
+        self.preserve_separators: bool = self.params["preserve_separators"]
+        #: name -> the source path its values come from (None: given with the input)
+        self.contexts: dict[str, str | None] = _contexts(self.params.get("contexts"), self.name)
+        self.parse = self._parse_completion
+        self.convert = as_sent
+
+    def bind(self, mapping: Any, analyzer: Callable[[str], Any]) -> None:
+        """The mapping's hook: this field's analyzers from the index's analysis."""
+        self.analyzer = analyzer(self.params["analyzer"])
+        self.search_analyzer = analyzer(self.params.get("search_analyzer", self.params["analyzer"]))
+
+    def _parse_completion(self, value: Any, doc: ParsedDoc) -> None:
+        terms: list[str] = []
+        for entry in _flat(value) if type(value) is list else (value,):
+            if entry is None:
+                continue
+            if type(entry) is str:
+                self._add(terms, [entry], 1, {}, doc)
+            elif type(entry) is dict:
+                inputs, weight, contexts = self._entry(entry)
+                self._add(terms, inputs, weight, contexts, doc)
+            else:
+                message = (
+                    f"failed to parse [{self.path}]: expected text or object, but got {type(entry).__name__}"
+                )
+                raise _FieldError(self, entry, _Malformed(message))
+        if terms:
+            doc.keyword.setdefault(self.path, []).extend(terms)
+
+    def _entry(self, entry: dict) -> tuple[list[str], int, dict[str, list[str]]]:
+        inputs: list[str] = []
+        weight = 1
+        contexts: dict[str, list[str]] = {}
+        for key, v in entry.items():
+            if key == "input":
+                values = _flat(v) if type(v) is list else [v]
+                if not all(type(x) is str for x in values):
+                    raise _FieldError(self, v, _Malformed("input array must have string values"))
+                inputs.extend(values)
+            elif key == "weight":
+                weight = _weight(v, self)
+            elif key == "contexts":
+                if type(v) is not dict:
+                    raise _FieldError(self, v, _Malformed("contexts must be an object"))
+                for name, values in v.items():
+                    if name not in self.contexts:
+                        raise _FieldError(self, v, _Malformed(f"context [{name}] is not defined"))
+                    listed = values if type(values) is list else [values]
+                    contexts[name] = [_context_value(x, self) for x in listed if x is not None]
+            else:
+                message = f"unknown field name [{key}], must be one of [input, weight, contexts]"
+                raise _FieldError(self, entry, _Malformed(message))
+        return inputs, weight, contexts
+
+    def _add(
+        self, terms: list[str], inputs: list[str], weight: int, contexts: dict[str, list[str]], doc: ParsedDoc
+    ) -> None:
+        contexts = {**self._path_contexts(doc), **contexts} if self.contexts else contexts
+        for text in inputs:
+            bad = next((c for c in text if c in _RESERVED), None)
+            if bad is not None:
+                message = f"Illegal input [{_RESERVED[bad]}] reserved character found in input [{text}]"
+                raise _FieldError(self, text, _Malformed(message))
+            text = text[: self.max_input_length]
+            form = analysed(self.analyzer, text, self.preserve_separators)
+            tail = f"{form}{PART_SEP}{text}{PART_SEP}{weight:010d}"
+            terms.append(PLAIN.decode() + tail)
+            for name, values in contexts.items():
+                terms.extend(context_key(name, value).decode() + tail for value in values)
+
+    def _path_contexts(self, doc: ParsedDoc) -> dict[str, list[str]]:
+        """Context values read from other fields of the document (a context's `path`)."""
+        paths = {name: path for name, path in self.contexts.items() if path is not None}
+        if not paths:
+            return {}
+        source = orjson.loads(doc.source)
+        return {
+            name: [_context_value(x, self) for x in path_values(source, path)] for name, path in paths.items()
+        }
+
+
+def _weight(value: Any, field: CompletionField) -> int:
+    if type(value) is bool or type(value) not in (int, float, str):
+        raise _FieldError(field, value, _Malformed("weight must be a number or string"))
+    try:
+        number = float(value) if type(value) is not int else value
+    except ValueError:
+        raise _FieldError(field, value, _Malformed(f"weight must be a number, but was [{value}]")) from None
+    if type(number) is float:
+        if not number.is_integer():
+            raise _FieldError(field, value, _Malformed(f"weight must be an integer, but was [{value}]"))
+        number = int(number)
+    if not 0 <= number <= _MAX_WEIGHT:
+        message = f"weight must be in the interval [0..{_MAX_WEIGHT}], but was [{value}]"
+        raise _FieldError(field, value, _Malformed(message))
+    return number
+
+
+def _context_value(value: Any, field: CompletionField) -> str:
+    if type(value) not in (str, int, float, bool):
+        raise _FieldError(
+            field, value, _Malformed("context array must have string, number or boolean values")
+        )
+    text = value if type(value) is str else orjson.dumps(value).decode()
+    if any(c in text for c in (CONTEXT_SEP, TOKEN_SEP, PART_SEP, "\x00")):
+        raise _FieldError(field, value, _Malformed(f"Illegal value [{text}]: reserved character found"))
+    return text
+
+
+def _contexts(spec: Any, name: str) -> dict[str, str | None]:
+    """A mapping's `contexts`, checked: category contexts (geo contexts need `geo_point`)."""
+    if spec is None:
+        return {}
+    items = spec if type(spec) is list else [spec]
+    out: dict[str, str | None] = {}
+    for item in items:
+        if type(item) is not dict:
+            raise _MappingError(f"expected an object in [contexts] of field [{name}]")
+        unknown = next((k for k in item if k not in ("name", "type", "path", "precision")), None)
+        if unknown is not None:
+            raise _MappingError(f"unknown field [{unknown}] in context mapping of field [{name}]")
+        if "name" not in item:
+            raise _MappingError("field [name] is missing")
+        if "type" not in item:
+            raise _MappingError("field [type] is missing")
+        kind = item["type"]
+        if kind == "geo":
+            raise NotSupported("[geo] contexts of [completion] fields")
+        if kind != "category":
+            raise _MappingError(f"unknown context type[{kind}]")
+        path = item.get("path")
+        out[str(item["name"])] = None if path is None else str(path)
+    return out
