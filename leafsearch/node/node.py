@@ -233,6 +233,7 @@ class Node:
         self.index_doc = counting_single(partial(documents.index_doc, self.write_services), self.doc_status)
         self.get_doc = partial(documents.get_doc, self.write_services)
         self.search_services.get_document = self.get_doc
+        self.search_services.stored_script = self.scripts.get
         self.delete_doc = counting_single(partial(documents.delete_doc, self.write_services), self.doc_status)
         self.update_doc = counting_single(partial(documents.update_doc, self.write_services), self.doc_status)
         self.bulk = counting_bulk(partial(documents.bulk, self.write_services), self.doc_status)

@@ -11,7 +11,7 @@ doubles of their doc values, dates as epoch milliseconds, booleans as booleans."
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import orjson
@@ -22,21 +22,41 @@ from leafsearch.index.searcher import SegmentView
 from leafsearch.request.query_dsl import ScriptSpec
 from leafsearch.scripts.runtime import Doc, DocValues
 from leafsearch.scripts.service import compile_source
+from leafsearch.scripts.vector import Columns, vectorize
 from leafsearch.search.fetch import _docvalue_numbers, _type_domain, fielddata_error
-from leafsearch.search.query.context import QueryContext
-from leafsearch.search.query.plans import ScriptPlan
 
 _DOC_FIELD = re.compile(r"""doc\s*\[\s*(['"])(.+?)\1\s*\]""")
 
 
+class ScriptTarget(Protocol):
+    """What a script reads of the index it runs on (a query context is one)."""
+
+    mapping: Any
+    index_name: str | None
+
+
 def evaluate(
-    plan: ScriptPlan, view: SegmentView, ctx: QueryContext, docs: np.ndarray, scores: np.ndarray | None
-) -> list[Any]:
-    """The script's value for each of `docs` (with `_score` from `scores` when given)."""
-    script = compile_source(plan.source)
-    params = orjson.loads(plan.params_json)
+    source: str,
+    params_json: bytes,
+    view: SegmentView,
+    target: ScriptTarget,
+    docs: np.ndarray,
+    scores: np.ndarray | None,
+) -> np.ndarray | list[Any]:
+    """The script's value for each of `docs` (with `_score` from `scores` when given): a column
+    of booleans or numbers when the script runs over columns (scripts/vector.py), else a list."""
+    params = orjson.loads(params_json)
+    vector = vectorize(source)
+    if vector is not None and (scores is not None or not vector.reads_score):
+        columns = _columns(view, target, docs, vector.fields)
+        if columns is not None:
+            float_scores = None if scores is None else scores.astype(np.float64)
+            found = vector.run(Columns(*columns, params, float_scores, len(docs)))
+            if found is not None:
+                return found
+    script = compile_source(source)
     fields = {
-        name: _values(view, ctx.mapping, ctx.index_name, docs, name) for name in _doc_fields(plan.source)
+        name: _values(view, target.mapping, target.index_name, docs, name) for name in _doc_fields(source)
     }
     results = []
     row = 0
@@ -44,8 +64,8 @@ def evaluate(
     def lookup(name: str) -> DocValues | None:
         values = fields.get(name)
         if values is None:
-            if name not in fields and ctx.mapping.field(name) is not None:  # a name built at run time
-                fields[name] = values = _values(view, ctx.mapping, ctx.index_name, docs, name)
+            if name not in fields and target.mapping.field(name) is not None:  # a name built at run time
+                fields[name] = values = _values(view, target.mapping, target.index_name, docs, name)
             else:
                 return None
         return DocValues(name, values[row])
@@ -58,6 +78,43 @@ def evaluate(
             variables["_score"] = score_list[row]
         results.append(script.run(variables))
     return results
+
+
+def _columns(
+    view: SegmentView, target: ScriptTarget, docs: np.ndarray, names: tuple[str, ...]
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]] | None:
+    """(first value, value count) of each numeric field for `docs`, as the per-document run reads
+    them; None when a field is not one (the per-document run reads it or gives its error)."""
+    values: dict[str, np.ndarray] = {}
+    counts: dict[str, np.ndarray] = {}
+    for name in names:
+        ft = target.mapping.field(name)
+        if ft is None or fielddata_error(name, ft, target.index_name) is not None:
+            return None
+        column = view.segment.column(name)
+        if column is None:
+            values[name], counts[name] = np.zeros(len(docs), np.int64), np.zeros(len(docs), np.int64)
+            continue
+        if not isinstance(column, NumericColumn):
+            return None
+        domain = _type_domain(ft.type, ft.kind)
+        if domain == "unsigned_long":
+            return None
+        raw = column.doc_values.per_doc("min")[0][docs]
+        counts[name] = column.doc_values.counts[docs]
+        if ft.type == "scaled_float":
+            values[name] = raw / ft.scaling_factor
+        elif domain == "half_float":
+            values[name] = raw.astype(np.float16).astype(np.float64)
+        elif domain == "float":
+            values[name] = raw.astype(np.float32).astype(np.float64)
+        elif domain == "double":
+            values[name] = raw.astype(np.float64)
+        elif domain == "boolean":
+            values[name] = raw != 0
+        else:
+            values[name] = raw.astype(np.int64)
+    return values, counts
 
 
 def script_fields(

@@ -1,0 +1,84 @@
+"""Stored scripts in searches: a script given as `{"id": ..., "params": ...}` (in a `script` or
+`script_score` query, `script_fields`, a `_script` sort) runs the source stored under that id.
+
+The request layer parses such a script into a `ScriptSpec` with `stored_id` and no source; the
+coordinator reads the sources in here, once per request and before anything runs, so shards and
+search workers see inline scripts only, and a scroll or PIT walk keeps the source its first page
+ran even if the stored script is replaced meanwhile. A missing id is Elasticsearch's 404
+`resource_not_found_exception`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from leafsearch.errors import ElasticError
+from leafsearch.request.query_dsl import (
+    Query,
+    ScriptQuery,
+    ScriptScore,
+    ScriptSpec,
+    queries_within,
+    replace_queries,
+)
+from leafsearch.request.search_types import SearchRequest
+
+Lookup = Callable[[str], dict[str, Any] | None]
+
+
+def resolve_stored_scripts(lookup: Lookup, request: SearchRequest) -> SearchRequest:
+    """`request` with each stored script's source read in; the request itself when it names
+    none. O(query nodes + sorts + script fields)."""
+    changes: dict[str, Any] = {}
+    query = _query(lookup, request.query)
+    if query is not request.query:
+        changes["query"] = query
+    if request.post_filter is not None:
+        post_filter = _query(lookup, request.post_filter)
+        if post_filter is not request.post_filter:
+            changes["post_filter"] = post_filter
+    if any(spec.stored_id is not None for _, spec, _ in request.script_fields):
+        changes["script_fields"] = tuple(
+            (name, inline(lookup, spec), ignore) for name, spec, ignore in request.script_fields
+        )
+    if any(s.script is not None and s.script.stored_id is not None for s in request.sort):
+        changes["sort"] = [
+            replace(s, script=inline(lookup, s.script)) if s.script is not None else s for s in request.sort
+        ]
+    rescore = tuple(replace(r, query=_query(lookup, r.query)) for r in request.rescore)
+    if any(new.query is not old.query for new, old in zip(rescore, request.rescore, strict=True)):
+        changes["rescore"] = rescore
+    return replace(request, **changes) if changes else request
+
+
+def inline(lookup: Lookup, spec: ScriptSpec) -> ScriptSpec:
+    """`spec` with its stored script's source (itself when inline)."""
+    if spec.stored_id is None:
+        return spec
+    stored = lookup(spec.stored_id)
+    if stored is None:
+        raise ElasticError(
+            f"unable to find script [{spec.stored_id}] in cluster state",
+            status=404,
+            error_type="resource_not_found_exception",
+        )
+    return ScriptSpec(stored["source"], spec.params_json)
+
+
+def _stored(node: Query) -> bool:
+    return isinstance(node, ScriptQuery | ScriptScore) and node.script.stored_id is not None
+
+
+def _query(lookup: Lookup, query: Query) -> Query:
+    if not any(_stored(q) for q in queries_within(query)):
+        return query
+
+    def swap(node: Query) -> Query | None:
+        if isinstance(node, ScriptQuery):
+            return replace(node, script=inline(lookup, node.script))
+        if isinstance(node, ScriptScore):
+            return replace(node, query=replace_queries(node.query, swap), script=inline(lookup, node.script))
+        return None
+
+    return replace_queries(query, swap)
