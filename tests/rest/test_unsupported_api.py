@@ -99,8 +99,8 @@ def test_the_official_client_gets_the_reason(es: Elasticsearch) -> None:
             "[rank] is not supported by leafsearch",
         ),
         (
-            {"sort": [{"_script": {"type": "number", "script": "1"}}]},
-            "[_script] sort is not supported by leafsearch",
+            {"sort": [{"_geo_distance": {"loc": [0, 0]}}]},
+            "[_geo_distance] sort is not supported by leafsearch",
         ),
         (
             {"aggs": {"p": {"percentiles": {"field": "n"}}}},
