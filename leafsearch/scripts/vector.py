@@ -37,14 +37,15 @@ class _Fallback(Exception):
 
 @dataclass
 class Columns:
-    """The inputs of one run: each field's single value per document (`values`, where `counts`
-    is 1) and its value counts, the params and the scores, over `n` documents."""
+    """The inputs of one run: each field's first value per document (`values`) and its value
+    counts, the params, the scores and a value script's `_value`, over `n` documents."""
 
     values: dict[str, np.ndarray]
     counts: dict[str, np.ndarray]
     params: dict[str, Any]
     score: np.ndarray | None
     n: int
+    value: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -222,6 +223,8 @@ class _Parser:
         if token.text == "_score":
             self.reads_score = True
             return _score
+        if token.text == "_value":
+            return _value
         if token.text == "params":
             return self.param()
         if token.text == "doc":
@@ -321,6 +324,12 @@ def _score(c: Columns) -> np.ndarray:
     if c.score is None:
         raise _Fallback
     return c.score
+
+
+def _value(c: Columns) -> np.ndarray:
+    if c.value is None or c.value.dtype.kind not in "biuf":
+        raise _Fallback
+    return c.value
 
 
 def _single(c: Columns, field: str) -> np.ndarray:

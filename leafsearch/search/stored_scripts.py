@@ -1,8 +1,10 @@
 """Stored scripts in searches: a script given as `{"id": ..., "params": ...}` (in a `script` or
-`script_score` query, `script_fields`, a `_script` sort) runs the source stored under that id.
+`script_score` query, `script_fields`, a `_script` sort, an aggregation) runs the source stored
+under that id.
 
 The request layer parses such a script into a `ScriptSpec` with `stored_id` and no source; the
-coordinator reads the sources in here, once per request and before anything runs, so shards and
+coordinator reads the sources in here (and into the aggregations' JSON, which shards parse),
+once per request and before anything runs, so shards and
 search workers see inline scripts only, and a scroll or PIT walk keeps the source its first page
 ran even if the stored script is replaced meanwhile. A missing id is Elasticsearch's 404
 `resource_not_found_exception`."""
@@ -46,6 +48,8 @@ def resolve_stored_scripts(lookup: Lookup, request: SearchRequest) -> SearchRequ
         changes["sort"] = [
             replace(s, script=inline(lookup, s.script)) if s.script is not None else s for s in request.sort
         ]
+    if request.aggs is not None and _stored_in_aggs(request.aggs):
+        changes["aggs"] = _aggs(lookup, request.aggs)
     rescore = tuple(replace(r, query=_query(lookup, r.query)) for r in request.rescore)
     if any(new.query is not old.query for new, old in zip(rescore, request.rescore, strict=True)):
         changes["rescore"] = rescore
@@ -82,3 +86,57 @@ def _query(lookup: Lookup, query: Query) -> Query:
         return None
 
     return replace_queries(query, swap)
+
+
+#: The keys of an aggregation's object that hold its sub-aggregations.
+_SUBS = ("aggs", "aggregations")
+
+
+def _stored_script(options: Any) -> bool:
+    return isinstance(options, dict) and isinstance(options.get("script"), dict) and "id" in options["script"]
+
+
+def _stored_in_aggs(aggs: Any) -> bool:
+    """Whether an aggregation of the tree (the request's JSON) names a stored script."""
+    stack = [aggs]
+    while stack:
+        level = stack.pop()
+        if not isinstance(level, dict):
+            continue
+        for entry in level.values():
+            if not isinstance(entry, dict):
+                continue
+            for key, options in entry.items():
+                if key in _SUBS:
+                    stack.append(options)
+                elif _stored_script(options):
+                    return True
+    return False
+
+
+def _aggs(lookup: Lookup, aggs: dict[str, Any]) -> dict[str, Any]:
+    """The tree with each stored script as the inline script of its source and params (its
+    shape otherwise untouched: shards parse and refuse it as they would have)."""
+    out: dict[str, Any] = {}
+    for name, entry in aggs.items():
+        if not isinstance(entry, dict):
+            out[name] = entry
+            continue
+        rebuilt: dict[str, Any] = {}
+        for key, options in entry.items():
+            if key in _SUBS and isinstance(options, dict):
+                rebuilt[key] = _aggs(lookup, options)
+            elif _stored_script(options):
+                script = options["script"]
+                if not isinstance(script["id"], str) or "lang" in script:
+                    rebuilt[key] = options  # refused when parsed
+                    continue
+                spec = inline(lookup, ScriptSpec("", b"{}", script["id"]))
+                rebuilt[key] = {
+                    **options,
+                    "script": {**{k: v for k, v in script.items() if k != "id"}, "source": spec.source},
+                }
+            else:
+                rebuilt[key] = options
+        out[name] = rebuilt
+    return out

@@ -169,7 +169,7 @@ def field_failed(agg_type: str, field: str, cause: ElasticError) -> ElasticError
 
 
 def unknown_field(agg_type: str, key: str) -> ElasticError:
-    if key == "script":  # Elasticsearch's aggregations take scripts; leafsearch runs none
+    if key == "script":  # an aggregation that takes no script in leafsearch (aggs/scripted.py)
         return NotSupported(f"[script] in the [{agg_type}] aggregation")
     return XContentParseError(f"[{agg_type}] unknown field [{key}]")
 
@@ -261,4 +261,4 @@ class Options:
         return value
 
 
-COMMON_VALUE_OPTIONS = {"field", "missing", "format", "value_type"}
+COMMON_VALUE_OPTIONS = {"field", "script", "missing", "format", "value_type"}

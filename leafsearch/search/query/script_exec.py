@@ -42,16 +42,19 @@ def evaluate(
     target: ScriptTarget,
     docs: np.ndarray,
     scores: np.ndarray | None,
+    value: np.ndarray | list[Any] | None = None,
 ) -> np.ndarray | list[Any]:
-    """The script's value for each of `docs` (with `_score` from `scores` when given): a column
-    of booleans or numbers when the script runs over columns (scripts/vector.py), else a list."""
+    """The script's value for each of `docs` (with `_score` from `scores`, and a value script's
+    `_value` from `value`, when given; `docs` may repeat): a column of booleans or numbers when
+    the script runs over columns (scripts/vector.py), else a list."""
     params = orjson.loads(params_json)
     vector = vectorize(source)
     if vector is not None and (scores is not None or not vector.reads_score):
         columns = _columns(view, target, docs, vector.fields)
         if columns is not None:
             float_scores = None if scores is None else scores.astype(np.float64)
-            found = vector.run(Columns(*columns, params, float_scores, len(docs)))
+            value_column = value if isinstance(value, np.ndarray) else None
+            found = vector.run(Columns(*columns, params, float_scores, len(docs), value_column))
             if found is not None:
                 return found
     script = compile_source(source)
@@ -72,10 +75,13 @@ def evaluate(
 
     doc = Doc(lookup)
     score_list = scores.tolist() if scores is not None else None
+    value_list = value.tolist() if isinstance(value, np.ndarray) else value
     for row in range(len(docs)):
         variables = {"params": params, "doc": doc}
         if score_list is not None:
             variables["_score"] = score_list[row]
+        if value_list is not None:
+            variables["_value"] = value_list[row]
         results.append(script.run(variables))
     return results
 
