@@ -245,11 +245,17 @@ class CircuitBreaking(ElasticError):
     error_type = "circuit_breaking_exception"
     status = 429
 
-    def __init__(self, reason: str, *, bytes_wanted: int, bytes_limit: int) -> None:
+    def __init__(
+        self, reason: str, *, bytes_wanted: int, bytes_limit: int, durability: str = "TRANSIENT"
+    ) -> None:
+        """`durability`: TRANSIENT (a 429 a client retries) or PERMANENT (the fielddata breaker's:
+        a 500, as retrying cannot help), as Elasticsearch's breakers say."""
         super().__init__(
             reason,
-            extra={"bytes_wanted": bytes_wanted, "bytes_limit": bytes_limit, "durability": "TRANSIENT"},
+            extra={"bytes_wanted": bytes_wanted, "bytes_limit": bytes_limit, "durability": durability},
         )
+        if durability == "PERMANENT":
+            self.status = 500
 
 
 class ResourceNotFound(ElasticError):
