@@ -159,6 +159,7 @@ def test_a_failing_script_is_the_searchs_400_with_the_scripts_stack(
         ({"script_score": {"query": {"match_all": {}}, "script": "-1"}}, "query_shard_exception"),
         ({"script_score": {"query": {"match_all": {}}, "script": "'a'"}}, "query_shard_exception"),
         ({"script": {"script": "while (true) {}"}}, "script_exception"),
+        ({"script": {"script": "1 + " * 20000 + "1 > 0"}}, "illegal_argument_exception"),  # over 65,535 bytes
     ]:
         response = http.post(f"/{index}/_search", json={"query": query})
         assert response.status_code == 400, (query, response.text)
