@@ -196,6 +196,12 @@ def test_scripts_stored_by_id_run_in_queries_script_fields_and_sorts(
             es.count(index=index, query={"script": {"script": {"id": "keep", "params": {"m": 4}}}})["count"]
             == 4
         )
+        exported = http.post(
+            f"/{index}/_export", json={"query": {"script": {"script": {"id": "keep", "params": {"m": 4}}}}}
+        )
+        assert exported.status_code == 200, exported.text
+        rows = [orjson.loads(line) for line in exported.text.splitlines() if line]
+        assert sorted(int(row["_id"]) for row in rows if "_id" in row) == [0, 1, 2, 3]
         with pytest.raises(NotFoundError) as missing:
             es.search(index=index, query={"script": {"script": {"id": "nope"}}})
         assert missing.value.body["error"]["type"] == "resource_not_found_exception"
