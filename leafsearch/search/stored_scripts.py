@@ -92,8 +92,23 @@ def _query(lookup: Lookup, query: Query) -> Query:
 _SUBS = ("aggs", "aggregations")
 
 
-def _stored_script(options: Any) -> bool:
-    return isinstance(options, dict) and isinstance(options.get("script"), dict) and "id" in options["script"]
+def _stored(script: Any) -> bool:
+    return (
+        isinstance(script, dict) and "id" in script and isinstance(script["id"], str) and "lang" not in script
+    )
+
+
+def _script_sorts(options: dict[str, Any]) -> list[dict[str, Any]]:
+    """The `_script` sorts of an aggregation's `sort` (`top_hits`)."""
+    sort = options.get("sort")
+    entries = sort if isinstance(sort, list) else [sort]
+    return [e["_script"] for e in entries if isinstance(e, dict) and isinstance(e.get("_script"), dict)]
+
+
+def _names_stored(options: Any) -> bool:
+    if not isinstance(options, dict):
+        return False
+    return _stored(options.get("script")) or any(_stored(s.get("script")) for s in _script_sorts(options))
 
 
 def _stored_in_aggs(aggs: Any) -> bool:
@@ -109,14 +124,39 @@ def _stored_in_aggs(aggs: Any) -> bool:
             for key, options in entry.items():
                 if key in _SUBS:
                     stack.append(options)
-                elif _stored_script(options):
+                elif _names_stored(options):
                     return True
     return False
 
 
+def _inlined(lookup: Lookup, script: Any) -> Any:
+    """A stored script's JSON as the inline script of its source (others as they are: shards
+    parse and refuse them as they would have)."""
+    if not _stored(script):
+        return script
+    source = inline(lookup, ScriptSpec("", b"{}", script["id"])).source
+    return {**{k: v for k, v in script.items() if k != "id"}, "source": source}
+
+
+def _options(lookup: Lookup, options: dict[str, Any]) -> dict[str, Any]:
+    out = dict(options)
+    if "script" in out:
+        out["script"] = _inlined(lookup, out["script"])
+    if _script_sorts(options):
+        sort = options["sort"]
+        entries = sort if isinstance(sort, list) else [sort]
+        rebuilt = [
+            {**e, "_script": {**e["_script"], "script": _inlined(lookup, e["_script"].get("script"))}}
+            if isinstance(e, dict) and isinstance(e.get("_script"), dict)
+            else e
+            for e in entries
+        ]
+        out["sort"] = rebuilt if isinstance(sort, list) else rebuilt[0]
+    return out
+
+
 def _aggs(lookup: Lookup, aggs: dict[str, Any]) -> dict[str, Any]:
-    """The tree with each stored script as the inline script of its source and params (its
-    shape otherwise untouched: shards parse and refuse it as they would have)."""
+    """The tree with each stored script as the inline script of its source and params."""
     out: dict[str, Any] = {}
     for name, entry in aggs.items():
         if not isinstance(entry, dict):
@@ -126,16 +166,8 @@ def _aggs(lookup: Lookup, aggs: dict[str, Any]) -> dict[str, Any]:
         for key, options in entry.items():
             if key in _SUBS and isinstance(options, dict):
                 rebuilt[key] = _aggs(lookup, options)
-            elif _stored_script(options):
-                script = options["script"]
-                if not isinstance(script["id"], str) or "lang" in script:
-                    rebuilt[key] = options  # refused when parsed
-                    continue
-                spec = inline(lookup, ScriptSpec("", b"{}", script["id"]))
-                rebuilt[key] = {
-                    **options,
-                    "script": {**{k: v for k, v in script.items() if k != "id"}, "source": spec.source},
-                }
+            elif _names_stored(options):
+                rebuilt[key] = _options(lookup, options)
             else:
                 rebuilt[key] = options
         out[name] = rebuilt

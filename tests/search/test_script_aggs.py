@@ -207,3 +207,19 @@ def test_bad_aggregation_scripts_are_refused(
     response = http.post(f"/{index}/_search", json={"size": 0, "aggs": {"x": agg}})
     assert response.status_code == status, response.text
     assert response.json()["error"]["root_cause"][0]["type"] == kind, response.text
+
+
+def test_top_hits_sorted_by_a_script_inline_or_stored(es: Elasticsearch, index: str) -> None:
+    es.put_script(id="neg-n", script={"lang": "painless", "source": "-doc['n'].value * params.k"})
+    try:
+        for script in ("-doc['n'].value", {"id": "neg-n", "params": {"k": 1}}):
+            sort = [{"_script": {"type": "number", "script": script}}]
+            found = aggs_of(
+                es,
+                index,
+                {"by": {"terms": {"field": "tag"}, "aggs": {"top": {"top_hits": {"size": 2, "sort": sort}}}}},
+            )
+            tops = {b["key"]: [h["sort"] for h in b["top"]["hits"]["hits"]] for b in found["by"]["buckets"]}
+            assert tops == {f"t{r}": [[-float(n)] for n in (DOCS - 4 + r, DOCS - 8 + r)] for r in range(4)}
+    finally:
+        es.delete_script(id="neg-n")
