@@ -70,12 +70,12 @@ def inline(lookup: Lookup, spec: ScriptSpec) -> ScriptSpec:
     return ScriptSpec(stored["source"], spec.params_json)
 
 
-def _stored(node: Query) -> bool:
+def _stored_query(node: Query) -> bool:
     return isinstance(node, ScriptQuery | ScriptScore) and node.script.stored_id is not None
 
 
 def _query(lookup: Lookup, query: Query) -> Query:
-    if not any(_stored(q) for q in queries_within(query)):
+    if not any(_stored_query(q) for q in queries_within(query)):
         return query
 
     def swap(node: Query) -> Query | None:
@@ -92,7 +92,7 @@ def _query(lookup: Lookup, query: Query) -> Query:
 _SUBS = ("aggs", "aggregations")
 
 
-def _stored(script: Any) -> bool:
+def _stored_json(script: Any) -> bool:
     return (
         isinstance(script, dict) and "id" in script and isinstance(script["id"], str) and "lang" not in script
     )
@@ -108,7 +108,8 @@ def _script_sorts(options: dict[str, Any]) -> list[dict[str, Any]]:
 def _names_stored(options: Any) -> bool:
     if not isinstance(options, dict):
         return False
-    return _stored(options.get("script")) or any(_stored(s.get("script")) for s in _script_sorts(options))
+    sorts = _script_sorts(options)
+    return _stored_json(options.get("script")) or any(_stored_json(s.get("script")) for s in sorts)
 
 
 def _stored_in_aggs(aggs: Any) -> bool:
@@ -132,7 +133,7 @@ def _stored_in_aggs(aggs: Any) -> bool:
 def _inlined(lookup: Lookup, script: Any) -> Any:
     """A stored script's JSON as the inline script of its source (others as they are: shards
     parse and refuse them as they would have)."""
-    if not _stored(script):
+    if not _stored_json(script):
         return script
     source = inline(lookup, ScriptSpec("", b"{}", script["id"])).source
     return {**{k: v for k, v in script.items() if k != "id"}, "source": source}
