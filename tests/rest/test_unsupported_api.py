@@ -106,10 +106,6 @@ def test_the_official_client_gets_the_reason(es: Elasticsearch) -> None:
             {"aggs": {"p": {"percentiles": {"field": "n"}}}},
             "[percentiles] aggregation is not supported by leafsearch",
         ),
-        (
-            {"aggs": {"c": {"composite": {"sources": [{"s": {"terms": {"script": "doc['n'].value"}}}]}}}},
-            "[script] in the [terms] aggregation is not supported by leafsearch",
-        ),
         ({"runtime_mappings": {"r": {"type": "long"}}}, "[runtime_mappings] is not supported by leafsearch"),
     ],
 )

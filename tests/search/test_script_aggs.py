@@ -223,3 +223,27 @@ def test_top_hits_sorted_by_a_script_inline_or_stored(es: Elasticsearch, index: 
             assert tops == {f"t{r}": [[-float(n)] for n in (DOCS - 4 + r, DOCS - 8 + r)] for r in range(4)}
     finally:
         es.delete_script(id="neg-n")
+
+
+def test_composite_sources_by_scripts_page_every_bucket_once(es: Elasticsearch, index: str) -> None:
+    sources = [
+        {"tag": {"terms": {"script": "doc['tag'].value.toUpperCase()"}}},
+        {"odd": {"terms": {"script": "doc['n'].value % 2", "value_type": "long"}}},
+        {"band": {"histogram": {"script": "doc['n'].value * 2", "interval": 150}}},
+    ]
+    seen: dict[tuple, int] = {}
+    after = None
+    while True:
+        composite: dict[str, Any] = {"size": 5, "sources": sources}
+        if after is not None:
+            composite["after"] = after
+        found = aggs_of(es, index, {"c": {"composite": composite}})["c"]
+        if not found["buckets"]:
+            break
+        for bucket in found["buckets"]:
+            key = (bucket["key"]["tag"], bucket["key"]["odd"], bucket["key"]["band"])
+            assert key not in seen
+            seen[key] = bucket["doc_count"]
+        after = found["after_key"]
+    assert list(seen) == sorted(seen)
+    assert seen == dict(Counter((f"T{i % 4}", i % 2, float(i * 2 // 150 * 150)) for i in range(DOCS)))

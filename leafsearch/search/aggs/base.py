@@ -19,7 +19,6 @@ import numpy as np
 
 from leafsearch.common.json_tokens import token_name
 from leafsearch.errors import ElasticError, IllegalArgument, SearchPhaseExecution, XContentParseError
-from leafsearch.unsupported import NotSupported
 
 if TYPE_CHECKING:
     from leafsearch.search.aggs.values import ValueFormat
@@ -169,8 +168,6 @@ def field_failed(agg_type: str, field: str, cause: ElasticError) -> ElasticError
 
 
 def unknown_field(agg_type: str, key: str) -> ElasticError:
-    if key == "script":  # an aggregation that takes no script in leafsearch (aggs/scripted.py)
-        return NotSupported(f"[script] in the [{agg_type}] aggregation")
     return XContentParseError(f"[{agg_type}] unknown field [{key}]")
 
 
