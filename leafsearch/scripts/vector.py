@@ -26,8 +26,9 @@ from leafsearch.scripts import runtime
 from leafsearch.scripts.painless import Token, tokenize
 from leafsearch.scripts.runtime import ScriptError
 
-#: What a column expression reads: `fields` (name -> (values, counts)), `params`, `score`, `n`.
-Value = Any  # a numpy array of n values, or a Python scalar (a constant)
+#: A compiled expression's value: a numpy array of one value per document, or a scalar (a
+#: constant, a param); an expression reads its inputs from `Columns`.
+Value = Any
 Expr = Callable[["Columns"], Value]
 
 

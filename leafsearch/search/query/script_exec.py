@@ -1,12 +1,15 @@
-"""Running a search's scripts on a segment's documents: the `script` query, `script_score` and
-`script_fields` (these per hit of a page, with `params['_source']` beside `doc`).
+"""Running a search's scripts on a segment's documents: the `script` query, `script_score`,
+`_script` sorts and aggregation scripts (`evaluate`, over the candidates of a segment), and
+`script_fields` (per hit of a page, with `params['_source']` beside `doc`).
 
-The script is compiled once per source (scripts/service.py). The doc values it reads
-(`doc['field']`, named by string literals in its source) are gathered column by column for every
-candidate document first, as `docvalue_fields` are (search/fetch.py); then the script runs once
-per document, in a Python loop: a script query is as slow as Elasticsearch warns it is, and is
-meant to narrow what other clauses matched. Keywords read as strings, numbers as the longs or
-doubles of their doc values, dates as epoch milliseconds, booleans as booleans."""
+The script is compiled once per source (scripts/service.py). One that is a doc-values
+expression runs over numpy columns (scripts/vector.py): the first value and value count of each
+numeric field it names, for every candidate, in a few array operations. Any other runs once per
+document, in a Python loop, after the doc values it reads (`doc['field']`, named by string
+literals in its source) are gathered column by column, as `docvalue_fields` are
+(search/fetch.py): a script query is then as slow as Elasticsearch warns it is, and is meant to
+narrow what other clauses matched. Keywords read as strings, numbers as the longs or doubles of
+their doc values, dates as epoch milliseconds, booleans as booleans."""
 
 from __future__ import annotations
 
