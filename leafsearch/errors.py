@@ -245,10 +245,14 @@ class CircuitBreaking(ElasticError):
     error_type = "circuit_breaking_exception"
     status = 429
 
-    def __init__(self, reason: str, *, bytes_wanted: int, bytes_limit: int) -> None:
+    def __init__(
+        self, reason: str, *, bytes_wanted: int, bytes_limit: int, durability: str = "TRANSIENT"
+    ) -> None:
+        """`durability`: TRANSIENT or PERMANENT (the fielddata breaker's), as Elasticsearch's
+        breakers say; the status is 429 either way, as Elasticsearch answers."""
         super().__init__(
             reason,
-            extra={"bytes_wanted": bytes_wanted, "bytes_limit": bytes_limit, "durability": "TRANSIENT"},
+            extra={"bytes_wanted": bytes_wanted, "bytes_limit": bytes_limit, "durability": durability},
         )
 
 

@@ -496,6 +496,7 @@ _CLUSTER = [
     Setting("search.max_open_pit_context", "300", int_setting(0), True),
     Setting("search.default_allow_partial_results", "true", bool_setting, True),
     Setting("indices.breaker.request.limit", "60%", memory_size_setting, True),
+    Setting("indices.breaker.fielddata.limit", "40%", memory_size_setting, True),
     Setting("indices.breaker.total.limit", "95%", memory_size_setting, True),
     # Caches of this node's search engine (process-wide); each bounded, least recently used out.
     Setting("indices.cache.hitlist.size", "512mb", memory_size_setting, True),

@@ -298,6 +298,10 @@ class TextColumn:
         self.norms = norms
         self.doc_count = doc_count
         self.sum_total_term_freq = sum_total_term_freq
+        #: (the process's Fielddata, the shard folder, the field) when a segment of a shard
+        #: opened it; its fielddata while held there.
+        self.owner: tuple[Any, str, str] | None = None
+        self.built_fielddata: KeywordColumn | None = None
 
     @cached_property
     def pos_starts(self) -> np.ndarray:
@@ -306,13 +310,24 @@ class TextColumn:
             np.cumsum(np.asarray(self.post_freqs[:-1], dtype=np.int64), out=starts[1:])
         return starts
 
-    @cached_property
+    @property
     def fielddata(self) -> KeywordColumn:
-        """The field uninverted (`fielddata: true`): per document the ordinals of its distinct
-        terms, ascending, as a keyword column over the same terms, so terms aggregations and
-        sorts read it as they read a keyword. Built once per segment from the postings (a stable
-        sort of the postings by document, O(postings log postings)), kept for the segment's life:
-        4 bytes per posting and 8 per document."""
+        """The field uninverted (`fielddata: true`) as a keyword column over the same terms, so
+        terms aggregations and sorts read it as they read a keyword: the one the process's
+        `Fielddata` holds, built and charged to its breaker on first use (index/fielddata.py);
+        built each time when the column has no owner (a segment opened alone)."""
+        if self.owner is None:
+            return self.uninvert()
+        fielddata, shard, field = self.owner
+        return fielddata.load(self, shard, field)
+
+    def fielddata_nbytes(self) -> int:
+        """What `uninvert` allocates: 4 bytes per posting and 8 per document (and one)."""
+        return 4 * len(self.post_docs) + 8 * (len(self.norms) + 1)
+
+    def uninvert(self) -> KeywordColumn:
+        """Per document the ordinals of its distinct terms, ascending (a stable sort of the
+        postings by document, O(postings log postings))."""
         counts = np.diff(np.asarray(self.post_offsets, dtype=np.int64))
         term_ids = np.repeat(np.arange(len(self.terms), dtype=np.int32), counts)
         docs = np.asarray(self.post_docs, dtype=np.int64)

@@ -37,6 +37,7 @@ from leafsearch.common.durable import FOLDER_MODE, fsync_dir, private
 from leafsearch.index import source_blocks
 from leafsearch.index.block_cache import BlockCache
 from leafsearch.index.columns import DocValues, KeywordColumn, NumericColumn, TextColumn, VectorColumn
+from leafsearch.index.fielddata import Fielddata
 from leafsearch.index.uid import slice_hashes
 
 #: Array files up to this size are read into memory rather than memory-mapped.
@@ -263,6 +264,8 @@ class Segment:
         )
         self._columns: dict[str, object] = {}
         self.blocks: BlockCache | None = None  # the node's cache of decompressed source blocks
+        #: the process's uninverted text fields, under its fielddata breaker (index/fielddata.py)
+        self.fielddata: Fielddata | None = None
         self._local = threading.local()  # zstd decompressors must not be shared between threads
         self._source_data: bytes | mmap.mmap = b""
         with open(folder / "_source.bin", "rb") as fh:
@@ -419,6 +422,8 @@ class Segment:
                 doc_count=meta["doc_count"],
                 sum_total_term_freq=meta["sum_total_term_freq"],
             )
+            if self.fielddata is not None:
+                col.owner = (self.fielddata, str(self.folder.parent), path)
         else:
             dv = self._doc_values(prefix, meta)
             if kind == "keyword":

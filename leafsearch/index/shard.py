@@ -673,11 +673,13 @@ class Shard:
         seg = Segment(self.folder / name)
         derived_files.remove_partial_files(seg.folder)  # a crash's, never read (derived_files.py)
         seg.blocks = self.blocks
+        seg.fielddata = self.services.fielddata
         return seg
 
     def _add_segment(self, seg: Segment, live: np.ndarray | None) -> None:
         """Append a segment written from a buffer, with its live docs (`_buffer_live`)."""
         seg.blocks = self.blocks
+        seg.fielddata = self.services.fielddata
         self.segments.append(seg)
         with self._refs_lock:
             self._seg_refs[seg.name] = 1

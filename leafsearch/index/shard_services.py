@@ -15,14 +15,22 @@ from concurrent.futures import ThreadPoolExecutor
 from leafsearch.index.block_cache import BlockCache
 from leafsearch.index.buffer_wire import Builder
 from leafsearch.index.events import ShardEvents
+from leafsearch.index.fielddata import Fielddata
 from leafsearch.index.merge_worker import MergeWorker
 
 
 class ShardServices:
-    def __init__(self, blocks: BlockCache | None = None, events: ShardEvents | None = None) -> None:
+    def __init__(
+        self,
+        blocks: BlockCache | None = None,
+        events: ShardEvents | None = None,
+        fielddata: Fielddata | None = None,
+    ) -> None:
         """`blocks`: the owner's block cache (None: segments decompress every read); `events`:
-        the owner's, when its caches listen already (None: new ones)."""
+        the owner's, when its caches listen already (None: new ones); `fielddata`: the owner
+        process's uninverted text fields (None: built per use, uncounted)."""
         self.blocks = blocks
+        self.fielddata = fielddata
         self.events = events if events is not None else ShardEvents()
         self.merges = MergeWorker()
         #: Where full buffers are written as segments when not by the flush thread itself: the

@@ -46,6 +46,14 @@ class IndicesOwner(Protocol):
     #: The request cache, whose counters are per shard (`request_cache` of `_stats`).
     request_cache: RequestCache
 
+    def fielddata_memory(self) -> dict[str, int]:
+        """Bytes of fielddata held by the node's processes, per shard folder (index/fielddata.py)."""
+        ...
+
+    def clear_fielddata(self, shards: set[str]) -> None:
+        """The node's processes drop the fielddata they hold of these shard folders."""
+        ...
+
     def resolve_indices(
         self,
         expr: str | None,

@@ -3,8 +3,9 @@
 Every figure comes from the shard that counts it (`index/shard_stats.py`, the shard's
 `SearchStats`, its translog, its Searcher and files), so one function renders a shard's stats and
 `_stats` (per shard, per index, `_all`) and `_nodes/stats` (the node's `indices` section) only sum
-them. Sections leafsearch has no counterpart for (the query cache, fielddata, completion,
-warmers, recoveries between nodes, dense vectors) are there with Elasticsearch's names and zeros, as a node
+them (`request_cache` and `fielddata` are the node's, per shard). Sections leafsearch has no
+counterpart for (the query cache, completion, warmers, recoveries between nodes, dense vectors)
+are there with Elasticsearch's names and zeros, as a node
 without those caches reports them.
 """
 
@@ -150,12 +151,15 @@ def shard_stats(
 
 
 def _with_request_cache(
-    node: IndicesOwner, index: Any, shard_id: int, stats: dict[str, Any]
+    node: IndicesOwner, index: Any, shard: Any, stats: dict[str, Any], fielddata: dict[str, int]
 ) -> dict[str, Any]:
     """A shard's stats with its `request_cache` section: the node's cache counts per shard
-    (search/request_cache.py), wherever the shard itself lives."""
+    (search/request_cache.py), wherever the shard itself lives; and its `fielddata` memory, what
+    the node's processes hold of its segments (`fielddata`: `fielddata_memory()`, by folder)."""
     if "request_cache" in stats:
-        stats["request_cache"] = node.request_cache.shard_stats(index.uuid, shard_id)
+        stats["request_cache"] = node.request_cache.shard_stats(index.uuid, shard.shard_id)
+    if "fielddata" in stats:
+        stats["fielddata"]["memory_size_in_bytes"] = fielddata.get(str(getattr(shard, "folder", "")), 0)
     return stats
 
 
@@ -228,6 +232,7 @@ def indices_stats(
         )
     targets = admin.indices_of(node, options, expr)
     contexts = node.contexts.open_per_shard()
+    fielddata = node.fielddata_memory() if "fielddata" in metrics else {}
     primaries: dict[str, Any] = {}
     per_index: dict[str, Any] = {}
     unavailable = 0
@@ -243,10 +248,11 @@ def indices_stats(
                 stats = _with_request_cache(
                     node,
                     index,
-                    shard.shard_id,
+                    shard,
                     shard_stats(
                         shard, metrics, open_contexts=contexts.get(id(shard), 0), file_sizes=file_sizes
                     ),
+                    fielddata,
                 )
             except ShardUnavailable:  # a shard actor down: an unassigned primary, not counted
                 down += 1
@@ -289,11 +295,12 @@ def node_indices_stats(
     by_index: dict[str, Any] = {}
     by_shard: dict[str, list[dict[str, Any]]] = {}
     contexts = node.contexts.open_per_shard()
+    fielddata = node.fielddata_memory() if "fielddata" in metrics else {}
     for index in list(node.indices.values()):
         index_total: dict[str, Any] = {}
         for shard in list(index.shards):
             own = shard_stats(shard, metrics, open_contexts=contexts.get(id(shard), 0), file_sizes=file_sizes)
-            stats = _with_request_cache(node, index, shard.shard_id, own)
+            stats = _with_request_cache(node, index, shard, own, fielddata)
             add_stats(index_total, stats)
             by_shard.setdefault(index.name, []).append({str(shard.shard_id): stats})
         add_stats(total, index_total)

@@ -26,6 +26,7 @@ from leafsearch.common.settings import ClusterSettings
 from leafsearch.errors import ElasticError, IndexNotFound
 from leafsearch.index.block_cache import BlockCache
 from leafsearch.index.buffer_wire import MIN_DOCS_SETTING, BuildJob, BuildUnavailable
+from leafsearch.index.fielddata import Fielddata
 from leafsearch.index.index import DELETED_PREFIX, Index, write_json
 from leafsearch.index.mapping import Mapping
 from leafsearch.index.shard_services import ShardServices
@@ -133,7 +134,9 @@ class Node:
         self.source_blocks = BlockCache(settings.get("indices.cache.source_blocks.size"))
         #: What this node's shards are given: the block cache, their events' listeners, the flush
         #: thread and the merge worker, all this node's own (ended in `close`).
-        self.shard_services = ShardServices(self.source_blocks)
+        #: The uninverted text fields (`fielddata: true`) this process holds, under its breaker.
+        self.fielddata = Fielddata(self.breakers)
+        self.shard_services = ShardServices(self.source_blocks, fielddata=self.fielddata)
         self.global_ordinals = GlobalOrdinals(settings.get("indices.fielddata.cache.size"))
         self.hitlists = HitListCache(
             settings.get("indices.cache.hitlist.size"), self.global_ordinals, self.shard_services.events
@@ -233,6 +236,7 @@ class Node:
         self.index_doc = counting_single(partial(documents.index_doc, self.write_services), self.doc_status)
         self.get_doc = partial(documents.get_doc, self.write_services)
         self.search_services.get_document = self.get_doc
+        self.search_services.stored_script = self.scripts.get
         self.delete_doc = counting_single(partial(documents.delete_doc, self.write_services), self.doc_status)
         self.update_doc = counting_single(partial(documents.update_doc, self.write_services), self.doc_status)
         self.bulk = counting_bulk(partial(documents.bulk, self.write_services), self.doc_status)
@@ -460,6 +464,18 @@ class Node:
         self, request: SearchRequest, *, raw_hits: bool = False, cancelled: threading.Event | None = None
     ) -> dict[str, Any]:
         return coordinator.search(self.search_services, request, raw_hits=raw_hits, cancelled=cancelled)
+
+    def fielddata_memory(self) -> dict[str, int]:
+        held = self.fielddata.memory()
+        for worker in self.search_workers.stats()["workers"] if self.search_workers is not None else ():
+            for shard, size in worker.get("fielddata", {}).items():
+                held[shard] = held.get(shard, 0) + size
+        return held
+
+    def clear_fielddata(self, shards: set[str]) -> None:
+        self.fielddata.clear(shards)
+        if self.search_workers is not None:
+            self.search_workers.clear_fielddata(shards)
 
     def count(self, request: SearchRequest, *, cancelled: threading.Event | None = None) -> dict[str, Any]:
         return coordinator.count(self.search_services, request, cancelled=cancelled)

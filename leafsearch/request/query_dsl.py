@@ -36,6 +36,7 @@ from leafsearch.errors import (
     XContentParseError,
 )
 from leafsearch.request import lucene_regexp
+from leafsearch.scripts.service import check_size
 from leafsearch.unsupported import NotSupported
 
 Scalar = str | int | float | bool
@@ -250,10 +251,13 @@ class ConstantScore(Query):
 
 @dataclass(frozen=True, slots=True)
 class ScriptSpec:
-    """An inline script as a query carries it (hashable: its params as canonical JSON)."""
+    """A script as a request carries it (hashable: its params as canonical JSON). A stored
+    script's (`{"id": ...}`) has `stored_id` and no source until the coordinator reads the stored
+    source in (search/stored_scripts.py): the request layer does not know the node's scripts."""
 
     source: str
     params_json: bytes = b"{}"
+    stored_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -992,24 +996,33 @@ def _constant_score(body: dict, depth: int) -> Query:
 
 
 def script_spec(query: str, value: Any) -> ScriptSpec:
-    """A query's `script`: inline (a string or `{"source", "params", "lang"}`); a stored script's
-    `id` is refused (not built for searches yet)."""
+    """A request's `script`: inline (a string or `{"source", "params", "lang"}`) or stored
+    (`{"id", "params"}`)."""
     if isinstance(value, str):
         value = {"source": value}
     if not isinstance(value, dict):
         raise ParsingError(f"[{query}] script must be a string or an object")
-    unknown = next((k for k in value if k not in ("source", "params", "lang", "options")), None)
-    if unknown == "id":
-        reason = f"[{query}] stored scripts (by [id]) are not supported by leafsearch in searches"
-        raise IllegalArgument(reason)
+    unknown = next((k for k in value if k not in ("source", "id", "params", "lang", "options")), None)
     if unknown is not None:
         raise ParsingError(f"[script] unknown field [{unknown}]")
+    source, stored_id, params = value.get("source"), value.get("id"), value.get("params", {})
+    if (source is None) == (stored_id is None):
+        raise IllegalArgument("must specify either [source] for an inline script or [id] for a stored script")
+    if stored_id is not None and "lang" in value:
+        raise IllegalArgument("illegally specified <lang> for a stored script")
     if value.get("lang", "painless") != "painless":
         raise IllegalArgument(f"script_lang not supported [{value['lang']}]")
-    source, params = value.get("source"), value.get("params", {})
-    if not isinstance(source, str) or not isinstance(params, dict):
+    if not isinstance(params, dict):
         raise ParsingError(f"[{query}] script must have a [source] string and [params] object")
-    return ScriptSpec(source, orjson.dumps(params, option=orjson.OPT_SORT_KEYS))
+    params_json = orjson.dumps(params, option=orjson.OPT_SORT_KEYS)
+    if stored_id is not None:
+        if not isinstance(stored_id, str):
+            raise ParsingError(f"[{query}] script [id] must be a string")
+        return ScriptSpec("", params_json, stored_id)
+    if not isinstance(source, str):
+        raise ParsingError(f"[{query}] script must have a [source] string and [params] object")
+    check_size(source, "inline", "<inline>")
+    return ScriptSpec(source, params_json)
 
 
 def _script_query(body: dict, depth: int) -> Query:

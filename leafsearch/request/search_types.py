@@ -34,6 +34,10 @@ class SortSpec:
     unmapped_type: str | None = None
     numeric_type: str | None = None
     format: str | None = None
+    #: A `_script` sort's script and its `type` ("number", "string" or "version"); `field` is
+    #: then "_script".
+    script: ScriptSpec | None = None
+    script_type: str | None = None
 
     @property
     def descending(self) -> bool:

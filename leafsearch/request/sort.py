@@ -19,11 +19,15 @@ from typing import Any
 
 from leafsearch.common.json_tokens import token_name
 from leafsearch.errors import ElasticError, IllegalArgument, ParsingError, XContentParseError
+from leafsearch.request.query_dsl import script_spec
 from leafsearch.request.search_types import DOC, SCORE, SHARD_DOC, SortSpec
 from leafsearch.unsupported import NotSupported
 
 #: Sorts Elasticsearch has and leafsearch does not: refused by name rather than mistaken for fields.
-_UNSUPPORTED_SORTS = ("_script", "_geo_distance", "_geoDistance")
+_UNSUPPORTED_SORTS = ("_geo_distance", "_geoDistance")
+SCRIPT = "_script"
+#: A `_script` sort's `type`, and the kind of values it compares as (`unmapped_type` of its spec).
+_SCRIPT_TYPES = {"number": "double", "string": "keyword", "version": "version"}
 #: `mode` values; `first` exists in Elasticsearch only for nested sorts, which leafsearch has not.
 _MODES = ("min", "max", "sum", "avg", "median")
 _NUMERIC_TYPES = ("long", "double", "date", "date_nanos")
@@ -102,7 +106,9 @@ def _compound(body: dict[str, Any]) -> list[SortSpec]:
     for name, value in body.items():
         if name in _UNSUPPORTED_SORTS:
             raise NotSupported(f"[{name}] sort")
-        if isinstance(value, str):
+        if name == SCRIPT:
+            specs.append(_script_object(value))
+        elif isinstance(value, str):
             specs.append(SortSpec(name, _order(value)))
         elif name == SCORE:
             specs.append(_score_object(value))
@@ -118,6 +124,48 @@ def _score_object(value: Any) -> SortSpec:
             raise XContentParseError(f"[{SCORE}] unknown field [{key}]")
         order = _string_option(SCORE, key, option, _order)
     return SortSpec(SCORE, order)
+
+
+def _script_object(value: Any) -> SortSpec:
+    """`{"_script": {"type": "number"|"string"|"version", "script": ..., "order", "mode"}}`: the
+    values of the script for each document, compared as doubles or strings (ScriptSortBuilder).
+    Its spec sorts as an unmapped field of the type's kind would, `script` giving the values."""
+    opts: dict[str, Any] = {"order": "asc"}
+    script = script_type = None
+    for key, option in _options(SCRIPT, value):
+        if key == "order":
+            opts["order"] = _string_option(SCRIPT, key, option, _order)
+        elif key in ("mode", "sort_mode"):
+            opts["mode"] = _string_option(SCRIPT, key, option, _mode)
+        elif key == "type":
+            script_type = _string_option(SCRIPT, key, option, _script_type)
+        elif key == "script":
+            try:
+                script = script_spec(SCRIPT, option)
+            except ElasticError as exc:
+                raise field_failed(SCRIPT, key, exc) from None
+        elif key == "nested":
+            raise NotSupported("[nested] sort", "it has no nested documents")
+        else:
+            raise XContentParseError(f"[{SCRIPT}] unknown field [{key}]")
+    missing = [name for name, found in (("script", script), ("type", script_type)) if found is None]
+    if missing:
+        raise IllegalArgument(f"Required [{', '.join(missing)}]")
+    if script_type == "version":
+        raise NotSupported("[_script] sort of [type] version")
+    mode = opts.get("mode")
+    if script_type == "string" and mode not in (None, "min", "max"):
+        raise IllegalArgument("script sort of type [string] doesn't support mode [" + str(mode) + "]")
+    return SortSpec(
+        SCRIPT, **opts, unmapped_type=_SCRIPT_TYPES[script_type], script=script, script_type=script_type
+    )
+
+
+def _script_type(text: str) -> str:
+    lowered = text.lower()
+    if lowered not in _SCRIPT_TYPES:
+        raise IllegalArgument(f"Unknown ScriptSortType [{text}]")
+    return lowered
 
 
 def _field_object(name: str, value: Any) -> SortSpec:

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from leafsearch.common.settings import active_shard_count
 from leafsearch.errors import ActionRequestValidation, IllegalArgument, IndexNotFound, XContentParseError
-from leafsearch.indices import admin
+from leafsearch.indices import admin, cache_clear
 from leafsearch.indices import field_caps as field_caps_api
 from leafsearch.request.query_dsl import parse_query
 from leafsearch.rest.exchange import RestRequest, RestResponse
@@ -90,6 +90,12 @@ def put_settings(node: Node, req: RestRequest) -> RestResponse:
 def refresh(node: Node, req: RestRequest) -> RestResponse:
     options = req.indices_options(forbid_closed=True)
     return RestResponse(admin.refresh(node, req.path_params.get("index"), options))
+
+
+def clear_cache(node: Node, req: RestRequest) -> RestResponse:
+    options = req.indices_options()
+    flags = {name: req.flag(name) for name in ("fielddata", "request", "query")}
+    return RestResponse(cache_clear.clear_cache(node, req.path_params.get("index"), options, **flags))
 
 
 def flush(node: Node, req: RestRequest) -> RestResponse:

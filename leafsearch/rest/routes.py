@@ -150,6 +150,7 @@ INDEX_DOC = CREATE_DOC | {"op_type"}
 UPDATE_DOC = WRITE_DOC | SOURCE | {"retry_on_conflict", "require_alias"}
 GET_DOC = SOURCE | {"routing", "realtime", "refresh", "preference"}
 BULK = WAIT | SOURCE | {"refresh", "routing", "require_alias"}
+CACHE_CLEAR = {"fielddata", "fields", "query", "request", "index"}
 GET_INDEX = INDICES_OPTIONS | {"flat_settings", "include_defaults", "local", "master_timeout", "features"}
 SETTINGS = INDICES_OPTIONS | {"flat_settings", "include_defaults", "local", "master_timeout"}
 PUT_SETTINGS = INDICES_OPTIONS | MASTER | {"flat_settings", "preserve_existing", "reopen"}
@@ -224,6 +225,8 @@ ROUTES = [
     Route.of("PUT", "/{index}/_settings", indices.put_settings, PUT_SETTINGS),
     Route.of("GET|POST", "/_refresh", indices.refresh, INDICES_OPTIONS),
     Route.of("GET|POST", "/{index}/_refresh", indices.refresh, INDICES_OPTIONS),
+    Route.of("POST", "/_cache/clear", indices.clear_cache, INDICES_OPTIONS | CACHE_CLEAR),
+    Route.of("POST", "/{index}/_cache/clear", indices.clear_cache, INDICES_OPTIONS | CACHE_CLEAR),
     Route.of("GET|POST", "/_flush", indices.flush, INDICES_OPTIONS | {"force", "wait_if_ongoing"}),
     Route.of("GET|POST", "/{index}/_flush", indices.flush, INDICES_OPTIONS | {"force", "wait_if_ongoing"}),
     # aliases

@@ -59,7 +59,7 @@ class Script:
         return op
 
 
-def _check_size(source: str, kind: str, name: str) -> None:
+def check_size(source: str, kind: str, name: str) -> None:
     size = len(source.encode())
     if size > MAX_SOURCE_BYTES:
         raise IllegalArgument(
@@ -100,7 +100,7 @@ class StoredScripts:
         source = script.get("source")
         if not isinstance(source, str) or not source:
             raise IllegalArgument("must specify source for stored script")
-        _check_size(source, "stored", script_id)
+        check_size(source, "stored", script_id)
         compile_source(source)  # a compile error is the PUT's 400
         with self._lock:
             scripts = {**self._scripts, script_id: {"lang": "painless", "source": source}}
@@ -155,5 +155,5 @@ class StoredScripts:
             _check_lang(value.get("lang"))
             if not isinstance(source, str):
                 raise IllegalArgument("[script] source must be a string")
-            _check_size(source, "inline", "<inline>")
+            check_size(source, "inline", "<inline>")
         return Script(compile_source(source), params)

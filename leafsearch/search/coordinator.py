@@ -18,6 +18,7 @@ from leafsearch.request.search_types import SearchRequest
 from leafsearch.search import phases, scroll_pit
 from leafsearch.search.execution import CountTask, SearchTask, dispatch
 from leafsearch.search.knn_phase import resolve_knn
+from leafsearch.search.stored_scripts import resolve_stored_scripts
 from leafsearch.search.targets import release_targets
 from leafsearch.search.terms_lookup import resolve_lookups
 
@@ -35,6 +36,7 @@ def search(
     """`raw_hits`: render a plain page's hits as one pre-encoded array (the REST layer asks);
     `cancelled`: set when the client goes away, which stops the search (search/guard.py)."""
     started = time.perf_counter()
+    request = resolve_stored_scripts(services.stored_script, request)
     request = resolve_knn(services, resolve_lookups(services, request), search)
     if request.pit is not None:
         return scroll_pit.search_pit(services, request, started, raw_hits=raw_hits, cancelled=cancelled)
@@ -63,7 +65,7 @@ def count(
     services: CoordinatorServices, request: SearchRequest, *, cancelled: threading.Event | None = None
 ) -> dict[str, Any]:
     """`_count` of a request parsed by `parse_count_request`."""
-    request = resolve_lookups(services, request)
+    request = resolve_lookups(services, resolve_stored_scripts(services.stored_script, request))
     targets = phases.resolve_targets(services, request)
     try:
         cache = services.request_cache

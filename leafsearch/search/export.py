@@ -39,6 +39,7 @@ from leafsearch.search.contexts import ReaderContext
 from leafsearch.search.execution import dispatch, run
 from leafsearch.search.export_pages import ExportPage, ExportTask, error_line, trailer
 from leafsearch.search.scroll_pit import acquire_context
+from leafsearch.search.stored_scripts import resolve_stored_scripts
 from leafsearch.search.targets import release_targets
 
 if TYPE_CHECKING:
@@ -59,7 +60,7 @@ _END = object()
 def start(services: CoordinatorServices, export: ExportRequest, cancelled: threading.Event) -> ExportStream:
     """The export's snapshot pinned, its limits checked and its first page rendered; raises
     (before any byte is sent) what refuses it."""
-    walk = export.walk
+    walk = resolve_stored_scripts(services.stored_script, export.walk)
     keep_alive = None
     if export.own_snapshot:
         targets = phases.resolve_targets(services, walk)

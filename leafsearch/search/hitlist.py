@@ -40,6 +40,7 @@ from leafsearch.search.guard import (
 from leafsearch.search.matching import QueryContext, execute, execute_docs, prepare, query_key
 from leafsearch.search.profile import ShardProfile
 from leafsearch.search.query.masks import mask_of
+from leafsearch.search.script_sort import script_sort_column
 from leafsearch.search.shard_api import FetchedPage, ShardContextId, ShardQuery
 from leafsearch.search.sort_keys import (
     GlobalOrdinals,
@@ -153,7 +154,10 @@ def needs_scores(request: SearchRequest) -> bool:
         return True
     if not request.sort:
         return True
-    return any(s.field == "_score" for s in request.sort)
+    # (a `_script` sort's script may read `_score`)
+    return any(
+        s.field == "_score" or (s.script is not None and "_score" in s.script.source) for s in request.sort
+    )
 
 
 class SegmentVisit(Protocol):
@@ -552,6 +556,8 @@ def sort_column(
     page's candidates come from segment sets that differ with every query, and hold few values.
     `resolved` is the (kind, reference field type) of the sort over every shard of the request,
     when `targets` is only one of them (a shard's query phase); else they are resolved here."""
+    if spec.script is not None:
+        return script_sort_column(spec, targets, seg_docs, score_arr)
     special = special_kind(spec)
     if special is not None:
         # Every document has these; a `null` cursor still means "past the missing values".

@@ -87,6 +87,10 @@ class RequestCache:
         """Set the bound (`indices.requests.cache.size`); entries that no longer fit go."""
         self._entries.resize(max_bytes)
 
+    def clear(self, index_uuids: set[str]) -> None:
+        """Drop the answers that read a shard of these indices (`_cache/clear?request=true`)."""
+        self._entries.discard_where(lambda _, entry: any(uuid in index_uuids for uuid, _ in entry.shards))
+
     # -- the coordinator's side --------------------------------------------------------------
 
     def key(self, targets: list[Target], request: SearchRequest, *, count: bool = False) -> tuple | None:

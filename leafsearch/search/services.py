@@ -80,6 +80,9 @@ class CoordinatorServices(SearchServices):
     #: A document as the get API answers it (realtime; None when absent): what a terms lookup
     #: reads (search/terms_lookup.py). The Node sets it once its write side exists.
     get_document: Callable[..., dict[str, Any] | None] = field(init=False)
+    #: A stored script by id (`{"lang", "source"}`; None when absent): what a search's scripts
+    #: given by `id` run (search/stored_scripts.py). The Node sets it with its stored scripts.
+    stored_script: Callable[[str], dict[str, Any] | None] = field(init=False)
     #: The search worker processes (None: searches run in this process).
     workers: WorkerPool | None = field(init=False, default=None)
     #: What the node's streaming exports do (export.py).

@@ -417,9 +417,10 @@ class LocalShard:
         selected: list[_Selected] = []
         bound = _Bound(k) if by_fields and plan.uniform and plan.resolved[0][0] in _COMPARABLE else None
         after: list[Any] | None = None
+        scripted = any(s.script is not None for s in specs)  # (orders are kept for fields)
         orders = (
             shard_orders(self.services.sort_orders, target, plan)
-            if by_fields and plan.uniform and k
+            if by_fields and plan.uniform and k and not scripted
             else None
         )
         # Where the cursor falls in each segment's order: the page starts there.

@@ -34,6 +34,7 @@ from leafsearch.request.search_types import SliceSpec
 from leafsearch.scripts.service import Script
 from leafsearch.search import phases, top_hits
 from leafsearch.search.shard_api import ShardContextId
+from leafsearch.search.stored_scripts import resolve_stored_scripts
 from leafsearch.search.targets import Target, release_targets
 from leafsearch.search.terms_lookup import resolve_lookups
 from leafsearch.write import by_query_source, documents
@@ -457,9 +458,11 @@ def execute(
     services: WriteServices, request: BulkByQuery, *, wait_for_completion: bool = True
 ) -> dict[str, Any]:
     """Run a parsed by-query operation as a task: to its end (its response body), or in the
-    background (`{"task": "<node>:<n>"}`, its result kept for `GET /_tasks/<id>`). A terms lookup
-    of its query is read here, as the caller, before the task runs (search/terms_lookup.py)."""
-    request.search = resolve_lookups(services.search, request.search)
+        background (`{"task": "<node>:<n>"}`, its result kept for `GET /_tasks/<id>`). A terms lookup
+        of its query is read here, as the caller, before the task runs (search/terms_lookup.py), and so
+    are the stored scripts its query names (search/stored_scripts.py)."""
+    search = resolve_stored_scripts(services.search.stored_script, request.search)
+    request.search = resolve_lookups(services.search, search)
     operation = start(services, request)
     if not wait_for_completion:
         services.tasks.start(operation.task, lambda: run(services, operation))

@@ -823,7 +823,7 @@ def test_url_sort_form():
         (
             {"_script": {"type": "number"}},
             "illegal_argument_exception",
-            "[_script] sort is not supported by leafsearch",
+            "Required [script]",
             None,
         ),
         (

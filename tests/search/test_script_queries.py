@@ -152,12 +152,14 @@ def test_a_failing_script_is_the_searchs_400_with_the_scripts_stack(
         ({"script": {"script": "doc['nope'].value > 1"}}, "script_exception"),
         ({"script": {"script": "doc['msg'].value == 'x'"}}, "illegal_argument_exception"),
         ({"script": {"script": {"source": "true", "lang": "mustache"}}}, "illegal_argument_exception"),
-        ({"script": {"script": {"id": "stored"}}}, "illegal_argument_exception"),
+        ({"script": {"script": {"id": "stored", "lang": "painless"}}}, "illegal_argument_exception"),
+        ({"script": {"script": {"id": "stored", "source": "true"}}}, "illegal_argument_exception"),
         ({"script": {}}, "parsing_exception"),
         ({"script_score": {"script": "1"}}, "parsing_exception"),
         ({"script_score": {"query": {"match_all": {}}, "script": "-1"}}, "query_shard_exception"),
         ({"script_score": {"query": {"match_all": {}}, "script": "'a'"}}, "query_shard_exception"),
         ({"script": {"script": "while (true) {}"}}, "script_exception"),
+        ({"script": {"script": "1 + " * 20000 + "1 > 0"}}, "illegal_argument_exception"),  # over 65,535 bytes
     ]:
         response = http.post(f"/{index}/_search", json={"query": query})
         assert response.status_code == 400, (query, response.text)
@@ -218,3 +220,14 @@ def test_bad_script_fields_are_400s(http: httpx.Client, new_index: Callable[...,
         response = http.post(f"/{index}/_search", json={"script_fields": fields})
         assert response.status_code == 400, (fields, response.text)
         assert response.json()["error"]["root_cause"][0]["type"] == kind, (fields, response.text)
+
+
+def test_a_script_over_a_segment_without_candidates_answers_nothing_there(
+    http: httpx.Client, new_index: Callable[..., str]
+) -> None:
+    """A per-document script (not one column expression) where a shard's segments match nothing."""
+    index = new_index(settings={"number_of_shards": 2})
+    fill(http, index)
+    query = {"script_score": {"query": {"term": {"n": 5}}, "script": "def x = doc['n'].value; return x * 2;"}}
+    hits = http.post(f"/{index}/_search", json={"query": query}).json()["hits"]["hits"]
+    assert [(hit["_id"], hit["_score"]) for hit in hits] == [("5", 10.0)]

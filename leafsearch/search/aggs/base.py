@@ -19,7 +19,6 @@ import numpy as np
 
 from leafsearch.common.json_tokens import token_name
 from leafsearch.errors import ElasticError, IllegalArgument, SearchPhaseExecution, XContentParseError
-from leafsearch.unsupported import NotSupported
 
 if TYPE_CHECKING:
     from leafsearch.search.aggs.values import ValueFormat
@@ -169,8 +168,6 @@ def field_failed(agg_type: str, field: str, cause: ElasticError) -> ElasticError
 
 
 def unknown_field(agg_type: str, key: str) -> ElasticError:
-    if key == "script":  # Elasticsearch's aggregations take scripts; leafsearch runs none
-        return NotSupported(f"[script] in the [{agg_type}] aggregation")
     return XContentParseError(f"[{agg_type}] unknown field [{key}]")
 
 
@@ -261,4 +258,4 @@ class Options:
         return value
 
 
-COMMON_VALUE_OPTIONS = {"field", "missing", "format", "value_type"}
+COMMON_VALUE_OPTIONS = {"field", "script", "missing", "format", "value_type"}

@@ -37,7 +37,7 @@ from leafsearch.search.aggs.values import (
     resolve_field,
 )
 
-_SOURCE_OPTIONS = {"field", "missing_bucket", "missing_order", "order", "format", "value_type"}
+_SOURCE_OPTIONS = {"field", "script", "missing_bucket", "missing_order", "order", "format", "value_type"}
 _PARENT_FACTORIES = {
     "terms": "TermsAggregatorFactory",
     "histogram": "HistogramAggregatorFactory",

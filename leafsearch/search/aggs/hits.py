@@ -25,6 +25,7 @@ from leafsearch.search.aggs.base import Agg, Options, ParseContext, SegmentConte
 from leafsearch.search.aggs.values import (
     ANY,
     KEYWORD,
+    NUMERIC,
     FieldRef,
     keyword_values,
     numeric_values,
@@ -75,6 +76,9 @@ class TopHitsAgg(Agg):
         for spec in self.sort:
             if spec.field in ("_score", "_doc"):
                 self.fields.append(None)
+            elif spec.script is not None:  # a `_script` sort: the script's values (aggs/scripted.py)
+                family = KEYWORD if spec.script_type == "string" else NUMERIC
+                self.fields.append(FieldRef(spec.field, None, family, spec.script))
             else:
                 self.fields.append(resolve_field("top_hits", {"field": spec.field}, pctx, ANY))
         self.by_score = not self.sort or self.sort[0].field == "_score"
@@ -164,6 +168,8 @@ class TopHitsAgg(Agg):
                 found[j] = term if found[j] is None else pick(found[j], term)
         elif ref is not None and ref.mapped:
             idx, values, _ = numeric_values(seg, ref, docs)
+            if spec.script is not None:
+                values = values.astype(np.float64)  # a number script sorts and renders as doubles
             pick = min if not spec.descending else max
             for j, v in zip(idx.tolist(), values.tolist(), strict=True):
                 found[j] = v if found[j] is None else pick(found[j], v)

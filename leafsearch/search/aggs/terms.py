@@ -224,7 +224,7 @@ class TermsAgg(Agg):
         that was most of a `size: 0` aggregation's time. O(matches), or O(terms) when all match."""
         if n_groups != 1 or self.subs or self.missing is not None or self.min_doc_count == 0:
             return None
-        if self.field.family != KEYWORD or self.field.ftype is None:
+        if self.field.family != KEYWORD or self.field.ftype is None or self.field.script is not None:
             return None
         col = seg.segment.column(self.field.path)
         if not isinstance(col, KeywordColumn):
@@ -247,7 +247,7 @@ class TermsAgg(Agg):
 
     def _numeric_universe(self, seg: SegmentContext, values: np.ndarray) -> np.ndarray:
         """Distinct values: of the matched documents, or of the whole segment when empty terms are shown."""
-        if self.min_doc_count == 0 and self.field.mapped:
+        if self.min_doc_count == 0 and self.field.ftype is not None and self.field.script is None:
             col = seg.segment.column(self.field.path)
             dv = getattr(col, "doc_values", None)
             if dv is not None:

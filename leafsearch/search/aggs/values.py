@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Any
 
@@ -20,6 +20,7 @@ from leafsearch.errors import IllegalArgument
 from leafsearch.index import unsigned_long
 from leafsearch.index.columns import ordinal_column
 from leafsearch.index.range_fields import RANGE_TYPES
+from leafsearch.search.aggs import scripted
 from leafsearch.search.aggs.base import SegmentContext, shard_failure
 from leafsearch.search.fetch import fielddata_error
 from leafsearch.unsupported import NotSupported
@@ -175,15 +176,18 @@ def _offset_text(offset_millis: int) -> str:
 
 @dataclass(frozen=True)
 class FieldRef:
-    """A field an aggregation reads, resolved against the mapping when the request is parsed."""
+    """A field an aggregation reads, resolved against the mapping when the request is parsed; or
+    a script's values (`script`, with `ftype` None), or a field's values through a value script
+    (both: the script sees each as `_value`)."""
 
     path: str
     ftype: Any  # the mapping's FieldType, None when the field is unmapped
     family: str | None
+    script: Any = None  # a ScriptSpec
 
     @property
     def mapped(self) -> bool:
-        return self.ftype is not None or self.path == INDEX_FIELD
+        return self.ftype is not None or self.path == INDEX_FIELD or self.script is not None
 
     @property
     def type_name(self) -> str | None:
@@ -195,6 +199,8 @@ class FieldRef:
         if self.family == DATE:
             if pattern is None and raw_dates:
                 return RAW
+            if pattern is None and self.ftype is None:  # a script's dates
+                pattern = "strict_date_optional_time"
             return DateFormat(_date_formatter(pattern) if pattern else self.ftype.formatter, zone)
         if pattern is not None and self.family in (NUMERIC, None):
             return DecimalFormat(pattern)
@@ -254,10 +260,24 @@ def family_of(ftype: Any) -> str | None:
 def resolve_field(
     agg_type: str, opts: Any, pctx: Any, families: frozenset[str], key: str = "field"
 ) -> FieldRef:
-    """The field named by `opts[key]`, refused the way Elasticsearch refuses it."""
+    """The field named by `opts[key]`, refused the way Elasticsearch refuses it; with a `script`
+    (and `value_type`), the script's values (aggs/scripted.py)."""
     path = opts.get(key)
+    script = opts.get("script")
+    if script is not None:
+        spec = scripted.spec(agg_type, script)
+        if path is None:
+            return FieldRef(
+                "_script", None, scripted.family(agg_type, opts.get("value_type"), families), spec
+            )
+        return replace(_field(agg_type, opts, pctx, families, key), script=spec)  # a value script
     if path is None:
         raise IllegalArgument("Required one of fields [field, script], but none were specified. ")
+    return _field(agg_type, opts, pctx, families, key)
+
+
+def _field(agg_type: str, opts: Any, pctx: Any, families: frozenset[str], key: str) -> FieldRef:
+    path = opts.get(key)
     if not isinstance(path, str):
         from leafsearch.search.aggs.base import field_failed
 
@@ -318,9 +338,12 @@ def numeric_values(
     seg: SegmentContext, ref: FieldRef, docs: np.ndarray, missing: float | None = None
 ) -> tuple[np.ndarray, np.ndarray, bool]:
     """(index into `docs`, value in aggregation units, multi-valued) of a numeric/date/boolean field."""
-    col = seg.segment.column(ref.path) if ref.mapped else None
+    col = seg.segment.column(ref.path) if ref.mapped and ref.ftype is not None else None
     dv = getattr(col, "doc_values", None)
-    if dv is None or ref.family not in NUMBERS:
+    if ref.script is not None:
+        field = numeric_values(seg, replace(ref, script=None), docs) if ref.ftype is not None else None
+        idx, values, multi = scripted.numbers(seg, ref.script, docs, field)
+    elif dv is None or ref.family not in NUMBERS:
         idx, values, multi = np.empty(0, np.int64), np.empty(0, np.float64), False
     else:
         idx, raw, multi = gather(dv, docs)
@@ -337,7 +360,13 @@ def keyword_values(
     """(index into `docs`, ordinal, the terms the ordinals point into, multi-valued) of a keyword field."""
     col = ordinal_column(seg.segment.column(ref.path)) if ref.ftype is not None else None
     ords = getattr(col, "ords", None)
-    if ref.path == INDEX_FIELD and ref.ftype is None:
+    if ref.script is not None:
+        field = None
+        if ref.ftype is not None:  # a value script: each of the field's values is its `_value`
+            at, codes, terms, several = keyword_values(seg, replace(ref, script=None), docs)
+            field = (at, [term.decode() for term in terms[codes].tolist()], several)
+        idx, codes, terms, multi = scripted.strings(seg, ref.script, docs, field)
+    elif ref.path == INDEX_FIELD and ref.ftype is None:
         # Every document holds one value, its index's name (Elasticsearch's ConstantIndexFieldData).
         idx, codes, multi = np.arange(len(docs), dtype=np.int64), np.zeros(len(docs), np.int64), False
         terms = np.array([seg.request.index_name.encode()])

@@ -235,20 +235,25 @@ def _exec_script(
     if view.live is not None:
         mask = mask & view.live
     docs = np.flatnonzero(mask)
-    values = script_exec.evaluate(plan, view, ctx, docs, None if inner_scores is None else inner_scores[docs])
+    scores = None if inner_scores is None else inner_scores[docs]
+    values = script_exec.evaluate(plan.source, plan.params_json, view, ctx, docs, scores)
     if plan.inner is None:
-        if any(type(v) is not bool for v in values):
-            bad = next(v for v in values if type(v) is not bool)
-            raise shard_error(ctx, f"script query must return a boolean, got [{bad!r}]")
+        if not (isinstance(values, np.ndarray) and values.dtype.kind == "b"):
+            values = values.tolist() if isinstance(values, np.ndarray) else values
+            for bad in values:
+                if type(bad) is not bool:
+                    raise shard_error(ctx, f"script query must return a boolean, got [{bad!r}]")
         keep = np.zeros(view.max_doc, dtype=bool)
-        keep[docs[np.array(values, dtype=bool)]] = True
+        keep[docs[np.asarray(values, dtype=bool)]] = True
         return constant(keep, scoring, boost * plan.boost)
-    if any(type(v) not in (int, float) or v != v for v in values):
-        bad = next(v for v in values if type(v) not in (int, float) or v != v)
-        raise shard_error(
-            ctx, f"script_score script returned an invalid score [{bad!r}]: it must be a number"
-        )
-    found = np.array(values, dtype=np.float64)
+    if not (isinstance(values, np.ndarray) and values.dtype.kind in "iuf" and not np.isnan(values).any()):
+        values = values.tolist() if isinstance(values, np.ndarray) else values
+        for bad in values:
+            if type(bad) not in (int, float) or bad != bad:
+                raise shard_error(
+                    ctx, f"script_score script returned an invalid score [{bad!r}]: it must be a number"
+                )
+    found = np.asarray(values, dtype=np.float64)
     if (found < 0).any():
         raise shard_error(ctx, "script score function must not produce negative scores, but got: "
                           f"[{found[found < 0][0]}]")  # fmt: skip

@@ -1,17 +1,20 @@
-"""Running a search's scripts on a segment's documents: the `script` query, `script_score` and
-`script_fields` (these per hit of a page, with `params['_source']` beside `doc`).
+"""Running a search's scripts on a segment's documents: the `script` query, `script_score`,
+`_script` sorts and aggregation scripts (`evaluate`, over the candidates of a segment), and
+`script_fields` (per hit of a page, with `params['_source']` beside `doc`).
 
-The script is compiled once per source (scripts/service.py). The doc values it reads
-(`doc['field']`, named by string literals in its source) are gathered column by column for every
-candidate document first, as `docvalue_fields` are (search/fetch.py); then the script runs once
-per document, in a Python loop: a script query is as slow as Elasticsearch warns it is, and is
-meant to narrow what other clauses matched. Keywords read as strings, numbers as the longs or
-doubles of their doc values, dates as epoch milliseconds, booleans as booleans."""
+The script is compiled once per source (scripts/service.py). One that is a doc-values
+expression runs over numpy columns (scripts/vector.py): the first value and value count of each
+numeric field it names, for every candidate, in a few array operations. Any other runs once per
+document, in a Python loop, after the doc values it reads (`doc['field']`, named by string
+literals in its source) are gathered column by column, as `docvalue_fields` are
+(search/fetch.py): a script query is then as slow as Elasticsearch warns it is, and is meant to
+narrow what other clauses matched. Keywords read as strings, numbers as the longs or doubles of
+their doc values, dates as epoch milliseconds, booleans as booleans."""
 
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import orjson
@@ -22,21 +25,44 @@ from leafsearch.index.searcher import SegmentView
 from leafsearch.request.query_dsl import ScriptSpec
 from leafsearch.scripts.runtime import Doc, DocValues
 from leafsearch.scripts.service import compile_source
+from leafsearch.scripts.vector import Columns, vectorize
 from leafsearch.search.fetch import _docvalue_numbers, _type_domain, fielddata_error
-from leafsearch.search.query.context import QueryContext
-from leafsearch.search.query.plans import ScriptPlan
 
 _DOC_FIELD = re.compile(r"""doc\s*\[\s*(['"])(.+?)\1\s*\]""")
 
 
+class ScriptTarget(Protocol):
+    """What a script reads of the index it runs on (a query context is one)."""
+
+    mapping: Any
+    index_name: str | None
+
+
 def evaluate(
-    plan: ScriptPlan, view: SegmentView, ctx: QueryContext, docs: np.ndarray, scores: np.ndarray | None
-) -> list[Any]:
-    """The script's value for each of `docs` (with `_score` from `scores` when given)."""
-    script = compile_source(plan.source)
-    params = orjson.loads(plan.params_json)
+    source: str,
+    params_json: bytes,
+    view: SegmentView,
+    target: ScriptTarget,
+    docs: np.ndarray,
+    scores: np.ndarray | None,
+    value: np.ndarray | list[Any] | None = None,
+) -> np.ndarray | list[Any]:
+    """The script's value for each of `docs` (with `_score` from `scores`, and a value script's
+    `_value` from `value`, when given; `docs` may repeat): a column of booleans or numbers when
+    the script runs over columns (scripts/vector.py), else a list."""
+    params = orjson.loads(params_json)
+    vector = vectorize(source)
+    if vector is not None and (scores is not None or not vector.reads_score):
+        columns = _columns(view, target, docs, vector.fields)
+        if columns is not None:
+            float_scores = None if scores is None else scores.astype(np.float64)
+            value_column = value if isinstance(value, np.ndarray) else None
+            found = vector.run(Columns(*columns, params, float_scores, len(docs), value_column))
+            if found is not None:
+                return found
+    script = compile_source(source)
     fields = {
-        name: _values(view, ctx.mapping, ctx.index_name, docs, name) for name in _doc_fields(plan.source)
+        name: _values(view, target.mapping, target.index_name, docs, name) for name in _doc_fields(source)
     }
     results = []
     row = 0
@@ -44,20 +70,60 @@ def evaluate(
     def lookup(name: str) -> DocValues | None:
         values = fields.get(name)
         if values is None:
-            if name not in fields and ctx.mapping.field(name) is not None:  # a name built at run time
-                fields[name] = values = _values(view, ctx.mapping, ctx.index_name, docs, name)
+            if name not in fields and target.mapping.field(name) is not None:  # a name built at run time
+                fields[name] = values = _values(view, target.mapping, target.index_name, docs, name)
             else:
                 return None
         return DocValues(name, values[row])
 
     doc = Doc(lookup)
     score_list = scores.tolist() if scores is not None else None
+    value_list = value.tolist() if isinstance(value, np.ndarray) else value
     for row in range(len(docs)):
         variables = {"params": params, "doc": doc}
         if score_list is not None:
             variables["_score"] = score_list[row]
+        if value_list is not None:
+            variables["_value"] = value_list[row]
         results.append(script.run(variables))
     return results
+
+
+def _columns(
+    view: SegmentView, target: ScriptTarget, docs: np.ndarray, names: tuple[str, ...]
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]] | None:
+    """(first value, value count) of each numeric field for `docs`, as the per-document run reads
+    them; None when a field is not one (the per-document run reads it or gives its error)."""
+    values: dict[str, np.ndarray] = {}
+    counts: dict[str, np.ndarray] = {}
+    for name in names:
+        ft = target.mapping.field(name)
+        if ft is None or fielddata_error(name, ft, target.index_name) is not None:
+            return None
+        column = view.segment.column(name)
+        if column is None:
+            values[name], counts[name] = np.zeros(len(docs), np.int64), np.zeros(len(docs), np.int64)
+            continue
+        if not isinstance(column, NumericColumn):
+            return None
+        domain = _type_domain(ft.type, ft.kind)
+        if domain == "unsigned_long":
+            return None
+        raw = column.doc_values.per_doc("min")[0][docs]
+        counts[name] = column.doc_values.counts[docs]
+        if ft.type == "scaled_float":
+            values[name] = raw / ft.scaling_factor
+        elif domain == "half_float":
+            values[name] = raw.astype(np.float16).astype(np.float64)
+        elif domain == "float":
+            values[name] = raw.astype(np.float32).astype(np.float64)
+        elif domain == "double":
+            values[name] = raw.astype(np.float64)
+        elif domain == "boolean":
+            values[name] = raw != 0
+        else:
+            values[name] = raw.astype(np.int64)
+    return values, counts
 
 
 def script_fields(
@@ -123,5 +189,5 @@ def _values(
     else:
         return [[] for _ in range(len(docs))]
     ends = np.cumsum(counts).tolist()
-    starts = [0, *ends[:-1]]
+    starts = [0, *ends[:-1]] if ends else []
     return [flat[a:b] for a, b in zip(starts, ends, strict=True)]

@@ -33,6 +33,7 @@ from leafsearch.common.settings import index_setting
 from leafsearch.index.analyzers import analysis_of
 from leafsearch.index.block_cache import BlockCache
 from leafsearch.index.events import ShardEvents
+from leafsearch.index.fielddata import Fielddata
 from leafsearch.index.index import apply_mapping_limits
 from leafsearch.index.index_sort import IndexSort, index_sort_of
 from leafsearch.index.mapping import Mapping
@@ -124,9 +125,11 @@ class IndexMirror:
 class Mirror:
     """A worker's indices, snapshots and open segments."""
 
-    def __init__(self, blocks: BlockCache, events: ShardEvents) -> None:
-        """`events`: the worker's, told of each snapshot released (its caches forget it)."""
+    def __init__(self, blocks: BlockCache, events: ShardEvents, fielddata: Fielddata) -> None:
+        """`events`: the worker's, told of each snapshot released (its caches forget it);
+        `fielddata`: the worker's uninverted text fields."""
         self._blocks = blocks
+        self._fielddata = fielddata
         self._events = events
         self._lock = threading.Lock()
         self.indices: dict[str, IndexMirror] = {}
@@ -147,6 +150,7 @@ class Mirror:
                 if segment is None:
                     segment = Segment(Path(seg.folder))
                     segment.blocks = self._blocks
+                    segment.fielddata = self._fielddata
                     self.segments_opened += 1
                 self._segments[seg.folder] = (segment, refs + 1)
                 live = None

@@ -622,6 +622,14 @@ class WorkerPool:
 
     # ---- reporting --------------------------------------------------------------------------
 
+    def clear_fielddata(self, shards: set[str] | None) -> None:
+        """Each worker drops the fielddata it holds of these shard folders (all: None); a worker
+        reads it before any later message, a stats request included."""
+        with self._lock:
+            workers = [w for w in self._slots if w is not None]
+        for worker in workers:
+            worker.post(("clear_fielddata", shards))
+
     def stats(self) -> dict[str, Any]:
         """`search_workers` of `_nodes/stats`: each worker's pid and what it holds."""
         with self._lock:

@@ -42,6 +42,7 @@ from leafsearch.common.settings import ClusterSettings
 from leafsearch.errors import ElasticError, release_frames
 from leafsearch.index.block_cache import BlockCache
 from leafsearch.index.events import ShardEvents
+from leafsearch.index.fielddata import Fielddata
 from leafsearch.search import execution
 from leafsearch.search.hitlist import HitListCache
 from leafsearch.search.read_ahead import ReadAhead
@@ -129,7 +130,8 @@ class WorkerState:
             shard_pool=ThreadPoolExecutor((os.cpu_count() or 1) + 1, thread_name_prefix="leafsearch-shard"),
             contexts=self.contexts,
         )
-        self.mirror = Mirror(self.source_blocks, self.events)
+        self.fielddata = Fielddata(self.services.breakers)
+        self.mirror = Mirror(self.source_blocks, self.events, self.fielddata)
 
     def _share(self, settings: ClusterSettings, key: str) -> int:
         return max(1, int(settings.get(key)) // self.workers)
@@ -230,6 +232,8 @@ def main(conn: Connection, config: WorkerConfig) -> None:
             reply(("stats", message[1], _stats(state, len(running))))
         elif kind == "settings":
             state.apply_settings(message[1], message[2])
+        elif kind == "clear_fielddata":
+            state.fielddata.clear(message[1])
         elif kind == "stop":
             raise _Stop
         return None
@@ -303,5 +307,6 @@ def _stats(state: WorkerState, running: int) -> dict[str, Any]:
         "walk_memory": walk_stats(state.contexts),
         "tasks_running": running,
         "breakers": state.services.breakers.counts(),
+        "fielddata": state.fielddata.memory(),
         "sort_orders": state.services.sort_orders.stats(),
     }
