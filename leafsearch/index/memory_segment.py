@@ -38,6 +38,7 @@ class MemorySegment(Segment):
         self._source_dict = sources.dictionary
         self._columns = {}
         self.blocks = None
+        self.fielddata = None  # uninverted on each use: the segment lives for one request
         self._local = threading.local()
         self._source_data = b"".join(sources.chunks)
         self._arrays = {
