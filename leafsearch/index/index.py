@@ -328,6 +328,8 @@ def apply_mapping_limits(mapping: Mapping, settings: dict[str, str]) -> None:
         index_setting(settings, "index.mapping.total_fields.limit"),
         index_setting(settings, "index.mapping.depth.limit"),
         index_setting(settings, "index.mapping.field_name_length.limit"),
+        index_setting(settings, "index.mapping.nested_fields.limit"),
+        index_setting(settings, "index.mapping.nested_objects.limit"),
     )
 
 

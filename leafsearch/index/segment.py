@@ -127,6 +127,14 @@ class SegmentWriter:
         self.arrays: dict[str, np.ndarray] = {}
         self.fields: dict[str, dict] = {}
         self.sources: source_blocks.CompressedSources = source_blocks.compress([])
+        #: `nested` path -> the writer of its child documents' segment (index/nested.py).
+        self.nested: dict[str, SegmentWriter] = {}
+
+    def add_nested(self, path: str, children: SegmentWriter, parents: np.ndarray) -> None:
+        """The child documents of a `nested` path, written inside this segment's folder, and the
+        parent doc of each (ascending: a parent's children are consecutive)."""
+        self.arrays[f"n{len(self.nested)}.parents"] = np.asarray(parents, dtype=np.int64)
+        self.nested[path] = children
 
     def set_ids(self, ids: np.ndarray, seq_nos: np.ndarray, versions: np.ndarray) -> None:
         order = np.argsort(ids, kind="stable")
@@ -211,6 +219,11 @@ class SegmentWriter:
                 np.save(fh, _compact(np.asarray(arr, dtype=np.int64)), allow_pickle=False)
                 os.fsync(fh.fileno())
         meta: dict = {"max_doc": self.max_doc, "fields": self.fields}
+        if self.nested:  # written inside the unfinished folder: renamed into place with it
+            meta["nested"] = {}
+            for number, (path, children) in enumerate(self.nested.items()):
+                children.write(tmp / f"n{number}")
+                meta["nested"][path] = number
         if sources.dictionary is not None:  # absent: plain blocks, as every older segment has
             meta["source_dict"] = True
             meta["source_block_docs"] = sources.block_docs
@@ -262,6 +275,8 @@ class Segment:
             (folder / "_source.dict").read_bytes() if meta.get("source_dict") else None
         )
         self._columns: dict[str, object] = {}
+        self._nested_numbers: dict[str, int] = meta.get("nested", {})
+        self._nested: dict[str, tuple[Segment, np.ndarray]] = {}
         self.blocks: BlockCache | None = None  # the node's cache of decompressed source blocks
         self._local = threading.local()  # zstd decompressors must not be shared between threads
         self._source_data: bytes | mmap.mmap = b""
@@ -393,6 +408,24 @@ class Segment:
             vals = col.ords.doc_values(doc)  # type: ignore[union-attr]
             out.append(col.term(int(vals[0])) if len(vals) else None)  # type: ignore[union-attr]
         return out
+
+    @property
+    def nested_paths(self) -> list[str]:
+        return list(self._nested_numbers)
+
+    def nested(self, path: str) -> tuple[Segment, np.ndarray] | None:
+        """The segment of a `nested` path's child documents and the parent doc of each child
+        (ascending), or None when no document of this segment has that path."""
+        found = self._nested.get(path)
+        if found is None:
+            number = self._nested_numbers.get(path)
+            if number is None:
+                return None
+            child = Segment(self.folder / f"n{number}")
+            child.blocks = self.blocks
+            parents = np.asarray(self._load(f"n{number}.parents"), dtype=np.int64)
+            found = self._nested.setdefault(path, (child, parents))
+        return found
 
     def column(self, path: str) -> TextColumn | KeywordColumn | NumericColumn | VectorColumn | None:
         col = self._columns.get(path)

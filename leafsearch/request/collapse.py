@@ -35,7 +35,7 @@ def parse_collapse(value: Any, parse_source, to_int, to_bool) -> CollapseSpec:
         elif key == "inner_hits":
             entries = item if isinstance(item, list) else [item]
             for entry in entries:
-                inner.append(_inner_hits(entry, parse_source, to_int, to_bool))
+                inner.append(inner_hits_spec(entry, parse_source, to_int, to_bool))
         elif key == "max_concurrent_group_searches":
             if to_int(item) < 1:
                 raise IllegalArgument("maxConcurrentGroupRequests must be positive, was: " + str(item))
@@ -54,7 +54,7 @@ def parse_collapse(value: Any, parse_source, to_int, to_bool) -> CollapseSpec:
     return CollapseSpec(field, tuple(named))
 
 
-def _inner_hits(value: Any, parse_source, to_int, to_bool) -> InnerHitsSpec:
+def inner_hits_spec(value: Any, parse_source, to_int, to_bool) -> InnerHitsSpec:
     if not isinstance(value, dict):
         raise ParsingError(f"[inner_hits] inner_hits doesn't support values of type: {token_name(value)}")
     options: dict[str, Any] = {"name": ""}
