@@ -1635,7 +1635,13 @@ class Mapping:
         if incoming._root_params.get("subobjects", True) != self._root_params.get("subobjects", True):
             raise IllegalArgument("the [subobjects] parameter can't be updated for the object mapping [_doc]")
         merged = Mapping.from_body(self.to_body(), self.analysis)
-        merged.set_limits(self.total_fields_limit, self.depth_limit, self.field_name_length_limit)
+        merged.set_limits(
+            self.total_fields_limit,
+            self.depth_limit,
+            self.field_name_length_limit,
+            self.nested_fields_limit,
+            self.nested_objects_limit,
+        )
         for key, value in incoming._root_params.items():
             if key == "dynamic_templates":
                 by_name = {name: t for t in merged._root_params.get(key, []) for name in t}
@@ -1649,7 +1655,7 @@ class Mapping:
             merged._root.children[name] = child if existing is None else _merge_mappers(existing, child)
         merged._refresh()
         _check_field_limit(self.total_fields_limit, self._total_fields, merged._total_fields)
-        _check_nested_limit(self.nested_fields_limit, len(self.nested_paths), len(merged.nested_paths))
+        _check_nested_limit(merged.nested_fields_limit, len(self.nested_paths), len(merged.nested_paths))
         merged._check_shape(merged._root)
         if merged.to_body() != self.to_body():
             self._adopt(merged)
