@@ -27,7 +27,7 @@ from leafsearch.errors import ElasticError, IllegalArgument, SearchPhaseExecutio
 from leafsearch.request.indices_options import IndicesOptions
 from leafsearch.request.query_dsl import Ids, queries_within
 from leafsearch.request.search_types import SHARD_DOC, SearchRequest
-from leafsearch.search import fetch, top_hits
+from leafsearch.search import fetch, nested_hits, top_hits
 from leafsearch.search.collapse import check_collapse, decorate
 from leafsearch.search.fetch_phase import render_hits
 from leafsearch.search.guard import SearchGuard
@@ -369,6 +369,8 @@ def response(
                 )
             if request.collapse is not None:
                 hits = decorate(services, hitlist, start, end, request, hits)
+            if nested_hits.wanted(request):
+                hits = nested_hits.decorate(hitlist, start, end, request, hits)
         except SearchPhaseExecution:
             raise
         except ElasticError as exc:

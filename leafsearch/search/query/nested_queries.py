@@ -56,7 +56,7 @@ def nested_level(ctx: QueryContext, path: str) -> NestedLevel:
             found = child_view(view, chain)
             if found is not None:
                 children[view.segment] = found
-        searcher = Searcher(ctx.searcher.shard_id, [v for v, _ in children.values()], ctx.searcher.generation)
+        searcher = Searcher(-1, [v for v, _ in children.values()], generation=0)  # statistics only
         child_ctx = dataclasses.replace(
             ctx, searcher=searcher, nested_path=path, nested_levels={}, _plans={}, _weights={}
         )
