@@ -1419,6 +1419,8 @@ class Mapping:
         self.nested_objects_limit = 10_000
         #: Every `nested` object mapper, by path.
         self.nested_paths: dict[str, ObjectMapper] = {}
+        #: Set for an index with `index.sort.*`: its segments keep no nested documents.
+        self.index_sorted = False
         self.routing_required = False
         self._root = ObjectMapper("", "")
         self._root_params: dict[str, Any] = {}
@@ -1656,6 +1658,8 @@ class Mapping:
         merged._refresh()
         _check_field_limit(self.total_fields_limit, self._total_fields, merged._total_fields)
         _check_nested_limit(merged.nested_fields_limit, len(self.nested_paths), len(merged.nested_paths))
+        if self.index_sorted and merged.nested_paths:
+            raise IllegalArgument("cannot have nested fields when index sort is activated")
         merged._check_shape(merged._root)
         if merged.to_body() != self.to_body():
             self._adopt(merged)
