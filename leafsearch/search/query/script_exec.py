@@ -123,5 +123,5 @@ def _values(
     else:
         return [[] for _ in range(len(docs))]
     ends = np.cumsum(counts).tolist()
-    starts = [0, *ends[:-1]]
+    starts = [0, *ends[:-1]] if ends else []
     return [flat[a:b] for a, b in zip(starts, ends, strict=True)]

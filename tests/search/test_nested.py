@@ -1,0 +1,420 @@
+"""`nested` fields through HTTP with the official client: each object matched alone, scores by
+`score_mode`, nested within nested, `inner_hits`, counts, merges, restarts, concurrent writers,
+walks, and the refusals Elasticsearch gives."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import httpx
+import pytest
+from elasticsearch import BadRequestError, Elasticsearch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.conftest import running_server, serving_clocked
+
+MAPPING = {
+    "properties": {
+        "title": {"type": "keyword"},
+        "c": {
+            "type": "nested",
+            "properties": {
+                "a": {"type": "keyword"},
+                "n": {"type": "long"},
+                "r": {"type": "nested", "properties": {"z": {"type": "long"}}},
+            },
+        },
+    }
+}
+
+DOCS = {
+    "1": {"title": "one", "c": [{"a": "x", "n": 1}, {"a": "y", "n": 2}, {"a": "x", "n": 3}]},
+    "2": {"title": "two", "c": [{"a": "y", "n": 1}, {"a": "x", "n": 4, "r": [{"z": 5}, {"z": 6}]}]},
+    "3": {"title": "three", "c": {"a": "x", "n": 2, "r": {"z": 7}}},
+    "4": {"title": "four"},
+}
+
+
+def both(a: str, n: int) -> dict[str, Any]:
+    return {"bool": {"filter": [{"term": {"c.a": a}}, {"term": {"c.n": n}}]}}
+
+
+def by_n(score_mode: str, query: dict | None = None) -> dict[str, Any]:
+    """A nested query whose children score their `n` (a script score), joined by `score_mode`."""
+    inner = {"script_score": {"query": query or {"match_all": {}}, "script": {"source": "doc['c.n'].value"}}}
+    return {"nested": {"path": "c", "score_mode": score_mode, "query": inner}}
+
+
+@pytest.fixture
+def nested_index(es: Elasticsearch, new_index) -> str:
+    name = new_index(mappings=MAPPING)
+    for doc_id, doc in DOCS.items():
+        es.index(index=name, id=doc_id, document=doc)
+    es.indices.refresh(index=name)
+    return name
+
+
+def ids(response: Any) -> list[str]:
+    return [h["_id"] for h in response["hits"]["hits"]]
+
+
+def test_each_object_is_matched_alone(es: Elasticsearch, nested_index: str) -> None:
+    found = es.search(index=nested_index, query={"nested": {"path": "c", "query": both("x", 1)}})
+    assert ids(found) == ["1"]
+    assert ids(es.search(index=nested_index, query={"nested": {"path": "c", "query": both("y", 3)}})) == []
+    # Without the nested query, a nested object's fields match nothing (as in Elasticsearch).
+    assert es.count(index=nested_index, query={"term": {"c.a": "x"}})["count"] == 0
+    # The source comes back as stored, the objects inside it.
+    assert found["hits"]["hits"][0]["_source"] == DOCS["1"]
+
+
+@pytest.mark.parametrize(
+    ("mode", "scores"),
+    [
+        ("sum", {"1": 6.0, "2": 5.0, "3": 2.0}),
+        ("avg", {"1": 2.0, "2": 2.5, "3": 2.0}),
+        ("max", {"1": 3.0, "2": 4.0, "3": 2.0}),
+        ("min", {"1": 1.0, "2": 1.0, "3": 2.0}),
+        ("none", {"1": 0.0, "2": 0.0, "3": 0.0}),
+    ],
+)
+def test_score_modes(es: Elasticsearch, nested_index: str, mode: str, scores: dict[str, float]) -> None:
+    found = es.search(index=nested_index, query=by_n(mode))
+    assert {h["_id"]: h["_score"] for h in found["hits"]["hits"]} == scores
+
+
+def test_nested_within_nested_and_a_deep_path_from_the_root(es: Elasticsearch, nested_index: str) -> None:
+    inner = {"nested": {"path": "c.r", "query": {"term": {"c.r.z": 6}}}}
+    both_levels = {"nested": {"path": "c", "query": {"bool": {"must": [inner, {"term": {"c.a": "x"}}]}}}}
+    assert ids(es.search(index=nested_index, query=both_levels)) == ["2"]
+    wrong_object = {"nested": {"path": "c", "query": {"bool": {"must": [inner, {"term": {"c.a": "y"}}]}}}}
+    assert ids(es.search(index=nested_index, query=wrong_object)) == []
+    deep = es.search(
+        index=nested_index, query={"nested": {"path": "c.r", "query": {"range": {"c.r.z": {"gte": 6}}}}}
+    )
+    assert sorted(ids(deep)) == ["2", "3"]
+
+
+def test_inner_hits(es: Elasticsearch, nested_index: str) -> None:
+    query = {
+        "nested": {
+            "path": "c",
+            "query": {"term": {"c.a": "x"}},
+            "inner_hits": {"sort": [{"c.n": "desc"}], "_source": ["c.n"], "size": 1, "from": 0},
+        }
+    }
+    found = es.search(index=nested_index, query=query, sort=["title"])
+    hit = next(h for h in found["hits"]["hits"] if h["_id"] == "1")
+    assert hit["inner_hits"]["c"]["hits"] == {
+        "total": {"value": 2, "relation": "eq"},
+        "max_score": None,
+        "hits": [
+            {
+                "_index": nested_index,
+                "_id": "1",
+                "_nested": {"field": "c", "offset": 2},
+                "_score": None,
+                "_source": {"n": 3},
+                "sort": [3],
+            }
+        ],
+    }
+    assert list(hit)[-1] == "inner_hits"
+    named = {"nested": {"path": "c", "query": {"match_all": {}}, "inner_hits": {"name": "all", "from": 1}}}
+    found = es.search(index=nested_index, query={"bool": {"must": [named, {"term": {"title": "one"}}]}})
+    inner = found["hits"]["hits"][0]["inner_hits"]["all"]["hits"]
+    assert inner["total"]["value"] == 3
+    assert [(h["_nested"]["offset"], h["_source"]) for h in inner["hits"]] == [
+        (1, {"a": "y", "n": 2}),
+        (2, {"a": "x", "n": 3}),
+    ]
+
+
+def test_counts_are_parents_and_stats_count_lucene_documents(
+    es: Elasticsearch, http: httpx.Client, nested_index: str
+) -> None:
+    assert es.count(index=nested_index)["count"] == 4
+    assert es.search(index=nested_index)["hits"]["total"]["value"] == 4
+    cat = http.get(f"/_cat/indices/{nested_index}", params={"format": "json", "h": "docs.count"}).json()
+    assert cat == [{"docs.count": "4"}]
+    # Lucene's count: 4 parents, 6 objects of c, 3 of c.r.
+    stats = es.indices.stats(index=nested_index, metric="docs")
+    assert stats["_all"]["primaries"]["docs"]["count"] == 13
+
+
+def test_updates_and_deletes_replace_the_children(es: Elasticsearch, nested_index: str) -> None:
+    es.index(index=nested_index, id="1", document={"c": [{"a": "q", "n": 9}]})
+    es.delete(index=nested_index, id="3")
+    es.indices.refresh(index=nested_index)
+    assert ids(es.search(index=nested_index, query={"nested": {"path": "c", "query": both("x", 1)}})) == []
+    assert ids(es.search(index=nested_index, query={"nested": {"path": "c", "query": both("q", 9)}})) == ["1"]
+    x = es.search(index=nested_index, query={"nested": {"path": "c", "query": {"term": {"c.a": "x"}}}})
+    assert ids(x) == ["2"]
+    assert (
+        es.indices.stats(index=nested_index, metric="docs")["_all"]["primaries"]["docs"]["count"] == 3 + 3 + 2
+    )
+
+
+@pytest.mark.parametrize(
+    ("query", "reason"),
+    [
+        (
+            {"nested": {"path": "title", "query": {"match_all": {}}}},
+            "[nested] failed to find nested object under path [title]",
+        ),
+        (
+            {"nested": {"path": "nowhere", "query": {"match_all": {}}}},
+            "[nested] failed to find nested object under path [nowhere]",
+        ),
+        (
+            {"nested": {"path": "obj", "query": {"match_all": {}}}},
+            "[nested] nested object under path [obj] is not of nested type",
+        ),
+    ],
+)
+def test_bad_paths_are_query_shard_exceptions(es: Elasticsearch, new_index, query: dict, reason: str) -> None:
+    name = new_index(
+        mappings={"properties": {**MAPPING["properties"], "obj": {"properties": {"k": {"type": "keyword"}}}}}
+    )
+    with pytest.raises(BadRequestError) as refused:
+        es.search(index=name, query=query)
+    assert refused.value.body["error"]["root_cause"][0] == {
+        "type": "query_shard_exception",
+        "reason": reason,
+        "index_uuid": refused.value.body["error"]["root_cause"][0]["index_uuid"],
+        "index": name,
+    }
+
+
+def test_ignore_unmapped_and_malformed_queries(es: Elasticsearch, nested_index: str) -> None:
+    unmapped = {"nested": {"path": "nowhere", "ignore_unmapped": True, "query": {"match_all": {}}}}
+    assert es.count(index=nested_index, query=unmapped)["count"] == 0
+    for query, error_type, reason in (
+        ({"nested": {"query": {"match_all": {}}}}, "parsing_exception", "[nested] requires 'path' field"),
+        ({"nested": {"path": "c"}}, "parsing_exception", "[nested] requires 'query' field"),
+        (
+            {"nested": {"path": "c", "query": {"match_all": {}}, "score_mode": "most"}},
+            "illegal_argument_exception",
+            "illegal score_mode [most]",
+        ),
+        (
+            {"nested": {"path": "c", "query": {"match_all": {}}, "size": 1}},
+            "parsing_exception",
+            "[nested] query does not support [size]",
+        ),
+    ):
+        with pytest.raises(BadRequestError) as refused:
+            es.search(index=nested_index, query=query)
+        assert (refused.value.error, refused.value.body["error"]["reason"]) == (error_type, reason)
+
+
+def test_mapping_limits_and_index_sort(
+    es: Elasticsearch, new_index, http: httpx.Client, index_name: str
+) -> None:
+    two = {"properties": {"a": {"type": "nested"}, "b": {"type": "nested"}}}
+    response = http.put(
+        f"/{index_name}-lim", json={"settings": {"index.mapping.nested_fields.limit": 1}, "mappings": two}
+    )
+    assert response.status_code == 400
+    assert response.json()["error"]["reason"] == "Limit of nested fields [1] has been exceeded"
+    name = new_index(settings={"index.mapping.nested_objects.limit": 2}, mappings=MAPPING)
+    with pytest.raises(BadRequestError) as refused:
+        es.index(index=name, id="1", document={"c": [{"n": 1}, {"n": 2}, {"n": 3}]})
+    assert refused.value.error == "document_parsing_exception"
+    assert "[index.mapping.nested_objects.limit]" in refused.value.body["error"]["reason"]
+    assert es.count(index=name)["count"] == 0
+    sorted_index = {"settings": {"index.sort.field": "title"}, "mappings": MAPPING}
+    response = http.put(f"/{index_name}-sorted", json=sorted_index)
+    assert response.status_code == 400
+    assert response.json()["error"]["reason"] == "cannot have nested fields when index sort is activated"
+
+
+def test_field_caps_and_mapping(es: Elasticsearch, nested_index: str) -> None:
+    caps = es.field_caps(index=nested_index, fields="c*")["fields"]
+    assert caps["c"] == {
+        "nested": {"type": "nested", "metadata_field": False, "searchable": False, "aggregatable": False}
+    }
+    assert caps["c.n"]["long"]["searchable"] is True
+    mapping = es.indices.get_mapping(index=nested_index)[nested_index]["mappings"]
+    assert mapping["properties"]["c"]["type"] == "nested"
+    assert mapping["properties"]["c"]["properties"]["r"]["type"] == "nested"
+
+
+def test_walks_see_parents_once(es: Elasticsearch, nested_index: str) -> None:
+    pit = es.open_point_in_time(index=nested_index, keep_alive="1m")["id"]
+    try:
+        seen, after = [], None
+        while True:
+            page = es.search(pit={"id": pit}, size=1, sort=["_shard_doc"], search_after=after)
+            if not page["hits"]["hits"]:
+                break
+            seen += ids(page)
+            after = page["hits"]["hits"][-1]["sort"]
+        assert sorted(seen) == ["1", "2", "3", "4"]
+    finally:
+        es.close_point_in_time(id=pit)
+    scrolled = es.search(index=nested_index, scroll="1m", size=2)
+    seen = ids(scrolled)
+    while True:
+        scrolled = es.scroll(scroll_id=scrolled["_scroll_id"], scroll="1m")
+        if not scrolled["hits"]["hits"]:
+            break
+        seen += ids(scrolled)
+    es.clear_scroll(scroll_id=scrolled["_scroll_id"])
+    assert sorted(seen) == ["1", "2", "3", "4"]
+
+
+# -- correctness against brute force over the sources ----------------------------------------
+
+OBJECTS = st.lists(
+    st.fixed_dictionaries({"a": st.sampled_from(["x", "y", "z"]), "n": st.integers(0, 4)}), max_size=4
+)
+
+
+def brute(docs: dict[str, list[dict]], a: str, n_min: int, mode: str) -> dict[str, float]:
+    """The expected hits and scores: parents with an object of `a` whose `n` >= n_min, scored by
+    the mode over those objects' `n`."""
+    out = {}
+    for doc_id, objects in docs.items():
+        scores = [float(o["n"]) for o in objects if o["a"] == a and o["n"] >= n_min]
+        if scores:
+            out[doc_id] = {
+                "sum": sum(scores),
+                "avg": sum(scores) / len(scores),
+                "max": max(scores),
+                "min": min(scores),
+            }[mode]
+    return out
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    docs=st.dictionaries(st.sampled_from([str(i) for i in range(12)]), OBJECTS, max_size=12),
+    a=st.sampled_from(["x", "y"]),
+    n_min=st.integers(0, 4),
+    mode=st.sampled_from(["sum", "avg", "max", "min"]),
+)
+def test_matches_brute_force(
+    es: Elasticsearch, http: httpx.Client, index_name: str, docs, a, n_min, mode
+) -> None:
+    name = f"{index_name}-bf"
+    http.delete(f"/{name}")
+    es.indices.create(index=name, mappings=MAPPING, settings={"number_of_shards": 2})
+    try:
+        operations: list[dict] = []
+        for doc_id, objects in docs.items():
+            operations += [{"index": {"_id": doc_id}}, {"c": objects}]
+        if operations:
+            es.bulk(index=name, operations=operations, refresh=True)
+        query = {"bool": {"filter": [{"term": {"c.a": a}}, {"range": {"c.n": {"gte": n_min}}}]}}
+        found = es.search(index=name, query=by_n(mode, query), size=20)
+        got = {h["_id"]: h["_score"] for h in found["hits"]["hits"]}
+        assert got == pytest.approx(brute(docs, a, n_min, mode))
+    finally:
+        http.delete(f"/{name}")
+
+
+# -- concurrency, merges, restart --------------------------------------------------------------
+
+
+def test_concurrent_updates_keep_parents_and_children_together(es: Elasticsearch, nested_index: str) -> None:
+    """Writers replace documents whose objects all carry the document's version; readers check
+    that every hit's children (inner hits) carry its version: one snapshot holds both."""
+    stop = threading.Event()
+    failures: list[str] = []
+
+    def doc(version: int) -> dict:
+        return {"title": str(version), "c": [{"a": str(version), "n": version}] * 3}
+
+    def writer(offset: int) -> None:
+        try:
+            write(offset)
+        except Exception as e:  # reported by the assertion below
+            failures.append(repr(e))
+
+    def write(offset: int) -> None:
+        version = offset
+        while not stop.is_set():
+            version += 4
+            doc_id = f"w{version % 8}"
+            if version % 3 == 0:
+                es.options(ignore_status=404).delete(index=nested_index, id=doc_id)
+            else:
+                es.index(index=nested_index, id=doc_id, document=doc(version))
+
+    def refresher() -> None:
+        while not stop.is_set():
+            es.indices.refresh(index=nested_index)
+
+    def reader() -> None:
+        query = {"nested": {"path": "c", "query": {"match_all": {}}, "inner_hits": {"size": 10}}}
+        for _ in range(30):
+            found = es.search(index=nested_index, query=query, size=20)
+            for hit in found["hits"]["hits"]:
+                if not hit["_id"].startswith("w"):
+                    continue
+                inner = hit["inner_hits"]["c"]["hits"]
+                versions = {h["_source"]["a"] for h in inner["hits"]}
+                if inner["total"]["value"] != 3 or versions != {hit["_source"]["title"]}:
+                    failures.append(f"{hit['_id']}: {hit['_source']['title']} with {versions}")
+
+    threads = [threading.Thread(target=writer, args=(i,)) for i in range(2)] + [
+        threading.Thread(target=refresher)
+    ]
+    for t in threads:
+        t.start()
+    readers = [threading.Thread(target=reader) for _ in range(2)]
+    for t in readers:
+        t.start()
+    for t in readers:
+        t.join()
+    stop.set()
+    for t in threads:
+        t.join()
+    assert failures == []
+
+
+def test_merges_and_restart_keep_children_with_parents(tmp_path) -> None:
+    """Twelve segments with updates and deletes between them, merged by the policy on a node
+    served over HTTP; then the folder served again after a restart."""
+    folder = tmp_path / "data"
+    with (
+        serving_clocked(folder) as clocked,
+        Elasticsearch(str(clocked.http.base_url), request_timeout=60) as es,
+    ):
+        es.indices.create(index="n", mappings=MAPPING, settings={"number_of_shards": 1})
+        for round_ in range(12):
+            operations: list[dict] = []
+            for i in range(20):
+                doc_id = str((round_ * 7 + i) % 40)
+                operations += [
+                    {"index": {"_id": doc_id}},
+                    {"c": [{"a": doc_id, "n": round_}, {"a": "all", "n": i}]},
+                ]
+            operations += [{"delete": {"_id": str(round_ % 40)}}]
+            es.bulk(index="n", operations=operations)
+            es.indices.refresh(index="n")
+        expected = es.search(index="n", query={"match_all": {}}, size=100)
+        latest = {h["_id"]: h["_source"] for h in expected["hits"]["hits"]}
+        (shard,) = clocked.node.indices["n"].shards
+        before = len(shard.segments)
+        while shard.maybe_merge():
+            pass
+        es.indices.refresh(index="n")
+        assert len(shard.segments) < before
+        check_latest(es, latest)
+
+    with running_server(folder) as (url, _), Elasticsearch(url, request_timeout=60) as es:
+        check_latest(es, latest)
+
+
+def check_latest(es: Elasticsearch, latest: dict[str, dict]) -> None:
+    """Each document's own object matches it alone; the shared one matches every document."""
+    for doc_id, source in latest.items():
+        query = {"nested": {"path": "c", "query": both(doc_id, source["c"][0]["n"])}}
+        assert ids(es.search(index="n", query=query)) == [doc_id]
+    counted = es.count(index="n", query={"nested": {"path": "c", "query": {"term": {"c.a": "all"}}}})
+    assert counted["count"] == len(latest)
+    assert es.indices.stats(index="n", metric="docs")["_all"]["primaries"]["docs"]["count"] == 3 * len(latest)
