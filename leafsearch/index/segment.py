@@ -409,6 +409,16 @@ class Segment:
             out.append(col.term(int(vals[0])) if len(vals) else None)  # type: ignore[union-attr]
         return out
 
+    def has_derived_column(self, key: str) -> bool:
+        return key in self._columns
+
+    def derived_column(self, key: str, build) -> object:
+        """A column computed from the segment (a nested sort's, search/nested_sort.py), kept under
+        `key` for the segment's life, as its own columns are; `build` may give None."""
+        if key not in self._columns:
+            self._columns.setdefault(key, build())
+        return self._columns[key]
+
     @property
     def nested_paths(self) -> list[str]:
         return list(self._nested_numbers)

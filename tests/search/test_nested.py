@@ -266,6 +266,50 @@ def test_walks_see_parents_once(es: Elasticsearch, nested_index: str) -> None:
     assert sorted(seen) == ["1", "2", "3", "4"]
 
 
+def sorted_by(es: Elasticsearch, index: str, spec: dict, **options: Any) -> list[tuple[str, Any]]:
+    """(id, nested sort value) of each hit sorted by `spec` then `_doc`."""
+    found = es.search(index=index, sort=[spec, "_doc"], **options)
+    return [(h["_id"], h["sort"][0]) for h in found["hits"]["hits"]]
+
+
+def test_nested_sort(es: Elasticsearch, nested_index: str) -> None:
+    big, small = 2**63 - 1, -(2**63)
+    nested = {"path": "c"}
+    ascending = sorted_by(es, nested_index, {"c.n": {"order": "asc", "nested": nested}})
+    assert ascending == [("1", 1), ("2", 1), ("3", 2), ("4", big)]
+    descending = sorted_by(es, nested_index, {"c.n": {"order": "desc", "nested": nested}})
+    assert descending == [("2", 4), ("1", 3), ("3", 2), ("4", small)]
+    only_x = {"path": "c", "filter": {"term": {"c.a": "x"}}}
+    summed = sorted_by(es, nested_index, {"c.n": {"mode": "sum", "nested": only_x}})
+    assert summed == [("3", 2), ("1", 4), ("2", 4), ("4", big)]
+    first_child = {"path": "c", "max_children": 1}
+    assert sorted_by(es, nested_index, {"c.n": {"order": "desc", "nested": first_child}}, size=3) == [
+        ("3", 2),
+        ("1", 1),
+        ("2", 1),
+    ]
+    by_term = sorted_by(es, nested_index, {"c.a": {"order": "desc", "nested": only_x}})
+    assert by_term == [("1", "x"), ("2", "x"), ("3", "x"), ("4", None)]
+    page = es.search(
+        index=nested_index, sort=[{"c.n": {"order": "desc", "nested": nested}}], search_after=[3], size=5
+    )
+    assert [(h["_id"], h["sort"]) for h in page["hits"]["hits"]] == [("3", [2]), ("4", [small])]
+
+
+def test_nested_sort_refusals(es: Elasticsearch, nested_index: str) -> None:
+    for sort, reason in (
+        ([{"c.n": "asc"}], "it is mandatory to set the [nested] context on the nested sort field: [c.n]."),
+        (
+            [{"c.n": {"nested": {"path": "title"}}}],
+            "[nested] failed to find nested object under path [title]",
+        ),
+    ):
+        with pytest.raises(BadRequestError) as refused:
+            es.search(index=nested_index, sort=sort)
+        assert refused.value.body["error"]["root_cause"][0]["type"] == "query_shard_exception"
+        assert refused.value.body["error"]["root_cause"][0]["reason"] == reason
+
+
 # -- correctness against brute force over the sources ----------------------------------------
 
 OBJECTS = st.lists(
