@@ -310,6 +310,60 @@ def test_nested_sort_refusals(es: Elasticsearch, nested_index: str) -> None:
         assert refused.value.body["error"]["root_cause"][0]["reason"] == reason
 
 
+def test_nested_and_reverse_nested_aggregations(es: Elasticsearch, nested_index: str) -> None:
+    aggs = {
+        "c": {
+            "nested": {"path": "c"},
+            "aggs": {
+                "a": {
+                    "terms": {"field": "c.a"},
+                    "aggs": {
+                        "n": {"sum": {"field": "c.n"}},
+                        "back": {"reverse_nested": {}, "aggs": {"titles": {"terms": {"field": "title"}}}},
+                    },
+                },
+                "r": {
+                    "nested": {"path": "c.r"},
+                    "aggs": {"z": {"max": {"field": "c.r.z"}}, "up": {"reverse_nested": {"path": "c"}}},
+                },
+            },
+        }
+    }
+    found = es.search(index=nested_index, aggs=aggs, size=0)["aggregations"]["c"]
+    assert found["doc_count"] == 6
+    by_key = {b["key"]: b for b in found["a"]["buckets"]}
+    assert {k: (b["doc_count"], b["n"]["value"]) for k, b in by_key.items()} == {
+        "x": (4, 10.0),
+        "y": (2, 3.0),
+    }
+    assert by_key["x"]["back"]["doc_count"] == 3  # each parent once, though doc 1 has two x objects
+    assert [b["key"] for b in by_key["x"]["back"]["titles"]["buckets"]] == ["one", "three", "two"]
+    assert (found["r"]["doc_count"], found["r"]["z"]["value"], found["r"]["up"]["doc_count"]) == (3, 7.0, 2)
+    # Only the parents the query matched are aggregated.
+    narrowed = es.search(index=nested_index, query={"term": {"title": "two"}}, aggs=aggs, size=0)
+    assert narrowed["aggregations"]["c"]["doc_count"] == 2
+
+
+def test_aggregation_refusals(es: Elasticsearch, nested_index: str, new_index) -> None:
+    with pytest.raises(BadRequestError) as refused:
+        es.search(index=nested_index, aggs={"x": {"reverse_nested": {}}}, size=0)
+    assert refused.value.body["error"]["root_cause"][0]["reason"] == (
+        "Reverse nested aggregation [x] can only be used inside a [nested] aggregation"
+    )
+    with pytest.raises(BadRequestError) as refused:
+        es.search(index=nested_index, aggs={"x": {"nested": {}}}, size=0)
+    assert (
+        refused.value.body["error"]["root_cause"][0]["reason"]
+        == "Missing [path] field for nested aggregation [x]"
+    )
+    name = new_index(mappings={"properties": {"o": {"properties": {"k": {"type": "keyword"}}}}}, suffix="-o")
+    with pytest.raises(BadRequestError) as refused:
+        es.search(index=name, aggs={"x": {"nested": {"path": "o"}}}, size=0)
+    assert refused.value.body["error"]["root_cause"][0]["type"] == "aggregation_execution_exception"
+    unmapped = es.search(index=name, aggs={"x": {"nested": {"path": "nowhere"}}}, size=0)
+    assert unmapped["aggregations"]["x"] == {"doc_count": 0}
+
+
 # -- correctness against brute force over the sources ----------------------------------------
 
 OBJECTS = st.lists(

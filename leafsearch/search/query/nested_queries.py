@@ -112,13 +112,13 @@ def check_nested_path(ctx: QueryContext, path: str, ignore_unmapped: bool) -> No
     or an object that is not `nested`."""
     if path in ctx.mapping.nested_paths:
         return
-    if _is_object(ctx.mapping, path):
+    if is_object(ctx.mapping, path):
         raise shard_error(ctx, f"[nested] nested object under path [{path}] is not of nested type")
     if not ignore_unmapped:
         raise shard_error(ctx, f"[nested] failed to find nested object under path [{path}]")
 
 
-def _is_object(mapping: Any, path: str) -> bool:
+def is_object(mapping: Any, path: str) -> bool:
     mapper = mapping.root
     for name in path.split("."):
         mapper = mapper.children.get(name) if not mapper.leaf else None
