@@ -27,6 +27,7 @@ import mmap
 import os
 import shutil
 import threading
+from collections import OrderedDict
 from functools import cached_property
 from pathlib import Path
 
@@ -114,6 +115,9 @@ def build_postings(
         "positions": positions,
     }
 
+
+#: Derived columns no request holds that a segment keeps (`Segment.hold_derived`).
+_DERIVED_COLUMNS = 8
 
 #: Consecutive source blocks read together past which they skip the block cache (`sources`).
 _UNCACHED_RUN = 16
@@ -277,6 +281,9 @@ class Segment:
         self._columns: dict[str, object] = {}
         self._nested_numbers: dict[str, int] = meta.get("nested", {})
         self._nested: dict[str, tuple[Segment, np.ndarray]] = {}
+        self._derived: OrderedDict[str, object] = OrderedDict()
+        self._holds: dict[str, int] = {}  # how many requests hold each derived column
+        self._derived_lock = threading.Lock()
         self.blocks: BlockCache | None = None  # the node's cache of decompressed source blocks
         self._local = threading.local()  # zstd decompressors must not be shared between threads
         self._source_data: bytes | mmap.mmap = b""
@@ -410,14 +417,36 @@ class Segment:
         return out
 
     def has_derived_column(self, key: str) -> bool:
-        return key in self._columns
+        return key in self._derived
 
-    def derived_column(self, key: str, build) -> object:
-        """A column computed from the segment (a nested sort's, search/nested_sort.py), kept under
-        `key` for the segment's life, as its own columns are; `build` may give None."""
-        if key not in self._columns:
-            self._columns.setdefault(key, build())
-        return self._columns[key]
+    def hold_derived(self, key: str, build) -> object:
+        """A column computed from the segment (a nested sort's, search/nested_sort.py), read by
+        `column(key)` until `release_derived(key)`. Of those no request holds, the last
+        `_DERIVED_COLUMNS` used are kept (requests naming ever new ones keep no more); `build`
+        may give None."""
+        with self._derived_lock:
+            if key in self._derived:
+                self._derived.move_to_end(key)
+                self._holds[key] = self._holds.get(key, 0) + 1
+                return self._derived[key]
+        col = build()
+        with self._derived_lock:
+            col = self._derived.setdefault(key, col)
+            self._holds[key] = self._holds.get(key, 0) + 1
+            self._trim_derived()
+        return col
+
+    def release_derived(self, key: str) -> None:
+        with self._derived_lock:
+            self._holds[key] -= 1
+            if not self._holds[key]:
+                del self._holds[key]
+            self._trim_derived()
+
+    def _trim_derived(self) -> None:
+        unheld = [k for k in self._derived if k not in self._holds]
+        for key in unheld[: max(0, len(unheld) - _DERIVED_COLUMNS)]:
+            del self._derived[key]
 
     @property
     def nested_paths(self) -> list[str]:
@@ -443,7 +472,7 @@ class Segment:
             return col  # type: ignore[return-value]
         meta = self.field_meta.get(path)
         if meta is None:
-            return None
+            return self._derived.get(path)  # type: ignore[return-value]
         prefix = f"f{meta['number']}." if "number" in meta else f"f.{path}."
         kind = meta["kind"]
         if kind == "vector":

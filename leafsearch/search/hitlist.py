@@ -563,9 +563,21 @@ def sort_column(
         values = (target_arr.astype(np.int64) << 32) | doc_arr
         return SortColumn(spec, "shard_doc", values, None, missing_key=substitute)
     nested_sort.check_sort_field(spec, targets)
+    if spec.nested is not None:  # its columns held by the segments while they are read
+        with nested_sort.held_columns(spec, targets, seg_docs):
+            return _field_column(spec, targets, seg_docs, few, ordinals, resolved)
+    return _field_column(spec, targets, seg_docs, few, ordinals, resolved)
+
+
+def _field_column(
+    spec: SortSpec,
+    targets: list[Target],
+    seg_docs: list[tuple[int, object, np.ndarray]],
+    few: bool,
+    ordinals: GlobalOrdinals | None,
+    resolved: tuple[str, Any] | None,
+) -> SortColumn:
     field = nested_sort.column_key(spec)
-    if spec.nested is not None:
-        nested_sort.add_columns(spec, targets, seg_docs)
     field_types = [t.mapping.field(spec.field) for t in targets]
     if resolved is None:
         kind = resolve_field_kind(spec, field_types, [t.index.name for t in targets])

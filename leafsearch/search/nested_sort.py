@@ -4,13 +4,15 @@ A document's values of such a sort are those of its objects under the path that 
 sort's `filter` (the first `max_children` of them when set); the sort's `mode` picks among them,
 as Elasticsearch's nested sort does. They are gathered once per segment into a column on the
 segment's own documents (children's values moved onto their parents, by the parents array), kept
-by the segment under a key naming the sort (`Segment.derived_column`), so every sort path
+by the segment under a key naming the sort (`Segment.hold_derived`), so every sort path
 (sort orders, `search_after`, global ordinals) reads it as it reads a field of the documents.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -64,19 +66,27 @@ def _in_root(mapping: Any, path: str) -> bool:
     return bool(params.get("include_in_root") or (top and params.get("include_in_parent")))
 
 
-def add_columns(
+@contextmanager
+def held_columns(
     spec: SortSpec, targets: list[Any], seg_docs: list[tuple[int, SegmentView, np.ndarray]]
-) -> None:
-    """Give each segment of `seg_docs` its column of the nested sort `spec` (once per segment)."""
+) -> Iterator[None]:
+    """Each segment of `seg_docs` holds its column of the nested sort `spec` (built once per
+    segment) until the block ends: no other request's column pushes it out meanwhile."""
     key = column_key(spec)
     contexts: dict[int, Any] = {}
-    for ti, view, _ in seg_docs:
-        segment = view.segment
-        if segment.has_derived_column(key):
-            continue
-        if ti not in contexts:
-            contexts[ti] = _context(targets[ti])
-        segment.derived_column(key, lambda view=view, ctx=contexts[ti]: _column(spec, view, ctx))
+    held: list[Any] = []
+    try:
+        for ti, view, _ in seg_docs:
+            segment = view.segment
+            if ti not in contexts and not segment.has_derived_column(key):
+                contexts[ti] = _context(targets[ti])
+            ctx = contexts.get(ti)
+            segment.hold_derived(key, lambda view=view, ctx=ctx: _column(spec, view, ctx))
+            held.append(segment)
+        yield
+    finally:
+        for segment in held:
+            segment.release_derived(key)
 
 
 def _context(target: Any) -> Any:

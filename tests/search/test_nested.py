@@ -296,6 +296,25 @@ def test_nested_sort(es: Elasticsearch, nested_index: str) -> None:
     assert [(h["_id"], h["sort"]) for h in page["hits"]["hits"]] == [("3", [2]), ("4", [small])]
 
 
+def test_nested_sort_columns_do_not_outlive_their_requests(clocked) -> None:
+    """Each distinct nested sort builds its column per segment; those no request holds are
+    bounded, so requests naming ever new filters keep no more."""
+    es = Elasticsearch(str(clocked.http.base_url), request_timeout=60)
+    es.indices.create(index="n", mappings=MAPPING)
+    for doc_id, doc in DOCS.items():
+        es.index(index="n", id=doc_id, document=doc)
+    es.indices.refresh(index="n")
+    for n in range(20):
+        nested = {"path": "c", "filter": {"range": {"c.n": {"gte": n}}}}
+        es.search(index="n", sort=[{"c.n": {"nested": nested}}])
+    segments = [
+        view.segment for shard in clocked.node.indices["n"].shards for view in shard.published_views()
+    ]
+    assert any(s._derived for s in segments)  # built here, in the node's process
+    assert all(len(s._derived) <= 8 and not s._holds for s in segments)
+    es.close()
+
+
 def test_nested_sort_refusals(es: Elasticsearch, nested_index: str) -> None:
     for sort, reason in (
         ([{"c.n": "asc"}], "it is mandatory to set the [nested] context on the nested sort field: [c.n]."),
