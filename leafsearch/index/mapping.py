@@ -8,7 +8,7 @@ against `index.mapping.total_fields.limit` as each is added) that is attached to
 when the whole document parsed, so a refused document leaves the mapping unchanged.
 
 Each object under a `nested` mapper is parsed as a hidden child document of its own
-(`ParsedDoc.nested`), so a `nested` query matches it alone (index/nested.py); `include_in_parent`
+(`ParsedDoc.nested`), so a `nested` query matches it alone (`Segment.nested`); `include_in_parent`
 and `include_in_root` also index its values into the parent or root document.
 """
 

@@ -28,7 +28,7 @@ class ParsedDoc:
     - `double`: path -> float values: double/float/half_float.
     - `vector`: path -> the one vector of a `dense_vector` field, (dims,) float32 or int8.
     - `nested`: path of a `nested` object -> its objects, each parsed as a hidden child document
-      (its `source` the object's JSON) stored beside this one (index/nested.py).
+      (its `source` the object's JSON) stored beside this one (index/segment.py: `Segment.nested`).
     """
 
     source: bytes

@@ -131,7 +131,7 @@ class SegmentWriter:
         self.arrays: dict[str, np.ndarray] = {}
         self.fields: dict[str, dict] = {}
         self.sources: source_blocks.CompressedSources = source_blocks.compress([])
-        #: `nested` path -> the writer of its child documents' segment (index/nested.py).
+        #: `nested` path -> the writer of its child documents' segment (`Segment.nested`).
         self.nested: dict[str, SegmentWriter] = {}
 
     def add_nested(self, path: str, children: SegmentWriter, parents: np.ndarray) -> None:

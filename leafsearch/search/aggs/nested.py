@@ -1,7 +1,7 @@
 """`nested` and `reverse_nested`: aggregating the objects of a `nested` field, and back.
 
 `nested` moves each bucket's documents to their objects under its path (the children of a
-parent are consecutive in the segment of the path's child documents, index/nested.py): its
+parent are consecutive in the segment of the path's child documents, `Segment.nested`): its
 sub-aggregations collect over those child documents, in a segment context that remembers the
 way back. `reverse_nested` takes that way back (to the root, or to an enclosing nested path):
 each bucket's objects become their distinct parents, so a parent counts once per bucket.

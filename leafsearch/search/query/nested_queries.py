@@ -1,5 +1,5 @@
 """Planning and running the `nested` query: its inner query over the child documents of a
-`nested` path (index/nested.py), joined to their parents.
+`nested` path (`Segment.nested`), joined to their parents.
 
 A segment keeps each nested path's child documents in a segment of their own inside its folder,
 with the parent doc of every child (ascending). The inner query is planned against a snapshot of
