@@ -493,6 +493,60 @@ def test_concurrent_updates_keep_parents_and_children_together(es: Elasticsearch
     assert failures == []
 
 
+def test_pit_walk_sees_each_parent_once_under_writes(es: Elasticsearch, new_index) -> None:
+    """A PIT walk by a nested query while writers replace and delete the documents and refresh:
+    each parent of the snapshot once, with the children it had then."""
+    name = new_index(mappings=MAPPING, settings={"number_of_shards": 2})
+    operations: list[dict] = []
+    for i in range(150):
+        operations += [{"index": {"_id": str(i)}}, {"title": "v0", "c": [{"a": "all", "n": i}, {"a": "v0"}]}]
+    es.bulk(index=name, operations=operations, refresh=True)
+    pit = es.open_point_in_time(index=name, keep_alive="1m")["id"]
+    stop = threading.Event()
+    errors: list[str] = []
+
+    def writer(offset: int) -> None:
+        try:
+            version = 0
+            while not stop.is_set():
+                version += 1
+                doc_id = str((version * 7 + offset) % 150)
+                if version % 5 == 0:
+                    es.delete(index=name, id=doc_id)
+                    es.index(index=name, id=doc_id, document={"title": "late", "c": [{"a": "all"}]})
+                else:
+                    es.index(index=name, id=doc_id, document={"title": f"v{version}", "c": [{"a": "all"}]})
+                if version % 10 == 0:
+                    es.indices.refresh(index=name)
+        except Exception as e:  # reported by the assertion below
+            errors.append(repr(e))
+
+    threads = [threading.Thread(target=writer, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    try:
+        seen: list[str] = []
+        after = None
+        query = {"nested": {"path": "c", "query": {"term": {"c.a": "all"}}, "inner_hits": {}}}
+        while True:
+            page = es.search(pit={"id": pit}, query=query, size=17, sort=["_shard_doc"], search_after=after)
+            hits = page["hits"]["hits"]
+            if not hits:
+                break
+            for hit in hits:
+                assert hit["_source"]["title"] == "v0"
+                assert hit["inner_hits"]["c"]["hits"]["hits"][0]["_source"]["n"] == int(hit["_id"])
+            seen += [h["_id"] for h in hits]
+            after = hits[-1]["sort"]
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+        es.close_point_in_time(id=pit)
+    assert errors == []
+    assert sorted(seen, key=int) == [str(i) for i in range(150)]
+
+
 def test_merges_and_restart_keep_children_with_parents(tmp_path) -> None:
     """Twelve segments with updates and deletes between them, merged by the policy on a node
     served over HTTP; then the folder served again after a restart."""
