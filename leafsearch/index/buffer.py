@@ -113,9 +113,11 @@ class IndexBuffer:
             entry = self.nested.get(path)
             if entry is None:
                 entry = self.nested[path] = (IndexBuffer(), [])
+            before = entry[0].source_bytes
             for child in children:
                 entry[0].add("", child, 0, 0, None)
             entry[1].extend([doc] * len(children))
+            self.source_bytes += entry[0].source_bytes - before  # the buffer's size counts them
         return doc
 
     def add_batch(

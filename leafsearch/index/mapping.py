@@ -1770,7 +1770,8 @@ class Mapping:
         if not mapper.enabled or value is None:
             return
         if mapper.type == "nested":
-            self._nested(mapper, key, value, doc, pending)
+            if not pending.flattening:  # (a nested object's own include flags copy it up)
+                self._nested(mapper, key, value, doc, pending)
             return
         if type(value) is dict:
             self._walk(mapper, value, doc, pending)
@@ -1810,10 +1811,15 @@ class Mapping:
             child = ParsedDoc(orjson.dumps(item))
             self._walk(mapper, item, child, pending)
             children.append(child)
-            if mapper.params.get("include_in_parent"):
-                self._walk(mapper, item, doc, pending)
+            targets = [doc] if mapper.params.get("include_in_parent") else []
             if mapper.params.get("include_in_root") and doc is not pending.root:
-                self._walk(mapper, item, pending.root, pending)
+                targets.append(pending.root)
+            pending.flattening = True
+            try:
+                for target in targets:
+                    self._walk(mapper, item, target, pending)
+            finally:
+                pending.flattening = False
 
     def _copy(self, field: FieldType, value: Any, doc: ParsedDoc, pending: _Pending) -> None:
         """`copy_to`: the value is indexed again into each target field (mapped dynamically if new)."""
@@ -1997,13 +2003,15 @@ class _Pending:
     how many fields everything it adds counts (objects it creates and what they hold included);
     also the document's root and how many nested objects it holds so far."""
 
-    __slots__ = ("added", "fields", "root", "nested_objects")
+    __slots__ = ("added", "fields", "root", "nested_objects", "flattening")
 
     def __init__(self, root: ParsedDoc) -> None:
         self.added: dict[tuple[int, str], tuple[ObjectMapper, str, FieldType | ObjectMapper]] = {}
         self.fields = 0
         self.root = root
         self.nested_objects = 0
+        #: True while a nested object's values are copied into its parent or the root document.
+        self.flattening = False
 
     def get(self, parent: ObjectMapper, name: str) -> FieldType | ObjectMapper | None:
         entry = self.added.get((id(parent), name))

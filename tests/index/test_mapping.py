@@ -533,6 +533,7 @@ def test_nested_include_in_parent_and_root_index_the_values_there_too() -> None:
     )
     parsed = parse(mapping, {"n": [{"x": 1, "m": {"y": 2}}, {"x": 3}]})
     assert parsed.long == {"n.x": [1, 3], "n.m.y": [2]}
+    assert set(parsed.nested) == {"n"}  # the copy into the root makes no children of its own
     first = parsed.nested["n"][0]
     assert first.long == {"n.x": [1]} and first.nested["n.m"][0].long == {"n.m.y": [2]}
 

@@ -70,6 +70,15 @@ def test_each_object_is_matched_alone(es: Elasticsearch, nested_index: str) -> N
     assert found["hits"]["hits"][0]["_source"] == DOCS["1"]
 
 
+def test_include_in_parent_also_indexes_the_values_in_the_parent(es: Elasticsearch, new_index) -> None:
+    name = new_index(mappings={"properties": {"c": {"type": "nested", "include_in_parent": True}}})
+    es.index(index=name, id="1", document={"c": [{"a": "x", "n": 1}, {"a": "y", "n": 2}]}, refresh=True)
+    flat = {"bool": {"filter": [{"term": {"c.a": "x"}}, {"term": {"c.n": 2}}]}}
+    assert es.count(index=name, query=flat)["count"] == 1  # across objects, as a plain object
+    assert es.count(index=name, query={"nested": {"path": "c", "query": flat}})["count"] == 0
+    assert es.indices.stats(index=name, metric="docs")["_all"]["primaries"]["docs"]["count"] == 3
+
+
 @pytest.mark.parametrize(
     ("mode", "scores"),
     [
