@@ -598,3 +598,28 @@ def check_latest(es: Elasticsearch, latest: dict[str, dict]) -> None:
     counted = es.count(index="n", query={"nested": {"path": "c", "query": {"term": {"c.a": "all"}}}})
     assert counted["count"] == len(latest)
     assert es.indices.stats(index="n", metric="docs")["_all"]["primaries"]["docs"]["count"] == 3 * len(latest)
+
+
+def test_acknowledged_nested_documents_survive_kill_9(tmp_path) -> None:
+    """Written without a refresh (in the translog only), updated and deleted, then the server
+    killed: the restarted node replays them, each parent with the children it was last given."""
+    folder = tmp_path / "data"
+    with running_server(folder) as (url, process), Elasticsearch(url, request_timeout=60) as es:
+        es.indices.create(index="n", mappings=MAPPING, settings={"refresh_interval": -1})
+        operations: list[dict] = []
+        for i in range(50):
+            operations += [{"index": {"_id": str(i)}}, {"c": [{"a": f"a{i}", "n": i}, {"a": "all", "n": 0}]}]
+        es.bulk(index="n", operations=operations)
+        es.index(index="n", id="7", document={"c": [{"a": "changed", "n": 7}]})
+        es.delete(index="n", id="8")
+        process.kill()
+        process.wait()
+    with running_server(folder) as (url, _), Elasticsearch(url, request_timeout=60) as es:
+        es.indices.refresh(index="n")
+        shared = es.count(index="n", query={"nested": {"path": "c", "query": {"term": {"c.a": "all"}}}})
+        assert shared["count"] == 48
+        assert ids(es.search(index="n", query={"nested": {"path": "c", "query": both("changed", 7)}})) == [
+            "7"
+        ]
+        assert ids(es.search(index="n", query={"nested": {"path": "c", "query": both("a9", 9)}})) == ["9"]
+        assert es.count(index="n")["count"] == 49
