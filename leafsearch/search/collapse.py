@@ -71,15 +71,20 @@ def check_collapse(request: SearchRequest, targets: list[Target]) -> None:
             )
         if not ft.doc_values:
             raise IllegalArgument(f"cannot collapse on field `{collapse.field}` without `doc_values`")
-        limit = int(target.index.setting(MAX_INNER_RESULT_WINDOW))
         for inner in collapse.inner_hits:
-            if inner.from_ + inner.size > limit:
-                raise IllegalArgument(
-                    "Inner result window is too large, the inner hit definition's "
-                    f"[{inner.name}]'s from + size must be less than or equal to: [{limit}] but was "
-                    f"[{inner.from_ + inner.size}]. This limit can be set by changing the "
-                    f"[{MAX_INNER_RESULT_WINDOW}] index level setting."
-                )
+            check_inner_window(inner, target)
+
+
+def check_inner_window(inner: InnerHitsSpec, target: Target) -> None:
+    """`from + size` of inner hits within the index's `index.max_inner_result_window`."""
+    limit = int(target.index.setting(MAX_INNER_RESULT_WINDOW))
+    if inner.from_ + inner.size > limit:
+        raise IllegalArgument(
+            "Inner result window is too large, the inner hit definition's "
+            f"[{inner.name}]'s from + size must be less than or equal to: [{limit}] but was "
+            f"[{inner.from_ + inner.size}]. This limit can be set by changing the "
+            f"[{MAX_INNER_RESULT_WINDOW}] index level setting."
+        )
 
 
 def collapsed(

@@ -20,6 +20,7 @@ from leafsearch.common.rawjson import RawJSON
 from leafsearch.request.query_dsl import Nested, queries_within
 from leafsearch.request.search_types import SCORE, InnerHitsSpec, SearchRequest, SortSpec
 from leafsearch.search import fetch
+from leafsearch.search.collapse import check_inner_window
 from leafsearch.search.hitlist import HitList, shard_query_context
 from leafsearch.search.query import executor, planner
 from leafsearch.search.query.nested_queries import nested_level
@@ -37,6 +38,13 @@ def wanted(request: SearchRequest) -> list[Nested]:
             if query.inner_hits is not None:
                 found.append(query)
     return found
+
+
+def check(request: SearchRequest, targets: list[Target]) -> None:
+    """What each shard checks of a nested query's inner hits before it runs: their window."""
+    for query in wanted(request):
+        for target in {id(t.index): t for t in targets}.values():
+            check_inner_window(query.inner_hits, target)
 
 
 def decorate(hitlist: HitList, start: int, end: int, request: SearchRequest, hits: list[dict]) -> list[dict]:

@@ -115,6 +115,7 @@ def check_limits(services: SearchServices, request: SearchRequest, targets: list
             _check_rescore(request, index, window)
     try:
         check_collapse(request, targets)
+        nested_hits.check(request, targets)
     except IllegalArgument as exc:
         raise _phase_error(exc) from None
     if request.slice is not None and request.slice.field is not None:

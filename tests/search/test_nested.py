@@ -141,6 +141,17 @@ def test_inner_hits(es: Elasticsearch, nested_index: str) -> None:
     ]
 
 
+def test_inner_hits_window_is_bounded(es: Elasticsearch, nested_index: str) -> None:
+    query = {"nested": {"path": "c", "query": {"match_all": {}}, "inner_hits": {"from": 95, "size": 10}}}
+    with pytest.raises(BadRequestError) as refused:
+        es.search(index=nested_index, query=query)
+    assert refused.value.body["error"]["root_cause"][0]["reason"] == (
+        "Inner result window is too large, the inner hit definition's [c]'s from + size must be less "
+        "than or equal to: [100] but was [105]. This limit can be set by changing the "
+        "[index.max_inner_result_window] index level setting."
+    )
+
+
 def test_counts_are_parents_and_stats_count_lucene_documents(
     es: Elasticsearch, http: httpx.Client, nested_index: str
 ) -> None:
