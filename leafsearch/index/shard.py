@@ -625,7 +625,7 @@ class Shard:
         """Write a handed-over buffer as the segment `folder` (on the flush thread): a large one
         in a search worker when the owner has them (buffer_wire.py), else here."""
         builder = self.services.builder
-        if builder is not None and not buffer.nested and self._worker_builds(buffer):
+        if builder is not None and self._worker_builds(buffer):
             try:
                 segment_docs = builder(BuildJob(PackedBuffer.pack(buffer), str(folder), self.index_sort))
             except BuildUnavailable:
