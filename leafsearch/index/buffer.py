@@ -64,6 +64,8 @@ class IndexBuffer:
         self.source_bytes = 0
         #: Set when the buffer is written in index-sort order: the segment doc of each buffer doc.
         self.segment_docs: np.ndarray | None = None
+        #: `nested` path -> the child documents of its objects, and the parent doc of each.
+        self.nested: dict[str, tuple[IndexBuffer, list[int]]] = {}
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -107,6 +109,15 @@ class IndexBuffer:
                 fb = self.vector[path] = FieldBuffer()
             fb.docs.append(doc)
             fb.values.append(vector)
+        for path, children in parsed.nested.items():
+            entry = self.nested.get(path)
+            if entry is None:
+                entry = self.nested[path] = (IndexBuffer(), [])
+            before = entry[0].source_bytes
+            for child in children:
+                entry[0].add("", child, 0, 0, None)
+            entry[1].extend([doc] * len(children))
+            self.source_bytes += entry[0].source_bytes - before  # the buffer's size counts them
         return doc
 
     def add_batch(

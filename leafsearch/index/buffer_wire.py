@@ -100,6 +100,8 @@ class PackedBuffer:
     double: dict[str, tuple[np.ndarray, np.ndarray]]
     #: path -> (docs, (n, dims) vectors, float32 or int8)
     vector: dict[str, tuple[np.ndarray, np.ndarray]]
+    #: `nested` path -> (its child documents, the parent doc of each)
+    nested: dict[str, tuple[PackedBuffer, np.ndarray]]
 
     @staticmethod
     def pack(buffer: IndexBuffer) -> PackedBuffer:
@@ -129,6 +131,10 @@ class PackedBuffer:
                 for path, fb in buffer.double.items()
             },
             {path: (int_array(fb.docs), np.stack(fb.values)) for path, fb in buffer.vector.items()},
+            {
+                path: (PackedBuffer.pack(children), int_array(parents))
+                for path, (children, parents) in buffer.nested.items()
+            },
         )
 
     def unpack(self) -> IndexBuffer:
@@ -154,6 +160,8 @@ class PackedBuffer:
                 target[path] = FieldBuffer(docs, numbers)  # type: ignore[arg-type]
         for path, (docs, vectors) in self.vector.items():
             buffer.vector[path] = FieldBuffer(docs, vectors)  # type: ignore[arg-type]
+        for path, (children, parents) in self.nested.items():
+            buffer.nested[path] = (children.unpack(), parents)  # type: ignore[assignment]
         return buffer
 
 

@@ -58,6 +58,7 @@ class Index:
         self._persisted_mapping_version = self.mapping.version
         #: The order every segment is written in (`index.sort.*`; fixed at creation).
         self.sort: IndexSort | None = index_sort_of(self.settings, self.mapping, self.name)
+        self.mapping.index_sorted = self.sort is not None
         self._services = services
         self.closed: bool = meta.get("state") == "close"
         #: The data stream this index backs (its documents need an `@timestamp`), else None.
@@ -329,6 +330,8 @@ def apply_mapping_limits(mapping: Mapping, settings: dict[str, str]) -> None:
         index_setting(settings, "index.mapping.total_fields.limit"),
         index_setting(settings, "index.mapping.depth.limit"),
         index_setting(settings, "index.mapping.field_name_length.limit"),
+        index_setting(settings, "index.mapping.nested_fields.limit"),
+        index_setting(settings, "index.mapping.nested_objects.limit"),
     )
 
 

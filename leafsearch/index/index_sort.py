@@ -119,6 +119,8 @@ def index_sort_of(settings: dict[str, Any], mapping: Mapping, index_name: str) -
     names = index_setting(settings, FIELD)
     if not names:
         return None
+    if mapping.nested_paths:
+        raise IllegalArgument("cannot have nested fields when index sort is activated")
     orders = index_setting(settings, ORDER) if ORDER in settings else ["asc"] * len(names)
     modes = index_setting(settings, MODE) if MODE in settings else [None] * len(names)
     missing = index_setting(settings, MISSING) if MISSING in settings else ["_last"] * len(names)

@@ -7,8 +7,9 @@ are mapped dynamically into a pending set (found by parent and name in constant 
 against `index.mapping.total_fields.limit` as each is added) that is attached to the tree only
 when the whole document parsed, so a refused document leaves the mapping unchanged.
 
-`nested` objects are accepted (and echoed as `nested`) but indexed like plain objects: their
-fields are flattened into the parent document, without block-join semantics.
+Each object under a `nested` mapper is parsed as a hidden child document of its own
+(`ParsedDoc.nested`), so a `nested` query matches it alone (`Segment.nested`); `include_in_parent`
+and `include_in_root` also index its values into the parent or root document.
 """
 
 from __future__ import annotations
@@ -911,7 +912,7 @@ def _is_number_text(text: str) -> bool:
 
 
 class ObjectMapper:
-    """An object (or `nested`, handled the same) field: its children by simple name."""
+    """An object (or `nested`) field: its children by simple name."""
 
     leaf = False
     __slots__ = ("path", "name", "type", "children", "params", "enabled", "effective_dynamic", "attached")
@@ -1441,6 +1442,13 @@ class Mapping:
         self.total_fields_limit = 1000
         self.depth_limit = 20
         self.field_name_length_limit = 2**63 - 1
+        #: `index.mapping.nested_fields.limit` and `index.mapping.nested_objects.limit`.
+        self.nested_fields_limit = 50
+        self.nested_objects_limit = 10_000
+        #: Every `nested` object mapper, by path.
+        self.nested_paths: dict[str, ObjectMapper] = {}
+        #: Set for an index with `index.sort.*`: its segments keep no nested documents.
+        self.index_sorted = False
         self.routing_required = False
         #: The index's `join` field (index/join.py), if it maps one.
         self.join: Any = None
@@ -1588,6 +1596,7 @@ class Mapping:
         ]
         self.routing_required = params.get("_routing", {}).get("required", False)
         self._fields = {}
+        self.nested_paths = {}
         _inherit_dynamic(self._root, "true")
         self._index(self._root)
         self._total_fields = _count_fields(self._root)
@@ -1605,6 +1614,8 @@ class Mapping:
                     self._fields[sub.path] = sub
                     self._bind(sub)
             else:
+                if child.type == "nested":
+                    self.nested_paths[child.path] = child
                 self._index(child)
 
     # -- reading -------------------------------------------------------------------------------
@@ -1662,7 +1673,13 @@ class Mapping:
         if incoming._root_params.get("subobjects", True) != self._root_params.get("subobjects", True):
             raise IllegalArgument("the [subobjects] parameter can't be updated for the object mapping [_doc]")
         merged = Mapping.from_body(self.to_body(), self.analysis)
-        merged.set_limits(self.total_fields_limit, self.depth_limit, self.field_name_length_limit)
+        merged.set_limits(
+            self.total_fields_limit,
+            self.depth_limit,
+            self.field_name_length_limit,
+            self.nested_fields_limit,
+            self.nested_objects_limit,
+        )
         for key, value in incoming._root_params.items():
             if key == "dynamic_templates":
                 by_name = {name: t for t in merged._root_params.get(key, []) for name in t}
@@ -1676,21 +1693,29 @@ class Mapping:
             merged._root.children[name] = child if existing is None else _merge_mappers(existing, child)
         merged._refresh()
         _check_field_limit(self.total_fields_limit, self._total_fields, merged._total_fields)
+        _check_nested_limit(merged.nested_fields_limit, len(self.nested_paths), len(merged.nested_paths))
+        if self.index_sorted and merged.nested_paths:
+            raise IllegalArgument("cannot have nested fields when index sort is activated")
         merged._check_shape(merged._root)
         if merged.to_body() != self.to_body():
             self._adopt(merged)
             self.version += 1
 
-    def set_limits(self, total_fields: int, depth: int, field_name_length: int) -> None:
+    def set_limits(
+        self, total_fields: int, depth: int, field_name_length: int, nested_fields: int, nested_objects: int
+    ) -> None:
         """The index's mapping limits (its settings), checked against every later addition."""
         self.total_fields_limit = total_fields
         self.depth_limit = depth
         self.field_name_length_limit = field_name_length
+        self.nested_fields_limit = nested_fields
+        self.nested_objects_limit = nested_objects
 
     def check_limits(self) -> None:
         """400 `illegal_argument_exception` if the mapping as it stands exceeds its limits (a new
         index's mapping, checked against the index's settings)."""
         _check_field_limit(self.total_fields_limit, 0, self._total_fields)
+        _check_nested_limit(self.nested_fields_limit, 0, len(self.nested_paths))
         self._check_shape(self._root)
 
     def _check_shape(self, mapper: ObjectMapper) -> None:
@@ -1742,7 +1767,7 @@ class Mapping:
         if type(obj) is not dict:
             raise DocumentParsing("Malformed content, must start with an object")
         doc = ParsedDoc(bytes(source) if type(source) is not bytes else source)
-        pending = _Pending()
+        pending = _Pending(doc)
         try:
             if self._root.enabled:
                 self._walk(self._root, obj, doc, pending)
@@ -1784,6 +1809,10 @@ class Mapping:
     def _object(self, mapper: ObjectMapper, key: str, value: Any, doc: ParsedDoc, pending: _Pending) -> None:
         if not mapper.enabled or value is None:
             return
+        if mapper.type == "nested":
+            if not pending.flattening:  # (a nested object's own include flags copy it up)
+                self._nested(mapper, key, value, doc, pending)
+            return
         if type(value) is dict:
             self._walk(mapper, value, doc, pending)
             return
@@ -1796,6 +1825,41 @@ class Mapping:
                     "but found a concrete value"
                 )
                 raise _DocError(key, lambda loc, _id, m=message: DocumentParsing(f"{loc}{m}"))
+
+    def _nested(self, mapper: ObjectMapper, key: str, value: Any, doc: ParsedDoc, pending: _Pending) -> None:
+        """Each object of a `nested` field as a child document of `doc`, and again into the parent
+        (`include_in_parent`) or the root document (`include_in_root`) when the mapping says so."""
+        children = doc.nested.setdefault(mapper.path, [])
+        for item in _flat(value) if type(value) is list else (value,):
+            if item is None:
+                continue
+            if type(item) is not dict:
+                message = (
+                    f"object mapping for [{mapper.path}] tried to parse field [{key}] as object, "
+                    "but found a concrete value"
+                )
+                raise _DocError(key, lambda loc, _id, m=message: DocumentParsing(f"{loc}{m}"))
+            pending.nested_objects += 1
+            if pending.nested_objects > self.nested_objects_limit:
+                limit = self.nested_objects_limit
+                message = (
+                    f"The number of nested documents has exceeded the allowed limit of [{limit}]. This "
+                    "limit can be set by changing the [index.mapping.nested_objects.limit] index level "
+                    "setting."
+                )
+                raise _DocError(key, lambda loc, _id, m=message: DocumentParsing(m))
+            child = ParsedDoc(orjson.dumps(item))
+            self._walk(mapper, item, child, pending)
+            children.append(child)
+            targets = [doc] if mapper.params.get("include_in_parent") else []
+            if mapper.params.get("include_in_root") and doc is not pending.root:
+                targets.append(pending.root)
+            pending.flattening = True
+            try:
+                for target in targets:
+                    self._walk(mapper, item, target, pending)
+            finally:
+                pending.flattening = False
 
     def _copy(self, field: FieldType, value: Any, doc: ParsedDoc, pending: _Pending) -> None:
         """`copy_to`: the value is indexed again into each target field (mapped dynamically if new)."""
@@ -1976,13 +2040,18 @@ class Mapping:
 
 class _Pending:
     """The mappers one document adds below objects already in the tree, by parent and name, and
-    how many fields everything it adds counts (objects it creates and what they hold included)."""
+    how many fields everything it adds counts (objects it creates and what they hold included);
+    also the document's root and how many nested objects it holds so far."""
 
-    __slots__ = ("added", "fields")
+    __slots__ = ("added", "fields", "root", "nested_objects", "flattening")
 
-    def __init__(self) -> None:
+    def __init__(self, root: ParsedDoc) -> None:
         self.added: dict[tuple[int, str], tuple[ObjectMapper, str, FieldType | ObjectMapper]] = {}
         self.fields = 0
+        self.root = root
+        self.nested_objects = 0
+        #: True while a nested object's values are copied into its parent or the root document.
+        self.flattening = False
 
     def get(self, parent: ObjectMapper, name: str) -> FieldType | ObjectMapper | None:
         entry = self.added.get((id(parent), name))
@@ -2012,6 +2081,11 @@ def _field_error(e: _FieldError, source: bytes, doc_id: str | None) -> ElasticEr
 def _count_fields(mapper: ObjectMapper) -> int:
     """Fields below an object as `index.mapping.total_fields.limit` counts them (objects included)."""
     return sum(1 + (_count_fields(c) if not c.leaf else len(c.subfields)) for c in mapper.children.values())
+
+
+def _check_nested_limit(limit: int, before: int, after: int) -> None:
+    if after > limit and after > before:
+        raise IllegalArgument(f"Limit of nested fields [{limit}] has been exceeded")
 
 
 def _check_field_limit(limit: int, before: int, after: int) -> None:

@@ -90,7 +90,7 @@ def _object(mapper: ObjectMapper, objs: list[dict], rows: Rows, batch: ParsedBat
                 raise _Fallback
             _leaf(child, values, child_rows, batch)
         elif child.enabled:  # a disabled object ignores whatever it holds
-            if set(map(type, values)) != {dict}:
+            if child.type == "nested" or set(map(type, values)) != {dict}:
                 raise _Fallback
             _object(child, values, child_rows, batch)
 

@@ -29,17 +29,9 @@ class MemorySegment(Segment):
     def __init__(self, buffer: IndexBuffer) -> None:
         writer = writer_from_buffer(buffer)
         sources = writer.sources
-        self.name = f"_memory_{next(_NUMBERS)}"
-        self.folder = Path(self.name)  # never read: every array is in `_arrays`
-        self._cache_key = self.name
-        self.max_doc = writer.max_doc
-        self.field_meta = writer.fields
-        self.source_block_docs = sources.block_docs
-        self._source_dict = sources.dictionary
-        self._columns = {}
-        self.blocks = None
-        self.fielddata = None  # uninverted on each use: the segment lives for one request
-        self._local = threading.local()
+        name = f"_memory_{next(_NUMBERS)}"
+        meta = {"max_doc": writer.max_doc, "fields": writer.fields, "source_block_docs": sources.block_docs}
+        self._setup(Path(name), name, meta, sources.dictionary)  # the folder is never read
         self._source_data = b"".join(sources.chunks)
         self._arrays = {
             **writer.arrays,

@@ -27,6 +27,8 @@ class ParsedDoc:
       date (epoch millis), date_nanos (epoch nanos), boolean (0/1).
     - `double`: path -> float values: double/float/half_float.
     - `vector`: path -> the one vector of a `dense_vector` field, (dims,) float32 or int8.
+    - `nested`: path of a `nested` object -> its objects, each parsed as a hidden child document
+      (its `source` the object's JSON) stored beside this one (index/segment.py: `Segment.nested`).
     """
 
     source: bytes
@@ -35,6 +37,7 @@ class ParsedDoc:
     long: dict[str, list[int]] = field(default_factory=dict)
     double: dict[str, list[float]] = field(default_factory=dict)
     vector: dict[str, np.ndarray] = field(default_factory=dict)
+    nested: dict[str, list[ParsedDoc]] = field(default_factory=dict)
 
 
 #: Rows of a batch column: the position in the batch of each value, None when every document

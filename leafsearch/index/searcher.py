@@ -90,6 +90,11 @@ class Searcher:
             if self._on_close is not None:
                 self._on_close(self)
 
+    @cached_property
+    def nested_live_count(self) -> int:
+        """Live hidden documents of `nested` objects, which Lucene's document counts include."""
+        return sum(_nested_live(v.segment, v.live) for v in self.views)
+
     @property
     def segments(self) -> list[Segment]:
         return [v.segment for v in self.views]
@@ -123,3 +128,15 @@ class Searcher:
             if isinstance(col, TextColumn):
                 total += col.doc_freq(term)
         return total
+
+
+def _nested_live(segment: Segment, live: np.ndarray | None) -> int:
+    total = 0
+    for path in segment.nested_paths:
+        found = segment.nested(path)
+        assert found is not None
+        child, parents = found
+        child_live = None if live is None else live[parents]
+        total += child.max_doc if child_live is None else int(np.count_nonzero(child_live))
+        total += _nested_live(child, child_live)
+    return total

@@ -27,6 +27,7 @@ import mmap
 import os
 import shutil
 import threading
+from collections import OrderedDict
 from functools import cached_property
 from pathlib import Path
 
@@ -116,6 +117,9 @@ def build_postings(
     }
 
 
+#: Derived columns no request holds that a segment keeps (`Segment.hold_derived`).
+_DERIVED_COLUMNS = 8
+
 #: Consecutive source blocks read together past which they skip the block cache (`sources`).
 _UNCACHED_RUN = 16
 
@@ -128,6 +132,14 @@ class SegmentWriter:
         self.arrays: dict[str, np.ndarray] = {}
         self.fields: dict[str, dict] = {}
         self.sources: source_blocks.CompressedSources = source_blocks.compress([])
+        #: `nested` path -> the writer of its child documents' segment (`Segment.nested`).
+        self.nested: dict[str, SegmentWriter] = {}
+
+    def add_nested(self, path: str, children: SegmentWriter, parents: np.ndarray) -> None:
+        """The child documents of a `nested` path, written inside this segment's folder, and the
+        parent doc of each (ascending: a parent's children are consecutive)."""
+        self.arrays[f"n{len(self.nested)}.parents"] = np.asarray(parents, dtype=np.int64)
+        self.nested[path] = children
 
     def set_ids(self, ids: np.ndarray, seq_nos: np.ndarray, versions: np.ndarray) -> None:
         order = np.argsort(ids, kind="stable")
@@ -212,6 +224,11 @@ class SegmentWriter:
                 np.save(fh, _compact(np.asarray(arr, dtype=np.int64)), allow_pickle=False)
                 os.fsync(fh.fileno())
         meta: dict = {"max_doc": self.max_doc, "fields": self.fields}
+        if self.nested:  # written inside the unfinished folder: renamed into place with it
+            meta["nested"] = {}
+            for number, (path, children) in enumerate(self.nested.items()):
+                children.write(tmp / f"n{number}")
+                meta["nested"][path] = number
         if sources.dictionary is not None:  # absent: plain blocks, as every older segment has
             meta["source_dict"] = True
             meta["source_block_docs"] = sources.block_docs
@@ -252,25 +269,33 @@ class Segment:
     """Read side of one segment folder. Arrays are memory-mapped; columns are opened lazily."""
 
     def __init__(self, folder: Path) -> None:
+        meta = orjson.loads((folder / "meta.json").read_bytes())
+        source_dict = (folder / "_source.dict").read_bytes() if meta.get("source_dict") else None
+        self._setup(folder, str(folder), meta, source_dict)
+        with open(folder / "_source.bin", "rb") as fh:
+            if os.fstat(fh.fileno()).st_size:
+                self._source_data = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+
+    def _setup(self, folder: Path, cache_key: str, meta: dict, source_dict: bytes | None) -> None:
+        """The state of every segment, wherever its arrays are (a memory segment's too)."""
         self.folder = folder
         self.name = folder.name
-        self._cache_key = str(folder)
-        meta = orjson.loads((folder / "meta.json").read_bytes())
+        self._cache_key = cache_key
         self.max_doc: int = meta["max_doc"]
         self.field_meta: dict[str, dict] = meta["fields"]
         self.source_block_docs: int = meta.get("source_block_docs", source_blocks.PLAIN_BLOCK_DOCS)
-        self._source_dict: bytes | None = (
-            (folder / "_source.dict").read_bytes() if meta.get("source_dict") else None
-        )
+        self._source_dict: bytes | None = source_dict
         self._columns: dict[str, object] = {}
+        self._nested_numbers: dict[str, int] = meta.get("nested", {})
+        self._nested: dict[str, tuple[Segment, np.ndarray]] = {}
+        self._derived: OrderedDict[str, object] = OrderedDict()
+        self._holds: dict[str, int] = {}  # how many requests hold each derived column
+        self._derived_lock = threading.Lock()
         self.blocks: BlockCache | None = None  # the node's cache of decompressed source blocks
         #: the process's uninverted text fields, under its fielddata breaker (index/fielddata.py)
         self.fielddata: Fielddata | None = None
         self._local = threading.local()  # zstd decompressors must not be shared between threads
         self._source_data: bytes | mmap.mmap = b""
-        with open(folder / "_source.bin", "rb") as fh:
-            if os.fstat(fh.fileno()).st_size:
-                self._source_data = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
 
     def _load(self, name: str) -> np.ndarray:
         """An array of the segment: memory-mapped, or read whole when small (a memory map costs
@@ -400,13 +425,63 @@ class Segment:
             out.append(col.term(int(vals[0])) if len(vals) else None)  # type: ignore[union-attr]
         return out
 
+    def has_derived_column(self, key: str) -> bool:
+        return key in self._derived
+
+    def hold_derived(self, key: str, build) -> object:
+        """A column computed from the segment (a nested sort's, search/nested_sort.py), read by
+        `column(key)` until `release_derived(key)`. Of those no request holds, the last
+        `_DERIVED_COLUMNS` used are kept (requests naming ever new ones keep no more); `build`
+        may give None."""
+        with self._derived_lock:
+            if key in self._derived:
+                self._derived.move_to_end(key)
+                self._holds[key] = self._holds.get(key, 0) + 1
+                return self._derived[key]
+        col = build()
+        with self._derived_lock:
+            col = self._derived.setdefault(key, col)
+            self._holds[key] = self._holds.get(key, 0) + 1
+            self._trim_derived()
+        return col
+
+    def release_derived(self, key: str) -> None:
+        with self._derived_lock:
+            self._holds[key] -= 1
+            if not self._holds[key]:
+                del self._holds[key]
+            self._trim_derived()
+
+    def _trim_derived(self) -> None:
+        unheld = [k for k in self._derived if k not in self._holds]
+        for key in unheld[: max(0, len(unheld) - _DERIVED_COLUMNS)]:
+            del self._derived[key]
+
+    @property
+    def nested_paths(self) -> list[str]:
+        return list(self._nested_numbers)
+
+    def nested(self, path: str) -> tuple[Segment, np.ndarray] | None:
+        """The segment of a `nested` path's child documents and the parent doc of each child
+        (ascending), or None when no document of this segment has that path."""
+        found = self._nested.get(path)
+        if found is None:
+            number = self._nested_numbers.get(path)
+            if number is None:
+                return None
+            child = Segment(self.folder / f"n{number}")
+            child.blocks = self.blocks
+            parents = np.asarray(self._load(f"n{number}.parents"), dtype=np.int64)
+            found = self._nested.setdefault(path, (child, parents))
+        return found
+
     def column(self, path: str) -> TextColumn | KeywordColumn | NumericColumn | VectorColumn | None:
         col = self._columns.get(path)
         if col is not None:
             return col  # type: ignore[return-value]
         meta = self.field_meta.get(path)
         if meta is None:
-            return None
+            return self._derived.get(path)  # type: ignore[return-value]
         prefix = f"f{meta['number']}." if "number" in meta else f"f.{path}."
         kind = meta["kind"]
         if kind == "vector":

@@ -43,7 +43,9 @@ def segment_from_buffer(buffer: IndexBuffer, folder: Path, index_sort: IndexSort
 
 
 def writer_from_buffer(buffer: IndexBuffer, index_sort: IndexSort | None = None) -> SegmentWriter:
-    """The arrays of the buffer's documents as a segment (see `segment_from_buffer`), unwritten."""
+    """The arrays of the buffer's documents as a segment (see `segment_from_buffer`), unwritten,
+    with the segments of its `nested` child documents (a parent's children stay consecutive: an
+    index sort cannot be set beside `nested` fields)."""
     max_doc = len(buffer)
     keywords = {path: _intern(fb.values) for path, fb in buffer.keyword.items()}
     new_of = None
@@ -91,6 +93,8 @@ def writer_from_buffer(buffer: IndexBuffer, index_sort: IndexSort | None = None)
         writer.add_vector(path, vector_docs[by_doc], np.stack(fb.values)[by_doc])
     routed = [i for i, r in enumerate(buffer.routings) if r is not None]
     _add_routing(writer, docs(routed), [buffer.routings[i] for i in routed], max_doc)
+    for path, (children, parents) in buffer.nested.items():
+        writer.add_nested(path, writer_from_buffer(children), docs(parents))
     return writer
 
 
@@ -144,6 +148,14 @@ def merge_segments(
     ties in that same order, and the result says, for each merged document, its position among
     the parts' live documents taken in order.
     """
+    writer, order = _merged_writer(parts, index_sort)
+    writer.write(folder)
+    return order
+
+
+def _merged_writer(
+    parts: list[tuple[Segment, np.ndarray | None]], index_sort: IndexSort | None
+) -> tuple[SegmentWriter, np.ndarray | None]:
     keeps = [np.arange(s.max_doc) if live is None else np.flatnonzero(live) for s, live in parts]
     bases = np.cumsum([0] + [len(k) for k in keeps])
     max_doc = int(bases[-1])
@@ -190,8 +202,27 @@ def merge_segments(
             _merge_vector(writer, path, cols)
         else:
             _merge_numeric(writer, path, kind, cols, max_doc)
-    writer.write(folder)
-    return order
+    for path in dict.fromkeys(p for seg, _ in parts for p in seg.nested_paths):
+        _merge_nested(writer, path, parts, remaps)
+    return writer, order
+
+
+def _merge_nested(
+    writer: SegmentWriter, path: str, parts: list[tuple[Segment, np.ndarray | None]], remaps: list[np.ndarray]
+) -> None:
+    """The child documents of a `nested` path whose parents the merge keeps, with their parents'
+    new docs: the parts' children in part order, so a parent's children stay consecutive."""
+    child_parts, parents = [], []
+    for (seg, live), remap in zip(parts, remaps, strict=True):
+        found = seg.nested(path)
+        if found is None:
+            continue
+        children, child_parents = found
+        child_live = None if live is None else np.asarray(live)[child_parents]
+        child_parts.append((children, child_live))
+        kept = child_parents if child_live is None else child_parents[child_live]
+        parents.append(remap[kept])
+    writer.add_nested(path, _merged_writer(child_parts, None)[0], _cat(parents))
 
 
 def _merged_sort_values(

@@ -1092,6 +1092,11 @@ class Shard:
         searcher = self._searcher
         return searcher.live_count if searcher else 0
 
+    def lucene_doc_count(self) -> int:
+        """Live documents with the hidden ones of `nested` objects, as Lucene and `_stats` count."""
+        searcher = self._searcher
+        return searcher.live_count + searcher.nested_live_count if searcher else 0
+
     def segment_count(self) -> int:
         return len(self.segments)
 

@@ -427,18 +427,10 @@ def _snapshot_shard(
                     counts.add(f["size"], False)
             else:
                 files = {}
-                for path in sorted(seg.folder.iterdir()):
-                    if is_derived(path.name):
-                        continue
-                    if not path.is_file():  # a segment is a flat folder of files: never skip data
-                        raise ElasticError(
-                            f"segment [{seg.name}] of [{index.name}][{shard_no}] holds [{path.name}], "
-                            "which is not a file",
-                            error_type="snapshot_exception",
-                        )
+                for name, path in _segment_files(seg.folder, f"[{index.name}][{shard_no}]"):
                     digest, size = _digest_file(path)
                     counts.add(size, _store_file(repo, path, digest))
-                    files[path.name] = {"blob": digest, "size": size}
+                    files[name] = {"blob": digest, "size": size}
             entry: dict[str, Any] = {"name": seg.name, "files": files, "max_doc": seg.max_doc}
             if view.live is not None:
                 buf = io.BytesIO()
@@ -453,6 +445,27 @@ def _snapshot_shard(
         return {"segments": segments, "max_seq_no": max_seq_no, "docs": searcher.live_count}
     finally:
         searcher.release()
+
+
+#: A folder inside a segment's: the segment of a nested path's child documents (`Segment.nested`).
+_NESTED_FOLDER = re2.compile(r"n[0-9]+")
+
+
+def _segment_files(folder: Path, shard: str, prefix: str = "") -> Iterator[tuple[str, Path]]:
+    """(name, path) of a segment's files but its derived ones; the files of its nested child
+    segments named by their folders (`n0/meta.json`). Anything else is refused: never skip data."""
+    for path in sorted(folder.iterdir()):
+        if is_derived(path.name):
+            continue
+        if path.is_dir() and _NESTED_FOLDER.fullmatch(path.name):
+            yield from _segment_files(path, shard, f"{prefix}{path.name}/")
+        elif path.is_file():
+            yield prefix + path.name, path
+        else:
+            raise ElasticError(
+                f"segment [{folder.name}] of {shard} holds [{path.name}], which is not a file",
+                error_type="snapshot_exception",
+            )
 
 
 def _millis_text(millis: int) -> str:
@@ -1073,11 +1086,18 @@ def _write_shard(repo: Repository, folder: Path, shard: Mapping[str, Any]) -> No
     for n, seg in enumerate(shard["segments"]):
         seg_folder = folder / seg["name"]
         seg_folder.mkdir(mode=FOLDER_MODE)
+        folders = {seg_folder}
         for fname, ref in seg["files"].items():
-            if "/" in fname or fname.startswith("."):
+            *inside, base = fname.split("/")
+            if base.startswith(".") or not base or not all(_NESTED_FOLDER.fullmatch(p) for p in inside):
                 raise SnapshotRestoreError(f"snapshot file name [{fname}] is not a segment file")
-            _copy_blob(repo, ref, seg_folder / fname)
-        fsync_dir(seg_folder)
+            target = seg_folder.joinpath(*inside)
+            if target not in folders:
+                target.mkdir(mode=FOLDER_MODE, parents=True, exist_ok=True)
+                folders.add(target)
+            _copy_blob(repo, ref, target / base)
+        for made in sorted(folders, key=lambda f: -len(f.parts)):  # the deepest first
+            fsync_dir(made)
         if "live" in seg:
             live_name = f"live_{seg['name']}_{n + 1}.npy"
             _copy_blob(repo, seg["live"], folder / live_name)

@@ -120,7 +120,7 @@ def shard_stats(
     counted = sections((shard.stats if shard is not None else ShardStats()).snapshot())
     docs = deleted = size = 0
     if shard is not None:
-        docs, deleted, size = shard.doc_count(), shard.deleted_count(), shard.store_size_bytes()
+        docs, deleted, size = shard.lucene_doc_count(), shard.deleted_count(), shard.store_size_bytes()
     out: dict[str, Any] = {}
     for metric in METRICS:
         if metric not in wanted:

@@ -361,6 +361,20 @@ class Percolate(Query):
 
 
 @dataclass(frozen=True, slots=True)
+class Nested(Query):
+    """`nested`: `query` over each object of the `nested` field `path` alone, its parents matched
+    and scored by `score_mode` (search/query/nested_queries.py). `inner_hits` is an
+    `InnerHitsSpec`: each hit's matching objects (search/nested_hits.py)."""
+
+    path: str
+    query: Query
+    score_mode: str = "avg"
+    ignore_unmapped: bool = False
+    inner_hits: Any = None
+    boost: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
 class SimpleQueryString(Query):
     query: str
     fields: tuple[str, ...] = ()
@@ -995,6 +1009,45 @@ def _constant_score(body: dict, depth: int) -> Query:
     return ConstantScore(inner, boost)
 
 
+_SCORE_MODES = ("avg", "max", "min", "sum", "none")
+
+
+def _nested(body: dict, depth: int) -> Query:
+    from leafsearch.request import collapse, search_request  # they import this module
+
+    path = query = inner_hits = None
+    score_mode, ignore_unmapped, boost = "avg", False, 1.0
+    for key, value in body.items():
+        if key == "path":
+            path = _text("nested", key, value)
+        elif key == "query":
+            query = _inner("nested", key, value, depth, wrap=False)
+        elif key == "score_mode":
+            score_mode = _text("nested", key, value)
+            if score_mode not in _SCORE_MODES:
+                raise IllegalArgument(f"illegal score_mode [{score_mode}]")
+        elif key == "ignore_unmapped":
+            ignore_unmapped = _bool("nested", key, value)
+        elif key == "inner_hits":
+            inner_hits = collapse.parse_inner_hits(
+                value,
+                search_request.parse_fetch_source,
+                search_request._int_value,
+                search_request._bool_value,
+            )
+        elif key == "boost":
+            boost = _float("nested", key, value)
+        elif key not in _IGNORED:
+            raise ParsingError(f"[nested] query does not support [{key}]")
+    if query is None:
+        raise ParsingError("[nested] requires 'query' field")
+    if path is None:
+        raise ParsingError("[nested] requires 'path' field")
+    if inner_hits is not None and not inner_hits.name:
+        inner_hits = dataclass_replace(inner_hits, name=path)
+    return Nested(path, query, score_mode, ignore_unmapped, inner_hits, boost)
+
+
 def script_spec(query: str, value: Any) -> ScriptSpec:
     """A request's `script`: inline (a string or `{"source", "params", "lang"}`) or stored
     (`{"id", "params"}`)."""
@@ -1334,6 +1387,7 @@ _PARSERS: dict[str, Callable[[dict, int], Query]] = {
     "knn": parse_knn,
     "rank_feature": _rank_feature,
     "percolate": _percolate,
+    "nested": _nested,
 }
 from leafsearch.request import join_queries  # noqa: E402 (its queries build on this module's)
 

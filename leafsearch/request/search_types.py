@@ -23,6 +23,16 @@ SHARD_DOC = "_shard_doc"
 
 
 @dataclass(frozen=True, slots=True)
+class NestedSort:
+    """A sort's `nested` option: the values of the objects of `path` (passing `filter`, the first
+    `max_children` of each document) are the document's (search/nested_sort.py)."""
+
+    path: str
+    filter: Query | None = None
+    max_children: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class SortSpec:
     """One sort key. `missing` is "_last", "_first" or a raw value; `mode` None means the default
     (min for asc, max for desc)."""
@@ -38,6 +48,7 @@ class SortSpec:
     #: then "_script".
     script: ScriptSpec | None = None
     script_type: str | None = None
+    nested: NestedSort | None = None
 
     @property
     def descending(self) -> bool:

@@ -20,7 +20,7 @@ from typing import Any
 from leafsearch.common.json_tokens import token_name
 from leafsearch.errors import ElasticError, IllegalArgument, ParsingError, XContentParseError
 from leafsearch.request.query_dsl import script_spec
-from leafsearch.request.search_types import DOC, SCORE, SHARD_DOC, SortSpec
+from leafsearch.request.search_types import DOC, SCORE, SHARD_DOC, NestedSort, SortSpec
 from leafsearch.unsupported import NotSupported
 
 #: Sorts Elasticsearch has and leafsearch does not: refused by name rather than mistaken for fields.
@@ -28,7 +28,7 @@ _UNSUPPORTED_SORTS = ("_geo_distance", "_geoDistance")
 SCRIPT = "_script"
 #: A `_script` sort's `type`, and the kind of values it compares as (`unmapped_type` of its spec).
 _SCRIPT_TYPES = {"number": "double", "string": "keyword", "version": "version"}
-#: `mode` values; `first` exists in Elasticsearch only for nested sorts, which leafsearch has not.
+#: `mode` values (Elasticsearch's `first`, of nested sorts, is not among them).
 _MODES = ("min", "max", "sum", "avg", "median")
 _NUMERIC_TYPES = ("long", "double", "date", "date_nanos")
 _FIELD_SORT = "field_sort"
@@ -186,13 +186,36 @@ def _field_object(name: str, value: Any) -> SortSpec:
         elif key == "nested":
             if not isinstance(option, dict):
                 raise unsupported_token(_FIELD_SORT, key, option)
-            raise NotSupported("[nested] sort", "it has no nested documents")
+            opts["nested"] = _nested(option)
         elif key in ("nested_path", "nested_filter"):
             removed = ParsingError(f"[{key}] has been removed in favour of the [nested] parameter")
             raise field_failed(_FIELD_SORT, key, removed)
         else:
             raise XContentParseError(f"[{_FIELD_SORT}] unknown field [{key}]")
     return SortSpec(name, **opts)
+
+
+def _nested(body: dict) -> NestedSort:
+    """A field sort's `nested` object (NestedSortBuilder's fields)."""
+    from leafsearch.request.query_dsl import parse_query
+
+    path, flt, max_children = None, None, None
+    for key, value in body.items():
+        if key == "path":
+            path = _string_option("nested", key, value, str)
+        elif key == "filter":
+            flt = parse_query(value)
+        elif key == "max_children":
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise unsupported_token("nested", key, value)
+            max_children = value
+        elif key == "nested":
+            raise NotSupported("[nested] sort inside a [nested] sort")
+        else:
+            raise XContentParseError(f"[nested] unknown field [{key}]")
+    if path is None:
+        raise IllegalArgument("[nested] requires 'path' field")
+    return NestedSort(path, flt, max_children)
 
 
 def _mode(text: str) -> str:

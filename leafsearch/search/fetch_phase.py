@@ -30,7 +30,7 @@ from leafsearch.index.synthetic_source import is_synthetic, synthesize
 from leafsearch.request.query_dsl import Percolate, queries_within
 from leafsearch.request.search_types import SearchRequest
 from leafsearch.search import fetch as fetch_helpers
-from leafsearch.search import hit_columns
+from leafsearch.search import hit_columns, nested_hits
 from leafsearch.search.highlight import Highlighter
 from leafsearch.search.hit_columns import Group, PageOrder, groups_of
 from leafsearch.search.hitlist import HitList, shard_query_context
@@ -103,7 +103,7 @@ def _loads_stored_fields(request: SearchRequest) -> bool:
 def renders_raw(request: SearchRequest) -> bool:
     """Whether the REST layer gets this request's pages as bytes: no hit needs its source parsed
     (`fields`, `_source` filtering), an explanation built, a collapse key and inner hits added, or
-    a script field computed."""
+    a script field computed, or a nested query's inner hits."""
     return not (
         request.fields
         or request.explain
@@ -112,6 +112,7 @@ def renders_raw(request: SearchRequest) -> bool:
         or request.script_fields
         or join_inner_hits(request.query)
         or any(isinstance(q, Percolate) for q in queries_within(request.query))  # matched slots
+        or nested_hits.wanted(request)
     )
 
 

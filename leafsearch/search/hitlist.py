@@ -27,7 +27,7 @@ from leafsearch.index.events import ShardEvents
 from leafsearch.index.searcher import Searcher, SegmentView
 from leafsearch.request.query_dsl import query_is_match_all
 from leafsearch.request.search_types import SearchRequest, SortSpec
-from leafsearch.search import slicing
+from leafsearch.search import nested_sort, slicing
 from leafsearch.search.collapse import collapsed
 from leafsearch.search.dfs import DfsStats, RecordingStats, SummedStats
 from leafsearch.search.guard import (
@@ -568,6 +568,22 @@ def sort_column(
             return SortColumn(spec, "doc", doc_arr, None, missing_key=substitute)
         values = (target_arr.astype(np.int64) << 32) | doc_arr
         return SortColumn(spec, "shard_doc", values, None, missing_key=substitute)
+    nested_sort.check_sort_field(spec, targets)
+    if spec.nested is not None:  # its columns held by the segments while they are read
+        with nested_sort.held_columns(spec, targets, seg_docs):
+            return _field_column(spec, targets, seg_docs, few, ordinals, resolved)
+    return _field_column(spec, targets, seg_docs, few, ordinals, resolved)
+
+
+def _field_column(
+    spec: SortSpec,
+    targets: list[Target],
+    seg_docs: list[tuple[int, object, np.ndarray]],
+    few: bool,
+    ordinals: GlobalOrdinals | None,
+    resolved: tuple[str, Any] | None,
+) -> SortColumn:
+    field = nested_sort.column_key(spec)
     field_types = [t.mapping.field(spec.field) for t in targets]
     if resolved is None:
         kind = resolve_field_kind(spec, field_types, [t.index.name for t in targets])
@@ -578,15 +594,15 @@ def sort_column(
     present: list[np.ndarray] = []
     terms = None
     if kind == "keyword" and few:
-        terms, values, present = _own_terms(spec, seg_docs)
+        terms, values, present = _own_terms(spec, field, seg_docs)
     elif kind == "keyword":
         views = [view for _, view, _ in seg_docs]
         segments = [v.segment for v in views]
         # (`is not None`: an empty cache is falsy, and was then never filled)
         cached = ordinals is not None
-        terms, maps = ordinals.of(spec.field, segments) if cached else global_ordinals(spec.field, segments)
+        terms, maps = ordinals.of(field, segments) if cached else global_ordinals(field, segments)
         for (_, view, docs), gmap in zip(seg_docs, maps, strict=True):
-            v, p = keyword_values(view.segment.column(spec.field), spec, docs, gmap)
+            v, p = keyword_values(view.segment.column(field), spec, docs, gmap)
             values.append(v)
             present.append(p)
     else:
@@ -594,7 +610,7 @@ def sort_column(
         # an integer field, Long.MAX_VALUE for a long one), as each shard's Lucene sort has them.
         substitutes = [missing_substitute(spec, ft) for ft in field_types]
         for ti, view, docs in seg_docs:
-            v, p = numeric_values(view.segment.column(spec.field), field_types[ti], spec, docs, kind)
+            v, p = numeric_values(view.segment.column(field), field_types[ti], spec, docs, kind)
             if not p.all():
                 v = np.where(p, v, substitutes[ti])
             values.append(v)
@@ -616,14 +632,14 @@ def sort_column(
 
 
 def _own_terms(
-    spec: SortSpec, seg_docs: list[tuple[int, object, np.ndarray]]
+    spec: SortSpec, field: str, seg_docs: list[tuple[int, object, np.ndarray]]
 ) -> tuple[np.ndarray, list[np.ndarray], list[np.ndarray]]:
     """(sorted terms of the documents' values, per segment their ordinals in it, per segment
     which documents have a value). O(values log values)."""
     raw: list[np.ndarray] = []
     present: list[np.ndarray] = []
     for _, view, docs in seg_docs:
-        col = ordinal_column(view.segment.column(spec.field))  # type: ignore[attr-defined]
+        col = ordinal_column(view.segment.column(field))  # type: ignore[attr-defined]
         ords, has = keyword_values(col, spec, docs, np.empty(0, np.int64))
         raw.append(np.asarray(col.terms)[ords[has]] if has.any() else np.empty(0, "S1"))
         present.append(has)

@@ -27,7 +27,7 @@ from leafsearch.errors import ElasticError, IllegalArgument, SearchPhaseExecutio
 from leafsearch.request.indices_options import IndicesOptions
 from leafsearch.request.query_dsl import Ids, queries_within
 from leafsearch.request.search_types import SHARD_DOC, SearchRequest
-from leafsearch.search import fetch, top_hits
+from leafsearch.search import fetch, nested_hits, top_hits
 from leafsearch.search.collapse import check_collapse, decorate
 from leafsearch.search.fetch_phase import render_hits
 from leafsearch.search.guard import SearchGuard
@@ -118,6 +118,7 @@ def check_limits(services: SearchServices, request: SearchRequest, targets: list
             _check_rescore(request, index, window)
     try:
         check_collapse(request, targets)
+        nested_hits.check(request, targets)
     except IllegalArgument as exc:
         raise _phase_error(exc) from None
     if request.slice is not None and request.slice.field is not None:
@@ -374,6 +375,8 @@ def response(
                 hits = decorate(services, hitlist, start, end, request, hits)
             if join_inner_hits(request.query):
                 hits = decorate_joins(services, hitlist, request, hits)
+            if nested_hits.wanted(request):
+                hits = nested_hits.decorate(hitlist, start, end, request, hits)
         except SearchPhaseExecution:
             raise
         except ElasticError as exc:

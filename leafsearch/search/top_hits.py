@@ -790,6 +790,8 @@ def _order_file_name(segment: Segment, specs: list[SortSpec], kinds: tuple, type
     the segment has no number (segments written before numbering keep their orders in memory)."""
     described: list[Any] = []
     for spec, kind, type_signature in zip(specs, kinds, types, strict=True):
+        if spec.nested is not None:
+            return None  # a column of the sort's own, not a field of the segment
         number = None
         if special_kind(spec) is None and spec.field in segment.field_meta:
             number = segment.field_meta[spec.field].get("number")

@@ -54,7 +54,31 @@ def _buffer(count: int) -> IndexBuffer:
 
 
 def _files(folder: Path) -> dict[str, bytes]:
-    return {path.name: path.read_bytes() for path in sorted(folder.iterdir())}
+    """Every file of a segment folder, those of its nested child segments by their folder."""
+    return {
+        str(path.relative_to(folder)): path.read_bytes()
+        for path in sorted(folder.rglob("*"))
+        if path.is_file()
+    }
+
+
+def test_a_packed_buffer_with_nested_documents_is_the_segment_written_here(tmp_path: Path) -> None:
+    mapping = Mapping.from_body(
+        {"properties": {"c": {"type": "nested", "properties": {"r": {"type": "nested"}}}}}
+    )
+    buffers = []
+    for _ in range(2):
+        buffer = IndexBuffer()
+        for i in range(30):
+            doc = {"c": [{"a": f"v{i}", "r": [{"z": j} for j in range(i % 3)]} for _ in range(i % 4)]}
+            buffer.add(f"id-{i}", mapping.parse_document(orjson.dumps(doc), f"id-{i}"), i, 1, None)
+        buffers.append(buffer)
+    segment_from_buffer(buffers[0], tmp_path / "here")
+    packed = pickle.loads(pickle.dumps(PackedBuffer.pack(buffers[1]), protocol=5))
+    build_packed(packed, str(tmp_path / "there"), None)
+    here = _files(tmp_path / "here")
+    assert "n0/n0/meta.json" in here
+    assert _files(tmp_path / "there") == here
 
 
 @pytest.mark.parametrize("sorted_by", [None, "n", "tag"])

@@ -507,11 +507,46 @@ def test_index_false_fields_are_parsed_and_flagged() -> None:
     assert mapping.field("k").index is False
 
 
-def test_nested_is_indexed_like_an_object() -> None:
+def test_nested_objects_are_child_documents() -> None:
     mapping = Mapping.from_body(
         {"properties": {"n": {"type": "nested", "properties": {"x": {"type": "long"}}}}}
     )
-    assert parse(mapping, {"n": [{"x": 1}, {"x": 2}]}).long == {"n.x": [1, 2]}
+    parsed = parse(mapping, {"n": [{"x": 1}, {"x": 2}]})
+    assert parsed.long == {}
+    assert [(c.source, c.long) for c in parsed.nested["n"]] == [
+        (b'{"x":1}', {"n.x": [1]}),
+        (b'{"x":2}', {"n.x": [2]}),
+    ]
+
+
+def test_nested_include_in_parent_and_root_index_the_values_there_too() -> None:
+    mapping = Mapping.from_body(
+        {
+            "properties": {
+                "n": {
+                    "type": "nested",
+                    "include_in_parent": True,
+                    "properties": {"m": {"type": "nested", "include_in_root": True}},
+                }
+            }
+        }
+    )
+    parsed = parse(mapping, {"n": [{"x": 1, "m": {"y": 2}}, {"x": 3}]})
+    assert parsed.long == {"n.x": [1, 3], "n.m.y": [2]}
+    assert set(parsed.nested) == {"n"}  # the copy into the root makes no children of its own
+    first = parsed.nested["n"][0]
+    assert first.long == {"n.x": [1]} and first.nested["n.m"][0].long == {"n.m.y": [2]}
+
+
+def test_nested_objects_limit_refuses_the_document() -> None:
+    mapping = Mapping.from_body({"properties": {"n": {"type": "nested"}}})
+    mapping.set_limits(1000, 20, 255, 50, 2)
+    error = refused(lambda: parse(mapping, {"n": [{"x": 1}, {"x": 2}, {"x": 3}]}))
+    assert error.error_type == "document_parsing_exception"
+    assert error.reason == (
+        "The number of nested documents has exceeded the allowed limit of [2]. This limit can be set "
+        "by changing the [index.mapping.nested_objects.limit] index level setting."
+    )
 
 
 def test_disabled_objects_are_not_parsed() -> None:

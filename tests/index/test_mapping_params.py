@@ -368,6 +368,6 @@ def test_the_deepest_object_mapping_the_depth_limit_allows_is_taken_and_written(
     for _ in range(100):
         node = {"properties": {"o": node}}
     mapping = Mapping.from_body(node)
-    mapping.set_limits(1000, 100, 255)
+    mapping.set_limits(1000, 100, 255, 50, 10_000)
     mapping.check_limits()
     assert orjson.loads(orjson.dumps({"index": {"mappings": mapping.to_body()}}))["index"]["mappings"] == node

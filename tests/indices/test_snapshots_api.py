@@ -462,3 +462,18 @@ def test_a_restore_missing_a_blob_fails_whole(node: httpx.Client, repo_root: Pat
     assert node.head("/mended-a").status_code == 404 and node.head("/mended-b").status_code == 404
     for name in ("torn-a", "torn-b"):
         node.delete(f"/{name}")
+
+
+def test_nested_documents_are_snapshotted_and_restored_with_their_parents(node: httpx.Client) -> None:
+    ok(node.put("/_snapshot/nest", json={"type": "fs", "settings": {"location": "nest"}}))
+    mapping = {"properties": {"c": {"type": "nested", "properties": {"r": {"type": "nested"}}}}}
+    ok(node.put("/shelf", json={"mappings": mapping}))
+    bulk(node, "shelf", {str(i): {"c": [{"a": f"a{i}", "r": [{"z": i}]}, {"a": "all"}]} for i in range(20)})
+    ok(node.put("/_snapshot/nest/s", params={"wait_for_completion": "true"}, json={"indices": "shelf"}))
+    ok(node.delete("/shelf"))
+    ok(node.post("/_snapshot/nest/s/_restore", params={"wait_for_completion": "true"}))
+    deep = {"query": {"nested": {"path": "c.r", "query": {"term": {"c.r.z": 7}}}}}
+    assert [h["_id"] for h in ok(node.post("/shelf/_search", json=deep))["hits"]["hits"]] == ["7"]
+    shared = {"query": {"nested": {"path": "c", "query": {"term": {"c.a": "all"}}}}}
+    assert ok(node.post("/shelf/_count", json=shared))["count"] == 20
+    ok(node.delete("/shelf"))

@@ -815,9 +815,15 @@ def test_url_sort_form():
             "[nested_path] has been removed in favour of the [nested] parameter",
         ),
         (
-            {"a": {"nested": {"path": "p"}}},
+            {"a": {"nested": {"filter": {"match_all": {}}}}},
             "illegal_argument_exception",
-            "[nested] sort is not supported by leafsearch: it has no nested documents",
+            "[nested] requires 'path' field",
+            None,
+        ),
+        (
+            {"a": {"nested": {"path": "p", "depth": 1}}},
+            "x_content_parse_exception",
+            "[nested] unknown field [depth]",
             None,
         ),
         (

@@ -79,10 +79,6 @@ def test_the_official_client_gets_the_reason(es: Elasticsearch) -> None:
     ("body", "reason"),
     [
         (
-            {"query": {"nested": {"path": "a", "query": {"match_all": {}}}}},
-            "[nested] query is not supported by leafsearch",
-        ),
-        (
             {"query": {"intervals": {"f": {"match": {"query": "x"}}}}},
             "[intervals] query is not supported by leafsearch",
         ),

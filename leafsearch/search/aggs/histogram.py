@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from leafsearch.errors import IllegalArgument
+from leafsearch.index.range_fields import RANGE_TYPES
 from leafsearch.request.timevalue import parse_time_value
 from leafsearch.search.aggs.base import (
     COMMON_VALUE_OPTIONS,
@@ -28,6 +29,7 @@ from leafsearch.search.aggs.base import (
 from leafsearch.search.aggs.grouping import Buckets, collect_buckets, dedupe_pairs, merge_buckets
 from leafsearch.search.aggs.limits import consume_buckets, reserve_estimate
 from leafsearch.search.aggs.order import OrderKey, parse_order, path_values
+from leafsearch.search.aggs.range_histogram import range_field, range_keys
 from leafsearch.search.aggs.rounding import CALENDAR_UNITS, DateRounding, Zone
 from leafsearch.search.aggs.values import DATE, NUMBERS, ValueFormat, numeric_values, resolve_field
 
@@ -66,9 +68,12 @@ class HistogramBase(Agg):
         raise NotImplementedError
 
     def collect(self, seg: SegmentContext, docs: np.ndarray, groups: np.ndarray, n_groups: int) -> Buckets:
-        idx, values, multi = numeric_values(seg, self.field, docs, self.missing)
-        keys = self.keys_of(values)
-        if self.hard is not None:
+        if self.field.type_name in RANGE_TYPES:  # every bucket each interval overlaps, clipped
+            (idx, keys), multi = range_keys(self, seg, docs, self.max_buckets), True
+        else:
+            idx, values, multi = numeric_values(seg, self.field, docs, self.missing)
+            keys = self.keys_of(values)
+        if self.hard is not None and self.field.type_name not in RANGE_TYPES:
             lo, hi = self.hard
             keep = np.ones(len(keys), dtype=bool)
             if lo is not None:
@@ -204,7 +209,8 @@ class HistogramAgg(HistogramBase):
         self, name: str, meta: dict | None, subs: list[Agg], opts: Options, pctx: ParseContext
     ) -> None:
         super().__init__(name, meta, subs)
-        self.field = resolve_field("histogram", opts, pctx, NUMBERS)
+        self.field = range_field("histogram", opts, pctx) or resolve_field("histogram", opts, pctx, NUMBERS)
+        self.max_buckets = pctx.max_buckets
         interval = opts.number("interval")
         if interval is None or interval <= 0:
             raise field_failed(
@@ -250,7 +256,10 @@ class DateHistogramAgg(HistogramBase):
         super().__init__(name, meta, subs)
         if "interval" in opts.body:
             raise unknown_field("date_histogram", "interval")
-        self.field = resolve_field("date_histogram", opts, pctx, NUMBERS)
+        self.field = range_field("date_histogram", opts, pctx) or resolve_field(
+            "date_histogram", opts, pctx, NUMBERS
+        )
+        self.max_buckets = pctx.max_buckets
         zone = None
         if opts.get("time_zone") is not None:
             try:

@@ -16,6 +16,7 @@ from leafsearch.search.aggs.histogram import parse_date_histogram, parse_histogr
 from leafsearch.search.aggs.hits import parse_top_hits
 from leafsearch.search.aggs.join import PARSERS as JOIN_PARSERS
 from leafsearch.search.aggs.metrics import parse_cardinality, parse_stats
+from leafsearch.search.aggs.nested import parse_nested, parse_reverse_nested
 from leafsearch.search.aggs.ranges import parse_range
 from leafsearch.search.aggs.terms import parse_terms
 from leafsearch.unsupported import AGGREGATIONS, NotSupported
@@ -34,6 +35,8 @@ PARSERS = {
     "composite": parse_composite,
     "top_hits": parse_top_hits,
     **JOIN_PARSERS,
+    "nested": parse_nested,
+    "reverse_nested": parse_reverse_nested,
 }
 LEAVES = frozenset((*METRICS, "cardinality", "top_hits"))
 _VALID_NAME = re.compile(r"[^\[\]>]+")

@@ -30,6 +30,8 @@ class QueryContext:
     max_result_window: int = 10_000  # index.max_result_window: the most ids an `ids` query may name
     max_clause_count: int = MAX_CLAUSE_COUNT  # indices.query.bool.max_clause_count
     profile: Any = None  # the shard's `search.profile.ShardProfile` when the search is profiled
+    nested_path: str | None = None  # the `nested` level the query runs on (None: the documents)
+    nested_levels: dict[str, Any] = field(default_factory=dict, repr=False)  # nested_queries.py
     _plans: dict[str, Any] = field(default_factory=dict, repr=False)
     _weights: dict[tuple, Any] = field(default_factory=dict, repr=False)
 

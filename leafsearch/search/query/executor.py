@@ -14,6 +14,7 @@ from leafsearch.search.query import (
     conjunction,
     feature_queries,
     join_queries,
+    nested_queries,
     percolate_queries,
     phrase_exec,
     script_exec,
@@ -285,4 +286,5 @@ _EXECUTORS: dict[type, Callable[..., Result]] = {
     join_queries.JoinPlan: join_queries.exec_join,
     feature_queries.FeaturePlan: feature_queries.exec_rank_feature,
     percolate_queries.PercolatePlan: percolate_queries.exec_percolate,
+    nested_queries.NestedPlan: nested_queries.exec_nested,
 }

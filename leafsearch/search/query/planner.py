@@ -14,6 +14,7 @@ from leafsearch.request import query_dsl as dsl
 from leafsearch.search.query import (
     feature_queries,
     join_queries,
+    nested_queries,
     percolate_queries,
     rewrites,
     term_queries,
@@ -110,4 +111,5 @@ _PLANNERS: dict[type, Callable[[Any, QueryContext], Any]] = {
     join_dsl.ParentId: join_queries.plan_parent_id,
     dsl.RankFeature: feature_queries.plan_rank_feature,
     dsl.Percolate: percolate_queries.plan_percolate,
+    dsl.Nested: nested_queries.plan_nested,
 }

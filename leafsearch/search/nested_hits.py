@@ -1,0 +1,168 @@
+"""`inner_hits` of `nested` queries: each hit's nested objects its `nested` query matched.
+
+Added to a page's hits once they are fetched, on the snapshots the page was found on (as the
+collapse's inner hits are, collapse.py): per nested query and segment of the page, the inner query
+runs once over that segment's child documents; each hit's matching children are the run of them
+its parent owns (children of a parent are consecutive), scored, sorted and paged by the
+`inner_hits` options. Each inner hit shows its parent's `_index` and `_id`, `_nested` (the path and
+the object's position in the parent's array, as Elasticsearch gives it) and the object's source.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+import orjson
+
+from leafsearch.common.rawjson import RawJSON
+from leafsearch.request.query_dsl import Nested, queries_within
+from leafsearch.request.search_types import SCORE, InnerHitsSpec, SearchRequest, SortSpec
+from leafsearch.search import fetch
+from leafsearch.search.collapse import check_inner_window
+from leafsearch.search.hitlist import HitList, shard_query_context
+from leafsearch.search.query import executor, planner
+from leafsearch.search.query.nested_queries import nested_level
+from leafsearch.search.targets import Target
+from leafsearch.unsupported import NotSupported
+
+
+def wanted(request: SearchRequest) -> list[Nested]:
+    """The request's `nested` queries asking for inner hits (none nested in another)."""
+    found = []
+    for query in queries_within(request.query):
+        if isinstance(query, Nested):
+            if any(isinstance(q, Nested) and q.inner_hits is not None for q in queries_within(query.query)):
+                raise NotSupported("[inner_hits] of a [nested] query inside another [nested] query")
+            if query.inner_hits is not None:
+                found.append(query)
+    return found
+
+
+def check(request: SearchRequest, targets: list[Target]) -> None:
+    """What each shard checks of a nested query's inner hits before it runs: their window."""
+    for query in wanted(request):
+        for target in {id(t.index): t for t in targets}.values():
+            check_inner_window(target, query.inner_hits)
+
+
+def decorate(hitlist: HitList, start: int, end: int, request: SearchRequest, hits: list[dict]) -> list[dict]:
+    """The page's hits with their `inner_hits` (last, as Elasticsearch orders a hit's keys)."""
+    queries = wanted(request)
+    runs: dict[tuple[int, int, Any], Any] = {}
+    out = []
+    for row, hit in zip(range(start, end), hits, strict=True):
+        target = hitlist.targets[int(hitlist.target[row])]
+        inner = {
+            q.inner_hits.name: _hits_of(target, int(hitlist.doc[row]), q, hit, runs, request) for q in queries
+        }
+        out.append({**hit, "inner_hits": inner})
+    return out
+
+
+def _hits_of(
+    target: Target, shard_doc: int, q: Nested, hit: dict, runs: dict, request: SearchRequest
+) -> dict[str, Any]:
+    spec: InnerHitsSpec = q.inner_hits
+    if target.remote:
+        raise NotSupported("[inner_hits] of a [nested] query on shards in Ray actors")
+    view = next(v for v in reversed(target.searcher.views) if v.doc_base <= shard_doc)
+    doc = shard_doc - view.doc_base
+    key = (id(target), id(view.segment), q)
+    if key not in runs:
+        ctx = shard_query_context(target, int(time.time() * 1000), True)
+        level = nested_level(ctx, q.path)
+        found = level.children.get(view.segment)
+        if found is None:
+            runs[key] = None
+        else:
+            children, parents = found
+            mask, scores = executor.run(planner.plan(q.query, level.ctx), children, level.ctx, True, 1.0)
+            runs[key] = (children, parents, mask, scores)
+    run = runs[key]
+    matched = np.empty(0, dtype=np.int64)
+    lo = 0
+    if run is not None:
+        children, parents, mask, scores = run
+        lo, hi = np.searchsorted(parents, [doc, doc + 1])
+        matched = lo + np.flatnonzero(mask[lo:hi])
+    total = {"value": len(matched), "relation": "eq"}
+    if not len(matched):
+        return {"hits": {"total": total, "max_score": None, "hits": []}}
+    child_scores = scores[matched]
+    order, sort_values = _order(spec.sort, children.segment, matched, child_scores)
+    page = order[spec.from_ : spec.from_ + spec.size]
+    sources = children.segment.sources(matched[page])
+    rendered = []
+    by_field = bool(spec.sort) and spec.sort[0].field != SCORE
+    for position, source in zip(page.tolist(), sources, strict=True):
+        inner: dict[str, Any] = {"_index": hit["_index"], "_id": hit["_id"]}
+        inner["_nested"] = {"field": q.path, "offset": int(matched[position] - lo)}
+        inner["_score"] = None if by_field and not spec.track_scores else float(child_scores[position])
+        shown = _source(source, q.path, spec)
+        if shown is not None:
+            inner["_source"] = shown
+        if sort_values is not None:
+            inner["sort"] = [values[position] for values in sort_values]
+        rendered.append(inner)
+    max_score = None if by_field and not spec.track_scores else float(child_scores.max())
+    return {"hits": {"total": total, "max_score": max_score, "hits": rendered}}
+
+
+def _order(
+    sort: tuple[SortSpec, ...], segment: Any, matched: np.ndarray, scores: np.ndarray
+) -> tuple[np.ndarray, list[list] | None]:
+    """The matched children's order (best first; ties in document order) and, when sorted by
+    fields, each child's sort values."""
+    if not sort or (len(sort) == 1 and sort[0].field == SCORE and sort[0].descending):
+        return np.lexsort((matched, -scores)), None
+    keys, values = [], []
+    for spec in sort:
+        if spec.field == SCORE:
+            column = scores.astype(np.float64)
+            present = np.ones(len(matched), dtype=bool)
+        else:
+            column, present = _child_values(segment, spec, matched)
+        shown = [v.item() if p else None for v, p in zip(column, present, strict=True)]
+        values.append(shown)
+        rank = np.unique(column, return_inverse=True)[1].reshape(-1).astype(np.int64)
+        if spec.descending:
+            rank = -rank
+        missing_first = spec.missing == "_first"
+        big = len(matched) + 1
+        keys.append(np.where(present, rank, -big if missing_first else big))
+    order = np.lexsort((matched, *reversed(keys)))
+    return order, values
+
+
+def _child_values(segment: Any, spec: SortSpec, matched: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    column = segment.column(spec.field)
+    mode = spec.mode or ("max" if spec.descending else "min")
+    if column is None:
+        return np.zeros(len(matched)), np.zeros(len(matched), dtype=bool)
+    if hasattr(column, "ords"):
+        ords, present = column.ords.per_doc(mode)
+        terms = np.asarray(column.terms)[np.asarray(ords)[matched]]
+        return np.array([t.decode() for t in terms], dtype=object), present[matched]
+    if hasattr(column, "doc_values"):
+        values, present = column.doc_values.per_doc(mode)
+        return np.asarray(values)[matched], present[matched]
+    raise NotSupported(f"[inner_hits] sorted by the text field [{spec.field}]")
+
+
+def _source(raw: bytes, path: str, spec: InnerHitsSpec) -> RawJSON | None:
+    """The object's source, filtered by the options' `_source` as Elasticsearch filters it: its
+    patterns name full paths, so the object is filtered where it sits and then taken out."""
+    if not spec.source.fetch:
+        return None
+    if not spec.source.filtering:
+        return RawJSON(raw)
+    wrapped = orjson.loads(raw)
+    for name in reversed(path.split(".")):
+        wrapped = {name: wrapped}
+    filtered = fetch.filter_source(orjson.dumps(wrapped), spec.source)
+    node: Any = orjson.loads(filtered) if filtered is not None else {}
+    for name in path.split("."):
+        node = node.get(name, {}) if isinstance(node, dict) else {}
+    return RawJSON(orjson.dumps(node))
