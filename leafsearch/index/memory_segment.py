@@ -10,7 +10,6 @@ long as the request that built it (no cache keys it, and it holds no file).
 from __future__ import annotations
 
 import itertools
-import threading
 from pathlib import Path
 
 import numpy as np

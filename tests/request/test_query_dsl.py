@@ -379,9 +379,9 @@ def test_inner_errors_of_bool_keep_their_root_cause():
 
 
 def test_unsupported_elasticsearch_queries_are_named():
-    error = refused({"has_child": {"type": "a", "query": {"match_all": {}}}})
+    error = refused({"intervals": {"f": {"match": {"query": "x"}}}})
     assert error.error_type == "illegal_argument_exception"
-    assert error.reason == "[has_child] query is not supported by leafsearch"
+    assert error.reason == "[intervals] query is not supported by leafsearch"
 
 
 def test_terms_lookup_parses_and_refuses_malformed_lookups():
