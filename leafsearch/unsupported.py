@@ -191,7 +191,6 @@ FIELD_TYPES = frozenset(
         "constant_keyword",
         "counted_keyword",
         "flattened",
-        "geo_point",
         "geo_shape",
         "histogram",
         "join",
