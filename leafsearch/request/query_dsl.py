@@ -21,6 +21,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from dataclasses import replace as dataclass_replace
+from functools import partial
 from typing import Any
 
 import orjson
@@ -1192,6 +1193,12 @@ def _query_vector(value: Any) -> tuple[float, ...]:
     return tuple(float(v) for v in value)
 
 
+def _geo_query(name: str, body: dict, depth: int) -> Query:
+    from leafsearch.request.geo_dsl import PARSERS  # it builds on this module
+
+    return PARSERS[name](body, depth)
+
+
 _PARSERS: dict[str, Callable[[dict, int], Query]] = {
     "match_all": _match_all,
     "match_none": _match_none,
@@ -1215,7 +1222,12 @@ _PARSERS: dict[str, Callable[[dict, int], Query]] = {
     "query_string": _query_string,
     "simple_query_string": _simple_query_string,
     "knn": parse_knn,
+    **{
+        name: partial(_geo_query, name)
+        for name in ("geo_distance", "geo_bounding_box", "geo_polygon", "geo_shape")
+    },
 }
+
 
 #: Every query name Elasticsearch 8 registers, for the "did you mean" hint of an unknown one.
 _QUERY_NAMES: tuple[str, ...] = tuple(

@@ -10,7 +10,14 @@ from typing import Any
 import numpy as np
 
 from leafsearch.index.searcher import SegmentView
-from leafsearch.search.query import conjunction, phrase_exec, script_exec, term_exec, vector_queries
+from leafsearch.search.query import (
+    conjunction,
+    geo_queries,
+    phrase_exec,
+    script_exec,
+    term_exec,
+    vector_queries,
+)
 from leafsearch.search.query.context import QueryContext, shard_error
 from leafsearch.search.query.masks import Result, constant, empty, mask_of
 from leafsearch.search.query.plans import (
@@ -268,4 +275,5 @@ _EXECUTORS: dict[type, Callable[..., Result]] = {
     ConstPlan: _exec_const,
     ScriptPlan: _exec_script,
     vector_queries.KnnPlan: vector_queries.exec_knn,
+    geo_queries.GeoPlan: geo_queries.exec_geo,
 }

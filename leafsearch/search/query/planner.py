@@ -9,8 +9,9 @@ from collections.abc import Callable
 from typing import Any
 
 from leafsearch.errors import ElasticError, IllegalArgument
+from leafsearch.request import geo_dsl
 from leafsearch.request import query_dsl as dsl
-from leafsearch.search.query import rewrites, term_queries, text_queries, vector_queries
+from leafsearch.search.query import geo_queries, rewrites, term_queries, text_queries, vector_queries
 from leafsearch.search.query.clauses import check_clauses
 from leafsearch.search.query.context import QueryContext
 from leafsearch.search.query.plans import AllDocs, BoolPlan, ConstPlan, DisMaxPlan, NoDocs, ScriptPlan
@@ -96,4 +97,6 @@ _PLANNERS: dict[type, Callable[[Any, QueryContext], Any]] = {
     dsl.SimpleQueryString: _rewritten(rewrites.rewrite_simple_query_string),
     dsl.Knn: vector_queries.plan_knn,
     dsl.KnnHits: vector_queries.plan_knn_hits,
+    geo_dsl.GeoDistance: geo_queries.plan_geo,
+    geo_dsl.GeoArea: geo_queries.plan_geo,
 }

@@ -1,0 +1,440 @@
+"""`geo_point` fields over HTTP with the official client: every input form, the geo queries
+against a brute-force haversine over the sources, bad inputs as 400s that change nothing,
+multi-valued documents, merges and concurrent writers."""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+import pytest
+from conftest import running_server
+from elasticsearch import BadRequestError, Elasticsearch
+from elasticsearch.helpers import bulk
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import leafsearch
+from leafsearch.index import geo
+from leafsearch.indices import admin
+
+N = 400
+R = 6_371_008.7714
+
+
+def points(n: int = N, seed: int = 3) -> np.ndarray:
+    """(lat, lon) rows, denser around Europe so distances select a few percent."""
+    rng = np.random.default_rng(seed)
+    lat = np.concatenate([rng.uniform(-89, 89, n // 2), rng.uniform(40, 55, n - n // 2)])
+    lon = np.concatenate([rng.uniform(-179, 179, n // 2), rng.uniform(-5, 15, n - n // 2)])
+    return np.stack([lat, lon], axis=1)
+
+
+def stored(pts: np.ndarray) -> np.ndarray:
+    """The points as an index holds them (Lucene's quantization)."""
+    return np.array([geo.quantize(lat, lon) for lat, lon in pts])
+
+
+def haversine(lat1: float, lon1: float, lat2: np.ndarray, lon2: np.ndarray) -> np.ndarray:
+    p1, p2 = math.radians(lat1), np.radians(lat2)
+    dp, dl = p2 - p1, np.radians(lon2) - math.radians(lon1)
+    a = np.sin(dp / 2) ** 2 + math.cos(p1) * np.cos(p2) * np.sin(dl / 2) ** 2
+    return 2 * R * np.arcsin(np.sqrt(np.minimum(1, a)))
+
+
+def ids(response: Any) -> set[str]:
+    return {h["_id"] for h in response["hits"]["hits"]}
+
+
+@pytest.fixture
+def geo_index(es: Elasticsearch, new_index: Callable[..., str]) -> tuple[str, np.ndarray]:
+    index = new_index(mappings={"properties": {"loc": {"type": "geo_point"}, "n": {"type": "long"}}})
+    pts = points()
+    bulk(
+        es,
+        (
+            {"_index": index, "_id": str(i), "loc": {"lat": lat, "lon": lon}, "n": i}
+            for i, (lat, lon) in enumerate(pts)
+        ),
+        refresh=True,
+    )
+    return index, stored(pts)
+
+
+def search_ids(es: Elasticsearch, index: str, query: dict) -> set[str]:
+    return ids(es.search(index=index, query=query, size=N))
+
+
+def expected(mask: np.ndarray) -> set[str]:
+    return {str(i) for i in np.flatnonzero(mask)}
+
+
+# -- input forms -------------------------------------------------------------------------------
+
+FORMS = [
+    {"lat": 41.12, "lon": -71.34},
+    {"lat": "41.12", "lon": "-71.34"},
+    [-71.34, 41.12],
+    [-71.34, 41.12, 10.0],
+    "41.12,-71.34",
+    "POINT (-71.34 41.12)",
+    {"type": "Point", "coordinates": [-71.34, 41.12]},
+]
+
+
+def test_every_input_form_is_the_same_point(es: Elasticsearch, new_index: Callable[..., str]) -> None:
+    index = new_index(mappings={"properties": {"loc": {"type": "geo_point"}}})
+    for i, form in enumerate([*FORMS, "drm3btev3e86"]):
+        es.index(index=index, id=str(i), document={"loc": form})
+    es.indices.refresh(index=index)
+    query = {"geo_distance": {"distance": "10m", "loc": {"lat": 41.12, "lon": -71.34}}}
+    found = es.search(index=index, query=query, size=20)
+    assert ids(found) == {str(i) for i in range(len(FORMS) + 1)}
+    assert [h["_source"]["loc"] for h in sorted(found["hits"]["hits"], key=lambda h: int(h["_id"]))] == [
+        *FORMS,
+        "drm3btev3e86",
+    ]  # `_source` as sent
+
+
+def test_arrays_of_points_are_multi_valued(es: Elasticsearch, new_index: Callable[..., str]) -> None:
+    index = new_index(mappings={"properties": {"loc": {"type": "geo_point"}}})
+    es.index(
+        index=index, id="1", document={"loc": [[2.35, 48.85], "51.5,-0.12", {"lat": 40.7, "lon": -74.0}]}
+    )
+    es.index(index=index, id="2", document={"loc": [[13.4, 52.5]]})
+    es.indices.refresh(index=index)
+    near = lambda lat, lon: {"geo_distance": {"distance": "50km", "loc": [lon, lat]}}  # noqa: E731
+    assert search_ids(es, index, near(51.5, -0.12)) == {"1"}
+    assert search_ids(es, index, near(40.7, -74.0)) == {"1"}
+    assert search_ids(es, index, near(52.5, 13.4)) == {"2"}
+
+
+BAD = [
+    ({"lat": 91, "lon": 0}, "illegal latitude value [91.0] for loc"),
+    ({"lat": 0, "lon": -181}, "illegal longitude value [-181.0] for loc"),
+    ({"lat": 1}, "field [lon] missing"),
+    ({"lat": "x", "lon": 1}, "latitude must be a number"),
+    ("abc", "unsupported symbol [a] in geohash [abc]"),
+    ([1, 2, 3, 4], "[geo_point] field type does not accept more than 3 values"),
+    (5, "geo_point expected"),
+    ({"type": "LineString", "coordinates": [[1, 2], [3, 4]]}, "[type] for geo_point can only be 'Point'"),
+]
+
+
+@pytest.mark.parametrize(("value", "cause"), BAD)
+def test_bad_points_are_400s_that_change_nothing(
+    es: Elasticsearch, new_index: Callable[..., str], value: Any, cause: str
+) -> None:
+    index = new_index(mappings={"properties": {"loc": {"type": "geo_point"}}})
+    with pytest.raises(BadRequestError) as info:
+        es.index(index=index, id="1", document={"loc": value}, refresh=True)
+    error = info.value.body["error"]
+    assert error["type"] == "document_parsing_exception"
+    assert "failed to parse field [loc] of type [geo_point]" in error["reason"]
+    assert error["caused_by"]["reason"].startswith(cause)
+    assert es.count(index=index)["count"] == 0
+
+
+def test_mapping_parameters(es: Elasticsearch, new_index: Callable[..., str]) -> None:
+    index = new_index(
+        mappings={
+            "properties": {
+                "loose": {"type": "geo_point", "ignore_malformed": True, "null_value": "1,2"},
+                "flat": {"type": "geo_point", "ignore_z_value": False},
+            }
+        }
+    )
+    es.index(index=index, id="1", document={"loose": {"lat": 95, "lon": 0}}, refresh=True)
+    es.index(index=index, id="2", document={"loose": None}, refresh=True)
+    box = {"geo_bounding_box": {"loose": {"top_left": "2,1", "bottom_right": "0,3"}}}
+    assert search_ids(es, index, box) == {"2"}  # null_value indexed, the malformed point ignored
+    with pytest.raises(BadRequestError) as info:
+        es.index(index=index, id="3", document={"flat": [1, 2, 3]})
+    assert "found Z value [3.0] but [ignore_z_value] parameter is [false]" in str(info.value.body)
+    mapping = es.indices.get_mapping(index=index)[index]["mappings"]["properties"]
+    assert mapping["flat"] == {"type": "geo_point", "ignore_z_value": False}
+    with pytest.raises(BadRequestError) as info:
+        es.indices.create(index=index + "-x", mappings={"properties": {"g": {"type": "geo_point", "foo": 1}}})
+    assert "unknown parameter [foo] on mapper [g] of type [geo_point]" in str(info.value.body)
+
+
+# -- queries against brute force ---------------------------------------------------------------
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    lat=st.floats(-80, 80),
+    lon=st.floats(-179, 179),
+    km=st.floats(1, 3000),
+    plane=st.booleans(),
+)
+def test_geo_distance_equals_haversine(
+    es: Elasticsearch, geo_index: tuple[str, np.ndarray], lat: float, lon: float, km: float, plane: bool
+) -> None:
+    index, pts = geo_index
+    query = {"geo_distance": {"distance": f"{km}km", "loc": {"lat": lat, "lon": lon}}}
+    if plane:
+        query["geo_distance"]["distance_type"] = "plane"
+        d = geo.plane_distance(lat, lon, pts[:, 0], pts[:, 1])
+    else:
+        d = haversine(lat, lon, pts[:, 0], pts[:, 1])
+    meters = km * 1000
+    got = search_ids(es, index, query)
+    sure = expected(d < meters * (1 - 1e-9))
+    maybe = expected(d <= meters * (1 + 1e-9))
+    assert sure <= got <= maybe
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    top=st.floats(-60, 89),
+    height=st.floats(0.5, 60),
+    left=st.floats(-180, 180),
+    width=st.floats(0.5, 120),
+    form=st.sampled_from(["corners", "edges", "wkt", "tr_bl"]),
+)
+def test_bounding_box_equals_brute_force(
+    es: Elasticsearch,
+    geo_index: tuple[str, np.ndarray],
+    top: float,
+    height: float,
+    left: float,
+    width: float,
+    form: str,
+) -> None:
+    index, pts = geo_index
+    bottom = max(-90.0, top - height)
+    right = left + width
+    if right > 180:
+        right -= 360  # crosses the antimeridian
+    box: dict[str, Any] = {
+        "corners": {"top_left": {"lat": top, "lon": left}, "bottom_right": [right, bottom]},
+        "edges": {"top": top, "left": left, "bottom": bottom, "right": right},
+        "wkt": {"wkt": f"BBOX ({left}, {right}, {top}, {bottom})"},
+        "tr_bl": {"top_right": f"{top},{right}", "bottom_left": f"POINT ({left} {bottom})"},
+    }[form]
+    lat, lon = pts[:, 0], pts[:, 1]
+    in_lon = (lon >= left) & (lon <= right) if left <= right else (lon >= left) | (lon <= right)
+    want = expected((lat >= bottom) & (lat <= top) & in_lon)
+    assert search_ids(es, index, {"geo_bounding_box": {"loc": box}}) == want
+
+
+def _in_polygon(poly: list[tuple[float, float]], lat: np.ndarray, lon: np.ndarray) -> np.ndarray:
+    """Even-odd rule, one point at a time (the brute force)."""
+    out = np.zeros(len(lat), dtype=bool)
+    for i, (y, x) in enumerate(zip(lat, lon, strict=True)):
+        inside = False
+        for (y1, x1), (y2, x2) in zip(poly, poly[1:] + poly[:1], strict=True):
+            if (y1 > y) != (y2 > y) and x < (x2 - x1) * (y - y1) / (y2 - y1) + x1:
+                inside = not inside
+        out[i] = inside
+    return out
+
+
+POLY = [(40.0, -5.0), (55.0, 0.0), (50.0, 15.0), (42.0, 10.0), (46.0, 4.0)]  # (lat, lon), concave
+
+
+def test_geo_polygon_and_geo_shape_polygon_equal_brute_force(
+    es: Elasticsearch, geo_index: tuple[str, np.ndarray]
+) -> None:
+    index, pts = geo_index
+    want_mask = _in_polygon(POLY, pts[:, 0], pts[:, 1])
+    assert want_mask.sum() > 10
+    want = expected(want_mask)
+    polygon = {"geo_polygon": {"loc": {"points": [{"lat": a, "lon": o} for a, o in POLY]}}}
+    assert search_ids(es, index, polygon) == want
+    ring = [[o, a] for a, o in [*POLY, POLY[0]]]
+    geojson = {"type": "Polygon", "coordinates": [ring]}
+    wkt = "POLYGON ((" + ", ".join(f"{o} {a}" for o, a in ring) + "))"
+    for shape in (geojson, wkt):
+        for relation, mask in (("intersects", want_mask), ("within", want_mask), ("disjoint", ~want_mask)):
+            query = {"geo_shape": {"loc": {"shape": shape, "relation": relation}}}
+            assert search_ids(es, index, query) == expected(mask), (shape, relation)
+
+
+def test_geo_shape_forms(es: Elasticsearch, geo_index: tuple[str, np.ndarray]) -> None:
+    index, pts = geo_index
+    lat, lon = pts[:, 0], pts[:, 1]
+    envelope = {"type": "envelope", "coordinates": [[0, 50], [10, 45]]}
+    box_mask = (lat >= 45) & (lat <= 50) & (lon >= 0) & (lon <= 10)
+    assert search_ids(es, index, {"geo_shape": {"loc": {"shape": envelope}}}) == expected(box_mask)
+    multi = "MULTIPOLYGON (((0 45, 10 45, 10 50, 0 50, 0 45)), ((-5 40, -1 40, -1 44, -5 44, -5 40)))"
+    multi_mask = box_mask | ((lat >= 40) & (lat <= 44) & (lon >= -5) & (lon <= -1))
+    assert search_ids(es, index, {"geo_shape": {"loc": {"shape": multi}}}) == expected(multi_mask)
+    point = {"type": "point", "coordinates": [float(pts[7, 1]), float(pts[7, 0])]}
+    assert search_ids(es, index, {"geo_shape": {"loc": {"shape": point}}}) == {"7"}
+
+
+def test_within_and_disjoint_on_multi_valued_documents(
+    es: Elasticsearch, new_index: Callable[..., str]
+) -> None:
+    index = new_index(mappings={"properties": {"loc": {"type": "geo_point"}}})
+    es.index(index=index, id="both-in", document={"loc": [[1, 1], [2, 2]]})
+    es.index(index=index, id="one-in", document={"loc": [[1, 1], [50, 50]]})
+    es.index(index=index, id="out", document={"loc": [50, 50]})
+    es.index(index=index, id="none", document={"other": 1})
+    es.indices.refresh(index=index)
+    shape = "BBOX (0, 5, 5, 0)"
+    found = {
+        r: search_ids(es, index, {"geo_shape": {"loc": {"shape": shape, "relation": r}}}) for r in RELATIONS
+    }
+    assert found == {"intersects": {"both-in", "one-in"}, "within": {"both-in"}, "disjoint": {"out"}}
+
+
+RELATIONS = ("intersects", "within", "disjoint")
+
+
+@pytest.mark.parametrize(
+    ("query", "error_type", "reason"),
+    [
+        (
+            {"geo_distance": {"loc": [0, 0]}},
+            "parsing_exception",
+            "geo_distance requires 'distance' to be specified",
+        ),
+        (
+            {"geo_distance": {"distance": "1km", "loc": [0, 0], "x": [1, 1]}},
+            "parsing_exception",
+            "doesn't support multiple fields",
+        ),
+        ({"geo_distance": {"distance": "1lightyear", "loc": [0, 0]}}, "illegal_argument_exception", None),
+        ({"geo_bounding_box": {"loc": {"top_left": [0, 10]}}}, "parsing_exception", "Missing [bottom] value"),
+        (
+            {"geo_bounding_box": {"loc": {"top": 1, "bottom": 5, "left": 0, "right": 1}}},
+            "illegal_argument_exception",
+            "top is below bottom corner",
+        ),
+        (
+            {"geo_polygon": {"loc": {"points": [[0, 0], [1, 1]]}}},
+            "illegal_argument_exception",
+            "too few points",
+        ),
+        (
+            {"geo_shape": {"loc": {"shape": "POLYGON ((0 0, 1 1))"}}},
+            "parsing_exception",
+            "at least 4 polygon points",
+        ),
+        (
+            {
+                "geo_shape": {
+                    "loc": {
+                        "shape": {"type": "envelope", "coordinates": [[0, 1], [1, 0]]},
+                        "relation": "near",
+                    }
+                }
+            },
+            "illegal_argument_exception",
+            "Unknown shape relation [near]",
+        ),
+    ],
+)
+def test_bad_queries_are_400s(
+    es: Elasticsearch, geo_index: tuple[str, np.ndarray], query: dict, error_type: str, reason: str | None
+) -> None:
+    index, _ = geo_index
+    with pytest.raises(BadRequestError) as info:
+        es.search(index=index, query=query)
+    error = info.value.body["error"]
+    assert error["root_cause"][0]["type"] == error_type
+    if reason is not None:
+        assert reason in error["root_cause"][0]["reason"]
+
+
+def test_unmapped_and_wrong_fields(es: Elasticsearch, geo_index: tuple[str, np.ndarray]) -> None:
+    index, _ = geo_index
+    query = {"geo_distance": {"distance": "1km", "nope": [0, 0]}}
+    with pytest.raises(BadRequestError) as info:
+        es.search(index=index, query=query)
+    assert "failed to find geo field [nope]" in str(info.value.body)
+    query["geo_distance"]["ignore_unmapped"] = True
+    assert es.search(index=index, query=query)["hits"]["total"]["value"] == 0
+    with pytest.raises(BadRequestError) as info:
+        es.search(index=index, query={"geo_distance": {"distance": "1km", "n": [0, 0]}})
+    assert "Field [n] is of unsupported type [long] for [geo_distance] query" in str(info.value.body)
+    strict = {"geo_distance": {"distance": "1km", "loc": {"lat": 100, "lon": 0}}}
+    with pytest.raises(BadRequestError) as info:
+        es.search(index=index, query=strict)
+    assert "illegal latitude value [100.0] for [geo_distance]" in str(info.value.body)
+    strict["geo_distance"]["validation_method"] = "IGNORE_MALFORMED"
+    es.search(index=index, query=strict)
+
+
+def test_queries_through_merges_and_concurrent_writers(
+    es: Elasticsearch, new_index: Callable[..., str]
+) -> None:
+    index = new_index(
+        mappings={"properties": {"loc": {"type": "geo_point"}}}, settings={"number_of_shards": 2}
+    )
+    pts = points(600, seed=11)
+    errors: list[BaseException] = []
+
+    def write(part: int) -> None:
+        try:
+            for start in range(part * 150, part * 150 + 150, 25):
+                bulk(
+                    es,
+                    (
+                        {"_index": index, "_id": str(i), "loc": f"{pts[i, 0]},{pts[i, 1]}"}
+                        for i in range(start, start + 25)
+                    ),
+                )
+                es.indices.refresh(index=index)
+        except BaseException as e:  # noqa: BLE001
+            errors.append(e)
+
+    query = {"geo_bounding_box": {"loc": {"top_left": [-10, 60], "bottom_right": [20, 35]}}}
+    threads = [threading.Thread(target=write, args=(p,)) for p in range(4)]
+    for t in threads:
+        t.start()
+    while any(t.is_alive() for t in threads):
+        es.search(index=index, query=query, size=0)  # readers beside the writers
+    for t in threads:
+        t.join()
+    assert not errors
+    q = stored(pts)
+    want = expected((q[:, 0] >= 35) & (q[:, 0] <= 60) & (q[:, 1] >= -10) & (q[:, 1] <= 20))
+    assert ids(es.search(index=index, query=query, size=700)) == want
+
+
+def test_points_survive_merges_deletes_and_a_restart(tmp_path: Path) -> None:
+    """Twelve small segments merged by the merge policy (in process, where the test drives the
+    merges), a delete among them; then a server on the same data answers the same."""
+    pts = points(240, seed=5)
+    data = tmp_path / "data"
+    node = leafsearch.Node(data, background=False)
+    admin.create_index(node, "geo", {"mappings": {"properties": {"loc": {"type": "geo_point"}}}})
+    for part in range(12):
+        rows = range(part * 20, part * 20 + 20)
+        lines = [
+            orjson.dumps(x)
+            for i in rows
+            for x in (
+                {"index": {"_id": str(i)}},
+                {"loc": [pts[i, ::-1].tolist(), [0.5, 0.5]] if i % 7 == 0 else pts[i, ::-1].tolist()},
+            )
+        ]
+        node.bulk(b"\n".join(lines) + b"\n", index="geo", refresh="true")
+    node.delete_doc("geo", "5")
+    node.indices["geo"].refresh()
+    shard = node.indices["geo"].shards[0]
+    merged = False
+    while shard.maybe_merge():
+        merged = True
+    assert merged, "the merge policy did not merge"
+    node.indices["geo"].refresh()
+    node.close()
+    q = stored(pts)
+    d = haversine(48.0, 5.0, q[:, 0], q[:, 1])
+    want = expected(d <= 800_000) - {"5"}
+    near_origin = {str(i) for i in range(0, 240, 7)}
+    with running_server(data) as (url, _):
+        es = Elasticsearch(url)
+        query = {"geo_distance": {"distance": "800km", "loc": "48,5"}}
+        assert ids(es.search(index="geo", query=query, size=300)) == want
+        origin = {"geo_distance": {"distance": "1km", "loc": "0.5,0.5"}}
+        assert ids(es.search(index="geo", query=origin, size=300)) == near_origin
