@@ -127,7 +127,7 @@ def parse_geo_bounding_box(body: dict, depth: int) -> Query:
             _text(name, key, value)  # `memory` / `indexed`: accepted, no effect (as in ES 8)
         elif not _common(name, key, value, opts):
             _field_once(name, field, key)
-            field, corners = key, _box_corners(name, key, value)
+            field, corners = key, box_corners(name, key, value)
     if field is None or corners is None:
         raise IllegalArgument("Field name must not be empty.")
     top, left, bottom, right = corners
@@ -137,7 +137,7 @@ def parse_geo_bounding_box(body: dict, depth: int) -> Query:
     return GeoArea(name, field, shape, ((top, left), (bottom, right)), **opts)
 
 
-def _box_corners(name: str, field: str, spec: Any) -> tuple[float, float, float, float]:
+def box_corners(name: str, field: str, spec: Any) -> tuple[float, float, float, float]:
     """(top, left, bottom, right) of every corner form (GeoBoundingBox.parseBoundingBox)."""
     if not isinstance(spec, dict):
         raise ParsingError(

@@ -438,3 +438,141 @@ def test_points_survive_merges_deletes_and_a_restart(tmp_path: Path) -> None:
         assert ids(es.search(index="geo", query=query, size=300)) == want
         origin = {"geo_distance": {"distance": "1km", "loc": "0.5,0.5"}}
         assert ids(es.search(index="geo", query=origin, size=300)) == near_origin
+
+
+# -- aggregations against brute force ----------------------------------------------------------
+
+
+def _geohash(lat: float, lon: float, precision: int) -> str:
+    """Bit by bit, as the geohash definition reads (the brute force)."""
+    alphabet = "0123456789bcdefghjkmnpqrstuvwxyz"
+    lat_r, lon_r = [-90.0, 90.0], [-180.0, 180.0]
+    bits, even, out = 0, True, ""
+    for i in range(precision * 5):
+        r, v = (lon_r, lon) if even else (lat_r, lat)
+        mid = (r[0] + r[1]) / 2
+        bits = bits * 2 + (v >= mid)
+        r[0 if v >= mid else 1] = mid
+        even = not even
+        if i % 5 == 4:
+            out, bits = out + alphabet[bits], 0
+    return out
+
+
+def _tile(lat: float, lon: float, z: int) -> str:
+    n = 2**z
+    x = int((lon + 180) / 360 * n)
+    rad = math.radians(lat)
+    y = int((1 - math.log(math.tan(rad) + 1 / math.cos(rad)) / math.pi) / 2 * n)
+    return f"{z}/{min(x, n - 1)}/{min(y, n - 1)}"
+
+
+def test_geo_bounds_and_centroid(es: Elasticsearch, geo_index: tuple[str, np.ndarray]) -> None:
+    index, pts = geo_index
+    aggs = {"b": {"geo_bounds": {"field": "loc"}}, "c": {"geo_centroid": {"field": "loc"}}}
+    found = es.search(index=index, size=0, aggs=aggs)["aggregations"]
+    lat, lon = pts[:, 0], pts[:, 1]
+    bounds = found["b"]["bounds"]
+    assert bounds["top_left"]["lat"] == lat.max() and bounds["bottom_right"]["lat"] == lat.min()
+    assert bounds["top_left"]["lon"] == lon.min() and bounds["bottom_right"]["lon"] == lon.max()
+    assert found["c"]["count"] == N
+    assert found["c"]["location"]["lat"] == pytest.approx(lat.mean(), abs=1e-9)
+    assert found["c"]["location"]["lon"] == pytest.approx(lon.mean(), abs=1e-9)
+
+
+def test_geo_bounds_wraps_the_antimeridian(es: Elasticsearch, new_index: Callable[..., str]) -> None:
+    index = new_index(mappings={"properties": {"loc": {"type": "geo_point"}, "g": {"type": "keyword"}}})
+    for i, (lon, g) in enumerate([(170.0, "a"), (-170.0, "a"), (10.0, "b"), (20.0, "b")]):
+        es.index(index=index, id=str(i), document={"loc": [lon, 0], "g": g})
+    es.indices.refresh(index=index)
+    aggs = {
+        "g": {"terms": {"field": "g"}, "aggs": {"b": {"geo_bounds": {"field": "loc"}}}},
+        "flat": {"geo_bounds": {"field": "loc", "wrap_longitude": False}},
+        "none": {"filter": {"term": {"g": "zzz"}}, "aggs": {"b": {"geo_bounds": {"field": "loc"}}}},
+    }
+    found = es.search(index=index, size=0, aggs=aggs)["aggregations"]
+    by_key = {b["key"]: b["b"]["bounds"] for b in found["g"]["buckets"]}
+    assert round(by_key["a"]["top_left"]["lon"]) == 170 and round(by_key["a"]["bottom_right"]["lon"]) == -170
+    assert round(by_key["b"]["top_left"]["lon"]) == 10 and round(by_key["b"]["bottom_right"]["lon"]) == 20
+    assert round(found["flat"]["bounds"]["top_left"]["lon"]) == -170
+    assert found["none"]["b"] == {}
+
+
+def test_geo_distance_aggregation(es: Elasticsearch, geo_index: tuple[str, np.ndarray]) -> None:
+    index, pts = geo_index
+    ranges = [{"to": 500}, {"from": 500, "to": 1500}, {"from": 1500}]
+    aggs = {
+        "rings": {
+            "geo_distance": {"field": "loc", "origin": "48.85,2.35", "unit": "km", "ranges": ranges},
+            "aggs": {"c": {"geo_centroid": {"field": "loc"}}},
+        }
+    }
+    buckets = es.search(index=index, size=0, aggs=aggs)["aggregations"]["rings"]["buckets"]
+    d = haversine(48.85, 2.35, pts[:, 0], pts[:, 1]) / 1000
+    assert [b["key"] for b in buckets] == ["*-500.0", "500.0-1500.0", "1500.0-*"]
+    want = [(d < 500).sum(), ((d >= 500) & (d < 1500)).sum(), (d >= 1500).sum()]
+    assert [b["doc_count"] for b in buckets] == want
+    assert buckets[0]["to"] == 500 and buckets[1]["from"] == 500
+    assert buckets[0]["c"]["count"] == want[0]
+
+
+@pytest.mark.parametrize("kind", ["geohash_grid", "geotile_grid"])
+def test_grids_equal_brute_force(es: Elasticsearch, geo_index: tuple[str, np.ndarray], kind: str) -> None:
+    index, pts = geo_index
+    precision = 3 if kind == "geohash_grid" else 5
+    cell = _geohash if kind == "geohash_grid" else _tile
+    keys = [cell(lat, lon, precision) for lat, lon in pts]
+    counts: dict[str, int] = {}
+    for k in keys:
+        counts[k] = counts.get(k, 0) + 1
+    want = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:20]
+    aggs = {
+        "grid": {
+            kind: {"field": "loc", "precision": precision, "size": 20},
+            "aggs": {"n": {"max": {"field": "n"}}},
+        }
+    }
+    buckets = es.search(index=index, size=0, aggs=aggs)["aggregations"]["grid"]["buckets"]
+    assert [(b["key"], b["doc_count"]) for b in buckets] == want
+    top_key = want[0][0]
+    assert buckets[0]["n"]["value"] == max(i for i, k in enumerate(keys) if k == top_key)
+    bounded = {
+        "grid": {
+            kind: {
+                "field": "loc",
+                "precision": precision,
+                "bounds": {"top_left": "56,-6", "bottom_right": "39,16"},
+            }
+        }
+    }
+    inside = (pts[:, 0] <= 56) & (pts[:, 0] >= 39) & (pts[:, 1] >= -6) & (pts[:, 1] <= 16)
+    got = es.search(index=index, size=0, aggs=bounded)["aggregations"]["grid"]["buckets"]
+    assert sum(b["doc_count"] for b in got) == inside.sum()
+
+
+@pytest.mark.parametrize(
+    ("aggs", "reason"),
+    [
+        (
+            {"g": {"geohash_grid": {"field": "loc", "precision": 13}}},
+            "Invalid geohash aggregation precision of 13",
+        ),
+        ({"g": {"geotile_grid": {"field": "loc", "precision": 30}}}, "Invalid geotile_grid precision of 30"),
+        (
+            {"g": {"geo_bounds": {"field": "n"}}},
+            "Field [n] of type [long] is not supported for aggregation [geo_bounds]",
+        ),
+        (
+            {"g": {"avg": {"field": "loc"}}},
+            "Field [loc] of type [geo_point] is not supported for aggregation [avg]",
+        ),
+        ({"g": {"geo_distance": {"field": "loc", "ranges": [{"to": 1}]}}}, "Missing [origin]"),
+    ],
+)
+def test_bad_aggregations_are_400s(
+    es: Elasticsearch, geo_index: tuple[str, np.ndarray], aggs: dict, reason: str
+) -> None:
+    index, _ = geo_index
+    with pytest.raises(BadRequestError) as info:
+        es.search(index=index, size=0, aggs=aggs)
+    assert reason in str(info.value.body)

@@ -24,7 +24,7 @@ from leafsearch.search.aggs.base import SegmentContext, shard_failure
 from leafsearch.search.fetch import fielddata_error
 from leafsearch.unsupported import NotSupported
 
-KEYWORD, NUMERIC, DATE, BOOLEAN = "keyword", "numeric", "date", "boolean"
+KEYWORD, NUMERIC, DATE, BOOLEAN, GEO = "keyword", "numeric", "date", "boolean", "geo"
 ANY = frozenset({KEYWORD, NUMERIC, DATE, BOOLEAN})
 NUMBERS = frozenset({NUMERIC, DATE, BOOLEAN})
 _TEXT_TYPES = {"text", "match_only_text", "annotated_text", "search_as_you_type"}
@@ -246,6 +246,8 @@ def family_of(ftype: Any) -> str | None:
         return DATE
     if type_name == "boolean":
         return BOOLEAN
+    if type_name == "geo_point":
+        return GEO
     if ftype.kind == "keyword":
         return KEYWORD
     return NUMERIC
