@@ -342,7 +342,7 @@ def arc_distance(lat1: float, lon1: float, lat2: np.ndarray, lon2: np.ndarray) -
     x1, x2 = math.radians(lat1), np.radians(lat2)
     h1 = 1.0 - np.cos(x1 - x2)
     h2 = 1.0 - np.cos(math.radians(lon1) - np.radians(lon2))
-    h = np.minimum(1.0, h1 + math.cos(x1) * np.cos(x2) * h2)
+    h = h1 + math.cos(x1) * np.cos(x2) * h2  # twice the haversine of the angle: in [0, 2]
     return EARTH_RADIUS * 2.0 * np.arcsin(np.minimum(1.0, np.sqrt(h * 0.5)))
 
 

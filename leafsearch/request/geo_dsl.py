@@ -15,6 +15,7 @@ from leafsearch.errors import IllegalArgument, ParsingError
 from leafsearch.index import geo, geo_shapes
 from leafsearch.index.geo_shapes import Shape
 from leafsearch.request.query_dsl import Query, _bool, _float, _text
+from leafsearch.request.search_types import SortSpec
 from leafsearch.unsupported import NotSupported
 
 VALIDATION_METHODS = ("STRICT", "IGNORE_MALFORMED", "COERCE")
@@ -253,6 +254,78 @@ def parse_geo_shape(body: dict, depth: int) -> Query:
     if shape is None:
         raise IllegalArgument("either shape or indexedShapeId is required")
     return GeoArea(name, field, shape, relation=relation, **opts)
+
+
+@dataclass(frozen=True, slots=True)
+class GeoSort:
+    """A `_geo_distance` sort: distances from `points` ((lat, lon) each) in `unit` meters."""
+
+    points: tuple[tuple[float, float], ...]
+    unit: float = 1.0
+    distance_type: str = "arc"
+    ignore_unmapped: bool = False
+
+
+_SORT = "_geo_distance"
+
+
+def parse_geo_sort(body: Any) -> SortSpec:
+    """A `_geo_distance` sort (GeoDistanceSortBuilder.fromXContent): the field's origin points
+    (one point in any form, or an array of them), `order`, `unit`, `mode`, `distance_type`,
+    `ignore_unmapped`, `validation_method`."""
+    if not isinstance(body, dict):
+        raise ParsingError(f"[{_SORT}] sort expects an object but found [{token_name(body)}]")
+    field = None
+    points: list[tuple[float, float]] = []
+    order, mode, unit, kind, ignore_unmapped, validation = "asc", None, 1.0, "arc", False, "STRICT"
+    for key, value in body.items():
+        if key == "order":
+            order = _text(_SORT, key, value).lower()
+            if order not in ("asc", "desc"):
+                raise IllegalArgument(
+                    f"No enum constant org.elasticsearch.search.sort.SortOrder.{order.upper()}"
+                )
+        elif key == "unit":
+            try:
+                unit = geo.unit_meters(_text(_SORT, key, value))
+            except geo.GeoError as e:
+                raise IllegalArgument(str(e)) from None
+        elif key == "mode":
+            mode = _text(_SORT, key, value).lower()
+            if mode not in ("min", "max", "avg", "median"):
+                if mode == "sum":
+                    raise IllegalArgument("sort_mode [sum] isn't supported for sorting by geo distance")
+                raise IllegalArgument(f"Unknown SortMode [{mode}]")
+        elif key == "distance_type":
+            kind = _text(_SORT, key, value).lower()
+            if kind not in ("arc", "plane"):
+                raise IllegalArgument(f"No geo distance for [{kind}]")
+        elif key == "ignore_unmapped":
+            ignore_unmapped = _bool(_SORT, key, value)
+        elif key == "validation_method":
+            validation = _validation(_SORT, key, value)
+        elif key == "nested":
+            raise NotSupported("[nested] sort", "it has no nested documents")
+        else:
+            if field is not None:
+                raise ParsingError(
+                    f"[{_SORT}] sort doesn't support multiple fields, found [{field}] and [{key}]"
+                )
+            field = key
+            many = isinstance(value, list) and value and not isinstance(value[0], int | float)
+            points = [_point(_SORT, key, p) for p in (value if many else [value])]
+    if field is None or not points:
+        raise IllegalArgument(f"[{_SORT}] requires a field and at least one point")
+    if validation == "STRICT":
+        for lat, lon in points:
+            problem = geo.point_problem(lat, lon, "")
+            if problem is not None:
+                what = problem.split(" value ")[0]
+                value = lat if "latitude" in what else lon
+                raise ParsingError(f"{what} value [{value!r}] for [GeoDistanceSort] for field [{field}].")
+    elif validation == "COERCE":
+        points = [geo.normalize(lat, lon) for lat, lon in points]
+    return SortSpec(field, order, mode=mode, geo=GeoSort(tuple(points), unit, kind, ignore_unmapped))
 
 
 PARSERS: dict[str, Callable[[dict, int], Query]] = {

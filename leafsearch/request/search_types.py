@@ -34,6 +34,7 @@ class SortSpec:
     unmapped_type: str | None = None
     numeric_type: str | None = None
     format: str | None = None
+    geo: Any = None  # a `_geo_distance` sort's `geo_dsl.GeoSort`; `field` is then its geo_point field
 
     @property
     def descending(self) -> bool:

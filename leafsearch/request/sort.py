@@ -19,11 +19,12 @@ from typing import Any
 
 from leafsearch.common.json_tokens import token_name
 from leafsearch.errors import ElasticError, IllegalArgument, ParsingError, XContentParseError
+from leafsearch.request.geo_dsl import parse_geo_sort
 from leafsearch.request.search_types import DOC, SCORE, SHARD_DOC, SortSpec
 from leafsearch.unsupported import NotSupported
 
 #: Sorts Elasticsearch has and leafsearch does not: refused by name rather than mistaken for fields.
-_UNSUPPORTED_SORTS = ("_script", "_geo_distance", "_geoDistance")
+_UNSUPPORTED_SORTS = ("_script",)
 #: `mode` values; `first` exists in Elasticsearch only for nested sorts, which leafsearch has not.
 _MODES = ("min", "max", "sum", "avg", "median")
 _NUMERIC_TYPES = ("long", "double", "date", "date_nanos")
@@ -102,6 +103,9 @@ def _compound(body: dict[str, Any]) -> list[SortSpec]:
     for name, value in body.items():
         if name in _UNSUPPORTED_SORTS:
             raise NotSupported(f"[{name}] sort")
+        if name in ("_geo_distance", "_geoDistance"):
+            specs.append(parse_geo_sort(value))
+            continue
         if isinstance(value, str):
             specs.append(SortSpec(name, _order(value)))
         elif name == SCORE:

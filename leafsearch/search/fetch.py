@@ -756,6 +756,8 @@ def _sort_domain(field_type: Any, spec: SortSpec) -> str:
     special = {SCORE: "score", DOC: "doc", SHARD_DOC: "shard_doc"}.get(spec.field)
     if special is not None:
         return special
+    if spec.geo is not None:
+        return "double"  # a distance
     if field_type is not None:
         domain = _type_domain(field_type.type, field_type.kind)
     else:

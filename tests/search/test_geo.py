@@ -170,7 +170,7 @@ def test_mapping_parameters(es: Elasticsearch, new_index: Callable[..., str]) ->
 @given(
     lat=st.floats(-80, 80),
     lon=st.floats(-179, 179),
-    km=st.floats(1, 3000),
+    km=st.floats(1, 20_000),
     plane=st.booleans(),
 )
 def test_geo_distance_equals_haversine(
@@ -576,3 +576,123 @@ def test_bad_aggregations_are_400s(
     with pytest.raises(BadRequestError) as info:
         es.search(index=index, size=0, aggs=aggs)
     assert reason in str(info.value.body)
+
+
+# -- _geo_distance sort ------------------------------------------------------------------------
+
+
+def test_geo_distance_sort_equals_haversine(es: Elasticsearch, geo_index: tuple[str, np.ndarray]) -> None:
+    index, pts = geo_index
+    d = haversine(48.85, 2.35, pts[:, 0], pts[:, 1]) / 1000
+    for order in ("asc", "desc"):
+        sort = [{"_geo_distance": {"loc": {"lat": 48.85, "lon": 2.35}, "order": order, "unit": "km"}}]
+        found = es.search(index=index, sort=sort, size=25)["hits"]["hits"]
+        want = np.argsort(d if order == "asc" else -d, kind="stable")[:25]
+        assert [h["_id"] for h in found] == [str(i) for i in want]
+        assert [h["sort"][0] for h in found] == pytest.approx(d[want].tolist(), rel=1e-9)
+
+
+def test_geo_distance_sort_modes_several_points_and_missing(
+    es: Elasticsearch, new_index: Callable[..., str]
+) -> None:
+    index = new_index(mappings={"properties": {"loc": {"type": "geo_point"}}})
+    es.index(index=index, id="near-far", document={"loc": [[0, 0.1], [0, 10]]})
+    es.index(index=index, id="mid", document={"loc": [0, 2]})
+    es.index(index=index, id="none", document={"other": 1})
+    es.indices.refresh(index=index)
+
+    def order(**options: Any) -> list[tuple[str, Any]]:
+        sort = [{"_geo_distance": {"loc": options.pop("points", [0, 0]), **options}}]
+        return [(h["_id"], h["sort"][0]) for h in es.search(index=index, sort=sort)["hits"]["hits"]]
+
+    assert [i for i, _ in order()] == ["near-far", "mid", "none"]
+    assert order()[-1][1] == "Infinity" or order()[-1][1] == float("inf")
+    assert [i for i, _ in order(mode="max")] == ["mid", "near-far", "none"]
+    assert [i for i, _ in order(order="desc")] == ["near-far", "mid", "none"]
+    # Two origins: the nearest of all distances counts.
+    assert [i for i, _ in order(points=[[0, 2], [50, 50]])] == ["mid", "near-far", "none"]
+    got = order(points="0,0", unit="mi", distance_type="plane")
+    assert got[1][1] == pytest.approx(
+        geo.plane_distance(0, 0, np.array([geo.quantize(2, 0)[0]]), np.array([0.0]))[0] / 1609.344
+    )
+
+
+def test_geo_distance_sort_pages_with_search_after_and_pit(
+    es: Elasticsearch, geo_index: tuple[str, np.ndarray]
+) -> None:
+    index, pts = geo_index
+    d = haversine(10.0, 20.0, pts[:, 0], pts[:, 1])
+    want = [str(i) for i in np.argsort(d, kind="stable")]
+    sort = [{"_geo_distance": {"loc": "10,20"}}, {"n": "asc"}]
+    seen: list[str] = []
+    after = None
+    while True:
+        page = es.search(index=index, sort=sort, size=37, search_after=after)["hits"]["hits"]
+        if not page:
+            break
+        seen += [h["_id"] for h in page]
+        after = page[-1]["sort"]
+    assert seen == want
+    pit = es.open_point_in_time(index=index, keep_alive="1m")["id"]
+    try:
+        seen, after = [], None
+        while True:
+            body: dict[str, Any] = {
+                "pit": {"id": pit, "keep_alive": "1m"},
+                "sort": [{"_geo_distance": {"loc": "10,20"}}],
+                "size": 50,
+            }
+            if after is not None:
+                body["search_after"] = after
+            page = es.search(body=body)["hits"]["hits"]
+            if not page:
+                break
+            seen += [h["_id"] for h in page]
+            after = page[-1]["sort"]
+        assert seen == want
+    finally:
+        es.close_point_in_time(id=pit)
+    scroll = es.search(index=index, sort=[{"_geo_distance": {"loc": "10,20"}}], size=60, scroll="1m")
+    seen = [h["_id"] for h in scroll["hits"]["hits"]]
+    while True:
+        scroll = es.scroll(scroll_id=scroll["_scroll_id"], scroll="1m")
+        if not scroll["hits"]["hits"]:
+            break
+        seen += [h["_id"] for h in scroll["hits"]["hits"]]
+    es.clear_scroll(scroll_id=scroll["_scroll_id"])
+    assert seen == want
+
+
+@pytest.mark.parametrize(
+    ("sort", "reason"),
+    [
+        ([{"loc": "asc"}], "can't sort on geo_point field without using specific sorting feature"),
+        (
+            [{"_geo_distance": {"nope": [0, 0]}}],
+            "failed to find mapper for [nope] for geo distance based sort",
+        ),
+        ([{"_geo_distance": {"n": [0, 0]}}], "unable to apply geo distance sort to field [n] of type [long]"),
+        ([{"_geo_distance": {"loc": [0, 0], "mode": "sum"}}], "sort_mode [sum] isn't supported"),
+        ([{"_geo_distance": {"loc": [0, 0], "unit": "parsecs"}}], "No distance unit match [parsecs]"),
+        (
+            [{"_geo_distance": {"loc": {"lat": 100, "lon": 0}}}],
+            "illegal latitude value [100.0] for [GeoDistanceSort]",
+        ),
+    ],
+)
+def test_bad_geo_sorts_are_400s(
+    es: Elasticsearch, geo_index: tuple[str, np.ndarray], sort: list, reason: str
+) -> None:
+    index, _ = geo_index
+    with pytest.raises(BadRequestError) as info:
+        es.search(index=index, sort=sort)
+    assert reason in str(info.value.body)
+
+
+def test_geo_distance_sort_ignore_unmapped(es: Elasticsearch, geo_index: tuple[str, np.ndarray]) -> None:
+    index, _ = geo_index
+    sort = [{"_geo_distance": {"nope": [0, 0], "ignore_unmapped": True}}]
+    hits = es.search(index=index, sort=sort, size=3)["hits"]["hits"]
+    assert [h["sort"] for h in hits] == [["Infinity"]] * 3 or [h["sort"] for h in hits] == [
+        [float("inf")]
+    ] * 3
