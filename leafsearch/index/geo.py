@@ -213,6 +213,33 @@ def normalize(lat: float, lon: float) -> tuple[float, float]:
     return lat, lon
 
 
+def source_points(values: list[Any], null_value: Any = None) -> list[tuple[float, float]]:
+    """The valid points of a field's `_source` values (each one point or an array of them), as
+    the mapper read them: malformed ones left out (they were refused or ignored)."""
+    out = []
+    for value in values:
+        single = type(value) is not list or bool(value and type(value[0]) in (int, float))
+        for v in (value,) if single else value:
+            if v is None:
+                v = null_value
+            try:
+                lat, lon = parse_point(v)
+            except GeoError:
+                continue
+            if point_problem(lat, lon, "") is None:
+                out.append((lat, lon))
+    return out
+
+
+def render_points(found: list[tuple[float, float]], fmt: str | None) -> list[Any]:
+    """Points as the `fields` option shows them: GeoJSON (the default) or WKT."""
+    if fmt in (None, "geojson"):
+        return [{"type": "Point", "coordinates": [lon, lat]} for lat, lon in found]
+    if fmt == "wkt":
+        return [f"POINT ({_java_double(lon)} {_java_double(lat)})" for lat, lon in found]
+    raise GeoError(f"Unrecognized geometry format [{fmt}].")
+
+
 # -- geohash ---------------------------------------------------------------------------------
 
 

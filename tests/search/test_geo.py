@@ -637,14 +637,12 @@ def test_geo_distance_sort_pages_with_search_after_and_pit(
     try:
         seen, after = [], None
         while True:
-            body: dict[str, Any] = {
-                "pit": {"id": pit, "keep_alive": "1m"},
-                "sort": [{"_geo_distance": {"loc": "10,20"}}],
-                "size": 50,
-            }
-            if after is not None:
-                body["search_after"] = after
-            page = es.search(body=body)["hits"]["hits"]
+            page = es.search(
+                pit={"id": pit, "keep_alive": "1m"},
+                sort=[{"_geo_distance": {"loc": "10,20"}}],
+                size=50,
+                search_after=after,
+            )["hits"]["hits"]
             if not page:
                 break
             seen += [h["_id"] for h in page]

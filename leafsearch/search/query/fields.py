@@ -26,8 +26,16 @@ def searchable(ctx: QueryContext, ft: Any, name: str, *, needs_index: bool = Fal
 
 
 def refuse_vector(ctx: QueryContext, ft: Any, name: str, queries: str) -> None:
-    """Vectors are searched by kNN only: Elasticsearch refuses term-level queries on them."""
-    if ft.kind == "vector":
+    """Vectors are searched by kNN only, points by the geo queries: Elasticsearch refuses
+    term-level queries on them."""
+    if ft.type == "geo_point" and queries != "range":
+        raise failed(
+            ctx,
+            "illegal_argument_exception",
+            "Geometry fields do not support exact searching, use dedicated geometry queries instead: "
+            f"[{name}]",
+        )
+    if ft.kind == "vector" or ft.type == "geo_point":
         raise failed(
             ctx,
             "illegal_argument_exception",
