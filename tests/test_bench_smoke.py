@@ -170,3 +170,9 @@ def test_the_context_restart_bench_runs() -> None:
     result = bench_run("bench.context_restart", "--docs", "2000", "--pages", "3")
     assert "PIT page: median before" in result.stdout and "scroll batch: median before" in result.stdout
     assert "after closing the PIT: store" in result.stdout and "held by contexts 0.00 MB" in result.stdout
+
+
+def test_the_geo_bench_runs() -> None:
+    """`python -m bench.geo` keeps working: every geo and range answer checked against numpy."""
+    result = bench_run("bench.geo", "--docs", "5000", "--queries", "3", "--km", "300")
+    assert "geo+sort: p50" in result.stdout and "range+sort: p50" in result.stdout
