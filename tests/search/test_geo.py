@@ -694,3 +694,49 @@ def test_geo_distance_sort_ignore_unmapped(es: Elasticsearch, geo_index: tuple[s
     assert [h["sort"] for h in hits] == [["Infinity"]] * 3 or [h["sort"] for h in hits] == [
         [float("inf")]
     ] * 3
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    center=st.tuples(st.floats(40, 55), st.floats(-5, 15)),
+    radii=st.lists(st.floats(0.5, 12), min_size=3, max_size=12),
+    as_wkt=st.booleans(),
+)
+def test_any_star_polygon_equals_brute_force(
+    es: Elasticsearch,
+    geo_index: tuple[str, np.ndarray],
+    center: tuple[float, float],
+    radii: list[float],
+    as_wkt: bool,
+) -> None:
+    index, pts = geo_index
+    angles = np.linspace(0, 2 * math.pi, len(radii), endpoint=False)
+    poly = [
+        (center[0] + r * math.sin(a) * 0.6, center[1] + r * math.cos(a))
+        for r, a in zip(radii, angles, strict=True)
+    ]
+    want = expected(_in_polygon(poly, pts[:, 0], pts[:, 1]))
+    ring = [[o, a] for a, o in [*poly, poly[0]]]
+    shape: Any = (
+        "POLYGON ((" + ", ".join(f"{o!r} {a!r}" for o, a in ring) + "))"
+        if as_wkt
+        else {"type": "polygon", "coordinates": [ring]}
+    )
+    assert search_ids(es, index, {"geo_shape": {"loc": {"shape": shape}}}) == want
+
+
+def test_circle_shape_and_coerced_center(es: Elasticsearch, geo_index: tuple[str, np.ndarray]) -> None:
+    index, pts = geo_index
+    d = haversine(48.0, 5.0, pts[:, 0], pts[:, 1])
+    circle = {"type": "circle", "coordinates": [5.0, 48.0], "radius": "400km"}
+    assert search_ids(es, index, {"geo_shape": {"loc": {"shape": circle}}}) == expected(d <= 400_000)
+    # 408 degrees of latitude wrap to 48 (over the pole: longitude + 180); COERCE reads it so.
+    wrapped = haversine(48.0, -175.0, pts[:, 0], pts[:, 1])
+    query = {
+        "geo_distance": {
+            "distance": "2000km",
+            "loc": {"lat": 132.0, "lon": 5.0},
+            "validation_method": "COERCE",
+        }
+    }
+    assert search_ids(es, index, query) == expected(wrapped <= 2_000_000)
