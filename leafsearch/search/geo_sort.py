@@ -73,4 +73,9 @@ def resolve_kind(spec: SortSpec, field_types: list) -> str:
             raise IllegalArgument(
                 f"unable to apply geo distance sort to field [{spec.field}] of type [{ft.type}]"
             )
+        elif not ft.doc_values:
+            raise IllegalArgument(
+                f"Can't load fielddata on [{spec.field}] because fielddata is unsupported on fields of type "
+                "[geo_point]. Use doc values instead."
+            )
     return "double"

@@ -740,3 +740,33 @@ def test_circle_shape_and_coerced_center(es: Elasticsearch, geo_index: tuple[str
         }
     }
     assert search_ids(es, index, query) == expected(wrapped <= 2_000_000)
+
+
+def test_points_without_doc_values_or_index(es: Elasticsearch, new_index: Callable[..., str]) -> None:
+    index = new_index(
+        mappings={
+            "properties": {
+                "no_dv": {"type": "geo_point", "doc_values": False},
+                "no_index": {"type": "geo_point", "index": False},
+                "neither": {"type": "geo_point", "index": False, "doc_values": False},
+            }
+        }
+    )
+    es.index(
+        index=index, id="1", document={"no_dv": "1,1", "no_index": "1,1", "neither": "1,1"}, refresh=True
+    )
+    for field in ("no_dv", "no_index"):  # searched through the index or through doc values
+        query = {"geo_distance": {"distance": "1km", field: "1,1"}}
+        assert search_ids(es, index, query) == {"1"}
+    with pytest.raises(BadRequestError) as info:
+        es.search(index=index, query={"geo_distance": {"distance": "1km", "neither": "1,1"}})
+    assert "Cannot search on field [neither] since it is not indexed nor has doc values." in str(
+        info.value.body
+    )
+    for request in (
+        {"sort": [{"_geo_distance": {"no_dv": "1,1"}}]},
+        {"aggs": {"b": {"geo_bounds": {"field": "no_dv"}}}},
+    ):
+        with pytest.raises(BadRequestError) as info:
+            es.search(index=index, **request)
+        assert "Can't load fielddata on [no_dv]" in str(info.value.body)
