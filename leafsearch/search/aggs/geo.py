@@ -323,14 +323,19 @@ class GeoGridAgg(Agg):
         return f"{self.precision}/{cell >> 32}/{cell & 0xFFFFFFFF}"
 
     def render(self, part: Buckets, group: int | None) -> dict:
+        """Most documents first, ties by cell (Elasticsearch's hash order: a geohash's as its
+        text, a tile's by x then y); keys spelled only for the `size` kept. O(cells log cells)."""
         rows = part.rows_of(group)
-        keys = [self._key(int(c)) for c in part.keys[0][rows].tolist()]
-        order = sorted(range(len(rows)), key=lambda i: (-int(part.count[rows[i]]), keys[i]))[: self.size]
-        consume_buckets(len(order))
+        counts = part.count[rows]
+        kept = rows[np.lexsort((part.keys[0][rows], -counts))[: self.size]]
+        consume_buckets(len(kept))
         buckets = []
-        for i in order:
-            bucket: dict[str, Any] = {"key": keys[i], "doc_count": int(part.count[rows[i]])}
-            bucket.update(render_subs(self.subs, part.subs, int(rows[i])))
+        for row in kept.tolist():
+            bucket: dict[str, Any] = {
+                "key": self._key(int(part.keys[0][row])),
+                "doc_count": int(part.count[row]),
+            }
+            bucket.update(render_subs(self.subs, part.subs, row))
             buckets.append(bucket)
         return {"buckets": buckets}
 
