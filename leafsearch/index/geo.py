@@ -289,6 +289,25 @@ def geohash_cells(lat: np.ndarray, lon: np.ndarray, precision: int) -> np.ndarra
     return out
 
 
+#: The equator's length and the pole-to-pole distance, in meters (WGS 84 axes).
+_EQUATOR = 2 * math.pi * 6_378_137.0
+_POLAR_DISTANCE = math.pi * 6_356_752.314245
+
+
+def geohash_levels(meters: float) -> int:
+    """The geohash precision whose cells are no larger than a distance (GeoUtils'
+    geoHashLevelsForPrecision): a `geohash_grid` precision given as `"1km"`."""
+    if meters <= 0:
+        return MAX_GEOHASH_PRECISION
+    width = meters / (1 + _POLAR_DISTANCE / _EQUATOR)
+    part = math.ceil(_EQUATOR / width)
+    if part == 1:
+        return 1
+    bits = math.ceil(math.log(part) / math.log(2))
+    full, left = divmod(bits, 5)
+    return (full + (left > 0)) + (full + (left > 3))
+
+
 def geohash_text(cell: int, precision: int) -> str:
     return "".join(_GEOHASH_ALPHABET[(cell >> (5 * (precision - 1 - i))) & 31] for i in range(precision))
 

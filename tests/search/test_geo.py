@@ -772,3 +772,15 @@ def test_points_without_doc_values_or_index(es: Elasticsearch, new_index: Callab
         with pytest.raises(BadRequestError) as info:
             es.search(index=index, **request)
         assert "Can't load fielddata on [no_dv]" in str(info.value.body)
+
+
+def test_geohash_precision_as_a_distance(es: Elasticsearch, geo_index: tuple[str, np.ndarray]) -> None:
+    index, _ = geo_index
+
+    def cells(precision: Any) -> list:
+        aggs = {"g": {"geohash_grid": {"field": "loc", "precision": precision, "size": 50}}}
+        return es.search(index=index, size=0, aggs=aggs)["aggregations"]["g"]["buckets"]
+
+    assert cells("100km") == cells(4) and len(cells(4)[0]["key"]) == 4
+    assert cells("5000km") == cells(2)
+    assert cells("3") == cells(3)

@@ -279,7 +279,7 @@ class GeoGridAgg(Agg):
         self.field = resolve_field(type_name, opts, pctx, _GEO)
         hash_grid = type_name == "geohash_grid"
         lo, hi = (1, geo.MAX_GEOHASH_PRECISION) if hash_grid else (0, geo.MAX_GEOTILE_PRECISION)
-        self.precision = opts.integer("precision", 5 if hash_grid else 7)
+        self.precision = self._precision(opts, hash_grid)
         if not lo <= self.precision <= hi:
             what = "geohash aggregation precision" if hash_grid else "geotile_grid precision"
             message = f"Invalid {what} of {self.precision}. Must be between {lo} and {hi}."
@@ -292,6 +292,16 @@ class GeoGridAgg(Agg):
                 self.bounds = box_corners(type_name, "bounds", opts.get("bounds"))
             except ElasticError as e:
                 raise field_failed(type_name, "bounds", e) from None
+
+    def _precision(self, opts: Options, hash_grid: bool) -> int:
+        """A number, or for a geohash grid a distance its cells may not exceed (`"10km"`)."""
+        value = opts.get("precision")
+        if hash_grid and isinstance(value, str) and not value.strip().lstrip("+-").isdigit():
+            try:
+                return geo.geohash_levels(geo.parse_distance(value))
+            except geo.GeoError as e:
+                raise field_failed(self.type_name, "precision", IllegalArgument(str(e))) from None
+        return opts.integer("precision", 5 if hash_grid else 7)
 
     def _cells(self, lat: np.ndarray, lon: np.ndarray) -> np.ndarray:
         if self.type_name == "geohash_grid":
