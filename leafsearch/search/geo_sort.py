@@ -20,46 +20,50 @@ from leafsearch.index import geo
 from leafsearch.index.columns import NumericColumn
 from leafsearch.request.search_types import SortSpec
 
+#: Distances a `median` over several origins may hold at once (8 bytes each): values x origins.
+MAX_MEDIAN_DISTANCES = 1 << 24
+
 
 def distance_values(col: Any, spec: SortSpec, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(distance of each of `docs`, whether it has a point)."""
+    """(distance of each of `docs`, whether it has a point). Memory O(values) for `min`, `max`
+    and `avg` (one origin at a time); a `median` over several origins holds every distance,
+    refused past `MAX_MEDIAN_DISTANCES` before it is built."""
     n = len(docs)
     if not isinstance(col, NumericColumn) or not n:
         return np.zeros(n, dtype=np.float64), np.zeros(n, dtype=bool)
-    counts, packed = col.doc_values.values_of(docs)
-    lat, lon = geo.decode(packed)
     sort = spec.geo
-    per_point = [geo.distance(sort.distance_type, p_lat, p_lon, lat, lon) for p_lat, p_lon in sort.points]
-    # Each document's distances: its values' distances to every origin, side by side.
-    dist = np.stack(per_point, axis=1) / sort.unit if per_point else np.empty((0, 0))
-    owners = np.repeat(np.arange(n), counts)
-    flat_owner = np.repeat(owners, len(sort.points))
-    flat = dist.reshape(-1)
-    present = counts > 0
-    out = np.zeros(n, dtype=np.float64)
-    if not len(flat):
-        return out, present
     mode = spec.mode or ("max" if spec.descending else "min")
-    if mode == "min":
-        out[:] = np.inf
-        np.minimum.at(out, flat_owner, flat)
-    elif mode == "max":
-        out[:] = -np.inf
-        np.maximum.at(out, flat_owner, flat)
-    elif mode == "avg":
-        out = np.bincount(flat_owner, weights=flat, minlength=n) / np.maximum(
-            np.bincount(flat_owner, minlength=n), 1
+    counts, packed = col.doc_values.values_of(docs)
+    present = counts > 0
+    if mode == "median" and len(packed) * len(sort.points) > MAX_MEDIAN_DISTANCES:
+        raise IllegalArgument(
+            f"a [median] geo distance sort over {len(sort.points)} points would compare "
+            f"{len(packed) * len(sort.points)} distances, more than {MAX_MEDIAN_DISTANCES}"
         )
+    lat, lon = geo.decode(packed)
+    owners = np.repeat(np.arange(n), counts)
+    out = np.full(n, np.inf if mode == "min" else -np.inf if mode == "max" else 0.0)
+    parts = []
+    for p_lat, p_lon in sort.points:
+        dist = geo.distance(sort.distance_type, p_lat, p_lon, lat, lon) / sort.unit
+        if mode == "min":
+            np.minimum.at(out, owners, dist)
+        elif mode == "max":
+            np.maximum.at(out, owners, dist)
+        elif mode == "avg":
+            out += np.bincount(owners, weights=dist, minlength=n)
+        else:
+            parts.append(dist)
+    if mode == "avg":
+        out /= np.maximum(counts * len(sort.points), 1)
     elif mode == "median":
+        flat, flat_owner = np.concatenate(parts), np.tile(owners, len(parts))
         order = np.lexsort((flat, flat_owner))
-        sizes = np.bincount(flat_owner, minlength=n)
+        sizes = counts * len(parts)
         starts = np.cumsum(sizes) - sizes
-        has = sizes > 0
-        lo = starts[has] + (sizes[has] - 1) // 2
-        hi = starts[has] + sizes[has] // 2
-        out[has] = (flat[order][lo] + flat[order][hi]) / 2
-    else:
-        raise IllegalArgument(f"sort_mode [{mode}] isn't supported for sorting by geo distance")
+        lo = starts[present] + (sizes[present] - 1) // 2
+        hi = starts[present] + sizes[present] // 2
+        out[present] = (flat[order][lo] + flat[order][hi]) / 2
     return np.where(present, out, 0.0), present
 
 
