@@ -784,3 +784,22 @@ def test_geohash_precision_as_a_distance(es: Elasticsearch, geo_index: tuple[str
     assert cells("100km") == cells(4) and len(cells(4)[0]["key"]) == 4
     assert cells("5000km") == cells(2)
     assert cells("3") == cells(3)
+
+
+def test_geo_distance_sort_avg_and_median(es: Elasticsearch, new_index: Callable[..., str]) -> None:
+    index = new_index(mappings={"properties": {"loc": {"type": "geo_point"}}})
+    es.index(
+        index=index, id="spread", document={"loc": [[0, 0.1], [0, 0.2], [0, 10]]}
+    )  # avg 3.43, median 0.2
+    es.index(index=index, id="mid", document={"loc": [0, 2]})
+    es.indices.refresh(index=index)
+    for mode, first in (("avg", "mid"), ("median", "spread")):
+        sort = [{"_geo_distance": {"loc": [0, 0], "mode": mode, "unit": "km"}}]
+        hits = es.search(index=index, sort=sort)["hits"]["hits"]
+        assert hits[0]["_id"] == first, mode
+    median = es.search(index=index, sort=[{"_geo_distance": {"loc": [0, 0], "mode": "median"}}])["hits"][
+        "hits"
+    ]
+    assert median[0]["sort"][0] == pytest.approx(
+        haversine(0, 0, np.array([0.2]), np.array([0.0]))[0], rel=1e-6
+    )
