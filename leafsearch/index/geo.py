@@ -61,6 +61,21 @@ def points(dv: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return cached
 
 
+def latitude_band(dv: Any, lo: float, hi: float) -> np.ndarray:
+    """The values (indices into `points(dv)`) whose latitude lies in [lo, hi], from the column's
+    values sorted by latitude (built once per segment, O(n log n); 12 bytes a value): a query
+    reads O(log n + band) instead of every latitude, as Lucene's points index prunes by cell."""
+    cached = dv.__dict__.get("_geo_by_lat")
+    if cached is None:
+        lat = points(dv)[1]
+        order = np.argsort(lat, kind="stable").astype(np.int32)
+        cached = dv.__dict__["_geo_by_lat"] = (lat[order], order)
+    sorted_lat, order = cached
+    start = int(np.searchsorted(sorted_lat, lo, side="left"))
+    end = int(np.searchsorted(sorted_lat, hi, side="right"))
+    return order[start:end]
+
+
 def quantize(lat: float, lon: float) -> tuple[float, float]:
     """A point as it is stored (what a document holding it reads back)."""
     lat_arr, lon_arr = decode(np.array([encode(lat, lon)], dtype=np.int64))

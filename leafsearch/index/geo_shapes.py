@@ -9,6 +9,7 @@ bounding box: O(edges x candidates), no Python loop per point.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -51,6 +52,16 @@ def polygon(points: list[tuple[float, float]]) -> Shape:
     if ring[0] != ring[-1]:
         ring = (*ring, ring[0])
     return Shape(polygons=((ring,),))
+
+
+def latitudes(shape: Shape) -> tuple[float, float]:
+    """The band of latitudes the shape covers (a circle's by its radius in degrees, with room)."""
+    lats = [lat for _, lat in shape.points]
+    lats += [lat for poly in shape.polygons for _, lat in poly[0]]
+    for _, lat, radius in shape.circles:
+        reach = math.degrees(radius / geo.EARTH_RADIUS) * 1.01 + 1e-9
+        lats += [lat - reach, lat + reach]
+    return (min(lats), max(lats)) if lats else (1.0, -1.0)
 
 
 # -- the point test ----------------------------------------------------------------------------

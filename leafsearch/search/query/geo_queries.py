@@ -1,8 +1,9 @@
 """Planning and running the geo queries on `geo_point` fields (request/geo_dsl.py).
 
 A segment's points are decoded once (`geo.points`: the doc of each value, its latitude and
-longitude) and every query is one vectorized test over them: a distance from the center (only
-for points in the latitude band the distance allows), or the shape test of index/geo_shapes.py.
+longitude) and ordered by latitude once (`geo.latitude_band`); a query reads the values in the
+band of latitudes it can reach (a binary search) and tests only those, vectorized: a distance
+from the center, or the shape test of index/geo_shapes.py.
 Multi-valued documents match when any point does (`within`: when all do; `disjoint`: when none
 does), as Lucene's point queries match. Constant score, as in Elasticsearch.
 """
@@ -65,29 +66,23 @@ def exec_geo(plan: GeoPlan, view: SegmentView, ctx: QueryContext, scoring: bool,
     docs, lat, lon = geo.points(dv)
     n = view.max_doc
     if isinstance(q, GeoDistance):
-        return constant(mask_of(docs[within_distance(q, lat, lon)], n), scoring, boost * plan.boost)
+        reach = math.degrees(q.distance / geo.EARTH_RADIUS) * 1.01 + 1e-9
+        cand = geo.latitude_band(dv, q.lat - reach, q.lat + reach)
+        hit = geo.distance(q.distance_type, q.lat, q.lon, lat[cand], lon[cand]) <= q.distance
+        return constant(mask_of(docs[cand[hit]], n), scoring, boost * plan.boost)
     if q.relation == "contains":
         mask = _contains(q, docs, lat, lon, n)
     else:
-        hit = geo_shapes.inside(q.shape, lat, lon)
-        mask = mask_of(docs[hit], n)
+        cand = geo.latitude_band(dv, *geo_shapes.latitudes(q.shape))
+        inside = cand[geo_shapes.inside(q.shape, lat[cand], lon[cand])]
+        mask = mask_of(docs[inside], n)
         if q.relation == "within":
-            mask &= ~mask_of(docs[~hit], n)
+            outside = np.ones(len(docs), dtype=bool)
+            outside[inside] = False
+            mask &= ~mask_of(docs[outside], n)
         elif q.relation == "disjoint":
             mask = dv.present & ~mask
     return constant(mask, scoring, boost * plan.boost)
-
-
-def within_distance(q: GeoDistance, lat: np.ndarray, lon: np.ndarray) -> np.ndarray:
-    """Which points lie within the query's distance: only those in the latitude band the
-    distance can reach are measured (a band of the globe, most of a selective query's points
-    skipped). O(n) compares plus O(band) trigonometry."""
-    band = math.degrees(q.distance / geo.EARTH_RADIUS) * 1.01 + 1e-9
-    cand = np.flatnonzero(np.abs(lat - q.lat) <= band)
-    hit = np.zeros(len(lat), dtype=bool)
-    if len(cand):
-        hit[cand] = geo.distance(q.distance_type, q.lat, q.lon, lat[cand], lon[cand]) <= q.distance
-    return hit
 
 
 def _contains(q: GeoArea, docs: np.ndarray, lat: np.ndarray, lon: np.ndarray, n: int) -> np.ndarray:
