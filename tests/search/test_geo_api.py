@@ -162,3 +162,15 @@ def test_pit_walk_sees_each_point_once_with_writers_beside(
         es.close_point_in_time(id=pit)
     assert not errors
     assert sorted(seen, key=int) == [str(i) for i in range(500)]
+
+
+def test_counting_aggregations_and_index_sort(es: Elasticsearch, new_index: Callable[..., str]) -> None:
+    index = new_index(mappings=MAPPING)
+    es.index(index=index, id="1", document={"loc": ["1,1", "2,2"]})
+    es.index(index=index, id="2", document={"loc": "1,1"}, refresh=True)
+    aggs = {"n": {"value_count": {"field": "loc"}}, "d": {"cardinality": {"field": "loc"}}}
+    found = es.search(index=index, size=0, aggs=aggs)["aggregations"]
+    assert found == {"n": {"value": 3}, "d": {"value": 2}}
+    with pytest.raises(BadRequestError) as info:
+        es.indices.create(index=index + "-sorted", mappings=MAPPING, settings={"index.sort.field": "loc"})
+    assert "invalid index sort field:[loc]" in str(info.value.body)

@@ -322,7 +322,7 @@ def numeric_values(
     """(index into `docs`, value in aggregation units, multi-valued) of a numeric/date/boolean field."""
     col = seg.segment.column(ref.path) if ref.mapped else None
     dv = getattr(col, "doc_values", None)
-    if dv is None or ref.family not in NUMBERS:
+    if dv is None or (ref.family not in NUMBERS and ref.family != GEO):  # geo: packed points, to count
         idx, values, multi = np.empty(0, np.int64), np.empty(0, np.float64), False
     else:
         idx, raw, multi = gather(dv, docs)
