@@ -803,3 +803,19 @@ def test_geo_distance_sort_avg_and_median(es: Elasticsearch, new_index: Callable
     assert median[0]["sort"][0] == pytest.approx(
         haversine(0, 0, np.array([0.2]), np.array([0.0]))[0], rel=1e-6
     )
+
+
+def test_bounding_box_with_geohash_corners(es: Elasticsearch, geo_index: tuple[str, np.ndarray]) -> None:
+    """A geohash corner stands for its cell's corner: `u` spans 45..90 N, 0..45 E and `s`
+    0..45 N, 0..45 E, so `u` top-left to `s` bottom-right is 0..90 N, 0..45 E."""
+    index, pts = geo_index
+    lat, lon = pts[:, 0], pts[:, 1]
+    want = expected((lat >= 0) & (lat <= 90) & (lon >= 0) & (lon <= 45))
+    box = {"geo_bounding_box": {"loc": {"top_left": "u", "bottom_right": "s"}}}
+    assert search_ids(es, index, box) == want
+    fine = {
+        "geo_bounding_box": {"loc": {"top_left": "u0", "bottom_right": "u0"}}
+    }  # one cell: 45..50.625 N, 0..11.25 E
+    assert search_ids(es, index, fine) == expected(
+        (lat >= 45) & (lat <= 50.625) & (lon >= 0) & (lon <= 11.25)
+    )
