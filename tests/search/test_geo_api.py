@@ -174,3 +174,17 @@ def test_counting_aggregations_and_index_sort(es: Elasticsearch, new_index: Call
     with pytest.raises(BadRequestError) as info:
         es.indices.create(index=index + "-sorted", mappings=MAPPING, settings={"index.sort.field": "loc"})
     assert "invalid index sort field:[loc]" in str(info.value.body)
+
+
+def test_synthetic_source_shows_stored_points(es: Elasticsearch, new_index: Callable[..., str]) -> None:
+    index = new_index(mappings={"_source": {"mode": "synthetic"}, **MAPPING})
+    es.index(index=index, id="1", document={"loc": [[2, 1], "0.5,0.5"], "n": 1}, refresh=True)
+    loc = es.get(index=index, id="1")["_source"]["loc"]
+    # Sorted by their encoded value, as stored (Lucene's quantization).
+    assert [(round(p["lat"], 6), round(p["lon"], 6)) for p in loc] == [(0.5, 0.5), (1.0, 2.0)]
+    assert (
+        es.search(index=index, query={"geo_distance": {"distance": "1m", "loc": "1,2"}})["hits"]["total"][
+            "value"
+        ]
+        == 1
+    )
