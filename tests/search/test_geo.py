@@ -819,3 +819,32 @@ def test_bounding_box_with_geohash_corners(es: Elasticsearch, geo_index: tuple[s
     assert search_ids(es, index, fine) == expected(
         (lat >= 45) & (lat <= 50.625) & (lon >= 0) & (lon <= 11.25)
     )
+
+
+def test_top_hits_sorted_by_distance(es: Elasticsearch, geo_index: tuple[str, np.ndarray]) -> None:
+    index, pts = geo_index
+    d = haversine(48.0, 5.0, pts[:, 0], pts[:, 1]) / 1000
+    even = np.arange(N) % 2 == 0
+    aggs = {
+        "parity": {
+            "range": {"field": "n", "ranges": [{"to": N}]},
+            "aggs": {
+                "near": {"top_hits": {"size": 4, "sort": [{"_geo_distance": {"loc": "48,5", "unit": "km"}}]}}
+            },
+        },
+        "even": {
+            "filter": {"terms": {"n": np.flatnonzero(even).tolist()}},
+            "aggs": {
+                "far": {
+                    "top_hits": {"size": 3, "sort": [{"_geo_distance": {"loc": "48,5", "order": "desc"}}]}
+                }
+            },
+        },
+    }
+    found = es.search(index=index, size=0, aggs=aggs)["aggregations"]
+    near = found["parity"]["buckets"][0]["near"]["hits"]["hits"]
+    assert [h["_id"] for h in near] == [str(i) for i in np.argsort(d, kind="stable")[:4]]
+    assert [h["sort"][0] for h in near] == pytest.approx(np.sort(d)[:4].tolist(), rel=1e-9)
+    far = found["even"]["far"]["hits"]["hits"]
+    evens = np.flatnonzero(even)
+    assert [h["_id"] for h in far] == [str(i) for i in evens[np.argsort(-d[evens], kind="stable")[:3]]]
