@@ -178,3 +178,9 @@ def test_the_join_bench_runs() -> None:
     generator (it asserts so) and each row prints."""
     result = bench_run("bench.join", "--parents", "2000", "--queries", "3")
     assert "has_child score_mode=max: p50=" in result.stdout and "has_parent: p50=" in result.stdout
+
+
+def test_the_geo_bench_runs() -> None:
+    """`python -m bench.geo` keeps working: every geo and range answer checked against numpy."""
+    result = bench_run("bench.geo", "--docs", "5000", "--queries", "3", "--km", "300")
+    assert "geo+sort: p50" in result.stdout and "range+sort: p50" in result.stdout

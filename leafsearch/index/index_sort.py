@@ -134,6 +134,8 @@ def index_sort_of(settings: dict[str, Any], mapping: Mapping, index_name: str) -
             error = IllegalArgument(f"docvalues not found for index sort field:[{name}]", caused_by=cause)
             error.root_is_self = True
             raise error
+        if ft.type == "geo_point":  # its values sort by distance only (Lucene's custom SortField)
+            raise IllegalArgument(f"invalid index sort field:[{name}]")
         spec = SortSpec(name, order, miss, mode or ("max" if order == "desc" else "min"))
         kind = "double" if ft.kind == "double" or ft.type == "scaled_float" else ft.kind
         scaling = ft.scaling_factor if ft.type == "scaled_float" else None

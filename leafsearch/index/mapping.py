@@ -36,7 +36,7 @@ from leafsearch.errors import (
     MapperParsing,
     StrictDynamicMapping,
 )
-from leafsearch.index import ip, unsigned_long, vectors
+from leafsearch.index import geo, ip, unsigned_long, vectors
 from leafsearch.index.analyzers import DEFAULT_ANALYSIS, STANDARD, Analyzer, IndexAnalysis
 from leafsearch.index.dates import (
     DEFAULT_DATE_FORMAT,
@@ -95,6 +95,7 @@ KINDS = {
     "binary": "keyword",  # kept in `_source` only
     "completion": "keyword",  # one term per input, see index/completion.py
     "percolator": "keyword",  # the query's JSON, see index/percolator.py
+    "geo_point": "long",  # Lucene's packed 32-bit latitude and longitude, see index/geo.py
 }
 _F32 = struct.Struct("<f")
 _F16 = struct.Struct("<e")
@@ -214,7 +215,7 @@ def _any_param(value: Any, name: str, param: str) -> Any:
 _BOOL_PARAMS = (
     "index", "doc_values", "store", "coerce", "ignore_malformed", "norms", "eager_global_ordinals",
     "index_phrases", "fielddata", "split_queries_on_whitespace", "time_series_dimension",
-    "positive_score_impact", "preserve_separators", "preserve_position_increments",
+    "positive_score_impact", "preserve_separators", "preserve_position_increments", "ignore_z_value",
 )
 _STR_PARAMS = (
     "analyzer", "search_analyzer", "search_quote_analyzer", "index_options", "similarity", "term_vector",
@@ -266,6 +267,7 @@ _PARAMS: dict[str, frozenset[str]] = {
         "max_input_length", "contexts", "meta",
     }),
     "percolator": frozenset(),
+    "geo_point": _COMMON - {"boost"} | {"ignore_malformed", "ignore_z_value", "null_value"},
 }
 # Parameters a put-mapping may change; any other must keep its value (or its default).
 _UPDATABLE = frozenset({
@@ -287,6 +289,7 @@ _TYPE_DEFAULTS: dict[str, dict[str, Any]] = {
     "date_range": {"format": DEFAULT_DATE_FORMAT},
     **dict.fromkeys(("rank_feature", "rank_features"), {"positive_score_impact": True}),
     "binary": {"doc_values": False},
+    "geo_point": {"ignore_z_value": True},
 }
 
 
@@ -812,6 +815,62 @@ class VectorField(FieldType):
         return build
 
 
+class GeoPointField(FieldType):
+    """A `geo_point` field: each point a packed long of Lucene's quantized latitude and longitude
+    (index/geo.py); a document may hold several."""
+
+    __slots__ = ("ignore_z_value",)
+
+    def __init__(
+        self,
+        path: str,
+        name: str,
+        type_: str,
+        params: dict[str, Any],
+        fields: dict[str, FieldType],
+        source_key: str | None = None,
+    ) -> None:
+        self.ignore_z_value = params.get("ignore_z_value", True)
+        super().__init__(path, name, type_, params, fields, source_key)
+        self.parse, self.convert = self._parse_points, self._convert_point
+
+    def _check_null_value(self) -> None:
+        self.convert = self._convert_point  # called by FieldType's constructor, before it is set
+        super()._check_null_value()
+
+    def _parse_points(self, value: Any, doc: ParsedDoc) -> None:
+        """One point in any form, or an array of them (an array of numbers is one `[lon, lat]`)."""
+        single = type(value) is not list or (value and type(value[0]) in (int, float))
+        for v in (value,) if single else value:
+            if v is None:
+                v = self.null_value
+                if v is None:
+                    continue
+            try:
+                packed = self._convert_point(v)
+            except _Malformed as e:
+                if self.ignore_malformed:
+                    continue
+                raise _FieldError(self, v, e) from None
+            values = doc.long.get(self.path)
+            if values is None:
+                doc.long[self.path] = [packed]
+            else:
+                values.append(packed)
+        for sub in self.subfields:
+            sub.parse(value, doc)
+
+    def _convert_point(self, v: Any) -> int:
+        try:
+            lat, lon = geo.parse_point(v, self.ignore_z_value)
+        except geo.GeoError as e:
+            raise _Malformed(str(e), "parse_exception") from None
+        problem = geo.point_problem(lat, lon, self.path)
+        if problem is not None:
+            raise _Malformed(problem)
+        return geo.encode(lat, lon)
+
+
 def _expected_token(expected: str, found: Any) -> _Malformed:
     message = f"Failed to parse object: expecting token of type [{expected}] but found [{token_name(found)}]"
     return _Malformed(message, "parsing_exception")
@@ -1194,7 +1253,8 @@ def _build_mapper(
             params[key] = _NORMALIZERS[key](value, name, key)
     from leafsearch.index.field_classes import CLASSES  # they subclass FieldType
 
-    return CLASSES.get(type_, FieldType)(path, name, type_, params, fields, source_key)
+    field_class = GeoPointField if type_ == "geo_point" else CLASSES.get(type_, FieldType)
+    return field_class(path, name, type_, params, fields, source_key)
 
 
 def _build_object(path: str, name: str, type_: str, node: dict) -> ObjectMapper:

@@ -97,6 +97,9 @@ def _object(mapper: ObjectMapper, objs: list[dict], rows: Rows, batch: ParsedBat
 
 def _leaf(field: FieldType, values: list, rows: Rows, batch: ParsedBatch) -> None:
     types = set(map(type, values))
+    if field.type == "geo_point" and not field.subfields:
+        _points(field, values, types, rows, batch)
+        return
     if not types <= _SCALARS or type(field) is not FieldType:  # a subclass parses its own way
         raise _Fallback
     try:
@@ -119,6 +122,22 @@ def _leaf(field: FieldType, values: list, rows: Rows, batch: ParsedBatch) -> Non
         raise _Fallback from None
     for sub in field.subfields:
         _leaf(sub, values, rows, batch)
+
+
+def _points(field: FieldType, values: list, types: set[type], rows: Rows, batch: ParsedBatch) -> None:
+    """One point per document in any form (`{"lat", "lon"}`, `[lon, lat]`, text); arrays of
+    points and nulls go to the per-document parser."""
+    if not types <= {str, dict, list} or not all(map(_one_point, values)):
+        raise _Fallback
+    try:
+        _add(batch.long, field.path, rows, [field.convert(v) for v in values])
+    except _Malformed:
+        raise _Fallback from None
+
+
+def _one_point(value: Any) -> bool:
+    """Whether a geo_point value is one point: an array is one only as `[lon, lat(, z)]`."""
+    return type(value) is not list or (bool(value) and type(value[0]) in (int, float))
 
 
 def _fast_values(field: FieldType, values: list, types: set[type]) -> list[Any] | None:

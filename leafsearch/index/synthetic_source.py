@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from leafsearch.index import ip, unsigned_long
+from leafsearch.index import geo, ip, unsigned_long
 from leafsearch.index.mapping import FieldType, Mapping, ObjectMapper
 from leafsearch.index.range_fields import RANGE_TYPES, shown_interval
 
@@ -47,8 +47,10 @@ def is_synthetic(mapping: Mapping, settings: dict[str, Any]) -> bool:
 def synthesize(mapping: Mapping, source: bytes) -> bytes:
     """The synthetic source of a stored source (Elasticsearch's shape, see the module)."""
     values: dict[str, list[Any]] = {}
-    ranges = {path for path, f in mapping.fields().items() if f.type in RANGE_TYPES}
-    _leaves(orjson.loads(source), "", values, ranges)
+    fields = mapping.fields().items()
+    ranges = {path for path, f in fields if f.type in RANGE_TYPES or f.type == "geo_point"}
+    points = {path for path, f in fields if f.type == "geo_point"}
+    _leaves(orjson.loads(source), "", values, ranges, points)
     out: dict[str, Any] = {}
     for path, raw in values.items():
         field = mapping.field(path)
@@ -58,22 +60,27 @@ def synthesize(mapping: Mapping, source: bytes) -> bytes:
     return orjson.dumps(_sorted(out))
 
 
-def _leaves(node: Any, prefix: str, out: dict[str, list[Any]], ranges: set[str]) -> None:
-    """Every leaf value by full dotted path, arrays (of objects too) walked through, a range
-    field's objects being its values; recursive, bounded by the depth the document parser let
-    the stored source have."""
+def _leaves(
+    node: Any, prefix: str, out: dict[str, list[Any]], ranges: set[str], points: set[str] = frozenset()
+) -> None:
+    """Every leaf value by full dotted path, arrays (of objects too) walked through, a range or
+    geo field's objects being its values (a geo field's arrays too: `[lon, lat]`); recursive,
+    bounded by the depth the document parser let the stored source have."""
     if type(node) is dict and prefix not in ranges:
         for key, value in node.items():
-            _leaves(value, f"{prefix}.{key}" if prefix else key, out, ranges)
-    elif type(node) is list:
+            _leaves(value, f"{prefix}.{key}" if prefix else key, out, ranges, points)
+    elif type(node) is list and prefix not in points:
         for item in node:
-            _leaves(item, prefix, out, ranges)
+            _leaves(item, prefix, out, ranges, points)
     else:
         out.setdefault(prefix, []).append(node)
 
 
 def _field_values(field: FieldType, raw: list[Any]) -> list[Any]:
     """A mapped field's values as its synthetic source answers them."""
+    if field.type == "geo_point":  # its doc values: sorted, as `{"lat", "lon"}`
+        packed = np.array(sorted(geo.encode(*p) for p in geo.source_points(raw, field.null_value)), np.int64)
+        return [{"lat": a, "lon": o} for a, o in zip(*(c.tolist() for c in geo.decode(packed)), strict=True)]
     indexed: list[Any] = []
     kept: list[Any] = []  # values with nothing indexed: answered as sent, after the others
     for value in raw:

@@ -21,6 +21,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from dataclasses import replace as dataclass_replace
+from functools import partial
 from typing import Any
 
 import orjson
@@ -1362,6 +1363,12 @@ def _percolate(body: dict, depth: int) -> Percolate:
     return Percolate(**opts)
 
 
+def _geo_query(name: str, body: dict, depth: int) -> Query:
+    from leafsearch.request.geo_dsl import PARSERS  # it builds on this module
+
+    return PARSERS[name](body, depth)
+
+
 _PARSERS: dict[str, Callable[[dict, int], Query]] = {
     "match_all": _match_all,
     "match_none": _match_none,
@@ -1388,10 +1395,15 @@ _PARSERS: dict[str, Callable[[dict, int], Query]] = {
     "rank_feature": _rank_feature,
     "percolate": _percolate,
     "nested": _nested,
+    **{
+        name: partial(_geo_query, name)
+        for name in ("geo_distance", "geo_bounding_box", "geo_polygon", "geo_shape")
+    },
 }
 from leafsearch.request import join_queries  # noqa: E402 (its queries build on this module's)
 
 _PARSERS.update(join_queries.PARSERS)
+
 
 #: Every query name Elasticsearch 8 registers, for the "did you mean" hint of an unknown one.
 _QUERY_NAMES: tuple[str, ...] = tuple(

@@ -49,6 +49,7 @@ class SortSpec:
     script: ScriptSpec | None = None
     script_type: str | None = None
     nested: NestedSort | None = None
+    geo: Any = None  # a `_geo_distance` sort's `geo_dsl.GeoSort`; `field` is then its geo_point field
 
     @property
     def descending(self) -> bool:

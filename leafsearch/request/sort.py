@@ -19,12 +19,11 @@ from typing import Any
 
 from leafsearch.common.json_tokens import token_name
 from leafsearch.errors import ElasticError, IllegalArgument, ParsingError, XContentParseError
+from leafsearch.request.geo_dsl import parse_geo_sort
 from leafsearch.request.query_dsl import script_spec
 from leafsearch.request.search_types import DOC, SCORE, SHARD_DOC, NestedSort, SortSpec
 from leafsearch.unsupported import NotSupported
 
-#: Sorts Elasticsearch has and leafsearch does not: refused by name rather than mistaken for fields.
-_UNSUPPORTED_SORTS = ("_geo_distance", "_geoDistance")
 SCRIPT = "_script"
 #: A `_script` sort's `type`, and the kind of values it compares as (`unmapped_type` of its spec).
 _SCRIPT_TYPES = {"number": "double", "string": "keyword", "version": "version"}
@@ -104,9 +103,9 @@ def _order(text: str) -> str:
 def _compound(body: dict[str, Any]) -> list[SortSpec]:
     specs = []
     for name, value in body.items():
-        if name in _UNSUPPORTED_SORTS:
-            raise NotSupported(f"[{name}] sort")
-        if name == SCRIPT:
+        if name in ("_geo_distance", "_geoDistance"):
+            specs.append(parse_geo_sort(value))
+        elif name == SCRIPT:
             specs.append(_script_object(value))
         elif isinstance(value, str):
             specs.append(SortSpec(name, _order(value)))

@@ -28,7 +28,7 @@ import orjson
 from leafsearch.common.json_paths import path_values
 from leafsearch.common.memo import memo
 from leafsearch.errors import ElasticError, IllegalArgument, ParseException
-from leafsearch.index import ip, unsigned_long
+from leafsearch.index import geo, ip, unsigned_long
 from leafsearch.index.columns import KeywordColumn, NumericColumn
 from leafsearch.index.dates import DEFAULT_DATE_FORMAT, DateFormatter, parse_date_math
 from leafsearch.index.range_fields import RANGE_TYPES
@@ -216,6 +216,15 @@ def extract_fields(source: dict[str, Any], mapping: Any, specs: list[dict[str, A
             ft = mapping.field(path)
             if ft is None or path in out:
                 continue
+            if ft.type == "geo_point":
+                raw = _source_values(source, _source_path(mapping, path), whole=True)
+                try:
+                    values = geo.render_points(geo.source_points(raw, ft.null_value), fmt)
+                except geo.GeoError as e:
+                    raise IllegalArgument(str(e)) from None
+                if values:
+                    out[path] = values
+                continue
             convert = _source_converter(path, ft, fmt)
             nulls = ft.null_value
             found = (nulls if v is None else v for v in _source_values(source, _source_path(mapping, path)))
@@ -237,17 +246,21 @@ def _source_path(mapping: Any, path: str) -> str:
     return parent if dot and mapping.field(parent) is not None else path
 
 
-def _source_values(source: Any, path: str) -> list[Any]:
-    """Every leaf value at a dotted path (nulls included), through arrays and dotted keys (`{"a.b": 1}`)."""
+def _source_values(source: Any, path: str, whole: bool = False) -> list[Any]:
+    """Every leaf value at a dotted path (nulls included), through arrays and dotted keys (`{"a.b": 1}`);
+    `whole`: the values at the path as they are (a geo point's array or object)."""
     out: list[Any] = []
-    _collect(source, path.split("."), 0, out)
+    _collect(source, path.split("."), 0, out, whole)
     return out
 
 
-def _collect(node: Any, parts: list[str], i: int, out: list[Any]) -> None:
+def _collect(node: Any, parts: list[str], i: int, out: list[Any], whole: bool = False) -> None:
+    if whole and i == len(parts):
+        out.append(node)
+        return
     if isinstance(node, list):
         for item in node:
-            _collect(item, parts, i, out)
+            _collect(item, parts, i, out, whole)
         return
     if i == len(parts):
         if not isinstance(node, dict):
@@ -260,7 +273,7 @@ def _collect(node: Any, parts: list[str], i: int, out: list[Any]) -> None:
         if j > i:
             key = f"{key}.{parts[j]}"
         if key in node:
-            _collect(node[key], parts, j + 1, out)
+            _collect(node[key], parts, j + 1, out, whole)
 
 
 def _leaf_values(node: Any, prefix: str) -> list[tuple[str, list[Any]]]:
@@ -500,6 +513,10 @@ def _docvalue_renderer(path: str, ft: Any, fmt: str | None, index: str) -> Calla
     error = fielddata_error(path, ft, index)
     if error is not None:
         raise error
+    if ft.type == "geo_point":
+        return lambda values: [
+            {"lat": a, "lon": o} for a, o in zip(*(c.tolist() for c in geo.decode(values)), strict=True)
+        ]
     domain = _type_domain(ft.type, ft.kind)
     if domain in ("date", "date_nanos"):
         printer = _date_formatter(fmt) if fmt is not None else ft.formatter
@@ -785,6 +802,8 @@ def _sort_domain(field_type: Any, spec: SortSpec) -> str:
     special = {SCORE: "score", DOC: "doc", SHARD_DOC: "shard_doc"}.get(spec.field)
     if special is not None:
         return special
+    if spec.geo is not None:
+        return "double"  # a distance
     if field_type is not None:
         domain = _type_domain(field_type.type, field_type.kind)
     else:

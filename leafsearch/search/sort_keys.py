@@ -18,6 +18,7 @@ from leafsearch.common.bounded_cache import BoundedCache
 from leafsearch.errors import ElasticError, IllegalArgument
 from leafsearch.index.columns import KeywordColumn, NumericColumn, ordinal_column
 from leafsearch.request.search_types import DOC, SCORE, SHARD_DOC, SortSpec
+from leafsearch.search import geo_sort
 from leafsearch.search.fetch import fielddata_error, missing_sort_key
 
 
@@ -161,6 +162,8 @@ def missing_substitute(spec: SortSpec, field_type: Any) -> Any:
 def resolve_field_kind(spec: SortSpec, field_types: list, index_names: list[str]) -> str:
     """The storage kind a sort compares in across all targets (`numeric_type` converts numbers),
     refusing what Elasticsearch refuses; `index_names` are the targets' indices, for messages."""
+    if spec.geo is not None:
+        return geo_sort.resolve_kind(spec, field_types)
     kinds = set()
     for ft, index in zip(field_types, index_names, strict=True):
         if ft is None:
@@ -174,6 +177,10 @@ def resolve_field_kind(spec: SortSpec, field_types: list, index_names: list[str]
         error = fielddata_error(spec.field, ft, index)
         if error is not None:
             raise error
+        if ft.type == "geo_point":
+            raise IllegalArgument(
+                "can't sort on geo_point field without using specific sorting feature, like geo_distance"
+            )
         kinds.add("double" if ft.kind == "double" or ft.type == "scaled_float" else _sort_kind(ft))
     types = {ft.type for ft in field_types if ft is not None}
     if "unsigned_long" in types and len(types) > 1:
@@ -211,6 +218,8 @@ def _unmapped_kind(unmapped_type: str | None) -> str:
 def numeric_values(col, ft, spec: SortSpec, docs: np.ndarray, kind: str) -> tuple[np.ndarray, np.ndarray]:
     """(values, present) of a numeric sort field for docs of one segment, converted for merging."""
     dtype = np.float64 if kind == "double" else np.int64
+    if spec.geo is not None:
+        return geo_sort.distance_values(col, spec, docs)
     if not isinstance(col, NumericColumn):
         return np.zeros(len(docs), dtype=dtype), np.zeros(len(docs), dtype=bool)
     mode = spec.mode or ("max" if spec.descending else "min")

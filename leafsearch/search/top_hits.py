@@ -300,7 +300,7 @@ def sort_plan(request: SearchRequest, targets: list[Target]) -> SortPlan:
         kind = resolve_field_kind(spec, field_types, names)
         resolved.append((kind, next((ft for ft in field_types if ft is not None), None)))
         per_index = {resolve_field_kind(spec, [ft], [n]) for ft, n in zip(field_types, names, strict=True)}
-        uniform = uniform and per_index == {kind}
+        uniform = uniform and per_index == {kind} and spec.geo is None  # distances: no segment order
     return SortPlan(tuple(specs), tuple(resolved), uniform)
 
 

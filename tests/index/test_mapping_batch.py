@@ -27,6 +27,7 @@ MAPPING = {
         "msg": {"type": "text", "fields": {"raw": {"type": "keyword"}}},
         "obj": {"properties": {"x": {"type": "long"}, "t": {"type": "text"}}},
         "off": {"type": "object", "enabled": False},
+        "loc": {"type": "geo_point"},
     }
 }
 
@@ -61,6 +62,8 @@ def _expand(batch, n: int) -> list[dict]:
             {"@timestamp": 1_700_000_000_000},
         ],
         [{"@timestamp": "1960-05-01T00:00:00.000Z", "n": -7}, {}],
+        [{"loc": {"lat": 1.5, "lon": 2}}, {"loc": [2, 1.5, 3]}, {"loc": "1.5,2"}, {"loc": "s0"}, {"n": 1}],
+        [{"loc": "POINT (2 1.5)"}, {"loc": {"type": "Point", "coordinates": [2, 1.5]}}],
     ],
 )
 def test_a_batch_parses_as_its_documents_do(docs):
@@ -81,6 +84,9 @@ def test_a_batch_parses_as_its_documents_do(docs):
         {"nanos": "1960-01-01T00:00:00.000Z"},  # refused value
         {"obj": 3},  # concrete value for an object
         {"obj.x": 3},  # dotted key
+        {"loc": [[1, 2], [3, 4]]},  # several points
+        {"loc": {"lat": 99, "lon": 0}},  # refused point
+        {"loc": []},  # no point
     ],
 )
 def test_anything_else_is_left_to_the_per_document_parser(doc):

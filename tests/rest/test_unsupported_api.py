@@ -83,8 +83,8 @@ def test_the_official_client_gets_the_reason(es: Elasticsearch) -> None:
             "[intervals] query is not supported by leafsearch",
         ),
         (
-            {"query": {"geo_distance": {"distance": "1km", "loc": [0, 0]}}},
-            "[geo_distance] query is not supported by leafsearch",
+            {"query": {"intervals": {"t": {"match": {"query": "x"}}}}},
+            "[intervals] query is not supported by leafsearch",
         ),
         (
             {"query": {"span_term": {"n": 1}}},
@@ -115,11 +115,11 @@ def test_features_say_they_are_not_supported(
 
 
 def test_field_types_say_they_are_not_supported(http: httpx.Client, index_name: str) -> None:
-    geo = http.put(f"/{index_name}", json={"mappings": {"properties": {"loc": {"type": "geo_point"}}}})
+    geo = http.put(f"/{index_name}", json={"mappings": {"properties": {"loc": {"type": "geo_shape"}}}})
     assert geo.status_code == 400
     assert error_of(geo)["type"] == "mapper_parsing_exception"
     assert error_of(geo)["reason"] == (
-        "Failed to parse mapping: the field type [geo_point] of field [loc] is not supported by leafsearch"
+        "Failed to parse mapping: the field type [geo_shape] of field [loc] is not supported by leafsearch"
     )
     unknown = http.put(f"/{index_name}", json={"mappings": {"properties": {"loc": {"type": "geo_pint"}}}})
     assert (

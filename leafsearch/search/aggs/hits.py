@@ -24,6 +24,7 @@ from leafsearch.request.sort import parse_sort
 from leafsearch.search.aggs.base import Agg, Options, ParseContext, SegmentContext, remap, shard_failure
 from leafsearch.search.aggs.values import (
     ANY,
+    GEO,
     KEYWORD,
     NUMERIC,
     FieldRef,
@@ -32,6 +33,7 @@ from leafsearch.search.aggs.values import (
     resolve_field,
 )
 from leafsearch.search.fetch import filter_source
+from leafsearch.search.geo_sort import distance_values
 
 _OPTIONS = {"from", "size", "sort", "_source", "track_scores", "version", "seq_no_primary_term", "explain"}
 
@@ -79,6 +81,8 @@ class TopHitsAgg(Agg):
             elif spec.script is not None:  # a `_script` sort: the script's values (aggs/scripted.py)
                 family = KEYWORD if spec.script_type == "string" else NUMERIC
                 self.fields.append(FieldRef(spec.field, None, family, spec.script))
+            elif spec.geo is not None:
+                self.fields.append(resolve_field("top_hits", {"field": spec.field}, pctx, frozenset({GEO})))
             else:
                 self.fields.append(resolve_field("top_hits", {"field": spec.field}, pctx, ANY))
         self.by_score = not self.sort or self.sort[0].field == "_score"
@@ -126,6 +130,11 @@ class TopHitsAgg(Agg):
             primary = -scores.astype(np.float64)
         elif self.sort and len(self.sort) == 1 and self.sort[0].field == "_doc":
             primary = docs.astype(np.float64) * (-1 if self.sort[0].descending else 1)
+        elif self.sort and len(self.sort) == 1 and self.sort[0].geo is not None:
+            spec = self.sort[0]
+            values, present = distance_values(seg.segment.column(spec.field), spec, docs)
+            missing = -np.inf if spec.missing == "_first" else np.inf
+            primary = np.where(present, values * (-1 if spec.descending else 1), missing)
         elif (
             self.sort
             and len(self.sort) == 1
@@ -159,7 +168,10 @@ class TopHitsAgg(Agg):
             values = [int(d) + base for d in docs.tolist()]
             return values, values
         found: list[Any] = [None] * n
-        if ref is not None and ref.family == KEYWORD:
+        if spec.geo is not None:
+            values, present = distance_values(seg.segment.column(spec.field), spec, docs)
+            found = [v if p else None for v, p in zip(values.tolist(), present.tolist(), strict=True)]
+        elif ref is not None and ref.family == KEYWORD:
             idx, ords, terms, _ = keyword_values(seg, ref, docs)
             pick = min if not spec.descending else max
             for j, o in zip(idx.tolist(), ords.tolist(), strict=True):

@@ -27,6 +27,7 @@ from leafsearch.search.aggs.base import (
 from leafsearch.search.aggs.grouping import concat, unify
 from leafsearch.search.aggs.values import (
     ANY,
+    GEO,
     KEYWORD,
     NUMBERS,
     FieldRef,
@@ -76,7 +77,7 @@ class StatsAgg(Agg):
     ) -> None:
         super().__init__(name, meta, [])
         self.type_name = type_name
-        families = ANY if type_name == "value_count" else NUMBERS
+        families = ANY | {GEO} if type_name == "value_count" else NUMBERS
         self.field: FieldRef = resolve_field(type_name, opts, pctx, families)
         self.format: ValueFormat = self.field.value_format(opts.get("format"))
         self.needs = _NEEDS[type_name]
@@ -265,7 +266,7 @@ class CardinalityAgg(Agg):
 
     def __init__(self, name: str, meta: dict | None, opts: Options, pctx: ParseContext) -> None:
         super().__init__(name, meta, [])
-        self.field = resolve_field("cardinality", opts, pctx, ANY)
+        self.field = resolve_field("cardinality", opts, pctx, ANY | {GEO})
         threshold = opts.get("precision_threshold")
         if threshold is not None and opts.integer("precision_threshold", 3000) < 0:
             raise field_failed(

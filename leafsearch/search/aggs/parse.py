@@ -9,6 +9,7 @@ from typing import Any
 from leafsearch.common.json_tokens import token_name
 from leafsearch.common.suggestions import did_you_mean
 from leafsearch.errors import AggregationInitialization, ElasticError, IllegalArgument, ParsingError
+from leafsearch.search.aggs import geo
 from leafsearch.search.aggs.base import AggTree, ParseContext
 from leafsearch.search.aggs.composite import parse_composite
 from leafsearch.search.aggs.filters import parse_filter, parse_filters
@@ -37,8 +38,9 @@ PARSERS = {
     **JOIN_PARSERS,
     "nested": parse_nested,
     "reverse_nested": parse_reverse_nested,
+    **geo.PARSERS,
 }
-LEAVES = frozenset((*METRICS, "cardinality", "top_hits"))
+LEAVES = frozenset((*METRICS, "cardinality", "top_hits", *geo.LEAVES))
 _VALID_NAME = re.compile(r"[^\[\]>]+")
 MAX_NESTED_DEPTH = "search.aggs.max_nested_depth"
 MAX_AGGREGATIONS = "search.max_aggregations"

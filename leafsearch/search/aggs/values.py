@@ -25,7 +25,7 @@ from leafsearch.search.aggs.base import SegmentContext, shard_failure
 from leafsearch.search.fetch import fielddata_error
 from leafsearch.unsupported import NotSupported
 
-KEYWORD, NUMERIC, DATE, BOOLEAN = "keyword", "numeric", "date", "boolean"
+KEYWORD, NUMERIC, DATE, BOOLEAN, GEO = "keyword", "numeric", "date", "boolean", "geo"
 ANY = frozenset({KEYWORD, NUMERIC, DATE, BOOLEAN})
 NUMBERS = frozenset({NUMERIC, DATE, BOOLEAN})
 _TEXT_TYPES = {"text", "match_only_text", "annotated_text", "search_as_you_type"}
@@ -252,6 +252,8 @@ def family_of(ftype: Any) -> str | None:
         return DATE
     if type_name == "boolean":
         return BOOLEAN
+    if type_name == "geo_point":
+        return GEO
     if ftype.kind == "keyword":
         return KEYWORD
     return NUMERIC
@@ -343,7 +345,7 @@ def numeric_values(
     if ref.script is not None:
         field = numeric_values(seg, replace(ref, script=None), docs) if ref.ftype is not None else None
         idx, values, multi = scripted.numbers(seg, ref.script, docs, field)
-    elif dv is None or ref.family not in NUMBERS:
+    elif dv is None or (ref.family not in NUMBERS and ref.family != GEO):  # geo: packed points, to count
         idx, values, multi = np.empty(0, np.int64), np.empty(0, np.float64), False
     else:
         idx, raw, multi = gather(dv, docs)

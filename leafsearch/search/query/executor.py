@@ -13,6 +13,7 @@ from leafsearch.index.searcher import SegmentView
 from leafsearch.search.query import (
     conjunction,
     feature_queries,
+    geo_queries,
     join_queries,
     nested_queries,
     percolate_queries,
@@ -287,4 +288,5 @@ _EXECUTORS: dict[type, Callable[..., Result]] = {
     feature_queries.FeaturePlan: feature_queries.exec_rank_feature,
     percolate_queries.PercolatePlan: percolate_queries.exec_percolate,
     nested_queries.NestedPlan: nested_queries.exec_nested,
+    geo_queries.GeoPlan: geo_queries.exec_geo,
 }

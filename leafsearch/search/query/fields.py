@@ -34,11 +34,18 @@ _UNSEARCHABLE = {
 
 
 def refuse_vector(ctx: QueryContext, ft: Any, name: str, queries: str) -> None:
-    """Vectors are searched by kNN only: Elasticsearch refuses term-level queries on them (and
-    on the types of `_UNSEARCHABLE`)."""
+    """Vectors are searched by kNN only, points by the geo queries: Elasticsearch refuses
+    term-level queries on them (and on the types of `_UNSEARCHABLE`)."""
     if type_of(ft) in _UNSEARCHABLE:
         raise failed(ctx, "illegal_argument_exception", _UNSEARCHABLE[type_of(ft)])
-    if ft.kind == "vector":
+    if ft.type == "geo_point" and queries != "range":
+        raise failed(
+            ctx,
+            "illegal_argument_exception",
+            "Geometry fields do not support exact searching, use dedicated geometry queries instead: "
+            f"[{name}]",
+        )
+    if ft.kind == "vector" or ft.type == "geo_point":
         raise failed(
             ctx,
             "illegal_argument_exception",

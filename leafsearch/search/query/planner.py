@@ -9,10 +9,12 @@ from collections.abc import Callable
 from typing import Any
 
 from leafsearch.errors import ElasticError, IllegalArgument
+from leafsearch.request import geo_dsl
 from leafsearch.request import join_queries as join_dsl
 from leafsearch.request import query_dsl as dsl
 from leafsearch.search.query import (
     feature_queries,
+    geo_queries,
     join_queries,
     nested_queries,
     percolate_queries,
@@ -112,4 +114,6 @@ _PLANNERS: dict[type, Callable[[Any, QueryContext], Any]] = {
     dsl.RankFeature: feature_queries.plan_rank_feature,
     dsl.Percolate: percolate_queries.plan_percolate,
     dsl.Nested: nested_queries.plan_nested,
+    geo_dsl.GeoDistance: geo_queries.plan_geo,
+    geo_dsl.GeoArea: geo_queries.plan_geo,
 }
