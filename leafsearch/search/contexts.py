@@ -14,7 +14,11 @@ Contexts survive a restart, `kill -9` included: each shard keeps the context's s
 before the response that names the id. At start the node restores every record whose pins it
 finds, under the same id and owner; a restart counts as a use (each restored context has its whole
 keep-alive from the moment the node is back: time while the node is down does not count). The
-open-context limits count restored contexts. Contexts on shard actors (Ray) are kept in memory.
+open-context limits count restored contexts. On shard actors (Ray) the same: each actor keeps the pins in its
+folder and serves a context by its name after Ray restarts it; a restarted coordinator sends the
+shard context ids it recorded, and tells each actor which contexts it still holds
+(`RemoteShards.retain_contexts`). A pin whose actor could not answer its free is freed again by
+the reaper until it answers.
 
 Ids are opaque and URL-safe, and name this node and a random key of the context. Each carries
 128 random bits checked on every use, so no id can be derived from another; a context also records
@@ -62,6 +66,8 @@ if TYPE_CHECKING:
 
 _ID_PREFIX = b"leafsearch:"
 _ENDED_MEMORY = 10_000
+#: Seconds between attempts to free the pins of shard actors that could not answer.
+_UNFREED_RETRY_SECONDS = 5.0
 _TIME_UNITS = (("d", 86400.0), ("h", 3600.0), ("m", 60.0), ("s", 1.0))
 
 
@@ -90,7 +96,7 @@ class ReaderContext:
     seq: int = 0
     prev_cursor: list | None = None
     prev_took: int = 0
-    #: kept on disk (records and pins) so that it survives a restart; False on shard actors
+    #: kept on disk (records and pins) so that it survives a restart
     durable: bool = False
     #: held while its record is written or deleted, so a freed context's record never comes back
     record_lock: threading.Lock = field(default_factory=threading.Lock)
@@ -142,6 +148,9 @@ class ContextRegistry:
         self.read_ahead = ReadAhead()
         #: The lists of every match kept for walks run in this process (search/walks.py).
         self.walks = WalkMemory(int(services.cluster_settings.get(MAX_MEMORY)))
+        #: Pins of freed contexts whose shard (an actor) could not answer, freed again by `reap`.
+        self._unfreed: list[tuple[Target, ShardContextId]] = []
+        self._unfreed_at = 0.0
 
     # ---- ids ---------------------------------------------------------------------------
 
@@ -223,8 +232,8 @@ class ContextRegistry:
         if refused is not None:
             raise refused
         key = secrets.token_hex(8)
-        durable = not any(t.remote for t in targets)
-        pins = open_shard_contexts(self.services, targets, key if durable else None)
+        durable = True
+        pins = open_shard_contexts(self.services, targets, key)
         with self._lock:
             refused = self._open_limit_error(kind)
             if refused is None:
@@ -291,24 +300,47 @@ class ContextRegistry:
             for index_uuid, shard_id, alias_filter in record["targets"]:
                 index = indices.get(index_uuid)
                 shard = index.shards[shard_id] if index is not None and shard_id < len(index.shards) else None
-                searcher = shard.take_restored(key) if shard is not None and index.remote is None else None
+                if shard is None:
+                    break
+                # A shard actor's pin is in its folder: the recorded shard context names it.
+                searcher = shard.take_restored(key) if index.remote is None else shard.acquire_searcher()
                 if searcher is None:
                     break
                 targets.append(Target(index, shard_id, searcher, alias_filter))
             else:
                 self._restored(record, targets, now)
                 continue
-            for target in targets:
-                engine_shard(target).unpin(key)
+            for target in targets:  # (a shard actor's pin goes with `retain_contexts` below)
+                if not target.remote:
+                    engine_shard(target).unpin(key)
                 target.searcher.release()
             self.records.remove(key)
             how = "freed because its snapshot was gone at restart"
             self._ended[key] = (how, time.time(), record["token"])
             self.records.add_ended(key, self._ended)
+        self._retain_remote(indices)
+
+    def _retain_remote(self, indices: dict[str, Index]) -> None:
+        """Tell each Ray-backed index's actors which contexts this node holds (the others go)."""
+        for index in indices.values():
+            if index.remote is None:
+                continue
+            names: list[set[str]] = [set() for _ in index.shards]
+            for ctx in self._contexts.values():
+                for target in ctx.targets:
+                    if target.index is index:
+                        names[target.shard_id].add(ctx.key)
+            index.remote.retain_contexts(names)
 
     def _restored(self, record: dict[str, Any], targets: list[Target], now: float) -> None:
         key, kind = record["key"], record["kind"]
-        pins = [self.services.shard_contexts.adopt(t, key) for t in targets]
+        recorded = record.get("shard_contexts") or [None] * len(targets)
+        pins = [
+            c if t.remote else self.services.shard_contexts.adopt(t, key)
+            for t, c in zip(targets, recorded, strict=True)
+        ]
+        # The leases taken on shard actors' snapshots pass to their pins, as when opened.
+        release_targets([t for t in targets if t.remote])
         ctx = ReaderContext(
             ctx_id=next(self._ids),
             kind=kind,
@@ -428,7 +460,24 @@ class ContextRegistry:
 
     def _release_resources(self, ctx: ReaderContext) -> None:
         self._forget(ctx)
-        free_shard_contexts(self.services, ctx.targets, ctx.shard_contexts)
+        unfreed = free_shard_contexts(self.services, ctx.targets, ctx.shard_contexts)
+        if ctx.durable:  # those shards keep the pins on disk: free them once they answer
+            self._unfreed.extend(unfreed)
+
+    def _free_unfreed(self) -> None:
+        """Free again the pins of shard actors that could not answer (lock held), through the
+        index's current actors (a closed index's wait until it is open again)."""
+        pending, self._unfreed = self._unfreed, []
+        for target, context in pending:
+            index = target.index
+            if index.closed:
+                self._unfreed.append((target, context))
+                continue
+            fresh = Target(index, target.shard_id, index.shards[target.shard_id].acquire_searcher(), None)
+            try:
+                self._unfreed.extend(free_shard_contexts(self.services, [fresh], [context]))
+            finally:
+                fresh.searcher.release()
 
     def free(self, ctx: ReaderContext, how: str = "freed") -> None:
         with self._lock:
@@ -486,12 +535,17 @@ class ContextRegistry:
         with self._lock:
             for ctx in [c for c in self._contexts.values() if c.in_use == 0 and now > c.expires_at]:
                 self._free(ctx, "expired")
+            if self._unfreed and now >= self._unfreed_at:
+                self._unfreed_at = now + _UNFREED_RETRY_SECONDS
+                self._free_unfreed()
 
     def drop_index(self, index, why: str = "deleted") -> None:
         """Free the contexts reading `index`, which was deleted or closed (as Elasticsearch does)."""
         with self._lock:
             for ctx in [c for c in self._contexts.values() if any(t.index is index for t in c.targets)]:
                 self._free(ctx, f"freed because its index was {why}")
+            if why == "deleted":  # its folders go with it
+                self._unfreed = [(t, c) for t, c in self._unfreed if t.index is not index]
 
     def close_all(self) -> None:
         """The node is closing: durable contexts stay on disk for the restart (the node's shard
@@ -563,6 +617,7 @@ def _record(ctx: ReaderContext) -> dict[str, Any]:
         "keep_alive": ctx.keep_alive,
         "opened_at": ctx.opened_at,
         "targets": [(t.index.uuid, t.shard_id, t.alias_filter) for t in ctx.targets],
+        "shard_contexts": ctx.shard_contexts,
         "request": ctx.request,
         "cursor": ctx.cursor,
         "total": ctx.total,
