@@ -13,6 +13,7 @@ import base64
 import os
 import random
 import signal
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -145,5 +146,55 @@ def test_pit_walk_and_sliced_scroll_survive_kill_9_on_ray(
         es.indices.delete(index="docs")
     finally:
         writer.stop()
+        for running in servers:
+            running.stop()
+
+
+def pin_files(data: Path) -> list[Path]:
+    """The pins the shard actors of the coordinator on `data` keep on disk (one per context and shard)."""
+    return list((data / "ray-shards").glob("*/*/*/shard/pins/*.npz"))
+
+
+def wait_for(condition: Callable[[], bool], what: str, seconds: float = 60.0) -> None:
+    """Poll `condition` until it holds (the reaper's work is asynchronous), failing after `seconds`."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, f"{what} did not happen within {seconds} s"
+        time.sleep(0.1)
+
+
+def test_expiry_after_a_restart_and_closing_the_index_free_the_actors_pins(
+    ray_cluster: Any, tmp_path: Path
+) -> None:
+    data = tmp_path / "data"
+    servers = [coordinator(ray_cluster.address, data)]
+    try:
+        es = servers[-1].client()
+        es.indices.create(index="pins", settings=SETTINGS, mappings=MAPPING)
+        fill(es, "pins")
+        short = es.open_point_in_time(index="pins", keep_alive="3s").body["id"]
+        long = es.open_point_in_time(index="pins", keep_alive="5m").body["id"]
+        assert len(pin_files(data)) == 2 * SETTINGS["number_of_shards"]
+        held = es.indices.stats(index="pins", metric="store").body["_all"]["primaries"]["store"]
+        assert held["contexts_size_in_bytes"] > 0  # the pin files, on the actors' disks
+        kill_9(servers[-1])
+        servers.append(coordinator(ray_cluster.address, data))
+        es = servers[-1].client()
+        # Both restored, with their whole keep-alive from the restart; the short one then expires
+        # (the reaper frees it on the actors) and its id says so.
+        assert es.search(pit={"id": long}, size=0).body["hits"]["total"]["value"] == 600
+        wait_for(lambda: len(pin_files(data)) == SETTINGS["number_of_shards"], "the expired PIT's pins going")
+        with pytest.raises(NotFoundError, match="expired"):
+            es.search(pit={"id": short}, size=0)
+        # Closing the index frees its PITs while its actors are gone: their pins go once it is
+        # open again (the reaper frees them through the new actors).
+        es.indices.close(index="pins")
+        assert len(pin_files(data)) == SETTINGS["number_of_shards"]
+        es.indices.open(index="pins")
+        wait_for(lambda: not pin_files(data), "the closed index's PIT pins going")
+        with pytest.raises(NotFoundError, match="closed"):
+            es.search(pit={"id": long}, size=0)
+        es.indices.delete(index="pins")
+    finally:
         for running in servers:
             running.stop()
