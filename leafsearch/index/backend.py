@@ -31,7 +31,8 @@ class RemoteShards(Protocol):
     def inactive_shards(self) -> list[int]: ...
 
     def retain_contexts(self, names: list[set[str]]) -> None:
-        """Per shard, the names of the durable contexts the coordinator holds; others are freed."""
+        """Per shard, the names of the durable contexts the coordinator holds; others of before
+        are freed."""
         ...
 
     def listings(self) -> list[ShardListing | ShardMissing]: ...

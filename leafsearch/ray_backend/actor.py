@@ -288,12 +288,12 @@ class ShardActor:
         searcher.release()
         return True
 
-    def retain_contexts(self, names: list[str]) -> int:
-        """A coordinator started: every context it does not hold goes (those of searches it ran
-        before it stopped, those kept on disk that it freed while this actor could not answer);
-        how many went."""
+    def retain_contexts(self, names: list[str], since: float) -> int:
+        """A coordinator started at `since` (wall time): every context of before that it does not
+        hold goes (those of searches it ran before it stopped, those kept on disk that it freed
+        while this actor could not answer); how many went."""
         kept = set(names)
-        freed = self.state.shard_contexts.retain(kept)
+        freed = self.state.shard_contexts.retain(kept, since)
         for name in set(self.shard.restored_names()) - kept:
             freed += self.free_context(ShardContextId("", 0, name=name))
         return freed

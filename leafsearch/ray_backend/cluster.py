@@ -56,20 +56,18 @@ class NoRayCluster(ConnectionError):
 
 
 def cluster_address(address: str) -> str:
-    """The `host:port` (or `ray://` address) of the running cluster `address` names: `auto` as Ray
-    resolves it (`RAY_ADDRESS`, the cluster `ray start` recorded, a raylet of this machine). Raises
+    """The address of the running cluster `address` names: `auto` as Ray resolves it
+    (`RAY_ADDRESS`, the cluster `ray start` recorded, a raylet of this machine). Raises
     `NoRayCluster` when none is found, or when nothing accepts connections at that address."""
-    from ray._private.services import canonicalize_bootstrap_address  # Ray's own resolution of `auto`
+    from ray._private.services import get_ray_address_from_environment  # Ray's own `auto`
 
     if address.startswith("ray://"):  # Ray Client: its server answers for the cluster
         return address
     where = "on this machine" if address == "auto" else f"at {address}"
     try:
-        resolved = canonicalize_bootstrap_address(address)
-    except (ConnectionError, ValueError):
+        resolved = get_ray_address_from_environment(address, None) if address == "auto" else address
+    except ConnectionError:
         raise NoRayCluster(where) from None
-    if resolved is None:
-        return address
     host, _, port = resolved.rpartition(":")
     try:
         socket.create_connection((host.strip("[]"), int(port)), timeout=PROBE_SECONDS).close()

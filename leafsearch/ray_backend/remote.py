@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -152,11 +153,13 @@ class RemoteIndex:
 
     def retain_contexts(self, names: list[set[str]]) -> None:
         """A restarted coordinator holds, per shard, the contexts named in `names`: each actor
-        frees the others (its pins of contexts freed while it could not answer, and the
-        in-memory contexts of the searches the coordinator was running). All actors at once; one
-        that cannot answer keeps its pins until the next start."""
+        frees the others opened before now (its pins of contexts freed while it could not
+        answer, and the in-memory contexts of the searches the coordinator was running; a call
+        that arrives late leaves the new ones alone). All actors at once; one that cannot answer
+        keeps its pins until the next start."""
+        since = time.time()
         pairs = zip(self.actors, names, strict=True)
-        refs = [actor.retain_contexts.remote(sorted(kept)) for actor, kept in pairs]
+        refs = [actor.retain_contexts.remote(sorted(kept), since) for actor, kept in pairs]
         for shard_id, ref in enumerate(refs):
             with contextlib.suppress(ShardUnavailable):
                 answer(ref, self.describe(shard_id))

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -51,6 +52,7 @@ class ShardContexts:
         self._lock = threading.Lock()
         self._pins: dict[int, tuple[Target, str | None]] = {}
         self._names: dict[str, int] = {}
+        self._opened: dict[int, float] = {}  # wall time each context was opened (`retain`)
         self._numbers = itertools.count(1)
 
     def open(self, target: Target, name: str | None = None) -> ShardContextId:
@@ -74,6 +76,7 @@ class ShardContexts:
         with self._lock:
             number = next(self._numbers)
             self._pins[number] = (target, name)
+            self._opened[number] = time.time()
             if name is not None and self._by_name:
                 self._names[name] = number
         searcher = target.searcher
@@ -100,8 +103,10 @@ class ShardContexts:
         with self._lock:
             number = self._number(context)
             pin = None if number is None else self._pins.pop(number, None)
-            if pin is not None and pin[1] is not None:
-                self._names.pop(pin[1], None)
+            if pin is not None:
+                del self._opened[number]  # type: ignore[arg-type]
+                if pin[1] is not None:
+                    self._names.pop(pin[1], None)
         if pin is None:
             return False
         target, name = pin
@@ -112,12 +117,16 @@ class ShardContexts:
             target.searcher.release()
         return True
 
-    def retain(self, names: set[str]) -> int:
-        """Free every context but those kept on disk under one of `names` (what a restarted
-        coordinator still holds); how many were freed."""
+    def retain(self, names: set[str], since: float) -> int:
+        """Free every context opened before `since` (wall time) but those kept on disk under one
+        of `names` (what a restarted coordinator still holds); how many were freed. Those opened
+        since are the new coordinator's, should this call arrive late."""
         with self._lock:
-            pins = self._pins.items()
-            victims = [ShardContextId(self.session, n) for n, (_, name) in pins if name not in names]
+            victims = [
+                ShardContextId(self.session, n)
+                for n, (_, name) in self._pins.items()
+                if name not in names and self._opened[n] < since
+            ]
         return sum(self.free(victim) for victim in victims)
 
     def open_count(self) -> int:
@@ -127,6 +136,6 @@ class ShardContexts:
     def close_all(self) -> None:
         """Release every pin's snapshot (the node is closing); pins on disk stay, for the restart."""
         with self._lock:
-            pins, self._pins, self._names = list(self._pins.values()), {}, {}
+            pins, self._pins, self._names, self._opened = list(self._pins.values()), {}, {}, {}
         for target, _ in pins:
             target.searcher.release()
