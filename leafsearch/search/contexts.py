@@ -14,11 +14,11 @@ Contexts survive a restart, `kill -9` included: each shard keeps the context's s
 before the response that names the id. At start the node restores every record whose pins it
 finds, under the same id and owner; a restart counts as a use (each restored context has its whole
 keep-alive from the moment the node is back: time while the node is down does not count). The
-open-context limits count restored contexts. On shard actors (Ray) the same: each actor keeps the pins in its
-folder and serves a context by its name after Ray restarts it; a restarted coordinator sends the
-shard context ids it recorded, and tells each actor which contexts it still holds
-(`RemoteShards.retain_contexts`). A pin whose actor could not answer its free is freed again by
-the reaper until it answers.
+open-context limits count restored contexts. On shard actors (Ray) the same: each actor keeps
+the pins in its folder and serves a context by its name after Ray restarts it; a restarted
+coordinator sends the shard context ids it recorded, and tells each actor which contexts it still
+holds (`RemoteShards.retain_contexts`). A pin whose actor could not answer its free is freed
+again by the reaper until it answers.
 
 Ids are opaque and URL-safe, and name this node and a random key of the context. Each carries
 128 random bits checked on every use, so no id can be derived from another; a context also records
@@ -96,8 +96,6 @@ class ReaderContext:
     seq: int = 0
     prev_cursor: list | None = None
     prev_took: int = 0
-    #: kept on disk (records and pins) so that it survives a restart
-    durable: bool = False
     #: held while its record is written or deleted, so a freed context's record never comes back
     record_lock: threading.Lock = field(default_factory=threading.Lock)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -232,14 +230,12 @@ class ContextRegistry:
         if refused is not None:
             raise refused
         key = secrets.token_hex(8)
-        durable = True
         pins = open_shard_contexts(self.services, targets, key)
         with self._lock:
             refused = self._open_limit_error(kind)
             if refused is None:
                 ctx = self._new_context(kind, key, targets, keep_alive, in_use)
                 ctx.shard_contexts = pins
-                ctx.durable = durable
                 self._contexts[key] = ctx
         if refused is not None:  # others opened meanwhile
             free_shard_contexts(self.services, targets, pins)
@@ -248,7 +244,7 @@ class ContextRegistry:
         release_targets(targets)
         if kind == "scroll":
             self.services.search_stats.scroll_opened(targets)
-        elif durable:
+        else:
             try:
                 self.persist(ctx)
             except BaseException:
@@ -282,8 +278,6 @@ class ContextRegistry:
     def persist(self, ctx: ReaderContext) -> None:
         """Write the context's record as it is now (durable when this returns); nothing once the
         context is freed. A scroll's batch calls it holding `ctx.lock`, after moving its cursor."""
-        if not ctx.durable:
-            return
         with ctx.record_lock:
             if ctx.freed:
                 return
@@ -359,7 +353,6 @@ class ContextRegistry:
             seq=record["seq"],
             prev_cursor=record["prev_cursor"],
             prev_took=record["prev_took"],
-            durable=True,
             shard_contexts=pins,
         )
         with self._lock:
@@ -440,8 +433,7 @@ class ContextRegistry:
             return
         with ctx.record_lock:
             ctx.freed = True
-            if ctx.durable:
-                self.records.remove(ctx.key)
+            self.records.remove(ctx.key)
         self._ended[ctx.key] = (how, time.time(), ctx.token)
         while len(self._ended) > _ENDED_MEMORY:
             self._ended.popitem(last=False)
@@ -460,9 +452,8 @@ class ContextRegistry:
 
     def _release_resources(self, ctx: ReaderContext) -> None:
         self._forget(ctx)
-        unfreed = free_shard_contexts(self.services, ctx.targets, ctx.shard_contexts)
-        if ctx.durable:  # those shards keep the pins on disk: free them once they answer
-            self._unfreed.extend(unfreed)
+        # Shards that could not answer keep the pins on disk: freed once they answer.
+        self._unfreed.extend(free_shard_contexts(self.services, ctx.targets, ctx.shard_contexts))
 
     def _free_unfreed(self) -> None:
         """Free again the pins of shard actors that could not answer (lock held), through the
@@ -548,15 +539,12 @@ class ContextRegistry:
                 self._unfreed = [(t, c) for t, c in self._unfreed if t.index is not index]
 
     def close_all(self) -> None:
-        """The node is closing: durable contexts stay on disk for the restart (the node's shard
-        contexts let their snapshots go); the others are freed."""
+        """The node is closing: contexts stay on disk for the restart (the node's shard contexts
+        let their snapshots go; shard actors keep theirs)."""
         with self._lock:
             for ctx in list(self._contexts.values()):
-                if ctx.durable:
-                    del self._contexts[ctx.key]
-                    self._forget(ctx)
-                else:
-                    self._free(ctx, "freed at node shutdown")
+                del self._contexts[ctx.key]
+                self._forget(ctx)
         self.read_ahead.close()
 
     # ---- reporting ---------------------------------------------------------------------
