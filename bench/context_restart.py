@@ -31,6 +31,7 @@ server's `kill -9`; the disk figures are then the actors' (each shard's folder).
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import tempfile
 import time
@@ -42,6 +43,7 @@ import orjson
 
 from bench.client import Client
 from bench.generate import MAPPING, generate
+from bench.ray_cluster import LOOPBACK_ENV
 from bench.server import Server
 from bench.workloads.common import BULK_CHUNK, settle_merges
 
@@ -124,6 +126,8 @@ def main() -> None:
     parser.add_argument("--shards", type=int, default=1)
     args = parser.parse_args()
     dataset = generate(args.docs, args.seed)
+    if args.ray:
+        os.environ.update(LOOPBACK_ENV)  # before Ray is imported, and for the servers started here
     cluster = _ray_cluster(args.ray) if args.ray else None
     server_args = args.server_args.split() + (["--ray", cluster.address] if cluster is not None else [])
     with tempfile.TemporaryDirectory(prefix="leafsearch-ctx-") as folder:
@@ -132,7 +136,8 @@ def main() -> None:
         server.start(timeout=120)
         try:
             http = Client(server.url)
-            http.json("PUT", f"/{INDEX}", {"mappings": MAPPING, "settings": {"number_of_shards": args.shards}})
+            settings = {"number_of_shards": args.shards}
+            http.json("PUT", f"/{INDEX}", {"mappings": MAPPING, "settings": settings})
             for body in dataset.bulk_bodies(BULK_CHUNK):
                 assert not orjson.loads(http.raw("POST", f"/{INDEX}/_bulk", body, "application/x-ndjson"))[
                     "errors"

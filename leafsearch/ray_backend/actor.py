@@ -105,6 +105,7 @@ class ShardActor:
         #: Search calls served, by method (`stats`: what a search costs in calls, bench/ray_cluster.py).
         self._calls: Counter[str] = Counter()
         self._calls_lock = threading.Lock()
+        self._taking_back = threading.Lock()  # (`_pinned`)
         self._closed = threading.Event()
         self._background = threading.Thread(target=self._loop, name="leafsearch-shard-actor", daemon=True)
         self._background.start()
@@ -266,15 +267,19 @@ class ShardActor:
     def _pinned(self, context: ShardContextId, alias_filter: Query | None) -> Target:
         """The snapshot a context names. One kept on disk that this actor's process does not hold
         yet (Ray restarted the actor, which found the pin in its folder) is taken back here, under
-        the alias filter its phases are sent with."""
+        the alias filter its phases are sent with; one phase at a time, so that a concurrent one
+        finds it taken back."""
         contexts = self.state.shard_contexts
         try:
             return contexts.get(context)
         except SearchContextMissing:
-            searcher = None if context.name is None else self.shard.take_restored(context.name)
+            if context.name is None:
+                raise
+        with self._taking_back:
+            searcher = self.shard.take_restored(context.name)
             if searcher is not None:
                 contexts.adopt(Target(self.index, self.shard_id, searcher, alias_filter), context.name)  # type: ignore[arg-type]
-            return contexts.get(context)  # (or another phase took it back meanwhile)
+            return contexts.get(context)
 
     def free_context(self, context: ShardContextId) -> bool:
         """Release a context; one kept on disk and not taken back since a restart is deleted."""
