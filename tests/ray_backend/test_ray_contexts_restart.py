@@ -198,3 +198,35 @@ def test_expiry_after_a_restart_and_closing_the_index_free_the_actors_pins(
     finally:
         for running in servers:
             running.stop()
+
+
+def test_a_restored_pit_stays_its_openers(ray_cluster: Any, tmp_path: Path) -> None:
+    from tests.security_helpers import add_user
+
+    data = tmp_path / "data"
+    for name, role in (("admin", "superuser"), ("ann", "viewer"), ("bob", "viewer")):
+        add_user(data, name, f"{name}-secret", role)
+    servers = [coordinator(ray_cluster.address, data)]
+    try:
+        admin = servers[-1].client(basic_auth=("admin", "admin-secret"))
+        admin.indices.create(index="owned", settings=SETTINGS, mappings=MAPPING)
+        fill(admin, "owned")
+        pit = (
+            servers[-1]
+            .client(basic_auth=("ann", "ann-secret"))
+            .open_point_in_time(index="owned", keep_alive="5m")["id"]
+        )
+        kill_9(servers[-1])
+        servers.append(coordinator(ray_cluster.address, data))
+        ann = servers[-1].client(basic_auth=("ann", "ann-secret"))
+        bob = servers[-1].client(basic_auth=("bob", "bob-secret"))
+        with pytest.raises(NotFoundError):
+            bob.search(pit={"id": pit}, size=1)
+        assert bob.options(ignore_status=404).close_point_in_time(id=pit).body.get("num_freed", 0) == 0
+        assert ann.search(pit={"id": pit}, size=0)["hits"]["total"]["value"] == 600
+        assert ann.close_point_in_time(id=pit)["num_freed"] == 1
+        admin = servers[-1].client(basic_auth=("admin", "admin-secret"))
+        admin.indices.delete(index="owned")
+    finally:
+        for running in servers:
+            running.stop()
