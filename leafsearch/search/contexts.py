@@ -455,20 +455,23 @@ class ContextRegistry:
         # Shards that could not answer keep the pins on disk: freed once they answer.
         self._unfreed.extend(free_shard_contexts(self.services, ctx.targets, ctx.shard_contexts))
 
-    def _free_unfreed(self) -> None:
-        """Free again the pins of shard actors that could not answer (lock held), through the
-        index's current actors (a closed index's wait until it is open again)."""
-        pending, self._unfreed = self._unfreed, []
+    def _free_again(
+        self, pending: list[tuple[Target, ShardContextId]]
+    ) -> list[tuple[Target, ShardContextId]]:
+        """Free again the pins of shard actors that could not answer, through the index's current
+        actors (a closed index's wait until it is open again); those still not freed."""
+        left: list[tuple[Target, ShardContextId]] = []
         for target, context in pending:
             index = target.index
             if index.closed:
-                self._unfreed.append((target, context))
+                left.append((target, context))
                 continue
             fresh = Target(index, target.shard_id, index.shards[target.shard_id].acquire_searcher(), None)
             try:
-                self._unfreed.extend(free_shard_contexts(self.services, [fresh], [context]))
+                left.extend(free_shard_contexts(self.services, [fresh], [context]))
             finally:
                 fresh.searcher.release()
+        return left
 
     def free(self, ctx: ReaderContext, how: str = "freed") -> None:
         with self._lock:
@@ -523,12 +526,17 @@ class ContextRegistry:
 
     def reap(self) -> None:
         now = self.clock()
+        pending: list[tuple[Target, ShardContextId]] = []
         with self._lock:
             for ctx in [c for c in self._contexts.values() if c.in_use == 0 and now > c.expires_at]:
                 self._free(ctx, "expired")
             if self._unfreed and now >= self._unfreed_at:
                 self._unfreed_at = now + _UNFREED_RETRY_SECONDS
-                self._free_unfreed()
+                pending, self._unfreed = self._unfreed, []
+        if pending:  # (calls to shard actors: outside the lock)
+            left = self._free_again(pending)
+            with self._lock:  # not those of an index deleted meanwhile
+                self._unfreed.extend((t, c) for t, c in left if t.index.folder.exists())
 
     def drop_index(self, index, why: str = "deleted") -> None:
         """Free the contexts reading `index`, which was deleted or closed (as Elasticsearch does)."""
