@@ -4,6 +4,7 @@ and the disk an open PIT holds once every document was updated and merged.
     python -m bench.context_restart --docs 200000
     python -m bench.context_restart --docs 20000 --pages 5   # a quick look
     python -m bench.context_restart --server-args "--search-workers 0"
+    python -m bench.context_restart --ray 3   # a Ray-backed index over 3 local Ray nodes
 
 The data is bench/generate.py's, loaded into index `bench` (1 shard, the default) of a new data
 folder. Then, on one PIT (sorted by `@timestamp` desc, 100 hits a page, `search_after` from the
@@ -21,11 +22,16 @@ Then the disk: the whole dataset indexed again (every document replaced) with th
 merges waited for, and `_nodes/stats` read: the index's store size and the part only the PIT
 holds (`store.contexts_size_in_bytes`, segments merged away since it opened and its pin files);
 then the PIT closed and the same figures read again.
+
+With `--ray N`, a local cluster of N Ray nodes is started here and the server coordinates it
+(`serve --ray`): the index's shards (`--shards`, default 1) are actors, which survive the
+server's `kill -9`; the disk figures are then the actors' (each shard's folder).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import tempfile
 import time
@@ -37,6 +43,7 @@ import orjson
 
 from bench.client import Client
 from bench.generate import MAPPING, generate
+from bench.ray_cluster import LOOPBACK_ENV
 from bench.server import Server
 from bench.workloads.common import BULK_CHUNK, settle_merges
 
@@ -115,15 +122,22 @@ def main() -> None:
         help="time pages only once the server's start-up work is done (its processes idle)",
     )
     parser.add_argument("--server-args", default="", help="added to `serve`, e.g. '--search-workers 0'")
+    parser.add_argument("--ray", type=int, default=0, metavar="N", help="on a local cluster of N Ray nodes")
+    parser.add_argument("--shards", type=int, default=1)
     args = parser.parse_args()
     dataset = generate(args.docs, args.seed)
+    if args.ray:
+        os.environ.update(LOOPBACK_ENV)  # before Ray is imported, and for the servers started here
+    cluster = _ray_cluster(args.ray) if args.ray else None
+    server_args = args.server_args.split() + (["--ray", cluster.address] if cluster is not None else [])
     with tempfile.TemporaryDirectory(prefix="leafsearch-ctx-") as folder:
         data, log = Path(folder) / "data", Path(folder) / "server.log"
-        server = Server(data, log, args.server_args.split())
-        server.start()
+        server = Server(data, log, server_args)
+        server.start(timeout=120)
         try:
             http = Client(server.url)
-            http.json("PUT", f"/{INDEX}", {"mappings": MAPPING})
+            settings = {"number_of_shards": args.shards}
+            http.json("PUT", f"/{INDEX}", {"mappings": MAPPING, "settings": settings})
             for body in dataset.bulk_bodies(BULK_CHUNK):
                 assert not orjson.loads(http.raw("POST", f"/{INDEX}/_bulk", body, "application/x-ndjson"))[
                     "errors"
@@ -138,8 +152,8 @@ def main() -> None:
             server.kill()
             http.close()
             began = time.perf_counter()
-            server = Server(data, log, args.server_args.split())
-            server.start()
+            server = Server(data, log, server_args)
+            server.start(timeout=120)
             restart_ms = (time.perf_counter() - began) * 1000
             http = Client(server.url)
             if args.settle:
@@ -192,6 +206,20 @@ def main() -> None:
             print(f"after closing the PIT: store {size / 1e6:.1f} MB, held by contexts {held / 1e6:.2f} MB")
         finally:
             server.stop()
+            if cluster is not None:
+                cluster.shutdown()
+
+
+def _ray_cluster(nodes: int) -> Any:
+    """A local Ray cluster of `nodes` nodes on loopback (as bench/ray_cluster.py starts them)."""
+    from ray.cluster_utils import Cluster
+
+    node_args = {"num_cpus": 1, "object_store_memory": 80 * 1024 * 1024, "node_ip_address": "127.0.0.1"}
+    cluster = Cluster(initialize_head=True, head_node_args={**node_args, "include_dashboard": False})
+    for _ in range(nodes - 1):
+        cluster.add_node(**node_args)
+    cluster.wait_for_nodes()
+    return cluster
 
 
 if __name__ == "__main__":

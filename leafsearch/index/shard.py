@@ -387,6 +387,11 @@ class Shard:
         with self._refs_lock:
             return self._restored.pop(name, None)
 
+    def restored_names(self) -> list[str]:
+        """The pins found at start that no context took yet."""
+        with self._refs_lock:
+            return list(self._restored)
+
     def drop_restored(self) -> None:
         """Delete the pins found at start that no context took (their context ended, or its
         record never became durable, before the node stopped)."""

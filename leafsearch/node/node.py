@@ -77,7 +77,8 @@ class NodeLocked(RuntimeError):
 
 
 class RayUnavailable(RuntimeError):
-    """`ray=` was given but Ray is not installed (the `leafsearch[ray]` extra)."""
+    """`ray=` was given but Ray is not installed (the `leafsearch[ray]` extra), or no Ray cluster
+    runs where it points."""
 
 
 class Node:
@@ -156,7 +157,11 @@ class Node:
                     raise
                 self._lock_file.close()
                 raise RayUnavailable('the Ray backend needs Ray: pip install "leafsearch[ray]"') from None
-            self.ray = RayBackend(ray, self.path / "ray-shards")
+            try:
+                self.ray = RayBackend(ray, self.path / "ray-shards")
+            except ConnectionError as exc:  # no cluster there (`NoRayCluster` says what to run)
+                self._lock_file.close()
+                raise RayUnavailable(str(exc)) from None
             search_workers = 0
         indices_dir = self.path / "indices"
         if not indices_dir.exists():

@@ -32,6 +32,7 @@ import shutil
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -39,7 +40,7 @@ from typing import Any
 import orjson
 
 from leafsearch.common.durable import FOLDER_MODE
-from leafsearch.errors import ElasticError
+from leafsearch.errors import ElasticError, SearchContextMissing
 from leafsearch.index.index import write_json
 from leafsearch.index.shard import Shard
 from leafsearch.index.shard_listing import ShardListing, of_shard
@@ -75,11 +76,11 @@ class Refusal:
 
 class ActorState(WorkerState):
     """What a shard actor holds for its searches: a search worker's, plus the reader contexts this
-    shard pinned."""
+    shard pinned (`shard_of`: the actor's engine shard)."""
 
-    def __init__(self, node_id: str) -> None:
+    def __init__(self, node_id: str, shard_of: Callable[[Target], Shard]) -> None:
         super().__init__(WorkerConfig(node_id, workers=1, threads=4, persistent={}, transient={}))
-        self.shard_contexts = self.services.shard_contexts = ShardContexts()
+        self.shard_contexts = self.services.shard_contexts = ShardContexts(shard_of)
 
 
 class ShardActor:
@@ -94,7 +95,7 @@ class ShardActor:
         else:
             write_json(stored, asdict(state))
         self.index = IndexMirror(state)
-        self.state = ActorState(f"shard-{state.uuid}-{shard_id}")
+        self.state = ActorState(f"shard-{state.uuid}-{shard_id}", lambda target: self.shard)
         self.shard_id = shard_id
         #: The shard's block cache, flush thread and merge worker; its events are the ones this
         #: actor's caches listen to.
@@ -104,6 +105,7 @@ class ShardActor:
         #: Search calls served, by method (`stats`: what a search costs in calls, bench/ray_cluster.py).
         self._calls: Counter[str] = Counter()
         self._calls_lock = threading.Lock()
+        self._taking_back = threading.Lock()  # (`_pinned`)
         self._closed = threading.Event()
         self._background = threading.Thread(target=self._loop, name="leafsearch-shard-actor", daemon=True)
         self._background.start()
@@ -240,24 +242,66 @@ class ShardActor:
         """The shard's current snapshot, acquired (the caller pins or releases it)."""
         return Target(self.index, self.shard_id, self.shard.acquire_searcher(), alias_filter)  # type: ignore[arg-type]
 
-    def open_context(self, alias_filter: Query | None) -> ShardContextId | Refusal:
+    def open_context(self, alias_filter: Query | None, name: str | None = None) -> ShardContextId | Refusal:
+        """A context on the current snapshot; with `name` (a PIT's or a scroll's), kept on disk
+        too (index/pins.py), durable when this answers."""
         self._count("open_context")
-        return self._pin(alias_filter)
+        return self._pin(alias_filter, name)
 
-    def _pin(self, alias_filter: Query | None) -> ShardContextId | Refusal:
+    def _pin(self, alias_filter: Query | None, name: str | None = None) -> ShardContextId | Refusal:
         """A context on the current snapshot."""
         try:
             target = self._target(alias_filter)
         except ElasticError as exc:
             return Refusal(exc)
         try:
-            return self.state.shard_contexts.open(target)
+            return self.state.shard_contexts.open(target, name)
+        except OSError as exc:  # its pin could not be written: nothing was pinned
+            return Refusal(ElasticError(f"cannot keep the snapshot of {self._describe()}: {exc}"))
         finally:
             target.searcher.release()
 
+    def _describe(self) -> str:
+        return f"[{self.index.name}][{self.shard_id}]"
+
+    def _pinned(self, context: ShardContextId, alias_filter: Query | None) -> Target:
+        """The snapshot a context names. One kept on disk that this actor's process does not hold
+        yet (Ray restarted the actor, which found the pin in its folder) is taken back here, under
+        the alias filter its phases are sent with; one phase at a time, so that a concurrent one
+        finds it taken back."""
+        contexts = self.state.shard_contexts
+        try:
+            return contexts.get(context)
+        except SearchContextMissing:
+            if context.name is None:
+                raise
+        with self._taking_back:
+            searcher = self.shard.take_restored(context.name)
+            if searcher is not None:
+                contexts.adopt(Target(self.index, self.shard_id, searcher, alias_filter), context.name)  # type: ignore[arg-type]
+            return contexts.get(context)
+
     def free_context(self, context: ShardContextId) -> bool:
+        """Release a context; one kept on disk and not taken back since a restart is deleted."""
         self._count("free_context")
-        return self.state.shard_contexts.free(context)
+        if self.state.shard_contexts.free(context):
+            return True
+        searcher = None if context.name is None else self.shard.take_restored(context.name)
+        if searcher is None:
+            return False
+        self.shard.unpin(context.name)  # type: ignore[arg-type]
+        searcher.release()
+        return True
+
+    def retain_contexts(self, names: list[str], since: float) -> int:
+        """A coordinator started at `since` (wall time): every context of before that it does not
+        hold goes (those of searches it ran before it stopped, those kept on disk that it freed
+        while this actor could not answer); how many went."""
+        kept = set(names)
+        freed = self.state.shard_contexts.retain(kept, since)
+        for name in set(self.shard.restored_names()) - kept:
+            freed += self.free_context(ShardContextId("", 0, name=name))
+        return freed
 
     def dfs(self, request: ShardDfs, alias_filter: Query | None) -> tuple[ShardContextId, DfsStats] | Refusal:
         self._count("dfs")
@@ -316,7 +360,7 @@ class ShardActor:
                     return opened
                 context = opened
                 message = replace(message, context=context)
-            pinned = self.state.shard_contexts.get(context)
+            pinned = self._pinned(context, alias_filter)
             return context, run(LocalShard(self.state.services, pinned, None), message)  # type: ignore[arg-type]
         except ElasticError as exc:
             if isinstance(opened, ShardContextId):

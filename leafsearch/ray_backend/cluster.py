@@ -3,7 +3,9 @@
 - **Connection**: `address` is a Ray address (`ray://...` or `host:port` of a running cluster),
   `auto` (the cluster this machine runs, as `ray.init(address="auto")` finds it) or `local`
   (a single-node cluster started in this process). A process already connected (tests, an
-  application embedding the node) keeps its connection.
+  application embedding the node) keeps its connection. Before connecting, the address is
+  resolved and its port tried (`NoRayCluster` when nothing is there): `ray.init` would raise a
+  traceback, or wait for a cluster that a stale session file names, rather than say what to run.
 - **Placement**: a new index's shards are dealt round-robin over the cluster's alive nodes,
   starting at a node that moves with every index, so shards and indices spread (what Ray's
   SPREAD strategy aims at). Each actor is then pinned to its node
@@ -22,6 +24,7 @@
 from __future__ import annotations
 
 import itertools
+import socket
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +41,39 @@ if TYPE_CHECKING:
 NAMESPACE = "leafsearch"
 #: Requests one shard actor serves at once (searches beside writes; the engine has its locks).
 ACTOR_CONCURRENCY = 8
+#: How long the cluster's address may take to accept a connection before it counts as not running.
+PROBE_SECONDS = 3.0
+
+
+class NoRayCluster(ConnectionError):
+    """No Ray cluster runs where `--ray` points; the message says what to run."""
+
+    def __init__(self, where: str) -> None:
+        super().__init__(
+            f"no Ray cluster is running {where}. Start one with `ray start --head` (then "
+            "`leafsearch serve --ray auto`), or run a one-node cluster in this process with `--ray local`"
+        )
+
+
+def cluster_address(address: str) -> str:
+    """The address of the running cluster `address` names: `auto` as Ray resolves it
+    (`RAY_ADDRESS`, the cluster `ray start` recorded, a raylet of this machine). Raises
+    `NoRayCluster` when none is found, or when nothing accepts connections at that address."""
+    from ray._private.services import get_ray_address_from_environment  # Ray's own `auto`
+
+    if address.startswith("ray://"):  # Ray Client: its server answers for the cluster
+        return address
+    where = "on this machine" if address == "auto" else f"at {address}"
+    try:
+        resolved = get_ray_address_from_environment(address, None) if address == "auto" else address
+    except ConnectionError:
+        raise NoRayCluster(where) from None
+    host, _, port = resolved.rpartition(":")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=PROBE_SECONDS).close()
+    except (OSError, ValueError):
+        raise NoRayCluster(f"at {resolved}" if address == "auto" else where) from None
+    return resolved
 
 
 class RayBackend:
@@ -48,7 +84,7 @@ class RayBackend:
             if address == "local":
                 ray.init(namespace=NAMESPACE, include_dashboard=False, log_to_driver=False)
             else:
-                ray.init(address=address, namespace=NAMESPACE, log_to_driver=False)
+                ray.init(address=cluster_address(address), namespace=NAMESPACE, log_to_driver=False)
         self.shard_root = shard_root
         self._actor_class = ray.remote(ShardActor)
         self._deal = itertools.count()

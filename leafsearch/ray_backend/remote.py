@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -72,13 +73,29 @@ def unavailable_for_write(index: Index, shard_id: int, count: int, cause: Except
     )
 
 
-def answer(ref: Any, shard: str, timeout: float = CALL_TIMEOUT_SECONDS) -> Any:
+#: Times a search phase is sent to an actor that died or was restarting while it had it: a read
+#: changes nothing, and sent again it waits for Ray's restart of the actor (whose contexts kept
+#: on disk are still there), so a walk goes on over an actor restart.
+PHASE_ATTEMPTS = 3
+
+
+def answer(
+    ref: Any, shard: str, timeout: float = CALL_TIMEOUT_SECONDS, again: Callable[[], Any] | None = None
+) -> Any:
     """An actor method's answer; a `Refusal` raised as its error, a Ray failure as the shard's
-    unavailability."""
-    try:
-        value = ray.get(ref, timeout=timeout)
-    except UNAVAILABLE as exc:
-        raise ShardUnavailable(f"{shard} is unavailable: {type(exc).__name__}") from None
+    unavailability. `again`: sends the call again when the actor died or restarted under it (a
+    read), up to `PHASE_ATTEMPTS` times in all."""
+    attempts = PHASE_ATTEMPTS if again is not None else 1
+    for attempt in range(1, attempts + 1):
+        try:
+            value = ray.get(ref, timeout=timeout)
+            break
+        except RayActorError as exc:
+            if again is None or attempt == attempts:
+                raise ShardUnavailable(f"{shard} is unavailable: {type(exc).__name__}") from None
+            ref = again()
+        except UNAVAILABLE as exc:
+            raise ShardUnavailable(f"{shard} is unavailable: {type(exc).__name__}") from None
     if isinstance(value, Refusal):
         raise value.error
     return value
@@ -133,6 +150,19 @@ class RemoteIndex:
 
     def describe(self, shard_id: int) -> str:
         return f"[{self.index.name}][{shard_id}]"
+
+    def retain_contexts(self, names: list[set[str]]) -> None:
+        """A restarted coordinator holds, per shard, the contexts named in `names`: each actor
+        frees the others opened before now (its pins of contexts freed while it could not
+        answer, and the in-memory contexts of the searches the coordinator was running; a call
+        that arrives late leaves the new ones alone). All actors at once; one that cannot answer
+        keeps its pins until the next start."""
+        since = time.time()
+        pairs = zip(self.actors, names, strict=True)
+        refs = [actor.retain_contexts.remote(sorted(kept), since) for actor, kept in pairs]
+        for shard_id, ref in enumerate(refs):
+            with contextlib.suppress(ShardUnavailable):
+                answer(ref, self.describe(shard_id))
 
     def write(self, writes: list[ShardWrite]) -> list[ShardWriteOutcome | ElasticError]:
         """Every shard's write at once; per write its outcomes, or the error that failed it."""
@@ -345,14 +375,14 @@ class RayShard:
         self.name = snapshot.shard.remote.describe(snapshot.shard.shard_id)
 
     def open_context(self, name: str | None = None) -> ShardContextId:
-        """A shard actor keeps its pins in memory only: `name` is not used (see docs/paging-guide.md)."""
-        return answer(self.snapshot.shard.actor.open_context.remote(self.alias_filter), self.name)
+        """With `name`, the actor keeps the pin on disk (a PIT's or a scroll's), and serves it
+        by that name after Ray restarts it, or a restarted coordinator sends its recorded id."""
+        return answer(self.snapshot.shard.actor.open_context.remote(self.alias_filter, name), self.name)
 
     def free_context(self, context: ShardContextId) -> bool:
-        try:
-            return bool(answer(self.snapshot.shard.actor.free_context.remote(context), self.name))
-        except ShardUnavailable:
-            return False  # a restarted actor holds no context of before
+        """Raises `ShardUnavailable` when the actor cannot answer (the caller frees a pin kept on
+        disk again later)."""
+        return bool(answer(self.snapshot.shard.actor.free_context.remote(context), self.name))
 
     def send(self, phase: str, message: Any) -> Callable[[], Any]:
         """Send a phase ("dfs", "query", "fetch") to the actor; the function that waits for its
@@ -361,8 +391,9 @@ class RayShard:
         hit frees its pin at once and names none). A search's last fetch hands the pin over:
         the actor frees it as it answers, so no release message follows; so does a query that
         fetches its page as the search's last phase (search/query_and_fetch.py). The phase's
-        unavailability, or the loss of the context it names (the actor restarted), fails this
-        shard alone (`ShardFailed`)."""
+        unavailability, or the loss of the context it names, fails this shard alone
+        (`ShardFailed`); an actor that died or restarted under it is sent it again
+        (`PHASE_ATTEMPTS`): a PIT's or scroll's context is still there, by its name."""
         snapshot = self.snapshot
         actor = snapshot.shard.actor
         free_after = False
@@ -373,14 +404,21 @@ class RayShard:
                 context = snapshot.context
             if context is not None:
                 message = replace(message, context=context)
-        if phase in ("fetch", "query"):
-            ref = getattr(actor, phase).remote(message, self.alias_filter, free_after)
-        else:
-            ref = getattr(actor, phase).remote(message, self.alias_filter)
+        method = getattr(actor, phase)
+        args = (
+            (message, self.alias_filter, free_after)
+            if phase in ("fetch", "query")
+            else (message, self.alias_filter)
+        )
+
+        def submit() -> Any:
+            return method.remote(*args)
+
+        ref = submit()
 
         def wait() -> Any:
             try:
-                context, result = answer(ref, self.name)
+                context, result = answer(ref, self.name, again=submit)
             except (ShardUnavailable, SearchContextMissing) as exc:
                 shard = snapshot.shard
                 raise ShardFailed(exc, message.shard_index, shard.remote.index.name, shard.shard_id) from None

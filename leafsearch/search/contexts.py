@@ -14,7 +14,11 @@ Contexts survive a restart, `kill -9` included: each shard keeps the context's s
 before the response that names the id. At start the node restores every record whose pins it
 finds, under the same id and owner; a restart counts as a use (each restored context has its whole
 keep-alive from the moment the node is back: time while the node is down does not count). The
-open-context limits count restored contexts. Contexts on shard actors (Ray) are kept in memory.
+open-context limits count restored contexts. On shard actors (Ray) the same: each actor keeps
+the pins in its folder and serves a context by its name after Ray restarts it; a restarted
+coordinator sends the shard context ids it recorded, and tells each actor which contexts it still
+holds (`RemoteShards.retain_contexts`). A pin whose actor could not answer its free is freed
+again by the reaper until it answers.
 
 Ids are opaque and URL-safe, and name this node and a random key of the context. Each carries
 128 random bits checked on every use, so no id can be derived from another; a context also records
@@ -62,6 +66,8 @@ if TYPE_CHECKING:
 
 _ID_PREFIX = b"leafsearch:"
 _ENDED_MEMORY = 10_000
+#: Seconds between attempts to free the pins of shard actors that could not answer.
+_UNFREED_RETRY_SECONDS = 5.0
 _TIME_UNITS = (("d", 86400.0), ("h", 3600.0), ("m", 60.0), ("s", 1.0))
 
 
@@ -90,8 +96,6 @@ class ReaderContext:
     seq: int = 0
     prev_cursor: list | None = None
     prev_took: int = 0
-    #: kept on disk (records and pins) so that it survives a restart; False on shard actors
-    durable: bool = False
     #: held while its record is written or deleted, so a freed context's record never comes back
     record_lock: threading.Lock = field(default_factory=threading.Lock)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -142,6 +146,9 @@ class ContextRegistry:
         self.read_ahead = ReadAhead()
         #: The lists of every match kept for walks run in this process (search/walks.py).
         self.walks = WalkMemory(int(services.cluster_settings.get(MAX_MEMORY)))
+        #: Pins of freed contexts whose shard (an actor) could not answer, freed again by `reap`.
+        self._unfreed: list[tuple[Target, ShardContextId]] = []
+        self._unfreed_at = 0.0
 
     # ---- ids ---------------------------------------------------------------------------
 
@@ -223,14 +230,12 @@ class ContextRegistry:
         if refused is not None:
             raise refused
         key = secrets.token_hex(8)
-        durable = not any(t.remote for t in targets)
-        pins = open_shard_contexts(self.services, targets, key if durable else None)
+        pins = open_shard_contexts(self.services, targets, key)
         with self._lock:
             refused = self._open_limit_error(kind)
             if refused is None:
                 ctx = self._new_context(kind, key, targets, keep_alive, in_use)
                 ctx.shard_contexts = pins
-                ctx.durable = durable
                 self._contexts[key] = ctx
         if refused is not None:  # others opened meanwhile
             free_shard_contexts(self.services, targets, pins)
@@ -239,7 +244,7 @@ class ContextRegistry:
         release_targets(targets)
         if kind == "scroll":
             self.services.search_stats.scroll_opened(targets)
-        elif durable:
+        else:
             try:
                 self.persist(ctx)
             except BaseException:
@@ -273,8 +278,6 @@ class ContextRegistry:
     def persist(self, ctx: ReaderContext) -> None:
         """Write the context's record as it is now (durable when this returns); nothing once the
         context is freed. A scroll's batch calls it holding `ctx.lock`, after moving its cursor."""
-        if not ctx.durable:
-            return
         with ctx.record_lock:
             if ctx.freed:
                 return
@@ -291,24 +294,47 @@ class ContextRegistry:
             for index_uuid, shard_id, alias_filter in record["targets"]:
                 index = indices.get(index_uuid)
                 shard = index.shards[shard_id] if index is not None and shard_id < len(index.shards) else None
-                searcher = shard.take_restored(key) if shard is not None and index.remote is None else None
+                if shard is None:
+                    break
+                # A shard actor's pin is in its folder: the recorded shard context names it.
+                searcher = shard.take_restored(key) if index.remote is None else shard.acquire_searcher()
                 if searcher is None:
                     break
                 targets.append(Target(index, shard_id, searcher, alias_filter))
             else:
                 self._restored(record, targets, now)
                 continue
-            for target in targets:
-                engine_shard(target).unpin(key)
+            for target in targets:  # (a shard actor's pin goes with `retain_contexts` below)
+                if not target.remote:
+                    engine_shard(target).unpin(key)
                 target.searcher.release()
             self.records.remove(key)
             how = "freed because its snapshot was gone at restart"
             self._ended[key] = (how, time.time(), record["token"])
             self.records.add_ended(key, self._ended)
+        self._retain_remote(indices)
+
+    def _retain_remote(self, indices: dict[str, Index]) -> None:
+        """Tell each Ray-backed index's actors which contexts this node holds (the others go)."""
+        for index in indices.values():
+            if index.remote is None:
+                continue
+            names: list[set[str]] = [set() for _ in index.shards]
+            for ctx in self._contexts.values():
+                for target in ctx.targets:
+                    if target.index is index:
+                        names[target.shard_id].add(ctx.key)
+            index.remote.retain_contexts(names)
 
     def _restored(self, record: dict[str, Any], targets: list[Target], now: float) -> None:
         key, kind = record["key"], record["kind"]
-        pins = [self.services.shard_contexts.adopt(t, key) for t in targets]
+        recorded = record.get("shard_contexts") or [None] * len(targets)
+        pins = [
+            c if t.remote else self.services.shard_contexts.adopt(t, key)
+            for t, c in zip(targets, recorded, strict=True)
+        ]
+        # The leases taken on shard actors' snapshots pass to their pins, as when opened.
+        release_targets([t for t in targets if t.remote])
         ctx = ReaderContext(
             ctx_id=next(self._ids),
             kind=kind,
@@ -327,7 +353,6 @@ class ContextRegistry:
             seq=record["seq"],
             prev_cursor=record["prev_cursor"],
             prev_took=record["prev_took"],
-            durable=True,
             shard_contexts=pins,
         )
         with self._lock:
@@ -408,8 +433,7 @@ class ContextRegistry:
             return
         with ctx.record_lock:
             ctx.freed = True
-            if ctx.durable:
-                self.records.remove(ctx.key)
+            self.records.remove(ctx.key)
         self._ended[ctx.key] = (how, time.time(), ctx.token)
         while len(self._ended) > _ENDED_MEMORY:
             self._ended.popitem(last=False)
@@ -428,7 +452,26 @@ class ContextRegistry:
 
     def _release_resources(self, ctx: ReaderContext) -> None:
         self._forget(ctx)
-        free_shard_contexts(self.services, ctx.targets, ctx.shard_contexts)
+        # Shards that could not answer keep the pins on disk: freed once they answer.
+        self._unfreed.extend(free_shard_contexts(self.services, ctx.targets, ctx.shard_contexts))
+
+    def _free_again(
+        self, pending: list[tuple[Target, ShardContextId]]
+    ) -> list[tuple[Target, ShardContextId]]:
+        """Free again the pins of shard actors that could not answer, through the index's current
+        actors (a closed index's wait until it is open again); those still not freed."""
+        left: list[tuple[Target, ShardContextId]] = []
+        for target, context in pending:
+            index = target.index
+            if index.closed:
+                left.append((target, context))
+                continue
+            fresh = Target(index, target.shard_id, index.shards[target.shard_id].acquire_searcher(), None)
+            try:
+                left.extend(free_shard_contexts(self.services, [fresh], [context]))
+            finally:
+                fresh.searcher.release()
+        return left
 
     def free(self, ctx: ReaderContext, how: str = "freed") -> None:
         with self._lock:
@@ -483,26 +526,33 @@ class ContextRegistry:
 
     def reap(self) -> None:
         now = self.clock()
+        pending: list[tuple[Target, ShardContextId]] = []
         with self._lock:
             for ctx in [c for c in self._contexts.values() if c.in_use == 0 and now > c.expires_at]:
                 self._free(ctx, "expired")
+            if self._unfreed and now >= self._unfreed_at:
+                self._unfreed_at = now + _UNFREED_RETRY_SECONDS
+                pending, self._unfreed = self._unfreed, []
+        if pending:  # (calls to shard actors: outside the lock)
+            left = self._free_again(pending)
+            with self._lock:  # not those of an index deleted meanwhile
+                self._unfreed.extend((t, c) for t, c in left if t.index.folder.exists())
 
     def drop_index(self, index, why: str = "deleted") -> None:
         """Free the contexts reading `index`, which was deleted or closed (as Elasticsearch does)."""
         with self._lock:
             for ctx in [c for c in self._contexts.values() if any(t.index is index for t in c.targets)]:
                 self._free(ctx, f"freed because its index was {why}")
+            if why == "deleted":  # its folders go with it
+                self._unfreed = [(t, c) for t, c in self._unfreed if t.index is not index]
 
     def close_all(self) -> None:
-        """The node is closing: durable contexts stay on disk for the restart (the node's shard
-        contexts let their snapshots go); the others are freed."""
+        """The node is closing: contexts stay on disk for the restart (the node's shard contexts
+        let their snapshots go; shard actors keep theirs)."""
         with self._lock:
             for ctx in list(self._contexts.values()):
-                if ctx.durable:
-                    del self._contexts[ctx.key]
-                    self._forget(ctx)
-                else:
-                    self._free(ctx, "freed at node shutdown")
+                del self._contexts[ctx.key]
+                self._forget(ctx)
         self.read_ahead.close()
 
     # ---- reporting ---------------------------------------------------------------------
@@ -563,6 +613,7 @@ def _record(ctx: ReaderContext) -> dict[str, Any]:
         "keep_alive": ctx.keep_alive,
         "opened_at": ctx.opened_at,
         "targets": [(t.index.uuid, t.shard_id, t.alias_filter) for t in ctx.targets],
+        "shard_contexts": ctx.shard_contexts,
         "request": ctx.request,
         "cursor": ctx.cursor,
         "total": ctx.total,

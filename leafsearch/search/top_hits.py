@@ -22,7 +22,6 @@ through the same interface (fetch_phase.py).
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -32,7 +31,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from leafsearch.common.settings import index_setting
-from leafsearch.errors import ElasticError, IllegalArgument, SearchPhaseExecution, ShardFailed
+from leafsearch.errors import (
+    ElasticError,
+    IllegalArgument,
+    SearchPhaseExecution,
+    ShardFailed,
+    ShardUnavailable,
+)
 from leafsearch.index import order_files
 from leafsearch.request.search_types import DOC, SCORE, SHARD_DOC, SearchRequest, SortSpec
 from leafsearch.search import fetch
@@ -276,13 +281,20 @@ def open_shard_contexts(
 
 def free_shard_contexts(
     services: CoordinatorServices, targets: list[Target], contexts: Sequence[ShardContextId]
-) -> None:
+) -> list[tuple[Target, ShardContextId]]:
     """Free the shard contexts `open_shard_contexts` took (the first `len(contexts)` targets').
-    A shard that cannot answer (a restarted actor holds no context of before) does not stop the
-    others' from being freed."""
-    for handle, context in zip(shard_handles(services, targets), contexts, strict=False):
-        with contextlib.suppress(ElasticError):
+    A shard that cannot answer does not stop the others' from being freed; returned are those
+    whose shard was unavailable (a shard actor down: a context it keeps on disk is still there,
+    to free again later)."""
+    unfreed: list[tuple[Target, ShardContextId]] = []
+    for target, handle, context in zip(targets, shard_handles(services, targets), contexts, strict=False):
+        try:
             handle.free_context(context)
+        except ShardUnavailable:
+            unfreed.append((target, context))
+        except ElasticError:
+            continue
+    return unfreed
 
 
 def sort_plan(request: SearchRequest, targets: list[Target]) -> SortPlan:

@@ -3,6 +3,7 @@ local 3-node Ray cluster: placement, writes, searches, point-in-time walks and s
 
 from __future__ import annotations
 
+import base64
 import os
 import re
 import signal
@@ -17,6 +18,7 @@ import orjson
 import pytest
 
 from leafsearch.index.routing import default_routing_num_shards, shard_for
+from leafsearch.search.shard_api import ShardContextId
 from leafsearch.testing import Server
 from tests.conftest import error_of
 from tests.ray_cluster import ray_server, shard_actor, where
@@ -230,6 +232,16 @@ def restarted(uuid: str, shard: int, old_pid: int) -> int:
     raise AssertionError(f"shard {shard} was not restarted")
 
 
+def lose_context(uuid: str, shard: int, context_id: str) -> None:
+    """Free a shard actor's part of a PIT or scroll behind the coordinator's back (as a disk
+    that lost the pin would): that shard's part of the walk is gone."""
+    import ray
+
+    raw = base64.urlsafe_b64decode(context_id + "=" * (-len(context_id) % 4)).decode()
+    key = raw.split(":")[3]  # leafsearch:<kind>:<node>:<key>:<seq>:<token>
+    assert ray.get(shard_actor(uuid, shard).free_context.remote(ShardContextId("", 0, name=key)), timeout=60)
+
+
 def open_contexts(uuid: str, shards: list[int]) -> list[int]:
     """The reader contexts each of those shard actors of an index holds open."""
     import ray
@@ -284,17 +296,18 @@ def test_a_shard_killed_during_bulk_loses_no_acknowledged_write(http: httpx.Clie
     )
 
 
-def test_a_shard_killed_during_a_pit_walk_fails_that_shard_alone(http: httpx.Client) -> None:
+def test_a_shard_that_lost_a_pit_context_fails_that_shard_alone(http: httpx.Client) -> None:
     uuid = create_index(http, "killpit")
     assert bulk(http, "killpit", {f"d{n}": source(n) for n in range(600)}, refresh=True)["errors"] is False
     pit = http.post("/killpit/_pit?keep_alive=1m").json()["id"]
     body: dict[str, Any] = {"pit": {"id": pit}, "size": 100, "sort": [{"n": "asc"}]}
     first = http.post("/_search", json=body).json()
     seen = [hit["_id"] for hit in first["hits"]["hits"]]
-    old = kill_shard(uuid, 4)
-    restarted(uuid, 4, old)
-    # The restarted shard lost the PIT's context: the walk goes on over the other shards, and
-    # each page reports the shard's failure, as Elasticsearch does.
+    # A restarted shard keeps the PIT's context (tests/ray_backend/test_ray_contexts_restart.py);
+    # one that lost it fails its part: the walk goes on over the other shards, and each page
+    # reports the shard's failure, as Elasticsearch does.
+    restarted(uuid, 4, kill_shard(uuid, 4))
+    lose_context(uuid, 4, pit)
     after = first["hits"]["hits"][-1]["sort"]
     while True:
         page = http.post("/_search", json={**body, "search_after": after}).json()
@@ -334,6 +347,7 @@ def test_a_restarted_coordinator_finds_its_shard_actors(ray_cluster: Any, tmp_pa
         uuid = create_index(http, "restart", shards=3)
         assert bulk(http, "restart", {f"d{n}": source(n) for n in range(300)})["errors"] is False
         pids = [where(uuid, shard)[1] for shard in range(3)]
+        assert http.post("/restart/_refresh").status_code == 200
         pit = http.post("/restart/_pit?keep_alive=5m").json()["id"]
     with (
         ray_server(ray_cluster.address, data) as second,
@@ -344,10 +358,10 @@ def test_a_restarted_coordinator_finds_its_shard_actors(ray_cluster: Any, tmp_pa
         assert http.post("/restart/_refresh").status_code == 200
         assert http.get("/restart/_count").json()["count"] == 300
         assert http.get("/restart/_doc/d7").json()["_source"] == source(7)
-        # A PIT of the coordinator before is unknown to this one (contexts do not survive it).
-        gone = http.post("/_search", json={"pit": {"id": pit}})
-        assert gone.status_code == 404
-        assert gone.json()["error"]["root_cause"][0]["type"] == "search_context_missing_exception"
+        # A PIT of the coordinator before goes on (its record and the actors' pins are kept).
+        kept = http.post("/_search", json={"pit": {"id": pit}, "size": 0}).json()
+        assert kept["hits"]["total"]["value"] == 300 and kept["_shards"]["failed"] == 0
+        assert http.request("DELETE", "/_pit", json={"id": pit}).json()["num_freed"] == 1
         assert bulk(http, "restart", {"new": source(1)}, refresh=True)["errors"] is False
         assert http.get("/restart/_count").json()["count"] == 301
         assert http.delete("/restart").status_code == 200
@@ -587,13 +601,12 @@ def test_one_shot_searches_leave_no_snapshot_pinned(http: httpx.Client) -> None:
 
 def test_a_slice_of_a_point_in_time_is_read_from_its_own_shards_only(http: httpx.Client) -> None:
     """Slices go to shards first (3 slices of 6 shards: slice i reads shards i and i + 3), and
-    a page of a slice asks those shards only: a shard that lost the PIT's context (its actor
-    restarted) fails the pages of its own slice, not the others'."""
+    a page of a slice asks those shards only: a shard that lost the PIT's context fails the
+    pages of its own slice, not the others'."""
     uuid = create_index(http, "sliceskip")
     assert bulk(http, "sliceskip", {f"d{n}": source(n) for n in range(600)}, refresh=True)["errors"] is False
     pit = http.post("/sliceskip/_pit?keep_alive=1m").json()["id"]
-    old = kill_shard(uuid, 5)
-    restarted(uuid, 5, old)
+    lose_context(uuid, 5, pit)
     # (`walk` asserts that every page of the slice has all shards successful)
     kept = {i: walk(http, pit, 50, {"id": i, "max": 3})[0] for i in (0, 1)}
     page = http.post("/_search", json={"pit": {"id": pit}, "size": 50, "slice": {"id": 2, "max": 3}}).json()
@@ -822,7 +835,7 @@ def test_a_pit_sliced_one_slice_per_shard_reads_each_page_in_one_call(http: http
     """A PIT read in as many slices as shards (slices go to shards first: each slice is one
     shard) costs one call per page: the page comes with the query. Every document comes once
     while a writer indexes and refreshes; a shard restarted during the walk (its context lost)
-    fails its own slice's pages as before, with the same failure, and no other slice's."""
+    goes on; one that lost its context fails its own slice's pages, and no other slice's."""
     uuid = create_index(http, "qfslices")
     assert bulk(http, "qfslices", {f"d{n}": source(n) for n in range(600)}, refresh=True)["errors"] is False
     pit = http.post("/qfslices/_pit?keep_alive=1m").json()["id"]
@@ -849,7 +862,7 @@ def test_a_pit_sliced_one_slice_per_shard_reads_each_page_in_one_call(http: http
     assert sum(total for _, total in slices.values()) == 600
     pages = sum(-(-len(found) // 40) + 1 for found, _ in slices.values())  # (and the empty one)
     assert calls == Counter({"query_fetch": pages})
-    # A shard restarted mid-walk: its slice's next page reports its lost context, as before.
+    # A shard restarted mid-walk goes on; one that lost its context fails its slice's next page.
     body: dict[str, Any] = {
         "pit": {"id": pit},
         "size": 40,
@@ -859,6 +872,10 @@ def test_a_pit_sliced_one_slice_per_shard_reads_each_page_in_one_call(http: http
     first = http.post("/_search", json=body).json()
     assert first["_shards"]["failed"] == 0 and first["hits"]["hits"]
     restarted(uuid, 2, kill_shard(uuid, 2))
+    after = {**body, "search_after": first["hits"]["hits"][0]["sort"]}
+    again = http.post("/_search", json=after).json()
+    assert again["_shards"]["failed"] == 0 and again["hits"]["hits"][:-1] == first["hits"]["hits"][1:]
+    lose_context(uuid, 2, pit)
     page = http.post("/_search", json={**body, "search_after": first["hits"]["hits"][-1]["sort"]}).json()
     assert page["_shards"]["successful"] == SHARDS - 1 and page["hits"]["hits"] == []
     (failure,) = page["_shards"]["failures"]
