@@ -269,7 +269,9 @@ def _scroll_batch(
     body = phases.response(
         services,
         _shown(page.hitlist, shown, total),
-        request if task.opening else dataclasses.replace(request, suggest=()),  # suggestions: once
+        # Suggestions come with the first batch only; a request left as it is (its identity)
+        # keeps a fetch that came along with the query (query_and_fetch.py).
+        request if task.opening or not request.suggest else dataclasses.replace(request, suggest=()),
         page.start,
         page.end,
         started,
