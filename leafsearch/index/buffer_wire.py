@@ -32,6 +32,7 @@ import numpy as np
 from leafsearch.index.buffer import FieldBuffer, IndexBuffer, int_array
 from leafsearch.index.index_sort import IndexSort
 from leafsearch.index.segment_build import segment_from_buffer
+from leafsearch.index.vector_graph import GraphSpec
 from leafsearch.services.memory import trim
 
 #: The cluster setting of the smallest buffer a worker writes (default 500 documents): a
@@ -100,6 +101,7 @@ class PackedBuffer:
     double: dict[str, tuple[np.ndarray, np.ndarray]]
     #: path -> (docs, (n, dims) vectors, float32 or int8)
     vector: dict[str, tuple[np.ndarray, np.ndarray]]
+    graphs: dict[str, GraphSpec]
 
     @staticmethod
     def pack(buffer: IndexBuffer) -> PackedBuffer:
@@ -129,6 +131,7 @@ class PackedBuffer:
                 for path, fb in buffer.double.items()
             },
             {path: (int_array(fb.docs), np.stack(fb.values)) for path, fb in buffer.vector.items()},
+            dict(buffer.graphs),
         )
 
     def unpack(self) -> IndexBuffer:
@@ -154,6 +157,7 @@ class PackedBuffer:
                 target[path] = FieldBuffer(docs, numbers)  # type: ignore[arg-type]
         for path, (docs, vectors) in self.vector.items():
             buffer.vector[path] = FieldBuffer(docs, vectors)  # type: ignore[arg-type]
+        buffer.graphs = dict(self.graphs)
         return buffer
 
 
