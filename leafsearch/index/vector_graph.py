@@ -37,7 +37,7 @@ MAX_EF_CONSTRUCTION = 3200
 MIN_GRAPH_ROWS = 10_000
 #: Rows an exact pass scores for the cost of one graph candidate (measured, RESULTS.md): a
 #: segment whose filter keeps fewer than this many rows per candidate wanted is scored exactly.
-ROWS_PER_CANDIDATE = 64
+ROWS_PER_CANDIDATE = 32
 #: How many times a filtered graph search widens (doubling) before the exact pass takes over.
 _WIDENINGS = 4
 
