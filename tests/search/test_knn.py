@@ -569,3 +569,22 @@ def test_a_document_without_a_vector_fails_a_vector_function(
         index=index, query={"script_score": {"query": {"exists": {"field": "v"}}, "script": script}}
     )
     assert [(h["_id"], h["_score"]) for h in found["hits"]["hits"]] == [("1", 3.0)]
+
+
+def test_several_knn_clauses_sum_over_their_union(
+    es: Elasticsearch, l2_index: tuple[str, np.ndarray]
+) -> None:
+    index, stored = l2_index
+    first, second = vectors(2, seed=31)
+    clauses = [
+        {"field": "v", "query_vector": first.tolist(), "k": 6, "num_candidates": 20},
+        {"field": "v", "query_vector": second.tolist(), "k": 4, "num_candidates": 20, "boost": 0.5},
+    ]
+    found = {h["_id"]: h["_score"] for h in es.search(index=index, knn=clauses, size=100)["hits"]["hits"]}
+    expected: dict[str, float] = {}
+    for q, k, boost in ((first, 6, 1.0), (second, 4, 0.5)):
+        scores = expected_scores(stored, q, "l2_norm")
+        for i in top(scores, k):
+            expected[i] = expected.get(i, 0.0) + boost * scores[int(i)]
+    assert found.keys() == expected.keys()
+    assert all(found[i] == pytest.approx(expected[i], rel=1e-5) for i in found)
