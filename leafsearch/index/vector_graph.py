@@ -143,9 +143,10 @@ class Graph:
         self.size = len(self._index)
 
     def rows(self, query: np.ndarray, count: int) -> np.ndarray:
-        """The rows of the about `count` nearest vectors to `query`, nearest first."""
+        """The rows of the about `count` nearest vectors to `query`, nearest first. usearch's
+        beam is `count` wide (its `expansion_search`, never changed here, is smaller), so the
+        answer depends on nothing else: the same on every page of a PIT, whatever threads run."""
         count = min(count, self.size)
-        self._index.expansion_search = max(count, 10)
         found = self._index.search(_prepared(query, self.spec), count, threads=1)
         return np.asarray(found.keys, dtype=np.int64)
 
