@@ -85,14 +85,19 @@ def options_problem(options: dict[str, Any], name: str, dims: int, element_type:
     known = {"type"} | ({"m", "ef_construction"} if kind in GRAPH_TYPES else set())
     if kind.startswith(("int8_", "int4_")):
         known.add("confidence_interval")
-    unknown = [f"[{k} : {v}]" for k, v in options.items() if k not in known]
+    unknown = [f"[{k} : {_java_text(v)}]" for k, v in options.items() if k not in known]
     if unknown:
         return f"Mapping definition for [{name}] has unsupported parameters:  {' '.join(unknown)}"
     bounds = (("m", "maxConn", MAX_M), ("ef_construction", "beamWidth", MAX_EF_CONSTRUCTION))
     for key, lucene, bound in bounds:
         value = options.get(key, 1)
-        if type(value) is str and value.strip().lstrip("+-").isdigit():
-            value = int(value)
+        if (
+            type(value) is str
+            and value.strip().lstrip("+-").isdigit()
+            or type(value) is float
+            and abs(value) < 2**31
+        ):
+            value = int(value)  # as Elasticsearch's nodeIntegerValue: a number's int value
         if type(value) is not int:
             return f"[{key}] of [index_options] on field [{name}]: [{value}] is not an integer"
         if not 0 < value <= bound:
@@ -102,6 +107,10 @@ def options_problem(options: dict[str, Any], name: str, dims: int, element_type:
     if kind.startswith("int4_") and dims % 2 or kind.startswith("bbq_") and dims < 64:
         return f"{kind} only supports even dimensions; provided={dims}"
     return None
+
+
+def _java_text(value: Any) -> str:
+    return str(value).lower() if type(value) is bool else "null" if value is None else str(value)
 
 
 def _prepared(vectors: np.ndarray, spec: GraphSpec) -> np.ndarray:
