@@ -91,12 +91,8 @@ def options_problem(options: dict[str, Any], name: str, dims: int, element_type:
     bounds = (("m", "maxConn", MAX_M), ("ef_construction", "beamWidth", MAX_EF_CONSTRUCTION))
     for key, lucene, bound in bounds:
         value = options.get(key, 1)
-        if (
-            type(value) is str
-            and value.strip().lstrip("+-").isdigit()
-            or type(value) is float
-            and abs(value) < 2**31
-        ):
+        number = type(value) is float and abs(value) < 2**31
+        if number or type(value) is str and value.strip().lstrip("+-").isdigit():
             value = int(value)  # as Elasticsearch's nodeIntegerValue: a number's int value
         if type(value) is not int:
             return f"[{key}] of [index_options] on field [{name}]: [{value}] is not an integer"
