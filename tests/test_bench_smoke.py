@@ -170,3 +170,10 @@ def test_the_context_restart_bench_runs() -> None:
     result = bench_run("bench.context_restart", "--docs", "2000", "--pages", "3")
     assert "PIT page: median before" in result.stdout and "scroll batch: median before" in result.stdout
     assert "after closing the PIT: store" in result.stdout and "held by contexts 0.00 MB" in result.stdout
+
+
+def test_the_knn_benches_run() -> None:
+    served = bench_run("bench.knn", "--docs", "300", "--dims", "8", "--queries", "5").stdout
+    assert "recall@10=1.000" in served and "vector graphs" in served
+    graphs = bench_run("bench.knn_graph", "--docs", "2000", "--dims", "8", "--queries", "5").stdout
+    assert "usearch i8: build" in graphs and "usearch f32: build" in graphs
