@@ -77,14 +77,14 @@ def disk_mb(folder: Path) -> tuple[float, float]:
 
 
 def merges_done(http: httpx.Client) -> None:
-    """Wait until the index runs no merge (polled every second)."""
-    while True:
+    """Wait until the index ran no merge for 3 seconds (the merge loop looks every half second)."""
+    http.post("/vec/_refresh")
+    quiet, last = 0, None
+    while quiet < 3:
         merges = http.get("/vec/_stats/merge").json()["_all"]["primaries"]["merges"]
-        if merges["current"] == 0:
-            http.post("/vec/_refresh")
-            again = http.get("/vec/_stats/merge").json()["_all"]["primaries"]["merges"]
-            if again["current"] == 0 and again["total"] == merges["total"]:
-                return
+        state = (merges["current"], merges["total"])
+        quiet = quiet + 1 if state == last and merges["current"] == 0 else 0
+        last = state
         time.sleep(1)
 
 
