@@ -1,5 +1,5 @@
 """The HNSW libraries and the exact pass, in process:
-`python -m bench.knn_graph [--docs 20000] [--dims 384] [--queries 50]`.
+`python -m bench.knn_graph [--docs 20000] [--dims 384] [--queries 50] [--graphs i8,f32,hnswlib]`.
 
 Builds graphs of `--docs` seeded clustered unit vectors (bench/knn.py's) with usearch (int8 and
 float32, as `int8_hnsw` and `hnsw` store them; m 16, ef_construction 100, 2 threads) and, when it
@@ -7,11 +7,13 @@ is importable (`PYTHONPATH` naming a folder it was built into: it has no wheel h
 with the same parameters; prints each one's build rate, its search time for 100 candidates and
 recall@10 of those against numpy's exact answer, beside the time of the exact pass over every
 vector (index/vectors.py's), and the rows that pass scores in the time of one graph candidate
-(`vector_graph.ROWS_PER_CANDIDATE` is chosen from it)."""
+(`vector_graph.ROWS_PER_CANDIDATE` is chosen from it); then each usearch graph's file size and
+this process's peak resident memory."""
 
 from __future__ import annotations
 
 import argparse
+import resource
 import tempfile
 import time
 from pathlib import Path
@@ -29,7 +31,9 @@ def main() -> None:
     parser.add_argument("--docs", type=int, default=20_000)
     parser.add_argument("--dims", type=int, default=384)
     parser.add_argument("--queries", type=int, default=50)
+    parser.add_argument("--graphs", default="i8,f32,hnswlib", help="which graphs to build")
     args = parser.parse_args()
+    graphs = args.graphs.split(",")
     both = generate(args.docs + args.queries, args.dims, 1000, seed=0)
     stored, queries = both[: args.docs], both[args.docs :]
     rows = np.arange(args.docs)
@@ -38,7 +42,7 @@ def main() -> None:
     exact_ms = (time.perf_counter() - began) / len(queries) * 1000
     print(f"docs={args.docs} dims={args.dims}: exact pass {exact_ms:.1f} ms a query")
     folder = Path(tempfile.mkdtemp())
-    for dtype in ("i8", "f32"):
+    for dtype in (d for d in ("i8", "f32") if d in graphs):
         spec = vector_graph.GraphSpec("ip", dtype, 16, 100)
         began = time.perf_counter()
         vector_graph.build(stored, spec, folder / f"{dtype}.usearch")
@@ -47,6 +51,13 @@ def main() -> None:
         began = time.perf_counter()
         found = [graph.rows(q, CANDIDATES) for q in queries]
         report(f"usearch {dtype}", built, began, found, exact, exact_ms, args.docs)
+        size = (folder / f"{dtype}.usearch").stat().st_size / 2**20
+        plain = stored.nbytes / 2**20
+        print(f"usearch {dtype}: graph file {size:,.0f} MB (the vectors as float32: {plain:,.0f} MB)")
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"peak resident memory of this process: {peak:,.0f} MB")
+    if "hnswlib" not in graphs:
+        return
     try:
         import hnswlib  # type: ignore[import-not-found]
     except ImportError:
