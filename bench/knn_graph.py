@@ -41,19 +41,20 @@ def main() -> None:
     exact = [np.argsort(-vectors.similarities(stored, rows, q, "dot_product"))[:10] for q in queries]
     exact_ms = (time.perf_counter() - began) / len(queries) * 1000
     print(f"docs={args.docs} dims={args.dims}: exact pass {exact_ms:.1f} ms a query")
-    folder = Path(tempfile.mkdtemp())
-    for dtype in (d for d in ("i8", "f32") if d in graphs):
-        spec = vector_graph.GraphSpec("ip", dtype, 16, 100)
-        began = time.perf_counter()
-        vector_graph.build(stored, spec, folder / f"{dtype}.usearch")
-        built = args.docs / (time.perf_counter() - began)
-        graph = vector_graph.Graph(folder / f"{dtype}.usearch", spec)
-        began = time.perf_counter()
-        found = [graph.rows(q, CANDIDATES) for q in queries]
-        report(f"usearch {dtype}", built, began, found, exact, exact_ms, args.docs)
-        size = (folder / f"{dtype}.usearch").stat().st_size / 2**20
-        plain = stored.nbytes / 2**20
-        print(f"usearch {dtype}: graph file {size:,.0f} MB (the vectors as float32: {plain:,.0f} MB)")
+    with tempfile.TemporaryDirectory() as temporary:  # the graph files, deleted at the end
+        folder = Path(temporary)
+        for dtype in (d for d in ("i8", "f32") if d in graphs):
+            spec = vector_graph.GraphSpec("ip", dtype, 16, 100)
+            began = time.perf_counter()
+            vector_graph.build(stored, spec, folder / f"{dtype}.usearch")
+            built = args.docs / (time.perf_counter() - began)
+            graph = vector_graph.Graph(folder / f"{dtype}.usearch", spec)
+            began = time.perf_counter()
+            found = [graph.rows(q, CANDIDATES) for q in queries]
+            report(f"usearch {dtype}", built, began, found, exact, exact_ms, args.docs)
+            size = (folder / f"{dtype}.usearch").stat().st_size / 2**20
+            plain = stored.nbytes / 2**20
+            print(f"usearch {dtype}: graph file {size:,.0f} MB (the vectors as float32: {plain:,.0f} MB)")
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"peak resident memory of this process: {peak:,.0f} MB")
     if "hnswlib" not in graphs:
