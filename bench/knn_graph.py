@@ -1,5 +1,6 @@
 """The HNSW libraries and the exact pass, in process:
-`python -m bench.knn_graph [--docs 20000] [--dims 384] [--queries 50] [--graphs i8,f32,hnswlib]`.
+`python -m bench.knn_graph [--docs 20000] [--dims 384] [--queries 50] [--graphs i8,f32,hnswlib]
+[--clusters 1000]`.
 
 Builds graphs of `--docs` seeded clustered unit vectors (bench/knn.py's) with usearch (int8 and
 float32, as `int8_hnsw` and `hnsw` store them; m 16, ef_construction 100, 2 threads) and, when it
@@ -32,9 +33,10 @@ def main() -> None:
     parser.add_argument("--dims", type=int, default=384)
     parser.add_argument("--queries", type=int, default=50)
     parser.add_argument("--graphs", default="i8,f32,hnswlib", help="which graphs to build")
+    parser.add_argument("--clusters", type=int, default=1000, help="0: uniform on the sphere")
     args = parser.parse_args()
     graphs = args.graphs.split(",")
-    both = generate(args.docs + args.queries, args.dims, 1000, seed=0)
+    both = generate(args.docs + args.queries, args.dims, args.clusters, seed=0)
     stored, queries = both[: args.docs], both[args.docs :]
     rows = np.arange(args.docs)
     began = time.perf_counter()
