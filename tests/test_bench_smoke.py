@@ -184,3 +184,10 @@ def test_the_geo_bench_runs() -> None:
     """`python -m bench.geo` keeps working: every geo and range answer checked against numpy."""
     result = bench_run("bench.geo", "--docs", "5000", "--queries", "3", "--km", "300")
     assert "geo+sort: p50" in result.stdout and "range+sort: p50" in result.stdout
+
+
+def test_the_knn_benches_run() -> None:
+    served = bench_run("bench.knn", "--docs", "300", "--dims", "8", "--queries", "5").stdout
+    assert "recall@10=1.000" in served and "vector graphs" in served
+    graphs = bench_run("bench.knn_graph", "--docs", "2000", "--dims", "8", "--queries", "5").stdout
+    assert "usearch i8: build" in graphs and "usearch f32: build" in graphs

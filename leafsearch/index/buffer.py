@@ -12,6 +12,7 @@ from itertools import chain, compress
 import numpy as np
 
 from leafsearch.index.parsed import ParsedBatch, ParsedDoc, Rows
+from leafsearch.index.vector_graph import GraphSpec
 
 
 @dataclass(slots=True)
@@ -61,6 +62,8 @@ class IndexBuffer:
         self.long: dict[str, FieldBuffer] = {}
         self.double: dict[str, FieldBuffer] = {}
         self.vector: dict[str, FieldBuffer] = {}
+        #: path -> how a vector field's segment graph is built (vector_graph.py), from the mapping
+        self.graphs: dict[str, GraphSpec] = {}
         self.source_bytes = 0
         #: Set when the buffer is written in index-sort order: the segment doc of each buffer doc.
         self.segment_docs: np.ndarray | None = None
@@ -118,6 +121,8 @@ class IndexBuffer:
                 entry[0].add("", child, 0, 0, None)
             entry[1].extend([doc] * len(children))
             self.source_bytes += entry[0].source_bytes - before  # the buffer's size counts them
+        if parsed.graphs:
+            self.graphs.update(parsed.graphs)
         return doc
 
     def add_batch(

@@ -32,6 +32,7 @@ import numpy as np
 from leafsearch.index.buffer import FieldBuffer, IndexBuffer, int_array
 from leafsearch.index.index_sort import IndexSort
 from leafsearch.index.segment_build import segment_from_buffer
+from leafsearch.index.vector_graph import GraphSpec
 from leafsearch.services.memory import trim
 
 #: The cluster setting of the smallest buffer a worker writes (default 500 documents): a
@@ -102,6 +103,7 @@ class PackedBuffer:
     vector: dict[str, tuple[np.ndarray, np.ndarray]]
     #: `nested` path -> (its child documents, the parent doc of each)
     nested: dict[str, tuple[PackedBuffer, np.ndarray]]
+    graphs: dict[str, GraphSpec]
 
     @staticmethod
     def pack(buffer: IndexBuffer) -> PackedBuffer:
@@ -135,6 +137,7 @@ class PackedBuffer:
                 path: (PackedBuffer.pack(children), int_array(parents))
                 for path, (children, parents) in buffer.nested.items()
             },
+            dict(buffer.graphs),
         )
 
     def unpack(self) -> IndexBuffer:
@@ -162,6 +165,7 @@ class PackedBuffer:
             buffer.vector[path] = FieldBuffer(docs, vectors)  # type: ignore[arg-type]
         for path, (children, parents) in self.nested.items():
             buffer.nested[path] = (children.unpack(), parents)  # type: ignore[assignment]
+        buffer.graphs = dict(self.graphs)
         return buffer
 
 

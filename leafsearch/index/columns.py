@@ -9,11 +9,14 @@ from __future__ import annotations
 
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from leafsearch.index import derived_files
+
+if TYPE_CHECKING:
+    from leafsearch.index.vector_graph import Graph
 
 #: The layout of a postings file (derived_files.py): `docs` int32, `starts` int64.
 _POSTINGS_FORMAT = 1
@@ -376,14 +379,18 @@ class TextColumn:
 
 class VectorColumn:
     """A `dense_vector` field of one segment: `docs` (ascending) hold a vector each, the rows of
-    `vectors` ((len(docs), dims), float32 or int8, memory-mapped)."""
+    `vectors` ((len(docs), dims), float32 or int8, memory-mapped); `graph`, their HNSW graph
+    when the segment has one (vector_graph.py)."""
 
     kind = "vector"
 
-    def __init__(self, docs: np.ndarray, vectors: np.ndarray, max_doc: int) -> None:
+    def __init__(
+        self, docs: np.ndarray, vectors: np.ndarray, max_doc: int, graph: Graph | None = None
+    ) -> None:
         self.docs = np.asarray(docs, dtype=np.int64)
         self.vectors = vectors
         self.max_doc = max_doc
+        self.graph = graph
 
     @cached_property
     def present(self) -> np.ndarray:

@@ -36,7 +36,7 @@ from leafsearch.errors import (
     MapperParsing,
     StrictDynamicMapping,
 )
-from leafsearch.index import geo, ip, unsigned_long, vectors
+from leafsearch.index import geo, ip, unsigned_long, vector_graph, vectors
 from leafsearch.index.analyzers import DEFAULT_ANALYSIS, STANDARD, Analyzer, IndexAnalysis
 from leafsearch.index.dates import (
     DEFAULT_DATE_FORMAT,
@@ -765,7 +765,7 @@ _VECTOR_NUMBERS = frozenset({int, float})
 class VectorField(FieldType):
     """A `dense_vector` field: one vector of `dims` numbers per document (index/vectors.py)."""
 
-    __slots__ = ("dims", "element_type", "similarity")
+    __slots__ = ("dims", "element_type", "graphs", "similarity")
 
     def __init__(
         self,
@@ -781,6 +781,11 @@ class VectorField(FieldType):
         self.dims: int = params["dims"]
         self.element_type: str = params.get("element_type", "float")
         self.similarity: str | None = params.get("similarity")
+        #: {path: how its segment graph is built} for an indexed field with one (vector_graph.py)
+        self.graphs: dict[str, vector_graph.GraphSpec] | None = None
+        if self.index and self.similarity is not None:
+            spec = vector_graph.spec_of(self.similarity, self.element_type, params.get("index_options"))
+            self.graphs = None if spec is None else {path: spec}
         self.parse = self._parse_vector
 
     def _parse_vector(self, value: Any, doc: ParsedDoc) -> None:
@@ -803,6 +808,8 @@ class VectorField(FieldType):
         if problem is not None:
             raise _DocError(self.source_key, lambda location, _id: _parse_failure(location, problem))
         doc.vector[self.path] = array if array is not None else np.asarray(value, dtype=np.int8)
+        if self.graphs is not None:
+            doc.graphs = self.graphs if doc.graphs is None else {**doc.graphs, **self.graphs}
 
     def _dims_error(self, found: int) -> Callable[[str, str | None], ElasticError]:
         def build(location: str, doc_id: str | None) -> ElasticError:
@@ -933,6 +940,11 @@ def _build_vector(
             if key in params:
                 where = "for a field of type [dense_vector] when it is indexed"
                 raise _MappingError(f"Field [{key}] can only be specified {where}")
+    if "index_options" in params:
+        element_type = params.get("element_type", "float")
+        problem = vector_graph.options_problem(params["index_options"], name, params["dims"], element_type)
+        if problem is not None:
+            raise _MappingError(problem)
     return VectorField(path, name, "dense_vector", params, {}, source_key)
 
 

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from leafsearch.index.vector_graph import GraphSpec
+
 # Position gap between the values of a multi-valued text field, as Lucene's default
 # `position_increment_gap`, so that a phrase never matches across two array elements.
 POSITION_INCREMENT_GAP = 100
@@ -26,7 +28,8 @@ class ParsedDoc:
     - `long`: path -> integer values: long/integer/short/byte, scaled_float (scaled),
       date (epoch millis), date_nanos (epoch nanos), boolean (0/1).
     - `double`: path -> float values: double/float/half_float.
-    - `vector`: path -> the one vector of a `dense_vector` field, (dims,) float32 or int8.
+    - `vector`: path -> the one vector of a `dense_vector` field, (dims,) float32 or int8;
+      `graphs`: path -> how an indexed one's segment graph is built (None: no such field).
     - `nested`: path of a `nested` object -> its objects, each parsed as a hidden child document
       (its `source` the object's JSON) stored beside this one (index/segment.py: `Segment.nested`).
     """
@@ -38,6 +41,7 @@ class ParsedDoc:
     double: dict[str, list[float]] = field(default_factory=dict)
     vector: dict[str, np.ndarray] = field(default_factory=dict)
     nested: dict[str, list[ParsedDoc]] = field(default_factory=dict)
+    graphs: dict[str, GraphSpec] | None = None
 
 
 #: Rows of a batch column: the position in the batch of each value, None when every document

@@ -35,11 +35,12 @@ import numpy as np
 import orjson
 
 from leafsearch.common.durable import FOLDER_MODE, fsync_dir, private
-from leafsearch.index import source_blocks
+from leafsearch.index import source_blocks, vector_graph
 from leafsearch.index.block_cache import BlockCache
 from leafsearch.index.columns import DocValues, KeywordColumn, NumericColumn, TextColumn, VectorColumn
 from leafsearch.index.fielddata import Fielddata
 from leafsearch.index.uid import slice_hashes
+from leafsearch.index.vector_graph import GraphSpec
 
 #: Array files up to this size are read into memory rather than memory-mapped.
 _READ_WHOLE_BYTES = 64 * 1024
@@ -134,6 +135,8 @@ class SegmentWriter:
         self.sources: source_blocks.CompressedSources = source_blocks.compress([])
         #: `nested` path -> the writer of its child documents' segment (`Segment.nested`).
         self.nested: dict[str, SegmentWriter] = {}
+        #: graph file name -> (the column's vectors, how to build its graph)
+        self.graphs: dict[str, tuple[np.ndarray, GraphSpec]] = {}
 
     def add_nested(self, path: str, children: SegmentWriter, parents: np.ndarray) -> None:
         """The child documents of a `nested` path, written inside this segment's folder, and the
@@ -187,13 +190,19 @@ class SegmentWriter:
             self.arrays[prefix + name] = arr
         self.fields[path] = {"number": number, "kind": kind, "single": "offsets" not in dv}
 
-    def add_vector(self, path: str, docs: np.ndarray, vectors: np.ndarray) -> None:
+    def add_vector(self, path: str, docs: np.ndarray, vectors: np.ndarray, graph: GraphSpec | None) -> None:
         """A dense_vector column: the documents holding a vector (ascending) and their vectors,
-        one (dims,) row each, float32 or int8."""
+        one (dims,) row each, float32 or int8; with its HNSW graph when `graph` says how and the
+        column is large enough (vector_graph.py)."""
         prefix, number = self._prefix(path)
         self.arrays[prefix + "docs"] = docs
         self.arrays[prefix + "vectors"] = vectors
-        self.fields[path] = {"number": number, "kind": "vector", "dims": int(vectors.shape[1])}
+        meta = self.fields[path] = {"number": number, "kind": "vector", "dims": int(vectors.shape[1])}
+        if graph is not None:
+            meta["hnsw"] = graph.to_meta()
+            if len(vectors) >= vector_graph.MIN_GRAPH_ROWS:
+                meta["graph"] = True
+                self.graphs[prefix + "hnsw.usearch"] = (vectors, graph)
 
     def write(self, folder: Path) -> None:
         tmp = _unfinished(folder)
@@ -205,6 +214,10 @@ class SegmentWriter:
             with open(tmp / f"{name}.npy", "wb", opener=private) as fh:
                 np.save(fh, data, allow_pickle=False)
                 fh.flush()
+                os.fsync(fh.fileno())
+        for name, (vectors, spec) in self.graphs.items():
+            vector_graph.build(vectors, spec, tmp / name)
+            with open(tmp / name, "rb") as fh:
                 os.fsync(fh.fileno())
         sources = self.sources
         files = [("_source.bin", sources.chunks)]
@@ -485,7 +498,12 @@ class Segment:
         prefix = f"f{meta['number']}." if "number" in meta else f"f.{path}."
         kind = meta["kind"]
         if kind == "vector":
-            col = VectorColumn(self._load(prefix + "docs"), self._load(prefix + "vectors"), self.max_doc)
+            graph = None
+            if meta.get("graph"):
+                spec = GraphSpec.from_meta(meta["hnsw"])
+                graph = vector_graph.Graph(self.folder / f"{prefix}hnsw.usearch", spec)
+            vectors = self._load(prefix + "vectors")
+            col = VectorColumn(self._load(prefix + "docs"), vectors, self.max_doc, graph)
         elif kind == "text":
             col = TextColumn(
                 terms=self._load(prefix + "terms"),

@@ -21,6 +21,7 @@ from leafsearch.index.segment import (
     build_postings,
     to_term_array,
 )
+from leafsearch.index.vector_graph import GraphSpec
 
 
 def _intern(values: list[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -90,7 +91,7 @@ def writer_from_buffer(buffer: IndexBuffer, index_sort: IndexSort | None = None)
     for path, fb in buffer.vector.items():
         vector_docs = docs(fb.docs)
         by_doc = np.argsort(vector_docs, kind="stable")
-        writer.add_vector(path, vector_docs[by_doc], np.stack(fb.values)[by_doc])
+        writer.add_vector(path, vector_docs[by_doc], np.stack(fb.values)[by_doc], buffer.graphs.get(path))
     routed = [i for i, r in enumerate(buffer.routings) if r is not None]
     _add_routing(writer, docs(routed), [buffer.routings[i] for i in routed], max_doc)
     for path, (children, parents) in buffer.nested.items():
@@ -199,7 +200,7 @@ def _merged_writer(
         elif kind == "keyword":
             _merge_keyword(writer, path, cols, max_doc)
         elif kind == "vector":
-            _merge_vector(writer, path, cols)
+            _merge_vector(writer, path, cols, _graph_spec(parts, path))
         else:
             _merge_numeric(writer, path, kind, cols, max_doc)
     for path in dict.fromkeys(p for seg, _ in parts for p in seg.nested_paths):
@@ -335,8 +336,17 @@ def _merge_numeric(writer: SegmentWriter, path: str, kind: str, cols: list, max_
     )
 
 
-def _merge_vector(writer: SegmentWriter, path: str, cols: list) -> None:
-    """The kept documents' vectors, in their new doc order."""
+def _graph_spec(parts: list[tuple[Segment, np.ndarray | None]], path: str) -> GraphSpec | None:
+    """How the newest part that has the field built its graph (the mapping's, which cannot change)."""
+    for seg, _ in reversed(parts):
+        meta = seg.field_meta.get(path)
+        if meta is not None and "hnsw" in meta:
+            return GraphSpec.from_meta(meta["hnsw"])
+    return None
+
+
+def _merge_vector(writer: SegmentWriter, path: str, cols: list, graph: GraphSpec | None) -> None:
+    """The kept documents' vectors, in their new doc order; their graph rebuilt."""
     present = [(c, remap) for c, remap in cols if isinstance(c, VectorColumn)]
     docs, rows = [], []
     for col, remap in present:
@@ -346,4 +356,4 @@ def _merge_vector(writer: SegmentWriter, path: str, cols: list) -> None:
         rows.append(np.asarray(col.vectors)[keep])
     d = _cat(docs)
     order = np.argsort(d, kind="stable")
-    writer.add_vector(path, d[order], np.concatenate(rows)[order])
+    writer.add_vector(path, d[order], np.concatenate(rows)[order], graph)

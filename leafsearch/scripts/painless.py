@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from leafsearch.scripts import runtime
+from leafsearch.scripts import runtime, vector_functions
 from leafsearch.scripts.runtime import ScriptError
 
 #: Painless's loop counter: statements and loop turns one execution may take.
@@ -650,6 +650,12 @@ class Compiler:
                 offset = token.offset
                 return lambda frame: runtime.construct(
                     type_name, [a(frame) for a in arguments], frame.source, offset
+                )
+            if word in vector_functions.NAMES and self.is_op("("):
+                arguments = self.arguments()
+                offset = token.offset
+                return lambda frame: vector_functions.call(
+                    word, [a(frame) for a in arguments], frame.lookup("doc", offset), frame.source, offset
                 )
             if word in runtime.STATICS:
                 return lambda frame: runtime.STATICS[word]

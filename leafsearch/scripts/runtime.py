@@ -358,6 +358,10 @@ def get_member(owner: Any, name: str, source: str, offset: int) -> Any:
             return len(owner.values)
         if name == "values":
             return list(owner.values)
+        if name in ("vectorValue", "magnitude"):
+            from leafsearch.scripts import vector_functions  # it imports this module
+
+            return vector_functions.member(owner, name, source, offset)
     if isinstance(owner, _Math) and name in ("PI", "E"):
         return getattr(owner, name)
     if type(owner) is list and name == "length":

@@ -488,3 +488,103 @@ def test_concurrent_writers_and_knn_readers(es: Elasticsearch, new_index: Callab
     found = es.search(index=index, knn={**knn, "k": 10})
     assert hit_ids(found) == top(scores, 10)
     assert es.count(index=index)["count"] == 400
+
+
+@pytest.mark.parametrize(
+    ("script", "expected"),
+    [
+        (
+            "cosineSimilarity(params.q, 'v') + 1.0",
+            lambda s, q: s @ q / np.linalg.norm(s, axis=1) / np.linalg.norm(q) + 1,
+        ),
+        ("dotProduct(params.q, doc['v']) + 100", lambda s, q: s @ q + 100),
+        ("1 / (1 + l1norm(params.q, 'v'))", lambda s, q: 1 / (1 + np.abs(s - q).sum(axis=1))),
+        ("1 / (1 + l2norm(params.q, 'v'))", lambda s, q: 1 / (1 + np.linalg.norm(s - q, axis=1))),
+        ("doc['v'].magnitude + doc['v'].vectorValue[0] * 0", lambda s, q: np.linalg.norm(s, axis=1)),
+    ],
+)
+def test_script_score_vector_functions(
+    es: Elasticsearch, l2_index: tuple[str, np.ndarray], script: str, expected: Callable[..., np.ndarray]
+) -> None:
+    index, stored = l2_index
+    query = vectors(1, seed=21)[0]
+    found = es.search(
+        index=index,
+        query={
+            "script_score": {
+                "query": {"term": {"group": "even"}},
+                "script": {"source": script, "params": {"q": query.tolist()}},
+            }
+        },
+        size=10,
+    )
+    scores = expected(stored.astype(np.float64), query.astype(np.float64))
+    even = np.arange(0, len(stored), 2)
+    assert hit_ids(found) == top(scores, 10, even)
+    got = [h["_score"] for h in found["hits"]["hits"]]
+    assert got == pytest.approx([scores[int(i)] for i in hit_ids(found)], rel=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("script", "reason"),
+    [
+        (
+            "dotProduct(params.q, 'v')",
+            "The query vector has a different number of dimensions [2] than the document vectors [8].",
+        ),
+        ("dotProduct(params.q, 'missing')", "No field found for [missing] in mapping"),
+        ("hamming(params.q, 'v')", "different number of dimensions"),
+    ],
+)
+def test_script_score_vector_function_errors(
+    es: Elasticsearch, l2_index: tuple[str, np.ndarray], script: str, reason: str
+) -> None:
+    index, _ = l2_index
+    with pytest.raises(BadRequestError) as e:
+        es.search(
+            index=index,
+            query={
+                "script_score": {
+                    "query": {"match_all": {}},
+                    "script": {"source": script, "params": {"q": [1, 2]}},
+                }
+            },
+        )
+    assert reason in str(e.value.info)
+
+
+def test_a_document_without_a_vector_fails_a_vector_function(
+    es: Elasticsearch, new_index: Callable[..., str]
+) -> None:
+    index = new_index(
+        mappings={"properties": {"v": {"type": "dense_vector", "dims": 2, "similarity": "l2_norm"}}}
+    )
+    es.index(index=index, id="1", document={"v": [1, 2]})
+    es.index(index=index, id="2", document={"other": 1}, refresh=True)
+    script = {"source": "dotProduct(params.q, 'v')", "params": {"q": [1, 1]}}
+    with pytest.raises(BadRequestError) as e:
+        es.search(index=index, query={"script_score": {"query": {"match_all": {}}, "script": script}})
+    assert "A document doesn't have a value for a vector field!" in str(e.value.info)
+    found = es.search(
+        index=index, query={"script_score": {"query": {"exists": {"field": "v"}}, "script": script}}
+    )
+    assert [(h["_id"], h["_score"]) for h in found["hits"]["hits"]] == [("1", 3.0)]
+
+
+def test_several_knn_clauses_sum_over_their_union(
+    es: Elasticsearch, l2_index: tuple[str, np.ndarray]
+) -> None:
+    index, stored = l2_index
+    first, second = vectors(2, seed=31)
+    clauses = [
+        {"field": "v", "query_vector": first.tolist(), "k": 6, "num_candidates": 20},
+        {"field": "v", "query_vector": second.tolist(), "k": 4, "num_candidates": 20, "boost": 0.5},
+    ]
+    found = {h["_id"]: h["_score"] for h in es.search(index=index, knn=clauses, size=100)["hits"]["hits"]}
+    expected: dict[str, float] = {}
+    for q, k, boost in ((first, 6, 1.0), (second, 4, 0.5)):
+        scores = expected_scores(stored, q, "l2_norm")
+        for i in top(scores, k):
+            expected[i] = expected.get(i, 0.0) + boost * scores[int(i)]
+    assert found.keys() == expected.keys()
+    assert all(found[i] == pytest.approx(expected[i], rel=1e-5) for i in found)

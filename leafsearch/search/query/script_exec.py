@@ -20,7 +20,8 @@ import numpy as np
 import orjson
 
 from leafsearch.errors import ElasticError
-from leafsearch.index.columns import KeywordColumn, NumericColumn
+from leafsearch.index.columns import KeywordColumn, NumericColumn, VectorColumn
+from leafsearch.index.mapping import VectorField
 from leafsearch.index.searcher import SegmentView
 from leafsearch.request.query_dsl import ScriptSpec
 from leafsearch.scripts.runtime import Doc, DocValues
@@ -170,6 +171,8 @@ def _values(
     ft = mapping.field(name)
     if ft is None:
         return None
+    if isinstance(ft, VectorField):
+        return _vectors(view.segment.column(name), docs)
     error = fielddata_error(name, ft, index_name)
     if error is not None:
         raise error
@@ -191,3 +194,15 @@ def _values(
     ends = np.cumsum(counts).tolist()
     starts = [0, *ends[:-1]] if ends else []
     return [flat[a:b] for a, b in zip(starts, ends, strict=True)]
+
+
+def _vectors(column: Any, docs: np.ndarray) -> list[list[Any]]:
+    """Each document's vector of a `dense_vector` column (as stored), or no value."""
+    if not isinstance(column, VectorColumn) or not len(column.docs):
+        return [[] for _ in range(len(docs))]
+    rows = np.minimum(np.searchsorted(column.docs, docs), len(column.docs) - 1)
+    held = column.docs[rows] == docs
+    return [
+        [np.asarray(column.vectors[r])] if h else []
+        for r, h in zip(rows.tolist(), held.tolist(), strict=True)
+    ]

@@ -1,9 +1,11 @@
-"""Planning and running kNN on `dense_vector` fields, exactly.
+"""Planning and running kNN on `dense_vector` fields.
 
 Elasticsearch's kNN finds each shard's `k` nearest vectors among the documents its filter keeps,
-then scores them by their similarity (index/vectors.py). Here that search is exact: planning runs
-the filter and one matrix-vector product per segment of the shard's snapshot, keeps the shard's
-`k` best, and the plan holds them by segment; the executor only scatters them into the segment's
+then scores them by their similarity (index/vectors.py). Planning runs the filter, then per
+segment of the shard's snapshot takes the `num_candidates` nearest allowed rows from the
+segment's HNSW graph (index/vector_graph.py), or every allowed row where an exact pass costs less
+(small segments, selective filters, `flat` fields), scores them exactly, keeps the shard's `k`
+best, and the plan holds them by segment; the executor only scatters them into the segment's
 mask and scores. So the hits are the same on every segment a query runs over (a PIT walks one
 snapshot, whose plan is the same on every page).
 """
@@ -14,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from leafsearch.index import vectors
+from leafsearch.index import vector_graph, vectors
 from leafsearch.index.columns import VectorColumn
 from leafsearch.index.mapping import VectorField
 from leafsearch.index.searcher import SegmentView
@@ -63,7 +65,8 @@ def plan_knn(q: Knn, ctx: QueryContext) -> KnnPlan | NoDocs:
         keep = col.present if view.live is None else col.present & view.live
         for f in filters:
             keep = keep & executor.run(f, view, ctx, False, 1.0)[0]
-        rows = np.flatnonzero(keep[col.docs])
+        allowed = keep[col.docs]
+        rows = _candidates(col, query, q.num_candidates, allowed)
         if not len(rows):
             continue
         raw = vectors.similarities(col.vectors, rows, query, ft.similarity)
@@ -74,6 +77,17 @@ def plan_knn(q: Knn, ctx: QueryContext) -> KnnPlan | NoDocs:
         best = _best(scores, q.k)
         parts.append((view.segment.name, col.docs[rows[best]], scores[best]))
     return KnnPlan(q.field, _shard_top(parts, q.k), q.boost)
+
+
+def _candidates(col: VectorColumn, query: np.ndarray, num_candidates: int, allowed: np.ndarray) -> np.ndarray:
+    """The rows a segment scores: its graph's `num_candidates` nearest among the `allowed` rows
+    (filter, deletes), or every allowed row where an exact pass costs less (vector_graph.py)."""
+    if col.graph is not None:
+        n_allowed = int(np.count_nonzero(allowed))
+        found = vector_graph.candidate_rows(col.graph, query, num_candidates, allowed, n_allowed)
+        if found is not None:
+            return np.sort(found)
+    return np.flatnonzero(allowed)
 
 
 def _query_vector(q: Knn, ft: VectorField, ctx: QueryContext) -> np.ndarray:
