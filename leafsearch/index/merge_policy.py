@@ -15,7 +15,7 @@ import numpy as np
 from leafsearch.index.segment import Segment
 
 MERGE_FACTOR = 10
-MAX_MERGED_DOCS = 250_000
+MAX_MERGED_DOCS = 200_000
 FLOOR_DOCS = 1_000
 DELETES_PCT_TRIGGER = 0.33
 

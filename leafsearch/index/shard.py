@@ -66,8 +66,8 @@ PRIMARY_TERM = 1
 
 #: The buffer is written as a (not yet published) segment past this many documents or source
 #: bytes, so memory stays bounded when refreshes are disabled or rare.
-BUFFER_MAX_DOCS = 50_000
-BUFFER_MAX_BYTES = 32 * 1024 * 1024
+BUFFER_MAX_DOCS = 25_000
+BUFFER_MAX_BYTES = 16 * 1024 * 1024
 #: A full buffer keeps taking writes while the flush thread still writes the previous one, up to
 #: this multiple of the limits: a write then never waits for a segment's disk writes and fsyncs
 #: (under the shard lock, every other write waiting behind it) unless flushing falls that far behind.
