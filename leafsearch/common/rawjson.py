@@ -34,6 +34,13 @@ class RawJSON:
         return f"RawJSON({self.data[:60]!r})"
 
 
+def fragment(value: object) -> orjson.Fragment:
+    """orjson's `default` for bodies holding `RawJSON`: its bytes spliced as they are."""
+    if isinstance(value, RawJSON):
+        return orjson.Fragment(value.data)
+    raise TypeError(f"Type is not JSON serializable: {type(value).__name__}")
+
+
 def as_bytes(data: bytes | memoryview) -> bytes:
     """An out-of-band buffer as bytes: the one a search worker's reply was read into, or a copy
     of a view another transport (Ray's object store) hands over."""

@@ -48,9 +48,13 @@ def int_array(values: list[int]) -> np.ndarray:
 
 
 class IndexBuffer:
-    """Documents of one shard not yet in a segment. Doc numbers are positions in `ids`."""
+    """Documents of one shard not yet in a segment. Doc numbers are positions in `ids`.
 
-    def __init__(self) -> None:
+    `tag`: a multiple of 2**32 the shard gives each of its buffers; its version map names a
+    document of this buffer as `tag + doc` (`Shard.current`)."""
+
+    def __init__(self, tag: int = 0) -> None:
+        self.tag = tag
         self.ids: list[str] = []
         self.sources: list[bytes] = []
         self.seq_nos: list[int] = []

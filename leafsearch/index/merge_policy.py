@@ -2,8 +2,10 @@
 
 Segments are grouped in tiers by live size (powers of ten); when a tier holds `MERGE_FACTOR`
 segments, the smallest of them are merged. Segments that are mostly deleted are merged early
-to give their space back. A merged segment never exceeds `MAX_MERGED_DOCS`, which bounds the
-memory a merge needs.
+to give their space back. A merged segment never exceeds `MAX_MERGED_DOCS` (as Lucene's
+`max_merged_segment`, by documents here), which bounds the memory a merge needs: about 1 KB per
+merged bench document in the merge worker, so the node's processes together stay near 1 GB while
+1,000,000 documents are loaded (bench/RESULTS.md, "Bulk by column").
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import numpy as np
 from leafsearch.index.segment import Segment
 
 MERGE_FACTOR = 10
-MAX_MERGED_DOCS = 1_000_000
+MAX_MERGED_DOCS = 200_000
 FLOOR_DOCS = 1_000
 DELETES_PCT_TRIGGER = 0.33
 

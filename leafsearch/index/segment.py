@@ -28,6 +28,7 @@ import os
 import shutil
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 from functools import cached_property
 from pathlib import Path
 
@@ -154,7 +155,7 @@ class SegmentWriter:
         self.arrays["_seq_no"] = np.asarray(seq_nos, dtype=np.int64)
         self.arrays["_version"] = np.asarray(versions, dtype=np.int64)
 
-    def set_sources(self, sources: list[bytes]) -> None:
+    def set_sources(self, sources: Sequence[bytes]) -> None:
         self.sources = source_blocks.compress(sources)
 
     def _prefix(self, path: str) -> tuple[str, int]:

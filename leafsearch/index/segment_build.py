@@ -6,6 +6,7 @@ for doc values — so postings, ordinals and doc values are built by one set of 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -184,10 +185,12 @@ def _merged_writer(
     writer.set_ids(
         in_order(ids).astype(bytes) if len(ids) else to_term_array([]), in_order(seq), in_order(ver)
     )
-    sources: list[bytes] = []
-    for (seg, _), keep in zip(parts, keeps, strict=True):
-        sources.extend(seg.sources(keep))
-    writer.set_sources(sources if order is None else [sources[i] for i in order.tolist()])
+    sources = _LiveSources(parts, keeps)
+    if order is not None:  # an index sort reorders them all: read at once
+        every = sources[:]
+        writer.set_sources([every[i] for i in order.tolist()])
+    else:
+        writer.set_sources(sources)
 
     kinds: dict[str, str] = {}
     for seg, _ in parts:
@@ -265,32 +268,91 @@ def _merge_terms(term_arrays: list[np.ndarray]) -> tuple[np.ndarray, list[np.nda
 
 
 def _merge_text(writer: SegmentWriter, path: str, cols: list, max_doc: int) -> None:
+    """Postings merged entry by entry (term, doc, frequency; positions moved in runs), never one
+    array entry per token occurrence beyond the positions themselves: a text field's merge was
+    most of a merge's memory."""
     present = [(c, remap) for c, remap in cols if isinstance(c, TextColumn)]
     merged, maps = _merge_terms([c.terms for c, _ in present])
-    tids, docs, positions = [], [], []
+    kept_entries = [remap[np.asarray(col.post_docs, dtype=np.int64)] >= 0 for col, remap in present]
+    count = sum(int(np.count_nonzero(kept)) for kept in kept_entries)
+    # One array of each per merge, filled part by part, in the narrowest type that holds it.
+    entry_terms = np.empty(count, dtype=np.int32)
+    entry_docs = np.empty(count, dtype=np.int32)
+    entry_freqs = np.empty(count, dtype=np.int32)
+    entry_starts = np.empty(count, dtype=np.int64)
+    positions = []
     lengths = np.zeros(max_doc, dtype=np.int64)
-    for (col, remap), tmap in zip(present, maps, strict=True):
-        freqs = np.asarray(col.post_freqs, dtype=np.int64)
-        entry_terms = np.repeat(
-            np.arange(len(col.terms)), np.diff(np.asarray(col.post_offsets, dtype=np.int64))
-        )
-        entry_docs = remap[np.asarray(col.post_docs, dtype=np.int64)]
-        occ_keep = np.repeat(entry_docs >= 0, freqs)
-        tids.append(np.repeat(tmap[entry_terms], freqs)[occ_keep])
-        docs.append(np.repeat(entry_docs, freqs)[occ_keep])
-        positions.append(np.asarray(col.positions, dtype=np.int64)[occ_keep])
-        kept = np.flatnonzero(remap >= 0)
-        lengths[remap[kept]] = LENGTH_TABLE[np.asarray(col.norms)[kept]].astype(np.int64)
+    at = base = 0
+    for (col, remap), tmap, kept in zip(present, maps, kept_entries, strict=True):
+        n = int(np.count_nonzero(kept))
+        per_term = np.diff(np.asarray(col.post_offsets, dtype=np.int64))
+        entry_terms[at : at + n] = np.repeat(tmap.astype(np.int32), per_term)[kept]
+        entry_docs[at : at + n] = remap[np.asarray(col.post_docs, dtype=np.int64)[kept]]
+        entry_freqs[at : at + n] = np.asarray(col.post_freqs)[kept]
+        entry_starts[at : at + n] = col.pos_starts[kept] + base
+        at += n
+        positions.append(np.asarray(col.positions))
+        base += len(col.positions)
+        live = np.flatnonzero(remap >= 0)
+        lengths[remap[live]] = LENGTH_TABLE[np.asarray(col.norms)[live]].astype(np.int64)
+    del kept_entries
     # Norm bytes are lossy: re-encoding a decoded length gives back the same byte, so the
     # merged segment scores exactly as its sources did.
-    all_tids = _cat(tids)
-    used = np.unique(all_tids)
-    remap_used = np.full(len(merged), -1, dtype=np.int64)
-    remap_used[used] = np.arange(len(used))
-    postings = build_postings(remap_used[all_tids], _cat(docs), _cat(positions), len(used), max_doc)
+    order = np.argsort(entry_terms.astype(np.int64) * max(max_doc, 1) + entry_docs, kind="stable")
+    entry_terms, entry_docs = entry_terms[order], entry_docs[order]
+    entry_freqs, entry_starts = entry_freqs[order], entry_starts[order]
+    del order
+    firsts_of_terms = np.flatnonzero(np.diff(entry_terms, prepend=-1))  # entry_terms is sorted
+    used = entry_terms[firsts_of_terms]
+    offsets = np.append(firsts_of_terms, len(entry_terms)).astype(np.int64)
+    del entry_terms
+    total = int(entry_freqs.sum(dtype=np.int64))
+    firsts = np.cumsum(entry_freqs, dtype=np.int64) - entry_freqs
+    gather = np.repeat(entry_starts - firsts, entry_freqs) + np.arange(total, dtype=np.int64)
+    del entry_starts, firsts
+    postings = {
+        "post_offsets": offsets,
+        "post_docs": entry_docs,
+        "post_freqs": entry_freqs,
+        "positions": _cat(positions)[gather] if positions else np.empty(0, dtype=np.int64),
+    }
     writer.add_text(path, merged[used], postings, lengths)
     # Statistics must describe real token counts, not decoded norms.
-    writer.fields[path]["sum_total_term_freq"] = int(sum(len(p) for p in positions))
+    writer.fields[path]["sum_total_term_freq"] = total
+
+
+class _LiveSources(Sequence):
+    """The parts' live documents' sources in merged order (no index sort), decompressed a window
+    at a time as `source_blocks.compress` reads them (by index for its samples, by slices in
+    order for its blocks), so a merge never holds every source at once."""
+
+    WINDOW = 4096
+
+    def __init__(self, parts: list[tuple[Segment, np.ndarray | None]], keeps: list[np.ndarray]) -> None:
+        self.segments = [seg for seg, _ in parts]
+        self.keeps = keeps
+        self.bases = np.cumsum([0] + [len(k) for k in keeps])
+        self.window_start, self.window = 0, []
+
+    def __len__(self) -> int:
+        return int(self.bases[-1])
+
+    def _read(self, start: int, stop: int) -> list[bytes]:
+        out: list[bytes] = []
+        for seg, keep, base in zip(self.segments, self.keeps, self.bases[:-1].tolist(), strict=True):
+            lo, hi = max(start - base, 0), min(stop - base, len(keep))
+            if lo < hi:
+                out.extend(seg.sources(keep[lo:hi]))
+        return out
+
+    def __getitem__(self, index):  # type: ignore[override]
+        if isinstance(index, slice):
+            start, stop, _ = index.indices(len(self))
+            if not (self.window_start <= start and stop <= self.window_start + len(self.window)):
+                self.window_start = start
+                self.window = self._read(start, min(start + max(self.WINDOW, stop - start), len(self)))
+            return self.window[start - self.window_start : stop - self.window_start]
+        return self._read(index, index + 1)[0]
 
 
 def _cat(arrays: list[np.ndarray]) -> np.ndarray:

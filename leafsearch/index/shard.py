@@ -66,8 +66,8 @@ PRIMARY_TERM = 1
 
 #: The buffer is written as a (not yet published) segment past this many documents or source
 #: bytes, so memory stays bounded when refreshes are disabled or rare.
-BUFFER_MAX_DOCS = 50_000
-BUFFER_MAX_BYTES = 32 * 1024 * 1024
+BUFFER_MAX_DOCS = 25_000
+BUFFER_MAX_BYTES = 16 * 1024 * 1024
 #: A full buffer keeps taking writes while the flush thread still writes the previous one, up to
 #: this multiple of the limits: a write then never waits for a segment's disk writes and fsyncs
 #: (under the shard lock, every other write waiting behind it) unless flushing falls that far behind.
@@ -78,6 +78,8 @@ GC_DELETES_SECONDS = 60.0
 #: A refresh hands its buffer over, and then what arrived while a worker wrote it (if a worker
 #: writes that too), at most this many times; what remains is written under the shard lock.
 REFRESH_HAND_OVERS = 4
+#: The doc part of a version-map entry `buffer.tag + doc` (`Shard.buffered_state`).
+_DOC_MASK = (1 << 32) - 1
 
 
 @dataclass(slots=True)
@@ -225,6 +227,7 @@ class Shard:
         self._published_changes = 0
         #: Durable pins of reader contexts (pins.py), by name: the segments each holds a reference on.
         self._pins: dict[str, list[Segment]] = {}
+        self._buffer_tag = 0  # the last buffer's tag (`IndexBuffer.tag`)
         #: Snapshots of pins found at start, until the node's contexts take them (`take_restored`).
         self._restored: dict[str, Searcher] = {}
         self._load()
@@ -265,8 +268,10 @@ class Shard:
         self._live_gen = max(self._live_gen, commit.get("live_gen", 0))
         self.max_seq_no = max((int(s.seq_nos.max()) for s in self.segments if s.max_doc), default=-1)
         self.max_seq_no = max(self.max_seq_no, commit.get("max_seq_no", -1))
-        self.buffer = IndexBuffer()
-        self.version_map: dict[str, DocState] = {}
+        self.buffer = self._new_buffer()
+        #: id -> its latest state: a `DocState`, or `buffer.tag + doc` for a document of the
+        #: current buffer or the one being flushed (written so by `column_write.index_columns`).
+        self.version_map: dict[str, DocState | int] = {}
         self._flushing: _Flushing | None = None
         self.tombstones: dict[str, tuple[DocState, float]] = {}  # id -> (delete state, when)
         self.pending_deletes: dict[str, set[int]] = {}
@@ -507,13 +512,28 @@ class Shard:
         """The latest state of an id, realtime (buffer, then segments); None if never seen."""
         state = self.version_map.get(doc_id)
         if state is not None:
-            return state
-        tombstone = self._tombstone(doc_id)
+            return self.buffered_state(state) if type(state) is int else state
+        tombstone = self.tombstone(doc_id)
         if tombstone is not None:
             return tombstone
         return self._find_in_segments(doc_id)
 
-    def _tombstone(self, doc_id: str) -> DocState | None:
+    def buffered_state(self, entry: int) -> DocState:
+        """The state a version-map entry `buffer.tag + doc` stands for: the current buffer's
+        document or the one being flushed's (`_install_flushed` forgets the others)."""
+        doc = entry & _DOC_MASK
+        buffer = self.buffer
+        if buffer.tag != entry - doc:
+            assert self._flushing is not None and self._flushing.buffer.tag == entry - doc
+            buffer = self._flushing.buffer
+        routing = buffer.routings[doc]
+        return DocState(buffer.versions[doc], buffer.seq_nos[doc], False, None, doc, routing, buffer)
+
+    def _new_buffer(self) -> IndexBuffer:
+        self._buffer_tag += _DOC_MASK + 1
+        return IndexBuffer(self._buffer_tag)
+
+    def tombstone(self, doc_id: str) -> DocState | None:
         entry = self.tombstones.get(doc_id)
         if entry is None or time.monotonic() - entry[1] > GC_DELETES_SECONDS:
             return None
@@ -523,13 +543,23 @@ class Shard:
         """Load the segment state of many ids at once into the version map (bulk fast path)."""
         todo = [i for i in dict.fromkeys(doc_ids) if i not in self.version_map]
         if self.tombstones:
-            todo = [i for i in todo if self._tombstone(i) is None]
+            todo = [i for i in todo if self.tombstone(i) is None]
         if not todo:
             return
         # Also with no segment yet: every id is then new, and remembered as such, so the writes
         # that follow do not look each one up again.
-        keys = to_term_array(todo)
+        found = self.segment_states(todo)
+        for doc_id in todo:
+            state = found.get(doc_id)
+            # A miss is remembered as a tombstone-free "absent" marker to skip later lookups.
+            self.version_map[doc_id] = state if state is not None else DocState(0, -1, True)
+
+    def segment_states(self, doc_ids: list[str]) -> dict[str, DocState]:
+        """The live segment documents of these (distinct) ids, one vectorized lookup per segment."""
         found: dict[str, DocState] = {}
+        if not self.segments:
+            return found
+        keys = to_term_array(doc_ids)
         for seg in self.segments:
             lo, hi = seg.lookup_ids(keys)
             hits = np.flatnonzero(hi > lo)
@@ -539,11 +569,8 @@ class Shard:
                 for i in range(int(lo[h]), int(hi[h])):
                     doc = int(seg.id_docs[i])
                     if (live is None or live[doc]) and doc not in pending:
-                        found[todo[h]] = self._segment_state(seg, doc)
-        for doc_id in todo:
-            state = found.get(doc_id)
-            # A miss is remembered as a tombstone-free "absent" marker to skip later lookups.
-            self.version_map[doc_id] = state if state is not None else DocState(0, -1, True)
+                        found[doc_ids[h]] = self._segment_state(seg, doc)
+        return found
 
     def get_source(self, state: DocState) -> bytes:
         if state.segment is None:
@@ -614,7 +641,7 @@ class Shard:
         self._install_flushed()
         self._apply_pending_deletes()
         generation = self.translog.start_generation()  # first: if it fails, the buffer stays
-        fresh = IndexBuffer()
+        fresh = self._new_buffer()
         flushing = self._flush_in_background(self.buffer, self._buffer_gen)
         # Nothing below can fail. (If the above did after the new generation started, the
         # buffer's operations are in the two generations from `_buffer_gen` on, which the
@@ -665,7 +692,12 @@ class Shard:
             self._flushing = self._flush_in_background(flushing.buffer, flushing.generation)
             raise self._segment_failed(exc) from exc
         live = _buffer_live(seg, flushing.buffer)
-        version_map = {k: v for k, v in self.version_map.items() if v.buffer is self.buffer}
+        tag, buffer = self.buffer.tag, self.buffer
+        version_map = {
+            k: v
+            for k, v in self.version_map.items()
+            if (v - (v & _DOC_MASK) == tag if type(v) is int else v.buffer is buffer)
+        }
         # Nothing below can fail.
         self._flushing = None
         self._add_segment(seg, live)
@@ -783,7 +815,7 @@ class Shard:
         segment that cannot be written leaves nothing behind, its documents in the buffer."""
         self._install_flushed()
         if len(self.buffer):
-            buffer, fresh = self.buffer, IndexBuffer()
+            buffer, fresh = self.buffer, self._new_buffer()
             folder = self.folder / self._next_segment_name()
             try:
                 seg = segment_from_buffer(buffer, folder, self.index_sort)
@@ -1015,7 +1047,9 @@ class Shard:
             segments.insert(first, merged)
             live[merged.name] = None if new_live.all() else new_live
         version_map = {
-            k: v for k, v in self.version_map.items() if v.segment is None or v.segment.name not in names
+            k: v
+            for k, v in self.version_map.items()
+            if type(v) is int or v.segment is None or v.segment.name not in names
         }
         pending = {name: docs for name, docs in self.pending_deletes.items() if name not in names}
         self._commit(state=(segments, live), after=[partial(self._unref, seg) for seg, _ in parts])

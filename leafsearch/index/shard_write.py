@@ -16,12 +16,15 @@ translog fsync). Cost: O(operations), one `Shard.prefetch` of every id first.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import Literal
 
 from leafsearch.errors import ElasticError, VersionConflict
 from leafsearch.index.parsed import ParsedBatch, ParsedDoc
 from leafsearch.index.shard import PRIMARY_TERM, DocState, Shard
+from leafsearch.index.translog import encode_index_ops
 from leafsearch.index.versioning import ExternalVersion, VersionRefused
 
 #: "index" overwrites; "create" refuses an existing document; "delete".
@@ -46,6 +49,21 @@ class WriteOp:
 
 
 @dataclass(frozen=True, slots=True)
+class IndexColumns:
+    """Index/create operations without `if_seq_no` or an external version, by column: operation
+    i indexes `ids[i]` with the document at `rows[i]` of `ShardWrite.batch`. The common bulk
+    (a run of plain writes) needs no `WriteOp`, `DocState` or outcome object per document."""
+
+    ids: list[str]
+    routings: list[str | None]
+    #: Refuses an existing document (`op_type: create`).
+    creates: list[bool]
+    #: The id was generated (never seen: no lookup, no conflict possible).
+    auto_ids: list[bool]
+    rows: list[int]
+
+
+@dataclass(frozen=True, slots=True)
 class ShardWrite:
     """Operations for one shard, applied in order (Elasticsearch's BulkShardRequest)."""
 
@@ -56,6 +74,8 @@ class ShardWrite:
     #: index/create documents parsed together (`Mapping.parse_batch`), which ops name by `row`:
     #: their values join the buffer column by column.
     batch: ParsedBatch | None = None
+    #: Instead of `ops`: plain index/create operations of `batch`, by column.
+    columns: IndexColumns | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,13 +87,39 @@ class WriteOutcome:
     seq_no: int
 
 
+@dataclass(slots=True)
+class ColumnOutcomes(Sequence):
+    """The outcomes of `IndexColumns`' operations, by column: operation i has `versions[i]` and
+    `seq_nos[i]` unless `refused` holds its error; it updated a document if i is in `updated`,
+    else created one."""
+
+    versions: list[int]
+    seq_nos: list[int]
+    updated: set[int] = field(default_factory=set)
+    refused: dict[int, ElasticError] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.versions)
+
+    def __getitem__(self, i):  # type: ignore[override]
+        refused = self.refused.get(i)
+        if refused is not None:
+            return refused
+        return WriteOutcome("updated" if i in self.updated else "created", self.versions[i], self.seq_nos[i])
+
+    def __iter__(self) -> Iterator[WriteOutcome | ElasticError]:
+        return (self[i] for i in range(len(self)))
+
+
 #: Per operation of a `ShardWrite`, in order: its outcome, or the refusal that left it unapplied.
-ShardWriteOutcome = list[WriteOutcome | ElasticError]
+ShardWriteOutcome = list[WriteOutcome | ElasticError] | ColumnOutcomes
 
 
 def apply_write(shard: Shard, write: ShardWrite) -> ShardWriteOutcome:
     """Apply `write` to `shard`, whose `writing()` the caller holds; the caller syncs the point
     before acknowledging any of it."""
+    if write.columns is not None:
+        return index_columns(shard, write)
     shard.prefetch([op.doc_id for op in write.ops if not op.auto_id])
     outcomes: ShardWriteOutcome = []
     if write.batch is not None:
@@ -94,6 +140,103 @@ def apply_write(shard: Shard, write: ShardWrite) -> ShardWriteOutcome:
         except ElasticError as exc:
             outcomes.append(exc)
     return outcomes
+
+
+def index_columns(shard: Shard, write: ShardWrite) -> ShardWriteOutcome:
+    """Apply `write.columns`, in the order and with the checks of the same `WriteOp`s, in steps
+    over the whole run: the prior state of every id (version map, tombstones, then one lookup per
+    segment), the few that exist checked and versioned one by one, then seq_nos, one translog
+    record, the version map and the buffer for all. An id twice in the run goes the per-operation
+    way (the second write must see the first)."""
+    columns, batch = write.columns, write.batch
+    assert columns is not None and batch is not None
+    ids, auto_ids = columns.ids, columns.auto_ids
+    n = len(ids)
+    if len(set(ids)) != n:
+        ops = tuple(
+            WriteOp("create" if create else "index", doc_id, routing, None, None, None, auto, None, row)
+            for doc_id, routing, create, auto, row in zip(
+                ids, columns.routings, columns.creates, auto_ids, columns.rows, strict=True
+            )
+        )
+        return apply_write(shard, ShardWrite(write.index_name, write.index_uuid, write.shard_id, ops, batch))
+    started = time.perf_counter_ns()
+    priors = _priors(shard, ids, auto_ids)
+    versions = [1] * n
+    outcomes = ColumnOutcomes(versions, [])
+    for i in [i for i, prior in enumerate(priors) if prior is not None]:
+        prior = priors[i]
+        try:
+            if columns.creates[i] and exists(prior):
+                raise _exists(write, shard, ids[i], prior)  # type: ignore[arg-type]
+            versions[i] = next_version(write, shard, ids[i], prior, None)
+        except ElasticError as exc:
+            outcomes.refused[i] = exc
+            continue
+        if exists(prior):
+            outcomes.updated.add(i)
+    kept = [i for i in range(n) if i not in outcomes.refused] if outcomes.refused else range(n)
+    pick = (lambda values: [values[i] for i in kept]) if outcomes.refused else list
+    kept_ids, kept_versions = pick(ids), pick(versions)
+    routings, rows = pick(columns.routings), pick(columns.rows)
+    first = shard.max_seq_no + 1
+    seq_nos = list(range(first, first + len(kept_ids)))
+    if outcomes.refused:
+        outcomes.seq_nos = [-1] * n
+        for i, seq_no in zip(kept, seq_nos, strict=True):
+            outcomes.seq_nos[i] = seq_no
+    else:
+        outcomes.seq_nos = seq_nos
+    if not kept_ids:
+        return outcomes
+    sources = batch.sources
+    with shard.applying:
+        records = encode_index_ops(kept_ids, seq_nos, kept_versions, routings, [sources[r] for r in rows])
+        shard.translog.append(records, len(kept_ids))
+        shard.max_seq_no = seq_nos[-1]
+        for i in outcomes.updated:
+            shard._retire(priors[i])
+        if shard.tombstones:
+            for doc_id in kept_ids:
+                shard.tombstones.pop(doc_id, None)
+        buffer = shard.buffer
+        base = buffer.tag + len(buffer)
+        shard.version_map.update(zip(kept_ids, range(base, base + len(kept_ids)), strict=True))
+        buffer.add_batch(batch, rows, kept_ids, seq_nos, kept_versions, routings)
+        shard._changes += 1
+    shard._flush_if_full()
+    shard.stats.add(index_total=len(kept_ids), index_time=time.perf_counter_ns() - started)
+    return outcomes
+
+
+def _priors(shard: Shard, ids: list[str], auto_ids: list[bool]) -> list[DocState | None]:
+    """The current state of each id (None: never seen), as `Shard.current` gives it, looked up
+    for all at once: a generated id is never looked up."""
+    version_map = shard.version_map
+    found = [version_map.get(doc_id) for doc_id in ids]
+    priors: list[DocState | None] = [
+        shard.buffered_state(state) if type(state) is int else state
+        for state in found  # type: ignore[misc]
+    ]
+    todo = [i for i, state in enumerate(priors) if state is None and not auto_ids[i]]
+    if shard.tombstones and todo:
+        for i in todo:
+            priors[i] = shard.tombstone(ids[i])
+        todo = [i for i in todo if priors[i] is None]
+    if todo:
+        in_segments = shard.segment_states([ids[i] for i in todo])
+        if in_segments:
+            for i in todo:
+                priors[i] = in_segments.get(ids[i])
+    return priors
+
+
+def _exists(write: ShardWrite, shard: Shard, doc_id: str, prior: DocState) -> VersionConflict:
+    """A create's refusal of an existing document."""
+    return VersionConflict(
+        f"[{doc_id}]: version conflict, document already exists (current version [{prior.version}])",
+        extra=conflict_extra(write, shard),
+    )
 
 
 def _apply_one(shard: Shard, write: ShardWrite, op: WriteOp) -> WriteOutcome:
@@ -144,10 +287,7 @@ def index_checks(write: ShardWrite, shard: Shard, op: WriteOp) -> tuple[DocState
     """(prior state, new version) of an index/create operation; raises its version conflict."""
     prior = None if op.auto_id else shard.current(op.doc_id)
     if op.kind == "create" and exists(prior):
-        raise VersionConflict(
-            f"[{op.doc_id}]: version conflict, document already exists (current version [{prior.version}])",  # type: ignore[union-attr]
-            extra=conflict_extra(write, shard),
-        )
+        raise _exists(write, shard, op.doc_id, prior)  # type: ignore[arg-type]
     check_seq_no(write, shard, op.doc_id, prior, op.if_seq_no, op.if_primary_term)
     return prior, next_version(write, shard, op.doc_id, prior, op.external)
 

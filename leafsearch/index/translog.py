@@ -1,6 +1,7 @@
 """The translog: every accepted operation, fsynced before the write is acknowledged.
 
-Records are `[u32 payload length][u32 crc32 of payload][payload]`. A crash can leave a torn
+Records are `[u32 payload length][u32 crc32 of payload][payload]`; a payload is one operation or
+a batch of index operations (`encode_index_ops`). A crash can leave a torn
 record at the tail; recovery detects it by length or checksum, truncates the file there and
 replays only whole records, so an operation is either fully recovered or was never acknowledged.
 
@@ -53,23 +54,36 @@ def encode_index_ops(
     routings: list[str | None],
     sources: list[bytes],
 ) -> bytes:
-    """The records `encode_op` writes for these index operations, built in one loop for a batch."""
-    records: list[bytes] = []
-    pack, crc, dumps = _HEADER.pack, zlib.crc32, orjson.dumps
-    for doc_id, seq_no, version, routing, source in zip(
-        doc_ids, seq_nos, versions, routings, sources, strict=True
-    ):
-        payload = dumps([OP_INDEX, doc_id, seq_no, version, routing]) + b"\n" + source
-        records.append(pack(len(payload), crc(payload)))
-        records.append(payload)
-    return b"".join(records)
+    """One record holding these index operations (a batch record): their metadata as columns,
+    then their sources end to end. One checksum covers the batch, so a torn batch is dropped
+    whole, as no operation of it was acknowledged; recovery yields its operations in order."""
+    meta = orjson.dumps(
+        {
+            "ids": doc_ids,
+            "seq_nos": seq_nos,
+            "versions": versions,
+            "routings": routings,
+            "lengths": list(map(len, sources)),
+        }
+    )
+    payload = meta + b"\n" + b"".join(sources)
+    return _HEADER.pack(len(payload), zlib.crc32(payload)) + payload
 
 
-def _decode_payload(payload: bytes) -> TranslogOp:
+def _decode_payload(payload: bytes) -> Iterator[TranslogOp]:
+    """The operations of a record: one, or a batch record's (`encode_index_ops`)."""
     nl = payload.index(b"\n")
-    kind, doc_id, seq_no, version, routing = orjson.loads(payload[:nl])
+    meta = orjson.loads(payload[:nl])
+    if type(meta) is dict:
+        start = nl + 1
+        columns = (meta[key] for key in ("ids", "seq_nos", "versions", "routings", "lengths"))
+        for doc_id, seq_no, version, routing, length in zip(*columns, strict=True):
+            yield TranslogOp(OP_INDEX, doc_id, seq_no, version, routing, payload[start : start + length])
+            start += length
+        return
+    kind, doc_id, seq_no, version, routing = meta
     source = payload[nl + 1 :] if kind == OP_INDEX else None
-    return TranslogOp(kind, doc_id, seq_no, version, routing, source)
+    yield TranslogOp(kind, doc_id, seq_no, version, routing, source)
 
 
 class Translog:
@@ -263,7 +277,7 @@ class Translog:
                 payload = data[pos + _HEADER.size : end]
                 if zlib.crc32(payload) != crc:
                     break
-                yield _decode_payload(payload)
+                yield from _decode_payload(payload)
                 pos = end
             if pos != len(data):
                 with open(path, "r+b") as fh:

@@ -178,6 +178,7 @@ def bulk(node: Node, req: RestRequest) -> RestResponse:
             authorize=_item_check(req, "indices:data/write/bulk[s]"),
             require_alias=req.flag("require_alias"),
             source_filter=url_source_filter(req.params),
+            raw_items=True,
         )
     )
 

@@ -17,21 +17,15 @@ from typing import Any
 import orjson
 
 from leafsearch.common.memo import memo
-from leafsearch.common.rawjson import RawJSON
+from leafsearch.common.rawjson import RawJSON, fragment
 from leafsearch.rest.media import YAML
 from leafsearch.rest.yaml_writer import yaml_document
 
 Pattern = tuple[str, ...]
 
 
-def _fragment(value: Any) -> Any:
-    if isinstance(value, RawJSON):
-        return orjson.Fragment(value.data)
-    raise TypeError(f"Type is not JSON serializable: {type(value).__name__}")
-
-
 def to_json(body: Any, *, pretty: bool = False) -> bytes:
-    compact = orjson.dumps(body, default=_fragment)
+    compact = orjson.dumps(body, default=fragment)
     return indent(compact) if pretty else compact
 
 
@@ -76,7 +70,7 @@ def indent(compact: bytes) -> bytes:
 def to_yaml(body: Any) -> bytes:
     """The body as YAML. It is encoded to JSON first (sources spliced) and that document decoded
     once with the standard library, which keeps integers of any size exact."""
-    return yaml_document(json.loads(orjson.dumps(body, default=_fragment))).encode()
+    return yaml_document(json.loads(orjson.dumps(body, default=fragment))).encode()
 
 
 def render(body: Any, media_type: str, *, pretty: bool = False) -> bytes:

@@ -7,6 +7,7 @@ very error it gets here.
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -61,6 +62,65 @@ def _malformed(line_no: int, message: str) -> IllegalArgument:
     return IllegalArgument(f"Malformed action/metadata line [{line_no}], {message}")
 
 
+#: The action line most bulk bodies repeat: `{"index":{}}`, `{"create":{"_id":"1"}}`, with
+#: `_index` before `_id`; nothing to escape in the values (ASCII lines only).
+_SIMPLE = re.compile(
+    rb'\{"(index|create)":\{(?:"_index":"([^"\\]*)"(,)?)?(?:"_id":"([^"\\]*)")?\}\}'
+).fullmatch
+
+
+def _simple_action(line: bytes) -> tuple[str, dict[str, Any]] | None:
+    """The action and parameters of a simple action line without decoding it as JSON (None: any
+    other line), as `_action` would type them."""
+    found = _SIMPLE(line) if line.isascii() else None
+    if found is None:
+        return None
+    kind, index, comma, doc_id = found.groups()
+    if (comma is not None) != (index is not None and doc_id is not None):
+        return None  # a comma missing or left over: `_action` refuses the line
+    meta: dict[str, Any] = {}
+    if index is not None:
+        meta["_index"] = index.decode()
+    if doc_id is not None:
+        meta["_id"] = doc_id.decode()
+    return kind.decode(), meta
+
+
+def _action(line: bytes, i: int) -> tuple[str, dict[str, Any]]:
+    """An action line's action and its typed parameters; a malformed one fails the request."""
+    try:
+        action = orjson.loads(line)
+    except orjson.JSONDecodeError as exc:
+        raise ElasticError(
+            f"Malformed action/metadata line [{i}], expected a simple value for field [...] but found "
+            f"invalid JSON: {exc}",
+            status=400,
+            error_type="illegal_argument_exception",
+        ) from None
+    if type(action) is not dict:
+        raise _malformed(i, "expected START_OBJECT or END_OBJECT but found [VALUE_STRING]")
+    if not action:  # BulkRequestParser finds the object's end where it wants the action's name
+        raise _malformed(i, "expected FIELD_NAME but found [END_OBJECT]")
+    if len(action) != 1:
+        raise _malformed(i, "expected field [create], [delete], [index] or [update] but found more than one")
+    ((kind, meta),) = action.items()
+    if kind not in _BULK_ACTIONS:
+        raise _malformed(i, f"expected field [create], [delete], [index] or [update] but found [{kind}]")
+    if type(meta) is not dict:
+        raise _malformed(i, "expected START_OBJECT but found [VALUE_STRING]")
+    if not meta.keys() <= _BULK_META:
+        unknown = next(key for key in meta if key not in _BULK_META)
+        raise IllegalArgument(f"Action/metadata line [{i}] contains an unknown parameter [{unknown}]")
+    meta = typed_metadata(i, meta)
+    if kind == "index" and "op_type" in meta:
+        # BulkRequestParser builds an index action with `op_type: create` as a create: its
+        # item is answered under `create`.
+        kind = meta["op_type"].lower()
+        if kind not in ("index", "create"):
+            raise IllegalArgument(f"opType must be 'create' or 'index', found: [{meta['op_type']}]")
+    return kind, meta
+
+
 def parse_bulk(
     body: bytes,
     default_index: str | None,
@@ -75,44 +135,13 @@ def parse_bulk(
     ops: list[BulkOp] = []
     i = 0
     n = len(lines)
-    loads = orjson.loads
     while i < n:
         line = lines[i]
         i += 1
         if not line or line.isspace():
             continue
-        try:
-            action = loads(line)
-        except orjson.JSONDecodeError as exc:
-            raise ElasticError(
-                f"Malformed action/metadata line [{i}], expected a simple value for field [...] but found "
-                f"invalid JSON: {exc}",
-                status=400,
-                error_type="illegal_argument_exception",
-            ) from None
-        if type(action) is not dict:
-            raise _malformed(i, "expected START_OBJECT or END_OBJECT but found [VALUE_STRING]")
-        if not action:  # BulkRequestParser finds the object's end where it wants the action's name
-            raise _malformed(i, "expected FIELD_NAME but found [END_OBJECT]")
-        if len(action) != 1:
-            raise _malformed(
-                i, "expected field [create], [delete], [index] or [update] but found more than one"
-            )
-        ((kind, meta),) = action.items()
-        if kind not in _BULK_ACTIONS:
-            raise _malformed(i, f"expected field [create], [delete], [index] or [update] but found [{kind}]")
-        if type(meta) is not dict:
-            raise _malformed(i, "expected START_OBJECT but found [VALUE_STRING]")
-        if not meta.keys() <= _BULK_META:
-            unknown = next(key for key in meta if key not in _BULK_META)
-            raise IllegalArgument(f"Action/metadata line [{i}] contains an unknown parameter [{unknown}]")
-        meta = typed_metadata(i, meta)
-        if kind == "index" and "op_type" in meta:
-            # BulkRequestParser builds an index action with `op_type: create` as a create: its
-            # item is answered under `create`.
-            kind = meta["op_type"].lower()
-            if kind not in ("index", "create"):
-                raise IllegalArgument(f"opType must be 'create' or 'index', found: [{meta['op_type']}]")
+        simple = _simple_action(line)
+        kind, meta = simple if simple is not None else _action(line, i)
         line_no = i
         source = None
         if kind != "delete":

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from leafsearch.errors import ElasticError
+from leafsearch.write.bulk_items import RenderedItems
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -33,9 +34,12 @@ class DocStatusCounter:
             with self._lock:
                 self._counts[family - 1] += n
 
-    def count_items(self, items: list[dict[str, Any]]) -> None:
-        """A `_bulk` answer's items (`{action: {..., "status": N}}`)."""
+    def count_items(self, items: list[dict[str, Any]] | RenderedItems) -> None:
+        """A `_bulk` answer's items (`{action: {..., "status": N}}`), or their rendered array
+        and its counts."""
         families = [0] * 5
+        if isinstance(items, RenderedItems):
+            families, items = items.families, []
         for item in items:
             for outcome in item.values():
                 family = outcome.get("status", 0) // 100

@@ -33,6 +33,7 @@ from leafsearch.errors import (
 from leafsearch.index.parsed import ParsedBatch
 from leafsearch.index.shard import PRIMARY_TERM, DocState, Shard, SyncPoint
 from leafsearch.index.shard_write import (
+    IndexColumns,
     ShardWrite,
     WriteOp,
     WriteOutcome,
@@ -48,6 +49,7 @@ from leafsearch.request.search_request import parse_fetch_source
 from leafsearch.request.search_types import SourceFilter
 from leafsearch.scripts.service import Script, StoredScripts
 from leafsearch.search.fetch import extract_fields, filter_source
+from leafsearch.write.bulk_items import Item, expand, finish, has_error, place, render_successes
 from leafsearch.write.bulk_offload import Prepared, PreparedBatch, prepare
 from leafsearch.write.bulk_request import BulkOp, parse_bulk
 
@@ -793,11 +795,13 @@ def bulk(
     authorize: Callable[[str], None] | None = None,
     require_alias: bool = False,
     source_filter: SourceFilter | None = None,
+    raw_items: bool = False,
 ) -> dict[str, Any]:
     """`authorize(index)` raises for an index the caller may not write: its items fail, as
     Elasticsearch fails the items of a bulk request on an unauthorized index. An item naming an
     alias goes to its write index; `require_alias` (or the item's own) refuses any other name.
     `source_filter`: the URL's `_source` options, which make updates answer their document (`get`).
+    `raw_items`: `items` as one rendered array (`bulk_items.RenderedItems`), for a REST answer.
 
     A large body that arrives while another request holds the node's indexing slot is split,
     and its documents parsed, in the search workers meanwhile (`bulk_offload.py`). Applying the
@@ -830,15 +834,23 @@ def bulk(
             try:
                 shard.sync(point)
             except ElasticError as exc:  # none of this shard's operations is acknowledged
-                for pos in positions:
-                    if "error" not in next(iter(results[pos].values())):
-                        kind, item = next(iter(results[pos].items()))
-                        results[pos] = {kind: _item_error(ops[pos], item.get("_id"), exc)}
+                _fail_items(results, ops, positions, exc)
         if refresh in ("true", "", "wait_for"):
             for shard in shards:
                 shard.refresh()
-    errors = any("error" in next(iter(item.values())) for item in results)
-    return {"errors": errors, "took": int((time.perf_counter() - started) * 1000), "items": results}
+    errors = any(map(has_error, results))
+    items = finish(results, raw=raw_items)
+    return {"errors": errors, "took": int((time.perf_counter() - started) * 1000), "items": items}
+
+
+def _fail_items(results: list[Item], ops: list[BulkOp], positions: list[int], exc: ElasticError) -> None:
+    """The items at `positions` fail with `exc`, but those that already failed."""
+    for pos in positions:
+        expand(results, pos)
+    for pos in positions:
+        if not has_error(results[pos]):
+            kind, item = next(iter(results[pos].items()))  # type: ignore[union-attr]
+            results[pos] = {kind: _item_error(ops[pos], item.get("_id"), exc)}
 
 
 def _apply_bulk(
@@ -851,7 +863,7 @@ def _apply_bulk(
     require_alias: bool,
     source_filter: SourceFilter | None = None,
     prepared: Prepared | None = None,
-) -> tuple[list[BulkOp], list[dict[str, Any]], dict[str, dict[Shard, _Logged | None]], list[Callable]]:
+) -> tuple[list[BulkOp], list[Item], dict[str, dict[Shard, _Logged | None]], list[Callable]]:
     """Parse a bulk body (unless a worker did: `prepared`) and apply its operations (logged, not
     yet synced): the operations, the item results so far, per index what each shard logged, and
     the functions that wait for the shard actors' answers and fill in their items."""
@@ -859,7 +871,7 @@ def _apply_bulk(
     touched: dict[str, dict[Shard, _Logged | None]] = {}
     answers: list[Callable[[], None]] = []
     by_index: dict[str, list[tuple[int, BulkOp]]] = {}
-    results: list[dict[str, Any]] = [{}] * len(ops)
+    results: list[Item] = [{}] * len(ops)
     refusals: dict[str, ElasticError | None] = {}  # per name an item gives, the caller's refusal
     for pos, op in enumerate(ops):
         try:
@@ -977,18 +989,36 @@ def _bulk_into(
                     results[pos] = {op.kind: _item_error(op, doc_id, exc)}
                 continue
             touched[shard] = (point, [pos for pos, _, _, _ in shard_ops])
-            run: list[_ShardOp] = []
-            for shard_op in shard_ops:
-                if shard_op[1].kind != "update":
-                    run.append(shard_op)
-                    continue
-                _apply_run(index, shard, run, None, None, header, results)
-                run = []
-                pos, op, doc_id, _ = shard_op
-                results[pos] = _bulk_update(index, shard, op, doc_id, scripts)
-            _apply_run(index, shard, run, parsed, rows, header, results)
+            if parsed is not None and all(_plain(op) for _, op, _, _ in shard_ops):
+                _column_run(index, shard, shard_ops, parsed, rows, header, results)  # type: ignore[arg-type]
+            else:
+                _apply_runs(index, shard, shard_ops, parsed, rows, header, results, scripts)
         size = sum(len(op.source) for _, op, _, _ in shard_ops if op.source is not None)
         shard.stats.add(bulk_total=1, bulk_time=time.perf_counter_ns() - started, bulk_size=size)
+
+
+def _apply_runs(
+    index: Index,
+    shard: Shard,
+    shard_ops: list[_ShardOp],
+    parsed: ParsedBatch | None,
+    rows: list[int] | None,
+    header: dict[str, int],
+    results: list,
+    scripts: StoredScripts,
+) -> None:
+    """A shard's operations in runs of index, create and delete operations (`_apply_run`),
+    each update (read, merge, write) between two runs."""
+    run: list[_ShardOp] = []
+    for shard_op in shard_ops:
+        if shard_op[1].kind != "update":
+            run.append(shard_op)
+            continue
+        _apply_run(index, shard, run, None, None, header, results)
+        run = []
+        pos, op, doc_id, _ = shard_op
+        results[pos] = _bulk_update(index, shard, op, doc_id, scripts)
+    _apply_run(index, shard, run, parsed, rows, header, results)
 
 
 def _parsed_batch(
@@ -1101,6 +1131,63 @@ def _apply_run(
     write = _shard_write(index, shard, tuple(w for _, _, w in accepted), batch)
     for (pos, op, wop), outcome in zip(accepted, apply_write(shard, write), strict=True):
         results[pos] = _bulk_item(index, op, wop.doc_id, outcome, header)
+
+
+def _plain(op: BulkOp) -> bool:
+    """An index/create without `if_seq_no`, `if_primary_term` or an external version."""
+    return op.external is None and "if_seq_no" not in op.meta and "if_primary_term" not in op.meta
+
+
+def _column_run(
+    index: Index,
+    shard: Shard,
+    run: list[_ShardOp],
+    batch: ParsedBatch,
+    rows: list[int],
+    header: dict[str, int],
+    results: list,
+) -> None:
+    """Plain index/create operations of one shard (`_plain`), checked, applied and answered by
+    column (`IndexColumns`): the ids' and routing's checks for all at once (one by one only for
+    those that fail), the successes' items rendered together."""
+    ids = [doc_id for _, _, doc_id, _ in run]
+    routings = [op.routing for _, op, _, _ in run]
+    if not (min(map(len, ids)) > 0 and max(map(len, ids)) <= MAX_ID_BYTES // 4) or (
+        index.mapping.routing_required and None in routings
+    ):
+        kept = []
+        for i, (pos, op, doc_id, _) in enumerate(run):
+            try:
+                _check_id(doc_id)
+                _check_routing_required(index, op.routing, doc_id)
+            except ElasticError as exc:
+                results[pos] = {op.kind: _item_error(op, doc_id, exc)}
+                continue
+            kept.append(i)
+        run, rows = [run[i] for i in kept], [rows[i] for i in kept]
+        ids, routings = [ids[i] for i in kept], [routings[i] for i in kept]
+        if not run:
+            return
+    auto_ids = [auto for _, _, _, auto in run]
+    kinds = [_index_op_type(op, auto) for _, op, _, auto in run]
+    columns = IndexColumns(ids, routings, [kind == "create" for kind in kinds], auto_ids, rows)
+    outcomes = apply_write(shard, ShardWrite(index.name, index.uuid, shard.shard_id, (), batch, columns))
+    refused = getattr(outcomes, "refused", None)
+    if refused is None or refused:  # per operation: an id twice in the run, or conflicts
+        for (pos, op, doc_id, _), outcome in zip(run, outcomes, strict=True):
+            results[pos] = _bulk_item(index, op, doc_id, outcome, header)
+        return
+    rendered = render_successes(
+        index.name,
+        header,
+        [op.kind for _, op, _, _ in run],
+        ids,
+        outcomes.versions,  # type: ignore[union-attr]
+        outcomes.seq_nos,  # type: ignore[union-attr]
+        outcomes.updated,  # type: ignore[union-attr]
+        PRIMARY_TERM,
+    )
+    place(results, [pos for pos, _, _, _ in run], rendered)
 
 
 def _write_ops(

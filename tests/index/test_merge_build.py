@@ -1,0 +1,90 @@
+"""A merge writes the same segment as a build of the parts' live documents in one buffer: the
+merge by posting entries and its sources read a window at a time change nothing a search reads."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from leafsearch.index.buffer import IndexBuffer
+from leafsearch.index.index_sort import index_sort_of
+from leafsearch.index.mapping import Mapping
+from leafsearch.index.parsed import ParsedDoc
+from leafsearch.index.segment import Segment
+from leafsearch.index.segment_build import _LiveSources, merge_segments, segment_from_buffer
+
+WORDS = ["alpha", "beta", "gamma", "delta", "eps", "zeta", "eta"]
+
+
+def _doc(rng: random.Random, i: int) -> tuple[str, ParsedDoc]:
+    tokens = [rng.choice(WORDS) for _ in range(rng.randint(0, 12))]  # repeats: freqs over 1
+    source = f'{{"i":{i},"msg":"{" ".join(tokens)}"}}'.encode()
+    text = {"msg": (tokens, list(range(len(tokens))))} if tokens else {}
+    return f"d{i}", ParsedDoc(
+        source, text=text, keyword={"tag": [f"t{i % 7}"]}, long={"n": [rng.randint(0, 50)]}
+    )
+
+
+def _segment(docs: list[tuple[str, ParsedDoc]], folder, index_sort=None) -> Segment:
+    buffer = IndexBuffer()
+    for seq_no, (doc_id, parsed) in enumerate(docs):
+        buffer.add(doc_id, parsed, seq_no, 1, None)
+    segment_from_buffer(buffer, folder, index_sort)
+    return Segment(folder)
+
+
+@pytest.mark.parametrize("sorted_by", [None, "n"])
+def test_a_merge_writes_what_one_build_of_the_live_documents_writes(tmp_path, monkeypatch, sorted_by) -> None:
+    monkeypatch.setattr(_LiveSources, "WINDOW", 100)  # windows that end inside blocks and parts
+    rng = random.Random(7)
+    index_sort = None
+    if sorted_by is not None:
+        mapping = Mapping.from_body({"properties": {sorted_by: {"type": "long"}}})
+        index_sort = index_sort_of({"index.sort.field": sorted_by}, mapping, "test")
+    docs = [_doc(rng, i) for i in range(3000)]
+    parts, live_docs = [], []
+    for k, (lo, hi) in enumerate([(0, 1100), (1100, 1200), (1200, 3000)]):
+        seg = _segment(docs[lo:hi], tmp_path / f"p{k}", index_sort)
+        live = np.array([rng.random() > 0.2 for _ in range(seg.max_doc)])
+        parts.append((seg, live))
+        by_id = dict(docs[lo:hi])
+        live_docs += [(i, by_id[i]) for i in seg.doc_ids(np.flatnonzero(live))]
+    merge_segments(parts, tmp_path / "merged", index_sort)
+    merged = Segment(tmp_path / "merged")
+    if sorted_by is None:  # a build of the same documents in the same order
+        built = _segment(live_docs, tmp_path / "built")
+        assert merged.max_doc == built.max_doc == len(live_docs)
+        assert merged.doc_ids(np.arange(merged.max_doc)) == built.doc_ids(np.arange(built.max_doc))
+        assert merged.sources(np.arange(merged.max_doc)) == built.sources(np.arange(built.max_doc))
+        ours, theirs = merged.column("msg"), built.column("msg")
+        for name in ("terms", "post_offsets", "post_docs", "post_freqs", "positions", "norms"):
+            assert np.asarray(getattr(ours, name)).tolist() == np.asarray(getattr(theirs, name)).tolist(), (
+                name
+            )
+        assert merged.field_meta["msg"] == built.field_meta["msg"]
+    # Whatever the order: each document keeps its source, and its tokens at their positions.
+    sources = dict(
+        zip(merged.doc_ids(np.arange(merged.max_doc)), merged.sources(np.arange(merged.max_doc)), strict=True)
+    )
+    assert sources == {doc_id: parsed.source for doc_id, parsed in live_docs}
+    col = merged.column("msg")
+    for word in WORDS:
+        post_docs, _ = col.postings(word)
+        found = dict(zip(merged.doc_ids(post_docs), [int(d) for d in post_docs], strict=True))
+        want = {doc_id for doc_id, parsed in live_docs if word in parsed.text.get("msg", ([], []))[0]}
+        assert set(found) == want
+        for doc_id in sorted(want)[:20]:
+            tokens = dict(live_docs)[doc_id].text["msg"][0]
+            assert [p for p, t in enumerate(tokens) if t == word] == _positions_of(col, word, found[doc_id])
+
+
+def _positions_of(col, word: str, doc: int) -> list[int]:
+    t = col.lookup(word)
+    lo, hi = int(col.post_offsets[t]), int(col.post_offsets[t + 1])
+    for entry in range(lo, hi):
+        if int(col.post_docs[entry]) == doc:
+            start = int(col.pos_starts[entry])
+            return np.asarray(col.positions[start : start + int(col.post_freqs[entry])]).tolist()
+    return []
