@@ -94,6 +94,7 @@ ACTIONS: dict[Callable[..., Any], Action] = {
     indices.put_settings: Action("indices:admin/settings/update", "strict"),
     indices.refresh: Action("indices:admin/refresh", "filter"),
     indices.flush: Action("indices:admin/flush", "filter"),
+    indices.clear_cache: Action("indices:admin/cache/clear", "filter"),
     indices.field_caps: Action("indices:data/read/field_caps", "filter"),
     aliases.update_aliases: Action("indices:admin/aliases", "items"),
     aliases.put_alias: Action("indices:admin/aliases", "strict"),
