@@ -136,16 +136,15 @@ class Place:
 # ---- the parser and compiler ----------------------------------------------------------------
 
 
-class Compiler:
-    """Recursive descent over the tokens, returning closures as it goes."""
+class TokenCursor:
+    """A recursive-descent parser's place in a script's tokens (it never moves past the last,
+    `end`) and its nesting depth."""
 
-    def __init__(self, source: str) -> None:
-        self.source = source
-        self.tokens = tokenize(source)
+    def __init__(self, tokens: list[Token]) -> None:
+        self.tokens = tokens
         self.at = 0
         self.depth = 0
 
-    # tokens
     def peek(self, ahead: int = 0) -> Token:
         return self.tokens[min(self.at + ahead, len(self.tokens) - 1)]
 
@@ -157,6 +156,14 @@ class Compiler:
     def is_op(self, *texts: str) -> bool:
         token = self.peek()
         return token.kind == "op" and token.text in texts
+
+
+class Compiler(TokenCursor):
+    """Recursive descent over the tokens, returning closures as it goes."""
+
+    def __init__(self, source: str) -> None:
+        super().__init__(tokenize(source))
+        self.source = source
 
     def is_name(self, *texts: str) -> bool:
         token = self.peek()

@@ -23,7 +23,7 @@ import numpy as np
 
 from leafsearch.common.memo import memo
 from leafsearch.scripts import runtime
-from leafsearch.scripts.painless import Token, tokenize
+from leafsearch.scripts.painless import Token, TokenCursor, tokenize
 from leafsearch.scripts.runtime import ScriptError
 
 #: A compiled expression's value: a numpy array of one value per document, or a scalar (a
@@ -93,27 +93,13 @@ _COMPARE = {"==": np.equal, "!=": np.not_equal, "<": np.less, ">": np.greater, "
             ">=": np.greater_equal}  # fmt: skip
 
 
-class _Parser:
+class _Parser(TokenCursor):
     """Recursive descent over painless tokens for the column subset; `_NotVector` elsewhere."""
 
     def __init__(self, tokens: list[Token]) -> None:
-        self.tokens = tokens
-        self.at = 0
+        super().__init__(tokens)
         self.fields: set[str] = set()
         self.reads_score = False
-        self.depth = 0
-
-    def peek(self, ahead: int = 0) -> Token:
-        return self.tokens[min(self.at + ahead, len(self.tokens) - 1)]
-
-    def next(self) -> Token:
-        token = self.tokens[self.at]
-        self.at = min(self.at + 1, len(self.tokens) - 1)
-        return token
-
-    def is_op(self, *texts: str) -> bool:
-        token = self.peek()
-        return token.kind == "op" and token.text in texts
 
     def expect(self, text: str) -> None:
         if self.next().text != text:
