@@ -1,4 +1,4 @@
-"""Running writers beside a refresher, as the tests of the write path do."""
+"""Running writers beside a refresher, or beside readers, as the concurrency tests do."""
 
 from __future__ import annotations
 
@@ -43,3 +43,36 @@ def writers_beside_refresher(
     if errors:
         raise errors[0]
     return refresh_failures
+
+
+def readers_beside_writers(
+    writers: Sequence[Callable[[], None]], read: Callable[[], None], readers: int = 2
+) -> None:
+    """Run each writer in a thread of its own and `readers` threads calling `read` again and
+    again (at least once each) until every writer has returned; raises the first error any of
+    them raised, in the test's thread."""
+    errors: list[BaseException] = []
+    done = threading.Event()
+
+    def guarded(body: Callable[[], None]) -> None:
+        try:
+            body()
+        except BaseException as exc:  # noqa: BLE001 - raised below, in the test's thread
+            errors.append(exc)
+
+    def reading() -> None:
+        read()
+        while not done.is_set():
+            read()
+
+    writing = [threading.Thread(target=guarded, args=(writer,)) for writer in writers]
+    reading_threads = [threading.Thread(target=guarded, args=(reading,)) for _ in range(readers)]
+    for thread in (*writing, *reading_threads):
+        thread.start()
+    for thread in writing:
+        thread.join()
+    done.set()
+    for thread in reading_threads:
+        thread.join()
+    if errors:
+        raise errors[0]

@@ -4,8 +4,8 @@ restarts, with writers busy at the same time."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ from inprocess import search
 
 import leafsearch
 from leafsearch.indices import admin
+from tests.concurrency import readers_beside_writers
 
 DIMS = 8
 N = 300
@@ -447,44 +448,25 @@ def test_concurrent_writers_and_knn_readers(es: Elasticsearch, new_index: Callab
     query = vectors(1, seed=22)[0]
     scores = expected_scores(stored, query, "l2_norm")
     knn = {"field": "v", "query_vector": query.tolist(), "k": 5}
-    errors: list[BaseException] = []
-    writers_done = threading.Event()
 
     def write(part: int) -> None:
-        try:
-            for start in range(part * 100, part * 100 + 100, 10):
-                docs = [
-                    {"_index": index, "_id": str(i), "v": stored[i].tolist()}
-                    for i in range(start, start + 10)
-                ]
-                bulk(es, docs, refresh=True)
-        except BaseException as e:  # noqa: BLE001 - reported by the test
-            errors.append(e)
+        for start in range(part * 100, part * 100 + 100, 10):
+            docs = [
+                {"_index": index, "_id": str(i), "v": stored[i].tolist()} for i in range(start, start + 10)
+            ]
+            bulk(es, docs, refresh=True)
 
     def read() -> None:
+        pit = es.open_point_in_time(index=index, keep_alive="1m")["id"]
         try:
-            while not writers_done.is_set():
-                pit = es.open_point_in_time(index=index, keep_alive="1m")["id"]
-                try:
-                    found = es.search(knn=knn, pit={"id": pit})
-                    held = es.search(pit={"id": pit}, size=1000, _source=False)
-                finally:
-                    es.close_point_in_time(id=pit)
-                visible = np.array([int(h["_id"]) for h in held["hits"]["hits"]], dtype=np.int64)
-                assert hit_ids(found) == top(scores, 5, visible)
-        except BaseException as e:  # noqa: BLE001 - reported by the test
-            errors.append(e)
+            found = es.search(knn=knn, pit={"id": pit})
+            held = es.search(pit={"id": pit}, size=1000, _source=False)
+        finally:
+            es.close_point_in_time(id=pit)
+        visible = np.array([int(h["_id"]) for h in held["hits"]["hits"]], dtype=np.int64)
+        assert hit_ids(found) == top(scores, 5, visible)
 
-    writers = [threading.Thread(target=write, args=(p,)) for p in range(4)]
-    readers = [threading.Thread(target=read) for _ in range(2)]
-    for t in (*writers, *readers):
-        t.start()
-    for t in writers:
-        t.join()
-    writers_done.set()
-    for t in readers:
-        t.join()
-    assert not errors, errors
+    readers_beside_writers([partial(write, part) for part in range(4)], read)
     found = es.search(index=index, knn={**knn, "k": 10})
     assert hit_ids(found) == top(scores, 10)
     assert es.count(index=index)["count"] == 400

@@ -5,8 +5,8 @@ Elasticsearch's 400s, and stored queries surviving merges, a restart and busy wr
 from __future__ import annotations
 
 import random
-import threading
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import orjson
@@ -18,6 +18,7 @@ from inprocess import search
 
 import leafsearch
 from leafsearch.indices import admin
+from tests.concurrency import readers_beside_writers
 
 MAPPING = {
     "properties": {
@@ -241,47 +242,29 @@ def test_concurrent_writers_and_percolators(es: Elasticsearch, new_index: Callab
     """Writers store queries in refreshed batches while readers percolate on a PIT: each answer
     holds exactly the stored queries of the snapshot that match."""
     index = new_index(mappings=MAPPING)
-    errors: list[BaseException] = []
-    done = threading.Event()
     percolate = {"percolate": {"field": "query", "document": {"n": 150}}}
 
     def write(part: int) -> None:
-        try:
-            for start in range(part * 100, part * 100 + 100, 10):
-                bulk(
-                    es,
-                    [
-                        {"_index": index, "_id": str(i), "query": {"range": {"n": {"lte": i}}}}
-                        for i in range(start, start + 10)
-                    ],
-                    refresh=True,
-                )
-        except BaseException as e:  # noqa: BLE001 - reported by the test
-            errors.append(e)
+        for start in range(part * 100, part * 100 + 100, 10):
+            bulk(
+                es,
+                [
+                    {"_index": index, "_id": str(i), "query": {"range": {"n": {"lte": i}}}}
+                    for i in range(start, start + 10)
+                ],
+                refresh=True,
+            )
 
     def read() -> None:
+        pit = es.open_point_in_time(index=index, keep_alive="1m")["id"]
         try:
-            while not done.is_set():
-                pit = es.open_point_in_time(index=index, keep_alive="1m")["id"]
-                try:
-                    found = es.search(pit={"id": pit}, query=percolate, size=1000)
-                    held = es.search(pit={"id": pit}, size=1000, _source=False)
-                finally:
-                    es.close_point_in_time(id=pit)
-                assert ids(found) == {h["_id"] for h in held["hits"]["hits"] if int(h["_id"]) >= 150}
-        except BaseException as e:  # noqa: BLE001 - reported by the test
-            errors.append(e)
+            found = es.search(pit={"id": pit}, query=percolate, size=1000)
+            held = es.search(pit={"id": pit}, size=1000, _source=False)
+        finally:
+            es.close_point_in_time(id=pit)
+        assert ids(found) == {h["_id"] for h in held["hits"]["hits"] if int(h["_id"]) >= 150}
 
-    writers = [threading.Thread(target=write, args=(p,)) for p in range(4)]
-    readers = [threading.Thread(target=read) for _ in range(2)]
-    for t in (*writers, *readers):
-        t.start()
-    for t in writers:
-        t.join()
-    done.set()
-    for t in readers:
-        t.join()
-    assert not errors, errors
+    readers_beside_writers([partial(write, part) for part in range(4)], read)
     assert es.count(index=index, query=percolate)["count"] == 250
 
 

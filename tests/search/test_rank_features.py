@@ -8,6 +8,7 @@ import math
 import struct
 import threading
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +21,7 @@ from inprocess import search
 
 import leafsearch
 from leafsearch.indices import admin
+from tests.concurrency import readers_beside_writers
 
 MAPPING = {
     "properties": {
@@ -262,49 +264,28 @@ def test_concurrent_writers_and_feature_readers(es: Elasticsearch, new_index: Ca
     own value."""
     index = new_index(mappings=MAPPING)
     ranks = values(400, 9)
-    errors: list[BaseException] = []
-    writers_done = threading.Event()
     query = {"rank_feature": {"field": "pagerank", "linear": {}}}
 
     def write(part: int) -> None:
-        try:
-            for start in range(part * 100, part * 100 + 100, 10):
-                bulk(
-                    es,
-                    [
-                        {"_index": index, "_id": str(i), "pagerank": ranks[i]}
-                        for i in range(start, start + 10)
-                    ],
-                    refresh=True,
-                )
-        except BaseException as e:  # noqa: BLE001 - reported by the test
-            errors.append(e)
+        for start in range(part * 100, part * 100 + 100, 10):
+            bulk(
+                es,
+                [{"_index": index, "_id": str(i), "pagerank": ranks[i]} for i in range(start, start + 10)],
+                refresh=True,
+            )
 
     def read() -> None:
+        pit = es.open_point_in_time(index=index, keep_alive="1m")["id"]
         try:
-            while not writers_done.is_set():
-                pit = es.open_point_in_time(index=index, keep_alive="1m")["id"]
-                try:
-                    found = es.search(query=query, pit={"id": pit}, size=1000)
-                    held = es.search(pit={"id": pit}, size=1000, _source=False)
-                finally:
-                    es.close_point_in_time(id=pit)
-                assert {h["_id"] for h in found["hits"]["hits"]} == {h["_id"] for h in held["hits"]["hits"]}
-                for h in found["hits"]["hits"]:
-                    assert h["_score"] == pytest.approx(lucene_value(ranks[int(h["_id"])]), rel=1e-6)
-        except BaseException as e:  # noqa: BLE001 - reported by the test
-            errors.append(e)
+            found = es.search(query=query, pit={"id": pit}, size=1000)
+            held = es.search(pit={"id": pit}, size=1000, _source=False)
+        finally:
+            es.close_point_in_time(id=pit)
+        assert {h["_id"] for h in found["hits"]["hits"]} == {h["_id"] for h in held["hits"]["hits"]}
+        for h in found["hits"]["hits"]:
+            assert h["_score"] == pytest.approx(lucene_value(ranks[int(h["_id"])]), rel=1e-6)
 
-    threads = [threading.Thread(target=write, args=(p,)) for p in range(4)]
-    readers = [threading.Thread(target=read) for _ in range(2)]
-    for t in (*threads, *readers):
-        t.start()
-    for t in threads:
-        t.join()
-    writers_done.set()
-    for t in readers:
-        t.join()
-    assert not errors, errors
+    readers_beside_writers([partial(write, part) for part in range(4)], read)
     assert es.count(index=index, query=query)["count"] == 400
 
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import random
 import re
-import threading
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import orjson
@@ -20,6 +20,7 @@ from inprocess import search
 
 import leafsearch
 from leafsearch.indices import admin
+from tests.concurrency import readers_beside_writers
 
 WORDS = ["nirvana", "nickelback", "nine", "nina", "nevermind", "metallica", "megadeth", "muse", "madness"]
 
@@ -292,50 +293,32 @@ def test_concurrent_writers_and_suggest_readers(es: Elasticsearch, new_index: Ca
     """Writers index inputs in refreshed batches while readers ask for suggestions on a PIT:
     every answer is the best of the documents the snapshot holds."""
     index = new_index(mappings={"properties": {"s": {"type": "completion"}}})
-    errors: list[BaseException] = []
-    done = threading.Event()
 
     def write(part: int) -> None:
-        try:
-            for start in range(part * 100, part * 100 + 100, 10):
-                bulk(
-                    es,
-                    [
-                        {"_index": index, "_id": str(i), "s": {"input": f"w{i}", "weight": i}}
-                        for i in range(start, start + 10)
-                    ],
-                    refresh=True,
-                )
-        except BaseException as e:  # noqa: BLE001 - reported by the test
-            errors.append(e)
+        for start in range(part * 100, part * 100 + 100, 10):
+            bulk(
+                es,
+                [
+                    {"_index": index, "_id": str(i), "s": {"input": f"w{i}", "weight": i}}
+                    for i in range(start, start + 10)
+                ],
+                refresh=True,
+            )
 
     def read() -> None:
+        pit = es.open_point_in_time(index=index, keep_alive="1m")["id"]
         try:
-            while not done.is_set():
-                pit = es.open_point_in_time(index=index, keep_alive="1m")["id"]
-                try:
-                    found = es.search(
-                        pit={"id": pit},
-                        suggest={"s": {"prefix": "w", "completion": {"field": "s", "size": 5}}},
-                    )
-                    held = es.search(pit={"id": pit}, size=1000, _source=False)
-                finally:
-                    es.close_point_in_time(id=pit)
-                ids = sorted((int(h["_id"]) for h in held["hits"]["hits"]), reverse=True)[:5]
-                assert [int(o[0]) for o in options(found)] == ids
-        except BaseException as e:  # noqa: BLE001 - reported by the test
-            errors.append(e)
+            found = es.search(
+                pit={"id": pit},
+                suggest={"s": {"prefix": "w", "completion": {"field": "s", "size": 5}}},
+            )
+            held = es.search(pit={"id": pit}, size=1000, _source=False)
+        finally:
+            es.close_point_in_time(id=pit)
+        ids = sorted((int(h["_id"]) for h in held["hits"]["hits"]), reverse=True)[:5]
+        assert [int(o[0]) for o in options(found)] == ids
 
-    writers = [threading.Thread(target=write, args=(p,)) for p in range(4)]
-    readers = [threading.Thread(target=read) for _ in range(2)]
-    for t in (*writers, *readers):
-        t.start()
-    for t in writers:
-        t.join()
-    done.set()
-    for t in readers:
-        t.join()
-    assert not errors, errors
+    readers_beside_writers([partial(write, part) for part in range(4)], read)
     found = es.search(index=index, suggest={"s": {"prefix": "w39", "completion": {"field": "s"}}})
     assert [o[0] for o in options(found)] == ["399", "398", "397", "396", "395"]
 
