@@ -276,6 +276,10 @@ class Index:
     def doc_count(self) -> int:
         return sum(s.doc_count() for s in self.shards)
 
+    def lucene_doc_count(self) -> int:
+        """Live documents with the hidden ones of `nested` objects, as `_cat/indices` counts."""
+        return sum(s.lucene_doc_count() for s in self.shards)
+
     def deleted_count(self) -> int:
         return sum(s.deleted_count() for s in self.shards)
 

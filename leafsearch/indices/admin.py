@@ -684,7 +684,7 @@ def cat_indices_rows(node: IndicesOwner, expr: str | None, options: IndicesOptio
             if not index.closed:
                 size = index.store_size_bytes()
                 row |= {
-                    "docs.count": index.doc_count(),
+                    "docs.count": index.lucene_doc_count(),  # nested objects too, as Lucene counts
                     "docs.deleted": index.deleted_count(),
                     "store.size": size,
                     "pri.store.size": size,

@@ -225,6 +225,7 @@ class ShardActor:
             calls = dict(self._calls)
         return {
             "docs": self.shard.doc_count(),
+            "lucene_docs": self.shard.lucene_doc_count(),
             "deleted": self.shard.deleted_count(),
             "store_bytes": self.shard.store_size_bytes(),
             "segments": self.shard.segment_count(),

@@ -296,6 +296,9 @@ class RemoteShard:
     def doc_count(self) -> int:
         return self._counts()["docs"]
 
+    def lucene_doc_count(self) -> int:
+        return self._counts()["lucene_docs"]
+
     def deleted_count(self) -> int:
         return self._counts()["deleted"]
 
