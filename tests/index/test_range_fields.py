@@ -167,43 +167,45 @@ def test_a_pit_walk_of_a_range_query_is_exactly_once_beside_writers(
     es: Elasticsearch, index_name: str
 ) -> None:
     """A PIT walk of a `range` query by relation, in small `search_after` pages, while a client
-    rewrites, deletes and adds intervals (refreshing): the walk gives exactly the documents that
-    matched when the PIT opened, each once, in sort order."""
+    rewrites, deletes and adds intervals (refreshing) ahead of the walk's cursor, one write
+    between pages: the walk gives exactly the documents that matched when the PIT opened, each
+    once, in sort order."""
     es.indices.create(
         index=index_name,
         settings={"number_of_shards": 3},
         mappings={"properties": {"i": {"type": "integer_range"}, "n": {"type": "long"}}},
     )
-    intervals = {str(k): (k % 97, k % 97 + k % 13) for k in range(300)}
+    intervals = {k: (k % 97, k % 97 + k % 13) for k in range(300)}
     helpers.bulk(
         es,
         (
-            {"_index": index_name, "_id": k, "_source": {"i": {"gte": lo, "lte": hi}, "n": int(k)}}
+            {"_index": index_name, "_id": str(k), "_source": {"i": {"gte": lo, "lte": hi}, "n": k}}
             for k, (lo, hi) in intervals.items()
         ),
         refresh=True,
     )
-    truth = sorted(int(k) for k, (lo, hi) in intervals.items() if lo <= 60 and hi >= 40)  # intersects
+    truth = sorted(k for k, (lo, hi) in intervals.items() if lo <= 60 and hi >= 40)  # intersects
     query = {"range": {"i": {"gte": 40, "lte": 60, "relation": "intersects"}}}
     pit = es.open_point_in_time(index=index_name, keep_alive="1m")["id"]
     stop = threading.Event()
-    written: list[int] = []
+    wrote = threading.Event()
 
     def writer() -> None:
         k = 0
         while not stop.is_set():
             k += 1
-            doc_id = str(k % 400)
-            if k % 5 == 0:
-                es.delete(index=index_name, id=doc_id, refresh=True, ignore_status=404)
-            else:  # moves the interval into or out of the queried one
+            n = 299 - k % 300  # ahead of the cursor: a walk off its snapshot would see each change
+            if k % 3 == 0:
+                es.options(ignore_status=404).delete(index=index_name, id=str(n), refresh=True)
+            else:  # into the queried interval, or out of it, keeping its place in the sort
+                lo = 50 if k % 2 else 90
                 es.index(
                     index=index_name,
-                    id=doc_id,
-                    document={"i": {"gte": 50, "lte": 55}, "n": -k},
-                    refresh=k % 2 == 0,
+                    id=str(n),
+                    document={"i": {"gte": lo, "lte": lo + 5}, "n": n},
+                    refresh=True,
                 )
-            written.append(k)
+            wrote.set()
 
     thread = threading.Thread(target=writer)
     thread.start()
@@ -224,9 +226,10 @@ def test_a_pit_walk_of_a_range_query_is_exactly_once_beside_writers(
                 break
             seen += [h["_source"]["n"] for h in hits]
             after = hits[-1]["sort"]
+            wrote.clear()
+            assert wrote.wait(60), "the writer wrote between two pages"
     finally:
         stop.set()
         thread.join()
         es.close_point_in_time(id=pit)
-    assert written, "the writer ran beside the walk"
     assert seen == truth
