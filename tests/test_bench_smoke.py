@@ -191,3 +191,9 @@ def test_the_knn_benches_run() -> None:
     assert "recall@10=1.000" in served and "vector graphs" in served
     graphs = bench_run("bench.knn_graph", "--docs", "2000", "--dims", "8", "--queries", "5").stdout
     assert "usearch i8: build" in graphs and "usearch f32: build" in graphs
+
+
+def test_the_walk_depth_bench_runs() -> None:
+    """`python -m bench.walk_depth` keeps working: both walks print their two medians."""
+    result = bench_run("bench.walk_depth", "--parents", "3000")
+    assert "nested: 2 pages, depth 0" in result.stdout and "ranges: 3 pages, depth 0" in result.stdout
