@@ -22,7 +22,7 @@ from leafsearch.index.searcher import SegmentView
 from leafsearch.request import query_dsl as dsl
 from leafsearch.request.join_queries import HasChild, HasParent, ParentId
 from leafsearch.search.query.context import QueryContext, shard_error
-from leafsearch.search.query.masks import Result, empty, mask_of
+from leafsearch.search.query.masks import Result, found_docs
 from leafsearch.search.query.plans import NoDocs
 from leafsearch.search.sort_keys import global_ordinals
 
@@ -208,14 +208,4 @@ def _linked_docs(
 
 def exec_join(plan: JoinPlan, view: SegmentView, ctx: QueryContext, scoring: bool, boost: float) -> Result:
     """The plan's documents of this segment, with their join scores (a constant without any)."""
-    found = plan.matches.get(view.segment.name)
-    if found is None:
-        return empty(view, scoring)
-    docs, scores = found
-    mask = mask_of(docs, view.max_doc)
-    if not scoring:
-        return mask, None
-    out = np.zeros(view.max_doc, dtype=np.float32)
-    factor = np.float32(boost * plan.boost)
-    out[docs] = factor if scores is None else scores * factor
-    return mask, out
+    return found_docs(plan.matches.get(view.segment.name), view, scoring, boost * plan.boost)

@@ -28,6 +28,22 @@ def mask_of(docs: np.ndarray, n: int) -> np.ndarray:
     return mask
 
 
+def found_docs(
+    found: tuple[np.ndarray, np.ndarray | None] | None, view: SegmentView, scoring: bool, factor: float
+) -> Result:
+    """A segment's result from the documents a plan found for it beforehand (a kNN's, a join's)
+    and their scores (None: each scores 1), scaled by `factor`; `found` None: no document."""
+    if found is None:
+        return empty(view, scoring)
+    docs, scores = found
+    mask = mask_of(docs, view.max_doc)
+    if not scoring:
+        return mask, None
+    out = np.zeros(view.max_doc, dtype=np.float32)
+    out[docs] = np.float32(factor) if scores is None else scores * np.float32(factor)
+    return mask, out
+
+
 def dv_mask(dv: DocValues, test) -> np.ndarray:
     """Documents with at least one value passing a vectorized test."""
     if dv.is_single:

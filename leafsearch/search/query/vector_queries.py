@@ -23,7 +23,7 @@ from leafsearch.index.searcher import SegmentView
 from leafsearch.request.query_dsl import Knn, KnnHits
 from leafsearch.search.query.context import QueryContext, failed
 from leafsearch.search.query.fields import field_type
-from leafsearch.search.query.masks import Result, empty, mask_of, ranges
+from leafsearch.search.query.masks import Result, found_docs, ranges
 from leafsearch.search.query.plans import NoDocs
 
 #: segment name -> (docs ascending, scores float32)
@@ -159,13 +159,4 @@ def plan_knn_hits(q: KnnHits, ctx: QueryContext) -> KnnPlan | NoDocs:
 
 def exec_knn(plan: KnnPlan, view: SegmentView, ctx: QueryContext, scoring: bool, boost: float) -> Result:
     """The plan's documents of this segment, scored by their similarity."""
-    found = plan.hits.get(view.segment.name)
-    if found is None:
-        return empty(view, scoring)
-    docs, scores = found
-    mask = mask_of(docs, view.max_doc)
-    if not scoring:
-        return mask, None
-    out = np.zeros(view.max_doc, dtype=np.float32)
-    out[docs] = scores * np.float32(boost * plan.boost)
-    return mask, out
+    return found_docs(plan.hits.get(view.segment.name), view, scoring, boost * plan.boost)
