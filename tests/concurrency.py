@@ -76,3 +76,30 @@ def readers_beside_writers(
         thread.join()
     if errors:
         raise errors[0]
+
+
+def readers_beside_a_writer(
+    write: Callable[[], None], readers: Sequence[Callable[[], None]], stop: threading.Event
+) -> None:
+    """Run `write` (which goes on until `stop` is set) in a thread of its own beside each reader
+    in a thread of its own; once every reader has returned, set `stop` and wait for the writer.
+    Raises the first error any of them raised, in the test's thread."""
+    errors: list[BaseException] = []
+
+    def guarded(body: Callable[[], None]) -> None:
+        try:
+            body()
+        except BaseException as exc:  # noqa: BLE001 - raised below, in the test's thread
+            errors.append(exc)
+
+    writer = threading.Thread(target=guarded, args=(write,))
+    reading = [threading.Thread(target=guarded, args=(reader,)) for reader in readers]
+    writer.start()
+    for thread in reading:
+        thread.start()
+    for thread in reading:
+        thread.join()
+    stop.set()
+    writer.join()
+    if errors:
+        raise errors[0]

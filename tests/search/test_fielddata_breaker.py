@@ -15,6 +15,8 @@ import orjson
 import pytest
 from elasticsearch import ApiError, Elasticsearch
 
+from tests.concurrency import readers_beside_a_writer
+
 MAPPINGS = {"properties": {"msg": {"type": "text", "fielddata": True}}}
 
 
@@ -108,15 +110,7 @@ def test_clients_aggregate_beside_writers_and_clears_and_the_count_stays_true(
                 if top["key"] != "common" or top["doc_count"] != answer.json()["hits"]["total"]["value"]:
                     failures.append(str(top))
 
-    writer = threading.Thread(target=write)
-    readers = [threading.Thread(target=read) for _ in range(3)]
-    writer.start()
-    for thread in readers:
-        thread.start()
-    for thread in readers:
-        thread.join()
-    stop.set()
-    writer.join()
+    readers_beside_a_writer(write, [read] * 3, stop)
     assert not failures, failures[:2]
     es.indices.clear_cache(index=index, fielddata=True)
     assert held(es, index) == 0

@@ -16,6 +16,8 @@ import orjson
 import pytest
 from elasticsearch import Elasticsearch
 
+from tests.concurrency import readers_beside_a_writer
+
 DOCS = 300
 MAPPING = {
     "properties": {
@@ -176,15 +178,7 @@ def test_clients_aggregate_by_scripts_while_writers_run(http: httpx.Client, inde
                 if got != want:
                     failures.append(f"{got} != {want}")
 
-    writer = threading.Thread(target=write)
-    readers = [threading.Thread(target=read) for _ in range(3)]
-    writer.start()
-    for thread in readers:
-        thread.start()
-    for thread in readers:
-        thread.join()
-    stop.set()
-    writer.join()
+    readers_beside_a_writer(write, [read] * 3, stop)
     assert not failures, failures[:2]
 
 

@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import httpx
 import orjson
 import pytest
 from elasticsearch import Elasticsearch, NotFoundError
+
+from tests.concurrency import readers_beside_a_writer
 
 DOCS = 240
 SCORE = "doc['n'].value % 13 * params.f + doc['price'].value"
@@ -261,15 +264,7 @@ def test_scripted_searches_from_several_clients_while_writers_run(
                 if keys != sorted(keys):
                     failures.append(f"out of order {keys}")
 
-    writer = threading.Thread(target=write)
-    readers = [threading.Thread(target=read, args=(w,)) for w in range(4)]
-    writer.start()
-    for thread in readers:
-        thread.start()
-    for thread in readers:
-        thread.join()
-    stop.set()
-    writer.join()
+    readers_beside_a_writer(write, [partial(read, w) for w in range(4)], stop)
     assert not failures, failures[:3]
 
 
