@@ -67,6 +67,8 @@ _JAVA_NAMES = {
 
 
 def java_name(value: Any) -> str:
+    if isinstance(value, ScriptObject):
+        return value.java_class
     if isinstance(value, DocValues):
         return "org.elasticsearch.index.fielddata.ScriptDocValues"
     return _JAVA_NAMES.get(type(value), "java.lang.Object")
@@ -313,6 +315,24 @@ NO_VALUE = (
 )
 
 
+#: What a method or member lookup answers when the value has no such method or member.
+MISSING = object()
+
+
+class ScriptObject:
+    """A value of a Java class the scripts know beyond the collections (a geo point, ...): its
+    members (`x.name`, Painless's getter shortcut included) and its methods, MISSING for none."""
+
+    __slots__ = ()
+    java_class = "java.lang.Object"
+
+    def member(self, name: str, source: str, offset: int) -> Any:
+        return MISSING
+
+    def method(self, name: str, arguments: list[Any], source: str, offset: int) -> Any:
+        return MISSING
+
+
 class DocValues:
     """`doc['field']`: the field's values in the document, sorted as doc values are."""
 
@@ -362,6 +382,10 @@ def get_member(owner: Any, name: str, source: str, offset: int) -> Any:
             from leafsearch.scripts import vector_functions  # it imports this module
 
             return vector_functions.member(owner, name, source, offset)
+    if isinstance(owner, ScriptObject):
+        found = owner.member(name, source, offset)
+        if found is not MISSING:
+            return found
     if isinstance(owner, _Math) and name in ("PI", "E"):
         return getattr(owner, name)
     if type(owner) is list and name == "length":
@@ -474,7 +498,7 @@ def _str_method(owner: str, name: str, a: list[Any]) -> Any:
         return owner + java_str(a[0])
     if name == "splitOnToken" and _arity(a, 1):
         return owner.split(java_str(a[0]))
-    return _MISSING
+    return MISSING
 
 
 def _list_method(owner: list, name: str, a: list[Any], source: str, offset: int) -> Any:
@@ -513,7 +537,7 @@ def _list_method(owner: list, name: str, a: list[Any], source: str, offset: int)
     if name == "clear" and not a:
         owner.clear()
         return None
-    return _MISSING
+    return MISSING
 
 
 def _map_method(owner: dict, name: str, a: list[Any]) -> Any:
@@ -545,7 +569,7 @@ def _map_method(owner: dict, name: str, a: list[Any]) -> Any:
     if name == "clear" and not a:
         owner.clear()
         return None
-    return _MISSING
+    return MISSING
 
 
 def _set_method(owner: set, name: str, a: list[Any]) -> Any:
@@ -563,7 +587,7 @@ def _set_method(owner: set, name: str, a: list[Any]) -> Any:
         return len(owner)
     if name == "isEmpty" and not a:
         return not owner
-    return _MISSING
+    return MISSING
 
 
 def _math_method(name: str, a: list[Any]) -> Any:
@@ -583,10 +607,7 @@ def _math_method(name: str, a: list[Any]) -> Any:
             return math.pow(a[0], a[1])
         except (OverflowError, ValueError):
             return math.inf if a[0] > 0 else math.nan
-    return _MISSING
-
-
-_MISSING = object()
+    return MISSING
 
 
 def call_method(owner: Any, name: str, arguments: list[Any], source: str, offset: int) -> Any:
@@ -615,12 +636,14 @@ def call_method(owner: Any, name: str, arguments: list[Any], source: str, offset
         elif kind in (int, float) and not arguments and name in ("doubleValue", "floatValue"):
             result = float(owner)
         else:
-            result = _MISSING
+            result = MISSING
+        if result is MISSING and isinstance(owner, ScriptObject):
+            result = owner.method(name, arguments, source, offset)
     except OverflowError as exc:
         raise _fail(source, offset, "circuit_breaking_exception", str(exc)) from None
     except (IndexError, TypeError) as exc:
         raise _fail(source, offset, "illegal_argument_exception", f"[{name}] failed: {exc}") from None
-    if result is _MISSING:
+    if result is MISSING:
         raise _fail(source, offset, "illegal_argument_exception",
                     f"dynamic method [{java_name(owner)}, {name}/{len(arguments)}] not found")  # fmt: skip
     return result
@@ -637,4 +660,4 @@ def _doc_values_method(owner: DocValues, name: str, a: list[Any], source: str, o
         return owner.values[_position(owner.values, a[0], source, offset)]
     if name == "contains" and _arity(a, 1):
         return a[0] in owner.values
-    return _MISSING
+    return MISSING

@@ -16,12 +16,13 @@ number): the caller then runs the script per document, which gives the result or
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from leafsearch.common.memo import memo
+from leafsearch.index import geo
 from leafsearch.scripts import runtime
 from leafsearch.scripts.painless import Token, TokenCursor, tokenize
 from leafsearch.scripts.runtime import ScriptError
@@ -38,8 +39,9 @@ class _Fallback(Exception):
 
 @dataclass
 class Columns:
-    """The inputs of one run: each field's first value per document (`values`) and its value
-    counts, the params, the scores and a value script's `_value`, over `n` documents."""
+    """The inputs of one run: each field's first value per document (`values`, or `points`:
+    latitudes and longitudes for a geo_point field) and its value counts, the params, the scores
+    and a value script's `_value`, over `n` documents."""
 
     values: dict[str, np.ndarray]
     counts: dict[str, np.ndarray]
@@ -47,6 +49,7 @@ class Columns:
     score: np.ndarray | None
     n: int
     value: np.ndarray | None = None
+    points: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -256,7 +259,14 @@ class _Parser(TokenCursor):
         member = self.next().text
         self.fields.add(field)
         if member in ("value",) or (member == "getValue" and self._no_arguments()):
+            if self.is_op(".") and self.peek(1).text in _COORDINATES:  # doc['point'].value.lat
+                self.next()
+                return self._coordinate(field, self.next().text)
             return lambda c: _single(c, field)
+        if member in _COORDINATES:
+            return self._coordinate(field, member)
+        if member in _DISTANCES:
+            return self._distance(field, member)
         if member == "size" and self._no_arguments():
             return lambda c: c.counts[field]
         if member == "empty":
@@ -264,6 +274,39 @@ class _Parser(TokenCursor):
         if member == "isEmpty" and self._no_arguments():
             return lambda c: c.counts[field] == 0
         raise _NotVector
+
+    def _coordinate(self, field: str, member: str) -> Expr:
+        """`.lat`, `.lon`, `.getLat()`, `.getLon()` of a geo_point's first point."""
+        if member.startswith("get") and not self._no_arguments():
+            raise _NotVector
+        axis = _COORDINATES[member]
+        return lambda c: _point(c, field)[axis]
+
+    def _distance(self, field: str, member: str) -> Expr:
+        """`.arcDistance(lat, lon)`, `.planeDistance(lat, lon)` and their `...WithDefault(lat, lon,
+        default)`: meters from a geo_point's first point (or the default without one)."""
+        self.expect("(")
+        arguments = [self.expression()]
+        while self.is_op(","):
+            self.next()
+            arguments.append(self.expression())
+        self.expect(")")
+        with_default = member.endswith("WithDefault")
+        if len(arguments) != (3 if with_default else 2):
+            raise _NotVector
+        kind = "plane" if member.startswith("plane") else "arc"
+        lat, lon = arguments[0], arguments[1]
+
+        def run(c: Columns) -> Value:
+            if not with_default:
+                return geo.distance(kind, _scalar(lat(c)), _scalar(lon(c)), *_point(c, field))
+            points = c.points.get(field)
+            if points is None:
+                raise _Fallback  # no geo_point: the per-document run gives its error
+            found = geo.distance(kind, _scalar(lat(c)), _scalar(lon(c)), *points)
+            return np.where(c.counts[field] > 0, found, _scalar(arguments[2](c)))
+
+        return run
 
     def _no_arguments(self) -> bool:
         if not self.is_op("("):
@@ -322,9 +365,29 @@ def _value(c: Columns) -> np.ndarray:
 def _single(c: Columns, field: str) -> np.ndarray:
     """`doc[field].value`: every document must have a value (else the per-document error)."""
     counts = c.counts.get(field)
-    if counts is None or not bool((counts > 0).all()):
+    if counts is None or field not in c.values or not bool((counts > 0).all()):
         raise _Fallback
     return c.values[field]
+
+
+_COORDINATES = {"lat": 0, "getLat": 0, "lon": 1, "getLon": 1}
+_DISTANCES = ("arcDistance", "planeDistance", "arcDistanceWithDefault", "planeDistanceWithDefault")
+
+
+def _point(c: Columns, field: str) -> tuple[np.ndarray, np.ndarray]:
+    """(latitudes, longitudes) of a geo_point's first point: every document must have one."""
+    counts = c.counts.get(field)
+    points = c.points.get(field)
+    if points is None or counts is None or not bool((counts > 0).all()):
+        raise _Fallback
+    return points
+
+
+def _scalar(value: Value) -> float:
+    """A number argument the same for every document (a constant, a param) as Java's double."""
+    if type(value) not in (int, float):
+        raise _Fallback
+    return float(value)
 
 
 def _kind(value: Value) -> str:

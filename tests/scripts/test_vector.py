@@ -9,6 +9,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from leafsearch.index import geo
+from leafsearch.scripts import geo_values
 from leafsearch.scripts.painless import CompiledScript
 from leafsearch.scripts.runtime import Doc, DocValues, ScriptError
 from leafsearch.scripts.vector import Columns, vectorize
@@ -129,3 +131,41 @@ def test_a_document_without_a_value_sends_value_to_the_per_document_run() -> Non
     sized = vectorize("doc['n'].size() == 0 ? -1 : doc['d'].value")
     assert sized is not None
     assert sized.run(columns(LONGS, counts)).tolist()[5] == -1
+
+
+GEO_PACKED = np.array(
+    [
+        geo.encode(float(a), float(o))
+        for a, o in zip(RNG.uniform(-90, 90, N), RNG.uniform(-180, 180, N), strict=True)
+    ]
+)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "doc['g'].lat",
+        "doc['g'].value.lon + doc['g'].getLat()",
+        "doc['g'].arcDistance(params.p, 10)",
+        "doc['g'].planeDistance(-3, params.w) / 1000.0",
+        "doc['g'].arcDistanceWithDefault(params.p, 10, -1) > 5000000",
+    ],
+)
+def test_geo_point_columns_equal_the_per_document_run(source: str) -> None:
+    """`doc['g']` of a geo_point: its first point's coordinates and distances, over columns."""
+    counts = (np.arange(N) % 5 != 0).astype(np.int64)
+    with_default = "WithDefault" in source
+    if not with_default:
+        counts[:] = 1
+    script = vectorize(source)
+    assert script is not None
+    lat, lon = geo.decode(GEO_PACKED)
+    found = script.run(Columns({}, {"g": counts}, PARAMS, None, N, points={"g": (lat, lon)}))
+    assert found is not None
+    compiled = CompiledScript(source)
+    values = geo_values.doc_values("g", GEO_PACKED[counts > 0], counts)
+    expected = [compiled.run({"params": PARAMS, "doc": Doc({"g": values[row]}.get)}) for row in range(N)]
+    assert found.tolist() == pytest.approx(expected, rel=1e-12)
+    if not with_default:  # a document without a point: the per-document run gives the error
+        counts[3] = 0
+        assert script.run(Columns({}, {"g": counts}, PARAMS, None, N, points={"g": (lat, lon)})) is None

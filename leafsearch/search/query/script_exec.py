@@ -20,10 +20,12 @@ import numpy as np
 import orjson
 
 from leafsearch.errors import ElasticError
+from leafsearch.index import geo
 from leafsearch.index.columns import KeywordColumn, NumericColumn, VectorColumn
 from leafsearch.index.mapping import VectorField
 from leafsearch.index.searcher import SegmentView
 from leafsearch.request.query_dsl import ScriptSpec
+from leafsearch.scripts import geo_values
 from leafsearch.scripts.runtime import Doc, DocValues
 from leafsearch.scripts.service import compile_source
 from leafsearch.scripts.vector import Columns, vectorize
@@ -58,7 +60,8 @@ def evaluate(
         if columns is not None:
             float_scores = None if scores is None else scores.astype(np.float64)
             value_column = value if isinstance(value, np.ndarray) else None
-            found = vector.run(Columns(*columns, params, float_scores, len(docs), value_column))
+            values, counts, points = columns
+            found = vector.run(Columns(values, counts, params, float_scores, len(docs), value_column, points))
             if found is not None:
                 return found
     script = compile_source(source)
@@ -75,7 +78,7 @@ def evaluate(
                 fields[name] = values = _values(view, target.mapping, target.index_name, docs, name)
             else:
                 return None
-        return DocValues(name, values[row])
+        return values[row]
 
     doc = Doc(lookup)
     score_list = scores.tolist() if scores is not None else None
@@ -92,18 +95,25 @@ def evaluate(
 
 def _columns(
     view: SegmentView, target: ScriptTarget, docs: np.ndarray, names: tuple[str, ...]
-) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]] | None:
-    """(first value, value count) of each numeric field for `docs`, as the per-document run reads
-    them; None when a field is not one (the per-document run reads it or gives its error)."""
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], dict[str, tuple[np.ndarray, np.ndarray]]] | None:
+    """(first value, value count, first point) of each numeric or geo_point field for `docs`, as
+    the per-document run reads them; None when a field is neither (the per-document run reads it
+    or gives its error)."""
     values: dict[str, np.ndarray] = {}
     counts: dict[str, np.ndarray] = {}
+    points: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     for name in names:
         ft = target.mapping.field(name)
         if ft is None or fielddata_error(name, ft, target.index_name) is not None:
             return None
         column = view.segment.column(name)
         if column is None:
-            values[name], counts[name] = np.zeros(len(docs), np.int64), np.zeros(len(docs), np.int64)
+            empty = np.zeros(len(docs), np.int64)
+            if ft.type == "geo_point":
+                points[name] = geo.decode(empty)
+            else:
+                values[name] = empty
+            counts[name] = empty
             continue
         if not isinstance(column, NumericColumn):
             return None
@@ -112,7 +122,9 @@ def _columns(
             return None
         raw = column.doc_values.per_doc("min")[0][docs]
         counts[name] = column.doc_values.counts[docs]
-        if ft.type == "scaled_float":
+        if ft.type == "geo_point":
+            points[name] = geo.decode(raw)  # the smallest packed point is the first, as doc values sort
+        elif ft.type == "scaled_float":
             values[name] = raw / ft.scaling_factor
         elif domain == "half_float":
             values[name] = raw.astype(np.float16).astype(np.float64)
@@ -124,7 +136,7 @@ def _columns(
             values[name] = raw != 0
         else:
             values[name] = raw.astype(np.int64)
-    return values, counts
+    return values, counts, points
 
 
 def script_fields(
@@ -138,13 +150,13 @@ def script_fields(
     script with `ignore_failure` is left out, any other failure is the search's error."""
     docs = np.array([doc], dtype=np.int64)
     mapping, index = target.mapping, target.index.name
-    cache: dict[str, list[list[Any]] | None] = {}
+    cache: dict[str, list[DocValues] | None] = {}
 
     def lookup(name: str) -> DocValues | None:
         if name not in cache:
             cache[name] = _values(view, mapping, index, docs, name)
         values = cache[name]
-        return None if values is None else DocValues(name, values[0])
+        return None if values is None else values[0]
 
     parsed = orjson.loads(source) if source is not None else None
     out: dict[str, list[Any]] = {}
@@ -166,13 +178,13 @@ def _doc_fields(source: str) -> list[str]:
 
 def _values(
     view: SegmentView, mapping: Any, index_name: str | None, docs: np.ndarray, name: str
-) -> list[list[Any]] | None:
-    """Each document's values of field `name` (None for a field the mapping lacks)."""
+) -> list[DocValues] | None:
+    """Each document's `doc[name]` (None for a field the mapping lacks)."""
     ft = mapping.field(name)
     if ft is None:
         return None
     if isinstance(ft, VectorField):
-        return _vectors(view.segment.column(name), docs)
+        return [DocValues(name, v) for v in _vectors(view.segment.column(name), docs)]
     error = fielddata_error(name, ft, index_name)
     if error is not None:
         raise error
@@ -182,6 +194,8 @@ def _values(
         flat = [term.decode() for term in column.terms[ords].tolist()]
     elif isinstance(column, NumericColumn):
         counts, raw = column.doc_values.values_of(docs)
+        if ft.type == "geo_point":
+            return geo_values.doc_values(name, raw, counts)
         domain = _type_domain(ft.type, ft.kind)
         if domain in ("date", "date_nanos"):
             flat = raw.tolist()
@@ -189,11 +203,13 @@ def _values(
             flat = (raw != 0).tolist()
         else:
             flat = _docvalue_numbers(ft, domain)(raw)
+    elif ft.type == "geo_point":
+        return geo_values.doc_values(name, np.zeros(0, np.int64), np.zeros(len(docs), np.int64))
     else:
-        return [[] for _ in range(len(docs))]
+        return [DocValues(name, []) for _ in range(len(docs))]
     ends = np.cumsum(counts).tolist()
     starts = [0, *ends[:-1]] if ends else []
-    return [flat[a:b] for a, b in zip(starts, ends, strict=True)]
+    return [DocValues(name, flat[a:b]) for a, b in zip(starts, ends, strict=True)]
 
 
 def _vectors(column: Any, docs: np.ndarray) -> list[list[Any]]:
