@@ -323,6 +323,21 @@ def geohash_levels(meters: float) -> int:
     return (full + (left > 0)) + (full + (left > 3))
 
 
+def geohash_precision(value: Any) -> int:
+    """A geohash length given as a number (1 to 12) or a distance (`"5km"`: the length of the
+    largest cells no wider), as a completion geo context takes its `precision`."""
+    whole = type(value) is int or (type(value) is float and value.is_integer())
+    if whole or (type(value) is str and value.strip().lstrip("-").isdigit()):
+        level = int(value)
+    elif type(value) is str:
+        level = geohash_levels(parse_distance(value))
+    else:
+        raise GeoError(f"precision must be a number or a distance, not [{value}]")
+    if not 1 <= level <= MAX_GEOHASH_PRECISION:
+        raise GeoError(f"precision must be between 1 and {MAX_GEOHASH_PRECISION}, got [{level}]")
+    return level
+
+
 def geohash_text(cell: int, precision: int) -> str:
     return "".join(_GEOHASH_ALPHABET[(cell >> (5 * (precision - 1 - i))) & 31] for i in range(precision))
 

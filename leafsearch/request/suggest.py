@@ -8,6 +8,7 @@ from typing import Any
 
 from leafsearch.common.json_tokens import token_name
 from leafsearch.errors import IllegalArgument, ParsingError
+from leafsearch.index import geo
 from leafsearch.request import lucene_regexp
 from leafsearch.request.query_dsl import regexp_flags
 from leafsearch.unsupported import NotSupported
@@ -27,10 +28,17 @@ class Fuzzy:
 
 @dataclass(frozen=True, slots=True)
 class ContextQuery:
+    """A category context's value (`prefix`: of values starting with it), or a geo context's
+    point (`point`, or `value` read as one: "lat,lon" or a geohash), `precision` and the
+    geohash lengths whose `neighbours` count too."""
+
     name: str
     value: str
     boost: float = 1.0
     prefix: bool = False
+    point: tuple[float, float] | None = None
+    precision: int | None = None
+    neighbours: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,7 +204,9 @@ def _contexts(value: Any) -> tuple[ContextQuery, ...]:
     out = []
     for name, queries in value.items():
         for query in queries if isinstance(queries, list) else [queries]:
-            if isinstance(query, dict):
+            if isinstance(query, dict) and _is_geo(query):
+                out.append(_geo_context(name, query))
+            elif isinstance(query, dict):
                 unknown = next((k for k in query if k not in ("context", "boost", "prefix")), None)
                 if unknown is not None:
                     raise ParsingError(f"[category] unknown field [{unknown}]")
@@ -210,6 +220,39 @@ def _contexts(value: Any) -> tuple[ContextQuery, ...]:
             else:
                 out.append(ContextQuery(name, _context_text(query)))
     return tuple(out)
+
+
+def _is_geo(query: dict) -> bool:
+    """Whether a context query is a geo context's: a point, or a `context` that is one (an
+    object or an array), or `precision`/`neighbours` beside it."""
+    if "context" not in query:
+        return any(k in query for k in ("lat", "lon", "type", "coordinates", "geohash"))
+    return isinstance(query["context"], dict | list) or "precision" in query or "neighbours" in query
+
+
+def _geo_context(name: str, query: dict) -> ContextQuery:
+    """A geo context query (GeoQueryContext): `{"lat", "lon"}`, or `{"context": point, "boost",
+    "precision", "neighbours"}`, a point in any geo_point form."""
+    if "context" not in query:
+        query = {"context": query}
+    unknown = next((k for k in query if k not in ("context", "boost", "precision", "neighbours")), None)
+    if unknown is not None:
+        raise ParsingError(f"[geo] unknown field [{unknown}]")
+    try:
+        point = geo.parse_point(query["context"])
+        problem = geo.point_problem(*point, name)
+        if problem is not None:
+            raise geo.GeoError(problem)
+        precision = geo.geohash_precision(query.get("precision", geo.MAX_GEOHASH_PRECISION))
+        listed = query.get("neighbours", [])
+        listed = listed if isinstance(listed, list) else [listed]
+        neighbours = tuple(geo.geohash_precision(n) for n in listed)
+    except geo.GeoError as e:
+        raise ParsingError(f"[geo] failed to parse field [context]: {e}") from None
+    boost = query.get("boost", 1)
+    if isinstance(boost, bool) or not isinstance(boost, int | float) or boost < 0:
+        raise IllegalArgument("[boost] must be a non-negative number")
+    return ContextQuery(name, "", float(boost), point=point, precision=precision, neighbours=neighbours)
 
 
 def _context_text(value: Any) -> str:

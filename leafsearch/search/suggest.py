@@ -27,12 +27,12 @@ from typing import Any
 import numpy as np
 
 from leafsearch.common.rawjson import RawJSON
-from leafsearch.errors import ElasticError, IllegalArgument, SearchPhaseExecution
-from leafsearch.index import completion
+from leafsearch.errors import ElasticError, IllegalArgument, ParsingError, SearchPhaseExecution
+from leafsearch.index import completion, geo
 from leafsearch.index.columns import KeywordColumn, TextColumn
 from leafsearch.index.completion import CompletionField
 from leafsearch.request.search_types import SourceFilter
-from leafsearch.request.suggest import CompletionSuggestion, Fuzzy, TermSuggestion
+from leafsearch.request.suggest import CompletionSuggestion, ContextQuery, Fuzzy, TermSuggestion
 from leafsearch.search.fetch import filter_source
 from leafsearch.search.query.fuzzy import edit_distances, prefix_edit_distances
 from leafsearch.search.query.term_selection import prefix_range, term_pattern
@@ -126,31 +126,62 @@ def _analyzer(s: CompletionSuggestion, target: Target, ft: CompletionField) -> A
     return found
 
 
-def _keys(s: CompletionSuggestion, ft: CompletionField) -> list[tuple[bytes, float, bool, dict | None]]:
-    """(term prefix before the analysed form, boost, whether the context value is a prefix, the
-    context shown) per range to read."""
+def _keys(s: CompletionSuggestion, ft: CompletionField) -> list[tuple[bytes, float, bool, bool]]:
+    """(term prefix before the analysed form, boost, whether the context value is a prefix,
+    whether it is a context's) per range to read."""
     if not s.contexts:
-        return [(completion.PLAIN, 0.0, False, None)]
+        return [(completion.PLAIN, 0.0, False, False)]
     keys = []
     for c in s.contexts:
-        if c.name not in ft.contexts:
+        spec = ft.contexts.get(c.name)
+        if spec is None:
             raise IllegalArgument(f"context [{c.name}] is not defined for field [{s.field}]")
+        if spec.kind == "geo":
+            keys.extend(_geo_keys(c, spec.precision))
+            continue
+        if c.point is not None:
+            raise ParsingError("category context must be a string, number or boolean, not [START_OBJECT]")
         key = completion.context_key(c.name, c.value)
-        keys.append((key[:-1] if c.prefix else key, c.boost, c.prefix, {c.name: [c.value]}))
+        keys.append((key[:-1] if c.prefix else key, c.boost, c.prefix, True))
+    return keys
+
+
+def _geo_keys(c: ContextQuery, indexed: int) -> list[tuple[bytes, float, bool, bool]]:
+    """A geo context query's cells (GeoContextMapping): the point's cell at the smaller of the
+    query's and the mapping's precisions, with its 8 neighbours when that is the mapping's; or
+    with the cell and neighbours of each shorter `neighbours` precision. A cell shorter than the
+    indexed geohashes matches them by prefix."""
+    try:
+        lat, lon = c.point if c.point is not None else geo.parse_point_text(c.value)
+    except geo.GeoError as e:
+        raise ParsingError(f"[geo] failed to parse field [context]: {e}") from None
+    cell = completion.geohash(lat, lon, min(indexed, c.precision or geo.MAX_GEOHASH_PRECISION))
+    cells = {cell}
+    if not c.neighbours and len(cell) == indexed:
+        cells.update(completion.geohash_neighbours(cell))
+    for length in c.neighbours:
+        if length < len(cell):
+            cells.add(cell[:length])
+            cells.update(completion.geohash_neighbours(cell[:length]))
+    keys = []
+    for found in sorted(cells):
+        key = completion.context_key(c.name, found)
+        prefix = len(found) < indexed
+        keys.append((key[:-1] if prefix else key, c.boost, prefix, True))
     return keys
 
 
 def _segment_options(
     s: CompletionSuggestion,
     form: str,
-    keys: list[tuple[bytes, float, bool, dict | None]],
+    keys: list[tuple[bytes, float, bool, bool]],
     col: KeywordColumn,
     view: Any,
     target: int,
 ) -> list[_Option]:
     """The segment's best `size` options (distinct documents), over every context range."""
     all_ords, all_scores, shown = [], [], []
-    for key, boost, context_prefix, contexts in keys:
+    for key, boost, context_prefix, in_context in keys:
         ords, extra = _matching_terms(s, form, key, context_prefix, col)
         if not len(ords):
             continue
@@ -158,7 +189,7 @@ def _segment_options(
         boosts = boost + extra
         all_ords.append(ords)
         all_scores.append(np.where(boosts > 0, weights * boosts, weights))
-        shown.append(np.full(len(ords), len(shown) if contexts else -1))
+        shown.append(np.full(len(ords), in_context))
     if not all_ords:
         return []
     ords, scores, which = np.concatenate(all_ords), np.concatenate(all_scores), np.concatenate(shown)
@@ -180,11 +211,12 @@ def _segment_options(
     texts: set[str] = set()
     for p in best.tolist():
         t = int(pair_term[p])
-        _, text, _ = completion.split_term(bytes(col.terms[ords[t]]))
+        term = bytes(col.terms[ords[t]])
+        _, text, _ = completion.split_term(term)
         if s.skip_duplicates and text in texts:
             continue
         texts.add(text)
-        contexts = keys[int(which[t])][3] if which[t] >= 0 else None
+        contexts = completion.term_context(term) if which[t] else None
         out.append(_Option(float(scores[t]), text, target, int(pair_docs[p]), view.segment, contexts))
         if len(out) == s.size:
             break
