@@ -20,9 +20,10 @@ if TYPE_CHECKING:
 
 
 def join_inner_hits(query: Query) -> list[HasChild | HasParent]:
-    """The join queries of a query tree that ask for inner hits, outside any other join query
-    (Elasticsearch nests deeper ones within their hits; leafsearch shows the outer level);
-    400 for two definitions of one name."""
+    """The join queries of a query tree that ask for inner hits, outside any other join query;
+    400 for two definitions of one name. One inside another's query shows within the other's
+    inner hits (their search decorates its hits in turn), as Elasticsearch nests them; one inside
+    a join query without inner hits shows nowhere, as in Elasticsearch."""
     from dataclasses import fields
 
     found: list[HasChild | HasParent] = []
