@@ -945,6 +945,10 @@ def _build_vector(
         problem = vector_graph.options_problem(params["index_options"], name, params["dims"], element_type)
         if problem is not None:
             raise _MappingError(problem)
+    if params["index"]:
+        shown = vector_graph.shown_options(params.get("index_options"), params.get("element_type", "float"))
+        if shown is not None:
+            params["index_options"] = shown
     return VectorField(path, name, "dense_vector", params, {}, source_key)
 
 

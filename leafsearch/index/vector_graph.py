@@ -105,6 +105,22 @@ def options_problem(options: dict[str, Any], name: str, dims: int, element_type:
     return None
 
 
+def shown_options(options: dict[str, Any] | None, element_type: str) -> dict[str, Any] | None:
+    """A field's `index_options` as Elasticsearch 8 keeps and shows them: a graph type's `m` and
+    `ef_construction` filled in with their defaults, and `int8_hnsw` for an indexed float field
+    that names none (Elasticsearch's default since 8.14); None for a byte field naming none.
+    `options` passed `options_problem`."""
+    if options is None:
+        if element_type != "float":
+            return None
+        options = {"type": "int8_hnsw"}
+    shown = dict(options)
+    if shown["type"] in GRAPH_TYPES:
+        shown["m"] = int(shown.get("m", DEFAULT_M))
+        shown["ef_construction"] = int(shown.get("ef_construction", DEFAULT_EF_CONSTRUCTION))
+    return shown
+
+
 def _java_text(value: Any) -> str:
     return str(value).lower() if type(value) is bool else "null" if value is None else str(value)
 

@@ -306,9 +306,31 @@ def test_mapping_validation(es: Elasticsearch, index_name: str, mapping: dict, r
 
 
 def test_mapping_shows_the_defaults(es: Elasticsearch, new_index: Callable[..., str]) -> None:
-    index = new_index(mappings={"properties": {"v": {"type": "dense_vector", "dims": 3}}})
-    mapping = es.indices.get_mapping(index=index)[index]["mappings"]["properties"]["v"]
-    assert mapping == {"type": "dense_vector", "dims": 3, "index": True, "similarity": "cosine"}
+    """As Elasticsearch 8.14+ shows them: `index`, `similarity` and, for an indexed float field,
+    `index_options` (`int8_hnsw`, `m` and `ef_construction` filled in); none for byte vectors or
+    a field that is not indexed."""
+    properties = {
+        "v": {"type": "dense_vector", "dims": 3},
+        "b": {"type": "dense_vector", "dims": 3, "element_type": "byte"},
+        "off": {"type": "dense_vector", "dims": 3, "index": False},
+        "h": {"type": "dense_vector", "dims": 4, "index_options": {"type": "hnsw", "m": 8}},
+        "f": {"type": "dense_vector", "dims": 4, "index_options": {"type": "int8_flat"}},
+    }
+    index = new_index(mappings={"properties": properties})
+    mapping = es.indices.get_mapping(index=index)[index]["mappings"]["properties"]
+    default = {"type": "int8_hnsw", "m": 16, "ef_construction": 100}
+    assert mapping["v"] == {
+        "type": "dense_vector", "dims": 3, "index": True, "similarity": "cosine", "index_options": default
+    }  # fmt: skip
+    assert mapping["b"] == {"type": "dense_vector", "dims": 3, "element_type": "byte", "index": True,
+                            "similarity": "cosine"}  # fmt: skip
+    assert mapping["off"] == {"type": "dense_vector", "dims": 3, "index": False}
+    assert mapping["h"]["index_options"] == {"type": "hnsw", "m": 8, "ef_construction": 100}
+    assert mapping["f"]["index_options"] == {"type": "int8_flat"}
+    # The same definition again, and the mapping as shown, are no change.
+    es.indices.put_mapping(index=index, properties=properties)
+    es.indices.put_mapping(index=index, properties=mapping)
+    assert es.indices.get_mapping(index=index)[index]["mappings"]["properties"] == mapping
 
 
 @pytest.mark.parametrize(
