@@ -15,6 +15,7 @@ from leafsearch.search.shard_api import (
     ShardFetchResult,
     ShardQuery,
     ShardSearch,
+    ShardSuggest,
     ShardTopDocs,
 )
 
@@ -53,3 +54,7 @@ class PickledShard:
     def fetch(self, fetch: ShardFetch) -> ShardFetchResult:
         self._count("fetch")
         return _crossed(self.inner.fetch(_crossed(fetch)))
+
+    def suggest(self, message: ShardSuggest) -> list[Any]:
+        self._count("suggest")
+        return _crossed(self.inner.suggest(_crossed(message)))

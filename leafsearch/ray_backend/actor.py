@@ -55,6 +55,7 @@ from leafsearch.search.shard_api import (
     ShardFetch,
     ShardFetchResult,
     ShardQuery,
+    ShardSuggest,
     ShardTopDocs,
 )
 from leafsearch.search.shard_contexts import ShardContexts
@@ -347,6 +348,13 @@ class ShardActor:
         finally:
             if free_after and fetch.context is not None:
                 self.state.shard_contexts.free(fetch.context)
+
+    def suggest(
+        self, message: ShardSuggest, alias_filter: Query | None
+    ) -> tuple[ShardContextId, list] | Refusal:
+        """A search's `suggest` section on this shard (search/suggest.py)."""
+        self._count("suggest")
+        return self._phase(message, alias_filter, lambda shard, m: shard.suggest(m))
 
     def _phase(self, message: Any, alias_filter: Query | None, run: Any) -> Any:
         """Run a phase on its context's snapshot, pinning the current one when it names none;

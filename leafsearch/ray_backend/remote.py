@@ -40,6 +40,7 @@ from leafsearch.search.shard_api import (
     ShardFetch,
     ShardFetchResult,
     ShardQuery,
+    ShardSuggest,
     ShardTopDocs,
 )
 from leafsearch.search.stats import SearchStats
@@ -439,6 +440,9 @@ class RayShard:
 
     def fetch(self, fetch: ShardFetch) -> ShardFetchResult:
         return self.send("fetch", fetch)()
+
+    def suggest(self, message: ShardSuggest) -> list[Any]:
+        return self.send("suggest", message)()
 
 
 def _last_phase(phase: str, message: Any) -> bool:

@@ -194,8 +194,11 @@ def decorate(
         shown.setdefault("fields", {collapse.field: [key]})
         if collapse.inner_hits:
             shown["inner_hits"] = {
-                inner.name: _inner_hits(services, hitlist.targets, request, inner, key)
-                for inner in collapse.inner_hits
+                **hit.get("inner_hits", {}),  # a nested query's, from the shard's fetch
+                **{
+                    inner.name: _inner_hits(services, hitlist.targets, request, inner, key)
+                    for inner in collapse.inner_hits
+                },
             }
         out.append(shown)
     return out

@@ -222,6 +222,8 @@ def _render_dicts(
         [list(row) for row in zip(*fetch.sort_values, strict=True)] if fetch.sort_values is not None else None
     )
     slots = document_slots(request.query, target.mapping, target.index.name)
+    nested = nested_hits.wanted(request)
+    runs: dict[Any, Any] = {}  # each nested query's run over a segment's children
     located = (
         page.located()
         if request.version
@@ -229,6 +231,7 @@ def _render_dicts(
         or request.docvalue_fields
         or request.script_fields
         or slots is not None
+        or nested
         else None
     )
     scores = (
@@ -288,6 +291,9 @@ def _render_dicts(
             hit["sort"] = sort_rows[row]
         if request.explain:
             hit["_explanation"] = {"value": hit["_score"] or 0.0, "description": "score", "details": []}
+        if nested:
+            assert located is not None
+            hit["inner_hits"] = nested_hits.hits_of(target, *located[row], nested, hit, runs, request)
         hits.append(hit)
     return hits
 

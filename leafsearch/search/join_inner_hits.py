@@ -66,7 +66,7 @@ def decorate(
                 shown[inner.name] = {"hits": empty}
             else:
                 shown[inner.name] = inner_hits_search(services, targets, request, inner, query)
-        out.append({**hit, "inner_hits": shown})
+        out.append({**hit, "inner_hits": {**hit.get("inner_hits", {}), **shown}})
     return out
 
 

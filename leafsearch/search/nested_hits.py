@@ -1,8 +1,9 @@
 """`inner_hits` of `nested` queries: each hit's nested objects its `nested` query matched.
 
-Added to a page's hits once they are fetched, on the snapshots the page was found on (as the
-collapse's inner hits are, collapse.py): per nested query and segment of the page, the inner query
-runs once over that segment's child documents; each hit's matching children are the run of them
+Added to a page's hits by each shard's fetch (fetch_phase.py), on the snapshot the page was found
+on, as Elasticsearch's inner hits fetch sub-phase adds them: so a shard in a Ray actor adds its
+own. Per nested query and segment of the page, the inner query runs once over that segment's
+child documents; each hit's matching children are the run of them
 its parent owns (children of a parent are consecutive), scored, sorted and paged by the
 `inner_hits` options. Each inner hit shows its parent's `_index` and `_id`, `_nested` (the path and
 the object's position in the parent's array, as Elasticsearch gives it) and the object's source.
@@ -21,7 +22,7 @@ from leafsearch.request.query_dsl import Nested, queries_within
 from leafsearch.request.search_types import SCORE, InnerHitsSpec, SearchRequest, SortSpec
 from leafsearch.search import fetch
 from leafsearch.search.collapse import check_inner_window
-from leafsearch.search.hitlist import HitList, shard_query_context
+from leafsearch.search.hitlist import shard_query_context
 from leafsearch.search.query import executor, planner
 from leafsearch.search.query.nested_queries import nested_level
 from leafsearch.search.targets import Target
@@ -47,28 +48,18 @@ def check(request: SearchRequest, targets: list[Target]) -> None:
             check_inner_window(target, query.inner_hits)
 
 
-def decorate(hitlist: HitList, start: int, end: int, request: SearchRequest, hits: list[dict]) -> list[dict]:
-    """The page's hits with their `inner_hits` (last, as Elasticsearch orders a hit's keys)."""
-    queries = wanted(request)
-    runs: dict[tuple[int, int, Any], Any] = {}
-    out = []
-    for row, hit in zip(range(start, end), hits, strict=True):
-        target = hitlist.targets[int(hitlist.target[row])]
-        inner = {
-            q.inner_hits.name: _hits_of(target, int(hitlist.doc[row]), q, hit, runs, request) for q in queries
-        }
-        out.append({**hit, "inner_hits": inner})
-    return out
+def hits_of(
+    target: Target, view: Any, doc: int, queries: list[Nested], hit: dict, runs: dict, request: SearchRequest
+) -> dict[str, Any]:
+    """One hit's `inner_hits` of `queries` (`wanted`): its document `doc` of `view`'s segment;
+    `runs` keeps each query's run over a segment's children for the page's other hits."""
+    return {q.inner_hits.name: _hits_of(target, view, doc, q, hit, runs, request) for q in queries}
 
 
 def _hits_of(
-    target: Target, shard_doc: int, q: Nested, hit: dict, runs: dict, request: SearchRequest
+    target: Target, view: Any, doc: int, q: Nested, hit: dict, runs: dict, request: SearchRequest
 ) -> dict[str, Any]:
     spec: InnerHitsSpec = q.inner_hits
-    if target.remote:
-        raise NotSupported("[inner_hits] of a [nested] query on shards in Ray actors")
-    view = next(v for v in reversed(target.searcher.views) if v.doc_base <= shard_doc)
-    doc = shard_doc - view.doc_base
     key = (id(target), id(view.segment), q)
     if key not in runs:
         ctx = shard_query_context(target, int(time.time() * 1000), True)

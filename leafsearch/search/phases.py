@@ -375,8 +375,6 @@ def response(
                 hits = decorate(services, hitlist, start, end, request, hits)
             if join_inner_hits(request.query):
                 hits = decorate_joins(services, hitlist, request, hits)
-            if nested_hits.wanted(request):
-                hits = nested_hits.decorate(hitlist, start, end, request, hits)
         except SearchPhaseExecution:
             raise
         except ElasticError as exc:
@@ -409,7 +407,8 @@ def response(
         if request.typed_keys:
             body["aggregations"] = _typed_keys(body["aggregations"], agg_tree)
     if request.suggest:
-        body["suggest"] = suggest(request.suggest, hitlist.targets, request.source, request.typed_keys)
+        handles = shards or top_hits.shard_handles(services, hitlist.targets)
+        body["suggest"] = suggest(services.shard_pool, handles, request, hitlist.targets)
     if profiles is not None:
         body["profile"] = {
             "shards": [

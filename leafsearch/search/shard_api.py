@@ -13,6 +13,8 @@ ShardSearchContextId), the coordinator here reaches every shard through `ShardSe
   totals and aggregation partials; the coordinator merges them (top_hits.py).
 - `fetch(ShardFetch)` -> `ShardFetchResult`: the shard's hits of the page, rendered as JSON bytes
   (or dicts); the coordinator splices them in page order (fetch_phase.py).
+- `suggest(ShardSuggest)` -> a list per suggestion of the shard's part: its best completion
+  options (rendered) or its term statistics; the coordinator merges them (search/suggest.py).
 - a search that asks one shard sends no fetch: its `ShardQuery.fetch` (`FetchAlong`) has the
   shard fetch the page with its query, in the same answer (`ShardTopDocs.page`;
   query_and_fetch.py).
@@ -214,6 +216,16 @@ class ShardDfs:
     context: ShardContextId | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class ShardSuggest:
+    """A search's `suggest` section on one shard: each suggestion's part from the shard's snapshot
+    (search/suggest.py `shard_suggestions`)."""
+
+    request: SearchRequest
+    shard_index: int
+    context: ShardContextId | None = None
+
+
 class ShardSearch(Protocol):
     """What the coordinator needs of a shard: reader contexts, DFS, query and fetch phases.
 
@@ -234,6 +246,8 @@ class ShardSearch(Protocol):
 
     def fetch(self, fetch: ShardFetch) -> ShardFetchResult: ...
 
+    def suggest(self, message: ShardSuggest) -> list[Any]: ...
+
 
 class SendsPhases(Protocol):
     """A shard that sends a phase and is waited for later (a shard actor: ray_backend/remote.py),
@@ -241,7 +255,7 @@ class SendsPhases(Protocol):
     thread per shard: a thread each cost the coordinator more CPU than the calls themselves."""
 
     def send(self, phase: str, message: Any) -> Callable[[], Any]:
-        """Send `phase` ("dfs", "query" or "fetch") with its message; the function that waits
+        """Send `phase` ("dfs", "query", "fetch" or "suggest") with its message; the function that waits
         for the answer (and raises the phase's error)."""
         ...
 

@@ -15,12 +15,16 @@ gets the field's terms within `max_edits` (Lucene's DirectSpellChecker's score: 
 shorter length, at least `accuracy`), ranked by score then document frequency.
 
 Cost: O(matching terms) of numpy work per segment, and Python work for the options kept only.
-Suggestions read the in-process snapshots (as rescoring under DFS does); shard actors refuse them.
+Each shard computes its part where its segments are (`shard_suggestions`, the shard interface's
+`suggest` phase, so shard actors answer their own), on the snapshot its hits were read from (a
+shard actor whose one-shot search already freed it: its current one), and the coordinator merges
+them (`_merge`): completion options by score, term frequencies summed.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,13 +35,13 @@ from leafsearch.errors import ElasticError, IllegalArgument, ParsingError, Searc
 from leafsearch.index import completion, geo
 from leafsearch.index.columns import KeywordColumn, TextColumn
 from leafsearch.index.completion import CompletionField
-from leafsearch.request.search_types import SourceFilter
+from leafsearch.request.search_types import SearchRequest, SourceFilter
 from leafsearch.request.suggest import CompletionSuggestion, ContextQuery, Fuzzy, TermSuggestion
 from leafsearch.search.fetch import filter_source
 from leafsearch.search.query.fuzzy import edit_distances, prefix_edit_distances
 from leafsearch.search.query.term_selection import prefix_range, term_pattern
+from leafsearch.search.shard_api import ShardSearch, ShardSuggest, each_phase
 from leafsearch.search.targets import Target
-from leafsearch.unsupported import NotSupported
 
 _WEIGHT_DIGITS = 10
 _POWERS = 10 ** np.arange(_WEIGHT_DIGITS - 1, -1, -1, dtype=np.int64)
@@ -47,20 +51,24 @@ _POWERS = 10 ** np.arange(_WEIGHT_DIGITS - 1, -1, -1, dtype=np.int64)
 class _Option:
     score: float
     text: str
-    target: int
     doc: int  # in its segment
     segment: Any
     contexts: dict[str, list[str]] | None
 
 
 def suggest(
-    suggestions: Sequence[Any], targets: Sequence[Target], source: SourceFilter, typed_keys: bool = False
+    pool: Executor | None, shards: Sequence[ShardSearch], request: SearchRequest, targets: Sequence[Target]
 ) -> dict[str, Any]:
-    """The response's `suggest` object, by suggestion name (`typed_keys`: `completion#name`)."""
-    if any(t.remote for t in targets):
-        raise NotSupported("[suggest] on indices served by shard actors")
+    """The response's `suggest` object, by suggestion name (`typed_keys`: `completion#name`):
+    each shard's part (`shard_suggestions`, through the shard interface, so a shard actor
+    computes its own) merged."""
+    messages = [ShardSuggest(request, i) for i in range(len(shards))]
     try:
-        return {_key(s, typed_keys): _run(s, targets, source) for s in suggestions}
+        parts = each_phase(pool, shards, "suggest", messages)
+        return {
+            _key(s, request.typed_keys): _merge(s, [p[k] for p in parts], targets)
+            for k, s in enumerate(request.suggest)
+        }
     except SearchPhaseExecution:
         raise
     except ElasticError as e:
@@ -69,52 +77,72 @@ def suggest(
         raise
 
 
+def shard_suggestions(target: Target, message: ShardSuggest) -> list[Any]:
+    """One shard's part of each suggestion: its best completion options, rendered with their
+    score and text (`_merge` orders them), or, for a term suggestion, per token of the text the
+    token's document frequency on the shard and its candidate terms' (the coordinator sums them
+    before it applies what depends on frequencies)."""
+    request = message.request
+    return [
+        _term_part(s, target)
+        if isinstance(s, TermSuggestion)
+        else _completion_part(s, target, request.source)
+        for s in request.suggest
+    ]
+
+
+def _merge(s: Any, parts: list[Any], targets: Sequence[Target]) -> list[dict[str, Any]]:
+    if isinstance(s, TermSuggestion):
+        return _term_merge(s, parts, targets)
+    found = [
+        (-score, text, shard, i, body)
+        for shard, part in enumerate(parts)
+        for i, (score, text, body) in enumerate(part)
+    ]
+    found.sort(key=lambda o: o[:4])
+    kept: list[dict[str, Any]] = []
+    texts: set[str] = set()
+    for _, text, _, _, body in found:
+        if s.skip_duplicates and text in texts:
+            continue
+        texts.add(text)
+        kept.append(body)
+        if len(kept) == s.size:
+            break
+    return [{"text": s.text, "offset": 0, "length": len(s.text), "options": kept}]
+
+
 def _key(s: Any, typed_keys: bool) -> str:
     return f"{'term' if isinstance(s, TermSuggestion) else 'completion'}#{s.name}" if typed_keys else s.name
 
 
-def _run(s: Any, targets: Sequence[Target], source: SourceFilter) -> list[dict[str, Any]]:
-    if isinstance(s, TermSuggestion):
-        return _term_suggestion(s, targets)
-    return [_completion(s, targets, source)]
-
-
-# ---------------------------------------------------------------------------------------------
-# completion
-
-
-def _completion(s: CompletionSuggestion, targets: Sequence[Target], source: SourceFilter) -> dict[str, Any]:
+def _completion_part(
+    s: CompletionSuggestion, target: Target, source: SourceFilter
+) -> list[tuple[float, str, dict[str, Any]]]:
+    """The shard's best `size` options (skipping duplicates as asked): (score, text, rendered)."""
+    ft = target.mapping.field(s.field)
+    if not isinstance(ft, CompletionField):
+        raise IllegalArgument(f"Field [{s.field}] is not a completion suggest field")
+    keys = _keys(s, ft)
+    form = (
+        s.text if s.regex else completion.analysed(_analyzer(s, target, ft), s.text, ft.preserve_separators)
+    )
     found: list[_Option] = []
-    for i, target in enumerate(targets):
-        ft = target.mapping.field(s.field)
-        if not isinstance(ft, CompletionField):
-            raise IllegalArgument(f"Field [{s.field}] is not a completion suggest field")
-        keys = _keys(s, ft)
-        form = (
-            s.text
-            if s.regex
-            else completion.analysed(_analyzer(s, target, ft), s.text, ft.preserve_separators)
-        )
-        for view in target.searcher.views:
-            col = view.segment.column(s.field)
-            if isinstance(col, KeywordColumn) and len(col.terms):
-                found.extend(_segment_options(s, form, keys, col, view, i))
-    found.sort(key=lambda o: (-o.score, o.text, o.target, o.doc))
-    kept: list[_Option] = []
+    for view in target.searcher.views:
+        col = view.segment.column(s.field)
+        if isinstance(col, KeywordColumn) and len(col.terms):
+            found.extend(_segment_options(s, form, keys, col, view))
+    found.sort(key=lambda o: (-o.score, o.text, o.doc))
+    kept: list[tuple[float, str, dict[str, Any]]] = []
     texts: set[str] = set()
     for option in found:
         if s.skip_duplicates and option.text in texts:
             continue
         texts.add(option.text)
-        kept.append(option)
+        kept.append((option.score, option.text, _render(option, target, source)))
         if len(kept) == s.size:
             break
-    return {
-        "text": s.text,
-        "offset": 0,
-        "length": len(s.text),
-        "options": [_render(o, targets, source) for o in kept],
-    }
+    return kept
 
 
 def _analyzer(s: CompletionSuggestion, target: Target, ft: CompletionField) -> Any:
@@ -177,7 +205,6 @@ def _segment_options(
     keys: list[tuple[bytes, float, bool, bool]],
     col: KeywordColumn,
     view: Any,
-    target: int,
 ) -> list[_Option]:
     """The segment's best `size` options (distinct documents), over every context range."""
     all_ords, all_scores, shown = [], [], []
@@ -217,7 +244,7 @@ def _segment_options(
             continue
         texts.add(text)
         contexts = completion.term_context(term) if which[t] else None
-        out.append(_Option(float(scores[t]), text, target, int(pair_docs[p]), view.segment, contexts))
+        out.append(_Option(float(scores[t]), text, int(pair_docs[p]), view.segment, contexts))
         if len(out) == s.size:
             break
     return out
@@ -302,8 +329,7 @@ def _weights(terms: np.ndarray) -> np.ndarray:
     return digits @ _POWERS
 
 
-def _render(option: _Option, targets: Sequence[Target], flt: SourceFilter) -> dict[str, Any]:
-    target = targets[option.target]
+def _render(option: _Option, target: Target, flt: SourceFilter) -> dict[str, Any]:
     doc = np.array([option.doc], dtype=np.int64)
     body: dict[str, Any] = {
         "text": option.text,
@@ -323,21 +349,40 @@ def _render(option: _Option, targets: Sequence[Target], flt: SourceFilter) -> di
 # term
 
 
-def _term_suggestion(s: TermSuggestion, targets: Sequence[Target]) -> list[dict[str, Any]]:
-    analyzer = None
+def _term_part(s: TermSuggestion, target: Target) -> list[tuple[int, dict[str, int]]]:
+    """Per token of the text: its document frequency on the shard, and the shard's terms within
+    `max_edits` of it (sharing its `prefix_length` first characters) with theirs."""
+    ft = target.mapping.field(s.field)
+    if ft is None:
+        raise IllegalArgument(f"no mapping found for field [{s.field}]")
+    columns = _columns(target, s.field)
+    out = []
+    for token, _, _ in _tokens(s.text, _term_analyzer(ft)):
+        candidates = _candidates(s, columns, token) if len(token) >= s.min_word_length else []
+        freqs = {text: _doc_freq(columns, text) for text in candidates}
+        out.append((_doc_freq(columns, token), freqs))
+    return out
+
+
+def _term_analyzer(ft: Any) -> Any:
+    return ft.search_analyzer if ft.kind == "text" else None
+
+
+def _term_merge(s: TermSuggestion, parts: list[Any], targets: Sequence[Target]) -> list[dict[str, Any]]:
+    """Each token's options from the shards' frequencies summed (Lucene's DirectSpellChecker's
+    score: 1 - edits / the shorter length, at least `accuracy`), best first."""
+    ft = targets[0].mapping.field(s.field) if targets else None
+    tokens = _tokens(s.text, _term_analyzer(ft) if ft is not None else None)
     entries = []
-    for target in targets:
-        ft = target.mapping.field(s.field)
-        if ft is None:
-            raise IllegalArgument(f"no mapping found for field [{s.field}]")
-        if analyzer is None:
-            analyzer = ft.search_analyzer if ft.kind == "text" else None
-    tokens = _tokens(s.text, analyzer)
-    for token, start, end in tokens:
-        freq = _doc_freq(targets, s.field, token)
+    for k, (token, start, end) in enumerate(tokens):
+        freq = sum(part[k][0] for part in parts)
+        found: dict[str, int] = {}
+        for part in parts:
+            for text, n in part[k][1].items():
+                found[text] = found.get(text, 0) + n
         options: list[dict[str, Any]] = []
         if len(token) >= s.min_word_length and not (s.suggest_mode == "missing" and freq > 0):
-            options = _term_options(s, targets, token, freq)
+            options = _term_options(s, token, freq, found)
         entries.append({"text": token, "offset": start, "length": end - start, "options": options})
     return entries
 
@@ -348,19 +393,18 @@ def _tokens(text: str, analyzer: Any) -> list[tuple[str, int, int]]:
     return [(t.term, t.start, t.end) for t in analyzer.tokens(text)]
 
 
-def _columns(targets: Sequence[Target], field: str) -> list[Any]:
+def _columns(target: Target, field: str) -> list[Any]:
     cols = []
-    for target in targets:
-        for view in target.searcher.views:
-            col = view.segment.column(field)
-            if isinstance(col, TextColumn | KeywordColumn):
-                cols.append(col)
+    for view in target.searcher.views:
+        col = view.segment.column(field)
+        if isinstance(col, TextColumn | KeywordColumn):
+            cols.append(col)
     return cols
 
 
-def _doc_freq(targets: Sequence[Target], field: str, term: str) -> int:
+def _doc_freq(columns: list[Any], term: str) -> int:
     total = 0
-    for col in _columns(targets, field):
+    for col in columns:
         if isinstance(col, TextColumn):
             total += col.doc_freq(term)
         else:
@@ -369,10 +413,11 @@ def _doc_freq(targets: Sequence[Target], field: str, term: str) -> int:
     return total
 
 
-def _term_options(s: TermSuggestion, targets: Sequence[Target], token: str, freq: int) -> list[dict]:
+def _candidates(s: TermSuggestion, columns: list[Any], token: str) -> list[str]:
+    """The terms within `max_edits` of a token, sharing its first `prefix_length` characters."""
     candidates: set[str] = set()
     prefix = token[: s.prefix_length]
-    for col in _columns(targets, s.field):
+    for col in columns:
         lo, hi = prefix_range(col.terms, prefix.encode())
         for t in np.asarray(col.terms[lo:hi]).tolist():
             text = t.decode()
@@ -382,17 +427,23 @@ def _term_options(s: TermSuggestion, targets: Sequence[Target], token: str, freq
         return []
     ordered = sorted(candidates)
     distances = edit_distances(ordered, token, True)
+    return [text for text, d in zip(ordered, distances.tolist(), strict=True) if d <= s.max_edits]
+
+
+def _term_options(s: TermSuggestion, token: str, freq: int, found: dict[str, int]) -> list[dict]:
+    if not found:
+        return []
+    ordered = sorted(found)
+    distances = edit_distances(ordered, token, True)
     options = []
     for text, d in zip(ordered, distances.tolist(), strict=True):
-        if d > s.max_edits:
-            continue
-        found = _doc_freq(targets, s.field, text)
-        if found < s.min_doc_freq or (s.suggest_mode == "popular" and found <= freq):
+        n = found[text]
+        if n < s.min_doc_freq or (s.suggest_mode == "popular" and n <= freq):
             continue
         score = 1.0 - d / min(len(text), len(token))
         if score < s.accuracy:
             continue
-        options.append({"text": text, "score": score, "freq": found})
+        options.append({"text": text, "score": score, "freq": n})
     if s.sort == "frequency":
         options.sort(key=lambda o: (-o["freq"], -o["score"], o["text"]))
     else:

@@ -77,6 +77,7 @@ from leafsearch.search.shard_api import (
     ShardFetchResult,
     ShardQuery,
     ShardSearch,
+    ShardSuggest,
     ShardTopDocs,
     SortPlan,
     each_phase,
@@ -399,6 +400,11 @@ class LocalShard:
 
     def fetch(self, fetch: ShardFetch) -> ShardFetchResult:
         return fetch_shard(self._snapshot(fetch.context), fetch)
+
+    def suggest(self, message: ShardSuggest) -> list[Any]:
+        from leafsearch.search.suggest import shard_suggestions  # it renders with fetch's helpers
+
+        return shard_suggestions(self._snapshot(message.context), message)
 
     def query(self, query: ShardQuery) -> ShardTopDocs:
         guard = SearchGuard.for_search(self.services, query.request, self.cancelled)

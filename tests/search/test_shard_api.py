@@ -292,3 +292,23 @@ def test_options_served_by_the_shards_equal_the_hitlist_page(node, seed: int) ->
             assert _page(served, after) == _page(local_after, after), (body, cursor)
     finally:
         release_targets(targets)
+
+
+def test_suggestions_through_pickled_shard_messages_answer_the_same(node) -> None:
+    """The `suggest` phase is data too: each shard's part of a term suggestion (frequencies) and
+    the coordinator's merge give the in-process answer, one message per shard."""
+    body = {
+        "size": 0,
+        "suggest": {"t": {"text": "gren blue", "term": {"field": "t", "suggest_mode": "always"}}},
+    }
+    shards_seen: list[PickledShard] = []
+
+    def pickled(targets):
+        shards_seen.extend(_pickled(node)(targets))
+        return shards_seen
+
+    through = _response(node, "ints,floats", body, {}, pickled)
+    assert through == _response(node, "ints,floats", body, {})
+    assert [shard.calls.get("suggest") for shard in shards_seen] == [1] * 4
+    (green,) = orjson.loads(through)["suggest"]["t"][0]["options"]
+    assert green["text"] == "green" and green["freq"] > 0
