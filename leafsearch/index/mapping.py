@@ -1461,11 +1461,13 @@ class _Template:
             return False
         if dynamic_type in self.untypes:
             return False
-        # A template giving a leaf type never captures an object unless it names objects itself.
+        # A template giving a leaf type captures an object when it names objects itself, or when
+        # the type's values are objects (a point `{"lat", "lon"}`, a completion's inputs...), as
+        # Elasticsearch's templates capture objects; other leaf types leave objects mapped as such.
         return (
             dynamic_type != "object"
             or "object" in self.types
-            or self.mapping.get("type") in (None, "object", "nested", "{dynamic_type}")
+            or self.mapping.get("type") in (None, "object", "nested", "{dynamic_type}", *_OBJECT_VALUED)
         )
 
     def render(self, name: str, dynamic_type: str) -> dict:
@@ -1483,6 +1485,10 @@ class _Template:
         mapping = fill(self.mapping)
         mapping.setdefault("type", default)
         return mapping
+
+
+#: Leaf types whose values may be JSON objects, which a dynamic template maps an object to.
+_OBJECT_VALUED = ("geo_point", "completion", "percolator", "rank_features")
 
 
 def _template_patterns(key: str, value: Any) -> list[str]:

@@ -1,5 +1,6 @@
 """`leafsearch export` and `import` of an index mapping `rank_feature(s)`, `binary`, `completion`
-and `percolator` fields: the copy answers the same queries, suggestions and percolations."""
+(with category and geo contexts), `percolator` and `dense_vector` fields: the copy answers the
+same queries, suggestions, percolations and kNN searches."""
 
 from __future__ import annotations
 
@@ -16,7 +17,11 @@ MAPPING = {
         "rank": {"type": "rank_feature"},
         "topics": {"type": "rank_features"},
         "blob": {"type": "binary", "doc_values": True},
-        "suggest": {"type": "completion", "contexts": [{"name": "kind", "type": "category"}]},
+        "suggest": {
+            "type": "completion",
+            "contexts": [{"name": "kind", "type": "category"}, {"name": "at", "type": "geo", "precision": 4}],
+        },
+        "v": {"type": "dense_vector", "dims": 3, "similarity": "l2_norm"},
         "query": {"type": "percolator"},
         "n": {"type": "long"},
     }
@@ -34,10 +39,17 @@ def answers(es: Elasticsearch, index: str) -> list:
     percolated = es.search(
         index=index, query={"percolate": {"field": "query", "document": {"n": 20}}}, size=50
     )
+    near = {"at": {"lat": 10, "lon": 20}}
+    placed = es.search(
+        index=index, suggest={"s": {"prefix": "it", "completion": {"field": "suggest", "contexts": near}}}
+    )
+    knn = es.search(index=index, knn={"field": "v", "query_vector": [3, 1, 0], "k": 5, "num_candidates": 20})
     return [
         [(h["_id"], h["_score"]) for h in ranked["hits"]["hits"]],
         [(o["_id"], o["_score"]) for o in suggested["suggest"]["s"][0]["options"]],
         sorted(h["_id"] for h in percolated["hits"]["hits"]),
+        [(o["_id"], o["_score"], o["contexts"]) for o in placed["suggest"]["s"][0]["options"]],
+        [(h["_id"], h["_score"]) for h in knn["hits"]["hits"]],
     ]
 
 
@@ -56,9 +68,10 @@ def test_export_and_import_keep_every_type(server: str, tmp_path: Path) -> None:
                 "suggest": {
                     "input": f"item {i}",
                     "weight": i,
-                    "contexts": {"kind": "odd" if i % 2 else "even"},
+                    "contexts": {"kind": "odd" if i % 2 else "even", "at": {"lat": 10 + i % 3, "lon": 20}},
                 },
                 "query": {"range": {"n": {"gte": i}}},
+                "v": [i % 7, i % 3, 1],
             }
             for i in range(40)
         ]
@@ -73,7 +86,10 @@ def test_export_and_import_keep_every_type(server: str, tmp_path: Path) -> None:
         assert documents(read_lines(again)) == documents(read_lines(exported))
         assert len(documents(read_lines(exported))) == 40
         assert answers(es, copy) == answers(es, source)
-        assert answers(es, source)[2] == [str(i) for i in sorted(range(21), key=str)]
+        found = answers(es, source)
+        assert found[2] == [str(i) for i in sorted(range(21), key=str)]
+        assert found[3] and all(o[2] == {"at": ["s3y0"]} for o in found[3])  # the cell of (10, 20)
+        assert {h[0] for h in found[4][:2]} == {"10", "31"}  # [3, 1, 1], the nearest vectors
     finally:
         httpx.delete(f"{server}/{source}", timeout=60)
         httpx.delete(f"{server}/{copy}", timeout=60)
