@@ -121,6 +121,13 @@ class GeoPoints(DocValues, ScriptObject):
         return float(geo.arc_distance(lat, lon, np.array([point.lat]), np.array([point.lon]))[0])
 
 
+def new_point(arguments: list[Any], source: str, offset: int) -> GeoPoint:
+    """`new GeoPoint()` (0, 0) or `new GeoPoint(lat, lon)`."""
+    if not arguments:
+        return GeoPoint(0.0, 0.0)
+    return GeoPoint(_double(arguments[0], source, offset), _double(arguments[1], source, offset))
+
+
 def _double(value: Any, source: str, offset: int) -> float:
     if type(value) not in (int, float):
         name = "null" if value is None else type(value).__name__

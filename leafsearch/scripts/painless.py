@@ -47,7 +47,7 @@ _KEYWORDS = {
 _TYPES = {
     "def", "int", "long", "short", "byte", "char", "float", "double", "boolean", "String", "Object",
     "List", "ArrayList", "Map", "HashMap", "Set", "HashSet", "Integer", "Long", "Double", "Float",
-    "Boolean", "Number", "Collection", "ZonedDateTime", "Instant",
+    "Boolean", "Number", "Collection", "ZonedDateTime", "Instant", "GeoPoint",
 }  # fmt: skip
 
 

@@ -294,6 +294,10 @@ def iterate(value: Any, source: str, offset: int) -> Iterable[Any]:
 
 
 def construct(type_name: str, arguments: list[Any], source: str, offset: int) -> Any:
+    if type_name == "GeoPoint" and len(arguments) in (0, 2):
+        from leafsearch.scripts import geo_values  # it imports this module
+
+        return geo_values.new_point(arguments, source, offset)
     if type_name in ("ArrayList", "List", "LinkedList"):
         return list(arguments[0]) if arguments and isinstance(arguments[0], (list, set)) else []
     if type_name in ("HashMap", "Map", "LinkedHashMap", "TreeMap"):

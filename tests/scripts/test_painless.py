@@ -193,3 +193,12 @@ def test_no_script_builds_a_value_past_the_limit(source: str) -> None:
 def test_a_compiled_script_runs_again_with_fresh_variables() -> None:
     script = CompiledScript("int n = params.start; n += 1; n")
     assert [script.run({"params": {"start": i}}) for i in range(3)] == [1, 2, 3]
+
+
+def test_geo_points_built_in_a_script() -> None:
+    """`new GeoPoint(lat, lon)` (whitelisted in Elasticsearch's Painless) with `lat`, `lon`, equality."""
+    script = CompiledScript(
+        "def p = new GeoPoint(1.5, params.lon); return [p.lat, p.getLon(), p == new GeoPoint(1.5, 2)]"
+    )
+    assert script.run({"params": {"lon": 2}}) == [1.5, 2.0, True]
+    assert CompiledScript("GeoPoint p = new GeoPoint(); p.lat + p.lon").run({}) == 0.0
