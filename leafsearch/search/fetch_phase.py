@@ -293,7 +293,7 @@ def _render_dicts(
             hit["_explanation"] = {"value": hit["_score"] or 0.0, "description": "score", "details": []}
         if nested:
             assert located is not None
-            hit["inner_hits"] = nested_hits.hits_of(target, *located[row], nested, hit, runs, request)
+            hit["inner_hits"] = nested_hits.hits_of(target, *located[row], nested, hit, runs)
         hits.append(hit)
     return hits
 

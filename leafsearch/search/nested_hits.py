@@ -12,13 +12,14 @@ the object's position in the parent's array, as Elasticsearch gives it) and the 
 from __future__ import annotations
 
 import time
+from dataclasses import fields
 from typing import Any
 
 import numpy as np
 import orjson
 
 from leafsearch.common.rawjson import RawJSON
-from leafsearch.request.query_dsl import Nested, queries_within
+from leafsearch.request.query_dsl import Nested, Query
 from leafsearch.request.search_types import SCORE, InnerHitsSpec, SearchRequest, SortSpec
 from leafsearch.search import fetch
 from leafsearch.search.collapse import check_inner_window
@@ -30,39 +31,58 @@ from leafsearch.unsupported import NotSupported
 
 
 def wanted(request: SearchRequest) -> list[Nested]:
-    """The request's `nested` queries asking for inner hits (none nested in another)."""
-    found = []
-    for query in queries_within(request.query):
-        if isinstance(query, Nested):
-            if any(isinstance(q, Nested) and q.inner_hits is not None for q in queries_within(query.query)):
-                raise NotSupported("[inner_hits] of a [nested] query inside another [nested] query")
-            if query.inner_hits is not None:
-                found.append(query)
-    return found
+    """The request's `nested` queries asking for inner hits, outside any other `nested` query."""
+    return _outermost(request.query)
+
+
+def _outermost(query: Any) -> list[Nested]:
+    """The `nested` queries of a query tree asking for inner hits, not inside another `nested`
+    query: one inside another's query shows within the other's inner hits; one inside a `nested`
+    query without inner hits shows nowhere (as in Elasticsearch)."""
+    found: list[Nested] = []
+    stack: list[Any] = [query]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Nested):
+            if node.inner_hits is not None:
+                found.append(node)
+        elif isinstance(node, Query):
+            stack.extend(getattr(node, f.name) for f in fields(node))  # type: ignore[arg-type]
+        elif isinstance(node, tuple | list):
+            stack.extend(node)
+    return found[::-1]
 
 
 def check(request: SearchRequest, targets: list[Target]) -> None:
-    """What each shard checks of a nested query's inner hits before it runs: their window."""
-    for query in wanted(request):
-        for target in {id(t.index): t for t in targets}.values():
-            check_inner_window(target, query.inner_hits)
+    """What each shard checks of a nested query's inner hits before it runs: their window (of
+    those within other nested queries' inner hits too)."""
+    queries = wanted(request)
+    while queries:
+        for query in queries:
+            for target in {id(t.index): t for t in targets}.values():
+                check_inner_window(target, query.inner_hits)
+        queries = [q for query in queries for q in _outermost(query.query)]
 
 
 def hits_of(
-    target: Target, view: Any, doc: int, queries: list[Nested], hit: dict, runs: dict, request: SearchRequest
+    target: Target, view: Any, doc: int, queries: list[Nested], hit: dict, runs: dict
 ) -> dict[str, Any]:
     """One hit's `inner_hits` of `queries` (`wanted`): its document `doc` of `view`'s segment;
     `runs` keeps each query's run over a segment's children for the page's other hits."""
-    return {q.inner_hits.name: _hits_of(target, view, doc, q, hit, runs, request) for q in queries}
+    ctx = runs.get(id(target))
+    if ctx is None:
+        ctx = runs[id(target)] = shard_query_context(target, int(time.time() * 1000), True)
+    return {q.inner_hits.name: _hits_of(ctx, view, doc, q, hit, runs, None) for q in queries}
 
 
 def _hits_of(
-    target: Target, view: Any, doc: int, q: Nested, hit: dict, runs: dict, request: SearchRequest
+    ctx: Any, view: Any, doc: int, q: Nested, hit: dict, runs: dict, above: dict | None
 ) -> dict[str, Any]:
+    """The inner hits of `q` of document `doc` (at the level of `ctx`, in `view`'s segment);
+    `above`: the `_nested` identity of that document when it is itself a nested object."""
     spec: InnerHitsSpec = q.inner_hits
-    key = (id(target), id(view.segment), q)
+    key = (id(ctx), id(view.segment), q)
     if key not in runs:
-        ctx = shard_query_context(target, int(time.time() * 1000), True)
         level = nested_level(ctx, q.path)
         found = level.children.get(view.segment)
         if found is None:
@@ -70,12 +90,12 @@ def _hits_of(
         else:
             children, parents = found
             mask, scores = executor.run(planner.plan(q.query, level.ctx), children, level.ctx, True, 1.0)
-            runs[key] = (children, parents, mask, scores)
+            runs[key] = (level.ctx, children, parents, mask, scores)
     run = runs[key]
     matched = np.empty(0, dtype=np.int64)
     lo = 0
     if run is not None:
-        children, parents, mask, scores = run
+        child_ctx, children, parents, mask, scores = run
         lo, hi = np.searchsorted(parents, [doc, doc + 1])
         matched = lo + np.flatnonzero(mask[lo:hi])
     total = {"value": len(matched), "relation": "eq"}
@@ -87,18 +107,37 @@ def _hits_of(
     sources = children.segment.sources(matched[page])
     rendered = []
     by_field = bool(spec.sort) and spec.sort[0].field != SCORE
+    deeper = _outermost(q.query)
+    # Below another nested object, the identity names the path from it (Elasticsearch's).
+    name = q.path if ctx.nested_path is None else q.path[len(ctx.nested_path) + 1 :]
     for position, source in zip(page.tolist(), sources, strict=True):
         inner: dict[str, Any] = {"_index": hit["_index"], "_id": hit["_id"]}
-        inner["_nested"] = {"field": q.path, "offset": int(matched[position] - lo)}
+        inner["_nested"] = _identity(above, name, int(matched[position] - lo))
         inner["_score"] = None if by_field and not spec.track_scores else float(child_scores[position])
         shown = _source(source, q.path, spec)
         if shown is not None:
             inner["_source"] = shown
         if sort_values is not None:
             inner["sort"] = [values[position] for values in sort_values]
+        if deeper:
+            child = int(matched[position])
+            inner["inner_hits"] = {
+                d.inner_hits.name: _hits_of(child_ctx, children, child, d, hit, runs, inner["_nested"])
+                for d in deeper
+            }
         rendered.append(inner)
     max_score = None if by_field and not spec.track_scores else float(child_scores.max())
     return {"hits": {"total": total, "max_score": max_score, "hits": rendered}}
+
+
+def _identity(above: dict | None, field: str, offset: int) -> dict[str, Any]:
+    """A nested object's `_nested`: the field and offset, within its parent object's identity."""
+    own: dict[str, Any] = {"field": field, "offset": offset}
+    if above is None:
+        return own
+    copy = dict(above)
+    copy["_nested"] = _identity(above.get("_nested"), field, offset) if "_nested" in above else own
+    return copy
 
 
 def _order(
