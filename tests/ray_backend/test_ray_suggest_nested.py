@@ -1,4 +1,4 @@
-"""`suggest` (completion, term) and a `nested` query's `inner_hits` on an index whose shards are
+"""`suggest` (completion, term) and `nested` queries' `inner_hits` (one inside another too) on an index whose shards are
 in Ray actors: each actor computes its shard's part where its segments are (the shard
 interface's `suggest` phase; inner hits in its fetch) and the coordinator merges them.
 
@@ -29,7 +29,14 @@ MAPPING = {
         "s": {"type": "completion"},
         "t": {"type": "text"},
         "n": {"type": "long"},
-        "items": {"type": "nested", "properties": {"c": {"type": "keyword"}, "q": {"type": "long"}}},
+        "items": {
+            "type": "nested",
+            "properties": {
+                "c": {"type": "keyword"},
+                "q": {"type": "long"},
+                "parts": {"type": "nested", "properties": {"z": {"type": "long"}}},
+            },
+        },
     }
 }
 _NDJSON = {"content-type": "application/x-ndjson"}
@@ -41,7 +48,14 @@ def source(n: int) -> dict[str, Any]:
         "s": {"input": f"{word} {n}", "weight": n % 17 + 1},
         "t": f"{word} song {n % 5}",
         "n": n,
-        "items": [{"c": ["red", "blue", "green"][(n + k) % 3], "q": (n * k) % 11} for k in range(n % 4 + 1)],
+        "items": [
+            {
+                "c": ["red", "blue", "green"][(n + k) % 3],
+                "q": (n * k) % 11,
+                "parts": [{"z": (n + k + j) % 5} for j in range(k)],
+            }
+            for k in range(n % 4 + 1)
+        ],
     }
 
 
@@ -97,6 +111,23 @@ BODIES = {
             }
         },
     },
+    "nested_deeper": {
+        "size": 15,
+        "sort": [{"n": "desc"}],
+        "query": {
+            "nested": {
+                "path": "items",
+                "query": {
+                    "nested": {
+                        "path": "items.parts",
+                        "query": {"term": {"items.parts.z": 3}},
+                        "inner_hits": {},
+                    }
+                },
+                "inner_hits": {"name": "with_three"},
+            }
+        },
+    },
     "nested_scored": {
         "size": 10,
         "query": {
@@ -117,17 +148,21 @@ BODIES = {
 }
 
 
+def unnamed(hits: list[dict[str, Any]]) -> None:
+    """Hits and their inner hits, at every depth, without the index's name."""
+    for hit in hits:
+        hit["_index"] = "-"
+        for inner in hit.get("inner_hits", {}).values():
+            unnamed(inner["hits"]["hits"])
+
+
 def answer(http: httpx.Client, index: str, body: dict[str, Any]) -> dict[str, Any]:
     response = http.post(f"/{index}/_search", json=body)
     assert response.status_code == 200, response.text[:500]
     found = response.json()
     for key in ("took", "_shards"):
         found.pop(key)
-    for hit in found["hits"]["hits"]:
-        hit["_index"] = "-"
-        for inner in hit.get("inner_hits", {}).values():
-            for inner_hit in inner["hits"]["hits"]:
-                inner_hit["_index"] = "-"
+    unnamed(found["hits"]["hits"])
     for entries in found.get("suggest", {}).values():
         for entry in entries:
             for option in entry["options"]:
@@ -149,6 +184,12 @@ def test_the_actors_answer_as_local_shards_do(coordinator: Server, name: str) ->
     if name == "nested":
         first = local["hits"]["hits"][0]["inner_hits"]["items"]["hits"]
         assert first["hits"][0]["_nested"]["field"] == "items"
+    if name == "nested_deeper":  # each item shown holds a part with z = 3, shown within it
+        for hit in local["hits"]["hits"]:
+            for item in hit["inner_hits"]["with_three"]["hits"]["hits"]:
+                parts = item["inner_hits"]["items.parts"]["hits"]["hits"]
+                assert parts and all(p["_source"] == {"z": 3} for p in parts)
+                assert all(p["_nested"]["_nested"]["field"] == "parts" for p in parts)
 
 
 def shown(found: dict[str, Any]) -> Any:
