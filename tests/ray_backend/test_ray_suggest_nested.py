@@ -1,6 +1,7 @@
-"""`suggest` (completion, term) and `nested` queries' `inner_hits` (one inside another too) on an index whose shards are
-in Ray actors: each actor computes its shard's part where its segments are (the shard
-interface's `suggest` phase; inner hits in its fetch) and the coordinator merges them.
+"""`suggest` (completion, term) and `nested` queries' `inner_hits` (one inside another too) on
+an index whose shards are in Ray actors: each actor computes its shard's part where its segments
+are (the shard interface's `suggest` phase; inner hits in its fetch) and the coordinator merges
+them.
 
 Through the REST API of a coordinator (`serve --ray`) on a local 3-node Ray cluster, each answer
 on the Ray-backed index `ray` is compared with the same request on `local`, an index of the same
