@@ -34,6 +34,7 @@ from leafsearch.errors import (
     ElasticError,
     IllegalArgument,
     MapperParsing,
+    ParseException,
     StrictDynamicMapping,
 )
 from leafsearch.index import geo, ip, unsigned_long, vector_graph, vectors
@@ -1555,6 +1556,7 @@ class Mapping:
             mapping._refresh()
         except _MappingError as e:
             raise _mapping_error(e) from None
+        mapping._check_references()
         return mapping
 
     def set_analysis(self, analysis: IndexAnalysis) -> None:
@@ -1774,6 +1776,7 @@ class Mapping:
             existing = merged._root.children.get(name)
             merged._root.children[name] = child if existing is None else _merge_mappers(existing, child)
         merged._refresh()
+        merged._check_references()
         _check_field_limit(self.total_fields_limit, self._total_fields, merged._total_fields)
         _check_nested_limit(merged.nested_fields_limit, len(self.nested_paths), len(merged.nested_paths))
         if self.index_sorted and merged.nested_paths:
@@ -1792,6 +1795,28 @@ class Mapping:
         self.field_name_length_limit = field_name_length
         self.nested_fields_limit = nested_fields
         self.nested_objects_limit = nested_objects
+
+    def _check_references(self) -> None:
+        """400 `parse_exception` if a completion field's geo context reads its points from a
+        `path` that is not a `geo_point` field, as Elasticsearch checks a mapping when it is put."""
+        from leafsearch.index.completion import CompletionField  # it builds on this module
+
+        for field in self._fields.values():
+            if not isinstance(field, CompletionField):
+                continue
+            for name, spec in field.contexts.items():
+                if spec.kind != "geo" or spec.path is None:
+                    continue
+                found = self._fields.get(spec.path)
+                if found is None:
+                    raise ParseException(
+                        f"field [{spec.path}] referenced in context [{name}] is not defined in the mapping"
+                    )
+                if found.type != "geo_point":
+                    raise ParseException(
+                        f"field [{spec.path}] referenced in context [{name}] must be mapped to geo_point, "
+                        f"found [{found.type}]"
+                    )
 
     def check_limits(self) -> None:
         """400 `illegal_argument_exception` if the mapping as it stands exceeds its limits (a new

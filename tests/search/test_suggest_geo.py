@@ -129,6 +129,29 @@ def test_bad_mappings_and_queries_are_400s(es: Elasticsearch, new_index: Callabl
         assert bad.value.status_code == 400
 
 
+def test_a_geo_context_path_must_name_a_geo_point_field(
+    es: Elasticsearch, new_index: Callable[..., str]
+) -> None:
+    index = new_index(mappings=mapping())
+    for pin, found in (
+        ({"type": "keyword"}, "must be mapped to geo_point, found [keyword]"),
+        (None, "is not defined"),
+    ):
+        body = mapping()
+        body["properties"].pop("pin")
+        if pin is not None:
+            body["properties"]["pin"] = pin
+        with pytest.raises(BadRequestError) as bad:
+            es.indices.create(index=f"{index}-bad", mappings=body)
+        assert bad.value.error == "parse_exception" and found in str(bad.value.info)
+        assert not es.indices.exists(index=f"{index}-bad")
+        moved = {"s2": {"type": "completion", "contexts": [{"name": "at", "type": "geo", "path": "nowhere"}]}}
+        with pytest.raises(BadRequestError) as bad:
+            es.indices.put_mapping(index=index, properties=moved)
+        assert bad.value.error == "parse_exception"
+        assert "s2" not in es.indices.get_mapping(index=index)[index]["mappings"]["properties"]
+
+
 points = st.tuples(st.floats(-89.9, 89.9), st.floats(-179.9, 179.9))
 
 
