@@ -27,12 +27,12 @@ from leafsearch.errors import IllegalArgument
 from leafsearch.request.query_dsl import Bool, Exists, Term
 from leafsearch.request.search_types import SCORE, CollapseSpec, InnerHitsSpec, SearchRequest, SortSpec
 from leafsearch.search.fetch import format_sort_value
-from leafsearch.unsupported import NotSupported
 
 if TYPE_CHECKING:
     from leafsearch.index.searcher import SegmentView
     from leafsearch.search.hitlist import HitList
     from leafsearch.search.services import SearchServices
+    from leafsearch.search.shard_api import ShardContextId
     from leafsearch.search.sort_keys import GlobalOrdinals
     from leafsearch.search.targets import Target
 
@@ -55,12 +55,10 @@ MAX_INNER_RESULT_WINDOW = "index.max_inner_result_window"
 
 def check_collapse(request: SearchRequest, targets: list[Target]) -> None:
     """What each shard checks of `collapse` before it runs: the field's type and doc values in
-    every index, the inner hits' windows; and that the shards are this process's."""
+    every index, the inner hits' windows."""
     collapse = request.collapse
     if collapse is None:
         return
-    if any(t.remote for t in targets):
-        raise NotSupported("[collapse] on shards held by Ray actors")
     for target in {id(t.index): t for t in targets}.values():
         ft = target.mapping.field(collapse.field)
         if ft is None:
@@ -125,6 +123,9 @@ def collapsed(
         first[without[0]] = True
     keep = np.flatnonzero(first)
     columns = [c.take(keep) for c in hitlist.columns]
+    key_column = column.take(position[keep])
+    kept_present = np.ones(len(keep), bool) if key_column.present is None else key_column.present
+    with_key = np.flatnonzero(kept_present)
     return dataclasses.replace(
         hitlist,
         target=hitlist.target[keep],
@@ -135,7 +136,8 @@ def collapsed(
         # all went (their key's first hit had one) loses its missing flag, and a cursor's key
         # (`SortColumn.after_key`) has the columns' own shape.
         keys=[key for c in columns for key in c.key_columns()],
-        collapse=column.take(position[keep]),
+        collapse=key_column,
+        collapse_index=with_key[np.argsort(key_column.values[with_key], kind="stable")],
     )
 
 
@@ -194,7 +196,7 @@ def decorate(
         shown.setdefault("fields", {collapse.field: [key]})
         if collapse.inner_hits:
             shown["inner_hits"] = {
-                inner.name: _inner_hits(services, hitlist.targets, request, inner, key)
+                inner.name: _inner_hits(services, hitlist, request, inner, key)
                 for inner in collapse.inner_hits
             }
         out.append(shown)
@@ -202,20 +204,26 @@ def decorate(
 
 
 def _inner_hits(
-    services: SearchServices, targets: list[Target], request: SearchRequest, inner: InnerHitsSpec, key: Any
+    services: SearchServices, hitlist: HitList, request: SearchRequest, inner: InnerHitsSpec, key: Any
 ) -> dict[str, Any]:
     field = request.collapse.field  # type: ignore[union-attr]
     group = (Term(field, key),) if key is not None else ()
     without = (Exists(field),) if key is None else ()
     query = Bool(must=(request.query,), filter=group, must_not=without)
-    return inner_hits_search(services, targets, request, inner, query)
+    return inner_hits_search(services, hitlist.targets, request, inner, query, hitlist.contexts)
 
 
 def inner_hits_search(
-    services: SearchServices, targets: list[Target], request: SearchRequest, inner: InnerHitsSpec, query: Any
+    services: SearchServices,
+    targets: list[Target],
+    request: SearchRequest,
+    inner: InnerHitsSpec,
+    query: Any,
+    contexts: list[ShardContextId | None] | None = None,
 ) -> dict[str, Any]:
-    """One hit's `inner_hits`: `query` searched on `targets` (the page's snapshots) with the inner
-    hits' own `from`, `size`, `sort` and `_source`; `{"hits": ...}` as Elasticsearch shows it."""
+    """One hit's `inner_hits`: `query` searched on `targets` (the page's snapshots; `contexts`:
+    the shard contexts pinning them, a PIT's) with the inner hits' own `from`, `size`, `sort`
+    and `_source`, every shard asked; `{"hits": ...}` as Elasticsearch shows it."""
     from leafsearch.search import phases  # (phases renders collapsed pages with `decorate`)
 
     sort = list(inner.sort)
@@ -241,7 +249,7 @@ def inner_hits_search(
         fields=[],
         docvalue_fields=[],
     )
-    found, _ = phases.query_phase(services, targets, asked, aggs=False)
+    found, _ = phases.query_phase(services, targets, asked, aggs=False, contexts=contexts)
     first, last = phases.page_bounds(found, asked)
     body = phases.response(services, found, asked, first, last, time.perf_counter(), agg_tree=None, extra={})
     return {"hits": body["hits"]}

@@ -112,6 +112,36 @@ class ShardQuery:
     #: the positions [start, end) of this shard's live documents in the slice
     #: (`slicing.pit_slice_windows`); None: the slice goes to shards first (`shard_count`).
     slice_window: tuple[int, int] | None = None
+    #: A collapsed search's round on this shard (collapse_shards.py); None: plain top hits.
+    collapse: CollapseAsk | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CollapseAsk:
+    """One round of a collapsed page on a shard (collapse_shards.py): of the shard's groups whose
+    best hit comes after the cursor, in sort order, `count` after the first `skip`; and for the
+    `check` keys (keyword terms as bytes, or numbers; `check_missing`: the group without a
+    value), the best hit of each group after the cursor, or whether one comes at or before it."""
+
+    skip: int
+    count: int
+    check: np.ndarray | None = None
+    check_missing: bool = False
+
+
+@dataclass(slots=True)
+class CollapseFound:
+    """A shard's answer to a `CollapseAsk`, beside its `ShardTopDocs` hits: the first
+    `candidates` hits are the groups asked for, the others the best hits of checked groups after
+    the cursor; `keys` the collapse key of each hit; `exhausted`: no group after the last
+    candidate; `used`: the positions in `check` of the groups with a hit at or before the cursor
+    (`missing_used`: the group without a value)."""
+
+    keys: SortColumn
+    candidates: int
+    exhausted: bool
+    used: np.ndarray
+    missing_used: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +183,8 @@ class ShardTopDocs:
     page: FetchedPage | None = None
     #: `terminate_after` stopped the shard's collection before its last match.
     terminated_early: bool = False
+    #: A collapsed round's groups (`ShardQuery.collapse`), else None.
+    collapse: CollapseFound | None = None
 
 
 @dataclass(frozen=True, slots=True)
