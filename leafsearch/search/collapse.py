@@ -2,13 +2,13 @@
 
 Elasticsearch collapses each shard's top hits and merges them, so it can page a collapsed search
 only by offset, and with `search_after` only when sorted by the collapse field alone (its
-#53115). leafsearch collapses the list of every match in sort order (hitlist.py) instead: a
-group's best hit is its first in that list, so the collapsed list is the first hit of each key,
-in the same order. It is kept in the node's HitList cache like any list (keyed with the collapse
-field), so with a point in time every page of a walk, offset or `search_after`, is a binary
-search or a slice of one list of the snapshot's groups: each key appears exactly once over the
-walk, whatever is written meanwhile. Without a PIT each page reads the current snapshot, as
-`search_after` does.
+#53115). Here each shard collapses the list of every match of its snapshot in sort order
+(hitlist.py): a key's best hit on the shard is its first in that list, so the shard's collapsed
+list is the first hit of each key, in the same order, kept in the HitList cache like any list
+(keyed with the collapse field). The coordinator merges the shards' lists by key, page by page
+after the cursor (collapse_shards.py), so on a PIT each key appears exactly once over a walk,
+offset or `search_after`, whatever is written meanwhile. Without a PIT each page reads the
+current snapshot, as `search_after` does.
 
 `inner_hits` are Elasticsearch's expand phase: for each collapsed hit of the page, a search of the
 same snapshots for the request's query and that key (or, for the group without a value, the
