@@ -46,9 +46,8 @@ def _fill(http: httpx.Client, docs: int, users: int, shards: int) -> None:
         for n in range(start, min(docs, start + 5000)):
             source = {"user": f"u{rng.randrange(users)}", "ts": n}
             lines += [orjson.dumps({"index": {"_id": str(n)}}), orjson.dumps(source)]
-        response = http.post(
-            "/posts/_bulk", content=b"\n".join(lines) + b"\n", headers={"content-type": "application/x-ndjson"}
-        )
+        ndjson = {"content-type": "application/x-ndjson"}
+        response = http.post("/posts/_bulk", content=b"\n".join(lines) + b"\n", headers=ndjson)
         assert response.status_code == 200 and not response.json()["errors"]
     assert http.post("/posts/_refresh").status_code == 200
 
