@@ -181,33 +181,32 @@ def _compact(column: SortColumn) -> SortColumn:
 
 
 class _Keys:
-    """A set of collapse keys: values (keyword terms as bytes, or numbers) and the group without."""
+    """A set of collapse keys: values (keyword terms as bytes, or numbers; a set, as a page's few
+    hundred keys are united and subtracted more cheaply hashed than sorted) and the group
+    without a value."""
 
-    def __init__(self, values: np.ndarray | None = None, missing: bool = False) -> None:
-        self.values = values
+    def __init__(self, values: set[Any] | None = None, missing: bool = False) -> None:
+        self.values = values if values is not None else set()
         self.missing = missing
 
     def __bool__(self) -> bool:
-        return self.missing or (self.values is not None and len(self.values) > 0)
+        return self.missing or bool(self.values)
 
     def __or__(self, other: _Keys) -> _Keys:
-        if self.values is None or other.values is None:
-            values = other.values if self.values is None else self.values
-        else:
-            values = np.union1d(self.values, other.values)
-        return _Keys(values, self.missing or other.missing)
+        return _Keys(self.values | other.values, self.missing or other.missing)
 
     def __sub__(self, other: _Keys) -> _Keys:
-        values = self.values
-        if values is not None and other.values is not None and len(other.values):
-            values = np.setdiff1d(values, other.values)
-        return _Keys(values, self.missing and not other.missing)
+        return _Keys(self.values - other.values, self.missing and not other.missing)
+
+    def array(self) -> np.ndarray | None:
+        """The values, for a `CollapseAsk` (None: none)."""
+        return np.array(list(self.values)) if self.values else None
 
     def holds(self, values: np.ndarray, present: np.ndarray) -> np.ndarray:
         """Per key (`values`, `present`: it has a value), whether it is in the set."""
         inside = ~present if self.missing else np.zeros(len(present), bool)
-        if self.values is not None and len(self.values) and present.any():
-            inside |= present & np.isin(values, self.values)
+        if self.values and present.any():
+            inside |= present & np.isin(values, np.array(list(self.values)))
         return inside
 
 
@@ -220,10 +219,10 @@ def _key_values(column: SortColumn) -> tuple[np.ndarray, np.ndarray]:
     return terms[np.clip(column.values, 0, len(terms) - 1)], present
 
 
-def _keys_of(column: SortColumn, rows: slice | np.ndarray) -> _Keys:
+def _keys_of(column: SortColumn, rows: slice) -> _Keys:
     values, present = _key_values(column)
     values, present = values[rows], present[rows]
-    return _Keys(np.unique(values[present]), bool((~present).any()))
+    return _Keys(set(values[present].tolist()), bool((~present).any()))
 
 
 class _Rounds:
@@ -238,7 +237,8 @@ class _Rounds:
         self.candidates = _Keys()
         self.used = _Keys()  # keys with a hit at or before the cursor
 
-    def take(self, answer: ShardTopDocs, checked: _Keys | None) -> None:
+    def take(self, answer: ShardTopDocs, checked: CollapseAsk | None) -> None:
+        """Take a shard's answer (`checked`: the check it answered, None for candidates)."""
         found = answer.collapse
         assert found is not None
         i = answer.shard_index
@@ -252,8 +252,8 @@ class _Rounds:
         if checked is None:
             self.exhausted[i] = found.exhausted
         else:
-            values = None if checked.values is None else checked.values[found.used]
-            self.used = self.used | _Keys(values, found.missing_used)
+            shown = set() if checked.check is None else set(checked.check[found.used].tolist())
+            self.used = self.used | _Keys(shown, found.missing_used)
 
 
 def collapsed_page(
@@ -291,7 +291,7 @@ def collapsed_page(
     live = {a.shard_index for a in first}
     for answer in first:
         rounds.take(answer, None)
-    while need:
+    while True:
         checks = {}
         for i in sorted(live):
             new = rounds.candidates - rounds.asked[i]
@@ -299,12 +299,12 @@ def collapsed_page(
                 checks[i] = new
                 rounds.asked[i] = rounds.asked[i] | new
         if checks:
-            asked = {i: CollapseAsk(0, 0, k.values, k.missing) for i, k in checks.items()}
+            asked = {i: CollapseAsk(0, 0, k.array(), k.missing) for i, k in checks.items()}
             for answer in ask(asked):
-                rounds.take(answer, checks[answer.shard_index])
+                rounds.take(answer, asked[answer.shard_index])
         live -= {f.shard_index for f in failures}
         merged = _merge(targets, request, plan, rounds, sort_field_types)
-        more = _more(merged, rounds, live, need)
+        more = _more(merged, rounds, live, need) if need else None
         if more is None:
             break
         # (twice as many as each has given)
@@ -312,7 +312,6 @@ def collapsed_page(
         for answer in ask(extend):
             rounds.take(answer, None)
         live -= {f.shard_index for f in failures}
-    merged = _merge(targets, request, plan, rounds, sort_field_types)
     page = merged.page(rounds, live, request.from_, need)
     maxima = [a.max_score for a in first if a.max_score is not None]
     hits = HitList(
