@@ -32,6 +32,7 @@ import numpy as np
 
 from leafsearch.errors import ShardFailed
 from leafsearch.request.search_types import SHARD_DOC, SortSpec
+from leafsearch.search.guard import MATCH_BYTES, SORT_KEY_BYTES, SearchGuard
 from leafsearch.search.hitlist import HitList, effective_sort
 from leafsearch.search.shard_api import (
     CollapseAsk,
@@ -46,7 +47,6 @@ from leafsearch.search.shard_api import (
 from leafsearch.search.sort_keys import SortColumn
 
 if TYPE_CHECKING:
-    from leafsearch.search.guard import SearchGuard
     from leafsearch.search.services import SearchServices
     from leafsearch.search.targets import Target
 
@@ -267,7 +267,26 @@ def collapsed_page(
     contexts: Sequence[ShardContextId | None] | None,
 ) -> HitList:
     """The collapsed page [from, from + size) after the request's cursor, as a HitList of the page
-    alone (`window`) with its keys (`HitList.collapse`), its totals those of every match."""
+    alone (`window`) with its keys (`HitList.collapse`), its totals those of every match. What
+    the rounds bring is reserved on the request breaker before it is asked for (a 429 past it),
+    and released with the answer."""
+    guard = SearchGuard.for_search(services, request, None)
+    try:
+        return _collapsed_page(services, targets, request, now_millis, aggs, shards, contexts, guard)
+    finally:
+        guard.release_all()
+
+
+def _collapsed_page(
+    services: SearchServices,
+    targets: list[Target],
+    request: Any,
+    now_millis: int,
+    aggs: bool,
+    shards: Sequence[ShardSearch],
+    contexts: Sequence[ShardContextId | None] | None,
+    guard: SearchGuard,
+) -> HitList:
     from leafsearch.search.top_hits import _survivors, sort_field_types, sort_plan
 
     plan = sort_plan(request, targets)
@@ -277,8 +296,15 @@ def collapsed_page(
     pool = services.shard_pool
     failures: list[ShardFailed] = []
     rounds = _Rounds(n)
+    # What each hit a round brings costs the coordinator until the page is found: its doc, shard
+    # and score, each sort value and its key, the collapse key; merged once more per round.
+    hit_bytes = 2 * (MATCH_BYTES + SORT_KEY_BYTES * (len(plan.specs) + 1))
 
     def ask(asks: dict[int, CollapseAsk], with_aggs: bool = False) -> list[ShardTopDocs]:
+        # (reserved before the answers arrive, for as many hits as asked for or checked)
+        guard.reserve(
+            hit_bytes * sum(a.count + (0 if a.check is None else len(a.check)) + 1 for a in asks.values())
+        )
         queries = [
             ShardQuery(request, i, now_millis, plan, with_aggs, None, pins[i], n, collapse=a)
             for i, a in asks.items()

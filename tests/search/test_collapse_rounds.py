@@ -117,3 +117,23 @@ def test_a_pit_walk_with_inner_hits_of_both_shards(
         assert inner["total"] == {"value": 2, "relation": "eq"}
         assert [h["_id"] for h in inner["hits"]] == [f"b{i}", f"a{i}"]
     assert [h["_id"] for h in hits[30]["inner_hits"]["all"]["hits"]["hits"]] == ["late"]
+
+
+def test_the_rounds_reserve_what_they_ask_for(
+    http: httpx.Client, new_index: Any, cluster_setting: Any
+) -> None:
+    """What a page's rounds bring to the coordinator is reserved on its request breaker before it
+    is asked for: a page of 5,000 groups past a limit the plain page fits in is a 429, which
+    holds nothing after it."""
+    name = crowded(http, new_index)
+    cluster_setting("indices.breaker.request.limit", "200kb")
+    body = {"sort": ["n"], "size": 5000}
+    assert search_ok(http, name, body)["hits"]["total"]["value"] == 62
+    response = http.post(f"/{name}/_search", json={**body, "collapse": {"field": "user"}})
+    assert response.status_code == 429, response.text
+    assert response.json()["error"]["type"] == "circuit_breaking_exception"
+    breaker = next(iter(http.get("/_nodes/stats/breaker").json()["nodes"].values()))["breakers"]["request"]
+    assert breaker["estimated_size_in_bytes"] == 0
+    cluster_setting("indices.breaker.request.limit", None)
+    hits = search_ok(http, name, {**body, "collapse": {"field": "user"}})["hits"]["hits"]
+    assert len(hits) == 32
