@@ -19,7 +19,9 @@ at or before V. When it does not (a shard's candidates were mostly keys shown be
 which only the other shards know), the shards whose candidates stop before the page's end are
 asked for twice as many more (and the new keys checked), until it does: so each key appears
 exactly once over a walk, at its best hit. Calls per page: 2 per shard (1 for a search of one
-shard), plus 2 for each doubling, then the fetch; `inner_hits` are one search per hit.
+shard), plus, for each doubling, one to each shard asked for more and one to each shard with new
+keys to check; then the fetch. Measured: 2.0 to 2.6 per shard before the fetch
+(bench/RESULTS.md, "Collapse on shard actors"). `inner_hits` are one search per hit.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from leafsearch.errors import ShardFailed
-from leafsearch.request.search_types import SHARD_DOC, SortSpec
+from leafsearch.request.search_types import SHARD_DOC, SearchRequest, SortSpec
 from leafsearch.search.guard import MATCH_BYTES, SORT_KEY_BYTES, SearchGuard
 from leafsearch.search.hitlist import HitList, effective_sort
 from leafsearch.search.shard_api import (
@@ -41,6 +43,7 @@ from leafsearch.search.shard_api import (
     ShardQuery,
     ShardSearch,
     ShardTopDocs,
+    SortPlan,
     each_phase,
     merge_columns,
 )
@@ -112,7 +115,7 @@ def shard_round(
     )
 
 
-def _position_after(listed: HitList, request: Any, shard_index: int) -> int:
+def _position_after(listed: HitList, request: SearchRequest, shard_index: int) -> int:
     """Where the cursor falls in a shard's list, whose `_shard_doc` values are its own docs."""
     from leafsearch.search.phases import _after_keys
 
@@ -259,7 +262,7 @@ class _Rounds:
 def collapsed_page(
     services: SearchServices,
     targets: list[Target],
-    request: Any,
+    request: SearchRequest,
     *,
     now_millis: int,
     aggs: bool,
@@ -280,7 +283,7 @@ def collapsed_page(
 def _collapsed_page(
     services: SearchServices,
     targets: list[Target],
-    request: Any,
+    request: SearchRequest,
     now_millis: int,
     aggs: bool,
     shards: Sequence[ShardSearch],
@@ -390,7 +393,9 @@ class _Merged:
         return known[start:end]
 
 
-def _merge(targets: list[Target], request: Any, plan: Any, rounds: _Rounds, field_types: Any) -> _Merged:
+def _merge(
+    targets: list[Target], request: SearchRequest, plan: SortPlan, rounds: _Rounds, field_types: Any
+) -> _Merged:
     parts = rounds.parts
     shard_of = [np.full(len(p.docs), p.shard_index, np.int32) for p in parts]
     target = np.concatenate(shard_of or [np.empty(0, np.int32)])
@@ -401,7 +406,7 @@ def _merge(targets: list[Target], request: Any, plan: Any, rounds: _Rounds, fiel
         merge_columns(spec, kind, [p.columns[j] for p in parts], field_types(spec, targets))
         for j, (spec, (kind, _)) in enumerate(zip(plan.specs, plan.resolved, strict=True))
     ]
-    field = request.collapse.field
+    field = request.collapse.field  # type: ignore[union-attr]
     key_spec = SortSpec(field, "asc")
     key_parts = [p.collapse.keys for p in parts if p.collapse is not None]
     key_kind = key_parts[0].kind if key_parts else "keyword"
