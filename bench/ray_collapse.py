@@ -2,6 +2,7 @@
 
     python -m bench.ray_collapse                       # 50,000 documents, 5,000 users, 3 shards
     python -m bench.ray_collapse --docs 200000 --users 20000 --tries 30
+    python -m bench.ray_collapse --inner-hits 3 --tries 10   # each collapsed hit's 3 latest posts
 
 A coordinator (`serve --ray`) on a local one-node Ray cluster, one index of `--docs` posts by
 `--users` users (each user's posts spread over the shards by id), sorted by `ts` desc. On one
@@ -10,7 +11,9 @@ the PIT, so both pages start at the same place): the plain page of 100 after it,
 collapsed page of 100 (`collapse` on `user`) after it, alternating which goes first. Each
 collapsed page is checked: 100 distinct users (or the walk's end), none of them with a post
 before the cursor. Before the tries, one collapsed page builds each shard's grouped list (kept
-for the PIT's snapshot, as a walk's first page does). Medians and p99 in ms.
+for the PIT's snapshot, as a walk's first page does). `--inner-hits N`: the collapsed pages ask
+each hit's N latest posts (`inner_hits`, one search of every shard per hit). Medians and p99 in
+ms.
 """
 
 from __future__ import annotations
@@ -52,12 +55,16 @@ def _fill(http: httpx.Client, docs: int, users: int, shards: int) -> None:
     assert http.post("/posts/_refresh").status_code == 200
 
 
-def _page(http: httpx.Client, pit: str, after: list[Any] | None, collapse: bool) -> tuple[float, list]:
+def _page(
+    http: httpx.Client, pit: str, after: list[Any] | None, collapse: bool, inner: int = 0
+) -> tuple[float, list]:
     body: dict[str, Any] = {"size": SIZE, "sort": SORT, "pit": {"id": pit}, "track_total_hits": False}
     if after is not None:
         body["search_after"] = after
     if collapse:
         body["collapse"] = {"field": "user"}
+        if inner:
+            body["collapse"]["inner_hits"] = {"name": "latest", "size": inner, "sort": SORT}
     began = time.perf_counter()
     response = http.post("/_search", json=body)
     took = (time.perf_counter() - began) * 1000
@@ -65,7 +72,7 @@ def _page(http: httpx.Client, pit: str, after: list[Any] | None, collapse: bool)
     return took, response.json()["hits"]["hits"]
 
 
-def run(docs: int, users: int, shards: int, tries: int) -> dict[str, list[float]]:
+def run(docs: int, users: int, shards: int, tries: int, inner: int) -> dict[str, list[float]]:
     os.environ.update(LOOPBACK_ENV)
     import ray
     from ray.cluster_utils import Cluster
@@ -105,7 +112,7 @@ def run(docs: int, users: int, shards: int, tries: int) -> dict[str, list[float]
                 position = rng.randrange(len(order) - 1)
                 cursor = order[position][1]
                 for collapse in (False, True) if attempt % 2 else (True, False):
-                    took, hits = _page(http, pit, cursor, collapse)
+                    took, hits = _page(http, pit, cursor, collapse, inner)
                     name = "collapsed page" if collapse else "plain search_after page"
                     results[name].append(took)
                     if collapse:
@@ -115,6 +122,12 @@ def run(docs: int, users: int, shards: int, tries: int) -> dict[str, list[float]
                         expected = sorted(first_seen.values())
                         wanted = [p for p in expected if p > position][:SIZE]
                         assert [first_seen[k] for k in keys] == wanted, "not the grouping's page"
+                        if inner:
+                            latest = [h["inner_hits"]["latest"]["hits"]["hits"] for h in hits]
+                            assert all(
+                                group and group[0]["_id"] == h["_id"]
+                                for group, h in zip(latest, hits, strict=True)
+                            )
     finally:
         ray.shutdown()
         cluster.shutdown()
@@ -128,8 +141,9 @@ def main() -> None:
     parser.add_argument("--users", type=int, default=5_000)
     parser.add_argument("--shards", type=int, default=3)
     parser.add_argument("--tries", type=int, default=20)
+    parser.add_argument("--inner-hits", type=int, default=0)
     options = parser.parse_args()
-    results = run(options.docs, options.users, options.shards, options.tries)
+    results = run(options.docs, options.users, options.shards, options.tries, options.inner_hits)
     for name, values in results.items():
         values = sorted(values)
         p99 = values[min(len(values) - 1, int(len(values) * 0.99))]
