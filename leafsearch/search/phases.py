@@ -356,7 +356,7 @@ def response(
     agg_tree: Any,
     extra: dict[str, Any],
     raw_hits: bool = False,
-    ready: RawJSON | None = None,
+    ready: RawJSON | list[Any] | None = None,
     shards: Sequence[ShardSearch] | None = None,
     last_phase: bool = False,
 ) -> dict[str, Any]:
