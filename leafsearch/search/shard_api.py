@@ -13,6 +13,9 @@ ShardSearchContextId), the coordinator here reaches every shard through `ShardSe
   totals and aggregation partials; the coordinator merges them (top_hits.py).
 - `fetch(ShardFetch)` -> `ShardFetchResult`: the shard's hits of the page, rendered as JSON bytes
   (or dicts); the coordinator splices them in page order (fetch_phase.py).
+- a collapsed page's rounds are queries too (`ShardQuery.collapse`, a `CollapseAsk`): the shard's
+  groups after the cursor, or its best hits of given keys (`ShardTopDocs.collapse`;
+  collapse_shards.py).
 - a search that asks one shard sends no fetch: its `ShardQuery.fetch` (`FetchAlong`) has the
   shard fetch the page with its query, in the same answer (`ShardTopDocs.page`;
   query_and_fetch.py).
