@@ -332,7 +332,9 @@ class ShardActor:
         # shards' columns with its own mapping's. Sent back, a date field's type was 0.7 KB to
         # pickle here and to rebuild on the coordinator, in every answer.
         top.columns = [replace(column, field_types=()) for column in top.columns]
-        if (query.context is None and (last or not len(top.docs))) or (last and free_after):
+        # (a collapsed page's next rounds read the snapshot its first pinned, hits or not)
+        empty = not len(top.docs) and query.collapse is None
+        if (query.context is None and (last or empty)) or (last and free_after):
             self.state.shard_contexts.free(context)
             return None, top
         return context, top

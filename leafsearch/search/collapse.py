@@ -2,17 +2,18 @@
 
 Elasticsearch collapses each shard's top hits and merges them, so it can page a collapsed search
 only by offset, and with `search_after` only when sorted by the collapse field alone (its
-#53115). leafsearch collapses the list of every match in sort order (hitlist.py) instead: a
-group's best hit is its first in that list, so the collapsed list is the first hit of each key,
-in the same order. It is kept in the node's HitList cache like any list (keyed with the collapse
-field), so with a point in time every page of a walk, offset or `search_after`, is a binary
-search or a slice of one list of the snapshot's groups: each key appears exactly once over the
-walk, whatever is written meanwhile. Without a PIT each page reads the current snapshot, as
-`search_after` does.
+#53115). Here each shard collapses the list of every match of its snapshot in sort order
+(hitlist.py): a key's best hit on the shard is its first in that list, so the shard's collapsed
+list is the first hit of each key, in the same order, kept in the HitList cache like any list
+(keyed with the collapse field). The coordinator merges the shards' lists by key, page by page
+after the cursor (collapse_shards.py), so on a PIT each key appears exactly once over a walk,
+offset or `search_after`, whatever is written meanwhile. Without a PIT each page reads the
+current snapshot, as `search_after` does.
 
 `inner_hits` are Elasticsearch's expand phase: for each collapsed hit of the page, a search of the
 same snapshots for the request's query and that key (or, for the group without a value, the
-documents without one), with the inner hits' own `from`, `size`, `sort` and `_source`.
+documents without one), with the inner hits' own `from`, `size`, `sort` and `_source`; the
+page's searches go to the shards together (a query round, then a fetch round).
 """
 
 from __future__ import annotations
@@ -23,16 +24,17 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from leafsearch.errors import IllegalArgument
+from leafsearch.errors import IllegalArgument, ShardFailed
 from leafsearch.request.query_dsl import Bool, Exists, Term
 from leafsearch.request.search_types import SCORE, CollapseSpec, InnerHitsSpec, SearchRequest, SortSpec
 from leafsearch.search.fetch import format_sort_value
-from leafsearch.unsupported import NotSupported
+from leafsearch.search.shard_api import ShardQuery, each_phase
 
 if TYPE_CHECKING:
     from leafsearch.index.searcher import SegmentView
     from leafsearch.search.hitlist import HitList
     from leafsearch.search.services import SearchServices
+    from leafsearch.search.shard_api import ShardContextId
     from leafsearch.search.sort_keys import GlobalOrdinals
     from leafsearch.search.targets import Target
 
@@ -55,12 +57,10 @@ MAX_INNER_RESULT_WINDOW = "index.max_inner_result_window"
 
 def check_collapse(request: SearchRequest, targets: list[Target]) -> None:
     """What each shard checks of `collapse` before it runs: the field's type and doc values in
-    every index, the inner hits' windows; and that the shards are this process's."""
+    every index, the inner hits' windows."""
     collapse = request.collapse
     if collapse is None:
         return
-    if any(t.remote for t in targets):
-        raise NotSupported("[collapse] on shards held by Ray actors")
     for target in {id(t.index): t for t in targets}.values():
         ft = target.mapping.field(collapse.field)
         if ft is None:
@@ -125,6 +125,9 @@ def collapsed(
         first[without[0]] = True
     keep = np.flatnonzero(first)
     columns = [c.take(keep) for c in hitlist.columns]
+    key_column = column.take(position[keep])
+    kept_present = np.ones(len(keep), bool) if key_column.present is None else key_column.present
+    with_key = np.flatnonzero(kept_present)
     return dataclasses.replace(
         hitlist,
         target=hitlist.target[keep],
@@ -135,7 +138,8 @@ def collapsed(
         # all went (their key's first hit had one) loses its missing flag, and a cursor's key
         # (`SortColumn.after_key`) has the columns' own shape.
         keys=[key for c in columns for key in c.key_columns()],
-        collapse=column.take(position[keep]),
+        collapse=key_column,
+        collapse_index=with_key[np.argsort(key_column.values[with_key], kind="stable")],
     )
 
 
@@ -178,12 +182,14 @@ def decorate(
     hits: list[dict[str, Any]],
 ) -> list[dict[str, Any]]:
     """The page's hits with their collapse key in `fields` and, when asked, their `inner_hits`
-    (one search per hit and definition, on the page's snapshots), keys in Elasticsearch's order."""
+    (per definition, one search per hit, all sent at once, on the page's snapshots), keys in
+    Elasticsearch's order."""
     collapse = request.collapse
     assert collapse is not None
     keys = key_values(hitlist, start, end)
+    inner = {spec.name: _inner_hits(services, hitlist, request, spec, keys) for spec in collapse.inner_hits}
     out = []
-    for hit, key in zip(hits, keys, strict=True):
+    for row, (hit, key) in enumerate(zip(hits, keys, strict=True)):
         shown: dict[str, Any] = {}
         for name, value in hit.items():
             if name in ("sort", "_explanation") and "fields" not in shown:
@@ -192,39 +198,37 @@ def decorate(
                 value = {**value, collapse.field: [key]}
             shown[name] = value
         shown.setdefault("fields", {collapse.field: [key]})
-        if collapse.inner_hits:
+        if inner:
             shown["inner_hits"] = {
                 **hit.get("inner_hits", {}),  # a nested query's, from the shard's fetch
-                **{
-                    inner.name: _inner_hits(services, hitlist.targets, request, inner, key)
-                    for inner in collapse.inner_hits
-                },
+                **{name: found[row] for name, found in inner.items()},
             }
         out.append(shown)
     return out
 
 
 def _inner_hits(
-    services: SearchServices, targets: list[Target], request: SearchRequest, inner: InnerHitsSpec, key: Any
-) -> dict[str, Any]:
+    services: SearchServices, hitlist: HitList, request: SearchRequest, inner: InnerHitsSpec, keys: list[Any]
+) -> list[dict[str, Any]]:
+    """Each key's group's `inner_hits` of one definition."""
     field = request.collapse.field  # type: ignore[union-attr]
-    group = (Term(field, key),) if key is not None else ()
-    without = (Exists(field),) if key is None else ()
-    query = Bool(must=(request.query,), filter=group, must_not=without)
-    return inner_hits_search(services, targets, request, inner, query)
+    asked = []
+    for key in keys:
+        group = (Term(field, key),) if key is not None else ()
+        without = (Exists(field),) if key is None else ()
+        asked.append(
+            inner_request(request, inner, Bool(must=(request.query,), filter=group, must_not=without))
+        )
+    return inner_hits_searches(services, hitlist.targets, asked, hitlist.contexts)
 
 
-def inner_hits_search(
-    services: SearchServices, targets: list[Target], request: SearchRequest, inner: InnerHitsSpec, query: Any
-) -> dict[str, Any]:
-    """One hit's `inner_hits`: `query` searched on `targets` (the page's snapshots) with the inner
-    hits' own `from`, `size`, `sort` and `_source`; `{"hits": ...}` as Elasticsearch shows it."""
-    from leafsearch.search import phases  # (phases renders collapsed pages with `decorate`)
-
+def inner_request(request: SearchRequest, inner: InnerHitsSpec, query: Any) -> SearchRequest:
+    """The search of one hit's `inner_hits`: `query` with the inner hits' own `from`, `size`,
+    `sort` and `_source`."""
     sort = list(inner.sort)
     if len(sort) == 1 and sort[0].field == SCORE and sort[0].descending:
         sort = []
-    asked = dataclasses.replace(
+    return dataclasses.replace(
         request,
         query=query,
         from_=inner.from_,
@@ -244,7 +248,74 @@ def inner_hits_search(
         fields=[],
         docvalue_fields=[],
     )
-    found, _ = phases.query_phase(services, targets, asked, aggs=False)
-    first, last = phases.page_bounds(found, asked)
-    body = phases.response(services, found, asked, first, last, time.perf_counter(), agg_tree=None, extra={})
-    return {"hits": body["hits"]}
+
+
+def inner_hits_search(
+    services: SearchServices,
+    targets: list[Target],
+    request: SearchRequest,
+    inner: InnerHitsSpec,
+    query: Any,
+    contexts: list[ShardContextId | None] | None = None,
+) -> dict[str, Any]:
+    """One hit's `inner_hits`: `query` searched on `targets` (the page's snapshots; `contexts`:
+    the shard contexts pinning them, a PIT's) with the inner hits' own `from`, `size`, `sort`
+    and `_source`, every shard asked; `{"hits": ...}` as Elasticsearch shows it."""
+    return inner_hits_searches(services, targets, [inner_request(request, inner, query)], contexts)[0]
+
+
+def inner_hits_searches(
+    services: SearchServices,
+    targets: list[Target],
+    requests: list[SearchRequest],
+    contexts: list[ShardContextId | None] | None = None,
+) -> list[dict[str, Any]]:
+    """`inner_request` searches of one sort on `targets`, each `{"hits": ...}`: every shard's
+    query of every search sent at once, then every fetch at once (as Elasticsearch's expand
+    phase sends one multi-search), so a page's inner hits cost two calls per shard and search
+    but two round trips in all. Under DFS one search at a time (each its DFS phase first)."""
+    from leafsearch.search import phases, top_hits  # (phases renders collapsed pages with `decorate`)
+    from leafsearch.search.fetch_phase import page_fetches, spliced
+
+    if not requests:
+        return []
+    if requests[0].dfs:
+        out = []
+        for asked in requests:
+            found, _ = phases.query_phase(services, targets, asked, aggs=False, contexts=contexts)
+            first, last = phases.page_bounds(found, asked)
+            body = phases.response(
+                services, found, asked, first, last, time.perf_counter(), agg_tree=None, extra={}
+            )
+            out.append({"hits": body["hits"]})
+        return out
+    n = len(targets)
+    pins = list(contexts) if contexts is not None else [None] * n
+    shards = top_hits.shard_handles(services, targets)
+    now = int(time.time() * 1000)
+    plan = top_hits.sort_plan(requests[0], targets)
+    queries = [ShardQuery(r, i, now, plan, False, None, pins[i], n) for r in requests for i in range(n)]
+    answers = each_phase(services.shard_pool, shards, "query", queries, catch=(ShardFailed,))
+    pages = []
+    for k, asked in enumerate(requests):
+        failures: list[ShardFailed] = []
+        found = top_hits._survivors(services, asked, answers[k * n : (k + 1) * n], failures, n)
+        hits = top_hits.merge_top_docs(targets, asked, plan, found)
+        hits.failures = failures
+        if contexts is not None:
+            hits.contexts = pins
+        first, last = phases.page_bounds(hits, asked)
+        parts, fetches = (
+            page_fetches(hits, first, last, asked, raw=False, last_phase=False) if last > first else ([], [])
+        )
+        pages.append((asked, hits, first, last, parts, fetches))
+    fetched = each_phase(services.shard_pool, shards, "fetch", [f for *_, fetches in pages for f in fetches])
+    out = []
+    for asked, hits, first, last, parts, fetches in pages:
+        results, fetched = fetched[: len(fetches)], fetched[len(fetches) :]
+        ready = spliced(parts, results, last - first, fetches[0].form) if fetches else []
+        body = phases.response(
+            services, hits, asked, first, last, time.perf_counter(), agg_tree=None, extra={}, ready=ready
+        )
+        out.append({"hits": body["hits"]})
+    return out

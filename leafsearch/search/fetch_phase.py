@@ -334,13 +334,20 @@ def render_hits(
         for (shard, _), result, f in zip(parts, results, fetches, strict=True):
             profiles[shard].fetch_nanos = result.fetch_nanos
             profiles[shard].fetched = len(f.docs)
+    return spliced(parts, results, end - start, form)
+
+
+def spliced(
+    parts: list[tuple[int, np.ndarray | None]], results: list[ShardFetchResult], n: int, form: FetchForm
+) -> list[dict[str, Any]] | RawJSON:
+    """A page of `n` hits from its shards' fetch answers (`page_fetches`' parts, in their order)."""
     if form == "page":
         assert results[0].page is not None
         return RawJSON(b"[" + results[0].page[:-1] + b"]")
     if len(parts) == 1:
         assert results[0].hits is not None
         return results[0].hits
-    hits: list[Any] = [None] * (end - start)
+    hits: list[Any] = [None] * n
     for (_, rows), result in zip(parts, results, strict=True):
         assert rows is not None and result.hits is not None
         for row, hit in zip(rows.tolist(), result.hits, strict=True):

@@ -82,8 +82,10 @@ class HitList:
     #: The size of the key `HitListCache` keeps it under (the query's text, as long as the
     #: request's): counted in `nbytes`, so the cache's bound covers its keys too.
     key_bytes: int = 0
-    #: A collapsed list's keys (collapse.py): the collapse field's value of each hit.
+    #: A collapsed list's keys (collapse.py): the collapse field's value of each hit, and the
+    #: hits with a value ordered by it (a group's hit found by binary search: collapse_shards.py).
     collapse: SortColumn | None = None
+    collapse_index: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.doc)
@@ -92,6 +94,7 @@ class HitList:
         size = self.target.nbytes + self.doc.nbytes + sum(k.nbytes for k in self.keys)
         size += sum(c.values.nbytes for c in self.columns)
         size += 0 if self.collapse is None else self.collapse.values.nbytes
+        size += 0 if self.collapse_index is None else self.collapse_index.nbytes
         return size + (self.score.nbytes if self.score is not None else 0) + self.key_bytes
 
     def position_after(self, after: list) -> int:

@@ -29,6 +29,7 @@ from leafsearch.request.query_dsl import Ids, queries_within
 from leafsearch.request.search_types import SHARD_DOC, SearchRequest
 from leafsearch.search import fetch, nested_hits, top_hits
 from leafsearch.search.collapse import check_collapse, decorate
+from leafsearch.search.collapse_shards import collapsed_page
 from leafsearch.search.fetch_phase import render_hits
 from leafsearch.search.guard import SearchGuard
 from leafsearch.search.hitlist import HitList, backwards_page, shard_doc_page
@@ -231,7 +232,17 @@ def query_phase(
     remote = any(t.remote for t in targets)
     with services.search_stats.phase("query", targets):
         try:
-            if reads_live_docs(request, targets):
+            if request.collapse is not None:
+                hitlist = collapsed_page(
+                    services,
+                    targets,
+                    request,
+                    now_millis=int(time.time() * 1000),
+                    aggs=with_aggs is not None,
+                    shards=shards or top_hits.shard_handles(services, targets, cancelled),
+                    contexts=contexts,
+                )
+            elif reads_live_docs(request, targets):
                 hitlist = _live_docs_page(targets, request)
             elif remote or top_hits.serves(request):
                 now = int(time.time() * 1000)
@@ -345,7 +356,7 @@ def response(
     agg_tree: Any,
     extra: dict[str, Any],
     raw_hits: bool = False,
-    ready: RawJSON | None = None,
+    ready: RawJSON | list[Any] | None = None,
     shards: Sequence[ShardSearch] | None = None,
     last_phase: bool = False,
 ) -> dict[str, Any]:
@@ -369,7 +380,8 @@ def response(
                     raw_hits=raw_hits,
                     profiles=profiles,
                     shards=shards,
-                    last_phase=last_phase,
+                    # (inner hits read the page's snapshots after its fetch)
+                    last_phase=last_phase and (request.collapse is None or not request.collapse.inner_hits),
                 )
             if request.collapse is not None:
                 hits = decorate(services, hitlist, start, end, request, hits)

@@ -15,6 +15,9 @@ ShardSearchContextId), the coordinator here reaches every shard through `ShardSe
   (or dicts); the coordinator splices them in page order (fetch_phase.py).
 - `suggest(ShardSuggest)` -> a list per suggestion of the shard's part: its best completion
   options (rendered) or its term statistics; the coordinator merges them (search/suggest.py).
+- a collapsed page's rounds are queries too (`ShardQuery.collapse`, a `CollapseAsk`): the shard's
+  groups after the cursor, or its best hits of given keys (`ShardTopDocs.collapse`;
+  collapse_shards.py).
 - a search that asks one shard sends no fetch: its `ShardQuery.fetch` (`FetchAlong`) has the
   shard fetch the page with its query, in the same answer (`ShardTopDocs.page`;
   query_and_fetch.py).
@@ -114,6 +117,36 @@ class ShardQuery:
     #: the positions [start, end) of this shard's live documents in the slice
     #: (`slicing.pit_slice_windows`); None: the slice goes to shards first (`shard_count`).
     slice_window: tuple[int, int] | None = None
+    #: A collapsed search's round on this shard (collapse_shards.py); None: plain top hits.
+    collapse: CollapseAsk | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CollapseAsk:
+    """One round of a collapsed page on a shard (collapse_shards.py): of the shard's groups whose
+    best hit comes after the cursor, in sort order, `count` after the first `skip`; and for the
+    `check` keys (keyword terms as bytes, or numbers; `check_missing`: the group without a
+    value), the best hit of each group after the cursor, or whether one comes at or before it."""
+
+    skip: int
+    count: int
+    check: np.ndarray | None = None
+    check_missing: bool = False
+
+
+@dataclass(slots=True)
+class CollapseFound:
+    """A shard's answer to a `CollapseAsk`, beside its `ShardTopDocs` hits: the first
+    `candidates` hits are the groups asked for, the others the best hits of checked groups after
+    the cursor; `keys` the collapse key of each hit; `exhausted`: no group after the last
+    candidate; `used`: the positions in `check` of the groups with a hit at or before the cursor
+    (`missing_used`: the group without a value)."""
+
+    keys: SortColumn
+    candidates: int
+    exhausted: bool
+    used: np.ndarray
+    missing_used: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +188,8 @@ class ShardTopDocs:
     page: FetchedPage | None = None
     #: `terminate_after` stopped the shard's collection before its last match.
     terminated_early: bool = False
+    #: A collapsed round's groups (`ShardQuery.collapse`), else None.
+    collapse: CollapseFound | None = None
 
 
 @dataclass(frozen=True, slots=True)

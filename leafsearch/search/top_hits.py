@@ -105,9 +105,9 @@ def serves(request: SearchRequest) -> bool:
     Every page of a walk over a point in time, a scroll or a by-query source is (on its pinned
     snapshots, from its cursor; a walk sorted by `_score` may page through a list of every match
     instead, walks.py). Rescoring, `terminate_after` and pages deeper than `MAX_TOP_K` go to the
-    HitList here (the list is cached for the next page), and so do `collapse` (collapse.py) and
-    `search_after` on `_score` outside a walk; a shard serves them too (see `LocalShard`), as
-    Elasticsearch's shards do, for the shard actors."""
+    HitList here (the list is cached for the next page), and so does `search_after` on `_score`
+    outside a walk (`collapse` has rounds of its own: collapse_shards.py); a shard serves them
+    too (see `LocalShard`), as Elasticsearch's shards do, for the shard actors."""
     return (
         not request.rescore
         and request.collapse is None
@@ -409,6 +409,10 @@ class LocalShard:
     def query(self, query: ShardQuery) -> ShardTopDocs:
         guard = SearchGuard.for_search(self.services, query.request, self.cancelled)
         try:
+            if query.collapse is not None:
+                from leafsearch.search.collapse_shards import shard_round
+
+                return shard_round(self.services, self._snapshot(query.context), query, guard)
             return self._query(query, guard)
         finally:
             guard.release_all()

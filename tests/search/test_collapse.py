@@ -135,17 +135,22 @@ MAPPINGS = {
 }
 
 
-@pytest.fixture
-def posts(http: httpx.Client, new_index) -> str:
-    """40 posts by 6 users (and some by nobody) over 2 shards."""
-    name = new_index(settings={"number_of_shards": 2}, mappings=MAPPINGS)
+def post_docs() -> dict[str, dict[str, Any]]:
+    """40 posts by 6 users (and some by nobody)."""
     docs = {}
     for i in range(40):
         doc: dict[str, Any] = {"n": i, "score": (i * 37) % 11, "text": f"post {i}"}
         if i % 8:
             doc["user"] = f"u{i % 6}"
         docs[str(i)] = doc
-    bulk_index(http, name, docs)
+    return docs
+
+
+@pytest.fixture
+def posts(http: httpx.Client, new_index) -> str:
+    """`post_docs` over 2 shards."""
+    name = new_index(settings={"number_of_shards": 2}, mappings=MAPPINGS)
+    bulk_index(http, name, post_docs())
     return name
 
 
@@ -323,9 +328,12 @@ def test_the_keyword_global_ordinals_of_a_collapse_are_cached(tmp_path) -> None:
         assert len(node.global_ordinals) == before + 1
 
 
-def test_the_request_breaker_counts_the_grouping(http: httpx.Client, posts: str, cluster_setting) -> None:
-    """The list of every match reserves its arrays before it builds them, the collapse key and its
-    grouping included: a limit the plain list fits in refuses the collapsed one, and holds nothing."""
+def test_the_request_breaker_counts_the_grouping(http: httpx.Client, new_index, cluster_setting) -> None:
+    """A shard's list of every match reserves its arrays before it builds them, the collapse key
+    and its grouping included: a limit the plain list fits in refuses the collapsed one, and holds
+    nothing. (One shard: each shard groups its own matches, collapse_shards.py.)"""
+    posts = new_index(settings={"number_of_shards": 1}, mappings=MAPPINGS)
+    bulk_index(http, posts, post_docs())
     plain = {"sort": ["n"], "terminate_after": 1000}  # (`terminate_after`: the list of every match)
     cluster_setting("indices.breaker.request.limit", "3000b")
     assert search_ok(http, posts, plain)["hits"]["total"]["value"] == 40
