@@ -30,6 +30,7 @@ from leafsearch.search.export_pages import ExportTask
 from leafsearch.search.fetch_phase import last_sort_values, renders_raw
 from leafsearch.search.hitlist import HitList, LiveDocs, sort_column
 from leafsearch.search.shard_api import ShardContextId
+from leafsearch.search.socket_sink import Sink, write_response
 from leafsearch.search.targets import Target
 
 if TYPE_CHECKING:
@@ -65,6 +66,8 @@ class PitTask:
     #: Per target, the shard context pinning it, when the page runs where the pins are (this
     #: process); None in a search worker, whose targets are the same snapshots rebuilt.
     contexts: list[ShardContextId] | None = None
+    #: The client's socket: the response is written to it, the result is what was `Written`.
+    sink: Sink | None = None
 
 
 @dataclass(eq=False)
@@ -73,7 +76,8 @@ class ScrollTask:
 
     `request` is the one that opened the scroll; `total`: its matches, counted by the first
     batch (None when opening); `read_ahead`: prepare the next batch in the background (the walk
-    goes on). The result: (response body, the cursor after the batch, the total)."""
+    goes on). The result: (response body, the cursor after the batch, the total); with `sink`,
+    the body is written to it (socket_sink.py) and `Written` takes its place."""
 
     targets: list[Target]
     request: SearchRequest
@@ -87,6 +91,10 @@ class ScrollTask:
     read_ahead: bool
     #: As `PitTask.contexts`.
     contexts: list[ShardContextId] | None = None
+    #: As `PitTask.sink`.
+    sink: Sink | None = None
+    #: A replayed batch's `took`, as first answered (the same bytes again).
+    took: int | None = None
 
 
 Task = SearchTask | CountTask | PitTask | ScrollTask | ExportTask
@@ -119,10 +127,16 @@ def run(services: SearchServices, task: Task, cancelled: threading.Event | None 
     if isinstance(task, CountTask):
         return _count(services, task, cancelled)
     if isinstance(task, PitTask):
-        return _pit_page(services, task, cancelled)
+        body = _pit_page(services, task, cancelled)
+        return body if task.sink is None else write_response(task.sink, body, cancelled)
     if isinstance(task, ExportTask):
         return export_pages.run(services, task, cancelled)
-    return _scroll_batch(services, task, cancelled)
+    body, cursor, total = _scroll_batch(services, task, cancelled)
+    if task.took is not None:
+        body["took"] = task.took
+    if task.sink is not None:
+        body = write_response(task.sink, body, cancelled)
+    return body, cursor, total
 
 
 def _started(elapsed: float) -> float:

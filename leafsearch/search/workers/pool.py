@@ -56,6 +56,7 @@ from leafsearch.errors import ElasticError, SearchPhaseExecution
 from leafsearch.index.events import ShardEvents
 from leafsearch.index.searcher import Searcher
 from leafsearch.search import execution
+from leafsearch.search.socket_sink import ResponseCut
 from leafsearch.search.targets import Target
 from leafsearch.search.workers import entry
 from leafsearch.search.workers.mirror import IndexState, TargetRef, snapshot_state
@@ -168,8 +169,8 @@ class _Worker:
             self.conn.send_bytes(data)
             self.sent += 1
             sink = getattr(message[-1], "sink", None)
-            if sink is not None:  # the client's socket (an export), read by the worker right after
-                reduction.send_handle(self.conn, sink, self.pid)
+            if sink is not None:  # the client's socket (socket_sink.py), read by the worker right after
+                reduction.send_handle(self.conn, sink.fd, self.pid)
 
     def _write(self, message: tuple) -> None:
         """Pickle and write one message (the sender thread's; tasks are written by `submit`)."""
@@ -310,6 +311,7 @@ class WorkerPool:
         self.started = 0  # processes started, replacements included
         self.lost = 0  # workers that died and were replaced
         self.jobs = 0  # jobs (bulk_offload.py) a worker answered
+        self.socket_writes = 0  # tasks a worker ran writing to the client's socket (socket_sink.py)
         self._ready = threading.Condition(self._lock)
         self._launched = False  # `start()` was called
         self._starting: dict[int, BaseProcess] = {}  # slot -> a process not ready yet
@@ -455,12 +457,17 @@ class WorkerPool:
             call = worker.submit(call_id, task)
         except _WorkerGone:
             return execution.run(self._services, task, cancelled)
+        if getattr(task, "sink", None) is not None:
+            with self._lock:
+                self.socket_writes += 1
         self._wait(worker, call_id, call, cancelled)
         assert call.reply is not None
         kind, payload, phases = call.reply
         for name, seconds in phases:
             self._services.search_stats.record(name, seconds, task.targets)
         if kind == "lost":
+            if getattr(task, "sink", None) is not None:  # it may have written part of the response
+                raise ResponseCut(str(payload))
             raise payload
         result = pickle.loads(payload[0], buffers=payload[1])
         if kind == "error":
@@ -657,5 +664,6 @@ class WorkerPool:
             "walks_in_server_process": walks[self._here],
             "requests_in_server_process": self.served_here,
             "jobs": self.jobs,
+            "socket_writes": self.socket_writes,
             "workers": described,
         }

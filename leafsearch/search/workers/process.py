@@ -197,17 +197,18 @@ def main(conn: Connection, config: WorkerConfig) -> None:
                     _apply(state, update)
                 if kind == "task":
                     sink = getattr(task, "sink", None)
-                    if sink is not None:  # the client's socket follows the task (an export)
-                        sink = reduction.recv_handle(conn)
+                    if sink is not None:  # the client's socket follows the task (socket_sink.py)
+                        sink = replace(sink, fd=reduction.recv_handle(conn))
                         task = replace(task, sink=sink)
                     task = replace(task, targets=state.mirror.targets(task.targets))
                     work = partial(execution.run, state.services, task, cancelled)
                     if sink is not None:
-                        # It writes until the export ends: on a thread of its own, not one that
-                        # serves the other tasks; the socket is closed when it returns.
+                        # It writes as fast as its client reads (an export, until it ends): on a
+                        # thread of its own, not one that serves the other tasks; the socket is
+                        # closed when it returns.
                         running[call_id] = cancelled
                         threading.Thread(
-                            target=run, args=(call_id, partial(_closing, sink, work)), daemon=True
+                            target=run, args=(call_id, partial(_closing, sink.fd, work)), daemon=True
                         ).start()
                         return None
                 else:
