@@ -21,6 +21,7 @@ import dataclasses
 import threading
 import time
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from leafsearch.common.rawjson import RawJSON
@@ -30,7 +31,7 @@ from leafsearch.search.export_pages import ExportTask
 from leafsearch.search.fetch_phase import last_sort_values, renders_raw
 from leafsearch.search.hitlist import HitList, LiveDocs, sort_column
 from leafsearch.search.shard_api import ShardContextId
-from leafsearch.search.socket_sink import Sink, write_response
+from leafsearch.search.socket_sink import Confirm, Sink, write_response
 from leafsearch.search.targets import Target
 
 if TYPE_CHECKING:
@@ -107,21 +108,29 @@ def dispatch(
     affinity: Any = None,
     *,
     relayed: bool = True,
+    confirm: Confirm | None = None,
 ) -> Any:
     """Run a task in a search worker when the node has them (here while none is ready).
 
     `affinity`: tasks with equal keys go to the same worker while it lives (a walk's requests
     find its caches); None lets the least busy worker take it. `relayed=False`: the task's
     result is not relayed by this process (it writes to the client itself), so even a walk alone
-    goes to a worker, leaving this process's interpreter to the other requests."""
+    goes to a worker, leaving this process's interpreter to the other requests. `confirm`: as
+    in `run`, called in this thread."""
     pool = services.workers
     if pool is not None:
-        return pool.run(task, cancelled=cancelled, affinity=affinity, relayed=relayed)
-    return run(services, task, cancelled)
+        return pool.run(task, cancelled=cancelled, affinity=affinity, relayed=relayed, confirm=confirm)
+    return run(services, task, cancelled, confirm)
 
 
-def run(services: SearchServices, task: Task, cancelled: threading.Event | None = None) -> Any:
-    """Run a task in this process. `services`: the server process's or a search worker's."""
+def run(
+    services: SearchServices,
+    task: Task,
+    cancelled: threading.Event | None = None,
+    confirm: Confirm | None = None,
+) -> Any:
+    """Run a task in this process. `services`: the server process's or a search worker's;
+    `confirm`: asked before a scroll batch is written to the client's socket (socket_sink.py)."""
     if isinstance(task, SearchTask):
         return _search(services, task, cancelled)
     if isinstance(task, CountTask):
@@ -135,7 +144,8 @@ def run(services: SearchServices, task: Task, cancelled: threading.Event | None 
     if task.took is not None:
         body["took"] = task.took
     if task.sink is not None:
-        body = write_response(task.sink, body, cancelled)
+        asked = None if confirm is None else partial(confirm, (cursor, total, body["took"]))
+        body = write_response(task.sink, body, cancelled, asked)
     return body, cursor, total
 
 

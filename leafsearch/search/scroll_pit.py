@@ -5,6 +5,7 @@ Both hold shard snapshots in a context (contexts.py); these functions are what t
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from typing import TYPE_CHECKING, Any
@@ -21,7 +22,7 @@ from leafsearch.request.search_types import SearchRequest
 from leafsearch.search import phases
 from leafsearch.search.contexts import ReaderContext
 from leafsearch.search.execution import PitTask, ScrollTask, dispatch, reads_ahead, run
-from leafsearch.search.socket_sink import Lend, Sink, Written
+from leafsearch.search.socket_sink import Confirm, Lend, Sink, Written
 from leafsearch.search.targets import Target, release_targets
 
 if TYPE_CHECKING:
@@ -130,6 +131,15 @@ def _next_batch(
     and `took`), its record written before the batch is answered."""
     seq = ctx.seq + 1
     public_id = services.contexts.encode_id("scroll", ctx.key, seq, ctx.token)
+
+    def advance(summary: tuple[list | None, int, int]) -> bool:
+        """Move the context past the batch and record it, before the batch is answered."""
+        cursor, total, took = summary
+        ctx.prev_cursor, ctx.cursor, ctx.total = ctx.cursor, cursor, total
+        ctx.seq, ctx.public_id, ctx.prev_took = seq, public_id, took
+        services.contexts.persist(ctx)
+        return True
+
     body, cursor, total = _batch(
         services,
         ctx,
@@ -141,11 +151,10 @@ def _next_batch(
         opening=opening,
         read_ahead=read_ahead,
         lend=lend,
+        confirm=advance,
     )
-    ctx.prev_cursor, ctx.cursor, ctx.total = ctx.cursor, cursor, total
-    took = body.took if isinstance(body, Written) else body["took"]
-    ctx.seq, ctx.public_id, ctx.prev_took = seq, public_id, took
-    services.contexts.persist(ctx)
+    if not isinstance(body, Written):  # else the worker asked, before writing it
+        advance((cursor, total, body["took"]))
     return body
 
 
@@ -183,13 +192,17 @@ def _batch(
     read_ahead: bool,
     lend: Lend | None,
     took: int | None = None,
+    confirm: Confirm | None = None,
 ) -> tuple[dict[str, Any] | Written, list | None, int]:
     """The scroll's batch after `cursor`, run as a task (caller holds `ctx.lock`): its body
     (answering `public_id`; `took` replaces its own: a replay's), or what a search worker wrote
-    of it to the client's socket (`lend`), the cursor after it and the scroll's total. Over
-    shard actors, the task runs here (no search worker holds their snapshots), on their contexts."""
+    of it to the client's socket (`lend`; `confirm` is called with the cursor, total and took
+    before it writes), the cursor after it and the scroll's total. Over shard actors, the task
+    runs here (no search worker holds their snapshots), on their contexts."""
     remote = any(t.remote for t in ctx.targets)
     sink = None if remote else _sink(services, lend, raw_hits)
+    if sink is not None and confirm is not None:
+        sink = dataclasses.replace(sink, confirm=True)
     task = ScrollTask(
         ctx.targets,
         ctx.request,
@@ -208,7 +221,14 @@ def _batch(
     )
     if remote:
         return run(services, task, cancelled)
-    return dispatch(services, task, cancelled, affinity=(ctx.ctx_id, None), relayed=sink is None)
+    return dispatch(
+        services,
+        task,
+        cancelled,
+        affinity=(ctx.ctx_id, None),
+        relayed=sink is None,
+        confirm=confirm if sink is not None else None,
+    )
 
 
 def acquire_context(services: CoordinatorServices, context_id: str, kind: str) -> ReaderContext:

@@ -53,11 +53,17 @@ class Sink:
     #: (ending `content-length: `) and after them (from the line end to the blank line). None:
     #: the head was sent, chunks follow (an export).
     head: tuple[bytes, bytes] | None = None
+    #: The renderer asks the server process before writing (`Confirm`): a scroll batch, whose
+    #: context moves and is recorded before the response naming its next id goes out.
+    confirm: bool = False
 
 
 #: What the HTTP layer offers a request that may have its response written by its renderer: a
 #: call lending the socket (None when it cannot: the connection went away meanwhile).
 Lend = Callable[[], Sink | None]
+#: Called by the renderer with what the server process must know of a rendered response before
+#: it is written (a scroll batch's cursor, total and took); False: write nothing.
+Confirm = Callable[[Any], bool]
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,11 +91,19 @@ class Gone(Exception):
     """The client went away, or the write was cancelled."""
 
 
-def write_response(sink: Sink, body: dict[str, Any], cancelled: threading.Event | None) -> Written:
+def write_response(
+    sink: Sink,
+    body: dict[str, Any],
+    cancelled: threading.Event | None,
+    confirm: Callable[[], bool] | None = None,
+) -> Written:
     """A response body rendered as the REST layer renders it (JSON, sources spliced) and written
-    with its head, in one `sendmsg` when the socket has room (no copy of the page)."""
+    with its head, in one `sendmsg` when the socket has room (no copy of the page); `confirm`
+    first, when given: its False writes nothing (`Written.complete` false, length 0)."""
     assert sink.head is not None
     data = orjson.dumps(body, default=fragment)
+    if confirm is not None and not confirm():
+        return Written(0, False, body["took"])
     before, after = sink.head
     with socket.socket(fileno=os.dup(sink.fd)) as out:
         try:
