@@ -130,14 +130,16 @@ def run(
     confirm: Confirm | None = None,
 ) -> Any:
     """Run a task in this process. `services`: the server process's or a search worker's;
-    `confirm`: asked before a scroll batch is written to the client's socket (socket_sink.py)."""
+    `confirm`: called before a response is written to the client's socket (socket_sink.py)."""
     if isinstance(task, SearchTask):
         return _search(services, task, cancelled)
     if isinstance(task, CountTask):
         return _count(services, task, cancelled)
     if isinstance(task, PitTask):
         body = _pit_page(services, task, cancelled)
-        return body if task.sink is None else write_response(task.sink, body, cancelled)
+        if task.sink is None:
+            return body
+        return write_response(task.sink, body, cancelled, None if confirm is None else partial(confirm, None))
     if isinstance(task, ExportTask):
         return export_pages.run(services, task, cancelled)
     body, cursor, total = _scroll_batch(services, task, cancelled)

@@ -92,12 +92,15 @@ class _Call:
     """One task in flight: its reply arrives from the worker's reader thread, and before it, for
     a response the worker writes to the client's socket once confirmed, what it rendered."""
 
-    __slots__ = ("done", "reply", "rendered")
+    __slots__ = ("done", "reply", "rendered", "writing")
 
     def __init__(self) -> None:
         self.done = threading.Event()
         self.reply: tuple[str, Any, list] | None = None
         self.rendered: Any = None
+        #: The worker said it writes to the client's socket: if it dies now, what reached the
+        #: client is unknown (before, nothing did: its death is an error response).
+        self.writing = False
 
     def finish(self, kind: str, payload: Any, phases: list) -> None:
         self.reply = (kind, payload, phases)
@@ -105,6 +108,7 @@ class _Call:
 
     def render(self, summary: Any) -> None:
         self.rendered = summary
+        self.writing = True
         self.done.set()
 
     def take_rendered(self) -> Any:
@@ -266,11 +270,15 @@ class _Worker:
                 # written: the unpickled result holds them without another copy.
                 buffers = [self.conn.recv_bytes() for _ in range(count)]
                 self._finish(call_id, message[0], (payload, buffers), phases)
-            elif message[0] == "rendered":
+            elif message[0] in ("rendered", "writing"):
                 with self.lock:
                     call = self.inflight.get(message[1])
-                if call is not None:
+                if call is None:
+                    pass
+                elif message[0] == "rendered":
                     call.render(message[2])
+                else:
+                    call.writing = True
             elif message[0] == "stats":
                 self._finish(message[1], "done", message[2])
         self._died()
@@ -504,7 +512,7 @@ class WorkerPool:
         for name, seconds in phases:
             self._services.search_stats.record(name, seconds, task.targets)
         if kind == "lost":
-            if getattr(task, "sink", None) is not None:  # it may have written part of the response
+            if call.writing:  # it may have written part of the response
                 raise ResponseCut(str(payload))
             raise payload
         result = pickle.loads(payload[0], buffers=payload[1])

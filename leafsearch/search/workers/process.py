@@ -185,9 +185,15 @@ def main(conn: Connection, config: WorkerConfig) -> None:
             running.pop(call_id, None)
         reply((kind, call_id, payload, phases, len(buffers)), buffers)
 
-    def confirming(call_id: int, cancelled: threading.Event) -> Callable[[Any], bool]:
-        """Ask the server process before writing a rendered response (socket_sink.Confirm); a
-        cancelled task writes nothing."""
+    def confirming(call_id: int, cancelled: threading.Event, ask: bool) -> Callable[[Any], bool]:
+        """Tell the server process before writing a rendered response to the client's socket
+        (so that a death of this process meanwhile cuts the connection rather than answering an
+        error); with `ask`, wait for its answer (socket_sink.Confirm). A cancelled task writes
+        nothing."""
+
+        def tell(summary: Any) -> bool:
+            reply(("writing", call_id))
+            return True
 
         def confirm(summary: Any) -> bool:
             gate: list[Any] = [threading.Event(), False]
@@ -201,7 +207,7 @@ def main(conn: Connection, config: WorkerConfig) -> None:
             finally:
                 gates.pop(call_id, None)
 
-        return confirm
+        return confirm if ask else tell
 
     def handle(message: tuple) -> tuple[int, Callable[[], Any]] | None:
         """Apply a message; a task or job comes back ready to run. A job (bulk_offload.py)
@@ -220,7 +226,7 @@ def main(conn: Connection, config: WorkerConfig) -> None:
                         sink = replace(sink, fd=reduction.recv_handle(conn))
                         task = replace(task, sink=sink)
                     task = replace(task, targets=state.mirror.targets(task.targets))
-                    confirm = confirming(call_id, cancelled) if sink is not None and sink.confirm else None
+                    confirm = None if sink is None else confirming(call_id, cancelled, sink.confirm)
                     work = partial(execution.run, state.services, task, cancelled, confirm)
                     if sink is not None:
                         # It writes as fast as its client reads (an export, until it ends): on a
