@@ -13,6 +13,7 @@ import os
 import re
 import signal
 import socket
+import ssl
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -24,6 +25,7 @@ import pytest
 from concurrency import readers_beside_a_writer
 from conftest import bulk_index, running_server
 from elasticsearch import Elasticsearch, helpers
+from tls_helpers import certificate
 
 NDJSON = "application/x-ndjson"
 _TOOK = re.compile(rb'"took":\d+')
@@ -402,3 +404,43 @@ def test_a_worker_killed_mid_body_cuts_the_response_and_the_next_request_works(
         ids = [h["_id"] for h in again.json()["hits"]["hits"]]
         assert len(ids) == 1000 and not set(ids) & set(first)
         assert http.get("/").status_code == 200
+
+
+def test_connection_close_is_honoured_by_a_lent_response(
+    server: str, http: httpx.Client, new_index: Callable[..., str]
+) -> None:
+    index = new_index()
+    bulk_index(http, index, _docs(30))
+    pit = http.post(f"/{index}/_pit?keep_alive=1m").json()["id"]
+    before = _written(http)
+    connection = RawConnection(server)
+    try:
+        request = RawConnection.request("POST", "/_search", {"pit": {"id": pit}, "size": 4, "sort": ["n"]})
+        connection.send(request.replace(b"host: localhost\r\n", b"host: localhost\r\nconnection: close\r\n"))
+        head, body = connection.response()
+        assert b"\r\nconnection: close\r\n" in head
+        assert [h["_id"] for h in orjson.loads(body)["hits"]["hits"]] == ["d0", "d1", "d2", "d3"]
+        with pytest.raises(ConnectionError):
+            connection._read()  # the server closed it after the response
+    finally:
+        connection.close()
+    assert _written(http) - before == 1
+
+
+def test_over_tls_pages_are_relayed(tmp_path: Path) -> None:
+    """No plain socket to lend: the HTTP server sends every page, and they are whole."""
+    cert, key = certificate(tmp_path)
+    with (
+        running_server(tmp_path / "data", "--tls-cert", str(cert), "--tls-key", str(key)) as (url, _),
+        httpx.Client(base_url=url, verify=ssl.create_default_context(cafile=cert), timeout=60) as https,
+    ):
+        https.put("/_cluster/settings", json={"transient": {"search.workers.lone_walks_in_server": False}})
+        bulk_index(https, "tls", _docs(1500))
+        _wait_for(lambda: _workers(https)["ready"] == 2)
+        scroll_id, first = _scroll_ids(https, "tls", 1000)
+        rest = https.post("/_search/scroll", json={"scroll": "1m", "scroll_id": scroll_id}).json()
+        assert sorted(first + [h["_id"] for h in rest["hits"]["hits"]]) == sorted(_docs(1500))
+        pit = https.post("/tls/_pit?keep_alive=1m").json()["id"]
+        page = https.post("/_search", json={"pit": {"id": pit}, "size": 1500, "sort": ["n"]}).json()
+        assert [h["_id"] for h in page["hits"]["hits"]] == [f"d{i}" for i in range(1500)]
+        assert _written(https) == 0
