@@ -35,7 +35,7 @@ from leafsearch.rest.human import with_human_fields
 from leafsearch.rest.media import JSON, NotAcceptable, negotiate, response_format
 from leafsearch.rest.render import YAML, filter_path, render, to_json
 from leafsearch.rest.router import Route, Router, split_raw_path
-from leafsearch.rest.routes import ROUTES
+from leafsearch.rest.routes import LENDS_SOCKET, ROUTES
 from leafsearch.rest.unrecognized import check_params
 from leafsearch.search.socket_sink import ResponseCut, Written
 from leafsearch.services.memory import Trimmer
@@ -170,7 +170,8 @@ class Dispatcher:
 
         request = RestRequest(method, scope["path"], uri, captured, params, body, headers)
         loan = None
-        if method != "HEAD" and media != YAML and not pretty and not _rewrites(params):
+        lends = route.handler in LENDS_SOCKET
+        if lends and method != "HEAD" and media != YAML and not pretty and not _rewrites(params):
             # A page a search worker renders may be written to the socket by it (socket_sink.py).
             loan = await SocketLoan.of(scope, content_type, cors)
             request.lend = None if loan is None else loan.lend
