@@ -304,7 +304,6 @@ class SocketLoan:
         self._cycle = cycle
         self._fd = fd
         self._head = head
-        self.lent = False
 
     @classmethod
     async def of(cls, scope: Any, media_type: str, headers: dict[str, str]) -> SocketLoan | None:
@@ -325,7 +324,6 @@ class SocketLoan:
 
     def lend(self) -> Sink | None:
         """The socket and the head, for the process that renders the response."""
-        self.lent = True
         return Sink(self._fd, self._head)
 
     def end(self, written: Written | None) -> None:
