@@ -51,6 +51,7 @@ from leafsearch.search.request_cache import RequestCache
 from leafsearch.search.segment_orders import SegmentOrders
 from leafsearch.search.services import CoordinatorServices
 from leafsearch.search.shard_contexts import ShardContexts
+from leafsearch.search.socket_sink import Lend, Written
 from leafsearch.search.sort_keys import GlobalOrdinals
 from leafsearch.search.stats import SearchStats
 from leafsearch.search.walks import MAX_MEMORY as MAX_WALK_MEMORY
@@ -466,9 +467,16 @@ class Node:
     # ---- search (see search/coordinator.py) ---------------------------------------------------
 
     def search(
-        self, request: SearchRequest, *, raw_hits: bool = False, cancelled: threading.Event | None = None
-    ) -> dict[str, Any]:
-        return coordinator.search(self.search_services, request, raw_hits=raw_hits, cancelled=cancelled)
+        self,
+        request: SearchRequest,
+        *,
+        raw_hits: bool = False,
+        cancelled: threading.Event | None = None,
+        lend: Lend | None = None,
+    ) -> dict[str, Any] | Written:
+        return coordinator.search(
+            self.search_services, request, raw_hits=raw_hits, cancelled=cancelled, lend=lend
+        )
 
     def fielddata_memory(self) -> dict[str, int]:
         held = self.fielddata.memory()
@@ -485,8 +493,10 @@ class Node:
     def count(self, request: SearchRequest, *, cancelled: threading.Event | None = None) -> dict[str, Any]:
         return coordinator.count(self.search_services, request, cancelled=cancelled)
 
-    def scroll(self, scroll_id: str, keep_alive: str | None, *, raw_hits: bool = False) -> dict[str, Any]:
-        return scroll_pit.scroll(self.search_services, scroll_id, keep_alive, raw_hits=raw_hits)
+    def scroll(
+        self, scroll_id: str, keep_alive: str | None, *, raw_hits: bool = False, lend: Lend | None = None
+    ) -> dict[str, Any] | Written:
+        return scroll_pit.scroll(self.search_services, scroll_id, keep_alive, raw_hits=raw_hits, lend=lend)
 
     def clear_scroll(self, scroll_ids: list[str]) -> dict[str, Any]:
         return scroll_pit.clear_scroll(self.search_services, scroll_ids)

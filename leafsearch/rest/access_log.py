@@ -11,6 +11,9 @@ import time
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 ACCESS_LOGGER = logging.getLogger("leafsearch.access")
+#: The scope key of a response written by the process that rendered it, not sent through the
+#: ASGI `send` (app.py): its status and body length.
+WRITTEN = "leafsearch.written"
 
 
 class AccessLog:
@@ -39,6 +42,8 @@ class AccessLog:
         try:
             await self.app(scope, receive, counting_send)
         finally:
+            if WRITTEN in scope:
+                status, sent = scope[WRITTEN]
             millis = (time.perf_counter() - started) * 1000
             client = scope.get("client")
             raw = scope.get("raw_path") or scope["path"].encode()

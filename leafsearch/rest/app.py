@@ -27,15 +27,17 @@ from leafsearch import console
 from leafsearch.errors import ContentTooLong, ElasticError, ParseException, release_frames
 from leafsearch.request.params import parse_bool
 from leafsearch.rest.access import AccessControl, Refusal, is_loopback_host
-from leafsearch.rest.connections import TRANSPORT
+from leafsearch.rest.access_log import WRITTEN
+from leafsearch.rest.connections import TRANSPORT, SocketLoan, drained, plain_socket
 from leafsearch.rest.error_trace import with_stack_trace
 from leafsearch.rest.exchange import RestRequest, RestResponse, Stream
 from leafsearch.rest.human import with_human_fields
 from leafsearch.rest.media import JSON, NotAcceptable, negotiate, response_format
 from leafsearch.rest.render import YAML, filter_path, render, to_json
 from leafsearch.rest.router import Route, Router, split_raw_path
-from leafsearch.rest.routes import ROUTES
+from leafsearch.rest.routes import LENDS_SOCKET, ROUTES
 from leafsearch.rest.unrecognized import check_params
+from leafsearch.search.socket_sink import ResponseCut, Written
 from leafsearch.services.memory import Trimmer
 from leafsearch.unsupported import endpoint, endpoint_error
 
@@ -167,6 +169,12 @@ class Dispatcher:
             content_type = YAML
 
         request = RestRequest(method, scope["path"], uri, captured, params, body, headers)
+        loan = None
+        lends = route.handler in LENDS_SOCKET
+        if lends and method != "HEAD" and media != YAML and not pretty and not _rewrites(params):
+            # A page a search worker renders may be written to the socket by it (socket_sink.py).
+            loan = await SocketLoan.of(scope, content_type, cors)
+            request.lend = None if loan is None else loan.lend
         # The client may go away while the handler runs: that sets the request's `cancelled`, which
         # a search checks between segments (Elasticsearch cancels the task of a closed channel).
         watcher = asyncio.ensure_future(_watch_disconnect(receive, request.cancelled))
@@ -174,12 +182,21 @@ class Dispatcher:
             status, payload, media, extra = await run_in_threadpool(
                 self._respond, route, request, content_type, pretty
             )
+            if loan is not None:
+                ended, loan = loan, None
+                if payload is None or isinstance(payload, Written):
+                    ended.end(payload)
+                    scope[WRITTEN] = (status, 0 if payload is None else payload.length)
+                    return
+                ended.release()
             if not isinstance(payload, bytes):
                 transport = scope.get(TRANSPORT)
                 await _send_stream(send, status, payload, method, extra, request.cancelled, transport)
                 return
         finally:
             watcher.cancel()
+            if loan is not None:
+                loan.release()
         await _send(send, status, payload, media, method, extra)
 
     async def _read_body(self, receive: Receive, headers: dict[str, str]) -> bytes:
@@ -230,7 +247,7 @@ class Dispatcher:
 
     def _respond(
         self, route: Route, request: RestRequest, content_type: str, pretty: bool
-    ) -> tuple[int, bytes | Stream, str, dict[str, str]]:
+    ) -> tuple[int, bytes | Stream | Written | None, str, dict[str, str]]:
         """Run the handler (in a worker thread) and render its answer or its refusal; then give
         back the memory a heavy request freed (leafsearch/services/memory.py)."""
         try:
@@ -240,7 +257,10 @@ class Dispatcher:
 
     def _answer(
         self, route: Route, request: RestRequest, content_type: str, pretty: bool
-    ) -> tuple[int, bytes | Stream, str, dict[str, str]]:
+    ) -> tuple[int, bytes | Stream | Written | None, str, dict[str, str]]:
+        """The rendered answer; a response its renderer wrote to the socket (`request.lend`)
+        answers what was `Written`, or None when the process writing it died (the connection is
+        then closed: what reached the client is unknown)."""
         try:
             check_params(route, request)
             request.resolve_date_math()
@@ -250,6 +270,8 @@ class Dispatcher:
             response: RestResponse = route.handler(self.node, request)
             if response.stream is not None:
                 return response.status, response.stream, response.stream.media_type, response.headers
+            if response.written is not None:
+                return response.status, response.written, content_type, response.headers
             if response.text is not None:
                 return response.status, response.text.encode(), TEXT, response.headers
             if response.body is None:
@@ -274,6 +296,8 @@ class Dispatcher:
                 )
             finally:
                 release_frames(exc)  # answered: nothing of the request may stay in a cycle
+        except ResponseCut:
+            return 200, None, content_type, {}
         except Exception as exc:  # a bug: answer like Elasticsearch's 500 and keep serving
             try:
                 body = self.access.internal_error(exc, request)
@@ -298,6 +322,12 @@ def _headers(scope: Scope) -> dict[str, str]:
         text = value.decode("latin-1")
         headers[key] = f"{headers[key]},{text}" if key in headers else text
     return headers
+
+
+def _rewrites(params: dict[str, str]) -> bool:
+    """Whether the body is rewritten after the handler (`filter_path`, `human`): such a response
+    is rendered by the server process, never written by a search worker."""
+    return bool(params.get("filter_path")) or "human" in params
 
 
 def _is_pretty(params: dict[str, str]) -> bool:
@@ -362,11 +392,11 @@ async def _send_stream(
     try:
         await send({"type": "http.response.start", "status": status, "headers": headers})
         if method != "HEAD":
-            sink = _plain_socket(transport)
+            sink = plain_socket(transport)
             chunks = stream.chunks(sink)
             while not cancelled.is_set():
                 if sink is not None:
-                    await _drained(transport)
+                    await drained(transport)
                 chunk = await run_in_threadpool(next, chunks, None)
                 if chunk is None:
                     break
@@ -376,20 +406,6 @@ async def _send_stream(
         stream.close()
         if sink is not None:
             os.close(sink)
-
-
-def _plain_socket(transport: Any) -> int | None:
-    """A duplicate of the connection's socket when it is plain TCP (not TLS), else None."""
-    if transport is None or transport.get_extra_info("sslcontext") is not None:
-        return None
-    sock = transport.get_extra_info("socket")
-    return None if sock is None else os.dup(sock.fileno())
-
-
-async def _drained(transport: Any) -> None:
-    """Wait until the transport has handed everything written so far to the socket."""
-    while transport.get_write_buffer_size() and not transport.is_closing():
-        await asyncio.sleep(0.001)
 
 
 def _with_headers(send: Send, extra: dict[str, str]) -> Send:

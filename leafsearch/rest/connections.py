@@ -27,6 +27,7 @@ reset, which can destroy the answer before the client reads it.
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 import time
 from collections import deque
@@ -36,9 +37,10 @@ from http import HTTPStatus
 from typing import Any
 
 import orjson
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
 from leafsearch.errors import ElasticError
+from leafsearch.search.socket_sink import Sink, Written
 
 #: `http.max_header_size`'s default, as in Elasticsearch.
 DEFAULT_MAX_HEADER_SIZE = 16 * 1024
@@ -151,6 +153,9 @@ class HttpConnections:
 
 #: The scope key of the request's transport (a streamed response writes to its socket).
 TRANSPORT = "leafsearch.transport"
+#: The scope key of the request's uvicorn response cycle, which a response written by the
+#: process that renders it ends (`SocketLoan`).
+CYCLE = "leafsearch.cycle"
 
 
 def counting_protocol(
@@ -217,6 +222,8 @@ def counting_protocol(
             self._head_bytes = None
             self._client.request(self.url, self.headers, connections.now_millis())
             super().on_headers_complete()
+            # The cycle of this request (a pipelined one's replaces `self.cycle` before it runs).
+            self.scope[CYCLE] = self.cycle  # type: ignore[literal-required]
 
         def on_body(self, body: bytes) -> None:
             self._client.request_size_bytes += len(body)
@@ -264,3 +271,95 @@ def _response(error: ElasticError, default_headers: list[tuple[bytes, bytes]]) -
         b"connection: close\r\n\r\n",
     ]
     return b"".join(head) + body
+
+
+def plain_socket(transport: Any) -> int | None:
+    """A duplicate of the connection's socket when it is plain TCP (not TLS) and open, else None."""
+    if transport is None or transport.is_closing() or transport.get_extra_info("sslcontext") is not None:
+        return None
+    sock = transport.get_extra_info("socket")
+    return None if sock is None else os.dup(sock.fileno())
+
+
+async def drained(transport: Any) -> None:
+    """Wait until the transport has handed everything written so far to the socket."""
+    while transport.get_write_buffer_size() and not transport.is_closing():
+        await asyncio.sleep(0.001)
+
+
+class SocketLoan:
+    """The connection's socket lent for one response, which the process rendering it writes
+    whole, head included (search/socket_sink.py), instead of uvicorn: made by the event loop
+    (`of`) with nothing pending on the socket, lent by the request's thread (`lend`), ended by
+    the event loop (`end`) before the next request on the connection is answered.
+
+    The head is the one uvicorn's `send` would write for the same status and headers (its
+    default headers first, `connection: close` when the connection is not kept alive), so a
+    lent response is the relayed one byte for byte; `end` then completes uvicorn's cycle as
+    its `send` completes it (keep-alive, the next pipelined request), or closes the connection
+    when the body did not go out whole."""
+
+    def __init__(self, transport: Any, cycle: Any, fd: int, head: tuple[bytes, bytes]) -> None:
+        self._transport = transport
+        self._cycle = cycle
+        self._fd = fd
+        self._head = head
+
+    @classmethod
+    async def of(cls, scope: Any, media_type: str, headers: dict[str, str]) -> SocketLoan | None:
+        """A loan for a 200 response of `media_type` with `headers` after uvicorn's and the
+        product header (None over TLS, or outside this module's protocol), once the socket has
+        taken what earlier responses left in the transport."""
+        transport, cycle = scope.get(TRANSPORT), scope.get(CYCLE)
+        if transport is None or cycle is None:
+            return None
+        await drained(transport)
+        fd = plain_socket(transport)
+        if fd is None:
+            return None
+        fields = [(b"content-type", media_type.encode()), (b"content-length", b"#"), _PRODUCT]
+        fields += [(k.encode(), v.encode()) for k, v in headers.items()]
+        before, after = _head(cycle, 200, fields).split(b"content-length: #", 1)
+        return cls(transport, cycle, fd, (before + b"content-length: ", after))
+
+    def lend(self) -> Sink | None:
+        """The socket and the head, for the process that renders the response."""
+        return Sink(self._fd, self._head)
+
+    def end(self, written: Written | None) -> None:
+        """The lent response ended: written whole (the cycle completes), or cut (`written` None
+        or incomplete: the connection closes). Closes the duplicate."""
+        os.close(self._fd)
+        cycle = self._cycle
+        cycle.response_started = True
+        cycle.message_event.set()
+        if written is not None and written.complete:
+            cycle.response_complete = True
+            if not cycle.keep_alive:
+                self._transport.close()
+            cycle.on_response()
+        else:
+            cycle.disconnected = True
+            self._transport.close()
+
+    def release(self) -> None:
+        """Not lent, or lent and nothing written (an error answered as usual): close the duplicate."""
+        os.close(self._fd)
+
+
+_PRODUCT = (b"x-elastic-product", b"Elasticsearch")
+
+
+def _head(cycle: Any, status: int, headers: list[tuple[bytes, bytes]]) -> bytes:
+    """The response head uvicorn's httptools cycle writes for `headers` (its `send`)."""
+    content = [STATUS_LINE[status]]
+    closes = False
+    for name, value in [*cycle.default_headers, *headers]:
+        name = name.lower()
+        if name == b"connection" and b"close" in [token.lower().strip() for token in value.split(b",")]:
+            closes = True
+        content.extend([name, b": ", value, b"\r\n"])
+    if not cycle.keep_alive and not closes:
+        content.append(b"connection: close\r\n")
+    content.append(b"\r\n")
+    return b"".join(content)

@@ -22,6 +22,7 @@ from leafsearch.request.indices_options import IndicesOptions
 from leafsearch.request.params import parse_bool
 from leafsearch.request.search_request import parse_indices_options
 from leafsearch.request.timevalue import parse_time_value
+from leafsearch.search.socket_sink import Lend, Written
 
 # Parameters every endpoint accepts; they shape the response, not the action.
 RESPONSE_PARAMS = frozenset({"pretty", "human", "error_trace", "filter_path", "format"})
@@ -43,6 +44,9 @@ class RestRequest:
     #: Set by the HTTP layer when the client disconnects; long handlers (searches) stop on it.
     cancelled: threading.Event = field(default_factory=threading.Event)
     subject: Any = None  # the authenticated caller (security.subject.Subject), None without authentication
+    #: Set by the HTTP layer when the response may be written to the client's socket by the
+    #: process that renders it (search/socket_sink.py): a PIT page or a scroll batch.
+    lend: Lend | None = None
 
     def param(self, name: str, default: str | None = None) -> str | None:
         return self.params.get(name, default)
@@ -131,6 +135,8 @@ class RestResponse:
     headers: dict[str, str] = field(default_factory=dict)
     text: str | None = None
     stream: Stream | None = None
+    #: The response was written to the socket `RestRequest.lend` lent, by its renderer.
+    written: Written | None = None
 
 
 class Stream(Protocol):

@@ -24,6 +24,7 @@ from leafsearch.search import export as export_stream
 from leafsearch.search import opensearch_pit
 from leafsearch.search.msearch import Authorize, parse_msearch
 from leafsearch.search.msearch import msearch as run_msearch
+from leafsearch.search.socket_sink import Written
 from leafsearch.security.narrowing import narrow_expression
 
 if TYPE_CHECKING:
@@ -37,8 +38,14 @@ def search(node: Node, req: RestRequest) -> RestResponse:
     # The path's indices take part in validation: a PIT search must not name any.
     request = parse_search_request(body, req.action_params(), indices=index)
     with timed_search(node, index, body, req.headers.get("x-opaque-id")) as outcome:
-        outcome.response = node.search(request, raw_hits=True, cancelled=req.cancelled)
-    return RestResponse(outcome.response)
+        result = node.search(request, raw_hits=True, cancelled=req.cancelled, lend=req.lend)
+        outcome.response = result.summary() if isinstance(result, Written) else result
+    return _answered(result)
+
+
+def _answered(result: dict[str, Any] | Written) -> RestResponse:
+    """A search's response, or what its renderer wrote of it to the client's socket."""
+    return RestResponse(written=result) if isinstance(result, Written) else RestResponse(result)
 
 
 def export(node: Node, req: RestRequest) -> RestResponse:
@@ -97,8 +104,9 @@ def _hits_total_as_int(body: dict[str, Any]) -> dict[str, Any]:
 def scroll(node: Node, req: RestRequest) -> RestResponse:
     """The body's `scroll_id` / `scroll` win over the path and query string, as in Elasticsearch."""
     scroll_id, keep_alive = parse_scroll_request(req.json(), req.params, req.path_params.get("scroll_id"))
-    response = node.scroll(scroll_id, keep_alive, raw_hits=True)
-    return RestResponse(_hits_total_as_int(response) if req.flag("rest_total_hits_as_int") else response)
+    if req.flag("rest_total_hits_as_int"):  # rewritten here: rendered here
+        return RestResponse(_hits_total_as_int(node.scroll(scroll_id, keep_alive, raw_hits=True)))  # type: ignore[arg-type]
+    return _answered(node.scroll(scroll_id, keep_alive, raw_hits=True, lend=req.lend))
 
 
 def _freed(body: dict[str, Any]) -> RestResponse:

@@ -462,3 +462,7 @@ ROUTES = [
     ),
     Route.of("DELETE", "/_security/api_key", security.invalidate_api_keys),
 ]
+
+#: The handlers whose response a search worker may write to the client's socket itself
+#: (search/socket_sink.py): the HTTP layer lends it only to their requests.
+LENDS_SOCKET = frozenset({search.search, search.scroll})

@@ -18,6 +18,7 @@ from leafsearch.request.search_types import SearchRequest
 from leafsearch.search import phases, scroll_pit
 from leafsearch.search.execution import CountTask, SearchTask, dispatch
 from leafsearch.search.knn_phase import resolve_knn
+from leafsearch.search.socket_sink import Lend, Written
 from leafsearch.search.stored_scripts import resolve_stored_scripts
 from leafsearch.search.targets import release_targets
 from leafsearch.search.terms_lookup import resolve_lookups
@@ -32,21 +33,26 @@ def search(
     *,
     raw_hits: bool = False,
     cancelled: threading.Event | None = None,
-) -> dict[str, Any]:
+    lend: Lend | None = None,
+) -> dict[str, Any] | Written:
     """`raw_hits`: render a plain page's hits as one pre-encoded array (the REST layer asks);
-    `cancelled`: set when the client goes away, which stops the search (search/guard.py)."""
+    `cancelled`: set when the client goes away, which stops the search (search/guard.py);
+    `lend`: the client's socket, which a search worker writes a PIT page or a scroll's first
+    batch to (socket_sink.py; then what it wrote is answered)."""
     started = time.perf_counter()
     request = resolve_stored_scripts(services.stored_script, request)
     request = resolve_knn(services, resolve_lookups(services, request), search)
     if request.pit is not None:
-        return scroll_pit.search_pit(services, request, started, raw_hits=raw_hits, cancelled=cancelled)
+        return scroll_pit.search_pit(
+            services, request, started, raw_hits=raw_hits, cancelled=cancelled, lend=lend
+        )
     targets = phases.resolve_targets(services, request)
     try:
         phases.check_limits(services, request, targets)
         if request.scroll is not None:
             owned, targets = targets, []  # the scroll context owns them now
             return scroll_pit.open_scroll(
-                services, owned, request, started, raw_hits=raw_hits, cancelled=cancelled
+                services, owned, request, started, raw_hits=raw_hits, cancelled=cancelled, lend=lend
             )
         cache = services.request_cache
         key = cache.key(targets, request)

@@ -21,6 +21,7 @@ import dataclasses
 import threading
 import time
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from leafsearch.common.rawjson import RawJSON
@@ -30,6 +31,7 @@ from leafsearch.search.export_pages import ExportTask
 from leafsearch.search.fetch_phase import last_sort_values, renders_raw
 from leafsearch.search.hitlist import HitList, LiveDocs, sort_column
 from leafsearch.search.shard_api import ShardContextId
+from leafsearch.search.socket_sink import Confirm, Sink, write_response
 from leafsearch.search.targets import Target
 
 if TYPE_CHECKING:
@@ -65,6 +67,8 @@ class PitTask:
     #: Per target, the shard context pinning it, when the page runs where the pins are (this
     #: process); None in a search worker, whose targets are the same snapshots rebuilt.
     contexts: list[ShardContextId] | None = None
+    #: The client's socket: the response is written to it, the result is what was `Written`.
+    sink: Sink | None = None
 
 
 @dataclass(eq=False)
@@ -73,7 +77,8 @@ class ScrollTask:
 
     `request` is the one that opened the scroll; `total`: its matches, counted by the first
     batch (None when opening); `read_ahead`: prepare the next batch in the background (the walk
-    goes on). The result: (response body, the cursor after the batch, the total)."""
+    goes on). The result: (response body, the cursor after the batch, the total); with `sink`,
+    the body is written to it (socket_sink.py) and `Written` takes its place."""
 
     targets: list[Target]
     request: SearchRequest
@@ -87,6 +92,10 @@ class ScrollTask:
     read_ahead: bool
     #: As `PitTask.contexts`.
     contexts: list[ShardContextId] | None = None
+    #: As `PitTask.sink`.
+    sink: Sink | None = None
+    #: A replayed batch's `took`, as first answered (the same bytes again).
+    took: int | None = None
 
 
 Task = SearchTask | CountTask | PitTask | ScrollTask | ExportTask
@@ -99,30 +108,47 @@ def dispatch(
     affinity: Any = None,
     *,
     relayed: bool = True,
+    confirm: Confirm | None = None,
 ) -> Any:
     """Run a task in a search worker when the node has them (here while none is ready).
 
     `affinity`: tasks with equal keys go to the same worker while it lives (a walk's requests
     find its caches); None lets the least busy worker take it. `relayed=False`: the task's
     result is not relayed by this process (it writes to the client itself), so even a walk alone
-    goes to a worker, leaving this process's interpreter to the other requests."""
+    goes to a worker, leaving this process's interpreter to the other requests. `confirm`: as
+    in `run`, called in this thread."""
     pool = services.workers
     if pool is not None:
-        return pool.run(task, cancelled=cancelled, affinity=affinity, relayed=relayed)
-    return run(services, task, cancelled)
+        return pool.run(task, cancelled=cancelled, affinity=affinity, relayed=relayed, confirm=confirm)
+    return run(services, task, cancelled, confirm)
 
 
-def run(services: SearchServices, task: Task, cancelled: threading.Event | None = None) -> Any:
-    """Run a task in this process. `services`: the server process's or a search worker's."""
+def run(
+    services: SearchServices,
+    task: Task,
+    cancelled: threading.Event | None = None,
+    confirm: Confirm | None = None,
+) -> Any:
+    """Run a task in this process. `services`: the server process's or a search worker's;
+    `confirm`: called before a response is written to the client's socket (socket_sink.py)."""
     if isinstance(task, SearchTask):
         return _search(services, task, cancelled)
     if isinstance(task, CountTask):
         return _count(services, task, cancelled)
     if isinstance(task, PitTask):
-        return _pit_page(services, task, cancelled)
+        body = _pit_page(services, task, cancelled)
+        if task.sink is None:
+            return body
+        return write_response(task.sink, body, cancelled, None if confirm is None else partial(confirm, None))
     if isinstance(task, ExportTask):
         return export_pages.run(services, task, cancelled)
-    return _scroll_batch(services, task, cancelled)
+    body, cursor, total = _scroll_batch(services, task, cancelled)
+    if task.took is not None:
+        body["took"] = task.took
+    if task.sink is not None:
+        asked = None if confirm is None else partial(confirm, (cursor, total, body["took"]))
+        body = write_response(task.sink, body, cancelled, asked)
+    return body, cursor, total
 
 
 def _started(elapsed: float) -> float:

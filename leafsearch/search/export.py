@@ -39,6 +39,7 @@ from leafsearch.search.contexts import ReaderContext
 from leafsearch.search.execution import dispatch, run
 from leafsearch.search.export_pages import ExportPage, ExportTask, error_line, trailer
 from leafsearch.search.scroll_pit import acquire_context
+from leafsearch.search.socket_sink import Sink
 from leafsearch.search.stored_scripts import resolve_stored_scripts
 from leafsearch.search.targets import release_targets
 
@@ -184,7 +185,7 @@ class ExportStream:
         """The rest of the export as one task writing to the client's socket."""
         request = dataclasses.replace(self._walk, search_after=self._cursor)
         task = ExportTask(
-            self._ctx.targets, request, self._ctx.ctx_id, self._pins, sink, self._lines, self._pit_id
+            self._ctx.targets, request, self._ctx.ctx_id, self._pins, Sink(sink), self._lines, self._pit_id
         )
         self._services.exports.handed_over()
         try:

@@ -1,21 +1,11 @@
 """An export's pages where the segments are read (a search worker, or the server process): each
 page rendered by column as NDJSON lines (`fetch_phase.render_lines`), and, given the client's
-socket (`ExportTask.sink`), the rest of the export written to it by the process that renders it.
-
-Why the renderer writes to the socket: relayed through the server process, every page crossed a
-pipe and was handed between four threads there (the pipe's reader, the export's producer, the
-HTTP thread pool, the event loop), which cost the server process about as much CPU as rendering
-the page cost the worker, so two slices read at once were no faster than one stream (measured:
-bench/RESULTS.md, "Streaming export"). Written by the worker, a page costs the server process
-nothing: it gave the worker a duplicate of the connection's socket (SCM_RIGHTS) after the
-response head and first page went out through the HTTP server, and takes the connection back
-when the task returns.
+socket (`ExportTask.sink`), the rest of the export written to it by the process that renders it
+(socket_sink.py says why), after the HTTP server sent the response head and the first page.
 
 The body is chunked (HTTP/1.1): each page is one chunk, written with one `sendmsg` of its size
-line, its lines and the CRLF (no copy of the page). The socket is non-blocking (it is the event
-loop's): a full socket is waited for with `poll`, a tenth of a second at a time, so a cancelled
-export (its client went away, the server process says) stops within that. The final empty chunk
-is the HTTP server's, once the task returns.
+line, its lines and the CRLF (no copy of the page). The final empty chunk is the HTTP server's,
+once the task returns.
 """
 
 from __future__ import annotations
@@ -24,7 +14,6 @@ import dataclasses
 import logging
 import os
 import pickle
-import select
 import socket
 import threading
 from dataclasses import dataclass
@@ -38,6 +27,7 @@ from leafsearch.request.search_types import SearchRequest
 from leafsearch.search import phases, top_hits, walks
 from leafsearch.search.fetch_phase import last_sort_values, render_lines
 from leafsearch.search.shard_api import ShardContextId
+from leafsearch.search.socket_sink import Gone, Sink, send_all
 
 if TYPE_CHECKING:
     from leafsearch.search.hitlist import HitList
@@ -45,9 +35,6 @@ if TYPE_CHECKING:
     from leafsearch.search.targets import Target
 
 log = logging.getLogger("leafsearch.export")
-
-#: How long a write waits for room in the socket before it looks whether the export was cancelled.
-_POLL_MILLIS = 100
 
 
 @dataclass(eq=False)
@@ -60,9 +47,8 @@ class ExportTask:
     ctx_id: int
     #: As `PitTask.contexts`.
     contexts: list[ShardContextId] | None = None
-    #: A file descriptor of the client's socket in the process running the task (the server
-    #: process passes its own; a worker receives one with the task), whose owner closes it.
-    sink: int | None = None
+    #: The client's socket, the response head sent (socket_sink.py).
+    sink: Sink | None = None
     #: Lines the export sent before this task (the trailer counts all of them).
     sent: int = 0
     #: The PIT the export reads, named by the trailer (None: the export's own snapshot).
@@ -137,10 +123,6 @@ def page(services: SearchServices, task: ExportTask, cancelled: threading.Event 
     return ExportPage(lines, end - start, last_sort_values(hitlist, end))
 
 
-class _Gone(Exception):
-    """The client went away, or the export was cancelled."""
-
-
 def _write_rest(services: SearchServices, task: ExportTask, cancelled: threading.Event | None) -> ExportPage:
     """Every page from the task's cursor written to its sink, then the trailer, or an error line
     when a page fails (the client resumes after the last line it got). Answers what was written;
@@ -148,7 +130,7 @@ def _write_rest(services: SearchServices, task: ExportTask, cancelled: threading
     assert task.sink is not None
     cursor = task.request.search_after
     written = 0
-    with socket.socket(fileno=os.dup(task.sink)) as out:
+    with socket.socket(fileno=os.dup(task.sink.fd)) as out:
         try:
             while True:
                 request = dataclasses.replace(task.request, search_after=cursor)
@@ -165,33 +147,11 @@ def _write_rest(services: SearchServices, task: ExportTask, cancelled: threading
                 if found.count < task.request.size:
                     _write_chunk(out, trailer(task.sent + written, task.pit_id), cancelled)
                     return ExportPage(b"", written, cursor, complete=True)
-        except _Gone:
+        except Gone:
             return ExportPage(b"", written, cursor)
 
 
 def _write_chunk(out: socket.socket, data: bytes, cancelled: threading.Event | None) -> None:
-    """One HTTP chunk of `data`, whole, waiting for room in the socket; `_Gone` when the client
-    went away or the export was cancelled meanwhile."""
-    parts = [memoryview(b"%x\r\n" % len(data)), memoryview(data), memoryview(b"\r\n")]
-    poller: select.poll | None = None
-    while parts:
-        if cancelled is not None and cancelled.is_set():
-            raise _Gone
-        try:
-            sent = out.sendmsg(parts)
-        except BlockingIOError:
-            sent = 0
-        except OSError:
-            raise _Gone from None
-        while sent:
-            if sent >= len(parts[0]):
-                sent -= len(parts.pop(0))
-            else:
-                parts[0], sent = parts[0][sent:], 0
-        if parts:
-            if poller is None:
-                poller = select.poll()
-                poller.register(out, select.POLLOUT)
-            events = poller.poll(_POLL_MILLIS)
-            if any(flags & (select.POLLERR | select.POLLHUP) for _, flags in events):
-                raise _Gone
+    """One HTTP chunk of `data`, whole; `Gone` when the client went away or the export was
+    cancelled meanwhile."""
+    send_all(out, [b"%x\r\n" % len(data), data, b"\r\n"], cancelled)

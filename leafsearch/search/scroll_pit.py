@@ -5,6 +5,7 @@ Both hold shard snapshots in a context (contexts.py); these functions are what t
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from typing import TYPE_CHECKING, Any
@@ -21,6 +22,7 @@ from leafsearch.request.search_types import SearchRequest
 from leafsearch.search import phases
 from leafsearch.search.contexts import ReaderContext
 from leafsearch.search.execution import PitTask, ScrollTask, dispatch, reads_ahead, run
+from leafsearch.search.socket_sink import Confirm, Lend, Sink, Written
 from leafsearch.search.targets import Target, release_targets
 
 if TYPE_CHECKING:
@@ -34,10 +36,12 @@ def search_pit(
     *,
     raw_hits: bool = False,
     cancelled: threading.Event | None = None,
-) -> dict[str, Any]:
+    lend: Lend | None = None,
+) -> dict[str, Any] | Written:
     """A search on a PIT's snapshots. The PIT is in use meanwhile (a close waits for the search);
     its keep-alive becomes the larger of the old and the requested one, counted from the end of
-    this search, as Elasticsearch's ReaderContext does."""
+    this search, as Elasticsearch's ReaderContext does. `lend`: the client's socket, to which a
+    search worker writes the response (`Written` is answered; socket_sink.py)."""
     assert request.pit is not None
     ctx = acquire_context(services, request.pit.id, "pit")
     keep_alive = None
@@ -51,14 +55,28 @@ def search_pit(
         phases.check_limits(services, request, ctx.targets)
         # The shard contexts are this process's: a search worker reads the same snapshots rebuilt.
         pins = ctx.shard_contexts if services.workers is None else None
+        sink = _sink(services, lend, raw_hits)
         task = PitTask(
-            ctx.targets, request, time.perf_counter() - started, raw_hits, ctx.ctx_id, ctx.public_id, pins
+            ctx.targets,
+            request,
+            time.perf_counter() - started,
+            raw_hits,
+            ctx.ctx_id,
+            ctx.public_id,
+            pins,
+            sink,
         )
         # The pages of one walk (one slice of it) go where its hit list and read-ahead are.
         slice_id = None if request.slice is None else request.slice.id
-        return dispatch(services, task, cancelled, affinity=(ctx.ctx_id, slice_id))
+        return dispatch(services, task, cancelled, affinity=(ctx.ctx_id, slice_id), relayed=sink is None)
     finally:
         services.contexts.release(ctx, keep_alive)
+
+
+def _sink(services: CoordinatorServices, lend: Lend | None, raw_hits: bool) -> Sink | None:
+    """The client's socket for a page a search worker renders (none without workers: the page is
+    rendered here, nothing to relay)."""
+    return lend() if lend is not None and raw_hits and services.workers is not None else None
 
 
 def open_scroll(
@@ -69,7 +87,8 @@ def open_scroll(
     *,
     raw_hits: bool = False,
     cancelled: threading.Event | None = None,
-) -> dict[str, Any]:
+    lend: Lend | None = None,
+) -> dict[str, Any] | Written:
     """`?scroll=` on a search: a context owning `targets` (released with it) and the first batch.
 
     Refusals at this point (keep-alive too long, too many open scrolls, a failing query) are shard
@@ -85,7 +104,9 @@ def open_scroll(
     try:
         ctx.request = request
         with ctx.lock:
-            body = _next_batch(services, ctx, started, raw_hits, cancelled, opening=True, read_ahead=False)
+            body = _next_batch(
+                services, ctx, started, raw_hits, cancelled, opening=True, read_ahead=False, lend=lend
+            )
         return body
     except BaseException:
         services.contexts.free(ctx, "freed because its first batch failed")
@@ -103,12 +124,22 @@ def _next_batch(
     *,
     opening: bool,
     read_ahead: bool,
-) -> dict[str, Any]:
+    lend: Lend | None,
+) -> dict[str, Any] | Written:
     """The batch after the scroll's cursor (caller holds `ctx.lock`), answered with the id of
     the position after it; the context moves there and keeps what replays the batch (its start
     and `took`), its record written before the batch is answered."""
     seq = ctx.seq + 1
     public_id = services.contexts.encode_id("scroll", ctx.key, seq, ctx.token)
+
+    def advance(summary: tuple[list | None, int, int]) -> bool:
+        """Move the context past the batch and record it, before the batch is answered."""
+        cursor, total, took = summary
+        ctx.prev_cursor, ctx.cursor, ctx.total = ctx.cursor, cursor, total
+        ctx.seq, ctx.public_id, ctx.prev_took = seq, public_id, took
+        services.contexts.persist(ctx)
+        return True
+
     body, cursor, total = _batch(
         services,
         ctx,
@@ -119,16 +150,17 @@ def _next_batch(
         cancelled,
         opening=opening,
         read_ahead=read_ahead,
+        lend=lend,
+        confirm=advance,
     )
-    ctx.prev_cursor, ctx.cursor, ctx.total = ctx.cursor, cursor, total
-    ctx.seq, ctx.public_id, ctx.prev_took = seq, public_id, body["took"]
-    services.contexts.persist(ctx)
+    if not isinstance(body, Written):  # else the worker asked, before writing it
+        advance((cursor, total, body["took"]))
     return body
 
 
 def _replayed_batch(
-    services: CoordinatorServices, ctx: ReaderContext, started: float, raw_hits: bool
-) -> dict[str, Any]:
+    services: CoordinatorServices, ctx: ReaderContext, started: float, raw_hits: bool, lend: Lend | None
+) -> dict[str, Any] | Written:
     """The last batch again (caller holds `ctx.lock`): the same hits from the same cursor on the
     same snapshot, its `took` as first answered, so the response is the same bytes."""
     body, _, _ = _batch(
@@ -141,8 +173,9 @@ def _replayed_batch(
         None,
         opening=False,
         read_ahead=False,
+        lend=lend,
+        took=ctx.prev_took,
     )
-    body["took"] = ctx.prev_took
     return body
 
 
@@ -157,11 +190,19 @@ def _batch(
     *,
     opening: bool,
     read_ahead: bool,
-) -> tuple[dict[str, Any], list | None, int]:
+    lend: Lend | None,
+    took: int | None = None,
+    confirm: Confirm | None = None,
+) -> tuple[dict[str, Any] | Written, list | None, int]:
     """The scroll's batch after `cursor`, run as a task (caller holds `ctx.lock`): its body
-    (answering `public_id`), the cursor after it and the scroll's total. Over shard actors, the
-    task runs here (no search worker holds their snapshots), on their contexts."""
+    (answering `public_id`; `took` replaces its own: a replay's), or what a search worker wrote
+    of it to the client's socket (`lend`; `confirm` is called with the cursor, total and took
+    before it writes), the cursor after it and the scroll's total. Over shard actors, the task
+    runs here (no search worker holds their snapshots), on their contexts."""
     remote = any(t.remote for t in ctx.targets)
+    sink = None if remote else _sink(services, lend, raw_hits)
+    if sink is not None and confirm is not None:
+        sink = dataclasses.replace(sink, confirm=True)
     task = ScrollTask(
         ctx.targets,
         ctx.request,
@@ -175,10 +216,19 @@ def _batch(
         read_ahead,
         # The shard contexts are this process's: a search worker reads the same snapshots rebuilt.
         ctx.shard_contexts if services.workers is None or remote else None,
+        sink,
+        took,
     )
     if remote:
         return run(services, task, cancelled)
-    return dispatch(services, task, cancelled, affinity=(ctx.ctx_id, None))
+    return dispatch(
+        services,
+        task,
+        cancelled,
+        affinity=(ctx.ctx_id, None),
+        relayed=sink is None,
+        confirm=confirm if sink is not None else None,
+    )
 
 
 def acquire_context(services: CoordinatorServices, context_id: str, kind: str) -> ReaderContext:
@@ -190,10 +240,15 @@ def acquire_context(services: CoordinatorServices, context_id: str, kind: str) -
 
 
 def scroll(
-    services: CoordinatorServices, scroll_id: str, keep_alive: str | None, *, raw_hits: bool = False
-) -> dict[str, Any]:
+    services: CoordinatorServices,
+    scroll_id: str,
+    keep_alive: str | None,
+    *,
+    raw_hits: bool = False,
+    lend: Lend | None = None,
+) -> dict[str, Any] | Written:
     """The batch after the position `scroll_id` names. `keep_alive` resets the expiry; without it
-    the context is freed (SPEC 3.1).
+    the context is freed (SPEC 3.1). `lend`: as in `search_pit`.
 
     The latest id asks for the next batch; the id before it (the latest not yet used) for the
     last batch again, the same bytes (a retry after a lost response); an older one is refused:
@@ -221,10 +276,10 @@ def scroll(
             if seq == ctx.seq:
                 read_ahead = reads_ahead(raw_hits, keep_alive, ctx.request)
                 body = _next_batch(
-                    services, ctx, started, raw_hits, None, opening=False, read_ahead=read_ahead
+                    services, ctx, started, raw_hits, None, opening=False, read_ahead=read_ahead, lend=lend
                 )
             elif seq == ctx.seq - 1 and seq > 0:
-                body = _replayed_batch(services, ctx, started, raw_hits)
+                body = _replayed_batch(services, ctx, started, raw_hits, lend)
             else:
                 raise SearchPhaseExecution(_moved_past(ctx, seq))
     finally:

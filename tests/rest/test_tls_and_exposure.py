@@ -4,7 +4,6 @@ what failed without the exception's text, paths or stack."""
 
 from __future__ import annotations
 
-import datetime
 import ipaddress
 import signal
 import socket
@@ -17,47 +16,12 @@ import httpx
 import orjson
 import pytest
 from conftest import error_of, free_port, start_server
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 from security_helpers import add_user
 from starlette.testclient import TestClient
+from tls_helpers import certificate
 
 from leafsearch import Node
 from leafsearch.rest.app import create_app
-
-
-def _certificate(folder: Path) -> tuple[Path, Path]:
-    """A self-signed certificate for 127.0.0.1 and localhost, and its key (PEM files)."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "leafsearch test")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(
-            x509.SubjectAlternativeName(
-                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
-            ),
-            critical=False,
-        )
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    cert_path, key_path = folder / "node.crt", folder / "node.key"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        )
-    )
-    return cert_path, key_path
 
 
 def _stop(process: subprocess.Popen) -> str:
@@ -97,7 +61,7 @@ def _address_beyond_loopback() -> str | None:
 
 
 def test_tls_serves_https_with_the_given_certificate(tmp_path: Path) -> None:
-    cert, key = _certificate(tmp_path)
+    cert, key = certificate(tmp_path)
     data = tmp_path / "data"
     add_user(data, "admin", "admin-secret", "superuser")
     port = free_port()
@@ -179,7 +143,7 @@ def test_callers_beyond_loopback_authenticate_whatever_their_address(tmp_path: P
 
 
 def test_tls_options_go_together(tmp_path: Path) -> None:
-    cert, _ = _certificate(tmp_path)
+    cert, _ = certificate(tmp_path)
     process = start_server(tmp_path / "data", free_port(), "--tls-cert", str(cert))
     output = _finish(process)
     assert process.returncode == 2 and "--tls-cert and --tls-key go together" in output

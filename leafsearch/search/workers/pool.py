@@ -56,6 +56,7 @@ from leafsearch.errors import ElasticError, SearchPhaseExecution
 from leafsearch.index.events import ShardEvents
 from leafsearch.index.searcher import Searcher
 from leafsearch.search import execution
+from leafsearch.search.socket_sink import Confirm, ResponseCut
 from leafsearch.search.targets import Target
 from leafsearch.search.workers import entry
 from leafsearch.search.workers.mirror import IndexState, TargetRef, snapshot_state
@@ -88,17 +89,36 @@ class WorkerUnavailable(Exception):
 
 
 class _Call:
-    """One task in flight: its reply arrives from the worker's reader thread."""
+    """One task in flight: its reply arrives from the worker's reader thread, and before it, for
+    a response the worker writes to the client's socket once confirmed, what it rendered."""
 
-    __slots__ = ("done", "reply")
+    __slots__ = ("done", "reply", "rendered", "writing")
 
     def __init__(self) -> None:
         self.done = threading.Event()
         self.reply: tuple[str, Any, list] | None = None
+        self.rendered: Any = None
+        #: The worker said it writes to the client's socket: if it dies now, what reached the
+        #: client is unknown (before, nothing did: its death is an error response).
+        self.writing = False
 
     def finish(self, kind: str, payload: Any, phases: list) -> None:
         self.reply = (kind, payload, phases)
         self.done.set()
+
+    def render(self, summary: Any) -> None:
+        self.rendered = summary
+        self.writing = True
+        self.done.set()
+
+    def take_rendered(self) -> Any:
+        """What the worker rendered and waits to write, once (None: nothing waits)."""
+        summary, self.rendered = self.rendered, None
+        if summary is not None:
+            self.done.clear()
+            if self.reply is not None:  # a reply (the worker died) came meanwhile
+                self.done.set()
+        return summary
 
 
 class _Worker:
@@ -168,8 +188,8 @@ class _Worker:
             self.conn.send_bytes(data)
             self.sent += 1
             sink = getattr(message[-1], "sink", None)
-            if sink is not None:  # the client's socket (an export), read by the worker right after
-                reduction.send_handle(self.conn, sink, self.pid)
+            if sink is not None:  # the client's socket (socket_sink.py), read by the worker right after
+                reduction.send_handle(self.conn, sink.fd, self.pid)
 
     def _write(self, message: tuple) -> None:
         """Pickle and write one message (the sender thread's; tasks are written by `submit`)."""
@@ -250,6 +270,15 @@ class _Worker:
                 # written: the unpickled result holds them without another copy.
                 buffers = [self.conn.recv_bytes() for _ in range(count)]
                 self._finish(call_id, message[0], (payload, buffers), phases)
+            elif message[0] in ("rendered", "writing"):
+                with self.lock:
+                    call = self.inflight.get(message[1])
+                if call is None:
+                    pass
+                elif message[0] == "rendered":
+                    call.render(message[2])
+                else:
+                    call.writing = True
             elif message[0] == "stats":
                 self._finish(message[1], "done", message[2])
         self._died()
@@ -310,6 +339,7 @@ class WorkerPool:
         self.started = 0  # processes started, replacements included
         self.lost = 0  # workers that died and were replaced
         self.jobs = 0  # jobs (bulk_offload.py) a worker answered
+        self.socket_writes = 0  # tasks a worker ran writing to the client's socket (socket_sink.py)
         self._ready = threading.Condition(self._lock)
         self._launched = False  # `start()` was called
         self._starting: dict[int, BaseProcess] = {}  # slot -> a process not ready yet
@@ -437,13 +467,21 @@ class WorkerPool:
     # ---- tasks ------------------------------------------------------------------------------
 
     def run(
-        self, task: execution.Task, *, cancelled: threading.Event | None, affinity: Any, relayed: bool = True
+        self,
+        task: execution.Task,
+        *,
+        cancelled: threading.Event | None,
+        affinity: Any,
+        relayed: bool = True,
+        confirm: Confirm | None = None,
     ) -> Any:
         """Run a task in a worker (here when none is ready) and return its result; `relayed`: see
-        `execution.dispatch` (False: no walk stays here for being alone)."""
+        `execution.dispatch` (False: no walk stays here for being alone); `confirm`: called here
+        with what the worker rendered before it writes it to the client's socket (its answer
+        goes back: write or not)."""
         if affinity is None and self._take_here():
             try:
-                return execution.run(self._services, task, cancelled)
+                return execution.run(self._services, task, cancelled, confirm)
             finally:
                 with self._lock:
                     self._here_busy -= 1
@@ -454,13 +492,28 @@ class WorkerPool:
                 raise _WorkerGone
             call = worker.submit(call_id, task)
         except _WorkerGone:
-            return execution.run(self._services, task, cancelled)
+            return execution.run(self._services, task, cancelled, confirm)
+        if getattr(task, "sink", None) is not None:
+            with self._lock:
+                self.socket_writes += 1
         self._wait(worker, call_id, call, cancelled)
+        while (summary := call.take_rendered()) is not None:
+            assert confirm is not None
+            try:
+                allowed = confirm(summary)
+            except BaseException:
+                worker.post(("go", call_id, False))
+                call.done.wait()
+                raise
+            worker.post(("go", call_id, allowed))
+            self._wait(worker, call_id, call, cancelled)
         assert call.reply is not None
         kind, payload, phases = call.reply
         for name, seconds in phases:
             self._services.search_stats.record(name, seconds, task.targets)
         if kind == "lost":
+            if call.writing:  # it may have written part of the response
+                raise ResponseCut(str(payload))
             raise payload
         result = pickle.loads(payload[0], buffers=payload[1])
         if kind == "error":
@@ -657,5 +710,6 @@ class WorkerPool:
             "walks_in_server_process": walks[self._here],
             "requests_in_server_process": self.served_here,
             "jobs": self.jobs,
+            "socket_writes": self.socket_writes,
             "workers": described,
         }

@@ -159,6 +159,7 @@ def main(conn: Connection, config: WorkerConfig) -> None:
     read_lock = threading.Lock()
     send_lock = threading.Lock()
     running: dict[int, threading.Event] = {}
+    gates: dict[int, list[Any]] = {}  # call id -> [event, answer]: a rendered response awaiting "go"
     pending: deque[tuple[int, Callable[[], Any]]] = deque()  # tasks read while draining
     finished = threading.Event()
 
@@ -184,6 +185,30 @@ def main(conn: Connection, config: WorkerConfig) -> None:
             running.pop(call_id, None)
         reply((kind, call_id, payload, phases, len(buffers)), buffers)
 
+    def confirming(call_id: int, cancelled: threading.Event, ask: bool) -> Callable[[Any], bool]:
+        """Tell the server process before writing a rendered response to the client's socket
+        (so that a death of this process meanwhile cuts the connection rather than answering an
+        error); with `ask`, wait for its answer (socket_sink.Confirm). A cancelled task writes
+        nothing."""
+
+        def tell(summary: Any) -> bool:
+            reply(("writing", call_id))
+            return True
+
+        def confirm(summary: Any) -> bool:
+            gate: list[Any] = [threading.Event(), False]
+            gates[call_id] = gate
+            try:
+                reply(("rendered", call_id, summary))
+                while not gate[0].wait(0.1):
+                    if cancelled.is_set():
+                        return False
+                return gate[1]
+            finally:
+                gates.pop(call_id, None)
+
+        return confirm if ask else tell
+
     def handle(message: tuple) -> tuple[int, Callable[[], Any]] | None:
         """Apply a message; a task or job comes back ready to run. A job (bulk_offload.py)
         takes the index states it names here, as read, so a later update does not change what
@@ -197,17 +222,19 @@ def main(conn: Connection, config: WorkerConfig) -> None:
                     _apply(state, update)
                 if kind == "task":
                     sink = getattr(task, "sink", None)
-                    if sink is not None:  # the client's socket follows the task (an export)
-                        sink = reduction.recv_handle(conn)
+                    if sink is not None:  # the client's socket follows the task (socket_sink.py)
+                        sink = replace(sink, fd=reduction.recv_handle(conn))
                         task = replace(task, sink=sink)
                     task = replace(task, targets=state.mirror.targets(task.targets))
-                    work = partial(execution.run, state.services, task, cancelled)
+                    confirm = None if sink is None else confirming(call_id, cancelled, sink.confirm)
+                    work = partial(execution.run, state.services, task, cancelled, confirm)
                     if sink is not None:
-                        # It writes until the export ends: on a thread of its own, not one that
-                        # serves the other tasks; the socket is closed when it returns.
+                        # It writes as fast as its client reads (an export, until it ends): on a
+                        # thread of its own, not one that serves the other tasks; the socket is
+                        # closed when it returns.
                         running[call_id] = cancelled
                         threading.Thread(
-                            target=run, args=(call_id, partial(_closing, sink, work)), daemon=True
+                            target=run, args=(call_id, partial(_closing, sink.fd, work)), daemon=True
                         ).start()
                         return None
                 else:
@@ -222,6 +249,11 @@ def main(conn: Connection, config: WorkerConfig) -> None:
             event = running.get(message[1])
             if event is not None:
                 event.set()
+        elif kind == "go":
+            gate = gates.get(message[1])
+            if gate is not None:
+                gate[1] = message[2]
+                gate[0].set()
         elif kind == "release":
             state.mirror.release(message[1])
         elif kind == "deleted":

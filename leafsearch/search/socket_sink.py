@@ -1,0 +1,142 @@
+"""A response written to the client's socket by the process that renders it (a search worker,
+or the server process), instead of being relayed through the HTTP server.
+
+Why: relayed, a page rendered by a search worker crossed a pipe and four threads of the server
+process (the pipe's reader, the request's thread, the event loop, the socket write), which cost
+the server process about as much CPU as rendering the page cost the worker (0.8 to 0.9 ms per
+1,000 documents): two slices read at once were no faster than one stream (bench/RESULTS.md,
+"Streaming export"). Written by the renderer, a page costs the server process its request and
+two small messages. The HTTP layer lends the socket (a duplicate of its descriptor, sent to a
+worker with the task by SCM_RIGHTS) only over plain TCP, with nothing pending on it, and takes
+the connection back when the task returns, before it answers the next request on it.
+
+Two uses, one writer (`send_all`): `_export`'s chunks after its first page (export_pages.py:
+the HTTP server sent the head), and a whole response of one page (`write_response`: a PIT page
+or a scroll batch), whose head the server process composed (status and headers, all but the
+length) and the renderer completes with the body's `Content-Length` once it is rendered, so
+the response is the relayed one byte for byte, and a page that fails before its first byte is
+the server process's usual error response (the worker wrote nothing). After the first byte,
+a client that goes away or a cancelled task ends the write (`Written.complete` false) and the
+server closes the connection; a worker that dies meanwhile is `ResponseCut` (what reached the
+client is unknown): the connection is closed too.
+
+The socket is non-blocking (it is the event loop's): a full socket is waited for with `poll`, a
+tenth of a second at a time, so a write stops within that once its task is cancelled.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import socket
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from leafsearch.common.rawjson import fragment
+
+#: How long a write waits for room in the socket before it looks whether it was cancelled.
+_POLL_MILLIS = 100
+
+
+@dataclass(frozen=True, slots=True)
+class Sink:
+    """The client's socket, lent for one response (or the rest of an export's)."""
+
+    #: A descriptor of the socket in the process running the task (the server process passes a
+    #: duplicate of its own; a worker receives one with the task); its owner closes it.
+    fd: int
+    #: A whole response's head around its Content-Length value: what comes before the digits
+    #: (ending `content-length: `) and after them (from the line end to the blank line). None:
+    #: the head was sent, chunks follow (an export).
+    head: tuple[bytes, bytes] | None = None
+    #: The renderer asks the server process before writing (`Confirm`): a scroll batch, whose
+    #: context moves and is recorded before the response naming its next id goes out.
+    confirm: bool = False
+
+
+#: What the HTTP layer offers a request that may have its response written by its renderer: a
+#: call lending the socket (None when it cannot: the connection went away meanwhile).
+Lend = Callable[[], Sink | None]
+#: Called by the renderer with what the server process must know of a rendered response before
+#: it is written (a scroll batch's cursor, total and took); False: write nothing.
+Confirm = Callable[[Any], bool]
+
+
+@dataclass(frozen=True, slots=True)
+class Written:
+    """A response written to the socket: its body's length, whether all of it went out (else the
+    client went away, or the task was cancelled), and what the server process keeps of it (the
+    scroll's replay, the slow log): `took` and the hits' total as rendered."""
+
+    length: int
+    complete: bool
+    took: int
+    total: Any = None
+
+    def summary(self) -> dict[str, Any]:
+        """The parts of the response body the slow log reads."""
+        return {"took": self.took, "hits": {"total": self.total}}
+
+
+class ResponseCut(Exception):
+    """The process writing a response to the client's socket died: what reached the client is
+    unknown, so the connection must be closed rather than answered."""
+
+
+class Gone(Exception):
+    """The client went away, or the write was cancelled."""
+
+
+def write_response(
+    sink: Sink,
+    body: dict[str, Any],
+    cancelled: threading.Event | None,
+    confirm: Callable[[], bool] | None = None,
+) -> Written:
+    """A response body rendered as the REST layer renders it (JSON, sources spliced) and written
+    with its head, in one `sendmsg` when the socket has room (no copy of the page); `confirm`
+    first, when given: its False writes nothing (`Written.complete` false, length 0)."""
+    assert sink.head is not None
+    data = orjson.dumps(body, default=fragment)
+    if confirm is not None and not confirm():
+        return Written(0, False, body["took"])
+    before, after = sink.head
+    with socket.socket(fileno=os.dup(sink.fd)) as out:
+        try:
+            send_all(out, [before, b"%d" % len(data), after, data], cancelled)
+            complete = True
+        except Gone:
+            complete = False
+    return Written(len(data), complete, body["took"], body.get("hits", {}).get("total"))
+
+
+def send_all(out: socket.socket, pieces: list[bytes], cancelled: threading.Event | None) -> None:
+    """`pieces` written whole, in order, waiting for room in the socket; `Gone` when the client
+    went away or the write was cancelled meanwhile."""
+    parts = [memoryview(piece) for piece in pieces if piece]
+    poller: select.poll | None = None
+    while parts:
+        if cancelled is not None and cancelled.is_set():
+            raise Gone
+        try:
+            sent = out.sendmsg(parts)
+        except BlockingIOError:
+            sent = 0
+        except OSError:
+            raise Gone from None
+        while sent:
+            if sent >= len(parts[0]):
+                sent -= len(parts.pop(0))
+            else:
+                parts[0], sent = parts[0][sent:], 0
+        if parts:
+            if poller is None:
+                poller = select.poll()
+                poller.register(out, select.POLLOUT)
+            events = poller.poll(_POLL_MILLIS)
+            if any(flags & (select.POLLERR | select.POLLHUP) for _, flags in events):
+                raise Gone
