@@ -6,6 +6,7 @@ Tests share the server, so each test works in indices named after itself (`index
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import socket
@@ -138,9 +139,11 @@ RAY_TESTS = "tests/ray_backend/"
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """With pytest-xdist's `--dist loadgroup` (pyproject.toml's default), the Ray tests are one
     group: they run in one worker, one after the other, so that one Ray cluster runs at a time,
-    as in a serial run, and each is started once, not once per worker. Every other test is
-    handed to the next free worker. The group is the largest, so it is handed out first, and
-    the other workers share the rest meanwhile.
+    as in a serial run, and each is started once, not once per worker. The tests of a module
+    with a module-scoped fixture (a server of its own, users, a loaded index) are a group too,
+    so that the fixture is made once, not once in each worker or again whenever the worker
+    comes back to the module. Every other test is handed to the next free worker. Groups are
+    handed out largest first (the Ray group leads), and the single tests share the end.
 
     Why by path rather than by `xdist_group` marks: pytest 9.2 no longer sees the group that
     pytest-xdist 3.8 writes into a marked test's node id, and runs the marked tests anywhere
@@ -151,9 +154,22 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
     class RayTogether(LoadGroupScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return "ray" if nodeid.startswith(RAY_TESTS) else super()._split_scope(nodeid)
+            if nodeid.startswith(RAY_TESTS):
+                return "ray"
+            module = nodeid.split("::", 1)[0]
+            return module if _has_module_fixture(module) else super()._split_scope(nodeid)
 
     return RayTogether(config, log)
+
+
+@functools.cache
+def _has_module_fixture(module: str) -> bool:
+    """Whether the test module (a path from the repository root) defines a module-scoped fixture."""
+    try:
+        source = (REPO / module).read_text()
+    except OSError:
+        return False
+    return re.search(r"""@pytest\.fixture\([^)]*scope=["']module["']""", source) is not None
 
 
 @pytest.fixture(scope="session")
