@@ -119,14 +119,27 @@ def start_server(data: Path, port: int, *extra: str) -> subprocess.Popen:
     )
 
 
+#: Search workers of a server started by `running_server` when its options do not say: one crosses
+#: the process boundary as several do, and each is an interpreter importing the engine (about
+#: 0.4 s of CPU at every start). The session's server keeps the default, one per core.
+TEST_SERVER_WORKERS = 1
+
+
 @contextmanager
 def running_server(
-    data: Path, *extra: str, preexec_fn: Callable[[], None] | None = None
+    data: Path,
+    *extra: str,
+    preexec_fn: Callable[[], None] | None = None,
+    search_workers: int | None = TEST_SERVER_WORKERS,
 ) -> Iterator[tuple[str, subprocess.Popen]]:
     """A server process on a free port (`leafsearch.testing.Server`, the one the pytest plugin
     starts), its output in `<data>.log`; stopped with SIGTERM on exit. `preexec_fn` runs in the
-    child before the server starts (e.g. to set resource limits)."""
-    with Server(data, args=extra, preexec_fn=preexec_fn, startup_timeout=STARTUP_TIMEOUT) as server:
+    child before the server starts (e.g. to set resource limits). `search_workers` unless `extra`
+    names `--search-workers` (None: the server's default, one per core)."""
+    args = list(extra)
+    if search_workers is not None and "--search-workers" not in args:
+        args = ["--search-workers", str(search_workers), *args]
+    with Server(data, args=args, preexec_fn=preexec_fn, startup_timeout=STARTUP_TIMEOUT) as server:
         yield server.url, server.process
 
 
@@ -178,7 +191,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     search workers, even one that runs alone (which the server process would otherwise serve
     itself: the path the in-process Node tests take), so that every feature the suite tests
     over HTTP crosses the process boundary."""
-    with running_server(tmp_path_factory.mktemp("leafsearch-data")) as (url, _):
+    with running_server(tmp_path_factory.mktemp("leafsearch-data"), search_workers=None) as (url, _):
         to_workers = dict.fromkeys(
             ("search.workers.lone_requests_in_server", "search.workers.lone_walks_in_server"), False
         )
