@@ -20,6 +20,7 @@ from pathlib import Path
 import orjson
 from elasticsearch import Elasticsearch
 
+from bench import harness
 from bench.client import Client, HttpError
 from bench.generate import generate
 from bench.harness import Context, Row, describe
@@ -54,6 +55,12 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--json", type=Path, help="also write the rows to this JSON file")
     parser.add_argument("--seed", type=int, default=42, help="data generator seed (default 42)")
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="go through every workload and check with few repetitions (3 samples per figure, "
+        "a quarter of each fixed duration): a test that the benchmark works, no measurement",
+    )
     args = parser.parse_args(argv)
     args.workloads = [name.strip().upper() for name in args.workloads.split(",") if name.strip()]
     unknown = [name for name in args.workloads if name not in WORKLOADS]
@@ -167,6 +174,8 @@ def _workloads(ctx: Context, names: list[str]) -> list[Row]:
 
 def main(argv: list[str] | None = None) -> int:
     args = _arguments(argv)
+    if args.smoke:
+        harness.smoke()
     workdir = Path(tempfile.mkdtemp(prefix="leafsearch-bench-"))
     try:
         return _run(args, workdir)

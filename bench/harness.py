@@ -28,7 +28,18 @@ RUNS = 20
 WARMUPS = 3
 FIRSTS = 10  # first requests per figure, each on what no cache has seen (a new snapshot, a new PIT)
 SAMPLING_BUDGET_S = 10.0  # per figure: a very slow server still finishes the run
+#: What the fixed durations of a run (merges' quiet time, attacks, writes beside searches) are
+#: multiplied by.
+PACE = 1.0
 WALK_BUDGET_S = 300.0  # per full walk or export
+
+
+def smoke() -> None:
+    """`--smoke`: a run that goes through every workload, endpoint and check with few repetitions
+    (3 timed requests after 1 warm-up, 3 first requests, a quarter of each fixed duration), as
+    tests/test_bench_smoke.py runs it; its figures are no measurements."""
+    global RUNS, WARMUPS, FIRSTS, PACE
+    RUNS, WARMUPS, FIRSTS, PACE = 3, 1, 3, 0.25
 
 
 class CheckFailed(Exception):

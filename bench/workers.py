@@ -149,7 +149,9 @@ def _wait_workers(url: str, timeout: float = 60.0) -> None:
     raise TimeoutError("search workers not ready")
 
 
-def _measure(data: Path, log: Path, extra: list[str], n: int, first: int, last: int) -> dict[str, Any]:
+def _measure(
+    data: Path, log: Path, extra: list[str], n: int, first: int, last: int, queries: int
+) -> dict[str, Any]:
     out: dict[str, Any] = {}
     server = Server(data, log, args=extra)
     began = time.perf_counter()
@@ -165,13 +167,13 @@ def _measure(data: Path, log: Path, extra: list[str], n: int, first: int, last: 
             warm = [(server.url, _queries(first, last, 100 + c, WARM_UP_QUERIES)) for c in range(4)]
             _in_processes(manager, pool, _query_client, warm)
             seconds, (lat,) = _in_processes(
-                manager, pool, _query_client, [(server.url, _queries(first, last, 1, W6_PER_CLIENT))]
+                manager, pool, _query_client, [(server.url, _queries(first, last, 1, queries))]
             )
-            out["W6 1 client, q/s"] = W6_PER_CLIENT / seconds
+            out["W6 1 client, q/s"] = queries / seconds
             out["W6 1 client p50, ms"], out["W6 1 client p99, ms"] = _percentiles(lat)
-            lists = [(server.url, _queries(first, last, 10 + c, W6_PER_CLIENT)) for c in range(4)]
+            lists = [(server.url, _queries(first, last, 10 + c, queries)) for c in range(4)]
             seconds, lats = _in_processes(manager, pool, _query_client, lists)
-            out["W6 4 clients, q/s"] = 4 * W6_PER_CLIENT / seconds
+            out["W6 4 clients, q/s"] = 4 * queries / seconds
             out["W6 4 clients p50, ms"], out["W6 4 clients p99, ms"] = _percentiles(sum(lats, []))
             for slices in (1, 2, 4):
                 args = [(server.url, None if slices == 1 else s, slices) for s in range(slices)]
@@ -273,12 +275,17 @@ def main() -> None:
     )
     parser.add_argument("--docs", type=int, default=1_000_000)
     parser.add_argument("--json", type=Path)
+    parser.add_argument(
+        "--queries", type=int, default=W6_PER_CLIENT, help=f"W6 queries per client (default {W6_PER_CLIENT})"
+    )
     options = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="leafsearch-workers-"))
     try:
         data, first, last = _load(work, options.docs)
-        workers = _measure(data, work / "workers.log", [], options.docs, first, last)
-        inline = _measure(data, work / "inline.log", ["--search-workers", "0"], options.docs, first, last)
+        workers = _measure(data, work / "workers.log", [], options.docs, first, last, options.queries)
+        inline = _measure(
+            data, work / "inline.log", ["--search-workers", "0"], options.docs, first, last, options.queries
+        )
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(f"{options.docs:,} documents; default search workers vs --search-workers 0, same run")

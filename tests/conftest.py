@@ -6,6 +6,7 @@ Tests share the server, so each test works in indices named after itself (`index
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import socket
@@ -118,14 +119,27 @@ def start_server(data: Path, port: int, *extra: str) -> subprocess.Popen:
     )
 
 
+#: Search workers of a server started by `running_server` when its options do not say: one crosses
+#: the process boundary as several do, and each is an interpreter importing the engine (about
+#: 0.4 s of CPU at every start). The session's server keeps the default, one per core.
+TEST_SERVER_WORKERS = 1
+
+
 @contextmanager
 def running_server(
-    data: Path, *extra: str, preexec_fn: Callable[[], None] | None = None
+    data: Path,
+    *extra: str,
+    preexec_fn: Callable[[], None] | None = None,
+    search_workers: int | None = TEST_SERVER_WORKERS,
 ) -> Iterator[tuple[str, subprocess.Popen]]:
     """A server process on a free port (`leafsearch.testing.Server`, the one the pytest plugin
     starts), its output in `<data>.log`; stopped with SIGTERM on exit. `preexec_fn` runs in the
-    child before the server starts (e.g. to set resource limits)."""
-    with Server(data, args=extra, preexec_fn=preexec_fn, startup_timeout=STARTUP_TIMEOUT) as server:
+    child before the server starts (e.g. to set resource limits). `search_workers` unless `extra`
+    names `--search-workers` (None: the server's default, one per core)."""
+    args = list(extra)
+    if search_workers is not None and "--search-workers" not in args:
+        args = ["--search-workers", str(search_workers), *args]
+    with Server(data, args=args, preexec_fn=preexec_fn, startup_timeout=STARTUP_TIMEOUT) as server:
         yield server.url, server.process
 
 
@@ -138,9 +152,11 @@ RAY_TESTS = "tests/ray_backend/"
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """With pytest-xdist's `--dist loadgroup` (pyproject.toml's default), the Ray tests are one
     group: they run in one worker, one after the other, so that one Ray cluster runs at a time,
-    as in a serial run, and each is started once, not once per worker. Every other test is
-    handed to the next free worker. The group is the largest, so it is handed out first, and
-    the other workers share the rest meanwhile.
+    as in a serial run, and each is started once, not once per worker. The tests of a module
+    with a module-scoped fixture (a server of its own, users, a loaded index) are a group too,
+    so that the fixture is made once, not once in each worker or again whenever the worker
+    comes back to the module. Every other test is handed to the next free worker. Groups are
+    handed out largest first (the Ray group leads), and the single tests share the end.
 
     Why by path rather than by `xdist_group` marks: pytest 9.2 no longer sees the group that
     pytest-xdist 3.8 writes into a marked test's node id, and runs the marked tests anywhere
@@ -151,9 +167,22 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
     class RayTogether(LoadGroupScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return "ray" if nodeid.startswith(RAY_TESTS) else super()._split_scope(nodeid)
+            if nodeid.startswith(RAY_TESTS):
+                return "ray"
+            module = nodeid.split("::", 1)[0]
+            return module if _has_module_fixture(module) else super()._split_scope(nodeid)
 
     return RayTogether(config, log)
+
+
+@functools.cache
+def _has_module_fixture(module: str) -> bool:
+    """Whether the test module (a path from the repository root) defines a module-scoped fixture."""
+    try:
+        source = (REPO / module).read_text()
+    except OSError:
+        return False
+    return re.search(r"""@pytest\.fixture\([^)]*scope=["']module["']""", source) is not None
 
 
 @pytest.fixture(scope="session")
@@ -162,7 +191,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     search workers, even one that runs alone (which the server process would otherwise serve
     itself: the path the in-process Node tests take), so that every feature the suite tests
     over HTTP crosses the process boundary."""
-    with running_server(tmp_path_factory.mktemp("leafsearch-data")) as (url, _):
+    with running_server(tmp_path_factory.mktemp("leafsearch-data"), search_workers=None) as (url, _):
         to_workers = dict.fromkeys(
             ("search.workers.lone_requests_in_server", "search.workers.lone_walks_in_server"), False
         )

@@ -1,7 +1,8 @@
 """The benchmark suite keeps working: a small run measures every figure, and its data is reproducible.
 
-The full run (a million documents) is too long for CI; 2,000 documents still go through every
-workload, every endpoint and every correctness check, against a real server process.
+The full run (a million documents) is too long for CI; 2,000 documents with few repetitions
+(`--smoke`, `--queries`, `--tries`) still go through every workload, every endpoint and every
+correctness check, against a real server process.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ def small_run(module: str, out: Path, *options: str) -> Any:
 
 
 def test_small_run_measures_every_figure(tmp_path: Path) -> None:
-    rows = small_run("bench", tmp_path / "bench.json")["rows"]
+    rows = small_run("bench", tmp_path / "bench.json", "--smoke")["rows"]
     assert {row["workload"] for row in rows} == {f"W{i}" for i in (0, 1, 2, 3, 4, 6, 7, 8, 9, 10, 11, 12)}
     missing = [
         f"{row['workload']} {row['name']}: {row['error']}"
@@ -74,7 +75,7 @@ def check_first_requests(rows: list[dict[str, Any]]) -> None:
 def test_small_run_of_the_search_workers_bench_measures_both_modes(tmp_path: Path) -> None:
     """`python -m bench.workers` starts the server with its default search workers and with
     `--search-workers 0` on the same data, and checks every scroll and walk exactly once."""
-    figures = small_run("bench.workers", tmp_path / "workers.json")
+    figures = small_run("bench.workers", tmp_path / "workers.json", "--queries", "20")
     assert set(figures["workers"]) == set(figures["inline"])
     for mode in ("workers", "inline"):
         figures_of = figures[mode]

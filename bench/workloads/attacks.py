@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import orjson
 
+from bench import harness
 from bench.client import Client, HttpError
 from bench.generate import vocabulary
 from bench.harness import Context, Recorder, Row, each_ms
@@ -129,7 +130,8 @@ def run(ctx: Context) -> list[Row]:
         refresh(ctx, ctx.index)
         for name, body in attacks.items():
             with rec.step(*rows[name]):
-                attacker = Attacker(ctx.url, f"/{ctx.index}/_search", orjson.dumps(body), ATTACK_S)
+                seconds = ATTACK_S * harness.PACE
+                attacker = Attacker(ctx.url, f"/{ctx.index}/_search", orjson.dumps(body), seconds)
                 attacker.start()
                 samples = _probe(ctx.url, attacker)
                 attacker.join()

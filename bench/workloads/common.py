@@ -12,9 +12,10 @@ from typing import Any, TypeVar
 import numpy as np
 import orjson
 
+from bench import harness
 from bench.client import HttpError
 from bench.generate import MAPPING
-from bench.harness import FIRSTS, CheckFailed, Context, Stopwatch, check
+from bench.harness import CheckFailed, Context, Stopwatch, check
 
 BULK_CHUNK = 5_000
 T = TypeVar("T")
@@ -111,7 +112,7 @@ def settle_merges(ctx: Context, name: str) -> float:
         now = time.monotonic()
         if merges["current"] or state != last:
             last, since = state, now
-        elif now - since >= SETTLED_SECONDS:
+        elif now - since >= SETTLED_SECONDS * harness.PACE:
             if since - started > 1:
                 note = f"  merges of {name} settled in {since - started:.0f} s ({segments} segments)"
                 print(note, file=sys.stderr)
@@ -215,12 +216,12 @@ def fresh_snapshot(ctx: Context) -> None:
 
 
 def on_fresh_snapshots(
-    ctx: Context, request: Callable[[], T], count: int = FIRSTS
+    ctx: Context, request: Callable[[], T], count: int | None = None
 ) -> Iterator[Callable[[], T]]:
-    """`request`, handed to `time_each` `count` times, each time on a `fresh_snapshot` made
-    before it (not timed): the first request of a query on a snapshot, as a user's index
-    meets it after each refresh."""
-    for _ in range(count):
+    """`request`, handed to `time_each` `count` times (FIRSTS by default), each time on a
+    `fresh_snapshot` made before it (not timed): the first request of a query on a snapshot, as
+    a user's index meets it after each refresh."""
+    for _ in range(harness.FIRSTS if count is None else count):
         fresh_snapshot(ctx)
         yield request
 

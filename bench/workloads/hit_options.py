@@ -20,7 +20,8 @@ from typing import Any
 
 import orjson
 
-from bench.harness import FIRSTS, Context, Recorder, Row, check, median_ms, time_each
+from bench import harness
+from bench.harness import Context, Recorder, Row, check, median_ms, time_each
 from bench.workloads.common import check_timestamps, cursor_at
 
 SIZE = 5_000
@@ -52,7 +53,7 @@ def _check(hits: list[dict], expected: list[tuple], keys: tuple[str, ...], what:
 def _firsts(ctx: Context, rec: Recorder, rows: dict[str, tuple[str, str]], base: dict[str, Any]) -> None:
     """Each option's page FIRSTS times, each time at a place of the index no page read before
     (below the repeated top page, when the index holds two pages)."""
-    n, size, places = len(ctx.dataset), base["size"], FIRSTS * len(OPTIONS)
+    n, size, places = len(ctx.dataset), base["size"], harness.FIRSTS * len(OPTIONS)
     lo = size if n >= 2 * size else 0
     depths = [lo + j * (n - size - lo) // (places - 1) for j in range(places)]
     requests = []  # (option, SQLite's key of the page, body)

@@ -16,7 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from bench.harness import FIRSTS, Context, Recorder, Row, check, each_ms, median_ms, time_each
+from bench import harness
+from bench.harness import Context, Recorder, Row, check, each_ms, median_ms, time_each
 from bench.workloads.common import check_timestamps, on_fresh_snapshots, search
 
 DEPTHS = (0, 1_000, 9_900, 100_000, 900_000)
@@ -41,7 +42,7 @@ def _timed(
     """SQLite's `sqlite` FIRSTS times; `body` repeated on one snapshot, then first on new
     snapshots, each of those answers checked (in this order, so that a failure shows in the rows
     even when the repeated figure was measured)."""
-    rec.percentiles(names, each_ms(sqlite for _ in range(FIRSTS)), baseline=True)
+    rec.percentiles(names, each_ms(sqlite for _ in range(harness.FIRSTS)), baseline=True)
     rec.repeated(names[0], median_ms(lambda: search(ctx, body)))
     timed = time_each(on_fresh_snapshots(ctx, lambda: search(ctx, body)))
     for _, response in timed:

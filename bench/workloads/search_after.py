@@ -19,7 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from bench.harness import FIRSTS, Context, Recorder, Row, Stopwatch, check, each_ms, median_ms, time_each
+from bench import harness
+from bench.harness import Context, Recorder, Row, Stopwatch, check, each_ms, median_ms, time_each
 from bench.workloads.common import (
     check_timestamps,
     cursor_at,
@@ -79,7 +80,7 @@ def _anchors(pit: Pit, base: dict, depths: list[int]) -> dict[int, tuple[list | 
 def _new_pit_pages(ctx: Context, body: dict) -> Iterator[Callable[[], dict[str, Any]]]:
     """The page `body` for `time_each`, FIRSTS times, each on a new PIT of a fresh snapshot,
     opened before and closed after the timed request (neither timed)."""
-    for _ in range(FIRSTS):
+    for _ in range(harness.FIRSTS):
         fresh_snapshot(ctx)
         pit = Pit(ctx)
         try:
@@ -96,7 +97,7 @@ def _first_pages(ctx: Context, rec: Recorder, names: tuple[str, str], base: dict
     if after is not None:
         body["search_after"] = [after, SHARD_DOC_MAX]
     expected = ctx.sqlite.keyset_page(key, SIZE, match)
-    sqlite = each_ms(lambda: ctx.sqlite.keyset_page(key, SIZE, match) for _ in range(FIRSTS))
+    sqlite = each_ms(lambda: ctx.sqlite.keyset_page(key, SIZE, match) for _ in range(harness.FIRSTS))
     rec.percentiles(names, sqlite, baseline=True)
     pages = _new_pit_pages(ctx, body)
     try:

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 import numpy as np
 import orjson
 
+from bench import harness
 from bench.client import Client
 from bench.harness import CheckFailed, Context, Recorder, Row, check
 from bench.workloads.common import (
@@ -100,7 +101,7 @@ def run(ctx: Context) -> list[Row]:
             check_service_range(ctx, query, response, "idle page")
         rec.percentiles(idle, (ms for ms, _ in timed))
 
-    batches = round(WRITE_S / PERIOD_S)
+    batches = round(WRITE_S * harness.PACE / PERIOD_S)
     docs = extra_docs(ctx, FIRST_ID, future_ms(ctx) + np.arange(batches * BATCH, dtype=np.int64))
     bodies = [ndjson_index(docs[k : k + BATCH]) for k in range(0, len(docs), BATCH)]
     writer = Writer(ctx.url, ctx.index, bodies)

@@ -4,6 +4,7 @@ write endpoint of the route table, and change nothing; allowed origins (`http.co
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -88,15 +89,23 @@ def _state(http: httpx.Client) -> tuple:
     )
 
 
-@pytest.mark.parametrize("shape", list(SHAPES))
-def test_cross_site_shapes_are_refused_on_every_write_route(tmp_path: Path, shape: str) -> None:
-    with running_server(tmp_path / "data") as (url, _), httpx.Client(base_url=url, timeout=60) as http:
+@pytest.fixture(scope="module")
+def own_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
+    """A client of a server of this module's own, holding the victim: `_state` reads all of the
+    server's indices and cluster settings, which the tests of other modules would change."""
+    data = tmp_path_factory.mktemp("cross-site") / "data"
+    with running_server(data) as (url, _), httpx.Client(base_url=url, timeout=60) as http:
         assert http.put(f"/{VICTIM}/_doc/1?refresh=true", json={"kept": True}).status_code == 201
-        before = _state(http)
-        for method, path in WRITES:
-            response = http.request(method, path, **SHAPES[shape])
-            assert _refusal(response) == REFUSALS[shape], (method, path, response.text)
-        assert _state(http) == before
+        yield http
+
+
+@pytest.mark.parametrize("shape", list(SHAPES))
+def test_cross_site_shapes_are_refused_on_every_write_route(own_server: httpx.Client, shape: str) -> None:
+    before = _state(own_server)
+    for method, path in WRITES:
+        response = own_server.request(method, path, **SHAPES[shape])
+        assert _refusal(response) == REFUSALS[shape], (method, path, response.text)
+    assert _state(own_server) == before
 
 
 def test_source_needs_source_content_type_even_on_reads(http: httpx.Client) -> None:
