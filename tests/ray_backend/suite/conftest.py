@@ -50,8 +50,8 @@ from tests.conftest import ClockedNode, creating_indices, serving_clocked
 from tests.ray_cluster import (
     COORDINATOR_STARTUP_SECONDS,
     LocalCluster,
+    machine_actor,
     ray_server,
-    shard_actor,
     start_cluster,
     stop_cluster,
 )
@@ -218,16 +218,18 @@ def new_index(
 
 
 def kill_shard_actors(data: Path) -> int:
-    """SIGKILL every shard actor of the coordinator on `data` (each keeps its shard under
-    `<data>/ray-shards/<node>/<index uuid>/<shard>`); Ray restarts each on its node. How many."""
+    """SIGKILL every machine actor holding a shard of the coordinator on `data` (each keeps its
+    shard under `<data>/ray-shards/<node>/<index uuid>/<shard>`); Ray restarts each on its node.
+    How many."""
     import ray
 
-    folders = sorted(data.glob("ray-shards/*/*/*"))
-    for folder in folders:
-        actor = shard_actor(folder.parent.name, int(folder.name))
-        _, pid = ray.get(actor.where.remote(), timeout=COORDINATOR_STARTUP_SECONDS)
+    pids = set()
+    for folder in sorted(data.glob("ray-shards/*/*/*")):
+        actor = machine_actor(folder.parent.name, int(folder.name))
+        pids.add(ray.get(actor.where.remote(), timeout=COORDINATOR_STARTUP_SECONDS)[1])
+    for pid in pids:
         os.kill(pid, signal.SIGKILL)
-    return len(folders)
+    return len(pids)
 
 
 def actor_translog_bytes(data: Path) -> int:
