@@ -420,6 +420,10 @@ class MachineActor:
         self.registry.parent.mkdir(mode=FOLDER_MODE, parents=True, exist_ok=True)
         self._shards: dict[ShardKey, ShardActor] = {}
         self._hosting = threading.Lock()  # (which shards are held changes under it)
+        #: Calls served, by the method they carry ("query_fetch": queries fetching their page):
+        #: what a search costs in calls (`stats`, bench/ray_cluster.py).
+        self._calls: Counter[str] = Counter()
+        self._calls_lock = threading.Lock()
         #: The threads a call's shards run on at once: numpy, zstd and file reads release the
         #: interpreter, so shards of one call overlap (bench/RESULTS.md "Shards as Ray actors").
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="leafsearch-machine")
@@ -454,9 +458,19 @@ class MachineActor:
     def holds(self, key: ShardKey) -> bool:
         return key in self._shards
 
+    def stats(self) -> dict[str, Any]:
+        """The shards held and the calls served (by method)."""
+        with self._calls_lock:
+            return {"shards": len(self._shards), "calls": dict(self._calls)}
+
     def batch(self, calls: list[ShardCall]) -> list[Any]:
         """Each shard's call, at once on the actor's threads; per call its answer (a `Refusal`
         for an `ElasticError`, and for a shard this machine does not hold)."""
+        if calls:
+            _, method, args = calls[0]
+            along = method == "query" and getattr(args[0], "fetch", None) is not None
+            with self._calls_lock:
+                self._calls["query_fetch" if along else method] += 1
         if len(calls) == 1:
             return [self._run(calls[0])]
         return list(self._pool.map(self._run, calls))
