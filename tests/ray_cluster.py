@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -86,6 +87,20 @@ def machine_actor(index_uuid: str, shard_id: int) -> Any:
         except ray.exceptions.ActorDiedError:  # ended for good
             continue
     raise ValueError(f"no machine actor holds shard [{index_uuid}][{shard_id}]")
+
+
+def machine_calls() -> Counter[str]:
+    """The calls every machine actor of the cluster served so far, by method."""
+    import ray
+
+    calls: Counter[str] = Counter()
+    for node in ray.nodes():
+        try:
+            machine = ray.get_actor(f"machine/{node['NodeID']}", namespace="leafsearch")
+        except ValueError:  # no machine actor on that node
+            continue
+        calls.update(ray.get(machine.stats.remote(), timeout=60)["calls"])
+    return calls
 
 
 class ShardOnMachine:

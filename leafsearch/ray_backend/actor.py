@@ -33,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import pickle
 import shutil
 import tempfile
 import threading
@@ -463,9 +464,16 @@ class MachineActor:
         with self._calls_lock:
             return {"shards": len(self._shards), "calls": dict(self._calls)}
 
-    def batch(self, calls: list[ShardCall]) -> list[Any]:
-        """Each shard's call, at once on the actor's threads; per call its answer (a `Refusal`
-        for an `ElasticError`, and for a shard this machine does not hold)."""
+    def batch(self, message: bytes) -> bytes:
+        """Each shard's call of `message` (a pickled list of `ShardCall`s), at once on the
+        actor's threads; per call its answer (a `Refusal` for an `ElasticError`, and for a shard
+        this machine does not hold), pickled. Why pickled here rather than by Ray: Ray's
+        cloudpickle runs Python for every object of a message, the C pickler does not (the
+        messages are plain data, search/shard_api.py), which is most of a call's cost to the
+        coordinator."""
+        return pickle.dumps(self._batch(pickle.loads(message)), protocol=pickle.HIGHEST_PROTOCOL)
+
+    def _batch(self, calls: list[ShardCall]) -> list[Any]:
         if calls:
             _, method, args = calls[0]
             along = method == "query" and getattr(args[0], "fetch", None) is not None

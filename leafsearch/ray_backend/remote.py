@@ -22,6 +22,7 @@ reports as the shard's failure.
 from __future__ import annotations
 
 import contextlib
+import pickle
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -96,7 +97,8 @@ class MachineCall:
 
     def __init__(self, machine: Any, calls: list[ShardCall], again: bool) -> None:
         retries = READ_RETRIES if again else 0
-        self.ref = machine.batch.options(max_task_retries=retries).remote(calls)
+        message = pickle.dumps(calls, protocol=pickle.HIGHEST_PROTOCOL)
+        self.ref = machine.batch.options(max_task_retries=retries).remote(message)
         self._lock = threading.Lock()
         self._answers: list[Any] | None = None
         self._failure: Exception | None = None
@@ -108,7 +110,7 @@ class MachineCall:
             if self._answers is None and self._failure is None:
                 timeout = CALL_TIMEOUT_SECONDS if deadline is None else max(0.0, deadline - time.monotonic())
                 try:
-                    self._answers = ray.get(self.ref, timeout=timeout)
+                    self._answers = pickle.loads(ray.get(self.ref, timeout=timeout))
                 except UNAVAILABLE as exc:
                     self._failure = exc
             if self._failure is not None:

@@ -21,7 +21,7 @@ from leafsearch.index.routing import default_routing_num_shards, shard_for
 from leafsearch.search.shard_api import ShardContextId
 from leafsearch.testing import Server
 from tests.conftest import error_of
-from tests.ray_cluster import machine_actor, ray_server, shard_actor, where
+from tests.ray_cluster import machine_actor, machine_calls, ray_server, shard_actor, where
 
 SHARDS = 6
 
@@ -248,6 +248,27 @@ def open_contexts(uuid: str, shards: list[int]) -> list[int]:
 
     stats = ray.get([shard_actor(uuid, s).stats.remote() for s in shards], timeout=60)
     return [s["open_contexts"] for s in stats]
+
+
+def test_a_phase_and_a_bulk_are_one_call_per_machine(http: httpx.Client) -> None:
+    """6 shards on 3 machines: a search is a query call and a fetch call per machine (12 calls
+    with an actor per shard), a bulk over every shard one write call per machine, and each
+    shard still answers its own part."""
+    uuid = create_index(http, "permachine")
+    bulk(http, "permachine", {f"d{n}": source(n) for n in range(300)}, refresh=True)  # (the mapping settles)
+    machines = len({where(uuid, shard)[0] for shard in range(SHARDS)})
+    assert machines == 3
+    before = machine_calls()
+    page = http.post("/permachine/_search", json={"size": 1000, "sort": [{"n": "desc"}]}).json()
+    assert [hit["_source"]["n"] for hit in page["hits"]["hits"]] == list(range(299, -1, -1))
+    assert page["_shards"] == {"total": SHARDS, "successful": SHARDS, "skipped": 0, "failed": 0}
+    assert machine_calls() - before == Counter({"query": machines, "fetch": machines})
+    before = machine_calls()
+    items = bulk(http, "permachine", {f"e{n}": source(n) for n in range(300)})["items"]
+    assert {item["index"]["status"] for item in items} == {201}
+    assert machine_calls() - before == Counter({"write": machines})
+    assert http.post("/permachine/_refresh").json()["_shards"]["successful"] == SHARDS
+    assert http.post("/permachine/_count").json()["count"] == 600
 
 
 def test_a_shard_killed_during_bulk_loses_no_acknowledged_write(http: httpx.Client) -> None:
