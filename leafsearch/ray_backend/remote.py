@@ -448,12 +448,24 @@ class RayShard:
         """With `name`, the shard keeps the pin on disk (a PIT's or a scroll's), and serves it
         by that name after Ray restarts its machine, or a restarted coordinator sends its
         recorded id."""
-        return self.snapshot.shard.call("open_context", self.alias_filter, name)
+        (wait,) = self.call_all("open_context", [(self, (name,))])
+        return wait()
 
     def free_context(self, context: ShardContextId) -> bool:
         """Raises `ShardUnavailable` when the machine cannot answer (the caller frees a pin kept
         on disk again later)."""
-        return bool(self.snapshot.shard.call("free_context", context))
+        (wait,) = self.call_all("free_context", [(self, (context,))])
+        return bool(wait())
+
+    def call_all(self, method: str, calls: list[tuple[RayShard, tuple]]) -> list[Callable[[], Any]]:
+        """`open_context` (its argument: the name) or `free_context` (the context) of shards of
+        this shard's machine, in one call (`shard_api.each_call`)."""
+        sent = []
+        for shard, args in calls:
+            remote = shard.snapshot.shard
+            shard_args = (shard.alias_filter, *args) if method == "open_context" else args
+            sent.append((shard.route, (remote.remote.key(remote.shard_id), method, shard_args), shard.name))
+        return send_calls(sent)
 
     def send_all(self, phase: str, sends: list[tuple[RayShard, Any]]) -> list[Callable[[], Any]]:
         """Send a phase ("dfs", "query", "fetch") to shards of this shard's machine, one message

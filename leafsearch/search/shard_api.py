@@ -42,6 +42,7 @@ import contextvars
 from collections.abc import Callable, Hashable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Literal, Protocol, TypeVar
 
 import numpy as np
@@ -249,6 +250,10 @@ class SendsPhases(Protocol):
         the phase's error)."""
         ...
 
+    def call_all(self, method: str, calls: list[tuple[Any, tuple]]) -> list[Callable[[], Any]]:
+        """`each_call`'s calls of shards of this one's route, sent in one call."""
+        ...
+
 
 def each_phase(
     pool: Executor | None,
@@ -300,6 +305,26 @@ def each_phase(
     if error is not None:
         raise error
     return answers
+
+
+def each_call(shards: Sequence[Any], method: str, args: Sequence[tuple]) -> list[Callable[[], Any]]:
+    """`method` ("open_context", "free_context") of each shard with its arguments; per shard the
+    function that answers it. Shards with a `route` are all sent at once, one call per route
+    (`call_all`), so waiting for the first finds the others under way; the others run as they
+    are waited for."""
+    waits: list[Callable[[], Any]] = [None] * len(shards)  # type: ignore[list-item]
+    routes: dict[Hashable, list[int]] = {}
+    for i, shard in enumerate(shards):
+        route = getattr(shard, "route", None)
+        if route is None:
+            waits[i] = partial(getattr(shard, method), *args[i])
+        else:
+            routes.setdefault(route, []).append(i)
+    for positions in routes.values():
+        sent = shards[positions[0]].call_all(method, [(shards[i], args[i]) for i in positions])
+        for i, wait in zip(positions, sent, strict=True):
+            waits[i] = wait
+    return waits
 
 
 def each_shard(pool: Executor | None, calls: list[tuple[Callable[[Any], R], Any]]) -> list[R]:

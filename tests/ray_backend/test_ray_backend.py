@@ -252,8 +252,8 @@ def open_contexts(uuid: str, shards: list[int]) -> list[int]:
 
 def test_a_phase_and_a_bulk_are_one_call_per_machine(http: httpx.Client) -> None:
     """6 shards on 3 machines: a search is a query call and a fetch call per machine (12 calls
-    with an actor per shard), a bulk over every shard one write call per machine, and each
-    shard still answers its own part."""
+    with an actor per shard), a PIT's opening and closing a call per machine, a bulk over every
+    shard one write call per machine; and each shard still answers its own part."""
     uuid = create_index(http, "permachine")
     bulk(http, "permachine", {f"d{n}": source(n) for n in range(300)}, refresh=True)  # (the mapping settles)
     machines = len({where(uuid, shard)[0] for shard in range(SHARDS)})
@@ -263,6 +263,12 @@ def test_a_phase_and_a_bulk_are_one_call_per_machine(http: httpx.Client) -> None
     assert [hit["_source"]["n"] for hit in page["hits"]["hits"]] == list(range(299, -1, -1))
     assert page["_shards"] == {"total": SHARDS, "successful": SHARDS, "skipped": 0, "failed": 0}
     assert machine_calls() - before == Counter({"query": machines, "fetch": machines})
+    before = machine_calls()
+    pit = http.post("/permachine/_pit?keep_alive=1m").json()["id"]  # a context on each shard
+    assert machine_calls() - before == Counter({"open_context": machines})
+    before = machine_calls()
+    assert http.request("DELETE", "/_pit", json={"id": pit}).json() == {"succeeded": True, "num_freed": 1}
+    assert machine_calls() - before == Counter({"free_context": machines})
     before = machine_calls()
     items = bulk(http, "permachine", {f"e{n}": source(n) for n in range(300)})["items"]
     assert {item["index"]["status"] for item in items} == {201}
