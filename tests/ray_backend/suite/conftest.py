@@ -19,15 +19,15 @@ server through is replaced for this folder:
   property module's `node` (test_pit_property.py here).
 - In a module that starts servers of its own (`running_server`: the durability tests), those are
   Ray coordinators on the same cluster, each on its own data folder, and the module's `kill_9`
-  kills the coordinator and then every shard actor of that folder with SIGKILL: Ray restarts
-  the actors, which recover from their folders, so "every acknowledged write is found after" is
-  checked through both crashes. `_translog_bytes` (when to kill in the middle of a bulk) reads
-  the actors' translogs.
+  kills the coordinator and then every machine actor holding a shard of that folder with
+  SIGKILL: Ray restarts the actors, which recover their shards from their folders, so "every
+  acknowledged write is found after" is checked through both crashes. `_translog_bytes` (when
+  to kill in the middle of a bulk) reads the shards' translogs.
 
 Tests that cannot run on Ray are deselected by name in `DESELECTED` below, each with its reason:
 features not built for Ray yet, ones refused on Ray by design, and tests of the local node's
-internals. The whole folder takes far longer than a local run (every index a test creates starts
-one actor process per shard), so CI runs the tests of `IN_CI`, chosen to cover every feature;
+internals. The whole folder takes far longer than a local run (every shard of every index a test
+creates is opened on a machine actor), so CI runs the tests of `IN_CI`, chosen to cover every feature;
 `LEAFSEARCH_RAY_SUITE=all` runs them all.
 """
 
@@ -244,7 +244,8 @@ def actor_translog_bytes(data: Path) -> int:
 @pytest.fixture(scope="module", autouse=True)
 def servers_on_ray(request: pytest.FixtureRequest, ray_suite_cluster: LocalCluster) -> Iterator[None]:
     """In the module whose tests this one runs, `running_server` starts a Ray coordinator on the
-    folder's cluster, and `kill_9` kills the coordinator and then every shard actor it had."""
+    folder's cluster, and `kill_9` kills the coordinator and then every machine actor holding
+    its shards."""
     source = sys.modules[request.module.__name__.rsplit(".", 1)[1]]
     data_of: dict[int, Path] = {}
 
@@ -259,7 +260,7 @@ def servers_on_ray(request: pytest.FixtureRequest, ray_suite_cluster: LocalClust
     def kill_9(process: subprocess.Popen) -> None:
         process.kill()
         process.wait()
-        assert kill_shard_actors(data_of[process.pid]), "no shard actor to kill: the crash tests nothing"
+        assert kill_shard_actors(data_of[process.pid]), "no machine actor to kill: the crash tests nothing"
 
     with pytest.MonkeyPatch.context() as patch:
         if hasattr(source, "running_server"):
