@@ -474,18 +474,23 @@ class MachineActor:
         return pickle.dumps(self._batch(pickle.loads(message)), protocol=pickle.HIGHEST_PROTOCOL)
 
     def _batch(self, calls: list[ShardCall]) -> list[Any]:
-        if calls:
-            _, method, args = calls[0]
-            along = method == "query" and getattr(args[0], "fetch", None) is not None
-            with self._calls_lock:
-                self._calls["query_fetch" if along else method] += 1
+        if not calls:
+            return []
+        self._count(calls[0])
         if len(calls) == 1:
             return [self._run(calls[0])]
         return list(self._pool.map(self._run, calls))
 
     def call(self, key: ShardKey, method: str, *args: Any) -> Any:
         """One shard's call alone (a message not waited for, tools)."""
+        self._count((key, method, args))
         return self._run((key, method, args))
+
+    def _count(self, call: ShardCall) -> None:
+        _, method, args = call
+        along = method == "query" and getattr(args[0], "fetch", None) is not None
+        with self._calls_lock:
+            self._calls["query_fetch" if along else method] += 1
 
     def _run(self, call: ShardCall) -> Any:
         key, method, args = call
