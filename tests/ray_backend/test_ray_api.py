@@ -443,8 +443,9 @@ def test_health_is_red_while_a_shard_actor_is_down(http: httpx.Client) -> None:
     # Ended for good, the shard is an unassigned primary: red, listed UNASSIGNED, searches partial.
     actor = machine_actor(uuid, 1)  # (shard 0 is on another machine)
     ray.kill(actor, no_restart=True)
-    with pytest.raises(ray.exceptions.RayActorError):
-        ray.get(actor.where.remote(), timeout=60)
+    with pytest.raises(ray.exceptions.RayActorError):  # (once the kill lands: it is asynchronous)
+        for _ in range(1000):
+            ray.get(actor.where.remote(), timeout=60)
     # Red is answered at once (200), as Elasticsearch does without `wait_for_status`.
     answered = health(http, "healthy", level="indices")
     assert answered.status_code == 200 and answered.json()["timed_out"] is False

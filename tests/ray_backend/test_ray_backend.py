@@ -529,8 +529,9 @@ def test_a_shard_that_stays_down_fails_its_writes_and_its_part_of_searches(http:
     before = http.get("/deadshard/_count").json()["count"]
     actor = machine_actor(uuid, 1)
     ray.kill(actor, no_restart=True)  # Ray will not restart it: the shard stays down
-    with pytest.raises(ray.exceptions.RayActorError):
-        ray.get(actor.where.remote(), timeout=60)
+    with pytest.raises(ray.exceptions.RayActorError):  # (once the kill lands: it is asynchronous)
+        for _ in range(1000):
+            ray.get(actor.where.remote(), timeout=60)
 
     items = bulk(http, "deadshard", {f"e{n}": source(n) for n in range(300)})["items"]
     failed = [item["index"] for item in items if item["index"]["status"] != 201]
