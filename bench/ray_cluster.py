@@ -13,8 +13,9 @@ created with 6 shards), then, from client processes:
 - a PIT walk (`_shard_doc`, `search_after`, pages of 1,000, no total): documents/s;
 - a sliced export: one PIT read by 2 and by 3 client processes, one slice each (pages of
   1,000): documents/s. Every walk is checked: every document exactly once;
-- on Ray, the calls the shard actors served (each actor counts them by method): per W6 search
-  (query, fetch, context releases), per PIT walk page and per page of the 3-slice export;
+- on Ray, the calls the machine actors served (each counts them by method; one call carries a
+  phase's messages to all the machine's shards): per W6 search (query, fetch, context
+  releases), per PIT walk page and per page of the 3-slice export;
 - searches that ask one shard (which query and fetch in one call on Ray): W6 on a one-shard
   copy of the index (`bench1`: latencies, queries/s, calls and coordinator CPU per search), and
   the PIT export in 6 slices, one per shard (documents/s, calls and CPU per page);
@@ -87,24 +88,26 @@ def _slice_client(url: str, pit: str, slice_id: int, slices: int, start: Any) ->
     return ids
 
 
-def _search_calls(url: str, index: str = "bench", shards: int = SHARDS) -> Counter[str]:
-    """The search calls every shard actor of an index served so far, by method (the bench
-    process is connected to the Ray cluster)."""
+def _machine_calls() -> Counter[str]:
+    """The calls every machine actor served so far, by method (the bench process is connected
+    to the Ray cluster; while a measure runs, only its searches call them)."""
     import ray
 
-    client = Client(url)
-    uuid = client.json("GET", f"/{index}/_settings")[index]["settings"]["index"]["uuid"]
-    client.close()
-    actors = [ray.get_actor(f"{uuid}/{s}", namespace="leafsearch") for s in range(shards)]
     calls: Counter[str] = Counter()
-    for stats in ray.get([actor.stats.remote() for actor in actors], timeout=60):
-        calls.update(stats.get("search_calls", {}))  # (a tree before the count reports none)
+    for node in ray.nodes():
+        if not node["Alive"]:
+            continue
+        try:
+            machine = ray.get_actor(f"machine/{node['NodeID']}", namespace="leafsearch")
+        except ValueError:  # no shard on that node
+            continue
+        calls.update(ray.get(machine.stats.remote(), timeout=60)["calls"])
     return calls
 
 
 def _per(out: dict[str, Any], what: str, calls: Counter[str], count: int) -> None:
     """Calls per search or page, in all and by method."""
-    out[f"{what}: actor calls"] = sum(calls.values()) / count
+    out[f"{what}: machine calls"] = sum(calls.values()) / count
     for method in ("dfs", "query", "query_fetch", "fetch", "free_context", "open_context"):
         if calls[method]:
             out[f"{what}: {method} calls"] = calls[method] / count
@@ -126,7 +129,7 @@ def _one_shard(
     n: int,
     first: int,
     last: int,
-    calls: Callable[[str, int], Counter[str]] | None,
+    calls: Callable[[], Counter[str]] | None,
     manager: Any,
     pool: Any,
     idle: float,
@@ -143,7 +146,7 @@ def _one_shard(
     _in_processes(
         manager, pool, queries, [(server.url, _queries(first, last, 200 + c, WARM_UP)) for c in range(4)]
     )
-    counted = (lambda: calls("bench1", 1)) if calls else Counter
+    counted = calls or Counter
     before, cpu = counted(), server.cpu_seconds()[0]
     seconds, (latencies,) = _in_processes(
         manager, pool, queries, [(server.url, _queries(first, last, 2, QUERIES))]
@@ -157,7 +160,7 @@ def _one_shard(
     client = Client(server.url)
     pit = client.json("POST", "/bench/_pit?keep_alive=1m")["id"]
     args = [(server.url, pit, s, SHARDS) for s in range(SHARDS)]
-    counted = (lambda: calls("bench", SHARDS)) if calls else Counter
+    counted = calls or Counter
     before, cpu = counted(), server.cpu_seconds()[0]
     seconds, id_lists = _in_processes(manager, pool, _slice_client, args)
     spent = server.cpu_seconds()[0] - cpu - idle * seconds
@@ -181,13 +184,13 @@ def _measure(
     n: int,
     first: int,
     last: int,
-    calls: Callable[[str, int], Counter[str]] | None = None,
+    calls: Callable[[], Counter[str]] | None = None,
     one_shard_only: bool = False,
 ) -> dict[str, Any]:
-    """The measurements of one configuration; `calls`: the shard actors' calls so far of an
-    index of so many shards (Ray); `one_shard_only`: the import and `_one_shard`'s only."""
+    """The measurements of one configuration; `calls`: the machine actors' calls so far (Ray);
+    `one_shard_only`: the import and `_one_shard`'s only."""
     out: dict[str, Any] = {"import, docs/s": n / _load(server, records, create_body)}
-    counted = (lambda: calls("bench", SHARDS)) if calls else Counter
+    counted = calls or Counter
     context = multiprocessing.get_context("spawn")
     manager = context.Manager()
     with context.Pool(max(4, SHARDS)) as pool:
@@ -264,9 +267,7 @@ def _ray_run(
     try:
         server.start(timeout=120)
         ray.init(address=cluster.address, namespace="leafsearch", log_to_driver=False)
-        measured = _measure(
-            server, records, create_body, n, first, last, partial(_search_calls, server.url), one_shard_only
-        )
+        measured = _measure(server, records, create_body, n, first, last, _machine_calls, one_shard_only)
         out = {"cluster start-up, s": started, **measured}
     finally:
         server.stop()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -70,18 +71,67 @@ def stop_cluster(local: LocalCluster) -> None:
     local.cluster.shutdown()
 
 
-def shard_actor(index_uuid: str, shard_id: int) -> Any:
-    """The actor of a shard, by the name the coordinator gave it."""
+def machine_actor(index_uuid: str, shard_id: int) -> Any:
+    """The machine actor holding a shard (ValueError: none holds it, e.g. its index is closed).
+    A machine restarting is waited for (Ray sends the call again until it is back)."""
     import ray
 
-    return ray.get_actor(f"{index_uuid}/{shard_id}", namespace="leafsearch")
+    for node in sorted(n["NodeID"] for n in ray.nodes() if n["Alive"]):
+        try:
+            actor = ray.get_actor(f"machine/{node}", namespace="leafsearch")
+        except ValueError:  # no machine actor on that node
+            continue
+        try:
+            if ray.get(actor.holds.options(max_task_retries=-1).remote((index_uuid, shard_id)), timeout=60):
+                return actor
+        except ray.exceptions.ActorDiedError:  # ended for good
+            continue
+    raise ValueError(f"no machine actor holds shard [{index_uuid}][{shard_id}]")
+
+
+def machine_calls() -> Counter[str]:
+    """The calls every machine actor of the cluster served so far, by method."""
+    import ray
+
+    calls: Counter[str] = Counter()
+    for node in ray.nodes():
+        try:
+            machine = ray.get_actor(f"machine/{node['NodeID']}", namespace="leafsearch")
+        except ValueError:  # no machine actor on that node
+            continue
+        calls.update(ray.get(machine.stats.remote(), timeout=60)["calls"])
+    return calls
+
+
+class ShardOnMachine:
+    """A shard's methods on the machine actor holding it: `shard.stats.remote()` is
+    `MachineActor.call` of that shard's `stats`."""
+
+    def __init__(self, machine: Any, key: tuple[str, int]) -> None:
+        self.machine = machine
+        self.key = key
+
+    def __getattr__(self, method: str) -> Any:
+        machine, key = self.machine, self.key
+
+        class Method:
+            @staticmethod
+            def remote(*args: Any) -> Any:
+                return machine.call.remote(key, method, *args)
+
+        return Method
+
+
+def shard_actor(index_uuid: str, shard_id: int) -> ShardOnMachine:
+    """A shard on the machine actor holding it (ValueError: none holds it)."""
+    return ShardOnMachine(machine_actor(index_uuid, shard_id), (index_uuid, shard_id))
 
 
 def where(index_uuid: str, shard_id: int) -> tuple[str, int]:
-    """(Ray node id, pid) of a shard's actor."""
+    """(Ray node id, pid) of the machine actor holding a shard."""
     import ray
 
-    return ray.get(shard_actor(index_uuid, shard_id).where.remote(), timeout=60)
+    return ray.get(machine_actor(index_uuid, shard_id).where.remote(), timeout=60)
 
 
 @contextmanager

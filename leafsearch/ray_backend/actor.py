@@ -1,8 +1,12 @@
-"""`ShardActor`: one shard of an index in a Ray actor, on the Ray node that holds its folder.
+"""`MachineActor`: every shard placed on one Ray node, in one actor; `ShardActor`: one of them.
 
-The actor opens the engine's `Shard` from its folder (committed segments, then translog replay),
-so when Ray restarts it after a crash (`max_restarts`) it comes back with every acknowledged
-write. It serves:
+A machine actor is pinned to its Ray node and holds a `ShardActor` per shard of every index
+placed there, each in its own folder on that node. Each `ShardActor` opens the engine's `Shard`
+from its folder (committed segments, then translog replay), so when Ray restarts the machine
+actor after a crash (`max_restarts`) it reopens every shard it held (its registry) with every
+acknowledged write. A coordinator's call carries the calls of all
+the shards it needs on this machine (`batch`), run at once on the actor's threads, one answer
+per shard. A `ShardActor` serves:
 
 - the shard write interface (`write(ShardWrite)`: index/shard_write.py), answered only after
   the translog fsync of that write, so an acknowledged write survives `kill -9` of the actor;
@@ -15,12 +19,13 @@ write. It serves:
   search's last fetch (`free_after`), by a query that found no hit for the page, or by the
   coordinator when the search ends (`RemoteSnapshot.release`).
 
-The mapping the translog replay parses with is the coordinator's: sent at creation and again on
-every change (`put_index`), and kept in the folder (`index_state.json`, written before the change
-is acknowledged) because Ray restarts an actor with its creation arguments. The actor refreshes
-on `index.refresh_interval` and merges in its own background thread, as a node does for its
-shards. Everything it answers pickles; an `ElasticError` comes back as a `Refusal` value (Ray
-would wrap a raised one), which the coordinator raises again.
+The mapping the translog replay parses with is the coordinator's: sent when the shard is first
+hosted and again on every change (`put_index`), and kept in the folder (`index_state.json`,
+written before the change is acknowledged), which is what a restarted machine reopens it with.
+Each shard refreshes on `index.refresh_interval` and merges in its own background thread, as a
+node does for its shards. Everything it answers pickles; an `ElasticError` comes back as a
+`Refusal` value (Ray would wrap a raised one, and fail the other shards' answers of the call),
+which the coordinator raises again.
 """
 
 from __future__ import annotations
@@ -28,11 +33,14 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import pickle
 import shutil
+import tempfile
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -40,7 +48,7 @@ from typing import Any
 import orjson
 
 from leafsearch.common.durable import FOLDER_MODE
-from leafsearch.errors import ElasticError, SearchContextMissing
+from leafsearch.errors import ElasticError, SearchContextMissing, ShardUnavailable
 from leafsearch.index.index import write_json
 from leafsearch.index.shard import Shard
 from leafsearch.index.shard_listing import ShardListing, of_shard
@@ -85,7 +93,7 @@ class ActorState(WorkerState):
 
 
 class ShardActor:
-    """One shard (see the module's docstring). Wrapped by `ray.remote` in cluster.py."""
+    """One shard of a machine actor (see the module's docstring)."""
 
     def __init__(self, folder: str, state: IndexState, shard_id: int) -> None:
         self.folder = Path(folder)
@@ -377,3 +385,164 @@ class ShardActor:
             if isinstance(opened, ShardContextId):
                 self.state.shard_contexts.free(opened)
             return Refusal(exc)
+
+
+#: A shard on a machine: (index uuid, shard number).
+ShardKey = tuple[str, int]
+#: A shard's part of a machine call: the shard, the `ShardActor` method, its arguments.
+ShardCall = tuple[ShardKey, str, tuple]
+#: The `ShardActor` methods a machine call may name (`put_index`, `close_shard` and `destroy`
+#: also change which shards the machine holds).
+SHARD_METHODS = frozenset(
+    {
+        "where",
+        "put_index",
+        "close_shard",
+        "destroy",
+        "write",
+        "get",
+        "refresh",
+        "stats_sections",
+        "listing",
+        "stats",
+        "open_context",
+        "free_context",
+        "retain_contexts",
+        "dfs",
+        "query",
+        "fetch",
+    }
+)
+
+
+class MachineActor:
+    """Every shard placed on one Ray node (see the module's docstring). Wrapped by `ray.remote`
+    in cluster.py.
+
+    Which shards it holds, and their folders, it keeps in its registry (a file named by its Ray
+    node's id, in the node's temporary folder), changed before a call that hosts or lets go a
+    shard answers: a restarted actor reopens exactly those. Why not a scan of a folder of shards:
+    coordinators with different data paths may share a cluster, and a machine actor is found by
+    its node alone. A new Ray node (the cluster restarted) starts with no registry; the
+    coordinators host their shards on it again as they attach their indices."""
+
+    def __init__(self, node_id: str, threads: int) -> None:
+        self.registry = Path(tempfile.gettempdir()) / "leafsearch-machines" / f"{node_id}.json"
+        self.registry.parent.mkdir(mode=FOLDER_MODE, parents=True, exist_ok=True)
+        self._shards: dict[ShardKey, ShardActor] = {}
+        self._hosting = threading.Lock()  # (which shards are held changes under it)
+        #: Calls served, by the method they carry ("query_fetch": queries fetching their page):
+        #: what a search costs in calls (`stats`, bench/ray_cluster.py).
+        self._calls: Counter[str] = Counter()
+        self._calls_lock = threading.Lock()
+        #: The threads a call's shards run on at once: numpy, zstd and file reads release the
+        #: interpreter, so shards of one call overlap (bench/RESULTS.md "Shards as Ray actors").
+        self._pool = ThreadPoolExecutor(threads, thread_name_prefix="leafsearch-machine")
+        hosted: dict[str, str] = orjson.loads(self.registry.read_bytes()) if self.registry.exists() else {}
+        folders = [Path(folder) for folder in hosted.values()]
+        for name, opened in zip(hosted, self._pool.map(self._reopen, folders), strict=True):
+            uuid, _, shard_id = name.rpartition("/")
+            if opened is not None:
+                self._shards[(uuid, int(shard_id))] = opened
+
+    def _reopen(self, folder: Path) -> ShardActor | None:
+        """A shard of before the restart, from its folder (None, logged, when it cannot open: the
+        coordinator's next `put_index` tries again and reports why)."""
+        try:
+            state = IndexState(**orjson.loads((folder / _STATE_FILE).read_bytes()))
+            return ShardActor(str(folder), state, int(folder.name))
+        except Exception:
+            _log.exception("reopening the shard in %s failed", folder)
+            return None
+
+    def _record(self) -> None:
+        """Write the registry of the shards held (under `_hosting`)."""
+        hosted = {f"{uuid}/{shard_id}": str(shard.folder) for (uuid, shard_id), shard in self._shards.items()}
+        write_json(self.registry, hosted)
+
+    def where(self) -> tuple[str, int]:
+        """(Ray node id, pid) of this actor's process."""
+        import ray
+
+        return ray.get_runtime_context().get_node_id(), os.getpid()
+
+    def holds(self, key: ShardKey) -> bool:
+        return key in self._shards
+
+    def stats(self) -> dict[str, Any]:
+        """The shards held and the calls served (by method)."""
+        with self._calls_lock:
+            return {"shards": len(self._shards), "calls": dict(self._calls)}
+
+    def batch(self, message: bytes) -> bytes:
+        """Each shard's call of `message` (a pickled list of `ShardCall`s), at once on the
+        actor's threads; per call its answer (a `Refusal` for an `ElasticError`, and for a shard
+        this machine does not hold), pickled. Why pickled here rather than by Ray: Ray's
+        cloudpickle runs Python for every object of a message, the C pickler does not (the
+        messages are plain data, search/shard_api.py), which is most of a call's cost to the
+        coordinator."""
+        return pickle.dumps(self._batch(pickle.loads(message)), protocol=pickle.HIGHEST_PROTOCOL)
+
+    def _batch(self, calls: list[ShardCall]) -> list[Any]:
+        if not calls:
+            return []
+        self._count(calls[0])
+        if len(calls) == 1:
+            return [self._run(calls[0])]
+        return list(self._pool.map(self._run, calls))
+
+    def call(self, key: ShardKey, method: str, *args: Any) -> Any:
+        """One shard's call alone (a message not waited for, tools)."""
+        self._count((key, method, args))
+        return self._run((key, method, args))
+
+    def _count(self, call: ShardCall) -> None:
+        _, method, args = call
+        along = method == "query" and getattr(args[0], "fetch", None) is not None
+        with self._calls_lock:
+            self._calls["query_fetch" if along else method] += 1
+
+    def _run(self, call: ShardCall) -> Any:
+        key, method, args = call
+        if method not in SHARD_METHODS:
+            raise ValueError(f"[{method}] is not a shard method")
+        if method == "put_index":
+            return self._put_index(key, *args)
+        shard = self._shards.get(key)
+        if shard is None:
+            return Refusal(ShardUnavailable(f"[{key[0]}][{key[1]}] is not open on this machine"))
+        if method in ("close_shard", "destroy"):
+            return self._end(key, shard, method)
+        try:
+            return getattr(shard, method)(*args)
+        except ElasticError as exc:
+            return Refusal(exc)
+        except Exception as exc:  # this shard's alone: the call's other shards still answer
+            _log.exception("[%s][%d] %s failed", shard.index.name, key[1], method)
+            return Refusal(ElasticError(f"{shard._describe()} {method} failed: {type(exc).__name__}: {exc}"))
+
+    def _put_index(self, key: ShardKey, folder: str, state: IndexState) -> Refusal | None:
+        """The coordinator's index state for a shard, which this machine opens from `folder`
+        when it does not hold it yet (a new index, an opened one)."""
+        try:
+            with self._hosting:
+                shard = self._shards.get(key)
+                if shard is None:
+                    shard = self._shards[key] = ShardActor(folder, state, key[1])
+                    self._record()
+            shard.put_index(state)
+        except ElasticError as exc:
+            return Refusal(exc)
+        return None
+
+    def _end(self, key: ShardKey, shard: ShardActor, method: str) -> None:
+        """`close_shard` or `destroy`; the machine no longer holds it (nor would a restart)."""
+        with self._hosting:
+            if self._shards.get(key) is not shard:
+                return
+            del self._shards[key]
+            self._record()
+        if method == "close_shard":
+            shard.close_shard()
+        else:
+            shard.destroy()

@@ -1,4 +1,4 @@
-"""`RayBackend`: a node's connection to a Ray cluster, and where its shard actors live.
+"""`RayBackend`: a node's connection to a Ray cluster, and its machine actors.
 
 - **Connection**: `address` is a Ray address (`ray://...` or `host:port` of a running cluster),
   `auto` (the cluster this machine runs, as `ray.init(address="auto")` finds it) or `local`
@@ -8,17 +8,21 @@
   traceback, or wait for a cluster that a stale session file names, rather than say what to run.
 - **Placement**: a new index's shards are dealt round-robin over the cluster's alive nodes,
   starting at a node that moves with every index, so shards and indices spread (what Ray's
-  SPREAD strategy aims at). Each actor is then pinned to its node
-  (`NodeAffinitySchedulingStrategy`, not soft): its folder is on that node's disk, so Ray must
-  restart it there. The shard map (node and folder of each shard) is kept in the index's
+  SPREAD strategy aims at). The shard map (node and folder of each shard) is kept in the index's
   `meta.json` on the coordinator, so it survives the coordinator's restart.
-- **Names**: each actor is named `<index uuid>/<shard>` in the `leafsearch` namespace and
-  detached from the coordinator's process: a restarted coordinator finds its shards by name
-  (`get_if_exists`), with their open contexts and caches, instead of re-creating them; an actor
-  that no longer exists (the whole Ray cluster restarted) is created again from its folder.
-- **Faults**: `max_restarts=-1` (Ray restarts a dead shard actor on its node, and the actor
-  recovers from its folder); `max_task_retries=0`, since a write retried blindly could apply
-  twice (a generated id, a version bump): a call caught by a crash fails, and the caller decides.
+- **One actor per machine** (`MachineActor`, actor.py): each node's shards, of every index, are
+  served by one actor pinned to that node (`NodeAffinitySchedulingStrategy`, not soft: the
+  folders are on its disk, so Ray must restart it there), so a search phase or a bulk costs one
+  call per machine, not per shard. It runs `threads` shards at once (the node's cores).
+- **Names**: each machine actor is named `machine/<Ray node id>` in the `leafsearch` namespace
+  and detached from the coordinator's process: a restarted coordinator finds it by name
+  (`get_if_exists`), with its shards' open contexts and caches; one that no longer exists (the
+  whole Ray cluster restarted, or it was ended for good) is created again and reopens every
+  shard from its folder.
+- **Faults**: `max_restarts=-1` (Ray restarts a dead machine actor on its node, and it reopens
+  its shards from their folders); `max_task_retries=0`, since a write retried blindly could
+  apply twice (a generated id, a version bump): a call caught by a crash fails, and the caller
+  decides.
 """
 
 from __future__ import annotations
@@ -31,16 +35,16 @@ from typing import TYPE_CHECKING, Any
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from leafsearch.ray_backend.actor import ShardActor
+from leafsearch.ray_backend.actor import MachineActor
 from leafsearch.ray_backend.remote import RemoteIndex
-from leafsearch.search.workers.mirror import IndexState
 
 if TYPE_CHECKING:
     from leafsearch.index.index import Index
 
 NAMESPACE = "leafsearch"
-#: Requests one shard actor serves at once (searches beside writes; the engine has its locks).
-ACTOR_CONCURRENCY = 8
+#: Calls one machine actor serves at once (searches beside writes, from several coordinators;
+#: each call's shards run on the actor's own threads, the engine has its locks).
+ACTOR_CONCURRENCY = 32
 #: How long the cluster's address may take to accept a connection before it counts as not running.
 PROBE_SECONDS = 3.0
 
@@ -86,7 +90,7 @@ class RayBackend:
             else:
                 ray.init(address=cluster_address(address), namespace=NAMESPACE, log_to_driver=False)
         self.shard_root = shard_root
-        self._actor_class = ray.remote(ShardActor)
+        self._actor_class = ray.remote(MachineActor)
         self._deal = itertools.count()
 
     def alive_nodes(self) -> list[str]:
@@ -107,9 +111,11 @@ class RayBackend:
         """The index's shard actors, found by name or created on their nodes."""
         return RemoteIndex(self, index, placement)
 
-    def actor(self, state: IndexState, shard_id: int, where: dict[str, str]) -> Any:
+    def machine(self, node_id: str) -> Any:
+        """The machine actor of a Ray node, found by name or created there."""
+        cpus = next((n["Resources"].get("CPU", 1) for n in ray.nodes() if n["NodeID"] == node_id), 1)
         return self._actor_class.options(
-            name=f"{state.uuid}/{shard_id}",
+            name=f"machine/{node_id}",
             namespace=NAMESPACE,
             lifetime="detached",
             get_if_exists=True,
@@ -117,5 +123,5 @@ class RayBackend:
             max_task_retries=0,
             max_concurrency=ACTOR_CONCURRENCY,
             num_cpus=0,
-            scheduling_strategy=NodeAffinitySchedulingStrategy(where["node"], soft=False),
-        ).remote(where["folder"], state, shard_id)
+            scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
+        ).remote(node_id, max(2, int(cpus)))

@@ -1,25 +1,28 @@
-"""The coordinator's side of a Ray-backed index: its shard actors behind the engine's seams.
+"""The coordinator's side of a Ray-backed index: its shards on machine actors behind the engine's seams.
 
-- `RemoteIndex` (`Index.remote`): the index's actors by shard number; sends them the index's
-  state (mapping, settings) when it changes, its shard writes (all shards at once), refreshes.
+- `RemoteIndex` (`Index.remote`): the index's shards and the machine actor of each; sends them
+  the index's state (mapping, settings) when it changes, its shard writes, refreshes. Whatever
+  it asks of several shards goes in one call per machine (`send_calls`, `MachineCall`).
 - `RemoteShard` (what `Index.shards` holds): what the node reads of a shard (its number, its
   search counters) and the lease on its snapshot that a search takes (`acquire_searcher`).
-- `RemoteSnapshot` (a `Target.searcher`): a lease on one snapshot of the actor. The first phase
-  of a search that names no context pins the actor's current snapshot and the lease keeps the
+- `RemoteSnapshot` (a `Target.searcher`): a lease on one snapshot of the shard. The first phase
+  of a search that names no context pins the shard's current snapshot and the lease keeps the
   pin's id, so every later phase of that search (DFS, query, fetch) reads the same snapshot;
-  a search's last fetch hands the pin to the actor, which frees it as it answers, and
+  a search's last fetch hands the pin to the shard, which frees it as it answers, and
   otherwise the last `release` frees it (a message not waited for).
-- `RayShard`: `ShardSearch` over an actor, what the search code calls for such a target.
+- `RayShard`: `ShardSearch` over a shard on its machine, what the search code calls for such a
+  target; a phase's messages to one machine's shards go in one call (`send_all`).
 
-A Ray error (the actor died, is restarting, or its node is gone) becomes Elasticsearch's error
-for an unavailable shard: `unavailable_shards_exception` (503) for a write, and for a search
-phase `no_shard_available_action_exception`, which the coordinator reports as the shard's
-failure.
+A Ray error (the machine actor died, is restarting, or its node is gone) becomes Elasticsearch's
+error for an unavailable shard, for each shard of the call: `unavailable_shards_exception` (503)
+for a write, and for a search phase `no_shard_available_action_exception`, which the coordinator
+reports as the shard's failure.
 """
 
 from __future__ import annotations
 
 import contextlib
+import pickle
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -32,7 +35,7 @@ from ray.exceptions import ActorUnschedulableError, GetTimeoutError, RayActorErr
 from leafsearch.errors import ElasticError, IndexClosed, SearchContextMissing, ShardFailed, ShardUnavailable
 from leafsearch.index.shard_listing import ShardListing, ShardMissing
 from leafsearch.index.shard_write import DocRead, ShardWrite, ShardWriteOutcome
-from leafsearch.ray_backend.actor import Refusal
+from leafsearch.ray_backend.actor import Refusal, ShardCall, ShardKey
 from leafsearch.search.dfs import DfsStats
 from leafsearch.search.shard_api import (
     ShardContextId,
@@ -74,48 +77,120 @@ def unavailable_for_write(index: Index, shard_id: int, count: int, cause: Except
     )
 
 
-#: Times a search phase is sent to an actor that died or was restarting while it had it: a read
-#: changes nothing, and sent again it waits for Ray's restart of the actor (whose contexts kept
-#: on disk are still there), so a walk goes on over an actor restart.
-PHASE_ATTEMPTS = 3
+#: Ray's retries of a read (`MachineCall.again`): unbounded, within `CALL_TIMEOUT_SECONDS`. A
+#: read changes nothing; one caught by a crash of its machine actor, or sent while Ray restarts
+#: it (with no retries Ray fails such a call at once), runs once the actor is back, with its
+#: shards reopened and their contexts kept on disk, so a walk goes on over a machine restart.
+READ_RETRIES = -1
 
 
-def answer(
-    ref: Any, shard: str, timeout: float = CALL_TIMEOUT_SECONDS, again: Callable[[], Any] | None = None
-) -> Any:
-    """An actor method's answer; a `Refusal` raised as its error, a Ray failure as the shard's
-    unavailability. `again`: sends the call again when the actor died or restarted under it (a
-    read), up to `PHASE_ATTEMPTS` times in all."""
-    attempts = PHASE_ATTEMPTS if again is not None else 1
-    for attempt in range(1, attempts + 1):
-        try:
-            value = ray.get(ref, timeout=timeout)
-            break
-        except RayActorError as exc:
-            if again is None or attempt == attempts:
-                raise ShardUnavailable(f"{shard} is unavailable: {type(exc).__name__}") from None
-            ref = again()
-        except UNAVAILABLE as exc:
-            raise ShardUnavailable(f"{shard} is unavailable: {type(exc).__name__}") from None
+def unwrap(value: Any) -> Any:
+    """A shard's answer; a `Refusal` raised as its error."""
     if isinstance(value, Refusal):
         raise value.error
     return value
 
 
+class MachineCall:
+    """One call to a machine actor carrying several of its shards' calls (`MachineActor.batch`),
+    and its answers, read once by whichever shard's wait comes first. `again`: a read, which Ray
+    sends again over the actor's restarts (`READ_RETRIES`); a write is never resent."""
+
+    def __init__(self, machine: Any, calls: list[ShardCall], again: bool) -> None:
+        retries = READ_RETRIES if again else 0
+        message = pickle.dumps(calls, protocol=pickle.HIGHEST_PROTOCOL)
+        self.ref = machine.batch.options(max_task_retries=retries).remote(message)
+        self._lock = threading.Lock()
+        self._answers: list[Any] | None = None
+        self._failure: Exception | None = None
+
+    def answers(self, deadline: float | None = None) -> list[Any]:
+        """Per call its answer; raises the Ray error that kept the machine from answering (a
+        timeout past `deadline`, monotonic, else `CALL_TIMEOUT_SECONDS`)."""
+        with self._lock:
+            if self._answers is None and self._failure is None:
+                timeout = CALL_TIMEOUT_SECONDS if deadline is None else max(0.0, deadline - time.monotonic())
+                try:
+                    self._answers = pickle.loads(ray.get(self.ref, timeout=timeout))
+                except UNAVAILABLE as exc:
+                    self._failure = exc
+            if self._failure is not None:
+                raise self._failure
+            assert self._answers is not None
+            return self._answers
+
+
+def send_calls(
+    calls: list[tuple[Any, ShardCall, str]], *, again: bool = False, deadline: float | None = None
+) -> list[Callable[[], Any]]:
+    """Send shards' calls, one call per machine actor carrying all of its shards' (each given as
+    (machine actor, shard call, shard name)); per call the function that waits for its answer:
+    the shard's answer, its `Refusal` raised, the machine's failure as the shard's
+    `ShardUnavailable`."""
+    by_machine: dict[Any, list[int]] = {}
+    for i, (machine, _, _) in enumerate(calls):
+        by_machine.setdefault(machine, []).append(i)
+    waits: list[Callable[[], Any]] = [None] * len(calls)  # type: ignore[list-item]
+    for machine, positions in by_machine.items():
+        call = MachineCall(machine, [calls[i][1] for i in positions], again)
+        for j, i in enumerate(positions):
+            waits[i] = _waiter(call, j, calls[i][2], deadline)
+    return waits
+
+
+def _waiter(call: MachineCall, j: int, shard: str, deadline: float | None) -> Callable[[], Any]:
+    def wait() -> Any:
+        try:
+            answers = call.answers(deadline)
+        except UNAVAILABLE as exc:
+            raise ShardUnavailable(f"{shard} is unavailable: {type(exc).__name__}") from None
+        return unwrap(answers[j])
+
+    return wait
+
+
 class RemoteIndex:
-    """An index's shard actors (see the module's docstring)."""
+    """An index's shards on their machine actors (see the module's docstring)."""
 
     def __init__(self, backend: RayBackend, index: Index, placement: list[dict[str, str]]) -> None:
         self.backend = backend
         self.index = index
         self.placement = placement
-        state = self.state()
-        self.actors = [backend.actor(state, i, p) for i, p in enumerate(placement)]
+        machines = {node: backend.machine(node) for node in sorted({p["node"] for p in placement})}
+        #: Per shard, the machine actor of its node.
+        self.machines = [machines[p["node"]] for p in placement]
         self.shards = [RemoteShard(self, i) for i in range(len(placement))]
         self._lock = threading.Lock()
         #: Per shard, the version of the index state it acknowledged (None: not yet).
         self._sent: list[tuple[int, int] | None] = [None] * len(placement)
         self.push_state(range(len(placement)))
+
+    def key(self, shard_id: int) -> ShardKey:
+        return (self.index.uuid, shard_id)
+
+    def calls(
+        self,
+        method: str,
+        args: Iterable[tuple[int, tuple]],
+        *,
+        again: bool = False,
+        deadline: float | None = None,
+    ) -> list[Callable[[], Any]]:
+        """`method` on each shard of `args` ((shard, arguments) pairs), one call per machine."""
+        return send_calls(
+            [(self.machines[i], (self.key(i), method, a), self.describe(i)) for i, a in args],
+            again=again,
+            deadline=deadline,
+        )
+
+    def call(self, shard_id: int, method: str, *args: Any) -> Any:
+        """`method` on one shard, waited for."""
+        (wait,) = self.calls(method, [(shard_id, args)])
+        return wait()
+
+    def each(self, method: str, *args: Any) -> list[Callable[[], Any]]:
+        """`method` with the same arguments on every shard, one call per machine."""
+        return self.calls(method, [(i, args) for i in range(len(self.shards))])
 
     def state(self) -> IndexState:
         index = self.index
@@ -130,20 +205,21 @@ class RemoteIndex:
 
     def push_state(self, shard_ids: Iterable[int]) -> dict[int, ElasticError]:
         """Send the index's state to those shards that have not acknowledged its current version
-        (each keeps it before answering); per shard that could not take it, why. A shard is sent
-        a write only once it holds the state the write was parsed with: replaying its translog,
-        it parses with that state."""
+        (each keeps it before answering; a machine opens a shard it does not hold from its
+        folder); per shard that could not take it, why. A shard is sent a write only once it
+        holds the state the write was parsed with: replaying its translog, it parses with that
+        state."""
         with self._lock:
             version = self._version()
             stale = [i for i in shard_ids if self._sent[i] != version]
             if not stale:
                 return {}
             state = self.state()
-            refs = {i: self.actors[i].put_index.remote(state) for i in stale}
+            waits = self.calls("put_index", [(i, (self.placement[i]["folder"], state)) for i in stale])
             failed: dict[int, ElasticError] = {}
-            for shard_id, ref in refs.items():
+            for shard_id, wait in zip(stale, waits, strict=True):
                 try:
-                    answer(ref, self.describe(shard_id))
+                    wait()
                     self._sent[shard_id] = version
                 except ElasticError as exc:
                     failed[shard_id] = exc
@@ -153,40 +229,41 @@ class RemoteIndex:
         return f"[{self.index.name}][{shard_id}]"
 
     def retain_contexts(self, names: list[set[str]]) -> None:
-        """A restarted coordinator holds, per shard, the contexts named in `names`: each actor
+        """A restarted coordinator holds, per shard, the contexts named in `names`: each shard
         frees the others opened before now (its pins of contexts freed while it could not
         answer, and the in-memory contexts of the searches the coordinator was running; a call
-        that arrives late leaves the new ones alone). All actors at once; one that cannot answer
-        keeps its pins until the next start."""
+        that arrives late leaves the new ones alone). One call per machine; a shard that cannot
+        answer keeps its pins until the next start."""
         since = time.time()
-        pairs = zip(self.actors, names, strict=True)
-        refs = [actor.retain_contexts.remote(sorted(kept), since) for actor, kept in pairs]
-        for shard_id, ref in enumerate(refs):
+        kept = [(i, (sorted(shard_names), since)) for i, shard_names in enumerate(names)]
+        for wait in self.calls("retain_contexts", kept):
             with contextlib.suppress(ShardUnavailable):
-                answer(ref, self.describe(shard_id))
+                wait()
 
     def write(self, writes: list[ShardWrite]) -> list[ShardWriteOutcome | ElasticError]:
         """Every shard's write at once; per write its outcomes, or the error that failed it."""
         return self.send(writes)()
 
     def send(self, writes: list[ShardWrite]) -> Callable[[], list[ShardWriteOutcome | ElasticError]]:
-        """Send every shard's write at once; the function that waits for their answers: per
-        write its outcomes, or the error that failed it (an unavailable shard: Elasticsearch's
-        `unavailable_shards_exception`, nothing applied, or, when the actor died while applying
-        it, maybe applied: as with a primary lost before it answered, the client cannot know,
-        and the write's translog decides on recovery)."""
+        """Send every shard's write at once, one call per machine; the function that waits for
+        their answers: per write its outcomes, or the error that failed it (an unavailable
+        shard: Elasticsearch's `unavailable_shards_exception`, nothing applied, or, when the
+        actor died while applying it, maybe applied: as with a primary lost before it answered,
+        the client cannot know, and the write's translog decides on recovery)."""
         failed = self.push_state(w.shard_id for w in writes)
-        refs = [None if w.shard_id in failed else self.actors[w.shard_id].write.remote(w) for w in writes]
+        ready = [i for i, w in enumerate(writes) if w.shard_id not in failed]
+        sent = self.calls("write", [(writes[i].shard_id, (writes[i],)) for i in ready])
+        waits = dict(zip(ready, sent, strict=True))
 
         def results() -> list[ShardWriteOutcome | ElasticError]:
             out: list[ShardWriteOutcome | ElasticError] = []
-            for write, ref in zip(writes, refs, strict=True):
+            for i, write in enumerate(writes):
                 try:
-                    if ref is None:
+                    if i not in waits:
                         raise failed[write.shard_id]
-                    out.append(answer(ref, self.describe(write.shard_id)))
+                    out.append(waits[i]())
                 except ShardUnavailable as exc:
-                    if self.index.closed:  # the actor ended with the index's close
+                    if self.index.closed:  # the shard ended with the index's close
                         out.append(IndexClosed(self.index.name, self.index.uuid))
                     else:
                         out.append(unavailable_for_write(self.index, write.shard_id, len(write.ops), exc))
@@ -197,35 +274,32 @@ class RemoteIndex:
         return results
 
     def get(self, shard_id: int, doc_id: str, realtime: bool) -> DocRead | None:
-        return answer(self.actors[shard_id].get.remote(doc_id, realtime), self.describe(shard_id))
+        return self.call(shard_id, "get", doc_id, realtime)
 
     def inactive_shards(self) -> list[int]:
-        """The shards whose actor does not answer now: the primaries Elasticsearch would list
-        unassigned. Why a call rather than Ray's actor states: those are readable without a call
-        only through Ray's state API, which needs the dashboard a cluster may run without; and
-        an answer is what a search needs of the shard. One call per shard, all at once."""
-        refs = [actor.where.remote() for actor in self.actors]
-        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=HEALTH_TIMEOUT_SECONDS)
-        answered = set(ready)
+        """The shards that do not answer now (their machine actor, or the shard in it): the
+        primaries Elasticsearch would list unassigned. Why a call rather than Ray's actor
+        states: those are readable without a call only through Ray's state API, which needs the
+        dashboard a cluster may run without; and an answer is what a search needs of the shard.
+        One call per machine, all at once, waited for `HEALTH_TIMEOUT_SECONDS` in all."""
+        deadline = time.monotonic() + HEALTH_TIMEOUT_SECONDS
+        waits = self.calls("where", [(i, ()) for i in range(len(self.shards))], deadline=deadline)
         inactive = []
-        for shard_id, ref in enumerate(refs):
+        for shard_id, wait in enumerate(waits):
             try:
-                if ref not in answered:
-                    raise GetTimeoutError
-                ray.get(ref, timeout=0)
-            except UNAVAILABLE:
+                wait()
+            except ShardUnavailable:
                 inactive.append(shard_id)
         return inactive
 
     def listings(self) -> list[ShardListing | ShardMissing]:
-        """Every shard's listing (index/shard_listing.py), the actors asked at once; a shard
-        whose actor cannot answer is listed as missing, with whether its Ray node is gone."""
-        refs = [actor.listing.remote() for actor in self.actors]
+        """Every shard's listing (index/shard_listing.py), one call per machine; a shard that
+        cannot answer is listed as missing, with whether its Ray node is gone."""
         alive: set[str] | None = None
         out: list[ShardListing | ShardMissing] = []
-        for shard_id, ref in enumerate(refs):
+        for shard_id, wait in enumerate(self.each("listing")):
             try:
-                out.append(answer(ref, self.describe(shard_id)))
+                out.append(wait())
             except ShardUnavailable as exc:
                 if alive is None:
                     alive = set(self.backend.alive_nodes())
@@ -233,66 +307,58 @@ class RemoteIndex:
         return out
 
     def refresh(self) -> None:
-        refs = [actor.refresh.remote() for actor in self.actors]
-        for shard_id, ref in enumerate(refs):
-            answer(ref, self.describe(shard_id))
+        for wait in self.each("refresh"):
+            wait()
 
     def close(self) -> None:
-        """`_close`: each shard flushes (every acknowledged write into a committed segment), then
-        its actor ends: a closed index holds no process. A shard that cannot answer (its actor is
-        down) still has every acknowledged write in its translog, which the open replays. Returns
-        once every actor is gone, so an open right after creates new ones under the same names."""
-        refs = [actor.close_shard.remote() for actor in self.actors]
-        for ref in refs:
-            with contextlib.suppress(*UNAVAILABLE):
-                ray.get(ref, timeout=CALL_TIMEOUT_SECONDS)
-        self._end_actors()
-
-    def _end_actors(self) -> None:
-        for actor in self.actors:
-            ray.kill(actor, no_restart=True)
-        for actor in self.actors:  # a call to a killed actor fails once Ray has let it go
-            with contextlib.suppress(*UNAVAILABLE):
-                ray.get(actor.where.remote(), timeout=CALL_TIMEOUT_SECONDS)
+        """`_close`: each shard flushes (every acknowledged write into a committed segment) and
+        its machine lets it go (a restarted machine does not reopen it): a closed index holds
+        nothing. A shard that cannot answer (its machine is down) still has every acknowledged
+        write in its translog, which the open replays."""
+        self._end("close_shard")
 
     def destroy(self) -> None:
-        """Delete every shard's folder and end its actor."""
-        refs = [actor.destroy.remote() for actor in self.actors]
-        for ref in refs:
-            # (a dead shard's folder is left behind; its actor goes below anyway)
-            with contextlib.suppress(*UNAVAILABLE):
-                ray.get(ref, timeout=CALL_TIMEOUT_SECONDS)
-        self._end_actors()
+        """Delete every shard's folder; its machine lets it go (a dead machine's folder is left
+        behind)."""
+        self._end("destroy")
+
+    def _end(self, method: str) -> None:
+        for wait in self.each(method):
+            with contextlib.suppress(ElasticError):
+                wait()
 
 
 class RemoteShard:
     """A shard of a Ray-backed index as the node sees it (an entry of `Index.shards`)."""
 
-    segments: tuple = ()  # merges are the actor's own
+    segments: tuple = ()  # merges are the machine's own
 
     def __init__(self, remote: RemoteIndex, shard_id: int) -> None:
         self.remote = remote
         self.shard_id = shard_id
         self.search_stats = SearchStats()
 
-    @property
-    def actor(self) -> Any:
-        return self.remote.actors[self.shard_id]
+    def call(self, method: str, *args: Any) -> Any:
+        return self.remote.call(self.shard_id, method, *args)
+
+    def tell(self, method: str, *args: Any) -> None:
+        """`method` sent and not waited for."""
+        self.remote.machines[self.shard_id].call.remote(self.remote.key(self.shard_id), method, *args)
 
     def acquire_searcher(self) -> RemoteSnapshot:
         return RemoteSnapshot(self)
 
     def refresh(self) -> None:
-        answer(self.actor.refresh.remote(), self.remote.describe(self.shard_id))
+        self.call("refresh")
 
     def maybe_merge(self) -> bool:
         return False
 
     def close(self) -> None:
-        """Nothing: the actor outlives the coordinator (a restarted one finds it again)."""
+        """Nothing: the machine actor outlives the coordinator (a restarted one finds it again)."""
 
     def _counts(self) -> dict[str, int]:
-        return answer(self.actor.stats.remote(), self.remote.describe(self.shard_id))
+        return self.call("stats")
 
     def doc_count(self) -> int:
         return self._counts()["docs"]
@@ -310,18 +376,16 @@ class RemoteShard:
         return self._counts()["segments"]
 
     def stats_sections(self, metrics: tuple[str, ...], *, open_contexts: int, file_sizes: bool) -> dict:
-        """The shard's `_stats` sections from its actor, with this coordinator's search counters."""
-        stats = answer(
-            self.actor.stats_sections.remote(metrics, file_sizes), self.remote.describe(self.shard_id)
-        )
+        """The shard's `_stats` sections from its machine, with this coordinator's search counters."""
+        stats = self.call("stats_sections", metrics, file_sizes)
         if "search" in stats:
             stats["search"] = {"open_contexts": open_contexts, **self.search_stats.snapshot()}
         return stats
 
 
 class RemoteSnapshot:
-    """A lease on one snapshot of a shard actor (see the module's docstring); a `Target`'s
-    searcher for a Ray-backed index."""
+    """A lease on one snapshot of a shard on its machine actor (see the module's docstring); a
+    `Target`'s searcher for a Ray-backed index."""
 
     remote = True
 
@@ -342,7 +406,7 @@ class RemoteSnapshot:
             if context is not None:
                 self.context = None
         if context is not None:
-            self.shard.actor.free_context.remote(context)  # not waited for
+            self.shard.tell("free_context", context)
 
     def pin(self, context: ShardContextId) -> ShardContextId:
         """Keep the context the first phase pinned; a second one (two phases raced) is freed."""
@@ -351,7 +415,7 @@ class RemoteSnapshot:
                 self.context = context
                 return context
             kept = self.context
-        self.shard.actor.free_context.remote(context)
+        self.shard.tell("free_context", context)
         return kept if kept is not None else context
 
     def hand_over(self) -> ShardContextId | None:
@@ -369,37 +433,64 @@ class RemoteSnapshot:
 
 
 class RayShard:
-    """`ShardSearch` over a shard actor, for one target of a search. Its phases are sent
-    (`send`) and waited for apart, so a search sends every shard's message before it waits for
-    any (`shard_api.each_phase`)."""
+    """`ShardSearch` over a shard on its machine actor, for one target of a search. A phase's
+    messages to the shards of one machine are sent in one call (`route`: the machine actor;
+    `send_all`), and waited for apart, so a search sends every machine's call before it waits
+    for any (`shard_api.each_phase`)."""
 
     def __init__(self, snapshot: RemoteSnapshot, target: Target) -> None:
         self.snapshot = snapshot
         self.alias_filter = target.alias_filter
-        self.name = snapshot.shard.remote.describe(snapshot.shard.shard_id)
+        shard = snapshot.shard
+        self.name = shard.remote.describe(shard.shard_id)
+        self.route = shard.remote.machines[shard.shard_id]
 
     def open_context(self, name: str | None = None) -> ShardContextId:
-        """With `name`, the actor keeps the pin on disk (a PIT's or a scroll's), and serves it
-        by that name after Ray restarts it, or a restarted coordinator sends its recorded id."""
-        return answer(self.snapshot.shard.actor.open_context.remote(self.alias_filter, name), self.name)
+        """With `name`, the shard keeps the pin on disk (a PIT's or a scroll's), and serves it
+        by that name after Ray restarts its machine, or a restarted coordinator sends its
+        recorded id."""
+        (wait,) = self.call_all("open_context", [(self, (name,))])
+        return wait()
 
     def free_context(self, context: ShardContextId) -> bool:
-        """Raises `ShardUnavailable` when the actor cannot answer (the caller frees a pin kept on
-        disk again later)."""
-        return bool(answer(self.snapshot.shard.actor.free_context.remote(context), self.name))
+        """Raises `ShardUnavailable` when the machine cannot answer (the caller frees a pin kept
+        on disk again later)."""
+        (wait,) = self.call_all("free_context", [(self, (context,))])
+        return bool(wait())
 
-    def send(self, phase: str, message: Any) -> Callable[[], Any]:
-        """Send a phase ("dfs", "query", "fetch") to the actor; the function that waits for its
-        answer. A message naming no context reads the snapshot this search pinned (the first
-        phase pins the actor's current one, named in its answer; an actor whose query found no
-        hit frees its pin at once and names none). A search's last fetch hands the pin over:
-        the actor frees it as it answers, so no release message follows; so does a query that
-        fetches its page as the search's last phase (search/query_and_fetch.py). The phase's
-        unavailability, or the loss of the context it names, fails this shard alone
-        (`ShardFailed`); an actor that died or restarted under it is sent it again
-        (`PHASE_ATTEMPTS`): a PIT's or scroll's context is still there, by its name."""
+    def call_all(self, method: str, calls: list[tuple[RayShard, tuple]]) -> list[Callable[[], Any]]:
+        """`open_context` (its argument: the name) or `free_context` (the context) of shards of
+        this shard's machine, in one call (`shard_api.each_call`)."""
+        sent = []
+        for shard, args in calls:
+            remote = shard.snapshot.shard
+            shard_args = (shard.alias_filter, *args) if method == "open_context" else args
+            sent.append((shard.route, (remote.remote.key(remote.shard_id), method, shard_args), shard.name))
+        return send_calls(sent)
+
+    def send_all(self, phase: str, sends: list[tuple[RayShard, Any]]) -> list[Callable[[], Any]]:
+        """Send a phase ("dfs", "query", "fetch") to shards of this shard's machine, one message
+        each, in one call; per message the function that waits for its answer. A message naming
+        no context reads the snapshot this search pinned (the first phase pins the shard's
+        current one, named in its answer; a shard whose query found no hit frees its pin at
+        once and names none). A search's last fetch hands the pin over: the shard frees it as it
+        answers, so no release message follows; so does a query that fetches its page as the
+        search's last phase (search/query_and_fetch.py). The phase's unavailability, or the loss
+        of the context it names, fails that shard alone (`ShardFailed`); a machine that died or
+        restarted under the call is sent it again (`READ_RETRIES`): a PIT's or scroll's context
+        is still there, by its name."""
+        calls, sent = [], []
+        for shard, message in sends:
+            prepared, args = shard._prepare(phase, message)
+            remote = shard.snapshot.shard.remote
+            calls.append((shard.route, (remote.key(shard.snapshot.shard.shard_id), phase, args), shard.name))
+            sent.append((shard, prepared))
+        waits = send_calls(calls, again=True)
+        return [shard._finish(message, wait) for (shard, message), wait in zip(sent, waits, strict=True)]
+
+    def _prepare(self, phase: str, message: Any) -> tuple[Any, tuple]:
+        """The message as sent (naming this search's pin) and the shard method's arguments."""
         snapshot = self.snapshot
-        actor = snapshot.shard.actor
         free_after = False
         if message.context is None:
             context = snapshot.hand_over() if _last_phase(phase, message) else None
@@ -408,21 +499,16 @@ class RayShard:
                 context = snapshot.context
             if context is not None:
                 message = replace(message, context=context)
-        method = getattr(actor, phase)
-        args = (
-            (message, self.alias_filter, free_after)
-            if phase in ("fetch", "query")
-            else (message, self.alias_filter)
-        )
+        if phase in ("fetch", "query"):
+            return message, (message, self.alias_filter, free_after)
+        return message, (message, self.alias_filter)
 
-        def submit() -> Any:
-            return method.remote(*args)
+    def _finish(self, message: Any, wait: Callable[[], Any]) -> Callable[[], Any]:
+        snapshot = self.snapshot
 
-        ref = submit()
-
-        def wait() -> Any:
+        def finish() -> Any:
             try:
-                context, result = answer(ref, self.name, again=submit)
+                context, result = wait()
             except (ShardUnavailable, SearchContextMissing) as exc:
                 shard = snapshot.shard
                 raise ShardFailed(exc, message.shard_index, shard.remote.index.name, shard.shard_id) from None
@@ -430,6 +516,10 @@ class RayShard:
                 snapshot.pin(context)
             return result
 
+        return finish
+
+    def send(self, phase: str, message: Any) -> Callable[[], Any]:
+        (wait,) = self.send_all(phase, [(self, message)])
         return wait
 
     def dfs(self, request: ShardDfs) -> DfsStats:

@@ -44,9 +44,10 @@ every shard's segments.
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Literal, Protocol, TypeVar
 
 import numpy as np
@@ -285,13 +286,21 @@ class ShardSearch(Protocol):
 
 
 class SendsPhases(Protocol):
-    """A shard that sends a phase and is waited for later (a shard actor: ray_backend/remote.py),
-    so a coordinator sends every shard's message of a phase before waiting for any, with no
-    thread per shard: a thread each cost the coordinator more CPU than the calls themselves."""
+    """A shard that sends a phase and is waited for later (a shard on a Ray machine actor:
+    ray_backend/remote.py), so a coordinator sends every message of a phase before waiting for
+    any, with no thread per shard: a thread each cost the coordinator more CPU than the calls
+    themselves. Shards of one `route` (a machine) are sent a phase's messages in one call."""
 
-    def send(self, phase: str, message: Any) -> Callable[[], Any]:
-        """Send `phase` ("dfs", "query", "fetch" or "suggest") with its message; the function that waits
-        for the answer (and raises the phase's error)."""
+    route: Hashable
+
+    def send_all(self, phase: str, sends: list[tuple[Any, Any]]) -> list[Callable[[], Any]]:
+        """Send `phase` ("dfs", "query", "fetch" or "suggest") to each (shard, message) of `sends`, shards
+        of this one's route; per message the function that waits for its answer (and raises
+        the phase's error)."""
+        ...
+
+    def call_all(self, method: str, calls: list[tuple[Any, tuple]]) -> list[Callable[[], Any]]:
+        """`each_call`'s calls of shards of this one's route, sent in one call."""
         ...
 
 
@@ -304,8 +313,9 @@ def each_phase(
 ) -> list[Any]:
     """`phase` ("dfs", "query", "fetch") of each message on its shard (`shards[m.shard_index]`),
     answers in the messages' order; an error of a `catch` type is answered instead of raised.
-    Shards that send (`SendsPhases`) are all sent first, then the others run (`each_shard`),
-    then the sent ones are waited for, so remote and local shards of one search overlap."""
+    Shards that send (`SendsPhases`) are all sent first, one call per route, then the others run
+    (`each_shard`), then the sent ones are waited for, so remote and local shards of one search
+    overlap."""
 
     def caught(call: Callable[..., Any], *args: Any) -> Any:
         try:
@@ -315,14 +325,19 @@ def each_phase(
 
     sent: dict[int, Callable[[], Any]] = {}
     answers: list[Any] = [None] * len(messages)
+    routes: dict[Hashable, list[int]] = {}
     for i, message in enumerate(messages):
-        send = getattr(shards[message.shard_index], "send", None)
-        if send is not None:
-            wait = caught(send, phase, message)
-            if isinstance(wait, Exception):
-                answers[i] = wait
+        route = getattr(shards[message.shard_index], "route", None)
+        if route is not None:
+            routes.setdefault(route, []).append(i)
+    for positions in routes.values():
+        sends = [(shards[messages[i].shard_index], messages[i]) for i in positions]
+        waits = caught(sends[0][0].send_all, phase, sends)
+        for j, i in enumerate(positions):
+            if isinstance(waits, Exception):
+                answers[i] = waits
             else:
-                sent[i] = wait
+                sent[i] = waits[j]
     here = [i for i in range(len(messages)) if i not in sent and answers[i] is None]
     calls = [(lambda m: caught(getattr(shards[m.shard_index], phase), m), messages[i]) for i in here]
     error: Exception | None = None
@@ -339,6 +354,26 @@ def each_phase(
     if error is not None:
         raise error
     return answers
+
+
+def each_call(shards: Sequence[Any], method: str, args: Sequence[tuple]) -> list[Callable[[], Any]]:
+    """`method` ("open_context", "free_context") of each shard with its arguments; per shard the
+    function that answers it. Shards with a `route` are all sent at once, one call per route
+    (`call_all`), so waiting for the first finds the others under way; the others run as they
+    are waited for."""
+    waits: list[Callable[[], Any]] = [None] * len(shards)  # type: ignore[list-item]
+    routes: dict[Hashable, list[int]] = {}
+    for i, shard in enumerate(shards):
+        route = getattr(shard, "route", None)
+        if route is None:
+            waits[i] = partial(getattr(shard, method), *args[i])
+        else:
+            routes.setdefault(route, []).append(i)
+    for positions in routes.values():
+        sent = shards[positions[0]].call_all(method, [(shards[i], args[i]) for i in positions])
+        for i, wait in zip(positions, sent, strict=True):
+            waits[i] = wait
+    return waits
 
 
 def each_shard(pool: Executor | None, calls: list[tuple[Callable[[Any], R], Any]]) -> list[R]:

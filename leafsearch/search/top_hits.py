@@ -80,6 +80,7 @@ from leafsearch.search.shard_api import (
     ShardSuggest,
     ShardTopDocs,
     SortPlan,
+    each_call,
     each_phase,
     merge_columns,
 )
@@ -265,32 +266,37 @@ def open_shard_contexts(
     services: CoordinatorServices, targets: list[Target], name: str | None = None
 ) -> list[ShardContextId]:
     """A context on each target's shard, pinning the snapshot a PIT, scroll or by-query walk
-    reads (`name`: kept on disk under it, see `ShardSearch.open_context`). When one shard cannot
-    open (its actor is down), the pins already taken on the others are freed before the error
-    goes up: nothing would ever free them, as no keep-alive runs for a context that was never
-    handed out."""
-    opened: list[ShardContextId] = []
-    handles = shard_handles(services, targets)
-    try:
-        for handle in handles:
-            opened.append(handle.open_context(name))
-    except BaseException:
-        free_shard_contexts(services, targets, opened)
-        raise
-    return opened
+    reads (`name`: kept on disk under it, see `ShardSearch.open_context`), all shards asked at
+    once (`each_call`: a call per machine of a Ray-backed index). When a shard cannot open (its
+    actor is down), the pins the others took are freed before the first error goes up: nothing
+    would ever free them, as no keep-alive runs for a context that was never handed out."""
+    answers: list[Any] = []
+    for wait in each_call(shard_handles(services, targets), "open_context", [(name,)] * len(targets)):
+        try:
+            answers.append(wait())
+        except Exception as exc:  # (every answer is read: each may have pinned a snapshot)
+            answers.append(exc)
+    failed = [answer for answer in answers if isinstance(answer, Exception)]
+    if failed:
+        opened = [(t, a) for t, a in zip(targets, answers, strict=True) if not isinstance(a, Exception)]
+        free_shard_contexts(services, [t for t, _ in opened], [a for _, a in opened])
+        raise failed[0]
+    return answers
 
 
 def free_shard_contexts(
     services: CoordinatorServices, targets: list[Target], contexts: Sequence[ShardContextId]
 ) -> list[tuple[Target, ShardContextId]]:
-    """Free the shard contexts `open_shard_contexts` took (the first `len(contexts)` targets').
-    A shard that cannot answer does not stop the others' from being freed; returned are those
-    whose shard was unavailable (a shard actor down: a context it keeps on disk is still there,
-    to free again later)."""
+    """Free the shard contexts `open_shard_contexts` took (the first `len(contexts)` targets'),
+    all shards asked at once. A shard that cannot answer does not stop the others' from being
+    freed; returned are those whose shard was unavailable (a shard actor down: a context it
+    keeps on disk is still there, to free again later)."""
+    targets = targets[: len(contexts)]
     unfreed: list[tuple[Target, ShardContextId]] = []
-    for target, handle, context in zip(targets, shard_handles(services, targets), contexts, strict=False):
+    waits = each_call(shard_handles(services, targets), "free_context", [(c,) for c in contexts])
+    for target, wait, context in zip(targets, waits, contexts, strict=True):
         try:
-            handle.free_context(context)
+            wait()
         except ShardUnavailable:
             unfreed.append((target, context))
         except ElasticError:

@@ -23,7 +23,7 @@ import pytest
 
 from leafsearch.testing import Server
 from tests.conftest import error_of
-from tests.ray_cluster import ray_server, shard_actor, where
+from tests.ray_cluster import machine_actor, ray_server, shard_actor, where
 from tests.write.test_by_query_api import result_of, start_slow, unthrottle, waiting_after
 
 SHARDS = 2
@@ -441,10 +441,11 @@ def test_health_is_red_while_a_shard_actor_is_down(http: httpx.Client) -> None:
     assert back.status_code == 200 and back.json()["status"] == "green"
     assert count(http, "healthy") == 100
     # Ended for good, the shard is an unassigned primary: red, listed UNASSIGNED, searches partial.
-    actor = shard_actor(uuid, 1)
+    actor = machine_actor(uuid, 1)  # (shard 0 is on another machine)
     ray.kill(actor, no_restart=True)
-    with pytest.raises(ray.exceptions.RayActorError):
-        ray.get(actor.where.remote(), timeout=60)
+    with pytest.raises(ray.exceptions.RayActorError):  # (once the kill lands: it is asynchronous)
+        for _ in range(1000):
+            ray.get(actor.where.remote(), timeout=60)
     # Red is answered at once (200), as Elasticsearch does without `wait_for_status`.
     answered = health(http, "healthy", level="indices")
     assert answered.status_code == 200 and answered.json()["timed_out"] is False

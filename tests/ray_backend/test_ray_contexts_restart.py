@@ -24,7 +24,7 @@ from elasticsearch import Elasticsearch, NotFoundError
 from leafsearch.testing import Server
 from tests.node.test_durable_contexts import MAPPING, PAGE, SLICES, Writer, fill, kill_9, pit_page
 from tests.ray_backend.test_ray_backend import restarted
-from tests.ray_cluster import COORDINATOR_STARTUP_SECONDS, LOOPBACK_ENV, shard_actor, where
+from tests.ray_cluster import COORDINATOR_STARTUP_SECONDS, LOOPBACK_ENV, machine_actor, shard_actor, where
 
 SETTINGS = {"number_of_shards": 3, "number_of_replicas": 0, "refresh_interval": "50ms"}
 
@@ -46,7 +46,7 @@ def kill_coordinator(servers: list[Server], uuid: str, rng: random.Random) -> st
 
 
 def kill_actor(servers: list[Server], uuid: str, rng: random.Random) -> str:
-    """kill -9 of a shard actor's process, or `ray.kill` (restart allowed), at random."""
+    """kill -9 of the process of a shard's machine actor, or `ray.kill` (restart allowed), at random."""
     import ray
 
     shard = rng.randrange(SETTINGS["number_of_shards"])
@@ -55,7 +55,7 @@ def kill_actor(servers: list[Server], uuid: str, rng: random.Random) -> str:
         os.kill(pid, signal.SIGKILL)
         how = "kill -9"
     else:
-        ray.kill(shard_actor(uuid, shard), no_restart=False)
+        ray.kill(machine_actor(uuid, shard), no_restart=False)
         how = "ray.kill"
     restarted(uuid, shard, pid)
     return f"{how} of shard {shard}"

@@ -19,15 +19,15 @@ server through is replaced for this folder:
   property module's `node` (test_pit_property.py here).
 - In a module that starts servers of its own (`running_server`: the durability tests), those are
   Ray coordinators on the same cluster, each on its own data folder, and the module's `kill_9`
-  kills the coordinator and then every shard actor of that folder with SIGKILL: Ray restarts
-  the actors, which recover from their folders, so "every acknowledged write is found after" is
-  checked through both crashes. `_translog_bytes` (when to kill in the middle of a bulk) reads
-  the actors' translogs.
+  kills the coordinator and then every machine actor holding a shard of that folder with
+  SIGKILL: Ray restarts the actors, which recover their shards from their folders, so "every
+  acknowledged write is found after" is checked through both crashes. `_translog_bytes` (when
+  to kill in the middle of a bulk) reads the shards' translogs.
 
 Tests that cannot run on Ray are deselected by name in `DESELECTED` below, each with its reason:
 features not built for Ray yet, ones refused on Ray by design, and tests of the local node's
-internals. The whole folder takes far longer than a local run (every index a test creates starts
-one actor process per shard), so CI runs the tests of `IN_CI`, chosen to cover every feature;
+internals. The whole folder takes far longer than a local run (every shard of every index a test
+creates is opened on a machine actor), so CI runs the tests of `IN_CI`, chosen to cover every feature;
 `LEAFSEARCH_RAY_SUITE=all` runs them all.
 """
 
@@ -50,8 +50,8 @@ from tests.conftest import ClockedNode, creating_indices, serving_clocked
 from tests.ray_cluster import (
     COORDINATOR_STARTUP_SECONDS,
     LocalCluster,
+    machine_actor,
     ray_server,
-    shard_actor,
     start_cluster,
     stop_cluster,
 )
@@ -235,16 +235,18 @@ def new_index(
 
 
 def kill_shard_actors(data: Path) -> int:
-    """SIGKILL every shard actor of the coordinator on `data` (each keeps its shard under
-    `<data>/ray-shards/<node>/<index uuid>/<shard>`); Ray restarts each on its node. How many."""
+    """SIGKILL every machine actor holding a shard of the coordinator on `data` (each keeps its
+    shard under `<data>/ray-shards/<node>/<index uuid>/<shard>`); Ray restarts each on its node.
+    How many."""
     import ray
 
-    folders = sorted(data.glob("ray-shards/*/*/*"))
-    for folder in folders:
-        actor = shard_actor(folder.parent.name, int(folder.name))
-        _, pid = ray.get(actor.where.remote(), timeout=COORDINATOR_STARTUP_SECONDS)
+    pids = set()
+    for folder in sorted(data.glob("ray-shards/*/*/*")):
+        actor = machine_actor(folder.parent.name, int(folder.name))
+        pids.add(ray.get(actor.where.remote(), timeout=COORDINATOR_STARTUP_SECONDS)[1])
+    for pid in pids:
         os.kill(pid, signal.SIGKILL)
-    return len(folders)
+    return len(pids)
 
 
 def actor_translog_bytes(data: Path) -> int:
@@ -259,7 +261,8 @@ def actor_translog_bytes(data: Path) -> int:
 @pytest.fixture(scope="module", autouse=True)
 def servers_on_ray(request: pytest.FixtureRequest, ray_suite_cluster: LocalCluster) -> Iterator[None]:
     """In the module whose tests this one runs, `running_server` starts a Ray coordinator on the
-    folder's cluster, and `kill_9` kills the coordinator and then every shard actor it had."""
+    folder's cluster, and `kill_9` kills the coordinator and then every machine actor holding
+    its shards."""
     source = sys.modules.get(request.module.__name__.rsplit(".", 1)[1])
     if source is None:  # (the folder run alone: `tests/<module>` was imported only by its path)
         tests = [f for name, f in vars(request.module).items() if name.startswith("test_") and callable(f)]
@@ -277,7 +280,7 @@ def servers_on_ray(request: pytest.FixtureRequest, ray_suite_cluster: LocalClust
     def kill_9(process: subprocess.Popen) -> None:
         process.kill()
         process.wait()
-        assert kill_shard_actors(data_of[process.pid]), "no shard actor to kill: the crash tests nothing"
+        assert kill_shard_actors(data_of[process.pid]), "no machine actor to kill: the crash tests nothing"
 
     with pytest.MonkeyPatch.context() as patch:
         if hasattr(source, "running_server"):
