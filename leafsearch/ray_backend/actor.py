@@ -411,6 +411,7 @@ SHARD_METHODS = frozenset(
         "dfs",
         "query",
         "fetch",
+        "suggest",
     }
 )
 
