@@ -37,6 +37,7 @@ from leafsearch.search.workers.mirror import IndexState
 
 if TYPE_CHECKING:
     from leafsearch.index.index import Index
+    from leafsearch.index.shared_meta import SharedIndexMeta
 
 NAMESPACE = "leafsearch"
 #: Requests one shard actor serves at once (searches beside writes; the engine has its locks).
@@ -86,6 +87,8 @@ class RayBackend:
             else:
                 ray.init(address=cluster_address(address), namespace=NAMESPACE, log_to_driver=False)
         self.shard_root = shard_root
+        #: The cluster's metadata, shared by every coordinator (set by the node: node/cluster_sync.py).
+        self.metadata: SharedIndexMeta | None = None
         self._actor_class = ray.remote(ShardActor)
         self._deal = itertools.count()
 
