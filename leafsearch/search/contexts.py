@@ -309,6 +309,7 @@ class ContextRegistry:
                 return
             record = _record(ctx)
             record["expires_wall"] = time.time() + max(ctx.expires_at - self.clock(), 0.0)
+            record["written_by"] = self.services.node_id
             self.records.write(ctx.key, record)
 
     def restore(self, indices: dict[str, Index]) -> None:
@@ -418,6 +419,8 @@ class ContextRegistry:
                 release_targets(targets)
                 return
             self._restored(record, targets, self.clock())
+            return
+        if record.get("written_by") == self.services.node_id:  # this node's copy is the latest
             return
         for name in ("cursor", "total", "seq", "prev_cursor", "prev_took", "keep_alive"):
             setattr(ctx, name, record[name])
