@@ -34,6 +34,10 @@ MAX_ROUNDS = 20
 class MetadataStore(Protocol):
     """The cluster's versioned metadata entries (ray_backend/metadata.py `MetadataClient`)."""
 
+    def version(self) -> int:
+        """The cluster version, cheaply (read where the metadata is kept)."""
+        ...
+
     def changes(self, since: int) -> tuple[int, dict[str, tuple[int, bytes | None]]]:
         """The cluster version, and each entry changed since `since`: its version and value."""
         ...

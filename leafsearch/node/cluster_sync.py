@@ -11,9 +11,9 @@ its copy, so the node's code reads what it always read:
   actors are the deleting coordinator's to end), aliases and security files replaced. A node that
   finds the cluster's metadata empty publishes what its folder holds (`publish_all`: the first
   coordinator of a cluster, or one started on an existing folder);
-- **before every request** (`sync`, from the REST dispatcher and `Client`) one call asks for the
-  entries changed since the version this node holds and applies them under `Node.lock`: so a
-  change made through any coordinator is seen by the next request through any other;
+- **before every request** (`sync`, from the REST dispatcher and `Client`) the cluster version is
+  read and, when it moved, the entries changed since this node's are applied under `Node.lock`:
+  so a change made through any coordinator is seen by the next request through any other;
 - **changes made here** are published before they are used: an index's metadata by the index
   (index/shared_meta.py), aliases and API keys by their tables' `shared` hooks, and the users
   file (written by `leafsearch users` into this node's folder) by `sync` when it changed.
@@ -120,6 +120,8 @@ class ClusterSync:
         """Apply every change made through other coordinators (see the module's docstring)."""
         with self._lock:
             self._share_users(node)
+            if self.store.version() == self.version:
+                return
             version, changed = self.store.changes(self.version)
             if changed:
                 with node.lock:
