@@ -95,6 +95,8 @@ class ShardActor:
         else:
             write_json(stored, asdict(state))
         self.index = IndexMirror(state)
+        self._state_order = 0  # the cluster version of the state held (`put_index`)
+        self._state_lock = threading.Lock()
         self.state = ActorState(f"shard-{state.uuid}-{shard_id}", lambda target: self.shard)
         self.shard_id = shard_id
         #: The shard's block cache, flush thread and merge worker; its events are the ones this
@@ -147,10 +149,16 @@ class ShardActor:
 
         return ray.get_runtime_context().get_node_id(), os.getpid()
 
-    def put_index(self, state: IndexState) -> None:
-        """The coordinator's index state (a mapping or settings change), kept before it is used."""
-        write_json(self.folder / _STATE_FILE, asdict(state))
-        self.index = IndexMirror(state)
+    def put_index(self, state: IndexState, order: int = 0) -> None:
+        """The coordinator's index state (a mapping or settings change), kept before it is used.
+        `order`: the state's version in the cluster's metadata; one older than the state held
+        (a coordinator's push overtaken by another's, node/cluster_sync.py) is ignored."""
+        with self._state_lock:  # (two coordinators' pushes at once: one file written at a time)
+            if order < self._state_order:
+                return
+            self._state_order = order
+            write_json(self.folder / _STATE_FILE, asdict(state))
+            self.index = IndexMirror(state)
 
     def close_shard(self) -> None:
         """The index is closed: every acknowledged write goes into a committed segment (the

@@ -11,7 +11,8 @@
   SPREAD strategy aims at). Each actor is then pinned to its node
   (`NodeAffinitySchedulingStrategy`, not soft): its folder is on that node's disk, so Ray must
   restart it there. The shard map (node and folder of each shard) is kept in the index's
-  `meta.json` on the coordinator, so it survives the coordinator's restart.
+  `meta.json`, in the cluster's metadata (metadata.py) and each coordinator's copy, so it
+  survives any coordinator.
 - **Names**: each actor is named `<index uuid>/<shard>` in the `leafsearch` namespace and
   detached from the coordinator's process: a restarted coordinator finds its shards by name
   (`get_if_exists`), with their open contexts and caches, instead of re-creating them; an actor

@@ -134,6 +134,10 @@ class MetadataActor:
             _kv()._internal_kv_del(_CONTEXT + key, namespace=KV_NAMESPACE)
         return entry is not None
 
+    def ctx_keys(self, kind: str) -> list[str]:
+        """The contexts of `kind` whose record is written."""
+        return [key for key, (k, _, written) in self._contexts.items() if k == kind and written]
+
     def ctx_expired(self, now: float, grace: float) -> list[str]:
         """The contexts past their expiry by `grace` seconds (their coordinator is gone, or
         forgot them); reservations never written are dropped here."""
@@ -212,6 +216,9 @@ class MetadataClient:
 
     def ctx_remove(self, key: str) -> bool:
         return self._call("ctx_remove", key)
+
+    def ctx_keys(self, kind: str) -> list[str]:
+        return self._call("ctx_keys", kind)
 
     def ctx_expired(self, now: float, grace: float) -> list[str]:
         return self._call("ctx_expired", now, grace)

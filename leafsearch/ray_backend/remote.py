@@ -138,7 +138,8 @@ class RemoteIndex:
             if not stale:
                 return {}
             state = self.state()
-            refs = {i: self.actors[i].put_index.remote(state) for i in stale}
+            order = self.index.shared_version
+            refs = {i: self.actors[i].put_index.remote(state, order) for i in stale}
             failed: dict[int, ElasticError] = {}
             for shard_id, ref in refs.items():
                 try:

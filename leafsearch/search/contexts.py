@@ -26,7 +26,8 @@ who opened it (the authenticated caller, see `security/subject.py`) and is unkno
 else but a superuser. A scroll's id names the position after each batch (`seq`): the latest id
 asks for the next batch, the one before it replays the last batch byte for byte (scroll_pit.py).
 Ended contexts are remembered (across restarts too) so that a 404 can say whether an id expired,
-was cleared, or never existed on this node.
+was cleared, or never existed on this node. On a Ray cluster with several coordinators, records
+and ids are the cluster's instead (shared_contexts.py).
 """
 
 from __future__ import annotations
@@ -581,6 +582,11 @@ class ContextRegistry:
             return not expired
 
     def free_all(self, kind: str) -> int:
+        if self.shared is not None and self._shares(kind):  # the other coordinators' too
+            for key in self.shared.store.ctx_keys(kind):
+                fetched = (key, self.shared.fetch(key))
+                with self._lock:
+                    self._take_shared(fetched)
         with self._lock:
             now = self.clock()
             caller = current()

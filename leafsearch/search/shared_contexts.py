@@ -15,6 +15,8 @@ coordinator that opened it (`kill -9` included), because:
   names its opener, and another user's id is refused as on one node;
 - **the open-context limits count the cluster's contexts**: a new context is reserved in the
   store, which refuses it past the limit atomically (`ctx_reserve`);
+- **clearing every scroll** (`DELETE /_search/scroll/_all`) takes every coordinator's scrolls
+  the caller may use from the store (`ctx_keys`) before freeing them;
 - **no context is left behind by a lost coordinator**: each coordinator's reaper asks the store
   for contexts past their expiry (`ctx_expired`) and frees them as their own, the store's
   `ctx_remove` deciding which coordinator frees the shards' pins.
@@ -51,6 +53,8 @@ class ContextStore(Protocol):
     def ctx_get(self, key: str) -> bytes | None: ...
 
     def ctx_remove(self, key: str) -> bool: ...
+
+    def ctx_keys(self, kind: str) -> list[str]: ...
 
     def ctx_expired(self, now: float, grace: float) -> list[str]: ...
 

@@ -161,6 +161,42 @@ def test_an_index_made_changed_and_deleted_through_one_is_seen_at_once_through_t
             es.search(index="meta")
 
 
+def add_fields(url: str, side: str, barrier: threading.Barrier, errors: list[str]) -> None:
+    """Documents each adding a new field, through one coordinator (its dynamic mapping updates
+    race the other's)."""
+    with httpx.Client(base_url=url, timeout=120) as http:
+        barrier.wait()
+        for i in range(8):
+            answer = http.put(f"/fields/_doc/{side}{i}", json={f"{side}_{i}": i, "both": side})
+            if answer.status_code not in (200, 201):
+                errors.append(answer.text)
+
+
+def test_dynamic_mapping_updates_through_both_coordinators_at_once_all_stay(pair: list[Server]) -> None:
+    a, b = clients(pair)
+    a.indices.create(index="fields", settings={"number_of_shards": 3, "number_of_replicas": 0})
+    errors: list[str] = []
+    barrier = threading.Barrier(2)
+    threads = [
+        threading.Thread(target=add_fields, args=(s.url, side, barrier, errors))
+        for s, side in zip(pair, ("a", "b"), strict=True)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors
+    a.indices.refresh(index="fields")
+    for es in (a, b):
+        properties = es.indices.get_mapping(index="fields").body["fields"]["mappings"]["properties"]
+        assert {f"{side}_{i}" for side in "ab" for i in range(8)} <= set(properties)
+        for side in "ab":
+            for i in range(8):
+                found = es.search(index="fields", query={"term": {f"{side}_{i}": i}}).body["hits"]["hits"]
+                assert [hit["_id"] for hit in found] == [f"{side}{i}"]
+    a.indices.delete(index="fields")
+
+
 def create_at_once(url: str, name: str, barrier: threading.Barrier, answers: list[httpx.Response]) -> None:
     with httpx.Client(base_url=url, timeout=120) as http:
         barrier.wait()
@@ -206,6 +242,11 @@ def test_the_open_context_limit_counts_every_coordinators_contexts(pair: list[Se
         third = a.open_point_in_time(index="limits", keep_alive="1m").body["id"]
         for pit in (second, third):
             assert a.close_point_in_time(id=pit).body["num_freed"] == 1
+        # Clearing every scroll through one clears those opened through the other.
+        scroll_id = a.search(index="limits", scroll="1m", size=1).body["_scroll_id"]
+        assert b.clear_scroll(scroll_id="_all").body["num_freed"] == 1
+        with pytest.raises(NotFoundError):
+            a.scroll(scroll_id=scroll_id, scroll="1m")
     finally:
         for es in (a, b):
             es.cluster.put_settings(persistent={"search.max_open_pit_context": None})
