@@ -117,8 +117,9 @@ class AliasTable:
         self.backing: dict[str, str] = {}
         self.resolving: Table = {}
         #: Called with the table's bytes before a change is written, when coordinators share
-        #: aliases (node/cluster_sync.py publishes them to the cluster's metadata).
-        self.shared: Callable[[bytes], None] | None = None
+        #: aliases (node/cluster_sync.py publishes them to the cluster's metadata); returns the
+        #: table as published (merged with another coordinator's change made meanwhile).
+        self.shared: Callable[[bytes], bytes] | None = None
         if path.exists():
             self.adopt(path.read_bytes(), indices)
 
@@ -147,7 +148,11 @@ class AliasTable:
                 by_uuid.setdefault(indices[name].uuid, {})[alias] = meta.to_body()
         data = orjson.dumps(by_uuid)
         if self.shared is not None:
-            self.shared(data)
+            published = self.shared(data)
+            if published != data:  # another coordinator's change merged in
+                self.write(published)
+                self.adopt(published, indices)
+                return
         self.write(data)
         self.set_current(table)
 

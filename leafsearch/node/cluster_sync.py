@@ -31,9 +31,9 @@ from typing import TYPE_CHECKING
 import orjson
 
 from leafsearch.common.durable import FOLDER_MODE, write_private
-from leafsearch.errors import ResourceAlreadyExists
+from leafsearch.errors import ElasticError, ResourceAlreadyExists
 from leafsearch.index.index import Index, write_json
-from leafsearch.index.shared_meta import MetadataStore, SharedIndexMeta, index_key
+from leafsearch.index.shared_meta import ABSENT, MAX_ROUNDS, MetadataStore, SharedIndexMeta, index_key
 
 if TYPE_CHECKING:
     from leafsearch.node.node import Node
@@ -60,6 +60,8 @@ class ClusterSync:
         self._lock = threading.Lock()
         self._users_stamp: tuple[int, int] | None = None
         self._users: bytes | None = None  # the users file as last published or adopted
+        #: The alias table's entry as last published or adopted: its version and table by uuid.
+        self._aliases: tuple[int, dict] = (0, {})
 
     # ---- start ---------------------------------------------------------------------------
 
@@ -91,13 +93,14 @@ class ClusterSync:
             self._users = values[USERS]
             write_private(data / "security" / "users.json", values[USERS])
         if ALIASES in values:
+            self._aliases = (entries[ALIASES][0], orjson.loads(values[ALIASES]))
             write_private(data / "aliases.json", values[ALIASES])
         self.version = version
         return False
 
     def attach(self, node: Node) -> None:
         """Publish this node's changes of aliases and API keys as they are made."""
-        node.aliases.shared = lambda data: self._put(ALIASES, data)
+        node.aliases.shared = self._publish_aliases
         node.security.shared = lambda key_id, record: self._put(API_KEY + key_id, record)
 
     def publish_all(self, node: Node) -> None:
@@ -107,12 +110,39 @@ class ClusterSync:
                 with contextlib.suppress(ResourceAlreadyExists):  # (another coordinator's of the name won)
                     index.shared_version = self.index_meta.claim(index.meta_body())
         if node.aliases.path.exists():
-            self._put(ALIASES, node.aliases.path.read_bytes())
+            self._publish_aliases(node.aliases.path.read_bytes())
         for key_id, record in node.security.api_keys():
             self._put(API_KEY + key_id, orjson.dumps(record))
 
     def _put(self, key: str, value: bytes) -> None:
         self.store.put(key, value, None)
+
+    def _publish_aliases(self, data: bytes) -> bytes:
+        """Publish the alias table `data` (by index uuid) made from the one at `_aliases`'s
+        version; when another coordinator changed it since, each alias of an index is taken from
+        this change where it made one, else from theirs (a three-way merge), and published again."""
+        version, base = self._aliases
+        mine = orjson.loads(data)
+        for _ in range(MAX_ROUNDS):
+            done, now, current = self.store.put(ALIASES, data, version if version else ABSENT)
+            if done or current == data:
+                self._aliases = (now, mine)
+                return data
+            theirs = orjson.loads(current) if current else {}
+            merged: dict = {}
+            for uuid in set(base) | set(mine) | set(theirs):
+                for alias in set(base.get(uuid, {})) | set(mine.get(uuid, {})) | set(theirs.get(uuid, {})):
+                    before, after = base.get(uuid, {}).get(alias), mine.get(uuid, {}).get(alias)
+                    value = after if after != before else theirs.get(uuid, {}).get(alias)
+                    if value is not None:
+                        merged.setdefault(uuid, {})[alias] = value
+            version, base, data = now, theirs, orjson.dumps(merged)
+            mine = merged
+        raise ElasticError(
+            f"the aliases changed through other coordinators {MAX_ROUNDS} times while this one changed them",
+            status=503,
+            error_type="process_cluster_event_timeout_exception",
+        )
 
     # ---- every request -------------------------------------------------------------------
 
@@ -148,6 +178,7 @@ class ClusterSync:
         if key.startswith(_INDEX):
             self._apply_index(node, key[len(_INDEX) :], value, version)
         elif key == ALIASES and value is not None:
+            self._aliases = (version, orjson.loads(value))
             node.aliases.write(value)
             node.aliases.adopt(value, node.indices)
         elif key == USERS and value is not None and value != self._users:

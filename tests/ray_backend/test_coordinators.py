@@ -197,6 +197,37 @@ def test_dynamic_mapping_updates_through_both_coordinators_at_once_all_stay(pair
     a.indices.delete(index="fields")
 
 
+def add_aliases(url: str, side: str, barrier: threading.Barrier, errors: list[str]) -> None:
+    with httpx.Client(base_url=url, timeout=120) as http:
+        barrier.wait()
+        for i in range(5):
+            answer = http.put(f"/named/_alias/{side}-{i}")
+            if answer.status_code != 200:
+                errors.append(answer.text)
+
+
+def test_aliases_added_through_both_coordinators_at_once_all_stay(pair: list[Server]) -> None:
+    a, b = clients(pair)
+    a.indices.create(index="named", settings={"number_of_replicas": 0})
+    errors: list[str] = []
+    barrier = threading.Barrier(2)
+    threads = [
+        threading.Thread(target=add_aliases, args=(s.url, side, barrier, errors))
+        for s, side in zip(pair, ("a", "b"), strict=True)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors
+    expected = {f"{side}-{i}" for side in "ab" for i in range(5)}
+    for es in (a, b):
+        assert set(es.indices.get_alias(index="named").body["named"]["aliases"]) == expected
+    b.indices.delete_alias(index="named", name="a-*")
+    assert set(a.indices.get_alias(index="named").body["named"]["aliases"]) == {f"b-{i}" for i in range(5)}
+    a.indices.delete(index="named")
+
+
 def create_at_once(url: str, name: str, barrier: threading.Barrier, answers: list[httpx.Response]) -> None:
     with httpx.Client(base_url=url, timeout=120) as http:
         barrier.wait()
