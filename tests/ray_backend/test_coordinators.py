@@ -7,6 +7,7 @@ its own data folder): the same indices through both, the cluster's metadata in o
 - index creation, mapping changes (dynamic and explicit), aliases and deletion made through one
   are seen by the next request through the other; two creations of one index at once, one per
   coordinator: one wins, the other gets `resource_already_exists_exception`;
+- the metadata actor killed: Ray restarts it, and it has every index, mapping and context back;
 - the open-context limit counts both coordinators' contexts; a forged id, or another user's, is
   refused by either; a user and an API key created through one authenticate on the other.
 
@@ -282,6 +283,28 @@ def test_the_open_context_limit_counts_every_coordinators_contexts(pair: list[Se
         for es in (a, b):
             es.cluster.put_settings(persistent={"search.max_open_pit_context": None})
         a.indices.delete(index="limits")
+
+
+def test_the_metadata_survives_its_actors_death(pair: list[Server]) -> None:
+    """Ray restarts the metadata actor, which reads the cluster's metadata back from the GCS:
+    indices, mappings and contexts go on, and a creation after it is still checked."""
+    import ray
+
+    a, b = clients(pair)
+    a.indices.create(index="lasting", settings={"number_of_replicas": 0})
+    a.index(index="lasting", id="1", document={"kept": "yes"}, refresh=True)
+    pit_id = a.open_point_in_time(index="lasting", keep_alive="1m").body["id"]
+    actor = ray.get_actor("metadata", namespace="leafsearch")
+    ray.kill(actor, no_restart=False)
+    b.indices.put_mapping(index="lasting", properties={"later": {"type": "keyword"}})
+    properties = a.indices.get_mapping(index="lasting").body["lasting"]["mappings"]["properties"]
+    assert set(properties) == {"kept", "later"}
+    assert b.search(pit={"id": pit_id}, size=0).body["hits"]["total"]["value"] == 1
+    with pytest.raises(ApiError) as refused:
+        b.indices.create(index="lasting")
+    assert refused.value.body["error"]["type"] == "resource_already_exists_exception"
+    assert b.close_point_in_time(id=pit_id).body["num_freed"] == 1
+    b.indices.delete(index="lasting")
 
 
 def test_a_walk_goes_on_through_one_coordinator_after_the_other_is_killed(
