@@ -13,7 +13,8 @@ internal key-value store (the GCS), so:
 - **survives any coordinator** (they hold only mirrors), and the actor's own loss: Ray restarts it
   on any node (`max_restarts=-1`, not pinned) and it reads the store again. The GCS lives as long
   as the cluster does (on disk with Ray's GCS fault tolerance, where the shard actors' names live
-  too).
+  too). A cluster started anew gets its indices back from the first coordinator's folder
+  (node/cluster_sync.py `publish_all`); the PITs and scrolls open before do not survive that.
 
 Reader contexts (PIT and scroll records, search/context_records.py) are kept here too, outside the
 versioned entries (a scroll's page changes its record: no coordinator needs to hear of it until it
