@@ -112,6 +112,7 @@ class Client:
         request = RestRequest(method, raw_path, raw_path, captured, strings, data, headers)
         check_params(route, request)
         request.resolve_date_math()
+        self.node.before_request()
         response = route.handler(self.node, request)
         if response.text is not None:
             return response.status, response.text

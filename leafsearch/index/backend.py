@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from leafsearch.index.index import Index
     from leafsearch.index.shard_listing import ShardListing, ShardMissing
     from leafsearch.index.shard_write import DocRead, ShardWrite, ShardWriteOutcome
+    from leafsearch.index.shared_meta import SharedIndexMeta
 
 
 class RemoteShards(Protocol):
@@ -46,6 +47,9 @@ class RemoteShards(Protocol):
 
 class ShardBackend(Protocol):
     """A cluster that holds indices' shards (`ray_backend/cluster.py` `RayBackend`)."""
+
+    #: The cluster's metadata, shared by its coordinators (index/shared_meta.py).
+    metadata: SharedIndexMeta | None
 
     def place(self, index_uuid: str, num_shards: int) -> list[dict[str, str]]:
         """Where each shard of a new index lives."""

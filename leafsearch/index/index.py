@@ -34,6 +34,7 @@ from leafsearch.index.shard_services import ShardServices
 
 if TYPE_CHECKING:
     from leafsearch.index.backend import RemoteShards, ShardBackend
+    from leafsearch.index.shared_meta import SharedIndexMeta
 
 
 class Index:
@@ -68,6 +69,11 @@ class Index:
         #: The shard actors (ray_backend/remote.py) of a Ray-backed index, else None.
         self.remote: RemoteShards | None = None
         self._backend = backend
+        #: The cluster's metadata when several coordinators share it (index/shared_meta.py), the
+        #: version of this index's entry there and the metadata it holds.
+        self.shared: SharedIndexMeta | None = backend.metadata if backend is not None else None
+        self.shared_version: int = meta.get("shared_version", 0)
+        self.shared_meta: dict | None = {k: v for k, v in meta.items() if k != "shared_version"}
         self.shards: list[Any] = []
         if self.placement is not None:
             if backend is None:
@@ -95,6 +101,12 @@ class Index:
         assert self._backend is not None and self.placement is not None
         self.remote = self._backend.attach(self, self.placement)
         self.shards = self.remote.shards
+
+    def reattach(self) -> None:
+        """Opened by another coordinator: the shard actors it started, found by name."""
+        with self.lock:
+            self._attach()
+            self.closed = False
 
     def check_open(self) -> None:
         if self.closed:
@@ -161,6 +173,8 @@ class Index:
             meta["data_stream"] = data_stream
         if backend is not None:
             meta["placement"] = backend.place(uuid, int(index_setting(settings, "index.number_of_shards")))
+            if backend.metadata is not None:  # the name is the cluster's: claimed before any shard starts
+                meta["shared_version"] = backend.metadata.claim(meta)
         path = folder / uuid
         path.mkdir(mode=FOLDER_MODE, parents=True)
         write_json(path / "meta.json", meta)
@@ -179,6 +193,21 @@ class Index:
         return index_setting(self.settings, key)
 
     def persist_meta(self) -> None:
+        """Write the metadata (`meta.json`), published first to the cluster's metadata when
+        coordinators share it (index/shared_meta.py: merged there with a concurrent change)."""
+        meta = self.meta_body()
+        if self.shared is not None:
+            self.shared.publish(self, meta)
+            meta = self.meta_body()
+        self.write_meta(meta)
+
+    def write_meta(self, meta: dict) -> None:
+        """Write `meta` as this coordinator's copy (`meta.json`), with its cluster version."""
+        write_json(self.folder / "meta.json", {**meta, "shared_version": self.shared_version})
+        self._persisted_mapping_version = self.mapping.version
+
+    def meta_body(self) -> dict:
+        """The index's metadata as `meta.json` holds it."""
         meta = {
             "name": self.name,
             "uuid": self.uuid,
@@ -191,8 +220,16 @@ class Index:
             meta["data_stream"] = self.data_stream
         if self.placement is not None:
             meta["placement"] = self.placement
-        write_json(self.folder / "meta.json", meta)
-        self._persisted_mapping_version = self.mapping.version
+        return meta
+
+    def adopt_mapping(self, body: dict) -> None:
+        """Take `body` as the mapping (another coordinator's, from the cluster's metadata), its
+        version moved on so the shard actors are sent it."""
+        mapping = Mapping.from_body(body, analysis_of(self.settings))
+        apply_mapping_limits(mapping, self.settings)
+        mapping.index_sorted = self.sort is not None
+        mapping.version = self.mapping.version + 1
+        self.mapping = mapping
 
     def _persist_if_mapping_changed(self) -> None:
         if self.mapping.version != self._persisted_mapping_version:
@@ -300,6 +337,8 @@ class Index:
             self._attach()  # a closed index's actors, only to delete their folders on their nodes
         if self.remote is not None:
             self.remote.destroy()
+        if self.shared is not None:
+            self.shared.remove(self)
         doomed = self.folder.with_name(DELETED_PREFIX + self.folder.name)
         os.replace(self.folder, doomed)
         shutil.rmtree(doomed, ignore_errors=True)

@@ -116,16 +116,24 @@ class AliasTable:
         #: Backing index -> its data stream.
         self.backing: dict[str, str] = {}
         self.resolving: Table = {}
+        #: Called with the table's bytes before a change is written, when coordinators share
+        #: aliases (node/cluster_sync.py publishes them to the cluster's metadata); returns the
+        #: table as published (merged with another coordinator's change made meanwhile).
+        self.shared: Callable[[bytes], bytes] | None = None
         if path.exists():
-            by_uuid = {index.uuid: name for name, index in indices.items()}
-            table: dict[str, dict[str, AliasMetadata]] = {}
-            for uuid, aliases in orjson.loads(path.read_bytes()).items():
-                name = by_uuid.get(uuid)
-                if name is None:  # an index deleted before its aliases were rewritten
-                    continue
-                for alias, body in aliases.items():
-                    table.setdefault(alias, {})[name] = AliasMetadata.from_body(body)
-            self.current = self.resolving = table
+            self.adopt(path.read_bytes(), indices)
+
+    def adopt(self, data: bytes, indices: Mapping[str, Index]) -> None:
+        """Take the table written as `data` (this node's file, or another coordinator's change)."""
+        by_uuid = {index.uuid: name for name, index in indices.items()}
+        table: dict[str, dict[str, AliasMetadata]] = {}
+        for uuid, aliases in orjson.loads(data).items():
+            name = by_uuid.get(uuid)
+            if name is None:  # an index deleted before its aliases were rewritten
+                continue
+            for alias, body in aliases.items():
+                table.setdefault(alias, {})[name] = AliasMetadata.from_body(body)
+        self.set_current(table)
 
     def of_index(self, index: str) -> dict[str, AliasMetadata]:
         """The aliases of one index, by alias name in name order."""
@@ -138,15 +146,30 @@ class AliasTable:
         for alias, members in table.items():
             for name, meta in members.items():
                 by_uuid.setdefault(indices[name].uuid, {})[alias] = meta.to_body()
+        data = orjson.dumps(by_uuid)
+        if self.shared is not None:
+            published = self.shared(data)
+            if published != data:  # another coordinator's change merged in
+                self.write(published)
+                self.adopt(published, indices)
+                return
+        self.write(data)
+        self.set_current(table)
+
+    def set_current(self, table: Table) -> None:
+        """Make `table` current (written already, or another coordinator's)."""
+        self.current = {alias: dict(members) for alias, members in table.items() if members}
+        self.resolving = {**self.current, **self.streams}
+
+    def write(self, data: bytes) -> None:
+        """Replace the file with `data`, durably."""
         tmp = self.path.with_suffix(".tmp")
         with open(tmp, "wb", opener=private) as fh:
-            fh.write(orjson.dumps(by_uuid))
+            fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, self.path)
         fsync_dir(self.path.parent)
-        self.current = {alias: dict(members) for alias, members in table.items() if members}
-        self.resolving = {**self.current, **self.streams}
 
     def set_streams(self, streams: Table) -> None:
         """The data streams as aliases (`resolving`); the caller holds `Node.lock`."""

@@ -6,6 +6,7 @@ in-process (`leafsearch.Node(path)`) for embedding and for tests.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import logging
 import os
@@ -23,7 +24,7 @@ import orjson
 
 from leafsearch.common.durable import FOLDER_MODE, fsync_dir, private
 from leafsearch.common.settings import ClusterSettings
-from leafsearch.errors import ElasticError, IndexNotFound
+from leafsearch.errors import ElasticError, IndexNotFound, ResourceAlreadyExists
 from leafsearch.index.block_cache import BlockCache
 from leafsearch.index.buffer_wire import MIN_DOCS_SETTING, BuildJob, BuildUnavailable
 from leafsearch.index.fielddata import Fielddata
@@ -40,6 +41,7 @@ from leafsearch.indices.aliases import AliasTable, search_scopes
 from leafsearch.indices.data_streams import DataStreams
 from leafsearch.indices.snapshots import Repositories
 from leafsearch.indices.templates import TemplateStore
+from leafsearch.node.cluster_sync import ClusterSync
 from leafsearch.node.stats import node_header
 from leafsearch.rest.connections import HttpConnections
 from leafsearch.scripts.service import StoredScripts
@@ -68,6 +70,7 @@ from leafsearch.write.services import WriteServices
 if TYPE_CHECKING:
     from leafsearch.ray_backend.cluster import RayBackend
     from leafsearch.request.search_types import SearchRequest
+    from leafsearch.search.shared_contexts import ContextStore
     from leafsearch.search.targets import IndexScope
 
 _log = logging.getLogger("leafsearch")
@@ -168,6 +171,19 @@ class Node:
         if not indices_dir.exists():
             indices_dir.mkdir(mode=FOLDER_MODE)
             fsync_dir(self.path)  # a folder created is there after a power loss once its parent is synced
+        #: The cluster's metadata shared with the other coordinators of the Ray cluster
+        #: (node/cluster_sync.py), None without Ray.
+        self.cluster_sync: ClusterSync | None = None
+        first_coordinator = False
+        shared_contexts: ContextStore | None = None  # (PITs and scrolls: search/shared_contexts.py)
+        if self.ray is not None:
+            from leafsearch.ray_backend.cluster import NAMESPACE
+            from leafsearch.ray_backend.metadata import MetadataClient
+
+            shared_contexts = metadata = MetadataClient(NAMESPACE)
+            self.cluster_sync = ClusterSync(metadata)
+            self.ray.metadata = self.cluster_sync.index_meta
+            first_coordinator = self.cluster_sync.prepare(self.path)
         for folder in sorted(indices_dir.iterdir()):
             if (folder / "meta.json").exists() and not folder.name.startswith(DELETED_PREFIX):
                 index = Index.open(folder, self.shard_services, self.ray)
@@ -212,7 +228,11 @@ class Node:
             request_cache=self.request_cache,
         )
         self.contexts = self.search_services.contexts = ContextRegistry(
-            self.search_services, self.path / "contexts", clock
+            self.search_services,
+            self.path / "contexts",
+            clock,
+            shared=shared_contexts,
+            indices=lambda: {index.uuid: index for index in self.indices.values()},
         )
         # PITs and scrolls open when the node stopped go on (their shards kept the snapshots).
         self.contexts.restore({index.uuid: index for index in self.indices.values()})
@@ -249,6 +269,10 @@ class Node:
         #: `_delete_by_query`, `_update_by_query`, `_reindex`
         self.bulk_by_query = partial(by_query.execute, self.write_services)
         self.security = SecurityStore(self.path / "security")
+        if self.cluster_sync is not None:
+            self.cluster_sync.attach(self)
+            if first_coordinator:
+                self.cluster_sync.publish_all(self)
         self._bound_caches()
         self.cluster_settings.listeners.append(self._bound_caches)
         if search_workers > 0:
@@ -453,7 +477,29 @@ class Node:
             return index
 
     def _auto_create_index(self, name: str) -> Index:
-        return auto_create_index(self, name)
+        try:
+            return auto_create_index(self, name)
+        except ResourceAlreadyExists:  # another coordinator created it meanwhile
+            self.before_request()
+            return self.get_index(name)
+
+    def before_request(self) -> None:
+        """Called before each request is served: the changes other coordinators made to the
+        cluster's metadata are applied first (node/cluster_sync.py)."""
+        if self.cluster_sync is not None:
+            self.cluster_sync.sync(self)
+
+    def forget_index(self, name: str) -> None:
+        """Another coordinator deleted the index (or replaced it by one of the same name): this
+        node's copy goes, its contexts freed; its shards went with the deleting coordinator."""
+        index = self.indices.pop(name)
+        self.contexts.drop_index(index)
+        doomed = index.folder.with_name(DELETED_PREFIX + index.folder.name)
+        with contextlib.suppress(FileNotFoundError):
+            os.replace(index.folder, doomed)
+        shutil.rmtree(doomed, ignore_errors=True)
+        if self.aliases.of_index(name):
+            self.aliases.set_current(self.aliases.without_index(name))
 
     def drop_index(self, name: str, *, keep_aliases: bool = False) -> None:
         """Delete an index and its aliases (`keep_aliases`: the caller publishes the table)."""

@@ -9,7 +9,10 @@ and the embedded mode never import Ray (the `leafsearch[ray]` extra installs it)
 - `remote.py`: the coordinator's side: the index's shards as `RemoteShard`s, their snapshots as
   `RemoteSnapshot` leases, and `RayShard`, the `ShardSearch` client the search code calls;
 - `cluster.py`: `RayBackend`, the node's connection to the cluster: placement of new shards,
-  creation and lookup of their actors by name, removal with their index.
+  creation and lookup of their actors by name, removal with their index;
+- `metadata.py`: `MetadataActor`, the cluster's metadata in one place for every coordinator
+  (indices, aliases, users, API keys, reader contexts), and `MetadataClient`, a coordinator's
+  handle on it.
 
 docs/ARCHITECTURE.md ("Shards as Ray actors") says why the design is what it is.
 """

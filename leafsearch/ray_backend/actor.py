@@ -104,6 +104,8 @@ class ShardActor:
         else:
             write_json(stored, asdict(state))
         self.index = IndexMirror(state)
+        self._state_order = 0  # the cluster version of the state held (`put_index`)
+        self._state_lock = threading.Lock()
         self.state = ActorState(f"shard-{state.uuid}-{shard_id}", lambda target: self.shard)
         self.shard_id = shard_id
         #: The shard's block cache, flush thread and merge worker; its events are the ones this
@@ -156,10 +158,16 @@ class ShardActor:
 
         return ray.get_runtime_context().get_node_id(), os.getpid()
 
-    def put_index(self, state: IndexState) -> None:
-        """The coordinator's index state (a mapping or settings change), kept before it is used."""
-        write_json(self.folder / _STATE_FILE, asdict(state))
-        self.index = IndexMirror(state)
+    def put_index(self, state: IndexState, order: int = 0) -> None:
+        """The coordinator's index state (a mapping or settings change), kept before it is used.
+        `order`: the state's version in the cluster's metadata; one older than the state held
+        (a coordinator's push overtaken by another's, node/cluster_sync.py) is ignored."""
+        with self._state_lock:  # (two coordinators' pushes at once: one file written at a time)
+            if order < self._state_order:
+                return
+            self._state_order = order
+            write_json(self.folder / _STATE_FILE, asdict(state))
+            self.index = IndexMirror(state)
 
     def close_shard(self) -> None:
         """The index is closed: every acknowledged write goes into a committed segment (the
@@ -522,16 +530,17 @@ class MachineActor:
             _log.exception("[%s][%d] %s failed", shard.index.name, key[1], method)
             return Refusal(ElasticError(f"{shard._describe()} {method} failed: {type(exc).__name__}: {exc}"))
 
-    def _put_index(self, key: ShardKey, folder: str, state: IndexState) -> Refusal | None:
-        """The coordinator's index state for a shard, which this machine opens from `folder`
-        when it does not hold it yet (a new index, an opened one)."""
+    def _put_index(self, key: ShardKey, folder: str, state: IndexState, order: int = 0) -> Refusal | None:
+        """The coordinator's index state for a shard (`order`: its cluster version,
+        `ShardActor.put_index`), which this machine opens from `folder` when it does not hold it
+        yet (a new index, an opened one)."""
         try:
             with self._hosting:
                 shard = self._shards.get(key)
                 if shard is None:
                     shard = self._shards[key] = ShardActor(folder, state, key[1])
                     self._record()
-            shard.put_index(state)
+            shard.put_index(state, order)
         except ElasticError as exc:
             return Refusal(exc)
         return None

@@ -9,7 +9,8 @@
 - **Placement**: a new index's shards are dealt round-robin over the cluster's alive nodes,
   starting at a node that moves with every index, so shards and indices spread (what Ray's
   SPREAD strategy aims at). The shard map (node and folder of each shard) is kept in the index's
-  `meta.json` on the coordinator, so it survives the coordinator's restart.
+  `meta.json`, in the cluster's metadata (metadata.py) and each coordinator's copy, so it
+  survives any coordinator.
 - **One actor per machine** (`MachineActor`, actor.py): each node's shards, of every index, are
   served by one actor pinned to that node (`NodeAffinitySchedulingStrategy`, not soft: the
   folders are on its disk, so Ray must restart it there), so a search phase or a bulk costs one
@@ -40,6 +41,7 @@ from leafsearch.ray_backend.remote import RemoteIndex
 
 if TYPE_CHECKING:
     from leafsearch.index.index import Index
+    from leafsearch.index.shared_meta import SharedIndexMeta
 
 NAMESPACE = "leafsearch"
 #: Calls one machine actor serves at once (searches beside writes, from several coordinators;
@@ -90,6 +92,8 @@ class RayBackend:
             else:
                 ray.init(address=cluster_address(address), namespace=NAMESPACE, log_to_driver=False)
         self.shard_root = shard_root
+        #: The cluster's metadata, shared by every coordinator (set by the node: node/cluster_sync.py).
+        self.metadata: SharedIndexMeta | None = None
         self._actor_class = ray.remote(MachineActor)
         self._deal = itertools.count()
 

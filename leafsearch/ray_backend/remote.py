@@ -215,7 +215,8 @@ class RemoteIndex:
             if not stale:
                 return {}
             state = self.state()
-            waits = self.calls("put_index", [(i, (self.placement[i]["folder"], state)) for i in stale])
+            order = self.index.shared_version
+            waits = self.calls("put_index", [(i, (self.placement[i]["folder"], state, order)) for i in stale])
             failed: dict[int, ElasticError] = {}
             for shard_id, wait in zip(stale, waits, strict=True):
                 try:

@@ -264,6 +264,7 @@ class Dispatcher:
         try:
             check_params(route, request)
             request.resolve_date_math()
+            self.node.before_request()
             self.access.admit(route, request)
             parse_bool(request.params.get("error_trace"), False)
             human = parse_bool(request.params.get("human"), False)

@@ -26,7 +26,8 @@ who opened it (the authenticated caller, see `security/subject.py`) and is unkno
 else but a superuser. A scroll's id names the position after each batch (`seq`): the latest id
 asks for the next batch, the one before it replays the last batch byte for byte (scroll_pit.py).
 Ended contexts are remembered (across restarts too) so that a 404 can say whether an id expired,
-was cleared, or never existed on this node.
+was cleared, or never existed on this node. On a Ray cluster with several coordinators, records
+and ids are the cluster's instead (shared_contexts.py).
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ from leafsearch.search.context_records import ContextRecords
 from leafsearch.search.read_ahead import ReadAhead
 from leafsearch.search.shard_api import ShardContextId
 from leafsearch.search.shard_contexts import engine_shard
+from leafsearch.search.shared_contexts import ORPHAN_GRACE_SECONDS, SHARED_KINDS, ContextStore, SharedRecords
 from leafsearch.search.targets import Target, release_targets
 from leafsearch.search.top_hits import free_shard_contexts, open_shard_contexts
 from leafsearch.search.walks import MAX_MEMORY, WalkMemory
@@ -103,6 +105,8 @@ class ReaderContext:
     #: Per target, the shard context pinning its snapshot (the shard interface's reader context):
     #: the context's hold on its snapshots, freed with it.
     shard_contexts: list[ShardContextId] = field(default_factory=list)
+    #: Whether freeing it frees its shards' pins (not when another coordinator ended it first).
+    owned: bool = True
 
     @property
     def indices(self) -> list[str]:
@@ -133,11 +137,25 @@ class ContextRegistry:
     `folder`: where the records of its contexts live (`<data>/contexts`)."""
 
     def __init__(
-        self, services: CoordinatorServices, folder: Path, clock: Callable[[], float] = time.monotonic
+        self,
+        services: CoordinatorServices,
+        folder: Path,
+        clock: Callable[[], float] = time.monotonic,
+        *,
+        shared: ContextStore | None = None,
+        indices: Callable[[], dict[str, Index]] | None = None,
     ) -> None:
+        """`shared`: the cluster's store of contexts, when coordinators share them
+        (shared_contexts.py); `indices` then gives the node's indices by uuid."""
         self.services = services
         self.clock = clock
-        self.records = ContextRecords(folder)
+        local = ContextRecords(folder)
+        self.shared = SharedRecords(shared, local) if shared is not None else None
+        self.records: ContextRecords | SharedRecords = self.shared or local
+        self._indices = indices
+        #: Who issued an id: this node, or the cluster when contexts are shared.
+        self.scope = services.node_id if shared is None else "cluster"
+        self._sweep_at = 0.0
         self._lock = threading.RLock()
         self._contexts: dict[str, ReaderContext] = {}
         # key -> (how, wall time, token)
@@ -153,7 +171,7 @@ class ContextRegistry:
     # ---- ids ---------------------------------------------------------------------------
 
     def encode_id(self, kind: str, key: str, seq: int, token: str) -> str:
-        raw = _ID_PREFIX + f"{kind}:{self.services.node_id}:{key}:{seq}:{token}".encode()
+        raw = _ID_PREFIX + f"{kind}:{self.scope}:{key}:{seq}:{token}".encode()
         return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
     def decode_id(self, public_id: str, kind: str) -> tuple[bool, str, int, str] | None:
@@ -169,7 +187,7 @@ class ContextRegistry:
             return None
         if id_kind != kind or seq < 0:
             return None
-        return node_id == self.services.node_id, key, seq, token
+        return node_id == self.scope, key, seq, token
 
     @staticmethod
     def _may_use(ctx: ReaderContext, token: str) -> bool:
@@ -196,19 +214,17 @@ class ContextRegistry:
     def _open_limit_error(self, kind: str) -> ElasticError | None:
         """Elasticsearch's `search.max_open_scroll_context` and OpenSearch's
         `search.max_open_pit_context`, each with its own error (both 429); None below the limit."""
-        key = "search.max_open_scroll_context" if kind == "scroll" else "search.max_open_pit_context"
-        limit = int(self.services.cluster_settings.get(key))
+        key, limit = self._limit(kind)
         if sum(1 for c in self._contexts.values() if c.kind == kind) < limit:
             return None
-        if kind == "scroll":
-            return TooManyScrollContexts(
-                f"Trying to create too many scroll contexts. Must be less than or equal to: [{limit}]. "
-                f"This limit can be set by changing the [{key}] setting."
-            )
-        return RejectedExecution(
-            f"Trying to create too many Point In Time contexts. Must be less than or equal to: [{limit}]. "
-            f"This limit can be set by changing the [{key}] setting."
-        )
+        return _refusal(kind, key, limit)
+
+    def _limit(self, kind: str) -> tuple[str, int]:
+        key = "search.max_open_scroll_context" if kind == "scroll" else "search.max_open_pit_context"
+        return key, int(self.services.cluster_settings.get(key))
+
+    def _shares(self, kind: str) -> bool:
+        return self.shared is not None and kind in SHARED_KINDS
 
     # ---- lifecycle ---------------------------------------------------------------------
 
@@ -230,7 +246,16 @@ class ContextRegistry:
         if refused is not None:
             raise refused
         key = secrets.token_hex(8)
-        pins = open_shard_contexts(self.services, targets, key)
+        if self.shared is not None and self._shares(kind):  # the cluster's count, atomically
+            limit_key, limit = self._limit(kind)
+            if not self.shared.store.ctx_reserve(key, kind, limit):
+                raise _refusal(kind, limit_key, limit)
+        try:
+            pins = open_shard_contexts(self.services, targets, key)
+        except BaseException:
+            if self.shared is not None and self._shares(kind):
+                self.shared.remove(key)
+            raise
         with self._lock:
             refused = self._open_limit_error(kind)
             if refused is None:
@@ -239,6 +264,8 @@ class ContextRegistry:
                 self._contexts[key] = ctx
         if refused is not None:  # others opened meanwhile
             free_shard_contexts(self.services, targets, pins)
+            if self.shared is not None and self._shares(kind):
+                self.shared.remove(key)
             raise refused
         # The caller's references on the snapshots passed to the pins.
         release_targets(targets)
@@ -255,7 +282,7 @@ class ContextRegistry:
     def _new_context(
         self, kind: str, key: str, targets: list[Target], keep_alive: float, in_use: bool
     ) -> ReaderContext:
-        token = secrets.token_hex(16)
+        token = self.shared.token(kind, key) if self.shared is not None else secrets.token_hex(16)
         caller = current()
         now = self.clock()
         return ReaderContext(
@@ -281,7 +308,10 @@ class ContextRegistry:
         with ctx.record_lock:
             if ctx.freed:
                 return
-            self.records.write(ctx.key, _record(ctx))
+            record = _record(ctx)
+            record["expires_wall"] = time.time() + max(ctx.expires_at - self.clock(), 0.0)
+            record["written_by"] = self.services.node_id
+            self.records.write(ctx.key, record)
 
     def restore(self, indices: dict[str, Index]) -> None:
         """At start: every context whose record and shard pins are on disk, open again under its
@@ -290,18 +320,8 @@ class ContextRegistry:
         stopped: its record goes (the caller then drops the pins no context took)."""
         now = self.clock()
         for key, record in self.records.load().items():
-            targets: list[Target] = []
-            for index_uuid, shard_id, alias_filter in record["targets"]:
-                index = indices.get(index_uuid)
-                shard = index.shards[shard_id] if index is not None and shard_id < len(index.shards) else None
-                if shard is None:
-                    break
-                # A shard actor's pin is in its folder: the recorded shard context names it.
-                searcher = shard.take_restored(key) if index.remote is None else shard.acquire_searcher()
-                if searcher is None:
-                    break
-                targets.append(Target(index, shard_id, searcher, alias_filter))
-            else:
+            targets = _targets(record, indices)
+            if len(targets) == len(record["targets"]):
                 self._restored(record, targets, now)
                 continue
             for target in targets:  # (a shard actor's pin goes with `retain_contexts` below)
@@ -312,7 +332,8 @@ class ContextRegistry:
             how = "freed because its snapshot was gone at restart"
             self._ended[key] = (how, time.time(), record["token"])
             self.records.add_ended(key, self._ended)
-        self._retain_remote(indices)
+        if self.shared is None:  # (shared, the actors hold other coordinators' contexts too)
+            self._retain_remote(indices)
 
     def _retain_remote(self, indices: dict[str, Index]) -> None:
         """Tell each Ray-backed index's actors which contexts this node holds (the others go)."""
@@ -326,7 +347,7 @@ class ContextRegistry:
                         names[target.shard_id].add(ctx.key)
             index.remote.retain_contexts(names)
 
-    def _restored(self, record: dict[str, Any], targets: list[Target], now: float) -> None:
+    def _restored(self, record: dict[str, Any], targets: list[Target], now: float) -> ReaderContext:
         key, kind = record["key"], record["kind"]
         recorded = record.get("shard_contexts") or [None] * len(targets)
         pins = [
@@ -335,6 +356,9 @@ class ContextRegistry:
         ]
         # The leases taken on shard actors' snapshots pass to their pins, as when opened.
         release_targets([t for t in targets if t.remote])
+        expires_in = record["keep_alive"]  # (a restart counts as a use)
+        if self.shared is not None:  # the cluster's expiry: a coordinator going does not count
+            expires_in = record["expires_wall"] - time.time()
         ctx = ReaderContext(
             ctx_id=next(self._ids),
             kind=kind,
@@ -344,7 +368,7 @@ class ContextRegistry:
             owner=record["owner"],
             targets=targets,
             keep_alive=record["keep_alive"],
-            expires_at=now + record["keep_alive"],
+            expires_at=now + expires_in,
             opened_mono=now,
             opened_at=record["opened_at"],
             request=record["request"],
@@ -359,6 +383,63 @@ class ContextRegistry:
             self._contexts[key] = ctx
         if kind == "scroll":
             self.services.search_stats.scroll_opened(targets)
+        return ctx
+
+    # ---- contexts shared by the cluster's coordinators (shared_contexts.py) ---------------
+
+    def _fetch_shared(self, public_id: str, kind: str) -> tuple[str, dict[str, Any] | None] | None:
+        """The key and record (None: ended) of a shared context an id names, read from the
+        cluster; None when contexts are not shared or the id is not the cluster's (checked with
+        its secret before anything is read)."""
+        if self.shared is None or not self._shares(kind):
+            return None
+        decoded = self.decode_id(public_id, kind)
+        if decoded is None or not decoded[0]:
+            return None
+        key, token = decoded[1], decoded[3]
+        if not hmac.compare_digest(token.encode(), self.shared.token(kind, key).encode()):
+            return None
+        return key, self.shared.fetch(key)
+
+    def _take_shared(self, fetched: tuple[str, dict[str, Any] | None] | None) -> None:
+        """Make this node's copy of a shared context what the cluster holds (lock held): taken
+        from its record when this node has none (opened through another coordinator), moved on
+        to its cursor, position and expiry, or let go when another coordinator ended it."""
+        if fetched is None:
+            return
+        key, record = fetched
+        ctx = self._contexts.get(key)
+        if record is None:
+            if ctx is not None:  # ended elsewhere: the shards' pins went with it there
+                ctx.owned = False
+                self._free(ctx, "freed by another coordinator")
+            return
+        if ctx is None:
+            targets = _targets(record, self._indices() if self._indices is not None else {})
+            if len(targets) != len(record["targets"]):  # (its index was deleted)
+                release_targets(targets)
+                return
+            self._restored(record, targets, self.clock())
+            return
+        if record.get("written_by") == self.services.node_id:  # this node's copy is the latest
+            return
+        for name in ("cursor", "total", "seq", "prev_cursor", "prev_took", "keep_alive"):
+            setattr(ctx, name, record[name])
+        if ctx.in_use == 0:
+            ctx.expires_at = self.clock() + record["expires_wall"] - time.time()
+
+    def _sweep_shared(self) -> None:
+        """Free the shared contexts past their expiry that no coordinator freed (their own went
+        away): each taken from the store as this node's, then freed as expired."""
+        if self.shared is None:
+            return
+        for key in self.shared.store.ctx_expired(time.time(), ORPHAN_GRACE_SECONDS):
+            fetched = (key, self.shared.fetch(key))
+            with self._lock:
+                self._take_shared(fetched)
+                ctx = self._contexts.get(key)
+                if ctx is not None and ctx.in_use == 0 and self.clock() > ctx.expires_at:
+                    self._free(ctx, "expired")
 
     # ---- use -----------------------------------------------------------------------------
 
@@ -385,12 +466,16 @@ class ContextRegistry:
 
     def get(self, public_id: str, kind: str) -> ReaderContext:
         """The live context of an id, to inspect it (a request reads it through `acquire`)."""
+        fetched = self._fetch_shared(public_id, kind)
         with self._lock:
+            self._take_shared(fetched)
             return self._lookup(public_id, kind)
 
     def acquire(self, public_id: str, kind: str) -> ReaderContext:
         """The live context of an id, marked in use until `release`."""
+        fetched = self._fetch_shared(public_id, kind)
         with self._lock:
+            self._take_shared(fetched)
             ctx = self._lookup(public_id, kind)
             ctx.in_use += 1
             ctx.requests += 1
@@ -413,7 +498,7 @@ class ContextRegistry:
             ctx.expires_at = self.clock() + ctx.keep_alive
             if ctx.freed and ctx.in_use == 0:
                 self._release_resources(ctx)
-        if changed and ctx.kind == "pit":
+        if changed and ctx.kind == "pit" or self._shares(ctx.kind):  # (shared: its expiry moved)
             self.persist(ctx)
 
     def _missing_reason(self, key: str, token: str) -> str:
@@ -433,7 +518,8 @@ class ContextRegistry:
             return
         with ctx.record_lock:
             ctx.freed = True
-            self.records.remove(ctx.key)
+            if self.records.remove(ctx.key) is False:  # another coordinator ended it first
+                ctx.owned = False
         self._ended[ctx.key] = (how, time.time(), ctx.token)
         while len(self._ended) > _ENDED_MEMORY:
             self._ended.popitem(last=False)
@@ -452,6 +538,8 @@ class ContextRegistry:
 
     def _release_resources(self, ctx: ReaderContext) -> None:
         self._forget(ctx)
+        if not ctx.owned:
+            return
         # Shards that could not answer keep the pins on disk: freed once they answer.
         self._unfreed.extend(free_shard_contexts(self.services, ctx.targets, ctx.shard_contexts))
 
@@ -483,7 +571,9 @@ class ContextRegistry:
         decoded = self.decode_id(public_id, kind)
         if decoded is None or not decoded[0]:
             return False
+        fetched = self._fetch_shared(public_id, kind)
         with self._lock:
+            self._take_shared(fetched)
             ctx = self._contexts.get(decoded[1])
             if ctx is None or not self._may_use(ctx, decoded[3]):
                 return False
@@ -492,6 +582,11 @@ class ContextRegistry:
             return not expired
 
     def free_all(self, kind: str) -> int:
+        if self.shared is not None and self._shares(kind):  # the other coordinators' too
+            for key in self.shared.store.ctx_keys(kind):
+                fetched = (key, self.shared.fetch(key))
+                with self._lock:
+                    self._take_shared(fetched)
         with self._lock:
             now = self.clock()
             caller = current()
@@ -528,11 +623,22 @@ class ContextRegistry:
         now = self.clock()
         pending: list[tuple[Target, ShardContextId]] = []
         with self._lock:
-            for ctx in [c for c in self._contexts.values() if c.in_use == 0 and now > c.expires_at]:
-                self._free(ctx, "expired")
+            expired = [c for c in self._contexts.values() if c.in_use == 0 and now > c.expires_at]
+        # A shared context may have been used through another coordinator: its record says.
+        fetched = {c.key: self._fetch_shared(c.public_id, c.kind) for c in expired}
+        with self._lock:
+            for ctx in expired:
+                self._take_shared(fetched[ctx.key])
+                if self._contexts.get(ctx.key) is ctx and ctx.in_use == 0 and now > ctx.expires_at:
+                    self._free(ctx, "expired")
             if self._unfreed and now >= self._unfreed_at:
                 self._unfreed_at = now + _UNFREED_RETRY_SECONDS
                 pending, self._unfreed = self._unfreed, []
+            sweep = self.shared is not None and now >= self._sweep_at
+            if sweep:
+                self._sweep_at = now + _UNFREED_RETRY_SECONDS
+        if sweep:
+            self._sweep_shared()
         if pending:  # (calls to shard actors: outside the lock)
             left = self._free_again(pending)
             with self._lock:  # not those of an index deleted meanwhile
@@ -601,6 +707,36 @@ def _fmt(seconds: float) -> str:
     unit, size = next(((u, s) for u, s in _TIME_UNITS if seconds >= s), ("ms", 0.001))
     tenths = int(seconds / size * 10 + 1e-9)
     return f"{tenths // 10}{unit}" if tenths % 10 == 0 else f"{tenths / 10:.1f}{unit}"
+
+
+def _refusal(kind: str, key: str, limit: int) -> ElasticError:
+    """Elasticsearch's refusal of a context past the limit of its kind."""
+    if kind == "scroll":
+        return TooManyScrollContexts(
+            f"Trying to create too many scroll contexts. Must be less than or equal to: [{limit}]. "
+            f"This limit can be set by changing the [{key}] setting."
+        )
+    return RejectedExecution(
+        f"Trying to create too many Point In Time contexts. Must be less than or equal to: [{limit}]. "
+        f"This limit can be set by changing the [{key}] setting."
+    )
+
+
+def _targets(record: dict[str, Any], indices: dict[str, Index]) -> list[Target]:
+    """The targets a record names, each holding its snapshot (a local shard's restored pin, a
+    shard actor's lease), up to the first that is gone."""
+    targets: list[Target] = []
+    for index_uuid, shard_id, alias_filter in record["targets"]:
+        index = indices.get(index_uuid)
+        shard = index.shards[shard_id] if index is not None and shard_id < len(index.shards) else None
+        if shard is None:
+            break
+        # A shard actor's pin is in its folder: the recorded shard context names it.
+        searcher = shard.take_restored(record["key"]) if index.remote is None else shard.acquire_searcher()
+        if searcher is None:
+            break
+        targets.append(Target(index, shard_id, searcher, alias_filter))
+    return targets
 
 
 def _record(ctx: ReaderContext) -> dict[str, Any]:

@@ -21,6 +21,7 @@ import os
 import secrets
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -98,10 +99,25 @@ class SecurityStore:
         self._users_stamp: tuple[int, int] | None = None
         self._verified = _Verified()
         self._decoy_hash: str | None = None
+        #: Called with a key's id and record as JSON before the server writes it, when
+        #: coordinators share keys (node/cluster_sync.py publishes them to the cluster's metadata).
+        self.shared: Callable[[str, bytes], None] | None = None
         try:
             self._keys: dict[str, dict[str, Any]] = orjson.loads(self._keys_path.read_bytes())["api_keys"]
         except FileNotFoundError:
             self._keys = {}
+
+    def adopt_users(self, data: bytes) -> None:
+        """Take the users file another coordinator published as this node's own."""
+        write_private(self.users_file.path, data)
+
+    def adopt_key(self, key_id: str, record: bytes) -> None:
+        """Take a key another coordinator created or invalidated."""
+        value = orjson.loads(record)
+        with self._lock:
+            if self._keys.get(key_id) != value:  # (not this node's own, come back)
+                self._keys[key_id] = value
+                self._save_keys()
 
     # ---- users ---------------------------------------------------------------------------
 
@@ -174,6 +190,7 @@ class SecurityStore:
         }
         with self._lock:
             self._keys[key_id] = record
+            self._share(key_id)
             self._save_keys()
         answer: dict[str, Any] = {"id": key_id, "name": name}
         if record["expiration"] is not None:
@@ -197,10 +214,15 @@ class SecurityStore:
                 else:
                     record["invalidated"] = True
                     record["invalidation"] = int(time.time() * 1000)
+                    self._share(key_id)
                     fresh.append(key_id)
             if fresh:
                 self._save_keys()
         return fresh, previously
+
+    def _share(self, key_id: str) -> None:
+        if self.shared is not None:
+            self.shared(key_id, orjson.dumps(self._keys[key_id]))
 
     def _save_keys(self) -> None:
         write_private(self._keys_path, orjson.dumps({"api_keys": self._keys}))

@@ -1,0 +1,225 @@
+"""The cluster's metadata in one place, for every coordinator of a Ray cluster (`serve --ray`).
+
+`MetadataActor` is one named, detached actor (`leafsearch/metadata`) that every coordinator finds
+by name. It serialises every change (one call at a time) and keeps what it holds in Ray's
+internal key-value store (the GCS), so:
+
+- **one version**: each change of an entry (an index's metadata, the aliases, the users file, an
+  API key) takes the next cluster version, also written to the store's `version` key; before
+  each request a coordinator reads that key (`MetadataClient.version`: a read of the GCS, 0.4 ms)
+  and, when it moved, asks the actor for the entries changed since its own (`changes`);
+- **atomic changes**: `put` with `expect` is a compare-and-set on the entry's version (`ABSENT`: the
+  name must be free, which makes two concurrent creations of one index end with one winner);
+- **survives any coordinator** (they hold only mirrors), and the actor's own loss: Ray restarts it
+  on any node (`max_restarts=-1`, not pinned) and it reads the store again. The GCS lives as long
+  as the cluster does (on disk with Ray's GCS fault tolerance, where the shard actors' names live
+  too). A cluster started anew gets its indices back from the first coordinator's folder
+  (node/cluster_sync.py `publish_all`); the PITs and scrolls open before do not survive that.
+
+Reader contexts (PIT and scroll records, search/context_records.py) are kept here too, outside the
+versioned entries (a scroll's page changes its record: no coordinator needs to hear of it until it
+serves that context): `ctx_*`, each record opaque bytes with its kind and wall-clock expiry, so the
+open-context limits count every coordinator's contexts (`ctx_reserve`, atomic) and an expired
+record whose coordinator died is found (`ctx_expired`). The cluster's secret (`secret`) is made
+once, here: context ids are authenticated with it (search/contexts.py).
+"""
+
+from __future__ import annotations
+
+import secrets
+import struct
+import time
+from typing import Any
+
+import orjson
+
+from leafsearch.index.shared_meta import ABSENT
+
+#: The name and namespace every coordinator finds the actor by.
+ACTOR_NAME = "metadata"
+#: The internal key-value store's namespace, and its keys' prefixes.
+KV_NAMESPACE = "leafsearch"
+_ENTRY = "meta/"
+_CONTEXT = "ctx/"
+_SECRET = "secret"
+#: The cluster version, also kept apart: a coordinator reads it from the GCS without a call to
+#: the actor (half the cost), and asks the actor only when it moved.
+VERSION_KEY = "version"
+#: Seconds a reserved context (its shards being pinned) counts before its record is written.
+RESERVATION_SECONDS = 120.0
+_HEADER = struct.Struct("<qB")  # an entry's version, and whether it holds a value
+
+
+def _kv() -> Any:
+    from ray.experimental import internal_kv
+
+    return internal_kv
+
+
+class MetadataActor:
+    """See the module's docstring. Every method runs alone (`max_concurrency=1`)."""
+
+    def __init__(self) -> None:
+        kv = _kv()
+        self._entries: dict[str, tuple[int, bytes | None]] = {}
+        for key in kv._internal_kv_list(_ENTRY, namespace=KV_NAMESPACE):
+            raw = kv._internal_kv_get(key, namespace=KV_NAMESPACE)
+            if raw is None:
+                continue
+            version, present = _HEADER.unpack_from(raw)
+            self._entries[key.decode()[len(_ENTRY) :]] = (version, raw[_HEADER.size :] if present else None)
+        self.version = max((v for v, _ in self._entries.values()), default=0)
+        #: context key -> (kind, wall-clock expiry, whether its record is written)
+        self._contexts: dict[str, tuple[str, float, bool]] = {}
+        for key in kv._internal_kv_list(_CONTEXT, namespace=KV_NAMESPACE):
+            raw = kv._internal_kv_get(key, namespace=KV_NAMESPACE)
+            if raw is not None:
+                kind, expires = orjson.loads(raw[: raw.index(b"\n")])
+                self._contexts[key.decode()[len(_CONTEXT) :]] = (kind, expires, True)
+        secret = kv._internal_kv_get(_SECRET, namespace=KV_NAMESPACE)
+        if secret is None:
+            secret = secrets.token_bytes(32)
+            kv._internal_kv_put(_SECRET, secret, overwrite=False, namespace=KV_NAMESPACE)
+            secret = kv._internal_kv_get(_SECRET, namespace=KV_NAMESPACE)
+        self._secret: bytes = secret
+
+    # ---- versioned entries -------------------------------------------------------------
+
+    def changes(self, since: int) -> tuple[int, dict[str, tuple[int, bytes | None]]]:
+        """The cluster version and every entry changed after `since`: its version and value
+        (None: removed)."""
+        if since >= self.version:
+            return self.version, {}
+        return self.version, {k: entry for k, entry in self._entries.items() if entry[0] > since}
+
+    def put(self, key: str, value: bytes | None, expect: int | None) -> tuple[bool, int, bytes | None]:
+        """Set (or remove, `value` None) an entry, when its version is `expect` (`ABSENT`: it must
+        not hold a value; None: whatever it holds). (done, the entry's version, its value) after."""
+        version, current = self._entries.get(key, (0, None))
+        if (current is not None) if expect == ABSENT else (expect is not None and version != expect):
+            return False, version, current
+        self.version += 1
+        raw = _HEADER.pack(self.version, value is not None) + (value or b"")
+        _kv()._internal_kv_put(_ENTRY + key, raw, namespace=KV_NAMESPACE)
+        self._entries[key] = (self.version, value)
+        _kv()._internal_kv_put(VERSION_KEY, str(self.version).encode(), namespace=KV_NAMESPACE)
+        return True, self.version, value
+
+    def secret(self) -> bytes:
+        return self._secret
+
+    # ---- reader contexts -----------------------------------------------------------------
+
+    def ctx_reserve(self, key: str, kind: str, limit: int) -> bool:
+        """Count a new context of `kind` if fewer than `limit` are open in the cluster."""
+        if sum(1 for k, _, _ in self._contexts.values() if k == kind) >= limit:
+            return False
+        self._contexts[key] = (kind, time.time() + RESERVATION_SECONDS, False)
+        return True
+
+    def ctx_put(self, key: str, kind: str, expires: float, record: bytes) -> None:
+        head = orjson.dumps([kind, expires]) + b"\n"
+        _kv()._internal_kv_put(_CONTEXT + key, head + record, namespace=KV_NAMESPACE)
+        self._contexts[key] = (kind, expires, True)
+
+    def ctx_get(self, key: str) -> bytes | None:
+        if key not in self._contexts or not self._contexts[key][2]:
+            return None
+        raw = _kv()._internal_kv_get(_CONTEXT + key, namespace=KV_NAMESPACE)
+        return None if raw is None else raw[raw.index(b"\n") + 1 :]
+
+    def ctx_remove(self, key: str) -> bool:
+        """Forget a context; False when it was not there (another coordinator ended it)."""
+        entry = self._contexts.pop(key, None)
+        if entry is not None and entry[2]:
+            _kv()._internal_kv_del(_CONTEXT + key, namespace=KV_NAMESPACE)
+        return entry is not None
+
+    def ctx_keys(self, kind: str) -> list[str]:
+        """The contexts of `kind` whose record is written."""
+        return [key for key, (k, _, written) in self._contexts.items() if k == kind and written]
+
+    def ctx_expired(self, now: float, grace: float) -> list[str]:
+        """The contexts past their expiry by `grace` seconds (their coordinator is gone, or
+        forgot them); reservations never written are dropped here."""
+        late = [k for k, (_, e, _w) in self._contexts.items() if e + grace < now]
+        for key in [k for k in late if not self._contexts[k][2]]:
+            del self._contexts[key]
+        return [k for k in late if k in self._contexts]
+
+
+#: How long a coordinator waits for the metadata actor (restarting, or its node lost).
+CALL_TIMEOUT_SECONDS = 30.0
+
+
+class MetadataClient:
+    """A coordinator's handle on the metadata actor, found by name or started (the first
+    coordinator of a cluster starts it). Its failure to answer is Elasticsearch's
+    `master_not_discovered_exception` (503): the one place that decides is unreachable."""
+
+    def __init__(self, namespace: str) -> None:
+        import ray
+
+        self._ray = ray
+        self._actor = (
+            ray.remote(MetadataActor)
+            .options(
+                name=ACTOR_NAME,
+                namespace=namespace,
+                lifetime="detached",
+                get_if_exists=True,
+                max_restarts=-1,
+                # A call caught by a restart is sent again: `put` is a compare-and-set, and a
+                # coordinator that finds its own value in place counts it as done.
+                max_task_retries=-1,
+                max_concurrency=1,
+                num_cpus=0,
+            )
+            .remote()
+        )
+
+    def _call(self, method: str, *args: Any) -> Any:
+        from ray.exceptions import GetTimeoutError, RayActorError
+
+        try:
+            return self._ray.get(getattr(self._actor, method).remote(*args), timeout=CALL_TIMEOUT_SECONDS)
+        except (RayActorError, GetTimeoutError) as exc:
+            from leafsearch.errors import ElasticError
+
+            raise ElasticError(
+                f"the cluster's metadata did not answer: {type(exc).__name__}",
+                status=503,
+                error_type="master_not_discovered_exception",
+            ) from None
+
+    def version(self) -> int:
+        """The cluster version, read from the store (no call to the actor)."""
+        raw = _kv()._internal_kv_get(VERSION_KEY, namespace=KV_NAMESPACE)
+        return 0 if raw is None else int(raw)
+
+    def changes(self, since: int) -> tuple[int, dict[str, tuple[int, bytes | None]]]:
+        return self._call("changes", since)
+
+    def put(self, key: str, value: bytes | None, expect: int | None) -> tuple[bool, int, bytes | None]:
+        return self._call("put", key, value, expect)
+
+    def secret(self) -> bytes:
+        return self._call("secret")
+
+    def ctx_reserve(self, key: str, kind: str, limit: int) -> bool:
+        return self._call("ctx_reserve", key, kind, limit)
+
+    def ctx_put(self, key: str, kind: str, expires: float, record: bytes) -> None:
+        self._call("ctx_put", key, kind, expires, record)
+
+    def ctx_get(self, key: str) -> bytes | None:
+        return self._call("ctx_get", key)
+
+    def ctx_remove(self, key: str) -> bool:
+        return self._call("ctx_remove", key)
+
+    def ctx_keys(self, kind: str) -> list[str]:
+        return self._call("ctx_keys", kind)
+
+    def ctx_expired(self, now: float, grace: float) -> list[str]:
+        return self._call("ctx_expired", now, grace)

@@ -1,0 +1,384 @@
+"""Several coordinators on one Ray cluster (`leafsearch serve --ray ADDRESS` started twice, each on
+its own data folder): the same indices through both, the cluster's metadata in one place.
+
+- a PIT walk and a sliced scroll paged through both coordinators in turn, every document of the
+  snapshot exactly once with a writer beside; the walk finished through one after the other was
+  killed with `kill -9`;
+- index creation, mapping changes (dynamic and explicit), aliases and deletion made through one
+  are seen by the next request through the other; two creations of one index at once, one per
+  coordinator: one wins, the other gets `resource_already_exists_exception`;
+- the metadata actor killed: Ray restarts it, and it has every index, mapping and context back;
+- the open-context limit counts both coordinators' contexts; a forged id, or another user's, is
+  refused by either; a user and an API key created through one authenticate on the other.
+
+As the other Ray modules: one local 3-node cluster for the module (`ray_cluster`), coordinators as
+subprocesses. The cluster's metadata lives as long as the cluster: the module's coordinators
+(`pair`) serve every test, each test cleaning up what it created.
+"""
+
+from __future__ import annotations
+
+import base64
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from elasticsearch import ApiError, AuthenticationException, Elasticsearch, NotFoundError
+
+from leafsearch.testing import Server
+from tests.node.test_durable_contexts import MAPPING, PAGE, SLICES, Writer, fill, kill_9, pit_page
+from tests.ray_backend.test_ray_contexts_restart import coordinator
+
+SETTINGS = {"number_of_shards": 3, "number_of_replicas": 0, "refresh_interval": "50ms"}
+
+
+@pytest.fixture(scope="module")
+def pair(ray_cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Server]]:
+    """Two coordinators of the module's cluster, each on its own data folder."""
+    root = tmp_path_factory.mktemp("coordinators")
+    servers = [coordinator(ray_cluster.address, root / name) for name in ("a", "b")]
+    try:
+        yield servers
+    finally:
+        for server in servers:
+            server.stop()
+
+
+def clients(pair: list[Server]) -> tuple[Elasticsearch, Elasticsearch]:
+    return pair[0].client(), pair[1].client()
+
+
+def forged(context_id: str) -> str:
+    """The id with another token: the same context named, without the cluster's secret."""
+    raw = base64.urlsafe_b64decode(context_id + "=" * (-len(context_id) % 4))
+    return base64.urlsafe_b64encode(raw[:-32] + b"0" * 32).decode().rstrip("=")
+
+
+def test_a_pit_walk_and_a_sliced_scroll_page_through_both_coordinators_with_a_writer_beside(
+    pair: list[Server],
+) -> None:
+    a, b = clients(pair)
+    a.indices.create(index="walks", settings=SETTINGS, mappings=MAPPING)
+    truth = fill(b, "walks")  # written through the other coordinator
+    writer = Writer("walks", 7)
+    try:
+        pit_id = b.open_point_in_time(index="walks", keep_alive="5m").body["id"]
+        scrolls, slice_hits = [], []
+        for i in range(SLICES):
+            first = a.search(
+                index="walks", scroll="5m", size=PAGE, slice={"id": i, "max": SLICES}, sort=["_doc"]
+            ).body
+            scrolls.append(first["_scroll_id"])
+            slice_hits.append(first["hits"]["hits"])
+        writer.start(pair[0].url)
+        pit_hits: list[dict[str, Any]] = []
+        after = None
+        turn = 0
+        while True:  # the PIT's pages through each coordinator in turn
+            page = pit_page((a, b)[turn % 2], pit_id, after)
+            turn += 1
+            assert page["_shards"]["failed"] == 0
+            pit_hits += page["hits"]["hits"]
+            if len(page["hits"]["hits"]) < PAGE:
+                break
+            after = page["hits"]["hits"][-1]["sort"]
+        done = [False] * SLICES
+        while not all(done):  # each slice's batches through each coordinator in turn
+            for i in range(SLICES):
+                if not done[i]:
+                    batch = (b, a)[turn % 2].scroll(scroll_id=scrolls[i], scroll="5m").body
+                    turn += 1
+                    assert batch["_shards"]["failed"] == 0
+                    slice_hits[i] += batch["hits"]["hits"]
+                    scrolls[i] = batch["_scroll_id"]
+                    done[i] = not batch["hits"]["hits"]
+        writer.stop()
+        assert writer.ops > 0
+        sliced = [hit for hits in slice_hits for hit in hits]
+        for walk in (pit_hits, sliced):
+            ids = [hit["_id"] for hit in walk]
+            assert len(ids) == len(set(ids)), "a document came twice"
+            assert sorted(ids) == sorted(truth), "the walk missed documents"
+            assert all(hit["_source"] == truth[hit["_id"]] for hit in walk), "a source changed"
+        # Ids are the cluster's, authenticated with its secret: a forged token is unknown to both.
+        for es in (a, b):
+            with pytest.raises(NotFoundError):
+                es.search(pit={"id": forged(pit_id)}, size=1)
+            with pytest.raises(NotFoundError):
+                es.scroll(scroll_id=forged(scrolls[0]), scroll="1m")
+        # Closed through the coordinator that did not open them; gone for the other one too.
+        assert a.close_point_in_time(id=pit_id).body["num_freed"] == 1
+        assert b.clear_scroll(scroll_id=scrolls).body["num_freed"] == SLICES
+        with pytest.raises(NotFoundError):
+            b.search(pit={"id": pit_id}, size=1)
+        with pytest.raises(NotFoundError):
+            a.scroll(scroll_id=scrolls[1], scroll="1m")
+    finally:
+        writer.stop()
+        a.indices.delete(index="walks")
+
+
+def test_an_index_made_changed_and_deleted_through_one_is_seen_at_once_through_the_other(
+    pair: list[Server],
+) -> None:
+    a, b = clients(pair)
+    a.indices.create(index="meta", settings={"number_of_shards": 2, "number_of_replicas": 0})
+    assert b.indices.exists(index="meta")
+    # A dynamic mapping update by a write through one is the other's mapping at its next request,
+    # and a field it adds beside it on the other stays too.
+    a.index(index="meta", id="1", document={"title": "first one", "n": 5})
+    b.index(index="meta", id="2", document={"tag": "red", "n": 7}, refresh=True)
+    for es in (a, b):
+        properties = es.indices.get_mapping(index="meta").body["meta"]["mappings"]["properties"]
+        assert properties["title"]["type"] == "text"
+        assert properties["n"]["type"] == "long"
+        assert properties["tag"]["type"] == "text"
+    # An explicit mapping change and an alias through one, searched through the other.
+    b.indices.put_mapping(index="meta", properties={"when": {"type": "date"}})
+    a.index(index="meta", id="3", document={"when": "2024-05-01", "n": 9}, refresh=True)
+    a.indices.put_alias(index="meta", name="meta-alias", filter={"range": {"n": {"gte": 6}}})
+    found = b.search(index="meta-alias", query={"range": {"when": {"gte": "2024-01-01"}}}).body
+    assert [hit["_id"] for hit in found["hits"]["hits"]] == ["3"]
+    assert b.count(index="meta-alias").body["count"] == 2
+    # The mapping's conflict is the put-mapping error through either.
+    with pytest.raises(ApiError) as refused:
+        a.indices.put_mapping(index="meta", properties={"when": {"type": "keyword"}})
+    assert refused.value.status_code == 400
+    # Settings through one, read through the other.
+    b.indices.put_settings(index="meta", settings={"index.max_result_window": 500})
+    settings = a.indices.get_settings(index="meta").body["meta"]["settings"]["index"]
+    assert settings["max_result_window"] == "500"
+    # Deleted through the other: gone for both, and the alias with it.
+    b.indices.delete(index="meta")
+    for es in (a, b):
+        assert not es.indices.exists(index="meta")
+        assert not es.indices.exists_alias(name="meta-alias")
+        with pytest.raises(NotFoundError):
+            es.search(index="meta")
+
+
+def add_fields(url: str, side: str, barrier: threading.Barrier, errors: list[str]) -> None:
+    """Documents each adding a new field, through one coordinator (its dynamic mapping updates
+    race the other's)."""
+    with httpx.Client(base_url=url, timeout=120) as http:
+        barrier.wait()
+        for i in range(8):
+            answer = http.put(f"/fields/_doc/{side}{i}", json={f"{side}_{i}": i, "both": side})
+            if answer.status_code not in (200, 201):
+                errors.append(answer.text)
+
+
+def test_dynamic_mapping_updates_through_both_coordinators_at_once_all_stay(pair: list[Server]) -> None:
+    a, b = clients(pair)
+    a.indices.create(index="fields", settings={"number_of_shards": 3, "number_of_replicas": 0})
+    errors: list[str] = []
+    barrier = threading.Barrier(2)
+    threads = [
+        threading.Thread(target=add_fields, args=(s.url, side, barrier, errors))
+        for s, side in zip(pair, ("a", "b"), strict=True)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors
+    a.indices.refresh(index="fields")
+    for es in (a, b):
+        properties = es.indices.get_mapping(index="fields").body["fields"]["mappings"]["properties"]
+        assert {f"{side}_{i}" for side in "ab" for i in range(8)} <= set(properties)
+        for side in "ab":
+            for i in range(8):
+                found = es.search(index="fields", query={"term": {f"{side}_{i}": i}}).body["hits"]["hits"]
+                assert [hit["_id"] for hit in found] == [f"{side}{i}"]
+    a.indices.delete(index="fields")
+
+
+def add_aliases(url: str, side: str, barrier: threading.Barrier, errors: list[str]) -> None:
+    with httpx.Client(base_url=url, timeout=120) as http:
+        barrier.wait()
+        for i in range(5):
+            answer = http.put(f"/named/_alias/{side}-{i}")
+            if answer.status_code != 200:
+                errors.append(answer.text)
+
+
+def test_aliases_added_through_both_coordinators_at_once_all_stay(pair: list[Server]) -> None:
+    a, b = clients(pair)
+    a.indices.create(index="named", settings={"number_of_replicas": 0})
+    errors: list[str] = []
+    barrier = threading.Barrier(2)
+    threads = [
+        threading.Thread(target=add_aliases, args=(s.url, side, barrier, errors))
+        for s, side in zip(pair, ("a", "b"), strict=True)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors
+    expected = {f"{side}-{i}" for side in "ab" for i in range(5)}
+    for es in (a, b):
+        assert set(es.indices.get_alias(index="named").body["named"]["aliases"]) == expected
+    b.indices.delete_alias(index="named", name="a-*")
+    assert set(a.indices.get_alias(index="named").body["named"]["aliases"]) == {f"b-{i}" for i in range(5)}
+    a.indices.delete(index="named")
+
+
+def create_at_once(url: str, name: str, barrier: threading.Barrier, answers: list[httpx.Response]) -> None:
+    with httpx.Client(base_url=url, timeout=120) as http:
+        barrier.wait()
+        answers.append(http.put(f"/{name}", json={"settings": {"number_of_replicas": 0}}))
+
+
+def test_two_coordinators_creating_one_index_at_once_one_wins(pair: list[Server]) -> None:
+    for round_ in range(3):
+        name = f"race-{round_}"
+        answers: list[httpx.Response] = []
+        barrier = threading.Barrier(2)
+        threads = [
+            threading.Thread(target=create_at_once, args=(s.url, name, barrier, answers)) for s in pair
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert sorted(r.status_code for r in answers) == [200, 400], [r.text for r in answers]
+        loser = next(r for r in answers if r.status_code == 400).json()["error"]
+        assert loser["type"] == "resource_already_exists_exception"
+        uuids = {
+            server.client().indices.get_settings(index=name).body[name]["settings"]["index"]["uuid"]
+            for server in pair
+        }
+        assert len(uuids) == 1 and loser["index_uuid"] in uuids
+        pair[round_ % 2].client().indices.delete(index=name)
+
+
+def test_the_open_context_limit_counts_every_coordinators_contexts(pair: list[Server]) -> None:
+    a, b = clients(pair)
+    a.indices.create(index="limits", settings={"number_of_shards": 1, "number_of_replicas": 0})
+    a.cluster.put_settings(persistent={"search.max_open_pit_context": 2})
+    b.cluster.put_settings(persistent={"search.max_open_pit_context": 2})
+    try:
+        first = a.open_point_in_time(index="limits", keep_alive="1m").body["id"]
+        second = b.open_point_in_time(index="limits", keep_alive="1m").body["id"]
+        for es in (a, b):
+            with pytest.raises(ApiError) as refused:
+                es.open_point_in_time(index="limits", keep_alive="1m")
+            assert refused.value.status_code == 429
+        assert b.close_point_in_time(id=first).body["num_freed"] == 1
+        third = a.open_point_in_time(index="limits", keep_alive="1m").body["id"]
+        for pit in (second, third):
+            assert a.close_point_in_time(id=pit).body["num_freed"] == 1
+        # Clearing every scroll through one clears those opened through the other.
+        scroll_id = a.search(index="limits", scroll="1m", size=1).body["_scroll_id"]
+        assert b.clear_scroll(scroll_id="_all").body["num_freed"] == 1
+        with pytest.raises(NotFoundError):
+            a.scroll(scroll_id=scroll_id, scroll="1m")
+    finally:
+        for es in (a, b):
+            es.cluster.put_settings(persistent={"search.max_open_pit_context": None})
+        a.indices.delete(index="limits")
+
+
+def test_the_metadata_survives_its_actors_death(pair: list[Server]) -> None:
+    """Ray restarts the metadata actor, which reads the cluster's metadata back from the GCS:
+    indices, mappings and contexts go on, and a creation after it is still checked."""
+    import ray
+
+    a, b = clients(pair)
+    a.indices.create(index="lasting", settings={"number_of_replicas": 0})
+    a.index(index="lasting", id="1", document={"kept": "yes"}, refresh=True)
+    pit_id = a.open_point_in_time(index="lasting", keep_alive="1m").body["id"]
+    actor = ray.get_actor("metadata", namespace="leafsearch")
+    ray.kill(actor, no_restart=False)
+    b.indices.put_mapping(index="lasting", properties={"later": {"type": "keyword"}})
+    properties = a.indices.get_mapping(index="lasting").body["lasting"]["mappings"]["properties"]
+    assert set(properties) == {"kept", "later"}
+    assert b.search(pit={"id": pit_id}, size=0).body["hits"]["total"]["value"] == 1
+    with pytest.raises(ApiError) as refused:
+        b.indices.create(index="lasting")
+    assert refused.value.body["error"]["type"] == "resource_already_exists_exception"
+    assert b.close_point_in_time(id=pit_id).body["num_freed"] == 1
+    b.indices.delete(index="lasting")
+
+
+def test_a_walk_goes_on_through_one_coordinator_after_the_other_is_killed(
+    ray_cluster: Any, pair: list[Server], tmp_path: Path
+) -> None:
+    doomed = coordinator(ray_cluster.address, tmp_path / "doomed")
+    try:
+        es = doomed.client()
+        es.indices.create(index="orphan", settings=SETTINGS, mappings=MAPPING)
+        truth = fill(es, "orphan")
+        pit_id = es.open_point_in_time(index="orphan", keep_alive="5m").body["id"]
+        first = es.search(index="orphan", scroll="5m", size=PAGE, sort=["_doc"]).body
+        pit_hits = pit_page(es, pit_id, None)["hits"]["hits"]
+        es.index(index="orphan", id="late", document={"n": -1}, refresh=True)
+        kill_9(doomed)
+        survivor = pair[1].client()
+        while True:
+            page = pit_page(survivor, pit_id, pit_hits[-1]["sort"])
+            assert page["_shards"]["failed"] == 0
+            pit_hits += page["hits"]["hits"]
+            if len(page["hits"]["hits"]) < PAGE:
+                break
+        scroll_hits, scroll_id = first["hits"]["hits"], first["_scroll_id"]
+        while True:
+            batch = survivor.scroll(scroll_id=scroll_id, scroll="5m").body
+            if not batch["hits"]["hits"]:
+                break
+            scroll_hits += batch["hits"]["hits"]
+            scroll_id = batch["_scroll_id"]
+        for walk in (pit_hits, scroll_hits):
+            ids = [hit["_id"] for hit in walk]
+            assert len(ids) == len(set(ids)) and sorted(ids) == sorted(truth)
+        assert survivor.close_point_in_time(id=pit_id).body["num_freed"] == 1
+        assert survivor.clear_scroll(scroll_id=scroll_id).body["num_freed"] == 1
+        survivor.indices.delete(index="orphan")
+    finally:
+        doomed.stop()
+
+
+def add_user(data: Path, name: str, password: str, role: str) -> None:
+    command = [sys.executable, "-m", "leafsearch", "users", "add", name, "--data", str(data)]
+    command += ["--role", role, "--password-stdin"]
+    subprocess.run(command, input=password + "\n", text=True, check=True, capture_output=True)
+
+
+def test_a_user_and_an_api_key_made_through_one_authenticate_on_the_other(pair: list[Server]) -> None:
+    """Last: authentication then stays on for the cluster."""
+    add_user(pair[0].data, "alice", "alice-secret-1", "superuser")
+    add_user(pair[0].data, "bob", "bob-secret-12", "read:owned*")
+    a = Elasticsearch(pair[0].url, basic_auth=("alice", "alice-secret-1"))
+    b = Elasticsearch(pair[1].url, basic_auth=("alice", "alice-secret-1"))
+    assert a.security.authenticate().body["username"] == "alice"  # the file's node publishes it
+    assert b.security.authenticate().body["username"] == "alice"
+    with pytest.raises(AuthenticationException):
+        Elasticsearch(pair[1].url).info()
+    key = a.security.create_api_key(name="k1").body
+    by_key = Elasticsearch(pair[1].url, api_key=key["encoded"])
+    assert by_key.security.authenticate().body["username"] == "alice"
+    # A context is its opener's through every coordinator: bob's id is unknown to another user.
+    b.indices.create(index="owned", settings={"number_of_replicas": 0})
+    bob = Elasticsearch(pair[1].url, basic_auth=("bob", "bob-secret-12"))
+    pit_id = bob.open_point_in_time(index="owned", keep_alive="1m").body["id"]
+    by_key_elsewhere = Elasticsearch(pair[0].url, api_key=key["encoded"])
+    assert by_key_elsewhere.search(pit={"id": pit_id}, size=0).body["hits"]["total"]["value"] == 0
+    other = Elasticsearch(pair[0].url, basic_auth=("bob", "bob-secret-12"))
+    assert other.search(pit={"id": pit_id}, size=0).body["_shards"]["failed"] == 0
+    add_user(pair[0].data, "carol", "carol-secret-1", "read:owned*")
+    carol = Elasticsearch(pair[1].url, basic_auth=("carol", "carol-secret-1"))
+    a.info()  # (the users file's node publishes it at its next request)
+    with pytest.raises(NotFoundError):
+        carol.search(pit={"id": pit_id}, size=0)
+    # An invalidated key is refused by the other coordinator at once.
+    a.security.invalidate_api_key(ids=[key["id"]])
+    with pytest.raises(AuthenticationException):
+        Elasticsearch(pair[1].url, api_key=key["encoded"]).info()
+    assert other.close_point_in_time(id=pit_id).body["num_freed"] == 1
+    a.indices.delete(index="owned")
