@@ -191,6 +191,8 @@ class ExportStream:
         try:
             written = self._run(task)
             self._lines += written.count
+            if written.gone:  # (counted as cancelled now: the connection's close may come later)
+                self._cancelled.set()
         finally:
             self.end()
 

@@ -59,21 +59,24 @@ class ExportTask:
 class ExportPage:
     """An export page's lines; `count` of them, the last one's sort values (`cursor`, the walk's
     next cursor; None when there is none). A task with a sink answers what it wrote, no lines,
-    and whether it wrote the trailer (`complete`)."""
+    whether it wrote the trailer (`complete`), and whether its client went away (`gone`)."""
 
     lines: bytes
     count: int
     cursor: list[Any] | None
     complete: bool = False
+    gone: bool = False
 
     def __reduce_ex__(self, protocol: int) -> tuple:
         """Pickled (protocol 5) with its lines as a buffer, sent out of band (as `RawJSON`)."""
         lines = pickle.PickleBuffer(self.lines) if protocol >= 5 else self.lines
-        return _page_of, (lines, self.count, self.cursor, self.complete)
+        return _page_of, (lines, self.count, self.cursor, self.complete, self.gone)
 
 
-def _page_of(lines: bytes | memoryview, count: int, cursor: list[Any] | None, complete: bool) -> ExportPage:
-    return ExportPage(as_bytes(lines), count, cursor, complete)
+def _page_of(
+    lines: bytes | memoryview, count: int, cursor: list[Any] | None, complete: bool, gone: bool
+) -> ExportPage:
+    return ExportPage(as_bytes(lines), count, cursor, complete, gone)
 
 
 def trailer(count: int, pit_id: str | None) -> bytes:
@@ -148,7 +151,7 @@ def _write_rest(services: SearchServices, task: ExportTask, cancelled: threading
                     _write_chunk(out, trailer(task.sent + written, task.pit_id), cancelled)
                     return ExportPage(b"", written, cursor, complete=True)
         except Gone:
-            return ExportPage(b"", written, cursor)
+            return ExportPage(b"", written, cursor, gone=True)
 
 
 def _write_chunk(out: socket.socket, data: bytes, cancelled: threading.Event | None) -> None:

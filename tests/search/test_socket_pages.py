@@ -50,7 +50,12 @@ def _written(http: httpx.Client) -> int:
 @pytest.fixture(autouse=True)
 def _workers_ready(http: httpx.Client) -> None:
     """The session server's workers start after its first answer; until then pages render here."""
-    _wait_for(lambda: _workers(http)["ready"] == _workers(http)["count"])
+    _wait_for(lambda: _all_ready(http))
+
+
+def _all_ready(http: httpx.Client) -> bool:
+    workers = _workers(http)
+    return workers["ready"] == workers["count"]
 
 
 def _wait_for(condition: Callable[[], bool], attempts: int = 600) -> None:
@@ -378,7 +383,7 @@ def test_a_worker_killed_mid_body_cuts_the_response_and_the_next_request_works(
     with running_server(tmp_path / "data") as (url, _), httpx.Client(base_url=url, timeout=60) as http:
         http.put("/_cluster/settings", json={"transient": {"search.workers.lone_walks_in_server": False}})
         bulk_index(http, "cut", _docs(3000, pad=3000))
-        _wait_for(lambda: _workers(http)["ready"] == 2)
+        _wait_for(lambda: _all_ready(http))
         scroll_id, first = _scroll_ids(http, "cut", 1000)
         connection = RawConnection(url, receive_buffer=4096)
         connection.send(
@@ -439,7 +444,7 @@ def test_over_tls_pages_are_relayed(tmp_path: Path) -> None:
     ):
         https.put("/_cluster/settings", json={"transient": {"search.workers.lone_walks_in_server": False}})
         bulk_index(https, "tls", _docs(1500))
-        _wait_for(lambda: _workers(https)["ready"] == 2)
+        _wait_for(lambda: _all_ready(https))
         scroll_id, first = _scroll_ids(https, "tls", 1000)
         rest = https.post("/_search/scroll", json={"scroll": "1m", "scroll_id": scroll_id}).json()
         assert sorted(first + [h["_id"] for h in rest["hits"]["hits"]]) == sorted(_docs(1500))
@@ -454,7 +459,7 @@ def test_a_lent_response_carries_the_cors_headers_of_the_relayed_one(tmp_path: P
     with running_server(tmp_path / "data", *settings) as (url, _), httpx.Client(base_url=url) as http:
         http.put("/_cluster/settings", json={"transient": {"search.workers.lone_walks_in_server": False}})
         bulk_index(http, "cors", _docs(40))
-        _wait_for(lambda: _workers(http)["ready"] == 2)
+        _wait_for(lambda: _all_ready(http))
         pit = http.post("/cors/_pit?keep_alive=1m").json()["id"]
         page = {"pit": {"id": pit}, "size": 10, "sort": ["n"]}
         connection = RawConnection(url)
