@@ -16,6 +16,7 @@ same operations, items and errors for this shape too: `parse_simple` only answer
 from __future__ import annotations
 
 import base64
+import operator
 import os
 import re
 import time
@@ -30,13 +31,16 @@ from leafsearch.write.bulk_request import BulkOp
 
 #: A name or id as `_simple_action` takes it: no quote, backslash or control character.
 _NAME = r'[^"\\\x00-\x1f]+'
-#: One simple action line, the comma between `_index` and `_id` there exactly when both are.
-_META = rf'"_index":"{_NAME}","_id":"{_NAME}"|"_index":"{_NAME}"|"_id":"{_NAME}"'
+#: One simple action line: `_index`, `_id`, both in either order (the official clients' helpers
+#: write `_id` first), or neither.
+_INDEX, _ID = rf'"_index":"{_NAME}"', rf'"_id":"{_NAME}"'
+_META = rf"{_INDEX},{_ID}|{_ID},{_INDEX}|{_INDEX}|{_ID}"
 _LINE = rf'\{{"(?:index|create)":\{{(?:{_META})?\}}\}}'
 _ALL = re.compile(rf"(?:{_LINE}\n)*{_LINE}").fullmatch
-#: ... and what each line holds (the first check made sure the comma is right).
+#: ... and what each line holds (the first check made sure the commas are right): the kind, the
+#: name given before the id, the id, the name given after it.
 _FIELDS = re.compile(
-    rf'\{{"(index|create)":\{{(?:"_index":"({_NAME})",?)?(?:"_id":"({_NAME})")?\}}\}}'
+    rf'\{{"(index|create)":\{{(?:"_index":"({_NAME})",?)?(?:"_id":"({_NAME})")?(?:,"_index":"({_NAME})")?\}}\}}'
 ).findall
 
 _OPEN, _CLOSE, _NEWLINE = ord("{"), ord("}"), ord("\n")
@@ -108,7 +112,8 @@ def parse_simple(body: bytes, default_index: str | None, default_routing: str | 
     text = actions.decode()
     if _ALL(text) is None:
         return None
-    kinds, names, ids = map(list, zip(*_FIELDS(text), strict=True))
+    kinds, before, ids, after = map(list, zip(*_FIELDS(text), strict=True))
+    names = list(map(operator.add, before, after)) if any(after) else before
     if "" in names:  # lines without `_index`
         if default_index is None:
             return None  # `parse_bulk` refuses the request

@@ -111,6 +111,10 @@ BODIES = [
     ndjson(*docs(600, 3), {"index": {"_id": "new-field"}}, {"brand_new": "v"}),  # a mapping update
     ndjson(*docs(700, 3), {"index": {"_id": "bad"}}, {"status": "not a number"}),  # a refused value
     ndjson(*docs(800, 3), {"index": {"_id": "arr"}}, {"service": ["a", "b"]}),
+    # `_id` before `_index`, as the official clients' helpers write them
+    ndjson(
+        *[x for i in range(900, 905) for x in ({"create": {"_id": str(i), "_index": "w"}}, {"status": i})]
+    ),
 ]
 
 
@@ -165,7 +169,9 @@ def test_each_name_is_authorized_once_and_refused_items_fail_alone(nodes: tuple[
         b'{"index":{"_index":""}}\n{"a":1}\n',
         b'{"index":{"_index":"a""_id":"1"}}\n{"a":1}\n',  # the comma missing
         b'{"index":{"_index":"a",}}\n{"a":1}\n',  # left over
-        b'{"index":{"_id":"1","_index":"a"}}\n{"a":1}\n',  # another order
+        b'{"index":{"_id":"1","_index":"a","_id":"2"}}\n{"a":1}\n',
+        b'{"index":{"_index":"a","_id":"1","_index":"b"}}\n{"a":1}\n',
+        b'{"index":{"_id":"1""_index":"a"}}\n{"a":1}\n',
         b'{"index":{"routing":"1"}}\n{"a":1}\n',
         b'{"delete":{"_id":"1"}}\n{"index":{}}\n',
         b'{"index":{}}\n"a document"\n',
@@ -186,6 +192,8 @@ def test_a_simple_body_types_its_operations_as_the_per_operation_parser() -> Non
         {"b": [1, {"c": 2}]},
         {"index": {"_index": "y", "_id": "a/b:c d"}},
         {},
+        {"create": {"_id": "2", "_index": "z"}},  # as the official clients' helpers write it
+        {"c": 3},
     )
     simple = parse_simple(body, "d", "r")
     assert simple is not None
