@@ -7,6 +7,7 @@ the response is returned, so an acknowledged write survives `kill -9`.
 
 from __future__ import annotations
 
+import operator
 import time
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
@@ -1101,7 +1102,7 @@ def _simple_into(
     positions = group.positions
     whole = len(positions) == len(ops)
     ids = ops.ids if whole else [ops.ids[pos] for pos in positions]
-    auto_ids = [not doc_id for doc_id in ids]
+    auto_ids = list(map(operator.not_, ids))
     if True in auto_ids:
         generated = iter(generate_ids(auto_ids.count(True)))
         ids = [doc_id or next(generated) for doc_id in ids]
@@ -1116,7 +1117,9 @@ def _simple_into(
         runs = {shard: run.take(kept) for shard, kept in per_shard.items()}
     for shard, run in runs.items():
         started = time.perf_counter_ns()
-        sources = [ops.sources[pos] for pos in run.positions]
+        sources = (
+            ops.sources if len(run.positions) == len(ops) else [ops.sources[pos] for pos in run.positions]
+        )
         parsed, rows = _parsed_batch(index, run.positions, sources, prepared)
         with ExitStack() as stack:
             try:
