@@ -45,7 +45,7 @@ class _Fallback(Exception):
 def parse_batch(mapping: Mapping, sources: list[bytes]) -> ParsedBatch | None:
     """The indexable values of every source, or None when they must be parsed one by one."""
     try:
-        docs = [orjson.loads(source) for source in sources]
+        docs = list(map(orjson.loads, sources))
     except orjson.JSONDecodeError:
         return None
     root = mapping.root

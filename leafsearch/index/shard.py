@@ -808,8 +808,10 @@ class Shard:
         self._seg_gen += 1
         return f"seg_{self._seg_gen:06d}"
 
-    def _flush_buffer(self) -> None:
-        """Write the buffer as a segment (not yet visible to searches) and apply pending deletes.
+    def _flush_buffer(self, *, in_worker: bool = False) -> None:
+        """Write the buffer as a segment (not yet visible to searches) and apply pending deletes;
+        `in_worker`: a large one in a search worker, as the flush thread does (a refresh's: this
+        process meanwhile parses the next bulk requests instead of waiting on the shard lock).
 
         A buffer still on the flush thread is installed first, so segments keep write order. A
         segment that cannot be written leaves nothing behind, its documents in the buffer."""
@@ -818,7 +820,10 @@ class Shard:
             buffer, fresh = self.buffer, self._new_buffer()
             folder = self.folder / self._next_segment_name()
             try:
-                seg = segment_from_buffer(buffer, folder, self.index_sort)
+                if in_worker:
+                    seg = self._build_segment(buffer, folder)
+                else:
+                    seg = segment_from_buffer(buffer, folder, self.index_sort)
                 live = _buffer_live(seg, buffer)
             except Exception as exc:
                 discard_unfinished(folder)
@@ -918,7 +923,7 @@ class Shard:
                     # its new version is in the buffer. Publishing the one without the other would
                     # hide the document, so their (few) documents become a segment now, under the
                     # lock.
-                    self._flush_buffer()
+                    self._flush_buffer(in_worker=True)
                 self._apply_pending_deletes()
                 self._forget_old_tombstones()
                 self._commit()

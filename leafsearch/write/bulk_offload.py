@@ -21,7 +21,7 @@ changed yet. `--search-workers 0` and small bodies take the in-process path alon
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -32,6 +32,7 @@ from leafsearch.index.parsed import ParsedBatch
 from leafsearch.indices.aliases import write_target
 from leafsearch.request.search_types import SourceFilter
 from leafsearch.search.workers.pool import WorkerUnavailable
+from leafsearch.write.bulk_columns import SimpleBulk, parse_simple
 from leafsearch.write.bulk_request import BulkOp, parse_bulk
 
 if TYPE_CHECKING:
@@ -132,7 +133,7 @@ class PreparedBatch:
 class Prepared:
     """A bulk request's operations split in a worker, and the batches parsed there, by index uuid."""
 
-    ops: list[BulkOp]
+    ops: Sequence[BulkOp]  # a `SimpleBulk` when its lines are all simple
     batches: dict[str, PreparedBatch]
 
 
@@ -158,14 +159,16 @@ def prepare(
     min_size = services.cluster_settings.get(MIN_SIZE_SETTING)
     if len(body) < min_size or not _spare_cpu(services):
         return None
-    try:
-        packed = pool.run_job(SplitJob(body, default_index, default_routing, default_source))
-    except WorkerUnavailable:
-        return None
-    ops = list(map(BulkOp, *packed))
+    ops: Sequence[BulkOp] | None = parse_simple(body, default_index, default_routing)
+    if ops is None:  # not a body of simple lines, which splits here faster than a round trip
+        try:
+            packed = pool.run_job(SplitJob(body, default_index, default_routing, default_source))
+        except WorkerUnavailable:
+            return None
+        ops = list(map(BulkOp, *packed))
     batches: dict[str, PreparedBatch] = {}
     for index, positions in _documents_by_index(services, ops, require_alias):
-        sources: list[bytes] = [ops[pos].source for pos in positions]  # type: ignore[misc]
+        sources = _sources(ops, positions)
         if sum(map(len, sources)) < min_size // 2:
             continue
         try:
@@ -180,6 +183,12 @@ def prepare(
     return Prepared(ops, batches)
 
 
+def _sources(ops: Sequence[BulkOp], positions: list[int]) -> list[bytes]:
+    if isinstance(ops, SimpleBulk):
+        return [ops.sources[pos] for pos in positions]
+    return [ops[pos].source for pos in positions]  # type: ignore[misc]
+
+
 def _spare_cpu(services: WriteServices) -> bool:
     """Whether the machine had the idle CPU the setting asks for (unknown: yes)."""
     wanted = services.cluster_settings.get(MIN_IDLE_SETTING) / 100
@@ -190,25 +199,27 @@ def _spare_cpu(services: WriteServices) -> bool:
 
 
 def _documents_by_index(
-    services: WriteServices, ops: list[BulkOp], require_alias: bool
+    services: WriteServices, ops: Sequence[BulkOp], require_alias: bool
 ) -> list[tuple[Index, list[int]]]:
     """The positions of the index/create operations per existing open index they name (through
     aliases), as the indexing slot will most likely find them; what it finds otherwise (an alias
     moved, an index created meanwhile) is parsed there."""
-    found: dict[tuple[str, bool], Index | None] = {}
+    if isinstance(ops, SimpleBulk):
+        named = [((name, require_alias), positions) for name, positions in ops.by_name().items()]
+    else:
+        by_name: dict[tuple[str, bool], list[int]] = {}
+        for pos, op in enumerate(ops):
+            if op.kind in ("index", "create"):
+                key = (op.index, bool(op.meta.get("require_alias", require_alias)))
+                by_name.setdefault(key, []).append(pos)
+        named = list(by_name.items())
     groups: dict[str, tuple[Index, list[int]]] = {}
-    for pos, op in enumerate(ops):
-        if op.kind not in ("index", "create"):
+    for (name, required), positions in named:
+        try:
+            concrete, _ = write_target(services.aliases.resolving, name, None, require_alias=required)
+        except ElasticError:
             continue
-        key = (op.index, bool(op.meta.get("require_alias", require_alias)))
-        if key not in found:
-            try:
-                name, _ = write_target(services.aliases.resolving, op.index, op.routing, require_alias=key[1])
-            except ElasticError:
-                name = None
-            index = services.indices.get(name) if name is not None else None
-            found[key] = index if index is not None and not index.closed else None
-        index = found[key]
-        if index is not None:
-            groups.setdefault(index.uuid, (index, []))[1].append(pos)
-    return list(groups.values())
+        index = services.indices.get(concrete)
+        if index is not None and not index.closed:
+            groups.setdefault(index.uuid, (index, []))[1].extend(positions)
+    return [(index, sorted(positions)) for index, positions in groups.values()]

@@ -7,10 +7,9 @@ the response is returned, so an acknowledged write survives `kill -9`.
 
 from __future__ import annotations
 
-import base64
-import os
+import operator
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -49,6 +48,7 @@ from leafsearch.request.search_request import parse_fetch_source
 from leafsearch.request.search_types import SourceFilter
 from leafsearch.scripts.service import Script, StoredScripts
 from leafsearch.search.fetch import extract_fields, filter_source
+from leafsearch.write.bulk_columns import SimpleBulk, generate_ids, parse_simple
 from leafsearch.write.bulk_items import Item, expand, finish, has_error, place, render_successes
 from leafsearch.write.bulk_offload import Prepared, PreparedBatch, prepare
 from leafsearch.write.bulk_request import BulkOp, parse_bulk
@@ -62,7 +62,7 @@ MAX_ID_BYTES = 512
 
 def generate_id() -> str:
     """A 20-character URL-safe id, like Elasticsearch's auto-generated ids."""
-    return base64.urlsafe_b64encode(os.urandom(15)).decode()
+    return generate_ids(1)[0]
 
 
 def _write_index(services: WriteServices, name: str) -> Index:
@@ -863,52 +863,112 @@ def _apply_bulk(
     require_alias: bool,
     source_filter: SourceFilter | None = None,
     prepared: Prepared | None = None,
-) -> tuple[list[BulkOp], list[Item], dict[str, dict[Shard, _Logged | None]], list[Callable]]:
+) -> tuple[Sequence[BulkOp], list[Item], dict[str, dict[Shard, _Logged | None]], list[Callable]]:
     """Parse a bulk body (unless a worker did: `prepared`) and apply its operations (logged, not
     yet synced): the operations, the item results so far, per index what each shard logged, and
-    the functions that wait for the shard actors' answers and fill in their items."""
-    ops = prepared.ops if prepared is not None else parse_bulk(body, index, routing, source_filter)
+    the functions that wait for the shard actors' answers and fill in their items.
+
+    A body of simple index/create lines (`SimpleBulk`) is resolved per index name it gives
+    (authorization, aliases, routing), not per operation, and applied by column."""
+    if prepared is not None:
+        ops = prepared.ops
+    else:
+        ops = parse_simple(body, index, routing) or parse_bulk(body, index, routing, source_filter)
     touched: dict[str, dict[Shard, _Logged | None]] = {}
     answers: list[Callable[[], None]] = []
-    by_index: dict[str, list[tuple[int, BulkOp]]] = {}
     results: list[Item] = [{}] * len(ops)
-    refusals: dict[str, ElasticError | None] = {}  # per name an item gives, the caller's refusal
-    for pos, op in enumerate(ops):
-        try:
-            if authorize is not None:
-                if op.index not in refusals:
-                    refusals[op.index] = _refusal(authorize, op.index)
-                if refusals[op.index] is not None:
-                    raise refusals[op.index]  # type: ignore[misc]
-            concrete, op.routing = write_target(
-                services.aliases.resolving,
-                op.index,
-                op.routing,
-                require_alias=op.meta.get("require_alias", require_alias),
-            )
-        except ElasticError as exc:
-            results[pos] = {op.kind: _item_error(op, op.meta.get("_id"), exc)}
-            continue
-        by_index.setdefault(concrete, []).append((pos, op))
-    for index_name, entries in by_index.items():
+    targets = _bulk_targets(services, ops, authorize, require_alias, results)
+    for index_name, group in targets.items():
+        entries = None if isinstance(group, _Simple) else group
         try:
             target = _bulk_target(services, index_name, entries)
             _check_active_shards(target, wait_for_active_shards)
         except ElasticError as exc:
-            for pos, op in entries:
-                results[pos] = {op.kind: _item_error(op, op.meta.get("_id"), exc)}
+            for pos in group.positions if isinstance(group, _Simple) else (pos for pos, _ in group):
+                results[pos] = {ops[pos].kind: _item_error(ops[pos], ops[pos].meta.get("_id"), exc)}
             continue
-        if target.name in services.aliases.backing:  # a data stream's: creates only
-            entries = _stream_creates(services, target, entries, results)
+        stream = target.name in services.aliases.backing  # a data stream's: creates only
+        if isinstance(group, _Simple) and (stream or target.remote is not None):
+            entries = [(pos, ops[pos]) for pos in group.positions]
+            for _, op in entries:
+                op.routing = group.routing
+        if stream:
+            entries = _stream_creates(services, target, entries, results)  # type: ignore[arg-type]
             if not entries:
                 continue
         shards = touched.setdefault(index_name, {})
         if target.remote is not None:
-            answers.append(_bulk_into_remote(target, entries, results, shards, services.scripts))
+            answers.append(_bulk_into_remote(target, entries, results, shards, services.scripts))  # type: ignore[arg-type]
+            continue
+        batch = prepared.batches.get(target.uuid) if prepared is not None else None
+        if entries is None:
+            _simple_into(target, ops, group, results, shards, batch)  # type: ignore[arg-type]
         else:
-            batch = prepared.batches.get(target.uuid) if prepared is not None else None
-            _bulk_into(target, entries, results, shards, services.scripts, batch)
+            _bulk_into(target, ops, entries, results, shards, services.scripts, batch)
     return ops, results, touched, answers
+
+
+@dataclass(slots=True)
+class _Simple:
+    """A `SimpleBulk`'s operations on one index, in order, and the routing they all take."""
+
+    positions: list[int]
+    routing: str | None
+
+
+def _bulk_targets(
+    services: WriteServices,
+    ops: Sequence[BulkOp],
+    authorize: Callable[[str], None] | None,
+    require_alias: bool,
+    results: list[Item],
+) -> dict[str, list[tuple[int, BulkOp]] | _Simple]:
+    """The operations per concrete index they write to (through aliases), in request order; an
+    operation the caller may not write, or whose name does not resolve, gets its item error. A
+    `SimpleBulk`'s are decided once per index name it gives."""
+    targets: dict[str, list[tuple[int, BulkOp]] | _Simple] = {}
+    refusals: dict[str, ElasticError | None] = {}  # per name an item gives, the caller's refusal
+
+    def resolve(name: str, routing: str | None, required: bool) -> tuple[str, str | None]:
+        if authorize is not None:
+            if name not in refusals:
+                refusals[name] = _refusal(authorize, name)
+            if refusals[name] is not None:
+                raise refusals[name]  # type: ignore[misc]
+        return write_target(services.aliases.resolving, name, routing, require_alias=required)
+
+    if isinstance(ops, SimpleBulk):
+        for name, positions in ops.by_name().items():
+            try:
+                concrete, routing = resolve(name, ops.routing, require_alias)
+            except ElasticError as exc:
+                for pos in positions:
+                    results[pos] = {ops.kinds[pos]: _item_error(ops[pos], ops.ids[pos] or None, exc)}
+                continue
+            group = targets.get(concrete)
+            if group is None:
+                targets[concrete] = _Simple(positions, routing)
+            elif isinstance(group, _Simple) and group.routing == routing:  # names of one index
+                group.positions = sorted(group.positions + positions)
+            else:  # ... with different routings: by operation
+                entries = [(pos, ops[pos]) for pos in positions]
+                for _, op in entries:
+                    op.routing = routing
+                if isinstance(group, _Simple):
+                    previous = [(pos, ops[pos]) for pos in group.positions]
+                    for _, op in previous:
+                        op.routing = group.routing
+                    group = previous
+                targets[concrete] = sorted(group + entries, key=lambda entry: entry[0])
+        return targets
+    for pos, op in enumerate(ops):
+        try:
+            concrete, op.routing = resolve(op.index, op.routing, op.meta.get("require_alias", require_alias))
+        except ElasticError as exc:
+            results[pos] = {op.kind: _item_error(op, op.meta.get("_id"), exc)}
+            continue
+        targets.setdefault(concrete, []).append((pos, op))  # type: ignore[union-attr]
+    return targets
 
 
 def _refusal(authorize: Callable[[str], None], name: str) -> ElasticError | None:
@@ -945,10 +1005,11 @@ def _check_stream_op(services: WriteServices, requested: str, index: Index, op_t
         raise IllegalArgument("only write ops with an op_type of create are allowed in data streams")
 
 
-def _bulk_target(services: WriteServices, name: str, entries: list[tuple[int, BulkOp]]) -> Index:
-    """The index of a bulk request's operations on `name`. As in Elasticsearch, deletes alone never
-    create a missing index: each of them fails with `index_not_found_exception`."""
-    if all(op.kind == "delete" for _, op in entries):
+def _bulk_target(services: WriteServices, name: str, entries: list[tuple[int, BulkOp]] | None) -> Index:
+    """The index of a bulk request's operations on `name` (None: index/create ones alone). As in
+    Elasticsearch, deletes alone never create a missing index: each of them fails with
+    `index_not_found_exception`."""
+    if entries is not None and all(op.kind == "delete" for _, op in entries):
         return _read_index(services, name)
     return _write_index(services, name)
 
@@ -962,6 +1023,7 @@ _Logged = tuple[SyncPoint, list[int]]
 
 def _bulk_into(
     index: Index,
+    ops: Sequence[BulkOp],
     entries: list[tuple[int, BulkOp]],
     results: list,
     touched: dict[Shard, _Logged | None],
@@ -978,9 +1040,10 @@ def _bulk_into(
     header = _shards_header(index)
     for shard, shard_ops in _by_shard(index, entries).items():
         started = time.perf_counter_ns()
+        positions = [pos for pos, _, _, _ in shard_ops]
         parsed = rows = None
         if all(op.kind in ("index", "create") for _, op, _, _ in shard_ops):
-            parsed, rows = _parsed_batch(index, shard_ops, prepared)
+            parsed, rows = _parsed_batch(index, positions, [op.source for _, op, _, _ in shard_ops], prepared)  # type: ignore[misc]
         with ExitStack() as stack:
             try:
                 point = stack.enter_context(shard.writing())
@@ -988,13 +1051,97 @@ def _bulk_into(
                 for pos, op, doc_id, _ in shard_ops:
                     results[pos] = {op.kind: _item_error(op, doc_id, exc)}
                 continue
-            touched[shard] = (point, [pos for pos, _, _, _ in shard_ops])
+            touched[shard] = (point, positions)
             if parsed is not None and all(_plain(op) for _, op, _, _ in shard_ops):
-                _column_run(index, shard, shard_ops, parsed, rows, header, results)  # type: ignore[arg-type]
+                run = _Run(
+                    positions,
+                    [op.kind for _, op, _, _ in shard_ops],
+                    [doc_id for _, _, doc_id, _ in shard_ops],
+                    [auto for _, _, _, auto in shard_ops],
+                    [op.routing for _, op, _, _ in shard_ops],
+                )
+                _column_run(index, shard, ops, run, parsed, rows, header, results)  # type: ignore[arg-type]
             else:
                 _apply_runs(index, shard, shard_ops, parsed, rows, header, results, scripts)
         size = sum(len(op.source) for _, op, _, _ in shard_ops if op.source is not None)
         shard.stats.add(bulk_total=1, bulk_time=time.perf_counter_ns() - started, bulk_size=size)
+
+
+@dataclass(slots=True)
+class _Run:
+    """Plain index/create operations of one shard by column (`_column_run`): their positions in
+    the request, bulk actions, ids (generated where `auto_ids`) and routings."""
+
+    positions: list[int]
+    kinds: list[str]
+    ids: list[str]
+    auto_ids: list[bool]
+    routings: list[str | None]
+
+    def take(self, kept: list[int]) -> _Run:
+        return _Run(
+            *(
+                [column[i] for i in kept]
+                for column in (self.positions, self.kinds, self.ids, self.auto_ids, self.routings)
+            )
+        )
+
+
+def _simple_into(
+    index: Index,
+    ops: SimpleBulk,
+    group: _Simple,
+    results: list,
+    touched: dict[Shard, _Logged | None],
+    prepared: PreparedBatch | None = None,
+) -> None:
+    """`_bulk_into` for a `SimpleBulk`'s operations on one index, by column: ids generated
+    together, routed per shard, parsed and applied as `_column_run`s (one by one, as
+    `_bulk_into` does, only where the mapping cannot parse them together)."""
+    header = _shards_header(index)
+    positions = group.positions
+    whole = len(positions) == len(ops)
+    ids = ops.ids if whole else [ops.ids[pos] for pos in positions]
+    auto_ids = list(map(operator.not_, ids))
+    if True in auto_ids:
+        generated = iter(generate_ids(auto_ids.count(True)))
+        ids = [doc_id or next(generated) for doc_id in ids]
+    kinds = ops.kinds if whole else [ops.kinds[pos] for pos in positions]
+    run = _Run(positions, kinds, ids, auto_ids, [group.routing] * len(ids))
+    if index.num_shards == 1 or group.routing is not None:
+        runs = {index.shard_of(ids[0], group.routing): run}
+    else:
+        per_shard: dict[Shard, list[int]] = {}
+        for i, doc_id in enumerate(ids):
+            per_shard.setdefault(index.shard_of(doc_id, None), []).append(i)
+        runs = {shard: run.take(kept) for shard, kept in per_shard.items()}
+    for shard, run in runs.items():
+        started = time.perf_counter_ns()
+        sources = (
+            ops.sources if len(run.positions) == len(ops) else [ops.sources[pos] for pos in run.positions]
+        )
+        parsed, rows = _parsed_batch(index, run.positions, sources, prepared)
+        with ExitStack() as stack:
+            try:
+                point = stack.enter_context(shard.writing())
+            except IndexClosed as exc:  # closed since the request found the index: nothing applied
+                for pos, doc_id in zip(run.positions, run.ids, strict=True):
+                    results[pos] = {ops.kinds[pos]: _item_error(ops[pos], doc_id, exc)}
+                continue
+            touched[shard] = (point, run.positions)
+            if parsed is not None:
+                _column_run(index, shard, ops, run, parsed, rows, header, results)
+            else:
+                shard_ops = [
+                    (pos, ops[pos], doc_id, auto)
+                    for pos, doc_id, auto in zip(run.positions, run.ids, run.auto_ids, strict=True)
+                ]
+                for _, op, _, _ in shard_ops:
+                    op.routing = group.routing
+                _apply_run(index, shard, shard_ops, None, None, header, results)
+        shard.stats.add(
+            bulk_total=1, bulk_time=time.perf_counter_ns() - started, bulk_size=sum(map(len, sources))
+        )
 
 
 def _apply_runs(
@@ -1022,19 +1169,18 @@ def _apply_runs(
 
 
 def _parsed_batch(
-    index: Index, shard_ops: list[_ShardOp], prepared: PreparedBatch | None
+    index: Index, positions: list[int], sources: list[bytes], prepared: PreparedBatch | None
 ) -> tuple[ParsedBatch | None, list[int]]:
-    """A shard's index/create documents parsed together, and the row of each operation: from the
-    worker's batch while the mapping is at the version it was parsed against (a batch parses
-    each document alone, so the rows of a larger batch hold what this shard's own would), else
-    parsed here (None: one by one). A data stream's backing index parses here: its documents
-    need an `@timestamp`, which `Index.parse_batch` checks."""
+    """A shard's index/create documents (at these positions of the request) parsed together, and
+    the row of each: from the worker's batch while the mapping is at the version it was parsed
+    against (a batch parses each document alone, so the rows of a larger batch hold what this
+    shard's own would), else parsed here (None: one by one). A data stream's backing index parses
+    here: its documents need an `@timestamp`, which `Index.parse_batch` checks."""
     if prepared is not None and index.data_stream is None and index.mapping.version == prepared.version:
-        rows = [prepared.row_of.get(pos) for pos, _, _, _ in shard_ops]
+        rows = list(map(prepared.row_of.get, positions))
         if None not in rows:
             return prepared.batch, rows  # type: ignore[return-value]
-    parsed = index.parse_batch([op.source for _, op, _, _ in shard_ops])  # type: ignore[misc]
-    return parsed, list(range(len(shard_ops)))
+    return index.parse_batch(sources), list(range(len(sources)))
 
 
 def _bulk_into_remote(
@@ -1141,7 +1287,8 @@ def _plain(op: BulkOp) -> bool:
 def _column_run(
     index: Index,
     shard: Shard,
-    run: list[_ShardOp],
+    ops: Sequence[BulkOp],
+    run: _Run,
     batch: ParsedBatch,
     rows: list[int],
     header: dict[str, int],
@@ -1149,45 +1296,44 @@ def _column_run(
 ) -> None:
     """Plain index/create operations of one shard (`_plain`), checked, applied and answered by
     column (`IndexColumns`): the ids' and routing's checks for all at once (one by one only for
-    those that fail), the successes' items rendered together."""
-    ids = [doc_id for _, _, doc_id, _ in run]
-    routings = [op.routing for _, op, _, _ in run]
+    those that fail), the successes' items rendered together. `ops[pos]`: the operation at a
+    position, for an item that is not a success."""
+    ids = run.ids
     if not (min(map(len, ids)) > 0 and max(map(len, ids)) <= MAX_ID_BYTES // 4) or (
-        index.mapping.routing_required and None in routings
+        index.mapping.routing_required and None in run.routings
     ):
         kept = []
-        for i, (pos, op, doc_id, _) in enumerate(run):
+        for i, (pos, doc_id, routing) in enumerate(zip(run.positions, ids, run.routings, strict=True)):
             try:
                 _check_id(doc_id)
-                _check_routing_required(index, op.routing, doc_id)
+                _check_routing_required(index, routing, doc_id)
             except ElasticError as exc:
-                results[pos] = {op.kind: _item_error(op, doc_id, exc)}
+                results[pos] = {run.kinds[i]: _item_error(ops[pos], doc_id, exc)}
                 continue
             kept.append(i)
-        run, rows = [run[i] for i in kept], [rows[i] for i in kept]
-        ids, routings = [ids[i] for i in kept], [routings[i] for i in kept]
-        if not run:
+        run, rows = run.take(kept), [rows[i] for i in kept]
+        ids = run.ids
+        if not ids:
             return
-    auto_ids = [auto for _, _, _, auto in run]
-    kinds = [_index_op_type(op, auto) for _, op, _, auto in run]
-    columns = IndexColumns(ids, routings, [kind == "create" for kind in kinds], auto_ids, rows)
+    creates = [kind == "create" or auto for kind, auto in zip(run.kinds, run.auto_ids, strict=True)]
+    columns = IndexColumns(ids, run.routings, creates, run.auto_ids, rows)
     outcomes = apply_write(shard, ShardWrite(index.name, index.uuid, shard.shard_id, (), batch, columns))
     refused = getattr(outcomes, "refused", None)
     if refused is None or refused:  # per operation: an id twice in the run, or conflicts
-        for (pos, op, doc_id, _), outcome in zip(run, outcomes, strict=True):
-            results[pos] = _bulk_item(index, op, doc_id, outcome, header)
+        for pos, doc_id, outcome in zip(run.positions, ids, outcomes, strict=True):
+            results[pos] = _bulk_item(index, ops[pos], doc_id, outcome, header)
         return
     rendered = render_successes(
         index.name,
         header,
-        [op.kind for _, op, _, _ in run],
+        run.kinds,
         ids,
         outcomes.versions,  # type: ignore[union-attr]
         outcomes.seq_nos,  # type: ignore[union-attr]
         outcomes.updated,  # type: ignore[union-attr]
         PRIMARY_TERM,
     )
-    place(results, [pos for pos, _, _, _ in run], rendered)
+    place(results, run.positions, rendered)
 
 
 def _write_ops(

@@ -19,7 +19,7 @@ from leafsearch.index.buffer_wire import BuildJob, BuildUnavailable, PackedBuffe
 from leafsearch.index.index_sort import index_sort_of
 from leafsearch.index.mapping import Mapping
 from leafsearch.index.segment_build import segment_from_buffer
-from leafsearch.index.shard import Shard
+from leafsearch.index.shard import REFRESH_HAND_OVERS, Shard
 from leafsearch.index.shard_services import ShardServices
 from tests.index.test_engine_shard import parse, put, visible_ids
 
@@ -189,6 +189,49 @@ def test_writes_arriving_while_a_worker_builds_are_handed_over_too_not_written_u
         shard.refresh()
         assert builder.calls == [5, 7]
         assert visible_ids(shard) == {f"d{i}" for i in range(5)} | {f"late{i}" for i in range(7)}
+    finally:
+        monkeypatch.undo()
+        shard.close()
+
+
+def test_what_still_arrives_after_the_last_hand_over_is_written_by_the_worker_under_the_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Writes keep arriving while the worker writes each hand-over: what remains after the last
+    one is written under the shard lock, by the worker too (the server process meanwhile serves
+    other requests), and the refresh publishes every document."""
+    shard: Shard
+
+    def more_writes() -> None:
+        n = len(builder.calls)
+        if n > REFRESH_HAND_OVERS:
+            return  # the last build: under the lock, no writer gets in
+        writer = threading.Thread(
+            target=lambda: [put(shard, f"late{n}-{i}", {"msg": "late", "n": i}) for i in range(7)]
+        )
+        writer.start()
+        writer.join()
+
+    class EveryCall(Builder):
+        def __call__(self, job: BuildJob) -> np.ndarray | None:
+            answer = super().__call__(job)
+            more_writes()
+            return answer
+
+    builder = EveryCall()
+    shard = _shard(tmp_path / "s", builder, 5)
+
+    def not_here(*args, **kwargs):
+        raise AssertionError("a buffer of the minimum size was written in this process")
+
+    monkeypatch.setattr(shard_module, "segment_from_buffer", not_here)
+    try:
+        for i in range(5):
+            put(shard, f"d{i}", {"msg": f"doc {i}", "n": i})
+        shard.refresh()
+        assert builder.calls == [5] + [7] * REFRESH_HAND_OVERS
+        late = {f"late{n}-{i}" for n in range(1, REFRESH_HAND_OVERS + 1) for i in range(7)}
+        assert visible_ids(shard) == {f"d{i}" for i in range(5)} | late
     finally:
         monkeypatch.undo()
         shard.close()

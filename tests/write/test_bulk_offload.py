@@ -199,7 +199,9 @@ def test_bulks_parsed_in_workers_answer_and_store_what_the_server_process_would(
         expected = here.bulk(body, index="logs")
         got = bulk_while_slot_busy(there, body, index="logs")
         assert comparable(got) == comparable(expected)
-    assert jobs(there) - before >= 2 * len(bodies)  # each split, and an index's documents parsed, in a worker
+    # An index's documents parsed in a worker for each body, and the body with other than simple
+    # index/create lines (updates, deletes, conditions) split there: the others split here.
+    assert jobs(there) - before >= len(bodies) + 1
     for name in ("logs", "other", "created-here"):
         assert contents(there, name) == contents(here, name), name
 
