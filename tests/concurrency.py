@@ -8,6 +8,16 @@ from collections.abc import Callable, Sequence
 from leafsearch.errors import ElasticError
 
 
+def wait_for(condition: Callable[[], bool], attempts: int = 600) -> None:
+    """Poll until `condition` holds (each attempt is a request to the server: no fixed sleep
+    stands for the event), 50 ms apart; fail after `attempts`."""
+    for _ in range(attempts):
+        if condition():
+            return
+        threading.Event().wait(0.05)
+    raise AssertionError("the condition never held")
+
+
 def writers_beside_refresher(
     writers: Sequence[Callable[[], None]], refresh: Callable[[], None]
 ) -> list[ElasticError]:

@@ -87,6 +87,22 @@ def queries_within(query: Query) -> list[Query]:
     return found
 
 
+def outermost(query: Query, kind: type | tuple[type, ...]) -> list[Any]:
+    """The queries of type `kind` in `query`'s tree that are not inside another of that kind, in
+    the order an iterative walk meets them (last clause first)."""
+    found: list[Any] = []
+    stack: list[Any] = [query]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, kind):
+            found.append(node)
+        elif isinstance(node, Query):
+            stack.extend(getattr(node, f.name) for f in fields(node))  # type: ignore[arg-type]
+        elif isinstance(node, tuple | list):
+            stack.extend(node)
+    return found
+
+
 @dataclass(frozen=True, slots=True)
 class MatchAll(Query):
     boost: float = 1.0

@@ -285,12 +285,7 @@ class _Parser(TokenCursor):
     def _distance(self, field: str, member: str) -> Expr:
         """`.arcDistance(lat, lon)`, `.planeDistance(lat, lon)` and their `...WithDefault(lat, lon,
         default)`: meters from a geo_point's first point (or the default without one)."""
-        self.expect("(")
-        arguments = [self.expression()]
-        while self.is_op(","):
-            self.next()
-            arguments.append(self.expression())
-        self.expect(")")
+        arguments = self._arguments()
         with_default = member.endswith("WithDefault")
         if len(arguments) != (3 if with_default else 2):
             raise _NotVector
@@ -308,6 +303,16 @@ class _Parser(TokenCursor):
 
         return run
 
+    def _arguments(self) -> list[Expr]:
+        """`(a, b, ...)`: one or more arguments."""
+        self.expect("(")
+        arguments = [self.expression()]
+        while self.is_op(","):
+            self.next()
+            arguments.append(self.expression())
+        self.expect(")")
+        return arguments
+
     def _no_arguments(self) -> bool:
         if not self.is_op("("):
             return False
@@ -321,12 +326,7 @@ class _Parser(TokenCursor):
         if name in ("PI", "E") and not self.is_op("("):
             constant = runtime.STATICS["Math"].PI if name == "PI" else runtime.STATICS["Math"].E
             return lambda c: constant
-        self.expect("(")
-        arguments = [self.expression()]
-        while self.is_op(","):
-            self.next()
-            arguments.append(self.expression())
-        self.expect(")")
+        arguments = self._arguments()
         if name in _MATH_ONE and len(arguments) == 1:
             return _math_one(name, arguments[0])
         if name in ("floor", "ceil", "signum") and len(arguments) == 1:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from leafsearch.errors import IllegalArgument
 from leafsearch.request.join_queries import HasChild, HasParent
-from leafsearch.request.query_dsl import Bool, Ids, Query, Term
+from leafsearch.request.query_dsl import Bool, Ids, Query, Term, outermost
 from leafsearch.search.collapse import check_inner_window, inner_hits_search
 
 if TYPE_CHECKING:
@@ -24,19 +24,7 @@ def join_inner_hits(query: Query) -> list[HasChild | HasParent]:
     400 for two definitions of one name. One inside another's query shows within the other's
     inner hits (their search decorates its hits in turn), as Elasticsearch nests them; one inside
     a join query without inner hits shows nowhere, as in Elasticsearch."""
-    from dataclasses import fields
-
-    found: list[HasChild | HasParent] = []
-    stack: list[Any] = [query]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, HasChild | HasParent):
-            if node.inner_hits is not None:
-                found.append(node)
-        elif isinstance(node, Query):
-            stack.extend(getattr(node, f.name) for f in fields(node))  # type: ignore[arg-type]
-        elif isinstance(node, tuple | list):
-            stack.extend(node)
+    found = [q for q in outermost(query, (HasChild, HasParent)) if q.inner_hits is not None]
     names = [q.inner_hits.name for q in found]  # type: ignore[union-attr]
     for name in names:
         if names.count(name) > 1:

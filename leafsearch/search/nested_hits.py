@@ -12,14 +12,13 @@ the object's position in the parent's array, as Elasticsearch gives it) and the 
 from __future__ import annotations
 
 import time
-from dataclasses import fields
 from typing import Any
 
 import numpy as np
 import orjson
 
 from leafsearch.common.rawjson import RawJSON
-from leafsearch.request.query_dsl import Nested, Query
+from leafsearch.request.query_dsl import Nested, outermost
 from leafsearch.request.search_types import SCORE, InnerHitsSpec, SearchRequest, SortSpec
 from leafsearch.search import fetch
 from leafsearch.search.collapse import check_inner_window
@@ -39,18 +38,7 @@ def _outermost(query: Any) -> list[Nested]:
     """The `nested` queries of a query tree asking for inner hits, not inside another `nested`
     query: one inside another's query shows within the other's inner hits; one inside a `nested`
     query without inner hits shows nowhere (as in Elasticsearch)."""
-    found: list[Nested] = []
-    stack: list[Any] = [query]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, Nested):
-            if node.inner_hits is not None:
-                found.append(node)
-        elif isinstance(node, Query):
-            stack.extend(getattr(node, f.name) for f in fields(node))  # type: ignore[arg-type]
-        elif isinstance(node, tuple | list):
-            stack.extend(node)
-    return found[::-1]
+    return [q for q in outermost(query, Nested) if q.inner_hits is not None][::-1]
 
 
 def check(request: SearchRequest, targets: list[Target]) -> None:

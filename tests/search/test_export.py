@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 import orjson
 import pytest
+from concurrency import wait_for
 from conftest import ClockedNode, bulk_index, error_of
 
 from leafsearch.errors import ElasticError, SearchPhaseExecution
@@ -224,7 +225,7 @@ def test_a_client_that_goes_away_mid_stream_frees_the_export(
     before = _walks(http)
     contexts_before = before["open_contexts"]
     for attempt in range(3):
-        _wait_for(lambda: _walks(http)["exports"]["current"] == 0)  # the one before has stopped
+        wait_for(lambda: _walks(http)["exports"]["current"] == 0)  # the one before has stopped
         with (
             httpx.Client(base_url=server, timeout=60) as client,
             client.stream("POST", f"/{index}/_export", json={}) as response,
@@ -235,7 +236,7 @@ def test_a_client_that_goes_away_mid_stream_frees_the_export(
             running = _walks(http)
             assert running["exports"]["current"] == 1, attempt
             assert running["open_contexts"] == contexts_before + 1
-    _wait_for(lambda: _walks(http)["exports"]["current"] == 0)
+    wait_for(lambda: _walks(http)["exports"]["current"] == 0)
     walks = _walks(http)
     assert walks["open_contexts"] == contexts_before
     assert walks["exports"]["cancelled"] == before["exports"]["cancelled"] + 3
@@ -284,15 +285,6 @@ def test_an_error_after_the_first_line_ends_the_stream_with_an_error_line(
 
 
 # ---------------------------------------------------------------------------------------------
-
-
-def _wait_for(condition: Callable[[], bool], attempts: int = 600) -> None:
-    """Poll the server until `condition` holds (each attempt is a request: no fixed sleep)."""
-    for _ in range(attempts):
-        if condition():
-            return
-        threading.Event().wait(0.05)
-    raise AssertionError("the condition never held")
 
 
 @contextmanager

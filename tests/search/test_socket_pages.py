@@ -22,7 +22,7 @@ from typing import Any
 import httpx
 import orjson
 import pytest
-from concurrency import readers_beside_a_writer
+from concurrency import readers_beside_a_writer, wait_for
 from conftest import bulk_index, running_server
 from elasticsearch import Elasticsearch, helpers
 from tls_helpers import certificate
@@ -50,21 +50,12 @@ def _written(http: httpx.Client) -> int:
 @pytest.fixture(autouse=True)
 def _workers_ready(http: httpx.Client) -> None:
     """The session server's workers start after its first answer; until then pages render here."""
-    _wait_for(lambda: _all_ready(http))
+    wait_for(lambda: _all_ready(http))
 
 
 def _all_ready(http: httpx.Client) -> bool:
     workers = _workers(http)
     return workers["ready"] == workers["count"]
-
-
-def _wait_for(condition: Callable[[], bool], attempts: int = 600) -> None:
-    """Poll the server until `condition` holds (each attempt is a request: no fixed sleep)."""
-    for _ in range(attempts):
-        if condition():
-            return
-        threading.Event().wait(0.05)
-    raise AssertionError("the condition never held")
 
 
 class RawConnection:
@@ -365,10 +356,10 @@ def test_a_client_gone_mid_body_leaves_no_descriptor_and_no_stuck_worker(
             head += connection.sock.recv(1024)
         assert head.startswith(b"HTTP/1.1 200 OK"), (attempt, head[:200])
         connection.close()
-    _wait_for(
+    wait_for(
         lambda: _workers(http)["workers"] and all(w["tasks_running"] == 0 for w in _workers(http)["workers"])
     )
-    _wait_for(lambda: all(_open_fds(pid) <= baseline[pid] for pid in pids))
+    wait_for(lambda: all(_open_fds(pid) <= baseline[pid] for pid in pids))
     assert _written(http) - before == 4
     ok = http.post("/_search", json={**page, "size": 3})
     assert [h["_id"] for h in ok.json()["hits"]["hits"]] == ["d0", "d1", "d2"]
@@ -383,7 +374,7 @@ def test_a_worker_killed_mid_body_cuts_the_response_and_the_next_request_works(
     with running_server(tmp_path / "data") as (url, _), httpx.Client(base_url=url, timeout=60) as http:
         http.put("/_cluster/settings", json={"transient": {"search.workers.lone_walks_in_server": False}})
         bulk_index(http, "cut", _docs(3000, pad=3000))
-        _wait_for(lambda: _all_ready(http))
+        wait_for(lambda: _all_ready(http))
         scroll_id, first = _scroll_ids(http, "cut", 1000)
         connection = RawConnection(url, receive_buffer=4096)
         connection.send(
@@ -398,7 +389,7 @@ def test_a_worker_killed_mid_body_cuts_the_response_and_the_next_request_works(
             busy[:] = [w["pid"] for w in _workers(http)["workers"] if w["tasks_running"]]
             return bool(busy)
 
-        _wait_for(writing)
+        wait_for(writing)
         os.kill(busy[0], signal.SIGKILL)
         received = len(connection.pending.partition(b"\r\n\r\n")[2])
         with pytest.raises(ConnectionError):
@@ -444,7 +435,7 @@ def test_over_tls_pages_are_relayed(tmp_path: Path) -> None:
     ):
         https.put("/_cluster/settings", json={"transient": {"search.workers.lone_walks_in_server": False}})
         bulk_index(https, "tls", _docs(1500))
-        _wait_for(lambda: _all_ready(https))
+        wait_for(lambda: _all_ready(https))
         scroll_id, first = _scroll_ids(https, "tls", 1000)
         rest = https.post("/_search/scroll", json={"scroll": "1m", "scroll_id": scroll_id}).json()
         assert sorted(first + [h["_id"] for h in rest["hits"]["hits"]]) == sorted(_docs(1500))
@@ -459,7 +450,7 @@ def test_a_lent_response_carries_the_cors_headers_of_the_relayed_one(tmp_path: P
     with running_server(tmp_path / "data", *settings) as (url, _), httpx.Client(base_url=url) as http:
         http.put("/_cluster/settings", json={"transient": {"search.workers.lone_walks_in_server": False}})
         bulk_index(http, "cors", _docs(40))
-        _wait_for(lambda: _all_ready(http))
+        wait_for(lambda: _all_ready(http))
         pit = http.post("/cors/_pit?keep_alive=1m").json()["id"]
         page = {"pit": {"id": pit}, "size": 10, "sort": ["n"]}
         connection = RawConnection(url)
