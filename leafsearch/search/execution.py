@@ -29,7 +29,6 @@ from leafsearch.request.search_types import DOC, SearchRequest
 from leafsearch.search import export_pages, phases, query_and_fetch, walks
 from leafsearch.search.export_pages import ExportTask
 from leafsearch.search.fetch_phase import last_sort_values, renders_raw
-from leafsearch.search.guard import stop_if_cancelled
 from leafsearch.search.hitlist import HitList, LiveDocs, sort_column
 from leafsearch.search.shard_api import ShardContextId
 from leafsearch.search.socket_sink import Confirm, Sink, write_response
@@ -131,9 +130,7 @@ def run(
     confirm: Confirm | None = None,
 ) -> Any:
     """Run a task in this process. `services`: the server process's or a search worker's;
-    `confirm`: called before a response is written to the client's socket (socket_sink.py).
-    A task cancelled before it starts does nothing (a cached answer would check no guard)."""
-    stop_if_cancelled(cancelled)
+    `confirm`: called before a response is written to the client's socket (socket_sink.py)."""
     if isinstance(task, SearchTask):
         return _search(services, task, cancelled)
     if isinstance(task, CountTask):

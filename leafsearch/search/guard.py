@@ -37,12 +37,6 @@ MATCH_BYTES = 16
 SORT_KEY_BYTES = 32
 
 
-def stop_if_cancelled(cancelled: threading.Event | None) -> None:
-    """Raise `TaskCancelled` when the client went away."""
-    if cancelled is not None and cancelled.is_set():
-        raise TaskCancelled("task cancelled [http channel closed]")
-
-
 class TimeExceeded(Exception):
     """The search's deadline passed; the query phase stops and keeps what it collected."""
 
@@ -87,7 +81,8 @@ class SearchGuard:
 
     def check(self) -> None:
         """Raise `TaskCancelled` when the client went away, `TimeExceeded` past the deadline."""
-        stop_if_cancelled(self.cancelled)
+        if self.cancelled is not None and self.cancelled.is_set():
+            raise TaskCancelled("task cancelled [http channel closed]")
         if self.deadline is not None and self._clock() > self.deadline:
             raise TimeExceeded
 
