@@ -72,16 +72,18 @@ def replace_queries(query: Query, replace: Callable[[Query], Query | None]) -> Q
     return dataclass_replace(query, **changes) if changes else query  # type: ignore[type-var]
 
 
-def queries_within(query: Query) -> list[Query]:
-    """`query` and every query nested in it (bool clauses, wrapped queries, ...), iteratively;
-    O(nodes), bounded by the parser's nesting and clause limits."""
+def queries_within(query: Query, stop_at: type | tuple[type, ...] = ()) -> list[Query]:
+    """`query` and every query nested in it (bool clauses, wrapped queries, ...), iteratively,
+    last clause first; a query of type `stop_at` is listed but not looked inside. O(nodes),
+    bounded by the parser's nesting and clause limits."""
     found: list[Query] = []
     stack: list[Any] = [query]
     while stack:
         node = stack.pop()
         if isinstance(node, Query):
             found.append(node)
-            stack.extend(getattr(node, f.name) for f in fields(node))  # type: ignore[arg-type]
+            if not isinstance(node, stop_at):
+                stack.extend(getattr(node, f.name) for f in fields(node))  # type: ignore[arg-type]
         elif isinstance(node, tuple | list):
             stack.extend(node)
     return found
@@ -89,18 +91,8 @@ def queries_within(query: Query) -> list[Query]:
 
 def outermost(query: Query, kind: type | tuple[type, ...]) -> list[Any]:
     """The queries of type `kind` in `query`'s tree that are not inside another of that kind, in
-    the order an iterative walk meets them (last clause first)."""
-    found: list[Any] = []
-    stack: list[Any] = [query]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, kind):
-            found.append(node)
-        elif isinstance(node, Query):
-            stack.extend(getattr(node, f.name) for f in fields(node))  # type: ignore[arg-type]
-        elif isinstance(node, tuple | list):
-            stack.extend(node)
-    return found
+    the order `queries_within` meets them."""
+    return [q for q in queries_within(query, stop_at=kind) if isinstance(q, kind)]
 
 
 @dataclass(frozen=True, slots=True)
