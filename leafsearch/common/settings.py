@@ -599,7 +599,11 @@ class ClusterSettings:
         self.persistent: dict[str, SettingValue] = {}
         self.transient: dict[str, SettingValue] = {}
         self._lock = threading.Lock()
+        self._updating = threading.Lock()  # one update at a time; `_lock` only while values change
         self._parsed: dict[tuple[str, Any], Any] = {}  # see `get`
+        #: Called with the settings' bytes before a change is taken, when coordinators share them
+        #: (node/cluster_sync.py); returns the settings as published (merged with another's change).
+        self.shared: Callable[[bytes], bytes] | None = None
         #: Called after every update, for settings applied outside the engine's reads (cache sizes).
         self.listeners: list[Callable[[], None]] = []
         if self.path is not None and self.path.exists():
@@ -633,8 +637,9 @@ class ClusterSettings:
             if key not in ("persistent", "transient"):
                 raise IllegalArgument(f"request body contains unknown field [{key}]")
         changes = {scope: self._validate(scope, body.get(scope)) for scope in ("persistent", "transient")}
-        with self._lock:
-            merged = {"persistent": dict(self.persistent), "transient": dict(self.transient)}
+        with self._updating:
+            with self._lock:
+                merged = {"persistent": dict(self.persistent), "transient": dict(self.transient)}
             for scope, updates in changes.items():
                 for key, value in updates.items():
                     if value is None:
@@ -643,10 +648,9 @@ class ClusterSettings:
                     else:
                         merged[scope][key] = value
             self._check_keep_alives(merged)
-            self.persistent, self.transient = merged["persistent"], merged["transient"]
-            self._save()
-        for listener in self.listeners:
-            listener()
+            if self.shared is not None:
+                merged = json.loads(self.shared(json.dumps(merged, sort_keys=True).encode()))
+            self._take(merged)
         applied = {
             scope: {k: v for k, v in updates.items() if v is not None} for scope, updates in changes.items()
         }
@@ -656,6 +660,19 @@ class ClusterSettings:
             "persistent": shape(applied["persistent"]),
             "transient": shape(applied["transient"]),
         }
+
+    def adopt(self, data: bytes) -> None:
+        """Take the settings another coordinator set (`{"persistent": ..., "transient": ...}`)."""
+        with self._updating:
+            self._take(json.loads(data))
+
+    def _take(self, merged: Mapping[str, Any]) -> None:
+        with self._lock:
+            self.persistent = dict(merged.get("persistent", {}))
+            self.transient = dict(merged.get("transient", {}))
+            self._save()
+        for listener in self.listeners:
+            listener()
 
     def to_body(self, *, flat: bool = False, include_defaults: bool = False) -> dict[str, Any]:
         shape: Callable[[dict[str, Any]], dict[str, Any]] = dict if flat else nest

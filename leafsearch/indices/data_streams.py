@@ -13,16 +13,15 @@ they take an alias. Writes must be `create`s (`check_write`) and carry an `@time
 
 from __future__ import annotations
 
-import os
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from leafsearch.common.durable import fsync_dir, private
+from leafsearch.common.durable import write_private
 from leafsearch.common.settings import parse_index_settings
 from leafsearch.errors import IllegalArgument, IndexNotFound, ResourceAlreadyExists
 from leafsearch.index.index import TIMESTAMP, apply_mapping_limits
@@ -63,13 +62,11 @@ class DataStreams:
         self.path = path
         self.current: dict[str, DataStream] = {}
         self.version = 0
+        #: Called with the table's bytes before a change is written, when coordinators share it
+        #: (node/cluster_sync.py); returns the table as published (merged with another's change).
+        self.shared: Callable[[bytes], bytes] | None = None
         if path.exists():
-            for name, body in orjson.loads(path.read_bytes()).items():
-                backing = tuple(i for i in body["indices"] if i in indices)
-                if backing:
-                    self.current[name] = DataStream(
-                        name, body["template"], backing, body["generation"], body.get("hidden", False)
-                    )
+            self.current = _streams(path.read_bytes(), indices)
 
     def as_aliases(self) -> dict[str, dict[str, AliasMetadata]]:
         return {
@@ -82,15 +79,14 @@ class DataStreams:
             for name, stream in self.current.items()
         }
 
-    def publish(self, streams: dict[str, DataStream]) -> None:
-        tmp = self.path.with_suffix(".tmp")
-        with open(tmp, "wb", opener=private) as fh:
-            fh.write(orjson.dumps({name: stream.to_json() for name, stream in streams.items()}))
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, self.path)
-        fsync_dir(self.path.parent)
-        self.current = streams
+    def publish(self, streams: dict[str, DataStream], indices: Mapping[str, Index]) -> None:
+        data = orjson.dumps({name: stream.to_json() for name, stream in streams.items()})
+        self.adopt(data if self.shared is None else self.shared(data), indices)
+
+    def adopt(self, data: bytes, indices: Mapping[str, Index]) -> None:
+        """Write the table `data` (a change made here, or another coordinator's) and take it."""
+        write_private(self.path, data)
+        self.current = _streams(data, indices)
         self.version += 1
 
     def stream_of(self, index: str) -> DataStream | None:
@@ -118,8 +114,19 @@ class DataStreams:
         }
 
 
+def _streams(data: bytes, indices: Mapping[str, Index]) -> dict[str, DataStream]:
+    """The streams written as `data`, each with the backing indices this node has."""
+    streams = {}
+    for name, body in orjson.loads(data).items():
+        backing = tuple(i for i in body["indices"] if i in indices)
+        if backing:
+            hidden = body.get("hidden", False)
+            streams[name] = DataStream(name, body["template"], backing, body["generation"], hidden)
+    return streams
+
+
 def _publish(node: IndicesOwner, streams: dict[str, DataStream]) -> None:
-    node.data_streams.publish(streams)
+    node.data_streams.publish(streams, node.indices)
     node.aliases.set_streams(node.data_streams.as_aliases())
 
 

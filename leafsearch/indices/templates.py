@@ -14,15 +14,14 @@ own `template`); only when none matches do the matching legacy templates apply, 
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from leafsearch.common.durable import fsync_dir, private
+from leafsearch.common.durable import write_private
 from leafsearch.common.settings import nest, parse_index_settings
 from leafsearch.errors import (
     ActionRequestValidation,
@@ -105,22 +104,24 @@ class TemplateStore:
         self.tables: dict[str, dict[str, dict[str, Any]]] = {kind: {} for kind in KINDS}
         #: Changes published since start (the cluster state's version counts them).
         self.version = 0
+        #: Called with the tables' bytes before a change is written, when coordinators share them
+        #: (node/cluster_sync.py); returns the tables as published (merged with another's change).
+        self.shared: Callable[[bytes], bytes] | None = None
         if path.exists():
-            stored = orjson.loads(path.read_bytes())
-            for kind in KINDS:
-                self.tables[kind] = dict(stored.get(kind, {}))
+            self._take(orjson.loads(path.read_bytes()))
 
     def publish(self, kind: str, table: dict[str, dict[str, Any]]) -> None:
-        tables = {**self.tables, kind: table}
-        tmp = self.path.with_suffix(".tmp")
-        with open(tmp, "wb", opener=private) as fh:
-            fh.write(orjson.dumps(tables))
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, self.path)
-        fsync_dir(self.path.parent)
-        self.tables = tables
+        data = orjson.dumps({**self.tables, kind: table})
+        self.adopt(data if self.shared is None else self.shared(data))
+
+    def adopt(self, data: bytes) -> None:
+        """Write the tables `data` (a change made here, or another coordinator's) and take them."""
+        write_private(self.path, data)
+        self._take(orjson.loads(data))
         self.version += 1
+
+    def _take(self, stored: Mapping[str, Any]) -> None:
+        self.tables = {kind: dict(stored.get(kind, {})) for kind in KINDS}
 
     # ---- resolution --------------------------------------------------------------------
 

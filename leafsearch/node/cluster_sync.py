@@ -2,9 +2,10 @@
 cluster (`serve --ray ADDRESS` started several times; ray_backend/metadata.py holds the metadata).
 
 What is shared, each an entry of the cluster's versioned metadata: every Ray-backed index's
-`meta.json` (`index/<name>`: mapping, settings, state, shard map), the aliases (`aliases`), the
-users file (`security/users`) and each API key (`api_key/<id>`). The node's data folder keeps
-its copy, so the node's code reads what it always read:
+`meta.json` (`index/<name>`: mapping, settings, state, shard map), the node's tables (`TABLES`:
+aliases, index templates, data streams, stored scripts, cluster settings), the users file
+(`security/users`) and each API key (`api_key/<id>`). The node's data folder keeps its copy, so
+the node's code reads what it always read:
 
 - **at start** (`prepare`, before the node loads its folder) the folder is made the cluster's
   copy: indices created elsewhere written in, indices deleted elsewhere dropped (their shard
@@ -15,8 +16,12 @@ its copy, so the node's code reads what it always read:
   read and, when it moved, the entries changed since this node's are applied under `Node.lock`:
   so a change made through any coordinator is seen by the next request through any other;
 - **changes made here** are published before they are used: an index's metadata by the index
-  (index/shared_meta.py), aliases and API keys by their tables' `shared` hooks, and the users
+  (index/shared_meta.py), the tables and API keys by their owners' `shared` hooks, and the users
   file (written by `leafsearch users` into this node's folder) by `sync` when it changed.
+
+A table changed through two coordinators from the same version keeps both changes: each entry
+(an alias of an index, a template of a kind, a stream, a script, a setting of a scope) is taken
+from the change that made one (`merge3`), as Elasticsearch's master applies both tasks in turn.
 """
 
 from __future__ import annotations
@@ -25,8 +30,9 @@ import contextlib
 import os
 import shutil
 import threading
+from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -39,9 +45,31 @@ if TYPE_CHECKING:
     from leafsearch.node.node import Node
 
 ALIASES = "aliases"
+TEMPLATES = "templates"
+DATA_STREAMS = "data_streams"
+SCRIPTS = "scripts"
+CLUSTER_SETTINGS = "cluster_settings"
+#: Each shared table of the node, and the depth of its entries: the aliases by index uuid, then
+#: alias; templates by kind, then name; streams by name; scripts under "scripts", by id; cluster
+#: settings by scope (persistent, transient), then key.
+TABLES = {ALIASES: 2, TEMPLATES: 2, DATA_STREAMS: 1, SCRIPTS: 2, CLUSTER_SETTINGS: 2}
 USERS = "security/users"
 API_KEY = "api_key/"
 _INDEX = index_key("")
+
+
+def merge3(base: Any, mine: Any, theirs: Any, depth: int) -> Any:
+    """`mine` and `theirs`, two changes of `base`: each entry `depth` levels down from the change
+    that made one (`mine` where both did), entries removed by either gone."""
+    if depth == 0:
+        return mine if mine != base else theirs
+    absent = {} if depth > 1 else None
+    merged = {}
+    for key in {**base, **mine, **theirs}:
+        value = merge3(base.get(key, absent), mine.get(key, absent), theirs.get(key, absent), depth - 1)
+        if value is not None and (depth == 1 or value):
+            merged[key] = value
+    return merged
 
 
 def _order(key: str) -> int:
@@ -60,8 +88,10 @@ class ClusterSync:
         self._lock = threading.Lock()
         self._users_stamp: tuple[int, int] | None = None
         self._users: bytes | None = None  # the users file as last published or adopted
-        #: The alias table's entry as last published or adopted: its version and table by uuid.
-        self._aliases: tuple[int, dict] = (0, {})
+        #: Each table's entry (`TABLES`) as last published or adopted: its version and value.
+        self._tables: dict[str, tuple[int, Any]] = {}
+        #: The tables the cluster held at start, adopted once the node has its owners (`attach`).
+        self._initial: dict[str, tuple[int, bytes]] = {}
 
     # ---- start ---------------------------------------------------------------------------
 
@@ -92,15 +122,18 @@ class ClusterSync:
         if USERS in values:
             self._users = values[USERS]
             write_private(data / "security" / "users.json", values[USERS])
-        if ALIASES in values:
-            self._aliases = (entries[ALIASES][0], orjson.loads(values[ALIASES]))
-            write_private(data / "aliases.json", values[ALIASES])
+        self._initial = {key: (entries[key][0], value) for key, value in values.items() if key in TABLES}
         self.version = version
         return False
 
     def attach(self, node: Node) -> None:
-        """Publish this node's changes of aliases and API keys as they are made."""
-        node.aliases.shared = self._publish_aliases
+        """Adopt the tables the cluster held at start; publish this node's changes of its tables
+        and API keys as they are made."""
+        for key, (version, value) in self._initial.items():
+            self._apply(node, key, version, value)
+        self._initial = {}
+        for key, owner in _owners(node).items():
+            owner.shared = partial(self._publish, key)
         node.security.shared = lambda key_id, record: self._put(API_KEY + key_id, record)
 
     def publish_all(self, node: Node) -> None:
@@ -109,37 +142,31 @@ class ClusterSync:
             if index.placement is not None:
                 with contextlib.suppress(ResourceAlreadyExists):  # (another coordinator's of the name won)
                     index.shared_version = self.index_meta.claim(index.meta_body())
-        if node.aliases.path.exists():
-            self._publish_aliases(node.aliases.path.read_bytes())
+        for key, owner in _owners(node).items():
+            if owner.path.exists():
+                self._publish(key, owner.path.read_bytes())
         for key_id, record in node.security.api_keys():
             self._put(API_KEY + key_id, orjson.dumps(record))
 
     def _put(self, key: str, value: bytes) -> None:
         self.store.put(key, value, None)
 
-    def _publish_aliases(self, data: bytes) -> bytes:
-        """Publish the alias table `data` (by index uuid) made from the one at `_aliases`'s
-        version; when another coordinator changed it since, each alias of an index is taken from
-        this change where it made one, else from theirs (a three-way merge), and published again."""
-        version, base = self._aliases
+    def _publish(self, key: str, data: bytes) -> bytes:
+        """Publish the table `key` as `data`, made from the one at its last version here; when
+        another coordinator changed it since, the two changes are merged (`merge3`) and published
+        again. The table as published."""
+        version, base = self._tables.get(key, (0, {}))
         mine = orjson.loads(data)
         for _ in range(MAX_ROUNDS):
-            done, now, current = self.store.put(ALIASES, data, version if version else ABSENT)
+            done, now, current = self.store.put(key, data, version if version else ABSENT)
             if done or current == data:
-                self._aliases = (now, mine)
+                self._tables[key] = (now, mine)
                 return data
             theirs = orjson.loads(current) if current else {}
-            merged: dict = {}
-            for uuid in set(base) | set(mine) | set(theirs):
-                for alias in set(base.get(uuid, {})) | set(mine.get(uuid, {})) | set(theirs.get(uuid, {})):
-                    before, after = base.get(uuid, {}).get(alias), mine.get(uuid, {}).get(alias)
-                    value = after if after != before else theirs.get(uuid, {}).get(alias)
-                    if value is not None:
-                        merged.setdefault(uuid, {})[alias] = value
-            version, base, data = now, theirs, orjson.dumps(merged)
-            mine = merged
+            mine = merge3(base, mine, theirs, TABLES[key])
+            version, base, data = now, theirs, orjson.dumps(mine)
         raise ElasticError(
-            f"the aliases changed through other coordinators {MAX_ROUNDS} times while this one changed them",
+            f"the {key} changed through other coordinators {MAX_ROUNDS} times while this one changed them",
             status=503,
             error_type="process_cluster_event_timeout_exception",
         )
@@ -177,10 +204,18 @@ class ClusterSync:
     def _apply(self, node: Node, key: str, version: int, value: bytes | None) -> None:
         if key.startswith(_INDEX):
             self._apply_index(node, key[len(_INDEX) :], value, version)
-        elif key == ALIASES and value is not None:
-            self._aliases = (version, orjson.loads(value))
-            node.aliases.write(value)
-            node.aliases.adopt(value, node.indices)
+        elif key in TABLES and value is not None:
+            if self._tables.get(key, (0,))[0] >= version:  # this node's own change
+                return
+            self._tables[key] = (version, orjson.loads(value))
+            if key == ALIASES:
+                node.aliases.write(value)
+                node.aliases.adopt(value, node.indices)
+            elif key == DATA_STREAMS:
+                node.data_streams.adopt(value, node.indices)
+                node.aliases.set_streams(node.data_streams.as_aliases())
+            else:
+                _owners(node)[key].adopt(value)
         elif key == USERS and value is not None and value != self._users:
             self._users = value
             node.security.adopt_users(value)
@@ -221,3 +256,14 @@ class ClusterSync:
             index.closed, index.remote, index.shards = True, None, []
         elif change:  # opened elsewhere: its actors started there, found by name
             index.reattach()
+
+
+def _owners(node: Node) -> dict[str, Any]:
+    """The owner of each shared table: its file (`path`) and its `shared` hook."""
+    return {
+        ALIASES: node.aliases,
+        TEMPLATES: node.templates,
+        DATA_STREAMS: node.data_streams,
+        SCRIPTS: node.scripts,
+        CLUSTER_SETTINGS: node.cluster_settings,
+    }

@@ -8,7 +8,7 @@ is acknowledged, and are compiled when stored, so a script that does not compile
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -86,6 +86,9 @@ class StoredScripts:
         self._scripts: dict[str, dict[str, Any]] = (
             orjson.loads(self.path.read_bytes())["scripts"] if self.path.exists() else {}
         )
+        #: Called with the table's bytes before a change is written, when coordinators share it
+        #: (node/cluster_sync.py); returns the table as published (merged with another's change).
+        self.shared: Callable[[bytes], bytes] | None = None
 
     def put(self, script_id: str, body: Any) -> None:
         if not isinstance(body, dict) or not isinstance(body.get("script"), dict):
@@ -103,9 +106,7 @@ class StoredScripts:
         check_size(source, "stored", script_id)
         compile_source(source)  # a compile error is the PUT's 400
         with self._lock:
-            scripts = {**self._scripts, script_id: {"lang": "painless", "source": source}}
-            write_private(self.path, orjson.dumps({"scripts": scripts}))
-            self._scripts = scripts
+            self._write({**self._scripts, script_id: {"lang": "painless", "source": source}})
 
     def get(self, script_id: str) -> dict[str, Any] | None:
         return self._scripts.get(script_id)
@@ -114,10 +115,21 @@ class StoredScripts:
         with self._lock:
             if script_id not in self._scripts:
                 return False
-            scripts = {k: v for k, v in self._scripts.items() if k != script_id}
-            write_private(self.path, orjson.dumps({"scripts": scripts}))
-            self._scripts = scripts
+            self._write({k: v for k, v in self._scripts.items() if k != script_id})
             return True
+
+    def _write(self, scripts: dict[str, dict[str, Any]]) -> None:
+        data = orjson.dumps({"scripts": scripts})
+        self._take(data if self.shared is None else self.shared(data))
+
+    def adopt(self, data: bytes) -> None:
+        """Take the table `data` another coordinator wrote."""
+        with self._lock:
+            self._take(data)
+
+    def _take(self, data: bytes) -> None:
+        write_private(self.path, data)
+        self._scripts = orjson.loads(data).get("scripts", {})
 
     def parse(self, value: Any) -> Script:
         """The `script` option of a request."""

@@ -5,8 +5,10 @@ its own data folder): the same indices through both, the cluster's metadata in o
   snapshot exactly once with a writer beside; the walk finished through one after the other was
   killed with `kill -9`;
 - index creation, mapping changes (dynamic and explicit), aliases and deletion made through one
-  are seen by the next request through the other; two creations of one index at once, one per
-  coordinator: one wins, the other gets `resource_already_exists_exception`;
+  are seen by the next request through the other, and so are index templates, data streams,
+  stored scripts and cluster settings (also by a coordinator started afterwards); two creations of
+  one index at once, one per coordinator: one wins, the other gets
+  `resource_already_exists_exception`;
 - the metadata actor killed: Ray restarts it, and it has every index, mapping and context back;
 - the open-context limit counts both coordinators' contexts; a forged id, or another user's, is
   refused by either; a user and an API key created through one authenticate on the other.
@@ -160,6 +162,101 @@ def test_an_index_made_changed_and_deleted_through_one_is_seen_at_once_through_t
         assert not es.indices.exists_alias(name="meta-alias")
         with pytest.raises(NotFoundError):
             es.search(index="meta")
+
+
+def test_templates_scripts_streams_and_cluster_settings_made_through_one_are_the_others(
+    ray_cluster: Any, pair: list[Server], tmp_path: Path
+) -> None:
+    a, b = clients(pair)
+    a.indices.put_index_template(
+        index_patterns=["tpl-*"],
+        name="tpl",
+        template={
+            "settings": {"number_of_shards": 2, "number_of_replicas": 0},
+            "mappings": {"properties": {"code": {"type": "keyword"}}},
+        },
+    )
+    a.indices.put_index_template(
+        name="streams",
+        index_patterns=["logs-*"],
+        data_stream={},
+        template={"settings": {"number_of_replicas": 0}},
+    )
+    a.put_script(id="double", script={"lang": "painless", "source": "doc['n'].value * 2"})
+    a.cluster.put_settings(
+        persistent={"search.max_keep_alive": "2h"}, transient={"search.default_keep_alive": "3m"}
+    )
+    # Through the other: the template shapes an index it creates, the script scores its search.
+    b.index(index="tpl-1", id="1", document={"code": "A-1", "n": 4}, refresh=True)
+    mapping = b.indices.get_mapping(index="tpl-1").body["tpl-1"]["mappings"]["properties"]
+    assert mapping["code"]["type"] == "keyword"
+    assert b.indices.get_settings(index="tpl-1").body["tpl-1"]["settings"]["index"]["number_of_shards"] == "2"
+    scored = b.search(
+        index="tpl-1", query={"script_score": {"query": {"match_all": {}}, "script": {"id": "double"}}}
+    )
+    assert scored.body["hits"]["hits"][0]["_score"] == 8.0
+    settings = b.cluster.get_settings(flat_settings=True).body
+    assert settings["persistent"] == {"search.max_keep_alive": "2h"}
+    assert settings["transient"] == {"search.default_keep_alive": "3m"}
+    # A data stream made by a write through the other, written to and rolled over through one.
+    b.index(index="logs-app", document={"@timestamp": "2024-05-01T00:00:00Z", "n": 1}, op_type="create")
+    a.indices.rollover(alias="logs-app")
+    a.index(
+        index="logs-app",
+        document={"@timestamp": "2024-05-02T00:00:00Z", "n": 2},
+        op_type="create",
+        refresh=True,
+    )
+    a.indices.refresh(index="logs-app")
+    for es in (a, b):
+        stream = es.indices.get_data_stream(name="logs-app").body["data_streams"][0]
+        assert stream["generation"] == 2 and len(stream["indices"]) == 2
+        assert es.count(index="logs-app").body["count"] == 2
+    # Two changes of one table at once from the same version, one per coordinator: both stay.
+    barrier = threading.Barrier(2)
+
+    def put(es: Elasticsearch, name: str) -> None:
+        barrier.wait()
+        es.put_script(id=name, script={"lang": "painless", "source": "1"})
+
+    threads = [threading.Thread(target=put, args=(es, f"s-{side}")) for es, side in ((a, "a"), (b, "b"))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for es in (a, b):
+        assert {es.get_script(id=name).body["found"] for name in ("s-a", "s-b", "double")} == {True}
+    # A coordinator started afterwards has all of them from its first request.
+    late = coordinator(ray_cluster.address, tmp_path / "late")
+    try:
+        c = late.client()
+        assert c.indices.get_index_template(name="tpl").body["index_templates"][0]["name"] == "tpl"
+        assert c.get_script(id="double").body["script"]["source"] == "doc['n'].value * 2"
+        assert c.cluster.get_settings(flat_settings=True).body["transient"] == {
+            "search.default_keep_alive": "3m"
+        }
+        assert c.indices.get_data_stream(name="logs-app").body["data_streams"][0]["generation"] == 2
+        # Deleted through the late one: gone for the others.
+        c.indices.delete_data_stream(name="logs-app")
+        c.indices.delete_index_template(name="streams")
+        c.delete_script(id="double")
+        c.cluster.put_settings(
+            persistent={"search.max_keep_alive": None}, transient={"search.default_keep_alive": None}
+        )
+    finally:
+        late.stop()
+    for es in (a, b):
+        assert not es.indices.exists_index_template(name="streams")
+        with pytest.raises(NotFoundError):
+            es.get_script(id="double")
+        with pytest.raises(NotFoundError):
+            es.indices.get_data_stream(name="logs-app")
+        settings = es.cluster.get_settings().body
+        assert settings["persistent"] == {} and settings["transient"] == {}
+    for name in ("s-a", "s-b"):
+        a.delete_script(id=name)
+    a.indices.delete_index_template(name="tpl")
+    a.indices.delete(index="tpl-1")
 
 
 def add_fields(url: str, side: str, barrier: threading.Barrier, errors: list[str]) -> None:

@@ -18,7 +18,7 @@ import pytest
 
 from leafsearch.errors import ResourceAlreadyExists
 from leafsearch.index.shared_meta import ABSENT, SharedIndexMeta
-from leafsearch.node.cluster_sync import ALIASES, ClusterSync
+from leafsearch.node.cluster_sync import ALIASES, CLUSTER_SETTINGS, DATA_STREAMS, TEMPLATES, ClusterSync
 from leafsearch.ray_backend import metadata
 
 
@@ -115,11 +115,36 @@ def test_a_name_claimed_by_one_coordinator_is_refused_to_the_other(kv: FakeKV) -
 def test_alias_changes_from_the_same_version_through_two_coordinators_both_stay(kv: FakeKV) -> None:
     store = Store(metadata.MetadataActor(), kv)
     one, two = ClusterSync(store), ClusterSync(store)
-    one._publish_aliases(orjson.dumps({"u1": {"x": {}}}))
+    one._publish(ALIASES, orjson.dumps({"u1": {"x": {}}}))
     # The other coordinator had not seen it: its change is merged with it, not over it.
-    merged = two._publish_aliases(orjson.dumps({"u1": {"y": {"is_write_index": True}}}))
+    merged = two._publish(ALIASES, orjson.dumps({"u1": {"y": {"is_write_index": True}}}))
     assert orjson.loads(merged) == {"u1": {"x": {}, "y": {"is_write_index": True}}}
     # The first removes x from what it knew (x only); the other's y stays.
-    merged = one._publish_aliases(orjson.dumps({}))
+    merged = one._publish(ALIASES, orjson.dumps({}))
     assert orjson.loads(merged) == {"u1": {"y": {"is_write_index": True}}}
     assert orjson.loads(store.changes(0)[1][ALIASES][1]) == {"u1": {"y": {"is_write_index": True}}}
+
+
+def test_every_shared_table_merges_two_changes_made_from_one_version(kv: FakeKV) -> None:
+    store = Store(metadata.MetadataActor(), kv)
+    one, two = ClusterSync(store), ClusterSync(store)
+    one._publish(TEMPLATES, orjson.dumps({"index_template": {"a": {"index_patterns": ["a-*"]}}}))
+    merged = two._publish(TEMPLATES, orjson.dumps({"component_template": {"c": {"template": {}}}}))
+    assert orjson.loads(merged) == {
+        "index_template": {"a": {"index_patterns": ["a-*"]}},
+        "component_template": {"c": {"template": {}}},
+    }
+    # Cluster settings by scope then key: a key set by each stays; one removed by one stays removed.
+    one._publish(CLUSTER_SETTINGS, orjson.dumps({"persistent": {"x": "1", "y": "2"}}))
+    merged = two._publish(CLUSTER_SETTINGS, orjson.dumps({"transient": {"z": "3"}}))
+    assert orjson.loads(merged) == {"persistent": {"x": "1", "y": "2"}, "transient": {"z": "3"}}
+    merged = one._publish(CLUSTER_SETTINGS, orjson.dumps({"persistent": {"x": "1"}}))
+    assert orjson.loads(merged) == {"persistent": {"x": "1"}, "transient": {"z": "3"}}
+    # Data streams by name (one level): a stream each, and a change of one stream by one.
+    stream = {"template": "t", "indices": [".ds-a-1"], "generation": 1}
+    one._publish(DATA_STREAMS, orjson.dumps({"a": stream}))
+    merged = two._publish(DATA_STREAMS, orjson.dumps({"b": stream}))
+    assert set(orjson.loads(merged)) == {"a", "b"}
+    rolled = {**stream, "indices": [".ds-a-1", ".ds-a-2"], "generation": 2}
+    merged = one._publish(DATA_STREAMS, orjson.dumps({"a": rolled}))
+    assert orjson.loads(merged) == {"a": rolled, "b": stream}
