@@ -112,7 +112,6 @@ class MachineCall:
         retries = READ_RETRIES if again else 0
         message = pickle.dumps(calls, protocol=pickle.HIGHEST_PROTOCOL)
         self.machine = machine
-        self.again = again
         self.ref = machine.actor.batch.options(max_task_retries=retries).remote(message)
         self._lock = threading.Lock()
         self._answers: list[Any] | None = None
@@ -134,14 +133,13 @@ class MachineCall:
             return self._answers
 
     def _wait(self, end: float) -> bytes:
-        """The machine's answer by `end`. A read checks every `PRESENCE_SECONDS` that its machine
-        is there: Ray would send it again until the machine returns (its node restarted), and a
-        search must fail the shard now instead; the read is cancelled (unsent, it would pin a
-        snapshot for no one when the machine returns)."""
+        """The machine's answer by `end`, checking every `PRESENCE_SECONDS` that the machine is
+        there: Ray would send a read again, and hold a call to an actor not yet scheduled, until
+        the machine returns (its node restarted), and the shard must fail now instead. The call
+        is cancelled: unsent, it would apply a write answered as failed, or pin a snapshot for
+        no one, once the machine returns."""
         while True:
             left = max(0.0, end - time.monotonic())
-            if not self.again:
-                return ray.get(self.ref, timeout=left)
             try:
                 return ray.get(self.ref, timeout=min(left, PRESENCE_SECONDS))
             except GetTimeoutError:

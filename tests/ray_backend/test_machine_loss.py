@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from elasticsearch import Elasticsearch
+from elasticsearch import ApiError, Elasticsearch
 
 from leafsearch.index.routing import default_routing_num_shards, shard_for
 from tests.concurrency import wait_for
@@ -225,6 +225,12 @@ def test_a_machine_killed_and_restarted_loses_no_acknowledged_write(
             assert found["_shards"]["failed"] == len(on_lost)
             assert {f["shard"] for f in found["_shards"]["failures"]} == on_lost
             wait_for(lambda: unassigned(b) == dict.fromkeys(on_lost, "NODE_LEFT"))  # once Ray knows
+            # A realtime get of a document there: 503, as Elasticsearch's shard without a copy.
+            on_lost_doc = next(doc_id for doc_id in truth if shard_of(doc_id) in on_lost)
+            with pytest.raises(ApiError) as refused:
+                b.get(index="lost", id=on_lost_doc)
+            assert refused.value.meta.status == 503
+            assert refused.value.body["error"]["type"] == "no_shard_available_action_exception"
             # Each walk pages on through the other coordinator: its page reports the failure.
             assert pit.page(b)["_shards"]["failed"] == len(on_lost)
             assert scroll.page(b)["_shards"]["failed"] == len(on_lost)

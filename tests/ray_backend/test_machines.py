@@ -76,3 +76,31 @@ def test_machine_names_and_folders() -> None:
     assert machine_folder("node:fe80::1") == "node-fe80--1"
     assert machine_folder("leafsearch-machine-rack1.m_2") == "leafsearch-machine-rack1.m_2"
     assert machine_folder("leafsearch-machine-../x") == "leafsearch-machine-..-x"
+
+
+def test_a_one_node_cluster_started_again_serves_every_acknowledged_write(tmp_path: Path) -> None:
+    """`serve --ray local` stopped and started again: a new Ray node (a new id) of the same host,
+    so the same machine, whose actor reopens every shard from the data folder."""
+    import_ray()
+    from tests.ray_cluster import ray_server
+
+    data = tmp_path / "data"
+    docs = {f"d{n}": {"n": n, "tag": f"t{n % 5}"} for n in range(300)}
+    with ray_server("local", data) as server:
+        es = server.client()
+        es.indices.create(index="kept", settings={"number_of_shards": 3, "number_of_replicas": 0})
+        operations: list[dict[str, Any]] = []
+        for doc_id, source in docs.items():
+            operations += [{"index": {"_index": "kept", "_id": doc_id}}, source]
+        assert es.bulk(operations=operations).body["errors"] is False  # acknowledged, not refreshed
+    with ray_server("local", data) as server:
+        es = server.client()
+        assert (
+            es.cluster.health(index="kept", wait_for_status="green", timeout="60s").body["status"] == "green"
+        )
+        es.indices.refresh(index="kept")
+        assert es.count(index="kept").body["count"] == len(docs)
+        found = es.mget(index="kept", ids=sorted(docs)).body["docs"]
+        assert {doc["_id"]: doc["_source"] for doc in found} == docs
+        es.index(index="kept", id="later", document={"n": -1}, refresh=True)
+        assert es.count(index="kept").body["count"] == len(docs) + 1
