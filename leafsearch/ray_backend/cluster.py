@@ -162,6 +162,25 @@ class RayBackend:
             placement.append({"machine": machine, "folder": str(folder)})
         return placement
 
+    def machines_of(self, placement: list[dict[str, str]]) -> list[str]:
+        """Each shard's machine. A shard map written before machines were named (by a Ray node
+        id, `node`) is read as the machine of that node while it is alive, else, its node
+        restarted with another id, as the cluster's machine when it has one alone (the one host
+        whose disk has its folder); on a larger cluster it is a machine no node has (its shard
+        unavailable: which host has its folder is not known)."""
+        if all("machine" in entry for entry in placement):
+            return [entry["machine"] for entry in placement]
+        alive = {n["NodeID"]: machine_of(n["Resources"]) for n in ray.nodes() if n["Alive"]}
+        machines = set(alive.values())
+        only = machines.pop() if len(machines) == 1 else None
+
+        def machine(entry: dict[str, str]) -> str:
+            if "machine" in entry:
+                return entry["machine"]
+            return alive.get(entry["node"]) or only or f"{MACHINE_RESOURCE}node-{entry['node']}"
+
+        return [machine(entry) for entry in placement]
+
     def attach(self, index: Index, placement: list[dict[str, str]]) -> RemoteIndex:
         """The index's shard actors, found by name or created on their nodes."""
         return RemoteIndex(self, index, placement)

@@ -187,9 +187,10 @@ class RemoteIndex:
         self.backend = backend
         self.index = index
         self.placement = placement
-        machines = {name: backend.machine(name) for name in sorted({p["machine"] for p in placement})}
+        names = backend.machines_of(placement)
+        machines = {name: backend.machine(name) for name in sorted(set(names))}
         #: Per shard, its machine.
-        self.machines = [machines[p["machine"]] for p in placement]
+        self.machines = [machines[name] for name in names]
         self.shards = [RemoteShard(self, i) for i in range(len(placement))]
         self._lock = threading.Lock()
         #: Per shard, the version of the index state it acknowledged (None: not yet).
@@ -335,7 +336,7 @@ class RemoteIndex:
             except ShardUnavailable as exc:
                 if alive is None:
                     alive = self.backend.machines()
-                out.append(ShardMissing(shard_id, exc, self.placement[shard_id]["machine"] not in alive))
+                out.append(ShardMissing(shard_id, exc, self.machines[shard_id].name not in alive))
         return out
 
     def refresh(self) -> None:

@@ -104,3 +104,18 @@ def test_a_one_node_cluster_started_again_serves_every_acknowledged_write(tmp_pa
         assert {doc["_id"]: doc["_source"] for doc in found} == docs
         es.index(index="kept", id="later", document={"n": -1}, refresh=True)
         assert es.count(index="kept").body["count"] == len(docs) + 1
+
+
+def test_a_shard_map_of_before_machines_were_named_still_finds_its_shards(backend: Any) -> None:
+    """An index created when shards were placed by Ray node id: its node's machine while that
+    node is alive; its node restarted (a new id), the cluster's machine when it has one alone."""
+    old = [{"node": "n1", "folder": "/d/n1/u/0"}, {"node": "n2", "folder": "/d/n2/u/1"}]
+    backend.nodes = [node("n1", {"node:10.0.0.1": 1, "CPU": 2}), node("n2", {"node:10.0.0.2": 1, "CPU": 2})]
+    assert backend.machines_of(old) == ["node:10.0.0.1", "node:10.0.0.2"]
+    backend.nodes = [node("n3", {"node:10.0.0.1": 1, "CPU": 2})]
+    assert backend.machines_of(old) == ["node:10.0.0.1", "node:10.0.0.1"]
+    backend.nodes = [node("n3", {"node:10.0.0.1": 1}), node("n4", {"node:10.0.0.2": 1})]
+    assert backend.machines_of(old) == ["leafsearch-machine-node-n1", "leafsearch-machine-node-n2"]
+    assert backend.machines_of([{"machine": "leafsearch-machine-m1", "folder": "/d"}]) == [
+        "leafsearch-machine-m1"
+    ]
