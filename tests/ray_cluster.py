@@ -7,7 +7,9 @@ fail, so a CI that lost the extra cannot pass by running none of them.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -80,6 +82,30 @@ def start_cluster(system_config: dict[str, Any] | None = None) -> LocalCluster:
 def add_machine(cluster: Any, i: int) -> Any:
     """A node of machine `m<i>` (its first, or the one that replaces it), started."""
     return cluster.add_node(**NODE_ARGS, resources={machine_resource(i): 1})
+
+
+def kill_node(cluster: Any, node: Any) -> list[int]:
+    """`kill -9` of a node: its raylet's children (its workers: the actors there) at once, then
+    the raylet and the node's other processes (`remove_node` without a graceful stop); the
+    workers' pids."""
+    raylet = node.all_processes["raylet"][0].process.pid
+    workers = [
+        int(entry.name)
+        for entry in Path("/proc").iterdir()
+        if entry.name.isdigit() and _parent(entry) == raylet
+    ]
+    for pid in workers:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    cluster.remove_node(node, allow_graceful=False)
+    return workers
+
+
+def _parent(proc: Path) -> int | None:
+    try:  # "pid (name) state ppid ...": the name may hold spaces
+        return int((proc / "stat").read_text().rpartition(")")[2].split()[1])
+    except (OSError, ValueError, IndexError):  # (ended meanwhile)
+        return None
 
 
 def alive_machines() -> list[str]:

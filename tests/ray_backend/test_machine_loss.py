@@ -2,8 +2,8 @@
 
 On a local 3-machine cluster (tests/ray_cluster.py: nodes named `m0` to `m2`), with two
 coordinators: 3 bulk clients write, a PIT `search_after` walk and a scroll page through both
-coordinators in turn, and then machine `m1`'s processes are killed with `kill -9` (its machine
-actor, then its raylet and the rest of its node: `remove_node(allow_graceful=False)`), with
+coordinators in turn, and then machine `m1`'s processes are killed with `kill -9` (its workers,
+its machine actor among them, then its raylet and the rest: `ray_cluster.kill_node`), with
 one of the coordinators. While `m1` is gone its shards' writes fail 503
 (`unavailable_shards_exception`, not acknowledged), searches list its shards in
 `_shards.failed`, `_cluster/health` is red and `_cat/shards` lists them UNASSIGNED (`NODE_LEFT`).
@@ -24,8 +24,6 @@ default takes about 15 s; a slower detection only makes the loss last longer).
 
 from __future__ import annotations
 
-import os
-import signal
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -38,7 +36,7 @@ from leafsearch.index.routing import default_routing_num_shards, shard_for
 from tests.concurrency import wait_for
 from tests.node.test_durable_contexts import kill_9
 from tests.ray_backend.test_ray_contexts_restart import coordinator
-from tests.ray_cluster import add_machine, machine_resource, where
+from tests.ray_cluster import add_machine, kill_node, machine_resource, where
 
 REPLICAS = [0]
 SHARDS = 6
@@ -208,11 +206,10 @@ def test_a_machine_killed_and_restarted_loses_no_acknowledged_write(
             client.thread.start()
         wait_for(lambda: all(len(client.acknowledged) >= 3 * BATCH for client in clients))
 
-        # kill -9: the machine actor's process, the node's raylet and the rest of its processes,
-        # and a coordinator of the walks.
-        node = node_of(cluster, lost_machine)
-        os.kill(where(uuid, min(on_lost))[1], signal.SIGKILL)
-        cluster.cluster.remove_node(node, allow_graceful=False)
+        # kill -9: the node's workers (its machine actor among them), its raylet and the rest of
+        # its processes, and a coordinator of the walks.
+        actor_pid = where(uuid, min(on_lost))[1]
+        assert actor_pid in kill_node(cluster.cluster, node_of(cluster, lost_machine))
         kill_9(doomed)
 
         # While it is gone.
