@@ -129,8 +129,8 @@ class Machine:
 
 class RayBackend:
     def __init__(self, address: str, shard_root: Path) -> None:
-        """`shard_root`: the folder under which each Ray node keeps its shards (created on the
-        node by the actor: the same path on every machine)."""
+        """`shard_root`: the folder under which each machine keeps its shards, in a folder of
+        its own (created on the machine by its actor: the same path on every machine)."""
         if not ray.is_initialized():
             if address == "local":
                 ray.init(namespace=NAMESPACE, include_dashboard=False, log_to_driver=False)
