@@ -59,7 +59,7 @@ NAMESPACE = "leafsearch"
 #: Calls one machine actor serves at once (searches beside writes, from several coordinators;
 #: each call's shards run on the actor's own threads, the engine has its locks).
 ACTOR_CONCURRENCY = 32
-#: The custom resource naming a machine: `leafsearch-machine-NAME` (NAME: letters, digits, `.`, `_`, `-`).
+#: The custom resource naming a machine: `leafsearch-machine-NAME` (`machine_folder` for its folder).
 MACHINE_RESOURCE = "leafsearch-machine-"
 #: The share of its machine's resource a machine actor asks for (there is one actor per machine).
 MACHINE_SHARE = 0.01
