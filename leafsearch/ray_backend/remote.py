@@ -14,8 +14,8 @@
   target; a phase's messages to one machine's shards go in one call (`send_all`).
 
 A Ray error (the machine actor died or is restarting), or its machine gone (no alive node has its
-resource: a read, which Ray would send again until the machine is back, gives up as soon as it
-sees that), becomes Elasticsearch's error for an unavailable shard, for each shard of the call:
+resource: a call, which Ray would hold or send again until the machine is back, gives up as soon
+as it sees that), becomes Elasticsearch's error for an unavailable shard, for each shard of the call:
 `unavailable_shards_exception` (503) for a write, and for a search phase
 `no_shard_available_action_exception`, which the coordinator reports as the shard's failure.
 """
@@ -71,7 +71,7 @@ UNAVAILABLE = (RayActorError, ActorUnschedulableError, GetTimeoutError, MachineG
 #: How long a coordinator waits for a shard actor's answer (Elasticsearch's default timeout of a
 #: write waiting for its primary, and of a search's shard request without `timeout`).
 CALL_TIMEOUT_SECONDS = 60.0
-#: How often a read waiting for its machine's answer checks that the machine is still there.
+#: How often a call waiting for its machine's answer checks that the machine is still there.
 PRESENCE_SECONDS = 1.0
 #: How long a health check waits for the shard actors' answers: one that has not answered by
 #: then (dead, restarting, its node gone, or stuck) counts as an unassigned primary.
