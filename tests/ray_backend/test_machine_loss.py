@@ -72,8 +72,16 @@ def node_of(local: Any, machine: str) -> Any:
     return node
 
 
-def shard_of(doc_id: str) -> int:
-    return shard_for(doc_id, SHARDS, default_routing_num_shards(SHARDS))
+def shard_of(doc_id: str, shards: int = SHARDS) -> int:
+    return shard_for(doc_id, shards, default_routing_num_shards(shards))
+
+
+def index_operations(index: str, docs: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """A bulk body indexing `docs` (id: source)."""
+    operations: list[dict[str, Any]] = []
+    for doc_id, source in docs.items():
+        operations += [{"index": {"_index": index, "_id": doc_id}}, source]
+    return operations
 
 
 class BulkClient:
@@ -97,10 +105,7 @@ class BulkClient:
                 for _ in range(BATCH):
                     docs[f"c{self.number}-{seq}"] = {"n": N + seq, "client": f"c{self.number}"}
                     seq += 1
-                operations: list[dict[str, Any]] = []
-                for doc_id, source in docs.items():
-                    operations += [{"index": {"_index": "lost", "_id": doc_id}}, source]
-                for item in self.es.bulk(operations=operations).body["items"]:
+                for item in self.es.bulk(operations=index_operations("lost", docs)).body["items"]:
                     result = item["index"]
                     if result["status"] in (200, 201):
                         self.acknowledged[result["_id"]] = docs[result["_id"]]
@@ -157,8 +162,8 @@ class ScrollWalk:
         return body
 
 
-def health(es: Elasticsearch, **params: Any) -> dict[str, Any]:
-    return es.options(ignore_status=408).cluster.health(index="lost", **params).body
+def health(es: Elasticsearch, index: str = "lost", **params: Any) -> dict[str, Any]:
+    return es.options(ignore_status=408).cluster.health(index=index, **params).body
 
 
 def unassigned(es: Elasticsearch) -> dict[int, str]:
@@ -186,10 +191,7 @@ def test_a_machine_killed_and_restarted_loses_no_acknowledged_write(
         a.indices.create(index="lost", settings=settings, mappings=MAPPING)
         uuid = a.indices.get_settings(index="lost").body["lost"]["settings"]["index"]["uuid"]
         truth = {str(i): {"n": i, "client": "fill"} for i in range(N)}
-        operations: list[dict[str, Any]] = []
-        for doc_id, source in truth.items():
-            operations += [{"index": {"_index": "lost", "_id": doc_id}}, source]
-        assert b.bulk(operations=operations, refresh=True).body["errors"] is False
+        assert b.bulk(operations=index_operations("lost", truth), refresh=True).body["errors"] is False
         assert health(b, wait_for_status="green", timeout="60s")["status"] == "green"
         on_lost = {s for s in range(SHARDS) if where(uuid, s)[0] == node_of(cluster, lost_machine).node_id}
         assert len(on_lost) == SHARDS // 3  # two shards a machine
@@ -305,3 +307,38 @@ def expect_copies(es: Elasticsearch, on_lost: set[int]) -> None:
     """With replicas, the loss leaves a copy of each shard: yellow, searches whole."""
     assert health(es)["status"] == "yellow"
     assert es.search(index="lost", size=0).body["_shards"]["failed"] == 0
+
+
+def test_a_coordinator_started_while_a_machine_is_gone_serves_the_rest(cluster: Any, tmp_path: Path) -> None:
+    """A coordinator (re)started while a machine is down starts at once, serves the other
+    machines' shards, and the gone machine's once a node of it returns."""
+    gone = machine_resource(2)
+    data = tmp_path / "data"
+    docs = {f"d{n}": {"n": n, "client": "fill"} for n in range(90)}
+    server = coordinator(cluster.address, data)
+    try:
+        es = server.client()
+        es.indices.create(index="waiting", settings={"number_of_shards": 3, "number_of_replicas": 0})
+        assert es.bulk(operations=index_operations("waiting", docs), refresh=True).body["errors"] is False
+        uuid = es.indices.get_settings(index="waiting").body["waiting"]["settings"]["index"]["uuid"]
+        (down,) = [s for s in range(3) if where(uuid, s)[0] == node_of(cluster, gone).node_id]
+        server.stop()
+        kill_node(cluster.cluster, node_of(cluster, gone))
+        server = coordinator(cluster.address, data)
+        es = server.client()
+        assert health(es, "waiting")["status"] == "red"
+        page = es.search(index="waiting", size=100).body
+        assert [failure["shard"] for failure in page["_shards"]["failures"]] == [down]
+        assert {hit["_id"] for hit in page["hits"]["hits"]} == {d for d in docs if shard_of(d, 3) != down}
+        later = {f"e{n}": {"n": n, "client": "later"} for n in range(12)}
+        written = es.bulk(operations=index_operations("waiting", later)).body["items"]
+        statuses = {item["index"]["_id"]: item["index"]["status"] for item in written}
+        assert statuses == {doc_id: 503 if shard_of(doc_id, 3) == down else 201 for doc_id in later}
+        add_machine(cluster.cluster, 2)
+        assert health(es, "waiting", wait_for_status="green", timeout="120s")["status"] == "green"
+        es.indices.refresh(index="waiting")
+        acknowledged = len(docs) + sum(status == 201 for status in statuses.values())
+        assert es.count(index="waiting").body["count"] == acknowledged
+        es.indices.delete(index="waiting")
+    finally:
+        server.stop()
