@@ -117,14 +117,13 @@ class Machine:
     """A machine actor as the coordinator calls it: equal by machine, so that calls to one machine
     through several indices' handles go in one call (remote.send_calls)."""
 
-    name: str  # the machine (cluster.py: its resource key)
+    name: str  # the machine: its resource's key
     actor: Any = field(compare=False)
-    backend: RayBackend = field(compare=False, repr=False)
 
     def present(self) -> bool:
-        """Whether an alive node has the machine's resource (a node killed counts as alive until
-        Ray's health checks mark it dead)."""
-        return self.name in self.backend.machines()
+        """Whether an alive node has the machine's resource: one Ray can start its actor on (a
+        node killed counts as alive until Ray's health checks mark it dead)."""
+        return any(node["Alive"] and self.name in node["Resources"] for node in ray.nodes())
 
 
 class RayBackend:
@@ -201,4 +200,4 @@ class RayBackend:
             num_cpus=0,
             resources={machine: MACHINE_SHARE},
         ).remote(machine, str(registry), max(2, cpus))
-        return Machine(machine, actor, self)
+        return Machine(machine, actor)

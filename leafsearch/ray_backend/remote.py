@@ -328,15 +328,12 @@ class RemoteIndex:
     def listings(self) -> list[ShardListing | ShardMissing]:
         """Every shard's listing (index/shard_listing.py), one call per machine; a shard that
         cannot answer is listed as missing, with whether its machine is gone."""
-        alive: dict[str, int] | None = None
         out: list[ShardListing | ShardMissing] = []
         for shard_id, wait in enumerate(self.each("listing")):
             try:
                 out.append(wait())
             except ShardUnavailable as exc:
-                if alive is None:
-                    alive = self.backend.machines()
-                out.append(ShardMissing(shard_id, exc, self.machines[shard_id].name not in alive))
+                out.append(ShardMissing(shard_id, exc, not self.machines[shard_id].present()))
         return out
 
     def refresh(self) -> None:

@@ -119,3 +119,16 @@ def test_a_shard_map_of_before_machines_were_named_still_finds_its_shards(backen
     assert backend.machines_of([{"machine": "leafsearch-machine-m1", "folder": "/d"}]) == [
         "leafsearch-machine-m1"
     ]
+
+
+def test_a_machine_is_there_while_a_node_ray_can_start_its_actor_on_is(backend: Any) -> None:
+    from leafsearch.ray_backend.cluster import Machine
+
+    backend.nodes = [
+        node("a", {"node:10.0.0.1": 1}, alive=False),
+        node("c", {"node:10.0.0.1": 1, "leafsearch-machine-big": 1}),  # (the host's address too)
+        node("gone", {"node:10.0.0.9": 1, "leafsearch-machine-m5": 1}, alive=False),
+    ]
+    assert Machine("node:10.0.0.1", None).present() and Machine("leafsearch-machine-big", None).present()
+    assert not Machine("leafsearch-machine-m5", None).present()
+    assert Machine("leafsearch-machine-m5", None) == Machine("leafsearch-machine-m5", object())
