@@ -94,12 +94,14 @@ def _machine_calls() -> Counter[str]:
     import ray
 
     calls: Counter[str] = Counter()
+    from leafsearch.ray_backend.cluster import machine_of
+
     for node in ray.nodes():
         if not node["Alive"]:
             continue
         try:
-            machine = ray.get_actor(f"machine/{node['NodeID']}", namespace="leafsearch")
-        except ValueError:  # no shard on that node
+            machine = ray.get_actor(f"machine/{machine_of(node['Resources'])}", namespace="leafsearch")
+        except ValueError:  # no shard on that machine
             continue
         calls.update(ray.get(machine.stats.remote(), timeout=60)["calls"])
     return calls
@@ -258,9 +260,10 @@ def _ray_run(
 
     began = time.perf_counter()
     node_args = {"num_cpus": 1, "object_store_memory": 80 * 1024 * 1024, "node_ip_address": "127.0.0.1"}
-    cluster = Cluster(initialize_head=True, head_node_args={**node_args, "include_dashboard": False})
-    for _ in range(nodes - 1):
-        cluster.add_node(**node_args)
+    head_args = {**node_args, "include_dashboard": False, "resources": {"leafsearch-machine-m0": 1}}
+    cluster = Cluster(initialize_head=True, head_node_args=head_args)
+    for i in range(1, nodes):  # one machine each, although they share this host
+        cluster.add_node(**node_args, resources={f"leafsearch-machine-m{i}": 1})
     cluster.wait_for_nodes()
     started = time.perf_counter() - began
     server = Server(work / f"ray{nodes}", work / f"ray{nodes}.log", args=["--ray", cluster.address])

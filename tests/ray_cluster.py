@@ -1,4 +1,5 @@
-"""A local Ray cluster for the Ray backend's tests: 3 nodes on loopback, started by the tests.
+"""A local Ray cluster for the Ray backend's tests: 3 nodes on loopback, started by the tests,
+each its own machine (`leafsearch-machine-m0` to `m2`: they share this host, so they are named).
 
 Without Ray installed the tests skip, unless `LEAFSEARCH_REQUIRE_RAY=1` (CI sets it): then they
 fail, so a CI that lost the extra cannot pass by running none of them.
@@ -6,7 +7,9 @@ fail, so a CI that lost the extra cannot pass by running none of them.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -40,6 +43,15 @@ def import_ray() -> Any:
     return ray
 
 
+#: Each node's arguments but its machine's resource.
+NODE_ARGS = {"num_cpus": 1, "object_store_memory": OBJECT_STORE_BYTES, "node_ip_address": "127.0.0.1"}
+
+
+def machine_resource(i: int) -> str:
+    """The resource naming the test cluster's machine `m<i>` (ray_backend/cluster.py)."""
+    return f"leafsearch-machine-m{i}"
+
+
 @dataclass
 class LocalCluster:
     cluster: Any
@@ -48,20 +60,61 @@ class LocalCluster:
     started_in: float  # seconds the 3 nodes took to start
 
 
-def start_cluster() -> LocalCluster:
+def start_cluster(system_config: dict[str, Any] | None = None) -> LocalCluster:
+    """`system_config`: Ray's, for the head (e.g. how soon a killed node counts as dead)."""
     ray = import_ray()
     from ray.cluster_utils import Cluster
 
     started = time.monotonic()
-    node_args = {"num_cpus": 1, "object_store_memory": OBJECT_STORE_BYTES, "node_ip_address": "127.0.0.1"}
-    cluster = Cluster(initialize_head=True, head_node_args={**node_args, "include_dashboard": False})
-    for _ in range(NODES - 1):
-        cluster.add_node(**node_args)
+    head_args = {**NODE_ARGS, "include_dashboard": False, "resources": {machine_resource(0): 1}}
+    if system_config:
+        head_args["_system_config"] = system_config
+    cluster = Cluster(initialize_head=True, head_node_args=head_args)
+    for i in range(1, NODES):
+        add_machine(cluster, i)
     cluster.wait_for_nodes()
     ray.init(address=cluster.address, namespace="leafsearch", log_to_driver=False)
     node_ids = sorted(n["NodeID"] for n in ray.nodes() if n["Alive"])
     assert len(node_ids) == NODES
     return LocalCluster(cluster, cluster.address, node_ids, time.monotonic() - started)
+
+
+def add_machine(cluster: Any, i: int) -> Any:
+    """A node of machine `m<i>` (its first, or the one that replaces it), started."""
+    return cluster.add_node(**NODE_ARGS, resources={machine_resource(i): 1})
+
+
+def kill_node(cluster: Any, node: Any) -> list[int]:
+    """`kill -9` of a node: its raylet's children (its workers: the actors there) at once, then
+    the raylet and the node's other processes (`remove_node` without a graceful stop); the
+    workers' pids."""
+    raylet = node.all_processes["raylet"][0].process.pid
+    workers = [
+        int(entry.name)
+        for entry in Path("/proc").iterdir()
+        if entry.name.isdigit() and _parent(entry) == raylet
+    ]
+    for pid in workers:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    cluster.remove_node(node, allow_graceful=False)
+    return workers
+
+
+def _parent(proc: Path) -> int | None:
+    try:  # "pid (name) state ppid ...": the name may hold spaces
+        return int((proc / "stat").read_text().rpartition(")")[2].split()[1])
+    except (OSError, ValueError, IndexError):  # (ended meanwhile)
+        return None
+
+
+def alive_machines() -> list[str]:
+    """The machines of the cluster's alive nodes."""
+    import ray
+
+    from leafsearch.ray_backend.cluster import machine_of
+
+    return sorted({machine_of(n["Resources"]) for n in ray.nodes() if n["Alive"]})
 
 
 def stop_cluster(local: LocalCluster) -> None:
@@ -76,10 +129,10 @@ def machine_actor(index_uuid: str, shard_id: int) -> Any:
     A machine restarting is waited for (Ray sends the call again until it is back)."""
     import ray
 
-    for node in sorted(n["NodeID"] for n in ray.nodes() if n["Alive"]):
+    for machine in alive_machines():
         try:
-            actor = ray.get_actor(f"machine/{node}", namespace="leafsearch")
-        except ValueError:  # no machine actor on that node
+            actor = ray.get_actor(f"machine/{machine}", namespace="leafsearch")
+        except ValueError:  # no machine actor on that machine
             continue
         try:
             if ray.get(actor.holds.options(max_task_retries=-1).remote((index_uuid, shard_id)), timeout=60):
@@ -94,10 +147,10 @@ def machine_calls() -> Counter[str]:
     import ray
 
     calls: Counter[str] = Counter()
-    for node in ray.nodes():
+    for name in alive_machines():
         try:
-            machine = ray.get_actor(f"machine/{node['NodeID']}", namespace="leafsearch")
-        except ValueError:  # no machine actor on that node
+            machine = ray.get_actor(f"machine/{name}", namespace="leafsearch")
+        except ValueError:  # no machine actor on that machine
             continue
         calls.update(ray.get(machine.stats.remote(), timeout=60)["calls"])
     return calls

@@ -64,7 +64,7 @@ class Index:
         self.closed: bool = meta.get("state") == "close"
         #: The data stream this index backs (its documents need an `@timestamp`), else None.
         self.data_stream: str | None = meta.get("data_stream")
-        #: Where each shard lives when the shards are Ray actors (node and folder), else None.
+        #: Where each shard lives when the shards are Ray actors (machine and folder), else None.
         self.placement: list[dict[str, str]] | None = meta.get("placement")
         #: The shard actors (ray_backend/remote.py) of a Ray-backed index, else None.
         self.remote: RemoteShards | None = None

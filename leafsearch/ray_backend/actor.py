@@ -1,12 +1,13 @@
-"""`MachineActor`: every shard placed on one Ray node, in one actor; `ShardActor`: one of them.
+"""`MachineActor`: every shard placed on one machine, in one actor; `ShardActor`: one of them.
 
-A machine actor is pinned to its Ray node and holds a `ShardActor` per shard of every index
-placed there, each in its own folder on that node. Each `ShardActor` opens the engine's `Shard`
-from its folder (committed segments, then translog replay), so when Ray restarts the machine
-actor after a crash (`max_restarts`) it reopens every shard it held (its registry) with every
-acknowledged write. A coordinator's call carries the calls of all
-the shards it needs on this machine (`batch`), run at once on the actor's threads, one answer
-per shard. A `ShardActor` serves:
+A machine actor runs on a Ray node of its machine (cluster.py: a machine is named by a resource
+its node is started with, which a restarted node has again) and holds a `ShardActor` per shard
+of every index placed there, each in its own folder on that machine's disk. Each `ShardActor`
+opens the engine's `Shard` from its folder (committed segments, then translog replay), so when
+Ray restarts the machine actor after a crash, or on the node that replaced its node
+(`max_restarts`), it reopens every shard it held (its registry) with every acknowledged write.
+A coordinator's call carries the calls of all the shards it needs on this machine (`batch`),
+run at once on the actor's threads, one answer per shard. A `ShardActor` serves:
 
 - the shard write interface (`write(ShardWrite)`: index/shard_write.py), answered only after
   the translog fsync of that write, so an acknowledged write survives `kill -9` of the actor;
@@ -35,7 +36,6 @@ import logging
 import os
 import pickle
 import shutil
-import tempfile
 import threading
 import time
 from collections import Counter
@@ -425,18 +425,21 @@ SHARD_METHODS = frozenset(
 
 
 class MachineActor:
-    """Every shard placed on one Ray node (see the module's docstring). Wrapped by `ray.remote`
-    in cluster.py.
+    """Every shard placed on one machine (see the module's docstring). Wrapped by `ray.remote`
+    in cluster.py, which schedules it by its machine's resource, so that it runs on whichever
+    node has it: the one that restarted in place of a node killed.
 
-    Which shards it holds, and their folders, it keeps in its registry (a file named by its Ray
-    node's id, in the node's temporary folder), changed before a call that hosts or lets go a
-    shard answers: a restarted actor reopens exactly those. Why not a scan of a folder of shards:
-    coordinators with different data paths may share a cluster, and a machine actor is found by
-    its node alone. A new Ray node (the cluster restarted) starts with no registry; the
-    coordinators host their shards on it again as they attach their indices."""
+    Which shards it holds, and their folders, it keeps in its registry (`registry`: a file in its
+    machine's folder under the shard root, on the machine's disk), changed before a call that
+    hosts or lets go a shard answers: a restarted actor reopens exactly those. Why not a scan of
+    a folder of shards: coordinators with different data paths may share a cluster (the registry
+    is the first one's, naming every coordinator's folders), and a closed index's folders stay
+    where they are but are not opened. A machine a coordinator has not used yet starts with no
+    registry; the coordinators host their shards on it as they attach their indices."""
 
-    def __init__(self, node_id: str, threads: int) -> None:
-        self.registry = Path(tempfile.gettempdir()) / "leafsearch-machines" / f"{node_id}.json"
+    def __init__(self, machine: str, registry: str, threads: int) -> None:
+        self.machine = machine
+        self.registry = Path(registry)
         self.registry.parent.mkdir(mode=FOLDER_MODE, parents=True, exist_ok=True)
         self._shards: dict[ShardKey, ShardActor] = {}
         self._hosting = threading.Lock()  # (which shards are held changes under it)

@@ -6,35 +6,47 @@
   application embedding the node) keeps its connection. Before connecting, the address is
   resolved and its port tried (`NoRayCluster` when nothing is there): `ray.init` would raise a
   traceback, or wait for a cluster that a stale session file names, rather than say what to run.
-- **Placement**: a new index's shards are dealt round-robin over the cluster's alive nodes,
-  starting at a node that moves with every index, so shards and indices spread (what Ray's
-  SPREAD strategy aims at). The shard map (node and folder of each shard) is kept in the index's
-  `meta.json`, in the cluster's metadata (metadata.py) and each coordinator's copy, so it
-  survives any coordinator.
-- **One actor per machine** (`MachineActor`, actor.py): each node's shards, of every index, are
-  served by one actor pinned to that node (`NodeAffinitySchedulingStrategy`, not soft: the
-  folders are on its disk, so Ray must restart it there), so a search phase or a bulk costs one
-  call per machine, not per shard. It runs `threads` shards at once (the node's cores).
-- **Names**: each machine actor is named `machine/<Ray node id>` in the `leafsearch` namespace
+- **Machines**: a machine is named by something that survives a restart of its Ray node (a
+  restarted raylet has a new node id): the custom resource `leafsearch-machine-NAME` the operator
+  gives `ray start` (`--resources '{"leafsearch-machine-m1": 1}'`), else the node's address, Ray's
+  own `node:<ip>` resource (one machine per host: nodes of one host without names share its disk
+  and one actor). A machine is that resource's key (`machines`). Why a resource rather than a
+  name kept in a file on the node: Ray schedules by resource, so the machine actor, waiting for
+  its resource while the node is gone, is started by Ray on the node that comes back with it,
+  with no coordinator's help; a file would need a coordinator to find the new node and re-create
+  the actor.
+- **Placement**: a new index's shards are dealt round-robin over the cluster's alive machines,
+  starting at a machine that moves with every index, so shards and indices spread (what Ray's
+  SPREAD strategy aims at). The shard map (machine and folder of each shard: `<shard root>/
+  <machine>/<index uuid>/<shard>`) is kept in the index's `meta.json`, in the cluster's metadata
+  (metadata.py) and each coordinator's copy, so it survives any coordinator.
+- **One actor per machine** (`MachineActor`, actor.py): each machine's shards, of every index,
+  are served by one actor scheduled by the machine's resource (the folders are on its disk, so
+  Ray must restart it there), so a search phase or a bulk costs one call per machine, not per
+  shard. It runs `threads` shards at once (the node's cores). Its registry (which shards it
+  holds) is in its machine's folder under the shard root.
+- **Names**: each machine actor is named `machine/<machine>` in the `leafsearch` namespace
   and detached from the coordinator's process: a restarted coordinator finds it by name
   (`get_if_exists`), with its shards' open contexts and caches; one that no longer exists (the
   whole Ray cluster restarted, or it was ended for good) is created again and reopens every
-  shard from its folder.
-- **Faults**: `max_restarts=-1` (Ray restarts a dead machine actor on its node, and it reopens
-  its shards from their folders); `max_task_retries=0`, since a write retried blindly could
-  apply twice (a generated id, a version bump): a call caught by a crash fails, and the caller
-  decides.
+  shard of its registry.
+- **Faults**: `max_restarts=-1` (Ray restarts a dead machine actor on a node of its machine, the
+  same node or the one that replaced it, and it reopens its shards from their folders);
+  `max_task_retries=0`, since a write retried blindly could apply twice (a generated id, a
+  version bump): a call caught by a crash fails, and the caller decides. While no alive node
+  has the machine's resource the machine is gone (`present`): its calls fail (remote.py).
 """
 
 from __future__ import annotations
 
 import itertools
+import re
 import socket
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import ray
-from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from leafsearch.ray_backend.actor import MachineActor
 from leafsearch.ray_backend.remote import RemoteIndex
@@ -47,6 +59,10 @@ NAMESPACE = "leafsearch"
 #: Calls one machine actor serves at once (searches beside writes, from several coordinators;
 #: each call's shards run on the actor's own threads, the engine has its locks).
 ACTOR_CONCURRENCY = 32
+#: The custom resource naming a machine: `leafsearch-machine-NAME` (`machine_folder` for its folder).
+MACHINE_RESOURCE = "leafsearch-machine-"
+#: The share of its machine's resource a machine actor asks for (there is one actor per machine).
+MACHINE_SHARE = 0.01
 #: How long the cluster's address may take to accept a connection before it counts as not running.
 PROBE_SECONDS = 3.0
 
@@ -82,10 +98,38 @@ def cluster_address(address: str) -> str:
     return resolved
 
 
+def machine_of(resources: dict[str, float]) -> str:
+    """The machine of a Ray node with these resources: its `leafsearch-machine-NAME` resource
+    (the first by name, if an operator gave two), else its `node:<ip>` resource."""
+    named = sorted(key for key in resources if key.startswith(MACHINE_RESOURCE))
+    if named:
+        return named[0]
+    return min(key for key in resources if key.startswith("node:") and key != "node:__internal_head__")
+
+
+def machine_folder(machine: str) -> str:
+    """A machine's folder name under the shard root (its resource key, file-name safe)."""
+    return re.sub(r"[^A-Za-z0-9._-]", "-", machine)
+
+
+@dataclass(frozen=True)
+class Machine:
+    """A machine actor as the coordinator calls it: equal by machine, so that calls to one machine
+    through several indices' handles go in one call (remote.send_calls)."""
+
+    name: str  # the machine: its resource's key
+    actor: Any = field(compare=False)
+
+    def present(self) -> bool:
+        """Whether an alive node has the machine's resource: one Ray can start its actor on (a
+        node killed counts as alive until Ray's health checks mark it dead)."""
+        return any(node["Alive"] and self.name in node["Resources"] for node in ray.nodes())
+
+
 class RayBackend:
     def __init__(self, address: str, shard_root: Path) -> None:
-        """`shard_root`: the folder under which each Ray node keeps its shards (created on the
-        node by the actor: the same path on every machine)."""
+        """`shard_root`: the folder under which each machine keeps its shards, in a folder of
+        its own (created on the machine by its actor: the same path on every machine)."""
         if not ray.is_initialized():
             if address == "local":
                 ray.init(namespace=NAMESPACE, include_dashboard=False, log_to_driver=False)
@@ -97,29 +141,56 @@ class RayBackend:
         self._actor_class = ray.remote(MachineActor)
         self._deal = itertools.count()
 
-    def alive_nodes(self) -> list[str]:
-        return sorted(n["NodeID"] for n in ray.nodes() if n["Alive"])
+    def machines(self) -> dict[str, int]:
+        """The cluster's machines that have an alive node, each with its CPUs."""
+        found: dict[str, int] = {}
+        for node in ray.nodes():
+            if node["Alive"]:
+                machine = machine_of(node["Resources"])
+                found[machine] = max(found.get(machine, 0), int(node["Resources"].get("CPU", 1)))
+        return found
 
     def place(self, index_uuid: str, num_shards: int) -> list[dict[str, str]]:
-        """The shard map of a new index: per shard, its node and folder."""
-        nodes = self.alive_nodes()
+        """The shard map of a new index: per shard, its machine and folder."""
+        machines = sorted(self.machines())
         first = next(self._deal)
         placement = []
         for shard_id in range(num_shards):
-            node_id = nodes[(first + shard_id) % len(nodes)]
-            folder = self.shard_root / node_id[:16] / index_uuid / str(shard_id)
-            placement.append({"node": node_id, "folder": str(folder)})
+            machine = machines[(first + shard_id) % len(machines)]
+            folder = self.shard_root / machine_folder(machine) / index_uuid / str(shard_id)
+            placement.append({"machine": machine, "folder": str(folder)})
         return placement
+
+    def machines_of(self, placement: list[dict[str, str]]) -> list[str]:
+        """Each shard's machine. A shard map written before machines were named (by a Ray node
+        id, `node`) is read as the machine of that node while it is alive, else, its node
+        restarted with another id, as the cluster's machine when it has one alone (the one host
+        whose disk has its folder); on a larger cluster it is a machine no node has (its shard
+        unavailable: which host has its folder is not known)."""
+        if all("machine" in entry for entry in placement):
+            return [entry["machine"] for entry in placement]
+        alive = {n["NodeID"]: machine_of(n["Resources"]) for n in ray.nodes() if n["Alive"]}
+        machines = set(alive.values())
+        only = machines.pop() if len(machines) == 1 else None
+
+        def machine(entry: dict[str, str]) -> str:
+            if "machine" in entry:
+                return entry["machine"]
+            return alive.get(entry["node"]) or only or f"{MACHINE_RESOURCE}node-{entry['node']}"
+
+        return [machine(entry) for entry in placement]
 
     def attach(self, index: Index, placement: list[dict[str, str]]) -> RemoteIndex:
         """The index's shard actors, found by name or created on their nodes."""
         return RemoteIndex(self, index, placement)
 
-    def machine(self, node_id: str) -> Any:
-        """The machine actor of a Ray node, found by name or created there."""
-        cpus = next((n["Resources"].get("CPU", 1) for n in ray.nodes() if n["NodeID"] == node_id), 1)
-        return self._actor_class.options(
-            name=f"machine/{node_id}",
+    def machine(self, machine: str) -> Machine:
+        """The actor of a machine, found by name or created there (scheduled by the machine's
+        resource: Ray starts it once a node of the machine is alive)."""
+        cpus = self.machines().get(machine, 1)
+        registry = self.shard_root / machine_folder(machine) / "machine.json"
+        actor = self._actor_class.options(
+            name=f"machine/{machine}",
             namespace=NAMESPACE,
             lifetime="detached",
             get_if_exists=True,
@@ -127,5 +198,6 @@ class RayBackend:
             max_task_retries=0,
             max_concurrency=ACTOR_CONCURRENCY,
             num_cpus=0,
-            scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
-        ).remote(node_id, max(2, int(cpus)))
+            resources={machine: MACHINE_SHARE},
+        ).remote(machine, str(registry), max(2, cpus))
+        return Machine(machine, actor)

@@ -13,10 +13,11 @@
 - `RayShard`: `ShardSearch` over a shard on its machine, what the search code calls for such a
   target; a phase's messages to one machine's shards go in one call (`send_all`).
 
-A Ray error (the machine actor died, is restarting, or its node is gone) becomes Elasticsearch's
-error for an unavailable shard, for each shard of the call: `unavailable_shards_exception` (503)
-for a write, and for a search phase `no_shard_available_action_exception`, which the coordinator
-reports as the shard's failure.
+A Ray error (the machine actor died or is restarting), or its machine gone (no alive node has its
+resource: a call, which Ray would hold or send again until the machine is back, gives up as soon
+as it sees that), becomes Elasticsearch's error for an unavailable shard, for each shard of the call:
+`unavailable_shards_exception` (503) for a write, and for a search phase
+`no_shard_available_action_exception`, which the coordinator reports as the shard's failure.
 """
 
 from __future__ import annotations
@@ -51,17 +52,27 @@ from leafsearch.search.workers.mirror import IndexState
 
 if TYPE_CHECKING:
     from leafsearch.index.index import Index
-    from leafsearch.ray_backend.cluster import RayBackend
+    from leafsearch.ray_backend.cluster import Machine, RayBackend
     from leafsearch.search.targets import Target
 
+
+class MachineGone(ConnectionError):
+    """No alive node has the machine's resource: its node was lost and has not come back."""
+
+    def __init__(self, machine: str) -> None:
+        super().__init__(f"machine [{machine}] is gone")
+
+
 #: What a call to a shard actor raises when the actor cannot answer: it died or is restarting
-#: (`RayActorError`), its node is gone and it was pinned there (`ActorUnschedulableError`, not
-#: a `RayActorError`), or it did not answer in time.
-UNAVAILABLE = (RayActorError, ActorUnschedulableError, GetTimeoutError)
+#: (`RayActorError`), it cannot be scheduled (`ActorUnschedulableError`, not a `RayActorError`),
+#: its machine is gone (`MachineGone`), or it did not answer in time.
+UNAVAILABLE = (RayActorError, ActorUnschedulableError, GetTimeoutError, MachineGone)
 
 #: How long a coordinator waits for a shard actor's answer (Elasticsearch's default timeout of a
 #: write waiting for its primary, and of a search's shard request without `timeout`).
 CALL_TIMEOUT_SECONDS = 60.0
+#: How often a call waiting for its machine's answer checks that the machine is still there.
+PRESENCE_SECONDS = 1.0
 #: How long a health check waits for the shard actors' answers: one that has not answered by
 #: then (dead, restarting, its node gone, or stuck) counts as an unassigned primary.
 HEALTH_TIMEOUT_SECONDS = 2.0
@@ -94,12 +105,14 @@ def unwrap(value: Any) -> Any:
 class MachineCall:
     """One call to a machine actor carrying several of its shards' calls (`MachineActor.batch`),
     and its answers, read once by whichever shard's wait comes first. `again`: a read, which Ray
-    sends again over the actor's restarts (`READ_RETRIES`); a write is never resent."""
+    sends again over the actor's restarts (`READ_RETRIES`) while its machine is there; a write is
+    never resent."""
 
-    def __init__(self, machine: Any, calls: list[ShardCall], again: bool) -> None:
+    def __init__(self, machine: Machine, calls: list[ShardCall], again: bool) -> None:
         retries = READ_RETRIES if again else 0
         message = pickle.dumps(calls, protocol=pickle.HIGHEST_PROTOCOL)
-        self.ref = machine.batch.options(max_task_retries=retries).remote(message)
+        self.machine = machine
+        self.ref = machine.actor.batch.options(max_task_retries=retries).remote(message)
         self._lock = threading.Lock()
         self._answers: list[Any] | None = None
         self._failure: Exception | None = None
@@ -109,9 +122,9 @@ class MachineCall:
         timeout past `deadline`, monotonic, else `CALL_TIMEOUT_SECONDS`)."""
         with self._lock:
             if self._answers is None and self._failure is None:
-                timeout = CALL_TIMEOUT_SECONDS if deadline is None else max(0.0, deadline - time.monotonic())
+                end = time.monotonic() + CALL_TIMEOUT_SECONDS if deadline is None else deadline
                 try:
-                    self._answers = pickle.loads(ray.get(self.ref, timeout=timeout))
+                    self._answers = pickle.loads(self._wait(end))
                 except UNAVAILABLE as exc:
                     self._failure = exc
             if self._failure is not None:
@@ -119,15 +132,33 @@ class MachineCall:
             assert self._answers is not None
             return self._answers
 
+    def _wait(self, end: float) -> bytes:
+        """The machine's answer by `end`, checking every `PRESENCE_SECONDS` that the machine is
+        there: Ray would send a read again, and hold a call to an actor not yet scheduled, until
+        the machine returns (its node restarted), and the shard must fail now instead. The call
+        is cancelled: unsent, it would apply a write answered as failed, or pin a snapshot for
+        no one, once the machine returns."""
+        while True:
+            left = max(0.0, end - time.monotonic())
+            try:
+                return ray.get(self.ref, timeout=min(left, PRESENCE_SECONDS))
+            except GetTimeoutError:
+                if time.monotonic() >= end:
+                    raise
+                if not self.machine.present():
+                    with contextlib.suppress(Exception):  # (already sent, or answered since)
+                        ray.cancel(self.ref)
+                    raise MachineGone(self.machine.name) from None
+
 
 def send_calls(
-    calls: list[tuple[Any, ShardCall, str]], *, again: bool = False, deadline: float | None = None
+    calls: list[tuple[Machine, ShardCall, str]], *, again: bool = False, deadline: float | None = None
 ) -> list[Callable[[], Any]]:
     """Send shards' calls, one call per machine actor carrying all of its shards' (each given as
-    (machine actor, shard call, shard name)); per call the function that waits for its answer:
+    (machine, shard call, shard name)); per call the function that waits for its answer:
     the shard's answer, its `Refusal` raised, the machine's failure as the shard's
     `ShardUnavailable`."""
-    by_machine: dict[Any, list[int]] = {}
+    by_machine: dict[Machine, list[int]] = {}
     for i, (machine, _, _) in enumerate(calls):
         by_machine.setdefault(machine, []).append(i)
     waits: list[Callable[[], Any]] = [None] * len(calls)  # type: ignore[list-item]
@@ -156,9 +187,10 @@ class RemoteIndex:
         self.backend = backend
         self.index = index
         self.placement = placement
-        machines = {node: backend.machine(node) for node in sorted({p["node"] for p in placement})}
-        #: Per shard, the machine actor of its node.
-        self.machines = [machines[p["node"]] for p in placement]
+        names = backend.machines_of(placement)
+        machines = {name: backend.machine(name) for name in sorted(set(names))}
+        #: Per shard, its machine.
+        self.machines = [machines[name] for name in names]
         self.shards = [RemoteShard(self, i) for i in range(len(placement))]
         self._lock = threading.Lock()
         #: Per shard, the version of the index state it acknowledged (None: not yet).
@@ -295,16 +327,13 @@ class RemoteIndex:
 
     def listings(self) -> list[ShardListing | ShardMissing]:
         """Every shard's listing (index/shard_listing.py), one call per machine; a shard that
-        cannot answer is listed as missing, with whether its Ray node is gone."""
-        alive: set[str] | None = None
+        cannot answer is listed as missing, with whether its machine is gone."""
         out: list[ShardListing | ShardMissing] = []
         for shard_id, wait in enumerate(self.each("listing")):
             try:
                 out.append(wait())
             except ShardUnavailable as exc:
-                if alive is None:
-                    alive = set(self.backend.alive_nodes())
-                out.append(ShardMissing(shard_id, exc, self.placement[shard_id]["node"] not in alive))
+                out.append(ShardMissing(shard_id, exc, not self.machines[shard_id].present()))
         return out
 
     def refresh(self) -> None:
@@ -344,7 +373,7 @@ class RemoteShard:
 
     def tell(self, method: str, *args: Any) -> None:
         """`method` sent and not waited for."""
-        self.remote.machines[self.shard_id].call.remote(self.remote.key(self.shard_id), method, *args)
+        self.remote.machines[self.shard_id].actor.call.remote(self.remote.key(self.shard_id), method, *args)
 
     def acquire_searcher(self) -> RemoteSnapshot:
         return RemoteSnapshot(self)

@@ -236,7 +236,7 @@ def new_index(
 
 def kill_shard_actors(data: Path) -> int:
     """SIGKILL every machine actor holding a shard of the coordinator on `data` (each keeps its
-    shard under `<data>/ray-shards/<node>/<index uuid>/<shard>`); Ray restarts each on its node.
+    shard under `<data>/ray-shards/<machine>/<index uuid>/<shard>`); Ray restarts each on its node.
     How many."""
     import ray
 
