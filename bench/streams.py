@@ -17,6 +17,8 @@ each timed from its first request to its last byte, with the documents it read c
   every row with `fetchmany(1000)`;
 - 2 slices of a PIT (`_export` with `slice`) and of a scroll, each read by its own process at
   once, against the one stream;
+- (`pages`) 400 PIT pages of 1 hit each, in walk order: what a page costs before its hits (the
+  request, its hand-over to a worker, the task), so its CPU per 1,000 is per 1,000 requests;
 
 and for each row the CPU per 1,000 documents of the server process, of its search workers, and of
 the client, and the peak resident memory of the server's processes (sampled every 20 ms).
@@ -48,6 +50,7 @@ from bench.workloads.common import BULK_CHUNK, settle_heap
 
 INDEX = "bench"
 PAGE = 1_000
+SMALL_PAGES = 400
 _SCROLL_ID = re.compile(rb'"_scroll_id":"([^"]+)"')
 
 
@@ -95,6 +98,29 @@ def pit_walk(url: str) -> tuple[int, int]:
         hits = orjson.loads(data)["hits"]["hits"]
         if not hits:
             break
+        seen += len(hits)
+        body["search_after"] = hits[-1]["sort"]
+    client.json("DELETE", "/_pit", {"id": pit})
+    client.close()
+    return seen, received
+
+
+def pit_small_pages(url: str, pages: int = SMALL_PAGES) -> tuple[int, int]:
+    """`pages` pages of 1 hit of a PIT walk by `@timestamp` desc, each decoded: the fixed cost of
+    a page, beside the walks' cost per hit."""
+    client = Client(url)
+    pit = client.json("POST", f"/{INDEX}/_pit?keep_alive=2m")["id"]
+    body: dict[str, Any] = {
+        "size": 1,
+        "sort": [{"@timestamp": "desc"}],
+        "track_total_hits": False,
+        "pit": {"id": pit, "keep_alive": "2m"},
+    }
+    seen = received = 0
+    for _ in range(pages):
+        data = client.raw("POST", "/_search", orjson.dumps(body))
+        received += len(data)
+        hits = orjson.loads(data)["hits"]["hits"]
         seen += len(hits)
         body["search_after"] = hits[-1]["sort"]
     client.json("DELETE", "/_pit", {"id": pit})
@@ -294,6 +320,13 @@ def run(url: str, server: Server | None, sqlite: SqliteBaseline, n: int, rows: s
         client.close()
         scrolls = [(scroll_stream, ({"id": i, "max": 2},)) for i in range(2)]
         add(measure("scroll, 2 slices in 2 processes", server, n, lambda: _jobs(url, scrolls)))
+    if "pages" in rows:
+        pages = min(SMALL_PAGES, n)
+
+        def small() -> tuple[int, int, None]:
+            return (*pit_small_pages(url, pages), None)
+
+        add(measure("PIT pages of 1 hit (per 1k requests)", server, pages, small))
     return out
 
 
@@ -342,7 +375,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, help="the server's data folder (loaded when it lacks the index)")
     parser.add_argument("--sqlite", type=Path, help="the SQLite file (loaded when missing)")
     parser.add_argument("--url", help="a running server holding the index (its CPU and memory are not read)")
-    parser.add_argument("--rows", default="walk,stream,slices", help="walk, stream, slices")
+    parser.add_argument("--rows", default="walk,stream,slices,pages", help="walk, stream, slices, pages")
     parser.add_argument("--server-args", default="", help="added to `serve`'s command line")
     parser.add_argument("--json", type=Path, help="also write the rows here")
     args = parser.parse_args(argv)

@@ -249,11 +249,16 @@ class Dispatcher:
         self, route: Route, request: RestRequest, content_type: str, pretty: bool
     ) -> tuple[int, bytes | Stream | Written | None, str, dict[str, str]]:
         """Run the handler (in a worker thread) and render its answer or its refusal; then give
-        back the memory a heavy request freed (leafsearch/services/memory.py)."""
+        back the memory a heavy request freed (leafsearch/services/memory.py), unless a search
+        worker rendered and wrote the response (this process held only the request: the check's
+        read of /proc was about 4% of its CPU for a PIT page, py-spy --gil)."""
+        answer = None
         try:
-            return self._answer(route, request, content_type, pretty)
+            answer = self._answer(route, request, content_type, pretty)
+            return answer
         finally:
-            self.trimmer.after_request()
+            if answer is None or not isinstance(answer[1], Written):
+                self.trimmer.after_request()
 
     def _answer(
         self, route: Route, request: RestRequest, content_type: str, pretty: bool

@@ -11,10 +11,11 @@ only what the node wrote.
 A context's record has two files, written in turn (`<key>.ctx`, `<key>.ctx1`), each a header
 (generation, length, CRC-32) and the pickle: a write truncates the older one, writes it and
 `fdatasync`s it, and the folder is fsynced only when a file is created. Why: a scroll records its
-position at every batch, and a temporary file renamed into place cost two fsyncs and the
-folder's (0.83 ms of CPU and 8 ms a batch, against 0.2 and 3 ms; bench/RESULTS.md, "Streaming
-export"). A write torn by a crash fails its CRC, and the other file holds the record before it,
-whose response was not sent. (A record of the earlier format, a bare pickle, is still read.)
+position every few batches (its record names the next batches' ends: scroll_pit.py), and a
+temporary file renamed into place cost two fsyncs and the folder's (0.83 ms of CPU and 8 ms a
+batch, against 0.2 and 3 ms; bench/RESULTS.md, "Streaming export"). A write torn by a crash fails
+its CRC, and the other file holds the record before it, whose response was not sent. (A record of
+an earlier format, a bare pickle or without `ahead`, is still read.)
 
 Ended contexts are appended to `ended.log` (one JSON line each, not fsynced: losing the last
 lines to a power loss changes only the wording of a 404), so that after a restart an id that

@@ -97,7 +97,14 @@ class ReaderContext:
     #: the cursor batch `seq` started from and its `took`, to answer it again (scroll_pit.py)
     seq: int = 0
     prev_cursor: list | None = None
-    prev_took: int = 0
+    prev_took: int | None = 0  # None: not known (a position its record named ahead; scroll_pit.py)
+    #: The ends of the batches after `cursor` its record names ahead: ids up to `seq + len(ahead)`
+    #: are answered after a restart without a record written per batch (scroll_pit.py).
+    ahead: list = field(default_factory=list)
+    #: Its record lags behind it (a batch it named ahead was answered): written on close.
+    unrecorded: bool = False
+    #: Restored from its record and no batch answered since: an id it named ahead is taken.
+    restored: bool = False
     #: held while its record is written or deleted, so a freed context's record never comes back
     record_lock: threading.Lock = field(default_factory=threading.Lock)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -226,6 +233,11 @@ class ContextRegistry:
     def _shares(self, kind: str) -> bool:
         return self.shared is not None and kind in SHARED_KINDS
 
+    def records_ahead(self, kind: str) -> bool:
+        """Whether a context's record may name positions ahead of it (scroll_pit.py): not when the
+        cluster's coordinators share it (each reads the latest record as the context's state)."""
+        return not self._shares(kind)
+
     # ---- lifecycle ---------------------------------------------------------------------
 
     def open(
@@ -309,6 +321,7 @@ class ContextRegistry:
             if ctx.freed:
                 return
             record = _record(ctx)
+            ctx.unrecorded = False
             record["expires_wall"] = time.time() + max(ctx.expires_at - self.clock(), 0.0)
             record["written_by"] = self.services.node_id
             self.records.write(ctx.key, record)
@@ -377,6 +390,8 @@ class ContextRegistry:
             seq=record["seq"],
             prev_cursor=record["prev_cursor"],
             prev_took=record["prev_took"],
+            ahead=list(record.get("ahead", ())),
+            restored=True,
             shard_contexts=pins,
         )
         with self._lock:
@@ -654,7 +669,11 @@ class ContextRegistry:
 
     def close_all(self) -> None:
         """The node is closing: contexts stay on disk for the restart (the node's shard contexts
-        let their snapshots go; shard actors keep theirs)."""
+        let their snapshots go; shard actors keep theirs). A record that lags behind its context
+        (batches it named ahead were answered) is written as it is now, so a replay after a clean
+        restart is the same bytes, `took` included."""
+        for ctx in [c for c in list(self._contexts.values()) if c.unrecorded]:
+            self.persist(ctx)
         with self._lock:
             for ctx in list(self._contexts.values()):
                 del self._contexts[ctx.key]
@@ -756,4 +775,5 @@ def _record(ctx: ReaderContext) -> dict[str, Any]:
         "seq": ctx.seq,
         "prev_cursor": ctx.prev_cursor,
         "prev_took": ctx.prev_took,
+        "ahead": ctx.ahead,
     }

@@ -77,8 +77,10 @@ class ScrollTask:
 
     `request` is the one that opened the scroll; `total`: its matches, counted by the first
     batch (None when opening); `read_ahead`: prepare the next batch in the background (the walk
-    goes on). The result: (response body, the cursor after the batch, the total); with `sink`,
-    the body is written to it (socket_sink.py) and `Written` takes its place."""
+    goes on). The result: (response body, the cursor after the batch, the total, the ends of
+    the batches after it that the walk already holds, at most `RECORDED_AHEAD`: the scroll's
+    record names them, scroll_pit.py); with `sink`, the body is written to it (socket_sink.py)
+    and `Written` takes its place."""
 
     targets: list[Target]
     request: SearchRequest
@@ -99,6 +101,12 @@ class ScrollTask:
 
 
 Task = SearchTask | CountTask | PitTask | ScrollTask | ExportTask
+
+#: How many batches after the one answered a scroll batch names by their ends (its window's, or
+#: the live documents after it), so that its context's record, written before the batch goes
+#: out, also covers the next ones: one `fdatasync` per up to this many + 1 batches (3 ms each on
+#: ext4, more than rendering a batch of 1,000 hits costs).
+RECORDED_AHEAD = 8
 
 
 def dispatch(
@@ -142,13 +150,13 @@ def run(
         return write_response(task.sink, body, cancelled, None if confirm is None else partial(confirm, None))
     if isinstance(task, ExportTask):
         return export_pages.run(services, task, cancelled)
-    body, cursor, total = _scroll_batch(services, task, cancelled)
+    body, cursor, total, ahead = _scroll_batch(services, task, cancelled)
     if task.took is not None:
         body["took"] = task.took
     if task.sink is not None:
-        asked = None if confirm is None else partial(confirm, (cursor, total, body["took"]))
+        asked = None if confirm is None else partial(confirm, (cursor, total, body["took"], ahead))
         body = write_response(task.sink, body, cancelled, asked)
-    return body, cursor, total
+    return body, cursor, total, ahead
 
 
 def _started(elapsed: float) -> float:
@@ -277,8 +285,9 @@ def walks_docs(request: SearchRequest) -> bool:
 
 def _scroll_batch(
     services: SearchServices, task: ScrollTask, cancelled: threading.Event | None
-) -> tuple[dict[str, Any], list[Any] | None, int]:
-    """The batch after the task's cursor; the cursor after it and the scroll's total."""
+) -> tuple[dict[str, Any], list[Any] | None, int, list[list[Any]]]:
+    """The batch after the task's cursor; the cursor after it, the scroll's total and the ends
+    of the full batches after it that the walk's hits at hand show (`_ends_ahead`)."""
     started = _started(task.elapsed)
     request = task.request
     walk, shown = walks.walk_request(request, task.cursor)
@@ -316,7 +325,17 @@ def _scroll_batch(
             task.targets,
             lambda: _rendered_batch(services, task, after, shown, total),
         )
-    return body, cursor, total
+    return body, cursor, total, _ends_ahead(page, request.size)
+
+
+def _ends_ahead(page: _Page, size: int) -> list[list[Any]]:
+    """The cursors after each of the next full batches (at most `RECORDED_AHEAD`) that the
+    page's hit list holds beyond the page: a window, a kept list or live documents hold the
+    walk's next hits in its order, so the batches after this one end there."""
+    if not size or page.end - page.start < size:
+        return []
+    last = min(len(page.hitlist), page.end + RECORDED_AHEAD * size)
+    return [last_sort_values(page.hitlist, end) for end in range(page.end + size, last + 1, size)]
 
 
 def _scroll_hits(
@@ -360,15 +379,16 @@ def _scroll_hits(
 
 def _live_docs_batch(targets: list[Target], walk: SearchRequest, size: int) -> _Page:
     """The batch of a `_doc` scroll of every document after the walk's cursor (`_doc`, then
-    `_shard_doc`): the live documents from the cursor's rank on."""
+    `_shard_doc`): the live documents from the cursor's rank on, in a list that holds the next
+    `RECORDED_AHEAD` batches' too (their ends: `_ends_ahead`)."""
     docs = LiveDocs(targets)
     position = 0 if walk.search_after is None else docs.rank(walk.search_after[-1])
-    end = min(position + size, docs.total)
+    end = min(position + size * (1 + RECORDED_AHEAD), docs.total)
     target_arr, doc_arr = docs.take(position, end)
     seg_docs: list = []
     columns = [sort_column(spec, targets, seg_docs, target_arr, doc_arr, None) for spec in walk.sort]
     page = HitList(targets, target_arr, doc_arr, None, columns, [], docs.total, None, window=True)
-    return _Page(page, 0, end - position)
+    return _Page(page, 0, min(size, end - position))
 
 
 def _shown(hitlist: HitList, shown: int, total: int) -> HitList:

@@ -131,8 +131,15 @@ def fetch_shard(target: Target, fetch: ShardFetch) -> ShardFetchResult:
     else:
         columns = _raw_columns(target, page, fetch, highlights)
         rows = zip(*columns, strict=True)
-        if fetch.form == "page":
+        if fetch.form == "page" and fetch.lines:
             joined = b"".join(chain.from_iterable(rows))
+        elif fetch.form == "page":  # one JSON array, joined once: the last hit ends `}]`, not `},`
+            parts = [b"[", *chain.from_iterable(rows)]
+            if len(parts) > 1:
+                parts[-1] = parts[-1][:-1] + b"]"
+            else:
+                parts.append(b"]")
+            joined = b"".join(parts)
         else:
             hits = [b"".join(row) for row in rows]
     return ShardFetchResult(fetch.shard_index, joined, hits, time.perf_counter_ns() - started)
@@ -201,7 +208,7 @@ def _raw_columns(
     if highlights is not None:
         pieces.append([b"" if h is None else b',"highlight":' + dumps(h) for h in highlights])
     if fetch.sort_values is not None:
-        pieces += [b',"sort":[', _sort_json(fetch.sort_values), b"]"]
+        pieces += [b',"sort":[', *_sort_json(fetch.sort_values), b"]"]
     pieces.append(b"}\n" if fetch.lines else b"},")
     merged: list[bytes | list[bytes]] = []
     for piece in pieces:
@@ -343,7 +350,7 @@ def spliced(
     """A page of `n` hits from its shards' fetch answers (`page_fetches`' parts, in their order)."""
     if form == "page":
         assert results[0].page is not None
-        return RawJSON(b"[" + results[0].page[:-1] + b"]")
+        return RawJSON(results[0].page)
     if len(parts) == 1:
         assert results[0].hits is not None
         return results[0].hits
@@ -476,20 +483,20 @@ def last_sort_values(hitlist: HitList, end: int) -> list[Any]:
     return [column[0] for column in _sort_columns(hitlist, end - 1, end)]
 
 
-def _sort_json(columns: list[list[Any]]) -> list[bytes]:
-    """Each hit's encoded sort values, comma-separated (the caller adds the brackets). A column of
-    plain numbers is encoded in one call and split on its commas (a number's JSON has none);
-    columns holding strings or nulls are encoded per hit."""
-    tokens: list[list[bytes]] = []
+def _sort_json(columns: list[list[Any]]) -> list[bytes | list[bytes]]:
+    """The hits' encoded sort values as pieces of `_raw_columns`: each column's values (a list,
+    one per hit), commas between them (the caller adds the brackets), so a hit's values are
+    joined with the rest of its row, not one by one. A column of plain numbers is encoded in one
+    call and split on its commas (a number's JSON has none); columns holding strings or nulls
+    are encoded per hit."""
+    pieces: list[bytes | list[bytes]] = []
     for values in columns:
         encoded = orjson.dumps(values)
         split = encoded[1:-1].split(b",") if values else []
         if b'"' in encoded or b"null" in encoded or len(split) != len(values):
             split = [orjson.dumps(v) for v in values]
-        tokens.append(split)
-    if len(tokens) == 1:
-        return tokens[0]
-    return [b",".join(row) for row in zip(*tokens, strict=True)]
+        pieces += [b",", split] if pieces else [split]
+    return pieces
 
 
 #: Column kinds whose present values render as they are stored when the sort has no `format`.

@@ -128,19 +128,30 @@ def _next_batch(
 ) -> dict[str, Any] | Written:
     """The batch after the scroll's cursor (caller holds `ctx.lock`), answered with the id of
     the position after it; the context moves there and keeps what replays the batch (its start
-    and `took`), its record written before the batch is answered."""
+    and `took`), its record written before the batch is answered.
+
+    The record names the ends of the next batches too, when the walk knows them (its window,
+    `execution.RECORDED_AHEAD`): a batch ending where the record said needs no write, so one
+    `fdatasync` serves several batches. After a restart, the id of any position the record
+    named is answered (`_skip_to`): the client may have received those batches."""
     seq = ctx.seq + 1
     public_id = services.contexts.encode_id("scroll", ctx.key, seq, ctx.token)
 
-    def advance(summary: tuple[list | None, int, int]) -> bool:
+    def advance(summary: tuple[list | None, int, int, list]) -> bool:
         """Move the context past the batch and record it, before the batch is answered."""
-        cursor, total, took = summary
+        cursor, total, took, ahead = summary
         ctx.prev_cursor, ctx.cursor, ctx.total = ctx.cursor, cursor, total
         ctx.seq, ctx.public_id, ctx.prev_took = seq, public_id, took
+        ctx.restored = False
+        if ctx.ahead and ctx.ahead[0] == cursor:  # its record named this position already
+            del ctx.ahead[0]
+            ctx.unrecorded = True
+            return True
+        ctx.ahead = list(ahead) if services.contexts.records_ahead("scroll") else []
         services.contexts.persist(ctx)
         return True
 
-    body, cursor, total = _batch(
+    body, cursor, total, ahead = _batch(
         services,
         ctx,
         ctx.cursor,
@@ -154,8 +165,21 @@ def _next_batch(
         confirm=advance,
     )
     if not isinstance(body, Written):  # else the worker asked, before writing it
-        advance((cursor, total, body["took"]))
+        advance((cursor, total, body["took"], ahead))
     return body
+
+
+def _skip_to(services: CoordinatorServices, ctx: ReaderContext, seq: int) -> None:
+    """A restored scroll asked for position `seq`, past the one its record holds but among
+    those it named ahead (caller holds `ctx.lock`): the client received the batches up to it
+    before the restart, so the context moves there. Their `took`s were not recorded: the last
+    one asked again answers its own."""
+    skipped = seq - ctx.seq
+    ends = ctx.ahead
+    ctx.prev_cursor = ends[skipped - 2] if skipped > 1 else ctx.cursor
+    ctx.cursor, ctx.ahead = ends[skipped - 1], ends[skipped:]
+    ctx.seq, ctx.prev_took = seq, None
+    ctx.public_id = services.contexts.encode_id("scroll", ctx.key, seq, ctx.token)
 
 
 def _replayed_batch(
@@ -163,7 +187,7 @@ def _replayed_batch(
 ) -> dict[str, Any] | Written:
     """The last batch again (caller holds `ctx.lock`): the same hits from the same cursor on the
     same snapshot, its `took` as first answered, so the response is the same bytes."""
-    body, _, _ = _batch(
+    body, _, _, _ = _batch(
         services,
         ctx,
         ctx.prev_cursor,
@@ -193,11 +217,12 @@ def _batch(
     lend: Lend | None,
     took: int | None = None,
     confirm: Confirm | None = None,
-) -> tuple[dict[str, Any] | Written, list | None, int]:
+) -> tuple[dict[str, Any] | Written, list | None, int, list]:
     """The scroll's batch after `cursor`, run as a task (caller holds `ctx.lock`): its body
     (answering `public_id`; `took` replaces its own: a replay's), or what a search worker wrote
-    of it to the client's socket (`lend`; `confirm` is called with the cursor, total and took
-    before it writes), the cursor after it and the scroll's total. Over shard actors, the task
+    of it to the client's socket (`lend`; `confirm` is called with the cursor, total, took and
+    the ends ahead before it writes), the cursor after it, the scroll's total and the ends of
+    the next batches the walk knows (`execution.ScrollTask`). Over shard actors, the task
     runs here (no search worker holds their snapshots), on their contexts."""
     remote = any(t.remote for t in ctx.targets)
     sink = None if remote else _sink(services, lend, raw_hits)
@@ -271,8 +296,12 @@ def scroll(
                 raise SearchPhaseExecution(exc) from None
         with ctx.lock:
             seq = decoded[2]
+            if ctx.restored and 0 < seq - ctx.seq <= len(ctx.ahead):
+                _skip_to(services, ctx, seq)
             if seconds is not None:
-                ctx.keep_alive = seconds  # in the record the batch writes
+                if seconds != ctx.keep_alive:
+                    ctx.ahead = []  # the batch writes its record, with the new keep-alive
+                ctx.keep_alive = seconds
             if seq == ctx.seq:
                 read_ahead = reads_ahead(raw_hits, keep_alive, ctx.request)
                 body = _next_batch(

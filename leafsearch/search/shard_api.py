@@ -224,7 +224,7 @@ class ShardFetchResult:
     """A shard's rendered hits (Elasticsearch's FetchSearchResult), in the order asked."""
 
     shard_index: int
-    page: bytes | None  # form "page"
+    page: bytes | None  # form "page": a JSON array of the hits (of lines, their NDJSON)
     hits: list[Any] | None  # form "hits" (bytes) or "dicts"
     fetch_nanos: int  # the shard's time rendering them (the profile's fetch time)
 

@@ -36,7 +36,7 @@ from typing import Any
 
 import orjson
 
-from leafsearch.common.rawjson import fragment
+from leafsearch.common.rawjson import RawJSON, fragment
 
 #: How long a write waits for room in the socket before it looks whether it was cancelled.
 _POLL_MILLIS = 100
@@ -101,17 +101,34 @@ def write_response(
     with its head, in one `sendmsg` when the socket has room (no copy of the page); `confirm`
     first, when given: its False writes nothing (`Written.complete` false, length 0)."""
     assert sink.head is not None
-    data = orjson.dumps(body, default=fragment)
+    data = _encoded(body)
+    length = sum(map(len, data))
     if confirm is not None and not confirm():
         return Written(0, False, body["took"])
     before, after = sink.head
     with socket.socket(fileno=os.dup(sink.fd)) as out:
         try:
-            send_all(out, [before, b"%d" % len(data), after, data], cancelled)
+            send_all(out, [before, b"%d" % length, after, *data], cancelled)
             complete = True
         except Gone:
             complete = False
-    return Written(len(data), complete, body["took"], body.get("hits", {}).get("total"))
+    return Written(length, complete, body["took"], body.get("hits", {}).get("total"))
+
+
+#: Where a page's hits go in the encoding of the rest of its body: a byte JSON never holds raw.
+_HITS_MARK = b"\x00"
+
+
+def _encoded(body: dict[str, Any]) -> list[bytes]:
+    """The body's JSON as the REST layer renders it, in pieces: a page of hits rendered as bytes
+    (`RawJSON`, hundreds of KB) is written as it is, not copied into the encoding of the rest."""
+    found = body.get("hits")
+    hits = found.get("hits") if isinstance(found, dict) else None
+    if not isinstance(hits, RawJSON):
+        return [orjson.dumps(body, default=fragment)]
+    rest = orjson.dumps({**body, "hits": {**found, "hits": orjson.Fragment(_HITS_MARK)}}, default=fragment)
+    head, tail = rest.split(_HITS_MARK, 1)
+    return [head, hits.data, tail]
 
 
 def send_all(out: socket.socket, pieces: list[bytes], cancelled: threading.Event | None) -> None:

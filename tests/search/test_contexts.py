@@ -6,6 +6,7 @@ and ids that survive one (the restart's own tests are in test_durable_contexts.p
 
 from __future__ import annotations
 
+import shutil
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -237,3 +238,40 @@ def test_the_same_scroll_id_sent_at_once_by_two_clients_answers_one_batch_twice(
     with pytest.raises(ElasticError) as moved:
         node.scroll(first["_scroll_id"], "1m")
     assert moved.value.status == 404 and "moved past this batch" in str(moved.value.caused_by)
+
+
+@pytest.mark.parametrize("body", [{"sort": ["_doc"]}, {"sort": [{"n": "desc"}]}], ids=["doc", "sorted"])
+def test_a_scroll_records_batches_ahead_and_any_crash_between_them_loses_and_repeats_nothing(
+    tmp_path: Path, body: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch's record names the ends of the next batches its walk knows, so most batches write
+    none; a crash after any batch (the data folder as it is then, copied: what `kill -9` leaves)
+    and a restart go on after the batch the client received, and its id before replays it."""
+    path = tmp_path / "node"
+    writes: list[int] = []
+    with Node(path, background=False) as live:
+        admin.create_index(live, "t", {"settings": {"number_of_shards": 2}})
+        docs = b"".join(b'{"index":{"_id":"%d"}}\n{"n":%d}\n' % (i, i) for i in range(300))
+        live.bulk(docs, index="t", refresh="true")
+        records = live.contexts.records
+        write = records.write
+        monkeypatch.setattr(records, "write", lambda key, record: writes.append(1) or write(key, record))
+        batch = search(live, "t", {**body, "size": 20}, {"scroll": "1m"})
+        batches, crashed = [batch], []
+        while batch["hits"]["hits"]:
+            crashed.append(tmp_path / f"crash{len(crashed)}")
+            shutil.copytree(path, crashed[-1])
+            batch = live.scroll(batch["_scroll_id"], "1m")
+            batches.append(batch)
+    walked = [h["_id"] for b in batches for h in b["hits"]["hits"]]
+    assert sorted(walked, key=int) == [str(i) for i in range(300)]
+    assert len(writes) <= len(batches) // 4  # one record per up to 9 batches (not one per batch)
+    for k in (1, 2, 5, 8, 9, 10, 14):  # after batch k was received: crashed[k] holds what was durable
+        monkeypatch.undo()
+        with Node(crashed[k], background=False) as restarted:
+            again = restarted.scroll(batches[k - 1]["_scroll_id"], "1m")  # batch k asked again
+            assert again["hits"]["hits"] == batches[k]["hits"]["hits"], k
+            rest = [restarted.scroll(again["_scroll_id"], "1m")]
+            while rest[-1]["hits"]["hits"]:
+                rest.append(restarted.scroll(rest[-1]["_scroll_id"], "1m"))
+        assert [h["_id"] for b in rest for h in b["hits"]["hits"]] == walked[20 * (k + 1) :], k

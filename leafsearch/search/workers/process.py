@@ -21,6 +21,7 @@ import contextlib
 import contextvars
 import os
 import pickle
+import queue
 import threading
 import time
 import traceback
@@ -161,6 +162,7 @@ def main(conn: Connection, config: WorkerConfig) -> None:
     running: dict[int, threading.Event] = {}
     gates: dict[int, list[Any]] = {}  # call id -> [event, answer]: a rendered response awaiting "go"
     pending: deque[tuple[int, Callable[[], Any]]] = deque()  # tasks read while draining
+    writers = _Writers()
     finished = threading.Event()
 
     def reply(message: tuple, buffers: list[pickle.PickleBuffer] = ()) -> None:  # type: ignore[assignment]
@@ -233,9 +235,7 @@ def main(conn: Connection, config: WorkerConfig) -> None:
                         # thread of its own, not one that serves the other tasks; the socket is
                         # closed when it returns.
                         running[call_id] = cancelled
-                        threading.Thread(
-                            target=run, args=(call_id, partial(_closing, sink.fd, work)), daemon=True
-                        ).start()
+                        writers.start(partial(run, call_id, partial(_closing, sink.fd, work)))
                         return None
                 else:
                     work = task.bind(state.mirror)
@@ -296,6 +296,44 @@ def main(conn: Connection, config: WorkerConfig) -> None:
     for i in range(config.threads + 1):
         threading.Thread(target=serve, name=f"leafsearch-worker-{i}", daemon=True).start()
     finished.wait()
+
+
+class _Writers:
+    """The threads of the tasks that write to a client's socket, one each while it runs: an idle
+    one takes the next task, else another starts; one idle for `idle_seconds` ends. Why: starting
+    a thread per page (it waits until the thread runs) was a tenth of a worker's CPU per task of
+    a PIT walk or scroll."""
+
+    def __init__(self, idle_seconds: float = 60.0) -> None:
+        self.idle_seconds = idle_seconds
+        self._lock = threading.Lock()
+        self._idle = 0
+        self._tasks: queue.SimpleQueue[Callable[[], Any]] = queue.SimpleQueue()
+
+    def start(self, work: Callable[[], Any]) -> None:
+        with self._lock:
+            if self._idle:
+                self._idle -= 1
+                self._tasks.put(work)
+                return
+        name = "leafsearch-worker-writer"
+        threading.Thread(target=self._serve, args=(work,), name=name, daemon=True).start()
+
+    def _serve(self, work: Callable[[], Any]) -> None:
+        while True:
+            work()
+            del work  # (its task's objects go now, not when the next arrives)
+            with self._lock:
+                self._idle += 1
+            try:
+                work = self._tasks.get(timeout=self.idle_seconds)
+            except queue.Empty:
+                with self._lock:
+                    try:  # one given to this thread as it timed out
+                        work = self._tasks.get_nowait()
+                    except queue.Empty:
+                        self._idle -= 1
+                        return
 
 
 def _closing(fd: int, work: Callable[[], Any]) -> Any:
