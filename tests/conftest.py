@@ -175,6 +175,54 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     return RayTogether(config, log)
 
 
+#: pytest's cache key of the seconds each test module's tests took on average in the last run
+#: that ran it (setup, call and teardown; {module path: seconds}).
+MODULE_SECONDS = "leafsearch/module-seconds"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The modules whose tests were slowest on average first, each module's tests together and in
+    their order: xdist hands single tests out in collection order, so the long ones (crash trials,
+    the fuzzer, the bench runs) start early and the run ends on short ones, instead of one worker
+    ending long after the other on slow tests collected last (tests/write). Nothing moves
+    without pytest's cache (`-p no:cacheprovider`) or before a first run."""
+    cache = getattr(config, "cache", None)
+    seconds = cache.get(MODULE_SECONDS, {}) if cache is not None else {}
+    if not seconds:
+        return
+    modules: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        modules.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
+    order = sorted(modules, key=lambda module: -seconds.get(module, 0.0))
+    items[:] = [item for module in order for item in modules[module]]
+
+
+class ModuleSeconds:
+    """Adds up each module's test seconds over the run and keeps their averages in pytest's
+    cache at its end (in the controller of an xdist run, which sees every worker's reports)."""
+
+    def __init__(self, cache: pytest.Cache) -> None:
+        self.cache = cache
+        self.totals: dict[str, list[float]] = {}  # module: [seconds, tests]
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        total = self.totals.setdefault(report.nodeid.split("::", 1)[0], [0.0, 0])
+        total[0] += report.duration
+        total[1] += report.when == "call"
+
+    def pytest_sessionfinish(self) -> None:
+        if self.totals:
+            seconds = self.cache.get(MODULE_SECONDS, {})
+            seconds.update({module: s / max(n, 1) for module, (s, n) in self.totals.items()})
+            self.cache.set(MODULE_SECONDS, seconds)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    cache = getattr(config, "cache", None)
+    if cache is not None and not hasattr(config, "workerinput"):
+        config.pluginmanager.register(ModuleSeconds(cache), "leafsearch-module-seconds")
+
+
 @functools.cache
 def _has_module_fixture(module: str) -> bool:
     """Whether the test module (a path from the repository root) defines a module-scoped fixture."""
