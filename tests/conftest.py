@@ -217,7 +217,40 @@ class ModuleSeconds:
             self.cache.set(MODULE_SECONDS, seconds)
 
 
+#: Where the tests' folders (`tmp_path` and the servers' data folders in them) go when it is a
+#: RAM file system with room: the engine fsyncs every file and folder it makes durable, and on
+#: the disk each fsync waited for the journal (about 1.5 ms) and cost system CPU, the more so
+#: with other processes writing: tests/search/test_pit_property.py took 86 s (20 s of CPU) on
+#: the disk and 14 s (9 s of CPU) there. The code run is the same; nothing a test checks needs
+#: the disk (durability tests kill -9 the server, whose writes the page cache keeps either way,
+#: or simulate the power loss: tests/power_loss.py). `LEAFSEARCH_TESTS_ON_DISK=1`, `--basetemp`
+#: or `PYTEST_DEBUG_TEMPROOT` keep them elsewhere.
+RAM_FOLDERS = Path("/dev/shm")
+RAM_FOLDERS_MIN_FREE = 4 * 1024**3
+
+
+def _tests_in_ram(config: pytest.Config) -> None:
+    """pytest's temporary folders under `RAM_FOLDERS` (its numbered runs, the last 3 kept, as in
+    the system's temporary folder) unless told otherwise or it lacks room."""
+    if config.option.basetemp or "PYTEST_DEBUG_TEMPROOT" in os.environ:
+        return
+    if os.environ.get("LEAFSEARCH_TESTS_ON_DISK") == "1" or not _is_tmpfs(RAM_FOLDERS):
+        return
+    stats = os.statvfs(RAM_FOLDERS)
+    if stats.f_bavail * stats.f_frsize >= RAM_FOLDERS_MIN_FREE and os.access(RAM_FOLDERS, os.W_OK):
+        os.environ["PYTEST_DEBUG_TEMPROOT"] = str(RAM_FOLDERS)
+
+
+def _is_tmpfs(folder: Path) -> bool:
+    try:
+        mounts = Path("/proc/self/mounts").read_text().splitlines()
+    except OSError:  # not Linux
+        return False
+    return any(line.split()[1:3] == [str(folder), "tmpfs"] for line in mounts)
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    _tests_in_ram(config)
     cache = getattr(config, "cache", None)
     if cache is not None and not hasattr(config, "workerinput"):
         config.pluginmanager.register(ModuleSeconds(cache), "leafsearch-module-seconds")
