@@ -37,7 +37,6 @@ one walk and during 4 walks of their own PITs by 4 client processes at once.
 from __future__ import annotations
 
 import argparse
-import multiprocessing
 import statistics
 import sys
 import tempfile
@@ -52,6 +51,7 @@ import orjson
 
 from bench.client import Client, HttpError
 from bench.generate import MAPPING, generate
+from bench.processes import client_processes
 from bench.server import Server
 from bench.workloads.common import BULK_CHUNK, settle_heap, settle_merges
 
@@ -279,8 +279,7 @@ class Bench:
 
             sampler = threading.Thread(target=sample, daemon=True)
             sampler.start()
-            spawn = multiprocessing.get_context("spawn")
-            with spawn.Pool(count) as pool:
+            with client_processes("bench.walk_start").Pool(count) as pool:
                 results = pool.map(walk, [self.url] * count)
             stop.set()
             sampler.join()

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing
 import os
 import shutil
 import subprocess
@@ -46,6 +45,7 @@ import orjson
 
 from bench.client import Client
 from bench.generate import generate, write_import_files
+from bench.processes import client_processes
 from bench.server import Server
 from bench.workloads.top_pages import service_range_body
 
@@ -160,8 +160,9 @@ def _measure(
     try:
         _wait_workers(server.url)
         out["RSS idle, MB"] = server.memory_kb("VmRSS") / 1024
-        manager = multiprocessing.get_context("spawn").Manager()
-        with multiprocessing.get_context("spawn").Pool(5) as pool:
+        context = client_processes("bench.workers")
+        manager = context.Manager()
+        with context.Pool(5) as pool:
             # Each process that runs searches builds the segments' sort orders on its first query
             # (bench W6 reports that cost); warm every one up, then measure distinct queries.
             warm = [(server.url, _queries(first, last, 100 + c, WARM_UP_QUERIES)) for c in range(4)]

@@ -175,6 +175,87 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     return RayTogether(config, log)
 
 
+#: pytest's cache key of the seconds each test module's tests took on average in the last run
+#: that ran it (setup, call and teardown; {module path: seconds}).
+MODULE_SECONDS = "leafsearch/module-seconds"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The modules whose tests were slowest on average first, each module's tests together and in
+    their order: xdist hands single tests out in collection order, so the long ones (crash trials,
+    the fuzzer, the bench runs) start early and the run ends on short ones, instead of one worker
+    ending long after the other on slow tests collected last (tests/write). Nothing moves
+    without pytest's cache (`-p no:cacheprovider`) or before a first run."""
+    cache = getattr(config, "cache", None)
+    seconds = cache.get(MODULE_SECONDS, {}) if cache is not None else {}
+    if not seconds:
+        return
+    modules: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        modules.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
+    order = sorted(modules, key=lambda module: -seconds.get(module, 0.0))
+    items[:] = [item for module in order for item in modules[module]]
+
+
+class ModuleSeconds:
+    """Adds up each module's test seconds over the run and keeps their averages in pytest's
+    cache at its end (in the controller of an xdist run, which sees every worker's reports)."""
+
+    def __init__(self, cache: pytest.Cache) -> None:
+        self.cache = cache
+        self.totals: dict[str, list[float]] = {}  # module: [seconds, tests]
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        total = self.totals.setdefault(report.nodeid.split("::", 1)[0], [0.0, 0])
+        total[0] += report.duration
+        total[1] += report.when == "call"
+
+    def pytest_sessionfinish(self) -> None:
+        if self.totals:
+            seconds = self.cache.get(MODULE_SECONDS, {})
+            seconds.update({module: s / max(n, 1) for module, (s, n) in self.totals.items()})
+            self.cache.set(MODULE_SECONDS, seconds)
+
+
+#: Where the tests' folders (`tmp_path` and the servers' data folders in them) go when it is a
+#: RAM file system with room: the engine fsyncs every file and folder it makes durable, and on
+#: the disk each fsync waited for the journal (about 1.5 ms) and cost system CPU, the more so
+#: with other processes writing: tests/search/test_pit_property.py took 86 s (20 s of CPU) on
+#: the disk and 14 s (9 s of CPU) there. The code run is the same; nothing a test checks needs
+#: the disk (durability tests kill -9 the server, whose writes the page cache keeps either way,
+#: or simulate the power loss: tests/power_loss.py). `LEAFSEARCH_TESTS_ON_DISK=1`, `--basetemp`
+#: or `PYTEST_DEBUG_TEMPROOT` keep them elsewhere.
+RAM_FOLDERS = Path("/dev/shm")
+RAM_FOLDERS_MIN_FREE = 4 * 1024**3
+
+
+def _tests_in_ram(config: pytest.Config) -> None:
+    """pytest's temporary folders under `RAM_FOLDERS` (its numbered runs, the last 3 kept, as in
+    the system's temporary folder) unless told otherwise or it lacks room."""
+    if config.option.basetemp or "PYTEST_DEBUG_TEMPROOT" in os.environ:
+        return
+    if os.environ.get("LEAFSEARCH_TESTS_ON_DISK") == "1" or not _is_tmpfs(RAM_FOLDERS):
+        return
+    stats = os.statvfs(RAM_FOLDERS)
+    if stats.f_bavail * stats.f_frsize >= RAM_FOLDERS_MIN_FREE and os.access(RAM_FOLDERS, os.W_OK):
+        os.environ["PYTEST_DEBUG_TEMPROOT"] = str(RAM_FOLDERS)
+
+
+def _is_tmpfs(folder: Path) -> bool:
+    try:
+        mounts = Path("/proc/self/mounts").read_text().splitlines()
+    except OSError:  # not Linux
+        return False
+    return any(line.split()[1:3] == [str(folder), "tmpfs"] for line in mounts)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    _tests_in_ram(config)
+    cache = getattr(config, "cache", None)
+    if cache is not None and not hasattr(config, "workerinput"):
+        config.pluginmanager.register(ModuleSeconds(cache), "leafsearch-module-seconds")
+
+
 @functools.cache
 def _has_module_fixture(module: str) -> bool:
     """Whether the test module (a path from the repository root) defines a module-scoped fixture."""

@@ -13,11 +13,20 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 
 from bench.generate import MAPPING, generate
 from bench.sqlite_baseline import SqliteBaseline
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(autouse=True)
+def bench_folders(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bench's temporary folders (its server's data, SQLite's baseline) among the tests' (which
+    tests/conftest.py keeps in RAM where it can: the bench's writes fsync), in one with a short
+    name: multiprocessing's sockets are made there, and a socket's path has at most 107 bytes."""
+    monkeypatch.setenv("TMPDIR", str(tmp_path_factory.mktemp("b")))
 
 
 def bench_run(module: str, *options: str, timeout: float = 280) -> subprocess.CompletedProcess:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import gc
-import multiprocessing
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -16,6 +15,7 @@ from bench import harness
 from bench.client import HttpError
 from bench.generate import MAPPING
 from bench.harness import CheckFailed, Context, Stopwatch, check
+from bench.processes import client_processes
 
 BULK_CHUNK = 5_000
 T = TypeVar("T")
@@ -233,9 +233,9 @@ def in_processes(
     they are all ready (each waits at `start` once set up, so process start-up and data loading
     are not timed) until each has put its result on `results`. An exception a process put there
     is raised here. Returns (results in finishing order, seconds)."""
-    spawn = multiprocessing.get_context("spawn")  # no inherited client sockets or threads
-    start, results = spawn.Barrier(len(args) + 1), spawn.Queue()
-    workers = [spawn.Process(target=target, daemon=True, args=(*a, start, results)) for a in args]
+    context = client_processes(target.__module__)
+    start, results = context.Barrier(len(args) + 1), context.Queue()
+    workers = [context.Process(target=target, daemon=True, args=(*a, start, results)) for a in args]
     for worker in workers:
         worker.start()
     try:
