@@ -56,6 +56,17 @@ def _kv() -> Any:
     return internal_kv
 
 
+def cluster_secret() -> bytes:
+    """The cluster's secret, made by the first process of the cluster that asks (a coordinator's
+    metadata actor, a machine actor's channel: channel.py), the same for every one after."""
+    kv = _kv()
+    secret = kv._internal_kv_get(_SECRET, namespace=KV_NAMESPACE)
+    if secret is None:
+        kv._internal_kv_put(_SECRET, secrets.token_bytes(32), overwrite=False, namespace=KV_NAMESPACE)
+        secret = kv._internal_kv_get(_SECRET, namespace=KV_NAMESPACE)
+    return secret
+
+
 class MetadataActor:
     """See the module's docstring. Every method runs alone (`max_concurrency=1`)."""
 
@@ -76,12 +87,7 @@ class MetadataActor:
             if raw is not None:
                 kind, expires = orjson.loads(raw[: raw.index(b"\n")])
                 self._contexts[key.decode()[len(_CONTEXT) :]] = (kind, expires, True)
-        secret = kv._internal_kv_get(_SECRET, namespace=KV_NAMESPACE)
-        if secret is None:
-            secret = secrets.token_bytes(32)
-            kv._internal_kv_put(_SECRET, secret, overwrite=False, namespace=KV_NAMESPACE)
-            secret = kv._internal_kv_get(_SECRET, namespace=KV_NAMESPACE)
-        self._secret: bytes = secret
+        self._secret = cluster_secret()
 
     # ---- versioned entries -------------------------------------------------------------
 

@@ -29,13 +29,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-import ray
 from ray.exceptions import ActorUnschedulableError, GetTimeoutError, RayActorError
 
 from leafsearch.errors import ElasticError, IndexClosed, SearchContextMissing, ShardFailed, ShardUnavailable
 from leafsearch.index.shard_listing import ShardListing, ShardMissing
 from leafsearch.index.shard_write import DocRead, ShardWrite, ShardWriteOutcome
 from leafsearch.ray_backend.actor import Refusal, ShardCall, ShardKey
+from leafsearch.ray_backend.channel import ChannelBroken, Channels, ChannelTimeout, Pending
 from leafsearch.search.dfs import DfsStats
 from leafsearch.search.shard_api import (
     ShardContextId,
@@ -54,10 +54,10 @@ if TYPE_CHECKING:
     from leafsearch.ray_backend.cluster import RayBackend
     from leafsearch.search.targets import Target
 
-#: What a call to a shard actor raises when the actor cannot answer: it died or is restarting
-#: (`RayActorError`), its node is gone and it was pinned there (`ActorUnschedulableError`, not
-#: a `RayActorError`), or it did not answer in time.
-UNAVAILABLE = (RayActorError, ActorUnschedulableError, GetTimeoutError)
+#: What a call to a machine actor raises when the actor cannot answer: it died or is restarting
+#: (`RayActorError`, or its channel broke: `ChannelBroken`), its node is gone and it was pinned
+#: there (`ActorUnschedulableError`, not a `RayActorError`), or it did not answer in time.
+UNAVAILABLE = (RayActorError, ActorUnschedulableError, GetTimeoutError, ChannelBroken, ChannelTimeout)
 
 #: How long a coordinator waits for a shard actor's answer (Elasticsearch's default timeout of a
 #: write waiting for its primary, and of a search's shard request without `timeout`).
@@ -77,11 +77,8 @@ def unavailable_for_write(index: Index, shard_id: int, count: int, cause: Except
     )
 
 
-#: Ray's retries of a read (`MachineCall.again`): unbounded, within `CALL_TIMEOUT_SECONDS`. A
-#: read changes nothing; one caught by a crash of its machine actor, or sent while Ray restarts
-#: it (with no retries Ray fails such a call at once), runs once the actor is back, with its
-#: shards reopened and their contexts kept on disk, so a walk goes on over a machine restart.
-READ_RETRIES = -1
+#: Seconds between a read's tries while its machine actor restarts (`MachineCall`).
+RETRY_PAUSE_SECONDS = 0.05
 
 
 def unwrap(value: Any) -> Any:
@@ -92,36 +89,66 @@ def unwrap(value: Any) -> Any:
 
 
 class MachineCall:
-    """One call to a machine actor carrying several of its shards' calls (`MachineActor.batch`),
-    and its answers, read once by whichever shard's wait comes first. `again`: a read, which Ray
-    sends again over the actor's restarts (`READ_RETRIES`); a write is never resent."""
+    """One call to a machine actor carrying several of its shards' calls (`MachineActor.batch`)
+    on its channel (channel.py), and its answers, read once by whichever shard's wait comes
+    first. `again`: a read, sent again when the channel broke under it (the actor died or Ray
+    restarted it: the next try asks Ray where it is now, which waits while it restarts), until
+    its deadline; a read changes nothing, and one caught by a restart runs once the actor is
+    back, with its shards reopened and their contexts kept on disk, so a walk goes on over a
+    machine restart. A write is never resent: one whose answer was lost is not acknowledged."""
 
-    def __init__(self, machine: Any, calls: list[ShardCall], again: bool) -> None:
-        retries = READ_RETRIES if again else 0
-        message = pickle.dumps(calls, protocol=pickle.HIGHEST_PROTOCOL)
-        self.ref = machine.batch.options(max_task_retries=retries).remote(message)
+    def __init__(
+        self, channels: Channels, machine: Any, calls: list[ShardCall], again: bool, deadline: float | None
+    ) -> None:
+        self._channels = channels
+        self._machine = machine
+        self._again = again
+        self._message = pickle.dumps(calls, protocol=pickle.HIGHEST_PROTOCOL)
+        self._deadline = time.monotonic() + CALL_TIMEOUT_SECONDS if deadline is None else deadline
         self._lock = threading.Lock()
+        self._pending: Pending | None = None
         self._answers: list[Any] | None = None
         self._failure: Exception | None = None
+        self._retried = False
+        self._send()
 
-    def answers(self, deadline: float | None = None) -> list[Any]:
-        """Per call its answer; raises the Ray error that kept the machine from answering (a
-        timeout past `deadline`, monotonic, else `CALL_TIMEOUT_SECONDS`)."""
+    def _send(self) -> None:
+        try:
+            self._pending = self._channels.send(self._machine, self._message, self._deadline)
+        except UNAVAILABLE as exc:
+            self._failure = exc
+
+    def answers(self) -> list[Any]:
+        """Per call its answer; raises the error that kept the machine from answering (past
+        the call's deadline: a timeout)."""
         with self._lock:
-            if self._answers is None and self._failure is None:
-                timeout = CALL_TIMEOUT_SECONDS if deadline is None else max(0.0, deadline - time.monotonic())
-                try:
-                    self._answers = pickle.loads(ray.get(self.ref, timeout=timeout))
-                except UNAVAILABLE as exc:
-                    self._failure = exc
-            if self._failure is not None:
-                raise self._failure
-            assert self._answers is not None
+            while self._answers is None:
+                if self._pending is not None:
+                    pending, self._pending = self._pending, None
+                    try:
+                        self._answers = pickle.loads(pending.answer(self._deadline))
+                        break
+                    except UNAVAILABLE as exc:
+                        self._failure = exc
+                assert self._failure is not None
+                if not (self._again and isinstance(self._failure, ChannelBroken)):
+                    raise self._failure
+                if time.monotonic() + RETRY_PAUSE_SECONDS >= self._deadline:
+                    raise self._failure
+                if self._retried:
+                    time.sleep(RETRY_PAUSE_SECONDS)
+                self._retried = True
+                self._failure = None
+                self._send()
             return self._answers
 
 
 def send_calls(
-    calls: list[tuple[Any, ShardCall, str]], *, again: bool = False, deadline: float | None = None
+    channels: Channels,
+    calls: list[tuple[Any, ShardCall, str]],
+    *,
+    again: bool = False,
+    deadline: float | None = None,
 ) -> list[Callable[[], Any]]:
     """Send shards' calls, one call per machine actor carrying all of its shards' (each given as
     (machine actor, shard call, shard name)); per call the function that waits for its answer:
@@ -132,16 +159,16 @@ def send_calls(
         by_machine.setdefault(machine, []).append(i)
     waits: list[Callable[[], Any]] = [None] * len(calls)  # type: ignore[list-item]
     for machine, positions in by_machine.items():
-        call = MachineCall(machine, [calls[i][1] for i in positions], again)
+        call = MachineCall(channels, machine, [calls[i][1] for i in positions], again, deadline)
         for j, i in enumerate(positions):
-            waits[i] = _waiter(call, j, calls[i][2], deadline)
+            waits[i] = _waiter(call, j, calls[i][2])
     return waits
 
 
-def _waiter(call: MachineCall, j: int, shard: str, deadline: float | None) -> Callable[[], Any]:
+def _waiter(call: MachineCall, j: int, shard: str) -> Callable[[], Any]:
     def wait() -> Any:
         try:
-            answers = call.answers(deadline)
+            answers = call.answers()
         except UNAVAILABLE as exc:
             raise ShardUnavailable(f"{shard} is unavailable: {type(exc).__name__}") from None
         return unwrap(answers[j])
@@ -178,6 +205,7 @@ class RemoteIndex:
     ) -> list[Callable[[], Any]]:
         """`method` on each shard of `args` ((shard, arguments) pairs), one call per machine."""
         return send_calls(
+            self.backend.channels,
             [(self.machines[i], (self.key(i), method, a), self.describe(i)) for i, a in args],
             again=again,
             deadline=deadline,
@@ -463,11 +491,12 @@ class RayShard:
         """`open_context` (its argument: the name) or `free_context` (the context) of shards of
         this shard's machine, in one call (`shard_api.each_call`)."""
         sent = []
+        channels = self.snapshot.shard.remote.backend.channels
         for shard, args in calls:
             remote = shard.snapshot.shard
             shard_args = (shard.alias_filter, *args) if method == "open_context" else args
             sent.append((shard.route, (remote.remote.key(remote.shard_id), method, shard_args), shard.name))
-        return send_calls(sent)
+        return send_calls(channels, sent)
 
     def send_all(self, phase: str, sends: list[tuple[RayShard, Any]]) -> list[Callable[[], Any]]:
         """Send a phase ("dfs", "query", "fetch") to shards of this shard's machine, one message
@@ -478,7 +507,7 @@ class RayShard:
         answers, so no release message follows; so does a query that fetches its page as the
         search's last phase (search/query_and_fetch.py). The phase's unavailability, or the loss
         of the context it names, fails that shard alone (`ShardFailed`); a machine that died or
-        restarted under the call is sent it again (`READ_RETRIES`): a PIT's or scroll's context
+        restarted under the call is sent it again (`MachineCall`): a PIT's or scroll's context
         is still there, by its name."""
         calls, sent = [], []
         for shard, message in sends:
@@ -486,7 +515,7 @@ class RayShard:
             remote = shard.snapshot.shard.remote
             calls.append((shard.route, (remote.key(shard.snapshot.shard.shard_id), phase, args), shard.name))
             sent.append((shard, prepared))
-        waits = send_calls(calls, again=True)
+        waits = send_calls(self.snapshot.shard.remote.backend.channels, calls, again=True)
         return [shard._finish(message, wait) for (shard, message), wait in zip(sent, waits, strict=True)]
 
     def _prepare(self, phase: str, message: Any) -> tuple[Any, tuple]:
