@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+import ray
 from ray.exceptions import ActorUnschedulableError, GetTimeoutError, RayActorError
 
 from leafsearch.errors import ElasticError, IndexClosed, SearchContextMissing, ShardFailed, ShardUnavailable
@@ -95,10 +96,18 @@ class MachineCall:
     restarted it: the next try asks Ray where it is now, which waits while it restarts), until
     its deadline; a read changes nothing, and one caught by a restart runs once the actor is
     back, with its shards reopened and their contexts kept on disk, so a walk goes on over a
-    machine restart. A write is never resent: one whose answer was lost is not acknowledged."""
+    machine restart. A write is never resent: one whose answer was lost is not acknowledged.
+    `channels` None: the call goes as a Ray task (`MachineActor.batch`), for the questions whose
+    answer is Ray's view of the actor (is it alive: health, listings), which a process Ray has
+    just ended for good may still answer on its channel for a moment."""
 
     def __init__(
-        self, channels: Channels, machine: Any, calls: list[ShardCall], again: bool, deadline: float | None
+        self,
+        channels: Channels | None,
+        machine: Any,
+        calls: list[ShardCall],
+        again: bool,
+        deadline: float | None,
     ) -> None:
         self._channels = channels
         self._machine = machine
@@ -106,7 +115,7 @@ class MachineCall:
         self._message = pickle.dumps(calls, protocol=pickle.HIGHEST_PROTOCOL)
         self._deadline = time.monotonic() + CALL_TIMEOUT_SECONDS if deadline is None else deadline
         self._lock = threading.Lock()
-        self._pending: Pending | None = None
+        self._pending: Pending | _RayTask | None = None
         self._answers: list[Any] | None = None
         self._failure: Exception | None = None
         self._retried = False
@@ -114,7 +123,12 @@ class MachineCall:
 
     def _send(self) -> None:
         try:
-            self._pending = self._channels.send(self._machine, self._message, self._deadline)
+            if self._channels is None:
+                self._pending = _RayTask(
+                    self._machine.batch.options(max_task_retries=0).remote(self._message)
+                )
+            else:
+                self._pending = self._channels.send(self._machine, self._message, self._deadline)
         except UNAVAILABLE as exc:
             self._failure = exc
 
@@ -143,8 +157,18 @@ class MachineCall:
             return self._answers
 
 
+class _RayTask:
+    """A machine call sent as a Ray task (`MachineCall`)."""
+
+    def __init__(self, ref: Any) -> None:
+        self.ref = ref
+
+    def answer(self, deadline: float) -> bytes:
+        return ray.get(self.ref, timeout=max(0.0, deadline - time.monotonic()))
+
+
 def send_calls(
-    channels: Channels,
+    channels: Channels | None,
     calls: list[tuple[Any, ShardCall, str]],
     *,
     again: bool = False,
@@ -202,10 +226,12 @@ class RemoteIndex:
         *,
         again: bool = False,
         deadline: float | None = None,
+        through_ray: bool = False,
     ) -> list[Callable[[], Any]]:
-        """`method` on each shard of `args` ((shard, arguments) pairs), one call per machine."""
+        """`method` on each shard of `args` ((shard, arguments) pairs), one call per machine (on
+        its channel; `through_ray`: as a Ray task, `MachineCall`)."""
         return send_calls(
-            self.backend.channels,
+            None if through_ray else self.backend.channels,
             [(self.machines[i], (self.key(i), method, a), self.describe(i)) for i, a in args],
             again=again,
             deadline=deadline,
@@ -310,9 +336,12 @@ class RemoteIndex:
         primaries Elasticsearch would list unassigned. Why a call rather than Ray's actor
         states: those are readable without a call only through Ray's state API, which needs the
         dashboard a cluster may run without; and an answer is what a search needs of the shard.
-        One call per machine, all at once, waited for `HEALTH_TIMEOUT_SECONDS` in all."""
+        One call per machine, all at once, as Ray tasks (Ray's view of the actors, `MachineCall`),
+        waited for `HEALTH_TIMEOUT_SECONDS` in all."""
         deadline = time.monotonic() + HEALTH_TIMEOUT_SECONDS
-        waits = self.calls("where", [(i, ()) for i in range(len(self.shards))], deadline=deadline)
+        waits = self.calls(
+            "where", [(i, ()) for i in range(len(self.shards))], deadline=deadline, through_ray=True
+        )
         inactive = []
         for shard_id, wait in enumerate(waits):
             try:
@@ -326,7 +355,9 @@ class RemoteIndex:
         cannot answer is listed as missing, with whether its Ray node is gone."""
         alive: set[str] | None = None
         out: list[ShardListing | ShardMissing] = []
-        for shard_id, wait in enumerate(self.each("listing")):
+        for shard_id, wait in enumerate(
+            self.calls("listing", [(i, ()) for i in range(len(self.shards))], through_ray=True)
+        ):
             try:
                 out.append(wait())
             except ShardUnavailable as exc:
