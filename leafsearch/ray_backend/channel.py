@@ -292,3 +292,12 @@ class Channels:
             for conn in entry.idle:
                 with contextlib.suppress(OSError):
                     conn.close()
+
+
+def address_from_ray(actor: Any, deadline: float) -> Address:
+    """An actor's channel address (its `channel` method), asked through Ray, which waits while
+    it restarts; Ray's error when it cannot answer."""
+    import ray
+
+    asked = actor.channel.options(max_task_retries=-1).remote()
+    return tuple(ray.get(asked, timeout=max(0.0, deadline - time.monotonic())))

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import itertools
 import socket
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -38,7 +37,7 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from leafsearch.ray_backend.actor import MachineActor
-from leafsearch.ray_backend.channel import Address, Channels
+from leafsearch.ray_backend.channel import Channels, address_from_ray
 from leafsearch.ray_backend.metadata import cluster_secret
 from leafsearch.ray_backend.remote import RemoteIndex
 
@@ -100,7 +99,7 @@ class RayBackend:
         self._actor_class = ray.remote(MachineActor)
         self._deal = itertools.count()
         #: The machine calls' connections (channel.py): the data plane beside Ray's.
-        self.channels = Channels(cluster_secret(), _channel_address)
+        self.channels = Channels(cluster_secret(), address_from_ray)
 
     def alive_nodes(self) -> list[str]:
         return sorted(n["NodeID"] for n in ray.nodes() if n["Alive"])
@@ -134,9 +133,3 @@ class RayBackend:
             num_cpus=0,
             scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
         ).remote(node_id, max(2, int(cpus)))
-
-
-def _channel_address(machine: Any, deadline: float) -> Address:
-    """A machine actor's channel address, asked through Ray, which waits while it restarts."""
-    asked = machine.channel.options(max_task_retries=-1).remote()
-    return tuple(ray.get(asked, timeout=max(0.0, deadline - time.monotonic())))

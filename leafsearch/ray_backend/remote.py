@@ -99,13 +99,14 @@ class MachineCall:
     machine restart. A write is never resent: one whose answer was lost is not acknowledged.
     `channels` None: the call goes as a Ray task (`MachineActor.batch`), for the questions whose
     answer is Ray's view of the actor (is it alive: health, listings), which a process Ray has
-    just ended for good may still answer on its channel for a moment."""
+    just ended for good may still answer on its channel for a moment. `calls`: the machine's
+    `ShardCall`s (or a call of the metadata actor, metadata.py, which serves its channel so too)."""
 
     def __init__(
         self,
         channels: Channels | None,
         machine: Any,
-        calls: list[ShardCall],
+        calls: Any,
         again: bool,
         deadline: float | None,
     ) -> None:

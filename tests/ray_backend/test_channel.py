@@ -187,10 +187,10 @@ def _index(http: httpx.Client, name: str, docs: int) -> str:
 
 
 def _channels() -> Channels:
-    from leafsearch.ray_backend.cluster import _channel_address
+    from leafsearch.ray_backend.channel import address_from_ray
     from leafsearch.ray_backend.metadata import cluster_secret
 
-    return Channels(cluster_secret(), _channel_address)
+    return Channels(cluster_secret(), address_from_ray)
 
 
 def test_a_machine_call_on_the_channel_answers_as_through_ray(http: httpx.Client) -> None:
