@@ -20,10 +20,12 @@
   (`get_if_exists`), with its shards' open contexts and caches; one that no longer exists (the
   whole Ray cluster restarted, or it was ended for good) is created again and reopens every
   shard from its folder.
+- **Data plane**: the machine calls go on each actor's channel (channel.py, `channels`), not as
+  Ray tasks; Ray tells the channel's address (`MachineActor.channel`), again after a restart.
 - **Faults**: `max_restarts=-1` (Ray restarts a dead machine actor on its node, and it reopens
   its shards from their folders); `max_task_retries=0`, since a write retried blindly could
   apply twice (a generated id, a version bump): a call caught by a crash fails, and the caller
-  decides.
+  decides (remote.py `MachineCall` resends a read over a broken channel, never a write).
 """
 
 from __future__ import annotations

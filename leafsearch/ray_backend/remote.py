@@ -13,10 +13,11 @@
 - `RayShard`: `ShardSearch` over a shard on its machine, what the search code calls for such a
   target; a phase's messages to one machine's shards go in one call (`send_all`).
 
-A Ray error (the machine actor died, is restarting, or its node is gone) becomes Elasticsearch's
-error for an unavailable shard, for each shard of the call: `unavailable_shards_exception` (503)
-for a write, and for a search phase `no_shard_available_action_exception`, which the coordinator
-reports as the shard's failure.
+The calls travel on the machine actors' channels (channel.py), Ray telling where they are. A
+broken channel or a Ray error (the machine actor died, is restarting, or its node is gone)
+becomes Elasticsearch's error for an unavailable shard, for each shard of the call:
+`unavailable_shards_exception` (503) for a write, and for a search phase
+`no_shard_available_action_exception`, which the coordinator reports as the shard's failure.
 """
 
 from __future__ import annotations
