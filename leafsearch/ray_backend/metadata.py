@@ -6,8 +6,9 @@ internal key-value store (the GCS), so:
 
 - **one version**: each change of an entry (an index's metadata, the aliases, the users file, an
   API key) takes the next cluster version, also written to the store's `version` key; before
-  each request a coordinator reads that key (`MetadataClient.version`: a read of the GCS, 0.4 ms)
-  and, when it moved, asks the actor for the entries changed since its own (`changes`);
+  each request a coordinator asks it (`MetadataClient.version`: of the actor on its channel,
+  0.02 ms of CPU; of the GCS, 0.1 to 0.15 ms, while the actor does not answer) and, when it
+  moved, asks the actor for the entries changed since its own (`changes`);
 - **atomic changes**: `put` with `expect` is a compare-and-set on the entry's version (`ABSENT`: the
   name must be free, which makes two concurrent creations of one index end with one winner);
 - **survives any coordinator** (they hold only mirrors), and the actor's own loss: Ray restarts it
@@ -45,9 +46,11 @@ KV_NAMESPACE = "leafsearch"
 _ENTRY = "meta/"
 _CONTEXT = "ctx/"
 _SECRET = "secret"
-#: The cluster version, also kept apart: a coordinator reads it from the GCS without a call to
-#: the actor (half the cost), and asks the actor only when it moved.
+#: The cluster version, also kept apart: a coordinator reads it from the GCS while the actor
+#: does not answer (it restarts), and asks the actor for the changes only when it moved.
 VERSION_KEY = "version"
+#: How long a coordinator waits for the actor's version before it reads the GCS's.
+VERSION_SECONDS = 2.0
 #: Seconds a reserved context (its shards being pinned) counts before its record is written.
 RESERVATION_SECONDS = 120.0
 _HEADER = struct.Struct("<qB")  # an entry's version, and whether it holds a value
@@ -72,7 +75,18 @@ def cluster_secret() -> bytes:
 
 #: The methods a coordinator calls on the actor's channel (`MetadataActor.serve`).
 CALLS = frozenset(
-    {"changes", "put", "secret", "ctx_reserve", "ctx_put", "ctx_get", "ctx_remove", "ctx_keys", "ctx_expired"}
+    {
+        "current_version",
+        "changes",
+        "put",
+        "secret",
+        "ctx_reserve",
+        "ctx_put",
+        "ctx_get",
+        "ctx_remove",
+        "ctx_keys",
+        "ctx_expired",
+    }
 )
 
 
@@ -126,6 +140,10 @@ class MetadataActor:
         return pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL)
 
     # ---- versioned entries -------------------------------------------------------------
+
+    def current_version(self) -> int:
+        """The cluster version (the store's `version` key's)."""
+        return self.version
 
     def changes(self, since: int) -> tuple[int, dict[str, tuple[int, bytes | None]]]:
         """The cluster version and every entry changed after `since`: its version and value
@@ -224,11 +242,10 @@ class MetadataClient:
     def _call(self, method: str, *args: Any) -> Any:
         """On the actor's channel, sent again when it broke (every call may be: see above)."""
         from leafsearch.errors import ElasticError
-        from leafsearch.ray_backend.remote import UNAVAILABLE, MachineCall
+        from leafsearch.ray_backend.remote import UNAVAILABLE
 
-        deadline = time.monotonic() + CALL_TIMEOUT_SECONDS
         try:
-            done, answer = MachineCall(self._channels, self._actor, (method, args), True, deadline).answers()
+            done, answer = self._ask(method, args, again=True, seconds=CALL_TIMEOUT_SECONDS)
         except UNAVAILABLE as exc:
             raise ElasticError(
                 f"the cluster's metadata did not answer: {type(exc).__name__}",
@@ -239,8 +256,25 @@ class MetadataClient:
             raise ElasticError(f"the cluster's metadata failed [{method}]: {answer}")
         return answer
 
+    def _ask(self, method: str, args: tuple, *, again: bool, seconds: float) -> tuple[bool, Any]:
+        """A call on the actor's channel (remote.py `MachineCall`; `again`: sent again when the
+        channel broke): (True, its answer) or (False, why it failed)."""
+        from leafsearch.ray_backend.remote import MachineCall
+
+        deadline = time.monotonic() + seconds
+        return MachineCall(self._channels, self._actor, (method, args), again, deadline).answers()
+
     def version(self) -> int:
-        """The cluster version, read from the store (no call to the actor)."""
+        """The cluster version: the actor's, asked on its channel once (not again: a request
+        does not wait for the actor's restart), else the store's."""
+        from leafsearch.ray_backend.remote import UNAVAILABLE
+
+        try:
+            done, answer = self._ask("current_version", (), again=False, seconds=VERSION_SECONDS)
+            if done:
+                return answer
+        except UNAVAILABLE:
+            pass
         raw = _kv()._internal_kv_get(VERSION_KEY, namespace=KV_NAMESPACE)
         return 0 if raw is None else int(raw)
 
