@@ -22,7 +22,8 @@ created with 6 shards), then, from client processes:
   `--one-shard-only` measures only these (with the import), for before/after runs of two trees;
 - the CPU the server process (the coordinator, on Ray) spent per W6 search and per 1,000
   documents of each walk, less what it spends idle (measured over 3 s before: Ray's threads in
-  the coordinator are not idle), which the machine's load disturbs less than latencies;
+  the coordinator are not idle), which the machine's load disturbs less than latencies; on Ray,
+  the machine actors' CPU for the same work (their idle polling included);
 - the load average (1 minute) at the end of each configuration: the machine is shared.
 
 The single-process server runs with `--search-workers 0` (every search in its process, as each
@@ -54,7 +55,7 @@ import orjson
 
 from bench.client import Client
 from bench.generate import MAPPING, generate, write_import_files
-from bench.server import Server
+from bench.server import Server, _descendants
 from bench.workers import _in_processes, _percentiles, _pit_walk, _queries, _query_client
 
 SHARDS = 6
@@ -105,6 +106,29 @@ def _machine_calls() -> Counter[str]:
             continue
         calls.update(ray.get(machine.stats.remote(), timeout=60)["calls"])
     return calls
+
+
+def _machine_cpu() -> float:
+    """CPU seconds the machine actors' processes (and the merge workers below them) used so far,
+    their idle work included (each polls for its refreshes and merges)."""
+    import ray
+
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for node in ray.nodes():
+        if not node["Alive"]:
+            continue
+        try:
+            machine = ray.get_actor(f"machine/{node['NodeID']}", namespace="leafsearch")
+        except ValueError:  # no shard on that node
+            continue
+        for pid in _descendants(ray.get(machine.where.remote(), timeout=60)[1]):
+            try:
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:  # ended meanwhile
+                continue
+            total += (int(fields[11]) + int(fields[12])) / tick
+    return total
 
 
 def _per(out: dict[str, Any], what: str, calls: Counter[str], count: int) -> None:
@@ -189,8 +213,10 @@ def _measure(
     calls: Callable[[], Counter[str]] | None = None,
     one_shard_only: bool = False,
 ) -> dict[str, Any]:
-    """The measurements of one configuration; `calls`: the machine actors' calls so far (Ray);
-    `one_shard_only`: the import and `_one_shard`'s only."""
+    """The measurements of one configuration; `calls`: the machine actors' calls so far (Ray,
+    whose machine actors' CPU is measured too); `one_shard_only`: the import and `_one_shard`'s
+    only."""
+    machines = _machine_cpu if calls else float
     out: dict[str, Any] = {"import, docs/s": n / _load(server, records, create_body)}
     counted = calls or Counter
     context = multiprocessing.get_context("spawn")
@@ -207,7 +233,7 @@ def _measure(
             manager.shutdown()
             out["load average (1 min)"] = os.getloadavg()[0]
             return out
-        before, cpu = counted(), server.cpu_seconds()[0]
+        before, cpu, machine_cpu = counted(), server.cpu_seconds()[0], machines()
         seconds, (latencies,) = _in_processes(
             manager, pool, _query_client, [(server.url, _queries(first, last, 1, QUERIES))]
         )
@@ -216,21 +242,26 @@ def _measure(
         spent = server.cpu_seconds()[0] - cpu - idle * seconds
         out["W6 server CPU per search, ms"] = spent / QUERIES * 1000
         if calls:
+            out["W6 machine actors CPU per search, ms"] = (machines() - machine_cpu) / QUERIES * 1000
             _per(out, "W6 per search", counted() - before, QUERIES)
-        before, cpu = counted(), server.cpu_seconds()[0]
+        before, cpu, machine_cpu = counted(), server.cpu_seconds()[0], machines()
         out["PIT walk, docs/s"] = _pit_walk(server.url, n)
         spent = server.cpu_seconds()[0] - cpu - idle * n / out["PIT walk, docs/s"]
         out["PIT walk server CPU per 1,000 docs, ms"] = spent / n * 1e6
         if calls:
+            out["PIT walk machine actors CPU per 1,000 docs, ms"] = (machines() - machine_cpu) / n * 1e6
             _per(out, "PIT walk per page", counted() - before, math.ceil(n / 1000) + 1)
         for slices in (2, 3):
             client = Client(server.url)
             pit = client.json("POST", "/bench/_pit?keep_alive=1m")["id"]
             args = [(server.url, pit, s, slices) for s in range(slices)]
-            before, cpu = counted(), server.cpu_seconds()[0]
+            before, cpu, machine_cpu = counted(), server.cpu_seconds()[0], machines()
             seconds, id_lists = _in_processes(manager, pool, _slice_client, args)
             spent = server.cpu_seconds()[0] - cpu - idle * seconds
             out[f"{slices} slices server CPU per 1,000 docs, ms"] = spent / n * 1e6
+            if calls:
+                used = machines() - machine_cpu
+                out[f"{slices} slices machine actors CPU per 1,000 docs, ms"] = used / n * 1e6
             if calls and slices == 3:
                 pages = sum(math.ceil(len(ids) / 1000) + 1 for ids in id_lists)
                 _per(out, "3 slices per page", counted() - before, pages)

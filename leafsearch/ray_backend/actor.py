@@ -7,7 +7,8 @@ opens the engine's `Shard` from its folder (committed segments, then translog re
 Ray restarts the machine actor after a crash, or on the node that replaced its node
 (`max_restarts`), it reopens every shard it held (its registry) with every acknowledged write.
 A coordinator's call carries the calls of all the shards it needs on this machine (`batch`),
-run at once on the actor's threads, one answer per shard. A `ShardActor` serves:
+run at once on the actor's threads, one answer per shard; it comes on the actor's channel
+(channel.py: a socket, its address told through Ray), not as a Ray task. A `ShardActor` serves:
 
 - the shard write interface (`write(ShardWrite)`: index/shard_write.py), answered only after
   the translog fsync of that write, so an acknowledged write survives `kill -9` of the actor;
@@ -54,6 +55,8 @@ from leafsearch.index.shard import Shard
 from leafsearch.index.shard_listing import ShardListing, of_shard
 from leafsearch.index.shard_services import ShardServices
 from leafsearch.index.shard_write import DocRead, ShardWrite, ShardWriteOutcome, apply_write
+from leafsearch.ray_backend.channel import Address, ChannelServer
+from leafsearch.ray_backend.metadata import cluster_secret
 from leafsearch.request.query_dsl import Query
 from leafsearch.search import query_and_fetch
 from leafsearch.search.dfs import DfsStats
@@ -456,6 +459,10 @@ class MachineActor:
             uuid, _, shard_id = name.rpartition("/")
             if opened is not None:
                 self._shards[(uuid, int(shard_id))] = opened
+        import ray
+
+        #: The coordinators' calls come on it (`batch`), Ray tells them where (`channel`).
+        self._channel = ChannelServer(ray.util.get_node_ip_address(), cluster_secret(), self.batch)
 
     def _reopen(self, folder: Path) -> ShardActor | None:
         """A shard of before the restart, from its folder (None, logged, when it cannot open: the
@@ -478,6 +485,11 @@ class MachineActor:
 
         return ray.get_runtime_context().get_node_id(), os.getpid()
 
+    def channel(self) -> Address:
+        """Where the coordinators send this actor's machine calls (channel.py): new with each
+        start of the actor."""
+        return self._channel.address
+
     def holds(self, key: ShardKey) -> bool:
         return key in self._shards
 
@@ -487,12 +499,11 @@ class MachineActor:
             return {"shards": len(self._shards), "calls": dict(self._calls)}
 
     def batch(self, message: bytes) -> bytes:
-        """Each shard's call of `message` (a pickled list of `ShardCall`s), at once on the
-        actor's threads; per call its answer (a `Refusal` for an `ElasticError`, and for a shard
-        this machine does not hold), pickled. Why pickled here rather than by Ray: Ray's
-        cloudpickle runs Python for every object of a message, the C pickler does not (the
-        messages are plain data, search/shard_api.py), which is most of a call's cost to the
-        coordinator."""
+        """Each shard's call of `message` (a pickled list of `ShardCall`s, from the channel), at
+        once on the actor's threads; per call its answer (a `Refusal` for an `ElasticError`, and
+        for a shard this machine does not hold), pickled. Why pickled by the C pickler rather
+        than Ray's cloudpickle: that runs Python for every object of a message (the messages are
+        plain data, search/shard_api.py)."""
         return pickle.dumps(self._batch(pickle.loads(message)), protocol=pickle.HIGHEST_PROTOCOL)
 
     def _batch(self, calls: list[ShardCall]) -> list[Any]:

@@ -30,11 +30,14 @@
   (`get_if_exists`), with its shards' open contexts and caches; one that no longer exists (the
   whole Ray cluster restarted, or it was ended for good) is created again and reopens every
   shard of its registry.
+- **Data plane**: the machine calls go on each actor's channel (channel.py, `channels`), not as
+  Ray tasks; Ray tells the channel's address (`MachineActor.channel`), again after a restart.
 - **Faults**: `max_restarts=-1` (Ray restarts a dead machine actor on a node of its machine, the
   same node or the one that replaced it, and it reopens its shards from their folders);
   `max_task_retries=0`, since a write retried blindly could apply twice (a generated id, a
-  version bump): a call caught by a crash fails, and the caller decides. While no alive node
-  has the machine's resource the machine is gone (`present`): its calls fail (remote.py).
+  version bump): a call caught by a crash fails, and the caller decides (remote.py `MachineCall`
+  resends a read over a broken channel, never a write). While no alive node has the machine's
+  resource the machine is gone (`present`): its calls fail (remote.py).
 """
 
 from __future__ import annotations
@@ -49,7 +52,9 @@ from typing import TYPE_CHECKING, Any
 import ray
 
 from leafsearch.ray_backend.actor import MachineActor
-from leafsearch.ray_backend.remote import RemoteIndex
+from leafsearch.ray_backend.channel import Address, Channels
+from leafsearch.ray_backend.metadata import cluster_secret
+from leafsearch.ray_backend.remote import RemoteIndex, until_gone
 
 if TYPE_CHECKING:
     from leafsearch.index.index import Index
@@ -125,6 +130,12 @@ class Machine:
         node killed counts as alive until Ray's health checks mark it dead)."""
         return any(node["Alive"] and self.name in node["Resources"] for node in ray.nodes())
 
+    def address(self, deadline: float) -> Address:
+        """Its actor's channel address, asked through Ray, which waits while the actor restarts,
+        given up as soon as the machine is gone (remote.py `until_gone`)."""
+        asked = self.actor.channel.options(max_task_retries=-1).remote()
+        return tuple(until_gone(self, asked, deadline))
+
 
 class RayBackend:
     def __init__(self, address: str, shard_root: Path) -> None:
@@ -140,6 +151,8 @@ class RayBackend:
         self.metadata: SharedIndexMeta | None = None
         self._actor_class = ray.remote(MachineActor)
         self._deal = itertools.count()
+        #: The machine calls' connections (channel.py): the data plane beside Ray's.
+        self.channels = Channels(cluster_secret(), Machine.address)
 
     def machines(self) -> dict[str, int]:
         """The cluster's machines that have an alive node, each with its CPUs."""

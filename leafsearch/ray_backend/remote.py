@@ -13,9 +13,10 @@
 - `RayShard`: `ShardSearch` over a shard on its machine, what the search code calls for such a
   target; a phase's messages to one machine's shards go in one call (`send_all`).
 
-A Ray error (the machine actor died or is restarting), or its machine gone (no alive node has its
-resource: a call, which Ray would hold or send again until the machine is back, gives up as soon
-as it sees that), becomes Elasticsearch's error for an unavailable shard, for each shard of the call:
+The calls travel on the machine actors' channels (channel.py), Ray telling where they are. A
+broken channel, a Ray error (the machine actor died or is restarting), or its machine gone (no
+alive node has its resource: a call, which would wait until the machine is back, gives up as soon
+as it sees that) becomes Elasticsearch's error for an unavailable shard, for each shard of the call:
 `unavailable_shards_exception` (503) for a write, and for a search phase
 `no_shard_available_action_exception`, which the coordinator reports as the shard's failure.
 """
@@ -37,6 +38,7 @@ from leafsearch.errors import ElasticError, IndexClosed, SearchContextMissing, S
 from leafsearch.index.shard_listing import ShardListing, ShardMissing
 from leafsearch.index.shard_write import DocRead, ShardWrite, ShardWriteOutcome
 from leafsearch.ray_backend.actor import Refusal, ShardCall, ShardKey
+from leafsearch.ray_backend.channel import ChannelBroken, Channels, ChannelTimeout, Pending
 from leafsearch.search.dfs import DfsStats
 from leafsearch.search.shard_api import (
     ShardContextId,
@@ -63,10 +65,18 @@ class MachineGone(ConnectionError):
         super().__init__(f"machine [{machine}] is gone")
 
 
-#: What a call to a shard actor raises when the actor cannot answer: it died or is restarting
-#: (`RayActorError`), it cannot be scheduled (`ActorUnschedulableError`, not a `RayActorError`),
-#: its machine is gone (`MachineGone`), or it did not answer in time.
-UNAVAILABLE = (RayActorError, ActorUnschedulableError, GetTimeoutError, MachineGone)
+#: What a call to a machine actor raises when the actor cannot answer: it died or is restarting
+#: (`RayActorError`, or its channel broke: `ChannelBroken`), it cannot be scheduled
+#: (`ActorUnschedulableError`, not a `RayActorError`), its machine is gone (`MachineGone`), or it
+#: did not answer in time.
+UNAVAILABLE = (
+    RayActorError,
+    ActorUnschedulableError,
+    GetTimeoutError,
+    ChannelBroken,
+    ChannelTimeout,
+    MachineGone,
+)
 
 #: How long a coordinator waits for a shard actor's answer (Elasticsearch's default timeout of a
 #: write waiting for its primary, and of a search's shard request without `timeout`).
@@ -88,11 +98,8 @@ def unavailable_for_write(index: Index, shard_id: int, count: int, cause: Except
     )
 
 
-#: Ray's retries of a read (`MachineCall.again`): unbounded, within `CALL_TIMEOUT_SECONDS`. A
-#: read changes nothing; one caught by a crash of its machine actor, or sent while Ray restarts
-#: it (with no retries Ray fails such a call at once), runs once the actor is back, with its
-#: shards reopened and their contexts kept on disk, so a walk goes on over a machine restart.
-READ_RETRIES = -1
+#: Seconds between a read's tries while its machine actor restarts (`MachineCall`).
+RETRY_PAUSE_SECONDS = 0.05
 
 
 def unwrap(value: Any) -> Any:
@@ -103,56 +110,108 @@ def unwrap(value: Any) -> Any:
 
 
 class MachineCall:
-    """One call to a machine actor carrying several of its shards' calls (`MachineActor.batch`),
-    and its answers, read once by whichever shard's wait comes first. `again`: a read, which Ray
-    sends again over the actor's restarts (`READ_RETRIES`) while its machine is there; a write is
-    never resent."""
+    """One call to a machine actor carrying several of its shards' calls (`MachineActor.batch`)
+    on its channel (channel.py), and its answers, read once by whichever shard's wait comes
+    first. `again`: a read, sent again when the channel broke under it (the actor died or Ray
+    restarted it: the next try asks Ray where it is now, which waits while it restarts and its
+    machine is there), until its deadline; a read changes nothing, and one caught by a restart
+    runs once the actor is back, with its shards reopened and their contexts kept on disk, so a
+    walk goes on over a machine restart. A write is never resent: one whose answer was lost is
+    not acknowledged. `channels` None: the call goes as a Ray task (`MachineActor.batch`), for
+    the questions whose answer is Ray's view of the actor (is it alive: health, listings), which
+    a process Ray has just ended for good may still answer on its channel for a moment.
+    `machine`: a shard machine (cluster.py `Machine`), or the metadata actor (metadata.py, which
+    serves its channel so too, with a call of its own as `calls`)."""
 
-    def __init__(self, machine: Machine, calls: list[ShardCall], again: bool) -> None:
-        retries = READ_RETRIES if again else 0
-        message = pickle.dumps(calls, protocol=pickle.HIGHEST_PROTOCOL)
-        self.machine = machine
-        self.ref = machine.actor.batch.options(max_task_retries=retries).remote(message)
+    def __init__(
+        self,
+        channels: Channels | None,
+        machine: Any,
+        calls: Any,
+        again: bool,
+        deadline: float | None,
+    ) -> None:
+        self._channels = channels
+        self._machine = machine
+        self._again = again
+        self._message = pickle.dumps(calls, protocol=pickle.HIGHEST_PROTOCOL)
+        self._deadline = time.monotonic() + CALL_TIMEOUT_SECONDS if deadline is None else deadline
         self._lock = threading.Lock()
+        self._pending: Pending | _RayTask | None = None
         self._answers: list[Any] | None = None
         self._failure: Exception | None = None
+        self._retried = False
+        self._send()
 
-    def answers(self, deadline: float | None = None) -> list[Any]:
-        """Per call its answer; raises the Ray error that kept the machine from answering (a
-        timeout past `deadline`, monotonic, else `CALL_TIMEOUT_SECONDS`)."""
+    def _send(self) -> None:
+        try:
+            if self._channels is None:
+                self._pending = _RayTask(self._machine, self._message)
+            else:
+                self._pending = self._channels.send(self._machine, self._message, self._deadline)
+        except UNAVAILABLE as exc:
+            self._failure = exc
+
+    def answers(self) -> list[Any]:
+        """Per call its answer; raises the error that kept the machine from answering (past
+        the call's deadline: a timeout)."""
         with self._lock:
-            if self._answers is None and self._failure is None:
-                end = time.monotonic() + CALL_TIMEOUT_SECONDS if deadline is None else deadline
-                try:
-                    self._answers = pickle.loads(self._wait(end))
-                except UNAVAILABLE as exc:
-                    self._failure = exc
-            if self._failure is not None:
-                raise self._failure
-            assert self._answers is not None
+            while self._answers is None:
+                if self._pending is not None:
+                    pending, self._pending = self._pending, None
+                    try:
+                        self._answers = pickle.loads(pending.answer(self._deadline))
+                        break
+                    except UNAVAILABLE as exc:
+                        self._failure = exc
+                assert self._failure is not None
+                if not (self._again and isinstance(self._failure, ChannelBroken)):
+                    raise self._failure
+                if time.monotonic() + RETRY_PAUSE_SECONDS >= self._deadline:
+                    raise self._failure
+                if self._retried:
+                    time.sleep(RETRY_PAUSE_SECONDS)
+                self._retried = True
+                self._failure = None
+                self._send()
             return self._answers
 
-    def _wait(self, end: float) -> bytes:
-        """The machine's answer by `end`, checking every `PRESENCE_SECONDS` that the machine is
-        there: Ray would send a read again, and hold a call to an actor not yet scheduled, until
-        the machine returns (its node restarted), and the shard must fail now instead. The call
-        is cancelled: unsent, it would apply a write answered as failed, or pin a snapshot for
-        no one, once the machine returns."""
-        while True:
-            left = max(0.0, end - time.monotonic())
-            try:
-                return ray.get(self.ref, timeout=min(left, PRESENCE_SECONDS))
-            except GetTimeoutError:
-                if time.monotonic() >= end:
-                    raise
-                if not self.machine.present():
-                    with contextlib.suppress(Exception):  # (already sent, or answered since)
-                        ray.cancel(self.ref)
-                    raise MachineGone(self.machine.name) from None
+
+class _RayTask:
+    """A machine call sent as a Ray task (`MachineCall`)."""
+
+    def __init__(self, machine: Machine, message: bytes) -> None:
+        self.machine = machine
+        self.ref = machine.actor.batch.options(max_task_retries=0).remote(message)
+
+    def answer(self, deadline: float) -> bytes:
+        return until_gone(self.machine, self.ref, deadline)
+
+
+def until_gone(machine: Machine, ref: Any, deadline: float) -> Any:
+    """What the Ray call `ref` to `machine`'s actor answers by `deadline`, checking every
+    `PRESENCE_SECONDS` that the machine is there: Ray holds a call to an actor not yet scheduled
+    until the machine returns (its node restarted), and the shard must fail now instead. The call
+    is cancelled: unsent, it would otherwise run, for no one, once the machine returns."""
+    while True:
+        left = max(0.0, deadline - time.monotonic())
+        try:
+            return ray.get(ref, timeout=min(left, PRESENCE_SECONDS))
+        except GetTimeoutError:
+            if time.monotonic() >= deadline:
+                raise
+            if not machine.present():
+                with contextlib.suppress(Exception):  # (already sent, or answered since)
+                    ray.cancel(ref)
+                raise MachineGone(machine.name) from None
 
 
 def send_calls(
-    calls: list[tuple[Machine, ShardCall, str]], *, again: bool = False, deadline: float | None = None
+    channels: Channels | None,
+    calls: list[tuple[Machine, ShardCall, str]],
+    *,
+    again: bool = False,
+    deadline: float | None = None,
 ) -> list[Callable[[], Any]]:
     """Send shards' calls, one call per machine actor carrying all of its shards' (each given as
     (machine, shard call, shard name)); per call the function that waits for its answer:
@@ -163,16 +222,16 @@ def send_calls(
         by_machine.setdefault(machine, []).append(i)
     waits: list[Callable[[], Any]] = [None] * len(calls)  # type: ignore[list-item]
     for machine, positions in by_machine.items():
-        call = MachineCall(machine, [calls[i][1] for i in positions], again)
+        call = MachineCall(channels, machine, [calls[i][1] for i in positions], again, deadline)
         for j, i in enumerate(positions):
-            waits[i] = _waiter(call, j, calls[i][2], deadline)
+            waits[i] = _waiter(call, j, calls[i][2])
     return waits
 
 
-def _waiter(call: MachineCall, j: int, shard: str, deadline: float | None) -> Callable[[], Any]:
+def _waiter(call: MachineCall, j: int, shard: str) -> Callable[[], Any]:
     def wait() -> Any:
         try:
-            answers = call.answers(deadline)
+            answers = call.answers()
         except UNAVAILABLE as exc:
             raise ShardUnavailable(f"{shard} is unavailable: {type(exc).__name__}") from None
         return unwrap(answers[j])
@@ -207,9 +266,12 @@ class RemoteIndex:
         *,
         again: bool = False,
         deadline: float | None = None,
+        through_ray: bool = False,
     ) -> list[Callable[[], Any]]:
-        """`method` on each shard of `args` ((shard, arguments) pairs), one call per machine."""
+        """`method` on each shard of `args` ((shard, arguments) pairs), one call per machine (on
+        its channel; `through_ray`: as a Ray task, `MachineCall`)."""
         return send_calls(
+            None if through_ray else self.backend.channels,
             [(self.machines[i], (self.key(i), method, a), self.describe(i)) for i, a in args],
             again=again,
             deadline=deadline,
@@ -314,9 +376,12 @@ class RemoteIndex:
         primaries Elasticsearch would list unassigned. Why a call rather than Ray's actor
         states: those are readable without a call only through Ray's state API, which needs the
         dashboard a cluster may run without; and an answer is what a search needs of the shard.
-        One call per machine, all at once, waited for `HEALTH_TIMEOUT_SECONDS` in all."""
+        One call per machine, all at once, as Ray tasks (Ray's view of the actors, `MachineCall`),
+        waited for `HEALTH_TIMEOUT_SECONDS` in all."""
         deadline = time.monotonic() + HEALTH_TIMEOUT_SECONDS
-        waits = self.calls("where", [(i, ()) for i in range(len(self.shards))], deadline=deadline)
+        waits = self.calls(
+            "where", [(i, ()) for i in range(len(self.shards))], deadline=deadline, through_ray=True
+        )
         inactive = []
         for shard_id, wait in enumerate(waits):
             try:
@@ -329,7 +394,9 @@ class RemoteIndex:
         """Every shard's listing (index/shard_listing.py), one call per machine; a shard that
         cannot answer is listed as missing, with whether its machine is gone."""
         out: list[ShardListing | ShardMissing] = []
-        for shard_id, wait in enumerate(self.each("listing")):
+        for shard_id, wait in enumerate(
+            self.calls("listing", [(i, ()) for i in range(len(self.shards))], through_ray=True)
+        ):
             try:
                 out.append(wait())
             except ShardUnavailable as exc:
@@ -492,11 +559,12 @@ class RayShard:
         """`open_context` (its argument: the name) or `free_context` (the context) of shards of
         this shard's machine, in one call (`shard_api.each_call`)."""
         sent = []
+        channels = self.snapshot.shard.remote.backend.channels
         for shard, args in calls:
             remote = shard.snapshot.shard
             shard_args = (shard.alias_filter, *args) if method == "open_context" else args
             sent.append((shard.route, (remote.remote.key(remote.shard_id), method, shard_args), shard.name))
-        return send_calls(sent)
+        return send_calls(channels, sent)
 
     def send_all(self, phase: str, sends: list[tuple[RayShard, Any]]) -> list[Callable[[], Any]]:
         """Send a phase ("dfs", "query", "fetch") to shards of this shard's machine, one message
@@ -507,7 +575,7 @@ class RayShard:
         answers, so no release message follows; so does a query that fetches its page as the
         search's last phase (search/query_and_fetch.py). The phase's unavailability, or the loss
         of the context it names, fails that shard alone (`ShardFailed`); a machine that died or
-        restarted under the call is sent it again (`READ_RETRIES`): a PIT's or scroll's context
+        restarted under the call is sent it again (`MachineCall`): a PIT's or scroll's context
         is still there, by its name."""
         calls, sent = [], []
         for shard, message in sends:
@@ -515,7 +583,7 @@ class RayShard:
             remote = shard.snapshot.shard.remote
             calls.append((shard.route, (remote.key(shard.snapshot.shard.shard_id), phase, args), shard.name))
             sent.append((shard, prepared))
-        waits = send_calls(calls, again=True)
+        waits = send_calls(self.snapshot.shard.remote.backend.channels, calls, again=True)
         return [shard._finish(message, wait) for (shard, message), wait in zip(sent, waits, strict=True)]
 
     def _prepare(self, phase: str, message: Any) -> tuple[Any, tuple]:
