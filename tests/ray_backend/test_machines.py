@@ -20,9 +20,11 @@ def node(node_id: str, resources: dict[str, float], alive: bool = True) -> dict[
 def backend(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Any:
     """A backend over `backend.nodes` (its `ray.nodes()`), connected to nothing."""
     ray = import_ray()
+    from leafsearch.ray_backend import cluster
     from leafsearch.ray_backend.cluster import RayBackend
 
     monkeypatch.setattr(ray, "is_initialized", lambda: True)
+    monkeypatch.setattr(cluster, "cluster_secret", lambda: b"s" * 32)  # (kept in the cluster's store)
     made = RayBackend("auto", tmp_path / "shards")
     made.nodes = []
     monkeypatch.setattr(ray, "nodes", lambda: made.nodes)
