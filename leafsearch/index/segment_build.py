@@ -26,14 +26,14 @@ from leafsearch.index.vector_graph import GraphSpec
 
 
 def _intern(values: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    """Sorted unique terms and the index of each value among them."""
-    table: dict[str, int] = {}
-    ids = np.array([table.setdefault(v, len(table)) for v in values], dtype=np.int64)
-    terms = to_term_array(list(table))
+    """Sorted unique terms and the index of each value among them (C-level passes over the values:
+    the distinct ones in first-seen order, then each value's rank looked up)."""
+    unique = list(dict.fromkeys(values))
+    terms = to_term_array(unique)
     order = np.argsort(terms, kind="stable")
-    remap = np.empty(len(order), dtype=np.int64)
-    remap[order] = np.arange(len(order))
-    return terms[order], remap[ids] if len(ids) else ids
+    rank = dict(zip(map(unique.__getitem__, order.tolist()), range(len(unique)), strict=True))
+    ids = np.fromiter(map(rank.__getitem__, values), dtype=np.int64, count=len(values))
+    return terms[order], ids
 
 
 def segment_from_buffer(buffer: IndexBuffer, folder: Path, index_sort: IndexSort | None = None) -> Segment:
@@ -74,11 +74,11 @@ def writer_from_buffer(buffer: IndexBuffer, index_sort: IndexSort | None = None)
     )
     writer.set_sources(in_order(buffer.sources))
     for path, fb in buffer.text.items():
-        terms, tids = _intern(fb.values)
-        token_docs, positions = fb.token_arrays()
+        tokens, token_docs, positions, length_docs, field_lengths = fb.tokens()
+        terms, tids = _intern(tokens)
         postings = build_postings(tids, docs(token_docs), positions, len(terms), max_doc)
         lengths = np.zeros(max_doc, dtype=np.int64)
-        np.add.at(lengths, docs(fb.length_docs), np.asarray(fb.lengths, dtype=np.int64))
+        np.add.at(lengths, docs(length_docs), field_lengths)
         writer.add_text(path, terms, postings, lengths)
     for path, fb in buffer.keyword.items():
         terms, ords = keywords[path]
