@@ -26,14 +26,14 @@ from leafsearch.index.vector_graph import GraphSpec
 
 
 def _intern(values: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    """Sorted unique terms and the index of each value among them (C-level passes over the values:
-    the distinct ones in first-seen order, then each value's rank looked up)."""
-    unique = list(dict.fromkeys(values))
-    terms = to_term_array(unique)
+    """Sorted unique terms and the index of each value among them."""
+    table: dict[str, int] = {}
+    ids = np.array([table.setdefault(v, len(table)) for v in values], dtype=np.int64)
+    terms = to_term_array(list(table))
     order = np.argsort(terms, kind="stable")
-    rank = dict(zip(map(unique.__getitem__, order.tolist()), range(len(unique)), strict=True))
-    ids = np.fromiter(map(rank.__getitem__, values), dtype=np.int64, count=len(values))
-    return terms[order], ids
+    remap = np.empty(len(order), dtype=np.int64)
+    remap[order] = np.arange(len(order))
+    return terms[order], remap[ids] if len(ids) else ids
 
 
 def segment_from_buffer(buffer: IndexBuffer, folder: Path, index_sort: IndexSort | None = None) -> Segment:
