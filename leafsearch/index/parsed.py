@@ -2,7 +2,8 @@
 
 Parsing (mapping rules, analysis, date formats) happens once, when the write is accepted, so that a
 value that does not fit its field is refused before anything is logged; the buffer then only
-appends these lists and a refresh turns them into numpy columns.
+appends these lists and a refresh turns them into numpy columns. (The texts of a `ParsedBatch`,
+which the `standard` analyzer cannot refuse, are analysed when the segment is built.)
 """
 
 from __future__ import annotations
