@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from itertools import chain, compress
+from itertools import chain
 
 import numpy as np
 
@@ -60,8 +60,7 @@ _ASCII_SEPARATORS = bytes(
 # Batches join their texts with a control character the table above keeps, to split them after.
 _VALUE_SEPARATOR = "\x01"
 _BATCH_SEPARATORS = _ASCII_SEPARATORS[:1] + _VALUE_SEPARATOR.encode() + _ASCII_SEPARATORS[2:]
-_SEPARATOR_BYTES = _VALUE_SEPARATOR.encode()
-_SEPARATOR_TOKEN = b" " + _SEPARATOR_BYTES + b" "  # a token of its own once split
+_SEPARATOR_BYTE, _SPACE = ord(_VALUE_SEPARATOR), ord(" ")
 _UNICODE_WORDS = re.compile(
     f"[{_SINGLE}]|"
     + _word_pattern(
@@ -121,21 +120,23 @@ def standard_tokens(text: str) -> list[tuple[str, int, int]]:
 def analyze_flat(texts: list[str]) -> tuple[list[str], np.ndarray]:
     """The tokens of every text end to end, and how many each text has (`analyze` of each, joined).
     For ASCII text without joiners (most log messages) the lowering, the joiner search, the
-    translation and the split run once over the whole batch, the texts' bounds marked by a
-    separator token that is then counted and dropped by C-level passes (no Python step per text
-    or token)."""
+    translation and the split run once over the whole batch, and each text's tokens are counted
+    by numpy over its bytes (the tokens that start between two separators): no Python step per
+    text or token."""
     if texts and max(map(len, texts)) <= MAX_TOKEN_LENGTH:
         lowered = _VALUE_SEPARATOR.join(texts).lower()
         if lowered.isascii():
             raw = lowered.encode()
             if _ASCII_JOINED.search(raw) is None:
-                marked = raw.translate(_BATCH_SEPARATORS).replace(_SEPARATOR_BYTES, _SEPARATOR_TOKEN)
-                flat = marked.decode().split()
-                is_end = np.fromiter(map(_VALUE_SEPARATOR.__eq__, flat), dtype=bool, count=len(flat))
-                ends = np.flatnonzero(is_end)
-                if len(ends) == len(texts) - 1:  # else a text held the separator itself
-                    counts = np.diff(ends, prepend=-1, append=len(flat)) - 1
-                    return list(compress(flat, map(_VALUE_SEPARATOR.__ne__, flat))), counts
+                marked = np.frombuffer(raw.translate(_BATCH_SEPARATORS), dtype=np.uint8)
+                bounds = np.flatnonzero(marked == _SEPARATOR_BYTE)
+                if len(bounds) == len(texts) - 1:  # else a text held the separator itself
+                    word = (marked != _SPACE) & (marked != _SEPARATOR_BYTE)
+                    starts = np.flatnonzero(word[1:] & ~word[:-1]) + 1
+                    if len(word) and word[0]:
+                        starts = np.concatenate(([0], starts))
+                    counts = np.bincount(np.searchsorted(bounds, starts), minlength=len(texts))
+                    return raw.translate(_ASCII_SEPARATORS).decode().split(), counts
     token_lists = [analyze(text) for text in texts]
     counts = np.fromiter(map(len, token_lists), dtype=np.int64, count=len(token_lists))
     return list(chain.from_iterable(token_lists)), counts
