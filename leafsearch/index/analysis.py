@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from itertools import chain
+
+import numpy as np
 
 from leafsearch.index.parsed import POSITION_INCREMENT_GAP
 
@@ -57,6 +60,7 @@ _ASCII_SEPARATORS = bytes(
 # Batches join their texts with a control character the table above keeps, to split them after.
 _VALUE_SEPARATOR = "\x01"
 _BATCH_SEPARATORS = _ASCII_SEPARATORS[:1] + _VALUE_SEPARATOR.encode() + _ASCII_SEPARATORS[2:]
+_SEPARATOR_BYTE, _SPACE = ord(_VALUE_SEPARATOR), ord(" ")
 _UNICODE_WORDS = re.compile(
     f"[{_SINGLE}]|"
     + _word_pattern(
@@ -113,18 +117,29 @@ def standard_tokens(text: str) -> list[tuple[str, int, int]]:
     return tokens
 
 
-def analyze_many(texts: list[str]) -> list[list[str]]:
-    """`[analyze(t) for t in texts]`: for ASCII text without joiners (most log messages) the
-    lowering, the joiner search and the translation run once over the whole batch."""
-    if max(map(len, texts), default=0) <= MAX_TOKEN_LENGTH:
+def analyze_flat(texts: list[str]) -> tuple[list[str], np.ndarray]:
+    """The tokens of every text end to end, and how many each text has (`analyze` of each, joined).
+    For ASCII text without joiners (most log messages) the lowering, the joiner search, the
+    translation and the split run once over the whole batch, and each text's tokens are counted
+    by numpy over its bytes (the tokens that start between two separators): no Python step per
+    text or token."""
+    if texts and max(map(len, texts)) <= MAX_TOKEN_LENGTH:
         lowered = _VALUE_SEPARATOR.join(texts).lower()
         if lowered.isascii():
             raw = lowered.encode()
             if _ASCII_JOINED.search(raw) is None:
-                values = raw.translate(_BATCH_SEPARATORS).decode().split(_VALUE_SEPARATOR)
-                if len(values) == len(texts):  # else a text held the separator itself
-                    return [value.split() for value in values]
-    return [analyze(text) for text in texts]
+                marked = np.frombuffer(raw.translate(_BATCH_SEPARATORS), dtype=np.uint8)
+                bounds = np.flatnonzero(marked == _SEPARATOR_BYTE)
+                if len(bounds) == len(texts) - 1:  # else a text held the separator itself
+                    word = (marked != _SPACE) & (marked != _SEPARATOR_BYTE)
+                    starts = np.flatnonzero(word[1:] & ~word[:-1]) + 1
+                    if len(word) and word[0]:
+                        starts = np.concatenate(([0], starts))
+                    counts = np.bincount(np.searchsorted(bounds, starts), minlength=len(texts))
+                    return raw.translate(_ASCII_SEPARATORS).decode().split(), counts
+    token_lists = [analyze(text) for text in texts]
+    counts = np.fromiter(map(len, token_lists), dtype=np.int64, count=len(token_lists))
+    return list(chain.from_iterable(token_lists)), counts
 
 
 def _split_long(tokens: list[str]) -> list[str]:

@@ -11,6 +11,7 @@ from itertools import chain, compress
 
 import numpy as np
 
+from leafsearch.index.analysis import analyze_flat
 from leafsearch.index.parsed import ParsedBatch, ParsedDoc, Rows
 from leafsearch.index.vector_graph import GraphSpec
 
@@ -19,28 +20,35 @@ from leafsearch.index.vector_graph import GraphSpec
 class FieldBuffer:
     """(doc, value) pairs of one field in arrival order; text also keeps positions and lengths.
 
-    A text field's tokens added by `add_batch` keep their docs and positions as numpy arrays
-    (`chunks`, before what `add` appended since in `docs` and `positions`): a Python int per
-    token would be made only to be turned back into an array when the segment is written."""
+    A text field's documents added by `add_batch` keep their text as it is (`texts`: chunks of
+    (docs, one value each)), analysed by `tokens` when the segment is built: that is where the
+    tokens are needed, in a search worker (buffer_wire.py), and the process that orders the
+    writes neither analyses them nor holds a Python string per token."""
 
     docs: list[int] = field(default_factory=list)
     values: list = field(default_factory=list)
     positions: list[int] = field(default_factory=list)
     length_docs: list[int] = field(default_factory=list)
     lengths: list[int] = field(default_factory=list)
-    chunks: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)
+    texts: list[tuple[np.ndarray, list[str]]] = field(default_factory=list)
 
-    def add_tokens(self, docs: np.ndarray, positions: np.ndarray) -> None:
-        """Append the docs and positions of tokens whose values the caller appends."""
-        if self.docs:  # what `add` appended comes first, as its values do
-            self.chunks.append((int_array(self.docs), int_array(self.positions)))
-            self.docs, self.positions = [], []
-        self.chunks.append((docs, positions))
-
-    def token_arrays(self) -> tuple[np.ndarray, np.ndarray]:
-        """(doc, position) of every token, in the order of `values`."""
-        parts = [*self.chunks, (int_array(self.docs), int_array(self.positions))]
-        return np.concatenate([d for d, _ in parts]), np.concatenate([p for _, p in parts])
+    def tokens(self) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Every token of a text field: (tokens, the doc and position of each, the docs with
+        their field lengths), the documents `add` appended first, then the chunks of `texts`
+        analysed with the `standard` analyzer (the only one `add_batch` is given)."""
+        tokens = [self.values]
+        docs, positions = [int_array(self.docs)], [int_array(self.positions)]
+        length_docs, lengths = [int_array(self.length_docs)], [int_array(self.lengths)]
+        for text_docs, texts in self.texts:
+            flat, counts = analyze_flat(texts)
+            starts = np.cumsum(counts) - counts
+            tokens.append(flat)
+            docs.append(np.repeat(text_docs, counts))
+            positions.append(np.arange(len(flat), dtype=np.int64) - np.repeat(starts, counts))
+            length_docs.append(text_docs)
+            lengths.append(counts)
+        values = tokens[0] if len(tokens) == 1 else list(chain.from_iterable(tokens))
+        return values, *(np.concatenate(parts) for parts in (docs, positions, length_docs, lengths))  # type: ignore[return-value]
 
 
 def int_array(values: list[int]) -> np.ndarray:
@@ -149,20 +157,13 @@ class IndexBuffer:
         self.routings.extend(routings)
         doc_of = np.full(len(batch.sources), -1, dtype=np.int64)
         doc_of[rows] = np.arange(base, base + len(rows))
-        for path, (col_rows, token_lists) in batch.text.items():
-            docs, token_lists = _docs_of(doc_of, col_rows, token_lists)
+        for path, (col_rows, texts) in batch.text.items():
+            docs, texts = _docs_of(doc_of, col_rows, texts)
             if len(docs):
-                counts = np.fromiter(map(len, token_lists), dtype=np.int64, count=len(token_lists))
-                starts = np.cumsum(counts) - counts
                 fb = self.text.get(path)
                 if fb is None:
                     fb = self.text[path] = FieldBuffer()
-                fb.add_tokens(
-                    np.repeat(docs, counts), np.arange(int(counts.sum())) - np.repeat(starts, counts)
-                )
-                fb.values.extend(chain.from_iterable(token_lists))
-                fb.length_docs.extend(docs.tolist())
-                fb.lengths.extend(counts.tolist())
+                fb.texts.append((docs, texts))
         for columns, target in (
             (batch.keyword, self.keyword),
             (batch.long, self.long),

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from itertools import accumulate
+from itertools import accumulate, chain
 from pathlib import Path
 from typing import Any
 
@@ -84,6 +84,11 @@ class PackedStrings:
         return [joined[a:b] for a, b in zip([0, *ends[:-1]], ends, strict=True)]  # type: ignore[index]
 
 
+#: A text field: (token docs, token positions, tokens, length docs, lengths) of the documents
+#: `add` appended, then the docs and texts of those `add_batch` appended (analysed by the worker).
+PackedText = tuple[np.ndarray, np.ndarray, PackedStrings, np.ndarray, np.ndarray, np.ndarray, PackedStrings]
+
+
 @dataclass(frozen=True, slots=True)
 class PackedBuffer:
     """What `segment_from_buffer` reads of an `IndexBuffer` (deleted documents included: the
@@ -94,8 +99,7 @@ class PackedBuffer:
     seq_nos: np.ndarray
     versions: np.ndarray
     routings: list[str | None] | None  # None: no document has one
-    #: path -> (token docs, token positions, tokens, length docs, lengths)
-    text: dict[str, tuple[np.ndarray, np.ndarray, PackedStrings, np.ndarray, np.ndarray]]
+    text: dict[str, PackedText]
     keyword: dict[str, tuple[np.ndarray, PackedStrings]]
     long: dict[str, tuple[np.ndarray, np.ndarray]]
     double: dict[str, tuple[np.ndarray, np.ndarray]]
@@ -114,15 +118,7 @@ class PackedBuffer:
             int_array(buffer.seq_nos),
             int_array(buffer.versions),
             list(buffer.routings) if routed else None,
-            {
-                path: (
-                    *fb.token_arrays(),
-                    PackedStrings.pack(fb.values),
-                    int_array(fb.length_docs),
-                    int_array(fb.lengths),
-                )
-                for path, fb in buffer.text.items()
-            },
+            {path: _pack_text(fb) for path, fb in buffer.text.items()},
             {
                 path: (int_array(fb.docs), PackedStrings.pack(fb.values))
                 for path, fb in buffer.keyword.items()
@@ -149,12 +145,14 @@ class PackedBuffer:
         buffer.seq_nos = self.seq_nos  # type: ignore[assignment]
         buffer.versions = self.versions  # type: ignore[assignment]
         buffer.routings = self.routings if self.routings is not None else [None] * len(buffer.ids)
-        for path, (docs, positions, tokens, length_docs, lengths) in self.text.items():
+        for path, (docs, positions, tokens, length_docs, lengths, text_docs, texts) in self.text.items():
             buffer.text[path] = FieldBuffer(
-                values=tokens.unpack(),
-                length_docs=length_docs,  # type: ignore[arg-type]
-                lengths=lengths,  # type: ignore[arg-type]
-                chunks=[(docs, positions)],
+                docs,  # type: ignore[arg-type]
+                tokens.unpack(),
+                positions,  # type: ignore[arg-type]
+                length_docs,  # type: ignore[arg-type]
+                lengths,  # type: ignore[arg-type]
+                [(text_docs, texts.unpack())] if len(text_docs) else [],
             )
         for path, (docs, values) in self.keyword.items():
             buffer.keyword[path] = FieldBuffer(docs, values.unpack())  # type: ignore[arg-type]
@@ -167,6 +165,19 @@ class PackedBuffer:
             buffer.nested[path] = (children.unpack(), parents)  # type: ignore[assignment]
         buffer.graphs = dict(self.graphs)
         return buffer
+
+
+def _pack_text(fb: FieldBuffer) -> PackedText:
+    texts = list(chain.from_iterable(texts for _, texts in fb.texts))
+    return (
+        int_array(fb.docs),
+        int_array(fb.positions),
+        PackedStrings.pack(fb.values),
+        int_array(fb.length_docs),
+        int_array(fb.lengths),
+        np.concatenate([docs for docs, _ in fb.texts]) if fb.texts else int_array([]),
+        PackedStrings.pack(texts),
+    )
 
 
 def build_packed(packed: PackedBuffer, folder: str, index_sort: IndexSort | None) -> np.ndarray | None:

@@ -4,13 +4,13 @@
 which is most of the cost of indexing small log documents. Documents of one bulk request usually
 share their shape, so here each field's values of every document are gathered into one list and
 checked and converted with one pass of C-level calls (`set(map(type, ...))`, `min`/`max`, one
-analysis of the joined texts, one numpy parse of the timestamps).
+numpy parse of the timestamps); texts are analysed later, where the segment is built.
 
 Only the plain cases are taken: every field already mapped, leaf values that are single scalars,
 no `copy_to`. Anything else (a new field, an array, a null, a value its field refuses, ...) makes
 `parse_batch` answer None and the caller parses each document with `parse_document`, which then
 maps, refuses or reports exactly as it always does. So a batch that parses here yields the very
-values `parse_document` would have produced.
+values `parse_document` would have produced (its texts once analysed).
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from typing import Any
 
 import orjson
 
-from leafsearch.index.analysis import analyze_many
 from leafsearch.index.dates import MAX_NANOS, NANOS_PER_MILLI
 from leafsearch.index.iso_columns import iso_millis
 from leafsearch.index.mapping import (
@@ -107,7 +106,7 @@ def _leaf(field: FieldType, values: list, rows: Rows, batch: ParsedBatch) -> Non
             if not field.analyzer.standard:
                 raise _Fallback  # a chain of its own analyses document by document
             texts = values if types == {str} else [field.convert(v) for v in values]
-            _add(batch.text, field.path, rows, analyze_many(texts))
+            _add(batch.text, field.path, rows, texts)  # analysed where the segment is built
         else:
             converted = _fast_values(field, values, types)
             if converted is None:

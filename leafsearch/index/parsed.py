@@ -2,7 +2,8 @@
 
 Parsing (mapping rules, analysis, date formats) happens once, when the write is accepted, so that a
 value that does not fit its field is refused before anything is logged; the buffer then only
-appends these lists and a refresh turns them into numpy columns.
+appends these lists and a refresh turns them into numpy columns. (The texts of a `ParsedBatch`,
+which the `standard` analyzer cannot refuse, are analysed when the segment is built.)
 """
 
 from __future__ import annotations
@@ -54,11 +55,14 @@ class ParsedBatch:
     """Field values of a batch of documents, column by column (`Mapping.parse_batch`).
 
     The same values `ParsedDoc` holds for each document, for documents that each have at most one
-    value per field: path -> (rows, values), where `text` values are each document's tokens.
+    value per field: path -> (rows, values), except that `text` values are each document's text,
+    not yet analysed: a batch's text fields all use the `standard` analyzer, which refuses no
+    value, so its tokens are made where the segment is built (`FieldBuffer.tokens`, in a search
+    worker), not in the process that orders the writes.
     """
 
     sources: list[bytes]
-    text: dict[str, tuple[Rows, list[list[str]]]] = field(default_factory=dict)
+    text: dict[str, tuple[Rows, list[str]]] = field(default_factory=dict)
     keyword: dict[str, tuple[Rows, list[str]]] = field(default_factory=dict)
     long: dict[str, tuple[Rows, list[int]]] = field(default_factory=dict)
     double: dict[str, tuple[Rows, list[float]]] = field(default_factory=dict)

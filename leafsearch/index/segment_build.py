@@ -74,11 +74,11 @@ def writer_from_buffer(buffer: IndexBuffer, index_sort: IndexSort | None = None)
     )
     writer.set_sources(in_order(buffer.sources))
     for path, fb in buffer.text.items():
-        terms, tids = _intern(fb.values)
-        token_docs, positions = fb.token_arrays()
+        tokens, token_docs, positions, length_docs, field_lengths = fb.tokens()
+        terms, tids = _intern(tokens)
         postings = build_postings(tids, docs(token_docs), positions, len(terms), max_doc)
         lengths = np.zeros(max_doc, dtype=np.int64)
-        np.add.at(lengths, docs(fb.length_docs), np.asarray(fb.lengths, dtype=np.int64))
+        np.add.at(lengths, docs(length_docs), field_lengths)
         writer.add_text(path, terms, postings, lengths)
     for path, fb in buffer.keyword.items():
         terms, ords = keywords[path]

@@ -109,13 +109,11 @@ def _parse(mapping: Mapping, version: int, sources: list[bytes]) -> tuple[int, P
 
 
 def _share_strings(batch: ParsedBatch) -> None:
-    """One string object per distinct token and keyword: pickle writes each once and refers to
-    it after, so the server process unpickles a batch of log lines in a third of the time (and
-    its buffer holds one object per term, not per occurrence)."""
+    """One string object per distinct keyword: pickle writes each once and refers to it after,
+    so the server process unpickles a batch of log lines faster (and its buffer holds one object
+    per term, not per occurrence). Texts are not analysed yet (`ParsedBatch`)."""
     shared = {}
     share = shared.setdefault
-    for path, (rows, token_lists) in batch.text.items():
-        batch.text[path] = (rows, [list(map(share, tokens, tokens)) for tokens in token_lists])
     for path, (rows, values) in batch.keyword.items():
         batch.keyword[path] = (rows, list(map(share, values, values)))
 

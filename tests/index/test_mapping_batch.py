@@ -1,4 +1,4 @@
-"""Batch parsing (`mapping_batch`, `analysis.analyze_many`, `iso_columns`) equals per-document parsing."""
+"""Batch parsing (`mapping_batch`, `analysis.analyze_flat`, `iso_columns`) equals per-document parsing."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import orjson
 import pytest
 from inprocess import count
 
-from leafsearch.index.analysis import analyze, analyze_many
+from leafsearch.index.analysis import analyze, analyze_flat
 from leafsearch.index.dates import DateFormatter
 from leafsearch.index.iso_columns import iso_millis
 from leafsearch.index.mapping import Mapping
@@ -47,7 +47,7 @@ def _expand(batch, n: int) -> list[dict]:
     for kind in ("text", "keyword", "long", "double"):
         for path, (rows, values) in getattr(batch, kind).items():
             for row, value in zip(range(n) if rows is None else rows, values, strict=True):
-                docs[row][kind][path] = value if kind == "text" else [value]
+                docs[row][kind][path] = analyze(value) if kind == "text" else [value]
     return docs
 
 
@@ -95,15 +95,23 @@ def test_anything_else_is_left_to_the_per_document_parser(doc):
     assert mapping.version == Mapping.from_body(MAPPING).version
 
 
-def test_analyze_many_equals_analyze():
+def _flat(token_lists: list[list[str]]) -> tuple[list[str], list[int]]:
+    return [token for tokens in token_lists for token in tokens], [len(tokens) for tokens in token_lists]
+
+
+def test_analyze_flat_equals_analyze():
+    """Random texts, the separator of the joined batch (\x01) and over-long tokens among them."""
     rng = random.Random(0)
     alphabet = "abcXYZ019 _-.,;:'\t\n\x01\x02!é"
     for _ in range(2000):
         texts = [
             "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12))) for _ in range(rng.randint(1, 6))
         ]
-        assert analyze_many(texts) == [analyze(t) for t in texts]
-    assert analyze_many(["a" * 300, "b"]) == [analyze("a" * 300), ["b"]]
+        tokens, counts = analyze_flat(texts)
+        assert (tokens, counts.tolist()) == _flat([analyze(t) for t in texts])
+    for texts in (["a" * 300, "b"], ["", "", "x y"], ["a b", ""], [""]):
+        tokens, counts = analyze_flat(texts)
+        assert (tokens, counts.tolist()) == _flat([analyze(t) for t in texts])
 
 
 def test_iso_millis_equals_the_date_parser():
