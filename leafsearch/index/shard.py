@@ -55,6 +55,7 @@ from leafsearch.index.translog import (
     OP_INDEX,
     Translog,
     TranslogOp,
+    decode_records,
     encode_index_ops,
     encode_op,
 )
@@ -768,13 +769,34 @@ class Shard:
         self._changes += 1
 
     def _replay(self, op: TranslogOp) -> None:
+        """Apply a logged operation with its seq_no and version; one older than the document's
+        current state is already superseded (a replica receives its primary's writes in any
+        order, Elasticsearch's rule: the higher seq_no of an id wins)."""
         prior = self.current(op.doc_id)
+        if prior is not None and prior.seq_no >= op.seq_no:
+            self.max_seq_no = max(self.max_seq_no, op.seq_no)
+            return
         if op.op == OP_INDEX:
             parsed = self._parse(op.source, op.doc_id)
             self._apply_index(op.doc_id, parsed, op.routing, prior, op.version, op.seq_no)
         else:
             self._apply_delete(op.doc_id, prior, op.version, op.seq_no)
         self.max_seq_no = max(self.max_seq_no, op.seq_no)
+
+    def apply_replicated(self, records: bytes) -> int:
+        """A replica's part of its primary's write (caller holds `writing()` and syncs its point
+        before acknowledging): the translog records the primary logged, appended as they are and
+        applied with the primary's seq_nos and versions, as a replay does; how many operations."""
+        ops, end = decode_records(records)
+        if end != len(records):
+            raise ElasticError(f"shard [{self.shard_id}]: a replicated write arrived torn")
+        with self.applying:
+            self.translog.append(records, len(ops))
+            for op in ops:
+                self._replay(op)
+        self._flush_if_full()
+        self.stats.add(index_total=len(ops))
+        return len(ops)
 
     def sync(self, point: SyncPoint) -> None:
         """Make the operations logged before `point` durable (one fsync shared with every
