@@ -38,6 +38,10 @@ class RemoteShards(Protocol):
 
     def listings(self) -> list[ShardListing | ShardMissing]: ...
 
+    def adopt_map(self, version: int, raw: bytes | None) -> None:
+        """The shard map (copies, primaries, in-sync sets) as another coordinator changed it."""
+        ...
+
     def refresh(self) -> None: ...
 
     def close(self) -> None: ...
@@ -51,8 +55,8 @@ class ShardBackend(Protocol):
     #: The cluster's metadata, shared by its coordinators (index/shared_meta.py).
     metadata: SharedIndexMeta | None
 
-    def place(self, index_uuid: str, num_shards: int) -> list[dict[str, str]]:
-        """Where each shard of a new index lives."""
+    def place(self, index_uuid: str, num_shards: int, replicas: int = 0) -> list[dict[str, Any]]:
+        """Where each shard of a new index lives, its replicas' copies included."""
         ...
 
     def attach(self, index: Index, placement: list[dict[str, str]]) -> RemoteShards:

@@ -2,7 +2,8 @@
 cluster (`serve --ray ADDRESS` started several times; ray_backend/metadata.py holds the metadata).
 
 What is shared, each an entry of the cluster's versioned metadata: every Ray-backed index's
-`meta.json` (`index/<name>`: mapping, settings, state, shard map), the aliases (`aliases`), the
+`meta.json` (`index/<name>`: mapping, settings, state, placement) and shard map (`shards/<uuid>`:
+its copies, primaries, in-sync sets and terms, ray_backend/replication.py), the aliases (`aliases`), the
 users file (`security/users`) and each API key (`api_key/<id>`). The node's data folder keeps
 its copy, so the node's code reads what it always read:
 
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
 ALIASES = "aliases"
 USERS = "security/users"
 API_KEY = "api_key/"
+SHARD_MAP = "shards/"  # (ray_backend/replication.py's, not imported: Ray stays out of node/)
 _INDEX = index_key("")
 
 
@@ -186,6 +188,11 @@ class ClusterSync:
             node.security.adopt_users(value)
         elif key.startswith(API_KEY) and value is not None:
             node.security.adopt_key(key[len(API_KEY) :], value)
+        elif key.startswith(SHARD_MAP):
+            uuid = key[len(SHARD_MAP) :]
+            for index in node.indices.values():
+                if index.uuid == uuid and index.remote is not None:
+                    index.remote.adopt_map(version, value)
 
     def _apply_index(self, node: Node, name: str, value: bytes | None, version: int) -> None:
         """An index's entry as another coordinator left it: created, changed, closed, opened or

@@ -54,6 +54,7 @@ from leafsearch.index.shard import Shard
 from leafsearch.index.shard_listing import ShardListing, of_shard
 from leafsearch.index.shard_services import ShardServices
 from leafsearch.index.shard_write import DocRead, ShardWrite, ShardWriteOutcome, apply_write
+from leafsearch.ray_backend.replication import REPLICA_TIMEOUT_SECONDS, Replicated, Replication
 from leafsearch.request.query_dsl import Query
 from leafsearch.search import query_and_fetch
 from leafsearch.search.dfs import DfsStats
@@ -73,6 +74,9 @@ from leafsearch.search.workers.mirror import IndexMirror, IndexState
 from leafsearch.search.workers.process import WorkerConfig, WorkerState
 
 _STATE_FILE = "index_state.json"
+#: A machine actor's name is this and its machine key (cluster.py creates it, a primary finds its
+#: replicas' machines by it).
+MACHINE_PREFIX = "machine/"
 _log = logging.getLogger("leafsearch")
 
 
@@ -113,6 +117,12 @@ class ShardActor:
         self.shard_services = ShardServices(self.state.source_blocks, self.state.events)
         self.shard = Shard(self.folder / "shard", shard_id, self._parse, self.index.sort, self.shard_services)
         self.shard.index_ref = (self.index.name, self.index.uuid)
+        #: The highest primary term a write to this copy carried: a replica refuses a write of
+        #: an older term (a former primary, replaced, that does not know it yet).
+        self.term = 0
+        #: The machine actor of a machine key, for the replicas of this copy's writes (set by the
+        #: machine actor holding it).
+        self.peer: Callable[[str], Any] | None = None
         #: Search calls served, by method (`stats`: what a search costs in calls, bench/ray_cluster.py).
         self._calls: Counter[str] = Counter()
         self._calls_lock = threading.Lock()
@@ -193,16 +203,82 @@ class ShardActor:
 
     # ---- writes and reads ----------------------------------------------------------------
 
-    def write(self, write: ShardWrite) -> ShardWriteOutcome | Refusal:
+    def write(
+        self, write: ShardWrite, replication: Replication | None = None
+    ) -> ShardWriteOutcome | Replicated | Refusal:
         """Apply a shard write and answer after its translog fsync (nothing of it is
-        acknowledged when the fsync fails: every operation then answers that error)."""
+        acknowledged when the fsync fails: every operation then answers that error). With
+        `replication` this copy is the primary: the records it logged go to every replica while
+        it fsyncs, and it answers once each replica answered (ray_backend/replication.py)."""
+        if replication is not None and replication.term < self.term:
+            return Refusal(_stale(self._describe(), replication.term, self.term))
+        records: list[bytes] = []
         try:
             with self.shard.writing() as point:
-                outcomes = apply_write(self.shard, write)
+                if replication is not None:
+                    self.term = replication.term
+                    self.shard.translog.recording = records
+                try:
+                    outcomes = apply_write(self.shard, write)
+                finally:
+                    self.shard.translog.recording = None
+            sent = self._forward(replication, b"".join(records)) if replication and records else []
             self.shard.sync(point)
         except ElasticError as exc:
             return Refusal(exc)
-        return outcomes
+        if replication is None:
+            return outcomes
+        return Replicated(outcomes, tuple(allocation_id for allocation_id, wait in sent if not wait()))
+
+    def _forward(self, replication: Replication, records: bytes) -> list[tuple[str, Callable[[], bool]]]:
+        """Send a write's records to each replica (one call each, not waited for); per replica
+        its allocation id and the function telling whether it acknowledged them."""
+        import ray
+
+        assert self.peer is not None
+        message = pickle.dumps(
+            [((self.index.uuid, self.shard_id), "replicate", (records, replication.term))],
+            protocol=pickle.HIGHEST_PROTOCOL,
+        )
+        sent = []
+        for machine, allocation_id in replication.targets:
+            try:
+                ref = self.peer(machine).batch.remote(message)
+            except Exception:  # no such actor (its node is gone): failed, as a call that fails
+                _log.warning(
+                    "%s: the replica on %s cannot be reached", self._describe(), machine, exc_info=True
+                )
+                sent.append((allocation_id, lambda: False))
+                continue
+
+            def acknowledged(ref: Any = ref, machine: str = machine) -> bool:
+                try:
+                    (answer,) = pickle.loads(ray.get(ref, timeout=REPLICA_TIMEOUT_SECONDS))
+                except Exception as exc:  # the replica's machine died, or did not answer in time
+                    _log.warning("%s: the replica on %s failed: %s", self._describe(), machine, exc)
+                    return False
+                if isinstance(answer, Refusal):
+                    _log.warning("%s: the replica on %s refused: %s", self._describe(), machine, answer.error)
+                    return False
+                return True
+
+            sent.append((allocation_id, acknowledged))
+        return sent
+
+    def replicate(self, records: bytes, term: int) -> None | Refusal:
+        """A replica's part of its primary's write (`records`: what the primary logged): applied
+        with the primary's seq_nos and versions, answered after this copy's fsync. A write of an
+        older primary term than one seen is refused."""
+        if term < self.term:
+            return Refusal(_stale(self._describe(), term, self.term))
+        self.term = term
+        try:
+            with self.shard.writing() as point:
+                self.shard.apply_replicated(records)
+            self.shard.sync(point)
+        except ElasticError as exc:
+            return Refusal(exc)
+        return None
 
     def get(self, doc_id: str, realtime: bool) -> DocRead | None | Refusal:
         """The current document (realtime: from the version map and buffer), None when absent."""
@@ -395,6 +471,15 @@ class ShardActor:
             return Refusal(exc)
 
 
+def _stale(shard: str, term: int, current: int) -> ElasticError:
+    """Elasticsearch's refusal of an operation from a primary that was replaced."""
+    return ElasticError(
+        f"{shard} operation primary term [{term}] is too old (current [{current}])",
+        status=500,
+        error_type="illegal_state_exception",
+    )
+
+
 #: A shard on a machine: (index uuid, shard number).
 ShardKey = tuple[str, int]
 #: A shard's part of a machine call: the shard, the `ShardActor` method, its arguments.
@@ -408,6 +493,7 @@ SHARD_METHODS = frozenset(
         "close_shard",
         "destroy",
         "write",
+        "replicate",
         "get",
         "refresh",
         "stats_sections",
@@ -447,12 +533,25 @@ class MachineActor:
         #: The threads a call's shards run on at once: numpy, zstd and file reads release the
         #: interpreter, so shards of one call overlap (bench/RESULTS.md "Shards as Ray actors").
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="leafsearch-machine")
+        self._peers: dict[str, Any] = {}
         hosted: dict[str, str] = orjson.loads(self.registry.read_bytes()) if self.registry.exists() else {}
         folders = [Path(folder) for folder in hosted.values()]
         for name, opened in zip(hosted, self._pool.map(self._reopen, folders), strict=True):
             uuid, _, shard_id = name.rpartition("/")
             if opened is not None:
+                opened.peer = self._peer
                 self._shards[(uuid, int(shard_id))] = opened
+
+    def _peer(self, machine: str) -> Any:
+        """The machine actor of a machine key (its replicas' machines, for a primary's writes);
+        raises when there is none (its node is gone)."""
+        import ray
+
+        actor = self._peers.get(machine)
+        if actor is None:
+            namespace = ray.get_runtime_context().namespace
+            actor = self._peers[machine] = ray.get_actor(MACHINE_PREFIX + machine, namespace=namespace)
+        return actor
 
     def _reopen(self, folder: Path) -> ShardActor | None:
         """A shard of before the restart, from its folder (None, logged, when it cannot open: the
@@ -539,6 +638,7 @@ class MachineActor:
                 shard = self._shards.get(key)
                 if shard is None:
                     shard = self._shards[key] = ShardActor(folder, state, key[1])
+                    shard.peer = self._peer
                     self._record()
             shard.put_index(state, order)
         except ElasticError as exc:

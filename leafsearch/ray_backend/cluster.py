@@ -8,9 +8,11 @@
   traceback, or wait for a cluster that a stale session file names, rather than say what to run.
 - **Placement**: a new index's shards are dealt round-robin over the cluster's alive nodes,
   starting at a node that moves with every index, so shards and indices spread (what Ray's
-  SPREAD strategy aims at). The shard map (node and folder of each shard) is kept in the index's
-  `meta.json`, in the cluster's metadata (metadata.py) and each coordinator's copy, so it
-  survives any coordinator.
+  SPREAD strategy aims at); each replica of a shard on the nodes after its primary's, never two
+  copies on one node (with fewer nodes than copies, the extra replicas are unassigned). The
+  placement (node, folder, allocation id of each copy) is kept in the index's `meta.json`; the
+  shard map it starts (which copy is primary, the in-sync set, the primary term: replication.py)
+  in the cluster's metadata (metadata.py), so both survive any coordinator.
 - **One actor per machine** (`MachineActor`, actor.py): each node's shards, of every index, are
   served by one actor pinned to that node (`NodeAffinitySchedulingStrategy`, not soft: the
   folders are on its disk, so Ray must restart it there), so a search phase or a bulk costs one
@@ -36,8 +38,9 @@ from typing import TYPE_CHECKING, Any
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from leafsearch.ray_backend.actor import MachineActor
+from leafsearch.ray_backend.actor import MACHINE_PREFIX, MachineActor
 from leafsearch.ray_backend.remote import RemoteIndex
+from leafsearch.ray_backend.replication import new_allocation_id
 
 if TYPE_CHECKING:
     from leafsearch.index.index import Index
@@ -100,18 +103,28 @@ class RayBackend:
     def alive_nodes(self) -> list[str]:
         return sorted(n["NodeID"] for n in ray.nodes() if n["Alive"])
 
-    def place(self, index_uuid: str, num_shards: int) -> list[dict[str, str]]:
-        """The shard map of a new index: per shard, its node and folder."""
+    def place(self, index_uuid: str, num_shards: int, replicas: int = 0) -> list[dict[str, Any]]:
+        """Where a new index's copies go: per shard, its primary's node, folder and allocation
+        id, and its replicas' (see the module's docstring)."""
         nodes = self.alive_nodes()
         first = next(self._deal)
         placement = []
         for shard_id in range(num_shards):
-            node_id = nodes[(first + shard_id) % len(nodes)]
-            folder = self.shard_root / node_id[:16] / index_uuid / str(shard_id)
-            placement.append({"node": node_id, "folder": str(folder)})
+            at = (first + shard_id) % len(nodes)
+            copies = [
+                {"node": node, "folder": self.folder(node, index_uuid, shard_id), "id": new_allocation_id()}
+                for node in (nodes[(at + k) % len(nodes)] for k in range(min(1 + replicas, len(nodes))))
+            ]
+            primary = copies[0]
+            entry = {"node": primary["node"], "folder": primary["folder"], "allocation_id": primary["id"]}
+            placement.append(entry | ({"replicas": copies[1:]} if len(copies) > 1 else {}))
         return placement
 
-    def attach(self, index: Index, placement: list[dict[str, str]]) -> RemoteIndex:
+    def folder(self, node: str, index_uuid: str, shard_id: int) -> str:
+        """The folder of a shard's copy on a node."""
+        return str(self.shard_root / node[:16] / index_uuid / str(shard_id))
+
+    def attach(self, index: Index, placement: list[dict[str, Any]]) -> RemoteIndex:
         """The index's shard actors, found by name or created on their nodes."""
         return RemoteIndex(self, index, placement)
 
@@ -119,7 +132,7 @@ class RayBackend:
         """The machine actor of a Ray node, found by name or created there."""
         cpus = next((n["Resources"].get("CPU", 1) for n in ray.nodes() if n["NodeID"] == node_id), 1)
         return self._actor_class.options(
-            name=f"machine/{node_id}",
+            name=MACHINE_PREFIX + node_id,
             namespace=NAMESPACE,
             lifetime="detached",
             get_if_exists=True,

@@ -36,6 +36,13 @@ from leafsearch.errors import ElasticError, IndexClosed, SearchContextMissing, S
 from leafsearch.index.shard_listing import ShardListing, ShardMissing
 from leafsearch.index.shard_write import DocRead, ShardWrite, ShardWriteOutcome
 from leafsearch.ray_backend.actor import Refusal, ShardCall, ShardKey
+from leafsearch.ray_backend.replication import (
+    Replicated,
+    ShardMap,
+    ShardMaps,
+    drop_from_in_sync,
+    initial_map,
+)
 from leafsearch.search.dfs import DfsStats
 from leafsearch.search.shard_api import (
     ShardContextId,
@@ -152,18 +159,74 @@ def _waiter(call: MachineCall, j: int, shard: str, deadline: float | None) -> Ca
 class RemoteIndex:
     """An index's shards on their machine actors (see the module's docstring)."""
 
-    def __init__(self, backend: RayBackend, index: Index, placement: list[dict[str, str]]) -> None:
+    def __init__(self, backend: RayBackend, index: Index, placement: list[dict[str, Any]]) -> None:
         self.backend = backend
         self.index = index
         self.placement = placement
-        machines = {node: backend.machine(node) for node in sorted({p["node"] for p in placement})}
-        #: Per shard, the machine actor of its node.
-        self.machines = [machines[p["node"]] for p in placement]
-        self.shards = [RemoteShard(self, i) for i in range(len(placement))]
         self._lock = threading.Lock()
-        #: Per shard, the version of the index state it acknowledged (None: not yet).
-        self._sent: list[tuple[int, int] | None] = [None] * len(placement)
+        self._map_lock = threading.Lock()  # (this coordinator's changes of the shard map, one at a time)
+        self._handles: dict[str, Any] = {}
+        self.maps = ShardMaps(backend.metadata.store) if backend.metadata is not None else None
+        #: The shard map (ray_backend/replication.py): every copy of each shard, which is primary.
+        self.shard_map = self._load_map()
+        #: Per shard, the machine actor of its primary.
+        self.machines: list[Any] = []
+        self._route()
+        self.shards = [RemoteShard(self, i) for i in range(len(placement))]
+        #: Per copy (shard, allocation id), the version of the index state it acknowledged.
+        self._sent: dict[tuple[int, str], tuple[int, int]] = {}
         self.push_state(range(len(placement)))
+
+    def _load_map(self) -> ShardMap:
+        """The index's shard map from the cluster's metadata; a first one (its placement's
+        primaries and replicas) published when there is none."""
+        if self.maps is not None:
+            found = self.maps.read(self.index.uuid)
+            if found is not None:
+                return found
+        first = initial_map(self.placement)
+        return first if self.maps is None else self.maps.claim(self.index.uuid, first)
+
+    def machine(self, node: str) -> Any:
+        """The machine actor of a machine key."""
+        handle = self._handles.get(node)
+        if handle is None:
+            handle = self._handles[node] = self.backend.machine(node)
+        return handle
+
+    def _route(self) -> None:
+        self.machines = [self.machine(self.shard_map.primary(i)["node"]) for i in range(len(self.placement))]
+
+    def adopt_map(self, version: int, raw: bytes | None) -> None:
+        """The shard map as another coordinator changed it (node/cluster_sync.py)."""
+        if raw is None or version <= self.shard_map.version:
+            return
+        with self._map_lock:
+            if version > self.shard_map.version:
+                self.shard_map = ShardMap.decode(raw, version)
+                self._route()
+
+    def change_map(self, edit: Any) -> bool:
+        """Change the shard map (a compare-and-set, replication.py `ShardMaps.change`); whether
+        `edit` applied."""
+        with self._map_lock:
+            if self.maps is None:
+                edited = self.shard_map.copy()
+                done = edit(edited)
+                if done:
+                    self.shard_map = edited
+            else:
+                self.shard_map, done = self.maps.change(self.index.uuid, self.shard_map, edit)
+            self._route()
+            return done
+
+    def drop_copies(self, shard_id: int, allocation_ids: tuple[str, ...], term: int) -> bool:
+        """Take copies that failed a write of primary term `term` out of the shard's in-sync set,
+        before the write is acknowledged; False (the write must fail) when the term moved on."""
+        current = self.shard_map
+        if current.term(shard_id) == term and not any(current.in_sync(shard_id, i) for i in allocation_ids):
+            return True
+        return self.change_map(drop_from_in_sync(shard_id, allocation_ids, term))
 
     def key(self, shard_id: int) -> ShardKey:
         return (self.index.uuid, shard_id)
@@ -204,27 +267,46 @@ class RemoteIndex:
         return self.index.mapping.version, hash(tuple(sorted(self.index.settings.items())))
 
     def push_state(self, shard_ids: Iterable[int]) -> dict[int, ElasticError]:
-        """Send the index's state to those shards that have not acknowledged its current version
-        (each keeps it before answering; a machine opens a shard it does not hold from its
-        folder); per shard that could not take it, why. A shard is sent a write only once it
-        holds the state the write was parsed with: replaying its translog, it parses with that
-        state."""
+        """Send the index's state to every copy of those shards that has not acknowledged its
+        current version (each keeps it before answering; a machine opens a copy it does not hold
+        from its folder); per shard whose primary could not take it, why. A copy is sent a write
+        only once it holds the state the write was parsed with: replaying its translog, it parses
+        with that state; so an in-sync replica that cannot take it leaves the in-sync set."""
         with self._lock:
             version = self._version()
-            stale = [i for i in shard_ids if self._sent[i] != version]
+            shard_map = self.shard_map
+            stale = [
+                (i, c)
+                for i in shard_ids
+                for c in shard_map.shards[i]["copies"]
+                if self._sent.get((i, c["id"])) != version
+            ]
             if not stale:
                 return {}
             state = self.state()
             order = self.index.shared_version
-            waits = self.calls("put_index", [(i, (self.placement[i]["folder"], state, order)) for i in stale])
+            calls = [
+                (
+                    self.machine(c["node"]),
+                    (self.key(i), "put_index", (c["folder"], state, order)),
+                    self.describe(i),
+                )
+                for i, c in stale
+            ]
             failed: dict[int, ElasticError] = {}
-            for shard_id, wait in zip(stale, waits, strict=True):
+            lost: dict[int, list[str]] = {}
+            for (shard_id, copy), wait in zip(stale, send_calls(calls), strict=True):
                 try:
                     wait()
-                    self._sent[shard_id] = version
+                    self._sent[(shard_id, copy["id"])] = version
                 except ElasticError as exc:
-                    failed[shard_id] = exc
-            return failed
+                    if copy["id"] == shard_map.shards[shard_id]["primary"]:
+                        failed[shard_id] = exc
+                    else:
+                        lost.setdefault(shard_id, []).append(copy["id"])
+        for shard_id, ids in lost.items():
+            self.drop_copies(shard_id, tuple(ids), shard_map.term(shard_id))
+        return failed
 
     def describe(self, shard_id: int) -> str:
         return f"[{self.index.name}][{shard_id}]"
@@ -253,7 +335,18 @@ class RemoteIndex:
         the client cannot know, and the write's translog decides on recovery)."""
         failed = self.push_state(w.shard_id for w in writes)
         ready = [i for i, w in enumerate(writes) if w.shard_id not in failed]
-        sent = self.calls("write", [(writes[i].shard_id, (writes[i],)) for i in ready])
+        shard_map = self.shard_map
+        replications = {i: shard_map.replication(writes[i].shard_id) for i in ready}
+        sent = self.calls(
+            "write",
+            [
+                (
+                    writes[i].shard_id,
+                    (writes[i],) if replications[i] is None else (writes[i], replications[i]),
+                )
+                for i in ready
+            ],
+        )
         waits = dict(zip(ready, sent, strict=True))
 
         def results() -> list[ShardWriteOutcome | ElasticError]:
@@ -262,7 +355,16 @@ class RemoteIndex:
                 try:
                     if i not in waits:
                         raise failed[write.shard_id]
-                    out.append(waits[i]())
+                    answer = waits[i]()
+                    if isinstance(answer, Replicated):
+                        replication = replications[i]
+                        assert replication is not None
+                        if answer.failed and not self.drop_copies(
+                            write.shard_id, answer.failed, replication.term
+                        ):
+                            raise ShardUnavailable(f"{self.describe(write.shard_id)} has a new primary")
+                        answer = answer.outcomes
+                    out.append(answer)
                 except ShardUnavailable as exc:
                     if self.index.closed:  # the shard ended with the index's close
                         out.append(IndexClosed(self.index.name, self.index.uuid))
@@ -308,8 +410,14 @@ class RemoteIndex:
         return out
 
     def refresh(self) -> None:
-        for wait in self.each("refresh"):
-            wait()
+        """Every copy refreshes (searches read any started copy); a primary's failure is raised,
+        a replica's is its own to retry on its interval."""
+        for shard_id, copy, wait in self.each_copy("refresh"):
+            try:
+                wait()
+            except ElasticError:
+                if copy["id"] == self.shard_map.shards[shard_id]["primary"]:
+                    raise
 
     def close(self) -> None:
         """`_close`: each shard flushes (every acknowledged write into a committed segment) and
@@ -319,14 +427,23 @@ class RemoteIndex:
         self._end("close_shard")
 
     def destroy(self) -> None:
-        """Delete every shard's folder; its machine lets it go (a dead machine's folder is left
-        behind)."""
+        """Delete every copy's folder; its machine lets it go (a dead machine's folder is left
+        behind); the shard map goes."""
         self._end("destroy")
+        if self.maps is not None:
+            self.maps.remove(self.index.uuid)
 
     def _end(self, method: str) -> None:
-        for wait in self.each(method):
+        for _, _, wait in self.each_copy(method):
             with contextlib.suppress(ElasticError):
                 wait()
+
+    def each_copy(self, method: str, *args: Any) -> list[tuple[int, dict[str, str], Callable[[], Any]]]:
+        """`method` on every copy of every shard, one call per machine: per copy (shard, copy,
+        the function waiting for its answer)."""
+        copies = [(i, c) for i in range(len(self.shards)) for c in self.shard_map.shards[i]["copies"]]
+        calls = [(self.machine(c["node"]), (self.key(i), method, args), self.describe(i)) for i, c in copies]
+        return [(i, c, wait) for (i, c), wait in zip(copies, send_calls(calls), strict=True)]
 
 
 class RemoteShard:
