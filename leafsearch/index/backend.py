@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from leafsearch.errors import ElasticError
     from leafsearch.index.index import Index
-    from leafsearch.index.shard_listing import ShardListing, ShardMissing
+    from leafsearch.index.shard_listing import CopyListing, ShardListing, ShardMissing
     from leafsearch.index.shard_write import DocRead, ShardWrite, ShardWriteOutcome
     from leafsearch.index.shared_meta import SharedIndexMeta
 
@@ -29,14 +29,16 @@ class RemoteShards(Protocol):
 
     def get(self, shard_id: int, doc_id: str, realtime: bool) -> DocRead | None: ...
 
-    def inactive_shards(self) -> list[int]: ...
-
     def retain_contexts(self, names: list[set[str]]) -> None:
         """Per shard, the names of the durable contexts the coordinator holds; others of before
         are freed."""
         ...
 
     def listings(self) -> list[ShardListing | ShardMissing]: ...
+
+    def copies(self, listed: bool) -> list[CopyListing]:
+        """Every copy of every shard, its state (and with `listed` its listing)."""
+        ...
 
     def adopt_map(self, version: int, raw: bytes | None) -> None:
         """The shard map (copies, primaries, in-sync sets) as another coordinator changed it."""

@@ -22,6 +22,7 @@ reports as the shard's failure.
 from __future__ import annotations
 
 import contextlib
+import logging
 import pickle
 import threading
 import time
@@ -33,7 +34,7 @@ import ray
 from ray.exceptions import ActorUnschedulableError, GetTimeoutError, RayActorError
 
 from leafsearch.errors import ElasticError, IndexClosed, SearchContextMissing, ShardFailed, ShardUnavailable
-from leafsearch.index.shard_listing import ShardListing, ShardMissing
+from leafsearch.index.shard_listing import CopyListing, ShardListing, ShardMissing
 from leafsearch.index.shard_write import DocRead, ShardWrite, ShardWriteOutcome
 from leafsearch.ray_backend.actor import Refusal, ShardCall, ShardKey
 from leafsearch.ray_backend.replication import (
@@ -42,6 +43,7 @@ from leafsearch.ray_backend.replication import (
     ShardMaps,
     drop_from_in_sync,
     initial_map,
+    promote,
 )
 from leafsearch.search.dfs import DfsStats
 from leafsearch.search.shard_api import (
@@ -60,6 +62,8 @@ if TYPE_CHECKING:
     from leafsearch.index.index import Index
     from leafsearch.ray_backend.cluster import RayBackend
     from leafsearch.search.targets import Target
+
+_log = logging.getLogger("leafsearch")
 
 #: What a call to a shard actor raises when the actor cannot answer: it died or is restarting
 #: (`RayActorError`), its node is gone and it was pinned there (`ActorUnschedulableError`, not
@@ -220,6 +224,17 @@ class RemoteIndex:
             self._route()
             return done
 
+    def fail_primary(self, shard_id: int, primary: str) -> bool:
+        """The primary `primary` (an allocation id) could not answer (its machine died, is
+        restarting, or left): an in-sync replica is promoted (term + 1), unless another
+        coordinator changed the primary already; whether the shard has another primary now."""
+        if self.shard_map.shards[shard_id]["primary"] != primary:
+            return True
+        done = self.change_map(promote(shard_id, primary))
+        if done:
+            _log.warning("%s: primary [%s] lost, replica promoted", self.describe(shard_id), primary)
+        return done or self.shard_map.shards[shard_id]["primary"] != primary
+
     def drop_copies(self, shard_id: int, allocation_ids: tuple[str, ...], term: int) -> bool:
         """Take copies that failed a write of primary term `term` out of the shard's in-sync set,
         before the write is acknowledged; False (the write must fail) when the term moved on."""
@@ -337,6 +352,7 @@ class RemoteIndex:
         ready = [i for i, w in enumerate(writes) if w.shard_id not in failed]
         shard_map = self.shard_map
         replications = {i: shard_map.replication(writes[i].shard_id) for i in ready}
+        primaries = {i: shard_map.shards[writes[i].shard_id]["primary"] for i in ready}
         sent = self.calls(
             "write",
             [
@@ -368,8 +384,12 @@ class RemoteIndex:
                 except ShardUnavailable as exc:
                     if self.index.closed:  # the shard ended with the index's close
                         out.append(IndexClosed(self.index.name, self.index.uuid))
-                    else:
-                        out.append(unavailable_for_write(self.index, write.shard_id, len(write.ops), exc))
+                        continue
+                    # Its outcome unknown, the write fails (never applied twice); the next
+                    # goes to the replica promoted in the lost primary's place.
+                    if i in waits:
+                        self.fail_primary(write.shard_id, primaries[i])
+                    out.append(unavailable_for_write(self.index, write.shard_id, len(write.ops), exc))
                 except ElasticError as exc:
                     out.append(exc)
             return out
@@ -378,22 +398,6 @@ class RemoteIndex:
 
     def get(self, shard_id: int, doc_id: str, realtime: bool) -> DocRead | None:
         return self.call(shard_id, "get", doc_id, realtime)
-
-    def inactive_shards(self) -> list[int]:
-        """The shards that do not answer now (their machine actor, or the shard in it): the
-        primaries Elasticsearch would list unassigned. Why a call rather than Ray's actor
-        states: those are readable without a call only through Ray's state API, which needs the
-        dashboard a cluster may run without; and an answer is what a search needs of the shard.
-        One call per machine, all at once, waited for `HEALTH_TIMEOUT_SECONDS` in all."""
-        deadline = time.monotonic() + HEALTH_TIMEOUT_SECONDS
-        waits = self.calls("where", [(i, ()) for i in range(len(self.shards))], deadline=deadline)
-        inactive = []
-        for shard_id, wait in enumerate(waits):
-            try:
-                wait()
-            except ShardUnavailable:
-                inactive.append(shard_id)
-        return inactive
 
     def listings(self) -> list[ShardListing | ShardMissing]:
         """Every shard's listing (index/shard_listing.py), one call per machine; a shard that
@@ -409,10 +413,50 @@ class RemoteIndex:
                 out.append(ShardMissing(shard_id, exc, self.placement[shard_id]["node"] not in alive))
         return out
 
-    def refresh(self) -> None:
-        """Every copy refreshes (searches read any started copy); a primary's failure is raised,
-        a replica's is its own to retry on its interval."""
-        for shard_id, copy, wait in self.each_copy("refresh"):
+    def copies(self, listed: bool) -> list[CopyListing]:
+        """Every copy of every shard (`listed`: with its listing), asked all at once, one call per
+        machine, for `HEALTH_TIMEOUT_SECONDS` in all: a copy that answers is STARTED (the primary,
+        an in-sync replica) or INITIALIZING (a replica not in sync); one that does not is
+        UNASSIGNED (NODE_LEFT when its machine left the cluster). Replicas the setting asks for
+        that no machine could take are UNASSIGNED too."""
+        deadline = time.monotonic() + HEALTH_TIMEOUT_SECONDS
+        shard_map = self.shard_map
+        pairs = [(i, c) for i in range(len(self.shards)) for c in shard_map.shards[i]["copies"]]
+        method = "listing" if listed else "where"
+        calls = [(self.machine(c["node"]), (self.key(i), method, ()), self.describe(i)) for i, c in pairs]
+        wanted = int(self.index.setting("index.number_of_replicas"))
+        alive: set[str] | None = None
+        out: list[CopyListing] = []
+        for (shard_id, copy), wait in zip(pairs, send_calls(calls, deadline=deadline), strict=True):
+            entry = shard_map.shards[shard_id]
+            primary = copy["id"] == entry["primary"]
+            try:
+                answer = wait()
+            except ElasticError:
+                if alive is None:
+                    alive = set(self.backend.alive_nodes())
+                reason = "NODE_LEFT" if copy["node"] not in alive else "ALLOCATION_FAILED"
+                out.append(CopyListing(shard_id, primary, "UNASSIGNED", reason=reason))
+                continue
+            state = "STARTED" if primary or copy["id"] in entry["in_sync"] else "INITIALIZING"
+            listing = answer if listed else None
+            out.append(CopyListing(shard_id, primary, state, listing, listing.node if listing else None))
+        lost = {c.shard_id for c in out if c.primary and c.state == "UNASSIGNED"}
+        if lost and any(self.fail_primary(i, shard_map.shards[i]["primary"]) for i in sorted(lost)):
+            return self.copies(listed)  # (the promoted copies' states, as the next request sees them)
+        for shard_id in range(len(self.shards)):
+            missing = wanted - len(shard_map.replicas(shard_id))
+            out.extend(
+                CopyListing(shard_id, False, "UNASSIGNED", reason="INDEX_CREATED") for _ in range(missing)
+            )
+        out.sort(key=lambda c: (c.shard_id, not c.primary))
+        return out
+
+    def refresh(self, shard_ids: Iterable[int] | None = None) -> None:
+        """Every copy of those shards (None: all) refreshes (a promoted replica serves what was
+        refreshed); a primary's failure is raised, a replica's is its own to retry on its
+        interval."""
+        for shard_id, copy, wait in self.each_copy("refresh", shard_ids):
             try:
                 wait()
             except ElasticError:
@@ -438,11 +482,14 @@ class RemoteIndex:
             with contextlib.suppress(ElasticError):
                 wait()
 
-    def each_copy(self, method: str, *args: Any) -> list[tuple[int, dict[str, str], Callable[[], Any]]]:
-        """`method` on every copy of every shard, one call per machine: per copy (shard, copy,
-        the function waiting for its answer)."""
-        copies = [(i, c) for i in range(len(self.shards)) for c in self.shard_map.shards[i]["copies"]]
-        calls = [(self.machine(c["node"]), (self.key(i), method, args), self.describe(i)) for i, c in copies]
+    def each_copy(
+        self, method: str, shard_ids: Iterable[int] | None = None
+    ) -> list[tuple[int, dict[str, str], Callable[[], Any]]]:
+        """`method` on every copy of those shards (None: all), one call per machine: per copy
+        (shard, copy, the function waiting for its answer)."""
+        every = range(len(self.shards)) if shard_ids is None else shard_ids
+        copies = [(i, c) for i in every for c in self.shard_map.shards[i]["copies"]]
+        calls = [(self.machine(c["node"]), (self.key(i), method, ()), self.describe(i)) for i, c in copies]
         return [(i, c, wait) for (i, c), wait in zip(copies, send_calls(calls), strict=True)]
 
 
@@ -467,7 +514,7 @@ class RemoteShard:
         return RemoteSnapshot(self)
 
     def refresh(self) -> None:
-        self.call("refresh")
+        self.remote.refresh([self.shard_id])
 
     def maybe_merge(self) -> bool:
         return False
@@ -561,6 +608,8 @@ class RayShard:
         self.alias_filter = target.alias_filter
         shard = snapshot.shard
         self.name = shard.remote.describe(shard.shard_id)
+        #: The primary this search reads (a shard whose machine is lost fails it over).
+        self.copy = shard.remote.shard_map.shards[shard.shard_id]["primary"]
         self.route = shard.remote.machines[shard.shard_id]
 
     def open_context(self, name: str | None = None) -> ShardContextId:
@@ -623,12 +672,15 @@ class RayShard:
 
     def _finish(self, message: Any, wait: Callable[[], Any]) -> Callable[[], Any]:
         snapshot = self.snapshot
+        copy = self.copy
 
         def finish() -> Any:
             try:
                 context, result = wait()
             except (ShardUnavailable, SearchContextMissing) as exc:
                 shard = snapshot.shard
+                if isinstance(exc, ShardUnavailable):  # the next search reads a promoted replica
+                    shard.remote.fail_primary(shard.shard_id, copy)
                 raise ShardFailed(exc, message.shard_index, shard.remote.index.name, shard.shard_id) from None
             if message.context is None and context is not None:
                 snapshot.pin(context)

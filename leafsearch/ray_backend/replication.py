@@ -99,9 +99,10 @@ class ShardMap:
         return allocation_id in self.shards[shard_id]["in_sync"]
 
     def replication(self, shard_id: int) -> Replication | None:
-        """What a write to the shard carries: every replica copy (an in-sync one must
-        acknowledge it; one recovering receives it too); None without replicas."""
-        targets = tuple((c["node"], c["id"]) for c in self.replicas(shard_id))
+        """What a write to the shard carries: every in-sync replica (each must acknowledge it);
+        None without one."""
+        in_sync = self.shards[shard_id]["in_sync"]
+        targets = tuple((c["node"], c["id"]) for c in self.replicas(shard_id) if c["id"] in in_sync)
         return Replication(self.term(shard_id), targets) if targets else None
 
     def nodes(self, shard_id: int) -> set[str]:

@@ -9,12 +9,13 @@ from typing import TYPE_CHECKING, Any
 
 from leafsearch.errors import IllegalArgument
 from leafsearch.index import shard_listing
-from leafsearch.index.shard_listing import ShardListing, ShardMissing
+from leafsearch.index.shard_listing import CopyListing, ShardListing, ShardMissing
 from leafsearch.indices import admin
 from leafsearch.rest.cat import Column, render_table
 from leafsearch.rest.exchange import RestRequest, RestResponse
 
 if TYPE_CHECKING:
+    from leafsearch.index.index import Index
     from leafsearch.node.node import Node
 
 INDICES_COLUMNS = [
@@ -292,45 +293,59 @@ def _where(node: Node, listing: ShardListing) -> dict[str, str]:
 
 
 def cat_shards(node: Node, req: RestRequest) -> RestResponse:
-    """Every shard copy: the primaries (on this node, or on the Ray node of their actor; a shard
-    whose actor is down UNASSIGNED, as Elasticsearch lists a primary whose node left), and their
-    replicas, unassigned (no node holds a copy)."""
+    """Every shard copy: a Ray-backed index's as its machines answer (primary and replicas,
+    STARTED, INITIALIZING or UNASSIGNED with the reason, ray_backend/remote.py); this node's own
+    indices' primaries, and their replicas unassigned (no other node holds a copy)."""
     rows = []
     for index in admin.indices_of(
         node, req.indices_options(expand_wildcards="all"), req.path_params.get("index")
     ):
+        if index.remote is not None and not index.closed:
+            for copy in index.remote.copies(listed=True):
+                rows.append(_copy_row(node, index, copy))
+            continue
         replicas = int(index.setting("index.number_of_replicas"))
         found = [None] * index.num_shards if index.closed else shard_listing.listings(index)
         for shard_id, listing in enumerate(found):
-            row: dict[str, Any] = {"index": index.name, "shard": shard_id, "prirep": "p"}
             if isinstance(listing, ShardMissing):
                 reason = "NODE_LEFT" if listing.node_left else "ALLOCATION_FAILED"
-                rows.append(row | {"state": "UNASSIGNED", "unassigned.reason": reason})
+                rows.append(_copy_row(node, index, CopyListing(shard_id, True, "UNASSIGNED", reason=reason)))
             elif listing is None:  # a closed index's shards, where they were
-                rows.append(
-                    row | {"state": "STARTED", "ip": "127.0.0.1", "id": node.node_id, "node": node.name}
-                )
+                row = {"index": index.name, "shard": shard_id, "prirep": "p", "state": "STARTED"}
+                rows.append(row | {"ip": "127.0.0.1", "id": node.node_id, "node": node.name})
             else:
-                rows.append(
-                    row
-                    | {
-                        "state": "STARTED",
-                        "docs": listing.docs,
-                        "store": listing.store_bytes,
-                        "dataset": listing.store_bytes,
-                        **_where(node, listing),
-                        "seq_no.max": listing.max_seq_no,
-                        "segments.count": listing.segment_count,
-                        "indexing.index_total": listing.index_total,
-                        "search.query_total": index.shards[shard_id].search_stats.snapshot()["query_total"],
-                    }
-                )
+                rows.append(_copy_row(node, index, CopyListing(shard_id, True, "STARTED", listing)))
             rows.extend(
-                {"index": index.name, "shard": shard_id, "prirep": "r", "state": "UNASSIGNED"}
-                | {"unassigned.reason": "INDEX_CREATED"}
+                _copy_row(node, index, CopyListing(shard_id, False, "UNASSIGNED", reason="INDEX_CREATED"))
                 for _ in range(replicas)
             )
     return render_table(req, SHARDS_COLUMNS, rows)
+
+
+def _copy_row(node: Node, index: Index, copy: CopyListing) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "index": index.name,
+        "shard": copy.shard_id,
+        "prirep": "p" if copy.primary else "r",
+        "state": copy.state,
+    }
+    if copy.reason is not None:
+        row["unassigned.reason"] = copy.reason
+    listing = copy.listing
+    if listing is None:
+        return row
+    return row | {
+        "docs": listing.docs,
+        "store": listing.store_bytes,
+        "dataset": listing.store_bytes,
+        **_where(node, listing),
+        "seq_no.max": listing.max_seq_no,
+        "segments.count": listing.segment_count,
+        "indexing.index_total": listing.index_total,
+        "search.query_total": index.shards[copy.shard_id].search_stats.snapshot()["query_total"]
+        if copy.primary
+        else 0,
+    }
 
 
 def cat_segments(node: Node, req: RestRequest) -> RestResponse:

@@ -47,7 +47,10 @@ def http(coordinator: Server) -> Iterator[httpx.Client]:
 
 def create_index(http: httpx.Client, name: str, shards: int = SHARDS) -> str:
     """Create the index; its uuid."""
-    body = {"settings": {"number_of_shards": shards}, "mappings": {"properties": {"n": {"type": "long"}}}}
+    body = {
+        "settings": {"number_of_shards": shards, "number_of_replicas": 0},
+        "mappings": {"properties": {"n": {"type": "long"}}},
+    }
     response = http.put(f"/{name}", json=body)
     assert response.status_code == 200, response.text
     return http.get(f"/{name}/_settings").json()[name]["settings"]["index"]["uuid"]

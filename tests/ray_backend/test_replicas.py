@@ -124,3 +124,121 @@ def test_replicas_zero_keeps_one_copy_and_writes_answer_as_before(http: httpx.Cl
     (entry,) = shard_map(uuid)
     assert len(entry["copies"]) == 1
     assert http.get("/single/_count").json()["count"] == 2
+
+
+def health(http: httpx.Client, index: str) -> dict[str, Any]:
+    return http.get(f"/_cluster/health/{index}", params={"level": "shards"}).json()
+
+
+def cat_shards(http: httpx.Client, index: str) -> list[dict[str, Any]]:
+    return http.get(
+        f"/_cat/shards/{index}",
+        params={"format": "json", "h": "shard,prirep,state,node,docs,unassigned.reason"},
+    ).json()
+
+
+def test_cat_shards_and_health_show_every_copy(http: httpx.Client) -> None:
+    uuid = create(http, "shown", shards=2, replicas=1)
+    bulk(http, "shown", [f"d{i}" for i in range(20)], refresh=True)
+    rows = cat_shards(http, "shown")
+    assert [(r["shard"], r["prirep"], r["state"]) for r in rows] == [
+        ("0", "p", "STARTED"),
+        ("0", "r", "STARTED"),
+        ("1", "p", "STARTED"),
+        ("1", "r", "STARTED"),
+    ]
+    for shard_id in range(2):
+        primary, (replica,) = copy_nodes(uuid, shard_id)
+        by_role = {r["prirep"]: r for r in rows if r["shard"] == str(shard_id)}
+        assert (by_role["p"]["node"], by_role["r"]["node"]) == (primary, replica)
+        assert by_role["p"]["docs"] == by_role["r"]["docs"]
+    assert sum(int(r["docs"]) for r in rows if r["prirep"] == "p") == 20
+    body = health(http, "shown")
+    assert body["status"] == "green" and body["active_shards"] == 4 and body["active_primary_shards"] == 2
+    assert body["indices"]["shown"]["shards"]["0"] == {
+        "status": "green",
+        "primary_active": True,
+        "active_shards": 2,
+        "relocating_shards": 0,
+        "initializing_shards": 0,
+        "unassigned_shards": 0,
+        "unassigned_primary_shards": 0,
+    }
+    # Replicas no machine can take are unassigned: yellow.
+    create(http, "short", shards=1, replicas=3)
+    rows = cat_shards(http, "short")
+    assert [(r["prirep"], r["state"]) for r in rows] == [
+        ("p", "STARTED"),
+        ("r", "STARTED"),
+        ("r", "STARTED"),
+        ("r", "UNASSIGNED"),
+    ]
+    assert rows[-1]["unassigned.reason"] == "INDEX_CREATED"
+    body = health(http, "short")
+    assert body["status"] == "yellow" and body["unassigned_shards"] == 1
+
+
+def test_a_replica_whose_machine_fails_leaves_the_in_sync_set_and_writes_go_on(http: httpx.Client) -> None:
+    import ray
+
+    uuid = create(http, "failing", shards=1, replicas=1)
+    primary, (replica,) = copy_nodes(uuid, 0)
+    acknowledged = bulk(http, "failing", [f"a{i}" for i in range(10)])
+    assert len(acknowledged) == 10
+    ray.kill(machine_of(replica), no_restart=False)  # Ray restarts it: writes meanwhile fail on it
+    rounds = 0
+    while len(shard_map(uuid)[0]["in_sync"]) == 2:
+        assert rounds < 500, "the replica never left the in-sync set"
+        acknowledged |= bulk(http, "failing", [f"b{rounds}"])
+        rounds += 1
+    acknowledged |= bulk(http, "failing", [f"c{i}" for i in range(10)], refresh=True)
+    assert len(acknowledged) == 20 + rounds  # every write acknowledged, none lost
+    assert http.get("/failing/_count").json()["count"] == len(acknowledged)
+    assert set(read_copy(primary, uuid, 0, sorted(acknowledged))) == acknowledged
+    (entry,) = shard_map(uuid)
+    assert entry["in_sync"] == [entry["primary"]] and entry["term"] == 1
+    assert health(http, "failing")["status"] in ("yellow", "green")  # green only once it caught up
+
+
+def test_a_primary_whose_machine_dies_is_replaced_by_its_replica_and_no_acknowledged_write_is_lost(
+    coordinator: Server,
+) -> None:
+    import ray
+
+    with httpx.Client(base_url=coordinator.url, timeout=120) as http:
+        uuid = create(http, "promoted", shards=1, replicas=1)
+        acknowledged = bulk(http, "promoted", [f"a{i}" for i in range(20)])
+    primary, (replica,) = copy_nodes(uuid, 0)
+    killed = threading.Event()
+    errors: list[BaseException] = []
+    failed: list[int] = []
+
+    def writer(n: int) -> None:
+        try:
+            with httpx.Client(base_url=coordinator.url, timeout=120) as client:
+                for i in range(60):
+                    if i == 10 and n == 0:
+                        ray.kill(machine_of(primary), no_restart=False)
+                        killed.set()
+                    ids = [f"w{n}-{i}-{k}" for k in range(5)]
+                    got = bulk(client, "promoted", ids)
+                    acknowledged.update(got)
+                    failed.append(len(ids) - len(got))
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors and killed.is_set()
+    (entry,) = shard_map(uuid)
+    copies = {c["id"]: c["node"] for c in entry["copies"]}
+    assert copies[entry["primary"]] == replica and entry["term"] == 2  # promoted
+    with httpx.Client(base_url=coordinator.url, timeout=120) as http:
+        http.post("/promoted/_refresh")
+        assert set(read_copy(replica, uuid, 0, sorted(acknowledged))) == acknowledged  # none lost
+        count = http.get("/promoted/_count").json()
+        assert count["_shards"]["failed"] == 0 and count["count"] >= len(acknowledged)
+        assert bulk(http, "promoted", ["after"]) == {"after"}  # writes go on
