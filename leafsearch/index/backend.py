@@ -20,6 +20,8 @@ class RemoteShards(Protocol):
 
     #: One handle per shard, in shard order, used where a local `Shard` would be.
     shards: list[Any]
+    #: The replicas' recoveries from their primaries, by (shard, allocation id): `_cat/recovery`.
+    recoveries: dict[tuple[int, str], dict[str, Any]]
 
     def describe(self, shard_id: int) -> str: ...
 

@@ -31,6 +31,7 @@ which the coordinator raises again.
 from __future__ import annotations
 
 import contextlib
+import io
 import logging
 import os
 import pickle
@@ -47,13 +48,14 @@ from typing import Any
 
 import orjson
 
-from leafsearch.common.durable import FOLDER_MODE
+from leafsearch.common.durable import FOLDER_MODE, private
 from leafsearch.errors import ElasticError, SearchContextMissing, ShardUnavailable
 from leafsearch.index.index import write_json
 from leafsearch.index.shard import Shard
 from leafsearch.index.shard_listing import ShardListing, of_shard
 from leafsearch.index.shard_services import ShardServices
 from leafsearch.index.shard_write import DocRead, ShardWrite, ShardWriteOutcome, apply_write
+from leafsearch.index.translog import decode_records
 from leafsearch.ray_backend.replication import REPLICA_TIMEOUT_SECONDS, Replicated, Replication
 from leafsearch.request.query_dsl import Query
 from leafsearch.search import query_and_fetch
@@ -123,6 +125,13 @@ class ShardActor:
         #: The machine actor of a machine key, for the replicas of this copy's writes (set by the
         #: machine actor holding it).
         self.peer: Callable[[str], Any] | None = None
+        #: Copies recovering from this primary (allocation id -> machine key): sent every write
+        #: from the moment their snapshot is taken (`recover_to`), whatever a coordinator's call
+        #: names; and those that failed one since (`tracked`).
+        self.tracking: dict[str, str] = {}
+        self._tracking_failed: set[str] = set()
+        self._recovering: set[str] = set()
+        self._recovery_lock = threading.Lock()
         #: Search calls served, by method (`stats`: what a search costs in calls, bench/ray_cluster.py).
         self._calls: Counter[str] = Counter()
         self._calls_lock = threading.Lock()
@@ -222,26 +231,40 @@ class ShardActor:
                     outcomes = apply_write(self.shard, write)
                 finally:
                     self.shard.translog.recording = None
-            sent = self._forward(replication, b"".join(records)) if replication and records else []
+                targets = self._targets(replication) if replication is not None else ()
+            sent = self._forward(replication.term, targets, b"".join(records)) if targets and records else []
             self.shard.sync(point)
         except ElasticError as exc:
             return Refusal(exc)
         if replication is None:
             return outcomes
-        return Replicated(outcomes, tuple(allocation_id for allocation_id, wait in sent if not wait()))
+        failed = tuple(allocation_id for allocation_id, wait in sent if not wait())
+        for allocation_id in failed:
+            if self.tracking.pop(allocation_id, None) is not None:
+                self._tracking_failed.add(allocation_id)
+        return Replicated(outcomes, failed)
 
-    def _forward(self, replication: Replication, records: bytes) -> list[tuple[str, Callable[[], bool]]]:
+    def _targets(self, replication: Replication) -> tuple[tuple[str, str], ...]:
+        """The copies a write goes to: the coordinator's in-sync replicas and those recovering
+        from this copy (under the shard's write lock: a recovery's snapshot is taken under it)."""
+        named = {allocation_id for _, allocation_id in replication.targets}
+        extra = tuple((m, a) for a, m in self.tracking.items() if a not in named)
+        return replication.targets + extra
+
+    def _forward(
+        self, term: int, targets: tuple[tuple[str, str], ...], records: bytes
+    ) -> list[tuple[str, Callable[[], bool]]]:
         """Send a write's records to each replica (one call each, not waited for); per replica
         its allocation id and the function telling whether it acknowledged them."""
         import ray
 
         assert self.peer is not None
         message = pickle.dumps(
-            [((self.index.uuid, self.shard_id), "replicate", (records, replication.term))],
+            [((self.index.uuid, self.shard_id), "replicate", (records, term))],
             protocol=pickle.HIGHEST_PROTOCOL,
         )
         sent = []
-        for machine, allocation_id in replication.targets:
+        for machine, allocation_id in targets:
             try:
                 ref = self.peer(machine).batch.remote(message)
             except Exception:  # no such actor (its node is gone): failed, as a call that fails
@@ -279,6 +302,89 @@ class ShardActor:
         except ElasticError as exc:
             return Refusal(exc)
         return None
+
+    # ---- recovery: this copy the primary, another recovering from it ----------------------
+
+    def recover_to(self, machine: str, allocation_id: str, folder: str, state: IndexState, order: int) -> Any:
+        """Recover the copy `allocation_id` on `machine` (in `folder`) from this primary: it starts
+        over empty (`MachineActor.start_recovery`); under the write lock this copy starts sending
+        it every write and takes a snapshot (refreshed: every operation before is in its
+        segments); the snapshot's files then go to it through Ray, file by file, and it opens from
+        them, replaying the writes it received meanwhile (`finish_recovery`). Answers what was
+        sent (files, bytes, operations replayed, the times); a recovery of that copy already
+        running is refused."""
+        import numpy as np
+
+        with self._recovery_lock:
+            if allocation_id in self._recovering:
+                return Refusal(
+                    ElasticError(f"{self._describe()} is already recovering [{allocation_id}]", status=409)
+                )
+            self._recovering.add(allocation_id)
+        started = time.time()
+        key = (self.index.uuid, self.shard_id)
+        try:
+            assert self.peer is not None
+            target = self.peer(machine)
+            _ask(target, key, "start_recovery", (folder, state, order, self.term))
+            with self.shard.writing():
+                self.tracking[allocation_id] = machine
+                self._tracking_failed.discard(allocation_id)
+                self.shard.refresh()
+                searcher = self.shard.acquire_searcher()
+                manifest: dict[str, Any] = {
+                    "max_seq_no": self.shard.max_seq_no,
+                    "segment_gen": self.shard._seg_gen,
+                }
+            files = sent = 0
+            try:
+                live: dict[str, bytes] = {}
+                for view in searcher.views:
+                    segment = view.segment
+                    for path in sorted(p for p in segment.folder.rglob("*") if p.is_file()):
+                        data = path.read_bytes()
+                        _ask(
+                            target,
+                            key,
+                            "recovery_file",
+                            (f"{segment.name}/{path.relative_to(segment.folder)}", data),
+                        )
+                        files, sent = files + 1, sent + len(data)
+                    if view.live is not None:
+                        buffer = io.BytesIO()
+                        np.save(buffer, view.live)
+                        live[segment.name] = buffer.getvalue()
+                manifest |= {"segments": [view.segment.name for view in searcher.views], "live": live}
+                ops = _ask(target, key, "finish_recovery", (manifest,))
+            finally:
+                searcher.release()
+        except Exception as exc:
+            self.tracking.pop(allocation_id, None)
+            error = exc if isinstance(exc, ElasticError) else ElasticError(f"{type(exc).__name__}: {exc}")
+            return Refusal(ElasticError(f"{self._describe()} recovery of [{allocation_id}] failed: {error}"))
+        finally:
+            with self._recovery_lock:
+                self._recovering.discard(allocation_id)
+        return {"files": files, "bytes": sent, "ops": ops, "start": started, "stop": time.time()}
+
+    def tracked(self, allocation_id: str) -> bool:
+        """Whether a recovered copy received every write since its recovery began (it failed
+        none: the coordinator adds it to the in-sync set, then asks)."""
+        return allocation_id not in self._tracking_failed and allocation_id in self.tracking
+
+    def untrack(self, allocation_id: str) -> None:
+        """The copy is in the in-sync set, or gone: the coordinators' calls name it from now on."""
+        self.tracking.pop(allocation_id, None)
+        self._tracking_failed.discard(allocation_id)
+
+    def abandon(self) -> None:
+        """This copy starts over (a recovery): let everything go, its folder emptied."""
+        self._closed.set()
+        self.state.shard_contexts.close_all()
+        with contextlib.suppress(ElasticError):
+            self.shard.close()
+        self.shard_services.close()
+        shutil.rmtree(self.folder / "shard", ignore_errors=True)
 
     def get(self, doc_id: str, realtime: bool) -> DocRead | None | Refusal:
         """The current document (realtime: from the version map and buffer), None when absent."""
@@ -471,6 +577,118 @@ class ShardActor:
             return Refusal(exc)
 
 
+def _ask(machine: Any, key: ShardKey, method: str, args: tuple) -> Any:
+    """One shard's call on another machine actor, waited for (a recovery's steps)."""
+    import ray
+
+    (answer,) = pickle.loads(
+        ray.get(machine.batch.remote(pickle.dumps([(key, method, args)])), timeout=REPLICA_TIMEOUT_SECONDS)
+    )
+    if isinstance(answer, Refusal):
+        raise answer.error
+    return answer
+
+
+class RecoveringCopy:
+    """A copy recovering from its primary (`ShardActor.recover_to`), in place of its `ShardActor`
+    on this machine: it receives the snapshot's files into its emptied folder, and logs the
+    writes its primary sends meanwhile (fsynced before it answers, as a replica does), which the
+    shard replays once it opens from the files (`MachineActor.finish_recovery`)."""
+
+    def __init__(self, folder: str, state: IndexState, shard_id: int, term: int) -> None:
+        self.folder = Path(folder)
+        self.shard_id = shard_id
+        self.index = IndexMirror(state)
+        self.state_body = state
+        self.term = term
+        shutil.rmtree(self.folder / "shard", ignore_errors=True)
+        (self.folder / "shard").mkdir(mode=FOLDER_MODE, parents=True, exist_ok=True)
+        write_json(self.folder / _STATE_FILE, asdict(state))
+        self.lock = threading.Lock()
+        self._log = open(self.folder / "recovery.tlog", "wb", opener=private)  # noqa: SIM115 - until finished
+        #: The shard opened from the recovered files: later calls go to it.
+        self.successor: ShardActor | None = None
+
+    def _describe(self) -> str:
+        return f"[{self.index.name}][{self.shard_id}]"
+
+    def replicate(self, records: bytes, term: int) -> None | Refusal:
+        with self.lock:
+            if self.successor is None:
+                if term < self.term:
+                    return Refusal(_stale(self._describe(), term, self.term))
+                self.term = term
+                self._log.write(records)
+                self._log.flush()
+                os.fsync(self._log.fileno())
+                return None
+        return self.successor.replicate(records, term)
+
+    def recovery_file(self, name: str, data: bytes) -> None:
+        path = (self.folder / "shard" / name).resolve()
+        if (self.folder / "shard").resolve() not in path.parents:
+            raise ElasticError(f"{self._describe()}: [{name}] is not a file of a segment")
+        path.parent.mkdir(mode=FOLDER_MODE, parents=True, exist_ok=True)
+        with open(path, "wb", opener=private) as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    def put_index(self, state: IndexState, order: int = 0) -> None:
+        with self.lock:
+            self.state_body = state
+            self.index = IndexMirror(state)
+            write_json(self.folder / _STATE_FILE, asdict(state))
+
+    def finish(self, manifest: dict[str, Any], open_shard: Callable[[], ShardActor]) -> int:
+        """Write the snapshot's commit, make the logged writes its translog and open the shard
+        (`open_shard`); how many logged operations it replayed."""
+        with self.lock:
+            shard = self.folder / "shard"
+            live = {}
+            for name, data in manifest["live"].items():
+                live[name] = f"live_{name}_1.npy"
+                (shard / live[name]).write_bytes(data)
+            commit = {
+                "segments": manifest["segments"],
+                "live": live,
+                "max_seq_no": manifest["max_seq_no"],
+                "segment_gen": manifest["segment_gen"],
+                "live_gen": 1,
+                "translog_gen": 1,
+            }
+            write_json(shard / "commit.json", commit)
+            self._log.close()
+            logged = (self.folder / "recovery.tlog").read_bytes()
+            (shard / "translog").mkdir(mode=FOLDER_MODE, exist_ok=True)
+            os.replace(self.folder / "recovery.tlog", shard / "translog" / "translog-1.tlog")
+            self.successor = open_shard()
+            self.successor.term = self.term
+            return len(decode_records(logged)[0])
+
+    def where(self) -> tuple[str, int]:
+        import ray
+
+        return ray.get_runtime_context().get_node_id(), os.getpid()
+
+    def listing(self) -> ShardListing:
+        import ray
+
+        node = (ray.get_runtime_context().get_node_id(), ray.util.get_node_ip_address())
+        return ShardListing(self.shard_id, 0, 0, -1, 0, 0, 0, (), node)
+
+    def abandon(self) -> None:
+        with contextlib.suppress(OSError):
+            self._log.close()
+
+    def close_shard(self) -> None:
+        self.abandon()
+
+    def destroy(self) -> None:
+        self.abandon()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
 def _stale(shard: str, term: int, current: int) -> ElasticError:
     """Elasticsearch's refusal of an operation from a primary that was replaced."""
     return ElasticError(
@@ -494,6 +712,12 @@ SHARD_METHODS = frozenset(
         "destroy",
         "write",
         "replicate",
+        "recover_to",
+        "tracked",
+        "untrack",
+        "start_recovery",
+        "recovery_file",
+        "finish_recovery",
         "get",
         "refresh",
         "stats_sections",
@@ -616,6 +840,10 @@ class MachineActor:
             raise ValueError(f"[{method}] is not a shard method")
         if method == "put_index":
             return self._put_index(key, *args)
+        if method == "start_recovery":
+            return self._start_recovery(key, *args)
+        if method == "finish_recovery":
+            return self._finish_recovery(key, *args)
         shard = self._shards.get(key)
         if shard is None:
             return Refusal(ShardUnavailable(f"[{key[0]}][{key[1]}] is not open on this machine"))
@@ -644,6 +872,33 @@ class MachineActor:
         except ElasticError as exc:
             return Refusal(exc)
         return None
+
+    def _start_recovery(self, key: ShardKey, folder: str, state: IndexState, order: int, term: int) -> None:
+        """The copy of `key` starts over, to recover from its primary (`ShardActor.recover_to`)."""
+        with self._hosting:
+            old = self._shards.pop(key, None)
+            if old is not None:
+                old.abandon()
+            self._shards[key] = RecoveringCopy(folder, state, key[1], term)  # type: ignore[assignment]
+            self._record()
+        return None
+
+    def _finish_recovery(self, key: ShardKey, manifest: dict[str, Any]) -> int | Refusal:
+        copy = self._shards.get(key)
+        if not isinstance(copy, RecoveringCopy):
+            return Refusal(ShardUnavailable(f"[{key[0]}][{key[1]}] is not recovering on this machine"))
+
+        def open_shard() -> ShardActor:
+            opened = ShardActor(str(copy.folder), copy.state_body, key[1])
+            opened.peer = self._peer
+            return opened
+
+        ops = copy.finish(manifest, open_shard)
+        with self._hosting:
+            if self._shards.get(key) is copy:
+                self._shards[key] = copy.successor  # type: ignore[assignment]
+                self._record()
+        return ops
 
     def _end(self, key: ShardKey, shard: ShardActor, method: str) -> None:
         """`close_shard` or `destroy`; the machine no longer holds it (nor would a restart)."""

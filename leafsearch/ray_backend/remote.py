@@ -28,6 +28,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import replace
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import ray
@@ -41,9 +42,11 @@ from leafsearch.ray_backend.replication import (
     Replicated,
     ShardMap,
     ShardMaps,
+    add_to_in_sync,
     drop_from_in_sync,
     initial_map,
     promote,
+    resize,
 )
 from leafsearch.search.dfs import DfsStats
 from leafsearch.search.shard_api import (
@@ -179,6 +182,10 @@ class RemoteIndex:
         self.shards = [RemoteShard(self, i) for i in range(len(placement))]
         #: Per copy (shard, allocation id), the version of the index state it acknowledged.
         self._sent: dict[tuple[int, str], tuple[int, int]] = {}
+        #: The copies recovering from their primary now, and every recovery this coordinator
+        #: ran (`_cat/recovery`), by (shard, allocation id).
+        self._recovering: set[tuple[int, str]] = set()
+        self.recoveries: dict[tuple[int, str], dict[str, Any]] = {}
         self.push_state(range(len(placement)))
 
     def _load_map(self) -> ShardMap:
@@ -295,6 +302,7 @@ class RemoteIndex:
                 for i in shard_ids
                 for c in shard_map.shards[i]["copies"]
                 if self._sent.get((i, c["id"])) != version
+                and (c["id"] in shard_map.shards[i]["in_sync"] or (i, c["id"]) in self._recovering)
             ]
             if not stale:
                 return {}
@@ -420,6 +428,7 @@ class RemoteIndex:
         UNASSIGNED (NODE_LEFT when its machine left the cluster). Replicas the setting asks for
         that no machine could take are UNASSIGNED too."""
         deadline = time.monotonic() + HEALTH_TIMEOUT_SECONDS
+        self.reconcile()
         shard_map = self.shard_map
         pairs = [(i, c) for i in range(len(self.shards)) for c in shard_map.shards[i]["copies"]]
         method = "listing" if listed else "where"
@@ -438,7 +447,8 @@ class RemoteIndex:
                 reason = "NODE_LEFT" if copy["node"] not in alive else "ALLOCATION_FAILED"
                 out.append(CopyListing(shard_id, primary, "UNASSIGNED", reason=reason))
                 continue
-            state = "STARTED" if primary or copy["id"] in entry["in_sync"] else "INITIALIZING"
+            in_sync = copy["id"] in entry["in_sync"] and (shard_id, copy["id"]) not in self._recovering
+            state = "STARTED" if primary or in_sync else "INITIALIZING"
             listing = answer if listed else None
             out.append(CopyListing(shard_id, primary, state, listing, listing.node if listing else None))
         lost = {c.shard_id for c in out if c.primary and c.state == "UNASSIGNED"}
@@ -451,6 +461,91 @@ class RemoteIndex:
             )
         out.sort(key=lambda c: (c.shard_id, not c.primary))
         return out
+
+    def reconcile(self) -> None:
+        """Bring the copies to what the index asks: replicas added or removed as
+        `index.number_of_replicas` says (on the alive machines without a copy), and each replica
+        not in sync (new, or back after a failure) recovering from its primary, on a thread of
+        its own (`recover`). Run by the health and `_cat/shards`, as Elasticsearch allocates
+        and recovers in the background while the health is polled."""
+        wanted = int(self.index.setting("index.number_of_replicas"))
+        nodes: list[str] | None = None
+        for shard_id in range(len(self.shards)):
+            if len(self.shard_map.replicas(shard_id)) == wanted:
+                continue
+            nodes = self.backend.alive_nodes() if nodes is None else nodes
+            before = self.shard_map.shards[shard_id]["copies"]
+            folder_of = partial(self._folder, shard_id)
+            self.change_map(resize(shard_id, wanted, nodes, folder_of))
+            kept = {c["id"] for c in self.shard_map.shards[shard_id]["copies"]}
+            for copy in before:
+                if copy["id"] not in kept:
+                    self._remove_copy(shard_id, copy)
+        shard_map = self.shard_map
+        for shard_id, entry in enumerate(shard_map.shards):
+            for copy in shard_map.replicas(shard_id):
+                if copy["id"] in entry["in_sync"] or (shard_id, copy["id"]) in self._recovering:
+                    continue
+                nodes = self.backend.alive_nodes() if nodes is None else nodes
+                if copy["node"] in nodes:
+                    self._recovering.add((shard_id, copy["id"]))
+                    threading.Thread(
+                        target=self.recover, args=(shard_id, copy), name="leafsearch-recovery", daemon=True
+                    ).start()
+
+    def _folder(self, shard_id: int, node: str) -> str:
+        return self.backend.folder(node, self.index.uuid, shard_id)
+
+    def _remove_copy(self, shard_id: int, copy: dict[str, str]) -> None:
+        """A copy no longer in the map (fewer replicas): its machine deletes it (a message not
+        waited for; a machine that is down keeps the folder)."""
+        with contextlib.suppress(Exception):
+            self.machine(copy["node"]).call.remote(self.key(shard_id), "destroy")
+
+    def recover(self, shard_id: int, copy: dict[str, str]) -> None:
+        """Recover a replica from its shard's primary (actor.py `ShardActor.recover_to`: files,
+        then the writes sent meanwhile), then add it to the in-sync set, unless the primary
+        changed or it missed a write since; its progress in `recoveries` (`_cat/recovery`)."""
+        key = (shard_id, copy["id"])
+        shard_map = self.shard_map
+        primary, term = shard_map.primary(shard_id), shard_map.term(shard_id)
+        record: dict[str, Any] = {
+            "shard": shard_id,
+            "type": "peer",
+            "stage": "index",
+            "source_node": primary["node"],
+            "target_node": copy["node"],
+            "start": time.time(),
+            "stop": None,
+            "files": 0,
+            "bytes": 0,
+            "ops": 0,
+        }
+        self.recoveries[key] = record
+        try:
+            args = (copy["node"], copy["id"], copy["folder"], self.state(), self.index.shared_version)
+            self._sent.pop(key, None)
+            done = self.call_copy(shard_id, primary, "recover_to", *args)
+            record.update(stage="finalize", files=done["files"], bytes=done["bytes"], ops=done["ops"])
+            added = self.change_map(add_to_in_sync(shard_id, copy["id"], term))
+            if added and not self.call_copy(shard_id, primary, "tracked", copy["id"]):
+                self.drop_copies(shard_id, (copy["id"],), term)  # it missed a write meanwhile
+                added = False
+            with contextlib.suppress(ElasticError):
+                self.call_copy(shard_id, primary, "untrack", copy["id"])
+            record.update(stage="done" if added else "failed", stop=time.time())
+        except ElasticError as exc:
+            _log.warning("%s: recovering [%s] failed: %s", self.describe(shard_id), copy["id"], exc)
+            record.update(stage="failed", stop=time.time())
+        finally:
+            self._recovering.discard(key)
+
+    def call_copy(self, shard_id: int, copy: dict[str, str], method: str, *args: Any) -> Any:
+        """`method` on one copy of a shard, waited for."""
+        (wait,) = send_calls(
+            [(self.machine(copy["node"]), (self.key(shard_id), method, args), self.describe(shard_id))]
+        )
+        return wait()
 
     def refresh(self, shard_ids: Iterable[int] | None = None) -> None:
         """Every copy of those shards (None: all) refreshes (a promoted replica serves what was

@@ -198,3 +198,42 @@ def promote(shard_id: int, lost_primary: str) -> Callable[[ShardMap], bool]:
         return True
 
     return edit
+
+
+def add_to_in_sync(shard_id: int, allocation_id: str, term: int) -> Callable[[ShardMap], bool]:
+    """The edit that adds a recovered copy to the in-sync set; it does not apply when the primary
+    term moved on (the copy recovered from a replaced primary) or the copy left the map."""
+
+    def edit(shard_map: ShardMap) -> bool:
+        entry = shard_map.shards[shard_id]
+        if entry["term"] != term or allocation_id not in {c["id"] for c in entry["copies"]}:
+            return False
+        if allocation_id not in entry["in_sync"]:
+            entry["in_sync"].append(allocation_id)
+        return True
+
+    return edit
+
+
+def resize(
+    shard_id: int, wanted: int, nodes: list[str], folder_of: Callable[[str], str]
+) -> Callable[[ShardMap], bool]:
+    """The edit that gives a shard `wanted` replicas (`index.number_of_replicas` changed): new
+    copies on the alive machines `nodes` without one (not in sync until recovered), or copies
+    removed (those not in sync first); it does not apply when the shard has that many."""
+
+    def edit(shard_map: ShardMap) -> bool:
+        entry = shard_map.shards[shard_id]
+        replicas = shard_map.replicas(shard_id)
+        if len(replicas) > wanted:
+            ordered = sorted(replicas, key=lambda c: c["id"] in entry["in_sync"])
+            gone = {c["id"] for c in ordered[: len(replicas) - wanted]}
+            entry["copies"] = [c for c in entry["copies"] if c["id"] not in gone]
+            entry["in_sync"] = [i for i in entry["in_sync"] if i not in gone]
+            return True
+        free = [n for n in nodes if n not in shard_map.nodes(shard_id)][: wanted - len(replicas)]
+        for node in free:
+            entry["copies"].append({"id": new_allocation_id(), "node": node, "folder": folder_of(node)})
+        return bool(free)
+
+    return edit

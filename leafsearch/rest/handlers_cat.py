@@ -1,10 +1,11 @@
 """`_cat` (the list), `_cat/indices`, `_cat/health`, `_cat/count`, `_cat/search_contexts`,
-`_cat/shards`, `_cat/segments`, `_cat/nodes`."""
+`_cat/shards`, `_cat/recovery`, `_cat/segments`, `_cat/nodes`."""
 
 from __future__ import annotations
 
 import os
 import time
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from leafsearch.errors import IllegalArgument
@@ -346,6 +347,101 @@ def _copy_row(node: Node, index: Index, copy: CopyListing) -> dict[str, Any]:
         if copy.primary
         else 0,
     }
+
+
+RECOVERY_COLUMNS = [
+    Column("index", "index name", ("i", "idx")),
+    Column("shard", "shard name", ("s", "sh"), right=True),
+    Column("start_time", "recovery start time", ("start",), default=False),
+    Column(
+        "start_time_millis", "recovery start time in epoch milliseconds", ("start_millis",), default=False
+    ),
+    Column("stop_time", "recovery stop time", ("stop",), default=False),
+    Column("stop_time_millis", "recovery stop time in epoch milliseconds", ("stop_millis",), default=False),
+    Column("time", "recovery time", ("t", "ti"), right=True),
+    Column("type", "recovery type", ("ty",)),
+    Column("stage", "recovery stage", ("st",)),
+    Column("source_host", "source host", ("shost",)),
+    Column("source_node", "source node name", ("snode",)),
+    Column("target_host", "target host", ("thost",)),
+    Column("target_node", "target node name", ("tnode",)),
+    Column("repository", "repository", ("rep",)),
+    Column("snapshot", "snapshot", ("snap",)),
+    Column("files", "number of files to recover", ("f",), right=True),
+    Column("files_recovered", "files recovered", ("fr",), right=True),
+    Column("files_percent", "percent of files recovered", ("fp",), right=True),
+    Column("files_total", "total number of files", ("tf",), right=True),
+    Column("bytes", "number of bytes to recover", ("b",), right=True),
+    Column("bytes_recovered", "bytes recovered", ("br",), right=True),
+    Column("bytes_percent", "percent of bytes recovered", ("bp",), right=True),
+    Column("bytes_total", "total number of bytes", ("tb",), right=True),
+    Column("translog_ops", "number of translog ops to recover", ("to",), right=True),
+    Column("translog_ops_recovered", "translog ops recovered", ("tor",), right=True),
+    Column("translog_ops_percent", "percent of translog ops recovered", ("top",), right=True),
+]
+
+
+def cat_recovery(node: Node, req: RestRequest) -> RestResponse:
+    """Every shard copy's recovery: a primary opened from its own folder (`existing_store`,
+    done), and each replica of a Ray-backed index recovered from its primary (`peer`: files,
+    then the operations sent meanwhile; ray_backend/remote.py `RemoteIndex.recover`), the last
+    one of each copy. `active_only`: those not done."""
+    from leafsearch.rest.human import human_time
+
+    active_only = req.flag("active_only")
+    rows = []
+    for index in admin.indices_of(
+        node, req.indices_options(expand_wildcards="all"), req.path_params.get("index")
+    ):
+        if index.closed:
+            continue
+        recoveries = index.remote.recoveries if index.remote is not None else {}
+        ours = sorted(recoveries.values(), key=lambda r: r["shard"])
+        started = index.creation_date
+        for shard_id in range(index.num_shards):
+            local = {"shard": shard_id, "type": "existing_store", "stage": "done", "start": started / 1000}
+            for recovery in [local | {"stop": started / 1000}, *(r for r in ours if r["shard"] == shard_id)]:
+                if active_only and recovery["stage"] == "done":
+                    continue
+                stop = recovery["stop"]
+                took = (stop if stop is not None else time.time()) - recovery["start"]
+                files, size, ops = (recovery.get(k, 0) for k in ("files", "bytes", "ops"))
+                finished = recovery["stage"] == "done"
+                rows.append(
+                    {
+                        "index": index.name,
+                        "shard": shard_id,
+                        "start_time": _iso(recovery["start"]),
+                        "start_time_millis": int(recovery["start"] * 1000),
+                        "stop_time": _iso(stop) if stop is not None else None,
+                        "stop_time_millis": int(stop * 1000) if stop is not None else None,
+                        "time": human_time(int(took * 1e9)),
+                        "type": recovery["type"],
+                        "stage": recovery["stage"],
+                        "source_host": recovery.get("source_node", "n/a"),
+                        "source_node": recovery.get("source_node", "n/a"),
+                        "target_host": recovery.get("target_node", node.name),
+                        "target_node": recovery.get("target_node", node.name),
+                        "repository": "n/a",
+                        "snapshot": "n/a",
+                        "files": files,
+                        "files_recovered": files if finished else 0,
+                        "files_percent": "100.0%" if finished or not files else "0.0%",
+                        "files_total": files,
+                        "bytes": size,
+                        "bytes_recovered": size if finished else 0,
+                        "bytes_percent": "100.0%" if finished or not size else "0.0%",
+                        "bytes_total": size,
+                        "translog_ops": ops,
+                        "translog_ops_recovered": ops if finished else 0,
+                        "translog_ops_percent": "100.0%" if finished or not ops else "0.0%",
+                    }
+                )
+    return render_table(req, RECOVERY_COLUMNS, rows)
+
+
+def _iso(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def cat_segments(node: Node, req: RestRequest) -> RestResponse:

@@ -197,7 +197,20 @@ def test_a_replica_whose_machine_fails_leaves_the_in_sync_set_and_writes_go_on(h
     assert set(read_copy(primary, uuid, 0, sorted(acknowledged))) == acknowledged
     (entry,) = shard_map(uuid)
     assert entry["in_sync"] == [entry["primary"]] and entry["term"] == 1
-    assert health(http, "failing")["status"] in ("yellow", "green")  # green only once it caught up
+    # It catches up from its primary (files, then the writes sent meanwhile): green again.
+    waited = http.get("/_cluster/health/failing", params={"wait_for_status": "green", "timeout": "90s"})
+    assert waited.status_code == 200 and waited.json()["status"] == "green", waited.text
+    (entry,) = shard_map(uuid)
+    assert sorted(entry["in_sync"]) == sorted(c["id"] for c in entry["copies"])
+    acknowledged |= bulk(http, "failing", [f"d{i}" for i in range(10)])
+    ids = sorted(acknowledged)
+    assert read_copy(replica, uuid, 0, ids) == read_copy(primary, uuid, 0, ids)
+    assert len(read_copy(replica, uuid, 0, ids)) == len(acknowledged)
+    rows = http.get("/_cat/recovery/failing", params={"format": "json"}).json()
+    peer = [r for r in rows if r["type"] == "peer"]
+    assert peer and peer[-1]["stage"] == "done" and int(peer[-1]["files"]) > 0
+    assert (peer[-1]["source_node"], peer[-1]["target_node"]) == (primary, replica)
+    assert {r["type"] for r in rows} == {"existing_store", "peer"}
 
 
 def test_a_primary_whose_machine_dies_is_replaced_by_its_replica_and_no_acknowledged_write_is_lost(
@@ -242,3 +255,21 @@ def test_a_primary_whose_machine_dies_is_replaced_by_its_replica_and_no_acknowle
         count = http.get("/promoted/_count").json()
         assert count["_shards"]["failed"] == 0 and count["count"] >= len(acknowledged)
         assert bulk(http, "promoted", ["after"]) == {"after"}  # writes go on
+
+
+def test_number_of_replicas_changed_on_a_live_index_adds_and_removes_copies(http: httpx.Client) -> None:
+    uuid = create(http, "resized", shards=1, replicas=0)
+    acknowledged = bulk(http, "resized", [f"r{i}" for i in range(30)], refresh=True)
+    assert http.put("/resized/_settings", json={"index": {"number_of_replicas": 2}}).status_code == 200
+    waited = http.get("/_cluster/health/resized", params={"wait_for_status": "green", "timeout": "90s"})
+    assert waited.status_code == 200 and waited.json()["active_shards"] == 3, waited.text
+    primary, replicas = copy_nodes(uuid, 0)
+    assert len(replicas) == 2
+    ids = sorted(acknowledged)
+    for node in replicas:  # recovered from the primary's files
+        assert read_copy(node, uuid, 0, ids) == read_copy(primary, uuid, 0, ids)
+    assert http.put("/resized/_settings", json={"index": {"number_of_replicas": 0}}).status_code == 200
+    waited = http.get("/_cluster/health/resized", params={"wait_for_status": "green", "timeout": "30s"})
+    assert waited.json()["active_shards"] == 1
+    assert len(shard_map(uuid)[0]["copies"]) == 1
+    assert http.get("/resized/_count").json()["count"] == 30
