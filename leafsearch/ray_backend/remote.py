@@ -46,6 +46,7 @@ from leafsearch.ray_backend.replication import (
     drop_from_in_sync,
     initial_map,
     promote,
+    remove_copies,
     resize,
 )
 from leafsearch.search.dfs import DfsStats
@@ -186,6 +187,8 @@ class RemoteIndex:
         #: ran (`_cat/recovery`), by (shard, allocation id).
         self._recovering: set[tuple[int, str]] = set()
         self.recoveries: dict[tuple[int, str], dict[str, Any]] = {}
+        #: Since when (monotonic) each replica's machine has been seen gone.
+        self._left: dict[tuple[int, str], float] = {}
         self.push_state(range(len(placement)))
 
     def _load_map(self) -> ShardMap:
@@ -469,11 +472,11 @@ class RemoteIndex:
         its own (`recover`). Run by the health and `_cat/shards`, as Elasticsearch allocates
         and recovers in the background while the health is polled."""
         wanted = int(self.index.setting("index.number_of_replicas"))
-        nodes: list[str] | None = None
+        nodes = self.backend.alive_nodes()
+        self._replace_left(nodes)
         for shard_id in range(len(self.shards)):
             if len(self.shard_map.replicas(shard_id)) == wanted:
                 continue
-            nodes = self.backend.alive_nodes() if nodes is None else nodes
             before = self.shard_map.shards[shard_id]["copies"]
             folder_of = partial(self._folder, shard_id)
             self.change_map(resize(shard_id, wanted, nodes, folder_of))
@@ -486,12 +489,31 @@ class RemoteIndex:
             for copy in shard_map.replicas(shard_id):
                 if copy["id"] in entry["in_sync"] or (shard_id, copy["id"]) in self._recovering:
                     continue
-                nodes = self.backend.alive_nodes() if nodes is None else nodes
                 if copy["node"] in nodes:
                     self._recovering.add((shard_id, copy["id"]))
                     threading.Thread(
                         target=self.recover, args=(shard_id, copy), name="leafsearch-recovery", daemon=True
                     ).start()
+
+    def _replace_left(self, nodes: list[str]) -> None:
+        """Replicas whose machine left the cluster `index.unassigned.node_left.delayed_timeout`
+        ago leave the map (the resize then places others): as Elasticsearch, a machine that
+        comes back sooner keeps its copies, which catch up."""
+        delay = float(self.index.setting("index.unassigned.node_left.delayed_timeout"))
+        now = time.monotonic()
+        seen = set()
+        for shard_id in range(len(self.shards)):
+            gone = set()
+            for copy in self.shard_map.replicas(shard_id):
+                if copy["node"] in nodes:
+                    continue
+                key = (shard_id, copy["id"])
+                seen.add(key)
+                if now - self._left.setdefault(key, now) >= delay:
+                    gone.add(copy["id"])
+            if gone:
+                self.change_map(remove_copies(shard_id, gone))
+        self._left = {key: since for key, since in self._left.items() if key in seen}
 
     def _folder(self, shard_id: int, node: str) -> str:
         return self.backend.folder(node, self.index.uuid, shard_id)

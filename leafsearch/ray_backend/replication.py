@@ -237,3 +237,19 @@ def resize(
         return bool(free)
 
     return edit
+
+
+def remove_copies(shard_id: int, allocation_ids: set[str]) -> Callable[[ShardMap], bool]:
+    """The edit that takes replicas out of a shard's map (their machine left for longer than
+    `index.unassigned.node_left.delayed_timeout`: others are placed instead); never the primary."""
+
+    def edit(shard_map: ShardMap) -> bool:
+        entry = shard_map.shards[shard_id]
+        gone = allocation_ids - {entry["primary"]}
+        if not gone & {c["id"] for c in entry["copies"]}:
+            return False
+        entry["copies"] = [c for c in entry["copies"] if c["id"] not in gone]
+        entry["in_sync"] = [i for i in entry["in_sync"] if i not in gone]
+        return True
+
+    return edit

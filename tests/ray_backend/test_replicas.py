@@ -14,6 +14,7 @@ import orjson
 import pytest
 
 from leafsearch.testing import Server
+from tests.concurrency import wait_for
 from tests.ray_cluster import copy_nodes, machine_of, ray_server, shard_map
 
 _NDJSON = {"content-type": "application/x-ndjson"}
@@ -255,6 +256,14 @@ def test_a_primary_whose_machine_dies_is_replaced_by_its_replica_and_no_acknowle
         count = http.get("/promoted/_count").json()
         assert count["_shards"]["failed"] == 0 and count["count"] >= len(acknowledged)
         assert bulk(http, "promoted", ["after"]) == {"after"}  # writes go on
+        acknowledged.add("after")
+        # The former primary, back, discards what it had and recovers from the new one.
+        waited = http.get("/_cluster/health/promoted", params={"wait_for_status": "green", "timeout": "90s"})
+        assert waited.status_code == 200, waited.text
+        ids = sorted(acknowledged)
+        assert read_copy(primary, uuid, 0, ids) == read_copy(replica, uuid, 0, ids)
+        rows = cat_shards(http, "promoted")
+        assert [(r["prirep"], r["node"]) for r in rows] == [("p", replica), ("r", primary)]
 
 
 def test_number_of_replicas_changed_on_a_live_index_adds_and_removes_copies(http: httpx.Client) -> None:
@@ -273,3 +282,30 @@ def test_number_of_replicas_changed_on_a_live_index_adds_and_removes_copies(http
     assert waited.json()["active_shards"] == 1
     assert len(shard_map(uuid)[0]["copies"]) == 1
     assert http.get("/resized/_count").json()["count"] == 30
+
+
+def test_a_replica_whose_machine_left_is_placed_on_another_and_recovers(
+    ray_cluster: Any, http: httpx.Client
+) -> None:
+    """(Last: it removes a node from the module's cluster.)"""
+    import ray
+
+    settings = {"number_of_shards": 1, "number_of_replicas": 1, "unassigned.node_left.delayed_timeout": "0s"}
+    assert http.put("/moved", json={"settings": settings}).status_code == 200
+    uuid = http.get("/moved/_settings").json()["moved"]["settings"]["index"]["uuid"]
+    acknowledged = bulk(http, "moved", [f"m{i}" for i in range(40)])
+    primary, (replica,) = copy_nodes(uuid, 0)
+    workers = {node.node_id: node for node in ray_cluster.cluster.worker_nodes}
+    leaving = replica if replica in workers else primary
+    ray_cluster.cluster.remove_node(workers[leaving], allow_graceful=False)
+    wait_for(lambda: leaving not in {n["NodeID"] for n in ray.nodes() if n["Alive"]}, attempts=1200)
+    acknowledged |= bulk(
+        http, "moved", [f"n{i}" for i in range(10)]
+    )  # (after a failover, if it held the primary)
+    waited = http.get("/_cluster/health/moved", params={"wait_for_status": "green", "timeout": "120s"})
+    assert waited.status_code == 200, waited.text
+    primary, (replica,) = copy_nodes(uuid, 0)
+    assert leaving not in (primary, replica)
+    ids = sorted(acknowledged)
+    assert read_copy(replica, uuid, 0, ids) == read_copy(primary, uuid, 0, ids)
+    assert len(read_copy(replica, uuid, 0, ids)) == len(acknowledged)
