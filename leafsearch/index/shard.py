@@ -55,7 +55,6 @@ from leafsearch.index.translog import (
     OP_INDEX,
     Translog,
     TranslogOp,
-    decode_records,
     encode_index_ops,
     encode_op,
 )
@@ -280,7 +279,7 @@ class Shard:
         self._buffer_gen = translog_gen  # the first translog generation holding the buffer's operations
         with self.applying:  # a replay cut short (memory) is done again by the next request
             for op in replay:
-                self._replay(op)
+                self.replay(op)
         # The replayed operations are in generations from the commit's on: counted there, they
         # go when a commit drops that generation.
         translog.operations_by_generation[translog_gen] = len(replay)
@@ -768,7 +767,7 @@ class Shard:
         self.tombstones[doc_id] = (state, time.monotonic())
         self._changes += 1
 
-    def _replay(self, op: TranslogOp) -> None:
+    def replay(self, op: TranslogOp) -> None:
         """Apply a logged operation with its seq_no and version; one older than the document's
         current state is already superseded (a replica receives its primary's writes in any
         order, Elasticsearch's rule: the higher seq_no of an id wins)."""
@@ -782,21 +781,6 @@ class Shard:
         else:
             self._apply_delete(op.doc_id, prior, op.version, op.seq_no)
         self.max_seq_no = max(self.max_seq_no, op.seq_no)
-
-    def apply_replicated(self, records: bytes) -> int:
-        """A replica's part of its primary's write (caller holds `writing()` and syncs its point
-        before acknowledging): the translog records the primary logged, appended as they are and
-        applied with the primary's seq_nos and versions, as a replay does; how many operations."""
-        ops, end = decode_records(records)
-        if end != len(records):
-            raise ElasticError(f"shard [{self.shard_id}]: a replicated write arrived torn")
-        with self.applying:
-            self.translog.append(records, len(ops))
-            for op in ops:
-                self._replay(op)
-        self._flush_if_full()
-        self.stats.add(index_total=len(ops))
-        return len(ops)
 
     def sync(self, point: SyncPoint) -> None:
         """Make the operations logged before `point` durable (one fsync shared with every

@@ -10,6 +10,10 @@ per shard. A `ShardActor` serves:
 
 - the shard write interface (`write(ShardWrite)`: index/shard_write.py), answered only after
   the translog fsync of that write, so an acknowledged write survives `kill -9` of the actor;
+  a primary's write also goes to its replicas (`replicate`: the records it logged), and is
+  answered once they did (ray_backend/replication.py);
+- recoveries (`recover_to` on the primary; `RecoveringCopy` in place of the copy that recovers,
+  receiving the snapshot's files and logging the writes sent meanwhile);
 - realtime gets (`get`), refresh, and its counts (`stats`);
 - the shard search interface (search/shard_api.py) over its own snapshots: `open_context` /
   `free_context`, and `dfs`, `query`, `fetch` through the same `LocalShard` code the
@@ -43,6 +47,7 @@ from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -51,10 +56,11 @@ import orjson
 from leafsearch.common.durable import FOLDER_MODE, private
 from leafsearch.errors import ElasticError, SearchContextMissing, ShardUnavailable
 from leafsearch.index.index import write_json
+from leafsearch.index.mapping_batch import parse_batch
 from leafsearch.index.shard import Shard
 from leafsearch.index.shard_listing import ShardListing, of_shard
 from leafsearch.index.shard_services import ShardServices
-from leafsearch.index.shard_write import DocRead, ShardWrite, ShardWriteOutcome, apply_write
+from leafsearch.index.shard_write import DocRead, ShardWrite, ShardWriteOutcome, apply_replicated, apply_write
 from leafsearch.index.translog import decode_records
 from leafsearch.ray_backend.replication import REPLICA_TIMEOUT_SECONDS, Replicated, Replication
 from leafsearch.request.query_dsl import Query
@@ -297,7 +303,7 @@ class ShardActor:
         self.term = term
         try:
             with self.shard.writing() as point:
-                self.shard.apply_replicated(records)
+                apply_replicated(self.shard, records, partial(parse_batch, self.index.mapping))
             self.shard.sync(point)
         except ElasticError as exc:
             return Refusal(exc)

@@ -13,13 +13,14 @@ replicate.
 - **A write** goes to the primary's machine (one call per machine, as without replicas) with a
   `Replication`: the term and the copies to replicate to. The primary applies it (seq_nos,
   versions), then sends the translog records it logged to each replica's machine and fsyncs its
-  own translog meanwhile; each replica appends and applies them (`Shard.apply_replicated`) and
-  answers after its fsync. The primary answers `Replicated`: the outcomes, and the copies that
-  failed. Why the primary forwards rather than the coordinator: the coordinator's CPU per call is
-  what bounds a coordinator (bench/RESULTS.md "Shards as Ray actors"), and the documents would
-  cross it twice. The coordinator drops the failed copies from the in-sync set (a versioned
-  change) before the write is acknowledged: never a silent divergence. A change refused because
-  the primary term moved (another coordinator promoted a replica meanwhile) fails the write.
+  own translog meanwhile; each replica appends and applies them (`shard_write.apply_replicated`:
+  a bulk's run by column) and answers after its fsync. The primary answers `Replicated`: the
+  outcomes, and the copies that failed. Why the primary forwards rather than the coordinator:
+  the coordinator's CPU per call is what bounds a coordinator (bench/RESULTS.md "Shards as Ray
+  actors"), and the documents would cross it twice. The coordinator drops the failed copies from
+  the in-sync set (a versioned change) before the write is acknowledged: never a silent
+  divergence. A change refused because the primary term moved (another coordinator promoted a
+  replica meanwhile) fails the write.
 - **Machine keys** are whatever a placement entry's `node` holds; the backend resolves them.
 """
 

@@ -4,12 +4,16 @@ seq_nos and versions in whatever order they arrive, durable and replayed the sam
 from __future__ import annotations
 
 import threading
+from functools import partial
 
 import orjson
 import pytest
 
 from leafsearch.errors import ElasticError
+from leafsearch.index.mapping import Mapping
+from leafsearch.index.mapping_batch import parse_batch
 from leafsearch.index.shard import Shard
+from leafsearch.index.shard_write import apply_replicated
 from tests.index.test_engine_shard import parse, visible_ids
 
 
@@ -41,7 +45,7 @@ def delete(shard: Shard, doc_id: str) -> bytes:
 
 def replicate(replica: Shard, records: bytes) -> None:
     with replica.writing() as point:
-        replica.apply_replicated(records)
+        apply_replicated(replica, records)
     replica.sync(point)
 
 
@@ -109,3 +113,36 @@ def test_torn_records_are_refused_and_change_nothing(tmp_path):
     assert replica.current("a") is None and replica.max_seq_no == -1
     replica.close()
     primary.close()
+
+
+def test_a_run_of_index_operations_is_applied_by_column_as_one_by_one(tmp_path):
+    """A replica parses a run of index operations on distinct ids in one batch (its primary's
+    bulk), skipping those already superseded, with the same result as the per-operation replay."""
+    mapping = Mapping.from_body({"properties": {"msg": {"type": "text"}, "n": {"type": "long"}}})
+    primary = Shard(tmp_path / "p", 0, mapping.parse_document)
+    by_column = Shard(tmp_path / "c", 0, mapping.parse_document)
+    one_by_one = Shard(tmp_path / "o", 0, mapping.parse_document)
+    first = logged(primary, lambda: _index_all(primary, mapping, range(0, 50), "first"))
+    second = logged(primary, lambda: _index_all(primary, mapping, range(25, 75), "second"))
+    for replica, batch in ((by_column, partial(parse_batch, mapping)), (one_by_one, None)):
+        for records in (second, first):  # the newer first: half of `first` is superseded
+            with replica.writing() as point:
+                assert apply_replicated(replica, records, batch) == 50
+            replica.sync(point)
+    for doc_id in (str(i) for i in range(75)):
+        assert state(by_column, doc_id) == state(one_by_one, doc_id) == state(primary, doc_id)
+        assert by_column.get_source(by_column.current(doc_id)) == primary.get_source(primary.current(doc_id))
+    for shard in (primary, by_column, one_by_one):
+        shard.refresh()
+    assert visible_ids(by_column) == visible_ids(primary) == {str(i) for i in range(75)}
+    for shard in (primary, by_column, one_by_one):
+        shard.close()
+
+
+def _index_all(shard: Shard, mapping: Mapping, numbers: range, word: str) -> None:
+    for i in numbers:
+        prior = shard.current(str(i))
+        version = prior.version + 1 if prior is not None else 1
+        shard.index(
+            str(i), mapping.parse_document(orjson.dumps({"msg": word, "n": i}), str(i)), None, prior, version
+        )
