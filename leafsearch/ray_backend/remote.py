@@ -359,11 +359,11 @@ class RemoteIndex:
         shard: Elasticsearch's `unavailable_shards_exception`, nothing applied, or, when the
         actor died while applying it, maybe applied: as with a primary lost before it answered,
         the client cannot know, and the write's translog decides on recovery)."""
+        primaries = [self.shard_map.shards[w.shard_id]["primary"] for w in writes]
         failed = self.push_state(w.shard_id for w in writes)
         ready = [i for i, w in enumerate(writes) if w.shard_id not in failed]
         shard_map = self.shard_map
         replications = {i: shard_map.replication(writes[i].shard_id) for i in ready}
-        primaries = {i: shard_map.shards[writes[i].shard_id]["primary"] for i in ready}
         sent = self.calls(
             "write",
             [
@@ -398,8 +398,7 @@ class RemoteIndex:
                         continue
                     # Its outcome unknown, the write fails (never applied twice); the next
                     # goes to the replica promoted in the lost primary's place.
-                    if i in waits:
-                        self.fail_primary(write.shard_id, primaries[i])
+                    self.fail_primary(write.shard_id, primaries[i])
                     out.append(unavailable_for_write(self.index, write.shard_id, len(write.ops), exc))
                 except ElasticError as exc:
                     out.append(exc)
