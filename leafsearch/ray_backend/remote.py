@@ -187,6 +187,7 @@ class RemoteIndex:
         #: ran (`_cat/recovery`), by (shard, allocation id).
         self._recovering: set[tuple[int, str]] = set()
         self.recoveries: dict[tuple[int, str], dict[str, Any]] = {}
+        self._turn = 0  # (`read_copy`)
         #: Since when (monotonic) each replica's machine has been seen gone.
         self._left: dict[tuple[int, str], float] = {}
         self.push_state(range(len(placement)))
@@ -233,6 +234,22 @@ class RemoteIndex:
                 self.shard_map, done = self.maps.change(self.index.uuid, self.shard_map, edit)
             self._route()
             return done
+
+    def read_copy(self, shard_id: int) -> tuple[str, Any]:
+        """The copy a search reads (allocation id, machine actor): the started copies in turn, one
+        turn per search (it moves with each search's shard 0, so the shards of one search, dealt
+        round-robin, read from as few machines as their primaries)."""
+        if shard_id == 0:
+            self._turn += 1
+        shard_map = self.shard_map
+        entry = shard_map.shards[shard_id]
+        started = [c for c in entry["copies"] if c["id"] == entry["primary"]] + [
+            c
+            for c in shard_map.replicas(shard_id)
+            if c["id"] in entry["in_sync"] and (shard_id, c["id"]) not in self._recovering
+        ]
+        copy = started[self._turn % len(started)]
+        return copy["id"], self.machine(copy["node"])
 
     def fail_primary(self, shard_id: int, primary: str) -> bool:
         """The primary `primary` (an allocation id) could not answer (its machine died, is
@@ -622,9 +639,10 @@ class RemoteShard:
     def call(self, method: str, *args: Any) -> Any:
         return self.remote.call(self.shard_id, method, *args)
 
-    def tell(self, method: str, *args: Any) -> None:
-        """`method` sent and not waited for."""
-        self.remote.machines[self.shard_id].call.remote(self.remote.key(self.shard_id), method, *args)
+    def tell(self, method: str, *args: Any, machine: Any = None) -> None:
+        """`method` sent and not waited for (to the primary, or `machine`'s copy)."""
+        target = self.remote.machines[self.shard_id] if machine is None else machine
+        target.call.remote(self.remote.key(self.shard_id), method, *args)
 
     def acquire_searcher(self) -> RemoteSnapshot:
         return RemoteSnapshot(self)
@@ -672,6 +690,8 @@ class RemoteSnapshot:
 
     def __init__(self, shard: RemoteShard) -> None:
         self.shard = shard
+        #: The copy this search reads (allocation id, machine actor): its phases, and its pin.
+        self.copy, self.machine = shard.remote.read_copy(shard.shard_id)
         self.context: ShardContextId | None = None
         self._refs = 1
         self._lock = threading.Lock()
@@ -687,7 +707,7 @@ class RemoteSnapshot:
             if context is not None:
                 self.context = None
         if context is not None:
-            self.shard.tell("free_context", context)
+            self.shard.tell("free_context", context, machine=self.machine)
 
     def pin(self, context: ShardContextId) -> ShardContextId:
         """Keep the context the first phase pinned; a second one (two phases raced) is freed."""
@@ -696,7 +716,7 @@ class RemoteSnapshot:
                 self.context = context
                 return context
             kept = self.context
-        self.shard.tell("free_context", context)
+        self.shard.tell("free_context", context, machine=self.machine)
         return kept if kept is not None else context
 
     def hand_over(self) -> ShardContextId | None:
@@ -724,9 +744,12 @@ class RayShard:
         self.alias_filter = target.alias_filter
         shard = snapshot.shard
         self.name = shard.remote.describe(shard.shard_id)
-        #: The primary this search reads (a shard whose machine is lost fails it over).
-        self.copy = shard.remote.shard_map.shards[shard.shard_id]["primary"]
-        self.route = shard.remote.machines[shard.shard_id]
+        #: The shard's primary (a primary whose machine is lost fails over): it holds the reader
+        #: contexts (PIT, scroll, by-query), whose phases it serves.
+        self.primary = shard.remote.shard_map.shards[shard.shard_id]["primary"]
+        self.primary_machine = shard.remote.machines[shard.shard_id]
+        #: The machine of the copy this search reads (its phases without a context).
+        self.route = snapshot.machine
 
     def open_context(self, name: str | None = None) -> ShardContextId:
         """With `name`, the shard keeps the pin on disk (a PIT's or a scroll's), and serves it
@@ -748,7 +771,9 @@ class RayShard:
         for shard, args in calls:
             remote = shard.snapshot.shard
             shard_args = (shard.alias_filter, *args) if method == "open_context" else args
-            sent.append((shard.route, (remote.remote.key(remote.shard_id), method, shard_args), shard.name))
+            sent.append(
+                (shard.primary_machine, (remote.remote.key(remote.shard_id), method, shard_args), shard.name)
+            )
         return send_calls(sent)
 
     def send_all(self, phase: str, sends: list[tuple[RayShard, Any]]) -> list[Callable[[], Any]]:
@@ -764,12 +789,17 @@ class RayShard:
         is still there, by its name."""
         calls, sent = [], []
         for shard, message in sends:
+            on_primary = message.context is not None or shard.snapshot.copy == shard.primary
             prepared, args = shard._prepare(phase, message)
             remote = shard.snapshot.shard.remote
-            calls.append((shard.route, (remote.key(shard.snapshot.shard.shard_id), phase, args), shard.name))
-            sent.append((shard, prepared))
+            machine = shard.primary_machine if message.context is not None else shard.route
+            calls.append((machine, (remote.key(shard.snapshot.shard.shard_id), phase, args), shard.name))
+            sent.append((shard, prepared, on_primary))
         waits = send_calls(calls, again=True)
-        return [shard._finish(message, wait) for (shard, message), wait in zip(sent, waits, strict=True)]
+        return [
+            shard._finish(message, wait, on_primary)
+            for (shard, message, on_primary), wait in zip(sent, waits, strict=True)
+        ]
 
     def _prepare(self, phase: str, message: Any) -> tuple[Any, tuple]:
         """The message as sent (naming this search's pin) and the shard method's arguments."""
@@ -786,17 +816,17 @@ class RayShard:
             return message, (message, self.alias_filter, free_after)
         return message, (message, self.alias_filter)
 
-    def _finish(self, message: Any, wait: Callable[[], Any]) -> Callable[[], Any]:
+    def _finish(self, message: Any, wait: Callable[[], Any], on_primary: bool) -> Callable[[], Any]:
         snapshot = self.snapshot
-        copy = self.copy
+        primary = self.primary
 
         def finish() -> Any:
             try:
                 context, result = wait()
             except (ShardUnavailable, SearchContextMissing) as exc:
                 shard = snapshot.shard
-                if isinstance(exc, ShardUnavailable):  # the next search reads a promoted replica
-                    shard.remote.fail_primary(shard.shard_id, copy)
+                if on_primary and isinstance(exc, ShardUnavailable):  # the next reads a promoted replica
+                    shard.remote.fail_primary(shard.shard_id, primary)
                 raise ShardFailed(exc, message.shard_index, shard.remote.index.name, shard.shard_id) from None
             if message.context is None and context is not None:
                 snapshot.pin(context)

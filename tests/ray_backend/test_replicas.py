@@ -284,6 +284,41 @@ def test_number_of_replicas_changed_on_a_live_index_adds_and_removes_copies(http
     assert http.get("/resized/_count").json()["count"] == 30
 
 
+def queries_served(node: str) -> int:
+    import ray
+
+    calls = ray.get(machine_of(node).stats.remote(), timeout=60)["calls"]
+    return calls.get("query", 0) + calls.get("query_fetch", 0)
+
+
+def test_searches_read_every_started_copy_and_a_pit_stays_on_the_primaries(http: httpx.Client) -> None:
+    uuid = create(http, "spread", shards=1, replicas=1)
+    ids = {f"s{i}" for i in range(60)}
+    assert bulk(http, "spread", sorted(ids), refresh=True) == ids
+    primary, (replica,) = copy_nodes(uuid, 0)
+    before = {node: queries_served(node) for node in (primary, replica)}
+    for _ in range(8):
+        page = http.post("/spread/_search", json={"size": 100}).json()
+        assert page["_shards"]["failed"] == 0 and {hit["_id"] for hit in page["hits"]["hits"]} == ids
+    assert all(queries_served(node) > before[node] for node in (primary, replica))  # both read
+    pit = http.post("/spread/_pit", params={"keep_alive": "1m"}).json()["id"]
+    seen: list[str] = []
+    after = None
+    while True:
+        body: dict[str, Any] = {"size": 25, "pit": {"id": pit}, "sort": [{"_shard_doc": "asc"}]}
+        if after is not None:
+            body["search_after"] = after
+        page = http.post("/_search", json=body).json()
+        assert page["_shards"]["failed"] == 0, page
+        hits = page["hits"]["hits"]
+        if not hits:
+            break
+        seen += [hit["_id"] for hit in hits]
+        after = hits[-1]["sort"]
+    assert sorted(seen) == sorted(ids)  # every document once, from the context on the primary
+    http.request("DELETE", "/_pit", json={"id": pit})
+
+
 def test_a_replica_whose_machine_left_is_placed_on_another_and_recovers(
     ray_cluster: Any, http: httpx.Client
 ) -> None:
