@@ -790,16 +790,28 @@ class RayShard:
         calls, sent = [], []
         for shard, message in sends:
             on_primary = message.context is not None or shard.snapshot.copy == shard.primary
+            first = message.context is None and shard.snapshot.context is None
             prepared, args = shard._prepare(phase, message)
             remote = shard.snapshot.shard.remote
             machine = shard.primary_machine if message.context is not None else shard.route
-            calls.append((machine, (remote.key(shard.snapshot.shard.shard_id), phase, args), shard.name))
-            sent.append((shard, prepared, on_primary))
+            call = (remote.key(shard.snapshot.shard.shard_id), phase, args)
+            calls.append((machine, call, shard.name))
+            # A search's first phase on a replica that cannot answer is sent to the primary.
+            retry = None if on_primary or not first else partial(shard._on_primary, call)
+            sent.append((shard, prepared, on_primary, retry))
         waits = send_calls(calls, again=True)
         return [
-            shard._finish(message, wait, on_primary)
-            for (shard, message, on_primary), wait in zip(sent, waits, strict=True)
+            shard._finish(message, wait, on_primary, retry)
+            for (shard, message, on_primary, retry), wait in zip(sent, waits, strict=True)
         ]
+
+    def _on_primary(self, call: ShardCall) -> Callable[[], Any]:
+        """`call` sent to the shard's primary, whose snapshot this search reads from now on."""
+        snapshot = self.snapshot
+        snapshot.copy, snapshot.machine = self.primary, self.primary_machine
+        self.route = self.primary_machine
+        (wait,) = send_calls([(self.primary_machine, call, self.name)], again=True)
+        return wait
 
     def _prepare(self, phase: str, message: Any) -> tuple[Any, tuple]:
         """The message as sent (naming this search's pin) and the shard method's arguments."""
@@ -816,13 +828,24 @@ class RayShard:
             return message, (message, self.alias_filter, free_after)
         return message, (message, self.alias_filter)
 
-    def _finish(self, message: Any, wait: Callable[[], Any], on_primary: bool) -> Callable[[], Any]:
+    def _finish(
+        self,
+        message: Any,
+        wait: Callable[[], Any],
+        on_primary: bool,
+        retry: Callable[[], Callable[[], Any]] | None,
+    ) -> Callable[[], Any]:
         snapshot = self.snapshot
         primary = self.primary
 
         def finish() -> Any:
             try:
-                context, result = wait()
+                try:
+                    context, result = wait()
+                except ShardUnavailable:
+                    if retry is None:
+                        raise
+                    context, result = retry()()
             except (ShardUnavailable, SearchContextMissing) as exc:
                 shard = snapshot.shard
                 if on_primary and isinstance(exc, ShardUnavailable):  # the next reads a promoted replica

@@ -334,6 +334,10 @@ def test_a_replica_whose_machine_left_is_placed_on_another_and_recovers(
     leaving = replica if replica in workers else primary
     ray_cluster.cluster.remove_node(workers[leaving], allow_graceful=False)
     wait_for(lambda: leaving not in {n["NodeID"] for n in ray.nodes() if n["Alive"]}, attempts=1200)
+    if leaving == replica:  # a search that reads it is sent to the primary instead
+        for _ in range(4):
+            count = http.get("/moved/_count").json()
+            assert count["_shards"]["failed"] == 0 and count["count"] == 40, count
     acknowledged |= bulk(
         http, "moved", [f"n{i}" for i in range(10)]
     )  # (after a failover, if it held the primary)
