@@ -328,7 +328,7 @@ def test_a_replica_whose_machine_left_is_placed_on_another_and_recovers(
     settings = {"number_of_shards": 1, "number_of_replicas": 1, "unassigned.node_left.delayed_timeout": "0s"}
     assert http.put("/moved", json={"settings": settings}).status_code == 200
     uuid = http.get("/moved/_settings").json()["moved"]["settings"]["index"]["uuid"]
-    acknowledged = bulk(http, "moved", [f"m{i}" for i in range(40)])
+    acknowledged = bulk(http, "moved", [f"m{i}" for i in range(40)], refresh=True)
     primary, (replica,) = copy_nodes(uuid, 0)
     workers = {node.node_id: node for node in ray_cluster.cluster.worker_nodes}
     leaving = replica if replica in workers else primary
