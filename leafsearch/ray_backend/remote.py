@@ -503,13 +503,15 @@ class RemoteIndex:
         shard_map = self.shard_map
         for shard_id, entry in enumerate(shard_map.shards):
             for copy in shard_map.replicas(shard_id):
-                if copy["id"] in entry["in_sync"] or (shard_id, copy["id"]) in self._recovering:
+                if copy["id"] in entry["in_sync"] or copy["node"] not in nodes:
                     continue
-                if copy["node"] in nodes:
+                with self._lock:  # (two health requests at once start one recovery)
+                    if (shard_id, copy["id"]) in self._recovering:
+                        continue
                     self._recovering.add((shard_id, copy["id"]))
-                    threading.Thread(
-                        target=self.recover, args=(shard_id, copy), name="leafsearch-recovery", daemon=True
-                    ).start()
+                threading.Thread(
+                    target=self.recover, args=(shard_id, copy), name="leafsearch-recovery", daemon=True
+                ).start()
 
     def _replace_left(self, nodes: list[str]) -> None:
         """Replicas whose machine left the cluster `index.unassigned.node_left.delayed_timeout`
