@@ -82,6 +82,9 @@ from leafsearch.search.workers.mirror import IndexMirror, IndexState
 from leafsearch.search.workers.process import WorkerConfig, WorkerState
 
 _STATE_FILE = "index_state.json"
+#: A recovery sends a segment file in pieces of at most this (each one call, well under what the
+#: object store of a small machine holds).
+RECOVERY_CHUNK_BYTES = 8 * 1024 * 1024
 #: A machine actor's name is this and its machine key (cluster.py creates it, a primary finds its
 #: replicas' machines by it).
 MACHINE_PREFIX = "machine/"
@@ -348,14 +351,17 @@ class ShardActor:
                 for view in searcher.views:
                     segment = view.segment
                     for path in sorted(p for p in segment.folder.rglob("*") if p.is_file()):
-                        data = path.read_bytes()
-                        _ask(
-                            target,
-                            key,
-                            "recovery_file",
-                            (f"{segment.name}/{path.relative_to(segment.folder)}", data),
-                        )
-                        files, sent = files + 1, sent + len(data)
+                        name = f"{segment.name}/{path.relative_to(segment.folder)}"
+                        with open(path, "rb") as fh:
+                            offset = 0
+                            while True:
+                                chunk = fh.read(RECOVERY_CHUNK_BYTES)
+                                if chunk or offset == 0:  # (an empty file is sent too)
+                                    _ask(target, key, "recovery_file", (name, offset, chunk))
+                                offset += len(chunk)
+                                if len(chunk) < RECOVERY_CHUNK_BYTES:
+                                    break
+                        files, sent = files + 1, sent + offset
                     if view.live is not None:
                         buffer = io.BytesIO()
                         np.save(buffer, view.live)
@@ -630,12 +636,14 @@ class RecoveringCopy:
                 return None
         return self.successor.replicate(records, term)
 
-    def recovery_file(self, name: str, data: bytes) -> None:
+    def recovery_file(self, name: str, offset: int, data: bytes) -> None:
+        """A piece of a segment file of the snapshot, at `offset` (0: the file starts)."""
         path = (self.folder / "shard" / name).resolve()
         if (self.folder / "shard").resolve() not in path.parents:
             raise ElasticError(f"{self._describe()}: [{name}] is not a file of a segment")
         path.parent.mkdir(mode=FOLDER_MODE, parents=True, exist_ok=True)
-        with open(path, "wb", opener=private) as fh:
+        with open(path, "r+b" if offset else "wb", opener=private) as fh:
+            fh.seek(offset)
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())

@@ -1,15 +1,18 @@
 """A copy refuses writes of a primary term older than one it has seen (a replaced primary that
-does not know it yet), run on the actor's class in this process (Ray only wraps it)."""
+does not know it yet), and a recovering copy takes its primary's files in pieces, inside its own
+folder only: run on the actor's classes in this process (Ray only wraps them)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import orjson
+import pytest
 
+from leafsearch.errors import ElasticError
 from leafsearch.index.mapping_batch import parse_batch
 from leafsearch.index.shard_write import IndexColumns, ShardWrite
-from leafsearch.ray_backend.actor import Refusal, ShardActor
+from leafsearch.ray_backend.actor import RecoveringCopy, Refusal, ShardActor
 from leafsearch.ray_backend.replication import Replicated, Replication
 from leafsearch.search.workers.mirror import IndexState
 from tests.index.test_replicated_writes import put
@@ -39,3 +42,18 @@ def test_a_copy_refuses_an_older_primary_term_and_changes_nothing(tmp_path: Path
     finally:
         source.close_shard()
         copy.close_shard()
+
+
+def test_a_recovering_copy_takes_files_in_pieces_and_only_inside_its_folder(tmp_path: Path) -> None:
+    copy = RecoveringCopy(str(tmp_path / "copy"), STATE, 0, 1)
+    try:
+        copy.recovery_file("seg_1/postings", 0, b"abc")
+        copy.recovery_file("seg_1/postings", 3, b"def")
+        copy.recovery_file("seg_1/empty", 0, b"")
+        assert (tmp_path / "copy" / "shard" / "seg_1" / "postings").read_bytes() == b"abcdef"
+        assert (tmp_path / "copy" / "shard" / "seg_1" / "empty").read_bytes() == b""
+        with pytest.raises(ElasticError, match="is not a file of a segment"):
+            copy.recovery_file("../../outside", 0, b"x")
+        assert not (tmp_path / "outside").exists()
+    finally:
+        copy.abandon()
