@@ -3,6 +3,7 @@ server, in one run, on the same data:
 
     python -m bench.ray_cluster                 # 200,000 documents, 6 shards
     python -m bench.ray_cluster --docs 1000000 --json ray.json
+    python -m bench.ray_cluster --replicas --nodes 3   # bulk with replicas 1 against replicas 0
 
 For each configuration the same documents are imported (2 parallel bulk clients, the index
 created with 6 shards), then, from client processes:
@@ -25,6 +26,11 @@ created with 6 shards), then, from client processes:
   the coordinator are not idle), which the machine's load disturbs less than latencies; on Ray,
   the machine actors' CPU for the same work (their idle polling included);
 - the load average (1 minute) at the end of each configuration: the machine is shared.
+
+The index has no replica (`number_of_replicas: 0`) but with `--replicas`, which measures only
+the import (2 parallel bulk clients) on each Ray cluster size, into an index with replicas 1 and
+one with replicas 0, in turns (0, 1, 0, 1: the machine's load shared alike), each copy of a
+shard on another node.
 
 The single-process server runs with `--search-workers 0` (every search in its process, as each
 Ray configuration runs its searches in the shard actors). The local Ray cluster's nodes each get
@@ -310,6 +316,33 @@ def _ray_run(
     return out
 
 
+def _replicas_run(work: Path, nodes: int, records: Path, n: int) -> dict[str, Any]:
+    """Import throughput into an index with replicas 1 and one with replicas 0, in turns."""
+    from ray.cluster_utils import Cluster
+
+    node_args = {"num_cpus": 1, "object_store_memory": 80 * 1024 * 1024, "node_ip_address": "127.0.0.1"}
+    cluster = Cluster(initialize_head=True, head_node_args={**node_args, "include_dashboard": False})
+    for _ in range(nodes - 1):
+        cluster.add_node(**node_args)
+    cluster.wait_for_nodes()
+    server = Server(work / f"replicas{nodes}", work / f"replicas{nodes}.log", args=["--ray", cluster.address])
+    rates: dict[int, list[float]] = {0: [], 1: []}
+    try:
+        server.start(timeout=120)
+        for turn, replicas in enumerate((0, 1, 0, 1)):
+            body = work / f"create-r{replicas}.json"
+            settings = {"number_of_shards": SHARDS, "number_of_replicas": replicas}
+            body.write_bytes(orjson.dumps({"settings": settings, "mappings": MAPPING}))
+            rates[replicas].append(n / _load(server, records, body, index=f"bench{turn}"))
+    finally:
+        server.stop()
+        cluster.shutdown()
+    out = {f"import replicas {r}, docs/s": sum(v) / len(v) for r, v in rates.items()}
+    out["replicas 1 / replicas 0"] = out["import replicas 1, docs/s"] / out["import replicas 0, docs/s"]
+    out["load average (1 min)"] = os.getloadavg()[0]
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -319,6 +352,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path)
     parser.add_argument("--no-single", action="store_true", help="skip the single-process server")
     parser.add_argument("--one-shard-only", action="store_true", help="only the searches that ask one shard")
+    parser.add_argument("--replicas", action="store_true", help="only bulk, replicas 1 against replicas 0")
     options = parser.parse_args()
     os.environ.update(LOOPBACK_ENV)  # before Ray is imported, and for the servers it starts
     work = Path(tempfile.mkdtemp(prefix="leafsearch-ray-"))
@@ -334,9 +368,12 @@ def main() -> None:
         dataset = generate(options.docs)
         records, _ = write_import_files(dataset, work)
         create_body = work / "create.json"
-        create_body.write_bytes(orjson.dumps({"settings": {"number_of_shards": SHARDS}, "mappings": MAPPING}))
+        settings = {"number_of_shards": SHARDS, "number_of_replicas": 0}
+        create_body.write_bytes(orjson.dumps({"settings": settings, "mappings": MAPPING}))
         first, last = int(dataset.ts_ms.min()), int(dataset.ts_ms.max()) + 1
-        if not options.no_single:
+        for nodes in options.nodes if options.replicas else ():
+            keep(f"ray {nodes} node(s)", _replicas_run(work, nodes, records, options.docs))
+        if not options.no_single and not options.replicas:
             single = Server(work / "single", work / "single.log", args=["--search-workers", "0"])
             single.start()
             try:
@@ -347,7 +384,7 @@ def main() -> None:
                 )
             finally:
                 single.stop()
-        for nodes in options.nodes:
+        for nodes in () if options.replicas else options.nodes:
             measured = _ray_run(
                 work, nodes, records, create_body, options.docs, first, last, options.one_shard_only
             )

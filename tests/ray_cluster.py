@@ -124,14 +124,42 @@ def stop_cluster(local: LocalCluster) -> None:
     local.cluster.shutdown()
 
 
-def machine_actor(index_uuid: str, shard_id: int) -> Any:
-    """The machine actor holding a shard (ValueError: none holds it, e.g. its index is closed).
-    A machine restarting is waited for (Ray sends the call again until it is back)."""
+def shard_map(index_uuid: str) -> list[dict[str, Any]] | None:
+    """An index's shard map in the cluster's metadata (ray_backend/replication.py), None if none."""
+    import orjson
     import ray
 
-    for machine in alive_machines():
+    metadata = ray.get_actor("metadata", namespace="leafsearch")
+    _, raw = ray.get(metadata.get.remote(f"shards/{index_uuid}"), timeout=60)
+    return None if raw is None else orjson.loads(raw)["shards"]
+
+
+def copy_nodes(index_uuid: str, shard_id: int) -> tuple[str, list[str]]:
+    """(the machine of a shard's primary, those of its replicas)."""
+    entry = (shard_map(index_uuid) or [])[shard_id]
+    nodes = {c["id"]: c["node"] for c in entry["copies"]}
+    return nodes[entry["primary"]], [n for i, n in nodes.items() if i != entry["primary"]]
+
+
+def machine_of(node: str) -> Any:
+    """The actor of a machine (a copy's `node`)."""
+    import ray
+
+    return ray.get_actor(f"machine/{node}", namespace="leafsearch")
+
+
+def machine_actor(index_uuid: str, shard_id: int) -> Any:
+    """The machine actor holding a shard's primary (ValueError: none holds it, e.g. its index is
+    closed). A machine restarting is waited for (Ray sends the call again until it is back)."""
+    import ray
+
+    machines = alive_machines()
+    if shard_map(index_uuid) is not None:  # the primary's machine first
+        primary = copy_nodes(index_uuid, shard_id)[0]
+        machines = [primary, *(m for m in machines if m != primary)]
+    for machine in machines:
         try:
-            actor = ray.get_actor(f"machine/{machine}", namespace="leafsearch")
+            actor = machine_of(machine)
         except ValueError:  # no machine actor on that machine
             continue
         try:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from leafsearch.errors import ElasticError
     from leafsearch.index.index import Index
-    from leafsearch.index.shard_listing import ShardListing, ShardMissing
+    from leafsearch.index.shard_listing import CopyListing, ShardListing, ShardMissing
     from leafsearch.index.shard_write import DocRead, ShardWrite, ShardWriteOutcome
     from leafsearch.index.shared_meta import SharedIndexMeta
 
@@ -20,6 +20,8 @@ class RemoteShards(Protocol):
 
     #: One handle per shard, in shard order, used where a local `Shard` would be.
     shards: list[Any]
+    #: The replicas' recoveries from their primaries, by (shard, allocation id): `_cat/recovery`.
+    recoveries: dict[tuple[int, str], dict[str, Any]]
 
     def describe(self, shard_id: int) -> str: ...
 
@@ -29,14 +31,20 @@ class RemoteShards(Protocol):
 
     def get(self, shard_id: int, doc_id: str, realtime: bool) -> DocRead | None: ...
 
-    def inactive_shards(self) -> list[int]: ...
-
     def retain_contexts(self, names: list[set[str]]) -> None:
         """Per shard, the names of the durable contexts the coordinator holds; others of before
         are freed."""
         ...
 
     def listings(self) -> list[ShardListing | ShardMissing]: ...
+
+    def copies(self, listed: bool) -> list[CopyListing]:
+        """Every copy of every shard, its state (and with `listed` its listing)."""
+        ...
+
+    def adopt_map(self, version: int, raw: bytes | None) -> None:
+        """The shard map (copies, primaries, in-sync sets) as another coordinator changed it."""
+        ...
 
     def refresh(self) -> None: ...
 
@@ -51,8 +59,8 @@ class ShardBackend(Protocol):
     #: The cluster's metadata, shared by its coordinators (index/shared_meta.py).
     metadata: SharedIndexMeta | None
 
-    def place(self, index_uuid: str, num_shards: int) -> list[dict[str, str]]:
-        """Where each shard of a new index lives."""
+    def place(self, index_uuid: str, num_shards: int, replicas: int = 0) -> list[dict[str, Any]]:
+        """Where each shard of a new index lives, its replicas' copies included."""
         ...
 
     def attach(self, index: Index, placement: list[dict[str, str]]) -> RemoteShards:

@@ -172,7 +172,10 @@ class Index:
         if data_stream is not None:
             meta["data_stream"] = data_stream
         if backend is not None:
-            meta["placement"] = backend.place(uuid, int(index_setting(settings, "index.number_of_shards")))
+            shards, replicas = (
+                int(index_setting(settings, f"index.number_of_{k}")) for k in ("shards", "replicas")
+            )
+            meta["placement"] = backend.place(uuid, shards, replicas)
             if backend.metadata is not None:  # the name is the cluster's: claimed before any shard starts
                 meta["shared_version"] = backend.metadata.claim(meta)
         path = folder / uuid

@@ -279,7 +279,7 @@ class Shard:
         self._buffer_gen = translog_gen  # the first translog generation holding the buffer's operations
         with self.applying:  # a replay cut short (memory) is done again by the next request
             for op in replay:
-                self._replay(op)
+                self.replay(op)
         # The replayed operations are in generations from the commit's on: counted there, they
         # go when a commit drops that generation.
         translog.operations_by_generation[translog_gen] = len(replay)
@@ -767,8 +767,14 @@ class Shard:
         self.tombstones[doc_id] = (state, time.monotonic())
         self._changes += 1
 
-    def _replay(self, op: TranslogOp) -> None:
+    def replay(self, op: TranslogOp) -> None:
+        """Apply a logged operation with its seq_no and version; one older than the document's
+        current state is already superseded (a replica receives its primary's writes in any
+        order, Elasticsearch's rule: the higher seq_no of an id wins)."""
         prior = self.current(op.doc_id)
+        if prior is not None and prior.seq_no >= op.seq_no:
+            self.max_seq_no = max(self.max_seq_no, op.seq_no)
+            return
         if op.op == OP_INDEX:
             parsed = self._parse(op.source, op.doc_id)
             self._apply_index(op.doc_id, parsed, op.routing, prior, op.version, op.seq_no)

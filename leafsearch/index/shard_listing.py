@@ -56,6 +56,21 @@ class ShardMissing:
     node_left: bool
 
 
+@dataclass(frozen=True, slots=True)
+class CopyListing:
+    """A copy of a shard, as `_cat/shards` and the health read it: primary or replica, its state
+    (`STARTED`, `INITIALIZING`: recovering, not yet in sync; `UNASSIGNED`: no machine serves it),
+    its listing when it was asked for and answered, the node it is on, and why it is unassigned
+    (Elasticsearch's `unassigned.reason`)."""
+
+    shard_id: int
+    primary: bool
+    state: str
+    listing: ShardListing | None = None
+    node: tuple[str, str] | None = None
+    reason: str | None = None
+
+
 def of_shard(shard: Shard, node: tuple[str, str] | None = None) -> ShardListing:
     """The listing of a shard of this process (in a shard actor: `node` is the actor's)."""
     counters = shard.stats.snapshot()

@@ -17,14 +17,14 @@ translog fsync). Cost: O(operations), one `Shard.prefetch` of every id first.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
 from leafsearch.errors import ElasticError, VersionConflict
 from leafsearch.index.parsed import ParsedBatch, ParsedDoc
 from leafsearch.index.shard import PRIMARY_TERM, DocState, Shard
-from leafsearch.index.translog import encode_index_ops
+from leafsearch.index.translog import OP_INDEX, decode_records, encode_index_ops
 from leafsearch.index.versioning import ExternalVersion, VersionRefused
 
 #: "index" overwrites; "create" refuses an existing document; "delete".
@@ -207,6 +207,52 @@ def index_columns(shard: Shard, write: ShardWrite) -> ShardWriteOutcome:
     shard._flush_if_full()
     shard.stats.add(index_total=len(kept_ids), index_time=time.perf_counter_ns() - started)
     return outcomes
+
+
+def apply_replicated(
+    shard: Shard, records: bytes, parse_batch: Callable[[list[bytes]], ParsedBatch | None] | None = None
+) -> int:
+    """A replica's part of its primary's write (the caller holds `shard.writing()` and syncs its
+    point before acknowledging): the translog records the primary logged, appended as they are
+    and applied with the primary's seq_nos and versions, as a replay does (an operation older
+    than its id's current state is skipped: replicas receive writes in any order); how many
+    operations. A run of index operations on distinct ids is parsed and buffered by column
+    (`parse_batch`), as `index_columns` does on the primary; else one by one."""
+    ops, end = decode_records(records)
+    if end != len(records):
+        raise ElasticError(f"shard [{shard.shard_id}]: a replicated write arrived torn")
+    started = time.perf_counter_ns()
+    ids = [op.doc_id for op in ops]
+    by_column = parse_batch is not None and all(op.op == OP_INDEX for op in ops) and len(set(ids)) == len(ids)
+    with shard.applying:
+        shard.translog.append(records, len(ops))
+        if not by_column:
+            for op in ops:
+                shard.replay(op)
+        else:
+            priors = _priors(shard, ids, [False] * len(ids))
+            fresh = [i for i, p in enumerate(priors) if p is None or p.seq_no < ops[i].seq_no]
+            batch = parse_batch([ops[i].source for i in fresh]) if fresh and parse_batch else None  # type: ignore[misc]
+            if fresh and batch is None:
+                for i in fresh:
+                    shard.replay(ops[i])
+            elif fresh:
+                for i in fresh:
+                    shard._retire(priors[i])
+                    if shard.tombstones:
+                        shard.tombstones.pop(ids[i], None)
+                kept = [ids[i] for i in fresh]
+                buffer = shard.buffer
+                base = buffer.tag + len(buffer)
+                shard.version_map.update(zip(kept, range(base, base + len(kept)), strict=True))
+                seq_nos, versions = [ops[i].seq_no for i in fresh], [ops[i].version for i in fresh]
+                routings = [ops[i].routing for i in fresh]
+                buffer.add_batch(batch, list(range(len(fresh))), kept, seq_nos, versions, routings)  # type: ignore[arg-type]
+                shard._changes += 1
+            shard.max_seq_no = max(shard.max_seq_no, *(op.seq_no for op in ops))
+    shard._flush_if_full()
+    shard.stats.add(index_total=len(ops), index_time=time.perf_counter_ns() - started)
+    return len(ops)
 
 
 def _priors(shard: Shard, ids: list[str], auto_ids: list[bool]) -> list[DocState | None]:

@@ -70,6 +70,25 @@ def encode_index_ops(
     return _HEADER.pack(len(payload), zlib.crc32(payload)) + payload
 
 
+def decode_records(data: bytes) -> tuple[list[TranslogOp], int]:
+    """The operations of the whole records at the start of `data` (a translog file's bytes, or
+    the records a primary logged for one write, sent to its replicas), and where they end: a torn
+    or corrupt tail is not read."""
+    ops: list[TranslogOp] = []
+    pos = 0
+    while pos + _HEADER.size <= len(data):
+        length, crc = _HEADER.unpack_from(data, pos)
+        end = pos + _HEADER.size + length
+        if end > len(data):
+            break
+        payload = data[pos + _HEADER.size : end]
+        if zlib.crc32(payload) != crc:
+            break
+        ops.extend(_decode_payload(payload))
+        pos = end
+    return ops, pos
+
+
 def _decode_payload(payload: bytes) -> Iterator[TranslogOp]:
     """The operations of a record: one, or a batch record's (`encode_index_ops`)."""
     nl = payload.index(b"\n")
@@ -115,6 +134,9 @@ class Translog:
         self._failure: str | None = None  # why a write or fsync failed; nothing is logged after it
         #: Operations per generation still on disk (`_stats` translog.operations).
         self.operations_by_generation: dict[int, int] = {}
+        #: When a list: the records appended are added to it too (a primary's write, whose
+        #: records its replicas apply: ray_backend/replication.py). Set under the shard's lock.
+        self.recording: list[bytes] | None = None
 
     def _path(self, generation: int) -> Path:
         return self.folder / f"translog-{generation}.tlog"
@@ -129,6 +151,8 @@ class Translog:
         with self._lock:
             self.check()
             self._pending.append(records)
+            if self.recording is not None:
+                self.recording.append(records)
             self._appended += len(records)
             by_gen = self.operations_by_generation
             by_gen[self.generation] = by_gen.get(self.generation, 0) + operations
@@ -268,17 +292,8 @@ class Translog:
         )
         for path in paths:
             data = path.read_bytes()
-            pos = 0
-            while pos + _HEADER.size <= len(data):
-                length, crc = _HEADER.unpack_from(data, pos)
-                end = pos + _HEADER.size + length
-                if end > len(data):
-                    break
-                payload = data[pos + _HEADER.size : end]
-                if zlib.crc32(payload) != crc:
-                    break
-                yield from _decode_payload(payload)
-                pos = end
+            ops, pos = decode_records(data)
+            yield from ops
             if pos != len(data):
                 with open(path, "r+b") as fh:
                     fh.truncate(pos)

@@ -11,6 +11,7 @@ import contextlib
 import fnmatch
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from leafsearch.common.settings import (
@@ -38,6 +39,7 @@ from leafsearch.index.index import apply_mapping_limits
 from leafsearch.index.index_sort import check_sort_settings, index_sort_of
 from leafsearch.index.mapping import Mapping as IndexMapping
 from leafsearch.index.mapping import _wildcard as simple_match
+from leafsearch.index.shard_listing import CopyListing
 from leafsearch.indices.templates import creation_body
 from leafsearch.request.indices_options import IndicesOptions
 
@@ -538,24 +540,60 @@ def flush(node: IndicesOwner, expr: str | None, options: IndicesOptions) -> dict
     return {"_shards": shards_header(indices_of(node, options, expr))}
 
 
-def inactive_primaries(index: Index) -> list[int]:
-    """The primaries that cannot serve now: the shards of a Ray-backed index whose actor does not
-    answer (dead, restarting, or on a node that left: ray_backend/remote.py); this node's own
-    shards are always active."""
-    if index.remote is None or index.closed:
-        return []
-    return index.remote.inactive_shards()
+def copy_states(index: Index) -> list[CopyListing]:
+    """Every copy of the index's shards and its state: a Ray-backed index's as its machines
+    answer (ray_backend/remote.py `RemoteIndex.copies`); this node holds every primary of its
+    own indices and none of their replicas, as a one-node Elasticsearch does."""
+    if index.remote is not None and not index.closed:
+        return index.remote.copies(listed=False)
+    replicas = _replicas(index)
+    copies = []
+    for shard_id in range(index.num_shards):
+        copies.append(CopyListing(shard_id, True, "STARTED"))
+        copies.extend(
+            CopyListing(shard_id, False, "UNASSIGNED", reason="INDEX_CREATED") for _ in range(replicas)
+        )
+    return copies
+
+
+@dataclass(slots=True)
+class _ShardCounts:
+    """A shard's copies by state (ClusterShardHealth's counts)."""
+
+    primary_active: bool = False
+    active: int = 0
+    initializing: int = 0
+    unassigned: int = 0
+
+    @property
+    def status(self) -> str:
+        if not self.primary_active:
+            return "red"
+        return "yellow" if self.unassigned or self.initializing else "green"
+
+
+def _shard_counts(index: Index, copies: list[CopyListing]) -> list[_ShardCounts]:
+    counts = [_ShardCounts() for _ in range(index.num_shards)]
+    for copy in copies:
+        shard = counts[copy.shard_id]
+        if copy.state == "STARTED":
+            shard.active += 1
+            shard.primary_active |= copy.primary
+        elif copy.state == "INITIALIZING":
+            shard.initializing += 1
+        else:
+            shard.unassigned += 1
+    return counts
 
 
 def index_health(index: Index, inactive: int | None = None) -> str:
-    """One node holds every primary and none of the replicas, as a one-node Elasticsearch does;
-    red while a primary is not active (`inactive`, asked when None), as Elasticsearch's index
-    whose primary has no node."""
-    if inactive is None:
-        inactive = len(inactive_primaries(index))
+    """Red while a primary is not active (`inactive` primaries, when the caller knows them), as
+    Elasticsearch's index whose primary has no node; yellow while a replica is unassigned or
+    initializing; else green."""
     if inactive:
         return "red"
-    return "yellow" if _replicas(index) > 0 else "green"
+    counts = _shard_counts(index, copy_states(index))
+    return max((c.status for c in counts), key=_HEALTH_ORDER.__getitem__, default="green")
 
 
 _HEALTH_ORDER = {"green": 0, "yellow": 1, "red": 2}
@@ -600,13 +638,11 @@ def _health_body(node: IndicesOwner, expr: str | None, level: str) -> tuple[dict
                 targets, missing = [], True
         else:
             targets = indices_of(node, IndicesOptions(expand_wildcards="all"), None)
-    down_shards = {i.name: inactive_primaries(i) for i in targets}
-    inactive = {name: len(shards) for name, shards in down_shards.items()}
-    down = sum(inactive.values())
-    copies = sum(i.num_shards * (1 + _replicas(i)) for i in targets)
-    primaries = sum(i.num_shards for i in targets) - down
-    unassigned = copies - primaries
-    statuses = [index_health(i, inactive[i.name]) for i in targets]
+    counts = {i.name: _shard_counts(i, copy_states(i)) for i in targets}
+    every = [c for shards in counts.values() for c in shards]
+    copies = sum(c.active + c.initializing + c.unassigned for c in every)
+    active = sum(c.active for c in every)
+    statuses = [c.status for c in every]
     status = "red" if missing else max(statuses, key=_HEALTH_ORDER.__getitem__, default="green")
     body: dict[str, Any] = {
         "cluster_name": node.cluster_name,
@@ -614,55 +650,54 @@ def _health_body(node: IndicesOwner, expr: str | None, level: str) -> tuple[dict
         "timed_out": False,
         "number_of_nodes": 1,
         "number_of_data_nodes": 1,
-        "active_primary_shards": primaries,
-        "active_shards": primaries,
-        "relocating_shards": 0,
-        "initializing_shards": 0,
-        "unassigned_shards": unassigned,
-        "unassigned_primary_shards": down,
+        **_totals(every),
         "delayed_unassigned_shards": 0,
         "number_of_pending_tasks": 0,
         "number_of_in_flight_fetch": 0,
         "task_max_waiting_in_queue_millis": 0,
-        "active_shards_percent_as_number": 100.0 * primaries / copies if unassigned else 100.0,
+        "active_shards_percent_as_number": 100.0 * active / copies if copies else 100.0,
     }
     if level != "cluster":
         body["indices"] = {
             i.name: {
-                "status": index_health(i, inactive[i.name]),
+                "status": max(
+                    (c.status for c in counts[i.name]), key=_HEALTH_ORDER.__getitem__, default="green"
+                ),
                 "number_of_shards": i.num_shards,
                 "number_of_replicas": _replicas(i),
-                "active_primary_shards": i.num_shards - inactive[i.name],
-                "active_shards": i.num_shards - inactive[i.name],
-                "relocating_shards": 0,
-                "initializing_shards": 0,
-                "unassigned_shards": i.num_shards * _replicas(i) + inactive[i.name],
-                "unassigned_primary_shards": inactive[i.name],
+                **_totals(counts[i.name]),
             }
             for i in targets
         }
         if level == "shards":
             for i in targets:
-                body["indices"][i.name]["shards"] = _shard_health(i, down_shards[i.name])
+                body["indices"][i.name]["shards"] = {
+                    str(shard_id): {
+                        "status": c.status,
+                        "primary_active": c.primary_active,
+                        **_shard_totals(c),
+                    }
+                    for shard_id, c in enumerate(counts[i.name])
+                }
     return body, missing
 
 
-def _shard_health(index: Index, down: list[int]) -> dict[str, dict[str, Any]]:
-    """`level=shards`: each shard's copies, by shard number, as ClusterShardHealth prints them."""
-    replicas = _replicas(index)
-    sections = {}
-    for shard in range(index.num_shards):
-        active = shard not in down
-        sections[str(shard)] = {
-            "status": "red" if not active else "yellow" if replicas else "green",
-            "primary_active": active,
-            "active_shards": int(active),
-            "relocating_shards": 0,
-            "initializing_shards": 0,
-            "unassigned_shards": replicas + (not active),
-            "unassigned_primary_shards": int(not active),
-        }
-    return sections
+def _shard_totals(counts: _ShardCounts) -> dict[str, int]:
+    totals = _totals([counts])
+    del totals["active_primary_shards"]
+    return totals
+
+
+def _totals(counts: list[_ShardCounts]) -> dict[str, int]:
+    """The copy counts of a health section, as Elasticsearch prints them."""
+    return {
+        "active_primary_shards": sum(c.primary_active for c in counts),
+        "active_shards": sum(c.active for c in counts),
+        "relocating_shards": 0,
+        "initializing_shards": sum(c.initializing for c in counts),
+        "unassigned_shards": sum(c.unassigned for c in counts),
+        "unassigned_primary_shards": sum(not c.primary_active for c in counts),
+    }
 
 
 def cat_indices_rows(node: IndicesOwner, expr: str | None, options: IndicesOptions) -> list[dict[str, Any]]:

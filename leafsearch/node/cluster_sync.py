@@ -2,10 +2,11 @@
 cluster (`serve --ray ADDRESS` started several times; ray_backend/metadata.py holds the metadata).
 
 What is shared, each an entry of the cluster's versioned metadata: every Ray-backed index's
-`meta.json` (`index/<name>`: mapping, settings, state, shard map), the node's tables (`TABLES`:
-aliases, index templates, data streams, stored scripts, cluster settings), the users file
-(`security/users`) and each API key (`api_key/<id>`). The node's data folder keeps its copy, so
-the node's code reads what it always read:
+`meta.json` (`index/<name>`: mapping, settings, state, placement) and shard map (`shards/<uuid>`:
+its copies, primaries, in-sync sets and terms, ray_backend/replication.py), the node's tables
+(`TABLES`: aliases, index templates, data streams, stored scripts, cluster settings), the users
+file (`security/users`) and each API key (`api_key/<id>`). The node's data folder keeps its copy,
+so the node's code reads what it always read:
 
 - **at start** (`prepare`, before the node loads its folder) the folder is made the cluster's
   copy: indices created elsewhere written in, indices deleted elsewhere dropped (their shard
@@ -55,6 +56,7 @@ CLUSTER_SETTINGS = "cluster_settings"
 TABLES = {ALIASES: 2, TEMPLATES: 2, DATA_STREAMS: 1, SCRIPTS: 2, CLUSTER_SETTINGS: 2}
 USERS = "security/users"
 API_KEY = "api_key/"
+SHARD_MAP = "shards/"  # (ray_backend/replication.py's, not imported: Ray stays out of node/)
 _INDEX = index_key("")
 
 
@@ -221,6 +223,11 @@ class ClusterSync:
             node.security.adopt_users(value)
         elif key.startswith(API_KEY) and value is not None:
             node.security.adopt_key(key[len(API_KEY) :], value)
+        elif key.startswith(SHARD_MAP):
+            uuid = key[len(SHARD_MAP) :]
+            for index in node.indices.values():
+                if index.uuid == uuid and index.remote is not None:
+                    index.remote.adopt_map(version, value)
 
     def _apply_index(self, node: Node, name: str, value: bytes | None, version: int) -> None:
         """An index's entry as another coordinator left it: created, changed, closed, opened or

@@ -10,6 +10,8 @@ and the embedded mode never import Ray (the `leafsearch[ray]` extra installs it)
   `RemoteSnapshot` leases, and `RayShard`, the `ShardSearch` client the search code calls;
 - `cluster.py`: `RayBackend`, the node's connection to the cluster: placement of new shards,
   creation and lookup of their actors by name, removal with their index;
+- `replication.py`: replicas: the shard map (copies, primary, in-sync set, primary term) as a
+  versioned metadata entry, its compare-and-set edits, what a replicated write carries;
 - `metadata.py`: `MetadataActor`, the cluster's metadata in one place for every coordinator
   (indices, aliases, users, API keys, reader contexts), and `MetadataClient`, a coordinator's
   handle on it.

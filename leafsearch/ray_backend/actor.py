@@ -12,6 +12,10 @@ run at once on the actor's threads, one answer per shard; it comes on the actor'
 
 - the shard write interface (`write(ShardWrite)`: index/shard_write.py), answered only after
   the translog fsync of that write, so an acknowledged write survives `kill -9` of the actor;
+  a primary's write also goes to its replicas (`replicate`: the records it logged), and is
+  answered once they did (ray_backend/replication.py);
+- recoveries (`recover_to` on the primary; `RecoveringCopy` in place of the copy that recovers,
+  receiving the snapshot's files and logging the writes sent meanwhile);
 - realtime gets (`get`), refresh, and its counts (`stats`);
 - the shard search interface (search/shard_api.py) over its own snapshots: `open_context` /
   `free_context`, and `dfs`, `query`, `fetch` through the same `LocalShard` code the
@@ -33,6 +37,7 @@ which the coordinator raises again.
 from __future__ import annotations
 
 import contextlib
+import io
 import logging
 import os
 import pickle
@@ -43,20 +48,24 @@ from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from leafsearch.common.durable import FOLDER_MODE
+from leafsearch.common.durable import FOLDER_MODE, private
 from leafsearch.errors import ElasticError, SearchContextMissing, ShardUnavailable
 from leafsearch.index.index import write_json
+from leafsearch.index.mapping_batch import parse_batch
 from leafsearch.index.shard import Shard
 from leafsearch.index.shard_listing import ShardListing, of_shard
 from leafsearch.index.shard_services import ShardServices
-from leafsearch.index.shard_write import DocRead, ShardWrite, ShardWriteOutcome, apply_write
+from leafsearch.index.shard_write import DocRead, ShardWrite, ShardWriteOutcome, apply_replicated, apply_write
+from leafsearch.index.translog import decode_records
 from leafsearch.ray_backend.channel import Address, ChannelServer
 from leafsearch.ray_backend.metadata import cluster_secret
+from leafsearch.ray_backend.replication import REPLICA_TIMEOUT_SECONDS, Replicated, Replication
 from leafsearch.request.query_dsl import Query
 from leafsearch.search import query_and_fetch
 from leafsearch.search.dfs import DfsStats
@@ -76,6 +85,12 @@ from leafsearch.search.workers.mirror import IndexMirror, IndexState
 from leafsearch.search.workers.process import WorkerConfig, WorkerState
 
 _STATE_FILE = "index_state.json"
+#: A recovery sends a segment file in pieces of at most this (each one call, well under what the
+#: object store of a small machine holds).
+RECOVERY_CHUNK_BYTES = 8 * 1024 * 1024
+#: A machine actor's name is this and its machine key (cluster.py creates it, a primary finds its
+#: replicas' machines by it).
+MACHINE_PREFIX = "machine/"
 _log = logging.getLogger("leafsearch")
 
 
@@ -116,6 +131,19 @@ class ShardActor:
         self.shard_services = ShardServices(self.state.source_blocks, self.state.events)
         self.shard = Shard(self.folder / "shard", shard_id, self._parse, self.index.sort, self.shard_services)
         self.shard.index_ref = (self.index.name, self.index.uuid)
+        #: The highest primary term a write to this copy carried: a replica refuses a write of
+        #: an older term (a former primary, replaced, that does not know it yet).
+        self.term = 0
+        #: The machine actor of a machine key, for the replicas of this copy's writes (set by the
+        #: machine actor holding it).
+        self.peer: Callable[[str], Any] | None = None
+        #: Copies recovering from this primary (allocation id -> machine key): sent every write
+        #: from the moment their snapshot is taken (`recover_to`), whatever a coordinator's call
+        #: names; and those that failed one since (`tracked`).
+        self.tracking: dict[str, str] = {}
+        self._tracking_failed: set[str] = set()
+        self._recovering: set[str] = set()
+        self._recovery_lock = threading.Lock()
         #: Search calls served, by method (`stats`: what a search costs in calls, bench/ray_cluster.py).
         self._calls: Counter[str] = Counter()
         self._calls_lock = threading.Lock()
@@ -196,16 +224,182 @@ class ShardActor:
 
     # ---- writes and reads ----------------------------------------------------------------
 
-    def write(self, write: ShardWrite) -> ShardWriteOutcome | Refusal:
+    def write(
+        self, write: ShardWrite, replication: Replication | None = None
+    ) -> ShardWriteOutcome | Replicated | Refusal:
         """Apply a shard write and answer after its translog fsync (nothing of it is
-        acknowledged when the fsync fails: every operation then answers that error)."""
+        acknowledged when the fsync fails: every operation then answers that error). With
+        `replication` this copy is the primary: the records it logged go to every replica while
+        it fsyncs, and it answers once each replica answered (ray_backend/replication.py)."""
+        if replication is not None and replication.term < self.term:
+            return Refusal(_stale(self._describe(), replication.term, self.term))
+        records: list[bytes] = []
         try:
             with self.shard.writing() as point:
-                outcomes = apply_write(self.shard, write)
+                if replication is not None:
+                    self.term = replication.term
+                    self.shard.translog.recording = records
+                try:
+                    outcomes = apply_write(self.shard, write)
+                finally:
+                    self.shard.translog.recording = None
+                targets = self._targets(replication) if replication is not None else ()
+            sent = self._forward(replication.term, targets, b"".join(records)) if targets and records else []
             self.shard.sync(point)
         except ElasticError as exc:
             return Refusal(exc)
-        return outcomes
+        if replication is None:
+            return outcomes
+        failed = tuple(allocation_id for allocation_id, wait in sent if not wait())
+        for allocation_id in failed:
+            if self.tracking.pop(allocation_id, None) is not None:
+                self._tracking_failed.add(allocation_id)
+        return Replicated(outcomes, failed)
+
+    def _targets(self, replication: Replication) -> tuple[tuple[str, str], ...]:
+        """The copies a write goes to: the coordinator's in-sync replicas and those recovering
+        from this copy (under the shard's write lock: a recovery's snapshot is taken under it)."""
+        named = {allocation_id for _, allocation_id in replication.targets}
+        extra = tuple((m, a) for a, m in self.tracking.items() if a not in named)
+        return replication.targets + extra
+
+    def _forward(
+        self, term: int, targets: tuple[tuple[str, str], ...], records: bytes
+    ) -> list[tuple[str, Callable[[], bool]]]:
+        """Send a write's records to each replica (one call each, not waited for); per replica
+        its allocation id and the function telling whether it acknowledged them."""
+        import ray
+
+        assert self.peer is not None
+        message = pickle.dumps(
+            [((self.index.uuid, self.shard_id), "replicate", (records, term))],
+            protocol=pickle.HIGHEST_PROTOCOL,
+        )
+        sent = []
+        for machine, allocation_id in targets:
+            try:
+                ref = self.peer(machine).batch.remote(message)
+            except Exception:  # no such actor (its node is gone): failed, as a call that fails
+                _log.warning(
+                    "%s: the replica on %s cannot be reached", self._describe(), machine, exc_info=True
+                )
+                sent.append((allocation_id, lambda: False))
+                continue
+
+            def acknowledged(ref: Any = ref, machine: str = machine) -> bool:
+                try:
+                    (answer,) = pickle.loads(ray.get(ref, timeout=REPLICA_TIMEOUT_SECONDS))
+                except Exception as exc:  # the replica's machine died, or did not answer in time
+                    _log.warning("%s: the replica on %s failed: %s", self._describe(), machine, exc)
+                    return False
+                if isinstance(answer, Refusal):
+                    _log.warning("%s: the replica on %s refused: %s", self._describe(), machine, answer.error)
+                    return False
+                return True
+
+            sent.append((allocation_id, acknowledged))
+        return sent
+
+    def replicate(self, records: bytes, term: int) -> None | Refusal:
+        """A replica's part of its primary's write (`records`: what the primary logged): applied
+        with the primary's seq_nos and versions, answered after this copy's fsync. A write of an
+        older primary term than one seen is refused."""
+        if term < self.term:
+            return Refusal(_stale(self._describe(), term, self.term))
+        self.term = term
+        try:
+            with self.shard.writing() as point:
+                apply_replicated(self.shard, records, partial(parse_batch, self.index.mapping))
+            self.shard.sync(point)
+        except ElasticError as exc:
+            return Refusal(exc)
+        return None
+
+    # ---- recovery: this copy the primary, another recovering from it ----------------------
+
+    def recover_to(self, machine: str, allocation_id: str, folder: str, state: IndexState, order: int) -> Any:
+        """Recover the copy `allocation_id` on `machine` (in `folder`) from this primary: it starts
+        over empty (`MachineActor.start_recovery`); under the write lock this copy starts sending
+        it every write and takes a snapshot (refreshed: every operation before is in its
+        segments); the snapshot's files then go to it through Ray, file by file, and it opens from
+        them, replaying the writes it received meanwhile (`finish_recovery`). Answers what was
+        sent (files, bytes, operations replayed, the times); a recovery of that copy already
+        running is refused."""
+        import numpy as np
+
+        with self._recovery_lock:
+            if allocation_id in self._recovering:
+                return Refusal(
+                    ElasticError(f"{self._describe()} is already recovering [{allocation_id}]", status=409)
+                )
+            self._recovering.add(allocation_id)
+        started = time.time()
+        key = (self.index.uuid, self.shard_id)
+        try:
+            assert self.peer is not None
+            target = self.peer(machine)
+            _ask(target, key, "start_recovery", (folder, state, order, self.term))
+            with self.shard.writing():
+                self.tracking[allocation_id] = machine
+                self._tracking_failed.discard(allocation_id)
+                self.shard.refresh()
+                searcher = self.shard.acquire_searcher()
+                manifest: dict[str, Any] = {
+                    "max_seq_no": self.shard.max_seq_no,
+                    "segment_gen": self.shard._seg_gen,
+                }
+            files = sent = 0
+            try:
+                live: dict[str, bytes] = {}
+                for view in searcher.views:
+                    segment = view.segment
+                    for path in sorted(p for p in segment.folder.rglob("*") if p.is_file()):
+                        name = f"{segment.name}/{path.relative_to(segment.folder)}"
+                        with open(path, "rb") as fh:
+                            offset = 0
+                            while True:
+                                chunk = fh.read(RECOVERY_CHUNK_BYTES)
+                                if chunk or offset == 0:  # (an empty file is sent too)
+                                    _ask(target, key, "recovery_file", (name, offset, chunk))
+                                offset += len(chunk)
+                                if len(chunk) < RECOVERY_CHUNK_BYTES:
+                                    break
+                        files, sent = files + 1, sent + offset
+                    if view.live is not None:
+                        buffer = io.BytesIO()
+                        np.save(buffer, view.live)
+                        live[segment.name] = buffer.getvalue()
+                manifest |= {"segments": [view.segment.name for view in searcher.views], "live": live}
+                ops = _ask(target, key, "finish_recovery", (manifest,))
+            finally:
+                searcher.release()
+        except Exception as exc:
+            self.tracking.pop(allocation_id, None)
+            error = exc if isinstance(exc, ElasticError) else ElasticError(f"{type(exc).__name__}: {exc}")
+            return Refusal(ElasticError(f"{self._describe()} recovery of [{allocation_id}] failed: {error}"))
+        finally:
+            with self._recovery_lock:
+                self._recovering.discard(allocation_id)
+        return {"files": files, "bytes": sent, "ops": ops, "start": started, "stop": time.time()}
+
+    def tracked(self, allocation_id: str) -> bool:
+        """Whether a recovered copy received every write since its recovery began (it failed
+        none: the coordinator adds it to the in-sync set, then asks)."""
+        return allocation_id not in self._tracking_failed and allocation_id in self.tracking
+
+    def untrack(self, allocation_id: str) -> None:
+        """The copy is in the in-sync set, or gone: the coordinators' calls name it from now on."""
+        self.tracking.pop(allocation_id, None)
+        self._tracking_failed.discard(allocation_id)
+
+    def abandon(self) -> None:
+        """This copy starts over (a recovery): let everything go, its folder emptied."""
+        self._closed.set()
+        self.state.shard_contexts.close_all()
+        with contextlib.suppress(ElasticError):
+            self.shard.close()
+        self.shard_services.close()
+        shutil.rmtree(self.folder / "shard", ignore_errors=True)
 
     def get(self, doc_id: str, realtime: bool) -> DocRead | None | Refusal:
         """The current document (realtime: from the version map and buffer), None when absent."""
@@ -398,6 +592,129 @@ class ShardActor:
             return Refusal(exc)
 
 
+def _ask(machine: Any, key: ShardKey, method: str, args: tuple) -> Any:
+    """One shard's call on another machine actor, waited for (a recovery's steps)."""
+    import ray
+
+    (answer,) = pickle.loads(
+        ray.get(machine.batch.remote(pickle.dumps([(key, method, args)])), timeout=REPLICA_TIMEOUT_SECONDS)
+    )
+    if isinstance(answer, Refusal):
+        raise answer.error
+    return answer
+
+
+class RecoveringCopy:
+    """A copy recovering from its primary (`ShardActor.recover_to`), in place of its `ShardActor`
+    on this machine: it receives the snapshot's files into its emptied folder, and logs the
+    writes its primary sends meanwhile (fsynced before it answers, as a replica does), which the
+    shard replays once it opens from the files (`MachineActor.finish_recovery`)."""
+
+    def __init__(self, folder: str, state: IndexState, shard_id: int, term: int) -> None:
+        self.folder = Path(folder)
+        self.shard_id = shard_id
+        self.index = IndexMirror(state)
+        self.state_body = state
+        self.term = term
+        shutil.rmtree(self.folder / "shard", ignore_errors=True)
+        (self.folder / "shard").mkdir(mode=FOLDER_MODE, parents=True, exist_ok=True)
+        write_json(self.folder / _STATE_FILE, asdict(state))
+        self.lock = threading.Lock()
+        self._log = open(self.folder / "recovery.tlog", "wb", opener=private)  # noqa: SIM115 - until finished
+        #: The shard opened from the recovered files: later calls go to it.
+        self.successor: ShardActor | None = None
+
+    def _describe(self) -> str:
+        return f"[{self.index.name}][{self.shard_id}]"
+
+    def replicate(self, records: bytes, term: int) -> None | Refusal:
+        with self.lock:
+            if self.successor is None:
+                if term < self.term:
+                    return Refusal(_stale(self._describe(), term, self.term))
+                self.term = term
+                self._log.write(records)
+                self._log.flush()
+                os.fsync(self._log.fileno())
+                return None
+        return self.successor.replicate(records, term)
+
+    def recovery_file(self, name: str, offset: int, data: bytes) -> None:
+        """A piece of a segment file of the snapshot, at `offset` (0: the file starts)."""
+        path = (self.folder / "shard" / name).resolve()
+        if (self.folder / "shard").resolve() not in path.parents:
+            raise ElasticError(f"{self._describe()}: [{name}] is not a file of a segment")
+        path.parent.mkdir(mode=FOLDER_MODE, parents=True, exist_ok=True)
+        with open(path, "r+b" if offset else "wb", opener=private) as fh:
+            fh.seek(offset)
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    def put_index(self, state: IndexState, order: int = 0) -> None:
+        with self.lock:
+            self.state_body = state
+            self.index = IndexMirror(state)
+            write_json(self.folder / _STATE_FILE, asdict(state))
+
+    def finish(self, manifest: dict[str, Any], open_shard: Callable[[], ShardActor]) -> int:
+        """Write the snapshot's commit, make the logged writes its translog and open the shard
+        (`open_shard`); how many logged operations it replayed."""
+        with self.lock:
+            shard = self.folder / "shard"
+            live = {}
+            for name, data in manifest["live"].items():
+                live[name] = f"live_{name}_1.npy"
+                (shard / live[name]).write_bytes(data)
+            commit = {
+                "segments": manifest["segments"],
+                "live": live,
+                "max_seq_no": manifest["max_seq_no"],
+                "segment_gen": manifest["segment_gen"],
+                "live_gen": 1,
+                "translog_gen": 1,
+            }
+            write_json(shard / "commit.json", commit)
+            self._log.close()
+            logged = (self.folder / "recovery.tlog").read_bytes()
+            (shard / "translog").mkdir(mode=FOLDER_MODE, exist_ok=True)
+            os.replace(self.folder / "recovery.tlog", shard / "translog" / "translog-1.tlog")
+            self.successor = open_shard()
+            self.successor.term = self.term
+            return len(decode_records(logged)[0])
+
+    def where(self) -> tuple[str, int]:
+        import ray
+
+        return ray.get_runtime_context().get_node_id(), os.getpid()
+
+    def listing(self) -> ShardListing:
+        import ray
+
+        node = (ray.get_runtime_context().get_node_id(), ray.util.get_node_ip_address())
+        return ShardListing(self.shard_id, 0, 0, -1, 0, 0, 0, (), node)
+
+    def abandon(self) -> None:
+        with contextlib.suppress(OSError):
+            self._log.close()
+
+    def close_shard(self) -> None:
+        self.abandon()
+
+    def destroy(self) -> None:
+        self.abandon()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def _stale(shard: str, term: int, current: int) -> ElasticError:
+    """Elasticsearch's refusal of an operation from a primary that was replaced."""
+    return ElasticError(
+        f"{shard} operation primary term [{term}] is too old (current [{current}])",
+        status=500,
+        error_type="illegal_state_exception",
+    )
+
+
 #: A shard on a machine: (index uuid, shard number).
 ShardKey = tuple[str, int]
 #: A shard's part of a machine call: the shard, the `ShardActor` method, its arguments.
@@ -411,6 +728,13 @@ SHARD_METHODS = frozenset(
         "close_shard",
         "destroy",
         "write",
+        "replicate",
+        "recover_to",
+        "tracked",
+        "untrack",
+        "start_recovery",
+        "recovery_file",
+        "finish_recovery",
         "get",
         "refresh",
         "stats_sections",
@@ -453,16 +777,29 @@ class MachineActor:
         #: The threads a call's shards run on at once: numpy, zstd and file reads release the
         #: interpreter, so shards of one call overlap (bench/RESULTS.md "Shards as Ray actors").
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="leafsearch-machine")
+        self._peers: dict[str, Any] = {}
         hosted: dict[str, str] = orjson.loads(self.registry.read_bytes()) if self.registry.exists() else {}
         folders = [Path(folder) for folder in hosted.values()]
         for name, opened in zip(hosted, self._pool.map(self._reopen, folders), strict=True):
             uuid, _, shard_id = name.rpartition("/")
             if opened is not None:
+                opened.peer = self._peer
                 self._shards[(uuid, int(shard_id))] = opened
         import ray
 
         #: The coordinators' calls come on it (`batch`), Ray tells them where (`channel`).
         self._channel = ChannelServer(ray.util.get_node_ip_address(), cluster_secret(), self.batch)
+
+    def _peer(self, machine: str) -> Any:
+        """The machine actor of a machine key (its replicas' machines, for a primary's writes);
+        raises when there is none (its node is gone)."""
+        import ray
+
+        actor = self._peers.get(machine)
+        if actor is None:
+            namespace = ray.get_runtime_context().namespace
+            actor = self._peers[machine] = ray.get_actor(MACHINE_PREFIX + machine, namespace=namespace)
+        return actor
 
     def _reopen(self, folder: Path) -> ShardActor | None:
         """A shard of before the restart, from its folder (None, logged, when it cannot open: the
@@ -531,6 +868,10 @@ class MachineActor:
             raise ValueError(f"[{method}] is not a shard method")
         if method == "put_index":
             return self._put_index(key, *args)
+        if method == "start_recovery":
+            return self._start_recovery(key, *args)
+        if method == "finish_recovery":
+            return self._finish_recovery(key, *args)
         shard = self._shards.get(key)
         if shard is None:
             return Refusal(ShardUnavailable(f"[{key[0]}][{key[1]}] is not open on this machine"))
@@ -553,11 +894,39 @@ class MachineActor:
                 shard = self._shards.get(key)
                 if shard is None:
                     shard = self._shards[key] = ShardActor(folder, state, key[1])
+                    shard.peer = self._peer
                     self._record()
             shard.put_index(state, order)
         except ElasticError as exc:
             return Refusal(exc)
         return None
+
+    def _start_recovery(self, key: ShardKey, folder: str, state: IndexState, order: int, term: int) -> None:
+        """The copy of `key` starts over, to recover from its primary (`ShardActor.recover_to`)."""
+        with self._hosting:
+            old = self._shards.pop(key, None)
+            if old is not None:
+                old.abandon()
+            self._shards[key] = RecoveringCopy(folder, state, key[1], term)  # type: ignore[assignment]
+            self._record()
+        return None
+
+    def _finish_recovery(self, key: ShardKey, manifest: dict[str, Any]) -> int | Refusal:
+        copy = self._shards.get(key)
+        if not isinstance(copy, RecoveringCopy):
+            return Refusal(ShardUnavailable(f"[{key[0]}][{key[1]}] is not recovering on this machine"))
+
+        def open_shard() -> ShardActor:
+            opened = ShardActor(str(copy.folder), copy.state_body, key[1])
+            opened.peer = self._peer
+            return opened
+
+        ops = copy.finish(manifest, open_shard)
+        with self._hosting:
+            if self._shards.get(key) is copy:
+                self._shards[key] = copy.successor  # type: ignore[assignment]
+                self._record()
+        return ops
 
     def _end(self, key: ShardKey, shard: ShardActor, method: str) -> None:
         """`close_shard` or `destroy`; the machine no longer holds it (nor would a restart)."""

@@ -17,9 +17,12 @@
   the actor.
 - **Placement**: a new index's shards are dealt round-robin over the cluster's alive machines,
   starting at a machine that moves with every index, so shards and indices spread (what Ray's
-  SPREAD strategy aims at). The shard map (machine and folder of each shard: `<shard root>/
-  <machine>/<index uuid>/<shard>`) is kept in the index's `meta.json`, in the cluster's metadata
-  (metadata.py) and each coordinator's copy, so it survives any coordinator.
+  SPREAD strategy aims at); each replica of a shard on the machines after its primary's, never
+  two copies on one machine (with fewer machines than copies, the extra replicas are
+  unassigned). The placement (each copy's machine as its `node`, its folder `<shard root>/
+  <machine>/<index uuid>/<shard>` and allocation id) is kept in the index's `meta.json`; the
+  shard map it starts (which copy is primary, the in-sync set, the primary term: replication.py)
+  in the cluster's metadata (metadata.py), so both survive any coordinator.
 - **One actor per machine** (`MachineActor`, actor.py): each machine's shards, of every index,
   are served by one actor scheduled by the machine's resource (the folders are on its disk, so
   Ray must restart it there), so a search phase or a bulk costs one call per machine, not per
@@ -51,10 +54,11 @@ from typing import TYPE_CHECKING, Any
 
 import ray
 
-from leafsearch.ray_backend.actor import MachineActor
+from leafsearch.ray_backend.actor import MACHINE_PREFIX, MachineActor
 from leafsearch.ray_backend.channel import Address, Channels
 from leafsearch.ray_backend.metadata import cluster_secret
 from leafsearch.ray_backend.remote import RemoteIndex, until_gone
+from leafsearch.ray_backend.replication import new_allocation_id
 
 if TYPE_CHECKING:
     from leafsearch.index.index import Index
@@ -163,35 +167,51 @@ class RayBackend:
                 found[machine] = max(found.get(machine, 0), int(node["Resources"].get("CPU", 1)))
         return found
 
-    def place(self, index_uuid: str, num_shards: int) -> list[dict[str, str]]:
-        """The shard map of a new index: per shard, its machine and folder."""
+    def place(self, index_uuid: str, num_shards: int, replicas: int = 0) -> list[dict[str, Any]]:
+        """Where a new index's copies go: per shard, its primary's machine (`node`), folder and
+        allocation id, and its replicas' (see the module's docstring)."""
         machines = sorted(self.machines())
         first = next(self._deal)
         placement = []
         for shard_id in range(num_shards):
-            machine = machines[(first + shard_id) % len(machines)]
-            folder = self.shard_root / machine_folder(machine) / index_uuid / str(shard_id)
-            placement.append({"machine": machine, "folder": str(folder)})
+            at = (first + shard_id) % len(machines)
+            copies = [
+                {
+                    "node": machine,
+                    "folder": self.folder(machine, index_uuid, shard_id),
+                    "id": new_allocation_id(),
+                }
+                for machine in (
+                    machines[(at + k) % len(machines)] for k in range(min(1 + replicas, len(machines)))
+                )
+            ]
+            primary = copies[0]
+            entry = {"node": primary["node"], "folder": primary["folder"], "allocation_id": primary["id"]}
+            placement.append(entry | ({"replicas": copies[1:]} if len(copies) > 1 else {}))
         return placement
 
-    def machines_of(self, placement: list[dict[str, str]]) -> list[str]:
-        """Each shard's machine. A shard map written before machines were named (by a Ray node
-        id, `node`) is read as the machine of that node while it is alive, else, its node
-        restarted with another id, as the cluster's machine when it has one alone (the one host
-        whose disk has its folder); on a larger cluster it is a machine no node has (its shard
-        unavailable: which host has its folder is not known)."""
-        if all("machine" in entry for entry in placement):
-            return [entry["machine"] for entry in placement]
+    def folder(self, machine: str, index_uuid: str, shard_id: int) -> str:
+        """The folder of a shard's copy on a machine."""
+        return str(self.shard_root / machine_folder(machine) / index_uuid / str(shard_id))
+
+    def named(self, placement: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The placement with each copy's `node` a machine. One written before machines were
+        named has a Ray node id there: it is read as the machine of that node while it is alive,
+        else, its node restarted with another id, as the cluster's machine when it has one alone
+        (the one host whose disk has its folder); on a larger cluster as a machine no node has
+        (its shard unavailable: which host has its folder is not known)."""
+        if all(_is_machine(entry["node"]) for entry in placement):
+            return placement
         alive = {n["NodeID"]: machine_of(n["Resources"]) for n in ray.nodes() if n["Alive"]}
         machines = set(alive.values())
         only = machines.pop() if len(machines) == 1 else None
 
-        def machine(entry: dict[str, str]) -> str:
-            if "machine" in entry:
-                return entry["machine"]
-            return alive.get(entry["node"]) or only or f"{MACHINE_RESOURCE}node-{entry['node']}"
+        def machine(node: str) -> str:
+            if _is_machine(node):
+                return node
+            return alive.get(node) or only or f"{MACHINE_RESOURCE}node-{node}"
 
-        return [machine(entry) for entry in placement]
+        return [entry | {"node": machine(entry["node"])} for entry in placement]
 
     def attach(self, index: Index, placement: list[dict[str, str]]) -> RemoteIndex:
         """The index's shard actors, found by name or created on their nodes."""
@@ -203,7 +223,7 @@ class RayBackend:
         cpus = self.machines().get(machine, 1)
         registry = self.shard_root / machine_folder(machine) / "machine.json"
         actor = self._actor_class.options(
-            name=f"machine/{machine}",
+            name=MACHINE_PREFIX + machine,
             namespace=NAMESPACE,
             lifetime="detached",
             get_if_exists=True,
@@ -214,3 +234,8 @@ class RayBackend:
             resources={machine: MACHINE_SHARE},
         ).remote(machine, str(registry), max(2, cpus))
         return Machine(machine, actor)
+
+
+def _is_machine(node: str) -> bool:
+    """Whether a placement's `node` names a machine (not a Ray node id, as before machines)."""
+    return node.startswith((MACHINE_RESOURCE, "node:"))

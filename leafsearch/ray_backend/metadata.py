@@ -152,6 +152,10 @@ class MetadataActor:
             return self.version, {}
         return self.version, {k: entry for k, entry in self._entries.items() if entry[0] > since}
 
+    def get(self, key: str) -> tuple[int, bytes | None]:
+        """An entry's version and value (None: absent)."""
+        return self._entries.get(key, (0, None))
+
     def put(self, key: str, value: bytes | None, expect: int | None) -> tuple[bool, int, bytes | None]:
         """Set (or remove, `value` None) an entry, when its version is `expect` (`ABSENT`: it must
         not hold a value; None: whatever it holds). (done, the entry's version, its value) after."""
@@ -280,6 +284,9 @@ class MetadataClient:
 
     def changes(self, since: int) -> tuple[int, dict[str, tuple[int, bytes | None]]]:
         return self._call("changes", since)
+
+    def get(self, key: str) -> tuple[int, bytes | None]:
+        return self._call("get", key)
 
     def put(self, key: str, value: bytes | None, expect: int | None) -> tuple[bool, int, bytes | None]:
         return self._call("put", key, value, expect)

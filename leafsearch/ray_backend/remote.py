@@ -24,21 +24,34 @@ as it sees that) becomes Elasticsearch's error for an unavailable shard, for eac
 from __future__ import annotations
 
 import contextlib
+import logging
 import pickle
 import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import replace
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import ray
 from ray.exceptions import ActorUnschedulableError, GetTimeoutError, RayActorError
 
 from leafsearch.errors import ElasticError, IndexClosed, SearchContextMissing, ShardFailed, ShardUnavailable
-from leafsearch.index.shard_listing import ShardListing, ShardMissing
+from leafsearch.index.shard_listing import CopyListing, ShardListing, ShardMissing
 from leafsearch.index.shard_write import DocRead, ShardWrite, ShardWriteOutcome
 from leafsearch.ray_backend.actor import Refusal, ShardCall, ShardKey
 from leafsearch.ray_backend.channel import ChannelBroken, Channels, ChannelTimeout, Pending
+from leafsearch.ray_backend.replication import (
+    Replicated,
+    ShardMap,
+    ShardMaps,
+    add_to_in_sync,
+    drop_from_in_sync,
+    initial_map,
+    promote,
+    remove_copies,
+    resize,
+)
 from leafsearch.search.dfs import DfsStats
 from leafsearch.search.shard_api import (
     ShardContextId,
@@ -56,6 +69,8 @@ if TYPE_CHECKING:
     from leafsearch.index.index import Index
     from leafsearch.ray_backend.cluster import Machine, RayBackend
     from leafsearch.search.targets import Target
+
+_log = logging.getLogger("leafsearch")
 
 
 class MachineGone(ConnectionError):
@@ -242,19 +257,109 @@ def _waiter(call: MachineCall, j: int, shard: str) -> Callable[[], Any]:
 class RemoteIndex:
     """An index's shards on their machine actors (see the module's docstring)."""
 
-    def __init__(self, backend: RayBackend, index: Index, placement: list[dict[str, str]]) -> None:
+    def __init__(self, backend: RayBackend, index: Index, placement: list[dict[str, Any]]) -> None:
         self.backend = backend
         self.index = index
-        self.placement = placement
-        names = backend.machines_of(placement)
-        machines = {name: backend.machine(name) for name in sorted(set(names))}
-        #: Per shard, its machine.
-        self.machines = [machines[name] for name in names]
-        self.shards = [RemoteShard(self, i) for i in range(len(placement))]
+        #: Where each shard's copies are (each copy's `node`: its machine, cluster.py).
+        self.placement = backend.named(placement)
         self._lock = threading.Lock()
-        #: Per shard, the version of the index state it acknowledged (None: not yet).
-        self._sent: list[tuple[int, int] | None] = [None] * len(placement)
+        self._map_lock = threading.Lock()  # (this coordinator's changes of the shard map, one at a time)
+        self._handles: dict[str, Machine] = {}
+        self.maps = ShardMaps(backend.metadata.store) if backend.metadata is not None else None
+        #: The shard map (ray_backend/replication.py): every copy of each shard, which is primary.
+        self.shard_map = self._load_map()
+        #: Per shard, the machine of its primary.
+        self.machines: list[Machine] = []
+        self._route()
+        self.shards = [RemoteShard(self, i) for i in range(len(placement))]
+        #: Per copy (shard, allocation id), the version of the index state it acknowledged.
+        self._sent: dict[tuple[int, str], tuple[int, int]] = {}
+        #: The copies recovering from their primary now, and every recovery this coordinator
+        #: ran (`_cat/recovery`), by (shard, allocation id).
+        self._recovering: set[tuple[int, str]] = set()
+        self.recoveries: dict[tuple[int, str], dict[str, Any]] = {}
+        self._turn = 0  # (`read_copy`)
+        #: Since when (monotonic) each replica's machine has been seen gone.
+        self._left: dict[tuple[int, str], float] = {}
         self.push_state(range(len(placement)))
+
+    def _load_map(self) -> ShardMap:
+        """The index's shard map from the cluster's metadata; a first one (its placement's
+        primaries and replicas) published when there is none."""
+        if self.maps is not None:
+            found = self.maps.read(self.index.uuid)
+            if found is not None:
+                return found
+        first = initial_map(self.placement)
+        return first if self.maps is None else self.maps.claim(self.index.uuid, first)
+
+    def machine(self, node: str) -> Machine:
+        """The machine of a copy's `node` (its machine's name, cluster.py)."""
+        handle = self._handles.get(node)
+        if handle is None:
+            handle = self._handles[node] = self.backend.machine(node)
+        return handle
+
+    def _route(self) -> None:
+        self.machines = [self.machine(self.shard_map.primary(i)["node"]) for i in range(len(self.placement))]
+
+    def adopt_map(self, version: int, raw: bytes | None) -> None:
+        """The shard map as another coordinator changed it (node/cluster_sync.py)."""
+        if raw is None or version <= self.shard_map.version:
+            return
+        with self._map_lock:
+            if version > self.shard_map.version:
+                self.shard_map = ShardMap.decode(raw, version)
+                self._route()
+
+    def change_map(self, edit: Any) -> bool:
+        """Change the shard map (a compare-and-set, replication.py `ShardMaps.change`); whether
+        `edit` applied."""
+        with self._map_lock:
+            if self.maps is None:
+                edited = self.shard_map.copy()
+                done = edit(edited)
+                if done:
+                    self.shard_map = edited
+            else:
+                self.shard_map, done = self.maps.change(self.index.uuid, self.shard_map, edit)
+            self._route()
+            return done
+
+    def read_copy(self, shard_id: int) -> tuple[str, Any]:
+        """The copy a search reads (allocation id, machine actor): the started copies in turn, one
+        turn per search (it moves with each search's shard 0, so the shards of one search, dealt
+        round-robin, read from as few machines as their primaries)."""
+        if shard_id == 0:
+            self._turn += 1
+        shard_map = self.shard_map
+        entry = shard_map.shards[shard_id]
+        started = [c for c in entry["copies"] if c["id"] == entry["primary"]] + [
+            c
+            for c in shard_map.replicas(shard_id)
+            if c["id"] in entry["in_sync"] and (shard_id, c["id"]) not in self._recovering
+        ]
+        copy = started[self._turn % len(started)]
+        return copy["id"], self.machine(copy["node"])
+
+    def fail_primary(self, shard_id: int, primary: str) -> bool:
+        """The primary `primary` (an allocation id) could not answer (its machine died, is
+        restarting, or left): an in-sync replica is promoted (term + 1), unless another
+        coordinator changed the primary already; whether the shard has another primary now."""
+        if self.shard_map.shards[shard_id]["primary"] != primary:
+            return True
+        done = self.change_map(promote(shard_id, primary))
+        if done:
+            _log.warning("%s: primary [%s] lost, replica promoted", self.describe(shard_id), primary)
+        return done or self.shard_map.shards[shard_id]["primary"] != primary
+
+    def drop_copies(self, shard_id: int, allocation_ids: tuple[str, ...], term: int) -> bool:
+        """Take copies that failed a write of primary term `term` out of the shard's in-sync set,
+        before the write is acknowledged; False (the write must fail) when the term moved on."""
+        current = self.shard_map
+        if current.term(shard_id) == term and not any(current.in_sync(shard_id, i) for i in allocation_ids):
+            return True
+        return self.change_map(drop_from_in_sync(shard_id, allocation_ids, term))
 
     def key(self, shard_id: int) -> ShardKey:
         return (self.index.uuid, shard_id)
@@ -298,27 +403,47 @@ class RemoteIndex:
         return self.index.mapping.version, hash(tuple(sorted(self.index.settings.items())))
 
     def push_state(self, shard_ids: Iterable[int]) -> dict[int, ElasticError]:
-        """Send the index's state to those shards that have not acknowledged its current version
-        (each keeps it before answering; a machine opens a shard it does not hold from its
-        folder); per shard that could not take it, why. A shard is sent a write only once it
-        holds the state the write was parsed with: replaying its translog, it parses with that
-        state."""
+        """Send the index's state to every copy of those shards that has not acknowledged its
+        current version (each keeps it before answering; a machine opens a copy it does not hold
+        from its folder); per shard whose primary could not take it, why. A copy is sent a write
+        only once it holds the state the write was parsed with: replaying its translog, it parses
+        with that state; so an in-sync replica that cannot take it leaves the in-sync set."""
         with self._lock:
             version = self._version()
-            stale = [i for i in shard_ids if self._sent[i] != version]
+            shard_map = self.shard_map
+            stale = [
+                (i, c)
+                for i in shard_ids
+                for c in shard_map.shards[i]["copies"]
+                if self._sent.get((i, c["id"])) != version
+                and (c["id"] in shard_map.shards[i]["in_sync"] or (i, c["id"]) in self._recovering)
+            ]
             if not stale:
                 return {}
             state = self.state()
             order = self.index.shared_version
-            waits = self.calls("put_index", [(i, (self.placement[i]["folder"], state, order)) for i in stale])
+            calls = [
+                (
+                    self.machine(c["node"]),
+                    (self.key(i), "put_index", (c["folder"], state, order)),
+                    self.describe(i),
+                )
+                for i, c in stale
+            ]
             failed: dict[int, ElasticError] = {}
-            for shard_id, wait in zip(stale, waits, strict=True):
+            lost: dict[int, list[str]] = {}
+            for (shard_id, copy), wait in zip(stale, send_calls(self.backend.channels, calls), strict=True):
                 try:
                     wait()
-                    self._sent[shard_id] = version
+                    self._sent[(shard_id, copy["id"])] = version
                 except ElasticError as exc:
-                    failed[shard_id] = exc
-            return failed
+                    if copy["id"] == shard_map.shards[shard_id]["primary"]:
+                        failed[shard_id] = exc
+                    else:
+                        lost.setdefault(shard_id, []).append(copy["id"])
+        for shard_id, ids in lost.items():
+            self.drop_copies(shard_id, tuple(ids), shard_map.term(shard_id))
+        return failed
 
     def describe(self, shard_id: int) -> str:
         return f"[{self.index.name}][{shard_id}]"
@@ -345,9 +470,21 @@ class RemoteIndex:
         shard: Elasticsearch's `unavailable_shards_exception`, nothing applied, or, when the
         actor died while applying it, maybe applied: as with a primary lost before it answered,
         the client cannot know, and the write's translog decides on recovery)."""
+        primaries = [self.shard_map.shards[w.shard_id]["primary"] for w in writes]
         failed = self.push_state(w.shard_id for w in writes)
         ready = [i for i, w in enumerate(writes) if w.shard_id not in failed]
-        sent = self.calls("write", [(writes[i].shard_id, (writes[i],)) for i in ready])
+        shard_map = self.shard_map
+        replications = {i: shard_map.replication(writes[i].shard_id) for i in ready}
+        sent = self.calls(
+            "write",
+            [
+                (
+                    writes[i].shard_id,
+                    (writes[i],) if replications[i] is None else (writes[i], replications[i]),
+                )
+                for i in ready
+            ],
+        )
         waits = dict(zip(ready, sent, strict=True))
 
         def results() -> list[ShardWriteOutcome | ElasticError]:
@@ -356,12 +493,24 @@ class RemoteIndex:
                 try:
                     if i not in waits:
                         raise failed[write.shard_id]
-                    out.append(waits[i]())
+                    answer = waits[i]()
+                    if isinstance(answer, Replicated):
+                        replication = replications[i]
+                        assert replication is not None
+                        if answer.failed and not self.drop_copies(
+                            write.shard_id, answer.failed, replication.term
+                        ):
+                            raise ShardUnavailable(f"{self.describe(write.shard_id)} has a new primary")
+                        answer = answer.outcomes
+                    out.append(answer)
                 except ShardUnavailable as exc:
                     if self.index.closed:  # the shard ended with the index's close
                         out.append(IndexClosed(self.index.name, self.index.uuid))
-                    else:
-                        out.append(unavailable_for_write(self.index, write.shard_id, len(write.ops), exc))
+                        continue
+                    # Its outcome unknown, the write fails (never applied twice); the next
+                    # goes to the replica promoted in the lost primary's place.
+                    self.fail_primary(write.shard_id, primaries[i])
+                    out.append(unavailable_for_write(self.index, write.shard_id, len(write.ops), exc))
                 except ElasticError as exc:
                     out.append(exc)
             return out
@@ -370,25 +519,6 @@ class RemoteIndex:
 
     def get(self, shard_id: int, doc_id: str, realtime: bool) -> DocRead | None:
         return self.call(shard_id, "get", doc_id, realtime)
-
-    def inactive_shards(self) -> list[int]:
-        """The shards that do not answer now (their machine actor, or the shard in it): the
-        primaries Elasticsearch would list unassigned. Why a call rather than Ray's actor
-        states: those are readable without a call only through Ray's state API, which needs the
-        dashboard a cluster may run without; and an answer is what a search needs of the shard.
-        One call per machine, all at once, as Ray tasks (Ray's view of the actors, `MachineCall`),
-        waited for `HEALTH_TIMEOUT_SECONDS` in all."""
-        deadline = time.monotonic() + HEALTH_TIMEOUT_SECONDS
-        waits = self.calls(
-            "where", [(i, ()) for i in range(len(self.shards))], deadline=deadline, through_ray=True
-        )
-        inactive = []
-        for shard_id, wait in enumerate(waits):
-            try:
-                wait()
-            except ShardUnavailable:
-                inactive.append(shard_id)
-        return inactive
 
     def listings(self) -> list[ShardListing | ShardMissing]:
         """Every shard's listing (index/shard_listing.py), one call per machine; a shard that
@@ -403,9 +533,165 @@ class RemoteIndex:
                 out.append(ShardMissing(shard_id, exc, not self.machines[shard_id].present()))
         return out
 
-    def refresh(self) -> None:
-        for wait in self.each("refresh"):
-            wait()
+    def copies(self, listed: bool) -> list[CopyListing]:
+        """Every copy of every shard (`listed`: with its listing), asked all at once, one call per
+        machine, for `HEALTH_TIMEOUT_SECONDS` in all: a copy that answers is STARTED (the primary,
+        an in-sync replica) or INITIALIZING (a replica not in sync); one that does not is
+        UNASSIGNED (NODE_LEFT when its machine left the cluster). Replicas the setting asks for
+        that no machine could take are UNASSIGNED too."""
+        deadline = time.monotonic() + HEALTH_TIMEOUT_SECONDS
+        self.reconcile()
+        shard_map = self.shard_map
+        pairs = [(i, c) for i in range(len(self.shards)) for c in shard_map.shards[i]["copies"]]
+        method = "listing" if listed else "where"
+        calls = [(self.machine(c["node"]), (self.key(i), method, ()), self.describe(i)) for i, c in pairs]
+        wanted = int(self.index.setting("index.number_of_replicas"))
+        alive: set[str] | None = None
+        out: list[CopyListing] = []
+        # (as Ray tasks: Ray's view of the actors, `MachineCall`)
+        for (shard_id, copy), wait in zip(pairs, send_calls(None, calls, deadline=deadline), strict=True):
+            entry = shard_map.shards[shard_id]
+            primary = copy["id"] == entry["primary"]
+            try:
+                answer = wait()
+            except ElasticError:
+                if alive is None:
+                    alive = set(self.backend.machines())
+                reason = "NODE_LEFT" if copy["node"] not in alive else "ALLOCATION_FAILED"
+                out.append(CopyListing(shard_id, primary, "UNASSIGNED", reason=reason))
+                continue
+            in_sync = copy["id"] in entry["in_sync"] and (shard_id, copy["id"]) not in self._recovering
+            state = "STARTED" if primary or in_sync else "INITIALIZING"
+            listing = answer if listed else None
+            out.append(CopyListing(shard_id, primary, state, listing, listing.node if listing else None))
+        lost = {c.shard_id for c in out if c.primary and c.state == "UNASSIGNED"}
+        if lost and any(self.fail_primary(i, shard_map.shards[i]["primary"]) for i in sorted(lost)):
+            return self.copies(listed)  # (the promoted copies' states, as the next request sees them)
+        for shard_id in range(len(self.shards)):
+            missing = wanted - len(shard_map.replicas(shard_id))
+            out.extend(
+                CopyListing(shard_id, False, "UNASSIGNED", reason="INDEX_CREATED") for _ in range(missing)
+            )
+        out.sort(key=lambda c: (c.shard_id, not c.primary))
+        return out
+
+    def reconcile(self) -> None:
+        """Bring the copies to what the index asks: replicas added or removed as
+        `index.number_of_replicas` says (on the alive machines without a copy), and each replica
+        not in sync (new, or back after a failure) recovering from its primary, on a thread of
+        its own (`recover`). Run by the health and `_cat/shards`, as Elasticsearch allocates
+        and recovers in the background while the health is polled."""
+        wanted = int(self.index.setting("index.number_of_replicas"))
+        nodes = sorted(self.backend.machines())
+        self._replace_left(nodes)
+        for shard_id in range(len(self.shards)):
+            if len(self.shard_map.replicas(shard_id)) == wanted:
+                continue
+            before = self.shard_map.shards[shard_id]["copies"]
+            folder_of = partial(self._folder, shard_id)
+            self.change_map(resize(shard_id, wanted, nodes, folder_of))
+            kept = {c["id"] for c in self.shard_map.shards[shard_id]["copies"]}
+            for copy in before:
+                if copy["id"] not in kept:
+                    self._remove_copy(shard_id, copy)
+        shard_map = self.shard_map
+        for shard_id, entry in enumerate(shard_map.shards):
+            for copy in shard_map.replicas(shard_id):
+                if copy["id"] in entry["in_sync"] or copy["node"] not in nodes:
+                    continue
+                with self._lock:  # (two health requests at once start one recovery)
+                    if (shard_id, copy["id"]) in self._recovering:
+                        continue
+                    self._recovering.add((shard_id, copy["id"]))
+                threading.Thread(
+                    target=self.recover, args=(shard_id, copy), name="leafsearch-recovery", daemon=True
+                ).start()
+
+    def _replace_left(self, nodes: list[str]) -> None:
+        """Replicas whose machine left the cluster `index.unassigned.node_left.delayed_timeout`
+        ago leave the map (the resize then places others): as Elasticsearch, a machine that
+        comes back sooner keeps its copies, which catch up."""
+        delay = float(self.index.setting("index.unassigned.node_left.delayed_timeout"))
+        now = time.monotonic()
+        seen = set()
+        for shard_id in range(len(self.shards)):
+            gone = set()
+            for copy in self.shard_map.replicas(shard_id):
+                if copy["node"] in nodes:
+                    continue
+                key = (shard_id, copy["id"])
+                seen.add(key)
+                if now - self._left.setdefault(key, now) >= delay:
+                    gone.add(copy["id"])
+            if gone:
+                self.change_map(remove_copies(shard_id, gone))
+        self._left = {key: since for key, since in self._left.items() if key in seen}
+
+    def _folder(self, shard_id: int, node: str) -> str:
+        return self.backend.folder(node, self.index.uuid, shard_id)
+
+    def _remove_copy(self, shard_id: int, copy: dict[str, str]) -> None:
+        """A copy no longer in the map (fewer replicas): its machine deletes it (a message not
+        waited for; a machine that is down keeps the folder)."""
+        with contextlib.suppress(Exception):
+            self.machine(copy["node"]).actor.call.remote(self.key(shard_id), "destroy")
+
+    def recover(self, shard_id: int, copy: dict[str, str]) -> None:
+        """Recover a replica from its shard's primary (actor.py `ShardActor.recover_to`: files,
+        then the writes sent meanwhile), then add it to the in-sync set, unless the primary
+        changed or it missed a write since; its progress in `recoveries` (`_cat/recovery`)."""
+        key = (shard_id, copy["id"])
+        shard_map = self.shard_map
+        primary, term = shard_map.primary(shard_id), shard_map.term(shard_id)
+        record: dict[str, Any] = {
+            "shard": shard_id,
+            "type": "peer",
+            "stage": "index",
+            "source_node": primary["node"],
+            "target_node": copy["node"],
+            "start": time.time(),
+            "stop": None,
+            "files": 0,
+            "bytes": 0,
+            "ops": 0,
+        }
+        self.recoveries[key] = record
+        try:
+            args = (copy["node"], copy["id"], copy["folder"], self.state(), self.index.shared_version)
+            self._sent.pop(key, None)
+            done = self.call_copy(shard_id, primary, "recover_to", *args)
+            record.update(stage="finalize", files=done["files"], bytes=done["bytes"], ops=done["ops"])
+            added = self.change_map(add_to_in_sync(shard_id, copy["id"], term))
+            if added and not self.call_copy(shard_id, primary, "tracked", copy["id"]):
+                self.drop_copies(shard_id, (copy["id"],), term)  # it missed a write meanwhile
+                added = False
+            with contextlib.suppress(ElasticError):
+                self.call_copy(shard_id, primary, "untrack", copy["id"])
+            record.update(stage="done" if added else "failed", stop=time.time())
+        except ElasticError as exc:
+            _log.warning("%s: recovering [%s] failed: %s", self.describe(shard_id), copy["id"], exc)
+            record.update(stage="failed", stop=time.time())
+        finally:
+            self._recovering.discard(key)
+
+    def call_copy(self, shard_id: int, copy: dict[str, str], method: str, *args: Any) -> Any:
+        """`method` on one copy of a shard, waited for."""
+        (wait,) = send_calls(
+            self.backend.channels,
+            [(self.machine(copy["node"]), (self.key(shard_id), method, args), self.describe(shard_id))],
+        )
+        return wait()
+
+    def refresh(self, shard_ids: Iterable[int] | None = None) -> None:
+        """Every copy of those shards (None: all) refreshes (a promoted replica serves what was
+        refreshed); a primary's failure is raised, a replica's is its own to retry on its
+        interval."""
+        for shard_id, copy, wait in self.each_copy("refresh", shard_ids):
+            try:
+                wait()
+            except ElasticError:
+                if copy["id"] == self.shard_map.shards[shard_id]["primary"]:
+                    raise
 
     def close(self) -> None:
         """`_close`: each shard flushes (every acknowledged write into a committed segment) and
@@ -415,14 +701,29 @@ class RemoteIndex:
         self._end("close_shard")
 
     def destroy(self) -> None:
-        """Delete every shard's folder; its machine lets it go (a dead machine's folder is left
-        behind)."""
+        """Delete every copy's folder; its machine lets it go (a dead machine's folder is left
+        behind); the shard map goes."""
         self._end("destroy")
+        if self.maps is not None:
+            self.maps.remove(self.index.uuid)
 
     def _end(self, method: str) -> None:
-        for wait in self.each(method):
+        for _, _, wait in self.each_copy(method):
             with contextlib.suppress(ElasticError):
                 wait()
+
+    def each_copy(
+        self, method: str, shard_ids: Iterable[int] | None = None
+    ) -> list[tuple[int, dict[str, str], Callable[[], Any]]]:
+        """`method` on every copy of those shards (None: all), one call per machine: per copy
+        (shard, copy, the function waiting for its answer)."""
+        every = range(len(self.shards)) if shard_ids is None else shard_ids
+        copies = [(i, c) for i in every for c in self.shard_map.shards[i]["copies"]]
+        calls = [(self.machine(c["node"]), (self.key(i), method, ()), self.describe(i)) for i, c in copies]
+        return [
+            (i, c, wait)
+            for (i, c), wait in zip(copies, send_calls(self.backend.channels, calls), strict=True)
+        ]
 
 
 class RemoteShard:
@@ -438,15 +739,16 @@ class RemoteShard:
     def call(self, method: str, *args: Any) -> Any:
         return self.remote.call(self.shard_id, method, *args)
 
-    def tell(self, method: str, *args: Any) -> None:
-        """`method` sent and not waited for."""
-        self.remote.machines[self.shard_id].actor.call.remote(self.remote.key(self.shard_id), method, *args)
+    def tell(self, method: str, *args: Any, machine: Any = None) -> None:
+        """`method` sent and not waited for (to the primary, or `machine`'s copy)."""
+        target = self.remote.machines[self.shard_id] if machine is None else machine
+        target.actor.call.remote(self.remote.key(self.shard_id), method, *args)
 
     def acquire_searcher(self) -> RemoteSnapshot:
         return RemoteSnapshot(self)
 
     def refresh(self) -> None:
-        self.call("refresh")
+        self.remote.refresh([self.shard_id])
 
     def maybe_merge(self) -> bool:
         return False
@@ -488,6 +790,8 @@ class RemoteSnapshot:
 
     def __init__(self, shard: RemoteShard) -> None:
         self.shard = shard
+        #: The copy this search reads (allocation id, machine actor): its phases, and its pin.
+        self.copy, self.machine = shard.remote.read_copy(shard.shard_id)
         self.context: ShardContextId | None = None
         self._refs = 1
         self._lock = threading.Lock()
@@ -503,7 +807,7 @@ class RemoteSnapshot:
             if context is not None:
                 self.context = None
         if context is not None:
-            self.shard.tell("free_context", context)
+            self.shard.tell("free_context", context, machine=self.machine)
 
     def pin(self, context: ShardContextId) -> ShardContextId:
         """Keep the context the first phase pinned; a second one (two phases raced) is freed."""
@@ -512,7 +816,7 @@ class RemoteSnapshot:
                 self.context = context
                 return context
             kept = self.context
-        self.shard.tell("free_context", context)
+        self.shard.tell("free_context", context, machine=self.machine)
         return kept if kept is not None else context
 
     def hand_over(self) -> ShardContextId | None:
@@ -540,7 +844,12 @@ class RayShard:
         self.alias_filter = target.alias_filter
         shard = snapshot.shard
         self.name = shard.remote.describe(shard.shard_id)
-        self.route = shard.remote.machines[shard.shard_id]
+        #: The shard's primary (a primary whose machine is lost fails over): it holds the reader
+        #: contexts (PIT, scroll, by-query), whose phases it serves.
+        self.primary = shard.remote.shard_map.shards[shard.shard_id]["primary"]
+        self.primary_machine = shard.remote.machines[shard.shard_id]
+        #: The machine of the copy this search reads (its phases without a context).
+        self.route = snapshot.machine
 
     def open_context(self, name: str | None = None) -> ShardContextId:
         """With `name`, the shard keeps the pin on disk (a PIT's or a scroll's), and serves it
@@ -559,12 +868,13 @@ class RayShard:
         """`open_context` (its argument: the name) or `free_context` (the context) of shards of
         this shard's machine, in one call (`shard_api.each_call`)."""
         sent = []
-        channels = self.snapshot.shard.remote.backend.channels
         for shard, args in calls:
             remote = shard.snapshot.shard
             shard_args = (shard.alias_filter, *args) if method == "open_context" else args
-            sent.append((shard.route, (remote.remote.key(remote.shard_id), method, shard_args), shard.name))
-        return send_calls(channels, sent)
+            sent.append(
+                (shard.primary_machine, (remote.remote.key(remote.shard_id), method, shard_args), shard.name)
+            )
+        return send_calls(self.snapshot.shard.remote.backend.channels, sent)
 
     def send_all(self, phase: str, sends: list[tuple[RayShard, Any]]) -> list[Callable[[], Any]]:
         """Send a phase ("dfs", "query", "fetch") to shards of this shard's machine, one message
@@ -579,12 +889,31 @@ class RayShard:
         is still there, by its name."""
         calls, sent = [], []
         for shard, message in sends:
+            on_primary = message.context is not None or shard.snapshot.copy == shard.primary
+            first = message.context is None and shard.snapshot.context is None
             prepared, args = shard._prepare(phase, message)
             remote = shard.snapshot.shard.remote
-            calls.append((shard.route, (remote.key(shard.snapshot.shard.shard_id), phase, args), shard.name))
-            sent.append((shard, prepared))
+            machine = shard.primary_machine if message.context is not None else shard.route
+            call = (remote.key(shard.snapshot.shard.shard_id), phase, args)
+            calls.append((machine, call, shard.name))
+            # A search's first phase on a replica that cannot answer is sent to the primary.
+            retry = None if on_primary or not first else partial(shard._on_primary, call)
+            sent.append((shard, prepared, on_primary, retry))
         waits = send_calls(self.snapshot.shard.remote.backend.channels, calls, again=True)
-        return [shard._finish(message, wait) for (shard, message), wait in zip(sent, waits, strict=True)]
+        return [
+            shard._finish(message, wait, on_primary, retry)
+            for (shard, message, on_primary, retry), wait in zip(sent, waits, strict=True)
+        ]
+
+    def _on_primary(self, call: ShardCall) -> Callable[[], Any]:
+        """`call` sent to the shard's primary, whose snapshot this search reads from now on."""
+        snapshot = self.snapshot
+        snapshot.copy, snapshot.machine = self.primary, self.primary_machine
+        self.route = self.primary_machine
+        (wait,) = send_calls(
+            self.snapshot.shard.remote.backend.channels, [(self.primary_machine, call, self.name)], again=True
+        )
+        return wait
 
     def _prepare(self, phase: str, message: Any) -> tuple[Any, tuple]:
         """The message as sent (naming this search's pin) and the shard method's arguments."""
@@ -601,14 +930,28 @@ class RayShard:
             return message, (message, self.alias_filter, free_after)
         return message, (message, self.alias_filter)
 
-    def _finish(self, message: Any, wait: Callable[[], Any]) -> Callable[[], Any]:
+    def _finish(
+        self,
+        message: Any,
+        wait: Callable[[], Any],
+        on_primary: bool,
+        retry: Callable[[], Callable[[], Any]] | None,
+    ) -> Callable[[], Any]:
         snapshot = self.snapshot
+        primary = self.primary
 
         def finish() -> Any:
             try:
-                context, result = wait()
+                try:
+                    context, result = wait()
+                except ShardUnavailable:
+                    if retry is None:
+                        raise
+                    context, result = retry()()
             except (ShardUnavailable, SearchContextMissing) as exc:
                 shard = snapshot.shard
+                if on_primary and isinstance(exc, ShardUnavailable):  # the next reads a promoted replica
+                    shard.remote.fail_primary(shard.shard_id, primary)
                 raise ShardFailed(exc, message.shard_index, shard.remote.index.name, shard.shard_id) from None
             if message.context is None and context is not None:
                 snapshot.pin(context)

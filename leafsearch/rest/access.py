@@ -135,6 +135,7 @@ ACTIONS: dict[Callable[..., Any], Action] = {
     cat.cat_tasks: Action("cluster:monitor/tasks/lists", "cluster"),
     cat.cat_shards: Action("indices:monitor/stats", "filter", expand_wildcards="all"),
     cat.cat_segments: Action("indices:monitor/segments", "filter"),
+    cat.cat_recovery: Action("indices:monitor/recovery", "filter", expand_wildcards="all"),
     cat.cat_nodes: Action("cluster:monitor/nodes/stats", "cluster"),
     stats.indices_stats: Action("indices:monitor/stats", "filter"),
     stats.close_index: Action("indices:admin/close", "strict"),

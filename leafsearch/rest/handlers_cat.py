@@ -1,20 +1,22 @@
 """`_cat` (the list), `_cat/indices`, `_cat/health`, `_cat/count`, `_cat/search_contexts`,
-`_cat/shards`, `_cat/segments`, `_cat/nodes`."""
+`_cat/shards`, `_cat/recovery`, `_cat/segments`, `_cat/nodes`."""
 
 from __future__ import annotations
 
 import os
 import time
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from leafsearch.errors import IllegalArgument
 from leafsearch.index import shard_listing
-from leafsearch.index.shard_listing import ShardListing, ShardMissing
+from leafsearch.index.shard_listing import CopyListing, ShardListing, ShardMissing
 from leafsearch.indices import admin
 from leafsearch.rest.cat import Column, render_table
 from leafsearch.rest.exchange import RestRequest, RestResponse
 
 if TYPE_CHECKING:
+    from leafsearch.index.index import Index
     from leafsearch.node.node import Node
 
 INDICES_COLUMNS = [
@@ -292,45 +294,154 @@ def _where(node: Node, listing: ShardListing) -> dict[str, str]:
 
 
 def cat_shards(node: Node, req: RestRequest) -> RestResponse:
-    """Every shard copy: the primaries (on this node, or on the Ray node of their actor; a shard
-    whose actor is down UNASSIGNED, as Elasticsearch lists a primary whose node left), and their
-    replicas, unassigned (no node holds a copy)."""
+    """Every shard copy: a Ray-backed index's as its machines answer (primary and replicas,
+    STARTED, INITIALIZING or UNASSIGNED with the reason, ray_backend/remote.py); this node's own
+    indices' primaries, and their replicas unassigned (no other node holds a copy)."""
     rows = []
     for index in admin.indices_of(
         node, req.indices_options(expand_wildcards="all"), req.path_params.get("index")
     ):
+        if index.remote is not None and not index.closed:
+            for copy in index.remote.copies(listed=True):
+                rows.append(_copy_row(node, index, copy))
+            continue
         replicas = int(index.setting("index.number_of_replicas"))
         found = [None] * index.num_shards if index.closed else shard_listing.listings(index)
         for shard_id, listing in enumerate(found):
-            row: dict[str, Any] = {"index": index.name, "shard": shard_id, "prirep": "p"}
             if isinstance(listing, ShardMissing):
                 reason = "NODE_LEFT" if listing.node_left else "ALLOCATION_FAILED"
-                rows.append(row | {"state": "UNASSIGNED", "unassigned.reason": reason})
+                rows.append(_copy_row(node, index, CopyListing(shard_id, True, "UNASSIGNED", reason=reason)))
             elif listing is None:  # a closed index's shards, where they were
-                rows.append(
-                    row | {"state": "STARTED", "ip": "127.0.0.1", "id": node.node_id, "node": node.name}
-                )
+                row = {"index": index.name, "shard": shard_id, "prirep": "p", "state": "STARTED"}
+                rows.append(row | {"ip": "127.0.0.1", "id": node.node_id, "node": node.name})
             else:
-                rows.append(
-                    row
-                    | {
-                        "state": "STARTED",
-                        "docs": listing.docs,
-                        "store": listing.store_bytes,
-                        "dataset": listing.store_bytes,
-                        **_where(node, listing),
-                        "seq_no.max": listing.max_seq_no,
-                        "segments.count": listing.segment_count,
-                        "indexing.index_total": listing.index_total,
-                        "search.query_total": index.shards[shard_id].search_stats.snapshot()["query_total"],
-                    }
-                )
+                rows.append(_copy_row(node, index, CopyListing(shard_id, True, "STARTED", listing)))
             rows.extend(
-                {"index": index.name, "shard": shard_id, "prirep": "r", "state": "UNASSIGNED"}
-                | {"unassigned.reason": "INDEX_CREATED"}
+                _copy_row(node, index, CopyListing(shard_id, False, "UNASSIGNED", reason="INDEX_CREATED"))
                 for _ in range(replicas)
             )
     return render_table(req, SHARDS_COLUMNS, rows)
+
+
+def _copy_row(node: Node, index: Index, copy: CopyListing) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "index": index.name,
+        "shard": copy.shard_id,
+        "prirep": "p" if copy.primary else "r",
+        "state": copy.state,
+    }
+    if copy.reason is not None:
+        row["unassigned.reason"] = copy.reason
+    listing = copy.listing
+    if listing is None:
+        return row
+    return row | {
+        "docs": listing.docs,
+        "store": listing.store_bytes,
+        "dataset": listing.store_bytes,
+        **_where(node, listing),
+        "seq_no.max": listing.max_seq_no,
+        "segments.count": listing.segment_count,
+        "indexing.index_total": listing.index_total,
+        "search.query_total": index.shards[copy.shard_id].search_stats.snapshot()["query_total"]
+        if copy.primary
+        else 0,
+    }
+
+
+RECOVERY_COLUMNS = [
+    Column("index", "index name", ("i", "idx")),
+    Column("shard", "shard name", ("s", "sh"), right=True),
+    Column("start_time", "recovery start time", ("start",), default=False),
+    Column(
+        "start_time_millis", "recovery start time in epoch milliseconds", ("start_millis",), default=False
+    ),
+    Column("stop_time", "recovery stop time", ("stop",), default=False),
+    Column("stop_time_millis", "recovery stop time in epoch milliseconds", ("stop_millis",), default=False),
+    Column("time", "recovery time", ("t", "ti"), right=True),
+    Column("type", "recovery type", ("ty",)),
+    Column("stage", "recovery stage", ("st",)),
+    Column("source_host", "source host", ("shost",)),
+    Column("source_node", "source node name", ("snode",)),
+    Column("target_host", "target host", ("thost",)),
+    Column("target_node", "target node name", ("tnode",)),
+    Column("repository", "repository", ("rep",)),
+    Column("snapshot", "snapshot", ("snap",)),
+    Column("files", "number of files to recover", ("f",), right=True),
+    Column("files_recovered", "files recovered", ("fr",), right=True),
+    Column("files_percent", "percent of files recovered", ("fp",), right=True),
+    Column("files_total", "total number of files", ("tf",), right=True),
+    Column("bytes", "number of bytes to recover", ("b",), right=True),
+    Column("bytes_recovered", "bytes recovered", ("br",), right=True),
+    Column("bytes_percent", "percent of bytes recovered", ("bp",), right=True),
+    Column("bytes_total", "total number of bytes", ("tb",), right=True),
+    Column("translog_ops", "number of translog ops to recover", ("to",), right=True),
+    Column("translog_ops_recovered", "translog ops recovered", ("tor",), right=True),
+    Column("translog_ops_percent", "percent of translog ops recovered", ("top",), right=True),
+]
+
+
+def cat_recovery(node: Node, req: RestRequest) -> RestResponse:
+    """Every shard copy's recovery: a primary opened from its own folder (`existing_store`,
+    done), and each replica of a Ray-backed index recovered from its primary (`peer`: files,
+    then the operations sent meanwhile; ray_backend/remote.py `RemoteIndex.recover`), the last
+    one of each copy. `active_only`: those not done."""
+    from leafsearch.rest.human import human_time
+
+    active_only = req.flag("active_only")
+    rows = []
+    for index in admin.indices_of(
+        node, req.indices_options(expand_wildcards="all"), req.path_params.get("index")
+    ):
+        if index.closed:
+            continue
+        recoveries = index.remote.recoveries if index.remote is not None else {}
+        ours = sorted(recoveries.values(), key=lambda r: r["shard"])
+        started = index.creation_date
+        for shard_id in range(index.num_shards):
+            local = {"shard": shard_id, "type": "existing_store", "stage": "done", "start": started / 1000}
+            for recovery in [local | {"stop": started / 1000}, *(r for r in ours if r["shard"] == shard_id)]:
+                if active_only and recovery["stage"] == "done":
+                    continue
+                stop = recovery["stop"]
+                took = (stop if stop is not None else time.time()) - recovery["start"]
+                files, size, ops = (recovery.get(k, 0) for k in ("files", "bytes", "ops"))
+                finished = recovery["stage"] == "done"
+                rows.append(
+                    {
+                        "index": index.name,
+                        "shard": shard_id,
+                        "start_time": _iso(recovery["start"]),
+                        "start_time_millis": int(recovery["start"] * 1000),
+                        "stop_time": _iso(stop) if stop is not None else None,
+                        "stop_time_millis": int(stop * 1000) if stop is not None else None,
+                        "time": human_time(int(took * 1e9)),
+                        "type": recovery["type"],
+                        "stage": recovery["stage"],
+                        "source_host": recovery.get("source_node", "n/a"),
+                        "source_node": recovery.get("source_node", "n/a"),
+                        "target_host": recovery.get("target_node", node.name),
+                        "target_node": recovery.get("target_node", node.name),
+                        "repository": "n/a",
+                        "snapshot": "n/a",
+                        "files": files,
+                        "files_recovered": files if finished else 0,
+                        "files_percent": "100.0%" if finished or not files else "0.0%",
+                        "files_total": files,
+                        "bytes": size,
+                        "bytes_recovered": size if finished else 0,
+                        "bytes_percent": "100.0%" if finished or not size else "0.0%",
+                        "bytes_total": size,
+                        "translog_ops": ops,
+                        "translog_ops_recovered": ops if finished else 0,
+                        "translog_ops_percent": "100.0%" if finished or not ops else "0.0%",
+                    }
+                )
+    return render_table(req, RECOVERY_COLUMNS, rows)
+
+
+def _iso(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def cat_segments(node: Node, req: RestRequest) -> RestResponse:

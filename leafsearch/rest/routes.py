@@ -344,6 +344,10 @@ ROUTES = [
     ),
     Route.of("GET|POST", "/_cat/shards", cat.cat_shards, CAT | {"time"}),
     Route.of("GET|POST", "/_cat/shards/{index}", cat.cat_shards, CAT | {"time"}),
+    Route.of("GET|POST", "/_cat/recovery", cat.cat_recovery, CAT | {"time", "active_only", "detailed"}),
+    Route.of(
+        "GET|POST", "/_cat/recovery/{index}", cat.cat_recovery, CAT | {"time", "active_only", "detailed"}
+    ),
     Route.of("GET|POST", "/_cat/segments", cat.cat_segments, CAT),
     Route.of("GET|POST", "/_cat/segments/{index}", cat.cat_segments, CAT),
     Route.of(

@@ -18,6 +18,7 @@ from leafsearch.common.settings import (
     parse_index_settings,
 )
 from leafsearch.errors import ElasticError, IllegalArgument, IndexNotFound, InvalidIndexName, MediaTypeHeader
+from leafsearch.index.shard_listing import CopyListing
 from leafsearch.indices import admin
 from leafsearch.indices.admin import resolve_index_expression, validate_index_name
 from leafsearch.node.node import Node
@@ -253,10 +254,11 @@ def test_a_red_index_is_answered_at_once_and_waited_for_only_with_wait_for_statu
     """As Elasticsearch: the health of indices that exist is answered at once, red or not; only
     `wait_for_status` (or a missing index) waits up to `timeout`. What makes an index red here is
     a primary that does not answer: a Ray-backed shard whose actor is down (see
-    tests/ray_backend/test_ray_api.py), stood in for by `inactive_primaries`."""
+    tests/ray_backend/test_ray_api.py), stood in for by `copy_states`."""
     with Node(tmp_path / "node", background=False) as node:
         admin.create_index(node, "r", {"settings": {"number_of_shards": 2, "number_of_replicas": 0}})
-        monkeypatch.setattr(admin, "inactive_primaries", lambda index: [0])
+        down = [CopyListing(0, True, "UNASSIGNED", reason="NODE_LEFT"), CopyListing(1, True, "STARTED")]
+        monkeypatch.setattr(admin, "copy_states", lambda index: down)
         started = time.monotonic()
         for expr in ("r", None):
             status, body = admin.cluster_health(node, expr, level="indices", timeout=30.0)

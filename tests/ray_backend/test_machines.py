@@ -39,12 +39,11 @@ def test_a_named_node_is_its_machine_and_a_restarted_one_the_same(backend: Any, 
     assert backend.machines() == {"node:10.0.0.1": 4, "leafsearch-machine-m1": 8}
     placement = backend.place("uuid1", 4)
     assert (
-        sorted(entry["machine"] for entry in placement)
-        == ["leafsearch-machine-m1"] * 2 + ["node:10.0.0.1"] * 2
+        sorted(entry["node"] for entry in placement) == ["leafsearch-machine-m1"] * 2 + ["node:10.0.0.1"] * 2
     )
     root = tmp_path / "shards"
     for shard_id, entry in enumerate(placement):
-        folder = "leafsearch-machine-m1" if entry["machine"] == "leafsearch-machine-m1" else "node-10.0.0.1"
+        folder = "leafsearch-machine-m1" if entry["node"] == "leafsearch-machine-m1" else "node-10.0.0.1"
         assert entry["folder"] == str(root / folder / "uuid1" / str(shard_id))
     # Killed and started again: new node ids, another address for the named one, the same machines.
     backend.nodes = [
@@ -64,7 +63,7 @@ def test_nodes_of_one_host_without_names_are_one_machine(backend: Any) -> None:
         node("gone", {"node:10.0.0.9": 1, "leafsearch-machine-m5": 1}, alive=False),
     ]
     assert backend.machines() == {"node:10.0.0.1": 6, "leafsearch-machine-big": 16}
-    assert {entry["machine"] for entry in backend.place("uuid2", 6)} == set(backend.machines())
+    assert {entry["node"] for entry in backend.place("uuid2", 6)} == set(backend.machines())
 
 
 def test_machine_names_and_folders() -> None:
@@ -113,14 +112,17 @@ def test_a_shard_map_of_before_machines_were_named_still_finds_its_shards(backen
     node is alive; its node restarted (a new id), the cluster's machine when it has one alone."""
     old = [{"node": "n1", "folder": "/d/n1/u/0"}, {"node": "n2", "folder": "/d/n2/u/1"}]
     backend.nodes = [node("n1", {"node:10.0.0.1": 1, "CPU": 2}), node("n2", {"node:10.0.0.2": 1, "CPU": 2})]
-    assert backend.machines_of(old) == ["node:10.0.0.1", "node:10.0.0.2"]
+    assert machines(backend.named(old)) == ["node:10.0.0.1", "node:10.0.0.2"]
     backend.nodes = [node("n3", {"node:10.0.0.1": 1, "CPU": 2})]
-    assert backend.machines_of(old) == ["node:10.0.0.1", "node:10.0.0.1"]
+    assert machines(backend.named(old)) == ["node:10.0.0.1", "node:10.0.0.1"]
     backend.nodes = [node("n3", {"node:10.0.0.1": 1}), node("n4", {"node:10.0.0.2": 1})]
-    assert backend.machines_of(old) == ["leafsearch-machine-node-n1", "leafsearch-machine-node-n2"]
-    assert backend.machines_of([{"machine": "leafsearch-machine-m1", "folder": "/d"}]) == [
-        "leafsearch-machine-m1"
-    ]
+    assert machines(backend.named(old)) == ["leafsearch-machine-node-n1", "leafsearch-machine-node-n2"]
+    named = [{"node": "leafsearch-machine-m1", "folder": "/d"}]
+    assert backend.named(named) == named
+
+
+def machines(placement: list[dict[str, Any]]) -> list[str]:
+    return [entry["node"] for entry in placement]
 
 
 def test_a_machine_is_there_while_a_node_ray_can_start_its_actor_on_is(backend: Any) -> None:

@@ -48,7 +48,10 @@ def bulk(http: httpx.Client, index: str, docs: dict[str, dict[str, Any]], refres
 
 
 def create(http: httpx.Client, index: str, shards: int = SHARDS) -> str:
-    body = {"settings": {"number_of_shards": shards}, "mappings": {"properties": {"n": {"type": "long"}}}}
+    body = {
+        "settings": {"number_of_shards": shards, "number_of_replicas": 0},
+        "mappings": {"properties": {"n": {"type": "long"}}},
+    }
     response = http.put(f"/{index}", json=body)
     assert response.status_code == 200, response.text
     return http.get(f"/{index}/_settings").json()[index]["settings"]["index"]["uuid"]

@@ -47,7 +47,10 @@ def http(coordinator: Server) -> Iterator[httpx.Client]:
 
 def create_index(http: httpx.Client, name: str, shards: int = SHARDS) -> str:
     """Create the index; its uuid."""
-    body = {"settings": {"number_of_shards": shards}, "mappings": {"properties": {"n": {"type": "long"}}}}
+    body = {
+        "settings": {"number_of_shards": shards, "number_of_replicas": 0},
+        "mappings": {"properties": {"n": {"type": "long"}}},
+    }
     response = http.put(f"/{name}", json=body)
     assert response.status_code == 200, response.text
     return http.get(f"/{name}/_settings").json()[name]["settings"]["index"]["uuid"]
@@ -799,9 +802,8 @@ def test_a_search_of_one_shard_queries_and_fetches_in_one_call(
         uuids = {}
         for client in (http, local):
             for name, shards in (("qf1", 1), ("qf6", SHARDS)):
-                created = client.put(
-                    f"/{name}", json={"settings": {"number_of_shards": shards}, "mappings": QF_MAPPING}
-                )
+                settings = {"number_of_shards": shards, "number_of_replicas": 0}  # (calls counted on it)
+                created = client.put(f"/{name}", json={"settings": settings, "mappings": QF_MAPPING})
                 assert created.status_code == 200, created.text
                 if client is http:
                     uuids[name] = client.get(f"/{name}/_settings").json()[name]["settings"]["index"]["uuid"]

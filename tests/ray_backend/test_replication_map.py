@@ -1,0 +1,98 @@
+"""The shard map's edits (ray_backend/replication.py), as compare-and-sets on a store that another
+coordinator changes in between: no Ray needed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from leafsearch.index.shared_meta import ABSENT
+from leafsearch.ray_backend.replication import (
+    ShardMaps,
+    add_to_in_sync,
+    drop_from_in_sync,
+    initial_map,
+    promote,
+    resize,
+)
+
+
+class Store:
+    """The metadata actor's versioned entries (`get`, `put` with compare-and-set)."""
+
+    def __init__(self) -> None:
+        self.entries: dict[str, tuple[int, bytes | None]] = {}
+        self.version = 0
+
+    def get(self, key: str) -> tuple[int, bytes | None]:
+        return self.entries.get(key, (0, None))
+
+    def put(self, key: str, value: bytes | None, expect: int | None) -> tuple[bool, int, bytes | None]:
+        version, current = self.entries.get(key, (0, None))
+        if (current is not None) if expect == ABSENT else (expect is not None and version != expect):
+            return False, version, current
+        self.version += 1
+        self.entries[key] = (self.version, value)
+        return True, self.version, value
+
+
+def placed() -> list[dict[str, Any]]:
+    copies = [{"id": f"r{n}", "node": f"n{n}", "folder": f"/f{n}"} for n in (1, 2)]
+    return [{"node": "n0", "folder": "/f0", "allocation_id": "p", "replicas": copies}]
+
+
+def test_a_new_index_has_every_copy_in_sync_and_the_first_claim_wins() -> None:
+    maps = ShardMaps(Store())
+    mine = maps.claim("u", initial_map(placed()))
+    assert mine.shards[0]["in_sync"] == ["p", "r1", "r2"] and mine.term(0) == 1
+    assert mine.primary(0)["node"] == "n0" and [c["id"] for c in mine.replicas(0)] == ["r1", "r2"]
+    theirs = maps.claim("u", initial_map([{"node": "n9", "folder": "/x"}]))
+    assert theirs.version == mine.version and theirs.primary(0)["node"] == "n0"
+    replication = mine.replication(0)
+    assert replication is not None and replication.targets == (("n1", "r1"), ("n2", "r2"))
+    assert initial_map([{"node": "n0", "folder": "/f"}]).replication(0) is None  # replicas 0
+
+
+def test_a_stale_coordinator_applies_its_edit_to_the_newest_map() -> None:
+    store = Store()
+    maps = ShardMaps(store)
+    first = maps.claim("u", initial_map(placed()))
+    other, done = maps.change("u", first, drop_from_in_sync(0, ("r1",), 1))  # another coordinator
+    assert done and other.shards[0]["in_sync"] == ["p", "r2"]
+    # Working from the older map, this one promotes: r1 is not in sync any more, r2 is chosen.
+    promoted, done = maps.change("u", first, promote(0, "p"))
+    assert done and promoted.shards[0]["primary"] == "r2" and promoted.term(0) == 2
+    assert promoted.shards[0]["in_sync"] == ["r2"]
+    # A failure reported under the old term no longer applies: that write fails.
+    after, done = maps.change("u", first, drop_from_in_sync(0, ("r2",), 1))
+    assert not done and after.shards[0]["in_sync"] == ["r2"]
+    # A second promotion of the same lost primary does nothing.
+    assert not maps.change("u", first, promote(0, "p"))[1]
+    # A copy recovered from the old primary does not join; from the new one it does.
+    assert not maps.change("u", after, add_to_in_sync(0, "p", 1))[1]
+    joined, done = maps.change("u", after, add_to_in_sync(0, "p", 2))
+    assert done and sorted(joined.shards[0]["in_sync"]) == ["p", "r2"]
+    assert maps.read("u").shards == joined.shards
+
+
+def test_no_promotion_without_a_replica_in_sync() -> None:
+    maps = ShardMaps(Store())
+    first = maps.claim("u", initial_map(placed()))
+    alone, _ = maps.change("u", first, drop_from_in_sync(0, ("r1", "r2"), 1))
+    assert not maps.change("u", alone, promote(0, "p"))[1]
+    assert alone.shards[0]["in_sync"] == ["p"]  # the primary never leaves it this way
+
+
+def test_resize_adds_copies_on_machines_without_one_and_removes_those_not_in_sync_first() -> None:
+    maps = ShardMaps(Store())
+    first = maps.claim("u", initial_map(placed()))
+    first, _ = maps.change("u", first, drop_from_in_sync(0, ("r1",), 1))
+    fewer, done = maps.change("u", first, resize(0, 1, ["n0", "n1", "n2"], lambda node: f"/{node}"))
+    assert done and [c["id"] for c in fewer.replicas(0)] == ["r2"]  # r1, out of sync, went
+    more, done = maps.change("u", fewer, resize(0, 3, ["n0", "n1", "n2", "n3"], lambda node: f"/{node}"))
+    assert done and sorted(fewer.nodes(0)) == ["n0", "n2"]
+    added = [c for c in more.replicas(0) if c["id"] != "r2"]
+    assert sorted(c["node"] for c in added) == ["n1", "n3"] and all(
+        c["folder"] == "/" + c["node"] for c in added
+    )
+    assert more.shards[0]["in_sync"] == ["p", "r2"]  # new copies join once recovered
+    assert not maps.change("u", more, resize(0, 3, ["n0", "n1", "n2", "n3"], str))[1]
