@@ -141,6 +141,15 @@ def copy_nodes(index_uuid: str, shard_id: int) -> tuple[str, list[str]]:
     return nodes[entry["primary"]], [n for i, n in nodes.items() if i != entry["primary"]]
 
 
+def node_of(machine: str) -> str:
+    """The Ray node id of a machine's alive node."""
+    import ray
+
+    from leafsearch.ray_backend.cluster import machine_of as machine_of_node
+
+    return next(n["NodeID"] for n in ray.nodes() if n["Alive"] and machine_of_node(n["Resources"]) == machine)
+
+
 def machine_of(node: str) -> Any:
     """The actor of a machine (a copy's `node`)."""
     import ray

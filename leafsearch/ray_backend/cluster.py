@@ -147,7 +147,8 @@ class RayBackend:
         its own (created on the machine by its actor: the same path on every machine)."""
         if not ray.is_initialized():
             if address == "local":
-                ray.init(namespace=NAMESPACE, include_dashboard=False, log_to_driver=False)
+                # ("local": a new cluster, even where `ray start` left one this machine would join)
+                ray.init(address="local", namespace=NAMESPACE, include_dashboard=False, log_to_driver=False)
             else:
                 ray.init(address=cluster_address(address), namespace=NAMESPACE, log_to_driver=False)
         self.shard_root = shard_root

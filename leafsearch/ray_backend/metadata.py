@@ -78,6 +78,7 @@ CALLS = frozenset(
     {
         "current_version",
         "changes",
+        "get",
         "put",
         "secret",
         "ctx_reserve",

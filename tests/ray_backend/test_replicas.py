@@ -15,7 +15,7 @@ import pytest
 
 from leafsearch.testing import Server
 from tests.concurrency import wait_for
-from tests.ray_cluster import copy_nodes, machine_of, ray_server, shard_map
+from tests.ray_cluster import copy_nodes, machine_of, node_of, ray_server, shard_map
 
 _NDJSON = {"content-type": "application/x-ndjson"}
 
@@ -151,7 +151,7 @@ def test_cat_shards_and_health_show_every_copy(http: httpx.Client) -> None:
     for shard_id in range(2):
         primary, (replica,) = copy_nodes(uuid, shard_id)
         by_role = {r["prirep"]: r for r in rows if r["shard"] == str(shard_id)}
-        assert (by_role["p"]["node"], by_role["r"]["node"]) == (primary, replica)
+        assert (by_role["p"]["node"], by_role["r"]["node"]) == (node_of(primary), node_of(replica))
         assert by_role["p"]["docs"] == by_role["r"]["docs"]
     assert sum(int(r["docs"]) for r in rows if r["prirep"] == "p") == 20
     body = health(http, "shown")
@@ -263,7 +263,7 @@ def test_a_primary_whose_machine_dies_is_replaced_by_its_replica_and_no_acknowle
         ids = sorted(acknowledged)
         assert read_copy(primary, uuid, 0, ids) == read_copy(replica, uuid, 0, ids)
         rows = cat_shards(http, "promoted")
-        assert [(r["prirep"], r["node"]) for r in rows] == [("p", replica), ("r", primary)]
+        assert [(r["prirep"], r["node"]) for r in rows] == [("p", node_of(replica)), ("r", node_of(primary))]
 
 
 def test_number_of_replicas_changed_on_a_live_index_adds_and_removes_copies(http: httpx.Client) -> None:
@@ -331,10 +331,11 @@ def test_a_replica_whose_machine_left_is_placed_on_another_and_recovers(
     acknowledged = bulk(http, "moved", [f"m{i}" for i in range(40)], refresh=True)
     primary, (replica,) = copy_nodes(uuid, 0)
     workers = {node.node_id: node for node in ray_cluster.cluster.worker_nodes}
-    leaving = replica if replica in workers else primary
+    leaving_machine = replica if node_of(replica) in workers else primary
+    leaving = node_of(leaving_machine)
     ray_cluster.cluster.remove_node(workers[leaving], allow_graceful=False)
     wait_for(lambda: leaving not in {n["NodeID"] for n in ray.nodes() if n["Alive"]}, attempts=1200)
-    if leaving == replica:  # a search that reads it is sent to the primary instead
+    if leaving_machine == replica:  # a search that reads it is sent to the primary instead
         for _ in range(4):
             count = http.get("/moved/_count").json()
             assert count["_shards"]["failed"] == 0 and count["count"] == 40, count
@@ -344,7 +345,7 @@ def test_a_replica_whose_machine_left_is_placed_on_another_and_recovers(
     waited = http.get("/_cluster/health/moved", params={"wait_for_status": "green", "timeout": "120s"})
     assert waited.status_code == 200, waited.text
     primary, (replica,) = copy_nodes(uuid, 0)
-    assert leaving not in (primary, replica)
+    assert leaving_machine not in (primary, replica)
     ids = sorted(acknowledged)
     assert read_copy(replica, uuid, 0, ids) == read_copy(primary, uuid, 0, ids)
     assert len(read_copy(replica, uuid, 0, ids)) == len(acknowledged)
