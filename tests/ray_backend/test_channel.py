@@ -26,9 +26,7 @@ HANG = b"hang"
 
 
 class Machine:
-    """Stands for a machine actor's handle (`Channels` keys its connections by the actor's id)."""
-
-    _actor_id = "m"
+    """Stands for a machine (`Channels` keys its connections by it)."""
 
 
 def _serve(ready: Any) -> None:  # a child process: a machine actor's channel alone
@@ -99,7 +97,7 @@ def test_calls_from_several_threads_are_answered_each_on_a_connection_kept_for_t
     pid = str(child.process.pid).encode()
     assert answers == {n: [f"CALL {n} {i}".encode() + pid for i in range(20)] for n in range(4)}
     assert child.located == 1  # asked once; the connections were kept and reused
-    assert len(channels._machines["m"].idle) <= 4
+    assert len(channels._machines[Machine].idle) <= 4
     channels.close()
 
 
