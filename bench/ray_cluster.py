@@ -52,7 +52,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -95,21 +95,26 @@ def _slice_client(url: str, pit: str, slice_id: int, slices: int, start: Any) ->
     return ids
 
 
+def _machine_actors() -> Iterator[Any]:
+    """The machine actor of every alive machine that has one."""
+    import ray
+
+    from leafsearch.ray_backend.cluster import machine_of
+
+    for machine in sorted({machine_of(node["Resources"]) for node in ray.nodes() if node["Alive"]}):
+        try:
+            yield ray.get_actor(f"machine/{machine}", namespace="leafsearch")
+        except ValueError:  # no shard on that machine
+            continue
+
+
 def _machine_calls() -> Counter[str]:
     """The calls every machine actor served so far, by method (the bench process is connected
     to the Ray cluster; while a measure runs, only its searches call them)."""
     import ray
 
     calls: Counter[str] = Counter()
-    from leafsearch.ray_backend.cluster import machine_of
-
-    for node in ray.nodes():
-        if not node["Alive"]:
-            continue
-        try:
-            machine = ray.get_actor(f"machine/{machine_of(node['Resources'])}", namespace="leafsearch")
-        except ValueError:  # no shard on that machine
-            continue
+    for machine in _machine_actors():
         calls.update(ray.get(machine.stats.remote(), timeout=60)["calls"])
     return calls
 
@@ -121,13 +126,7 @@ def _machine_cpu() -> float:
 
     tick = os.sysconf("SC_CLK_TCK")
     total = 0.0
-    for node in ray.nodes():
-        if not node["Alive"]:
-            continue
-        try:
-            machine = ray.get_actor(f"machine/{node['NodeID']}", namespace="leafsearch")
-        except ValueError:  # no shard on that node
-            continue
+    for machine in _machine_actors():
         for pid in _descendants(ray.get(machine.where.remote(), timeout=60)[1]):
             try:
                 fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
