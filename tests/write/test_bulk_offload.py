@@ -26,6 +26,7 @@ from leafsearch.node.node import Node
 from leafsearch.search.workers import pool as pool_module
 from leafsearch.search.workers.pool import WorkerPool
 from leafsearch.services.idle_cpu import IdleCpu
+from tests.concurrency import wait_for
 
 MAPPING = {
     "properties": {
@@ -314,7 +315,8 @@ def test_a_worker_killed_during_a_bulk_leaves_the_work_to_the_server_process(
     assert killed and not response["errors"]
     assert [item["index"]["_id"] for item in response["items"]] == [str(i) for i in range(400)]
     assert len(contents(there, "survivor")[1]) == 400
-    assert pool.wait_ready(60) and pool.lost >= lost + 1
+    wait_for(lambda: pool.lost >= lost + 1)  # (its reader thread sees the death, maybe after the answer)
+    assert pool.wait_ready(60)
     before = jobs(there)
     again = bulk_while_slot_busy(there, ndjson(*log_lines(400, 100)), index="survivor")
     assert not again["errors"] and jobs(there) > before  # the replacement takes jobs
