@@ -24,7 +24,7 @@ import base64
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -213,17 +213,9 @@ def test_templates_scripts_streams_and_cluster_settings_made_through_one_are_the
         assert stream["generation"] == 2 and len(stream["indices"]) == 2
         assert es.count(index="logs-app").body["count"] == 2
     # Two changes of one table at once from the same version, one per coordinator: both stay.
-    barrier = threading.Barrier(2)
-
-    def put(es: Elasticsearch, name: str) -> None:
-        barrier.wait()
-        es.put_script(id=name, script={"lang": "painless", "source": "1"})
-
-    threads = [threading.Thread(target=put, args=(es, f"s-{side}")) for es, side in ((a, "a"), (b, "b"))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    script = {"script": {"lang": "painless", "source": "1"}}
+    answers = at_once(pair, lambda http, side: [http.put(f"/_scripts/s-{side}", json=script)])
+    assert [answer.status_code for answer in answers] == [200, 200], [answer.text for answer in answers]
     for es in (a, b):
         assert {es.get_script(id=name).body["found"] for name in ("s-a", "s-b", "double")} == {True}
     # A coordinator started afterwards has all of them from its first request.
@@ -259,30 +251,37 @@ def test_templates_scripts_streams_and_cluster_settings_made_through_one_are_the
     a.indices.delete(index="tpl-1")
 
 
-def add_fields(url: str, side: str, barrier: threading.Barrier, errors: list[str]) -> None:
+def at_once(
+    pair: list[Server], work: Callable[[httpx.Client, str], list[httpx.Response]]
+) -> list[httpx.Response]:
+    """`work` through each coordinator (with its side, "a" or "b"), both let go at once; every
+    answer."""
+    barrier = threading.Barrier(len(pair))
+    answers: list[httpx.Response] = []
+
+    def run(url: str, side: str) -> None:
+        with httpx.Client(base_url=url, timeout=120) as http:
+            barrier.wait()
+            answers.extend(work(http, side))
+
+    threads = [threading.Thread(target=run, args=(s.url, side)) for s, side in zip(pair, "ab", strict=True)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return answers
+
+
+def add_fields(http: httpx.Client, side: str) -> list[httpx.Response]:
     """Documents each adding a new field, through one coordinator (its dynamic mapping updates
     race the other's)."""
-    with httpx.Client(base_url=url, timeout=120) as http:
-        barrier.wait()
-        for i in range(8):
-            answer = http.put(f"/fields/_doc/{side}{i}", json={f"{side}_{i}": i, "both": side})
-            if answer.status_code not in (200, 201):
-                errors.append(answer.text)
+    return [http.put(f"/fields/_doc/{side}{i}", json={f"{side}_{i}": i, "both": side}) for i in range(8)]
 
 
 def test_dynamic_mapping_updates_through_both_coordinators_at_once_all_stay(pair: list[Server]) -> None:
     a, b = clients(pair)
     a.indices.create(index="fields", settings={"number_of_shards": 3, "number_of_replicas": 0})
-    errors: list[str] = []
-    barrier = threading.Barrier(2)
-    threads = [
-        threading.Thread(target=add_fields, args=(s.url, side, barrier, errors))
-        for s, side in zip(pair, ("a", "b"), strict=True)
-    ]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    errors = [answer.text for answer in at_once(pair, add_fields) if answer.status_code not in (200, 201)]
     assert not errors
     a.indices.refresh(index="fields")
     for es in (a, b):
@@ -295,28 +294,11 @@ def test_dynamic_mapping_updates_through_both_coordinators_at_once_all_stay(pair
     a.indices.delete(index="fields")
 
 
-def add_aliases(url: str, side: str, barrier: threading.Barrier, errors: list[str]) -> None:
-    with httpx.Client(base_url=url, timeout=120) as http:
-        barrier.wait()
-        for i in range(5):
-            answer = http.put(f"/named/_alias/{side}-{i}")
-            if answer.status_code != 200:
-                errors.append(answer.text)
-
-
 def test_aliases_added_through_both_coordinators_at_once_all_stay(pair: list[Server]) -> None:
     a, b = clients(pair)
     a.indices.create(index="named", settings={"number_of_replicas": 0})
-    errors: list[str] = []
-    barrier = threading.Barrier(2)
-    threads = [
-        threading.Thread(target=add_aliases, args=(s.url, side, barrier, errors))
-        for s, side in zip(pair, ("a", "b"), strict=True)
-    ]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    answers = at_once(pair, lambda http, side: [http.put(f"/named/_alias/{side}-{i}") for i in range(5)])
+    errors = [answer.text for answer in answers if answer.status_code != 200]
     assert not errors
     expected = {f"{side}-{i}" for side in "ab" for i in range(5)}
     for es in (a, b):
@@ -326,24 +308,11 @@ def test_aliases_added_through_both_coordinators_at_once_all_stay(pair: list[Ser
     a.indices.delete(index="named")
 
 
-def create_at_once(url: str, name: str, barrier: threading.Barrier, answers: list[httpx.Response]) -> None:
-    with httpx.Client(base_url=url, timeout=120) as http:
-        barrier.wait()
-        answers.append(http.put(f"/{name}", json={"settings": {"number_of_replicas": 0}}))
-
-
 def test_two_coordinators_creating_one_index_at_once_one_wins(pair: list[Server]) -> None:
+    settings = {"settings": {"number_of_replicas": 0}}
     for round_ in range(3):
         name = f"race-{round_}"
-        answers: list[httpx.Response] = []
-        barrier = threading.Barrier(2)
-        threads = [
-            threading.Thread(target=create_at_once, args=(s.url, name, barrier, answers)) for s in pair
-        ]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        answers = at_once(pair, lambda http, side, name=name: [http.put(f"/{name}", json=settings)])
         assert sorted(r.status_code for r in answers) == [200, 400], [r.text for r in answers]
         loser = next(r for r in answers if r.status_code == 400).json()["error"]
         assert loser["type"] == "resource_already_exists_exception"
