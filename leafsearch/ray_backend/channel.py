@@ -40,6 +40,11 @@ _log = logging.getLogger("leafsearch")
 MAX_CONNECTIONS = 32
 #: Seconds a new connection's authentication may take, on either side.
 HANDSHAKE_SECONDS = 10.0
+#: New connections a machine actor authenticates at once at most (each on a thread of its own
+#: for up to `HANDSHAKE_SECONDS`): one more is closed at once, so peers that connect and never
+#: authenticate cannot make it start threads without end. A coordinator opens at most
+#: `MAX_CONNECTIONS` per machine, each authenticated in milliseconds.
+MAX_HANDSHAKES = 64
 #: TCP keepalive: probes after this many idle seconds, every `KEEPALIVE_INTERVAL`, and the
 #: connection fails after `KEEPALIVE_PROBES` unanswered ones (a machine lost without a word).
 KEEPALIVE_IDLE = 5
@@ -87,6 +92,7 @@ class ChannelServer:
         self._socket = socket.create_server((host, 0), backlog=128)
         self.address: Address = self._socket.getsockname()[:2]
         self._closed = threading.Event()
+        self._handshakes = threading.BoundedSemaphore(MAX_HANDSHAKES)
         threading.Thread(target=self._accept, name="leafsearch-channel", daemon=True).start()
 
     def _accept(self) -> None:
@@ -95,11 +101,32 @@ class ChannelServer:
                 sock, _ = self._socket.accept()
             except OSError:  # closed
                 return
+            if not self._handshakes.acquire(blocking=False):
+                _log.warning("machine channel: %d peers authenticating, another closed", MAX_HANDSHAKES)
+                sock.close()
+                continue
             threading.Thread(
                 target=self._serve, args=(sock,), name="leafsearch-channel-conn", daemon=True
             ).start()
 
     def _serve(self, sock: socket.socket) -> None:
+        try:
+            conn = self._authenticate(sock)
+        finally:
+            self._handshakes.release()
+        if conn is None:
+            return
+        try:
+            while True:
+                message = conn.recv_bytes()
+                conn.send_bytes(self._handle(message))
+        except (OSError, EOFError):  # the coordinator closed it (or went)
+            pass
+        finally:
+            conn.close()
+
+    def _authenticate(self, sock: socket.socket) -> Connection | None:
+        """The connection once its peer proved it holds the secret (None: refused, closed)."""
         _tune(sock)
         _set_timeout(sock, HANDSHAKE_SECONDS)
         conn = Connection(sock.detach())
@@ -109,18 +136,11 @@ class ChannelServer:
         except (AuthenticationError, OSError, EOFError) as exc:  # a wrong secret, or a stalled peer
             _log.warning("machine channel: a connection was refused: %s", exc)
             conn.close()
-            return
+            return None
         with socket.socket(fileno=conn.fileno()) as view:  # the same socket, to clear its timeout
             _set_timeout(view, 0)
             view.detach()
-        try:
-            while True:
-                message = conn.recv_bytes()
-                conn.send_bytes(self._handle(message))
-        except (OSError, EOFError):  # the coordinator closed it (or went)
-            pass
-        finally:
-            conn.close()
+        return conn
 
     def close(self) -> None:
         self._closed.set()

@@ -18,7 +18,15 @@ import orjson
 import pytest
 
 from leafsearch.errors import ShardUnavailable
-from leafsearch.ray_backend.channel import ChannelBroken, Channels, ChannelServer, ChannelTimeout, connect
+from leafsearch.ray_backend.channel import (
+    MAX_HANDSHAKES,
+    ChannelBroken,
+    Channels,
+    ChannelServer,
+    ChannelTimeout,
+    connect,
+)
+from tests.concurrency import wait_for
 
 KEY = b"k" * 32
 #: What the test server's handler does with a message that says so: it never answers.
@@ -110,6 +118,32 @@ def test_a_wrong_secret_is_refused_and_a_silent_peer_holds_up_no_one(child: Chil
         assert _ask(Channels(KEY, child.locate), b"hello").startswith(b"HELLO")
         with pytest.raises(ChannelBroken, match="refused"):  # nor does a refusal stop the server
             _ask(Channels(b"w" * 32, child.locate), b"hello")
+
+
+def test_peers_that_never_authenticate_take_a_bounded_number_of_threads(child: Child) -> None:
+    """Each connection being authenticated holds a thread of the actor for up to
+    `HANDSHAKE_SECONDS`: past `MAX_HANDSHAKES` of them a new connection is closed at once, and
+    once they go, the channel serves again."""
+    import socket
+
+    silent = [socket.create_connection(child.address) for _ in range(MAX_HANDSHAKES)]
+    try:
+        for sock in silent:  # each was accepted: the actor sent it its challenge
+            assert sock.recv(1)
+        with socket.create_connection(child.address) as one_more:
+            one_more.settimeout(30)
+            assert one_more.recv(1) == b""  # closed without a thread
+    finally:
+        for sock in silent:
+            sock.close()
+
+    def served() -> bool:
+        try:
+            return _ask(Channels(KEY, child.locate), b"hello").startswith(b"HELLO")
+        except ChannelBroken:  # (the actor has not seen every silent peer go yet)
+            return False
+
+    wait_for(served)
 
 
 def test_a_machine_killed_under_a_call_breaks_it_and_the_next_call_finds_the_restarted_one(
