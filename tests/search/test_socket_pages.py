@@ -368,10 +368,10 @@ def test_a_client_gone_mid_body_leaves_no_descriptor_and_no_stuck_worker(
 def test_clients_that_stop_reading_hold_no_thread_that_other_tasks_need(
     server: str, http: httpx.Client, new_index: Callable[..., str]
 ) -> None:
-    """A page runs on the worker thread that read its task, another thread reading meanwhile:
-    more pages of one walk's worker than it has threads, each blocked on a client that does not
-    read, and that worker still answers the walk's next page; the stalled ones end with their
-    connections."""
+    """A page written to a client's socket runs on a thread of its own, not one that reads the
+    worker's tasks: more pages of one walk's worker than it has threads, each blocked on a client
+    that does not read, and that worker still answers the walk's next page; the stalled ones end
+    with their connections."""
     index = new_index()
     bulk_index(http, index, _docs(4000, pad=3000))
     pit = http.post(f"/{index}/_pit?keep_alive=1m").json()["id"]

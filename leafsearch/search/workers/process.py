@@ -161,7 +161,7 @@ def main(conn: Connection, config: WorkerConfig) -> None:
     send_lock = threading.Lock()
     running: dict[int, threading.Event] = {}
     gates: dict[int, list[Any]] = {}  # call id -> [event, answer]: a rendered response awaiting "go"
-    pending: deque[tuple[int, Callable[[], Any], bool]] = deque()  # tasks read while draining
+    pending: deque[tuple[int, Callable[[], Any]]] = deque()  # tasks read while draining
     writers = _Writers()
     finished = threading.Event()
 
@@ -214,7 +214,7 @@ def main(conn: Connection, config: WorkerConfig) -> None:
 
         return confirm if ask else tell
 
-    def handle(message: tuple) -> tuple[int, Callable[[], Any], bool] | None:
+    def handle(message: tuple) -> tuple[int, Callable[[], Any]] | None:
         """Apply a message; a task or job comes back ready to run. A job (bulk_offload.py)
         takes the index states it names here, as read, so a later update does not change what
         it parses against."""
@@ -233,9 +233,13 @@ def main(conn: Connection, config: WorkerConfig) -> None:
                     task = replace(task, targets=state.mirror.targets(task.targets))
                     confirm = None if sink is None else confirming(call_id, cancelled, sink.confirm)
                     work = partial(execution.run, state.services, task, cancelled, confirm)
-                    if sink is not None:  # the socket is closed when it returns
+                    if sink is not None:
+                        # It writes as fast as its client reads (an export, until it ends): on a
+                        # thread of its own, not one that serves the other tasks; the socket is
+                        # closed when it returns.
                         running[call_id] = cancelled
-                        return call_id, partial(_closing, sink.fd, work), True
+                        writers.start(partial(run, call_id, partial(_closing, sink.fd, work)))
+                        return None
                 else:
                     work = task.bind(state.mirror)
             except Exception as exc:  # noqa: BLE001 - the task fails, the reader goes on
@@ -243,7 +247,7 @@ def main(conn: Connection, config: WorkerConfig) -> None:
                 release_frames(exc)
                 return None
             running[call_id] = cancelled
-            return call_id, work, False
+            return call_id, work
         if kind == "cancel":
             event = running.get(message[1])
             if event is not None:
@@ -269,7 +273,7 @@ def main(conn: Connection, config: WorkerConfig) -> None:
             raise _Stop
         return None
 
-    def next_task() -> tuple[int, Callable[[], Any], bool]:
+    def next_task() -> tuple[int, Callable[[], Any]]:
         """Read until a task comes (the caller holds `read_lock`). Messages already sent after
         it are read first: a cancel that is there stops the task before it starts."""
         while not pending:
@@ -283,18 +287,10 @@ def main(conn: Connection, config: WorkerConfig) -> None:
         return pending.popleft()
 
     def serve() -> None:
-        """Read tasks and run them. A task that writes to the client's socket runs on this thread
-        at once, while another one takes over reading (`writers`): it writes as fast as its
-        client reads (an export, until it ends), so it must not hold a thread that reads the
-        other tasks; this thread then waits among the idle writers."""
         try:
             while True:
                 with read_lock:
-                    call_id, work, writes = next_task()
-                if writes:
-                    writers.start(serve)
-                    run(call_id, work)
-                    return
+                    call_id, work = next_task()
                 run(call_id, work)
         except (EOFError, OSError, _Stop):
             finished.set()
@@ -306,12 +302,10 @@ def main(conn: Connection, config: WorkerConfig) -> None:
 
 
 class _Writers:
-    """Threads that take over reading tasks while a task that writes to a client's socket runs on
-    the thread that read it (`serve`): an idle one takes the work, else another starts; one idle
-    for `idle_seconds` ends. Why: starting a thread per page (it waits until the thread runs) was
-    a tenth of a worker's CPU per task of a PIT walk or scroll, and handing the page to another
-    thread put a thread switch between the task's arrival and its page (0.3 ms at the median on
-    the loaded 2 cores, bench/RESULTS.md "Walks")."""
+    """The threads of the tasks that write to a client's socket, one each while it runs: an idle
+    one takes the next task, else another starts; one idle for `idle_seconds` ends. Why: starting
+    a thread per page (it waits until the thread runs) was a tenth of a worker's CPU per task of
+    a PIT walk or scroll."""
 
     def __init__(self, idle_seconds: float = 60.0) -> None:
         self.idle_seconds = idle_seconds
