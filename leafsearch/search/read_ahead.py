@@ -16,9 +16,9 @@ speculative work.
 
 A page's preparation starts once the response that asked for it went out when the caller says
 so (`after_reply`: a search worker's task, whose reply the server process waits for before it
-reads the client's next request). Why: started before, the render held the process's
-interpreter while the page was written and its reply sent, so the client's next request waited
-for the render it was meant to overlap (bench/RESULTS.md, "Walks").
+reads the client's next request). Why: started before, the render competes for the process's
+interpreter with the page's write and its reply, which the client's next request waits for
+(bench/RESULTS.md, "Walks").
 
 Memory stays bounded: at most `max_pages` pages are held node-wide (the oldest are dropped), and
 a context's pages go when the context ends. A render holds references on its snapshots, so a
