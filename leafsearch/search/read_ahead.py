@@ -14,6 +14,12 @@ Only a sequential walk is read ahead: a page is prepared after a request that co
 the page before it, so a client that asks for the same page again, or jumps around, costs no
 speculative work.
 
+A page's preparation starts once the response that asked for it went out when the caller says
+so (`after_reply`: a search worker's task, whose reply the server process waits for before it
+reads the client's next request). Why: started before, the render competes for the process's
+interpreter with the page's write and its reply, which the client's next request waits for
+(bench/RESULTS.md, "Walks").
+
 Memory stays bounded: at most `max_pages` pages are held node-wide (the oldest are dropped), and
 a context's pages go when the context ends. A render holds references on its snapshots, so a
 context freed meanwhile cannot lose the segments being read.
@@ -21,16 +27,37 @@ context freed meanwhile cannot lose the segments being read.
 
 from __future__ import annotations
 
+import contextvars
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
+from functools import partial
 from typing import Protocol
 
 from leafsearch.search.targets import Target, release_targets
 
 #: Walks whose next page is remembered (a PIT searched with many queries starts many walks).
 _MAX_WALKS = 4096
+#: Within `after_reply`: the preparations to start when it ends.
+_DEFERRED: contextvars.ContextVar[list[Callable[[], None]] | None] = contextvars.ContextVar(
+    "leafsearch_read_ahead_deferred", default=None
+)
+
+
+@contextmanager
+def after_reply() -> Iterator[None]:
+    """Pages read ahead while the block runs (its task and the reply that answers it) start
+    being prepared when it ends, not at once (see the module docstring)."""
+    held: list[Callable[[], None]] = []
+    token = _DEFERRED.set(held)
+    try:
+        yield
+    finally:
+        _DEFERRED.reset(token)
+        for start in held:
+            start()
 
 
 class Prepared(Protocol):
@@ -77,9 +104,17 @@ class ReadAhead:
             replaced = self._pages.pop(key, None)
             if replaced is not None:
                 replaced.cancel()
-            self._pages[key] = self._pool.submit(_render_held, targets, prepare)
+            future: Future[Prepared] = Future()
+            self._pages[key] = future
             while len(self._pages) > self.max_pages:
                 self._pages.popitem(last=False)[1].cancel()
+            pool = self._pool
+        start = partial(_start, pool, future, targets, prepare)
+        deferred = _DEFERRED.get()
+        if deferred is None:
+            start()
+        else:
+            deferred.append(start)
 
     def take(self, ctx_id: int, walk: Hashable, key: Hashable) -> Prepared | None:
         """The page read ahead for this key, waiting for it if it is being prepared; None when
@@ -126,6 +161,25 @@ class ReadAhead:
             pool, self._pool = self._pool, None
         if pool is not None:
             pool.shutdown(wait=True)
+
+
+def _start(
+    pool: ThreadPoolExecutor, future: Future[Prepared], targets: list[Target], prepare: Callable[[], Prepared]
+) -> None:
+    try:
+        pool.submit(_prepare, future, targets, prepare)
+    except RuntimeError:  # the node closed meanwhile
+        future.cancel()
+
+
+def _prepare(future: Future[Prepared], targets: list[Target], prepare: Callable[[], Prepared]) -> None:
+    """Prepare a page into `future`, unless it was cancelled (taken, dropped or replaced) first."""
+    if not future.set_running_or_notify_cancel():
+        return
+    try:
+        future.set_result(_render_held(targets, prepare))
+    except BaseException as exc:  # noqa: BLE001 - the taker renders its own and reports it
+        future.set_exception(exc)
 
 
 def _render_held(targets: list[Target], prepare: Callable[[], Prepared]) -> Prepared:

@@ -4,12 +4,13 @@ and a context's pages go with it."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
+from concurrency import wait_for
 from inprocess import search
 
 import leafsearch
@@ -202,3 +203,34 @@ def test_ended_contexts_and_the_page_limit_bound_what_is_held(node: leafsearch.N
         assert ids == seen[scrolls[0]] and len(set(ids)) == 500
     node.clear_scroll(["_all"])
     assert node.contexts.read_ahead.held() == 0
+
+
+class _Page:
+    def nbytes(self) -> int:
+        return 1
+
+
+def test_within_after_reply_a_page_is_prepared_once_the_block_ends() -> None:
+    """A search worker's task reads ahead only after its reply went out: inside the block the
+    page is not being prepared (a request asking for it then renders its own), after it the
+    page is prepared and taken."""
+    ahead = read_ahead_module.ReadAhead()
+    prepared: list[bytes] = []
+
+    def preparing(key: bytes) -> Callable[[], _Page]:
+        return lambda: (prepared.append(key), _Page())[1]
+
+    try:
+        ahead.continue_walk(1, "w", b"a", b"b", [], preparing(b"b"))
+        with read_ahead_module.after_reply():
+            ahead.continue_walk(1, "w", b"b", b"c", [], preparing(b"c"))
+            assert ahead.held() == 1
+            assert ahead.take(1, "w", b"c") is None  # not started: the caller renders it
+        assert prepared == []
+        with read_ahead_module.after_reply():
+            ahead.continue_walk(1, "w", b"c", b"d", [], preparing(b"d"))
+        wait_for(lambda: ahead.held_bytes() == {1: 1})
+        assert isinstance(ahead.take(1, "w", b"d"), _Page)
+        assert prepared == [b"d"] and ahead.held() == 0
+    finally:
+        ahead.close()

@@ -365,6 +365,33 @@ def test_a_client_gone_mid_body_leaves_no_descriptor_and_no_stuck_worker(
     assert [h["_id"] for h in ok.json()["hits"]["hits"]] == ["d0", "d1", "d2"]
 
 
+def test_clients_that_stop_reading_hold_no_thread_that_other_tasks_need(
+    server: str, http: httpx.Client, new_index: Callable[..., str]
+) -> None:
+    """A page written to a client's socket runs on a thread of its own, not one that reads the
+    worker's tasks: more pages of one walk's worker than it has threads, each blocked on a client
+    that does not read, and that worker still answers the walk's next page; the stalled ones end
+    with their connections."""
+    index = new_index()
+    bulk_index(http, index, _docs(4000, pad=3000))
+    pit = http.post(f"/{index}/_pit?keep_alive=1m").json()["id"]
+    page = {"pit": {"id": pit}, "size": 4000, "sort": [{"n": "asc"}]}
+    http.post("/_search?human=false", json={**page, "size": 10})  # the workers know the snapshot
+    stalled = []
+    for _ in range(8):  # more than a worker's threads (3): a walk's pages all go to its worker
+        connection = RawConnection(server, receive_buffer=4096)
+        connection.send(RawConnection.request("POST", "/_search", page))
+        while b"\r\n\r\n" not in connection.pending:
+            connection._read()
+        stalled.append(connection)
+    wait_for(lambda: sum(w["tasks_running"] for w in _workers(http)["workers"]) == 8)
+    ok = http.post("/_search", json={**page, "size": 3, "search_after": [9]})
+    assert [h["_id"] for h in ok.json()["hits"]["hits"]] == ["d10", "d11", "d12"]
+    for connection in stalled:
+        connection.close()
+    wait_for(lambda: all(w["tasks_running"] == 0 for w in _workers(http)["workers"]))
+
+
 def test_a_worker_killed_mid_body_cuts_the_response_and_the_next_request_works(
     tmp_path: Path,
 ) -> None:

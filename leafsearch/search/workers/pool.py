@@ -203,6 +203,14 @@ class _Worker:
             if self.alive:
                 self._outbox.put(message)
 
+    def answer(self, call_id: int, allowed: bool) -> None:
+        """Tell the worker whether to write the response it rendered (`Confirm`), from the
+        caller's thread: the worker waits for it, and a hand-off to the sender thread put a
+        thread switch in every scroll batch's way. A worker gone meanwhile: its reader fails
+        the call."""
+        with contextlib.suppress(OSError, ValueError):
+            self._write(("go", call_id, allowed))
+
     def _describe(self, targets: list[Target]) -> tuple[list[Any], list[TargetRef]]:
         """The index states and snapshot manifests the worker lacks, and the targets as refs."""
         updates: list[Any] = []
@@ -502,10 +510,10 @@ class WorkerPool:
             try:
                 allowed = confirm(summary)
             except BaseException:
-                worker.post(("go", call_id, False))
+                worker.answer(call_id, False)
                 call.done.wait()
                 raise
-            worker.post(("go", call_id, allowed))
+            worker.answer(call_id, allowed)
             self._wait(worker, call_id, call, cancelled)
         assert call.reply is not None
         kind, payload, phases = call.reply

@@ -46,7 +46,7 @@ from leafsearch.index.events import ShardEvents
 from leafsearch.index.fielddata import Fielddata
 from leafsearch.search import execution
 from leafsearch.search.hitlist import HitListCache
-from leafsearch.search.read_ahead import ReadAhead
+from leafsearch.search.read_ahead import ReadAhead, after_reply
 from leafsearch.search.segment_orders import SegmentOrders
 from leafsearch.search.services import SearchServices
 from leafsearch.search.sort_keys import GlobalOrdinals
@@ -174,18 +174,21 @@ def main(conn: Connection, config: WorkerConfig) -> None:
                 conn.send_bytes(buffer.raw())
 
     def run(call_id: int, work: Callable[[], Any]) -> None:
+        """Run a task and reply; the pages it reads ahead are prepared once the reply is sent
+        (the server process reads the client's next request only after it)."""
         phases: list[tuple[str, float]] = []
         _PHASES.set(phases)
         buffers: list[pickle.PickleBuffer] = []
-        try:
-            kind, payload = "done", pickle.dumps(work(), protocol=5, buffer_callback=buffers.append)
-        except BaseException as exc:  # noqa: BLE001 - every failure goes back to the caller
-            kind, payload = "error", _pickled_error(exc)
-            buffers = []
-            release_frames(exc)  # sent: the task's frames must not stay in a cycle with it
-        finally:
-            running.pop(call_id, None)
-        reply((kind, call_id, payload, phases, len(buffers)), buffers)
+        with after_reply():
+            try:
+                kind, payload = "done", pickle.dumps(work(), protocol=5, buffer_callback=buffers.append)
+            except BaseException as exc:  # noqa: BLE001 - every failure goes back to the caller
+                kind, payload = "error", _pickled_error(exc)
+                buffers = []
+                release_frames(exc)  # sent: the task's frames must not stay in a cycle with it
+            finally:
+                running.pop(call_id, None)
+            reply((kind, call_id, payload, phases, len(buffers)), buffers)
 
     def confirming(call_id: int, cancelled: threading.Event, ask: bool) -> Callable[[Any], bool]:
         """Tell the server process before writing a rendered response to the client's socket
