@@ -394,27 +394,46 @@ def render_lines(
 def fetched_with_query(
     hitlist: HitList, start: int, end: int, request: SearchRequest, fetches: list[ShardFetch]
 ) -> list[ShardFetchResult] | None:
-    """The page's fetch answer when its one shard ran it with its query (`ShardQuery.fetch`,
-    query_and_fetch.py) and it is this very fetch: the same request, range, form and phase; None
-    otherwise (then the fetch is sent). Taken once. A fetch error the shard met is raised here,
+    """The page's fetch answers when its shards ran them with their query (`ShardQuery.fetch`,
+    query_and_fetch.py) and they are these very fetches: the same request, form and phase, and
+    range (the page of a shard asked alone; or every hit of the fetch among the candidates its
+    shard rendered, where a shard's hits of a page follow its hits before the page); None
+    otherwise (then the fetches are sent). Taken once. A fetch error a shard met is raised here,
     where the fetch's own would be."""
-    if hitlist.fetched is None or len(fetches) != 1:
+    fetched, hitlist.fetched = hitlist.fetched, None
+    if fetched is None:
         return None
-    query, page = hitlist.fetched
-    along, fetch = query.fetch, fetches[0]
-    if (
-        along is None
-        or (query.request if along.request is None else along.request) is not request
-        or (page.start, page.end, page.form) != (start, end, fetch.form)
-        or along.last_phase != fetch.last_phase
-        or query.shard_index != fetch.shard_index
-    ):
-        return None
-    hitlist.fetched = None
-    if page.error is not None:
-        raise page.error
-    assert page.result is not None
-    return [page.result]
+    results = []
+    for fetch in fetches:
+        query, top = fetched.get(fetch.shard_index, (None, None))
+        along, page = (None, None) if query is None else (query.fetch, top.page)
+        if (
+            along is None
+            or page is None
+            or (query.request if along.request is None else along.request) is not request
+            or along.last_phase != fetch.last_phase
+        ):
+            return None
+        if along.candidates:
+            before = int(np.count_nonzero(hitlist.target[:start] == fetch.shard_index))
+            rows = slice(before, before + len(fetch.docs))
+            if page.form != "hits" or not np.array_equal(top.docs[rows], fetch.docs):
+                return None
+        elif (page.start, page.end, page.form) != (start, end, fetch.form):
+            return None
+        if page.error is not None:
+            raise page.error
+        assert page.result is not None
+        if along.candidates:
+            hits = page.result.hits[rows]
+            if fetch.form == "page":
+                joined = b"[" + b"".join(hits)[:-1] + b"]"
+                results.append(ShardFetchResult(fetch.shard_index, joined, None, page.result.fetch_nanos))
+            else:
+                results.append(ShardFetchResult(fetch.shard_index, None, hits, page.result.fetch_nanos))
+        else:
+            results.append(page.result)
+    return results
 
 
 def page_fetches(

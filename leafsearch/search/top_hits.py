@@ -176,15 +176,46 @@ def top_hits(
     if fetch is not None and len(asked) == 1 and targets[asked[0]].remote and not request.profile:
         types = tuple(sort_field_types(spec, targets) for spec in plan.specs)
         queries[0] = replace(queries[0], fetch=replace(fetch, targets=n, field_types=types))
+    elif fetch is not None and _renders_candidates(request, fetch, [targets[i] for i in asked]):
+        types = tuple(sort_field_types(spec, targets) for spec in plan.specs)
+        along = replace(fetch, targets=n, field_types=types, candidates=True)
+        queries = [replace(q, fetch=along) for q in queries]
     answers = each_phase(pool, shards, "query", queries, catch=(ShardFailed,))
     results = _survivors(services, request, answers, failures, len(targets))
     hits = merge_top_docs(targets, request, plan, results)
     hits.failures = failures
-    if len(results) == 1 and results[0].page is not None:
-        hits.fetched = (queries[0], results[0].page)
+    by_shard = {q.shard_index: q for q in queries}
+    fetched = {r.shard_index: (by_shard[r.shard_index], r) for r in results if r.page is not None}
+    if fetched:
+        hits.fetched = fetched
     if contexts is not None:
         hits.contexts = pins
     return hits
+
+
+#: The largest one-shot page (`from + size`) of several shard actors whose shards render their
+#: candidates with their query (`FetchAlong.candidates`): each renders up to that many hits, of
+#: which the page keeps `size` in all, to save the coordinator a fetch call per machine.
+CANDIDATES_MAX_HITS = 100
+
+
+def _renders_candidates(request: SearchRequest, fetch: FetchAlong, asked: list[Target]) -> bool:
+    """Whether the shards asked render their candidates with their query: a one-shot search's
+    small page of bytes (`fetch`), over shard actors only, from its first hit (no cursor, not
+    backwards, not profiled)."""
+    k = request.from_ + request.size
+    return (
+        len(asked) > 1
+        and fetch.raw
+        and fetch.last_phase
+        and fetch.request is None
+        and fetch.shown is None
+        and 0 < k <= CANDIDATES_MAX_HITS
+        and request.search_after is None
+        and not request.backwards
+        and not request.profile
+        and all(t.remote for t in asked)
+    )
 
 
 def _slice_windows(request: SearchRequest, targets: list[Target]) -> list[tuple[int, int]] | None:
