@@ -689,6 +689,61 @@ def test_a_shard_doc_walk_asks_the_shards_from_its_cursor_on(http: httpx.Client)
         assert http.request("DELETE", "/_pit", json={"id": pit}).status_code == 200
 
 
+def test_a_shard_doc_walk_asks_one_shard_at_a_time(http: httpx.Client) -> None:
+    """A PIT walk in `_shard_doc` order that counts nothing asks its cursor's shard alone, which
+    answers with the page fetched (one call) when it fills the page; the next shards only for a
+    page that crosses into them. Both directions, whole and sliced (3 slices: shards i, i + 3),
+    every document once, while a writer indexes and refreshes beside. (Calls are counted per
+    walk: the coordinator reads each page's next one ahead.)"""
+    uuid = create_index(http, "onebyone")
+    assert bulk(http, "onebyone", {f"d{n}": source(n) for n in range(600)}, refresh=True)["errors"] is False
+    stop = threading.Event()
+
+    def writer() -> None:
+        with httpx.Client(base_url=str(http.base_url), timeout=120) as own:
+            n = 10_000
+            while not stop.is_set():
+                bulk(own, "onebyone", {f"w{n + i}": source(n + i) for i in range(10)}, refresh=True)
+                n += 10
+
+    writing = threading.Thread(target=writer)
+    writing.start()
+    try:
+        for order, slices in (("asc", None), ("desc", None), ("asc", 3)):
+            pit = http.post("/onebyone/_pit?keep_alive=1m").json()["id"]
+            ids: list[str] = []
+            one_shard_pages = crossing_pages = 0
+            before = search_machine_calls()
+            for slice_id in range(slices or 1):
+                body: dict[str, Any] = {"pit": {"id": pit}, "size": 40, "sort": [{"_shard_doc": order}]}
+                body["track_total_hits"] = False
+                if slices:
+                    body["slice"] = {"id": slice_id, "max": slices}
+                while True:
+                    page = http.post("/_search", json=body).json()
+                    assert page["_shards"]["failed"] == 0, page
+                    hits = page["hits"]["hits"]
+                    if not hits:
+                        break
+                    ids += [hit["_id"] for hit in hits]
+                    body["search_after"] = hits[-1]["sort"]
+                    if len({hit["sort"][0] >> 32 for hit in hits}) == 1 and len(hits) == 40:
+                        one_shard_pages += 1
+                    else:
+                        crossing_pages += 1
+            calls = search_machine_calls() - before
+            assert len(ids) == len(set(ids)) and {f"d{n}" for n in range(600)} <= set(ids), (order, slices)
+            # A page within one shard is its query-and-fetch call (asked of every shard from the
+            # cursor's on, it was a query call per machine and a fetch: about 3.4 calls a page).
+            assert calls["query_fetch"] >= one_shard_pages >= 6, (order, slices, calls)
+            assert sum(calls.values()) <= one_shard_pages + 6 * (crossing_pages + 1), (order, slices, calls)
+            assert http.request("DELETE", "/_pit", json={"id": pit}).status_code == 200
+    finally:
+        stop.set()
+        writing.join()
+    assert open_contexts(uuid, list(range(SHARDS))) == [0] * SHARDS
+
+
 def search_calls(uuid: str, shards: list[int]) -> Counter[str]:
     """The search calls those shard actors of an index served so far, by method."""
     import ray
