@@ -332,10 +332,16 @@ def render_hits(
     if end <= start:
         return []
     raw = raw_hits and renders_raw(request) and profiles is None
-    parts, fetches = page_fetches(hitlist, start, end, request, raw=raw, last_phase=last_phase)
+    # (fetched with the query: the fetches are compared, not sent, and need no sort values)
+    along = hitlist.fetched is not None
+    parts, fetches = page_fetches(
+        hitlist, start, end, request, raw=raw, last_phase=last_phase, sorts=not along
+    )
     form = fetches[0].form
     results = fetched_with_query(hitlist, start, end, request, fetches)
     if results is None:
+        if along:
+            parts, fetches = page_fetches(hitlist, start, end, request, raw=raw, last_phase=last_phase)
         results = each_phase(pool, shards, "fetch", fetches)
     if profiles is not None:
         for (shard, _), result, f in zip(parts, results, fetches, strict=True):
@@ -445,11 +451,13 @@ def page_fetches(
     raw: bool,
     last_phase: bool,
     lines: bool = False,
+    sorts: bool = True,
 ) -> tuple[list[tuple[int, np.ndarray | None]], list[ShardFetch]]:
     """The `ShardFetch` of each shard holding hits of [start, end) (not empty), in page order of
     each shard's first hit, and per shard its rows in the page (None: the whole page). A shard
     that fetches with its query (query_and_fetch.py) builds its message here too, from the same
-    hit list, so both paths send the same fetch. `lines`: the hits as an export's lines."""
+    hit list, so both paths send the same fetch. `lines`: the hits as an export's lines; not
+    `sorts`: without their sort values (fetches compared, not sent: `render_hits`)."""
     sl = slice(start, end)
     tpos, docs = hitlist.target[sl], hitlist.doc[sl]
     sorted_by_field = bool(request.sort) and request.sort[0].field != "_score"
@@ -457,7 +465,7 @@ def page_fetches(
         not sorted_by_field or request.track_scores or any(s.field == "_score" for s in request.sort)
     )
     scores = hitlist.score[sl] if show_score and hitlist.score is not None else None
-    sort_values = _sort_columns(hitlist, start, end) if request.sort else None
+    sort_values = _sort_columns(hitlist, start, end) if request.sort and sorts else None
     first = int(tpos[0])
     parts: list[tuple[int, np.ndarray | None]]
     if (tpos == first).all():
