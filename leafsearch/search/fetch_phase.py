@@ -332,10 +332,16 @@ def render_hits(
     if end <= start:
         return []
     raw = raw_hits and renders_raw(request) and profiles is None
-    parts, fetches = page_fetches(hitlist, start, end, request, raw=raw, last_phase=last_phase)
+    # (fetched with the query: the fetches are compared, not sent, and need no sort values)
+    along = hitlist.fetched is not None
+    parts, fetches = page_fetches(
+        hitlist, start, end, request, raw=raw, last_phase=last_phase, sorts=not along
+    )
     form = fetches[0].form
     results = fetched_with_query(hitlist, start, end, request, fetches)
     if results is None:
+        if along:
+            parts, fetches = page_fetches(hitlist, start, end, request, raw=raw, last_phase=last_phase)
         results = each_phase(pool, shards, "fetch", fetches)
     if profiles is not None:
         for (shard, _), result, f in zip(parts, results, fetches, strict=True):
@@ -394,27 +400,46 @@ def render_lines(
 def fetched_with_query(
     hitlist: HitList, start: int, end: int, request: SearchRequest, fetches: list[ShardFetch]
 ) -> list[ShardFetchResult] | None:
-    """The page's fetch answer when its one shard ran it with its query (`ShardQuery.fetch`,
-    query_and_fetch.py) and it is this very fetch: the same request, range, form and phase; None
-    otherwise (then the fetch is sent). Taken once. A fetch error the shard met is raised here,
+    """The page's fetch answers when its shards ran them with their query (`ShardQuery.fetch`,
+    query_and_fetch.py) and they are these very fetches: the same request, form and phase, and
+    range (the page of a shard asked alone; or every hit of the fetch among the candidates its
+    shard rendered, where a shard's hits of a page follow its hits before the page); None
+    otherwise (then the fetches are sent). Taken once. A fetch error a shard met is raised here,
     where the fetch's own would be."""
-    if hitlist.fetched is None or len(fetches) != 1:
+    fetched, hitlist.fetched = hitlist.fetched, None
+    if fetched is None:
         return None
-    query, page = hitlist.fetched
-    along, fetch = query.fetch, fetches[0]
-    if (
-        along is None
-        or (query.request if along.request is None else along.request) is not request
-        or (page.start, page.end, page.form) != (start, end, fetch.form)
-        or along.last_phase != fetch.last_phase
-        or query.shard_index != fetch.shard_index
-    ):
-        return None
-    hitlist.fetched = None
-    if page.error is not None:
-        raise page.error
-    assert page.result is not None
-    return [page.result]
+    results = []
+    for fetch in fetches:
+        query, top = fetched.get(fetch.shard_index, (None, None))
+        along, page = (None, None) if query is None else (query.fetch, top.page)
+        if (
+            along is None
+            or page is None
+            or (query.request if along.request is None else along.request) is not request
+            or along.last_phase != fetch.last_phase
+        ):
+            return None
+        if along.candidates:
+            before = int(np.count_nonzero(hitlist.target[:start] == fetch.shard_index))
+            rows = slice(before, before + len(fetch.docs))
+            if page.form != "hits" or not np.array_equal(top.docs[rows], fetch.docs):
+                return None
+        elif (page.start, page.end, page.form) != (start, end, fetch.form):
+            return None
+        if page.error is not None:
+            raise page.error
+        assert page.result is not None
+        if along.candidates:
+            hits = page.result.hits[rows]
+            if fetch.form == "page":
+                joined = b"[" + b"".join(hits)[:-1] + b"]"
+                results.append(ShardFetchResult(fetch.shard_index, joined, None, page.result.fetch_nanos))
+            else:
+                results.append(ShardFetchResult(fetch.shard_index, None, hits, page.result.fetch_nanos))
+        else:
+            results.append(page.result)
+    return results
 
 
 def page_fetches(
@@ -426,11 +451,13 @@ def page_fetches(
     raw: bool,
     last_phase: bool,
     lines: bool = False,
+    sorts: bool = True,
 ) -> tuple[list[tuple[int, np.ndarray | None]], list[ShardFetch]]:
     """The `ShardFetch` of each shard holding hits of [start, end) (not empty), in page order of
     each shard's first hit, and per shard its rows in the page (None: the whole page). A shard
     that fetches with its query (query_and_fetch.py) builds its message here too, from the same
-    hit list, so both paths send the same fetch. `lines`: the hits as an export's lines."""
+    hit list, so both paths send the same fetch. `lines`: the hits as an export's lines; not
+    `sorts`: without their sort values (fetches compared, not sent: `render_hits`)."""
     sl = slice(start, end)
     tpos, docs = hitlist.target[sl], hitlist.doc[sl]
     sorted_by_field = bool(request.sort) and request.sort[0].field != "_score"
@@ -438,7 +465,7 @@ def page_fetches(
         not sorted_by_field or request.track_scores or any(s.field == "_score" for s in request.sort)
     )
     scores = hitlist.score[sl] if show_score and hitlist.score is not None else None
-    sort_values = _sort_columns(hitlist, start, end) if request.sort else None
+    sort_values = _sort_columns(hitlist, start, end) if request.sort and sorts else None
     first = int(tpos[0])
     parts: list[tuple[int, np.ndarray | None]]
     if (tpos == first).all():

@@ -41,7 +41,7 @@ from leafsearch.search.matching import QueryContext, execute, execute_docs, prep
 from leafsearch.search.profile import ShardProfile
 from leafsearch.search.query.masks import mask_of
 from leafsearch.search.script_sort import script_sort_column
-from leafsearch.search.shard_api import FetchedPage, ShardContextId, ShardQuery
+from leafsearch.search.shard_api import ShardContextId, ShardQuery, ShardTopDocs
 from leafsearch.search.sort_keys import (
     GlobalOrdinals,
     SortColumn,
@@ -76,9 +76,10 @@ class HitList:
     #: Shards that failed alone (a shard actor unavailable, its context gone): the hits are the
     #: other shards', and the response reports these in `_shards.failures`.
     failures: list[ShardFailed] = field(default_factory=list)
-    #: The page its one shard fetched with its query (query_and_fetch.py), and that query: the
-    #: fetch phase takes it instead of sending a fetch (`fetch_phase.fetched_with_query`).
-    fetched: tuple[ShardQuery, FetchedPage] | None = None
+    #: Per shard index, the query of a shard that fetched with it (query_and_fetch.py: its one
+    #: shard's page, or each shard's candidates) and its answer: the fetch phase takes them
+    #: instead of sending fetches (`fetch_phase.fetched_with_query`).
+    fetched: dict[int, tuple[ShardQuery, ShardTopDocs]] | None = None
     #: The size of the key `HitListCache` keeps it under (the query's text, as long as the
     #: request's): counted in `nbytes`, so the cache's bound covers its keys too.
     key_bytes: int = 0

@@ -64,7 +64,8 @@ def run(shard: LocalShard, query: ShardQuery) -> ShardTopDocs:
     target = shard.target if query.context is None else shard.pins().get(query.context)
     hits = merge_top_docs([target] * along.targets, request, query.sort, [top])
     hits.columns = [replace(c, field_types=t) for c, t in zip(hits.columns, along.field_types, strict=True)]
-    start, end = page_bounds(hits, request)
+    # (candidates: every hit the shard answers, each its own bytes)
+    start, end = (0, len(hits)) if along.candidates else page_bounds(hits, request)
     if end <= start:  # (the coordinator fetches nothing either)
         top.page = FetchedPage(start, end, "page", None)
         return top
@@ -74,7 +75,7 @@ def run(shard: LocalShard, query: ShardQuery) -> ShardTopDocs:
     if rendered.backwards:  # as `phases.fetch_page` renders it
         hits, start, end = backwards_page(hits, start, end)
     _, (fetch,) = page_fetches(hits, start, end, rendered, raw=along.raw, last_phase=along.last_phase)
-    fetch = replace(fetch, context=query.context)
+    fetch = replace(fetch, context=query.context, form="hits" if along.candidates else fetch.form)
     try:
         top.page = FetchedPage(start, end, fetch.form, fetch_shard(target, fetch))
     except ElasticError as exc:

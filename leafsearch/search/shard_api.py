@@ -20,7 +20,8 @@ ShardSearchContextId), the coordinator here reaches every shard through `ShardSe
   collapse_shards.py).
 - a search that asks one shard sends no fetch: its `ShardQuery.fetch` (`FetchAlong`) has the
   shard fetch the page with its query, in the same answer (`ShardTopDocs.page`;
-  query_and_fetch.py).
+  query_and_fetch.py); a small one-shot page of several shard actors has each render its
+  candidates with its query (`FetchAlong.candidates`).
 
 Everything that crosses it is data: the typed `SearchRequest`, numbers, strings, numpy arrays and
 rendered JSON (no Segment, Searcher or open file), so a shard served by another process or machine
@@ -170,6 +171,9 @@ class FetchAlong:
     #: Per sort spec, the field type in each target (the coordinator's mappings': they render
     #: the sort values; `()` for `_score`, `_doc`, `_shard_doc`).
     field_types: tuple[tuple[Any, ...], ...] = ()
+    #: The search asks several shards: the shard renders every hit of its answer (form "hits"),
+    #: the candidates of which the coordinator's page takes its own (query_and_fetch.py).
+    candidates: bool = False
 
 
 @dataclass(slots=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterable, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -72,26 +72,23 @@ class SearchStats:
     @contextmanager
     def phase(self, name: str, targets: Iterable[ShardRead] = ()) -> Iterator[None]:
         """Count one query or fetch phase: `<name>_current` while it runs, then total and time;
-        the same in the stats of every shard `targets` read."""
-        with ExitStack() as stack:
-            for shard_stats in _shard_stats(targets):
-                stack.enter_context(shard_stats.phase(name))
-            with self._count(name):
-                yield
-
-    @contextmanager
-    def _count(self, name: str) -> Iterator[None]:
-        with self._lock:
-            self.counters[f"{name}_current"] += 1
+        the same in the stats of every shard `targets` read. One clock for all of them, and the
+        request's slow log (node/slowlog.py) adds the phase's time once."""
+        every = (self, *_shard_stats(targets))
+        current = f"{name}_current"
+        for stats in every:
+            with stats._lock:
+                stats.counters[current] += 1
         started = time.perf_counter()
         try:
             yield
         finally:
             seconds = time.perf_counter() - started
-            _phase_timed(name, seconds)  # the request's slow log (node/slowlog.py)
-            with self._lock:
-                self.counters[f"{name}_current"] -= 1
-            self._add(name, seconds)
+            _phase_timed(name, seconds)
+            for stats in every:
+                with stats._lock:
+                    stats.counters[current] -= 1
+                stats._add(name, seconds)
 
     def _add(self, name: str, seconds: float) -> None:
         with self._lock:

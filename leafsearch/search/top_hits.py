@@ -159,32 +159,99 @@ def top_hits(
     n = len(targets)
     windows = _slice_windows(request, targets)
     asked = [i for i in live if _may_match(request, i, n, windows)]
-    queries = [
-        ShardQuery(
-            request,
-            i,
-            now_millis,
-            plan,
-            aggs,
-            stats,
-            pins[i],
-            n,
-            slice_window=None if windows is None else windows[i],
-        )
-        for i in asked
-    ]
-    if fetch is not None and len(asked) == 1 and targets[asked[0]].remote and not request.profile:
-        types = tuple(sort_field_types(spec, targets) for spec in plan.specs)
-        queries[0] = replace(queries[0], fetch=replace(fetch, targets=n, field_types=types))
-    answers = each_phase(pool, shards, "query", queries, catch=(ShardFailed,))
+
+    def ask(round_: list[int], along: FetchAlong | None) -> tuple[list[ShardQuery], list[Any]]:
+        queries = [
+            ShardQuery(
+                request,
+                i,
+                now_millis,
+                plan,
+                aggs,
+                stats,
+                pins[i],
+                n,
+                slice_window=None if windows is None else windows[i],
+            )
+            for i in round_
+        ]
+        if along is not None and len(round_) == 1 and targets[round_[0]].remote and not request.profile:
+            types = tuple(sort_field_types(spec, targets) for spec in plan.specs)
+            queries[0] = replace(queries[0], fetch=replace(along, targets=n, field_types=types))
+        elif along is not None and _renders_candidates(request, along, [targets[i] for i in round_]):
+            types = tuple(sort_field_types(spec, targets) for spec in plan.specs)
+            candidates = replace(along, targets=n, field_types=types, candidates=True)
+            queries = [replace(q, fetch=candidates) for q in queries]
+        return queries, each_phase(pool, shards, "query", queries, catch=(ShardFailed,))
+
+    if _shard_by_shard(request, [targets[i] for i in asked], contexts):
+        walked = asked[::-1] if effective_sort(request)[0].descending else asked
+        queries, answers = ask(walked[:1], fetch)
+        (first,) = answers
+        if isinstance(first, ShardFailed) or len(first.docs) < request.from_ + request.size:
+            more, answered = ask(walked[1:], None)
+            queries, answers = queries + more, answers + answered
+    else:
+        queries, answers = ask(asked, fetch)
     results = _survivors(services, request, answers, failures, len(targets))
     hits = merge_top_docs(targets, request, plan, results)
     hits.failures = failures
-    if len(results) == 1 and results[0].page is not None:
-        hits.fetched = (queries[0], results[0].page)
+    by_shard = {q.shard_index: q for q in queries}
+    fetched = {r.shard_index: (by_shard[r.shard_index], r) for r in results if r.page is not None}
+    if fetched:
+        hits.fetched = fetched
     if contexts is not None:
         hits.contexts = pins
     return hits
+
+
+def _shard_by_shard(
+    request: SearchRequest, asked: list[Target], contexts: Sequence[ShardContextId | None] | None
+) -> bool:
+    """Whether a page is asked of its first shard alone, and of the others only when that one
+    does not fill it: a walk in `_shard_doc` order of pinned shard actors (a PIT's, a scroll's),
+    counting nothing (`track_total_hits: false`, no aggregations), whose page every shard before
+    the last it reaches fills whole. So a page is mostly one call (the shard's query and fetch
+    together) where it asked every shard from the cursor's on and fetched from one; a page that
+    crosses into the next shards asks them in a second round, and fetches apart. Not without
+    contexts: a one-shot search's shard frees its snapshot as it answers with its page."""
+    return (
+        len(asked) > 1
+        and contexts is not None
+        and request.track_total_hits is False
+        and request.aggs is None
+        and not request.profile
+        and not request.rescore
+        and request.terminate_after is None
+        and request.from_ + request.size > 0
+        and effective_sort(request)[0].field == SHARD_DOC
+        and all(t.remote for t in asked)
+    )
+
+
+#: The largest one-shot page (`from + size`) of several shard actors whose shards render their
+#: candidates with their query (`FetchAlong.candidates`): each renders up to that many hits, of
+#: which the page keeps `size` in all, to save the coordinator a fetch call per machine.
+CANDIDATES_MAX_HITS = 100
+
+
+def _renders_candidates(request: SearchRequest, fetch: FetchAlong, asked: list[Target]) -> bool:
+    """Whether the shards asked render their candidates with their query: a one-shot search's
+    small page of bytes (`fetch`), over shard actors only, from its first hit (no cursor, not
+    backwards, not profiled)."""
+    k = request.from_ + request.size
+    return (
+        len(asked) > 1
+        and fetch.raw
+        and fetch.last_phase
+        and fetch.request is None
+        and fetch.shown is None
+        and 0 < k <= CANDIDATES_MAX_HITS
+        and request.search_after is None
+        and not request.backwards
+        and not request.profile
+        and all(t.remote for t in asked)
+    )
 
 
 def _slice_windows(request: SearchRequest, targets: list[Target]) -> list[tuple[int, int]] | None:

@@ -689,6 +689,61 @@ def test_a_shard_doc_walk_asks_the_shards_from_its_cursor_on(http: httpx.Client)
         assert http.request("DELETE", "/_pit", json={"id": pit}).status_code == 200
 
 
+def test_a_shard_doc_walk_asks_one_shard_at_a_time(http: httpx.Client) -> None:
+    """A PIT walk in `_shard_doc` order that counts nothing asks its cursor's shard alone, which
+    answers with the page fetched (one call) when it fills the page; the next shards only for a
+    page that crosses into them. Both directions, whole and sliced (3 slices: shards i, i + 3),
+    every document once, while a writer indexes and refreshes beside. (Calls are counted per
+    walk: the coordinator reads each page's next one ahead.)"""
+    uuid = create_index(http, "onebyone")
+    assert bulk(http, "onebyone", {f"d{n}": source(n) for n in range(600)}, refresh=True)["errors"] is False
+    stop = threading.Event()
+
+    def writer() -> None:
+        with httpx.Client(base_url=str(http.base_url), timeout=120) as own:
+            n = 10_000
+            while not stop.is_set():
+                bulk(own, "onebyone", {f"w{n + i}": source(n + i) for i in range(10)}, refresh=True)
+                n += 10
+
+    writing = threading.Thread(target=writer)
+    writing.start()
+    try:
+        for order, slices in (("asc", None), ("desc", None), ("asc", 3)):
+            pit = http.post("/onebyone/_pit?keep_alive=1m").json()["id"]
+            ids: list[str] = []
+            one_shard_pages = crossing_pages = 0
+            before = search_machine_calls()
+            for slice_id in range(slices or 1):
+                body: dict[str, Any] = {"pit": {"id": pit}, "size": 40, "sort": [{"_shard_doc": order}]}
+                body["track_total_hits"] = False
+                if slices:
+                    body["slice"] = {"id": slice_id, "max": slices}
+                while True:
+                    page = http.post("/_search", json=body).json()
+                    assert page["_shards"]["failed"] == 0, page
+                    hits = page["hits"]["hits"]
+                    if not hits:
+                        break
+                    ids += [hit["_id"] for hit in hits]
+                    body["search_after"] = hits[-1]["sort"]
+                    if len({hit["sort"][0] >> 32 for hit in hits}) == 1 and len(hits) == 40:
+                        one_shard_pages += 1
+                    else:
+                        crossing_pages += 1
+            calls = search_machine_calls() - before
+            assert len(ids) == len(set(ids)) and {f"d{n}" for n in range(600)} <= set(ids), (order, slices)
+            # A page within one shard is its query-and-fetch call (asked of every shard from the
+            # cursor's on, it was a query call per machine and a fetch: about 3.4 calls a page).
+            assert calls["query_fetch"] >= one_shard_pages >= 6, (order, slices, calls)
+            assert sum(calls.values()) <= one_shard_pages + 6 * (crossing_pages + 1), (order, slices, calls)
+            assert http.request("DELETE", "/_pit", json={"id": pit}).status_code == 200
+    finally:
+        stop.set()
+        writing.join()
+    assert open_contexts(uuid, list(range(SHARDS))) == [0] * SHARDS
+
+
 def search_calls(uuid: str, shards: list[int]) -> Counter[str]:
     """The search calls those shard actors of an index served so far, by method."""
     import ray
@@ -861,7 +916,77 @@ def test_a_search_of_one_shard_queries_and_fetches_in_one_call(
     assert open_contexts(uuids["qf1"], [0]) == [0]
     assert open_contexts(uuids["qf6"], list(range(SHARDS))) == [0] * SHARDS
     six = search_calls(uuids["qf6"], list(range(SHARDS))) - before["qf6"]
-    assert six["query_fetch"] == len(requests)  # the routed ones (the others asked every shard)
+    # The routed ones, and the unrouted small pages (every shard renders its candidates).
+    assert six["query_fetch"] >= len(requests)
+
+
+#: The machine calls a search makes (the writes and refreshes beside are not counted).
+SEARCH_METHODS = ("dfs", "query", "query_fetch", "fetch", "free_context")
+
+
+def search_machine_calls() -> Counter[str]:
+    return Counter({m: n for m, n in machine_calls().items() if m in SEARCH_METHODS})
+
+
+def test_a_small_page_of_several_machines_is_one_call_per_machine(
+    http: httpx.Client, local_server: Server
+) -> None:
+    """A one-shot page of at most 100 hits over shards on 3 machines: each machine's shards
+    render their candidates (their own top hits) with their query, and the coordinator keeps the
+    page's: a call per machine, no fetch, no release, no pin left. The answers are a single-process
+    server's byte for byte but `took`, request after request (sorts with ties across shards,
+    `from`, scores, fetch options, a fetch-phase error, no hits), while a writer indexes and
+    refreshes beside; pages it does not serve this way (cursors, source filtering, larger pages)
+    still fetch apart."""
+    docs = {f"d{n}": qf_source(n) for n in range(240)}
+    with httpx.Client(base_url=local_server.url, timeout=120) as local:
+        for client in (http, local):
+            settings = {"number_of_shards": SHARDS, "number_of_replicas": 0}
+            created = client.put("/cand", json={"settings": settings, "mappings": QF_MAPPING})
+            assert created.status_code == 200, created.text
+            assert bulk(client, "cand", docs, refresh=True)["errors"] is False
+        uuid = http.get("/cand/_settings").json()["cand"]["settings"]["index"]["uuid"]
+        machines = len({where(uuid, shard)[0] for shard in range(SHARDS)})
+        assert machines == 3
+        stop = threading.Event()
+        errors: list[BaseException] = []
+
+        def writer() -> None:
+            """Documents no request matches, without the scored text, with refreshes."""
+            try:
+                with httpx.Client(base_url=str(http.base_url), timeout=120) as own:
+                    n = 10_000
+                    while not stop.is_set():
+                        batch = {f"w{n + i}": {"n": n + i, "tag": "w"} for i in range(10)}
+                        assert bulk(own, "cand", batch, refresh=True)["errors"] is False
+                        n += 10
+            except BaseException as exc:  # noqa: BLE001 - reported by the test's thread
+                errors.append(exc)
+
+        writing = threading.Thread(target=writer)
+        writing.start()
+        try:
+            requests = [*qf_requests(), ("", {"query": BELOW, "size": 40, "from": 60, "sort": ["tag", "n"]})]
+            for query, body in requests:
+                before = search_machine_calls()
+                answer = http.post(f"/cand/_search?{query}", json=body)
+                calls = search_machine_calls() - before
+                assert _answer(answer) == _answer(local.post(f"/cand/_search?{query}", json=body)), body
+                cursor = "search_after" in body or "fields" in body or "explain" in body
+                if body["size"] > 0 and not cursor and "_source" not in body:
+                    dfs = Counter({"dfs": machines} if query else {})
+                    assert calls == Counter({"query_fetch": machines}) + dfs, body
+                elif not cursor and answer.status_code == 200 and answer.json()["hits"]["hits"]:
+                    assert calls["fetch"] >= 1 and not calls["query_fetch"], body
+        finally:
+            stop.set()
+            writing.join()
+        assert not errors, errors[0]
+        big = {"query": BELOW, "size": 101, "sort": ["n"]}
+        before = search_machine_calls()
+        assert _answer(http.post("/cand/_search", json=big)) == _answer(local.post("/cand/_search", json=big))
+        assert search_machine_calls() - before == Counter({"query": machines, "fetch": machines})
+    assert open_contexts(uuid, list(range(SHARDS))) == [0] * SHARDS
 
 
 def test_a_pit_sliced_one_slice_per_shard_reads_each_page_in_one_call(http: httpx.Client) -> None:
