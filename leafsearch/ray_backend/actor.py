@@ -64,6 +64,7 @@ from leafsearch.index.shard_services import ShardServices
 from leafsearch.index.shard_write import DocRead, ShardWrite, ShardWriteOutcome, apply_replicated, apply_write
 from leafsearch.index.translog import decode_records
 from leafsearch.ray_backend.channel import Address, ChannelServer
+from leafsearch.ray_backend.fault_detection import PING
 from leafsearch.ray_backend.metadata import cluster_secret
 from leafsearch.ray_backend.replication import REPLICA_TIMEOUT_SECONDS, Replicated, Replication
 from leafsearch.request.query_dsl import Query
@@ -787,6 +788,8 @@ class MachineActor:
                 self._shards[(uuid, int(shard_id))] = opened
         import ray
 
+        #: What a follower check is answered (fault_detection.py): new with each start.
+        self._incarnation = os.urandom(16)
         #: The coordinators' calls come on it (`batch`), Ray tells them where (`channel`).
         self._channel = ChannelServer(ray.util.get_node_ip_address(), cluster_secret(), self.batch)
 
@@ -840,7 +843,10 @@ class MachineActor:
         once on the actor's threads; per call its answer (a `Refusal` for an `ElasticError`, and
         for a shard this machine does not hold), pickled. Why pickled by the C pickler rather
         than Ray's cloudpickle: that runs Python for every object of a message (the messages are
-        plain data, search/shard_api.py)."""
+        plain data, search/shard_api.py). A follower check (`PING`) is answered at once, on the
+        connection's thread."""
+        if message == PING:
+            return self._incarnation
         return pickle.dumps(self._batch(pickle.loads(message)), protocol=pickle.HIGHEST_PROTOCOL)
 
     def _batch(self, calls: list[ShardCall]) -> list[Any]:
