@@ -357,7 +357,9 @@ class RemoteIndex:
 
     def machine_failed(self, machine: str) -> None:
         """The failure detector found `machine` failed (fault_detection.py): each primary there is
-        replaced by an in-sync replica."""
+        replaced by an in-sync replica, and the replicas there leave the in-sync set (writes no
+        longer wait for them; back, they catch up from their primary, `reconcile`), as
+        Elasticsearch fails every copy of a node that left."""
         if self.index.closed:
             return
         shard_map = self.shard_map
@@ -365,6 +367,10 @@ class RemoteIndex:
             primary = shard_map.primary(shard_id)
             if primary["node"] == machine:
                 self.fail_primary(shard_id, primary["id"])
+                continue
+            there = [c["id"] for c in shard_map.replicas(shard_id) if c["node"] == machine]
+            if any(shard_map.in_sync(shard_id, i) for i in there):
+                self.drop_copies(shard_id, tuple(there), shard_map.term(shard_id))
 
     def fail_primary(self, shard_id: int, primary: str) -> bool:
         """The primary `primary` (an allocation id) is on a failed machine: an in-sync replica is
