@@ -21,7 +21,6 @@ import time
 from pathlib import Path
 
 import httpx
-import ray
 
 from tests.ray_cluster import (
     add_machine,
@@ -75,6 +74,8 @@ def main() -> None:
     parser.add_argument("--idle", type=float, default=20.0, help="seconds of idle CPU measured each way")
     args = parser.parse_args()
     local = start_cluster(SYSTEM_CONFIG)
+    import ray  # (after the cluster's start: it sets Ray's environment first)
+
     try:
         with tempfile.TemporaryDirectory() as work, ray_server(local.address, Path(work) / "data") as server:
             http = httpx.Client(base_url=server.url, timeout=120)
