@@ -238,7 +238,7 @@ class ShardActor:
         try:
             with self.shard.writing() as point:
                 if replication is not None:
-                    self.term = replication.term
+                    self.term = self.shard.primary_term = replication.term
                     self.shard.translog.recording = records
                 try:
                     outcomes = apply_write(self.shard, write)
@@ -307,7 +307,7 @@ class ShardActor:
         older primary term than one seen is refused."""
         if term < self.term:
             return Refusal(_stale(self._describe(), term, self.term))
-        self.term = term
+        self.term = self.shard.primary_term = term
         try:
             with self.shard.writing() as point:
                 apply_replicated(self.shard, records, partial(parse_batch, self.index.mapping))
@@ -681,7 +681,7 @@ class RecoveringCopy:
             (shard / "translog").mkdir(mode=FOLDER_MODE, exist_ok=True)
             os.replace(self.folder / "recovery.tlog", shard / "translog" / "translog-1.tlog")
             self.successor = open_shard()
-            self.successor.term = self.term
+            self.successor.term = self.successor.shard.primary_term = max(1, self.term)
             return len(decode_records(logged)[0])
 
     def where(self) -> tuple[str, int]:

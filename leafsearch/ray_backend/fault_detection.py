@@ -44,6 +44,8 @@ _log = logging.getLogger("leafsearch")
 
 #: A check's message: a machine actor answers it with its incarnation (actor.py `MachineActor`).
 PING = b"leafsearch-follower-check"
+#: How soon a changed `interval` applies to a check waiting for its next.
+SETTINGS_SECONDS = 1.0
 #: How long `close` waits for a check in flight.
 CLOSE_SECONDS = 1.0
 
@@ -211,7 +213,12 @@ class FailureDetector:
                 self.check(watched.name)
             except Exception:  # pragma: no cover - a listener's failure: the next check goes on
                 _log.exception("checking machine [%s] failed", watched.name)
-            watched.wake.wait(self.settings().interval)
+            checked = time.monotonic()
+            while not (self._stop.is_set() or watched.wake.is_set()):
+                left = checked + self.settings().interval - time.monotonic()
+                if left <= 0:
+                    break
+                watched.wake.wait(min(left, SETTINGS_SECONDS))
             watched.wake.clear()
 
     def check(self, machine: str) -> None:

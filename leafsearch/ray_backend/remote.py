@@ -781,6 +781,11 @@ class RemoteShard:
     def call(self, method: str, *args: Any) -> Any:
         return self.remote.call(self.shard_id, method, *args)
 
+    @property
+    def primary_term(self) -> int:
+        """The shard's primary term (the shard map's: one more at each promotion)."""
+        return self.remote.shard_map.term(self.shard_id)
+
     def tell(self, method: str, *args: Any, machine: Any = None) -> None:
         """`method` sent and not waited for (to the primary, or `machine`'s copy)."""
         target = self.remote.machines[self.shard_id] if machine is None else machine

@@ -422,7 +422,21 @@ def test_a_primary_whose_machine_actor_is_killed_is_replaced_with_no_request_to_
     ray.kill(machine_of(primary), no_restart=False)
     wait_for(lambda: shard_map(uuid)[0]["term"] == 2)  # its check found it disconnected
     assert copy_nodes(uuid, 0)[0] == replica
-    acknowledged |= bulk(http, "unasked", ["after"])
+    # Writes, gets and their optimistic checks answer the shard's new primary term.
+    lines = b'{"index":{"_index":"unasked","_id":"after"}}\n{"n":1}\n'
+    (item,) = http.post("/_bulk", content=lines, headers=_NDJSON).json()["items"]
+    assert (item["index"]["status"], item["index"]["_primary_term"]) == (201, 2)
+    got = http.get("/unasked/_doc/after").json()
+    assert got["_primary_term"] == 2 and got["_seq_no"] == item["index"]["_seq_no"]
+    at = {"if_seq_no": got["_seq_no"]}
+    stale = http.put("/unasked/_doc/after", params={**at, "if_primary_term": 1}, json={})
+    assert stale.status_code == 409, stale.text
+    assert stale.json()["error"]["type"] == "version_conflict_engine_exception"
+    fresh = http.put("/unasked/_doc/after", params={**at, "if_primary_term": 2}, json={})
+    assert fresh.status_code == 200 and fresh.json()["_primary_term"] == 2, fresh.text
+    updated = http.post("/unasked/_update/after", json={"doc": {"n": 3}})
+    assert updated.status_code == 200 and updated.json()["_primary_term"] == 2, updated.text
+    acknowledged.add("after")
     waited = http.get("/_cluster/health/unasked", params={"wait_for_status": "green", "timeout": "90s"})
     assert waited.status_code == 200 and waited.json()["status"] == "green", waited.text
     ids = sorted(acknowledged)
