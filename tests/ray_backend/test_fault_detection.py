@@ -23,6 +23,7 @@ from leafsearch.ray_backend.fault_detection import (
     Unanswered,
 )
 from tests.ray_backend.test_channel import KEY, Child, Machine
+from tests.ray_cluster import stop
 
 
 @pytest.fixture
@@ -134,7 +135,7 @@ def test_a_verdict_waits_for_a_check_until_its_deadline(detector: Any) -> None:
 def test_a_link_reads_the_answer_a_stalled_machine_owes_before_the_next(child: Child) -> None:
     link = MachineLink(partial(child.locate, Machine), KEY)
     incarnation = link.ping(time.monotonic() + 30)
-    os.kill(child.process.pid, signal.SIGSTOP)
+    stop(child.process.pid)
     try:
         with pytest.raises(Unanswered):
             link.ping(time.monotonic() + 0.2)
@@ -148,7 +149,7 @@ def test_a_link_reads_the_answer_a_stalled_machine_owes_before_the_next(child: C
 
 
 def test_a_link_to_a_machine_stalled_before_it_connects_is_unanswered_not_disconnected(child: Child) -> None:
-    os.kill(child.process.pid, signal.SIGSTOP)
+    stop(child.process.pid)
     link = MachineLink(partial(child.locate, Machine), KEY)
     try:
         with pytest.raises(Unanswered):  # (its handshake stalls)

@@ -18,7 +18,7 @@ import pytest
 
 from leafsearch.testing import Server
 from tests.concurrency import wait_for
-from tests.ray_cluster import copy_nodes, machine_of, node_of, ray_server, shard_map, where
+from tests.ray_cluster import copy_nodes, machine_of, node_of, ray_server, shard_map, stop, where
 
 _NDJSON = {"content-type": "application/x-ndjson"}
 
@@ -341,7 +341,7 @@ def walk(http: httpx.Client, pit: str, after: list[Any] | None = None) -> list[s
 @contextmanager
 def stopped(pid: int) -> Iterator[None]:
     """The process `pid` (a machine actor's) stopped (SIGSTOP) for the block: alive, silent."""
-    os.kill(pid, signal.SIGSTOP)
+    stop(pid)
     try:
         yield
     finally:
