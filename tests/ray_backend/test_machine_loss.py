@@ -15,8 +15,10 @@ again after the return and then has every document once; the scroll's batches go
 only documents of the shards they reported failed).
 
 `REPLICAS`: the index's `number_of_replicas`. With 0 the lost machine's shards have no copy;
-with replicas (the `replicas` branch adds 1 here) writes and searches go on during the loss and
-health is yellow, not red (`expect_copies`).
+with 1, once the loss is detected (ray_backend/fault_detection.py) writes and searches go on and
+health is yellow, not red (`expect_copies`); the walks' contexts on the replaced primaries fail
+their shards cleanly; the returned machine's copies recover from their primaries
+(`_cat/recovery`) before health is green.
 
 Its own cluster, on which a killed node is found dead within seconds (`SYSTEM_CONFIG`: Ray's
 default takes about 15 s; a slower detection only makes the loss last longer).
@@ -36,7 +38,7 @@ from leafsearch.index.routing import default_routing_num_shards, shard_for
 from tests.concurrency import wait_for
 from tests.node.test_durable_contexts import kill_9
 from tests.ray_backend.test_ray_contexts_restart import coordinator
-from tests.ray_cluster import add_machine, kill_node, machine_resource, where
+from tests.ray_cluster import add_machine, copy_nodes, kill_node, machine_resource, where
 
 REPLICAS = [0, 1]
 SHARDS = 6
@@ -262,6 +264,16 @@ def test_a_machine_killed_and_restarted_loses_no_acknowledged_write(
             assert [row["state"] for row in rows] == ["STARTED"] * SHARDS * 2
             back_on = node_of(cluster, lost_machine).node_id
             assert sum(row["node"] == back_on for row in rows) == len(on_lost) * 2
+            # ... which `_cat/recovery` lists: a peer recovery done to it for each.
+            copies = [copy_nodes(uuid, s) for s in range(SHARDS)]
+            held = {s for s, (primary, others) in enumerate(copies) if lost_machine in {primary, *others}}
+            assert held >= on_lost and len(held) == len(on_lost) * 2
+            rows = b.cat.recovery(index="lost", format="json", h="shard,type,stage,target_node").body
+            assert held == {
+                int(row["shard"])
+                for row in rows
+                if (row["type"], row["stage"], row["target_node"]) == ("peer", "done", lost_machine)
+            }
         else:
             assert where(uuid, min(on_lost))[0] == node_of(cluster, lost_machine).node_id
         since = [len(client.acknowledged) for client in clients]  # each client writes on after it
