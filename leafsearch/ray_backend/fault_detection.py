@@ -132,7 +132,8 @@ class _Watched:
         self.misses = 0
         #: Why it failed (None: it did not).
         self.failure: str | None = None
-        self.checks = 0  # checks done (`verdict` waits for the next)
+        self.started = 0  # checks started ...
+        self.checks = 0  # ... and done (`verdict` waits for one started after it asked)
         self.wake = threading.Event()
         self.thread: threading.Thread | None = None
 
@@ -199,9 +200,9 @@ class FailureDetector:
         if watched is None:
             return False
         with self._lock:
-            done = watched.checks
+            needed = watched.started + 1  # (not one in flight: it may have been answered before)
             watched.wake.set()
-            while watched.checks == done and watched.failure is None:
+            while watched.checks < needed and watched.failure is None:
                 left = deadline - time.monotonic()
                 if left <= 0 or not self._lock.wait(left):
                     break
@@ -226,6 +227,8 @@ class FailureDetector:
         failure."""
         watched = self._watched[machine]
         settings = self.settings()
+        with self._lock:
+            watched.started += 1
         failure = None
         try:
             incarnation = watched.link.ping(time.monotonic() + settings.timeout)
