@@ -101,6 +101,15 @@ def kill_node(cluster: Any, node: Any) -> list[int]:
     return workers
 
 
+def stop(pid: int) -> None:
+    """SIGSTOP to a process, returning once it is stopped (the signal is delivered
+    asynchronously: the process may run on a little after `kill`)."""
+    os.kill(pid, signal.SIGSTOP)
+    stat = Path(f"/proc/{pid}/stat")
+    while stat.read_text().rpartition(")")[2].split()[0] not in ("T", "t"):
+        os.sched_yield()
+
+
 def _parent(proc: Path) -> int | None:
     try:  # "pid (name) state ppid ...": the name may hold spaces
         return int((proc / "stat").read_text().rpartition(")")[2].split()[1])

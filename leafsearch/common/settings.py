@@ -537,6 +537,10 @@ _CLUSTER = [
     Setting("cluster.max_shards_per_node", "1000", int_setting(1), True),
     Setting("cluster.blocks.read_only", "false", bool_setting, True),
     Setting("cluster.blocks.read_only_allow_delete", "false", bool_setting, True),
+    # A Ray cluster's failure detection (ray_backend/fault_detection.py; node settings in Elasticsearch).
+    Setting("cluster.fault_detection.follower_check.interval", "1s", positive_time_setting, True),
+    Setting("cluster.fault_detection.follower_check.timeout", "10s", positive_time_setting, True),
+    Setting("cluster.fault_detection.follower_check.retry_count", "3", int_setting(1), True),
 ]
 CLUSTER_SETTINGS: dict[str, Setting] = {s.key: s for s in _CLUSTER}
 _CLUSTER_PREFIXES = ("cluster.routing.", "indices.", "logger.", "cluster.info.")

@@ -198,6 +198,8 @@ class Shard:
         what the shard's owner gives its shards (its block cache, event listeners, flush thread,
         merge worker; None: a shard alone keeps its own, ended with it)."""
         self.folder = folder
+        #: The primary term its writes answer (higher on a Ray replica promoted: ray_backend/actor.py).
+        self.primary_term = PRIMARY_TERM
         self.shard_id = shard_id
         self.index_sort = index_sort
         self.lock = threading.RLock()  # writes, refresh, merge installation

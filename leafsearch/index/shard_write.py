@@ -85,6 +85,7 @@ class WriteOutcome:
     result: Literal["created", "updated", "deleted", "not_found"]
     version: int
     seq_no: int
+    term: int = PRIMARY_TERM  # (the shard's primary term)
 
 
 @dataclass(slots=True)
@@ -97,6 +98,7 @@ class ColumnOutcomes(Sequence):
     seq_nos: list[int]
     updated: set[int] = field(default_factory=set)
     refused: dict[int, ElasticError] = field(default_factory=dict)
+    term: int = PRIMARY_TERM  # (the shard's primary term)
 
     def __len__(self) -> int:
         return len(self.versions)
@@ -105,7 +107,8 @@ class ColumnOutcomes(Sequence):
         refused = self.refused.get(i)
         if refused is not None:
             return refused
-        return WriteOutcome("updated" if i in self.updated else "created", self.versions[i], self.seq_nos[i])
+        result = "updated" if i in self.updated else "created"
+        return WriteOutcome(result, self.versions[i], self.seq_nos[i], self.term)
 
     def __iter__(self) -> Iterator[WriteOutcome | ElasticError]:
         return (self[i] for i in range(len(self)))
@@ -132,7 +135,8 @@ def apply_write(shard: Shard, write: ShardWrite) -> ShardWriteOutcome:
                 except ElasticError as exc:
                     outcomes.append(exc)
                     continue
-                outcomes.append(WriteOutcome("updated" if exists(prior) else "created", version, seq_no))
+                result = "updated" if exists(prior) else "created"
+                outcomes.append(WriteOutcome(result, version, seq_no, shard.primary_term))
         return outcomes
     for op in write.ops:
         try:
@@ -163,7 +167,7 @@ def index_columns(shard: Shard, write: ShardWrite) -> ShardWriteOutcome:
     started = time.perf_counter_ns()
     priors = _priors(shard, ids, auto_ids)
     versions = [1] * n
-    outcomes = ColumnOutcomes(versions, [])
+    outcomes = ColumnOutcomes(versions, [], term=shard.primary_term)
     for i in [i for i, prior in enumerate(priors) if prior is not None]:
         prior = priors[i]
         try:
@@ -291,11 +295,11 @@ def _apply_one(shard: Shard, write: ShardWrite, op: WriteOp) -> WriteOutcome:
         check_seq_no(write, shard, op.doc_id, prior, op.if_seq_no, op.if_primary_term)
         version = next_version(write, shard, op.doc_id, prior, op.external)
         seq_no = shard.delete(op.doc_id, prior, version)  # type: ignore[arg-type]
-        return WriteOutcome("deleted" if exists(prior) else "not_found", version, seq_no)
+        return WriteOutcome("deleted" if exists(prior) else "not_found", version, seq_no, shard.primary_term)
     assert op.parsed is not None
     prior, version = index_checks(write, shard, op)
     seq_no = shard.index(op.doc_id, op.parsed, op.routing, prior, version)
-    return WriteOutcome("updated" if exists(prior) else "created", version, seq_no)
+    return WriteOutcome("updated" if exists(prior) else "created", version, seq_no, shard.primary_term)
 
 
 def exists(state: DocState | None) -> bool:
@@ -322,9 +326,10 @@ def check_seq_no(
     )
     if prior is None or prior.deleted:
         raise VersionConflict(f"{required} but no document was found", extra=conflict_extra(write, shard))
-    if prior.seq_no != if_seq_no or (if_primary_term is not None and if_primary_term != PRIMARY_TERM):
+    term = shard.primary_term
+    if prior.seq_no != if_seq_no or (if_primary_term is not None and if_primary_term != term):
         raise VersionConflict(
-            f"{required} current document has seqNo [{prior.seq_no}] and primary term [{PRIMARY_TERM}]",
+            f"{required} current document has seqNo [{prior.seq_no}] and primary term [{term}]",
             extra=conflict_extra(write, shard),
         )
 

@@ -156,13 +156,14 @@ class Node:
         if ray is not None:
             try:
                 from leafsearch.ray_backend.cluster import RayBackend  # Ray is imported only here
+                from leafsearch.ray_backend.fault_detection import follower_check
             except ModuleNotFoundError as exc:
                 if exc.name != "ray":
                     raise
                 self._lock_file.close()
                 raise RayUnavailable('the Ray backend needs Ray: pip install "leafsearch[ray]"') from None
             try:
-                self.ray = RayBackend(ray, self.path / "ray-shards")
+                self.ray = RayBackend(ray, self.path / "ray-shards", partial(follower_check, settings))
             except ConnectionError as exc:  # no cluster there (`NoRayCluster` says what to run)
                 self._lock_file.close()
                 raise RayUnavailable(str(exc)) from None
@@ -336,6 +337,8 @@ class Node:
         if self.search_workers is not None:
             self.search_workers.close()
         self.tasks.close()
+        if self.ray is not None:
+            self.ray.close()
         self.repositories.close()
         self.contexts.close_all()
         self.shard_contexts.close_all()

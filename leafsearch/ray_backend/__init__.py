@@ -12,6 +12,8 @@ and the embedded mode never import Ray (the `leafsearch[ray]` extra installs it)
   creation and lookup of their actors by name, removal with their index;
 - `replication.py`: replicas: the shard map (copies, primary, in-sync set, primary term) as a
   versioned metadata entry, its compare-and-set edits, what a replicated write carries;
+- `fault_detection.py`: `FailureDetector`, which machines failed (Elasticsearch's follower
+  checks, per coordinator): only a failed machine's primaries are replaced;
 - `metadata.py`: `MetadataActor`, the cluster's metadata in one place for every coordinator
   (indices, aliases, users, API keys, reader contexts), and `MetadataClient`, a coordinator's
   handle on it.

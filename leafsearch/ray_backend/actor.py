@@ -64,6 +64,7 @@ from leafsearch.index.shard_services import ShardServices
 from leafsearch.index.shard_write import DocRead, ShardWrite, ShardWriteOutcome, apply_replicated, apply_write
 from leafsearch.index.translog import decode_records
 from leafsearch.ray_backend.channel import Address, ChannelServer
+from leafsearch.ray_backend.fault_detection import PING
 from leafsearch.ray_backend.metadata import cluster_secret
 from leafsearch.ray_backend.replication import REPLICA_TIMEOUT_SECONDS, Replicated, Replication
 from leafsearch.request.query_dsl import Query
@@ -237,7 +238,7 @@ class ShardActor:
         try:
             with self.shard.writing() as point:
                 if replication is not None:
-                    self.term = replication.term
+                    self.term = self.shard.primary_term = replication.term
                     self.shard.translog.recording = records
                 try:
                     outcomes = apply_write(self.shard, write)
@@ -306,7 +307,7 @@ class ShardActor:
         older primary term than one seen is refused."""
         if term < self.term:
             return Refusal(_stale(self._describe(), term, self.term))
-        self.term = term
+        self.term = self.shard.primary_term = term
         try:
             with self.shard.writing() as point:
                 apply_replicated(self.shard, records, partial(parse_batch, self.index.mapping))
@@ -680,7 +681,7 @@ class RecoveringCopy:
             (shard / "translog").mkdir(mode=FOLDER_MODE, exist_ok=True)
             os.replace(self.folder / "recovery.tlog", shard / "translog" / "translog-1.tlog")
             self.successor = open_shard()
-            self.successor.term = self.term
+            self.successor.term = self.successor.shard.primary_term = max(1, self.term)
             return len(decode_records(logged)[0])
 
     def where(self) -> tuple[str, int]:
@@ -787,6 +788,8 @@ class MachineActor:
                 self._shards[(uuid, int(shard_id))] = opened
         import ray
 
+        #: What a follower check is answered (fault_detection.py): new with each start.
+        self._incarnation = os.urandom(16)
         #: The coordinators' calls come on it (`batch`), Ray tells them where (`channel`).
         self._channel = ChannelServer(ray.util.get_node_ip_address(), cluster_secret(), self.batch)
 
@@ -840,7 +843,10 @@ class MachineActor:
         once on the actor's threads; per call its answer (a `Refusal` for an `ElasticError`, and
         for a shard this machine does not hold), pickled. Why pickled by the C pickler rather
         than Ray's cloudpickle: that runs Python for every object of a message (the messages are
-        plain data, search/shard_api.py)."""
+        plain data, search/shard_api.py). A follower check (`PING`) is answered at once, on the
+        connection's thread."""
+        if message == PING:
+            return self._incarnation
         return pickle.dumps(self._batch(pickle.loads(message)), protocol=pickle.HIGHEST_PROTOCOL)
 
     def _batch(self, calls: list[ShardCall]) -> list[Any]:

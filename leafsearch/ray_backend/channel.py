@@ -149,7 +149,7 @@ class ChannelServer:
 
 def connect(address: Address, authkey: bytes, timeout: float = HANDSHAKE_SECONDS) -> Connection:
     """An authenticated connection to a machine actor's channel (`ChannelBroken` when it cannot
-    be made, or the actor refuses the secret)."""
+    be made, or the actor refuses the secret; `ChannelTimeout` when it does not answer)."""
     try:
         sock = socket.create_connection(address, timeout=timeout)
     except OSError as exc:
@@ -161,6 +161,9 @@ def connect(address: Address, authkey: bytes, timeout: float = HANDSHAKE_SECONDS
     try:
         answer_challenge(conn, authkey)
         deliver_challenge(conn, authkey)
+    except BlockingIOError:  # (its receive timeout: the actor is there but does not answer)
+        conn.close()
+        raise ChannelTimeout(f"{address[0]}:{address[1]} did not answer the handshake in time") from None
     except (AuthenticationError, OSError, EOFError) as exc:
         conn.close()
         raise ChannelBroken(

@@ -40,7 +40,10 @@
   `max_task_retries=0`, since a write retried blindly could apply twice (a generated id, a
   version bump): a call caught by a crash fails, and the caller decides (remote.py `MachineCall`
   resends a read over a broken channel, never a write). While no alive node has the machine's
-  resource the machine is gone (`present`): its calls fail (remote.py).
+  resource the machine is gone (`present`): its calls fail (remote.py). Whether a machine has
+  *failed* (its primaries replaced) is the backend's failure detector's one answer
+  (fault_detection.py: follower checks of each machine a coordinator's copies are on), never
+  one call's timeout.
 """
 
 from __future__ import annotations
@@ -48,7 +51,9 @@ from __future__ import annotations
 import itertools
 import re
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -56,6 +61,7 @@ import ray
 
 from leafsearch.ray_backend.actor import MACHINE_PREFIX, MachineActor
 from leafsearch.ray_backend.channel import Address, Channels
+from leafsearch.ray_backend.fault_detection import FailureDetector, FollowerCheck, MachineLink
 from leafsearch.ray_backend.metadata import cluster_secret
 from leafsearch.ray_backend.remote import RemoteIndex, until_gone
 from leafsearch.ray_backend.replication import new_allocation_id
@@ -142,9 +148,12 @@ class Machine:
 
 
 class RayBackend:
-    def __init__(self, address: str, shard_root: Path) -> None:
+    def __init__(
+        self, address: str, shard_root: Path, follower_check: Callable[[], FollowerCheck] = FollowerCheck
+    ) -> None:
         """`shard_root`: the folder under which each machine keeps its shards, in a folder of
-        its own (created on the machine by its actor: the same path on every machine)."""
+        its own (created on the machine by its actor: the same path on every machine).
+        `follower_check`: the failure detector's current settings (the node's cluster settings)."""
         if not ray.is_initialized():
             if address == "local":
                 # ("local": a new cluster, even where `ray start` left one this machine would join)
@@ -157,7 +166,23 @@ class RayBackend:
         self._actor_class = ray.remote(MachineActor)
         self._deal = itertools.count()
         #: The machine calls' connections (channel.py): the data plane beside Ray's.
-        self.channels = Channels(cluster_secret(), Machine.address)
+        self._secret = cluster_secret()
+        self.channels = Channels(self._secret, Machine.address)
+        #: The latest actor handle of each machine handed out (`machine`), for its checks.
+        self._handles: dict[str, Machine] = {}
+        #: Which machines have failed (fault_detection.py): each machine handed out is checked.
+        self.detector = FailureDetector(self._link, lambda: set(self.machines()), follower_check)
+
+    def _link(self, machine: str) -> MachineLink:
+        return MachineLink(partial(self._locate, machine), self._secret)
+
+    def _locate(self, machine: str, deadline: float) -> Address:
+        return self._handles[machine].address(deadline)
+
+    def close(self) -> None:
+        """Stop the failure detector's checks and close the machines' connections."""
+        self.detector.close()
+        self.channels.close()
 
     def machines(self) -> dict[str, int]:
         """The cluster's machines that have an alive node, each with its CPUs."""
@@ -234,7 +259,9 @@ class RayBackend:
             num_cpus=0,
             resources={machine: MACHINE_SHARE},
         ).remote(machine, str(registry), max(2, cpus))
-        return Machine(machine, actor)
+        handle = self._handles[machine] = Machine(machine, actor)
+        self.detector.watch(machine)
+        return handle
 
 
 def _is_machine(node: str) -> bool:

@@ -19,6 +19,8 @@ alive node has its resource: a call, which would wait until the machine is back,
 as it sees that) becomes Elasticsearch's error for an unavailable shard, for each shard of the call:
 `unavailable_shards_exception` (503) for a write, and for a search phase
 `no_shard_available_action_exception`, which the coordinator reports as the shard's failure.
+Such a failure fails its request alone: the machine is checked at once (fault_detection.py), and
+only a machine the failure detector finds failed has its primaries replaced (`machine_failed`).
 """
 
 from __future__ import annotations
@@ -73,6 +75,10 @@ if TYPE_CHECKING:
 _log = logging.getLogger("leafsearch")
 
 
+class MachineUnavailable(ShardUnavailable):
+    """A shard unavailable because its machine did not answer the call (rather than refusing it)."""
+
+
 class MachineGone(ConnectionError):
     """No alive node has the machine's resource: its node was lost and has not come back."""
 
@@ -98,8 +104,10 @@ UNAVAILABLE = (
 CALL_TIMEOUT_SECONDS = 60.0
 #: How often a call waiting for its machine's answer checks that the machine is still there.
 PRESENCE_SECONDS = 1.0
-#: How long a health check waits for the shard actors' answers: one that has not answered by
-#: then (dead, restarting, its node gone, or stuck) counts as an unassigned primary.
+#: How long a health check waits for the shard actors' answers (and for the failure detector's
+#: check of a machine that did not answer): a copy on a machine that is not failed counts as
+#: started though it did not answer in time (busy), as Elasticsearch's health reads the cluster
+#: state, not the shards.
 HEALTH_TIMEOUT_SECONDS = 2.0
 
 
@@ -248,7 +256,7 @@ def _waiter(call: MachineCall, j: int, shard: str) -> Callable[[], Any]:
         try:
             answers = call.answers()
         except UNAVAILABLE as exc:
-            raise ShardUnavailable(f"{shard} is unavailable: {type(exc).__name__}") from None
+            raise MachineUnavailable(f"{shard} is unavailable: {type(exc).__name__}") from None
         return unwrap(answers[j])
 
     return wait
@@ -266,6 +274,9 @@ class RemoteIndex:
         self._map_lock = threading.Lock()  # (this coordinator's changes of the shard map, one at a time)
         self._handles: dict[str, Machine] = {}
         self.maps = ShardMaps(backend.metadata.store) if backend.metadata is not None else None
+        #: Which machines failed (told `machine_failed`, before any machine is handed out).
+        self.detector = backend.detector
+        self.detector.listen(self)
         #: The shard map (ray_backend/replication.py): every copy of each shard, which is primary.
         self.shard_map = self._load_map()
         #: Per shard, the machine of its primary.
@@ -337,15 +348,34 @@ class RemoteIndex:
         started = [c for c in entry["copies"] if c["id"] == entry["primary"]] + [
             c
             for c in shard_map.replicas(shard_id)
-            if c["id"] in entry["in_sync"] and (shard_id, c["id"]) not in self._recovering
+            if c["id"] in entry["in_sync"]
+            and (shard_id, c["id"]) not in self._recovering
+            and not self.detector.failed(c["node"])
         ]
         copy = started[self._turn % len(started)]
         return copy["id"], self.machine(copy["node"])
 
+    def machine_failed(self, machine: str) -> None:
+        """The failure detector found `machine` failed (fault_detection.py): each primary there is
+        replaced by an in-sync replica, and the replicas there leave the in-sync set (writes no
+        longer wait for them; back, they catch up from their primary, `reconcile`), as
+        Elasticsearch fails every copy of a node that left."""
+        if self.index.closed:
+            return
+        shard_map = self.shard_map
+        for shard_id in range(len(shard_map.shards)):
+            primary = shard_map.primary(shard_id)
+            if primary["node"] == machine:
+                self.fail_primary(shard_id, primary["id"])
+                continue
+            there = [c["id"] for c in shard_map.replicas(shard_id) if c["node"] == machine]
+            if any(shard_map.in_sync(shard_id, i) for i in there):
+                self.drop_copies(shard_id, tuple(there), shard_map.term(shard_id))
+
     def fail_primary(self, shard_id: int, primary: str) -> bool:
-        """The primary `primary` (an allocation id) could not answer (its machine died, is
-        restarting, or left): an in-sync replica is promoted (term + 1), unless another
-        coordinator changed the primary already; whether the shard has another primary now."""
+        """The primary `primary` (an allocation id) is on a failed machine: an in-sync replica is
+        promoted (term + 1), unless another coordinator changed the primary already; whether
+        the shard has another primary now."""
         if self.shard_map.shards[shard_id]["primary"] != primary:
             return True
         done = self.change_map(promote(shard_id, primary))
@@ -470,7 +500,7 @@ class RemoteIndex:
         shard: Elasticsearch's `unavailable_shards_exception`, nothing applied, or, when the
         actor died while applying it, maybe applied: as with a primary lost before it answered,
         the client cannot know, and the write's translog decides on recovery)."""
-        primaries = [self.shard_map.shards[w.shard_id]["primary"] for w in writes]
+        sent_to = [self.machines[w.shard_id].name for w in writes]
         failed = self.push_state(w.shard_id for w in writes)
         ready = [i for i, w in enumerate(writes) if w.shard_id not in failed]
         shard_map = self.shard_map
@@ -507,9 +537,9 @@ class RemoteIndex:
                     if self.index.closed:  # the shard ended with the index's close
                         out.append(IndexClosed(self.index.name, self.index.uuid))
                         continue
-                    # Its outcome unknown, the write fails (never applied twice); the next
-                    # goes to the replica promoted in the lost primary's place.
-                    self.fail_primary(write.shard_id, primaries[i])
+                    # Its outcome unknown, the write fails (never applied twice); its machine
+                    # is checked: a failed one's primaries are replaced.
+                    self.detector.suspect(sent_to[i])
                     out.append(unavailable_for_write(self.index, write.shard_id, len(write.ops), exc))
                 except ElasticError as exc:
                     out.append(exc)
@@ -530,43 +560,55 @@ class RemoteIndex:
             try:
                 out.append(wait())
             except ShardUnavailable as exc:
-                out.append(ShardMissing(shard_id, exc, not self.machines[shard_id].present()))
+                out.append(ShardMissing(shard_id, exc, self.detector.failed(self.machines[shard_id].name)))
         return out
 
     def copies(self, listed: bool) -> list[CopyListing]:
         """Every copy of every shard (`listed`: with its listing), asked all at once, one call per
-        machine, for `HEALTH_TIMEOUT_SECONDS` in all: a copy that answers is STARTED (the primary,
-        an in-sync replica) or INITIALIZING (a replica not in sync); one that does not is
-        UNASSIGNED (NODE_LEFT when its machine left the cluster). Replicas the setting asks for
-        that no machine could take are UNASSIGNED too."""
+        machine, for `HEALTH_TIMEOUT_SECONDS` in all. A copy on a machine the failure detector
+        found failed is UNASSIGNED (NODE_LEFT); one whose machine did not answer is checked
+        (`verdict`, in that time) and, its machine not failed (busy), counted as the shard map
+        says, without a listing: STARTED (the primary, an in-sync replica) or INITIALIZING (a
+        replica not in sync). One its machine refused (not open there) is UNASSIGNED
+        (ALLOCATION_FAILED). Replicas the setting asks for that no machine could take are
+        UNASSIGNED too."""
         deadline = time.monotonic() + HEALTH_TIMEOUT_SECONDS
         self.reconcile()
         shard_map = self.shard_map
         pairs = [(i, c) for i in range(len(self.shards)) for c in shard_map.shards[i]["copies"]]
+        asked = [(i, c) for i, c in pairs if not self.detector.failed(c["node"])]
         method = "listing" if listed else "where"
-        calls = [(self.machine(c["node"]), (self.key(i), method, ()), self.describe(i)) for i, c in pairs]
-        wanted = int(self.index.setting("index.number_of_replicas"))
-        alive: set[str] | None = None
-        out: list[CopyListing] = []
+        calls = [(self.machine(c["node"]), (self.key(i), method, ()), self.describe(i)) for i, c in asked]
         # (as Ray tasks: Ray's view of the actors, `MachineCall`)
-        for (shard_id, copy), wait in zip(pairs, send_calls(None, calls, deadline=deadline), strict=True):
+        sent = send_calls(None, calls, deadline=deadline)
+        waits = {(i, c["id"]): wait for (i, c), wait in zip(asked, sent, strict=True)}
+        wanted = int(self.index.setting("index.number_of_replicas"))
+        failed_meanwhile = False
+        out: list[CopyListing] = []
+        for shard_id, copy in pairs:
             entry = shard_map.shards[shard_id]
             primary = copy["id"] == entry["primary"]
-            try:
-                answer = wait()
-            except ElasticError:
-                if alive is None:
-                    alive = set(self.backend.machines())
-                reason = "NODE_LEFT" if copy["node"] not in alive else "ALLOCATION_FAILED"
-                out.append(CopyListing(shard_id, primary, "UNASSIGNED", reason=reason))
-                continue
             in_sync = copy["id"] in entry["in_sync"] and (shard_id, copy["id"]) not in self._recovering
             state = "STARTED" if primary or in_sync else "INITIALIZING"
+            wait = waits.get((shard_id, copy["id"]))
+            try:
+                if wait is None:
+                    raise MachineUnavailable(f"{self.describe(shard_id)}: its machine failed")
+                answer = wait()
+            except MachineUnavailable:
+                if wait is not None and not self.detector.verdict(copy["node"], deadline):
+                    out.append(CopyListing(shard_id, primary, state))
+                    continue
+                failed_meanwhile |= wait is not None
+                out.append(CopyListing(shard_id, primary, "UNASSIGNED", reason="NODE_LEFT"))
+                continue
+            except ElasticError:
+                out.append(CopyListing(shard_id, primary, "UNASSIGNED", reason="ALLOCATION_FAILED"))
+                continue
             listing = answer if listed else None
             out.append(CopyListing(shard_id, primary, state, listing, listing.node if listing else None))
-        lost = {c.shard_id for c in out if c.primary and c.state == "UNASSIGNED"}
-        if lost and any(self.fail_primary(i, shard_map.shards[i]["primary"]) for i in sorted(lost)):
-            return self.copies(listed)  # (the promoted copies' states, as the next request sees them)
+        if failed_meanwhile and self.shard_map is not shard_map:
+            return self.copies(listed)  # (its primaries replaced: their states as the next request sees them)
         for shard_id in range(len(self.shards)):
             missing = wanted - len(shard_map.replicas(shard_id))
             out.extend(
@@ -582,7 +624,7 @@ class RemoteIndex:
         its own (`recover`). Run by the health and `_cat/shards`, as Elasticsearch allocates
         and recovers in the background while the health is polled."""
         wanted = int(self.index.setting("index.number_of_replicas"))
-        nodes = sorted(self.backend.machines())
+        nodes = [m for m in sorted(self.backend.machines()) if not self.detector.failed(m)]
         self._replace_left(nodes)
         for shard_id in range(len(self.shards)):
             if len(self.shard_map.replicas(shard_id)) == wanted:
@@ -738,6 +780,11 @@ class RemoteShard:
 
     def call(self, method: str, *args: Any) -> Any:
         return self.remote.call(self.shard_id, method, *args)
+
+    @property
+    def primary_term(self) -> int:
+        """The shard's primary term (the shard map's: one more at each promotion)."""
+        return self.remote.shard_map.term(self.shard_id)
 
     def tell(self, method: str, *args: Any, machine: Any = None) -> None:
         """`method` sent and not waited for (to the primary, or `machine`'s copy)."""
@@ -938,7 +985,7 @@ class RayShard:
         retry: Callable[[], Callable[[], Any]] | None,
     ) -> Callable[[], Any]:
         snapshot = self.snapshot
-        primary = self.primary
+        primary_machine = self.primary_machine.name
 
         def finish() -> Any:
             try:
@@ -950,8 +997,8 @@ class RayShard:
                     context, result = retry()()
             except (ShardUnavailable, SearchContextMissing) as exc:
                 shard = snapshot.shard
-                if on_primary and isinstance(exc, ShardUnavailable):  # the next reads a promoted replica
-                    shard.remote.fail_primary(shard.shard_id, primary)
+                if on_primary and isinstance(exc, ShardUnavailable):  # (replaced if its machine failed)
+                    shard.remote.detector.suspect(primary_machine)
                 raise ShardFailed(exc, message.shard_index, shard.remote.index.name, shard.shard_id) from None
             if message.context is None and context is not None:
                 snapshot.pin(context)

@@ -100,11 +100,14 @@ class ShardMap:
         return allocation_id in self.shards[shard_id]["in_sync"]
 
     def replication(self, shard_id: int) -> Replication | None:
-        """What a write to the shard carries: every in-sync replica (each must acknowledge it);
-        None without one."""
-        in_sync = self.shards[shard_id]["in_sync"]
-        targets = tuple((c["node"], c["id"]) for c in self.replicas(shard_id) if c["id"] in in_sync)
-        return Replication(self.term(shard_id), targets) if targets else None
+        """What a write to the shard carries: the primary term and every in-sync replica (each
+        must acknowledge it); None for a shard that never had a replica nor a promotion (its
+        primary answers term 1 and records nothing to forward)."""
+        entry = self.shards[shard_id]
+        targets = tuple((c["node"], c["id"]) for c in self.replicas(shard_id) if c["id"] in entry["in_sync"])
+        if targets or entry["term"] > 1 or len(entry["copies"]) > 1:
+            return Replication(entry["term"], targets)
+        return None
 
     def nodes(self, shard_id: int) -> set[str]:
         return {c["node"] for c in self.shards[shard_id]["copies"]}

@@ -30,7 +30,7 @@ from leafsearch.errors import (
     VersionConflict,
 )
 from leafsearch.index.parsed import ParsedBatch
-from leafsearch.index.shard import PRIMARY_TERM, DocState, Shard, SyncPoint
+from leafsearch.index.shard import DocState, Shard, SyncPoint
 from leafsearch.index.shard_write import (
     IndexColumns,
     ShardWrite,
@@ -140,7 +140,7 @@ def _outcome_response(
         "result": outcome.result,
         "_shards": header,
         "_seq_no": outcome.seq_no,
-        "_primary_term": PRIMARY_TERM,
+        "_primary_term": outcome.term,
     }
 
 
@@ -313,7 +313,7 @@ def get_doc(
         "_id": doc_id,
         "_version": state.version,
         "_seq_no": state.seq_no,
-        "_primary_term": PRIMARY_TERM,
+        "_primary_term": shard.primary_term,
         "found": True,
     }
     if state.routing is not None:
@@ -638,7 +638,17 @@ def _apply_update(
             if_primary_term=None,
         )
     return _update_answer(
-        index, doc_id, body, routing, prior, source, prior_source, result, written, source_filter
+        index,
+        doc_id,
+        body,
+        routing,
+        prior,
+        source,
+        prior_source,
+        result,
+        written,
+        source_filter,
+        shard.primary_term,
     )
 
 
@@ -685,9 +695,11 @@ def _update_answer(
     result: str,
     written: dict[str, Any] | None,
     source_filter: SourceFilter | None,
+    term: int,
 ) -> dict[str, Any]:
-    """An update's response: the write's (None: a no-op), with the document as `get` when a
-    `_source` filter fetches it (the body's `_source`, else the URL's)."""
+    """An update's response: the write's (None: a no-op; `term`: the shard's primary term), with
+    the document as `get` when a `_source` filter fetches it (the body's `_source`, else the
+    URL's)."""
     if written is None:  # a no-op; of a missing document when a scripted upsert chose `noop`
         found = prior is not None and prior_source is not None
         response = {
@@ -697,7 +709,7 @@ def _update_answer(
             "result": "noop",
             "_shards": {"total": 0, "successful": 0, "failed": 0},
             "_seq_no": prior.seq_no if found else -2,  # type: ignore[union-attr]
-            "_primary_term": PRIMARY_TERM if found else 0,
+            "_primary_term": term if found else 0,
         }
     else:
         response = written
@@ -735,14 +747,24 @@ def _remote_update(
             index, shard, doc_id, body, prior, found, if_seq_no, if_primary_term, scripted
         )
         if result == "deleted":
-            op = WriteOp("delete", doc_id, routing, prior.seq_no, PRIMARY_TERM)  # type: ignore[union-attr]
+            op = WriteOp("delete", doc_id, routing, prior.seq_no, shard.primary_term)  # type: ignore[union-attr]
         elif source is None:
             return _update_answer(
-                index, doc_id, body, routing, prior, None, found, result, None, source_filter
+                index,
+                doc_id,
+                body,
+                routing,
+                prior,
+                None,
+                found,
+                result,
+                None,
+                source_filter,
+                shard.primary_term,
             )
         elif prior is not None:
             parsed = index.parse(source, doc_id, routed=routing is not None)
-            op = WriteOp("index", doc_id, routing, prior.seq_no, PRIMARY_TERM, parsed=parsed)
+            op = WriteOp("index", doc_id, routing, prior.seq_no, shard.primary_term, parsed=parsed)
         else:
             parsed = index.parse(source, doc_id, routed=routing is not None)
             op = WriteOp("create", doc_id, routing, parsed=parsed)
@@ -753,7 +775,17 @@ def _remote_update(
                 raise
             continue
         return _update_answer(
-            index, doc_id, body, routing, prior, source, found, result, written, source_filter
+            index,
+            doc_id,
+            body,
+            routing,
+            prior,
+            source,
+            found,
+            result,
+            written,
+            source_filter,
+            shard.primary_term,
         )
     raise AssertionError("unreachable")
 
@@ -1331,7 +1363,7 @@ def _column_run(
         outcomes.versions,  # type: ignore[union-attr]
         outcomes.seq_nos,  # type: ignore[union-attr]
         outcomes.updated,  # type: ignore[union-attr]
-        PRIMARY_TERM,
+        outcomes.term,  # type: ignore[union-attr]
     )
     place(results, run.positions, rendered)
 

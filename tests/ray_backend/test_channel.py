@@ -248,6 +248,8 @@ def test_a_machine_call_on_the_channel_answers_as_through_ray(http: httpx.Client
 def test_a_machine_killed_under_a_call_fails_a_write_and_a_read_goes_on_once_ray_restarted_it(
     http: httpx.Client,
 ) -> None:
+    import ray
+
     from leafsearch.ray_backend.remote import send_calls
     from tests.ray_cluster import machine_actor, where
 
@@ -264,8 +266,9 @@ def test_a_machine_killed_under_a_call_fails_a_write_and_a_read_goes_on_once_ray
             (wait,) = send_calls(channels, [(machine, ((uuid, 0), method, ()), "[chankill][0]")], again=again)
         finally:
             os.kill(pid, signal.SIGKILL)
-        if again:  # a read is sent again to the restarted actor
-            assert wait() == (node, where(uuid, 0)[1]) and wait()[1] != pid
+        if again:  # a read is sent again to the restarted actor (its primary failed over meanwhile)
+            restarted = tuple(ray.get(machine.where.options(max_task_retries=-1).remote(), timeout=60))
+            assert wait() == restarted and restarted[0] == node and restarted[1] != pid
         else:  # a write is the shard's clean failure, never resent
             with pytest.raises(ShardUnavailable, match=r"\[chankill\]\[0\] is unavailable: ChannelBroken"):
                 wait()

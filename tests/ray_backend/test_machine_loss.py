@@ -15,8 +15,10 @@ again after the return and then has every document once; the scroll's batches go
 only documents of the shards they reported failed).
 
 `REPLICAS`: the index's `number_of_replicas`. With 0 the lost machine's shards have no copy;
-with replicas (the `replicas` branch adds 1 here) writes and searches go on during the loss and
-health is yellow, not red (`expect_copies`).
+with 1, once the loss is detected (ray_backend/fault_detection.py) writes and searches go on and
+health is yellow, not red (`expect_copies`); the walks' contexts on the replaced primaries fail
+their shards cleanly; the returned machine's copies recover from their primaries
+(`_cat/recovery`) before health is green.
 
 Its own cluster, on which a killed node is found dead within seconds (`SYSTEM_CONFIG`: Ray's
 default takes about 15 s; a slower detection only makes the loss last longer).
@@ -36,9 +38,9 @@ from leafsearch.index.routing import default_routing_num_shards, shard_for
 from tests.concurrency import wait_for
 from tests.node.test_durable_contexts import kill_9
 from tests.ray_backend.test_ray_contexts_restart import coordinator
-from tests.ray_cluster import add_machine, kill_node, machine_resource, where
+from tests.ray_cluster import add_machine, copy_nodes, kill_node, machine_resource, where
 
-REPLICAS = [0]
+REPLICAS = [0, 1]
 SHARDS = 6
 N = 600
 PAGE = 40
@@ -117,13 +119,17 @@ class BulkClient:
 
 
 class PitWalk:
-    """A PIT `search_after` walk; a page that reports a failed shard is asked again later."""
+    """A PIT `search_after` walk; a page that reports a failed shard is asked again later, or,
+    `lasting` (its shard's context is gone for good: it was on a primary that was replaced), taken
+    as it is, its failed shards recorded."""
 
     def __init__(self, es: Elasticsearch) -> None:
         self.id = es.open_point_in_time(index="lost", keep_alive="5m").body["id"]
         self.hits: list[dict[str, Any]] = []
         self.after: list[Any] | None = None
         self.failed_pages = 0
+        self.failed_shards: set[int] = set()
+        self.lasting = False
         self.done = False
 
     def page(self, es: Elasticsearch) -> dict[str, Any]:
@@ -134,7 +140,9 @@ class PitWalk:
         self.id = body["pit_id"]
         if body["_shards"]["failed"]:
             self.failed_pages += 1
-            return body
+            self.failed_shards |= {failure["shard"] for failure in body["_shards"]["failures"]}
+            if not self.lasting:
+                return body
         hits = body["hits"]["hits"]
         self.hits += hits
         self.done = len(hits) < PAGE
@@ -216,8 +224,15 @@ def test_a_machine_killed_and_restarted_loses_no_acknowledged_write(
 
         # While it is gone.
         during = health(b)
+        written_during: dict[str, dict[str, Any]] = {}
         if replicas:
-            expect_copies(b, on_lost)
+            written_during = expect_copies(b, on_lost)
+            # The walks' contexts on the replaced primaries are gone: their pages report those
+            # shards failed, and go on.
+            pit.lasting = True
+            assert pit.page(b)["_shards"]["failed"] == len(on_lost)
+            scroll.page(b)
+            assert pit.failed_shards == on_lost and scroll.failed_shards <= on_lost
         else:
             assert during["status"] == "red" and during["unassigned_primary_shards"] == len(on_lost)
             found = b.search(index="lost", size=0).body
@@ -244,7 +259,23 @@ def test_a_machine_killed_and_restarted_loses_no_acknowledged_write(
         back = health(b, wait_for_status="green", timeout="120s")
         assert back["status"] == "green" and not back["timed_out"], back
         assert unassigned(b) == {}
-        assert where(uuid, min(on_lost))[0] == node_of(cluster, lost_machine).node_id
+        if replicas:  # its copies are back, each recovered from its shard's primary
+            rows = b.cat.shards(index="lost", format="json", h="state,node").body
+            assert [row["state"] for row in rows] == ["STARTED"] * SHARDS * 2
+            back_on = node_of(cluster, lost_machine).node_id
+            assert sum(row["node"] == back_on for row in rows) == len(on_lost) * 2
+            # ... which `_cat/recovery` lists: a peer recovery done to it for each.
+            copies = [copy_nodes(uuid, s) for s in range(SHARDS)]
+            held = {s for s, (primary, others) in enumerate(copies) if lost_machine in {primary, *others}}
+            assert held >= on_lost and len(held) == len(on_lost) * 2
+            rows = b.cat.recovery(index="lost", format="json", h="shard,type,stage,target_node").body
+            assert held == {
+                int(row["shard"])
+                for row in rows
+                if (row["type"], row["stage"], row["target_node"]) == ("peer", "done", lost_machine)
+            }
+        else:
+            assert where(uuid, min(on_lost))[0] == node_of(cluster, lost_machine).node_id
         since = [len(client.acknowledged) for client in clients]  # each client writes on after it
         wait_for(
             lambda: all(len(c.acknowledged) >= n + 3 * BATCH for c, n in zip(clients, since, strict=True))
@@ -256,12 +287,16 @@ def test_a_machine_killed_and_restarted_loses_no_acknowledged_write(
 
         # The walks go on: the PIT's failed page asked again, then to its end; the scroll's batches.
         while not pit.done:
-            assert pit.page(b)["_shards"]["failed"] == 0
+            assert pit.page(b)["_shards"]["failed"] == (len(on_lost) if replicas else 0)
         while not scroll.done:
-            assert scroll.page(b)["_shards"]["failed"] == 0
+            assert scroll.page(b)["_shards"]["failed"] == (len(scroll.failed_shards) if replicas else 0)
         pit_ids = [hit["_id"] for hit in pit.hits]
         assert len(pit_ids) == len(set(pit_ids)), "a document came twice in the PIT walk"
-        assert sorted(pit_ids) == sorted(truth), "the PIT walk missed documents"
+        if replicas:  # failed cleanly: what it missed is in the shards its pages reported failed
+            assert set(pit_ids) <= set(truth)
+            assert {shard_of(doc_id) for doc_id in set(truth) - set(pit_ids)} <= pit.failed_shards
+        else:
+            assert sorted(pit_ids) == sorted(truth), "the PIT walk missed documents"
         assert all(hit["_source"] == truth[hit["_id"]] for hit in pit.hits)
         scroll_ids = [hit["_id"] for hit in scroll.hits]
         assert len(scroll_ids) == len(set(scroll_ids)), "a document came twice in the scroll"
@@ -283,7 +318,11 @@ def test_a_machine_killed_and_restarted_loses_no_acknowledged_write(
         for doc_id, status, error_type in refused:
             assert (status, error_type) == (503, "unavailable_shards_exception")
             assert shard_of(doc_id) in on_lost
-        acknowledged = {**truth, **{k: v for client in clients for k, v in client.acknowledged.items()}}
+        acknowledged = {
+            **truth,
+            **written_during,
+            **{k: v for client in clients for k, v in client.acknowledged.items()},
+        }
         b.indices.refresh(index="lost")
         ids = sorted(acknowledged)
         for start in range(0, len(ids), 1000):
@@ -303,10 +342,18 @@ def test_a_machine_killed_and_restarted_loses_no_acknowledged_write(
         survivor.stop()
 
 
-def expect_copies(es: Elasticsearch, on_lost: set[int]) -> None:
-    """With replicas, the loss leaves a copy of each shard: yellow, searches whole."""
-    assert health(es)["status"] == "yellow"
-    assert es.search(index="lost", size=0).body["_shards"]["failed"] == 0
+def expect_copies(es: Elasticsearch, on_lost: set[int]) -> dict[str, dict[str, Any]]:
+    """With replicas, the loss leaves a copy of each shard: once it is detected (Elasticsearch's
+    follower checks: at once for processes killed), yellow, searches whole, and a write to every
+    shard acknowledged; what was written."""
+    wait_for(lambda: health(es)["status"] == "yellow")
+    found = es.search(index="lost", size=0).body
+    assert found["_shards"]["failed"] == 0 and found["hits"]["total"]["value"] >= N
+    docs = {f"during-{i}": {"n": N + i, "client": "during"} for i in range(4 * SHARDS)}
+    assert {shard_of(doc_id) for doc_id in docs} >= on_lost
+    items = es.bulk(operations=index_operations("lost", docs)).body["items"]
+    assert [item["index"]["status"] for item in items] == [201] * len(docs), items
+    return docs
 
 
 def test_a_coordinator_started_while_a_machine_is_gone_serves_the_rest(cluster: Any, tmp_path: Path) -> None:

@@ -460,7 +460,7 @@ def test_health_is_red_while_a_shard_actor_is_down(http: httpx.Client) -> None:
     assert waited.status_code == 408 and waited.json()["timed_out"] is True
     rows = primaries(http, "healthy")
     assert [row["state"] for row in rows] == ["STARTED", "UNASSIGNED"]
-    assert rows[1]["unassigned.reason"] == "ALLOCATION_FAILED"  # its node is still there
+    assert rows[1]["unassigned.reason"] == "NODE_LEFT"  # its machine failed (disconnected)
     (row,) = http.get("/_cat/indices/healthy", params={"format": "json", "h": "health,status"}).json()
     assert row == {"health": "red", "status": "open"}
     stats = http.get("/healthy/_stats/docs")

@@ -4,9 +4,12 @@ the write is acknowledged; through the REST API of a coordinator on a local 3-no
 
 from __future__ import annotations
 
+import os
 import pickle
+import signal
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import httpx
@@ -15,7 +18,7 @@ import pytest
 
 from leafsearch.testing import Server
 from tests.concurrency import wait_for
-from tests.ray_cluster import copy_nodes, machine_of, node_of, ray_server, shard_map
+from tests.ray_cluster import copy_nodes, machine_of, node_of, ray_server, shard_map, stop, where
 
 _NDJSON = {"content-type": "application/x-ndjson"}
 
@@ -317,6 +320,128 @@ def test_searches_read_every_started_copy_and_a_pit_stays_on_the_primaries(http:
         after = hits[-1]["sort"]
     assert sorted(seen) == sorted(ids)  # every document once, from the context on the primary
     http.request("DELETE", "/_pit", json={"id": pit})
+
+
+def walk(http: httpx.Client, pit: str, after: list[Any] | None = None) -> list[str]:
+    """A PIT's documents from `after` to its end (every page whole)."""
+    seen: list[str] = []
+    while True:
+        body: dict[str, Any] = {"size": 10, "pit": {"id": pit}, "sort": [{"_shard_doc": "asc"}]}
+        if after is not None:
+            body["search_after"] = after
+        page = http.post("/_search", json=body).json()
+        assert page["_shards"]["failed"] == 0, page
+        hits = page["hits"]["hits"]
+        if not hits:
+            return seen
+        seen += [hit["_id"] for hit in hits]
+        after = hits[-1]["sort"]
+
+
+@contextmanager
+def stopped(pid: int) -> Iterator[None]:
+    """The process `pid` (a machine actor's) stopped (SIGSTOP) for the block: alive, silent."""
+    stop(pid)
+    try:
+        yield
+    finally:
+        os.kill(pid, signal.SIGCONT)
+
+
+def test_a_primary_silent_longer_than_the_health_timeout_is_not_replaced_and_loses_nothing(
+    coordinator: Server, http: httpx.Client
+) -> None:
+    uuid = create(http, "slow", shards=1, replicas=1)
+    ids = {f"s{i}" for i in range(30)}
+    assert bulk(http, "slow", sorted(ids), refresh=True) == ids
+    (before,) = shard_map(uuid)
+    pit = http.post("/slow/_pit", params={"keep_alive": "5m"}).json()["id"]
+    late = [f"late{i}" for i in range(5)]
+    written: list[set[str]] = []
+
+    def writer() -> None:
+        with httpx.Client(base_url=coordinator.url, timeout=120) as client:
+            written.append(bulk(client, "slow", late))
+
+    with stopped(where(uuid, 0)[1]):  # the primary's machine actor
+        thread = threading.Thread(target=writer)
+        thread.start()
+        for _ in range(2):  # each waits out the health timeout on the silent primary
+            body = health(http, "slow")
+            assert body["status"] == "green", body
+        assert shard_map(uuid) == [before]  # not replaced
+    thread.join()
+    assert written == [set(late)]  # the write waited, and was acknowledged
+    (after,) = shard_map(uuid)
+    assert (after["primary"], after["term"]) == (before["primary"], 1)
+    assert sorted(walk(http, pit)) == sorted(ids)  # its context was kept
+    http.request("DELETE", "/_pit", json={"id": pit})
+
+
+def test_a_primary_silent_past_its_follower_checks_is_replaced_and_catches_up_once_it_answers(
+    http: httpx.Client,
+) -> None:
+    checks = {
+        "cluster.fault_detection.follower_check.interval": "500ms",
+        "cluster.fault_detection.follower_check.timeout": "1s",
+        "cluster.fault_detection.follower_check.retry_count": 2,
+    }
+    assert http.put("/_cluster/settings", json={"transient": checks}).status_code == 200
+    try:
+        uuid = create(http, "stalled", shards=1, replicas=1)
+        acknowledged = bulk(http, "stalled", [f"t{i}" for i in range(20)], refresh=True)
+        primary, (replica,) = copy_nodes(uuid, 0)
+        with stopped(where(uuid, 0)[1]):
+            # Replaced by the checks alone: no request to it failed.
+            wait_for(lambda: shard_map(uuid)[0]["term"] == 2, attempts=1200)
+            assert copy_nodes(uuid, 0)[0] == replica
+            acknowledged |= bulk(http, "stalled", [f"u{i}" for i in range(5)], refresh=True)
+            assert len(acknowledged) == 25  # writes go on, on the promoted copy
+            count = http.get("/stalled/_count").json()
+            assert count["_shards"]["failed"] == 0 and count["count"] == 25
+        # It answers again: the former primary recovers from the new one.
+        waited = http.get("/_cluster/health/stalled", params={"wait_for_status": "green", "timeout": "90s"})
+        assert waited.status_code == 200 and waited.json()["status"] == "green", waited.text
+        assert copy_nodes(uuid, 0) == (replica, [primary])
+        ids = sorted(acknowledged)
+        assert read_copy(primary, uuid, 0, ids) == read_copy(replica, uuid, 0, ids)
+        assert len(read_copy(primary, uuid, 0, ids)) == 25
+    finally:
+        reset = dict.fromkeys(checks)
+        assert http.put("/_cluster/settings", json={"transient": reset}).status_code == 200
+
+
+def test_a_primary_whose_machine_actor_is_killed_is_replaced_with_no_request_to_it(
+    http: httpx.Client,
+) -> None:
+    import ray
+
+    uuid = create(http, "unasked", shards=1, replicas=1)
+    acknowledged = bulk(http, "unasked", [f"k{i}" for i in range(10)], refresh=True)
+    primary, (replica,) = copy_nodes(uuid, 0)
+    ray.kill(machine_of(primary), no_restart=False)
+    wait_for(lambda: shard_map(uuid)[0]["term"] == 2)  # its check found it disconnected
+    assert copy_nodes(uuid, 0)[0] == replica
+    # Writes, gets and their optimistic checks answer the shard's new primary term.
+    lines = b'{"index":{"_index":"unasked","_id":"after"}}\n{"n":1}\n'
+    (item,) = http.post("/_bulk", content=lines, headers=_NDJSON).json()["items"]
+    assert (item["index"]["status"], item["index"]["_primary_term"]) == (201, 2)
+    got = http.get("/unasked/_doc/after").json()
+    assert got["_primary_term"] == 2 and got["_seq_no"] == item["index"]["_seq_no"]
+    at = {"if_seq_no": got["_seq_no"]}
+    stale = http.put("/unasked/_doc/after", params={**at, "if_primary_term": 1}, json={})
+    assert stale.status_code == 409, stale.text
+    assert stale.json()["error"]["type"] == "version_conflict_engine_exception"
+    fresh = http.put("/unasked/_doc/after", params={**at, "if_primary_term": 2}, json={})
+    assert fresh.status_code == 200 and fresh.json()["_primary_term"] == 2, fresh.text
+    updated = http.post("/unasked/_update/after", json={"doc": {"n": 3}})
+    assert updated.status_code == 200 and updated.json()["_primary_term"] == 2, updated.text
+    acknowledged.add("after")
+    waited = http.get("/_cluster/health/unasked", params={"wait_for_status": "green", "timeout": "90s"})
+    assert waited.status_code == 200 and waited.json()["status"] == "green", waited.text
+    ids = sorted(acknowledged)
+    assert read_copy(primary, uuid, 0, ids) == read_copy(replica, uuid, 0, ids)
+    assert len(read_copy(primary, uuid, 0, ids)) == 11
 
 
 def test_a_replica_whose_machine_left_is_placed_on_another_and_recovers(
