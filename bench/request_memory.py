@@ -10,7 +10,8 @@ answer the resident memory of the server process and its workers together (VmRSS
 read. Printed per case: the answer (status and error type), the median time of one request, RSS
 before the case, after 25%, 50% and all of the repeats, and the growth per request over the
 second half (the allocator's high-water mark is reached in the first half; a leak keeps
-growing in the second).
+growing in the second). `bulk-overwrites` indexes the same 2,000 ids 400 times into an index of
+its own (`bench-overwrites`, 2 shards): the steady overwrite load of issue 25.
 
 Each request is timed alone around its HTTP round trip (wall clock, on a machine that may be
 shared: figures move between runs).
@@ -54,6 +55,19 @@ def _many_fields(count: int) -> Callable[[], bytes]:
     return _json({f"f{i}": i for i in range(count)})
 
 
+def _overwrites(count: int) -> Callable[[], bytes]:
+    """A bulk body indexing the same `count` ids each time (each repeat overwrites them all)."""
+
+    def body() -> bytes:
+        lines = []
+        for i in range(count):
+            lines.append(orjson.dumps({"index": {"_id": str(i)}}))
+            lines.append(orjson.dumps({"u": f"u{i % 300}", "n": i, "t": f"word{i % 97} other{i % 13} " * 20}))
+        return b"\n".join(lines) + b"\n"
+
+    return body
+
+
 CASES = [
     Case(
         "terms-refused",
@@ -93,6 +107,14 @@ CASES = [
     Case("runtime-type", "PUT", f"/{INDEX}/_mapping", _json({"runtime": {"r": {"type": {}}}}), repeats=3),
     Case("header-1mib", "GET", "/", lambda: b"", lambda: {"X-Big": "a" * (1 << 20)}, repeats=3),
     Case("index-nul", "PUT", "/bench-%00", lambda: b"", repeats=1),
+    Case(
+        "bulk-overwrites",
+        "POST",
+        "/bench-overwrites/_bulk",
+        _overwrites(2_000),
+        lambda: {"Content-Type": "application/x-ndjson"},
+        repeats=400,
+    ),
 ]
 
 
@@ -183,6 +205,12 @@ def _load(server: Server) -> None:
     for method, path, body, kind in (
         ("PUT", f"/{INDEX}", orjson.dumps({"mappings": mapping}), "application/json"),
         ("POST", f"/{INDEX}/_bulk?refresh=true", lines, "application/x-ndjson"),
+        (
+            "PUT",
+            "/bench-overwrites",
+            orjson.dumps({"settings": {"number_of_shards": 2}}),
+            "application/json",
+        ),
         (
             "PUT",
             "/bench-fields",

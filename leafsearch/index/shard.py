@@ -678,7 +678,7 @@ class Shard:
         """Add the segment of the buffer on the flush thread (waiting for it), not yet published.
 
         Its documents now resolve from the segment: the version map keeps only the current
-        buffer's entries (deletes resolve from tombstones, other ids from the segments).
+        buffer's ids (other deletes resolve from tombstones, other ids from the segments).
 
         When the segment could not be written (a full disk, memory), what the write left is
         deleted, the buffer goes to the flush thread again under a new folder name, and this
@@ -694,12 +694,12 @@ class Shard:
             self._flushing = self._flush_in_background(flushing.buffer, flushing.generation)
             raise self._segment_failed(exc) from exc
         live = _buffer_live(seg, flushing.buffer)
-        tag, buffer = self.buffer.tag, self.buffer
-        version_map = {
-            k: v
-            for k, v in self.version_map.items()
-            if (v - (v & _DOC_MASK) == tag if type(v) is int else v.buffer is buffer)
-        }
+        # The current buffer's ids: their entries are the only ones newer than the segment (a
+        # write, or a delete after one, in this buffer). Looked up by id, in C, rather than every
+        # entry filtered in Python: this ran once per segment with the GIL held, over the whole
+        # map (10% of the server's GIL time with one bulk client).
+        ids, current = self.buffer.ids, self.version_map
+        version_map = dict(zip(ids, map(current.__getitem__, ids), strict=True))
         # Nothing below can fail.
         self._flushing = None
         self._add_segment(seg, live)
