@@ -110,6 +110,14 @@ def stop(pid: int) -> None:
         os.sched_yield()
 
 
+def ended(pid: int) -> bool:
+    """Whether a process has ended (gone, or a zombie its parent has not reaped)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] in ("Z", "X")
+    except OSError:
+        return True
+
+
 def _parent(proc: Path) -> int | None:
     try:  # "pid (name) state ppid ...": the name may hold spaces
         return int((proc / "stat").read_text().rpartition(")")[2].split()[1])

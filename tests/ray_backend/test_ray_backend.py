@@ -20,8 +20,9 @@ import pytest
 from leafsearch.index.routing import default_routing_num_shards, shard_for
 from leafsearch.search.shard_api import ShardContextId
 from leafsearch.testing import Server
+from tests.concurrency import wait_for
 from tests.conftest import error_of
-from tests.ray_cluster import machine_actor, machine_calls, ray_server, shard_actor, where
+from tests.ray_cluster import ended, machine_actor, machine_calls, ray_server, shard_actor, where
 
 SHARDS = 6
 
@@ -531,10 +532,14 @@ def test_a_shard_that_stays_down_fails_its_writes_and_its_part_of_searches(http:
     assert bulk(http, "deadshard", {f"d{n}": source(n) for n in range(300)}, refresh=True)["errors"] is False
     before = http.get("/deadshard/_count").json()["count"]
     actor = machine_actor(uuid, 1)
+    _, pid = ray.get(actor.where.remote(), timeout=60)
     ray.kill(actor, no_restart=True)  # Ray will not restart it: the shard stays down
     with pytest.raises(ray.exceptions.RayActorError):  # (once the kill lands: it is asynchronous)
         for _ in range(1000):
             ray.get(actor.where.remote(), timeout=60)
+    # Ray calls the actor dead before its process has ended, which may still answer on its
+    # channel (and write, durably) meanwhile: the shard is down once the process is gone.
+    wait_for(lambda: ended(pid))
 
     items = bulk(http, "deadshard", {f"e{n}": source(n) for n in range(300)})["items"]
     failed = [item["index"] for item in items if item["index"]["status"] != 201]
