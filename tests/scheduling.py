@@ -8,12 +8,13 @@
   runs one cluster at a time and two clusters at most run at once; each module (and the re-run
   suite folder, whose cluster is package-scoped) stays whole in one group, so that its cluster
   starts once. The modules are dealt out longest first, each to the group with the fewest
-  seconds so far, by their seconds in the last run (pytest's cache).
+  seconds so far, by their seconds in the last run (pytest's cache) or, before one, by how many
+  tests they have and whether they start a cluster.
 - **Modules with a module-scoped fixture** (a server of its own, users, a loaded index) are a
   unit, so that the fixture is made once, not once in each worker.
 - Every other test is a unit of its own, handed to the next free worker.
 - **Order**: the Ray groups first (they are the run's longest path), then the units slowest in
-  the last run, so that the run ends on short ones on both workers.
+  the last run, so that the run ends on short ones on every worker.
 """
 
 from __future__ import annotations
@@ -31,8 +32,13 @@ RAY_TESTS = "tests/ray_backend/"
 RAY_SUITE = "tests/ray_backend/suite/"
 #: Groups the Ray tests are cut into: one per worker of `-n 2`.
 RAY_GROUPS = 2
-#: Seconds assumed for a Ray module the cache knows nothing of (a first run): about the median.
-UNKNOWN_RAY_MODULE_SECONDS = 30.0
+#: Seconds assumed, before the cache knows a Ray module (a first run, a fresh clone), for each of
+#: its tests, and once for the cluster and coordinators of a unit that starts them; a test of a
+#: module that starts neither (fakes, a child process) counts `UNKNOWN_RAY_LIGHT_TEST_SECONDS`.
+#: About what they took in the runs of bench/RESULTS.md "The test suite".
+UNKNOWN_RAY_TEST_SECONDS = 7.0
+UNKNOWN_RAY_CLUSTER_SECONDS = 20.0
+UNKNOWN_RAY_LIGHT_TEST_SECONDS = 1.0
 
 #: pytest's cache key of the seconds each test module's tests took on average in the last run
 #: that ran it (setup, call and teardown; {module path: seconds}).
@@ -50,17 +56,22 @@ def ray_unit(nodeid: str) -> str:
 
 def ray_groups(nodeids: Iterable[str], seconds: Mapping[str, float]) -> dict[str, str]:
     """{Ray unit: its group's name}: the units dealt out longest first (the seconds of their tests
-    in the last run, `UNKNOWN_RAY_MODULE_SECONDS` for a module never timed), each to the group
+    in the last run, or the `UNKNOWN_RAY_*` estimates for a module never timed), each to the group
     with the fewest seconds so far."""
     tests: dict[str, dict[str, int]] = {}  # unit: {module: its tests}
     for nodeid in nodeids:
         if nodeid.startswith(RAY_TESTS):
             modules = tests.setdefault(ray_unit(nodeid), {})
             modules[module_of(nodeid)] = modules.get(module_of(nodeid), 0) + 1
-    totals = {
-        unit: sum(seconds[m] * n if m in seconds else UNKNOWN_RAY_MODULE_SECONDS for m, n in modules.items())
-        for unit, modules in tests.items()
-    }
+    totals: dict[str, float] = {}
+    for unit, modules in tests.items():
+        untimed = [module for module in modules if module not in seconds]
+        totals[unit] = sum(seconds[m] * n for m, n in modules.items() if m in seconds) + sum(
+            modules[m] * (UNKNOWN_RAY_TEST_SECONDS if starts_a_cluster(m) else UNKNOWN_RAY_LIGHT_TEST_SECONDS)
+            for m in untimed
+        )
+        if any(starts_a_cluster(m) for m in untimed):
+            totals[unit] += UNKNOWN_RAY_CLUSTER_SECONDS
     loads = [0.0] * RAY_GROUPS
     groups: dict[str, str] = {}
     for unit in sorted(totals, key=lambda u: (-totals[u], u)):
@@ -97,6 +108,19 @@ def ordered(nodeids: list[str], seconds: Mapping[str, float]) -> list[int]:
         return (not unit.startswith("ray-"), -estimate, first_of_module[module_of(nodeids[positions[0]])])
 
     return [position for unit in sorted(units, key=key) for position in units[unit]]
+
+
+@functools.cache
+def starts_a_cluster(module: str) -> bool:
+    """Whether a Ray test module (a path from the repository root) starts a local cluster or a
+    coordinator on one: the suite folder's do (its conftest), others name the fixture or helper."""
+    if module.startswith(RAY_SUITE):
+        return True
+    try:
+        source = (REPO / module).read_text()
+    except OSError:
+        return False
+    return re.search(r"\b(ray_cluster|start_cluster|ray_server)\b", source) is not None
 
 
 @functools.cache

@@ -3,7 +3,7 @@ are dealt out evenly to their groups, and the longest units start first."""
 
 from __future__ import annotations
 
-from tests.scheduling import RAY_GROUPS, UNKNOWN_RAY_MODULE_SECONDS, ordered, ray_groups, work_unit
+from tests.scheduling import RAY_GROUPS, ordered, ray_groups, work_unit
 
 RAY = "tests/ray_backend"
 IDS = [
@@ -49,10 +49,14 @@ def test_the_ray_tests_are_dealt_evenly_and_the_suite_folder_stays_whole() -> No
     assert work_unit("tests/test_single.py::test_a", groups) is None
 
 
-def test_a_module_never_timed_counts_once_whatever_its_tests() -> None:
-    ids = [f"{RAY}/test_new.py::test_{n}" for n in range(50)] + [f"{RAY}/test_channel.py::test_a"]
-    groups = ray_groups(ids, {f"{RAY}/test_channel.py": UNKNOWN_RAY_MODULE_SECONDS + 1})
-    assert groups[f"{RAY}/test_new.py"] != groups[f"{RAY}/test_channel.py"]
+def test_a_module_never_timed_weighs_its_tests_and_whether_it_starts_a_cluster() -> None:
+    """A fresh clone: 3 tests on a cluster (41 s assumed) outweigh 30 on fakes (30 s)."""
+    on_cluster = f"{RAY}/test_ray_backend.py"
+    on_fakes = f"{RAY}/test_metadata_store.py"
+    ids = [f"{on_cluster}::test_{n}" for n in range(3)] + [f"{on_fakes}::test_{n}" for n in range(30)]
+    ids.append(f"{RAY}/test_channel.py::test_a")
+    groups = ray_groups(ids, {f"{RAY}/test_channel.py": 35.0})
+    assert groups[on_cluster] != groups[on_fakes] == groups[f"{RAY}/test_channel.py"]
 
 
 def test_the_ray_groups_start_first_then_the_longest_units_each_whole() -> None:
