@@ -181,7 +181,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     the units slowest in the last run, by pytest's cache), each unit's and each module's tests
     together and in their order: xdist hands the units out in collection order, so the long ones
     (the Ray groups, crash trials, the fuzzer, the bench runs) start early and the run ends on
-    short ones on both workers. Without pytest's cache (`-p no:cacheprovider`, a first run) only
+    short ones on every worker. Without pytest's cache (`-p no:cacheprovider`, a first run) only
     the Ray groups move to the front."""
     positions = ordered([item.nodeid for item in items], _module_seconds(config))
     items[:] = [items[p] for p in positions]
