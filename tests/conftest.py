@@ -6,7 +6,6 @@ Tests share the server, so each test works in indices named after itself (`index
 
 from __future__ import annotations
 
-import functools
 import os
 import re
 import socket
@@ -30,6 +29,7 @@ from leafsearch import Node
 from leafsearch.rest.app import create_app
 from leafsearch.rest.connections import counting_protocol
 from leafsearch.testing import Server
+from tests.scheduling import MODULE_SECONDS, ordered, ray_groups, work_unit
 
 REPO = Path(__file__).resolve().parent.parent
 STARTUP_TIMEOUT = 30.0
@@ -143,20 +143,13 @@ def running_server(
         yield server.url, server.process
 
 
-#: The tests on local Ray clusters (tests/ray_cluster.py): a cluster per module, and one for the
-#: re-run suite (tests/ray_backend/suite/), as node ids start (relative to the repository root).
-RAY_TESTS = "tests/ray_backend/"
-
-
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """With pytest-xdist's `--dist loadgroup` (pyproject.toml's default), the Ray tests are one
-    group: they run in one worker, one after the other, so that one Ray cluster runs at a time,
-    as in a serial run, and each is started once, not once per worker. The tests of a module
-    with a module-scoped fixture (a server of its own, users, a loaded index) are a group too,
-    so that the fixture is made once, not once in each worker or again whenever the worker
-    comes back to the module. Every other test is handed to the next free worker. Groups are
-    handed out largest first (the Ray group leads), and the single tests share the end.
+    """With pytest-xdist's `--dist loadgroup` (pyproject.toml's default), the work units of
+    tests/scheduling.py: the Ray tests in `RAY_GROUPS` groups (each in one worker, one cluster
+    at a time), each module with a module-scoped fixture, every other test alone; handed out in
+    collection order (`pytest_collection_modifyitems`: the Ray groups first), not xdist's
+    largest-first by number of tests.
 
     Why by path rather than by `xdist_group` marks: pytest 9.2 no longer sees the group that
     pytest-xdist 3.8 writes into a marked test's node id, and runs the marked tests anywhere
@@ -165,36 +158,33 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
         return None
     from xdist.scheduler import LoadGroupScheduling
 
-    class RayTogether(LoadGroupScheduling):
+    config.option.loadscopereorder = False
+
+    class InUnits(LoadGroupScheduling):
+        groups: dict[str, str] | None = None
+
         def _split_scope(self, nodeid: str) -> str:
-            if nodeid.startswith(RAY_TESTS):
-                return "ray"
-            module = nodeid.split("::", 1)[0]
-            return module if _has_module_fixture(module) else super()._split_scope(nodeid)
+            if self.groups is None:  # (`schedule` sets `collection` before it asks)
+                self.groups = ray_groups(self.collection or [], _module_seconds(config))
+            return work_unit(nodeid, self.groups) or super()._split_scope(nodeid)
 
-    return RayTogether(config, log)
+    return InUnits(config, log)
 
 
-#: pytest's cache key of the seconds each test module's tests took on average in the last run
-#: that ran it (setup, call and teardown; {module path: seconds}).
-MODULE_SECONDS = "leafsearch/module-seconds"
+def _module_seconds(config: pytest.Config) -> dict[str, float]:
+    cache = getattr(config, "cache", None)
+    return cache.get(MODULE_SECONDS, {}) if cache is not None else {}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The modules whose tests were slowest on average first, each module's tests together and in
-    their order: xdist hands single tests out in collection order, so the long ones (crash trials,
-    the fuzzer, the bench runs) start early and the run ends on short ones, instead of one worker
-    ending long after the other on slow tests collected last (tests/write). Nothing moves
-    without pytest's cache (`-p no:cacheprovider`) or before a first run."""
-    cache = getattr(config, "cache", None)
-    seconds = cache.get(MODULE_SECONDS, {}) if cache is not None else {}
-    if not seconds:
-        return
-    modules: dict[str, list[pytest.Item]] = {}
-    for item in items:
-        modules.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
-    order = sorted(modules, key=lambda module: -seconds.get(module, 0.0))
-    items[:] = [item for module in order for item in modules[module]]
+    """The work units in the order they should start (tests/scheduling.py: the Ray groups, then
+    the units slowest in the last run, by pytest's cache), each unit's and each module's tests
+    together and in their order: xdist hands the units out in collection order, so the long ones
+    (the Ray groups, crash trials, the fuzzer, the bench runs) start early and the run ends on
+    short ones on every worker. Without pytest's cache (`-p no:cacheprovider`, a first run) only
+    the Ray groups move to the front."""
+    positions = ordered([item.nodeid for item in items], _module_seconds(config))
+    items[:] = [items[p] for p in positions]
 
 
 class ModuleSeconds:
@@ -254,16 +244,6 @@ def pytest_configure(config: pytest.Config) -> None:
     cache = getattr(config, "cache", None)
     if cache is not None and not hasattr(config, "workerinput"):
         config.pluginmanager.register(ModuleSeconds(cache), "leafsearch-module-seconds")
-
-
-@functools.cache
-def _has_module_fixture(module: str) -> bool:
-    """Whether the test module (a path from the repository root) defines a module-scoped fixture."""
-    try:
-        source = (REPO / module).read_text()
-    except OSError:
-        return False
-    return re.search(r"""@pytest\.fixture\([^)]*scope=["']module["']""", source) is not None
 
 
 @pytest.fixture(scope="session")

@@ -429,6 +429,7 @@ def test_writes_after_a_recovery_follow_every_generation_it_replayed(tmp_path, h
         put(shard, str(i), {"n": i})
     shard.translog._file.close()  # crash
     held_flush.abandon()
+    assert isinstance(shard._flushing.built.exception(timeout=30), RuntimeError)  # gave up, not the next
     assert len(list((tmp_path / "s" / "translog").glob("translog-*.tlog"))) == 2
     reopened = Shard(tmp_path / "s", 0, parse)
     put(reopened, "11", {"n": 1100})
