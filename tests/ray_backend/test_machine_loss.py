@@ -170,8 +170,14 @@ class ScrollWalk:
         return body
 
 
+#: Seconds the client waits for a health answer: longer than any `timeout` a call here gives the
+#: server to wait for a status (the coordinators' clients time out after 60).
+HEALTH_REQUEST_SECONDS = 180
+
+
 def health(es: Elasticsearch, index: str = "lost", **params: Any) -> dict[str, Any]:
-    return es.options(ignore_status=408).cluster.health(index=index, **params).body
+    client = es.options(ignore_status=408, request_timeout=HEALTH_REQUEST_SECONDS)
+    return client.cluster.health(index=index, **params).body
 
 
 def unassigned(es: Elasticsearch) -> dict[int, str]:

@@ -305,19 +305,7 @@ def test_searches_read_every_started_copy_and_a_pit_stays_on_the_primaries(http:
         assert page["_shards"]["failed"] == 0 and {hit["_id"] for hit in page["hits"]["hits"]} == ids
     assert all(queries_served(node) > before[node] for node in (primary, replica))  # both read
     pit = http.post("/spread/_pit", params={"keep_alive": "1m"}).json()["id"]
-    seen: list[str] = []
-    after = None
-    while True:
-        body: dict[str, Any] = {"size": 25, "pit": {"id": pit}, "sort": [{"_shard_doc": "asc"}]}
-        if after is not None:
-            body["search_after"] = after
-        page = http.post("/_search", json=body).json()
-        assert page["_shards"]["failed"] == 0, page
-        hits = page["hits"]["hits"]
-        if not hits:
-            break
-        seen += [hit["_id"] for hit in hits]
-        after = hits[-1]["sort"]
+    seen = walk(http, pit)
     assert sorted(seen) == sorted(ids)  # every document once, from the context on the primary
     http.request("DELETE", "/_pit", json={"id": pit})
 
