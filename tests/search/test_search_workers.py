@@ -110,6 +110,37 @@ def test_searches_in_workers_answer_what_the_server_process_computes(node: Node)
     assert sum(held) >= 3  # the shards' snapshots were published to a worker
 
 
+class _Held:
+    """A message part whose pickling waits for `release`: posted to a worker, it holds that
+    worker's sender thread (the pool's messages queued behind it wait too)."""
+
+    def __init__(self, release: threading.Event) -> None:
+        self.release = release
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        self.release.wait(60)
+        return (list, ())
+
+
+def test_a_settings_change_reaches_each_worker_before_the_next_search(node: Node) -> None:
+    """A search answered after `_cluster/settings` changed a limit is held to it, in whichever
+    worker runs it, even while the workers' sender threads are busy (the change was queued
+    behind them, and the next search's task, written directly, overtook it)."""
+    pool = node.search_workers
+    assert pool is not None
+    release = threading.Event()
+    for worker in pool._slots:
+        worker.post(("release", _Held(release)))
+    try:
+        node.cluster_settings.update({"transient": {"search.max_buckets": "1"}})
+        for _ in range(2):  # (each worker)
+            with pytest.raises(SearchPhaseExecution) as refused:
+                search(node, "t", {"size": 0, "aggs": {"tags": {"terms": {"field": "tag.keyword"}}}})
+            assert "too_many_buckets_exception" in str(refused.value.body())
+    finally:
+        release.set()
+
+
 def test_a_worker_keeps_segments_open_across_refreshes_until_their_files_are_deleted(tmp_path: Path) -> None:
     """A refresh releases the old snapshot before the next search names the new one: the worker
     opens only the new segment (not every segment again, with its sort orders), and closes a

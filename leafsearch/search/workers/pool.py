@@ -203,13 +203,18 @@ class _Worker:
             if self.alive:
                 self._outbox.put(message)
 
-    def answer(self, call_id: int, allowed: bool) -> None:
-        """Tell the worker whether to write the response it rendered (`Confirm`), from the
-        caller's thread: the worker waits for it, and a hand-off to the sender thread put a
-        thread switch in every scroll batch's way. A worker gone meanwhile: its reader fails
-        the call."""
+    def tell(self, message: tuple) -> None:
+        """Write a message from the caller's thread, not the sender's: it reaches the worker
+        before any task submitted once this returns (tasks are written by `submit`, not queued
+        behind `post`'s messages). A worker gone meanwhile: its reader sees it."""
         with contextlib.suppress(OSError, ValueError):
-            self._write(("go", call_id, allowed))
+            self._write(message)
+
+    def answer(self, call_id: int, allowed: bool) -> None:
+        """Tell the worker whether to write the response it rendered (`Confirm`): the worker
+        waits for it, and a hand-off to the sender thread put a thread switch in every scroll
+        batch's way. A worker gone meanwhile: its reader fails the call."""
+        self.tell(("go", call_id, allowed))
 
     def _describe(self, targets: list[Target]) -> tuple[list[Any], list[TargetRef]]:
         """The index states and snapshot manifests the worker lacks, and the targets as refs."""
@@ -417,7 +422,7 @@ class WorkerPool:
             self._slots[slot] = worker
             self._ready.notify_all()
         log.debug("search worker %d ready (pid %s)", slot, proc.pid)
-        worker.post(("settings", dict(settings.persistent), dict(settings.transient)))
+        worker.tell(("settings", dict(settings.persistent), dict(settings.transient)))
 
     def _start_failed(self, slot: int, proc: BaseProcess) -> None:
         """A worker exited before it was ready, and its slot stays empty (the server process runs
@@ -675,11 +680,15 @@ class WorkerPool:
             worker.post(("deleted", str(folder)))
 
     def _settings_changed(self) -> None:
+        """Each worker has the cluster's new settings before the next task it reads: a search
+        answered after the change (a lowered `search.max_buckets`) is held to it. Posted behind
+        the sender thread's queue, the change could reach a worker after a task submitted
+        once the settings request was answered."""
         settings = self._services.cluster_settings
         with self._lock:
             workers = [w for w in self._slots if w is not None]
         for worker in workers:
-            worker.post(("settings", dict(settings.persistent), dict(settings.transient)))
+            worker.tell(("settings", dict(settings.persistent), dict(settings.transient)))
 
     # ---- reporting --------------------------------------------------------------------------
 
