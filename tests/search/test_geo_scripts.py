@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from elasticsearch import BadRequestError, Elasticsearch
 from elasticsearch.helpers import bulk
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from leafsearch.testing import Server
@@ -34,9 +34,11 @@ DOCUMENT_PLANE = "def p = doc['loc']; return 1000000.0 / (1 + p.planeDistance(pa
 
 
 def quantized(lat: float, lon: float) -> tuple[float, float]:
-    """A point as Lucene's 32-bit encoding keeps it (what doc values hold)."""
+    """A point as Lucene's 32-bit encoding keeps it (what doc values hold): latitude 90 and
+    longitude 180 are kept as the largest encoded values, one step below them."""
     lat_step, lon_step = 180.0 / 2**32, 360.0 / 2**32
-    return math.floor(lat / lat_step) * lat_step, math.floor(lon / lon_step) * lon_step
+    top = 2**31 - 1
+    return min(math.floor(lat / lat_step), top) * lat_step, min(math.floor(lon / lon_step), top) * lon_step
 
 
 def arc(lat1: float, lon1: float, lat2: float, lon2: float) -> float:
@@ -154,6 +156,7 @@ points = st.lists(
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(found=points, center=st.tuples(st.floats(-90, 90), st.floats(-180, 180)))
+@example(found=[(90.0, 180.0), (-90.0, -180.0)], center=(49.0, 0.0))  # (the encoding's edges)
 def test_script_distances_match_a_brute_force(
     es: Elasticsearch,
     new_index: Callable[..., str],
