@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from leafsearch.common.durable import FOLDER_MODE, fsync_dir, private
+from leafsearch.index import array_files
 
 PINS = "pins"
 _NAME = re.compile(r"[0-9a-f]{1,64}")
@@ -82,13 +83,12 @@ def read_pins(shard_folder: Path) -> dict[str, PinnedSnapshot]:
         if entry.suffix != ".npz" or not _NAME.fullmatch(entry.stem):
             entry.unlink(missing_ok=True)
             continue
-        with np.load(entry, allow_pickle=False) as data:
-            names = tuple(str(s) for s in data["segments"])
-            max_docs = data["max_docs"]
-            live = tuple(
-                None if size < 0 else np.unpackbits(data[f"live_{i}"], count=int(size)).astype(bool)
-                for i, size in enumerate(max_docs.tolist())
-            )
+        data = array_files.load_all(entry)
+        names = tuple(str(s) for s in data["segments"])
+        live = tuple(
+            None if size < 0 else np.unpackbits(data[f"live_{i}"], count=int(size)).astype(bool)
+            for i, size in enumerate(data["max_docs"].tolist())
+        )
         pins[entry.stem] = PinnedSnapshot(names, live)
     return pins
 

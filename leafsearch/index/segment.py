@@ -36,7 +36,7 @@ import numpy as np
 import orjson
 
 from leafsearch.common.durable import FOLDER_MODE, fsync_dir, private
-from leafsearch.index import source_blocks, vector_graph
+from leafsearch.index import array_files, source_blocks, vector_graph
 from leafsearch.index.block_cache import BlockCache
 from leafsearch.index.columns import DocValues, KeywordColumn, NumericColumn, TextColumn, VectorColumn
 from leafsearch.index.fielddata import Fielddata
@@ -316,9 +316,7 @@ class Segment:
         about twice the read of a small file, and a refresh's new segment, which the next query
         opens, holds only small ones)."""
         path = self.folder / f"{name}.npy"
-        if os.stat(path).st_size <= _READ_WHOLE_BYTES:
-            return np.load(path, allow_pickle=False)
-        return np.load(path, mmap_mode="r", allow_pickle=False)
+        return array_files.load(path, mmap=os.stat(path).st_size > _READ_WHOLE_BYTES)
 
     def _has(self, name: str) -> bool:
         return (self.folder / f"{name}.npy").exists()

@@ -37,7 +37,7 @@ import numpy as np
 
 from leafsearch.common.durable import FOLDER_MODE
 from leafsearch.errors import ElasticError, FlushFailed, IndexClosed, RefreshFailed, TranslogFailed, cause_of
-from leafsearch.index import derived_files
+from leafsearch.index import array_files, derived_files
 from leafsearch.index.buffer import IndexBuffer
 from leafsearch.index.buffer_wire import BuildJob, BuildUnavailable, PackedBuffer
 from leafsearch.index.commits import CommitPlan, Commits
@@ -249,7 +249,7 @@ class Shard:
         segments = [held.pop(name, None) or self._open_segment(name) for name in commit.get("segments", [])]
         live_files: dict[str, str] = dict(commit.get("live", {}))
         live = {
-            seg.name: np.load(self.folder / live_files[seg.name]) if seg.name in live_files else None
+            seg.name: array_files.load(self.folder / live_files[seg.name]) if seg.name in live_files else None
             for seg in segments
         }
         translog_gen = commit.get("translog_gen", 1)
