@@ -10,6 +10,7 @@ import signal
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import partial
 from typing import Any
 
 import httpx
@@ -17,7 +18,7 @@ import orjson
 import pytest
 
 from leafsearch.testing import Server
-from tests.concurrency import wait_for
+from tests.concurrency import wait_for, writers_beside_refresher
 from tests.ray_cluster import copy_nodes, machine_of, node_of, ray_server, shard_map, stop, where
 
 _NDJSON = {"content-type": "application/x-ndjson"}
@@ -83,34 +84,19 @@ def test_every_acknowledged_write_is_on_both_copies_with_concurrent_bulks_and_re
     with httpx.Client(base_url=coordinator.url, timeout=120) as http:
         uuid = create(http, "copies", shards=2, replicas=1)
     acknowledged: set[str] = set()
-    errors: list[BaseException] = []
-    done = threading.Event()
 
     def writer(n: int) -> None:
-        try:
-            with httpx.Client(base_url=coordinator.url, timeout=120) as client:
-                for batch in range(8):
-                    # (ids overlap across clients: the same documents overwritten concurrently)
-                    ids = [f"d{(n * 37 + batch * 11 + i) % 150}" for i in range(25)]
-                    acknowledged.update(bulk(client, "copies", ids))
-        except BaseException as exc:  # reported below
-            errors.append(exc)
-
-    def refresher() -> None:
         with httpx.Client(base_url=coordinator.url, timeout=120) as client:
-            while not done.is_set():
-                client.post("/copies/_refresh")
+            for batch in range(8):
+                # (ids overlap across clients: the same documents overwritten concurrently)
+                ids = [f"d{(n * 37 + batch * 11 + i) % 150}" for i in range(25)]
+                acknowledged.update(bulk(client, "copies", ids))
 
-    threads = [threading.Thread(target=writer, args=(n,)) for n in range(3)]
-    beside = threading.Thread(target=refresher)
-    beside.start()
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    done.set()
-    beside.join()
-    assert not errors and acknowledged
+    with httpx.Client(base_url=coordinator.url, timeout=120) as refreshing:
+        writers_beside_refresher(
+            [partial(writer, n) for n in range(3)], lambda: refreshing.post("/copies/_refresh")
+        )
+    assert acknowledged
     ids = sorted(acknowledged)
     held: set[str] = set()
     for shard_id in range(2):
