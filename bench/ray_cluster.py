@@ -21,6 +21,8 @@ created with 6 shards), then, from client processes:
   copy of the index (`bench1`: latencies, queries/s, calls and coordinator CPU per search), and
   the PIT export in 6 slices, one per shard (documents/s, calls and CPU per page);
   `--one-shard-only` measures only these (with the import), for before/after runs of two trees;
+- the import's CPU per 1,000 documents in the server (the coordinator, on Ray) and, on Ray, in
+  the machine actors, and their calls; `--import-only` measures only the import;
 - the CPU the server process (the coordinator, on Ray) spent per W6 search and per 1,000
   documents of each walk, less what it spends idle (measured over 3 s before: Ray's threads in
   the coordinator are not idle), which the machine's load disturbs less than latencies; on Ray,
@@ -217,13 +219,22 @@ def _measure(
     last: int,
     calls: Callable[[], Counter[str]] | None = None,
     one_shard_only: bool = False,
+    import_only: bool = False,
 ) -> dict[str, Any]:
     """The measurements of one configuration; `calls`: the machine actors' calls so far (Ray,
     whose machine actors' CPU is measured too); `one_shard_only`: the import and `_one_shard`'s
-    only."""
+    only; `import_only`: the import alone."""
     machines = _machine_cpu if calls else float
-    out: dict[str, Any] = {"import, docs/s": n / _load(server, records, create_body)}
     counted = calls or Counter
+    before, cpu, machine_cpu = counted(), server.cpu_seconds()[0], machines()
+    out: dict[str, Any] = {"import, docs/s": n / _load(server, records, create_body)}
+    out["import server CPU per 1,000 docs, ms"] = (server.cpu_seconds()[0] - cpu) / n * 1e6
+    if calls:
+        out["import machine actors CPU per 1,000 docs, ms"] = (machines() - machine_cpu) / n * 1e6
+        out["import machine calls per 1,000 docs"] = sum((counted() - before).values()) / n * 1000
+    if import_only:
+        out["load average (1 min)"] = os.getloadavg()[0]
+        return out
     context = multiprocessing.get_context("spawn")
     manager = context.Manager()
     with context.Pool(max(4, SHARDS)) as pool:
@@ -290,6 +301,7 @@ def _ray_run(
     first: int,
     last: int,
     one_shard_only: bool,
+    import_only: bool,
 ) -> dict:
     import ray
     from ray.cluster_utils import Cluster
@@ -306,7 +318,9 @@ def _ray_run(
     try:
         server.start(timeout=120)
         ray.init(address=cluster.address, namespace="leafsearch", log_to_driver=False)
-        measured = _measure(server, records, create_body, n, first, last, _machine_calls, one_shard_only)
+        measured = _measure(
+            server, records, create_body, n, first, last, _machine_calls, one_shard_only, import_only
+        )
         out = {"cluster start-up, s": started, **measured}
     finally:
         server.stop()
@@ -352,6 +366,9 @@ def main() -> None:
     parser.add_argument("--no-single", action="store_true", help="skip the single-process server")
     parser.add_argument("--one-shard-only", action="store_true", help="only the searches that ask one shard")
     parser.add_argument("--replicas", action="store_true", help="only bulk, replicas 1 against replicas 0")
+    parser.add_argument(
+        "--import-only", action="store_true", help="only the import (CPU and calls per document)"
+    )
     options = parser.parse_args()
     os.environ.update(LOOPBACK_ENV)  # before Ray is imported, and for the servers it starts
     work = Path(tempfile.mkdtemp(prefix="leafsearch-ray-"))
@@ -379,13 +396,31 @@ def main() -> None:
                 only = options.one_shard_only
                 keep(
                     "single process",
-                    _measure(single, records, create_body, options.docs, first, last, None, only),
+                    _measure(
+                        single,
+                        records,
+                        create_body,
+                        options.docs,
+                        first,
+                        last,
+                        None,
+                        only,
+                        options.import_only,
+                    ),
                 )
             finally:
                 single.stop()
         for nodes in () if options.replicas else options.nodes:
             measured = _ray_run(
-                work, nodes, records, create_body, options.docs, first, last, options.one_shard_only
+                work,
+                nodes,
+                records,
+                create_body,
+                options.docs,
+                first,
+                last,
+                options.one_shard_only,
+                options.import_only,
             )
             keep(f"ray {nodes} node(s)", measured)
     finally:

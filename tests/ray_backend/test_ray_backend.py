@@ -281,6 +281,95 @@ def test_a_phase_and_a_bulk_are_one_call_per_machine(http: httpx.Client) -> None
     assert http.post("/permachine/_count").json()["count"] == 600
 
 
+def _comparable(items: list[dict]) -> list[dict]:
+    """Bulk items less what differs between two nodes: shard counts, seq_nos, generated ids."""
+    out = []
+    for item in items:
+        ((kind, result),) = item.items()
+        result = {k: v for k, v in result.items() if k not in ("_shards", "_seq_no", "_primary_term")}
+        if kind in ("create", "index") and result["_id"].startswith("auto"):
+            result["_id"] = "generated"
+        if "error" in result:
+            result["error"] = {k: result["error"][k] for k in ("type", "reason")}
+        out.append({kind: result})
+    return out
+
+
+def _bulk_body(lines: list[dict]) -> bytes:
+    return b"".join(orjson.dumps(line) + b"\n" for line in lines)
+
+
+@pytest.mark.parametrize("simple", [True, False], ids=["simple-lines", "general-lines"])
+def test_a_bulk_sent_by_column_answers_every_item_as_a_single_node_does(
+    http: httpx.Client, tmp_path: Path, simple: bool
+) -> None:
+    """A bulk on shard actors goes to each machine by column (no object per document); each
+    item still succeeds or fails on its own as on one node (Elasticsearch's items): a create of
+    an existing id (409), an id over 512 bytes and a value its field cannot hold (400), the
+    same id twice in one request (applied in order: versions 1 and 2), generated ids; the
+    others written once, each on its routed shard. `simple`: action lines the simple parser
+    takes; else the same with a line parameter (`require_alias: false`) that sends them the
+    general way."""
+    from leafsearch import Client
+
+    name = f"bycolumn-{simple}".lower()
+    create_index(http, name)
+    extra = {} if simple else {"require_alias": False}
+    lines: list[dict] = []
+    for n in range(40):
+        lines += [{"index": {"_id": f"first{n}", **extra}}, source(n)]
+    lines += [
+        {"create": {"_id": "first3", **extra}},
+        source(3),
+        {"index": {"_id": "x" * 513, **extra}},
+        source(1),
+        {"index": {"_id": "bad", **extra}},
+        {"n": "not a number"},
+        {"index": {"_id": "twice", **extra}},
+        source(1),
+        {"index": {"_id": "twice", **extra}},
+        source(2),
+        {"index": {**extra}},
+        source(5),
+        {"create": {"_id": "first7", **extra}},
+        source(7),
+    ]
+    for n in range(40, 100):
+        lines += [{"create": {"_id": f"then{n}", **extra}}, source(n)]
+    body = _bulk_body(lines)
+    headers = {"content-type": "application/x-ndjson"}
+    on_ray = http.post(f"/{name}/_bulk", content=body, headers=headers).json()
+    with Client(tmp_path / "local") as local:
+        local.indices.create(
+            index=name,
+            settings={"number_of_shards": SHARDS, "number_of_replicas": 0},
+            mappings={"properties": {"n": {"type": "long"}}},
+        )
+        alone = local.bulk(body, index=name)
+    for answer in (on_ray, alone):
+        for item in answer["items"]:
+            ((_, result),) = item.items()
+            if result.get("status") == 201 and len(result["_id"]) == 20:
+                result["_id"] = "auto" + result["_id"]
+    assert on_ray["errors"] is True
+    assert _comparable(on_ray["items"]) == _comparable(alone["items"])
+    statuses = Counter(next(iter(item.values()))["status"] for item in on_ray["items"])
+    assert statuses == Counter({201: 102, 200: 1, 409: 2, 400: 2})
+    assert http.post(f"/{name}/_refresh").status_code == 200
+    found = http.post(f"/{name}/_search", json={"size": 200, "version": True}).json()
+    assert found["_shards"]["failed"] == 0
+    versions = {hit["_id"]: (hit["_version"], hit["_source"]["n"]) for hit in found["hits"]["hits"]}
+    assert len(versions) == 102 and versions["twice"] == (2, 2) and versions["first3"] == (1, 3)
+    # Each document on the shard its id routes to: a PIT's slice per shard holds that shard's.
+    pit = http.post(f"/{name}/_pit?keep_alive=1m").json()["id"]
+    for shard in range(SHARDS):
+        body = {"pit": {"id": pit}, "size": 200, "slice": {"id": shard, "max": SHARDS}, "_source": False}
+        hits = http.post("/_search", json=body).json()["hits"]["hits"]
+        routed = {shard_for(hit["_id"], SHARDS, default_routing_num_shards(SHARDS)) for hit in hits}
+        assert hits and routed == {shard}
+    http.request("DELETE", "/_pit", json={"id": pit})
+
+
 def test_a_shard_killed_during_bulk_loses_no_acknowledged_write(http: httpx.Client) -> None:
     uuid = create_index(http, "killbulk")
     acknowledged: set[str] = set()
