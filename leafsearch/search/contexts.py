@@ -486,6 +486,16 @@ class ContextRegistry:
             self._take_shared(fetched)
             return self._lookup(public_id, kind)
 
+    def held(self, public_id: str, kind: str) -> ReaderContext | None:
+        """This node's copy of the live context an id names, as it holds it (None: it holds
+        none): no read of the cluster's record, for what only reads the context's targets
+        (the slow log, after the request that acquired it)."""
+        with self._lock:
+            try:
+                return self._lookup(public_id, kind)
+            except SearchContextMissing:
+                return None
+
     def acquire(self, public_id: str, kind: str) -> ReaderContext:
         """The live context of an id, marked in use until `release`."""
         fetched = self._fetch_shared(public_id, kind)
