@@ -21,8 +21,9 @@ created with 6 shards), then, from client processes:
   copy of the index (`bench1`: latencies, queries/s, calls and coordinator CPU per search), and
   the PIT export in 6 slices, one per shard (documents/s, calls and CPU per page);
   `--one-shard-only` measures only these (with the import), for before/after runs of two trees;
-- the import's CPU per 1,000 documents in the server (the coordinator, on Ray) and, on Ray, in
-  the machine actors, and their calls; `--import-only` measures only the import;
+- the import's CPU per 1,000 documents in the server (the coordinator, on Ray), in the processes
+  below it (merge workers) and, on Ray, in the machine actors (their merges included), and
+  their calls; `--import-only` measures only the import;
 - the CPU the server process (the coordinator, on Ray) spent per W6 search and per 1,000
   documents of each walk, less what it spends idle (measured over 3 s before: Ray's threads in
   the coordinator are not idle), which the machine's load disturbs less than latencies; on Ray,
@@ -226,9 +227,11 @@ def _measure(
     only; `import_only`: the import alone."""
     machines = _machine_cpu if calls else float
     counted = calls or Counter
-    before, cpu, machine_cpu = counted(), server.cpu_seconds()[0], machines()
+    before, (cpu, below), machine_cpu = counted(), server.cpu_seconds(), machines()
     out: dict[str, Any] = {"import, docs/s": n / _load(server, records, create_body)}
-    out["import server CPU per 1,000 docs, ms"] = (server.cpu_seconds()[0] - cpu) / n * 1e6
+    after, after_below = server.cpu_seconds()
+    out["import server CPU per 1,000 docs, ms"] = (after - cpu) / n * 1e6
+    out["import server's workers CPU per 1,000 docs, ms"] = (after_below - below) / n * 1e6
     if calls:
         out["import machine actors CPU per 1,000 docs, ms"] = (machines() - machine_cpu) / n * 1e6
         out["import machine calls per 1,000 docs"] = sum((counted() - before).values()) / n * 1000
