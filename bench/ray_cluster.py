@@ -337,9 +337,10 @@ def _replicas_run(work: Path, nodes: int, records: Path, n: int) -> dict[str, An
     from ray.cluster_utils import Cluster
 
     node_args = {"num_cpus": 1, "object_store_memory": 80 * 1024 * 1024, "node_ip_address": "127.0.0.1"}
-    cluster = Cluster(initialize_head=True, head_node_args={**node_args, "include_dashboard": False})
-    for _ in range(nodes - 1):
-        cluster.add_node(**node_args)
+    head_args = {**node_args, "include_dashboard": False, "resources": {"leafsearch-machine-m0": 1}}
+    cluster = Cluster(initialize_head=True, head_node_args=head_args)
+    for i in range(1, nodes):  # a machine each (all on 127.0.0.1: else one machine, no replica placed)
+        cluster.add_node(**node_args, resources={f"leafsearch-machine-m{i}": 1})
     cluster.wait_for_nodes()
     server = Server(work / f"replicas{nodes}", work / f"replicas{nodes}.log", args=["--ray", cluster.address])
     rates: dict[int, list[float]] = {0: [], 1: []}
@@ -350,6 +351,11 @@ def _replicas_run(work: Path, nodes: int, records: Path, n: int) -> dict[str, An
             settings = {"number_of_shards": SHARDS, "number_of_replicas": replicas}
             body.write_bytes(orjson.dumps({"settings": settings, "mappings": MAPPING}))
             rates[replicas].append(n / _load(server, records, body, index=f"bench{turn}"))
+            health = Client(server.url).json(
+                "GET", f"/_cluster/health/bench{turn}?wait_for_status=green&timeout=60s"
+            )
+            if health["status"] != "green":  # a replica not placed measures nothing
+                raise RuntimeError(f"bench{turn}: {health}")
     finally:
         server.stop()
         cluster.shutdown()
