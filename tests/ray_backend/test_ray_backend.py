@@ -9,7 +9,7 @@ import re
 import signal
 import threading
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,7 @@ import pytest
 from leafsearch.index.routing import default_routing_num_shards, shard_for
 from leafsearch.search.shard_api import ShardContextId
 from leafsearch.testing import Server
-from tests.concurrency import wait_for
+from tests.concurrency import wait_for, writers_beside_refresher
 from tests.conftest import error_of
 from tests.ray_cluster import ended, machine_actor, machine_calls, ray_server, shard_actor, where
 
@@ -368,6 +368,74 @@ def test_a_bulk_sent_by_column_answers_every_item_as_a_single_node_does(
         routed = {shard_for(hit["_id"], SHARDS, default_routing_num_shards(SHARDS)) for hit in hits}
         assert hits and routed == {shard}
     http.request("DELETE", "/_pit", json={"id": pit})
+
+
+def test_concurrent_bulks_by_column_with_refreshes_beside_keep_every_acknowledged_write(
+    http: httpx.Client,
+) -> None:
+    """Three clients' bulks at once, simple lines and general ones (a `routing` per line: the
+    general parser, then by column per shard), each overwriting some of another's ids, while
+    refreshes run beside: every item acknowledged, each id found once, with as many versions as
+    writes it got, on the shard its routing names."""
+    create_index(http, "columnsbeside")
+    clients = 3
+    rounds = 6
+
+    def writer(c: int) -> Callable[[], None]:
+        def write() -> None:
+            with httpx.Client(base_url=str(http.base_url), timeout=120) as own:
+                for r in range(rounds):
+                    lines: list[dict] = []
+                    for i in range(150):
+                        doc_id = f"shared{i}" if i < 30 else f"c{c}-r{r}-{i}"
+                        meta = {"_id": doc_id} if c != 2 else {"_id": doc_id, "routing": f"k{i % 4}"}
+                        if c == 2 and i < 30:
+                            meta["_id"] = f"routed{i}"
+                        lines += [{"index": meta}, source(i)]
+                    response = own.post(
+                        "/columnsbeside/_bulk",
+                        content=_bulk_body(lines),
+                        headers={"content-type": "application/x-ndjson"},
+                    )
+                    assert response.status_code == 200, response.text
+                    assert response.json()["errors"] is False, response.text
+
+        return write
+
+    refreshed: list[int] = []
+    with httpx.Client(base_url=str(http.base_url), timeout=120) as refresher:
+        failures = writers_beside_refresher(
+            [writer(c) for c in range(clients)],
+            lambda: refreshed.append(refresher.post("/columnsbeside/_refresh").status_code),
+        )
+    assert failures == [] and refreshed and set(refreshed) == {200}
+    http.post("/columnsbeside/_refresh").raise_for_status()
+    found = http.post(
+        "/columnsbeside/_search", json={"size": 10_000, "version": True, "_source": False}
+    ).json()
+    assert found["_shards"]["failed"] == 0
+    versions = Counter()
+    for hit in found["hits"]["hits"]:
+        versions[hit["_id"]] += 1
+        expected = (
+            (2 * rounds if hit["_id"].startswith("shared") else rounds) if "-r" not in hit["_id"] else 1
+        )
+        assert hit["_version"] == expected, hit
+    assert set(versions.values()) == {1}  # each id once
+    assert len(versions) == 30 + 30 + clients * rounds * 120
+    routed = http.post(
+        "/columnsbeside/_search",
+        params={"routing": "k1"},
+        json={"size": 1000, "query": {"ids": {"values": [f"routed{i}" for i in range(30)]}}},
+    ).json()["hits"]["hits"]
+
+    def shard(key: str) -> int:
+        return shard_for(key, SHARDS, default_routing_num_shards(SHARDS))
+
+    # the routing's shard holds those ids whose routing goes there, and no other
+    assert {hit["_id"] for hit in routed} == {
+        f"routed{i}" for i in range(30) if shard(f"k{i % 4}") == shard("k1")
+    }
 
 
 def test_a_shard_killed_during_bulk_loses_no_acknowledged_write(http: httpx.Client) -> None:
