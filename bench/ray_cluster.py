@@ -21,6 +21,9 @@ created with 6 shards), then, from client processes:
   copy of the index (`bench1`: latencies, queries/s, calls and coordinator CPU per search), and
   the PIT export in 6 slices, one per shard (documents/s, calls and CPU per page);
   `--one-shard-only` measures only these (with the import), for before/after runs of two trees;
+- the import's CPU per 1,000 documents in the server (the coordinator, on Ray), in the processes
+  below it (merge workers) and, on Ray, in the machine actors (their merges included), and
+  their calls; `--import-only` measures only the import;
 - the CPU the server process (the coordinator, on Ray) spent per W6 search and per 1,000
   documents of each walk, less what it spends idle (measured over 3 s before: Ray's threads in
   the coordinator are not idle), which the machine's load disturbs less than latencies; on Ray,
@@ -217,13 +220,24 @@ def _measure(
     last: int,
     calls: Callable[[], Counter[str]] | None = None,
     one_shard_only: bool = False,
+    import_only: bool = False,
 ) -> dict[str, Any]:
     """The measurements of one configuration; `calls`: the machine actors' calls so far (Ray,
     whose machine actors' CPU is measured too); `one_shard_only`: the import and `_one_shard`'s
-    only."""
+    only; `import_only`: the import alone."""
     machines = _machine_cpu if calls else float
-    out: dict[str, Any] = {"import, docs/s": n / _load(server, records, create_body)}
     counted = calls or Counter
+    before, (cpu, below), machine_cpu = counted(), server.cpu_seconds(), machines()
+    out: dict[str, Any] = {"import, docs/s": n / _load(server, records, create_body)}
+    after, after_below = server.cpu_seconds()
+    out["import server CPU per 1,000 docs, ms"] = (after - cpu) / n * 1e6
+    out["import server's workers CPU per 1,000 docs, ms"] = (after_below - below) / n * 1e6
+    if calls:
+        out["import machine actors CPU per 1,000 docs, ms"] = (machines() - machine_cpu) / n * 1e6
+        out["import machine calls per 1,000 docs"] = sum((counted() - before).values()) / n * 1000
+    if import_only:
+        out["load average (1 min)"] = os.getloadavg()[0]
+        return out
     context = multiprocessing.get_context("spawn")
     manager = context.Manager()
     with context.Pool(max(4, SHARDS)) as pool:
@@ -290,6 +304,7 @@ def _ray_run(
     first: int,
     last: int,
     one_shard_only: bool,
+    import_only: bool,
 ) -> dict:
     import ray
     from ray.cluster_utils import Cluster
@@ -306,7 +321,9 @@ def _ray_run(
     try:
         server.start(timeout=120)
         ray.init(address=cluster.address, namespace="leafsearch", log_to_driver=False)
-        measured = _measure(server, records, create_body, n, first, last, _machine_calls, one_shard_only)
+        measured = _measure(
+            server, records, create_body, n, first, last, _machine_calls, one_shard_only, import_only
+        )
         out = {"cluster start-up, s": started, **measured}
     finally:
         server.stop()
@@ -320,9 +337,10 @@ def _replicas_run(work: Path, nodes: int, records: Path, n: int) -> dict[str, An
     from ray.cluster_utils import Cluster
 
     node_args = {"num_cpus": 1, "object_store_memory": 80 * 1024 * 1024, "node_ip_address": "127.0.0.1"}
-    cluster = Cluster(initialize_head=True, head_node_args={**node_args, "include_dashboard": False})
-    for _ in range(nodes - 1):
-        cluster.add_node(**node_args)
+    head_args = {**node_args, "include_dashboard": False, "resources": {"leafsearch-machine-m0": 1}}
+    cluster = Cluster(initialize_head=True, head_node_args=head_args)
+    for i in range(1, nodes):  # a machine each (all on 127.0.0.1: else one machine, no replica placed)
+        cluster.add_node(**node_args, resources={f"leafsearch-machine-m{i}": 1})
     cluster.wait_for_nodes()
     server = Server(work / f"replicas{nodes}", work / f"replicas{nodes}.log", args=["--ray", cluster.address])
     rates: dict[int, list[float]] = {0: [], 1: []}
@@ -333,6 +351,11 @@ def _replicas_run(work: Path, nodes: int, records: Path, n: int) -> dict[str, An
             settings = {"number_of_shards": SHARDS, "number_of_replicas": replicas}
             body.write_bytes(orjson.dumps({"settings": settings, "mappings": MAPPING}))
             rates[replicas].append(n / _load(server, records, body, index=f"bench{turn}"))
+            health = Client(server.url).json(
+                "GET", f"/_cluster/health/bench{turn}?wait_for_status=green&timeout=60s"
+            )
+            if health["status"] != "green":  # a replica not placed measures nothing
+                raise RuntimeError(f"bench{turn}: {health}")
     finally:
         server.stop()
         cluster.shutdown()
@@ -352,6 +375,9 @@ def main() -> None:
     parser.add_argument("--no-single", action="store_true", help="skip the single-process server")
     parser.add_argument("--one-shard-only", action="store_true", help="only the searches that ask one shard")
     parser.add_argument("--replicas", action="store_true", help="only bulk, replicas 1 against replicas 0")
+    parser.add_argument(
+        "--import-only", action="store_true", help="only the import (CPU and calls per document)"
+    )
     options = parser.parse_args()
     os.environ.update(LOOPBACK_ENV)  # before Ray is imported, and for the servers it starts
     work = Path(tempfile.mkdtemp(prefix="leafsearch-ray-"))
@@ -379,13 +405,31 @@ def main() -> None:
                 only = options.one_shard_only
                 keep(
                     "single process",
-                    _measure(single, records, create_body, options.docs, first, last, None, only),
+                    _measure(
+                        single,
+                        records,
+                        create_body,
+                        options.docs,
+                        first,
+                        last,
+                        None,
+                        only,
+                        options.import_only,
+                    ),
                 )
             finally:
                 single.stop()
         for nodes in () if options.replicas else options.nodes:
             measured = _ray_run(
-                work, nodes, records, create_body, options.docs, first, last, options.one_shard_only
+                work,
+                nodes,
+                records,
+                create_body,
+                options.docs,
+                first,
+                last,
+                options.one_shard_only,
+                options.import_only,
             )
             keep(f"ray {nodes} node(s)", measured)
     finally:

@@ -120,6 +120,14 @@ def test_search_slow_log_follows_the_index_thresholds(tmp_path: Path) -> None:
         fetch = orjson.loads(_lines(slow, 2)[1])
         assert (fetch["log.logger"], fetch["log.level"]) == ("index.search.slowlog.fetch", "WARN")
         assert fetch["elasticsearch.slowlog.message"] == "[quiet][0]"
+        # a page through a PIT logs the PIT's index (read from the context the page held)
+        pit = httpx.post(f"{url}/slow/_pit?keep_alive=1m", timeout=30).json()["id"]
+        httpx.post(f"{url}/_search", json={"pit": {"id": pit}, "size": 1}, timeout=30)
+        paged = orjson.loads(_lines(slow, 3)[2])
+        assert (paged["log.logger"], paged["elasticsearch.slowlog.message"]) == (
+            "index.search.slowlog.query",
+            "[slow][0]",
+        )
         bad = httpx.put(
             f"{url}/quiet/_settings", json={"index.search.slowlog.threshold.query.info": "fast"}, timeout=30
         )

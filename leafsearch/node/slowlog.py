@@ -78,7 +78,8 @@ def _search_indices(node: Node, index_expr: str | None, body: dict[str, Any] | N
     try:
         pit = body.get("pit") if isinstance(body, dict) else None
         if index_expr is None and isinstance(pit, dict) and isinstance(pit.get("id"), str):
-            return node.contexts.get(pit["id"], "pit").indices
+            held = node.contexts.held(pit["id"], "pit")  # (the search acquired it: no cluster read)
+            return [] if held is None else held.indices
         return node.resolve_indices(index_expr, ignore_unavailable=True)
     except ElasticError:
         return []

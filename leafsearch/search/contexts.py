@@ -56,7 +56,13 @@ from leafsearch.search.context_records import ContextRecords
 from leafsearch.search.read_ahead import ReadAhead
 from leafsearch.search.shard_api import ShardContextId
 from leafsearch.search.shard_contexts import engine_shard
-from leafsearch.search.shared_contexts import ORPHAN_GRACE_SECONDS, SHARED_KINDS, ContextStore, SharedRecords
+from leafsearch.search.shared_contexts import (
+    ORPHAN_GRACE_SECONDS,
+    RECORD_SLACK_SECONDS,
+    SHARED_KINDS,
+    ContextStore,
+    SharedRecords,
+)
 from leafsearch.search.targets import Target, release_targets
 from leafsearch.search.top_hits import free_shard_contexts, open_shard_contexts
 from leafsearch.search.walks import MAX_MEMORY, WalkMemory
@@ -114,6 +120,9 @@ class ReaderContext:
     shard_contexts: list[ShardContextId] = field(default_factory=list)
     #: Whether freeing it frees its shards' pins (not when another coordinator ended it first).
     owned: bool = True
+    #: The wall time its record in the cluster says it expires (a shared PIT's page that ends
+    #: before that less its keep-alive writes no record: `ContextRegistry.release`).
+    recorded_until: float = 0.0
 
     @property
     def indices(self) -> list[str]:
@@ -323,8 +332,11 @@ class ContextRegistry:
             record = _record(ctx)
             ctx.unrecorded = False
             record["expires_wall"] = time.time() + max(ctx.expires_at - self.clock(), 0.0)
+            if ctx.kind == "pit" and self._shares("pit"):
+                record["expires_wall"] += RECORD_SLACK_SECONDS
             record["written_by"] = self.services.node_id
             self.records.write(ctx.key, record)
+            ctx.recorded_until = record["expires_wall"]
 
     def restore(self, indices: dict[str, Index]) -> None:
         """At start: every context whose record and shard pins are on disk, open again under its
@@ -440,6 +452,7 @@ class ContextRegistry:
             return
         for name in ("cursor", "total", "seq", "prev_cursor", "prev_took", "keep_alive"):
             setattr(ctx, name, record[name])
+        ctx.recorded_until = record["expires_wall"]
         if ctx.in_use == 0:
             ctx.expires_at = self.clock() + record["expires_wall"] - time.time()
 
@@ -486,6 +499,16 @@ class ContextRegistry:
             self._take_shared(fetched)
             return self._lookup(public_id, kind)
 
+    def held(self, public_id: str, kind: str) -> ReaderContext | None:
+        """This node's copy of the live context an id names, as it holds it (None: it holds
+        none): no read of the cluster's record, for what only reads the context's targets
+        (the slow log, after the request that acquired it)."""
+        with self._lock:
+            try:
+                return self._lookup(public_id, kind)
+            except SearchContextMissing:
+                return None
+
     def acquire(self, public_id: str, kind: str) -> ReaderContext:
         """The live context of an id, marked in use until `release`."""
         fetched = self._fetch_shared(public_id, kind)
@@ -513,7 +536,12 @@ class ContextRegistry:
             ctx.expires_at = self.clock() + ctx.keep_alive
             if ctx.freed and ctx.in_use == 0:
                 self._release_resources(ctx)
-        if changed and ctx.kind == "pit" or self._shares(ctx.kind):  # (shared: its expiry moved)
+        if (
+            changed
+            and ctx.kind == "pit"
+            or self._shares(ctx.kind)
+            and not (ctx.kind == "pit" and ctx.recorded_until >= time.time() + ctx.keep_alive)
+        ):
             self.persist(ctx)
 
     def _missing_reason(self, key: str, token: str) -> str:

@@ -5,7 +5,8 @@ coordinator that opened it (`kill -9` included), because:
 
 - **its record lives in the cluster's metadata** (ray_backend/metadata.py, `ContextStore`), not
   in the coordinator's folder: written before the response naming the id (opening, each scroll
-  batch, each release, which moves its expiry), read by the coordinator serving each request, so
+  batch, each release that moves its expiry past what the record says, `RECORD_SLACK_SECONDS`),
+  read by the coordinator serving each request, so
   a coordinator serving a context another one moved on takes the record's cursor, position and
   keep-alive (`SharedRecords.fetch`); its shards' pins are in the shard actors, named by the
   context's key, which any coordinator sends;
@@ -37,6 +38,11 @@ from leafsearch.search.context_records import ContextRecords
 #: Seconds past its expiry before a context no coordinator freed is freed by any (its own
 #: coordinator, alive, frees it first).
 ORPHAN_GRACE_SECONDS = 5.0
+#: Seconds a shared PIT's record says it lives past its keep-alive: its pages within that
+#: second after the record was written write none (an export's slices page tens of times a
+#: second, each page was a metadata-actor call). The coordinator serving a PIT holds its exact
+#: expiry; another one, or the reaper of a lost coordinator's, may find it alive that much longer.
+RECORD_SLACK_SECONDS = 1.0
 #: The kinds of contexts shared (an `_export`'s own context is its request's alone).
 SHARED_KINDS = ("pit", "scroll")
 

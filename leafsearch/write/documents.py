@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -34,6 +35,7 @@ from leafsearch.index.shard import DocState, Shard, SyncPoint
 from leafsearch.index.shard_write import (
     IndexColumns,
     ShardWrite,
+    ShardWriteOutcome,
     WriteOp,
     WriteOutcome,
     apply_write,
@@ -920,6 +922,10 @@ def _apply_bulk(
                 results[pos] = {ops[pos].kind: _item_error(ops[pos], ops[pos].meta.get("_id"), exc)}
             continue
         stream = target.name in services.aliases.backing  # a data stream's: creates only
+        shards = touched.setdefault(index_name, {})
+        if isinstance(group, _Simple) and target.remote is not None and not stream:
+            answers.append(_simple_into_remote(target, ops, group, results, shards))  # type: ignore[arg-type]
+            continue
         if isinstance(group, _Simple) and (stream or target.remote is not None):
             entries = [(pos, ops[pos]) for pos in group.positions]
             for _, op in entries:
@@ -928,9 +934,8 @@ def _apply_bulk(
             entries = _stream_creates(services, target, entries, results)  # type: ignore[arg-type]
             if not entries:
                 continue
-        shards = touched.setdefault(index_name, {})
         if target.remote is not None:
-            answers.append(_bulk_into_remote(target, entries, results, shards, services.scripts))  # type: ignore[arg-type]
+            answers.append(_bulk_into_remote(target, ops, entries, results, shards, services.scripts))  # type: ignore[arg-type]
             continue
         batch = prepared.batches.get(target.uuid) if prepared is not None else None
         if entries is None:
@@ -1131,27 +1136,9 @@ def _simple_into(
     together, routed per shard, parsed and applied as `_column_run`s (one by one, as
     `_bulk_into` does, only where the mapping cannot parse them together)."""
     header = _shards_header(index)
-    positions = group.positions
-    whole = len(positions) == len(ops)
-    ids = ops.ids if whole else [ops.ids[pos] for pos in positions]
-    auto_ids = list(map(operator.not_, ids))
-    if True in auto_ids:
-        generated = iter(generate_ids(auto_ids.count(True)))
-        ids = [doc_id or next(generated) for doc_id in ids]
-    kinds = ops.kinds if whole else [ops.kinds[pos] for pos in positions]
-    run = _Run(positions, kinds, ids, auto_ids, [group.routing] * len(ids))
-    if index.num_shards == 1 or group.routing is not None:
-        runs = {index.shard_of(ids[0], group.routing): run}
-    else:
-        per_shard: dict[Shard, list[int]] = {}
-        for i, doc_id in enumerate(ids):
-            per_shard.setdefault(index.shard_of(doc_id, None), []).append(i)
-        runs = {shard: run.take(kept) for shard, kept in per_shard.items()}
-    for shard, run in runs.items():
+    for shard, run in _simple_runs(index, ops, group).items():
         started = time.perf_counter_ns()
-        sources = (
-            ops.sources if len(run.positions) == len(ops) else [ops.sources[pos] for pos in run.positions]
-        )
+        sources = _run_sources(ops, run)
         parsed, rows = _parsed_batch(index, run.positions, sources, prepared)
         with ExitStack() as stack:
             try:
@@ -1174,6 +1161,30 @@ def _simple_into(
         shard.stats.add(
             bulk_total=1, bulk_time=time.perf_counter_ns() - started, bulk_size=sum(map(len, sources))
         )
+
+
+def _simple_runs(index: Index, ops: SimpleBulk, group: _Simple) -> dict[Shard, _Run]:
+    """A `SimpleBulk`'s operations on one index as a `_Run` per shard: ids generated together,
+    routed per shard."""
+    positions = group.positions
+    whole = len(positions) == len(ops)
+    ids = ops.ids if whole else [ops.ids[pos] for pos in positions]
+    auto_ids = list(map(operator.not_, ids))
+    if True in auto_ids:
+        generated = iter(generate_ids(auto_ids.count(True)))
+        ids = [doc_id or next(generated) for doc_id in ids]
+    kinds = ops.kinds if whole else [ops.kinds[pos] for pos in positions]
+    run = _Run(positions, kinds, ids, auto_ids, [group.routing] * len(ids))
+    if index.num_shards == 1 or group.routing is not None:
+        return {index.shard_of(ids[0], group.routing): run}
+    per_shard: dict[Shard, list[int]] = {}
+    for i, doc_id in enumerate(ids):
+        per_shard.setdefault(index.shard_of(doc_id, None), []).append(i)
+    return {shard: run.take(kept) for shard, kept in per_shard.items()}
+
+
+def _run_sources(ops: SimpleBulk, run: _Run) -> list[bytes]:
+    return ops.sources if len(run.positions) == len(ops) else [ops.sources[pos] for pos in run.positions]
 
 
 def _apply_runs(
@@ -1215,21 +1226,59 @@ def _parsed_batch(
     return index.parse_batch(sources), list(range(len(sources)))
 
 
+def _simple_into_remote(
+    index: Index,
+    ops: SimpleBulk,
+    group: _Simple,
+    results: list,
+    touched: dict[Any, _Logged | None],
+) -> Callable[[], None]:
+    """`_simple_into` for an index on shard actors: each shard's run parsed here and sent by
+    column (`_column_write`: no object per operation on either side), every shard's write at
+    once, one call per machine; the function that waits for the answers (each after its
+    shard's fsync) and fills in their items. A run the mapping cannot parse together goes
+    operation by operation (`_write_ops`)."""
+    header = _shards_header(index)
+    sent: list[tuple[_Answer, ShardWrite]] = []
+    for shard, run in _simple_runs(index, ops, group).items():
+        touched[shard] = None
+        sources = _run_sources(ops, run)
+        batch = index.parse_batch(sources)
+        if batch is not None:
+            written = _column_write(index, shard, ops, run, batch, list(range(len(sources))), results)
+            if written is not None:
+                sent.append((partial(_column_items, index, ops, written[0], header, results), written[1]))
+            continue
+        shard_ops = [
+            (pos, ops[pos], doc_id, auto)
+            for pos, doc_id, auto in zip(run.positions, run.ids, run.auto_ids, strict=True)
+        ]
+        for _, op, _, _ in shard_ops:
+            op.routing = group.routing
+        accepted = _write_ops(index, shard_ops, None, results)
+        if accepted:
+            write = _shard_write(index, shard, tuple(w for _, _, w in accepted))
+            sent.append((_op_items(index, accepted, results, header), write))
+    return _remote_items(index, sent)
+
+
 def _bulk_into_remote(
     index: Index,
+    ops: Sequence[BulkOp],
     entries: list[tuple[int, BulkOp]],
     results: list,
     touched: dict[Any, _Logged | None],
     scripts: StoredScripts,
 ) -> Callable[[], None]:
-    """One index's operations on its shard actors: the coordinator's part here (`_write_ops`),
-    then every shard's write sent at once, each answered after its fsync; the function that
-    waits for those answers (outside the node's indexing slot) and fills in their items. A
-    shard whose operations hold updates is written here, in request order: its runs of other
-    operations, and each update (read, merge, conditional write) between them."""
+    """One index's operations on its shard actors: the coordinator's part here (`_write_ops`;
+    a shard's plain index/create operations by column, `_column_write`), then every shard's
+    write sent at once, each answered after its fsync; the function that waits for those
+    answers (outside the node's indexing slot) and fills in their items. A shard whose
+    operations hold updates is written here, in request order: its runs of other operations,
+    and each update (read, merge, conditional write) between them."""
     assert index.remote is not None
     header = _shards_header(index)
-    sent: list[tuple[list[tuple[int, BulkOp, WriteOp]], ShardWrite]] = []
+    sent: list[tuple[_Answer, ShardWrite]] = []
     with_updates = []
     for shard, shard_ops in _by_shard(index, entries).items():
         touched[shard] = None
@@ -1239,45 +1288,68 @@ def _bulk_into_remote(
         batch = None
         if all(op.kind in ("index", "create") for _, op, _, _ in shard_ops):
             batch = index.parse_batch([op.source for _, op, _, _ in shard_ops])  # type: ignore[misc]
+        if batch is not None and all(_plain(op) for _, op, _, _ in shard_ops):
+            run = _Run(
+                [pos for pos, _, _, _ in shard_ops],
+                [op.kind for _, op, _, _ in shard_ops],
+                [doc_id for _, _, doc_id, _ in shard_ops],
+                [auto for _, _, _, auto in shard_ops],
+                [op.routing for _, op, _, _ in shard_ops],
+            )
+            written = _column_write(index, shard, ops, run, batch, list(range(len(shard_ops))), results)
+            if written is not None:
+                sent.append((partial(_column_items, index, ops, written[0], header, results), written[1]))
+            continue
         accepted = _write_ops(index, shard_ops, batch, results)
         if accepted:
-            sent.append((accepted, _shard_write(index, shard, tuple(w for _, _, w in accepted), batch)))
-    collect = _remote_items(index, sent, results, header)
+            write = _shard_write(index, shard, tuple(w for _, _, w in accepted), batch)
+            sent.append((_op_items(index, accepted, results, header), write))
+    collect = _remote_items(index, sent)
     for shard, shard_ops in with_updates:
-        run: list[_ShardOp] = []
+        run_ops: list[_ShardOp] = []
         for shard_op in [*shard_ops, None]:
             if shard_op is not None and shard_op[1].kind != "update":
-                run.append(shard_op)
+                run_ops.append(shard_op)
                 continue
-            accepted = _write_ops(index, run, None, results)
+            accepted = _write_ops(index, run_ops, None, results)
             if accepted:
                 write = _shard_write(index, shard, tuple(w for _, _, w in accepted))
-                _remote_items(index, [(accepted, write)], results, header)()
-            run = []
+                _remote_items(index, [(_op_items(index, accepted, results, header), write)])()
+            run_ops = []
             if shard_op is not None:
                 pos, op, doc_id, _ = shard_op
                 results[pos] = _bulk_update(index, shard, op, doc_id, scripts)
     return collect
 
 
-def _remote_items(
-    index: Index,
-    sent: list[tuple[list[tuple[int, BulkOp, WriteOp]], ShardWrite]],
-    results: list,
-    header: dict[str, int],
-) -> Callable[[], None]:
+#: What fills in a shard write's items from its answer (its outcomes, or the error that failed it).
+_Answer = Callable[[ShardWriteOutcome | ElasticError], None]
+
+
+def _remote_items(index: Index, sent: list[tuple[_Answer, ShardWrite]]) -> Callable[[], None]:
     """Send shard writes to their actors at once; the function that waits for their answers and
     fills in their items."""
     assert index.remote is not None
     pending = index.remote.send([write for _, write in sent])
 
     def collect() -> None:
-        for (accepted, _), answer in zip(sent, pending(), strict=True):
-            for i, (pos, op, wop) in enumerate(accepted):
-                outcome = answer if isinstance(answer, ElasticError) else answer[i]
-                results[pos] = _bulk_item(index, op, wop.doc_id, outcome, header)
+        for (fill, _), answer in zip(sent, pending(), strict=True):
+            fill(answer)
 
     return collect
+
+
+def _op_items(
+    index: Index, accepted: list[tuple[int, BulkOp, WriteOp]], results: list, header: dict[str, int]
+) -> _Answer:
+    """Fills in the items of a shard write of `WriteOp`s (`_write_ops`' accepted) from its answer."""
+
+    def fill(answer: ShardWriteOutcome | ElasticError) -> None:
+        for i, (pos, op, wop) in enumerate(accepted):
+            outcome = answer if isinstance(answer, ElasticError) else answer[i]
+            results[pos] = _bulk_item(index, op, wop.doc_id, outcome, header)
+
+    return fill
 
 
 def _by_shard(index: Index, entries: list[tuple[int, BulkOp]]) -> dict[Shard, list[_ShardOp]]:
@@ -1327,9 +1399,26 @@ def _column_run(
     results: list,
 ) -> None:
     """Plain index/create operations of one shard (`_plain`), checked, applied and answered by
-    column (`IndexColumns`): the ids' and routing's checks for all at once (one by one only for
-    those that fail), the successes' items rendered together. `ops[pos]`: the operation at a
+    column (`IndexColumns`, `_column_write`, `_column_items`). `ops[pos]`: the operation at a
     position, for an item that is not a success."""
+    written = _column_write(index, shard, ops, run, batch, rows, results)
+    if written is not None:
+        run, write = written
+        _column_items(index, ops, run, header, results, apply_write(shard, write))
+
+
+def _column_write(
+    index: Index,
+    shard: Shard,
+    ops: Sequence[BulkOp],
+    run: _Run,
+    batch: ParsedBatch,
+    rows: list[int],
+    results: list,
+) -> tuple[_Run, ShardWrite] | None:
+    """`_column_run`'s shard write: the ids' and routing's checks for all at once (one by one
+    only for those that fail, which get their item error), and the run of those that passed
+    (None: none did)."""
     ids = run.ids
     if not (min(map(len, ids)) > 0 and max(map(len, ids)) <= MAX_ID_BYTES // 4) or (
         index.mapping.routing_required and None in run.routings
@@ -1346,20 +1435,36 @@ def _column_run(
         run, rows = run.take(kept), [rows[i] for i in kept]
         ids = run.ids
         if not ids:
-            return
+            return None
     creates = [kind == "create" or auto for kind, auto in zip(run.kinds, run.auto_ids, strict=True)]
     columns = IndexColumns(ids, run.routings, creates, run.auto_ids, rows)
-    outcomes = apply_write(shard, ShardWrite(index.name, index.uuid, shard.shard_id, (), batch, columns))
+    return run, ShardWrite(index.name, index.uuid, shard.shard_id, (), batch, columns)
+
+
+def _column_items(
+    index: Index,
+    ops: Sequence[BulkOp],
+    run: _Run,
+    header: dict[str, int],
+    results: list,
+    outcomes: ShardWriteOutcome | ElasticError,
+) -> None:
+    """The items of `_column_write`'s run from its outcomes (an error: the whole write's, each
+    operation's item): the successes' rendered together."""
+    if isinstance(outcomes, ElasticError):
+        for pos, doc_id in zip(run.positions, run.ids, strict=True):
+            results[pos] = {ops[pos].kind: _item_error(ops[pos], doc_id, outcomes)}
+        return
     refused = getattr(outcomes, "refused", None)
     if refused is None or refused:  # per operation: an id twice in the run, or conflicts
-        for pos, doc_id, outcome in zip(run.positions, ids, outcomes, strict=True):
+        for pos, doc_id, outcome in zip(run.positions, run.ids, outcomes, strict=True):
             results[pos] = _bulk_item(index, ops[pos], doc_id, outcome, header)
         return
     rendered = render_successes(
         index.name,
         header,
         run.kinds,
-        ids,
+        run.ids,
         outcomes.versions,  # type: ignore[union-attr]
         outcomes.seq_nos,  # type: ignore[union-attr]
         outcomes.updated,  # type: ignore[union-attr]

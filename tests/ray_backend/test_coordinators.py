@@ -373,6 +373,40 @@ def test_the_metadata_survives_its_actors_death(pair: list[Server]) -> None:
     b.indices.delete(index="lasting")
 
 
+def test_a_pit_paged_fast_writes_its_record_about_once_a_second_and_it_outlasts_the_keep_alive(
+    pair: list[Server],
+) -> None:
+    """A shared PIT's pages write its record in the cluster only when their keep-alive passes
+    what it says (it says a second more, `RECORD_SLACK_SECONDS`): an export's pages are not a
+    metadata call each. The record always covers the keep-alive from the last page, so the other
+    coordinator pages on, and no reaper frees it early."""
+    import pickle
+    import time
+
+    import ray
+
+    a, b = clients(pair)
+    a.indices.create(index="fastpit", settings=SETTINGS, mappings=MAPPING)
+    a.index(index="fastpit", id="1", document={"n": 1}, refresh=True)
+    store = ray.get_actor("metadata", namespace="leafsearch")
+    before = set(ray.get(store.ctx_keys.remote("pit")))
+    pit_id = a.open_point_in_time(index="fastpit", keep_alive="30s").body["id"]
+    (key,) = set(ray.get(store.ctx_keys.remote("pit"))) - before
+    written = set()
+    began = time.time()
+    for _ in range(20):
+        sent = time.time()
+        page = a.search(pit={"id": pit_id, "keep_alive": "30s"}, size=1).body
+        assert page["hits"]["total"]["value"] == 1
+        record = pickle.loads(ray.get(store.ctx_get.remote(key)))
+        assert record["expires_wall"] >= sent + 30
+        written.add(record["expires_wall"])
+    assert len(written) <= time.time() - began + 2  # (each page wrote one before)
+    assert b.search(pit={"id": pit_id, "keep_alive": "30s"}, size=1).body["hits"]["total"]["value"] == 1
+    assert b.close_point_in_time(id=pit_id).body["num_freed"] == 1
+    a.indices.delete(index="fastpit")
+
+
 def test_a_walk_goes_on_through_one_coordinator_after_the_other_is_killed(
     ray_cluster: Any, pair: list[Server], tmp_path: Path
 ) -> None:

@@ -9,7 +9,7 @@ import re
 import signal
 import threading
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,7 @@ import pytest
 from leafsearch.index.routing import default_routing_num_shards, shard_for
 from leafsearch.search.shard_api import ShardContextId
 from leafsearch.testing import Server
-from tests.concurrency import wait_for
+from tests.concurrency import wait_for, writers_beside_refresher
 from tests.conftest import error_of
 from tests.ray_cluster import ended, machine_actor, machine_calls, ray_server, shard_actor, where
 
@@ -279,6 +279,163 @@ def test_a_phase_and_a_bulk_are_one_call_per_machine(http: httpx.Client) -> None
     assert machine_calls() - before == Counter({"write": machines})
     assert http.post("/permachine/_refresh").json()["_shards"]["successful"] == SHARDS
     assert http.post("/permachine/_count").json()["count"] == 600
+
+
+def _comparable(items: list[dict]) -> list[dict]:
+    """Bulk items less what differs between two nodes: shard counts, seq_nos, generated ids."""
+    out = []
+    for item in items:
+        ((kind, result),) = item.items()
+        result = {k: v for k, v in result.items() if k not in ("_shards", "_seq_no", "_primary_term")}
+        if kind in ("create", "index") and result["_id"].startswith("auto"):
+            result["_id"] = "generated"
+        if "error" in result:
+            result["error"] = {k: result["error"][k] for k in ("type", "reason")}
+        out.append({kind: result})
+    return out
+
+
+def _bulk_body(lines: list[dict]) -> bytes:
+    return b"".join(orjson.dumps(line) + b"\n" for line in lines)
+
+
+@pytest.mark.parametrize("simple", [True, False], ids=["simple-lines", "general-lines"])
+def test_a_bulk_sent_by_column_answers_every_item_as_a_single_node_does(
+    http: httpx.Client, tmp_path: Path, simple: bool
+) -> None:
+    """A bulk on shard actors goes to each machine by column (no object per document); each
+    item still succeeds or fails on its own as on one node (Elasticsearch's items): a create of
+    an existing id (409), an id over 512 bytes and a value its field cannot hold (400), the
+    same id twice in one request (applied in order: versions 1 and 2), generated ids; the
+    others written once, each on its routed shard. `simple`: action lines the simple parser
+    takes; else the same with a line parameter (`require_alias: false`) that sends them the
+    general way."""
+    from leafsearch import Client
+
+    name = f"bycolumn-{simple}".lower()
+    create_index(http, name)
+    extra = {} if simple else {"require_alias": False}
+    lines: list[dict] = []
+    for n in range(40):
+        lines += [{"index": {"_id": f"first{n}", **extra}}, source(n)]
+    lines += [
+        {"create": {"_id": "first3", **extra}},
+        source(3),
+        {"index": {"_id": "x" * 513, **extra}},
+        source(1),
+        {"index": {"_id": "bad", **extra}},
+        {"n": "not a number"},
+        {"index": {"_id": "twice", **extra}},
+        source(1),
+        {"index": {"_id": "twice", **extra}},
+        source(2),
+        {"index": {**extra}},
+        source(5),
+        {"create": {"_id": "first7", **extra}},
+        source(7),
+    ]
+    for n in range(40, 100):
+        lines += [{"create": {"_id": f"then{n}", **extra}}, source(n)]
+    body = _bulk_body(lines)
+    headers = {"content-type": "application/x-ndjson"}
+    on_ray = http.post(f"/{name}/_bulk", content=body, headers=headers).json()
+    with Client(tmp_path / "local") as local:
+        local.indices.create(
+            index=name,
+            settings={"number_of_shards": SHARDS, "number_of_replicas": 0},
+            mappings={"properties": {"n": {"type": "long"}}},
+        )
+        alone = local.bulk(body, index=name)
+    for answer in (on_ray, alone):
+        for item in answer["items"]:
+            ((_, result),) = item.items()
+            if result.get("status") == 201 and len(result["_id"]) == 20:
+                result["_id"] = "auto" + result["_id"]
+    assert on_ray["errors"] is True
+    assert _comparable(on_ray["items"]) == _comparable(alone["items"])
+    statuses = Counter(next(iter(item.values()))["status"] for item in on_ray["items"])
+    assert statuses == Counter({201: 102, 200: 1, 409: 2, 400: 2})
+    assert http.post(f"/{name}/_refresh").status_code == 200
+    found = http.post(f"/{name}/_search", json={"size": 200, "version": True}).json()
+    assert found["_shards"]["failed"] == 0
+    versions = {hit["_id"]: (hit["_version"], hit["_source"]["n"]) for hit in found["hits"]["hits"]}
+    assert len(versions) == 102 and versions["twice"] == (2, 2) and versions["first3"] == (1, 3)
+    # Each document on the shard its id routes to: a PIT's slice per shard holds that shard's.
+    pit = http.post(f"/{name}/_pit?keep_alive=1m").json()["id"]
+    for shard in range(SHARDS):
+        body = {"pit": {"id": pit}, "size": 200, "slice": {"id": shard, "max": SHARDS}, "_source": False}
+        hits = http.post("/_search", json=body).json()["hits"]["hits"]
+        routed = {shard_for(hit["_id"], SHARDS, default_routing_num_shards(SHARDS)) for hit in hits}
+        assert hits and routed == {shard}
+    http.request("DELETE", "/_pit", json={"id": pit})
+
+
+def test_concurrent_bulks_by_column_with_refreshes_beside_keep_every_acknowledged_write(
+    http: httpx.Client,
+) -> None:
+    """Three clients' bulks at once, simple lines and general ones (a `routing` per line: the
+    general parser, then by column per shard), each overwriting some of another's ids, while
+    refreshes run beside: every item acknowledged, each id found once, with as many versions as
+    writes it got, on the shard its routing names."""
+    create_index(http, "columnsbeside")
+    clients = 3
+    rounds = 6
+
+    def writer(c: int) -> Callable[[], None]:
+        def write() -> None:
+            with httpx.Client(base_url=str(http.base_url), timeout=120) as own:
+                for r in range(rounds):
+                    lines: list[dict] = []
+                    for i in range(150):
+                        doc_id = f"shared{i}" if i < 30 else f"c{c}-r{r}-{i}"
+                        meta = {"_id": doc_id} if c != 2 else {"_id": doc_id, "routing": f"k{i % 4}"}
+                        if c == 2 and i < 30:
+                            meta["_id"] = f"routed{i}"
+                        lines += [{"index": meta}, source(i)]
+                    response = own.post(
+                        "/columnsbeside/_bulk",
+                        content=_bulk_body(lines),
+                        headers={"content-type": "application/x-ndjson"},
+                    )
+                    assert response.status_code == 200, response.text
+                    assert response.json()["errors"] is False, response.text
+
+        return write
+
+    refreshed: list[int] = []
+    with httpx.Client(base_url=str(http.base_url), timeout=120) as refresher:
+        failures = writers_beside_refresher(
+            [writer(c) for c in range(clients)],
+            lambda: refreshed.append(refresher.post("/columnsbeside/_refresh").status_code),
+        )
+    assert failures == [] and refreshed and set(refreshed) == {200}
+    http.post("/columnsbeside/_refresh").raise_for_status()
+    found = http.post(
+        "/columnsbeside/_search", json={"size": 10_000, "version": True, "_source": False}
+    ).json()
+    assert found["_shards"]["failed"] == 0
+    versions = Counter()
+    for hit in found["hits"]["hits"]:
+        versions[hit["_id"]] += 1
+        expected = (
+            (2 * rounds if hit["_id"].startswith("shared") else rounds) if "-r" not in hit["_id"] else 1
+        )
+        assert hit["_version"] == expected, hit
+    assert set(versions.values()) == {1}  # each id once
+    assert len(versions) == 30 + 30 + clients * rounds * 120
+    routed = http.post(
+        "/columnsbeside/_search",
+        params={"routing": "k1"},
+        json={"size": 1000, "query": {"ids": {"values": [f"routed{i}" for i in range(30)]}}},
+    ).json()["hits"]["hits"]
+
+    def shard(key: str) -> int:
+        return shard_for(key, SHARDS, default_routing_num_shards(SHARDS))
+
+    # the routing's shard holds those ids whose routing goes there, and no other
+    assert {hit["_id"] for hit in routed} == {
+        f"routed{i}" for i in range(30) if shard(f"k{i % 4}") == shard("k1")
+    }
 
 
 def test_a_shard_killed_during_bulk_loses_no_acknowledged_write(http: httpx.Client) -> None:
