@@ -378,12 +378,8 @@ class Parking:
             self._hand_back(parked, "other")
             return
         try:
-            with socket.socket(fileno=os.dup(parked.fd)) as conn:
-                conn.setblocking(True)
-                try:
-                    taken = conn.recv(size, socket.MSG_WAITALL)
-                finally:
-                    conn.setblocking(False)
+            with socket.socket(fileno=os.dup(parked.fd)) as conn:  # (peeked: all there)
+                taken = conn.recv(size, socket.MSG_DONTWAIT)
             if len(taken) != size:
                 self._hand_back(parked, "cut")
                 return

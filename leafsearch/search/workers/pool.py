@@ -524,22 +524,28 @@ class WorkerPool:
                     self._here_busy -= 1
         worker = self._choose(affinity, relayed)
         call_id = next(self._calls)
+        sink = getattr(task, "sink", None)
+        park = None if sink is None or worker is None else sink.park
+        if park is not None:
+            # Known before the task goes: the worker may serve the walk's next page on the
+            # connection it keeps, and tell of it, before this thread reads the reply.
+            assert isinstance(task, execution.PitTask) and worker is not None
+            with self._lock:
+                self._parks[park.park_id] = _ParkedWalk(
+                    worker.pid, task.public_id, park.keep_alive, task.targets
+                )
         try:
             if worker is None:
                 raise _WorkerGone
             call = worker.submit(call_id, task)
         except _WorkerGone:
-            return execution.run(self._services, task, cancelled, confirm)
-        sink = getattr(task, "sink", None)
-        park = None if sink is None else sink.park
-        with self._lock:
-            if sink is not None:
-                self.socket_writes += 1
             if park is not None:
-                assert isinstance(task, execution.PitTask)
-                self._parks[park.park_id] = _ParkedWalk(
-                    worker.pid, task.public_id, park.keep_alive, task.targets
-                )
+                with self._lock:
+                    self._parks.pop(park.park_id, None)
+            return execution.run(self._services, task, cancelled, confirm)
+        if sink is not None:
+            with self._lock:
+                self.socket_writes += 1
         self._wait(worker, call_id, call, cancelled)
         while (summary := call.take_rendered()) is not None:
             assert confirm is not None
