@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,52 +18,11 @@ import orjson
 import pytest
 from concurrency import wait_for
 from conftest import bulk_index, running_server
+from raw_http import Conn
 
 _TOOK = re.compile(rb'"took":\d+')
 DOCS = 1200
 SIZE = 100
-
-
-class Conn:
-    """One keep-alive connection written and read by hand (exact request bytes, pipelining)."""
-
-    def __init__(self, url: str) -> None:
-        host, port = url.removeprefix("http://").split(":")
-        self.sock = socket.create_connection((host, int(port)), timeout=60)
-        self.pending = b""
-
-    @staticmethod
-    def request(
-        path: str, body: Any, headers: dict[str, str] | None = None, method: str = "POST"
-    ) -> bytes:
-        data = orjson.dumps(body)
-        head = f"{method} {path} HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\n"
-        head += "".join(f"{name}: {value}\r\n" for name, value in (headers or {}).items())
-        return head.encode() + b"content-length: %d\r\n\r\n" % len(data) + data
-
-    def ask(self, *requests: bytes) -> list[tuple[int, bytes]]:
-        self.sock.sendall(b"".join(requests))
-        return [self.response() for _ in requests]
-
-    def response(self) -> tuple[int, bytes]:
-        while b"\r\n\r\n" not in self.pending:
-            self._more()
-        head, self.pending = self.pending.split(b"\r\n\r\n", 1)
-        status = int(head.split(b" ", 2)[1])
-        length = int(re.search(rb"(?i)content-length: (\d+)", head).group(1))  # type: ignore[union-attr]
-        while len(self.pending) < length:
-            self._more()
-        body, self.pending = self.pending[:length], self.pending[length:]
-        return status, body
-
-    def _more(self) -> None:
-        data = self.sock.recv(1 << 20)
-        if not data:
-            raise ConnectionError("closed")
-        self.pending += data
-
-    def close(self) -> None:
-        self.sock.close()
 
 
 def _page(pit: str, after: list[Any] | None, size: int = SIZE) -> dict[str, Any]:
@@ -127,7 +85,9 @@ def _parked_walk(url: str, pit: str, pages: int = 3) -> tuple[Conn, list[Any]]:
     return conn, after
 
 
-def test_a_walk_on_a_kept_connection_is_the_walk_of_fresh_connections_with_writers_beside(server: str) -> None:
+def test_a_walk_on_a_kept_connection_is_the_walk_of_fresh_connections_with_writers_beside(
+    server: str,
+) -> None:
     with httpx.Client(base_url=server, timeout=60) as http:
         bulk_index(http, "written", {f"d{i}": {"n": i} for i in range(DOCS)})
         pit = _open_pit(server, "written")
@@ -193,9 +153,13 @@ def _variants(pit: str, after: list[Any], first: list[Any]) -> dict[str, list[by
 @pytest.mark.parametrize(
     "variant", ["body", "query string", "headers", "cursor", "path", "pipelined", "another request"]
 )
-def test_what_is_not_the_walks_continuation_is_answered_by_the_general_path(server: str, variant: str) -> None:
+def test_what_is_not_the_walks_continuation_is_answered_by_the_general_path(
+    server: str, variant: str
+) -> None:
     pit = _open_pit(server)
-    first = orjson.loads(_fresh(server, Conn.request("/_search", _page(pit, None)))[1])["hits"]["hits"][-1]["sort"]
+    first = orjson.loads(_fresh(server, Conn.request("/_search", _page(pit, None)))[1])["hits"]["hits"][-1][
+        "sort"
+    ]
     conn, after = _parked_walk(server, pit)
     requests = _variants(pit, after, first)[variant]
     expected = [_fresh(server, request) for request in requests]
