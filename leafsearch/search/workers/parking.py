@@ -200,6 +200,8 @@ class Parking:
         if thread is not None:
             self._command("stop", None)
             thread.join(timeout=5)
+            os.close(self._wake_r)
+            os.close(self._wake_w)
         for each in parked:
             with contextlib.suppress(OSError):
                 os.close(each.fd)
