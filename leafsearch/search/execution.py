@@ -70,6 +70,9 @@ class PitTask:
     contexts: list[ShardContextId] | None = None
     #: The client's socket: the response is written to it, the result is what was `Written`.
     sink: Sink | None = None
+    #: The walk's identity (`walks.identity` of the request), when the caller knows it: a parked
+    #: walk's pages (workers/parking.py) are one walk, and the identity is a repr of the request.
+    walk: str | None = None
 
 
 @dataclass(eq=False)
@@ -224,7 +227,7 @@ def _pit_page(
     started = _started(task.elapsed)
     read_ahead = services.contexts.read_ahead
     ahead = raw_hits and renders_raw(request) and request.aggs is None and not request.profile
-    walk = walks.identity(request) if ahead else None
+    walk = (task.walk or walks.identity(request)) if ahead else None
     served = walks.cursor_key(request.search_after)
     page = read_ahead.take(task.ctx_id, walk, served) if ahead else None
     tree = None

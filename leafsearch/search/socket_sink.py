@@ -55,9 +55,10 @@ class ParkOffer:
     request: bytes
     #: How long a parked connection may stay idle (the HTTP keep-alive timeout), in seconds.
     idle_seconds: float
-    #: The security state the request was authenticated under (`security_stamp`): the shared
-    #: generation the server moves on every change to API keys, and the users file's stamp.
-    security: tuple[int, tuple[int, int] | None]
+    #: The state the request was authorized in (`security_stamp`): the shared generations the
+    #: server moves on every change to users or API keys and on every reader context freed, and
+    #: the users file's stamp.
+    security: tuple[int, int, tuple[int, int] | None]
     #: The users file (users and their roles), whose stamp a continuation must still find.
     users_file: str
     #: The reader context's keep-alive after this page, in seconds (0: not known, no park).
@@ -77,9 +78,10 @@ def file_stamp(path: str) -> tuple[int, int] | None:
     return stat.st_mtime_ns, stat.st_size
 
 
-def security_stamp(generation: Any, users_file: str) -> tuple[int, tuple[int, int] | None]:
-    """The security state now: the shared generation's value and the users file's stamp."""
-    return int(generation.value), file_stamp(users_file)
+def security_stamp(shared: Any, users_file: str) -> tuple[int, int, tuple[int, int] | None]:
+    """The state a parked connection's request must still find (search/workers/parking.py): the
+    shared generations (security changes, contexts freed) and the users file's stamp."""
+    return int(shared[0]), int(shared[1]), file_stamp(users_file)
 
 
 #: A request larger than this is never a parked connection's: the general path reads it.

@@ -10,7 +10,6 @@ import queue
 import socket
 from collections.abc import Iterator
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import orjson
@@ -33,7 +32,7 @@ class Rig:
 
     def __init__(self, tmp_path: Path, limit: int = 8, idle: float = 60.0) -> None:
         self.messages: queue.SimpleQueue[tuple] = queue.SimpleQueue()
-        self.security = SimpleNamespace(value=0)
+        self.security = [0, 0]  # the shared generations
         self.users = str(tmp_path / "users")
         self.idle = idle
         self.parking = Parking(self._execute, self._start, self.messages.put, self.security, limit)
@@ -111,7 +110,7 @@ def test_anything_else_is_left_unread_and_handed_back(rig: Rig, sent: bytes) -> 
 
 def test_a_security_change_hands_back_an_exact_continuation(rig: Rig) -> None:
     client, _ = rig.park(1)
-    rig.security.value += 1
+    rig.security[0] += 1
     client.sendall(_request([1]))
     assert rig.message() == ("handback", 1, "other")
 

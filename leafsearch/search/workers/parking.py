@@ -11,8 +11,9 @@ when it is the walk's continuation, byte for byte the request that parked it but
 
 - the same request line (method, path, query string) and header lines in the same order, so the
   response head the server composed stays right and the credentials are the bytes the server
-  verified, in the same security state (`security`, a generation the server process moves on
-  every change to users, roles or API keys; an API key's expiry is a change the server makes);
+  verified, in the same state (`ParkOffer.security`: generations the server process moves on
+  every change to users, roles or API keys and on every reader context freed, shared with the
+  workers, and the users file's stamp; an API key's expiration goes with the park);
 - the same body but for `search_after`, `pit.id` and `pit.keep_alive` equal;
 - nothing after it on the socket (a pipelined request is not the worker's);
 - the context alive (not forgotten, its snapshots held, its keep-alive not about to end).
@@ -140,19 +141,27 @@ class Parking:
         sink = task.sink
         assert sink is not None and sink.park is not None
         offer = sink.park
-        split = _split(offer.request)
-        if (
-            split is None
-            or len(offer.request) != split[1] + split[2]
-            or offer.keep_alive < 2 * _KEEP_ALIVE_MARGIN
-        ):
-            return None
-        try:
-            body = orjson.loads(offer.request[split[1] :])
-        except orjson.JSONDecodeError:
-            return None
-        if not isinstance(body, dict) or not isinstance(body.get("pit"), dict):
-            return None
+        with self._lock:
+            before = self._parked.get(offer.park_id)
+        if before is not None and before.task.sink.park is offer:  # type: ignore[union-attr]
+            lines, body = before.lines, before.body  # parked again after a page served here
+        else:
+            split = _split(offer.request)
+            if (
+                split is None
+                or len(offer.request) != sum(split[1:])
+                or offer.keep_alive < 2 * _KEEP_ALIVE_MARGIN
+            ):
+                return None
+            try:
+                body = orjson.loads(offer.request[split[1] :])
+            except orjson.JSONDecodeError:
+                return None
+            if not isinstance(body, dict) or not isinstance(body.get("pit"), dict):
+                return None
+            lines = split[0]
+            # The walk's pages served here are one walk: its identity is taken once.
+            task = dataclasses.replace(task, walk=walks.identity(task.request))
         with self._lock:
             if self._closed or len(self._parked) >= self.limit or task.ctx_id in self._forgotten:
                 return None
@@ -161,7 +170,7 @@ class Parking:
                 offer.park_id,
                 os.dup(sink.fd),
                 task,
-                split[0],
+                lines,
                 body,
                 walks.cursor_key(following),
                 following,

@@ -376,9 +376,10 @@ class WorkerPool:
         self._parks: dict[int, _ParkedWalk] = {}
         #: The HTTP layer's parked connections (set by the node); None: nothing is parked.
         self.connections: ParkedConnections | None = None
-        #: The security generation, shared with the workers: every change to users, roles or
-        #: API keys moves it, and a parked connection authorized before is handed back.
-        self.security = multiprocessing.get_context("spawn").RawValue("q", 0)
+        #: Generations shared with the workers, which a parked connection's next request must
+        #: still find (workers/parking.py): [0] moves on every change to users, roles or API
+        #: keys, [1] on every reader context freed (a PIT deleted answers 404 at once).
+        self.security = multiprocessing.get_context("spawn").RawArray("q", 2)
         self.parked_pages = 0  # pages a worker served on a connection it kept
         events.on_snapshot_closed(self._snapshot_closed)
         events.on_files_deleted(self._files_deleted)
@@ -735,7 +736,7 @@ class WorkerPool:
 
     # ---- parked connections (workers/parking.py) --------------------------------------------
 
-    def security_stamp(self, users_file: str) -> tuple[tuple[int, tuple[int, int] | None], str]:
+    def security_stamp(self, users_file: str) -> tuple[tuple[int, int, tuple[int, int] | None], str]:
         """The security state now (a request authorized after this may be parked under it)."""
         return security_stamp(self.security, users_file), users_file
 
@@ -743,10 +744,16 @@ class WorkerPool:
         """Users, roles or API keys changed: no parked connection is served under the old state
         (the workers compare the shared generation before each page), and they go back."""
         with self._lock:
-            self.security.value += 1
+            self.security[0] += 1
             workers = [w for w in self._slots if w is not None]
         for worker in workers:
             worker.tell(("security",))
+
+    def context_freed(self) -> None:
+        """A reader context ended: no parked walk serves another page without the server
+        process looking (a continuation of a walk on it is the general path's 404)."""
+        with self._lock:
+            self.security[1] += 1
 
     def unpark(self, park_id: int) -> None:
         """The HTTP layer closed a parked connection: its worker drops its descriptor."""
