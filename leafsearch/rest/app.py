@@ -173,8 +173,9 @@ class Dispatcher:
         lends = route.handler in LENDS_SOCKET
         if lends and method != "HEAD" and media != YAML and not pretty and not _rewrites(params):
             # A page a search worker renders may be written to the socket by it (socket_sink.py).
-            # A PIT page's connection may stay with the worker for the walk's next pages.
-            park = b'"pit"' in body and method in ("GET", "POST")
+            # A PIT page's connection may stay with the worker for the walk's next pages (not one
+            # with aggregations or a profile: such pages are not read ahead, and so never kept).
+            park = b'"pit"' in body and not any(key in body for key in _NOT_KEPT)
             loan = await SocketLoan.of(scope, content_type, cors, park=park)
             request.lend = None if loan is None else loan.lend
         # The client may go away while the handler runs: that sets the request's `cancelled`, which
@@ -325,6 +326,10 @@ async def _watch_disconnect(receive: Receive, cancelled: threading.Event) -> Non
         if message["type"] == "http.disconnect":
             cancelled.set()
             return
+
+
+#: Body keys of PIT searches whose connection is never kept by a worker (search/workers/parking.py).
+_NOT_KEPT = (b'"aggs"', b'"aggregations"', b'"profile"')
 
 
 async def _watch_closed(cycle: Any, cancelled: threading.Event) -> None:

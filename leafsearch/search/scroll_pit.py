@@ -10,6 +10,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
+from leafsearch.common.settings import index_setting
 from leafsearch.errors import (
     ActionRequestValidation,
     ElasticError,
@@ -62,8 +63,9 @@ def search_pit(
         if sink is not None and sink.park is not None:
             # The connection may stay with the worker for the walk's next pages (parking.py):
             # not for a context the cluster's coordinators share (each keeps its expiry), nor
-            # for a request resolved against the data (a terms lookup, a stored script).
-            kept = parkable and services.contexts.records_ahead("pit")
+            # for a request resolved against the data (a terms lookup, a stored script), nor on
+            # indices with a search slow log (this process logs what it times).
+            kept = parkable and services.contexts.records_ahead("pit") and not _slow_logged(ctx.targets)
             park = dataclasses.replace(sink.park, keep_alive=keep_alive or ctx.keep_alive, ctx_id=ctx.ctx_id)
             sink = dataclasses.replace(sink, park=park if kept else None)
         task = PitTask(
@@ -81,6 +83,16 @@ def search_pit(
         return dispatch(services, task, cancelled, affinity=(ctx.ctx_id, slice_id), relayed=sink is None)
     finally:
         services.contexts.release(ctx, keep_alive)
+
+
+def _slow_logged(targets: list[Target]) -> bool:
+    """Whether any of the indices logs slow searches (a threshold set)."""
+    return any(
+        index_setting(target.index.settings, f"index.search.slowlog.threshold.{phase}.{level}") >= 0
+        for target in targets
+        for phase in ("query", "fetch")
+        for level in ("warn", "info", "debug", "trace")
+    )
 
 
 def _sink(services: CoordinatorServices, lend: Lend | None, raw_hits: bool) -> Sink | None:

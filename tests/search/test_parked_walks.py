@@ -244,3 +244,16 @@ def test_a_killed_worker_closes_its_parked_connections_and_a_clean_stop_logs_no_
         other.ask(Conn.request("/_search", _page(pit, after)))
     other.close()
     assert " ERROR " not in log.read_text(errors="replace")
+
+
+def test_a_walk_on_an_index_with_a_search_slow_log_is_not_kept(server: str) -> None:
+    """The server process logs what it times: such a walk's pages all take the general path."""
+    with httpx.Client(base_url=server, timeout=60) as http:
+        bulk_index(http, "slowly", {f"d{i}": {"n": i} for i in range(600)})
+        settings = {"index.search.slowlog.threshold.fetch.warn": "0ms"}
+        assert http.put("/slowly/_settings", json=settings).status_code == 200
+    pit = _open_pit(server, "slowly")
+    before = _parked_pages(server)
+    conn, _ = _parked_walk(server, pit, pages=4)
+    conn.close()
+    assert _parked_pages(server) == before
