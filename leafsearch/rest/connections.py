@@ -213,7 +213,7 @@ def counting_protocol(
         _raw_size = 0
         _begun = 0
         _in_message = False
-        _raw_request: bytes | None = None
+        _raw_request: list[bytes] | None = None
         #: The park id of the connection while it is lent with a park offer or parked, and
         #: whether its worker parked it (None: lent), or gave it back early (the reason).
         _park_id: int | None = None
@@ -293,9 +293,13 @@ def counting_protocol(
             self._head_bytes = 0  # what comes next is the next request's head
             self._in_message = False
             if self._raw is not None and self._begun == 1 and self._raw_size <= MAX_REQUEST:
-                self._raw_request = b"".join(self._raw)
+                self._raw_request = self._raw  # (the chunks read: joined only for a park offer)
             self._raw = None
             super().on_message_complete()
+
+        def on_response_complete(self) -> None:
+            self._raw_request = None  # nothing of an answered request stays with the connection
+            super().on_response_complete()
 
         # ---- parking (search/workers/parking.py) ------------------------------------------
 
@@ -317,7 +321,9 @@ def counting_protocol(
             self._park_id = connections.offer_park(self)
             self._parked = None
             security, users_file = stamp()
-            return ParkOffer(self._park_id, raw, float(self.timeout_keep_alive), security, users_file)
+            return ParkOffer(
+                self._park_id, b"".join(raw), float(self.timeout_keep_alive), security, users_file
+            )
 
         def park_end(self, parked: bool) -> bool:
             """The lent response ended; `parked`: its worker kept the connection. True when it

@@ -18,6 +18,7 @@ import orjson
 import pytest
 from concurrency import wait_for
 from conftest import bulk_index, running_server
+from elasticsearch import Elasticsearch
 from raw_http import Conn
 
 _TOOK = re.compile(rb'"took":\d+')
@@ -257,3 +258,44 @@ def test_a_walk_on_an_index_with_a_search_slow_log_is_not_kept(server: str) -> N
     conn, _ = _parked_walk(server, pit, pages=4)
     conn.close()
     assert _parked_pages(server) == before
+
+
+def test_the_official_client_and_concurrent_walkers_are_served_on_kept_connections(server: str) -> None:
+    """Walks of the `elasticsearch` client (its requests' headers are the same bytes page after
+    page) from several threads at once, each exactly the PIT's documents, most pages kept."""
+    pit = _open_pit(server)
+    before = _parked_pages(server)
+    results: list[list[str]] = []
+    failures: list[BaseException] = []
+
+    def walk() -> None:
+        try:
+            with Elasticsearch(server, request_timeout=60) as es:
+                seen: list[str] = []
+                after = None
+                while True:
+                    page = es.search(
+                        pit={"id": pit, "keep_alive": "1m"},
+                        sort=[{"n": "asc"}],
+                        size=SIZE,
+                        search_after=after,
+                    )
+                    hits = page["hits"]["hits"]
+                    if not hits:
+                        break
+                    seen += [hit["_id"] for hit in hits]
+                    after = hits[-1]["sort"]
+                results.append(seen)
+        except BaseException as exc:  # noqa: BLE001
+            failures.append(exc)
+
+    threads = [threading.Thread(target=walk) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not failures
+    expected = [f"d{i}" for i in range(DOCS)]
+    assert results == [expected] * 4
+    pages = DOCS // SIZE + 1
+    assert _parked_pages(server) - before >= 4 * (pages - 2)
