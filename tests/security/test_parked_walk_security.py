@@ -6,6 +6,8 @@ credentials, an API key invalidated, a password changed are the general path's 4
 from __future__ import annotations
 
 import base64
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -123,5 +125,21 @@ def test_a_password_changed_while_a_walk_is_parked_ends_the_walk_with_a_401(
     )
     assert done.returncode == 0, done.stderr
     status, body = conn.ask(Conn.request("/_search", _page(pit, after), _basic(user)))[0]
+    assert (status, _error_type(body)) == (401, "security_exception")
+    conn.close()
+
+
+def test_an_api_key_that_expires_while_its_walk_is_parked_ends_the_walk_with_a_401(
+    secured: tuple[str, Path],
+) -> None:
+    url, _ = secured
+    made = httpx.post(
+        f"{url}/_security/api_key", auth=READER, json={"name": "brief", "expiration": "4s"}, timeout=60
+    ).json()
+    headers = {"authorization": f"ApiKey {made['encoded']}"}
+    conn, pit, after = _walk(url, headers)
+    while time.time() * 1000 < made["expiration"]:  # the key's expiry is what is tested
+        threading.Event().wait(0.1)
+    status, body = conn.ask(Conn.request("/_search", _page(pit, after), headers))[0]
     assert (status, _error_type(body)) == (401, "security_exception")
     conn.close()
