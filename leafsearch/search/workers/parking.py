@@ -129,6 +129,8 @@ class Parking:
         self._parked: dict[int, _Parked] = {}  # park id -> parked (watched or being looked at)
         self._commands: deque[tuple[str, Any]] = deque()
         self._forgotten: OrderedDict[int, None] = OrderedDict()
+        #: Park ids the server closed while their page was served (the selector thread's).
+        self._dropped: OrderedDict[int, bool] = OrderedDict()
         self._thread: threading.Thread | None = None
         self._wake_r, self._wake_w = -1, -1
         self._closed = False
@@ -163,7 +165,8 @@ class Parking:
             # The walk's pages served here are one walk: its identity is taken once.
             task = dataclasses.replace(task, walk=walks.identity(task.request))
         with self._lock:
-            if self._closed or len(self._parked) >= self.limit or task.ctx_id in self._forgotten:
+            held = len(self._parked) - (offer.park_id in self._parked)  # (parked again: replaces)
+            if self._closed or held >= self.limit or task.ctx_id in self._forgotten:
                 return None
             now = time.monotonic()
             parked = _Parked(
@@ -289,7 +292,9 @@ class Parking:
             if kind == "stop":
                 return False
             if kind == "watch":
-                if self._parked.get(arg.park_id) is arg:
+                if self._dropped.pop(arg.park_id, False):  # closed by the server meanwhile
+                    self._release(arg)
+                elif self._parked.get(arg.park_id) is arg:
                     watched[arg.fd] = arg
                     selector.register(arg.fd, selectors.EVENT_READ)
                 continue
@@ -300,6 +305,10 @@ class Parking:
                 or (kind == "forget" and p.task.ctx_id == arg)
                 or (kind == "drop" and p.park_id == arg)
             ]
+            if kind == "drop" and not chosen:  # being served: dropped when it would be watched
+                self._dropped[arg] = True
+                while len(self._dropped) > _FORGOTTEN:
+                    self._dropped.popitem(last=False)
             for parked in chosen:
                 if watched.pop(parked.fd, None) is not None:
                     selector.unregister(parked.fd)
