@@ -276,8 +276,11 @@ class Parking:
                         del partial[fd]
                         self._hand_back(parked, "idle")
         except Exception:  # noqa: BLE001 - never silent: the connections go back to the server
-            log.exception("the parked connections' thread failed")
-            for parked in [*watched.values(), *partial.values()]:
+            log.exception("the parked connections' thread failed; this worker parks no more")
+            with self._lock:
+                self._closed = True
+                every = list(self._parked.values())
+            for parked in every:
                 self._hand_back(parked, "other")
         finally:
             selector.close()
