@@ -267,6 +267,7 @@ def serve(
         app = create_app(node, max_content_length=limit, bind_host=host, node_settings=node_settings)
         if access_log is not None:
             app = AccessLog(app)
+            node.http_connections.security_stamp = None  # every request logged here: none parked
         app = _WarmUpTrigger(app, warm_up)
         config = uvicorn.Config(
             app,

@@ -280,6 +280,14 @@ class Node:
             self.search_services.workers = WorkerPool(
                 self.search_services, search_workers, self.shard_services.events, defer_start=defer_workers
             )
+            # A PIT walk's connection may stay with its worker (search/workers/parking.py).
+            pool = self.search_services.workers
+            self.http_connections.security_stamp = partial(
+                pool.security_stamp, str(self.security.users_file.path)
+            )
+            self.http_connections.unpark = pool.unpark
+            pool.connections = self.http_connections
+            self.security.changed = pool.security_changed
             # Full buffers are written as segments there too (index/buffer_wire.py).
             self.shard_services.builder = partial(_build_in_workers, self.search_services.workers)
         self._closed = threading.Event()

@@ -28,7 +28,7 @@ from leafsearch.errors import ContentTooLong, ElasticError, ParseException, rele
 from leafsearch.request.params import parse_bool
 from leafsearch.rest.access import AccessControl, Refusal, is_loopback_host
 from leafsearch.rest.access_log import WRITTEN
-from leafsearch.rest.connections import TRANSPORT, SocketLoan, drained, plain_socket
+from leafsearch.rest.connections import CYCLE, TRANSPORT, SocketLoan, drained, plain_socket
 from leafsearch.rest.error_trace import with_stack_trace
 from leafsearch.rest.exchange import RestRequest, RestResponse, Stream
 from leafsearch.rest.human import with_human_fields
@@ -173,11 +173,18 @@ class Dispatcher:
         lends = route.handler in LENDS_SOCKET
         if lends and method != "HEAD" and media != YAML and not pretty and not _rewrites(params):
             # A page a search worker renders may be written to the socket by it (socket_sink.py).
-            loan = await SocketLoan.of(scope, content_type, cors)
+            # A PIT page's connection may stay with the worker for the walk's next pages (not one
+            # with aggregations or a profile: such pages are not read ahead, and so never kept).
+            park = b'"pit"' in body and not any(key in body for key in _NOT_KEPT)
+            loan = await SocketLoan.of(scope, content_type, cors, park=park)
             request.lend = None if loan is None else loan.lend
         # The client may go away while the handler runs: that sets the request's `cancelled`, which
         # a search checks between segments (Elasticsearch cancels the task of a closed channel).
-        watcher = asyncio.ensure_future(_watch_disconnect(receive, request.cancelled))
+        # (A connection lent with a park offer is not read meanwhile: only its close is seen.)
+        if loan is not None and loan.offer is not None:
+            watcher = asyncio.ensure_future(_watch_closed(scope[CYCLE], request.cancelled))
+        else:
+            watcher = asyncio.ensure_future(_watch_disconnect(receive, request.cancelled))
         try:
             status, payload, media, extra = await run_in_threadpool(
                 self._respond, route, request, content_type, pretty
@@ -319,6 +326,18 @@ async def _watch_disconnect(receive: Receive, cancelled: threading.Event) -> Non
         if message["type"] == "http.disconnect":
             cancelled.set()
             return
+
+
+#: Body keys of PIT searches whose connection is never kept by a worker (search/workers/parking.py).
+_NOT_KEPT = (b'"aggs"', b'"aggregations"', b'"profile"')
+
+
+async def _watch_closed(cycle: Any, cancelled: threading.Event) -> None:
+    """The connection closed, seen without reading it (uvicorn's `receive` would resume reading)."""
+    while not cycle.disconnected:
+        await cycle.message_event.wait()
+        cycle.message_event.clear()
+    cancelled.set()
 
 
 def _headers(scope: Scope) -> dict[str, str]:

@@ -27,6 +27,7 @@ reset, which can destroy the answer before the client reads it.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import threading
 import time
@@ -40,7 +41,7 @@ import orjson
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
 from leafsearch.errors import ElasticError
-from leafsearch.search.socket_sink import Sink, Written
+from leafsearch.search.socket_sink import MAX_REQUEST, ParkOffer, Sink, Written
 
 #: `http.max_header_size`'s default, as in Elasticsearch.
 DEFAULT_MAX_HEADER_SIZE = 16 * 1024
@@ -123,6 +124,14 @@ class HttpConnections:
         self.total_opened = 0
         self._open: dict[int, HttpClient] = {}
         self._closed: deque[HttpClient] = deque(maxlen=CLOSED_CLIENTS_MAX_COUNT)
+        #: Connections lent with a park offer, or parked with a search worker (park id -> its
+        #: protocol; search/workers/parking.py). Touched by the event loop only.
+        self._parks: dict[int, Any] = {}
+        self._park_ids = itertools.count(1)
+        #: Set by the node when it has search workers: the security generation now, and how a
+        #: parked connection the server closed is dropped by its worker.
+        self.security_stamp: Callable[[], tuple[Any, str]] | None = None
+        self.unpark: Callable[[int], None] | None = None
 
     def now_millis(self) -> int:
         return int(self._clock() * 1000)
@@ -142,6 +151,31 @@ class HttpConnections:
                 client.closed_time_millis = self.now_millis()
                 self._closed.append(client)
 
+    # ---- parked connections (search/workers/parking.py) -----------------------------------
+
+    def offer_park(self, protocol: Any) -> int:
+        """A park id for a connection lent with a park offer (the event loop's)."""
+        park_id = next(self._park_ids)
+        self._parks[park_id] = protocol
+        return park_id
+
+    def park_ended(self, park_id: int, *, closed: bool) -> None:
+        """The connection is no longer lent or parked (`closed`: it closed; its worker drops it)."""
+        if self._parks.pop(park_id, None) is not None and closed and self.unpark is not None:
+            self.unpark(park_id)
+
+    def served(self, park_id: int, request_bytes: int) -> None:
+        """(socket_sink.ParkedConnections, from a worker pool's reader thread.)"""
+        protocol = self._parks.get(park_id)
+        if protocol is not None:
+            protocol.loop.call_soon_threadsafe(protocol.served_parked, park_id, request_bytes)
+
+    def handed_back(self, park_id: int, reason: str) -> None:
+        """(socket_sink.ParkedConnections, from a worker pool's reader thread.)"""
+        protocol = self._parks.get(park_id)
+        if protocol is not None:
+            protocol.loop.call_soon_threadsafe(protocol.handed_back, park_id, reason)
+
     def stats(self) -> dict[str, Any]:
         with self._lock:
             oldest = self.now_millis() - CLOSED_CLIENTS_MAX_AGE_MILLIS
@@ -153,6 +187,8 @@ class HttpConnections:
 
 #: The scope key of the request's transport (a streamed response writes to its socket).
 TRANSPORT = "leafsearch.transport"
+#: The scope key of the connection's protocol (a lent response's connection may be parked).
+PROTOCOL = "leafsearch.protocol"
 #: The scope key of the request's uvicorn response cycle, which a response written by the
 #: process that renders it ends (`SocketLoan`).
 CYCLE = "leafsearch.cycle"
@@ -171,6 +207,17 @@ def counting_protocol(
         _header_bytes = 0
         #: Once a head is refused: how much more of what the client sends is read and dropped.
         _lingering: int | None = None
+        #: The bytes of the request arriving, while it started a read and fits a park
+        #: (`ParkOffer`); the last complete request's, while nothing came after it.
+        _raw: list[bytes] | None = None
+        _raw_size = 0
+        _begun = 0
+        _in_message = False
+        _raw_request: list[bytes] | None = None
+        #: The park id of the connection while it is lent with a park offer or parked, and
+        #: whether its worker parked it (None: lent), or gave it back early (the reason).
+        _park_id: int | None = None
+        _parked: bool | str | None = None
 
         def connection_made(self, transport: Any) -> None:
             self._client = connections.opened(
@@ -180,6 +227,9 @@ def counting_protocol(
 
         def connection_lost(self, exc: Exception | None) -> None:
             connections.closed(self._client)
+            if self._park_id is not None:
+                connections.park_ended(self._park_id, closed=True)
+                self._park_id = None
             super().connection_lost(exc)
 
         def data_received(self, data: bytes) -> None:
@@ -188,6 +238,11 @@ def counting_protocol(
                 if self._lingering <= 0:
                     self.transport.close()
                 return
+            if not self._in_message:  # a request starts this read: its bytes may park (`park_offer`)
+                self._raw, self._raw_size, self._begun, self._raw_request = [data], len(data), 0, None
+            elif self._raw is not None:
+                self._raw_size += len(data)
+                self._raw = None if self._raw_size > MAX_REQUEST else [*self._raw, data]
             if self._head_bytes is not None:
                 self._head_bytes += len(data)
             super().data_received(data)
@@ -201,9 +256,14 @@ def counting_protocol(
 
         def on_message_begin(self) -> None:
             self._header_bytes = 0
+            self._in_message = True
+            self._begun += 1
+            if self._begun > 1:  # pipelined: neither this request nor the one before parks
+                self._raw = self._raw_request = None
             super().on_message_begin()
             # A streamed response hands its plain socket to the process that renders it (app.py).
             self.scope[TRANSPORT] = self.transport  # type: ignore[literal-required]
+            self.scope[PROTOCOL] = self  # type: ignore[literal-required]
 
         def on_header(self, name: bytes, value: bytes) -> None:
             self._header_bytes += len(name) + 2 + len(value)
@@ -231,7 +291,81 @@ def counting_protocol(
 
         def on_message_complete(self) -> None:
             self._head_bytes = 0  # what comes next is the next request's head
+            self._in_message = False
+            if self._raw is not None and self._begun == 1 and self._raw_size <= MAX_REQUEST:
+                self._raw_request = self._raw  # (the chunks read: joined only for a park offer)
+            self._raw = None
             super().on_message_complete()
+
+        def on_response_complete(self) -> None:
+            self._raw_request = None  # nothing of an answered request stays with the connection
+            super().on_response_complete()
+
+        # ---- parking (search/workers/parking.py) ------------------------------------------
+
+        def park_offer(self) -> ParkOffer | None:
+            """Lend the connection with a park offer, when its request came alone and whole and
+            the node has search workers: reading stops until the response ends (the worker, not
+            this loop, reads the next request if it keeps the connection); None: no offer."""
+            raw, stamp = self._raw_request, connections.security_stamp
+            if (
+                raw is None
+                or stamp is None
+                or self.pipeline
+                or self.cycle is None
+                or not self.cycle.keep_alive
+            ):
+                return None
+            self._raw_request = None
+            self.flow.pause_reading()
+            self._park_id = connections.offer_park(self)
+            self._parked = None
+            security, users_file = stamp()
+            return ParkOffer(
+                self._park_id, b"".join(raw), float(self.timeout_keep_alive), security, users_file
+            )
+
+        def park_end(self, parked: bool) -> bool:
+            """The lent response ended; `parked`: its worker kept the connection. True when it
+            stays parked (uvicorn's cycle must not go on reading); False: read on (or closed)."""
+            park_id, early = self._park_id, self._parked
+            if park_id is None:
+                return False
+            if parked and early is None:
+                self._parked = True
+                self.server_state.total_requests += 1
+                return True
+            connections.park_ended(park_id, closed=False)
+            self._park_id = None
+            self.flow.resume_reading()
+            if early in ("idle", "cut"):
+                self.transport.close()
+            return False
+
+        def handed_back(self, park_id: int, reason: str) -> None:
+            """The worker gave the connection back: read it on (the request it left in the kernel
+            is answered as any), or close it (idle, or cut)."""
+            if park_id != self._park_id or self.transport.is_closing():
+                return
+            if self._parked is None:  # before the response's end reached this loop
+                self._parked = reason
+                return
+            connections.park_ended(park_id, closed=False)
+            self._park_id = self._parked = None
+            if reason == "other":
+                self.flow.resume_reading()
+                self.timeout_keep_alive_task = self.loop.call_later(
+                    self.timeout_keep_alive, self.timeout_keep_alive_handler
+                )
+            else:
+                self.transport.close()
+
+        def served_parked(self, park_id: int, request_bytes: int) -> None:
+            """The worker served a request on the parked connection: counted as this loop would."""
+            if park_id == self._park_id:
+                self.server_state.total_requests += 1
+                self._client.request(self.url, self.headers, connections.now_millis())
+                self._client.request_size_bytes += request_bytes
 
         def _refuse_head(self) -> None:
             """Answer 400 as netty's decoder failure is answered, then close after a lingering
@@ -297,20 +431,35 @@ class SocketLoan:
     default headers first, `connection: close` when the connection is not kept alive), so a
     lent response is the relayed one byte for byte; `end` then completes uvicorn's cycle as
     its `send` completes it (keep-alive, the next pipelined request), or closes the connection
-    when the body did not go out whole."""
+    when the body did not go out whole. Lent with a park offer (`park`), the connection is not
+    read meanwhile, and stays unread once its worker kept it (search/workers/parking.py) until
+    the worker gives it back."""
 
-    def __init__(self, transport: Any, cycle: Any, fd: int, head: tuple[bytes, bytes]) -> None:
+    def __init__(
+        self,
+        transport: Any,
+        cycle: Any,
+        fd: int,
+        head: tuple[bytes, bytes],
+        protocol: Any,
+        offer: ParkOffer | None,
+    ) -> None:
         self._transport = transport
         self._cycle = cycle
         self._fd = fd
         self._head = head
+        self._protocol = protocol
+        self.offer = offer
 
     @classmethod
-    async def of(cls, scope: Any, media_type: str, headers: dict[str, str]) -> SocketLoan | None:
+    async def of(
+        cls, scope: Any, media_type: str, headers: dict[str, str], *, park: bool = False
+    ) -> SocketLoan | None:
         """A loan for a 200 response of `media_type` with `headers` after uvicorn's and the
         product header (None over TLS, or outside this module's protocol), once the socket has
-        taken what earlier responses left in the transport."""
-        transport, cycle = scope.get(TRANSPORT), scope.get(CYCLE)
+        taken what earlier responses left in the transport; `park`: with a park offer when the
+        request allows it."""
+        transport, cycle, protocol = scope.get(TRANSPORT), scope.get(CYCLE), scope.get(PROTOCOL)
         if transport is None or cycle is None:
             return None
         await drained(transport)
@@ -320,20 +469,26 @@ class SocketLoan:
         fields = [(b"content-type", media_type.encode()), (b"content-length", b"#"), _PRODUCT]
         fields += [(k.encode(), v.encode()) for k, v in headers.items()]
         before, after = _head(cycle, 200, fields).split(b"content-length: #", 1)
-        return cls(transport, cycle, fd, (before + b"content-length: ", after))
+        offer = protocol.park_offer() if park and protocol is not None else None
+        return cls(transport, cycle, fd, (before + b"content-length: ", after), protocol, offer)
 
     def lend(self) -> Sink | None:
         """The socket and the head, for the process that renders the response."""
-        return Sink(self._fd, self._head)
+        return Sink(self._fd, self._head, park=self.offer)
 
     def end(self, written: Written | None) -> None:
-        """The lent response ended: written whole (the cycle completes), or cut (`written` None
-        or incomplete: the connection closes). Closes the duplicate."""
+        """The lent response ended: written whole (the cycle completes, or the connection stays
+        with the worker that parked it), or cut (`written` None or incomplete: the connection
+        closes). Closes the duplicate."""
         os.close(self._fd)
         cycle = self._cycle
         cycle.response_started = True
         cycle.message_event.set()
-        if written is not None and written.complete:
+        complete = written is not None and written.complete
+        if self.offer is not None and self._protocol.park_end(complete and written.parked is not None):
+            cycle.response_complete = True
+            return
+        if complete:
             cycle.response_complete = True
             if not cycle.keep_alive:
                 self._transport.close()
@@ -345,6 +500,8 @@ class SocketLoan:
     def release(self) -> None:
         """Not lent, or lent and nothing written (an error answered as usual): close the duplicate."""
         os.close(self._fd)
+        if self.offer is not None:
+            self._protocol.park_end(False)
 
 
 _PRODUCT = (b"x-elastic-product", b"Elasticsearch")

@@ -7,6 +7,7 @@ It also decides where the scroll and PIT ids come from (body, path or query stri
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from leafsearch.errors import ActionRequestValidation
@@ -24,7 +25,7 @@ from leafsearch.search import export as export_stream
 from leafsearch.search import opensearch_pit
 from leafsearch.search.msearch import Authorize, parse_msearch
 from leafsearch.search.msearch import msearch as run_msearch
-from leafsearch.search.socket_sink import Written
+from leafsearch.search.socket_sink import Lend, Sink, Written
 from leafsearch.security.narrowing import narrow_expression
 
 if TYPE_CHECKING:
@@ -38,9 +39,28 @@ def search(node: Node, req: RestRequest) -> RestResponse:
     # The path's indices take part in validation: a PIT search must not name any.
     request = parse_search_request(body, req.action_params(), indices=index)
     with timed_search(node, index, body, req.headers.get("x-opaque-id")) as outcome:
-        result = node.search(request, raw_hits=True, cancelled=req.cancelled, lend=req.lend)
+        result = node.search(request, raw_hits=True, cancelled=req.cancelled, lend=_lend(node, req))
         outcome.response = result.summary() if isinstance(result, Written) else result
     return _answered(result)
+
+
+def _lend(node: Node, req: RestRequest) -> Lend | None:
+    """The request's socket loan; a park offer (search/workers/parking.py) ends with the API
+    key's expiration when it was authenticated by one that expires."""
+    lend, subject = req.lend, req.subject
+    if lend is None or subject is None or subject.api_key_id is None:
+        return lend
+    until = node.security.key_expiration(subject.api_key_id)
+    if until is None:
+        return lend
+
+    def expiring() -> Sink | None:
+        sink = lend()
+        if sink is None or sink.park is None:
+            return sink
+        return dataclasses.replace(sink, park=dataclasses.replace(sink.park, until=until))
+
+    return expiring
 
 
 def _answered(result: dict[str, Any] | Written) -> RestResponse:

@@ -559,6 +559,8 @@ class ContextRegistry:
         snapshots (and their pins on disk) once no request reads it."""
         if self._contexts.pop(ctx.key, None) is None:
             return
+        if self.services.workers is not None:  # parked walks go back (search/workers/parking.py)
+            self.services.workers.context_freed()
         with ctx.record_lock:
             ctx.freed = True
             if self.records.remove(ctx.key) is False:  # another coordinator ended it first

@@ -40,11 +40,13 @@ def search(
     `lend`: the client's socket, which a search worker writes a PIT page or a scroll's first
     batch to (socket_sink.py; then what it wrote is answered)."""
     started = time.perf_counter()
+    sent = request
     request = resolve_stored_scripts(services.stored_script, request)
     request = resolve_knn(services, resolve_lookups(services, request), search)
     if request.pit is not None:
+        parkable = request is sent
         return scroll_pit.search_pit(
-            services, request, started, raw_hits=raw_hits, cancelled=cancelled, lend=lend
+            services, request, started, raw_hits=raw_hits, cancelled=cancelled, lend=lend, parkable=parkable
         )
     targets = phases.resolve_targets(services, request)
     try:

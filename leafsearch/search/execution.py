@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -69,6 +70,9 @@ class PitTask:
     contexts: list[ShardContextId] | None = None
     #: The client's socket: the response is written to it, the result is what was `Written`.
     sink: Sink | None = None
+    #: The walk's identity (`walks.identity` of the request), when the caller knows it: a parked
+    #: walk's pages (workers/parking.py) are one walk, and the identity is a repr of the request.
+    walk: str | None = None
 
 
 @dataclass(eq=False)
@@ -101,6 +105,11 @@ class ScrollTask:
 
 
 Task = SearchTask | CountTask | PitTask | ScrollTask | ExportTask
+
+#: Keeps the client's connection after a PIT page written to it (a search worker's parking,
+#: search/workers/parking.py), given the task and the cursor its next page starts after: the
+#: worker's pid when kept, else None.
+Park = Callable[[PitTask, list[Any]], "int | None"]
 
 #: How many batches after the one answered a scroll batch names by their ends (its window's, or
 #: the live documents after it), so that its context's record, written before the batch goes
@@ -136,18 +145,25 @@ def run(
     task: Task,
     cancelled: threading.Event | None = None,
     confirm: Confirm | None = None,
+    park: Park | None = None,
 ) -> Any:
     """Run a task in this process. `services`: the server process's or a search worker's;
-    `confirm`: called before a response is written to the client's socket (socket_sink.py)."""
+    `confirm`: called before a response is written to the client's socket (socket_sink.py);
+    `park`: offered the connection after a PIT page written whole to it (a worker's)."""
     if isinstance(task, SearchTask):
         return _search(services, task, cancelled)
     if isinstance(task, CountTask):
         return _count(services, task, cancelled)
     if isinstance(task, PitTask):
-        body = _pit_page(services, task, cancelled)
+        body, following = _pit_page(services, task, cancelled)
         if task.sink is None:
             return body
-        return write_response(task.sink, body, cancelled, None if confirm is None else partial(confirm, None))
+        written = write_response(
+            task.sink, body, cancelled, None if confirm is None else partial(confirm, None)
+        )
+        if park is not None and task.sink.park is not None and written.complete and following is not None:
+            written = dataclasses.replace(written, parked=park(task, following))
+        return written
     if isinstance(task, ExportTask):
         return export_pages.run(services, task, cancelled)
     body, cursor, total, ahead = _scroll_batch(services, task, cancelled)
@@ -203,12 +219,15 @@ class _Page:
         return 0 if self.hits is None else len(self.hits.data)
 
 
-def _pit_page(services: SearchServices, task: PitTask, cancelled: threading.Event | None) -> dict[str, Any]:
+def _pit_page(
+    services: SearchServices, task: PitTask, cancelled: threading.Event | None
+) -> tuple[dict[str, Any], list[Any] | None]:
+    """The page's body, and the cursor of the walk's next page when it is read ahead."""
     request, raw_hits = task.request, task.raw_hits
     started = _started(task.elapsed)
     read_ahead = services.contexts.read_ahead
     ahead = raw_hits and renders_raw(request) and request.aggs is None and not request.profile
-    walk = walks.identity(request) if ahead else None
+    walk = (task.walk or walks.identity(request)) if ahead else None
     served = walks.cursor_key(request.search_after)
     page = read_ahead.take(task.ctx_id, walk, served) if ahead else None
     tree = None
@@ -226,6 +245,7 @@ def _pit_page(services: SearchServices, task: PitTask, cancelled: threading.Even
         raw_hits=raw_hits,
         ready=page.hits,
     )
+    following = None
     if ahead and request.size and page.end - page.start == request.size and page.hitlist.columns:
         # The walk's next page: `search_after` the last hit of this one.
         following = last_sort_values(page.hitlist, page.end)
@@ -238,7 +258,7 @@ def _pit_page(services: SearchServices, task: PitTask, cancelled: threading.Even
             task.targets,
             lambda: _rendered(services, _pit_hits(services, task, after, None, prepared=True)[0], after),
         )
-    return body
+    return body, following
 
 
 def _pit_hits(

@@ -109,12 +109,7 @@ class ReadAhead:
             while len(self._pages) > self.max_pages:
                 self._pages.popitem(last=False)[1].cancel()
             pool = self._pool
-        start = partial(_start, pool, future, targets, prepare)
-        deferred = _DEFERRED.get()
-        if deferred is None:
-            start()
-        else:
-            deferred.append(start)
+        after_block(partial(_start, pool, future, targets, prepare))
 
     def take(self, ctx_id: int, walk: Hashable, key: Hashable) -> Prepared | None:
         """The page read ahead for this key, waiting for it if it is being prepared; None when
@@ -191,3 +186,12 @@ def _render_held(targets: list[Target], prepare: Callable[[], Prepared]) -> Prep
         return prepare()
     finally:
         release_targets(held)
+
+
+def after_block(start: Callable[[], None]) -> None:
+    """Call `start` when the enclosing `after_reply` block ends (at once outside one)."""
+    deferred = _DEFERRED.get()
+    if deferred is None:
+        start()
+    else:
+        deferred.append(start)

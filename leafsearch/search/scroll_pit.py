@@ -10,6 +10,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
+from leafsearch.common.settings import index_setting
 from leafsearch.errors import (
     ActionRequestValidation,
     ElasticError,
@@ -37,11 +38,14 @@ def search_pit(
     raw_hits: bool = False,
     cancelled: threading.Event | None = None,
     lend: Lend | None = None,
+    parkable: bool = False,
 ) -> dict[str, Any] | Written:
     """A search on a PIT's snapshots. The PIT is in use meanwhile (a close waits for the search);
     its keep-alive becomes the larger of the old and the requested one, counted from the end of
     this search, as Elasticsearch's ReaderContext does. `lend`: the client's socket, to which a
-    search worker writes the response (`Written` is answered; socket_sink.py)."""
+    search worker writes the response (`Written` is answered; socket_sink.py); `parkable`: the
+    request is as the client sent it (nothing resolved against the data), so the worker may keep
+    the connection and serve the walk's next pages (search/workers/parking.py)."""
     assert request.pit is not None
     ctx = acquire_context(services, request.pit.id, "pit")
     keep_alive = None
@@ -56,6 +60,14 @@ def search_pit(
         # The shard contexts are this process's: a search worker reads the same snapshots rebuilt.
         pins = ctx.shard_contexts if services.workers is None else None
         sink = _sink(services, lend, raw_hits)
+        if sink is not None and sink.park is not None:
+            # The connection may stay with the worker for the walk's next pages (parking.py):
+            # not for a context the cluster's coordinators share (each keeps its expiry), nor
+            # for a request resolved against the data (a terms lookup, a stored script), nor on
+            # indices with a search slow log (this process logs what it times).
+            kept = parkable and services.contexts.records_ahead("pit") and not _slow_logged(ctx.targets)
+            park = dataclasses.replace(sink.park, keep_alive=keep_alive or ctx.keep_alive, ctx_id=ctx.ctx_id)
+            sink = dataclasses.replace(sink, park=park if kept else None)
         task = PitTask(
             ctx.targets,
             request,
@@ -71,6 +83,16 @@ def search_pit(
         return dispatch(services, task, cancelled, affinity=(ctx.ctx_id, slice_id), relayed=sink is None)
     finally:
         services.contexts.release(ctx, keep_alive)
+
+
+def _slow_logged(targets: list[Target]) -> bool:
+    """Whether any of the indices logs slow searches (a threshold set)."""
+    return any(
+        index_setting(target.index.settings, f"index.search.slowlog.threshold.{phase}.{level}") >= 0
+        for target in targets
+        for phase in ("query", "fetch")
+        for level in ("warn", "info", "debug", "trace")
+    )
 
 
 def _sink(services: CoordinatorServices, lend: Lend | None, raw_hits: bool) -> Sink | None:

@@ -32,7 +32,7 @@ import socket
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 
@@ -40,6 +40,52 @@ from leafsearch.common.rawjson import RawJSON, fragment
 
 #: How long a write waits for room in the socket before it looks whether it was cancelled.
 _POLL_MILLIS = 100
+
+
+@dataclass(frozen=True, slots=True)
+class ParkOffer:
+    """What a worker needs to keep the connection after the response it writes and serve the
+    walk's next page itself (search/workers/parking.py): made by the HTTP layer (the request's
+    bytes, exactly as received, and the security state it was authorized in), completed by the
+    search (the reader context's keep-alive)."""
+
+    #: The number the server process knows the parked connection by.
+    park_id: int
+    #: The request as the client sent it (request line, headers, body), at most `MAX_REQUEST`.
+    request: bytes
+    #: How long a parked connection may stay idle (the HTTP keep-alive timeout), in seconds.
+    idle_seconds: float
+    #: The state the request was authorized in (`security_stamp`): the shared generations the
+    #: server moves on every change to users or API keys and on every reader context freed, and
+    #: the users file's stamp.
+    security: tuple[int, int, tuple[int, int] | None]
+    #: The users file (users and their roles), whose stamp a continuation must still find.
+    users_file: str
+    #: The reader context's keep-alive after this page, in seconds (0: not known, no park).
+    keep_alive: float = 0.0
+    #: The context's number: what a `forget` of the context hands back.
+    ctx_id: int = -1
+    #: When the credentials stop being valid (an API key's expiration, `time.time()` seconds).
+    until: float | None = None
+
+
+def file_stamp(path: str) -> tuple[int, int] | None:
+    """A file's modification time and size (None: missing), as the users file is re-read."""
+    try:
+        stat = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return stat.st_mtime_ns, stat.st_size
+
+
+def security_stamp(shared: Any, users_file: str) -> tuple[int, int, tuple[int, int] | None]:
+    """The state a parked connection's request must still find (search/workers/parking.py): the
+    shared generations (security changes, contexts freed) and the users file's stamp."""
+    return int(shared[0]), int(shared[1]), file_stamp(users_file)
+
+
+#: A request larger than this is never a parked connection's: the general path reads it.
+MAX_REQUEST = 64 << 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +102,8 @@ class Sink:
     #: The renderer asks the server process before writing (`Confirm`): a scroll batch, whose
     #: context moves and is recorded before the response naming its next id goes out.
     confirm: bool = False
+    #: The connection may stay with the worker after this response (a PIT page; see `ParkOffer`).
+    park: ParkOffer | None = None
 
 
 #: What the HTTP layer offers a request that may have its response written by its renderer: a
@@ -76,10 +124,25 @@ class Written:
     complete: bool
     took: int
     total: Any = None
+    #: The pid of the worker that kept the connection after writing (search/workers/parking.py):
+    #: the server process must not read it until the worker hands it back.
+    parked: int | None = None
 
     def summary(self) -> dict[str, Any]:
         """The parts of the response body the slow log reads."""
         return {"took": self.took, "hits": {"total": self.total}}
+
+
+class ParkedConnections(Protocol):
+    """The HTTP layer's side of parked connections (rest/connections.py), told by the worker
+    pool what the workers did with them (from its reader threads)."""
+
+    def served(self, park_id: int, request_bytes: int) -> None:
+        """A worker served a request on the parked connection (the HTTP client's stats)."""
+
+    def handed_back(self, park_id: int, reason: str) -> None:
+        """The worker gave the connection back: `other` (read it on), `idle` (close it as an
+        idle keep-alive connection) or `cut` (what reached the client is unknown: close it)."""
 
 
 class ResponseCut(Exception):

@@ -102,6 +102,9 @@ class SecurityStore:
         #: Called with a key's id and record as JSON before the server writes it, when
         #: coordinators share keys (node/cluster_sync.py publishes them to the cluster's metadata).
         self.shared: Callable[[str, bytes], None] | None = None
+        #: Called after API keys or users change here (connections parked with a search
+        #: worker, authorized before, go back to the general path: search/workers/parking.py).
+        self.changed: Callable[[], None] | None = None
         try:
             self._keys: dict[str, dict[str, Any]] = orjson.loads(self._keys_path.read_bytes())["api_keys"]
         except FileNotFoundError:
@@ -110,6 +113,7 @@ class SecurityStore:
     def adopt_users(self, data: bytes) -> None:
         """Take the users file another coordinator published as this node's own."""
         write_private(self.users_file.path, data)
+        self._changed()
 
     def adopt_key(self, key_id: str, record: bytes) -> None:
         """Take a key another coordinator created or invalidated."""
@@ -118,6 +122,7 @@ class SecurityStore:
             if self._keys.get(key_id) != value:  # (not this node's own, come back)
                 self._keys[key_id] = value
                 self._save_keys()
+        self._changed()
 
     # ---- users ---------------------------------------------------------------------------
 
@@ -218,7 +223,20 @@ class SecurityStore:
                     fresh.append(key_id)
             if fresh:
                 self._save_keys()
+        if fresh:
+            self._changed()
         return fresh, previously
+
+    def key_expiration(self, key_id: str) -> float | None:
+        """When a key expires (`time.time()` seconds), None: never."""
+        with self._lock:
+            record = self._keys.get(key_id)
+        expiration = None if record is None else record.get("expiration")
+        return None if expiration is None else expiration / 1000
+
+    def _changed(self) -> None:
+        if self.changed is not None:
+            self.changed()
 
     def _share(self, key_id: str) -> None:
         if self.shared is not None:

@@ -579,7 +579,11 @@ def test_workers_killed_in_the_middle_of_walks_lose_nothing_and_leak_nothing(tmp
                 _wait(lambda: _search_workers(http)["ready"] == 2, "the workers are ready")
                 for worker in _search_workers(http)["workers"]:
                     os.kill(worker["pid"], signal.SIGKILL)
-            response = http.post("/_search", json=pit_body)
+            try:
+                response = http.post("/_search", json=pit_body)
+            except httpx.RemoteProtocolError:  # the connection the killed worker kept was closed
+                failures += 1
+                continue
             if response.status_code != 200:  # a request that reached a dying worker
                 failures += 1
                 assert response.status_code == 500

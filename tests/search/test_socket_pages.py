@@ -44,7 +44,10 @@ def _workers(http: httpx.Client) -> dict[str, Any]:
 
 
 def _written(http: httpx.Client) -> int:
-    return _workers(http)["socket_writes"]
+    """Responses a worker wrote to the client's socket: as a task's, or on a connection it kept
+    after a PIT page (search/workers/parking.py)."""
+    workers = _workers(http)
+    return workers["socket_writes"] + workers["parked_pages"]
 
 
 @pytest.fixture(autouse=True)

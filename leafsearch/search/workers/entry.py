@@ -27,11 +27,12 @@ NOT_IN_WORKERS = (
 )
 
 
-def main(conn: Connection, config: dict[str, Any]) -> None:
-    """Serve `conn` with the `process.WorkerConfig` whose fields are `config`."""
+def main(conn: Connection, config: dict[str, Any], security: Any = None) -> None:
+    """Serve `conn` with the `process.WorkerConfig` whose fields are `config`; `security`: the
+    server's shared security generation (parking.py)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     from leafsearch.common.preload import preload
     from leafsearch.search.workers import process
 
     preload(exclude=NOT_IN_WORKERS)
-    process.main(conn, process.WorkerConfig(**config))
+    process.main(conn, process.WorkerConfig(**config), security)

@@ -45,7 +45,7 @@ import pickle
 import queue
 import signal
 import threading
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, replace
 from multiprocessing import reduction
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
@@ -56,7 +56,7 @@ from leafsearch.errors import ElasticError, SearchPhaseExecution
 from leafsearch.index.events import ShardEvents
 from leafsearch.index.searcher import Searcher
 from leafsearch.search import execution
-from leafsearch.search.socket_sink import Confirm, ResponseCut
+from leafsearch.search.socket_sink import Confirm, ParkedConnections, ResponseCut, Written, security_stamp
 from leafsearch.search.targets import Target
 from leafsearch.search.workers import entry
 from leafsearch.search.workers.mirror import IndexState, TargetRef, snapshot_state
@@ -78,6 +78,17 @@ LONE_WALKS_IN_SERVER = "search.workers.lone_walks_in_server"
 #: The cluster setting that lets a one-shot request run in the server process when nothing else
 #: runs (`_take_here`).
 LONE_REQUESTS_IN_SERVER = "search.workers.lone_requests_in_server"
+
+
+@dataclass(slots=True)
+class _ParkedWalk:
+    """A PIT walk's connection a worker may keep (workers/parking.py): what the server process
+    does for each page it serves there (the context's keep-alive, the search stats)."""
+
+    pid: int | None
+    public_id: str
+    keep_alive: float
+    targets: list[Target]
 
 
 class _WorkerGone(Exception):
@@ -294,6 +305,10 @@ class _Worker:
                     call.writing = True
             elif message[0] == "stats":
                 self._finish(message[1], "done", message[2])
+            elif message[0] == "served":
+                self.pool._parked_served(self, message[1], message[2])
+            elif message[0] == "handback":
+                self.pool._handed_back(message[1], message[2])
         self._died()
 
     def _finish(self, call_id: int, kind: str, payload: Any, phases: list | None = None) -> None:
@@ -320,6 +335,7 @@ class _Worker:
         )
         for call in calls:
             call.finish("lost", lost, [])
+        self.pool._parks_lost(self.pid)
         self.pool._worker_died(self)
 
     def stop(self) -> None:
@@ -356,6 +372,15 @@ class WorkerPool:
         self._ready = threading.Condition(self._lock)
         self._launched = False  # `start()` was called
         self._starting: dict[int, BaseProcess] = {}  # slot -> a process not ready yet
+        #: Connections a worker may have kept after a PIT page (park id -> its walk).
+        self._parks: dict[int, _ParkedWalk] = {}
+        #: The HTTP layer's parked connections (set by the node); None: nothing is parked.
+        self.connections: ParkedConnections | None = None
+        #: Generations shared with the workers, which a parked connection's next request must
+        #: still find (workers/parking.py): [0] moves on every change to users, roles or API
+        #: keys, [1] on every reader context freed (a PIT deleted answers 404 at once).
+        self.security = multiprocessing.get_context("spawn").RawArray("q", 2)
+        self.parked_pages = 0  # pages a worker served on a connection it kept
         events.on_snapshot_closed(self._snapshot_closed)
         events.on_files_deleted(self._files_deleted)
         services.cluster_settings.listeners.append(self._settings_changed)
@@ -393,7 +418,7 @@ class WorkerPool:
         parent, child = context.Pipe()
         proc = context.Process(
             target=entry.main,  # light to import: the worker ignores SIGINT before it imports the engine
-            args=(child, asdict(config)),
+            args=(child, asdict(config), self.security),
             name=f"leafsearch-search-worker-{slot}",
             daemon=True,
         )
@@ -500,13 +525,26 @@ class WorkerPool:
                     self._here_busy -= 1
         worker = self._choose(affinity, relayed)
         call_id = next(self._calls)
+        sink = getattr(task, "sink", None)
+        park = None if sink is None or worker is None else sink.park
+        if park is not None:
+            # Known before the task goes: the worker may serve the walk's next page on the
+            # connection it keeps, and tell of it, before this thread reads the reply.
+            assert isinstance(task, execution.PitTask) and worker is not None
+            with self._lock:
+                self._parks[park.park_id] = _ParkedWalk(
+                    worker.pid, task.public_id, park.keep_alive, task.targets
+                )
         try:
             if worker is None:
                 raise _WorkerGone
             call = worker.submit(call_id, task)
         except _WorkerGone:
+            if park is not None:
+                with self._lock:
+                    self._parks.pop(park.park_id, None)
             return execution.run(self._services, task, cancelled, confirm)
-        if getattr(task, "sink", None) is not None:
+        if sink is not None:
             with self._lock:
                 self.socket_writes += 1
         self._wait(worker, call_id, call, cancelled)
@@ -525,10 +563,16 @@ class WorkerPool:
         for name, seconds in phases:
             self._services.search_stats.record(name, seconds, task.targets)
         if kind == "lost":
+            if park is not None:
+                with self._lock:
+                    self._parks.pop(park.park_id, None)
             if call.writing:  # it may have written part of the response
                 raise ResponseCut(str(payload))
             raise payload
         result = pickle.loads(payload[0], buffers=payload[1])
+        if park is not None and not (isinstance(result, Written) and result.parked is not None):
+            with self._lock:
+                self._parks.pop(park.park_id, None)
         if kind == "error":
             raise result
         return result
@@ -690,6 +734,71 @@ class WorkerPool:
         for worker in workers:
             worker.tell(("settings", dict(settings.persistent), dict(settings.transient)))
 
+    # ---- parked connections (workers/parking.py) --------------------------------------------
+
+    def security_stamp(self, users_file: str) -> tuple[tuple[int, int, tuple[int, int] | None], str]:
+        """The security state now (a request authorized after this may be parked under it)."""
+        return security_stamp(self.security, users_file), users_file
+
+    def security_changed(self) -> None:
+        """Users, roles or API keys changed: no parked connection is served under the old state
+        (the workers compare the shared generation before each page), and they go back."""
+        with self._lock:
+            self.security[0] += 1
+            workers = [w for w in self._slots if w is not None]
+        for worker in workers:
+            worker.tell(("security",))
+
+    def context_freed(self) -> None:
+        """A reader context ended: no parked walk serves another page without the server
+        process looking (a continuation of a walk on it is the general path's 404)."""
+        with self._lock:
+            self.security[1] += 1
+
+    def unpark(self, park_id: int) -> None:
+        """The HTTP layer closed a parked connection: its worker drops its descriptor."""
+        with self._lock:
+            walk = self._parks.pop(park_id, None)
+            worker = None if walk is None else self._worker_of(walk.pid)
+        if worker is not None:
+            worker.post(("unpark", park_id))
+
+    def _worker_of(self, pid: int | None) -> _Worker | None:
+        """(lock held)"""
+        return next((w for w in self._slots if w is not None and w.pid == pid), None)
+
+    def _parked_served(self, worker: _Worker, park_id: int, note: dict[str, Any]) -> None:
+        """A worker served a page on a connection it kept: the context's keep-alive counts from
+        now, and the page is counted as a search (a reader thread's)."""
+        with self._lock:
+            walk = self._parks.get(park_id)
+            self.parked_pages += 1
+        if walk is None or self.connections is None:  # closed meanwhile: drop it there too
+            worker.post(("unpark", park_id))
+            return
+        contexts = self._services.contexts
+        with contextlib.suppress(ElasticError):
+            contexts.release(contexts.acquire(walk.public_id, "pit"), walk.keep_alive)
+        for name, seconds in note["phases"]:
+            self._services.search_stats.record(name, seconds, walk.targets)
+        self.connections.served(park_id, note["request_bytes"])
+
+    def _handed_back(self, park_id: int, reason: str) -> None:
+        with self._lock:
+            self._parks.pop(park_id, None)
+        if self.connections is not None:
+            self.connections.handed_back(park_id, reason)
+
+    def _parks_lost(self, pid: int | None) -> None:
+        """A worker died: the connections it kept are closed (what it wrote is unknown)."""
+        with self._lock:
+            lost = [park_id for park_id, walk in self._parks.items() if walk.pid == pid]
+            for park_id in lost:
+                del self._parks[park_id]
+        for park_id in lost:
+            if self.connections is not None:
+                self.connections.handed_back(park_id, "cut")
+
     # ---- reporting --------------------------------------------------------------------------
 
     def clear_fielddata(self, shards: set[str] | None) -> None:
@@ -728,5 +837,6 @@ class WorkerPool:
             "requests_in_server_process": self.served_here,
             "jobs": self.jobs,
             "socket_writes": self.socket_writes,
+            "parked_pages": self.parked_pages,
             "workers": described,
         }

@@ -54,6 +54,7 @@ from leafsearch.search.stats import SearchStats
 from leafsearch.search.walks import MAX_MEMORY as MAX_WALK_MEMORY
 from leafsearch.search.walks import WalkMemory, walk_stats
 from leafsearch.search.workers.mirror import IndexState, Mirror
+from leafsearch.search.workers.parking import Parking
 from leafsearch.services.breaker import Breakers
 
 #: The phases (name, seconds) the running task timed.
@@ -150,12 +151,13 @@ class WorkerState:
         self.contexts.walks.max_bytes = self._share(settings, MAX_WALK_MEMORY)
 
 
-def main(conn: Connection, config: WorkerConfig) -> None:
+def main(conn: Connection, config: WorkerConfig, security: Any = None) -> None:
     """The worker's life: announce readiness, then serve the connection until it closes.
 
     `config.threads + 1` threads take turns reading the connection: the one that reads a task
     runs it at once while the next one reads (no hand-off on a request's way), so a cancel or
-    a second task is read while a task runs."""
+    a second task is read while a task runs. `security`: the server's security generation
+    (a shared value), which a parked connection's continuation must still find (parking.py)."""
     state = WorkerState(config)
     read_lock = threading.Lock()
     send_lock = threading.Lock()
@@ -164,6 +166,13 @@ def main(conn: Connection, config: WorkerConfig) -> None:
     pending: deque[tuple[int, Callable[[], Any]]] = deque()  # tasks read while draining
     writers = _Writers()
     finished = threading.Event()
+
+    def execute(task: execution.PitTask, park: execution.Park) -> tuple[Any, list[tuple[str, float]]]:
+        phases: list[tuple[str, float]] = []
+        _PHASES.set(phases)
+        return execution.run(state.services, task, None, None, park), phases
+
+    parking = Parking(execute, writers.start, lambda message: reply(message), security)
 
     def reply(message: tuple, buffers: list[pickle.PickleBuffer] = ()) -> None:  # type: ignore[assignment]
         """Send a message, then each out-of-band buffer of its payload as it is (a rendered page:
@@ -232,7 +241,8 @@ def main(conn: Connection, config: WorkerConfig) -> None:
                         task = replace(task, sink=sink)
                     task = replace(task, targets=state.mirror.targets(task.targets))
                     confirm = None if sink is None else confirming(call_id, cancelled, sink.confirm)
-                    work = partial(execution.run, state.services, task, cancelled, confirm)
+                    park = None if sink is None or sink.park is None else parking.park
+                    work = partial(execution.run, state.services, task, cancelled, confirm, park)
                     if sink is not None:
                         # It writes as fast as its client reads (an export, until it ends): on a
                         # thread of its own, not one that serves the other tasks; the socket is
@@ -263,8 +273,13 @@ def main(conn: Connection, config: WorkerConfig) -> None:
             state.mirror.files_deleted(message[1])
         elif kind == "forget":
             state.contexts.forget(message[1])
+            parking.forget(message[1])
+        elif kind == "unpark":
+            parking.drop(message[1])
+        elif kind == "security":
+            parking.handback_all()
         elif kind == "stats":
-            reply(("stats", message[1], _stats(state, len(running))))
+            reply(("stats", message[1], _stats(state, len(running), parking.count())))
         elif kind == "settings":
             state.apply_settings(message[1], message[2])
         elif kind == "clear_fielddata":
@@ -299,6 +314,7 @@ def main(conn: Connection, config: WorkerConfig) -> None:
     for i in range(config.threads + 1):
         threading.Thread(target=serve, name=f"leafsearch-worker-{i}", daemon=True).start()
     finished.wait()
+    parking.close()
 
 
 class _Writers:
@@ -370,7 +386,7 @@ def _pickled_error(exc: BaseException) -> bytes:
     return pickle.dumps(RuntimeError(f"{type(exc).__name__}: {exc}\nin the search worker:\n{where}"))
 
 
-def _stats(state: WorkerState, running: int) -> dict[str, Any]:
+def _stats(state: WorkerState, running: int, parked: int) -> dict[str, Any]:
     """What a worker holds, for `_nodes/stats` (a leak shows here)."""
     return {
         "snapshots": len(state.mirror.snapshots),
@@ -379,6 +395,7 @@ def _stats(state: WorkerState, running: int) -> dict[str, Any]:
         "pages_read_ahead": state.contexts.read_ahead.held(),
         "walk_memory": walk_stats(state.contexts),
         "tasks_running": running,
+        "parked_connections": parked,
         "breakers": state.services.breakers.counts(),
         "fielddata": state.fielddata.memory(),
         "sort_orders": state.services.sort_orders.stats(),

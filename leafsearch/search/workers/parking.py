@@ -1,0 +1,450 @@
+"""A walk's connection parked with the search worker that holds the walk, between its pages.
+
+Why: a PIT walk's page costs a request's fixed path twice, in the server process (HTTP parsing,
+authentication, routing, the context) and in the worker (the task's message, its threads), as
+much as rendering the page itself (bench/RESULTS.md, "Walks"). After a PIT page the worker wrote
+to the client's socket (socket_sink.py), the server process stops reading the connection and the
+worker keeps a descriptor of it here, watched by one selector thread for all its parked
+connections. When the next request arrives it is read with `MSG_PEEK` only, and served here only
+when it is the walk's continuation, byte for byte the request that parked it but for the
+`search_after` (which must be the cursor the page ended at) and the `Content-Length`:
+
+- the same request line (method, path, query string) and header lines in the same order, so the
+  response head the server composed stays right and the credentials are the bytes the server
+  verified, in the same state (`ParkOffer.security`: generations the server process moves on
+  every change to users, roles or API keys and on every reader context freed, shared with the
+  workers, and the users file's stamp; an API key's expiration goes with the park);
+- the same body but for `search_after`, `pit.id` and `pit.keep_alive` equal;
+- nothing after it on the socket (a pipelined request is not the worker's);
+- the context alive (not forgotten, its snapshots held, its keep-alive not about to end).
+
+Then the request's bytes are consumed, the page is written with the head, and the server process
+gets a note (not waited for) with what it counts: the context's keep-alive, the search stats, the
+HTTP client's request. Anything else — another request, EOF, bytes that do not complete a
+request within the idle time, the context forgotten, a security change — consumes nothing and
+hands the connection back: the server process resumes reading it and answers on the general path
+what the kernel still holds. Nothing is re-injected, and nothing is answered here that the
+general path would answer differently.
+
+Bounds: at most `MAX_PARKED` connections per worker (beyond, no park), no thread per connection,
+and a parked connection's descriptor is closed when it is handed back, dropped or closed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import os
+import selectors
+import socket
+import threading
+import time
+from collections import OrderedDict, deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from leafsearch.search import walks
+from leafsearch.search.execution import Park, PitTask
+from leafsearch.search.read_ahead import after_block, after_reply
+from leafsearch.search.socket_sink import MAX_REQUEST, Written, security_stamp
+from leafsearch.search.targets import release_targets
+
+log = logging.getLogger("leafsearch.search_workers")
+
+#: Parked connections one worker keeps at most.
+MAX_PARKED = 256
+#: A context whose keep-alive ends sooner than this is not served here (the server's may end).
+_KEEP_ALIVE_MARGIN = 1.0
+#: How soon a request that arrived in part is looked at again.
+_PARTIAL_SECONDS = 0.005
+#: Contexts forgotten lately: a page being served when its context was forgotten does not park.
+_FORGOTTEN = 1024
+
+#: Runs a PIT page (execution.run with this module's `park`): what was written, the phases timed.
+Execute = Callable[[PitTask, Park], tuple[Written, list[tuple[str, float]]]]
+
+
+@dataclass(slots=True)
+class _Parked:
+    park_id: int
+    fd: int
+    task: PitTask
+    #: The request line and header lines but Content-Length's, and the body, as parked.
+    lines: list[bytes]
+    body: dict[str, Any]
+    #: The cursor key the next page must ask for, and that cursor.
+    expected: bytes
+    following: list[Any]
+    idle_until: float
+    ctx_until: float
+    partial_since: float | None = None
+
+
+def _split(request: bytes) -> tuple[list[bytes], int, int] | None:
+    """The head's lines without Content-Length's, the head's length and the declared body
+    length; None when it is no plain request with a length (chunked, `Expect`) or incomplete."""
+    end = request.find(b"\r\n\r\n")
+    if end < 0:
+        return None
+    lines = request[:end].split(b"\r\n")
+    kept: list[bytes] = []
+    length = None
+    for line in lines[1:]:
+        name = line.split(b":", 1)[0].strip().lower()
+        if name == b"content-length":
+            value = line.split(b":", 1)[1].strip() if b":" in line else b""
+            if length is not None or not value.isdigit():
+                return None
+            length = int(value)
+            continue
+        if name in (b"transfer-encoding", b"expect"):
+            return None
+        kept.append(line)
+    if length is None:
+        return None
+    return [lines[0], *kept], end + 4, length
+
+
+class Parking:
+    """A worker's parked connections; see the module docstring."""
+
+    def __init__(
+        self,
+        execute: Execute,
+        start: Callable[[Callable[[], Any]], None],
+        send: Callable[[tuple], None],
+        security: Any,
+        limit: int = MAX_PARKED,
+    ) -> None:
+        self._execute = execute
+        self._start = start
+        self._send = send
+        self._security = security
+        self.limit = limit
+        self._lock = threading.Lock()
+        self._parked: dict[int, _Parked] = {}  # park id -> parked (watched or being looked at)
+        self._commands: deque[tuple[str, Any]] = deque()
+        self._forgotten: OrderedDict[int, None] = OrderedDict()
+        #: Park ids the server closed while their page was served (the selector thread's).
+        self._dropped: OrderedDict[int, bool] = OrderedDict()
+        self._thread: threading.Thread | None = None
+        self._wake_r, self._wake_w = -1, -1
+        self._closed = False
+
+    # ---- called by other threads -------------------------------------------------------------
+
+    def park(self, task: PitTask, following: list[Any]) -> int | None:
+        """Keep the connection of a PIT page written whole (`execution.Park`): this worker's pid,
+        or None when it cannot be kept (the server process reads it on)."""
+        sink = task.sink
+        assert sink is not None and sink.park is not None
+        offer = sink.park
+        with self._lock:
+            before = self._parked.get(offer.park_id)
+        if before is not None and before.task.sink.park is offer:  # type: ignore[union-attr]
+            lines, body = before.lines, before.body  # parked again after a page served here
+        else:
+            split = _split(offer.request)
+            if (
+                split is None
+                or len(offer.request) != sum(split[1:])
+                or offer.keep_alive < 2 * _KEEP_ALIVE_MARGIN
+            ):
+                return None
+            try:
+                body = orjson.loads(offer.request[split[1] :])
+            except orjson.JSONDecodeError:
+                return None
+            if not isinstance(body, dict) or not isinstance(body.get("pit"), dict):
+                return None
+            lines = split[0]
+            # The walk's pages served here are one walk: its identity is taken once.
+            task = dataclasses.replace(task, walk=walks.identity(task.request))
+        with self._lock:
+            held = len(self._parked) - (offer.park_id in self._parked)  # (parked again: replaces)
+            if self._closed or held >= self.limit or task.ctx_id in self._forgotten:
+                return None
+            now = time.monotonic()
+            parked = _Parked(
+                offer.park_id,
+                os.dup(sink.fd),
+                task,
+                lines,
+                body,
+                walks.cursor_key(following),
+                following,
+                now + offer.idle_seconds,
+                now + offer.keep_alive,
+            )
+            self._parked[offer.park_id] = parked
+            self._ensure_thread()
+        # Watched once the reply of the task that wrote the page went out (read_ahead.after_reply):
+        # the server process learns of the park before it can be handed back.
+        after_block(lambda: self._command("watch", parked))
+        return os.getpid()
+
+    def forget(self, ctx_id: int) -> None:
+        """A context ended: its parked connections go back (the general path answers 404)."""
+        with self._lock:
+            self._forgotten[ctx_id] = None
+            while len(self._forgotten) > _FORGOTTEN:
+                self._forgotten.popitem(last=False)
+        self._command("forget", ctx_id)
+
+    def handback_all(self) -> None:
+        self._command("all", None)
+
+    def drop(self, park_id: int) -> None:
+        """The server process closed the connection: the descriptor goes, nothing is sent (one
+        being served is dropped when the server hears of its page)."""
+        self._command("drop", park_id)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            parked = list(self._parked.values())
+            self._parked.clear()
+            thread = self._thread
+        if thread is not None:
+            self._command("stop", None)
+            thread.join(timeout=5)
+            os.close(self._wake_r)
+            os.close(self._wake_w)
+        for each in parked:
+            with contextlib.suppress(OSError):
+                os.close(each.fd)
+
+    def count(self) -> int:
+        with self._lock:
+            return len(self._parked)
+
+    def _command(self, kind: str, arg: Any) -> None:
+        with self._lock:
+            if self._thread is None:
+                return
+            self._commands.append((kind, arg))
+        with contextlib.suppress(OSError):
+            os.write(self._wake_w, b"x")
+
+    def _ensure_thread(self) -> None:
+        """(lock held)"""
+        if self._thread is None:
+            self._wake_r, self._wake_w = os.pipe()
+            os.set_blocking(self._wake_r, False)
+            self._thread = threading.Thread(target=self._watch, name="leafsearch-worker-parking", daemon=True)
+            self._thread.start()
+
+    # ---- the selector thread -----------------------------------------------------------------
+
+    def _watch(self) -> None:
+        selector = selectors.DefaultSelector()
+        selector.register(self._wake_r, selectors.EVENT_READ)
+        watched: dict[int, _Parked] = {}  # fd -> parked
+        partial: dict[int, _Parked] = {}
+        try:
+            while True:
+                now = time.monotonic()
+                deadlines = [p.idle_until for p in watched.values()]
+                deadlines += [now + _PARTIAL_SECONDS for _ in partial]
+                timeout = max(0.0, min(deadlines) - now) if deadlines else None
+                ready = selector.select(timeout)
+                for key, _ in ready:
+                    if key.fd == self._wake_r:
+                        with contextlib.suppress(BlockingIOError):
+                            os.read(self._wake_r, 4096)
+                        continue
+                    parked = watched.pop(key.fd)
+                    selector.unregister(key.fd)
+                    self._look(parked, partial)
+                for fd, parked in list(partial.items()):  # a request arriving in pieces
+                    del partial[fd]
+                    self._look(parked, partial)
+                if not self._apply(selector, watched, partial):
+                    return
+                now = time.monotonic()
+                for fd, parked in list(watched.items()):
+                    if now >= parked.idle_until:
+                        del watched[fd]
+                        selector.unregister(fd)
+                        self._hand_back(parked, "idle")
+                for fd, parked in list(partial.items()):
+                    if now >= parked.idle_until:
+                        del partial[fd]
+                        self._hand_back(parked, "idle")
+        except Exception:  # noqa: BLE001 - never silent: the connections go back to the server
+            log.exception("the parked connections' thread failed; this worker parks no more")
+            with self._lock:
+                self._closed = True
+                every = list(self._parked.values())
+            for parked in every:
+                self._hand_back(parked, "other")
+        finally:
+            selector.close()
+
+    def _apply(self, selector: Any, watched: dict[int, _Parked], partial: dict[int, _Parked]) -> bool:
+        """Apply the other threads' commands; False: stop."""
+        while True:
+            with self._lock:
+                if not self._commands:
+                    return True
+                kind, arg = self._commands.popleft()
+            if kind == "stop":
+                return False
+            if kind == "watch":
+                if self._dropped.pop(arg.park_id, False):  # closed by the server meanwhile
+                    self._release(arg)
+                elif self._parked.get(arg.park_id) is arg:
+                    watched[arg.fd] = arg
+                    selector.register(arg.fd, selectors.EVENT_READ)
+                continue
+            chosen = [
+                p
+                for p in [*watched.values(), *partial.values()]
+                if kind == "all"
+                or (kind == "forget" and p.task.ctx_id == arg)
+                or (kind == "drop" and p.park_id == arg)
+            ]
+            if kind == "drop" and not chosen:  # being served: dropped when it would be watched
+                self._dropped[arg] = True
+                while len(self._dropped) > _FORGOTTEN:
+                    self._dropped.popitem(last=False)
+            for parked in chosen:
+                if watched.pop(parked.fd, None) is not None:
+                    selector.unregister(parked.fd)
+                partial.pop(parked.fd, None)
+                if kind == "drop":
+                    self._release(parked)
+                else:
+                    self._hand_back(parked, "other")
+
+    def _look(self, parked: _Parked, partial: dict[int, _Parked]) -> None:
+        """The parked connection has bytes (or EOF): serve its walk's next page, wait for the
+        rest of a request, or hand it back."""
+        try:
+            data = socket.socket(fileno=os.dup(parked.fd))
+        except OSError:
+            self._hand_back(parked, "other")
+            return
+        with data:
+            try:
+                peeked = data.recv(MAX_REQUEST + 1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                partial[parked.fd] = parked
+                return
+            except OSError:
+                peeked = b""
+        verdict = self._continuation(parked, peeked)
+        if verdict is None:
+            partial[parked.fd] = parked
+        elif verdict is False:
+            self._hand_back(parked, "other")
+        else:
+            self._start(lambda: self._serve(parked, verdict))
+
+    def _continuation(self, parked: _Parked, peeked: bytes) -> int | bool | None:
+        """The size of the continuation the socket holds; None: incomplete, wait; False: not one."""
+        if not peeked or len(peeked) > MAX_REQUEST:
+            return False
+        split = _split(peeked)
+        if split is None:
+            complete = b"\r\n\r\n" in peeked
+            return (
+                False if complete or not parked.lines[0].startswith(peeked[: len(parked.lines[0])]) else None
+            )
+        lines, head, length = split
+        if lines != parked.lines:
+            return False
+        if len(peeked) < head + length:
+            return None
+        if len(peeked) > head + length:  # pipelined behind it
+            return False
+        try:
+            body = orjson.loads(peeked[head:])
+        except orjson.JSONDecodeError:
+            return False
+        if (
+            not isinstance(body, dict)
+            or body.keys() != parked.body.keys()
+            or body.get("pit") != parked.body["pit"]
+        ):
+            return False
+        if any(body[k] != v for k, v in parked.body.items() if k != "search_after"):
+            return False
+        if walks.cursor_key(body.get("search_after")) != parked.expected:
+            return False
+        offer = parked.task.sink.park  # type: ignore[union-attr]
+        if self._security is None or security_stamp(self._security, offer.users_file) != offer.security:
+            return False
+        if offer.until is not None and time.time() >= offer.until:
+            return False
+        if time.monotonic() > parked.ctx_until - _KEEP_ALIVE_MARGIN:
+            return False
+        with self._lock:
+            if parked.task.ctx_id in self._forgotten or self._parked.get(parked.park_id) is not parked:
+                return False
+        return head + length
+
+    def _serve(self, parked: _Parked, size: int) -> None:
+        """Consume the continuation and write its page (a writer thread); parked again after."""
+        task = parked.task
+        held = []
+        try:
+            for target in task.targets:
+                target.searcher.acquire()  # raises once the snapshot is gone
+                held.append(target)
+        except Exception:  # noqa: BLE001 - the context ended: the general path answers
+            release_targets(held)
+            self._hand_back(parked, "other")
+            return
+        try:
+            with socket.socket(fileno=os.dup(parked.fd)) as conn:  # (peeked: all there)
+                taken = conn.recv(size, socket.MSG_DONTWAIT)
+            if len(taken) != size:
+                self._hand_back(parked, "cut")
+                return
+            sink = dataclasses.replace(task.sink, fd=parked.fd)  # type: ignore[arg-type]
+            request = dataclasses.replace(task.request, search_after=parked.following)
+            page = dataclasses.replace(task, request=request, elapsed=0.0, sink=sink)
+            with after_reply():
+                written, phases = self._execute(page, self.park)
+                note = {
+                    "took": written.took,
+                    "total": written.total,
+                    "length": written.length,
+                    "request_bytes": size - taken.find(b"\r\n\r\n") - 4,
+                    "phases": phases,
+                }
+                self._send(("served", parked.park_id, note))
+                if not written.complete:
+                    self._hand_back(parked, "cut")
+                    return
+                if written.parked is None:  # not kept (the last page, or the limit): given back
+                    self._hand_back(parked, "other")
+                    return
+                with contextlib.suppress(OSError):
+                    os.close(parked.fd)
+        except Exception:  # noqa: BLE001 - what reached the client is unknown: it closes
+            log.exception("a parked walk's page failed")
+            self._hand_back(parked, "cut")
+        finally:
+            release_targets(held)
+
+    def _hand_back(self, parked: _Parked, reason: str) -> None:
+        """Give the connection back to the server process (`idle`: it closes it as an idle
+        keep-alive connection; `cut`: what reached the client is unknown, it closes it)."""
+        if self._release(parked):
+            self._send(("handback", parked.park_id, reason))
+
+    def _release(self, parked: _Parked) -> bool:
+        with self._lock:
+            mine = self._parked.get(parked.park_id) is parked
+            if mine:
+                del self._parked[parked.park_id]
+        if mine:
+            with contextlib.suppress(OSError):
+                os.close(parked.fd)
+        return mine

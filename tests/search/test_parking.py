@@ -1,0 +1,150 @@
+"""A search worker's parked connections (search/workers/parking.py) over a socket pair: the walk's
+continuation is consumed and served, anything else is left unread and handed back, an idle one
+goes back as idle, and the bound on parked connections holds. (Through HTTP: test_parked_walks.py.)"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import queue
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from leafsearch.request.search_request import parse_search_request
+from leafsearch.search.execution import Park, PitTask
+from leafsearch.search.socket_sink import ParkOffer, Sink, Written, security_stamp
+from leafsearch.search.workers.parking import Parking
+
+
+def _request(after: Any, size: int = 2) -> bytes:
+    body = orjson.dumps({"size": size, "pit": {"id": "p", "keep_alive": "1m"}, "search_after": after})
+    head = b"POST /_search HTTP/1.1\r\nhost: h\r\ncontent-type: application/json\r\n"
+    return head + b"content-length: %d\r\n\r\n" % len(body) + body
+
+
+class Rig:
+    """A Parking with a fake page writer, and the client's end of each parked socket."""
+
+    def __init__(self, tmp_path: Path, limit: int = 8, idle: float = 60.0) -> None:
+        self.messages: queue.SimpleQueue[tuple] = queue.SimpleQueue()
+        self.security = [0, 0]  # the shared generations
+        self.users = str(tmp_path / "users")
+        self.idle = idle
+        self.parking = Parking(self._execute, self._start, self.messages.put, self.security, limit)
+        self.pairs: list[tuple[socket.socket, socket.socket]] = []
+
+    @staticmethod
+    def _start(work: Any) -> None:
+        work()
+
+    def _execute(self, task: PitTask, park: Park) -> tuple[Written, list]:
+        assert task.sink is not None
+        os.write(task.sink.fd, b"page after %s" % orjson.dumps(task.request.search_after))
+        written = Written(10, True, 1)
+        return dataclasses.replace(written, parked=park(task, [task.request.search_after[0] + 1])), []
+
+    def park(self, park_id: int, after: int = 1) -> tuple[socket.socket, int | None]:
+        client, server = socket.socketpair()
+        server.setblocking(False)
+        self.pairs.append((client, server))
+        offer = ParkOffer(
+            park_id, _request([after - 1]), self.idle, security_stamp(self.security, self.users), self.users
+        )
+        offer = dataclasses.replace(offer, keep_alive=60.0, ctx_id=7)
+        request = parse_search_request({"size": 2, "sort": [{"n": "asc"}]}, {})
+        task = PitTask([], request, 0.0, True, 7, "p", None, Sink(server.fileno(), (b"", b""), park=offer))
+        return client, self.parking.park(task, [after])
+
+    def message(self) -> tuple:
+        return self.messages.get(timeout=30)
+
+    def close(self) -> None:
+        self.parking.close()
+        for client, server in self.pairs:
+            client.close()
+            server.close()
+
+
+@pytest.fixture
+def rig(tmp_path: Path) -> Iterator[Rig]:
+    made = Rig(tmp_path)
+    yield made
+    made.close()
+
+
+def test_the_walks_continuation_is_consumed_and_served_and_the_connection_stays(rig: Rig) -> None:
+    client, parked = rig.park(1)
+    assert parked == os.getpid()
+    client.sendall(_request([1]))
+    kind, park_id, note = rig.message()
+    assert (kind, park_id, note["request_bytes"]) == ("served", 1, len(_request([1]).split(b"\r\n\r\n")[1]))
+    assert client.recv(100) == b"page after [1]"
+    client.sendall(_request([2]))  # the next page's cursor: served again
+    assert rig.message()[0] == "served"
+    assert client.recv(100) == b"page after [2]"
+    assert rig.parking.count() == 1
+
+
+@pytest.mark.parametrize(
+    "sent",
+    [
+        _request([5]),  # not the cursor the page ended at
+        _request([1], size=3),  # another body
+        _request([1]).replace(b"host: h", b"host: x"),  # another header
+        _request([1]) + _request([2]),  # pipelined
+    ],
+)
+def test_anything_else_is_left_unread_and_handed_back(rig: Rig, sent: bytes) -> None:
+    client, _ = rig.park(1)
+    client.sendall(sent)
+    assert rig.message() == ("handback", 1, "other")
+    _, server = rig.pairs[0]
+    assert server.recv(1 << 16, socket.MSG_PEEK) == sent  # the server process reads it all
+    assert rig.parking.count() == 0
+
+
+def test_a_security_change_hands_back_an_exact_continuation(rig: Rig) -> None:
+    client, _ = rig.park(1)
+    rig.security[0] += 1
+    client.sendall(_request([1]))
+    assert rig.message() == ("handback", 1, "other")
+
+
+def test_a_closed_client_and_a_forgotten_context_hand_back(rig: Rig) -> None:
+    first, _ = rig.park(1)
+    rig.park(2)
+    first.close()
+    assert rig.message() == ("handback", 1, "other")
+    rig.parking.forget(7)
+    assert rig.message() == ("handback", 2, "other")
+    assert rig.parking.count() == 0
+
+
+def test_an_idle_parked_connection_goes_back_as_idle(tmp_path: Path) -> None:
+    rig = Rig(tmp_path, idle=0.2)
+    try:
+        rig.park(1)
+        assert rig.message() == ("handback", 1, "idle")
+        assert rig.parking.count() == 0
+    finally:
+        rig.close()
+
+
+def test_no_more_than_the_limit_are_parked_and_their_descriptors_go(tmp_path: Path) -> None:
+    rig = Rig(tmp_path, limit=2)
+    fds = len(os.listdir("/proc/self/fd"))
+    try:
+        assert rig.park(1)[1] is not None
+        assert rig.park(2)[1] is not None
+        assert rig.park(3)[1] is None
+        assert rig.parking.count() == 2
+        rig.parking.drop(1)
+        rig.parking.drop(2)
+    finally:
+        rig.close()
+    assert len(os.listdir("/proc/self/fd")) <= fds
