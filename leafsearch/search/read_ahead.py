@@ -36,6 +36,7 @@ from contextlib import contextmanager
 from functools import partial
 from typing import Protocol
 
+from leafsearch.search.stats import TIMED
 from leafsearch.search.targets import Target, release_targets
 
 #: Walks whose next page is remembered (a PIT searched with many queries starts many walks).
@@ -72,8 +73,8 @@ class ReadAhead:
     def __init__(self, max_pages: int = 32) -> None:
         self.max_pages = max_pages
         self._lock = threading.Lock()
-        # (context id, walk, page key) -> the page being prepared
-        self._pages: OrderedDict[tuple[int, Hashable, Hashable], Future[Prepared]] = OrderedDict()
+        # (context id, walk, page key) -> the page being prepared, and the phases it timed
+        self._pages: OrderedDict[tuple[int, Hashable, Hashable], Future[_Page]] = OrderedDict()
         # (context id, walk) -> the key of the page that would continue it (a PIT can carry
         # several walks at once, one per slice or query)
         self._next: OrderedDict[tuple[int, Hashable], Hashable] = OrderedDict()
@@ -104,7 +105,7 @@ class ReadAhead:
             replaced = self._pages.pop(key, None)
             if replaced is not None:
                 replaced.cancel()
-            future: Future[Prepared] = Future()
+            future: Future[_Page] = Future()
             self._pages[key] = future
             while len(self._pages) > self.max_pages:
                 self._pages.popitem(last=False)[1].cancel()
@@ -114,15 +115,20 @@ class ReadAhead:
     def take(self, ctx_id: int, walk: Hashable, key: Hashable) -> Prepared | None:
         """The page read ahead for this key, waiting for it if it is being prepared; None when
         there is none, or it has not started yet (preparing it in the caller's thread is then
-        quicker), or its preparation failed (the caller's own reports the error)."""
+        quicker), or its preparation failed (the caller's own reports the error). The phases the
+        page's preparation timed for another process to count (`stats.TIMED`) are the caller's."""
         with self._lock:
             future = self._pages.pop((ctx_id, walk, key), None)
         if future is None or future.cancel():
             return None
         try:
-            return future.result()
+            page, phases = future.result()
         except Exception:
             return None
+        timed = TIMED.get()
+        if timed is not None:
+            timed.extend(phases)
+        return page
 
     def held(self) -> int:
         """Pages held now, prepared or being prepared."""
@@ -136,7 +142,7 @@ class ReadAhead:
         held: dict[int, int] = {}
         for ctx_id, future in done:
             if not future.cancelled() and future.exception() is None:
-                held[ctx_id] = held.get(ctx_id, 0) + future.result().nbytes()
+                held[ctx_id] = held.get(ctx_id, 0) + future.result()[0].nbytes()
         return held
 
     def forget(self, ctx_id: int) -> None:
@@ -158,8 +164,12 @@ class ReadAhead:
             pool.shutdown(wait=True)
 
 
+#: A page read ahead, and the phases its preparation timed for another process to count.
+_Page = tuple[Prepared, list[tuple[str, float]]]
+
+
 def _start(
-    pool: ThreadPoolExecutor, future: Future[Prepared], targets: list[Target], prepare: Callable[[], Prepared]
+    pool: ThreadPoolExecutor, future: Future[_Page], targets: list[Target], prepare: Callable[[], Prepared]
 ) -> None:
     try:
         pool.submit(_prepare, future, targets, prepare)
@@ -167,14 +177,18 @@ def _start(
         future.cancel()
 
 
-def _prepare(future: Future[Prepared], targets: list[Target], prepare: Callable[[], Prepared]) -> None:
+def _prepare(future: Future[_Page], targets: list[Target], prepare: Callable[[], Prepared]) -> None:
     """Prepare a page into `future`, unless it was cancelled (taken, dropped or replaced) first."""
     if not future.set_running_or_notify_cancel():
         return
+    phases: list[tuple[str, float]] = []
+    token = TIMED.set(phases)
     try:
-        future.set_result(_render_held(targets, prepare))
+        future.set_result((_render_held(targets, prepare), phases))
     except BaseException as exc:  # noqa: BLE001 - the taker renders its own and reports it
         future.set_exception(exc)
+    finally:
+        TIMED.reset(token)
 
 
 def _render_held(targets: list[Target], prepare: Callable[[], Prepared]) -> Prepared:

@@ -45,6 +45,12 @@ def request_phases() -> Iterator[PhaseTimes]:
         _request_phases.reset(token)
 
 
+#: Where the phases (name, seconds) timed in this context go when another process counts them: a
+#: search worker's task sends its list back with its reply (search/workers/process.py), and a page
+#: read ahead keeps its own until a task takes the page (search/read_ahead.py). None: counted here.
+TIMED: ContextVar[list[tuple[str, float]] | None] = ContextVar("leafsearch_timed_phases", default=None)
+
+
 def _phase_timed(name: str, seconds: float) -> None:
     times = _request_phases.get()
     if times is not None:

@@ -18,7 +18,6 @@ the pool) the worker exits.
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import os
 import pickle
 import queue
@@ -50,15 +49,12 @@ from leafsearch.search.read_ahead import ReadAhead, after_reply
 from leafsearch.search.segment_orders import SegmentOrders
 from leafsearch.search.services import SearchServices
 from leafsearch.search.sort_keys import GlobalOrdinals
-from leafsearch.search.stats import SearchStats
+from leafsearch.search.stats import TIMED, SearchStats
 from leafsearch.search.walks import MAX_MEMORY as MAX_WALK_MEMORY
 from leafsearch.search.walks import WalkMemory, walk_stats
 from leafsearch.search.workers.mirror import IndexState, Mirror
 from leafsearch.search.workers.parking import Parking
 from leafsearch.services.breaker import Breakers
-
-#: The phases (name, seconds) the running task timed.
-_PHASES: contextvars.ContextVar[list[tuple[str, float]]] = contextvars.ContextVar("leafsearch_worker_phases")
 
 #: Cache settings a worker bounds its own caches by: its share of each.
 CACHE_SETTINGS = (
@@ -87,7 +83,7 @@ class _PhaseRecorder(SearchStats):
         try:
             yield
         finally:
-            phases = _PHASES.get(None)
+            phases = TIMED.get()
             if phases is not None:
                 phases.append((name, time.perf_counter() - started))
 
@@ -169,7 +165,7 @@ def main(conn: Connection, config: WorkerConfig, security: Any = None) -> None:
 
     def execute(task: execution.PitTask, park: execution.Park) -> tuple[Any, list[tuple[str, float]]]:
         phases: list[tuple[str, float]] = []
-        _PHASES.set(phases)
+        TIMED.set(phases)
         return execution.run(state.services, task, None, None, park), phases
 
     parking = Parking(execute, writers.start, lambda message: reply(message), security)
@@ -186,7 +182,7 @@ def main(conn: Connection, config: WorkerConfig, security: Any = None) -> None:
         """Run a task and reply; the pages it reads ahead are prepared once the reply is sent
         (the server process reads the client's next request only after it)."""
         phases: list[tuple[str, float]] = []
-        _PHASES.set(phases)
+        TIMED.set(phases)
         buffers: list[pickle.PickleBuffer] = []
         with after_reply():
             try:
