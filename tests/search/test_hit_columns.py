@@ -111,7 +111,20 @@ def random_request(rng: random.Random) -> dict[str, Any]:
         "size": rng.choice([1, 7, 60, 500]),
         "from": rng.choice([0, 0, 5]),
     }
-    sort = rng.choice([None, ["_score"], [{"n": "desc"}], [{"k": "asc"}, "_doc"], [{"d": {"order": "asc"}}]])
+    sort = rng.choice(
+        [
+            None,
+            ["_score"],
+            [{"n": "desc"}],
+            [{"k": "asc"}, "_doc"],
+            [{"d": {"order": "asc"}}],
+            # several numeric columns, with missing values and floats
+            [{"n": "desc"}, {"x": "asc"}, "_doc"],
+            [{"d": "asc"}, {"w": "desc"}],
+            [{"b": "asc"}, {"p": "desc"}, {"h": "asc"}],
+            ["_score", {"n": "asc"}],
+        ]
+    )
     if sort is not None:
         body["sort"] = sort
     for option in ("version", "seq_no_primary_term", "track_scores"):
