@@ -16,6 +16,7 @@ from itertools import chain
 
 import numpy as np
 
+from leafsearch.index.interning import Spans
 from leafsearch.index.parsed import POSITION_INCREMENT_GAP
 
 MAX_TOKEN_LENGTH = 255
@@ -117,29 +118,33 @@ def standard_tokens(text: str) -> list[tuple[str, int, int]]:
     return tokens
 
 
-def analyze_flat(texts: list[str]) -> tuple[list[str], np.ndarray]:
-    """The tokens of every text end to end, and how many each text has (`analyze` of each, joined).
-    For ASCII text without joiners (most log messages) the lowering, the joiner search, the
-    translation and the split run once over the whole batch, and each text's tokens are counted
-    by numpy over its bytes (the tokens that start between two separators): no Python step per
-    text or token."""
+def analyze_flat(texts: list[str]) -> tuple[Spans, np.ndarray]:
+    """The tokens of every text end to end, as spans of one buffer (`interning.Spans`), and how
+    many each text has (`analyze` of each, joined). For ASCII text without joiners (most log
+    messages) the lowering, the joiner search and the translation run once over the whole batch,
+    and the tokens are found and counted by numpy over the translated bytes (a token starts where
+    a word byte follows a separator): no Python step, and no Python string, per text or token."""
     if texts and max(map(len, texts)) <= MAX_TOKEN_LENGTH:
         lowered = _VALUE_SEPARATOR.join(texts).lower()
         if lowered.isascii():
             raw = lowered.encode()
             if _ASCII_JOINED.search(raw) is None:
-                marked = np.frombuffer(raw.translate(_BATCH_SEPARATORS), dtype=np.uint8)
+                translated = raw.translate(_BATCH_SEPARATORS)
+                marked = np.frombuffer(translated, dtype=np.uint8)
                 bounds = np.flatnonzero(marked == _SEPARATOR_BYTE)
                 if len(bounds) == len(texts) - 1:  # else a text held the separator itself
-                    word = (marked != _SPACE) & (marked != _SEPARATOR_BYTE)
-                    starts = np.flatnonzero(word[1:] & ~word[:-1]) + 1
-                    if len(word) and word[0]:
-                        starts = np.concatenate(([0], starts))
+                    word = np.zeros(len(marked) + 2, dtype=np.int8)
+                    word[1:-1] = (marked != _SPACE) & (marked != _SEPARATOR_BYTE)
+                    edges = np.diff(word)
+                    starts = np.flatnonzero(edges == 1)
+                    lengths = np.flatnonzero(edges == -1) - starts
                     counts = np.bincount(np.searchsorted(bounds, starts), minlength=len(texts))
-                    return raw.translate(_ASCII_SEPARATORS).decode().split(), counts
+                    return Spans(translated, starts, lengths), counts
     token_lists = [analyze(text) for text in texts]
     counts = np.fromiter(map(len, token_lists), dtype=np.int64, count=len(token_lists))
-    return list(chain.from_iterable(token_lists)), counts
+    spans = Spans.of(list(chain.from_iterable(token_lists)))
+    assert spans is not None  # no token holds a NUL: both expressions leave it out
+    return spans, counts
 
 
 def _split_long(tokens: list[str]) -> list[str]:

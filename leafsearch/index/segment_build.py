@@ -14,6 +14,7 @@ import numpy as np
 from leafsearch.index.buffer import IndexBuffer
 from leafsearch.index.columns import DocValues, KeywordColumn, NumericColumn, TextColumn, VectorColumn
 from leafsearch.index.index_sort import IndexSort, IndexSortField
+from leafsearch.index.interning import intern
 from leafsearch.index.norms import LENGTH_TABLE
 from leafsearch.index.segment import (
     Segment,
@@ -23,17 +24,6 @@ from leafsearch.index.segment import (
     to_term_array,
 )
 from leafsearch.index.vector_graph import GraphSpec
-
-
-def _intern(values: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    """Sorted unique terms and the index of each value among them."""
-    table: dict[str, int] = {}
-    ids = np.array([table.setdefault(v, len(table)) for v in values], dtype=np.int64)
-    terms = to_term_array(list(table))
-    order = np.argsort(terms, kind="stable")
-    remap = np.empty(len(order), dtype=np.int64)
-    remap[order] = np.arange(len(order))
-    return terms[order], remap[ids] if len(ids) else ids
 
 
 def segment_from_buffer(buffer: IndexBuffer, folder: Path, index_sort: IndexSort | None = None) -> Segment:
@@ -49,7 +39,7 @@ def writer_from_buffer(buffer: IndexBuffer, index_sort: IndexSort | None = None)
     with the segments of its `nested` child documents (a parent's children stay consecutive: an
     index sort cannot be set beside `nested` fields)."""
     max_doc = len(buffer)
-    keywords = {path: _intern(fb.values) for path, fb in buffer.keyword.items()}
+    keywords = {path: intern(fb.values) for path, fb in buffer.keyword.items()}
     new_of = None
     if index_sort is not None:
         order = index_sort.order(
@@ -75,7 +65,7 @@ def writer_from_buffer(buffer: IndexBuffer, index_sort: IndexSort | None = None)
     writer.set_sources(in_order(buffer.sources))
     for path, fb in buffer.text.items():
         tokens, token_docs, positions, length_docs, field_lengths = fb.tokens()
-        terms, tids = _intern(tokens)
+        terms, tids = intern(tokens)
         postings = build_postings(tids, docs(token_docs), positions, len(terms), max_doc)
         lengths = np.zeros(max_doc, dtype=np.int64)
         np.add.at(lengths, docs(length_docs), field_lengths)
@@ -135,7 +125,7 @@ def _add_routing(writer: SegmentWriter, docs: np.ndarray, routings: list[str], m
     """Custom routing values are kept as a keyword column so merges and lookups preserve them."""
     if not len(docs):
         return
-    terms, ords = _intern(routings)
+    terms, ords = intern(routings)
     writer.add_keyword(ROUTING_FIELD, terms, build_doc_values(docs, ords, max_doc, dedupe=True))
 
 
