@@ -70,9 +70,10 @@ def to_term_array(values: list[str] | list[bytes]) -> np.ndarray:
 
 def build_doc_values(docs: np.ndarray, values: np.ndarray, max_doc: int, *, dedupe: bool) -> dict:
     """Arrays of a CSR doc-values column from (doc, value) pairs in any order."""
-    order = np.lexsort((values, docs))
-    docs = docs[order]
-    values = values[order]
+    if not (docs[1:] > docs[:-1]).all():  # else one value a doc, in order already
+        order = np.lexsort((values, docs))
+        docs = docs[order]
+        values = values[order]
     if dedupe and len(docs):
         keep = np.ones(len(docs), dtype=bool)
         keep[1:] = (docs[1:] != docs[:-1]) | (values[1:] != values[:-1])
