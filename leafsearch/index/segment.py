@@ -164,7 +164,7 @@ class SegmentWriter:
         self.arrays["_seq_no"] = np.asarray(seq_nos, dtype=np.int64)
         self.arrays["_version"] = np.asarray(versions, dtype=np.int64)
 
-    def set_sources(self, sources: Sequence[bytes]) -> None:
+    def set_sources(self, sources: Sequence[bytes] | source_blocks.Documents) -> None:
         self.sources = source_blocks.compress(sources)
 
     def _prefix(self, path: str) -> tuple[str, int]:
@@ -434,6 +434,22 @@ class Segment:
             blocks[w][s:e]
             for w, s, e in zip(which.reshape(-1).tolist(), starts.tolist(), ends.tolist(), strict=True)
         ]
+
+    def joined_sources(self, docs: np.ndarray) -> source_blocks.Joined:
+        """The sources of documents (ascending) end to end, as a merge compresses them again: a
+        run of consecutive documents is one slice of its blocks, decompressed without the cache
+        (no slice per document)."""
+        docs = np.asarray(docs, dtype=np.int64)
+        ends = self._source_ends
+        lengths = ends[docs + 1] - ends[docs]
+        if not len(docs) or int(docs[-1] - docs[0]) != len(docs) - 1:
+            return source_blocks.Joined(b"".join(self.sources(docs)), lengths)
+        first, last = int(docs[0]), int(docs[-1])
+        per_block = self.source_block_docs
+        blocks = list(range(first // per_block, last // per_block + 1))
+        base = int(ends[blocks[0] * per_block])
+        data = b"".join(self.source_blocks(blocks, cached=False))
+        return source_blocks.Joined(data[int(ends[first]) - base : int(ends[last + 1]) - base], lengths)
 
     def routings(self, docs: list[int]) -> list[str | None]:
         """The custom routing each document was indexed with (None: routed by its id)."""

@@ -6,11 +6,12 @@ for doc values — so postings, ordinals and doc values are built by one set of 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 
+from leafsearch.index import source_blocks
 from leafsearch.index.buffer import IndexBuffer
 from leafsearch.index.columns import DocValues, KeywordColumn, NumericColumn, TextColumn, VectorColumn
 from leafsearch.index.index_sort import IndexSort, IndexSortField
@@ -177,7 +178,7 @@ def _merged_writer(
     )
     sources = _LiveSources(parts, keeps)
     if order is not None:  # an index sort reorders them all: read at once
-        every = sources[:]
+        every = sources.every()
         writer.set_sources([every[i] for i in order.tolist()])
     else:
         writer.set_sources(sources)
@@ -311,10 +312,10 @@ def _merge_text(writer: SegmentWriter, path: str, cols: list, max_doc: int) -> N
     writer.fields[path]["sum_total_term_freq"] = total
 
 
-class _LiveSources(Sequence):
-    """The parts' live documents' sources in merged order (no index sort), decompressed a window
-    at a time as `source_blocks.compress` reads them (by index for its samples, by slices in
-    order for its blocks), so a merge never holds every source at once."""
+class _LiveSources:
+    """The parts' live documents' sources in merged order (no index sort), as
+    `source_blocks.compress` reads them (`Documents`): its samples, then runs of `WINDOW`
+    documents decompressed one at a time, so a merge never holds every source at once."""
 
     WINDOW = 4096
 
@@ -322,27 +323,33 @@ class _LiveSources(Sequence):
         self.segments = [seg for seg, _ in parts]
         self.keeps = keeps
         self.bases = np.cumsum([0] + [len(k) for k in keeps])
-        self.window_start, self.window = 0, []
 
     def __len__(self) -> int:
         return int(self.bases[-1])
 
-    def _read(self, start: int, stop: int) -> list[bytes]:
+    def sample(self, positions: list[int]) -> list[bytes]:
+        """The sources at these (ascending) positions, one read per part."""
+        at = np.asarray(positions, dtype=np.int64)
+        part_of = np.searchsorted(self.bases, at, side="right") - 1
         out: list[bytes] = []
-        for seg, keep, base in zip(self.segments, self.keeps, self.bases[:-1].tolist(), strict=True):
-            lo, hi = max(start - base, 0), min(stop - base, len(keep))
-            if lo < hi:
-                out.extend(seg.sources(keep[lo:hi]))
+        for part in np.unique(part_of).tolist():
+            local = at[part_of == part] - self.bases[part]
+            out.extend(self.segments[part].sources(self.keeps[part][local]))
         return out
 
-    def __getitem__(self, index):  # type: ignore[override]
-        if isinstance(index, slice):
-            start, stop, _ = index.indices(len(self))
-            if not (self.window_start <= start and stop <= self.window_start + len(self.window)):
-                self.window_start = start
-                self.window = self._read(start, min(start + max(self.WINDOW, stop - start), len(self)))
-            return self.window[start - self.window_start : stop - self.window_start]
-        return self._read(index, index + 1)[0]
+    def runs(self, block: int) -> Iterator[source_blocks.Joined]:
+        window = max(block, self.WINDOW - self.WINDOW % block)  # whole blocks of the merged segment
+        for start in range(0, len(self), window):
+            stop = min(start + window, len(self))
+            pieces = []
+            for seg, keep, base in zip(self.segments, self.keeps, self.bases[:-1].tolist(), strict=True):
+                lo, hi = max(start - base, 0), min(stop - base, len(keep))
+                if lo < hi:
+                    pieces.append(seg.joined_sources(keep[lo:hi]))
+            yield source_blocks.Joined(b"".join(p.data for p in pieces), _cat([p.lengths for p in pieces]))
+
+    def every(self) -> list[bytes]:
+        return self.sample(list(range(len(self))))
 
 
 def _cat(arrays: list[np.ndarray]) -> np.ndarray:
