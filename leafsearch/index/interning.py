@@ -7,7 +7,8 @@ big-endian 64-bit words straight from the buffer (no Python string per value), a
 sort finds the distinct ones: a string without a NUL byte, zero-padded, orders as its words
 do, so a value of up to 8 bytes is its own sort key, and longer ones are grouped by a hash of
 their words, each group checked word for word against its first member (a collision falls
-back to a dict). Cost: O(n log n) in C over n values, a few passes of n words each.
+back to a dict). Cost: O(n log n) in C over n values, a few passes of n words each; memory: at
+most `MAX_WORDS` words a value.
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ from leafsearch.index.segment import to_term_array
 
 #: masks[m]: the first m bytes of a big-endian word (m = 0..8).
 _MASKS = np.array([0] + [((1 << 64) - 1) ^ ((1 << (64 - 8 * m)) - 1) for m in range(1, 9)], dtype=np.uint64)
+#: Values of up to this many words (64 bytes) are numbered by their words; longer ones (rare:
+#: URLs, long keywords) one at a time, so the words a build holds stay within 64 bytes a value.
+MAX_WORDS = 8
 #: odd multipliers mixing a value's words into one hash (wrapping arithmetic)
 _MIX = np.array(
     [0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9, 0xD6E8FEB86659FD93], dtype=np.uint64
@@ -66,6 +70,9 @@ class Spans:
             np.concatenate([p.lengths for p in parts]),
         )
 
+    def take(self, at: np.ndarray) -> Spans:
+        return Spans(self.data, self.starts[at], self.lengths[at])
+
     def strings(self) -> list[str]:
         data = self.data
         return [
@@ -79,8 +86,30 @@ def intern(values: list[str] | Spans) -> tuple[np.ndarray, np.ndarray]:
     spans = Spans.of(values) if isinstance(values, list) else values
     if spans is None:
         return intern_by_dict(values)  # type: ignore[arg-type]
-    n = len(spans)
-    if n == 0:
+    if not len(spans):
+        return np.empty(0, dtype="S1"), np.empty(0, dtype=np.int64)
+    long = spans.lengths > 8 * MAX_WORDS
+    if not long.any():
+        return _intern_words(spans)
+    # Values over MAX_WORDS words one at a time (memory: MAX_WORDS words a value at most), the
+    # two sets of terms (distinct: their lengths differ) then ordered together.
+    short_at, long_at = np.flatnonzero(~long), np.flatnonzero(long)
+    short_terms, short_ids = _intern_words(spans.take(short_at))
+    long_terms, long_ids = intern_by_dict(spans.take(long_at).strings())
+    width = long_terms.dtype.itemsize  # the longest value's
+    terms = np.concatenate([short_terms.astype(f"S{width}"), long_terms])
+    order = np.argsort(terms, kind="stable")
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    ids = np.empty(len(spans), dtype=np.int64)
+    ids[short_at] = rank[short_ids]
+    ids[long_at] = rank[len(short_terms) + long_ids]
+    return terms[order], ids
+
+
+def _intern_words(spans: Spans) -> tuple[np.ndarray, np.ndarray]:
+    """`intern` of spans of up to MAX_WORDS words, by their words."""
+    if not len(spans):
         return np.empty(0, dtype="S1"), np.empty(0, dtype=np.int64)
     longest = int(spans.lengths.max())
     width = max(1, -(-longest // 8))
