@@ -13,7 +13,7 @@ import numpy as np
 import orjson
 import pytest
 
-from leafsearch.index import interning
+from leafsearch.index import interning, segment_build
 from leafsearch.index.buffer import IndexBuffer
 from leafsearch.index.buffer_wire import PackedBuffer, build_packed
 from leafsearch.index.interning import Spans, intern
@@ -154,3 +154,54 @@ def test_intern_survives_hash_collisions(monkeypatch: pytest.MonkeyPatch) -> Non
         values = [v + "-padding-past-8-bytes" for v in _random_values(rng) if "\x00" not in v]
         terms, ids = intern(values)
         assert (terms.tolist(), ids.tolist()) == _expected(values)
+
+
+def _hostile(rng: random.Random, i: int) -> dict:
+    """A document of any shape the per-document parser takes: new fields (mapped dynamically),
+    arrays, nulls, empty strings, unicode, long and huge values, an object."""
+    pick = rng.random()
+    texts = ["", "Ünï 日本 😀 x", "a" * 300 + " b", " ".join(rng.choices(WORDS, k=40))]
+    doc: dict = {"msg": rng.choice(texts)}
+    if pick < 0.3:
+        doc["tag"] = [rng.choice(["", "ü", "k" * 100, f"t{i}"]) for _ in range(rng.randint(0, 4))]
+    elif pick < 0.5:
+        doc["tag"] = None
+    else:
+        doc["tag"] = rng.choice(["", "x" * rng.randint(60, 70), "😀" * 20, f"tag-{i}"])
+    if rng.random() < 0.3:
+        name, value = rng.choice(
+            [("new_text", "fresh text"), ("new_n", 7), ("new_ns", [1, 2]), ("new_obj", {"in": "v w"})]
+        )
+        doc[name] = rng.choice([value, None])
+    if rng.random() < 0.1:
+        doc["big"] = "huge " * 20_000  # 100 KB of text (mapped as text, its keyword ignored)
+    return doc
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_build_numbers_terms_as_one_value_at_a_time_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int
+) -> None:
+    """The segment of hostile documents is byte for byte the one built with every term numbered
+    one value at a time (the dict `interning` replaced)."""
+    rng = random.Random(seed)
+    mapping = Mapping.from_body({"dynamic": True, **MAPPING})
+    buffer = IndexBuffer()
+    for i in range(rng.randint(50, 400)):
+        source = orjson.dumps(_hostile(rng, i))
+        buffer.add(f"id-{i}", mapping.parse_document(source, f"id-{i}"), i, 1, None)
+    part = [orjson.dumps(_doc(rng)) for _ in range(300)]  # and a batch by column beside them
+    batch = parse_batch(mapping, part)
+    assert batch is not None
+    at = len(buffer)
+    taken = list(range(len(part)))
+    ids, seq_nos = [f"b-{r}" for r in taken], [at + r for r in taken]
+    buffer.add_batch(batch, taken, ids, seq_nos, [1] * len(taken), [None] * len(taken))
+    segment_from_buffer(buffer, tmp_path / "spans")
+
+    def one_at_a_time(values: list[str] | Spans) -> tuple[np.ndarray, np.ndarray]:
+        return interning.intern_by_dict(values if isinstance(values, list) else values.strings())
+
+    monkeypatch.setattr(segment_build, "intern", one_at_a_time)
+    segment_from_buffer(buffer, tmp_path / "dict")
+    assert _files(tmp_path / "spans") == _files(tmp_path / "dict")
