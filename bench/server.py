@@ -7,6 +7,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -51,16 +52,50 @@ def _descendants(pid: int) -> list[int]:
 
 
 def tree_memory_kb(pid: int, field: str) -> int:
-    """`VmHWM` (peak) or `VmRSS` (current) of process `pid` and every process below it (search and
-    merge workers), in kB; processes that ended meanwhile count nothing."""
+    """`VmHWM` (peak), `VmRSS` (current) or `Pss` of process `pid` and every process below it
+    (search and merge workers), in kB; processes that ended meanwhile count nothing.
+
+    `Pss` (/proc/PID/smaps_rollup) shares each page among the processes that map it: the segment
+    files every worker maps count once in the sum, where `VmRSS` counts them once per process."""
+    source = "smaps_rollup" if field == "Pss" else "status"
     total = 0
     for process in _descendants(pid):
         try:
-            lines = Path(f"/proc/{process}/status").read_text().splitlines()
+            lines = Path(f"/proc/{process}/{source}").read_text().splitlines()
         except OSError:
             continue
         total += sum(int(line.split()[1]) for line in lines if line.startswith(field + ":"))
     return total
+
+
+class MemorySampler:
+    """The peak resident memory of a server's processes all at once (their sum at one moment, not
+    the sum of each process's own peak), sampled every `interval` seconds while it runs: `VmRSS`
+    and, with `pss`, `Pss` (dearer to read: the kernel walks each process's page tables)."""
+
+    def __init__(self, server: Server | None, interval: float = 0.02, pss: bool = False) -> None:
+        self.server = server
+        self.interval = interval
+        self.pss = pss
+        self.peak_kb = 0
+        self.peak_pss_kb = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            if self.server is not None:
+                self.peak_kb = max(self.peak_kb, self.server.memory_kb("VmRSS"))
+                if self.pss:
+                    self.peak_pss_kb = max(self.peak_pss_kb, self.server.memory_kb("Pss"))
+
+    def __enter__(self) -> MemorySampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
 
 
 class Server:
@@ -171,7 +206,7 @@ class Server:
         return own, below
 
     def memory_kb(self, field: str) -> int:
-        """`VmHWM` (peak) or `VmRSS` (current) of the server's processes, in kB."""
+        """`VmHWM` (peak), `VmRSS` (current) or `Pss` of the server's processes, in kB."""
         return tree_memory_kb(self.pid, field)
 
     def log_tail(self, lines: int = 15) -> str:

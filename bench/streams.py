@@ -33,7 +33,6 @@ import re
 import sqlite3
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -44,7 +43,7 @@ import orjson
 
 from bench.client import Client, HttpError
 from bench.generate import MAPPING, Dataset, generate
-from bench.server import Server
+from bench.server import MemorySampler, Server
 from bench.sqlite_baseline import SqliteBaseline
 from bench.workloads.common import BULK_CHUNK, settle_heap
 
@@ -209,29 +208,6 @@ def in_processes(jobs: list[tuple[Callable[..., tuple[int, int]], tuple]]) -> tu
 # ---- the run --------------------------------------------------------------------------------
 
 
-class Sampler:
-    """The peak resident memory of the server's processes, sampled every 20 ms while it runs."""
-
-    def __init__(self, server: Server | None) -> None:
-        self.server = server
-        self.peak_kb = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.wait(0.02):
-            if self.server is not None:
-                self.peak_kb = max(self.peak_kb, self.server.memory_kb("VmRSS"))
-
-    def __enter__(self) -> Sampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-
 def measure(
     name: str, server: Server | None, expected: int, run: Callable[[], tuple[int, int, float | None]]
 ) -> Row:
@@ -239,7 +215,7 @@ def measure(
     settle_heap()
     own0, below0 = server.cpu_seconds() if server is not None else (0.0, 0.0)
     client0 = _client_cpu()
-    with Sampler(server) as sampler:
+    with MemorySampler(server) as sampler:
         began = time.perf_counter()
         docs, received, client_cpu = run()
         seconds = time.perf_counter() - began

@@ -42,7 +42,7 @@ import orjson
 import zstandard
 
 from bench.generate import MAPPING, generate
-from bench.server import ROOT, Server
+from bench.server import ROOT, MemorySampler, Server
 
 ELASTICDUMP = ROOT / "tests" / "clients" / "js" / "node_modules" / "elasticdump" / "bin" / "elasticdump"
 BULK_DOCS = 5_000
@@ -159,104 +159,121 @@ def _check_export(path: Path, n: int) -> None:
         raise RuntimeError(f"{path}: {lines} lines, {len(ids)} distinct ids, expected {n}")
 
 
-def run(n: int, work: Path, elasticdump: bool) -> tuple[list[Row], int]:
+@dataclass
+class Memory:
+    """The server's processes' memory over the run, in kB: the largest sum of their `VmRSS` at one
+    moment and of their `Pss` (sampled every 0.1 s), and the sum of each one's own peak (`VmHWM`,
+    reached at different moments: an upper bound)."""
+
+    rss_peak: int = 0
+    pss_peak: int = 0
+    hwm_sum: int = 0
+
+
+def run(n: int, work: Path, elasticdump: bool) -> tuple[list[Row], Memory]:
     dataset = generate(n)
     bodies = dataset.bulk_bodies(BULK_DOCS)
     del dataset
     server = Server(work / "data", work / "server.log")
     server.start()
     bench = Bench(server, n)
-    peak_rss = 0
-    try:
-        bench.create("bench")  # the index the exports read
-        bench.raw_bulk(bodies, "bench")
-        assert bench.count("bench") == n
+    memory = Memory()
+    with MemorySampler(server, interval=0.1, pss=True) as sampler:
+        try:
+            bench.create("bench")  # the index the exports read
+            bench.raw_bulk(bodies, "bench")
+            assert bench.count("bench") == n
 
-        raw = bench.measure(
-            "raw stream (_export, bytes received)", lambda: bench.raw_stream("bench"), in_process=True
-        )
-        exported = work / "export.ndjson"
-        for name, output, slices in (
-            ("leafsearch export to .ndjson", exported, 1),
-            ("leafsearch export to .ndjson, 2 slices", work / "export-2.ndjson", 2),
-            ("leafsearch export to .ndjson.zst", work / "export.ndjson.zst", 1),
-        ):
-            row = bench.measure(
-                name,
-                _leafsearch("export", "bench", str(output), "--url", server.url, "--slices", str(slices)),
+            raw = bench.measure(
+                "raw stream (_export, bytes received)", lambda: bench.raw_stream("bench"), in_process=True
             )
-            row.reference, row.ratio = raw.name, raw.seconds / row.seconds
-            _check_export(output, n)
-            if output != exported:
+            exported = work / "export.ndjson"
+            for name, output, slices in (
+                ("leafsearch export to .ndjson", exported, 1),
+                ("leafsearch export to .ndjson, 2 slices", work / "export-2.ndjson", 2),
+                ("leafsearch export to .ndjson.zst", work / "export.ndjson.zst", 1),
+            ):
+                row = bench.measure(
+                    name,
+                    _leafsearch("export", "bench", str(output), "--url", server.url, "--slices", str(slices)),
+                )
+                row.reference, row.ratio = raw.name, raw.seconds / row.seconds
+                _check_export(output, n)
+                if output != exported:
+                    output.unlink()
+            dump = None
+            if elasticdump:
+                output = work / "elasticdump.ndjson"
+                dump = bench.measure(
+                    "elasticdump export (scroll, --limit 10000)",
+                    _elasticdump(f"--input={server.url}/bench", f"--output={output}", "--limit=10000"),
+                )
+                _check_export(output, n)
                 output.unlink()
-        dump = None
-        if elasticdump:
-            output = work / "elasticdump.ndjson"
-            dump = bench.measure(
-                "elasticdump export (scroll, --limit 10000)",
-                _elasticdump(f"--input={server.url}/bench", f"--output={output}", "--limit=10000"),
-            )
-            _check_export(output, n)
-            output.unlink()
-            row = bench.rows["leafsearch export to .ndjson"]
-            bench.rows["leafsearch export to .ndjson vs elasticdump"] = Row(
-                "leafsearch export to .ndjson vs elasticdump",
-                row.seconds,
-                row.client_cpu,
-                row.server_cpu,
-                row.workers_cpu,
-                dump.name,
-                dump.seconds / row.seconds,
-            )
-        peak_rss = max(peak_rss, server.memory_kb("VmRSS"))
+                row = bench.rows["leafsearch export to .ndjson"]
+                bench.rows["leafsearch export to .ndjson vs elasticdump"] = Row(
+                    "leafsearch export to .ndjson vs elasticdump",
+                    row.seconds,
+                    row.client_cpu,
+                    row.server_cpu,
+                    row.workers_cpu,
+                    dump.name,
+                    dump.seconds / row.seconds,
+                )
 
-        # the import's reference, in the same state of the server: raw bodies, then the refresh
-        # that `leafsearch import` also ends with
-        bench.create("bench-raw")
-        raw_bulk = bench.measure(
-            f"raw _bulk, {BULK_CLIENTS} clients, then _refresh",
-            lambda: (bench.raw_bulk(bodies, "bench-raw"), bench.count("bench-raw")),
-            in_process=True,
-        )
-        bodies.clear()
-        if bench.count("bench-raw") != n:
-            raise RuntimeError("raw _bulk: not every document arrived")
-        bench.drop("bench-raw")
-        row = bench.measure(
-            f"leafsearch import of the export, --workers {BULK_CLIENTS}",
-            _leafsearch(
-                "import", str(exported), "bench-import", "--url", server.url, "--workers", str(BULK_CLIENTS)
-            ),
-        )
-        row.reference, row.ratio = raw_bulk.name, raw_bulk.seconds / row.seconds
-        if bench.count("bench-import") != n:
-            raise RuntimeError("leafsearch import: not every document arrived")
-        peak_rss = max(peak_rss, server.memory_kb("VmRSS"))
-        bench.drop("bench-import")
-        if elasticdump:
-            bench.create("bench-dump")
-            dump_import = bench.measure(
-                "elasticdump import of the export (--limit 5000)",
-                _elasticdump(f"--input={exported}", f"--output={server.url}/bench-dump", "--limit=5000"),
+            # the import's reference, in the same state of the server: raw bodies, then the refresh
+            # that `leafsearch import` also ends with
+            bench.create("bench-raw")
+            raw_bulk = bench.measure(
+                f"raw _bulk, {BULK_CLIENTS} clients, then _refresh",
+                lambda: (bench.raw_bulk(bodies, "bench-raw"), bench.count("bench-raw")),
+                in_process=True,
             )
-            if bench.count("bench-dump") != n:
-                raise RuntimeError("elasticdump import: not every document arrived")
-            bench.drop("bench-dump")
-            row = bench.rows[f"leafsearch import of the export, --workers {BULK_CLIENTS}"]
-            bench.rows["leafsearch import vs elasticdump"] = Row(
-                "leafsearch import vs elasticdump",
-                row.seconds,
-                row.client_cpu,
-                row.server_cpu,
-                row.workers_cpu,
-                dump_import.name,
-                dump_import.seconds / row.seconds,
+            bodies.clear()
+            if bench.count("bench-raw") != n:
+                raise RuntimeError("raw _bulk: not every document arrived")
+            bench.drop("bench-raw")
+            row = bench.measure(
+                f"leafsearch import of the export, --workers {BULK_CLIENTS}",
+                _leafsearch(
+                    "import",
+                    str(exported),
+                    "bench-import",
+                    "--url",
+                    server.url,
+                    "--workers",
+                    str(BULK_CLIENTS),
+                ),
             )
-        peak_rss = max(peak_rss, server.memory_kb("VmHWM"))
-    finally:
-        bench.http.close()
-        server.stop()
-    return list(bench.rows.values()), peak_rss
+            row.reference, row.ratio = raw_bulk.name, raw_bulk.seconds / row.seconds
+            if bench.count("bench-import") != n:
+                raise RuntimeError("leafsearch import: not every document arrived")
+            bench.drop("bench-import")
+            if elasticdump:
+                bench.create("bench-dump")
+                dump_import = bench.measure(
+                    "elasticdump import of the export (--limit 5000)",
+                    _elasticdump(f"--input={exported}", f"--output={server.url}/bench-dump", "--limit=5000"),
+                )
+                if bench.count("bench-dump") != n:
+                    raise RuntimeError("elasticdump import: not every document arrived")
+                bench.drop("bench-dump")
+                row = bench.rows[f"leafsearch import of the export, --workers {BULK_CLIENTS}"]
+                bench.rows["leafsearch import vs elasticdump"] = Row(
+                    "leafsearch import vs elasticdump",
+                    row.seconds,
+                    row.client_cpu,
+                    row.server_cpu,
+                    row.workers_cpu,
+                    dump_import.name,
+                    dump_import.seconds / row.seconds,
+                )
+            memory.hwm_sum = server.memory_kb("VmHWM")
+        finally:
+            bench.http.close()
+            server.stop()
+    memory.rss_peak, memory.pss_peak = sampler.peak_kb, sampler.peak_pss_kb
+    return list(bench.rows.values()), memory
 
 
 def main() -> None:
@@ -273,11 +290,14 @@ def main() -> None:
         print("elasticdump: not installed (tests/clients/js: npm ci); its rows are left out", file=sys.stderr)
     work = Path(tempfile.mkdtemp(prefix="leafsearch-transfer-"))
     try:
-        rows, peak_rss_kb = run(n, work, elasticdump)
+        rows, memory = run(n, work, elasticdump)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     per_k = 1000 / n
-    print(f"{n:,} documents; server RSS (all processes) peak {peak_rss_kb / 1024:,.0f} MB")
+    print(
+        f"{n:,} documents; the server's processes at their peak: RSS {memory.rss_peak / 1024:,.0f} MB, "
+        f"PSS {memory.pss_peak / 1024:,.0f} MB (sum of each one's own peak: {memory.hwm_sum / 1024:,.0f} MB)"
+    )
     print("| row | docs/s | ratio | client CPU ms/1k docs | server ms/1k | workers ms/1k |")
     print("|---|---:|---|---:|---:|---:|")
     for row in rows:
@@ -287,7 +307,7 @@ def main() -> None:
             f"| {row.server_cpu * 1000 * per_k:.1f} | {row.workers_cpu * 1000 * per_k:.1f} |"
         )
     if options.json:
-        payload = {"docs": n, "peak_rss_kb": peak_rss_kb, "rows": [row.__dict__ for row in rows]}
+        payload = {"docs": n, "memory_kb": memory.__dict__, "rows": [row.__dict__ for row in rows]}
         options.json.write_text(json.dumps(payload, indent=2))
 
 

@@ -43,11 +43,17 @@ NICENESS = 10
 def _merge_folders(
     parts: list[tuple[str, np.ndarray | None]], folder: str, index_sort: IndexSort | None
 ) -> np.ndarray | None:
-    """The worker's side: open the segments by path and write the merged one."""
+    """The worker's side: open the segments by path and write the merged one. What the merge held
+    (whole columns of the segments, their postings) goes back to the system at once, rather than
+    staying in the worker's heap until its next merge."""
     from leafsearch.index.segment import Segment
     from leafsearch.index.segment_build import merge_segments
+    from leafsearch.services.memory import trim
 
-    return merge_segments([(Segment(Path(path)), live) for path, live in parts], Path(folder), index_sort)
+    try:
+        return merge_segments([(Segment(Path(path)), live) for path, live in parts], Path(folder), index_sort)
+    finally:
+        trim()
 
 
 def _start_worker(server: int) -> None:
