@@ -16,6 +16,7 @@ from itertools import chain
 
 import numpy as np
 
+from leafsearch.index.interning import Spans
 from leafsearch.index.parsed import POSITION_INCREMENT_GAP
 
 MAX_TOKEN_LENGTH = 255
@@ -52,6 +53,7 @@ _ASCII_WORDS = re.compile(_word_pattern("[0-9a-z_]", "[a-z]", "[0-9]", "':.", "'
 # Most ASCII text has no joiner between two word characters; it then splits on every other byte,
 # which bytes.translate + split do several times faster than the expression above.
 _ASCII_JOINED = re.compile(rb"['.:,;](?<=[0-9a-z_]['.:,;])(?=[0-9a-z_])")
+_JOINERS = tuple(bytes([c]) for c in b"'.:,;")
 # Without a joiner, ASCII words are the runs of word characters: a plain expression finds them.
 _ASCII_RUNS = re.compile(r"[0-9a-z_]+")
 _ASCII_SEPARATORS = bytes(
@@ -71,6 +73,12 @@ _UNICODE_WORDS = re.compile(
         "'.,;\u2019\u2018\u2024\ufe52\uff07\uff0e\u066c\ufe50\ufe54\uff0c\uff1b",
     )
 )
+
+
+def _joined(raw: bytes) -> bool:
+    """Whether ASCII text holds a joiner between two word characters; a byte search for each
+    joiner first (memchr speed: text without any, as many log messages, skips the expression)."""
+    return any(joiner in raw for joiner in _JOINERS) and _ASCII_JOINED.search(raw) is not None
 
 
 def analyze(text: str) -> list[str]:
@@ -117,29 +125,35 @@ def standard_tokens(text: str) -> list[tuple[str, int, int]]:
     return tokens
 
 
-def analyze_flat(texts: list[str]) -> tuple[list[str], np.ndarray]:
-    """The tokens of every text end to end, and how many each text has (`analyze` of each, joined).
-    For ASCII text without joiners (most log messages) the lowering, the joiner search, the
-    translation and the split run once over the whole batch, and each text's tokens are counted
-    by numpy over its bytes (the tokens that start between two separators): no Python step per
-    text or token."""
+def analyze_flat(texts: list[str]) -> tuple[Spans, np.ndarray]:
+    """The tokens of every text end to end, as spans of one buffer (`interning.Spans`), and how
+    many each text has (`analyze` of each, joined). For ASCII text without joiners (most log
+    messages) the lowering, the joiner search and the translation run once over the whole batch,
+    and the tokens are found and counted by numpy over the translated bytes (a token starts where
+    a word byte follows a separator): no Python step, and no Python string, per text or token."""
     if texts and max(map(len, texts)) <= MAX_TOKEN_LENGTH:
         lowered = _VALUE_SEPARATOR.join(texts).lower()
         if lowered.isascii():
             raw = lowered.encode()
-            if _ASCII_JOINED.search(raw) is None:
-                marked = np.frombuffer(raw.translate(_BATCH_SEPARATORS), dtype=np.uint8)
+            if not _joined(raw):
+                translated = raw.translate(_BATCH_SEPARATORS)
+                marked = np.frombuffer(translated, dtype=np.uint8)
                 bounds = np.flatnonzero(marked == _SEPARATOR_BYTE)
                 if len(bounds) == len(texts) - 1:  # else a text held the separator itself
-                    word = (marked != _SPACE) & (marked != _SEPARATOR_BYTE)
-                    starts = np.flatnonzero(word[1:] & ~word[:-1]) + 1
-                    if len(word) and word[0]:
-                        starts = np.concatenate(([0], starts))
-                    counts = np.bincount(np.searchsorted(bounds, starts), minlength=len(texts))
-                    return raw.translate(_ASCII_SEPARATORS).decode().split(), counts
+                    word = np.zeros(len(marked) + 2, dtype=np.int8)
+                    word[1:-1] = (marked != _SPACE) & (marked != _SEPARATOR_BYTE)
+                    edges = np.diff(word)
+                    starts = np.flatnonzero(edges == 1)
+                    lengths = np.flatnonzero(edges == -1) - starts
+                    # tokens before each text's end: one search per text, not per token
+                    ends = np.searchsorted(starts, bounds)
+                    counts = np.diff(ends, prepend=0, append=len(starts))
+                    return Spans(translated, starts, lengths), counts
     token_lists = [analyze(text) for text in texts]
     counts = np.fromiter(map(len, token_lists), dtype=np.int64, count=len(token_lists))
-    return list(chain.from_iterable(token_lists)), counts
+    spans = Spans.of(list(chain.from_iterable(token_lists)))
+    assert spans is not None  # no token holds a NUL: both expressions leave it out
+    return spans, counts
 
 
 def _split_long(tokens: list[str]) -> list[str]:

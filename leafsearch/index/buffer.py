@@ -12,6 +12,7 @@ from itertools import chain, compress
 import numpy as np
 
 from leafsearch.index.analysis import analyze_flat
+from leafsearch.index.interning import Spans
 from leafsearch.index.parsed import ParsedBatch, ParsedDoc, Rows
 from leafsearch.index.vector_graph import GraphSpec
 
@@ -32,11 +33,12 @@ class FieldBuffer:
     lengths: list[int] = field(default_factory=list)
     texts: list[tuple[np.ndarray, list[str]]] = field(default_factory=list)
 
-    def tokens(self) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Every token of a text field: (tokens, the doc and position of each, the docs with
-        their field lengths), the documents `add` appended first, then the chunks of `texts`
-        analysed with the `standard` analyzer (the only one `add_batch` is given)."""
-        tokens = [self.values]
+    def tokens(self) -> tuple[Spans | list[str], np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Every token of a text field: (the tokens, as spans of one buffer, or a list when a
+        token holds a NUL; the doc and position of each; the docs with their field lengths), the
+        documents `add` appended first, then the chunks of `texts` analysed with the `standard`
+        analyzer (the only one `add_batch` is given)."""
+        tokens: list[Spans] = []
         docs, positions = [int_array(self.docs)], [int_array(self.positions)]
         length_docs, lengths = [int_array(self.length_docs)], [int_array(self.lengths)]
         for text_docs, texts in self.texts:
@@ -47,8 +49,13 @@ class FieldBuffer:
             positions.append(np.arange(len(flat), dtype=np.int64) - np.repeat(starts, counts))
             length_docs.append(text_docs)
             lengths.append(counts)
-        values = tokens[0] if len(tokens) == 1 else list(chain.from_iterable(tokens))
-        return values, *(np.concatenate(parts) for parts in (docs, positions, length_docs, lengths))  # type: ignore[return-value]
+        added = Spans.of(self.values)  # None: a token of another analyzer holds a NUL
+        every: Spans | list[str] = (
+            Spans.concat([added, *tokens])
+            if added is not None
+            else list(chain(self.values, *(spans.strings() for spans in tokens)))
+        )
+        return every, *(np.concatenate(parts) for parts in (docs, positions, length_docs, lengths))  # type: ignore[return-value]
 
 
 def int_array(values: list[int]) -> np.ndarray:

@@ -70,9 +70,10 @@ def to_term_array(values: list[str] | list[bytes]) -> np.ndarray:
 
 def build_doc_values(docs: np.ndarray, values: np.ndarray, max_doc: int, *, dedupe: bool) -> dict:
     """Arrays of a CSR doc-values column from (doc, value) pairs in any order."""
-    order = np.lexsort((values, docs))
-    docs = docs[order]
-    values = values[order]
+    if not (docs[1:] > docs[:-1]).all():  # else one value a doc, in order already
+        order = np.lexsort((values, docs))
+        docs = docs[order]
+        values = values[order]
     if dedupe and len(docs):
         keep = np.ones(len(docs), dtype=bool)
         keep[1:] = (docs[1:] != docs[:-1]) | (values[1:] != values[:-1])
@@ -99,8 +100,16 @@ def build_postings(
     which is how both the buffer (arrival order) and a merge (segment order) supply them.
     """
     key = term_ids.astype(np.int64) * max(max_doc, 1) + docs
-    order = np.argsort(key, kind="stable")
-    key = key[order]
+    n = len(key)
+    if max(num_terms, 1) * max(max_doc, 1) * max(n, 1) < 2**63:
+        # The stable order as one sort of (key, occurrence) packed in an int64: several times
+        # cheaper than a stable argsort, which is a merge sort.
+        packed = key * n + np.arange(n, dtype=np.int64)
+        packed.sort()
+        key, order = np.divmod(packed, n)
+    else:
+        order = np.argsort(key, kind="stable")
+        key = key[order]
     positions = positions[order]
     if len(key):
         starts = np.flatnonzero(np.concatenate(([True], key[1:] != key[:-1])))
@@ -155,7 +164,7 @@ class SegmentWriter:
         self.arrays["_seq_no"] = np.asarray(seq_nos, dtype=np.int64)
         self.arrays["_version"] = np.asarray(versions, dtype=np.int64)
 
-    def set_sources(self, sources: Sequence[bytes]) -> None:
+    def set_sources(self, sources: Sequence[bytes] | source_blocks.Documents) -> None:
         self.sources = source_blocks.compress(sources)
 
     def _prefix(self, path: str) -> tuple[str, int]:
@@ -425,6 +434,22 @@ class Segment:
             blocks[w][s:e]
             for w, s, e in zip(which.reshape(-1).tolist(), starts.tolist(), ends.tolist(), strict=True)
         ]
+
+    def joined_sources(self, docs: np.ndarray) -> source_blocks.Joined:
+        """The sources of documents (ascending) end to end, as a merge compresses them again: a
+        run of consecutive documents is one slice of its blocks, decompressed without the cache
+        (no slice per document)."""
+        docs = np.asarray(docs, dtype=np.int64)
+        ends = self._source_ends
+        lengths = ends[docs + 1] - ends[docs]
+        if not len(docs) or int(docs[-1] - docs[0]) != len(docs) - 1:
+            return source_blocks.Joined(b"".join(self.sources(docs)), lengths)
+        first, last = int(docs[0]), int(docs[-1])
+        per_block = self.source_block_docs
+        blocks = list(range(first // per_block, last // per_block + 1))
+        base = int(ends[blocks[0] * per_block])
+        data = b"".join(self.source_blocks(blocks, cached=False))
+        return source_blocks.Joined(data[int(ends[first]) - base : int(ends[last + 1]) - base], lengths)
 
     def routings(self, docs: list[int]) -> list[str | None]:
         """The custom routing each document was indexed with (None: routed by its id)."""

@@ -6,14 +6,16 @@ for doc values — so postings, ordinals and doc values are built by one set of 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 
+from leafsearch.index import source_blocks
 from leafsearch.index.buffer import IndexBuffer
 from leafsearch.index.columns import DocValues, KeywordColumn, NumericColumn, TextColumn, VectorColumn
 from leafsearch.index.index_sort import IndexSort, IndexSortField
+from leafsearch.index.interning import intern
 from leafsearch.index.norms import LENGTH_TABLE
 from leafsearch.index.segment import (
     Segment,
@@ -23,17 +25,6 @@ from leafsearch.index.segment import (
     to_term_array,
 )
 from leafsearch.index.vector_graph import GraphSpec
-
-
-def _intern(values: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    """Sorted unique terms and the index of each value among them."""
-    table: dict[str, int] = {}
-    ids = np.array([table.setdefault(v, len(table)) for v in values], dtype=np.int64)
-    terms = to_term_array(list(table))
-    order = np.argsort(terms, kind="stable")
-    remap = np.empty(len(order), dtype=np.int64)
-    remap[order] = np.arange(len(order))
-    return terms[order], remap[ids] if len(ids) else ids
 
 
 def segment_from_buffer(buffer: IndexBuffer, folder: Path, index_sort: IndexSort | None = None) -> Segment:
@@ -49,7 +40,7 @@ def writer_from_buffer(buffer: IndexBuffer, index_sort: IndexSort | None = None)
     with the segments of its `nested` child documents (a parent's children stay consecutive: an
     index sort cannot be set beside `nested` fields)."""
     max_doc = len(buffer)
-    keywords = {path: _intern(fb.values) for path, fb in buffer.keyword.items()}
+    keywords = {path: intern(fb.values) for path, fb in buffer.keyword.items()}
     new_of = None
     if index_sort is not None:
         order = index_sort.order(
@@ -75,7 +66,7 @@ def writer_from_buffer(buffer: IndexBuffer, index_sort: IndexSort | None = None)
     writer.set_sources(in_order(buffer.sources))
     for path, fb in buffer.text.items():
         tokens, token_docs, positions, length_docs, field_lengths = fb.tokens()
-        terms, tids = _intern(tokens)
+        terms, tids = intern(tokens)
         postings = build_postings(tids, docs(token_docs), positions, len(terms), max_doc)
         lengths = np.zeros(max_doc, dtype=np.int64)
         np.add.at(lengths, docs(length_docs), field_lengths)
@@ -135,7 +126,7 @@ def _add_routing(writer: SegmentWriter, docs: np.ndarray, routings: list[str], m
     """Custom routing values are kept as a keyword column so merges and lookups preserve them."""
     if not len(docs):
         return
-    terms, ords = _intern(routings)
+    terms, ords = intern(routings)
     writer.add_keyword(ROUTING_FIELD, terms, build_doc_values(docs, ords, max_doc, dedupe=True))
 
 
@@ -205,7 +196,7 @@ def _merged_writer(
     # until the segment is written, and compressed first they sat beside every field's merge.
     sources = _LiveSources(parts, keeps)
     if order is not None:  # an index sort reorders them all: read at once
-        every = sources[:]
+        every = sources.every()
         writer.set_sources([every[i] for i in order.tolist()])
     else:
         writer.set_sources(sources)
@@ -322,10 +313,10 @@ def _merge_text(writer: SegmentWriter, path: str, cols: list, max_doc: int) -> N
     writer.fields[path]["sum_total_term_freq"] = total
 
 
-class _LiveSources(Sequence):
-    """The parts' live documents' sources in merged order (no index sort), decompressed a window
-    at a time as `source_blocks.compress` reads them (by index for its samples, by slices in
-    order for its blocks), so a merge never holds every source at once."""
+class _LiveSources:
+    """The parts' live documents' sources in merged order (no index sort), as
+    `source_blocks.compress` reads them (`Documents`): its samples, then runs of `WINDOW`
+    documents decompressed one at a time, so a merge never holds every source at once."""
 
     WINDOW = 4096
 
@@ -333,27 +324,33 @@ class _LiveSources(Sequence):
         self.segments = [seg for seg, _ in parts]
         self.keeps = keeps
         self.bases = np.cumsum([0] + [len(k) for k in keeps])
-        self.window_start, self.window = 0, []
 
     def __len__(self) -> int:
         return int(self.bases[-1])
 
-    def _read(self, start: int, stop: int) -> list[bytes]:
+    def sample(self, positions: list[int]) -> list[bytes]:
+        """The sources at these (ascending) positions, one read per part."""
+        at = np.asarray(positions, dtype=np.int64)
+        part_of = np.searchsorted(self.bases, at, side="right") - 1
         out: list[bytes] = []
-        for seg, keep, base in zip(self.segments, self.keeps, self.bases[:-1].tolist(), strict=True):
-            lo, hi = max(start - base, 0), min(stop - base, len(keep))
-            if lo < hi:
-                out.extend(seg.sources(keep[lo:hi]))
+        for part in np.unique(part_of).tolist():
+            local = at[part_of == part] - self.bases[part]
+            out.extend(self.segments[part].sources(self.keeps[part][local]))
         return out
 
-    def __getitem__(self, index):  # type: ignore[override]
-        if isinstance(index, slice):
-            start, stop, _ = index.indices(len(self))
-            if not (self.window_start <= start and stop <= self.window_start + len(self.window)):
-                self.window_start = start
-                self.window = self._read(start, min(start + max(self.WINDOW, stop - start), len(self)))
-            return self.window[start - self.window_start : stop - self.window_start]
-        return self._read(index, index + 1)[0]
+    def runs(self, block: int) -> Iterator[source_blocks.Joined]:
+        window = max(block, self.WINDOW - self.WINDOW % block)  # whole blocks of the merged segment
+        for start in range(0, len(self), window):
+            stop = min(start + window, len(self))
+            pieces = []
+            for seg, keep, base in zip(self.segments, self.keeps, self.bases[:-1].tolist(), strict=True):
+                lo, hi = max(start - base, 0), min(stop - base, len(keep))
+                if lo < hi:
+                    pieces.append(seg.joined_sources(keep[lo:hi]))
+            yield source_blocks.Joined(b"".join(p.data for p in pieces), _cat([p.lengths for p in pieces]))
+
+    def every(self) -> list[bytes]:
+        return self.sample(list(range(len(self))))
 
 
 def _cat(arrays: list[np.ndarray]) -> np.ndarray:

@@ -263,11 +263,12 @@ def _priors(shard: Shard, ids: list[str], auto_ids: list[bool]) -> list[DocState
     """The current state of each id (None: never seen), as `Shard.current` gives it, looked up
     for all at once: a generated id is never looked up."""
     version_map = shard.version_map
-    found = [version_map.get(doc_id) for doc_id in ids]
-    priors: list[DocState | None] = [
-        shard.buffered_state(state) if type(state) is int else state
-        for state in found  # type: ignore[misc]
-    ]
+    priors: list[DocState | None] = list(map(version_map.get, ids))
+    if priors.count(None) != len(priors):  # some are recent: their buffer docs as states
+        priors = [
+            shard.buffered_state(state) if type(state) is int else state
+            for state in priors  # type: ignore[misc]
+        ]
     todo = [i for i, state in enumerate(priors) if state is None and not auto_ids[i]]
     if shard.tombstones and todo:
         for i in todo:

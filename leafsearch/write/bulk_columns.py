@@ -43,6 +43,9 @@ _FIELDS = re.compile(
     rf'\{{"(index|create)":\{{(?:"_index":"({_NAME})",?)?(?:"_id":"({_NAME})")?(?:,"_index":"({_NAME})")?\}}\}}'
 ).findall
 
+#: ... and the ids alone, for lines that are all `{"index":{"_id":...}}` (raw clients' usual).
+_IDS = re.compile(rf'"_id":"({_NAME})"').findall
+
 _OPEN, _CLOSE, _NEWLINE = ord("{"), ord("}"), ord("\n")
 
 
@@ -112,8 +115,13 @@ def parse_simple(body: bytes, default_index: str | None, default_routing: str | 
     text = actions.decode()
     if _ALL(text) is None:
         return None
-    kinds, before, ids, after = map(list, zip(*_FIELDS(text), strict=True))
-    names = list(map(operator.add, before, after)) if any(after) else before
+    count = len(ends) // 2
+    ids = _IDS(text) if '"_index"' not in text and '"create"' not in text else []
+    if len(ids) == count:  # every line `{"index":{"_id":...}}` (a name never holds a quote)
+        kinds, names = ["index"] * count, [""] * count
+    else:
+        kinds, before, ids, after = map(list, zip(*_FIELDS(text), strict=True))
+        names = list(map(operator.add, before, after)) if any(after) else before
     if "" in names:  # lines without `_index`
         if default_index is None:
             return None  # `parse_bulk` refuses the request

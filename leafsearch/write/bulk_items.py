@@ -54,11 +54,14 @@ def render_successes(
     seq_nos: list[int],
     updated: set[int],
     primary_term: int,
-) -> list[bytes]:
+) -> bytes:
     """The items of successful index/create operations (each `{kind: {...}}` as `_bulk_item`
-    builds it), one string built from columns; the items, each its bytes."""
+    builds it), one string built from columns: the items, one a line (a rendered item holds no
+    line break: JSON escapes one in an id)."""
     n = len(ids)
-    if not _PLAIN.fullmatch("".join(ids)):
+    joined = "".join(ids)
+    plain = joined.isprintable() and '"' not in joined and "\\" not in joined  # the common case, in C
+    if not plain and not _PLAIN.fullmatch(joined):
         ids = [orjson.dumps(doc_id).decode()[1:-1] for doc_id in ids]
     name = orjson.dumps(index_name).decode()
     prefixes = {kind: f'{{"{kind}":{{"_index":{name},"_id":"' for kind in set(kinds)}
@@ -81,18 +84,18 @@ def render_successes(
     flat[6::7] = [end[False]] * n
     for i in updated:
         flat[7 * i + 4], flat[7 * i + 6] = middle[True], end[True]
-    return "".join(flat).encode().split(b"\n")[:-1]  # type: ignore[arg-type]
+    return "".join(flat)[:-1].encode()  # type: ignore[arg-type]
 
 
-def place(results: list[Item], positions: list[int], rendered: list[bytes]) -> None:
-    """Put rendered items at their positions: as one `Rendered` when the positions follow each
-    other (a request's run on one shard), else one each."""
+def place(results: list[Item], positions: list[int], rendered: bytes) -> None:
+    """Put rendered items (one a line) at their positions: as one `Rendered` when the
+    positions follow each other (a request's run on one shard), else one each."""
     if positions[-1] - positions[0] == len(positions) - 1:
         first = positions[0]
-        results[first] = Rendered(b",".join(rendered), len(rendered))
-        results[first + 1 : first + len(rendered)] = [None] * (len(rendered) - 1)
+        results[first] = Rendered(rendered.replace(b"\n", b","), len(positions))
+        results[first + 1 : first + len(positions)] = [None] * (len(positions) - 1)
         return
-    for pos, item in zip(positions, rendered, strict=True):
+    for pos, item in zip(positions, rendered.split(b"\n"), strict=True):
         results[pos] = Rendered(item, 1)
 
 

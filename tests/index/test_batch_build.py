@@ -1,7 +1,7 @@
 """A segment built from documents added by column (`IndexBuffer.add_batch`, whose texts are
 analysed only when the segment is built, `FieldBuffer.tokens`) is byte for byte the segment built
 from the same documents added one by one (`IndexBuffer.add`, analysed when parsed), written here or
-packed and written by another process; and `_intern` numbers terms in their byte order."""
+packed and written by another process; and `interning.intern` numbers terms in their byte order."""
 
 from __future__ import annotations
 
@@ -13,11 +13,13 @@ import numpy as np
 import orjson
 import pytest
 
+from leafsearch.index import interning, segment_build
 from leafsearch.index.buffer import IndexBuffer
 from leafsearch.index.buffer_wire import PackedBuffer, build_packed
+from leafsearch.index.interning import Spans, intern
 from leafsearch.index.mapping import Mapping
 from leafsearch.index.mapping_batch import parse_batch
-from leafsearch.index.segment_build import _intern, segment_from_buffer
+from leafsearch.index.segment_build import segment_from_buffer
 from tests.index.test_buffer_wire import _files
 
 MAPPING = {
@@ -41,6 +43,9 @@ WORDS = [
     "😀",
     "日本",
     "a" * 300,
+    "interoperability",
+    "Zwölftausendachthundert",
+    "0123456789abcdef0123456789",
     "\x01",
     "",
 ]
@@ -51,7 +56,9 @@ def _doc(rng: random.Random) -> dict:
     if rng.random() < 0.9:
         doc["msg"] = " ".join(rng.choice(WORDS) for _ in range(rng.randint(0, 8)))
     if rng.random() < 0.8:
-        doc["tag"] = rng.choice(["a", "b", "ü", "zeta", "a\x00b", ""]) + str(rng.randint(0, 20))
+        doc["tag"] = rng.choice(["a", "b", "ü", "zeta", "a\x00b", "", "eight888", "a-longer-tag-"]) + str(
+            rng.randint(0, 20)
+        )
     if rng.random() < 0.8:
         doc["n"] = rng.randint(-(2**40), 2**40)
     if rng.random() < 0.5:
@@ -103,15 +110,98 @@ def test_a_buffer_added_by_column_is_the_segment_of_its_documents_added_one_by_o
     assert _files(tmp_path / "there") == expected
 
 
+def _expected(values: list[str]) -> tuple[list[bytes], list[int]]:
+    encoded = sorted({v.encode() for v in values})
+    rank = {term: i for i, term in enumerate(encoded)}
+    return [t.rstrip(b"\x00") for t in encoded], [rank[v.encode()] for v in values]
+
+
+def _random_values(rng: random.Random) -> list[str]:
+    alphabet = rng.choice(["ab", "abü😀\x01 ", "abü😀\x00", "abcdefghijklmnopqrstuvwxyz0"])
+    longest = rng.choice([3, 8, 9, 16, 17, 40, 300])
+    values = [
+        "".join(rng.choice(alphabet) for _ in range(rng.randint(0, longest)))
+        for _ in range(rng.randint(0, 80))
+    ]
+    # A trailing NUL is lost in an 'S' array (`to_term_array` always lost it): inner ones only.
+    return [v + "z" if v.endswith("\x00") else v for v in values]
+
+
 def test_intern_numbers_terms_in_byte_order() -> None:
+    """Values of up to 8 bytes (their own keys), longer ones (grouped by hash), values holding
+    a NUL (one at a time), empty ones; the terms array is what `to_term_array` makes of them."""
     rng = random.Random(0)
-    for _ in range(200):
-        values = [
-            "".join(rng.choice("abü😀\x01 ") for _ in range(rng.randint(0, 4)))
-            for _ in range(rng.randint(0, 60))
-        ]
-        terms, ids = _intern(values)
-        encoded = sorted({v.encode() for v in values})
-        assert terms.tolist() == [t.rstrip(b"\x00") for t in encoded]
-        assert ids.dtype == np.int64 and len(ids) == len(values)
-        assert [encoded[i] for i in ids.tolist()] == [v.encode() for v in values]
+    for _ in range(600):
+        values = _random_values(rng)
+        terms, ids = intern(values)
+        expected_terms, expected_ids = _expected(values)
+        assert terms.tolist() == expected_terms
+        assert terms.dtype == np.dtype(f"S{max([1, *(len(v.encode()) for v in values)])}")
+        assert ids.dtype == np.int64 and ids.tolist() == expected_ids
+        if values and all("\x00" not in v for v in values):  # the same from spans of one buffer
+            spans = Spans.concat([Spans.of(values[:3]), Spans.of(values[3:])])  # type: ignore[list-item]
+            assert spans.strings() == values
+            spans_terms, spans_ids = intern(spans)
+            assert spans_terms.tobytes() == terms.tobytes() and spans_ids.tolist() == expected_ids
+
+
+def test_intern_survives_hash_collisions(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every long value hashed alike: the check against each group's first member finds it, and
+    the terms are numbered one value at a time instead."""
+    monkeypatch.setattr(interning, "_MIX", np.zeros(4, dtype=np.uint64))
+    rng = random.Random(1)
+    for _ in range(50):
+        values = [v + "-padding-past-8-bytes" for v in _random_values(rng) if "\x00" not in v]
+        terms, ids = intern(values)
+        assert (terms.tolist(), ids.tolist()) == _expected(values)
+
+
+def _hostile(rng: random.Random, i: int) -> dict:
+    """A document of any shape the per-document parser takes: new fields (mapped dynamically),
+    arrays, nulls, empty strings, unicode, long and huge values, an object."""
+    pick = rng.random()
+    texts = ["", "Ünï 日本 😀 x", "a" * 300 + " b", " ".join(rng.choices(WORDS, k=40))]
+    doc: dict = {"msg": rng.choice(texts)}
+    if pick < 0.3:
+        doc["tag"] = [rng.choice(["", "ü", "k" * 100, f"t{i}"]) for _ in range(rng.randint(0, 4))]
+    elif pick < 0.5:
+        doc["tag"] = None
+    else:
+        doc["tag"] = rng.choice(["", "x" * rng.randint(60, 70), "😀" * 20, f"tag-{i}"])
+    if rng.random() < 0.3:
+        name, value = rng.choice(
+            [("new_text", "fresh text"), ("new_n", 7), ("new_ns", [1, 2]), ("new_obj", {"in": "v w"})]
+        )
+        doc[name] = rng.choice([value, None])
+    if rng.random() < 0.1:
+        doc["big"] = "huge " * 20_000  # 100 KB of text (mapped as text, its keyword ignored)
+    return doc
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_build_numbers_terms_as_one_value_at_a_time_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int
+) -> None:
+    """The segment of hostile documents is byte for byte the one built with every term numbered
+    one value at a time (the dict `interning` replaced)."""
+    rng = random.Random(seed)
+    mapping = Mapping.from_body({"dynamic": True, **MAPPING})
+    buffer = IndexBuffer()
+    for i in range(rng.randint(50, 400)):
+        source = orjson.dumps(_hostile(rng, i))
+        buffer.add(f"id-{i}", mapping.parse_document(source, f"id-{i}"), i, 1, None)
+    part = [orjson.dumps(_doc(rng)) for _ in range(300)]  # and a batch by column beside them
+    batch = parse_batch(mapping, part)
+    assert batch is not None
+    at = len(buffer)
+    taken = list(range(len(part)))
+    ids, seq_nos = [f"b-{r}" for r in taken], [at + r for r in taken]
+    buffer.add_batch(batch, taken, ids, seq_nos, [1] * len(taken), [None] * len(taken))
+    segment_from_buffer(buffer, tmp_path / "spans")
+
+    def one_at_a_time(values: list[str] | Spans) -> tuple[np.ndarray, np.ndarray]:
+        return interning.intern_by_dict(values if isinstance(values, list) else values.strings())
+
+    monkeypatch.setattr(segment_build, "intern", one_at_a_time)
+    segment_from_buffer(buffer, tmp_path / "dict")
+    assert _files(tmp_path / "spans") == _files(tmp_path / "dict")

@@ -29,7 +29,17 @@ def test_plain_writes_answer_item_by_item_as_elasticsearch_does(
     http: httpx.Client, new_index, shards
 ) -> None:
     index = new_index(settings={"number_of_shards": shards})
-    odd_ids = ['quote"d', "back\\slash", "tab\there", "üñï", "x" * 200, "a/b"]
+    odd_ids = [
+        'quote"d',
+        "back\\slash",
+        "tab\there",
+        "line\nbreak",
+        "del\x7f",
+        "nbsp\xa0",
+        "üñï",
+        "x" * 200,
+        "a/b",
+    ]
     first = bulk(http, index, ndjson(*[x for i in odd_ids for x in ({"index": {"_id": i}}, {"n": 1})]))
     assert first["errors"] is False
     assert [item["index"]["_id"] for item in first["items"]] == odd_ids

@@ -184,17 +184,25 @@ def test_every_other_body_is_left_to_the_per_operation_parser(body: bytes) -> No
     assert parse_simple(body, "d", None) is None
 
 
-def test_a_simple_body_types_its_operations_as_the_per_operation_parser() -> None:
-    body = ndjson(
-        {"index": {"_id": "1"}},
-        {"a": 1},
-        {"create": {"_index": "x"}},
-        {"b": [1, {"c": 2}]},
-        {"index": {"_index": "y", "_id": "a/b:c d"}},
-        {},
-        {"create": {"_id": "2", "_index": "z"}},  # as the official clients' helpers write it
-        {"c": 3},
-    )
+@pytest.mark.parametrize(
+    "body",
+    [
+        ndjson(
+            {"index": {"_id": "1"}},
+            {"a": 1},
+            {"create": {"_index": "x"}},
+            {"b": [1, {"c": 2}]},
+            {"index": {"_index": "y", "_id": "a/b:c d"}},
+            {},
+            {"create": {"_id": "2", "_index": "z"}},  # as the official clients' helpers write it
+            {"c": 3},
+        ),
+        # every line an index with an id (read by the ids alone), then one without among them
+        ndjson({"index": {"_id": "1"}}, {"a": 1}, {"index": {"_id": "x:y z"}}, {"_id": "in a source"}),
+        ndjson({"index": {"_id": "1"}}, {"a": 1}, {"index": {}}, {"_id": "in a source"}),
+    ],
+)
+def test_a_simple_body_types_its_operations_as_the_per_operation_parser(body: bytes) -> None:
     simple = parse_simple(body, "d", "r")
     assert simple is not None
     expected = parse_bulk(body, "d", "r")
