@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -90,10 +90,14 @@ def work_unit(nodeid: str, groups: Mapping[str, str]) -> str | None:
     return module if has_module_fixture(module) else None
 
 
-def ordered(nodeids: list[str], seconds: Mapping[str, float]) -> list[int]:
+def ordered(
+    nodeids: list[str], seconds: Mapping[str, float], on_shared_cluster: Collection[str] = ()
+) -> list[int]:
     """The positions of `nodeids` in the order their units should start: the Ray groups, then the
     units by their seconds in the last run, longest first; each unit's tests together and in
-    their order, and each module's tests together."""
+    their order, and each module's tests together. In a Ray group, the modules with a test in
+    `on_shared_cluster` (node ids: those on the worker's shared cluster, tests/ray_cluster.py
+    `SharedCluster`) first, so that it starts once for them all and stops before the others."""
     groups = ray_groups(nodeids, seconds)
     units: dict[str, list[int]] = {}
     for position, nodeid in enumerate(nodeids):
@@ -101,13 +105,18 @@ def ordered(nodeids: list[str], seconds: Mapping[str, float]) -> list[int]:
     first_of_module: dict[str, int] = {}
     for position, nodeid in enumerate(nodeids):
         first_of_module.setdefault(module_of(nodeid), position)
+    shared_modules = {module_of(nodeid) for nodeid in on_shared_cluster}
+
+    def in_unit(position: int) -> tuple[bool, int, int]:
+        module = module_of(nodeids[position])
+        return (module not in shared_modules, first_of_module[module], position)
 
     def key(unit: str) -> tuple[bool, float, int]:
         positions = units[unit]
         estimate = sum(seconds.get(module_of(nodeids[p]), 0.0) for p in positions)
         return (not unit.startswith("ray-"), -estimate, first_of_module[module_of(nodeids[positions[0]])])
 
-    return [position for unit in sorted(units, key=key) for position in units[unit]]
+    return [position for unit in sorted(units, key=key) for position in sorted(units[unit], key=in_unit)]
 
 
 @functools.cache
