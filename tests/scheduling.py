@@ -6,10 +6,12 @@
   520 s of wall for 174 s of CPU, bench/RESULTS.md "The test suite"). They are cut into
   `RAY_GROUPS` groups, each run in one worker, one module after the other, so that each worker
   runs one cluster at a time and two clusters at most run at once; each module (and the re-run
-  suite folder, whose cluster is package-scoped) stays whole in one group, so that its cluster
-  starts once. The modules are dealt out longest first, each to the group with the fewest
-  seconds so far, by their seconds in the last run (pytest's cache) or, before one, by how many
-  tests they have and whether they start a cluster.
+  suite folder, whose coordinator is package-scoped) stays whole in one group. In a group, the
+  modules on the worker's shared cluster (tests/ray_cluster.py `SharedCluster`) run first, one
+  after the other, so that it starts once for them all; then those with a cluster of their own.
+  The modules are dealt out longest first, each to the group with the fewest seconds so far, by
+  their seconds in the last run (pytest's cache) or, before one, by how many tests they have and
+  whether they start a cluster.
 - **Modules with a module-scoped fixture** (a server of its own, users, a loaded index) are a
   unit, so that the fixture is made once, not once in each worker.
 - Every other test is a unit of its own, handed to the next free worker.
@@ -30,7 +32,7 @@ REPO = Path(__file__).resolve().parent.parent
 RAY_TESTS = "tests/ray_backend/"
 #: The re-run suite on Ray: one cluster and one coordinator for the folder (package scope).
 RAY_SUITE = "tests/ray_backend/suite/"
-#: Groups the Ray tests are cut into: one per worker of `-n 2`.
+#: Groups the Ray tests are cut into, each held by one of the (four) workers while it runs.
 RAY_GROUPS = 2
 #: Seconds assumed, before the cache knows a Ray module (a first run, a fresh clone), for each of
 #: its tests, and once for the cluster and coordinators of a unit that starts them; a test of a
