@@ -29,6 +29,7 @@ from leafsearch import Node
 from leafsearch.rest.app import create_app
 from leafsearch.rest.connections import counting_protocol
 from leafsearch.testing import Server
+from tests.ray_cluster import LocalCluster, SharedCluster
 from tests.scheduling import MODULE_SECONDS, ordered, ray_groups, work_unit
 
 REPO = Path(__file__).resolve().parent.parent
@@ -391,21 +392,19 @@ def cluster_setting(http: httpx.Client) -> Iterator[Callable[[str, Any], None]]:
 
 
 #: The xdist worker's `SharedCluster` (tests/ray_cluster.py), once a test has asked for it.
-SHARED_CLUSTER = pytest.StashKey[Any]()
+SHARED_CLUSTER = pytest.StashKey[SharedCluster]()
 
 
 @pytest.fixture(scope="session")
-def shared_ray_cluster(pytestconfig: pytest.Config) -> Iterator[Any]:
+def shared_ray_cluster(pytestconfig: pytest.Config) -> Iterator[SharedCluster]:
     """The worker's shared local Ray cluster: `take` it, `give_back` when done (`ray_cluster`)."""
-    from tests.ray_cluster import SharedCluster
-
     shared = pytestconfig.stash[SHARED_CLUSTER] = SharedCluster()
     yield shared
     shared.stop()
 
 
 @pytest.fixture(scope="module")
-def ray_cluster(shared_ray_cluster: Any) -> Iterator[Any]:
+def ray_cluster(shared_ray_cluster: SharedCluster) -> Iterator[LocalCluster]:
     """A local 3-node Ray cluster on loopback (tests/ray_cluster.py) for the module: the worker's
     shared one, reset after the module (`SharedCluster`). The Ray tests skip without Ray, and
     fail without it under LEAFSEARCH_REQUIRE_RAY=1."""

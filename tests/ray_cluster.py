@@ -202,12 +202,16 @@ class SharedCluster:
         from leafsearch.ray_backend.metadata import KV_NAMESPACE
         from tests.concurrency import wait_for
 
-        for name in leafsearch_actors():
-            with contextlib.suppress(ValueError):  # (ended meanwhile)
-                ray.kill(ray.get_actor(name, namespace=NAMESPACE), no_restart=True)
-        wait_for(lambda: not leafsearch_actors())
-        internal_kv._internal_kv_del("", del_by_prefix=True, namespace=KV_NAMESPACE)
-        self._restore_shape()
+        try:
+            for name in leafsearch_actors():
+                with contextlib.suppress(ValueError):  # (ended meanwhile)
+                    ray.kill(ray.get_actor(name, namespace=NAMESPACE), no_restart=True)
+            wait_for(lambda: not leafsearch_actors())
+            internal_kv._internal_kv_del("", del_by_prefix=True, namespace=KV_NAMESPACE)
+            self._restore_shape()
+        except BaseException:  # not reset: the next holder gets a new cluster
+            self.stop()
+            raise
 
     def _restore_shape(self) -> None:
         import ray

@@ -3,12 +3,10 @@ on it is gone before the next takes it, and a node a module removed is back."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from tests.ray_cluster import NODES, alive_machines, leafsearch_actors, machine_resource
+from tests.ray_cluster import NODES, SharedCluster, alive_machines, leafsearch_actors, machine_resource
 
 
-def test_what_a_module_leaves_is_gone_and_a_removed_node_is_back(shared_ray_cluster: Any) -> None:
+def test_what_a_module_leaves_is_gone_and_a_removed_node_is_back(shared_ray_cluster: SharedCluster) -> None:
     local = shared_ray_cluster.take()  # (first: it sets Ray's environment before Ray is imported)
     import ray
     from ray.experimental import internal_kv
