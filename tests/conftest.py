@@ -29,6 +29,7 @@ from leafsearch import Node
 from leafsearch.rest.app import create_app
 from leafsearch.rest.connections import counting_protocol
 from leafsearch.testing import Server
+from tests.ray_cluster import LocalCluster, SharedCluster
 from tests.scheduling import MODULE_SECONDS, ordered, ray_groups, work_unit
 
 REPO = Path(__file__).resolve().parent.parent
@@ -183,7 +184,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     (the Ray groups, crash trials, the fuzzer, the bench runs) start early and the run ends on
     short ones on every worker. Without pytest's cache (`-p no:cacheprovider`, a first run) only
     the Ray groups move to the front."""
-    positions = ordered([item.nodeid for item in items], _module_seconds(config))
+    shared = [item.nodeid for item in items if "shared_ray_cluster" in getattr(item, "fixturenames", ())]
+    positions = ordered([item.nodeid for item in items], _module_seconds(config), shared)
     items[:] = [items[p] for p in positions]
 
 
@@ -389,13 +391,33 @@ def cluster_setting(http: httpx.Client) -> Iterator[Callable[[str, Any], None]]:
         http.put("/_cluster/settings", json={"transient": dict.fromkeys(changed)})
 
 
-@pytest.fixture(scope="module")
-def ray_cluster() -> Iterator[Any]:
-    """A local 3-node Ray cluster on loopback (tests/ray_cluster.py), for the module that uses it
-    (stopped after it, so the rest of the session does not share the cores with it); the Ray
-    tests skip without Ray, and fail without it under LEAFSEARCH_REQUIRE_RAY=1."""
-    from tests.ray_cluster import start_cluster, stop_cluster
+#: The xdist worker's `SharedCluster` (tests/ray_cluster.py), once a test has asked for it.
+SHARED_CLUSTER = pytest.StashKey[SharedCluster]()
 
-    local = start_cluster()
-    yield local
-    stop_cluster(local)
+
+@pytest.fixture(scope="session")
+def shared_ray_cluster(pytestconfig: pytest.Config) -> Iterator[SharedCluster]:
+    """The worker's shared local Ray cluster: `take` it, `give_back` when done (`ray_cluster`)."""
+    shared = pytestconfig.stash[SHARED_CLUSTER] = SharedCluster()
+    yield shared
+    shared.stop()
+
+
+@pytest.fixture(scope="module")
+def ray_cluster(shared_ray_cluster: SharedCluster) -> Iterator[LocalCluster]:
+    """A local 3-node Ray cluster on loopback (tests/ray_cluster.py) for the module: the worker's
+    shared one, reset after the module (`SharedCluster`). The Ray tests skip without Ray, and
+    fail without it under LEAFSEARCH_REQUIRE_RAY=1."""
+    yield shared_ray_cluster.take()
+    shared_ray_cluster.give_back()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """Stops the worker's shared Ray cluster once no fixture holds it and the next test does not
+    ask for it (a module starting a cluster of its own, or the rest of the suite)."""
+    yield
+    shared = item.config.stash.get(SHARED_CLUSTER, None)
+    wanted = nextitem is not None and "shared_ray_cluster" in getattr(nextitem, "fixturenames", ())
+    if shared is not None and not shared.holders and not wanted:
+        shared.stop()

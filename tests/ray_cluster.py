@@ -29,6 +29,15 @@ OBJECT_STORE_BYTES = 80 * 1024 * 1024
 LOOPBACK_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
 #: Seconds a coordinator may take to start: it connects to the cluster and finds its actors.
 COORDINATOR_STARTUP_SECONDS = 120.0
+#: Ray's health checks of the shared clusters' nodes (`SharedCluster`): a node whose raylet is gone
+#: (its port refuses) is found dead after 5 checks a second apart, about 5 s (Ray's default: 3 s
+#: apart, about 15 s, which a test removing a node waited out); one that is slow to answer only
+#: after 5 checks in a row have each waited 5 s, so a loaded machine does not lose its nodes.
+SHARED_SYSTEM_CONFIG = {
+    "health_check_period_ms": 1000,
+    "health_check_timeout_ms": 5000,
+    "health_check_failure_threshold": 5,
+}
 
 
 def import_ray() -> Any:
@@ -47,9 +56,13 @@ def import_ray() -> Any:
 NODE_ARGS = {"num_cpus": 1, "object_store_memory": OBJECT_STORE_BYTES, "node_ip_address": "127.0.0.1"}
 
 
+#: The start of the resources naming the test cluster's machines.
+MACHINE = "leafsearch-machine-m"
+
+
 def machine_resource(i: int) -> str:
     """The resource naming the test cluster's machine `m<i>` (ray_backend/cluster.py)."""
-    return f"leafsearch-machine-m{i}"
+    return f"{MACHINE}{i}"
 
 
 @dataclass
@@ -139,6 +152,88 @@ def stop_cluster(local: LocalCluster) -> None:
 
     ray.shutdown()
     local.cluster.shutdown()
+
+
+def leafsearch_actors() -> list[str]:
+    """The names of leafsearch's named actors on the cluster (the metadata and machine actors)."""
+    import ray
+
+    from leafsearch.ray_backend.cluster import NAMESPACE
+
+    return [a["name"] for a in ray.util.list_named_actors(all_namespaces=True) if a["namespace"] == NAMESPACE]
+
+
+class SharedCluster:
+    """One local cluster for the Ray modules of an xdist worker (its Ray group: tests/scheduling.py)
+    that leave its shape as they found it: started for the first of them (`take`), reset when
+    each lets it go (`give_back`), stopped once the worker's next test needs none
+    (tests/conftest.py), so the rest of the worker's tests do not share the cores with it.
+
+    Why: each start of a 3-node cluster cost 9 to 27 s of wall on this machine (bench/RESULTS.md
+    "The test suite"). What a module's coordinators leave on the cluster lives in leafsearch's
+    named actors (the metadata actor, the machine actors with their shards and contexts) and in
+    its key-value entries (indices, users and API keys, cluster settings, contexts, the
+    cluster's secret); `give_back` ends the first and deletes the second, so the next module's
+    first coordinator starts on what is, to leafsearch, a new cluster."""
+
+    def __init__(self) -> None:
+        self.local: LocalCluster | None = None
+        self.holders = 0
+        self.starts = 0
+
+    def take(self) -> LocalCluster:
+        if self.local is None:
+            self.local = start_cluster(SHARED_SYSTEM_CONFIG)
+            self.starts += 1
+        self.holders += 1
+        return self.local
+
+    def give_back(self) -> None:
+        """A holder is done with the cluster: leafsearch's state on it goes (see the class), and
+        a machine whose node a test removed gets a node again; a cluster whose removed node Ray
+        still counts alive is stopped instead (the next holder starts another)."""
+        self.holders -= 1
+        if self.local is None or self.holders:
+            return
+        import ray
+        from ray.experimental import internal_kv
+
+        from leafsearch.ray_backend.cluster import NAMESPACE
+        from leafsearch.ray_backend.metadata import KV_NAMESPACE
+        from tests.concurrency import wait_for
+
+        try:
+            for name in leafsearch_actors():
+                with contextlib.suppress(ValueError):  # (ended meanwhile)
+                    ray.kill(ray.get_actor(name, namespace=NAMESPACE), no_restart=True)
+            wait_for(lambda: not leafsearch_actors())
+            internal_kv._internal_kv_del("", del_by_prefix=True, namespace=KV_NAMESPACE)
+            self._restore_shape()
+        except BaseException:  # not reset: the next holder gets a new cluster
+            self.stop()
+            raise
+
+    def _restore_shape(self) -> None:
+        import ray
+
+        assert self.local is not None
+        cluster = self.local.cluster
+        nodes = [cluster.head_node, *cluster.worker_nodes]
+        alive = {n["NodeID"]: n["Resources"] for n in ray.nodes() if n["Alive"]}
+        if cluster.head_node is None or set(alive) != {node.node_id for node in nodes}:
+            self.stop()  # (a node removed but not yet found dead, or the head gone)
+            return
+        machines = {name for resources in alive.values() for name in resources if name.startswith(MACHINE)}
+        for i in range(NODES):
+            if machine_resource(i) not in machines:
+                add_machine(cluster, i)
+        cluster.wait_for_nodes()
+        self.local.node_ids = sorted(n["NodeID"] for n in ray.nodes() if n["Alive"])
+
+    def stop(self) -> None:
+        if self.local is not None:
+            stop_cluster(self.local)
+            self.local = None
 
 
 def shard_map(index_uuid: str) -> list[dict[str, Any]] | None:

@@ -6,10 +6,12 @@
   520 s of wall for 174 s of CPU, bench/RESULTS.md "The test suite"). They are cut into
   `RAY_GROUPS` groups, each run in one worker, one module after the other, so that each worker
   runs one cluster at a time and two clusters at most run at once; each module (and the re-run
-  suite folder, whose cluster is package-scoped) stays whole in one group, so that its cluster
-  starts once. The modules are dealt out longest first, each to the group with the fewest
-  seconds so far, by their seconds in the last run (pytest's cache) or, before one, by how many
-  tests they have and whether they start a cluster.
+  suite folder, whose coordinator is package-scoped) stays whole in one group. In a group, the
+  modules on the worker's shared cluster (tests/ray_cluster.py `SharedCluster`) run first, one
+  after the other, so that it starts once for them all; then those with a cluster of their own.
+  The modules are dealt out longest first, each to the group with the fewest seconds so far, by
+  their seconds in the last run (pytest's cache) or, before one, by how many tests they have and
+  whether they start a cluster.
 - **Modules with a module-scoped fixture** (a server of its own, users, a loaded index) are a
   unit, so that the fixture is made once, not once in each worker.
 - Every other test is a unit of its own, handed to the next free worker.
@@ -21,7 +23,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -30,7 +32,7 @@ REPO = Path(__file__).resolve().parent.parent
 RAY_TESTS = "tests/ray_backend/"
 #: The re-run suite on Ray: one cluster and one coordinator for the folder (package scope).
 RAY_SUITE = "tests/ray_backend/suite/"
-#: Groups the Ray tests are cut into: one per worker of `-n 2`.
+#: Groups the Ray tests are cut into, each held by one of the (four) workers while it runs.
 RAY_GROUPS = 2
 #: Seconds assumed, before the cache knows a Ray module (a first run, a fresh clone), for each of
 #: its tests, and once for the cluster and coordinators of a unit that starts them; a test of a
@@ -90,10 +92,14 @@ def work_unit(nodeid: str, groups: Mapping[str, str]) -> str | None:
     return module if has_module_fixture(module) else None
 
 
-def ordered(nodeids: list[str], seconds: Mapping[str, float]) -> list[int]:
+def ordered(
+    nodeids: list[str], seconds: Mapping[str, float], on_shared_cluster: Collection[str] = ()
+) -> list[int]:
     """The positions of `nodeids` in the order their units should start: the Ray groups, then the
     units by their seconds in the last run, longest first; each unit's tests together and in
-    their order, and each module's tests together."""
+    their order, and each module's tests together. In a Ray group, the modules with a test in
+    `on_shared_cluster` (node ids: those on the worker's shared cluster, tests/ray_cluster.py
+    `SharedCluster`) first, so that it starts once for them all and stops before the others."""
     groups = ray_groups(nodeids, seconds)
     units: dict[str, list[int]] = {}
     for position, nodeid in enumerate(nodeids):
@@ -101,13 +107,18 @@ def ordered(nodeids: list[str], seconds: Mapping[str, float]) -> list[int]:
     first_of_module: dict[str, int] = {}
     for position, nodeid in enumerate(nodeids):
         first_of_module.setdefault(module_of(nodeid), position)
+    shared_modules = {module_of(nodeid) for nodeid in on_shared_cluster}
+
+    def in_unit(position: int) -> tuple[bool, int, int]:
+        module = module_of(nodeids[position])
+        return (module not in shared_modules, first_of_module[module], position)
 
     def key(unit: str) -> tuple[bool, float, int]:
         positions = units[unit]
         estimate = sum(seconds.get(module_of(nodeids[p]), 0.0) for p in positions)
         return (not unit.startswith("ray-"), -estimate, first_of_module[module_of(nodeids[positions[0]])])
 
-    return [position for unit in sorted(units, key=key) for position in units[unit]]
+    return [position for unit in sorted(units, key=key) for position in sorted(units[unit], key=in_unit)]
 
 
 @functools.cache

@@ -85,3 +85,19 @@ def test_without_the_cache_only_the_ray_groups_move() -> None:
     rest = [nodeid for nodeid in order if not nodeid.startswith(RAY)]
     assert all(nodeid.startswith(RAY) for nodeid in order[: len(order) - len(rest)])
     assert rest == [nodeid for nodeid in IDS if not nodeid.startswith(RAY)]
+
+
+def test_in_a_ray_group_the_modules_on_the_shared_cluster_run_first_one_after_the_other() -> None:
+    """So the worker's shared cluster starts once for them and stops before a module that starts
+    its own (a process connects to one cluster at a time)."""
+    ids = [
+        f"{RAY}/test_ray_api.py::test_a",
+        f"{RAY}/test_machine_loss.py::test_a",
+        f"{RAY}/test_channel.py::test_a",
+        f"{RAY}/test_channel.py::test_b",
+        f"{RAY}/test_replicas.py::test_a",
+    ]
+    seconds = {f"{RAY}/test_replicas.py": 100.0}  # alone in its group; the other three together
+    shared = [ids[0], ids[3]]  # (one test of a module on it is enough)
+    order = [ids[p] for p in ordered(ids, seconds, shared)]
+    assert order == [ids[4], ids[0], ids[2], ids[3], ids[1]]

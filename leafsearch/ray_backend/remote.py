@@ -727,8 +727,10 @@ class RemoteIndex:
     def refresh(self, shard_ids: Iterable[int] | None = None) -> None:
         """Every copy of those shards (None: all) refreshes (a promoted replica serves what was
         refreshed); a primary's failure is raised, a replica's is its own to retry on its
-        interval."""
-        for shard_id, copy, wait in self.each_copy("refresh", shard_ids):
+        interval. A replica on a machine the failure detector failed is not asked (it left the
+        in-sync set and catches up by its recovery once it answers): a `?refresh=true` write
+        would otherwise wait out the call's timeout on a silent machine."""
+        for shard_id, copy, wait in self.each_copy("refresh", shard_ids, skip_failed_replicas=True):
             try:
                 wait()
             except ElasticError:
@@ -755,12 +757,21 @@ class RemoteIndex:
                 wait()
 
     def each_copy(
-        self, method: str, shard_ids: Iterable[int] | None = None
+        self, method: str, shard_ids: Iterable[int] | None = None, skip_failed_replicas: bool = False
     ) -> list[tuple[int, dict[str, str], Callable[[], Any]]]:
-        """`method` on every copy of those shards (None: all), one call per machine: per copy
-        (shard, copy, the function waiting for its answer)."""
+        """`method` on every copy of those shards (None: all; `skip_failed_replicas`: but the
+        replicas on failed machines), one call per machine: per copy (shard, copy, the function
+        waiting for its answer)."""
         every = range(len(self.shards)) if shard_ids is None else shard_ids
-        copies = [(i, c) for i in every for c in self.shard_map.shards[i]["copies"]]
+        shards = self.shard_map.shards
+        copies = [
+            (i, c)
+            for i in every
+            for c in shards[i]["copies"]
+            if not (
+                skip_failed_replicas and c["id"] != shards[i]["primary"] and self.detector.failed(c["node"])
+            )
+        ]
         calls = [(self.machine(c["node"]), (self.key(i), method, ()), self.describe(i)) for i, c in copies]
         return [
             (i, c, wait)

@@ -22,6 +22,7 @@ import orjson
 import pytest
 
 from leafsearch.testing import Server
+from tests.concurrency import wait_for
 from tests.conftest import error_of
 from tests.ray_cluster import machine_actor, ray_server, shard_actor, where
 from tests.write.test_by_query_api import result_of, start_slow, unthrottle, waiting_after
@@ -449,7 +450,10 @@ def test_health_is_red_while_a_shard_actor_is_down(http: httpx.Client) -> None:
     with pytest.raises(ray.exceptions.RayActorError):  # (once the kill lands: it is asynchronous)
         for _ in range(1000):
             ray.get(actor.where.remote(), timeout=60)
-    # Red is answered at once (200), as Elasticsearch does without `wait_for_status`.
+    # Red once the coordinator's failure detector has found the machine's actor gone (its next
+    # check, a second apart), answered at once (200), as Elasticsearch does without
+    # `wait_for_status`.
+    wait_for(lambda: health(http, "healthy").json()["status"] == "red")
     answered = health(http, "healthy", level="indices")
     assert answered.status_code == 200 and answered.json()["timed_out"] is False
     body = answered.json()
@@ -478,6 +482,10 @@ def test_a_shard_whose_ray_node_left_stays_unassigned(http: httpx.Client, ray_cl
     primary without replicas whose node left: unassigned (NODE_LEFT), red, searches partial."""
     uuid = create(http, "orphaned", shards=3)  # one shard per node
     bulk(http, "orphaned", {f"d{n}": source(n) for n in range(90)})
+    # Every shard started first: the machine whose actor the test before ended for good has a new
+    # one, found answering by the failure detector's next check.
+    started = health(http, "orphaned", wait_for_status="green", timeout="60s")
+    assert started.status_code == 200 and started.json()["status"] == "green", started.text
     nodes = [where(uuid, shard)[0] for shard in range(3)]
     leaving = (
         ray_cluster.cluster.worker_nodes

@@ -7,10 +7,10 @@ text is the one in `tests/`, and the local run of `tests/` is unchanged. What th
 server through is replaced for this folder:
 
 - `server` is the URL of a coordinator started with `--ray <address>` on a local 3-node Ray
-  cluster (tests/ray_cluster.py); `http` and `es` are clients of it. One cluster and one
-  coordinator serve the whole folder (package scope): started before its first test, stopped
-  after its last, so the rest of the suite runs without them and the other Ray modules can start
-  their own cluster.
+  cluster (tests/ray_cluster.py); `http` and `es` are clients of it. One cluster (the worker's
+  shared one, as the other Ray modules': tests/conftest.py `ray_cluster`) and one coordinator
+  serve the whole folder (package scope): the coordinator started before its first test and
+  stopped after its last, the cluster reset then.
 - `new_index` creates its index with `RAY_SHARDS` shards when the test does not fix the number
   (but for the tests of `ONE_SHARD`, which rely on Elasticsearch's default of one), so that
   pages, walks and slices cross several actors on different Ray nodes.
@@ -50,10 +50,9 @@ from tests.conftest import ClockedNode, creating_indices, serving_clocked
 from tests.ray_cluster import (
     COORDINATOR_STARTUP_SECONDS,
     LocalCluster,
+    SharedCluster,
     machine_actor,
     ray_server,
-    start_cluster,
-    stop_cluster,
 )
 
 #: Shards of an index a test creates with `new_index` without fixing their number: one for each
@@ -197,10 +196,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture(scope="package")
-def ray_suite_cluster() -> Iterator[LocalCluster]:
-    local = start_cluster()
-    yield local
-    stop_cluster(local)
+def ray_suite_cluster(shared_ray_cluster: SharedCluster) -> Iterator[LocalCluster]:
+    """The worker's shared cluster (tests/conftest.py `ray_cluster`), held for the whole folder."""
+    yield shared_ray_cluster.take()
+    shared_ray_cluster.give_back()
 
 
 @pytest.fixture(scope="package")
