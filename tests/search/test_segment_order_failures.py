@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from multiprocessing.connection import Connection
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -76,10 +77,10 @@ def test_an_order_whose_file_cannot_be_written_serves_its_request_from_memory(no
     assert (stats["built"], stats["files_written"], stats["mapped_count"]) == (2, 1, 1)
 
 
-def _worker_whose_first_order_fails(conn: Connection, config: dict) -> None:
+def _worker_whose_first_order_fails(conn: Connection, config: dict, security: Any) -> None:
     """A search worker process (`entry.main`) whose first sort order build runs out of memory."""
     top_hits.build_order = Fault(top_hits.build_order, error=MemoryError("Unable to allocate"))
-    process.main(conn, process.WorkerConfig(**config))
+    process.main(conn, process.WorkerConfig(**config), security)
 
 
 def test_an_order_that_cannot_be_built_in_a_worker_fails_its_request_and_the_worker_goes_on(
