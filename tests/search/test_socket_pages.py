@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import ssl
 import threading
 from collections.abc import Callable
@@ -25,6 +24,7 @@ import pytest
 from concurrency import readers_beside_a_writer, wait_for
 from conftest import bulk_index, running_server
 from elasticsearch import Elasticsearch, helpers
+from raw_http import Conn
 from tls_helpers import certificate
 
 NDJSON = "application/x-ndjson"
@@ -59,49 +59,6 @@ def _workers_ready(http: httpx.Client) -> None:
 def _all_ready(http: httpx.Client) -> bool:
     workers = _workers(http)
     return workers["ready"] == workers["count"]
-
-
-class RawConnection:
-    """One keep-alive HTTP/1.1 connection written and read by hand: pipelined requests, a
-    response's exact bytes, a client that stops reading or goes away mid-body."""
-
-    def __init__(self, url: str, receive_buffer: int | None = None) -> None:
-        host, port = url.removeprefix("http://").split(":")
-        self.sock = socket.socket()
-        if receive_buffer is not None:  # before connecting: the window is agreed then
-            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
-        self.sock.connect((host, int(port)))
-        self.sock.settimeout(60)
-        self.pending = b""
-
-    @staticmethod
-    def request(method: str, path: str, body: Any = None) -> bytes:
-        data = b"" if body is None else orjson.dumps(body)
-        head = f"{method} {path} HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\n"
-        return head.encode() + b"content-length: %d\r\n\r\n" % len(data) + data
-
-    def send(self, *requests: bytes) -> None:
-        self.sock.sendall(b"".join(requests))
-
-    def response(self) -> tuple[bytes, bytes]:
-        """The next response: its head and its body (by its Content-Length)."""
-        while b"\r\n\r\n" not in self.pending:
-            self._read()
-        head, _, self.pending = self.pending.partition(b"\r\n\r\n")
-        length = int(re.search(rb"content-length: (\d+)", head).group(1))  # type: ignore[union-attr]
-        while len(self.pending) < length:
-            self._read()
-        body, self.pending = self.pending[:length], self.pending[length:]
-        return head + b"\r\n\r\n", body
-
-    def _read(self) -> None:
-        data = self.sock.recv(1 << 16)
-        if not data:
-            raise ConnectionError("the server closed the connection")
-        self.pending += data
-
-    def close(self) -> None:
-        self.sock.close()
 
 
 def _scroll_ids(http: httpx.Client, index: str, size: int, **body: Any) -> tuple[str, list[str]]:
@@ -224,18 +181,18 @@ def test_a_lent_response_is_the_relayed_one_byte_for_byte(
     http.post("/_search/scroll", json={"scroll": "1m", "scroll_id": scroll_id})  # moves past it
     pit = http.post(f"/{index}/_pit?keep_alive=1m").json()["id"]
     page = {"pit": {"id": pit}, "size": 250, "sort": [{"n": "asc"}], "search_after": [100]}
-    connection = RawConnection(server)
+    connection = Conn(server)
     try:
         before = _written(http)
         replay = {"scroll": "1m", "scroll_id": scroll_id}  # the id before the latest: a replay
-        connection.send(RawConnection.request("POST", "/_search/scroll", replay))
-        lent = connection.response()
-        connection.send(RawConnection.request("POST", "/_search/scroll?human=false", replay))
-        relayed = connection.response()
-        connection.send(RawConnection.request("POST", "/_search", page))
-        lent_page = connection.response()
-        connection.send(RawConnection.request("POST", "/_search?human=false", page))
-        relayed_page = connection.response()
+        connection.send(Conn.request("/_search/scroll", replay))
+        lent = connection.response_with_head()
+        connection.send(Conn.request("/_search/scroll?human=false", replay))
+        relayed = connection.response_with_head()
+        connection.send(Conn.request("/_search", page))
+        lent_page = connection.response_with_head()
+        connection.send(Conn.request("/_search?human=false", page))
+        relayed_page = connection.response_with_head()
         assert _written(http) - before == 2
     finally:
         connection.close()
@@ -296,32 +253,30 @@ def test_keep_alive_and_pipelined_requests_are_answered_in_order_and_whole(
     bulk_index(http, index, _docs(3000, pad=400))
     pit = http.post(f"/{index}/_pit?keep_alive=1m").json()["id"]
     scroll_id, first = _scroll_ids(http, index, 1000)
-    connection = RawConnection(server)
+    connection = Conn(server)
     try:
         # in a row: each request once the one before was answered
         for after in (None, [999], [1999]):
             body: dict[str, Any] = {"pit": {"id": pit}, "size": 1000, "sort": [{"n": "asc"}]}
             if after is not None:
                 body["search_after"] = after
-            connection.send(RawConnection.request("POST", "/_search", body))
-            hits = orjson.loads(connection.response()[1])["hits"]["hits"]
+            connection.send(Conn.request("/_search", body))
+            hits = orjson.loads(connection.response_with_head()[1])["hits"]["hits"]
             start = 0 if after is None else after[0] + 1
             assert [h["_source"]["n"] for h in hits] == list(range(start, start + 1000))
         # pipelined: all written at once, each large page answered whole before the next
         connection.send(
-            RawConnection.request("POST", "/_search/scroll", {"scroll": "1m", "scroll_id": scroll_id}),
-            RawConnection.request(
-                "POST", "/_search", {"pit": {"id": pit}, "size": 1000, "sort": [{"n": "desc"}]}
+            Conn.request("/_search/scroll", {"scroll": "1m", "scroll_id": scroll_id}),
+            Conn.request("/_search", {"pit": {"id": pit}, "size": 1000, "sort": [{"n": "desc"}]}
             ),
-            RawConnection.request("GET", "/"),
-            RawConnection.request(
-                "POST", "/_search", {"pit": {"id": pit}, "size": 2, "sort": [{"n": "asc"}]}
+            Conn.request("/", method="GET"),
+            Conn.request("/_search", {"pit": {"id": pit}, "size": 2, "sort": [{"n": "asc"}]}
             ),
         )
-        batch = orjson.loads(connection.response()[1])
-        page = orjson.loads(connection.response()[1])
-        root = orjson.loads(connection.response()[1])
-        small = orjson.loads(connection.response()[1])
+        batch = orjson.loads(connection.response_with_head()[1])
+        page = orjson.loads(connection.response_with_head()[1])
+        root = orjson.loads(connection.response_with_head()[1])
+        small = orjson.loads(connection.response_with_head()[1])
     finally:
         connection.close()
     assert len(batch["hits"]["hits"]) == 1000 and not {h["_id"] for h in batch["hits"]["hits"]} & set(first)
@@ -352,8 +307,8 @@ def test_a_client_gone_mid_body_leaves_no_descriptor_and_no_stuck_worker(
     baseline = {pid: _open_fds(pid) for pid in pids}
     before = _written(http)
     for attempt in range(4):
-        connection = RawConnection(server, receive_buffer=4096)
-        connection.send(RawConnection.request("POST", "/_search", page))
+        connection = Conn(server, receive_buffer=4096)
+        connection.send(Conn.request("/_search", page))
         head = b""
         while b"\r\n\r\n" not in head:
             head += connection.sock.recv(1024)
@@ -382,10 +337,10 @@ def test_clients_that_stop_reading_hold_no_thread_that_other_tasks_need(
     http.post("/_search?human=false", json={**page, "size": 10})  # the workers know the snapshot
     stalled = []
     for _ in range(8):  # more than a worker's threads (3): a walk's pages all go to its worker
-        connection = RawConnection(server, receive_buffer=4096)
-        connection.send(RawConnection.request("POST", "/_search", page))
+        connection = Conn(server, receive_buffer=4096)
+        connection.send(Conn.request("/_search", page))
         while b"\r\n\r\n" not in connection.pending:
-            connection._read()
+            connection.read_more()
         stalled.append(connection)
     wait_for(lambda: sum(w["tasks_running"] for w in _workers(http)["workers"]) == 8)
     ok = http.post("/_search", json={**page, "size": 3, "search_after": [9]})
@@ -406,12 +361,12 @@ def test_a_worker_killed_mid_body_cuts_the_response_and_the_next_request_works(
         bulk_index(http, "cut", _docs(3000, pad=3000))
         wait_for(lambda: _all_ready(http))
         scroll_id, first = _scroll_ids(http, "cut", 1000)
-        connection = RawConnection(url, receive_buffer=4096)
+        connection = Conn(url, receive_buffer=4096)
         connection.send(
-            RawConnection.request("POST", "/_search/scroll", {"scroll": "1m", "scroll_id": scroll_id})
+            Conn.request("/_search/scroll", {"scroll": "1m", "scroll_id": scroll_id})
         )
         while b"\r\n\r\n" not in connection.pending:
-            connection._read()
+            connection.read_more()
         length = int(re.search(rb"content-length: (\d+)", connection.pending).group(1))  # type: ignore[union-attr]
         busy: list[int] = []
 
@@ -424,7 +379,7 @@ def test_a_worker_killed_mid_body_cuts_the_response_and_the_next_request_works(
         received = len(connection.pending.partition(b"\r\n\r\n")[2])
         with pytest.raises(ConnectionError):
             while True:
-                connection._read()
+                connection.read_more()
                 received = len(connection.pending.partition(b"\r\n\r\n")[2])
         connection.close()
         assert received < length
@@ -442,15 +397,15 @@ def test_connection_close_is_honoured_by_a_lent_response(
     bulk_index(http, index, _docs(30))
     pit = http.post(f"/{index}/_pit?keep_alive=1m").json()["id"]
     before = _written(http)
-    connection = RawConnection(server)
+    connection = Conn(server)
     try:
-        request = RawConnection.request("POST", "/_search", {"pit": {"id": pit}, "size": 4, "sort": ["n"]})
+        request = Conn.request("/_search", {"pit": {"id": pit}, "size": 4, "sort": ["n"]})
         connection.send(request.replace(b"host: localhost\r\n", b"host: localhost\r\nconnection: close\r\n"))
-        head, body = connection.response()
+        head, body = connection.response_with_head()
         assert b"\r\nconnection: close\r\n" in head
         assert [h["_id"] for h in orjson.loads(body)["hits"]["hits"]] == ["d0", "d1", "d2", "d3"]
         with pytest.raises(ConnectionError):
-            connection._read()  # the server closed it after the response
+            connection.read_more()  # the server closed it after the response
     finally:
         connection.close()
     assert _written(http) - before == 1
@@ -483,13 +438,13 @@ def test_a_lent_response_carries_the_cors_headers_of_the_relayed_one(tmp_path: P
         wait_for(lambda: _all_ready(http))
         pit = http.post("/cors/_pit?keep_alive=1m").json()["id"]
         page = {"pit": {"id": pit}, "size": 10, "sort": ["n"]}
-        connection = RawConnection(url)
+        connection = Conn(url)
         heads = []
         try:
             for path in ("/_search", "/_search?human=false"):
-                request = RawConnection.request("POST", path, page)
+                request = Conn.request(path, page)
                 connection.send(request.replace(b"\r\n\r\n", b"\r\norigin: https://app.example\r\n\r\n", 1))
-                heads.append(connection.response()[0])
+                heads.append(connection.response_with_head()[0])
         finally:
             connection.close()
         assert _written(http) == 1

@@ -506,10 +506,14 @@ def test_interrupted_export_says_how_to_resume_and_a_new_run_closes_the_old_pit(
 
 
 def _interrupt_when(process: subprocess.Popen, ready: Callable[[], bool]) -> bool:
+    """Ctrl-C once `ready`: the process is stopped first, so that on a busy machine it cannot
+    finish between the look and the signal (continued, it takes the SIGINT before it goes on)."""
     deadline = time.monotonic() + 120
     while process.poll() is None:
         if ready():
+            process.send_signal(signal.SIGSTOP)
             process.send_signal(signal.SIGINT)
+            process.send_signal(signal.SIGCONT)
             process.wait(timeout=60)
             return True
         assert time.monotonic() < deadline
