@@ -267,11 +267,9 @@ def test_keep_alive_and_pipelined_requests_are_answered_in_order_and_whole(
         # pipelined: all written at once, each large page answered whole before the next
         connection.send(
             Conn.request("/_search/scroll", {"scroll": "1m", "scroll_id": scroll_id}),
-            Conn.request("/_search", {"pit": {"id": pit}, "size": 1000, "sort": [{"n": "desc"}]}
-            ),
+            Conn.request("/_search", {"pit": {"id": pit}, "size": 1000, "sort": [{"n": "desc"}]}),
             Conn.request("/", method="GET"),
-            Conn.request("/_search", {"pit": {"id": pit}, "size": 2, "sort": [{"n": "asc"}]}
-            ),
+            Conn.request("/_search", {"pit": {"id": pit}, "size": 2, "sort": [{"n": "asc"}]}),
         )
         batch = orjson.loads(connection.response_with_head()[1])
         page = orjson.loads(connection.response_with_head()[1])
@@ -362,9 +360,7 @@ def test_a_worker_killed_mid_body_cuts_the_response_and_the_next_request_works(
         wait_for(lambda: _all_ready(http))
         scroll_id, first = _scroll_ids(http, "cut", 1000)
         connection = Conn(url, receive_buffer=4096)
-        connection.send(
-            Conn.request("/_search/scroll", {"scroll": "1m", "scroll_id": scroll_id})
-        )
+        connection.send(Conn.request("/_search/scroll", {"scroll": "1m", "scroll_id": scroll_id}))
         while b"\r\n\r\n" not in connection.pending:
             connection.read_more()
         length = int(re.search(rb"content-length: (\d+)", connection.pending).group(1))  # type: ignore[union-attr]
