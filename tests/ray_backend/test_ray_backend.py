@@ -20,7 +20,7 @@ import pytest
 from leafsearch.index.routing import default_routing_num_shards, shard_for
 from leafsearch.search.shard_api import ShardContextId
 from leafsearch.testing import Server
-from tests.concurrency import wait_for, writers_beside_refresher
+from tests.concurrency import readers_beside_a_writer, wait_for, writers_beside_refresher
 from tests.conftest import error_of
 from tests.ray_cluster import ended, machine_actor, machine_calls, ray_server, shard_actor, where
 
@@ -752,43 +752,27 @@ def test_one_shot_searches_leave_no_snapshot_pinned(http: httpx.Client) -> None:
         ("oneshard", {"size": 0, "query": below}, [], 300),
     ]
     stop = threading.Event()
-    errors: list[BaseException] = []
 
     def writer() -> None:
-        try:
-            with httpx.Client(base_url=str(http.base_url), timeout=120) as own:
-                n = 10_000
-                while not stop.is_set():
-                    for index in ("oneshot", "oneshard"):
-                        docs = {f"w{n + i}": source(n + i) for i in range(20)}
-                        assert bulk(own, index, docs, refresh=True)["errors"] is False
-                    n += 20
-        except BaseException as exc:  # noqa: BLE001 - reported by the test's thread
-            errors.append(exc)
+        with httpx.Client(base_url=str(http.base_url), timeout=120) as own:
+            n = 10_000
+            while not stop.is_set():
+                for index in ("oneshot", "oneshard"):
+                    docs = {f"w{n + i}": source(n + i) for i in range(20)}
+                    assert bulk(own, index, docs, refresh=True)["errors"] is False
+                n += 20
 
     def reader() -> None:
-        try:
-            with httpx.Client(base_url=str(http.base_url), timeout=120) as own:
-                for _ in range(8):
-                    for index, body, ids, total in searches:
-                        page = own.post(f"/{index}/_search", json=body).json()
-                        n = 1 if index == "oneshard" else SHARDS
-                        assert page["_shards"] == {"total": n, "successful": n, "skipped": 0, "failed": 0}
-                        assert page["hits"]["total"] == {"value": total, "relation": "eq"}
-                        assert [hit["_id"] for hit in page["hits"]["hits"]] == ids
-        except BaseException as exc:  # noqa: BLE001 - reported by the test's thread
-            errors.append(exc)
+        with httpx.Client(base_url=str(http.base_url), timeout=120) as own:
+            for _ in range(8):
+                for index, body, ids, total in searches:
+                    page = own.post(f"/{index}/_search", json=body).json()
+                    n = 1 if index == "oneshard" else SHARDS
+                    assert page["_shards"] == {"total": n, "successful": n, "skipped": 0, "failed": 0}
+                    assert page["hits"]["total"] == {"value": total, "relation": "eq"}
+                    assert [hit["_id"] for hit in page["hits"]["hits"]] == ids
 
-    writing = threading.Thread(target=writer)
-    readers = [threading.Thread(target=reader) for _ in range(3)]
-    writing.start()
-    for thread in readers:
-        thread.start()
-    for thread in readers:
-        thread.join()
-    stop.set()
-    writing.join()
-    assert not errors, errors[0]
+    readers_beside_a_writer(writer, [reader] * 3, stop)
     # Every shard held page hits or none: nothing was left to a release message, and the
     # answers came after the frees.
     assert open_contexts(uuid, list(range(SHARDS))) == [0] * SHARDS
@@ -1034,30 +1018,21 @@ def test_a_search_of_one_shard_queries_and_fetches_in_one_call(
             )
             assert response.status_code == 200 and response.json()["errors"] is False
         stop = threading.Event()
-        errors: list[BaseException] = []
 
         def writer() -> None:
             """Documents no request matches (and without the scored text: scores stay), with
             refreshes, on every shard of both indices."""
-            try:
-                with httpx.Client(base_url=str(http.base_url), timeout=120) as own:
-                    n = 10_000
-                    while not stop.is_set():
-                        for index in ("qf1", "qf6"):
-                            batch = {f"w{n + i}": {"n": n + i, "tag": "w"} for i in range(10)}
-                            assert bulk(own, index, batch, refresh=True)["errors"] is False
-                        n += 10
-            except BaseException as exc:  # noqa: BLE001 - reported by the test's thread
-                errors.append(exc)
+            with httpx.Client(base_url=str(http.base_url), timeout=120) as own:
+                n = 10_000
+                while not stop.is_set():
+                    for index in ("qf1", "qf6"):
+                        batch = {f"w{n + i}": {"n": n + i, "tag": "w"} for i in range(10)}
+                        assert bulk(own, index, batch, refresh=True)["errors"] is False
+                    n += 10
 
-        writing = threading.Thread(target=writer)
-        writing.start()
-        try:
-            before = {
-                name: search_calls(uuid, list(range(1 if name == "qf1" else SHARDS)))
-                for name, uuid in uuids.items()
-            }
-            requests = qf_requests()
+        requests = qf_requests()
+
+        def compare() -> None:
             for query, body in requests:
                 one_shard = http.post(f"/qf1/_search?{query}", json=body)
                 assert _answer(one_shard) == _answer(local.post(f"/qf1/_search?{query}", json=body)), body
@@ -1068,10 +1043,13 @@ def test_a_search_of_one_shard_queries_and_fetches_in_one_call(
                 two_calls = http.post(f"/qf6/_search?{query}", json=body)
                 assert _answer(one_call, shards=False) == _answer(two_calls, shards=False), body
                 assert one_shard.status_code in (200, 400), one_shard.text
-        finally:
-            stop.set()
-            writing.join()
-        assert not errors, errors[0]
+
+        # (the writer's bulks and refreshes are no search calls)
+        before = {
+            name: search_calls(uuid, list(range(1 if name == "qf1" else SHARDS)))
+            for name, uuid in uuids.items()
+        }
+        readers_beside_a_writer(writer, [compare], stop)
     calls = search_calls(uuids["qf1"], [0]) - before["qf1"]
     # Every search was one call; none of them left a pin or asked for a release.
     assert calls == Counter({"query_fetch": len(requests)})
@@ -1111,23 +1089,17 @@ def test_a_small_page_of_several_machines_is_one_call_per_machine(
         machines = len({where(uuid, shard)[0] for shard in range(SHARDS)})
         assert machines == 3
         stop = threading.Event()
-        errors: list[BaseException] = []
 
         def writer() -> None:
             """Documents no request matches, without the scored text, with refreshes."""
-            try:
-                with httpx.Client(base_url=str(http.base_url), timeout=120) as own:
-                    n = 10_000
-                    while not stop.is_set():
-                        batch = {f"w{n + i}": {"n": n + i, "tag": "w"} for i in range(10)}
-                        assert bulk(own, "cand", batch, refresh=True)["errors"] is False
-                        n += 10
-            except BaseException as exc:  # noqa: BLE001 - reported by the test's thread
-                errors.append(exc)
+            with httpx.Client(base_url=str(http.base_url), timeout=120) as own:
+                n = 10_000
+                while not stop.is_set():
+                    batch = {f"w{n + i}": {"n": n + i, "tag": "w"} for i in range(10)}
+                    assert bulk(own, "cand", batch, refresh=True)["errors"] is False
+                    n += 10
 
-        writing = threading.Thread(target=writer)
-        writing.start()
-        try:
+        def compare() -> None:
             requests = [*qf_requests(), ("", {"query": BELOW, "size": 40, "from": 60, "sort": ["tag", "n"]})]
             for query, body in requests:
                 before = search_machine_calls()
@@ -1140,10 +1112,8 @@ def test_a_small_page_of_several_machines_is_one_call_per_machine(
                     assert calls == Counter({"query_fetch": machines}) + dfs, body
                 elif not cursor and answer.status_code == 200 and answer.json()["hits"]["hits"]:
                     assert calls["fetch"] >= 1 and not calls["query_fetch"], body
-        finally:
-            stop.set()
-            writing.join()
-        assert not errors, errors[0]
+
+        readers_beside_a_writer(writer, [compare], stop)
         big = {"query": BELOW, "size": 101, "sort": ["n"]}
         before = search_machine_calls()
         assert _answer(http.post("/cand/_search", json=big)) == _answer(local.post("/cand/_search", json=big))
