@@ -30,7 +30,7 @@ from leafsearch.rest.app import create_app
 from leafsearch.rest.connections import counting_protocol
 from leafsearch.testing import Server
 from tests.ray_cluster import LocalCluster, SharedCluster
-from tests.scheduling import MODULE_SECONDS, ordered, ray_groups, work_unit
+from tests.scheduling import MODULE_SECONDS, module_seconds, ordered, ray_groups, work_unit
 
 REPO = Path(__file__).resolve().parent.parent
 STARTUP_TIMEOUT = 30.0
@@ -174,7 +174,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
 def _module_seconds(config: pytest.Config) -> dict[str, float]:
     cache = getattr(config, "cache", None)
-    return cache.get(MODULE_SECONDS, {}) if cache is not None else {}
+    return module_seconds(cache.get(MODULE_SECONDS, {}) if cache is not None else {})
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -182,8 +182,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     the units slowest in the last run, by pytest's cache), each unit's and each module's tests
     together and in their order: xdist hands the units out in collection order, so the long ones
     (the Ray groups, crash trials, the fuzzer, the bench runs) start early and the run ends on
-    short ones on every worker. Without pytest's cache (`-p no:cacheprovider`, a first run) only
-    the Ray groups move to the front."""
+    short ones on every worker. Without pytest's cache (`-p no:cacheprovider`, a first run), by the
+    seconds recorded in tests/module_seconds.json."""
     shared = [item.nodeid for item in items if "shared_ray_cluster" in getattr(item, "fixturenames", ())]
     positions = ordered([item.nodeid for item in items], _module_seconds(config), shared)
     items[:] = [items[p] for p in positions]

@@ -3,7 +3,17 @@ are dealt out evenly to their groups, and the longest units start first."""
 
 from __future__ import annotations
 
-from tests.scheduling import RAY_GROUPS, ordered, ray_groups, work_unit
+import json
+
+from tests.scheduling import (
+    RAY_GROUPS,
+    RECORDED_SECONDS,
+    REPO,
+    module_seconds,
+    ordered,
+    ray_groups,
+    work_unit,
+)
 
 RAY = "tests/ray_backend"
 IDS = [
@@ -101,3 +111,15 @@ def test_in_a_ray_group_the_modules_on_the_shared_cluster_run_first_one_after_th
     shared = [ids[0], ids[3]]  # (one test of a module on it is enough)
     order = [ids[p] for p in ordered(ids, seconds, shared)]
     assert order == [ids[4], ids[0], ids[2], ids[3], ids[1]]
+
+
+def test_a_first_run_weighs_modules_by_the_recorded_seconds_and_a_later_one_by_the_cache() -> None:
+    recorded = json.loads(RECORDED_SECONDS.read_text())
+    assert recorded and all((REPO / module).is_file() and module.startswith("tests/") for module in recorded)
+    assert module_seconds({}) == recorded
+    module = "tests/ray_backend/test_machine_loss.py"
+    later = module_seconds({module: recorded[module] / 10, "tests/test_new.py": 2.0})
+    assert later[module] == recorded[module] / 10 and later["tests/test_new.py"] == 2.0
+    assert {k: v for k, v in later.items() if k not in (module, "tests/test_new.py")} == {
+        k: v for k, v in recorded.items() if k != module
+    }
