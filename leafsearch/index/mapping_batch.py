@@ -179,7 +179,7 @@ class _Structs:
         found: dict[str, tuple[Rows, list]] = {}
         for name, key in self.typed.keys[type(objs[0])]:
             values = list(map(attrgetter(name), objs))
-            if _UNSET in values:
+            if not all(values) and _UNSET in values:  # (UNSET is false: `all` is the quick check)
                 where = [i for i, value in enumerate(values) if value is not _UNSET]
                 if not where:
                     continue
