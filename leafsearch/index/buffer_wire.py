@@ -119,13 +119,10 @@ class PackedBuffer:
             int_array(buffer.versions),
             list(buffer.routings) if routed else None,
             {path: _pack_text(fb) for path, fb in buffer.text.items()},
+            {path: (fb.all_docs(), PackedStrings.pack(fb.values)) for path, fb in buffer.keyword.items()},
+            {path: (fb.all_docs(), int_array(fb.values)) for path, fb in buffer.long.items()},
             {
-                path: (int_array(fb.docs), PackedStrings.pack(fb.values))
-                for path, fb in buffer.keyword.items()
-            },
-            {path: (int_array(fb.docs), int_array(fb.values)) for path, fb in buffer.long.items()},
-            {
-                path: (int_array(fb.docs), np.asarray(fb.values, dtype=np.float64))
+                path: (fb.all_docs(), np.asarray(fb.values, dtype=np.float64))
                 for path, fb in buffer.double.items()
             },
             {path: (int_array(fb.docs), np.stack(fb.values)) for path, fb in buffer.vector.items()},

@@ -1543,6 +1543,8 @@ class Mapping:
         self._templates: list[_Template] = []
         self._fields: dict[str, FieldType] = {}
         self._total_fields = 0  # as `index.mapping.total_fields.limit` counts them
+        #: `mapping_batch`'s decoder of documents typed by this mapping (made there, per version).
+        self.batch_decoder: Any = None
 
     # -- construction --------------------------------------------------------------------------
 

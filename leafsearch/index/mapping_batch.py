@@ -11,15 +11,26 @@ no `copy_to`. Anything else (a new field, an array, a null, a value its field re
 `parse_batch` answer None and the caller parses each document with `parse_document`, which then
 maps, refuses or reports exactly as it always does. So a batch that parses here yields the very
 values `parse_document` would have produced (its texts once analysed).
+
+Decoding typed by the mapping: where every leaf of the mapping is of a kind whose JSON type is
+fixed (a `keyword`, a `text` of the `standard` analyzer or an ISO `date` is a string, an integer
+type an integer, a `double` a number), the sources are decoded together by msgspec into one
+struct per document whose fields are the mapping's (`_Typed`), and the columns are read from the
+structs: no dict per document. Why: `orjson.loads` per document and the columns taken from its
+dicts were half of the batch's cost (bench/RESULTS.md, "Bulk bodies decoded by the mapping
+(session 16)"). A body the typed decoder refuses (a new field, a null, an array, a number for a
+keyword ...) takes the dict path above, so both give the same batch or the same None.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from itertools import chain
-from operator import itemgetter
+from operator import attrgetter, itemgetter
 from typing import Any
 
+import msgspec
 import orjson
 
 from leafsearch.index.dates import MAX_NANOS, NANOS_PER_MILLI
@@ -35,6 +46,7 @@ from leafsearch.index.mapping import (
 from leafsearch.index.parsed import ParsedBatch, Rows
 
 _SCALARS = frozenset({str, int, float, bool})
+_UNSET = msgspec.UNSET
 
 
 class _Fallback(Exception):
@@ -43,19 +55,149 @@ class _Fallback(Exception):
 
 def parse_batch(mapping: Mapping, sources: list[bytes]) -> ParsedBatch | None:
     """The indexable values of every source, or None when they must be parsed one by one."""
-    try:
-        docs = list(map(orjson.loads, sources))
-    except orjson.JSONDecodeError:
-        return None
     root = mapping.root
-    if not docs or not root.enabled or set(map(type, docs)) != {dict} or mapping.join is not None:
+    if not sources or not root.enabled or mapping.join is not None:
         return None
+    typed = _Typed.of(mapping)
+    structs = typed.decode(sources) if typed is not None else None
+    if structs is not None:
+        reader: _Dicts | _Structs = _Structs(typed, sources)  # type: ignore[union-attr]
+        objs: list = structs
+    else:
+        try:
+            objs = list(map(orjson.loads, sources))
+        except orjson.JSONDecodeError:
+            return None
+        if set(map(type, objs)) != {dict}:
+            return None
+        reader = _Dicts()
     batch = ParsedBatch(sources)
     try:
-        _object(root, docs, None, batch)
+        _object(root, objs, None, batch, reader, ())
     except _Fallback:
         return None
     return batch
+
+
+@dataclass(slots=True)
+class _Typed:
+    """A mapping's decoder of documents into structs (see the module's docstring), kept on the
+    mapping for its version; the JSON key of each struct field, by struct class."""
+
+    version: int
+    root: ObjectMapper
+    decoder: msgspec.json.Decoder | None
+    keys: dict[type, list[tuple[str, str]]]
+
+    @staticmethod
+    def of(mapping: Mapping) -> _Typed | None:
+        """The mapping's typed decoder, made once per mapping version; None when a leaf of the
+        mapping takes values of more than one JSON type (or any other shape)."""
+        typed = mapping.batch_decoder
+        if typed is None or typed.version != mapping.version or typed.root is not mapping.root:
+            keys: dict[type, list[tuple[str, str]]] = {}
+            struct = _struct_of(mapping.root, keys)
+            decoder = msgspec.json.Decoder(struct) if struct is not None else None
+            typed = mapping.batch_decoder = _Typed(mapping.version, mapping.root, decoder, keys)
+        return typed if typed.decoder is not None else None
+
+    def decode(self, sources: list[bytes]) -> list | None:
+        """A struct per source, or None when a source does not decode as the mapping types it
+        (or holds a line break: the sources are decoded as the lines of one text)."""
+        joined = b"\n".join(sources)
+        if joined.count(b"\n") != len(sources) - 1:
+            return None
+        try:
+            structs = self.decoder.decode_lines(joined)  # type: ignore[union-attr]
+        except msgspec.DecodeError:  # (a `ValidationError` too)
+            return None
+        return structs if len(structs) == len(sources) else None  # (a blank line is skipped)
+
+
+def _struct_of(mapper: ObjectMapper, keys: dict[type, list[tuple[str, str]]]) -> type | None:
+    """The struct class of an object's documents: a field per child, absent as UNSET, unknown
+    keys refused; None when a child's JSON type is not fixed."""
+    fields = []
+    for i, (key, child) in enumerate(mapper.children.items()):
+        kind: Any
+        if child.leaf:
+            kind = _json_type(child)
+        elif not child.enabled:
+            kind = Any  # whatever it holds is ignored
+        elif child.type == "nested":
+            kind = None
+        else:
+            kind = _struct_of(child, keys)
+        if kind is None:
+            return None
+        fields.append((f"f{i}", kind | msgspec.UnsetType, msgspec.field(default=_UNSET, name=key)))
+    struct = msgspec.defstruct("Document", fields, forbid_unknown_fields=True)
+    keys[struct] = [(name, key) for (name, _, _), key in zip(fields, mapper.children, strict=True)]
+    return struct
+
+
+def _json_type(field: FieldType) -> Any:
+    """The one JSON type of a leaf's values in the batch's plain case, or None."""
+    if type(field) is not FieldType or field.copy_to:
+        return None
+    if field.kind == "text":
+        return str if field.analyzer.standard else None
+    if field.type == "keyword":
+        return str
+    if field.type in _INTEGER_TYPES:
+        return int
+    if field.type == "double":
+        return int | float
+    if field.formatter is not None and field.formatter.parses_iso:
+        return str
+    return None
+
+
+class _Dicts:
+    """The columns of objects decoded as dicts."""
+
+    @staticmethod
+    def columns(objs: list[dict], rows: Rows, path: tuple[str, ...]) -> dict[str, tuple[Rows, list]]:
+        return _columns(objs)
+
+    @staticmethod
+    def objects(values: list) -> bool:
+        return set(map(type, values)) == {dict}
+
+
+@dataclass(slots=True)
+class _Structs:
+    """The columns of objects decoded as structs (`_Typed`), keyed in the order the dict path
+    gives them: the order of the first object holding them, so that fields are numbered alike in
+    a segment whichever path parsed its documents."""
+
+    typed: _Typed
+    sources: list[bytes]
+
+    def columns(self, objs: list, rows: Rows, path: tuple[str, ...]) -> dict[str, tuple[Rows, list]]:
+        found: dict[str, tuple[Rows, list]] = {}
+        for name, key in self.typed.keys[type(objs[0])]:
+            values = list(map(attrgetter(name), objs))
+            if not all(values) and _UNSET in values:  # (UNSET is false: `all` is the quick check)
+                where = [i for i, value in enumerate(values) if value is not _UNSET]
+                if not where:
+                    continue
+                found[key] = (where, [values[i] for i in where])
+            else:
+                found[key] = (None, values)
+        order: dict[str, tuple[int, int]] = {}
+        for first in sorted({0 if where is None else where[0] for where, _ in found.values()}):
+            obj = orjson.loads(self.sources[first if rows is None else rows[first]])
+            for key in path:
+                obj = obj[key]
+            for at, key in enumerate(obj):  # the keys first held by this object, in its order
+                if key in found and key not in order:
+                    order[key] = (first, at)
+        return {key: found[key] for key in sorted(found, key=order.__getitem__)}
+
+    @staticmethod
+    def objects(values: list) -> bool:
+        return True  # the decoder refused anything else
 
 
 def _columns(objs: list[dict]) -> dict[str, tuple[list[int] | None, list]]:
@@ -78,8 +220,15 @@ def _columns(objs: list[dict]) -> dict[str, tuple[list[int] | None, list]]:
     return columns
 
 
-def _object(mapper: ObjectMapper, objs: list[dict], rows: Rows, batch: ParsedBatch) -> None:
-    for key, (where, values) in _columns(objs).items():
+def _object(
+    mapper: ObjectMapper,
+    objs: list,
+    rows: Rows,
+    batch: ParsedBatch,
+    reader: _Dicts | _Structs,
+    path: tuple[str, ...],
+) -> None:
+    for key, (where, values) in reader.columns(objs, rows, path).items():
         child = mapper.children.get(key)
         if child is None:
             raise _Fallback
@@ -89,9 +238,9 @@ def _object(mapper: ObjectMapper, objs: list[dict], rows: Rows, batch: ParsedBat
                 raise _Fallback
             _leaf(child, values, child_rows, batch)
         elif child.enabled:  # a disabled object ignores whatever it holds
-            if child.type == "nested" or set(map(type, values)) != {dict}:
+            if child.type == "nested" or not reader.objects(values):
                 raise _Fallback
-            _object(child, values, child_rows, batch)
+            _object(child, values, child_rows, batch, reader, (*path, key))
 
 
 def _leaf(field: FieldType, values: list, rows: Rows, batch: ParsedBatch) -> None:

@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 import orjson
 
-from leafsearch.common.durable import FOLDER_MODE, fsync_dir, private
+from leafsearch.common.durable import FOLDER_MODE, fsync_dir, fsync_files, private
 from leafsearch.index import array_files, source_blocks, vector_graph
 from leafsearch.index.block_cache import BlockCache
 from leafsearch.index.columns import DocValues, KeywordColumn, NumericColumn, TextColumn, VectorColumn
@@ -223,12 +223,8 @@ class SegmentWriter:
             data = arr if name.endswith((".terms", ".vectors")) else _compact(np.asarray(arr))
             with open(tmp / f"{name}.npy", "wb", opener=private) as fh:
                 np.save(fh, data, allow_pickle=False)
-                fh.flush()
-                os.fsync(fh.fileno())
         for name, (vectors, spec) in self.graphs.items():
             vector_graph.build(vectors, spec, tmp / name)
-            with open(tmp / name, "rb") as fh:
-                os.fsync(fh.fileno())
         sources = self.sources
         files = [("_source.bin", sources.chunks)]
         if sources.dictionary is not None:
@@ -237,15 +233,12 @@ class SegmentWriter:
             with open(tmp / name, "wb", opener=private) as fh:
                 for chunk in chunks:
                     fh.write(chunk)
-                fh.flush()
-                os.fsync(fh.fileno())
         for name, arr in (
             ("_source.blocks", np.asarray(sources.offsets, dtype=np.int64)),
             ("_source.lengths", sources.lengths),
         ):
             with open(tmp / f"{name}.npy", "wb", opener=private) as fh:
                 np.save(fh, _compact(np.asarray(arr, dtype=np.int64)), allow_pickle=False)
-                os.fsync(fh.fileno())
         meta: dict = {"max_doc": self.max_doc, "fields": self.fields}
         if self.nested:  # written inside the unfinished folder: renamed into place with it
             meta["nested"] = {}
@@ -257,9 +250,10 @@ class SegmentWriter:
             meta["source_block_docs"] = sources.block_docs
         with open(tmp / "meta.json", "wb", opener=private) as fh:
             fh.write(orjson.dumps(meta))
-            fh.flush()
-            os.fsync(fh.fileno())
-        fsync_dir(tmp)  # the files' entries, or a power loss could leave the folder without them
+        # Every file fsynced at once (`fsync_files`), then their entries, or a power loss could
+        # leave the folder without them; the nested segments' folders fsynced theirs already.
+        fsync_files([path for path in tmp.iterdir() if path.is_file()])
+        fsync_dir(tmp)
         os.replace(tmp, folder)
         fsync_dir(folder.parent)
 

@@ -73,13 +73,15 @@ def writer_from_buffer(buffer: IndexBuffer, index_sort: IndexSort | None = None)
         writer.add_text(path, terms, postings, lengths)
     for path, fb in buffer.keyword.items():
         terms, ords = keywords[path]
-        writer.add_keyword(path, terms, build_doc_values(docs(fb.docs), ords, max_doc, dedupe=True))
+        writer.add_keyword(path, terms, build_doc_values(docs(fb.all_docs()), ords, max_doc, dedupe=True))
     for path, fb in buffer.long.items():
         values = np.asarray(fb.values, dtype=np.int64)
-        writer.add_numeric(path, "long", build_doc_values(docs(fb.docs), values, max_doc, dedupe=False))
+        writer.add_numeric(path, "long", build_doc_values(docs(fb.all_docs()), values, max_doc, dedupe=False))
     for path, fb in buffer.double.items():
         values = np.asarray(fb.values, dtype=np.float64)
-        writer.add_numeric(path, "double", build_doc_values(docs(fb.docs), values, max_doc, dedupe=False))
+        writer.add_numeric(
+            path, "double", build_doc_values(docs(fb.all_docs()), values, max_doc, dedupe=False)
+        )
     for path, fb in buffer.vector.items():
         vector_docs = docs(fb.docs)
         by_doc = np.argsort(vector_docs, kind="stable")
@@ -108,7 +110,7 @@ def _buffer_sort_values(
     else:
         return np.zeros(max_doc, dtype=np.int64), np.zeros(max_doc, dtype=bool)
     fb = buffer.keyword.get(path) or buffer.long.get(path) or buffer.double[path]
-    arrays = build_doc_values(np.asarray(fb.docs, dtype=np.int64), values, max_doc, dedupe=dedupe)
+    arrays = build_doc_values(fb.all_docs(), values, max_doc, dedupe=dedupe)
     present = arrays.get("present")
     dv = DocValues(
         arrays["values"],

@@ -557,18 +557,30 @@ class Shard:
             self.version_map[doc_id] = state if state is not None else DocState(0, -1, True)
 
     def segment_states(self, doc_ids: list[str]) -> dict[str, DocState]:
-        """The live segment documents of these (distinct) ids, one vectorized lookup per segment."""
+        """The live segment documents of these (distinct) ids, one vectorized lookup per segment:
+        only the ids within the segment's first and last id are searched for, and the end of a
+        match's range only for those found (a bulk of new ids, as a log's, mostly skips them)."""
         found: dict[str, DocState] = {}
         if not self.segments:
             return found
         keys = to_term_array(doc_ids)
         for seg in self.segments:
-            lo, hi = seg.lookup_ids(keys)
-            hits = np.flatnonzero(hi > lo)
+            terms = seg.id_terms
+            if not len(terms):
+                continue
+            inside = np.flatnonzero((keys >= terms[0]) & (keys <= terms[-1]))
+            if not len(inside):
+                continue
+            lo = np.searchsorted(terms, keys[inside], side="left")  # < len(terms): inside
+            matched = terms[lo] == keys[inside]
+            hits, lo = inside[matched], lo[matched]
+            if not len(hits):
+                continue
+            hi = np.searchsorted(terms, keys[hits], side="right")
             live = self.live[seg.name]
             pending = self._pending_set(seg.name)
-            for h in hits.tolist():
-                for i in range(int(lo[h]), int(hi[h])):
+            for h, first, end in zip(hits.tolist(), lo.tolist(), hi.tolist(), strict=True):
+                for i in range(first, end):
                     doc = int(seg.id_docs[i])
                     if (live is None or live[doc]) and doc not in pending:
                         found[doc_ids[h]] = self._segment_state(seg, doc)

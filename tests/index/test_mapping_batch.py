@@ -146,3 +146,132 @@ def test_a_bulk_parsed_as_a_batch_answers_item_by_item(tmp_path):
         assert node.get_doc("logs", "a")["_source"].parsed() == {"n": 3}
         node.indices["logs"].refresh()
         assert count(node, "logs", None, {})["count"] == 3
+
+
+#: Every leaf of a fixed JSON type: documents are decoded into structs typed by the mapping.
+TYPED = {
+    "properties": {
+        "@timestamp": {"type": "date"},
+        "tag": {"type": "keyword", "ignore_above": 6},
+        "n": {"type": "integer"},
+        "big": {"type": "long"},
+        "d": {"type": "double"},
+        "msg": {"type": "text", "fields": {"raw": {"type": "keyword"}}},
+        "obj": {
+            "properties": {
+                "x": {"type": "long"},
+                "t": {"type": "text"},
+                "in": {"properties": {"k": {"type": "keyword"}}},
+            }
+        },
+        "off": {"type": "object", "enabled": False},
+    }
+}
+
+
+def _typed_and_dicts(monkeypatch, sources: list[bytes]):
+    """(the batch of the typed decoder, the batch of the dict path) of the same sources."""
+    from leafsearch.index import mapping_batch
+
+    typed = parse_batch(Mapping.from_body(TYPED), sources)
+    with monkeypatch.context() as patch:
+        patch.setattr(mapping_batch._Typed, "of", staticmethod(lambda mapping: None))
+        dicts = parse_batch(Mapping.from_body(TYPED), sources)
+    return typed, dicts
+
+
+def _same(a, b) -> None:
+    """Equal batches (rows None standing for every row), their columns in the same order (a
+    segment numbers its fields in it)."""
+    n = len(a.sources)
+    assert a.sources == b.sources
+    for kind in ("text", "keyword", "long", "double"):
+        columns = [
+            [
+                (path, list(range(n)) if rows is None else rows, values)
+                for path, (rows, values) in getattr(batch, kind).items()
+            ]
+            for batch in (a, b)
+        ]
+        assert columns[0] == columns[1]
+
+
+def test_the_mapping_types_the_decoding_of_its_plain_documents():
+    from leafsearch.index.mapping_batch import _Typed
+
+    assert _Typed.of(Mapping.from_body(TYPED)) is not None
+    assert _Typed.of(Mapping.from_body(MAPPING)) is None  # geo_point, float, boolean: dicts
+
+
+@pytest.mark.parametrize(
+    "docs",
+    [
+        [{"@timestamp": "2024-01-01T00:00:00.123Z", "tag": "ab", "n": 1, "msg": "Hello World"}] * 3,
+        [{"msg": "", "tag": ""}, {"msg": '日本 😀 Ünï \u0000 \\ " \n', "tag": "é\u0001"}],
+        [{"tag": "abcdefgh"}, {"tag": "ab"}],  # ignore_above drops the first
+        [{"n": 3, "tag": "a"}, {"tag": "b", "n": 4}, {"d": 2, "msg": "x"}, {"d": 2.5}],  # key orders
+        [{"msg": "x", "tag": "a", "big": 1, "n": 2}, {"n": 1}],
+        [{"n": 1}, {"msg": "x", "obj": {"in": {"k": "a"}, "x": 1}, "tag": "a"}, {"tag": "b", "big": 3}],
+        [
+            {"obj": {"x": 2, "t": "Don't stop", "in": {"k": "v"}}},
+            {"obj": {"t": "x.y z"}, "off": [1, {"a": None}]},
+        ],
+        [{}, {"obj": {}}, {"obj": {"in": {}}, "n": -7}],
+        [{"big": 2**63 - 1, "d": 1e308, "obj": {"t": "w " * 20_000}}],  # a huge field
+        [{"@timestamp": "1960-05-01T00:00:00.000Z"}, {"@timestamp": "9999-12-31T23:59:59.999Z"}],
+    ],
+)
+def test_typed_decoding_parses_as_the_documents_do(monkeypatch, docs):
+    sources = [orjson.dumps(doc) for doc in docs]
+    typed, dicts = _typed_and_dicts(monkeypatch, sources)
+    assert typed is not None
+    _same(typed, dicts)
+    assert _expand(typed, len(sources)) == _per_document(Mapping.from_body(TYPED), sources)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        b'{"tag": 12}',  # a number for a keyword: the dict path converts it
+        b'{"n": "12"}',  # a string for an integer
+        b'{"n": 1.0}',
+        b'{"@timestamp": 1700000000000}',  # epoch millis
+        b'{\n  "tag": "pretty",\n  "n": 1\n}',  # a document with line breaks
+        b'  {"tag":"spaces"}  ',
+        b'{"tag": "a", "n": 1, "tag": "b"}',  # a key twice: the last value counts, at the first place
+    ],
+)
+def test_typed_decoding_refused_or_not_agrees_with_the_dict_path(monkeypatch, source):
+    typed, dicts = _typed_and_dicts(monkeypatch, [b'{"tag":"a","n":0}', source])
+    assert typed is not None
+    _same(typed, dicts)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        b'{"new_field": 1}',  # dynamic mapping
+        b'{"tag": null}',
+        b'{"tag": ["a", "b"]}',
+        b'{"n": 2147483648}',  # out of the integer's range
+        b'{"big": 18446744073709551616}',  # beyond 64 bits
+        b'{"obj": 3}',
+        b'{"obj.x": 3}',  # dotted key
+        b'{"tag": "\\ud800"}',  # a lone surrogate
+        b'{"tag": "\xff"}',  # not UTF-8
+        b'{"tag": "a"',  # malformed
+        b'[{"tag": "a"}]',
+        b"",
+    ],
+)
+def test_what_neither_path_takes_is_left_to_the_per_document_parser(monkeypatch, source):
+    typed, dicts = _typed_and_dicts(monkeypatch, [b'{"tag":"a"}', source])
+    assert typed is None and dicts is None
+
+
+def test_a_mapping_update_retypes_the_decoding():
+    mapping = Mapping.from_body(TYPED)
+    assert parse_batch(mapping, [b'{"extra":"a"}']) is None
+    mapping.merge({"properties": {"extra": {"type": "keyword"}}})
+    batch = parse_batch(mapping, [b'{"extra":"a"}'])
+    assert batch is not None and batch.keyword == {"extra": (None, ["a"])}

@@ -79,3 +79,30 @@ def test_an_id_twice_in_a_run_is_applied_in_order(tmp_path, create) -> None:
     else:
         assert (list(outcomes)[2].result, list(outcomes)[2].version) == ("updated", 2)  # type: ignore[union-attr]
     shard.close()
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_segment_states_find_every_live_id_and_no_other(tmp_path, seed) -> None:
+    """Ids before, between, inside and after the segments' ranges, prefixes of others, updated
+    and deleted ones: each found in the segment holding its live version, or not at all."""
+    import random
+
+    rng = random.Random(seed)
+    shard = Shard(tmp_path / "s", 0, _parse)
+    names = [f"{rng.choice('bcmx')}{rng.randint(0, 300)}" for _ in range(400)]
+    live: dict[str, int] = {}
+    for round_ in range(1, 6):  # a segment per round, ranges overlapping or apart
+        ids = list(dict.fromkeys(rng.sample(names, 60) + [f"r{round_}-{i}" for i in range(5)]))
+        _write(shard, ids, round_)
+        live.update(dict.fromkeys(ids, round_))
+        for doc_id in rng.sample(ids, 5):
+            prior = shard.current(doc_id)
+            with shard.writing() as point:
+                shard.delete(doc_id, prior, prior.version + 1)  # type: ignore[union-attr]
+            shard.sync(point)
+            del live[doc_id]
+        shard.refresh()
+    asked = list(dict.fromkeys([*names, "a", "b", "b1", "b10", "z", "m", "r3", "r3-", "r9-0", *live]))
+    states = shard.segment_states(asked)
+    assert {doc_id: orjson.loads(shard.get_source(state))["n"] for doc_id, state in states.items()} == live
+    shard.close()

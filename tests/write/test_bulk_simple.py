@@ -111,6 +111,13 @@ BODIES = [
     ndjson(*docs(600, 3), {"index": {"_id": "new-field"}}, {"brand_new": "v"}),  # a mapping update
     ndjson(*docs(700, 3), {"index": {"_id": "bad"}}, {"status": "not a number"}),  # a refused value
     ndjson(*docs(800, 3), {"index": {"_id": "arr"}}, {"service": ["a", "b"]}),
+    # nulls, empty and non-ASCII strings, a term over the limit, between plain documents
+    ndjson(
+        *docs(1000, 2),
+        *[{"index": {"_id": "null"}}, {"status": None}, {"index": {"_id": "empty"}}, {"service": ""}],
+        *[{"index": {"_id": "uni"}}, {"service": "日本 😀 \u0000 é"}, {"index": {"_id": "none"}}, {}],
+        *[{"index": {"_id": "immense"}}, {"service": "x" * 40_000}, *docs(1002, 2)],
+    ),
     # `_id` before `_index`, as the official clients' helpers write them
     ndjson(
         *[x for i in range(900, 905) for x in ({"create": {"_id": str(i), "_index": "w"}}, {"status": i})]
