@@ -106,10 +106,29 @@ class ScrollTask:
 
 Task = SearchTask | CountTask | PitTask | ScrollTask | ExportTask
 
-#: Keeps the client's connection after a PIT page written to it (a search worker's parking,
-#: search/workers/parking.py), given the task and the cursor its next page starts after: the
+#: Keeps the client's connection after a PIT page or scroll batch written to it (a search
+#: worker's parking, search/workers/parking.py), given the task and what its next page starts
+#: from (a PIT page's cursor; a scroll's `ScrollAhead`, the server's answer to its batch): the
 #: worker's pid when kept, else None.
-Park = Callable[[PitTask, list[Any]], "int | None"]
+Park = Callable[["PitTask | ScrollTask", Any], "int | None"]
+
+
+@dataclass(frozen=True, slots=True)
+class ScrollAhead:
+    """The server process's answer to a scroll batch it recorded (its `Confirm` for a connection
+    a worker may keep): write it, and the positions after it that the context's record names
+    already, each (the cursor its batch ends at, the id answered with it), which a worker may
+    serve on the kept connection without another record (search/workers/parking.py)."""
+
+    #: The number of the batch's id (the context's `seq` once it is answered).
+    seq: int
+    ends: tuple[tuple[list[Any], str], ...]
+    #: The context's keep-alive (seconds): a continuation asks for the same.
+    keep_alive: float
+
+    def __bool__(self) -> bool:
+        return True
+
 
 #: How many batches after the one answered a scroll batch names by their ends (its window's, or
 #: the live documents after it), so that its context's record, written before the batch goes
@@ -169,10 +188,23 @@ def run(
     body, cursor, total, ahead = _scroll_batch(services, task, cancelled)
     if task.took is not None:
         body["took"] = task.took
-    if task.sink is not None:
-        asked = None if confirm is None else partial(confirm, (cursor, total, body["took"], ahead))
-        body = write_response(task.sink, body, cancelled, asked)
-    return body, cursor, total, ahead
+    if task.sink is None:
+        return body, cursor, total, ahead
+    answers: list[Any] = []
+    asked = None
+    if confirm is not None:
+        summary = (cursor, total, body["took"], ahead)
+
+        def asked() -> bool:
+            answers.append(confirm(summary))
+            return bool(answers[-1])
+
+    written = write_response(task.sink, body, cancelled, asked)
+    kept = answers[0] if answers and isinstance(answers[0], ScrollAhead) and answers[0].ends else None
+    if park is not None and task.sink.park is not None and written.complete and kept is not None:
+        after = dataclasses.replace(task, cursor=cursor, total=total)
+        written = dataclasses.replace(written, parked=park(after, kept))
+    return written, cursor, total, ahead
 
 
 def _started(elapsed: float) -> float:
@@ -213,10 +245,11 @@ class _Page:
     hitlist: HitList
     start: int
     end: int
-    hits: RawJSON | None = None
+    #: (An empty page's rendered hits are `[]`.)
+    hits: RawJSON | list | None = None
 
     def nbytes(self) -> int:
-        return 0 if self.hits is None else len(self.hits.data)
+        return len(self.hits.data) if isinstance(self.hits, RawJSON) else 0
 
 
 def _pit_page(

@@ -84,6 +84,17 @@ def security_stamp(shared: Any, users_file: str) -> tuple[int, int, tuple[int, i
     return int(shared[0]), int(shared[1]), file_stamp(users_file)
 
 
+#: Slots of the shared generations counting a scroll's batches served on the general path (the
+#: server process's), after the two of `security_stamp`: a context's is `2 + ctx_id % SLOTS`.
+SCROLL_SLOTS = 4096
+
+
+def scroll_moves(shared: Any, ctx_id: int) -> int:
+    """How many times the general path served a batch of the scroll `ctx_id` (or of one sharing
+    its slot): a kept connection's continuation is served only when this did not move since."""
+    return int(shared[2 + ctx_id % SCROLL_SLOTS])
+
+
 #: A request larger than this is never a parked connection's: the general path reads it.
 MAX_REQUEST = 64 << 10
 
@@ -110,8 +121,9 @@ class Sink:
 #: call lending the socket (None when it cannot: the connection went away meanwhile).
 Lend = Callable[[], Sink | None]
 #: Called by the renderer with what the server process must know of a rendered response before
-#: it is written (a scroll batch's cursor, total and took); False: write nothing.
-Confirm = Callable[[Any], bool]
+#: it is written (a scroll batch's cursor, total and took); False: write nothing; anything true:
+#: write (a scroll's `execution.ScrollAhead` when its connection may be kept).
+Confirm = Callable[[Any], Any]
 
 
 @dataclass(frozen=True, slots=True)

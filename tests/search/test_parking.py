@@ -42,11 +42,11 @@ class Rig:
     def _start(work: Any) -> None:
         work()
 
-    def _execute(self, task: PitTask, park: Park) -> tuple[Written, list]:
+    def _execute(self, task: PitTask, park: Park, confirm: Any, phases: list) -> Written:
         assert task.sink is not None
         os.write(task.sink.fd, b"page after %s" % orjson.dumps(task.request.search_after))
         written = Written(10, True, 1)
-        return dataclasses.replace(written, parked=park(task, [task.request.search_after[0] + 1])), []
+        return dataclasses.replace(written, parked=park(task, [task.request.search_after[0] + 1]))
 
     def park(self, park_id: int, after: int = 1) -> tuple[socket.socket, int | None]:
         client, server = socket.socketpair()
