@@ -606,7 +606,7 @@ class ContextRegistry:
         if self._contexts.pop(ctx.key, None) is None:
             return
         if self.services.workers is not None:  # parked walks go back (search/workers/parking.py)
-            self.services.workers.context_freed()
+            self.services.workers.context_freed(ctx.ctx_id)
         with ctx.record_lock:
             ctx.freed = True
             if self.records.remove(ctx.key) is False:  # another coordinator ended it first

@@ -25,10 +25,11 @@ it, the same body but for `scroll_id`, which must be the id just answered. The w
 the batches the context's record names already (`execution.ScrollAhead`, the server's answer to
 the batch it recorded: their ends and ids), so no batch goes out before a record naming its
 position is on disk; the batch after them needs a new record, and its request is handed back for
-the server to write it. Nor when the server process served a batch of the scroll since
-(`socket_sink.scroll_moves`: the client used another connection). The server process is told of
-each batch before it is written (the note moves the context, `ReaderContext.note`), so a client
-that asks for the next id elsewhere finds the context there.
+the server to write it. Nor when the server process served a batch of the scroll since, or freed
+it (`socket_sink.scroll_moves`, the scroll's own generation: it does not look at the one of
+every context freed, so a scan clearing its scroll sends no other scroll's connection back).
+The server process is told of each batch before it is written (the note moves the context,
+`ReaderContext.note`), so a client that asks for the next id elsewhere finds the context there.
 
 Then the request's bytes are consumed, the page is written with the head, and the server process
 gets a note (not waited for) with what it counts: the context's keep-alive, the search stats, the
@@ -71,8 +72,9 @@ log = logging.getLogger("leafsearch.search_workers")
 MAX_PARKED = 256
 #: A context whose keep-alive ends sooner than this is not served here (the server's may end).
 _KEEP_ALIVE_MARGIN = 1.0
-#: How soon a request that arrived in part is looked at again.
-_PARTIAL_SECONDS = 0.005
+#: How soon a request that arrived in part is looked at again (the official Python client sends
+#: a request's head and body in two writes: its body follows within microseconds).
+_PARTIAL_SECONDS = 0.0005
 #: Contexts forgotten lately: a page being served when its context was forgotten does not park.
 _FORGOTTEN = 1024
 
@@ -411,7 +413,10 @@ class Parking:
         ):
             return False
         offer = parked.task.sink.park  # type: ignore[union-attr]
-        if self._security is None or security_stamp(self._security, offer.users_file) != offer.security:
+        if self._security is None:
+            return False
+        now, then = security_stamp(self._security, offer.users_file), offer.security
+        if (now[0], now[2]) != (then[0], then[2]) or (now[1] != then[1] and isinstance(parked.task, PitTask)):
             return False
         if offer.until is not None and time.time() >= offer.until:
             return False

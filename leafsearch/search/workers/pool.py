@@ -761,11 +761,14 @@ class WorkerPool:
         for worker in workers:
             worker.tell(("security",))
 
-    def context_freed(self) -> None:
+    def context_freed(self, ctx_id: int) -> None:
         """A reader context ended: no parked walk serves another page without the server
-        process looking (a continuation of a walk on it is the general path's 404)."""
+        process looking (a continuation of a walk on it is the general path's 404). A kept
+        scroll looks at its own generation only (`scroll_moved`): a scan that clears its scroll
+        does not send the others' connections back."""
         with self._lock:
             self.security[1] += 1
+            self.security[2 + ctx_id % SCROLL_SLOTS] += 1
 
     def scroll_moved(self, ctx_id: int) -> None:
         """This process serves a batch of a scroll: a connection a worker kept with it answers
