@@ -32,6 +32,7 @@ from leafsearch.search.export_pages import ExportTask
 from leafsearch.search.fetch_phase import last_sort_values, renders_raw
 from leafsearch.search.hitlist import HitList, LiveDocs, sort_column
 from leafsearch.search.shard_api import ShardContextId
+from leafsearch.search.slicing import scroll_selection
 from leafsearch.search.socket_sink import Confirm, Sink, write_response
 from leafsearch.search.targets import Target
 
@@ -331,9 +332,10 @@ def walks_docs(request: SearchRequest) -> bool:
 
     Such a scroll (SPEC 4.1 r12, the fastest export) reads the snapshots' live documents in
     (shard, doc) order; a batch is a range of them from the cursor's rank, located by binary
-    search, so each batch costs only its own documents.
+    search, so each batch costs only its own documents. A sliced one reads its slice's (each
+    segment's partition by slice is kept while the segment lives: slicing.py).
     """
-    return request.plain_walk(DOC) and not request.sort[0].descending and request.slice is None
+    return request.plain_walk(DOC) and not request.sort[0].descending
 
 
 def _scroll_batch(
@@ -433,8 +435,8 @@ def _scroll_hits(
 def _live_docs_batch(targets: list[Target], walk: SearchRequest, size: int) -> _Page:
     """The batch of a `_doc` scroll of every document after the walk's cursor (`_doc`, then
     `_shard_doc`): the live documents from the cursor's rank on, in a list that holds the next
-    `RECORDED_AHEAD` batches' too (their ends: `_ends_ahead`)."""
-    docs = LiveDocs(targets)
+    `RECORDED_AHEAD` batches' too (their ends: `_ends_ahead`); a slice's only."""
+    docs = LiveDocs(targets, None if walk.slice is None else scroll_selection(walk.slice, targets))
     position = 0 if walk.search_after is None else docs.rank(walk.search_after[-1])
     end = min(position + size * (1 + RECORDED_AHEAD), docs.total)
     target_arr, doc_arr = docs.take(position, end)
