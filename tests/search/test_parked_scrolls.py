@@ -337,3 +337,35 @@ def test_a_client_that_closes_a_kept_scroll_connection_leaves_nothing_in_the_wor
     for conn in conns:
         conn.close()
     wait_for(lambda: sum(worker["parked_connections"] for worker in _workers(server)["workers"]) == 0)
+
+
+def test_a_sliced_scrolls_slices_are_kept_by_different_workers(server: str) -> None:
+    """Two slices read at once, each on its connection: each is kept by a worker of its own
+    while the workers are idle, and together they are every document once."""
+    conns = [Conn(server), Conn(server)]
+    ids: list[str] = []
+    scroll_ids = []
+    for slice_id, conn in enumerate(conns):
+        body = {"size": SIZE, "sort": ["_doc"], "slice": {"id": slice_id, "max": 2}}
+        status, first = conn.ask(Conn.request("/scrolled/_search?scroll=1m", body))[0]
+        assert status == 200, first
+        ids += _ids(first)
+        scroll_ids.append(orjson.loads(first)["_scroll_id"])
+    before, held = _parked_pages(server), [w["parked_connections"] for w in _workers(server)["workers"]]
+    batches = 0
+    while any(scroll_ids):
+        for i, conn in enumerate(conns):
+            if not scroll_ids[i]:
+                continue
+            status, body = conn.ask(_next(scroll_ids[i]))[0]
+            assert status == 200, body
+            ids += _ids(body)
+            batches += 1
+            scroll_ids[i] = orjson.loads(body)["_scroll_id"] if _ids(body) else ""
+            if batches == 4:  # both slices past their first batch: each kept by its own worker
+                now = [w["parked_connections"] for w in _workers(server)["workers"]]
+                assert [a - b for a, b in zip(now, held, strict=True)] == [1, 1]
+    assert sorted(ids) == sorted(f"d{i}" for i in range(DOCS))
+    assert _parked_pages(server) - before >= batches - 6
+    for conn in conns:
+        conn.close()
