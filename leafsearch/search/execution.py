@@ -134,8 +134,10 @@ class ScrollAhead:
 #: How many batches after the one answered a scroll batch names by their ends (its window's, or
 #: the live documents after it), so that its context's record, written before the batch goes
 #: out, also covers the next ones: one `fdatasync` per up to this many + 1 batches (3 ms each on
-#: ext4, more than rendering a batch of 1,000 hits costs).
-RECORDED_AHEAD = 8
+#: ext4, more than rendering a batch of 1,000 hits costs), and a worker keeping the scroll's
+#: connection serves them all (workers/parking.py): 32 instead of 8 halved the server process's
+#: CPU per batch of a `_doc` scroll (0.35 to 0.2 ms; bench/RESULTS.md, session 16).
+RECORDED_AHEAD = 32
 
 
 def dispatch(

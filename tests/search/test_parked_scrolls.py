@@ -120,7 +120,7 @@ def test_batches_on_a_kept_connection_are_a_fresh_connections_with_writers_besid
     ids = [i for body in kept for i in _ids(body)]
     assert len(ids) == len(set(ids)) == orjson.loads(first)["hits"]["total"]["value"]
     # Served by the server process: the first `_search/scroll` request (it parks), the one after
-    # each window its record names (1 + 8 batches), and the empty one after the last.
+    # each window its record names (1 + `RECORDED_AHEAD` batches), and the empty one after the last.
     assert _parked_pages(server) - before >= len(kept) - 1 - 3
 
 
