@@ -171,7 +171,8 @@ def run(
 ) -> Any:
     """Run a task in this process. `services`: the server process's or a search worker's;
     `confirm`: called before a response is written to the client's socket (socket_sink.py);
-    `park`: offered the connection after a PIT page written whole to it (a worker's)."""
+    `park`: offered the connection after a PIT page or scroll batch written whole to it (a
+    worker's; a scroll's when `confirm` answered a `ScrollAhead` naming batches after it)."""
     if isinstance(task, SearchTask):
         return _search(services, task, cancelled)
     if isinstance(task, CountTask):

@@ -45,9 +45,9 @@ _POLL_MILLIS = 100
 @dataclass(frozen=True, slots=True)
 class ParkOffer:
     """What a worker needs to keep the connection after the response it writes and serve the
-    walk's next page itself (search/workers/parking.py): made by the HTTP layer (the request's
-    bytes, exactly as received, and the security state it was authorized in), completed by the
-    search (the reader context's keep-alive)."""
+    walk's next page (a scroll's next batches) itself (search/workers/parking.py): made by the
+    HTTP layer (the request's bytes, exactly as received, and the security state it was
+    authorized in), completed by the search (the reader context's keep-alive)."""
 
     #: The number the server process knows the parked connection by.
     park_id: int
@@ -113,7 +113,8 @@ class Sink:
     #: The renderer asks the server process before writing (`Confirm`): a scroll batch, whose
     #: context moves and is recorded before the response naming its next id goes out.
     confirm: bool = False
-    #: The connection may stay with the worker after this response (a PIT page; see `ParkOffer`).
+    #: The connection may stay with the worker after this response (a PIT page, a scroll batch;
+    #: see `ParkOffer`).
     park: ParkOffer | None = None
 
 

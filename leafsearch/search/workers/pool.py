@@ -381,7 +381,7 @@ class WorkerPool:
         self._ready = threading.Condition(self._lock)
         self._launched = False  # `start()` was called
         self._starting: dict[int, BaseProcess] = {}  # slot -> a process not ready yet
-        #: Connections a worker may have kept after a PIT page (park id -> its walk).
+        #: Connections a worker may have kept after a PIT page or scroll batch (park id -> its walk).
         self._parks: dict[int, _ParkedWalk] = {}
         #: The HTTP layer's parked connections (set by the node); None: nothing is parked.
         self.connections: ParkedConnections | None = None
