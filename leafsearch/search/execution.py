@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from leafsearch.common.rawjson import RawJSON
 from leafsearch.request.search_types import DOC, SearchRequest
 from leafsearch.search import export_pages, phases, query_and_fetch, walks
@@ -251,6 +253,8 @@ class _Page:
     end: int
     #: (An empty page's rendered hits are `[]`.)
     hits: RawJSON | list | None = None
+    #: The cursors after the next full pages, when known without holding their hits.
+    ends: list[list[Any]] | None = None
 
     def nbytes(self) -> int:
         return len(self.hits.data) if isinstance(self.hits, RawJSON) else 0
@@ -392,6 +396,8 @@ def _ends_ahead(page: _Page, size: int) -> list[list[Any]]:
     walk's next hits in its order, so the batches after this one end there."""
     if not size or page.end - page.start < size:
         return []
+    if page.ends is not None:
+        return page.ends
     last = min(len(page.hitlist), page.end + RECORDED_AHEAD * size)
     return [last_sort_values(page.hitlist, end) for end in range(page.end + size, last + 1, size)]
 
@@ -437,16 +443,29 @@ def _scroll_hits(
 
 def _live_docs_batch(targets: list[Target], walk: SearchRequest, size: int) -> _Page:
     """The batch of a `_doc` scroll of every document after the walk's cursor (`_doc`, then
-    `_shard_doc`): the live documents from the cursor's rank on, in a list that holds the next
-    `RECORDED_AHEAD` batches' too (their ends: `_ends_ahead`); a slice's only."""
+    `_shard_doc`): the live documents from the cursor's rank on (a slice's only), and the ends of
+    the next `RECORDED_AHEAD` full batches, each the sort values of its last document."""
     docs = LiveDocs(targets, None if walk.slice is None else scroll_selection(walk.slice, targets))
     position = 0 if walk.search_after is None else docs.rank(walk.search_after[-1])
-    end = min(position + size * (1 + RECORDED_AHEAD), docs.total)
-    target_arr, doc_arr = docs.take(position, end)
+    end = min(position + size, docs.total)
+    page = _live_docs(targets, walk, docs, [(position, end)])
+    last = min(end + RECORDED_AHEAD * size, docs.total)
+    lasts = [(at - 1, at) for at in range(end + size, last + 1, size)]
+    ends = _live_docs(targets, walk, docs, lasts) if lasts else None
+    found = [] if ends is None else [last_sort_values(ends, row + 1) for row in range(len(lasts))]
+    return _Page(page, 0, end - position, ends=found)
+
+
+def _live_docs(
+    targets: list[Target], walk: SearchRequest, docs: LiveDocs, ranges: list[tuple[int, int]]
+) -> HitList:
+    """The live documents at these ranges of positions, in the walk's sort columns."""
+    taken = [docs.take(lo, hi) for lo, hi in ranges]
+    target_arr = np.concatenate([t for t, _ in taken])
+    doc_arr = np.concatenate([d for _, d in taken])
     seg_docs: list = []
     columns = [sort_column(spec, targets, seg_docs, target_arr, doc_arr, None) for spec in walk.sort]
-    page = HitList(targets, target_arr, doc_arr, None, columns, [], docs.total, None, window=True)
-    return _Page(page, 0, min(size, end - position))
+    return HitList(targets, target_arr, doc_arr, None, columns, [], docs.total, None, window=True)
 
 
 def _shown(hitlist: HitList, shown: int, total: int) -> HitList:
