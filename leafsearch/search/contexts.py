@@ -76,6 +76,8 @@ _ID_PREFIX = b"leafsearch:"
 _ENDED_MEMORY = 10_000
 #: Seconds between attempts to free the pins of shard actors that could not answer.
 _UNFREED_RETRY_SECONDS = 5.0
+#: How long closing waits for a scroll's request to let go before it applies its notes.
+_CLOSE_WAIT_SECONDS = 5.0
 _TIME_UNITS = (("d", 86400.0), ("h", 3600.0), ("m", 60.0), ("s", 1.0))
 
 
@@ -749,8 +751,12 @@ class ContextRegistry:
         (batches it named ahead were answered) is written as it is now, so a replay after a clean
         restart is the same bytes, `took` included."""
         for ctx in [c for c in list(self._contexts.values()) if c.notes]:
-            with ctx.lock:
-                ctx.apply_notes()
+            # (A request still holding it: the record stays behind, its ends named ahead.)
+            if ctx.lock.acquire(timeout=_CLOSE_WAIT_SECONDS):
+                try:
+                    ctx.apply_notes()
+                finally:
+                    ctx.lock.release()
         for ctx in [c for c in list(self._contexts.values()) if c.unrecorded]:
             self.persist(ctx)
         with self._lock:
