@@ -72,9 +72,11 @@ log = logging.getLogger("leafsearch.search_workers")
 MAX_PARKED = 256
 #: A context whose keep-alive ends sooner than this is not served here (the server's may end).
 _KEEP_ALIVE_MARGIN = 1.0
-#: How soon a request that arrived in part is looked at again (the official Python client sends
-#: a request's head and body in two writes: its body follows within microseconds).
-_PARTIAL_SECONDS = 0.0005
+#: How soon a request that arrived in part is looked at again, first and at most (doubling in
+#: between): the official Python client sends a request's head and body in two writes, its body
+#: follows within microseconds; a slow client is looked at less and less often.
+_PARTIAL_FIRST = 0.00005
+_PARTIAL_MAX = 0.005
 #: Contexts forgotten lately: a page being served when its context was forgotten does not park.
 _FORGOTTEN = 1024
 
@@ -100,6 +102,14 @@ class _Parked:
     #: A scroll's: its batch last answered, and its `scroll_moves` when parked.
     seq: int = 0
     moves: int = 0
+    #: While a request arrives in pieces: when it is looked at again, and the wait before that.
+    retry: float = 0.0
+    backoff: float = 0.0
+
+    def wait_more(self) -> None:
+        """Its request is not whole yet: looked at again a little later than the last time."""
+        self.backoff = min(max(2 * self.backoff, _PARTIAL_FIRST), _PARTIAL_MAX)
+        self.retry = time.monotonic() + self.backoff
 
 
 def _split(request: bytes) -> tuple[list[bytes], int, int] | None:
@@ -280,7 +290,7 @@ class Parking:
             while True:
                 now = time.monotonic()
                 deadlines = [p.idle_until for p in watched.values()]
-                deadlines += [now + _PARTIAL_SECONDS for _ in partial]
+                deadlines += [p.retry for p in partial.values()]
                 timeout = max(0.0, min(deadlines) - now) if deadlines else None
                 ready = selector.select(timeout)
                 for key, _ in ready:
@@ -291,9 +301,11 @@ class Parking:
                     parked = watched.pop(key.fd)
                     selector.unregister(key.fd)
                     self._look(parked, partial)
+                now = time.monotonic()
                 for fd, parked in list(partial.items()):  # a request arriving in pieces
-                    del partial[fd]
-                    self._look(parked, partial)
+                    if now >= parked.retry:
+                        del partial[fd]
+                        self._look(parked, partial)
                 if not self._apply(selector, watched, partial):
                     return
                 now = time.monotonic()
@@ -364,12 +376,14 @@ class Parking:
             try:
                 peeked = data.recv(MAX_REQUEST + 1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
             except BlockingIOError:
+                parked.wait_more()
                 partial[parked.fd] = parked
                 return
             except OSError:
                 peeked = b""
         verdict = self._continuation(parked, peeked)
         if verdict is None:
+            parked.wait_more()
             partial[parked.fd] = parked
         elif verdict is False:
             self._hand_back(parked, "other")
