@@ -126,8 +126,6 @@ class ScrollAhead:
     #: The number of the batch's id (the context's `seq` once it is answered).
     seq: int
     ends: tuple[tuple[list[Any], str], ...]
-    #: The context's keep-alive (seconds): a continuation asks for the same.
-    keep_alive: float
 
     def __bool__(self) -> bool:
         return True

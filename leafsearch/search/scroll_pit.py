@@ -186,7 +186,7 @@ def _next_batch(
         ends = tuple(
             (end, encode("scroll", ctx.key, seq + i, ctx.token)) for i, end in enumerate(ctx.ahead, 1)
         )
-        return ScrollAhead(seq, ends, ctx.keep_alive)
+        return ScrollAhead(seq, ends)
 
     body, cursor, total, ahead = _batch(
         services,

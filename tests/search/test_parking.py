@@ -86,7 +86,7 @@ class Rig:
         request = parse_search_request({"size": 2, "sort": ["_doc"]}, {})
         sink = Sink(server.fileno(), (b"", b""), confirm=True, park=offer)
         task = ScrollTask([], request, 0.0, True, 7, "s1", [1], 10, False, True, None, sink)
-        return client, self.parking.park(task, ScrollAhead(1, (([2], "s2"), ([3], "s3")), 60.0))
+        return client, self.parking.park(task, ScrollAhead(1, (([2], "s2"), ([3], "s3"))))
 
     def message(self) -> tuple:
         return self.messages.get(timeout=30)

@@ -33,9 +33,9 @@ The server process is told of each batch before it is written (the note moves th
 
 Then the request's bytes are consumed, the page is written with the head, and the server process
 gets a note (not waited for) with what it counts: the context's keep-alive, the search stats, the
-HTTP client's request, a scroll's position. Anything else — another request, EOF, bytes that do not complete a
-request within the idle time, the context forgotten, a security change — consumes nothing and
-hands the connection back: the server process resumes reading it and answers on the general path
+HTTP client's request, a scroll's position. Anything else — another request, EOF, bytes that do
+not complete a request within the idle time, the context forgotten, a security change — consumes
+nothing and hands the connection back: the server process resumes reading it and answers on the general path
 what the kernel still holds. Nothing is re-injected, and nothing is answered here that the
 general path would answer differently.
 
@@ -497,7 +497,7 @@ class Parking:
             note = self._note(None, taken, phases)
             note["scroll"] = (seq, public_id, cursor, took)
             self._send(("served", parked.park_id, note))
-            return ScrollAhead(seq, tuple(rest), parked.task.sink.park.keep_alive)  # type: ignore[union-attr]
+            return ScrollAhead(seq, tuple(rest))
 
         sink = dataclasses.replace(task.sink, fd=parked.fd)  # type: ignore[arg-type]
         batch = dataclasses.replace(task, public_id=public_id, elapsed=0.0, sink=sink, took=None)
