@@ -35,7 +35,7 @@ from leafsearch.rest.human import with_human_fields
 from leafsearch.rest.media import JSON, NotAcceptable, negotiate, response_format
 from leafsearch.rest.render import YAML, filter_path, render, to_json
 from leafsearch.rest.router import Route, Router, split_raw_path
-from leafsearch.rest.routes import LENDS_SOCKET, ROUTES
+from leafsearch.rest.routes import CONTINUED_BY_BODY, LENDS_SOCKET, ROUTES
 from leafsearch.rest.unrecognized import check_params
 from leafsearch.search.socket_sink import ResponseCut, Written
 from leafsearch.services.memory import Trimmer
@@ -174,8 +174,11 @@ class Dispatcher:
         if lends and method != "HEAD" and media != YAML and not pretty and not _rewrites(params):
             # A page a search worker renders may be written to the socket by it (socket_sink.py).
             # A PIT page's connection may stay with the worker for the walk's next pages (not one
-            # with aggregations or a profile: such pages are not read ahead, and so never kept).
-            park = b'"pit"' in body and not any(key in body for key in _NOT_KEPT)
+            # with aggregations or a profile: such pages are not read ahead, and so never kept),
+            # and a scroll's asked by its body's id, for its next batches.
+            park = (b'"pit"' in body and not any(key in body for key in _NOT_KEPT)) or (
+                route.handler in CONTINUED_BY_BODY and b'"scroll_id"' in body
+            )
             loan = await SocketLoan.of(scope, content_type, cors, park=park)
             request.lend = None if loan is None else loan.lend
         # The client may go away while the handler runs: that sets the request's `cancelled`, which

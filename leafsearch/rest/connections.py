@@ -298,7 +298,11 @@ def counting_protocol(
             super().on_message_complete()
 
         def on_response_complete(self) -> None:
-            self._raw_request = None  # nothing of an answered request stays with the connection
+            # Nothing of an answered request stays with the connection; a request that arrived
+            # whole meanwhile (the client read a response its renderer wrote before this loop
+            # ended it), queued alone, is answered next and keeps its bytes.
+            if len(self.pipeline) != 1:
+                self._raw_request = None
             super().on_response_complete()
 
         # ---- parking (search/workers/parking.py) ------------------------------------------

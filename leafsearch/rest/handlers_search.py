@@ -126,7 +126,7 @@ def scroll(node: Node, req: RestRequest) -> RestResponse:
     scroll_id, keep_alive = parse_scroll_request(req.json(), req.params, req.path_params.get("scroll_id"))
     if req.flag("rest_total_hits_as_int"):  # rewritten here: rendered here
         return RestResponse(_hits_total_as_int(node.scroll(scroll_id, keep_alive, raw_hits=True)))  # type: ignore[arg-type]
-    return _answered(node.scroll(scroll_id, keep_alive, raw_hits=True, lend=req.lend))
+    return _answered(node.scroll(scroll_id, keep_alive, raw_hits=True, lend=_lend(node, req)))
 
 
 def _freed(body: dict[str, Any]) -> RestResponse:

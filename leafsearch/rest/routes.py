@@ -470,3 +470,5 @@ ROUTES = [
 #: The handlers whose response a search worker may write to the client's socket itself
 #: (search/socket_sink.py): the HTTP layer lends it only to their requests.
 LENDS_SOCKET = frozenset({search.search, search.scroll})
+#: Handlers whose request's connection a worker may keep when the body names the scroll to go on.
+CONTINUED_BY_BODY = frozenset({search.scroll})

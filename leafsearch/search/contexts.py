@@ -76,6 +76,8 @@ _ID_PREFIX = b"leafsearch:"
 _ENDED_MEMORY = 10_000
 #: Seconds between attempts to free the pins of shard actors that could not answer.
 _UNFREED_RETRY_SECONDS = 5.0
+#: How long closing waits for a scroll's request to let go before it applies its notes.
+_CLOSE_WAIT_SECONDS = 5.0
 _TIME_UNITS = (("d", 86400.0), ("h", 3600.0), ("m", 60.0), ("s", 1.0))
 
 
@@ -111,6 +113,11 @@ class ReaderContext:
     unrecorded: bool = False
     #: Restored from its record and no batch answered since: an id it named ahead is taken.
     restored: bool = False
+    #: Batches a search worker answered on a connection it kept (search/workers/parking.py),
+    #: each (seq, public id, cursor, took), not applied yet: whoever holds `lock` applies them
+    #: (`apply_notes`) before it reads or moves the scroll.
+    notes: list = field(default_factory=list)
+    noted: threading.Condition = field(default_factory=threading.Condition)
     #: held while its record is written or deleted, so a freed context's record never comes back
     record_lock: threading.Lock = field(default_factory=threading.Lock)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -127,6 +134,47 @@ class ReaderContext:
     @property
     def indices(self) -> list[str]:
         return sorted({t.index.name for t in self.targets})
+
+    def moved(
+        self, seq: int, public_id: str, cursor: list | None, total: int | None, took: int | None
+    ) -> None:
+        """The scroll answered batch `seq` (caller holds `lock`): its position is after it."""
+        self.prev_cursor, self.cursor, self.total = self.cursor, cursor, total
+        self.seq, self.public_id, self.prev_took = seq, public_id, took
+        self.restored = False
+
+    def note(self, seq: int, public_id: str, cursor: list | None, took: int) -> None:
+        """A worker answered batch `seq` on a kept connection, ending where the record named
+        (any thread; told before the batch was written). Applied now when nobody holds `lock`,
+        else by its holder (a request waiting for it is woken)."""
+        with self.noted:
+            self.notes.append((seq, public_id, cursor, took))
+            self.noted.notify_all()
+        if self.lock.acquire(blocking=False):
+            try:
+                self.apply_notes()
+            finally:
+                self.lock.release()
+
+    def apply_notes(self, until: int = 0, timeout: float = 0.0) -> None:
+        """Apply the batches workers answered (caller holds `lock`), in order: a note is the
+        scroll's next batch ending at the first position named ahead, or it is stale (the
+        general path answered that position meanwhile). With `until`, wait up to `timeout` for
+        the notes that bring `seq` there (told before their batches went out, they are on
+        their way when a client already asks for the id after them)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            with self.noted:
+                if until > self.seq and not self.notes:
+                    self.noted.wait(max(0.0, deadline - time.monotonic()))
+                notes, self.notes = self.notes, []
+            for seq, public_id, cursor, took in notes:
+                if seq == self.seq + 1 and self.ahead and self.ahead[0] == cursor:
+                    self.moved(seq, public_id, cursor, self.total, took)
+                    del self.ahead[0]
+                    self.unrecorded = True
+            if until <= self.seq or time.monotonic() >= deadline:
+                return
 
     def pinned_docs(self) -> int:
         """Documents of the snapshots the context pins: in this process, or in a shard actor,
@@ -560,7 +608,7 @@ class ContextRegistry:
         if self._contexts.pop(ctx.key, None) is None:
             return
         if self.services.workers is not None:  # parked walks go back (search/workers/parking.py)
-            self.services.workers.context_freed()
+            self.services.workers.context_freed(ctx.ctx_id)
         with ctx.record_lock:
             ctx.freed = True
             if self.records.remove(ctx.key) is False:  # another coordinator ended it first
@@ -702,6 +750,13 @@ class ContextRegistry:
         let their snapshots go; shard actors keep theirs). A record that lags behind its context
         (batches it named ahead were answered) is written as it is now, so a replay after a clean
         restart is the same bytes, `took` included."""
+        for ctx in [c for c in list(self._contexts.values()) if c.notes]:
+            # (A request still holding it: the record stays behind, its ends named ahead.)
+            if ctx.lock.acquire(timeout=_CLOSE_WAIT_SECONDS):
+                try:
+                    ctx.apply_notes()
+                finally:
+                    ctx.lock.release()
         for ctx in [c for c in list(self._contexts.values()) if c.unrecorded]:
             self.persist(ctx)
         with self._lock:

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from leafsearch.common.rawjson import RawJSON
 from leafsearch.request.search_types import DOC, SearchRequest
 from leafsearch.search import export_pages, phases, query_and_fetch, walks
@@ -32,6 +34,7 @@ from leafsearch.search.export_pages import ExportTask
 from leafsearch.search.fetch_phase import last_sort_values, renders_raw
 from leafsearch.search.hitlist import HitList, LiveDocs, sort_column
 from leafsearch.search.shard_api import ShardContextId
+from leafsearch.search.slicing import scroll_selection
 from leafsearch.search.socket_sink import Confirm, Sink, write_response
 from leafsearch.search.targets import Target
 
@@ -106,16 +109,35 @@ class ScrollTask:
 
 Task = SearchTask | CountTask | PitTask | ScrollTask | ExportTask
 
-#: Keeps the client's connection after a PIT page written to it (a search worker's parking,
-#: search/workers/parking.py), given the task and the cursor its next page starts after: the
+#: Keeps the client's connection after a PIT page or scroll batch written to it (a search
+#: worker's parking, search/workers/parking.py), given the task and what its next page starts
+#: from (a PIT page's cursor; a scroll's `ScrollAhead`, the server's answer to its batch): the
 #: worker's pid when kept, else None.
-Park = Callable[[PitTask, list[Any]], "int | None"]
+Park = Callable[["PitTask | ScrollTask", Any], "int | None"]
+
+
+@dataclass(frozen=True, slots=True)
+class ScrollAhead:
+    """The server process's answer to a scroll batch it recorded (its `Confirm` for a connection
+    a worker may keep): write it, and the positions after it that the context's record names
+    already, each (the cursor its batch ends at, the id answered with it), which a worker may
+    serve on the kept connection without another record (search/workers/parking.py)."""
+
+    #: The number of the batch's id (the context's `seq` once it is answered).
+    seq: int
+    ends: tuple[tuple[list[Any], str], ...]
+
+    def __bool__(self) -> bool:
+        return True
+
 
 #: How many batches after the one answered a scroll batch names by their ends (its window's, or
 #: the live documents after it), so that its context's record, written before the batch goes
 #: out, also covers the next ones: one `fdatasync` per up to this many + 1 batches (3 ms each on
-#: ext4, more than rendering a batch of 1,000 hits costs).
-RECORDED_AHEAD = 8
+#: ext4, more than rendering a batch of 1,000 hits costs), and a worker keeping the scroll's
+#: connection serves them all (workers/parking.py): 32 instead of 8 halved the server process's
+#: CPU per batch of a `_doc` scroll (0.35 to 0.2 ms; bench/RESULTS.md, session 16).
+RECORDED_AHEAD = 32
 
 
 def dispatch(
@@ -149,7 +171,8 @@ def run(
 ) -> Any:
     """Run a task in this process. `services`: the server process's or a search worker's;
     `confirm`: called before a response is written to the client's socket (socket_sink.py);
-    `park`: offered the connection after a PIT page written whole to it (a worker's)."""
+    `park`: offered the connection after a PIT page or scroll batch written whole to it (a
+    worker's; a scroll's when `confirm` answered a `ScrollAhead` naming batches after it)."""
     if isinstance(task, SearchTask):
         return _search(services, task, cancelled)
     if isinstance(task, CountTask):
@@ -169,10 +192,23 @@ def run(
     body, cursor, total, ahead = _scroll_batch(services, task, cancelled)
     if task.took is not None:
         body["took"] = task.took
-    if task.sink is not None:
-        asked = None if confirm is None else partial(confirm, (cursor, total, body["took"], ahead))
-        body = write_response(task.sink, body, cancelled, asked)
-    return body, cursor, total, ahead
+    if task.sink is None:
+        return body, cursor, total, ahead
+    answers: list[Any] = []
+    asked = None
+    if confirm is not None:
+        summary = (cursor, total, body["took"], ahead)
+
+        def asked() -> bool:
+            answers.append(confirm(summary))
+            return bool(answers[-1])
+
+    written = write_response(task.sink, body, cancelled, asked)
+    kept = answers[0] if answers and isinstance(answers[0], ScrollAhead) and answers[0].ends else None
+    if park is not None and task.sink.park is not None and written.complete and kept is not None:
+        after = dataclasses.replace(task, cursor=cursor, total=total)
+        written = dataclasses.replace(written, parked=park(after, kept))
+    return written, cursor, total, ahead
 
 
 def _started(elapsed: float) -> float:
@@ -213,10 +249,13 @@ class _Page:
     hitlist: HitList
     start: int
     end: int
-    hits: RawJSON | None = None
+    #: (An empty page's rendered hits are `[]`.)
+    hits: RawJSON | list | None = None
+    #: The cursors after the next full pages, when known without holding their hits.
+    ends: list[list[Any]] | None = None
 
     def nbytes(self) -> int:
-        return 0 if self.hits is None else len(self.hits.data)
+        return len(self.hits.data) if isinstance(self.hits, RawJSON) else 0
 
 
 def _pit_page(
@@ -298,9 +337,10 @@ def walks_docs(request: SearchRequest) -> bool:
 
     Such a scroll (SPEC 4.1 r12, the fastest export) reads the snapshots' live documents in
     (shard, doc) order; a batch is a range of them from the cursor's rank, located by binary
-    search, so each batch costs only its own documents.
+    search, so each batch costs only its own documents. A sliced one reads its slice's (each
+    segment's partition by slice is kept while the segment lives: slicing.py).
     """
-    return request.plain_walk(DOC) and not request.sort[0].descending and request.slice is None
+    return request.plain_walk(DOC) and not request.sort[0].descending
 
 
 def _scroll_batch(
@@ -354,6 +394,8 @@ def _ends_ahead(page: _Page, size: int) -> list[list[Any]]:
     walk's next hits in its order, so the batches after this one end there."""
     if not size or page.end - page.start < size:
         return []
+    if page.ends is not None:
+        return page.ends
     last = min(len(page.hitlist), page.end + RECORDED_AHEAD * size)
     return [last_sort_values(page.hitlist, end) for end in range(page.end + size, last + 1, size)]
 
@@ -399,16 +441,29 @@ def _scroll_hits(
 
 def _live_docs_batch(targets: list[Target], walk: SearchRequest, size: int) -> _Page:
     """The batch of a `_doc` scroll of every document after the walk's cursor (`_doc`, then
-    `_shard_doc`): the live documents from the cursor's rank on, in a list that holds the next
-    `RECORDED_AHEAD` batches' too (their ends: `_ends_ahead`)."""
-    docs = LiveDocs(targets)
+    `_shard_doc`): the live documents from the cursor's rank on (a slice's only), and the ends of
+    the next `RECORDED_AHEAD` full batches, each the sort values of its last document."""
+    docs = LiveDocs(targets, None if walk.slice is None else scroll_selection(walk.slice, targets))
     position = 0 if walk.search_after is None else docs.rank(walk.search_after[-1])
-    end = min(position + size * (1 + RECORDED_AHEAD), docs.total)
-    target_arr, doc_arr = docs.take(position, end)
+    end = min(position + size, docs.total)
+    page = _live_docs(targets, walk, docs, [(position, end)])
+    last = min(end + RECORDED_AHEAD * size, docs.total)
+    lasts = [(at - 1, at) for at in range(end + size, last + 1, size)]
+    ends = _live_docs(targets, walk, docs, lasts) if lasts else None
+    found = [] if ends is None else [last_sort_values(ends, row + 1) for row in range(len(lasts))]
+    return _Page(page, 0, end - position, ends=found)
+
+
+def _live_docs(
+    targets: list[Target], walk: SearchRequest, docs: LiveDocs, ranges: list[tuple[int, int]]
+) -> HitList:
+    """The live documents at these ranges of positions, in the walk's sort columns."""
+    taken = [docs.take(lo, hi) for lo, hi in ranges]
+    target_arr = np.concatenate([t for t, _ in taken])
+    doc_arr = np.concatenate([d for _, d in taken])
     seg_docs: list = []
     columns = [sort_column(spec, targets, seg_docs, target_arr, doc_arr, None) for spec in walk.sort]
-    page = HitList(targets, target_arr, doc_arr, None, columns, [], docs.total, None, window=True)
-    return _Page(page, 0, min(size, end - position))
+    return HitList(targets, target_arr, doc_arr, None, columns, [], docs.total, None, window=True)
 
 
 def _shown(hitlist: HitList, shown: int, total: int) -> HitList:

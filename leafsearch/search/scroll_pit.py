@@ -22,7 +22,7 @@ from leafsearch.request.indices_options import IndicesOptions
 from leafsearch.request.search_types import SearchRequest
 from leafsearch.search import phases
 from leafsearch.search.contexts import ReaderContext
-from leafsearch.search.execution import PitTask, ScrollTask, dispatch, reads_ahead, run
+from leafsearch.search.execution import PitTask, ScrollAhead, ScrollTask, dispatch, reads_ahead, run
 from leafsearch.search.socket_sink import Confirm, Lend, Sink, Written
 from leafsearch.search.targets import Target, release_targets
 
@@ -127,7 +127,15 @@ def open_scroll(
         ctx.request = request
         with ctx.lock:
             body = _next_batch(
-                services, ctx, started, raw_hits, cancelled, opening=True, read_ahead=False, lend=lend
+                services,
+                ctx,
+                started,
+                raw_hits,
+                cancelled,
+                opening=True,
+                read_ahead=False,
+                lend=lend,
+                kept=False,
             )
         return body
     except BaseException:
@@ -147,10 +155,13 @@ def _next_batch(
     opening: bool,
     read_ahead: bool,
     lend: Lend | None,
+    kept: bool,
 ) -> dict[str, Any] | Written:
     """The batch after the scroll's cursor (caller holds `ctx.lock`), answered with the id of
     the position after it; the context moves there and keeps what replays the batch (its start
-    and `took`), its record written before the batch is answered.
+    and `took`), its record written before the batch is answered. `kept`: the worker writing
+    it may keep the connection and answer the next batches the record names on it
+    (search/workers/parking.py; it is told them and their ids: `ScrollAhead`).
 
     The record names the ends of the next batches too, when the walk knows them (its window,
     `execution.RECORDED_AHEAD`): a batch ending where the record said needs no write, so one
@@ -159,19 +170,23 @@ def _next_batch(
     seq = ctx.seq + 1
     public_id = services.contexts.encode_id("scroll", ctx.key, seq, ctx.token)
 
-    def advance(summary: tuple[list | None, int, int, list]) -> bool:
+    def advance(summary: tuple[list | None, int, int, list]) -> bool | ScrollAhead:
         """Move the context past the batch and record it, before the batch is answered."""
         cursor, total, took, ahead = summary
-        ctx.prev_cursor, ctx.cursor, ctx.total = ctx.cursor, cursor, total
-        ctx.seq, ctx.public_id, ctx.prev_took = seq, public_id, took
-        ctx.restored = False
+        ctx.moved(seq, public_id, cursor, total, took)
         if ctx.ahead and ctx.ahead[0] == cursor:  # its record named this position already
             del ctx.ahead[0]
             ctx.unrecorded = True
+        else:
+            ctx.ahead = list(ahead) if services.contexts.records_ahead("scroll") else []
+            services.contexts.persist(ctx)
+        if not kept:
             return True
-        ctx.ahead = list(ahead) if services.contexts.records_ahead("scroll") else []
-        services.contexts.persist(ctx)
-        return True
+        encode = services.contexts.encode_id
+        ends = tuple(
+            (end, encode("scroll", ctx.key, seq + i, ctx.token)) for i, end in enumerate(ctx.ahead, 1)
+        )
+        return ScrollAhead(seq, ends)
 
     body, cursor, total, ahead = _batch(
         services,
@@ -185,6 +200,7 @@ def _next_batch(
         read_ahead=read_ahead,
         lend=lend,
         confirm=advance,
+        kept=kept,
     )
     if not isinstance(body, Written):  # else the worker asked, before writing it
         advance((cursor, total, body["took"], ahead))
@@ -239,17 +255,22 @@ def _batch(
     lend: Lend | None,
     took: int | None = None,
     confirm: Confirm | None = None,
+    kept: bool = False,
 ) -> tuple[dict[str, Any] | Written, list | None, int, list]:
     """The scroll's batch after `cursor`, run as a task (caller holds `ctx.lock`): its body
     (answering `public_id`; `took` replaces its own: a replay's), or what a search worker wrote
     of it to the client's socket (`lend`; `confirm` is called with the cursor, total, took and
     the ends ahead before it writes), the cursor after it, the scroll's total and the ends of
-    the next batches the walk knows (`execution.ScrollTask`). Over shard actors, the task
-    runs here (no search worker holds their snapshots), on their contexts."""
+    the next batches the walk knows (`execution.ScrollTask`); `kept`: as in `_next_batch`.
+    Over shard actors, the task runs here (no search worker holds their snapshots), on their
+    contexts."""
     remote = any(t.remote for t in ctx.targets)
     sink = None if remote else _sink(services, lend, raw_hits)
     if sink is not None and confirm is not None:
         sink = dataclasses.replace(sink, confirm=True)
+    if sink is not None and sink.park is not None:
+        park = dataclasses.replace(sink.park, keep_alive=ctx.keep_alive, ctx_id=ctx.ctx_id)
+        sink = dataclasses.replace(sink, park=park if kept and confirm is not None else None)
     task = ScrollTask(
         ctx.targets,
         ctx.request,
@@ -320,14 +341,31 @@ def scroll(
             seq = decoded[2]
             if ctx.restored and 0 < seq - ctx.seq <= len(ctx.ahead):
                 _skip_to(services, ctx, seq)
+            elif ctx.seq < seq <= ctx.seq + len(ctx.ahead):
+                # A worker answered up to it on a kept connection (parking.py), and told this
+                # process before it wrote: the note is on its way.
+                ctx.apply_notes(seq, _NOTE_WAIT_SECONDS)
+            else:
+                ctx.apply_notes()
             if seconds is not None:
                 if seconds != ctx.keep_alive:
                     ctx.ahead = []  # the batch writes its record, with the new keep-alive
                 ctx.keep_alive = seconds
+            if services.workers is not None and seq in (ctx.seq, ctx.seq - 1):
+                services.workers.scroll_moved(ctx.ctx_id)  # a kept connection's position is stale
             if seq == ctx.seq:
                 read_ahead = reads_ahead(raw_hits, keep_alive, ctx.request)
+                kept = read_ahead and services.contexts.records_ahead("scroll")
                 body = _next_batch(
-                    services, ctx, started, raw_hits, None, opening=False, read_ahead=read_ahead, lend=lend
+                    services,
+                    ctx,
+                    started,
+                    raw_hits,
+                    None,
+                    opening=False,
+                    read_ahead=read_ahead,
+                    lend=lend,
+                    kept=kept,
                 )
             elif seq == ctx.seq - 1 and seq > 0:
                 body = _replayed_batch(services, ctx, started, raw_hits, lend)
@@ -338,6 +376,12 @@ def scroll(
     if keep_alive is None:
         services.contexts.free(ctx, "freed by a scroll request without [scroll]")
     return body
+
+
+#: How long a request for a scroll id past the context's position, among those its record names
+#: ahead, waits for the note of the worker that answered the batches before it on a kept
+#: connection (in practice already read; a forged id waits this long for its 404).
+_NOTE_WAIT_SECONDS = 2.0
 
 
 def _moved_past(ctx: ReaderContext, seq: int) -> SearchContextMissing:

@@ -12,7 +12,12 @@ disjoint (SPEC 4.2 r6; Elasticsearch's query would put such a document in each o
 slices).
 
 A segment's partition into `n` slices is computed once and kept while the segment lives, so a
-sliced request costs no hashing: only its own slice's documents. Point-in-time slices without a
+sliced request costs no hashing: only its own slice's documents. By `_id` (a sliced scroll's
+default), it is also kept as a file beside the segment, `slices-<n>.order` (derived_files.py):
+the first process that needs it hashes every id and writes it, every other search worker, and
+every process after a restart, maps it (hashing a million ids cost each worker ~0.4 s of CPU on
+its first sliced scroll: most of what a 2-slice scroll's workers spent beyond one stream's;
+bench/RESULTS.md, session 16). Point-in-time slices without a
 field are contiguous ranges of the snapshot's live documents over all shards together (see
 `pit_slice_range`), so they come out even however routing spread the documents.
 """
@@ -22,11 +27,13 @@ from __future__ import annotations
 import threading
 import weakref
 from collections import OrderedDict
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from leafsearch.errors import IllegalArgument
+from leafsearch.index import derived_files
 from leafsearch.index.columns import NumericColumn
 from leafsearch.request.search_types import SliceSpec
 from leafsearch.search.targets import Target
@@ -80,11 +87,19 @@ def _hashes(segment: Segment, field: str | None, field_type: str | None) -> np.n
 class _Partition:
     """A segment's documents grouped by slice (ascending inside each), and masks built on demand."""
 
-    def __init__(self, slices: np.ndarray, count: int) -> None:
-        self.order = np.argsort(slices, kind="stable").astype(np.int64)
-        self.bounds = np.concatenate(([0], np.cumsum(np.bincount(slices, minlength=count)))).astype(np.int64)
-        self.max_doc = len(slices)
+    def __init__(self, order: np.ndarray, bounds: np.ndarray) -> None:
+        self.order = order
+        self.bounds = bounds
+        self.max_doc = len(order)
         self._masks: dict[int, np.ndarray] = {}
+
+    @classmethod
+    def of(cls, slices: np.ndarray, count: int) -> _Partition:
+        """The partition of documents whose slices are `slices`."""
+        order = np.argsort(slices, kind="stable").astype(np.int64)
+        return cls(
+            order, np.concatenate(([0], np.cumsum(np.bincount(slices, minlength=count)))).astype(np.int64)
+        )
 
     def docs(self, slice_id: int) -> np.ndarray:
         return self.order[self.bounds[slice_id] : self.bounds[slice_id + 1]]
@@ -107,12 +122,48 @@ def _partition(segment: Segment, field: str | None, field_type: str | None, coun
         if part is not None:
             cached.move_to_end(key)
             return part
-    part = _Partition(np.mod(_hashes(segment, key[0], field_type), count).astype(np.int64), count)
+    part = _stored(segment, count) if key[0] is None else None
+    if part is None:
+        part = _Partition.of(np.mod(_hashes(segment, key[0], field_type), count).astype(np.int64), count)
+        if key[0] is None and segment.max_doc >= derived_files.MIN_DOCS:
+            part = _store(segment, count, part)
     with _lock:
         cached[key] = part
         while len(cached) > _PARTITIONS_PER_SEGMENT:
             cached.popitem(last=False)
     return part
+
+
+_FILE_FORMAT = 1
+
+
+def _file(segment: Segment, count: int) -> Path:
+    return segment.folder / f"slices-{count}.order"
+
+
+def _stored(segment: Segment, count: int) -> _Partition | None:
+    """The `_id` partition into `count` slices from its file (None: no whole file, or a small
+    segment, which derives it faster than a file opens)."""
+    if segment.max_doc < derived_files.MIN_DOCS:
+        return None
+    found = derived_files.read(_file(segment, count))
+    if found is None or found.meta.get("slices_format") != _FILE_FORMAT:
+        return None
+    order, bounds = found.arrays.get("order"), found.arrays.get("bounds")
+    if order is None or bounds is None or len(order) != segment.max_doc or len(bounds) != count + 1:
+        return None
+    return _Partition(order, bounds)
+
+
+def _store(segment: Segment, count: int, part: _Partition) -> _Partition:
+    """Write the partition's file and use its mapping (the page cache then holds the only copy);
+    the partition as built when the file cannot be written (the request goes on with it)."""
+    arrays = {"order": part.order, "bounds": part.bounds}
+    try:
+        derived_files.write(_file(segment, count), arrays, {"slices_format": _FILE_FORMAT})
+    except derived_files.UNWRITTEN:
+        return part
+    return _stored(segment, count) or part
 
 
 # ---- shard assignment ------------------------------------------------------------------------

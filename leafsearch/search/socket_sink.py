@@ -45,9 +45,9 @@ _POLL_MILLIS = 100
 @dataclass(frozen=True, slots=True)
 class ParkOffer:
     """What a worker needs to keep the connection after the response it writes and serve the
-    walk's next page itself (search/workers/parking.py): made by the HTTP layer (the request's
-    bytes, exactly as received, and the security state it was authorized in), completed by the
-    search (the reader context's keep-alive)."""
+    walk's next page (a scroll's next batches) itself (search/workers/parking.py): made by the
+    HTTP layer (the request's bytes, exactly as received, and the security state it was
+    authorized in), completed by the search (the reader context's keep-alive)."""
 
     #: The number the server process knows the parked connection by.
     park_id: int
@@ -84,6 +84,17 @@ def security_stamp(shared: Any, users_file: str) -> tuple[int, int, tuple[int, i
     return int(shared[0]), int(shared[1]), file_stamp(users_file)
 
 
+#: Slots of the shared generations counting a scroll's batches served on the general path (the
+#: server process's), after the two of `security_stamp`: a context's is `2 + ctx_id % SLOTS`.
+SCROLL_SLOTS = 4096
+
+
+def scroll_moves(shared: Any, ctx_id: int) -> int:
+    """How many times the general path served a batch of the scroll `ctx_id` (or of one sharing
+    its slot): a kept connection's continuation is served only when this did not move since."""
+    return int(shared[2 + ctx_id % SCROLL_SLOTS])
+
+
 #: A request larger than this is never a parked connection's: the general path reads it.
 MAX_REQUEST = 64 << 10
 
@@ -102,7 +113,8 @@ class Sink:
     #: The renderer asks the server process before writing (`Confirm`): a scroll batch, whose
     #: context moves and is recorded before the response naming its next id goes out.
     confirm: bool = False
-    #: The connection may stay with the worker after this response (a PIT page; see `ParkOffer`).
+    #: The connection may stay with the worker after this response (a PIT page, a scroll batch;
+    #: see `ParkOffer`).
     park: ParkOffer | None = None
 
 
@@ -110,8 +122,9 @@ class Sink:
 #: call lending the socket (None when it cannot: the connection went away meanwhile).
 Lend = Callable[[], Sink | None]
 #: Called by the renderer with what the server process must know of a rendered response before
-#: it is written (a scroll batch's cursor, total and took); False: write nothing.
-Confirm = Callable[[Any], bool]
+#: it is written (a scroll batch's cursor, total and took); False: write nothing; anything true:
+#: write (a scroll's `execution.ScrollAhead` when its connection may be kept).
+Confirm = Callable[[Any], Any]
 
 
 @dataclass(frozen=True, slots=True)

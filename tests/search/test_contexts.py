@@ -275,3 +275,43 @@ def test_a_scroll_records_batches_ahead_and_any_crash_between_them_loses_and_rep
             while rest[-1]["hits"]["hits"]:
                 rest.append(restarted.scroll(rest[-1]["_scroll_id"], "1m"))
         assert [h["_id"] for b in rest for h in b["hits"]["hits"]] == walked[20 * (k + 1) :], k
+
+
+def _scroll_context() -> ReaderContext:
+    """A scroll's context at batch 3, its record naming the ends of batches 4 and 5 ahead."""
+    ctx = ReaderContext(1, "scroll", "k", "id3", "t", [], 60.0, 0.0, 0.0)
+    ctx.seq, ctx.cursor, ctx.ahead = 3, [300], [[400], [500]]
+    return ctx
+
+
+def test_batches_a_worker_answered_move_the_scroll_in_order_and_stale_ones_are_dropped() -> None:
+    ctx = _scroll_context()
+    ctx.note(4, "id4", [400], 7)  # nobody holds the lock: applied at once
+    assert (ctx.seq, ctx.public_id, ctx.prev_cursor, ctx.cursor, ctx.prev_took) == (4, "id4", [300], [400], 7)
+    assert ctx.ahead == [[500]] and ctx.unrecorded
+    with ctx.lock:  # held (a request on the general path): applied by the holder
+        ctx.note(4, "id4", [400], 9)  # stale: that batch was answered already
+        ctx.note(5, "id5", [999], 9)  # not where the record said: never applied
+        assert ctx.seq == 4
+        ctx.apply_notes()
+    assert (ctx.seq, ctx.cursor, ctx.prev_took, ctx.ahead) == (4, [400], 7, [[500]])
+
+
+def test_a_request_for_an_id_past_the_scroll_waits_for_the_workers_note() -> None:
+    ctx = _scroll_context()
+    told = threading.Event()
+
+    def worker() -> None:
+        told.wait()
+        ctx.note(4, "id4", [400], 7)
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    with ctx.lock:
+        told.set()
+        ctx.apply_notes(until=4, timeout=60)
+        assert ctx.seq == 4
+    thread.join()
+    with ctx.lock:  # no note coming: the wait ends at its timeout, nothing moved
+        ctx.apply_notes(until=5, timeout=0.01)
+        assert ctx.seq == 4

@@ -16,8 +16,8 @@ import orjson
 import pytest
 
 from leafsearch.request.search_request import parse_search_request
-from leafsearch.search.execution import Park, PitTask
-from leafsearch.search.socket_sink import ParkOffer, Sink, Written, security_stamp
+from leafsearch.search.execution import Park, PitTask, ScrollAhead, ScrollTask
+from leafsearch.search.socket_sink import SCROLL_SLOTS, ParkOffer, Sink, Written, security_stamp
 from leafsearch.search.workers.parking import Parking
 
 
@@ -27,12 +27,18 @@ def _request(after: Any, size: int = 2) -> bytes:
     return head + b"content-length: %d\r\n\r\n" % len(body) + body
 
 
+def _scroll(scroll_id: str) -> bytes:
+    body = orjson.dumps({"scroll": "1m", "scroll_id": scroll_id})
+    head = b"POST /_search/scroll HTTP/1.1\r\nhost: h\r\ncontent-type: application/json\r\n"
+    return head + b"content-length: %d\r\n\r\n" % len(body) + body
+
+
 class Rig:
     """A Parking with a fake page writer, and the client's end of each parked socket."""
 
     def __init__(self, tmp_path: Path, limit: int = 8, idle: float = 60.0) -> None:
         self.messages: queue.SimpleQueue[tuple] = queue.SimpleQueue()
-        self.security = [0, 0]  # the shared generations
+        self.security = [0] * (2 + SCROLL_SLOTS)  # the shared generations
         self.users = str(tmp_path / "users")
         self.idle = idle
         self.parking = Parking(self._execute, self._start, self.messages.put, self.security, limit)
@@ -42,11 +48,19 @@ class Rig:
     def _start(work: Any) -> None:
         work()
 
-    def _execute(self, task: PitTask, park: Park) -> tuple[Written, list]:
+    def _execute(self, task: PitTask | ScrollTask, park: Park, confirm: Any, phases: list) -> Any:
         assert task.sink is not None
+        if isinstance(task, ScrollTask):  # as execution.run: confirmed, written, parked again
+            cursor = [task.cursor[0] + 1]
+            answer = confirm((cursor, 10, 1, []))
+            if not answer:
+                return Written(0, False, 1), cursor, 10, []
+            os.write(task.sink.fd, b"batch %s" % task.public_id.encode())
+            kept = park(dataclasses.replace(task, cursor=cursor), answer) if answer.ends else None
+            return Written(10, True, 1, parked=kept), cursor, 10, []
         os.write(task.sink.fd, b"page after %s" % orjson.dumps(task.request.search_after))
         written = Written(10, True, 1)
-        return dataclasses.replace(written, parked=park(task, [task.request.search_after[0] + 1])), []
+        return dataclasses.replace(written, parked=park(task, [task.request.search_after[0] + 1]))
 
     def park(self, park_id: int, after: int = 1) -> tuple[socket.socket, int | None]:
         client, server = socket.socketpair()
@@ -59,6 +73,20 @@ class Rig:
         request = parse_search_request({"size": 2, "sort": [{"n": "asc"}]}, {})
         task = PitTask([], request, 0.0, True, 7, "p", None, Sink(server.fileno(), (b"", b""), park=offer))
         return client, self.parking.park(task, [after])
+
+    def park_scroll(self, park_id: int) -> tuple[socket.socket, int | None]:
+        """A scroll whose batch `s1` was written, its record naming the batches `s2` and `s3`."""
+        client, server = socket.socketpair()
+        server.setblocking(False)
+        self.pairs.append((client, server))
+        offer = ParkOffer(
+            park_id, _scroll("s0"), self.idle, security_stamp(self.security, self.users), self.users
+        )
+        offer = dataclasses.replace(offer, keep_alive=60.0, ctx_id=7)
+        request = parse_search_request({"size": 2, "sort": ["_doc"]}, {})
+        sink = Sink(server.fileno(), (b"", b""), confirm=True, park=offer)
+        task = ScrollTask([], request, 0.0, True, 7, "s1", [1], 10, False, True, None, sink)
+        return client, self.parking.park(task, ScrollAhead(1, (([2], "s2"), ([3], "s3"))))
 
     def message(self) -> tuple:
         return self.messages.get(timeout=30)
@@ -148,3 +176,34 @@ def test_no_more_than_the_limit_are_parked_and_their_descriptors_go(tmp_path: Pa
     finally:
         rig.close()
     assert len(os.listdir("/proc/self/fd")) <= fds
+
+
+def test_a_scroll_is_served_the_batches_its_record_names_then_handed_back_unread(rig: Rig) -> None:
+    client, parked = rig.park_scroll(1)
+    assert parked == os.getpid()
+    client.sendall(_scroll("s1"))
+    kind, park_id, note = rig.message()  # told before the batch is written
+    assert (kind, park_id, note["scroll"]) == ("served", 1, (2, "s2", [2], 1))
+    assert client.recv(100) == b"batch s2"
+    client.sendall(_scroll("s2"))
+    assert rig.message()[2]["scroll"] == (3, "s3", [3], 1)
+    assert client.recv(100) == b"batch s3"
+    assert rig.message() == ("handback", 1, "other")  # the next batch needs a new record
+    assert rig.parking.count() == 0
+
+
+@pytest.mark.parametrize("change", ["another id", "the previous id", "moved elsewhere", "another keep-alive"])
+def test_what_is_not_the_scrolls_continuation_is_left_unread(rig: Rig, change: str) -> None:
+    client, _ = rig.park_scroll(1)
+    sent = {
+        "another id": _scroll("s2"),
+        "the previous id": _scroll("s0"),
+        "moved elsewhere": _scroll("s1"),
+        "another keep-alive": _scroll("s1").replace(b'"1m"', b'"2m"'),
+    }[change]
+    if change == "moved elsewhere":
+        rig.security[2 + 7] += 1  # the server process served a batch of the scroll
+    client.sendall(sent)
+    assert rig.message() == ("handback", 1, "other")
+    _, server = rig.pairs[0]
+    assert server.recv(1 << 16, socket.MSG_PEEK) == sent

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from inprocess import search
 
 from leafsearch import Node
-from leafsearch.index import uid
+from leafsearch.index import derived_files, uid
 from leafsearch.indices import admin
 from leafsearch.search import slicing
 
@@ -384,3 +384,41 @@ def test_a_segment_is_hashed_once_for_every_request_on_it(
                 node.clear_scroll([first["_scroll_id"]])
         assert len(seen) == 500
         assert calls == [500]
+
+
+def test_a_segments_id_partition_is_kept_as_a_file_every_process_maps(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first sliced scroll on a segment hashes its ids and writes `slices-<n>.order`; a
+    process that has not partitioned it (here: the in-memory cache emptied) maps the file, the
+    same slices, with no hashing; a damaged file is derived and written again."""
+    monkeypatch.setattr(derived_files, "MIN_DOCS", 0)
+    with Node(tmp_path / "node", background=False) as node:
+        admin.create_index(node, "t", {})
+        node.bulk(b"".join(b'{"index":{"_id":"d%d"}}\n{"n":%d}\n' % (i, i) for i in range(500)), index="t")
+        node.indices["t"].refresh()
+        searcher = node.indices["t"].shards[0].acquire_searcher()
+        try:
+            segment = searcher.views[0].segment
+            built = slicing._partition(segment, None, None, 3)
+            path = segment.folder / "slices-3.order"
+            assert path.exists()
+            ids = segment.id_terms[np.asarray(segment.id_rank)].astype(str)
+            assert all(id_slice(i, 3) == s for s in range(3) for i in ids[built.docs(s)])
+            assert sum(len(built.docs(s)) for s in range(3)) == 500
+            slicing._partitions.clear()
+
+            def no_hashing(*_: object) -> None:
+                raise AssertionError("hashed again")
+
+            with monkeypatch.context() as patched:
+                patched.setattr(slicing, "_hashes", no_hashing)
+                mapped = slicing._partition(segment, None, None, 3)
+            assert [list(mapped.docs(s)) for s in range(3)] == [list(built.docs(s)) for s in range(3)]
+            path.write_bytes(path.read_bytes()[:-8])  # truncated: taken for absent
+            slicing._partitions.clear()
+            again = slicing._partition(segment, None, None, 3)
+            assert [list(again.docs(s)) for s in range(3)] == [list(built.docs(s)) for s in range(3)]
+            assert derived_files.read(path) is not None  # written whole again
+        finally:
+            searcher.release()

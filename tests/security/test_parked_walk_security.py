@@ -143,3 +143,61 @@ def test_an_api_key_that_expires_while_its_walk_is_parked_ends_the_walk_with_a_4
     status, body = conn.ask(Conn.request("/_search", _page(pit, after), headers))[0]
     assert (status, _error_type(body)) == (401, "security_exception")
     conn.close()
+
+
+def _scroll(url: str, headers: dict[str, str]) -> tuple[Conn, str]:
+    """A connection whose scroll (opened with `headers`) went two batches: it is kept."""
+    conn = Conn(url)
+    opening = Conn.request("/logs-walk/_search?scroll=1m", {"size": 50, "sort": ["_doc"]}, headers)
+    status, body = conn.ask(opening)[0]
+    assert status == 200, body
+    scroll_id = orjson.loads(body)["_scroll_id"]
+    for _ in range(2):
+        status, body = conn.ask(_next_batch(scroll_id, headers))[0]
+        assert status == 200, body
+        scroll_id = orjson.loads(body)["_scroll_id"]
+    return conn, scroll_id
+
+
+def _next_batch(scroll_id: str, headers: dict[str, str]) -> bytes:
+    return Conn.request("/_search/scroll", {"scroll": "1m", "scroll_id": scroll_id}, headers)
+
+
+@pytest.mark.parametrize(
+    ("credentials", "status", "error"),
+    [
+        (_basic(OTHER), 404, "search_context_missing_exception"),  # not its scroll: as if none
+        ({}, 401, "security_exception"),
+        (_basic(("rita", "not-her-password")), 401, "security_exception"),
+    ],
+)
+def test_other_credentials_on_a_kept_scroll_connection_get_the_general_paths_answer(
+    secured: tuple[str, Path], credentials: dict[str, str], status: int, error: str
+) -> None:
+    url, _ = secured
+    conn, scroll_id = _scroll(url, _basic(READER))
+    before = _parked_pages(url)
+    answered, body = conn.ask(_next_batch(scroll_id, credentials))[0]
+    assert (answered, _error_type(body)) == (status, error)
+    assert _parked_pages(url) == before
+    answered, body = conn.ask(_next_batch(scroll_id, _basic(READER)))[0]  # its owner scrolls on
+    assert answered == 200, body
+    conn.close()
+
+
+def test_an_api_key_invalidated_while_its_scroll_is_kept_ends_the_scroll_with_a_401(
+    secured: tuple[str, Path],
+) -> None:
+    url, _ = secured
+    key = httpx.post(f"{url}/_security/api_key", auth=READER, json={"name": "scroller"}, timeout=60).json()
+    headers = {"authorization": f"ApiKey {key['encoded']}"}
+    before = _parked_pages(url)
+    conn, scroll_id = _scroll(url, headers)
+    assert _parked_pages(url) > before
+    gone = httpx.request(
+        "DELETE", f"{url}/_security/api_key", auth=READER, json={"ids": [key["id"]]}, timeout=60
+    )
+    assert gone.json()["invalidated_api_keys"] == [key["id"]]
+    status, body = conn.ask(_next_batch(scroll_id, headers))[0]
+    assert (status, _error_type(body)) == (401, "security_exception")
+    conn.close()

@@ -1,4 +1,5 @@
-"""A walk's connection parked with the search worker that holds the walk, between its pages.
+"""A walk's connection parked with the search worker that holds the walk, between its pages: a
+PIT walk's, or a scroll's.
 
 Why: a PIT walk's page costs a request's fixed path twice, in the server process (HTTP parsing,
 authentication, routing, the context) and in the worker (the task's message, its threads), as
@@ -18,11 +19,23 @@ when it is the walk's continuation, byte for byte the request that parked it but
 - nothing after it on the socket (a pipelined request is not the worker's);
 - the context alive (not forgotten, its snapshots held, its keep-alive not about to end).
 
+A scroll's continuation is `POST|GET /_search/scroll` with the body `{"scroll", "scroll_id"}` as
+the official clients send it: the same request line and header lines as the request that parked
+it, the same body but for `scroll_id`, which must be the id just answered. The worker serves only
+the batches the context's record names already (`execution.ScrollAhead`, the server's answer to
+the batch it recorded: their ends and ids), so no batch goes out before a record naming its
+position is on disk; the batch after them needs a new record, and its request is handed back for
+the server to write it. Nor when the server process served a batch of the scroll since, or freed
+it (`socket_sink.scroll_moves`, the scroll's own generation: it does not look at the one of
+every context freed, so a scan clearing its scroll sends no other scroll's connection back).
+The server process is told of each batch before it is written (the note moves the context,
+`ReaderContext.note`), so a client that asks for the next id elsewhere finds the context there.
+
 Then the request's bytes are consumed, the page is written with the head, and the server process
 gets a note (not waited for) with what it counts: the context's keep-alive, the search stats, the
-HTTP client's request. Anything else — another request, EOF, bytes that do not complete a
-request within the idle time, the context forgotten, a security change — consumes nothing and
-hands the connection back: the server process resumes reading it and answers on the general path
+HTTP client's request, a scroll's position. Anything else — another request, EOF, bytes that do
+not complete a request within the idle time, the context forgotten, a security change — consumes
+nothing and hands the connection back: the server process resumes reading it and answers on the general path
 what the kernel still holds. Nothing is re-injected, and nothing is answered here that the
 general path would answer differently.
 
@@ -48,9 +61,9 @@ from typing import Any
 import orjson
 
 from leafsearch.search import walks
-from leafsearch.search.execution import Park, PitTask
+from leafsearch.search.execution import Park, PitTask, ScrollAhead, ScrollTask
 from leafsearch.search.read_ahead import after_block, after_reply
-from leafsearch.search.socket_sink import MAX_REQUEST, Written, security_stamp
+from leafsearch.search.socket_sink import MAX_REQUEST, Confirm, Written, scroll_moves, security_stamp
 from leafsearch.search.targets import release_targets
 
 log = logging.getLogger("leafsearch.search_workers")
@@ -59,29 +72,44 @@ log = logging.getLogger("leafsearch.search_workers")
 MAX_PARKED = 256
 #: A context whose keep-alive ends sooner than this is not served here (the server's may end).
 _KEEP_ALIVE_MARGIN = 1.0
-#: How soon a request that arrived in part is looked at again.
-_PARTIAL_SECONDS = 0.005
+#: How soon a request that arrived in part is looked at again, first and at most (doubling in
+#: between): the official Python client sends a request's head and body in two writes, its body
+#: follows within microseconds; a slow client is looked at less and less often.
+_PARTIAL_FIRST = 0.00005
+_PARTIAL_MAX = 0.005
 #: Contexts forgotten lately: a page being served when its context was forgotten does not park.
 _FORGOTTEN = 1024
 
-#: Runs a PIT page (execution.run with this module's `park`): what was written, the phases timed.
-Execute = Callable[[PitTask, Park], tuple[Written, list[tuple[str, float]]]]
+#: Runs a PIT page or scroll batch (execution.run with this module's `park` and the confirm
+#: given), timing its phases into the list given: what execution.run returns.
+Execute = Callable[[PitTask | ScrollTask, Park, Confirm | None, list[tuple[str, float]]], Any]
 
 
 @dataclass(slots=True)
 class _Parked:
     park_id: int
     fd: int
-    task: PitTask
+    task: PitTask | ScrollTask
     #: The request line and header lines but Content-Length's, and the body, as parked.
     lines: list[bytes]
     body: dict[str, Any]
-    #: The cursor key the next page must ask for, and that cursor.
-    expected: bytes
+    #: What the next request must ask for: a PIT page's cursor key, a scroll's id.
+    expected: bytes | str
+    #: A PIT page's cursor; a scroll's next batches, each (its end, its id), as recorded.
     following: list[Any]
     idle_until: float
     ctx_until: float
-    partial_since: float | None = None
+    #: A scroll's: its batch last answered, and its `scroll_moves` when parked.
+    seq: int = 0
+    moves: int = 0
+    #: While a request arrives in pieces: when it is looked at again, and the wait before that.
+    retry: float = 0.0
+    backoff: float = 0.0
+
+    def wait_more(self) -> None:
+        """Its request is not whole yet: looked at again a little later than the last time."""
+        self.backoff = min(max(2 * self.backoff, _PARTIAL_FIRST), _PARTIAL_MAX)
+        self.retry = time.monotonic() + self.backoff
 
 
 def _split(request: bytes) -> tuple[list[bytes], int, int] | None:
@@ -137,16 +165,19 @@ class Parking:
 
     # ---- called by other threads -------------------------------------------------------------
 
-    def park(self, task: PitTask, following: list[Any]) -> int | None:
-        """Keep the connection of a PIT page written whole (`execution.Park`): this worker's pid,
-        or None when it cannot be kept (the server process reads it on)."""
+    def park(self, task: PitTask | ScrollTask, following: Any) -> int | None:
+        """Keep the connection of a PIT page or scroll batch written whole (`execution.Park`;
+        `following`: the PIT page's cursor, the scroll's `ScrollAhead`): this worker's pid, or
+        None when it cannot be kept (the server process reads it on)."""
         sink = task.sink
         assert sink is not None and sink.park is not None
         offer = sink.park
+        scroll = isinstance(task, ScrollTask)
         with self._lock:
             before = self._parked.get(offer.park_id)
         if before is not None and before.task.sink.park is offer:  # type: ignore[union-attr]
-            lines, body = before.lines, before.body  # parked again after a page served here
+            # Parked again after a page served here.
+            lines, body, moves = before.lines, before.body, before.moves
         else:
             split = _split(offer.request)
             if (
@@ -159,11 +190,19 @@ class Parking:
                 body = orjson.loads(offer.request[split[1] :])
             except orjson.JSONDecodeError:
                 return None
-            if not isinstance(body, dict) or not isinstance(body.get("pit"), dict):
+            if not isinstance(body, dict) or not (
+                isinstance(body.get("scroll_id"), str) if scroll else isinstance(body.get("pit"), dict)
+            ):
                 return None
             lines = split[0]
-            # The walk's pages served here are one walk: its identity is taken once.
-            task = dataclasses.replace(task, walk=walks.identity(task.request))
+            moves = scroll_moves(self._security, task.ctx_id) if scroll and self._security is not None else 0
+            if not scroll:  # the walk's pages served here are one walk: its identity is taken once
+                task = dataclasses.replace(task, walk=walks.identity(task.request))
+        if scroll:
+            assert isinstance(following, ScrollAhead)
+            expected, after, seq = task.public_id, list(following.ends), following.seq
+        else:
+            expected, after, seq = walks.cursor_key(following), following, 0
         with self._lock:
             held = len(self._parked) - (offer.park_id in self._parked)  # (parked again: replaces)
             if self._closed or held >= self.limit or task.ctx_id in self._forgotten:
@@ -175,10 +214,12 @@ class Parking:
                 task,
                 lines,
                 body,
-                walks.cursor_key(following),
-                following,
+                expected,
+                after,
                 now + offer.idle_seconds,
                 now + offer.keep_alive,
+                seq,
+                moves,
             )
             self._parked[offer.park_id] = parked
             self._ensure_thread()
@@ -249,7 +290,7 @@ class Parking:
             while True:
                 now = time.monotonic()
                 deadlines = [p.idle_until for p in watched.values()]
-                deadlines += [now + _PARTIAL_SECONDS for _ in partial]
+                deadlines += [p.retry for p in partial.values()]
                 timeout = max(0.0, min(deadlines) - now) if deadlines else None
                 ready = selector.select(timeout)
                 for key, _ in ready:
@@ -260,9 +301,11 @@ class Parking:
                     parked = watched.pop(key.fd)
                     selector.unregister(key.fd)
                     self._look(parked, partial)
+                now = time.monotonic()
                 for fd, parked in list(partial.items()):  # a request arriving in pieces
-                    del partial[fd]
-                    self._look(parked, partial)
+                    if now >= parked.retry:
+                        del partial[fd]
+                        self._look(parked, partial)
                 if not self._apply(selector, watched, partial):
                     return
                 now = time.monotonic()
@@ -333,12 +376,14 @@ class Parking:
             try:
                 peeked = data.recv(MAX_REQUEST + 1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
             except BlockingIOError:
+                parked.wait_more()
                 partial[parked.fd] = parked
                 return
             except OSError:
                 peeked = b""
         verdict = self._continuation(parked, peeked)
         if verdict is None:
+            parked.wait_more()
             partial[parked.fd] = parked
         elif verdict is False:
             self._hand_back(parked, "other")
@@ -366,18 +411,26 @@ class Parking:
             body = orjson.loads(peeked[head:])
         except orjson.JSONDecodeError:
             return False
-        if (
-            not isinstance(body, dict)
-            or body.keys() != parked.body.keys()
-            or body.get("pit") != parked.body["pit"]
+        if not isinstance(body, dict) or body.keys() != parked.body.keys():
+            return False
+        if isinstance(parked.task, ScrollTask):
+            if body["scroll_id"] != parked.expected or any(
+                body[k] != v for k, v in parked.body.items() if k != "scroll_id"
+            ):
+                return False
+            if self._security is None or scroll_moves(self._security, parked.task.ctx_id) != parked.moves:
+                return False  # the server served a batch of it since (another connection)
+        elif (
+            body.get("pit") != parked.body["pit"]
+            or any(body[k] != v for k, v in parked.body.items() if k != "search_after")
+            or walks.cursor_key(body.get("search_after")) != parked.expected
         ):
             return False
-        if any(body[k] != v for k, v in parked.body.items() if k != "search_after"):
-            return False
-        if walks.cursor_key(body.get("search_after")) != parked.expected:
-            return False
         offer = parked.task.sink.park  # type: ignore[union-attr]
-        if self._security is None or security_stamp(self._security, offer.users_file) != offer.security:
+        if self._security is None:
+            return False
+        now, then = security_stamp(self._security, offer.users_file), offer.security
+        if (now[0], now[2]) != (then[0], then[2]) or (now[1] != then[1] and isinstance(parked.task, PitTask)):
             return False
         if offer.until is not None and time.time() >= offer.until:
             return False
@@ -401,37 +454,85 @@ class Parking:
             self._hand_back(parked, "other")
             return
         try:
-            with socket.socket(fileno=os.dup(parked.fd)) as conn:  # (peeked: all there)
-                taken = conn.recv(size, socket.MSG_DONTWAIT)
-            if len(taken) != size:
-                self._hand_back(parked, "cut")
-                return
-            sink = dataclasses.replace(task.sink, fd=parked.fd)  # type: ignore[arg-type]
-            request = dataclasses.replace(task.request, search_after=parked.following)
-            page = dataclasses.replace(task, request=request, elapsed=0.0, sink=sink)
             with after_reply():
-                written, phases = self._execute(page, self.park)
-                note = {
-                    "took": written.took,
-                    "total": written.total,
-                    "length": written.length,
-                    "request_bytes": size - taken.find(b"\r\n\r\n") - 4,
-                    "phases": phases,
-                }
-                self._send(("served", parked.park_id, note))
-                if not written.complete:
-                    self._hand_back(parked, "cut")
-                    return
-                if written.parked is None:  # not kept (the last page, or the limit): given back
-                    self._hand_back(parked, "other")
-                    return
-                with contextlib.suppress(OSError):
-                    os.close(parked.fd)
+                if isinstance(task, ScrollTask):
+                    self._serve_batch(parked, task, size)
+                else:
+                    self._serve_page(parked, task, size)
         except Exception:  # noqa: BLE001 - what reached the client is unknown: it closes
             log.exception("a parked walk's page failed")
             self._hand_back(parked, "cut")
         finally:
             release_targets(held)
+
+    def _serve_page(self, parked: _Parked, task: PitTask, size: int) -> None:
+        """A PIT walk's next page: the request consumed, the page written, the server told."""
+        taken = self._take(parked, size)
+        if taken is None:
+            return
+        sink = dataclasses.replace(task.sink, fd=parked.fd)  # type: ignore[arg-type]
+        request = dataclasses.replace(task.request, search_after=parked.following)
+        page = dataclasses.replace(task, request=request, elapsed=0.0, sink=sink)
+        phases: list[tuple[str, float]] = []
+        written = self._execute(page, self.park, None, phases)
+        self._send(("served", parked.park_id, self._note(written, taken, phases)))
+        self._after(parked, written)
+
+    def _serve_batch(self, parked: _Parked, task: ScrollTask, size: int) -> None:
+        """A scroll's next batch, which ends where the context's record named: the server told
+        before it is written (the request consumed then), the next ones left to serve here."""
+        (end, public_id), rest = parked.following[0], parked.following[1:]
+        seq = parked.seq + 1
+        phases: list[tuple[str, float]] = []
+        consumed: list[bytes] = []
+
+        def confirm(summary: tuple[list | None, int, int, list]) -> ScrollAhead | bool:
+            cursor, _, took, _ = summary
+            if cursor != end:  # not the batch recorded (never expected): the server answers
+                return False
+            taken = self._take(parked, size)
+            if taken is None:
+                return False
+            consumed.append(taken)
+            note = self._note(None, taken, phases)
+            note["scroll"] = (seq, public_id, cursor, took)
+            self._send(("served", parked.park_id, note))
+            return ScrollAhead(seq, tuple(rest))
+
+        sink = dataclasses.replace(task.sink, fd=parked.fd)  # type: ignore[arg-type]
+        batch = dataclasses.replace(task, public_id=public_id, elapsed=0.0, sink=sink, took=None)
+        written = self._execute(batch, self.park, confirm, phases)[0]
+        if not consumed:  # nothing taken, nothing written: the general path answers
+            self._hand_back(parked, "other")
+            return
+        self._after(parked, written)
+
+    def _take(self, parked: _Parked, size: int) -> bytes | None:
+        """The continuation's bytes consumed (peeked: all there); None: handed back (cut)."""
+        with socket.socket(fileno=os.dup(parked.fd)) as conn:
+            taken = conn.recv(size, socket.MSG_DONTWAIT)
+        if len(taken) != size:
+            self._hand_back(parked, "cut")
+            return None
+        return taken
+
+    @staticmethod
+    def _note(written: Written | None, taken: bytes, phases: list[tuple[str, float]]) -> dict[str, Any]:
+        """What the server process counts of a request served here."""
+        note: dict[str, Any] = {"request_bytes": len(taken) - taken.find(b"\r\n\r\n") - 4, "phases": phases}
+        if written is not None:
+            note.update(took=written.took, total=written.total, length=written.length)
+        return note
+
+    def _after(self, parked: _Parked, written: Written) -> None:
+        """After a page served here: parked again (by `park`), or handed back."""
+        if not written.complete:
+            self._hand_back(parked, "cut")
+        elif written.parked is None:  # not kept (the last page, or the limit): given back
+            self._hand_back(parked, "other")
+        else:
+            with contextlib.suppress(OSError):
+                os.close(parked.fd)
 
     def _hand_back(self, parked: _Parked, reason: str) -> None:
         """Give the connection back to the server process (`idle`: it closes it as an idle

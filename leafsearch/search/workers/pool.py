@@ -56,7 +56,14 @@ from leafsearch.errors import ElasticError, SearchPhaseExecution
 from leafsearch.index.events import ShardEvents
 from leafsearch.index.searcher import Searcher
 from leafsearch.search import execution
-from leafsearch.search.socket_sink import Confirm, ParkedConnections, ResponseCut, Written, security_stamp
+from leafsearch.search.socket_sink import (
+    SCROLL_SLOTS,
+    Confirm,
+    ParkedConnections,
+    ResponseCut,
+    Written,
+    security_stamp,
+)
 from leafsearch.search.targets import Target
 from leafsearch.search.workers import entry
 from leafsearch.search.workers.mirror import IndexState, TargetRef, snapshot_state
@@ -82,13 +89,15 @@ LONE_REQUESTS_IN_SERVER = "search.workers.lone_requests_in_server"
 
 @dataclass(slots=True)
 class _ParkedWalk:
-    """A PIT walk's connection a worker may keep (workers/parking.py): what the server process
-    does for each page it serves there (the context's keep-alive, the search stats)."""
+    """A PIT walk's or scroll's connection a worker may keep (workers/parking.py): what the
+    server process does for each page it serves there (the context's keep-alive, the search
+    stats, a scroll's position)."""
 
     pid: int | None
     public_id: str
     keep_alive: float
     targets: list[Target]
+    kind: str = "pit"
 
 
 class _WorkerGone(Exception):
@@ -372,14 +381,15 @@ class WorkerPool:
         self._ready = threading.Condition(self._lock)
         self._launched = False  # `start()` was called
         self._starting: dict[int, BaseProcess] = {}  # slot -> a process not ready yet
-        #: Connections a worker may have kept after a PIT page (park id -> its walk).
+        #: Connections a worker may have kept after a PIT page or scroll batch (park id -> its walk).
         self._parks: dict[int, _ParkedWalk] = {}
         #: The HTTP layer's parked connections (set by the node); None: nothing is parked.
         self.connections: ParkedConnections | None = None
         #: Generations shared with the workers, which a parked connection's next request must
         #: still find (workers/parking.py): [0] moves on every change to users, roles or API
         #: keys, [1] on every reader context freed (a PIT deleted answers 404 at once).
-        self.security = multiprocessing.get_context("spawn").RawArray("q", 2)
+        #: [2:] count the batches the general path served of each scroll (`scroll_moved`).
+        self.security = multiprocessing.get_context("spawn").RawArray("q", 2 + SCROLL_SLOTS)
         self.parked_pages = 0  # pages a worker served on a connection it kept
         events.on_snapshot_closed(self._snapshot_closed)
         events.on_files_deleted(self._files_deleted)
@@ -530,10 +540,11 @@ class WorkerPool:
         if park is not None:
             # Known before the task goes: the worker may serve the walk's next page on the
             # connection it keeps, and tell of it, before this thread reads the reply.
-            assert isinstance(task, execution.PitTask) and worker is not None
+            assert isinstance(task, execution.PitTask | execution.ScrollTask) and worker is not None
+            kind = "pit" if isinstance(task, execution.PitTask) else "scroll"
             with self._lock:
                 self._parks[park.park_id] = _ParkedWalk(
-                    worker.pid, task.public_id, park.keep_alive, task.targets
+                    worker.pid, task.public_id, park.keep_alive, task.targets, kind
                 )
         try:
             if worker is None:
@@ -570,7 +581,8 @@ class WorkerPool:
                 raise ResponseCut(str(payload))
             raise payload
         result = pickle.loads(payload[0], buffers=payload[1])
-        if park is not None and not (isinstance(result, Written) and result.parked is not None):
+        written = result[0] if isinstance(result, tuple) else result  # (a scroll batch's)
+        if park is not None and not (isinstance(written, Written) and written.parked is not None):
             with self._lock:
                 self._parks.pop(park.park_id, None)
         if kind == "error":
@@ -749,11 +761,20 @@ class WorkerPool:
         for worker in workers:
             worker.tell(("security",))
 
-    def context_freed(self) -> None:
+    def context_freed(self, ctx_id: int) -> None:
         """A reader context ended: no parked walk serves another page without the server
-        process looking (a continuation of a walk on it is the general path's 404)."""
+        process looking (a continuation of a walk on it is the general path's 404). A kept
+        scroll looks at its own generation only (`scroll_moved`): a scan that clears its scroll
+        does not send the others' connections back."""
         with self._lock:
             self.security[1] += 1
+            self.security[2 + ctx_id % SCROLL_SLOTS] += 1
+
+    def scroll_moved(self, ctx_id: int) -> None:
+        """This process serves a batch of a scroll: a connection a worker kept with it answers
+        no batch from the position it knew (workers/parking.py)."""
+        with self._lock:
+            self.security[2 + ctx_id % SCROLL_SLOTS] += 1
 
     def unpark(self, park_id: int) -> None:
         """The HTTP layer closed a parked connection: its worker drops its descriptor."""
@@ -768,8 +789,9 @@ class WorkerPool:
         return next((w for w in self._slots if w is not None and w.pid == pid), None)
 
     def _parked_served(self, worker: _Worker, park_id: int, note: dict[str, Any]) -> None:
-        """A worker served a page on a connection it kept: the context's keep-alive counts from
-        now, and the page is counted as a search (a reader thread's)."""
+        """A worker served a page on a connection it kept (told before it wrote a scroll's
+        batch): the context's keep-alive counts from now, a scroll moves past the batch, and
+        the page is counted as a search (a reader thread's)."""
         with self._lock:
             walk = self._parks.get(park_id)
             self.parked_pages += 1
@@ -778,7 +800,12 @@ class WorkerPool:
             return
         contexts = self._services.contexts
         with contextlib.suppress(ElasticError):
-            contexts.release(contexts.acquire(walk.public_id, "pit"), walk.keep_alive)
+            ctx = contexts.acquire(walk.public_id, walk.kind)
+            try:
+                if "scroll" in note:
+                    ctx.note(*note["scroll"])
+            finally:
+                contexts.release(ctx, walk.keep_alive)
         for name, seconds in note["phases"]:
             self._services.search_stats.record(name, seconds, walk.targets)
         self.connections.served(park_id, note["request_bytes"])

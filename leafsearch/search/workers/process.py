@@ -163,10 +163,9 @@ def main(conn: Connection, config: WorkerConfig, security: Any = None) -> None:
     writers = _Writers()
     finished = threading.Event()
 
-    def execute(task: execution.PitTask, park: execution.Park) -> tuple[Any, list[tuple[str, float]]]:
-        phases: list[tuple[str, float]] = []
+    def execute(task: Any, park: execution.Park, confirm: Any, phases: list[tuple[str, float]]) -> Any:
         TIMED.set(phases)
-        return execution.run(state.services, task, None, None, park), phases
+        return execution.run(state.services, task, None, confirm, park)
 
     parking = Parking(execute, writers.start, lambda message: reply(message), security)
 
