@@ -8,6 +8,7 @@ import random
 import numpy as np
 import pytest
 
+from leafsearch.index import segment_build
 from leafsearch.index.buffer import IndexBuffer
 from leafsearch.index.index_sort import index_sort_of
 from leafsearch.index.mapping import Mapping
@@ -91,3 +92,41 @@ def _positions_of(col, word: str, doc: int) -> list[int]:
             start = int(col.pos_starts[entry])
             return np.asarray(col.positions[start : start + int(col.post_freqs[entry])]).tolist()
     return []
+
+
+def _files(folder) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize(
+    ("sorted_by", "budget", "runs_of_terms"), [(None, 7, 7), ("n", 7, 7), (None, 3000, 4)]
+)
+def test_a_merge_written_a_block_of_terms_at_a_time_writes_the_same_files(
+    tmp_path, monkeypatch, sorted_by, budget, runs_of_terms
+) -> None:
+    # A text field's postings merged in runs of `budget` entries (every term over 7: one term a
+    # run; 3,000: two terms a run, or one), against one run of every term: the same bytes in
+    # every file of the folder.
+    rng = random.Random(11)
+    index_sort = None
+    if sorted_by is not None:
+        mapping = Mapping.from_body({"properties": {sorted_by: {"type": "long"}}})
+        index_sort = index_sort_of({"index.sort.field": sorted_by}, mapping, "test")
+    docs = [_doc(rng, i) for i in range(2500)]
+    parts = []
+    for k, (lo, hi) in enumerate([(0, 900), (900, 1000), (1000, 2500)]):
+        seg = _segment(docs[lo:hi], tmp_path / f"p{k}", index_sort)
+        parts.append((seg, np.array([rng.random() > 0.3 for _ in range(seg.max_doc)]) if k != 1 else None))
+    monkeypatch.setattr(segment_build, "MERGE_BLOCK_ENTRIES", 1 << 40)
+    merge_segments(parts, tmp_path / "whole", index_sort)
+    monkeypatch.setattr(segment_build, "MERGE_BLOCK_ENTRIES", budget)
+    runs = []
+    real_blocks = segment_build._term_blocks
+    monkeypatch.setattr(
+        segment_build, "_term_blocks", lambda *args: runs.append(real_blocks(*args)) or runs[-1]
+    )
+    merge_segments(parts, tmp_path / "blocks", index_sort)
+    assert len(runs[0]) - 1 == runs_of_terms
+    whole, blocks = _files(tmp_path / "whole"), _files(tmp_path / "blocks")
+    assert list(blocks) == list(whole)
+    assert [name for name in whole if whole[name] != blocks[name]] == []
