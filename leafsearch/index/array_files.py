@@ -27,7 +27,7 @@ from leafsearch.common.durable import private
 _HEADERS = threading.Lock()
 _NARROW = (np.uint8, np.int8, np.uint16, np.int16, np.uint32, np.int32)
 #: Values an `Appender` converts at once when it saves its array.
-_SAVE_CHUNK = 1 << 20
+_SAVE_CHUNK = 1 << 16
 
 
 def load(path: Path, *, mmap: bool = False) -> np.ndarray:

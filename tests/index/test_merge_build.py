@@ -4,6 +4,7 @@ merge by posting entries and its sources read a window at a time change nothing 
 from __future__ import annotations
 
 import random
+import tracemalloc
 
 import numpy as np
 import pytest
@@ -130,3 +131,41 @@ def test_a_merge_written_a_block_of_terms_at_a_time_writes_the_same_files(
     whole, blocks = _files(tmp_path / "whole"), _files(tmp_path / "blocks")
     assert list(blocks) == list(whole)
     assert [name for name in whole if whole[name] != blocks[name]] == []
+
+
+def test_a_text_fields_merge_holds_a_block_of_its_postings_not_the_field(tmp_path, monkeypatch) -> None:
+    # 12,000 documents of 40 words of 500: about 430,000 posting entries and 480,000 positions,
+    # merged in runs of 4,096 entries. Held whole (every entry's term, doc, frequency and start,
+    # their sort, the positions gathered as int64), the field's merge took over 8 MB; in runs, what
+    # it holds beyond an array of one value a document is a run's.
+    monkeypatch.setattr(segment_build, "MERGE_BLOCK_ENTRIES", 4096)
+    rng = random.Random(5)
+    vocabulary = [f"w{i}" for i in range(500)]
+    parts = []
+    for k in range(3):
+        buffer = IndexBuffer()
+        for i in range(4000):
+            tokens = [rng.choice(vocabulary) for _ in range(40)]
+            source = f'{{"msg":"{" ".join(tokens)}"}}'.encode()
+            parsed = ParsedDoc(source, text={"msg": (tokens, list(range(40)))})
+            buffer.add(f"d{k}-{i}", parsed, k * 4000 + i, 1, None)
+        segment_from_buffer(buffer, tmp_path / f"p{k}")
+        parts.append((Segment(tmp_path / f"p{k}"), None))
+    peaks = []
+    merge_text = segment_build._merge_text
+
+    def measured(*args) -> None:
+        before = tracemalloc.get_traced_memory()[0]
+        tracemalloc.reset_peak()
+        merge_text(*args)
+        peaks.append(tracemalloc.get_traced_memory()[1] - before)
+
+    monkeypatch.setattr(segment_build, "_merge_text", measured)
+    tracemalloc.start()
+    try:
+        merge_segments(parts, tmp_path / "merged")
+    finally:
+        tracemalloc.stop()
+    positions = len(Segment(tmp_path / "merged").column("msg").positions)
+    assert positions == 12_000 * 40
+    assert peaks[0] < positions * 8 // 2, peaks  # less than half of its positions as int64 alone
