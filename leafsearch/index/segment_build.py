@@ -30,15 +30,19 @@ from leafsearch.index.vector_graph import GraphSpec
 def segment_from_buffer(buffer: IndexBuffer, folder: Path, index_sort: IndexSort | None = None) -> Segment:
     """Write the buffer's documents (deleted ones included; the caller masks them) as a segment:
     in arrival order, or in `index_sort` order (ties in arrival order), in which case
-    `buffer.segment_docs` says where each buffer document went."""
-    writer_from_buffer(buffer, index_sort).write(folder)
+    `buffer.segment_docs` says where each buffer document went. Each field's arrays are written as
+    they are built (a streaming `SegmentWriter`), not held until the last one is."""
+    writer_from_buffer(buffer, index_sort, folder).write(folder)
     return Segment(folder)
 
 
-def writer_from_buffer(buffer: IndexBuffer, index_sort: IndexSort | None = None) -> SegmentWriter:
-    """The arrays of the buffer's documents as a segment (see `segment_from_buffer`), unwritten,
-    with the segments of its `nested` child documents (a parent's children stay consecutive: an
-    index sort cannot be set beside `nested` fields)."""
+def writer_from_buffer(
+    buffer: IndexBuffer, index_sort: IndexSort | None = None, streaming: Path | None = None
+) -> SegmentWriter:
+    """The arrays of the buffer's documents as a segment (see `segment_from_buffer`), unwritten
+    (or, `streaming`, written into that folder's unfinished folder as they are built), with the
+    segments of its `nested` child documents (a parent's children stay consecutive: an index sort
+    cannot be set beside `nested` fields)."""
     max_doc = len(buffer)
     keywords = {path: intern(fb.values) for path, fb in buffer.keyword.items()}
     new_of = None
@@ -57,7 +61,7 @@ def writer_from_buffer(buffer: IndexBuffer, index_sort: IndexSort | None = None)
     def in_order(values: list) -> list:
         return values if new_of is None else [values[i] for i in order.tolist()]
 
-    writer = SegmentWriter(max_doc)
+    writer = SegmentWriter(max_doc, streaming)
     writer.set_ids(
         to_term_array(in_order(buffer.ids)),
         np.asarray(in_order(buffer.seq_nos)),
@@ -87,7 +91,8 @@ def writer_from_buffer(buffer: IndexBuffer, index_sort: IndexSort | None = None)
     routed = [i for i, r in enumerate(buffer.routings) if r is not None]
     _add_routing(writer, docs(routed), [buffer.routings[i] for i in routed], max_doc)
     for path, (children, parents) in buffer.nested.items():
-        writer.add_nested(path, writer_from_buffer(children), docs(parents))
+        child_folder = None if streaming is None else writer.nested_folder()
+        writer.add_nested(path, writer_from_buffer(children, None, child_folder), docs(parents))
     return writer
 
 
