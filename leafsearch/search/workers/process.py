@@ -155,7 +155,7 @@ def main(conn: Connection, config: WorkerConfig, security: Any = None) -> None:
     runs it at once while the next one reads (no hand-off on a request's way), so a cancel or
     a second task is read while a task runs. `security`: the server's security generation
     (a shared value), which a parked connection's continuation must still find (parking.py)."""
-    memory.tune_allocator()  # as the server process does (services/memory.py)
+    memory.tune_allocator(memory.WORKER_MMAP_THRESHOLD)  # services/memory.py
     trimmer = memory.Trimmer()
     state = WorkerState(config)
     read_lock = threading.Lock()
