@@ -57,8 +57,12 @@ def _merge_folders(
 
 
 def _start_worker(server: int) -> None:
-    """Worker initializer: yield the CPU to the server's requests, and die with the server."""
+    """Worker initializer: yield the CPU to the server's requests, die with the server, and map
+    large arrays on their own as the server does (services/memory.py)."""
+    from leafsearch.services.memory import tune_allocator
+
     os.nice(NICENESS)
+    tune_allocator()
     _die_with_parent(server)
 
 

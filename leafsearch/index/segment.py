@@ -47,18 +47,6 @@ from leafsearch.index.vector_graph import GraphSpec
 _READ_WHOLE_BYTES = 64 * 1024
 
 
-def _compact(arr: np.ndarray) -> np.ndarray:
-    """The smallest integer dtype that holds every value: doc ids, freqs and ordinals are small."""
-    if arr.dtype.kind not in "iu" or arr.size == 0:
-        return arr
-    lo, hi = int(arr.min()), int(arr.max())
-    for dtype in (np.uint8, np.int8, np.uint16, np.int16, np.uint32, np.int32):
-        info = np.iinfo(dtype)
-        if info.min <= lo and hi <= info.max:
-            return arr.astype(dtype, copy=False)
-    return arr
-
-
 def to_term_array(values: list[str] | list[bytes]) -> np.ndarray:
     """Strings to a numpy bytes array ('S'), UTF-8 encoded, so that sort order is Lucene's."""
     if values and isinstance(values[0], str):
@@ -136,9 +124,16 @@ _UNCACHED_RUN = 16
 
 
 class SegmentWriter:
-    """Collects the arrays of a new segment and writes them to a folder, fsynced."""
+    """Collects the arrays of a new segment and writes them to a folder, fsynced (every file at
+    once, when the folder is complete).
 
-    def __init__(self, max_doc: int) -> None:
+    Given its folder (`streaming`), it writes each array as it is added, and the sources as they
+    are compressed, into the unfinished folder, and holds none of them: a merge's memory is then
+    one field's merge at a time (and a block of a text field's postings: `Appender`), not the
+    whole segment's. Either way `write` renames the folder into place only once every file is
+    written and fsynced, and the files are the same."""
+
+    def __init__(self, max_doc: int, streaming: Path | None = None) -> None:
         self.max_doc = max_doc
         self.arrays: dict[str, np.ndarray] = {}
         self.fields: dict[str, dict] = {}
@@ -147,39 +142,72 @@ class SegmentWriter:
         self.nested: dict[str, SegmentWriter] = {}
         #: graph file name -> (the column's vectors, how to build its graph)
         self.graphs: dict[str, tuple[np.ndarray, GraphSpec]] = {}
+        self._folder = streaming
+        self._tmp = None if streaming is None else _begin(streaming)
+        self._spills = 0
+        self._sources_written = False
+
+    def spill(self, dtype: np.dtype | type) -> array_files.Appender:
+        """An array to fill a block at a time and add as one of a field's arrays (streaming only)."""
+        assert self._tmp is not None, "a spilled array needs a streaming writer"
+        self._spills += 1
+        return array_files.Appender(self._tmp / f"spill-{self._spills}", dtype)
+
+    def nested_folder(self) -> Path:
+        """Where the child segment of the next `add_nested` goes (streaming only)."""
+        assert self._tmp is not None, "a nested folder needs a streaming writer"
+        return self._tmp / f"n{len(self.nested)}"
+
+    def _put(self, name: str, arr: np.ndarray | array_files.Appender) -> None:
+        if self._tmp is None:
+            assert isinstance(arr, np.ndarray), "a spilled array needs a streaming writer"
+            self.arrays[name] = arr
+        else:
+            _save_array(self._tmp, name, arr)
 
     def add_nested(self, path: str, children: SegmentWriter, parents: np.ndarray) -> None:
         """The child documents of a `nested` path, written inside this segment's folder, and the
         parent doc of each (ascending: a parent's children are consecutive)."""
-        self.arrays[f"n{len(self.nested)}.parents"] = np.asarray(parents, dtype=np.int64)
+        self._put(f"n{len(self.nested)}.parents", np.asarray(parents, dtype=np.int64))
         self.nested[path] = children
 
     def set_ids(self, ids: np.ndarray, seq_nos: np.ndarray, versions: np.ndarray) -> None:
         order = np.argsort(ids, kind="stable")
         rank = np.empty(len(ids), dtype=np.int64)
         rank[order] = np.arange(len(ids))
-        self.arrays["_id.terms"] = ids[order]
-        self.arrays["_id.docs"] = order
-        self.arrays["_id.rank"] = rank
-        self.arrays["_seq_no"] = np.asarray(seq_nos, dtype=np.int64)
-        self.arrays["_version"] = np.asarray(versions, dtype=np.int64)
+        self._put("_id.terms", ids[order])
+        self._put("_id.docs", order)
+        self._put("_id.rank", rank)
+        self._put("_seq_no", np.asarray(seq_nos, dtype=np.int64))
+        self._put("_version", np.asarray(versions, dtype=np.int64))
 
     def set_sources(self, sources: Sequence[bytes] | source_blocks.Documents) -> None:
-        self.sources = source_blocks.compress(sources)
+        if self._tmp is None:
+            self.sources = source_blocks.compress(sources)
+            return
+        with open(self._tmp / "_source.bin", "wb", opener=private) as fh:
+            self.sources = source_blocks.compress(sources, fh.write)
+        self._sources_written = True
 
     def _prefix(self, path: str) -> tuple[str, int]:
         """The file-name prefix of a new field's arrays: its number in this segment."""
         number = len(self.fields)
         return f"f{number}.", number
 
-    def add_text(self, path: str, terms: np.ndarray, postings: dict, lengths: np.ndarray) -> None:
+    def add_text(
+        self,
+        path: str,
+        terms: np.ndarray,
+        postings: dict[str, np.ndarray | array_files.Appender],
+        lengths: np.ndarray,
+    ) -> None:
         from leafsearch.index.norms import encode_lengths
 
         prefix, number = self._prefix(path)
-        self.arrays[prefix + "terms"] = terms
+        self._put(prefix + "terms", terms)
         for name, arr in postings.items():
-            self.arrays[prefix + name] = arr
-        self.arrays[prefix + "norms"] = encode_lengths(lengths)
+            self._put(prefix + name, arr)
+        self._put(prefix + "norms", encode_lengths(lengths))
         self.fields[path] = {
             "number": number,
             "kind": "text",
@@ -189,15 +217,15 @@ class SegmentWriter:
 
     def add_keyword(self, path: str, terms: np.ndarray, dv: dict) -> None:
         prefix, number = self._prefix(path)
-        self.arrays[prefix + "terms"] = terms
+        self._put(prefix + "terms", terms)
         for name, arr in dv.items():
-            self.arrays[prefix + name] = arr
+            self._put(prefix + name, arr)
         self.fields[path] = {"number": number, "kind": "keyword", "single": "offsets" not in dv}
 
     def add_numeric(self, path: str, kind: str, dv: dict) -> None:
         prefix, number = self._prefix(path)
         for name, arr in dv.items():
-            self.arrays[prefix + name] = arr
+            self._put(prefix + name, arr)
         self.fields[path] = {"number": number, "kind": kind, "single": "offsets" not in dv}
 
     def add_vector(self, path: str, docs: np.ndarray, vectors: np.ndarray, graph: GraphSpec | None) -> None:
@@ -205,8 +233,8 @@ class SegmentWriter:
         one (dims,) row each, float32 or int8; with its HNSW graph when `graph` says how and the
         column is large enough (vector_graph.py)."""
         prefix, number = self._prefix(path)
-        self.arrays[prefix + "docs"] = docs
-        self.arrays[prefix + "vectors"] = vectors
+        self._put(prefix + "docs", docs)
+        self._put(prefix + "vectors", vectors)
         meta = self.fields[path] = {"number": number, "kind": "vector", "dims": int(vectors.shape[1])}
         if graph is not None:
             meta["hnsw"] = graph.to_meta()
@@ -215,18 +243,17 @@ class SegmentWriter:
                 self.graphs[prefix + "hnsw.usearch"] = (vectors, graph)
 
     def write(self, folder: Path) -> None:
-        tmp = _unfinished(folder)
-        if tmp.exists():
-            shutil.rmtree(tmp)
-        tmp.mkdir(mode=FOLDER_MODE, parents=True)
-        for name, arr in self.arrays.items():
-            data = arr if name.endswith((".terms", ".vectors")) else _compact(np.asarray(arr))
-            with open(tmp / f"{name}.npy", "wb", opener=private) as fh:
-                np.save(fh, data, allow_pickle=False)
+        if self._tmp is None:
+            tmp = _begin(folder)
+            for name, arr in self.arrays.items():
+                _save_array(tmp, name, arr)
+        else:
+            assert folder == self._folder, "a streaming writer writes the folder it was given"
+            tmp = self._tmp
         for name, (vectors, spec) in self.graphs.items():
             vector_graph.build(vectors, spec, tmp / name)
         sources = self.sources
-        files = [("_source.bin", sources.chunks)]
+        files = [] if self._sources_written else [("_source.bin", sources.chunks)]
         if sources.dictionary is not None:
             files.append(("_source.dict", [sources.dictionary]))
         for name, chunks in files:
@@ -237,8 +264,7 @@ class SegmentWriter:
             ("_source.blocks", np.asarray(sources.offsets, dtype=np.int64)),
             ("_source.lengths", sources.lengths),
         ):
-            with open(tmp / f"{name}.npy", "wb", opener=private) as fh:
-                np.save(fh, _compact(np.asarray(arr, dtype=np.int64)), allow_pickle=False)
+            array_files.save(tmp / f"{name}.npy", array_files.compact(np.asarray(arr, dtype=np.int64)))
         meta: dict = {"max_doc": self.max_doc, "fields": self.fields}
         if self.nested:  # written inside the unfinished folder: renamed into place with it
             meta["nested"] = {}
@@ -256,6 +282,25 @@ class SegmentWriter:
         fsync_dir(tmp)
         os.replace(tmp, folder)
         fsync_dir(folder.parent)
+
+
+def _begin(folder: Path) -> Path:
+    """The unfinished folder of a segment write, created empty."""
+    tmp = _unfinished(folder)
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir(mode=FOLDER_MODE, parents=True)
+    return tmp
+
+
+def _save_array(tmp: Path, name: str, arr: np.ndarray | array_files.Appender) -> None:
+    path = tmp / f"{name}.npy"
+    if isinstance(arr, array_files.Appender):
+        arr.save(path)
+    else:
+        array_files.save(
+            path, arr if name.endswith((".terms", ".vectors")) else array_files.compact(np.asarray(arr))
+        )
 
 
 def _unfinished(folder: Path) -> Path:

@@ -30,15 +30,19 @@ from leafsearch.index.vector_graph import GraphSpec
 def segment_from_buffer(buffer: IndexBuffer, folder: Path, index_sort: IndexSort | None = None) -> Segment:
     """Write the buffer's documents (deleted ones included; the caller masks them) as a segment:
     in arrival order, or in `index_sort` order (ties in arrival order), in which case
-    `buffer.segment_docs` says where each buffer document went."""
-    writer_from_buffer(buffer, index_sort).write(folder)
+    `buffer.segment_docs` says where each buffer document went. Each field's arrays are written as
+    they are built (a streaming `SegmentWriter`), not held until the last one is."""
+    writer_from_buffer(buffer, index_sort, folder).write(folder)
     return Segment(folder)
 
 
-def writer_from_buffer(buffer: IndexBuffer, index_sort: IndexSort | None = None) -> SegmentWriter:
-    """The arrays of the buffer's documents as a segment (see `segment_from_buffer`), unwritten,
-    with the segments of its `nested` child documents (a parent's children stay consecutive: an
-    index sort cannot be set beside `nested` fields)."""
+def writer_from_buffer(
+    buffer: IndexBuffer, index_sort: IndexSort | None = None, streaming: Path | None = None
+) -> SegmentWriter:
+    """The arrays of the buffer's documents as a segment (see `segment_from_buffer`), unwritten
+    (or, `streaming`, written into that folder's unfinished folder as they are built), with the
+    segments of its `nested` child documents (a parent's children stay consecutive: an index sort
+    cannot be set beside `nested` fields)."""
     max_doc = len(buffer)
     keywords = {path: intern(fb.values) for path, fb in buffer.keyword.items()}
     new_of = None
@@ -57,7 +61,7 @@ def writer_from_buffer(buffer: IndexBuffer, index_sort: IndexSort | None = None)
     def in_order(values: list) -> list:
         return values if new_of is None else [values[i] for i in order.tolist()]
 
-    writer = SegmentWriter(max_doc)
+    writer = SegmentWriter(max_doc, streaming)
     writer.set_ids(
         to_term_array(in_order(buffer.ids)),
         np.asarray(in_order(buffer.seq_nos)),
@@ -89,7 +93,8 @@ def writer_from_buffer(buffer: IndexBuffer, index_sort: IndexSort | None = None)
     routed = [i for i, r in enumerate(buffer.routings) if r is not None]
     _add_routing(writer, docs(routed), [buffer.routings[i] for i in routed], max_doc)
     for path, (children, parents) in buffer.nested.items():
-        writer.add_nested(path, writer_from_buffer(children), docs(parents))
+        child_folder = None if streaming is None else writer.nested_folder()
+        writer.add_nested(path, writer_from_buffer(children, None, child_folder), docs(parents))
     return writer
 
 
@@ -143,14 +148,16 @@ def merge_segments(
     ties in that same order, and the result says, for each merged document, its position among
     the parts' live documents taken in order.
     """
-    writer, order = _merged_writer(parts, index_sort)
+    writer, order = _merged_writer(parts, index_sort, folder)
     writer.write(folder)
     return order
 
 
 def _merged_writer(
-    parts: list[tuple[Segment, np.ndarray | None]], index_sort: IndexSort | None
+    parts: list[tuple[Segment, np.ndarray | None]], index_sort: IndexSort | None, folder: Path
 ) -> tuple[SegmentWriter, np.ndarray | None]:
+    """The merge's writer, streaming into `folder`'s unfinished folder: each field is written as
+    it is merged, so a merge holds one field's merge at a time."""
     keeps = [np.arange(s.max_doc) if live is None else np.flatnonzero(live) for s, live in parts]
     bases = np.cumsum([0] + [len(k) for k in keeps])
     max_doc = int(bases[-1])
@@ -169,7 +176,7 @@ def _merged_writer(
     def in_order(values: np.ndarray) -> np.ndarray:
         return values if order is None else values[order]
 
-    writer = SegmentWriter(max_doc)
+    writer = SegmentWriter(max_doc, streaming=folder)
     ids = np.concatenate(
         [np.asarray(s.id_terms)[np.asarray(s.id_rank)[k]] for (s, _), k in zip(parts, keeps, strict=True)]
     )
@@ -220,7 +227,7 @@ def _merge_nested(
         child_parts.append((children, child_live))
         kept = child_parents if child_live is None else child_parents[child_live]
         parents.append(remap[kept])
-    writer.add_nested(path, _merged_writer(child_parts, None)[0], _cat(parents))
+    writer.add_nested(path, _merged_writer(child_parts, None, writer.nested_folder())[0], _cat(parents))
 
 
 def _merged_sort_values(
@@ -261,58 +268,87 @@ def _merge_terms(term_arrays: list[np.ndarray]) -> tuple[np.ndarray, list[np.nda
     return merged, maps
 
 
+#: Posting entries a text field's merge holds at once (about 40 bytes each, with their positions):
+#: its postings are merged and written a run of terms at a time, so its memory is this, not the
+#: field's (a run is longer only for a single term with more entries).
+MERGE_BLOCK_ENTRIES = 1 << 18
+
+
 def _merge_text(writer: SegmentWriter, path: str, cols: list, max_doc: int) -> None:
-    """Postings merged entry by entry (term, doc, frequency; positions moved in runs), never one
-    array entry per token occurrence beyond the positions themselves: a text field's merge was
-    most of a merge's memory."""
+    """Postings merged entry by entry (term, doc, frequency; positions moved in runs), a block of
+    terms at a time (`MERGE_BLOCK_ENTRIES`): each part's entries and positions of a run of terms
+    are one slice of its arrays, and the merged ones are appended to the segment's files."""
     present = [(c, remap) for c, remap in cols if isinstance(c, TextColumn)]
     merged, maps = _merge_terms([c.terms for c, _ in present])
-    kept_entries = [remap[np.asarray(col.post_docs, dtype=np.int64)] >= 0 for col, remap in present]
-    count = sum(int(np.count_nonzero(kept)) for kept in kept_entries)
-    # One array of each per merge, filled part by part, in the narrowest type that holds it.
-    entry_terms = np.empty(count, dtype=np.int32)
-    entry_docs = np.empty(count, dtype=np.int32)
-    entry_freqs = np.empty(count, dtype=np.int32)
-    entry_starts = np.empty(count, dtype=np.int64)
-    positions = []
+    per_terms = [np.diff(np.asarray(c.post_offsets, dtype=np.int64)) for c, _ in present]
+    entries_per_term = np.zeros(len(merged), dtype=np.int64)
     lengths = np.zeros(max_doc, dtype=np.int64)
-    at = base = 0
-    for (col, remap), tmap, kept in zip(present, maps, kept_entries, strict=True):
-        n = int(np.count_nonzero(kept))
-        per_term = np.diff(np.asarray(col.post_offsets, dtype=np.int64))
-        entry_terms[at : at + n] = np.repeat(tmap.astype(np.int32), per_term)[kept]
-        entry_docs[at : at + n] = remap[np.asarray(col.post_docs, dtype=np.int64)[kept]]
-        entry_freqs[at : at + n] = np.asarray(col.post_freqs)[kept]
-        entry_starts[at : at + n] = col.pos_starts[kept] + base
-        at += n
-        positions.append(np.asarray(col.positions))
-        base += len(col.positions)
+    for (col, remap), tmap, per_term in zip(present, maps, per_terms, strict=True):
+        entries_per_term[tmap] += per_term  # a part's terms are distinct
         live = np.flatnonzero(remap >= 0)
+        # Norm bytes are lossy: re-encoding a decoded length gives back the same byte, so the
+        # merged segment scores exactly as its sources did.
         lengths[remap[live]] = LENGTH_TABLE[np.asarray(col.norms)[live]].astype(np.int64)
-    del kept_entries
-    # Norm bytes are lossy: re-encoding a decoded length gives back the same byte, so the
-    # merged segment scores exactly as its sources did.
-    order = np.argsort(entry_terms.astype(np.int64) * max(max_doc, 1) + entry_docs, kind="stable")
-    entry_terms, entry_docs = entry_terms[order], entry_docs[order]
-    entry_freqs, entry_starts = entry_freqs[order], entry_starts[order]
-    del order
-    firsts_of_terms = np.flatnonzero(np.diff(entry_terms, prepend=-1))  # entry_terms is sorted
-    used = entry_terms[firsts_of_terms]
-    offsets = np.append(firsts_of_terms, len(entry_terms)).astype(np.int64)
-    del entry_terms
-    total = int(entry_freqs.sum(dtype=np.int64))
-    firsts = np.cumsum(entry_freqs, dtype=np.int64) - entry_freqs
-    gather = np.repeat(entry_starts - firsts, entry_freqs) + np.arange(total, dtype=np.int64)
-    del entry_starts, firsts
+    pos_dtype = np.result_type(*[c.positions.dtype for c, _ in present]) if present else np.int64
+    out_docs, out_freqs = writer.spill(np.int32), writer.spill(np.int32)
+    out_positions, out_offsets = writer.spill(pos_dtype), writer.spill(np.int64)
+    used_terms = []
+    written = total = 0
+    read = np.zeros(len(present), dtype=np.int64)  # each part's positions read so far
+    bounds = _term_blocks(entries_per_term, MERGE_BLOCK_ENTRIES)
+    for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
+        terms, docs, freqs, starts, positions = [], [], [], [], []
+        base = 0
+        for k, ((col, remap), tmap, per_term) in enumerate(zip(present, maps, per_terms, strict=True)):
+            t0, t1 = np.searchsorted(tmap, (lo, hi)).tolist()  # tmap ascends: the part's run
+            e0, e1 = int(col.post_offsets[t0]), int(col.post_offsets[t1])
+            part_freqs = np.asarray(col.post_freqs[e0:e1], dtype=np.int64)
+            count = int(part_freqs.sum())
+            part_docs = remap[np.asarray(col.post_docs[e0:e1], dtype=np.int64)]
+            kept = part_docs >= 0
+            terms.append(np.repeat(tmap[t0:t1], per_term[t0:t1])[kept])
+            docs.append(part_docs[kept])
+            freqs.append(part_freqs[kept])
+            starts.append((np.cumsum(part_freqs) - part_freqs + base)[kept])
+            positions.append(np.asarray(col.positions[read[k] : read[k] + count]))
+            read[k] += count
+            base += count
+        entry_terms, entry_docs = _cat(terms), _cat(docs)
+        order = np.argsort(entry_terms * max(max_doc, 1) + entry_docs, kind="stable")
+        entry_terms, entry_docs, entry_freqs = entry_terms[order], entry_docs[order], _cat(freqs)[order]
+        entry_starts = _cat(starts)[order]
+        del order
+        firsts_of_terms = np.flatnonzero(np.diff(entry_terms, prepend=-1))  # entry_terms is sorted
+        used_terms.append(entry_terms[firsts_of_terms])
+        out_offsets.append(firsts_of_terms + written)
+        written += len(entry_terms)
+        block_total = int(entry_freqs.sum(dtype=np.int64))
+        firsts = np.cumsum(entry_freqs, dtype=np.int64) - entry_freqs
+        gather = np.repeat(entry_starts - firsts, entry_freqs) + np.arange(block_total, dtype=np.int64)
+        out_docs.append(entry_docs)
+        out_freqs.append(entry_freqs)
+        out_positions.append(_cat(positions)[gather])
+        total += block_total
+    out_offsets.append(np.array([written], dtype=np.int64))
     postings = {
-        "post_offsets": offsets,
-        "post_docs": entry_docs,
-        "post_freqs": entry_freqs,
-        "positions": _cat(positions)[gather] if positions else np.empty(0, dtype=np.int64),
+        "post_offsets": out_offsets,
+        "post_docs": out_docs,
+        "post_freqs": out_freqs,
+        "positions": out_positions,
     }
-    writer.add_text(path, merged[used], postings, lengths)
+    writer.add_text(path, merged[_cat(used_terms)], postings, lengths)
     # Statistics must describe real token counts, not decoded norms.
     writer.fields[path]["sum_total_term_freq"] = total
+
+
+def _term_blocks(entries_per_term: np.ndarray, budget: int) -> list[int]:
+    """Where runs of terms of about `budget` entries start, and the end: each run at least one term."""
+    ends = np.cumsum(entries_per_term)
+    bounds = [0]
+    while bounds[-1] < len(ends):
+        before = int(ends[bounds[-1] - 1]) if bounds[-1] else 0
+        bounds.append(max(int(np.searchsorted(ends, before + budget, side="right")), bounds[-1] + 1))
+    return bounds
 
 
 class _LiveSources:

@@ -19,7 +19,7 @@ compressing about 0.15 us more per document.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
 from typing import Protocol
@@ -44,7 +44,7 @@ DICT_SEGMENT, DICT_DMER = 1024, 8
 class CompressedSources:
     """The compressed blocks of a segment's sources and what reading them needs."""
 
-    chunks: list[bytes]
+    chunks: list[bytes]  # empty when they were handed to a `write` as they were compressed
     offsets: list[int]  # byte offset of each block in the concatenated chunks, and the end
     lengths: np.ndarray  # raw length of each source
     block_docs: int
@@ -94,10 +94,14 @@ class InMemory:
         yield self.joined
 
 
-def compress(sources: Sequence[bytes] | Documents) -> CompressedSources:
+def compress(
+    sources: Sequence[bytes] | Documents, write: Callable[[bytes], object] | None = None
+) -> CompressedSources:
     """Sources in blocks, with a dictionary trained on evenly spaced samples of them when the
     segment is large enough and training succeeds (it fails on too little or too uniform data:
-    plain blocks then). Each block is compressed from one slice of its run's joined sources."""
+    plain blocks then). Each block is compressed from one slice of its run's joined sources.
+    Given `write`, each run's compressed blocks go to it at once and none is kept (`chunks` is
+    empty): what compressing holds is then one run."""
     documents = InMemory(Joined.of(sources)) if isinstance(sources, Sequence) else sources
     dictionary = _train(documents)
     if dictionary is None:
@@ -106,6 +110,7 @@ def compress(sources: Sequence[bytes] | Documents) -> CompressedSources:
         block = DICT_BLOCK_DOCS
         compressor = zstandard.ZstdCompressor(level=ZSTD_LEVEL, dict_data=dictionary)
     chunks: list[bytes] = []
+    offsets = [0]
     lengths = []
     for run in documents.runs(block):
         lengths.append(run.lengths)
@@ -116,8 +121,13 @@ def compress(sources: Sequence[bytes] | Documents) -> CompressedSources:
             bounds.append(int(ends[-1]))
         view = memoryview(run.data)
         pieces = (view[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True))
-        chunks.extend(map(compressor.compress, pieces))
-    offsets = [0, *accumulate(map(len, chunks))]
+        compressed = list(map(compressor.compress, pieces))
+        offsets += list(accumulate(map(len, compressed), initial=offsets[-1]))[1:]
+        if write is None:
+            chunks.extend(compressed)
+        else:
+            for chunk in compressed:
+                write(chunk)
     all_lengths = np.concatenate(lengths) if lengths else np.empty(0, dtype=np.int64)
     return CompressedSources(
         chunks, offsets, all_lengths, block, None if dictionary is None else dictionary.as_bytes()

@@ -215,8 +215,8 @@ def _segment_writer_fault(where: str, error: BaseException, monkeypatch: pytest.
         fault = Fault(shard_module.segment_from_buffer, error=error)
         monkeypatch.setattr(shard_module, "segment_from_buffer", fault)
     elif where == "writing":
-        fault = Fault(segment_module._compact, at=3, error=error)
-        monkeypatch.setattr(segment_module, "_compact", fault)
+        fault = Fault(segment_module.array_files.compact, at=3, error=error)
+        monkeypatch.setattr(segment_module.array_files, "compact", fault)
     else:
         fault = Fault(segment_build.Segment, error=error)
         monkeypatch.setattr(segment_build, "Segment", fault)

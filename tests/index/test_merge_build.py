@@ -4,10 +4,12 @@ merge by posting entries and its sources read a window at a time change nothing 
 from __future__ import annotations
 
 import random
+import tracemalloc
 
 import numpy as np
 import pytest
 
+from leafsearch.index import segment_build
 from leafsearch.index.buffer import IndexBuffer
 from leafsearch.index.index_sort import index_sort_of
 from leafsearch.index.mapping import Mapping
@@ -91,3 +93,79 @@ def _positions_of(col, word: str, doc: int) -> list[int]:
             start = int(col.pos_starts[entry])
             return np.asarray(col.positions[start : start + int(col.post_freqs[entry])]).tolist()
     return []
+
+
+def _files(folder) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize(
+    ("sorted_by", "budget", "runs_of_terms"), [(None, 7, 7), ("n", 7, 7), (None, 3000, 4)]
+)
+def test_a_merge_written_a_block_of_terms_at_a_time_writes_the_same_files(
+    tmp_path, monkeypatch, sorted_by, budget, runs_of_terms
+) -> None:
+    # A text field's postings merged in runs of `budget` entries (every term over 7: one term a
+    # run; 3,000: two terms a run, or one), against one run of every term: the same bytes in
+    # every file of the folder.
+    rng = random.Random(11)
+    index_sort = None
+    if sorted_by is not None:
+        mapping = Mapping.from_body({"properties": {sorted_by: {"type": "long"}}})
+        index_sort = index_sort_of({"index.sort.field": sorted_by}, mapping, "test")
+    docs = [_doc(rng, i) for i in range(2500)]
+    parts = []
+    for k, (lo, hi) in enumerate([(0, 900), (900, 1000), (1000, 2500)]):
+        seg = _segment(docs[lo:hi], tmp_path / f"p{k}", index_sort)
+        parts.append((seg, np.array([rng.random() > 0.3 for _ in range(seg.max_doc)]) if k != 1 else None))
+    monkeypatch.setattr(segment_build, "MERGE_BLOCK_ENTRIES", 1 << 40)
+    merge_segments(parts, tmp_path / "whole", index_sort)
+    monkeypatch.setattr(segment_build, "MERGE_BLOCK_ENTRIES", budget)
+    runs = []
+    real_blocks = segment_build._term_blocks
+    monkeypatch.setattr(
+        segment_build, "_term_blocks", lambda *args: runs.append(real_blocks(*args)) or runs[-1]
+    )
+    merge_segments(parts, tmp_path / "blocks", index_sort)
+    assert len(runs[0]) - 1 == runs_of_terms
+    whole, blocks = _files(tmp_path / "whole"), _files(tmp_path / "blocks")
+    assert list(blocks) == list(whole)
+    assert [name for name in whole if whole[name] != blocks[name]] == []
+
+
+def test_a_text_fields_merge_holds_a_block_of_its_postings_not_the_field(tmp_path, monkeypatch) -> None:
+    # 12,000 documents of 40 words of 500: about 430,000 posting entries and 480,000 positions,
+    # merged in runs of 4,096 entries. Held whole (every entry's term, doc, frequency and start,
+    # their sort, the positions gathered as int64), the field's merge took over 8 MB; in runs, what
+    # it holds beyond an array of one value a document is a run's.
+    monkeypatch.setattr(segment_build, "MERGE_BLOCK_ENTRIES", 4096)
+    rng = random.Random(5)
+    vocabulary = [f"w{i}" for i in range(500)]
+    parts = []
+    for k in range(3):
+        buffer = IndexBuffer()
+        for i in range(4000):
+            tokens = [rng.choice(vocabulary) for _ in range(40)]
+            source = f'{{"msg":"{" ".join(tokens)}"}}'.encode()
+            parsed = ParsedDoc(source, text={"msg": (tokens, list(range(40)))})
+            buffer.add(f"d{k}-{i}", parsed, k * 4000 + i, 1, None)
+        segment_from_buffer(buffer, tmp_path / f"p{k}")
+        parts.append((Segment(tmp_path / f"p{k}"), None))
+    peaks = []
+    merge_text = segment_build._merge_text
+
+    def measured(*args) -> None:
+        before = tracemalloc.get_traced_memory()[0]
+        tracemalloc.reset_peak()
+        merge_text(*args)
+        peaks.append(tracemalloc.get_traced_memory()[1] - before)
+
+    monkeypatch.setattr(segment_build, "_merge_text", measured)
+    tracemalloc.start()
+    try:
+        merge_segments(parts, tmp_path / "merged")
+    finally:
+        tracemalloc.stop()
+    positions = len(Segment(tmp_path / "merged").column("msg").positions)
+    assert positions == 12_000 * 40
+    assert peaks[0] < positions * 8 // 2, peaks  # less than half of its positions as int64 alone

@@ -54,6 +54,7 @@ from leafsearch.search.walks import MAX_MEMORY as MAX_WALK_MEMORY
 from leafsearch.search.walks import WalkMemory, walk_stats
 from leafsearch.search.workers.mirror import IndexState, Mirror
 from leafsearch.search.workers.parking import Parking
+from leafsearch.services import memory
 from leafsearch.services.breaker import Breakers
 
 #: Cache settings a worker bounds its own caches by: its share of each.
@@ -154,6 +155,8 @@ def main(conn: Connection, config: WorkerConfig, security: Any = None) -> None:
     runs it at once while the next one reads (no hand-off on a request's way), so a cancel or
     a second task is read while a task runs. `security`: the server's security generation
     (a shared value), which a parked connection's continuation must still find (parking.py)."""
+    memory.tune_allocator(memory.WORKER_MMAP_THRESHOLD)  # services/memory.py
+    trimmer = memory.Trimmer()
     state = WorkerState(config)
     read_lock = threading.Lock()
     send_lock = threading.Lock()
@@ -193,6 +196,7 @@ def main(conn: Connection, config: WorkerConfig, security: Any = None) -> None:
             finally:
                 running.pop(call_id, None)
             reply((kind, call_id, payload, phases, len(buffers)), buffers)
+        trimmer.after_request()  # a task that left the heap much bigger (a bulk's parse) hands it back
 
     def confirming(call_id: int, cancelled: threading.Event, ask: bool) -> Callable[[Any], bool]:
         """Tell the server process before writing a rendered response to the client's socket
