@@ -726,16 +726,33 @@ class RemoteIndex:
 
     def refresh(self, shard_ids: Iterable[int] | None = None) -> None:
         """Every copy of those shards (None: all) refreshes (a promoted replica serves what was
-        refreshed); a primary's failure is raised, a replica's is its own to retry on its
-        interval. A replica on a machine the failure detector failed is not asked (it left the
-        in-sync set and catches up by its recovery once it answers): a `?refresh=true` write
-        would otherwise wait out the call's timeout on a silent machine."""
-        for shard_id, copy, wait in self.each_copy("refresh", shard_ids, skip_failed_replicas=True):
+        refreshed); a primary's failure is raised. A replica on a machine the failure detector
+        failed is not asked (a `?refresh=true` write would otherwise wait out the call's timeout
+        on a silent machine). An in-sync replica that did not refresh, asked or not, leaves the
+        in-sync set before this returns, as Elasticsearch fails a replica that fails a write's
+        refresh: searches read the started copies in turn (`read_copy`), and one read after a
+        refresh must find every write before it (the copy catches up by its recovery)."""
+        every = range(len(self.shards)) if shard_ids is None else list(shard_ids)
+        shard_map = self.shard_map
+        skipped = {
+            (i, c["id"]) for i in every for c in shard_map.replicas(i) if self.detector.failed(c["node"])
+        }
+        stale: dict[int, list[str]] = {}
+        for shard_id, allocation_id in skipped:
+            stale.setdefault(shard_id, []).append(allocation_id)
+        failure: ElasticError | None = None
+        for shard_id, copy, wait in self.each_copy("refresh", every, skipped):
             try:
                 wait()
-            except ElasticError:
-                if copy["id"] == self.shard_map.shards[shard_id]["primary"]:
-                    raise
+            except ElasticError as exc:
+                if copy["id"] == shard_map.shards[shard_id]["primary"]:
+                    failure = failure or exc
+                else:
+                    stale.setdefault(shard_id, []).append(copy["id"])
+        for shard_id, allocation_ids in stale.items():
+            self.drop_copies(shard_id, tuple(allocation_ids), shard_map.term(shard_id))
+        if failure is not None:
+            raise failure
 
     def close(self) -> None:
         """`_close`: each shard flushes (every acknowledged write into a committed segment) and
@@ -757,21 +774,17 @@ class RemoteIndex:
                 wait()
 
     def each_copy(
-        self, method: str, shard_ids: Iterable[int] | None = None, skip_failed_replicas: bool = False
+        self,
+        method: str,
+        shard_ids: Iterable[int] | None = None,
+        skipped: frozenset[tuple[int, str]] | set[tuple[int, str]] = frozenset(),
     ) -> list[tuple[int, dict[str, str], Callable[[], Any]]]:
-        """`method` on every copy of those shards (None: all; `skip_failed_replicas`: but the
-        replicas on failed machines), one call per machine: per copy (shard, copy, the function
-        waiting for its answer)."""
+        """`method` on every copy of those shards (None: all) but the `skipped` ones ((shard,
+        allocation id) pairs), one call per machine: per copy (shard, copy, the function waiting
+        for its answer)."""
         every = range(len(self.shards)) if shard_ids is None else shard_ids
         shards = self.shard_map.shards
-        copies = [
-            (i, c)
-            for i in every
-            for c in shards[i]["copies"]
-            if not (
-                skip_failed_replicas and c["id"] != shards[i]["primary"] and self.detector.failed(c["node"])
-            )
-        ]
+        copies = [(i, c) for i in every for c in shards[i]["copies"] if (i, c["id"]) not in skipped]
         calls = [(self.machine(c["node"]), (self.key(i), method, ()), self.describe(i)) for i, c in copies]
         return [
             (i, c, wait)
