@@ -274,13 +274,14 @@ class RemoteIndex:
         self._map_lock = threading.Lock()  # (this coordinator's changes of the shard map, one at a time)
         self._handles: dict[str, Machine] = {}
         self.maps = ShardMaps(backend.metadata.store) if backend.metadata is not None else None
-        #: Which machines failed (told `machine_failed`, before any machine is handed out).
+        #: Which machines failed (told `machine_failed` once the map is read, before any machine
+        #: is handed out: told earlier, this index would fail, and keep the next from being told).
         self.detector = backend.detector
-        self.detector.listen(self)
         #: The shard map (ray_backend/replication.py): every copy of each shard, which is primary.
         self.shard_map = self._load_map()
         #: Per shard, the machine of its primary.
         self.machines: list[Machine] = []
+        self.detector.listen(self)
         self._route()
         self.shards = [RemoteShard(self, i) for i in range(len(placement))]
         #: Per copy (shard, allocation id), the version of the index state it acknowledged.
