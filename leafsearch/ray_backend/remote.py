@@ -41,7 +41,7 @@ from ray.exceptions import ActorUnschedulableError, GetTimeoutError, RayActorErr
 from leafsearch.errors import ElasticError, IndexClosed, SearchContextMissing, ShardFailed, ShardUnavailable
 from leafsearch.index.shard_listing import CopyListing, ShardListing, ShardMissing
 from leafsearch.index.shard_write import DocRead, ShardWrite, ShardWriteOutcome
-from leafsearch.ray_backend.actor import Refusal, ShardCall, ShardKey
+from leafsearch.ray_backend.actor import Refusal, ShardCall, ShardKey, SharedCalls
 from leafsearch.ray_backend.channel import ChannelBroken, Channels, ChannelTimeout, Pending
 from leafsearch.ray_backend.replication import (
     Replicated,
@@ -235,17 +235,24 @@ def send_calls(
     *,
     again: bool = False,
     deadline: float | None = None,
+    shared: bool = False,
 ) -> list[Callable[[], Any]]:
     """Send shards' calls, one call per machine actor carrying all of its shards' (each given as
     (machine, shard call, shard name)); per call the function that waits for its answer:
     the shard's answer, its `Refusal` raised, the machine's failure as the shard's
-    `ShardUnavailable`."""
+    `ShardUnavailable`. `shared`: the calls share most of their arguments (a search phase's):
+    pickled once for all the machines (`SharedCalls`; a write's documents are each one
+    shard's, and go to their machine alone)."""
     by_machine: dict[Machine, list[int]] = {}
     for i, (machine, _, _) in enumerate(calls):
         by_machine.setdefault(machine, []).append(i)
+    every = None
+    if shared and len(by_machine) > 1:
+        every = pickle.dumps([call for _, call, _ in calls], protocol=pickle.HIGHEST_PROTOCOL)
     waits: list[Callable[[], Any]] = [None] * len(calls)  # type: ignore[list-item]
     for machine, positions in by_machine.items():
-        call = MachineCall(channels, machine, [calls[i][1] for i in positions], again, deadline)
+        message = [calls[i][1] for i in positions] if every is None else SharedCalls(tuple(positions), every)
+        call = MachineCall(channels, machine, message, again, deadline)
         for j, i in enumerate(positions):
             waits[i] = _waiter(call, j, calls[i][2])
     return waits
@@ -949,8 +956,9 @@ class RayShard:
         return send_calls(self.snapshot.shard.remote.backend.channels, sent)
 
     def send_all(self, phase: str, sends: list[tuple[RayShard, Any]]) -> list[Callable[[], Any]]:
-        """Send a phase ("dfs", "query", "fetch") to shards of this shard's machine, one message
-        each, in one call; per message the function that waits for its answer. A message naming
+        """Send a phase ("dfs", "query", "fetch") to shards, one message each, one call per
+        machine (what the messages share pickled once for all, `send_calls`); per message the
+        function that waits for its answer. A message naming
         no context reads the snapshot this search pinned (the first phase pins the shard's
         current one, named in its answer; a shard whose query found no hit frees its pin at
         once and names none). A search's last fetch hands the pin over: the shard frees it as it
@@ -971,7 +979,7 @@ class RayShard:
             # A search's first phase on a replica that cannot answer is sent to the primary.
             retry = None if on_primary or not first else partial(shard._on_primary, call)
             sent.append((shard, prepared, on_primary, retry))
-        waits = send_calls(self.snapshot.shard.remote.backend.channels, calls, again=True)
+        waits = send_calls(self.snapshot.shard.remote.backend.channels, calls, again=True, shared=True)
         return [
             shard._finish(message, wait, on_primary, retry)
             for (shard, message, on_primary, retry), wait in zip(sent, waits, strict=True)
