@@ -50,7 +50,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -720,6 +720,22 @@ def _stale(shard: str, term: int, current: int) -> ElasticError:
 ShardKey = tuple[str, int]
 #: A shard's part of a machine call: the shard, the `ShardActor` method, its arguments.
 ShardCall = tuple[ShardKey, str, tuple]
+
+
+class SharedCalls(NamedTuple):
+    """A machine call's shard calls as the positions of this machine's among `calls`, the
+    pickled calls of every machine of a search phase: the phase's request (its query, sort,
+    page), which every shard's message carries, is pickled once for all the machines rather
+    than once a machine (remote.py `send_calls`)."""
+
+    positions: tuple[int, ...]
+    calls: bytes
+
+    def select(self) -> list[ShardCall]:
+        every = pickle.loads(self.calls)
+        return [every[i] for i in self.positions]
+
+
 #: The `ShardActor` methods a machine call may name (`put_index`, `close_shard` and `destroy`
 #: also change which shards the machine holds).
 SHARD_METHODS = frozenset(
@@ -839,7 +855,7 @@ class MachineActor:
             return {"shards": len(self._shards), "calls": dict(self._calls)}
 
     def batch(self, message: bytes) -> bytes:
-        """Each shard's call of `message` (a pickled list of `ShardCall`s, from the channel), at
+        """Each shard's call of `message` (a pickled list of `ShardCall`s, or `SharedCalls`), at
         once on the actor's threads; per call its answer (a `Refusal` for an `ElasticError`, and
         for a shard this machine does not hold), pickled. Why pickled by the C pickler rather
         than Ray's cloudpickle: that runs Python for every object of a message (the messages are
@@ -847,7 +863,10 @@ class MachineActor:
         connection's thread."""
         if message == PING:
             return self._incarnation
-        return pickle.dumps(self._batch(pickle.loads(message)), protocol=pickle.HIGHEST_PROTOCOL)
+        calls = pickle.loads(message)
+        if isinstance(calls, SharedCalls):
+            calls = calls.select()
+        return pickle.dumps(self._batch(calls), protocol=pickle.HIGHEST_PROTOCOL)
 
     def _batch(self, calls: list[ShardCall]) -> list[Any]:
         if not calls:

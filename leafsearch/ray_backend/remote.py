@@ -41,7 +41,7 @@ from ray.exceptions import ActorUnschedulableError, GetTimeoutError, RayActorErr
 from leafsearch.errors import ElasticError, IndexClosed, SearchContextMissing, ShardFailed, ShardUnavailable
 from leafsearch.index.shard_listing import CopyListing, ShardListing, ShardMissing
 from leafsearch.index.shard_write import DocRead, ShardWrite, ShardWriteOutcome
-from leafsearch.ray_backend.actor import Refusal, ShardCall, ShardKey
+from leafsearch.ray_backend.actor import Refusal, ShardCall, ShardKey, SharedCalls
 from leafsearch.ray_backend.channel import ChannelBroken, Channels, ChannelTimeout, Pending
 from leafsearch.ray_backend.replication import (
     Replicated,
@@ -235,17 +235,24 @@ def send_calls(
     *,
     again: bool = False,
     deadline: float | None = None,
+    shared: bool = False,
 ) -> list[Callable[[], Any]]:
     """Send shards' calls, one call per machine actor carrying all of its shards' (each given as
     (machine, shard call, shard name)); per call the function that waits for its answer:
     the shard's answer, its `Refusal` raised, the machine's failure as the shard's
-    `ShardUnavailable`."""
+    `ShardUnavailable`. `shared`: the calls share most of their arguments (a search phase's):
+    pickled once for all the machines (`SharedCalls`; a write's documents are each one
+    shard's, and go to their machine alone)."""
     by_machine: dict[Machine, list[int]] = {}
     for i, (machine, _, _) in enumerate(calls):
         by_machine.setdefault(machine, []).append(i)
+    every = None
+    if shared and len(by_machine) > 1:
+        every = pickle.dumps([call for _, call, _ in calls], protocol=pickle.HIGHEST_PROTOCOL)
     waits: list[Callable[[], Any]] = [None] * len(calls)  # type: ignore[list-item]
     for machine, positions in by_machine.items():
-        call = MachineCall(channels, machine, [calls[i][1] for i in positions], again, deadline)
+        message = [calls[i][1] for i in positions] if every is None else SharedCalls(tuple(positions), every)
+        call = MachineCall(channels, machine, message, again, deadline)
         for j, i in enumerate(positions):
             waits[i] = _waiter(call, j, calls[i][2])
     return waits
@@ -274,13 +281,14 @@ class RemoteIndex:
         self._map_lock = threading.Lock()  # (this coordinator's changes of the shard map, one at a time)
         self._handles: dict[str, Machine] = {}
         self.maps = ShardMaps(backend.metadata.store) if backend.metadata is not None else None
-        #: Which machines failed (told `machine_failed`, before any machine is handed out).
+        #: Which machines failed (told `machine_failed` once the map is read, before any machine
+        #: is handed out: told earlier, this index would fail, and keep the next from being told).
         self.detector = backend.detector
-        self.detector.listen(self)
         #: The shard map (ray_backend/replication.py): every copy of each shard, which is primary.
         self.shard_map = self._load_map()
         #: Per shard, the machine of its primary.
         self.machines: list[Machine] = []
+        self.detector.listen(self)
         self._route()
         self.shards = [RemoteShard(self, i) for i in range(len(placement))]
         #: Per copy (shard, allocation id), the version of the index state it acknowledged.
@@ -726,16 +734,33 @@ class RemoteIndex:
 
     def refresh(self, shard_ids: Iterable[int] | None = None) -> None:
         """Every copy of those shards (None: all) refreshes (a promoted replica serves what was
-        refreshed); a primary's failure is raised, a replica's is its own to retry on its
-        interval. A replica on a machine the failure detector failed is not asked (it left the
-        in-sync set and catches up by its recovery once it answers): a `?refresh=true` write
-        would otherwise wait out the call's timeout on a silent machine."""
-        for shard_id, copy, wait in self.each_copy("refresh", shard_ids, skip_failed_replicas=True):
+        refreshed); a primary's failure is raised. A replica on a machine the failure detector
+        failed is not asked (a `?refresh=true` write would otherwise wait out the call's timeout
+        on a silent machine). An in-sync replica that did not refresh, asked or not, leaves the
+        in-sync set before this returns, as Elasticsearch fails a replica that fails a write's
+        refresh: searches read the started copies in turn (`read_copy`), and one read after a
+        refresh must find every write before it (the copy catches up by its recovery)."""
+        every = range(len(self.shards)) if shard_ids is None else list(shard_ids)
+        shard_map = self.shard_map
+        skipped = {
+            (i, c["id"]) for i in every for c in shard_map.replicas(i) if self.detector.failed(c["node"])
+        }
+        stale: dict[int, list[str]] = {}
+        for shard_id, allocation_id in skipped:
+            stale.setdefault(shard_id, []).append(allocation_id)
+        failure: ElasticError | None = None
+        for shard_id, copy, wait in self.each_copy("refresh", every, skipped):
             try:
                 wait()
-            except ElasticError:
-                if copy["id"] == self.shard_map.shards[shard_id]["primary"]:
-                    raise
+            except ElasticError as exc:
+                if copy["id"] == shard_map.shards[shard_id]["primary"]:
+                    failure = failure or exc
+                else:
+                    stale.setdefault(shard_id, []).append(copy["id"])
+        for shard_id, allocation_ids in stale.items():
+            self.drop_copies(shard_id, tuple(allocation_ids), shard_map.term(shard_id))
+        if failure is not None:
+            raise failure
 
     def close(self) -> None:
         """`_close`: each shard flushes (every acknowledged write into a committed segment) and
@@ -757,21 +782,17 @@ class RemoteIndex:
                 wait()
 
     def each_copy(
-        self, method: str, shard_ids: Iterable[int] | None = None, skip_failed_replicas: bool = False
+        self,
+        method: str,
+        shard_ids: Iterable[int] | None = None,
+        skipped: frozenset[tuple[int, str]] | set[tuple[int, str]] = frozenset(),
     ) -> list[tuple[int, dict[str, str], Callable[[], Any]]]:
-        """`method` on every copy of those shards (None: all; `skip_failed_replicas`: but the
-        replicas on failed machines), one call per machine: per copy (shard, copy, the function
-        waiting for its answer)."""
+        """`method` on every copy of those shards (None: all) but the `skipped` ones ((shard,
+        allocation id) pairs), one call per machine: per copy (shard, copy, the function waiting
+        for its answer)."""
         every = range(len(self.shards)) if shard_ids is None else shard_ids
         shards = self.shard_map.shards
-        copies = [
-            (i, c)
-            for i in every
-            for c in shards[i]["copies"]
-            if not (
-                skip_failed_replicas and c["id"] != shards[i]["primary"] and self.detector.failed(c["node"])
-            )
-        ]
+        copies = [(i, c) for i in every for c in shards[i]["copies"] if (i, c["id"]) not in skipped]
         calls = [(self.machine(c["node"]), (self.key(i), method, ()), self.describe(i)) for i, c in copies]
         return [
             (i, c, wait)
@@ -935,8 +956,9 @@ class RayShard:
         return send_calls(self.snapshot.shard.remote.backend.channels, sent)
 
     def send_all(self, phase: str, sends: list[tuple[RayShard, Any]]) -> list[Callable[[], Any]]:
-        """Send a phase ("dfs", "query", "fetch") to shards of this shard's machine, one message
-        each, in one call; per message the function that waits for its answer. A message naming
+        """Send a phase ("dfs", "query", "fetch") to shards, one message each, one call per
+        machine (what the messages share pickled once for all, `send_calls`); per message the
+        function that waits for its answer. A message naming
         no context reads the snapshot this search pinned (the first phase pins the shard's
         current one, named in its answer; a shard whose query found no hit frees its pin at
         once and names none). A search's last fetch hands the pin over: the shard frees it as it
@@ -957,7 +979,7 @@ class RayShard:
             # A search's first phase on a replica that cannot answer is sent to the primary.
             retry = None if on_primary or not first else partial(shard._on_primary, call)
             sent.append((shard, prepared, on_primary, retry))
-        waits = send_calls(self.snapshot.shard.remote.backend.channels, calls, again=True)
+        waits = send_calls(self.snapshot.shard.remote.backend.channels, calls, again=True, shared=True)
         return [
             shard._finish(message, wait, on_primary, retry)
             for (shard, message, on_primary, retry), wait in zip(sent, waits, strict=True)

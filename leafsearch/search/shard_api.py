@@ -293,14 +293,15 @@ class SendsPhases(Protocol):
     """A shard that sends a phase and is waited for later (a shard on a Ray machine actor:
     ray_backend/remote.py), so a coordinator sends every message of a phase before waiting for
     any, with no thread per shard: a thread each cost the coordinator more CPU than the calls
-    themselves. Shards of one `route` (a machine) are sent a phase's messages in one call."""
+    themselves. Shards of one `route` (a machine) are sent a phase's messages in one call; a
+    phase's messages to every route go to one `send_all`, which pickles what they share once."""
 
     route: Hashable
 
     def send_all(self, phase: str, sends: list[tuple[Any, Any]]) -> list[Callable[[], Any]]:
-        """Send `phase` ("dfs", "query", "fetch" or "suggest") to each (shard, message) of `sends`, shards
-        of this one's route; per message the function that waits for its answer (and raises
-        the phase's error)."""
+        """Send `phase` ("dfs", "query", "fetch" or "suggest") to each (shard, message) of `sends`,
+        one call per route; per message the function that waits for its answer (and raises the
+        phase's error)."""
         ...
 
     def call_all(self, method: str, calls: list[tuple[Any, tuple]]) -> list[Callable[[], Any]]:
@@ -317,9 +318,9 @@ def each_phase(
 ) -> list[Any]:
     """`phase` ("dfs", "query", "fetch") of each message on its shard (`shards[m.shard_index]`),
     answers in the messages' order; an error of a `catch` type is answered instead of raised.
-    Shards that send (`SendsPhases`) are all sent first, one call per route, then the others run
-    (`each_shard`), then the sent ones are waited for, so remote and local shards of one search
-    overlap."""
+    Shards that send (`SendsPhases`) are all sent first (one `send_all`: a call per route), then
+    the others run (`each_shard`), then the sent ones are waited for, so remote and local shards
+    of one search overlap."""
 
     def caught(call: Callable[..., Any], *args: Any) -> Any:
         try:
@@ -329,12 +330,9 @@ def each_phase(
 
     sent: dict[int, Callable[[], Any]] = {}
     answers: list[Any] = [None] * len(messages)
-    routes: dict[Hashable, list[int]] = {}
-    for i, message in enumerate(messages):
-        route = getattr(shards[message.shard_index], "route", None)
-        if route is not None:
-            routes.setdefault(route, []).append(i)
-    for positions in routes.values():
+    routed = [getattr(shards[m.shard_index], "route", None) is not None for m in messages]
+    positions = [i for i, sends in enumerate(routed) if sends]
+    if positions:
         sends = [(shards[messages[i].shard_index], messages[i]) for i in positions]
         waits = caught(sends[0][0].send_all, phase, sends)
         for j, i in enumerate(positions):

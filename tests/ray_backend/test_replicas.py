@@ -418,6 +418,54 @@ def test_a_primary_whose_machine_actor_is_killed_is_replaced_with_no_request_to_
     assert len(read_copy(primary, uuid, 0, ids)) == 11
 
 
+def test_a_replica_not_refreshed_by_a_refreshing_write_leaves_the_in_sync_set(http: httpx.Client) -> None:
+    """A machine the coordinator still counts failed, though it serves again (its next check
+    not due yet), holds in-sync replicas of an index created meanwhile: a `?refresh=true` write
+    does not ask them to refresh, so they leave the in-sync set, and no search reads a copy
+    that misses the write once the machine counts as serving again (they catch up first)."""
+    import ray
+
+    checks = {
+        "cluster.fault_detection.follower_check.interval": "500ms",
+        "cluster.fault_detection.follower_check.timeout": "2s",
+        "cluster.fault_detection.follower_check.retry_count": 2,
+    }
+    assert http.put("/_cluster/settings", json={"transient": checks}).status_code == 200
+    try:
+        watched = create(http, "watched", shards=1, replicas=2)  # a copy on each machine
+        (entry,) = shard_map(watched)
+        replica = next(c for c in entry["copies"] if c["id"] != entry["primary"])
+        machine = replica["node"]
+        pid = ray.get(machine_of(machine).where.remote(), timeout=60)[1]
+        with stopped(pid):
+            wait_for(lambda: replica["id"] not in shard_map(watched)[0]["in_sync"], attempts=1200)  # failed
+            later = {"transient": {"cluster.fault_detection.follower_check.interval": "1h"}}
+            assert http.put("/_cluster/settings", json=later).status_code == 200
+        # The machine serves again; its next check is an hour away.
+        settings = {"number_of_shards": 3, "number_of_replicas": 2, "refresh_interval": -1}
+        assert http.put("/unrefreshed", json={"settings": settings}).status_code == 200
+        uuid = http.get("/unrefreshed/_settings").json()["unrefreshed"]["settings"]["index"]["uuid"]
+        ids = {f"r{i}" for i in range(90)}
+        assert bulk(http, "unrefreshed", sorted(ids), refresh=True) == ids
+        in_sync_there = [
+            c["id"] in entry["in_sync"]
+            for entry in shard_map(uuid)
+            for c in entry["copies"]
+            if c["node"] == machine and c["id"] != entry["primary"]
+        ]
+        assert in_sync_there and not any(in_sync_there)  # its replicas, not refreshed, left the set
+        assert http.put("/_cluster/settings", json={"transient": checks}).status_code == 200
+        green = {"wait_for_status": "green", "timeout": "90s"}
+        waited = http.get("/_cluster/health/unrefreshed", params=green)
+        assert waited.status_code == 200 and waited.json()["status"] == "green", waited.text
+        for _ in range(6):  # (each copy of each shard read in turn)
+            page = http.post("/unrefreshed/_search", json={"size": 100}).json()
+            assert page["_shards"]["failed"] == 0 and {hit["_id"] for hit in page["hits"]["hits"]} == ids
+    finally:
+        reset = dict.fromkeys(checks)
+        assert http.put("/_cluster/settings", json={"transient": reset}).status_code == 200
+
+
 def test_a_replica_whose_machine_left_is_placed_on_another_and_recovers(
     ray_cluster: Any, http: httpx.Client
 ) -> None:
