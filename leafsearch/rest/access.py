@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import functools
 import ipaddress
 import logging
 import re
@@ -34,6 +33,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from leafsearch.common.memo import memo
 from leafsearch.common.settings import NODE_SETTINGS
 from leafsearch.errors import ElasticError
 from leafsearch.rest import handlers_aliases as aliases
@@ -280,18 +280,15 @@ class CorsPolicy:
         }
 
 
-def is_loopback_host(host: str) -> bool:
-    """True for `localhost`, `*.localhost` and loopback IP literals (brackets allowed). Asked
-    for every request's `Host`: the answers for the last 256 hosts of at most `MAX_HOST_NAME`
-    characters are kept (parsing an address was 3% of a coordinator's CPU per search, py-spy --gil)."""
-    return _loopback(host) if len(host) <= MAX_HOST_NAME else _is_loopback(host)
-
-
 #: The longest host name (RFC 1035) whose answer `is_loopback_host` keeps.
 MAX_HOST_NAME = 255
 
 
-def _is_loopback(host: str) -> bool:
+@memo(256, MAX_HOST_NAME + 1)
+def is_loopback_host(host: str) -> bool:
+    """True for `localhost`, `*.localhost` and loopback IP literals (brackets allowed). Asked
+    for every request's `Host`: the answers for the last 256 hosts of at most `MAX_HOST_NAME`
+    characters are kept (parsing an address was 3% of a coordinator's CPU per search, py-spy --gil)."""
     host = host.strip().rstrip(".").lower()
     if host.startswith("[") and host.endswith("]"):
         host = host[1:-1]
@@ -301,9 +298,6 @@ def _is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
-
-
-_loopback = functools.lru_cache(maxsize=256)(_is_loopback)
 
 
 def _host_name(header: str) -> str:
