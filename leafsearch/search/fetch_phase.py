@@ -510,6 +510,11 @@ def last_sort_values(hitlist: HitList, end: int) -> list[Any]:
     return [column[0] for column in _sort_columns(hitlist, end - 1, end)]
 
 
+def each_sort_values(hitlist: HitList) -> list[list[Any]]:
+    """Every hit's sort values as a client sees them, rendered column by column."""
+    return [list(row) for row in zip(*_sort_columns(hitlist, 0, len(hitlist)), strict=True)]
+
+
 def _sort_json(columns: list[list[Any]]) -> list[bytes | list[bytes]]:
     """The hits' encoded sort values as pieces of `_raw_columns`: each column's values (a list,
     one per hit), commas between them (the caller adds the brackets), so a hit's values are
