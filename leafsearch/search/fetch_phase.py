@@ -178,7 +178,7 @@ def _raw_columns(
     loaded = _loads_stored_fields(request)
     if loaded:
         ids: list[bytes] = page.ids  # type: ignore[assignment]  # loaded: every hit has its id
-        if hit_columns.JSON_ESCAPED.search(b"".join(ids)) is None:
+        if not hit_columns.escapes(b"".join(ids)):
             pieces += [b',"_id":"', ids, b'"']
         else:
             pieces += [b',"_id":', [dumps(i.decode()) for i in ids]]
