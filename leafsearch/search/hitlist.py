@@ -738,8 +738,8 @@ class LiveDocs:
         return np.concatenate(targets), np.concatenate(docs)
 
     def at(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(target positions, shard doc numbers) of the documents at `positions` (ascending, each
-        below `total`): one binary search for all, one gather per segment they fall in."""
+        """(target positions, shard doc numbers) of the documents at `positions` (each below
+        `total`): one binary search for all, one gather per segment they fall in."""
         views = np.searchsorted(self.starts, positions, side="right") - 1
         local = positions - self.starts[views]
         targets = np.empty(len(positions), np.int32)
