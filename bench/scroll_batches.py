@@ -42,7 +42,9 @@ def batch_cpu_ms(data: Path, batches: int, repeat: int) -> float:
                     opening = cursor is None
                     task = ScrollTask(targets, request, 0.0, True, 1, "bench", cursor, total, opening, False)
                     _, cursor, total, _ = execution.run(services, task)
-                    docs += PAGE
+                    docs += min(PAGE, total - docs)
+                    if docs == total:  # the scroll's last batch
+                        break
                 best = min(best, (time.process_time() - start) / docs * 1e6)
         finally:
             release_targets(targets)
