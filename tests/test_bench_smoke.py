@@ -15,8 +15,10 @@ from typing import Any
 import orjson
 import pytest
 
+from bench.bulk_thread import BODY_DOCS
 from bench.generate import MAPPING, generate
 from bench.sqlite_baseline import SqliteBaseline
+from leafsearch.client import Client
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -207,3 +209,19 @@ def test_the_walk_depth_bench_runs() -> None:
     """`python -m bench.walk_depth` keeps working: both walks print their two medians."""
     result = bench_run("bench.walk_depth", "--parents", "3000")
     assert "nested: 2 pages, depth 0" in result.stdout and "ranges: 3 pages, depth 0" in result.stdout
+
+
+def test_the_scroll_batches_bench_runs(tmp_path: Path) -> None:
+    """`python -m bench.scroll_batches` keeps working on a folder holding index `bench`, the
+    scroll's end included."""
+    client = Client(tmp_path / "data", background=False)
+    try:
+        client.indices.create(index="bench", mappings=MAPPING)
+        for body in generate(2500).bulk_bodies(BODY_DOCS):
+            assert not client.bulk(body, index="bench")["errors"]
+        client.indices.refresh(index="bench")
+    finally:
+        client.close()
+    data = str(tmp_path / "data")
+    result = bench_run("bench.scroll_batches", "--data", data, "--batches", "5", "--repeat", "1")
+    assert "_doc scroll batch:" in result.stdout and "ms CPU per 1,000 docs" in result.stdout

@@ -31,7 +31,7 @@ from leafsearch.common.rawjson import RawJSON
 from leafsearch.request.search_types import DOC, SearchRequest
 from leafsearch.search import export_pages, phases, query_and_fetch, walks
 from leafsearch.search.export_pages import ExportTask
-from leafsearch.search.fetch_phase import last_sort_values, renders_raw
+from leafsearch.search.fetch_phase import each_sort_values, last_sort_values, renders_raw
 from leafsearch.search.hitlist import HitList, LiveDocs, sort_column
 from leafsearch.search.shard_api import ShardContextId
 from leafsearch.search.slicing import scroll_selection
@@ -442,28 +442,25 @@ def _scroll_hits(
 def _live_docs_batch(targets: list[Target], walk: SearchRequest, size: int) -> _Page:
     """The batch of a `_doc` scroll of every document after the walk's cursor (`_doc`, then
     `_shard_doc`): the live documents from the cursor's rank on (a slice's only), and the ends of
-    the next `RECORDED_AHEAD` full batches, each the sort values of its last document."""
+    the next `RECORDED_AHEAD` full batches, each the sort values of its last document (located
+    all at once: `LiveDocs.at`)."""
     docs = LiveDocs(targets, None if walk.slice is None else scroll_selection(walk.slice, targets))
     position = 0 if walk.search_after is None else docs.rank(walk.search_after[-1])
     end = min(position + size, docs.total)
-    page = _live_docs(targets, walk, docs, [(position, end)])
+    page = _live_docs(targets, walk, docs.total, *docs.take(position, end))
     last = min(end + RECORDED_AHEAD * size, docs.total)
-    lasts = [(at - 1, at) for at in range(end + size, last + 1, size)]
-    ends = _live_docs(targets, walk, docs, lasts) if lasts else None
-    found = [] if ends is None else [last_sort_values(ends, row + 1) for row in range(len(lasts))]
+    lasts = np.arange(end + size, last + 1, size, dtype=np.int64) - 1
+    found = each_sort_values(_live_docs(targets, walk, docs.total, *docs.at(lasts))) if len(lasts) else []
     return _Page(page, 0, end - position, ends=found)
 
 
 def _live_docs(
-    targets: list[Target], walk: SearchRequest, docs: LiveDocs, ranges: list[tuple[int, int]]
+    targets: list[Target], walk: SearchRequest, total: int, target_arr: np.ndarray, doc_arr: np.ndarray
 ) -> HitList:
-    """The live documents at these ranges of positions, in the walk's sort columns."""
-    taken = [docs.take(lo, hi) for lo, hi in ranges]
-    target_arr = np.concatenate([t for t, _ in taken])
-    doc_arr = np.concatenate([d for _, d in taken])
+    """These live documents (of `total`) in the walk's sort columns."""
     seg_docs: list = []
     columns = [sort_column(spec, targets, seg_docs, target_arr, doc_arr, None) for spec in walk.sort]
-    return HitList(targets, target_arr, doc_arr, None, columns, [], docs.total, None, window=True)
+    return HitList(targets, target_arr, doc_arr, None, columns, [], total, None, window=True)
 
 
 def _shown(hitlist: HitList, shown: int, total: int) -> HitList:

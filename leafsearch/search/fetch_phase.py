@@ -178,7 +178,7 @@ def _raw_columns(
     loaded = _loads_stored_fields(request)
     if loaded:
         ids: list[bytes] = page.ids  # type: ignore[assignment]  # loaded: every hit has its id
-        if hit_columns.JSON_ESCAPED.search(b"".join(ids)) is None:
+        if not hit_columns.escapes(b"".join(ids)):
             pieces += [b',"_id":"', ids, b'"']
         else:
             pieces += [b',"_id":', [dumps(i.decode()) for i in ids]]
@@ -508,6 +508,11 @@ def _sort_columns(hitlist: HitList, start: int, end: int) -> list[list[Any]]:
 def last_sort_values(hitlist: HitList, end: int) -> list[Any]:
     """The sort values of hit `end - 1` as a client sees them (what it sends as `search_after`)."""
     return [column[0] for column in _sort_columns(hitlist, end - 1, end)]
+
+
+def each_sort_values(hitlist: HitList) -> list[list[Any]]:
+    """Every hit's sort values as a client sees them, rendered column by column."""
+    return [list(row) for row in zip(*_sort_columns(hitlist, 0, len(hitlist)), strict=True)]
 
 
 def _sort_json(columns: list[list[Any]]) -> list[bytes | list[bytes]]:

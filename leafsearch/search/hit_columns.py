@@ -10,7 +10,6 @@ page of 5,000 hits built one dict per hit cost 17 ms against 2 ms for the plain 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import chain, repeat
@@ -22,7 +21,14 @@ import orjson
 from leafsearch.search import fetch
 
 #: Bytes a JSON string must escape; UTF-8 ids without them are spliced between quotes as they are.
-JSON_ESCAPED = re.compile(rb'["\\\x00-\x1f]')
+_JSON_ESCAPED = bytes(range(0x20)) + b'"\\'
+
+
+def escapes(data: bytes) -> bool:
+    """Whether UTF-8 text holds a byte that JSON escapes: deleting them changes its length (one
+    C pass, 9 us over a page's 21 KB of ids, where a regular expression's search took 68)."""
+    return len(data.translate(None, _JSON_ESCAPED)) != len(data)
+
 
 #: float32 values whose shortest form orjson prints as Python prints the same float: inside this
 #: range both use plain decimals, outside it their exponent notations differ (`1e+13`, `1e13`).

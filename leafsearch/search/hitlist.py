@@ -737,6 +737,26 @@ class LiveDocs:
             return np.empty(0, np.int32), np.empty(0, np.int64)
         return np.concatenate(targets), np.concatenate(docs)
 
+    def at(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(target positions, shard doc numbers) of the documents at `positions` (each below
+        `total`): one binary search for all, one gather per segment they fall in."""
+        views = np.searchsorted(self.starts, positions, side="right") - 1
+        local = positions - self.starts[views]
+        targets = np.empty(len(positions), np.int32)
+        docs = np.empty(len(positions), np.int64)
+        for i in np.unique(views).tolist():
+            rows = views == i
+            ti, view = self.views[i]
+            sel = self.selected[i]
+            found = local[rows]
+            if sel is not None:
+                found = sel[found]
+            elif view.live is not None:
+                found = view.live_docs[found]
+            targets[rows] = ti
+            docs[rows] = found + view.doc_base
+        return targets, docs
+
 
 def shard_doc_page(
     targets: list[Target],

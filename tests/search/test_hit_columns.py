@@ -20,7 +20,7 @@ from leafsearch.request.search_request import parse_search_request
 from leafsearch.rest.render import to_json
 from leafsearch.search.fetch_phase import renders_raw
 from leafsearch.search.guard import SearchGuard
-from leafsearch.search.hit_columns import json_items, json_scores
+from leafsearch.search.hit_columns import escapes, json_items, json_scores
 from leafsearch.search.hitlist import build_hitlist
 from leafsearch.search.phases import fetch_page
 from leafsearch.search.targets import acquire_targets, release_targets
@@ -256,3 +256,12 @@ def test_a_page_with_per_hit_options_over_http(http, new_index) -> None:
             }
         ),
     ]
+
+
+def test_ids_spliced_as_they_are_only_when_json_would_not_escape_them() -> None:
+    """`escapes` decides whether a page's ids go between quotes as stored: it must agree with a
+    JSON encoder on every character an id may hold."""
+    texts = [chr(c) for c in range(0x80)] + ["é", "日本", "a b", "\u2028", "x\x7fy", "plain-id_1"]
+    for text in texts:
+        encoded = text.encode()
+        assert escapes(b"ab" + encoded + b"cd") == (orjson.dumps(text) != b'"' + encoded + b'"'), repr(text)

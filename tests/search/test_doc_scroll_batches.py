@@ -1,0 +1,67 @@
+"""A `_doc` scroll's batches read from live documents (execution._live_docs_batch): each batch
+names the ends of the batches after it (what the scroll's record holds, and a worker keeping the
+connection serves), which must be where those batches end, on segments with deletions, over
+several shards, whole and sliced."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import orjson
+import pytest
+
+import leafsearch
+from leafsearch.indices import admin
+from leafsearch.request.search_request import parse_search_request
+from leafsearch.search import execution, phases
+from leafsearch.search.execution import RECORDED_AHEAD, ScrollTask
+from leafsearch.search.targets import release_targets
+
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory: pytest.TempPathFactory):
+    rng = random.Random(5)
+    with leafsearch.Node(tmp_path_factory.mktemp("docbatches") / "node", background=False) as node:
+        admin.create_index(node, "d", {"settings": {"number_of_shards": 2}})
+        for batch in range(5):  # several segments per shard, deletions among them
+            ids = [f"{batch}-{i}" for i in range(60)]
+            for doc_id in ids:
+                node.index_doc("d", doc_id, orjson.dumps({"n": rng.randint(0, 9)}))
+            node.indices["d"].refresh()
+            for doc_id in rng.sample(ids, 12):
+                node.delete_doc("d", doc_id)
+        node.indices["d"].refresh()
+        yield node
+
+
+@pytest.mark.parametrize("sliced", [None, {"id": 1, "max": 3}])
+@pytest.mark.parametrize("size", [1, 7, 50])
+def test_each_batch_names_where_the_next_ones_end(node: Any, sliced: dict | None, size: int) -> None:
+    body: dict[str, Any] = {"sort": ["_doc"], "size": size}
+    if sliced is not None:
+        body["slice"] = sliced
+    request = parse_search_request(body, {}, scroll="1m", indices="d")
+    services = node.search_services
+    targets = phases.resolve_targets(services, request)
+    try:
+        cursor, total, named, reached, ids = None, None, [], [], []
+        while True:
+            task = ScrollTask(targets, request, 0.0, False, 1, "s", cursor, total, cursor is None, False)
+            body, cursor, total, ahead = execution.run(services, task)
+            hits = body["hits"]["hits"]
+            if not hits:
+                break
+            ids += [hit["_id"] for hit in hits]
+            reached.append(cursor)
+            named.append(ahead)
+    finally:
+        release_targets(targets)
+    assert len(ids) == len(set(ids)) == total
+    assert total < 240 if sliced else total == 240
+    full = [
+        end for end, count in zip(reached, range(len(reached)), strict=True) if (count + 1) * size <= total
+    ]
+    for k, ahead in enumerate(named):
+        expected = full[k + 1 : k + 1 + RECORDED_AHEAD] if (k + 1) * size <= total else []
+        assert ahead == expected
