@@ -492,7 +492,8 @@ def test_interrupted_export_says_how_to_resume_and_a_new_run_closes_the_old_pit(
     before = open_contexts(server)
     output = tmp_path / "interrupted.ndjson"
     process = _start("export", loaded, str(output), "--url", server, "--slices", "2")
-    assert _interrupt_when(process, lambda: (_state(output) or {"written": [0]})["written"][0] > 0)
+    # Early in the export: half of it left to do, however fast the rest goes.
+    assert _interrupt_when(process, lambda: 0 < sum((_state(output) or {"written": [0]})["written"]) < N // 2)
     stderr = process.stderr.read().decode()
     process.stderr.close()
     assert process.returncode == 130
