@@ -21,7 +21,14 @@ from conftest import bulk_index, running_server
 from elasticsearch import Elasticsearch, helpers
 from raw_http import Conn
 
-from tests.search.test_parked_walks import _all_ready, _parked_pages, _workers
+from tests.search.test_parked_walks import (
+    _all_ready,
+    _parked_pages,
+    _workers,
+    kept_connections,
+    search_totals,
+    serving,
+)
 
 DOCS = 1200
 SIZE = 100
@@ -57,13 +64,8 @@ def _walk(conn: Conn, scroll_id: str, batches: int, keep_alive: str = "1m") -> t
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    data = tmp_path_factory.mktemp("parked-scrolls") / "data"
-    with running_server(data, search_workers=2) as (url, _):
-        with httpx.Client(base_url=url, timeout=60) as http:
-            bulk_index(http, "scrolled", {f"d{i}": {"n": i} for i in range(DOCS)})
-            wait_for(lambda: _all_ready(url))
+    with serving(tmp_path_factory.mktemp("parked-scrolls") / "data", "scrolled", DOCS) as url:
         yield url
-    assert " ERROR " not in Path(f"{data}.log").read_text(errors="replace")
 
 
 def test_batches_on_a_kept_connection_are_a_fresh_connections_with_writers_beside(server: str) -> None:
@@ -281,10 +283,7 @@ def test_a_scroll_cleared_on_another_connection_ends_the_kept_one_with_a_404(ser
 
 def test_kept_batches_count_as_searches_and_keep_the_scroll_alive(server: str) -> None:
     def totals() -> tuple[int, int]:
-        search = httpx.get(f"{server}/scrolled/_stats/search", timeout=60).json()["_all"]["primaries"][
-            "search"
-        ]
-        return search["query_total"], search["fetch_total"]
+        return search_totals(server, "scrolled")
 
     conn = Conn(server)
     scroll_id, _ = _open(conn, keep_alive="3s")
@@ -337,10 +336,10 @@ def test_a_client_that_closes_a_kept_scroll_connection_leaves_nothing_in_the_wor
         scroll_id, _ = _open(conn)
         _walk(conn, scroll_id, 2)
         conns.append(conn)
-    assert sum(worker["parked_connections"] for worker in _workers(server)["workers"]) >= 3
+    assert kept_connections(server) >= 3
     for conn in conns:
         conn.close()
-    wait_for(lambda: sum(worker["parked_connections"] for worker in _workers(server)["workers"]) == 0)
+    wait_for(lambda: kept_connections(server) == 0)
 
 
 def test_a_sliced_scrolls_slices_are_kept_by_different_workers(server: str) -> None:

@@ -10,6 +10,7 @@ import re
 import signal
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,17 @@ def _workers(url: str) -> dict[str, Any]:
     return next(iter(stats["nodes"].values()))["search_workers"]
 
 
+def search_totals(url: str, index: str) -> tuple[int, int]:
+    """The index's primaries' query and fetch totals."""
+    search = httpx.get(f"{url}/{index}/_stats/search", timeout=60).json()["_all"]["primaries"]["search"]
+    return search["query_total"], search["fetch_total"]
+
+
+def kept_connections(url: str) -> int:
+    """Connections the server's search workers keep (`parked_connections` of each)."""
+    return sum(worker["parked_connections"] for worker in _workers(url)["workers"])
+
+
 def _parked_pages(url: str) -> int:
     return _workers(url)["parked_pages"]
 
@@ -54,15 +66,22 @@ def _fresh(url: str, request: bytes) -> tuple[int, bytes]:
         conn.close()
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    data = tmp_path_factory.mktemp("parked") / "data"
+@contextmanager
+def serving(data: Path, index: str, docs: int) -> Iterator[str]:
+    """A server with two search workers, both ready, holding `docs` documents in `index`; its
+    log without an ERROR line once stopped."""
     with running_server(data, search_workers=2) as (url, _):
         with httpx.Client(base_url=url, timeout=60) as http:
-            bulk_index(http, "walked", {f"d{i}": {"n": i} for i in range(DOCS)})
+            bulk_index(http, index, {f"d{i}": {"n": i} for i in range(docs)})
             wait_for(lambda: _all_ready(url))
         yield url
     assert " ERROR " not in Path(f"{data}.log").read_text(errors="replace")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with serving(tmp_path_factory.mktemp("parked") / "data", "walked", DOCS) as url:
+        yield url
 
 
 def _all_ready(url: str) -> bool:
@@ -187,8 +206,7 @@ def test_a_pit_deleted_from_another_connection_ends_the_parked_walk_with_a_404(s
 
 def test_parked_pages_count_as_searches_and_keep_the_pit_alive(server: str) -> None:
     def totals() -> tuple[int, int]:  # (a page read ahead counts when it is served)
-        search = httpx.get(f"{server}/walked/_stats/search", timeout=60).json()["_all"]["primaries"]["search"]
-        return search["query_total"], search["fetch_total"]
+        return search_totals(server, "walked")
 
     pit = _open_pit(server, keep_alive="3s")
     conn, after = Conn(server), None
@@ -216,12 +234,12 @@ def test_a_client_that_closes_a_parked_connection_leaves_nothing_in_the_worker(s
     baseline = _fds(pids)
     pit = _open_pit(server)
     conns = [_parked_walk(server, pit)[0] for _ in range(3)]
-    assert sum(worker["parked_connections"] for worker in _workers(server)["workers"]) >= 3
+    assert kept_connections(server) >= 3
     assert _fds(pids) > baseline
     for conn in conns:
         conn.close()
     wait_for(lambda: _fds(pids) <= baseline)
-    wait_for(lambda: sum(worker["parked_connections"] for worker in _workers(server)["workers"]) == 0)
+    wait_for(lambda: kept_connections(server) == 0)
 
 
 def test_a_killed_worker_closes_its_parked_connections_and_a_clean_stop_logs_no_error(tmp_path: Path) -> None:
