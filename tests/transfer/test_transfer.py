@@ -355,10 +355,21 @@ def _kill_when(
     return False
 
 
-def _start(*args: str) -> subprocess.Popen:
+def _start(*args: str, interruptible: bool = False) -> subprocess.Popen:
+    """`leafsearch ARGS` started; `interruptible`: with Ctrl-C's default action, as a command in
+    a terminal's foreground has it, even when this run inherited SIGINT ignored (a background
+    job of a script: a command there keeps it ignored, and a Ctrl-C does nothing)."""
     return subprocess.Popen(
-        [sys.executable, "-m", "leafsearch", *args], cwd=REPO, env=server_env(), stderr=subprocess.PIPE
+        [sys.executable, "-m", "leafsearch", *args],
+        cwd=REPO,
+        env=server_env(),
+        stderr=subprocess.PIPE,
+        preexec_fn=_default_sigint if interruptible else None,
     )
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 @pytest.mark.parametrize("suffix", [".ndjson", ".ndjson.zst"])
@@ -491,7 +502,7 @@ def test_interrupted_export_says_how_to_resume_and_a_new_run_closes_the_old_pit(
     _, _, expected = dataset
     before = open_contexts(server)
     output = tmp_path / "interrupted.ndjson"
-    process = _start("export", loaded, str(output), "--url", server, "--slices", "2")
+    process = _start("export", loaded, str(output), "--url", server, "--slices", "2", interruptible=True)
     # Early in the export: half of it left to do, however fast the rest goes.
     assert _interrupt_when(process, lambda: 0 < sum((_state(output) or {"written": [0]})["written"]) < N // 2)
     stderr = process.stderr.read().decode()
