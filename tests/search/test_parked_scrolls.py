@@ -25,6 +25,7 @@ from tests.search.test_parked_walks import (
     _all_ready,
     _parked_pages,
     _workers,
+    churning_writers,
     kept_connections,
     search_totals,
     serving,
@@ -75,49 +76,27 @@ def test_batches_on_a_kept_connection_are_a_fresh_connections_with_writers_besid
     with httpx.Client(base_url=server, timeout=60) as http:
         bulk_index(http, "written", {f"d{i}": {"n": i} for i in range(DOCS)})
     quiet = threading.Lock()  # held by a writer for a write and its refresh
-    stop = threading.Event()
-    failures: list[BaseException] = []
-
-    def write() -> None:
-        try:
-            with httpx.Client(base_url=server, timeout=60) as writer:
-                i = DOCS
-                while not stop.is_set():
-                    with quiet:
-                        writer.put(f"/written/_doc/w{i}", json={"n": -i})
-                        writer.delete(f"/written/_doc/d{i % DOCS}")
-                        writer.post("/written/_refresh")
-                    i += 1
-        except BaseException as exc:  # noqa: BLE001
-            failures.append(exc)
-
-    writers = [threading.Thread(target=write) for _ in range(2)]
-    for thread in writers:
-        thread.start()
     kept_conn = Conn(server)
     try:
-        with quiet:
-            kept_id, first = _open(kept_conn, "written")
-            opener = Conn(server)
-            fresh_id, fresh_first = _open(opener, "written")
-            opener.close()
-        before = _parked_pages(server)
-        kept, fresh = [first], [fresh_first]
-        while orjson.loads(kept[-1])["hits"]["hits"]:
-            status, body = kept_conn.ask(_next(kept_id))[0]
-            conn = Conn(server)
-            status_fresh, body_fresh = conn.ask(_next(fresh_id))[0]
-            conn.close()
-            assert status == status_fresh == 200, (body, body_fresh)
-            kept.append(body)
-            fresh.append(body_fresh)
-            kept_id, fresh_id = orjson.loads(body)["_scroll_id"], orjson.loads(body_fresh)["_scroll_id"]
+        with churning_writers(server, DOCS, quiet):
+            with quiet:
+                kept_id, first = _open(kept_conn, "written")
+                opener = Conn(server)
+                fresh_id, fresh_first = _open(opener, "written")
+                opener.close()
+            before = _parked_pages(server)
+            kept, fresh = [first], [fresh_first]
+            while orjson.loads(kept[-1])["hits"]["hits"]:
+                status, body = kept_conn.ask(_next(kept_id))[0]
+                conn = Conn(server)
+                status_fresh, body_fresh = conn.ask(_next(fresh_id))[0]
+                conn.close()
+                assert status == status_fresh == 200, (body, body_fresh)
+                kept.append(body)
+                fresh.append(body_fresh)
+                kept_id, fresh_id = orjson.loads(body)["_scroll_id"], orjson.loads(body_fresh)["_scroll_id"]
     finally:
-        stop.set()
-        for thread in writers:
-            thread.join()
         kept_conn.close()
-    assert not failures
     assert [_VARYING.sub(b"", a) for a in kept] == [_VARYING.sub(b"", b) for b in fresh]
     ids = [i for body in kept for i in _ids(body)]
     assert len(ids) == len(set(ids)) == orjson.loads(first)["hits"]["total"]["value"]

@@ -5,6 +5,7 @@ closed, a worker killed or a server stopped while one is parked leaves nothing b
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -105,32 +106,48 @@ def _parked_walk(url: str, pit: str, pages: int = 3) -> tuple[Conn, list[Any]]:
     return conn, after
 
 
+@contextmanager
+def churning_writers(url: str, docs: int, quiet: threading.Lock | None = None) -> Iterator[None]:
+    """Two writers beside the block, each adding a document to index `written`, deleting one of
+    its first `docs` (`d0`...) and refreshing, again and again, until the block ends (`quiet`: held by a
+    writer for each write and its refresh); the first error a writer raised is raised then."""
+    stop = threading.Event()
+    failures: list[BaseException] = []
+
+    def write() -> None:
+        try:
+            with httpx.Client(base_url=url, timeout=60) as writer:
+                i = docs
+                while not stop.is_set():
+                    with quiet or contextlib.nullcontext():
+                        writer.put(f"/written/_doc/w{i}", json={"n": -i})
+                        writer.delete(f"/written/_doc/d{i % docs}")
+                        writer.post("/written/_refresh")
+                    i += 1
+        except BaseException as exc:  # noqa: BLE001 - raised in the test's thread
+            failures.append(exc)
+
+    writers = [threading.Thread(target=write) for _ in range(2)]
+    for thread in writers:
+        thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        for thread in writers:
+            thread.join()
+    if failures:
+        raise failures[0]
+
+
 def test_a_walk_on_a_kept_connection_is_the_walk_of_fresh_connections_with_writers_beside(
     server: str,
 ) -> None:
     with httpx.Client(base_url=server, timeout=60) as http:
         bulk_index(http, "written", {f"d{i}": {"n": i} for i in range(DOCS)})
         pit = _open_pit(server, "written")
-        stop = threading.Event()
-        failures: list[BaseException] = []
-
-        def write() -> None:
-            try:
-                with httpx.Client(base_url=server, timeout=60) as writer:
-                    i = DOCS
-                    while not stop.is_set():
-                        writer.put(f"/written/_doc/w{i}", json={"n": -i})
-                        writer.delete(f"/written/_doc/d{i % DOCS}")
-                        writer.post("/written/_refresh")
-                        i += 1
-            except BaseException as exc:  # noqa: BLE001
-                failures.append(exc)
-
-        writers = [threading.Thread(target=write) for _ in range(2)]
-        for thread in writers:
-            thread.start()
         before = _parked_pages(server)
-        try:
+        with churning_writers(server, DOCS):
             kept: list[bytes] = []
             fresh: list[bytes] = []
             conn, after, fresh_after = Conn(server), None, None
@@ -146,11 +163,6 @@ def test_a_walk_on_a_kept_connection_is_the_walk_of_fresh_connections_with_write
                 after = hits[-1]["sort"]
                 fresh_after = orjson.loads(body_fresh)["hits"]["hits"][-1]["sort"]
             conn.close()
-        finally:
-            stop.set()
-            for thread in writers:
-                thread.join()
-        assert not failures
         assert all(_same(a, b) for a, b in zip(kept, fresh, strict=True))
         ids = [hit["_id"] for body in kept for hit in orjson.loads(body)["hits"]["hits"]]
         assert sorted(ids) == sorted(f"d{i}" for i in range(DOCS))  # the PIT's documents, once each

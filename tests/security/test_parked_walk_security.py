@@ -75,14 +75,15 @@ def _error_type(body: bytes) -> str:
     return orjson.loads(body)["error"]["root_cause"][0]["type"]
 
 
-@pytest.mark.parametrize(
-    ("credentials", "status", "error"),
-    [
-        (_basic(OTHER), 404, "search_context_missing_exception"),  # not its PIT: as if none
-        ({}, 401, "security_exception"),
-        (_basic(("rita", "not-her-password")), 401, "security_exception"),
-    ],
-)
+#: Credentials other than the opener's, and the general path's answer to them on its context.
+OTHER_CREDENTIALS = [
+    (_basic(OTHER), 404, "search_context_missing_exception"),  # not its context: as if none
+    ({}, 401, "security_exception"),
+    (_basic(("rita", "not-her-password")), 401, "security_exception"),
+]
+
+
+@pytest.mark.parametrize(("credentials", "status", "error"), OTHER_CREDENTIALS)
 def test_other_credentials_on_a_parked_connection_get_the_general_paths_answer(
     secured: tuple[str, Path], credentials: dict[str, str], status: int, error: str
 ) -> None:
@@ -163,14 +164,7 @@ def _next_batch(scroll_id: str, headers: dict[str, str]) -> bytes:
     return Conn.request("/_search/scroll", {"scroll": "1m", "scroll_id": scroll_id}, headers)
 
 
-@pytest.mark.parametrize(
-    ("credentials", "status", "error"),
-    [
-        (_basic(OTHER), 404, "search_context_missing_exception"),  # not its scroll: as if none
-        ({}, 401, "security_exception"),
-        (_basic(("rita", "not-her-password")), 401, "security_exception"),
-    ],
-)
+@pytest.mark.parametrize(("credentials", "status", "error"), OTHER_CREDENTIALS)
 def test_other_credentials_on_a_kept_scroll_connection_get_the_general_paths_answer(
     secured: tuple[str, Path], credentials: dict[str, str], status: int, error: str
 ) -> None:
