@@ -4,7 +4,6 @@ then on a local 3-node Ray cluster, against the machine actors and through the R
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import pickle
 import signal
@@ -22,67 +21,11 @@ from leafsearch.ray_backend.channel import (
     MAX_HANDSHAKES,
     ChannelBroken,
     Channels,
-    ChannelServer,
     ChannelTimeout,
     connect,
 )
 from tests.concurrency import wait_for
-
-KEY = b"k" * 32
-#: What the test server's handler does with a message that says so: it never answers.
-HANG = b"hang"
-
-
-class Machine:
-    """Stands for a machine (`Channels` keys its connections by it)."""
-
-
-def _serve(ready: Any) -> None:  # a child process: a machine actor's channel alone
-    release = threading.Event()
-
-    def handle(message: bytes) -> bytes:
-        if message == HANG:
-            release.wait()
-        return message.upper() + str(os.getpid()).encode()
-
-    server = ChannelServer("127.0.0.1", KEY, handle)
-    ready.send(server.address)
-    release.wait()
-
-
-class Child:
-    """A channel server in a child process, started anew by `start` (a restarted actor: a new
-    address)."""
-
-    def __init__(self) -> None:
-        self.process: Any = None
-        self.address: tuple[str, int] | None = None
-        self.located = 0
-
-    def start(self) -> None:
-        ctx = multiprocessing.get_context("spawn")
-        ours, theirs = ctx.Pipe()
-        self.process = ctx.Process(target=_serve, args=(theirs,), daemon=True)
-        self.process.start()
-        self.address = tuple(ours.recv())
-
-    def locate(self, machine: Any, deadline: float) -> tuple[str, int]:
-        self.located += 1
-        assert self.address is not None
-        return self.address
-
-    def kill(self) -> None:
-        os.kill(self.process.pid, signal.SIGKILL)
-        self.process.join()
-
-
-@pytest.fixture
-def child() -> Iterator[Child]:
-    child = Child()
-    child.start()
-    yield child
-    if child.process.is_alive():
-        child.kill()
+from tests.ray_backend.channel_child import HANG, KEY, Child, Machine
 
 
 def _ask(channels: Channels, message: bytes, seconds: float = 30.0) -> bytes:

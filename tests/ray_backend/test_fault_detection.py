@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Iterator
 from functools import partial
 from typing import Any
 
@@ -22,19 +21,8 @@ from leafsearch.ray_backend.fault_detection import (
     MachineLink,
     Unanswered,
 )
-from tests.ray_backend.test_channel import KEY, Child, Machine
+from tests.ray_backend.channel_child import KEY, Child, Machine
 from tests.ray_cluster import stop
-
-
-@pytest.fixture
-def child() -> Iterator[Child]:
-    """A machine actor's channel server alone, in a child process."""
-    child = Child()
-    child.start()
-    yield child
-    if child.process.is_alive():
-        os.kill(child.process.pid, signal.SIGCONT)
-        child.kill()
 
 
 class Checks:
