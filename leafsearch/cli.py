@@ -230,7 +230,12 @@ def serve(
     from leafsearch.rest.access_log import AccessLog
     from leafsearch.rest.app import create_app
     from leafsearch.rest.connections import counting_protocol
+    from leafsearch.search.workers import zygote
+    from leafsearch.search.workers.entry import NOT_IN_WORKERS
 
+    workers = 0 if ray_address else (os.cpu_count() or 1) if search_workers is None else search_workers
+    # While this process has one thread and no file open: each worker is a fork of its copy.
+    processes = zygote.start(NOT_IN_WORKERS) if workers else None
     _configure_logs(log_level, access_log, slow_log)
     os.umask(0o077)
     try:
@@ -248,14 +253,14 @@ def serve(
         click.echo(f"leafsearch: cannot listen on {host}:{port}: {exc.strerror}", err=True)
         sys.exit(1)
     try:
-        workers = (os.cpu_count() or 1) if search_workers is None else search_workers
         # The workers start once the server has answered (`_WarmUp`).
         node = Node(
             data,
-            search_workers=0 if ray_address else workers,
+            search_workers=workers,
             defer_workers=True,
             ray=ray_address,
             path_repo=list(path_repo),
+            worker_processes=processes,
         )
     except (NodeLocked, RayUnavailable) as exc:
         sock.close()
