@@ -33,6 +33,8 @@ import click
 log = logging.getLogger("leafsearch")
 
 IDLE_CONNECTION_SECONDS = 3600
+#: What the server makes is its owner's alone: files 0600, folders 0700.
+PRIVATE_UMASK = 0o077
 #: Seconds after the server accepts before the workers start and the package is preloaded,
 #: when no request came first (the first answer starts them at once).
 WARM_UP_AFTER = 0.25
@@ -235,9 +237,9 @@ def serve(
 
     workers = 0 if ray_address else (os.cpu_count() or 1) if search_workers is None else search_workers
     # While this process has one thread and no file open: each worker is a fork of its copy.
-    processes = zygote.start(NOT_IN_WORKERS) if workers else None
+    processes = zygote.start(NOT_IN_WORKERS, umask=PRIVATE_UMASK) if workers else None
     _configure_logs(log_level, access_log, slow_log)
-    os.umask(0o077)
+    os.umask(PRIVATE_UMASK)
     try:
         limit = parse_byte_size(max_content_length, "http.max_content_length")
     except ElasticError as exc:
@@ -476,7 +478,7 @@ def _user_file(data: str):  # -> UserFile
 
     from leafsearch.security.store import UserFile
 
-    os.umask(0o077)
+    os.umask(PRIVATE_UMASK)
     return UserFile(Path(data) / "security")
 
 

@@ -72,6 +72,8 @@ def test_workers_are_forks_of_one_zygote_holding_none_of_the_servers_files(tmp_p
         assert len(parents) == 1
         (zygote_pid,) = parents
         assert zygote_pid != server.pid and _parent(zygote_pid) == server.pid
+        for worker in workers:  # files it makes are private, as the server's (cli.py)
+            assert "Umask:\t0077" in Path(f"/proc/{worker['pid']}/status").read_text()
         server_files = _open_files(server.pid)
         assert any(name.endswith("node.lock") for name in server_files)
         held = _open_files(zygote_pid)

@@ -33,10 +33,11 @@ from multiprocessing.context import BaseContext
 _FIELDS = ("_forkserver_address", "_forkserver_alive_fd", "_forkserver_pid")
 
 
-def start(exclude: tuple[str, ...]) -> BaseContext | None:
+def start(exclude: tuple[str, ...], umask: int | None = None) -> BaseContext | None:
     """Fork this process into the fork server of multiprocessing's `forkserver` context, which
-    imports every module of the package but those in `exclude` first; that context (None: the
-    process has threads, or this Python's fork server keeps other fields: spawn instead)."""
+    imports every module of the package but those in `exclude` first, and whose workers create
+    files with `umask` (None: this process's); that context (None: the process has threads, or
+    this Python's fork server keeps other fields: spawn instead)."""
     server = forkserver._forkserver
     if (
         threading.active_count() > 1
@@ -55,6 +56,8 @@ def start(exclude: tuple[str, ...]) -> BaseContext | None:
     sys.stderr.flush()
     pid = os.fork()
     if pid == 0:
+        if umask is not None:
+            os.umask(umask)
         _serve(listener.detach(), alive_r, alive_w, exclude)
     os.close(alive_r)
     listener.close()
