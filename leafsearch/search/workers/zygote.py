@@ -26,7 +26,7 @@ import signal
 import socket
 import sys
 import threading
-from multiprocessing import connection, forkserver, get_context
+from multiprocessing import connection, forkserver, get_context, util
 from multiprocessing.context import BaseContext
 
 #: What `ForkServer.ensure_running` reads and writes to find a running fork server.
@@ -49,16 +49,21 @@ def start(exclude: tuple[str, ...], umask: int | None = None) -> BaseContext | N
     listener = socket.socket(socket.AF_UNIX)
     address = connection.arbitrary_address("AF_UNIX")
     listener.bind(address)
-    os.chmod(address, 0o600)
+    if not util.is_abstract_socket_namespace(address):
+        os.chmod(address, 0o600)  # the server's user alone asks for workers
     listener.listen()
     alive_r, alive_w = os.pipe()
     sys.stdout.flush()
     sys.stderr.flush()
+    # Ctrl-C reaches the whole process group, and the server stops its workers itself: the copy
+    # ignores SIGINT from its first instruction on.
+    interrupt = signal.signal(signal.SIGINT, signal.SIG_IGN)
     pid = os.fork()
     if pid == 0:
         if umask is not None:
             os.umask(umask)
         _serve(listener.detach(), alive_r, alive_w, exclude)
+    signal.signal(signal.SIGINT, interrupt)
     os.close(alive_r)
     listener.close()
     server._forkserver_address = address
@@ -71,8 +76,6 @@ def _serve(listener: int, alive_r: int, alive_w: int, exclude: tuple[str, ...]) 
     """The fork server's life; never returns."""
     code = 0
     try:
-        # Ctrl-C reaches the whole process group; the server stops its workers itself.
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
         os.close(alive_w)
         _close_all_but({0, 1, 2, listener, alive_r})
         from leafsearch.common.preload import preload
