@@ -3,6 +3,7 @@
     python -m bench.startup                     # 10 runs, default search workers
     python -m bench.startup --runs 20 --search-workers 0
     python -m bench.startup --python /tmp/v1/bin/python   # the leafsearch installed there
+    python -m bench.startup --search-workers 1 --until-workers-ready   # a start's CPU, workers included
 
 Each run starts `python -m leafsearch serve --port 0` on a fresh temporary folder (the child
 imports the `leafsearch` this process imports, as `leafsearch.testing` arranges, unless `--python`
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import http.client
+import json
 import os
 import re
 import signal
@@ -40,8 +42,8 @@ from leafsearch.testing import child_env
 _ANNOUNCED = re.compile(rb"listening on https?://([^:]+|\[[^\]]+\]):(\d+) ")
 
 
-def _first_answer(process: subprocess.Popen, log: Path, started: float, timeout: float) -> float:
-    """Seconds from `started` to the first 200 of `GET /`."""
+def _first_answer(process: subprocess.Popen, log: Path, started: float, timeout: float) -> tuple[float, int]:
+    """Seconds from `started` to the first 200 of `GET /`, and the server's port."""
     deadline = started + timeout
     port = None
     while time.perf_counter() < deadline:
@@ -59,12 +61,28 @@ def _first_answer(process: subprocess.Popen, log: Path, started: float, timeout:
             response = connection.getresponse()
             response.read()
             if response.status == 200:
-                return time.perf_counter() - started
+                return time.perf_counter() - started, port
         except OSError:
             time.sleep(0.002)
         finally:
             connection.close()
     raise RuntimeError(f"no answer within {timeout}s:\n{log.read_text()}")
+
+
+def _workers_ready(port: int, deadline: float) -> None:
+    """Until `_nodes/stats` says every search worker of the server is ready."""
+    while time.perf_counter() < deadline:
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+        try:
+            connection.request("GET", "/_nodes/stats/search_workers")
+            node = next(iter(json.loads(connection.getresponse().read())["nodes"].values()))
+        finally:
+            connection.close()
+        workers = node.get("search_workers")
+        if workers is None or workers["ready"] == workers["count"]:
+            return
+        time.sleep(0.01)
+    raise RuntimeError("the search workers were not ready in time")
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -83,10 +101,10 @@ def _cpu_seconds(pid: int) -> float:
 
 
 def run_once(
-    python: str, extra: list[str], timeout: float, bytecode_cache: bool = True
+    python: str, extra: list[str], timeout: float, bytecode_cache: bool = True, workers_ready: bool = False
 ) -> tuple[float, float, float]:
     """(seconds to the first answer, CPU seconds used until then, seconds from SIGTERM to exit)
-    of one server."""
+    of one server; with `workers_ready`, the CPU used until its search workers are ready too."""
     with tempfile.TemporaryDirectory(prefix="leafsearch-startup-") as folder:
         log = Path(folder) / "server.log"
         command = [python, "-m", "leafsearch", "serve", "--port", "0", "--data", f"{folder}/data", *extra]
@@ -105,7 +123,9 @@ def run_once(
                 stdin=subprocess.DEVNULL,
             )
         try:
-            first = _first_answer(process, log, started, timeout)
+            first, port = _first_answer(process, log, started, timeout)
+            if workers_ready:
+                _workers_ready(port, started + timeout)
             cpu = _cpu_seconds(process.pid)
         finally:
             stopping = time.perf_counter()
@@ -137,14 +157,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--no-bytecode-cache", action="store_true", help="the server writes no bytecode cache"
     )
+    parser.add_argument(
+        "--until-workers-ready",
+        action="store_true",
+        help="count the CPU until the search workers are ready, not the first answer",
+    )
     args = parser.parse_args(argv)
     extra = [] if args.search_workers is None else ["--search-workers", str(args.search_workers)]
     cache = not args.no_bytecode_cache
+    ready = args.until_workers_ready
     if not args.no_warm_up:
-        run_once(args.python, extra, args.timeout, cache)
+        run_once(args.python, extra, args.timeout, cache, ready)
     firsts, cpus, stops = [], [], []
     for run in range(args.runs):
-        first, cpu, stop = run_once(args.python, extra, args.timeout, cache)
+        first, cpu, stop = run_once(args.python, extra, args.timeout, cache, ready)
         firsts.append(first)
         cpus.append(cpu)
         stops.append(stop)
@@ -158,8 +184,10 @@ def main(argv: list[str] | None = None) -> None:
         f"p90 {_p90(firsts) * 1000:.0f} ms over {args.runs} runs ({os.cpu_count()} cores, "
         f"load average {os.getloadavg()[0]:.1f})"
     )
+    until = "the search workers were ready" if ready else "then"
     print(
-        f"CPU used until then: median {statistics.median(cpus) * 1000:.0f} ms, p90 {_p90(cpus) * 1000:.0f} ms"
+        f"CPU used until {until}: median {statistics.median(cpus) * 1000:.0f} ms, "
+        f"p90 {_p90(cpus) * 1000:.0f} ms"
     )
     median, p90 = statistics.median(stops) * 1000, _p90(stops) * 1000
     print(f"stop after SIGTERM: median {median:.0f} ms, p90 {p90:.0f} ms")

@@ -33,6 +33,8 @@ import click
 log = logging.getLogger("leafsearch")
 
 IDLE_CONNECTION_SECONDS = 3600
+#: What the server makes is its owner's alone: files 0600, folders 0700.
+PRIVATE_UMASK = 0o077
 #: Seconds after the server accepts before the workers start and the package is preloaded,
 #: when no request came first (the first answer starts them at once).
 WARM_UP_AFTER = 0.25
@@ -230,9 +232,14 @@ def serve(
     from leafsearch.rest.access_log import AccessLog
     from leafsearch.rest.app import create_app
     from leafsearch.rest.connections import counting_protocol
+    from leafsearch.search.workers import zygote
+    from leafsearch.search.workers.entry import NOT_IN_WORKERS
 
+    workers = 0 if ray_address else (os.cpu_count() or 1) if search_workers is None else search_workers
+    # While this process has one thread and no file open: each worker is a fork of its copy.
+    processes = zygote.start(NOT_IN_WORKERS, umask=PRIVATE_UMASK) if workers else None
     _configure_logs(log_level, access_log, slow_log)
-    os.umask(0o077)
+    os.umask(PRIVATE_UMASK)
     try:
         limit = parse_byte_size(max_content_length, "http.max_content_length")
     except ElasticError as exc:
@@ -248,14 +255,14 @@ def serve(
         click.echo(f"leafsearch: cannot listen on {host}:{port}: {exc.strerror}", err=True)
         sys.exit(1)
     try:
-        workers = (os.cpu_count() or 1) if search_workers is None else search_workers
         # The workers start once the server has answered (`_WarmUp`).
         node = Node(
             data,
-            search_workers=0 if ray_address else workers,
+            search_workers=workers,
             defer_workers=True,
             ray=ray_address,
             path_repo=list(path_repo),
+            worker_processes=processes,
         )
     except (NodeLocked, RayUnavailable) as exc:
         sock.close()
@@ -471,7 +478,7 @@ def _user_file(data: str):  # -> UserFile
 
     from leafsearch.security.store import UserFile
 
-    os.umask(0o077)
+    os.umask(PRIVATE_UMASK)
     return UserFile(Path(data) / "security")
 
 

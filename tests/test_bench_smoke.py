@@ -146,9 +146,13 @@ def test_sqlite_keyset_pages_join_into_the_offset_order(tmp_path: Path) -> None:
 
 def test_the_start_up_bench_runs(tmp_path: Path) -> None:
     """`python -m bench.startup` keeps working (its figures are the bench's, not a test's); no
-    server it starts logs an error."""
+    server it starts logs an error; with `--until-workers-ready` it counts the CPU until then."""
     result = bench_run("bench.startup", "--runs", "2", "--no-warm-up", timeout=120)
     assert "first GET / answered: median" in result.stdout and "stop after SIGTERM" in result.stdout
+    assert "server logged" not in result.stderr, result.stderr
+    args = ("--runs", "1", "--no-warm-up", "--search-workers", "1", "--until-workers-ready")
+    result = bench_run("bench.startup", *args, timeout=120)
+    assert "CPU used until the search workers were ready: median" in result.stdout, result.stdout
     assert "server logged" not in result.stderr, result.stderr
 
 

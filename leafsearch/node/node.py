@@ -68,6 +68,8 @@ from leafsearch.write.doc_status import DocStatusCounter, counting_bulk, countin
 from leafsearch.write.services import WriteServices
 
 if TYPE_CHECKING:
+    from multiprocessing.context import BaseContext
+
     from leafsearch.ray_backend.cluster import RayBackend
     from leafsearch.request.search_types import SearchRequest
     from leafsearch.search.shared_contexts import ContextStore
@@ -96,6 +98,7 @@ class Node:
         defer_workers: bool = False,
         ray: str | None = None,
         path_repo: list[str | Path] | None = None,
+        worker_processes: BaseContext | None = None,
     ) -> None:
         """`background`: run the refresh, reaper and merge threads (off, a caller drives them).
         `clock`: the monotonic seconds that search timeouts and reader-context keep-alives are
@@ -106,7 +109,8 @@ class Node:
         cluster's address (`auto`, `local`, `host:port`): new
         indices keep their shards in Ray actors (ray_backend/) and this node coordinates them;
         search workers are then not used (the shard actors run the searches). `path_repo`: the
-        folders snapshot repositories may be registered in (Elasticsearch's `path.repo`)."""
+        folders snapshot repositories may be registered in (Elasticsearch's `path.repo`).
+        `worker_processes`: how search workers start (search/workers/zygote.py); None: spawned."""
         memory.tune_allocator()
         self.clock = clock
         self.started = time.monotonic()  # for uptimes
@@ -278,7 +282,11 @@ class Node:
         self.cluster_settings.listeners.append(self._bound_caches)
         if search_workers > 0:
             self.search_services.workers = WorkerPool(
-                self.search_services, search_workers, self.shard_services.events, defer_start=defer_workers
+                self.search_services,
+                search_workers,
+                self.shard_services.events,
+                defer_start=defer_workers,
+                processes=worker_processes,
             )
             # A PIT walk's connection may stay with its worker (search/workers/parking.py).
             pool = self.search_services.workers

@@ -7,7 +7,8 @@ server process stops its workers itself: a worker it reached while importing wou
 `KeyboardInterrupt` traceback), then imports every module a worker can run (common/preload.py),
 so that it never imports one later from an installation that may have changed meanwhile, and
 serves (process.py). It reports itself ready only then; until it does, the server process runs the
-searches it would have run.
+searches it would have run. (`leafsearch serve` forks its workers from a copy of itself that has
+imported all of this already, zygote.py: there the imports cost nothing.)
 """
 
 from __future__ import annotations

@@ -48,6 +48,7 @@ import threading
 from dataclasses import asdict, dataclass, replace
 from multiprocessing import reduction
 from multiprocessing.connection import Connection
+from multiprocessing.context import BaseContext
 from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -356,12 +357,20 @@ class WorkerPool:
     """`count` search worker processes; see the module docstring."""
 
     def __init__(
-        self, services: CoordinatorServices, count: int, events: ShardEvents, *, defer_start: bool = False
+        self,
+        services: CoordinatorServices,
+        count: int,
+        events: ShardEvents,
+        *,
+        defer_start: bool = False,
+        processes: BaseContext | None = None,
     ) -> None:
         """`events`: the node's shards' (released snapshots and deleted files go to the workers).
         `defer_start`: the workers start only when `start()` is called (`leafsearch serve` calls it
-        once it has answered its first request); else at once."""
+        once it has answered its first request); else at once. `processes`: how a worker process
+        starts (`leafsearch serve`: forked from its zygote, zygote.py); None: spawned."""
         self._services = services
+        self._processes = processes or multiprocessing.get_context("spawn")
         self._events = events
         self.count = count
         self._slots: list[_Worker | None] = [None] * count
@@ -424,9 +433,8 @@ class WorkerPool:
             dict(settings.persistent),
             dict(settings.transient),
         )
-        context = multiprocessing.get_context("spawn")
-        parent, child = context.Pipe()
-        proc = context.Process(
+        parent, child = self._processes.Pipe()
+        proc = self._processes.Process(
             target=entry.main,  # light to import: the worker ignores SIGINT before it imports the engine
             args=(child, asdict(config), self.security),
             name=f"leafsearch-search-worker-{slot}",
