@@ -32,6 +32,7 @@ import numpy as np
 from leafsearch.index.buffer import FieldBuffer, IndexBuffer, int_array
 from leafsearch.index.index_sort import IndexSort
 from leafsearch.index.segment_build import segment_from_buffer
+from leafsearch.index.source_blocks import InMemory, Joined
 from leafsearch.index.vector_graph import GraphSpec
 from leafsearch.services.memory import trim
 
@@ -95,7 +96,9 @@ class PackedBuffer:
     shard masks them with the live docs it computes itself)."""
 
     ids: PackedStrings
-    sources: PackedStrings
+    #: Joined as the segment compresses them: unpacked, they are not split into a bytes object
+    #: each only to be joined again for compression (`writer_from_buffer`).
+    sources: Joined
     seq_nos: np.ndarray
     versions: np.ndarray
     routings: list[str | None] | None  # None: no document has one
@@ -114,7 +117,7 @@ class PackedBuffer:
         routed = any(r is not None for r in buffer.routings)
         return PackedBuffer(
             PackedStrings.pack(buffer.ids),
-            PackedStrings.pack(buffer.sources),
+            Joined.of(buffer.sources),
             int_array(buffer.seq_nos),
             int_array(buffer.versions),
             list(buffer.routings) if routed else None,
@@ -135,10 +138,10 @@ class PackedBuffer:
 
     def unpack(self) -> IndexBuffer:
         """An `IndexBuffer` whose columns of numbers are the arrays (`segment_from_buffer` reads
-        them with `np.asarray`)."""
+        them with `np.asarray`) and whose sources are still joined (`InMemory`)."""
         buffer = IndexBuffer()
         buffer.ids = self.ids.unpack()
-        buffer.sources = self.sources.unpack()
+        buffer.sources = InMemory(self.sources)  # type: ignore[assignment]
         buffer.seq_nos = self.seq_nos  # type: ignore[assignment]
         buffer.versions = self.versions  # type: ignore[assignment]
         buffer.routings = self.routings if self.routings is not None else [None] * len(buffer.ids)

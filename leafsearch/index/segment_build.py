@@ -67,7 +67,11 @@ def writer_from_buffer(
         np.asarray(in_order(buffer.seq_nos)),
         np.asarray(in_order(buffer.versions)),
     )
-    writer.set_sources(in_order(buffer.sources))
+    sources = buffer.sources
+    if isinstance(sources, source_blocks.InMemory):  # a worker's buffer, still joined (buffer_wire)
+        writer.set_sources(sources if new_of is None else sources.sample(order.tolist()))
+    else:
+        writer.set_sources(in_order(sources))
     for path, fb in buffer.text.items():
         tokens, token_docs, positions, length_docs, field_lengths = fb.tokens()
         terms, tids = intern(tokens)

@@ -104,9 +104,14 @@ class Trimmer:
     that allocated a lot (its arrays freed, their pages still held by the arenas of the worker
     threads) pays one `malloc_trim`; ordinary requests pay one read of /proc/self/statm.
 
-    Reference cycles are collected first. The server raises the collector's thresholds (cli.py),
-    so a cycle left by a request (none should be: errors.release_frames and the tests see to it)
-    could otherwise hold its memory for hundreds of requests; here it costs at most `growth`."""
+    Young reference cycles are collected first. The server raises the collector's thresholds
+    (cli.py), so a cycle left by a request (none should be: errors.release_frames and the tests
+    see to it) could otherwise hold its memory for hundreds of requests; here it costs at most
+    `growth`. Only the young generations: a request's cycle is young unless a collection of
+    generation 1 ran while it was still in use (one per 5,000,000 allocations with the server's
+    thresholds), and a full collection traverses everything the node holds, under a bulk load the
+    buffers' lists: 5 to 25 ms each time, 2.5% of the server's CPU (bench/RESULTS.md, "Bulk with 4
+    clients (session 17)"). Older garbage waits for the thresholds' full collection."""
 
     def __init__(self, growth: int = TRIM_AFTER_GROWTH) -> None:
         self.growth = growth
@@ -115,7 +120,7 @@ class Trimmer:
 
     def after_request(self) -> None:
         if anonymous_rss() > self.baseline + self.growth:
-            gc.collect()
+            gc.collect(1)
             trim()
             self.trims += 1
             self.baseline = anonymous_rss()

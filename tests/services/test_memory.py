@@ -1,11 +1,16 @@
-"""The allocator tuning every process of the server applies at start (services/memory.py)."""
+"""The allocator tuning every process of the server applies at start, and the trim after a heavy
+request (services/memory.py)."""
 
 from __future__ import annotations
 
+import gc
 import subprocess
 import sys
+import weakref
 
 import pytest
+
+from leafsearch.services import memory
 
 #: Run in a fresh interpreter: 8 threads each allocate and free blocks from glibc's malloc (bytes
 #: objects over pymalloc's 512 bytes) while the others hold theirs; then the thread arenas glibc
@@ -45,3 +50,26 @@ def test_the_threads_of_a_tuned_process_share_the_arenas_they_allocate_from() ->
 
     assert arenas("tuned") <= 1  # ARENA_MAX: the main arena and one more
     assert arenas("default") > 1  # what the tuning changes: an arena of its own for most threads
+
+
+def test_a_trim_collects_the_cycles_a_request_left_without_traversing_the_older_heap() -> None:
+    class Node:
+        def __init__(self) -> None:
+            self.me = self
+            self.held = b"x" * (8 << 20)  # a heavy request's memory (resident), held by a cycle
+
+    trimmer = memory.Trimmer(growth=1 << 20)
+    generations: list[int] = []
+
+    def seen(phase: str, info: dict) -> None:
+        if phase == "start":
+            generations.append(info["generation"])
+
+    gc.callbacks.append(seen)
+    try:
+        left = weakref.ref(Node())
+        trimmer.after_request()
+    finally:
+        gc.callbacks.remove(seen)
+    assert left() is None
+    assert generations and max(generations) < 2  # the long-lived heap (the buffers) is not traversed

@@ -1,1 +1,1 @@
-"""Search worker processes: searches run on every core (pool.py, process.py, mirror.py)."""
+"""Search worker processes: searches run on every core (pool.py, process.py, mirror.py, wire.py)."""

@@ -68,6 +68,7 @@ from leafsearch.search.socket_sink import (
 from leafsearch.search.targets import Target
 from leafsearch.search.workers import entry
 from leafsearch.search.workers.mirror import IndexState, TargetRef, snapshot_state
+from leafsearch.search.workers.wire import receive
 
 if TYPE_CHECKING:
     from leafsearch.index.index import Index
@@ -295,7 +296,7 @@ class _Worker:
     def _read(self) -> None:
         while True:
             try:
-                message = self.conn.recv()
+                message = receive(self.conn)
             except (EOFError, OSError):
                 break
             if message[0] in ("done", "error"):

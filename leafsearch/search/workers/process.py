@@ -54,6 +54,7 @@ from leafsearch.search.walks import MAX_MEMORY as MAX_WALK_MEMORY
 from leafsearch.search.walks import WalkMemory, walk_stats
 from leafsearch.search.workers.mirror import IndexState, Mirror
 from leafsearch.search.workers.parking import Parking
+from leafsearch.search.workers.wire import receive
 from leafsearch.services import memory
 from leafsearch.services.breaker import Breakers
 
@@ -291,11 +292,11 @@ def main(conn: Connection, config: WorkerConfig, security: Any = None) -> None:
         """Read until a task comes (the caller holds `read_lock`). Messages already sent after
         it are read first: a cancel that is there stops the task before it starts."""
         while not pending:
-            task = handle(conn.recv())
+            task = handle(receive(conn))
             if task is not None:
                 pending.append(task)
                 while conn.poll(0):
-                    more = handle(conn.recv())
+                    more = handle(receive(conn))
                     if more is not None:
                         pending.append(more)
         return pending.popleft()
