@@ -49,12 +49,14 @@ import contextlib
 import dataclasses
 import logging
 import os
+import select
 import selectors
 import socket
 import threading
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,10 +81,20 @@ _PARTIAL_FIRST = 0.00005
 _PARTIAL_MAX = 0.005
 #: Contexts forgotten lately: a page being served when its context was forgotten does not park.
 _FORGOTTEN = 1024
+#: How long the thread that served a kept scroll's batch, and rendered the next one after it
+#: (`read_ahead.after_reply(inline=True)`), looks at the connection for the next request before
+#: the selector thread watches it: a client reading as fast as the worker writes has sent it by
+#: then, and the same thread serves it with no hand-off (bench/RESULTS.md, session 17).
+_FOLLOW_SECONDS = 0.002
 
 #: Runs a PIT page or scroll batch (execution.run with this module's `park` and the confirm
 #: given), timing its phases into the list given: what execution.run returns.
 Execute = Callable[[PitTask | ScrollTask, Park, Confirm | None, list[tuple[str, float]]], Any]
+
+
+#: While a kept scroll's batch is served (`Parking._serve`): where `park` leaves the connection
+#: parked again, for the serving thread to look at first (`Parking._followed`).
+_FOLLOWED: ContextVar[list[_Parked] | None] = ContextVar("leafsearch_parking_followed", default=None)
 
 
 @dataclass(slots=True)
@@ -110,6 +122,17 @@ class _Parked:
         """Its request is not whole yet: looked at again a little later than the last time."""
         self.backoff = min(max(2 * self.backoff, _PARTIAL_FIRST), _PARTIAL_MAX)
         self.retry = time.monotonic() + self.backoff
+
+
+def _peek(fd: int) -> bytes | None:
+    """What the socket holds, unread (b"" at its end or on an error); None: nothing yet."""
+    try:
+        with socket.socket(fileno=os.dup(fd)) as data:
+            return data.recv(MAX_REQUEST + 1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+    except BlockingIOError:
+        return None
+    except OSError:
+        return b""
 
 
 def _split(request: bytes) -> tuple[list[bytes], int, int] | None:
@@ -147,17 +170,19 @@ class Parking:
         send: Callable[[tuple], None],
         security: Any,
         limit: int = MAX_PARKED,
+        follow_seconds: float = _FOLLOW_SECONDS,
     ) -> None:
         self._execute = execute
         self._start = start
         self._send = send
         self._security = security
         self.limit = limit
+        self.follow_seconds = follow_seconds
         self._lock = threading.Lock()
         self._parked: dict[int, _Parked] = {}  # park id -> parked (watched or being looked at)
         self._commands: deque[tuple[str, Any]] = deque()
         self._forgotten: OrderedDict[int, None] = OrderedDict()
-        #: Park ids the server closed while their page was served (the selector thread's).
+        #: Park ids the server closed while their page was served.
         self._dropped: OrderedDict[int, bool] = OrderedDict()
         self._thread: threading.Thread | None = None
         self._wake_r, self._wake_w = -1, -1
@@ -223,9 +248,14 @@ class Parking:
             )
             self._parked[offer.park_id] = parked
             self._ensure_thread()
-        # Watched once the reply of the task that wrote the page went out (read_ahead.after_reply):
-        # the server process learns of the park before it can be handed back.
-        after_block(lambda: self._command("watch", parked))
+        followed = _FOLLOWED.get() if scroll else None
+        if followed is not None:  # a batch served here: its thread looks first (`_followed`)
+            followed.append(parked)
+        else:
+            # Watched once the reply of the task that wrote the page went out
+            # (read_ahead.after_reply): the server process learns of the park before it can be
+            # handed back.
+            after_block(lambda: self._command("watch", parked))
         return os.getpid()
 
     def forget(self, ctx_id: int) -> None:
@@ -338,7 +368,9 @@ class Parking:
             if kind == "stop":
                 return False
             if kind == "watch":
-                if self._dropped.pop(arg.park_id, False):  # closed by the server meanwhile
+                with self._lock:
+                    dropped = self._dropped.pop(arg.park_id, False)
+                if dropped:  # closed by the server meanwhile
                     self._release(arg)
                 elif self._parked.get(arg.park_id) is arg:
                     watched[arg.fd] = arg
@@ -352,9 +384,10 @@ class Parking:
                 or (kind == "drop" and p.park_id == arg)
             ]
             if kind == "drop" and not chosen:  # being served: dropped when it would be watched
-                self._dropped[arg] = True
-                while len(self._dropped) > _FORGOTTEN:
-                    self._dropped.popitem(last=False)
+                with self._lock:
+                    self._dropped[arg] = True
+                    while len(self._dropped) > _FORGOTTEN:
+                        self._dropped.popitem(last=False)
             for parked in chosen:
                 if watched.pop(parked.fd, None) is not None:
                     selector.unregister(parked.fd)
@@ -367,21 +400,8 @@ class Parking:
     def _look(self, parked: _Parked, partial: dict[int, _Parked]) -> None:
         """The parked connection has bytes (or EOF): serve its walk's next page, wait for the
         rest of a request, or hand it back."""
-        try:
-            data = socket.socket(fileno=os.dup(parked.fd))
-        except OSError:
-            self._hand_back(parked, "other")
-            return
-        with data:
-            try:
-                peeked = data.recv(MAX_REQUEST + 1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
-            except BlockingIOError:
-                parked.wait_more()
-                partial[parked.fd] = parked
-                return
-            except OSError:
-                peeked = b""
-        verdict = self._continuation(parked, peeked)
+        peeked = _peek(parked.fd)
+        verdict = None if peeked is None else self._continuation(parked, peeked)
         if verdict is None:
             parked.wait_more()
             partial[parked.fd] = parked
@@ -441,8 +461,17 @@ class Parking:
                 return False
         return head + length
 
-    def _serve(self, parked: _Parked, size: int) -> None:
-        """Consume the continuation and write its page (a writer thread); parked again after."""
+    def _serve(self, parked: _Parked | None, size: int | None) -> None:
+        """Consume the continuation and write its page (a writer thread); parked again after. A
+        scroll's next batch is rendered by this thread once its batch went out, and the next
+        request that arrives meanwhile served by it too (`_followed`)."""
+        while parked is not None and size is not None:
+            parked = self._serve_one(parked, size)
+            size = None if parked is None else self._followed(parked)
+
+    def _serve_one(self, parked: _Parked, size: int) -> _Parked | None:
+        """One page or batch (`_serve`): a scroll's connection parked again, for this thread to
+        look at first; None: watched by the selector thread, or handed back."""
         task = parked.task
         held = []
         try:
@@ -452,18 +481,46 @@ class Parking:
         except Exception:  # noqa: BLE001 - the context ended: the general path answers
             release_targets(held)
             self._hand_back(parked, "other")
-            return
+            return None
+        scroll = isinstance(task, ScrollTask)
+        followed: list[_Parked] = []
+        token = _FOLLOWED.set(followed if scroll else None)
         try:
-            with after_reply():
+            with after_reply(inline=scroll):
                 if isinstance(task, ScrollTask):
                     self._serve_batch(parked, task, size)
                 else:
                     self._serve_page(parked, task, size)
         except Exception:  # noqa: BLE001 - what reached the client is unknown: it closes
             log.exception("a parked walk's page failed")
-            self._hand_back(parked, "cut")
+            self._hand_back(followed[0] if followed else parked, "cut")
+            return None
         finally:
+            _FOLLOWED.reset(token)
             release_targets(held)
+        return followed[0] if followed else None
+
+    def _followed(self, parked: _Parked) -> int | None:
+        """A kept scroll's connection after its batch, looked at by the thread that wrote it:
+        the size of the continuation that arrived whole within `follow_seconds`, for it to
+        serve; else None, the connection watched by the selector thread (or handed back)."""
+        with self._lock:
+            dropped = self._dropped.pop(parked.park_id, False)
+        if dropped:  # closed by the server meanwhile
+            self._release(parked)
+            return None
+        poller = select.poll()
+        poller.register(parked.fd, select.POLLIN)
+        if poller.poll(self.follow_seconds * 1000):
+            peeked = _peek(parked.fd)
+            verdict = None if peeked is None else self._continuation(parked, peeked)
+            if verdict is False:
+                self._hand_back(parked, "other")
+                return None
+            if verdict is not None:
+                return verdict
+        self._command("watch", parked)
+        return None
 
     def _serve_page(self, parked: _Parked, task: PitTask, size: int) -> None:
         """A PIT walk's next page: the request consumed, the page written, the server told."""
