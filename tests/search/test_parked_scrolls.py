@@ -351,3 +351,35 @@ def test_a_sliced_scrolls_slices_are_kept_by_different_workers(server: str) -> N
     assert _parked_pages(server) - before >= batches - 6
     for conn in conns:
         conn.close()
+
+
+def test_a_scroll_whose_keeping_worker_is_killed_goes_on_from_the_id_its_client_holds(tmp_path: Path) -> None:
+    """The worker that kept the scroll's connection killed right after a batch (its batches are
+    told to the server process together, a little after they are written): a new connection
+    asking for the id the client holds reads the rest of the scroll, every document once."""
+    with running_server(tmp_path / "data", search_workers=2) as (url, _):
+        with httpx.Client(base_url=url, timeout=60) as http:
+            bulk_index(http, "scrolled", {f"d{i}": {"n": i} for i in range(DOCS)})
+        wait_for(lambda: _all_ready(url))
+        conn = Conn(url)
+        scroll_id, first = _open(conn)
+        scroll_id, body = _walk(conn, scroll_id, 2)  # kept by now
+        holder = next(w["pid"] for w in _workers(url)["workers"] if w["parked_connections"])
+        ids = _ids(first) + [f"d{i}" for i in range(SIZE, 2 * SIZE)] + _ids(body)
+        for _ in range(3):  # served by the worker, asked as fast as the client can
+            status, body = conn.ask(_next(scroll_id))[0]
+            assert status == 200, body
+            ids += _ids(body)
+            scroll_id = orjson.loads(body)["_scroll_id"]
+        os.kill(holder, signal.SIGKILL)
+        conn.close()
+        fresh = Conn(url)
+        while True:
+            status, body = fresh.ask(_next(scroll_id))[0]
+            assert status == 200, body
+            if not _ids(body):
+                break
+            ids += _ids(body)
+            scroll_id = orjson.loads(body)["_scroll_id"]
+        fresh.close()
+    assert ids == [f"d{i}" for i in range(DOCS)]

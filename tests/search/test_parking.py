@@ -201,14 +201,23 @@ def test_a_scroll_is_served_the_batches_its_record_names_then_handed_back_unread
     client, parked = rig.park_scroll(1)
     assert parked == os.getpid()
     client.sendall(_scroll("s1"))
-    kind, park_id, note = rig.message()  # told before the batch is written
-    assert (kind, park_id, note["scroll"]) == ("served", 1, (2, "s2", [2], 1))
     assert client.recv(100) == b"batch s2"
     client.sendall(_scroll("s2"))
-    assert rig.message()[2]["scroll"] == (3, "s3", [3], 1)
     assert client.recv(100) == b"batch s3"
+    assert _told(rig) == [(2, "s2", [2], 1), (3, "s3", [3], 1)]  # before the hand-back:
     assert rig.message() == ("handback", 1, "other")  # the next batch needs a new record
     assert rig.parking.count() == 0
+
+
+def _told(rig: Rig, batches: int = 2) -> list[tuple]:
+    """The scroll's batches the server process is told of (together or apart, as the requests
+    came while the thread that wrote the last batch looked for them)."""
+    told: list[tuple] = []
+    while len(told) < batches:
+        kind, _, note = rig.message()
+        assert kind == "served" and note["requests"] == len(note["scroll"])
+        told += note["scroll"]
+    return told
 
 
 @pytest.mark.parametrize("change", ["another id", "the previous id", "moved elsewhere", "another keep-alive"])
@@ -240,11 +249,12 @@ def following(tmp_path: Path) -> Iterator[Rig]:
 def test_a_scrolls_next_request_is_served_by_the_thread_that_wrote_its_batch(following: Rig) -> None:
     client, _ = following.park_scroll(1)
     client.sendall(_scroll("s1"))
-    assert following.message()[2]["scroll"] == (2, "s2", [2], 1)
     assert client.recv(100) == b"batch s2"
     client.sendall(_scroll("s2"))
-    assert following.message()[2]["scroll"] == (3, "s3", [3], 1)
     assert client.recv(100) == b"batch s3"
+    kind, _, note = following.message()  # both told at once, before the hand-back
+    assert kind == "served" and note["scroll"] == [(2, "s2", [2], 1), (3, "s3", [3], 1)]
+    assert note["requests"] == 2 and note["request_bytes"] == 2 * len(_scroll("s1").split(b"\r\n\r\n")[1])
     assert following.message() == ("handback", 1, "other")  # the next batch needs a new record
     assert following.started == 1  # the selector thread handed over the first request only
     assert following.parking.count() == 0
@@ -253,9 +263,9 @@ def test_a_scrolls_next_request_is_served_by_the_thread_that_wrote_its_batch(fol
 def test_what_the_following_thread_finds_that_is_no_continuation_is_left_unread(following: Rig) -> None:
     client, _ = following.park_scroll(1)
     client.sendall(_scroll("s1"))
-    assert following.message()[0] == "served"
     assert client.recv(100) == b"batch s2"
     client.sendall(_scroll("s1"))  # the previous id: the general path replays the batch
+    assert _told(following, 1) == [(2, "s2", [2], 1)]  # before the hand-back
     assert following.message() == ("handback", 1, "other")
     _, server = following.pairs[0]
     assert server.recv(1 << 16, socket.MSG_PEEK) == _scroll("s1")
@@ -265,14 +275,15 @@ def test_what_the_following_thread_finds_that_is_no_continuation_is_left_unread(
 def test_a_continuation_in_two_writes_goes_to_the_selector_thread_and_is_served(following: Rig) -> None:
     client, _ = following.park_scroll(1)
     client.sendall(_scroll("s1"))
-    assert following.message()[0] == "served"
     assert client.recv(100) == b"batch s2"
     head, body = _scroll("s2").split(b"\r\n\r\n")
     client.sendall(head + b"\r\n\r\n")  # the official client's head, its body after it
+    assert _told(following, 1) == [(2, "s2", [2], 1)]  # told as the selector thread takes it
     client.sendall(body)
-    assert following.message()[2]["scroll"] == (3, "s3", [3], 1)
     assert client.recv(100) == b"batch s3"
+    assert _told(following, 1) == [(3, "s3", [3], 1)]
     assert following.message() == ("handback", 1, "other")
+    assert following.started == 2
 
 
 def test_a_connection_the_server_closed_while_its_batch_was_written_is_dropped(following: Rig) -> None:

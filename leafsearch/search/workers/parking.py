@@ -28,15 +28,23 @@ position is on disk; the batch after them needs a new record, and its request is
 the server to write it. Nor when the server process served a batch of the scroll since, or freed
 it (`socket_sink.scroll_moves`, the scroll's own generation: it does not look at the one of
 every context freed, so a scan clearing its scroll sends no other scroll's connection back).
-The server process is told of each batch before it is written (the note moves the context,
-`ReaderContext.note`), so a client that asks for the next id elsewhere finds the context there.
+The thread that wrote a scroll's batch renders the next one at once (the client reads meanwhile)
+and looks at the connection for the next request for a moment (`_FOLLOW_SECONDS`) before the
+selector thread watches it: a client reading as fast as the worker writes is served by one thread,
+with no hand-off per batch.
 
 Then the request's bytes are consumed, the page is written with the head, and the server process
 gets a note (not waited for) with what it counts: the context's keep-alive, the search stats, the
-HTTP client's request, a scroll's position. Anything else — another request, EOF, bytes that do
-not complete a request within the idle time, the context forgotten, a security change — consumes
-nothing and hands the connection back: the server process resumes reading it and answers on the general path
-what the kernel still holds. Nothing is re-injected, and nothing is answered here that the
+HTTP client's request, a scroll's position (the note moves the context, `ReaderContext.note`). A
+PIT page's note goes before the page is written; a scroll's batches are told together (`_Notes`),
+before anything else of the connection reaches the server process (a hand-back, the selector
+watching it, statistics), within `_NOTES_AGE`, and when a request of the scroll arrives on another
+connection (`WorkerPool.scroll_told`), so the general path finds the scroll where its client is.
+
+Anything else — another request, EOF, bytes that do not complete a request within the idle
+time, the context forgotten, a security change — consumes nothing and hands the connection
+back: the server process resumes reading it and answers on the general path what the kernel
+still holds. Nothing is re-injected, and nothing is answered here that the
 general path would answer differently.
 
 Bounds: at most `MAX_PARKED` connections per worker (beyond, no park), no thread per connection,
@@ -57,7 +65,7 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Callable
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -92,6 +100,10 @@ _FOLLOW_SECONDS = 0.002
 Execute = Callable[[PitTask | ScrollTask, Park, Confirm | None, list[tuple[str, float]]], Any]
 
 
+#: How long the batches served on a kept scroll's connection may go untold to the server process
+#: (`_Notes`): its keep-alive there counts from the last note, so well within the margin.
+_NOTES_AGE = _KEEP_ALIVE_MARGIN / 4
+
 #: While a kept scroll's batch is served (`Parking._serve`): where `park` leaves the connection
 #: parked again, for the serving thread to look at first (`Parking._followed`).
 _FOLLOWED: ContextVar[list[_Parked] | None] = ContextVar("leafsearch_parking_followed", default=None)
@@ -124,6 +136,28 @@ class _Parked:
         self.retry = time.monotonic() + self.backoff
 
 
+@dataclass(slots=True)
+class _Notes:
+    """The batches served on a kept scroll's connection that the server process was not told of
+    yet: told together (`Parking._tell`), before anything else of the connection."""
+
+    #: When the first of them was served (`time.monotonic`).
+    since: float
+    request_bytes: int = 0
+    requests: int = 0
+    phases: list[tuple[str, float]] = field(default_factory=list)
+    #: Each batch's (seq, public id, cursor, took): `ReaderContext.note`.
+    scroll: list[tuple[int, str, list | None, int]] = field(default_factory=list)
+
+    def message(self) -> dict[str, Any]:
+        return {
+            "request_bytes": self.request_bytes,
+            "requests": self.requests,
+            "phases": self.phases,
+            "scroll": self.scroll,
+        }
+
+
 def _peek(fd: int) -> bytes | None:
     """What the socket holds, unread (b"" at its end or on an error); None: nothing yet."""
     try:
@@ -133,6 +167,10 @@ def _peek(fd: int) -> bytes | None:
         return None
     except OSError:
         return b""
+
+
+def _body_length(request: bytes) -> int:
+    return len(request) - request.find(b"\r\n\r\n") - 4
 
 
 def _split(request: bytes) -> tuple[list[bytes], int, int] | None:
@@ -184,6 +222,9 @@ class Parking:
         self._forgotten: OrderedDict[int, None] = OrderedDict()
         #: Park ids the server closed while their page was served.
         self._dropped: OrderedDict[int, bool] = OrderedDict()
+        #: A kept scroll's batches not told yet, by park id; `_telling` keeps them in order.
+        self._notes: dict[int, _Notes] = {}
+        self._telling = threading.Lock()
         self._thread: threading.Thread | None = None
         self._wake_r, self._wake_w = -1, -1
         self._closed = False
@@ -265,6 +306,14 @@ class Parking:
             while len(self._forgotten) > _FORGOTTEN:
                 self._forgotten.popitem(last=False)
         self._command("forget", ctx_id)
+
+    def tell_all(self) -> None:
+        """Tell the server process of every batch served here that it was not told of yet
+        (before a reply that must follow them: statistics, or a scroll's request it serves)."""
+        with self._lock:
+            parks = list(self._notes)
+        for park_id in parks:
+            self._tell(park_id)
 
     def handback_all(self) -> None:
         self._command("all", None)
@@ -507,6 +556,7 @@ class Parking:
         with self._lock:
             dropped = self._dropped.pop(parked.park_id, False)
         if dropped:  # closed by the server meanwhile
+            self._tell(parked.park_id)
             self._release(parked)
             return None
         poller = select.poll()
@@ -519,6 +569,7 @@ class Parking:
                 return None
             if verdict is not None:
                 return verdict
+        self._tell(parked.park_id)  # the client is slower: told before the selector watches
         self._command("watch", parked)
         return None
 
@@ -551,9 +602,17 @@ class Parking:
             if taken is None:
                 return False
             consumed.append(taken)
-            note = self._note(None, taken, phases)
-            note["scroll"] = (seq, public_id, cursor, took)
-            self._send(("served", parked.park_id, note))
+            now = time.monotonic()
+            with self._lock:  # told with the next ones (`_tell`): before it is written, as one
+                notes = self._notes.get(parked.park_id)
+                if notes is None:
+                    notes = self._notes[parked.park_id] = _Notes(now)
+                notes.request_bytes += _body_length(taken)
+                notes.requests += 1
+                notes.phases += phases
+                notes.scroll.append((seq, public_id, cursor, took))
+            if now - notes.since >= _NOTES_AGE:
+                self._tell(parked.park_id)
             return ScrollAhead(seq, tuple(rest))
 
         sink = dataclasses.replace(task.sink, fd=parked.fd)  # type: ignore[arg-type]
@@ -574,12 +633,21 @@ class Parking:
         return taken
 
     @staticmethod
-    def _note(written: Written | None, taken: bytes, phases: list[tuple[str, float]]) -> dict[str, Any]:
-        """What the server process counts of a request served here."""
-        note: dict[str, Any] = {"request_bytes": len(taken) - taken.find(b"\r\n\r\n") - 4, "phases": phases}
-        if written is not None:
-            note.update(took=written.took, total=written.total, length=written.length)
+    def _note(written: Written, taken: bytes, phases: list[tuple[str, float]]) -> dict[str, Any]:
+        """What the server process counts of a PIT page served here."""
+        note: dict[str, Any] = {"request_bytes": _body_length(taken), "phases": phases}
+        note.update(took=written.took, total=written.total, length=written.length)
         return note
+
+    def _tell(self, park_id: int) -> None:
+        """Tell the server process of a kept scroll's batches not told yet, in order (the batches
+        a client holds are known there before it hears of anything after them on the connection:
+        a hand-back, statistics, the scroll's next request elsewhere)."""
+        with self._telling:
+            with self._lock:
+                notes = self._notes.pop(park_id, None)
+            if notes is not None:
+                self._send(("served", park_id, notes.message()))
 
     def _after(self, parked: _Parked, written: Written) -> None:
         """After a page served here: parked again (by `park`), or handed back."""
@@ -593,7 +661,9 @@ class Parking:
 
     def _hand_back(self, parked: _Parked, reason: str) -> None:
         """Give the connection back to the server process (`idle`: it closes it as an idle
-        keep-alive connection; `cut`: what reached the client is unknown, it closes it)."""
+        keep-alive connection; `cut`: what reached the client is unknown, it closes it), told of
+        the batches served on it first."""
+        self._tell(parked.park_id)
         if self._release(parked):
             self._send(("handback", parked.park_id, reason))
 

@@ -278,7 +278,11 @@ def main(conn: Connection, config: WorkerConfig, security: Any = None) -> None:
         elif kind == "security":
             parking.handback_all()
         elif kind == "stats":
+            parking.tell_all()  # the batches served on kept connections are counted first
             reply(("stats", message[1], _stats(state, len(running), parking.count())))
+        elif kind == "tell":
+            parking.tell_all()
+            reply(("told", message[1], None))
         elif kind == "settings":
             state.apply_settings(message[1], message[2])
         elif kind == "clear_fielddata":
