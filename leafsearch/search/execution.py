@@ -351,13 +351,13 @@ def _scroll_batch(
     started = _started(task.elapsed)
     request = task.request
     walk, shown = walks.walk_request(request, task.cursor)
-    if not task.opening:  # the first batch counted the matches: the others need not
-        walk = dataclasses.replace(walk, track_total_hits=False)
     read_ahead = services.contexts.read_ahead
     served = walks.cursor_key(task.cursor)
     page = read_ahead.take(task.ctx_id, "scroll", served) if task.read_ahead else None
     tree = None
     if page is None:
+        if not task.opening:  # the first batch counted the matches: the others need not
+            walk = dataclasses.replace(walk, track_total_hits=False)
         page, tree = _scroll_hits(services, task, walk, shown, cancelled, prepared=False)
     cursor = last_sort_values(page.hitlist, page.end) if page.end > page.start else task.cursor
     total = page.hitlist.total if task.total is None else task.total

@@ -303,3 +303,14 @@ def test_a_connection_the_server_closed_while_its_batch_was_written_is_dropped(f
     assert client.recv(100) == b"batch s2"
     wait_for(lambda: following.parking.count() == 0)
     assert dropped.is_set() and following.messages.empty()  # dropped: nothing handed back
+
+
+def test_a_continuation_written_otherwise_than_the_last_request_is_compared_parsed(rig: Rig) -> None:
+    """The next request is mostly the last one with the id it was answered (compared as bytes);
+    the same fields written in another order or spacing are the continuation all the same."""
+    client, _ = rig.park_scroll(1)
+    body = b'{ "scroll_id" : "s1", "scroll" : "1m" }'
+    head = b"POST /_search/scroll HTTP/1.1\r\nhost: h\r\ncontent-type: application/json\r\n"
+    client.sendall(head + b"content-length: %d\r\n\r\n" % len(body) + body)
+    assert client.recv(100) == b"batch s2"
+    assert _told(rig, 1) == [(2, "s2", [2], 1)]

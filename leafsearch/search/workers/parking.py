@@ -112,6 +112,9 @@ _FOLLOWED: ContextVar[list[_Parked] | None] = ContextVar("leafsearch_parking_fol
 @dataclass(slots=True)
 class _Parked:
     park_id: int
+    #: The connection (a duplicate of the server's descriptor, kept while the walk is parked
+    #: here and the pages served here go on) and its descriptor.
+    conn: socket.socket
     fd: int
     task: PitTask | ScrollTask
     #: The request line and header lines but Content-Length's, and the body, as parked.
@@ -129,6 +132,9 @@ class _Parked:
     #: While a request arrives in pieces: when it is looked at again, and the wait before that.
     retry: float = 0.0
     backoff: float = 0.0
+    #: A scroll's: the request it last served, and its continuation byte for byte (`_following`).
+    request: bytes = b""
+    template: bytes | None = None
 
     def wait_more(self) -> None:
         """Its request is not whole yet: looked at again a little later than the last time."""
@@ -158,15 +164,24 @@ class _Notes:
         }
 
 
-def _peek(fd: int) -> bytes | None:
+def _peek(conn: socket.socket) -> bytes | None:
     """What the socket holds, unread (b"" at its end or on an error); None: nothing yet."""
     try:
-        with socket.socket(fileno=os.dup(fd)) as data:
-            return data.recv(MAX_REQUEST + 1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+        return conn.recv(MAX_REQUEST + 1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
     except BlockingIOError:
         return None
     except OSError:
         return b""
+
+
+def _following(served: bytes, served_id: str, expected: str) -> bytes | None:
+    """A scroll's continuation byte for byte as its client sends it: the request it served with
+    `expected` for its id (of the same length, there once); None: not known this way (the whole
+    request is compared then, `Parking._same_request`)."""
+    old, new = b'"%s"' % served_id.encode(), b'"%s"' % expected.encode()
+    if len(old) != len(new) or served.count(old) != 1:
+        return None
+    return served.replace(old, new)
 
 
 def _body_length(request: bytes) -> int:
@@ -241,9 +256,10 @@ class Parking:
         scroll = isinstance(task, ScrollTask)
         with self._lock:
             before = self._parked.get(offer.park_id)
-        if before is not None and before.task.sink.park is offer:  # type: ignore[union-attr]
-            # Parked again after a page served here.
+        again = before is not None and before.task.sink.park is offer  # type: ignore[union-attr]
+        if again:  # parked again after a page served here (on its connection: kept)
             lines, body, moves = before.lines, before.body, before.moves
+            served = (before.request, before.expected)
         else:
             split = _split(offer.request)
             if (
@@ -261,6 +277,7 @@ class Parking:
             ):
                 return None
             lines = split[0]
+            served = (offer.request, body.get("scroll_id"))
             moves = scroll_moves(self._security, task.ctx_id) if scroll and self._security is not None else 0
             if not scroll:  # the walk's pages served here are one walk: its identity is taken once
                 task = dataclasses.replace(task, walk=walks.identity(task.request))
@@ -274,9 +291,12 @@ class Parking:
             if self._closed or held >= self.limit or task.ctx_id in self._forgotten:
                 return None
             now = time.monotonic()
+            kept = again and before.fd == sink.fd  # type: ignore[union-attr]
+            conn = before.conn if kept else socket.socket(fileno=os.dup(sink.fd))  # type: ignore[union-attr]
             parked = _Parked(
                 offer.park_id,
-                os.dup(sink.fd),
+                conn,
+                conn.fileno(),
                 task,
                 lines,
                 body,
@@ -286,6 +306,7 @@ class Parking:
                 now + offer.keep_alive,
                 seq,
                 moves,
+                template=_following(*served, expected) if scroll else None,  # type: ignore[arg-type]
             )
             self._parked[offer.park_id] = parked
             self._ensure_thread()
@@ -335,8 +356,7 @@ class Parking:
             os.close(self._wake_r)
             os.close(self._wake_w)
         for each in parked:
-            with contextlib.suppress(OSError):
-                os.close(each.fd)
+            each.conn.close()
 
     def count(self) -> int:
         with self._lock:
@@ -449,7 +469,7 @@ class Parking:
     def _look(self, parked: _Parked, partial: dict[int, _Parked]) -> None:
         """The parked connection has bytes (or EOF): serve its walk's next page, wait for the
         rest of a request, or hand it back."""
-        peeked = _peek(parked.fd)
+        peeked = _peek(parked.conn)
         verdict = None if peeked is None else self._continuation(parked, peeked)
         if verdict is None:
             parked.wait_more()
@@ -463,6 +483,32 @@ class Parking:
         """The size of the continuation the socket holds; None: incomplete, wait; False: not one."""
         if not peeked or len(peeked) > MAX_REQUEST:
             return False
+        size = len(peeked) if peeked == parked.template else self._same_request(parked, peeked)
+        if size is None or size is False:
+            return size
+        if isinstance(parked.task, ScrollTask) and (
+            self._security is None or scroll_moves(self._security, parked.task.ctx_id) != parked.moves
+        ):
+            return False  # the server served a batch of it since (another connection)
+        offer = parked.task.sink.park  # type: ignore[union-attr]
+        if self._security is None:
+            return False
+        now, then = security_stamp(self._security, offer.users_file), offer.security
+        if (now[0], now[2]) != (then[0], then[2]) or (now[1] != then[1] and isinstance(parked.task, PitTask)):
+            return False
+        if offer.until is not None and time.time() >= offer.until:
+            return False
+        if time.monotonic() > parked.ctx_until - _KEEP_ALIVE_MARGIN:
+            return False
+        with self._lock:
+            if parked.task.ctx_id in self._forgotten or self._parked.get(parked.park_id) is not parked:
+                return False
+        return size
+
+    @staticmethod
+    def _same_request(parked: _Parked, peeked: bytes) -> int | bool | None:
+        """The size of the request the socket holds when it is the one that parked but for the
+        cursor (`_continuation`); None: incomplete, wait; False: another request."""
         split = _split(peeked)
         if split is None:
             complete = b"\r\n\r\n" in peeked
@@ -487,27 +533,12 @@ class Parking:
                 body[k] != v for k, v in parked.body.items() if k != "scroll_id"
             ):
                 return False
-            if self._security is None or scroll_moves(self._security, parked.task.ctx_id) != parked.moves:
-                return False  # the server served a batch of it since (another connection)
         elif (
             body.get("pit") != parked.body["pit"]
             or any(body[k] != v for k, v in parked.body.items() if k != "search_after")
             or walks.cursor_key(body.get("search_after")) != parked.expected
         ):
             return False
-        offer = parked.task.sink.park  # type: ignore[union-attr]
-        if self._security is None:
-            return False
-        now, then = security_stamp(self._security, offer.users_file), offer.security
-        if (now[0], now[2]) != (then[0], then[2]) or (now[1] != then[1] and isinstance(parked.task, PitTask)):
-            return False
-        if offer.until is not None and time.time() >= offer.until:
-            return False
-        if time.monotonic() > parked.ctx_until - _KEEP_ALIVE_MARGIN:
-            return False
-        with self._lock:
-            if parked.task.ctx_id in self._forgotten or self._parked.get(parked.park_id) is not parked:
-                return False
         return head + length
 
     def _serve(self, parked: _Parked | None, size: int | None) -> None:
@@ -562,7 +593,7 @@ class Parking:
         poller = select.poll()
         poller.register(parked.fd, select.POLLIN)
         if poller.poll(self.follow_seconds * 1000):
-            peeked = _peek(parked.fd)
+            peeked = _peek(parked.conn)
             verdict = None if peeked is None else self._continuation(parked, peeked)
             if verdict is False:
                 self._hand_back(parked, "other")
@@ -602,6 +633,7 @@ class Parking:
             if taken is None:
                 return False
             consumed.append(taken)
+            parked.request = taken
             now = time.monotonic()
             with self._lock:  # told with the next ones (`_tell`): before it is written, as one
                 notes = self._notes.get(parked.park_id)
@@ -625,8 +657,7 @@ class Parking:
 
     def _take(self, parked: _Parked, size: int) -> bytes | None:
         """The continuation's bytes consumed (peeked: all there); None: handed back (cut)."""
-        with socket.socket(fileno=os.dup(parked.fd)) as conn:
-            taken = conn.recv(size, socket.MSG_DONTWAIT)
+        taken = parked.conn.recv(size, socket.MSG_DONTWAIT)
         if len(taken) != size:
             self._hand_back(parked, "cut")
             return None
@@ -656,8 +687,10 @@ class Parking:
         elif written.parked is None:  # not kept (the last page, or the limit): given back
             self._hand_back(parked, "other")
         else:
-            with contextlib.suppress(OSError):
-                os.close(parked.fd)
+            with self._lock:
+                again = self._parked.get(parked.park_id)
+            if again is None or again.conn is not parked.conn:  # (kept: parked again on it)
+                parked.conn.close()
 
     def _hand_back(self, parked: _Parked, reason: str) -> None:
         """Give the connection back to the server process (`idle`: it closes it as an idle
@@ -673,6 +706,5 @@ class Parking:
             if mine:
                 del self._parked[parked.park_id]
         if mine:
-            with contextlib.suppress(OSError):
-                os.close(parked.fd)
+            parked.conn.close()
         return mine
