@@ -286,6 +286,7 @@ def _batch(
         ctx.shard_contexts if services.workers is None or remote else None,
         sink,
         took,
+        len(ctx.ahead),
     )
     if remote:
         return run(services, task, cancelled)

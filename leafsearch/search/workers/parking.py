@@ -648,7 +648,8 @@ class Parking:
             return ScrollAhead(seq, tuple(rest))
 
         sink = dataclasses.replace(task.sink, fd=parked.fd)  # type: ignore[arg-type]
-        batch = dataclasses.replace(task, public_id=public_id, elapsed=0.0, sink=sink, took=None)
+        named = 1 + len(rest)  # (this batch and those after it its record names)
+        batch = dataclasses.replace(task, public_id=public_id, elapsed=0.0, sink=sink, took=None, named=named)
         written = self._execute(batch, self.park, confirm, phases)[0]
         if not consumed:  # nothing taken, nothing written: the general path answers
             self._hand_back(parked, "other")
