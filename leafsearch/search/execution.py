@@ -139,8 +139,10 @@ class ScrollAhead:
 #: out, also covers the next ones: one `fdatasync` per up to this many + 1 batches (3 ms each on
 #: ext4, more than rendering a batch of 1,000 hits costs), and a worker keeping the scroll's
 #: connection serves them all (workers/parking.py): 32 instead of 8 halved the server process's
-#: CPU per batch of a `_doc` scroll (0.35 to 0.2 ms; bench/RESULTS.md, session 16).
-RECORDED_AHEAD = 32
+#: CPU per batch of a `_doc` scroll (0.35 to 0.2 ms; bench/RESULTS.md, session 16); 64 since only
+#: a batch starting a new record finds them (`ScrollTask.named`), its window's general path
+#: (hand-back, record, task: 2-5 ms on a loaded machine) once per 65 batches (session 17).
+RECORDED_AHEAD = 64
 
 
 def dispatch(

@@ -21,6 +21,7 @@ from conftest import bulk_index, running_server
 from elasticsearch import Elasticsearch, helpers
 from raw_http import Conn
 
+from leafsearch.search.execution import RECORDED_AHEAD
 from tests.search.test_parked_walks import (
     _all_ready,
     _parked_pages,
@@ -280,7 +281,7 @@ def test_kept_batches_count_as_searches_and_keep_the_scroll_alive(server: str) -
 
 
 def test_a_scroll_restored_after_a_kill_answers_the_ids_its_client_holds(tmp_path: Path) -> None:
-    """Killed (SIGKILL) after 40 batches of 10, most served on a kept connection, past the 33 its
+    """Killed (SIGKILL) after 70 batches of 10, most served on a kept connection, past the 65 its
     opening's record named (the general path wrote the next record): the restarted server
     answers the id before the latest with the batch the client last received, and the latest
     with the next one."""
@@ -291,10 +292,11 @@ def test_a_scroll_restored_after_a_kill_answers_the_ids_its_client_holds(tmp_pat
         wait_for(lambda: _all_ready(url))
         conn = Conn(url)
         scroll_id, _ = _open(conn, size=10)
-        previous, _ = _walk(conn, scroll_id, 39)
+        assert RECORDED_AHEAD + 1 < 70
+        previous, _ = _walk(conn, scroll_id, 69)
         latest, last = _walk(conn, previous, 1)
-        assert _ids(last) == [f"d{i}" for i in range(400, 410)]
-        assert _parked_pages(url) >= 40 - 3
+        assert _ids(last) == [f"d{i}" for i in range(700, 710)]
+        assert _parked_pages(url) >= 70 - 3
         os.kill(process.pid, signal.SIGKILL)
         process.wait()
         conn.close()
@@ -304,7 +306,7 @@ def test_a_scroll_restored_after_a_kill_answers_the_ids_its_client_holds(tmp_pat
         assert status == 200 and _ids(again) == _ids(last)
         status, body = conn.ask(_next(latest))[0]
         assert status == 200, body
-        assert _ids(body) == [f"d{i}" for i in range(410, 420)]
+        assert _ids(body) == [f"d{i}" for i in range(710, 720)]
         conn.close()
 
 
