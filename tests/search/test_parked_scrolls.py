@@ -249,6 +249,26 @@ def test_the_next_id_asked_on_another_connection_finds_the_scroll_moved_by_the_w
     kept.close()
 
 
+def test_an_old_id_asked_elsewhere_right_after_kept_batches_is_refused_as_moved_past(server: str) -> None:
+    """The batches a worker served on a kept connection are told to the server process together,
+    a little later: a request of the scroll on another connection waits for them first, so an id
+    two batches back is refused there as it is after any batch (only the latest two answered)."""
+    opened = Conn(server)
+    fresh = Conn(server)  # connected before, so that its request follows the batches at once
+    ids = [_open(opened)[0]]
+    for _ in range(4):
+        status, body = opened.ask(_next(ids[-1]))[0]
+        assert status == 200, body
+        ids.append(orjson.loads(body)["_scroll_id"])
+    status, body = fresh.ask(_next(ids[-3]))[0]
+    assert status == 404, body
+    assert "moved past this batch" in orjson.loads(body)["error"]["root_cause"][0]["reason"]
+    status, body = fresh.ask(_next(ids[-1]))[0]  # the latest: the scroll goes on there
+    assert status == 200 and _ids(body) == [f"d{i}" for i in range(5 * SIZE, 6 * SIZE)]
+    opened.close()
+    fresh.close()
+
+
 def test_a_scroll_cleared_on_another_connection_ends_the_kept_one_with_a_404(server: str) -> None:
     conn = Conn(server)
     scroll_id, _ = _open(conn)

@@ -314,3 +314,21 @@ def test_a_continuation_written_otherwise_than_the_last_request_is_compared_pars
     client.sendall(head + b"content-length: %d\r\n\r\n" % len(body) + body)
     assert client.recv(100) == b"batch s2"
     assert _told(rig, 1) == [(2, "s2", [2], 1)]
+
+
+def test_batches_not_told_yet_are_told_when_asked(following: Rig) -> None:
+    """A request of the scroll on another connection, or statistics, ask the worker first
+    (`tell_all`): the batches it served are told at once, though their thread still looks for
+    the next request."""
+    client, _ = following.park_scroll(1)
+    client.sendall(_scroll("s1"))
+    assert client.recv(100) == b"batch s2"
+    assert following.messages.empty() and following.parking.count() == 1  # followed, untold
+    following.parking.tell_all()
+    kind, park_id, note = following.message()
+    assert (kind, park_id, note["scroll"]) == ("served", 1, [(2, "s2", [2], 1)])
+    following.parking.tell_all()  # nothing more to tell
+    client.sendall(_scroll("s2"))
+    assert client.recv(100) == b"batch s3"
+    assert _told(following, 1) == [(3, "s3", [3], 1)]
+    assert following.message() == ("handback", 1, "other")
