@@ -167,7 +167,7 @@ class ReaderContext:
         """Apply the batches workers answered (caller holds `lock`), in order: a note is the
         scroll's next batch ending at the first position named ahead, or it is stale (the
         general path answered that position meanwhile). With `until`, wait up to `timeout` for
-        the notes that bring `seq` there (told before their batches went out, they are on
+        the notes that bring `seq` there (told before anything after their batches, they are on
         their way when a client already asks for the id after them)."""
         deadline = time.monotonic() + timeout
         while True:

@@ -618,8 +618,9 @@ class Parking:
         self._after(parked, written)
 
     def _serve_batch(self, parked: _Parked, task: ScrollTask, size: int) -> None:
-        """A scroll's next batch, which ends where the context's record named: the server told
-        before it is written (the request consumed then), the next ones left to serve here."""
+        """A scroll's next batch, which ends where the context's record named: the request
+        consumed before it is written, the server told with the batches after it (`_Notes`),
+        the next ones left to serve here."""
         (end, public_id), rest = parked.following[0], parked.following[1:]
         seq = parked.seq + 1
         phases: list[tuple[str, float]] = []
@@ -635,7 +636,7 @@ class Parking:
             consumed.append(taken)
             parked.request = taken
             now = time.monotonic()
-            with self._lock:  # told with the next ones (`_tell`): before it is written, as one
+            with self._lock:  # told with the next ones (`_tell`)
                 notes = self._notes.get(parked.park_id)
                 if notes is None:
                     notes = self._notes[parked.park_id] = _Notes(now)

@@ -810,8 +810,8 @@ class WorkerPool:
             call.done.wait(_TOLD_WAIT_SECONDS)
 
     def _parked_served(self, worker: _Worker, park_id: int, note: dict[str, Any]) -> None:
-        """A worker served a page on a connection it kept (told before it wrote a scroll's
-        batch; a scroll's batches told several at once, `requests`): the context's keep-alive
+        """A worker served a page on a connection it kept (a PIT page told before it is written;
+        a scroll's batches told together after them, `requests`): the context's keep-alive
         counts from now, a scroll moves past the batches, and each page is counted as a search
         (a reader thread's)."""
         requests, batches = note.get("requests", 1), note.get("scroll")
