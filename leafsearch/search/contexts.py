@@ -143,12 +143,13 @@ class ReaderContext:
         self.seq, self.public_id, self.prev_took = seq, public_id, took
         self.restored = False
 
-    def note(self, seq: int, public_id: str, cursor: list | None, took: int) -> None:
-        """A worker answered batch `seq` on a kept connection, ending where the record named
-        (any thread; told before the batch was written). Applied now when nobody holds `lock`,
-        else by its holder (a request waiting for it is woken)."""
+    def note(self, batches: list[tuple[int, str, list | None, int]]) -> None:
+        """A worker answered these batches on a kept connection, each (seq, public id, cursor,
+        took) ending where the record named (any thread; told once they were written, before
+        anything after them on the connection). Applied now when nobody holds `lock`, else by
+        its holder (a request waiting for them is woken)."""
         with self.noted:
-            self.notes.append((seq, public_id, cursor, took))
+            self.notes += batches
             self.noted.notify_all()
         if self.lock.acquire(blocking=False):
             try:
@@ -156,11 +157,17 @@ class ReaderContext:
             finally:
                 self.lock.release()
 
+    def untold(self) -> None:
+        """The worker that kept a connection of this scroll died: batches it answered there may
+        never be told (parking.py), so an id its record names ahead is taken, as after a
+        restart (scroll_pit.py): its client received the batches before it."""
+        self.restored = True
+
     def apply_notes(self, until: int = 0, timeout: float = 0.0) -> None:
         """Apply the batches workers answered (caller holds `lock`), in order: a note is the
         scroll's next batch ending at the first position named ahead, or it is stale (the
         general path answered that position meanwhile). With `until`, wait up to `timeout` for
-        the notes that bring `seq` there (told before their batches went out, they are on
+        the notes that bring `seq` there (told before anything after their batches, they are on
         their way when a client already asks for the id after them)."""
         deadline = time.monotonic() + timeout
         while True:

@@ -105,6 +105,9 @@ class ScrollTask:
     sink: Sink | None = None
     #: A replayed batch's `took`, as first answered (the same bytes again).
     took: int | None = None
+    #: How many batches from this one on the scroll's record names already: the ends of the
+    #: batches after a batch it names are not needed, so not found (`_ends_ahead`).
+    named: int = 0
 
 
 Task = SearchTask | CountTask | PitTask | ScrollTask | ExportTask
@@ -136,8 +139,10 @@ class ScrollAhead:
 #: out, also covers the next ones: one `fdatasync` per up to this many + 1 batches (3 ms each on
 #: ext4, more than rendering a batch of 1,000 hits costs), and a worker keeping the scroll's
 #: connection serves them all (workers/parking.py): 32 instead of 8 halved the server process's
-#: CPU per batch of a `_doc` scroll (0.35 to 0.2 ms; bench/RESULTS.md, session 16).
-RECORDED_AHEAD = 32
+#: CPU per batch of a `_doc` scroll (0.35 to 0.2 ms; bench/RESULTS.md, session 16); 64 since only
+#: a batch starting a new record finds them (`ScrollTask.named`), its window's general path
+#: (hand-back, record, task: 2-5 ms on a loaded machine) once per 65 batches (session 17).
+RECORDED_AHEAD = 64
 
 
 def dispatch(
@@ -251,8 +256,9 @@ class _Page:
     end: int
     #: (An empty page's rendered hits are `[]`.)
     hits: RawJSON | list | None = None
-    #: The cursors after the next full pages, when known without holding their hits.
-    ends: list[list[Any]] | None = None
+    #: The cursors after the next full pages, when known without holding their hits, or how to
+    #: find them when they are asked for (`_ends_ahead`).
+    ends: list[list[Any]] | Callable[[], list[list[Any]]] | None = None
 
     def nbytes(self) -> int:
         return len(self.hits.data) if isinstance(self.hits, RawJSON) else 0
@@ -351,13 +357,13 @@ def _scroll_batch(
     started = _started(task.elapsed)
     request = task.request
     walk, shown = walks.walk_request(request, task.cursor)
-    if not task.opening:  # the first batch counted the matches: the others need not
-        walk = dataclasses.replace(walk, track_total_hits=False)
     read_ahead = services.contexts.read_ahead
     served = walks.cursor_key(task.cursor)
     page = read_ahead.take(task.ctx_id, "scroll", served) if task.read_ahead else None
     tree = None
     if page is None:
+        if not task.opening:  # the first batch counted the matches: the others need not
+            walk = dataclasses.replace(walk, track_total_hits=False)
         page, tree = _scroll_hits(services, task, walk, shown, cancelled, prepared=False)
     cursor = last_sort_values(page.hitlist, page.end) if page.end > page.start else task.cursor
     total = page.hitlist.total if task.total is None else task.total
@@ -385,17 +391,19 @@ def _scroll_batch(
             task.targets,
             lambda: _rendered_batch(services, task, after, shown, total),
         )
-    return body, cursor, total, _ends_ahead(page, request.size)
+    return body, cursor, total, _ends_ahead(page, request.size) if task.named < 1 else []
 
 
 def _ends_ahead(page: _Page, size: int) -> list[list[Any]]:
     """The cursors after each of the next full batches (at most `RECORDED_AHEAD`) that the
     page's hit list holds beyond the page: a window, a kept list or live documents hold the
-    walk's next hits in its order, so the batches after this one end there."""
+    walk's next hits in its order, so the batches after this one end there. Asked for only
+    of a batch the scroll's record does not name (a new record names them), one in up to
+    `RECORDED_AHEAD` + 1."""
     if not size or page.end - page.start < size:
         return []
     if page.ends is not None:
-        return page.ends
+        return page.ends() if callable(page.ends) else page.ends
     last = min(len(page.hitlist), page.end + RECORDED_AHEAD * size)
     return [last_sort_values(page.hitlist, end) for end in range(page.end + size, last + 1, size)]
 
@@ -441,17 +449,20 @@ def _scroll_hits(
 
 def _live_docs_batch(targets: list[Target], walk: SearchRequest, size: int) -> _Page:
     """The batch of a `_doc` scroll of every document after the walk's cursor (`_doc`, then
-    `_shard_doc`): the live documents from the cursor's rank on (a slice's only), and the ends of
-    the next `RECORDED_AHEAD` full batches, each the sort values of its last document (located
-    all at once: `LiveDocs.at`)."""
+    `_shard_doc`): the live documents from the cursor's rank on (a slice's only), and how to find
+    the ends of the next `RECORDED_AHEAD` full batches, each the sort values of its last
+    document (located all at once: `LiveDocs.at`; read while the batch's snapshots are held)."""
     docs = LiveDocs(targets, None if walk.slice is None else scroll_selection(walk.slice, targets))
     position = 0 if walk.search_after is None else docs.rank(walk.search_after[-1])
     end = min(position + size, docs.total)
     page = _live_docs(targets, walk, docs.total, *docs.take(position, end))
-    last = min(end + RECORDED_AHEAD * size, docs.total)
-    lasts = np.arange(end + size, last + 1, size, dtype=np.int64) - 1
-    found = each_sort_values(_live_docs(targets, walk, docs.total, *docs.at(lasts))) if len(lasts) else []
-    return _Page(page, 0, end - position, ends=found)
+
+    def ends() -> list[list[Any]]:
+        last = min(end + RECORDED_AHEAD * size, docs.total)
+        lasts = np.arange(end + size, last + 1, size, dtype=np.int64) - 1
+        return each_sort_values(_live_docs(targets, walk, docs.total, *docs.at(lasts))) if len(lasts) else []
+
+    return _Page(page, 0, end - position, ends=ends)
 
 
 def _live_docs(

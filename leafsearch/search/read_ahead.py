@@ -45,20 +45,28 @@ _MAX_WALKS = 4096
 _DEFERRED: contextvars.ContextVar[list[Callable[[], None]] | None] = contextvars.ContextVar(
     "leafsearch_read_ahead_deferred", default=None
 )
+#: While an `after_reply(inline=True)` block's preparations start: they run in that thread.
+_INLINE: contextvars.ContextVar[bool] = contextvars.ContextVar("leafsearch_read_ahead_inline", default=False)
 
 
 @contextmanager
-def after_reply() -> Iterator[None]:
+def after_reply(inline: bool = False) -> Iterator[None]:
     """Pages read ahead while the block runs (its task and the reply that answers it) start
-    being prepared when it ends, not at once (see the module docstring)."""
+    being prepared when it ends, not at once (see the module docstring); `inline`: prepared in
+    this thread then, not the read-ahead thread (a kept scroll's next batch, rendered by the
+    thread that wrote the last one: workers/parking.py)."""
     held: list[Callable[[], None]] = []
     token = _DEFERRED.set(held)
     try:
         yield
     finally:
         _DEFERRED.reset(token)
-        for start in held:
-            start()
+        inlined = _INLINE.set(inline)
+        try:
+            for start in held:
+                start()
+        finally:
+            _INLINE.reset(inlined)
 
 
 class Prepared(Protocol):
@@ -171,6 +179,9 @@ _Page = tuple[Prepared, list[tuple[str, float]]]
 def _start(
     pool: ThreadPoolExecutor, future: Future[_Page], targets: list[Target], prepare: Callable[[], Prepared]
 ) -> None:
+    if _INLINE.get():
+        _prepare(future, targets, prepare)
+        return
     try:
         pool.submit(_prepare, future, targets, prepare)
     except RuntimeError:  # the node closed meanwhile

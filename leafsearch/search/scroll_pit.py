@@ -210,8 +210,8 @@ def _next_batch(
 def _skip_to(services: CoordinatorServices, ctx: ReaderContext, seq: int) -> None:
     """A restored scroll asked for position `seq`, past the one its record holds but among
     those it named ahead (caller holds `ctx.lock`): the client received the batches up to it
-    before the restart, so the context moves there. Their `took`s were not recorded: the last
-    one asked again answers its own."""
+    before the restart (or from a worker that died before telling), so the context moves there.
+    Their `took`s were not recorded: the last one asked again answers its own."""
     skipped = seq - ctx.seq
     ends = ctx.ahead
     ctx.prev_cursor = ends[skipped - 2] if skipped > 1 else ctx.cursor
@@ -286,6 +286,7 @@ def _batch(
         ctx.shard_contexts if services.workers is None or remote else None,
         sink,
         took,
+        len(ctx.ahead),
     )
     if remote:
         return run(services, task, cancelled)
@@ -339,12 +340,17 @@ def scroll(
                 raise SearchPhaseExecution(exc) from None
         with ctx.lock:
             seq = decoded[2]
+            if services.workers is not None:  # a worker keeping a connection of it: where it is
+                services.workers.scroll_told(ctx.ctx_id)
             if ctx.restored and 0 < seq - ctx.seq <= len(ctx.ahead):
                 _skip_to(services, ctx, seq)
             elif ctx.seq < seq <= ctx.seq + len(ctx.ahead):
-                # A worker answered up to it on a kept connection (parking.py), and told this
-                # process before it wrote: the note is on its way.
+                # A worker answered up to it on a kept connection (parking.py) and told this
+                # process, or tells it: its note is on its way. Never told (the worker died
+                # first, `WorkerPool._parks_lost`): taken as after a restart.
                 ctx.apply_notes(seq, _NOTE_WAIT_SECONDS)
+                if ctx.restored and 0 < seq - ctx.seq <= len(ctx.ahead):
+                    _skip_to(services, ctx, seq)
             else:
                 ctx.apply_notes()
             if seconds is not None:

@@ -286,15 +286,22 @@ def _scroll_context() -> ReaderContext:
 
 def test_batches_a_worker_answered_move_the_scroll_in_order_and_stale_ones_are_dropped() -> None:
     ctx = _scroll_context()
-    ctx.note(4, "id4", [400], 7)  # nobody holds the lock: applied at once
+    ctx.note([(4, "id4", [400], 7)])  # nobody holds the lock: applied at once
     assert (ctx.seq, ctx.public_id, ctx.prev_cursor, ctx.cursor, ctx.prev_took) == (4, "id4", [300], [400], 7)
     assert ctx.ahead == [[500]] and ctx.unrecorded
     with ctx.lock:  # held (a request on the general path): applied by the holder
-        ctx.note(4, "id4", [400], 9)  # stale: that batch was answered already
-        ctx.note(5, "id5", [999], 9)  # not where the record said: never applied
+        ctx.note([(4, "id4", [400], 9)])  # stale: that batch was answered already
+        ctx.note([(5, "id5", [999], 9)])  # not where the record said: never applied
         assert ctx.seq == 4
         ctx.apply_notes()
     assert (ctx.seq, ctx.cursor, ctx.prev_took, ctx.ahead) == (4, [400], 7, [[500]])
+
+
+def test_batches_told_together_move_the_scroll_past_each() -> None:
+    ctx = _scroll_context()
+    ctx.note([(4, "id4", [400], 7), (5, "id5", [500], 8)])
+    assert (ctx.seq, ctx.public_id, ctx.prev_cursor, ctx.cursor, ctx.prev_took) == (5, "id5", [400], [500], 8)
+    assert ctx.ahead == [] and ctx.unrecorded
 
 
 def test_a_request_for_an_id_past_the_scroll_waits_for_the_workers_note() -> None:
@@ -303,7 +310,7 @@ def test_a_request_for_an_id_past_the_scroll_waits_for_the_workers_note() -> Non
 
     def worker() -> None:
         told.wait()
-        ctx.note(4, "id4", [400], 7)
+        ctx.note([(4, "id4", [400], 7)])
 
     thread = threading.Thread(target=worker)
     thread.start()

@@ -65,3 +65,22 @@ def test_each_batch_names_where_the_next_ones_end(node: Any, sliced: dict | None
     for k, ahead in enumerate(named):
         expected = full[k + 1 : k + 1 + RECORDED_AHEAD] if (k + 1) * size <= total else []
         assert ahead == expected
+
+
+def test_a_batch_its_record_names_already_finds_no_ends_ahead(node: Any) -> None:
+    """The ends ahead go into a new record: a batch the scroll's record names (`named`, as a
+    worker serving it on a kept connection, or the server process, says) needs none."""
+    request = parse_search_request({"sort": ["_doc"], "size": 3}, {}, scroll="1m", indices="d")
+    services = node.search_services
+    targets = phases.resolve_targets(services, request)
+    try:
+        opening = ScrollTask(targets, request, 0.0, False, 1, "s", None, None, True, False)
+        _, cursor, total, ahead = execution.run(services, opening)
+        assert len(ahead) == RECORDED_AHEAD
+        for named, expected in ((0, ahead[1 : 1 + RECORDED_AHEAD]), (1, []), (5, [])):
+            task = ScrollTask(targets, request, 0.0, False, 1, "s", cursor, total, False, False, named=named)
+            body, after, _, found = execution.run(services, task)
+            assert after == ahead[0] and len(body["hits"]["hits"]) == 3
+            assert found[: len(expected)] == expected and (named == 0) == bool(found)
+    finally:
+        release_targets(targets)

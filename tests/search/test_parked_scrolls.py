@@ -21,6 +21,7 @@ from conftest import bulk_index, running_server
 from elasticsearch import Elasticsearch, helpers
 from raw_http import Conn
 
+from leafsearch.search.execution import RECORDED_AHEAD
 from tests.search.test_parked_walks import (
     _all_ready,
     _parked_pages,
@@ -248,6 +249,26 @@ def test_the_next_id_asked_on_another_connection_finds_the_scroll_moved_by_the_w
     kept.close()
 
 
+def test_an_old_id_asked_elsewhere_right_after_kept_batches_is_refused_as_moved_past(server: str) -> None:
+    """The batches a worker served on a kept connection are told to the server process together,
+    a little later: a request of the scroll on another connection waits for them first, so an id
+    two batches back is refused there as it is after any batch (only the latest two answered)."""
+    opened = Conn(server)
+    fresh = Conn(server)  # connected before, so that its request follows the batches at once
+    ids = [_open(opened)[0]]
+    for _ in range(4):
+        status, body = opened.ask(_next(ids[-1]))[0]
+        assert status == 200, body
+        ids.append(orjson.loads(body)["_scroll_id"])
+    status, body = fresh.ask(_next(ids[-3]))[0]
+    assert status == 404, body
+    assert "moved past this batch" in orjson.loads(body)["error"]["root_cause"][0]["reason"]
+    status, body = fresh.ask(_next(ids[-1]))[0]  # the latest: the scroll goes on there
+    assert status == 200 and _ids(body) == [f"d{i}" for i in range(5 * SIZE, 6 * SIZE)]
+    opened.close()
+    fresh.close()
+
+
 def test_a_scroll_cleared_on_another_connection_ends_the_kept_one_with_a_404(server: str) -> None:
     conn = Conn(server)
     scroll_id, _ = _open(conn)
@@ -280,7 +301,7 @@ def test_kept_batches_count_as_searches_and_keep_the_scroll_alive(server: str) -
 
 
 def test_a_scroll_restored_after_a_kill_answers_the_ids_its_client_holds(tmp_path: Path) -> None:
-    """Killed (SIGKILL) after 40 batches of 10, most served on a kept connection, past the 33 its
+    """Killed (SIGKILL) after 70 batches of 10, most served on a kept connection, past the 65 its
     opening's record named (the general path wrote the next record): the restarted server
     answers the id before the latest with the batch the client last received, and the latest
     with the next one."""
@@ -291,10 +312,11 @@ def test_a_scroll_restored_after_a_kill_answers_the_ids_its_client_holds(tmp_pat
         wait_for(lambda: _all_ready(url))
         conn = Conn(url)
         scroll_id, _ = _open(conn, size=10)
-        previous, _ = _walk(conn, scroll_id, 39)
+        assert RECORDED_AHEAD + 1 < 70
+        previous, _ = _walk(conn, scroll_id, 69)
         latest, last = _walk(conn, previous, 1)
-        assert _ids(last) == [f"d{i}" for i in range(400, 410)]
-        assert _parked_pages(url) >= 40 - 3
+        assert _ids(last) == [f"d{i}" for i in range(700, 710)]
+        assert _parked_pages(url) >= 70 - 3
         os.kill(process.pid, signal.SIGKILL)
         process.wait()
         conn.close()
@@ -304,7 +326,7 @@ def test_a_scroll_restored_after_a_kill_answers_the_ids_its_client_holds(tmp_pat
         assert status == 200 and _ids(again) == _ids(last)
         status, body = conn.ask(_next(latest))[0]
         assert status == 200, body
-        assert _ids(body) == [f"d{i}" for i in range(410, 420)]
+        assert _ids(body) == [f"d{i}" for i in range(710, 720)]
         conn.close()
 
 
@@ -351,3 +373,35 @@ def test_a_sliced_scrolls_slices_are_kept_by_different_workers(server: str) -> N
     assert _parked_pages(server) - before >= batches - 6
     for conn in conns:
         conn.close()
+
+
+def test_a_scroll_whose_keeping_worker_is_killed_goes_on_from_the_id_its_client_holds(tmp_path: Path) -> None:
+    """The worker that kept the scroll's connection killed right after a batch (its batches are
+    told to the server process together, a little after they are written): a new connection
+    asking for the id the client holds reads the rest of the scroll, every document once."""
+    with running_server(tmp_path / "data", search_workers=2) as (url, _):
+        with httpx.Client(base_url=url, timeout=60) as http:
+            bulk_index(http, "scrolled", {f"d{i}": {"n": i} for i in range(DOCS)})
+        wait_for(lambda: _all_ready(url))
+        conn = Conn(url)
+        scroll_id, first = _open(conn)
+        scroll_id, body = _walk(conn, scroll_id, 2)  # kept by now
+        holder = next(w["pid"] for w in _workers(url)["workers"] if w["parked_connections"])
+        ids = _ids(first) + [f"d{i}" for i in range(SIZE, 2 * SIZE)] + _ids(body)
+        for _ in range(3):  # served by the worker, asked as fast as the client can
+            status, body = conn.ask(_next(scroll_id))[0]
+            assert status == 200, body
+            ids += _ids(body)
+            scroll_id = orjson.loads(body)["_scroll_id"]
+        os.kill(holder, signal.SIGKILL)
+        conn.close()
+        fresh = Conn(url)
+        while True:
+            status, body = fresh.ask(_next(scroll_id))[0]
+            assert status == 200, body
+            if not _ids(body):
+                break
+            ids += _ids(body)
+            scroll_id = orjson.loads(body)["_scroll_id"]
+        fresh.close()
+    assert ids == [f"d{i}" for i in range(DOCS)]

@@ -8,12 +8,14 @@ import dataclasses
 import os
 import queue
 import socket
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
+from concurrency import wait_for
 
 from leafsearch.request.search_request import parse_search_request
 from leafsearch.search.execution import Park, PitTask, ScrollAhead, ScrollTask
@@ -36,17 +38,32 @@ def _scroll(scroll_id: str) -> bytes:
 class Rig:
     """A Parking with a fake page writer, and the client's end of each parked socket."""
 
-    def __init__(self, tmp_path: Path, limit: int = 8, idle: float = 60.0) -> None:
+    def __init__(
+        self, tmp_path: Path, limit: int = 8, idle: float = 60.0, follow: float | None = None
+    ) -> None:
+        """`follow`: how long the thread that wrote a scroll's batch looks for the next request
+        (`Parking.follow_seconds`); given, each request the selector thread hands over is
+        served by a thread of its own, counted in `started`."""
         self.messages: queue.SimpleQueue[tuple] = queue.SimpleQueue()
         self.security = [0] * (2 + SCROLL_SLOTS)  # the shared generations
         self.users = str(tmp_path / "users")
         self.idle = idle
-        self.parking = Parking(self._execute, self._start, self.messages.put, self.security, limit)
+        self.started = 0
+        self.threads: list[threading.Thread] = []
+        start = self._start if follow is None else self._thread
+        kept = {} if follow is None else {"follow_seconds": follow}
+        self.parking = Parking(self._execute, start, self.messages.put, self.security, limit, **kept)
         self.pairs: list[tuple[socket.socket, socket.socket]] = []
 
     @staticmethod
     def _start(work: Any) -> None:
         work()
+
+    def _thread(self, work: Any) -> None:
+        self.started += 1
+        thread = threading.Thread(target=work)
+        self.threads.append(thread)
+        thread.start()
 
     def _execute(self, task: PitTask | ScrollTask, park: Park, confirm: Any, phases: list) -> Any:
         assert task.sink is not None
@@ -93,6 +110,8 @@ class Rig:
 
     def close(self) -> None:
         self.parking.close()
+        for thread in self.threads:
+            thread.join()
         for client, server in self.pairs:
             client.close()
             server.close()
@@ -182,14 +201,23 @@ def test_a_scroll_is_served_the_batches_its_record_names_then_handed_back_unread
     client, parked = rig.park_scroll(1)
     assert parked == os.getpid()
     client.sendall(_scroll("s1"))
-    kind, park_id, note = rig.message()  # told before the batch is written
-    assert (kind, park_id, note["scroll"]) == ("served", 1, (2, "s2", [2], 1))
     assert client.recv(100) == b"batch s2"
     client.sendall(_scroll("s2"))
-    assert rig.message()[2]["scroll"] == (3, "s3", [3], 1)
     assert client.recv(100) == b"batch s3"
+    assert _told(rig) == [(2, "s2", [2], 1), (3, "s3", [3], 1)]  # before the hand-back:
     assert rig.message() == ("handback", 1, "other")  # the next batch needs a new record
     assert rig.parking.count() == 0
+
+
+def _told(rig: Rig, batches: int = 2) -> list[tuple]:
+    """The scroll's batches the server process is told of (together or apart, as the requests
+    came while the thread that wrote the last batch looked for them)."""
+    told: list[tuple] = []
+    while len(told) < batches:
+        kind, _, note = rig.message()
+        assert kind == "served" and note["requests"] == len(note["scroll"])
+        told += note["scroll"]
+    return told
 
 
 @pytest.mark.parametrize("change", ["another id", "the previous id", "moved elsewhere", "another keep-alive"])
@@ -207,3 +235,100 @@ def test_what_is_not_the_scrolls_continuation_is_left_unread(rig: Rig, change: s
     assert rig.message() == ("handback", 1, "other")
     _, server = rig.pairs[0]
     assert server.recv(1 << 16, socket.MSG_PEEK) == sent
+
+
+@pytest.fixture
+def following(tmp_path: Path) -> Iterator[Rig]:
+    """A rig whose scroll batches' threads look for the next request for a minute (the worker's
+    look for 2 ms: a client's next request that comes later goes to the selector thread)."""
+    made = Rig(tmp_path, follow=60.0)
+    yield made
+    made.close()
+
+
+def test_a_scrolls_next_request_is_served_by_the_thread_that_wrote_its_batch(following: Rig) -> None:
+    client, _ = following.park_scroll(1)
+    client.sendall(_scroll("s1"))
+    assert client.recv(100) == b"batch s2"
+    client.sendall(_scroll("s2"))
+    assert client.recv(100) == b"batch s3"
+    kind, _, note = following.message()  # both told at once, before the hand-back
+    assert kind == "served" and note["scroll"] == [(2, "s2", [2], 1), (3, "s3", [3], 1)]
+    assert note["requests"] == 2 and note["request_bytes"] == 2 * len(_scroll("s1").split(b"\r\n\r\n")[1])
+    assert following.message() == ("handback", 1, "other")  # the next batch needs a new record
+    assert following.started == 1  # the selector thread handed over the first request only
+    assert following.parking.count() == 0
+
+
+def test_what_the_following_thread_finds_that_is_no_continuation_is_left_unread(following: Rig) -> None:
+    client, _ = following.park_scroll(1)
+    client.sendall(_scroll("s1"))
+    assert client.recv(100) == b"batch s2"
+    client.sendall(_scroll("s1"))  # the previous id: the general path replays the batch
+    assert _told(following, 1) == [(2, "s2", [2], 1)]  # before the hand-back
+    assert following.message() == ("handback", 1, "other")
+    _, server = following.pairs[0]
+    assert server.recv(1 << 16, socket.MSG_PEEK) == _scroll("s1")
+    assert following.parking.count() == 0
+
+
+def test_a_continuation_in_two_writes_goes_to_the_selector_thread_and_is_served(following: Rig) -> None:
+    client, _ = following.park_scroll(1)
+    client.sendall(_scroll("s1"))
+    assert client.recv(100) == b"batch s2"
+    head, body = _scroll("s2").split(b"\r\n\r\n")
+    client.sendall(head + b"\r\n\r\n")  # the official client's head, its body after it
+    assert _told(following, 1) == [(2, "s2", [2], 1)]  # told as the selector thread takes it
+    client.sendall(body)
+    assert client.recv(100) == b"batch s3"
+    assert _told(following, 1) == [(3, "s3", [3], 1)]
+    assert following.message() == ("handback", 1, "other")
+    assert following.started == 2
+
+
+def test_a_connection_the_server_closed_while_its_batch_was_written_is_dropped(following: Rig) -> None:
+    client, _ = following.park_scroll(1)
+    dropped = threading.Event()
+    execute = following._execute
+
+    def closing(task: Any, park: Park, confirm: Any, phases: list) -> Any:
+        following.parking.drop(1)  # the server process closed it meanwhile
+        wait_for(lambda: following.parking._dropped.get(1, False))
+        dropped.set()
+        return execute(task, park, confirm, phases)
+
+    following.parking._execute = closing
+    client.sendall(_scroll("s1"))
+    assert following.message()[0] == "served"
+    assert client.recv(100) == b"batch s2"
+    wait_for(lambda: following.parking.count() == 0)
+    assert dropped.is_set() and following.messages.empty()  # dropped: nothing handed back
+
+
+def test_a_continuation_written_otherwise_than_the_last_request_is_compared_parsed(rig: Rig) -> None:
+    """The next request is mostly the last one with the id it was answered (compared as bytes);
+    the same fields written in another order or spacing are the continuation all the same."""
+    client, _ = rig.park_scroll(1)
+    body = b'{ "scroll_id" : "s1", "scroll" : "1m" }'
+    head = b"POST /_search/scroll HTTP/1.1\r\nhost: h\r\ncontent-type: application/json\r\n"
+    client.sendall(head + b"content-length: %d\r\n\r\n" % len(body) + body)
+    assert client.recv(100) == b"batch s2"
+    assert _told(rig, 1) == [(2, "s2", [2], 1)]
+
+
+def test_batches_not_told_yet_are_told_when_asked(following: Rig) -> None:
+    """A request of the scroll on another connection, or statistics, ask the worker first
+    (`tell_all`): the batches it served are told at once, though their thread still looks for
+    the next request."""
+    client, _ = following.park_scroll(1)
+    client.sendall(_scroll("s1"))
+    assert client.recv(100) == b"batch s2"
+    assert following.messages.empty() and following.parking.count() == 1  # followed, untold
+    following.parking.tell_all()
+    kind, park_id, note = following.message()
+    assert (kind, park_id, note["scroll"]) == ("served", 1, [(2, "s2", [2], 1)])
+    following.parking.tell_all()  # nothing more to tell
+    client.sendall(_scroll("s2"))
+    assert client.recv(100) == b"batch s3"
+    assert _told(following, 1) == [(3, "s3", [3], 1)]
+    assert following.message() == ("handback", 1, "other")

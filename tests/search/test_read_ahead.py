@@ -4,6 +4,7 @@ and a context's pages go with it."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -232,5 +233,27 @@ def test_within_after_reply_a_page_is_prepared_once_the_block_ends() -> None:
         wait_for(lambda: ahead.held_bytes() == {1: 1})
         assert isinstance(ahead.take(1, "w", b"d"), _Page)
         assert prepared == [b"d"] and ahead.held() == 0
+    finally:
+        ahead.close()
+
+
+def test_within_an_inline_after_reply_a_page_is_prepared_by_its_thread_when_the_block_ends() -> None:
+    """A kept scroll's next batch is rendered by the thread that wrote the last one (parking.py):
+    ready when the block ends, without the read-ahead thread."""
+    ahead = read_ahead_module.ReadAhead()
+    threads: list[int] = []
+
+    def prepare() -> _Page:
+        threads.append(threading.get_ident())
+        return _Page()
+
+    try:
+        ahead.continue_walk(1, "w", b"a", b"b", [], prepare)  # the walk's first page: nothing ahead
+        with read_ahead_module.after_reply(inline=True):
+            ahead.continue_walk(1, "w", b"b", b"c", [], prepare)
+            assert threads == []
+        assert threads == [threading.get_ident()]
+        assert ahead.held_bytes() == {1: 1}
+        assert isinstance(ahead.take(1, "w", b"c"), _Page)
     finally:
         ahead.close()

@@ -28,15 +28,23 @@ position is on disk; the batch after them needs a new record, and its request is
 the server to write it. Nor when the server process served a batch of the scroll since, or freed
 it (`socket_sink.scroll_moves`, the scroll's own generation: it does not look at the one of
 every context freed, so a scan clearing its scroll sends no other scroll's connection back).
-The server process is told of each batch before it is written (the note moves the context,
-`ReaderContext.note`), so a client that asks for the next id elsewhere finds the context there.
+The thread that wrote a scroll's batch renders the next one at once (the client reads meanwhile)
+and looks at the connection for the next request for a moment (`_FOLLOW_SECONDS`) before the
+selector thread watches it: a client reading as fast as the worker writes is served by one thread,
+with no hand-off per batch.
 
 Then the request's bytes are consumed, the page is written with the head, and the server process
 gets a note (not waited for) with what it counts: the context's keep-alive, the search stats, the
-HTTP client's request, a scroll's position. Anything else — another request, EOF, bytes that do
-not complete a request within the idle time, the context forgotten, a security change — consumes
-nothing and hands the connection back: the server process resumes reading it and answers on the general path
-what the kernel still holds. Nothing is re-injected, and nothing is answered here that the
+HTTP client's request, a scroll's position (the note moves the context, `ReaderContext.note`). A
+PIT page's note goes before the page is written; a scroll's batches are told together (`_Notes`),
+before anything else of the connection reaches the server process (a hand-back, the selector
+watching it, statistics), within `_NOTES_AGE`, and when a request of the scroll arrives on another
+connection (`WorkerPool.scroll_told`), so the general path finds the scroll where its client is.
+
+Anything else — another request, EOF, bytes that do not complete a request within the idle
+time, the context forgotten, a security change — consumes nothing and hands the connection
+back: the server process resumes reading it and answers on the general path what the kernel
+still holds. Nothing is re-injected, and nothing is answered here that the
 general path would answer differently.
 
 Bounds: at most `MAX_PARKED` connections per worker (beyond, no park), no thread per connection,
@@ -49,13 +57,15 @@ import contextlib
 import dataclasses
 import logging
 import os
+import select
 import selectors
 import socket
 import threading
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -79,15 +89,32 @@ _PARTIAL_FIRST = 0.00005
 _PARTIAL_MAX = 0.005
 #: Contexts forgotten lately: a page being served when its context was forgotten does not park.
 _FORGOTTEN = 1024
+#: How long the thread that served a kept scroll's batch, and rendered the next one after it
+#: (`read_ahead.after_reply(inline=True)`), looks at the connection for the next request before
+#: the selector thread watches it: a client reading as fast as the worker writes has sent it by
+#: then, and the same thread serves it with no hand-off (bench/RESULTS.md, session 17).
+_FOLLOW_SECONDS = 0.002
 
 #: Runs a PIT page or scroll batch (execution.run with this module's `park` and the confirm
 #: given), timing its phases into the list given: what execution.run returns.
 Execute = Callable[[PitTask | ScrollTask, Park, Confirm | None, list[tuple[str, float]]], Any]
 
 
+#: How long the batches served on a kept scroll's connection may go untold to the server process
+#: (`_Notes`): its keep-alive there counts from the last note, so well within the margin.
+_NOTES_AGE = _KEEP_ALIVE_MARGIN / 4
+
+#: While a kept scroll's batch is served (`Parking._serve`): where `park` leaves the connection
+#: parked again, for the serving thread to look at first (`Parking._followed`).
+_FOLLOWED: ContextVar[list[_Parked] | None] = ContextVar("leafsearch_parking_followed", default=None)
+
+
 @dataclass(slots=True)
 class _Parked:
     park_id: int
+    #: The connection (a duplicate of the server's descriptor, kept while the walk is parked
+    #: here and the pages served here go on) and its descriptor.
+    conn: socket.socket
     fd: int
     task: PitTask | ScrollTask
     #: The request line and header lines but Content-Length's, and the body, as parked.
@@ -105,11 +132,60 @@ class _Parked:
     #: While a request arrives in pieces: when it is looked at again, and the wait before that.
     retry: float = 0.0
     backoff: float = 0.0
+    #: A scroll's: the request it last served, and its continuation byte for byte (`_following`).
+    request: bytes = b""
+    template: bytes | None = None
 
     def wait_more(self) -> None:
         """Its request is not whole yet: looked at again a little later than the last time."""
         self.backoff = min(max(2 * self.backoff, _PARTIAL_FIRST), _PARTIAL_MAX)
         self.retry = time.monotonic() + self.backoff
+
+
+@dataclass(slots=True)
+class _Notes:
+    """The batches served on a kept scroll's connection that the server process was not told of
+    yet: told together (`Parking._tell`), before anything else of the connection."""
+
+    #: When the first of them was served (`time.monotonic`).
+    since: float
+    request_bytes: int = 0
+    requests: int = 0
+    phases: list[tuple[str, float]] = field(default_factory=list)
+    #: Each batch's (seq, public id, cursor, took): `ReaderContext.note`.
+    scroll: list[tuple[int, str, list | None, int]] = field(default_factory=list)
+
+    def message(self) -> dict[str, Any]:
+        return {
+            "request_bytes": self.request_bytes,
+            "requests": self.requests,
+            "phases": self.phases,
+            "scroll": self.scroll,
+        }
+
+
+def _peek(conn: socket.socket) -> bytes | None:
+    """What the socket holds, unread (b"" at its end or on an error); None: nothing yet."""
+    try:
+        return conn.recv(MAX_REQUEST + 1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+    except BlockingIOError:
+        return None
+    except OSError:
+        return b""
+
+
+def _following(served: bytes, served_id: str, expected: str) -> bytes | None:
+    """A scroll's continuation byte for byte as its client sends it: the request it served with
+    `expected` for its id (of the same length, there once); None: not known this way (the whole
+    request is compared then, `Parking._same_request`)."""
+    old, new = b'"%s"' % served_id.encode(), b'"%s"' % expected.encode()
+    if len(old) != len(new) or served.count(old) != 1:
+        return None
+    return served.replace(old, new)
+
+
+def _body_length(request: bytes) -> int:
+    return len(request) - request.find(b"\r\n\r\n") - 4
 
 
 def _split(request: bytes) -> tuple[list[bytes], int, int] | None:
@@ -147,18 +223,23 @@ class Parking:
         send: Callable[[tuple], None],
         security: Any,
         limit: int = MAX_PARKED,
+        follow_seconds: float = _FOLLOW_SECONDS,
     ) -> None:
         self._execute = execute
         self._start = start
         self._send = send
         self._security = security
         self.limit = limit
+        self.follow_seconds = follow_seconds
         self._lock = threading.Lock()
         self._parked: dict[int, _Parked] = {}  # park id -> parked (watched or being looked at)
         self._commands: deque[tuple[str, Any]] = deque()
         self._forgotten: OrderedDict[int, None] = OrderedDict()
-        #: Park ids the server closed while their page was served (the selector thread's).
+        #: Park ids the server closed while their page was served.
         self._dropped: OrderedDict[int, bool] = OrderedDict()
+        #: A kept scroll's batches not told yet, by park id; `_telling` keeps them in order.
+        self._notes: dict[int, _Notes] = {}
+        self._telling = threading.Lock()
         self._thread: threading.Thread | None = None
         self._wake_r, self._wake_w = -1, -1
         self._closed = False
@@ -175,9 +256,10 @@ class Parking:
         scroll = isinstance(task, ScrollTask)
         with self._lock:
             before = self._parked.get(offer.park_id)
-        if before is not None and before.task.sink.park is offer:  # type: ignore[union-attr]
-            # Parked again after a page served here.
+        again = before is not None and before.task.sink.park is offer  # type: ignore[union-attr]
+        if again:  # parked again after a page served here (on its connection: kept)
             lines, body, moves = before.lines, before.body, before.moves
+            served = (before.request, before.expected)
         else:
             split = _split(offer.request)
             if (
@@ -195,6 +277,7 @@ class Parking:
             ):
                 return None
             lines = split[0]
+            served = (offer.request, body.get("scroll_id"))
             moves = scroll_moves(self._security, task.ctx_id) if scroll and self._security is not None else 0
             if not scroll:  # the walk's pages served here are one walk: its identity is taken once
                 task = dataclasses.replace(task, walk=walks.identity(task.request))
@@ -208,9 +291,12 @@ class Parking:
             if self._closed or held >= self.limit or task.ctx_id in self._forgotten:
                 return None
             now = time.monotonic()
+            kept = again and before.fd == sink.fd  # type: ignore[union-attr]
+            conn = before.conn if kept else socket.socket(fileno=os.dup(sink.fd))  # type: ignore[union-attr]
             parked = _Parked(
                 offer.park_id,
-                os.dup(sink.fd),
+                conn,
+                conn.fileno(),
                 task,
                 lines,
                 body,
@@ -220,12 +306,18 @@ class Parking:
                 now + offer.keep_alive,
                 seq,
                 moves,
+                template=_following(*served, expected) if scroll else None,  # type: ignore[arg-type]
             )
             self._parked[offer.park_id] = parked
             self._ensure_thread()
-        # Watched once the reply of the task that wrote the page went out (read_ahead.after_reply):
-        # the server process learns of the park before it can be handed back.
-        after_block(lambda: self._command("watch", parked))
+        followed = _FOLLOWED.get() if scroll else None
+        if followed is not None:  # a batch served here: its thread looks first (`_followed`)
+            followed.append(parked)
+        else:
+            # Watched once the reply of the task that wrote the page went out
+            # (read_ahead.after_reply): the server process learns of the park before it can be
+            # handed back.
+            after_block(lambda: self._command("watch", parked))
         return os.getpid()
 
     def forget(self, ctx_id: int) -> None:
@@ -235,6 +327,14 @@ class Parking:
             while len(self._forgotten) > _FORGOTTEN:
                 self._forgotten.popitem(last=False)
         self._command("forget", ctx_id)
+
+    def tell_all(self) -> None:
+        """Tell the server process of every batch served here that it was not told of yet
+        (before a reply that must follow them: statistics, or a scroll's request it serves)."""
+        with self._lock:
+            parks = list(self._notes)
+        for park_id in parks:
+            self._tell(park_id)
 
     def handback_all(self) -> None:
         self._command("all", None)
@@ -256,8 +356,7 @@ class Parking:
             os.close(self._wake_r)
             os.close(self._wake_w)
         for each in parked:
-            with contextlib.suppress(OSError):
-                os.close(each.fd)
+            each.conn.close()
 
     def count(self) -> int:
         with self._lock:
@@ -338,7 +437,9 @@ class Parking:
             if kind == "stop":
                 return False
             if kind == "watch":
-                if self._dropped.pop(arg.park_id, False):  # closed by the server meanwhile
+                with self._lock:
+                    dropped = self._dropped.pop(arg.park_id, False)
+                if dropped:  # closed by the server meanwhile
                     self._release(arg)
                 elif self._parked.get(arg.park_id) is arg:
                     watched[arg.fd] = arg
@@ -352,9 +453,10 @@ class Parking:
                 or (kind == "drop" and p.park_id == arg)
             ]
             if kind == "drop" and not chosen:  # being served: dropped when it would be watched
-                self._dropped[arg] = True
-                while len(self._dropped) > _FORGOTTEN:
-                    self._dropped.popitem(last=False)
+                with self._lock:
+                    self._dropped[arg] = True
+                    while len(self._dropped) > _FORGOTTEN:
+                        self._dropped.popitem(last=False)
             for parked in chosen:
                 if watched.pop(parked.fd, None) is not None:
                     selector.unregister(parked.fd)
@@ -367,21 +469,8 @@ class Parking:
     def _look(self, parked: _Parked, partial: dict[int, _Parked]) -> None:
         """The parked connection has bytes (or EOF): serve its walk's next page, wait for the
         rest of a request, or hand it back."""
-        try:
-            data = socket.socket(fileno=os.dup(parked.fd))
-        except OSError:
-            self._hand_back(parked, "other")
-            return
-        with data:
-            try:
-                peeked = data.recv(MAX_REQUEST + 1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
-            except BlockingIOError:
-                parked.wait_more()
-                partial[parked.fd] = parked
-                return
-            except OSError:
-                peeked = b""
-        verdict = self._continuation(parked, peeked)
+        peeked = _peek(parked.conn)
+        verdict = None if peeked is None else self._continuation(parked, peeked)
         if verdict is None:
             parked.wait_more()
             partial[parked.fd] = parked
@@ -394,6 +483,32 @@ class Parking:
         """The size of the continuation the socket holds; None: incomplete, wait; False: not one."""
         if not peeked or len(peeked) > MAX_REQUEST:
             return False
+        size = len(peeked) if peeked == parked.template else self._same_request(parked, peeked)
+        if size is None or size is False:
+            return size
+        if isinstance(parked.task, ScrollTask) and (
+            self._security is None or scroll_moves(self._security, parked.task.ctx_id) != parked.moves
+        ):
+            return False  # the server served a batch of it since (another connection)
+        offer = parked.task.sink.park  # type: ignore[union-attr]
+        if self._security is None:
+            return False
+        now, then = security_stamp(self._security, offer.users_file), offer.security
+        if (now[0], now[2]) != (then[0], then[2]) or (now[1] != then[1] and isinstance(parked.task, PitTask)):
+            return False
+        if offer.until is not None and time.time() >= offer.until:
+            return False
+        if time.monotonic() > parked.ctx_until - _KEEP_ALIVE_MARGIN:
+            return False
+        with self._lock:
+            if parked.task.ctx_id in self._forgotten or self._parked.get(parked.park_id) is not parked:
+                return False
+        return size
+
+    @staticmethod
+    def _same_request(parked: _Parked, peeked: bytes) -> int | bool | None:
+        """The size of the request the socket holds when it is the one that parked but for the
+        cursor (`_continuation`); None: incomplete, wait; False: another request."""
         split = _split(peeked)
         if split is None:
             complete = b"\r\n\r\n" in peeked
@@ -418,31 +533,25 @@ class Parking:
                 body[k] != v for k, v in parked.body.items() if k != "scroll_id"
             ):
                 return False
-            if self._security is None or scroll_moves(self._security, parked.task.ctx_id) != parked.moves:
-                return False  # the server served a batch of it since (another connection)
         elif (
             body.get("pit") != parked.body["pit"]
             or any(body[k] != v for k, v in parked.body.items() if k != "search_after")
             or walks.cursor_key(body.get("search_after")) != parked.expected
         ):
             return False
-        offer = parked.task.sink.park  # type: ignore[union-attr]
-        if self._security is None:
-            return False
-        now, then = security_stamp(self._security, offer.users_file), offer.security
-        if (now[0], now[2]) != (then[0], then[2]) or (now[1] != then[1] and isinstance(parked.task, PitTask)):
-            return False
-        if offer.until is not None and time.time() >= offer.until:
-            return False
-        if time.monotonic() > parked.ctx_until - _KEEP_ALIVE_MARGIN:
-            return False
-        with self._lock:
-            if parked.task.ctx_id in self._forgotten or self._parked.get(parked.park_id) is not parked:
-                return False
         return head + length
 
-    def _serve(self, parked: _Parked, size: int) -> None:
-        """Consume the continuation and write its page (a writer thread); parked again after."""
+    def _serve(self, parked: _Parked | None, size: int | None) -> None:
+        """Consume the continuation and write its page (a writer thread); parked again after. A
+        scroll's next batch is rendered by this thread once its batch went out, and the next
+        request that arrives meanwhile served by it too (`_followed`)."""
+        while parked is not None and size is not None:
+            parked = self._serve_one(parked, size)
+            size = None if parked is None else self._followed(parked)
+
+    def _serve_one(self, parked: _Parked, size: int) -> _Parked | None:
+        """One page or batch (`_serve`): a scroll's connection parked again, for this thread to
+        look at first; None: watched by the selector thread, or handed back."""
         task = parked.task
         held = []
         try:
@@ -452,18 +561,48 @@ class Parking:
         except Exception:  # noqa: BLE001 - the context ended: the general path answers
             release_targets(held)
             self._hand_back(parked, "other")
-            return
+            return None
+        scroll = isinstance(task, ScrollTask)
+        followed: list[_Parked] = []
+        token = _FOLLOWED.set(followed if scroll else None)
         try:
-            with after_reply():
+            with after_reply(inline=scroll):
                 if isinstance(task, ScrollTask):
                     self._serve_batch(parked, task, size)
                 else:
                     self._serve_page(parked, task, size)
         except Exception:  # noqa: BLE001 - what reached the client is unknown: it closes
             log.exception("a parked walk's page failed")
-            self._hand_back(parked, "cut")
+            self._hand_back(followed[0] if followed else parked, "cut")
+            return None
         finally:
+            _FOLLOWED.reset(token)
             release_targets(held)
+        return followed[0] if followed else None
+
+    def _followed(self, parked: _Parked) -> int | None:
+        """A kept scroll's connection after its batch, looked at by the thread that wrote it:
+        the size of the continuation that arrived whole within `follow_seconds`, for it to
+        serve; else None, the connection watched by the selector thread (or handed back)."""
+        with self._lock:
+            dropped = self._dropped.pop(parked.park_id, False)
+        if dropped:  # closed by the server meanwhile
+            self._tell(parked.park_id)
+            self._release(parked)
+            return None
+        poller = select.poll()
+        poller.register(parked.fd, select.POLLIN)
+        if poller.poll(self.follow_seconds * 1000):
+            peeked = _peek(parked.conn)
+            verdict = None if peeked is None else self._continuation(parked, peeked)
+            if verdict is False:
+                self._hand_back(parked, "other")
+                return None
+            if verdict is not None:
+                return verdict
+        self._tell(parked.park_id)  # the client is slower: told before the selector watches
+        self._command("watch", parked)
+        return None
 
     def _serve_page(self, parked: _Parked, task: PitTask, size: int) -> None:
         """A PIT walk's next page: the request consumed, the page written, the server told."""
@@ -479,8 +618,9 @@ class Parking:
         self._after(parked, written)
 
     def _serve_batch(self, parked: _Parked, task: ScrollTask, size: int) -> None:
-        """A scroll's next batch, which ends where the context's record named: the server told
-        before it is written (the request consumed then), the next ones left to serve here."""
+        """A scroll's next batch, which ends where the context's record named: the request
+        consumed before it is written, the server told with the batches after it (`_Notes`),
+        the next ones left to serve here."""
         (end, public_id), rest = parked.following[0], parked.following[1:]
         seq = parked.seq + 1
         phases: list[tuple[str, float]] = []
@@ -494,13 +634,23 @@ class Parking:
             if taken is None:
                 return False
             consumed.append(taken)
-            note = self._note(None, taken, phases)
-            note["scroll"] = (seq, public_id, cursor, took)
-            self._send(("served", parked.park_id, note))
+            parked.request = taken
+            now = time.monotonic()
+            with self._lock:  # told with the next ones (`_tell`)
+                notes = self._notes.get(parked.park_id)
+                if notes is None:
+                    notes = self._notes[parked.park_id] = _Notes(now)
+                notes.request_bytes += _body_length(taken)
+                notes.requests += 1
+                notes.phases += phases
+                notes.scroll.append((seq, public_id, cursor, took))
+            if now - notes.since >= _NOTES_AGE:
+                self._tell(parked.park_id)
             return ScrollAhead(seq, tuple(rest))
 
         sink = dataclasses.replace(task.sink, fd=parked.fd)  # type: ignore[arg-type]
-        batch = dataclasses.replace(task, public_id=public_id, elapsed=0.0, sink=sink, took=None)
+        named = 1 + len(rest)  # (this batch and those after it its record names)
+        batch = dataclasses.replace(task, public_id=public_id, elapsed=0.0, sink=sink, took=None, named=named)
         written = self._execute(batch, self.park, confirm, phases)[0]
         if not consumed:  # nothing taken, nothing written: the general path answers
             self._hand_back(parked, "other")
@@ -509,20 +659,28 @@ class Parking:
 
     def _take(self, parked: _Parked, size: int) -> bytes | None:
         """The continuation's bytes consumed (peeked: all there); None: handed back (cut)."""
-        with socket.socket(fileno=os.dup(parked.fd)) as conn:
-            taken = conn.recv(size, socket.MSG_DONTWAIT)
+        taken = parked.conn.recv(size, socket.MSG_DONTWAIT)
         if len(taken) != size:
             self._hand_back(parked, "cut")
             return None
         return taken
 
     @staticmethod
-    def _note(written: Written | None, taken: bytes, phases: list[tuple[str, float]]) -> dict[str, Any]:
-        """What the server process counts of a request served here."""
-        note: dict[str, Any] = {"request_bytes": len(taken) - taken.find(b"\r\n\r\n") - 4, "phases": phases}
-        if written is not None:
-            note.update(took=written.took, total=written.total, length=written.length)
+    def _note(written: Written, taken: bytes, phases: list[tuple[str, float]]) -> dict[str, Any]:
+        """What the server process counts of a PIT page served here."""
+        note: dict[str, Any] = {"request_bytes": _body_length(taken), "phases": phases}
+        note.update(took=written.took, total=written.total, length=written.length)
         return note
+
+    def _tell(self, park_id: int) -> None:
+        """Tell the server process of a kept scroll's batches not told yet, in order (the batches
+        a client holds are known there before it hears of anything after them on the connection:
+        a hand-back, statistics, the scroll's next request elsewhere)."""
+        with self._telling:
+            with self._lock:
+                notes = self._notes.pop(park_id, None)
+            if notes is not None:
+                self._send(("served", park_id, notes.message()))
 
     def _after(self, parked: _Parked, written: Written) -> None:
         """After a page served here: parked again (by `park`), or handed back."""
@@ -531,12 +689,16 @@ class Parking:
         elif written.parked is None:  # not kept (the last page, or the limit): given back
             self._hand_back(parked, "other")
         else:
-            with contextlib.suppress(OSError):
-                os.close(parked.fd)
+            with self._lock:
+                again = self._parked.get(parked.park_id)
+            if again is None or again.conn is not parked.conn:  # (kept: parked again on it)
+                parked.conn.close()
 
     def _hand_back(self, parked: _Parked, reason: str) -> None:
         """Give the connection back to the server process (`idle`: it closes it as an idle
-        keep-alive connection; `cut`: what reached the client is unknown, it closes it)."""
+        keep-alive connection; `cut`: what reached the client is unknown, it closes it), told of
+        the batches served on it first."""
+        self._tell(parked.park_id)
         if self._release(parked):
             self._send(("handback", parked.park_id, reason))
 
@@ -546,6 +708,5 @@ class Parking:
             if mine:
                 del self._parked[parked.park_id]
         if mine:
-            with contextlib.suppress(OSError):
-                os.close(parked.fd)
+            parked.conn.close()
         return mine

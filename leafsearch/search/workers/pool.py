@@ -82,6 +82,8 @@ THREADS_PER_WORKER = 2
 _CANCEL_POLL_SECONDS = 0.05
 #: Walks whose worker is remembered (an open context has at most a few: one per slice).
 _MAX_WALKS = 65_536
+#: How long a scroll's request waits for the worker keeping its connection to tell its batches.
+_TOLD_WAIT_SECONDS = 10.0
 #: The cluster setting that lets a walk started alone run in the server process (`_choose`).
 LONE_WALKS_IN_SERVER = "search.workers.lone_walks_in_server"
 #: The cluster setting that lets a one-shot request run in the server process when nothing else
@@ -100,6 +102,7 @@ class _ParkedWalk:
     keep_alive: float
     targets: list[Target]
     kind: str = "pit"
+    ctx_id: int = -1
 
 
 class _WorkerGone(Exception):
@@ -314,7 +317,7 @@ class _Worker:
                     call.render(message[2])
                 else:
                     call.writing = True
-            elif message[0] == "stats":
+            elif message[0] in ("stats", "told"):
                 self._finish(message[1], "done", message[2])
             elif message[0] == "served":
                 self.pool._parked_served(self, message[1], message[2])
@@ -553,7 +556,7 @@ class WorkerPool:
             kind = "pit" if isinstance(task, execution.PitTask) else "scroll"
             with self._lock:
                 self._parks[park.park_id] = _ParkedWalk(
-                    worker.pid, task.public_id, park.keep_alive, task.targets, kind
+                    worker.pid, task.public_id, park.keep_alive, task.targets, kind, task.ctx_id
                 )
         try:
             if worker is None:
@@ -797,27 +800,54 @@ class WorkerPool:
         """(lock held)"""
         return next((w for w in self._slots if w is not None and w.pid == pid), None)
 
+    def scroll_told(self, ctx_id: int) -> None:
+        """Before the general path serves a request of scroll `ctx_id`: a worker keeping a
+        connection of it tells the batches it served there and did not tell yet (parking.py),
+        and this waits for its answer, which follows their notes. Why: their notes go together,
+        after the batches (a scroll's keep-alive and position lag there by at most a few)."""
+        with self._lock:
+            pids = {w.pid for w in self._parks.values() if w.kind == "scroll" and w.ctx_id == ctx_id}
+            workers = [w for w in self._slots if w is not None and w.pid in pids]
+        for worker in workers:
+            call_id = next(self._calls)
+            call = _Call()
+            with worker.lock:
+                if not worker.alive:
+                    continue
+                worker.inflight[call_id] = call
+            worker.tell(("tell", call_id))
+            call.done.wait(_TOLD_WAIT_SECONDS)
+
     def _parked_served(self, worker: _Worker, park_id: int, note: dict[str, Any]) -> None:
-        """A worker served a page on a connection it kept (told before it wrote a scroll's
-        batch): the context's keep-alive counts from now, a scroll moves past the batch, and
-        the page is counted as a search (a reader thread's)."""
+        """A worker served a page on a connection it kept (a PIT page told before it is written;
+        a scroll's batches told together after them, `requests`): the context's keep-alive
+        counts from now, a scroll moves past the batches, and each page is counted as a search
+        (a reader thread's)."""
+        requests, batches = note.get("requests", 1), note.get("scroll")
         with self._lock:
             walk = self._parks.get(park_id)
-            self.parked_pages += 1
+            self.parked_pages += requests
         if walk is None or self.connections is None:  # closed meanwhile: drop it there too
             worker.post(("unpark", park_id))
+            if batches:  # its client received them: the scroll is past them all the same
+                self._noted(batches[-1][1], "scroll", None, batches)
             return
-        contexts = self._services.contexts
-        with contextlib.suppress(ElasticError):
-            ctx = contexts.acquire(walk.public_id, walk.kind)
-            try:
-                if "scroll" in note:
-                    ctx.note(*note["scroll"])
-            finally:
-                contexts.release(ctx, walk.keep_alive)
+        self._noted(walk.public_id, walk.kind, walk.keep_alive, batches)
         for name, seconds in note["phases"]:
             self._services.search_stats.record(name, seconds, walk.targets)
-        self.connections.served(park_id, note["request_bytes"])
+        self.connections.served(park_id, note["request_bytes"], requests)
+
+    def _noted(self, public_id: str, kind: str, keep_alive: float | None, batches: list | None) -> None:
+        """The context of pages served on a kept connection: its keep-alive counts from now (as
+        `keep_alive` when given), a scroll moves past its batches (`ReaderContext.note`)."""
+        contexts = self._services.contexts
+        with contextlib.suppress(ElasticError):
+            ctx = contexts.acquire(public_id, kind)
+            try:
+                if batches:
+                    ctx.note(batches)
+            finally:
+                contexts.release(ctx, keep_alive)
 
     def _handed_back(self, park_id: int, reason: str) -> None:
         with self._lock:
@@ -826,12 +856,16 @@ class WorkerPool:
             self.connections.handed_back(park_id, reason)
 
     def _parks_lost(self, pid: int | None) -> None:
-        """A worker died: the connections it kept are closed (what it wrote is unknown)."""
+        """A worker died: the connections it kept are closed (what it wrote is unknown), and a
+        scroll it kept may be past the batches it told (`ReaderContext.untold`)."""
         with self._lock:
-            lost = [park_id for park_id, walk in self._parks.items() if walk.pid == pid]
-            for park_id in lost:
+            lost = [(park_id, walk) for park_id, walk in self._parks.items() if walk.pid == pid]
+            for park_id, _ in lost:
                 del self._parks[park_id]
-        for park_id in lost:
+        for park_id, walk in lost:
+            if walk.kind == "scroll":
+                with contextlib.suppress(ElasticError):
+                    self._services.contexts.get(walk.public_id, "scroll").untold()
             if self.connections is not None:
                 self.connections.handed_back(park_id, "cut")
 

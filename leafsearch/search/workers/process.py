@@ -181,13 +181,15 @@ def main(conn: Connection, config: WorkerConfig, security: Any = None) -> None:
             for buffer in buffers:
                 conn.send_bytes(buffer.raw())
 
-    def run(call_id: int, work: Callable[[], Any]) -> None:
+    def run(call_id: int, work: Callable[[], Any], inline: bool = False) -> None:
         """Run a task and reply; the pages it reads ahead are prepared once the reply is sent
-        (the server process reads the client's next request only after it)."""
+        (the server process reads the client's next request only after it), by this thread
+        when `inline` (a scroll batch written to the client's socket: its next batch, which
+        this worker serves on the connection it keeps, workers/parking.py)."""
         phases: list[tuple[str, float]] = []
         TIMED.set(phases)
         buffers: list[pickle.PickleBuffer] = []
-        with after_reply():
+        with after_reply(inline=inline):
             try:
                 kind, payload = "done", pickle.dumps(work(), protocol=5, buffer_callback=buffers.append)
             except BaseException as exc:  # noqa: BLE001 - every failure goes back to the caller
@@ -248,7 +250,8 @@ def main(conn: Connection, config: WorkerConfig, security: Any = None) -> None:
                         # thread of its own, not one that serves the other tasks; the socket is
                         # closed when it returns.
                         running[call_id] = cancelled
-                        writers.start(partial(run, call_id, partial(_closing, sink.fd, work)))
+                        inline = isinstance(task, execution.ScrollTask)
+                        writers.start(partial(run, call_id, partial(_closing, sink.fd, work), inline))
                         return None
                 else:
                     work = task.bind(state.mirror)
@@ -279,7 +282,11 @@ def main(conn: Connection, config: WorkerConfig, security: Any = None) -> None:
         elif kind == "security":
             parking.handback_all()
         elif kind == "stats":
+            parking.tell_all()  # the batches served on kept connections are counted first
             reply(("stats", message[1], _stats(state, len(running), parking.count())))
+        elif kind == "tell":
+            parking.tell_all()
+            reply(("told", message[1], None))
         elif kind == "settings":
             state.apply_settings(message[1], message[2])
         elif kind == "clear_fielddata":
