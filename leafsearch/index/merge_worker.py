@@ -20,22 +20,19 @@ throttle bounds by bytes per second.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import multiprocessing
 import os
-import signal
 import threading
-import time
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from multiprocessing.connection import Connection
+from multiprocessing.context import BaseContext
 from pathlib import Path
 
 import numpy as np
 
 from leafsearch.index.index_sort import IndexSort
 
-_PR_SET_PDEATHSIG = 1
 #: How much lower the worker's CPU priority is than the server's (`nice` increment).
 NICENESS = 10
 
@@ -56,35 +53,28 @@ def _merge_folders(
         trim()
 
 
-def _start_worker(server: int) -> None:
+def _start_worker(server: Connection) -> None:
     """Worker initializer: yield the CPU to the server's requests, die with the server, and map
     large arrays on their own as the server does (services/memory.py)."""
     from leafsearch.services.memory import tune_allocator
 
     os.nice(NICENESS)
     tune_allocator()
-    _die_with_parent(server)
+    _die_with_server(server)
 
 
-def _die_with_parent(server: int) -> None:
-    """End with the server, even when the server is killed with SIGKILL
-    (an orphaned worker would hold the server's files and output pipes, and keep the
-    multiprocessing resource tracker alive, which ends only when every holder of its pipe has).
+def _die_with_server(server: Connection) -> None:
+    """End with the server, even when the server is killed with SIGKILL (an orphaned worker would
+    hold the server's files and output pipes, and keep the multiprocessing resource tracker alive,
+    which ends only when every holder of its pipe has).
 
-    `server` is the server's pid, passed in: the server may have died while this process was
-    still starting (importing numpy), in which case the parent is already init and comparing with
-    `os.getppid()` would watch the wrong process forever."""
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    except (OSError, AttributeError):
-        pass  # not Linux: the watcher below still notices
-    if os.getppid() != server:  # died before the death signal was asked for
-        os._exit(1)
+    `server` is the read end of a pipe whose write end the server alone holds: it reads as ended
+    once the server is gone, whoever this process's parent is (the server when spawned, its
+    zygote when forked, search/workers/zygote.py), and also when the server died while this
+    process was still starting."""
 
     def watch() -> None:
-        while os.getppid() == server:
-            time.sleep(1)
+        server.poll(None)  # never written: readable only at its end
         os._exit(1)
 
     threading.Thread(target=watch, daemon=True).start()
@@ -94,20 +84,25 @@ class MergeWorker:
     """The merge worker process of one owner: started on the first merge, replaced by the next
     merge once it died, ended by `close`."""
 
-    def __init__(self) -> None:
+    def __init__(self, processes: BaseContext | None = None) -> None:
+        """`processes`: how the worker starts (a served node's: forked from its zygote,
+        search/workers/zygote.py); None: spawned (not forked from the owner itself: it has
+        threads, uvicorn's, the refresh and flush ones, a fork would copy mid-flight)."""
+        self._processes = processes or multiprocessing.get_context("spawn")
         self._pool: ProcessPoolExecutor | None = None
+        #: The pipe the pool's worker watches (`_die_with_server`): its write end is held here only.
+        self._alive: tuple[Connection, Connection] | None = None
         self._lock = threading.Lock()
 
     def _executor(self) -> ProcessPoolExecutor:
         with self._lock:
             if self._pool is None:
-                # spawn, not fork: the server has threads (uvicorn, refresh, reaper) a fork would
-                # copy mid-flight.
+                self._alive = multiprocessing.Pipe(duplex=False)
                 self._pool = ProcessPoolExecutor(
                     max_workers=1,
-                    mp_context=multiprocessing.get_context("spawn"),
+                    mp_context=self._processes,
                     initializer=_start_worker,
-                    initargs=(os.getpid(),),
+                    initargs=(self._alive[0],),
                 )
             return self._pool
 
@@ -130,13 +125,23 @@ class MergeWorker:
 
     def _forget(self, pool: ProcessPoolExecutor) -> None:
         with self._lock:
-            if self._pool is pool:
-                self._pool = None
+            if self._pool is not pool:
+                return
+            self._pool, alive, self._alive = None, self._alive, None
         pool.shutdown(wait=False, cancel_futures=True)
+        _close(alive)
 
     def close(self) -> None:
         """End the process (a merge running finishes first); a later merge would start another."""
         with self._lock:
-            pool, self._pool = self._pool, None
+            pool, self._pool, alive, self._alive = self._pool, None, self._alive, None
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
+        _close(alive)
+
+
+def _close(pipe: tuple[Connection, Connection] | None) -> None:
+    """Close both ends of a worker's pipe: a worker still running (killed while stuck, a pool
+    forgotten while shutting down) reads its end and exits."""
+    for end in pipe or ():
+        end.close()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from multiprocessing.context import BaseContext
 
 from leafsearch.index.block_cache import BlockCache
 from leafsearch.index.buffer_wire import Builder
@@ -25,14 +26,16 @@ class ShardServices:
         blocks: BlockCache | None = None,
         events: ShardEvents | None = None,
         fielddata: Fielddata | None = None,
+        processes: BaseContext | None = None,
     ) -> None:
         """`blocks`: the owner's block cache (None: segments decompress every read); `events`:
         the owner's, when its caches listen already (None: new ones); `fielddata`: the owner
-        process's uninverted text fields (None: built per use, uncounted)."""
+        process's uninverted text fields (None: built per use, uncounted); `processes`: how the
+        merge worker starts (merge_worker.py; None: spawned)."""
         self.blocks = blocks
         self.fielddata = fielddata
         self.events = events if events is not None else ShardEvents()
-        self.merges = MergeWorker()
+        self.merges = MergeWorker(processes)
         #: Where full buffers are written as segments when not by the flush thread itself: the
         #: owner's search workers (buffer_wire.py), set by the owner once it has them.
         self.builder: Builder | None = None

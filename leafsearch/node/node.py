@@ -110,7 +110,8 @@ class Node:
         indices keep their shards in Ray actors (ray_backend/) and this node coordinates them;
         search workers are then not used (the shard actors run the searches). `path_repo`: the
         folders snapshot repositories may be registered in (Elasticsearch's `path.repo`).
-        `worker_processes`: how search workers start (search/workers/zygote.py); None: spawned."""
+        `worker_processes`: how search workers and the merge worker start (search/workers/zygote.py);
+        None: spawned."""
         memory.tune_allocator()
         self.clock = clock
         self.started = time.monotonic()  # for uptimes
@@ -145,7 +146,9 @@ class Node:
         #: thread and the merge worker, all this node's own (ended in `close`).
         #: The uninverted text fields (`fielddata: true`) this process holds, under its breaker.
         self.fielddata = Fielddata(self.breakers)
-        self.shard_services = ShardServices(self.source_blocks, fielddata=self.fielddata)
+        self.shard_services = ShardServices(
+            self.source_blocks, fielddata=self.fielddata, processes=worker_processes
+        )
         self.global_ordinals = GlobalOrdinals(settings.get("indices.fielddata.cache.size"))
         self.hitlists = HitListCache(
             settings.get("indices.cache.hitlist.size"), self.global_ordinals, self.shard_services.events

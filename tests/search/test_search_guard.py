@@ -377,8 +377,10 @@ def _alive(pid: int) -> bool:
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="walks /proc for the worker")
 def test_the_merge_worker_ends_when_its_server_is_killed_while_it_starts(tmp_path: Path) -> None:
+    # Without search workers the server has no zygote and spawns its merge worker; the forked
+    # one is tests/search/test_worker_zygote.py's.
     with (
-        running_server(tmp_path / "data") as (url, process),
+        running_server(tmp_path / "data", search_workers=0) as (url, process),
         httpx.Client(base_url=url, timeout=60) as client,
     ):
         assert client.put("/merging", json={"settings": {"refresh_interval": "-1"}}).status_code == 200

@@ -1,7 +1,8 @@
 """Search workers forked from the zygote of `leafsearch serve` (search/workers/zygote.py): the
 workers are forks of one copy of the server that holds none of its files, a worker killed is
 replaced by another fork, a dead zygote does not stop workers from starting, and nothing is left
-once the server is killed."""
+once the server is killed. The merge worker (index/merge_worker.py) is a fork of the same zygote,
+at its lower CPU priority, replaced by the next merge once killed."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from typing import Any
 
 import httpx
 
+from leafsearch.index.merge_worker import NICENESS
 from leafsearch.search.workers import zygote
 from tests.conftest import bulk_index, running_server, search_ok
 
@@ -108,6 +110,64 @@ def test_a_worker_killed_is_replaced_by_another_fork_and_a_dead_zygote_by_a_new_
         assert search_ok(http, "replaced", {"size": 0})["hits"]["total"]["value"] == 20
 
 
+def _children(pid: int) -> set[int]:
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and entry.name != str(pid):
+            try:
+                if _parent(int(entry.name)) == pid and _alive(int(entry.name)):
+                    found.add(int(entry.name))
+            except (FileNotFoundError, ProcessLookupError):  # ended meanwhile
+                continue
+    return found
+
+
+def _merges(http: httpx.Client, index: str) -> int:
+    stats = http.get(f"/{index}/_stats/merge").json()
+    return int(stats["indices"][index]["primaries"]["merges"]["total"])
+
+
+def _merged(http: httpx.Client, index: str, start: int) -> None:
+    """Write twelve one-document segments into `index` (refresh off but for each write): the
+    node's background merges then merge them, in its merge worker."""
+    before = _merges(http, index)
+    for n in range(start, start + 12):
+        http.post(f"/{index}/_doc?refresh=true", json={"n": n}).raise_for_status()
+    _wait(lambda: _merges(http, index) > before, f"{index} merged")
+
+
+def _merge_worker(http: httpx.Client, zygote_pid: int) -> int:
+    """The zygote's child that is not a search worker."""
+    searching = {worker["pid"] for worker in _workers(http)["workers"]}
+    (pid,) = _children(zygote_pid) - searching
+    return pid
+
+
+def test_the_merge_worker_is_a_fork_of_the_zygote_at_a_lower_priority_replaced_once_killed(
+    tmp_path: Path,
+) -> None:
+    with (
+        running_server(tmp_path / "data", search_workers=1) as (url, server),
+        httpx.Client(base_url=url, timeout=60) as http,
+    ):
+        (worker,) = _ready(http, 1)["workers"]
+        zygote_pid = _parent(worker["pid"])
+        assert http.put("/merging", json={"settings": {"refresh_interval": "-1"}}).status_code == 200
+        _merged(http, "merging", 0)
+        first = _merge_worker(http, zygote_pid)
+        niceness = os.getpriority(os.PRIO_PROCESS, server.pid)
+        assert os.getpriority(os.PRIO_PROCESS, first) == min(niceness + NICENESS, 19)
+        assert "Umask:\t0077" in Path(f"/proc/{first}/status").read_text()
+
+        os.kill(first, signal.SIGKILL)
+        _wait(lambda: not _alive(first), "the merge worker is gone")
+        _merged(http, "merging", 12)  # a merge may fail on the broken pool; a later one runs
+        second = _merge_worker(http, zygote_pid)
+        assert second != first
+        assert os.getpriority(os.PRIO_PROCESS, second) == min(niceness + NICENESS, 19)
+        assert search_ok(http, "merging", {"size": 0})["hits"]["total"]["value"] == 24
+
+
 def test_a_server_killed_leaves_neither_zygote_nor_workers(tmp_path: Path) -> None:
     with (
         running_server(tmp_path / "data", search_workers=2) as (url, server),
@@ -115,9 +175,13 @@ def test_a_server_killed_leaves_neither_zygote_nor_workers(tmp_path: Path) -> No
     ):
         workers = [worker["pid"] for worker in _ready(http, 2)["workers"]]
         zygote_pid = _parent(workers[0])
+        assert http.put("/merging", json={"settings": {"refresh_interval": "-1"}}).status_code == 200
+        _merged(http, "merging", 0)
+        merging = _merge_worker(http, zygote_pid)
         server.kill()
         server.wait()
-        _wait(lambda: not any(_alive(pid) for pid in (zygote_pid, *workers)), "the server's processes end")
+        ended = (zygote_pid, merging, *workers)
+        _wait(lambda: not any(_alive(pid) for pid in ended), "the server's processes end")
 
 
 def test_a_process_with_threads_is_not_forked() -> None:
