@@ -24,8 +24,8 @@ open-context limits count every coordinator's contexts (`ctx_reserve`, atomic) a
 record whose coordinator died is found (`ctx_expired`). The records are kept in the actor's memory
 too (a read is no GCS call), and a contexts' version moves with each written or removed, answered
 with the cluster version (`versions`): a coordinator whose copy of a record is as of that version
-reads none (search/contexts.py; an export's page was a record read each). The cluster's secret (`secret`) is made
-once, here: context ids are authenticated with it (search/contexts.py).
+reads none (search/contexts.py; an export's page was a record read each). The cluster's secret
+(`secret`) is made once, here: context ids are authenticated with it (search/contexts.py).
 """
 
 from __future__ import annotations
