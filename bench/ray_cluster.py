@@ -16,7 +16,8 @@ created with 6 shards), then, from client processes:
   1,000): documents/s. Every walk is checked: every document exactly once;
 - on Ray, the calls the machine actors served (each counts them by method; one call carries a
   phase's messages to all the machine's shards): per W6 search (query, fetch, context
-  releases), per PIT walk page and per page of the 3-slice export;
+  releases), per PIT walk page and per page of the 3-slice export; and the metadata actor's
+  (the cluster version each request asks, the context records read: `ctx_get`);
 - searches that ask one shard (which query and fetch in one call on Ray): W6 on a one-shard
   copy of the index (`bench1`: latencies, queries/s, calls and coordinator CPU per search), and
   the PIT export in 6 slices, one per shard (documents/s, calls and CPU per page);
@@ -111,15 +112,27 @@ def _machine_actors() -> Iterator[Any]:
             continue
 
 
+#: The metadata actor's calls among `_machine_calls`' are named with this prefix.
+METADATA = "metadata:"
+
+
 def _machine_calls() -> Counter[str]:
-    """The calls every machine actor served so far, by method (the bench process is connected
-    to the Ray cluster; while a measure runs, only its searches call them)."""
+    """The calls every machine actor served so far, by method, and the metadata actor's (each
+    `METADATA` + its method: the bench process is connected to the Ray cluster; while a measure
+    runs, only its searches call them)."""
     import ray
 
     calls: Counter[str] = Counter()
     for machine in _machine_actors():
         calls.update(ray.get(machine.stats.remote(), timeout=60)["calls"])
+    metadata = ray.get_actor("metadata", namespace="leafsearch")
+    served = ray.get(metadata.stats.remote(), timeout=60)["calls"]
+    calls.update({METADATA + method: count for method, count in served.items()})
     return calls
+
+
+def _machine_only(calls: Counter[str]) -> int:
+    return sum(count for method, count in calls.items() if not method.startswith(METADATA))
 
 
 def _machine_cpu() -> float:
@@ -140,11 +153,14 @@ def _machine_cpu() -> float:
 
 
 def _per(out: dict[str, Any], what: str, calls: Counter[str], count: int) -> None:
-    """Calls per search or page, in all and by method."""
-    out[f"{what}: machine calls"] = sum(calls.values()) / count
+    """Calls per search or page, in all and by method; the metadata actor's in all and of its
+    context records (`ctx_get`)."""
+    out[f"{what}: machine calls"] = _machine_only(calls) / count
     for method in ("dfs", "query", "query_fetch", "fetch", "free_context", "open_context"):
         if calls[method]:
             out[f"{what}: {method} calls"] = calls[method] / count
+    out[f"{what}: metadata calls"] = (sum(calls.values()) - _machine_only(calls)) / count
+    out[f"{what}: metadata ctx_get calls"] = calls[METADATA + "ctx_get"] / count
 
 
 def _load(server: Server, records: Path, create_body: Path, index: str = "bench") -> float:
@@ -234,7 +250,7 @@ def _measure(
     out["import server's workers CPU per 1,000 docs, ms"] = (after_below - below) / n * 1e6
     if calls:
         out["import machine actors CPU per 1,000 docs, ms"] = (machines() - machine_cpu) / n * 1e6
-        out["import machine calls per 1,000 docs"] = sum((counted() - before).values()) / n * 1000
+        out["import machine calls per 1,000 docs"] = _machine_only(counted() - before) / n * 1000
     if import_only:
         out["load average (1 min)"] = os.getloadavg()[0]
         return out

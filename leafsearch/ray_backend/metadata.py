@@ -21,8 +21,11 @@ Reader contexts (PIT and scroll records, search/context_records.py) are kept her
 versioned entries (a scroll's page changes its record: no coordinator needs to hear of it until it
 serves that context): `ctx_*`, each record opaque bytes with its kind and wall-clock expiry, so the
 open-context limits count every coordinator's contexts (`ctx_reserve`, atomic) and an expired
-record whose coordinator died is found (`ctx_expired`). The cluster's secret (`secret`) is made
-once, here: context ids are authenticated with it (search/contexts.py).
+record whose coordinator died is found (`ctx_expired`). The records are kept in the actor's memory
+too (a read is no GCS call), and a contexts' version moves with each written or removed, answered
+with the cluster version (`versions`): a coordinator whose copy of a record is as of that version
+reads none (search/contexts.py; an export's page was a record read each). The cluster's secret
+(`secret`) is made once, here: context ids are authenticated with it (search/contexts.py).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ import secrets
 import struct
 import threading
 import time
+from collections import Counter
 from typing import Any
 
 import orjson
@@ -76,7 +80,7 @@ def cluster_secret() -> bytes:
 #: The methods a coordinator calls on the actor's channel (`MetadataActor.serve`).
 CALLS = frozenset(
     {
-        "current_version",
+        "versions",
         "changes",
         "get",
         "put",
@@ -100,6 +104,8 @@ class MetadataActor:
     def __init__(self) -> None:
         self._serial = threading.Lock()
         self._channel: ChannelServer | None = None
+        #: The calls served on the channel, by method (`stats`: the bench's calls per operation).
+        self._calls: Counter[str] = Counter()
         kv = _kv()
         self._entries: dict[str, tuple[int, bytes | None]] = {}
         for key in kv._internal_kv_list(_ENTRY, namespace=KV_NAMESPACE):
@@ -109,13 +115,18 @@ class MetadataActor:
             version, present = _HEADER.unpack_from(raw)
             self._entries[key.decode()[len(_ENTRY) :]] = (version, raw[_HEADER.size :] if present else None)
         self.version = max((v for v, _ in self._entries.values()), default=0)
-        #: context key -> (kind, wall-clock expiry, whether its record is written)
-        self._contexts: dict[str, tuple[str, float, bool]] = {}
+        #: context key -> (kind, wall-clock expiry, its record: None while only reserved), the
+        #: records kept here as in the store, so a read is no GCS call
+        self._contexts: dict[str, tuple[str, float, bytes | None]] = {}
         for key in kv._internal_kv_list(_CONTEXT, namespace=KV_NAMESPACE):
             raw = kv._internal_kv_get(key, namespace=KV_NAMESPACE)
             if raw is not None:
-                kind, expires = orjson.loads(raw[: raw.index(b"\n")])
-                self._contexts[key.decode()[len(_CONTEXT) :]] = (kind, expires, True)
+                head = raw.index(b"\n")
+                kind, expires = orjson.loads(raw[:head])
+                self._contexts[key.decode()[len(_CONTEXT) :]] = (kind, expires, raw[head + 1 :])
+        #: The contexts' version: one more with each record written or removed, from this start's
+        #: wall clock in nanoseconds (above any version a start before this one handed out).
+        self.contexts_version = time.time_ns()
         self._secret = cluster_secret()
 
     def channel(self) -> Address:
@@ -134,17 +145,23 @@ class MetadataActor:
         if method not in CALLS:
             return pickle.dumps((False, f"[{method}] is not a metadata call"))
         with self._serial:
+            self._calls[method] += 1
             try:
                 answer = (True, getattr(self, method)(*args))
             except Exception as exc:  # the call's alone: the actor serves the next
                 answer = (False, f"{type(exc).__name__}: {exc}")
         return pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL)
 
+    def stats(self) -> dict[str, dict[str, int]]:
+        """The calls served so far, by method (a Ray call: not on the channel)."""
+        with self._serial:
+            return {"calls": dict(self._calls)}
+
     # ---- versioned entries -------------------------------------------------------------
 
-    def current_version(self) -> int:
-        """The cluster version (the store's `version` key's)."""
-        return self.version
+    def versions(self) -> tuple[int, int]:
+        """The cluster version (the store's `version` key's) and the contexts' version."""
+        return self.version, self.contexts_version
 
     def changes(self, since: int) -> tuple[int, dict[str, tuple[int, bytes | None]]]:
         """The cluster version and every entry changed after `since`: its version and value
@@ -179,36 +196,40 @@ class MetadataActor:
         """Count a new context of `kind` if fewer than `limit` are open in the cluster."""
         if sum(1 for k, _, _ in self._contexts.values() if k == kind) >= limit:
             return False
-        self._contexts[key] = (kind, time.time() + RESERVATION_SECONDS, False)
+        self._contexts[key] = (kind, time.time() + RESERVATION_SECONDS, None)
         return True
 
-    def ctx_put(self, key: str, kind: str, expires: float, record: bytes) -> None:
+    def ctx_put(self, key: str, kind: str, expires: float, record: bytes) -> int:
+        """Write a context's record; the contexts' version it is the record of."""
         head = orjson.dumps([kind, expires]) + b"\n"
         _kv()._internal_kv_put(_CONTEXT + key, head + record, namespace=KV_NAMESPACE)
-        self._contexts[key] = (kind, expires, True)
+        self._contexts[key] = (kind, expires, record)
+        self.contexts_version += 1
+        return self.contexts_version
 
-    def ctx_get(self, key: str) -> bytes | None:
-        if key not in self._contexts or not self._contexts[key][2]:
-            return None
-        raw = _kv()._internal_kv_get(_CONTEXT + key, namespace=KV_NAMESPACE)
-        return None if raw is None else raw[raw.index(b"\n") + 1 :]
+    def ctx_get(self, key: str) -> tuple[bytes | None, int]:
+        """A context's record (None: none written, or ended) and the contexts' version it is
+        the record of."""
+        entry = self._contexts.get(key)
+        return (None if entry is None else entry[2]), self.contexts_version
 
     def ctx_remove(self, key: str) -> bool:
         """Forget a context; False when it was not there (another coordinator ended it)."""
         entry = self._contexts.pop(key, None)
-        if entry is not None and entry[2]:
+        if entry is not None and entry[2] is not None:
             _kv()._internal_kv_del(_CONTEXT + key, namespace=KV_NAMESPACE)
+            self.contexts_version += 1
         return entry is not None
 
     def ctx_keys(self, kind: str) -> list[str]:
         """The contexts of `kind` whose record is written."""
-        return [key for key, (k, _, written) in self._contexts.items() if k == kind and written]
+        return [key for key, (k, _, record) in self._contexts.items() if k == kind and record is not None]
 
     def ctx_expired(self, now: float, grace: float) -> list[str]:
         """The contexts past their expiry by `grace` seconds (their coordinator is gone, or
         forgot them); reservations never written are dropped here."""
         late = [k for k, (_, e, _w) in self._contexts.items() if e + grace < now]
-        for key in [k for k in late if not self._contexts[k][2]]:
+        for key in [k for k in late if self._contexts[k][2] is None]:
             del self._contexts[key]
         return [k for k in late if k in self._contexts]
 
@@ -243,6 +264,10 @@ class MetadataClient:
             .remote()
         )
         self._channels = Channels(cluster_secret(), address_from_ray)
+        self._seen_lock = threading.Lock()
+        #: The latest contexts' version the actor answered a request's `version` with (None: the
+        #: last one was not the actor's: `contexts_seen`).
+        self._contexts_seen: int | None = None
 
     def _call(self, method: str, *args: Any) -> Any:
         """On the actor's channel, sent again when it broke (every call may be: see above)."""
@@ -271,17 +296,30 @@ class MetadataClient:
 
     def version(self) -> int:
         """The cluster version: the actor's, asked on its channel once (not again: a request
-        does not wait for the actor's restart), else the store's."""
+        does not wait for the actor's restart), else the store's. The contexts' version comes
+        with the actor's (`contexts_seen`)."""
         from leafsearch.ray_backend.remote import UNAVAILABLE
 
         try:
-            done, answer = self._ask("current_version", (), again=False, seconds=VERSION_SECONDS)
+            done, answer = self._ask("versions", (), again=False, seconds=VERSION_SECONDS)
             if done:
-                return answer
+                version, contexts = answer
+                with self._seen_lock:
+                    self._contexts_seen = max(contexts, self._contexts_seen or 0)
+                return version
         except UNAVAILABLE:
             pass
+        with self._seen_lock:
+            self._contexts_seen = None
         raw = _kv()._internal_kv_get(VERSION_KEY, namespace=KV_NAMESPACE)
         return 0 if raw is None else int(raw)
+
+    def contexts_seen(self) -> int | None:
+        """The newest contexts' version the actor answered a request's `version` with, so at
+        least the one when the request calling this began (each request asks `version` first:
+        node/cluster_sync.py); None when the last request could not ask the actor."""
+        with self._seen_lock:
+            return self._contexts_seen
 
     def changes(self, since: int) -> tuple[int, dict[str, tuple[int, bytes | None]]]:
         return self._call("changes", since)
@@ -298,10 +336,10 @@ class MetadataClient:
     def ctx_reserve(self, key: str, kind: str, limit: int) -> bool:
         return self._call("ctx_reserve", key, kind, limit)
 
-    def ctx_put(self, key: str, kind: str, expires: float, record: bytes) -> None:
-        self._call("ctx_put", key, kind, expires, record)
+    def ctx_put(self, key: str, kind: str, expires: float, record: bytes) -> int:
+        return self._call("ctx_put", key, kind, expires, record)
 
-    def ctx_get(self, key: str) -> bytes | None:
+    def ctx_get(self, key: str) -> tuple[bytes | None, int]:
         return self._call("ctx_get", key)
 
     def ctx_remove(self, key: str) -> bool:

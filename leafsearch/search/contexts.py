@@ -130,6 +130,9 @@ class ReaderContext:
     #: The wall time its record in the cluster says it expires (a shared PIT's page that ends
     #: before that less its keep-alive writes no record: `ContextRegistry.release`).
     recorded_until: float = 0.0
+    #: The contexts' version (shared_contexts.py) as of which this copy is the cluster's record:
+    #: a request begun with no record written or removed since reads none.
+    record_version: int = -1
 
     @property
     def indices(self) -> list[str]:
@@ -390,7 +393,9 @@ class ContextRegistry:
             if ctx.kind == "pit" and self._shares("pit"):
                 record["expires_wall"] += RECORD_SLACK_SECONDS
             record["written_by"] = self.services.node_id
-            self.records.write(ctx.key, record)
+            written = self.records.write(ctx.key, record)
+            if written is not None:
+                ctx.record_version = written
             ctx.recorded_until = record["expires_wall"]
 
     def restore(self, indices: dict[str, Index]) -> None:
@@ -469,10 +474,14 @@ class ContextRegistry:
 
     # ---- contexts shared by the cluster's coordinators (shared_contexts.py) ---------------
 
-    def _fetch_shared(self, public_id: str, kind: str) -> tuple[str, dict[str, Any] | None] | None:
-        """The key and record (None: ended) of a shared context an id names, read from the
-        cluster; None when contexts are not shared or the id is not the cluster's (checked with
-        its secret before anything is read)."""
+    def _fetch_shared(
+        self, public_id: str, kind: str, *, requested: bool = False
+    ) -> tuple[str, dict[str, Any] | None, int] | None:
+        """The key, record (None: ended) and contexts' version of a shared context an id names,
+        read from the cluster; None when contexts are not shared or the id is not the cluster's
+        (checked with its secret before anything is read). `requested`: read for a request,
+        which asked the cluster's versions as it began (node/cluster_sync.py): None too when this
+        node's copy is the cluster's record as of them (no metadata call: an export's page)."""
         if self.shared is None or not self._shares(kind):
             return None
         decoded = self.decode_id(public_id, kind)
@@ -481,15 +490,18 @@ class ContextRegistry:
         key, token = decoded[1], decoded[3]
         if not hmac.compare_digest(token.encode(), self.shared.token(kind, key).encode()):
             return None
-        return key, self.shared.fetch(key)
+        held = self._contexts.get(key) if requested else None
+        if held is not None and self.shared.unchanged_since(held.record_version):
+            return None
+        return key, *self.shared.fetch(key)
 
-    def _take_shared(self, fetched: tuple[str, dict[str, Any] | None] | None) -> None:
+    def _take_shared(self, fetched: tuple[str, dict[str, Any] | None, int] | None) -> None:
         """Make this node's copy of a shared context what the cluster holds (lock held): taken
         from its record when this node has none (opened through another coordinator), moved on
         to its cursor, position and expiry, or let go when another coordinator ended it."""
         if fetched is None:
             return
-        key, record = fetched
+        key, record, version = fetched
         ctx = self._contexts.get(key)
         if record is None:
             if ctx is not None:  # ended elsewhere: the shards' pins went with it there
@@ -501,8 +513,9 @@ class ContextRegistry:
             if len(targets) != len(record["targets"]):  # (its index was deleted)
                 release_targets(targets)
                 return
-            self._restored(record, targets, self.clock())
+            self._restored(record, targets, self.clock()).record_version = version
             return
+        ctx.record_version = version
         if record.get("written_by") == self.services.node_id:  # this node's copy is the latest
             return
         for name in ("cursor", "total", "seq", "prev_cursor", "prev_took", "keep_alive"):
@@ -517,7 +530,7 @@ class ContextRegistry:
         if self.shared is None:
             return
         for key in self.shared.store.ctx_expired(time.time(), ORPHAN_GRACE_SECONDS):
-            fetched = (key, self.shared.fetch(key))
+            fetched = (key, *self.shared.fetch(key))
             with self._lock:
                 self._take_shared(fetched)
                 ctx = self._contexts.get(key)
@@ -549,7 +562,7 @@ class ContextRegistry:
 
     def get(self, public_id: str, kind: str) -> ReaderContext:
         """The live context of an id, to inspect it (a request reads it through `acquire`)."""
-        fetched = self._fetch_shared(public_id, kind)
+        fetched = self._fetch_shared(public_id, kind, requested=True)
         with self._lock:
             self._take_shared(fetched)
             return self._lookup(public_id, kind)
@@ -566,7 +579,7 @@ class ContextRegistry:
 
     def acquire(self, public_id: str, kind: str) -> ReaderContext:
         """The live context of an id, marked in use until `release`."""
-        fetched = self._fetch_shared(public_id, kind)
+        fetched = self._fetch_shared(public_id, kind, requested=True)
         with self._lock:
             self._take_shared(fetched)
             ctx = self._lookup(public_id, kind)
@@ -684,7 +697,7 @@ class ContextRegistry:
     def free_all(self, kind: str) -> int:
         if self.shared is not None and self._shares(kind):  # the other coordinators' too
             for key in self.shared.store.ctx_keys(kind):
-                fetched = (key, self.shared.fetch(key))
+                fetched = (key, *self.shared.fetch(key))
                 with self._lock:
                     self._take_shared(fetched)
         with self._lock:

@@ -6,10 +6,12 @@ coordinator that opened it (`kill -9` included), because:
 - **its record lives in the cluster's metadata** (ray_backend/metadata.py, `ContextStore`), not
   in the coordinator's folder: written before the response naming the id (opening, each scroll
   batch, each release that moves its expiry past what the record says, `RECORD_SLACK_SECONDS`),
-  read by the coordinator serving each request, so
-  a coordinator serving a context another one moved on takes the record's cursor, position and
-  keep-alive (`SharedRecords.fetch`); its shards' pins are in the shard actors, named by the
-  context's key, which any coordinator sends;
+  read by the coordinator serving a request unless its copy is the record as of the contexts'
+  version the request began with (a version the store moves with each record written or
+  removed, asked with the cluster version before every request: `SharedRecords.unchanged_since`),
+  so a coordinator serving a context another one moved on or closed takes the record's cursor,
+  position and keep-alive, or its end (`SharedRecords.fetch`); its shards' pins are in the shard
+  actors, named by the context's key, which any coordinator sends;
 - **its id is authenticated with the cluster's secret**: the id's token is an HMAC of the
   context's kind and key under the secret the metadata holds (`token`), so any coordinator checks
   an id before reading anything, and no id can be made without the secret; the record still
@@ -54,9 +56,11 @@ class ContextStore(Protocol):
 
     def ctx_reserve(self, key: str, kind: str, limit: int) -> bool: ...
 
-    def ctx_put(self, key: str, kind: str, expires: float, record: bytes) -> None: ...
+    def ctx_put(self, key: str, kind: str, expires: float, record: bytes) -> int: ...
 
-    def ctx_get(self, key: str) -> bytes | None: ...
+    def ctx_get(self, key: str) -> tuple[bytes | None, int]: ...
+
+    def contexts_seen(self) -> int | None: ...
 
     def ctx_remove(self, key: str) -> bool: ...
 
@@ -78,16 +82,25 @@ class SharedRecords:
         """The id token of a context: 128 bits of an HMAC under the cluster's secret."""
         return hmac.new(self._secret, f"{kind}:{key}".encode(), hashlib.sha256).hexdigest()[:32]
 
-    def write(self, key: str, record: dict[str, Any]) -> None:
-        self.store.ctx_put(key, record["kind"], record["expires_wall"], pickle.dumps(record))
+    def write(self, key: str, record: dict[str, Any]) -> int:
+        """The contexts' version of the record written."""
+        return self.store.ctx_put(key, record["kind"], record["expires_wall"], pickle.dumps(record))
 
     def remove(self, key: str) -> bool:
         """Whether this call ended it (False: another coordinator did)."""
         return self.store.ctx_remove(key)
 
-    def fetch(self, key: str) -> dict[str, Any] | None:
-        raw = self.store.ctx_get(key)
-        return None if raw is None else pickle.loads(raw)
+    def fetch(self, key: str) -> tuple[dict[str, Any] | None, int]:
+        """A context's record (None: ended) and the contexts' version it is the record of."""
+        raw, version = self.store.ctx_get(key)
+        return (None if raw is None else pickle.loads(raw)), version
+
+    def unchanged_since(self, version: int) -> bool:
+        """Whether no record was written or removed after the contexts' version `version` when
+        the current request began (`ContextStore.contexts_seen`): a copy of a record as of
+        `version` is the cluster's (no metadata call)."""
+        seen = self.store.contexts_seen()
+        return seen is not None and seen <= version
 
     def load(self) -> dict[str, dict[str, Any]]:
         """Nothing at start: a context is taken from the store by the request that names it."""

@@ -398,13 +398,53 @@ def test_a_pit_paged_fast_writes_its_record_about_once_a_second_and_it_outlasts_
         sent = time.time()
         page = a.search(pit={"id": pit_id, "keep_alive": "30s"}, size=1).body
         assert page["hits"]["total"]["value"] == 1
-        record = pickle.loads(ray.get(store.ctx_get.remote(key)))
+        record = pickle.loads(ray.get(store.ctx_get.remote(key))[0])
         assert record["expires_wall"] >= sent + 30
         written.add(record["expires_wall"])
     assert len(written) <= time.time() - began + 2  # (each page wrote one before)
     assert b.search(pit={"id": pit_id, "keep_alive": "30s"}, size=1).body["hits"]["total"]["value"] == 1
     assert b.close_point_in_time(id=pit_id).body["num_freed"] == 1
     a.indices.delete(index="fastpit")
+
+
+def test_a_pit_paged_through_one_coordinator_reads_its_record_only_when_a_record_changed(
+    pair: list[Server],
+) -> None:
+    """A PIT's pages through the coordinator holding its latest record read no record from the
+    cluster (the contexts' version each request asks first has not moved: an export's pages are
+    not a metadata call each), yet a PIT closed through the other coordinator is gone for the
+    next page at once: a 404, not a page of failed shards, in `_shard_doc` order and sliced too
+    (which asks its cursor's shard alone)."""
+    import ray
+
+    a, b = clients(pair)
+    a.indices.create(index="quietpit", settings=SETTINGS, mappings=MAPPING)
+    for i in range(30):
+        a.index(index="quietpit", id=str(i), document={"n": i})
+    a.indices.refresh(index="quietpit")
+    store = ray.get_actor("metadata", namespace="leafsearch")
+
+    def record_reads() -> int:
+        return ray.get(store.stats.remote())["calls"].get("ctx_get", 0)
+
+    pit_id = a.open_point_in_time(index="quietpit", keep_alive="5m").body["id"]
+    body = {"size": 1, "sort": ["_shard_doc"], "track_total_hits": False}
+    body["pit"] = {"id": pit_id, "keep_alive": "5m"}
+    a.search(**body)  # (its record written again: a second more than the keep-alive)
+    before = record_reads()
+    for _ in range(20):
+        page = a.search(**body).body
+        assert page["_shards"]["failed"] == 0 and len(page["hits"]["hits"]) == 1
+        body["search_after"] = page["hits"]["hits"][-1]["sort"]
+    assert record_reads() - before <= 5  # (a page that wrote the record makes the next read it)
+    sliced = {**body, "slice": {"id": 0, "max": 2}}
+    sliced.pop("search_after")
+    assert a.search(**sliced).body["_shards"]["failed"] == 0
+    assert b.close_point_in_time(id=pit_id).body["num_freed"] == 1
+    for asked in (body, sliced):
+        with pytest.raises(NotFoundError):
+            a.search(**asked)
+    a.indices.delete(index="quietpit")
 
 
 def test_a_walk_goes_on_through_one_coordinator_after_the_other_is_killed(

@@ -94,14 +94,34 @@ def test_context_reservations_count_atomically_and_orphans_go(kv: FakeKV) -> Non
     assert actor.ctx_reserve("k1", "pit", 2) and actor.ctx_reserve("k2", "pit", 2)
     assert not actor.ctx_reserve("k3", "pit", 2)
     assert actor.ctx_reserve("s1", "scroll", 1)  # each kind its own limit
-    actor.ctx_put("k1", "pit", 1000.0, b"record")
-    assert actor.ctx_get("k1") == b"record" and actor.ctx_get("k2") is None  # (not written yet)
+    written = actor.ctx_put("k1", "pit", 1000.0, b"record")
+    assert actor.ctx_get("k1") == (b"record", written)
+    assert actor.ctx_get("k2") == (None, written)  # (not written yet)
     assert actor.ctx_keys("pit") == ["k1"]
     # Past its expiry and the grace: the written one is listed, the reservations dropped.
     assert actor.ctx_expired(1e12, 5.0) == ["k1"]
     assert actor.ctx_reserve("k3", "pit", 2)
-    assert metadata.MetadataActor().ctx_get("k1") == b"record"  # kept across a restart
+    again = metadata.MetadataActor()  # restarted: the record kept, the contexts' version above
+    assert again.ctx_get("k1") == (b"record", again.versions()[1]) and again.versions()[1] > written
     assert actor.ctx_remove("k1") and not actor.ctx_remove("k1")  # one coordinator ends it
+
+
+def test_the_contexts_version_moves_with_every_record_written_or_removed_only(kv: FakeKV) -> None:
+    """A coordinator's copy of a record as of a contexts' version is the cluster's while the
+    version has not moved (search/contexts.py reads no record then): every write and removal of
+    a record moves it, a reservation or a read does not."""
+    actor = metadata.MetadataActor()
+    start = actor.versions()[1]
+    assert actor.ctx_reserve("k1", "pit", 5) and actor.versions()[1] == start
+    first = actor.ctx_put("k1", "pit", 1000.0, b"one")
+    assert first > start and actor.versions()[1] == first
+    assert actor.ctx_get("k1") == (b"one", first) and actor.versions()[1] == first
+    second = actor.ctx_put("k1", "pit", 1001.0, b"two")
+    assert second > first and actor.ctx_get("k1") == (b"two", second)
+    assert actor.ctx_reserve("k2", "pit", 5) and actor.ctx_remove("k2")  # never written: no change
+    assert actor.versions()[1] == second
+    assert actor.ctx_remove("k1") and actor.versions()[1] > second
+    assert actor.ctx_get("k1") == (None, actor.versions()[1])
 
 
 def test_a_name_claimed_by_one_coordinator_is_refused_to_the_other(kv: FakeKV) -> None:

@@ -73,3 +73,31 @@ def test_a_trim_collects_the_cycles_a_request_left_without_traversing_the_older_
         gc.callbacks.remove(seen)
     assert left() is None
     assert generations and max(generations) < 2  # the long-lived heap (the buffers) is not traversed
+
+
+#: Run in a fresh interpreter (no other thread allocating, as a Ray driver's would in the test
+#: process): a trimmer's kept /proc/self/statm read before and after 96 MiB are touched and freed.
+STATM = """
+from leafsearch.services import memory
+trimmer = memory.Trimmer(growth=32 << 20)
+before = memory.anonymous_rss(trimmer._statm)
+held = bytearray(96 << 20)
+held[::4096] = b"x" * len(held[::4096])
+grown = memory.anonymous_rss(trimmer._statm)
+fresh = memory.anonymous_rss()
+trimmer.after_request()
+del held
+print(before, grown, fresh, trimmer.trims, trimmer.baseline, memory.anonymous_rss(trimmer._statm))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/self/statm")
+def test_the_trimmer_reads_the_heap_again_through_its_kept_statm_and_trims_after_growth() -> None:
+    """A request's check reads /proc/self/statm through the file the trimmer keeps open: each
+    read is the process's memory now (not the first read's), so growth past the threshold trims."""
+    ran = subprocess.run([sys.executable, "-c", STATM], capture_output=True, text=True, check=True)
+    before, grown, fresh, trims, baseline, freed = map(int, ran.stdout.split())
+    assert grown - before >= 90 << 20
+    assert abs(grown - fresh) < 8 << 20  # the same figure as a fresh read
+    assert trims == 1 and baseline >= before + (90 << 20)
+    assert freed < grown - (64 << 20)
