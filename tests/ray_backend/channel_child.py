@@ -8,7 +8,10 @@ import multiprocessing
 import os
 import signal
 import threading
+from collections.abc import Iterator
 from typing import Any
+
+import pytest
 
 from leafsearch.ray_backend.channel import ChannelServer
 
@@ -58,3 +61,14 @@ class Child:
     def kill(self) -> None:
         os.kill(self.process.pid, signal.SIGKILL)
         self.process.join()
+
+
+@pytest.fixture
+def child() -> Iterator[Child]:
+    """A machine actor's channel server alone, in a child process (SIGKILL ends it stopped or
+    not)."""
+    child = Child()
+    child.start()
+    yield child
+    if child.process.is_alive():
+        child.kill()

@@ -25,7 +25,10 @@ from leafsearch.ray_backend.channel import (
     connect,
 )
 from tests.concurrency import wait_for
+from tests.ray_backend import channel_child
 from tests.ray_backend.channel_child import HANG, KEY, Child, Machine
+
+child = channel_child.child  # the fixture: a machine's channel server in a child process
 
 
 def _ask(channels: Channels, message: bytes, seconds: float = 30.0) -> bytes:

@@ -21,8 +21,11 @@ from leafsearch.ray_backend.fault_detection import (
     MachineLink,
     Unanswered,
 )
+from tests.ray_backend import channel_child
 from tests.ray_backend.channel_child import KEY, Child, Machine
 from tests.ray_cluster import stop
+
+child = channel_child.child  # the fixture: a machine's channel server in a child process
 
 
 class Checks:
