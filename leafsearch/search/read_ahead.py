@@ -130,6 +130,15 @@ class ReadAhead:
             timed.extend(phases)
         return page
 
+    def ready(self, ctx_id: int, walk: Hashable, key: Hashable) -> int | None:
+        """The bytes of the page read ahead for this key when it is prepared (`take` would not
+        wait for it); None when there is none, it is being prepared, or its preparation failed."""
+        with self._lock:
+            future = self._pages.get((ctx_id, walk, key))
+        if future is None or not future.done() or future.cancelled() or future.exception() is not None:
+            return None
+        return future.result()[0].nbytes()
+
     def held(self) -> int:
         """Pages held now, prepared or being prepared."""
         with self._lock:

@@ -4,21 +4,24 @@ goes back as idle, and the bound on parked connections holds. (Through HTTP: tes
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import queue
 import socket
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
+from concurrency import wait_for
 
 from leafsearch.request.search_request import parse_search_request
 from leafsearch.search.execution import Park, PitTask, ScrollAhead, ScrollTask
-from leafsearch.search.socket_sink import SCROLL_SLOTS, ParkOffer, Sink, Written, security_stamp
-from leafsearch.search.workers.parking import Parking
+from leafsearch.search.socket_sink import SCROLL_SLOTS, ParkOffer, Sink, Written, security_stamp, send_all
+from leafsearch.search.workers.parking import Parking, Ready
 
 
 def _request(after: Any, size: int = 2) -> bytes:
@@ -36,16 +39,20 @@ def _scroll(scroll_id: str) -> bytes:
 class Rig:
     """A Parking with a fake page writer, and the client's end of each parked socket."""
 
-    def __init__(self, tmp_path: Path, limit: int = 8, idle: float = 60.0) -> None:
+    def __init__(
+        self, tmp_path: Path, limit: int = 8, idle: float = 60.0, ready: Ready | None = None
+    ) -> None:
         self.messages: queue.SimpleQueue[tuple] = queue.SimpleQueue()
         self.security = [0] * (2 + SCROLL_SLOTS)  # the shared generations
         self.users = str(tmp_path / "users")
         self.idle = idle
-        self.parking = Parking(self._execute, self._start, self.messages.put, self.security, limit)
+        self.parking = Parking(self._execute, self._start, self.messages.put, self.security, limit, ready)
         self.pairs: list[tuple[socket.socket, socket.socket]] = []
+        self.started = 0  # pages handed to a writer thread
+        self.writers: list[str] = []  # the thread that wrote each page
 
-    @staticmethod
-    def _start(work: Any) -> None:
+    def _start(self, work: Any) -> None:
+        self.started += 1
         work()
 
     def _execute(self, task: PitTask | ScrollTask, park: Park, confirm: Any, phases: list) -> Any:
@@ -58,7 +65,9 @@ class Rig:
             os.write(task.sink.fd, b"batch %s" % task.public_id.encode())
             kept = park(dataclasses.replace(task, cursor=cursor), answer) if answer.ends else None
             return Written(10, True, 1, parked=kept), cursor, 10, []
-        os.write(task.sink.fd, b"page after %s" % orjson.dumps(task.request.search_after))
+        self.writers.append(threading.current_thread().name)
+        with socket.socket(fileno=os.dup(task.sink.fd)) as out:  # waits for room, as a page's write
+            send_all(out, [b"page after %s" % orjson.dumps(task.request.search_after)], None)
         written = Written(10, True, 1)
         return dataclasses.replace(written, parked=park(task, [task.request.search_after[0] + 1]))
 
@@ -207,3 +216,50 @@ def test_what_is_not_the_scrolls_continuation_is_left_unread(rig: Rig, change: s
     assert rig.message() == ("handback", 1, "other")
     _, server = rig.pairs[0]
     assert server.recv(1 << 16, socket.MSG_PEEK) == sent
+
+
+def test_a_ready_page_is_written_by_the_thread_that_read_its_request(tmp_path: Path) -> None:
+    """A PIT page read ahead and ready goes out from the selector thread, no writer thread woken;
+    the walk stays parked and goes on the same way."""
+    asked: list[tuple[int, bytes]] = []
+    rig = Rig(tmp_path, ready=lambda task, key: (asked.append((task.ctx_id, key)), 100)[1])
+    try:
+        client, _ = rig.park(1)
+        for after in (1, 2):
+            client.sendall(_request([after]))
+            assert rig.message()[0] == "served"
+            assert client.recv(100) == b"page after [%d]" % after
+        assert asked == [(7, b"[1]"), (7, b"[2]")]  # the cursor each page starts from
+        assert (rig.started, rig.writers) == (0, ["leafsearch-worker-parking"] * 2)
+        assert rig.parking.count() == 1
+    finally:
+        rig.close()
+
+
+def test_a_page_not_ready_or_without_room_in_the_socket_goes_to_a_writer_thread(tmp_path: Path) -> None:
+    """The selector thread never waits: not for a page still being prepared, nor for a client
+    that stopped reading (its socket's buffer full), whose page a writer thread writes as the
+    client reads."""
+    ready: dict[str, int | None] = {"size": None}
+    rig = Rig(tmp_path, ready=lambda task, key: ready["size"])
+    try:
+        client, _ = rig.park(1)
+        client.sendall(_request([1]))  # not ready
+        assert rig.message()[0] == "served"
+        assert client.recv(100) == b"page after [1]"
+        assert rig.started == 1
+        ready["size"] = 100
+        _, server = rig.pairs[0]
+        filler = 0
+        with contextlib.suppress(BlockingIOError):
+            while True:  # the client reads nothing meanwhile
+                filler += server.send(b"x" * 65536)
+        client.sendall(_request([2]))
+        wait_for(lambda: rig.started == 2)  # (a writer: the rig's waits for room in this thread's)
+        got = b""
+        while len(got) < filler + len(b"page after [2]"):
+            got += client.recv(1 << 20)
+        assert got.endswith(b"page after [2]")
+        assert rig.message()[0] == "served"
+    finally:
+        rig.close()

@@ -4,6 +4,7 @@ and a context's pages go with it."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -232,5 +233,34 @@ def test_within_after_reply_a_page_is_prepared_once_the_block_ends() -> None:
         wait_for(lambda: ahead.held_bytes() == {1: 1})
         assert isinstance(ahead.take(1, "w", b"d"), _Page)
         assert prepared == [b"d"] and ahead.held() == 0
+    finally:
+        ahead.close()
+
+
+def test_a_page_is_ready_once_prepared_and_until_taken() -> None:
+    """`ready` (a parked walk's selector thread asks it before writing a page itself) never says
+    ready for a page that `take` would wait for, nor for one that failed or went."""
+    ahead = read_ahead_module.ReadAhead()
+    gate = threading.Event()
+
+    def held_back() -> _Page:
+        gate.wait(30)
+        return _Page()
+
+    def failing() -> _Page:
+        raise RuntimeError("the snapshot went")
+
+    try:
+        ahead.continue_walk(1, "w", b"a", b"b", [], held_back)
+        ahead.continue_walk(1, "w", b"b", b"c", [], held_back)
+        assert ahead.ready(1, "w", b"c") is None  # being prepared
+        gate.set()
+        wait_for(lambda: ahead.ready(1, "w", b"c") == 1)
+        assert ahead.ready(1, "other walk", b"c") is None and ahead.ready(2, "w", b"c") is None
+        assert isinstance(ahead.take(1, "w", b"c"), _Page)
+        assert ahead.ready(1, "w", b"c") is None  # taken
+        ahead.continue_walk(1, "w", b"c", b"d", [], failing)
+        wait_for(lambda: ahead.held_bytes() == {} and ahead.held() == 1)
+        assert ahead.ready(1, "w", b"d") is None
     finally:
         ahead.close()

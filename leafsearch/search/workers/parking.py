@@ -31,13 +31,15 @@ every context freed, so a scan clearing its scroll sends no other scroll's conne
 The server process is told of each batch before it is written (the note moves the context,
 `ReaderContext.note`), so a client that asks for the next id elsewhere finds the context there.
 
-Then the request's bytes are consumed, the page is written with the head, and the server process
-gets a note (not waited for) with what it counts: the context's keep-alive, the search stats, the
-HTTP client's request, a scroll's position. Anything else — another request, EOF, bytes that do
-not complete a request within the idle time, the context forgotten, a security change — consumes
-nothing and hands the connection back: the server process resumes reading it and answers on the general path
-what the kernel still holds. Nothing is re-injected, and nothing is answered here that the
-general path would answer differently.
+Then the request's bytes are consumed, the page is written with the head (by a writer thread, or by
+the selector thread itself when the PIT page was read ahead and is ready and the socket has room for
+it twice over: one thread hand-off less on the page's way, and a write that cannot wait for the
+client), and the server process gets a note (not waited for) with what it counts: the context's
+keep-alive, the search stats, the HTTP client's request, a scroll's position. Anything else —
+another request, EOF, bytes that do not complete a request within the idle time, the context
+forgotten, a security change — consumes nothing and hands the connection back: the server process
+resumes reading it and answers on the general path what the kernel still holds. Nothing is
+re-injected, and nothing is answered here that the general path would answer differently.
 
 Bounds: at most `MAX_PARKED` connections per worker (beyond, no park), no thread per connection,
 and a parked connection's descriptor is closed when it is handed back, dropped or closed.
@@ -47,10 +49,13 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import fcntl
 import logging
 import os
 import selectors
 import socket
+import struct
+import termios
 import threading
 import time
 from collections import OrderedDict, deque
@@ -79,6 +84,12 @@ _PARTIAL_FIRST = 0.00005
 _PARTIAL_MAX = 0.005
 #: Contexts forgotten lately: a page being served when its context was forgotten does not park.
 _FORGOTTEN = 1024
+
+#: The bytes of a parked PIT walk's next page (given its task and the page's cursor key) when it
+#: was read ahead and is ready (`ReadAhead.ready`); None: not ready.
+Ready = Callable[[PitTask, bytes], "int | None"]
+#: Room kept beside a page for its response's head and the rest of its body.
+_HEAD_ROOM = 4096
 
 #: Runs a PIT page or scroll batch (execution.run with this module's `park` and the confirm
 #: given), timing its phases into the list given: what execution.run returns.
@@ -137,6 +148,15 @@ def _split(request: bytes) -> tuple[list[bytes], int, int] | None:
     return [lines[0], *kept], end + 4, length
 
 
+def _room(conn: socket.socket) -> int:
+    """Bytes the socket's send buffer takes now without waiting: its size less what it holds."""
+    try:
+        held = struct.unpack("i", fcntl.ioctl(conn.fileno(), termios.TIOCOUTQ, b"\0\0\0\0"))[0]
+        return conn.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF) - held
+    except OSError:
+        return 0
+
+
 class Parking:
     """A worker's parked connections; see the module docstring."""
 
@@ -147,8 +167,10 @@ class Parking:
         send: Callable[[tuple], None],
         security: Any,
         limit: int = MAX_PARKED,
+        ready: Ready | None = None,
     ) -> None:
         self._execute = execute
+        self._ready = ready
         self._start = start
         self._send = send
         self._security = security
@@ -381,14 +403,28 @@ class Parking:
                 return
             except OSError:
                 peeked = b""
-        verdict = self._continuation(parked, peeked)
-        if verdict is None:
-            parked.wait_more()
-            partial[parked.fd] = parked
-        elif verdict is False:
-            self._hand_back(parked, "other")
+            verdict = self._continuation(parked, peeked)
+            if verdict is None:
+                parked.wait_more()
+                partial[parked.fd] = parked
+                return
+            if verdict is False:
+                self._hand_back(parked, "other")
+                return
+            inline = self._inline(parked, data)
+        if inline:
+            self._serve(parked, verdict)
         else:
             self._start(lambda: self._serve(parked, verdict))
+
+    def _inline(self, parked: _Parked, conn: socket.socket) -> bool:
+        """Whether this thread serves the continuation itself rather than a writer thread: a PIT
+        page read ahead and ready, which the socket's send buffer has room for twice over (its
+        write cannot wait for the client, so a client that stops reading holds no thread)."""
+        if self._ready is None or not isinstance(parked.task, PitTask):
+            return False
+        size = self._ready(parked.task, parked.expected)  # type: ignore[arg-type]
+        return size is not None and _room(conn) >= 2 * (size + _HEAD_ROOM)
 
     def _continuation(self, parked: _Parked, peeked: bytes) -> int | bool | None:
         """The size of the continuation the socket holds; None: incomplete, wait; False: not one."""
@@ -442,7 +478,8 @@ class Parking:
         return head + length
 
     def _serve(self, parked: _Parked, size: int) -> None:
-        """Consume the continuation and write its page (a writer thread); parked again after."""
+        """Consume the continuation and write its page (a writer thread, or the selector thread:
+        `_inline`); parked again after."""
         task = parked.task
         held = []
         try:

@@ -44,6 +44,7 @@ from leafsearch.index.block_cache import BlockCache
 from leafsearch.index.events import ShardEvents
 from leafsearch.index.fielddata import Fielddata
 from leafsearch.search import execution
+from leafsearch.search.execution import PitTask
 from leafsearch.search.hitlist import HitListCache
 from leafsearch.search.read_ahead import ReadAhead, after_reply
 from leafsearch.search.segment_orders import SegmentOrders
@@ -170,7 +171,10 @@ def main(conn: Connection, config: WorkerConfig, security: Any = None) -> None:
         TIMED.set(phases)
         return execution.run(state.services, task, None, confirm, park)
 
-    parking = Parking(execute, writers.start, lambda message: reply(message), security)
+    def ready(task: PitTask, key: bytes) -> int | None:
+        return state.services.contexts.read_ahead.ready(task.ctx_id, task.walk, key)
+
+    parking = Parking(execute, writers.start, lambda message: reply(message), security, ready=ready)
 
     def reply(message: tuple, buffers: list[pickle.PickleBuffer] = ()) -> None:  # type: ignore[assignment]
         """Send a message, then each out-of-band buffer of its payload as it is (a rendered page:
