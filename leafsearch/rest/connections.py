@@ -164,11 +164,11 @@ class HttpConnections:
         if self._parks.pop(park_id, None) is not None and closed and self.unpark is not None:
             self.unpark(park_id)
 
-    def served(self, park_id: int, request_bytes: int) -> None:
+    def served(self, park_id: int, request_bytes: int, requests: int) -> None:
         """(socket_sink.ParkedConnections, from a worker pool's reader thread.)"""
         protocol = self._parks.get(park_id)
         if protocol is not None:
-            protocol.loop.call_soon_threadsafe(protocol.served_parked, park_id, request_bytes)
+            protocol.loop.call_soon_threadsafe(protocol.served_parked, park_id, request_bytes, requests)
 
     def handed_back(self, park_id: int, reason: str) -> None:
         """(socket_sink.ParkedConnections, from a worker pool's reader thread.)"""
@@ -364,11 +364,12 @@ def counting_protocol(
             else:
                 self.transport.close()
 
-        def served_parked(self, park_id: int, request_bytes: int) -> None:
-            """The worker served a request on the parked connection: counted as this loop would."""
+        def served_parked(self, park_id: int, request_bytes: int, requests: int) -> None:
+            """The worker served requests on the parked connection: counted as this loop would."""
             if park_id == self._park_id:
-                self.server_state.total_requests += 1
-                self._client.request(self.url, self.headers, connections.now_millis())
+                self.server_state.total_requests += requests
+                for _ in range(requests):
+                    self._client.request(self.url, self.headers, connections.now_millis())
                 self._client.request_size_bytes += request_bytes
 
         def _refuse_head(self) -> None:

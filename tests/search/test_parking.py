@@ -40,13 +40,20 @@ class Rig:
     """A Parking with a fake page writer, and the client's end of each parked socket."""
 
     def __init__(
-        self, tmp_path: Path, limit: int = 8, idle: float = 60.0, ready: Ready | None = None
+        self,
+        tmp_path: Path,
+        limit: int = 8,
+        idle: float = 60.0,
+        ready: Ready | None = None,
+        notes_delay: float = 0.0,
     ) -> None:
         self.messages: queue.SimpleQueue[tuple] = queue.SimpleQueue()
         self.security = [0] * (2 + SCROLL_SLOTS)  # the shared generations
         self.users = str(tmp_path / "users")
         self.idle = idle
-        self.parking = Parking(self._execute, self._start, self.messages.put, self.security, limit, ready)
+        self.parking = Parking(
+            self._execute, self._start, self.messages.put, self.security, limit, ready, notes_delay
+        )
         self.pairs: list[tuple[socket.socket, socket.socket]] = []
         self.started = 0  # pages handed to a writer thread
         self.writers: list[str] = []  # the thread that wrote each page
@@ -263,3 +270,39 @@ def test_a_page_not_ready_or_without_room_in_the_socket_goes_to_a_writer_thread(
         assert rig.message()[0] == "served"
     finally:
         rig.close()
+
+
+def test_a_walks_notes_go_as_one_and_before_its_connection_goes_back(tmp_path: Path) -> None:
+    """The server process hears of a parked walk's pages once per notes' delay, their counts
+    added up, and always before the connection is handed back (it would not count them after)."""
+    rig = Rig(tmp_path, notes_delay=3600.0)
+    try:
+        client, _ = rig.park(1)
+        for after in (1, 2, 3):
+            client.sendall(_request([after]))
+            assert client.recv(100) == b"page after [%d]" % after
+        assert rig.messages.empty()  # held for the delay
+        client.sendall(_request([9]))  # not the walk's continuation: handed back
+        kind, park_id, note = rig.message()
+        bodies = sum(len(_request([after]).split(b"\r\n\r\n")[1]) for after in (1, 2, 3))
+        assert (kind, park_id, note["pages"], note["request_bytes"]) == ("served", 1, 3, bodies)
+        assert rig.message() == ("handback", 1, "other")
+    finally:
+        rig.close()
+
+
+def test_notes_held_go_when_their_delay_ends_or_the_worker_closes(tmp_path: Path) -> None:
+    rig = Rig(tmp_path, notes_delay=0.05)
+    try:
+        client, _ = rig.park(1)
+        client.sendall(_request([1]))
+        assert client.recv(100) == b"page after [1]"
+        assert rig.message()[:2] == ("served", 1)  # the delay ended: no other page needed
+    finally:
+        rig.close()
+    closing = Rig(tmp_path, notes_delay=3600.0)
+    client, _ = closing.park(1)
+    client.sendall(_request([1]))
+    assert client.recv(100) == b"page after [1]"
+    closing.close()
+    assert closing.message()[:2] == ("served", 1)

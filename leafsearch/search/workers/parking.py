@@ -90,6 +90,10 @@ _FORGOTTEN = 1024
 Ready = Callable[[PitTask, bytes], "int | None"]
 #: Room kept beside a page for its response's head and the rest of its body.
 _HEAD_ROOM = 4096
+#: How long the notes of a PIT walk's pages served here wait to go to the server process as one
+#: (`_noted`): one message, and one wake of the server's threads, per this time rather than per
+#: page (0.15-0.25 ms of its CPU per page of 1,000 hits, on cores the walk's client shares).
+_NOTES_DELAY = 0.02
 
 #: Runs a PIT page or scroll batch (execution.run with this module's `park` and the confirm
 #: given), timing its phases into the list given: what execution.run returns.
@@ -168,9 +172,11 @@ class Parking:
         security: Any,
         limit: int = MAX_PARKED,
         ready: Ready | None = None,
+        notes_delay: float = _NOTES_DELAY,
     ) -> None:
         self._execute = execute
         self._ready = ready
+        self._notes_delay = notes_delay
         self._start = start
         self._send = send
         self._security = security
@@ -184,6 +190,11 @@ class Parking:
         self._thread: threading.Thread | None = None
         self._wake_r, self._wake_w = -1, -1
         self._closed = False
+        #: PIT pages' notes not sent yet, by park id, and when they go (`_noted`); the lock is
+        #: held while they are sent, so a connection's notes go before it is handed back.
+        self._notes: dict[int, dict[str, Any]] = {}
+        self._notes_due = 0.0
+        self._notes_lock = threading.Lock()
 
     # ---- called by other threads -------------------------------------------------------------
 
@@ -267,6 +278,7 @@ class Parking:
         self._command("drop", park_id)
 
     def close(self) -> None:
+        self._flush()
         with self._lock:
             self._closed = True
             parked = list(self._parked.values())
@@ -313,6 +325,8 @@ class Parking:
                 now = time.monotonic()
                 deadlines = [p.idle_until for p in watched.values()]
                 deadlines += [p.retry for p in partial.values()]
+                if self._notes:
+                    deadlines.append(self._notes_due)
                 timeout = max(0.0, min(deadlines) - now) if deadlines else None
                 ready = selector.select(timeout)
                 for key, _ in ready:
@@ -331,6 +345,8 @@ class Parking:
                 if not self._apply(selector, watched, partial):
                     return
                 now = time.monotonic()
+                if self._notes and now >= self._notes_due:
+                    self._flush()
                 for fd, parked in list(watched.items()):
                     if now >= parked.idle_until:
                         del watched[fd]
@@ -359,6 +375,8 @@ class Parking:
                 kind, arg = self._commands.popleft()
             if kind == "stop":
                 return False
+            if kind == "notes":  # (notes held: their time is among the deadlines)
+                continue
             if kind == "watch":
                 if self._dropped.pop(arg.park_id, False):  # closed by the server meanwhile
                     self._release(arg)
@@ -382,6 +400,8 @@ class Parking:
                     selector.unregister(parked.fd)
                 partial.pop(parked.fd, None)
                 if kind == "drop":
+                    with self._notes_lock:  # (the server forgot the connection: nothing to count)
+                        self._notes.pop(parked.park_id, None)
                     self._release(parked)
                 else:
                     self._hand_back(parked, "other")
@@ -512,7 +532,7 @@ class Parking:
         page = dataclasses.replace(task, request=request, elapsed=0.0, sink=sink)
         phases: list[tuple[str, float]] = []
         written = self._execute(page, self.park, None, phases)
-        self._send(("served", parked.park_id, self._note(written, taken, phases)))
+        self._noted(parked.park_id, self._note(written, taken, phases))
         self._after(parked, written)
 
     def _serve_batch(self, parked: _Parked, task: ScrollTask, size: int) -> None:
@@ -556,7 +576,11 @@ class Parking:
     @staticmethod
     def _note(written: Written | None, taken: bytes, phases: list[tuple[str, float]]) -> dict[str, Any]:
         """What the server process counts of a request served here."""
-        note: dict[str, Any] = {"request_bytes": len(taken) - taken.find(b"\r\n\r\n") - 4, "phases": phases}
+        note: dict[str, Any] = {
+            "request_bytes": len(taken) - taken.find(b"\r\n\r\n") - 4,
+            "phases": phases,
+            "pages": 1,
+        }
         if written is not None:
             note.update(took=written.took, total=written.total, length=written.length)
         return note
@@ -571,9 +595,40 @@ class Parking:
             with contextlib.suppress(OSError):
                 os.close(parked.fd)
 
+    def _noted(self, park_id: int, note: dict[str, Any]) -> None:
+        """A PIT page's note, sent with the others held within the notes' delay (the selector
+        thread sends them; told when the first is held): its pages, request bytes and phases
+        add up. (A scroll's is sent at once: the server moves the scroll before its batch goes.)"""
+        with self._notes_lock:
+            held = self._notes.get(park_id)
+            if held is None:
+                self._notes[park_id] = note
+            else:
+                held["pages"] += note["pages"]
+                held["request_bytes"] += note["request_bytes"]
+                held["phases"] += note["phases"]
+            first = len(self._notes) == 1 and held is None
+            if first:
+                self._notes_due = time.monotonic() + self._notes_delay
+        if first and threading.current_thread() is not self._thread:
+            self._command("notes", None)
+
+    def _flush(self, park_id: int | None = None) -> None:
+        """Send the notes held (`park_id`'s only, when given)."""
+        with self._notes_lock:
+            if park_id is None:
+                notes, self._notes = self._notes, {}
+            else:
+                note = self._notes.pop(park_id, None)
+                notes = {} if note is None else {park_id: note}
+            for held, note in notes.items():
+                self._send(("served", held, note))
+
     def _hand_back(self, parked: _Parked, reason: str) -> None:
         """Give the connection back to the server process (`idle`: it closes it as an idle
-        keep-alive connection; `cut`: what reached the client is unknown, it closes it)."""
+        keep-alive connection; `cut`: what reached the client is unknown, it closes it), after
+        the notes of its pages served here."""
+        self._flush(parked.park_id)
         if self._release(parked):
             self._send(("handback", parked.park_id, reason))
 
