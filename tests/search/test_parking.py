@@ -10,7 +10,7 @@ import os
 import queue
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,7 @@ from concurrency import wait_for
 from leafsearch.request.search_request import parse_search_request
 from leafsearch.search.execution import Park, PitTask, ScrollAhead, ScrollTask
 from leafsearch.search.socket_sink import SCROLL_SLOTS, ParkOffer, Sink, Written, security_stamp, send_all
-from leafsearch.search.workers.parking import Parking, Ready
+from leafsearch.search.workers.parking import Parking, WhenReady
 
 
 def _request(after: Any, size: int = 2) -> bytes:
@@ -44,7 +44,7 @@ class Rig:
         tmp_path: Path,
         limit: int = 8,
         idle: float = 60.0,
-        ready: Ready | None = None,
+        when_ready: WhenReady | None = None,
         notes_delay: float = 0.0,
     ) -> None:
         self.messages: queue.SimpleQueue[tuple] = queue.SimpleQueue()
@@ -52,7 +52,7 @@ class Rig:
         self.users = str(tmp_path / "users")
         self.idle = idle
         self.parking = Parking(
-            self._execute, self._start, self.messages.put, self.security, limit, ready, notes_delay
+            self._execute, self._start, self.messages.put, self.security, limit, when_ready, notes_delay
         )
         self.pairs: list[tuple[socket.socket, socket.socket]] = []
         self.started = 0  # pages handed to a writer thread
@@ -229,7 +229,13 @@ def test_a_ready_page_is_written_by_the_thread_that_read_its_request(tmp_path: P
     """A PIT page read ahead and ready goes out from the selector thread, no writer thread woken;
     the walk stays parked and goes on the same way."""
     asked: list[tuple[int, bytes]] = []
-    rig = Rig(tmp_path, ready=lambda task, key: (asked.append((task.ctx_id, key)), 100)[1])
+
+    def ready(task: PitTask, key: bytes, call: Callable[[int | None], None]) -> bool:
+        asked.append((task.ctx_id, key))
+        call(100)
+        return True
+
+    rig = Rig(tmp_path, when_ready=ready)
     try:
         client, _ = rig.park(1)
         for after in (1, 2):
@@ -243,19 +249,52 @@ def test_a_ready_page_is_written_by_the_thread_that_read_its_request(tmp_path: P
         rig.close()
 
 
-def test_a_page_not_ready_or_without_room_in_the_socket_goes_to_a_writer_thread(tmp_path: Path) -> None:
-    """The selector thread never waits: not for a page still being prepared, nor for a client
-    that stopped reading (its socket's buffer full), whose page a writer thread writes as the
-    client reads."""
-    ready: dict[str, int | None] = {"size": None}
-    rig = Rig(tmp_path, ready=lambda task, key: ready["size"])
+def test_a_page_being_prepared_is_written_by_the_thread_that_prepares_it(tmp_path: Path) -> None:
+    """The request came before its page was ready: the thread that prepares the page writes it as
+    it ends, or a writer thread when the preparation failed."""
+    calls: queue.SimpleQueue[Callable[[int | None], None]] = queue.SimpleQueue()
+
+    def being_prepared(task: PitTask, key: bytes, call: Callable[[int | None], None]) -> bool:
+        calls.put(call)
+        return True
+
+    rig = Rig(tmp_path, when_ready=being_prepared)
     try:
         client, _ = rig.park(1)
-        client.sendall(_request([1]))  # not ready
+        client.sendall(_request([1]))
+        prepared = threading.Thread(target=calls.get(timeout=30), args=(100,), name="preparing")
+        prepared.start()
+        prepared.join()
+        assert rig.message()[0] == "served"
+        assert client.recv(100) == b"page after [1]"
+        client.sendall(_request([2]))
+        calls.get(timeout=30)(None)  # its preparation failed: a writer renders it
+        assert rig.message()[0] == "served"
+        assert client.recv(100) == b"page after [2]"
+        assert (rig.started, rig.writers) == (1, ["preparing", "MainThread"])
+    finally:
+        rig.close()
+
+
+def test_a_page_not_ready_or_without_room_in_the_socket_goes_to_a_writer_thread(tmp_path: Path) -> None:
+    """The selector thread never waits: not for a page whose preparation has not started, nor for
+    a client that stopped reading (its socket's buffer full), whose page a writer thread writes
+    as the client reads."""
+    ready = {"now": False}
+
+    def when_ready(task: PitTask, key: bytes, call: Callable[[int | None], None]) -> bool:
+        if ready["now"]:
+            call(100)
+        return ready["now"]
+
+    rig = Rig(tmp_path, when_ready=when_ready)
+    try:
+        client, _ = rig.park(1)
+        client.sendall(_request([1]))  # not being prepared
         assert rig.message()[0] == "served"
         assert client.recv(100) == b"page after [1]"
         assert rig.started == 1
-        ready["size"] = 100
+        ready["now"] = True
         _, server = rig.pairs[0]
         filler = 0
         with contextlib.suppress(BlockingIOError):

@@ -32,14 +32,15 @@ The server process is told of each batch before it is written (the note moves th
 `ReaderContext.note`), so a client that asks for the next id elsewhere finds the context there.
 
 Then the request's bytes are consumed, the page is written with the head (by a writer thread, or by
-the selector thread itself when the PIT page was read ahead and is ready and the socket has room for
-it twice over: one thread hand-off less on the page's way, and a write that cannot wait for the
-client), and the server process gets a note (not waited for) with what it counts: the context's
-keep-alive, the search stats, the HTTP client's request, a scroll's position. Anything else —
-another request, EOF, bytes that do not complete a request within the idle time, the context
-forgotten, a security change — consumes nothing and hands the connection back: the server process
-resumes reading it and answers on the general path what the kernel still holds. Nothing is
-re-injected, and nothing is answered here that the general path would answer differently.
+the thread that finds the PIT page read ahead ready — the selector thread, or the read-ahead's when
+the request came first — if the socket has room for it twice over: one thread hand-off less on the
+page's way, and a write that cannot wait for the client), and the server process gets a note (not
+waited for) with what it counts: the context's keep-alive, the search stats, the HTTP client's
+request, a scroll's position. Anything else — another request, EOF, bytes that do not complete a
+request within the idle time, the context forgotten, a security change — consumes nothing and hands
+the connection back: the server process resumes reading it and answers on the general path what the
+kernel still holds. Nothing is re-injected, and nothing is answered here that the general path would
+answer differently.
 
 Bounds: at most `MAX_PARKED` connections per worker (beyond, no park), no thread per connection,
 and a parked connection's descriptor is closed when it is handed back, dropped or closed.
@@ -85,9 +86,11 @@ _PARTIAL_MAX = 0.005
 #: Contexts forgotten lately: a page being served when its context was forgotten does not park.
 _FORGOTTEN = 1024
 
-#: The bytes of a parked PIT walk's next page (given its task and the page's cursor key) when it
-#: was read ahead and is ready (`ReadAhead.ready`); None: not ready.
-Ready = Callable[[PitTask, bytes], "int | None"]
+#: Given a parked PIT walk's task, its next page's cursor key and a call: the call is made with
+#: the page's bytes (None: its preparation failed) once the page read ahead for that key is ready,
+#: at once when it is, else by the thread that prepares it (`ReadAhead.when_ready`); False: no
+#: page is being prepared for it (none, or not started).
+WhenReady = Callable[[PitTask, bytes, Callable[["int | None"], None]], bool]
 #: Room kept beside a page for its response's head and the rest of its body.
 _HEAD_ROOM = 4096
 #: How long the notes of a PIT walk's pages served here wait to go to the server process as one
@@ -171,11 +174,11 @@ class Parking:
         send: Callable[[tuple], None],
         security: Any,
         limit: int = MAX_PARKED,
-        ready: Ready | None = None,
+        when_ready: WhenReady | None = None,
         notes_delay: float = _NOTES_DELAY,
     ) -> None:
         self._execute = execute
-        self._ready = ready
+        self._when_ready = when_ready
         self._notes_delay = notes_delay
         self._start = start
         self._send = send
@@ -431,20 +434,30 @@ class Parking:
             if verdict is False:
                 self._hand_back(parked, "other")
                 return
-            inline = self._inline(parked, data)
-        if inline:
-            self._serve(parked, verdict)
-        else:
+        if not self._page_awaited(parked, verdict):
             self._start(lambda: self._serve(parked, verdict))
 
-    def _inline(self, parked: _Parked, conn: socket.socket) -> bool:
-        """Whether this thread serves the continuation itself rather than a writer thread: a PIT
-        page read ahead and ready, which the socket's send buffer has room for twice over (its
-        write cannot wait for the client, so a client that stops reading holds no thread)."""
-        if self._ready is None or not isinstance(parked.task, PitTask):
+    def _page_awaited(self, parked: _Parked, request: int) -> bool:
+        """Whether a parked PIT walk's page is read ahead: served by `_ready` once it is ready."""
+        if self._when_ready is None or not isinstance(parked.task, PitTask):
             return False
-        size = self._ready(parked.task, parked.expected)  # type: ignore[arg-type]
-        return size is not None and _room(conn) >= 2 * (size + _HEAD_ROOM)
+        key: bytes = parked.expected  # type: ignore[assignment]  # (a PIT walk's cursor key)
+        return self._when_ready(parked.task, key, lambda size: self._ready(parked, request, size))
+
+    def _ready(self, parked: _Parked, request: int, size: int | None) -> None:
+        """A parked PIT walk's page read ahead is ready (`size` bytes; None: its preparation
+        failed), called in this thread or the one that prepared it: that thread writes it when
+        the socket's send buffer has room for it twice over (the write cannot wait for the
+        client, so a client that stops reading holds no thread), else a writer thread does."""
+        try:
+            with socket.socket(fileno=os.dup(parked.fd)) as conn:
+                room = _room(conn)
+        except OSError:
+            room = 0
+        if size is not None and room >= 2 * (size + _HEAD_ROOM):
+            self._serve(parked, request)
+        else:
+            self._start(lambda: self._serve(parked, request))
 
     def _continuation(self, parked: _Parked, peeked: bytes) -> int | bool | None:
         """The size of the continuation the socket holds; None: incomplete, wait; False: not one."""
@@ -498,8 +511,8 @@ class Parking:
         return head + length
 
     def _serve(self, parked: _Parked, size: int) -> None:
-        """Consume the continuation and write its page (a writer thread, or the selector thread:
-        `_inline`); parked again after."""
+        """Consume the continuation and write its page (a writer thread, or the thread that saw
+        its page ready: `_ready`); parked again after."""
         task = parked.task
         held = []
         try:

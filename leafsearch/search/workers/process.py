@@ -171,10 +171,10 @@ def main(conn: Connection, config: WorkerConfig, security: Any = None) -> None:
         TIMED.set(phases)
         return execution.run(state.services, task, None, confirm, park)
 
-    def ready(task: PitTask, key: bytes) -> int | None:
-        return state.services.contexts.read_ahead.ready(task.ctx_id, task.walk, key)
+    def when_ready(task: PitTask, key: bytes, call: Callable[[int | None], None]) -> bool:
+        return state.services.contexts.read_ahead.when_ready(task.ctx_id, task.walk, key, call)
 
-    parking = Parking(execute, writers.start, lambda message: reply(message), security, ready=ready)
+    parking = Parking(execute, writers.start, lambda message: reply(message), security, when_ready=when_ready)
 
     def reply(message: tuple, buffers: list[pickle.PickleBuffer] = ()) -> None:  # type: ignore[assignment]
         """Send a message, then each out-of-band buffer of its payload as it is (a rendered page:
