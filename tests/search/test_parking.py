@@ -21,6 +21,7 @@ from concurrency import wait_for
 from leafsearch.request.search_request import parse_search_request
 from leafsearch.search.execution import Park, PitTask, ScrollAhead, ScrollTask
 from leafsearch.search.socket_sink import SCROLL_SLOTS, ParkOffer, Sink, Written, security_stamp, send_all
+from leafsearch.search.workers import parking as parking_module
 from leafsearch.search.workers.parking import Parking, WhenReady
 
 
@@ -345,3 +346,39 @@ def test_notes_held_go_when_their_delay_ends_or_the_worker_closes(tmp_path: Path
     assert client.recv(100) == b"page after [1]"
     closing.close()
     assert closing.message()[:2] == ("served", 1)
+
+
+def _tcp_pair() -> tuple[socket.socket, socket.socket]:
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        client = socket.create_connection(listener.getsockname())
+        server, _ = listener.accept()
+    server.setblocking(False)
+    return client, server
+
+
+def test_a_body_sent_apart_from_its_head_is_awaited_on_the_socket_and_its_mark_goes_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The official clients send a request's head and body in two writes: the selector thread
+    waits on the socket for the rest (a receive low-water mark of the request's size), never
+    longer than its bound, and leaves the mark at 1 (the server process reads the socket again
+    when it is handed back)."""
+    request = _request([1])
+    head, body = request[: request.index(b"\r\n\r\n") + 4], request[request.index(b"\r\n\r\n") + 4 :]
+    client, server = _tcp_pair()
+    try:
+        client.sendall(head)
+        wait_for(lambda: len(server.recv(1 << 16, socket.MSG_PEEK)) == len(head))
+        assert not parking_module._body_awaited(server, head)  # no body within the bound
+        assert server.getsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT) == 1
+        monkeypatch.setattr(parking_module, "_BODY_WAIT", 60.0)  # (returns as the body comes)
+        sender = threading.Thread(target=client.sendall, args=(body,))
+        sender.start()
+        assert parking_module._body_awaited(server, head)
+        sender.join()
+        assert server.recv(1 << 16, socket.MSG_PEEK) == request
+        assert server.getsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT) == 1
+        assert not parking_module._body_awaited(server, head[:-2])  # the head itself not whole
+    finally:
+        client.close()
+        server.close()
