@@ -382,3 +382,27 @@ def test_a_body_sent_apart_from_its_head_is_awaited_on_the_socket_and_its_mark_g
     finally:
         client.close()
         server.close()
+
+
+def test_only_a_requests_first_look_waits_for_its_body(rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A client that sends a head and holds its body back holds the selector thread for one wait
+    at most; the request is served once its body comes."""
+    awaited: list[bytes] = []
+    looked: list[bytes] = []
+    monkeypatch.setattr(parking_module, "_body_awaited", lambda _, peeked: awaited.append(peeked) and False)
+    continuation = Parking._continuation
+
+    def looking(self: Parking, parked: Any, peeked: bytes) -> Any:
+        looked.append(peeked)
+        return continuation(self, parked, peeked)
+
+    monkeypatch.setattr(Parking, "_continuation", looking)
+    client, _ = rig.park(1)
+    request = _request([1])
+    cut = request.index(b"\r\n\r\n") + 4
+    client.sendall(request[:cut])
+    wait_for(lambda: len(looked) >= 3)
+    assert awaited == [request[:cut]]
+    client.sendall(request[cut:])
+    assert rig.message()[0] == "served"
+    assert client.recv(100) == b"page after [1]"

@@ -165,7 +165,8 @@ def _body_awaited(conn: socket.socket, peeked: bytes) -> bool:
     official Python clients (http.client) send a request's head and body in two writes, the body
     microseconds behind, and the head alone wakes the selector thread. Its wait is on the socket
     (its receive low-water mark, the whole request's size, for that wait only): no second look
-    after a timer, which a loaded machine made 1 ms late (bench/RESULTS.md, session 17)."""
+    after a timer, which a loaded machine made 1 ms late (bench/RESULTS.md, session 17). Only a
+    request's first look waits: a slow client holds the selector thread 1 ms a request at most."""
     split = _split(peeked)
     if split is None or not len(peeked) < split[1] + split[2] <= MAX_REQUEST:
         return False
@@ -453,7 +454,7 @@ class Parking:
             except OSError:
                 peeked = b""
             verdict = self._continuation(parked, peeked)
-            if verdict is None and _body_awaited(data, peeked):
+            if verdict is None and not parked.backoff and _body_awaited(data, peeked):  # (its first look)
                 with contextlib.suppress(OSError):
                     verdict = self._continuation(parked, data.recv(MAX_REQUEST + 1, _PEEK))
             if verdict is None:
