@@ -164,7 +164,7 @@ class HttpConnections:
         if self._parks.pop(park_id, None) is not None and closed and self.unpark is not None:
             self.unpark(park_id)
 
-    def served(self, park_id: int, request_bytes: int, requests: int) -> None:
+    def served(self, park_id: int, request_bytes: int, requests: int = 1) -> None:
         """(socket_sink.ParkedConnections, from a worker pool's reader thread.)"""
         protocol = self._parks.get(park_id)
         if protocol is not None:
@@ -368,8 +368,8 @@ def counting_protocol(
             """The worker served requests on the parked connection: counted as this loop would."""
             if park_id == self._park_id:
                 self.server_state.total_requests += requests
-                for _ in range(requests):
-                    self._client.request(self.url, self.headers, connections.now_millis())
+                self._client.request(self.url, self.headers, connections.now_millis())
+                self._client.request_count += requests - 1  # (each the same request line)
                 self._client.request_size_bytes += request_bytes
 
         def _refuse_head(self) -> None:

@@ -325,7 +325,7 @@ def test_a_walks_notes_go_as_one_and_before_its_connection_goes_back(tmp_path: P
         client.sendall(_request([9]))  # not the walk's continuation: handed back
         kind, park_id, note = rig.message()
         bodies = sum(len(_request([after]).split(b"\r\n\r\n")[1]) for after in (1, 2, 3))
-        assert (kind, park_id, note["pages"], note["request_bytes"]) == ("served", 1, 3, bodies)
+        assert (kind, park_id, note["requests"], note["request_bytes"]) == ("served", 1, 3, bodies)
         assert rig.message() == ("handback", 1, "other")
     finally:
         rig.close()

@@ -622,7 +622,7 @@ class Parking:
         note: dict[str, Any] = {
             "request_bytes": len(taken) - taken.find(b"\r\n\r\n") - 4,
             "phases": phases,
-            "pages": 1,
+            "requests": 1,
         }
         if written is not None:
             note.update(took=written.took, total=written.total, length=written.length)
@@ -640,14 +640,14 @@ class Parking:
 
     def _noted(self, park_id: int, note: dict[str, Any]) -> None:
         """A PIT page's note, sent with the others held within the notes' delay (the selector
-        thread sends them; told when the first is held): its pages, request bytes and phases
+        thread sends them; told when the first is held): its requests, request bytes and phases
         add up. (A scroll's is sent at once: the server moves the scroll before its batch goes.)"""
         with self._notes_lock:
             held = self._notes.get(park_id)
             if held is None:
                 self._notes[park_id] = note
             else:
-                held["pages"] += note["pages"]
+                held["requests"] += note["requests"]
                 held["request_bytes"] += note["request_bytes"]
                 held["phases"] += note["phases"]
             first = len(self._notes) == 1 and held is None

@@ -794,7 +794,7 @@ class WorkerPool:
         the page is counted as a search (a reader thread's)."""
         with self._lock:
             walk = self._parks.get(park_id)
-            self.parked_pages += note["pages"]
+            self.parked_pages += note["requests"]
         if walk is None or self.connections is None:  # closed meanwhile: drop it there too
             worker.post(("unpark", park_id))
             return
@@ -808,7 +808,7 @@ class WorkerPool:
                 contexts.release(ctx, walk.keep_alive)
         for name, seconds in note["phases"]:
             self._services.search_stats.record(name, seconds, walk.targets)
-        self.connections.served(park_id, note["request_bytes"], note["pages"])
+        self.connections.served(park_id, note["request_bytes"], note["requests"])
 
     def _handed_back(self, park_id: int, reason: str) -> None:
         with self._lock:
