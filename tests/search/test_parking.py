@@ -331,7 +331,7 @@ def test_a_walks_notes_go_as_one_and_before_its_connection_goes_back(tmp_path: P
         rig.close()
 
 
-def test_notes_held_go_when_their_delay_ends_or_the_worker_closes(tmp_path: Path) -> None:
+def test_notes_held_go_when_their_delay_ends_when_asked_or_when_the_worker_closes(tmp_path: Path) -> None:
     rig = Rig(tmp_path, notes_delay=0.05)
     try:
         client, _ = rig.park(1)
@@ -344,6 +344,12 @@ def test_notes_held_go_when_their_delay_ends_or_the_worker_closes(tmp_path: Path
     client, _ = closing.park(1)
     client.sendall(_request([1]))
     assert client.recv(100) == b"page after [1]"
+    wait_for(lambda: bool(closing.parking._notes))  # (held just after the page's bytes went out)
+    closing.parking.flush_notes()  # as the worker does before it answers for its statistics
+    assert closing.message()[:2] == ("served", 1)
+    client.sendall(_request([2]))
+    assert client.recv(100) == b"page after [2]"
+    wait_for(lambda: bool(closing.parking._notes))  # (held just after the page's bytes went out)
     closing.close()
     assert closing.message()[:2] == ("served", 1)
 

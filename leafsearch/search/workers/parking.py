@@ -299,6 +299,10 @@ class Parking:
                 self._forgotten.popitem(last=False)
         self._command("forget", ctx_id)
 
+    def flush_notes(self) -> None:
+        """Send the notes held now (the server process reads its statistics after them)."""
+        self._flush()
+
     def handback_all(self) -> None:
         self._command("all", None)
 

@@ -282,6 +282,7 @@ def main(conn: Connection, config: WorkerConfig, security: Any = None) -> None:
         elif kind == "security":
             parking.handback_all()
         elif kind == "stats":
+            parking.flush_notes()  # (counted before the statistics are read)
             reply(("stats", message[1], _stats(state, len(running), parking.count())))
         elif kind == "settings":
             state.apply_settings(message[1], message[2])
