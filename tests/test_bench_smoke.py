@@ -216,8 +216,8 @@ def test_the_walk_depth_bench_runs() -> None:
 
 
 def test_the_scroll_batches_bench_runs(tmp_path: Path) -> None:
-    """`python -m bench.scroll_batches` keeps working on a folder holding index `bench`, the
-    scroll's end included."""
+    """`python -m bench.scroll_batches` and `bench.walk_pages` keep working on a folder holding
+    index `bench`, the scroll's end included."""
     client = Client(tmp_path / "data", background=False)
     try:
         client.indices.create(index="bench", mappings=MAPPING)
@@ -229,3 +229,5 @@ def test_the_scroll_batches_bench_runs(tmp_path: Path) -> None:
     data = str(tmp_path / "data")
     result = bench_run("bench.scroll_batches", "--data", data, "--batches", "5", "--repeat", "1")
     assert "_doc scroll batch:" in result.stdout and "ms CPU per 1,000 docs" in result.stdout
+    walked = bench_run("bench.walk_pages", "--data", data, "--pages", "2", "--repeat", "1")
+    assert "PIT walk page of 1,000:" in walked.stdout and "ms CPU" in walked.stdout

@@ -19,7 +19,7 @@ import time
 from collections.abc import Iterable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
-from itertools import chain, repeat
+from itertools import repeat
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -130,19 +130,30 @@ def fetch_shard(target: Target, fetch: ShardFetch) -> ShardFetchResult:
         hits = _render_dicts(target, page, fetch, highlights)
     else:
         columns = _raw_columns(target, page, fetch, highlights)
-        rows = zip(*columns, strict=True)
         if fetch.form == "page" and fetch.lines:
-            joined = b"".join(chain.from_iterable(rows))
+            joined = b"".join(_rows(columns, len(page.ids), b""))
         elif fetch.form == "page":  # one JSON array, joined once: the last hit ends `}]`, not `},`
-            parts = [b"[", *chain.from_iterable(rows)]
+            parts = _rows(columns, len(page.ids), b"[")
             if len(parts) > 1:
                 parts[-1] = parts[-1][:-1] + b"]"
             else:
                 parts.append(b"]")
             joined = b"".join(parts)
         else:
-            hits = [b"".join(row) for row in rows]
+            hits = [b"".join(row) for row in zip(*columns, strict=True)]
     return ShardFetchResult(fetch.shard_index, joined, hits, time.perf_counter_ns() - started)
+
+
+def _rows(columns: list[Iterable[bytes]], n: int, first: bytes) -> list[bytes]:
+    """`first`, then the `n` hits' rows of `columns` one after the other, as one list of pieces.
+
+    Why: filled column by column by slice assignment (a loop in C per column), it costs half of
+    building it row by row (`zip` and `chain`: a tuple per hit), ~45 us of a page of 1,000."""
+    width = len(columns)
+    parts = [first] * (width * n + 1)
+    for i, column in enumerate(columns):
+        parts[1 + i :: width] = column  # (a column of another length than n: ValueError)
+    return parts
 
 
 def _highlights(target: Target, page: _Page, fetch: ShardFetch) -> list[dict[str, list[str]] | None] | None:

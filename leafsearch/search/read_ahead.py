@@ -138,6 +138,25 @@ class ReadAhead:
             timed.extend(phases)
         return page
 
+    def when_ready(
+        self, ctx_id: int, walk: Hashable, key: Hashable, call: Callable[[int | None], None]
+    ) -> bool:
+        """Call `call` with the bytes of the page read ahead for this key once it is prepared
+        (None: its preparation failed or was dropped): at once when it is, else in the thread
+        that prepares it, as it ends. False, and no call: no page is being prepared for this key
+        (none, or not started: a request renders its own then, as in `take`)."""
+        with self._lock:
+            future = self._pages.get((ctx_id, walk, key))
+        if future is None or not (future.running() or future.done()):
+            return False
+
+        def ended(done: Future[_Page]) -> None:
+            ok = not done.cancelled() and done.exception() is None
+            call(done.result()[0].nbytes() if ok else None)
+
+        future.add_done_callback(ended)
+        return True
+
     def held(self) -> int:
         """Pages held now, prepared or being prepared."""
         with self._lock:

@@ -4,12 +4,13 @@ goes back as idle, and the bound on parked connections holds. (Through HTTP: tes
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import queue
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +20,9 @@ from concurrency import wait_for
 
 from leafsearch.request.search_request import parse_search_request
 from leafsearch.search.execution import Park, PitTask, ScrollAhead, ScrollTask
-from leafsearch.search.socket_sink import SCROLL_SLOTS, ParkOffer, Sink, Written, security_stamp
-from leafsearch.search.workers.parking import Parking
+from leafsearch.search.socket_sink import SCROLL_SLOTS, ParkOffer, Sink, Written, security_stamp, send_all
+from leafsearch.search.workers import parking as parking_module
+from leafsearch.search.workers.parking import Parking, WhenReady
 
 
 def _request(after: Any, size: int = 2) -> bytes:
@@ -39,24 +41,41 @@ class Rig:
     """A Parking with a fake page writer, and the client's end of each parked socket."""
 
     def __init__(
-        self, tmp_path: Path, limit: int = 8, idle: float = 60.0, follow: float | None = None
+        self,
+        tmp_path: Path,
+        limit: int = 8,
+        idle: float = 60.0,
+        follow: float | None = None,
+        when_ready: WhenReady | None = None,
+        notes_delay: float = 0.0,
     ) -> None:
         """`follow`: how long the thread that wrote a scroll's batch looks for the next request
         (`Parking.follow_seconds`); given, each request the selector thread hands over is
-        served by a thread of its own, counted in `started`."""
+        served by a thread of its own, counted in `started`. `notes_delay`: how long notes are
+        held before the selector thread tells them (`Parking`)."""
         self.messages: queue.SimpleQueue[tuple] = queue.SimpleQueue()
         self.security = [0] * (2 + SCROLL_SLOTS)  # the shared generations
         self.users = str(tmp_path / "users")
         self.idle = idle
-        self.started = 0
+        self.started = 0  # pages handed to a writer thread
         self.threads: list[threading.Thread] = []
         start = self._start if follow is None else self._thread
         kept = {} if follow is None else {"follow_seconds": follow}
-        self.parking = Parking(self._execute, start, self.messages.put, self.security, limit, **kept)
+        self.parking = Parking(
+            self._execute,
+            start,
+            self.messages.put,
+            self.security,
+            limit,
+            when_ready=when_ready,
+            notes_delay=notes_delay,
+            **kept,
+        )
         self.pairs: list[tuple[socket.socket, socket.socket]] = []
+        self.writers: list[str] = []  # the thread that wrote each page
 
-    @staticmethod
-    def _start(work: Any) -> None:
+    def _start(self, work: Any) -> None:
+        self.started += 1
         work()
 
     def _thread(self, work: Any) -> None:
@@ -75,7 +94,9 @@ class Rig:
             os.write(task.sink.fd, b"batch %s" % task.public_id.encode())
             kept = park(dataclasses.replace(task, cursor=cursor), answer) if answer.ends else None
             return Written(10, True, 1, parked=kept), cursor, 10, []
-        os.write(task.sink.fd, b"page after %s" % orjson.dumps(task.request.search_after))
+        self.writers.append(threading.current_thread().name)
+        with socket.socket(fileno=os.dup(task.sink.fd)) as out:  # waits for room, as a page's write
+            send_all(out, [b"page after %s" % orjson.dumps(task.request.search_after)], None)
         written = Written(10, True, 1)
         return dataclasses.replace(written, parked=park(task, [task.request.search_after[0] + 1]))
 
@@ -241,7 +262,7 @@ def test_what_is_not_the_scrolls_continuation_is_left_unread(rig: Rig, change: s
 def following(tmp_path: Path) -> Iterator[Rig]:
     """A rig whose scroll batches' threads look for the next request for a minute (the worker's
     look for 2 ms: a client's next request that comes later goes to the selector thread)."""
-    made = Rig(tmp_path, follow=60.0)
+    made = Rig(tmp_path, follow=60.0, notes_delay=3600.0)
     yield made
     made.close()
 
@@ -332,3 +353,191 @@ def test_batches_not_told_yet_are_told_when_asked(following: Rig) -> None:
     assert client.recv(100) == b"batch s3"
     assert _told(following, 1) == [(3, "s3", [3], 1)]
     assert following.message() == ("handback", 1, "other")
+
+
+def test_a_ready_page_is_written_by_the_thread_that_read_its_request(tmp_path: Path) -> None:
+    """A PIT page read ahead and ready goes out from the selector thread, no writer thread woken;
+    the walk stays parked and goes on the same way."""
+    asked: list[tuple[int, bytes]] = []
+
+    def ready(task: PitTask, key: bytes, call: Callable[[int | None], None]) -> bool:
+        asked.append((task.ctx_id, key))
+        call(100)
+        return True
+
+    rig = Rig(tmp_path, when_ready=ready)
+    try:
+        client, _ = rig.park(1)
+        for after in (1, 2):
+            client.sendall(_request([after]))
+            assert rig.message()[0] == "served"
+            assert client.recv(100) == b"page after [%d]" % after
+        assert asked == [(7, b"[1]"), (7, b"[2]")]  # the cursor each page starts from
+        assert (rig.started, rig.writers) == (0, ["leafsearch-worker-parking"] * 2)
+        assert rig.parking.count() == 1
+    finally:
+        rig.close()
+
+
+def test_a_page_being_prepared_is_written_by_the_thread_that_prepares_it(tmp_path: Path) -> None:
+    """The request came before its page was ready: the thread that prepares the page writes it as
+    it ends, or a writer thread when the preparation failed."""
+    calls: queue.SimpleQueue[Callable[[int | None], None]] = queue.SimpleQueue()
+
+    def being_prepared(task: PitTask, key: bytes, call: Callable[[int | None], None]) -> bool:
+        calls.put(call)
+        return True
+
+    rig = Rig(tmp_path, when_ready=being_prepared)
+    try:
+        client, _ = rig.park(1)
+        client.sendall(_request([1]))
+        prepared = threading.Thread(target=calls.get(timeout=30), args=(100,), name="preparing")
+        prepared.start()
+        prepared.join()
+        assert rig.message()[0] == "served"
+        assert client.recv(100) == b"page after [1]"
+        client.sendall(_request([2]))
+        calls.get(timeout=30)(None)  # its preparation failed: a writer renders it
+        assert rig.message()[0] == "served"
+        assert client.recv(100) == b"page after [2]"
+        assert (rig.started, rig.writers) == (1, ["preparing", "MainThread"])
+    finally:
+        rig.close()
+
+
+def test_a_page_not_ready_or_without_room_in_the_socket_goes_to_a_writer_thread(tmp_path: Path) -> None:
+    """The selector thread never waits: not for a page whose preparation has not started, nor for
+    a client that stopped reading (its socket's buffer full), whose page a writer thread writes
+    as the client reads."""
+    ready = {"now": False}
+
+    def when_ready(task: PitTask, key: bytes, call: Callable[[int | None], None]) -> bool:
+        if ready["now"]:
+            call(100)
+        return ready["now"]
+
+    rig = Rig(tmp_path, when_ready=when_ready)
+    try:
+        client, _ = rig.park(1)
+        client.sendall(_request([1]))  # not being prepared
+        assert rig.message()[0] == "served"
+        assert client.recv(100) == b"page after [1]"
+        assert rig.started == 1
+        ready["now"] = True
+        _, server = rig.pairs[0]
+        filler = 0
+        with contextlib.suppress(BlockingIOError):
+            while True:  # the client reads nothing meanwhile
+                filler += server.send(b"x" * 65536)
+        client.sendall(_request([2]))
+        wait_for(lambda: rig.started == 2)  # (a writer: the rig's waits for room in this thread's)
+        got = b""
+        while len(got) < filler + len(b"page after [2]"):
+            got += client.recv(1 << 20)
+        assert got.endswith(b"page after [2]")
+        assert rig.message()[0] == "served"
+    finally:
+        rig.close()
+
+
+def test_a_walks_notes_go_as_one_and_before_its_connection_goes_back(tmp_path: Path) -> None:
+    """The server process hears of a parked walk's pages once per notes' delay, their counts
+    added up, and always before the connection is handed back (it would not count them after)."""
+    rig = Rig(tmp_path, notes_delay=3600.0)
+    try:
+        client, _ = rig.park(1)
+        for after in (1, 2, 3):
+            client.sendall(_request([after]))
+            assert client.recv(100) == b"page after [%d]" % after
+        assert rig.messages.empty()  # held for the delay
+        client.sendall(_request([9]))  # not the walk's continuation: handed back
+        kind, park_id, note = rig.message()
+        bodies = sum(len(_request([after]).split(b"\r\n\r\n")[1]) for after in (1, 2, 3))
+        assert (kind, park_id, note["requests"], note["request_bytes"]) == ("served", 1, 3, bodies)
+        assert rig.message() == ("handback", 1, "other")
+    finally:
+        rig.close()
+
+
+def test_notes_held_go_when_their_delay_ends_when_asked_or_when_the_worker_closes(tmp_path: Path) -> None:
+    rig = Rig(tmp_path, notes_delay=0.05)
+    try:
+        client, _ = rig.park(1)
+        client.sendall(_request([1]))
+        assert client.recv(100) == b"page after [1]"
+        assert rig.message()[:2] == ("served", 1)  # the delay ended: no other page needed
+    finally:
+        rig.close()
+    closing = Rig(tmp_path, notes_delay=3600.0)
+    client, _ = closing.park(1)
+    client.sendall(_request([1]))
+    assert client.recv(100) == b"page after [1]"
+    wait_for(lambda: bool(closing.parking._notes))  # (held just after the page's bytes went out)
+    closing.parking.tell_all()  # as the worker does before it answers for its statistics
+    assert closing.message()[:2] == ("served", 1)
+    client.sendall(_request([2]))
+    assert client.recv(100) == b"page after [2]"
+    wait_for(lambda: bool(closing.parking._notes))  # (held just after the page's bytes went out)
+    closing.close()
+    assert closing.message()[:2] == ("served", 1)
+
+
+def _tcp_pair() -> tuple[socket.socket, socket.socket]:
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        client = socket.create_connection(listener.getsockname())
+        server, _ = listener.accept()
+    server.setblocking(False)
+    return client, server
+
+
+def test_a_body_sent_apart_from_its_head_is_awaited_on_the_socket_and_its_mark_goes_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The official clients send a request's head and body in two writes: the selector thread
+    waits on the socket for the rest (a receive low-water mark of the request's size), never
+    longer than its bound, and leaves the mark at 1 (the server process reads the socket again
+    when it is handed back)."""
+    request = _request([1])
+    head, body = request[: request.index(b"\r\n\r\n") + 4], request[request.index(b"\r\n\r\n") + 4 :]
+    client, server = _tcp_pair()
+    try:
+        client.sendall(head)
+        wait_for(lambda: len(server.recv(1 << 16, socket.MSG_PEEK)) == len(head))
+        assert not parking_module._body_awaited(server, head)  # no body within the bound
+        assert server.getsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT) == 1
+        monkeypatch.setattr(parking_module, "_BODY_WAIT", 60.0)  # (returns as the body comes)
+        sender = threading.Thread(target=client.sendall, args=(body,))
+        sender.start()
+        assert parking_module._body_awaited(server, head)
+        sender.join()
+        assert server.recv(1 << 16, socket.MSG_PEEK) == request
+        assert server.getsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT) == 1
+        assert not parking_module._body_awaited(server, head[:-2])  # the head itself not whole
+    finally:
+        client.close()
+        server.close()
+
+
+def test_only_a_requests_first_look_waits_for_its_body(rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A client that sends a head and holds its body back holds the selector thread for one wait
+    at most; the request is served once its body comes."""
+    awaited: list[bytes] = []
+    looked: list[bytes] = []
+    monkeypatch.setattr(parking_module, "_body_awaited", lambda _, peeked: awaited.append(peeked) and False)
+    continuation = Parking._continuation
+
+    def looking(self: Parking, parked: Any, peeked: bytes) -> Any:
+        looked.append(peeked)
+        return continuation(self, parked, peeked)
+
+    monkeypatch.setattr(Parking, "_continuation", looking)
+    client, _ = rig.park(1)
+    request = _request([1])
+    cut = request.index(b"\r\n\r\n") + 4
+    client.sendall(request[:cut])
+    wait_for(lambda: len(looked) >= 3)
+    assert awaited == [request[:cut]]
+    client.sendall(request[cut:])
+    assert rig.message()[0] == "served"
+    assert client.recv(100) == b"page after [1]"

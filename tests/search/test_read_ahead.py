@@ -257,3 +257,42 @@ def test_within_an_inline_after_reply_a_page_is_prepared_by_its_thread_when_the_
         assert isinstance(ahead.take(1, "w", b"c"), _Page)
     finally:
         ahead.close()
+
+
+def test_a_page_being_prepared_calls_when_it_is_ready() -> None:
+    """`when_ready` (a parked walk's request that found its page read ahead) calls at once for a
+    page prepared, from the preparing thread as it ends for one being prepared, with None for
+    one that failed; not at all for a page not started or not read ahead (the caller renders)."""
+    ahead = read_ahead_module.ReadAhead()
+    gate = threading.Event()
+    sizes: list[tuple[int | None, str]] = []
+
+    def record(size: int | None) -> None:
+        sizes.append((size, threading.current_thread().name))
+
+    def held_back() -> _Page:
+        gate.wait(30)
+        return _Page()
+
+    def failing() -> _Page:
+        raise RuntimeError("the snapshot went")
+
+    try:
+        ahead.continue_walk(1, "w", b"a", b"b", [], held_back)
+        ahead.continue_walk(1, "w", b"b", b"c", [], held_back)
+        wait_for(lambda: ahead.when_ready(1, "w", b"c", record))  # running: called when it ends
+        assert sizes == []
+        assert not ahead.when_ready(1, "other walk", b"c", record)
+        assert not ahead.when_ready(2, "w", b"c", record)
+        gate.set()
+        wait_for(lambda: len(sizes) == 1)
+        assert sizes[0][0] == 1 and sizes[0][1].startswith("leafsearch-read-ahead")
+        assert ahead.when_ready(1, "w", b"c", record) and sizes[1] == (1, "MainThread")  # ready: at once
+        assert isinstance(ahead.take(1, "w", b"c"), _Page)
+        assert not ahead.when_ready(1, "w", b"c", record)  # taken
+        ahead.continue_walk(1, "w", b"c", b"d", [], failing)
+        wait_for(lambda: ahead.when_ready(1, "w", b"d", record))
+        wait_for(lambda: len(sizes) == 3)
+        assert sizes[2][0] is None
+    finally:
+        ahead.close()

@@ -33,12 +33,15 @@ and looks at the connection for the next request for a moment (`_FOLLOW_SECONDS`
 selector thread watches it: a client reading as fast as the worker writes is served by one thread,
 with no hand-off per batch.
 
-Then the request's bytes are consumed, the page is written with the head, and the server process
-gets a note (not waited for) with what it counts: the context's keep-alive, the search stats, the
-HTTP client's request, a scroll's position (the note moves the context, `ReaderContext.note`). A
-PIT page's note goes before the page is written; a scroll's batches are told together (`_Notes`),
-before anything else of the connection reaches the server process (a hand-back, the selector
-watching it, statistics), within `_NOTES_AGE`, and when a request of the scroll arrives on another
+Then the request's bytes are consumed, the page is written with the head (by a writer thread, or by
+the thread that finds the PIT page read ahead ready — the selector thread, or the read-ahead's when
+the request came first — if the socket has room for it twice over: one thread hand-off less on the
+page's way, and a write that cannot wait for the client), and the server process gets a note (not
+waited for) with what it counts: the context's keep-alive, the search stats, the HTTP client's
+request, a scroll's position (the note moves the context, `ReaderContext.note`). Notes are told
+together (`_Notes`): within `_NOTES_DELAY` of the first held (the selector thread sends them),
+before anything else of the connection reaches the server process (a hand-back, a scroll's
+connection watched by the selector, statistics), and when a request of a scroll arrives on another
 connection (`WorkerPool.scroll_told`), so the general path finds the scroll where its client is.
 
 Anything else — another request, EOF, bytes that do not complete a request within the idle
@@ -55,11 +58,14 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import fcntl
 import logging
 import os
 import select
 import selectors
 import socket
+import struct
+import termios
 import threading
 import time
 from collections import OrderedDict, deque
@@ -87,6 +93,10 @@ _KEEP_ALIVE_MARGIN = 1.0
 #: follows within microseconds; a slow client is looked at less and less often.
 _PARTIAL_FIRST = 0.00005
 _PARTIAL_MAX = 0.005
+#: A look at what a parked connection holds, leaving it there.
+_PEEK = socket.MSG_PEEK | socket.MSG_DONTWAIT
+#: How long the selector thread waits for the body of a request whose head came alone.
+_BODY_WAIT = 0.001
 #: Contexts forgotten lately: a page being served when its context was forgotten does not park.
 _FORGOTTEN = 1024
 #: How long the thread that served a kept scroll's batch, and rendered the next one after it
@@ -95,14 +105,22 @@ _FORGOTTEN = 1024
 #: then, and the same thread serves it with no hand-off (bench/RESULTS.md, session 17).
 _FOLLOW_SECONDS = 0.002
 
+#: Given a parked PIT walk's task, its next page's cursor key and a call: the call is made with
+#: the page's bytes (None: its preparation failed) once the page read ahead for that key is ready,
+#: at once when it is, else by the thread that prepares it (`ReadAhead.when_ready`); False: no
+#: page is being prepared for it (none, or not started).
+WhenReady = Callable[[PitTask, bytes, Callable[["int | None"], None]], bool]
+#: Room kept beside a page for its response's head and the rest of its body.
+_HEAD_ROOM = 4096
+#: How long the notes of pages and batches served here wait to go to the server process as one
+#: (`_hold`): one message, and one wake of the server's threads, per this time rather than per
+#: page (0.15-0.25 ms of its CPU per page of 1,000 hits, on cores the walk's client shares); a
+#: context's keep-alive there counts from its last note, so well within `_KEEP_ALIVE_MARGIN`.
+_NOTES_DELAY = 0.02
+
 #: Runs a PIT page or scroll batch (execution.run with this module's `park` and the confirm
 #: given), timing its phases into the list given: what execution.run returns.
 Execute = Callable[[PitTask | ScrollTask, Park, Confirm | None, list[tuple[str, float]]], Any]
-
-
-#: How long the batches served on a kept scroll's connection may go untold to the server process
-#: (`_Notes`): its keep-alive there counts from the last note, so well within the margin.
-_NOTES_AGE = _KEEP_ALIVE_MARGIN / 4
 
 #: While a kept scroll's batch is served (`Parking._serve`): where `park` leaves the connection
 #: parked again, for the serving thread to look at first (`Parking._followed`).
@@ -144,11 +162,9 @@ class _Parked:
 
 @dataclass(slots=True)
 class _Notes:
-    """The batches served on a kept scroll's connection that the server process was not told of
+    """The pages or batches served on a kept connection that the server process was not told of
     yet: told together (`Parking._tell`), before anything else of the connection."""
 
-    #: When the first of them was served (`time.monotonic`).
-    since: float
     request_bytes: int = 0
     requests: int = 0
     phases: list[tuple[str, float]] = field(default_factory=list)
@@ -167,7 +183,7 @@ class _Notes:
 def _peek(conn: socket.socket) -> bytes | None:
     """What the socket holds, unread (b"" at its end or on an error); None: nothing yet."""
     try:
-        return conn.recv(MAX_REQUEST + 1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+        return conn.recv(MAX_REQUEST + 1, _PEEK)
     except BlockingIOError:
         return None
     except OSError:
@@ -213,6 +229,37 @@ def _split(request: bytes) -> tuple[list[bytes], int, int] | None:
     return [lines[0], *kept], end + 4, length
 
 
+def _body_awaited(conn: socket.socket, peeked: bytes) -> bool:
+    """Whether the rest of a request whose head came whole arrived within `_BODY_WAIT`: the
+    official Python clients (http.client) send a request's head and body in two writes, the body
+    microseconds behind, and the head alone wakes the selector thread. Its wait is on the socket
+    (its receive low-water mark, the whole request's size, for that wait only): no second look
+    after a timer, which a loaded machine made 1 ms late (bench/RESULTS.md, session 17). Only a
+    request's first look waits: a slow client holds the selector thread 1 ms a request at most."""
+    split = _split(peeked)
+    if split is None or not len(peeked) < split[1] + split[2] <= MAX_REQUEST:
+        return False
+    try:
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, split[1] + split[2])
+        try:
+            poller = select.poll()
+            poller.register(conn, select.POLLIN)
+            return bool(poller.poll(_BODY_WAIT * 1000))
+        finally:
+            conn.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, 1)
+    except OSError:
+        return False
+
+
+def _room(conn: socket.socket) -> int:
+    """Bytes the socket's send buffer takes now without waiting: its size less what it holds."""
+    try:
+        held = struct.unpack("i", fcntl.ioctl(conn.fileno(), termios.TIOCOUTQ, b"\0\0\0\0"))[0]
+        return conn.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF) - held
+    except OSError:
+        return 0
+
+
 class Parking:
     """A worker's parked connections; see the module docstring."""
 
@@ -224,8 +271,12 @@ class Parking:
         security: Any,
         limit: int = MAX_PARKED,
         follow_seconds: float = _FOLLOW_SECONDS,
+        when_ready: WhenReady | None = None,
+        notes_delay: float = _NOTES_DELAY,
     ) -> None:
         self._execute = execute
+        self._when_ready = when_ready
+        self._notes_delay = notes_delay
         self._start = start
         self._send = send
         self._security = security
@@ -237,8 +288,10 @@ class Parking:
         self._forgotten: OrderedDict[int, None] = OrderedDict()
         #: Park ids the server closed while their page was served.
         self._dropped: OrderedDict[int, bool] = OrderedDict()
-        #: A kept scroll's batches not told yet, by park id; `_telling` keeps them in order.
+        #: Pages and batches served here not told yet, by park id, and when the selector thread
+        #: tells them (`_hold`); `_telling` keeps them in order.
         self._notes: dict[int, _Notes] = {}
+        self._notes_due = 0.0
         self._telling = threading.Lock()
         self._thread: threading.Thread | None = None
         self._wake_r, self._wake_w = -1, -1
@@ -329,8 +382,8 @@ class Parking:
         self._command("forget", ctx_id)
 
     def tell_all(self) -> None:
-        """Tell the server process of every batch served here that it was not told of yet
-        (before a reply that must follow them: statistics, or a scroll's request it serves)."""
+        """Tell the server process of every page and batch served here that it was not told of
+        yet (before a reply that must follow them: statistics, or a scroll's request it serves)."""
         with self._lock:
             parks = list(self._notes)
         for park_id in parks:
@@ -345,6 +398,7 @@ class Parking:
         self._command("drop", park_id)
 
     def close(self) -> None:
+        self.tell_all()
         with self._lock:
             self._closed = True
             parked = list(self._parked.values())
@@ -390,6 +444,8 @@ class Parking:
                 now = time.monotonic()
                 deadlines = [p.idle_until for p in watched.values()]
                 deadlines += [p.retry for p in partial.values()]
+                if self._notes:
+                    deadlines.append(self._notes_due)
                 timeout = max(0.0, min(deadlines) - now) if deadlines else None
                 ready = selector.select(timeout)
                 for key, _ in ready:
@@ -408,6 +464,8 @@ class Parking:
                 if not self._apply(selector, watched, partial):
                     return
                 now = time.monotonic()
+                if self._notes and now >= self._notes_due:
+                    self.tell_all()
                 for fd, parked in list(watched.items()):
                     if now >= parked.idle_until:
                         del watched[fd]
@@ -436,6 +494,8 @@ class Parking:
                 kind, arg = self._commands.popleft()
             if kind == "stop":
                 return False
+            if kind == "notes":  # (notes held: their time is among the deadlines)
+                continue
             if kind == "watch":
                 with self._lock:
                     dropped = self._dropped.pop(arg.park_id, False)
@@ -462,6 +522,7 @@ class Parking:
                     selector.unregister(parked.fd)
                 partial.pop(parked.fd, None)
                 if kind == "drop":
+                    self._tell(parked.park_id)  # (a scroll is past the batches its client holds)
                     self._release(parked)
                 else:
                     self._hand_back(parked, "other")
@@ -471,13 +532,32 @@ class Parking:
         rest of a request, or hand it back."""
         peeked = _peek(parked.conn)
         verdict = None if peeked is None else self._continuation(parked, peeked)
+        if verdict is None and peeked and not parked.backoff and _body_awaited(parked.conn, peeked):
+            verdict = self._continuation(parked, _peek(parked.conn) or b"")  # (its first look)
         if verdict is None:
             parked.wait_more()
             partial[parked.fd] = parked
         elif verdict is False:
             self._hand_back(parked, "other")
-        else:
+        elif not self._page_awaited(parked, verdict):
             self._start(lambda: self._serve(parked, verdict))
+
+    def _page_awaited(self, parked: _Parked, request: int) -> bool:
+        """Whether a parked PIT walk's page is read ahead: served by `_ready` once it is ready."""
+        if self._when_ready is None or not isinstance(parked.task, PitTask):
+            return False
+        key: bytes = parked.expected  # type: ignore[assignment]  # (a PIT walk's cursor key)
+        return self._when_ready(parked.task, key, lambda size: self._ready(parked, request, size))
+
+    def _ready(self, parked: _Parked, request: int, size: int | None) -> None:
+        """A parked PIT walk's page read ahead is ready (`size` bytes; None: its preparation
+        failed), called in this thread or the one that prepared it: that thread writes it when
+        the socket's send buffer has room for it twice over (the write cannot wait for the
+        client, so a client that stops reading holds no thread), else a writer thread does."""
+        if size is not None and _room(parked.conn) >= 2 * (size + _HEAD_ROOM):
+            self._serve(parked, request)
+        else:
+            self._start(lambda: self._serve(parked, request))
 
     def _continuation(self, parked: _Parked, peeked: bytes) -> int | bool | None:
         """The size of the continuation the socket holds; None: incomplete, wait; False: not one."""
@@ -542,9 +622,10 @@ class Parking:
         return head + length
 
     def _serve(self, parked: _Parked | None, size: int | None) -> None:
-        """Consume the continuation and write its page (a writer thread); parked again after. A
-        scroll's next batch is rendered by this thread once its batch went out, and the next
-        request that arrives meanwhile served by it too (`_followed`)."""
+        """Consume the continuation and write its page (a writer thread, or the thread that saw
+        a PIT page ready: `_ready`); parked again after. A scroll's next batch is rendered by
+        this thread once its batch went out, and the next request that arrives meanwhile served
+        by it too (`_followed`)."""
         while parked is not None and size is not None:
             parked = self._serve_one(parked, size)
             size = None if parked is None else self._followed(parked)
@@ -614,7 +695,7 @@ class Parking:
         page = dataclasses.replace(task, request=request, elapsed=0.0, sink=sink)
         phases: list[tuple[str, float]] = []
         written = self._execute(page, self.park, None, phases)
-        self._send(("served", parked.park_id, self._note(written, taken, phases)))
+        self._hold(parked.park_id, taken, phases)
         self._after(parked, written)
 
     def _serve_batch(self, parked: _Parked, task: ScrollTask, size: int) -> None:
@@ -635,17 +716,7 @@ class Parking:
                 return False
             consumed.append(taken)
             parked.request = taken
-            now = time.monotonic()
-            with self._lock:  # told with the next ones (`_tell`)
-                notes = self._notes.get(parked.park_id)
-                if notes is None:
-                    notes = self._notes[parked.park_id] = _Notes(now)
-                notes.request_bytes += _body_length(taken)
-                notes.requests += 1
-                notes.phases += phases
-                notes.scroll.append((seq, public_id, cursor, took))
-            if now - notes.since >= _NOTES_AGE:
-                self._tell(parked.park_id)
+            self._hold(parked.park_id, taken, phases, (seq, public_id, cursor, took))
             return ScrollAhead(seq, tuple(rest))
 
         sink = dataclasses.replace(task.sink, fd=parked.fd)  # type: ignore[arg-type]
@@ -665,17 +736,33 @@ class Parking:
             return None
         return taken
 
-    @staticmethod
-    def _note(written: Written, taken: bytes, phases: list[tuple[str, float]]) -> dict[str, Any]:
-        """What the server process counts of a PIT page served here."""
-        note: dict[str, Any] = {"request_bytes": _body_length(taken), "phases": phases}
-        note.update(took=written.took, total=written.total, length=written.length)
-        return note
+    def _hold(
+        self, park_id: int, taken: bytes, phases: list[tuple[str, float]], batch: tuple | None = None
+    ) -> None:
+        """A page or scroll batch (`batch`: its `ReaderContext.note`) served on the connection
+        for request `taken`, told with the others held (`_tell`): by the selector thread within
+        the notes' delay of the first held (woken when that is this one), or before anything
+        else of the connection reaches the server process."""
+        with self._lock:
+            first = not self._notes
+            notes = self._notes.get(park_id)
+            if notes is None:
+                notes = self._notes[park_id] = _Notes()
+            notes.request_bytes += _body_length(taken)
+            notes.requests += 1
+            notes.phases += phases
+            if batch is not None:
+                notes.scroll.append(batch)
+            if first:
+                self._notes_due = time.monotonic() + self._notes_delay
+        if first and threading.current_thread() is not self._thread:
+            self._command("notes", None)
 
     def _tell(self, park_id: int) -> None:
-        """Tell the server process of a kept scroll's batches not told yet, in order (the batches
-        a client holds are known there before it hears of anything after them on the connection:
-        a hand-back, statistics, the scroll's next request elsewhere)."""
+        """Tell the server process of the pages or batches served on the connection and not told
+        yet, in order (the batches a client holds are known there before it hears of anything
+        after them on the connection: a hand-back, statistics, the scroll's next request
+        elsewhere)."""
         with self._telling:
             with self._lock:
                 notes = self._notes.pop(park_id, None)
@@ -697,7 +784,7 @@ class Parking:
     def _hand_back(self, parked: _Parked, reason: str) -> None:
         """Give the connection back to the server process (`idle`: it closes it as an idle
         keep-alive connection; `cut`: what reached the client is unknown, it closes it), told of
-        the batches served on it first."""
+        the pages and batches served on it first."""
         self._tell(parked.park_id)
         if self._release(parked):
             self._send(("handback", parked.park_id, reason))

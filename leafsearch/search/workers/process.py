@@ -44,6 +44,7 @@ from leafsearch.index.block_cache import BlockCache
 from leafsearch.index.events import ShardEvents
 from leafsearch.index.fielddata import Fielddata
 from leafsearch.search import execution
+from leafsearch.search.execution import PitTask
 from leafsearch.search.hitlist import HitListCache
 from leafsearch.search.read_ahead import ReadAhead, after_reply
 from leafsearch.search.segment_orders import SegmentOrders
@@ -171,7 +172,10 @@ def main(conn: Connection, config: WorkerConfig, security: Any = None) -> None:
         TIMED.set(phases)
         return execution.run(state.services, task, None, confirm, park)
 
-    parking = Parking(execute, writers.start, lambda message: reply(message), security)
+    def when_ready(task: PitTask, key: bytes, call: Callable[[int | None], None]) -> bool:
+        return state.services.contexts.read_ahead.when_ready(task.ctx_id, task.walk, key, call)
+
+    parking = Parking(execute, writers.start, lambda message: reply(message), security, when_ready=when_ready)
 
     def reply(message: tuple, buffers: list[pickle.PickleBuffer] = ()) -> None:  # type: ignore[assignment]
         """Send a message, then each out-of-band buffer of its payload as it is (a rendered page:
