@@ -54,6 +54,18 @@ def _ids(body: bytes) -> list[str]:
     return [hit["_id"] for hit in orjson.loads(body)["hits"]["hits"]]
 
 
+def _to_the_end(conn: Conn, scroll_id: str) -> list[str]:
+    """The ids of every batch from `scroll_id` on, asked on `conn` until one is empty."""
+    ids: list[str] = []
+    while True:
+        status, body = conn.ask(_next(scroll_id))[0]
+        assert status == 200, body
+        if not _ids(body):
+            return ids
+        ids += _ids(body)
+        scroll_id = orjson.loads(body)["_scroll_id"]
+
+
 def _walk(conn: Conn, scroll_id: str, batches: int, keep_alive: str = "1m") -> tuple[str, bytes]:
     """`batches` batches asked on `conn`: the last id and batch."""
     body = b""
@@ -190,14 +202,7 @@ def test_what_is_not_the_scrolls_continuation_is_answered_by_the_general_path(
         assert _ids(body) == [f"d{i}" for i in range(300, 400)]
         next_id = orjson.loads(body)["_scroll_id"]
     # The connection goes on as any, and the scroll with it.
-    rest = []
-    while True:
-        status, body = conn.ask(_next(next_id))[0]
-        assert status == 200, body
-        if not _ids(body):
-            break
-        rest += _ids(body)
-        next_id = orjson.loads(body)["_scroll_id"]
+    rest = _to_the_end(conn, next_id)
     assert rest[-1] == f"d{DOCS - 1}" and len(rest) == len(set(rest))
     conn.close()
 
@@ -396,12 +401,6 @@ def test_a_scroll_whose_keeping_worker_is_killed_goes_on_from_the_id_its_client_
         os.kill(holder, signal.SIGKILL)
         conn.close()
         fresh = Conn(url)
-        while True:
-            status, body = fresh.ask(_next(scroll_id))[0]
-            assert status == 200, body
-            if not _ids(body):
-                break
-            ids += _ids(body)
-            scroll_id = orjson.loads(body)["_scroll_id"]
+        ids += _to_the_end(fresh, scroll_id)
         fresh.close()
     assert ids == [f"d{i}" for i in range(DOCS)]

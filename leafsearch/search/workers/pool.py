@@ -800,6 +800,16 @@ class WorkerPool:
         """(lock held)"""
         return next((w for w in self._slots if w is not None and w.pid == pid), None)
 
+    def _call(self, worker: _Worker) -> tuple[int, _Call] | None:
+        """A call to `worker` its reader thread completes with the answer (None: it is gone)."""
+        call_id = next(self._calls)
+        call = _Call()
+        with worker.lock:
+            if not worker.alive:
+                return None
+            worker.inflight[call_id] = call
+        return call_id, call
+
     def scroll_told(self, ctx_id: int) -> None:
         """Before the general path serves a request of scroll `ctx_id`: a worker keeping a
         connection of it tells the batches it served there and did not tell yet (parking.py),
@@ -809,14 +819,10 @@ class WorkerPool:
             pids = {w.pid for w in self._parks.values() if w.kind == "scroll" and w.ctx_id == ctx_id}
             workers = [w for w in self._slots if w is not None and w.pid in pids]
         for worker in workers:
-            call_id = next(self._calls)
-            call = _Call()
-            with worker.lock:
-                if not worker.alive:
-                    continue
-                worker.inflight[call_id] = call
-            worker.tell(("tell", call_id))
-            call.done.wait(_TOLD_WAIT_SECONDS)
+            asked = self._call(worker)
+            if asked is not None:
+                worker.tell(("tell", asked[0]))
+                asked[1].done.wait(_TOLD_WAIT_SECONDS)
 
     def _parked_served(self, worker: _Worker, park_id: int, note: dict[str, Any]) -> None:
         """A worker served a page on a connection it kept (a PIT page told before it is written;
@@ -885,13 +891,11 @@ class WorkerPool:
             workers = [w for w in self._slots if w is not None]
         described = []
         for worker in workers:
-            call_id = next(self._calls)
-            call = _Call()
-            with worker.lock:
-                if not worker.alive:
-                    continue
-                worker.inflight[call_id] = call
-                worker._outbox.put(("stats", call_id))
+            asked = self._call(worker)
+            if asked is None:
+                continue
+            call_id, call = asked
+            worker.post(("stats", call_id))
             if call.done.wait(10) and call.reply is not None and call.reply[0] == "done":
                 described.append({"slot": worker.slot, "pid": worker.pid, **call.reply[1]})
         with self._lock:
