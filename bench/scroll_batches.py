@@ -14,51 +14,38 @@ one to a folder and put that folder on `PYTHONPATH`), interleaved.
 
 from __future__ import annotations
 
-import argparse
 import time
 from pathlib import Path
 
-from leafsearch import Node
+from bench.in_process import arguments, searched
 from leafsearch.request.search_request import parse_search_request
-from leafsearch.search import execution, phases
+from leafsearch.search import execution
 from leafsearch.search.execution import ScrollTask
-from leafsearch.search.targets import release_targets
 
 PAGE = 1_000
 
 
 def batch_cpu_ms(data: Path, batches: int, repeat: int) -> float:
     """ms of CPU per 1,000 documents, the best of `repeat` walks of `batches` batches."""
-    with Node(data, background=False) as node:
-        services = node.search_services
-        request = parse_search_request({"sort": ["_doc"], "size": PAGE}, {}, scroll="2m", indices="bench")
-        targets = phases.resolve_targets(services, request)
-        try:
-            best = float("inf")
-            for _ in range(repeat):
-                cursor, total, docs = None, None, 0
-                start = time.process_time()
-                for _ in range(batches):
-                    opening = cursor is None
-                    task = ScrollTask(targets, request, 0.0, True, 1, "bench", cursor, total, opening, False)
-                    _, cursor, total, _ = execution.run(services, task)
-                    docs += min(PAGE, total - docs)
-                    if docs == total:  # the scroll's last batch
-                        break
-                best = min(best, (time.process_time() - start) / docs * 1e6)
-        finally:
-            release_targets(targets)
+    request = parse_search_request({"sort": ["_doc"], "size": PAGE}, {}, scroll="2m", indices="bench")
+    with searched(data, request) as (services, targets):
+        best = float("inf")
+        for _ in range(repeat):
+            cursor, total, docs = None, None, 0
+            start = time.process_time()
+            for _ in range(batches):
+                opening = cursor is None
+                task = ScrollTask(targets, request, 0.0, True, 1, "bench", cursor, total, opening, False)
+                _, cursor, total, _ = execution.run(services, task)
+                docs += min(PAGE, total - docs)
+                if docs == total:  # the scroll's last batch
+                    break
+            best = min(best, (time.process_time() - start) / docs * 1e6)
     return best
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--data", type=Path, required=True)
-    parser.add_argument("--batches", type=int, default=300)
-    parser.add_argument("--repeat", type=int, default=3)
-    args = parser.parse_args()
+    args = arguments(__doc__, "batches")
     spent = batch_cpu_ms(args.data, args.batches, args.repeat)
     print(f"_doc scroll batch: {spent:.3f} ms CPU per 1,000 docs")
 
