@@ -11,7 +11,7 @@ import pytest
 
 from leafsearch.index import segment_build
 from leafsearch.index.buffer import IndexBuffer
-from leafsearch.index.index_sort import index_sort_of
+from leafsearch.index.index_sort import IndexSort, index_sort_of
 from leafsearch.index.mapping import Mapping
 from leafsearch.index.parsed import ParsedDoc
 from leafsearch.index.segment import Segment
@@ -37,16 +37,21 @@ def _segment(docs: list[tuple[str, ParsedDoc]], folder, index_sort=None) -> Segm
     return Segment(folder)
 
 
+def _index_sort(sorted_by: str | None) -> IndexSort | None:
+    """The index sort by the long field `sorted_by` (None: unsorted)."""
+    if sorted_by is None:
+        return None
+    mapping = Mapping.from_body({"properties": {sorted_by: {"type": "long"}}})
+    return index_sort_of({"index.sort.field": sorted_by}, mapping, "test")
+
+
 @pytest.mark.parametrize("sorted_by", [None, "n"])
 def test_a_merge_writes_what_one_build_of_the_live_documents_writes(tmp_path, monkeypatch, sorted_by) -> None:
     # Windows (of 96 documents: whole blocks of the merged segment) that end inside the parts
     # and inside their blocks; the last part without deletes is read a run of blocks at a time.
     monkeypatch.setattr(_LiveSources, "WINDOW", 100)
     rng = random.Random(7)
-    index_sort = None
-    if sorted_by is not None:
-        mapping = Mapping.from_body({"properties": {sorted_by: {"type": "long"}}})
-        index_sort = index_sort_of({"index.sort.field": sorted_by}, mapping, "test")
+    index_sort = _index_sort(sorted_by)
     docs = [_doc(rng, i) for i in range(3000)]
     parts, live_docs = [], []
     for k, (lo, hi) in enumerate([(0, 1100), (1100, 1200), (1200, 3000)]):
@@ -109,10 +114,7 @@ def test_a_merge_written_a_block_of_terms_at_a_time_writes_the_same_files(
     # run; 3,000: two terms a run, or one), against one run of every term: the same bytes in
     # every file of the folder.
     rng = random.Random(11)
-    index_sort = None
-    if sorted_by is not None:
-        mapping = Mapping.from_body({"properties": {sorted_by: {"type": "long"}}})
-        index_sort = index_sort_of({"index.sort.field": sorted_by}, mapping, "test")
+    index_sort = _index_sort(sorted_by)
     docs = [_doc(rng, i) for i in range(2500)]
     parts = []
     for k, (lo, hi) in enumerate([(0, 900), (900, 1000), (1000, 2500)]):

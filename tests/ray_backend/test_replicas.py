@@ -322,6 +322,23 @@ def stopped(pid: int) -> Iterator[None]:
         os.kill(pid, signal.SIGCONT)
 
 
+@contextmanager
+def follower_checks(http: httpx.Client, timeout: str) -> Iterator[dict[str, Any]]:
+    """The coordinator checks each machine every 500 ms, failing it after two checks unanswered
+    within `timeout`, for the block (the settings given, then reset)."""
+    checks = {
+        "cluster.fault_detection.follower_check.interval": "500ms",
+        "cluster.fault_detection.follower_check.timeout": timeout,
+        "cluster.fault_detection.follower_check.retry_count": 2,
+    }
+    assert http.put("/_cluster/settings", json={"transient": checks}).status_code == 200
+    try:
+        yield checks
+    finally:
+        reset = dict.fromkeys(checks)
+        assert http.put("/_cluster/settings", json={"transient": reset}).status_code == 200
+
+
 def test_a_primary_silent_longer_than_the_health_timeout_is_not_replaced_and_loses_nothing(
     coordinator: Server, http: httpx.Client
 ) -> None:
@@ -355,13 +372,7 @@ def test_a_primary_silent_longer_than_the_health_timeout_is_not_replaced_and_los
 def test_a_primary_silent_past_its_follower_checks_is_replaced_and_catches_up_once_it_answers(
     http: httpx.Client,
 ) -> None:
-    checks = {
-        "cluster.fault_detection.follower_check.interval": "500ms",
-        "cluster.fault_detection.follower_check.timeout": "1s",
-        "cluster.fault_detection.follower_check.retry_count": 2,
-    }
-    assert http.put("/_cluster/settings", json={"transient": checks}).status_code == 200
-    try:
+    with follower_checks(http, "1s"):
         uuid = create(http, "stalled", shards=1, replicas=1)
         acknowledged = bulk(http, "stalled", [f"t{i}" for i in range(20)], refresh=True)
         primary, (replica,) = copy_nodes(uuid, 0)
@@ -380,9 +391,6 @@ def test_a_primary_silent_past_its_follower_checks_is_replaced_and_catches_up_on
         ids = sorted(acknowledged)
         assert read_copy(primary, uuid, 0, ids) == read_copy(replica, uuid, 0, ids)
         assert len(read_copy(primary, uuid, 0, ids)) == 25
-    finally:
-        reset = dict.fromkeys(checks)
-        assert http.put("/_cluster/settings", json={"transient": reset}).status_code == 200
 
 
 def test_a_primary_whose_machine_actor_is_killed_is_replaced_with_no_request_to_it(
@@ -425,13 +433,7 @@ def test_a_replica_not_refreshed_by_a_refreshing_write_leaves_the_in_sync_set(ht
     that misses the write once the machine counts as serving again (they catch up first)."""
     import ray
 
-    checks = {
-        "cluster.fault_detection.follower_check.interval": "500ms",
-        "cluster.fault_detection.follower_check.timeout": "2s",
-        "cluster.fault_detection.follower_check.retry_count": 2,
-    }
-    assert http.put("/_cluster/settings", json={"transient": checks}).status_code == 200
-    try:
+    with follower_checks(http, "2s") as checks:
         watched = create(http, "watched", shards=1, replicas=2)  # a copy on each machine
         (entry,) = shard_map(watched)
         replica = next(c for c in entry["copies"] if c["id"] != entry["primary"])
@@ -461,9 +463,6 @@ def test_a_replica_not_refreshed_by_a_refreshing_write_leaves_the_in_sync_set(ht
         for _ in range(6):  # (each copy of each shard read in turn)
             page = http.post("/unrefreshed/_search", json={"size": 100}).json()
             assert page["_shards"]["failed"] == 0 and {hit["_id"] for hit in page["hits"]["hits"]} == ids
-    finally:
-        reset = dict.fromkeys(checks)
-        assert http.put("/_cluster/settings", json={"transient": reset}).status_code == 200
 
 
 def test_a_replica_whose_machine_left_is_placed_on_another_and_recovers(
