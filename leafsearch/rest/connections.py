@@ -164,7 +164,7 @@ class HttpConnections:
         if self._parks.pop(park_id, None) is not None and closed and self.unpark is not None:
             self.unpark(park_id)
 
-    def served(self, park_id: int, request_bytes: int, requests: int = 1) -> None:
+    def served(self, park_id: int, request_bytes: int, requests: int) -> None:
         """(socket_sink.ParkedConnections, from a worker pool's reader thread.)"""
         protocol = self._parks.get(park_id)
         if protocol is not None:

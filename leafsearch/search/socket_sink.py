@@ -150,8 +150,9 @@ class ParkedConnections(Protocol):
     """The HTTP layer's side of parked connections (rest/connections.py), told by the worker
     pool what the workers did with them (from its reader threads)."""
 
-    def served(self, park_id: int, request_bytes: int, requests: int = 1) -> None:
-        """A worker served requests on the parked connection (the HTTP client's stats)."""
+    def served(self, park_id: int, request_bytes: int, requests: int) -> None:
+        """A worker served `requests` requests (of `request_bytes` in all) on the parked
+        connection (the HTTP client's stats)."""
 
     def handed_back(self, park_id: int, reason: str) -> None:
         """The worker gave the connection back: `other` (read it on), `idle` (close it as an

@@ -825,11 +825,10 @@ class WorkerPool:
                 asked[1].done.wait(_TOLD_WAIT_SECONDS)
 
     def _parked_served(self, worker: _Worker, park_id: int, note: dict[str, Any]) -> None:
-        """A worker served a page on a connection it kept (a PIT page told before it is written;
-        a scroll's batches told together after them, `requests`): the context's keep-alive
-        counts from now, a scroll moves past the batches, and each page is counted as a search
-        (a reader thread's)."""
-        requests, batches = note.get("requests", 1), note.get("scroll")
+        """A worker served pages on a connection it kept (`requests` of them, told together
+        after them, parking.py `_Notes`): the context's keep-alive counts from now, a scroll
+        moves past its batches, and each page is counted as a search (a reader thread's)."""
+        requests, batches = note["requests"], note["scroll"]
         with self._lock:
             walk = self._parks.get(park_id)
             self.parked_pages += requests
