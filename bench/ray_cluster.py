@@ -156,7 +156,7 @@ def _per(out: dict[str, Any], what: str, calls: Counter[str], count: int) -> Non
     """Calls per search or page, in all and by method; the metadata actor's in all and of its
     context records (`ctx_get`)."""
     out[f"{what}: machine calls"] = _machine_only(calls) / count
-    for method in ("dfs", "query", "query_fetch", "fetch", "free_context", "open_context"):
+    for method in ("dfs", "query", "query_fetch", "relay", "fetch", "free_context", "open_context"):
         if calls[method]:
             out[f"{what}: {method} calls"] = calls[method] / count
     out[f"{what}: metadata calls"] = (sum(calls.values()) - _machine_only(calls)) / count

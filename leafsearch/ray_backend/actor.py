@@ -68,7 +68,7 @@ from leafsearch.ray_backend.fault_detection import PING
 from leafsearch.ray_backend.metadata import cluster_secret
 from leafsearch.ray_backend.replication import REPLICA_TIMEOUT_SECONDS, Replicated, Replication
 from leafsearch.request.query_dsl import Query
-from leafsearch.search import query_and_fetch
+from leafsearch.search import page_relay, query_and_fetch
 from leafsearch.search.dfs import DfsStats
 from leafsearch.search.shard_api import (
     ShardContextId,
@@ -93,6 +93,14 @@ RECOVERY_CHUNK_BYTES = 8 * 1024 * 1024
 #: replicas' machines by it).
 MACHINE_PREFIX = "machine/"
 _log = logging.getLogger("leafsearch")
+
+
+@dataclass(frozen=True, slots=True)
+class Relayed:
+    """A page's hits as one JSON array (`ShardActor.relay`): the machine call's whole answer, as
+    it is, not pickled (a pickle starts with another byte than `[`)."""
+
+    hits: bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -553,6 +561,18 @@ class ShardActor:
             return None, top
         return context, top
 
+    def relay(self, query: ShardQuery, alias_filter: Query | None, alone: bool) -> Relayed | None:
+        """A PIT page's query and fetch on its context (search/page_relay.py): the page's hits as
+        the bytes the coordinator relays, when the general path would take them from this answer
+        alone (`alone`: no other shard is asked); None otherwise, and for whatever the general
+        path reports (a refusal, a lost context), which the coordinator then runs."""
+        self._count("relay")
+        answered = self._phase(query, alias_filter, query_and_fetch.run)
+        if isinstance(answered, Refusal):
+            return None
+        hits = page_relay.relayed_hits(answered[1], query.request, alone)
+        return None if hits is None else Relayed(hits)
+
     def fetch(
         self, fetch: ShardFetch, alias_filter: Query | None, free_after: bool = False
     ) -> tuple[ShardContextId, ShardFetchResult] | Refusal:
@@ -764,6 +784,7 @@ SHARD_METHODS = frozenset(
         "query",
         "fetch",
         "suggest",
+        "relay",
     }
 )
 
@@ -860,13 +881,16 @@ class MachineActor:
         for a shard this machine does not hold), pickled. Why pickled by the C pickler rather
         than Ray's cloudpickle: that runs Python for every object of a message (the messages are
         plain data, search/shard_api.py). A follower check (`PING`) is answered at once, on the
-        connection's thread."""
+        connection's thread; a page relayed (`ShardActor.relay`) is its bytes alone."""
         if message == PING:
             return self._incarnation
         calls = pickle.loads(message)
         if isinstance(calls, SharedCalls):
             calls = calls.select()
-        return pickle.dumps(self._batch(calls), protocol=pickle.HIGHEST_PROTOCOL)
+        answers = self._batch(calls)
+        if len(answers) == 1 and isinstance(answers[0], Relayed):
+            return answers[0].hits
+        return pickle.dumps(answers, protocol=pickle.HIGHEST_PROTOCOL)
 
     def _batch(self, calls: list[ShardCall]) -> list[Any]:
         if not calls:
