@@ -4,11 +4,12 @@ coordinator writes them to the client's socket as they came off the machine's ch
 Why: a `_shard_doc` walk's page (a sliced export's, a PIT walk's) is mostly one shard's, which
 its machine queries and fetches in one call (query_and_fetch.py). Through the general path the
 coordinator then unpickled the shard's answer (its docs, sort columns, page), merged it into a
-hit list, found the page's bounds and spliced the page, and its read-ahead did all of that again
-on a thread for the next page: ~1.2 to 1.4 ms of its CPU per 1,000 documents, as much as the
-machine's own search and render (bench/RESULTS.md "Shards as Ray actors"). Here the coordinator
-keeps what it must do (the request's parse, the context's acquire, which checks the PIT is still
-the cluster's and its owner's, the limits) and sends the cursor's shard one `relay` call; the
+hit list, found the page's bounds and spliced the page (its read-ahead on a thread, for the next
+page), and Starlette encoded and sent the body: about 0.3 of the ~1.1 ms of its CPU a page
+costs it, the rest being the request's own path (bench/RESULTS.md "Pages relayed as bytes").
+Here the coordinator keeps what it must do (the request's parse, the context's acquire, which
+checks the PIT is still the cluster's and its owner's, the limits) and sends the cursor's shard
+one `relay` call; the
 answer is the page's hits as one JSON array (`[` first: a pickled answer starts otherwise), which
 becomes the response with a head of a few fields (`pit_id`, `took`, `_shards`), written with one
 `sendmsg` to the client's socket when the HTTP layer lends it (socket_sink.py). No object per
