@@ -1395,3 +1395,38 @@ def test_relayed_pages_leave_nothing_behind(http: httpx.Client, coordinator: Ser
 def process_pid(server: Server) -> int:
     assert server.process is not None
     return server.process.pid
+
+
+def test_the_official_client_reads_relayed_pages(http: httpx.Client, coordinator: Server) -> None:
+    """The official Python client walks a PIT in slices over relayed pages (written to its
+    socket by the coordinator's request thread: the product header, the length, keep-alive),
+    every document once, and closes it."""
+    from elasticsearch import Elasticsearch
+
+    create_index(http, "relayclient")
+    docs = {f"d{n}": source(n) for n in range(400)}
+    assert bulk(http, "relayclient", docs, refresh=True)["errors"] is False
+    client = Elasticsearch(coordinator.url, request_timeout=120)
+    pit = client.open_point_in_time(index="relayclient", keep_alive="1m")["id"]
+    before, ids = search_machine_calls(), []
+    for i in range(2):
+        after = None
+        while True:
+            page = client.search(
+                pit={"id": pit, "keep_alive": "1m"},
+                size=50,
+                sort=["_shard_doc"],
+                track_total_hits=False,
+                slice={"id": i, "max": 2},
+                search_after=after,
+            )
+            assert page["_shards"]["failed"] == 0 and page["pit_id"] == pit
+            hits = page["hits"]["hits"]
+            if not hits:
+                break
+            ids += [hit["_id"] for hit in hits]
+            after = hits[-1]["sort"]
+    assert sorted(ids) == sorted(f"d{n}" for n in range(400))
+    assert (search_machine_calls() - before)["relay"] >= 8
+    assert client.close_point_in_time(id=pit)["succeeded"] is True
+    client.close()
