@@ -57,6 +57,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -156,7 +157,7 @@ def _per(out: dict[str, Any], what: str, calls: Counter[str], count: int) -> Non
     """Calls per search or page, in all and by method; the metadata actor's in all and of its
     context records (`ctx_get`)."""
     out[f"{what}: machine calls"] = _machine_only(calls) / count
-    for method in ("dfs", "query", "query_fetch", "fetch", "free_context", "open_context"):
+    for method in ("dfs", "query", "query_fetch", "relay", "fetch", "free_context", "open_context"):
         if calls[method]:
             out[f"{what}: {method} calls"] = calls[method] / count
     out[f"{what}: metadata calls"] = (sum(calls.values()) - _machine_only(calls)) / count
@@ -311,6 +312,41 @@ def _measure(
     return out
 
 
+@contextmanager
+def local_cluster(nodes: int) -> Iterator[Any]:
+    """A local Ray cluster of `nodes` nodes, each a machine of its own (a resource
+    `leafsearch-machine-m<i>`) with one CPU, all on 127.0.0.1 (else one machine, no replica
+    placed), although they share this host; shut down after the block."""
+    from ray.cluster_utils import Cluster
+
+    node_args = {"num_cpus": 1, "object_store_memory": 80 * 1024 * 1024, "node_ip_address": "127.0.0.1"}
+    head_args = {**node_args, "include_dashboard": False, "resources": {"leafsearch-machine-m0": 1}}
+    cluster = Cluster(initialize_head=True, head_node_args=head_args)
+    try:
+        for i in range(1, nodes):
+            cluster.add_node(**node_args, resources={f"leafsearch-machine-m{i}": 1})
+        cluster.wait_for_nodes()
+        yield cluster
+    finally:
+        cluster.shutdown()
+
+
+@contextmanager
+def ray_server(work: Path, name: str, address: str) -> Iterator[Server]:
+    """`serve --ray address` in `work / name`, this process connected to the cluster too (the
+    machine actors' calls and CPU are read through Ray); stopped after the block."""
+    import ray
+
+    server = Server(work / name, work / f"{name}.log", args=["--ray", address])
+    try:
+        server.start(timeout=120)
+        ray.init(address=address, namespace="leafsearch", log_to_driver=False)
+        yield server
+    finally:
+        server.stop()
+        ray.shutdown()
+
+
 def _ray_run(
     work: Path,
     nodes: int,
@@ -322,43 +358,24 @@ def _ray_run(
     one_shard_only: bool,
     import_only: bool,
 ) -> dict:
-    import ray
-    from ray.cluster_utils import Cluster
-
     began = time.perf_counter()
-    node_args = {"num_cpus": 1, "object_store_memory": 80 * 1024 * 1024, "node_ip_address": "127.0.0.1"}
-    head_args = {**node_args, "include_dashboard": False, "resources": {"leafsearch-machine-m0": 1}}
-    cluster = Cluster(initialize_head=True, head_node_args=head_args)
-    for i in range(1, nodes):  # one machine each, although they share this host
-        cluster.add_node(**node_args, resources={f"leafsearch-machine-m{i}": 1})
-    cluster.wait_for_nodes()
-    started = time.perf_counter() - began
-    server = Server(work / f"ray{nodes}", work / f"ray{nodes}.log", args=["--ray", cluster.address])
-    try:
-        server.start(timeout=120)
-        ray.init(address=cluster.address, namespace="leafsearch", log_to_driver=False)
-        measured = _measure(
-            server, records, create_body, n, first, last, _machine_calls, one_shard_only, import_only
-        )
-        out = {"cluster start-up, s": started, **measured}
-    finally:
-        server.stop()
-        ray.shutdown()
-        cluster.shutdown()
-    return out
+    with local_cluster(nodes) as cluster:
+        started = time.perf_counter() - began
+        with ray_server(work, f"ray{nodes}", cluster.address) as server:
+            measured = _measure(
+                server, records, create_body, n, first, last, _machine_calls, one_shard_only, import_only
+            )
+    return {"cluster start-up, s": started, **measured}
 
 
 def _replicas_run(work: Path, nodes: int, records: Path, n: int) -> dict[str, Any]:
     """Import throughput into an index with replicas 1 and one with replicas 0, in turns."""
-    from ray.cluster_utils import Cluster
+    with local_cluster(nodes) as cluster:
+        return _replicas_turns(work, nodes, cluster.address, records, n)
 
-    node_args = {"num_cpus": 1, "object_store_memory": 80 * 1024 * 1024, "node_ip_address": "127.0.0.1"}
-    head_args = {**node_args, "include_dashboard": False, "resources": {"leafsearch-machine-m0": 1}}
-    cluster = Cluster(initialize_head=True, head_node_args=head_args)
-    for i in range(1, nodes):  # a machine each (all on 127.0.0.1: else one machine, no replica placed)
-        cluster.add_node(**node_args, resources={f"leafsearch-machine-m{i}": 1})
-    cluster.wait_for_nodes()
-    server = Server(work / f"replicas{nodes}", work / f"replicas{nodes}.log", args=["--ray", cluster.address])
+
+def _replicas_turns(work: Path, nodes: int, address: str, records: Path, n: int) -> dict[str, Any]:
+    server = Server(work / f"replicas{nodes}", work / f"replicas{nodes}.log", args=["--ray", address])
     rates: dict[int, list[float]] = {0: [], 1: []}
     try:
         server.start(timeout=120)
@@ -374,7 +391,6 @@ def _replicas_run(work: Path, nodes: int, records: Path, n: int) -> dict[str, An
                 raise RuntimeError(f"bench{turn}: {health}")
     finally:
         server.stop()
-        cluster.shutdown()
     out = {f"import replicas {r}, docs/s": sum(v) / len(v) for r, v in rates.items()}
     out["replicas 1 / replicas 0"] = out["import replicas 1, docs/s"] / out["import replicas 0, docs/s"]
     out["load average (1 min)"] = os.getloadavg()[0]

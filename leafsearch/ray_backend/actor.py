@@ -68,7 +68,7 @@ from leafsearch.ray_backend.fault_detection import PING
 from leafsearch.ray_backend.metadata import cluster_secret
 from leafsearch.ray_backend.replication import REPLICA_TIMEOUT_SECONDS, Replicated, Replication
 from leafsearch.request.query_dsl import Query
-from leafsearch.search import query_and_fetch
+from leafsearch.search import page_relay, query_and_fetch, walks
 from leafsearch.search.dfs import DfsStats
 from leafsearch.search.shard_api import (
     ShardContextId,
@@ -93,6 +93,26 @@ RECOVERY_CHUNK_BYTES = 8 * 1024 * 1024
 #: replicas' machines by it).
 MACHINE_PREFIX = "machine/"
 _log = logging.getLogger("leafsearch")
+
+
+@dataclass(frozen=True, slots=True)
+class Relayed:
+    """A page's hits as one JSON array (`ShardActor.relay`): the machine call's whole answer, as
+    it is, not pickled (a pickle starts with another byte than `[`)."""
+
+    hits: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class _RelayPage:
+    """A page `ShardActor.relay` found (read ahead, or for the call): its hits' bytes (None: not
+    one to relay) and the cursor after its last hit (None: it has none, or the walk ends)."""
+
+    hits: bytes | None
+    following: list[Any] | None
+
+    def nbytes(self) -> int:
+        return 0 if self.hits is None else len(self.hits)
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,6 +225,7 @@ class ShardActor:
         """The index is closed: every acknowledged write goes into a committed segment (the
         translog written out) and the contexts are freed; the coordinator then ends this actor."""
         self._closed.set()
+        self.state.contexts.read_ahead.close()  # (pages read ahead: `relay`)
         self.state.shard_contexts.close_all()
         try:
             self.shard.close()
@@ -215,6 +236,7 @@ class ShardActor:
     def destroy(self) -> None:
         """The index is deleted: release everything and delete the folder."""
         self._closed.set()
+        self.state.contexts.read_ahead.close()  # (pages read ahead: `relay`)
         self.state.shard_contexts.close_all()
         with contextlib.suppress(ElasticError):  # a flush that failed: what it would have
             self.shard.close()  # written is deleted now
@@ -445,6 +467,7 @@ class ShardActor:
             "store_bytes": self.shard.store_size_bytes(),
             "segments": self.shard.segment_count(),
             "open_contexts": self.state.shard_contexts.open_count(),
+            "pages_read_ahead": self.state.contexts.read_ahead.held(),
             "search_calls": calls,
         }
 
@@ -500,6 +523,7 @@ class ShardActor:
     def free_context(self, context: ShardContextId) -> bool:
         """Release a context; one kept on disk and not taken back since a restart is deleted."""
         self._count("free_context")
+        self.state.contexts.read_ahead.forget(context.number)
         if self.state.shard_contexts.free(context):
             return True
         searcher = None if context.name is None else self.shard.take_restored(context.name)
@@ -552,6 +576,59 @@ class ShardActor:
             self.state.shard_contexts.free(context)
             return None, top
         return context, top
+
+    def relay(self, query: ShardQuery, alias_filter: Query | None, alone: bool) -> Relayed | None:
+        """A PIT page's query and fetch on its context (search/page_relay.py): the page's hits as
+        the bytes the coordinator relays, when the general path would take them from this answer
+        alone (`alone`: no other shard is asked); None otherwise, and for whatever the general
+        path reports (a refusal, a lost context), which the coordinator then runs.
+
+        The walk's next page is prepared meanwhile (search/read_ahead.py, as the coordinator's
+        read-ahead does for the pages it serves): after a page that continued the one before it,
+        the page after its last hit, on the same pinned snapshot, so the next call finds it while
+        the coordinator relays this one and the client reads it. Its key is everything the page
+        depends on but the cursor (the request as the walk's identity, the shard's position and
+        whether it is asked alone, the alias filter); its preparation fails (the call then runs
+        its own) when the context was freed meanwhile; a freed context's pages go with it."""
+        self._count("relay")
+        context = query.context
+        if context is None:  # (a PIT's page names its pin)
+            return None
+        read_ahead = self.state.contexts.read_ahead
+        walk = (walks.identity(query.request), query.shard_index, alone, repr(alias_filter))
+        served = walks.cursor_key(query.request.search_after)
+        page = read_ahead.take(context.number, walk, served)
+        if page is not None:
+            self._count("relay_read_ahead")
+        else:
+            try:
+                page = self._relay_page(query, alias_filter, alone)
+            except ElasticError:
+                return None
+        if page.hits is None:
+            return None
+        following = page.following
+        if following is not None:
+            after = replace(query, request=replace(query.request, search_after=following))
+            target = self._pinned(context, alias_filter)
+            read_ahead.continue_walk(
+                context.number,
+                walk,
+                served,
+                walks.cursor_key(following),
+                [target],
+                partial(self._relay_page, after, alias_filter, alone),
+            )
+        return Relayed(page.hits)
+
+    def _relay_page(self, query: ShardQuery, alias_filter: Query | None, alone: bool) -> _RelayPage:
+        """A page `relay` answers; raises what the general path would report."""
+        answered = self._phase(query, alias_filter, query_and_fetch.run_to_cursor)
+        if isinstance(answered, Refusal):
+            raise answered.error
+        top, following = answered[1]
+        hits = page_relay.relayed_hits(top, query.request, alone)
+        return _RelayPage(hits, following if hits is not None and len(top.docs) else None)
 
     def fetch(
         self, fetch: ShardFetch, alias_filter: Query | None, free_after: bool = False
@@ -764,6 +841,7 @@ SHARD_METHODS = frozenset(
         "query",
         "fetch",
         "suggest",
+        "relay",
     }
 )
 
@@ -860,13 +938,16 @@ class MachineActor:
         for a shard this machine does not hold), pickled. Why pickled by the C pickler rather
         than Ray's cloudpickle: that runs Python for every object of a message (the messages are
         plain data, search/shard_api.py). A follower check (`PING`) is answered at once, on the
-        connection's thread."""
+        connection's thread; a page relayed (`ShardActor.relay`) is its bytes alone."""
         if message == PING:
             return self._incarnation
         calls = pickle.loads(message)
         if isinstance(calls, SharedCalls):
             calls = calls.select()
-        return pickle.dumps(self._batch(calls), protocol=pickle.HIGHEST_PROTOCOL)
+        answers = self._batch(calls)
+        if len(answers) == 1 and isinstance(answers[0], Relayed):
+            return answers[0].hits
+        return pickle.dumps(answers, protocol=pickle.HIGHEST_PROTOCOL)
 
     def _batch(self, calls: list[ShardCall]) -> list[Any]:
         if not calls:

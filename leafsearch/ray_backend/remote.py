@@ -179,25 +179,34 @@ class MachineCall:
         """Per call its answer; raises the error that kept the machine from answering (past
         the call's deadline: a timeout)."""
         with self._lock:
-            while self._answers is None:
-                if self._pending is not None:
-                    pending, self._pending = self._pending, None
-                    try:
-                        self._answers = pickle.loads(pending.answer(self._deadline))
-                        break
-                    except UNAVAILABLE as exc:
-                        self._failure = exc
-                assert self._failure is not None
-                if not (self._again and isinstance(self._failure, ChannelBroken)):
-                    raise self._failure
-                if time.monotonic() + RETRY_PAUSE_SECONDS >= self._deadline:
-                    raise self._failure
-                if self._retried:
-                    time.sleep(RETRY_PAUSE_SECONDS)
-                self._retried = True
-                self._failure = None
-                self._send()
+            if self._answers is None:
+                self._answers = pickle.loads(self._received())
             return self._answers
+
+    def answer_bytes(self) -> bytes:
+        """The answer as it came, not unpickled (a page relayed: `ShardActor.relay`), read once;
+        raises as `answers`."""
+        with self._lock:
+            return self._received()
+
+    def _received(self) -> bytes:
+        while True:
+            if self._pending is not None:
+                pending, self._pending = self._pending, None
+                try:
+                    return pending.answer(self._deadline)
+                except UNAVAILABLE as exc:
+                    self._failure = exc
+            assert self._failure is not None
+            if not (self._again and isinstance(self._failure, ChannelBroken)):
+                raise self._failure
+            if time.monotonic() + RETRY_PAUSE_SECONDS >= self._deadline:
+                raise self._failure
+            if self._retried:
+                time.sleep(RETRY_PAUSE_SECONDS)
+            self._retried = True
+            self._failure = None
+            self._send()
 
 
 class _RayTask:
@@ -1042,6 +1051,20 @@ class RayShard:
     def send(self, phase: str, message: Any) -> Callable[[], Any]:
         (wait,) = self.send_all(phase, [(self, message)])
         return wait
+
+    def relay(self, query: ShardQuery, alone: bool) -> bytes | None:
+        """A PIT page's hits as its primary's machine renders them (`ShardActor.relay`,
+        search/page_relay.py), or None: not a page to relay, or the machine did not answer it
+        (sent once: the general path that serves the page then asks again, resends to a
+        restarted machine, reports a failed shard or fails over)."""
+        remote = self.snapshot.shard.remote
+        call = (remote.key(self.snapshot.shard.shard_id), "relay", (query, self.alias_filter, alone))
+        try:
+            sent = MachineCall(remote.backend.channels, self.primary_machine, [call], False, None)
+            answer = sent.answer_bytes()
+        except UNAVAILABLE:
+            return None
+        return answer if answer[:1] == b"[" else None
 
     def dfs(self, request: ShardDfs) -> DfsStats:
         return self.send("dfs", request)()

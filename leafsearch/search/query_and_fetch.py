@@ -26,10 +26,11 @@ of the search's last phase did), so no release follows.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from leafsearch.errors import ElasticError
 from leafsearch.request.search_types import SearchRequest
-from leafsearch.search.fetch_phase import fetch_shard, page_fetches, renders_raw
+from leafsearch.search.fetch_phase import fetch_shard, last_sort_values, page_fetches, renders_raw
 from leafsearch.search.hitlist import backwards_page
 from leafsearch.search.phases import page_bounds
 from leafsearch.search.shard_api import FetchAlong, FetchedPage, ShardQuery, ShardTopDocs
@@ -56,10 +57,18 @@ def run(shard: LocalShard, query: ShardQuery) -> ShardTopDocs:
     """The shard's query phase, and with it the fetch of the page (when `query.fetch`) on the
     same snapshot (`query.context`, which names it). O(the query) + O(k log k) for the hit list
     + the page's own fetch."""
+    return run_to_cursor(shard, query, cursor=False)[0]
+
+
+def run_to_cursor(
+    shard: LocalShard, query: ShardQuery, cursor: bool = True
+) -> tuple[ShardTopDocs, list[Any] | None]:
+    """As `run`, and with `cursor` the sort values of the page's last hit as a client sends
+    them back (`search_after` of a walk's next page; None: the page has no hit)."""
     top = shard.query(query)
     along = query.fetch
     if along is None:
-        return top
+        return top, None
     request = query.request
     target = shard.target if query.context is None else shard.pins().get(query.context)
     hits = merge_top_docs([target] * along.targets, request, query.sort, [top])
@@ -68,9 +77,10 @@ def run(shard: LocalShard, query: ShardQuery) -> ShardTopDocs:
     start, end = (0, len(hits)) if along.candidates else page_bounds(hits, request)
     if end <= start:  # (the coordinator fetches nothing either)
         top.page = FetchedPage(start, end, "page", None)
-        return top
+        return top, None
     if along.shown is not None:
         hits.columns = hits.columns[: along.shown]
+    following = last_sort_values(hits, end) if cursor else None
     rendered = request if along.request is None else along.request
     if rendered.backwards:  # as `phases.fetch_page` renders it
         hits, start, end = backwards_page(hits, start, end)
@@ -80,4 +90,4 @@ def run(shard: LocalShard, query: ShardQuery) -> ShardTopDocs:
         top.page = FetchedPage(start, end, fetch.form, fetch_shard(target, fetch))
     except ElasticError as exc:
         top.page = FetchedPage(start, end, fetch.form, None, exc)
-    return top
+    return top, following

@@ -20,7 +20,7 @@ from leafsearch.errors import (
 )
 from leafsearch.request.indices_options import IndicesOptions
 from leafsearch.request.search_types import SearchRequest
-from leafsearch.search import phases
+from leafsearch.search import page_relay, phases
 from leafsearch.search.contexts import ReaderContext
 from leafsearch.search.execution import PitTask, ScrollAhead, ScrollTask, dispatch, reads_ahead, run
 from leafsearch.search.socket_sink import Confirm, Lend, Sink, Written
@@ -57,6 +57,10 @@ def search_pit(
                 raise SearchPhaseExecution(exc) from None
             keep_alive = max(ctx.keep_alive, requested)
         phases.check_limits(services, request, ctx.targets)
+        if raw_hits and services.workers is None and page_relay.relayable(request, ctx.targets):
+            relayed = page_relay.relay(services, ctx, request, started, lend=lend, cancelled=cancelled)
+            if relayed is not None:
+                return relayed
         # The shard contexts are this process's: a search worker reads the same snapshots rebuilt.
         pins = ctx.shard_contexts if services.workers is None else None
         sink = _sink(services, lend, raw_hits)

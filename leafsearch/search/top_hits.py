@@ -158,7 +158,7 @@ def top_hits(
         stats = DfsStats.total(found)
     n = len(targets)
     windows = _slice_windows(request, targets)
-    asked = [i for i in live if _may_match(request, i, n, windows)]
+    asked = [i for i in live if may_match(request, i, n, windows)]
 
     def ask(round_: list[int], along: FetchAlong | None) -> tuple[list[ShardQuery], list[Any]]:
         queries = [
@@ -184,8 +184,8 @@ def top_hits(
             queries = [replace(q, fetch=candidates) for q in queries]
         return queries, each_phase(pool, shards, "query", queries, catch=(ShardFailed,))
 
-    if _shard_by_shard(request, [targets[i] for i in asked], contexts):
-        walked = asked[::-1] if effective_sort(request)[0].descending else asked
+    walked = shard_walk(request, targets, asked, contexts)
+    if walked is not None:
         queries, answers = ask(walked[:1], fetch)
         (first,) = answers
         if isinstance(first, ShardFailed) or len(first.docs) < request.from_ + request.size:
@@ -203,6 +203,19 @@ def top_hits(
     if contexts is not None:
         hits.contexts = pins
     return hits
+
+
+def shard_walk(
+    request: SearchRequest,
+    targets: list[Target],
+    asked: list[int],
+    contexts: Sequence[ShardContextId | None] | None,
+) -> list[int] | None:
+    """The shards `asked` in the order a page asks them one by one (`_shard_by_shard`), or None
+    when it asks them all at once."""
+    if not _shard_by_shard(request, [targets[i] for i in asked], contexts):
+        return None
+    return asked[::-1] if effective_sort(request)[0].descending else asked
 
 
 def _shard_by_shard(
@@ -266,7 +279,7 @@ def _slice_windows(request: SearchRequest, targets: list[Target]) -> list[tuple[
     return pit_slice_windows(sliced, targets)
 
 
-def _may_match(
+def may_match(
     request: SearchRequest, shard_index: int, shard_count: int, windows: list[tuple[int, int]] | None
 ) -> bool:
     """Whether a shard is asked for its top hits. Not when it can add nothing to the answer:

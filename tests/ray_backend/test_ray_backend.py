@@ -840,7 +840,7 @@ def test_a_shard_doc_walk_asks_one_shard_at_a_time(http: httpx.Client) -> None:
     answers with the page fetched (one call) when it fills the page; the next shards only for a
     page that crosses into them. Both directions, whole and sliced (3 slices: shards i, i + 3),
     every document once, while a writer indexes and refreshes beside. (Calls are counted per
-    walk: the coordinator reads each page's next one ahead.)"""
+    walk.)"""
     uuid = create_index(http, "onebyone")
     assert bulk(http, "onebyone", {f"d{n}": source(n) for n in range(600)}, refresh=True)["errors"] is False
     stop = threading.Event()
@@ -879,10 +879,11 @@ def test_a_shard_doc_walk_asks_one_shard_at_a_time(http: httpx.Client) -> None:
                         crossing_pages += 1
             calls = search_machine_calls() - before
             assert len(ids) == len(set(ids)) and {f"d{n}" for n in range(600)} <= set(ids), (order, slices)
-            # A page within one shard is its query-and-fetch call (asked of every shard from the
-            # cursor's on, it was a query call per machine and a fetch: about 3.4 calls a page).
-            assert calls["query_fetch"] >= one_shard_pages >= 6, (order, slices, calls)
-            assert sum(calls.values()) <= one_shard_pages + 6 * (crossing_pages + 1), (order, slices, calls)
+            # A page within one shard is one call, its hits relayed (search/page_relay.py; asked of
+            # every shard from the cursor's on, it was a query call per machine and a fetch: about
+            # 3.4 calls a page); a page crossing shards is asked again the general way.
+            assert calls["relay"] >= one_shard_pages >= 6, (order, slices, calls)
+            assert sum(calls.values()) <= one_shard_pages + 7 * (crossing_pages + 1), (order, slices, calls)
             assert http.request("DELETE", "/_pit", json={"id": pit}).status_code == 200
     finally:
         stop.set()
@@ -1061,7 +1062,7 @@ def test_a_search_of_one_shard_queries_and_fetches_in_one_call(
 
 
 #: The machine calls a search makes (the writes and refreshes beside are not counted).
-SEARCH_METHODS = ("dfs", "query", "query_fetch", "fetch", "free_context")
+SEARCH_METHODS = ("dfs", "query", "query_fetch", "relay", "fetch", "free_context")
 
 
 def search_machine_calls() -> Counter[str]:
@@ -1226,3 +1227,206 @@ def test_a_scroll_of_one_shard_reads_each_batch_in_one_call(http: httpx.Client, 
         {"open_context": len(bodies), "query_fetch": batches, "free_context": len(bodies)}
     )
     assert open_contexts(uuid, [0]) == [0]
+
+
+def _rss_kib(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("VmRSS:"))
+
+
+def pages_read_ahead(uuid: str, shards: list[int]) -> list[int]:
+    """The pages each of those shard actors holds read ahead for the walks it relays."""
+    import ray
+
+    stats = ray.get([shard_actor(uuid, s).stats.remote() for s in shards], timeout=60)
+    return [s["pages_read_ahead"] for s in stats]
+
+
+def test_a_shard_doc_pit_page_is_relayed_as_the_general_path_renders_it(http: httpx.Client) -> None:
+    """A `_shard_doc` PIT page that counts nothing and one shard fills is that shard's bytes,
+    relayed (search/page_relay.py): the same response, byte for byte but `took`, as the general
+    path's for the same page (asked with a `timeout`, which that path alone serves), whole and
+    sliced, both directions, with fetch options, while a writer indexes and refreshes beside and
+    the slices are read at once; every document once; the machines prepared pages ahead."""
+    settings = {"number_of_shards": SHARDS, "number_of_replicas": 0}
+    assert http.put("/relayed", json={"settings": settings, "mappings": QF_MAPPING}).status_code == 200
+    uuid = http.get("/relayed/_settings").json()["relayed"]["settings"]["index"]["uuid"]
+    assert bulk(http, "relayed", {f"d{n}": qf_source(n) for n in range(600)}, refresh=True)["errors"] is False
+    pit = http.post("/relayed/_pit?keep_alive=5m").json()["id"]
+    plain = {"pit": {"id": pit}, "size": 30, "sort": ["_shard_doc"], "track_total_hits": False}
+    bodies: list[dict[str, Any]] = [
+        plain,
+        {**plain, "sort": [{"_shard_doc": "desc"}], "_source": False, "fields": ["tag", "ts"]},
+        {**plain, "docvalue_fields": ["n", "tag"], "seq_no_primary_term": True, "version": True},
+        *({**plain, "slice": {"id": i, "max": 3}} for i in range(3)),
+    ]
+    walked: dict[int, list[str]] = {}
+    stop = threading.Event()
+
+    def writer() -> None:
+        with httpx.Client(base_url=str(http.base_url), timeout=120) as own:
+            n = 10_000
+            while not stop.is_set():
+                assert bulk(own, "relayed", {f"w{n + i}": qf_source(n + i) for i in range(10)}, refresh=True)
+                n += 10
+
+    def reader(i: int) -> Callable[[], None]:
+        def read() -> None:
+            body, ids = dict(bodies[i]), walked.setdefault(i, [])
+            with httpx.Client(base_url=str(http.base_url), timeout=120) as own:
+                while True:
+                    page = own.post("/_search", json=body)
+                    general = own.post("/_search", json={**body, "timeout": "5m"})
+                    assert _answer(page) == _answer(general), body
+                    assert page.status_code == 200, page.text
+                    hits = page.json()["hits"]["hits"]
+                    if not hits:
+                        return
+                    ids += [hit["_id"] for hit in hits]
+                    body["search_after"] = hits[-1]["sort"]
+
+        return read
+
+    before, ahead = search_machine_calls(), search_calls(uuid, list(range(SHARDS)))
+    readers_beside_a_writer(writer, [reader(i) for i in range(len(bodies))], stop)
+    calls = search_machine_calls() - before
+    ahead = search_calls(uuid, list(range(SHARDS))) - ahead
+    every = sorted(f"d{n}" for n in range(600))
+    for i in range(3):
+        assert sorted(walked[i]) == every, bodies[i]
+    assert sorted(walked[3] + walked[4] + walked[5]) == every
+    pages = sum(-(-len(ids) // 30) + 1 for ids in walked.values())
+    # Each page was relayed (one call) but the few that cross into the next shard; the general
+    # path's twins are query calls.
+    assert pages - 30 <= calls["relay"] <= pages + 30, calls
+    # (a walk's first pages, a page after one of the general path, and a page asked before its
+    # preparation started are not read ahead)
+    assert ahead["relay_read_ahead"] > 0, ahead
+    assert http.request("DELETE", "/_pit", json={"id": pit}).status_code == 200
+    assert pages_read_ahead(uuid, list(range(SHARDS))) == [0] * SHARDS
+    assert open_contexts(uuid, list(range(SHARDS))) == [0] * SHARDS
+
+
+def test_a_page_the_machine_does_not_relay_is_answered_by_the_general_path(http: httpx.Client) -> None:
+    """What the shard cannot answer plainly is not relayed but answered as the general path
+    answers it: a fetch-phase error (400), a shard that lost the PIT's context (a 200 with that
+    shard failed, or a 404 refusing partial results), a PIT closed (404); the walk's other pages
+    go on being relayed."""
+    uuid = create_index(http, "unrelayed")
+    docs = {f"d{n}": qf_source(n) for n in range(300)}
+    assert bulk(http, "unrelayed", docs, refresh=True)["errors"] is False
+    pit = http.post("/unrelayed/_pit?keep_alive=5m").json()["id"]
+    body: dict[str, Any] = {"pit": {"id": pit}, "size": 20, "sort": ["_shard_doc"]}
+    body["track_total_hits"] = False
+    first = http.post("/_search", json=body)
+    assert first.status_code == 200 and first.json()["_shards"]["failed"] == 0
+
+    def both(asked: dict[str, Any], query: str = "") -> tuple[int, bytes]:
+        page = http.post(f"/_search{query}", json=asked)
+        assert _answer(page) == _answer(http.post(f"/_search{query}", json={**asked, "timeout": "5m"})), asked
+        return _answer(page)
+
+    status, error = both({**body, "docvalue_fields": ["body"]})  # (a text field: refused by the fetch)
+    assert status == 400 and b"illegal_argument_exception" in error
+    # The shard of the first page loses its part of the PIT behind the coordinator's back.
+    after = first.json()["hits"]["hits"][-1]["sort"]
+    shard = after[0] >> 32
+    lose_context(uuid, shard, pit)
+    before = search_machine_calls()
+    status, page = both({**body, "search_after": after})
+    assert status == 200
+    shards = orjson.loads(page)["_shards"]
+    assert shards["failed"] == 1 and shards["failures"][0]["shard"] == shard
+    assert shards["failures"][0]["reason"]["type"] == "search_context_missing_exception"
+    status, _ = both({**body, "search_after": after}, "?allow_partial_search_results=false")
+    assert status == 404
+    calls = search_machine_calls() - before
+    assert calls["relay"] == 2, calls  # (asked, not relayed)
+    # Another shard's pages are still relayed.
+    other = {**body, "search_after": [((shard + 1) % SHARDS) << 32]}
+    before = search_machine_calls()
+    status, page = both(other)
+    assert status == 200 and orjson.loads(page)["_shards"]["failed"] == 0
+    assert (search_machine_calls() - before)["relay"] == 1
+    assert http.request("DELETE", "/_pit", json={"id": pit}).status_code == 200
+    status, missing = both(body)
+    assert status == 404 and b"search_context_missing_exception" in missing
+
+
+def test_relayed_pages_leave_nothing_behind(http: httpx.Client, coordinator: Server) -> None:
+    """Hundreds of relayed pages of ~50 KB: the coordinator holds none of them (its resident
+    memory grows by far less than they would take), and a shard holds at most a few pages read
+    ahead, none once the PIT is closed."""
+    uuid = create_index(http, "relaymem", shards=1)
+    text = "relayed " * 12
+    docs = {f"d{n}": {"n": n, "body": f"{text}{n}"} for n in range(3000)}
+    assert bulk(http, "relaymem", docs, refresh=True)["errors"] is False
+    pit = http.post("/relaymem/_pit?keep_alive=5m").json()["id"]
+    body: dict[str, Any] = {"pit": {"id": pit}, "size": 300, "sort": ["_shard_doc"]}
+    body["track_total_hits"] = False
+    assert process_pid(coordinator)
+
+    def walk_all() -> int:
+        asked, pages = dict(body), 0
+        while True:
+            response = http.post("/_search", json=asked)
+            hits = response.json()["hits"]["hits"]
+            pages += 1
+            if not hits:
+                return pages
+            asked["search_after"] = hits[-1]["sort"]
+
+    for _ in range(5):
+        walk_all()
+    size = len(http.post("/_search", json=body).content)
+    before, ahead = search_machine_calls(), search_calls(uuid, [0])["relay_read_ahead"]
+    rss = _rss_kib(process_pid(coordinator))
+    pages = sum(walk_all() for _ in range(40))
+    grown = _rss_kib(process_pid(coordinator)) - rss
+    assert (search_machine_calls() - before)["relay"] == pages
+    # (of the pages after a walk's second, those whose preparation started before they were asked)
+    assert search_calls(uuid, [0])["relay_read_ahead"] - ahead > 0
+    assert pages * size > 18_000 * 1024 and grown < 8 * 1024, (pages, size, grown)
+    assert pages_read_ahead(uuid, [0])[0] <= 2
+    assert http.request("DELETE", "/_pit", json={"id": pit}).status_code == 200
+    assert pages_read_ahead(uuid, [0]) == [0] and open_contexts(uuid, [0]) == [0]
+
+
+def process_pid(server: Server) -> int:
+    assert server.process is not None
+    return server.process.pid
+
+
+def test_the_official_client_reads_relayed_pages(http: httpx.Client, coordinator: Server) -> None:
+    """The official Python client walks a PIT in slices over relayed pages (written to its
+    socket by the coordinator's request thread: the product header, the length, keep-alive),
+    every document once, and closes it."""
+    from elasticsearch import Elasticsearch
+
+    create_index(http, "relayclient")
+    docs = {f"d{n}": source(n) for n in range(400)}
+    assert bulk(http, "relayclient", docs, refresh=True)["errors"] is False
+    client = Elasticsearch(coordinator.url, request_timeout=120)
+    pit = client.open_point_in_time(index="relayclient", keep_alive="1m")["id"]
+    before, ids = search_machine_calls(), []
+    for i in range(2):
+        after = None
+        while True:
+            page = client.search(
+                pit={"id": pit, "keep_alive": "1m"},
+                size=50,
+                sort=["_shard_doc"],
+                track_total_hits=False,
+                slice={"id": i, "max": 2},
+                search_after=after,
+            )
+            assert page["_shards"]["failed"] == 0 and page["pit_id"] == pit
+            hits = page["hits"]["hits"]
+            if not hits:
+                break
+            ids += [hit["_id"] for hit in hits]
+            after = hits[-1]["sort"]
+    assert sorted(ids) == sorted(f"d{n}" for n in range(400))
+    assert (search_machine_calls() - before)["relay"] >= 8
+    assert client.close_point_in_time(id=pit)["succeeded"] is True
+    client.close()
