@@ -30,13 +30,16 @@ LOOPBACK_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
 #: Seconds a coordinator may take to start: it connects to the cluster and finds its actors.
 COORDINATOR_STARTUP_SECONDS = 120.0
 #: Ray's health checks of the shared clusters' nodes (`SharedCluster`): a node whose raylet is gone
-#: (its port refuses) is found dead after 5 checks a second apart, about 5 s (Ray's default: 3 s
-#: apart, about 15 s, which a test removing a node waited out); one that is slow to answer only
-#: after 5 checks in a row have each waited 5 s, so a loaded machine does not lose its nodes.
+#: (its port refuses) is found dead after 5 checks 300 ms apart, about 1.5 s (Ray's default: 3 s
+#: apart, about 15 s; 1 s apart took 4.5 to 8.7 s, bench/RESULTS.md "Session 18"), which the tests
+#: removing or killing a node wait out; one that is slow to answer only after 5 checks in a row
+#: have each waited 5 s, so a loaded machine does not lose its nodes. A node's checks start 1 s
+#: after it joins (Ray's default 5 s: a node added and soon killed again was found dead late).
 SHARED_SYSTEM_CONFIG = {
-    "health_check_period_ms": 1000,
+    "health_check_period_ms": 300,
     "health_check_timeout_ms": 5000,
     "health_check_failure_threshold": 5,
+    "health_check_initial_delay_ms": 1000,
 }
 
 
