@@ -35,11 +35,15 @@ COORDINATOR_STARTUP_SECONDS = 120.0
 #: removing or killing a node wait out; one that is slow to answer only after 5 checks in a row
 #: have each waited 5 s, so a loaded machine does not lose its nodes. A node's checks start 1 s
 #: after it joins (Ray's default 5 s: a node added and soon killed again was found dead late).
+#: Ray's workers (the machine actors, which do the shards' work) at `nice` 0, the Ray groups' own,
+#: not Ray's default 15: below the rest of the suite's (10, tests/scheduling.py `REST_NICENESS`),
+#: each page and actor restart of the Ray groups waited behind it.
 SHARED_SYSTEM_CONFIG = {
     "health_check_period_ms": 300,
     "health_check_timeout_ms": 5000,
     "health_check_failure_threshold": 5,
     "health_check_initial_delay_ms": 1000,
+    "worker_niceness": 0,
 }
 
 

@@ -23,7 +23,8 @@
   average; beside the rest's CPU-bound tests those waits stretched (each group's tests took 323 s
   in a full run, about 190 s alone), and the groups are the run's longest path. A lower priority
   costs the rest nothing while the cores are free, and the Ray groups' processes (started from
-  their workers before they run anything else) get a core as soon as they wake.
+  their workers before they run anything else; the shared clusters' actors at `nice` 0, not
+  Ray's 15: tests/ray_cluster.py) get a core as soon as they wake.
 
 A module's seconds are those of the last run that ran it (pytest's cache), else those recorded in
 `RECORDED_SECONDS` from a full run on the 2-core machine, so that a first run (a fresh clone: CI,
