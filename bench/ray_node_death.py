@@ -38,6 +38,7 @@ def main() -> None:
         "health_check_period_ms": args.period_ms,
         "health_check_initial_delay_ms": args.initial_delay_ms,
     }
+    print(f"settings: {config}", flush=True)
     local = start_cluster(config)
     import ray  # (after the cluster's start: it sets Ray's environment first)
 
@@ -55,7 +56,6 @@ def main() -> None:
             local.cluster.wait_for_nodes()
     finally:
         stop_cluster(local)
-    print(f"settings: {config}")
 
 
 if __name__ == "__main__":

@@ -31,7 +31,7 @@ LOOPBACK_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
 COORDINATOR_STARTUP_SECONDS = 120.0
 #: Ray's health checks of the shared clusters' nodes (`SharedCluster`): a node whose raylet is gone
 #: (its port refuses) is found dead after 5 checks 300 ms apart, about 1.5 s (Ray's default: 3 s
-#: apart, about 15 s; 1 s apart took 4.5 to 8.7 s, bench/RESULTS.md "Session 18"), which the tests
+#: apart, about 15 s; 1 s apart took 4.9 to 8.8 s, bench/RESULTS.md "Session 18"), which the tests
 #: removing or killing a node wait out; one that is slow to answer only after 5 checks in a row
 #: have each waited 5 s, so a loaded machine does not lose its nodes. A node's checks start 1 s
 #: after it joins (Ray's default 5 s: a node added and soon killed again was found dead late).
@@ -88,7 +88,7 @@ def start_cluster(system_config: dict[str, Any] | None = None) -> LocalCluster:
     started = time.monotonic()
     head_args = {**NODE_ARGS, "include_dashboard": False, "resources": {machine_resource(0): 1}}
     if system_config:
-        head_args["_system_config"] = system_config
+        head_args["_system_config"] = dict(system_config)  # (Ray adds its session's entries to it)
     cluster = Cluster(initialize_head=True, head_node_args=head_args)
     for i in range(1, NODES):
         add_machine(cluster, i)

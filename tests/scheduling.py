@@ -48,7 +48,7 @@ REPO = Path(__file__).resolve().parent.parent
 RAY_TESTS = "tests/ray_backend/"
 #: The re-run suite on Ray: one cluster and one coordinator for the folder (package scope).
 RAY_SUITE = "tests/ray_backend/suite/"
-#: Groups the Ray tests are cut into, each held by one of the (four) workers while it runs.
+#: Groups the Ray tests are cut into, each held by one of the (three) workers while it runs.
 RAY_GROUPS = 2
 #: How much lower the priority (`nice`) of a worker's tests outside the Ray groups is.
 REST_NICENESS = 10
