@@ -34,7 +34,8 @@ from tests.ray_cluster import (
     where,
 )
 
-#: How soon a node killed is dead to Ray (the tests' machine-loss cluster's; Ray's default ~30 s).
+#: How soon a node killed is dead to Ray (about 5 s; Ray's default ~30 s; the tests' clusters:
+#: tests/ray_cluster.py `SHARED_SYSTEM_CONFIG`).
 SYSTEM_CONFIG = {
     "health_check_period_ms": 1000,
     "health_check_timeout_ms": 2000,

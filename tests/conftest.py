@@ -30,7 +30,15 @@ from leafsearch.rest.app import create_app
 from leafsearch.rest.connections import counting_protocol
 from leafsearch.testing import Server
 from tests.ray_cluster import LocalCluster, SharedCluster
-from tests.scheduling import MODULE_SECONDS, module_seconds, ordered, ray_groups, work_unit
+from tests.scheduling import (
+    MODULE_SECONDS,
+    RAY_TESTS,
+    REST_NICENESS,
+    module_seconds,
+    ordered,
+    ray_groups,
+    work_unit,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 STARTUP_TIMEOUT = 30.0
@@ -187,6 +195,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     shared = [item.nodeid for item in items if "shared_ray_cluster" in getattr(item, "fixturenames", ())]
     positions = ordered([item.nodeid for item in items], _module_seconds(config), shared)
     items[:] = [items[p] for p in positions]
+
+
+#: Whether this xdist worker has lowered its priority (`pytest_runtest_setup`).
+BELOW_RAY_GROUPS = pytest.StashKey[bool]()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """In an xdist worker, before its first test outside the Ray groups: the worker's priority
+    lowered by `REST_NICENESS` (tests/scheduling.py says why), and with it that of every server
+    and client process its tests start from then on (they inherit it)."""
+    config = item.config
+    in_worker = hasattr(config, "workerinput")
+    if in_worker and not item.nodeid.startswith(RAY_TESTS) and not config.stash.get(BELOW_RAY_GROUPS, False):
+        os.nice(REST_NICENESS)
+        config.stash[BELOW_RAY_GROUPS] = True
 
 
 class ModuleSeconds:

@@ -30,13 +30,20 @@ LOOPBACK_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
 #: Seconds a coordinator may take to start: it connects to the cluster and finds its actors.
 COORDINATOR_STARTUP_SECONDS = 120.0
 #: Ray's health checks of the shared clusters' nodes (`SharedCluster`): a node whose raylet is gone
-#: (its port refuses) is found dead after 5 checks a second apart, about 5 s (Ray's default: 3 s
-#: apart, about 15 s, which a test removing a node waited out); one that is slow to answer only
-#: after 5 checks in a row have each waited 5 s, so a loaded machine does not lose its nodes.
+#: (its port refuses) is found dead after 5 checks 300 ms apart, about 1.5 s (Ray's default: 3 s
+#: apart, about 15 s; 1 s apart took 4.9 to 8.8 s, bench/RESULTS.md "Session 18"), which the tests
+#: removing or killing a node wait out; one that is slow to answer only after 5 checks in a row
+#: have each waited 5 s, so a loaded machine does not lose its nodes. A node's checks start 1 s
+#: after it joins (Ray's default 5 s: a node added and soon killed again was found dead late).
+#: Ray's workers (the machine actors, which do the shards' work) at `nice` 0, the Ray groups' own,
+#: not Ray's default 15: below the rest of the suite's (10, tests/scheduling.py `REST_NICENESS`),
+#: each page and actor restart of the Ray groups waited behind it.
 SHARED_SYSTEM_CONFIG = {
-    "health_check_period_ms": 1000,
+    "health_check_period_ms": 300,
     "health_check_timeout_ms": 5000,
     "health_check_failure_threshold": 5,
+    "health_check_initial_delay_ms": 1000,
+    "worker_niceness": 0,
 }
 
 
@@ -81,7 +88,7 @@ def start_cluster(system_config: dict[str, Any] | None = None) -> LocalCluster:
     started = time.monotonic()
     head_args = {**NODE_ARGS, "include_dashboard": False, "resources": {machine_resource(0): 1}}
     if system_config:
-        head_args["_system_config"] = system_config
+        head_args["_system_config"] = dict(system_config)  # (Ray adds its session's entries to it)
     cluster = Cluster(initialize_head=True, head_node_args=head_args)
     for i in range(1, NODES):
         add_machine(cluster, i)

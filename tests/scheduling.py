@@ -17,6 +17,14 @@
 - Every other test is a unit of its own, handed to the next free worker.
 - **Order**: the Ray groups first (they are the run's longest path), then the units slowest in
   the last run, so that the run ends on short ones on every worker.
+- **Priority**: a worker lowers its CPU priority by `REST_NICENESS` before its first test outside
+  the Ray groups (tests/conftest.py), and so do the servers it starts after. The Ray groups mostly
+  wait, for their clusters' processes, coordinators and actors, each a third of a core on
+  average; beside the rest's CPU-bound tests those waits stretched (each group's tests took 323 s
+  in a full run, about 190 s alone), and the groups are the run's longest path. A lower priority
+  costs the rest nothing while the cores are free, and the Ray groups' processes (started from
+  their workers before they run anything else; the shared clusters' actors at `nice` 0, not
+  Ray's 15: tests/ray_cluster.py) get a core as soon as they wake.
 
 A module's seconds are those of the last run that ran it (pytest's cache), else those recorded in
 `RECORDED_SECONDS` from a full run on the 2-core machine, so that a first run (a fresh clone: CI,
@@ -40,8 +48,10 @@ REPO = Path(__file__).resolve().parent.parent
 RAY_TESTS = "tests/ray_backend/"
 #: The re-run suite on Ray: one cluster and one coordinator for the folder (package scope).
 RAY_SUITE = "tests/ray_backend/suite/"
-#: Groups the Ray tests are cut into, each held by one of the (four) workers while it runs.
+#: Groups the Ray tests are cut into, each held by one of the (three) workers while it runs.
 RAY_GROUPS = 2
+#: How much lower the priority (`nice`) of a worker's tests outside the Ray groups is.
+REST_NICENESS = 10
 #: Seconds assumed, before the cache knows a Ray module (a first run, a fresh clone), for each of
 #: its tests, and once for the cluster and coordinators of a unit that starts them; a test of a
 #: module that starts neither (fakes, a child process) counts `UNKNOWN_RAY_LIGHT_TEST_SECONDS`.

@@ -4,11 +4,16 @@ are dealt out evenly to their groups, and the longest units start first."""
 from __future__ import annotations
 
 import json
+import os
+from types import SimpleNamespace
+
+import pytest
 
 from tests.scheduling import (
     RAY_GROUPS,
     RECORDED_SECONDS,
     REPO,
+    REST_NICENESS,
     module_seconds,
     ordered,
     ray_groups,
@@ -123,3 +128,27 @@ def test_a_first_run_weighs_modules_by_the_recorded_seconds_and_a_later_one_by_t
     assert {k: v for k, v in later.items() if k not in (module, "tests/test_new.py")} == {
         k: v for k, v in recorded.items() if k != module
     }
+
+
+def test_a_worker_lowers_its_priority_once_before_its_first_test_outside_the_ray_groups(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """So the Ray groups' processes get a core as soon as they wake (tests/scheduling.py)."""
+    from tests import conftest
+
+    niced: list[int] = []
+    monkeypatch.setattr(os, "nice", niced.append)
+
+    def setup(nodeid: str, config: SimpleNamespace) -> None:
+        conftest.pytest_runtest_setup(SimpleNamespace(nodeid=nodeid, config=config))  # type: ignore[arg-type]
+
+    worker = SimpleNamespace(workerinput={}, stash=pytest.Stash())
+    setup(f"{RAY}/test_ray_api.py::test_a", worker)
+    assert niced == []  # a Ray group's test: the worker keeps its priority
+    setup("tests/search/test_plain.py::test_a", worker)
+    setup("tests/search/test_plain.py::test_b", worker)
+    setup(f"{RAY}/test_channel.py::test_a", worker)  # (never raised again: it cannot be)
+    assert niced == [REST_NICENESS]
+    serial = SimpleNamespace(stash=pytest.Stash())  # `-n 0`: no worker, nothing to give way to
+    setup("tests/search/test_plain.py::test_a", serial)
+    assert niced == [REST_NICENESS]

@@ -20,14 +20,15 @@ health is yellow, not red (`expect_copies`); the walks' contexts on the replaced
 their shards cleanly; the returned machine's copies recover from their primaries
 (`_cat/recovery`) before health is green.
 
-Its own cluster, on which a killed node is found dead within seconds (`SYSTEM_CONFIG`: Ray's
-default takes about 15 s; a slower detection only makes the loss last longer).
+On the worker's shared cluster (tests/conftest.py `ray_cluster`), on which a killed node is found
+dead within about 1.5 s (tests/ray_cluster.py `SHARED_SYSTEM_CONFIG`: Ray's default takes about
+15 s; a slower detection only makes the loss last longer); each trial leaves it with its three
+machines, as it found it.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -48,21 +49,6 @@ LOST = 1  # machine m1: not the head, whose node runs the cluster's control stor
 BULK_CLIENTS = 3
 BATCH = 10
 MAPPING = {"properties": {"n": {"type": "long"}, "client": {"type": "keyword"}}}
-#: A node missing 5 health checks a second apart is dead.
-SYSTEM_CONFIG = {
-    "health_check_period_ms": 1000,
-    "health_check_timeout_ms": 2000,
-    "health_check_failure_threshold": 5,
-}
-
-
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[Any]:
-    from tests.ray_cluster import start_cluster, stop_cluster
-
-    local = start_cluster(SYSTEM_CONFIG)
-    yield local
-    stop_cluster(local)
 
 
 def node_of(local: Any, machine: str) -> Any:
@@ -192,11 +178,11 @@ def unassigned(es: Elasticsearch) -> dict[int, str]:
 
 @pytest.mark.parametrize("replicas", REPLICAS)
 def test_a_machine_killed_and_restarted_loses_no_acknowledged_write(
-    cluster: Any, tmp_path: Path, replicas: int
+    ray_cluster: Any, tmp_path: Path, replicas: int
 ) -> None:
     lost_machine = machine_resource(LOST)
-    doomed = coordinator(cluster.address, tmp_path / "doomed")  # killed with the machine
-    survivor = coordinator(cluster.address, tmp_path / "survivor")
+    doomed = coordinator(ray_cluster.address, tmp_path / "doomed")  # killed with the machine
+    survivor = coordinator(ray_cluster.address, tmp_path / "survivor")
     stop = threading.Event()
     clients: list[BulkClient] = []
     try:
@@ -207,7 +193,8 @@ def test_a_machine_killed_and_restarted_loses_no_acknowledged_write(
         truth = {str(i): {"n": i, "client": "fill"} for i in range(N)}
         assert b.bulk(operations=index_operations("lost", truth), refresh=True).body["errors"] is False
         assert health(b, wait_for_status="green", timeout="60s")["status"] == "green"
-        on_lost = {s for s in range(SHARDS) if where(uuid, s)[0] == node_of(cluster, lost_machine).node_id}
+        lost_node = node_of(ray_cluster, lost_machine).node_id
+        on_lost = {s for s in range(SHARDS) if where(uuid, s)[0] == lost_node}
         assert len(on_lost) == SHARDS // 3  # two shards a machine
 
         # Both walks open through one coordinator and page through both in turn.
@@ -225,7 +212,7 @@ def test_a_machine_killed_and_restarted_loses_no_acknowledged_write(
         # kill -9: the node's workers (its machine actor among them), its raylet and the rest of
         # its processes, and a coordinator of the walks.
         actor_pid = where(uuid, min(on_lost))[1]
-        assert actor_pid in kill_node(cluster.cluster, node_of(cluster, lost_machine))
+        assert actor_pid in kill_node(ray_cluster.cluster, node_of(ray_cluster, lost_machine))
         kill_9(doomed)
 
         # While it is gone.
@@ -261,14 +248,14 @@ def test_a_machine_killed_and_restarted_loses_no_acknowledged_write(
             )  # (and stays so meanwhile)
 
         # The machine returns: a new node, the same name; its actor reopens every shard.
-        add_machine(cluster.cluster, LOST)
+        add_machine(ray_cluster.cluster, LOST)
         back = health(b, wait_for_status="green", timeout="120s")
         assert back["status"] == "green" and not back["timed_out"], back
         assert unassigned(b) == {}
         if replicas:  # its copies are back, each recovered from its shard's primary
             rows = b.cat.shards(index="lost", format="json", h="state,node").body
             assert [row["state"] for row in rows] == ["STARTED"] * SHARDS * 2
-            back_on = node_of(cluster, lost_machine).node_id
+            back_on = node_of(ray_cluster, lost_machine).node_id
             assert sum(row["node"] == back_on for row in rows) == len(on_lost) * 2
             # ... which `_cat/recovery` lists: a peer recovery done to it for each.
             copies = [copy_nodes(uuid, s) for s in range(SHARDS)]
@@ -281,7 +268,7 @@ def test_a_machine_killed_and_restarted_loses_no_acknowledged_write(
                 if (row["type"], row["stage"], row["target_node"]) == ("peer", "done", lost_machine)
             }
         else:
-            assert where(uuid, min(on_lost))[0] == node_of(cluster, lost_machine).node_id
+            assert where(uuid, min(on_lost))[0] == node_of(ray_cluster, lost_machine).node_id
         since = [len(client.acknowledged) for client in clients]  # each client writes on after it
         wait_for(
             lambda: all(len(c.acknowledged) >= n + 3 * BATCH for c, n in zip(clients, since, strict=True))
@@ -362,22 +349,24 @@ def expect_copies(es: Elasticsearch, on_lost: set[int]) -> dict[str, dict[str, A
     return docs
 
 
-def test_a_coordinator_started_while_a_machine_is_gone_serves_the_rest(cluster: Any, tmp_path: Path) -> None:
+def test_a_coordinator_started_while_a_machine_is_gone_serves_the_rest(
+    ray_cluster: Any, tmp_path: Path
+) -> None:
     """A coordinator (re)started while a machine is down starts at once, serves the other
     machines' shards, and the gone machine's once a node of it returns."""
     gone = machine_resource(2)
     data = tmp_path / "data"
     docs = {f"d{n}": {"n": n, "client": "fill"} for n in range(90)}
-    server = coordinator(cluster.address, data)
+    server = coordinator(ray_cluster.address, data)
     try:
         es = server.client()
         es.indices.create(index="waiting", settings={"number_of_shards": 3, "number_of_replicas": 0})
         assert es.bulk(operations=index_operations("waiting", docs), refresh=True).body["errors"] is False
         uuid = es.indices.get_settings(index="waiting").body["waiting"]["settings"]["index"]["uuid"]
-        (down,) = [s for s in range(3) if where(uuid, s)[0] == node_of(cluster, gone).node_id]
+        (down,) = [s for s in range(3) if where(uuid, s)[0] == node_of(ray_cluster, gone).node_id]
         server.stop()
-        kill_node(cluster.cluster, node_of(cluster, gone))
-        server = coordinator(cluster.address, data)
+        kill_node(ray_cluster.cluster, node_of(ray_cluster, gone))
+        server = coordinator(ray_cluster.address, data)
         es = server.client()
         assert health(es, "waiting")["status"] == "red"
         page = es.search(index="waiting", size=100).body
@@ -387,7 +376,7 @@ def test_a_coordinator_started_while_a_machine_is_gone_serves_the_rest(cluster: 
         written = es.bulk(operations=index_operations("waiting", later)).body["items"]
         statuses = {item["index"]["_id"]: item["index"]["status"] for item in written}
         assert statuses == {doc_id: 503 if shard_of(doc_id, 3) == down else 201 for doc_id in later}
-        add_machine(cluster.cluster, 2)
+        add_machine(ray_cluster.cluster, 2)
         assert health(es, "waiting", wait_for_status="green", timeout="120s")["status"] == "green"
         es.indices.refresh(index="waiting")
         acknowledged = len(docs) + sum(status == 201 for status in statuses.values())
