@@ -134,16 +134,12 @@ def compress(
     offsets = [0]
     lengths = []
     for run in documents.runs(block if layout is None else layout.group):
-        if layout is not None:
-            run = layout.stored(run)
-        lengths.append(run.lengths)
-        ends = np.zeros(len(run.lengths) + 1, dtype=np.int64)
-        np.cumsum(run.lengths, out=ends[1:])
-        bounds = ends[layout.firsts if layout is not None else slice(None, None, block)].tolist()
-        if layout is not None or len(run.lengths) % block:
-            bounds.append(int(ends[-1]))
-        view = memoryview(run.data)
-        pieces = (view[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True))
+        if layout is None:
+            lengths.append(run.lengths)
+            pieces = _blocks(run, block)
+        else:
+            stored_lengths, pieces = layout.stored(run)
+            lengths.append(stored_lengths)
         compressed = list(map(compressor.compress, pieces))
         offsets += list(accumulate(map(len, compressed), initial=offsets[-1]))[1:]
         if write is None:
@@ -163,6 +159,17 @@ def compress(
     )
 
 
+def _blocks(run: Joined, block: int) -> Iterator[memoryview]:
+    """The run's blocks of `block` consecutive documents, each one slice of its joined sources."""
+    ends = np.zeros(len(run.lengths) + 1, dtype=np.int64)
+    np.cumsum(run.lengths, out=ends[1:])
+    bounds = ends[::block].tolist()
+    if len(run.lengths) % block:
+        bounds.append(int(ends[-1]))
+    view = memoryview(run.data)
+    return (view[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True))
+
+
 class _HashLayout:
     """The hash layout's order, built run by run (runs hold whole groups): each run's documents
     stably sorted by (group, bucket), one block per group and bucket, an empty bucket's block
@@ -174,28 +181,28 @@ class _HashLayout:
         self.group = block * HASH_BUCKETS
         self.positions = np.empty(len(buckets), dtype=np.int64)
         self.done = 0  # documents of the runs before
-        self.firsts = np.empty(0, dtype=np.int64)  # the last run's blocks' first places in it
         self._starts: list[np.ndarray] = []
 
-    def stored(self, run: Joined) -> Joined:
-        """The run's documents in stored order; `firsts` set to its blocks' first places."""
+    def stored(self, run: Joined) -> tuple[np.ndarray, list[bytes]]:
+        """The lengths of the run's documents in stored order, and its blocks' sources."""
         count = len(run.lengths)
         keys = np.arange(count, dtype=np.int64) // self.group * HASH_BUCKETS
         keys += self.buckets[self.done : self.done + count]
         order = np.argsort(keys, kind="stable")
         self.positions[self.done + order] = np.arange(self.done, self.done + count)
         blocks = -(-count // self.group) * HASH_BUCKETS
-        self.firsts = np.zeros(blocks, dtype=np.int64)
-        np.cumsum(np.bincount(keys, minlength=blocks)[:-1], out=self.firsts[1:])
-        self._starts.append(self.firsts + self.done)
+        firsts = np.zeros(blocks + 1, dtype=np.int64)
+        np.cumsum(np.bincount(keys, minlength=blocks), out=firsts[1:])
+        self._starts.append(firsts[:-1] + self.done)
         self.done += count
         ends = np.zeros(count + 1, dtype=np.int64)
         np.cumsum(run.lengths, out=ends[1:])
-        view = memoryview(run.data)
-        # One slice per document: the reordering itself (about 0.1 us a document).
-        starts, stops = ends[order].tolist(), ends[order + 1].tolist()
-        data = b"".join([view[a:b] for a, b in zip(starts, stops, strict=True)])
-        return Joined(data, run.lengths[order])
+        # A slice per document, joined a block at a time: the reordering itself, about 0.35 us
+        # a document (bench/RESULTS.md "Hash slices"; a bytes slice costs less than a view's).
+        data, starts, stops = run.data, ends[order].tolist(), ends[order + 1].tolist()
+        docs = [data[a:b] for a, b in zip(starts, stops, strict=True)]
+        bounds = firsts.tolist()
+        return run.lengths[order], [b"".join(docs[a:b]) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
 
     def block_starts(self) -> np.ndarray:
         return np.concatenate([*self._starts, [self.done]]).astype(np.int64)
