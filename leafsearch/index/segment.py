@@ -426,6 +426,15 @@ class Segment:
         """
         return slice_hashes(self.id_terms)[np.asarray(self.id_rank)]
 
+    def id_slices(self, count: int) -> np.ndarray | None:
+        """Per doc: floorMod(`slice_hashes`, count), read off the hash layout of the sources with
+        no hashing (a document's block in its group is its hash's bucket, source_blocks.py) when
+        `count` divides its buckets; None otherwise."""
+        buckets = self._source_buckets
+        if not buckets or buckets % count:
+            return None
+        return self._source_places(np.arange(self.max_doc, dtype=np.int64))[1] % count
+
     @cached_property
     def seq_nos(self) -> np.ndarray:
         return np.asarray(self._load("_seq_no"), dtype=np.int64)

@@ -186,3 +186,13 @@ def test_a_segment_stored_in_doc_order_reads_and_merges_with_one_in_the_hash_lay
     assert merged.sources(np.arange(merged.max_doc)) == expected
     read = [blocks_read(merged, docs, monkeypatch) for docs in slices_of(merged, 2)]
     assert read[0].isdisjoint(read[1])
+
+
+def test_the_hash_layout_gives_a_slice_count_dividing_its_buckets_without_hashing(tmp_path: Path) -> None:
+    segment = write_segment(tmp_path / "seg", random_sources(3000, seed=8))
+    hashes = np.asarray(segment.slice_hashes, dtype=np.int64)
+    for count in (1, 2, 4):
+        assert np.array_equal(segment.id_slices(count), np.mod(hashes, count))
+    assert segment.id_slices(3) is None and segment.id_slices(8) is None
+    small = write_segment(tmp_path / "small", random_sources(100, seed=9))
+    assert small.id_slices(2) is None
