@@ -31,7 +31,7 @@ class MemorySegment(Segment):
         sources = writer.sources
         name = f"_memory_{next(_NUMBERS)}"
         meta = {"max_doc": writer.max_doc, "fields": writer.fields, "source_block_docs": sources.block_docs}
-        if sources.positions is not None:
+        if sources.slots is not None:
             meta["source_buckets"] = HASH_BUCKETS
         self._setup(Path(name), name, meta, sources.dictionary)  # the folder is never read
         self._source_data = b"".join(sources.chunks)

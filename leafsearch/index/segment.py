@@ -13,7 +13,7 @@ Layout of a segment folder:
   block, or 16 per block with the segment's trained dictionary `_source.dict`, which `meta.json`
   then announces), `_source.blocks.npy` (byte offset of each block), `_source.lengths.npy` (raw
   length of each source, as stored); in the hash layout (`source_buckets` in `meta.json`),
-  `_source.positions.npy` (each doc's place among the stored sources) and `_source.starts.npy`.
+  `_source.slots.npy` (each doc's place in its group of 64 and bucket) and `_source.starts.npy`.
 - `sort-<digest>.order` (the segment's documents sorted by a sort key, `order_files.py`) and
   `f<number>.postings` (a keyword field's documents per term, `columns.py`): derived from the
   segment by the first process that needed them and mapped by every other (`derived_files.py`).
@@ -279,7 +279,7 @@ class SegmentWriter:
         if sources.dictionary is not None:  # absent: plain blocks, as every older segment has
             meta["source_dict"] = True
             meta["source_block_docs"] = sources.block_docs
-        if sources.positions is not None:  # absent: sources in doc order, as every older segment
+        if sources.slots is not None:  # absent: sources in doc order, as every older segment
             meta["source_buckets"] = source_blocks.HASH_BUCKETS
         with open(tmp / "meta.json", "wb", opener=private) as fh:
             fh.write(orjson.dumps(meta))
@@ -312,8 +312,8 @@ def source_arrays(sources: source_blocks.CompressedSources) -> dict[str, np.ndar
         "_source.blocks": np.asarray(sources.offsets, dtype=np.int64),
         "_source.lengths": np.asarray(sources.lengths, dtype=np.int64),
     }
-    if sources.positions is not None and sources.starts is not None:
-        arrays["_source.positions"] = sources.positions
+    if sources.slots is not None and sources.starts is not None:
+        arrays["_source.slots"] = sources.slots
         arrays["_source.starts"] = sources.starts
     return arrays
 
@@ -430,10 +430,10 @@ class Segment:
         """Per doc: floorMod(`slice_hashes`, count), read off the hash layout of the sources with
         no hashing (a document's block in its group is its hash's bucket, source_blocks.py) when
         `count` divides its buckets; None otherwise."""
-        buckets = self._source_buckets
-        if not buckets or buckets % count:
+        layout = self._source_layout
+        if layout is None or self._source_buckets % count:
             return None
-        return self._source_places(np.arange(self.max_doc, dtype=np.int64))[1] % count
+        return np.asarray(layout[0], dtype=np.int64) % count
 
     @cached_property
     def seq_nos(self) -> np.ndarray:
@@ -461,32 +461,30 @@ class Segment:
         return ends
 
     @cached_property
-    def _source_positions(self) -> tuple[np.ndarray, np.ndarray] | None:
-        """The hash layout's place of each document among the stored sources (as stored: mapped,
-        4 bytes a document), and each block's first place (source_blocks.py); None: stored in doc
-        order."""
+    def _source_layout(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """The hash layout's slot of each document (as stored: mapped, a byte a document) and each
+        block's first place among the stored sources (source_blocks.py); None: doc order."""
         if not self._source_buckets:
             return None
-        return self._load("_source.positions"), np.asarray(self._load("_source.starts"), dtype=np.int64)
+        slots = np.asarray(self._load("_source.slots"))  # a plain view: a memmap's indexing is slower
+        return slots, np.asarray(self._load("_source.starts"), dtype=np.int64)
 
     def _source_places(self, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(place among the stored sources, block) of each document."""
-        layout = self._source_positions
+        """(place among the stored sources, block) of each document: in the hash layout, its
+        group's first place plus its offset, its group's first block plus its bucket."""
+        layout = self._source_layout
         if layout is None:
             return docs, docs // self.source_block_docs
-        positions, starts = layout
-        places = positions[docs].astype(np.int64)
         buckets = self._source_buckets
-        first = places // (self.source_block_docs * buckets) * buckets
-        blocks = first.copy()  # the group's first block, then one more per block it starts after
-        for bucket in range(1, buckets):
-            blocks += starts[first + bucket] <= places
-        return places, blocks
+        group = self.source_block_docs * buckets
+        slots = layout[0][docs].astype(np.int64)
+        first = docs - docs % group
+        return first + slots // buckets, first // self.source_block_docs + slots % buckets
 
     def _source_bounds(self, places: np.ndarray, blocks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(start, end) of the sources at these places inside their decompressed blocks."""
         ends = self._source_ends
-        layout = self._source_positions
+        layout = self._source_layout
         firsts = blocks * self.source_block_docs if layout is None else layout[1][blocks]
         base = ends[firsts]  # where each one's block starts
         return ends[places] - base, ends[places + 1] - base

@@ -24,8 +24,9 @@ in slice floorMod(hash, n), so with 2 or 4 slices a slice's documents are its bu
 only, and its worker decompresses no block for the other slices' documents (with plain doc-order
 blocks, 2 slices each decompressed every block: 0.2-0.3 ms more per 1,000 documents than one
 stream). A walk in doc order still reads each group's blocks together (4 blocks of about 16
-instead of 4 of 16). `_source.positions` gives each document's place among the stored sources,
-`_source.starts` each block's first place; older segments have neither and keep doc order.
+instead of 4 of 16). `_source.slots` gives each document's place in its group and bucket in one
+byte (`offset * HASH_BUCKETS + bucket`), `_source.starts` each block's first place among the
+stored sources; older segments have neither and keep doc order.
 """
 
 from __future__ import annotations
@@ -62,9 +63,10 @@ class CompressedSources:
     lengths: np.ndarray  # raw length of each source
     block_docs: int
     dictionary: bytes | None  # the trained zstd dictionary, None for plain blocks
-    #: the hash layout: each document's place among the stored sources (`lengths` are in that
-    #: order), and each block's first place and the end; both None when stored in doc order
-    positions: np.ndarray | None = None
+    #: the hash layout: each document's offset in its group times `HASH_BUCKETS` plus its bucket
+    #: (`lengths` are in stored order), and each block's first place among the stored sources
+    #: and the end; both None when stored in doc order
+    slots: np.ndarray | None = None
     starts: np.ndarray | None = None
 
 
@@ -154,7 +156,7 @@ def compress(
         all_lengths,
         block,
         None if dictionary is None else dictionary.as_bytes(),
-        None if layout is None else layout.positions,
+        None if layout is None else layout.slots,
         None if layout is None else layout.block_starts(),
     )
 
@@ -179,7 +181,7 @@ class _HashLayout:
     def __init__(self, buckets: np.ndarray, block: int) -> None:
         self.buckets = buckets
         self.group = block * HASH_BUCKETS
-        self.positions = np.empty(len(buckets), dtype=np.int64)
+        self.slots = np.empty(len(buckets), dtype=np.int64)
         self.done = 0  # documents of the runs before
         self._starts: list[np.ndarray] = []
 
@@ -189,7 +191,9 @@ class _HashLayout:
         keys = np.arange(count, dtype=np.int64) // self.group * HASH_BUCKETS
         keys += self.buckets[self.done : self.done + count]
         order = np.argsort(keys, kind="stable")
-        self.positions[self.done + order] = np.arange(self.done, self.done + count)
+        offsets = np.empty(count, dtype=np.int64)  # each document's place in its group
+        offsets[order] = np.arange(count) % self.group  # runs start on a group
+        self.slots[self.done : self.done + count] = offsets * HASH_BUCKETS + keys % HASH_BUCKETS
         blocks = -(-count // self.group) * HASH_BUCKETS
         firsts = np.zeros(blocks + 1, dtype=np.int64)
         np.cumsum(np.bincount(keys, minlength=blocks), out=firsts[1:])

@@ -141,7 +141,7 @@ def test_a_large_segment_keeps_each_slices_sources_in_blocks_of_their_own(
     segment = write_segment(tmp_path / "seg", sources)
     meta = orjson.loads((tmp_path / "seg" / "meta.json").read_bytes())
     assert meta["source_buckets"] == source_blocks.HASH_BUCKETS
-    assert (tmp_path / "seg" / "_source.positions.npy").exists()
+    assert (tmp_path / "seg" / "_source.slots.npy").exists()
     blocks = len(segment._source_blocks) - 1
     starts = np.asarray(np.load(tmp_path / "seg" / "_source.starts.npy"))
     holding = set(np.flatnonzero(np.diff(starts) > 0).tolist())  # a bucket can be empty in a group
@@ -174,7 +174,7 @@ def test_a_segment_stored_in_doc_order_reads_and_merges_with_one_in_the_hash_lay
         patched.setattr(SegmentWriter, "set_sources", in_doc_order)
         old = write_segment(tmp_path / "old", old_sources)
     assert "source_buckets" not in orjson.loads((tmp_path / "old" / "meta.json").read_bytes())
-    assert not (tmp_path / "old" / "_source.positions.npy").exists()
+    assert not (tmp_path / "old" / "_source.slots.npy").exists()
     assert old.sources(np.arange(2999, -1, -7)) == old_sources[2999::-7]
     new = write_segment(tmp_path / "new", new_sources)
     live = np.ones(2000, dtype=bool)
