@@ -175,8 +175,8 @@ def _blocks(run: Joined, block: int) -> Iterator[memoryview]:
 class _HashLayout:
     """The hash layout's order, built run by run (runs hold whole groups): each run's documents
     stably sorted by (group, bucket), one block per group and bucket, an empty bucket's block
-    empty too (every group `HASH_BUCKETS` blocks: a document's block is then found from its
-    place with a lookup per bucket, `Segment._source_places`)."""
+    empty too (every group `HASH_BUCKETS` blocks: a document's block is then its group's first
+    plus its bucket, `Segment._source_places`)."""
 
     def __init__(self, buckets: np.ndarray, block: int) -> None:
         self.buckets = buckets

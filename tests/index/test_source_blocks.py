@@ -84,6 +84,15 @@ def test_sources_a_dictionary_cannot_be_trained_on_stay_plain(tmp_path: Path) ->
     assert segment.sources(np.arange(0, 5000, 3)) == sources[::3]
 
 
+def test_a_large_segment_of_plain_blocks_keeps_the_hash_layout(tmp_path: Path) -> None:
+    """Sources too small to train a dictionary on: 32-document blocks, in groups of 128."""
+    sources = [b'{"i":%d}' % i for i in range(3000)]
+    segment = write_segment(tmp_path / "seg", sources)
+    assert segment._source_dict is None and segment._source_buckets == source_blocks.HASH_BUCKETS
+    assert segment.sources(np.arange(3000)) == sources
+    assert segment.sources(np.arange(2999, -1, -7)) == sources[2999::-7]
+
+
 def test_threads_read_one_dictionary_segment_at_once(tmp_path: Path) -> None:
     sources = random_sources(4000, seed=7)
     segment = write_segment(tmp_path / "seg", sources)
