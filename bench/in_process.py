@@ -28,12 +28,15 @@ def searched(data: Path, request: SearchRequest) -> Iterator[tuple[CoordinatorSe
             release_targets(targets)
 
 
-def arguments(description: str, count: str) -> argparse.Namespace:
-    """`--data`, `--repeat` and `--<count>` (how many pages or batches a walk runs)."""
+def arguments(description: str, count: str, *, sliced: bool = False) -> argparse.Namespace:
+    """`--data`, `--repeat` and `--<count>` (how many pages or batches a walk runs); `sliced`:
+    `--slice ID/MAX` too (the walk's slice by `_id`)."""
     parser = argparse.ArgumentParser(
         description=description, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--data", type=Path, required=True)
     parser.add_argument(f"--{count}", type=int, default=300)
     parser.add_argument("--repeat", type=int, default=3)
+    if sliced:
+        parser.add_argument("--slice", help="ID/MAX: walk slice ID of MAX (by `_id`), not every document")
     return parser.parse_args()

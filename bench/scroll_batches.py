@@ -2,6 +2,7 @@
 
     python -m bench.scroll_batches --data /tmp/streams/d1m            # a folder bench.streams built
     python -m bench.scroll_batches --data /tmp/streams/d1m --batches 300 --repeat 3
+    python -m bench.scroll_batches --data /tmp/streams/d1m --slice 0/2  # a hash slice's batches
 
 A `Node` on `--data` (`background=False`) runs `--batches` batches of 1,000 of a `_doc` scroll
 of index `bench` from its start with `execution.run` (the task a worker runs, without its socket
@@ -25,9 +26,13 @@ from leafsearch.search.execution import ScrollTask
 PAGE = 1_000
 
 
-def batch_cpu_ms(data: Path, batches: int, repeat: int) -> float:
-    """ms of CPU per 1,000 documents, the best of `repeat` walks of `batches` batches."""
-    request = parse_search_request({"sort": ["_doc"], "size": PAGE}, {}, scroll="2m", indices="bench")
+def batch_cpu_ms(data: Path, batches: int, repeat: int, sliced: tuple[int, int] | None = None) -> float:
+    """ms of CPU per 1,000 documents, the best of `repeat` walks of `batches` batches (of slice
+    `sliced`, (id, max), when given)."""
+    body: dict = {"sort": ["_doc"], "size": PAGE}
+    if sliced is not None:
+        body["slice"] = {"id": sliced[0], "max": sliced[1]}
+    request = parse_search_request(body, {}, scroll="2m", indices="bench")
     with searched(data, request) as (services, targets):
         best = float("inf")
         for _ in range(repeat):
@@ -45,9 +50,11 @@ def batch_cpu_ms(data: Path, batches: int, repeat: int) -> float:
 
 
 def main() -> None:
-    args = arguments(__doc__, "batches")
-    spent = batch_cpu_ms(args.data, args.batches, args.repeat)
-    print(f"_doc scroll batch: {spent:.3f} ms CPU per 1,000 docs")
+    args = arguments(__doc__, "batches", sliced=True)
+    sliced = None if args.slice is None else tuple(map(int, args.slice.split("/")))
+    spent = batch_cpu_ms(args.data, args.batches, args.repeat, sliced)  # type: ignore[arg-type]
+    shown = "" if args.slice is None else f", slice {args.slice}"
+    print(f"_doc scroll batch{shown}: {spent:.3f} ms CPU per 1,000 docs")
 
 
 if __name__ == "__main__":

@@ -2,9 +2,11 @@
 bounded by `indices.cache.source_blocks.size`, and its shards hand it to their segments).
 
 Why: a sliced scroll splits documents by a hash of their id, so every slice reads every block of
-a segment. Slices read in parallel move through the segments together, and the later ones find
-the blocks the first one decompressed. Bounded by bytes, least recently used first out; keyed by
-segment folder (segments are immutable and never reuse a folder name) and block number.
+a segment stored in doc order (small and older segments, or a slice count that is not 2 or 4:
+source_blocks.py's hash layout). Slices read in parallel move through the segments together, and
+the later ones find the blocks the first one decompressed. Bounded by bytes, least recently used
+first out; keyed by segment folder (segments are immutable and never reuse a folder name) and
+block number.
 """
 
 from __future__ import annotations

@@ -12,7 +12,8 @@ Layout of a segment folder:
 - `_source.bin` (zstd blocks of consecutive raw JSON sources, see `source_blocks.py`: 32 per
   block, or 16 per block with the segment's trained dictionary `_source.dict`, which `meta.json`
   then announces), `_source.blocks.npy` (byte offset of each block), `_source.lengths.npy` (raw
-  length of each source).
+  length of each source, as stored); in the hash layout (`source_buckets` in `meta.json`),
+  `_source.slots.npy` (each doc's place in its group of 64 and bucket) and `_source.starts.npy`.
 - `sort-<digest>.order` (the segment's documents sorted by a sort key, `order_files.py`) and
   `f<number>.postings` (a keyword field's documents per term, `columns.py`): derived from the
   segment by the first process that needed them and mapped by every other (`derived_files.py`).
@@ -146,6 +147,7 @@ class SegmentWriter:
         self._tmp = None if streaming is None else _begin(streaming)
         self._spills = 0
         self._sources_written = False
+        self._ids: np.ndarray | None = None  # each document's id, for the sources' hash layout
 
     def spill(self, dtype: np.dtype | type) -> array_files.Appender:
         """An array to fill a block at a time and add as one of a field's arrays (streaming only)."""
@@ -180,13 +182,19 @@ class SegmentWriter:
         self._put("_id.rank", rank)
         self._put("_seq_no", np.asarray(seq_nos, dtype=np.int64))
         self._put("_version", np.asarray(versions, dtype=np.int64))
+        self._ids = ids
 
     def set_sources(self, sources: Sequence[bytes] | source_blocks.Documents) -> None:
+        """The sources in doc order (after `set_ids`): in the hash layout when the segment is
+        large enough for dictionary blocks (source_blocks.py)."""
+        buckets = None
+        if self._ids is not None and self.max_doc >= source_blocks.DICT_MIN_DOCS:
+            buckets = slice_hashes(self._ids) & (source_blocks.HASH_BUCKETS - 1)
         if self._tmp is None:
-            self.sources = source_blocks.compress(sources)
+            self.sources = source_blocks.compress(sources, buckets=buckets)
             return
         with open(self._tmp / "_source.bin", "wb", opener=private) as fh:
-            self.sources = source_blocks.compress(sources, fh.write)
+            self.sources = source_blocks.compress(sources, fh.write, buckets)
         self._sources_written = True
 
     def _prefix(self, path: str) -> tuple[str, int]:
@@ -260,11 +268,8 @@ class SegmentWriter:
             with open(tmp / name, "wb", opener=private) as fh:
                 for chunk in chunks:
                     fh.write(chunk)
-        for name, arr in (
-            ("_source.blocks", np.asarray(sources.offsets, dtype=np.int64)),
-            ("_source.lengths", sources.lengths),
-        ):
-            array_files.save(tmp / f"{name}.npy", array_files.compact(np.asarray(arr, dtype=np.int64)))
+        for name, arr in source_arrays(sources).items():
+            array_files.save(tmp / f"{name}.npy", array_files.compact(arr))
         meta: dict = {"max_doc": self.max_doc, "fields": self.fields}
         if self.nested:  # written inside the unfinished folder: renamed into place with it
             meta["nested"] = {}
@@ -274,6 +279,8 @@ class SegmentWriter:
         if sources.dictionary is not None:  # absent: plain blocks, as every older segment has
             meta["source_dict"] = True
             meta["source_block_docs"] = sources.block_docs
+        if sources.slots is not None:  # absent: sources in doc order, as every older segment
+            meta["source_buckets"] = source_blocks.HASH_BUCKETS
         with open(tmp / "meta.json", "wb", opener=private) as fh:
             fh.write(orjson.dumps(meta))
         # Every file fsynced at once (`fsync_files`), then their entries, or a power loss could
@@ -282,6 +289,33 @@ class SegmentWriter:
         fsync_dir(tmp)
         os.replace(tmp, folder)
         fsync_dir(folder.parent)
+
+
+def _distinct(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`np.unique(values, return_inverse=True)` of non-negative ints, without its sort when they
+    are dense (a walk's blocks, unordered in the hash layout): a mark per value in their span."""
+    if not len(values):
+        return values, values
+    low = int(values.min())
+    span = int(values.max()) - low + 1
+    if span > 4 * len(values):
+        return np.unique(values, return_inverse=True)
+    present = np.zeros(span, dtype=bool)
+    present[values - low] = True
+    rank = np.cumsum(present) - 1
+    return np.flatnonzero(present) + low, rank[values - low]
+
+
+def source_arrays(sources: source_blocks.CompressedSources) -> dict[str, np.ndarray]:
+    """The arrays a segment keeps of its compressed sources (their blocks are `_source.bin`)."""
+    arrays = {
+        "_source.blocks": np.asarray(sources.offsets, dtype=np.int64),
+        "_source.lengths": np.asarray(sources.lengths, dtype=np.int64),
+    }
+    if sources.slots is not None and sources.starts is not None:
+        arrays["_source.slots"] = sources.slots
+        arrays["_source.starts"] = sources.starts
+    return arrays
 
 
 def _begin(folder: Path) -> Path:
@@ -346,6 +380,8 @@ class Segment:
         self.max_doc: int = meta["max_doc"]
         self.field_meta: dict[str, dict] = meta["fields"]
         self.source_block_docs: int = meta.get("source_block_docs", source_blocks.PLAIN_BLOCK_DOCS)
+        #: the hash layout's buckets per group (source_blocks.py); 0: sources stored in doc order
+        self._source_buckets: int = meta.get("source_buckets", 0)
         self._source_dict: bytes | None = source_dict
         self._columns: dict[str, object] = {}
         self._nested_numbers: dict[str, int] = meta.get("nested", {})
@@ -390,6 +426,15 @@ class Segment:
         """
         return slice_hashes(self.id_terms)[np.asarray(self.id_rank)]
 
+    def id_slices(self, count: int) -> np.ndarray | None:
+        """Per doc: floorMod(`slice_hashes`, count), read off the hash layout of the sources with
+        no hashing (a document's block in its group is its hash's bucket, source_blocks.py) when
+        `count` divides its buckets; None otherwise."""
+        layout = self._source_layout
+        if layout is None or self._source_buckets % count:
+            return None
+        return np.asarray(layout[0], dtype=np.int64) % count
+
     @cached_property
     def seq_nos(self) -> np.ndarray:
         return np.asarray(self._load("_seq_no"), dtype=np.int64)
@@ -405,7 +450,7 @@ class Segment:
 
     @cached_property
     def _source_ends(self) -> np.ndarray:
-        """0, then where each source ends in the concatenation of all of them (int64, one
+        """0, then where each stored source ends in the concatenation of all of them (int64, one
         cumulative sum: 8 bytes per document). A source's place inside its decompressed block is
         then three lookups (`_source_bounds`). Why not a table of both ends per document: building
         it took a process 10 ms per million documents on its first fetch from the segment (a
@@ -415,11 +460,34 @@ class Segment:
         np.cumsum(lengths, dtype=np.int64, out=ends[1:])
         return ends
 
-    def _source_bounds(self, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(start, end) of each document's source inside its decompressed block. O(len(docs))."""
+    @cached_property
+    def _source_layout(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """The hash layout's slot of each document (as stored: mapped, a byte a document) and each
+        block's first place among the stored sources (source_blocks.py); None: doc order."""
+        if not self._source_buckets:
+            return None
+        slots = np.asarray(self._load("_source.slots"))  # a plain view: a memmap's indexing is slower
+        return slots, np.asarray(self._load("_source.starts"), dtype=np.int64)
+
+    def _source_places(self, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(place among the stored sources, block) of each document: in the hash layout, its
+        group's first place plus its offset, its group's first block plus its bucket."""
+        layout = self._source_layout
+        if layout is None:
+            return docs, docs // self.source_block_docs
+        buckets = self._source_buckets
+        group = self.source_block_docs * buckets
+        slots = layout[0][docs].astype(np.int64)
+        first = docs - docs % group
+        return first + slots // buckets, first // self.source_block_docs + slots % buckets
+
+    def _source_bounds(self, places: np.ndarray, blocks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(start, end) of the sources at these places inside their decompressed blocks."""
         ends = self._source_ends
-        base = ends[docs - docs % self.source_block_docs]  # where each one's block starts
-        return ends[docs] - base, ends[docs + 1] - base
+        layout = self._source_layout
+        firsts = blocks * self.source_block_docs if layout is None else layout[1][blocks]
+        base = ends[firsts]  # where each one's block starts
+        return ends[places] - base, ends[places + 1] - base
 
     def doc_id(self, doc: int) -> str:
         return bytes(self.id_terms[int(self.id_rank[doc])]).decode()
@@ -462,13 +530,15 @@ class Segment:
     def sources(self, docs: np.ndarray | list[int]) -> list[bytes]:
         """Raw `_source` bytes of documents, decompressing each needed block once: a batch of a
         thousand documents costs a few dozen block reads and a thousand slices."""
-        docs = np.asarray(docs, dtype=np.int64)
-        needed, which = np.unique(docs // self.source_block_docs, return_inverse=True)
-        # A run of consecutive blocks is a walk in index order (an export, a `_doc` scroll): it
-        # reads each block once, and keeping them would only push scattered hits' blocks out.
-        run = len(needed) >= _UNCACHED_RUN and int(needed[-1] - needed[0]) == len(needed) - 1
+        places, in_block = self._source_places(np.asarray(docs, dtype=np.int64))
+        needed, which = _distinct(in_block)
+        # A walk in index order (an export, a `_doc` scroll, a hash slice's) reads each block
+        # once, and keeping them would only push scattered hits' blocks out: consecutive blocks,
+        # or in the hash layout at least one of each group's.
+        spread = max(self._source_buckets, 1)
+        run = len(needed) >= _UNCACHED_RUN and int(needed[-1] - needed[0]) < spread * len(needed)
         blocks = self.source_blocks(needed.tolist(), cached=not run)
-        starts, ends = self._source_bounds(docs)
+        starts, ends = self._source_bounds(places, in_block)
         return [
             blocks[w][s:e]
             for w, s, e in zip(which.reshape(-1).tolist(), starts.tolist(), ends.tolist(), strict=True)
@@ -476,12 +546,13 @@ class Segment:
 
     def joined_sources(self, docs: np.ndarray) -> source_blocks.Joined:
         """The sources of documents (ascending) end to end, as a merge compresses them again: a
-        run of consecutive documents is one slice of its blocks, decompressed without the cache
-        (no slice per document)."""
+        run of consecutive documents stored in doc order is one slice of its blocks, decompressed
+        without the cache (no slice per document)."""
         docs = np.asarray(docs, dtype=np.int64)
         ends = self._source_ends
-        lengths = ends[docs + 1] - ends[docs]
-        if not len(docs) or int(docs[-1] - docs[0]) != len(docs) - 1:
+        places = self._source_places(docs)[0]
+        lengths = ends[places + 1] - ends[places]
+        if self._source_buckets or not len(docs) or int(docs[-1] - docs[0]) != len(docs) - 1:
             return source_blocks.Joined(b"".join(self.sources(docs)), lengths)
         first, last = int(docs[0]), int(docs[-1])
         per_block = self.source_block_docs

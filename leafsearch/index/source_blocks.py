@@ -15,6 +15,18 @@ document. 16 is the block that speeds the scattered page without slowing the seq
 measurably; the dictionary (16 KB per segment) also makes the data smaller (53 bytes per bench
 document instead of 57). Training costs about 8 ms per segment (1,000 sampled sources),
 compressing about 0.15 us more per document.
+
+The hash layout (segments of at least `DICT_MIN_DOCS` documents, `source_buckets` in meta.json):
+documents go in groups of `HASH_BUCKETS` blocks' worth (64 with dictionary blocks), and inside a
+group they are stored by the bucket of their `_id`'s slice hash (`hash & 3`), then in doc order,
+one block per bucket of each group (about 16 documents). Why: a sliced scroll keeps a document
+in slice floorMod(hash, n), so with 2 or 4 slices a slice's documents are its buckets' blocks
+only, and its worker decompresses no block for the other slices' documents (with plain doc-order
+blocks, 2 slices each decompressed every block: 0.2-0.3 ms more per 1,000 documents than one
+stream). A walk in doc order still reads each group's blocks together (4 blocks of about 16
+instead of 4 of 16). `_source.slots` gives each document's place in its group and bucket in one
+byte (`offset * HASH_BUCKETS + bucket`), `_source.starts` each block's first place among the
+stored sources; older segments have neither and keep doc order.
 """
 
 from __future__ import annotations
@@ -38,6 +50,8 @@ ZSTD_LEVEL = 3
 #: which doubled its time (16 against 8 ms on 1,000 bench sources, 54 bytes a document either
 #: way: these are the sizes the search chose).
 DICT_SEGMENT, DICT_DMER = 1024, 8
+#: Buckets of the hash layout: a power of two, so slice counts dividing it read only their own.
+HASH_BUCKETS = 4
 
 
 @dataclass
@@ -49,6 +63,11 @@ class CompressedSources:
     lengths: np.ndarray  # raw length of each source
     block_docs: int
     dictionary: bytes | None  # the trained zstd dictionary, None for plain blocks
+    #: the hash layout: each document's offset in its group times `HASH_BUCKETS` plus its bucket
+    #: (`lengths` are in stored order), and each block's first place among the stored sources
+    #: and the end; both None when stored in doc order
+    slots: np.ndarray | None = None
+    starts: np.ndarray | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,11 +114,14 @@ class InMemory:
 
 
 def compress(
-    sources: Sequence[bytes] | Documents, write: Callable[[bytes], object] | None = None
+    sources: Sequence[bytes] | Documents,
+    write: Callable[[bytes], object] | None = None,
+    buckets: np.ndarray | None = None,
 ) -> CompressedSources:
     """Sources in blocks, with a dictionary trained on evenly spaced samples of them when the
     segment is large enough and training succeeds (it fails on too little or too uniform data:
     plain blocks then). Each block is compressed from one slice of its run's joined sources.
+    Given `buckets` (each document's hash bucket, below `HASH_BUCKETS`), in the hash layout.
     Given `write`, each run's compressed blocks go to it at once and none is kept (`chunks` is
     empty): what compressing holds is then one run."""
     documents = InMemory(Joined.of(sources)) if isinstance(sources, Sequence) else sources
@@ -109,18 +131,17 @@ def compress(
     else:
         block = DICT_BLOCK_DOCS
         compressor = zstandard.ZstdCompressor(level=ZSTD_LEVEL, dict_data=dictionary)
+    layout = None if buckets is None else _HashLayout(np.asarray(buckets, dtype=np.int64), block)
     chunks: list[bytes] = []
     offsets = [0]
     lengths = []
-    for run in documents.runs(block):
-        lengths.append(run.lengths)
-        ends = np.zeros(len(run.lengths) + 1, dtype=np.int64)
-        np.cumsum(run.lengths, out=ends[1:])
-        bounds = ends[::block].tolist()
-        if len(run.lengths) % block:
-            bounds.append(int(ends[-1]))
-        view = memoryview(run.data)
-        pieces = (view[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True))
+    for run in documents.runs(block if layout is None else layout.group):
+        if layout is None:
+            lengths.append(run.lengths)
+            pieces = _blocks(run, block)
+        else:
+            stored_lengths, pieces = layout.stored(run)
+            lengths.append(stored_lengths)
         compressed = list(map(compressor.compress, pieces))
         offsets += list(accumulate(map(len, compressed), initial=offsets[-1]))[1:]
         if write is None:
@@ -130,8 +151,65 @@ def compress(
                 write(chunk)
     all_lengths = np.concatenate(lengths) if lengths else np.empty(0, dtype=np.int64)
     return CompressedSources(
-        chunks, offsets, all_lengths, block, None if dictionary is None else dictionary.as_bytes()
+        chunks,
+        offsets,
+        all_lengths,
+        block,
+        None if dictionary is None else dictionary.as_bytes(),
+        None if layout is None else layout.slots,
+        None if layout is None else layout.block_starts(),
     )
+
+
+def _blocks(run: Joined, block: int) -> Iterator[memoryview]:
+    """The run's blocks of `block` consecutive documents, each one slice of its joined sources."""
+    ends = np.zeros(len(run.lengths) + 1, dtype=np.int64)
+    np.cumsum(run.lengths, out=ends[1:])
+    bounds = ends[::block].tolist()
+    if len(run.lengths) % block:
+        bounds.append(int(ends[-1]))
+    view = memoryview(run.data)
+    return (view[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True))
+
+
+class _HashLayout:
+    """The hash layout's order, built run by run (runs hold whole groups): each run's documents
+    stably sorted by (group, bucket), one block per group and bucket, an empty bucket's block
+    empty too (every group `HASH_BUCKETS` blocks: a document's block is then its group's first
+    plus its bucket, `Segment._source_places`)."""
+
+    def __init__(self, buckets: np.ndarray, block: int) -> None:
+        self.buckets = buckets
+        self.group = block * HASH_BUCKETS
+        self.slots = np.empty(len(buckets), dtype=np.int64)
+        self.done = 0  # documents of the runs before
+        self._starts: list[np.ndarray] = []
+
+    def stored(self, run: Joined) -> tuple[np.ndarray, list[bytes]]:
+        """The lengths of the run's documents in stored order, and its blocks' sources."""
+        count = len(run.lengths)
+        keys = np.arange(count, dtype=np.int64) // self.group * HASH_BUCKETS
+        keys += self.buckets[self.done : self.done + count]
+        order = np.argsort(keys, kind="stable")
+        offsets = np.empty(count, dtype=np.int64)  # each document's place in its group
+        offsets[order] = np.arange(count) % self.group  # runs start on a group
+        self.slots[self.done : self.done + count] = offsets * HASH_BUCKETS + keys % HASH_BUCKETS
+        blocks = -(-count // self.group) * HASH_BUCKETS
+        firsts = np.zeros(blocks + 1, dtype=np.int64)
+        np.cumsum(np.bincount(keys, minlength=blocks), out=firsts[1:])
+        self._starts.append(firsts[:-1] + self.done)
+        self.done += count
+        ends = np.zeros(count + 1, dtype=np.int64)
+        np.cumsum(run.lengths, out=ends[1:])
+        # A slice per document, joined a block at a time: the reordering itself, about 0.35 us
+        # a document (bench/RESULTS.md "Hash slices"; a bytes slice costs less than a view's).
+        data, starts, stops = run.data, ends[order].tolist(), ends[order + 1].tolist()
+        docs = [data[a:b] for a, b in zip(starts, stops, strict=True)]
+        bounds = firsts.tolist()
+        return run.lengths[order], [b"".join(docs[a:b]) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+
+    def block_starts(self) -> np.ndarray:
+        return np.concatenate([*self._starts, [self.done]]).astype(np.int64)
 
 
 def _train(documents: Documents) -> zstandard.ZstdCompressionDict | None:

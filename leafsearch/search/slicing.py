@@ -17,8 +17,9 @@ default), it is also kept as a file beside the segment, `slices-<n>.order` (deri
 the first process that needs it hashes every id and writes it, every other search worker, and
 every process after a restart, maps it (hashing a million ids cost each worker ~0.4 s of CPU on
 its first sliced scroll: most of what a 2-slice scroll's workers spent beyond one stream's;
-bench/RESULTS.md, session 16). Point-in-time slices without a
-field are contiguous ranges of the snapshot's live documents over all shards together (see
+bench/RESULTS.md, session 16). A segment whose sources are in the hash layout gives 2 or 4
+slices with no hashing (`Segment.id_slices`). Point-in-time slices without a field are
+contiguous ranges of the snapshot's live documents over all shards together (see
 `pit_slice_range`), so they come out even however routing spread the documents.
 """
 
@@ -124,7 +125,10 @@ def _partition(segment: Segment, field: str | None, field_type: str | None, coun
             return part
     part = _stored(segment, count) if key[0] is None else None
     if part is None:
-        part = _Partition.of(np.mod(_hashes(segment, key[0], field_type), count).astype(np.int64), count)
+        slices = segment.id_slices(count) if key[0] is None else None
+        if slices is None:
+            slices = np.mod(_hashes(segment, key[0], field_type), count)
+        part = _Partition.of(slices.astype(np.int64), count)
         if key[0] is None and segment.max_doc >= derived_files.MIN_DOCS:
             part = _store(segment, count, part)
     with _lock:

@@ -84,6 +84,15 @@ def test_sources_a_dictionary_cannot_be_trained_on_stay_plain(tmp_path: Path) ->
     assert segment.sources(np.arange(0, 5000, 3)) == sources[::3]
 
 
+def test_a_large_segment_of_plain_blocks_keeps_the_hash_layout(tmp_path: Path) -> None:
+    """Sources too small to train a dictionary on: 32-document blocks, in groups of 128."""
+    sources = [b'{"i":%d}' % i for i in range(3000)]
+    segment = write_segment(tmp_path / "seg", sources)
+    assert segment._source_dict is None and segment._source_buckets == source_blocks.HASH_BUCKETS
+    assert segment.sources(np.arange(3000)) == sources
+    assert segment.sources(np.arange(2999, -1, -7)) == sources[2999::-7]
+
+
 def test_threads_read_one_dictionary_segment_at_once(tmp_path: Path) -> None:
     sources = random_sources(4000, seed=7)
     segment = write_segment(tmp_path / "seg", sources)
@@ -104,3 +113,95 @@ def test_threads_read_one_dictionary_segment_at_once(tmp_path: Path) -> None:
     for thread in threads:
         thread.join()
     assert failures == []
+
+
+# ---- the hash layout: a slice's documents in blocks of their own ----------------------------
+
+
+def slices_of(segment: Segment, count: int) -> list[np.ndarray]:
+    """Each slice's documents of a sliced scroll by `_id` (floorMod of the id's hash)."""
+    hashes = np.asarray(segment.slice_hashes, dtype=np.int64)
+    return [np.flatnonzero(np.mod(hashes, count) == s) for s in range(count)]
+
+
+def blocks_read(segment: Segment, docs: np.ndarray, monkeypatch: pytest.MonkeyPatch) -> set[int]:
+    """The blocks `segment.sources(docs)` decompresses."""
+    read: set[int] = set()
+    real = Segment.source_blocks
+
+    def spy(self: Segment, indexes: list[int], *, cached: bool = True) -> list[bytes]:
+        read.update(indexes)
+        return real(self, indexes, cached=cached)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(Segment, "source_blocks", spy)
+        segment.sources(docs)
+    return read
+
+
+def test_a_large_segment_keeps_each_slices_sources_in_blocks_of_their_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Written in the hash layout, a slice of 2 or 4 by `_id` reads only its own blocks (the
+    slices' blocks are disjoint, about a half or a quarter of them each), in any order and
+    through the cache; 3 slices (not a power of two) read every block, and all sources come
+    back byte for byte."""
+    sources = random_sources(5000, seed=3)
+    segment = write_segment(tmp_path / "seg", sources)
+    meta = orjson.loads((tmp_path / "seg" / "meta.json").read_bytes())
+    assert meta["source_buckets"] == source_blocks.HASH_BUCKETS
+    assert (tmp_path / "seg" / "_source.slots.npy").exists()
+    blocks = len(segment._source_blocks) - 1
+    starts = np.asarray(np.load(tmp_path / "seg" / "_source.starts.npy"))
+    holding = set(np.flatnonzero(np.diff(starts) > 0).tolist())  # a bucket can be empty in a group
+    for count in (2, 4):
+        read = [blocks_read(segment, docs, monkeypatch) for docs in slices_of(segment, count)]
+        for s, mine in enumerate(read):
+            assert all(mine.isdisjoint(other) for other in read[s + 1 :])
+            assert len(mine) <= blocks // count + blocks // 20
+        assert set().union(*read) == holding
+    for docs in slices_of(segment, 3):
+        assert len(blocks_read(segment, docs, monkeypatch)) > blocks * 0.9
+    segment.blocks = BlockCache(64 * 1024)
+    for docs in [*slices_of(segment, 2), np.arange(4999, -1, -3)]:
+        for _ in range(2):
+            assert segment.sources(docs) == [sources[d] for d in docs.tolist()]
+
+
+def test_a_segment_stored_in_doc_order_reads_and_merges_with_one_in_the_hash_layout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What every segment written before the hash layout holds (no `source_buckets`, sources
+    in doc order): read as before, and merged with a segment in the hash layout into one in it."""
+    from leafsearch.index.segment_build import merge_segments
+
+    def in_doc_order(self: SegmentWriter, sources: list[bytes]) -> None:  # the writer before
+        self.sources = source_blocks.compress(sources)
+
+    old_sources, new_sources = random_sources(3000, seed=5), random_sources(2000, seed=6)
+    with monkeypatch.context() as patched:
+        patched.setattr(SegmentWriter, "set_sources", in_doc_order)
+        old = write_segment(tmp_path / "old", old_sources)
+    assert "source_buckets" not in orjson.loads((tmp_path / "old" / "meta.json").read_bytes())
+    assert not (tmp_path / "old" / "_source.slots.npy").exists()
+    assert old.sources(np.arange(2999, -1, -7)) == old_sources[2999::-7]
+    new = write_segment(tmp_path / "new", new_sources)
+    live = np.ones(2000, dtype=bool)
+    live[::3] = False
+    merge_segments([(old, None), (new, live)], tmp_path / "merged")
+    merged = Segment(tmp_path / "merged")
+    expected = old_sources + [s for s, keep in zip(new_sources, live, strict=True) if keep]
+    assert merged._source_buckets == source_blocks.HASH_BUCKETS
+    assert merged.sources(np.arange(merged.max_doc)) == expected
+    read = [blocks_read(merged, docs, monkeypatch) for docs in slices_of(merged, 2)]
+    assert read[0].isdisjoint(read[1])
+
+
+def test_the_hash_layout_gives_a_slice_count_dividing_its_buckets_without_hashing(tmp_path: Path) -> None:
+    segment = write_segment(tmp_path / "seg", random_sources(3000, seed=8))
+    hashes = np.asarray(segment.slice_hashes, dtype=np.int64)
+    for count in (1, 2, 4):
+        assert np.array_equal(segment.id_slices(count), np.mod(hashes, count))
+    assert segment.id_slices(3) is None and segment.id_slices(8) is None
+    small = write_segment(tmp_path / "small", random_sources(100, seed=9))
+    assert small.id_slices(2) is None

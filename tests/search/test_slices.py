@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import struct
+import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -17,6 +18,7 @@ from typing import Any
 import httpx
 import mmh3
 import numpy as np
+import orjson
 import pytest
 from elasticsearch import Elasticsearch, helpers
 from hypothesis import given, settings
@@ -27,6 +29,7 @@ from leafsearch import Node
 from leafsearch.index import derived_files, uid
 from leafsearch.indices import admin
 from leafsearch.search import slicing
+from leafsearch.testing import Server
 
 _M64 = (1 << 64) - 1
 
@@ -422,3 +425,83 @@ def test_a_segments_id_partition_is_kept_as_a_file_every_process_maps(
             assert derived_files.read(path) is not None  # written whole again
         finally:
             searcher.release()
+
+
+# ---- large segments (sources in the hash layout) under writes, merges and a restart ----------
+
+
+_NDJSON = {"content-type": "application/x-ndjson"}
+
+
+def _sliced_sources(client: httpx.Client, index: str, slice_id: int, count: int) -> dict[str, bytes]:
+    """A `_doc` scroll of one slice: each `_id` and its source as received."""
+    body = {"slice": {"id": slice_id, "max": count}, "sort": ["_doc"], "size": 500}
+    batch = client.post(f"/{index}/_search", params={"scroll": "1m"}, json=body).json()
+    found: dict[str, bytes] = {}
+    while batch["hits"]["hits"]:
+        for hit in batch["hits"]["hits"]:
+            assert hit["_id"] not in found
+            found[hit["_id"]] = orjson.dumps(hit["_source"])
+        batch = client.post("/_search/scroll", json={"scroll": "1m", "scroll_id": batch["_scroll_id"]}).json()
+    client.delete(f"/_search/scroll/{batch['_scroll_id']}")
+    return found
+
+
+def _check_slices(client: httpx.Client, index: str, stable: dict[str, bytes]) -> None:
+    """2, 3 and 4 slices: each holds only its ids' hash's documents, the stable documents with
+    their sources, and every stable document is in one."""
+    for count in (2, 3, 4):
+        parts = [_sliced_sources(client, index, s, count) for s in range(count)]
+        for s, part in enumerate(parts):
+            assert all(id_slice(doc_id, count) == s for doc_id in part)
+            assert all(part[doc_id] == source for doc_id, source in stable.items() if doc_id in part)
+        assert sum(len(p.keys() & stable.keys()) for p in parts) == len(stable)
+
+
+def test_hash_slices_of_large_segments_under_writes_merges_and_a_restart(tmp_path: Path) -> None:
+    """Segments of thousands of documents keep their sources grouped by the bucket of the id's
+    hash (index/source_blocks.py): sliced scrolls over them, while two clients add and delete
+    documents with refreshes and force merges (which write new segments in that layout), hold
+    exactly their slice's documents with the sources indexed, and again after a restart."""
+    n = 3000
+    stable = {f"d{i}": orjson.dumps({"n": i, "msg": f"message {i % 97} of {i}"}) for i in range(n)}
+    lines = b"".join(b'{"index":{"_id":"%s"}}\n%s\n' % (k.encode(), v) for k, v in stable.items())
+    stop = threading.Event()
+    errors: list[str] = []
+
+    def write(url: str, offset: int) -> None:
+        with httpx.Client(base_url=url, timeout=60) as client:
+            i = 0
+            while not stop.is_set() or i < 3:
+                body = b"".join(
+                    b'{"index":{"_id":"w%d-%d-%d"}}\n{"n":%d}\n' % (offset, i, j, -j) for j in range(400)
+                )
+                body += b'{"delete":{"_id":"w%d-%d-5"}}\n' % (offset, i)
+                response = client.post("/t/_bulk", content=body, headers=_NDJSON)
+                if response.status_code != 200 or response.json()["errors"]:
+                    errors.append(response.text[:500])
+                client.post("/t/_refresh")
+                if i % 3 == 2:
+                    client.post("/t/_forcemerge", params={"max_num_segments": 1})
+                i += 1
+
+    with Server(tmp_path / "data") as server, httpx.Client(base_url=server.url, timeout=60) as client:
+        client.put("/t", json={"settings": {"number_of_shards": 1}})
+        response = client.post("/t/_bulk", params={"refresh": "true"}, content=lines, headers=_NDJSON)
+        assert response.status_code == 200 and not response.json()["errors"]
+        writers = [threading.Thread(target=write, args=(server.url, o)) for o in range(2)]
+        for writer in writers:
+            writer.start()
+        try:
+            _check_slices(client, "t", stable)
+        finally:
+            stop.set()
+            for writer in writers:
+                writer.join()
+        assert errors == []
+        client.post("/t/_forcemerge", params={"max_num_segments": 1})
+        total = client.get("/t/_count").json()["count"]
+    with Server(tmp_path / "data") as server, httpx.Client(base_url=server.url, timeout=60) as client:
+        _check_slices(client, "t", stable)
+        parts = [_sliced_sources(client, "t", s, 2) for s in range(2)]
+        assert len(parts[0]) + len(parts[1]) == total
