@@ -306,6 +306,28 @@ def _distinct(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.flatnonzero(present) + low, rank[values - low]
 
 
+#: Linux's `fault_around_bytes` (its default): a read fault of a file mapping maps every cached
+#: page of the aligned window around it.
+_FAULT_AROUND = 64 * 1024
+
+
+def _unmap(data: mmap.mmap, start: int, end: int) -> None:
+    """The pages of `data[start:end]` out of this process's resident memory (`MADV_DONTNEED` on a
+    read-only shared file mapping: they stay in the page cache, and a later read maps them again
+    with a minor fault). Why: a walk, an export or a merge reads every source block of a segment
+    once, and the pages it touched stayed mapped, so each search worker's RSS grew by the
+    compressed sources of every index it had walked (150-185 MiB of the 2-worker tree's RSS after
+    a 1M-document export, bench/RESULTS.md "The transfer's peak (session 18)"). One call per batch
+    of blocks; with the minor faults of the next walk's reads, 0.01-0.02 ms per 1,000 documents of
+    a 1,000-document page's ~0.27 in `sources` (in process, 40,000 sources). From a fault-around
+    window (`_FAULT_AROUND`) before `start`: a read's first fault mapped its whole window again,
+    pages behind it too (the window is aligned in memory, not in the file)."""
+    first = max(0, start - _FAULT_AROUND)
+    first -= first % mmap.PAGESIZE
+    if end > first:
+        data.madvise(mmap.MADV_DONTNEED, first, end - first)
+
+
 def source_arrays(sources: source_blocks.CompressedSources) -> dict[str, np.ndarray]:
     """The arrays a segment keeps of its compressed sources (their blocks are `_source.bin`)."""
     arrays = {
@@ -508,7 +530,9 @@ class Segment:
     def source_blocks(self, indexes: list[int], *, cached: bool = True) -> list[bytes]:
         """Decompressed `_source` blocks, through the node's block cache when the shard gave this
         segment one (`blocks`): one cache lookup and one store for all of them, since a page of
-        scattered hits needs dozens. `cached=False` reads them without the cache."""
+        scattered hits needs dozens. `cached=False` reads them without the cache, as a walk or a
+        merge reads each block once. Blocks not kept in a cache have their file pages unmapped
+        from this process once read (`_unmap`)."""
         cache = self.blocks if cached else None
         keys = [(self._cache_key, index) for index in indexes]
         found = cache.get_many(keys) if cache is not None else [None] * len(keys)
@@ -525,6 +549,8 @@ class Segment:
                 found[position] = decompressor.decompress(data[start:end])
             if cache is not None:
                 cache.put_many([(keys[position], found[position]) for position in missing])
+            elif isinstance(data, mmap.mmap):
+                _unmap(data, min(starts), max(ends))
         return found  # type: ignore[return-value]
 
     def sources(self, docs: np.ndarray | list[int]) -> list[bytes]:

@@ -205,3 +205,33 @@ def test_the_hash_layout_gives_a_slice_count_dividing_its_buckets_without_hashin
     assert segment.id_slices(3) is None and segment.id_slices(8) is None
     small = write_segment(tmp_path / "small", random_sources(100, seed=9))
     assert small.id_slices(2) is None
+
+
+def resident_bytes(path: Path) -> int:
+    """This process's resident bytes of its memory mappings of `path` (/proc/self/smaps)."""
+    total, inside = 0, False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        fields = line.split()
+        if "-" in fields[0] and len(fields) >= 5:  # a mapping's head: range, perms, offset, dev, inode, path
+            inside = len(fields) >= 6 and fields[5] == str(path)
+        elif inside and fields[0] == "Rss:":
+            total += int(fields[1]) * 1024
+    return total
+
+
+def test_a_walk_leaves_no_source_page_mapped(tmp_path: Path) -> None:
+    """A walk's reads (runs of blocks, read without the cache) unmap the file pages they touched,
+    so a worker's memory does not grow by every segment it walked: what stays mapped is at most
+    the kernel's fault-around window (64 KB) at each end of the last read, not the file (~1 MB).
+    The sources read are the same, and a read after it maps them again."""
+    sources = random_sources(40_000, seed=7)
+    segment = write_segment(tmp_path / "seg", sources)
+    path = tmp_path / "seg" / "_source.bin"
+    assert path.stat().st_size > 800 * 1024
+    read = []
+    for start in range(0, len(sources), 1000):
+        read += segment.sources(np.arange(start, start + 1000))
+    assert read == sources
+    assert resident_bytes(path) <= 2 * 64 * 1024
+    scattered = np.sort(np.random.default_rng(3).choice(len(sources), 40, replace=False))
+    assert segment.sources(scattered) == [sources[i] for i in scattered]
