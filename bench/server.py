@@ -68,26 +68,94 @@ def tree_memory_kb(pid: int, field: str) -> int:
     return total
 
 
+#: What `process_memory_kb` reads: from /proc/PID/status, then from /proc/PID/smaps_rollup.
+_STATUS_FIELDS = ("VmRSS", "RssAnon", "RssFile")
+_ROLLUP_FIELDS = ("Pss", "Pss_Anon", "Pss_File")
+
+
+def process_memory_kb(pid: int) -> dict[str, int]:
+    """One process's resident memory in kB: `VmRSS`, split into `RssAnon` (heaps and arrays) and
+    `RssFile` (mapped files: segment files a search read, shared libraries: the page cache's), and
+    `Pss` with its anonymous and file parts (pages shared with other processes, a zygote's with
+    its forks, counted by share). Empty when the process ended meanwhile."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text().splitlines()
+        rollup = Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines()
+    except OSError:
+        return {}
+    memory: dict[str, int] = {}
+    for lines, fields in ((status, _STATUS_FIELDS), (rollup, _ROLLUP_FIELDS)):
+        for line in lines:
+            name, _, value = line.partition(":")
+            if name in fields:
+                memory[name] = int(value.split()[0])
+    return memory
+
+
+def process_role(pid: int, server_pid: int) -> str:
+    """What a process below a `leafsearch serve` is: the server, its zygote (the fork server its
+    workers are forked from, search/workers/zygote.py), a search worker, the merge worker (the
+    zygote's fork that runs at nice 10, index/merge_worker.py), or another (multiprocessing's
+    resource tracker)."""
+    if pid == server_pid:
+        return "server"
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        command = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return "ended"
+    parent, nice = int(fields[1]), int(fields[16])
+    if b"serve" not in command:
+        return "other"
+    if parent == server_pid:
+        return "zygote"
+    return "merge worker" if nice > 0 else "search worker"
+
+
+def _by_role(process: tuple[str, dict[str, int]]) -> str:
+    return process[0]
+
+
 class MemorySampler:
     """The peak resident memory of a server's processes all at once (their sum at one moment, not
     the sum of each process's own peak), sampled every `interval` seconds while it runs: `VmRSS`
-    and, with `pss`, `Pss` (dearer to read: the kernel walks each process's page tables)."""
+    and, with `pss`, `Pss` (dearer to read: the kernel walks each process's page tables) and the
+    make-up of the RSS peak (`peak_processes`: each process's `process_memory_kb` by role, and
+    `phase()` at that moment)."""
 
-    def __init__(self, server: Server | None, interval: float = 0.02, pss: bool = False) -> None:
+    def __init__(
+        self,
+        server: Server | None,
+        interval: float = 0.02,
+        pss: bool = False,
+        phase: Callable[[], str] = lambda: "",
+    ) -> None:
         self.server = server
         self.interval = interval
         self.pss = pss
+        self.phase = phase
         self.peak_kb = 0
         self.peak_pss_kb = 0
+        self.peak_phase = ""
+        self.peak_processes: list[tuple[str, dict[str, int]]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
-            if self.server is not None:
+            if self.server is None:
+                continue
+            if not self.pss:
                 self.peak_kb = max(self.peak_kb, self.server.memory_kb("VmRSS"))
-                if self.pss:
-                    self.peak_pss_kb = max(self.peak_pss_kb, self.server.memory_kb("Pss"))
+                continue
+            pid = self.server.pid
+            processes = [(process_role(p, pid), process_memory_kb(p)) for p in _descendants(pid)]
+            rss = sum(memory.get("VmRSS", 0) for _, memory in processes)
+            self.peak_pss_kb = max(self.peak_pss_kb, sum(memory.get("Pss", 0) for _, memory in processes))
+            if rss > self.peak_kb:
+                self.peak_kb, self.peak_phase = rss, self.phase()
+                held = [(role, memory) for role, memory in processes if memory]
+                self.peak_processes = sorted(held, key=_by_role)
 
     def __enter__(self) -> MemorySampler:
         self._thread.start()

@@ -34,7 +34,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
@@ -71,11 +71,13 @@ class Bench:
         self.n = n
         self.http = httpx.Client(base_url=server.url, timeout=600)
         self.rows: dict[str, Row] = {}
+        self.phase = ""  # the row being measured (the memory's peak is told with it)
 
     def measure(self, name: str, work: Callable[[], None], *, in_process: bool = False) -> Row:
         """Runs `work`, timing it and the CPU of the client (this process's threads when
         `in_process`, else the child processes it waited for) and of the server's processes."""
         kind = resource.RUSAGE_SELF if in_process else resource.RUSAGE_CHILDREN
+        self.phase = name
         client0 = _cpu(kind)
         own0, below0 = self.server.cpu_seconds()
         started = time.perf_counter()
@@ -168,6 +170,9 @@ class Memory:
     rss_peak: int = 0
     pss_peak: int = 0
     hwm_sum: int = 0
+    peak_phase: str = ""  # the row measured at the RSS peak
+    #: Each process's memory at the RSS peak, by role (`bench.server.process_memory_kb`).
+    peak_processes: list[tuple[str, dict[str, int]]] = field(default_factory=list)
 
 
 def run(n: int, work: Path, elasticdump: bool) -> tuple[list[Row], Memory]:
@@ -178,8 +183,9 @@ def run(n: int, work: Path, elasticdump: bool) -> tuple[list[Row], Memory]:
     server.start()
     bench = Bench(server, n)
     memory = Memory()
-    with MemorySampler(server, interval=0.1, pss=True) as sampler:
+    with MemorySampler(server, interval=0.1, pss=True, phase=lambda: bench.phase) as sampler:
         try:
+            bench.phase = "loading bench"
             bench.create("bench")  # the index the exports read
             bench.raw_bulk(bodies, "bench")
             assert bench.count("bench") == n
@@ -273,6 +279,7 @@ def run(n: int, work: Path, elasticdump: bool) -> tuple[list[Row], Memory]:
             bench.http.close()
             server.stop()
     memory.rss_peak, memory.pss_peak = sampler.peak_kb, sampler.peak_pss_kb
+    memory.peak_phase, memory.peak_processes = sampler.peak_phase, sampler.peak_processes
     return list(bench.rows.values()), memory
 
 
@@ -298,6 +305,13 @@ def main() -> None:
         f"{n:,} documents; the server's processes at their peak: RSS {memory.rss_peak / 1024:,.0f} MB, "
         f"PSS {memory.pss_peak / 1024:,.0f} MB (sum of each one's own peak: {memory.hwm_sum / 1024:,.0f} MB)"
     )
+    print(f"At the RSS peak ({memory.peak_phase}), MB: RSS (anonymous + mapped files), PSS (the same)")
+    for role, kb in memory.peak_processes:
+        mb = {key: value / 1024 for key, value in kb.items()}
+        print(
+            f"  {role}: RSS {mb['VmRSS']:,.0f} ({mb['RssAnon']:,.0f} + {mb['RssFile']:,.0f}), "
+            f"PSS {mb['Pss']:,.0f} ({mb['Pss_Anon']:,.0f} + {mb['Pss_File']:,.0f})"
+        )
     print("| row | docs/s | ratio | client CPU ms/1k docs | server ms/1k | workers ms/1k |")
     print("|---|---:|---|---:|---:|---:|")
     for row in rows:

@@ -171,6 +171,13 @@ def test_small_transfer_run_measures_every_row(tmp_path: Path) -> None:
     assert all(row["seconds"] > 0 for row in rows.values())
     assert rows["leafsearch export to .ndjson"]["reference"] == "raw stream (_export, bytes received)"
     assert rows["leafsearch import of the export, --workers 4"]["ratio"] > 0
+    # the memory peak's make-up: each process of the sum by role, split into anonymous and mapped
+    memory = measured["memory_kb"]
+    processes = memory["peak_processes"]
+    assert sum(kb["VmRSS"] for _, kb in processes) == memory["rss_peak"]
+    assert {"server", "zygote"} <= {role for role, _ in processes}
+    assert all(kb["RssAnon"] + kb["RssFile"] <= kb["VmRSS"] + 1 for _, kb in processes)
+    assert memory["peak_phase"] in {*rows, "loading bench"}
 
 
 def test_the_highlight_bench_runs(tmp_path: Path) -> None:
