@@ -262,8 +262,7 @@ def apply_replicated(
 def _priors(shard: Shard, ids: list[str], auto_ids: list[bool]) -> list[DocState | None]:
     """The current state of each id (None: never seen), as `Shard.current` gives it, looked up
     for all at once: a generated id is never looked up."""
-    version_map = shard.version_map
-    priors: list[DocState | None] = list(map(version_map.get, ids))
+    priors: list[DocState | None] = shard.entries(ids)  # type: ignore[assignment]
     if priors.count(None) != len(priors):  # some are recent: their buffer docs as states
         priors = [
             shard.buffered_state(state) if type(state) is int else state

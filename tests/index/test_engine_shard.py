@@ -201,6 +201,19 @@ def test_full_buffers_are_committed_and_recovery_replays_past_the_threshold(tmp_
     reopened.close()
 
 
+def flush_threads_done(shard: Shard) -> None:
+    """Wait until the flush threads wrote what they were given: a task per thread, each waiting
+    for the others, runs only once every thread is done with what came before."""
+    import threading
+
+    from leafsearch.index.shard_services import FLUSH_THREADS
+
+    together = threading.Barrier(FLUSH_THREADS)
+    pool = shard.services.flusher()
+    for waiting in [pool.submit(together.wait, 30) for _ in range(FLUSH_THREADS)]:
+        waiting.result()
+
+
 class HeldFlush:
     """Holds the flush thread before it writes (`holding` is set once it waits): `release()` lets
     it write, `abandon()` makes the write in flight give up (as a crash would) and lets later ones
@@ -250,7 +263,8 @@ def test_a_buffer_in_flight_stays_readable_and_writable(tmp_path, held_flush):
     shard = Shard(tmp_path / "s", 0, parse)
     for i in range(12):  # the first ten go to the flush thread, which holds them
         put(shard, str(i), {"n": i})
-    assert shard._flushing is not None and not shard._flushing.built.done()
+    (flushing,) = shard._flushing
+    assert not flushing.built.done()
     # Realtime reads and version checks see the documents in flight.
     with shard.lock:
         state = shard.current("3")
@@ -268,31 +282,68 @@ def test_a_buffer_in_flight_stays_readable_and_writable(tmp_path, held_flush):
     shard.close()
 
 
-def test_a_full_buffer_takes_writes_while_the_flush_thread_writes_the_previous_one(tmp_path, held_flush):
-    """A write that fills the buffer while the previous one is still being written does not wait
-    for it (it would hold the shard lock, and every other write behind it, through the segment's
-    disk writes): the buffer takes writes up to twice its limit, and only then does a write wait."""
+def test_a_full_buffer_takes_writes_while_the_flush_threads_write_the_previous_ones(tmp_path, held_flush):
+    """A write that fills the buffer while earlier ones are still being written does not wait
+    for them (it would hold the shard lock, and every other write behind it, through the segment's
+    disk writes): it hands the buffer over while fewer than `MAX_FLUSHING` are, else the buffer
+    takes writes up to twice its limit, and only then does a write wait."""
     import threading
 
+    from leafsearch.index.shard import MAX_FLUSHING
+
     shard = Shard(tmp_path / "s", 0, parse)
-    for i in range(10):  # handed over to the flush thread, which holds them
+    for i in range(10 * MAX_FLUSHING):  # each ten handed over to the flush threads, which hold them
         put(shard, str(i), {"n": i})
     flushing = shard._flushing
-    assert flushing is not None
-    writer = threading.Thread(target=lambda: [put(shard, str(i), {"n": i}) for i in range(10, 29)])
+    assert len(flushing) == MAX_FLUSHING and len(shard.buffer) == 0
+    first = 10 * MAX_FLUSHING
+    writer = threading.Thread(target=lambda: [put(shard, str(i), {"n": i}) for i in range(first, first + 19)])
     writer.start()
     writer.join(10)
     assert not writer.is_alive()  # 19 documents: past the limit, under twice it
-    assert not flushing.built.done() and len(shard.buffer) == 19
-    stalled = threading.Thread(target=put, args=(shard, "29", {"n": 29}))
+    assert not any(f.built.done() for f in flushing) and len(shard.buffer) == 19
+    stalled = threading.Thread(target=put, args=(shard, str(first + 19), {"n": first + 19}))
     stalled.start()
     stalled.join(0.2)
-    assert stalled.is_alive()  # twenty: this write waits for the flush thread
+    assert stalled.is_alive()  # twenty: this write waits for the oldest flush
     held_flush.release()
     stalled.join(10)
     assert not stalled.is_alive()
     shard.refresh()
-    assert visible_ids(shard) == {str(i) for i in range(30)}
+    assert visible_ids(shard) == {str(i) for i in range(first + 20)}
+    shard.close()
+
+
+def test_buffers_written_at_once_install_in_write_order(tmp_path, held_flush):
+    """Two buffers on the flush threads at once, each overwriting and deleting the other's
+    documents: reads see the newest state meanwhile, and once both are written their segments
+    resolve every id as the writes ordered it."""
+    shard = Shard(tmp_path / "s", 0, parse)
+    for i in range(10):  # the first buffer
+        put(shard, str(i), {"n": i})
+    for i in range(5):  # the second: overwrites, a delete, new ids
+        put(shard, str(i), {"n": 100 + i})
+    delete(shard, "5")
+    for i in range(10, 15):
+        put(shard, str(i), {"n": i})
+    assert len(shard._flushing) == 2
+    put(shard, "6", {"n": 600})  # the current buffer
+    with shard.lock:
+        assert shard.current("3").version == 2 and shard.current("5").deleted
+        assert orjson.loads(shard.get_source(shard.current("6"))) == {"n": 600}
+    older, newer = shard._flushing
+    newer_built = newer.built
+    held_flush.release()
+    newer_built.result(timeout=30)
+    shard.refresh()
+    assert not shard._flushing
+    assert visible_ids(shard) == {str(i) for i in range(15)} - {"5"}
+    with shard.lock:
+        for doc_id, n, version in [("3", 103, 2), ("7", 7, 1), ("6", 600, 2), ("12", 12, 1)]:
+            state = shard.current(doc_id)
+            assert (state.version, orjson.loads(shard.get_source(state))) == (version, {"n": n})
+        assert shard.current("5").deleted
+    assert [seg.max_doc for seg in shard.segments] == [10, 10, 1]
     shard.close()
 
 
@@ -305,7 +356,7 @@ def test_a_crash_with_a_buffer_in_flight_loses_nothing(tmp_path, held_flush):
     # Crash before the flush thread wrote anything: only the fsynced translog counts.
     shard.translog._file.close()
     held_flush.abandon()
-    assert isinstance(shard._flushing.built.exception(timeout=30), RuntimeError)  # it gave up
+    assert isinstance(shard._flushing[0].built.exception(timeout=30), RuntimeError)  # it gave up
     reopened = Shard(tmp_path / "s", 0, parse)
     assert visible_ids(reopened) == {str(i) for i in range(15)} - {"2"}
     with reopened.lock:
@@ -407,7 +458,7 @@ def test_a_refresh_returns_only_once_earlier_writes_are_visible(tmp_path, held_f
         put(shard, str(i), {"n": i})
     first = threading.Thread(target=shard.refresh)
     first.start()
-    while shard._flushing is None:  # the first refresh has handed the buffer over
+    while not shard._flushing:  # the first refresh has handed the buffer over
         threading.Event().wait(0.001)
     second_done = threading.Event()
     second = threading.Thread(target=lambda: (shard.refresh(), second_done.set()))
@@ -429,7 +480,7 @@ def test_writes_after_a_recovery_follow_every_generation_it_replayed(tmp_path, h
         put(shard, str(i), {"n": i})
     shard.translog._file.close()  # crash
     held_flush.abandon()
-    assert isinstance(shard._flushing.built.exception(timeout=30), RuntimeError)  # gave up, not the next
+    assert isinstance(shard._flushing[0].built.exception(timeout=30), RuntimeError)  # gave up, not the next
     assert len(list((tmp_path / "s" / "translog").glob("translog-*.tlog"))) == 2
     reopened = Shard(tmp_path / "s", 0, parse)
     put(reopened, "11", {"n": 1100})
@@ -669,7 +720,7 @@ def test_a_crash_while_commits_wait_to_be_written_loses_nothing(tmp_path, held_c
         put(shard, str(i), {"n": i})
     put(shard, "7", {"n": 700})
     delete(shard, "8")
-    shard.services.flusher().submit(lambda: None).result()  # the flush thread is done writing
+    flush_threads_done(shard)
     assert len(shard.commits._queue) > 1
     shard.translog._file.close()  # crash
     held_commit.crash()
