@@ -969,10 +969,12 @@ class Shard:
                     return False
                 while self._flushing and self._flushing[0].built.done():
                     self._install_flushed()
-                if round_ < REFRESH_HAND_OVERS and self._worker_builds(self.buffer):
+                if round_ < REFRESH_HAND_OVERS and (self._flushing or self._worker_builds(self.buffer)):
                     # Many writes arrived while a worker wrote the segment: theirs too is
-                    # written without the lock, rather than under it below.
-                    self._hand_over()
+                    # written without the lock, rather than under it below; and a buffer a
+                    # write handed over meanwhile is waited for without it.
+                    if self._worker_builds(self.buffer):
+                        self._hand_over()
                     flushing = self._flushing
                     continue
                 if len(self.buffer) or self._flushing:

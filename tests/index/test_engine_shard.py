@@ -808,3 +808,51 @@ def test_a_refresh_beside_overwrites_publishes_every_document(tmp_path, monkeypa
         client.indices.refresh(index="d")
         values = client.search(index="d", size=0, aggs={"v": {"terms": {"field": "v"}}})
         assert values["aggregations"]["v"]["buckets"] == [{"key": rounds, "doc_count": ids}]
+
+
+def test_a_refresh_waits_without_the_lock_for_a_buffer_a_write_handed_over_and_publishes_it(
+    tmp_path, monkeypatch
+):
+    """While a refresh waits for its buffer's segment, a write fills the next buffer (overwriting a
+    document of the first) and hands it over. The refresh waits for that one too without holding
+    the shard lock (writes go on), and publishes both: the overwrite's new version with the old
+    one's delete."""
+    import threading
+
+    import leafsearch.index.shard as shard_module
+
+    monkeypatch.setattr(shard_module, "BUFFER_MAX_DOCS", 10)
+    gates = {"seg_000001": threading.Event(), "seg_000002": threading.Event()}
+    build = shard_module.segment_from_buffer
+
+    def gated(buffer, folder, index_sort=None):
+        gate = gates.get(folder.name)
+        assert gate is None or gate.wait(30)
+        return build(buffer, folder, index_sort)
+
+    monkeypatch.setattr(shard_module, "segment_from_buffer", gated)
+    shard = Shard(tmp_path / "s", 0, parse)
+    for i in range(5):
+        put(shard, str(i), {"n": i})
+    refresher = threading.Thread(target=shard.refresh)
+    refresher.start()
+    while not shard._flushing:  # the refresh has handed its buffer over
+        threading.Event().wait(0.001)
+    put(shard, "0", {"n": 100})
+    for i in range(5, 14):  # the tenth document hands this buffer over too
+        put(shard, str(i), {"n": i})
+    assert len(shard._flushing) == 2
+    gates["seg_000001"].set()
+    while not shard.segments:  # the refresh installed the first
+        threading.Event().wait(0.001)
+    writer = threading.Thread(target=put, args=(shard, "20", {"n": 20}))
+    writer.start()
+    writer.join(10)
+    assert not writer.is_alive() and refresher.is_alive()  # the lock was free meanwhile
+    gates["seg_000002"].set()
+    refresher.join(10)
+    assert not refresher.is_alive()
+    assert visible_ids(shard) >= {str(i) for i in range(14)}
+    with shard.lock:
+        assert orjson.loads(shard.get_source(shard.current("0"))) == {"n": 100}
+    shard.close()
