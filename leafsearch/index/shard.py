@@ -69,13 +69,14 @@ PRIMARY_TERM = 1
 #: bytes, so memory stays bounded when refreshes are disabled or rare.
 BUFFER_MAX_DOCS = 25_000
 BUFFER_MAX_BYTES = 16 * 1024 * 1024
-#: A full buffer is handed over while up to this many earlier ones are still being written (each
-#: by a search worker: two builds of one shard overlap), and keeps taking writes when that many
-#: are, up to `BUFFER_STALL_FACTOR` times the limits: a write then never waits for a segment's disk
-#: writes and fsyncs (under the shard lock, every other write waiting behind it) unless flushing
-#: falls that far behind.
-MAX_FLUSHING = 2
+#: A full buffer keeps taking writes while the previous one is still being written, up to this
+#: multiple of the limits, and is then handed over too, while fewer than `MAX_FLUSHING` are (each
+#: built by a search worker: two builds of one shard overlap). A write thus waits for a segment's
+#: disk writes and fsyncs (under the shard lock, every other write waiting behind it) only when
+#: flushing falls that far behind, and segments stay as large as when one build at a time stalled
+#: writes at twice the limits (smaller ones cost more CPU in builds and merges).
 BUFFER_STALL_FACTOR = 2
+MAX_FLUSHING = 2
 #: How long a delete's version is remembered (Elasticsearch's `index.gc_deletes`): re-creating the
 #: id within it continues the version sequence instead of starting again at 1.
 GC_DELETES_SECONDS = 60.0
@@ -663,8 +664,8 @@ class Shard:
                 self._apply_pending_deletes()
                 self._commit()
             flushing = self._flushing
-            free = len(flushing) < MAX_FLUSHING or flushing[0].built.done()
-            if self._buffer_over(1) and (free or self._buffer_over(BUFFER_STALL_FACTOR)):
+            idle = not flushing or flushing[0].built.done()
+            if (idle and self._buffer_over(1)) or self._buffer_over(BUFFER_STALL_FACTOR):
                 # Written and committed, not yet published: searches see it at the next refresh,
                 # and the translog a crash would replay stays short.
                 self._hand_over()

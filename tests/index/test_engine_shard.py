@@ -188,16 +188,19 @@ def test_full_buffers_are_committed_and_recovery_replays_past_the_threshold(tmp_
     shard = Shard(tmp_path / "s", 0, parse)
     for i in range(50):
         put(shard, str(i), {"n": i})
-    # Full buffers were handed to the flush thread without a refresh (at 10 documents, or up to
-    # 20 while the previous one was still being written: at least three hand-overs); each
-    # committed the segments written before it, so the translog holds only what came after them.
+    # Full buffers were handed to the flush threads without a refresh (at 10 documents, or at 20
+    # while the previous one was still being written: at least three hand-overs); the write after
+    # they are written installs their segments and commits them, so the translog holds only what
+    # came after them.
+    flush_threads_done(shard)
+    put(shard, "50", {"n": 50})
     committed = orjson.loads((tmp_path / "s" / "commit.json").read_bytes())["segments"]
     assert len(committed) >= 2
     shard.translog._file.close()  # crash
     # Recovery replays more operations than the threshold without committing in the middle.
     monkeypatch.setattr(shard_module, "BUFFER_MAX_DOCS", 2)
     reopened = Shard(tmp_path / "s", 0, parse)
-    assert visible_ids(reopened) == {str(i) for i in range(50)}
+    assert visible_ids(reopened) == {str(i) for i in range(51)}
     reopened.close()
 
 
@@ -283,20 +286,21 @@ def test_a_buffer_in_flight_stays_readable_and_writable(tmp_path, held_flush):
 
 
 def test_a_full_buffer_takes_writes_while_the_flush_threads_write_the_previous_ones(tmp_path, held_flush):
-    """A write that fills the buffer while earlier ones are still being written does not wait
-    for them (it would hold the shard lock, and every other write behind it, through the segment's
-    disk writes): it hands the buffer over while fewer than `MAX_FLUSHING` are, else the buffer
-    takes writes up to twice its limit, and only then does a write wait."""
+    """A write that fills the buffer while an earlier one is still being written does not wait
+    for it (it would hold the shard lock, and every other write behind it, through the segment's
+    disk writes): the buffer takes writes up to twice its limit, and is then handed over too while
+    fewer than `MAX_FLUSHING` are; only when that many are does a write wait."""
     import threading
 
     from leafsearch.index.shard import MAX_FLUSHING
 
     shard = Shard(tmp_path / "s", 0, parse)
-    for i in range(10 * MAX_FLUSHING):  # each ten handed over to the flush threads, which hold them
+    # Ten handed over to the flush threads, which hold them, then twenty at a time.
+    for i in range(10 + 20 * (MAX_FLUSHING - 1)):
         put(shard, str(i), {"n": i})
     flushing = shard._flushing
     assert len(flushing) == MAX_FLUSHING and len(shard.buffer) == 0
-    first = 10 * MAX_FLUSHING
+    first = 10 + 20 * (MAX_FLUSHING - 1)
     writer = threading.Thread(target=lambda: [put(shard, str(i), {"n": i}) for i in range(first, first + 19)])
     writer.start()
     writer.join(10)
@@ -321,10 +325,10 @@ def test_buffers_written_at_once_install_in_write_order(tmp_path, held_flush):
     shard = Shard(tmp_path / "s", 0, parse)
     for i in range(10):  # the first buffer
         put(shard, str(i), {"n": i})
-    for i in range(5):  # the second: overwrites, a delete, new ids
+    for i in range(5):  # the second (handed over at twice the limit): overwrites, a delete, new ids
         put(shard, str(i), {"n": 100 + i})
     delete(shard, "5")
-    for i in range(10, 15):
+    for i in range(10, 25):
         put(shard, str(i), {"n": i})
     assert len(shard._flushing) == 2
     put(shard, "6", {"n": 600})  # the current buffer
@@ -337,13 +341,13 @@ def test_buffers_written_at_once_install_in_write_order(tmp_path, held_flush):
     newer_built.result(timeout=30)
     shard.refresh()
     assert not shard._flushing
-    assert visible_ids(shard) == {str(i) for i in range(15)} - {"5"}
+    assert visible_ids(shard) == {str(i) for i in range(25)} - {"5"}
     with shard.lock:
         for doc_id, n, version in [("3", 103, 2), ("7", 7, 1), ("6", 600, 2), ("12", 12, 1)]:
             state = shard.current(doc_id)
             assert (state.version, orjson.loads(shard.get_source(state))) == (version, {"n": n})
         assert shard.current("5").deleted
-    assert [seg.max_doc for seg in shard.segments] == [10, 10, 1]
+    assert [seg.max_doc for seg in shard.segments] == [10, 20, 1]
     shard.close()
 
 
@@ -839,7 +843,7 @@ def test_a_refresh_waits_without_the_lock_for_a_buffer_a_write_handed_over_and_p
     while not shard._flushing:  # the refresh has handed its buffer over
         threading.Event().wait(0.001)
     put(shard, "0", {"n": 100})
-    for i in range(5, 14):  # the tenth document hands this buffer over too
+    for i in range(5, 24):  # the twentieth document hands this buffer over too
         put(shard, str(i), {"n": i})
     assert len(shard._flushing) == 2
     gates["seg_000001"].set()
@@ -852,7 +856,7 @@ def test_a_refresh_waits_without_the_lock_for_a_buffer_a_write_handed_over_and_p
     gates["seg_000002"].set()
     refresher.join(10)
     assert not refresher.is_alive()
-    assert visible_ids(shard) >= {str(i) for i in range(14)}
+    assert visible_ids(shard) >= {str(i) for i in range(24)}
     with shard.lock:
         assert orjson.loads(shard.get_source(shard.current("0"))) == {"n": 100}
     shard.close()
