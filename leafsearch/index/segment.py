@@ -51,7 +51,7 @@ _READ_WHOLE_BYTES = 64 * 1024
 def to_term_array(values: list[str] | list[bytes]) -> np.ndarray:
     """Strings to a numpy bytes array ('S'), UTF-8 encoded, so that sort order is Lucene's."""
     if values and isinstance(values[0], str):
-        values = [v.encode() for v in values]
+        values = list(map(str.encode, values))  # type: ignore[arg-type]
     if not values:
         return np.empty(0, dtype="S1")
     return np.array(values, dtype=bytes)

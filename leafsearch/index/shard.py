@@ -6,10 +6,11 @@ the arrays it was given), commits, and publishes a new Searcher. A commit is dec
 shard lock and written after it (`commits.py`). The files of a segment are deleted only when
 neither the shard nor any Searcher holds it.
 
-A buffer that fills up between refreshes is written as a segment on the flush thread while the
-next buffer fills, so a bulk request does not wait for it: its documents stay readable from the
-buffer (realtime gets, version checks) until the segment is installed, and the translog keeps
-their operations until a commit covers that segment.
+A buffer that fills up between refreshes is written as a segment on a flush thread while the
+next buffer fills, so a bulk request does not wait for it (up to `MAX_FLUSHING` buffers at once,
+their segments installed in write order): its documents stay readable from the buffer (realtime
+gets, version checks) until the segment is installed, and the translog keeps their operations
+until a commit covers that segment.
 
 Every background step (writing a segment, installing it, applying deletes, deciding and writing a
 commit, publishing, installing a merge) changes the shard all at once or not at all: what can
@@ -68,10 +69,14 @@ PRIMARY_TERM = 1
 #: bytes, so memory stays bounded when refreshes are disabled or rare.
 BUFFER_MAX_DOCS = 25_000
 BUFFER_MAX_BYTES = 16 * 1024 * 1024
-#: A full buffer keeps taking writes while the flush thread still writes the previous one, up to
-#: this multiple of the limits: a write then never waits for a segment's disk writes and fsyncs
-#: (under the shard lock, every other write waiting behind it) unless flushing falls that far behind.
+#: A full buffer keeps taking writes while the previous one is still being written, up to this
+#: multiple of the limits, and is then handed over too, while fewer than `MAX_FLUSHING` are (each
+#: built by a search worker: two builds of one shard overlap). A write thus waits for a segment's
+#: disk writes and fsyncs (under the shard lock, every other write waiting behind it) only when
+#: flushing falls that far behind, and segments stay as large as when one build at a time stalled
+#: writes at twice the limits (smaller ones cost more CPU in builds and merges).
 BUFFER_STALL_FACTOR = 2
+MAX_FLUSHING = 2
 #: How long a delete's version is remembered (Elasticsearch's `index.gc_deletes`): re-creating the
 #: id within it continues the version sequence instead of starting again at 1.
 GC_DELETES_SECONDS = 60.0
@@ -103,6 +108,9 @@ class _Flushing:
     folder: Path  # where the segment is written
     built: Future[Segment]
     generation: int  # the first translog generation holding the buffer's operations
+    #: The version map of the buffer's time (`Shard.version_map` when it was current), let go
+    #: with the buffer once its segment is installed: its ids then resolve from the segments.
+    versions: dict[str, DocState | int]
 
 
 @dataclass(slots=True)
@@ -271,10 +279,13 @@ class Shard:
         self.max_seq_no = max((int(s.seq_nos.max()) for s in self.segments if s.max_doc), default=-1)
         self.max_seq_no = max(self.max_seq_no, commit.get("max_seq_no", -1))
         self.buffer = self._new_buffer()
-        #: id -> its latest state: a `DocState`, or `buffer.tag + doc` for a document of the
-        #: current buffer or the one being flushed (written so by `column_write.index_columns`).
+        #: id -> its latest state since the current buffer began: a `DocState`, or `buffer.tag +
+        #: doc` for a document of the current buffer (written so by `shard_write.index_columns`).
+        #: Older states are in the maps of the buffers being flushed (`entries`), as Lucene's
+        #: LiveVersionMap keeps an old map until its refresh is done.
         self.version_map: dict[str, DocState | int] = {}
-        self._flushing: _Flushing | None = None
+        #: Buffers being written as segments, oldest first (at most `MAX_FLUSHING`).
+        self._flushing: list[_Flushing] = []
         self.tombstones: dict[str, tuple[DocState, float]] = {}  # id -> (delete state, when)
         self.pending_deletes: dict[str, set[int]] = {}
         self.translog = translog
@@ -298,14 +309,13 @@ class Shard:
         fails, the request gets the error and the next one tries again."""
         if not self.translog.failed:
             return
-        flushing = self._flushing
-        if flushing is not None:
+        for flushing in self._flushing:
             # Its buffer's operations were all written before the hand-over; the segment is
             # not in the commit, so it goes (once the flush thread is done with it), and the
             # replay rebuilds its documents.
             flushing.built.exception()
             discard_unfinished(flushing.folder)
-            self._flushing = None
+        self._flushing = []
         try:
             self._load()
             self.refresh()
@@ -444,7 +454,7 @@ class Shard:
         `self.commits.write()` writes it, without the lock (see `commits.py`), and then drops the
         translog it covers: all of it when `roll` (the buffer is empty and nothing is being
         flushed: a new generation starts now, before any later append), else the generations
-        before the oldest buffer not yet in an installed segment: the one on the flush thread,
+        before the oldest buffer not yet in an installed segment: the oldest on the flush threads,
         or the current one. `state`: the segments and live docs the caller installs once this
         returns (default: the shard's); `after`: what to run once the commit is written.
 
@@ -456,7 +466,7 @@ class Shard:
         if roll:
             keep_from = self._buffer_gen = self.translog.start_generation()
         else:
-            keep_from = self._flushing.generation if self._flushing else self._buffer_gen
+            keep_from = self._flushing[0].generation if self._flushing else self._buffer_gen
         live_gen = self._live_gen
         live_files: dict[str, str] = {}
         new_live: dict[str, np.ndarray] = {}
@@ -512,7 +522,7 @@ class Shard:
 
     def current(self, doc_id: str) -> DocState | None:
         """The latest state of an id, realtime (buffer, then segments); None if never seen."""
-        state = self.version_map.get(doc_id)
+        state = self.entries([doc_id])[0]
         if state is not None:
             return self.buffered_state(state) if type(state) is int else state
         tombstone = self.tombstone(doc_id)
@@ -520,14 +530,33 @@ class Shard:
             return tombstone
         return self._find_in_segments(doc_id)
 
+    def entries(self, doc_ids: list[str]) -> list[DocState | int | None]:
+        """The version-map entry of each id, the newest first: the current buffer's map, then
+        those of the buffers being flushed; None where no map holds it. Ids all new (a log's)
+        cost one `dict.get` per map, in C."""
+        found = list(map(self.version_map.get, doc_ids))
+        for flushing in reversed(self._flushing):
+            older = flushing.versions
+            missing = found.count(None)
+            if not missing:
+                break
+            if not older:
+                continue
+            if missing == len(found):
+                found = list(map(older.get, doc_ids))
+            else:
+                get = older.get
+                pairs = zip(found, doc_ids, strict=True)
+                found = [get(doc_id) if entry is None else entry for entry, doc_id in pairs]
+        return found
+
     def buffered_state(self, entry: int) -> DocState:
         """The state a version-map entry `buffer.tag + doc` stands for: the current buffer's
-        document or the one being flushed's (`_install_flushed` forgets the others)."""
+        document or that of a buffer being flushed (installed ones' maps are let go)."""
         doc = entry & _DOC_MASK
         buffer = self.buffer
         if buffer.tag != entry - doc:
-            assert self._flushing is not None and self._flushing.buffer.tag == entry - doc
-            buffer = self._flushing.buffer
+            buffer = next(f.buffer for f in self._flushing if f.buffer.tag == entry - doc)
         routing = buffer.routings[doc]
         return DocState(buffer.versions[doc], buffer.seq_nos[doc], False, None, doc, routing, buffer)
 
@@ -543,7 +572,9 @@ class Shard:
 
     def prefetch(self, doc_ids: list[str]) -> None:
         """Load the segment state of many ids at once into the version map (bulk fast path)."""
-        todo = [i for i in dict.fromkeys(doc_ids) if i not in self.version_map]
+        distinct = list(dict.fromkeys(doc_ids))
+        pairs = zip(distinct, self.entries(distinct), strict=True)
+        todo = [doc_id for doc_id, entry in pairs if entry is None]
         if self.tombstones:
             todo = [i for i in todo if self.tombstone(i) is None]
         if not todo:
@@ -627,21 +658,24 @@ class Shard:
         each step leaves the shard as it was. It is logged, and the next write or refresh tries
         again (a refresh reports a segment that still cannot be written)."""
         try:
-            flushing = self._flushing
-            if flushing is not None and flushing.built.done() and flushing.built.exception() is None:
-                self._install_flushed()
+            if self._flushing and self._written(self._flushing[0]):
+                while self._flushing and self._written(self._flushing[0]):
+                    self._install_flushed()
                 self._apply_pending_deletes()
                 self._commit()
             flushing = self._flushing
-            if self._buffer_over(1) and (
-                flushing is None or flushing.built.done() or self._buffer_over(BUFFER_STALL_FACTOR)
-            ):
+            idle = not flushing or flushing[0].built.done()
+            if (idle and self._buffer_over(1)) or self._buffer_over(BUFFER_STALL_FACTOR):
                 # Written and committed, not yet published: searches see it at the next refresh,
                 # and the translog a crash would replay stays short.
                 self._hand_over()
                 self._commit()
         except Exception:
             _log.warning("shard [%d]: handing over a full buffer failed", self.shard_id, exc_info=True)
+
+    @staticmethod
+    def _written(flushing: _Flushing) -> bool:
+        return flushing.built.done() and flushing.built.exception() is None
 
     def _buffer_over(self, factor: int) -> bool:
         """Whether the buffer holds `factor` times its document or source-byte limit."""
@@ -650,22 +684,29 @@ class Shard:
 
     def _hand_over(self) -> None:
         """Give the buffer to the flush thread and start a new one (and a translog generation, so
-        that a commit can drop what precedes the new buffer). A buffer still on the flush thread
-        is installed first (waiting for it): segments keep write order."""
-        self._install_flushed()
+        that a commit can drop what precedes the new buffer), with a version map of its own.
+        Buffers on the flush thread are installed oldest first (segments keep write order): those
+        done, and the oldest while `MAX_FLUSHING` are (waiting for it)."""
+        flushing = self._flushing
+        while flushing and (len(flushing) >= MAX_FLUSHING or flushing[0].built.done()):
+            self._install_flushed()
+            flushing = self._flushing
         self._apply_pending_deletes()
         generation = self.translog.start_generation()  # first: if it fails, the buffer stays
         fresh = self._new_buffer()
-        flushing = self._flush_in_background(self.buffer, self._buffer_gen)
+        handed = self._flush_in_background(self.buffer, self._buffer_gen, self.version_map)
+        flushing = [*flushing, handed]
         # Nothing below can fail. (If the above did after the new generation started, the
         # buffer's operations are in the two generations from `_buffer_gen` on, which the
         # commits keep.)
-        self.buffer, self._buffer_gen, self._flushing = fresh, generation, flushing
+        self.buffer, self._buffer_gen, self._flushing, self.version_map = fresh, generation, flushing, {}
 
-    def _flush_in_background(self, buffer: IndexBuffer, generation: int) -> _Flushing:
+    def _flush_in_background(
+        self, buffer: IndexBuffer, generation: int, versions: dict[str, DocState | int]
+    ) -> _Flushing:
         folder = self.folder / self._next_segment_name()
         built = self.services.flusher().submit(self._build_segment, buffer, folder)
-        return _Flushing(buffer, folder, built, generation)
+        return _Flushing(buffer, folder, built, generation, versions)
 
     def _build_segment(self, buffer: IndexBuffer, folder: Path) -> Segment:
         """Write a handed-over buffer as the segment `folder` (on the flush thread): a large one
@@ -687,35 +728,32 @@ class Shard:
         return services.builder is not None and len(buffer) >= services.builder_min_docs
 
     def _install_flushed(self) -> None:
-        """Add the segment of the buffer on the flush thread (waiting for it), not yet published.
+        """Add the segment of the oldest buffer on the flush thread (waiting for it), not yet
+        published.
 
-        Its documents now resolve from the segment: the version map keeps only the current
-        buffer's ids (other deletes resolve from tombstones, other ids from the segments).
+        Its documents now resolve from the segment, and its version map goes: the newer maps
+        hold every later write (other deletes resolve from tombstones, other ids from the
+        segments). Why a map per buffer: rebuilding one map of the current buffer's ids at each
+        install cost the ordered part of a bulk about 0.25 us a document.
 
         When the segment could not be written (a full disk, memory), what the write left is
         deleted, the buffer goes to the flush thread again under a new folder name, and this
         raises `FlushFailed`: the failure is reported once, and the next install waits for the
         new attempt. When installing fails, nothing changed and the next install tries again."""
-        flushing = self._flushing
-        if flushing is None:
+        if not self._flushing:
             return
+        flushing, rest = self._flushing[0], self._flushing[1:]
         try:
             seg = flushing.built.result()
         except Exception as exc:
             discard_unfinished(flushing.folder)
-            self._flushing = self._flush_in_background(flushing.buffer, flushing.generation)
+            again = self._flush_in_background(flushing.buffer, flushing.generation, flushing.versions)
+            self._flushing = [again, *rest]
             raise self._segment_failed(exc) from exc
         live = _buffer_live(seg, flushing.buffer)
-        # The current buffer's ids: their entries are the only ones newer than the segment (a
-        # write, or a delete after one, in this buffer). Looked up by id, in C, rather than every
-        # entry filtered in Python: this ran once per segment with the GIL held, over the whole
-        # map (10% of the server's GIL time with one bulk client).
-        ids, current = self.buffer.ids, self.version_map
-        version_map = dict(zip(ids, map(current.__getitem__, ids), strict=True))
         # Nothing below can fail.
-        self._flushing = None
+        self._flushing = rest
         self._add_segment(seg, live)
-        self.version_map = version_map
 
     def _segment_failed(self, exc: Exception) -> FlushFailed:
         return FlushFailed(f"failed to write a segment of shard [{self.shard_id}]: {cause_of(exc)}")
@@ -833,9 +871,10 @@ class Shard:
         `in_worker`: a large one in a search worker, as the flush thread does (a refresh's: this
         process meanwhile parses the next bulk requests instead of waiting on the shard lock).
 
-        A buffer still on the flush thread is installed first, so segments keep write order. A
+        Buffers still on the flush thread are installed first, so segments keep write order. A
         segment that cannot be written leaves nothing behind, its documents in the buffer."""
-        self._install_flushed()
+        while self._flushing:
+            self._install_flushed()
         if len(self.buffer):
             buffer, fresh = self.buffer, self._new_buffer()
             folder = self.folder / self._next_segment_name()
@@ -914,8 +953,8 @@ class Shard:
         if unchanged:
             self._write_commits(wait=False)  # a commit that failed before is tried again
             return False
-        if earlier is not None:
-            earlier.built.exception()  # waits; a failure is raised by the install below
+        for each in earlier:
+            each.built.exception()  # waits; a failure is raised by the install below
         with self.lock:
             if self.closed:
                 return False
@@ -924,25 +963,27 @@ class Shard:
                 self._hand_over()
             flushing = self._flushing
         for round_ in range(1, REFRESH_HAND_OVERS + 1):
-            if flushing is not None:
-                flushing.built.exception()  # waits; a failure is raised by the install below
+            for each in flushing:
+                each.built.exception()  # waits; a failure is raised by the install below
             with self.lock:
                 if self.closed:
                     return False
-                if self._flushing is flushing:  # not installed by a write meanwhile
+                while self._flushing and self._flushing[0].built.done():
                     self._install_flushed()
-                if round_ < REFRESH_HAND_OVERS and self._worker_builds(self.buffer):
+                if round_ < REFRESH_HAND_OVERS and (self._flushing or self._worker_builds(self.buffer)):
                     # Many writes arrived while a worker wrote the segment: theirs too is
-                    # written without the lock, rather than under it below.
-                    self._hand_over()
+                    # written without the lock, rather than under it below; and a buffer a
+                    # write handed over meanwhile is waited for without it.
+                    if self._worker_builds(self.buffer):
+                        self._hand_over()
                     flushing = self._flushing
                     continue
-                if len(self.buffer):
+                if len(self.buffer) or self._flushing:
                     # Writes arrived while the lock was free: an overwrite among them retired its
                     # previous version, which may be in a segment this refresh publishes, while
-                    # its new version is in the buffer. Publishing the one without the other would
-                    # hide the document, so their (few) documents become a segment now, under the
-                    # lock.
+                    # its new version is in the buffer (or one a write handed over). Publishing
+                    # the one without the other would hide the document, so their (few)
+                    # documents become a segment now, under the lock.
                     self._flush_buffer(in_worker=True)
                 self._apply_pending_deletes()
                 self._forget_old_tombstones()
@@ -1027,6 +1068,8 @@ class Shard:
                     sources = [(seg.folder, live) for seg, live in parts]
                     origin = self.services.merges.merge(sources, folder, self.index_sort)
                     merged = self._open_segment(name)
+                    for each in self._flushing:  # installed first: waited for without the lock
+                        each.built.exception()
                     with self.lock:
                         installed = not self.closed
                         if installed:
@@ -1049,7 +1092,7 @@ class Shard:
         `origin` (an index-sorted merge) gives each merged document's position among the parts'
         live documents in order; None: they are in that order.
 
-        A buffer on the flush thread is installed first and pending deletes applied (the
+        Buffers on the flush thread are installed first and pending deletes applied (the
         merged segments' deletes must be in their live docs); the current buffer stays, and the
         commit below keeps the translog from its generation on, as a hand-over's does. Why not
         write it as a segment here: that happened under the shard lock, in this process, with
@@ -1058,7 +1101,8 @@ class Shard:
         them, so a failure before installs nothing. The merged segments are let go once the
         commit is written (`CommitPlan.after`): the commit on disk until then names them.
         """
-        self._install_flushed()
+        while self._flushing:
+            self._install_flushed()
         self._apply_pending_deletes()
         names = {s.name for s, _ in parts}
         new_live = self._merged_live(parts, merged, origin)
@@ -1119,7 +1163,7 @@ class Shard:
                 return
             self.closed = True
             try:
-                if len(self.buffer) or self.pending_deletes or self._flushing is not None:
+                if len(self.buffer) or self.pending_deletes or self._flushing:
                     self._flush_buffer()
                     self._commit(roll=True)
                 self._write_commits()
@@ -1130,10 +1174,10 @@ class Shard:
 
     def _close_files(self) -> None:
         """`close`'s end, whether its flush succeeded or not (caller holds the lock)."""
-        if self._flushing is not None:  # left on the flush thread by a flush that failed
-            self._flushing.built.exception()
-            discard_unfinished(self._flushing.folder)
-            self._flushing = None
+        for flushing in self._flushing:  # left on the flush thread by a flush that failed
+            flushing.built.exception()
+            discard_unfinished(flushing.folder)
+        self._flushing = []
         self.translog.close()
         with self._searcher_lock:
             old, self._searcher = self._searcher, None

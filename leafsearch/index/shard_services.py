@@ -1,6 +1,6 @@
 """What the owner of shards (a Node, a shard actor) gives every shard it opens, and ends with
-itself: the cache of decompressed source blocks, the listeners of their events, the flush thread
-that writes full buffers as segments (or hands them to the owner's `builder`), and the merge
+itself: the cache of decompressed source blocks, the listeners of their events, the flush threads
+that write full buffers as segments (or hands them to the owner's `builder`), and the merge
 worker process.
 
 One per owner, not per process: two nodes in one process keep their own threads, processes and
@@ -18,6 +18,10 @@ from leafsearch.index.buffer_wire import Builder
 from leafsearch.index.events import ShardEvents
 from leafsearch.index.fielddata import Fielddata
 from leafsearch.index.merge_worker import MergeWorker
+
+#: Buffers written as segments at once, each by a search worker when the owner has them (two
+#: builds of a shard overlap: `shard.MAX_FLUSHING`).
+FLUSH_THREADS = 2
 
 
 class ShardServices:
@@ -45,11 +49,13 @@ class ShardServices:
         self._lock = threading.Lock()
 
     def flusher(self) -> ThreadPoolExecutor:
-        """The one thread that writes full buffers as segments for every shard of the owner
-        (started on first use)."""
+        """The threads that write full buffers as segments for every shard of the owner, one
+        per buffer a shard may have on them at once (started on first use)."""
         with self._lock:
             if self._flush_pool is None:
-                self._flush_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="leafsearch-flush")
+                self._flush_pool = ThreadPoolExecutor(
+                    max_workers=FLUSH_THREADS, thread_name_prefix="leafsearch-flush"
+                )
             return self._flush_pool
 
     def close(self) -> None:

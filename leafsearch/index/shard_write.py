@@ -193,9 +193,9 @@ def index_columns(shard: Shard, write: ShardWrite) -> ShardWriteOutcome:
         outcomes.seq_nos = seq_nos
     if not kept_ids:
         return outcomes
-    sources = batch.sources
+    sources = list(map(batch.sources.__getitem__, rows))
     with shard.applying:
-        records = encode_index_ops(kept_ids, seq_nos, kept_versions, routings, [sources[r] for r in rows])
+        records = encode_index_ops(kept_ids, seq_nos, kept_versions, routings, sources)
         shard.translog.append(records, len(kept_ids))
         shard.max_seq_no = seq_nos[-1]
         for i in outcomes.updated:
@@ -262,20 +262,22 @@ def apply_replicated(
 def _priors(shard: Shard, ids: list[str], auto_ids: list[bool]) -> list[DocState | None]:
     """The current state of each id (None: never seen), as `Shard.current` gives it, looked up
     for all at once: a generated id is never looked up."""
-    version_map = shard.version_map
-    priors: list[DocState | None] = list(map(version_map.get, ids))
+    priors: list[DocState | None] = shard.entries(ids)  # type: ignore[assignment]
     if priors.count(None) != len(priors):  # some are recent: their buffer docs as states
         priors = [
             shard.buffered_state(state) if type(state) is int else state
             for state in priors  # type: ignore[misc]
         ]
-    todo = [i for i, state in enumerate(priors) if state is None and not auto_ids[i]]
+    if True not in auto_ids and priors.count(None) == len(priors):  # ids all given, none recent
+        todo = list(range(len(ids)))
+    else:
+        todo = [i for i, state in enumerate(priors) if state is None and not auto_ids[i]]
     if shard.tombstones and todo:
         for i in todo:
             priors[i] = shard.tombstone(ids[i])
         todo = [i for i in todo if priors[i] is None]
     if todo:
-        in_segments = shard.segment_states([ids[i] for i in todo])
+        in_segments = shard.segment_states(ids if len(todo) == len(ids) else [ids[i] for i in todo])
         if in_segments:
             for i in todo:
                 priors[i] = in_segments.get(ids[i])

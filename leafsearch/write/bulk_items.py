@@ -119,9 +119,7 @@ def finish(results: list[Item], *, raw: bool) -> list[dict[str, Any]] | Rendered
     families = [0] * 5
     parts: list[bytes] = []
     dumps = orjson.dumps
-    for item in results:
-        if item is None:
-            continue
+    for item in filter(None, results):  # (None: a position a rendered run covers)
         if type(item) is Rendered:
             families[1] += item.count
             parts.append(item.json)

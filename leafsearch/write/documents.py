@@ -872,7 +872,7 @@ def bulk(
         if refresh in ("true", "", "wait_for"):
             for shard in shards:
                 shard.refresh()
-    errors = any(map(has_error, results))
+    errors = any(map(has_error, filter(None, results)))  # (None: a position a rendered run covers)
     items = finish(results, raw=raw_items)
     return {"errors": errors, "took": int((time.perf_counter() - started) * 1000), "items": items}
 
@@ -1436,7 +1436,7 @@ def _column_write(
         ids = run.ids
         if not ids:
             return None
-    creates = [kind == "create" or auto for kind, auto in zip(run.kinds, run.auto_ids, strict=True)]
+    creates = list(map(operator.or_, map("create".__eq__, run.kinds), run.auto_ids))
     columns = IndexColumns(ids, run.routings, creates, run.auto_ids, rows)
     return run, ShardWrite(index.name, index.uuid, shard.shard_id, (), batch, columns)
 

@@ -32,7 +32,7 @@ from leafsearch.errors import FlushFailed, RefreshFailed, TranslogFailed
 from leafsearch.index import merge_worker
 from leafsearch.index.shard import Shard
 from tests.concurrency import writers_beside_refresher
-from tests.index.test_engine_shard import delete, parse, put
+from tests.index.test_engine_shard import delete, flush_threads_done, parse, put
 
 
 class Fault:
@@ -132,10 +132,8 @@ def assert_realtime(shard: Shard, expected: Expected, gone: set[str]) -> None:
 def assert_nothing_left(shard: Shard) -> None:
     """No temporary file or folder, and no segment folder the shard does not hold (but one the
     flush thread is writing)."""
-    shard.services.flusher().submit(lambda: None).result()  # the flush thread is done writing
-    held = set(shard._seg_refs)
-    if shard._flushing is not None:
-        held.add(shard._flushing.folder.name)
+    flush_threads_done(shard)
+    held = set(shard._seg_refs) | {flushing.folder.name for flushing in shard._flushing}
     for entry in shard.folder.iterdir():
         assert not entry.name.endswith(".tmp"), entry.name
         if entry.name.startswith("seg_"):
@@ -149,7 +147,7 @@ def close_unless_crashed(shard: Shard) -> None:
 
 def crash_and_reopen(shard: Shard) -> Shard:
     """The process dies (no close, nothing more written), and the shard opens from its folder."""
-    shard.services.flusher().submit(lambda: None).result()
+    flush_threads_done(shard)
     shard.translog._file.close()
     shard.services.close()  # the dead process's flush thread and merge worker
     return Shard(shard.folder, 0, parse)

@@ -188,17 +188,33 @@ def test_full_buffers_are_committed_and_recovery_replays_past_the_threshold(tmp_
     shard = Shard(tmp_path / "s", 0, parse)
     for i in range(50):
         put(shard, str(i), {"n": i})
-    # Full buffers were handed to the flush thread without a refresh (at 10 documents, or up to
-    # 20 while the previous one was still being written: at least three hand-overs); each
-    # committed the segments written before it, so the translog holds only what came after them.
+    # Full buffers were handed to the flush threads without a refresh (at 10 documents, or at 20
+    # while the previous one was still being written: at least three hand-overs); the write after
+    # they are written installs their segments and commits them, so the translog holds only what
+    # came after them.
+    flush_threads_done(shard)
+    put(shard, "50", {"n": 50})
     committed = orjson.loads((tmp_path / "s" / "commit.json").read_bytes())["segments"]
     assert len(committed) >= 2
     shard.translog._file.close()  # crash
     # Recovery replays more operations than the threshold without committing in the middle.
     monkeypatch.setattr(shard_module, "BUFFER_MAX_DOCS", 2)
     reopened = Shard(tmp_path / "s", 0, parse)
-    assert visible_ids(reopened) == {str(i) for i in range(50)}
+    assert visible_ids(reopened) == {str(i) for i in range(51)}
     reopened.close()
+
+
+def flush_threads_done(shard: Shard) -> None:
+    """Wait until the flush threads wrote what they were given: a task per thread, each waiting
+    for the others, runs only once every thread is done with what came before."""
+    import threading
+
+    from leafsearch.index.shard_services import FLUSH_THREADS
+
+    together = threading.Barrier(FLUSH_THREADS)
+    pool = shard.services.flusher()
+    for waiting in [pool.submit(together.wait, 30) for _ in range(FLUSH_THREADS)]:
+        waiting.result()
 
 
 class HeldFlush:
@@ -250,7 +266,8 @@ def test_a_buffer_in_flight_stays_readable_and_writable(tmp_path, held_flush):
     shard = Shard(tmp_path / "s", 0, parse)
     for i in range(12):  # the first ten go to the flush thread, which holds them
         put(shard, str(i), {"n": i})
-    assert shard._flushing is not None and not shard._flushing.built.done()
+    (flushing,) = shard._flushing
+    assert not flushing.built.done()
     # Realtime reads and version checks see the documents in flight.
     with shard.lock:
         state = shard.current("3")
@@ -268,31 +285,69 @@ def test_a_buffer_in_flight_stays_readable_and_writable(tmp_path, held_flush):
     shard.close()
 
 
-def test_a_full_buffer_takes_writes_while_the_flush_thread_writes_the_previous_one(tmp_path, held_flush):
-    """A write that fills the buffer while the previous one is still being written does not wait
+def test_a_full_buffer_takes_writes_while_the_flush_threads_write_the_previous_ones(tmp_path, held_flush):
+    """A write that fills the buffer while an earlier one is still being written does not wait
     for it (it would hold the shard lock, and every other write behind it, through the segment's
-    disk writes): the buffer takes writes up to twice its limit, and only then does a write wait."""
+    disk writes): the buffer takes writes up to twice its limit, and is then handed over too while
+    fewer than `MAX_FLUSHING` are; only when that many are does a write wait."""
     import threading
 
+    from leafsearch.index.shard import MAX_FLUSHING
+
     shard = Shard(tmp_path / "s", 0, parse)
-    for i in range(10):  # handed over to the flush thread, which holds them
+    # Ten handed over to the flush threads, which hold them, then twenty at a time.
+    for i in range(10 + 20 * (MAX_FLUSHING - 1)):
         put(shard, str(i), {"n": i})
     flushing = shard._flushing
-    assert flushing is not None
-    writer = threading.Thread(target=lambda: [put(shard, str(i), {"n": i}) for i in range(10, 29)])
+    assert len(flushing) == MAX_FLUSHING and len(shard.buffer) == 0
+    first = 10 + 20 * (MAX_FLUSHING - 1)
+    writer = threading.Thread(target=lambda: [put(shard, str(i), {"n": i}) for i in range(first, first + 19)])
     writer.start()
     writer.join(10)
     assert not writer.is_alive()  # 19 documents: past the limit, under twice it
-    assert not flushing.built.done() and len(shard.buffer) == 19
-    stalled = threading.Thread(target=put, args=(shard, "29", {"n": 29}))
+    assert not any(f.built.done() for f in flushing) and len(shard.buffer) == 19
+    stalled = threading.Thread(target=put, args=(shard, str(first + 19), {"n": first + 19}))
     stalled.start()
     stalled.join(0.2)
-    assert stalled.is_alive()  # twenty: this write waits for the flush thread
+    assert stalled.is_alive()  # twenty: this write waits for the oldest flush
     held_flush.release()
     stalled.join(10)
     assert not stalled.is_alive()
     shard.refresh()
-    assert visible_ids(shard) == {str(i) for i in range(30)}
+    assert visible_ids(shard) == {str(i) for i in range(first + 20)}
+    shard.close()
+
+
+def test_buffers_written_at_once_install_in_write_order(tmp_path, held_flush):
+    """Two buffers on the flush threads at once, each overwriting and deleting the other's
+    documents: reads see the newest state meanwhile, and once both are written their segments
+    resolve every id as the writes ordered it."""
+    shard = Shard(tmp_path / "s", 0, parse)
+    for i in range(10):  # the first buffer
+        put(shard, str(i), {"n": i})
+    for i in range(5):  # the second (handed over at twice the limit): overwrites, a delete, new ids
+        put(shard, str(i), {"n": 100 + i})
+    delete(shard, "5")
+    for i in range(10, 25):
+        put(shard, str(i), {"n": i})
+    assert len(shard._flushing) == 2
+    put(shard, "6", {"n": 600})  # the current buffer
+    with shard.lock:
+        assert shard.current("3").version == 2 and shard.current("5").deleted
+        assert orjson.loads(shard.get_source(shard.current("6"))) == {"n": 600}
+    older, newer = shard._flushing
+    newer_built = newer.built
+    held_flush.release()
+    newer_built.result(timeout=30)
+    shard.refresh()
+    assert not shard._flushing
+    assert visible_ids(shard) == {str(i) for i in range(25)} - {"5"}
+    with shard.lock:
+        for doc_id, n, version in [("3", 103, 2), ("7", 7, 1), ("6", 600, 2), ("12", 12, 1)]:
+            state = shard.current(doc_id)
+            assert (state.version, orjson.loads(shard.get_source(state))) == (version, {"n": n})
+        assert shard.current("5").deleted
+    assert [seg.max_doc for seg in shard.segments] == [10, 20, 1]
     shard.close()
 
 
@@ -305,7 +360,7 @@ def test_a_crash_with_a_buffer_in_flight_loses_nothing(tmp_path, held_flush):
     # Crash before the flush thread wrote anything: only the fsynced translog counts.
     shard.translog._file.close()
     held_flush.abandon()
-    assert isinstance(shard._flushing.built.exception(timeout=30), RuntimeError)  # it gave up
+    assert isinstance(shard._flushing[0].built.exception(timeout=30), RuntimeError)  # it gave up
     reopened = Shard(tmp_path / "s", 0, parse)
     assert visible_ids(reopened) == {str(i) for i in range(15)} - {"2"}
     with reopened.lock:
@@ -407,7 +462,7 @@ def test_a_refresh_returns_only_once_earlier_writes_are_visible(tmp_path, held_f
         put(shard, str(i), {"n": i})
     first = threading.Thread(target=shard.refresh)
     first.start()
-    while shard._flushing is None:  # the first refresh has handed the buffer over
+    while not shard._flushing:  # the first refresh has handed the buffer over
         threading.Event().wait(0.001)
     second_done = threading.Event()
     second = threading.Thread(target=lambda: (shard.refresh(), second_done.set()))
@@ -429,7 +484,7 @@ def test_writes_after_a_recovery_follow_every_generation_it_replayed(tmp_path, h
         put(shard, str(i), {"n": i})
     shard.translog._file.close()  # crash
     held_flush.abandon()
-    assert isinstance(shard._flushing.built.exception(timeout=30), RuntimeError)  # gave up, not the next
+    assert isinstance(shard._flushing[0].built.exception(timeout=30), RuntimeError)  # gave up, not the next
     assert len(list((tmp_path / "s" / "translog").glob("translog-*.tlog"))) == 2
     reopened = Shard(tmp_path / "s", 0, parse)
     put(reopened, "11", {"n": 1100})
@@ -669,7 +724,7 @@ def test_a_crash_while_commits_wait_to_be_written_loses_nothing(tmp_path, held_c
         put(shard, str(i), {"n": i})
     put(shard, "7", {"n": 700})
     delete(shard, "8")
-    shard.services.flusher().submit(lambda: None).result()  # the flush thread is done writing
+    flush_threads_done(shard)
     assert len(shard.commits._queue) > 1
     shard.translog._file.close()  # crash
     held_commit.crash()
@@ -757,3 +812,51 @@ def test_a_refresh_beside_overwrites_publishes_every_document(tmp_path, monkeypa
         client.indices.refresh(index="d")
         values = client.search(index="d", size=0, aggs={"v": {"terms": {"field": "v"}}})
         assert values["aggregations"]["v"]["buckets"] == [{"key": rounds, "doc_count": ids}]
+
+
+def test_a_refresh_waits_without_the_lock_for_a_buffer_a_write_handed_over_and_publishes_it(
+    tmp_path, monkeypatch
+):
+    """While a refresh waits for its buffer's segment, a write fills the next buffer (overwriting a
+    document of the first) and hands it over. The refresh waits for that one too without holding
+    the shard lock (writes go on), and publishes both: the overwrite's new version with the old
+    one's delete."""
+    import threading
+
+    import leafsearch.index.shard as shard_module
+
+    monkeypatch.setattr(shard_module, "BUFFER_MAX_DOCS", 10)
+    gates = {"seg_000001": threading.Event(), "seg_000002": threading.Event()}
+    build = shard_module.segment_from_buffer
+
+    def gated(buffer, folder, index_sort=None):
+        gate = gates.get(folder.name)
+        assert gate is None or gate.wait(30)
+        return build(buffer, folder, index_sort)
+
+    monkeypatch.setattr(shard_module, "segment_from_buffer", gated)
+    shard = Shard(tmp_path / "s", 0, parse)
+    for i in range(5):
+        put(shard, str(i), {"n": i})
+    refresher = threading.Thread(target=shard.refresh)
+    refresher.start()
+    while not shard._flushing:  # the refresh has handed its buffer over
+        threading.Event().wait(0.001)
+    put(shard, "0", {"n": 100})
+    for i in range(5, 24):  # the twentieth document hands this buffer over too
+        put(shard, str(i), {"n": i})
+    assert len(shard._flushing) == 2
+    gates["seg_000001"].set()
+    while not shard.segments:  # the refresh installed the first
+        threading.Event().wait(0.001)
+    writer = threading.Thread(target=put, args=(shard, "20", {"n": 20}))
+    writer.start()
+    writer.join(10)
+    assert not writer.is_alive() and refresher.is_alive()  # the lock was free meanwhile
+    gates["seg_000002"].set()
+    refresher.join(10)
+    assert not refresher.is_alive()
+    assert visible_ids(shard) >= {str(i) for i in range(24)}
+    with shard.lock:
+        assert orjson.loads(shard.get_source(shard.current("0"))) == {"n": 100}
+    shard.close()

@@ -171,3 +171,21 @@ def test_a_text_fields_merge_holds_a_block_of_its_postings_not_the_field(tmp_pat
     positions = len(Segment(tmp_path / "merged").column("msg").positions)
     assert positions == 12_000 * 40
     assert peaks[0] < positions * 8 // 2, peaks  # less than half of its positions as int64 alone
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_parts_terms_merge_into_their_sorted_union_with_each_terms_place(seed) -> None:
+    """`_merge_terms` (a stable sort of the parts' sorted runs) answers what `np.unique` of them
+    all answers: empty parts, terms in several parts, prefixes of each other, and widths apart."""
+    rng = random.Random(seed)
+    alphabet = ["a", "ab", "abc", "b", "é", "z" * 30, "", "\x00x", "x\x00"]
+    terms = [(rng.choice(alphabet) + str(rng.randint(0, 40))).encode() for _ in range(300)]
+    parts = [sorted(set(rng.sample(terms, n))) for n in [0, 1, 50, 200, 0, 7]]
+    arrays = [np.array(part, dtype=bytes) if part else np.empty(0, "S1") for part in parts]
+    merged, maps = segment_build._merge_terms(arrays)
+    want, inverse = np.unique(np.concatenate(arrays), return_inverse=True)
+    assert merged.tolist() == want.tolist()
+    assert np.concatenate(maps).tolist() == inverse.ravel().tolist()
+    for array, where in zip(arrays, maps, strict=True):
+        assert merged[where].tolist() == array.tolist()
+    assert segment_build._merge_terms([])[0].tolist() == []

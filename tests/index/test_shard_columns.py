@@ -56,8 +56,8 @@ def test_buffered_states_survive_hand_overs_refreshes_and_a_reopen(tmp_path, mon
     )
     assert refused.versions[3] == 1 and refused.seq_nos[:3] == [-1, -1, -1]
     shard.translog.sync()
-    if shard._flushing is not None:
-        shard._flushing.built.result()  # the crashed shard writes nothing more
+    for flushing in shard._flushing:
+        flushing.built.result()  # the crashed shard writes nothing more
     # Reopened without a close: the buffered writes come back from the translog's batch records.
     reopened = Shard(tmp_path / "s", 0, _parse)
     for doc_id in ids:
