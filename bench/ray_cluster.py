@@ -164,6 +164,17 @@ def _per(out: dict[str, Any], what: str, calls: Counter[str], count: int) -> Non
     out[f"{what}: metadata ctx_get calls"] = calls[METADATA + "ctx_get"] / count
 
 
+def bench_files(work: Path, docs: int) -> tuple[Any, Path, Path]:
+    """The bench's documents, their import file and the index's create body (`SHARDS` shards, no
+    replica), written in `work`."""
+    dataset = generate(docs)
+    records, _ = write_import_files(dataset, work)
+    create_body = work / "create.json"
+    settings = {"number_of_shards": SHARDS, "number_of_replicas": 0}
+    create_body.write_bytes(orjson.dumps({"settings": settings, "mappings": MAPPING}))
+    return dataset, records, create_body
+
+
 def _load(server: Server, records: Path, create_body: Path, index: str = "bench") -> float:
     """Import the documents; seconds taken."""
     began = time.perf_counter()
@@ -422,11 +433,7 @@ def main() -> None:
             options.json.write_text(json.dumps({"docs": options.docs, "results": results}, indent=2))
 
     try:
-        dataset = generate(options.docs)
-        records, _ = write_import_files(dataset, work)
-        create_body = work / "create.json"
-        settings = {"number_of_shards": SHARDS, "number_of_replicas": 0}
-        create_body.write_bytes(orjson.dumps({"settings": settings, "mappings": MAPPING}))
+        dataset, records, create_body = bench_files(work, options.docs)
         first, last = int(dataset.ts_ms.min()), int(dataset.ts_ms.max()) + 1
         for nodes in options.nodes if options.replicas else ():
             keep(f"ray {nodes} node(s)", _replicas_run(work, nodes, records, options.docs))

@@ -34,8 +34,15 @@ from pathlib import Path
 import orjson
 
 from bench.client import Client
-from bench.generate import MAPPING, generate, write_import_files
-from bench.ray_cluster import LOOPBACK_ENV, SHARDS, _load, _machine_cpu, local_cluster, ray_server
+from bench.ray_cluster import (
+    LOOPBACK_ENV,
+    SHARDS,
+    _load,
+    _machine_cpu,
+    bench_files,
+    local_cluster,
+    ray_server,
+)
 
 WARM_UP = 50
 
@@ -72,11 +79,7 @@ def main() -> None:
     os.environ.update(LOOPBACK_ENV)  # before Ray is imported, and for the servers it starts
     work = Path(tempfile.mkdtemp(prefix="leafsearch-ray-steps-"))
     try:
-        dataset = generate(options.docs)
-        records, _ = write_import_files(dataset, work)
-        create_body = work / "create.json"
-        settings = {"number_of_shards": SHARDS, "number_of_replicas": 0}
-        create_body.write_bytes(orjson.dumps({"settings": settings, "mappings": MAPPING}))
+        _, records, create_body = bench_files(work, options.docs)
         with local_cluster(3) as cluster, ray_server(work, "ray", cluster.address) as server:
             _load(server, records, create_body)
             client = Client(server.url)
