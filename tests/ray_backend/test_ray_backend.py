@@ -70,6 +70,27 @@ def bulk(http: httpx.Client, index: str, docs: dict[str, dict[str, Any]], refres
     return response.json()
 
 
+def bulk_writer(
+    http: httpx.Client,
+    index: str,
+    make: Callable[[int], dict[str, Any]],
+    first: int,
+    per_bulk: int,
+    stop: threading.Event,
+) -> Callable[[], None]:
+    """A writer beside a test's readers: bulks of `per_bulk` new documents `w<n>` from `first`
+    on, each refreshed, on a connection of its own, until `stop`."""
+
+    def write() -> None:
+        with httpx.Client(base_url=str(http.base_url), timeout=120) as own:
+            n = first
+            while not stop.is_set():
+                assert bulk(own, index, {f"w{n + i}": make(n + i) for i in range(per_bulk)}, refresh=True)
+                n += per_bulk
+
+    return write
+
+
 def source(n: int) -> dict[str, Any]:
     return {"n": n, "tag": f"t{n % 7}", "body": f"doc number {n} of the ray test"}
 
@@ -1132,14 +1153,7 @@ def test_a_pit_sliced_one_slice_per_shard_reads_each_page_in_one_call(http: http
     pit = http.post("/qfslices/_pit?keep_alive=1m").json()["id"]
     stop = threading.Event()
 
-    def writer() -> None:
-        with httpx.Client(base_url=str(http.base_url), timeout=120) as own:
-            n = 1000
-            while not stop.is_set():
-                assert bulk(own, "qfslices", {f"w{n + i}": source(n + i) for i in range(20)}, refresh=True)
-                n += 20
-
-    writing = threading.Thread(target=writer)
+    writing = threading.Thread(target=bulk_writer(http, "qfslices", source, 1000, 20, stop))
     before = search_calls(uuid, list(range(SHARDS)))
     writing.start()
     try:
@@ -1263,13 +1277,6 @@ def test_a_shard_doc_pit_page_is_relayed_as_the_general_path_renders_it(http: ht
     walked: dict[int, list[str]] = {}
     stop = threading.Event()
 
-    def writer() -> None:
-        with httpx.Client(base_url=str(http.base_url), timeout=120) as own:
-            n = 10_000
-            while not stop.is_set():
-                assert bulk(own, "relayed", {f"w{n + i}": qf_source(n + i) for i in range(10)}, refresh=True)
-                n += 10
-
     def reader(i: int) -> Callable[[], None]:
         def read() -> None:
             body, ids = dict(bodies[i]), walked.setdefault(i, [])
@@ -1288,6 +1295,7 @@ def test_a_shard_doc_pit_page_is_relayed_as_the_general_path_renders_it(http: ht
         return read
 
     before, ahead = search_machine_calls(), search_calls(uuid, list(range(SHARDS)))
+    writer = bulk_writer(http, "relayed", qf_source, 10_000, 10, stop)
     readers_beside_a_writer(writer, [reader(i) for i in range(len(bodies))], stop)
     calls = search_machine_calls() - before
     ahead = search_calls(uuid, list(range(SHARDS))) - ahead
