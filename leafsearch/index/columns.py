@@ -397,3 +397,25 @@ class VectorColumn:
         mask = np.zeros(self.max_doc, dtype=bool)
         mask[self.docs] = True
         return mask
+
+
+def merge_terms(term_arrays: list[np.ndarray]) -> tuple[np.ndarray, list[np.ndarray]]:
+    """Union of sorted term arrays and, per input, the merged index of each of its terms (a merge's
+    term dictionaries; a field's global ordinals over a snapshot's segments, search/sort_keys.py).
+
+    The inputs are sorted runs, which a stable sort (timsort for byte strings) merges in about
+    n log(runs) comparisons where `np.unique`'s sort takes n log n: 40% less CPU for 8 parts of
+    60,000 terms (bench/RESULTS.md, "Bulk with 4 clients (session 18)")."""
+    all_terms = np.concatenate([np.asarray(t) for t in term_arrays]) if term_arrays else np.empty(0, "S1")
+    order = np.argsort(all_terms, kind="stable")
+    ordered = all_terms[order]
+    first = np.ones(len(ordered), dtype=bool)  # the first of each run of equal terms
+    np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
+    merged = ordered[first]
+    inverse = np.empty(len(ordered), dtype=np.int64)
+    inverse[order] = np.cumsum(first) - 1
+    maps, pos = [], 0
+    for t in term_arrays:
+        maps.append(inverse[pos : pos + len(t)])
+        pos += len(t)
+    return merged, maps

@@ -13,7 +13,14 @@ import numpy as np
 
 from leafsearch.index import source_blocks
 from leafsearch.index.buffer import IndexBuffer
-from leafsearch.index.columns import DocValues, KeywordColumn, NumericColumn, TextColumn, VectorColumn
+from leafsearch.index.columns import (
+    DocValues,
+    KeywordColumn,
+    NumericColumn,
+    TextColumn,
+    VectorColumn,
+    merge_terms,
+)
 from leafsearch.index.index_sort import IndexSort, IndexSortField
 from leafsearch.index.interning import intern
 from leafsearch.index.norms import LENGTH_TABLE
@@ -243,7 +250,7 @@ def _merged_sort_values(
     columns = [seg.column(path) for seg, _ in parts]
     if field.kind == "keyword":
         present_cols = [c for c in columns if isinstance(c, KeywordColumn)]
-        _, maps = _merge_terms([c.terms for c in present_cols])
+        _, maps = merge_terms([c.terms for c in present_cols])
         term_maps = iter(maps)
     values, present = [], []
     for col, keep in zip(columns, keeps, strict=True):
@@ -261,27 +268,6 @@ def _merged_sort_values(
     return _cat(values), _cat(present).astype(bool)
 
 
-def _merge_terms(term_arrays: list[np.ndarray]) -> tuple[np.ndarray, list[np.ndarray]]:
-    """Union of sorted term arrays and, per input, the merged index of each of its terms.
-
-    The inputs are sorted runs, which a stable sort (timsort for byte strings) merges in about
-    n log(runs) comparisons where `np.unique`'s sort takes n log n: 40% less CPU for 8 parts of
-    60,000 terms (bench/RESULTS.md, "Bulk with 4 clients (session 18)")."""
-    all_terms = np.concatenate([np.asarray(t) for t in term_arrays]) if term_arrays else to_term_array([])
-    order = np.argsort(all_terms, kind="stable")
-    ordered = all_terms[order]
-    first = np.ones(len(ordered), dtype=bool)  # the first of each run of equal terms
-    np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
-    merged = ordered[first]
-    inverse = np.empty(len(ordered), dtype=np.int64)
-    inverse[order] = np.cumsum(first) - 1
-    maps, pos = [], 0
-    for t in term_arrays:
-        maps.append(inverse[pos : pos + len(t)])
-        pos += len(t)
-    return merged, maps
-
-
 #: Posting entries a text field's merge holds at once (about 40 bytes each, with their positions):
 #: its postings are merged and written a run of terms at a time, so its memory is this, not the
 #: field's (a run is longer only for a single term with more entries).
@@ -293,7 +279,7 @@ def _merge_text(writer: SegmentWriter, path: str, cols: list, max_doc: int) -> N
     terms at a time (`MERGE_BLOCK_ENTRIES`): each part's entries and positions of a run of terms
     are one slice of its arrays, and the merged ones are appended to the segment's files."""
     present = [(c, remap) for c, remap in cols if isinstance(c, TextColumn)]
-    merged, maps = _merge_terms([c.terms for c, _ in present])
+    merged, maps = merge_terms([c.terms for c, _ in present])
     per_terms = [np.diff(np.asarray(c.post_offsets, dtype=np.int64)) for c, _ in present]
     entries_per_term = np.zeros(len(merged), dtype=np.int64)
     lengths = np.zeros(max_doc, dtype=np.int64)
@@ -418,7 +404,7 @@ def _flat_kept(dv: DocValues, remap: np.ndarray) -> tuple[np.ndarray, np.ndarray
 
 def _merge_keyword(writer: SegmentWriter, path: str, cols: list, max_doc: int) -> None:
     present = [(c, remap) for c, remap in cols if isinstance(c, KeywordColumn)]
-    merged, maps = _merge_terms([c.terms for c, _ in present])
+    merged, maps = merge_terms([c.terms for c, _ in present])
     docs, ords = [], []
     for (col, remap), tmap in zip(present, maps, strict=True):
         d, o = _flat_kept(col.ords, remap)

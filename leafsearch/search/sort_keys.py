@@ -16,7 +16,7 @@ import numpy as np
 
 from leafsearch.common.bounded_cache import BoundedCache
 from leafsearch.errors import ElasticError, IllegalArgument
-from leafsearch.index.columns import KeywordColumn, NumericColumn, ordinal_column
+from leafsearch.index.columns import KeywordColumn, NumericColumn, merge_terms, ordinal_column
 from leafsearch.request.search_types import DOC, SCORE, SHARD_DOC, SortSpec
 from leafsearch.search import geo_sort
 from leafsearch.search.fetch import fielddata_error, missing_sort_key
@@ -48,7 +48,7 @@ def _ords_nbytes(entry: tuple[np.ndarray, list[np.ndarray]]) -> int:
 
 def global_ordinals(field: str, segments: list) -> tuple[np.ndarray, list[np.ndarray]]:
     """(sorted union of the field's terms, per segment the global ordinal of each local term).
-    O(terms log terms) over every term of the segments."""
+    O(terms log segments) over every term of the segments (each segment's terms are sorted)."""
     term_arrays = []
     for seg in segments:
         col = ordinal_column(seg.column(field))
@@ -57,12 +57,7 @@ def global_ordinals(field: str, segments: list) -> tuple[np.ndarray, list[np.nda
         return np.empty(0, "S1"), []
     if len(term_arrays) == 1:
         return term_arrays[0], [np.arange(len(term_arrays[0]), dtype=np.int64)]
-    merged, inverse = np.unique(np.concatenate(term_arrays), return_inverse=True)
-    maps, pos = [], 0
-    for t in term_arrays:
-        maps.append(inverse[pos : pos + len(t)].astype(np.int64))
-        pos += len(t)
-    return merged, maps
+    return merge_terms(term_arrays)
 
 
 #: Keys that order before / after every real key of a column (for a `null` cursor).

@@ -9,7 +9,7 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from leafsearch.index import segment_build
+from leafsearch.index import columns, segment_build
 from leafsearch.index.buffer import IndexBuffer
 from leafsearch.index.index_sort import IndexSort, index_sort_of
 from leafsearch.index.mapping import Mapping
@@ -175,17 +175,17 @@ def test_a_text_fields_merge_holds_a_block_of_its_postings_not_the_field(tmp_pat
 
 @pytest.mark.parametrize("seed", range(4))
 def test_the_parts_terms_merge_into_their_sorted_union_with_each_terms_place(seed) -> None:
-    """`_merge_terms` (a stable sort of the parts' sorted runs) answers what `np.unique` of them
+    """`merge_terms` (a stable sort of the parts' sorted runs) answers what `np.unique` of them
     all answers: empty parts, terms in several parts, prefixes of each other, and widths apart."""
     rng = random.Random(seed)
     alphabet = ["a", "ab", "abc", "b", "é", "z" * 30, "", "\x00x", "x\x00"]
     terms = [(rng.choice(alphabet) + str(rng.randint(0, 40))).encode() for _ in range(300)]
     parts = [sorted(set(rng.sample(terms, n))) for n in [0, 1, 50, 200, 0, 7]]
     arrays = [np.array(part, dtype=bytes) if part else np.empty(0, "S1") for part in parts]
-    merged, maps = segment_build._merge_terms(arrays)
+    merged, maps = columns.merge_terms(arrays)
     want, inverse = np.unique(np.concatenate(arrays), return_inverse=True)
     assert merged.tolist() == want.tolist()
     assert np.concatenate(maps).tolist() == inverse.ravel().tolist()
     for array, where in zip(arrays, maps, strict=True):
         assert merged[where].tolist() == array.tolist()
-    assert segment_build._merge_terms([])[0].tolist() == []
+    assert columns.merge_terms([])[0].tolist() == []
