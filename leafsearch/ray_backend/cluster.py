@@ -51,6 +51,7 @@ from __future__ import annotations
 import itertools
 import re
 import socket
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
@@ -161,6 +162,9 @@ class RayBackend:
             else:
                 ray.init(address=cluster_address(address), namespace=NAMESPACE, log_to_driver=False)
         self.shard_root = shard_root
+        #: This coordinator's name in the recoveries it claims (replication.py `claim_recovery`),
+        #: new with each start: a restarted coordinator's claims of before expire.
+        self.owner = uuid.uuid4().hex
         #: The cluster's metadata, shared by every coordinator (set by the node: node/cluster_sync.py).
         self.metadata: SharedIndexMeta | None = None
         self._actor_class = ray.remote(MachineActor)

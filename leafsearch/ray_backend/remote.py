@@ -47,10 +47,11 @@ from leafsearch.ray_backend.replication import (
     Replicated,
     ShardMap,
     ShardMaps,
-    add_to_in_sync,
+    claim_recovery,
     drop_from_in_sync,
     initial_map,
     promote,
+    recovery_stage,
     remove_copies,
     resize,
 )
@@ -300,12 +301,12 @@ class RemoteIndex:
         self.detector.listen(self)
         self._route()
         self.shards = [RemoteShard(self, i) for i in range(len(placement))]
-        #: Per copy (shard, allocation id), the version of the index state it acknowledged.
-        self._sent: dict[tuple[int, str], tuple[int, int]] = {}
-        #: The copies recovering from their primary now, and every recovery this coordinator
-        #: ran (`_cat/recovery`), by (shard, allocation id).
+        #: Per copy (shard, allocation id), the version of the index state it acknowledged, and
+        #: of which of its recoveries (a copy recovering again starts from the state it is sent).
+        self._sent: dict[tuple[int, str], tuple[tuple[int, int], int]] = {}
+        #: The copies this coordinator's threads are recovering (or claiming) now, by (shard,
+        #: allocation id); every coordinator's are claimed in the shard map (`recovering`).
         self._recovering: set[tuple[int, str]] = set()
-        self.recoveries: dict[tuple[int, str], dict[str, Any]] = {}
         self._turn = 0  # (`read_copy`)
         #: Since when (monotonic) each replica's machine has been seen gone.
         self._left: dict[tuple[int, str], float] = {}
@@ -354,23 +355,45 @@ class RemoteIndex:
             self._route()
             return done
 
+    def recovering(self, shard_id: int, allocation_id: str) -> bool:
+        """Whether a copy is recovering: by a thread of this coordinator, or any coordinator's
+        claim holds (replication.py `claim_recovery`)."""
+        return (shard_id, allocation_id) in self._recovering or self.shard_map.recovering(
+            shard_id, allocation_id, time.time()
+        )
+
+    @property
+    def recoveries(self) -> dict[tuple[int, str], dict[str, Any]]:
+        """The last recovery of each copy that recovered, whichever coordinator ran it
+        (`_cat/recovery`), by (shard, allocation id)."""
+        return {
+            (shard_id, allocation_id): record
+            for shard_id, entry in enumerate(self.shard_map.shards)
+            for allocation_id, record in entry.get("recovery", {}).items()
+        }
+
     def read_copy(self, shard_id: int) -> tuple[str, Any]:
         """The copy a search reads (allocation id, machine actor): the started copies in turn, one
         turn per search (it moves with each search's shard 0, so the shards of one search, dealt
         round-robin, read from as few machines as their primaries)."""
         if shard_id == 0:
             self._turn += 1
+        started = self.started(shard_id)
+        copy = started[self._turn % len(started)]
+        return copy["id"], self.machine(copy["node"])
+
+    def started(self, shard_id: int) -> list[dict[str, str]]:
+        """The copies a read may go to: the primary, then the in-sync replicas not recovering on
+        machines not failed."""
         shard_map = self.shard_map
         entry = shard_map.shards[shard_id]
-        started = [c for c in entry["copies"] if c["id"] == entry["primary"]] + [
+        return [shard_map.primary(shard_id)] + [
             c
             for c in shard_map.replicas(shard_id)
             if c["id"] in entry["in_sync"]
-            and (shard_id, c["id"]) not in self._recovering
+            and not self.recovering(shard_id, c["id"])
             and not self.detector.failed(c["node"])
         ]
-        copy = started[self._turn % len(started)]
-        return copy["id"], self.machine(copy["node"])
 
     def machine_failed(self, machine: str) -> None:
         """The failure detector found `machine` failed (fault_detection.py): each primary there is
@@ -462,8 +485,8 @@ class RemoteIndex:
                 (i, c)
                 for i in shard_ids
                 for c in shard_map.shards[i]["copies"]
-                if self._sent.get((i, c["id"])) != version
-                and (c["id"] in shard_map.shards[i]["in_sync"] or (i, c["id"]) in self._recovering)
+                if self._sent.get((i, c["id"])) != (version, _attempt(shard_map, i, c["id"]))
+                and (c["id"] in shard_map.shards[i]["in_sync"] or self.recovering(i, c["id"]))
             ]
             if not stale:
                 return {}
@@ -482,7 +505,7 @@ class RemoteIndex:
             for (shard_id, copy), wait in zip(stale, send_calls(self.backend.channels, calls), strict=True):
                 try:
                     wait()
-                    self._sent[(shard_id, copy["id"])] = version
+                    self._sent[(shard_id, copy["id"])] = (version, _attempt(shard_map, shard_id, copy["id"]))
                 except ElasticError as exc:
                     if copy["id"] == shard_map.shards[shard_id]["primary"]:
                         failed[shard_id] = exc
@@ -605,7 +628,7 @@ class RemoteIndex:
         for shard_id, copy in pairs:
             entry = shard_map.shards[shard_id]
             primary = copy["id"] == entry["primary"]
-            in_sync = copy["id"] in entry["in_sync"] and (shard_id, copy["id"]) not in self._recovering
+            in_sync = copy["id"] in entry["in_sync"] and not self.recovering(shard_id, copy["id"])
             state = "STARTED" if primary or in_sync else "INITIALIZING"
             wait = waits.get((shard_id, copy["id"]))
             try:
@@ -638,9 +661,16 @@ class RemoteIndex:
         """Bring the copies to what the index asks: replicas added or removed as
         `index.number_of_replicas` says (on the alive machines without a copy), and each replica
         not in sync (new, or back after a failure) recovering from its primary, on a thread of
-        its own (`recover`). Run by the health and `_cat/shards`, as Elasticsearch allocates
-        and recovers in the background while the health is polled."""
+        its own (`recover`). Run in the background by every coordinator (node.py `allocate`) and
+        by the health and `_cat/shards`, as Elasticsearch allocates and recovers; nothing to do
+        (every replica there and in sync) costs no call."""
         wanted = int(self.index.setting("index.number_of_replicas"))
+        shard_map = self.shard_map
+        if all(
+            len(shard_map.replicas(i)) == wanted and len(entry["in_sync"]) == len(entry["copies"])
+            for i, entry in enumerate(shard_map.shards)
+        ):
+            return
         nodes = [m for m in sorted(self.backend.machines()) if not self.detector.failed(m)]
         self._replace_left(nodes)
         for shard_id in range(len(self.shards)):
@@ -658,8 +688,8 @@ class RemoteIndex:
             for copy in shard_map.replicas(shard_id):
                 if copy["id"] in entry["in_sync"] or copy["node"] not in nodes:
                     continue
-                with self._lock:  # (two health requests at once start one recovery)
-                    if (shard_id, copy["id"]) in self._recovering:
+                with self._lock:  # (two threads of this coordinator at once start one recovery)
+                    if self.recovering(shard_id, copy["id"]):
                         continue
                     self._recovering.add((shard_id, copy["id"]))
                 threading.Thread(
@@ -696,40 +726,35 @@ class RemoteIndex:
             self.machine(copy["node"]).actor.call.remote(self.key(shard_id), "destroy")
 
     def recover(self, shard_id: int, copy: dict[str, str]) -> None:
-        """Recover a replica from its shard's primary (actor.py `ShardActor.recover_to`: files,
-        then the writes sent meanwhile), then add it to the in-sync set, unless the primary
-        changed or it missed a write since; its progress in `recoveries` (`_cat/recovery`)."""
+        """Recover a replica from its shard's primary once this coordinator's claim on it won
+        (replication.py `claim_recovery`: another coordinator's, or the copy in sync meanwhile,
+        leaves it alone): `ShardActor.recover_to` (files, then the writes sent meanwhile), then
+        the copy joins the in-sync set, unless the claim or the primary changed, or it missed a
+        write since; its stages and counts in the claim (`_cat/recovery`)."""
         key = (shard_id, copy["id"])
-        shard_map = self.shard_map
-        primary, term = shard_map.primary(shard_id), shard_map.term(shard_id)
-        record: dict[str, Any] = {
-            "shard": shard_id,
-            "type": "peer",
-            "stage": "index",
-            "source_node": primary["node"],
-            "target_node": copy["node"],
-            "start": time.time(),
-            "stop": None,
-            "files": 0,
-            "bytes": 0,
-            "ops": 0,
-        }
-        self.recoveries[key] = record
+        owner = self.backend.owner
         try:
+            if not self.change_map(claim_recovery(shard_id, copy["id"], owner, time.time())):
+                return
+            shard_map = self.shard_map
+            primary, term = shard_map.primary(shard_id), shard_map.term(shard_id)
+            stage = partial(recovery_stage, shard_id, copy["id"], owner)
             args = (copy["node"], copy["id"], copy["folder"], self.state(), self.index.shared_version)
-            self._sent.pop(key, None)
-            done = self.call_copy(shard_id, primary, "recover_to", *args)
-            record.update(stage="finalize", files=done["files"], bytes=done["bytes"], ops=done["ops"])
-            added = self.change_map(add_to_in_sync(shard_id, copy["id"], term))
-            if added and not self.call_copy(shard_id, primary, "tracked", copy["id"]):
-                self.drop_copies(shard_id, (copy["id"],), term)  # it missed a write meanwhile
+            try:
+                done = self.call_copy(shard_id, primary, "recover_to", *args)
+                counts = {"files": done["files"], "bytes": done["bytes"], "ops": done["ops"]}
+                added = self.change_map(stage("finalize", time.time(), **counts))
+                if added and not self.call_copy(shard_id, primary, "tracked", copy["id"]):
+                    self.drop_copies(shard_id, (copy["id"],), term)  # it missed a write meanwhile
+                    added = False
+                with contextlib.suppress(ElasticError):
+                    self.call_copy(shard_id, primary, "untrack", copy["id"])
+            except ElasticError as exc:
+                _log.warning("%s: recovering [%s] failed: %s", self.describe(shard_id), copy["id"], exc)
                 added = False
-            with contextlib.suppress(ElasticError):
-                self.call_copy(shard_id, primary, "untrack", copy["id"])
-            record.update(stage="done" if added else "failed", stop=time.time())
-        except ElasticError as exc:
-            _log.warning("%s: recovering [%s] failed: %s", self.describe(shard_id), copy["id"], exc)
-            record.update(stage="failed", stop=time.time())
+            self.change_map(stage("done" if added else "failed", time.time()))
+        except ElasticError as exc:  # (the shard map's compare-and-sets: the next reconcile tries again)
+            _log.warning("%s: the recovery of [%s] stopped: %s", self.describe(shard_id), copy["id"], exc)
         finally:
             self._recovering.discard(key)
 
@@ -1077,6 +1102,11 @@ class RayShard:
 
     def suggest(self, message: ShardSuggest) -> list[Any]:
         return self.send("suggest", message)()
+
+
+def _attempt(shard_map: ShardMap, shard_id: int, allocation_id: str) -> int:
+    """How many recoveries of a copy were claimed."""
+    return (shard_map.recovery(shard_id, allocation_id) or {}).get("attempt", 0)
 
 
 def _last_phase(phase: str, message: Any) -> bool:
