@@ -730,7 +730,9 @@ class RemoteIndex:
         (replication.py `claim_recovery`: another coordinator's, or the copy in sync meanwhile,
         leaves it alone): `ShardActor.recover_to` (files, then the writes sent meanwhile), then
         the copy joins the in-sync set, unless the claim or the primary changed, or it missed a
-        write since; its stages and counts in the claim (`_cat/recovery`)."""
+        write since; its stages and counts in the claim (`_cat/recovery`). A copy that joined
+        stays tracked by the primary, which sends it every write from then on, named or not:
+        a write a coordinator sent from a shard map older than the join does not name it."""
         key = (shard_id, copy["id"])
         owner = self.backend.owner
         try:
@@ -747,8 +749,9 @@ class RemoteIndex:
                 if added and not self.call_copy(shard_id, primary, "tracked", copy["id"]):
                     self.drop_copies(shard_id, (copy["id"],), term)  # it missed a write meanwhile
                     added = False
-                with contextlib.suppress(ElasticError):
-                    self.call_copy(shard_id, primary, "untrack", copy["id"])
+                if not added:  # (joined, it stays tracked: `ShardActor._targets`)
+                    with contextlib.suppress(ElasticError):
+                        self.call_copy(shard_id, primary, "untrack", copy["id"])
             except ElasticError as exc:
                 _log.warning("%s: recovering [%s] failed: %s", self.describe(shard_id), copy["id"], exc)
                 added = False
