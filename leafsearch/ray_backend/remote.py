@@ -103,7 +103,9 @@ UNAVAILABLE = (
 #: How long a coordinator waits for a shard actor's answer (Elasticsearch's default timeout of a
 #: write waiting for its primary, and of a search's shard request without `timeout`).
 CALL_TIMEOUT_SECONDS = 60.0
-#: How often a call waiting for its machine's answer checks that the machine is still there.
+#: How often a call waiting for its machine's answer checks that the machine is still there: first
+#: after `FIRST_PRESENCE_SECONDS`, then twice as long each time, up to `PRESENCE_SECONDS`.
+FIRST_PRESENCE_SECONDS = 0.05
 PRESENCE_SECONDS = 1.0
 #: How long a health check waits for the shard actors' answers (and for the failure detector's
 #: check of a machine that did not answer): a copy on a machine that is not failed counts as
@@ -222,14 +224,17 @@ class _RayTask:
 
 
 def until_gone(machine: Machine, ref: Any, deadline: float) -> Any:
-    """What the Ray call `ref` to `machine`'s actor answers by `deadline`, checking every
-    `PRESENCE_SECONDS` that the machine is there: Ray holds a call to an actor not yet scheduled
-    until the machine returns (its node restarted), and the shard must fail now instead. The call
-    is cancelled: unsent, it would otherwise run, for no one, once the machine returns."""
+    """What the Ray call `ref` to `machine`'s actor answers by `deadline`, checking that the
+    machine is there (`Machine.present`: its raylet's port refuses once its processes died) after
+    `FIRST_PRESENCE_SECONDS`, then less often: Ray holds a call to an actor not yet scheduled
+    until the machine returns (its node restarted), and the shard must fail now instead, while an
+    actor Ray restarts on a machine that is there answers within a second. The call is
+    cancelled: unsent, it would otherwise run, for no one, once the machine returns."""
+    wait = FIRST_PRESENCE_SECONDS
     while True:
         left = max(0.0, deadline - time.monotonic())
         try:
-            return ray.get(ref, timeout=min(left, PRESENCE_SECONDS))
+            return ray.get(ref, timeout=min(left, wait))
         except GetTimeoutError:
             if time.monotonic() >= deadline:
                 raise
@@ -237,6 +242,7 @@ def until_gone(machine: Machine, ref: Any, deadline: float) -> Any:
                 with contextlib.suppress(Exception):  # (already sent, or answered since)
                     ray.cancel(ref)
                 raise MachineGone(machine.name) from None
+            wait = min(2 * wait, PRESENCE_SECONDS)
 
 
 def send_calls(
@@ -394,6 +400,11 @@ class RemoteIndex:
             and not self.recovering(shard_id, c["id"])
             and not self.detector.failed(c["node"])
         ]
+
+    def other_copy(self, shard_id: int, allocation_id: str) -> dict[str, str] | None:
+        """A started copy of the shard but `allocation_id` (a read its machine could not answer
+        goes there: every started copy has every acknowledged write), None if there is none."""
+        return next((c for c in self.started(shard_id) if c["id"] != allocation_id), None)
 
     def machine_failed(self, machine: str) -> None:
         """The failure detector found `machine` failed (fault_detection.py): each primary there is
@@ -588,7 +599,16 @@ class RemoteIndex:
         return results
 
     def get(self, shard_id: int, doc_id: str, realtime: bool) -> DocRead | None:
-        return self.call(shard_id, "get", doc_id, realtime)
+        """A document from the shard's primary; when its machine cannot answer, from another
+        started copy (its machine checked at once: a failed one's primaries are replaced)."""
+        try:
+            return self.call(shard_id, "get", doc_id, realtime)
+        except MachineUnavailable:
+            other = self.other_copy(shard_id, self.shard_map.shards[shard_id]["primary"])
+            if other is None:
+                raise
+            self.detector.suspect(self.machines[shard_id].name)
+            return self.call_copy(shard_id, other, "get", doc_id, realtime)
 
     def listings(self) -> list[ShardListing | ShardMissing]:
         """Every shard's listing (index/shard_listing.py), one call per machine; a shard that
@@ -1013,8 +1033,8 @@ class RayShard:
             machine = shard.primary_machine if message.context is not None else shard.route
             call = (remote.key(shard.snapshot.shard.shard_id), phase, args)
             calls.append((machine, call, shard.name))
-            # A search's first phase on a replica that cannot answer is sent to the primary.
-            retry = None if on_primary or not first else partial(shard._on_primary, call)
+            # A search's first phase on a copy that cannot answer is sent to another started copy.
+            retry = partial(shard._elsewhere, call) if first else None
             sent.append((shard, prepared, on_primary, retry))
         waits = send_calls(self.snapshot.shard.remote.backend.channels, calls, again=True, shared=True)
         return [
@@ -1022,14 +1042,19 @@ class RayShard:
             for (shard, message, on_primary, retry), wait in zip(sent, waits, strict=True)
         ]
 
-    def _on_primary(self, call: ShardCall) -> Callable[[], Any]:
-        """`call` sent to the shard's primary, whose snapshot this search reads from now on."""
+    def _elsewhere(self, call: ShardCall) -> Callable[[], Any] | None:
+        """`call` sent to another started copy of the shard (the primary first), whose snapshot
+        this search reads from now on; the machine that did not answer is checked at once. None
+        when the shard has no other copy."""
         snapshot = self.snapshot
-        snapshot.copy, snapshot.machine = self.primary, self.primary_machine
-        self.route = self.primary_machine
-        (wait,) = send_calls(
-            self.snapshot.shard.remote.backend.channels, [(self.primary_machine, call, self.name)], again=True
-        )
+        remote = snapshot.shard.remote
+        other = remote.other_copy(snapshot.shard.shard_id, snapshot.copy)
+        if other is None:
+            return None
+        remote.detector.suspect(self.route.name)
+        snapshot.copy, snapshot.machine = other["id"], remote.machine(other["node"])
+        self.route = snapshot.machine
+        (wait,) = send_calls(remote.backend.channels, [(self.route, call, self.name)], again=True)
         return wait
 
     def _prepare(self, phase: str, message: Any) -> tuple[Any, tuple]:
@@ -1052,7 +1077,7 @@ class RayShard:
         message: Any,
         wait: Callable[[], Any],
         on_primary: bool,
-        retry: Callable[[], Callable[[], Any]] | None,
+        retry: Callable[[], Callable[[], Any] | None] | None,
     ) -> Callable[[], Any]:
         snapshot = self.snapshot
         primary_machine = self.primary_machine.name
@@ -1062,9 +1087,10 @@ class RayShard:
                 try:
                     context, result = wait()
                 except ShardUnavailable:
-                    if retry is None:
+                    again = None if retry is None else retry()
+                    if again is None:
                         raise
-                    context, result = retry()()
+                    context, result = again()
             except (ShardUnavailable, SearchContextMissing) as exc:
                 shard = snapshot.shard
                 if on_primary and isinstance(exc, ShardUnavailable):  # (replaced if its machine failed)

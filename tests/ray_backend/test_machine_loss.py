@@ -15,8 +15,9 @@ again after the return and then has every document once; the scroll's batches go
 only documents of the shards they reported failed).
 
 `REPLICAS`: the index's `number_of_replicas`. With 0 the lost machine's shards have no copy;
-with 1, once the loss is detected (ray_backend/fault_detection.py) writes and searches go on and
-health is yellow, not red (`expect_copies`); the walks' contexts on the replaced primaries fail
+with 1, searches and gets sent right after the kill read the other copies, and once the loss is
+detected (ray_backend/fault_detection.py) writes and searches go on and health is yellow, not red
+(`expect_copies`); the walks' contexts on the replaced primaries fail
 their shards cleanly; the returned machine's copies recover from their primaries in the
 background, with no request to a coordinator (node.py `allocate`), while the bulk clients write:
 each copy is recovered once though two coordinators react to the return (a claim in the shard
@@ -231,6 +232,14 @@ def test_a_machine_killed_and_restarted_loses_no_acknowledged_write(
         assert actor_pid in kill_node(ray_cluster.cluster, node_of(ray_cluster, lost_machine))
         kill_9(doomed)
 
+        on_lost_doc = next(doc_id for doc_id in truth if shard_of(doc_id) in on_lost)
+        if replicas:
+            # At once (the loss perhaps not known yet): a search reads each shard's other copy
+            # where its copy there does not answer, a get reads a replica in place of its primary.
+            found = b.search(index="lost", size=PAGE).body
+            assert found["_shards"]["failed"] == 0 and found["hits"]["total"]["value"] >= N
+            assert b.get(index="lost", id=on_lost_doc).body["_source"] == truth[on_lost_doc]
+
         # While it is gone.
         during = health(b)
         written_during: dict[str, dict[str, Any]] = {}
@@ -249,7 +258,6 @@ def test_a_machine_killed_and_restarted_loses_no_acknowledged_write(
             assert {f["shard"] for f in found["_shards"]["failures"]} == on_lost
             wait_for(lambda: unassigned(b) == dict.fromkeys(on_lost, "NODE_LEFT"))  # once Ray knows
             # A realtime get of a document there: 503, as Elasticsearch's shard without a copy.
-            on_lost_doc = next(doc_id for doc_id in truth if shard_of(doc_id) in on_lost)
             with pytest.raises(ApiError) as refused:
                 b.get(index="lost", id=on_lost_doc)
             assert refused.value.meta.status == 503
