@@ -76,6 +76,10 @@ if TYPE_CHECKING:
     from leafsearch.search.targets import IndexScope
 
 _log = logging.getLogger("leafsearch")
+#: Seconds between the rounds of a Ray cluster's allocation (`Node.allocate`): how soon a
+#: returning machine's copies start recovering with no request (Elasticsearch reroutes at once on
+#: a node's join; a round with nothing to do costs a version read of the cluster's metadata).
+ALLOCATION_SECONDS = 1.0
 
 
 class NodeLocked(RuntimeError):
@@ -304,10 +308,10 @@ class Node:
         self._closed = threading.Event()
         self._threads: list[threading.Thread] = []
         if background:
-            for name, target in (
-                ("leafsearch-refresh", self._refresh_loop),
-                ("leafsearch-merge", self._merge_loop),
-            ):
+            loops = [("leafsearch-refresh", self._refresh_loop), ("leafsearch-merge", self._merge_loop)]
+            if self.ray is not None:
+                loops.append(("leafsearch-allocation", self._allocation_loop))
+            for name, target in loops:
                 thread = threading.Thread(target=target, name=name, daemon=True)
                 thread.start()
                 self._threads.append(thread)
@@ -412,6 +416,31 @@ class Node:
         CPU priority and only its installation takes the shard lock, briefly."""
         while not self._closed.wait(0.5):
             self.merge_due()
+
+    def _allocation_loop(self) -> None:
+        """Every `ALLOCATION_SECONDS`, `allocate`."""
+        while not self._closed.wait(ALLOCATION_SECONDS):
+            self.allocate()
+
+    def allocate(self) -> None:
+        """One round of a Ray cluster's allocation, as Elasticsearch's runs in the background:
+        the cluster's metadata applied (`before_request`), then each index's replicas placed and
+        those not in sync recovering (ray_backend/remote.py `reconcile`: every coordinator runs
+        it; a recovery claimed by one is left alone by the others). An index whose round fails
+        fails alone."""
+        try:
+            self.before_request()
+        except ElasticError as exc:  # (the metadata unreachable: the next round tries again)
+            _log.warning("allocation: the cluster's metadata could not be read: %s", exc)
+            return
+        for index in list(self.indices.values()):
+            remote = index.remote
+            if remote is None or index.closed:
+                continue
+            try:
+                remote.reconcile()
+            except Exception:
+                _log.exception("allocating the copies of [%s] failed", index.name)
 
     def merge_due(self) -> None:
         """One round of background merges: every merge each shard's policy asks for. A shard

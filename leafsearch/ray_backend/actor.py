@@ -280,8 +280,11 @@ class ShardActor:
         return Replicated(outcomes, failed)
 
     def _targets(self, replication: Replication) -> tuple[tuple[str, str], ...]:
-        """The copies a write goes to: the coordinator's in-sync replicas and those recovering
-        from this copy (under the shard's write lock: a recovery's snapshot is taken under it)."""
+        """The copies a write goes to: the coordinator's in-sync replicas and those this copy
+        tracks (under the shard's write lock: a recovery's snapshot is taken under it): those
+        recovering from it, and those that recovered from it, which a write sent from a shard map
+        older than their join to the in-sync set (another coordinator's, or one in flight then)
+        does not name."""
         named = {allocation_id for _, allocation_id in replication.targets}
         extra = tuple((m, a) for a, m in self.tracking.items() if a not in named)
         return replication.targets + extra
@@ -411,7 +414,8 @@ class ShardActor:
         return allocation_id not in self._tracking_failed and allocation_id in self.tracking
 
     def untrack(self, allocation_id: str) -> None:
-        """The copy is in the in-sync set, or gone: the coordinators' calls name it from now on."""
+        """The copy's recovery did not make it in sync: writes go to it no longer (a copy that
+        failed a write is no longer tracked either)."""
         self.tracking.pop(allocation_id, None)
         self._tracking_failed.discard(allocation_id)
 

@@ -51,6 +51,7 @@ from __future__ import annotations
 import itertools
 import re
 import socket
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
@@ -80,6 +81,9 @@ MACHINE_RESOURCE = "leafsearch-machine-"
 MACHINE_SHARE = 0.01
 #: How long the cluster's address may take to accept a connection before it counts as not running.
 PROBE_SECONDS = 3.0
+#: How long a node's raylet may take to accept a connection before its machine's presence is
+#: left to Ray's health checks (`Machine.present`).
+RAYLET_PROBE_SECONDS = 0.5
 
 
 class NoRayCluster(ConnectionError):
@@ -136,9 +140,14 @@ class Machine:
     actor: Any = field(compare=False)
 
     def present(self) -> bool:
-        """Whether an alive node has the machine's resource: one Ray can start its actor on (a
-        node killed counts as alive until Ray's health checks mark it dead)."""
-        return any(node["Alive"] and self.name in node["Resources"] for node in ray.nodes())
+        """Whether an alive node has the machine's resource: one Ray can start its actor on. A
+        node whose processes were killed counts as alive to Ray until its health checks mark it
+        dead (seconds: Ray's default about 15), so its raylet's port is tried too: refused, the
+        node is gone now (a raylet that does not answer in `RAYLET_PROBE_SECONDS` is left to
+        Ray's checks: a busy machine is not gone)."""
+        return any(
+            node["Alive"] and self.name in node["Resources"] and _raylet_listens(node) for node in ray.nodes()
+        )
 
     def address(self, deadline: float) -> Address:
         """Its actor's channel address, asked through Ray, which waits while the actor restarts,
@@ -161,6 +170,9 @@ class RayBackend:
             else:
                 ray.init(address=cluster_address(address), namespace=NAMESPACE, log_to_driver=False)
         self.shard_root = shard_root
+        #: This coordinator's name in the recoveries it claims (replication.py `claim_recovery`),
+        #: new with each start: a restarted coordinator's claims of before expire.
+        self.owner = uuid.uuid4().hex
         #: The cluster's metadata, shared by every coordinator (set by the node: node/cluster_sync.py).
         self.metadata: SharedIndexMeta | None = None
         self._actor_class = ray.remote(MachineActor)
@@ -262,6 +274,19 @@ class RayBackend:
         handle = self._handles[machine] = Machine(machine, actor)
         self.detector.watch(machine)
         return handle
+
+
+def _raylet_listens(node: dict[str, Any]) -> bool:
+    """Whether a node's raylet accepts a connection (or cannot be told: no answer in time)."""
+    try:
+        socket.create_connection(
+            (node["NodeManagerAddress"], node["NodeManagerPort"]), timeout=RAYLET_PROBE_SECONDS
+        ).close()
+    except ConnectionRefusedError:
+        return False
+    except (OSError, KeyError):
+        pass
+    return True
 
 
 def _is_machine(node: str) -> bool:

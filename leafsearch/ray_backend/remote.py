@@ -47,10 +47,11 @@ from leafsearch.ray_backend.replication import (
     Replicated,
     ShardMap,
     ShardMaps,
-    add_to_in_sync,
+    claim_recovery,
     drop_from_in_sync,
     initial_map,
     promote,
+    recovery_stage,
     remove_copies,
     resize,
 )
@@ -102,7 +103,9 @@ UNAVAILABLE = (
 #: How long a coordinator waits for a shard actor's answer (Elasticsearch's default timeout of a
 #: write waiting for its primary, and of a search's shard request without `timeout`).
 CALL_TIMEOUT_SECONDS = 60.0
-#: How often a call waiting for its machine's answer checks that the machine is still there.
+#: How often a call waiting for its machine's answer checks that the machine is still there: first
+#: after `FIRST_PRESENCE_SECONDS`, then twice as long each time, up to `PRESENCE_SECONDS`.
+FIRST_PRESENCE_SECONDS = 0.05
 PRESENCE_SECONDS = 1.0
 #: How long a health check waits for the shard actors' answers (and for the failure detector's
 #: check of a machine that did not answer): a copy on a machine that is not failed counts as
@@ -221,14 +224,17 @@ class _RayTask:
 
 
 def until_gone(machine: Machine, ref: Any, deadline: float) -> Any:
-    """What the Ray call `ref` to `machine`'s actor answers by `deadline`, checking every
-    `PRESENCE_SECONDS` that the machine is there: Ray holds a call to an actor not yet scheduled
-    until the machine returns (its node restarted), and the shard must fail now instead. The call
-    is cancelled: unsent, it would otherwise run, for no one, once the machine returns."""
+    """What the Ray call `ref` to `machine`'s actor answers by `deadline`, checking that the
+    machine is there (`Machine.present`: its raylet's port refuses once its processes died) after
+    `FIRST_PRESENCE_SECONDS`, then less often: Ray holds a call to an actor not yet scheduled
+    until the machine returns (its node restarted), and the shard must fail now instead, while an
+    actor Ray restarts on a machine that is there answers within a second. The call is
+    cancelled: unsent, it would otherwise run, for no one, once the machine returns."""
+    wait = FIRST_PRESENCE_SECONDS
     while True:
         left = max(0.0, deadline - time.monotonic())
         try:
-            return ray.get(ref, timeout=min(left, PRESENCE_SECONDS))
+            return ray.get(ref, timeout=min(left, wait))
         except GetTimeoutError:
             if time.monotonic() >= deadline:
                 raise
@@ -236,6 +242,7 @@ def until_gone(machine: Machine, ref: Any, deadline: float) -> Any:
                 with contextlib.suppress(Exception):  # (already sent, or answered since)
                     ray.cancel(ref)
                 raise MachineGone(machine.name) from None
+            wait = min(2 * wait, PRESENCE_SECONDS)
 
 
 def send_calls(
@@ -300,12 +307,12 @@ class RemoteIndex:
         self.detector.listen(self)
         self._route()
         self.shards = [RemoteShard(self, i) for i in range(len(placement))]
-        #: Per copy (shard, allocation id), the version of the index state it acknowledged.
-        self._sent: dict[tuple[int, str], tuple[int, int]] = {}
-        #: The copies recovering from their primary now, and every recovery this coordinator
-        #: ran (`_cat/recovery`), by (shard, allocation id).
+        #: Per copy (shard, allocation id), the version of the index state it acknowledged, and
+        #: of which of its recoveries (a copy recovering again starts from the state it is sent).
+        self._sent: dict[tuple[int, str], tuple[tuple[int, int], int]] = {}
+        #: The copies this coordinator's threads are recovering (or claiming) now, by (shard,
+        #: allocation id); every coordinator's are claimed in the shard map (`recovering`).
         self._recovering: set[tuple[int, str]] = set()
-        self.recoveries: dict[tuple[int, str], dict[str, Any]] = {}
         self._turn = 0  # (`read_copy`)
         #: Since when (monotonic) each replica's machine has been seen gone.
         self._left: dict[tuple[int, str], float] = {}
@@ -354,23 +361,50 @@ class RemoteIndex:
             self._route()
             return done
 
+    def recovering(self, shard_id: int, allocation_id: str) -> bool:
+        """Whether a copy is recovering: by a thread of this coordinator, or any coordinator's
+        claim holds (replication.py `claim_recovery`)."""
+        return (shard_id, allocation_id) in self._recovering or self.shard_map.recovering(
+            shard_id, allocation_id, time.time()
+        )
+
+    @property
+    def recoveries(self) -> dict[tuple[int, str], dict[str, Any]]:
+        """The last recovery of each copy that recovered, whichever coordinator ran it
+        (`_cat/recovery`), by (shard, allocation id)."""
+        return {
+            (shard_id, allocation_id): record
+            for shard_id, entry in enumerate(self.shard_map.shards)
+            for allocation_id, record in entry.get("recovery", {}).items()
+        }
+
     def read_copy(self, shard_id: int) -> tuple[str, Any]:
         """The copy a search reads (allocation id, machine actor): the started copies in turn, one
         turn per search (it moves with each search's shard 0, so the shards of one search, dealt
         round-robin, read from as few machines as their primaries)."""
         if shard_id == 0:
             self._turn += 1
+        started = self.started(shard_id)
+        copy = started[self._turn % len(started)]
+        return copy["id"], self.machine(copy["node"])
+
+    def started(self, shard_id: int) -> list[dict[str, str]]:
+        """The copies a read may go to: the primary, then the in-sync replicas not recovering on
+        machines not failed."""
         shard_map = self.shard_map
         entry = shard_map.shards[shard_id]
-        started = [c for c in entry["copies"] if c["id"] == entry["primary"]] + [
+        return [shard_map.primary(shard_id)] + [
             c
             for c in shard_map.replicas(shard_id)
             if c["id"] in entry["in_sync"]
-            and (shard_id, c["id"]) not in self._recovering
+            and not self.recovering(shard_id, c["id"])
             and not self.detector.failed(c["node"])
         ]
-        copy = started[self._turn % len(started)]
-        return copy["id"], self.machine(copy["node"])
+
+    def other_copy(self, shard_id: int, allocation_id: str) -> dict[str, str] | None:
+        """A started copy of the shard but `allocation_id` (a read its machine could not answer
+        goes there: every started copy has every acknowledged write), None if there is none."""
+        return next((c for c in self.started(shard_id) if c["id"] != allocation_id), None)
 
     def machine_failed(self, machine: str) -> None:
         """The failure detector found `machine` failed (fault_detection.py): each primary there is
@@ -462,8 +496,8 @@ class RemoteIndex:
                 (i, c)
                 for i in shard_ids
                 for c in shard_map.shards[i]["copies"]
-                if self._sent.get((i, c["id"])) != version
-                and (c["id"] in shard_map.shards[i]["in_sync"] or (i, c["id"]) in self._recovering)
+                if self._sent.get((i, c["id"])) != (version, _attempt(shard_map, i, c["id"]))
+                and (c["id"] in shard_map.shards[i]["in_sync"] or self.recovering(i, c["id"]))
             ]
             if not stale:
                 return {}
@@ -482,7 +516,7 @@ class RemoteIndex:
             for (shard_id, copy), wait in zip(stale, send_calls(self.backend.channels, calls), strict=True):
                 try:
                     wait()
-                    self._sent[(shard_id, copy["id"])] = version
+                    self._sent[(shard_id, copy["id"])] = (version, _attempt(shard_map, shard_id, copy["id"]))
                 except ElasticError as exc:
                     if copy["id"] == shard_map.shards[shard_id]["primary"]:
                         failed[shard_id] = exc
@@ -565,7 +599,16 @@ class RemoteIndex:
         return results
 
     def get(self, shard_id: int, doc_id: str, realtime: bool) -> DocRead | None:
-        return self.call(shard_id, "get", doc_id, realtime)
+        """A document from the shard's primary; when its machine cannot answer, from another
+        started copy (its machine checked at once: a failed one's primaries are replaced)."""
+        try:
+            return self.call(shard_id, "get", doc_id, realtime)
+        except MachineUnavailable:
+            other = self.other_copy(shard_id, self.shard_map.shards[shard_id]["primary"])
+            if other is None:
+                raise
+            self.detector.suspect(self.machines[shard_id].name)
+            return self.call_copy(shard_id, other, "get", doc_id, realtime)
 
     def listings(self) -> list[ShardListing | ShardMissing]:
         """Every shard's listing (index/shard_listing.py), one call per machine; a shard that
@@ -605,7 +648,7 @@ class RemoteIndex:
         for shard_id, copy in pairs:
             entry = shard_map.shards[shard_id]
             primary = copy["id"] == entry["primary"]
-            in_sync = copy["id"] in entry["in_sync"] and (shard_id, copy["id"]) not in self._recovering
+            in_sync = copy["id"] in entry["in_sync"] and not self.recovering(shard_id, copy["id"])
             state = "STARTED" if primary or in_sync else "INITIALIZING"
             wait = waits.get((shard_id, copy["id"]))
             try:
@@ -638,9 +681,16 @@ class RemoteIndex:
         """Bring the copies to what the index asks: replicas added or removed as
         `index.number_of_replicas` says (on the alive machines without a copy), and each replica
         not in sync (new, or back after a failure) recovering from its primary, on a thread of
-        its own (`recover`). Run by the health and `_cat/shards`, as Elasticsearch allocates
-        and recovers in the background while the health is polled."""
+        its own (`recover`). Run in the background by every coordinator (node.py `allocate`) and
+        by the health and `_cat/shards`, as Elasticsearch allocates and recovers; nothing to do
+        (every replica there and in sync) costs no call."""
         wanted = int(self.index.setting("index.number_of_replicas"))
+        shard_map = self.shard_map
+        if all(
+            len(shard_map.replicas(i)) == wanted and len(entry["in_sync"]) == len(entry["copies"])
+            for i, entry in enumerate(shard_map.shards)
+        ):
+            return
         nodes = [m for m in sorted(self.backend.machines()) if not self.detector.failed(m)]
         self._replace_left(nodes)
         for shard_id in range(len(self.shards)):
@@ -658,8 +708,8 @@ class RemoteIndex:
             for copy in shard_map.replicas(shard_id):
                 if copy["id"] in entry["in_sync"] or copy["node"] not in nodes:
                     continue
-                with self._lock:  # (two health requests at once start one recovery)
-                    if (shard_id, copy["id"]) in self._recovering:
+                with self._lock:  # (two threads of this coordinator at once start one recovery)
+                    if self.recovering(shard_id, copy["id"]):
                         continue
                     self._recovering.add((shard_id, copy["id"]))
                 threading.Thread(
@@ -696,40 +746,38 @@ class RemoteIndex:
             self.machine(copy["node"]).actor.call.remote(self.key(shard_id), "destroy")
 
     def recover(self, shard_id: int, copy: dict[str, str]) -> None:
-        """Recover a replica from its shard's primary (actor.py `ShardActor.recover_to`: files,
-        then the writes sent meanwhile), then add it to the in-sync set, unless the primary
-        changed or it missed a write since; its progress in `recoveries` (`_cat/recovery`)."""
+        """Recover a replica from its shard's primary once this coordinator's claim on it won
+        (replication.py `claim_recovery`: another coordinator's, or the copy in sync meanwhile,
+        leaves it alone): `ShardActor.recover_to` (files, then the writes sent meanwhile), then
+        the copy joins the in-sync set, unless the claim or the primary changed, or it missed a
+        write since; its stages and counts in the claim (`_cat/recovery`). A copy that joined
+        stays tracked by the primary, which sends it every write from then on, named or not:
+        a write a coordinator sent from a shard map older than the join does not name it."""
         key = (shard_id, copy["id"])
-        shard_map = self.shard_map
-        primary, term = shard_map.primary(shard_id), shard_map.term(shard_id)
-        record: dict[str, Any] = {
-            "shard": shard_id,
-            "type": "peer",
-            "stage": "index",
-            "source_node": primary["node"],
-            "target_node": copy["node"],
-            "start": time.time(),
-            "stop": None,
-            "files": 0,
-            "bytes": 0,
-            "ops": 0,
-        }
-        self.recoveries[key] = record
+        owner = self.backend.owner
         try:
+            if not self.change_map(claim_recovery(shard_id, copy["id"], owner, time.time())):
+                return
+            shard_map = self.shard_map
+            primary, term = shard_map.primary(shard_id), shard_map.term(shard_id)
+            stage = partial(recovery_stage, shard_id, copy["id"], owner)
             args = (copy["node"], copy["id"], copy["folder"], self.state(), self.index.shared_version)
-            self._sent.pop(key, None)
-            done = self.call_copy(shard_id, primary, "recover_to", *args)
-            record.update(stage="finalize", files=done["files"], bytes=done["bytes"], ops=done["ops"])
-            added = self.change_map(add_to_in_sync(shard_id, copy["id"], term))
-            if added and not self.call_copy(shard_id, primary, "tracked", copy["id"]):
-                self.drop_copies(shard_id, (copy["id"],), term)  # it missed a write meanwhile
+            try:
+                done = self.call_copy(shard_id, primary, "recover_to", *args)
+                counts = {"files": done["files"], "bytes": done["bytes"], "ops": done["ops"]}
+                added = self.change_map(stage("finalize", time.time(), **counts))
+                if added and not self.call_copy(shard_id, primary, "tracked", copy["id"]):
+                    self.drop_copies(shard_id, (copy["id"],), term)  # it missed a write meanwhile
+                    added = False
+                if not added:  # (joined, it stays tracked: `ShardActor._targets`)
+                    with contextlib.suppress(ElasticError):
+                        self.call_copy(shard_id, primary, "untrack", copy["id"])
+            except ElasticError as exc:
+                _log.warning("%s: recovering [%s] failed: %s", self.describe(shard_id), copy["id"], exc)
                 added = False
-            with contextlib.suppress(ElasticError):
-                self.call_copy(shard_id, primary, "untrack", copy["id"])
-            record.update(stage="done" if added else "failed", stop=time.time())
-        except ElasticError as exc:
-            _log.warning("%s: recovering [%s] failed: %s", self.describe(shard_id), copy["id"], exc)
-            record.update(stage="failed", stop=time.time())
+            self.change_map(stage("done" if added else "failed", time.time()))
+        except ElasticError as exc:  # (the shard map's compare-and-sets: the next reconcile tries again)
+            _log.warning("%s: the recovery of [%s] stopped: %s", self.describe(shard_id), copy["id"], exc)
         finally:
             self._recovering.discard(key)
 
@@ -985,8 +1033,8 @@ class RayShard:
             machine = shard.primary_machine if message.context is not None else shard.route
             call = (remote.key(shard.snapshot.shard.shard_id), phase, args)
             calls.append((machine, call, shard.name))
-            # A search's first phase on a replica that cannot answer is sent to the primary.
-            retry = None if on_primary or not first else partial(shard._on_primary, call)
+            # A search's first phase on a copy that cannot answer is sent to another started copy.
+            retry = partial(shard._elsewhere, call) if first else None
             sent.append((shard, prepared, on_primary, retry))
         waits = send_calls(self.snapshot.shard.remote.backend.channels, calls, again=True, shared=True)
         return [
@@ -994,14 +1042,19 @@ class RayShard:
             for (shard, message, on_primary, retry), wait in zip(sent, waits, strict=True)
         ]
 
-    def _on_primary(self, call: ShardCall) -> Callable[[], Any]:
-        """`call` sent to the shard's primary, whose snapshot this search reads from now on."""
+    def _elsewhere(self, call: ShardCall) -> Callable[[], Any] | None:
+        """`call` sent to another started copy of the shard (the primary first), whose snapshot
+        this search reads from now on; the machine that did not answer is checked at once. None
+        when the shard has no other copy."""
         snapshot = self.snapshot
-        snapshot.copy, snapshot.machine = self.primary, self.primary_machine
-        self.route = self.primary_machine
-        (wait,) = send_calls(
-            self.snapshot.shard.remote.backend.channels, [(self.primary_machine, call, self.name)], again=True
-        )
+        remote = snapshot.shard.remote
+        other = remote.other_copy(snapshot.shard.shard_id, snapshot.copy)
+        if other is None:
+            return None
+        remote.detector.suspect(self.route.name)
+        snapshot.copy, snapshot.machine = other["id"], remote.machine(other["node"])
+        self.route = snapshot.machine
+        (wait,) = send_calls(remote.backend.channels, [(self.route, call, self.name)], again=True)
         return wait
 
     def _prepare(self, phase: str, message: Any) -> tuple[Any, tuple]:
@@ -1024,7 +1077,7 @@ class RayShard:
         message: Any,
         wait: Callable[[], Any],
         on_primary: bool,
-        retry: Callable[[], Callable[[], Any]] | None,
+        retry: Callable[[], Callable[[], Any] | None] | None,
     ) -> Callable[[], Any]:
         snapshot = self.snapshot
         primary_machine = self.primary_machine.name
@@ -1034,9 +1087,10 @@ class RayShard:
                 try:
                     context, result = wait()
                 except ShardUnavailable:
-                    if retry is None:
+                    again = None if retry is None else retry()
+                    if again is None:
                         raise
-                    context, result = retry()()
+                    context, result = again()
             except (ShardUnavailable, SearchContextMissing) as exc:
                 shard = snapshot.shard
                 if on_primary and isinstance(exc, ShardUnavailable):  # (replaced if its machine failed)
@@ -1077,6 +1131,11 @@ class RayShard:
 
     def suggest(self, message: ShardSuggest) -> list[Any]:
         return self.send("suggest", message)()
+
+
+def _attempt(shard_map: ShardMap, shard_id: int, allocation_id: str) -> int:
+    """How many recoveries of a copy were claimed."""
+    return (shard_map.recovery(shard_id, allocation_id) or {}).get("attempt", 0)
 
 
 def _last_phase(phase: str, message: Any) -> bool:

@@ -21,6 +21,15 @@ replicate.
   the in-sync set (a versioned change) before the write is acknowledged: never a silent
   divergence. A change refused because the primary term moved (another coordinator promoted a
   replica meanwhile) fails the write.
+- **A recovery is claimed in the map** (`claim_recovery`): a shard's entry keeps, per copy, its
+  last recovery (`recovery`: the claiming coordinator, the claim's expiry, the primary term, the
+  stage and counts `_cat/recovery` shows). Every coordinator reconciles in the background
+  (remote.py `reconcile`), so several react to one machine's return; the claim is a
+  compare-and-set of the entry, so one wins, and the copy joins the in-sync set by an edit that
+  checks the claim is still its owner's (`recovery_stage`), in the same compare-and-set. Why in
+  the map rather than an entry of its own: the claim and the in-sync set change together, never
+  one without the other. A claim whose coordinator died expires (`RECOVERY_LEASE_SECONDS`, wall
+  clock) and another coordinator takes it over.
 - **Machine keys** are whatever a placement entry's `node` holds; the backend resolves them.
 """
 
@@ -42,6 +51,12 @@ from leafsearch.index.shared_meta import ABSENT, MAX_ROUNDS
 SHARD_MAP = "shards/"
 #: How long a primary waits for a replica's answer before it counts the replica as failed.
 REPLICA_TIMEOUT_SECONDS = 30.0
+#: How long a recovery's claim holds (wall-clock seconds): longer than its calls may wait
+#: (remote.py `CALL_TIMEOUT_SECONDS`, twice), so a live owner never loses it; a dead owner's
+#: expires, and the next coordinator to reconcile claims the copy.
+RECOVERY_LEASE_SECONDS = 150.0
+#: The stages of a recovery whose claim holds (Elasticsearch's `_cat/recovery` stages).
+ACTIVE_STAGES = frozenset({"index", "finalize"})
 
 
 def new_allocation_id() -> str:
@@ -111,6 +126,15 @@ class ShardMap:
 
     def nodes(self, shard_id: int) -> set[str]:
         return {c["node"] for c in self.shards[shard_id]["copies"]}
+
+    def recovery(self, shard_id: int, allocation_id: str) -> dict[str, Any] | None:
+        """The copy's last recovery (its claim), None if it never recovered."""
+        return self.shards[shard_id].get("recovery", {}).get(allocation_id)
+
+    def recovering(self, shard_id: int, allocation_id: str, now: float) -> bool:
+        """Whether the copy is recovering: a claim on it holds (at wall-clock time `now`)."""
+        record = self.recovery(shard_id, allocation_id)
+        return record is not None and record["stage"] in ACTIVE_STAGES and record["expires"] > now
 
 
 def initial_map(placement: list[dict[str, Any]]) -> ShardMap:
@@ -204,16 +228,64 @@ def promote(shard_id: int, lost_primary: str) -> Callable[[ShardMap], bool]:
     return edit
 
 
-def add_to_in_sync(shard_id: int, allocation_id: str, term: int) -> Callable[[ShardMap], bool]:
-    """The edit that adds a recovered copy to the in-sync set; it does not apply when the primary
-    term moved on (the copy recovered from a replaced primary) or the copy left the map."""
+def claim_recovery(shard_id: int, allocation_id: str, owner: str, now: float) -> Callable[[ShardMap], bool]:
+    """The edit by which coordinator `owner` claims the recovery of a copy from the shard's
+    current primary (see the module's docstring); it does not apply when the copy left the map or
+    is in sync, or another claim on it holds."""
 
     def edit(shard_map: ShardMap) -> bool:
         entry = shard_map.shards[shard_id]
-        if entry["term"] != term or allocation_id not in {c["id"] for c in entry["copies"]}:
+        copy = next((c for c in entry["copies"] if c["id"] == allocation_id), None)
+        if copy is None or allocation_id in entry["in_sync"]:
             return False
-        if allocation_id not in entry["in_sync"]:
-            entry["in_sync"].append(allocation_id)
+        if shard_map.recovering(shard_id, allocation_id, now):
+            return False
+        before = shard_map.recovery(shard_id, allocation_id) or {}
+        entry.setdefault("recovery", {})[allocation_id] = {
+            "owner": owner,
+            "expires": now + RECOVERY_LEASE_SECONDS,
+            "term": entry["term"],
+            "attempt": before.get("attempt", 0) + 1,
+            "shard": shard_id,
+            "type": "peer",
+            "stage": "index",
+            "source_node": shard_map.primary(shard_id)["node"],
+            "target_node": copy["node"],
+            "start": now,
+            "stop": None,
+            "files": 0,
+            "bytes": 0,
+            "ops": 0,
+        }
+        return True
+
+    return edit
+
+
+def recovery_stage(
+    shard_id: int, allocation_id: str, owner: str, stage: str, now: float, **counts: int
+) -> Callable[[ShardMap], bool]:
+    """The edit by which `owner`'s recovery of a copy reaches `stage` (with `counts`: files,
+    bytes, ops): "finalize" adds the copy to the in-sync set, "done" or "failed" ends the claim
+    (its record stays, `_cat/recovery`). It does not apply unless the claim is still `owner`'s
+    and holds; "finalize" not either once the primary term moved on (the copy recovered from a
+    replaced primary) or the copy left the map."""
+
+    def edit(shard_map: ShardMap) -> bool:
+        entry = shard_map.shards[shard_id]
+        record = shard_map.recovery(shard_id, allocation_id)
+        if record is None or record["owner"] != owner:
+            return False
+        if not shard_map.recovering(shard_id, allocation_id, now):
+            return False
+        if stage == "finalize":
+            if entry["term"] != record["term"] or allocation_id not in {c["id"] for c in entry["copies"]}:
+                return False
+            if allocation_id not in entry["in_sync"]:
+                entry["in_sync"].append(allocation_id)
+        record.update(counts, stage=stage)
+        if stage not in ACTIVE_STAGES:
+            record["stop"] = now
         return True
 
     return edit
@@ -232,8 +304,7 @@ def resize(
         if len(replicas) > wanted:
             ordered = sorted(replicas, key=lambda c: c["id"] in entry["in_sync"])
             gone = {c["id"] for c in ordered[: len(replicas) - wanted]}
-            entry["copies"] = [c for c in entry["copies"] if c["id"] not in gone]
-            entry["in_sync"] = [i for i in entry["in_sync"] if i not in gone]
+            _forget(entry, gone)
             return True
         free = [n for n in nodes if n not in shard_map.nodes(shard_id)][: wanted - len(replicas)]
         for node in free:
@@ -252,8 +323,15 @@ def remove_copies(shard_id: int, allocation_ids: set[str]) -> Callable[[ShardMap
         gone = allocation_ids - {entry["primary"]}
         if not gone & {c["id"] for c in entry["copies"]}:
             return False
-        entry["copies"] = [c for c in entry["copies"] if c["id"] not in gone]
-        entry["in_sync"] = [i for i in entry["in_sync"] if i not in gone]
+        _forget(entry, gone)
         return True
 
     return edit
+
+
+def _forget(entry: dict[str, Any], gone: set[str]) -> None:
+    """Copies leave a shard's entry: its copies, in-sync set and recoveries."""
+    entry["copies"] = [c for c in entry["copies"] if c["id"] not in gone]
+    entry["in_sync"] = [i for i in entry["in_sync"] if i not in gone]
+    for allocation_id in gone & set(entry.get("recovery", ())):
+        del entry["recovery"][allocation_id]

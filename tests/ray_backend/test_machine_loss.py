@@ -15,10 +15,14 @@ again after the return and then has every document once; the scroll's batches go
 only documents of the shards they reported failed).
 
 `REPLICAS`: the index's `number_of_replicas`. With 0 the lost machine's shards have no copy;
-with 1, once the loss is detected (ray_backend/fault_detection.py) writes and searches go on and
-health is yellow, not red (`expect_copies`); the walks' contexts on the replaced primaries fail
-their shards cleanly; the returned machine's copies recover from their primaries
-(`_cat/recovery`) before health is green.
+with 1, searches and gets sent right after the kill read the other copies, and once the loss is
+detected (ray_backend/fault_detection.py) writes and searches go on and health is yellow, not red
+(`expect_copies`); the walks' contexts on the replaced primaries fail
+their shards cleanly; the returned machine's copies recover from their primaries in the
+background, with no request to a coordinator (node.py `allocate`), while the bulk clients write:
+each copy is recovered once though two coordinators react to the return (a claim in the shard
+map, ray_backend/replication.py), `_cat/recovery` through either lists it, health is green at
+once, and the copies hold every write acknowledged meanwhile.
 
 On the worker's shared cluster (tests/conftest.py `ray_cluster`), on which a killed node is found
 dead within about 1.5 s (tests/ray_cluster.py `SHARED_SYSTEM_CONFIG`: Ray's default takes about
@@ -36,10 +40,20 @@ import pytest
 from elasticsearch import ApiError, Elasticsearch
 
 from leafsearch.index.routing import default_routing_num_shards, shard_for
+from leafsearch.index.shard_write import DocRead
 from tests.concurrency import wait_for
 from tests.node.test_durable_contexts import kill_9
 from tests.ray_backend.test_ray_contexts_restart import coordinator
-from tests.ray_cluster import add_machine, copy_nodes, kill_node, machine_resource, where
+from tests.ray_cluster import (
+    add_machine,
+    copy_nodes,
+    kill_node,
+    machine_calls,
+    machine_of,
+    machine_resource,
+    shard_map,
+    where,
+)
 
 REPLICAS = [0, 1]
 SHARDS = 6
@@ -156,6 +170,8 @@ class ScrollWalk:
         return body
 
 
+#: The `_cat/recovery` columns compared.
+RECOVERY_COLUMNS = "shard,type,stage,target_node"
 #: Seconds the client waits for a health answer: longer than any `timeout` a call here gives the
 #: server to wait for a status (the coordinators' clients time out after 60).
 HEALTH_REQUEST_SECONDS = 180
@@ -183,6 +199,7 @@ def test_a_machine_killed_and_restarted_loses_no_acknowledged_write(
     lost_machine = machine_resource(LOST)
     doomed = coordinator(ray_cluster.address, tmp_path / "doomed")  # killed with the machine
     survivor = coordinator(ray_cluster.address, tmp_path / "survivor")
+    other = None  # (replicas: a second coordinator reacting to the machine's return)
     stop = threading.Event()
     clients: list[BulkClient] = []
     try:
@@ -215,6 +232,14 @@ def test_a_machine_killed_and_restarted_loses_no_acknowledged_write(
         assert actor_pid in kill_node(ray_cluster.cluster, node_of(ray_cluster, lost_machine))
         kill_9(doomed)
 
+        on_lost_doc = next(doc_id for doc_id in truth if shard_of(doc_id) in on_lost)
+        if replicas:
+            # At once (the loss perhaps not known yet): a search reads each shard's other copy
+            # where its copy there does not answer, a get reads a replica in place of its primary.
+            found = b.search(index="lost", size=PAGE).body
+            assert found["_shards"]["failed"] == 0 and found["hits"]["total"]["value"] >= N
+            assert b.get(index="lost", id=on_lost_doc).body["_source"] == truth[on_lost_doc]
+
         # While it is gone.
         during = health(b)
         written_during: dict[str, dict[str, Any]] = {}
@@ -233,7 +258,6 @@ def test_a_machine_killed_and_restarted_loses_no_acknowledged_write(
             assert {f["shard"] for f in found["_shards"]["failures"]} == on_lost
             wait_for(lambda: unassigned(b) == dict.fromkeys(on_lost, "NODE_LEFT"))  # once Ray knows
             # A realtime get of a document there: 503, as Elasticsearch's shard without a copy.
-            on_lost_doc = next(doc_id for doc_id in truth if shard_of(doc_id) in on_lost)
             with pytest.raises(ApiError) as refused:
                 b.get(index="lost", id=on_lost_doc)
             assert refused.value.meta.status == 503
@@ -247,9 +271,15 @@ def test_a_machine_killed_and_restarted_loses_no_acknowledged_write(
                 health(b, wait_for_status="yellow", timeout="0s")["status"] == "red"
             )  # (and stays so meanwhile)
 
+        if replicas:
+            other = coordinator(ray_cluster.address, tmp_path / "other")
+            recovered_before = machine_calls()["recover_to"]
+
         # The machine returns: a new node, the same name; its actor reopens every shard.
         add_machine(ray_cluster.cluster, LOST)
-        back = health(b, wait_for_status="green", timeout="120s")
+        if replicas:  # no request to a coordinator until its copies are in sync: the background's
+            wait_for(lambda: recovered(uuid), attempts=2400)
+        back = health(b, wait_for_status="green", timeout="0s" if replicas else "120s")
         assert back["status"] == "green" and not back["timed_out"], back
         assert unassigned(b) == {}
         if replicas:  # its copies are back, each recovered from its shard's primary
@@ -261,12 +291,23 @@ def test_a_machine_killed_and_restarted_loses_no_acknowledged_write(
             copies = [copy_nodes(uuid, s) for s in range(SHARDS)]
             held = {s for s, (primary, others) in enumerate(copies) if lost_machine in {primary, *others}}
             assert held >= on_lost and len(held) == len(on_lost) * 2
-            rows = b.cat.recovery(index="lost", format="json", h="shard,type,stage,target_node").body
+            rows = b.cat.recovery(index="lost", format="json", h=RECOVERY_COLUMNS).body
             assert held == {
                 int(row["shard"])
                 for row in rows
                 if (row["type"], row["stage"], row["target_node"]) == ("peer", "done", lost_machine)
             }
+            assert other is not None
+            through_other = other.client().cat.recovery(index="lost", format="json", h=RECOVERY_COLUMNS)
+            assert through_other.body == rows
+            # Two coordinators reacted; each recovery claimed ran once: one `recover_to` per claim.
+            attempts = [
+                record["attempt"]
+                for entry in shard_map(uuid) or []
+                for record in entry.get("recovery", {}).values()
+            ]
+            assert len(attempts) == len(held)
+            assert machine_calls()["recover_to"] - recovered_before == sum(attempts)
         else:
             assert where(uuid, min(on_lost))[0] == node_of(ray_cluster, lost_machine).node_id
         since = [len(client.acknowledged) for client in clients]  # each client writes on after it
@@ -323,6 +364,8 @@ def test_a_machine_killed_and_restarted_loses_no_acknowledged_write(
             lost_writes = [doc["_id"] for doc in docs if not doc["found"]]
             assert not lost_writes, f"{len(lost_writes)} acknowledged writes lost: {lost_writes[:5]}"
             assert all(doc["_source"] == acknowledged[doc["_id"]] for doc in docs)
+        if replicas:  # the recovered copies hold every write acknowledged, during the recovery too
+            assert_on_copies(uuid, lost_machine, acknowledged)
         total = b.count(index="lost").body["count"]
         assert len(acknowledged) <= total <= len(acknowledged) + len(refused)
         b.indices.delete(index="lost")
@@ -333,6 +376,34 @@ def test_a_machine_killed_and_restarted_loses_no_acknowledged_write(
                 client.thread.join()
         doomed.stop()
         survivor.stop()
+        if other is not None:
+            other.stop()
+
+
+def recovered(uuid: str) -> bool:
+    """Whether every copy of the index is in sync and its last recovery done (read from the
+    cluster's metadata, not through a coordinator)."""
+    shards = shard_map(uuid) or []
+    return all(
+        len(entry["in_sync"]) == len(entry["copies"])
+        and all(record["stage"] == "done" for record in entry.get("recovery", {}).values())
+        for entry in shards
+    )
+
+
+def assert_on_copies(uuid: str, machine: str, written: dict[str, dict[str, Any]]) -> None:
+    """Every document of `written` of a shard with a copy on `machine` is in that copy (a
+    realtime get of the copy, on its machine actor), with its content."""
+    import orjson
+    import ray
+
+    actor = machine_of(machine)
+    held = {s for s in range(SHARDS) if machine in {copy_nodes(uuid, s)[0], *copy_nodes(uuid, s)[1]}}
+    ids = [doc_id for doc_id in written if shard_of(doc_id) in held]
+    reads = ray.get([actor.call.remote((uuid, shard_of(d)), "get", d, True) for d in ids], timeout=120)
+    missing = [doc_id for doc_id, read in zip(ids, reads, strict=True) if not isinstance(read, DocRead)]
+    assert not missing, f"{len(missing)} acknowledged writes missing on the recovered copies: {missing[:5]}"
+    assert all(orjson.loads(read.source) == written[d] for d, read in zip(ids, reads, strict=True))
 
 
 def expect_copies(es: Elasticsearch, on_lost: set[int]) -> dict[str, dict[str, Any]]:

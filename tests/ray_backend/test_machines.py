@@ -136,3 +136,29 @@ def test_a_machine_is_there_while_a_node_ray_can_start_its_actor_on_is(backend: 
     assert Machine("node:10.0.0.1", None).present() and Machine("leafsearch-machine-big", None).present()
     assert not Machine("leafsearch-machine-m5", None).present()
     assert Machine("leafsearch-machine-m5", None) == Machine("leafsearch-machine-m5", object())
+
+
+def test_a_machine_whose_raylet_refuses_connections_is_gone_before_ray_marks_it_dead(backend: Any) -> None:
+    """Its processes killed, a node is alive to Ray until its health checks fail (seconds); its
+    raylet's port refusing connections is the machine gone now (remote.py `until_gone` fails its
+    calls at once). A port that accepts, or a node listed without one, is there."""
+    import socket
+
+    from leafsearch.ray_backend.cluster import Machine
+
+    with socket.create_server(("127.0.0.1", 0)) as listening:
+        port = listening.getsockname()[1]
+        with socket.create_server(("127.0.0.1", 0)) as closed:
+            refused = closed.getsockname()[1]
+        raylet = {"NodeManagerAddress": "127.0.0.1"}
+        backend.nodes = [
+            node("a", {"leafsearch-machine-m1": 1}) | raylet | {"NodeManagerPort": port},
+            node("b", {"leafsearch-machine-m2": 1}) | raylet | {"NodeManagerPort": refused},
+            node("c", {"leafsearch-machine-m3": 1}),
+        ]
+        assert Machine("leafsearch-machine-m1", None).present()
+        assert not Machine("leafsearch-machine-m2", None).present()
+        assert Machine("leafsearch-machine-m3", None).present()
+        # A machine with a node whose raylet listens beside the killed one's is there.
+        backend.nodes.append(node("d", {"leafsearch-machine-m2": 1}) | raylet | {"NodeManagerPort": port})
+        assert Machine("leafsearch-machine-m2", None).present()

@@ -7,11 +7,14 @@ from typing import Any
 
 from leafsearch.index.shared_meta import ABSENT
 from leafsearch.ray_backend.replication import (
+    RECOVERY_LEASE_SECONDS,
     ShardMaps,
-    add_to_in_sync,
+    claim_recovery,
     drop_from_in_sync,
     initial_map,
     promote,
+    recovery_stage,
+    remove_copies,
     resize,
 )
 
@@ -33,6 +36,10 @@ class Store:
         self.version += 1
         self.entries[key] = (self.version, value)
         return True, self.version, value
+
+
+#: A wall-clock time for the recoveries' claims.
+NOW = 1_000_000.0
 
 
 def placed() -> list[dict[str, Any]]:
@@ -68,8 +75,18 @@ def test_a_stale_coordinator_applies_its_edit_to_the_newest_map() -> None:
     # A second promotion of the same lost primary does nothing.
     assert not maps.change("u", first, promote(0, "p"))[1]
     # A copy recovered from the old primary does not join; from the new one it does.
-    assert not maps.change("u", after, add_to_in_sync(0, "p", 1))[1]
-    joined, done = maps.change("u", after, add_to_in_sync(0, "p", 2))
+    claimed, done = maps.change("u", after, claim_recovery(0, "p", "c1", NOW))
+    assert done and claimed.recovery(0, "p")["term"] == 2
+    moved = claimed.copy()
+    moved.shards[0]["term"] = 3  # (another coordinator's promotion meanwhile)
+    store.put("shards/u", moved.encode(), claimed.version)
+    stale, done = maps.change("u", claimed, recovery_stage(0, "p", "c1", "finalize", NOW))
+    assert not done and stale.shards[0]["in_sync"] == ["r2"]
+    ended, done = maps.change("u", stale, recovery_stage(0, "p", "c1", "failed", NOW))
+    assert done and ended.recovery(0, "p")["stage"] == "failed"
+    again, done = maps.change("u", ended, claim_recovery(0, "p", "c1", NOW))
+    assert done and again.recovery(0, "p")["term"] == 3
+    joined, done = maps.change("u", again, recovery_stage(0, "p", "c1", "finalize", NOW))
     assert done and sorted(joined.shards[0]["in_sync"]) == ["p", "r2"]
     assert maps.read("u").shards == joined.shards
 
@@ -96,3 +113,44 @@ def test_resize_adds_copies_on_machines_without_one_and_removes_those_not_in_syn
     )
     assert more.shards[0]["in_sync"] == ["p", "r2"]  # new copies join once recovered
     assert not maps.change("u", more, resize(0, 3, ["n0", "n1", "n2", "n3"], str))[1]
+
+
+def test_one_claim_on_a_recovery_holds_until_it_ends_or_expires() -> None:
+    """Two coordinators reacting to one machine's return: the first claim wins, the second (from
+    the same map, or the newest) does not apply while it holds; only its owner moves it on, and
+    the copy joins the in-sync set with it; a claim whose owner died is taken over once expired."""
+    maps = ShardMaps(Store())
+    first = maps.claim("u", initial_map(placed()))
+    first, _ = maps.change("u", first, drop_from_in_sync(0, ("r1", "r2"), 1))
+    mine, done = maps.change("u", first, claim_recovery(0, "r1", "c1", NOW))
+    assert done and mine.recovering(0, "r1", NOW) and mine.recovery(0, "r1")["attempt"] == 1
+    assert mine.recovery(0, "r1")["source_node"] == "n0" and mine.recovery(0, "r1")["target_node"] == "n1"
+    theirs, done = maps.change("u", first, claim_recovery(0, "r1", "c2", NOW + 1))  # (from the old map)
+    assert not done and theirs.recovery(0, "r1")["owner"] == "c1"
+    assert not maps.change("u", theirs, claim_recovery(0, "r1", "c2", NOW + 1))[1]  # (the newest)
+    # Another copy of the shard is claimed apart.
+    other, done = maps.change("u", theirs, claim_recovery(0, "r2", "c2", NOW))
+    assert done
+    # Only the owner's recovery moves on; the copy joins the in-sync set as it finalizes.
+    assert not maps.change("u", other, recovery_stage(0, "r1", "c2", "finalize", NOW))[1]
+    joined, done = maps.change("u", mine, recovery_stage(0, "r1", "c1", "finalize", NOW, files=3, ops=2))
+    assert done and "r1" in joined.shards[0]["in_sync"] and joined.recovering(0, "r1", NOW)
+    assert joined.recovery(0, "r2")["owner"] == "c2"  # (applied to the newest map)
+    ended, done = maps.change("u", joined, recovery_stage(0, "r1", "c1", "done", NOW + 2))
+    record = ended.recovery(0, "r1")
+    assert done and not ended.recovering(0, "r1", NOW + 2)
+    assert (record["stage"], record["files"], record["ops"], record["stop"]) == ("done", 3, 2, NOW + 2)
+    # In sync, the copy is not claimed again (a coordinator that saw it out of sync before).
+    assert not maps.change("u", first, claim_recovery(0, "r1", "c2", NOW + 3))[1]
+    assert not maps.change("u", ended, claim_recovery(0, "r1", "c2", NOW + 3))[1]
+    # r2's owner died: its claim holds until it expires, then another coordinator takes it over,
+    # and the first owner can no longer move it on.
+    later = NOW + RECOVERY_LEASE_SECONDS
+    assert not maps.change("u", ended, claim_recovery(0, "r2", "c3", later - 1))[1]
+    taken, done = maps.change("u", ended, claim_recovery(0, "r2", "c3", later + 1))
+    assert done and taken.recovery(0, "r2")["owner"] == "c3" and taken.recovery(0, "r2")["attempt"] == 2
+    assert not maps.change("u", taken, recovery_stage(0, "r2", "c2", "finalize", later + 1))[1]
+    assert "r2" not in maps.read("u").shards[0]["in_sync"]
+    # A copy that leaves the map takes its recovery along.
+    gone, done = maps.change("u", taken, remove_copies(0, {"r2"}))
+    assert done and gone.recovery(0, "r2") is None and not gone.recovering(0, "r2", later + 1)
