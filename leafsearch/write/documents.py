@@ -50,10 +50,10 @@ from leafsearch.request.search_request import parse_fetch_source
 from leafsearch.request.search_types import SourceFilter
 from leafsearch.scripts.service import Script, StoredScripts
 from leafsearch.search.fetch import extract_fields, filter_source
-from leafsearch.write.bulk_columns import SimpleBulk, generate_ids, parse_simple
+from leafsearch.write.bulk_columns import SimpleBulk, generate_ids
 from leafsearch.write.bulk_items import Item, expand, finish, has_error, place, render_successes
 from leafsearch.write.bulk_offload import Prepared, PreparedBatch, prepare
-from leafsearch.write.bulk_request import BulkOp, parse_bulk
+from leafsearch.write.bulk_request import BulkOp
 
 if TYPE_CHECKING:
     from leafsearch.index.index import Index
@@ -837,26 +837,19 @@ def bulk(
     `source_filter`: the URL's `_source` options, which make updates answer their document (`get`).
     `raw_items`: `items` as one rendered array (`bulk_items.RenderedItems`), for a REST answer.
 
-    A large body that arrives while another request holds the node's indexing slot is split,
-    and its documents parsed, in the search workers meanwhile (`bulk_offload.py`). Applying the
-    operations (and parsing what the workers did not) takes the slot (`WriteServices.indexing`, one: that
-    work holds the interpreter, and several requests doing it at once only slow each other
-    down); the fsync and the refresh happen outside it, so one request's fsync overlaps the next
-    one's parsing, and requests waiting together share fsyncs."""
+    The body is split, and its documents parsed, before the node's indexing slot: in the search
+    workers when it is large and arrives while another request holds the slot, else in this
+    thread (`bulk_offload.py`). Applying the operations (and parsing what the mapping changed
+    since) takes the slot (`WriteServices.indexing`, one: that work holds the interpreter, and
+    several requests doing it at once only slow each other down); the fsync and the refresh happen
+    outside it, so one request's fsync overlaps the next one's parsing, and requests waiting
+    together share fsyncs."""
     started = time.perf_counter()
     _check_refresh(refresh)
     prepared = prepare(services, body, index, routing, source_filter, require_alias)
     with services.indexing:
         ops, results, touched, answers = _apply_bulk(
-            services,
-            body,
-            index,
-            routing,
-            wait_for_active_shards,
-            authorize,
-            require_alias,
-            source_filter,
-            prepared,
+            services, prepared, wait_for_active_shards, authorize, require_alias
         )
     for collect in answers:  # shard actors' answers, waited for outside the slot
         collect()
@@ -889,25 +882,18 @@ def _fail_items(results: list[Item], ops: list[BulkOp], positions: list[int], ex
 
 def _apply_bulk(
     services: WriteServices,
-    body: bytes,
-    index: str | None,
-    routing: str | None,
+    prepared: Prepared,
     wait_for_active_shards: int | str | None,
     authorize: Callable[[str], None] | None,
     require_alias: bool,
-    source_filter: SourceFilter | None = None,
-    prepared: Prepared | None = None,
 ) -> tuple[Sequence[BulkOp], list[Item], dict[str, dict[Shard, _Logged | None]], list[Callable]]:
-    """Parse a bulk body (unless a worker did: `prepared`) and apply its operations (logged, not
-    yet synced): the operations, the item results so far, per index what each shard logged, and
+    """Apply a bulk body's operations, split and parsed before (`prepared`), logged, not yet
+    synced: the operations, the item results so far, per index what each shard logged, and
     the functions that wait for the shard actors' answers and fill in their items.
 
     A body of simple index/create lines (`SimpleBulk`) is resolved per index name it gives
     (authorization, aliases, routing), not per operation, and applied by column."""
-    if prepared is not None:
-        ops = prepared.ops
-    else:
-        ops = parse_simple(body, index, routing) or parse_bulk(body, index, routing, source_filter)
+    ops = prepared.ops
     touched: dict[str, dict[Shard, _Logged | None]] = {}
     answers: list[Callable[[], None]] = []
     results: list[Item] = [{}] * len(ops)
@@ -937,7 +923,7 @@ def _apply_bulk(
         if target.remote is not None:
             answers.append(_bulk_into_remote(target, ops, entries, results, shards, services.scripts))  # type: ignore[arg-type]
             continue
-        batch = prepared.batches.get(target.uuid) if prepared is not None else None
+        batch = prepared.batches.get(target.uuid)
         if entries is None:
             _simple_into(target, ops, group, results, shards, batch)  # type: ignore[arg-type]
         else:
