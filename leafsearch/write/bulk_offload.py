@@ -29,6 +29,8 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from leafsearch.errors import ElasticError
 from leafsearch.index.mapping_batch import parse_batch
 from leafsearch.index.parsed import ParsedBatch
@@ -128,7 +130,7 @@ class PreparedBatch:
 
     version: int
     batch: ParsedBatch
-    row_of: dict[int, int]  # position of the operation in the request -> row of the batch
+    row_of: np.ndarray  # position of each operation in the request -> its row of the batch, or -1
 
 
 @dataclass(slots=True)
@@ -176,7 +178,8 @@ def prepare(
         version, batch = parsed
         if batch is not None:
             batch.sources = sources
-            row_of = {pos: row for row, pos in enumerate(positions)}
+            row_of = np.full(len(ops), -1, dtype=np.int64)
+            row_of[positions] = np.arange(len(positions))
             batches[index.uuid] = PreparedBatch(version, batch, row_of)
     return Prepared(ops, batches)
 

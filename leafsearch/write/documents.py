@@ -1201,14 +1201,15 @@ def _parsed_batch(
     index: Index, positions: list[int], sources: list[bytes], prepared: PreparedBatch | None
 ) -> tuple[ParsedBatch | None, list[int]]:
     """A shard's index/create documents (at these positions of the request) parsed together, and
-    the row of each: from the worker's batch while the mapping is at the version it was parsed
-    against (a batch parses each document alone, so the rows of a larger batch hold what this
-    shard's own would), else parsed here (None: one by one). A data stream's backing index parses
-    here: its documents need an `@timestamp`, which `Index.parse_batch` checks."""
+    the row of each: from the batch parsed before the slot (`bulk_offload.prepare`) while the
+    mapping is at the version it was parsed against (a batch parses each document alone, so the
+    rows of a larger batch hold what this shard's own would), else parsed here (None: one by one).
+    A data stream's backing index parses here: its documents need an `@timestamp`, which
+    `Index.parse_batch` checks."""
     if prepared is not None and index.data_stream is None and index.mapping.version == prepared.version:
-        rows = list(map(prepared.row_of.get, positions))
-        if None not in rows:
-            return prepared.batch, rows  # type: ignore[return-value]
+        rows = prepared.row_of[positions]
+        if (rows >= 0).all():
+            return prepared.batch, rows.tolist()
     return index.parse_batch(sources), list(range(len(sources)))
 
 
