@@ -851,7 +851,7 @@ def bulk(
         ops, results, touched, answers = _apply_bulk(
             services, prepared, wait_for_active_shards, authorize, require_alias
         )
-    for collect in answers:  # shard actors' answers, waited for outside the slot
+    for collect in answers:  # shard actors' answers, and items rendered, outside the slot
         collect()
     for shards in touched.values():
         for shard, logged in shards.items():
@@ -889,7 +889,8 @@ def _apply_bulk(
 ) -> tuple[Sequence[BulkOp], list[Item], dict[str, dict[Shard, _Logged | None]], list[Callable]]:
     """Apply a bulk body's operations, split and parsed before (`prepared`), logged, not yet
     synced: the operations, the item results so far, per index what each shard logged, and
-    the functions that wait for the shard actors' answers and fill in their items.
+    the functions that fill in the remaining items outside the slot (waiting for the shard
+    actors' answers; rendering the local shards' successes).
 
     A body of simple index/create lines (`SimpleBulk`) is resolved per index name it gives
     (authorization, aliases, routing), not per operation, and applied by column."""
@@ -925,9 +926,9 @@ def _apply_bulk(
             continue
         batch = prepared.batches.get(target.uuid)
         if entries is None:
-            _simple_into(target, ops, group, results, shards, batch)  # type: ignore[arg-type]
+            _simple_into(target, ops, group, results, shards, answers, batch)  # type: ignore[arg-type]
         else:
-            _bulk_into(target, ops, entries, results, shards, services.scripts, batch)
+            _bulk_into(target, ops, entries, results, shards, answers, services.scripts, batch)
     return ops, results, touched, answers
 
 
@@ -1050,11 +1051,13 @@ def _bulk_into(
     entries: list[tuple[int, BulkOp]],
     results: list,
     touched: dict[Shard, _Logged | None],
+    later: list[Callable[[], None]],
     scripts: StoredScripts,
     prepared: PreparedBatch | None = None,
 ) -> None:
     """Apply one index's operations, grouped by shard so each shard lock and id lookup is batched.
-    `prepared`: the index's documents parsed in a worker, used while the mapping is unchanged.
+    `prepared`: the index's documents parsed before the slot, used while the mapping is unchanged.
+    `later`: where a run's items to render after the slot go (`_column_run`).
 
     A shard's operations go through the shard write interface (index/shard_write.py) in runs:
     the coordinator's part (`_write_ops`: checks and parsing) then the shard's (`apply_write`),
@@ -1083,7 +1086,7 @@ def _bulk_into(
                     [auto for _, _, _, auto in shard_ops],
                     [op.routing for _, op, _, _ in shard_ops],
                 )
-                _column_run(index, shard, ops, run, parsed, rows, header, results)  # type: ignore[arg-type]
+                _column_run(index, shard, ops, run, parsed, rows, header, results, later)  # type: ignore[arg-type]
             else:
                 _apply_runs(index, shard, shard_ops, parsed, rows, header, results, scripts)
         size = sum(len(op.source) for _, op, _, _ in shard_ops if op.source is not None)
@@ -1116,6 +1119,7 @@ def _simple_into(
     group: _Simple,
     results: list,
     touched: dict[Shard, _Logged | None],
+    later: list[Callable[[], None]],
     prepared: PreparedBatch | None = None,
 ) -> None:
     """`_bulk_into` for a `SimpleBulk`'s operations on one index, by column: ids generated
@@ -1135,7 +1139,7 @@ def _simple_into(
                 continue
             touched[shard] = (point, run.positions)
             if parsed is not None:
-                _column_run(index, shard, ops, run, parsed, rows, header, results)
+                _column_run(index, shard, ops, run, parsed, rows, header, results, later)
             else:
                 shard_ops = [
                     (pos, ops[pos], doc_id, auto)
@@ -1384,14 +1388,16 @@ def _column_run(
     rows: list[int],
     header: dict[str, int],
     results: list,
+    later: list[Callable[[], None]],
 ) -> None:
-    """Plain index/create operations of one shard (`_plain`), checked, applied and answered by
-    column (`IndexColumns`, `_column_write`, `_column_items`). `ops[pos]`: the operation at a
-    position, for an item that is not a success."""
+    """Plain index/create operations of one shard (`_plain`), checked and applied by column
+    (`IndexColumns`, `_column_write`); answered by column after the slot (`_column_items`, added
+    to `later`: rendering the items was ~25% of the slot's time). `ops[pos]`: the operation at
+    a position, for an item that is not a success."""
     written = _column_write(index, shard, ops, run, batch, rows, results)
     if written is not None:
         run, write = written
-        _column_items(index, ops, run, header, results, apply_write(shard, write))
+        later.append(partial(_column_items, index, ops, run, header, results, apply_write(shard, write)))
 
 
 def _column_write(

@@ -28,6 +28,7 @@ from leafsearch.node.node import Node
 from leafsearch.search.workers import pool as pool_module
 from leafsearch.search.workers.pool import WorkerPool
 from leafsearch.services.idle_cpu import IdleCpu
+from leafsearch.write import documents
 from tests.concurrency import wait_for
 
 MAPPING = {
@@ -611,3 +612,52 @@ def test_bulks_racing_mapping_changes_over_http_apply_each_document_at_the_mappi
             assert {doc for doc, value in seen.items() if value >= n} <= having, n
             first = min(seq_no[doc] for doc in having)
             assert {doc for doc, value in seq_no.items() if value > first} <= having, n
+
+
+def test_a_runs_items_are_rendered_after_the_slot(
+    nodes: tuple[Node, Node], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The successes of a shard's run are rendered once the request has let the slot go (they
+    need nothing ordered): the answer holds every item, in request order, as before."""
+    here, _ = nodes
+    admin.create_index(here, "rendered", {"mappings": MAPPING, "settings": {"number_of_shards": 2}})
+    slot = Slot()
+    here.write_services.indexing = slot  # type: ignore[assignment]
+    held: list[bool] = []
+    render = documents.render_successes
+
+    def recorded(*args: Any) -> bytes:
+        held.append(slot.locked())  # (no other request here: locked means held by this one)
+        return render(*args)
+
+    monkeypatch.setattr(documents, "render_successes", recorded)
+    response = here.bulk(ndjson(*log_lines(0, 300)), index="rendered")
+    assert held == [False, False]  # a run per shard, each after the slot
+    assert not response["errors"]
+    assert [item["index"]["_id"] for item in response["items"]] == [str(i) for i in range(300)]
+    assert {item["index"]["status"] for item in response["items"]} == {201}
+    assert len(contents(here, "rendered")[1]) == 300
+
+
+def test_a_failed_fsync_fails_every_item_of_its_shard_rendered_after_the_slot(
+    nodes: tuple[Node, Node], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The items rendered after the slot are there when the shard's fsync then fails: each of
+    them becomes the failure, none is acknowledged; the next request recovers the shard."""
+    from leafsearch.index import translog as translog_module
+
+    here, _ = nodes
+    admin.create_index(here, "unsynced", {"mappings": MAPPING})
+
+    def broken(fd: int) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(translog_module.os, "fsync", broken)
+    response = here.bulk(ndjson(*log_lines(0, 50)), index="unsynced")
+    monkeypatch.undo()
+    assert response["errors"] and len(response["items"]) == 50
+    for i, item in enumerate(response["items"]):
+        assert item["index"]["_id"] == str(i)
+        assert item["index"]["status"] == 500 and item["index"]["error"]["type"] == "translog_exception"
+    again = here.bulk(ndjson(*log_lines(100, 10)), index="unsynced")
+    assert not again["errors"]
