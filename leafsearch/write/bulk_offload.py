@@ -150,20 +150,43 @@ def prepare(
     require_alias: bool,
 ) -> Prepared:
     """Split a bulk body and parse each existing index's documents before the request takes the
-    node's indexing slot: in the search workers while another request holds the slot, else here.
+    node's indexing slot: in the search workers while another request holds the slot or parses
+    before it, else here.
 
     Why a worker only then: a request that finds the slot free is served soonest by parsing at
     once in this process (a worker's round trips and the results' unpickling only add to its
-    time); one that would wait for the slot parses in a worker meanwhile, on the other core, if a
-    core has had time to spare lately (`indices.bulk.worker_parse_min_idle_cpu`). Why here before
-    the slot, not in it: parsing was ~18% of the slot's time under 4 clients, and it needs only
-    the mapping (read under the index's lock, its version kept with the batch), so another request
-    applies its operations meanwhile. A body that does not split fails here, before anything
-    changed."""
-    pool = services.search.workers
-    min_size = services.cluster_settings.get(MIN_SIZE_SETTING)
-    if not (services.indexing.locked() and len(body) >= min_size and _spare_cpu(services)):
-        pool = None
+    time); one that would wait for the slot, or arrives while such a request parses
+    (`WriteServices.parsing`: else the requests of 4 clients parsed here in turn, not in the
+    workers), parses in a worker meanwhile, on the other core, if a core has had time to spare
+    lately (`indices.bulk.worker_parse_min_idle_cpu`). Why before the slot, not in it: parsing
+    was ~18% of the slot's time under 4 clients, and it needs only the mapping (read under the
+    index's lock, its version kept with the batch), so another request applies its operations
+    meanwhile. A body that does not split fails here, before anything changed."""
+    parsing = services.parsing
+    alone = not services.indexing.locked() and parsing.acquire(blocking=False)
+    try:
+        min_size = services.cluster_settings.get(MIN_SIZE_SETTING)
+        offload = not alone and len(body) >= min_size and _spare_cpu(services)
+        pool = services.search.workers if offload else None
+        return _prepared(
+            services, pool, min_size, body, default_index, default_routing, default_source, require_alias
+        )
+    finally:
+        if alone:
+            parsing.release()
+
+
+def _prepared(
+    services: WriteServices,
+    pool: WorkerPool | None,
+    min_size: int,
+    body: bytes,
+    default_index: str | None,
+    default_routing: str | None,
+    default_source: SourceFilter | None,
+    require_alias: bool,
+) -> Prepared:
+    """`prepare`'s work: in the workers of `pool` where given and one takes it, else here."""
     ops = _operations(pool, body, default_index, default_routing, default_source)
     batches: dict[str, PreparedBatch] = {}
     for index, positions in _documents_by_index(services, ops, require_alias):

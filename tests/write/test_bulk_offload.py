@@ -28,7 +28,7 @@ from leafsearch.node.node import Node
 from leafsearch.search.workers import pool as pool_module
 from leafsearch.search.workers.pool import WorkerPool
 from leafsearch.services.idle_cpu import IdleCpu
-from leafsearch.write import documents
+from leafsearch.write import bulk_offload, documents
 from tests.concurrency import wait_for
 
 MAPPING = {
@@ -661,3 +661,44 @@ def test_a_failed_fsync_fails_every_item_of_its_shard_rendered_after_the_slot(
         assert item["index"]["status"] == 500 and item["index"]["error"]["type"] == "translog_exception"
     again = here.bulk(ndjson(*log_lines(100, 10)), index="unsynced")
     assert not again["errors"]
+
+
+def test_a_request_arriving_while_another_parses_before_a_free_slot_parses_in_a_worker(
+    nodes: tuple[Node, Node], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first request finds the slot free and parses in its own thread; a second arriving
+    meanwhile would find the slot free too, and goes to a worker as if the slot were taken (the
+    requests of concurrent clients are not all parsed in the server process in turn). Both are
+    answered and stored."""
+    _, there = nodes
+    there.write_services.indexing = threading.Lock()  # (earlier tests left their own)
+    admin.create_index(there, "pair", {"mappings": MAPPING})
+    by_index = bulk_offload._documents_by_index
+    parsing, go_on = threading.Event(), threading.Event()
+
+    def held_first(*args: Any) -> Any:  # the first request, before it parses its documents here
+        if not parsing.is_set():
+            parsing.set()
+            assert go_on.wait(60)
+        return by_index(*args)
+
+    monkeypatch.setattr(bulk_offload, "_documents_by_index", held_first)
+    answers: dict[str, Any] = {}
+
+    def first() -> None:
+        answers["first"] = there.bulk(ndjson(*log_lines(0, 200)), index="pair")
+
+    thread = threading.Thread(target=first)
+    thread.start()
+    assert parsing.wait(60)
+    assert not there.write_services.indexing.locked()  # the slot is free: the first parses before it
+    before = jobs(there)
+    try:
+        answers["second"] = there.bulk(ndjson(*log_lines(200, 200)), index="pair")
+        assert jobs(there) > before  # parsed in a worker, while the first was parsing here
+    finally:
+        go_on.set()
+        thread.join(60)
+    assert not thread.is_alive()
+    assert not answers["first"]["errors"] and not answers["second"]["errors"]
+    assert [doc[0] for doc in contents(there, "pair")[1]] == sorted(str(i) for i in range(400))
