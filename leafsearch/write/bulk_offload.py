@@ -23,8 +23,8 @@ free, the same is done in the request's thread, still before the slot (`prepare`
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from contextlib import suppress
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -162,49 +162,40 @@ def prepare(
     was ~18% of the slot's time under 4 clients, and it needs only the mapping (read under the
     index's lock, its version kept with the batch), so another request applies its operations
     meanwhile. A body that does not split fails here, before anything changed."""
-    parsing = services.parsing
-    alone = not services.indexing.locked() and parsing.acquire(blocking=False)
-    try:
+    with _parsing_alone(services) as alone:
         min_size = services.cluster_settings.get(MIN_SIZE_SETTING)
         offload = not alone and len(body) >= min_size and _spare_cpu(services)
         pool = services.search.workers if offload else None
-        return _prepared(
-            services, pool, min_size, body, default_index, default_routing, default_source, require_alias
-        )
+        ops = _operations(pool, body, default_index, default_routing, default_source)
+        batches: dict[str, PreparedBatch] = {}
+        for index, positions in _documents_by_index(services, ops, require_alias):
+            sources = _sources(ops, positions)
+            parsed = None
+            if pool is not None and sum(map(len, sources)) >= min_size // 2:
+                with suppress(WorkerUnavailable):
+                    parsed = pool.run_job(ParseJob(index.uuid, sources), [index])  # type: ignore[arg-type]
+            if parsed is None:
+                with index.lock:  # the version the batch is parsed at
+                    parsed = index.mapping.version, index.parse_batch(sources)
+            version, batch = parsed
+            if batch is not None:
+                batch.sources = sources
+                row_of = np.full(len(ops), -1, dtype=np.int64)
+                row_of[positions] = np.arange(len(positions))
+                batches[index.uuid] = PreparedBatch(version, batch, row_of)
+        return Prepared(ops, batches)
+
+
+@contextmanager
+def _parsing_alone(services: WriteServices) -> Iterator[bool]:
+    """Whether this request found the slot free and no other parsing before it; if so it holds
+    `WriteServices.parsing` while it parses."""
+    alone = not services.indexing.locked() and services.parsing.acquire(blocking=False)
+    try:
+        yield alone
     finally:
         if alone:
-            parsing.release()
-
-
-def _prepared(
-    services: WriteServices,
-    pool: WorkerPool | None,
-    min_size: int,
-    body: bytes,
-    default_index: str | None,
-    default_routing: str | None,
-    default_source: SourceFilter | None,
-    require_alias: bool,
-) -> Prepared:
-    """`prepare`'s work: in the workers of `pool` where given and one takes it, else here."""
-    ops = _operations(pool, body, default_index, default_routing, default_source)
-    batches: dict[str, PreparedBatch] = {}
-    for index, positions in _documents_by_index(services, ops, require_alias):
-        sources = _sources(ops, positions)
-        parsed = None
-        if pool is not None and sum(map(len, sources)) >= min_size // 2:
-            with suppress(WorkerUnavailable):
-                parsed = pool.run_job(ParseJob(index.uuid, sources), [index])  # type: ignore[arg-type]
-        if parsed is None:
-            with index.lock:  # the version the batch is parsed at
-                parsed = index.mapping.version, index.parse_batch(sources)
-        version, batch = parsed
-        if batch is not None:
-            batch.sources = sources
-            row_of = np.full(len(ops), -1, dtype=np.int64)
-            row_of[positions] = np.arange(len(positions))
-            batches[index.uuid] = PreparedBatch(version, batch, row_of)
-    return Prepared(ops, batches)
+            services.parsing.release()
 
 
 def _operations(
