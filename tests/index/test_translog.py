@@ -107,3 +107,72 @@ def test_a_failed_fsync_fails_every_request_not_yet_durable(tmp_path: Path, monk
     with pytest.raises(TranslogFailed):
         translog.append(record(0, 3))
     assert [op.doc_id for op in Translog.recover(tmp_path, 1)] == ["0-0"]
+
+
+def test_a_power_loss_at_a_generation_roll_loses_nothing_acknowledged(tmp_path: Path, monkeypatch) -> None:
+    """A roll (a buffer handed over, in the indexing slot) only opens the new file: the old
+    generation's queued records, its fsync and the folder's (the new name) are the next sync's.
+    A power loss right after the roll may lose only what no sync returned for; after the next
+    sync, every record of both generations is there, in order."""
+    from power_loss import PowerLossDisk
+
+    data = tmp_path / "data"
+    (data / "translog").mkdir(parents=True)  # durable already, as a shard's folder is
+    disk = PowerLossDisk(data)
+    fsyncs: list[int] = []
+    with disk.installed(monkeypatch):
+        recorded = translog_module.os.fsync  # the simulated disk's
+
+        def counted(fd: int) -> None:
+            fsyncs.append(fd)
+            recorded(fd)
+
+        monkeypatch.setattr(translog_module.os, "fsync", counted)
+        translog = Translog(data / "translog", 1)
+        translog.sync(translog.append(record(0, 0)))  # acknowledged
+        queued = translog.append(record(0, 1))  # not yet
+        before = len(fsyncs)
+        assert translog.start_generation() == 2
+        assert len(fsyncs) == before  # the roll itself waits for no disk
+        disk.power_loss(tmp_path / "at-the-roll")
+        translog.sync(translog.append(record(0, 2)))  # acknowledges 0-1 and 0-2
+        assert translog.position > queued
+        disk.power_loss(tmp_path / "after-the-sync")
+        assert translog.start_generation() == 3  # a roll with nothing queued, then a close
+        translog.close()
+        disk.power_loss(tmp_path / "after-the-close")
+    at_roll = [op.doc_id for op in Translog.recover(tmp_path / "at-the-roll" / "translog", 1)]
+    assert at_roll == ["0-0"]
+    for crash in ("after-the-sync", "after-the-close"):
+        folder = tmp_path / crash / "translog"
+        assert [op.doc_id for op in Translog.recover(folder, 1)] == ["0-0", "0-1", "0-2"], crash
+        assert [op.doc_id for op in Translog.recover(folder, 2)] == ["0-2"], crash  # each in its generation
+    reopened = Translog(tmp_path / "after-the-sync" / "translog", 2)  # appends go on after the newest
+    assert reopened.generation == 2
+    reopened.close()
+
+
+def test_a_folder_fsync_failing_after_a_roll_acknowledges_only_the_old_generations_records(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """The sync after a roll writes the old generation's records, then fsyncs the folder: when
+    that fails, a request whose records were all in the old generation is acknowledged (they are
+    durable), one with a record in the new generation fails, and the translog takes no more."""
+    from leafsearch.errors import TranslogFailed
+
+    translog = Translog(tmp_path, 1)
+    old = translog.append(record(0, 0))
+    translog.start_generation()
+    new = translog.append(record(0, 1))
+
+    def broken(folder: Path) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(translog_module, "fsync_dir", broken)
+    with pytest.raises(TranslogFailed):
+        translog.sync(new)
+    translog.sync(old)  # durable before the failure
+    assert translog.failed
+    with pytest.raises(TranslogFailed):
+        translog.append(record(0, 2))
+    assert [op.doc_id for op in Translog.recover(tmp_path, 1)] == ["0-0"]

@@ -16,8 +16,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import orjson
 import pytest
+from conftest import running_server
 from inprocess import search
 
 from leafsearch.errors import ElasticError
@@ -26,6 +28,7 @@ from leafsearch.node.node import Node
 from leafsearch.search.workers import pool as pool_module
 from leafsearch.search.workers.pool import WorkerPool
 from leafsearch.services.idle_cpu import IdleCpu
+from leafsearch.write import bulk_offload, documents
 from tests.concurrency import wait_for
 
 MAPPING = {
@@ -443,3 +446,259 @@ def test_segments_written_by_a_worker_under_concurrent_bulks_hold_what_the_serve
         ]
         assert totals == expected
         assert search(reopened, "logs", {"size": 0})["hits"]["total"]["value"] == 8000
+
+
+def test_a_request_waiting_for_the_slot_was_parsed_in_its_own_thread_before_it(
+    nodes: tuple[Node, Node], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No worker to take it (`here` has none): the request splits and parses its body before it
+    asks for the slot, so the holder applies its operations meanwhile; in the slot its batch is
+    applied, not parsed again, and it answers and stores what a request finding the slot free does."""
+    here, _ = nodes
+    for name in ("waited", "free"):
+        admin.create_index(here, name, {"mappings": MAPPING, "settings": {"number_of_shards": 2}})
+    index = here.indices["waited"]
+    parse_batch, calls = index.parse_batch, []
+
+    def counted(sources: list[bytes]) -> Any:
+        calls.append(len(sources))
+        return parse_batch(sources)
+
+    def parsed_before_the_slot() -> None:
+        assert calls == [300]
+
+    monkeypatch.setattr(index, "parse_batch", counted)
+    body = ndjson(*log_lines(0, 300))
+    got = bulk_while_slot_busy(here, body, between=parsed_before_the_slot, index="waited")
+    assert calls == [300]
+    expected = here.bulk(body, index="free")
+    assert not got["errors"]
+    renamed = orjson.dumps(comparable(got)).replace(b'"_index":"waited"', b'"_index":"free"')
+    assert renamed == orjson.dumps(comparable(expected))
+    assert contents(here, "waited") == contents(here, "free")
+
+
+def test_a_mapping_changed_while_a_parsed_request_waited_for_the_slot_is_parsed_again_in_it(
+    nodes: tuple[Node, Node], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The request parsed before `service.raw` existed, and another request added it before this
+    one got the slot: its batch is not used, the slot parses at the new mapping, every document
+    has the subfield."""
+    here, _ = nodes
+    admin.create_index(here, "changing", {"mappings": MAPPING})
+    index = here.indices["changing"]
+    parse_batch, calls = index.parse_batch, []
+
+    def counted(sources: list[bytes]) -> Any:
+        calls.append(index.mapping.version)
+        return parse_batch(sources)
+
+    def add_subfield() -> None:
+        assert len(calls) == 1
+        body = {"properties": {"service": {"type": "keyword", "fields": {"raw": {"type": "keyword"}}}}}
+        admin.put_mapping(here, "changing", body, _options())
+
+    monkeypatch.setattr(index, "parse_batch", counted)
+    response = bulk_while_slot_busy(here, ndjson(*log_lines(0, 200)), between=add_subfield, index="changing")
+    assert not response["errors"]
+    assert len(calls) == 2 and calls[1] > calls[0]  # again, in the slot, at the new version
+    index.refresh()
+    found = search(
+        here, "changing", {"query": {"term": {"service.raw": "svc-3"}}, "size": 0, "track_total_hits": True}
+    )
+    assert found["hits"]["total"]["value"] == len([i for i in range(200) if i % 7 == 3])
+
+
+def test_a_malformed_body_fails_without_waiting_for_the_slot(nodes: tuple[Node, Node]) -> None:
+    """It is split before the slot: refused while another request holds it, nothing created."""
+    here, _ = nodes
+    slot = Slot()
+    here.write_services.indexing = slot  # type: ignore[assignment]
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            here.bulk(ndjson(*log_lines(0, 20)) + MALFORMED[0], index="never")
+        except ElasticError as exc:
+            failed.append(exc)
+
+    with slot.lock:  # held throughout: the request must not need it
+        thread = threading.Thread(target=run)
+        thread.start()
+        thread.join(60)
+        assert not thread.is_alive()
+    assert len(failed) == 1 and isinstance(failed[0], ElasticError) and failed[0].status == 400
+    assert "never" not in here.indices
+
+
+NDJSON = {"content-type": "application/x-ndjson"}
+
+
+@pytest.mark.parametrize("in_workers", [False, True])
+def test_bulks_racing_mapping_changes_over_http_apply_each_document_at_the_mapping_of_its_turn(
+    tmp_path: Path, in_workers: bool
+) -> None:
+    """Three `_bulk` clients and one adding subfields (`service.raw1`, `raw2` ...) at once: each body
+    is parsed before the slot (in its request's thread, or a worker's) and may wait for the slot
+    across a mapping change. In the one shard documents are applied in seq_no order, so once a
+    document has `raw<n>` every later one has it (a batch parsed at an older mapping is parsed
+    again), and every document sent after `raw<n>` was acknowledged has it."""
+    clients, rounds, per_body, subfields = 3, 12, 100, 6
+    with running_server(tmp_path / "data") as (url, _), httpx.Client(base_url=url, timeout=120) as http:
+        mapping = {"properties": {**MAPPING["properties"], "seen": {"type": "integer"}}}
+        settings = {"number_of_shards": 1, "refresh_interval": "-1"}
+        assert http.put("/moving", json={"mappings": mapping, "settings": settings}).status_code == 200
+        if in_workers:
+            any_time = {
+                "indices.bulk.worker_parse_min_size": "1b",
+                "indices.bulk.worker_parse_min_idle_cpu": "0",
+            }
+            assert http.put("/_cluster/settings", json={"persistent": any_time}).status_code == 200
+        progress = threading.Condition()
+        state = {"mapped": 0, "bodies": 0}
+        failures: list[BaseException] = []
+
+        def client(k: int) -> None:
+            try:
+                with httpx.Client(base_url=url, timeout=120) as own:
+                    for r in range(rounds):
+                        with progress:  # the last body after every change: some documents have each
+                            if r == rounds - 1:
+                                progress.wait_for(lambda: state["mapped"] == subfields, timeout=120)
+                            seen = state["mapped"]
+                        lines: list[Any] = []
+                        for i in range(per_body):
+                            lines.append({"index": {"_id": f"{k}-{r}-{i}"}})
+                            lines.append({"service": f"svc-{i % 7}", "seen": seen})
+                        answer = own.post("/moving/_bulk", content=ndjson(*lines), headers=NDJSON)
+                        assert answer.status_code == 200 and not answer.json()["errors"], answer.text[:500]
+                        with progress:
+                            state["bodies"] += 1
+                            progress.notify_all()
+            except BaseException as exc:  # handed to the test thread
+                failures.append(exc)
+                with progress:
+                    state["bodies"] += 10**6
+                    progress.notify_all()
+
+        def mapper() -> None:
+            with httpx.Client(base_url=url, timeout=120) as own:
+                for n in range(1, subfields + 1):
+                    with progress:  # a mapping change every 4 bodies, while the clients post
+                        progress.wait_for(lambda n=n: state["bodies"] >= 4 * n, timeout=120)
+                    fields = {f"raw{m}": {"type": "keyword"} for m in range(1, n + 1)}
+                    body = {"properties": {"service": {"type": "keyword", "fields": fields}}}
+                    assert own.put("/moving/_mapping", json=body).status_code == 200
+                    with progress:
+                        state["mapped"] = n
+                        progress.notify_all()
+
+        threads = [threading.Thread(target=client, args=(k,)) for k in range(clients)]
+        for thread in threads:
+            thread.start()
+        mapper()
+        for thread in threads:
+            thread.join(300)
+        assert not failures, failures[0]
+        assert http.post("/moving/_refresh").status_code == 200
+        window = {"size": 10_000, "seq_no_primary_term": True, "_source": ["seen"]}
+        hits = http.post("/moving/_search", json=window).json()["hits"]["hits"]
+        assert len(hits) == clients * rounds * per_body
+        seq_no = {hit["_id"]: hit["_seq_no"] for hit in hits}
+        seen = {hit["_id"]: hit["_source"]["seen"] for hit in hits}
+        for n in range(1, subfields + 1):
+            query = {"size": 10_000, "_source": False, "query": {"exists": {"field": f"service.raw{n}"}}}
+            having = {hit["_id"] for hit in http.post("/moving/_search", json=query).json()["hits"]["hits"]}
+            assert {doc for doc, value in seen.items() if value >= n} <= having, n
+            first = min(seq_no[doc] for doc in having)
+            assert {doc for doc, value in seq_no.items() if value > first} <= having, n
+
+
+def test_a_runs_items_are_rendered_after_the_slot(
+    nodes: tuple[Node, Node], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The successes of a shard's run are rendered once the request has let the slot go (they
+    need nothing ordered): the answer holds every item, in request order, as before."""
+    here, _ = nodes
+    admin.create_index(here, "rendered", {"mappings": MAPPING, "settings": {"number_of_shards": 2}})
+    slot = Slot()
+    here.write_services.indexing = slot  # type: ignore[assignment]
+    held: list[bool] = []
+    render = documents.render_successes
+
+    def recorded(*args: Any) -> bytes:
+        held.append(slot.locked())  # (no other request here: locked means held by this one)
+        return render(*args)
+
+    monkeypatch.setattr(documents, "render_successes", recorded)
+    response = here.bulk(ndjson(*log_lines(0, 300)), index="rendered")
+    assert held == [False, False]  # a run per shard, each after the slot
+    assert not response["errors"]
+    assert [item["index"]["_id"] for item in response["items"]] == [str(i) for i in range(300)]
+    assert {item["index"]["status"] for item in response["items"]} == {201}
+    assert len(contents(here, "rendered")[1]) == 300
+
+
+def test_a_failed_fsync_fails_every_item_of_its_shard_rendered_after_the_slot(
+    nodes: tuple[Node, Node], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The items rendered after the slot are there when the shard's fsync then fails: each of
+    them becomes the failure, none is acknowledged; the next request recovers the shard."""
+    from leafsearch.index import translog as translog_module
+
+    here, _ = nodes
+    admin.create_index(here, "unsynced", {"mappings": MAPPING})
+
+    def broken(fd: int) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(translog_module.os, "fsync", broken)
+    response = here.bulk(ndjson(*log_lines(0, 50)), index="unsynced")
+    monkeypatch.undo()
+    assert response["errors"] and len(response["items"]) == 50
+    for i, item in enumerate(response["items"]):
+        assert item["index"]["_id"] == str(i)
+        assert item["index"]["status"] == 500 and item["index"]["error"]["type"] == "translog_exception"
+    again = here.bulk(ndjson(*log_lines(100, 10)), index="unsynced")
+    assert not again["errors"]
+
+
+def test_a_request_arriving_while_another_parses_before_a_free_slot_parses_in_a_worker(
+    nodes: tuple[Node, Node], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first request finds the slot free and parses in its own thread; a second arriving
+    meanwhile would find the slot free too, and goes to a worker as if the slot were taken (the
+    requests of concurrent clients are not all parsed in the server process in turn). Both are
+    answered and stored."""
+    _, there = nodes
+    there.write_services.indexing = threading.Lock()  # (earlier tests left their own)
+    admin.create_index(there, "pair", {"mappings": MAPPING})
+    by_index = bulk_offload._documents_by_index
+    parsing, go_on = threading.Event(), threading.Event()
+
+    def held_first(*args: Any) -> Any:  # the first request, before it parses its documents here
+        if not parsing.is_set():
+            parsing.set()
+            assert go_on.wait(60)
+        return by_index(*args)
+
+    monkeypatch.setattr(bulk_offload, "_documents_by_index", held_first)
+    answers: dict[str, Any] = {}
+
+    def first() -> None:
+        answers["first"] = there.bulk(ndjson(*log_lines(0, 200)), index="pair")
+
+    thread = threading.Thread(target=first)
+    thread.start()
+    assert parsing.wait(60)
+    assert not there.write_services.indexing.locked()  # the slot is free: the first parses before it
+    before = jobs(there)
+    try:
+        answers["second"] = there.bulk(ndjson(*log_lines(200, 200)), index="pair")
+        assert jobs(there) > before  # parsed in a worker, while the first was parsing here
+    finally:
+        go_on.set()
+        thread.join(60)
+    assert not thread.is_alive()
+    assert not answers["first"]["errors"] and not answers["second"]["errors"]
+    assert [doc[0] for doc in contents(there, "pair")[1]] == sorted(str(i) for i in range(400))
