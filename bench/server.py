@@ -96,12 +96,14 @@ def process_role(pid: int, server_pid: int) -> str:
     """What a process below a `leafsearch serve` is: the server, its zygote (the fork server its
     workers are forked from, search/workers/zygote.py), a search worker, the merge worker (the
     zygote's fork that runs at nice 10, index/merge_worker.py), or another (multiprocessing's
-    resource tracker)."""
+    resource tracker). The merge worker is told by its nice value above the server's (a bench run
+    at `nice -n 5` starts every process at 5)."""
     if pid == server_pid:
         return "server"
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        fields = _stat_fields(pid)
         command = Path(f"/proc/{pid}/cmdline").read_bytes()
+        server_nice = int(_stat_fields(server_pid)[16])
     except OSError:
         return "ended"
     parent, nice = int(fields[1]), int(fields[16])
@@ -109,7 +111,12 @@ def process_role(pid: int, server_pid: int) -> str:
         return "other"
     if parent == server_pid:
         return "zygote"
-    return "merge worker" if nice > 0 else "search worker"
+    return "merge worker" if nice > server_nice else "search worker"
+
+
+def _stat_fields(pid: int) -> list[str]:
+    """/proc/PID/stat's fields after the command name (the state is [0], the parent [1])."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
 
 
 def _by_role(process: tuple[str, dict[str, int]]) -> str:

@@ -69,11 +69,12 @@ class FieldBuffer:
             length_docs.append(text_docs)
             lengths.append(counts)
         added = Spans.of(self.values)  # None: a token of another analyzer holds a NUL
-        every: Spans | list[str] = (
-            Spans.concat([added, *tokens])
-            if added is not None
-            else list(chain(self.values, *(spans.strings() for spans in tokens)))
-        )
+        every: Spans | list[str]
+        if added is None:
+            every = list(chain(self.values, *(spans.strings() for spans in tokens)))
+        else:  # one part that has tokens is taken as it is, not copied (a worker's buffer: `texts`)
+            held = [spans for spans in (added, *tokens) if len(spans)]
+            every = Spans.concat(held) if held else added
         return every, *(np.concatenate(parts) for parts in (docs, positions, length_docs, lengths))  # type: ignore[return-value]
 
 

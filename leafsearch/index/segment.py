@@ -88,14 +88,18 @@ def build_postings(
     Occurrences must come in (doc, position) order within each term once stably sorted by term,
     which is how both the buffer (arrival order) and a merge (segment order) supply them.
     """
-    key = term_ids.astype(np.int64) * max(max_doc, 1) + docs
+    key = term_ids.astype(np.int64)  # (a copy, computed in place: no array of it more at once)
+    key *= max(max_doc, 1)
+    key += docs
     n = len(key)
     if max(num_terms, 1) * max(max_doc, 1) * max(n, 1) < 2**63:
         # The stable order as one sort of (key, occurrence) packed in an int64: several times
-        # cheaper than a stable argsort, which is a merge sort.
-        packed = key * n + np.arange(n, dtype=np.int64)
-        packed.sort()
-        key, order = np.divmod(packed, n)
+        # cheaper than a stable argsort, which is a merge sort. In place, as above.
+        key *= n
+        key += np.arange(n, dtype=np.int64)
+        key.sort()
+        order = key % n
+        key //= n
     else:
         order = np.argsort(key, kind="stable")
         key = key[order]

@@ -82,7 +82,9 @@ def writer_from_buffer(
     for path, fb in buffer.text.items():
         tokens, token_docs, positions, length_docs, field_lengths = fb.tokens()
         terms, tids = intern(tokens)
+        del tokens  # (its spans: ~3 arrays of the field's tokens, not needed by its postings)
         postings = build_postings(tids, docs(token_docs), positions, len(terms), max_doc)
+        del tids, token_docs, positions  # (the next field's would be built beside them)
         lengths = np.zeros(max_doc, dtype=np.int64)
         np.add.at(lengths, docs(length_docs), field_lengths)
         writer.add_text(path, terms, postings, lengths)

@@ -6,6 +6,8 @@ over what arrived meanwhile instead of writing it under the shard lock."""
 from __future__ import annotations
 
 import pickle
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -98,6 +100,45 @@ def test_a_packed_buffer_written_elsewhere_is_the_segment_written_here(
         assert segment_docs is None
     else:
         assert segment_docs is not None and np.array_equal(segment_docs, here.segment_docs)
+
+
+#: Run in a fresh interpreter (tracemalloc counts every thread's allocations, and the test process
+#: has others'): a build job as a worker runs it, its callable held by the worker's thread while
+#: it runs and after (search/workers/process.py); prints the traced bytes of the job as it arrived
+#: and after the build, and the build's traced peak. A first build beforehand takes what a
+#: process keeps once (imports, caches).
+JOB_MEMORY = """
+import pickle, sys, tempfile, tracemalloc
+from pathlib import Path
+from leafsearch.index.buffer_wire import BuildJob, PackedBuffer
+from tests.index.test_buffer_wire import _buffer
+folder = Path(tempfile.mkdtemp(dir=sys.argv[1]))
+jobs = [BuildJob(PackedBuffer.pack(_buffer(6000)), str(folder / f"s{n}"), None) for n in range(2)]
+sent = [pickle.dumps(job, protocol=5) for job in jobs]
+del jobs
+pickle.loads(sent[0]).bind(None)()
+tracemalloc.start()
+job = pickle.loads(sent[1])
+work = job.bind(None)
+del job
+arrived = tracemalloc.get_traced_memory()[0]
+work()
+left, peak = tracemalloc.get_traced_memory()
+print(arrived, left, peak)
+"""
+
+
+def test_a_build_job_leaves_nothing_behind_while_its_callable_is_still_held(tmp_path: Path) -> None:
+    """What a worker's build job brought (the packed buffer) and built goes when the build
+    returns, although the worker's thread still holds the job's callable: a worker holds no
+    earlier build's buffer beside the next one."""
+    ran = subprocess.run(
+        [sys.executable, "-c", JOB_MEMORY, str(tmp_path)], capture_output=True, text=True, check=True
+    )
+    arrived, left, peak = map(int, ran.stdout.split())
+    assert arrived > 1 << 20  # the packed buffer of 6,000 documents
+    assert peak > arrived
+    assert left < arrived // 20
 
 
 class Builder:

@@ -318,6 +318,7 @@ def main(conn: Connection, config: WorkerConfig, security: Any = None) -> None:
                 with read_lock:
                     call_id, work = next_task()
                 run(call_id, work)
+                del work  # (its task's objects go now, not when the next task arrives: as `_Writers`)
         except (EOFError, OSError, _Stop):
             finished.set()
 
