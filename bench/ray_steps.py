@@ -17,7 +17,8 @@ times after 50 to warm up:
 - both again for a page of 1 hit (what the page's bytes cost, against the request's own path);
 - `POST bench/_count` (a POST answered from one call per machine);
 - W6's searches (bench/workers.py `_queries`: a `term` and a random time range, sorted by time
-  then id, first page of 100 with sources; every request a distinct query), one call per machine;
+  then id, first page of 100 with sources; every request of the run a distinct query), one call
+  per machine;
 - the same W6 searches and `_count` through a second coordinator in this process (`Node(ray=...)`
   and the in-process `leafsearch.Client`: the route's handler, the search and the render, no
   HTTP), CPU of the calling thread alone (`time.thread_time`; the client's decoding of the
@@ -39,6 +40,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import orjson
 
@@ -53,6 +55,9 @@ from bench.ray_cluster import (
     ray_server,
 )
 from bench.workers import _queries
+
+if TYPE_CHECKING:
+    from leafsearch import Node
 
 WARM_UP = 50
 
@@ -85,14 +90,13 @@ def _kinds(pit: str, after: list, searches: list[bytes]) -> dict[str, Request]:
 COUNT = orjson.dumps({"query": {"match_all": {}}})
 
 
-def _in_process(node: object, searches: list[bytes]) -> dict[str, Callable[[int], None]]:
+def _in_process(node: Node, searches: list[bytes]) -> dict[str, Callable[[int], None]]:
     """The in-process kinds: each asks its request of `node` the given number of times."""
     from leafsearch import Client as NodeClient
 
     client = NodeClient(node=node)
     bodies = [orjson.loads(body) for body in searches]
     count = orjson.loads(COUNT)
-
     queries = itertools.cycle(bodies)
 
     def w6(times: int) -> None:
@@ -119,7 +123,8 @@ def main() -> None:
     try:
         dataset, records, create_body = bench_files(work, options.docs)
         first_ms, last_ms = int(dataset.ts_ms.min()), int(dataset.ts_ms.max()) + 1
-        searches = [orjson.dumps(body) for body in _queries(first_ms, last_ms, 6, 1000)]
+        asked = options.turns * (WARM_UP + options.requests)  # (each kind's requests in the run)
+        searches = [orjson.dumps(body) for body in _queries(first_ms, last_ms, 6, asked)]
         with local_cluster(3) as cluster, ray_server(work, "ray", cluster.address) as server:
             from leafsearch import Node
 
@@ -132,9 +137,10 @@ def main() -> None:
             node = Node(work / "in-process", ray=cluster.address)
             here = _in_process(node, searches)
             spent: dict[str, list[tuple[float, float]]] = {kind: [] for kind in [*kinds, *here]}
+            asking = {kind: itertools.cycle(bodies) for kind, (_, _, bodies) in kinds.items()}
             for _ in range(options.turns):
-                for kind, (method, path, bodies) in kinds.items():
-                    asks = itertools.cycle(bodies)
+                for kind, (method, path, _) in kinds.items():
+                    asks = asking[kind]
                     for _ in range(WARM_UP):
                         client.raw(method, path, next(asks))
                     cpu, machines = server.cpu_seconds()[0], _machine_cpu()
