@@ -31,6 +31,12 @@ created with 6 shards), then, from client processes:
   the machine actors' CPU for the same work (their idle polling included);
 - the load average (1 minute) at the end of each configuration: the machine is shared.
 
+After each import the configuration's processes (the server and the processes below it; on Ray
+the coordinator and the machine actors) are left to finish what the import started (refreshes,
+flushes, merges) until they use less than `SETTLED_CPU` of a core for `SETTLED_WINDOWS` windows
+of a second in a row (`settled after ..., s`: how long that took): else that work lands in
+whichever measure follows, on either side, as much as the run's timing gives it.
+
 The index has no replica (`number_of_replicas: 0`) but with `--replicas`, which measures only
 the import (2 parallel bulk clients) on each Ray cluster size, into an index with replicas 1 and
 one with replicas 0, in turns (0, 1, 0, 1: the machine's load shared alike), each copy of a
@@ -73,6 +79,12 @@ SHARDS = 6
 QUERIES = 150
 WARM_UP = 10
 IDLE_SECONDS = 3.0
+#: A configuration is settled when its processes use less than this share of a core ...
+SETTLED_CPU = 0.15
+#: ... for this many windows of a second in a row (`_settle`).
+SETTLED_WINDOWS = 2
+#: Seconds an import's after-work is waited for at most.
+SETTLE_LIMIT_SECONDS = 600.0
 #: Every Ray process on loopback (Ray otherwise takes the address of the machine's route out).
 LOOPBACK_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
 
@@ -184,6 +196,18 @@ def _load(server: Server, records: Path, create_body: Path, index: str = "bench"
     return time.perf_counter() - began
 
 
+def _settle(cpu: Callable[[], float]) -> float:
+    """Wait until the processes whose CPU seconds so far `cpu` reads are settled (see the module's
+    docstring); the seconds waited."""
+    began = time.perf_counter()
+    quiet = 0
+    while quiet < SETTLED_WINDOWS and time.perf_counter() - began < SETTLE_LIMIT_SECONDS:
+        before = cpu()
+        time.sleep(1.0)
+        quiet = quiet + 1 if cpu() - before < SETTLED_CPU else 0
+    return time.perf_counter() - began
+
+
 def _one_shard(
     server: Server,
     records: Path,
@@ -195,15 +219,18 @@ def _one_shard(
     manager: Any,
     pool: Any,
     idle: float,
+    settled: Callable[[], float],
 ) -> dict[str, Any]:
     """The searches that ask one shard: W6 on `bench1`, a one-shard copy of the documents, and
-    the 6-shard index's PIT exported in one slice per shard (see the module's docstring)."""
+    the 6-shard index's PIT exported in one slice per shard (see the module's docstring);
+    `settled`: waits for the configuration to settle after the copy's import."""
     out: dict[str, Any] = {}
     one_shard = create_body.with_name("create1.json")
     one_shard.write_bytes(
         orjson.dumps({**orjson.loads(create_body.read_bytes()), "settings": {"number_of_shards": 1}})
     )
     _load(server, records, one_shard, "bench1")
+    out["one shard import settled after, s"] = settled()
     queries = partial(_query_client, path="/bench1/_search")
     _in_processes(
         manager, pool, queries, [(server.url, _queries(first, last, 200 + c, WARM_UP)) for c in range(4)]
@@ -266,6 +293,8 @@ def _measure(
     if import_only:
         out["load average (1 min)"] = os.getloadavg()[0]
         return out
+    settled = partial(_settle, lambda: sum(server.cpu_seconds()) + machines())
+    out["import settled after, s"] = settled()
     context = multiprocessing.get_context("spawn")
     manager = context.Manager()
     with context.Pool(max(4, SHARDS)) as pool:
@@ -275,7 +304,9 @@ def _measure(
         time.sleep(IDLE_SECONDS)
         idle = (server.cpu_seconds()[0] - began) / IDLE_SECONDS
         out["server idle CPU, ms/s"] = idle * 1000
-        out.update(_one_shard(server, records, create_body, n, first, last, calls, manager, pool, idle))
+        out.update(
+            _one_shard(server, records, create_body, n, first, last, calls, manager, pool, idle, settled)
+        )
         if one_shard_only:
             manager.shutdown()
             out["load average (1 min)"] = os.getloadavg()[0]

