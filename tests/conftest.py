@@ -201,12 +201,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def pytest_collection(session: pytest.Session) -> None:
     """In an xdist worker, before it collects: its share of the test modules' assertion rewriting
     (tests/bytecode.py), so that in a first run the workers do not each rewrite every module."""
-    workerinput = getattr(session.config, "workerinput", None)
-    if workerinput is not None and workerinput.get("workercount", 1) > 1:
+    workerinput = getattr(session.config, "workerinput", {})
+    worker = str(workerinput.get("workerid", "")).removeprefix("gw")
+    if worker.isdigit() and workerinput.get("workercount", 1) > 1:
         here = session.config.invocation_params.dir
         roots = [here / arg.split("::", 1)[0] for arg in session.config.args]
-        worker = int(workerinput["workerid"].removeprefix("gw"))
-        rewrite_share(session.config, find_test_modules(roots), worker, workerinput["workercount"])
+        rewrite_share(session.config, find_test_modules(roots), int(worker), workerinput["workercount"])
 
 
 #: Whether this xdist worker has lowered its priority (`pytest_runtest_setup`).
