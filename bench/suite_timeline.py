@@ -6,15 +6,17 @@ busy cores beside them.
 
 As a pytest plugin (loaded in the controller and in every worker) it writes, into the folder
 `LEAFSEARCH_TIMELINE` names, one JSON line per test to `<worker>.jsonl`: its node id, when its
-setup began and its teardown ended, and the CPU its worker process used meanwhile, its own and
-that of the children it waited for (servers a test started and stopped, CLI runs; a child stopped
-later, such as a module's server, counts in the test during which it ended). The controller samples
+setup began and its teardown ended, whether it failed, and the CPU its worker process used
+meanwhile, its own and that of the children it waited for (servers a test started and stopped,
+CLI runs; a child stopped later, such as a module's server, counts in the test during which it
+ended). The controller samples
 `/proc/stat` every second into `machine.jsonl`. Without the variable the plugin does nothing.
 
 The report gives each worker's first test, its end, the seconds it spent in tests and between
 them; the machine's busy cores in 30-second steps beside how many workers were in a test (on a
 quiet machine, the idle cores are the run's to win: tests waiting for a server, a cluster, a
-kill); the idle core-seconds in all; and the modules that took the most wall and CPU.
+kill); the idle core-seconds in all; the tests that failed (on record even when the run was
+stopped before pytest's summary); and the modules that took the most wall and CPU.
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ class Recorder:
         folder.mkdir(parents=True, exist_ok=True)
         self.out = open(folder / f"{name}.jsonl", "a")  # noqa: SIM115 - closed at the session's end
         self.stop = threading.Event()
+        self.failed = False  # whether a phase of the test running now failed
         self.sampler: threading.Thread | None = None
         if sample:
             self.sampler = threading.Thread(target=self._sample, args=(folder,), daemon=True)
@@ -76,9 +79,14 @@ class Recorder:
                 if self.stop.wait(SAMPLE_SECONDS):
                     return
 
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.failed:
+            self.failed = True
+
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_protocol(self, item: pytest.Item) -> Any:
         began, cpu = time.time(), _cpu()
+        self.failed = False
         try:
             return (yield)
         finally:
@@ -89,6 +97,7 @@ class Recorder:
                 "t1": time.time(),
                 "self": own - cpu[0],
                 "kids": children - cpu[1],
+                "failed": self.failed,
             }
             self.out.write(json.dumps(line) + "\n")
             self.out.flush()
@@ -180,6 +189,8 @@ def report(tests: dict[str, list[dict[str, Any]]], machine: list[dict[str, Any]]
             module[0] += line["t1"] - line["t0"]
             module[1] += line["self"] + line["kids"]
             module[2] += 1
+    failed = sorted(line["id"] for lines in tests.values() for line in lines if line.get("failed"))
+    out += [f"failed: {nodeid}" for nodeid in failed]
     for title, column in (("wall", 0), ("CPU counted", 1)):
         out.append(f"modules by {title}:")
         for name, (wall, cpu, count) in sorted(modules.items(), key=lambda item: -item[1][column])[:top]:

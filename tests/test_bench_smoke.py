@@ -243,13 +243,14 @@ def test_the_scroll_batches_bench_runs(tmp_path: Path) -> None:
 
 def test_the_suite_timeline_reports_each_worker_and_the_idle_cores() -> None:
     """`bench.suite_timeline`'s report of recorded lines: a worker's time in tests and between
-    them, the machine's busy cores per step and the idle core-seconds, the modules' totals."""
+    them, the machine's busy cores per step and the idle core-seconds, the failed tests, the modules'
+    totals."""
     tests = {
         "gw0": [
             {"id": "tests/a.py::t1", "t0": 100.0, "t1": 110.0, "self": 1.0, "kids": 2.0},
             {"id": "tests/a.py::t2", "t0": 115.0, "t1": 120.0, "self": 0.5, "kids": 0.0},
         ],
-        "gw1": [{"id": "tests/b.py::t", "t0": 100.0, "t1": 130.0, "self": 4.0, "kids": 0.0}],
+        "gw1": [{"id": "tests/b.py::t", "t0": 100.0, "t1": 130.0, "self": 4.0, "kids": 0.0, "failed": True}],
     }
     # 2 CPUs, 100 jiffies each a second: both busy for 10 s, then one for 20 s.
     machine = [
@@ -264,4 +265,5 @@ def test_the_suite_timeline_reports_each_worker_and_the_idle_cores() -> None:
     assert f"gw1: 1 tests, first at 0.0 s, last ended at 30.0 s; {in_tests}" in lines
     assert "       0 s: 1.33 cores busy, 1.50 workers in a test" in text
     assert "idle core-seconds until the last test ended: 20.0" in text
+    assert [line for line in lines if line.startswith("failed")] == ["failed: tests/b.py::t"]
     assert "     15.0 s wall    3.5 s CPU    2 tests  tests/a.py" in text
