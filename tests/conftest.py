@@ -29,6 +29,7 @@ from leafsearch import Node
 from leafsearch.rest.app import create_app
 from leafsearch.rest.connections import counting_protocol
 from leafsearch.testing import Server
+from tests.bytecode import find_test_modules, rewrite_share
 from tests.ray_cluster import LocalCluster, SharedCluster
 from tests.scheduling import (
     MODULE_SECONDS,
@@ -195,6 +196,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     shared = [item.nodeid for item in items if "shared_ray_cluster" in getattr(item, "fixturenames", ())]
     positions = ordered([item.nodeid for item in items], _module_seconds(config), shared)
     items[:] = [items[p] for p in positions]
+
+
+def pytest_collection(session: pytest.Session) -> None:
+    """In an xdist worker, before it collects: its share of the test modules' assertion rewriting
+    (tests/bytecode.py), so that in a first run the workers do not each rewrite every module."""
+    workerinput = getattr(session.config, "workerinput", {})
+    worker = str(workerinput.get("workerid", "")).removeprefix("gw")
+    if worker.isdigit() and workerinput.get("workercount", 1) > 1:
+        here = session.config.invocation_params.dir
+        roots = [here / arg.split("::", 1)[0] for arg in session.config.args]
+        rewrite_share(session.config, find_test_modules(roots), int(worker), workerinput["workercount"])
 
 
 #: Whether this xdist worker has lowered its priority (`pytest_runtest_setup`).

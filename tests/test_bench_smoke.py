@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 import pytest
 
+from bench import suite_timeline
 from bench.bulk_thread import BODY_DOCS
 from bench.generate import MAPPING, generate
 from bench.sqlite_baseline import SqliteBaseline
@@ -238,3 +239,31 @@ def test_the_scroll_batches_bench_runs(tmp_path: Path) -> None:
     assert "_doc scroll batch:" in result.stdout and "ms CPU per 1,000 docs" in result.stdout
     walked = bench_run("bench.walk_pages", "--data", data, "--pages", "2", "--repeat", "1")
     assert "PIT walk page of 1,000:" in walked.stdout and "ms CPU" in walked.stdout
+
+
+def test_the_suite_timeline_reports_each_worker_and_the_idle_cores() -> None:
+    """`bench.suite_timeline`'s report of recorded lines: a worker's time in tests and between
+    them, the machine's busy cores per step and the idle core-seconds, the failed tests, the modules'
+    totals."""
+    tests = {
+        "gw0": [
+            {"id": "tests/a.py::t1", "t0": 100.0, "t1": 110.0, "self": 1.0, "kids": 2.0},
+            {"id": "tests/a.py::t2", "t0": 115.0, "t1": 120.0, "self": 0.5, "kids": 0.0},
+        ],
+        "gw1": [{"id": "tests/b.py::t", "t0": 100.0, "t1": 130.0, "self": 4.0, "kids": 0.0, "failed": True}],
+    }
+    # 2 CPUs, 100 jiffies each a second: both busy for 10 s, then one for 20 s.
+    machine = [
+        {"t": 100.0 + s, "busy": 200 * min(s, 10) + 100 * max(s - 10, 0), "all": 200 * s, "cpus": 2}
+        for s in range(31)
+    ]
+    text = suite_timeline.report(tests, machine)
+    lines = text.splitlines()
+    in_tests = "in tests 15.0 s, between them 5.0 s; CPU counted 3.5 s"
+    assert f"gw0: 2 tests, first at 0.0 s, last ended at 20.0 s; {in_tests}" in lines
+    in_tests = "in tests 30.0 s, between them 0.0 s; CPU counted 4.0 s"
+    assert f"gw1: 1 tests, first at 0.0 s, last ended at 30.0 s; {in_tests}" in lines
+    assert "       0 s: 1.33 cores busy, 1.50 workers in a test" in text
+    assert "idle core-seconds until the last test ended: 20.0" in text
+    assert [line for line in lines if line.startswith("failed")] == ["failed: tests/b.py::t"]
+    assert "     15.0 s wall    3.5 s CPU    2 tests  tests/a.py" in text

@@ -20,7 +20,6 @@ import pytest
 
 import leafsearch
 from leafsearch.index import derived_files, order_files, segment
-from leafsearch.index.order_files import StoredOrder
 from leafsearch.indices import admin
 from leafsearch.request.search_request import parse_search_request
 from leafsearch.search import top_hits
@@ -30,6 +29,7 @@ from leafsearch.search.phases import page_bounds
 from leafsearch.search.segment_orders import SegmentOrder, SegmentOrders
 from leafsearch.search.targets import acquire_targets, release_targets
 from leafsearch.search.workers.pool import LONE_REQUESTS_IN_SERVER
+from tests.index.order_writer import write_many
 from tests.inprocess import search
 from tests.search.test_top_hits import MAPPING, random_doc, random_query
 
@@ -226,15 +226,6 @@ def test_a_torn_or_foreign_file_is_ignored_and_rebuilt(node: leafsearch.Node, da
         release_targets(targets)
 
 
-def _write_many(path: str, source: str, rounds: int, start: Any) -> None:
-    """A process writing one order file again and again (what racing workers do)."""
-    with np.load(source) as arrays:
-        stored = StoredOrder(arrays["order"], arrays["rank"], [arrays["key0"]], [False], [None])
-        start.wait()
-        for _ in range(rounds):
-            order_files.write(Path(path), stored)
-
-
 def test_processes_writing_one_order_file_at_once_leave_one_whole_file(tmp_path: Path) -> None:
     rng = np.random.default_rng(3)
     n = 200_000
@@ -247,7 +238,7 @@ def test_processes_writing_one_order_file_at_once_leave_one_whole_file(tmp_path:
     context = multiprocessing.get_context("spawn")
     start = context.Barrier(3)
     writers = [
-        context.Process(target=_write_many, args=(str(path), str(tmp_path / "source.npz"), 15, start))
+        context.Process(target=write_many, args=(str(path), str(tmp_path / "source.npz"), 15, start))
         for _ in range(2)
     ]
     for w in writers:

@@ -26,6 +26,7 @@ from leafsearch.node.node import Node
 from leafsearch.search.workers.pool import LONE_REQUESTS_IN_SERVER, LONE_WALKS_IN_SERVER
 from tests.conftest import running_server
 from tests.inprocess import count, search
+from tests.search.walk_clients import client_scroll, client_walk
 
 DOCS = 3_000
 
@@ -462,37 +463,6 @@ def test_a_cancelled_request_stops_in_the_worker(tmp_path: Path) -> None:
 # ---- through HTTP, from client processes ------------------------------------------------------
 
 
-def _client_walk(url: str, pit: str, slice_id: int, slices: int) -> list[str]:
-    ids: list[str] = []
-    body: dict[str, Any] = {
-        "size": 97,
-        "pit": {"id": pit, "keep_alive": "1m"},
-        "sort": ["_shard_doc"],
-        "slice": {"id": slice_id, "max": slices},
-    }
-    with httpx.Client(base_url=url, timeout=60) as http:
-        while True:
-            response = http.post("/_search", json=body)
-            assert response.status_code == 200, response.text
-            hits = response.json()["hits"]["hits"]
-            if not hits:
-                return ids
-            ids += [h["_id"] for h in hits]
-            body["search_after"] = hits[-1]["sort"]
-
-
-def _client_scroll(url: str, index: str, slice_id: int, slices: int) -> list[str]:
-    with httpx.Client(base_url=url, timeout=60) as http:
-        body = {"size": 113, "sort": ["_doc"], "slice": {"id": slice_id, "max": slices}}
-        page = http.post(f"/{index}/_search", params={"scroll": "1m"}, json=body).json()
-        ids: list[str] = []
-        while page["hits"]["hits"]:
-            ids += [h["_id"] for h in page["hits"]["hits"]]
-            page = http.post("/_search/scroll", json={"scroll": "1m", "scroll_id": page["_scroll_id"]}).json()
-        http.request("DELETE", "/_search/scroll", json={"scroll_id": page["_scroll_id"]})
-        return ids
-
-
 def _http_bulk(http: httpx.Client, index: str, ids: range) -> None:
     lines = b"".join(b'{"index":{"_id":"%d"}}\n{"n":%d}\n' % (i, i) for i in ids)
     response = http.post(f"/{index}/_bulk", content=lines, headers={"content-type": "application/x-ndjson"})
@@ -530,8 +500,8 @@ def test_slices_walked_by_client_processes_with_writes_beside_them(tmp_path: Pat
         thread.start()
         try:
             with multiprocessing.get_context("spawn").Pool(4) as pool:
-                walks = [pool.apply_async(_client_walk, (url, pit, s, 2)) for s in (0, 1)]
-                scrolls = [pool.apply_async(_client_scroll, (url, index, s, 2)) for s in (0, 1)]
+                walks = [pool.apply_async(client_walk, (url, pit, s, 2)) for s in (0, 1)]
+                scrolls = [pool.apply_async(client_scroll, (url, index, s, 2)) for s in (0, 1)]
                 walked = [w.get(timeout=300) for w in walks]
                 scrolled = [s.get(timeout=300) for s in scrolls]
         finally:

@@ -25,7 +25,9 @@ from conftest import REPO, running_server, server_env
 
 from bench.generate import MAPPING, generate
 
-N = 100_000
+#: Documents of the module's index: enough for several pages (1,000 each) in every slice of an
+#: export and several chunks of an import, so that a kill or Ctrl-C lands between them.
+N = 30_000
 
 
 def cli(*args: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -63,7 +65,7 @@ def documents(lines: list[bytes]) -> dict[str, bytes]:
 
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dict[str, bytes]]:
-    """100,000 export records on disk, the mapping file, and the documents they hold."""
+    """`N` export records on disk, the mapping file, and the documents they hold."""
     folder = tmp_path_factory.mktemp("transfer")
     generated = generate(N)
     lines = [
@@ -79,7 +81,7 @@ def dataset(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dict[
 
 @pytest.fixture(scope="module")
 def loaded(server: str, dataset: tuple[Path, Path, dict[str, bytes]]) -> Iterator[str]:
-    """An index of the session's server holding the 100,000 documents, imported by the CLI."""
+    """An index of the session's server holding the `N` documents, imported by the CLI."""
     records, mapping, _ = dataset
     name = "transfer-source"
     cli("import", str(records), name, "--url", server, "--mapping", str(mapping), "--workers", "2")
