@@ -213,8 +213,11 @@ def test_a_machine_killed_under_a_call_fails_a_write_and_a_read_goes_on_once_ray
         finally:
             os.kill(pid, signal.SIGKILL)
         if again:  # a read is sent again to the restarted actor (its primary failed over meanwhile)
+            answer = wait()
             restarted = tuple(ray.get(machine.where.options(max_task_retries=-1).remote(), timeout=60))
-            assert wait() == restarted and restarted[0] == node and restarted[1] != pid
+            # (answered by a new process of the actor on its node; Ray may have restarted it again
+            # since, once seen in a loaded run, so the pid Ray gives now is not compared with it)
+            assert answer[0] == restarted[0] == node and answer[1] != pid and restarted[1] != pid
         else:  # a write is the shard's clean failure, never resent
             with pytest.raises(ShardUnavailable, match=r"\[chankill\]\[0\] is unavailable: ChannelBroken"):
                 wait()
