@@ -1,5 +1,4 @@
-"""The state-free part of a bulk request, done before the indexing slot: in a search worker
-process for a large body while another request holds the slot.
+"""The state-free part of a large bulk request, done in a search worker process.
 
 Why: the server process runs one thread of Python at a time, and with one `_bulk` client it is
 already busy most of the time, so concurrent bulk clients could not index faster than one.
@@ -17,19 +16,15 @@ it); otherwise, and whenever a batch does not parse (new fields, arrays, bad val
 server process parses as it always did, so items, mappings and errors are the same either way.
 A malformed body fails in the worker with the very error `parse_bulk` raises here. A worker that
 dies, or none being ready, only means the server process does the work itself: nothing was
-changed yet. With `--search-workers 0`, for small bodies and for a request that finds the slot
-free, the same is done in the request's thread, still before the slot (`prepare`).
+changed yet. `--search-workers 0` and small bodies take the in-process path alone.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager, suppress
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
-
-import numpy as np
 
 from leafsearch.errors import ElasticError
 from leafsearch.index.mapping_batch import parse_batch
@@ -44,7 +39,6 @@ if TYPE_CHECKING:
     from leafsearch.index.index import Index
     from leafsearch.index.mapping import Mapping
     from leafsearch.search.workers.mirror import Mirror
-    from leafsearch.search.workers.pool import WorkerPool
     from leafsearch.write.services import WriteServices
 
 #: The cluster setting below which a body is parsed in the server process: the round trips to
@@ -130,7 +124,7 @@ class PreparedBatch:
 
     version: int
     batch: ParsedBatch
-    row_of: np.ndarray  # position of each operation in the request -> its row of the batch, or -1
+    row_of: dict[int, int]  # position of the operation in the request -> row of the batch
 
 
 @dataclass(slots=True)
@@ -148,74 +142,43 @@ def prepare(
     default_routing: str | None,
     default_source: SourceFilter | None,
     require_alias: bool,
-) -> Prepared:
-    """Split a bulk body and parse each existing index's documents before the request takes the
-    node's indexing slot: in the search workers while another request holds the slot or parses
-    before it, else here.
+) -> Prepared | None:
+    """Split and parse a bulk body in the search workers while another request holds the node's
+    indexing slot; None when the slot is free, the body small or no worker took it (the caller
+    parses it itself, in the slot).
 
-    Why a worker only then: a request that finds the slot free is served soonest by parsing at
-    once in this process (a worker's round trips and the results' unpickling only add to its
-    time); one that would wait for the slot, or arrives while such a request parses
-    (`WriteServices.parsing`: else the requests of 4 clients parsed here in turn, not in the
-    workers), parses in a worker meanwhile, on the other core, if a core has had time to spare
-    lately (`indices.bulk.worker_parse_min_idle_cpu`). Why before the slot, not in it: parsing
-    was ~18% of the slot's time under 4 clients, and it needs only the mapping (read under the
-    index's lock, its version kept with the batch), so another request applies its operations
-    meanwhile. A body that does not split fails here, before anything changed."""
-    with _parsing_alone(services) as alone:
-        min_size = services.cluster_settings.get(MIN_SIZE_SETTING)
-        offload = not alone and len(body) >= min_size and _spare_cpu(services)
-        pool = services.search.workers if offload else None
-        ops = _operations(pool, body, default_index, default_routing, default_source)
-        batches: dict[str, PreparedBatch] = {}
-        for index, positions in _documents_by_index(services, ops, require_alias):
-            sources = _sources(ops, positions)
-            parsed = None
-            if pool is not None and sum(map(len, sources)) >= min_size // 2:
-                with suppress(WorkerUnavailable):
-                    parsed = pool.run_job(ParseJob(index.uuid, sources), [index])  # type: ignore[arg-type]
-            if parsed is None:
-                with index.lock:  # the version the batch is parsed at
-                    parsed = index.mapping.version, index.parse_batch(sources)
-            version, batch = parsed
-            if batch is not None:
-                batch.sources = sources
-                row_of = np.full(len(ops), -1, dtype=np.int64)
-                row_of[positions] = np.arange(len(positions))
-                batches[index.uuid] = PreparedBatch(version, batch, row_of)
-        return Prepared(ops, batches)
-
-
-@contextmanager
-def _parsing_alone(services: WriteServices) -> Iterator[bool]:
-    """Whether this request found the slot free and no other parsing before it; if so it holds
-    `WriteServices.parsing` while it parses."""
-    alone = not services.indexing.locked() and services.parsing.acquire(blocking=False)
-    try:
-        yield alone
-    finally:
-        if alone:
-            services.parsing.release()
-
-
-def _operations(
-    pool: WorkerPool | None,
-    body: bytes,
-    default_index: str | None,
-    default_routing: str | None,
-    default_source: SourceFilter | None,
-) -> Sequence[BulkOp]:
-    """The body's operations: simple lines split here (faster than a round trip), others in a
-    worker of `pool` if given and one takes it, else here."""
-    ops = parse_simple(body, default_index, default_routing)
-    if ops is not None:
-        return ops
-    if pool is not None:
-        with suppress(WorkerUnavailable):
-            return list(
-                map(BulkOp, *pool.run_job(SplitJob(body, default_index, default_routing, default_source)))
+    Why only then: a request that finds the slot free is served soonest by parsing at once in
+    this process (a worker's round trips and the results' unpickling only add to its time); one
+    that would wait for the slot parses in a worker meanwhile, on the other core, if a core has
+    had time to spare lately (`indices.bulk.worker_parse_min_idle_cpu`)."""
+    pool = services.search.workers
+    if pool is None or not services.indexing.locked():
+        return None
+    min_size = services.cluster_settings.get(MIN_SIZE_SETTING)
+    if len(body) < min_size or not _spare_cpu(services):
+        return None
+    ops: Sequence[BulkOp] | None = parse_simple(body, default_index, default_routing)
+    if ops is None:  # not a body of simple lines, which splits here faster than a round trip
+        try:
+            packed = pool.run_job(SplitJob(body, default_index, default_routing, default_source))
+        except WorkerUnavailable:
+            return None
+        ops = list(map(BulkOp, *packed))
+    batches: dict[str, PreparedBatch] = {}
+    for index, positions in _documents_by_index(services, ops, require_alias):
+        sources = _sources(ops, positions)
+        if sum(map(len, sources)) < min_size // 2:
+            continue
+        try:
+            version, batch = pool.run_job(ParseJob(index.uuid, sources), [index])  # type: ignore[arg-type]
+        except WorkerUnavailable:
+            continue
+        if batch is not None:
+            batch.sources = sources
+            batches[index.uuid] = PreparedBatch(
+                version, batch, {pos: row for row, pos in enumerate(positions)}
             )
-    return parse_bulk(body, default_index, default_routing, default_source)
+    return Prepared(ops, batches)
 
 
 def _sources(ops: Sequence[BulkOp], positions: list[int]) -> list[bytes]:
@@ -255,6 +218,6 @@ def _documents_by_index(
         except ElasticError:
             continue
         index = services.indices.get(concrete)
-        if index is not None and not index.closed and index.remote is None and index.data_stream is None:
+        if index is not None and not index.closed:
             groups.setdefault(index.uuid, (index, []))[1].extend(positions)
     return [(index, sorted(positions)) for index, positions in groups.values()]

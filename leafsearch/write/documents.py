@@ -50,10 +50,10 @@ from leafsearch.request.search_request import parse_fetch_source
 from leafsearch.request.search_types import SourceFilter
 from leafsearch.scripts.service import Script, StoredScripts
 from leafsearch.search.fetch import extract_fields, filter_source
-from leafsearch.write.bulk_columns import SimpleBulk, generate_ids
+from leafsearch.write.bulk_columns import SimpleBulk, generate_ids, parse_simple
 from leafsearch.write.bulk_items import Item, expand, finish, has_error, place, render_successes
 from leafsearch.write.bulk_offload import Prepared, PreparedBatch, prepare
-from leafsearch.write.bulk_request import BulkOp
+from leafsearch.write.bulk_request import BulkOp, parse_bulk
 
 if TYPE_CHECKING:
     from leafsearch.index.index import Index
@@ -837,21 +837,28 @@ def bulk(
     `source_filter`: the URL's `_source` options, which make updates answer their document (`get`).
     `raw_items`: `items` as one rendered array (`bulk_items.RenderedItems`), for a REST answer.
 
-    The body is split, and its documents parsed, before the node's indexing slot: in the search
-    workers when it is large and arrives while another request holds the slot, else in this
-    thread (`bulk_offload.py`). Applying the operations (and parsing what the mapping changed
-    since) takes the slot (`WriteServices.indexing`, one: that work holds the interpreter, and
-    several requests doing it at once only slow each other down); the fsync and the refresh happen
-    outside it, so one request's fsync overlaps the next one's parsing, and requests waiting
-    together share fsyncs."""
+    A large body that arrives while another request holds the node's indexing slot is split,
+    and its documents parsed, in the search workers meanwhile (`bulk_offload.py`). Applying the
+    operations (and parsing what the workers did not) takes the slot (`WriteServices.indexing`, one: that
+    work holds the interpreter, and several requests doing it at once only slow each other
+    down); the fsync and the refresh happen outside it, so one request's fsync overlaps the next
+    one's parsing, and requests waiting together share fsyncs."""
     started = time.perf_counter()
     _check_refresh(refresh)
     prepared = prepare(services, body, index, routing, source_filter, require_alias)
     with services.indexing:
         ops, results, touched, answers = _apply_bulk(
-            services, prepared, wait_for_active_shards, authorize, require_alias
+            services,
+            body,
+            index,
+            routing,
+            wait_for_active_shards,
+            authorize,
+            require_alias,
+            source_filter,
+            prepared,
         )
-    for collect in answers:  # shard actors' answers, and items rendered, outside the slot
+    for collect in answers:  # shard actors' answers, waited for outside the slot
         collect()
     for shards in touched.values():
         for shard, logged in shards.items():
@@ -882,19 +889,25 @@ def _fail_items(results: list[Item], ops: list[BulkOp], positions: list[int], ex
 
 def _apply_bulk(
     services: WriteServices,
-    prepared: Prepared,
+    body: bytes,
+    index: str | None,
+    routing: str | None,
     wait_for_active_shards: int | str | None,
     authorize: Callable[[str], None] | None,
     require_alias: bool,
+    source_filter: SourceFilter | None = None,
+    prepared: Prepared | None = None,
 ) -> tuple[Sequence[BulkOp], list[Item], dict[str, dict[Shard, _Logged | None]], list[Callable]]:
-    """Apply a bulk body's operations, split and parsed before (`prepared`), logged, not yet
-    synced: the operations, the item results so far, per index what each shard logged, and
-    the functions that fill in the remaining items outside the slot (waiting for the shard
-    actors' answers; rendering the local shards' successes).
+    """Parse a bulk body (unless a worker did: `prepared`) and apply its operations (logged, not
+    yet synced): the operations, the item results so far, per index what each shard logged, and
+    the functions that wait for the shard actors' answers and fill in their items.
 
     A body of simple index/create lines (`SimpleBulk`) is resolved per index name it gives
     (authorization, aliases, routing), not per operation, and applied by column."""
-    ops = prepared.ops
+    if prepared is not None:
+        ops = prepared.ops
+    else:
+        ops = parse_simple(body, index, routing) or parse_bulk(body, index, routing, source_filter)
     touched: dict[str, dict[Shard, _Logged | None]] = {}
     answers: list[Callable[[], None]] = []
     results: list[Item] = [{}] * len(ops)
@@ -924,11 +937,11 @@ def _apply_bulk(
         if target.remote is not None:
             answers.append(_bulk_into_remote(target, ops, entries, results, shards, services.scripts))  # type: ignore[arg-type]
             continue
-        batch = prepared.batches.get(target.uuid)
+        batch = prepared.batches.get(target.uuid) if prepared is not None else None
         if entries is None:
-            _simple_into(target, ops, group, results, shards, answers, batch)  # type: ignore[arg-type]
+            _simple_into(target, ops, group, results, shards, batch)  # type: ignore[arg-type]
         else:
-            _bulk_into(target, ops, entries, results, shards, answers, services.scripts, batch)
+            _bulk_into(target, ops, entries, results, shards, services.scripts, batch)
     return ops, results, touched, answers
 
 
@@ -1051,13 +1064,11 @@ def _bulk_into(
     entries: list[tuple[int, BulkOp]],
     results: list,
     touched: dict[Shard, _Logged | None],
-    later: list[Callable[[], None]],
     scripts: StoredScripts,
     prepared: PreparedBatch | None = None,
 ) -> None:
     """Apply one index's operations, grouped by shard so each shard lock and id lookup is batched.
-    `prepared`: the index's documents parsed before the slot, used while the mapping is unchanged.
-    `later`: where a run's items to render after the slot go (`_column_run`).
+    `prepared`: the index's documents parsed in a worker, used while the mapping is unchanged.
 
     A shard's operations go through the shard write interface (index/shard_write.py) in runs:
     the coordinator's part (`_write_ops`: checks and parsing) then the shard's (`apply_write`),
@@ -1086,7 +1097,7 @@ def _bulk_into(
                     [auto for _, _, _, auto in shard_ops],
                     [op.routing for _, op, _, _ in shard_ops],
                 )
-                _column_run(index, shard, ops, run, parsed, rows, header, results, later)  # type: ignore[arg-type]
+                _column_run(index, shard, ops, run, parsed, rows, header, results)  # type: ignore[arg-type]
             else:
                 _apply_runs(index, shard, shard_ops, parsed, rows, header, results, scripts)
         size = sum(len(op.source) for _, op, _, _ in shard_ops if op.source is not None)
@@ -1119,7 +1130,6 @@ def _simple_into(
     group: _Simple,
     results: list,
     touched: dict[Shard, _Logged | None],
-    later: list[Callable[[], None]],
     prepared: PreparedBatch | None = None,
 ) -> None:
     """`_bulk_into` for a `SimpleBulk`'s operations on one index, by column: ids generated
@@ -1139,7 +1149,7 @@ def _simple_into(
                 continue
             touched[shard] = (point, run.positions)
             if parsed is not None:
-                _column_run(index, shard, ops, run, parsed, rows, header, results, later)
+                _column_run(index, shard, ops, run, parsed, rows, header, results)
             else:
                 shard_ops = [
                     (pos, ops[pos], doc_id, auto)
@@ -1205,15 +1215,14 @@ def _parsed_batch(
     index: Index, positions: list[int], sources: list[bytes], prepared: PreparedBatch | None
 ) -> tuple[ParsedBatch | None, list[int]]:
     """A shard's index/create documents (at these positions of the request) parsed together, and
-    the row of each: from the batch parsed before the slot (`bulk_offload.prepare`) while the
-    mapping is at the version it was parsed against (a batch parses each document alone, so the
-    rows of a larger batch hold what this shard's own would), else parsed here (None: one by one).
-    A data stream's backing index parses here: its documents need an `@timestamp`, which
-    `Index.parse_batch` checks."""
+    the row of each: from the worker's batch while the mapping is at the version it was parsed
+    against (a batch parses each document alone, so the rows of a larger batch hold what this
+    shard's own would), else parsed here (None: one by one). A data stream's backing index parses
+    here: its documents need an `@timestamp`, which `Index.parse_batch` checks."""
     if prepared is not None and index.data_stream is None and index.mapping.version == prepared.version:
-        rows = prepared.row_of[positions]
-        if (rows >= 0).all():
-            return prepared.batch, rows.tolist()
+        rows = list(map(prepared.row_of.get, positions))
+        if None not in rows:
+            return prepared.batch, rows  # type: ignore[return-value]
     return index.parse_batch(sources), list(range(len(sources)))
 
 
@@ -1388,16 +1397,14 @@ def _column_run(
     rows: list[int],
     header: dict[str, int],
     results: list,
-    later: list[Callable[[], None]],
 ) -> None:
-    """Plain index/create operations of one shard (`_plain`), checked and applied by column
-    (`IndexColumns`, `_column_write`); answered by column after the slot (`_column_items`, added
-    to `later`: rendering the items was ~25% of the slot's time). `ops[pos]`: the operation at
-    a position, for an item that is not a success."""
+    """Plain index/create operations of one shard (`_plain`), checked, applied and answered by
+    column (`IndexColumns`, `_column_write`, `_column_items`). `ops[pos]`: the operation at a
+    position, for an item that is not a success."""
     written = _column_write(index, shard, ops, run, batch, rows, results)
     if written is not None:
         run, write = written
-        later.append(partial(_column_items, index, ops, run, header, results, apply_write(shard, write)))
+        _column_items(index, ops, run, header, results, apply_write(shard, write))
 
 
 def _column_write(

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -40,6 +40,3 @@ class WriteServices:
     tasks: TaskManager
     #: Updates and by-query operations run scripts, inline or stored.
     scripts: StoredScripts
-    #: Held by the one bulk request that found the slot free and parses in its own thread before
-    #: taking it: a request arriving meanwhile parses in a worker, as if the slot were taken.
-    parsing: threading.Lock = field(default_factory=threading.Lock)

@@ -20,7 +20,7 @@ from leafsearch.indices.open_close import close_indices
 from leafsearch.node.node import Node
 from leafsearch.request.indices_options import IndicesOptions
 from leafsearch.security.subject import SecurityException
-from leafsearch.write import bulk_offload
+from leafsearch.write import documents
 from leafsearch.write.bulk_columns import parse_simple
 from leafsearch.write.bulk_request import parse_bulk
 
@@ -48,7 +48,7 @@ def nodes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Nod
     def simple_unless_per_op(body: bytes, index: str | None, routing: str | None):
         return None if getattr(per_op, "on", False) else parse_simple(body, index, routing)
 
-    monkeypatch.setattr(bulk_offload, "parse_simple", simple_unless_per_op)
+    monkeypatch.setattr(documents, "parse_simple", simple_unless_per_op)
     with (
         Node(tmp_path / "columns", background=False) as columns,
         Node(tmp_path / "ops", background=False) as ops,
