@@ -219,11 +219,15 @@ def test_a_walk_reads_every_document_of_its_point_in_time_once_while_a_client_wr
                 http.put(f"/logs/_doc/{doc_id}?refresh=true", json={"msg": "during the walk", "n": -i})
                 http.delete(f"/logs/_doc/{i}?refresh=true")
                 written.append(doc_id)
+                first.set()
                 i += 1
 
+    first = threading.Event()  # (the walk began with its first page: a write now is during it)
     thread = threading.Thread(target=writer)
     thread.start()
     try:
+        # The rest of the walk may take less than one write: it goes on once one is in.
+        assert first.wait(timeout=60), "the writer could not write"
         click(browser, "#walk-all")
         wait_for(browser, lambda: status(browser, "state") == "done")
     finally:
