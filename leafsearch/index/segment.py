@@ -317,9 +317,10 @@ class SegmentWriter:
         fsync_dir(folder.parent)
 
 
-def _distinct(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def distinct(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """`np.unique(values, return_inverse=True)` of non-negative ints, without its sort when they
-    are dense (a walk's blocks, unordered in the hash layout): a mark per value in their span."""
+    are dense (a walk's blocks, unordered in the hash layout; a merge's keyword ordinals): a mark
+    per value in their span."""
     if not len(values):
         return values, values
     low = int(values.min())
@@ -583,7 +584,7 @@ class Segment:
         """Raw `_source` bytes of documents, decompressing each needed block once: a batch of a
         thousand documents costs a few dozen block reads and a thousand slices."""
         places, in_block = self._source_places(np.asarray(docs, dtype=np.int64))
-        needed, which = _distinct(in_block)
+        needed, which = distinct(in_block)
         # A walk in index order (an export, a `_doc` scroll, a hash slice's) reads each block
         # once, and keeping them would only push scattered hits' blocks out: consecutive blocks,
         # or in the hash layout at least one of each group's.
