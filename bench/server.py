@@ -266,19 +266,23 @@ class Server:
         """CPU seconds (user + system) used so far by the server process (all its threads, ended
         ones included) and by the processes below it (search and merge workers), from
         /proc/<pid>/stat, at the kernel's tick (10 ms): meant for runs of seconds."""
+        roles = self.cpu_by_role()
+        own = roles.pop("server", 0.0)
+        return own, sum(roles.values())
+
+    def cpu_by_role(self) -> dict[str, float]:
+        """`cpu_seconds` of each `process_role` below the server (the server's own included);
+        processes that ended meanwhile count nothing."""
         tick = os.sysconf("SC_CLK_TCK")
-        own = below = 0.0
+        roles: dict[str, float] = {}
         for pid in _descendants(self.pid):
             try:
-                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                fields = _stat_fields(pid)
             except OSError:  # ended meanwhile
                 continue
-            seconds = (int(fields[11]) + int(fields[12])) / tick
-            if pid == self.pid:
-                own = seconds
-            else:
-                below += seconds
-        return own, below
+            role = process_role(pid, self.pid)
+            roles[role] = roles.get(role, 0.0) + (int(fields[11]) + int(fields[12])) / tick
+        return roles
 
     def memory_kb(self, field: str) -> int:
         """`VmHWM` (peak), `VmRSS` (current) or `Pss` of the server's processes, in kB."""

@@ -73,25 +73,43 @@ def _concurrent_clients(ctx: Context, kind: str, seed: int) -> tuple[float, Cpu 
     n = len(ctx.dataset)
     create_index(ctx, PARALLEL_INDEX)
     args = [(ctx.url, kind, n, seed, part) for part in range(CLIENTS)]
-    before = ctx.server.cpu_seconds() if ctx.server is not None else None
+    before = ctx.server.cpu_by_role() if ctx.server is not None else None
     parts, seconds = in_processes(_client_worker, args, start_timeout=300, budget=WORKER_BUDGET_S)
-    after = ctx.server.cpu_seconds() if ctx.server is not None else None
+    after = ctx.server.cpu_by_role() if ctx.server is not None else None
     seconds += searchable(ctx, PARALLEL_INDEX, Stopwatch())
+    merged = ctx.server.cpu_by_role() if ctx.server is not None else None
     indexed = sum(part[0] for part in parts)
     seen = count(ctx, PARALLEL_INDEX)
     check(indexed == n and seen == n, f"{CLIENTS} clients indexed {indexed}, _count {seen}, want {n}")
     ctx.http.raw("DELETE", f"/{PARALLEL_INDEX}")
     cpu = None
-    if before is not None and after is not None:
-        cpu = Cpu(after[0] - before[0], after[1] - before[1], sum(part[1] for part in parts), n)
+    if before is not None and after is not None and merged is not None:
+        # (roles as they are after: the merge worker starts with the first merge)
+        spent = {role: cpu - before.get(role, 0.0) for role, cpu in after.items()}
+        to_merged = {role: cpu - before.get(role, 0.0) for role, cpu in merged.items()}
+        server = spent.pop("server", 0.0)
+        clients = sum(part[1] for part in parts)
+        until_merged = (to_merged.get("search worker", 0.0), to_merged.get("merge worker", 0.0))
+        cpu = Cpu(server, sum(spent.values()), clients, n, *until_merged)
     return n / seconds, cpu
 
 
 class Cpu:
-    """CPU seconds of an indexing run: the server process, its worker processes, the clients."""
+    """CPU seconds of an indexing run: the server process, its worker processes, the clients,
+    until the clients were done; and the search workers' (builds, parsing) and the merge worker's
+    until the load was searchable and merged (the builds and merges it left running included)."""
 
-    def __init__(self, server: float, workers: float, clients: float, docs: int) -> None:
+    def __init__(
+        self,
+        server: float,
+        workers: float,
+        clients: float,
+        docs: int,
+        search_merged: float = 0.0,
+        merge_merged: float = 0.0,
+    ) -> None:
         self.server, self.workers, self.clients, self.docs = server, workers, clients, docs
+        self.search_merged, self.merge_merged = search_merged, merge_merged
 
     def per_doc(self, seconds: float) -> float:
         return seconds / self.docs * 1e6
@@ -113,6 +131,8 @@ def run(ctx: Context) -> list[Row]:
     raw_server = rec.plan(f"raw NDJSON, {CLIENTS} clients: server process CPU", "us/doc")
     raw_workers = rec.plan(f"raw NDJSON, {CLIENTS} clients: worker processes CPU", "us/doc")
     raw_clients = rec.plan(f"raw NDJSON, {CLIENTS} clients: client processes CPU", "us/doc")
+    raw_search = rec.plan(f"raw NDJSON, {CLIENTS} clients until merged: search workers CPU", "us/doc")
+    raw_merge = rec.plan(f"raw NDJSON, {CLIENTS} clients until merged: merge worker CPU", "us/doc")
     disk = rec.plan("data folder after refresh (du / N)", "bytes/doc", ("<=", 240))
     rss = rec.plan("server peak RSS after indexing (VmHWM)", "MB", ("<=", 1024))
     restart = rec.plan("restart after kill -9 until _count = N", "s", ("<=", 2))
@@ -174,7 +194,7 @@ def run(ctx: Context) -> list[Row]:
     with rec.step(bulk_many, bulk_ratio):
         rec.set(bulk_many, _concurrent_clients(ctx, "helpers", ctx.seed)[0])
         rec.set(bulk_ratio, rec.value(bulk_many) / rec.value(bulk))
-    with rec.step(raw_many, raw_ratio, raw_server, raw_workers, raw_clients):
+    with rec.step(raw_many, raw_ratio, raw_server, raw_workers, raw_clients, raw_search, raw_merge):
         docs_per_s, cpu = _concurrent_clients(ctx, "raw", ctx.seed)
         rec.set(raw_many, docs_per_s)
         rec.set(raw_ratio, rec.value(raw_many) / rec.value(raw))
@@ -183,6 +203,8 @@ def run(ctx: Context) -> list[Row]:
         rec.set(raw_server, cpu.per_doc(cpu.server))
         rec.set(raw_workers, cpu.per_doc(cpu.workers))
         rec.set(raw_clients, cpu.per_doc(cpu.clients))
+        rec.set(raw_search, cpu.per_doc(cpu.search_merged))
+        rec.set(raw_merge, cpu.per_doc(cpu.merge_merged))
 
     with rec.step(restart):
         rec.value(bulk)

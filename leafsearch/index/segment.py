@@ -80,6 +80,10 @@ def build_doc_values(docs: np.ndarray, values: np.ndarray, max_doc: int, *, dedu
     return {"values": values, "offsets": offsets}
 
 
+#: Up to this many terms a buffer's postings are ordered by a radix sort of the term ids (16 bits).
+_RADIX_TERMS = 1 << 16
+
+
 def build_postings(
     term_ids: np.ndarray, docs: np.ndarray, positions: np.ndarray, num_terms: int, max_doc: int
 ) -> dict:
@@ -88,21 +92,17 @@ def build_postings(
     Occurrences must come in (doc, position) order within each term once stably sorted by term,
     which is how both the buffer (arrival order) and a merge (segment order) supply them.
     """
-    key = term_ids.astype(np.int64)  # (a copy, computed in place: no array of it more at once)
-    key *= max(max_doc, 1)
-    key += docs
-    n = len(key)
-    if max(num_terms, 1) * max(max_doc, 1) * max(n, 1) < 2**63:
-        # The stable order as one sort of (key, occurrence) packed in an int64: several times
-        # cheaper than a stable argsort, which is a merge sort. In place, as above.
-        key *= n
-        key += np.arange(n, dtype=np.int64)
-        key.sort()
-        order = key % n
-        key //= n
+    n = len(term_ids)
+    if num_terms <= _RADIX_TERMS and (n < 2 or bool((docs[1:] >= docs[:-1]).all())):
+        # Occurrences in doc order (a buffer without an index sort): a stable sort by term alone
+        # gives (term, doc, position) order, and numpy sorts 16-bit keys by radix in one pass
+        # (288,000 bench tokens: 2 ms against 17 for the packed sort below).
+        order = term_ids.astype(np.uint16).argsort(kind="stable")
+        key = term_ids[order].astype(np.int64, copy=False)
+        key *= max(max_doc, 1)
+        key += docs[order]
     else:
-        order = np.argsort(key, kind="stable")
-        key = key[order]
+        key, order = _postings_order(term_ids, docs, num_terms, max_doc)
     positions = positions[order]
     if len(key):
         starts = np.flatnonzero(np.concatenate(([True], key[1:] != key[:-1])))
@@ -119,6 +119,28 @@ def build_postings(
         "post_freqs": freqs,
         "positions": positions,
     }
+
+
+def _postings_order(
+    term_ids: np.ndarray, docs: np.ndarray, num_terms: int, max_doc: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """(term * max_doc + doc of each occurrence, sorted; the stable order that sorts them)."""
+    key = term_ids.astype(np.int64)  # (a copy, computed in place: no array of it more at once)
+    key *= max(max_doc, 1)
+    key += docs
+    n = len(key)
+    if max(num_terms, 1) * max(max_doc, 1) * max(n, 1) < 2**63:
+        # The stable order as one sort of (key, occurrence) packed in an int64: several times
+        # cheaper than a stable argsort, which is a merge sort. In place, as above.
+        key *= n
+        key += np.arange(n, dtype=np.int64)
+        key.sort()
+        order = key % n
+        key //= n
+    else:
+        order = np.argsort(key, kind="stable")
+        key = key[order]
+    return key, order
 
 
 #: Derived columns no request holds that a segment keeps (`Segment.hold_derived`).
@@ -295,9 +317,10 @@ class SegmentWriter:
         fsync_dir(folder.parent)
 
 
-def _distinct(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def distinct(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """`np.unique(values, return_inverse=True)` of non-negative ints, without its sort when they
-    are dense (a walk's blocks, unordered in the hash layout): a mark per value in their span."""
+    are dense (a walk's blocks, unordered in the hash layout; a merge's keyword ordinals): a mark
+    per value in their span."""
     if not len(values):
         return values, values
     low = int(values.min())
@@ -561,7 +584,7 @@ class Segment:
         """Raw `_source` bytes of documents, decompressing each needed block once: a batch of a
         thousand documents costs a few dozen block reads and a thousand slices."""
         places, in_block = self._source_places(np.asarray(docs, dtype=np.int64))
-        needed, which = _distinct(in_block)
+        needed, which = distinct(in_block)
         # A walk in index order (an export, a `_doc` scroll, a hash slice's) reads each block
         # once, and keeping them would only push scattered hits' blocks out: consecutive blocks,
         # or in the hash layout at least one of each group's.

@@ -29,6 +29,7 @@ from leafsearch.index.segment import (
     SegmentWriter,
     build_doc_values,
     build_postings,
+    distinct,
     to_term_array,
 )
 from leafsearch.index.vector_graph import GraphSpec
@@ -413,10 +414,8 @@ def _merge_keyword(writer: SegmentWriter, path: str, cols: list, max_doc: int) -
         docs.append(d)
         ords.append(tmap[o.astype(np.int64)])
     d, o = _cat(docs), _cat(ords)
-    used = np.unique(o)
-    remap_used = np.full(len(merged), -1, dtype=np.int64)
-    remap_used[used] = np.arange(len(used))
-    writer.add_keyword(path, merged[used], build_doc_values(d, remap_used[o], max_doc, dedupe=True))
+    used, used_ords = distinct(o)  # the terms a live document still holds
+    writer.add_keyword(path, merged[used], build_doc_values(d, used_ords, max_doc, dedupe=True))
 
 
 def _merge_numeric(writer: SegmentWriter, path: str, kind: str, cols: list, max_doc: int) -> None:

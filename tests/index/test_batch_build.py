@@ -19,6 +19,7 @@ from leafsearch.index.buffer_wire import PackedBuffer, build_packed
 from leafsearch.index.interning import Spans, intern
 from leafsearch.index.mapping import Mapping
 from leafsearch.index.mapping_batch import parse_batch
+from leafsearch.index.segment import build_postings
 from leafsearch.index.segment_build import segment_from_buffer
 from tests.index.test_buffer_wire import _files
 
@@ -205,3 +206,26 @@ def test_a_build_numbers_terms_as_one_value_at_a_time_does(
     monkeypatch.setattr(segment_build, "intern", one_at_a_time)
     segment_from_buffer(buffer, tmp_path / "dict")
     assert _files(tmp_path / "spans") == _files(tmp_path / "dict")
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_postings_are_term_doc_position_ordered_whatever_the_occurrences_order(seed: int) -> None:
+    """`build_postings` against a lexsort of (term, doc, occurrence): occurrences in doc order
+    (a buffer's, sorted by term alone) and out of it (index-sorted docs), few and many terms
+    (over the 16-bit radix path's), none and one."""
+    rng = np.random.default_rng(seed)
+    for n, num_terms, max_doc in [(0, 0, 0), (1, 1, 1), (5_000, 40, 300), (5_000, 70_000, 300), (300, 3, 2)]:
+        for in_doc_order in (True, False):
+            tids = rng.integers(0, max(num_terms, 1), n)
+            docs = rng.integers(0, max(max_doc, 1), n)
+            if in_doc_order:
+                docs.sort()
+            positions = rng.integers(0, 1_000, n)
+            got = build_postings(tids, docs, positions, num_terms, max_doc)
+            order = np.lexsort((np.arange(n), docs, tids))
+            entries, freqs = np.unique(np.stack([tids, docs]).reshape(2, n), axis=1, return_counts=True)
+            per_term = np.bincount(entries[0], minlength=num_terms)
+            assert got["post_offsets"].tolist() == [0, *np.cumsum(per_term).tolist()]
+            assert got["post_docs"].tolist() == entries[1].tolist()
+            assert got["post_freqs"].tolist() == freqs.tolist()
+            assert got["positions"].tolist() == positions[order].tolist()
