@@ -981,6 +981,15 @@ class MachineActor:
         answers = self._batch(calls)
         if len(answers) == 1 and isinstance(answers[0], Relayed):
             return answers[0].hits
+        if len(calls) > 1 and all(method == "query" for _, method, _ in calls):
+            # (a query phase's shards here: what their candidates hold of no page stays here)
+            query_and_fetch.machine_candidates(
+                [
+                    (args[0], answer[1])
+                    for (_, _, args), answer in zip(calls, answers, strict=True)
+                    if not isinstance(answer, Refusal)
+                ]
+            )
         return pickle.dumps(answers, protocol=pickle.HIGHEST_PROTOCOL)
 
     def _batch(self, calls: list[ShardCall]) -> list[Any]:
