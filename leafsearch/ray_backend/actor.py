@@ -54,6 +54,7 @@ from typing import Any, NamedTuple
 
 import orjson
 
+from leafsearch.common import wire_pickle
 from leafsearch.common.durable import FOLDER_MODE, private
 from leafsearch.errors import ElasticError, SearchContextMissing, ShardUnavailable
 from leafsearch.index.index import write_json
@@ -990,7 +991,7 @@ class MachineActor:
                     if not isinstance(answer, Refusal)
                 ]
             )
-        return pickle.dumps(answers, protocol=pickle.HIGHEST_PROTOCOL)
+        return wire_pickle.dumps(answers)
 
     def _batch(self, calls: list[ShardCall]) -> list[Any]:
         if not calls:

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 import ray
 from ray.exceptions import ActorUnschedulableError, GetTimeoutError, RayActorError
 
+from leafsearch.common import wire_pickle
 from leafsearch.errors import ElasticError, IndexClosed, SearchContextMissing, ShardFailed, ShardUnavailable
 from leafsearch.index.shard_listing import CopyListing, ShardListing, ShardMissing
 from leafsearch.index.shard_write import DocRead, ShardWrite, ShardWriteOutcome
@@ -168,7 +169,7 @@ class MachineCall:
         self._channels = channels
         self._machine = machine
         self._again = again
-        self._message = pickle.dumps(calls, protocol=pickle.HIGHEST_PROTOCOL)
+        self._message = wire_pickle.dumps(calls)
         self._deadline = time.monotonic() + CALL_TIMEOUT_SECONDS if deadline is None else deadline
         self._lock = threading.Lock()
         self._pending: Pending | _RayTask | None = None
@@ -272,7 +273,7 @@ def send_calls(
         by_machine.setdefault(machine, []).append(i)
     every = None
     if shared and len(by_machine) > 1:
-        every = pickle.dumps([call for _, call, _ in calls], protocol=pickle.HIGHEST_PROTOCOL)
+        every = wire_pickle.dumps([call for _, call, _ in calls])
     waits: list[Callable[[], Any]] = [None] * len(calls)  # type: ignore[list-item]
     for machine, positions in by_machine.items():
         message = [calls[i][1] for i in positions] if every is None else SharedCalls(tuple(positions), every)
