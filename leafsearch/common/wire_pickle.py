@@ -1,7 +1,8 @@
 """Pickles of the shard messages and answers that cost less to load: a search's messages to the
 machine actors and their answers (ray_backend/remote.py, actor.py) are plain data, mostly slots
 dataclasses and small numpy arrays, and their unpickling was the largest part of a W6 search's
-calls on the coordinator (bench/RESULTS.md, "W6's coordinator (session 20)").
+calls on the coordinator (bench/RESULTS.md, "W6's answers: fewer hits, cheaper pickles (session
+20, `ray6`)").
 
 - `ByFields`, a base of such dataclasses: each pickles as its class and its field values, loaded
   by one call of the class (its generated `__init__`), where a slots dataclass's own pickling

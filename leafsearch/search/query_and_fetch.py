@@ -100,10 +100,10 @@ def machine_candidates(answered: list[tuple[ShardQuery, ShardTopDocs]]) -> None:
     best `from + size` hits, rendered) cut, in place, to those among the best `from + size` of
     them all, in the order the coordinator merges them (its `sort_hits` over the shards' hits
     gathered in shard order, ties kept in that order): a hit not among its machine's best is
-    among no page's, so the coordinator's merge and page are the same, from about half the
-    hits over two shards a machine (bench/RESULTS.md, "W6's coordinator (session 20)"). What a
-    shard keeps is the first hits of its answer (its own sort order); answers not all such
-    candidates (a failed fetch among them) are left as they are. O(the hits)."""
+    among no page's, so the coordinator's merge and page are the same, from fewer hits (bench/
+    RESULTS.md, "W6's answers: fewer hits, cheaper pickles (session 20, `ray6`)"). What a shard
+    keeps is the first hits of its answer (its own sort order); answers not all such candidates
+    (a failed fetch among them) are left as they are. O(the hits)."""
     if len(answered) < 2:
         return
     request, plan = answered[0][0].request, answered[0][0].sort

@@ -58,17 +58,22 @@ def _page(hits, request) -> list[tuple[int, int]]:
     return list(zip(hits.target[start:end].tolist(), hits.doc[start:end].tolist(), strict=True))
 
 
+def _sorted_body(rng: random.Random, tiebreakers: list) -> dict:
+    """A search sorted by `v` or `k` (either order, missing first or last), half the time then
+    by one of `tiebreakers`, a page of 1, 7 or 30 from 0 or 4."""
+    field = rng.choice(["v", "k"])
+    sort = [{field: {"order": rng.choice(["asc", "desc"]), "missing": rng.choice(["_first", "_last"])}}]
+    if rng.random() < 0.5:
+        sort.append(rng.choice(tiebreakers))
+    query = rng.choice([{"match_all": {}}, {"match": {"t": rng.choice(WORDS)}}])
+    return {"query": query, "sort": sort, "from": rng.choice([0, 4]), "size": rng.choice([1, 7, 30])}
+
+
 @pytest.mark.parametrize("seed", range(60))
 def test_shards_queried_through_pickled_requests_merge_to_the_full_sort_page(node, seed: int) -> None:
     """Every ShardQuery and ShardTopDocs goes through pickle (as to a shard in another process);
     the merged page equals the page of the full sort over both indices."""
-    rng = random.Random(seed)
-    field = rng.choice(["v", "k"])
-    sort = [{field: {"order": rng.choice(["asc", "desc"]), "missing": rng.choice(["_first", "_last"])}}]
-    if rng.random() < 0.5:
-        sort.append({rng.choice(["v", "k"]): "asc"})
-    query = rng.choice([{"match_all": {}}, {"match": {"t": rng.choice(WORDS)}}])
-    body = {"query": query, "sort": sort, "from": rng.choice([0, 4]), "size": rng.choice([1, 7, 30])}
+    body = _sorted_body(random.Random(seed), [{"v": "asc"}, {"k": "asc"}])
     request = parse_search_request(body, {})
     targets = acquire_targets([node.indices["floats"], node.indices["ints"]])
     try:
@@ -321,13 +326,7 @@ def test_a_machines_candidates_cut_to_its_best_merge_to_the_same_page(node, seed
     shards) cut to the best `from + size` of that machine's hits (`machine_candidates`) merge to
     the same page, hit for hit and byte for byte, as the answers uncut; ties (a keyword of three
     terms, documents without a value) included. The cut keeps at most `from + size` a machine."""
-    rng = random.Random(seed)
-    field = rng.choice(["v", "k"])
-    sort = [{field: {"order": rng.choice(["asc", "desc"]), "missing": rng.choice(["_first", "_last"])}}]
-    if rng.random() < 0.5:
-        sort.append(rng.choice(["_score", {"k": "desc"}, {"v": "asc"}]))
-    query = rng.choice([{"match_all": {}}, {"match": {"t": rng.choice(WORDS)}}])
-    body = {"query": query, "sort": sort, "from": rng.choice([0, 4]), "size": rng.choice([1, 7, 30])}
+    body = _sorted_body(random.Random(seed), ["_score", {"k": "desc"}, {"v": "asc"}])
     request = parse_search_request(body, {})
     targets = acquire_targets([node.indices["floats"], node.indices["ints"]])
     try:
