@@ -54,6 +54,7 @@ from typing import Any, NamedTuple
 
 import orjson
 
+from leafsearch.common import wire_pickle
 from leafsearch.common.durable import FOLDER_MODE, private
 from leafsearch.errors import ElasticError, SearchContextMissing, ShardUnavailable
 from leafsearch.index.index import write_json
@@ -163,8 +164,10 @@ class ShardActor:
         #: names; and those that failed one since (`tracked`).
         self.tracking: dict[str, str] = {}
         self._tracking_failed: set[str] = set()
-        self._recovering: set[str] = set()
-        self._recovery_lock = threading.Lock()
+        #: The copies this primary is recovering now: allocation id -> (the claim's attempt, set
+        #: to stop its copy: `cancel_recovery`, or a later claim's `recover_to`).
+        self._recovering: dict[str, tuple[int, threading.Event]] = {}
+        self._recovery_lock = threading.Condition()
         #: Search calls served, by method (`stats`: what a search costs in calls, bench/ray_cluster.py).
         self._calls: Counter[str] = Counter()
         self._calls_lock = threading.Lock()
@@ -343,22 +346,35 @@ class ShardActor:
 
     # ---- recovery: this copy the primary, another recovering from it ----------------------
 
-    def recover_to(self, machine: str, allocation_id: str, folder: str, state: IndexState, order: int) -> Any:
-        """Recover the copy `allocation_id` on `machine` (in `folder`) from this primary: it starts
-        over empty (`MachineActor.start_recovery`); under the write lock this copy starts sending
-        it every write and takes a snapshot (refreshed: every operation before is in its
-        segments); the snapshot's files then go to it through Ray, file by file, and it opens from
-        them, replaying the writes it received meanwhile (`finish_recovery`). Answers what was
-        sent (files, bytes, operations replayed, the times); a recovery of that copy already
-        running is refused."""
+    def recover_to(
+        self, machine: str, allocation_id: str, folder: str, state: IndexState, order: int, attempt: int
+    ) -> Any:
+        """Recover the copy `allocation_id` on `machine` (in `folder`) from this primary, for the
+        claim `attempt` (replication.py `claim_recovery`): it starts over empty
+        (`MachineActor.start_recovery`); under the write lock this copy starts sending it every
+        write and takes a snapshot (refreshed: every operation before is in its segments); the
+        snapshot's files then go to it through Ray, piece by piece, and it opens from them,
+        replaying the writes it received meanwhile (`finish_recovery`). Answers what was sent
+        (files, bytes, operations replayed, the times). A recovery of that copy already running
+        for the same or a later claim is refused; one for an earlier claim (its owner lost it:
+        this one took it over) is stopped first. A stopped copy (`cancel_recovery`) fails
+        between two pieces."""
         import numpy as np
 
         with self._recovery_lock:
-            if allocation_id in self._recovering:
-                return Refusal(
-                    ElasticError(f"{self._describe()} is already recovering [{allocation_id}]", status=409)
-                )
-            self._recovering.add(allocation_id)
+            while (running := self._recovering.get(allocation_id)) is not None:
+                if running[0] < attempt:  # (an earlier claim's: it stops before its next piece)
+                    running[1].set()
+                if running[0] >= attempt or not self._recovery_lock.wait(REPLICA_TIMEOUT_SECONDS):
+                    busy = f"{self._describe()} is already recovering [{allocation_id}]"
+                    return Refusal(ElasticError(busy, status=409))
+            cancelled = threading.Event()
+            self._recovering[allocation_id] = (attempt, cancelled)
+
+        def going_on() -> None:
+            if cancelled.is_set():
+                raise ElasticError(f"stopped: claim [{attempt}] was lost or taken over")
+
         started = time.time()
         key = (self.index.uuid, self.shard_id)
         try:
@@ -386,6 +402,7 @@ class ShardActor:
                             while True:
                                 chunk = fh.read(RECOVERY_CHUNK_BYTES)
                                 if chunk or offset == 0:  # (an empty file is sent too)
+                                    going_on()
                                     _ask(target, key, "recovery_file", (name, offset, chunk))
                                 offset += len(chunk)
                                 if len(chunk) < RECOVERY_CHUNK_BYTES:
@@ -396,6 +413,7 @@ class ShardActor:
                         np.save(buffer, view.live)
                         live[segment.name] = buffer.getvalue()
                 manifest |= {"segments": [view.segment.name for view in searcher.views], "live": live}
+                going_on()
                 ops = _ask(target, key, "finish_recovery", (manifest,))
             finally:
                 searcher.release()
@@ -405,8 +423,20 @@ class ShardActor:
             return Refusal(ElasticError(f"{self._describe()} recovery of [{allocation_id}] failed: {error}"))
         finally:
             with self._recovery_lock:
-                self._recovering.discard(allocation_id)
+                del self._recovering[allocation_id]
+                self._recovery_lock.notify_all()
         return {"files": files, "bytes": sent, "ops": ops, "start": started, "stop": time.time()}
+
+    def cancel_recovery(self, allocation_id: str, attempt: int) -> bool:
+        """Stop the copy to `allocation_id` of the claim `attempt` (its owner lost the claim:
+        remote.py `RemoteIndex.recover`), which fails before its next piece; whether it was
+        running."""
+        with self._recovery_lock:
+            running = self._recovering.get(allocation_id)
+            if running is None or running[0] != attempt:
+                return False
+            running[1].set()
+            return True
 
     def tracked(self, allocation_id: str) -> bool:
         """Whether a recovered copy received every write since its recovery began (it failed
@@ -828,6 +858,7 @@ SHARD_METHODS = frozenset(
         "write",
         "replicate",
         "recover_to",
+        "cancel_recovery",
         "tracked",
         "untrack",
         "start_recovery",
@@ -951,7 +982,16 @@ class MachineActor:
         answers = self._batch(calls)
         if len(answers) == 1 and isinstance(answers[0], Relayed):
             return answers[0].hits
-        return pickle.dumps(answers, protocol=pickle.HIGHEST_PROTOCOL)
+        if len(calls) > 1 and all(method == "query" for _, method, _ in calls):
+            # (a query phase's shards here: what their candidates hold of no page stays here)
+            query_and_fetch.machine_candidates(
+                [
+                    (args[0], answer[1])
+                    for (_, _, args), answer in zip(calls, answers, strict=True)
+                    if not isinstance(answer, Refusal)
+                ]
+            )
+        return wire_pickle.dumps(answers)
 
     def _batch(self, calls: list[ShardCall]) -> list[Any]:
         if not calls:

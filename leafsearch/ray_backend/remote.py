@@ -38,12 +38,16 @@ from typing import TYPE_CHECKING, Any
 import ray
 from ray.exceptions import ActorUnschedulableError, GetTimeoutError, RayActorError
 
+from leafsearch.common import wire_pickle
 from leafsearch.errors import ElasticError, IndexClosed, SearchContextMissing, ShardFailed, ShardUnavailable
 from leafsearch.index.shard_listing import CopyListing, ShardListing, ShardMissing
 from leafsearch.index.shard_write import DocRead, ShardWrite, ShardWriteOutcome
 from leafsearch.ray_backend.actor import Refusal, ShardCall, ShardKey, SharedCalls
 from leafsearch.ray_backend.channel import ChannelBroken, Channels, ChannelTimeout, Pending
+from leafsearch.ray_backend.recovery_lease import LeaseRenewal
 from leafsearch.ray_backend.replication import (
+    RECOVERY_LEASE_SECONDS,
+    RECOVERY_RENEW_SECONDS,
     Replicated,
     ShardMap,
     ShardMaps,
@@ -53,6 +57,7 @@ from leafsearch.ray_backend.replication import (
     promote,
     recovery_stage,
     remove_copies,
+    renew_recovery,
     resize,
 )
 from leafsearch.search.dfs import DfsStats
@@ -124,6 +129,10 @@ def unavailable_for_write(index: Index, shard_id: int, count: int, cause: Except
     )
 
 
+#: How long a coordinator waits for a primary's copy to a recovering replica (`recover_to`: every
+#: file of the shard): Elasticsearch's `indices.recovery.internal_action_long_timeout`. Its claim
+#: is renewed meanwhile (recovery_lease.py), each piece it sends bounded on the primary.
+RECOVERY_CALL_SECONDS = 30 * 60.0
 #: Seconds between a read's tries while its machine actor restarts (`MachineCall`).
 RETRY_PAUSE_SECONDS = 0.05
 
@@ -160,7 +169,7 @@ class MachineCall:
         self._channels = channels
         self._machine = machine
         self._again = again
-        self._message = pickle.dumps(calls, protocol=pickle.HIGHEST_PROTOCOL)
+        self._message = wire_pickle.dumps(calls)
         self._deadline = time.monotonic() + CALL_TIMEOUT_SECONDS if deadline is None else deadline
         self._lock = threading.Lock()
         self._pending: Pending | _RayTask | None = None
@@ -264,7 +273,7 @@ def send_calls(
         by_machine.setdefault(machine, []).append(i)
     every = None
     if shared and len(by_machine) > 1:
-        every = pickle.dumps([call for _, call, _ in calls], protocol=pickle.HIGHEST_PROTOCOL)
+        every = wire_pickle.dumps([call for _, call, _ in calls])
     waits: list[Callable[[], Any]] = [None] * len(calls)  # type: ignore[list-item]
     for machine, positions in by_machine.items():
         message = [calls[i][1] for i in positions] if every is None else SharedCalls(tuple(positions), every)
@@ -750,9 +759,11 @@ class RemoteIndex:
         (replication.py `claim_recovery`: another coordinator's, or the copy in sync meanwhile,
         leaves it alone): `ShardActor.recover_to` (files, then the writes sent meanwhile), then
         the copy joins the in-sync set, unless the claim or the primary changed, or it missed a
-        write since; its stages and counts in the claim (`_cat/recovery`). A copy that joined
-        stays tracked by the primary, which sends it every write from then on, named or not:
-        a write a coordinator sent from a shard map older than the join does not name it."""
+        write since; its stages and counts in the claim (`_cat/recovery`). The claim is renewed
+        meanwhile (recovery_lease.py): lost, the primary stops its copy and the recovery fails,
+        for the claim's new owner to run. A copy that joined stays tracked by the primary, which
+        sends it every write from then on, named or not: a write a coordinator sent from a shard
+        map older than the join does not name it."""
         key = (shard_id, copy["id"])
         owner = self.backend.owner
         try:
@@ -760,32 +771,60 @@ class RemoteIndex:
                 return
             shard_map = self.shard_map
             primary, term = shard_map.primary(shard_id), shard_map.term(shard_id)
+            attempt = _attempt(shard_map, shard_id, copy["id"])
             stage = partial(recovery_stage, shard_id, copy["id"], owner)
-            args = (copy["node"], copy["id"], copy["folder"], self.state(), self.index.shared_version)
-            try:
-                done = self.call_copy(shard_id, primary, "recover_to", *args)
-                counts = {"files": done["files"], "bytes": done["bytes"], "ops": done["ops"]}
-                added = self.change_map(stage("finalize", time.time(), **counts))
-                if added and not self.call_copy(shard_id, primary, "tracked", copy["id"]):
-                    self.drop_copies(shard_id, (copy["id"],), term)  # it missed a write meanwhile
+            renewal = LeaseRenewal(
+                partial(self._renew_claim, shard_id, copy["id"], attempt),
+                partial(self._stop_copy, shard_id, primary, copy["id"], attempt),
+                RECOVERY_RENEW_SECONDS,
+                RECOVERY_LEASE_SECONDS,
+            )
+            state = self.state()
+            args = (copy["node"], copy["id"], copy["folder"], state, self.index.shared_version, attempt)
+            with renewal:
+                try:
+                    deadline = time.monotonic() + RECOVERY_CALL_SECONDS
+                    done = self.call_copy(shard_id, primary, "recover_to", *args, deadline=deadline)
+                    counts = {"files": done["files"], "bytes": done["bytes"], "ops": done["ops"]}
+                    added = self.change_map(stage("finalize", time.time(), **counts))
+                    if added and not self.call_copy(shard_id, primary, "tracked", copy["id"]):
+                        self.drop_copies(shard_id, (copy["id"],), term)  # it missed a write meanwhile
+                        added = False
+                    if not added:  # (joined, it stays tracked: `ShardActor._targets`)
+                        with contextlib.suppress(ElasticError):
+                            self.call_copy(shard_id, primary, "untrack", copy["id"])
+                except ElasticError as exc:
+                    _log.warning("%s: recovering [%s] failed: %s", self.describe(shard_id), copy["id"], exc)
                     added = False
-                if not added:  # (joined, it stays tracked: `ShardActor._targets`)
-                    with contextlib.suppress(ElasticError):
-                        self.call_copy(shard_id, primary, "untrack", copy["id"])
-            except ElasticError as exc:
-                _log.warning("%s: recovering [%s] failed: %s", self.describe(shard_id), copy["id"], exc)
-                added = False
             self.change_map(stage("done" if added else "failed", time.time()))
         except ElasticError as exc:  # (the shard map's compare-and-sets: the next reconcile tries again)
             _log.warning("%s: the recovery of [%s] stopped: %s", self.describe(shard_id), copy["id"], exc)
         finally:
             self._recovering.discard(key)
 
-    def call_copy(self, shard_id: int, copy: dict[str, str], method: str, *args: Any) -> Any:
-        """`method` on one copy of a shard, waited for."""
+    def _renew_claim(self, shard_id: int, allocation_id: str, attempt: int) -> bool:
+        """Renew this coordinator's claim `attempt` on a copy's recovery (`recover`); whether it
+        still holds."""
+        owner = self.backend.owner
+        return self.change_map(renew_recovery(shard_id, allocation_id, owner, attempt, time.time()))
+
+    def _stop_copy(self, shard_id: int, primary: dict[str, str], allocation_id: str, attempt: int) -> None:
+        """This coordinator lost its claim `attempt` on a copy's recovery: the primary stops
+        copying (`ShardActor.cancel_recovery`), and the recovery fails (`recover`). A primary
+        that cannot answer is not copying either, or stops when the next claim's copy begins."""
+        _log.warning("%s: the claim on recovering [%s] was lost", self.describe(shard_id), allocation_id)
+        with contextlib.suppress(ElasticError):
+            self.call_copy(shard_id, primary, "cancel_recovery", allocation_id, attempt)
+
+    def call_copy(
+        self, shard_id: int, copy: dict[str, str], method: str, *args: Any, deadline: float | None = None
+    ) -> Any:
+        """`method` on one copy of a shard, waited for (until `deadline`, monotonic; None: the
+        call's timeout)."""
         (wait,) = send_calls(
             self.backend.channels,
             [(self.machine(copy["node"]), (self.key(shard_id), method, args), self.describe(shard_id))],
+            deadline=deadline,
         )
         return wait()
 

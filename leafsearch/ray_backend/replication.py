@@ -28,8 +28,10 @@ replicate.
   compare-and-set of the entry, so one wins, and the copy joins the in-sync set by an edit that
   checks the claim is still its owner's (`recovery_stage`), in the same compare-and-set. Why in
   the map rather than an entry of its own: the claim and the in-sync set change together, never
-  one without the other. A claim whose coordinator died expires (`RECOVERY_LEASE_SECONDS`, wall
-  clock) and another coordinator takes it over.
+  one without the other. The owner renews its claim while the recovery runs (`renew_recovery`,
+  every `RECOVERY_RENEW_SECONDS`), so the lease is short (`RECOVERY_LEASE_SECONDS`, wall clock)
+  whatever the copy's length: a claim whose coordinator died expires within seconds and another
+  coordinator takes it over; an owner that finds its claim lost stops its copy.
 - **Machine keys** are whatever a placement entry's `node` holds; the backend resolves them.
 """
 
@@ -51,10 +53,12 @@ from leafsearch.index.shared_meta import ABSENT, MAX_ROUNDS
 SHARD_MAP = "shards/"
 #: How long a primary waits for a replica's answer before it counts the replica as failed.
 REPLICA_TIMEOUT_SECONDS = 30.0
-#: How long a recovery's claim holds (wall-clock seconds): longer than its calls may wait
-#: (remote.py `CALL_TIMEOUT_SECONDS`, twice), so a live owner never loses it; a dead owner's
-#: expires, and the next coordinator to reconcile claims the copy.
-RECOVERY_LEASE_SECONDS = 150.0
+#: How often the owner of a recovery's claim renews it while the recovery runs (wall-clock seconds).
+RECOVERY_RENEW_SECONDS = 2.0
+#: How long a recovery's claim holds unless renewed (wall-clock seconds): five renewals, so a live
+#: owner whose renewals are late or fail (a busy machine, the metadata actor restarting) keeps
+#: it, and a dead owner's expires within seconds: the next coordinator to reconcile claims the copy.
+RECOVERY_LEASE_SECONDS = 5 * RECOVERY_RENEW_SECONDS
 #: The stages of a recovery whose claim holds (Elasticsearch's `_cat/recovery` stages).
 ACTIVE_STAGES = frozenset({"index", "finalize"})
 
@@ -257,6 +261,26 @@ def claim_recovery(shard_id: int, allocation_id: str, owner: str, now: float) ->
             "bytes": 0,
             "ops": 0,
         }
+        return True
+
+    return edit
+
+
+def renew_recovery(
+    shard_id: int, allocation_id: str, owner: str, attempt: int, now: float
+) -> Callable[[ShardMap], bool]:
+    """The edit by which `owner` renews its claim (its `attempt`) on a copy's recovery while it
+    runs: the claim holds `RECOVERY_LEASE_SECONDS` from `now`. It does not apply (the claim is
+    lost: the owner stops its copy) unless the claim is that one of `owner`'s and still holds at
+    `now`: an expired claim may have been taken over, or be about to be."""
+
+    def edit(shard_map: ShardMap) -> bool:
+        record = shard_map.recovery(shard_id, allocation_id)
+        if record is None or record["owner"] != owner or record["attempt"] != attempt:
+            return False
+        if not shard_map.recovering(shard_id, allocation_id, now):
+            return False
+        record["expires"] = now + RECOVERY_LEASE_SECONDS
         return True
 
     return edit

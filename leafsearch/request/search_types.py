@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from leafsearch.common.wire_pickle import ByFields
 from leafsearch.request.query_dsl import Query, ScriptSpec, query_is_match_all
 
 if TYPE_CHECKING:
@@ -33,7 +34,7 @@ class NestedSort:
 
 
 @dataclass(frozen=True, slots=True)
-class SortSpec:
+class SortSpec(ByFields):
     """One sort key. `missing` is "_last", "_first" or a raw value; `mode` None means the default
     (min for asc, max for desc)."""
 
@@ -107,7 +108,7 @@ class CollapseSpec:
 
 
 @dataclass(slots=True)
-class SearchRequest:
+class SearchRequest(ByFields):
     """A whole search, as the REST layer (or an in-process caller) hands it to `Node.search`."""
 
     query: Query

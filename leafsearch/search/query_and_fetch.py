@@ -28,12 +28,14 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+import numpy as np
+
 from leafsearch.errors import ElasticError
 from leafsearch.request.search_types import SearchRequest
 from leafsearch.search.fetch_phase import fetch_shard, last_sort_values, page_fetches, renders_raw
-from leafsearch.search.hitlist import backwards_page
+from leafsearch.search.hitlist import backwards_page, sort_hits
 from leafsearch.search.phases import page_bounds
-from leafsearch.search.shard_api import FetchAlong, FetchedPage, ShardQuery, ShardTopDocs
+from leafsearch.search.shard_api import FetchAlong, FetchedPage, ShardQuery, ShardTopDocs, merge_columns
 from leafsearch.search.top_hits import LocalShard, merge_top_docs
 
 
@@ -91,3 +93,64 @@ def run_to_cursor(
     except ElasticError as exc:
         top.page = FetchedPage(start, end, fetch.form, None, exc)
     return top, following
+
+
+def machine_candidates(answered: list[tuple[ShardQuery, ShardTopDocs]]) -> None:
+    """The candidates of a machine's shards of one search (`FetchAlong.candidates`: each shard's
+    best `from + size` hits, rendered) cut, in place, to those among the best `from + size` of
+    them all, in the order the coordinator merges them (its `sort_hits` over the shards' hits
+    gathered in shard order, ties kept in that order): a hit not among its machine's best is
+    among no page's, so the coordinator's merge and page are the same, from fewer hits (bench/
+    RESULTS.md, "W6's answers: fewer hits, cheaper pickles (session 20, `ray6`)"). What a shard
+    keeps is the first hits of its answer (its own sort order); answers not all such candidates
+    (a failed fetch among them) are left as they are. O(the hits)."""
+    if len(answered) < 2:
+        return
+    request, plan = answered[0][0].request, answered[0][0].sort
+    k = request.from_ + request.size
+    tops = [top for _, top in answered]
+    for query, top in answered:
+        page = top.page
+        if (
+            query.request is not request
+            or query.fetch is None
+            or not query.fetch.candidates
+            or query.collapse is not None
+            or page is None
+            or page.error is not None
+            or page.result is None
+            or page.result.hits is None
+            or (page.start, page.end, len(page.result.hits)) != (0, len(top.docs), len(top.docs))
+        ):
+            return
+    if sum(len(top.docs) for top in tops) <= k:
+        return
+    columns = [
+        merge_columns(spec, kind, [top.columns[i] for top in tops], ())
+        for i, (spec, (kind, _)) in enumerate(zip(plan.specs, plan.resolved, strict=True))
+    ]
+    owner = np.concatenate([np.full(len(top.docs), j, np.int32) for j, top in enumerate(tops)])
+    position = np.concatenate([np.arange(len(top.docs), dtype=np.int64) for top in tops])
+    owner, position, _, _, _ = sort_hits(columns, owner, position, None)
+    owner, position = owner[:k], position[:k]
+    kept = np.bincount(owner, minlength=len(tops))
+    # (each shard's kept hits are the first of its answer; checked: its order is the merge's)
+    firsts = np.concatenate([np.arange(n) for n in kept])
+    if not np.array_equal(position[np.lexsort((position, owner))], firsts):
+        return
+    for top, n in zip(tops, kept.tolist(), strict=True):
+        _keep_first(top, n)
+
+
+def _keep_first(top: ShardTopDocs, n: int) -> None:
+    """A shard's candidates cut to their first `n` (`machine_candidates`)."""
+    if n == len(top.docs):
+        return
+    first = slice(0, n)
+    top.docs = top.docs[first]
+    top.scores = None if top.scores is None else top.scores[first]
+    top.columns = [column.take(first) for column in top.columns]
+    page = top.page
+    assert page is not None and page.result is not None and page.result.hits is not None
+    page.end = n
+    page.result.hits = page.result.hits[first]

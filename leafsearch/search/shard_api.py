@@ -53,6 +53,7 @@ from typing import Any, Literal, Protocol, TypeVar
 
 import numpy as np
 
+from leafsearch.common.wire_pickle import ByFields
 from leafsearch.request.search_types import SearchRequest, SortSpec
 from leafsearch.search.dfs import DfsStats
 from leafsearch.search.profile import ShardProfile
@@ -65,7 +66,7 @@ FetchForm = Literal["page", "hits", "dicts"]
 
 
 @dataclass(frozen=True, slots=True)
-class SortPlan:
+class SortPlan(ByFields):
     """A search's sort as every shard must execute it."""
 
     specs: tuple[SortSpec, ...]
@@ -79,7 +80,7 @@ class SortPlan:
 
 
 @dataclass(frozen=True, slots=True)
-class ShardContextId:
+class ShardContextId(ByFields):
     """A reader context of one shard: the snapshot it pinned at `ShardSearch.open_context`, until
     `free_context` (Elasticsearch's ShardSearchContextId). `session` names the shard service's
     process life, so an id from before a restart is unknown rather than mistaken for a new one."""
@@ -97,7 +98,7 @@ class ShardContextId:
 
 
 @dataclass(frozen=True, slots=True)
-class ShardQuery:
+class ShardQuery(ByFields):
     """One shard's part of a search's query phase."""
 
     request: SearchRequest
@@ -152,7 +153,7 @@ class CollapseFound:
 
 
 @dataclass(frozen=True, slots=True)
-class FetchAlong:
+class FetchAlong(ByFields):
     """What a shard needs, beyond its `ShardQuery`, to fetch the page the coordinator would ask
     of it after merging its answer alone (query_and_fetch.py): the same `ShardFetch`, built by
     the same function from the same hit list. The caller gives `raw` and `last_phase`; top_hits
@@ -177,7 +178,7 @@ class FetchAlong:
 
 
 @dataclass(slots=True)
-class ShardTopDocs:
+class ShardTopDocs(ByFields):
     """A shard's best `from + size` hits in sort order (ties by doc), and what it counted."""
 
     shard_index: int
@@ -198,7 +199,7 @@ class ShardTopDocs:
 
 
 @dataclass(frozen=True, slots=True)
-class ShardFetch:
+class ShardFetch(ByFields):
     """One shard's hits of a page to render (Elasticsearch's ShardFetchSearchRequest), in page
     order, with what the coordinator knows of them from the merge."""
 
@@ -224,7 +225,7 @@ class ShardFetch:
 
 
 @dataclass(slots=True)
-class ShardFetchResult:
+class ShardFetchResult(ByFields):
     """A shard's rendered hits (Elasticsearch's FetchSearchResult), in the order asked."""
 
     shard_index: int
@@ -234,7 +235,7 @@ class ShardFetchResult:
 
 
 @dataclass(slots=True)
-class FetchedPage:
+class FetchedPage(ByFields):
     """The fetch a shard ran with its query (`ShardQuery.fetch`): the page's range in the hit
     list it built, and the fetch's answer, or the error the fetch met (raised where the
     coordinator's fetch would have raised it, so it is reported as a fetch failure)."""

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from leafsearch.common.bounded_cache import BoundedCache
+from leafsearch.common.wire_pickle import ByFields
 from leafsearch.errors import ElasticError, IllegalArgument
 from leafsearch.index.columns import KeywordColumn, NumericColumn, merge_terms, ordinal_column
 from leafsearch.request.search_types import DOC, SCORE, SHARD_DOC, SortSpec
@@ -66,7 +67,7 @@ _INT_KINDS = ("long", "doc", "shard_doc")
 
 
 @dataclass
-class SortColumn:
+class SortColumn(ByFields):
     """Values of one sort spec for the matched documents, in the order they were gathered.
 
     Numeric columns hold, for documents without a value, the value Lucene sorts them by (the

@@ -8,6 +8,7 @@ from typing import Any
 from leafsearch.index.shared_meta import ABSENT
 from leafsearch.ray_backend.replication import (
     RECOVERY_LEASE_SECONDS,
+    RECOVERY_RENEW_SECONDS,
     ShardMaps,
     claim_recovery,
     drop_from_in_sync,
@@ -15,6 +16,7 @@ from leafsearch.ray_backend.replication import (
     promote,
     recovery_stage,
     remove_copies,
+    renew_recovery,
     resize,
 )
 
@@ -154,3 +156,42 @@ def test_one_claim_on_a_recovery_holds_until_it_ends_or_expires() -> None:
     # A copy that leaves the map takes its recovery along.
     gone, done = maps.change("u", taken, remove_copies(0, {"r2"}))
     assert done and gone.recovery(0, "r2") is None and not gone.recovering(0, "r2", later + 1)
+
+
+def test_a_renewed_recovery_holds_past_its_lease_and_a_dead_owners_is_taken_over_in_seconds() -> None:
+    """The owner renews its claim while it copies: the claim holds as long as it renews, however
+    long the copy; only that claim's owner renews it, only while it holds; a claim not renewed
+    (its owner died) expires one lease after its last renewal, a few renewals' time, and another
+    coordinator takes it over; the first owner's renewal then fails (it stops its copy)."""
+    assert 3 * RECOVERY_RENEW_SECONDS <= RECOVERY_LEASE_SECONDS <= 30
+    maps = ShardMaps(Store())
+    first = maps.claim("u", initial_map(placed()))
+    first, _ = maps.change("u", first, drop_from_in_sync(0, ("r1",), 1))
+    mine, done = maps.change("u", first, claim_recovery(0, "r1", "c1", NOW))
+    assert done
+    # Renewed every interval for ten leases: never expired, never taken over.
+    now = NOW
+    for _ in range(int(10 * RECOVERY_LEASE_SECONDS / RECOVERY_RENEW_SECONDS)):
+        now += RECOVERY_RENEW_SECONDS
+        assert not maps.change("u", mine, claim_recovery(0, "r1", "c2", now))[1]
+        mine, done = maps.change("u", mine, renew_recovery(0, "r1", "c1", 1, now))
+        assert done and mine.recovery(0, "r1")["expires"] == now + RECOVERY_LEASE_SECONDS
+    assert now > NOW + 9 * RECOVERY_LEASE_SECONDS and mine.recovering(0, "r1", now)
+    # Another coordinator, or an earlier claim of the owner's, does not renew it.
+    assert not maps.change("u", mine, renew_recovery(0, "r1", "c2", 1, now))[1]
+    assert not maps.change("u", mine, renew_recovery(0, "r1", "c1", 0, now))[1]
+    assert not maps.change("u", mine, renew_recovery(0, "r2", "c1", 1, now))[1]  # (never claimed)
+    # The owner dies: its claim holds one lease past its last renewal, then c2 takes it over.
+    expiry = now + RECOVERY_LEASE_SECONDS
+    assert not maps.change("u", mine, claim_recovery(0, "r1", "c2", expiry - 0.5))[1]
+    late, done = maps.change("u", mine, renew_recovery(0, "r1", "c1", 1, expiry + 0.5))
+    assert not done and not late.recovering(0, "r1", expiry + 0.5)  # (expired: not renewed either)
+    taken, done = maps.change("u", mine, claim_recovery(0, "r1", "c2", expiry + 0.5))
+    assert done and taken.recovery(0, "r1")["owner"] == "c2" and taken.recovery(0, "r1")["attempt"] == 2
+    # The first owner's renewal is refused: the claim is another's (c1 stops its copy).
+    assert not maps.change("u", taken, renew_recovery(0, "r1", "c1", 1, expiry + 1))[1]
+    renewed, done = maps.change("u", taken, renew_recovery(0, "r1", "c2", 2, expiry + 1))
+    assert done and renewed.recovering(0, "r1", expiry + RECOVERY_LEASE_SECONDS)
+    # An ended claim is not renewed.
+    ended, done = maps.change("u", renewed, recovery_stage(0, "r1", "c2", "failed", expiry + 2))
+    assert done and not maps.change("u", ended, renew_recovery(0, "r1", "c2", 2, expiry + 3))[1]

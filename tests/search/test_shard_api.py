@@ -18,14 +18,14 @@ import leafsearch
 from leafsearch.indices import admin
 from leafsearch.request.search_request import parse_search_request
 from leafsearch.rest.render import to_json
-from leafsearch.search import phases, top_hits
+from leafsearch.search import phases, query_and_fetch, top_hits
 from leafsearch.search.dfs import DfsStats
 from leafsearch.search.fetch_phase import last_sort_values
 from leafsearch.search.guard import SearchGuard
 from leafsearch.search.hitlist import build_hitlist
 from leafsearch.search.phases import page_bounds
 from leafsearch.search.rescore import rescore
-from leafsearch.search.shard_api import ShardDfs, ShardQuery
+from leafsearch.search.shard_api import FetchAlong, ShardDfs, ShardQuery
 from leafsearch.search.targets import acquire_targets, release_targets
 
 WORDS = ["red", "green", "blue"]
@@ -58,17 +58,22 @@ def _page(hits, request) -> list[tuple[int, int]]:
     return list(zip(hits.target[start:end].tolist(), hits.doc[start:end].tolist(), strict=True))
 
 
+def _sorted_body(rng: random.Random, tiebreakers: list) -> dict:
+    """A search sorted by `v` or `k` (either order, missing first or last), half the time then
+    by one of `tiebreakers`, a page of 1, 7 or 30 from 0 or 4."""
+    field = rng.choice(["v", "k"])
+    sort = [{field: {"order": rng.choice(["asc", "desc"]), "missing": rng.choice(["_first", "_last"])}}]
+    if rng.random() < 0.5:
+        sort.append(rng.choice(tiebreakers))
+    query = rng.choice([{"match_all": {}}, {"match": {"t": rng.choice(WORDS)}}])
+    return {"query": query, "sort": sort, "from": rng.choice([0, 4]), "size": rng.choice([1, 7, 30])}
+
+
 @pytest.mark.parametrize("seed", range(60))
 def test_shards_queried_through_pickled_requests_merge_to_the_full_sort_page(node, seed: int) -> None:
     """Every ShardQuery and ShardTopDocs goes through pickle (as to a shard in another process);
     the merged page equals the page of the full sort over both indices."""
-    rng = random.Random(seed)
-    field = rng.choice(["v", "k"])
-    sort = [{field: {"order": rng.choice(["asc", "desc"]), "missing": rng.choice(["_first", "_last"])}}]
-    if rng.random() < 0.5:
-        sort.append({rng.choice(["v", "k"]): "asc"})
-    query = rng.choice([{"match_all": {}}, {"match": {"t": rng.choice(WORDS)}}])
-    body = {"query": query, "sort": sort, "from": rng.choice([0, 4]), "size": rng.choice([1, 7, 30])}
+    body = _sorted_body(random.Random(seed), [{"v": "asc"}, {"k": "asc"}])
     request = parse_search_request(body, {})
     targets = acquire_targets([node.indices["floats"], node.indices["ints"]])
     try:
@@ -312,3 +317,56 @@ def test_suggestions_through_pickled_shard_messages_answer_the_same(node) -> Non
     assert [shard.calls.get("suggest") for shard in shards_seen] == [1] * 4
     (green,) = orjson.loads(through)["suggest"]["t"][0]["options"]
     assert green["text"] == "green" and green["freq"] > 0
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_a_machines_candidates_cut_to_its_best_merge_to_the_same_page(node, seed: int) -> None:
+    """Shards rendering their candidates with their query (a small one-shot page over shard
+    actors, `FetchAlong.candidates`), their answers pickled: each machine's (two of the four
+    shards) cut to the best `from + size` of that machine's hits (`machine_candidates`) merge to
+    the same page, hit for hit and byte for byte, as the answers uncut; ties (a keyword of three
+    terms, documents without a value) included. The cut keeps at most `from + size` a machine."""
+    body = _sorted_body(random.Random(seed), ["_score", {"k": "desc"}, {"v": "asc"}])
+    request = parse_search_request(body, {})
+    targets = acquire_targets([node.indices["floats"], node.indices["ints"]])
+    try:
+        now = int(time.time() * 1000)
+        plan = top_hits.sort_plan(request, targets)
+        types = tuple(top_hits.sort_field_types(spec, targets) for spec in plan.specs)
+        along = FetchAlong(True, False, targets=len(targets), field_types=types, candidates=True)
+        n = len(targets)
+        # (the queries pickled together, as a phase's calls go: remote.send_calls)
+        queries = pickle.loads(
+            pickle.dumps(
+                [ShardQuery(request, i, now, plan, False, shard_count=n, fetch=along) for i in range(n)]
+            )
+        )
+        answered = [
+            (
+                q,
+                pickle.loads(
+                    pickle.dumps(query_and_fetch.run(top_hits.LocalShard(node.search_services, t, None), q))
+                ),
+            )
+            for q, t in zip(queries, targets, strict=True)
+        ]
+        cut = [(q, pickle.loads(pickle.dumps(top))) for q, top in answered]
+        k = request.from_ + request.size
+        for machine in ([0, 2], [1, 3]):
+            query_and_fetch.machine_candidates([cut[i] for i in machine])
+            kept = sum(len(cut[i][1].docs) for i in machine)
+            assert kept == min(k, sum(len(answered[i][1].docs) for i in machine)), body
+        pages = []
+        for answers in (answered, cut):
+            tops = [top for _, top in answers]
+            hits = top_hits.merge_top_docs(targets, request, plan, tops)
+            start, end = page_bounds(hits, request)
+            rendered = [
+                tops[t].page.result.hits[tops[t].docs.tolist().index(d)]
+                for t, d in zip(hits.target[start:end].tolist(), hits.doc[start:end].tolist(), strict=True)
+            ]
+            values = [c.values[start:end].tolist() for c in hits.columns]
+            pages.append((_page(hits, request), rendered, values, hits.total))
+        assert pages[1] == pages[0], body
+    finally:
+        release_targets(targets)
