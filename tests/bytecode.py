@@ -7,8 +7,9 @@ xdist worker collects every module at the same moment, so each rewrote all of th
 CPU per worker of the 13 s its collection took (bench/RESULTS.md "The test suite", "Session 19").
 Here, before collecting, each worker rewrites and caches its share of the modules not cached yet
 (every `workercount`-th from its own), so that the collection finds most of them written by
-another worker. The code is pytest's own (`_pytest.assertion.rewrite`, as its import hook calls
-it); a pytest without those functions leaves the collection to do it all, as before.
+another worker, and the next run finds all of them. The code is pytest's own
+(`_pytest.assertion.rewrite`, as its import hook calls it); a pytest without those functions
+leaves the collection to do it all, as before.
 
 The suite starts some hundreds of processes that import the package: servers and their zygotes,
 Ray coordinators and machine actors (again at each restart) and their merge workers, CLI and bench
@@ -23,7 +24,6 @@ from __future__ import annotations
 
 import compileall
 import os
-import sys
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -68,10 +68,9 @@ def compile_packages(repo: Path) -> None:
 
 def rewrite_share(config: pytest.Config, modules: list[Path], worker: int, workers: int) -> int:
     """Rewrites and caches every `workers`-th module of `modules` from the `worker`-th, unless
-    cached already; how many it wrote. Nothing when bytecode is not written or pytest lacks the
-    functions."""
-    if sys.dont_write_bytecode:
-        return 0
+    cached already; how many it wrote (also under `PYTHONDONTWRITEBYTECODE`, where pytest writes
+    none itself but reads them: else every worker of every run rewrote every module, 46-49 s of
+    CPU for a collection in 3 workers against 13-14 s). Nothing when pytest lacks the functions."""
     try:
         from _pytest.assertion import rewrite
     except ImportError:
