@@ -34,6 +34,7 @@ KINDS = (
     ("multiprocessing.forkserver", "fork server (multiprocessing)"),
     ("leafsearch serve", "leafsearch serve"),
     ("pytest", "pytest"),
+    ("exec(eval(sys.stdin.readline()))", "pytest (an xdist worker)"),
 )
 
 #: A process's reading: (command line, CPU seconds, parent pid, whether it has ended: a zombie).
