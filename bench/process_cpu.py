@@ -13,7 +13,6 @@ seconds and each kind's CPU seconds on stderr; exits with the command's status.
 
 from __future__ import annotations
 
-import ctypes
 import os
 import subprocess
 import sys
@@ -21,7 +20,8 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-PR_SET_CHILD_SUBREAPER = 36
+from bench.tree_cpu import become_subreaper, reap_orphans
+
 #: Seconds between two readings of the tree.
 SAMPLE_SECONDS = 0.5
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -93,9 +93,7 @@ def main(command: list[str]) -> int:
     if not command:
         print("usage: python -m bench.process_cpu <command> [arguments...]", file=sys.stderr)
         return 2
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER) failed")
+    become_subreaper()
     tree = {os.getpid()}
     last: dict[tuple[int, str], Reading] = {}
     began = time.monotonic()
@@ -113,11 +111,7 @@ def main(command: list[str]) -> int:
         if done and not running:
             break
         time.sleep(SAMPLE_SECONDS)
-    while True:  # the orphans handed over, until none is left
-        try:
-            os.wait()
-        except ChildProcessError:
-            break
+    reap_orphans()
     totals = by_kind(last)
     print(f"wall {time.monotonic() - began:.1f} s, CPU {sum(totals.values()):.2f} s", file=sys.stderr)
     for name, seconds in sorted(totals.items(), key=lambda item: -item[1]):
