@@ -19,20 +19,30 @@ import time
 PR_SET_CHILD_SUBREAPER = 36
 
 
+def become_subreaper() -> None:
+    """The orphans of every process this one starts from now on are handed to it, not to init."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER) failed")
+
+
+def reap_orphans() -> None:
+    """Wait for the orphans handed over, until none is left."""
+    while True:
+        try:
+            os.wait()
+        except ChildProcessError:
+            return
+
+
 def main(command: list[str]) -> int:
     if not command:
         print("usage: python -m bench.tree_cpu <command> [arguments...]", file=sys.stderr)
         return 2
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER) failed")
+    become_subreaper()
     began = time.monotonic()
     status = subprocess.run(command, check=False).returncode
-    while True:  # the orphans handed over, until none is left
-        try:
-            os.wait()
-        except ChildProcessError:
-            break
+    reap_orphans()
     used = resource.getrusage(resource.RUSAGE_CHILDREN)
     print(
         f"wall {time.monotonic() - began:.2f} s, user {used.ru_utime:.2f} s, sys {used.ru_stime:.2f} s, "

@@ -29,7 +29,7 @@ from leafsearch import Node
 from leafsearch.rest.app import create_app
 from leafsearch.rest.connections import counting_protocol
 from leafsearch.testing import Server
-from tests.bytecode import find_test_modules, rewrite_share
+from tests.bytecode import compile_packages, find_test_modules, rewrite_share
 from tests.ray_cluster import LocalCluster, SharedCluster
 from tests.scheduling import (
     MODULE_SECONDS,
@@ -279,8 +279,12 @@ def _is_tmpfs(folder: Path) -> bool:
 
 def pytest_configure(config: pytest.Config) -> None:
     _tests_in_ram(config)
+    if hasattr(config, "workerinput"):
+        return
+    # In the controller (or a serial run), before any process of the run imports the package.
+    compile_packages(REPO)
     cache = getattr(config, "cache", None)
-    if cache is not None and not hasattr(config, "workerinput"):
+    if cache is not None:
         config.pluginmanager.register(ModuleSeconds(cache), "leafsearch-module-seconds")
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 import pytest
 
-from bench import suite_timeline
+from bench import process_cpu, suite_timeline
 from bench.bulk_thread import BODY_DOCS
 from bench.generate import MAPPING, generate
 from bench.sqlite_baseline import SqliteBaseline
@@ -267,3 +267,33 @@ def test_the_suite_timeline_reports_each_worker_and_the_idle_cores() -> None:
     assert "idle core-seconds until the last test ended: 20.0" in text
     assert [line for line in lines if line.startswith("failed")] == ["failed: tests/b.py::t"]
     assert "     15.0 s wall    3.5 s CPU    2 tests  tests/a.py" in text
+
+
+def test_the_process_cpu_bench_splits_a_tree_by_kind_and_counts_its_orphans() -> None:
+    """`bench.process_cpu` exits with its command's status and lists each kind of process of the
+    tree, one its parent left running (an orphan nobody waits for, as Ray's actors) among them."""
+    # (alive over more than one reading, so that its command line is read before it ends)
+    orphan = "orphan = 1; import time; time.sleep(2 * SAMPLE_SECONDS); sum(range(10**6))"
+    orphan = orphan.replace("SAMPLE_SECONDS", str(process_cpu.SAMPLE_SECONDS))
+    command = f"import subprocess, sys; subprocess.Popen([sys.executable, '-c', {orphan!r}]); sys.exit(3)"
+    result = subprocess.run(
+        [sys.executable, "-m", "bench.process_cpu", sys.executable, "-c", command],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 3, result.stderr
+    lines = result.stderr.splitlines()
+    assert lines[0].startswith("wall ") and ", CPU " in lines[0]
+    assert any("orphan = 1" in line for line in lines[1:]), result.stderr
+    assert process_cpu.kind("ray::MachineActor.batch()") == "ray::MachineActor.batch()"
+    assert process_cpu.kind("ray::IDLE") == "ray::IDLE"
+    assert (
+        process_cpu.kind("/venv/bin/python -m leafsearch serve --ray 127.0.0.1:6379")
+        == "leafsearch serve --ray"
+    )
+    assert process_cpu.kind("python -m leafsearch serve --port 0") == "leafsearch serve"
+    spawned = "python -B -c from multiprocessing.spawn import spawn_main; spawn_main(tracker_fd=7)"
+    assert process_cpu.kind(spawned) == "spawned (multiprocessing)"
+    assert process_cpu.kind("") == "(exited)"

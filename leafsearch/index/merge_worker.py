@@ -5,8 +5,8 @@ holds the interpreter lock most of that time, and every search and write in flig
 Lucene runs merges on threads of their own for the same reason. Because segments are immutable
 files, a merge is a pure function of segment folders and live-docs arrays, so it runs in a separate
 process while the server keeps serving on the other core; the shard then opens the folder the
-worker wrote. The process is its owner's (`MergeWorker`: a node's, or a shard actor's, in
-`ShardServices`): started by the first merge, ended when the owner closes.
+worker wrote. The process is its owner's (`MergeWorker`: a node's, or a Ray machine actor's for
+all its shards, in `ShardServices`): started by the first merge, ended when the owner closes.
 
 Merges run beside searches and writes, as Lucene's merge scheduler runs them, rather than waiting
 for a quiet index: a busy index that never merged would search an ever longer list of small
@@ -84,11 +84,15 @@ class MergeWorker:
     """The merge worker process of one owner: started on the first merge, replaced by the next
     merge once it died, ended by `close`."""
 
-    def __init__(self, processes: BaseContext | None = None) -> None:
+    def __init__(self, processes: BaseContext | None = None, workers: int = 1) -> None:
         """`processes`: how the worker starts (a served node's: forked from its zygote,
         search/workers/zygote.py); None: spawned (not forked from the owner itself: it has
-        threads, uvicorn's, the refresh and flush ones, a fork would copy mid-flight)."""
+        threads, uvicorn's, the refresh and flush ones, a fork would copy mid-flight).
+        `workers`: merges that may run at once, each in a process of its own, started only when
+        that many merges are running (a Ray machine actor's, whose shards merge on threads of
+        their own: ray_backend/actor.py)."""
         self._processes = processes or multiprocessing.get_context("spawn")
+        self._workers = workers
         self._pool: ProcessPoolExecutor | None = None
         #: The pipe the pool's worker watches (`_die_with_server`): its write end is held here only.
         self._alive: tuple[Connection, Connection] | None = None
@@ -99,7 +103,7 @@ class MergeWorker:
             if self._pool is None:
                 self._alive = multiprocessing.Pipe(duplex=False)
                 self._pool = ProcessPoolExecutor(
-                    max_workers=1,
+                    max_workers=self._workers,
                     mp_context=self._processes,
                     initializer=_start_worker,
                     initargs=(self._alive[0],),

@@ -31,15 +31,19 @@ class ShardServices:
         events: ShardEvents | None = None,
         fielddata: Fielddata | None = None,
         processes: BaseContext | None = None,
+        merges: MergeWorker | None = None,
     ) -> None:
         """`blocks`: the owner's block cache (None: segments decompress every read); `events`:
         the owner's, when its caches listen already (None: new ones); `fielddata`: the owner
         process's uninverted text fields (None: built per use, uncounted); `processes`: how the
-        merge worker starts (merge_worker.py; None: spawned)."""
+        merge worker starts (merge_worker.py; None: spawned); `merges`: a merge worker these
+        services share with others of their process and do not end (a Ray machine actor's, for
+        all its shards); None: their own."""
         self.blocks = blocks
         self.fielddata = fielddata
         self.events = events if events is not None else ShardEvents()
-        self.merges = MergeWorker(processes)
+        self.merges = merges if merges is not None else MergeWorker(processes)
+        self._own_merges = merges is None
         #: Where full buffers are written as segments when not by the flush thread itself: the
         #: owner's search workers (buffer_wire.py), set by the owner once it has them.
         self.builder: Builder | None = None
@@ -59,9 +63,10 @@ class ShardServices:
             return self._flush_pool
 
     def close(self) -> None:
-        """End the flush thread and the merge worker, once what they run is done."""
+        """End the flush thread and the merge worker (unless shared), once what they run is done."""
         with self._lock:
             pool, self._flush_pool = self._flush_pool, None
         if pool is not None:
             pool.shutdown(wait=True)
-        self.merges.close()
+        if self._own_merges:
+            self.merges.close()

@@ -29,7 +29,8 @@ The mapping the translog replay parses with is the coordinator's: sent when the 
 hosted and again on every change (`put_index`), and kept in the folder (`index_state.json`,
 written before the change is acknowledged), which is what a restarted machine reopens it with.
 Each shard refreshes on `index.refresh_interval` and merges in its own background thread, as a
-node does for its shards. Everything it answers pickles; an `ElasticError` comes back as a
+node does for its shards, the merges running in the machine actor's merge worker, which its
+shards share as a node's do. Everything it answers pickles; an `ElasticError` comes back as a
 `Refusal` value (Ray would wrap a raised one, and fail the other shards' answers of the call),
 which the coordinator raises again.
 """
@@ -59,6 +60,7 @@ from leafsearch.common.durable import FOLDER_MODE, private
 from leafsearch.errors import ElasticError, SearchContextMissing, ShardUnavailable
 from leafsearch.index.index import write_json
 from leafsearch.index.mapping_batch import parse_batch
+from leafsearch.index.merge_worker import MergeWorker
 from leafsearch.index.shard import Shard
 from leafsearch.index.shard_listing import ShardListing, of_shard
 from leafsearch.index.shard_services import ShardServices
@@ -135,7 +137,11 @@ class ActorState(WorkerState):
 class ShardActor:
     """One shard of a machine actor (see the module's docstring)."""
 
-    def __init__(self, folder: str, state: IndexState, shard_id: int) -> None:
+    def __init__(
+        self, folder: str, state: IndexState, shard_id: int, merges: MergeWorker | None = None
+    ) -> None:
+        """`merges`: its machine actor's merge worker, shared by the machine's shards (None: one
+        of its own)."""
         self.folder = Path(folder)
         self.folder.mkdir(mode=FOLDER_MODE, parents=True, exist_ok=True)
         stored = self.folder / _STATE_FILE
@@ -148,9 +154,9 @@ class ShardActor:
         self._state_lock = threading.Lock()
         self.state = ActorState(f"shard-{state.uuid}-{shard_id}", lambda target: self.shard)
         self.shard_id = shard_id
-        #: The shard's block cache, flush thread and merge worker; its events are the ones this
-        #: actor's caches listen to.
-        self.shard_services = ShardServices(self.state.source_blocks, self.state.events)
+        #: The shard's block cache and flush thread, and the merge worker; its events are the ones
+        #: this actor's caches listen to.
+        self.shard_services = ShardServices(self.state.source_blocks, self.state.events, merges=merges)
         self.shard = Shard(self.folder / "shard", shard_id, self._parse, self.index.sort, self.shard_services)
         self.shard.index_ref = (self.index.name, self.index.uuid)
         #: The highest primary term a write to this copy carried: a replica refuses a write of
@@ -195,9 +201,11 @@ class ShardActor:
                 _log.exception("shard actor refresh failed")
 
     def _merge_loop(self) -> None:
-        """Merges beside searches and writes, as the node runs them for its own shards (each
-        actor's in its own merge worker process, merge_worker.py), on a thread of their own so
-        that a merge of seconds never delays the shard's refreshes."""
+        """Merges beside searches and writes, as the node runs them for its own shards (in the
+        merge worker processes of its machine actor, merge_worker.py), on a thread of their own so
+        that a merge of seconds never delays the shard's refreshes. The shard's end waits for
+        this thread, and so for its merge in flight, before its folder may go (the worker is the
+        machine's: its end no longer waits for this shard's merge)."""
         while not self._closed.wait(0.5):
             try:
                 while not self._closed.is_set() and self.shard.maybe_merge():
@@ -234,6 +242,7 @@ class ShardActor:
             self.shard.close()
         except ElasticError:  # its flush failed; it closed all the same, every operation in its translog
             _log.exception("closing shard actor [%s][%d] failed", self.index.name, self.shard_id)
+        self._merges.join()
         self.shard_services.close()
 
     def destroy(self) -> None:
@@ -243,6 +252,7 @@ class ShardActor:
         self.state.shard_contexts.close_all()
         with contextlib.suppress(ElasticError):  # a flush that failed: what it would have
             self.shard.close()  # written is deleted now
+        self._merges.join()
         self.shard_services.close()
         shutil.rmtree(self.folder, ignore_errors=True)
         with contextlib.suppress(OSError):  # the index's folder on this node, once its last shard went
@@ -455,6 +465,7 @@ class ShardActor:
         self.state.shard_contexts.close_all()
         with contextlib.suppress(ElasticError):
             self.shard.close()
+        self._merges.join()
         self.shard_services.close()
         shutil.rmtree(self.folder / "shard", ignore_errors=True)
 
@@ -907,6 +918,12 @@ class MachineActor:
         #: The threads a call's shards run on at once: numpy, zstd and file reads release the
         #: interpreter, so shards of one call overlap (bench/RESULTS.md "Shards as Ray actors").
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="leafsearch-machine")
+        #: The merge worker of every shard here: each process spawned is an interpreter importing
+        #: Ray again (multiprocessing re-runs a spawning process's main script, Ray's worker) and
+        #: the segment code, about 0.6 s of CPU; one per shard started as many as the machine
+        #: held shards (bench/RESULTS.md "The test suite", "Session 20"). As many merges at once
+        #: as calls.
+        self._merge_worker = MergeWorker(workers=threads)
         self._peers: dict[str, Any] = {}
         hosted: dict[str, str] = orjson.loads(self.registry.read_bytes()) if self.registry.exists() else {}
         folders = [Path(folder) for folder in hosted.values()]
@@ -938,7 +955,7 @@ class MachineActor:
         coordinator's next `put_index` tries again and reports why)."""
         try:
             state = IndexState(**orjson.loads((folder / _STATE_FILE).read_bytes()))
-            return ShardActor(str(folder), state, int(folder.name))
+            return ShardActor(str(folder), state, int(folder.name), self._merge_worker)
         except Exception:
             _log.exception("reopening the shard in %s failed", folder)
             return None
@@ -1043,7 +1060,7 @@ class MachineActor:
             with self._hosting:
                 shard = self._shards.get(key)
                 if shard is None:
-                    shard = self._shards[key] = ShardActor(folder, state, key[1])
+                    shard = self._shards[key] = ShardActor(folder, state, key[1], self._merge_worker)
                     shard.peer = self._peer
                     self._record()
             shard.put_index(state, order)
@@ -1067,7 +1084,7 @@ class MachineActor:
             return Refusal(ShardUnavailable(f"[{key[0]}][{key[1]}] is not recovering on this machine"))
 
         def open_shard() -> ShardActor:
-            opened = ShardActor(str(copy.folder), copy.state_body, key[1])
+            opened = ShardActor(str(copy.folder), copy.state_body, key[1], self._merge_worker)
             opened.peer = self._peer
             return opened
 

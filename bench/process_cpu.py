@@ -1,0 +1,123 @@
+"""The CPU a command's process tree used, by kind of process: `python -m bench.process_cpu <command...>`.
+
+`bench.tree_cpu` counts a tree's CPU as the processes are waited for, in one sum. A test run on
+Ray needs it split: its machine actors, coordinators, merge workers and Ray's own daemons (GCS,
+raylets, agents) are processes nobody in the run waits for until its cluster stops. Here the
+command runs below this process, made their child subreaper (orphans stay in the tree), and every
+`SAMPLE_SECONDS` each process of the tree is read from /proc (its own user + sys ticks, and its
+command line when it has one: a zombie's is empty), until the command has ended and every process
+left below it has too; each process's last reading then counts for its kind (`kind`). A process
+that lived less than one interval between two readings is missed. Linux only. Prints the wall
+seconds and each kind's CPU seconds on stderr; exits with the command's status.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+from bench.tree_cpu import become_subreaper, reap_orphans
+
+#: Seconds between two readings of the tree.
+SAMPLE_SECONDS = 0.5
+TICKS = os.sysconf("SC_CLK_TCK")
+#: (what the command line holds, its kind), the first match wins.
+KINDS = (
+    ("/raylet ", "raylet"),
+    ("gcs_server", "gcs_server"),
+    ("log_monitor", "log_monitor"),
+    ("multiprocessing.spawn", "spawned (multiprocessing)"),
+    ("multiprocessing.forkserver", "fork server (multiprocessing)"),
+    ("leafsearch serve", "leafsearch serve"),
+    ("pytest", "pytest"),
+    ("exec(eval(sys.stdin.readline()))", "pytest (an xdist worker)"),
+)
+
+#: A process's reading: (command line, CPU seconds, parent pid, whether it has ended: a zombie).
+Reading = tuple[str, float, int, bool]
+
+
+def kind(command: str) -> str:
+    """What a process is, from its command line: a Ray worker by the title Ray gives it
+    (`ray::MachineActor`, `ray::IDLE`), a coordinator as `leafsearch serve --ray`, else by `KINDS`,
+    else its first 60 characters."""
+    if not command:
+        return "(exited)"
+    if command.startswith("ray::"):
+        return command.split()[0]
+    for part, name in KINDS:
+        if part in command:
+            return f"{name} --ray" if name == "leafsearch serve" and " --ray" in command else name
+    return command[:60]
+
+
+def readings() -> dict[tuple[int, str], Reading]:
+    """Every process's reading, by (pid, start time): a pid used again is another process."""
+    out: dict[tuple[int, str], Reading] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+        except OSError:  # (ended meanwhile)
+            continue
+        fields = stat.rpartition(")")[2].split()  # "pid (name) state ppid ...": the name may hold spaces
+        cpu = (int(fields[11]) + int(fields[12])) / TICKS
+        out[(int(entry.name), fields[19])] = (command, cpu, int(fields[1]), fields[0] in ("Z", "X"))
+    return out
+
+
+def in_tree(found: dict[tuple[int, str], Reading], tree: set[int]) -> None:
+    """Adds to `tree` (pids) every process of `found` below one in it."""
+    while True:
+        size = len(tree)
+        tree.update(pid for (pid, _), (_, _, parent, _) in found.items() if parent in tree)
+        if len(tree) == size:
+            return
+
+
+def by_kind(last: dict[tuple[int, str], Reading]) -> dict[str, float]:
+    """CPU seconds per kind: the sum of its processes' last readings."""
+    totals: dict[str, float] = defaultdict(float)
+    for command, cpu, _, _ in last.values():
+        totals[kind(command)] += cpu
+    return dict(totals)
+
+
+def main(command: list[str]) -> int:
+    if not command:
+        print("usage: python -m bench.process_cpu <command> [arguments...]", file=sys.stderr)
+        return 2
+    become_subreaper()
+    tree = {os.getpid()}
+    last: dict[tuple[int, str], Reading] = {}
+    began = time.monotonic()
+    child = subprocess.Popen(command)
+    while True:
+        done = child.poll() is not None
+        found = readings()
+        in_tree(found, tree)
+        running = False
+        for key, reading in found.items():
+            if key[0] in tree and key[0] != os.getpid():
+                command = reading[0] or last.get(key, reading)[0]  # (a zombie's is empty)
+                last[key] = (command, *reading[1:])
+                running |= not reading[3]
+        if done and not running:
+            break
+        time.sleep(SAMPLE_SECONDS)
+    reap_orphans()
+    totals = by_kind(last)
+    print(f"wall {time.monotonic() - began:.1f} s, CPU {sum(totals.values()):.2f} s", file=sys.stderr)
+    for name, seconds in sorted(totals.items(), key=lambda item: -item[1]):
+        print(f"  {seconds:8.2f} s  {name}", file=sys.stderr)
+    return child.returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
