@@ -11,6 +11,12 @@ it here; `Commits.write` writes the queue without the shard lock, from the reque
 Why this cannot lose an acknowledged write or leave a commit naming what is not on disk:
 - **Acknowledgement never depends on a commit.** A write is acknowledged once its translog
   record is fsynced; a commit only lets older translog generations go.
+- **A commit never gets ahead of the translog.** Its live docs hold the deletes of every
+  operation applied before it was decided (an overwrite retires the old version), and the
+  generations it keeps are where a recovery finds those operations again. So their records are
+  made durable (`CommitPlan.logged`) before anything of the plan is written: else a crash after a
+  commit written by a refresh or a merge, before the overwrite's own fsync, would keep the old
+  version's delete and lose the new version's record, and the acknowledged old version with it.
 - **Plans are written one at a time, in the order they were decided**, and a plan that fails stays
   first in the queue (raised to whoever wrote it, tried again by the next writer): a later plan
   may name a live-docs file an earlier plan writes, so it must never be written before it.
@@ -57,6 +63,7 @@ class CommitPlan:
     new_live: dict[str, np.ndarray]  # live-docs files it names that no earlier plan writes
     translog: Translog
     keep_from: int  # the first translog generation it does not cover
+    logged: int  # the translog's position when it was decided: synced before it is written
     started: int  # perf_counter_ns when it was decided (the flush time counts from there)
     #: Run once the plan is written (a merge's: let the merged segments go).
     after: list[Callable[[], None]] = field(default_factory=list)
@@ -105,6 +112,7 @@ class Commits:
                 self._lock.release()
 
     def _write(self, plan: CommitPlan) -> None:
+        plan.translog.sync(plan.logged)
         for name, live in plan.new_live.items():
             with open(self.folder / name, "wb", opener=private) as fh:
                 np.save(fh, live)

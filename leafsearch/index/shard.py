@@ -492,7 +492,8 @@ class Shard:
             "live_gen": live_gen,
             "translog_gen": keep_from,
         }
-        self.commits.add(CommitPlan(body, new_live, self.translog, keep_from, started, after or []))
+        logged = self.translog.position
+        self.commits.add(CommitPlan(body, new_live, self.translog, keep_from, logged, started, after or []))
         # Nothing below can fail: the shard records the decision once it is queued.
         self._live_gen = live_gen
         self._live_files = live_files

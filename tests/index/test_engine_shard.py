@@ -860,3 +860,48 @@ def test_a_refresh_waits_without_the_lock_for_a_buffer_a_write_handed_over_and_p
     with shard.lock:
         assert orjson.loads(shard.get_source(shard.current("0"))) == {"n": 100}
     shard.close()
+
+
+def test_a_commit_written_before_an_overwrite_is_fsynced_keeps_the_acknowledged_version(
+    tmp_path, monkeypatch
+):
+    """An overwrite retires the old version at once; its own fsync comes after. A commit decided
+    meanwhile (the buffer holding the new version handed over and still being built) and written
+    by another thread (a refresh's, a merge's) keeps that delete: the translog it keeps must hold
+    the overwrite's record before the commit is on disk, or a crash then loses the acknowledged
+    old version with the unacknowledged new one (seen as 'acknowledged, found nothing' in the
+    kill -9 trials of tests/write/test_concurrent_writes.py)."""
+    import threading
+
+    import leafsearch.index.shard as shard_module
+
+    monkeypatch.setattr(shard_module, "BUFFER_MAX_DOCS", 10)
+    build = shard_module.segment_from_buffer
+    crashed = threading.Event()
+
+    def never_written(buffer, folder, index_sort=None):  # the second segment: lost in the crash
+        if folder.name == "seg_000002":
+            assert crashed.wait(30)
+            raise RuntimeError("crashed before the segment was written")
+        return build(buffer, folder, index_sort)
+
+    monkeypatch.setattr(shard_module, "segment_from_buffer", never_written)
+    shard = Shard(tmp_path / "s", 0, parse)
+    put(shard, "a", {"n": 1})  # acknowledged
+    assert shard.refresh()  # and committed in seg_000001
+    # Writes whose fsync the crash beats: the overwrite of "a", then enough to hand the buffer over.
+    for doc_id, n in [("a", 2), *((str(i), i) for i in range(10))]:
+        with shard.writing():
+            prior = shard.current(doc_id)
+            shard.index(doc_id, parse(orjson.dumps({"n": n})), None, prior, 2 if prior else 1)
+    assert [f.folder.name for f in shard._flushing] == ["seg_000002"]
+    shard._write_commits()  # by a thread that syncs nothing of its own, as a refresh's or a merge's
+    shard.translog._file.close()  # crash
+    crashed.set()
+    assert isinstance(shard._flushing[0].built.exception(timeout=30), RuntimeError)
+    reopened = Shard(tmp_path / "s", 0, parse)
+    with reopened.lock:
+        state = reopened.current("a")
+        assert state is not None and not state.deleted
+        assert orjson.loads(reopened.get_source(state))["n"] in (1, 2)
+    reopened.close()
