@@ -140,6 +140,13 @@ class ShardMap:
         record = self.recovery(shard_id, allocation_id)
         return record is not None and record["stage"] in ACTIVE_STAGES and record["expires"] > now
 
+    def claim_of(self, shard_id: int, allocation_id: str, owner: str, now: float) -> dict[str, Any] | None:
+        """The copy's recovery record if it is `owner`'s claim and holds at `now`, else None."""
+        record = self.recovery(shard_id, allocation_id)
+        if record is None or record["owner"] != owner or not self.recovering(shard_id, allocation_id, now):
+            return None
+        return record
+
 
 def initial_map(placement: list[dict[str, Any]]) -> ShardMap:
     """The first shard map of an index, from its placement (cluster.py `RayBackend.place`): each
@@ -275,10 +282,8 @@ def renew_recovery(
     `now`: an expired claim may have been taken over, or be about to be."""
 
     def edit(shard_map: ShardMap) -> bool:
-        record = shard_map.recovery(shard_id, allocation_id)
-        if record is None or record["owner"] != owner or record["attempt"] != attempt:
-            return False
-        if not shard_map.recovering(shard_id, allocation_id, now):
+        record = shard_map.claim_of(shard_id, allocation_id, owner, now)
+        if record is None or record["attempt"] != attempt:
             return False
         record["expires"] = now + RECOVERY_LEASE_SECONDS
         return True
@@ -297,10 +302,8 @@ def recovery_stage(
 
     def edit(shard_map: ShardMap) -> bool:
         entry = shard_map.shards[shard_id]
-        record = shard_map.recovery(shard_id, allocation_id)
-        if record is None or record["owner"] != owner:
-            return False
-        if not shard_map.recovering(shard_id, allocation_id, now):
+        record = shard_map.claim_of(shard_id, allocation_id, owner, now)
+        if record is None:
             return False
         if stage == "finalize":
             if entry["term"] != record["term"] or allocation_id not in {c["id"] for c in entry["copies"]}:
