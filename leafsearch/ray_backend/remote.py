@@ -505,7 +505,7 @@ class RemoteIndex:
                 (i, c)
                 for i in shard_ids
                 for c in shard_map.shards[i]["copies"]
-                if self._sent.get((i, c["id"])) != (version, _attempt(shard_map, i, c["id"]))
+                if self._sent.get((i, c["id"])) != (version, shard_map.attempts(i, c["id"]))
                 and (c["id"] in shard_map.shards[i]["in_sync"] or self.recovering(i, c["id"]))
             ]
             if not stale:
@@ -525,7 +525,7 @@ class RemoteIndex:
             for (shard_id, copy), wait in zip(stale, send_calls(self.backend.channels, calls), strict=True):
                 try:
                     wait()
-                    self._sent[(shard_id, copy["id"])] = (version, _attempt(shard_map, shard_id, copy["id"]))
+                    self._sent[(shard_id, copy["id"])] = (version, shard_map.attempts(shard_id, copy["id"]))
                 except ElasticError as exc:
                     if copy["id"] == shard_map.shards[shard_id]["primary"]:
                         failed[shard_id] = exc
@@ -771,7 +771,7 @@ class RemoteIndex:
                 return
             shard_map = self.shard_map
             primary, term = shard_map.primary(shard_id), shard_map.term(shard_id)
-            attempt = _attempt(shard_map, shard_id, copy["id"])
+            attempt = shard_map.attempts(shard_id, copy["id"])
             stage = partial(recovery_stage, shard_id, copy["id"], owner)
             renewal = LeaseRenewal(
                 partial(self._renew_claim, shard_id, copy["id"], attempt),
@@ -1170,11 +1170,6 @@ class RayShard:
 
     def suggest(self, message: ShardSuggest) -> list[Any]:
         return self.send("suggest", message)()
-
-
-def _attempt(shard_map: ShardMap, shard_id: int, allocation_id: str) -> int:
-    """How many recoveries of a copy were claimed."""
-    return (shard_map.recovery(shard_id, allocation_id) or {}).get("attempt", 0)
 
 
 def _last_phase(phase: str, message: Any) -> bool:

@@ -135,6 +135,10 @@ class ShardMap:
         """The copy's last recovery (its claim), None if it never recovered."""
         return self.shards[shard_id].get("recovery", {}).get(allocation_id)
 
+    def attempts(self, shard_id: int, allocation_id: str) -> int:
+        """How many recoveries of the copy were claimed (the last claim's `attempt`)."""
+        return (self.recovery(shard_id, allocation_id) or {}).get("attempt", 0)
+
     def recovering(self, shard_id: int, allocation_id: str, now: float) -> bool:
         """Whether the copy is recovering: a claim on it holds (at wall-clock time `now`)."""
         record = self.recovery(shard_id, allocation_id)
@@ -251,12 +255,12 @@ def claim_recovery(shard_id: int, allocation_id: str, owner: str, now: float) ->
             return False
         if shard_map.recovering(shard_id, allocation_id, now):
             return False
-        before = shard_map.recovery(shard_id, allocation_id) or {}
+        attempt = shard_map.attempts(shard_id, allocation_id) + 1
         entry.setdefault("recovery", {})[allocation_id] = {
             "owner": owner,
             "expires": now + RECOVERY_LEASE_SECONDS,
             "term": entry["term"],
-            "attempt": before.get("attempt", 0) + 1,
+            "attempt": attempt,
             "shard": shard_id,
             "type": "peer",
             "stage": "index",
