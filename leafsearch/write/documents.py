@@ -92,6 +92,15 @@ def _check_id(doc_id: str) -> None:
         )
     if not doc_id:
         raise IllegalArgument("if _id is specified it must not be empty")
+    _check_stored_id(doc_id)
+
+
+def _check_stored_id(doc_id: str) -> None:
+    """An id the segments tell apart from every other: they keep ids as NUL-padded byte strings
+    (index/segment.py `to_term_array`), where `a` followed by NUL is `a`. Refused, for every
+    write (a delete too), rather than changing another document."""
+    if doc_id.endswith("\x00"):
+        raise IllegalArgument(f"id [{doc_id}] must not end with the NUL character (U+0000)")
 
 
 def _conflict_extra(index: Index, shard: Shard) -> dict[str, str]:
@@ -295,6 +304,8 @@ def get_doc(
     `version`, a document of another version is a conflict (409), as Elasticsearch's get."""
     index = _read_index(services, index_name)
     _check_routing_required(index, routing, doc_id)
+    if doc_id.endswith("\x00"):  # no document has such an id (`_check_stored_id`)
+        return None
     shard = index.shard_of(doc_id, routing)
     if index.remote is not None:
         state, source = _remote_read(index, shard.shard_id, doc_id, realtime=realtime, refresh=refresh)
@@ -396,6 +407,7 @@ def delete_doc(
     requested = index_name
     index_name, routing = write_target(services.aliases.resolving, index_name, routing, require_alias=False)
     external = parse_versioning(version, version_type, if_seq_no)
+    _check_stored_id(doc_id)
     index = _read_index(services, index_name)
     _check_stream_op(services, requested, index, "delete")
     _check_active_shards(index, wait_for_active_shards)
@@ -571,6 +583,7 @@ def update_doc(
     index_name, routing = write_target(
         services.aliases.resolving, index_name, routing, require_alias=require_alias
     )
+    _check_stored_id(doc_id)
     index = _write_index(services, index_name)
     _check_stream_op(services, requested, index, "update")
     _check_active_shards(index, wait_for_active_shards)
@@ -1420,8 +1433,10 @@ def _column_write(
     only for those that fail, which get their item error), and the run of those that passed
     (None: none did)."""
     ids = run.ids
-    if not (min(map(len, ids)) > 0 and max(map(len, ids)) <= MAX_ID_BYTES // 4) or (
-        index.mapping.routing_required and None in run.routings
+    if (
+        not (min(map(len, ids)) > 0 and max(map(len, ids)) <= MAX_ID_BYTES // 4)
+        or "\x00" in "".join(ids)
+        or (index.mapping.routing_required and None in run.routings)
     ):
         kept = []
         for i, (pos, doc_id, routing) in enumerate(zip(run.positions, ids, run.routings, strict=True)):
@@ -1490,6 +1505,8 @@ def _write_ops(
         try:
             if op.kind != "delete":
                 _check_id(doc_id)
+            else:
+                _check_stored_id(doc_id)
             _check_routing_required(index, op.routing, doc_id)
             kind = "delete" if op.kind == "delete" else _index_op_type(op, auto_id)
             parsed = None

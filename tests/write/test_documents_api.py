@@ -5,6 +5,7 @@ values that do not fit their field."""
 from __future__ import annotations
 
 import httpx
+import orjson
 import pytest
 from conftest import error_of
 from elasticsearch import BadRequestError, Elasticsearch
@@ -323,3 +324,60 @@ def test_ids_are_validated(http: httpx.Client, index_name: str) -> None:
     fits = "é" * 256  # 512 bytes in UTF-8
     assert http.put(f"/{index_name}/_doc/{fits}", json={"a": 1}).status_code == 201
     assert http.get(f"/{index_name}/_source/{fits}").json() == {"a": 1}
+
+
+def test_an_id_ending_with_nul_is_refused_by_every_write_and_changes_no_other_document(
+    http: httpx.Client, new_index
+) -> None:
+    """Ids are kept as NUL-padded byte strings, where `a` + NUL is `a`: every write of such an id
+    is refused (400) and document `a` keeps its version and source; a read finds nothing."""
+    name = new_index(settings={"number_of_shards": 1})
+    assert http.put(f"/{name}/_doc/a?refresh=true", json={"v": 1}).status_code == 201
+    nul = "a\x00"
+    escaped = "a%00"  # (in a URL)
+    for method, path, body in [
+        ("PUT", f"/{name}/_doc/{escaped}", {"v": 2}),
+        ("PUT", f"/{name}/_create/{escaped}", {"v": 2}),
+        ("POST", f"/{name}/_update/{escaped}", {"doc": {"v": 2}, "doc_as_upsert": True}),
+        ("DELETE", f"/{name}/_doc/{escaped}", None),
+    ]:
+        refused = http.request(method, path, json=body)
+        assert refused.status_code == 400, (method, path, refused.text)
+        assert error_of(refused)["type"] == "illegal_argument_exception"
+        assert "must not end with the NUL character" in error_of(refused)["reason"]
+    lines = []
+    for action, doc in [
+        ("index", {"v": 3}),
+        ("create", {"v": 3}),
+        ("update", {"doc": {"v": 3}}),
+        ("delete", None),
+    ]:
+        lines.append(orjson.dumps({action: {"_index": name, "_id": nul}}))
+        if doc is not None:
+            lines.append(orjson.dumps(doc))
+    lines.append(orjson.dumps({"index": {"_index": name, "_id": "b"}}))
+    lines.append(orjson.dumps({"v": 4}))
+    answer = http.post(
+        "/_bulk?refresh=true",
+        content=b"\n".join(lines) + b"\n",
+        headers={"content-type": "application/x-ndjson"},
+    ).json()
+    assert answer["errors"] is True
+    *refused_items, kept = answer["items"]
+    for item in refused_items:
+        (result,) = item.values()
+        assert result["status"] == 400 and result["error"]["type"] == "illegal_argument_exception"
+    assert kept["index"]["status"] == 201
+    # A plain index-only bulk (the column path) refuses it too, and writes the others.
+    plain = b"".join(
+        orjson.dumps({"index": {"_id": doc_id}}) + b"\n" + orjson.dumps({"v": 5}) + b"\n"
+        for doc_id in (nul, "c")
+    )
+    items = http.post(
+        f"/{name}/_bulk?refresh=true", content=plain, headers={"content-type": "application/x-ndjson"}
+    ).json()["items"]
+    assert [item["index"]["status"] for item in items] == [400, 201]
+    document = http.get(f"/{name}/_doc/a").json()
+    assert (document["_version"], document["_source"]) == (1, {"v": 1})
+    assert http.get(f"/{name}/_doc/{escaped}").status_code == 404
+    assert count(http, name) == 3  # a, b, c
