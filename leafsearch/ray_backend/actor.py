@@ -45,7 +45,7 @@ import pickle
 import shutil
 import threading
 import time
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
@@ -150,7 +150,7 @@ class ShardActor:
         else:
             write_json(stored, asdict(state))
         self.index = IndexMirror(state)
-        self._state_order = 0  # the cluster version of the state held (`put_index`)
+        self.state_order = 0  # the cluster version of the state held (`put_index`)
         self._state_lock = threading.Lock()
         self.state = ActorState(f"shard-{state.uuid}-{shard_id}", lambda target: self.shard)
         self.shard_id = shard_id
@@ -226,9 +226,9 @@ class ShardActor:
         `order`: the state's version in the cluster's metadata; one older than the state held
         (a coordinator's push overtaken by another's, node/cluster_sync.py) is ignored."""
         with self._state_lock:  # (two coordinators' pushes at once: one file written at a time)
-            if order < self._state_order:
+            if order < self.state_order:
                 return
-            self._state_order = order
+            self.state_order = order
             write_json(self.folder / _STATE_FILE, asdict(state))
             self.index = IndexMirror(state)
 
@@ -738,6 +738,7 @@ class RecoveringCopy:
         self.shard_id = shard_id
         self.index = IndexMirror(state)
         self.state_body = state
+        self.state_order = 0  # (as `ShardActor`'s)
         self.term = term
         shutil.rmtree(self.folder / "shard", ignore_errors=True)
         (self.folder / "shard").mkdir(mode=FOLDER_MODE, parents=True, exist_ok=True)
@@ -776,6 +777,7 @@ class RecoveringCopy:
 
     def put_index(self, state: IndexState, order: int = 0) -> None:
         with self.lock:
+            self.state_order = max(self.state_order, order)
             self.state_body = state
             self.index = IndexMirror(state)
             write_json(self.folder / _STATE_FILE, asdict(state))
@@ -892,6 +894,10 @@ SHARD_METHODS = frozenset(
 )
 
 
+#: How many closed or deleted shards a machine actor remembers the state order of (`_ended`).
+ENDED_KEPT = 10_000
+
+
 class MachineActor:
     """Every shard placed on one machine (see the module's docstring). Wrapped by `ray.remote`
     in cluster.py, which schedules it by its machine's resource, so that it runs on whichever
@@ -911,6 +917,11 @@ class MachineActor:
         self.registry.parent.mkdir(mode=FOLDER_MODE, parents=True, exist_ok=True)
         self._shards: dict[ShardKey, ShardActor] = {}
         self._hosting = threading.Lock()  # (which shards are held changes under it)
+        #: Per shard closed or deleted here, the state order it held then (`_end`; the last
+        #: `ENDED_KEPT`): a state push no newer (a write's, or another coordinator's, sent before
+        #: the close and arriving after it) does not open it again, as an open's does (the close
+        #: is published to the cluster's metadata first, so an open's state is newer).
+        self._ended: OrderedDict[ShardKey, int] = OrderedDict()
         #: Calls served, by the method they carry ("query_fetch": queries fetching their page):
         #: what a search costs in calls (`stats`, bench/ray_cluster.py).
         self._calls: Counter[str] = Counter()
@@ -1060,6 +1071,9 @@ class MachineActor:
             with self._hosting:
                 shard = self._shards.get(key)
                 if shard is None:
+                    if order and order <= self._ended.get(key, 0):
+                        return Refusal(ShardUnavailable(f"[{key[0]}][{key[1]}] was closed on this machine"))
+                    self._ended.pop(key, None)
                     shard = self._shards[key] = ShardActor(folder, state, key[1], self._merge_worker)
                     shard.peer = self._peer
                     self._record()
@@ -1102,6 +1116,9 @@ class MachineActor:
                 return
             del self._shards[key]
             self._record()
+            self._ended[key] = shard.state_order
+            while len(self._ended) > ENDED_KEPT:
+                self._ended.popitem(last=False)
         if method == "close_shard":
             shard.close_shard()
         else:

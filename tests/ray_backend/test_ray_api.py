@@ -24,7 +24,7 @@ import pytest
 from leafsearch.testing import Server
 from tests.concurrency import wait_for
 from tests.conftest import error_of
-from tests.ray_cluster import machine_actor, ray_server, shard_actor, where
+from tests.ray_cluster import machine_actor, ray_server, shard_actor, shard_map, where
 from tests.write.test_by_query_api import result_of, start_slow, unthrottle, waiting_after
 
 SHARDS = 2
@@ -389,6 +389,38 @@ def test_close_and_open_keep_every_acknowledged_write_across_a_coordinator_resta
         assert http.delete("/closing").status_code == 200
         assert not any(folder.exists() for folder in folders)
         assert http.get("/closing/_count").status_code == 404
+
+
+def test_a_state_push_sent_before_a_close_does_not_open_the_shard_again(
+    ray_cluster: Any, tmp_path: Path
+) -> None:
+    """A write's push of the index's state, or another coordinator's, that reaches a machine after
+    the index closed there (sent before the close) leaves the shard closed; the open's push opens
+    it, with every document."""
+    import ray
+
+    from leafsearch.ray_backend.actor import Refusal
+    from leafsearch.search.workers.mirror import IndexState
+
+    with (
+        ray_server(ray_cluster.address, tmp_path / "data") as server,
+        httpx.Client(base_url=server.url, timeout=120) as http,
+    ):
+        uuid = create(http, "pushed", shards=1)
+        bulk(http, "pushed", {f"d{n}": source(n) for n in range(20)})
+        machine = machine_actor(uuid, 0)
+        ((copy,),) = [entry["copies"] for entry in shard_map(uuid) or []]
+        body = http.get("/pushed/_mapping").json()["pushed"]["mappings"]
+        state = IndexState(uuid, "pushed", {"index.number_of_shards": "1"}, body, 1, 1)
+        assert http.post("/pushed/_close").status_code == 200
+        assert not ray.get(machine.holds.remote((uuid, 0)), timeout=60)
+        # The push of a state as old as the one the shard held when it closed (the first: order 1).
+        refused = ray.get(machine.call.remote((uuid, 0), "put_index", copy["folder"], state, 1), timeout=60)
+        assert isinstance(refused, Refusal) and "was closed on this machine" in str(refused.error)
+        assert not ray.get(machine.holds.remote((uuid, 0)), timeout=60)
+        assert http.post("/pushed/_open").status_code == 200
+        assert ray.get(machine.holds.remote((uuid, 0)), timeout=60)
+        assert count(http, "pushed") == 20
 
 
 # ---- per-shard listings and health ------------------------------------------------------------
