@@ -108,17 +108,19 @@ def kill_node(cluster: Any, node: Any) -> list[int]:
     """`kill -9` of a node: its raylet's children (its workers: the actors there) at once, then
     the raylet and the node's other processes (`remove_node` without a graceful stop); the
     workers' pids."""
-    raylet = node.all_processes["raylet"][0].process.pid
-    workers = [
-        int(entry.name)
-        for entry in Path("/proc").iterdir()
-        if entry.name.isdigit() and _parent(entry) == raylet
-    ]
+    workers = children(node.all_processes["raylet"][0].process.pid)
     for pid in workers:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
     cluster.remove_node(node, allow_graceful=False)
     return workers
+
+
+def children(pid: int) -> list[int]:
+    """The pids of a process's children."""
+    return [
+        int(entry.name) for entry in Path("/proc").iterdir() if entry.name.isdigit() and _parent(entry) == pid
+    ]
 
 
 def stop(pid: int) -> None:
