@@ -13,6 +13,7 @@ import os
 import signal
 import threading
 from collections.abc import Iterator
+from multiprocessing.context import BaseContext
 from pathlib import Path
 from typing import Any
 
@@ -94,12 +95,16 @@ def jobs(node: Node) -> int:
 
 
 @pytest.fixture(scope="module")
-def nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Node, Node]]:
+def nodes(
+    tmp_path_factory: pytest.TempPathFactory, worker_processes: BaseContext
+) -> Iterator[tuple[Node, Node]]:
     """(a node that parses everything itself, a node with 2 search workers taking any body)."""
     base = tmp_path_factory.mktemp("offload")
     with (
         Node(base / "here", background=False) as here,
-        Node(base / "workers", background=False, search_workers=2) as there,
+        Node(
+            base / "workers", background=False, search_workers=2, worker_processes=worker_processes
+        ) as there,
     ):
         assert there.search_workers is not None and there.search_workers.wait_ready(60)
         any_time = {"indices.bulk.worker_parse_min_size": "1b", "indices.bulk.worker_parse_min_idle_cpu": "0"}
