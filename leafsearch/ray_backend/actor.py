@@ -979,6 +979,11 @@ class MachineActor:
     def holds(self, key: ShardKey) -> bool:
         return key in self._shards
 
+    def held(self) -> list[ShardKey]:
+        """The shards held (tools: each is ended by its `destroy` call, as its index's deletion
+        ends it)."""
+        return list(self._shards)
+
     def stats(self) -> dict[str, Any]:
         """The shards held and the calls served (by method)."""
         with self._calls_lock:
