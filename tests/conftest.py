@@ -6,6 +6,7 @@ Tests share the server, so each test works in indices named after itself (`index
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import re
 import socket
@@ -17,6 +18,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from multiprocessing.context import BaseContext
 from pathlib import Path
 from typing import Any
 
@@ -151,6 +153,20 @@ def running_server(
         args = ["--search-workers", str(search_workers), *args]
     with Server(data, args=args, preexec_fn=preexec_fn, startup_timeout=STARTUP_TIMEOUT) as server:
         yield server.url, server.process
+
+
+@pytest.fixture(scope="session")
+def worker_processes() -> BaseContext:
+    """How the search workers and the merge worker of an in-process node start
+    (`Node(worker_processes=...)`): as forks of one fork server per test process, which imported
+    what a worker runs once (tests/worker_preload.py), as `leafsearch serve` forks its workers
+    from its zygote (search/workers/zygote.py). A spawned worker is an interpreter importing the
+    engine: 59 of them took 26 s of CPU in 13 modules (bench/RESULTS.md "The test suite",
+    "Session 21"). The code a worker runs is the same; the nodes built without it
+    (tests/search/test_worker_start.py among them) still spawn theirs."""
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["tests.worker_preload"])
+    return context
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -108,17 +108,19 @@ def kill_node(cluster: Any, node: Any) -> list[int]:
     """`kill -9` of a node: its raylet's children (its workers: the actors there) at once, then
     the raylet and the node's other processes (`remove_node` without a graceful stop); the
     workers' pids."""
-    raylet = node.all_processes["raylet"][0].process.pid
-    workers = [
-        int(entry.name)
-        for entry in Path("/proc").iterdir()
-        if entry.name.isdigit() and _parent(entry) == raylet
-    ]
+    workers = children(node.all_processes["raylet"][0].process.pid)
     for pid in workers:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
     cluster.remove_node(node, allow_graceful=False)
     return workers
+
+
+def children(pid: int) -> list[int]:
+    """The pids of a process's children."""
+    return [
+        int(entry.name) for entry in Path("/proc").iterdir() if entry.name.isdigit() and _parent(entry) == pid
+    ]
 
 
 def stop(pid: int) -> None:
@@ -180,8 +182,14 @@ class SharedCluster:
     "The test suite"). What a module's coordinators leave on the cluster lives in leafsearch's
     named actors (the metadata actor, the machine actors with their shards and contexts) and in
     its key-value entries (indices, users and API keys, cluster settings, contexts, the
-    cluster's secret); `give_back` ends the first and deletes the second, so the next module's
-    first coordinator starts on what is, to leafsearch, a new cluster."""
+    cluster's secret); `give_back` empties the machine actors (each shard they hold destroyed,
+    its contexts and folder with it, as its index's deletion would), ends the metadata actor and
+    deletes the entries but the secret (the machine actors' channels check it), so the next
+    module's first coordinator starts on what is, to leafsearch, a new cluster whose machines
+    hold nothing. The machine actors' processes are kept (each started again cost Ray's worker
+    start and the engine's import, 0.7 s of CPU, bench/RESULTS.md "Session 21") unless one of
+    them does not answer, or the cluster lost a node: then every leafsearch actor is ended and
+    every entry deleted, as a new cluster has none."""
 
     def __init__(self) -> None:
         self.local: LocalCluster | None = None
@@ -206,19 +214,46 @@ class SharedCluster:
         from ray.experimental import internal_kv
 
         from leafsearch.ray_backend.cluster import NAMESPACE
-        from leafsearch.ray_backend.metadata import KV_NAMESPACE
+        from leafsearch.ray_backend.metadata import KV_NAMESPACE, SECRET_KEY
         from tests.concurrency import wait_for
 
         try:
+            kept = self._emptied_machines()
             for name in leafsearch_actors():
-                with contextlib.suppress(ValueError):  # (ended meanwhile)
-                    ray.kill(ray.get_actor(name, namespace=NAMESPACE), no_restart=True)
-            wait_for(lambda: not leafsearch_actors())
-            internal_kv._internal_kv_del("", del_by_prefix=True, namespace=KV_NAMESPACE)
+                if name not in kept:
+                    with contextlib.suppress(ValueError):  # (ended meanwhile)
+                        ray.kill(ray.get_actor(name, namespace=NAMESPACE), no_restart=True)
+            wait_for(lambda: set(leafsearch_actors()) <= kept)
+            for key in internal_kv._internal_kv_list("", namespace=KV_NAMESPACE):
+                if not kept or key != SECRET_KEY.encode():
+                    internal_kv._internal_kv_del(key, namespace=KV_NAMESPACE)
             self._restore_shape()
         except BaseException:  # not reset: the next holder gets a new cluster
             self.stop()
             raise
+
+    def _emptied_machines(self) -> set[str]:
+        """The names of the machine actors, each emptied, when all of them answer on a cluster of
+        its full shape; otherwise none (they are ended, see the class)."""
+        import ray
+
+        from leafsearch.ray_backend.actor import MACHINE_PREFIX
+        from leafsearch.ray_backend.cluster import NAMESPACE
+
+        names = {name for name in leafsearch_actors() if name.startswith(MACHINE_PREFIX)}
+        alive = [n for n in ray.nodes() if n["Alive"]]
+        if len(alive) != NODES or len(names) != NODES:
+            return set()
+        try:
+            for name in names:
+                machine = ray.get_actor(name, namespace=NAMESPACE)
+                for key in ray.get(machine.held.remote(), timeout=60):
+                    ray.get(machine.call.remote(tuple(key), "destroy"), timeout=60)
+                if ray.get(machine.stats.remote(), timeout=60)["shards"]:
+                    return set()
+        except (ray.exceptions.RayError, ValueError):  # (one not answering, or ended meanwhile)
+            return set()
+        return names
 
     def _restore_shape(self) -> None:
         import ray

@@ -68,6 +68,7 @@ from leafsearch.index.shard_write import DocRead, ShardWrite, ShardWriteOutcome,
 from leafsearch.index.translog import decode_records
 from leafsearch.ray_backend.channel import Address, ChannelServer
 from leafsearch.ray_backend.fault_detection import PING
+from leafsearch.ray_backend.merge_processes import SpawnWithoutMain
 from leafsearch.ray_backend.metadata import cluster_secret
 from leafsearch.ray_backend.replication import REPLICA_TIMEOUT_SECONDS, Replicated, Replication
 from leafsearch.request.query_dsl import Query
@@ -930,11 +931,10 @@ class MachineActor:
         #: interpreter, so shards of one call overlap (bench/RESULTS.md "Shards as Ray actors").
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="leafsearch-machine")
         #: The merge worker of every shard here: each process spawned is an interpreter importing
-        #: Ray again (multiprocessing re-runs a spawning process's main script, Ray's worker) and
-        #: the segment code, about 0.6 s of CPU; one per shard started as many as the machine
-        #: held shards (bench/RESULTS.md "The test suite", "Session 20"). As many merges at once
-        #: as calls.
-        self._merge_worker = MergeWorker(workers=threads)
+        #: the segment code (not Ray's worker script: merge_processes.py); one per shard started
+        #: as many as the machine held shards (bench/RESULTS.md "The test suite", "Session 20").
+        #: As many merges at once as calls.
+        self._merge_worker = MergeWorker(SpawnWithoutMain(), workers=threads)
         self._peers: dict[str, Any] = {}
         hosted: dict[str, str] = orjson.loads(self.registry.read_bytes()) if self.registry.exists() else {}
         folders = [Path(folder) for folder in hosted.values()]
@@ -989,6 +989,11 @@ class MachineActor:
 
     def holds(self, key: ShardKey) -> bool:
         return key in self._shards
+
+    def held(self) -> list[ShardKey]:
+        """The shards held (tools: each is ended by its `destroy` call, as its index's deletion
+        ends it)."""
+        return list(self._shards)
 
     def stats(self) -> dict[str, Any]:
         """The shards held and the calls served (by method)."""

@@ -49,7 +49,7 @@ ACTOR_NAME = "metadata"
 KV_NAMESPACE = "leafsearch"
 _ENTRY = "meta/"
 _CONTEXT = "ctx/"
-_SECRET = "secret"
+SECRET_KEY = "secret"
 #: The cluster version, also kept apart: a coordinator reads it from the GCS while the actor
 #: does not answer (it restarts), and asks the actor for the changes only when it moved.
 VERSION_KEY = "version"
@@ -70,10 +70,10 @@ def cluster_secret() -> bytes:
     """The cluster's secret, made by the first process of the cluster that asks (a coordinator's
     metadata actor, a machine actor's channel: channel.py), the same for every one after."""
     kv = _kv()
-    secret = kv._internal_kv_get(_SECRET, namespace=KV_NAMESPACE)
+    secret = kv._internal_kv_get(SECRET_KEY, namespace=KV_NAMESPACE)
     if secret is None:
-        kv._internal_kv_put(_SECRET, secrets.token_bytes(32), overwrite=False, namespace=KV_NAMESPACE)
-        secret = kv._internal_kv_get(_SECRET, namespace=KV_NAMESPACE)
+        kv._internal_kv_put(SECRET_KEY, secrets.token_bytes(32), overwrite=False, namespace=KV_NAMESPACE)
+        secret = kv._internal_kv_get(SECRET_KEY, namespace=KV_NAMESPACE)
     return secret
 
 

@@ -11,6 +11,7 @@ import random
 import threading
 import time
 from collections.abc import Iterator
+from multiprocessing.context import BaseContext
 from pathlib import Path
 from typing import Any
 
@@ -350,13 +351,15 @@ def _worker_orders(node: leafsearch.Node) -> list[dict[str, int]]:
 
 
 def test_search_workers_build_an_order_once_and_map_it_after(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, worker_processes: BaseContext
 ) -> None:
     """Two workers: the first query on a key builds and writes each large segment's order, the
     other worker maps them (no cold worker); answers equal the server process's own, also while
     clients write, refresh and merge beside the readers."""
     monkeypatch.undo()  # the workers run with the real threshold; these segments exceed it
-    with leafsearch.Node(tmp_path / "w", background=False, search_workers=2) as node:
+    with leafsearch.Node(
+        tmp_path / "w", background=False, search_workers=2, worker_processes=worker_processes
+    ) as node:
         admin.create_index(node, "t", {"settings": {"number_of_shards": 1}})
         _bulk(node, 0, 10_000)
         _bulk(node, 10_000, 9_000)

@@ -17,12 +17,13 @@ import httpx
 import orjson
 import pytest
 
+from leafsearch.index.merge_policy import MERGE_FACTOR
 from leafsearch.index.routing import default_routing_num_shards, shard_for
 from leafsearch.search.shard_api import ShardContextId
 from leafsearch.testing import Server
 from tests.concurrency import readers_beside_a_writer, wait_for, writers_beside_refresher
 from tests.conftest import error_of
-from tests.ray_cluster import ended, machine_actor, machine_calls, ray_server, shard_actor, where
+from tests.ray_cluster import children, ended, machine_actor, machine_calls, ray_server, shard_actor, where
 
 SHARDS = 6
 
@@ -505,6 +506,27 @@ def test_a_shard_killed_during_bulk_loses_no_acknowledged_write(http: httpx.Clie
     assert (
         bulk(http, "killbulk", {f"after-{i}": source(i) for i in range(30)}, refresh=True)["errors"] is False
     )
+
+
+def test_a_machines_merges_run_in_a_process_without_ray(http: httpx.Client) -> None:
+    """A machine actor's shards merge in its merge worker, whose processes start without Ray's
+    worker script (ray_backend/merge_processes.py), which would import Ray in each: a merge
+    process never maps Ray's library."""
+    import ray
+
+    uuid = create_index(http, "merged", shards=1)
+    for n in range(MERGE_FACTOR):  # a segment each
+        bulk(http, "merged", {f"d{n}": source(n)}, refresh=True)
+    wait_for(lambda: ray.get(shard_actor(uuid, 0).stats.remote(), timeout=60)["segments"] < MERGE_FACTOR)
+    spawned = [
+        pid
+        for pid in children(where(uuid, 0)[1])
+        if b"multiprocessing.spawn" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    ]
+    assert spawned
+    for pid in spawned:
+        assert "_raylet" not in Path(f"/proc/{pid}/maps").read_text()
+    assert http.get("/merged/_count").json()["count"] == MERGE_FACTOR
 
 
 def test_a_shard_that_lost_a_pit_context_fails_that_shard_alone(http: httpx.Client) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from multiprocessing.context import BaseContext
 from typing import Any
 
 import httpx
@@ -40,11 +41,12 @@ from tests.search.test_pit_property import new_index as new_node_index
 
 @pytest.fixture(scope="module", params=[0, 1], ids=["in-process", "search-worker"])
 def node(
-    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest, worker_processes: BaseContext
 ) -> Iterator[leafsearch.Node]:
     """A node without background threads; its pages run in its process, then in a search worker."""
     more = {LONE_REQUESTS_IN_SERVER: "false"}
-    with walking_node(tmp_path_factory.mktemp("collapse-node"), request.param, more) as instance:
+    folder = tmp_path_factory.mktemp("collapse-node")
+    with walking_node(folder, request.param, more, worker_processes=worker_processes) as instance:
         yield instance
 
 

@@ -3,6 +3,7 @@ answer what the server process computes."""
 
 from __future__ import annotations
 
+from multiprocessing.context import BaseContext
 from pathlib import Path
 
 import orjson
@@ -32,8 +33,10 @@ BODIES = [
 
 
 @pytest.mark.parametrize("body", BODIES)
-def test_workers_answer_what_the_server_process_computes(tmp_path: Path, body: dict) -> None:
-    with Node(tmp_path / "node", search_workers=1) as node:
+def test_workers_answer_what_the_server_process_computes(
+    tmp_path: Path, body: dict, worker_processes: BaseContext
+) -> None:
+    with Node(tmp_path / "node", search_workers=1, worker_processes=worker_processes) as node:
         node.cluster_settings.update({"transient": {LONE_REQUESTS_IN_SERVER: "false"}})
         admin.create_index(node, "t", {"settings": {"number_of_shards": 2}, "mappings": MAPPING})
         lines = [

@@ -16,6 +16,7 @@ import datetime as dt
 import itertools
 from collections.abc import Iterator
 from contextlib import contextmanager
+from multiprocessing.context import BaseContext
 from pathlib import Path
 from typing import Any
 
@@ -79,10 +80,14 @@ def walking_node(
 
 @pytest.fixture(scope="module", params=[0, 1], ids=["in-process", "search-worker"])
 def node(
-    tmp_path_factory: pytest.TempPathFactory, clock: FakeClock, request: pytest.FixtureRequest
+    tmp_path_factory: pytest.TempPathFactory,
+    clock: FakeClock,
+    request: pytest.FixtureRequest,
+    worker_processes: BaseContext,
 ) -> Iterator[leafsearch.Node]:
     """A walking node on a clock the tests advance to expire contexts."""
-    with walking_node(tmp_path_factory.mktemp("pit-node"), request.param, clock=clock) as instance:
+    folder = tmp_path_factory.mktemp("pit-node")
+    with walking_node(folder, request.param, clock=clock, worker_processes=worker_processes) as instance:
         yield instance
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from multiprocessing.context import BaseContext
 from typing import Any
 
 import httpx
@@ -40,10 +41,11 @@ from tests.search.test_pit_property import new_index as new_node_index
 
 @pytest.fixture(scope="module", params=[0, 1], ids=["in-process", "search-worker"])
 def node(
-    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest, worker_processes: BaseContext
 ) -> Iterator[leafsearch.Node]:
     """A node without background threads; its pages run in its process, then in a search worker."""
-    with walking_node(tmp_path_factory.mktemp("before-node"), request.param) as instance:
+    folder = tmp_path_factory.mktemp("before-node")
+    with walking_node(folder, request.param, worker_processes=worker_processes) as instance:
         yield instance
 
 

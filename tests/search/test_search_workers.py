@@ -14,6 +14,7 @@ import signal
 import threading
 import time
 from collections.abc import Iterator
+from multiprocessing.context import BaseContext
 from pathlib import Path
 from typing import Any
 
@@ -64,10 +65,10 @@ def _stop(pid: int) -> None:
 
 
 @pytest.fixture
-def node(tmp_path: Path) -> Iterator[Node]:
+def node(tmp_path: Path, worker_processes: BaseContext) -> Iterator[Node]:
     """A node with 2 search workers, ready, holding DOCS documents on 3 shards; every one-shot
     request goes to the workers (one alone would otherwise run in the server process)."""
-    with Node(tmp_path / "node", search_workers=2) as n:
+    with Node(tmp_path / "node", search_workers=2, worker_processes=worker_processes) as n:
         n.cluster_settings.update({"transient": {LONE_REQUESTS_IN_SERVER: "false"}})
         admin.create_index(n, "t", {"settings": {"number_of_shards": 3}})
         for start in range(0, DOCS, 1000):  # several segments per shard

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import random
 import threading
+from multiprocessing.context import BaseContext
+from pathlib import Path
 
 import orjson
 import pytest
@@ -266,11 +268,15 @@ def test_scroll_batches_fetched_through_pickled_shards_equal_the_in_process_ones
         assert all(shard.free_context(context) for shard, context in zip(shards, contexts, strict=True))
 
 
-def test_pit_pages_in_a_search_worker_equal_the_walk_over_a_list_of_every_match(tmp_path) -> None:
+def test_pit_pages_in_a_search_worker_equal_the_walk_over_a_list_of_every_match(
+    tmp_path: Path, worker_processes: BaseContext
+) -> None:
     """In a search worker the PIT's snapshots are rebuilt from manifests; its pages are top hits
     from the cursor on them, the pages a list of every match gives, while writes go on."""
     rng = random.Random(6)
-    with leafsearch.Node(tmp_path / "node", background=False, search_workers=1) as node:
+    with leafsearch.Node(
+        tmp_path / "node", background=False, search_workers=1, worker_processes=worker_processes
+    ) as node:
         _create(node)
         _write(node, rng, 0, 120)
         _write(node, rng, 120, 50)

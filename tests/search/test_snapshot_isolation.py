@@ -21,6 +21,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from multiprocessing.context import BaseContext
 from pathlib import Path
 from typing import Any
 
@@ -50,20 +51,25 @@ class Cluster:
 
 
 @pytest.fixture(scope="module", params=["in-process", "search-worker", "http"])
-def cluster(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[Cluster]:
+def cluster(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest, worker_processes: BaseContext
+) -> Iterator[Cluster]:
     """A node without background threads (the tests refresh and merge), reached in-process with
     its pages in its own process or every walk in a search worker, or over HTTP with a search
     worker and the settings `serve` starts with."""
     folder = tmp_path_factory.mktemp("isolation")
     if request.param == "http":
-        with serving_clocked(folder, search_workers=1) as clocked:
+        with serving_clocked(folder, search_workers=1, worker_processes=worker_processes) as clocked:
             assert clocked.node.search_workers is not None
             assert clocked.node.search_workers.wait_ready(60)
             with Elasticsearch(str(clocked.http.base_url), request_timeout=60) as es:
                 yield Cluster(es, clocked.node)
         return
     with leafsearch.Node(
-        folder, background=False, search_workers=int(request.param == "search-worker")
+        folder,
+        background=False,
+        search_workers=int(request.param == "search-worker"),
+        worker_processes=worker_processes,
     ) as node:
         if node.search_workers is not None:  # even a walk that runs alone
             node.cluster_settings.update({"transient": {LONE_WALKS_IN_SERVER: "false"}})

@@ -13,6 +13,7 @@ import random
 import threading
 from collections import Counter
 from collections.abc import Iterator
+from multiprocessing.context import BaseContext
 from pathlib import Path
 from typing import Any
 
@@ -82,8 +83,10 @@ def _terms(field: str, **options: Any) -> dict[str, Any]:
 
 
 @pytest.fixture(params=[0, 2], ids=["in-process", "workers"])
-def node(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Node]:
-    with Node(tmp_path / "node", background=False, search_workers=request.param) as n:
+def node(tmp_path: Path, request: pytest.FixtureRequest, worker_processes: BaseContext) -> Iterator[Node]:
+    with Node(
+        tmp_path / "node", background=False, search_workers=request.param, worker_processes=worker_processes
+    ) as n:
         admin.create_index(
             n,
             "t",

@@ -13,6 +13,7 @@ import os
 import signal
 import threading
 from collections.abc import Iterator
+from multiprocessing.context import BaseContext
 from pathlib import Path
 from typing import Any
 
@@ -94,12 +95,16 @@ def jobs(node: Node) -> int:
 
 
 @pytest.fixture(scope="module")
-def nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Node, Node]]:
+def nodes(
+    tmp_path_factory: pytest.TempPathFactory, worker_processes: BaseContext
+) -> Iterator[tuple[Node, Node]]:
     """(a node that parses everything itself, a node with 2 search workers taking any body)."""
     base = tmp_path_factory.mktemp("offload")
     with (
         Node(base / "here", background=False) as here,
-        Node(base / "workers", background=False, search_workers=2) as there,
+        Node(
+            base / "workers", background=False, search_workers=2, worker_processes=worker_processes
+        ) as there,
     ):
         assert there.search_workers is not None and there.search_workers.wait_ready(60)
         any_time = {"indices.bulk.worker_parse_min_size": "1b", "indices.bulk.worker_parse_min_idle_cpu": "0"}
@@ -373,7 +378,7 @@ def test_idle_cpu_is_the_idle_share_of_proc_stat_between_two_reads(tmp_path: Pat
 
 
 def test_segments_written_by_a_worker_under_concurrent_bulks_hold_what_the_server_would(
-    tmp_path: Path,
+    tmp_path: Path, worker_processes: BaseContext
 ) -> None:
     """Four bulk clients at once, refreshes and merges beside them, every buffer written as a
     segment by a search worker (index/buffer_wire.py): the index answers searches on every field
@@ -422,7 +427,9 @@ def test_segments_written_by_a_worker_under_concurrent_bulks_hold_what_the_serve
 
     with Node(tmp_path / "here", background=False) as here:
         expected = load(here, workers=False)
-    with Node(tmp_path / "workers", background=False, search_workers=1) as there:
+    with Node(
+        tmp_path / "workers", background=False, search_workers=1, worker_processes=worker_processes
+    ) as there:
         assert there.search_workers is not None and there.search_workers.wait_ready(60)
         builder, built = there.shard_services.builder, []
         assert builder is not None
