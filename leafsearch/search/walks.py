@@ -28,7 +28,6 @@ goes on from its cursor, with the same pages, since both follow the walk's total
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
@@ -37,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from leafsearch.common.wire_pickle import evolve
 from leafsearch.request.search_types import SCORE, SHARD_DOC, SearchRequest, SortSpec
 from leafsearch.search import phases, top_hits
 from leafsearch.search.guard import SearchGuard
@@ -63,7 +63,7 @@ def walk_request(request: SearchRequest, cursor: list[Any] | None) -> tuple[Sear
     shown = len(specs)
     if specs[-1].field != SHARD_DOC:
         specs.append(SortSpec(SHARD_DOC, "asc"))
-    walk = dataclasses.replace(request, sort=specs, search_after=cursor, from_=0)
+    walk = evolve(request, sort=specs, search_after=cursor, from_=0)
     return walk, shown
 
 
@@ -74,7 +74,7 @@ def cursor_key(cursor: list[Any] | None) -> bytes:
 
 def identity(request: SearchRequest) -> str:
     """What makes two requests pages of one walk: everything but the cursor and the PIT's id."""
-    return repr(dataclasses.replace(request, search_after=None, pit=None))
+    return repr(evolve(request, search_after=None, pit=None))
 
 
 def pages_a_list(request: SearchRequest, targets: list[Target]) -> bool:
@@ -198,7 +198,7 @@ def windowed(
     if window is not None and found is not None:
         with services.search_stats.phase("query", targets):  # (the page's query phase, done ahead)
             return window.hits, *found, None
-    hits, tree = query(dataclasses.replace(request, size=size))
+    hits, tree = query(evolve(request, size=size))
     window = window_of(hits, request, size)
     if not hits.timed_out:  # (hits cut short by the timeout are the page's, not the walk's)
         memory.keep_window(ctx_id, key, window)
