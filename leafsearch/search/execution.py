@@ -277,7 +277,7 @@ def _pit_page(
     page = read_ahead.take(task.ctx_id, walk, served) if ahead else None
     tree = None
     if page is None:
-        page, tree = _pit_hits(services, task, request, cancelled, prepared=False)
+        page, tree = _pit_hits(services, task, request, cancelled, prepared=False, walk=walk)
     body = phases.response(
         services,
         page.hitlist,
@@ -301,7 +301,9 @@ def _pit_page(
             served,
             walks.cursor_key(following),
             task.targets,
-            lambda: _rendered(services, _pit_hits(services, task, after, None, prepared=True)[0], after),
+            lambda: _rendered(
+                services, _pit_hits(services, task, after, None, prepared=True, walk=walk)[0], after
+            ),
         )
     return body, following
 
@@ -313,10 +315,12 @@ def _pit_hits(
     cancelled: threading.Event | None,
     *,
     prepared: bool,
+    walk: str | None = None,
 ) -> tuple[_Page, Any]:
     """A PIT page's hits and the aggregation tree: from the walk's kept list when it pages one
     (walks.py; only a request builds it, not a page `prepared` ahead), else from the walk's
-    window or a query phase from the cursor (`walks.windowed`)."""
+    window or a query phase from the cursor (`walks.windowed`; `walk`: the walk's identity, when
+    known)."""
     now = int(time.time() * 1000)
     listed = walks.kept_list(services, task.ctx_id, task.targets, request, now, cancelled, build=not prepared)
     if listed is not None:
@@ -328,7 +332,7 @@ def _pit_hits(
             services, task.targets, asked, aggs=True, cancelled=cancelled, contexts=task.contexts, fetch=fetch
         )
 
-    hitlist, start, end, tree = walks.windowed(services, task.ctx_id, task.targets, request, query)
+    hitlist, start, end, tree = walks.windowed(services, task.ctx_id, task.targets, request, query, walk)
     return _Page(hitlist, start, end), tree
 
 
