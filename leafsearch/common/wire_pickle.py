@@ -69,9 +69,9 @@ def _positions(kind: type) -> dict[str, int]:
 def _values(kind: type) -> Callable[[Any], tuple[Any, ...]]:
     """The class's field values as a tuple, by one C call; a class its `__init__` would not
     rebuild is refused."""
-    assert is_dataclass(kind) and not hasattr(kind, "__post_init__"), kind
+    if not is_dataclass(kind) or hasattr(kind, "__post_init__") or not all(f.init for f in fields(kind)):
+        raise TypeError(f"{kind.__name__} is not rebuilt by its __init__ from its fields")
     every = fields(kind)
-    assert all(f.init for f in every), kind
     names = [f.name for f in every]
     if len(names) == 1:
         (name,) = names
