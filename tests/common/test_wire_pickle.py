@@ -85,24 +85,6 @@ def test_a_query_phase_message_and_answer_load_equal_by_their_classes() -> None:
     assert not any(name.startswith("numpy._core") for name in names)  # (every array flat)
 
 
-def test_a_dataclass_its_call_would_not_rebuild_is_refused() -> None:
-    @dataclass
-    class Counted(ByFields):
-        n: int
-        seen: int = field(init=False, default=0)
-
-    @dataclass
-    class Checked(ByFields):
-        n: int
-
-        def __post_init__(self) -> None:
-            self.n = abs(self.n)
-
-    for value in (Counted(1), Checked(-1)):
-        with pytest.raises(TypeError, match="is not rebuilt by its __init__ from its fields"):
-            dumps(value)
-
-
 def test_evolve_makes_what_replace_makes() -> None:
     request = parse_search_request(
         {"sort": ["_doc"], "size": 7, "slice": {"id": 0, "max": 2}}, {}, scroll="1m", indices="i"
@@ -136,3 +118,21 @@ def test_evolve_refuses_a_class_its_call_would_not_rebuild() -> None:
 
     with pytest.raises(TypeError, match="is not rebuilt by its __init__ from its fields"):
         evolve(Checked(-1), n=2)
+
+
+def test_a_dataclass_its_call_would_not_rebuild_is_refused() -> None:
+    @dataclass
+    class Counted(ByFields):
+        n: int
+        seen: int = field(init=False, default=0)
+
+    @dataclass
+    class Checked(ByFields):
+        n: int
+
+        def __post_init__(self) -> None:
+            self.n = abs(self.n)
+
+    for value in (Counted(1), Checked(-1)):
+        with pytest.raises(TypeError, match="is not rebuilt by its __init__ from its fields"):
+            dumps(value)
