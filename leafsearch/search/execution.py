@@ -17,7 +17,6 @@ after a crash) finds the next page from the cursor, and the walk goes on exactly
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 import time
 from collections.abc import Callable
@@ -28,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from leafsearch.common.rawjson import RawJSON
+from leafsearch.common.wire_pickle import evolve
 from leafsearch.request.search_types import DOC, SearchRequest
 from leafsearch.search import export_pages, phases, query_and_fetch, walks
 from leafsearch.search.export_pages import ExportTask
@@ -190,7 +190,7 @@ def run(
             task.sink, body, cancelled, None if confirm is None else partial(confirm, None)
         )
         if park is not None and task.sink.park is not None and written.complete and following is not None:
-            written = dataclasses.replace(written, parked=park(task, following))
+            written = evolve(written, parked=park(task, following))
         return written
     if isinstance(task, ExportTask):
         return export_pages.run(services, task, cancelled)
@@ -211,8 +211,8 @@ def run(
     written = write_response(task.sink, body, cancelled, asked)
     kept = answers[0] if answers and isinstance(answers[0], ScrollAhead) and answers[0].ends else None
     if park is not None and task.sink.park is not None and written.complete and kept is not None:
-        after = dataclasses.replace(task, cursor=cursor, total=total)
-        written = dataclasses.replace(written, parked=park(after, kept))
+        after = evolve(task, cursor=cursor, total=total)
+        written = evolve(written, parked=park(after, kept))
     return written, cursor, total, ahead
 
 
@@ -277,7 +277,7 @@ def _pit_page(
     page = read_ahead.take(task.ctx_id, walk, served) if ahead else None
     tree = None
     if page is None:
-        page, tree = _pit_hits(services, task, request, cancelled, prepared=False)
+        page, tree = _pit_hits(services, task, request, cancelled, prepared=False, walk=walk)
     body = phases.response(
         services,
         page.hitlist,
@@ -294,14 +294,16 @@ def _pit_page(
     if ahead and request.size and page.end - page.start == request.size and page.hitlist.columns:
         # The walk's next page: `search_after` the last hit of this one.
         following = last_sort_values(page.hitlist, page.end)
-        after = dataclasses.replace(request, search_after=following, from_=0)
+        after = evolve(request, search_after=following, from_=0)
         read_ahead.continue_walk(
             task.ctx_id,
             walk,
             served,
             walks.cursor_key(following),
             task.targets,
-            lambda: _rendered(services, _pit_hits(services, task, after, None, prepared=True)[0], after),
+            lambda: _rendered(
+                services, _pit_hits(services, task, after, None, prepared=True, walk=walk)[0], after
+            ),
         )
     return body, following
 
@@ -313,10 +315,12 @@ def _pit_hits(
     cancelled: threading.Event | None,
     *,
     prepared: bool,
+    walk: str | None = None,
 ) -> tuple[_Page, Any]:
     """A PIT page's hits and the aggregation tree: from the walk's kept list when it pages one
     (walks.py; only a request builds it, not a page `prepared` ahead), else from the walk's
-    window or a query phase from the cursor (`walks.windowed`)."""
+    window or a query phase from the cursor (`walks.windowed`; `walk`: the walk's identity, when
+    known)."""
     now = int(time.time() * 1000)
     listed = walks.kept_list(services, task.ctx_id, task.targets, request, now, cancelled, build=not prepared)
     if listed is not None:
@@ -328,7 +332,7 @@ def _pit_hits(
             services, task.targets, asked, aggs=True, cancelled=cancelled, contexts=task.contexts, fetch=fetch
         )
 
-    hitlist, start, end, tree = walks.windowed(services, task.ctx_id, task.targets, request, query)
+    hitlist, start, end, tree = walks.windowed(services, task.ctx_id, task.targets, request, query, walk)
     return _Page(hitlist, start, end), tree
 
 
@@ -363,7 +367,7 @@ def _scroll_batch(
     tree = None
     if page is None:
         if not task.opening:  # the first batch counted the matches: the others need not
-            walk = dataclasses.replace(walk, track_total_hits=False)
+            walk = evolve(walk, track_total_hits=False)
         page, tree = _scroll_hits(services, task, walk, shown, cancelled, prepared=False)
     cursor = last_sort_values(page.hitlist, page.end) if page.end > page.start else task.cursor
     total = page.hitlist.total if task.total is None else task.total
@@ -372,7 +376,7 @@ def _scroll_batch(
         _shown(page.hitlist, shown, total),
         # Suggestions come with the first batch only; a request left as it is (its identity)
         # keeps a fetch that came along with the query (query_and_fetch.py).
-        request if task.opening or not request.suggest else dataclasses.replace(request, suggest=()),
+        request if task.opening or not request.suggest else evolve(request, suggest=()),
         page.start,
         page.end,
         started,
@@ -382,7 +386,7 @@ def _scroll_batch(
         ready=page.hits,
     )
     if task.read_ahead and page.end - page.start == request.size:
-        after = dataclasses.replace(walk, search_after=cursor, track_total_hits=False)
+        after = evolve(walk, search_after=cursor, track_total_hits=False)
         read_ahead.continue_walk(
             task.ctx_id,
             "scroll",
@@ -477,7 +481,7 @@ def _live_docs(
 def _shown(hitlist: HitList, shown: int, total: int) -> HitList:
     """A scroll batch's hit list as the scroll shows it: its own sorts (not the walk's
     tiebreaker) and its total. A copy: a kept list is not changed."""
-    return dataclasses.replace(hitlist, columns=hitlist.columns[:shown], total=total)
+    return evolve(hitlist, columns=hitlist.columns[:shown], total=total)
 
 
 def _rendered_batch(

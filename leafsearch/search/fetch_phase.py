@@ -512,7 +512,7 @@ def _rows_of(columns: list[list[Any]], rows: np.ndarray) -> list[list[Any]]:
 
 def _sort_columns(hitlist: HitList, start: int, end: int) -> list[list[Any]]:
     """The page's sort values, rendered column by column."""
-    tpos = hitlist.target[start:end].tolist()
+    tpos = hitlist.target[start:end]
     return [_column_values(col, start, end, tpos) for col in hitlist.columns]
 
 
@@ -554,12 +554,13 @@ def _stored_otherwise(field_types: tuple) -> bool:
     return any(ft is not None and ft.type in ("unsigned_long", "ip") for ft in field_types)
 
 
-def _column_values(col, start: int, end: int, tpos: list[int]) -> list[Any]:
-    """One sort column's values for hits [start, end) as Elasticsearch renders them.
+def _column_values(col, start: int, end: int, targets: np.ndarray) -> list[Any]:
+    """One sort column's values for hits [start, end) as Elasticsearch renders them (`targets`:
+    each hit's target position).
 
     Documents without a value render as the missing value of the sort, per target (the field type
     may differ between indices); other values go through the sort's formatter only when it has
-    one to apply.
+    one to apply (only then are the hits' targets listed).
     """
     raw = col.values[start:end]
     if col.kind == "keyword":
@@ -574,13 +575,13 @@ def _column_values(col, start: int, end: int, tpos: list[int]) -> list[Any]:
     if col.kind not in _RAW_KINDS or col.spec.format is not None or _stored_otherwise(types):
         values = [
             fetch_helpers.format_sort_value(v, types[t] if types else None, col.spec)
-            for v, t in zip(values, tpos, strict=True)
+            for v, t in zip(values, targets.tolist(), strict=True)
         ]
     if col.present is not None:
         absent = np.flatnonzero(~col.present[start:end]).tolist()
         missing: dict[int, Any] = {}
         for row in absent:
-            t = tpos[row]
+            t = int(targets[row])
             if t not in missing:
                 missing[t] = fetch_helpers.format_sort_value(None, types[t] if types else None, col.spec)
             values[row] = missing[t]

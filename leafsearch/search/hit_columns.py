@@ -47,17 +47,30 @@ class Group:
 
 
 def groups_of(targets: list[Any], tpos: np.ndarray, docs: np.ndarray) -> list[Group]:
-    """The page's hits split by segment view, in (target, segment) order."""
+    """The page's hits split by segment view, in (target, segment) order. A page usually lies in
+    one target and one segment (a walk's batch of 1,000 in segments of 100,000s): then it is one
+    group of every row, without a sort of the positions or a mask per value."""
     groups = []
-    for ti in np.unique(tpos).tolist():
+    every = np.arange(len(docs))
+    one_target = _one_value(tpos)
+    for ti in [one_target] if one_target is not None else np.unique(tpos).tolist():
         views = targets[ti].searcher.views
         bases = np.array([v.doc_base for v in views], dtype=np.int64)
-        in_target = np.flatnonzero(tpos == ti)
+        in_target = every if one_target is not None else np.flatnonzero(tpos == ti)
         vis = np.searchsorted(bases, docs[in_target], side="right") - 1
-        for vi in np.unique(vis).tolist():
-            rows = in_target[vis == vi]
+        one_view = _one_value(vis)
+        for vi in [one_view] if one_view is not None else np.unique(vis).tolist():
+            rows = in_target if one_view is not None else in_target[vis == vi]
             groups.append(Group(ti, views[vi], rows, docs[rows] - views[vi].doc_base))
     return groups
+
+
+def _one_value(values: np.ndarray) -> int | None:
+    """The one value every entry holds (None: several, or none)."""
+    if not len(values):
+        return None
+    first = int(values[0])
+    return first if int(values[-1]) == first and bool((values == first).all()) else None
 
 
 class PageOrder:

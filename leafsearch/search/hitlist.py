@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import threading
 import time
+from bisect import bisect_right
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from itertools import accumulate
 from typing import Any, Protocol
 
 import numpy as np
@@ -677,7 +679,9 @@ class LiveDocs:
     """Every live document of a list of snapshots in `_shard_doc` order, never materialized.
 
     Positions are counted over per-segment live-doc counts, so locating a cursor or an offset is
-    a binary search and a page costs only its own documents.
+    a binary search and a page costs only its own documents. The per-segment bounds are Python
+    lists searched by `bisect`: a walk makes one of these per batch, over a dozen segments, where
+    numpy's calls cost more than the search.
     """
 
     def __init__(self, targets: list[Target], selected: list[np.ndarray | None] | None = None) -> None:
@@ -685,45 +689,42 @@ class LiveDocs:
         for all of them) restricts the walk, as a sliced `_doc` scroll does."""
         self.views = [(ti, view) for ti, t in enumerate(targets) for view in t.searcher.views]
         self.selected = selected if selected is not None else [None] * len(self.views)
-        counts = np.array(
-            [
-                view.live_count if sel is None else len(sel)
-                for (_, view), sel in zip(self.views, self.selected, strict=True)
-            ],
-            dtype=np.int64,
-        )
-        self.starts = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
-        self.total = int(self.starts[-1])
+        counts = [
+            view.live_count if sel is None else len(sel)
+            for (_, view), sel in zip(self.views, self.selected, strict=True)
+        ]
+        self.starts: list[int] = [0, *accumulate(int(count) for count in counts)]
+        self.total = self.starts[-1]
         # `_shard_doc` of each segment's first doc number: segments tile each shard's doc space.
-        self.first_keys = np.array([(ti << 32) | view.doc_base for ti, view in self.views], dtype=np.int64)
+        self.first_keys = [(ti << 32) | view.doc_base for ti, view in self.views]
 
     def rank(self, key: int) -> int:
         """How many documents have a `_shard_doc` at most `key`."""
-        if not self.views or key < int(self.first_keys[0]):
+        if not self.views or key < self.first_keys[0]:
             return 0
-        i = int(np.searchsorted(self.first_keys, key, side="right")) - 1
+        i = bisect_right(self.first_keys, key) - 1
         view = self.views[i][1]
-        local = key - int(self.first_keys[i])
+        local = key - self.first_keys[i]
         sel = self.selected[i]
         if local >= view.max_doc:
-            inside = int(self.starts[i + 1] - self.starts[i])
+            inside = self.starts[i + 1] - self.starts[i]
         elif sel is not None:
             inside = int(np.searchsorted(sel, local, side="right"))
         elif view.live is None:
             inside = local + 1
         else:
             inside = int(np.searchsorted(view.live_docs, local, side="right"))
-        return int(self.starts[i]) + inside
+        return self.starts[i] + inside
 
     def take(self, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
         """(target positions, shard doc numbers) of the documents at positions [lo, hi)."""
         targets: list[np.ndarray] = []
         docs: list[np.ndarray] = []
-        i = int(np.searchsorted(self.starts, lo, side="right")) - 1
+        i = bisect_right(self.starts, lo) - 1
         while lo < hi and i < len(self.views):
             ti, view = self.views[i]
-            begin = int(self.starts[i])
-            a, b = max(lo, begin) - begin, min(hi, int(self.starts[i + 1])) - begin
+            begin = self.starts[i]
+            a, b = max(lo, begin) - begin, min(hi, self.starts[i + 1]) - begin
             if b > a:
                 sel = self.selected[i]
                 if sel is not None:
@@ -733,15 +734,16 @@ class LiveDocs:
                 docs.append(local + view.doc_base)
                 targets.append(np.full(b - a, ti, dtype=np.int32))
             i += 1
-        if not docs:
-            return np.empty(0, np.int32), np.empty(0, np.int64)
+        if len(docs) <= 1:  # (a batch inside one segment: its arrays as they are)
+            return (targets[0], docs[0]) if docs else (np.empty(0, np.int32), np.empty(0, np.int64))
         return np.concatenate(targets), np.concatenate(docs)
 
     def at(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(target positions, shard doc numbers) of the documents at `positions` (each below
         `total`): one binary search for all, one gather per segment they fall in."""
-        views = np.searchsorted(self.starts, positions, side="right") - 1
-        local = positions - self.starts[views]
+        starts = np.array(self.starts, dtype=np.int64)
+        views = np.searchsorted(starts, positions, side="right") - 1
+        local = positions - starts[views]
         targets = np.empty(len(positions), np.int32)
         docs = np.empty(len(positions), np.int64)
         for i in np.unique(views).tolist():

@@ -28,7 +28,6 @@ goes on from its cursor, with the same pages, since both follow the walk's total
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
@@ -37,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from leafsearch.common.wire_pickle import evolve
 from leafsearch.request.search_types import SCORE, SHARD_DOC, SearchRequest, SortSpec
 from leafsearch.search import phases, top_hits
 from leafsearch.search.guard import SearchGuard
@@ -63,7 +63,7 @@ def walk_request(request: SearchRequest, cursor: list[Any] | None) -> tuple[Sear
     shown = len(specs)
     if specs[-1].field != SHARD_DOC:
         specs.append(SortSpec(SHARD_DOC, "asc"))
-    walk = dataclasses.replace(request, sort=specs, search_after=cursor, from_=0)
+    walk = evolve(request, sort=specs, search_after=cursor, from_=0)
     return walk, shown
 
 
@@ -74,7 +74,7 @@ def cursor_key(cursor: list[Any] | None) -> bytes:
 
 def identity(request: SearchRequest) -> str:
     """What makes two requests pages of one walk: everything but the cursor and the PIT's id."""
-    return repr(dataclasses.replace(request, search_after=None, pit=None))
+    return repr(evolve(request, search_after=None, pit=None))
 
 
 def pages_a_list(request: SearchRequest, targets: list[Target]) -> bool:
@@ -183,22 +183,24 @@ def windowed(
     targets: list[Target],
     request: SearchRequest,
     query: Callable[[SearchRequest], tuple[HitList, Any]],
+    walk: str | None = None,
 ) -> tuple[HitList, int, int, Any]:
     """A walk's page: (hit list, start, end, aggregation tree) from the walk's window when it
     holds the page, else from `query` (the query phase of a request) run for a window of hits
-    from the cursor, which the process keeps for the pages after it."""
+    from the cursor, which the process keeps for the pages after it. `walk`: the request's
+    `identity` when the caller knows it (a repr of the request: 30 us a page otherwise)."""
     size = window_size(request, targets)
     if size is None:
         hits, tree = query(request)
         return hits, *phases.page_bounds(hits, request), tree
-    key = identity(request)
+    key = walk if walk is not None else identity(request)
     memory = services.contexts.walks
     window = memory.window(ctx_id, key)
     found = None if window is None else window.page(request)
     if window is not None and found is not None:
         with services.search_stats.phase("query", targets):  # (the page's query phase, done ahead)
             return window.hits, *found, None
-    hits, tree = query(dataclasses.replace(request, size=size))
+    hits, tree = query(evolve(request, size=size))
     window = window_of(hits, request, size)
     if not hits.timed_out:  # (hits cut short by the timeout are the page's, not the walk's)
         memory.keep_window(ctx_id, key, window)

@@ -1,10 +1,12 @@
 """The pickles of shard messages and answers (common/wire_pickle.py): what loads is equal to what
 was dumped, of the same types, its arrays writable with their dtypes; a flat numeric or bytes
 array loads by `numpy.frombuffer` and a `ByFields` dataclass by its class, not by numpy's or the
-dataclass's own pickling; a class the call would not rebuild is refused."""
+dataclass's own pickling; a class the call would not rebuild is refused. `evolve` makes what
+`dataclasses.replace` makes, for the classes a walk copies per page."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import pickle
 from dataclasses import dataclass, field
@@ -12,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pytest
 
-from leafsearch.common.wire_pickle import ByFields, dumps
+from leafsearch.common.wire_pickle import ByFields, dumps, evolve
 from leafsearch.request.search_request import parse_search_request
 from leafsearch.search.shard_api import FetchAlong, FetchedPage, ShardFetchResult, ShardQuery, ShardTopDocs
 from leafsearch.search.sort_keys import SortColumn
@@ -81,6 +83,41 @@ def test_a_query_phase_message_and_answer_load_equal_by_their_classes() -> None:
     names = _globals(data)
     assert "leafsearch.search.shard_api.ShardTopDocs" in names and "copyreg.__newobj__" not in names
     assert not any(name.startswith("numpy._core") for name in names)  # (every array flat)
+
+
+def test_evolve_makes_what_replace_makes() -> None:
+    request = parse_search_request(
+        {"sort": ["_doc"], "size": 7, "slice": {"id": 0, "max": 2}}, {}, scroll="1m", indices="i"
+    )
+    changes = {"search_after": [3, 9], "track_total_hits": False, "from_": 0}
+    evolved = evolve(request, **changes)
+    assert evolved == dataclasses.replace(request, **changes) and type(evolved) is type(request)
+    assert (evolved.search_after, evolved.track_total_hits) == ([3, 9], False)
+    assert request.search_after is None and request.track_total_hits == 10_000  # the original kept
+    assert evolved.sort is request.sort  # shallow, as `replace` is
+
+    @dataclass(frozen=True, slots=True)
+    class Frozen:
+        a: int
+        b: list = field(default_factory=list)
+
+    frozen = Frozen(1, [2])
+    assert evolve(frozen, a=5) == dataclasses.replace(frozen, a=5) == Frozen(5, [2])
+    assert evolve(frozen) == frozen and evolve(frozen) is not frozen
+    with pytest.raises(TypeError, match="no field 'c'"):
+        evolve(frozen, c=1)
+
+
+def test_evolve_refuses_a_class_its_call_would_not_rebuild() -> None:
+    @dataclass
+    class Checked:
+        n: int
+
+        def __post_init__(self) -> None:
+            self.n = abs(self.n)
+
+    with pytest.raises(TypeError, match="is not rebuilt by its __init__ from its fields"):
+        evolve(Checked(-1), n=2)
 
 
 def test_a_dataclass_its_call_would_not_rebuild_is_refused() -> None:

@@ -1,7 +1,8 @@
 """Pages rendered column by column (the REST layer's bytes) are exactly the pages rendered hit by
 hit (one dict per hit): same keys in the same order, same values, same bytes, for random pages of
 random requests combining `version`, `seq_no_primary_term`, scores, `docvalue_fields` with and
-without formats, custom routing and `stored_fields`, over two indices of several segments each."""
+without formats, custom routing and `stored_fields`, over two indices of several segments each;
+and a `_doc` scroll's batches, sliced or not, as the executor renders them."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ from leafsearch.common.rawjson import RawJSON
 from leafsearch.indices import admin
 from leafsearch.request.search_request import parse_search_request
 from leafsearch.rest.render import to_json
+from leafsearch.search import execution, phases
+from leafsearch.search.execution import ScrollTask
 from leafsearch.search.fetch_phase import renders_raw
 from leafsearch.search.guard import SearchGuard
 from leafsearch.search.hit_columns import escapes, json_items, json_scores
@@ -265,3 +268,49 @@ def test_ids_spliced_as_they_are_only_when_json_would_not_escape_them() -> None:
     for text in texts:
         encoded = text.encode()
         assert escapes(b"ab" + encoded + b"cd") == (orjson.dumps(text) != b'"' + encoded + b'"'), repr(text)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_a_doc_scroll_batch_renders_the_same_by_columns_and_hit_by_hit(indexed, seed: int) -> None:
+    """A `_doc` scroll's batches (live documents from the cursor, each batch one group of a
+    segment or crossing segments and shards; a slice's too) rendered as the REST layer takes them
+    are the bytes of the same batches rendered hit by hit, with random per-hit options; the walk
+    reads every live document once."""
+    node, _ = indexed
+    rng = random.Random(seed)
+    body: dict[str, Any] = {"sort": ["_doc"], "size": rng.choice([1, 13, 64, 250])}
+    for option in ("version", "seq_no_primary_term"):
+        if rng.random() < 0.5:
+            body[option] = True
+    if rng.random() < 0.4:
+        body["docvalue_fields"] = rng.sample(["n", "k", "d", {"field": "x", "format": "0.00"}], 2)
+    if rng.random() < 0.2:
+        body["_source"] = False
+    if rng.random() < 0.4:
+        body["slice"] = {"id": rng.randrange(2), "max": 2}
+    indices = rng.choice(["alpha", "beta", "alpha,beta"])
+    request = parse_search_request(body, {}, scroll="1m", indices=indices)
+    services = node.search_services
+    targets = phases.resolve_targets(services, request)
+    live = sum(view.live_count for target in targets for view in target.searcher.views)
+    seen: list[tuple[str, str]] = []
+    try:
+        cursor, total = None, None
+        while True:
+            batches = []
+            for raw in (True, False):
+                task = ScrollTask(targets, request, 0.0, raw, 1, "s", cursor, total, cursor is None, False)
+                batches.append(execution.run(services, task))
+            (by_columns, after, total, _), (by_hits, _, _, _) = batches
+            got, expected = by_columns["hits"]["hits"], to_json(by_hits["hits"]["hits"])
+            assert (got.data if isinstance(got, RawJSON) else to_json(got)) == expected, body
+            hits = orjson.loads(expected)
+            if not hits:
+                break
+            seen += [(hit["_index"], hit["_id"]) for hit in hits]
+            cursor = after
+    finally:
+        release_targets(targets)
+    assert len(seen) == len(set(seen)) and (
+        len(seen) == live if "slice" not in body else 0 < len(seen) < live
+    )

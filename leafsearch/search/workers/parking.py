@@ -57,7 +57,6 @@ and a parked connection's descriptor is closed when it is handed back, dropped o
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import fcntl
 import logging
 import os
@@ -76,6 +75,7 @@ from typing import Any
 
 import orjson
 
+from leafsearch.common.wire_pickle import evolve
 from leafsearch.search import walks
 from leafsearch.search.execution import Park, PitTask, ScrollAhead, ScrollTask
 from leafsearch.search.read_ahead import after_block, after_reply
@@ -333,7 +333,7 @@ class Parking:
             served = (offer.request, body.get("scroll_id"))
             moves = scroll_moves(self._security, task.ctx_id) if scroll and self._security is not None else 0
             if not scroll:  # the walk's pages served here are one walk: its identity is taken once
-                task = dataclasses.replace(task, walk=walks.identity(task.request))
+                task = evolve(task, walk=walks.identity(task.request))
         if scroll:
             assert isinstance(following, ScrollAhead)
             expected, after, seq = task.public_id, list(following.ends), following.seq
@@ -690,9 +690,9 @@ class Parking:
         taken = self._take(parked, size)
         if taken is None:
             return
-        sink = dataclasses.replace(task.sink, fd=parked.fd)  # type: ignore[arg-type]
-        request = dataclasses.replace(task.request, search_after=parked.following)
-        page = dataclasses.replace(task, request=request, elapsed=0.0, sink=sink)
+        sink = evolve(task.sink, fd=parked.fd)  # type: ignore[arg-type]
+        request = evolve(task.request, search_after=parked.following)
+        page = evolve(task, request=request, elapsed=0.0, sink=sink)
         phases: list[tuple[str, float]] = []
         written = self._execute(page, self.park, None, phases)
         self._hold(parked.park_id, taken, phases)
@@ -719,9 +719,9 @@ class Parking:
             self._hold(parked.park_id, taken, phases, (seq, public_id, cursor, took))
             return ScrollAhead(seq, tuple(rest))
 
-        sink = dataclasses.replace(task.sink, fd=parked.fd)  # type: ignore[arg-type]
+        sink = evolve(task.sink, fd=parked.fd)  # type: ignore[arg-type]
         named = 1 + len(rest)  # (this batch and those after it its record names)
-        batch = dataclasses.replace(task, public_id=public_id, elapsed=0.0, sink=sink, took=None, named=named)
+        batch = evolve(task, public_id=public_id, elapsed=0.0, sink=sink, took=None, named=named)
         written = self._execute(batch, self.park, confirm, phases)[0]
         if not consumed:  # nothing taken, nothing written: the general path answers
             self._hand_back(parked, "other")
