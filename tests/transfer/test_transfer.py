@@ -129,6 +129,47 @@ def test_export_to_stdout_with_a_query_and_source_filtering(server: str, loaded:
     assert b"\x1b[" not in done.stderr
 
 
+@contextmanager
+def holding_the_streams(server: str, limit: int) -> Iterator[str]:
+    """A proxy to `server` (its URL) that relays each `_export` stream until `limit` bytes of it
+    went through, then holds it (an export through it cannot end) until the block ends."""
+    upstream = httpx.Client(base_url=server, timeout=120)
+    released = threading.Event()
+
+    class Proxy(BaseHTTPRequestHandler):  # HTTP/1.0: a body ends where its connection closes
+        def _forward(self) -> None:
+            body = self.rfile.read(int(self.headers.get("content-length") or 0))
+            headers = {"content-type": self.headers.get("content-type", "application/json")}
+            stream = self.path.split("?")[0].endswith("/_export")
+            relayed = 0
+            with upstream.stream(self.command, self.path, content=body, headers=headers) as answer:
+                self.send_response(answer.status_code)
+                self.send_header("content-type", answer.headers.get("content-type", "application/json"))
+                self.end_headers()
+                for chunk in answer.iter_raw():
+                    relayed += len(chunk)
+                    if stream and relayed >= limit:
+                        released.wait()
+                        return
+                    self.wfile.write(chunk)
+
+        do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = _forward
+
+        def log_message(self, *_: object) -> None:
+            pass
+
+    proxy = ThreadingHTTPServer(("127.0.0.1", 0), Proxy)
+    thread = threading.Thread(target=proxy.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{proxy.server_address[1]}"
+    finally:
+        released.set()
+        proxy.shutdown()
+        proxy.server_close()
+        upstream.close()
+
+
 def _state(path: Path) -> dict | None:
     try:
         return orjson.loads(Path(str(path) + ".export-state.json").read_bytes())
@@ -142,20 +183,22 @@ def test_interrupted_export_resumes_without_gaps_or_repeats(
 ) -> None:
     _, _, expected = dataset
     output = tmp_path / f"resumed{suffix}"
-    args = ["export", loaded, str(output), "--url", server, "--size", "100", "--slices", "2"]
-    process = subprocess.Popen([sys.executable, "-m", "leafsearch", *args], cwd=REPO, env=server_env())
-    try:
-        # Killed once the state file records a fifth of the documents written.
-        deadline = time.monotonic() + 120
-        while (state := _state(output)) is None or sum(state["written"]) < N // 5:
-            assert process.poll() is None, "the export ended before it could be interrupted"
-            assert time.monotonic() < deadline
-            time.sleep(0.005)
-        process.send_signal(signal.SIGKILL)
-        process.wait(timeout=60)
-    finally:
-        if process.poll() is None:
-            process.kill()
+    # Each slice's stream held once it carried 60% of its half of the sources' bytes: the export
+    # cannot end before it is killed, once the state file records a fifth of the documents written.
+    with holding_the_streams(server, sum(map(len, expected.values())) * 3 // 10) as url:
+        args = ["export", loaded, str(output), "--url", url, "--size", "100", "--slices", "2"]
+        process = subprocess.Popen([sys.executable, "-m", "leafsearch", *args], cwd=REPO, env=server_env())
+        try:
+            deadline = time.monotonic() + 120
+            while (state := _state(output)) is None or sum(state["written"]) < N // 5:
+                assert process.poll() is None, "the export ended before it was interrupted"
+                assert time.monotonic() < deadline
+                time.sleep(0.005)
+            process.send_signal(signal.SIGKILL)
+            process.wait(timeout=60)
+        finally:
+            if process.poll() is None:
+                process.kill()
     state = _state(output)
     assert state is not None and sum(state["written"]) < N
     # Pages may have reached the file after the last state (here: a torn one): resuming cuts them off.
