@@ -228,11 +228,18 @@ class SegmentWriter:
             self.sources = source_blocks.compress(sources, fh.write, buckets)
         self._sources_written = True
 
-    def set_source_runs(self, fill: Callable[[source_blocks.RunsWriter, np.ndarray], None]) -> None:
+    def set_source_runs(
+        self, fill: Callable[[source_blocks.RunsWriter, Callable[[int, int], np.ndarray]], None]
+    ) -> None:
         """A merge's sources in runs (source_blocks.py; streaming, after `set_ids`): `fill` adds
-        them in doc order, given each document's hash bucket for the runs it compresses again."""
+        them in doc order, given the hash buckets of documents [lo, hi) for the runs it
+        compresses again (copied runs keep theirs: their ids are not hashed)."""
         assert self._tmp is not None and self._ids is not None, "runs are a streaming merge's"
-        buckets = slice_hashes(self._ids) & (source_blocks.HASH_BUCKETS - 1)
+        ids = self._ids
+
+        def buckets(lo: int, hi: int) -> np.ndarray:
+            return slice_hashes(ids[lo:hi]) & (source_blocks.HASH_BUCKETS - 1)
+
         with open(self._tmp / "_source.bin", "wb", opener=private) as fh:
             runs = source_blocks.RunsWriter(fh.write)
             fill(runs, buckets)

@@ -6,7 +6,7 @@ for doc values — so postings, ordinals and doc values are built by one set of 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -406,7 +406,7 @@ class _SourceRuns:
 
     items: list[tuple[Segment, int, int] | tuple[bytes | None, list[Segment], list[np.ndarray]]]
 
-    def fill(self, runs: source_blocks.RunsWriter, buckets: np.ndarray) -> None:
+    def fill(self, runs: source_blocks.RunsWriter, buckets: Callable[[int, int], np.ndarray]) -> None:
         done = 0
         for item in self.items:
             if isinstance(item[0], Segment):
@@ -416,7 +416,7 @@ class _SourceRuns:
             else:
                 dictionary, segments, keeps = item
                 count = sum(map(len, keeps))
-                runs.compress(_LiveSources(segments, keeps), buckets[done : done + count], dictionary)
+                runs.compress(_LiveSources(segments, keeps), buckets(done, done + count), dictionary)
                 done += count
 
 
