@@ -311,8 +311,22 @@ def _train(documents: Documents) -> zstandard.ZstdCompressionDict | None:
         return None
 
 
-def decompressor(dictionary: bytes | None) -> zstandard.ZstdDecompressor:
-    """A decompressor for one thread (zstd contexts must not be shared between threads)."""
+_EMPTY_FRAME = zstandard.ZstdCompressor().compress(b"")
+
+
+def shared_dictionary(data: bytes) -> zstandard.ZstdCompressionDict:
+    """A dictionary for the decompressors of several threads, its digested form (about 20 KB,
+    against 16 KB for a decompressor's context) built here, once: python-zstandard builds it on
+    a decompressor's first use without the interpreter's lock, so threads starting at once
+    would each build one and keep all but the last until the process ends."""
+    dictionary = zstandard.ZstdCompressionDict(data)
+    zstandard.ZstdDecompressor(dict_data=dictionary).decompress(_EMPTY_FRAME)
+    return dictionary
+
+
+def decompressor(dictionary: zstandard.ZstdCompressionDict | None) -> zstandard.ZstdDecompressor:
+    """A decompressor for one thread (zstd contexts must not be shared between threads; a
+    `shared_dictionary` may be)."""
     if dictionary is None:
         return zstandard.ZstdDecompressor()
-    return zstandard.ZstdDecompressor(dict_data=zstandard.ZstdCompressionDict(dictionary))
+    return zstandard.ZstdDecompressor(dict_data=dictionary)
