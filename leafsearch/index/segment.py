@@ -13,7 +13,9 @@ Layout of a segment folder:
   block, or 16 per block with the segment's trained dictionary `_source.dict`, which `meta.json`
   then announces), `_source.blocks.npy` (byte offset of each block), `_source.lengths.npy` (raw
   length of each source, as stored); in the hash layout (`source_buckets` in `meta.json`),
-  `_source.slots.npy` (each doc's place in its group of 64 and bucket) and `_source.starts.npy`.
+  `_source.slots.npy` (each doc's place in its group of 64 and bucket) and `_source.starts.npy`;
+  a merge's, in runs (`source_runs`), `_source.runs.npy` and `_source.dict_ends.npy` too, and
+  `_source.dict` holds each run's dictionary end to end.
 - `sort-<digest>.order` (the segment's documents sorted by a sort key, `order_files.py`) and
   `f<number>.postings` (a keyword field's documents per term, `columns.py`): derived from the
   segment by the first process that needed them and mapped by every other (`derived_files.py`).
@@ -29,12 +31,13 @@ import os
 import shutil
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import cached_property
 from pathlib import Path
 
 import numpy as np
 import orjson
+import zstandard
 
 from leafsearch.common.durable import FOLDER_MODE, fsync_dir, fsync_files, private
 from leafsearch.index import array_files, source_blocks, vector_graph
@@ -148,6 +151,8 @@ _DERIVED_COLUMNS = 8
 
 #: Consecutive source blocks read together past which they skip the block cache (`sources`).
 _UNCACHED_RUN = 16
+#: Bytes of stored source blocks a merge copies at a time (`Segment.stored_sources`).
+_COPY_BYTES = 256 * 1024
 
 
 class SegmentWriter:
@@ -223,6 +228,24 @@ class SegmentWriter:
             self.sources = source_blocks.compress(sources, fh.write, buckets)
         self._sources_written = True
 
+    def set_source_runs(
+        self, fill: Callable[[source_blocks.RunsWriter, Callable[[int, int], np.ndarray]], None]
+    ) -> None:
+        """A merge's sources in runs (source_blocks.py; streaming, after `set_ids`): `fill` adds
+        them in doc order, given the hash buckets of documents [lo, hi) for the runs it
+        compresses again (copied runs keep theirs: their ids are not hashed)."""
+        assert self._tmp is not None and self._ids is not None, "runs are a streaming merge's"
+        ids = self._ids
+
+        def buckets(lo: int, hi: int) -> np.ndarray:
+            return slice_hashes(ids[lo:hi]) & (source_blocks.HASH_BUCKETS - 1)
+
+        with open(self._tmp / "_source.bin", "wb", opener=private) as fh:
+            runs = source_blocks.RunsWriter(fh.write)
+            fill(runs, buckets)
+        self.sources = runs.finish()
+        self._sources_written = True
+
     def _prefix(self, path: str) -> tuple[str, int]:
         """The file-name prefix of a new field's arrays: its number in this segment."""
         number = len(self.fields)
@@ -290,6 +313,8 @@ class SegmentWriter:
         files = [] if self._sources_written else [("_source.bin", sources.chunks)]
         if sources.dictionary is not None:
             files.append(("_source.dict", [sources.dictionary]))
+        elif sources.dictionaries:
+            files.append(("_source.dict", sources.dictionaries))
         for name, chunks in files:
             with open(tmp / name, "wb", opener=private) as fh:
                 for chunk in chunks:
@@ -307,6 +332,8 @@ class SegmentWriter:
             meta["source_block_docs"] = sources.block_docs
         if sources.slots is not None:  # absent: sources in doc order, as every older segment
             meta["source_buckets"] = source_blocks.HASH_BUCKETS
+        if sources.runs is not None:  # absent: one run, as every build's segment
+            meta["source_runs"] = True
         with open(tmp / "meta.json", "wb", opener=private) as fh:
             fh.write(orjson.dumps(meta))
         # Every file fsynced at once (`fsync_files`), then their entries, or a power loss could
@@ -364,6 +391,9 @@ def source_arrays(sources: source_blocks.CompressedSources) -> dict[str, np.ndar
     if sources.slots is not None and sources.starts is not None:
         arrays["_source.slots"] = sources.slots
         arrays["_source.starts"] = sources.starts
+    if sources.runs is not None and sources.dictionaries is not None:
+        arrays["_source.runs"] = sources.runs
+        arrays["_source.dict_ends"] = np.cumsum([0, *map(len, sources.dictionaries)], dtype=np.int64)
     return arrays
 
 
@@ -415,6 +445,7 @@ class Segment:
 
     def __init__(self, folder: Path) -> None:
         meta = orjson.loads((folder / "meta.json").read_bytes())
+        # A merge's runs read their dictionaries on the first read of a source (`_source_dicts`).
         source_dict = (folder / "_source.dict").read_bytes() if meta.get("source_dict") else None
         self._setup(folder, str(folder), meta, source_dict)
         with open(folder / "_source.bin", "rb") as fh:
@@ -431,6 +462,7 @@ class Segment:
         self.source_block_docs: int = meta.get("source_block_docs", source_blocks.PLAIN_BLOCK_DOCS)
         #: the hash layout's buckets per group (source_blocks.py); 0: sources stored in doc order
         self._source_buckets: int = meta.get("source_buckets", 0)
+        self._source_in_runs: bool = meta.get("source_runs", False)
         self._source_dict: bytes | None = source_dict
         self._columns: dict[str, object] = {}
         self._nested_numbers: dict[str, int] = meta.get("nested", {})
@@ -518,17 +550,43 @@ class Segment:
         slots = np.asarray(self._load("_source.slots"))  # a plain view: a memmap's indexing is slower
         return slots, np.asarray(self._load("_source.starts"), dtype=np.int64)
 
+    @cached_property
+    def _source_runs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Each run's first document, first block, block size and dictionary (an index into
+        `_source_dicts`, -1: none): a merge's runs (source_blocks.py), else the segment as one."""
+        if self._source_in_runs:
+            runs = np.asarray(self._load("_source.runs"), dtype=np.int64)
+            return runs[:, 0].copy(), runs[:, 1].copy(), runs[:, 2].copy(), runs[:, 3].copy()
+        one = np.zeros(1, dtype=np.int64)
+        return one, one, one + self.source_block_docs, one - (self._source_dict is None)
+
+    @cached_property
+    def _source_dicts(self) -> list[bytes | None]:
+        if not self._source_in_runs:
+            return [self._source_dict]
+        data = (self.folder / "_source.dict").read_bytes()
+        ends = np.asarray(self._load("_source.dict_ends")).tolist()
+        return [data[a:b] for a, b in zip(ends[:-1], ends[1:], strict=True)]
+
     def _source_places(self, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(place among the stored sources, block) of each document: in the hash layout, its
-        group's first place plus its offset, its group's first block plus its bucket."""
+        group's first place plus its offset, its group's first block plus its bucket (groups
+        counted from its run's first document)."""
         layout = self._source_layout
         if layout is None:
             return docs, docs // self.source_block_docs
         buckets = self._source_buckets
-        group = self.source_block_docs * buckets
         slots = layout[0][docs].astype(np.int64)
-        first = docs - docs % group
-        return first + slots // buckets, first // self.source_block_docs + slots % buckets
+        firsts, first_blocks, sizes, _ = self._source_runs
+        if len(firsts) == 1:
+            group = self.source_block_docs * buckets
+            first = docs - docs % group
+            return first + slots // buckets, first // self.source_block_docs + slots % buckets
+        run = np.searchsorted(firsts, docs, side="right") - 1
+        group = sizes[run] * buckets
+        local = docs - firsts[run]
+        first = docs - local % group
+        return first + slots // buckets, first_blocks[run] + local // group * buckets + slots % buckets
 
     def _source_bounds(self, places: np.ndarray, blocks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(start, end) of the sources at these places inside their decompressed blocks."""
@@ -565,20 +623,92 @@ class Segment:
         found = cache.get_many(keys) if cache is not None else [None] * len(keys)
         missing = [position for position, data in enumerate(found) if data is None]
         if missing:
-            decompressor = getattr(self._local, "zstd", None)
-            if decompressor is None:
-                decompressor = self._local.zstd = source_blocks.decompressor(self._source_dict)
             blocks = np.asarray([indexes[position] for position in missing], dtype=np.int64)
             starts = self._source_blocks[blocks].tolist()
             ends = self._source_blocks[blocks + 1].tolist()
             data = self._source_data
-            for position, start, end in zip(missing, starts, ends, strict=True):
-                found[position] = decompressor.decompress(data[start:end])
+            _, first_blocks, _, dictionaries = self._source_runs
+            if len(first_blocks) == 1:
+                decompress = self._decompressor(int(dictionaries[0])).decompress
+                for position, start, end in zip(missing, starts, ends, strict=True):
+                    found[position] = decompress(data[start:end])
+            else:
+                numbers = dictionaries[np.searchsorted(first_blocks, blocks, side="right") - 1].tolist()
+                for position, start, end, number in zip(missing, starts, ends, numbers, strict=True):
+                    found[position] = self._decompressor(number).decompress(data[start:end])
             if cache is not None:
                 cache.put_many([(keys[position], found[position]) for position in missing])
             elif isinstance(data, mmap.mmap):
                 _unmap(data, min(starts), max(ends))
         return found  # type: ignore[return-value]
+
+    def source_runs(self) -> list[tuple[int, int, int, bytes | None]]:
+        """Each run of the hash layout (source_blocks.py): its documents [first, end), its block
+        size and its dictionary; none when the sources are stored in doc order."""
+        if not self._source_buckets:
+            return []
+        firsts, _, sizes, numbers = self._source_runs
+        ends = [*firsts[1:].tolist(), self.max_doc]
+        dictionaries = self._source_dicts
+        return [
+            (first, end, size, None if number < 0 else dictionaries[number])
+            for first, end, size, number in zip(
+                firsts.tolist(), ends, sizes.tolist(), numbers.tolist(), strict=True
+            )
+        ]
+
+    def stored_sources(
+        self, start: int, stop: int, write: Callable[[bytes], object]
+    ) -> source_blocks.StoredRun:
+        """Documents [start, stop), whole groups of one run of the hash layout (`source_runs`),
+        as stored: their blocks' bytes, undecompressed, go to `write` (a merge copies them) a
+        few hundred KB at a time, whose file pages are then unmapped (as a walk's)."""
+        firsts, first_blocks, sizes, numbers = self._source_runs
+        run = int(np.searchsorted(firsts, start, side="right")) - 1
+        buckets = self._source_buckets
+        group = int(sizes[run]) * buckets
+        first = int(firsts[run])
+        lo = int(first_blocks[run]) + (start - first) // group * buckets
+        hi = int(first_blocks[run]) + -(-(stop - first) // group) * buckets
+        offsets = self._source_blocks[lo : hi + 1]
+        begin, end = int(offsets[0]), int(offsets[-1])
+        data = self._source_data
+        for at in range(begin, end, _COPY_BYTES):
+            upto = min(at + _COPY_BYTES, end)
+            write(data[at:upto])
+            if isinstance(data, mmap.mmap):
+                _unmap(data, at, upto)
+        slots, starts = self._source_layout  # type: ignore[misc]
+        number = int(numbers[run])
+        return source_blocks.StoredRun(
+            offsets - begin,
+            np.asarray(self._load("_source.lengths")[start:stop], dtype=np.int64),
+            np.array(slots[start:stop]),
+            starts[lo:hi] - start,
+            int(sizes[run]),
+            None if number < 0 else self._source_dicts[number],
+        )
+
+    @cached_property
+    def _source_dictionaries(self) -> list[zstandard.ZstdCompressionDict | None]:
+        """The dictionaries as zstd takes them, shared by every thread's decompressors (a
+        thread's own was 45 KB; its context alone is 16)."""
+        return [
+            None if data is None else source_blocks.shared_dictionary(data) for data in self._source_dicts
+        ]
+
+    def _decompressor(self, number: int) -> zstandard.ZstdDecompressor:
+        """This thread's decompressor of the dictionary `number` (-1: none): zstd contexts must
+        not be shared between threads."""
+        mine = getattr(self._local, "zstd", None)
+        if mine is None:
+            mine = self._local.zstd = {}
+        found = mine.get(number)
+        if found is None:
+            found = mine[number] = source_blocks.decompressor(
+                None if number < 0 else self._source_dictionaries[number]
+            )
+        return found
 
     def sources(self, docs: np.ndarray | list[int]) -> list[bytes]:
         """Raw `_source` bytes of documents, decompressing each needed block once: a batch of a

@@ -6,7 +6,8 @@ for doc values — so postings, ordinals and doc values are built by one set of 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -217,12 +218,14 @@ def _merged_writer(
         _merge_nested(writer, path, parts, remaps)
     # The sources last: their compressed blocks (about a fifth of a KB a bench document) are held
     # until the segment is written, and compressed first they sat beside every field's merge.
-    sources = _LiveSources(parts, keeps)
+    segments = [seg for seg, _ in parts]
     if order is not None:  # an index sort reorders them all: read at once
-        every = sources.every()
+        every = _LiveSources(segments, keeps).every()
         writer.set_sources([every[i] for i in order.tolist()])
+    elif (runs := _source_runs(parts, keeps)) is not None:
+        writer.set_source_runs(runs.fill)
     else:
-        writer.set_sources(sources)
+        writer.set_sources(_LiveSources(segments, keeps))
     return writer, order
 
 
@@ -361,8 +364,8 @@ class _LiveSources:
 
     WINDOW = 4096
 
-    def __init__(self, parts: list[tuple[Segment, np.ndarray | None]], keeps: list[np.ndarray]) -> None:
-        self.segments = [seg for seg, _ in parts]
+    def __init__(self, segments: list[Segment], keeps: list[np.ndarray]) -> None:
+        self.segments = segments
         self.keeps = keeps
         self.bases = np.cumsum([0] + [len(k) for k in keeps])
 
@@ -392,6 +395,89 @@ class _LiveSources:
 
     def every(self) -> list[bytes]:
         return self.sample(list(range(len(self))))
+
+
+@dataclass
+class _SourceRuns:
+    """A merge's sources in runs (source_blocks.py): each item either a part's documents
+    [start, stop) copied as stored (whole groups of one of its runs, all live, at least
+    `COPY_MIN_DOCS`), or live documents of consecutive parts compressed again, with their runs'
+    dictionary when they share one (None: trained on them)."""
+
+    items: list[tuple[Segment, int, int] | tuple[bytes | None, list[Segment], list[np.ndarray]]]
+
+    def fill(self, runs: source_blocks.RunsWriter, buckets: Callable[[int, int], np.ndarray]) -> None:
+        done = 0
+        for item in self.items:
+            if isinstance(item[0], Segment):
+                seg, start, stop = item
+                runs.add(seg.stored_sources(start, stop, runs.write))
+                done += stop - start
+            else:
+                dictionary, segments, keeps = item
+                count = sum(map(len, keeps))
+                runs.compress(_LiveSources(segments, keeps), buckets(done, done + count), dictionary)
+                done += count
+
+
+def _source_runs(
+    parts: list[tuple[Segment, np.ndarray | None]], keeps: list[np.ndarray]
+) -> _SourceRuns | None:
+    """The merge's sources as runs copied where they can be, or None when none can (the
+    sources are then compressed again as one run)."""
+    items: list = []
+    copies = 0
+
+    def again(dictionary: bytes | None, seg: Segment, docs: np.ndarray) -> None:
+        if not len(docs):
+            return
+        last = items[-1] if items else None
+        if last is not None and not isinstance(last[0], Segment) and last[0] == dictionary:
+            if last[1][-1] is seg:
+                last[2][-1] = np.concatenate([last[2][-1], docs])
+            else:
+                last[1].append(seg)
+                last[2].append(docs)
+        else:
+            items.append((dictionary, [seg], [docs]))
+
+    for (seg, live), keep in zip(parts, keeps, strict=True):
+        stored = seg.source_runs()
+        if not stored:
+            again(None, seg, keep)
+            continue
+        for first, end, size, dictionary in stored:
+            group = size * source_blocks.HASH_BUCKETS
+            groups = -(-(end - first) // group)
+            whole = np.ones(groups, dtype=bool)
+            if live is not None:
+                padded = np.ones(groups * group, dtype=bool)
+                padded[: end - first] = live[first:end]
+                whole = padded.reshape(groups, group).all(axis=1)
+            at = first
+            for lo, hi in _true_runs(whole):
+                start, stop = first + lo * group, min(first + hi * group, end)
+                if stop - start < source_blocks.COPY_MIN_DOCS:
+                    continue
+                again(dictionary, seg, _kept(live, at, start))
+                items.append((seg, start, stop))
+                copies += 1
+                at = stop
+            again(dictionary, seg, _kept(live, at, end))
+    return _SourceRuns(items) if copies else None
+
+
+def _true_runs(flags: np.ndarray) -> list[tuple[int, int]]:
+    """[lo, hi) of each run of consecutive True values."""
+    edges = np.flatnonzero(np.diff(np.concatenate([[False], flags, [False]]).astype(np.int8)))
+    return list(zip(edges[::2].tolist(), edges[1::2].tolist(), strict=True))
+
+
+def _kept(live: np.ndarray | None, start: int, stop: int) -> np.ndarray:
+    """The live documents of [start, stop)."""
+    if live is None:
+        return np.arange(start, stop, dtype=np.int64)
+    return np.flatnonzero(live[start:stop]) + start
 
 
 def _cat(arrays: list[np.ndarray]) -> np.ndarray:

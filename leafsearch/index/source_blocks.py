@@ -27,6 +27,18 @@ stream). A walk in doc order still reads each group's blocks together (4 blocks 
 instead of 4 of 16). `_source.slots` gives each document's place in its group and bucket in one
 byte (`offset * HASH_BUCKETS + bucket`), `_source.starts` each block's first place among the
 stored sources; older segments have neither and keep doc order.
+
+Runs (`source_runs` in meta.json, merged segments only): the segment's documents in runs of
+consecutive documents, each in the hash layout with its own block size and dictionary (groups
+counted from the run's first document); `_source.runs` holds each run's first document, first
+block, block size and dictionary (an index into `_source.dict`'s dictionaries, which
+`_source.dict_ends` cuts; -1: none). Why: a merge copies a part's compressed blocks whose
+documents are all live, as Lucene's stored-fields merge copies whole chunks, where it used to
+decompress every source, train a dictionary and compress them again (2.5 of a merge's 3.5 us a
+document, bench/RESULTS.md "Merges copy their parts' source blocks (session 21)"). Groups with a
+deleted document, and parts in doc order, are compressed again (with the part's dictionary, so
+the dictionaries are at most the parts'); runs of fewer than `COPY_MIN_DOCS` too, so a merged
+segment has a few dictionaries only.
 """
 
 from __future__ import annotations
@@ -52,6 +64,9 @@ ZSTD_LEVEL = 3
 DICT_SEGMENT, DICT_DMER = 1024, 8
 #: Buckets of the hash layout: a power of two, so slice counts dividing it read only their own.
 HASH_BUCKETS = 4
+#: A merge copies a run of a part's all-live groups of at least this many documents (a
+#: dictionary of 16 KB a run: at most 2 bytes a document), and compresses shorter ones again.
+COPY_MIN_DOCS = 8192
 
 
 @dataclass
@@ -68,6 +83,10 @@ class CompressedSources:
     #: and the end; both None when stored in doc order
     slots: np.ndarray | None = None
     starts: np.ndarray | None = None
+    #: in runs (a merge's, `RunsWriter`): each run's first document, first block, block size and
+    #: dictionary (an index into `dictionaries`, -1: none); None: one run (`dictionary`'s)
+    runs: np.ndarray | None = None
+    dictionaries: list[bytes] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,15 +136,18 @@ def compress(
     sources: Sequence[bytes] | Documents,
     write: Callable[[bytes], object] | None = None,
     buckets: np.ndarray | None = None,
+    dictionary: zstandard.ZstdCompressionDict | None = None,
 ) -> CompressedSources:
     """Sources in blocks, with a dictionary trained on evenly spaced samples of them when the
     segment is large enough and training succeeds (it fails on too little or too uniform data:
-    plain blocks then). Each block is compressed from one slice of its run's joined sources.
+    plain blocks then), or with `dictionary` when given (a merge's part's: no training).
+    Each block is compressed from one slice of its run's joined sources.
     Given `buckets` (each document's hash bucket, below `HASH_BUCKETS`), in the hash layout.
     Given `write`, each run's compressed blocks go to it at once and none is kept (`chunks` is
     empty): what compressing holds is then one run."""
     documents = InMemory(Joined.of(sources)) if isinstance(sources, Sequence) else sources
-    dictionary = _train(documents)
+    if dictionary is None:
+        dictionary = _train(documents)
     if dictionary is None:
         block, compressor = PLAIN_BLOCK_DOCS, zstandard.ZstdCompressor(level=ZSTD_LEVEL)
     else:
@@ -159,6 +181,70 @@ def compress(
         None if layout is None else layout.slots,
         None if layout is None else layout.block_starts(),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class StoredRun:
+    """Documents of a run in the hash layout as stored: each block's byte offset from the run's
+    first (and the end), the sources' lengths in stored order, each document's slot and each
+    block's first place from the run's first document."""
+
+    offsets: np.ndarray
+    lengths: np.ndarray
+    slots: np.ndarray
+    starts: np.ndarray
+    block_docs: int
+    dictionary: bytes | None
+
+
+class RunsWriter:
+    """A merged segment's sources in runs (the module's docstring), their blocks written as they
+    come: runs copied from the parts (`add` of the blocks' bytes) or compressed again
+    (`compress`), each dictionary kept once."""
+
+    def __init__(self, write: Callable[[bytes], object]) -> None:
+        self.write = write  # where a copied run's blocks go before it is `add`ed
+        self._dictionaries: dict[bytes, int] = {}
+        self._runs: list[tuple[int, int, int, int]] = []
+        self._pieces: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+        self._docs = self._blocks = self._bytes = 0
+
+    def add(self, run: StoredRun) -> None:
+        """A run whose blocks were written (to `write`) since the last one was added."""
+        number = -1
+        if run.dictionary is not None:
+            number = self._dictionaries.setdefault(run.dictionary, len(self._dictionaries))
+        self._runs.append((self._docs, self._blocks, run.block_docs, number))
+        self._pieces.append((run.offsets[1:] + self._bytes, run.lengths, run.slots, run.starts + self._docs))
+        self._docs += len(run.lengths)
+        self._blocks += len(run.offsets) - 1
+        self._bytes += int(run.offsets[-1])
+
+    def compress(self, documents: Documents, buckets: np.ndarray, dictionary: bytes | None) -> None:
+        """Documents compressed again into a run of their own: with `dictionary` (the part's)
+        when given, else with one trained on them (or plain blocks)."""
+        given = None if dictionary is None else zstandard.ZstdCompressionDict(dictionary)
+        out = compress(documents, self.write, buckets, given)
+        assert out.slots is not None and out.starts is not None
+        offsets = np.asarray(out.offsets, dtype=np.int64)
+        self.add(StoredRun(offsets, out.lengths, out.slots, out.starts[:-1], out.block_docs, out.dictionary))
+
+    def finish(self) -> CompressedSources:
+        def joined(i: int) -> np.ndarray:
+            pieces = [piece[i].astype(np.int64) for piece in self._pieces]
+            return np.concatenate(pieces) if pieces else np.empty(0, np.int64)
+
+        return CompressedSources(
+            [],
+            [0, *joined(0).tolist()],
+            joined(1),
+            DICT_BLOCK_DOCS,
+            None,
+            joined(2),
+            np.append(joined(3), self._docs),
+            np.asarray(self._runs, dtype=np.int64).reshape(-1, 4),
+            list(self._dictionaries),
+        )
 
 
 def _blocks(run: Joined, block: int) -> Iterator[memoryview]:
@@ -225,8 +311,22 @@ def _train(documents: Documents) -> zstandard.ZstdCompressionDict | None:
         return None
 
 
-def decompressor(dictionary: bytes | None) -> zstandard.ZstdDecompressor:
-    """A decompressor for one thread (zstd contexts must not be shared between threads)."""
+_EMPTY_FRAME = zstandard.ZstdCompressor().compress(b"")
+
+
+def shared_dictionary(data: bytes) -> zstandard.ZstdCompressionDict:
+    """A dictionary for the decompressors of several threads, its digested form (about 20 KB,
+    against 16 KB for a decompressor's context) built here, once: python-zstandard builds it on
+    a decompressor's first use without the interpreter's lock, so threads starting at once
+    would each build one and keep all but the last until the process ends."""
+    dictionary = zstandard.ZstdCompressionDict(data)
+    zstandard.ZstdDecompressor(dict_data=dictionary).decompress(_EMPTY_FRAME)
+    return dictionary
+
+
+def decompressor(dictionary: zstandard.ZstdCompressionDict | None) -> zstandard.ZstdDecompressor:
+    """A decompressor for one thread (zstd contexts must not be shared between threads; a
+    `shared_dictionary` may be)."""
     if dictionary is None:
         return zstandard.ZstdDecompressor()
-    return zstandard.ZstdDecompressor(dict_data=zstandard.ZstdCompressionDict(dictionary))
+    return zstandard.ZstdDecompressor(dict_data=dictionary)
