@@ -7,12 +7,14 @@ import signal
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
 import orjson
 import pytest
 from conftest import REPO, error_of, free_port, running_server, serve_command, server_env, wait_until_up
+from raw_http import Conn
 
 
 def _leafsearch(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
@@ -190,3 +192,34 @@ def test_a_server_stopped_right_after_it_starts_logs_no_error(tmp_path: Path, re
     assert "leafsearch stopped" in logged
     assert not [line for line in logged.splitlines() if " ERROR " in line or " WARNING " in line], logged
     assert "Traceback" not in logged, logged
+
+
+def test_a_websocket_upgrade_is_answered_as_http_without_a_warning(tmp_path: Path) -> None:
+    """Elasticsearch speaks no WebSocket: a request asking to upgrade is answered as any other,
+    and its connection goes on as HTTP/1.1. `serve` runs uvicorn without a WebSocket protocol
+    (none is imported at start), and logs nothing of the ignored header."""
+    upgrade = {
+        "connection": "Upgrade",
+        "upgrade": "websocket",
+        "sec-websocket-key": "dGhlIHNhbXBsZSBub25jZQ==",
+        "sec-websocket-version": "13",
+    }
+
+    def client(url: str) -> list[tuple[int, bytes]]:
+        conn = Conn(url)
+        try:
+            # (one at a time: a client that asked to upgrade waits for the answer before more)
+            return [
+                *conn.ask(Conn.request("/", headers=upgrade, method="GET")),
+                *conn.ask(Conn.request("/", method="GET")),
+            ]
+        finally:
+            conn.close()
+
+    with running_server(tmp_path / "data") as (url, _), ThreadPoolExecutor(4) as pool:
+        answers = [answer for answers in pool.map(client, [url] * 4) for answer in answers]
+    assert [status for status, _ in answers] == [200] * 8
+    assert {orjson.loads(body)["tagline"] for _, body in answers} == {"You Know, for Search"}
+    logged = (tmp_path / "data.log").read_text()
+    assert "leafsearch stopped" in logged
+    assert "WARNING" not in logged and "Unsupported upgrade" not in logged, logged

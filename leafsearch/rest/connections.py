@@ -254,6 +254,11 @@ def counting_protocol(
             if self._head_bytes - url > max_header_size + _REQUEST_LINE_SLACK:
                 self._refuse_head()
 
+        def _unsupported_upgrade_warning(self) -> None:
+            """An `Upgrade` header (`serve` runs uvicorn without WebSockets) is ignored and the
+            request answered as HTTP, as Elasticsearch does: no warning (uvicorn's says to
+            install a WebSocket library), which any client could repeat into the log."""
+
         def on_message_begin(self) -> None:
             self._header_bytes = 0
             self._in_message = True
