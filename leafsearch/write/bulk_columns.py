@@ -4,9 +4,10 @@ Most bulk bodies are one simple action line and one document per operation:
 `{"index":{}}`, `{"create":{"_id":"1"}}`, `{"index":{"_index":"logs","_id":"1"}}`. Such a body is
 typed in a few passes over the whole body instead of a step per operation: numpy finds the line
 boundaries and checks that every line is an object with nothing around it, one regex checks every
-action line at once and one more reads their kinds, index names and ids. The documents stay the
-byte slices they arrived as (never decoded here). A `BulkOp` is built only for an operation that
-needs one (an item error, an index that takes the general path).
+action line at once and one more reads their kinds, index names and ids (lines that are all
+`{"index":{"_id":...}}`, raw clients' usual, are read by one split and a few counts instead).
+The documents stay the byte slices they arrived as (never decoded here). A `BulkOp` is built only
+for an operation that needs one (an item error, an index that takes the general path).
 
 Any other body (another action or parameter, blank lines, whitespace around a line, non-ASCII or
 escaped names, an empty `_id` or `_index`, no final newline) is `parse_bulk`'s, which gives the
@@ -43,8 +44,12 @@ _FIELDS = re.compile(
     rf'\{{"(index|create)":\{{(?:"_index":"({_NAME})",?)?(?:"_id":"({_NAME})")?(?:,"_index":"({_NAME})")?\}}\}}'
 ).findall
 
-#: ... and the ids alone, for lines that are all `{"index":{"_id":...}}` (raw clients' usual).
-_IDS = re.compile(rf'"_id":"({_NAME})"').findall
+#: Lines that are all `{"index":{"_id":...}}` (raw clients' usual): their start, their end, and
+#: what lies between two ids (`_plain_ids`).
+_ID_LINE_START, _ID_LINE_END = '{"index":{"_id":"', '"}}'
+_BETWEEN_IDS = f"{_ID_LINE_END}\n{_ID_LINE_START}"
+#: Quotes in such a line, its id's none.
+_ID_LINE_QUOTES = 6
 
 _OPEN, _CLOSE, _NEWLINE = ord("{"), ord("}"), ord("\n")
 
@@ -113,13 +118,13 @@ def parse_simple(body: bytes, default_index: str | None, default_routing: str | 
     if not actions.isascii():
         return None
     text = actions.decode()
-    if _ALL(text) is None:
-        return None
     count = len(ends) // 2
-    ids = _IDS(text) if '"_index"' not in text and '"create"' not in text else []
-    if len(ids) == count:  # every line `{"index":{"_id":...}}` (a name never holds a quote)
+    ids = _plain_ids(text, actions, count)
+    if ids is not None:
         kinds, names = ["index"] * count, [""] * count
     else:
+        if _ALL(text) is None:
+            return None
         kinds, before, ids, after = map(list, zip(*_FIELDS(text), strict=True))
         names = list(map(operator.add, before, after)) if any(after) else before
     if "" in names:  # lines without `_index`
@@ -131,6 +136,24 @@ def parse_simple(body: bytes, default_index: str | None, default_routing: str | 
         resolved = {name: resolve_expression(name, bulk_now) for name in set(names)}
         names = [resolved[name] for name in names]
     return SimpleBulk(kinds, names, ids, lines[1::2], default_routing)
+
+
+def _plain_ids(text: str, actions: bytes, count: int) -> list[str] | None:
+    """The ids of `count` action lines (`text`, ASCII; `actions` its bytes) when every one is
+    `{"index":{"_id":"<id>"}}`, found by one split instead of `_ALL` and `_FIELDS`; else None.
+    The split's pieces are the lines' ids exactly when there are `count` of them, none empty, and
+    the text holds no quote but the lines' own, no backslash, no control character but the
+    `count - 1` line breaks: each then is a `_NAME`."""
+    if not (text.startswith(_ID_LINE_START) and text.endswith(_ID_LINE_END)):
+        return None
+    if text.count('"') != _ID_LINE_QUOTES * count or "\\" in text:
+        return None
+    ids = text[len(_ID_LINE_START) : -len(_ID_LINE_END)].split(_BETWEEN_IDS)
+    if len(ids) != count or "" in ids:
+        return None
+    if np.count_nonzero(np.frombuffer(actions, np.uint8) < 0x20) != count - 1:
+        return None
+    return ids
 
 
 def generate_ids(count: int) -> list[str]:

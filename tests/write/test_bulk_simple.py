@@ -21,7 +21,7 @@ from leafsearch.node.node import Node
 from leafsearch.request.indices_options import IndicesOptions
 from leafsearch.security.subject import SecurityException
 from leafsearch.write import documents
-from leafsearch.write.bulk_columns import parse_simple
+from leafsearch.write.bulk_columns import _plain_ids, parse_simple
 from leafsearch.write.bulk_request import parse_bulk
 
 MAPPING = {"properties": {"status": {"type": "integer"}, "service": {"type": "keyword"}}}
@@ -180,6 +180,13 @@ def test_each_name_is_authorized_once_and_refused_items_fail_alone(nodes: tuple[
         b'{"index":{"_index":"a","_id":"1","_index":"b"}}\n{"a":1}\n',
         b'{"index":{"_id":"1""_index":"a"}}\n{"a":1}\n',
         b'{"index":{"routing":"1"}}\n{"a":1}\n',
+        # lines all `{"index":{"_id":...}}` but for one thing, which the ids' split must not take
+        b'{"index":{"_id":"1"}}\n{"a":1}\n{"index":{"_id":"a\x01b"}}\n{"a":1}\n',  # a control character
+        b'{"index":{"_id":"1"}}\n{"a":1}\n{"index":{"_id":"a\tb"}}\n{"a":1}\n',
+        b'{"index":{"_id":"1"}}\n{"a":1}\n{"index":{"_id":""}}\n{"a":1}\n',
+        b'{"index":{"_id":"a"}}{"_id":"b"}}\n{"a":1}\n',  # what lies between two ids, in one line
+        b'{"index":{"_id":"a"}}\n{"a":1}\n{"index":{"_id":"b"},"_id":"c"}}\n{"a":1}\n',
+        b'{"index":{"_id":"a"}}\n{"a":1}\n{"index":{"_id":"b\\"}}\n{"a":1}\n',  # a backslash
         b'{"delete":{"_id":"1"}}\n{"index":{}}\n',
         b'{"index":{}}\n"a document"\n',
         b'{"index":{}}\n',
@@ -207,6 +214,17 @@ def test_every_other_body_is_left_to_the_per_operation_parser(body: bytes) -> No
         # every line an index with an id (read by the ids alone), then one without among them
         ndjson({"index": {"_id": "1"}}, {"a": 1}, {"index": {"_id": "x:y z"}}, {"_id": "in a source"}),
         ndjson({"index": {"_id": "1"}}, {"a": 1}, {"index": {}}, {"_id": "in a source"}),
+        # every line an index with an id, read by one split of the lines (`_plain_ids`): ids that
+        # look like the lines around them, a source that holds an action line
+        ndjson(
+            {"index": {"_id": "}}"}},
+            {"a": 1},
+            {"index": {"_id": "{index:{_id:x}}"}},
+            {"index": {"_id": "in a source"}},
+            {"index": {"_id": "x \x7f,y"}},
+            {},
+        ),
+        ndjson({"index": {"_id": "only"}}, {"a": 1}),
     ],
 )
 def test_a_simple_body_types_its_operations_as_the_per_operation_parser(body: bytes) -> None:
@@ -216,6 +234,17 @@ def test_a_simple_body_types_its_operations_as_the_per_operation_parser(body: by
     assert [(op.kind, op.index, op.meta.get("_id"), op.line, op.routing, op.source) for op in simple] == [
         (op.kind, op.index, op.meta.get("_id"), op.line, op.routing, op.source) for op in expected
     ]
+
+
+def test_bodies_of_index_lines_with_ids_are_read_by_their_split() -> None:
+    """The quick reading of `{"index":{"_id":...}}` lines takes the bodies above it is meant for,
+    so the comparison above covers it, and no body that the per-operation parser must take."""
+    plain = ndjson(*docs(0, 3))
+    actions = b"\n".join(plain.split(b"\n")[0:-1:2])
+    assert _plain_ids(actions.decode(), actions, 3) == ["0", "1", "2"]
+    for body in [b'{"index":{"_id":"a"}}{"_id":"b"}}\n{"a":1}\n', b'{"index":{"_id":"a\x01b"}}\n{}\n']:
+        action = body.split(b"\n")[0]
+        assert _plain_ids(action.decode(), action, 1) is None
 
 
 def test_concurrent_simple_bulks_beside_refreshes_and_merges_lose_nothing(tmp_path: Path) -> None:
