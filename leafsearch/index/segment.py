@@ -603,8 +603,9 @@ class Segment:
         return [b.decode() for b in self.doc_id_bytes(docs)]
 
     def doc_id_bytes(self, docs: np.ndarray) -> list[bytes]:
-        """The UTF-8 ids of documents, undecoded (the renderer can often splice them as they are)."""
-        return np.asarray(self.id_terms[np.asarray(self.id_rank)[docs]]).tolist()
+        """The UTF-8 ids of documents, undecoded (the renderer can often splice them as they are);
+        gathered from the columns as plain arrays (a `np.memmap`'s indexing runs Python code)."""
+        return np.asarray(self.id_terms)[np.asarray(self.id_rank)[docs]].tolist()
 
     def lookup_ids(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """For each id ('S' array), the range [lo, hi) of matching entries in `id_docs`."""
