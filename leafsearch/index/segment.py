@@ -620,11 +620,17 @@ class Segment:
         merge reads each block once. Blocks not kept in a cache have their file pages unmapped
         from this process once read (`_unmap`)."""
         cache = self.blocks if cached else None
-        keys = [(self._cache_key, index) for index in indexes]
-        found = cache.get_many(keys) if cache is not None else [None] * len(keys)
-        missing = [position for position, data in enumerate(found) if data is None]
-        if missing:
+        keys: list[tuple[object, int]] = []
+        found: list[bytes | None] = [None] * len(indexes)
+        missing: Sequence[int] = range(len(indexes))
+        if cache is None:  # (every block read: no keys, no list of the missing ones)
+            blocks = np.asarray(indexes, dtype=np.int64)
+        else:
+            keys = [(self._cache_key, index) for index in indexes]
+            found = cache.get_many(keys)
+            missing = [position for position, data in enumerate(found) if data is None]
             blocks = np.asarray([indexes[position] for position in missing], dtype=np.int64)
+        if missing:
             starts = self._source_blocks[blocks].tolist()
             ends = self._source_blocks[blocks + 1].tolist()
             data = self._source_data
