@@ -624,8 +624,9 @@ class Segment:
         return [b.decode() for b in self.doc_id_bytes(docs)]
 
     def doc_id_bytes(self, docs: np.ndarray) -> list[bytes]:
-        """The UTF-8 ids of documents, undecoded (the renderer can often splice them as they are)."""
-        return np.asarray(self.id_terms[np.asarray(self.id_rank)[docs]]).tolist()
+        """The UTF-8 ids of documents, undecoded (the renderer can often splice them as they are);
+        gathered from the columns as plain arrays (a `np.memmap`'s indexing runs Python code)."""
+        return np.asarray(self.id_terms)[np.asarray(self.id_rank)[docs]].tolist()
 
     def lookup_ids(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """For each id ('S' array), the range [lo, hi) of matching entries in `id_docs`."""
@@ -640,11 +641,17 @@ class Segment:
         merge reads each block once. Blocks not kept in a cache have their file pages unmapped
         from this process once read (`_unmap`)."""
         cache = self.blocks if cached else None
-        keys = [(self._cache_key, index) for index in indexes]
-        found = cache.get_many(keys) if cache is not None else [None] * len(keys)
-        missing = [position for position, data in enumerate(found) if data is None]
-        if missing:
+        keys: list[tuple[object, int]] = []
+        found: list[bytes | None] = [None] * len(indexes)
+        missing: Sequence[int] = range(len(indexes))
+        if cache is None:  # (every block read: no keys, no list of the missing ones)
+            blocks = np.asarray(indexes, dtype=np.int64)
+        else:
+            keys = [(self._cache_key, index) for index in indexes]
+            found = cache.get_many(keys)
+            missing = [position for position, data in enumerate(found) if data is None]
             blocks = np.asarray([indexes[position] for position in missing], dtype=np.int64)
+        if missing:
             starts = self._source_blocks[blocks].tolist()
             ends = self._source_blocks[blocks + 1].tolist()
             data = self._source_data

@@ -360,14 +360,12 @@ def _scroll_batch(
     of the full batches after it that the walk's hits at hand show (`_ends_ahead`)."""
     started = _started(task.elapsed)
     request = task.request
-    walk, shown = walks.walk_request(request, task.cursor)
+    walk, shown = walks.walk_request(request, task.cursor, counts=task.opening)
     read_ahead = services.contexts.read_ahead
     served = walks.cursor_key(task.cursor)
     page = read_ahead.take(task.ctx_id, "scroll", served) if task.read_ahead else None
     tree = None
     if page is None:
-        if not task.opening:  # the first batch counted the matches: the others need not
-            walk = evolve(walk, track_total_hits=False)
         page, tree = _scroll_hits(services, task, walk, shown, cancelled, prepared=False)
     cursor = last_sort_values(page.hitlist, page.end) if page.end > page.start else task.cursor
     total = page.hitlist.total if task.total is None else task.total

@@ -10,7 +10,6 @@ once the task returns.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 import pickle
@@ -22,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from leafsearch.common.rawjson import as_bytes
+from leafsearch.common.wire_pickle import evolve
 from leafsearch.errors import ElasticError, release_frames
 from leafsearch.request.search_types import SearchRequest
 from leafsearch.search import phases, top_hits, walks
@@ -102,16 +102,19 @@ def run(services: SearchServices, task: ExportTask, cancelled: threading.Event |
     return page(services, task, cancelled) if task.sink is None else _write_rest(services, task, cancelled)
 
 
-def page(services: SearchServices, task: ExportTask, cancelled: threading.Event | None) -> ExportPage:
+def page(
+    services: SearchServices, task: ExportTask, cancelled: threading.Event | None, walk: str | None = None
+) -> ExportPage:
     """An export's page: the walk's window (or a query phase from its cursor), rendered as lines
-    by column (fetch_phase.render_lines)."""
+    by column (fetch_phase.render_lines). `walk`: the walk's identity, when the caller knows it
+    (`walks.windowed`)."""
 
     def query(asked: SearchRequest) -> tuple[HitList, Any]:
         return phases.query_phase(
             services, task.targets, asked, aggs=False, cancelled=cancelled, contexts=task.contexts
         )
 
-    hitlist, start, end, _ = walks.windowed(services, task.ctx_id, task.targets, task.request, query)
+    hitlist, start, end, _ = walks.windowed(services, task.ctx_id, task.targets, task.request, query, walk)
     if end <= start:
         return ExportPage(b"", 0, None)
     with services.search_stats.phase("fetch", task.targets):
@@ -132,13 +135,14 @@ def _write_rest(services: SearchServices, task: ExportTask, cancelled: threading
     stops, writing nothing more, when the client goes away or the export is cancelled."""
     assert task.sink is not None
     cursor = task.request.search_after
+    walk = walks.identity(task.request)  # (every page's: a repr of the request, once, not per page)
     written = 0
     with socket.socket(fileno=os.dup(task.sink.fd)) as out:
         try:
             while True:
-                request = dataclasses.replace(task.request, search_after=cursor)
+                request = evolve(task.request, search_after=cursor)
                 try:
-                    found = page(services, dataclasses.replace(task, request=request, sink=None), cancelled)
+                    found = page(services, evolve(task, request=request, sink=None), cancelled, walk)
                 except Exception as exc:  # noqa: BLE001 - the stream ends with an error line
                     _write_chunk(out, error_line(exc), cancelled)
                     release_frames(exc)

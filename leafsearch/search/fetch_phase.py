@@ -27,7 +27,8 @@ import orjson
 
 from leafsearch.common.rawjson import RawJSON
 from leafsearch.index.synthetic_source import is_synthetic, synthesize
-from leafsearch.request.query_dsl import Percolate, queries_within
+from leafsearch.request.join_queries import HasChild, HasParent
+from leafsearch.request.query_dsl import Nested, Percolate, queries_within
 from leafsearch.request.search_types import SearchRequest
 from leafsearch.search import fetch as fetch_helpers
 from leafsearch.search import hit_columns, nested_hits
@@ -71,7 +72,7 @@ def _gather(target: Target, fetch: ShardFetch) -> _Page:
     source (Elasticsearch's fetch phase then builds id-less hits).
     """
     request, n = fetch.request, len(fetch.docs)
-    groups = groups_of([target], np.zeros(n, np.int32), fetch.docs)
+    groups = groups_of([target], None, fetch.docs)
     order = PageOrder(groups)
     ids: list[bytes | None] = [None] * n
     sources: list[bytes | None] = [None] * n
@@ -100,18 +101,29 @@ def _loads_stored_fields(request: SearchRequest) -> bool:
     return request.stored_fields != ["_none_"]
 
 
+#: The queries that may add to a hit what its columns do not hold (inner hits, matched slots).
+_DECORATING = (HasChild, HasParent, Nested, Percolate)
+
+
 def renders_raw(request: SearchRequest) -> bool:
     """Whether the REST layer gets this request's pages as bytes: no hit needs its source parsed
     (`fields`, `_source` filtering), an explanation built, a collapse key and inner hits added, or
-    a script field computed, or a nested query's inner hits."""
-    return not (
+    a script field computed, or a nested query's inner hits. Asked per page: the query is walked
+    once when it holds none of the queries that may decorate a hit (most requests)."""
+    if (
         request.fields
         or request.explain
         or request.source.filtering
         or request.collapse
         or request.script_fields
-        or join_inner_hits(request.query)
-        or any(isinstance(q, Percolate) for q in queries_within(request.query))  # matched slots
+    ):
+        return False
+    within = queries_within(request.query)
+    if not any(isinstance(q, _DECORATING) for q in within):
+        return True
+    return not (
+        join_inner_hits(request.query)
+        or any(isinstance(q, Percolate) for q in within)  # matched slots
         or nested_hits.wanted(request)
     )
 

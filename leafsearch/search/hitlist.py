@@ -721,7 +721,7 @@ class LiveDocs:
         targets: list[np.ndarray] = []
         docs: list[np.ndarray] = []
         i = bisect_right(self.starts, lo) - 1
-        while lo < hi and i < len(self.views):
+        while i < len(self.views) and self.starts[i] < hi:  # (the segments up to `hi` only)
             ti, view = self.views[i]
             begin = self.starts[i]
             a, b = max(lo, begin) - begin, min(hi, self.starts[i + 1]) - begin

@@ -75,31 +75,17 @@ class SearchStats:
             "suggest_current": 0,
         }
 
-    @contextmanager
-    def phase(self, name: str, targets: Iterable[ShardRead] = ()) -> Iterator[None]:
-        """Count one query or fetch phase: `<name>_current` while it runs, then total and time;
-        the same in the stats of every shard `targets` read. One clock for all of them, and the
-        request's slow log (node/slowlog.py) adds the phase's time once."""
-        every = (self, *_shard_stats(targets))
-        current = f"{name}_current"
-        for stats in every:
-            with stats._lock:
-                stats.counters[current] += 1
-        started = time.perf_counter()
-        try:
-            yield
-        finally:
-            seconds = time.perf_counter() - started
-            _phase_timed(name, seconds)
-            for stats in every:
-                with stats._lock:
-                    stats.counters[current] -= 1
-                stats._add(name, seconds)
+    def phase(self, name: str, targets: Iterable[ShardRead] = ()) -> _Phase:
+        """Count one query or fetch phase (a context manager): `<name>_current` while it runs,
+        then total and time; the same in the stats of every shard `targets` read. One clock for
+        all of them, and the request's slow log (node/slowlog.py) adds the phase's time once."""
+        return _Phase(name, (self, *_shard_stats(targets)))
 
     def _add(self, name: str, seconds: float) -> None:
+        total, millis = _KEYS[name][1:]
         with self._lock:
-            self.counters[f"{name}_total"] += 1
-            self.counters[f"{name}_time_in_millis"] += int(seconds * 1000)
+            self.counters[total] += 1
+            self.counters[millis] += int(seconds * 1000)
 
     def record(self, name: str, seconds: float, targets: Iterable[ShardRead] = ()) -> None:
         """A phase that ran in a search worker process (search/workers/), counted as `phase`
@@ -124,6 +110,41 @@ class SearchStats:
     def snapshot(self) -> dict[str, int]:
         with self._lock:
             return dict(self.counters)
+
+
+#: Each phase's counters: (`<name>_current`, `<name>_total`, `<name>_time_in_millis`).
+_KEYS = {
+    name: (f"{name}_current", f"{name}_total", f"{name}_time_in_millis")
+    for name in ("query", "fetch", "scroll", "suggest")
+}
+
+
+class _Phase:
+    """`SearchStats.phase`'s block: a class, not a generator's context manager, and one lock
+    taken per stats at each end (a scroll batch counts two phases: 4 us each as a generator)."""
+
+    __slots__ = ("every", "keys", "name", "started")
+
+    def __init__(self, name: str, every: tuple[SearchStats, ...]) -> None:
+        self.name, self.every, self.keys = name, every, _KEYS[name]
+
+    def __enter__(self) -> None:
+        current = self.keys[0]
+        for stats in self.every:
+            with stats._lock:
+                stats.counters[current] += 1
+        self.started = time.perf_counter()
+
+    def __exit__(self, *exc: object) -> None:
+        seconds = time.perf_counter() - self.started
+        _phase_timed(self.name, seconds)
+        current, total, millis = self.keys
+        for stats in self.every:
+            with stats._lock:
+                counters = stats.counters
+                counters[current] -= 1
+                counters[total] += 1
+                counters[millis] += int(seconds * 1000)
 
 
 def _shard_stats(targets: Iterable[ShardRead]) -> list[SearchStats]:

@@ -55,15 +55,19 @@ _MAX_WALKS = 4096
 WINDOW_PAGES = 8
 
 
-def walk_request(request: SearchRequest, cursor: list[Any] | None) -> tuple[SearchRequest, int]:
+def walk_request(
+    request: SearchRequest, cursor: list[Any] | None, *, counts: bool = True
+) -> tuple[SearchRequest, int]:
     """The page request of a scroll or by-query walk after `cursor`: its sort then an ascending
-    `_shard_doc` (unless it ends with one), `search_after` the cursor; and how many of its sorts
-    the scroll's own are (the rest, the tiebreaker, is not shown)."""
+    `_shard_doc` (unless it ends with one), `search_after` the cursor, and not counting the
+    matches unless it `counts` (a scroll's first batch counts them, the others need not); and
+    how many of its sorts the scroll's own are (the rest, the tiebreaker, is not shown)."""
     specs = list(effective_sort(request))
     shown = len(specs)
     if specs[-1].field != SHARD_DOC:
         specs.append(SortSpec(SHARD_DOC, "asc"))
-    walk = evolve(request, sort=specs, search_after=cursor, from_=0)
+    uncounted = {} if counts else {"track_total_hits": False}
+    walk = evolve(request, sort=specs, search_after=cursor, from_=0, **uncounted)
     return walk, shown
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import random
 import time
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -23,7 +24,7 @@ from leafsearch.search import execution, phases
 from leafsearch.search.execution import ScrollTask
 from leafsearch.search.fetch_phase import renders_raw
 from leafsearch.search.guard import SearchGuard
-from leafsearch.search.hit_columns import escapes, json_items, json_scores
+from leafsearch.search.hit_columns import escapes, groups_of, json_items, json_scores
 from leafsearch.search.hitlist import build_hitlist
 from leafsearch.search.phases import fetch_page
 from leafsearch.search.targets import acquire_targets, release_targets
@@ -314,3 +315,40 @@ def test_a_doc_scroll_batch_renders_the_same_by_columns_and_hit_by_hit(indexed, 
     assert len(seen) == len(set(seen)) and (
         len(seen) == live if "slice" not in body else 0 < len(seen) < live
     )
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_page_splits_into_the_segment_views_holding_its_hits(seed: int) -> None:
+    """`groups_of`: pages inside one segment, across segments and across targets, in any order:
+    each hit is in the group of the view holding it, at its row, by its local doc, groups in
+    (target, view) order; without target positions, every hit is the first target's."""
+    rng = random.Random(seed)
+    bases = [[0, 40, 45, 100], [0, 7]]
+    targets = [
+        SimpleNamespace(searcher=SimpleNamespace(views=[SimpleNamespace(doc_base=b) for b in views]))
+        for views in bases
+    ]
+    for _ in range(200):
+        n = rng.randint(1, 30)
+        if rng.random() < 0.4:  # a walk's batch: consecutive docs of one target, often one segment
+            first = rng.randint(0, 120)
+            docs = list(range(first, first + n))
+            tpos = [0] * n
+        else:
+            tpos = [rng.randint(0, 1) for _ in range(n)]
+            docs = [rng.randint(0, 130) for _ in range(n)]
+        positions = None if set(tpos) == {0} and rng.random() < 0.5 else np.array(tpos, np.int32)
+        groups = groups_of(targets, positions, np.array(docs, np.int64))
+        seen = []
+        for group in groups:
+            view_bases = bases[group.target]
+            vi = [v.doc_base for v in targets[group.target].searcher.views].index(group.view.doc_base)
+            for row, local in zip(group.rows.tolist(), group.local.tolist(), strict=True):
+                assert tpos[row] == group.target
+                doc = docs[row]
+                assert local == doc - group.view.doc_base
+                assert view_bases[vi] <= doc and (vi + 1 == len(view_bases) or doc < view_bases[vi + 1])
+                seen.append(row)
+        assert sorted(seen) == list(range(n))
+        order = [(g.target, g.view.doc_base) for g in groups]
+        assert order == sorted(order) and len(set(order)) == len(order)

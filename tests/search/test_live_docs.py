@@ -51,3 +51,19 @@ def test_documents_at_positions_are_those_of_their_ranges(sliced: bool) -> None:
 def test_no_positions_are_no_documents() -> None:
     at = LiveDocs(_targets()).at(np.empty(0, np.int64))
     assert at[0].tolist() == [] and at[1].tolist() == []
+
+
+@pytest.mark.parametrize("sliced", [False, True])
+def test_every_range_is_the_documents_at_its_positions(sliced: bool) -> None:
+    """A range inside one segment, across several (one emptied by deletions), up to the end."""
+    targets = _targets()
+    selected = None
+    if sliced:
+        selected = [v.live_docs[1::2] for t in targets for v in t.searcher.views]
+    docs = LiveDocs(targets, selected)
+    everything = docs.take(0, docs.total)
+    for lo in range(docs.total + 1):
+        for hi in range(lo, docs.total + 2):
+            got = docs.take(lo, hi)
+            assert got[0].tolist() == everything[0][lo:hi].tolist()
+            assert got[1].tolist() == everything[1][lo:hi].tolist()
