@@ -130,28 +130,17 @@ def test_export_to_stdout_with_a_query_and_source_filtering(server: str, loaded:
 
 
 @contextmanager
-def holding_the_streams(server: str, limit: int) -> Iterator[str]:
-    """A proxy to `server` (its URL) that relays each `_export` stream until `limit` bytes of it
-    went through, then holds it (an export through it cannot end) until the block ends."""
+def proxy_to(
+    server: str, forward: Callable[[BaseHTTPRequestHandler, httpx.Client, bytes], None]
+) -> Iterator[str]:
+    """A proxy to `server` on loopback (its URL) whose every request, its body read, is answered
+    by `forward(handler, upstream client, body)`; HTTP/1.0: a body ends where its connection
+    closes."""
     upstream = httpx.Client(base_url=server, timeout=120)
-    released = threading.Event()
 
-    class Proxy(BaseHTTPRequestHandler):  # HTTP/1.0: a body ends where its connection closes
+    class Proxy(BaseHTTPRequestHandler):
         def _forward(self) -> None:
-            body = self.rfile.read(int(self.headers.get("content-length") or 0))
-            headers = {"content-type": self.headers.get("content-type", "application/json")}
-            stream = self.path.split("?")[0].endswith("/_export")
-            relayed = 0
-            with upstream.stream(self.command, self.path, content=body, headers=headers) as answer:
-                self.send_response(answer.status_code)
-                self.send_header("content-type", answer.headers.get("content-type", "application/json"))
-                self.end_headers()
-                for chunk in answer.iter_raw():
-                    relayed += len(chunk)
-                    if stream and relayed >= limit:
-                        released.wait()
-                        return
-                    self.wfile.write(chunk)
+            forward(self, upstream, self.rfile.read(int(self.headers.get("content-length") or 0)))
 
         do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = _forward
 
@@ -164,10 +153,37 @@ def holding_the_streams(server: str, limit: int) -> Iterator[str]:
     try:
         yield f"http://127.0.0.1:{proxy.server_address[1]}"
     finally:
-        released.set()
         proxy.shutdown()
         proxy.server_close()
         upstream.close()
+
+
+@contextmanager
+def holding_the_streams(server: str, limit: int) -> Iterator[str]:
+    """A proxy to `server` (its URL) that relays each `_export` stream until `limit` bytes of it
+    went through, then holds it (an export through it cannot end) until the block ends."""
+    released = threading.Event()
+
+    def forward(handler: BaseHTTPRequestHandler, upstream: httpx.Client, body: bytes) -> None:
+        headers = {"content-type": handler.headers.get("content-type", "application/json")}
+        stream = handler.path.split("?")[0].endswith("/_export")
+        relayed = 0
+        with upstream.stream(handler.command, handler.path, content=body, headers=headers) as answer:
+            handler.send_response(answer.status_code)
+            handler.send_header("content-type", answer.headers.get("content-type", "application/json"))
+            handler.end_headers()
+            for chunk in answer.iter_raw():
+                relayed += len(chunk)
+                if stream and relayed >= limit:
+                    released.wait()
+                    return
+                handler.wfile.write(chunk)
+
+    try:
+        with proxy_to(server, forward) as url:
+            yield url
+    finally:
+        released.set()
 
 
 def _state(path: Path) -> dict | None:
@@ -189,13 +205,7 @@ def test_interrupted_export_resumes_without_gaps_or_repeats(
         args = ["export", loaded, str(output), "--url", url, "--size", "100", "--slices", "2"]
         process = subprocess.Popen([sys.executable, "-m", "leafsearch", *args], cwd=REPO, env=server_env())
         try:
-            deadline = time.monotonic() + 120
-            while (state := _state(output)) is None or sum(state["written"]) < N // 5:
-                assert process.poll() is None, "the export ended before it was interrupted"
-                assert time.monotonic() < deadline
-                time.sleep(0.005)
-            process.send_signal(signal.SIGKILL)
-            process.wait(timeout=60)
+            assert _kill_when(process, lambda state: sum(state["written"]) >= N // 5, lambda: _state(output))
         finally:
             if process.poll() is None:
                 process.kill()
@@ -215,12 +225,7 @@ def test_resume_after_the_point_in_time_expired_is_refused(server: str, loaded: 
     args = ["export", loaded, str(output), "--url", server, "--size", "100"]
     process = subprocess.Popen([sys.executable, "-m", "leafsearch", *args], cwd=REPO, env=server_env())
     try:
-        deadline = time.monotonic() + 120
-        while (state := _state(output)) is None or sum(state["written"]) == 0:
-            assert process.poll() is None and time.monotonic() < deadline
-            time.sleep(0.005)
-        process.send_signal(signal.SIGKILL)
-        process.wait(timeout=60)
+        assert _kill_when(process, lambda state: sum(state["written"]) > 0, lambda: _state(output))
     finally:
         if process.poll() is None:
             process.kill()
@@ -332,39 +337,24 @@ def without_export_endpoint(server: str) -> Iterator[tuple[str, list[str]]]:
     """A proxy to `server` that answers `/_export` as Elasticsearch does (405), like a server
     without the streaming endpoint; yields its URL and the paths it forwarded."""
     seen: list[str] = []
-    upstream = httpx.Client(base_url=server, timeout=120)
 
-    class Proxy(BaseHTTPRequestHandler):
-        def _forward(self) -> None:
-            body = self.rfile.read(int(self.headers.get("content-length") or 0))
-            path = self.path.split("?")[0]
-            if path.endswith("/_export"):
-                status, content = 405, b'{"error":"Incorrect HTTP method for uri [/_export]","status":405}'
-            else:
-                seen.append(path)
-                headers = {"content-type": self.headers.get("content-type", "application/json")}
-                answer = upstream.request(self.command, self.path, content=body, headers=headers)
-                status, content = answer.status_code, answer.content
-            self.send_response(status)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(content)))
-            self.end_headers()
-            self.wfile.write(content)
+    def forward(handler: BaseHTTPRequestHandler, upstream: httpx.Client, body: bytes) -> None:
+        path = handler.path.split("?")[0]
+        if path.endswith("/_export"):
+            status, content = 405, b'{"error":"Incorrect HTTP method for uri [/_export]","status":405}'
+        else:
+            seen.append(path)
+            headers = {"content-type": handler.headers.get("content-type", "application/json")}
+            answer = upstream.request(handler.command, handler.path, content=body, headers=headers)
+            status, content = answer.status_code, answer.content
+        handler.send_response(status)
+        handler.send_header("content-type", "application/json")
+        handler.send_header("content-length", str(len(content)))
+        handler.end_headers()
+        handler.wfile.write(content)
 
-        do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = _forward
-
-        def log_message(self, *_: object) -> None:
-            pass
-
-    proxy = ThreadingHTTPServer(("127.0.0.1", 0), Proxy)
-    thread = threading.Thread(target=proxy.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{proxy.server_address[1]}", seen
-    finally:
-        proxy.shutdown()
-        proxy.server_close()
-        upstream.close()
+    with proxy_to(server, forward) as url:
+        yield url, seen
 
 
 def test_export_streams_from_the_endpoint_and_falls_back_to_pit_pages(
