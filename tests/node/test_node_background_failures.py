@@ -143,7 +143,12 @@ def test_bulk_writers_beside_failing_flushes_and_refreshes_lose_nothing_across_a
     Every bulk item is acknowledged, and the index, before and after a restart, holds each id's
     last acknowledged version once."""
     monkeypatch.setattr(shard_module, "BUFFER_MAX_DOCS", 40)
-    fault = Fault(shard_module.segment_from_buffer, at={1, 3, 4, 8, 13})
+    # (only this node's segments: an in-process node of another test may flush in this process)
+    fault = Fault(
+        shard_module.segment_from_buffer,
+        at={1, 3, 4, 8, 13},
+        when=lambda _, folder, *__: tmp_path in folder.parents,
+    )
     monkeypatch.setattr(shard_module, "segment_from_buffer", fault)
     expected: dict[str, Any] = {}
     with Node(tmp_path / "n", background=False) as node:
@@ -181,7 +186,17 @@ def test_bulk_writers_beside_failing_flushes_and_refreshes_lose_nothing_across_a
         monkeypatch.setattr(shard_module, "segment_from_buffer", fault.target)
         for mine in results:
             expected.update(mine)
-        client.indices.refresh(index="t")
+        # A segment whose write failed after the refresher's last round is reported once by the
+        # next refresh (shard.py `_install_flushed`), which writes it again: at most one refresh
+        # a failure fails, and then one publishes everything.
+        for _ in range(len(fault.at)):
+            try:
+                client.indices.refresh(index="t")
+                break
+            except FlushFailed:
+                continue
+        else:
+            client.indices.refresh(index="t")
         assert _all_documents(client, "t") == expected
         for doc_id in (f"w{w}-{i}" for w in range(3) for i in range(60)):
             assert _get(client, doc_id) == expected.get(doc_id)
