@@ -58,6 +58,7 @@ REQUESTS: list[tuple[str, Callable[[httpx.Client], httpx.Response], int]] = [
     ("sort keys refused", _post(SEARCH, {"sort": [{"n": "asc"}] * 5_000}), 400),
     ("aggregations refused", _post(SEARCH, {"aggs": MAXES}), 400),
     ("fields refused", _post(f"/{INDEX}/_doc", {f"f{i}": i for i in range(20_000)}), 400),
+    ("id refused", _post(f"/{INDEX}/_doc/x%00", {"t": _words(50_000)}), 400),
     ("deep page", _post(SEARCH, {"from": 9_000, "size": 1_000, "sort": [{"n": "desc"}]}), 200),
 ]
 
