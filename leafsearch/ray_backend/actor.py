@@ -921,7 +921,7 @@ class MachineActor:
         #: Per shard closed or deleted here, the state order it held then (`_end`; the last
         #: `ENDED_KEPT`): a state push no newer (a write's, or another coordinator's, sent before
         #: the close and arriving after it) does not open it again, as an open's does (the close
-        #: is published to the cluster's metadata first, so an open's state is newer).
+        #: is published to the cluster's metadata before an open starts, so an open's is newer).
         self._ended: OrderedDict[ShardKey, int] = OrderedDict()
         #: Calls served, by the method they carry ("query_fetch": queries fetching their page):
         #: what a search costs in calls (`stats`, bench/ray_cluster.py).
