@@ -662,8 +662,9 @@ class Segment:
                     found[position] = decompress(data[start:end])
             else:
                 numbers = dictionaries[np.searchsorted(first_blocks, blocks, side="right") - 1].tolist()
+                by_number = {number: self._decompressor(number).decompress for number in set(numbers)}
                 for position, start, end, number in zip(missing, starts, ends, numbers, strict=True):
-                    found[position] = self._decompressor(number).decompress(data[start:end])
+                    found[position] = by_number[number](data[start:end])
             if cache is not None:
                 cache.put_many([(keys[position], found[position]) for position in missing])
             elif isinstance(data, mmap.mmap):

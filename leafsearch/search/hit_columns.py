@@ -61,10 +61,9 @@ def groups_of(targets: list[Any], tpos: np.ndarray | None, docs: np.ndarray) -> 
         in_target = every if one_target is not None else np.flatnonzero(tpos == ti)
         inside = docs if one_target is not None else docs[in_target]
         one_view = _one_view(views, inside)
-        if one_view is None:
+        if one_view is None:  # (several views, or no doc)
             bases = np.array([v.doc_base for v in views], dtype=np.int64)
             vis = np.searchsorted(bases, inside, side="right") - 1
-            one_view = _one_value(vis)
         for vi in [one_view] if one_view is not None else np.unique(vis).tolist():
             rows = in_target if one_view is not None else in_target[vis == vi]
             local = (docs if rows is every else docs[rows]) - views[vi].doc_base
