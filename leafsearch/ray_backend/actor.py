@@ -1060,6 +1060,9 @@ class MachineActor:
             return Refusal(ShardUnavailable(f"[{key[0]}][{key[1]}] is not open on this machine"))
         if method in ("close_shard", "destroy"):
             return self._end(key, shard, method)
+        if isinstance(shard, RecoveringCopy) and not hasattr(shard, method):
+            # (a search, a coordinator's write or refresh: until the copy opens, as if not open)
+            return Refusal(ShardUnavailable(f"{shard._describe()} is recovering on this machine"))
         try:
             return getattr(shard, method)(*args)
         except ElasticError as exc:

@@ -221,8 +221,16 @@ def test_a_machine_killed_under_a_call_fails_a_write_and_a_read_goes_on_once_ray
         else:  # a write is the shard's clean failure, never resent
             with pytest.raises(ShardUnavailable, match=r"\[chankill\]\[0\] is unavailable: ChannelBroken"):
                 wait()
-    (wait,) = send_calls(channels, [(machine, call, "[chankill][0]")])
-    assert wait() is None  # the restarted machine takes writes again
+
+    def takes_writes() -> bool:  # the restarted machine's copy, once recovered from the new primary
+        (wait,) = send_calls(channels, [(machine, call, "[chankill][0]")])
+        try:
+            return wait() is None
+        except ShardUnavailable as exc:  # (until then: its calls are refused, as a shard not open)
+            assert str(exc).endswith("[chankill][0] is recovering on this machine")
+            return False
+
+    wait_for(takes_writes)
     search = http.post("/chankill/_search", json={"size": 0, "track_total_hits": True}).json()
     assert search["hits"]["total"]["value"] == 30 and search["_shards"]["failed"] == 0
     channels.close()

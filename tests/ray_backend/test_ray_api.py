@@ -423,6 +423,36 @@ def test_a_state_push_sent_before_a_close_does_not_open_the_shard_again(
         assert count(http, "pushed") == 20
 
 
+def test_a_copy_recovering_on_a_machine_refuses_the_calls_of_an_open_shard_as_unavailable(
+    http: httpx.Client,
+) -> None:
+    """A call a recovering copy has no answer for (a coordinator's refresh, a search, sent to the
+    machine before or while the copy started over) is the shard's unavailability, which the
+    coordinator handles as for a shard not open, not an error of the machine's code."""
+    import ray
+
+    from leafsearch.errors import ShardUnavailable
+    from leafsearch.ray_backend.actor import Refusal
+    from leafsearch.search.workers.mirror import IndexState
+
+    uuid = create(http, "startover", shards=1)
+    bulk(http, "startover", {f"d{n}": source(n) for n in range(5)})
+    machine = machine_actor(uuid, 0)
+    ((copy,),) = [entry["copies"] for entry in shard_map(uuid) or []]
+    body = http.get("/startover/_mapping").json()["startover"]["mappings"]
+    state = IndexState(uuid, "startover", {"index.number_of_shards": "1"}, body, 1, 1)
+    started = machine.call.remote((uuid, 0), "start_recovery", copy["folder"], state, 1, 1)
+    assert ray.get(started, timeout=60) is None
+    node, _ = ray.get(machine.call.remote((uuid, 0), "where"), timeout=60)  # (the copy answers it)
+    assert node == where(uuid, 0)[0]
+    for method in ("refresh", "stats"):
+        refused = ray.get(machine.call.remote((uuid, 0), method), timeout=60)
+        assert isinstance(refused, Refusal) and isinstance(refused.error, ShardUnavailable), refused
+        assert str(refused.error).endswith("[startover][0] is recovering on this machine")
+    assert http.delete("/startover").status_code == 200
+    assert not ray.get(machine.holds.remote((uuid, 0)), timeout=60)
+
+
 # ---- per-shard listings and health ------------------------------------------------------------
 
 

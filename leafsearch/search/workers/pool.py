@@ -161,6 +161,7 @@ class _Worker:
         self.snapshots: set[int] = set()  # snapshot uids it has
         self._outbox: queue.SimpleQueue = queue.SimpleQueue()
         self._write_lock = threading.Lock()
+        self._reaping = threading.Lock()
         self.sent = 0  # messages written to the connection
         for name, target in (("reader", self._read), ("sender", self._send)):
             threading.Thread(
@@ -338,8 +339,7 @@ class _Worker:
             self.inflight.clear()
             self.snapshots.clear()
         self._outbox.put(None)
-        self.process.join(timeout=5)
-        code = self.process.exitcode
+        code = self.ended(timeout=5)
         lost = SearchPhaseExecution(
             ElasticError(
                 f"search worker {self.slot} (pid {self.pid}) exited (code {code}) while running the request",
@@ -355,6 +355,17 @@ class _Worker:
     def stop(self) -> None:
         self.post(("stop",))
         self._outbox.put(None)
+
+    def ended(self, timeout: float | None, kill: bool = False) -> int | None:
+        """The process's exit code once it ended (None: not within `timeout`; `kill`: killed
+        then). One thread at a time reaps it: two waiting at once (this reader's `_died`, the
+        pool's `close`) can each see it alive after the other reaped it."""
+        with self._reaping:
+            self.process.join(timeout)
+            if kill and self.process.exitcode is None:
+                self.process.kill()
+                self.process.join()
+            return self.process.exitcode
 
 
 class WorkerPool:
@@ -456,14 +467,18 @@ class WorkerPool:
         try:
             parent.recv()  # ("ready", pid)
         except (EOFError, OSError):
-            self._start_failed(slot, proc)
-            return
-        finally:
-            with self._lock:
+            with self._lock:  # closed: `close()` ended it and joins it (one thread reaps a process)
                 self._starting.pop(slot, None)
+                closing = self._closed
+            if closing:
+                log.debug("search worker %d stopped while starting (the pool closed)", slot)
+            else:
+                self._start_failed(slot, proc)
+            return
         worker = _Worker(self, slot, proc, parent)
-        with self._lock:
-            if self._closed:
+        with self._lock:  # starting until in its slot: `close()` sees it in one of the two
+            self._starting.pop(slot, None)
+            if self._closed:  # `close()` ended the process, and joins it
                 worker.stop()
                 return
             self._slots[slot] = worker
@@ -472,15 +487,14 @@ class WorkerPool:
         worker.tell(("settings", dict(settings.persistent), dict(settings.transient)))
 
     def _start_failed(self, slot: int, proc: BaseProcess) -> None:
-        """A worker exited before it was ready, and its slot stays empty (the server process runs
-        what it would have run). No error when the pool is closing (`close()` ends the processes
-        still starting) or SIGINT ended it (a Ctrl-C in a terminal reaches the whole process
-        group before the worker ignores it; the server stops too); a warning for SIGTERM (sent
-        from outside: a service manager may signal the group); an error otherwise."""
-        if not self._closed:  # else `close()` ended it, and joins it
-            proc.join(timeout=5)
+        """A worker exited before it was ready, the pool open, and its slot stays empty (the
+        server process runs what it would have run). No error when SIGINT ended it (a Ctrl-C in a
+        terminal reaches the whole process group before the worker ignores it; the server stops
+        too); a warning for SIGTERM (sent from outside: a service manager may signal the group);
+        an error otherwise."""
+        proc.join(timeout=5)
         code = proc.exitcode
-        if self._closed or code == -signal.SIGINT:
+        if code == -signal.SIGINT:
             log.debug("search worker %d stopped while starting (code %s)", slot, code)
         elif code == -signal.SIGTERM:
             log.warning("search worker %d was terminated (SIGTERM) while starting", slot)
@@ -517,10 +531,7 @@ class WorkerPool:
         for worker in workers:
             worker.stop()
         for worker in workers:
-            worker.process.join(timeout=10)
-            if worker.process.is_alive():
-                worker.process.kill()
-                worker.process.join()
+            worker.ended(timeout=10, kill=True)
         for proc in starting:
             proc.join(timeout=10)
 
