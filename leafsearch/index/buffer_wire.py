@@ -123,7 +123,7 @@ class PackedBuffer:
 
     @staticmethod
     def pack(buffer: IndexBuffer) -> PackedBuffer:
-        routed = any(r is not None for r in buffer.routings)
+        routed = buffer.routings.count(None) != len(buffer.routings)
         return PackedBuffer(
             PackedStrings.pack(buffer.ids),
             Joined.of(buffer.sources),
