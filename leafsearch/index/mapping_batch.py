@@ -16,9 +16,10 @@ Decoding typed by the mapping: where every leaf of the mapping is of a kind whos
 fixed (a `keyword`, a `text` of the `standard` analyzer or an ISO `date` is a string, an integer
 type an integer, a `double` a number), the sources are decoded together by msgspec into one
 struct per document whose fields are the mapping's (`_Typed`), and the columns are read from the
-structs: no dict per document. Why: `orjson.loads` per document and the columns taken from its
-dicts were half of the batch's cost (bench/RESULTS.md, "Bulk bodies decoded by the mapping
-(session 16)"). A body the typed decoder refuses (a new field, a null, an array, a number for a
+structs: no dict per document, and no pass over a string or integer column to find its values'
+types (msgspec decodes nothing else into that field). Why: `orjson.loads` per document and the
+columns taken from its dicts were half of the batch's cost (bench/RESULTS.md, "Bulk bodies decoded
+by the mapping (session 16)"). A body the typed decoder refuses (a new field, a null, an array, a number for a
 keyword ...) takes the dict path above, so both give the same batch or the same None.
 """
 
