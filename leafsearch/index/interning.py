@@ -156,7 +156,8 @@ def _stable_order(keys: np.ndarray) -> np.ndarray:
     """`keys.argsort(kind="stable")` of uint64 keys, as stable sorts of their four 16-bit digits,
     the least significant first, each of which numpy does by radix (a digit every key shares is
     skipped): a few O(n) passes, where a stable argsort of 64-bit keys is a merge sort (the
-    message's 288,000 bench tokens 16.6 -> 7.4 ms, bench/RESULTS.md "... (session 22, `bulk10`)")."""
+    message's 288,000 bench tokens 16.6 -> 7.4 ms, bench/RESULTS.md "The workers' and the parser's
+    share of a bulk (session 22, `bulk10`)")."""
     order = None
     for shift in (0, 16, 32, 48):
         digits = ((keys if order is None else keys[order]) >> np.uint64(shift)).astype(np.uint16)
