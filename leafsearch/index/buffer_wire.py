@@ -31,6 +31,7 @@ import numpy as np
 
 from leafsearch.index.buffer import FieldBuffer, IndexBuffer, int_array
 from leafsearch.index.index_sort import IndexSort
+from leafsearch.index.interning import Spans
 from leafsearch.index.segment_build import segment_from_buffer
 from leafsearch.index.source_blocks import InMemory, Joined
 from leafsearch.index.vector_graph import GraphSpec
@@ -84,6 +85,14 @@ class PackedStrings:
         ends = list(accumulate(self.lengths.tolist()))
         return [joined[a:b] for a, b in zip([0, *ends[:-1]], ends, strict=True)]  # type: ignore[index]
 
+    def spans(self, count: int) -> Spans | list:
+        """The `count` values as `interning.Spans` of their UTF-8 encoding when they crossed as
+        strings joined by NUL (what `intern` makes of a list: it joins and encodes them), so a
+        keyword column is not split into a string a value only to be joined again; else `unpack`."""
+        joined = self.joined
+        spans = Spans.joined(joined.encode(), count) if self.split and type(joined) is str else None
+        return self.unpack() if spans is None else spans
+
 
 #: A text field: (token docs, token positions, tokens, length docs, lengths) of the documents
 #: `add` appended, then the docs and texts of those `add_batch` appended (analysed by the worker).
@@ -114,7 +123,7 @@ class PackedBuffer:
 
     @staticmethod
     def pack(buffer: IndexBuffer) -> PackedBuffer:
-        routed = any(r is not None for r in buffer.routings)
+        routed = buffer.routings.count(None) != len(buffer.routings)
         return PackedBuffer(
             PackedStrings.pack(buffer.ids),
             Joined.of(buffer.sources),
@@ -138,7 +147,8 @@ class PackedBuffer:
 
     def unpack(self) -> IndexBuffer:
         """An `IndexBuffer` whose columns of numbers are the arrays (`segment_from_buffer` reads
-        them with `np.asarray`) and whose sources are still joined (`InMemory`)."""
+        them with `np.asarray`), whose sources are still joined (`InMemory`) and whose keyword
+        values are spans where they can be (`PackedStrings.spans`: `intern` reads nothing else)."""
         buffer = IndexBuffer()
         buffer.ids = self.ids.unpack()
         buffer.sources = InMemory(self.sources)  # type: ignore[assignment]
@@ -155,7 +165,7 @@ class PackedBuffer:
                 [(text_docs, texts.unpack())] if len(text_docs) else [],
             )
         for path, (docs, values) in self.keyword.items():
-            buffer.keyword[path] = FieldBuffer(docs, values.unpack())  # type: ignore[arg-type]
+            buffer.keyword[path] = FieldBuffer(docs, values.spans(len(docs)))  # type: ignore[arg-type]
         for target, columns in ((buffer.long, self.long), (buffer.double, self.double)):
             for path, (docs, numbers) in columns.items():
                 target[path] = FieldBuffer(docs, numbers)  # type: ignore[arg-type]

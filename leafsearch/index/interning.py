@@ -120,12 +120,12 @@ def _intern_words(spans: Spans) -> tuple[np.ndarray, np.ndarray]:
         for k in range(width)
     ]
     if width == 1:  # the word is the value
-        keys, ids = _unique_inverse(words[0])
+        keys, ids, _ = _unique_inverse(words[0])
         return _terms([keys], longest), ids
     hashed = spans.lengths.astype(np.uint64)
     for k, word in enumerate(words):
         hashed = hashed * _MIX[k % len(_MIX)] + (word ^ (word >> np.uint64(29)))
-    _, firsts, groups = np.unique(hashed, return_index=True, return_inverse=True)
+    _, groups, firsts = _unique_inverse(hashed)
     members = firsts[groups]
     if not all(np.array_equal(word[members], word) for word in words):  # a hash collision
         return intern_by_dict(spans.strings())
@@ -136,18 +136,36 @@ def _intern_words(spans: Spans) -> tuple[np.ndarray, np.ndarray]:
     return _terms([word[order] for word in rep_words], longest), rank[groups]
 
 
-def _unique_inverse(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """`np.unique(keys, return_inverse=True)` by a stable argsort: numpy's own takes a quicksort,
-    which a token column's many repeats slow down (288,000 bench tokens of 5,000 distinct: 38 ms
-    against 17, bench/RESULTS.md "Builds and merges by the workers (session 20)")."""
-    order = keys.argsort(kind="stable")
+def _unique_inverse(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`np.unique(keys, return_inverse=True, return_index=True)` of uint64 keys by a stable sort
+    (`_stable_order`), as (distinct keys, the index of each key among them, the first position of
+    each): numpy's own takes a quicksort, which a token column's many repeats slow down (288,000
+    bench tokens of 5,000 distinct: 38 ms against 17, bench/RESULTS.md "Builds and merges by the
+    workers (session 20)")."""
+    order = _stable_order(keys)
     ordered = keys[order]
     firsts = np.empty(len(ordered), dtype=bool)
     firsts[:1] = True
     np.not_equal(ordered[1:], ordered[:-1], out=firsts[1:])
     ids = np.empty(len(ordered), dtype=np.int64)
     ids[order] = np.cumsum(firsts) - 1
-    return ordered[firsts], ids
+    return ordered[firsts], ids, order[firsts]
+
+
+def _stable_order(keys: np.ndarray) -> np.ndarray:
+    """`keys.argsort(kind="stable")` of uint64 keys, as stable sorts of their four 16-bit digits,
+    the least significant first, each of which numpy does by radix (a digit every key shares is
+    skipped): a few O(n) passes, where a stable argsort of 64-bit keys is a merge sort (the
+    message's 288,000 bench tokens 16.6 -> 7.4 ms, bench/RESULTS.md "The workers' and the parser's
+    share of a bulk (session 22, `bulk10`)")."""
+    order = None
+    for shift in (0, 16, 32, 48):
+        digits = ((keys if order is None else keys[order]) >> np.uint64(shift)).astype(np.uint16)
+        if len(digits) and digits.min() == digits.max():
+            continue
+        step = digits.argsort(kind="stable")
+        order = step if order is None else order[step]
+    return np.arange(len(keys)) if order is None else order
 
 
 def _terms(words: list[np.ndarray], longest: int) -> np.ndarray:

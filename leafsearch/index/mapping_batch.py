@@ -16,9 +16,10 @@ Decoding typed by the mapping: where every leaf of the mapping is of a kind whos
 fixed (a `keyword`, a `text` of the `standard` analyzer or an ISO `date` is a string, an integer
 type an integer, a `double` a number), the sources are decoded together by msgspec into one
 struct per document whose fields are the mapping's (`_Typed`), and the columns are read from the
-structs: no dict per document. Why: `orjson.loads` per document and the columns taken from its
-dicts were half of the batch's cost (bench/RESULTS.md, "Bulk bodies decoded by the mapping
-(session 16)"). A body the typed decoder refuses (a new field, a null, an array, a number for a
+structs: no dict per document, and no pass over a string or integer column to find its values'
+types (msgspec decodes nothing else into that field). Why: `orjson.loads` per document and the
+columns taken from its dicts were half of the batch's cost (bench/RESULTS.md, "Bulk bodies decoded
+by the mapping (session 16)"). A body the typed decoder refuses (a new field, a null, an array, a number for a
 keyword ...) takes the dict path above, so both give the same batch or the same None.
 """
 
@@ -47,6 +48,13 @@ from leafsearch.index.parsed import ParsedBatch, Rows
 
 _SCALARS = frozenset({str, int, float, bool})
 _UNSET = msgspec.UNSET
+#: The Python type of every value msgspec decodes for a leaf of these JSON types (`_json_type`)
+_FIXED: dict[Any, frozenset] = {str: frozenset({str}), int: frozenset({int})}
+#: A struct field: (its name, its JSON key, the values' type set when fixed: `_FIXED`)
+_Key = tuple[str, str, "frozenset | None"]
+#: A column of an object's key: (the indices of the objects holding it, or None for all; their
+#: values; the values' type set when the decoder fixed it, else None)
+_Column = tuple[Rows, list, "frozenset | None"]
 
 
 class _Fallback(Exception):
@@ -87,7 +95,8 @@ class _Typed:
     version: int
     root: ObjectMapper
     decoder: msgspec.json.Decoder | None
-    keys: dict[type, list[tuple[str, str]]]
+    #: (field name, JSON key, the values' one Python type when the struct fixes it) of each field
+    keys: dict[type, list[_Key]]
 
     @staticmethod
     def of(mapping: Mapping) -> _Typed | None:
@@ -95,7 +104,7 @@ class _Typed:
         mapping takes values of more than one JSON type (or any other shape)."""
         typed = mapping.batch_decoder
         if typed is None or typed.version != mapping.version or typed.root is not mapping.root:
-            keys: dict[type, list[tuple[str, str]]] = {}
+            keys: dict[type, list[_Key]] = {}
             struct = _struct_of(mapping.root, keys)
             decoder = msgspec.json.Decoder(struct) if struct is not None else None
             typed = mapping.batch_decoder = _Typed(mapping.version, mapping.root, decoder, keys)
@@ -114,10 +123,10 @@ class _Typed:
         return structs if len(structs) == len(sources) else None  # (a blank line is skipped)
 
 
-def _struct_of(mapper: ObjectMapper, keys: dict[type, list[tuple[str, str]]]) -> type | None:
+def _struct_of(mapper: ObjectMapper, keys: dict[type, list[_Key]]) -> type | None:
     """The struct class of an object's documents: a field per child, absent as UNSET, unknown
     keys refused; None when a child's JSON type is not fixed."""
-    fields = []
+    fields, kinds = [], []
     for i, (key, child) in enumerate(mapper.children.items()):
         kind: Any
         if child.leaf:
@@ -131,8 +140,12 @@ def _struct_of(mapper: ObjectMapper, keys: dict[type, list[tuple[str, str]]]) ->
         if kind is None:
             return None
         fields.append((f"f{i}", kind | msgspec.UnsetType, msgspec.field(default=_UNSET, name=key)))
+        kinds.append(kind)
     struct = msgspec.defstruct("Document", fields, forbid_unknown_fields=True)
-    keys[struct] = [(name, key) for (name, _, _), key in zip(fields, mapper.children, strict=True)]
+    keys[struct] = [
+        (name, key, _FIXED.get(kind))
+        for (name, _, _), kind, key in zip(fields, kinds, mapper.children, strict=True)
+    ]
     return struct
 
 
@@ -157,8 +170,8 @@ class _Dicts:
     """The columns of objects decoded as dicts."""
 
     @staticmethod
-    def columns(objs: list[dict], rows: Rows, path: tuple[str, ...]) -> dict[str, tuple[Rows, list]]:
-        return _columns(objs)
+    def columns(objs: list[dict], rows: Rows, path: tuple[str, ...]) -> dict[str, _Column]:
+        return {key: (where, values, None) for key, (where, values) in _columns(objs).items()}
 
     @staticmethod
     def objects(values: list) -> bool:
@@ -174,19 +187,19 @@ class _Structs:
     typed: _Typed
     sources: list[bytes]
 
-    def columns(self, objs: list, rows: Rows, path: tuple[str, ...]) -> dict[str, tuple[Rows, list]]:
-        found: dict[str, tuple[Rows, list]] = {}
-        for name, key in self.typed.keys[type(objs[0])]:
+    def columns(self, objs: list, rows: Rows, path: tuple[str, ...]) -> dict[str, _Column]:
+        found: dict[str, _Column] = {}
+        for name, key, types in self.typed.keys[type(objs[0])]:
             values = list(map(attrgetter(name), objs))
             if not all(values) and _UNSET in values:  # (UNSET is false: `all` is the quick check)
                 where = [i for i, value in enumerate(values) if value is not _UNSET]
                 if not where:
                     continue
-                found[key] = (where, [values[i] for i in where])
+                found[key] = (where, [values[i] for i in where], types)
             else:
-                found[key] = (None, values)
+                found[key] = (None, values, types)
         order: dict[str, tuple[int, int]] = {}
-        for first in sorted({0 if where is None else where[0] for where, _ in found.values()}):
+        for first in sorted({0 if where is None else where[0] for where, _, _ in found.values()}):
             obj = orjson.loads(self.sources[first if rows is None else rows[first]])
             for key in path:
                 obj = obj[key]
@@ -228,7 +241,7 @@ def _object(
     reader: _Dicts | _Structs,
     path: tuple[str, ...],
 ) -> None:
-    for key, (where, values) in reader.columns(objs, rows, path).items():
+    for key, (where, values, types) in reader.columns(objs, rows, path).items():
         child = mapper.children.get(key)
         if child is None:
             raise _Fallback
@@ -236,15 +249,16 @@ def _object(
         if child.leaf:
             if child.copy_to:
                 raise _Fallback
-            _leaf(child, values, child_rows, batch)
+            _leaf(child, values, child_rows, batch, types)
         elif child.enabled:  # a disabled object ignores whatever it holds
             if child.type == "nested" or not reader.objects(values):
                 raise _Fallback
             _object(child, values, child_rows, batch, reader, (*path, key))
 
 
-def _leaf(field: FieldType, values: list, rows: Rows, batch: ParsedBatch) -> None:
-    types = set(map(type, values))
+def _leaf(field: FieldType, values: list, rows: Rows, batch: ParsedBatch, fixed: frozenset | None) -> None:
+    """`fixed`: the values' one type when the typed decoder fixed it (no pass over them to find it)."""
+    types = set(map(type, values)) if fixed is None else fixed
     if field.type == "geo_point" and not field.subfields:
         _points(field, values, types, rows, batch)
         return
@@ -269,7 +283,7 @@ def _leaf(field: FieldType, values: list, rows: Rows, batch: ParsedBatch) -> Non
     except _Malformed:
         raise _Fallback from None
     for sub in field.subfields:
-        _leaf(sub, values, rows, batch)
+        _leaf(sub, values, rows, batch, fixed)
 
 
 def _points(field: FieldType, values: list, types: set[type], rows: Rows, batch: ParsedBatch) -> None:

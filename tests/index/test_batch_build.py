@@ -146,6 +146,31 @@ def test_intern_numbers_terms_in_byte_order() -> None:
             assert spans_terms.tobytes() == terms.tobytes() and spans_ids.tolist() == expected_ids
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_the_stable_order_of_uint64_keys_by_digits_is_argsorts(seed: int) -> None:
+    """`interning._stable_order` (stable radix passes over 16-bit digits, skipping those every
+    key shares) equals numpy's stable argsort, and `_unique_inverse` numpy's `unique`: repeated
+    keys, keys that differ in one digit only, in the top bit, all alike, one, none."""
+    rng = np.random.default_rng(seed)
+    pool = rng.integers(0, 2**64, size=50, dtype=np.uint64)
+    cases = [
+        rng.choice(pool, size=5000),  # many repeats
+        rng.integers(0, 2**64, size=3000, dtype=np.uint64),
+        (rng.integers(0, 2**16, size=2000, dtype=np.uint64) << np.uint64(16 * (seed % 4))),  # one digit
+        rng.choice(np.array([0, 2**63, 2**64 - 1, 1], dtype=np.uint64), size=500),
+        np.full(100, 7, dtype=np.uint64),
+        np.array([5], dtype=np.uint64),
+        np.empty(0, dtype=np.uint64),
+    ]
+    for keys in cases:
+        order = interning._stable_order(keys)
+        assert order.tolist() == keys.argsort(kind="stable").tolist()
+        distinct, ids, firsts = interning._unique_inverse(keys)
+        want, want_firsts, want_ids = np.unique(keys, return_index=True, return_inverse=True)
+        assert distinct.tolist() == want.tolist() and ids.tolist() == want_ids.tolist()
+        assert firsts.tolist() == want_firsts.tolist()
+
+
 def test_intern_survives_hash_collisions(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every long value hashed alike: the check against each group's first member finds it, and
     the terms are numbered one value at a time instead."""

@@ -17,8 +17,9 @@ import pytest
 
 import leafsearch.index.shard as shard_module
 from leafsearch.index.buffer import IndexBuffer
-from leafsearch.index.buffer_wire import BuildJob, BuildUnavailable, PackedBuffer, build_packed
+from leafsearch.index.buffer_wire import BuildJob, BuildUnavailable, PackedBuffer, PackedStrings, build_packed
 from leafsearch.index.index_sort import index_sort_of
+from leafsearch.index.interning import intern
 from leafsearch.index.mapping import Mapping
 from leafsearch.index.segment_build import segment_from_buffer
 from leafsearch.index.shard import REFRESH_HAND_OVERS, Shard
@@ -100,6 +101,20 @@ def test_a_packed_buffer_written_elsewhere_is_the_segment_written_here(
         assert segment_docs is None
     else:
         assert segment_docs is not None and np.array_equal(segment_docs, here.segment_docs)
+
+
+@pytest.mark.parametrize(
+    "values", [["a"], [""], ["", "b", ""], ["ü", "日本", "a", "ü"], ["zeta \x00 nul", "a"], ["x" * 100, "y"]]
+)
+def test_a_keyword_column_crossing_as_spans_interns_as_its_list(values: list[str]) -> None:
+    """A worker's keyword values are spans of their joined encoding (no string a value), unless
+    one holds a NUL (then the list, as `intern` takes either): the same terms and ordinals."""
+    packed = pickle.loads(pickle.dumps(PackedStrings.pack(values), protocol=5))
+    spans = packed.spans(len(values))
+    assert isinstance(spans, list) == any("\x00" in v for v in values)
+    (terms, ords), (want_terms, want_ords) = intern(spans), intern(list(values))
+    assert terms.dtype == want_terms.dtype and np.array_equal(terms, want_terms)
+    assert np.array_equal(ords, want_ords)
 
 
 #: Run in a fresh interpreter (tracemalloc counts every thread's allocations, and the test process

@@ -229,6 +229,32 @@ def test_typed_decoding_parses_as_the_documents_do(monkeypatch, docs):
     assert _expand(typed, len(sources)) == _per_document(Mapping.from_body(TYPED), sources)
 
 
+def test_the_typed_columns_name_their_values_type_where_the_decoder_fixed_it():
+    """`_leaf` takes a column's type set from the decoder instead of a pass over its values: it
+    must be the values' own, and absent (scanned) where a JSON type has more than one Python
+    type (a double's int or float)."""
+    from leafsearch.index.mapping_batch import _Structs, _Typed
+
+    mapping = Mapping.from_body(TYPED)
+    typed = _Typed.of(mapping)
+    docs = [
+        {"@timestamp": "2024-01-01T00:00:00Z", "tag": "a", "n": -1, "big": 2**63 - 1, "d": 2, "msg": "x"},
+        {"tag": "", "n": 0, "d": 2.5, "obj": {"x": 0, "t": "y", "in": {"k": "é"}}},
+    ]
+    sources = [orjson.dumps(doc) for doc in docs]
+    structs = typed.decode(sources)
+    reader = _Structs(typed, sources)
+    columns = reader.columns(structs, None, ())
+    inner = reader.columns([structs[1].f6], [1], ("obj",))  # (the struct's fields in mapping order)
+    fixed = {key: types for key, (_, _, types) in [*columns.items(), *inner.items()]}
+    assert fixed == {
+        "@timestamp": {str}, "tag": {str}, "n": {int}, "big": {int}, "d": None, "msg": {str},
+        "obj": None, "x": {int}, "t": {str}, "in": None,
+    }  # fmt: skip
+    for _, values, types in [*columns.values(), *inner.values()]:
+        assert types is None or set(map(type, values)) == types
+
+
 @pytest.mark.parametrize(
     "source",
     [
