@@ -221,13 +221,15 @@ def test_parked_pages_count_as_searches_and_keep_the_pit_alive(server: str) -> N
     def totals() -> tuple[int, int]:  # (a page read ahead counts when it is served)
         return search_totals(server, "walked")
 
-    pit = _open_pit(server, keep_alive="3s")
+    # (a worker serves a page only if the PIT's keep-alive has 1 s left when it comes: a page
+    # delayed 1 s past its second on a loaded machine is served by the server process instead)
+    pit = _open_pit(server, keep_alive="5s")
     conn, after = Conn(server), None
     before, parked = totals(), _parked_pages(server)
     pages = 0
-    for _ in range(6):  # 6 pages over ~5 s: the PIT lives on because each page extends it by 3 s
+    for _ in range(7):  # 7 pages over ~7 s: the PIT lives on because each page extends it by 5 s
         body = _page(pit, after)
-        body["pit"]["keep_alive"] = "3s"
+        body["pit"]["keep_alive"] = "5s"
         status, answer = conn.ask(Conn.request("/_search", body))[0]
         assert status == 200, answer
         after = orjson.loads(answer)["hits"]["hits"][-1]["sort"]
