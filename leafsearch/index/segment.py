@@ -30,6 +30,7 @@ import mmap
 import os
 import shutil
 import threading
+from bisect import bisect_right
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from functools import cached_property
@@ -598,16 +599,42 @@ class Segment:
             return docs, docs // self.source_block_docs
         buckets = self._source_buckets
         slots = layout[0][docs].astype(np.int64)
-        firsts, first_blocks, sizes, _ = self._source_runs
-        if len(firsts) == 1:
-            group = self.source_block_docs * buckets
-            first = docs - docs % group
-            return first + slots // buckets, first // self.source_block_docs + slots % buckets
-        run = np.searchsorted(firsts, docs, side="right") - 1
-        group = sizes[run] * buckets
-        local = docs - firsts[run]
-        first = docs - local % group
-        return first + slots // buckets, first_blocks[run] + local // group * buckets + slots % buckets
+        doc_firsts, block_firsts, run_sizes, _ = self._source_run_lists
+        one = self._one_run(doc_firsts, docs)
+        if one < 0:  # (documents of several runs: a run per document)
+            firsts, first_blocks, sizes, _ = self._source_runs
+            run = np.searchsorted(firsts, docs, side="right") - 1
+            group = sizes[run] * buckets
+            local = docs - firsts[run]
+            first = docs - local % group
+            return first + slots // buckets, first_blocks[run] + local // group * buckets + slots % buckets
+        first_doc, first_block, size = doc_firsts[one], block_firsts[one], run_sizes[one]
+        local = docs - first_doc if first_doc else docs
+        start = local - local % (size * buckets)  # each one's group's first, from the run's first
+        places, blocks = start + slots // buckets, start // size + slots % buckets
+        if first_doc:
+            places += first_doc
+        if first_block:
+            blocks += first_block
+        return places, blocks
+
+    @cached_property
+    def _source_run_lists(self) -> tuple[list[int], list[int], list[int], list[int]]:
+        """`_source_runs` as lists, for a batch's look at its run (`_one_run`)."""
+        firsts, first_blocks, sizes, dictionaries = self._source_runs
+        return firsts.tolist(), first_blocks.tolist(), sizes.tolist(), dictionaries.tolist()
+
+    @staticmethod
+    def _one_run(firsts: list[int], values: np.ndarray) -> int:
+        """The run (of `firsts`, each run's first document or block) holding every one of
+        `values`, -1 when they span several. Why: a walk's page or batch lies in one run, and
+        its places are then arithmetic on the run's numbers; a search per document and a gather of
+        three run arrays per document cost a merged segment's reads 90 instructions a document
+        (bench/RESULTS.md "Walks over segments merged in runs (session 22, `walk10`)")."""
+        if len(firsts) == 1 or not len(values):
+            return 0
+        run = bisect_right(firsts, int(values.min())) - 1
+        return run if run + 1 == len(firsts) or int(values.max()) < firsts[run + 1] else -1
 
     def _source_bounds(self, places: np.ndarray, blocks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(start, end) of the sources at these places inside their decompressed blocks."""
@@ -655,12 +682,14 @@ class Segment:
             starts = self._source_blocks[blocks].tolist()
             ends = self._source_blocks[blocks + 1].tolist()
             data = self._source_data
-            _, first_blocks, _, dictionaries = self._source_runs
-            if len(first_blocks) == 1:
-                decompress = self._decompressor(int(dictionaries[0])).decompress
+            _, block_firsts, _, numbers_of_runs = self._source_run_lists
+            run = self._one_run(block_firsts, blocks)
+            if run >= 0:
+                decompress = self._decompressor(numbers_of_runs[run]).decompress
                 for position, start, end in zip(missing, starts, ends, strict=True):
                     found[position] = decompress(data[start:end])
             else:
+                _, first_blocks, _, dictionaries = self._source_runs
                 numbers = dictionaries[np.searchsorted(first_blocks, blocks, side="right") - 1].tolist()
                 by_number = {number: self._decompressor(number).decompress for number in set(numbers)}
                 for position, start, end, number in zip(missing, starts, ends, numbers, strict=True):

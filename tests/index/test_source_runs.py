@@ -55,6 +55,9 @@ def assert_reads(segment: Segment, expected: list[bytes], seed: int) -> None:
     n = len(expected)
     assert segment.max_doc == n
     assert segment.sources(np.arange(n)) == expected
+    for lo in range(0, n, 97):  # a walk's batches (descending, as a PIT page by time): most in one run
+        docs = np.arange(min(lo + 97, n) - 1, lo - 1, -1)
+        assert segment.sources(docs) == [expected[d] for d in docs.tolist()]
     rng = np.random.default_rng(seed)
     scattered = rng.integers(0, n, min(n, 500))
     segment.blocks = BlockCache(256 * 1024)
