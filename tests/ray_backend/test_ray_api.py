@@ -391,6 +391,19 @@ def test_close_and_open_keep_every_acknowledged_write_across_a_coordinator_resta
         assert http.get("/closing/_count").status_code == 404
 
 
+def one_shard_on_its_machine(http: httpx.Client, index: str, docs: int) -> tuple[str, Any, dict, Any]:
+    """A new index of one shard and `docs` documents: its uuid, its machine actor, its copy's
+    entry in the shard map and the index state a coordinator pushes to it."""
+    from leafsearch.search.workers.mirror import IndexState
+
+    uuid = create(http, index, shards=1)
+    bulk(http, index, {f"d{n}": source(n) for n in range(docs)})
+    ((copy,),) = [entry["copies"] for entry in shard_map(uuid) or []]
+    body = http.get(f"/{index}/_mapping").json()[index]["mappings"]
+    state = IndexState(uuid, index, {"index.number_of_shards": "1"}, body, 1, 1)
+    return uuid, machine_actor(uuid, 0), copy, state
+
+
 def test_a_state_push_sent_before_a_close_does_not_open_the_shard_again(
     ray_cluster: Any, tmp_path: Path
 ) -> None:
@@ -400,18 +413,12 @@ def test_a_state_push_sent_before_a_close_does_not_open_the_shard_again(
     import ray
 
     from leafsearch.ray_backend.actor import Refusal
-    from leafsearch.search.workers.mirror import IndexState
 
     with (
         ray_server(ray_cluster.address, tmp_path / "data") as server,
         httpx.Client(base_url=server.url, timeout=120) as http,
     ):
-        uuid = create(http, "pushed", shards=1)
-        bulk(http, "pushed", {f"d{n}": source(n) for n in range(20)})
-        machine = machine_actor(uuid, 0)
-        ((copy,),) = [entry["copies"] for entry in shard_map(uuid) or []]
-        body = http.get("/pushed/_mapping").json()["pushed"]["mappings"]
-        state = IndexState(uuid, "pushed", {"index.number_of_shards": "1"}, body, 1, 1)
+        uuid, machine, copy, state = one_shard_on_its_machine(http, "pushed", 20)
         assert http.post("/pushed/_close").status_code == 200
         assert not ray.get(machine.holds.remote((uuid, 0)), timeout=60)
         # The push of a state as old as the one the shard held when it closed (the first: order 1).
@@ -433,14 +440,8 @@ def test_a_copy_recovering_on_a_machine_refuses_the_calls_of_an_open_shard_as_un
 
     from leafsearch.errors import ShardUnavailable
     from leafsearch.ray_backend.actor import Refusal
-    from leafsearch.search.workers.mirror import IndexState
 
-    uuid = create(http, "startover", shards=1)
-    bulk(http, "startover", {f"d{n}": source(n) for n in range(5)})
-    machine = machine_actor(uuid, 0)
-    ((copy,),) = [entry["copies"] for entry in shard_map(uuid) or []]
-    body = http.get("/startover/_mapping").json()["startover"]["mappings"]
-    state = IndexState(uuid, "startover", {"index.number_of_shards": "1"}, body, 1, 1)
+    uuid, machine, copy, state = one_shard_on_its_machine(http, "startover", 5)
     started = machine.call.remote((uuid, 0), "start_recovery", copy["folder"], state, 1, 1)
     assert ray.get(started, timeout=60) is None
     node, _ = ray.get(machine.call.remote((uuid, 0), "where"), timeout=60)  # (the copy answers it)
