@@ -33,7 +33,9 @@ KINDS = (
     ("multiprocessing.spawn", "spawned (multiprocessing)"),
     ("multiprocessing.forkserver", "fork server (multiprocessing)"),
     ("leafsearch serve", "leafsearch serve"),
-    ("pytest", "pytest"),
+    # (the CLI's other commands: their arguments often name a folder of pytest's)
+    ("-m leafsearch ", "leafsearch (other commands)"),
+    ("-m pytest", "pytest"),
     ("exec(eval(sys.stdin.readline()))", "pytest (an xdist worker)"),
 )
 

@@ -294,6 +294,9 @@ def test_the_process_cpu_bench_splits_a_tree_by_kind_and_counts_its_orphans() ->
         == "leafsearch serve --ray"
     )
     assert process_cpu.kind("python -m leafsearch serve --port 0") == "leafsearch serve"
+    cli = "python -m leafsearch import a.ndjson local --data /dev/shm/pytest-of-root/pytest-1/a0/data"
+    assert process_cpu.kind(cli) == "leafsearch (other commands)"
+    assert process_cpu.kind("python -m pytest -q -p bench.suite_timeline") == "pytest"
     spawned = "python -B -c from multiprocessing.spawn import spawn_main; spawn_main(tracker_fd=7)"
     assert process_cpu.kind(spawned) == "spawned (multiprocessing)"
     assert process_cpu.kind("") == "(exited)"
