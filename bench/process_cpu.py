@@ -33,7 +33,9 @@ KINDS = (
     ("multiprocessing.spawn", "spawned (multiprocessing)"),
     ("multiprocessing.forkserver", "fork server (multiprocessing)"),
     ("leafsearch serve", "leafsearch serve"),
-    ("pytest", "pytest"),
+    # (the CLI's other commands: their arguments often name a folder of pytest's)
+    ("-m leafsearch ", "leafsearch (other commands)"),
+    ("-m pytest", "pytest"),
     ("exec(eval(sys.stdin.readline()))", "pytest (an xdist worker)"),
 )
 
@@ -72,11 +74,15 @@ def readings() -> dict[tuple[int, str], Reading]:
     return out
 
 
-def in_tree(found: dict[tuple[int, str], Reading], tree: set[int]) -> None:
-    """Adds to `tree` (pids) every process of `found` below one in it."""
+def in_tree(found: dict[tuple[int, str], Reading], tree: set[tuple[int, str]], root: int) -> None:
+    """Adds to `tree` (processes by (pid, start time)) every process of `found` below `root` or
+    below one of `tree` that `found` still holds. By start time, not pid: a pid of the tree used
+    again by a process of another user of the machine (and that process's children) is not the
+    tree's."""
     while True:
         size = len(tree)
-        tree.update(pid for (pid, _), (_, _, parent, _) in found.items() if parent in tree)
+        parents = {root} | {key[0] for key in tree if key in found}
+        tree.update(key for key, (_, _, parent, _) in found.items() if parent in parents)
         if len(tree) == size:
             return
 
@@ -94,17 +100,17 @@ def main(command: list[str]) -> int:
         print("usage: python -m bench.process_cpu <command> [arguments...]", file=sys.stderr)
         return 2
     become_subreaper()
-    tree = {os.getpid()}
+    tree: set[tuple[int, str]] = set()
     last: dict[tuple[int, str], Reading] = {}
     began = time.monotonic()
     child = subprocess.Popen(command)
     while True:
         done = child.poll() is not None
         found = readings()
-        in_tree(found, tree)
+        in_tree(found, tree, os.getpid())
         running = False
         for key, reading in found.items():
-            if key[0] in tree and key[0] != os.getpid():
+            if key in tree:
                 command = reading[0] or last.get(key, reading)[0]  # (a zombie's is empty)
                 last[key] = (command, *reading[1:])
                 running |= not reading[3]

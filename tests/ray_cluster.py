@@ -81,12 +81,20 @@ class LocalCluster:
 
 
 def start_cluster(system_config: dict[str, Any] | None = None) -> LocalCluster:
-    """`system_config`: Ray's, for the head (e.g. how soon a killed node counts as dead)."""
+    """`system_config`: Ray's, for the head (e.g. how soon a killed node counts as dead). No log
+    monitor: it tails every worker's log files to stream them to drivers, and every driver here
+    (this process, the coordinators) connects with `log_to_driver=False`; the workers still write
+    their files. It used about 0.01 of a core over a cluster's life (bench/RESULTS.md "Session 22")."""
     ray = import_ray()
     from ray.cluster_utils import Cluster
 
     started = time.monotonic()
-    head_args = {**NODE_ARGS, "include_dashboard": False, "resources": {machine_resource(0): 1}}
+    head_args = {
+        **NODE_ARGS,
+        "include_dashboard": False,
+        "include_log_monitor": False,
+        "resources": {machine_resource(0): 1},
+    }
     if system_config:
         head_args["_system_config"] = dict(system_config)  # (Ray adds its session's entries to it)
     cluster = Cluster(initialize_head=True, head_node_args=head_args)

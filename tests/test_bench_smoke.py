@@ -294,6 +294,26 @@ def test_the_process_cpu_bench_splits_a_tree_by_kind_and_counts_its_orphans() ->
         == "leafsearch serve --ray"
     )
     assert process_cpu.kind("python -m leafsearch serve --port 0") == "leafsearch serve"
+    cli = "python -m leafsearch import a.ndjson local --data /dev/shm/pytest-of-root/pytest-1/a0/data"
+    assert process_cpu.kind(cli) == "leafsearch (other commands)"
+    assert process_cpu.kind("python -m pytest -q -p bench.suite_timeline") == "pytest"
     spawned = "python -B -c from multiprocessing.spawn import spawn_main; spawn_main(tracker_fd=7)"
     assert process_cpu.kind(spawned) == "spawned (multiprocessing)"
     assert process_cpu.kind("") == "(exited)"
+
+
+def test_the_process_cpu_tree_is_by_start_time_not_by_pid() -> None:
+    """A pid of the tree used again by another process of the machine (its process ended: it is
+    no longer read) makes neither that process nor its children the tree's; a child of a process
+    of the tree that is still read is."""
+    root, ended, reused = 100, (200, "5"), (200, "90")
+    tree = {ended, (300, "7")}
+    found = {
+        reused: ("python other.py", 1.0, 1, False),  # pid 200 again, another user's
+        (201, "91"): ("python its-child.py", 1.0, 200, False),
+        (300, "7"): ("leafsearch serve", 1.0, root, False),
+        (301, "92"): ("search worker", 1.0, 300, False),
+        (302, "93"): ("an orphan the root adopted", 1.0, root, False),
+    }
+    process_cpu.in_tree(found, tree, root)
+    assert tree == {ended, (300, "7"), (301, "92"), (302, "93")}

@@ -1,7 +1,8 @@
 """Helpers of the Node.js tests: the pinned npm packages, and running a script or elasticdump.
 
 The scripts in tests/clients/js/ print one JSON object and exit 0 (see tests/clients/js/common.mjs); the npm
-packages are pinned in tests/clients/js/package-lock.json and installed with `npm ci` on first use.
+packages are pinned in tests/clients/js/package-lock.json and installed with `npm ci` on first use
+(once per user: tests/clients/installed_tools.py).
 """
 
 from __future__ import annotations
@@ -10,10 +11,12 @@ import fcntl
 import json
 import shutil
 import subprocess
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
+from installed_tools import installed, link
 
 JS = Path(__file__).resolve().parent / "js"
 ELASTICDUMP = JS / "node_modules" / "elasticdump" / "bin" / "elasticdump"
@@ -25,23 +28,28 @@ NEEDS_NODE = pytest.mark.skipif(
 
 
 def install_node_modules() -> Path:
-    """`npm ci` when tests/clients/js/node_modules is missing or older than the lock file; one
-    process at a time (pytest-xdist workers, or two runs of the suite on one checkout: `npm ci`
-    first deletes node_modules), under an exclusive `flock` of the lock file."""
-    installed = JS / "node_modules" / ".package-lock.json"  # written by npm at the end of an install
-    lock = JS / "package-lock.json"
-    with lock.open("rb") as held:
+    """tests/clients/js/node_modules: a link to the packages of the lock file, installed with `npm ci`
+    in the user's cache of test tools when they are not there yet (tests/clients/installed_tools.py);
+    one process of the checkout at a time, under an exclusive `flock` of the lock file."""
+    files = [JS / "package.json", JS / "package-lock.json"]
+    with files[1].open("rb") as held:
         fcntl.flock(held, fcntl.LOCK_EX)  # released when the file is closed
-        if not installed.exists() or installed.stat().st_mtime < lock.stat().st_mtime:
-            done = subprocess.run(
-                ["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"],
-                cwd=JS,
-                capture_output=True,
-                text=True,
-                timeout=600,
-            )
-            assert done.returncode == 0, f"npm ci failed:\n{done.stdout}\n{done.stderr}"
+        folder = installed("npm", [path.read_bytes() for path in files], partial(_npm_ci, files))
+        link(JS / "node_modules", folder / "node_modules")
     return JS / "node_modules"
+
+
+def _npm_ci(files: list[Path], folder: Path) -> None:
+    for path in files:
+        shutil.copyfile(path, folder / path.name)
+    done = subprocess.run(
+        ["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, f"npm ci failed:\n{done.stdout}\n{done.stderr}"
 
 
 def run_script(script: str, *args: str) -> dict[str, Any]:

@@ -1,47 +1,43 @@
 """Client 9, its DSL (`elasticsearch.dsl`) and eland (pandas on Elasticsearch) end to end against a
 real server. They cannot share the project's environment (client 8), so they run in their own
-virtual environment, tests/clients/client9/.venv, made on first use from its requirements.txt."""
+virtual environment, made on first use from its requirements.txt in the user's cache of test tools
+(tests/clients/installed_tools.py)."""
 
 from __future__ import annotations
 
-import fcntl
 import json
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
+from installed_tools import installed
 
 #: The tools are installed from the package index on first use (see README, "Tests and benchmarks").
 pytestmark = pytest.mark.external
 
 HERE = Path(__file__).resolve().parent / "client9"
-VENV = HERE / ".venv"
 
 
 def _python() -> Path:
-    """The tools' interpreter, installed when missing or older than the requirements; one
-    process at a time (two runs of the suite on one checkout), under an exclusive `flock` of
-    the requirements file."""
-    python = VENV / "bin" / "python"
-    marker = VENV / ".installed"
+    """The tools' interpreter: a venv of the requirements for this Python, made in the user's cache
+    of test tools when it is not there yet (tests/clients/installed_tools.py)."""
     requirements = HERE / "requirements.txt"
-    with requirements.open("rb") as held:
-        fcntl.flock(held, fcntl.LOCK_EX)  # released when the file is closed
-        if not marker.exists() or marker.stat().st_mtime < requirements.stat().st_mtime:
-            subprocess.run([sys.executable, "-m", "venv", "--clear", str(VENV)], check=True, timeout=300)
-            done = subprocess.run(
-                [str(python), "-m", "pip", "install", "--quiet", "-r", str(requirements)],
-                capture_output=True,
-                text=True,
-                timeout=900,
-            )
-            assert done.returncode == 0, (
-                f"installing the client 9 tools failed:\n{done.stdout}\n{done.stderr}"
-            )
-            marker.touch()
-    return python
+    inputs = [requirements.read_bytes(), sys.version.encode(), sys.base_prefix.encode()]
+    return installed("client9-venv", inputs, partial(_make_venv, requirements)) / "bin" / "python"
+
+
+def _make_venv(requirements: Path, folder: Path) -> None:
+    subprocess.run([sys.executable, "-m", "venv", "--clear", str(folder)], check=True, timeout=300)
+    done = subprocess.run(
+        [str(folder / "bin" / "python"), "-m", "pip", "install", "--quiet", "-r", str(requirements)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert done.returncode == 0, f"installing the client 9 tools failed:\n{done.stdout}\n{done.stderr}"
 
 
 def _run_tools(server: str, index: str) -> dict[str, Any]:

@@ -33,6 +33,11 @@ def _starting(pool: WorkerPool) -> list[Any]:
         return list(pool._starting.values())
 
 
+def _errors(caplog: pytest.LogCaptureFixture) -> list[str]:
+    """The pool's ERROR records so far."""
+    return [r.getMessage() for r in caplog.records if r.name == LOGGER and r.levelno == logging.ERROR]
+
+
 def test_a_pool_closed_while_its_workers_start_ends_them_without_an_error(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -58,8 +63,11 @@ def test_a_worker_that_dies_while_starting_is_an_error(
         (proc,) = _starting(pool)
         proc.kill()
         _wait(lambda: not _starting(pool), "the pool saw the worker exit")
-        errors = [r.getMessage() for r in caplog.records if r.name == LOGGER and r.levelno == logging.ERROR]
-        assert errors == [f"search worker 0 exited while starting (code {-signal.SIGKILL})"]
+        # The start thread leaves `_starting` before it reaps the process and says why it ended
+        # (one thread reaps a process: a `close()` meanwhile no longer sees it), so the record
+        # comes a moment after.
+        _wait(lambda: _errors(caplog), "the pool said why the worker ended")
+        assert _errors(caplog) == [f"search worker 0 exited while starting (code {-signal.SIGKILL})"]
         assert pool.stats()["ready"] == 0  # its searches run in the server process
 
 
