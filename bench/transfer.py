@@ -294,7 +294,10 @@ def main() -> None:
     n = options.docs
     elasticdump = not options.no_elasticdump and ELASTICDUMP.exists() and shutil.which("node") is not None
     if not elasticdump and not options.no_elasticdump:
-        print("elasticdump: not installed (tests/clients/js: npm ci); its rows are left out", file=sys.stderr)
+        print(
+            "elasticdump: not installed (a run of tests/clients installs it); its rows are left out",
+            file=sys.stderr,
+        )
     work = Path(tempfile.mkdtemp(prefix="leafsearch-transfer-"))
     try:
         rows, memory = run(n, work, elasticdump)
