@@ -475,14 +475,15 @@ class WorkerPool:
             else:
                 self._start_failed(slot, proc)
             return
-        worker = _Worker(self, slot, proc, parent)
         with self._lock:  # starting until in its slot: `close()` sees it in one of the two
             self._starting.pop(slot, None)
-            if self._closed:  # `close()` ended the process, and joins it
-                worker.stop()
-                return
-            self._slots[slot] = worker
-            self._ready.notify_all()
+            closing = self._closed
+            if not closing:
+                worker = self._slots[slot] = _Worker(self, slot, proc, parent)
+                self._ready.notify_all()
+        if closing:  # `close()` ended the process and joins it: no reader thread to reap it too
+            parent.close()
+            return
         log.debug("search worker %d ready (pid %s)", slot, proc.pid)
         worker.tell(("settings", dict(settings.persistent), dict(settings.transient)))
 
