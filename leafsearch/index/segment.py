@@ -30,7 +30,6 @@ import mmap
 import os
 import shutil
 import threading
-from bisect import bisect_right
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from functools import cached_property
@@ -41,6 +40,7 @@ import orjson
 import zstandard
 
 from leafsearch.common.durable import FOLDER_MODE, fsync_dir, fsync_files, private
+from leafsearch.common.intervals import one_interval
 from leafsearch.index import array_files, source_blocks, vector_graph
 from leafsearch.index.block_cache import BlockCache
 from leafsearch.index.columns import DocValues, KeywordColumn, NumericColumn, TextColumn, VectorColumn
@@ -600,8 +600,11 @@ class Segment:
         buckets = self._source_buckets
         slots = layout[0][docs].astype(np.int64)
         doc_firsts, block_firsts, run_sizes, _ = self._source_run_lists
-        one = self._one_run(doc_firsts, docs)
-        if one < 0:  # (documents of several runs: a run per document)
+        # A walk's page or batch lies in one run: its places are arithmetic on the run's numbers
+        # (a search and three gathers a document cost a merged segment's reads 90 instructions a
+        # document: bench/RESULTS.md "Walks over segments merged in runs (session 22, `walk10`)").
+        one = one_interval(doc_firsts, docs)
+        if one is None:  # (documents of several runs, or none: a run per document)
             firsts, first_blocks, sizes, _ = self._source_runs
             run = np.searchsorted(firsts, docs, side="right") - 1
             group = sizes[run] * buckets
@@ -620,21 +623,9 @@ class Segment:
 
     @cached_property
     def _source_run_lists(self) -> tuple[list[int], list[int], list[int], list[int]]:
-        """`_source_runs` as lists, for a batch's look at its run (`_one_run`)."""
+        """`_source_runs` as lists, for a batch's look at its run (`one_interval`)."""
         firsts, first_blocks, sizes, dictionaries = self._source_runs
         return firsts.tolist(), first_blocks.tolist(), sizes.tolist(), dictionaries.tolist()
-
-    @staticmethod
-    def _one_run(firsts: list[int], values: np.ndarray) -> int:
-        """The run (of `firsts`, each run's first document or block) holding every one of
-        `values`, -1 when they span several. Why: a walk's page or batch lies in one run, and
-        its places are then arithmetic on the run's numbers; a search per document and a gather of
-        three run arrays per document cost a merged segment's reads 90 instructions a document
-        (bench/RESULTS.md "Walks over segments merged in runs (session 22, `walk10`)")."""
-        if len(firsts) == 1 or not len(values):
-            return 0
-        run = bisect_right(firsts, int(values.min())) - 1
-        return run if run + 1 == len(firsts) or int(values.max()) < firsts[run + 1] else -1
 
     def _source_bounds(self, places: np.ndarray, blocks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(start, end) of the sources at these places inside their decompressed blocks."""
@@ -683,8 +674,8 @@ class Segment:
             ends = self._source_blocks[blocks + 1].tolist()
             data = self._source_data
             _, block_firsts, _, numbers_of_runs = self._source_run_lists
-            run = self._one_run(block_firsts, blocks)
-            if run >= 0:
+            run = one_interval(block_firsts, blocks)
+            if run is not None:
                 decompress = self._decompressor(numbers_of_runs[run]).decompress
                 for position, start, end in zip(missing, starts, ends, strict=True):
                     found[position] = decompress(data[start:end])
