@@ -1,9 +1,14 @@
-"""Running writers beside a refresher, or beside readers, as the concurrency tests do."""
+"""Running writers beside a refresher, or beside readers, as the concurrency tests do; a
+process stopped for a test's moment."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import threading
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from leafsearch.errors import ElasticError
 
@@ -16,6 +21,26 @@ def wait_for(condition: Callable[[], bool], attempts: int = 600) -> None:
             return
         threading.Event().wait(0.05)
     raise AssertionError("the condition never held")
+
+
+def stop_process(pid: int) -> None:
+    """SIGSTOP a process, returning once every thread of it is stopped: `kill` returns before
+    the stop reaches the threads (one thread takes the signal and stops the others when it
+    runs), and a thread woken meanwhile by data on a socket would go on to answer it."""
+    os.kill(pid, signal.SIGSTOP)
+
+    def stopped() -> bool:
+        states = []
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            with contextlib.suppress(FileNotFoundError):  # (a thread ended meanwhile)
+                states.append((task / "stat").read_text().rpartition(")")[2].split()[0])
+        return bool(states) and all(state in ("T", "t") for state in states)
+
+    for _ in range(100_000):
+        if stopped():
+            return
+        os.sched_yield()
+    raise AssertionError(f"process {pid} never stopped")
 
 
 def writers_beside_refresher(

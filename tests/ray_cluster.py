@@ -131,15 +131,6 @@ def children(pid: int) -> list[int]:
     ]
 
 
-def stop(pid: int) -> None:
-    """SIGSTOP to a process, returning once it is stopped (the signal is delivered
-    asynchronously: the process may run on a little after `kill`)."""
-    os.kill(pid, signal.SIGSTOP)
-    stat = Path(f"/proc/{pid}/stat")
-    while stat.read_text().rpartition(")")[2].split()[0] not in ("T", "t"):
-        os.sched_yield()
-
-
 def ended(pid: int) -> bool:
     """Whether a process has ended (gone, or a zombie its parent has not reaped)."""
     try:

@@ -24,7 +24,7 @@ from leafsearch.ray_backend.channel import (
     ChannelTimeout,
     connect,
 )
-from tests.concurrency import wait_for
+from tests.concurrency import stop_process, wait_for
 from tests.ray_backend import channel_child
 from tests.ray_backend.channel_child import HANG, KEY, Child, Machine
 
@@ -207,7 +207,7 @@ def test_a_machine_killed_under_a_call_fails_a_write_and_a_read_goes_on_once_ray
     for again, method in ((False, "refresh"), (True, "where")):
         (known,) = send_calls(channels, [(machine, ((uuid, 0), "where", ()), "[chankill][0]")], again=True)
         pid = known()[1]  # (and the channel connected: no question to Ray while the actor is stopped)
-        os.kill(pid, signal.SIGSTOP)  # the call reaches the actor's socket, not its answer
+        stop_process(pid)  # the call reaches the actor's socket, not its answer
         try:
             (wait,) = send_calls(channels, [(machine, ((uuid, 0), method, ()), "[chankill][0]")], again=again)
         finally:

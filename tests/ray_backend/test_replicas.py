@@ -18,8 +18,8 @@ import orjson
 import pytest
 
 from leafsearch.testing import Server
-from tests.concurrency import wait_for, writers_beside_refresher
-from tests.ray_cluster import copy_nodes, machine_of, node_of, ray_server, shard_map, stop, where
+from tests.concurrency import stop_process, wait_for, writers_beside_refresher
+from tests.ray_cluster import copy_nodes, machine_of, node_of, ray_server, shard_map, where
 
 _NDJSON = {"content-type": "application/x-ndjson"}
 
@@ -315,7 +315,7 @@ def walk(http: httpx.Client, pit: str, after: list[Any] | None = None) -> list[s
 @contextmanager
 def stopped(pid: int) -> Iterator[None]:
     """The process `pid` (a machine actor's) stopped (SIGSTOP) for the block: alive, silent."""
-    stop(pid)
+    stop_process(pid)
     try:
         yield
     finally:

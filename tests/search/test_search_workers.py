@@ -7,7 +7,6 @@ goes through them too; the tests here are about what only workers bring.
 
 from __future__ import annotations
 
-import contextlib
 import multiprocessing
 import os
 import signal
@@ -25,6 +24,7 @@ from leafsearch.errors import SearchPhaseExecution, TaskCancelled
 from leafsearch.indices import admin
 from leafsearch.node.node import Node
 from leafsearch.search.workers.pool import LONE_REQUESTS_IN_SERVER, LONE_WALKS_IN_SERVER
+from tests.concurrency import stop_process
 from tests.conftest import running_server
 from tests.inprocess import count, search
 from tests.search.walk_clients import client_scroll, client_walk
@@ -46,22 +46,6 @@ def _wait(condition: Any, what: str, timeout: float = 30.0) -> None:
     while not condition():
         assert time.monotonic() < deadline, f"timed out waiting until {what}"
         time.sleep(0.005)
-
-
-def _stop(pid: int) -> None:
-    """SIGSTOP a worker and wait until every thread of it is stopped: `kill` returns before the
-    stop reaches the threads (one thread takes the signal and stops the others when it runs), and
-    a thread woken by data meanwhile would go on reading."""
-    os.kill(pid, signal.SIGSTOP)
-
-    def stopped() -> bool:
-        states = []
-        for task in Path(f"/proc/{pid}/task").iterdir():
-            with contextlib.suppress(FileNotFoundError):
-                states.append((task / "stat").read_text().rpartition(")")[2].split()[0])
-        return bool(states) and all(state in ("T", "t") for state in states)
-
-    _wait(stopped, "every thread of the worker is stopped")
 
 
 @pytest.fixture
@@ -399,7 +383,7 @@ def test_a_request_in_flight_on_a_worker_that_dies_gets_a_500_and_the_next_is_an
         pool = node.search_workers
         assert pool is not None and pool.wait_ready(60)
         worker = _stop_worker(node)
-        _stop(worker.pid)  # the task waits in the worker's connection
+        stop_process(worker.pid)  # the task waits in the worker's connection
         outcome: list[Any] = []
         thread = threading.Thread(target=lambda: outcome.append(_try_search(node)))
         thread.start()
@@ -440,7 +424,7 @@ def test_a_cancelled_request_stops_in_the_worker(tmp_path: Path) -> None:
         posted: list[str] = []
         write = worker._write
         worker._write = lambda message: (write(message), posted.append(message[0]))
-        _stop(worker.pid)
+        stop_process(worker.pid)
         cancelled = threading.Event()
         outcome: list[Any] = []
 
