@@ -23,7 +23,7 @@ from leafsearch.index.columns import (
     merge_terms,
 )
 from leafsearch.index.index_sort import IndexSort, IndexSortField
-from leafsearch.index.interning import intern
+from leafsearch.index.interning import intern, intern_ordered
 from leafsearch.index.norms import LENGTH_TABLE
 from leafsearch.index.segment import (
     Segment,
@@ -83,10 +83,10 @@ def writer_from_buffer(
         writer.set_sources(in_order(sources))
     for path, fb in buffer.text.items():
         tokens, token_docs, positions, length_docs, field_lengths = fb.tokens()
-        terms, tids = intern(tokens)
+        terms, tids, by_term = intern_ordered(tokens)
         del tokens  # (its spans: ~3 arrays of the field's tokens, not needed by its postings)
-        postings = build_postings(tids, docs(token_docs), positions, len(terms), max_doc)
-        del tids, token_docs, positions  # (the next field's would be built beside them)
+        postings = build_postings(tids, docs(token_docs), positions, len(terms), max_doc, by_term)
+        del tids, token_docs, positions, by_term  # (the next field's would be built beside them)
         lengths = np.zeros(max_doc, dtype=np.int64)
         np.add.at(lengths, docs(length_docs), field_lengths)
         writer.add_text(path, terms, postings, lengths)
