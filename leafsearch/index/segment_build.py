@@ -105,8 +105,9 @@ def writer_from_buffer(
         vector_docs = docs(fb.docs)
         by_doc = np.argsort(vector_docs, kind="stable")
         writer.add_vector(path, vector_docs[by_doc], np.stack(fb.values)[by_doc], buffer.graphs.get(path))
-    routed = [i for i, r in enumerate(buffer.routings) if r is not None]
-    _add_routing(writer, docs(routed), [buffer.routings[i] for i in routed], max_doc)
+    if buffer.routings.count(None) != len(buffer.routings):  # (in C: most buffers have none)
+        routed = [i for i, r in enumerate(buffer.routings) if r is not None]
+        _add_routing(writer, docs(routed), [buffer.routings[i] for i in routed], max_doc)
     for path, (children, parents) in buffer.nested.items():
         child_folder = None if streaming is None else writer.nested_folder()
         writer.add_nested(path, writer_from_buffer(children, None, child_folder), docs(parents))
@@ -146,8 +147,6 @@ ROUTING_FIELD = "_routing"
 
 def _add_routing(writer: SegmentWriter, docs: np.ndarray, routings: list[str], max_doc: int) -> None:
     """Custom routing values are kept as a keyword column so merges and lookups preserve them."""
-    if not len(docs):
-        return
     terms, ords = intern(routings)
     writer.add_keyword(ROUTING_FIELD, terms, build_doc_values(docs, ords, max_doc, dedupe=True))
 
