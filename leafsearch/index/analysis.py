@@ -147,7 +147,7 @@ def analyze_flat(texts: list[str]) -> tuple[Spans, np.ndarray]:
                     word = np.zeros(len(marked) + 2, dtype=bool)
                     np.greater(marked, _SPACE, out=word[1:-1])
                     edges = np.flatnonzero(word[1:] != word[:-1])
-                    starts = edges[0::2]
+                    starts = edges[0::2].copy()  # (a view would hold the ends too)
                     lengths = edges[1::2] - starts
                     # tokens before each text's end: one search per text, not per token
                     ends = np.searchsorted(starts, bounds)

@@ -289,7 +289,8 @@ class _HashLayout:
         np.cumsum(run.lengths, out=ends[1:])
         # A bytes slice per document made by `map` (no bytecode a document), joined a block at
         # a time: 0.26 against 0.43 us a document by a comprehension; a numpy gather of the
-        # bytes, 0.75 (bench/RESULTS.md "... (session 23, `bulk11`)").
+        # bytes, 0.75 (bench/RESULTS.md "The workers' builds and the server's id lookups (session 23,
+        # `bulk11`)").
         slices = map(slice, ends[order].tolist(), ends[order + 1].tolist())
         docs = map(run.data.__getitem__, slices)
         return run.lengths[order], [b"".join(islice(docs, n)) for n in np.diff(firsts).tolist()]
