@@ -69,10 +69,15 @@ def _fixed_width_ascii(values: list[str]) -> np.ndarray | None:
     log's), by one join and one encode instead of an encode and a length a string; else None.
     Joined by NUL, every string is that long exactly when there are no other NULs and one
     falls at every stride."""
-    count, width = len(values), len(values[0])
-    joined = "\x00".join(values)
+    return fixed_width_terms("\x00".join(values), len(values))
+
+
+def fixed_width_terms(joined: str, count: int) -> np.ndarray | None:
+    """`to_term_array` of `count` strings joined by NUL when they are ASCII, all as long as the
+    first and without NUL (`_fixed_width_ascii`; a worker's buffer ids cross so joined), else None."""
+    width = joined.find("\x00") if count > 1 else len(joined)
     if not (
-        width
+        width > 0
         and joined.isascii()
         and len(joined) == count * (width + 1) - 1
         and joined.count("\x00") == count - 1

@@ -71,8 +71,10 @@ def writer_from_buffer(
         return values if new_of is None else [values[i] for i in order.tolist()]
 
     writer = SegmentWriter(max_doc, streaming)
+    ids = buffer.ids  # (a worker's: their 'S' array already where they crossed as one, buffer_wire)
+    id_terms = ids if isinstance(ids, np.ndarray) else to_term_array(ids)
     writer.set_ids(
-        to_term_array(in_order(buffer.ids)),
+        id_terms if new_of is None else id_terms[order],
         np.asarray(in_order(buffer.seq_nos)),
         np.asarray(in_order(buffer.versions)),
     )
