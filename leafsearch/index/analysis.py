@@ -142,11 +142,13 @@ def analyze_flat(texts: list[str]) -> tuple[Spans, np.ndarray]:
                 marked = np.frombuffer(translated, dtype=np.uint8)
                 bounds = np.flatnonzero(marked == _SEPARATOR_BYTE)
                 if len(bounds) == len(texts) - 1:  # else a text held the separator itself
-                    word = np.zeros(len(marked) + 2, dtype=np.int8)
-                    word[1:-1] = (marked != _SPACE) & (marked != _SEPARATOR_BYTE)
-                    edges = np.diff(word)
-                    starts = np.flatnonzero(edges == 1)
-                    lengths = np.flatnonzero(edges == -1) - starts
+                    # Translated, a word byte is above the space, the rest are spaces and
+                    # separators: the words' edges alternate, a start then an end.
+                    word = np.zeros(len(marked) + 2, dtype=bool)
+                    np.greater(marked, _SPACE, out=word[1:-1])
+                    edges = np.flatnonzero(word[1:] != word[:-1])
+                    starts = edges[0::2].copy()  # (a view would hold the ends too)
+                    lengths = edges[1::2] - starts
                     # tokens before each text's end: one search per text, not per token
                     ends = np.searchsorted(starts, bounds)
                     counts = np.diff(ends, prepend=0, append=len(starts))

@@ -32,6 +32,7 @@ import numpy as np
 from leafsearch.index.buffer import FieldBuffer, IndexBuffer, int_array
 from leafsearch.index.index_sort import IndexSort
 from leafsearch.index.interning import Spans
+from leafsearch.index.segment import fixed_width_terms
 from leafsearch.index.segment_build import segment_from_buffer
 from leafsearch.index.source_blocks import InMemory, Joined
 from leafsearch.index.vector_graph import GraphSpec
@@ -84,6 +85,14 @@ class PackedStrings:
             return joined  # type: ignore[return-value]
         ends = list(accumulate(self.lengths.tolist()))
         return [joined[a:b] for a, b in zip([0, *ends[:-1]], ends, strict=True)]  # type: ignore[index]
+
+    def terms(self, count: int) -> np.ndarray | list:
+        """The `count` values as `segment.to_term_array` makes them when they crossed as ASCII
+        strings of one width joined by NUL (a log's ids: no string an id, split only to be
+        joined and encoded again), else `unpack`."""
+        joined = self.joined
+        fixed = fixed_width_terms(joined, count) if self.split and type(joined) is str else None
+        return self.unpack() if fixed is None else fixed
 
     def spans(self, count: int) -> Spans | list:
         """The `count` values as `interning.Spans` of their UTF-8 encoding when they crossed as
@@ -148,9 +157,10 @@ class PackedBuffer:
     def unpack(self) -> IndexBuffer:
         """An `IndexBuffer` whose columns of numbers are the arrays (`segment_from_buffer` reads
         them with `np.asarray`), whose sources are still joined (`InMemory`) and whose keyword
-        values are spans where they can be (`PackedStrings.spans`: `intern` reads nothing else)."""
+        values are spans where they can be (`PackedStrings.spans`: `intern` reads nothing else)
+        and whose ids the 'S' array of the segment's where they can be (`PackedStrings.terms`)."""
         buffer = IndexBuffer()
-        buffer.ids = self.ids.unpack()
+        buffer.ids = self.ids.terms(len(self.seq_nos))  # type: ignore[assignment]
         buffer.sources = InMemory(self.sources)  # type: ignore[assignment]
         buffer.seq_nos = self.seq_nos  # type: ignore[assignment]
         buffer.versions = self.versions  # type: ignore[assignment]

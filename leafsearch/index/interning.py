@@ -83,18 +83,26 @@ class Spans:
 def intern(values: list[str] | Spans) -> tuple[np.ndarray, np.ndarray]:
     """Sorted distinct values (UTF-8, an 'S' array as `segment.to_term_array` makes) and the
     index of each value among them (int64)."""
+    terms, ids, _ = intern_ordered(values)
+    return terms, ids
+
+
+def intern_ordered(values: list[str] | Spans) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """`intern`, and the values' stable order by term when numbering found it (values of up to
+    8 bytes, a text field's tokens mostly: their words are the sort keys), else None: a build's
+    postings take it instead of sorting the term ids again (`segment.build_postings`)."""
     spans = Spans.of(values) if isinstance(values, list) else values
     if spans is None:
-        return intern_by_dict(values)  # type: ignore[arg-type]
+        return *intern_by_dict(values), None  # type: ignore[arg-type]
     if not len(spans):
-        return np.empty(0, dtype="S1"), np.empty(0, dtype=np.int64)
+        return np.empty(0, dtype="S1"), np.empty(0, dtype=np.int64), None
     long = spans.lengths > 8 * MAX_WORDS
     if not long.any():
         return _intern_words(spans)
     # Values over MAX_WORDS words one at a time (memory: MAX_WORDS words a value at most), the
     # two sets of terms (distinct: their lengths differ) then ordered together.
     short_at, long_at = np.flatnonzero(~long), np.flatnonzero(long)
-    short_terms, short_ids = _intern_words(spans.take(short_at))
+    short_terms, short_ids, _ = _intern_words(spans.take(short_at))
     long_terms, long_ids = intern_by_dict(spans.take(long_at).strings())
     width = long_terms.dtype.itemsize  # the longest value's
     terms = np.concatenate([short_terms.astype(f"S{width}"), long_terms])
@@ -104,13 +112,13 @@ def intern(values: list[str] | Spans) -> tuple[np.ndarray, np.ndarray]:
     ids = np.empty(len(spans), dtype=np.int64)
     ids[short_at] = rank[short_ids]
     ids[long_at] = rank[len(short_terms) + long_ids]
-    return terms[order], ids
+    return terms[order], ids, None
 
 
-def _intern_words(spans: Spans) -> tuple[np.ndarray, np.ndarray]:
-    """`intern` of spans of up to MAX_WORDS words, by their words."""
+def _intern_words(spans: Spans) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """`intern_ordered` of spans of up to MAX_WORDS words, by their words."""
     if not len(spans):
-        return np.empty(0, dtype="S1"), np.empty(0, dtype=np.int64)
+        return np.empty(0, dtype="S1"), np.empty(0, dtype=np.int64), None
     longest = int(spans.lengths.max())
     width = max(1, -(-longest // 8))
     padded = spans.data + bytes(8 * width)
@@ -120,28 +128,28 @@ def _intern_words(spans: Spans) -> tuple[np.ndarray, np.ndarray]:
         for k in range(width)
     ]
     if width == 1:  # the word is the value
-        keys, ids, _ = _unique_inverse(words[0])
-        return _terms([keys], longest), ids
+        keys, ids, _, order = _unique_inverse(words[0])
+        return _terms([keys], longest), ids, order
     hashed = spans.lengths.astype(np.uint64)
     for k, word in enumerate(words):
         hashed = hashed * _MIX[k % len(_MIX)] + (word ^ (word >> np.uint64(29)))
-    _, groups, firsts = _unique_inverse(hashed)
+    _, groups, firsts, _ = _unique_inverse(hashed)
     members = firsts[groups]
     if not all(np.array_equal(word[members], word) for word in words):  # a hash collision
-        return intern_by_dict(spans.strings())
+        return *intern_by_dict(spans.strings()), None
     rep_words = [word[firsts] for word in words]
     order = np.lexsort(rep_words[::-1])  # by the first word, then the next...
     rank = np.empty(len(order), dtype=np.int64)
     rank[order] = np.arange(len(order))
-    return _terms([word[order] for word in rep_words], longest), rank[groups]
+    return _terms([word[order] for word in rep_words], longest), rank[groups], None
 
 
-def _unique_inverse(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _unique_inverse(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """`np.unique(keys, return_inverse=True, return_index=True)` of uint64 keys by a stable sort
     (`_stable_order`), as (distinct keys, the index of each key among them, the first position of
-    each): numpy's own takes a quicksort, which a token column's many repeats slow down (288,000
-    bench tokens of 5,000 distinct: 38 ms against 17, bench/RESULTS.md "Builds and merges by the
-    workers (session 20)")."""
+    each) and that stable order: numpy's own takes a quicksort, which a token column's many
+    repeats slow down (288,000 bench tokens of 5,000 distinct: 38 ms against 17,
+    bench/RESULTS.md "Builds and merges by the workers (session 20)")."""
     order = _stable_order(keys)
     ordered = keys[order]
     firsts = np.empty(len(ordered), dtype=bool)
@@ -149,7 +157,7 @@ def _unique_inverse(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarra
     np.not_equal(ordered[1:], ordered[:-1], out=firsts[1:])
     ids = np.empty(len(ordered), dtype=np.int64)
     ids[order] = np.cumsum(firsts) - 1
-    return ordered[firsts], ids, order[firsts]
+    return ordered[firsts], ids, order[firsts], order
 
 
 def _stable_order(keys: np.ndarray) -> np.ndarray:

@@ -23,7 +23,7 @@ from leafsearch.index.columns import (
     merge_terms,
 )
 from leafsearch.index.index_sort import IndexSort, IndexSortField
-from leafsearch.index.interning import intern
+from leafsearch.index.interning import intern, intern_ordered
 from leafsearch.index.norms import LENGTH_TABLE
 from leafsearch.index.segment import (
     Segment,
@@ -71,8 +71,10 @@ def writer_from_buffer(
         return values if new_of is None else [values[i] for i in order.tolist()]
 
     writer = SegmentWriter(max_doc, streaming)
+    ids = buffer.ids  # (a worker's: their 'S' array already where they crossed as one, buffer_wire)
+    id_terms = ids if isinstance(ids, np.ndarray) else to_term_array(ids)
     writer.set_ids(
-        to_term_array(in_order(buffer.ids)),
+        id_terms if new_of is None else id_terms[order],
         np.asarray(in_order(buffer.seq_nos)),
         np.asarray(in_order(buffer.versions)),
     )
@@ -83,10 +85,10 @@ def writer_from_buffer(
         writer.set_sources(in_order(sources))
     for path, fb in buffer.text.items():
         tokens, token_docs, positions, length_docs, field_lengths = fb.tokens()
-        terms, tids = intern(tokens)
+        terms, tids, by_term = intern_ordered(tokens)
         del tokens  # (its spans: ~3 arrays of the field's tokens, not needed by its postings)
-        postings = build_postings(tids, docs(token_docs), positions, len(terms), max_doc)
-        del tids, token_docs, positions  # (the next field's would be built beside them)
+        postings = build_postings(tids, docs(token_docs), positions, len(terms), max_doc, by_term)
+        del tids, token_docs, positions, by_term  # (the next field's would be built beside them)
         lengths = np.zeros(max_doc, dtype=np.int64)
         np.add.at(lengths, docs(length_docs), field_lengths)
         writer.add_text(path, terms, postings, lengths)
@@ -105,8 +107,9 @@ def writer_from_buffer(
         vector_docs = docs(fb.docs)
         by_doc = np.argsort(vector_docs, kind="stable")
         writer.add_vector(path, vector_docs[by_doc], np.stack(fb.values)[by_doc], buffer.graphs.get(path))
-    routed = [i for i, r in enumerate(buffer.routings) if r is not None]
-    _add_routing(writer, docs(routed), [buffer.routings[i] for i in routed], max_doc)
+    if buffer.routings.count(None) != len(buffer.routings):  # (in C: most buffers have none)
+        routed = [i for i, r in enumerate(buffer.routings) if r is not None]
+        _add_routing(writer, docs(routed), [buffer.routings[i] for i in routed], max_doc)
     for path, (children, parents) in buffer.nested.items():
         child_folder = None if streaming is None else writer.nested_folder()
         writer.add_nested(path, writer_from_buffer(children, None, child_folder), docs(parents))
@@ -146,8 +149,6 @@ ROUTING_FIELD = "_routing"
 
 def _add_routing(writer: SegmentWriter, docs: np.ndarray, routings: list[str], max_doc: int) -> None:
     """Custom routing values are kept as a keyword column so merges and lookups preserve them."""
-    if not len(docs):
-        return
     terms, ords = intern(routings)
     writer.add_keyword(ROUTING_FIELD, terms, build_doc_values(docs, ords, max_doc, dedupe=True))
 

@@ -591,14 +591,17 @@ class Shard:
     def segment_states(self, doc_ids: list[str]) -> dict[str, DocState]:
         """The live segment documents of these (distinct) ids, one vectorized lookup per segment:
         only the ids within the segment's first and last id are searched for, and the end of a
-        match's range only for those found (a bulk of new ids, as a log's, mostly skips them)."""
+        match's range only for those found (a bulk of new ids, as a log's, mostly skips them).
+        A segment whose ids all lie beside the batch's least and greatest is skipped before any
+        comparison per id (a log's older segments: 37 us a segment for 5,000 ids otherwise)."""
         found: dict[str, DocState] = {}
-        if not self.segments:
+        if not self.segments or not doc_ids:
             return found
         keys = to_term_array(doc_ids)
+        least, greatest = keys[keys.argmin()], keys[keys.argmax()]
         for seg in self.segments:
             terms = seg.id_terms
-            if not len(terms):
+            if not len(terms) or greatest < terms[0] or least > terms[-1]:
                 continue
             inside = np.flatnonzero((keys >= terms[0]) & (keys <= terms[-1]))
             if not len(inside):

@@ -139,6 +139,12 @@ def test_intern_numbers_terms_in_byte_order() -> None:
         assert terms.tolist() == expected_terms
         assert terms.dtype == np.dtype(f"S{max([1, *(len(v.encode()) for v in values)])}")
         assert ids.dtype == np.int64 and ids.tolist() == expected_ids
+        ordered_terms, ordered_ids, by_term = interning.intern_ordered(values)
+        assert ordered_terms.tobytes() == terms.tobytes() and ordered_ids.tolist() == expected_ids
+        if values and max(len(v.encode()) for v in values) <= 8 and "\x00" not in "".join(values):
+            assert by_term is not None  # values that are their own keys: the order is found
+        if by_term is not None:  # the values' stable order by term, as postings take it
+            assert by_term.tolist() == ids.argsort(kind="stable").tolist()
         if values and all("\x00" not in v for v in values):  # the same from spans of one buffer
             spans = Spans.concat([Spans.of(values[:3]), Spans.of(values[3:])])  # type: ignore[list-item]
             assert spans.strings() == values
@@ -165,10 +171,11 @@ def test_the_stable_order_of_uint64_keys_by_digits_is_argsorts(seed: int) -> Non
     for keys in cases:
         order = interning._stable_order(keys)
         assert order.tolist() == keys.argsort(kind="stable").tolist()
-        distinct, ids, firsts = interning._unique_inverse(keys)
+        distinct, ids, firsts, by_key = interning._unique_inverse(keys)
         want, want_firsts, want_ids = np.unique(keys, return_index=True, return_inverse=True)
         assert distinct.tolist() == want.tolist() and ids.tolist() == want_ids.tolist()
         assert firsts.tolist() == want_firsts.tolist()
+        assert by_key.tolist() == order.tolist()
 
 
 def test_intern_survives_hash_collisions(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -228,7 +235,11 @@ def test_a_build_numbers_terms_as_one_value_at_a_time_does(
     def one_at_a_time(values: list[str] | Spans) -> tuple[np.ndarray, np.ndarray]:
         return interning.intern_by_dict(values if isinstance(values, list) else values.strings())
 
+    def one_at_a_time_unordered(values: list[str] | Spans) -> tuple[np.ndarray, np.ndarray, None]:
+        return *one_at_a_time(values), None  # (the postings then sort the term ids themselves)
+
     monkeypatch.setattr(segment_build, "intern", one_at_a_time)
+    monkeypatch.setattr(segment_build, "intern_ordered", one_at_a_time_unordered)
     segment_from_buffer(buffer, tmp_path / "dict")
     assert _files(tmp_path / "spans") == _files(tmp_path / "dict")
 
@@ -237,7 +248,8 @@ def test_a_build_numbers_terms_as_one_value_at_a_time_does(
 def test_postings_are_term_doc_position_ordered_whatever_the_occurrences_order(seed: int) -> None:
     """`build_postings` against a lexsort of (term, doc, occurrence): occurrences in doc order
     (a buffer's, sorted by term alone) and out of it (index-sorted docs), few and many terms
-    (over the 16-bit radix path's), none and one."""
+    (over the 16-bit radix path's), none and one; and given the occurrences' stable order by
+    term, the same."""
     rng = np.random.default_rng(seed)
     for n, num_terms, max_doc in [(0, 0, 0), (1, 1, 1), (5_000, 40, 300), (5_000, 70_000, 300), (300, 3, 2)]:
         for in_doc_order in (True, False):
@@ -247,6 +259,10 @@ def test_postings_are_term_doc_position_ordered_whatever_the_occurrences_order(s
                 docs.sort()
             positions = rng.integers(0, 1_000, n)
             got = build_postings(tids, docs, positions, num_terms, max_doc)
+            if in_doc_order:  # given the stable order by term (the interning's), the same arrays
+                by_term = tids.argsort(kind="stable")
+                given = build_postings(tids, docs, positions, num_terms, max_doc, by_term)
+                assert {k: v.tolist() for k, v in given.items()} == {k: v.tolist() for k, v in got.items()}
             order = np.lexsort((np.arange(n), docs, tids))
             entries, freqs = np.unique(np.stack([tids, docs]).reshape(2, n), axis=1, return_counts=True)
             per_term = np.bincount(entries[0], minlength=num_terms)

@@ -46,13 +46,14 @@ DOCS = [
 ]
 
 
-def _buffer(count: int) -> IndexBuffer:
+def _buffer(count: int, id_format: str = "id-{}") -> IndexBuffer:
     mapping = Mapping.from_body(MAPPING)
     buffer = IndexBuffer()
     for i in range(count):
         source = orjson.dumps(DOCS[i % len(DOCS)])
         routing = f"r{i % 3}" if i % 4 == 0 else None
-        buffer.add(f"id-{i}", mapping.parse_document(source, f"id-{i}"), i, 1 + i % 2, routing)
+        doc_id = id_format.format(i)
+        buffer.add(doc_id, mapping.parse_document(source, doc_id), i, 1 + i % 2, routing)
     return buffer
 
 
@@ -84,17 +85,20 @@ def test_a_packed_buffer_with_nested_documents_is_the_segment_written_here(tmp_p
     assert _files(tmp_path / "there") == here
 
 
+@pytest.mark.parametrize("id_format", ["id-{}", "{:09d}"])  # widths apart; one width (a log's)
 @pytest.mark.parametrize("sorted_by", [None, "n", "tag"])
 @pytest.mark.parametrize("count", [1, 40, 1500])
 def test_a_packed_buffer_written_elsewhere_is_the_segment_written_here(
-    tmp_path: Path, sorted_by: str | None, count: int
+    tmp_path: Path, sorted_by: str | None, count: int, id_format: str
 ) -> None:
     settings = {"index.sort.field": [sorted_by], "index.sort.order": ["desc"]} if sorted_by else {}
     index_sort = index_sort_of(settings, Mapping.from_body(MAPPING), "i")
-    here = _buffer(count)
+    here = _buffer(count, id_format)
     segment_from_buffer(here, tmp_path / "here", index_sort)
-    # Across a pickle, as it crosses to a worker.
-    packed = pickle.loads(pickle.dumps(PackedBuffer.pack(_buffer(count)), protocol=5))
+    # Across a pickle, as it crosses to a worker (ids of one width as the segment's 'S' array).
+    packed = pickle.loads(pickle.dumps(PackedBuffer.pack(_buffer(count, id_format)), protocol=5))
+    crossed = packed.ids.terms(count)
+    assert isinstance(crossed, np.ndarray) == (count == 1 or id_format == "{:09d}")
     segment_docs = build_packed(packed, str(tmp_path / "there"), index_sort)
     assert _files(tmp_path / "there") == _files(tmp_path / "here")
     if index_sort is None:

@@ -81,10 +81,9 @@ def test_an_id_twice_in_a_run_is_applied_in_order(tmp_path, create) -> None:
     shard.close()
 
 
-@pytest.mark.parametrize("seed", range(3))
-def test_segment_states_find_every_live_id_and_no_other(tmp_path, seed) -> None:
-    """Ids before, between, inside and after the segments' ranges, prefixes of others, updated
-    and deleted ones: each found in the segment holding its live version, or not at all."""
+def _segments_of_rounds(tmp_path, seed: int) -> tuple[Shard, list[str], dict[str, int]]:
+    """A shard of 5 segments, ranges overlapping or apart, some ids updated or deleted: the
+    shard, the names its ids were drawn from, and each live id's round."""
     import random
 
     rng = random.Random(seed)
@@ -102,7 +101,34 @@ def test_segment_states_find_every_live_id_and_no_other(tmp_path, seed) -> None:
             shard.sync(point)
             del live[doc_id]
         shard.refresh()
-    asked = list(dict.fromkeys([*names, "a", "b", "b1", "b10", "z", "m", "r3", "r3-", "r9-0", *live]))
+    return shard, names, live
+
+
+def _rounds_found(shard: Shard, asked: list[str]) -> dict[str, int]:
     states = shard.segment_states(asked)
-    assert {doc_id: orjson.loads(shard.get_source(state))["n"] for doc_id, state in states.items()} == live
+    return {doc_id: orjson.loads(shard.get_source(state))["n"] for doc_id, state in states.items()}
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_segment_states_find_every_live_id_and_no_other(tmp_path, seed) -> None:
+    """Ids before, between, inside and after the segments' ranges, prefixes of others, updated
+    and deleted ones: each found in the segment holding its live version, or not at all."""
+    shard, names, live = _segments_of_rounds(tmp_path, seed)
+    asked = list(dict.fromkeys([*names, "a", "b", "b1", "b10", "z", "m", "r3", "r3-", "r9-0", *live]))
+    assert _rounds_found(shard, asked) == live
+    shard.close()
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_segment_states_of_batches_narrower_than_the_segments(tmp_path, seed) -> None:
+    """Batches of neighbouring ids (a log's bulk beside its older segments), whose least or
+    greatest id is a segment's first or last, or lies just before or after one, and batches of
+    a single id: each finds exactly its live ids, as the segments' ranges skip the others."""
+    shard, names, live = _segments_of_rounds(tmp_path, seed)
+    bounds = [bytes(b).decode() for seg in shard.segments for b in (seg.id_terms[0], seg.id_terms[-1])]
+    every = sorted({*names, *live, *bounds, "a", "r3-", "zz"})
+    for width in (1, 2, 7):
+        for at in range(len(every) - width + 1):
+            asked = every[at : at + width]
+            assert _rounds_found(shard, asked) == {i: live[i] for i in asked if i in live}, asked
     shard.close()

@@ -7,7 +7,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from leafsearch.index.segment import to_term_array
+from leafsearch.index.segment import fixed_width_terms, to_term_array
 
 
 def one_by_one(values: list[str]) -> np.ndarray:
@@ -36,3 +36,16 @@ def test_widths_that_add_up_as_one_width_would() -> None:
         got, want = to_term_array(values), one_by_one(values)
         assert got.dtype == want.dtype
         assert got.tolist() == want.tolist()
+
+
+@given(st.lists(st.text(alphabet="ab\x00\x7f\u00e9:", max_size=3), min_size=1, max_size=8))
+def test_strings_joined_by_nul_as_they_cross_to_a_worker(values: list[str]) -> None:
+    """`fixed_width_terms` of the joined strings is `to_term_array`'s array exactly when they are
+    ASCII, of one width of at least a character and without NUL; else None."""
+    got = fixed_width_terms("\x00".join(values), len(values))
+    width = len(values[0])
+    one_width = width > 0 and all(len(v) == width and v.isascii() and "\x00" not in v for v in values)
+    assert (got is not None) == one_width
+    if got is not None:
+        want = one_by_one(values)
+        assert got.dtype == want.dtype and got.tolist() == want.tolist()
