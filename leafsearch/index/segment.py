@@ -785,11 +785,11 @@ class Segment:
     def _stored_range(self, places: np.ndarray, blocks: np.ndarray) -> tuple[bytes, int] | None:
         """The stored sources of a walk's batch or page whose blocks are one span of one run,
         every block of it read for the batch (`_UNCACHED_RUN` at least, no more stored documents
-        than the batch's and two groups'), decompressed in one call across their frames without
-        the block cache, and the place they start at; None for other reads (scattered hits, a
-        slice's blocks, a span across runs). Why: a batch of 1,000 is ~64 blocks, whose calls,
-        objects and list of distinct blocks one call spares (bench/RESULTS.md "A scroll batch's
-        blocks in one call (session 23, `scroll10`)")."""
+        than the batch's and two groups'), decompressed by one read across their frames into one
+        buffer, without the block cache, and the place they start at; None for other reads
+        (scattered hits, a slice's blocks, a span across runs). Why: a batch of 1,000 is ~64
+        blocks, whose calls, objects and list of distinct blocks one read spares
+        (bench/RESULTS.md "A scroll batch's blocks in one call (session 23, `scroll10`)")."""
         if len(places) < _UNCACHED_RUN:
             return None
         _, block_firsts, run_sizes, numbers_of_runs = self._source_run_lists
@@ -809,13 +809,14 @@ class Segment:
         base = int(ends[first])
         start, stop = int(self._source_blocks[low]), int(self._source_blocks[high])
         data = self._source_data
-        reader = self._decompressor(numbers_of_runs[run]).decompressobj(
-            write_size=int(ends[end]) - base, read_across_frames=True
-        )
-        joined = reader.decompress(data[start:stop])
+        out = bytearray(int(ends[end]) - base)  # (sized by the stored lengths: decoded in place)
+        decompressor = self._decompressor(numbers_of_runs[run])
+        with decompressor.stream_reader(data[start:stop], read_across_frames=True) as reader:
+            if reader.readinto(out) != len(out):
+                raise zstandard.ZstdError(f"source blocks [{low}, {high}) of {self.folder} are short")
         if isinstance(data, mmap.mmap):
             _unmap(data, start, stop)
-        return joined, base
+        return bytes(out), base
 
     def joined_sources(self, docs: np.ndarray) -> source_blocks.Joined:
         """The sources of documents (ascending) end to end, as a merge compresses them again: a

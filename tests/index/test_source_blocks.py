@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import orjson
 import pytest
+import zstandard
 
 from leafsearch.index import source_blocks
 from leafsearch.index.block_cache import BlockCache
@@ -255,6 +256,19 @@ def test_the_hash_layout_gives_a_slice_count_dividing_its_buckets_without_hashin
     assert segment.id_slices(3) is None and segment.id_slices(8) is None
     small = write_segment(tmp_path / "small", random_sources(100, seed=9))
     assert small.id_slices(2) is None
+
+
+def test_a_span_shorter_than_its_stored_lengths_is_refused(tmp_path: Path) -> None:
+    """A walk's batch read as one span whose blocks hold fewer bytes than the stored lengths say
+    (a damaged folder) fails with zstd's error, not with sources cut from a short buffer."""
+    sources = random_sources(3000, seed=13)
+    segment = write_segment(tmp_path / "seg", sources)
+    ends = np.array(segment._source_ends)
+    ends[-1] += 7  # the last source claims 7 bytes more than its block holds
+    segment.__dict__["_source_ends"] = ends
+    with pytest.raises(zstandard.ZstdError, match="are short"):
+        segment.sources(np.arange(2000, 3000))
+    assert segment.sources(np.arange(0, 1000)) == sources[:1000]
 
 
 def resident_bytes(path: Path) -> int:
