@@ -776,6 +776,12 @@ class Segment:
         """Raw `_source` bytes of documents, decompressing each needed block once: a batch of a
         thousand documents costs a few dozen block reads and a thousand slices."""
         places, in_block = self._source_places(np.asarray(docs, dtype=np.int64))
+        joined = self._stored_range(places, in_block)
+        if joined is not None:
+            data, base = joined
+            ends = self._source_ends
+            starts, stops = (ends[places] - base).tolist(), (ends[places + 1] - base).tolist()
+            return [data[start:stop] for start, stop in zip(starts, stops, strict=True)]
         needed, which = distinct(in_block)
         # A walk in index order (an export, a `_doc` scroll, a hash slice's) reads each block
         # once, and keeping them would only push scattered hits' blocks out: consecutive blocks,
@@ -788,6 +794,42 @@ class Segment:
             blocks[w][s:e]
             for w, s, e in zip(which.reshape(-1).tolist(), starts.tolist(), ends.tolist(), strict=True)
         ]
+
+    def _stored_range(self, places: np.ndarray, blocks: np.ndarray) -> tuple[bytes, int] | None:
+        """The stored sources of a walk's batch or page whose blocks are one span of one run,
+        every block of it read for the batch (`_UNCACHED_RUN` at least, no more stored documents
+        than the batch's and two groups'), decompressed by one read across their frames into one
+        buffer, without the block cache, and the place they start at; None for other reads
+        (scattered hits, a slice's blocks, a span across runs). Why: a batch of 1,000 is ~64
+        blocks, whose calls, objects and list of distinct blocks one read spares
+        (bench/RESULTS.md "A scroll batch's blocks in one call (session 23, `scroll10`)")."""
+        if len(places) < _UNCACHED_RUN:
+            return None
+        _, block_firsts, run_sizes, numbers_of_runs = self._source_run_lists
+        run = one_interval(block_firsts, blocks)
+        if run is None:
+            return None
+        low, high = int(blocks.min()), int(blocks.max()) + 1
+        layout = self._source_layout
+        if layout is None:
+            first, end = low * self.source_block_docs, min(high * self.source_block_docs, self.max_doc)
+        else:
+            first, end = int(layout[1][low]), int(layout[1][high])
+        group = run_sizes[run] * max(self._source_buckets, 1)
+        if high - low < _UNCACHED_RUN or end - first > len(places) + 2 * group:
+            return None
+        ends = self._source_ends
+        base = int(ends[first])
+        start, stop = int(self._source_blocks[low]), int(self._source_blocks[high])
+        data = self._source_data
+        out = bytearray(int(ends[end]) - base)  # (sized by the stored lengths: decoded in place)
+        decompressor = self._decompressor(numbers_of_runs[run])
+        with decompressor.stream_reader(data[start:stop], read_across_frames=True) as reader:
+            if reader.readinto(out) != len(out):
+                raise zstandard.ZstdError(f"source blocks [{low}, {high}) of {self.folder} are short")
+        if isinstance(data, mmap.mmap):
+            _unmap(data, start, stop)
+        return bytes(out), base
 
     def joined_sources(self, docs: np.ndarray) -> source_blocks.Joined:
         """The sources of documents (ascending) end to end, as a merge compresses them again: a

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import orjson
 import pytest
+import zstandard
 
 from leafsearch.index import source_blocks
 from leafsearch.index.block_cache import BlockCache
@@ -125,18 +126,68 @@ def slices_of(segment: Segment, count: int) -> list[np.ndarray]:
 
 
 def blocks_read(segment: Segment, docs: np.ndarray, monkeypatch: pytest.MonkeyPatch) -> set[int]:
-    """The blocks `segment.sources(docs)` decompresses."""
+    """The blocks `segment.sources(docs)` decompresses: one by one, or as one span."""
     read: set[int] = set()
-    real = Segment.source_blocks
+    real, real_range = Segment.source_blocks, Segment._stored_range
 
     def spy(self: Segment, indexes: list[int], *, cached: bool = True) -> list[bytes]:
         read.update(indexes)
         return real(self, indexes, cached=cached)
 
+    def spy_range(self: Segment, places: np.ndarray, blocks: np.ndarray) -> tuple[bytes, int] | None:
+        found = real_range(self, places, blocks)
+        if found is not None:
+            read.update(range(int(blocks.min()), int(blocks.max()) + 1))
+        return found
+
     with monkeypatch.context() as patched:
         patched.setattr(Segment, "source_blocks", spy)
+        patched.setattr(Segment, "_stored_range", spy_range)
         segment.sources(docs)
     return read
+
+
+@pytest.mark.parametrize("layout", ["hash", "doc order"])
+def test_a_walks_batch_reads_its_blocks_span_in_one_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, layout: str
+) -> None:
+    """A batch of consecutive documents (a `_doc` scroll's, ascending; a PIT page's by time,
+    descending), from any first document (groups cut at both ends), reads its blocks' span in
+    one call and gives the same sources as block by block; a slice's batch (the other slices'
+    blocks between its own) and scattered hits still read their own blocks one by one."""
+    sources = random_sources(6000, seed=11)
+    with monkeypatch.context() as patched:
+        if layout == "doc order":  # the writer before the hash layout
+            patched.setattr(
+                SegmentWriter,
+                "set_sources",
+                lambda self, given: setattr(self, "sources", source_blocks.compress(given)),
+            )
+        segment = write_segment(tmp_path / "seg", sources)
+    assert segment._source_buckets == (4 if layout == "hash" else 0)
+    spans: list[int] = []
+    real_range = Segment._stored_range
+
+    def spy_range(self: Segment, places: np.ndarray, blocks: np.ndarray) -> tuple[bytes, int] | None:
+        found = real_range(self, places, blocks)
+        spans.append(found is not None)
+        return found
+
+    monkeypatch.setattr(Segment, "_stored_range", spy_range)
+    for first in (0, 1, 37, 1000, 4321, 5000):
+        for docs in (
+            np.arange(first, min(first + 1000, 6000)),
+            np.arange(min(first + 1000, 6000) - 1, first - 1, -1),
+        ):
+            assert segment.sources(docs) == [sources[d] for d in docs.tolist()]
+    assert all(spans) and len(spans) == 12
+    spans.clear()
+    hashes = np.asarray(segment.slice_hashes, dtype=np.int64)
+    slice_docs = np.flatnonzero(np.mod(hashes, 2) == 1)[:1000]
+    scattered = np.sort(np.random.default_rng(5).choice(6000, 500, replace=False))
+    for docs in (slice_docs, scattered):
+        assert segment.sources(docs) == [sources[d] for d in docs.tolist()]
+    assert spans == [False, False]
 
 
 def test_a_large_segment_keeps_each_slices_sources_in_blocks_of_their_own(
@@ -205,6 +256,19 @@ def test_the_hash_layout_gives_a_slice_count_dividing_its_buckets_without_hashin
     assert segment.id_slices(3) is None and segment.id_slices(8) is None
     small = write_segment(tmp_path / "small", random_sources(100, seed=9))
     assert small.id_slices(2) is None
+
+
+def test_a_span_shorter_than_its_stored_lengths_is_refused(tmp_path: Path) -> None:
+    """A walk's batch read as one span whose blocks hold fewer bytes than the stored lengths say
+    (a damaged folder) fails with zstd's error, not with sources cut from a short buffer."""
+    sources = random_sources(3000, seed=13)
+    segment = write_segment(tmp_path / "seg", sources)
+    ends = np.array(segment._source_ends)
+    ends[-1] += 7  # the last source claims 7 bytes more than its block holds
+    segment.__dict__["_source_ends"] = ends
+    with pytest.raises(zstandard.ZstdError, match="are short"):
+        segment.sources(np.arange(2000, 3000))
+    assert segment.sources(np.arange(0, 1000)) == sources[:1000]
 
 
 def resident_bytes(path: Path) -> int:

@@ -58,6 +58,9 @@ def assert_reads(segment: Segment, expected: list[bytes], seed: int) -> None:
     for lo in range(0, n, 97):  # a walk's batches (descending, as a PIT page by time): most in one run
         docs = np.arange(min(lo + 97, n) - 1, lo - 1, -1)
         assert segment.sources(docs) == [expected[d] for d in docs.tolist()]
+    for lo in range(0, n, 700):  # a `_doc` scroll's batches of 1,000: a span of blocks, in a run or across
+        docs = np.arange(lo, min(lo + 1000, n))
+        assert segment.sources(docs) == expected[lo : lo + 1000]
     rng = np.random.default_rng(seed)
     scattered = rng.integers(0, n, min(n, 500))
     segment.blocks = BlockCache(256 * 1024)

@@ -1,8 +1,8 @@
 """Pages rendered column by column (the REST layer's bytes) are exactly the pages rendered hit by
 hit (one dict per hit): same keys in the same order, same values, same bytes, for random pages of
 random requests combining `version`, `seq_no_primary_term`, scores, `docvalue_fields` with and
-without formats, custom routing and `stored_fields`, over two indices of several segments each;
-and a `_doc` scroll's batches, sliced or not, as the executor renders them."""
+without formats, custom routing and `stored_fields`, over indices of several segments each (one
+keeping no source); and a `_doc` scroll's batches, sliced or not, as the executor renders them."""
 
 from __future__ import annotations
 
@@ -56,6 +56,8 @@ MAPPINGS = {
         }
     },
 }
+# An index keeping no source: its hits have none, beside hits that have theirs.
+MAPPINGS["gamma"] = {"_source": {"enabled": False}, **MAPPINGS["alpha"]}
 WORDS = ["red", "green", "blue", "black"]
 KEYWORDS = ["a", "b,c", 'q"uote', "é", "zz", "back\\slash"]
 
@@ -173,7 +175,7 @@ def test_a_page_renders_the_same_by_columns_and_hit_by_hit(indexed, seed: int) -
     node, routed = indexed
     rng = random.Random(seed)
     body = random_request(rng)
-    indices = rng.choice([["alpha"], ["beta"], ["alpha", "beta"]])
+    indices = rng.choice([["alpha"], ["beta"], ["alpha", "beta"], ["gamma", "beta"]])
     request = parse_search_request(body, {})
     assert renders_raw(request)
     targets = acquire_targets([node.indices[name] for name in indices])
@@ -289,7 +291,7 @@ def test_a_doc_scroll_batch_renders_the_same_by_columns_and_hit_by_hit(indexed, 
         body["_source"] = False
     if rng.random() < 0.4:
         body["slice"] = {"id": rng.randrange(2), "max": 2}
-    indices = rng.choice(["alpha", "beta", "alpha,beta"])
+    indices = rng.choice(["alpha", "beta", "alpha,beta", "gamma,alpha"])
     request = parse_search_request(body, {}, scroll="1m", indices=indices)
     services = node.search_services
     targets = phases.resolve_targets(services, request)
