@@ -18,7 +18,8 @@ Layout of a segment folder:
   `_source.dict` holds each run's dictionary end to end.
 - `sort-<digest>.order` (the segment's documents sorted by a sort key, `order_files.py`) and
   `f<number>.postings` (a keyword field's documents per term, `columns.py`): derived from the
-  segment by the first process that needed them and mapped by every other (`derived_files.py`).
+  segment by the first process that needed them and mapped by every other (`derived_files.py`);
+  a keyword's of few terms are written by the segment's writer (`write_postings`).
 - per field `f<number>.*.npy`: see `columns.py` for what each array means. Fields are numbered in
   `meta.json` (`fields[path].number`), so no field name, whatever a client sent, ever becomes part
   of a file name. (Segments written before numbering used `f.<path>.` and are still read.)
@@ -885,21 +886,28 @@ class Segment:
                 col.owner = (self.fielddata, str(self.folder.parent), path)
         else:
             dv = self._doc_values(prefix, meta)
-            if kind == "keyword":
-                postings = self.folder / f"f{meta['number']}.postings" if "number" in meta else None
-                col = KeywordColumn(self._load(prefix + "terms"), dv, postings)
-            else:
-                col = NumericColumn(kind, dv)
+            col = self._keyword(prefix, meta, dv) if kind == "keyword" else NumericColumn(kind, dv)
         self._columns[path] = col
         return col
 
+    def _keyword(self, prefix: str, meta: dict, dv: DocValues) -> KeywordColumn:
+        postings = self.folder / f"f{meta['number']}.postings" if "number" in meta else None
+        return KeywordColumn(self._load(prefix + "terms"), dv, postings)
+
+    def write_postings(self) -> None:
+        """The postings files of its keyword fields of few terms (`KeywordColumn.write_postings`),
+        from columns opened for this and dropped after (the writer's process keeps none)."""
+        for meta in self.field_meta.values():
+            if meta["kind"] == "keyword" and "number" in meta:
+                prefix = f"f{meta['number']}."
+                self._keyword(prefix, meta, self._doc_values(prefix, meta)).write_postings()
+
     def _doc_values(self, prefix: str, meta: dict) -> DocValues:
         values = self._load(prefix + "values")
-        if meta["kind"] == "long" or meta["kind"] == "keyword":
-            values = np.asarray(values, dtype=np.int64)
+        dtype = np.int64 if meta["kind"] == "long" or meta["kind"] == "keyword" else None
         if meta["single"]:
             present = None
             if self._has(prefix + "present"):
                 present = np.unpackbits(self._load(prefix + "present"), count=self.max_doc).astype(bool)
-            return DocValues(values, self.max_doc, present=present)
-        return DocValues(values, self.max_doc, offsets=self._load(prefix + "offsets"))
+            return DocValues(values, self.max_doc, present=present, dtype=dtype)
+        return DocValues(values, self.max_doc, offsets=self._load(prefix + "offsets"), dtype=dtype)
