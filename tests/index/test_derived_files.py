@@ -488,7 +488,8 @@ def test_a_new_segment_comes_with_the_postings_of_its_keywords_of_few_terms_and_
     """A segment written from a buffer, and one a merge writes, hold the postings file of a
     keyword of few terms before any query (equal to the postings a process computes), none for
     a keyword of a term per document; a `term` filter then reads no ordinal (they stay as
-    stored), while a query that compares them answers as before."""
+    stored), while a query that compares them answers as before; a merged segment is installed
+    with what its first fetch would compute already computed, and its sources read back."""
     mapping = {"properties": {"k": {"type": "keyword"}, "u": {"type": "keyword"}}}
     with leafsearch.Node(tmp_path / "n", background=False) as node:
         admin.create_index(node, "docs", {"settings": {"number_of_shards": 1}, "mappings": mapping})
@@ -506,6 +507,7 @@ def test_a_new_segment_comes_with_the_postings_of_its_keywords_of_few_terms_and_
         assert shard.maybe_merge()  # half deleted: merged away
         (merged,) = shard.segments
         assert merged.name != built.name
+        assert {"_source_ends", "_source_blocks", "_source_run_lists"} <= set(vars(merged))
         for seg in (built, merged):
             column = type(seg.column("k"))(seg.column("k").terms, seg.column("k").ords, None)
             assert _postings_pairs(column) == _postings_pairs(seg.column("k"))  # the file's
