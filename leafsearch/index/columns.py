@@ -20,10 +20,6 @@ if TYPE_CHECKING:
 
 #: The layout of a postings file (derived_files.py): `docs` int32, `starts` int64.
 _POSTINGS_FORMAT = 1
-#: A keyword field of at most one term per this many documents of a segment gets its postings file
-#: when the segment is written (`KeywordColumn.write_postings`): its postings then cost at most
-#: 5 bytes a document, and such fields (a service, a level, a region) are what filters ask.
-DOCS_PER_TERM_WRITTEN = 8
 
 SORT_MODES = ("min", "max", "sum", "avg", "median")
 
@@ -234,24 +230,6 @@ class KeywordColumn:
         except derived_files.UNWRITTEN:
             return derived  # a full disk, the segment deleted meanwhile, memory: kept in memory
         return self._stored_postings(file) or derived
-
-    def write_postings(self) -> None:
-        """Write the postings file now, if this column keeps one and has few terms
-        (`DOCS_PER_TERM_WRITTEN`): a segment's writer's last step, so that the first `term` on
-        the field in each new segment does not derive them. Why: right after a load, the first
-        of W6's queries reaching the segments paid 21 ms of CPU, 14 of them deriving `service`'s
-        postings (bench/RESULTS.md, "W6 right after the load (session 23, `w6`)"). Fields of
-        many terms (ids) keep deriving on first use: their postings cost 12 bytes a document.
-        Nothing is kept in memory; a file that cannot be written (full disk, no memory) is left
-        to the first query, as before."""
-        if self.postings_file is None or self.ords.max_doc < derived_files.MIN_DOCS:
-            return
-        if len(self.terms) * DOCS_PER_TERM_WRITTEN > self.ords.max_doc:
-            return
-        try:
-            self.postings  # noqa: B018 - derives and writes the file (or finds it written)
-        except MemoryError:
-            return
 
     def _stored_postings(self, file: Path) -> tuple[np.ndarray, np.ndarray] | None:
         """The postings mapped from their file, if it holds a whole set for this column."""

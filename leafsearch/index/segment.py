@@ -42,7 +42,7 @@ import zstandard
 
 from leafsearch.common.durable import FOLDER_MODE, fsync_dir, fsync_files, private
 from leafsearch.common.intervals import one_interval
-from leafsearch.index import array_files, source_blocks, vector_graph
+from leafsearch.index import array_files, derived_files, source_blocks, vector_graph
 from leafsearch.index.block_cache import BlockCache
 from leafsearch.index.columns import DocValues, KeywordColumn, NumericColumn, TextColumn, VectorColumn
 from leafsearch.index.fielddata import Fielddata
@@ -51,6 +51,9 @@ from leafsearch.index.vector_graph import GraphSpec
 
 #: Array files up to this size are read into memory rather than memory-mapped.
 _READ_WHOLE_BYTES = 64 * 1024
+#: A keyword field of at most one term per this many documents of a segment gets its postings
+#: file when the segment is written (`Segment.write_postings`).
+DOCS_PER_TERM_WRITTEN = 8
 
 
 def to_term_array(values: list[str] | list[bytes]) -> np.ndarray:
@@ -901,23 +904,40 @@ class Segment:
             )
             if self.fielddata is not None:
                 col.owner = (self.fielddata, str(self.folder.parent), path)
+        elif kind == "keyword":
+            col = self._keyword(self._load(prefix + "terms"), prefix, meta)
         else:
-            dv = self._doc_values(prefix, meta)
-            col = self._keyword(prefix, meta, dv) if kind == "keyword" else NumericColumn(kind, dv)
+            col = NumericColumn(kind, self._doc_values(prefix, meta))
         self._columns[path] = col
         return col
 
-    def _keyword(self, prefix: str, meta: dict, dv: DocValues) -> KeywordColumn:
+    def _keyword(self, terms: np.ndarray, prefix: str, meta: dict) -> KeywordColumn:
         postings = self.folder / f"f{meta['number']}.postings" if "number" in meta else None
-        return KeywordColumn(self._load(prefix + "terms"), dv, postings)
+        return KeywordColumn(terms, self._doc_values(prefix, meta), postings)
 
     def write_postings(self) -> None:
-        """The postings files of its keyword fields of few terms (`KeywordColumn.write_postings`),
-        from columns opened for this and dropped after (the writer's process keeps none)."""
+        """Write the postings files of its keyword fields of at most one term per
+        `DOCS_PER_TERM_WRITTEN` documents (a service, a level, a region: what filters ask; their
+        postings cost at most 5 bytes a document), as its writer's last step, from columns
+        opened for this and dropped after. Why: right after a load, the first of W6's queries
+        reaching the segments paid 21 ms of CPU, 14 of them deriving `service`'s postings in
+        each (bench/RESULTS.md, "W6 right after the load (session 23, `w6`)"). Fields of many
+        terms (ids) derive theirs on first use, as before: 12 bytes a document. A file that
+        cannot be written (the disk, memory) is left to that first use."""
+        if self.max_doc < derived_files.MIN_DOCS:
+            return  # (no postings file: derived faster than a file opens)
         for meta in self.field_meta.values():
-            if meta["kind"] == "keyword" and "number" in meta:
-                prefix = f"f{meta['number']}."
-                self._keyword(prefix, meta, self._doc_values(prefix, meta)).write_postings()
+            if meta["kind"] != "keyword" or "number" not in meta:
+                continue
+            prefix = f"f{meta['number']}."
+            terms = self._load(prefix + "terms")
+            if len(terms) * DOCS_PER_TERM_WRITTEN > self.max_doc:
+                continue
+            column = self._keyword(terms, prefix, meta)
+            try:
+                column.postings  # noqa: B018 - derived and written (or found written)
+            except MemoryError:
+                continue
 
     def _doc_values(self, prefix: str, meta: dict) -> DocValues:
         values = self._load(prefix + "values")
