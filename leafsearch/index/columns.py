@@ -54,11 +54,25 @@ class DocValues:
         *,
         offsets: np.ndarray | None = None,
         present: np.ndarray | None = None,
+        dtype: type | None = None,
     ) -> None:
-        self.values = values
+        self.stored = values  # as the segment stores them: a keyword's ordinals in the fewest bytes
+        self._dtype = dtype
         self.max_doc = max_doc
         self.offsets = offsets
         self._present = present
+
+    @cached_property
+    def values(self) -> np.ndarray:
+        """The values, as `dtype` when one was given: a segment's stored narrow ints (a keyword's
+        ordinals, a long's) are widened on the first read of them, not when the column opens.
+        Why: a `term` filter on a keyword with postings never reads its ordinals, and widening
+        them cost the first such query after a load 4 ms and 8 bytes a document in each process
+        (bench/RESULTS.md, "W6 right after the load (session 23, `w6`)"); comparing ordinals
+        needs no widening either (`stored`)."""
+        if self._dtype is None:
+            return self.stored
+        return np.asarray(self.stored, dtype=self._dtype)
 
     @property
     def is_single(self) -> bool:

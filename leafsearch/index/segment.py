@@ -18,7 +18,8 @@ Layout of a segment folder:
   `_source.dict` holds each run's dictionary end to end.
 - `sort-<digest>.order` (the segment's documents sorted by a sort key, `order_files.py`) and
   `f<number>.postings` (a keyword field's documents per term, `columns.py`): derived from the
-  segment by the first process that needed them and mapped by every other (`derived_files.py`).
+  segment by the first process that needed them and mapped by every other (`derived_files.py`);
+  a keyword's of few terms are written by the segment's writer (`write_postings`).
 - per field `f<number>.*.npy`: see `columns.py` for what each array means. Fields are numbered in
   `meta.json` (`fields[path].number`), so no field name, whatever a client sent, ever becomes part
   of a file name. (Segments written before numbering used `f.<path>.` and are still read.)
@@ -41,7 +42,7 @@ import zstandard
 
 from leafsearch.common.durable import FOLDER_MODE, fsync_dir, fsync_files, private
 from leafsearch.common.intervals import one_interval
-from leafsearch.index import array_files, source_blocks, vector_graph
+from leafsearch.index import array_files, derived_files, source_blocks, vector_graph
 from leafsearch.index.block_cache import BlockCache
 from leafsearch.index.columns import DocValues, KeywordColumn, NumericColumn, TextColumn, VectorColumn
 from leafsearch.index.fielddata import Fielddata
@@ -50,6 +51,9 @@ from leafsearch.index.vector_graph import GraphSpec
 
 #: Array files up to this size are read into memory rather than memory-mapped.
 _READ_WHOLE_BYTES = 64 * 1024
+#: A keyword field of at most one term per this many documents of a segment gets its postings
+#: file when the segment is written (`Segment.write_postings`).
+DOCS_PER_TERM_WRITTEN = 8
 
 
 def to_term_array(values: list[str] | list[bytes]) -> np.ndarray:
@@ -665,6 +669,23 @@ class Segment:
         hi = np.searchsorted(self.id_terms, ids, side="right")
         return lo, hi
 
+    def prepare_sources(self) -> None:
+        """Compute now what the first fetch of a source from this segment would: where each
+        source ends, the layout and runs of its blocks, its dictionaries digested. Called by the
+        thread that writes or installs a merged or flushed segment (`Shard`), so that no search
+        pays it: 3 to 4 ms of CPU, most of it page faults, on the first fetch from a segment of
+        175,000 documents after a load (bench/RESULTS.md, "W6 right after the load (session 23,
+        `w6`)"), once per segment and process. What cannot be read now (the disk, memory) is
+        left to that fetch: the segment is installed either way."""
+        if not self.max_doc or not self._source_data:
+            return
+        try:
+            self._source_ends, self._source_layout, self._source_blocks, self._source_run_lists  # noqa: B018
+            if (self._source_runs[3] >= 0).any():  # (runs without one have no dictionary file)
+                self._source_dictionaries  # noqa: B018
+        except (OSError, MemoryError):
+            return
+
     def source_blocks(self, indexes: list[int], *, cached: bool = True) -> list[bytes]:
         """Decompressed `_source` blocks, through the node's block cache when the shard gave this
         segment one (`blocks`): one cache lookup and one store for all of them, since a page of
@@ -938,23 +959,47 @@ class Segment:
             )
             if self.fielddata is not None:
                 col.owner = (self.fielddata, str(self.folder.parent), path)
+        elif kind == "keyword":
+            col = self._keyword(self._load(prefix + "terms"), prefix, meta)
         else:
-            dv = self._doc_values(prefix, meta)
-            if kind == "keyword":
-                postings = self.folder / f"f{meta['number']}.postings" if "number" in meta else None
-                col = KeywordColumn(self._load(prefix + "terms"), dv, postings)
-            else:
-                col = NumericColumn(kind, dv)
+            col = NumericColumn(kind, self._doc_values(prefix, meta))
         self._columns[path] = col
         return col
 
+    def _keyword(self, terms: np.ndarray, prefix: str, meta: dict) -> KeywordColumn:
+        postings = self.folder / f"f{meta['number']}.postings" if "number" in meta else None
+        return KeywordColumn(terms, self._doc_values(prefix, meta), postings)
+
+    def write_postings(self) -> None:
+        """Write the postings files of its keyword fields of at most one term per
+        `DOCS_PER_TERM_WRITTEN` documents (a service, a level, a region: what filters ask; their
+        postings cost at most 5 bytes a document), as its writer's last step, from columns
+        opened for this and dropped after. Why: right after a load, the first of W6's queries
+        reaching the segments paid 21 ms of CPU, 14 of them deriving `service`'s postings in
+        each (bench/RESULTS.md, "W6 right after the load (session 23, `w6`)"). Fields of many
+        terms (ids) derive theirs on first use, as before: 12 bytes a document. A file that
+        cannot be written (the disk, memory) is left to that first use."""
+        if self.max_doc < derived_files.MIN_DOCS:
+            return  # (no postings file: derived faster than a file opens)
+        for meta in self.field_meta.values():
+            if meta["kind"] != "keyword" or "number" not in meta:
+                continue
+            prefix = f"f{meta['number']}."
+            terms = self._load(prefix + "terms")
+            if len(terms) * DOCS_PER_TERM_WRITTEN > self.max_doc:
+                continue
+            column = self._keyword(terms, prefix, meta)
+            try:
+                column.postings  # noqa: B018 - derived and written (or found written)
+            except MemoryError:
+                continue
+
     def _doc_values(self, prefix: str, meta: dict) -> DocValues:
         values = self._load(prefix + "values")
-        if meta["kind"] == "long" or meta["kind"] == "keyword":
-            values = np.asarray(values, dtype=np.int64)
+        dtype = np.int64 if meta["kind"] == "long" or meta["kind"] == "keyword" else None
         if meta["single"]:
             present = None
             if self._has(prefix + "present"):
                 present = np.unpackbits(self._load(prefix + "present"), count=self.max_doc).astype(bool)
-            return DocValues(values, self.max_doc, present=present)
-        return DocValues(values, self.max_doc, offsets=self._load(prefix + "offsets"))
+            return DocValues(values, self.max_doc, present=present, dtype=dtype)
+        return DocValues(values, self.max_doc, offsets=self._load(prefix + "offsets"), dtype=dtype)

@@ -42,7 +42,9 @@ def segment_from_buffer(buffer: IndexBuffer, folder: Path, index_sort: IndexSort
     `buffer.segment_docs` says where each buffer document went. Each field's arrays are written as
     they are built (a streaming `SegmentWriter`), not held until the last one is."""
     writer_from_buffer(buffer, index_sort, folder).write(folder)
-    return Segment(folder)
+    segment = Segment(folder)
+    segment.write_postings()
+    return segment
 
 
 def writer_from_buffer(
@@ -166,6 +168,7 @@ def merge_segments(
     """
     writer, order = _merged_writer(parts, index_sort, folder)
     writer.write(folder)
+    Segment(folder).write_postings()
     return order
 
 

@@ -716,6 +716,7 @@ class Shard:
         """Write a handed-over buffer as the segment `folder` (on the flush thread): a large one
         in a search worker when the owner has them (buffer_wire.py), else here."""
         builder = self.services.builder
+        segment = None
         if builder is not None and self._worker_builds(buffer):
             try:
                 segment_docs = builder(BuildJob(PackedBuffer.pack(buffer), str(folder), self.index_sort))
@@ -723,8 +724,11 @@ class Shard:
                 discard_unfinished(folder)  # whatever a worker that died left
             else:
                 buffer.segment_docs = segment_docs
-                return Segment(folder)
-        return segment_from_buffer(buffer, folder, self.index_sort)
+                segment = Segment(folder)
+        if segment is None:
+            segment = segment_from_buffer(buffer, folder, self.index_sort)
+        segment.prepare_sources()
+        return segment
 
     def _worker_builds(self, buffer: IndexBuffer) -> bool:
         """Whether a search worker writes this buffer's segment (buffer_wire.py)."""
@@ -1072,6 +1076,7 @@ class Shard:
                     sources = [(seg.folder, live) for seg, live in parts]
                     origin = self.services.merges.merge(sources, folder, self.index_sort)
                     merged = self._open_segment(name)
+                    merged.prepare_sources()
                     for each in self._flushing:  # installed first: waited for without the lock
                         each.built.exception()
                     with self.lock:

@@ -476,3 +476,59 @@ def test_keyword_postings_mapped_from_their_file_equal_the_postings_computed(
             t: search(node, "docs", {"query": {"term": {"k": t}}})["hits"]["total"]["value"] for t in "abcz"
         }
         assert again == counts
+
+
+def _segment_postings(seg: Any, field: str) -> Path:
+    return seg.folder / f"f{seg.field_meta[field]['number']}.postings"
+
+
+def _derived(column: Any) -> Any:
+    """The column without its postings file: its postings computed in memory."""
+    return type(column)(column.terms, column.ords, None)
+
+
+def test_a_new_segment_comes_with_the_postings_of_its_keywords_of_few_terms_and_its_sources_ready(
+    tmp_path: Path,
+) -> None:
+    """A segment written from a buffer, and one a merge writes, hold the postings file of a
+    keyword of few terms before any query (equal to the postings a process computes), none for
+    a keyword of a term per document; a `term` filter then reads no ordinal (they stay as
+    stored), while a query that compares them answers as before; a merged segment is installed
+    with what its first fetch would compute already computed, and its sources read back."""
+    mapping = {"properties": {"k": {"type": "keyword"}, "u": {"type": "keyword"}}}
+    with leafsearch.Node(tmp_path / "n", background=False) as node:
+        admin.create_index(node, "docs", {"settings": {"number_of_shards": 1}, "mappings": mapping})
+        lines = []
+        for i in range(400):
+            lines.append(b'{"index":{"_id":"%d"}}\n' % i)
+            lines.append(orjson.dumps({"k": "abc"[i % 3], "u": f"u{i}"}) + b"\n")
+        node.bulk(b"".join(lines), index="docs", refresh="true")
+        shard = node.indices["docs"].shards[0]
+        (built,) = shard.segments
+        assert _segment_postings(built, "k").exists() and not _segment_postings(built, "u").exists()
+        assert _postings_pairs(_derived(built.column("k"))) == _postings_pairs(built.column("k"))
+        node.bulk(
+            b"".join(b'{"delete":{"_id":"%d"}}\n' % i for i in range(0, 400, 2)), index="docs", refresh="true"
+        )
+        assert shard.maybe_merge()  # half deleted: merged away
+        (merged,) = shard.segments
+        assert merged.name != built.name
+        assert {"_source_ends", "_source_blocks", "_source_run_lists"} <= set(vars(merged))
+        assert _postings_pairs(_derived(merged.column("k"))) == _postings_pairs(merged.column("k"))
+        assert not _segment_postings(merged, "u").exists()
+        (hit,) = search(node, "docs", {"query": {"ids": {"values": ["5"]}}})["hits"]["hits"]
+        assert orjson.loads(hit["_source"].data) == {"k": "c", "u": "u5"}  # spliced as stored
+    with leafsearch.Node(tmp_path / "n", background=False) as node:
+        (seg,) = node.indices["docs"].shards[0].segments
+        term = {"query": {"bool": {"filter": [{"term": {"k": "b"}}]}}, "size": 400}
+        hits = search(node, "docs", term)["hits"]["hits"]
+        assert sorted(int(hit["_id"]) for hit in hits) == [i for i in range(1, 400, 2) if i % 3 == 1]
+        assert "values" not in vars(seg.column("k").ords)  # read from the postings: not widened
+        masked = {"query": {"bool": {"filter": [{"term": {"k": "a"}}, {"term": {"u": "u3"}}]}}}
+        assert [hit["_id"] for hit in search(node, "docs", masked)["hits"]["hits"]] == ["3"]
+        by_k = search(node, "docs", {"size": 0, "aggs": {"k": {"terms": {"field": "k"}}}})
+        assert [(b["key"], b["doc_count"]) for b in by_k["aggregations"]["k"]["buckets"]] == [
+            ("a", 67),
+            ("b", 67),
+            ("c", 66),
+        ]

@@ -86,5 +86,5 @@ def _test(clause: Any, view: SegmentView, docs: np.ndarray, dense: Callable[[Any
         ordinal = col.lookup(str(clause.term))
         if ordinal < 0:
             return np.zeros(len(docs), dtype=bool)
-        return (np.asarray(col.ords.values)[docs] == ordinal) & col.ords.present[docs]
+        return (np.asarray(col.ords.stored)[docs] == ordinal) & col.ords.present[docs]
     return dense(clause)[docs]

@@ -44,10 +44,11 @@ def found_docs(
     return mask, out
 
 
-def dv_mask(dv: DocValues, test) -> np.ndarray:
-    """Documents with at least one value passing a vectorized test."""
+def dv_mask(dv: DocValues, test, stored: bool = False) -> np.ndarray:
+    """Documents with at least one value passing a vectorized test (`stored`: on the values as
+    the segment stores them, which a test of a keyword's ordinals takes as they are)."""
     if dv.is_single:
-        return test(np.asarray(dv.values)) & dv.present
+        return test(np.asarray(dv.stored if stored else dv.values)) & dv.present
     docs, values = dv.flat
     return mask_of(docs[test(np.asarray(values))], dv.max_doc)
 
@@ -78,12 +79,12 @@ def ordinals_mask(col: KeywordColumn, hits: np.ndarray) -> np.ndarray:
     elif int((starts[hits + 1] - starts[hits]).sum()) * POSTINGS_FRACTION <= n:
         return mask_of(docs[ranges(starts[hits], starts[hits + 1])], n)
     if len(hits) == 1:
-        return dv_mask(col.ords, lambda v: v == lo)
+        return dv_mask(col.ords, lambda v: v == lo, stored=True)
     if contiguous:
-        return dv_mask(col.ords, lambda v: (v >= lo) & (v < hi))
+        return dv_mask(col.ords, lambda v: (v >= lo) & (v < hi), stored=True)
     selected = np.zeros(len(col.terms), dtype=bool)
     selected[hits] = True
-    return dv_mask(col.ords, lambda v: selected[v])
+    return dv_mask(col.ords, lambda v: selected[v], stored=True)
 
 
 def postings_union(col: TextColumn, term_ids: np.ndarray, n: int) -> np.ndarray:
