@@ -33,6 +33,8 @@ KINDS = (
     ("multiprocessing.spawn", "spawned (multiprocessing)"),
     ("multiprocessing.forkserver", "fork server (multiprocessing)"),
     ("leafsearch serve", "leafsearch serve"),
+    # (the tests' servers forked from it keep its command line: tests/server_zygote.py)
+    ("tests.server_zygote", "leafsearch serve (the tests' zygote and its forks)"),
     # (the CLI's other commands: their arguments often name a folder of pytest's)
     ("-m leafsearch ", "leafsearch (other commands)"),
     ("-m pytest", "pytest"),
