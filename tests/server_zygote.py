@@ -45,6 +45,9 @@ from leafsearch.testing import child_env
 #: loader read as they start: a request whose environment differs from the zygote's in one of
 #: them gets a new interpreter.
 IMPORT_TIME_VARIABLES = ("PYTHON", "OPENBLAS", "OMP_", "MKL_", "NUMPY", "LD_", "MALLOC", "GLIBC")
+#: Of those, the ones read when used, not at the start: Ray's driver sets PYTHONBREAKPOINT in the
+#: tests that connect to a cluster (read at each `breakpoint()`).
+READ_WHEN_USED = frozenset(("PYTHONBREAKPOINT",))
 #: The `Popen` options a forked start honours (with their defaults): any other falls back.
 FORKED_OPTIONS = frozenset(
     ("stdin", "stdout", "stderr", "env", "cwd", "text", "encoding", "errors", "universal_newlines", "bufsize")
@@ -95,13 +98,40 @@ class ServerZygote:
         env = options.get("env")
         env = dict(os.environ) if env is None else env
         differ = {name for name in set(env) | set(self.env) if env.get(name) != self.env.get(name)}
-        return not any(name.startswith(IMPORT_TIME_VARIABLES) for name in differ)
+        return not any(name.startswith(IMPORT_TIME_VARIABLES) for name in differ - READ_WHEN_USED)
 
     def popen(self, args: Sequence[Any], **options: Any) -> subprocess.Popen:
         """`subprocess.Popen(args, **options)`: a fork of the zygote where `usable`, else a new process."""
         if self.usable(args, options):
             return ForkedPopen(self, args, **options)
         return subprocess.Popen(args, **options)
+
+    def run(
+        self,
+        args: Sequence[Any],
+        *,
+        input: Any = None,
+        capture_output: bool = False,
+        timeout: float | None = None,
+        check: bool = False,
+        **options: Any,
+    ) -> subprocess.CompletedProcess:
+        """`subprocess.run(args, ...)` (those arguments and `Popen`'s), its process from `popen`."""
+        if input is not None:
+            options["stdin"] = subprocess.PIPE
+        if capture_output:
+            options["stdout"] = options["stderr"] = subprocess.PIPE
+        with self.popen(args, **options) as process:
+            try:
+                stdout, stderr = process.communicate(input, timeout=timeout)
+            except BaseException:  # (a timeout among them) as subprocess.run: not left running
+                process.kill()
+                process.wait()
+                raise
+        done = subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+        if check:
+            done.check_returncode()
+        return done
 
     def _started(self) -> socket.socket:
         """The socket to the zygote, started first if it is not yet (under `_lock`)."""
