@@ -21,9 +21,9 @@ from leafsearch.ray_backend.fault_detection import (
     MachineLink,
     Unanswered,
 )
+from tests.concurrency import stop_process
 from tests.ray_backend import channel_child
 from tests.ray_backend.channel_child import KEY, Child, Machine
-from tests.ray_cluster import stop
 
 child = channel_child.child  # the fixture: a machine's channel server in a child process
 
@@ -126,7 +126,7 @@ def test_a_verdict_waits_for_a_check_until_its_deadline(detector: Any) -> None:
 def test_a_link_reads_the_answer_a_stalled_machine_owes_before_the_next(child: Child) -> None:
     link = MachineLink(partial(child.locate, Machine), KEY)
     incarnation = link.ping(time.monotonic() + 30)
-    stop(child.process.pid)
+    stop_process(child.process.pid)
     try:
         with pytest.raises(Unanswered):
             link.ping(time.monotonic() + 0.2)
@@ -140,7 +140,7 @@ def test_a_link_reads_the_answer_a_stalled_machine_owes_before_the_next(child: C
 
 
 def test_a_link_to_a_machine_stalled_before_it_connects_is_unanswered_not_disconnected(child: Child) -> None:
-    stop(child.process.pid)
+    stop_process(child.process.pid)
     link = MachineLink(partial(child.locate, Machine), KEY)
     try:
         with pytest.raises(Unanswered):  # (its handshake stalls)
