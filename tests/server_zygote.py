@@ -42,9 +42,12 @@ from typing import Any
 from leafsearch.testing import child_env
 
 #: Prefixes of the environment variables an interpreter, numpy's BLAS, glibc or the dynamic
-#: loader read as they start: a request whose environment differs from the zygote's in one of
-#: them gets a new interpreter.
-IMPORT_TIME_VARIABLES = ("PYTHON", "OPENBLAS", "OMP_", "MKL_", "NUMPY", "LD_", "MALLOC", "GLIBC")
+#: loader read as they start (the locale among them: the standard files' encoding): a request whose
+#: environment differs from the zygote's in one of them gets a new interpreter.
+IMPORT_TIME_VARIABLES = (
+    *("PYTHON", "OPENBLAS", "OMP_", "MKL_", "NUMPY", "LD_", "MALLOC", "GLIBC"),
+    *("LANG", "LC_", "TZ"),
+)
 #: Of those, the ones read when used, not at the start: Ray's driver sets PYTHONBREAKPOINT in the
 #: tests that connect to a cluster (read at each `breakpoint()`).
 READ_WHEN_USED = frozenset(("PYTHONBREAKPOINT",))
@@ -75,7 +78,9 @@ class ServerZygote:
     def __init__(self, env: Mapping[str, str], cwd: str | Path) -> None:
         self.env = dict(env)
         self.cwd = str(cwd)
-        self._lock = threading.Lock()  # starts the zygote, sends requests
+        # Starts the zygote, sends requests. Reentrant: a `ForkedPopen` collected meanwhile (its
+        # `__del__` polls) may ask for an exit status in the middle.
+        self._lock = threading.RLock()
         self._changed = threading.Condition()  # a reply or an exit arrived
         self._process: subprocess.Popen | None = None
         self._socket: socket.socket | None = None
