@@ -7,6 +7,7 @@ correctness check, against a real server process.
 
 from __future__ import annotations
 
+import resource
 import subprocess
 import sys
 from pathlib import Path
@@ -287,6 +288,31 @@ def test_the_process_cpu_bench_splits_a_tree_by_kind_and_counts_its_orphans() ->
     lines = result.stderr.splitlines()
     assert lines[0].startswith("wall ") and ", CPU " in lines[0]
     assert any("orphan = 1" in line for line in lines[1:]), result.stderr
+
+
+def test_the_process_cpu_bench_counts_processes_no_reading_saw() -> None:
+    """A process that starts and ends between two readings still counts, apart: the tree's CPU is
+    what every process waited for used (forty short children here, 0.05 s of CPU each)."""
+    child = "sum(range(2 * 10**6))"
+    command = f"import subprocess, sys\nfor _ in range(40): subprocess.run([sys.executable, '-c', {child!r}])"
+    result = subprocess.run(
+        [sys.executable, "-m", "bench.process_cpu", sys.executable, "-c", command],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    total = float(result.stderr.splitlines()[0].split(", CPU ")[1].split()[0])
+    unread = [line for line in result.stderr.splitlines() if process_cpu.UNREAD in line]
+    (line,) = unread
+    assert float(line.split()[0]) > 0
+    # Each child alone, as the tree counts it, times forty: the total is at least most of that.
+    alone = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run([sys.executable, "-c", child], check=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    one = after.ru_utime + after.ru_stime - alone.ru_utime - alone.ru_stime
+    assert total >= 40 * one * 0.5, (total, one, result.stderr)
     assert process_cpu.kind("ray::MachineActor.batch()") == "ray::MachineActor.batch()"
     assert process_cpu.kind("ray::IDLE") == "ray::IDLE"
     assert (
