@@ -1,27 +1,27 @@
 """Test servers forked from a process that imported the engine once, not started as new interpreters.
 
-Each `leafsearch serve` a test starts is an interpreter that imports the engine (numpy, the
-index, the search and write paths, uvicorn, click) before it answers: about 0.5 s of its 0.6 s
-of CPU, some hundreds of times a run (bench/RESULTS.md "The test suite", "Session 23, `suite9`").
-Here each test process (an xdist worker) starts one `ServerZygote` the first time it starts a
-server: a child interpreter that imports what `serve` runs, the whole package (as the server's
-warm-up does, common/preload.py), then waits, with one thread, for requests. A request
-(`ForkedPopen`, a `subprocess.Popen`) carries the command line, environment, folder, umask,
-niceness and the three standard files (file descriptors over the socket, `SCM_RIGHTS`); the zygote
-forks, and the copy becomes what `python -m leafsearch ...` would have been: standard files, signal
-handlers, folder, environment, `sys.argv` and `__main__` replaced, then `runpy` runs
-`leafsearch.__main__` as `-m` does, to the same interpreter exit (atexit, logging's flush, the
-exit code). The server is its own process: the test signals its pid itself (kill -9 trials,
-SIGSTOP), and its log and output go where they went. The zygote is its parent and reports its
-exit status over the socket (the pid stays a zombie until the test has it, as with `Popen`).
+Each `leafsearch serve` a test starts is an interpreter that imports the engine (numpy, the index,
+the search and write paths, uvicorn, click) before it answers: about 0.5 s of its 0.6 s of CPU, some
+hundreds of times a run (bench/RESULTS.md "The test suite", "Session 23, `suite9`"), and each CLI
+run (`users`, `export`, `import`) imports its share. Here each test process (an xdist worker) starts
+one `ServerZygote` the first time it starts one of them: a child interpreter that imports what
+`serve` runs, the whole package (as the server's warm-up does, common/preload.py), then waits, with
+one thread, for requests. A request (`ForkedPopen`, a `subprocess.Popen`) carries the command line,
+environment, folder, umask, niceness and the three standard files (file descriptors over the socket,
+`SCM_RIGHTS`); the zygote forks, and the copy becomes what `python -m leafsearch ...` would have
+been: standard files, signal handlers, folder, environment, `sys.argv` and `__main__` replaced, then
+`runpy` runs `leafsearch.__main__` as `-m` does, to the same interpreter exit (atexit, logging's
+flush, the exit code). The server is its own process: the test signals its pid itself (kill -9
+trials, SIGSTOP), and its log and output go where they went. The zygote is its parent and reports
+its exit status over the socket (the pid stays a zombie until the test has it, as with `Popen`).
 
-What cannot follow a fork falls back to `subprocess.Popen` (`popen` decides): another interpreter
-or flags, a `preexec_fn`, `Popen` options beyond the files, folder and environment, a higher
-priority than the zygote's, and an environment that differs from the zygote's in a variable read
-while the interpreter or its libraries load (`IMPORT_TIME_VARIABLES`): the command line's own
-variables (`LEAFSEARCH_*`, read by click when the command runs) are honoured either way. Tests
-about a fresh interpreter's start (test_cli, test_server_logs, test_worker_zygote's, the pytest
-plugin's) start theirs without it.
+What cannot follow a fork falls back to `subprocess.Popen` (`popen` decides): another interpreter or
+flags, a `preexec_fn`, `Popen` options beyond the files, folder and environment, a higher priority
+than the zygote's, and an environment that differs from the zygote's in a variable read while the
+interpreter or its libraries load (`IMPORT_TIME_VARIABLES`): the command line's own variables
+(`LEAFSEARCH_*`, read by click when the command runs) are honoured either way. Tests about a fresh
+interpreter's start (test_cli, test_server_logs, test_worker_zygote's, the pytest plugin's) start
+theirs without it.
 """
 
 from __future__ import annotations
@@ -89,10 +89,11 @@ class ServerZygote:
         self._exits: dict[int, int] = {}
         self._requests = 0
         self._broken: str | None = None
+        self._owner = os.getpid()  # a forked copy of the test process starts its own processes
 
     def usable(self, args: Sequence[Any], options: Mapping[str, Any]) -> bool:
         """Whether `popen(args, **options)` can be a fork (else it is a `subprocess.Popen`)."""
-        if not hasattr(os, "pidfd_open") or self._broken is not None:
+        if not hasattr(os, "pidfd_open") or self._broken is not None or os.getpid() != self._owner:
             return False
         if [str(arg) for arg in args[:3]] != [sys.executable, "-m", "leafsearch"]:
             return False
