@@ -6,14 +6,17 @@ raylets, agents) are processes nobody in the run waits for until its cluster sto
 command runs below this process, made their child subreaper (orphans stay in the tree), and every
 `SAMPLE_SECONDS` each process of the tree is read from /proc (its own user + sys ticks, and its
 command line when it has one: a zombie's is empty), until the command has ended and every process
-left below it has too; each process's last reading then counts for its kind (`kind`). A process
-that lived less than one interval between two readings is missed. Linux only. Prints the wall
-seconds and each kind's CPU seconds on stderr; exits with the command's status.
+left below it has too; each process's last reading then counts for its kind (`kind`). What a
+process used after its last reading, or in a life shorter than one interval, is counted apart
+(`UNREAD`), from the CPU of every process waited for (each one, by its parent or here). Linux
+only. Prints the wall seconds and each kind's CPU seconds on stderr; exits with the command's
+status.
 """
 
 from __future__ import annotations
 
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -33,12 +36,16 @@ KINDS = (
     ("multiprocessing.spawn", "spawned (multiprocessing)"),
     ("multiprocessing.forkserver", "fork server (multiprocessing)"),
     ("leafsearch serve", "leafsearch serve"),
+    # (the tests' servers forked from it keep its command line: tests/server_zygote.py)
+    ("tests.server_zygote", "leafsearch serve (the tests' zygote and its forks)"),
     # (the CLI's other commands: their arguments often name a folder of pytest's)
     ("-m leafsearch ", "leafsearch (other commands)"),
     ("-m pytest", "pytest"),
     ("exec(eval(sys.stdin.readline()))", "pytest (an xdist worker)"),
 )
 
+#: The kind of what the tree used that no reading saw (`main`).
+UNREAD = "(not read: after a process's last reading, or between two)"
 #: A process's reading: (command line, CPU seconds, parent pid, whether it has ended: a zombie).
 Reading = tuple[str, float, int, bool]
 
@@ -119,6 +126,13 @@ def main(command: list[str]) -> int:
         time.sleep(SAMPLE_SECONDS)
     reap_orphans()
     totals = by_kind(last)
+    # Every process of the tree has been waited for by now, by its parent or (an orphan) here:
+    # the whole tree's CPU, of which the readings miss what processes used after their last one
+    # (or in a life between two: the tests' servers forked from a zygote can be that short).
+    waited = resource.getrusage(resource.RUSAGE_CHILDREN)
+    unread = waited.ru_utime + waited.ru_stime - sum(totals.values())
+    if unread > 0:
+        totals[UNREAD] = unread
     print(f"wall {time.monotonic() - began:.1f} s, CPU {sum(totals.values()):.2f} s", file=sys.stderr)
     for name, seconds in sorted(totals.items(), key=lambda item: -item[1]):
         print(f"  {seconds:8.2f} s  {name}", file=sys.stderr)

@@ -48,7 +48,9 @@ def child_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
 class Server:
     """A `leafsearch serve` process on `data` (a temporary folder when None), `args` added to its
     command line; its output goes to `log` (by default `<data>.log`, or inside the temporary
-    folder). Use as a context manager, or call `start()` and `stop()`."""
+    folder). `popen` starts the process (`subprocess.Popen`'s arguments and result: this project's
+    tests fork theirs from a process that imported the engine once, tests/server_zygote.py). Use as
+    a context manager, or call `start()` and `stop()`."""
 
     def __init__(
         self,
@@ -61,6 +63,7 @@ class Server:
         env: Mapping[str, str] | None = None,
         preexec_fn: Callable[[], None] | None = None,
         startup_timeout: float = STARTUP_TIMEOUT,
+        popen: Callable[..., subprocess.Popen] = subprocess.Popen,
     ) -> None:
         self._temporary: str | None = None
         if data is None:
@@ -74,6 +77,7 @@ class Server:
         self.env = env
         self.preexec_fn = preexec_fn
         self.startup_timeout = startup_timeout
+        self.popen = popen
         self.process: subprocess.Popen | None = None
         self.url = ""
 
@@ -104,7 +108,7 @@ class Server:
         self.log.parent.mkdir(parents=True, exist_ok=True)
         offset = self.log.stat().st_size if self.log.exists() else 0
         with open(self.log, "ab") as output:
-            self.process = subprocess.Popen(
+            self.process = self.popen(
                 self.command(),
                 env=child_env(self.env),
                 stdout=output,

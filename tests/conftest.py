@@ -42,6 +42,7 @@ from tests.scheduling import (
     ray_groups,
     work_unit,
 )
+from tests.server_zygote import SERVER_ZYGOTE
 
 REPO = Path(__file__).resolve().parent.parent
 STARTUP_TIMEOUT = 30.0
@@ -119,9 +120,11 @@ def wait_until_up(process: subprocess.Popen, url: str, log: Path, timeout: float
     raise RuntimeError(f"leafsearch did not answer on {url} within {timeout}s")
 
 
-def start_server(data: Path, port: int, *extra: str) -> subprocess.Popen:
-    """`leafsearch serve` started and left to the caller: its output (text) on `stdout`."""
-    return subprocess.Popen(
+def start_server(data: Path, port: int, *extra: str, fresh_interpreter: bool = False) -> subprocess.Popen:
+    """`leafsearch serve` started and left to the caller: its output (text) on `stdout`. A fork of
+    `SERVER_ZYGOTE` (tests/server_zygote.py) unless `fresh_interpreter`."""
+    popen = subprocess.Popen if fresh_interpreter else SERVER_ZYGOTE.popen
+    return popen(
         serve_command(data, port, *extra),
         cwd=REPO,
         env=server_env(),
@@ -143,15 +146,20 @@ def running_server(
     *extra: str,
     preexec_fn: Callable[[], None] | None = None,
     search_workers: int | None = TEST_SERVER_WORKERS,
+    fresh_interpreter: bool = False,
 ) -> Iterator[tuple[str, subprocess.Popen]]:
     """A server process on a free port (`leafsearch.testing.Server`, the one the pytest plugin
     starts), its output in `<data>.log`; stopped with SIGTERM on exit. `preexec_fn` runs in the
     child before the server starts (e.g. to set resource limits). `search_workers` unless `extra`
-    names `--search-workers` (None: the server's default, one per core)."""
+    names `--search-workers` (None: the server's default, one per core). A fork of `SERVER_ZYGOTE`
+    unless `fresh_interpreter` (tests of what a new interpreter's start logs or does)."""
     args = list(extra)
     if search_workers is not None and "--search-workers" not in args:
         args = ["--search-workers", str(search_workers), *args]
-    with Server(data, args=args, preexec_fn=preexec_fn, startup_timeout=STARTUP_TIMEOUT) as server:
+    popen = subprocess.Popen if fresh_interpreter else SERVER_ZYGOTE.popen
+    with Server(
+        data, args=args, preexec_fn=preexec_fn, startup_timeout=STARTUP_TIMEOUT, popen=popen
+    ) as server:
         yield server.url, server.process
 
 
@@ -291,6 +299,10 @@ def _is_tmpfs(folder: Path) -> bool:
     except OSError:  # not Linux
         return False
     return any(line.split()[1:3] == [str(folder), "tmpfs"] for line in mounts)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    SERVER_ZYGOTE.close()
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from leafsearch.testing import Server
+from tests.server_zygote import SERVER_ZYGOTE
 
 NODES = 3
 #: Ray's minimum object store; the tests move small messages only.
@@ -379,7 +380,14 @@ def where(index_uuid: str, shard_id: int) -> tuple[str, int]:
 
 @contextmanager
 def ray_server(address: str, data: Path) -> Iterator[Server]:
-    """A `leafsearch serve --ray <address>` coordinator on `data`, for the block."""
+    """A `leafsearch serve --ray <address>` coordinator on `data`, for the block (a fork of the
+    test process's `SERVER_ZYGOTE`, which imports Ray after the fork)."""
     args = ["--ray", address]
-    with Server(data, args=args, env=LOOPBACK_ENV, startup_timeout=COORDINATOR_STARTUP_SECONDS) as server:
+    with Server(
+        data,
+        args=args,
+        env=LOOPBACK_ENV,
+        startup_timeout=COORDINATOR_STARTUP_SECONDS,
+        popen=SERVER_ZYGOTE.popen,
+    ) as server:
         yield server

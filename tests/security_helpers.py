@@ -8,9 +8,11 @@ from pathlib import Path
 
 from conftest import REPO, server_env
 
+from tests.server_zygote import SERVER_ZYGOTE
+
 
 def leafsearch_cli(*args: str, stdin: str = "") -> subprocess.CompletedProcess:
-    return subprocess.run(
+    return SERVER_ZYGOTE.run(
         [sys.executable, "-m", "leafsearch", *args],
         cwd=REPO,
         env=server_env(),

@@ -7,6 +7,7 @@ correctness check, against a real server process.
 
 from __future__ import annotations
 
+import resource
 import subprocess
 import sys
 from pathlib import Path
@@ -269,6 +270,17 @@ def test_the_suite_timeline_reports_each_worker_and_the_idle_cores() -> None:
     assert "     15.0 s wall    3.5 s CPU    2 tests  tests/a.py" in text
 
 
+def _process_cpu(command: str, timeout: float) -> subprocess.CompletedProcess:
+    """`python -m bench.process_cpu python -c <command>`, its report on stderr."""
+    return subprocess.run(
+        [sys.executable, "-m", "bench.process_cpu", sys.executable, "-c", command],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
 def test_the_process_cpu_bench_splits_a_tree_by_kind_and_counts_its_orphans() -> None:
     """`bench.process_cpu` exits with its command's status and lists each kind of process of the
     tree, one its parent left running (an orphan nobody waits for, as Ray's actors) among them."""
@@ -276,13 +288,7 @@ def test_the_process_cpu_bench_splits_a_tree_by_kind_and_counts_its_orphans() ->
     orphan = "orphan = 1; import time; time.sleep(2 * SAMPLE_SECONDS); sum(range(10**6))"
     orphan = orphan.replace("SAMPLE_SECONDS", str(process_cpu.SAMPLE_SECONDS))
     command = f"import subprocess, sys; subprocess.Popen([sys.executable, '-c', {orphan!r}]); sys.exit(3)"
-    result = subprocess.run(
-        [sys.executable, "-m", "bench.process_cpu", sys.executable, "-c", command],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    result = _process_cpu(command, timeout=60)
     assert result.returncode == 3, result.stderr
     lines = result.stderr.splitlines()
     assert lines[0].startswith("wall ") and ", CPU " in lines[0]
@@ -300,6 +306,25 @@ def test_the_process_cpu_bench_splits_a_tree_by_kind_and_counts_its_orphans() ->
     spawned = "python -B -c from multiprocessing.spawn import spawn_main; spawn_main(tracker_fd=7)"
     assert process_cpu.kind(spawned) == "spawned (multiprocessing)"
     assert process_cpu.kind("") == "(exited)"
+
+
+def test_the_process_cpu_bench_counts_processes_no_reading_saw() -> None:
+    """A process that starts and ends between two readings still counts, apart: the tree's CPU is
+    what every process waited for used (forty short children here, 0.05 s of CPU each)."""
+    child = "sum(range(2 * 10**6))"
+    command = f"import subprocess, sys\nfor _ in range(40): subprocess.run([sys.executable, '-c', {child!r}])"
+    result = _process_cpu(command, timeout=120)
+    assert result.returncode == 0, result.stderr
+    total = float(result.stderr.splitlines()[0].split(", CPU ")[1].split()[0])
+    unread = [line for line in result.stderr.splitlines() if process_cpu.UNREAD in line]
+    (line,) = unread
+    assert float(line.split()[0]) > 0
+    # Each child alone, as the tree counts it, times forty: the total is at least most of that.
+    alone = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run([sys.executable, "-c", child], check=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    one = after.ru_utime + after.ru_stime - alone.ru_utime - alone.ru_stime
+    assert total >= 40 * one * 0.5, (total, one, result.stderr)
 
 
 def test_the_process_cpu_tree_is_by_start_time_not_by_pid() -> None:

@@ -13,7 +13,7 @@ from conftest import REPO, free_port, running_server, serve_command, server_env,
 def test_serve_announces_its_address_and_answers(tmp_path: Path) -> None:
     """Start-up time is measured by bench (W0: restart after kill -9 until `_count` answers)."""
     port = free_port()
-    process = start_server(tmp_path / "data", port)
+    process = start_server(tmp_path / "data", port, fresh_interpreter=True)
     try:
         line = process.stdout.readline()
         assert f"leafsearch listening on http://127.0.0.1:{port}" in line
@@ -27,7 +27,7 @@ def test_serve_announces_its_address_and_answers(tmp_path: Path) -> None:
 
 def test_second_node_on_the_same_folder_is_refused(tmp_path: Path) -> None:
     data = tmp_path / "data"
-    with running_server(data):
+    with running_server(data, fresh_interpreter=True):
         second = subprocess.run(
             serve_command(data, free_port()),
             cwd=REPO,
@@ -44,17 +44,17 @@ def test_second_node_on_the_same_folder_is_refused(tmp_path: Path) -> None:
 def test_sigterm_and_sigint_shut_down_cleanly_and_release_the_lock(tmp_path: Path) -> None:
     data = tmp_path / "data"
     for number, sig in enumerate((signal.SIGTERM, signal.SIGINT)):
-        with running_server(data) as (url, process):
+        with running_server(data, fresh_interpreter=True) as (url, process):
             assert httpx.put(f"{url}/kept-{number}", timeout=10).status_code == 200
             process.send_signal(sig)
             assert process.wait(timeout=20) == 0
     # the lock was released and the index survived both restarts
-    with running_server(data) as (url, _):
+    with running_server(data, fresh_interpreter=True) as (url, _):
         assert httpx.head(f"{url}/kept-0,kept-1", timeout=10).status_code == 200
 
 
 def test_busy_port_is_a_clear_error(tmp_path: Path) -> None:
-    with running_server(tmp_path / "one") as (url, _):
+    with running_server(tmp_path / "one", fresh_interpreter=True) as (url, _):
         port = int(url.rsplit(":", 1)[1])
         other = subprocess.run(
             serve_command(tmp_path / "two", port),
@@ -69,7 +69,7 @@ def test_busy_port_is_a_clear_error(tmp_path: Path) -> None:
 
 
 def test_max_content_length_answers_413(tmp_path: Path) -> None:
-    with running_server(tmp_path / "data", "--max-content-length", "1kb") as (url, _):
+    with running_server(tmp_path / "data", "--max-content-length", "1kb", fresh_interpreter=True) as (url, _):
         big = httpx.post(
             f"{url}/_search", content=b" " * 2048, headers={"content-type": "application/json"}, timeout=10
         )

@@ -73,7 +73,7 @@ def test_serve_takes_its_options_from_the_environment(tmp_path: Path) -> None:
 
 def test_access_log_records_method_path_status_and_time(tmp_path: Path) -> None:
     access = tmp_path / "access.log"
-    with running_server(tmp_path / "data", "--access-log", str(access)) as (url, _):
+    with running_server(tmp_path / "data", "--access-log", str(access), fresh_interpreter=True) as (url, _):
         httpx.put(f"{url}/logged", timeout=30)
         httpx.get(f"{url}/logged/_search?q=x", timeout=30)
         httpx.get(f"{url}/missing/_doc/1", timeout=30)
@@ -86,7 +86,7 @@ def test_access_log_records_method_path_status_and_time(tmp_path: Path) -> None:
 
 
 def test_no_access_log_unless_asked(tmp_path: Path) -> None:
-    with running_server(tmp_path / "data") as (url, _):
+    with running_server(tmp_path / "data", fresh_interpreter=True) as (url, _):
         httpx.get(f"{url}/", timeout=30)
     server_log = (tmp_path / "data.log").read_text()
     assert '"GET / HTTP/1.1"' not in server_log
@@ -94,7 +94,7 @@ def test_no_access_log_unless_asked(tmp_path: Path) -> None:
 
 def test_search_slow_log_follows_the_index_thresholds(tmp_path: Path) -> None:
     slow = tmp_path / "slow.json"
-    with running_server(tmp_path / "data", "--slow-log", str(slow)) as (url, _):
+    with running_server(tmp_path / "data", "--slow-log", str(slow), fresh_interpreter=True) as (url, _):
         settings = {"index.search.slowlog.threshold.query.trace": "0ms"}
         assert httpx.put(f"{url}/slow", json={"settings": settings}, timeout=30).status_code == 200
         assert httpx.put(f"{url}/quiet", timeout=30).status_code == 200
@@ -139,7 +139,7 @@ def test_search_slow_log_follows_the_index_thresholds(tmp_path: Path) -> None:
 
 def test_indexing_slow_log_with_its_source_limit(tmp_path: Path) -> None:
     slow = tmp_path / "slow.json"
-    with running_server(tmp_path / "data", "--slow-log", str(slow)) as (url, _):
+    with running_server(tmp_path / "data", "--slow-log", str(slow), fresh_interpreter=True) as (url, _):
         settings = {"index.indexing.slowlog.threshold.index.info": "0s", "index.indexing.slowlog.source": "8"}
         assert httpx.put(f"{url}/writes", json={"settings": settings}, timeout=30).status_code == 200
         httpx.put(
@@ -183,7 +183,7 @@ def test_a_server_stopped_right_after_it_starts_logs_no_error(tmp_path: Path, re
     before any request, its search workers are not started yet; right after the first answers,
     they are still starting (each imports the engine), and a worker that exits because the pool
     closes is no error. Nor is anything else of the stop."""
-    with running_server(tmp_path / "data", "--log-level", "debug") as (url, process):
+    with running_server(tmp_path / "data", "--log-level", "debug", fresh_interpreter=True) as (url, process):
         for _ in range(requests):
             assert httpx.get(f"{url}/", timeout=30).status_code == 200
         process.send_signal(signal.SIGTERM)
@@ -216,7 +216,7 @@ def test_a_websocket_upgrade_is_answered_as_http_without_a_warning(tmp_path: Pat
         finally:
             conn.close()
 
-    with running_server(tmp_path / "data") as (url, _), ThreadPoolExecutor(4) as pool:
+    with running_server(tmp_path / "data", fresh_interpreter=True) as (url, _), ThreadPoolExecutor(4) as pool:
         answers = [answer for answers in pool.map(client, [url] * 4) for answer in answers]
     assert [status for status, _ in answers] == [200] * 8
     assert {orjson.loads(body)["tagline"] for _, body in answers} == {"You Know, for Search"}

@@ -17,6 +17,7 @@ import pytest
 from conftest import error_of, running_server
 
 from leafsearch.testing import Server
+from tests.server_zygote import SERVER_ZYGOTE
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +30,9 @@ def node(tmp_path_factory: pytest.TempPathFactory, repo_root: Path) -> Iterator[
     """A server of this module's own, with `--path-repo`."""
     data = tmp_path_factory.mktemp("snapshot-node") / "data"
     with (
-        Server(data, args=["--path-repo", str(repo_root), "--search-workers", "0"]) as server,
+        Server(
+            data, args=["--path-repo", str(repo_root), "--search-workers", "0"], popen=SERVER_ZYGOTE.popen
+        ) as server,
         httpx.Client(base_url=server.url, timeout=120) as client,
     ):
         yield client

@@ -21,6 +21,7 @@ import pytest
 from elasticsearch import Elasticsearch, NotFoundError, helpers
 
 from leafsearch.testing import Server
+from tests.server_zygote import SERVER_ZYGOTE
 
 N = 600
 PAGE = 25
@@ -90,7 +91,7 @@ class Writer:
 
 @contextmanager
 def server(data: Path) -> Iterator[Server]:
-    with Server(data, args=["--search-workers", "0"]) as running:
+    with Server(data, args=["--search-workers", "0"], popen=SERVER_ZYGOTE.popen) as running:
         yield running
 
 
@@ -115,7 +116,7 @@ def test_pit_walk_and_sliced_scroll_survive_kill_9(tmp_path: Path, trial: int) -
     kills = sorted(rng.sample(range(1, rounds), 2))  # after which rounds the server dies
     pit_hits: list[dict[str, Any]] = []
     slice_hits: list[list[dict[str, Any]]] = [[] for _ in range(SLICES)]
-    servers = [Server(data, args=["--search-workers", "0"]).start()]
+    servers = [Server(data, args=["--search-workers", "0"], popen=SERVER_ZYGOTE.popen).start()]
     try:
         es = servers[-1].client()
         es.indices.create(index="docs", settings=SETTINGS, mappings=MAPPING)
@@ -152,7 +153,9 @@ def test_pit_walk_and_sliced_scroll_survive_kill_9(tmp_path: Path, trial: int) -
                 kills.pop(0)
                 writer.stop()
                 kill_9(servers[-1])
-                servers.append(Server(data, args=["--search-workers", "0"]).start())
+                servers.append(
+                    Server(data, args=["--search-workers", "0"], popen=SERVER_ZYGOTE.popen).start()
+                )
                 es = servers[-1].client()
                 writer.start(servers[-1].url)
         writer.stop()

@@ -21,7 +21,6 @@ subprocesses. The cluster's metadata lives as long as the cluster: the module's 
 from __future__ import annotations
 
 import base64
-import subprocess
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -35,6 +34,7 @@ from elasticsearch import ApiError, AuthenticationException, Elasticsearch, NotF
 from leafsearch.testing import Server
 from tests.node.test_durable_contexts import MAPPING, PAGE, SLICES, Writer, fill, kill_9, pit_page
 from tests.ray_backend.test_ray_contexts_restart import coordinator
+from tests.server_zygote import SERVER_ZYGOTE
 
 SETTINGS = {"number_of_shards": 3, "number_of_replicas": 0, "refresh_interval": "50ms"}
 
@@ -487,7 +487,7 @@ def test_a_walk_goes_on_through_one_coordinator_after_the_other_is_killed(
 def add_user(data: Path, name: str, password: str, role: str) -> None:
     command = [sys.executable, "-m", "leafsearch", "users", "add", name, "--data", str(data)]
     command += ["--role", role, "--password-stdin"]
-    subprocess.run(command, input=password + "\n", text=True, check=True, capture_output=True)
+    SERVER_ZYGOTE.run(command, input=password + "\n", text=True, check=True, capture_output=True)
 
 
 def test_a_user_and_an_api_key_made_through_one_authenticate_on_the_other(pair: list[Server]) -> None:

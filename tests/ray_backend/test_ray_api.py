@@ -25,6 +25,7 @@ from leafsearch.testing import Server
 from tests.concurrency import wait_for
 from tests.conftest import error_of
 from tests.ray_cluster import machine_actor, ray_server, shard_actor, shard_map, where
+from tests.server_zygote import SERVER_ZYGOTE
 from tests.write.test_by_query_api import result_of, start_slow, unthrottle, waiting_after
 
 SHARDS = 2
@@ -64,7 +65,10 @@ SCORED = {f"s{n}": source(n) for n in range(500)}
 @pytest.fixture(scope="module")
 def coordinator(ray_cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     data = tmp_path_factory.mktemp("ray-api") / "data"
-    with Server(data) as plain, httpx.Client(base_url=plain.url, timeout=120) as http:
+    with (
+        Server(data, popen=SERVER_ZYGOTE.popen) as plain,
+        httpx.Client(base_url=plain.url, timeout=120) as http,
+    ):
         create(http, "local")
         bulk(http, "local", {f"l{n}": source(n) for n in range(300)})
         create(http, "local_scored")

@@ -24,6 +24,7 @@ from leafsearch.testing import Server
 from tests.concurrency import readers_beside_a_writer, wait_for, writers_beside_refresher
 from tests.conftest import error_of
 from tests.ray_cluster import children, ended, machine_actor, machine_calls, ray_server, shard_actor, where
+from tests.server_zygote import SERVER_ZYGOTE
 
 SHARDS = 6
 
@@ -1029,7 +1030,9 @@ def qf_requests() -> list[tuple[str, dict[str, Any]]]:
 @pytest.fixture(scope="module")
 def local_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """A single-process server: what a Ray-backed index must answer alike."""
-    with Server(tmp_path_factory.mktemp("local") / "data", args=["--search-workers", "0"]) as server:
+    with Server(
+        tmp_path_factory.mktemp("local") / "data", args=["--search-workers", "0"], popen=SERVER_ZYGOTE.popen
+    ) as server:
         yield server
 
 

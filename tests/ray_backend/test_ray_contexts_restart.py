@@ -25,13 +25,18 @@ from leafsearch.testing import Server
 from tests.node.test_durable_contexts import MAPPING, PAGE, SLICES, Writer, fill, kill_9, pit_page
 from tests.ray_backend.test_ray_backend import restarted
 from tests.ray_cluster import COORDINATOR_STARTUP_SECONDS, LOOPBACK_ENV, machine_actor, shard_actor, where
+from tests.server_zygote import SERVER_ZYGOTE
 
 SETTINGS = {"number_of_shards": 3, "number_of_replicas": 0, "refresh_interval": "50ms"}
 
 
 def coordinator(address: str, data: Path) -> Server:
     return Server(
-        data, args=["--ray", address], env=LOOPBACK_ENV, startup_timeout=COORDINATOR_STARTUP_SECONDS
+        data,
+        args=["--ray", address],
+        env=LOOPBACK_ENV,
+        startup_timeout=COORDINATOR_STARTUP_SECONDS,
+        popen=SERVER_ZYGOTE.popen,
     ).start()
 
 

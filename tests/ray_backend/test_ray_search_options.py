@@ -30,6 +30,7 @@ import pytest
 
 from leafsearch.testing import Server
 from tests.ray_cluster import ray_server, shard_actor
+from tests.server_zygote import SERVER_ZYGOTE
 
 SHARDS = 3
 #: Past 10,000, so that a page and a by-query batch deeper than Elasticsearch's default window
@@ -67,7 +68,10 @@ def create(http: httpx.Client, index: str, shards: int = SHARDS, docs: int = DOC
 @pytest.fixture(scope="module")
 def coordinator(ray_cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     data = tmp_path_factory.mktemp("ray-options") / "data"
-    with Server(data) as plain, httpx.Client(base_url=plain.url, timeout=120) as http:
+    with (
+        Server(data, popen=SERVER_ZYGOTE.popen) as plain,
+        httpx.Client(base_url=plain.url, timeout=120) as http,
+    ):
         create(http, "local")
         create(http, "local_one", shards=1, docs=600)
     with ray_server(ray_cluster.address, data) as server:

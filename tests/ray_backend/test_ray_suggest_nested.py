@@ -21,6 +21,7 @@ import pytest
 from leafsearch.testing import Server
 from tests.concurrency import readers_beside_a_writer
 from tests.ray_cluster import ray_server, shard_actor
+from tests.server_zygote import SERVER_ZYGOTE
 
 SHARDS = 3
 DOCS = 300
@@ -79,7 +80,10 @@ def create(http: httpx.Client, index: str) -> None:
 @pytest.fixture(scope="module")
 def coordinator(ray_cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     data = tmp_path_factory.mktemp("ray-suggest") / "data"
-    with Server(data) as plain, httpx.Client(base_url=plain.url, timeout=120) as http:
+    with (
+        Server(data, popen=SERVER_ZYGOTE.popen) as plain,
+        httpx.Client(base_url=plain.url, timeout=120) as http,
+    ):
         create(http, "local")
     with ray_server(ray_cluster.address, data) as server:
         with httpx.Client(base_url=server.url, timeout=120) as http:

@@ -4,7 +4,6 @@ exactly once while writers add points beside them."""
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import threading
 from collections.abc import Callable
@@ -15,6 +14,8 @@ import pytest
 from conftest import REPO, server_env
 from elasticsearch import BadRequestError, Elasticsearch
 from elasticsearch.helpers import bulk
+
+from tests.server_zygote import SERVER_ZYGOTE
 
 MAPPING = {"properties": {"loc": {"type": "geo_point"}, "n": {"type": "long"}}}
 
@@ -83,7 +84,7 @@ def test_fields_and_docvalue_fields(es: Elasticsearch, new_index: Callable[..., 
 
 
 def cli(*args: str) -> None:
-    done = subprocess.run(
+    done = SERVER_ZYGOTE.run(
         [sys.executable, "-m", "leafsearch", *args],
         cwd=REPO,
         env=server_env(),

@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from leafsearch.testing import Server
 from tests.concurrency import readers_beside_a_writer
+from tests.server_zygote import SERVER_ZYGOTE
 
 MAPPING = {"properties": {"loc": {"type": "geo_point"}, "n": {"type": "long"}}}
 RADIUS = 6_371_008.7714  # Elasticsearch's mean earth radius, in meters
@@ -245,13 +246,13 @@ def test_script_score_and_plane_distance_with_a_writer_beside(
 
 def test_geo_scripts_after_a_restart(tmp_path: Any) -> None:
     sort = script_sort(COLUMN_ARC, {"lat": 0, "lon": 0})
-    with Server(tmp_path / "data") as server:
+    with Server(tmp_path / "data", popen=SERVER_ZYGOTE.popen) as server:
         es = server.client()
         es.indices.create(index="places", mappings=MAPPING)
         es.index(index="places", id="far", document={"n": 1, "loc": [90, 40]})
         es.index(index="places", id="near", document={"n": 2, "loc": "1,1"}, refresh=True)
         before = es.search(index="places", sort=sort)["hits"]["hits"]
-    with Server(tmp_path / "data") as server:
+    with Server(tmp_path / "data", popen=SERVER_ZYGOTE.popen) as server:
         after = server.client().search(index="places", sort=sort)["hits"]["hits"]
     assert [h["_id"] for h in after] == ["near", "far"]
     assert [h["sort"] for h in after] == [h["sort"] for h in before]

@@ -6,7 +6,6 @@ export/import; Elasticsearch's refusals of bad mappings, documents and queries."
 from __future__ import annotations
 
 import random
-import subprocess
 import sys
 import threading
 from collections import defaultdict
@@ -23,6 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import leafsearch
+from tests.server_zygote import SERVER_ZYGOTE
 
 RELATIONS = {"question": ["answer", "comment"], "answer": "vote"}
 MAPPING = {
@@ -553,7 +553,7 @@ def test_a_snapshot_sees_both_sides_of_one_moment_while_clients_write(
 
 
 def _cli(*args: str) -> None:
-    done = subprocess.run(
+    done = SERVER_ZYGOTE.run(
         [sys.executable, "-m", "leafsearch", *args],
         cwd=REPO,
         env=server_env(),

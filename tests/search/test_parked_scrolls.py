@@ -290,14 +290,17 @@ def test_kept_batches_count_as_searches_and_keep_the_scroll_alive(server: str) -
     def totals() -> tuple[int, int]:
         return search_totals(server, "scrolled")
 
+    # A worker serves a kept batch only while its scroll's keep-alive has more than
+    # `_KEEP_ALIVE_MARGIN` (1 s) left: with 3 s, a batch more than 2 s after the last (a 1 s wait
+    # and a loaded machine's second) went to the server process and was not counted here.
     conn = Conn(server)
-    scroll_id, _ = _open(conn, keep_alive="3s")
-    scroll_id, _ = _walk(conn, scroll_id, 1, keep_alive="3s")
+    scroll_id, _ = _open(conn, keep_alive="5s")
+    scroll_id, _ = _walk(conn, scroll_id, 1, keep_alive="5s")
     before, parked = totals(), _parked_pages(server)
-    batches = 6
-    for _ in range(batches):  # 6 batches over ~6 s: alive because each extends it by 3 s
+    batches = 8
+    for _ in range(batches):  # 8 batches over ~8 s: alive because each extends it by 5 s
         threading.Event().wait(1.0)  # time passing is what is tested: the keep-alive
-        status, body = conn.ask(_next(scroll_id, keep_alive="3s"))[0]
+        status, body = conn.ask(_next(scroll_id, keep_alive="5s"))[0]
         assert status == 200, body
         scroll_id = orjson.loads(body)["_scroll_id"]
     assert _parked_pages(server) - parked == batches

@@ -30,6 +30,7 @@ from leafsearch.index import derived_files, uid
 from leafsearch.indices import admin
 from leafsearch.search import slicing
 from leafsearch.testing import Server
+from tests.server_zygote import SERVER_ZYGOTE
 
 _M64 = (1 << 64) - 1
 
@@ -485,7 +486,10 @@ def test_hash_slices_of_large_segments_under_writes_merges_and_a_restart(tmp_pat
                     client.post("/t/_forcemerge", params={"max_num_segments": 1})
                 i += 1
 
-    with Server(tmp_path / "data") as server, httpx.Client(base_url=server.url, timeout=60) as client:
+    with (
+        Server(tmp_path / "data", popen=SERVER_ZYGOTE.popen) as server,
+        httpx.Client(base_url=server.url, timeout=60) as client,
+    ):
         client.put("/t", json={"settings": {"number_of_shards": 1}})
         response = client.post("/t/_bulk", params={"refresh": "true"}, content=lines, headers=_NDJSON)
         assert response.status_code == 200 and not response.json()["errors"]
@@ -501,7 +505,10 @@ def test_hash_slices_of_large_segments_under_writes_merges_and_a_restart(tmp_pat
         assert errors == []
         client.post("/t/_forcemerge", params={"max_num_segments": 1})
         total = client.get("/t/_count").json()["count"]
-    with Server(tmp_path / "data") as server, httpx.Client(base_url=server.url, timeout=60) as client:
+    with (
+        Server(tmp_path / "data", popen=SERVER_ZYGOTE.popen) as server,
+        httpx.Client(base_url=server.url, timeout=60) as client,
+    ):
         _check_slices(client, "t", stable)
         parts = [_sliced_sources(client, "t", s, 2) for s in range(2)]
         assert len(parts[0]) + len(parts[1]) == total

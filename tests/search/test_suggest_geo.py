@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from leafsearch.testing import Server
 from tests.concurrency import readers_beside_a_writer
+from tests.server_zygote import SERVER_ZYGOTE
 
 EXAMPLES = itertools.count()
 
@@ -237,14 +238,14 @@ def test_suggestions_with_a_writer_beside(es: Elasticsearch, new_index: Callable
 
 
 def test_geo_contexts_after_a_restart(tmp_path: Path) -> None:
-    with Server(tmp_path / "data") as server:
+    with Server(tmp_path / "data", popen=SERVER_ZYGOTE.popen) as server:
         es = server.client()
         es.indices.create(index="places", mappings=mapping(5))
         es.index(
             index="places", id="1", document={"s": {"input": "cafe", "contexts": {"loc": [2.35, 48.85]}}}
         )
         es.index(index="places", id="2", document={"s": "cafe two", "pin": [2.35, 48.85]}, refresh=True)
-    with Server(tmp_path / "data") as server:
+    with Server(tmp_path / "data", popen=SERVER_ZYGOTE.popen) as server:
         es = server.client()
         assert suggest(es, "places", {"loc": {"lat": 48.85, "lon": 2.35}}) == [("1", 1.0, {"loc": ["u09tv"]})]
         assert [o[0] for o in suggest(es, "places", {"at": "u09tvk"})] == ["2"]

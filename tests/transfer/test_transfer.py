@@ -24,6 +24,7 @@ import zstandard
 from conftest import REPO, running_server, server_env
 
 from bench.generate import MAPPING, generate
+from tests.server_zygote import SERVER_ZYGOTE
 
 #: Documents of the module's index: enough for several pages (1,000 each) in every slice of an
 #: export and several chunks of an import, so that a kill or Ctrl-C lands between them.
@@ -32,7 +33,7 @@ N = 30_000
 
 def cli(*args: str, check: bool = True) -> subprocess.CompletedProcess:
     """`python -m leafsearch ARGS` to completion."""
-    done = subprocess.run(
+    done = SERVER_ZYGOTE.run(
         [sys.executable, "-m", "leafsearch", *args],
         cwd=REPO,
         env=server_env(),
@@ -203,7 +204,7 @@ def test_interrupted_export_resumes_without_gaps_or_repeats(
     # cannot end before it is killed, once the state file records a fifth of the documents written.
     with holding_the_streams(server, sum(map(len, expected.values())) * 3 // 10) as url:
         args = ["export", loaded, str(output), "--url", url, "--size", "100", "--slices", "2"]
-        process = subprocess.Popen([sys.executable, "-m", "leafsearch", *args], cwd=REPO, env=server_env())
+        process = SERVER_ZYGOTE.popen([sys.executable, "-m", "leafsearch", *args], cwd=REPO, env=server_env())
         try:
             assert _kill_when(process, lambda state: sum(state["written"]) >= N // 5, lambda: _state(output))
         finally:
@@ -223,7 +224,7 @@ def test_interrupted_export_resumes_without_gaps_or_repeats(
 def test_resume_after_the_point_in_time_expired_is_refused(server: str, loaded: str, tmp_path: Path) -> None:
     output = tmp_path / "expired.ndjson"
     args = ["export", loaded, str(output), "--url", server, "--size", "100"]
-    process = subprocess.Popen([sys.executable, "-m", "leafsearch", *args], cwd=REPO, env=server_env())
+    process = SERVER_ZYGOTE.popen([sys.executable, "-m", "leafsearch", *args], cwd=REPO, env=server_env())
     try:
         assert _kill_when(process, lambda state: sum(state["written"]) > 0, lambda: _state(output))
     finally:
@@ -306,7 +307,7 @@ def test_import_of_gzip_and_of_standard_input(server: str, tmp_path: Path) -> No
     packed.write_bytes(gzip.compress(lines))
     try:
         cli("import", str(packed), "transfer-gz", "--url", server, "--chunk", "100")
-        piped = subprocess.run(
+        piped = SERVER_ZYGOTE.run(
             [sys.executable, "-m", "leafsearch", "import", "-", "transfer-stdin", "--url", server],
             cwd=REPO,
             env=server_env(),
@@ -394,7 +395,7 @@ def _start(*args: str, interruptible: bool = False) -> subprocess.Popen:
     """`leafsearch ARGS` started; `interruptible`: with Ctrl-C's default action, as a command in
     a terminal's foreground has it, even when this run inherited SIGINT ignored (a background
     job of a script: a command there keeps it ignored, and a Ctrl-C does nothing)."""
-    return subprocess.Popen(
+    return SERVER_ZYGOTE.popen(
         [sys.executable, "-m", "leafsearch", *args],
         cwd=REPO,
         env=server_env(),
