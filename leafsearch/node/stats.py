@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from leafsearch.node.node import Node
 
 #: The index metrics of `_nodes/stats/indices/<index_metric>`: `_stats`' own, then the node's.
-_INDEX_METRICS = (*METRICS, "mappings", "sort_orders")
+INDEX_METRICS = (*METRICS, "mappings", "sort_orders")
 
 
 def node_header(name: str) -> dict[str, Any]:
@@ -115,9 +115,9 @@ def nodes_stats(
     """`metric_path` is what follows `/_nodes/stats` (e.g. ["indices", "search"]); `level`:
     node, indices or shards; `file_sizes`: `include_segment_file_sizes`."""
     metric = metric_path[0] if metric_path else "_all"
-    index_metrics = tuple(metric_path[1].split(",")) if len(metric_path) > 1 else _INDEX_METRICS
+    index_metrics = tuple(metric_path[1].split(",")) if len(metric_path) > 1 else INDEX_METRICS
     if "_all" in index_metrics:
-        index_metrics = _INDEX_METRICS
+        index_metrics = INDEX_METRICS
     stats: dict[str, Any] = {**node_header(node.name), "timestamp": int(time.time() * 1000)}
     wanted = set(metric.split(","))
     if wanted & {"_all", "indices"}:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from leafsearch.common.settings import active_shard_count
 from leafsearch.errors import IllegalArgument
 from leafsearch.indices import admin
+from leafsearch.node import stats as node_stats
 from leafsearch.request.indices_options import IndicesOptions
 from leafsearch.rest.exchange import RestRequest, RestResponse
 from leafsearch.rest.unrecognized import unrecognized
@@ -63,31 +64,8 @@ NODE_METRICS = frozenset(
         "walks",
     ]
 )
-INDEX_METRICS = frozenset(
-    [
-        "_all",
-        "bulk",
-        "completion",
-        "dense_vector",
-        "docs",
-        "fielddata",
-        "flush",
-        "get",
-        "indexing",
-        "mappings",
-        "merge",
-        "query_cache",
-        "recovery",
-        "refresh",
-        "request_cache",
-        "search",
-        "segments",
-        "shard_stats",
-        "store",
-        "translog",
-        "warmer",
-    ]
-)
+#: `_nodes/stats/indices/<index_metric>`: the node's sections (`_stats`' own and its own), or all.
+INDEX_METRICS = frozenset(("_all", *node_stats.INDEX_METRICS))
 
 
 def info(node: Node, req: RestRequest) -> RestResponse:

@@ -350,6 +350,10 @@ def test_nodes_endpoints(http: httpx.Client) -> None:
         assert response.status_code == 200, (path, response.text)
         assert response.json()["nodes"], path
     assert http.get("/_nodes/not-this-node/stats").json()["nodes"] == {}
+    # leafsearch's own index metric (the sort orders per segment) is one a path may name too
+    (stats,) = http.get("/_nodes/stats/indices/sort_orders,search").json()["nodes"].values()
+    assert set(stats["indices"]) == {"sort_orders", "search"}
+    assert stats["indices"]["sort_orders"]["limit_size_in_bytes"] > 0
     error = error_of(http.get("/_nodes/stats/bogus"))
     assert error["reason"] == "request [/_nodes/stats/bogus] contains unrecognized metric: [bogus]"
     error = error_of(http.get("/_nodes/stats/indices/serch"))
