@@ -85,8 +85,13 @@ class SortColumn(ByFields):
     terms: np.ndarray | None = None  # keyword: the global term list
     field_types: tuple = ()  # the FieldType of the field in each target (for rendering)
     missing_key: Any = None  # numeric: the substitute of a missing value (also what `null` means)
+    #: Whether the keys have a missing flag column (`key_columns`), when a column taken from a
+    #: flagged one says so: the hits it keeps may all have a value, its keys still have the flag.
+    flagged: bool | None = None
 
     def _flagged(self) -> bool:
+        if self.flagged is not None:
+            return self.flagged
         return self.kind == "keyword" and self.present is not None and not self.present.all()
 
     def key_columns(self) -> list[np.ndarray]:
@@ -114,6 +119,7 @@ class SortColumn(ByFields):
             self.terms,
             self.field_types,
             self.missing_key,
+            self._flagged(),
         )
 
     def after_key(self, value: Any) -> list[Any]:

@@ -280,6 +280,16 @@ def pit_walk(
     ops=["delete", "update", "refresh"],
     shards=1,
 )
+@example(  # always: a keyword sort whose window holds only documents with a value, one without
+    docs=[{}, *[{"kw": "a"}] * 8],  # after them: the window's keys keep the missing flag column
+    deleted=set(),
+    specs=[("kw", "asc", "default")],
+    explicit=None,
+    sizes=[1],
+    first_ops=[],
+    ops=[],
+    shards=2,
+)
 def test_a_pit_walk_is_the_sorted_snapshot(
     node: leafsearch.Node, docs, deleted, specs, explicit, sizes, first_ops, ops, shards
 ) -> None:

@@ -159,6 +159,26 @@ def test_walks_pass_documents_without_a_value_exactly_once(es: Elasticsearch, do
     assert sorted(expected) == sorted(DOCS)
 
 
+@pytest.mark.parametrize("order", ["asc", "desc"])
+def test_a_pit_walk_by_a_keyword_some_documents_lack_passes_each_once(
+    es: Elasticsearch, new_index: Callable[..., str], order: str
+) -> None:
+    # A PIT walk's pages come from a window of the next 8 pages' hits; a window holding only
+    # documents with a value (those without sort last) still has the keys' missing flag column,
+    # which the cursor's keys must have too.
+    index = new_index(settings={"number_of_shards": 2}, mappings=MAPPINGS)
+    sources = {f"v{i}": {"k": f"k{i % 3}"} for i in range(10)} | {"none1": {}, "none2": {"n": 1}}
+    helpers.bulk(es, ({"_index": index, "_id": i, "_source": s} for i, s in sources.items()), refresh=True)
+    pit = es.open_point_in_time(index=index, keep_alive="1m")["id"]
+    try:
+        hits = walk(es, 1, pit={"id": pit, "keep_alive": "1m"}, sort=[{"k": order}])
+    finally:
+        es.close_point_in_time(id=pit)
+    assert sorted(ids(hits)) == sorted(sources)
+    values = sorted((s["k"] for s in sources.values() if "k" in s), reverse=order == "desc")
+    assert [h["sort"][0] for h in hits] == [*values, None, None]
+
+
 def test_missing_values_render_as_what_they_sort_by(es: Elasticsearch, docs: str) -> None:
     by_n = page(es, docs, [{"n": "asc"}, "tb"])
     assert [h["sort"][0] for h in by_n[-2:]] == [LONG_MAX, LONG_MAX]
