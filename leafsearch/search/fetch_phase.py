@@ -225,11 +225,9 @@ def _raw_columns(
         if request.source.filtering:  # (an export's lines only: searches render dicts then)
             flt = request.source
             sources = [None if s is None else fetch_helpers.filter_source(s, flt) for s in sources]
-        # Unfiltered, a shard's hits have each its source or none has one (`_sources`): one look,
-        # not a comparison of every source with None (1,000 a batch of 1,000).
-        if None in sources if request.source.filtering else bool(n) and sources[0] is None:
-            pieces.append([b"" if s is None else b',"_source":' + s for s in sources])
-        else:
+        # A shard's hits have each its source or none has one (`_sources`; filtering, which
+        # fetches, keeps each): one look, not a comparison of every source with None.
+        if n and sources[0] is not None:
             pieces += [b',"_source":', sources]  # type: ignore[list-item]
     if request.docvalue_fields:
         parts = hit_columns.docvalue_fields_json(page.groups, [target], request.docvalue_fields)
