@@ -145,12 +145,7 @@ class ServerZygote:
             ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
             with theirs:
                 self._process = subprocess.Popen(
-                    [
-                        sys.executable,
-                        "-c",
-                        "from tests.server_zygote import main; main()",
-                        str(theirs.fileno()),
-                    ],
+                    [sys.executable, "-c", ZYGOTE_MAIN, str(theirs.fileno())],
                     env=self.env,
                     cwd=self.cwd,
                     stdin=subprocess.DEVNULL,
@@ -316,9 +311,7 @@ def _serve(connection: socket.socket) -> tuple[Any, ...] | None:
     """Forks a child per request, reports each child's exit, reaps it once told; returns in a
     forked child (its request) or once the socket closes (None)."""
     # The handlers a new interpreter has: the child gets them back before it runs the command.
-    handlers = {
-        number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM, signal.SIGCHLD)
-    }
+    handlers = {number: signal.getsignal(number) for number in RESTORED_SIGNALS}
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the tests' servers, not this
     selector = selectors.DefaultSelector()
     selector.register(connection, selectors.EVENT_READ)
