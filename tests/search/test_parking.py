@@ -31,6 +31,11 @@ def _request(after: Any, size: int = 2) -> bytes:
     return head + b"content-length: %d\r\n\r\n" % len(body) + body
 
 
+def _with_body(body: bytes) -> bytes:
+    head = b"POST /_search HTTP/1.1\r\nhost: h\r\ncontent-type: application/json\r\n"
+    return head + b"content-length: %d\r\n\r\n" % len(body) + body
+
+
 def _scroll(scroll_id: str) -> bytes:
     body = orjson.dumps({"scroll": "1m", "scroll_id": scroll_id})
     head = b"POST /_search/scroll HTTP/1.1\r\nhost: h\r\ncontent-type: application/json\r\n"
@@ -353,6 +358,63 @@ def test_batches_not_told_yet_are_told_when_asked(following: Rig) -> None:
     assert client.recv(100) == b"batch s3"
     assert _told(following, 1) == [(3, "s3", [3], 1)]
     assert following.message() == ("handback", 1, "other")
+
+
+def test_a_walks_continuation_is_compared_as_bytes_in_the_frame_of_the_request_before(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once the request that parked a PIT walk, with the cursor its page ended at and the
+    Content-Length to match, passes the whole comparison, the walk's next requests are compared
+    to it as bytes, not parsed; one written otherwise is compared parsed and served all the same,
+    and the frame is taken again from a request written as the first."""
+    compared: list[bytes] = []
+    whole = Parking._same_request
+
+    def comparing(parked: Any, peeked: bytes) -> Any:
+        compared.append(peeked)
+        return whole(parked, peeked)
+
+    monkeypatch.setattr(Parking, "_same_request", staticmethod(comparing))
+    client, _ = rig.park(1, after=9)
+    assert compared == [_request([9])]  # the frame's check, when parked
+    for after in (9, 10, 11):  # (the body one byte longer from [10] on)
+        client.sendall(_request([after]))
+        assert client.recv(100) == b"page after [%d]" % after
+        assert rig.message()[0] == "served"
+    assert compared == [_request([9])]
+    spaced = _with_body(b'{"size":2,"pit":{"id":"p","keep_alive":"1m"},"search_after": [12]}')
+    for after, sent in ((12, spaced), (13, _request([13])), (14, _request([14]))):
+        client.sendall(sent)
+        assert client.recv(100) == b"page after [%d]" % after
+        assert rig.message()[0] == "served"
+    # parsed: the spaced one, the next (no frame in the spaced one), the frame of that next one
+    assert compared == [_request([9]), spaced, _request([13]), _request([14])]
+    assert rig.parking.count() == 1
+
+
+def test_the_start_of_a_walks_continuation_ending_otherwise_is_left_unread(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first bytes of the continuation it expects are waited for like any request's start;
+    what completes them is compared, and anything but the continuation goes back unread."""
+    looked: list[bytes] = []
+    continuation = Parking._continuation
+
+    def looking(self: Parking, parked: Any, peeked: bytes) -> Any:
+        looked.append(peeked)
+        return continuation(self, parked, peeked)
+
+    monkeypatch.setattr(Parking, "_continuation", looking)
+    client, _ = rig.park(1)
+    request = _request([1])
+    assert request.endswith(b"[1]}")
+    client.sendall(request[:-3])
+    wait_for(lambda: bool(looked))
+    client.sendall(b"2]}")  # the cursor of another page
+    assert rig.message() == ("handback", 1, "other")
+    _, server = rig.pairs[0]
+    assert server.recv(1 << 16, socket.MSG_PEEK) == request[:-3] + b"2]}"
+    assert rig.parking.count() == 0
 
 
 def test_a_ready_page_is_written_by_the_thread_that_read_its_request(tmp_path: Path) -> None:

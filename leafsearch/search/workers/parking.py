@@ -19,6 +19,13 @@ when it is the walk's continuation, byte for byte the request that parked it but
 - nothing after it on the socket (a pipelined request is not the worker's);
 - the context alive (not forgotten, its snapshots held, its keep-alive not about to end).
 
+The request is compared as bytes to the one expected (`_Parked.template`: the last request with
+the cursor its page ended at, as orjson writes it, and the Content-Length to match; built after
+the page went out, once that comparison passed the parsed one: `_cursor_frame`), else parsed
+(another spacing, another order): the selector thread's look at a continuation costs ~6 us,
+not ~18, and a body that came after its head is awaited without parsing either (bench/RESULTS.md,
+session 24).
+
 A scroll's continuation is `POST|GET /_search/scroll` with the body `{"scroll", "scroll_id"}` as
 the official clients send it: the same request line and header lines as the request that parked
 it, the same body but for `scroll_id`, which must be the id just answered. The worker serves only
@@ -60,6 +67,7 @@ import contextlib
 import fcntl
 import logging
 import os
+import re
 import select
 import selectors
 import socket
@@ -150,9 +158,13 @@ class _Parked:
     #: While a request arrives in pieces: when it is looked at again, and the wait before that.
     retry: float = 0.0
     backoff: float = 0.0
-    #: A scroll's: the request it last served, and its continuation byte for byte (`_following`).
+    #: The request it last served, and its continuation byte for byte (a scroll's: `_following`;
+    #: a PIT walk's: `frame` around the cursor expected, `_framed`).
     request: bytes = b""
     template: bytes | None = None
+    #: A PIT walk's request around its cursor (`_cursor_frame`), once its continuation framed so
+    #: passed the whole comparison (`Parking._same_request`).
+    frame: tuple[bytes, bytes, bytes, bytes] | None = None
 
     def wait_more(self) -> None:
         """Its request is not whole yet: looked at again a little later than the last time."""
@@ -198,6 +210,31 @@ def _following(served: bytes, served_id: str, expected: str) -> bytes | None:
     if len(old) != len(new) or served.count(old) != 1:
         return None
     return served.replace(old, new)
+
+
+#: A request head's Content-Length value (the head's first line is the request line).
+_CONTENT_LENGTH = re.compile(rb"\r\ncontent-length:[ \t]*(\d+)", re.IGNORECASE)
+_SEARCH_AFTER = b'"search_after":'
+
+
+def _cursor_frame(served: bytes, cursor: bytes) -> tuple[bytes, bytes, bytes, bytes] | None:
+    """A PIT walk's request around its cursor, as its client wrote it: the head before and after
+    its Content-Length value, the body before and after its `search_after` value (`cursor`, as
+    the client wrote it: there once); None: not found so (the whole request is compared then)."""
+    end = served.find(b"\r\n\r\n") + 4
+    head, body = served[:end], served[end:]
+    key = _SEARCH_AFTER + cursor
+    length = _CONTENT_LENGTH.search(head) if end >= 4 else None
+    if length is None or body.count(key) != 1:
+        return None
+    at = body.index(key) + len(_SEARCH_AFTER)
+    return head[: length.start(1)], head[length.end(1) :], body[:at], body[at + len(cursor) :]
+
+
+def _framed(frame: tuple[bytes, bytes, bytes, bytes], cursor: bytes) -> bytes:
+    """The request of `frame` (`_cursor_frame`) with this cursor, its Content-Length to match."""
+    before, after, prefix, suffix = frame
+    return b"%s%d%s%s%s%s" % (before, len(prefix) + len(cursor) + len(suffix), after, prefix, cursor, suffix)
 
 
 def _body_length(request: bytes) -> int:
@@ -330,7 +367,8 @@ class Parking:
             ):
                 return None
             lines = split[0]
-            served = (offer.request, body.get("scroll_id"))
+            cursor = body.get("scroll_id") if scroll else walks.cursor_key(body.get("search_after"))
+            served = (offer.request, cursor)
             moves = scroll_moves(self._security, task.ctx_id) if scroll and self._security is not None else 0
             if not scroll:  # the walk's pages served here are one walk: its identity is taken once
                 task = evolve(task, walk=walks.identity(task.request))
@@ -363,6 +401,8 @@ class Parking:
             )
             self._parked[offer.park_id] = parked
             self._ensure_thread()
+        if not scroll:  # (not watched yet: no other thread looks at it)
+            self._frame(parked, before if again else None, *served)  # type: ignore[arg-type]
         followed = _FOLLOWED.get() if scroll else None
         if followed is not None:  # a batch served here: its thread looks first (`_followed`)
             followed.append(parked)
@@ -372,6 +412,24 @@ class Parking:
             # handed back.
             after_block(lambda: self._command("watch", parked))
         return os.getpid()
+
+    def _frame(self, parked: _Parked, before: _Parked | None, served: bytes, cursor: bytes) -> None:
+        """A parked PIT walk's continuation byte for byte (`_Parked.template`): the request it
+        served (`cursor` its `search_after` as the walk's key) with the cursor its page ended at,
+        in the frame of the request before when that was its continuation so, else in the frame
+        of this request once its continuation framed so passes the whole comparison. Made after
+        the page went out; its request compares as bytes, not parsed."""
+        if before is not None and before.frame is not None and served == before.template:
+            parked.frame = before.frame
+        else:
+            frame = None if cursor == parked.expected else _cursor_frame(served, cursor)
+            if frame is None:
+                return
+            template = _framed(frame, parked.expected)
+            if self._same_request(parked, template) != len(template):
+                return
+            parked.frame = frame
+        parked.template = _framed(parked.frame, parked.expected)  # type: ignore[arg-type]
 
     def forget(self, ctx_id: int) -> None:
         """A context ended: its parked connections go back (the general path answers 404)."""
@@ -563,7 +621,10 @@ class Parking:
         """The size of the continuation the socket holds; None: incomplete, wait; False: not one."""
         if not peeked or len(peeked) > MAX_REQUEST:
             return False
-        size = len(peeked) if peeked == parked.template else self._same_request(parked, peeked)
+        template = parked.template
+        if template is not None and len(peeked) < len(template) and template.startswith(peeked):
+            return None  # (the start of the continuation: what the whole comparison finds too)
+        size = len(peeked) if peeked == template else self._same_request(parked, peeked)
         if size is None or size is False:
             return size
         if isinstance(parked.task, ScrollTask) and (
@@ -690,6 +751,7 @@ class Parking:
         taken = self._take(parked, size)
         if taken is None:
             return
+        parked.request = taken
         sink = evolve(task.sink, fd=parked.fd)  # type: ignore[arg-type]
         request = evolve(task.request, search_after=parked.following)
         page = evolve(task, request=request, elapsed=0.0, sink=sink)
