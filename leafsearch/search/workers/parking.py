@@ -142,6 +142,8 @@ class _Parked:
     #: here and the pages served here go on) and its descriptor.
     conn: socket.socket
     fd: int
+    #: A PIT walk's next page (from the cursor its page ended at, written to `fd`); a scroll's
+    #: batch last served.
     task: PitTask | ScrollTask
     #: The request line and header lines but Content-Length's, and the body, as parked.
     lines: list[bytes]
@@ -402,6 +404,9 @@ class Parking:
             self._parked[offer.park_id] = parked
             self._ensure_thread()
         if not scroll:  # (not watched yet: no other thread looks at it)
+            # The next page's task, made now that this page went out, not once its request came.
+            request = evolve(task.request, search_after=after)
+            parked.task = evolve(task, request=request, elapsed=0.0, sink=evolve(sink, fd=parked.fd))
             self._frame(parked, before if again else None, *served)  # type: ignore[arg-type]
         followed = _FOLLOWED.get() if scroll else None
         if followed is not None:  # a batch served here: its thread looks first (`_followed`)
@@ -475,12 +480,15 @@ class Parking:
             return len(self._parked)
 
     def _command(self, kind: str, arg: Any) -> None:
+        """Have the selector thread apply a command: woken, unless it is the caller (it applies
+        the commands after each look, before it waits again: no write and no wake of its own)."""
         with self._lock:
             if self._thread is None:
                 return
             self._commands.append((kind, arg))
-        with contextlib.suppress(OSError):
-            os.write(self._wake_w, b"x")
+        if threading.current_thread() is not self._thread:
+            with contextlib.suppress(OSError):
+                os.write(self._wake_w, b"x")
 
     def _ensure_thread(self) -> None:
         """(lock held)"""
@@ -752,11 +760,8 @@ class Parking:
         if taken is None:
             return
         parked.request = taken
-        sink = evolve(task.sink, fd=parked.fd)  # type: ignore[arg-type]
-        request = evolve(task.request, search_after=parked.following)
-        page = evolve(task, request=request, elapsed=0.0, sink=sink)
         phases: list[tuple[str, float]] = []
-        written = self._execute(page, self.park, None, phases)
+        written = self._execute(task, self.park, None, phases)
         self._hold(parked.park_id, taken, phases)
         self._after(parked, written)
 
