@@ -40,7 +40,8 @@ def page_cpu_ms(data: Path, pages: int, repeat: int) -> float:
             for _ in range(pages):
                 asked = dataclasses.replace(request, search_after=cursor)
                 task = PitTask(targets, asked, 0.0, True, ctx_id, "bench", walk=walk)
-                _, cursor = execution._pit_page(services, task, None)
+                _, ahead = execution._pit_page(services, task, None)
+                cursor = ahead()
                 if cursor is None:
                     raise SystemExit(f"the walk ended before {pages} pages")
             best = min(best, (time.process_time() - start) / pages * 1e3)

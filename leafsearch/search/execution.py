@@ -183,12 +183,14 @@ def run(
     if isinstance(task, CountTask):
         return _count(services, task, cancelled)
     if isinstance(task, PitTask):
-        body, following = _pit_page(services, task, cancelled)
+        body, ahead = _pit_page(services, task, cancelled)
         if task.sink is None:
+            ahead()
             return body
         written = write_response(
             task.sink, body, cancelled, None if confirm is None else partial(confirm, None)
         )
+        following = ahead()  # (once the page went out: not on its way)
         if park is not None and task.sink.park is not None and written.complete and following is not None:
             written = evolve(written, parked=park(task, following))
         return written
@@ -266,8 +268,9 @@ class _Page:
 
 def _pit_page(
     services: SearchServices, task: PitTask, cancelled: threading.Event | None
-) -> tuple[dict[str, Any], list[Any] | None]:
-    """The page's body, and the cursor of the walk's next page when it is read ahead."""
+) -> tuple[dict[str, Any], Callable[[], list[Any] | None]]:
+    """The page's body, and a call that reads the walk's next page ahead and returns its cursor
+    (None: not read ahead), made once the page went out."""
     request, raw_hits = task.request, task.raw_hits
     started = _started(task.elapsed)
     read_ahead = services.contexts.read_ahead
@@ -290,21 +293,25 @@ def _pit_page(
         raw_hits=raw_hits,
         ready=page.hits,
     )
-    following = None
-    if ahead and request.size and page.end - page.start == request.size and page.hitlist.columns:
+
+    def following() -> list[Any] | None:
+        if not (ahead and request.size and page.end - page.start == request.size and page.hitlist.columns):
+            return None
         # The walk's next page: `search_after` the last hit of this one.
-        following = last_sort_values(page.hitlist, page.end)
-        after = evolve(request, search_after=following, from_=0)
+        cursor = last_sort_values(page.hitlist, page.end)
+        after = evolve(request, search_after=cursor, from_=0)
         read_ahead.continue_walk(
             task.ctx_id,
             walk,
             served,
-            walks.cursor_key(following),
+            walks.cursor_key(cursor),
             task.targets,
             lambda: _rendered(
                 services, _pit_hits(services, task, after, None, prepared=True, walk=walk)[0], after
             ),
         )
+        return cursor
+
     return body, following
 
 
