@@ -393,11 +393,8 @@ def test_a_walks_continuation_is_compared_as_bytes_in_the_frame_of_the_request_b
     assert rig.parking.count() == 1
 
 
-def test_the_start_of_a_walks_continuation_ending_otherwise_is_left_unread(
-    rig: Rig, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The first bytes of the continuation it expects are waited for like any request's start;
-    what completes them is compared, and anything but the continuation goes back unread."""
+def _looks(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
+    """What the parked connections' looks find on their sockets, in order."""
     looked: list[bytes] = []
     continuation = Parking._continuation
 
@@ -406,6 +403,15 @@ def test_the_start_of_a_walks_continuation_ending_otherwise_is_left_unread(
         return continuation(self, parked, peeked)
 
     monkeypatch.setattr(Parking, "_continuation", looking)
+    return looked
+
+
+def test_the_start_of_a_walks_continuation_ending_otherwise_is_left_unread(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first bytes of the continuation it expects are waited for like any request's start;
+    what completes them is compared, and anything but the continuation goes back unread."""
+    looked = _looks(monkeypatch)
     client, _ = rig.park(1)
     request = _request([1])
     assert request.endswith(b"[1]}")
@@ -628,15 +634,8 @@ def test_only_a_requests_first_look_waits_for_its_body(rig: Rig, monkeypatch: py
     """A client that sends a head and holds its body back holds the selector thread for one wait
     at most; the request is served once its body comes."""
     awaited: list[bytes] = []
-    looked: list[bytes] = []
     monkeypatch.setattr(parking_module, "_body_awaited", lambda _, peeked: awaited.append(peeked) and False)
-    continuation = Parking._continuation
-
-    def looking(self: Parking, parked: Any, peeked: bytes) -> Any:
-        looked.append(peeked)
-        return continuation(self, parked, peeked)
-
-    monkeypatch.setattr(Parking, "_continuation", looking)
+    looked = _looks(monkeypatch)
     client, _ = rig.park(1)
     request = _request([1])
     cut = request.index(b"\r\n\r\n") + 4
