@@ -492,7 +492,7 @@ def page_fetches(
         not sorted_by_field or request.track_scores or any(s.field == "_score" for s in request.sort)
     )
     scores = hitlist.score[sl] if show_score and hitlist.score is not None else None
-    sort_values = _sort_columns(hitlist, start, end) if request.sort and sorts else None
+    sort_values = _sort_columns(hitlist, start, end, arrays=raw) if request.sort and sorts else None
     first = int(tpos[0])
     parts: list[tuple[int, np.ndarray | None]]
     if (tpos == first).all():
@@ -520,16 +520,32 @@ def page_fetches(
     return parts, fetches
 
 
-def _rows_of(columns: list[list[Any]], rows: np.ndarray) -> list[list[Any]]:
-    """The values of some rows of each column."""
+def _rows_of(columns: list[Any], rows: np.ndarray) -> list[Any]:
+    """The values of some rows of each column (a list, or an array: `_sort_columns`)."""
     at = rows.tolist()
-    return [[column[i] for i in at] for column in columns]
+    return [column[rows] if isinstance(column, np.ndarray) else [column[i] for i in at] for column in columns]
 
 
-def _sort_columns(hitlist: HitList, start: int, end: int) -> list[list[Any]]:
-    """The page's sort values, rendered column by column."""
+def _sort_columns(hitlist: HitList, start: int, end: int, arrays: bool = False) -> list[Any]:
+    """The page's sort values, rendered column by column; `arrays`: a column of integers that
+    render as they are stored stays their array (rendered to bytes: `_sort_json`)."""
     tpos = hitlist.target[start:end]
-    return [_column_values(col, start, end, tpos) for col in hitlist.columns]
+    return [
+        col.values[start:end] if arrays and _as_stored(col) else _column_values(col, start, end, tpos)
+        for col in hitlist.columns
+    ]
+
+
+def _as_stored(col) -> bool:
+    """Whether a sort column's values render as the integers it stores (`_column_values`)."""
+    return (
+        col.kind in _RAW_KINDS
+        and col.kind != "keyword"
+        and col.present is None
+        and col.spec.format is None
+        and col.values.dtype.kind == "i"
+        and not _stored_otherwise(col.field_types)
+    )
 
 
 def last_sort_values(hitlist: HitList, end: int) -> list[Any]:
@@ -542,18 +558,25 @@ def each_sort_values(hitlist: HitList) -> list[list[Any]]:
     return [list(row) for row in zip(*_sort_columns(hitlist, 0, len(hitlist)), strict=True)]
 
 
-def _sort_json(columns: list[list[Any]]) -> list[bytes | list[bytes]]:
+def _sort_json(columns: list[Any]) -> list[bytes | list[bytes]]:
     """The hits' encoded sort values as pieces of `_raw_columns`: each column's values (a list,
     one per hit), commas between them (the caller adds the brackets), so a hit's values are
     joined with the rest of its row, not one by one. A column of plain numbers is encoded in one
     call and split on its commas (a number's JSON has none); columns holding strings or nulls
-    are encoded per hit."""
+    are encoded per hit. A column of integers as stored (an array, `_sort_columns`) is encoded
+    from the array: no Python int per hit, nothing to look for."""
     pieces: list[bytes | list[bytes]] = []
     for values in columns:
-        encoded = orjson.dumps(values)
-        split = encoded[1:-1].split(b",") if values else []
-        if b'"' in encoded or b"null" in encoded or len(split) != len(values):
-            split = [orjson.dumps(v) for v in values]
+        if isinstance(values, np.ndarray):  # (native int64, contiguous: as orjson takes them)
+            encoded = orjson.dumps(
+                np.ascontiguousarray(values, dtype=np.int64), option=orjson.OPT_SERIALIZE_NUMPY
+            )
+            split = encoded[1:-1].split(b",") if len(values) else []
+        else:
+            encoded = orjson.dumps(values)
+            split = encoded[1:-1].split(b",") if values else []
+            if b'"' in encoded or b"null" in encoded or len(split) != len(values):
+                split = [orjson.dumps(v) for v in values]
         pieces += [b",", split] if pieces else [split]
     return pieces
 

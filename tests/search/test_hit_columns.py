@@ -22,7 +22,7 @@ from leafsearch.request.search_request import parse_search_request
 from leafsearch.rest.render import to_json
 from leafsearch.search import execution, phases
 from leafsearch.search.execution import ScrollTask
-from leafsearch.search.fetch_phase import renders_raw
+from leafsearch.search.fetch_phase import _rows_of, _sort_json, renders_raw
 from leafsearch.search.guard import SearchGuard
 from leafsearch.search.hit_columns import escapes, groups_of, json_items, json_scores
 from leafsearch.search.hitlist import build_hitlist
@@ -262,6 +262,21 @@ def test_a_page_with_per_hit_options_over_http(http, new_index) -> None:
             }
         ),
     ]
+
+
+def test_integer_sort_columns_print_from_their_arrays_what_their_values_print() -> None:
+    """A sort column of integers as stored is encoded from its array (fetch_phase._sort_json),
+    whatever the array's width, byte order or layout, beside a column of values and across the
+    rows a shard takes of a page."""
+    stored = np.array([0, -1, 7, 2**63 - 1, -(2**63), 1706609562085], dtype=np.int64)
+    for column in (stored, stored.astype(">i8"), stored[::2], stored[:3].astype(np.int32), stored[:0]):
+        assert _sort_json([column]) == _sort_json([column.tolist()])
+    values = ["a", None, "b,c", "d", "e", "f"]
+    assert _sort_json([stored, values]) == _sort_json([stored.tolist(), values])
+    rows = np.array([5, 0, 3])
+    taken = _rows_of([stored, values], rows)
+    assert isinstance(taken[0], np.ndarray)
+    assert _sort_json(taken) == _sort_json(_rows_of([stored.tolist(), values], rows))
 
 
 def test_ids_spliced_as_they_are_only_when_json_would_not_escape_them() -> None:
