@@ -293,8 +293,7 @@ class _Framer:
     def chunk(self, number: int, first_line: int, text: bytes, count: int) -> _Chunk | None:
         """The bulk chunk of `count` lines (`text`, each ending with a newline), or None when no line
         holds an item."""
-        if self.format is None:
-            self.decide(text.lstrip().partition(b"\n")[0].strip() or b"{}")
+        self.decide_once(text)
         if self.format == "record":
             fast = self._records(number, first_line, text, count)
             if fast is not None:
@@ -304,13 +303,23 @@ class _Framer:
             return self._plain(number, first_line, lines)
         return self._parsed(number, first_line, lines)
 
-    def replay(self, number: int, first_line: int, text: bytes) -> None:
-        """Reads an acknowledged chunk again for the state it leaves (its failures are on record)."""
+    def skip(self, number: int, first_line: int, text: bytes) -> None:
+        """An acknowledged chunk, not sent again: its first line still decides the format, and a
+        `_bulk` file's chunk is read again for the action it may leave waiting for its source in
+        the next chunk (its failures are on record)."""
+        self.decide_once(text)
+        if self.format != "bulk":
+            return
         failures, self.failures = self.failures, _Muted()  # type: ignore[assignment]
         try:
             self._parsed(number, first_line, text.split(b"\n")[:-1])
         finally:
             self.failures = failures
+
+    def decide_once(self, text: bytes) -> None:
+        """The format, from the input's first line that is not blank (in the first chunk)."""
+        if self.format is None:
+            self.decide(text.lstrip().partition(b"\n")[0].strip() or b"{}")
 
     def _plain(self, number: int, first_line: int, lines: list[bytes]) -> _Chunk:
         if self.run is None:
@@ -499,8 +508,7 @@ class Importer:
                 groups = _read_groups(reader, path, self.chunk_docs, self.chunk_bytes)
                 for number, (first_line, text, count) in enumerate(groups):
                     if state is not None and state.was_acknowledged(number):
-                        if framer.format == "bulk":  # an action's source may be in the next chunk
-                            framer.replay(number, first_line, text)
+                        framer.skip(number, first_line, text)
                         continue
                     chunk = framer.chunk(number, first_line, text, count)
                     if chunk is None:
