@@ -4,6 +4,7 @@ one server.
 
     python -m bench.transfer                 # 1,000,000 documents
     python -m bench.transfer --docs 200000 --json transfer.json
+    python -m bench.transfer --import-only --rounds 3   # raw _bulk and the import, 3 times in turn
 
 Rows, in order:
 - `bench` is loaded (raw `_bulk`, not measured);
@@ -15,6 +16,10 @@ Rows, in order:
   import` of the exported `.ndjson` into a new index (`--workers 4`; the mapping from the
   `.index.json` the export wrote beside it; it ends with `_refresh` too), and elasticdump's
   import of the same file (`--limit 5000`) into an index created with the same mapping.
+With `--import-only` the export is made once (not measured) and only the import rows run,
+`--rounds` times in turn (raw `_bulk`, `leafsearch import`, elasticdump's import, raw `_bulk`, ...;
+a row of a later round is named with its round), each after the background merges of the index
+before it settled: an A/B of the import's client, server and workers CPU in one run.
 Each figure is documents per second of wall time for the whole command, process start included,
 and CPU milliseconds per 1,000 documents: the client's (this process's threads for the raw rows,
 the command's process otherwise), the server process's and its workers'. Every export is checked
@@ -36,13 +41,16 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 
 import httpx
 import orjson
 import zstandard
 
+from bench.client import Client as BenchClient
 from bench.generate import MAPPING, generate
 from bench.server import ROOT, MemorySampler, Server
+from bench.workloads.common import settle_merges
 
 ELASTICDUMP = ROOT / "tests" / "clients" / "js" / "node_modules" / "elasticdump" / "bin" / "elasticdump"
 BULK_DOCS = 5_000
@@ -161,6 +169,107 @@ def _check_export(path: Path, n: int) -> None:
         raise RuntimeError(f"{path}: {lines} lines, {len(ids)} distinct ids, expected {n}")
 
 
+def settle(server: Server, index: str) -> None:
+    """Until the background merges of `index` are done (`bench.workloads.common.settle_merges`)."""
+    http = BenchClient(server.url)
+    try:
+        settle_merges(SimpleNamespace(http=http), index)
+    finally:
+        http.close()
+
+
+def export_rows(bench: Bench, work: Path, exported: Path, elasticdump: bool) -> None:
+    """The export rows: the raw stream, `leafsearch export` (to `exported`, kept for the import
+    rows) and elasticdump's export."""
+    server = bench.server
+    raw = bench.measure(
+        "raw stream (_export, bytes received)", lambda: bench.raw_stream("bench"), in_process=True
+    )
+    for name, output, slices in (
+        ("leafsearch export to .ndjson", exported, 1),
+        ("leafsearch export to .ndjson, 2 slices", work / "export-2.ndjson", 2),
+        ("leafsearch export to .ndjson.zst", work / "export.ndjson.zst", 1),
+    ):
+        row = bench.measure(
+            name,
+            _leafsearch("export", "bench", str(output), "--url", server.url, "--slices", str(slices)),
+        )
+        row.reference, row.ratio = raw.name, raw.seconds / row.seconds
+        _check_export(output, bench.n)
+        if output != exported:
+            output.unlink()
+    dump = None
+    if elasticdump:
+        output = work / "elasticdump.ndjson"
+        dump = bench.measure(
+            "elasticdump export (scroll, --limit 10000)",
+            _elasticdump(f"--input={server.url}/bench", f"--output={output}", "--limit=10000"),
+        )
+        _check_export(output, bench.n)
+        output.unlink()
+        row = bench.rows["leafsearch export to .ndjson"]
+        bench.rows["leafsearch export to .ndjson vs elasticdump"] = Row(
+            "leafsearch export to .ndjson vs elasticdump",
+            row.seconds,
+            row.client_cpu,
+            row.server_cpu,
+            row.workers_cpu,
+            dump.name,
+            dump.seconds / row.seconds,
+        )
+
+
+def import_rows(
+    bench: Bench, bodies: list[bytes], exported: Path, elasticdump: bool, round_no: int, *, settled: bool
+) -> None:
+    """The import rows: raw `_bulk` of `bodies` (the import's reference, in the same state of the
+    server: raw bodies, then the refresh that `leafsearch import` also ends with), `leafsearch
+    import` of `exported` and elasticdump's import; with `settled`, each index's background merges
+    settle before it is dropped, so that no row's CPU holds the merges of the one before."""
+    server, n = bench.server, bench.n
+    suffix = f" (round {round_no})" if round_no > 1 else ""
+
+    def done(index: str, what: str) -> None:
+        if bench.count(index) != n:
+            raise RuntimeError(f"{what}: not every document arrived")
+        if settled:
+            settle(server, index)
+        bench.drop(index)
+
+    bench.create("bench-raw")
+    raw_bulk = bench.measure(
+        f"raw _bulk, {BULK_CLIENTS} clients, then _refresh{suffix}",
+        lambda: (bench.raw_bulk(bodies, "bench-raw"), bench.count("bench-raw")),
+        in_process=True,
+    )
+    done("bench-raw", "raw _bulk")
+    name = f"leafsearch import of the export, --workers {BULK_CLIENTS}{suffix}"
+    row = bench.measure(
+        name,
+        _leafsearch(
+            "import", str(exported), "bench-import", "--url", server.url, "--workers", str(BULK_CLIENTS)
+        ),
+    )
+    row.reference, row.ratio = raw_bulk.name, raw_bulk.seconds / row.seconds
+    done("bench-import", "leafsearch import")
+    if elasticdump:
+        bench.create("bench-dump")
+        dump_import = bench.measure(
+            f"elasticdump import of the export (--limit 5000){suffix}",
+            _elasticdump(f"--input={exported}", f"--output={server.url}/bench-dump", "--limit=5000"),
+        )
+        done("bench-dump", "elasticdump import")
+        bench.rows[f"leafsearch import vs elasticdump{suffix}"] = Row(
+            f"leafsearch import vs elasticdump{suffix}",
+            row.seconds,
+            row.client_cpu,
+            row.server_cpu,
+            row.workers_cpu,
+            dump_import.name,
+            dump_import.seconds / row.seconds,
+        )
+
+
 @dataclass
 class Memory:
     """The server's processes' memory over the run, in kB: the largest sum of their `VmRSS` at one
@@ -175,7 +284,9 @@ class Memory:
     peak_processes: list[tuple[str, dict[str, int]]] = field(default_factory=list)
 
 
-def run(n: int, work: Path, elasticdump: bool) -> tuple[list[Row], Memory]:
+def run(
+    n: int, work: Path, elasticdump: bool, *, import_only: bool = False, rounds: int = 1
+) -> tuple[list[Row], Memory]:
     dataset = generate(n)
     bodies = dataset.bulk_bodies(BULK_DOCS)
     del dataset
@@ -190,90 +301,15 @@ def run(n: int, work: Path, elasticdump: bool) -> tuple[list[Row], Memory]:
             bench.raw_bulk(bodies, "bench")
             assert bench.count("bench") == n
 
-            raw = bench.measure(
-                "raw stream (_export, bytes received)", lambda: bench.raw_stream("bench"), in_process=True
-            )
             exported = work / "export.ndjson"
-            for name, output, slices in (
-                ("leafsearch export to .ndjson", exported, 1),
-                ("leafsearch export to .ndjson, 2 slices", work / "export-2.ndjson", 2),
-                ("leafsearch export to .ndjson.zst", work / "export.ndjson.zst", 1),
-            ):
-                row = bench.measure(
-                    name,
-                    _leafsearch("export", "bench", str(output), "--url", server.url, "--slices", str(slices)),
-                )
-                row.reference, row.ratio = raw.name, raw.seconds / row.seconds
-                _check_export(output, n)
-                if output != exported:
-                    output.unlink()
-            dump = None
-            if elasticdump:
-                output = work / "elasticdump.ndjson"
-                dump = bench.measure(
-                    "elasticdump export (scroll, --limit 10000)",
-                    _elasticdump(f"--input={server.url}/bench", f"--output={output}", "--limit=10000"),
-                )
-                _check_export(output, n)
-                output.unlink()
-                row = bench.rows["leafsearch export to .ndjson"]
-                bench.rows["leafsearch export to .ndjson vs elasticdump"] = Row(
-                    "leafsearch export to .ndjson vs elasticdump",
-                    row.seconds,
-                    row.client_cpu,
-                    row.server_cpu,
-                    row.workers_cpu,
-                    dump.name,
-                    dump.seconds / row.seconds,
-                )
-
-            # the import's reference, in the same state of the server: raw bodies, then the refresh
-            # that `leafsearch import` also ends with
-            bench.create("bench-raw")
-            raw_bulk = bench.measure(
-                f"raw _bulk, {BULK_CLIENTS} clients, then _refresh",
-                lambda: (bench.raw_bulk(bodies, "bench-raw"), bench.count("bench-raw")),
-                in_process=True,
-            )
-            bodies.clear()
-            if bench.count("bench-raw") != n:
-                raise RuntimeError("raw _bulk: not every document arrived")
-            bench.drop("bench-raw")
-            row = bench.measure(
-                f"leafsearch import of the export, --workers {BULK_CLIENTS}",
-                _leafsearch(
-                    "import",
-                    str(exported),
-                    "bench-import",
-                    "--url",
-                    server.url,
-                    "--workers",
-                    str(BULK_CLIENTS),
-                ),
-            )
-            row.reference, row.ratio = raw_bulk.name, raw_bulk.seconds / row.seconds
-            if bench.count("bench-import") != n:
-                raise RuntimeError("leafsearch import: not every document arrived")
-            bench.drop("bench-import")
-            if elasticdump:
-                bench.create("bench-dump")
-                dump_import = bench.measure(
-                    "elasticdump import of the export (--limit 5000)",
-                    _elasticdump(f"--input={exported}", f"--output={server.url}/bench-dump", "--limit=5000"),
-                )
-                if bench.count("bench-dump") != n:
-                    raise RuntimeError("elasticdump import: not every document arrived")
-                bench.drop("bench-dump")
-                row = bench.rows[f"leafsearch import of the export, --workers {BULK_CLIENTS}"]
-                bench.rows["leafsearch import vs elasticdump"] = Row(
-                    "leafsearch import vs elasticdump",
-                    row.seconds,
-                    row.client_cpu,
-                    row.server_cpu,
-                    row.workers_cpu,
-                    dump_import.name,
-                    dump_import.seconds / row.seconds,
-                )
+            if import_only:
+                _leafsearch("export", "bench", str(exported), "--url", server.url)()
+                _check_export(exported, n)
+                settle(server, "bench")
+            else:
+                export_rows(bench, work, exported, elasticdump)
+            for round_no in range(1, rounds + 1):
+                import_rows(bench, bodies, exported, elasticdump, round_no, settled=import_only)
             memory.hwm_sum = server.memory_kb("VmHWM")
         finally:
             bench.http.close()
@@ -290,6 +326,15 @@ def main() -> None:
     parser.add_argument("--docs", type=int, default=1_000_000)
     parser.add_argument("--json", type=Path)
     parser.add_argument("--no-elasticdump", action="store_true")
+    parser.add_argument(
+        "--import-only",
+        action="store_true",
+        help="export once, unmeasured, then only the import rows (raw _bulk, leafsearch import, "
+        "elasticdump's import), each index's merges settled before the next row",
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="the import rows this many times in turn (default 1)"
+    )
     options = parser.parse_args()
     n = options.docs
     elasticdump = not options.no_elasticdump and ELASTICDUMP.exists() and shutil.which("node") is not None
@@ -300,7 +345,7 @@ def main() -> None:
         )
     work = Path(tempfile.mkdtemp(prefix="leafsearch-transfer-"))
     try:
-        rows, memory = run(n, work, elasticdump)
+        rows, memory = run(n, work, elasticdump, import_only=options.import_only, rounds=options.rounds)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     per_k = 1000 / n

@@ -182,6 +182,18 @@ def test_small_transfer_run_measures_every_row(tmp_path: Path) -> None:
     assert memory["peak_phase"] in {*rows, "loading bench"}
 
 
+def test_transfer_import_only_runs_the_import_rows_in_rounds(tmp_path: Path) -> None:
+    """`--import-only --rounds 2`: no export row, the raw `_bulk` and import rows twice, each import
+    a ratio of the raw `_bulk` of its own round."""
+    args = ("--no-elasticdump", "--import-only", "--rounds", "2")
+    rows = {row["name"]: row for row in small_run("bench.transfer", tmp_path / "t.json", *args)["rows"]}
+    raw, leafsearch = "raw _bulk, 4 clients, then _refresh", "leafsearch import of the export, --workers 4"
+    assert set(rows) == {raw, leafsearch, f"{raw} (round 2)", f"{leafsearch} (round 2)"}
+    assert rows[leafsearch]["reference"] == raw
+    assert rows[f"{leafsearch} (round 2)"]["reference"] == f"{raw} (round 2)"
+    assert all(row["seconds"] > 0 for row in rows.values())
+
+
 def test_the_highlight_bench_runs(tmp_path: Path) -> None:
     """`python -m bench.highlight` keeps working: both kinds of page timed, every highlighted hit
     checked to hold the word between the tags."""

@@ -5,14 +5,16 @@ its source) or one document per line: a plain source, or a record as `leafsearch
 elasticdump write it (`{"_id", "_source", ...}`: indexed under its `_id`, with its `_routing`). The
 first line decides which. Documents go to INDEX whatever `_index` the file names.
 
-**Bytes, not objects.** The input is read in blocks and cut into lines by `bytes.split`; a chunk
-of lines becomes a bulk body without decoding a document where the format allows it: plain
-sources are framed as they are (an action line, then the line), and records in the exact shape
-`leafsearch export` writes (`{"_index":..,"_id":..,["_routing":..,]"_source":{..}[,"sort":[..]]}`,
-compact, without `_routing`) are rewritten into action + source by constant replacements over the
-whole chunk (C speed, no Python per line). A chunk whose every line does not fit that shape (an
-elasticdump file, a file with blank lines or CRLF endings, the `_bulk` format) is parsed line by
-line with orjson, as before.
+**Bytes, not objects.** The input is read in blocks whose newlines numpy finds; a chunk is a slice
+of a block (its lines are not cut apart) and becomes a bulk body without decoding a document where
+the format allows it: plain sources are framed as they are (an action line, then the line), and
+records in the exact shape `leafsearch export` writes (`{"_index":..,"_id":..,"_source":{..}
+[,"sort":[..]]}`, compact, without `_routing`) are rewritten into action + source by two passes
+over the whole chunk (C speed, no Python per line): one regular expression whose every match is a
+record's end and the next one's head up to its `_id`'s value, replaced by constant text, then
+`bytes.replace` of the `","_source":` after each id. A chunk whose every line does not fit that
+shape (an elasticdump file, a file with blank lines or CRLF endings, the `_bulk` format) is parsed
+line by line with orjson, as before.
 
 **Resuming.** An import of a file (not standard input) records in `FILE.import-state.json`, after
 each bulk answer, which chunks the server acknowledged (chunk numbers: the chunking is a function
@@ -29,7 +31,6 @@ request refused with 429 is retried with a growing pause, as the official client
 
 from __future__ import annotations
 
-import bisect
 import functools
 import itertools
 import os
@@ -42,6 +43,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import IO, Any
 
+import numpy as np
 import orjson
 import zstandard
 
@@ -58,13 +60,25 @@ _PLAIN_ACTION = b'{"index":{}}'
 _CONFLICT = "version_conflict_engine_exception"
 _NO_ERRORS = b'"errors":false'
 
-# The fast path's rewrites of a chunk of record lines, each a constant replacement (the regular
-# expressions start with a literal, which `re` finds with a fast scan): a record's head up to its
-# `_id` becomes an action's, the `","_source":` after the id closes the action line, and the sort
-# (or nothing) after the source goes with the record's closing brace.
-_RECORD_HEAD = re.compile(rb'\n\{"_index":"[^"\\\n]*","_id":"')
+# The fast path's two rewrites of a chunk of record lines. A seam is a record's end (its source's
+# closing brace, then the sort or nothing, then the record's brace) and the next record's head up
+# to its `_id`'s value, which must be followed by `","_source":` (a `_routing` there is not); it
+# becomes the source's brace, a newline and an action's head (a constant: no Python per match; the
+# expressions start with a literal, which `re` finds with a fast scan). Then each `","_source":`
+# closes an action line.
+_HEAD = rb'\{"_index":"[^"\\\n]*","_id":"(?=[^"\\\n]*(?:\\.[^"\\\n]*)*","_source":)'
+_SORTED_SEAM = re.compile(rb'\},"sort":\[[^\]\n]*\]\}\n' + _HEAD)
+_UNSORTED_SEAM = re.compile(rb"\}\}\n" + _HEAD)
+_SEAM = b'}\n{"index":{"_id":"'
+# Around a chunk, so that its first head and last end are seams too: a record's end before it, a
+# head and source key after it (cut from the body again: `_CUT_BEFORE` and `_CUT_AFTER` bytes).
+_SORTED_BEFORE = b'},"sort":[]}\n'
+_UNSORTED_BEFORE = b"}}\n"
+_AFTER = b'{"_index":"","_id":"","_source":'
+_CUT_BEFORE = 2  # "}\n"
+_CUT_AFTER = len(b'{"index":{"_id":""}}\n')
 _SOURCE_KEY = b'","_source":'
-_SORTED_TAIL = re.compile(rb',"sort":\[[^\]\n]*\]\}\n')
+_ACTION_END = b'"}}\n'
 
 
 @dataclass
@@ -216,33 +230,41 @@ class _Muted:
 
 def _blocks_of_lines(
     reader: IO[bytes], chunk_docs: int, chunk_bytes: int
-) -> Iterator[tuple[int, list[bytes]]]:
-    """The input's lines (without their newline) in groups, each with the number of its first line:
-    a group ends after `chunk_docs` lines or at the line that brings it to `chunk_bytes`, so the
-    groups are a function of the input and the two limits only (what resuming relies on). Lines are
-    cut from large blocks by `bytes.split`, never a Python step per line."""
+) -> Iterator[tuple[int, bytes, int]]:
+    """The input's lines in groups: the number of a group's first line, its lines (each ending with a
+    newline, one added after a last line without) and how many. A group ends after `chunk_docs`
+    lines or at the line that brings it to `chunk_bytes` (newlines not counted), so the groups are a
+    function of the input and the two limits only (what resuming relies on). numpy finds a block's
+    newlines; a group is a slice of the blocks read, never a Python step per line."""
     line_no = 1
-    pending: list[bytes] = []
-    pending_bytes = 0
-    rest = b""
+    buffer = b""  # the lines read and not yielded yet, and the start of the next one
+    ends = np.empty(0, np.int64)  # the offsets of `buffer`'s newlines
     eof = False
     while not eof:
         block = reader.read(READ_BLOCK)
+        eof = not block
+        if eof and buffer and not buffer.endswith(b"\n"):
+            block = b"\n"
         if block:
-            lines = (rest + block).split(b"\n")
-            rest = lines.pop()
-        else:
-            eof = True
-            lines = [rest] if rest else []
-        pending.extend(lines)
-        pending_bytes += sum(map(len, lines))
-        while pending and (eof or len(pending) >= chunk_docs or pending_bytes >= chunk_bytes):
-            sizes = list(itertools.accumulate(map(len, pending[:chunk_docs])))
-            n = min(bisect.bisect_left(sizes, chunk_bytes) + 1, len(sizes))
-            group, pending = pending[:n], pending[n:]
-            pending_bytes -= sizes[n - 1]
-            yield line_no, group
+            found = np.flatnonzero(np.frombuffer(block, np.uint8) == ord("\n"))
+            ends = np.concatenate((ends, found + len(buffer)))
+            buffer += block
+        start = 0  # of the first line not yielded
+        done = 0  # lines yielded from `buffer`
+        while done < len(ends):
+            pending = len(ends) - done
+            if not (eof or pending >= chunk_docs or ends[-1] + 1 - start - pending >= chunk_bytes):
+                break
+            first = ends[done : done + chunk_docs]
+            sizes = first + 1 - start - np.arange(1, len(first) + 1)  # of the first 1, 2, ... lines
+            n = min(int(np.searchsorted(sizes, chunk_bytes)) + 1, len(first))
+            end = int(first[n - 1]) + 1
+            yield line_no, buffer[start:end], n
             line_no += n
+            done += n
+            start = end
+        buffer = buffer[start:]
+        ends = ends[done:] - start
 
 
 class _Framer:
@@ -268,25 +290,36 @@ class _Framer:
         else:
             raise InputError("the input is not NDJSON documents: line 1 is not a JSON object")
 
-    def chunk(self, number: int, first_line: int, lines: list[bytes]) -> _Chunk | None:
-        if self.format is None:
-            self.decide(next((line.strip() for line in lines if line.strip()), b"{}"))
-        clean = b"" not in lines  # a blank line has no item: the slow path numbers items by line
-        if clean and self.format == "plain":
-            return self._plain(number, first_line, lines)
-        if clean and self.format == "record":
-            fast = self._records(number, first_line, lines)
+    def chunk(self, number: int, first_line: int, text: bytes, count: int) -> _Chunk | None:
+        """The bulk chunk of `count` lines (`text`, each ending with a newline), or None when no line
+        holds an item."""
+        self.decide_once(text)
+        if self.format == "record":
+            fast = self._records(number, first_line, text, count)
             if fast is not None:
                 return fast
+        lines = text.split(b"\n")[:-1]
+        if self.format == "plain" and b"" not in lines:  # a blank line has no item: parsed, by line
+            return self._plain(number, first_line, lines)
         return self._parsed(number, first_line, lines)
 
-    def replay(self, number: int, first_line: int, lines: list[bytes]) -> None:
-        """Reads an acknowledged chunk again for the state it leaves (its failures are on record)."""
+    def skip(self, number: int, first_line: int, text: bytes) -> None:
+        """An acknowledged chunk, not sent again: its first line still decides the format, and a
+        `_bulk` file's chunk is read again for the action it may leave waiting for its source in
+        the next chunk (its failures are on record)."""
+        self.decide_once(text)
+        if self.format != "bulk":
+            return
         failures, self.failures = self.failures, _Muted()  # type: ignore[assignment]
         try:
-            self._parsed(number, first_line, lines)
+            self._parsed(number, first_line, text.split(b"\n")[:-1])
         finally:
             self.failures = failures
+
+    def decide_once(self, text: bytes) -> None:
+        """The format, from the input's first line that is not blank (in the first chunk)."""
+        if self.format is None:
+            self.decide(text.lstrip().partition(b"\n")[0].strip() or b"{}")
 
     def _plain(self, number: int, first_line: int, lines: list[bytes]) -> _Chunk:
         if self.run is None:
@@ -299,30 +332,25 @@ class _Framer:
         body = b"\n".join(itertools.chain.from_iterable(zip(actions, lines, strict=True))) + b"\n"
         return _Chunk(number, body, first_line, len(lines), derived=True)
 
-    def _records(self, number: int, first_line: int, lines: list[bytes]) -> _Chunk | None:
-        """The chunk's records as bulk items by whole-chunk replacements, or None when a line is not
-        exactly `{"_index":"..","_id":"..","_source":{..}[,"sort":[..]]}` (each step's count must
-        be one per line: a source holding one of the patterns, a routing, an escaped id, ... fail
-        it, and the chunk is parsed line by line)."""
-        n = len(lines)
-        text = b"\n" + b"\n".join(lines) + b"\n"
-        if b'"_routing":' in text or text.count(_SOURCE_KEY) != n:
-            return None
-        sorts = text.count(b',"sort":[')
-        if sorts == n:  # the sort, then the record's brace (before any action line)
-            text, tails = _SORTED_TAIL.subn(b"\n", text)
-        elif sorts == 0:
-            tails = text.count(b"}\n")
-            text = text.replace(b"}\n", b"\n")
+    def _records(self, number: int, first_line: int, text: bytes, count: int) -> _Chunk | None:
+        """The chunk's records as bulk items by two whole-chunk rewrites, or None when a line is not
+        exactly `{"_index":"..","_id":"..","_source":{..}[,"sort":[..]]}`, all with a sort or all
+        without (each rewrite's count must be one per line and one for the ends put around the
+        chunk: a source holding a `","_source":`, a routing, a blank line, ... fail it, and the
+        chunk is parsed line by line)."""
+        first_end = text.index(b"\n")
+        if text[first_end - 2 : first_end] == b"}}":
+            seam, before = _UNSORTED_SEAM, _UNSORTED_BEFORE
         else:
+            seam, before = _SORTED_SEAM, _SORTED_BEFORE
+        body, seams = seam.subn(_SEAM, before + text + _AFTER)
+        if seams != count + 1:
             return None
-        if tails != n:
+        seamed = len(body)
+        body = body.replace(_SOURCE_KEY, _ACTION_END)
+        if seamed - len(body) != (count + 1) * (len(_SOURCE_KEY) - len(_ACTION_END)):
             return None
-        text, heads = _RECORD_HEAD.subn(b'\n{"index":{"_id":"', text)
-        if heads != n:
-            return None
-        text = text.replace(_SOURCE_KEY, b'"}}\n')
-        return _Chunk(number, text[1:], first_line, n)
+        return _Chunk(number, body[_CUT_BEFORE : len(body) - _CUT_AFTER], first_line, count)
 
     def _parsed(self, number: int, first_line: int, lines: list[bytes]) -> _Chunk | None:
         out: list[bytes] = []
@@ -478,12 +506,11 @@ class Importer:
                     bar.update(task, completed=counter.consumed, docs=result.this_run)
 
                 groups = _read_groups(reader, path, self.chunk_docs, self.chunk_bytes)
-                for number, (first_line, lines) in enumerate(groups):
+                for number, (first_line, text, count) in enumerate(groups):
                     if state is not None and state.was_acknowledged(number):
-                        if framer.format == "bulk":  # an action's source may be in the next chunk
-                            framer.replay(number, first_line, lines)
+                        framer.skip(number, first_line, text)
                         continue
-                    chunk = framer.chunk(number, first_line, lines)
+                    chunk = framer.chunk(number, first_line, text, count)
                     if chunk is None:
                         continue
                     in_flight.acquire()
@@ -537,7 +564,7 @@ class Importer:
 
 def _read_groups(
     reader: IO[bytes], path: str, chunk_docs: int, chunk_bytes: int
-) -> Iterator[tuple[int, list[bytes]]]:
+) -> Iterator[tuple[int, bytes, int]]:
     """`_blocks_of_lines`, with a file that cannot be decompressed reported as such."""
     try:
         yield from _blocks_of_lines(reader, chunk_docs, chunk_bytes)

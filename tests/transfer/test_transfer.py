@@ -24,6 +24,7 @@ import zstandard
 from conftest import REPO, running_server, server_env
 
 from bench.generate import MAPPING, generate
+from leafsearch.transfer.importer import ImportState, file_identity, save_import_state
 from tests.server_zygote import SERVER_ZYGOTE
 
 #: Documents of the module's index: enough for several pages (1,000 each) in every slice of an
@@ -323,6 +324,67 @@ def test_import_of_gzip_and_of_standard_input(server: str, tmp_path: Path) -> No
             assert answer["aggregations"]["n"]["value"] == sum(range(len(docs)))
     finally:
         httpx.delete(f"{server}/transfer-gz,transfer-stdin", timeout=60)
+
+
+def test_import_of_records_fast_and_parsed_chunk_by_chunk(server: str, tmp_path: Path) -> None:
+    """Records as `leafsearch export` writes them (framed by whole-chunk rewrites) beside chunks
+    that must be parsed line by line (a routing, a CRLF, an escaped `_source` key inside a source),
+    a last line without a newline: every document arrives with its id, routing and source."""
+    exact = [b'{"_index":"x","_id":"%d","_source":{"n":%d},"sort":[%d]}' % (i, i, i) for i in range(250)]
+    odd = [
+        b'{"_index":"x","_id":"r1","_routing":"k","_source":{"n":1000},"sort":[1]}',
+        b'{"_index":"x","_id":"crlf","_source":{"n":1001},"sort":[2]}\r',
+        b'{"_index":"x","_id":"nested","_source":{"n":1002,"o":{"a":"b","_source":{"c":1}}},"sort":[3]}',
+        b'{"_index":"x","_id":"q\\"","_source":{"n":1003,"s":"}},\\"sort\\":[1]}\\n"},"sort":[4]}',
+    ]
+    lines = exact[:100] + odd + exact[100:]
+    source = tmp_path / "mixed.ndjson"
+    source.write_bytes(b"\n".join(lines))  # no newline after the last line
+    index = "transfer-mixed"
+    try:
+        done = cli("import", str(source), index, "--url", server, "--chunk", "50", "--workers", "3")
+        assert f"{len(lines):,} items imported, 0 failed" in done.stderr.decode()
+        httpx.post(f"{server}/{index}/_refresh", timeout=60).raise_for_status()
+        body = {"size": 1000, "query": {"match_all": {}}}
+        hits = httpx.post(f"{server}/{index}/_search", json=body, timeout=60).json()["hits"]["hits"]
+        got = {hit["_id"]: (hit.get("_routing"), hit["_source"]) for hit in hits}
+        expected = {}
+        for line in lines:
+            record = orjson.loads(line)
+            expected[record["_id"]] = (record.get("_routing"), record["_source"])
+        assert got == expected
+    finally:
+        httpx.delete(f"{server}/{index}", timeout=60)
+
+
+def test_resuming_a_bulk_file_whose_first_chunk_was_acknowledged(server: str, tmp_path: Path) -> None:
+    """The format is the first line's even when the first chunk is skipped: the next chunk starts
+    with the source of an action the first one holds (a delete shifts the pairs), which read alone
+    would pass for a plain document."""
+    lines = [
+        b'{"delete":{"_id":"gone"}}',
+        b'{"index":{"_id":"a"}}',
+        b'{"n":1}',
+        b'{"index":{"_id":"b"}}',
+        b'{"n":2}',
+        b'{"index":{"_id":"c"}}',
+        b'{"n":3}',
+    ]
+    source = tmp_path / "bulk.ndjson"
+    source.write_bytes(b"\n".join(lines) + b"\n")
+    # an interrupted run of `--chunk 2` whose first chunk (the delete) the server acknowledged
+    state = ImportState(str(source), "transfer-bulk-resume", "run1", 2, 10 << 20, file_identity(str(source)))
+    state.acknowledge(0)
+    save_import_state(state)
+    index = "transfer-bulk-resume"
+    try:
+        done = cli("import", str(source), index, "--url", server, "--resume")
+        assert "3 items imported, 0 failed" in done.stderr.decode()
+        httpx.post(f"{server}/{index}/_refresh", timeout=60).raise_for_status()
+        hits = httpx.post(f"{server}/{index}/_search", json={"size": 10}, timeout=60).json()["hits"]["hits"]
+        assert {hit["_id"]: hit["_source"] for hit in hits} == {"a": {"n": 1}, "b": {"n": 2}, "c": {"n": 3}}
+    finally:
+        httpx.delete(f"{server}/{index}", timeout=60)
 
 
 # ---- the streaming endpoint, its fallback, and what a new user hit ----------------------------------
