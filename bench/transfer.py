@@ -18,8 +18,9 @@ Rows, in order:
   import of the same file (`--limit 5000`) into an index created with the same mapping.
 With `--import-only` the export is made once (not measured) and only the import rows run,
 `--rounds` times in turn (raw `_bulk`, `leafsearch import`, elasticdump's import, raw `_bulk`, ...;
-a row of a later round is named with its round), each after the background merges of the index
-before it settled: an A/B of the import's client, server and workers CPU in one run.
+a row of a later round is named with its round): an A/B of the import's client, server and
+workers CPU in one run. Every row starts once the background merges of the load or of the row
+before settled, so that no row's CPU holds another's merges.
 Each figure is documents per second of wall time for the whole command, process start included,
 and CPU milliseconds per 1,000 documents: the client's (this process's threads for the raw rows,
 the command's process otherwise), the server process's and its workers'. Every export is checked
@@ -219,21 +220,18 @@ def export_rows(bench: Bench, work: Path, exported: Path, elasticdump: bool) -> 
         )
 
 
-def import_rows(
-    bench: Bench, bodies: list[bytes], exported: Path, elasticdump: bool, round_no: int, *, settled: bool
-) -> None:
+def import_rows(bench: Bench, bodies: list[bytes], exported: Path, elasticdump: bool, round_no: int) -> None:
     """The import rows: raw `_bulk` of `bodies` (the import's reference, in the same state of the
     server: raw bodies, then the refresh that `leafsearch import` also ends with), `leafsearch
-    import` of `exported` and elasticdump's import; with `settled`, each index's background merges
-    settle before it is dropped, so that no row's CPU holds the merges of the one before."""
+    import` of `exported` and elasticdump's import; each index's background merges settle before
+    it is dropped, so that no row's CPU holds the merges of the one before."""
     server, n = bench.server, bench.n
     suffix = f" (round {round_no})" if round_no > 1 else ""
 
     def done(index: str, what: str) -> None:
         if bench.count(index) != n:
             raise RuntimeError(f"{what}: not every document arrived")
-        if settled:
-            settle(server, index)
+        settle(server, index)
         bench.drop(index)
 
     bench.create("bench-raw")
@@ -300,16 +298,16 @@ def run(
             bench.create("bench")  # the index the exports read
             bench.raw_bulk(bodies, "bench")
             assert bench.count("bench") == n
+            settle(server, "bench")  # (no row holds the load's merges)
 
             exported = work / "export.ndjson"
             if import_only:
                 _leafsearch("export", "bench", str(exported), "--url", server.url)()
                 _check_export(exported, n)
-                settle(server, "bench")
             else:
                 export_rows(bench, work, exported, elasticdump)
             for round_no in range(1, rounds + 1):
-                import_rows(bench, bodies, exported, elasticdump, round_no, settled=import_only)
+                import_rows(bench, bodies, exported, elasticdump, round_no)
             memory.hwm_sum = server.memory_kb("VmHWM")
         finally:
             bench.http.close()
@@ -330,7 +328,7 @@ def main() -> None:
         "--import-only",
         action="store_true",
         help="export once, unmeasured, then only the import rows (raw _bulk, leafsearch import, "
-        "elasticdump's import), each index's merges settled before the next row",
+        "elasticdump's import)",
     )
     parser.add_argument(
         "--rounds", type=int, default=1, help="the import rows this many times in turn (default 1)"
