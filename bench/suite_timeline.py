@@ -6,17 +6,21 @@ busy cores beside them.
 
 As a pytest plugin (loaded in the controller and in every worker) it writes, into the folder
 `LEAFSEARCH_TIMELINE` names, one JSON line per test to `<worker>.jsonl`: its node id, when its
-setup began and its teardown ended, whether it failed, and the CPU its worker process used
+setup began and its teardown ended, whether it failed, the CPU its worker process used
 meanwhile, its own and that of the children it waited for (servers a test started and stopped,
 CLI runs; a child stopped later, such as a module's server, counts in the test during which it
-ended). The controller samples
+ended), and the CPU of the worker's whole process tree (`tree_cpu`: the servers forked from the
+tests' zygote, which the worker never waits for, the session server, a Ray cluster's daemons and
+actors). The controller samples
 `/proc/stat` every second into `machine.jsonl`. Without the variable the plugin does nothing.
 
 The report gives each worker's first test, its end, the seconds it spent in tests and between
 them; the machine's busy cores in 30-second steps beside how many workers were in a test (on a
 quiet machine, the idle cores are the run's to win: tests waiting for a server, a cluster, a
 kill); the idle core-seconds in all; the tests that failed (on record even when the run was
-stopped before pytest's summary); and the modules that took the most wall and CPU.
+stopped before pytest's summary); the modules that took the most wall and CPU; and the tests whose
+tree used the least of their wall (waiting: for a cluster, a restart, a timer), which on a loaded
+machine still tell a wait from a test that only lacked a core.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ FOLDER_VARIABLE = "LEAFSEARCH_TIMELINE"
 SAMPLE_SECONDS = 1.0
 #: Seconds per line of the report's profile.
 STEP_SECONDS = 30.0
+TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def _cpu() -> tuple[float, float]:
@@ -45,6 +50,24 @@ def _cpu() -> tuple[float, float]:
     own = resource.getrusage(resource.RUSAGE_SELF)
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime
+
+
+def tree_cpu(pid: int) -> float:
+    """CPU seconds of a process and every process below it, alive or reaped by one of them
+    (`/proc/<pid>/stat`: user, system and the waited-for children's; the children by
+    `/proc/<pid>/task/<tid>/children`). A descendant reaped by another (an orphan's by init) is
+    not counted once it has ended."""
+    total, pending = 0.0, [pid]
+    while pending:
+        current = pending.pop()
+        try:
+            fields = Path(f"/proc/{current}/stat").read_text().rpartition(")")[2].split()
+            for task in Path(f"/proc/{current}/task").iterdir():
+                pending += [int(child) for child in (task / "children").read_text().split()]
+        except OSError:  # (ended meanwhile)
+            continue
+        total += sum(int(value) for value in fields[11:15]) / TICKS
+    return total
 
 
 def machine_busy() -> tuple[float, float]:
@@ -63,6 +86,7 @@ class Recorder:
         self.out = open(folder / f"{name}.jsonl", "a")  # noqa: SIM115 - closed at the session's end
         self.stop = threading.Event()
         self.failed = False  # whether a phase of the test running now failed
+        self.tree: float | None = None  # the worker's tree's CPU at the last test's end
         self.sampler: threading.Thread | None = None
         if sample:
             self.sampler = threading.Thread(target=self._sample, args=(folder,), daemon=True)
@@ -86,17 +110,21 @@ class Recorder:
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_protocol(self, item: pytest.Item) -> Any:
         began, cpu = time.time(), _cpu()
+        # (the reading at the last test's end: the tree's walk costs a few milliseconds)
+        tree = self.tree if self.tree is not None else tree_cpu(os.getpid())
         self.failed = False
         try:
             return (yield)
         finally:
             own, children = _cpu()
+            self.tree = tree_cpu(os.getpid())
             line = {
                 "id": item.nodeid,
                 "t0": began,
                 "t1": time.time(),
                 "self": own - cpu[0],
                 "kids": children - cpu[1],
+                "tree": self.tree - tree,
                 "failed": self.failed,
             }
             self.out.write(json.dumps(line) + "\n")
@@ -135,6 +163,11 @@ def load(folder: Path) -> tuple[dict[str, list[dict[str, Any]]], list[dict[str, 
     return tests, machine
 
 
+def cpu_of(line: dict[str, Any]) -> float:
+    """A test's CPU: its worker's tree's where recorded, else the worker's and its waited children's."""
+    return line["tree"] if "tree" in line else line["self"] + line["kids"]
+
+
 def report(tests: dict[str, list[dict[str, Any]]], machine: list[dict[str, Any]], top: int = 15) -> str:
     """The report's text (see the module's docstring)."""
     starts = [lines[0]["t0"] for lines in tests.values() if lines] + [sample["t"] for sample in machine[:1]]
@@ -149,7 +182,7 @@ def report(tests: dict[str, list[dict[str, Any]]], machine: list[dict[str, Any]]
             continue
         busy = sum(line["t1"] - line["t0"] for line in lines)
         gaps = sum(max(0.0, b["t0"] - a["t1"]) for a, b in zip(lines, lines[1:], strict=False))
-        cpu = sum(line["self"] + line["kids"] for line in lines)
+        cpu = sum(cpu_of(line) for line in lines)
         out.append(
             f"{worker}: {len(lines)} tests, first at {lines[0]['t0'] - zero:.1f} s, last ended at "
             f"{lines[-1]['t1'] - zero:.1f} s; in tests {busy:.1f} s, between them {gaps:.1f} s; "
@@ -187,7 +220,7 @@ def report(tests: dict[str, list[dict[str, Any]]], machine: list[dict[str, Any]]
         for line in lines:
             module = modules[line["id"].split("::", 1)[0]]
             module[0] += line["t1"] - line["t0"]
-            module[1] += line["self"] + line["kids"]
+            module[1] += cpu_of(line)
             module[2] += 1
     failed = sorted(line["id"] for lines in tests.values() for line in lines if line.get("failed"))
     out += [f"failed: {nodeid}" for nodeid in failed]
@@ -195,6 +228,11 @@ def report(tests: dict[str, list[dict[str, Any]]], machine: list[dict[str, Any]]
         out.append(f"modules by {title}:")
         for name, (wall, cpu, count) in sorted(modules.items(), key=lambda item: -item[1][column])[:top]:
             out.append(f"  {wall:7.1f} s wall {cpu:6.1f} s CPU {int(count):4d} tests  {name}")
+    out.append("tests by wall less CPU (waiting, or lacking a core):")
+    everyone = [line for lines in tests.values() for line in lines]
+    for line in sorted(everyone, key=lambda line: cpu_of(line) - (line["t1"] - line["t0"]))[:top]:
+        wall = line["t1"] - line["t0"]
+        out.append(f"  {wall - cpu_of(line):7.1f} s of {wall:7.1f} s wall  {line['id']}")
     return "\n".join(out)
 
 

@@ -7,6 +7,7 @@ correctness check, against a real server process.
 
 from __future__ import annotations
 
+import os
 import resource
 import subprocess
 import sys
@@ -268,6 +269,54 @@ def test_the_suite_timeline_reports_each_worker_and_the_idle_cores() -> None:
     assert "idle core-seconds until the last test ended: 20.0" in text
     assert [line for line in lines if line.startswith("failed")] == ["failed: tests/b.py::t"]
     assert "     15.0 s wall    3.5 s CPU    2 tests  tests/a.py" in text
+
+
+def test_the_suite_timeline_reports_the_trees_cpu_and_the_tests_by_wall_less_cpu() -> None:
+    """A test's line with its worker's whole tree's CPU (`tree`) counts that, not the worker's and
+    its waited children's; the report lists the tests by their wall less their CPU."""
+    tests = {
+        "gw0": [
+            {"id": "tests/a.py::t1", "t0": 100.0, "t1": 110.0, "self": 1.0, "kids": 2.0},
+            {"id": "tests/a.py::t2", "t0": 110.0, "t1": 114.0, "self": 0.5, "kids": 0.0, "tree": 3.0},
+        ],
+        "gw1": [{"id": "tests/b.py::t", "t0": 100.0, "t1": 130.0, "self": 4.0, "kids": 0.0}],
+    }
+    lines = suite_timeline.report(tests, []).splitlines()
+    in_tests = "in tests 14.0 s, between them 0.0 s; CPU counted 6.0 s"
+    assert f"gw0: 2 tests, first at 0.0 s, last ended at 14.0 s; {in_tests}" in lines
+    waiting = lines[lines.index("tests by wall less CPU (waiting, or lacking a core):") + 1 :]
+    assert waiting == [
+        "     26.0 s of    30.0 s wall  tests/b.py::t",
+        "      7.0 s of    10.0 s wall  tests/a.py::t1",
+        "      1.0 s of     4.0 s wall  tests/a.py::t2",
+    ]
+
+
+def test_the_suite_timeline_counts_a_workers_whole_tree() -> None:
+    """`suite_timeline.tree_cpu`: a process's CPU with its children's and theirs, alive (a
+    grandchild nobody has waited for among them) or reaped."""
+    burn = "import sys; sum(range(3 * 10**7)); "
+    grandchild = burn + "print('burnt', flush=True); sys.stdin.read()"
+    started = f"import subprocess; g = subprocess.Popen([sys.executable, '-c', {grandchild!r}]); "
+    child = burn + started + "sys.stdin.read(); g.wait()"
+    before = suite_timeline.tree_cpu(os.getpid())
+    with subprocess.Popen(
+        [sys.executable, "-c", child], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    ) as process:
+        assert process.stdout.readline() == "burnt\n"  # both have burnt their CPU, both still run
+        (grandchild_pid,) = Path(f"/proc/{process.pid}/task/{process.pid}/children").read_text().split()
+        alive = round(suite_timeline.tree_cpu(os.getpid()) - before, 2)  # (clock ticks: hundredths)
+        assert alive >= round(_cpu_seconds(process.pid) + _cpu_seconds(int(grandchild_pid)), 2)
+        assert _cpu_seconds(int(grandchild_pid)) > 0.1
+        process.stdin.close()
+    assert (
+        round(suite_timeline.tree_cpu(os.getpid()) - before, 2) >= alive
+    )  # all reaped: in the waited children's
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _process_cpu(command: str, timeout: float) -> subprocess.CompletedProcess:
