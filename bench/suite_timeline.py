@@ -9,7 +9,7 @@ As a pytest plugin (loaded in the controller and in every worker) it writes, int
 setup began and its teardown ended, whether it failed, the CPU its worker process used
 meanwhile, its own and that of the children it waited for (servers a test started and stopped,
 CLI runs; a child stopped later, such as a module's server, counts in the test during which it
-ended), and the CPU of the worker's whole process tree (`tree_cpu`: the servers forked from the
+ended), and the CPU of the worker's whole process tree (`TreeCpu`: the servers forked from the
 tests' zygote, which the worker never waits for, the session server, a Ray cluster's daemons and
 actors). The controller samples
 `/proc/stat` every second into `machine.jsonl`. Without the variable the plugin does nothing.
@@ -52,22 +52,38 @@ def _cpu() -> tuple[float, float]:
     return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime
 
 
-def tree_cpu(pid: int) -> float:
-    """CPU seconds of a process and every process below it, alive or reaped by one of them
+class TreeCpu:
+    """The CPU seconds a process and every process below it have used, read again at each call
     (`/proc/<pid>/stat`: user, system and the waited-for children's; the children by
-    `/proc/<pid>/task/<tid>/children`). A descendant reaped by another (an orphan's by init) is
-    not counted once it has ended."""
-    total, pending = 0.0, [pid]
-    while pending:
-        current = pending.pop()
-        try:
-            fields = Path(f"/proc/{current}/stat").read_text().rpartition(")")[2].split()
-            for task in Path(f"/proc/{current}/task").iterdir():
-                pending += [int(child) for child in (task / "children").read_text().split()]
-        except OSError:  # (ended meanwhile)
-            continue
-        total += sum(int(value) for value in fields[11:15]) / TICKS
-    return total
+    `/proc/<pid>/task/<tid>/children`). A descendant that ends is counted by its last reading
+    unless its parent, still in the tree, reaped it (its CPU is then in the parent's): a Ray
+    cluster's actors, whose raylet is gone when they end, are reaped by init. What a process used
+    after its last reading, and a process that lived between two readings and was not reaped in
+    the tree, are not counted."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.seen: dict[tuple[int, str], tuple[float, int]] = {}  # (pid, start): (CPU, parent)
+        self.ended = 0.0  # the last readings of descendants that ended outside the tree
+
+    def __call__(self) -> float:
+        now: dict[tuple[int, str], tuple[float, int]] = {}
+        pending = [self.pid]
+        while pending:
+            current = pending.pop()
+            try:
+                fields = Path(f"/proc/{current}/stat").read_text().rpartition(")")[2].split()
+                for task in Path(f"/proc/{current}/task").iterdir():
+                    pending += [int(child) for child in (task / "children").read_text().split()]
+            except OSError:  # (ended meanwhile)
+                continue
+            now[(current, fields[19])] = (sum(int(value) for value in fields[11:15]) / TICKS, int(fields[1]))
+        alive = {pid for pid, _ in now}
+        for key, (cpu, parent) in self.seen.items():
+            if key not in now and parent not in alive:
+                self.ended += cpu
+        self.seen = now
+        return self.ended + sum(cpu for cpu, _ in now.values())
 
 
 def machine_busy() -> tuple[float, float]:
@@ -86,6 +102,7 @@ class Recorder:
         self.out = open(folder / f"{name}.jsonl", "a")  # noqa: SIM115 - closed at the session's end
         self.stop = threading.Event()
         self.failed = False  # whether a phase of the test running now failed
+        self.tree_cpu = TreeCpu(os.getpid())
         self.tree: float | None = None  # the worker's tree's CPU at the last test's end
         self.sampler: threading.Thread | None = None
         if sample:
@@ -111,13 +128,13 @@ class Recorder:
     def pytest_runtest_protocol(self, item: pytest.Item) -> Any:
         began, cpu = time.time(), _cpu()
         # (the reading at the last test's end: the tree's walk costs a few milliseconds)
-        tree = self.tree if self.tree is not None else tree_cpu(os.getpid())
+        tree = self.tree if self.tree is not None else self.tree_cpu()
         self.failed = False
         try:
             return (yield)
         finally:
             own, children = _cpu()
-            self.tree = tree_cpu(os.getpid())
+            self.tree = self.tree_cpu()
             line = {
                 "id": item.nodeid,
                 "t0": began,

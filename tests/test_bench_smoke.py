@@ -22,6 +22,7 @@ from bench.bulk_thread import BODY_DOCS
 from bench.generate import MAPPING, generate
 from bench.sqlite_baseline import SqliteBaseline
 from leafsearch.client import Client
+from tests.concurrency import wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -293,25 +294,30 @@ def test_the_suite_timeline_reports_the_trees_cpu_and_the_tests_by_wall_less_cpu
 
 
 def test_the_suite_timeline_counts_a_workers_whole_tree() -> None:
-    """`suite_timeline.tree_cpu`: a process's CPU with its children's and theirs, alive (a
-    grandchild nobody has waited for among them) or reaped."""
+    """`suite_timeline.TreeCpu`: a process's CPU with its children's and theirs, alive (a
+    grandchild nobody has waited for among them) or ended: reaped by its parent, or left to init
+    (its parent gone first, as a Ray actor's raylet)."""
     burn = "import sys; sum(range(3 * 10**7)); "
     grandchild = burn + "print('burnt', flush=True); sys.stdin.read()"
-    started = f"import subprocess; g = subprocess.Popen([sys.executable, '-c', {grandchild!r}]); "
-    child = burn + started + "sys.stdin.read(); g.wait()"
-    before = suite_timeline.tree_cpu(os.getpid())
+    # The child never waits for the grandchild: init reaps that one.
+    child = (
+        burn
+        + f"import subprocess; subprocess.Popen([sys.executable, '-c', {grandchild!r}]); sys.stdin.read()"
+    )
+    tree = suite_timeline.TreeCpu(os.getpid())
+    before = tree()
     with subprocess.Popen(
         [sys.executable, "-c", child], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
     ) as process:
-        assert process.stdout.readline() == "burnt\n"  # both have burnt their CPU, both still run
+        assert process.stdout.readline() == "burnt\n"  # both have burnt their CPU
         (grandchild_pid,) = Path(f"/proc/{process.pid}/task/{process.pid}/children").read_text().split()
-        alive = round(suite_timeline.tree_cpu(os.getpid()) - before, 2)  # (clock ticks: hundredths)
-        assert alive >= round(_cpu_seconds(process.pid) + _cpu_seconds(int(grandchild_pid)), 2)
-        assert _cpu_seconds(int(grandchild_pid)) > 0.1
-        process.stdin.close()
-    assert (
-        round(suite_timeline.tree_cpu(os.getpid()) - before, 2) >= alive
-    )  # all reaped: in the waited children's
+        grandchild = int(grandchild_pid)
+        alive = round(tree() - before, 2)  # (clock ticks: hundredths)
+        assert alive >= round(_cpu_seconds(process.pid) + _cpu_seconds(grandchild), 2)
+        assert _cpu_seconds(grandchild) > 0.1
+        process.stdin.close()  # both read it: both end
+    wait_for(lambda: not Path(f"/proc/{grandchild}").exists(), attempts=1200)
+    assert round(tree() - before, 2) >= alive  # the child reaped here, the grandchild by init
 
 
 def _cpu_seconds(pid: int) -> float:
