@@ -43,6 +43,8 @@ SAMPLE_SECONDS = 1.0
 #: Seconds per line of the report's profile.
 STEP_SECONDS = 30.0
 TICKS = os.sysconf("SC_CLK_TCK")
+#: Seconds a test's end waits for the zombies in its worker's tree to be reaped (`TreeCpu`).
+ZOMBIE_SECONDS = 0.5
 
 
 def _cpu() -> tuple[float, float]:
@@ -59,16 +61,18 @@ class TreeCpu:
     unless its parent, still in the tree, reaped it (its CPU is then in the parent's): a Ray
     cluster's actors, whose raylet is gone when they end, are reaped by init. What a process used
     after its last reading, and a process that lived between two readings and was not reaped in
-    the tree, are not counted."""
+    the tree, are not counted. A zombie reads as little or nothing until reaped (`zombies`: those
+    of a parent in the tree, which will count once it has reaped them)."""
 
     def __init__(self, pid: int) -> None:
         self.pid = pid
         self.seen: dict[tuple[int, str], tuple[float, int]] = {}  # (pid, start): (CPU, parent)
         self.ended = 0.0  # the last readings of descendants that ended outside the tree
+        self.zombies = 0  # at the last reading
 
     def __call__(self) -> float:
         now: dict[tuple[int, str], tuple[float, int]] = {}
-        pending = [self.pid]
+        pending, zombies = [self.pid], 0
         while pending:
             current = pending.pop()
             try:
@@ -78,6 +82,8 @@ class TreeCpu:
             except OSError:  # (ended meanwhile)
                 continue
             now[(current, fields[19])] = (sum(int(value) for value in fields[11:15]) / TICKS, int(fields[1]))
+            zombies += fields[0] == "Z"
+        self.zombies = zombies
         alive = {pid for pid, _ in now}
         for key, (cpu, parent) in self.seen.items():
             if key not in now and parent not in alive:
@@ -135,6 +141,12 @@ class Recorder:
         finally:
             own, children = _cpu()
             self.tree = self.tree_cpu()
+            # A server the test stopped is its parent's zombie for a moment (the tests' zygote
+            # reaps a fork once the test has its status): its CPU counts once reaped.
+            settle = time.monotonic() + ZOMBIE_SECONDS
+            while self.tree_cpu.zombies and time.monotonic() < settle:
+                time.sleep(0.005)
+                self.tree = self.tree_cpu()
             line = {
                 "id": item.nodeid,
                 "t0": began,
