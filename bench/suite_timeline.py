@@ -25,6 +25,7 @@ machine still tell a wait from a test that only lacked a core.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import resource
@@ -77,10 +78,12 @@ class TreeCpu:
             current = pending.pop()
             try:
                 fields = Path(f"/proc/{current}/stat").read_text().rpartition(")")[2].split()
-                for task in Path(f"/proc/{current}/task").iterdir():
-                    pending += [int(child) for child in (task / "children").read_text().split()]
+                tasks = list(Path(f"/proc/{current}/task").iterdir())
             except OSError:  # (ended meanwhile)
                 continue
+            for task in tasks:
+                with contextlib.suppress(OSError):  # (a thread that ended meanwhile: the process counts)
+                    pending += [int(child) for child in (task / "children").read_text().split()]
             now[(current, fields[19])] = (sum(int(value) for value in fields[11:15]) / TICKS, int(fields[1]))
             zombies += fields[0] == "Z"
         self.zombies = zombies

@@ -320,6 +320,33 @@ def test_the_suite_timeline_counts_a_workers_whole_tree() -> None:
     assert round(tree() - before, 2) >= alive  # the child reaped here, the grandchild by init
 
 
+def test_the_suite_timeline_tree_keeps_a_process_whose_thread_ends_while_it_is_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A reading of `TreeCpu` counts a process one of whose threads ends while the tree is walked
+    (its `children` file gone after the thread was listed: a server's request threads come and go)."""
+    second_thread = "threading.Thread(target=sys.stdin.read).start(); print(flush=True)"
+    busy = f"import sys, threading; sum(range(3 * 10**7)); {second_thread}; sys.stdin.read()"
+    with subprocess.Popen(
+        [sys.executable, "-c", busy], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    ) as process:
+        assert process.stdout.readline() == "\n"  # its CPU burnt, its second thread started
+        second = max(int(task) for task in os.listdir(f"/proc/{process.pid}/task"))
+        ended = Path(f"/proc/{process.pid}/task/{second}/children")
+        read_text = Path.read_text
+
+        def read(path: Path, *args: Any, **kwargs: Any) -> str:
+            if path == ended:
+                raise FileNotFoundError(path)
+            return read_text(path, *args, **kwargs)
+
+        monkeypatch.setattr(Path, "read_text", read)
+        counted = suite_timeline.TreeCpu(process.pid)()
+        monkeypatch.undo()
+        assert round(counted, 2) >= _cpu_seconds(process.pid) > 0.1
+        process.stdin.close()
+
+
 def _cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
