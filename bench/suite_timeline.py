@@ -58,21 +58,23 @@ def _cpu() -> tuple[float, float]:
 class TreeCpu:
     """The CPU seconds a process and every process below it have used, read again at each call
     (`/proc/<pid>/stat`: user, system and the waited-for children's; the children by
-    `/proc/<pid>/task/<tid>/children`). A descendant that ends is counted by its last reading
-    unless its parent, still in the tree, reaped it (its CPU is then in the parent's): a Ray
-    cluster's actors, whose raylet is gone when they end, are reaped by init. What a process used
-    after its last reading, and a process that lived between two readings and was not reaped in
-    the tree, are not counted. A zombie reads as little or nothing until reaped (`zombies`: those
-    of a parent in the tree, which will count once it has reaped them)."""
+    `/proc/<pid>/task/<tid>/children`). A descendant that ends counts by its last reading, less
+    what its parent's waited-for children's CPU grew by meanwhile (a parent that reaped it has its
+    CPU in its own: one that ignores SIGCHLD, or ended first, as a Ray cluster's raylet before
+    its actors, does not). What a process used after its last reading, and a process that lived
+    between two readings and was not reaped in the tree, are not counted. A zombie reads as little
+    or nothing until reaped (`zombies`: those of a parent in the tree, which will count once it has
+    reaped them)."""
 
     def __init__(self, pid: int) -> None:
         self.pid = pid
-        self.seen: dict[tuple[int, str], tuple[float, int]] = {}  # (pid, start): (CPU, parent)
-        self.ended = 0.0  # the last readings of descendants that ended outside the tree
+        # (pid, start): (its own CPU, its waited-for children's, its parent's pid)
+        self.seen: dict[tuple[int, str], tuple[float, float, int]] = {}
+        self.ended = 0.0  # what descendants that ended used and no one in the tree holds
         self.zombies = 0  # at the last reading
 
     def __call__(self) -> float:
-        now: dict[tuple[int, str], tuple[float, int]] = {}
+        now: dict[tuple[int, str], tuple[float, float, int]] = {}
         pending, zombies = [self.pid], 0
         while pending:
             current = pending.pop()
@@ -84,15 +86,26 @@ class TreeCpu:
             for task in tasks:
                 with contextlib.suppress(OSError):  # (a thread that ended meanwhile: the process counts)
                     pending += [int(child) for child in (task / "children").read_text().split()]
-            now[(current, fields[19])] = (sum(int(value) for value in fields[11:15]) / TICKS, int(fields[1]))
+            own, children = (
+                (int(fields[11]) + int(fields[12])) / TICKS,
+                (int(fields[13]) + int(fields[14])) / TICKS,
+            )
+            now[(current, fields[19])] = (own, children, int(fields[1]))
             zombies += fields[0] == "Z"
         self.zombies = zombies
-        alive = {pid for pid, _ in now}
-        for key, (cpu, parent) in self.seen.items():
-            if key not in now and parent not in alive:
-                self.ended += cpu
+        by_pid = {key[0]: (key, reading) for key, reading in now.items()}
+        gone: dict[int, float] = {}  # parent's pid: what its ended children had used
+        for key, (own, children, parent) in self.seen.items():
+            if key not in now:
+                gone[parent] = gone.get(parent, 0.0) + own + children
+        for parent, used in gone.items():
+            held = 0.0  # what the parent's waited-for children's CPU grew by
+            if parent in by_pid and by_pid[parent][0] in self.seen:
+                key, (_, children, _) = by_pid[parent]
+                held = children - self.seen[key][1]
+            self.ended += max(0.0, used - held)
         self.seen = now
-        return self.ended + sum(cpu for cpu, _ in now.values())
+        return self.ended + sum(own + children for own, children, _ in now.values())
 
 
 def machine_busy() -> tuple[float, float]:

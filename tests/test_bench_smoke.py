@@ -347,6 +347,36 @@ def test_the_suite_timeline_tree_keeps_a_process_whose_thread_ends_while_it_is_r
         process.stdin.close()
 
 
+def test_the_suite_timeline_tree_keeps_a_child_its_parent_did_not_wait_for() -> None:
+    """A descendant that ended still counts in `TreeCpu` when its parent, alive, never waited for
+    it (SIGCHLD ignored: the kernel reaped it, and its CPU is in no one's)."""
+    grandchild = "import sys; sum(range(3 * 10**7)); print('burnt', flush=True); sys.stdin.read()"
+    child = (
+        "import os, signal, subprocess, sys, time\n"
+        "signal.signal(signal.SIGCHLD, signal.SIG_IGN)\n"
+        f"g = subprocess.Popen([sys.executable, '-c', {grandchild!r}], stdin=subprocess.PIPE)\n"
+        "sys.stdin.readline()\n"
+        "g.stdin.close()\n"
+        "while os.path.exists(f'/proc/{g.pid}'):\n"
+        "    time.sleep(0.005)\n"
+        "print('gone', flush=True)\n"
+        "sys.stdin.read()\n"
+    )
+    tree = suite_timeline.TreeCpu(os.getpid())
+    before = tree()
+    with subprocess.Popen(
+        [sys.executable, "-c", child], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    ) as process:
+        assert process.stdout.readline() == "burnt\n"
+        alive = round(tree() - before, 2)
+        assert alive > 0.1
+        process.stdin.write("\n")
+        process.stdin.flush()
+        assert process.stdout.readline() == "gone\n"  # the grandchild ended, its parent still runs
+        assert round(tree() - before, 2) >= alive
+        process.stdin.close()
+
+
 def _cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
