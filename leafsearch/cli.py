@@ -232,6 +232,7 @@ def serve(
     from leafsearch.rest.access_log import AccessLog
     from leafsearch.rest.app import create_app
     from leafsearch.rest.connections import counting_protocol
+    from leafsearch.rest.stopping import PromptServer
     from leafsearch.search.workers import zygote
     from leafsearch.search.workers.entry import NOT_IN_WORKERS
 
@@ -293,7 +294,7 @@ def serve(
             timeout_keep_alive=IDLE_CONNECTION_SECONDS,
             http=counting_protocol(node.http_connections, _max_header_size(node_settings)),
         )
-        server = uvicorn.Server(config)
+        server = PromptServer(config)
 
         def stop(signum: int, frame: object) -> None:
             server.should_exit = True

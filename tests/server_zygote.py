@@ -14,6 +14,8 @@ been: standard files, signal handlers, folder, environment, `sys.argv` and `__ma
 flush, the exit code). The server is its own process: the test signals its pid itself (kill -9
 trials, SIGSTOP), and its log and output go where they went. The zygote is its parent and reports
 its exit status over the socket (the pid stays a zombie until the test has it, as with `Popen`).
+Before its first Ray coordinator (`serve --ray`) the zygote imports Ray and the Ray backend too, so
+that the coordinators forked after it start without that import (`_import_ray`).
 
 What cannot follow a fork falls back to `subprocess.Popen` (`popen` decides): another interpreter or
 flags, a `preexec_fn`, `Popen` options beyond the files, folder and environment, a higher priority
@@ -48,6 +50,9 @@ IMPORT_TIME_VARIABLES = (
     *("PYTHON", "OPENBLAS", "OMP_", "MKL_", "NUMPY", "LD_", "MALLOC", "GLIBC"),
     *("LANG", "LC_", "TZ"),
 )
+#: Prefixes of the variables Ray and its gRPC read as they are imported (`RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER`
+#: among them: tests/ray_cluster.py `LOOPBACK_ENV`).
+RAY_IMPORT_VARIABLES = ("RAY_", "GRPC_")
 #: Of those, the ones read when used, not at the start: Ray's driver sets PYTHONBREAKPOINT in the
 #: tests that connect to a cluster (read at each `breakpoint()`).
 READ_WHEN_USED = frozenset(("PYTHONBREAKPOINT",))
@@ -61,6 +66,15 @@ ZYGOTE_MAIN = "from tests.server_zygote import main; main()"
 RESTORED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGCHLD)
 #: Largest message on the socket (a request's environment and arguments).
 MESSAGE_BYTES = 1 << 20
+
+
+def _uses_ray(args: Sequence[Any]) -> bool:
+    """Whether a `python -m leafsearch` command line is a Ray coordinator's (`serve --ray ...`)."""
+    return any(str(arg).split("=", 1)[0] == "--ray" for arg in args[3:])
+
+
+def _ray_variables(env: Mapping[str, str]) -> dict[str, str]:
+    return {name: value for name, value in env.items() if name.startswith(RAY_IMPORT_VARIABLES)}
 
 
 def _umask() -> int:
@@ -90,6 +104,9 @@ class ServerZygote:
         self._requests = 0
         self._broken: str | None = None
         self._owner = os.getpid()  # a forked copy of the test process starts its own processes
+        # The Ray variables of the first `--ray` start, with which the zygote imported Ray for it
+        # and every later one (`main`): a `--ray` start with others gets a new interpreter.
+        self._ray_env: dict[str, str] | None = None
 
     def usable(self, args: Sequence[Any], options: Mapping[str, Any]) -> bool:
         """Whether `popen(args, **options)` can be a fork (else it is a `subprocess.Popen`)."""
@@ -104,7 +121,9 @@ class ServerZygote:
         env = options.get("env")
         env = dict(os.environ) if env is None else env
         differ = {name for name in set(env) | set(self.env) if env.get(name) != self.env.get(name)}
-        return not any(name.startswith(IMPORT_TIME_VARIABLES) for name in differ - READ_WHEN_USED)
+        if any(name.startswith(IMPORT_TIME_VARIABLES) for name in differ - READ_WHEN_USED):
+            return False
+        return not _uses_ray(args) or self._ray_env in (None, _ray_variables(env))
 
     def popen(self, args: Sequence[Any], **options: Any) -> subprocess.Popen:
         """`subprocess.Popen(args, **options)`: a fork of the zygote where `usable`, else a new process."""
@@ -160,6 +179,8 @@ class ServerZygote:
         """Asks the zygote for a fork running `args`; its pid (OSError if the zygote could not)."""
         with self._lock:
             connection = self._started()
+            if _uses_ray(args) and self._ray_env is None:
+                self._ray_env = _ray_variables(env)
             self._requests += 1
             request = self._requests
             message = (
@@ -336,6 +357,8 @@ def _serve(connection: socket.socket) -> tuple[Any, ...] | None:
                     os.waitpid(fields[0], 0)
                     continue
                 request, args, env, cwd, umask, niceness = fields
+                if _uses_ray(args) and "ray" not in sys.modules:
+                    _import_ray(env)
                 sys.stdout.flush()
                 sys.stderr.flush()
                 try:
@@ -359,6 +382,25 @@ def _serve(connection: socket.socket) -> tuple[Any, ...] | None:
                 connection.send(pickle.dumps(("started", request, pid)))
     except (BrokenPipeError, ConnectionResetError):
         return None
+
+
+def _import_ray(env: Mapping[str, str]) -> None:
+    """Before the zygote's first `--ray` fork: Ray and the Ray backend imported, with the request's
+    Ray variables (`RAY_IMPORT_VARIABLES`, which Ray reads as it is imported), so that each
+    coordinator forked from then on starts without importing them (0.4-0.5 s of CPU each, some
+    forty coordinators a run). Importing Ray starts no thread and connects to nothing: each fork
+    still connects as a new process (`ray.init`). Without Ray, nothing: the fork fails as a new
+    interpreter would."""
+    from leafsearch.common.preload import preload
+
+    for name in [name for name in os.environ if name.startswith(RAY_IMPORT_VARIABLES)]:
+        del os.environ[name]
+    os.environ.update(_ray_variables(env))
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        return
+    preload()  # the Ray backend's modules, now that Ray is imported
 
 
 def _become(

@@ -7,6 +7,7 @@ correctness check, against a real server process.
 
 from __future__ import annotations
 
+import os
 import resource
 import subprocess
 import sys
@@ -21,6 +22,7 @@ from bench.bulk_thread import BODY_DOCS
 from bench.generate import MAPPING, generate
 from bench.sqlite_baseline import SqliteBaseline
 from leafsearch.client import Client
+from tests.concurrency import wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -280,6 +282,116 @@ def test_the_suite_timeline_reports_each_worker_and_the_idle_cores() -> None:
     assert "idle core-seconds until the last test ended: 20.0" in text
     assert [line for line in lines if line.startswith("failed")] == ["failed: tests/b.py::t"]
     assert "     15.0 s wall    3.5 s CPU    2 tests  tests/a.py" in text
+
+
+def test_the_suite_timeline_reports_the_trees_cpu_and_the_tests_by_wall_less_cpu() -> None:
+    """A test's line with its worker's whole tree's CPU (`tree`) counts that, not the worker's and
+    its waited children's; the report lists the tests by their wall less their CPU."""
+    tests = {
+        "gw0": [
+            {"id": "tests/a.py::t1", "t0": 100.0, "t1": 110.0, "self": 1.0, "kids": 2.0},
+            {"id": "tests/a.py::t2", "t0": 110.0, "t1": 114.0, "self": 0.5, "kids": 0.0, "tree": 3.0},
+        ],
+        "gw1": [{"id": "tests/b.py::t", "t0": 100.0, "t1": 130.0, "self": 4.0, "kids": 0.0}],
+    }
+    lines = suite_timeline.report(tests, []).splitlines()
+    in_tests = "in tests 14.0 s, between them 0.0 s; CPU counted 6.0 s"
+    assert f"gw0: 2 tests, first at 0.0 s, last ended at 14.0 s; {in_tests}" in lines
+    waiting = lines[lines.index("tests by wall less CPU (waiting, or lacking a core):") + 1 :]
+    assert waiting == [
+        "     26.0 s of    30.0 s wall  tests/b.py::t",
+        "      7.0 s of    10.0 s wall  tests/a.py::t1",
+        "      1.0 s of     4.0 s wall  tests/a.py::t2",
+    ]
+
+
+def test_the_suite_timeline_counts_a_workers_whole_tree() -> None:
+    """`suite_timeline.TreeCpu`: a process's CPU with its children's and theirs, alive (a
+    grandchild nobody has waited for among them) or ended: reaped by its parent, or left to init
+    (its parent gone first, as a Ray actor's raylet)."""
+    burn = "import sys; sum(range(3 * 10**7)); "
+    grandchild = burn + "print('burnt', flush=True); sys.stdin.read()"
+    # The child never waits for the grandchild: init reaps that one.
+    child = (
+        burn
+        + f"import subprocess; subprocess.Popen([sys.executable, '-c', {grandchild!r}]); sys.stdin.read()"
+    )
+    tree = suite_timeline.TreeCpu(os.getpid())
+    before = tree()
+    with subprocess.Popen(
+        [sys.executable, "-c", child], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    ) as process:
+        assert process.stdout.readline() == "burnt\n"  # both have burnt their CPU
+        (grandchild_pid,) = Path(f"/proc/{process.pid}/task/{process.pid}/children").read_text().split()
+        grandchild = int(grandchild_pid)
+        alive = round(tree() - before, 2)  # (clock ticks: hundredths)
+        assert alive >= round(_cpu_seconds(process.pid) + _cpu_seconds(grandchild), 2)
+        assert _cpu_seconds(grandchild) > 0.1
+        process.stdin.close()  # both read it: both end
+    wait_for(lambda: not Path(f"/proc/{grandchild}").exists(), attempts=1200)
+    assert round(tree() - before, 2) >= alive  # the child reaped here, the grandchild by init
+
+
+def test_the_suite_timeline_tree_keeps_a_process_whose_thread_ends_while_it_is_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A reading of `TreeCpu` counts a process one of whose threads ends while the tree is walked
+    (its `children` file gone after the thread was listed: a server's request threads come and go)."""
+    second_thread = "threading.Thread(target=sys.stdin.read).start(); print(flush=True)"
+    busy = f"import sys, threading; sum(range(3 * 10**7)); {second_thread}; sys.stdin.read()"
+    with subprocess.Popen(
+        [sys.executable, "-c", busy], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    ) as process:
+        assert process.stdout.readline() == "\n"  # its CPU burnt, its second thread started
+        second = max(int(task) for task in os.listdir(f"/proc/{process.pid}/task"))
+        ended = Path(f"/proc/{process.pid}/task/{second}/children")
+        read_text = Path.read_text
+
+        def read(path: Path, *args: Any, **kwargs: Any) -> str:
+            if path == ended:
+                raise FileNotFoundError(path)
+            return read_text(path, *args, **kwargs)
+
+        monkeypatch.setattr(Path, "read_text", read)
+        counted = suite_timeline.TreeCpu(process.pid)()
+        monkeypatch.undo()
+        assert round(counted, 2) >= _cpu_seconds(process.pid) > 0.1
+        process.stdin.close()
+
+
+def test_the_suite_timeline_tree_keeps_a_child_its_parent_did_not_wait_for() -> None:
+    """A descendant that ended still counts in `TreeCpu` when its parent, alive, never waited for
+    it (SIGCHLD ignored: the kernel reaped it, and its CPU is in no one's)."""
+    grandchild = "import sys; sum(range(3 * 10**7)); print('burnt', flush=True); sys.stdin.read()"
+    child = (
+        "import os, signal, subprocess, sys, time\n"
+        "signal.signal(signal.SIGCHLD, signal.SIG_IGN)\n"
+        f"g = subprocess.Popen([sys.executable, '-c', {grandchild!r}], stdin=subprocess.PIPE)\n"
+        "sys.stdin.readline()\n"
+        "g.stdin.close()\n"
+        "while os.path.exists(f'/proc/{g.pid}'):\n"
+        "    time.sleep(0.005)\n"
+        "print('gone', flush=True)\n"
+        "sys.stdin.read()\n"
+    )
+    tree = suite_timeline.TreeCpu(os.getpid())
+    before = tree()
+    with subprocess.Popen(
+        [sys.executable, "-c", child], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    ) as process:
+        assert process.stdout.readline() == "burnt\n"
+        alive = round(tree() - before, 2)
+        assert alive > 0.1
+        process.stdin.write("\n")
+        process.stdin.flush()
+        assert process.stdout.readline() == "gone\n"  # the grandchild ended, its parent still runs
+        assert round(tree() - before, 2) >= alive
+        process.stdin.close()
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _process_cpu(command: str, timeout: float) -> subprocess.CompletedProcess:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import socket
 import subprocess
 from pathlib import Path
 
@@ -51,6 +52,45 @@ def test_sigterm_and_sigint_shut_down_cleanly_and_release_the_lock(tmp_path: Pat
     # the lock was released and the index survived both restarts
     with running_server(data, fresh_interpreter=True) as (url, _):
         assert httpx.head(f"{url}/kept-0,kept-1", timeout=10).status_code == 200
+
+
+def test_requests_in_flight_at_sigterm_are_answered_then_idle_connections_close(tmp_path: Path) -> None:
+    """A stop does not wait out fixed intervals (rest/stopping.py), and still answers what it
+    was asked: four `_bulk` requests whose bodies are still coming when SIGTERM arrives (each
+    already read by the app: uvicorn answered its `Expect: 100-continue`) get their 200, with the
+    writes on disk after a restart, beside an idle keep-alive connection."""
+    data = tmp_path / "data"
+    body = b"".join(b'{"index":{"_index":"late","_id":"%d"}}\n{"n":%d}\n' % (i, i) for i in range(4))
+    head = (
+        b"POST /_bulk?refresh=true HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/x-ndjson\r\n"
+        b"Expect: 100-continue\r\nContent-Length: %d\r\n\r\n"
+    )
+    with running_server(data, fresh_interpreter=True) as (url, process):
+        host, port = url.removeprefix("http://").split(":")
+        with httpx.Client(base_url=url, timeout=10) as idle:
+            assert idle.get("/").status_code == 200  # (kept alive, idle)
+            late = [socket.create_connection((host, int(port)), timeout=60) for _ in range(4)]
+            for number, sock in enumerate(late):
+                part = body.splitlines(keepends=True)[2 * number : 2 * number + 2]
+                sock.sendall(head % len(b"".join(part)))
+                assert sock.recv(1024).startswith(b"HTTP/1.1 100 Continue")
+            process.send_signal(signal.SIGTERM)
+            answers = []
+            for number, sock in enumerate(late):
+                with sock:
+                    sock.sendall(b"".join(body.splitlines(keepends=True)[2 * number : 2 * number + 2]))
+                    answers.append(_read_until_closed(sock))
+            assert process.wait(timeout=20) == 0
+    assert all(answer.startswith(b"HTTP/1.1 200 ") and b'"errors":false' in answer for answer in answers)
+    with running_server(data, fresh_interpreter=True) as (url, _):
+        assert httpx.get(f"{url}/late/_count", timeout=10).json()["count"] == 4
+
+
+def _read_until_closed(sock: socket.socket) -> bytes:
+    answer = b""
+    while chunk := sock.recv(65536):
+        answer += chunk
+    return answer
 
 
 def test_busy_port_is_a_clear_error(tmp_path: Path) -> None:

@@ -17,9 +17,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import free_port, running_server, serve_command, server_env, start_server
+from leafsearch.testing import child_env
+from tests.conftest import REPO, free_port, running_server, serve_command, server_env, start_server
+from tests.ray_cluster import LOOPBACK_ENV, import_ray
 from tests.search.test_worker_zygote import _parent, _ready
-from tests.server_zygote import SERVER_ZYGOTE, ForkedPopen
+from tests.server_zygote import SERVER_ZYGOTE, ForkedPopen, ServerZygote
 
 
 def _zygote_pid() -> int:
@@ -152,3 +154,57 @@ def test_what_cannot_follow_a_fork_gets_a_new_interpreter(tmp_path: Path, change
         process.communicate(timeout=60)
     assert process.returncode == 0
     assert sys.executable in process.args
+
+
+def test_a_coordinator_forks_from_a_zygote_that_imported_ray_once_under_its_variables(tmp_path: Path) -> None:
+    """The zygote imports Ray before its first `serve --ray` fork (each coordinator's start then
+    skips that import), under the Ray variables that start was given; a coordinator asked for
+    with other Ray variables gets a new interpreter. Each refuses an address where no cluster
+    runs as a new interpreter does."""
+    import_ray()  # (skips without Ray; fails under LEAFSEARCH_REQUIRE_RAY=1)
+    zygote = ServerZygote(child_env(), REPO)  # its own: which Ray variables it imported with is this test's
+    env = {**server_env(), **LOOPBACK_ENV}
+    env.pop("RAY_ADDRESS", None)
+    address = f"127.0.0.1:{free_port()}"  # no cluster there: each start refuses it at once
+
+    def coordinator(n: int, env: dict[str, str]) -> subprocess.CompletedProcess:
+        command = serve_command(tmp_path / f"data{n}", free_port(), "--ray", address)
+        return zygote.run(command, env=env, capture_output=True, text=True, timeout=60)
+
+    try:
+        assert (
+            zygote.run(
+                [sys.executable, "-m", "leafsearch", "--help"], env=env, capture_output=True
+            ).returncode
+            == 0
+        )
+        pid = zygote._process.pid
+        threads = _threads(pid)
+        assert not _maps_ray(pid)
+        forked = [coordinator(n, env) for n in range(2)]
+        assert _maps_ray(pid) and _threads(pid) == threads  # Ray imported, no thread started
+        other = {**env, "RAY_BACKEND_LOG_LEVEL": "debug"}
+        with zygote.popen(
+            serve_command(tmp_path / "other", free_port(), "--ray", address), env=other
+        ) as process:
+            assert type(process) is subprocess.Popen and _parent(process.pid) == os.getpid()
+        fresh = subprocess.run(
+            serve_command(tmp_path / "fresh", free_port(), "--ray", address),
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        zygote.close()
+    assert fresh.returncode == 1 and f"no Ray cluster is running at {address}" in fresh.stderr
+    for done in forked:
+        assert (done.returncode, done.stderr.replace(str(tmp_path), "")) == (
+            1,
+            fresh.stderr.replace(str(tmp_path), ""),
+        )
+
+
+def _maps_ray(pid: int) -> bool:
+    """Whether a process has Ray's native library (`_raylet`) loaded."""
+    return "_raylet" in Path(f"/proc/{pid}/maps").read_text()
