@@ -844,9 +844,11 @@ class Segment:
             out = bytearray(int(ends[end]) - shift)  # (sized by the stored lengths: decoded in place)
             self._decompress_into(numbers_of_runs[run], data[int(offsets[low]) : int(offsets[high])], out)
         else:  # a slice's blocks among the other slices', or blocks of several runs
+            spread = max(self._source_buckets, 1)  # (the span is copied: the other slices' blocks at most)
+            if high - low > spread * (len(places) + 1):  # scattered hits: their blocks not looked at
+                return None
             needed, which = distinct(blocks)
             block_starts, block_ends = firsts[needed], firsts[needed + 1]
-            spread = max(self._source_buckets, 1)  # (the span is copied: the other slices' blocks at most)
             if (
                 len(needed) < _UNCACHED_RUN
                 or high - low > spread * (len(needed) + 1)
