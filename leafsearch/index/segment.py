@@ -799,9 +799,9 @@ class Segment:
         places, in_block = self._source_places(np.asarray(docs, dtype=np.int64))
         joined = self._stored_range(places, in_block)
         if joined is not None:
-            data, base = joined
+            data, shift = joined
             ends = self._source_ends
-            starts, stops = (ends[places] - base).tolist(), (ends[places + 1] - base).tolist()
+            starts, stops = (ends[places] - shift).tolist(), (ends[places + 1] - shift).tolist()
             return [data[start:stop] for start, stop in zip(starts, stops, strict=True)]
         needed, which = distinct(in_block)
         # A walk in index order (an export, a `_doc` scroll, a hash slice's) reads each block
@@ -816,41 +816,86 @@ class Segment:
             for w, s, e in zip(which.reshape(-1).tolist(), starts.tolist(), ends.tolist(), strict=True)
         ]
 
-    def _stored_range(self, places: np.ndarray, blocks: np.ndarray) -> tuple[bytes, int] | None:
-        """The stored sources of a walk's batch or page whose blocks are one span of one run,
-        every block of it read for the batch (`_UNCACHED_RUN` at least, no more stored documents
-        than the batch's and two groups'), decompressed by one read across their frames into one
-        buffer, without the block cache, and the place they start at; None for other reads
-        (scattered hits, a slice's blocks, a span across runs). Why: a batch of 1,000 is ~64
-        blocks, whose calls, objects and list of distinct blocks one read spares
-        (bench/RESULTS.md "A scroll batch's blocks in one call (session 23, `scroll10`)")."""
+    def _stored_range(self, places: np.ndarray, blocks: np.ndarray) -> tuple[bytes, int | np.ndarray] | None:
+        """The stored sources of a walk's batch or page that reads every document of its blocks
+        (`_UNCACHED_RUN` blocks at least, no more stored documents in them than the batch's and
+        two groups'), decompressed by one read across their frames per run into one buffer,
+        without the block cache, and where each document's stored place is shifted to in it (one
+        int for a span of consecutive blocks in one run, else one per document); None for other
+        reads (scattered hits). The blocks are one span (a `_doc` batch, a PIT page in index
+        order: one slice of the file) or a hash slice's buckets of one (a sliced scroll's batch:
+        its frames joined, ~60 KB, before the read), in one run or across runs. Why: a batch of
+        1,000 is ~64 blocks, whose calls, objects and list of distinct blocks one read spares
+        (bench/RESULTS.md "A scroll batch's blocks in one call (session 23, `scroll10`)"; a
+        slice's, "A sliced scroll's blocks in one read (session 24, `slices12`)")."""
         if len(places) < _UNCACHED_RUN:
             return None
-        _, block_firsts, run_sizes, numbers_of_runs = self._source_run_lists
-        run = one_interval(block_firsts, blocks)
-        if run is None:
-            return None
         low, high = int(blocks.min()), int(blocks.max()) + 1
-        layout = self._source_layout
-        if layout is None:
-            first, end = low * self.source_block_docs, min(high * self.source_block_docs, self.max_doc)
-        else:
-            first, end = int(layout[1][low]), int(layout[1][high])
-        group = run_sizes[run] * max(self._source_buckets, 1)
-        if high - low < _UNCACHED_RUN or end - first > len(places) + 2 * group:
+        if high - low < _UNCACHED_RUN:
             return None
-        ends = self._source_ends
-        base = int(ends[first])
-        start, stop = int(self._source_blocks[low]), int(self._source_blocks[high])
+        _, block_firsts, run_sizes, numbers_of_runs = self._source_run_lists
+        firsts, ends, offsets = self._block_firsts, self._source_ends, self._source_blocks
+        most = len(places) + 2 * max(run_sizes) * max(self._source_buckets, 1)
         data = self._source_data
-        out = bytearray(int(ends[end]) - base)  # (sized by the stored lengths: decoded in place)
-        decompressor = self._decompressor(numbers_of_runs[run])
-        with decompressor.stream_reader(data[start:stop], read_across_frames=True) as reader:
-            if reader.readinto(out) != len(out):
-                raise zstandard.ZstdError(f"source blocks [{low}, {high}) of {self.folder} are short")
+        run = one_interval(block_firsts, blocks)
+        first, end = int(firsts[low]), int(firsts[high])
+        if run is not None and end - first <= most:  # one span of one run
+            shift: int | np.ndarray = int(ends[first])
+            out = bytearray(int(ends[end]) - shift)  # (sized by the stored lengths: decoded in place)
+            self._decompress_into(numbers_of_runs[run], data[int(offsets[low]) : int(offsets[high])], out)
+        else:  # a slice's blocks among the other slices', or blocks of several runs
+            spread = max(self._source_buckets, 1)  # (the span is copied: the other slices' blocks at most)
+            if high - low > spread * (len(places) + 1):  # scattered hits: their blocks not looked at
+                return None
+            needed, which = distinct(blocks)
+            block_starts, block_ends = firsts[needed], firsts[needed + 1]
+            if (
+                len(needed) < _UNCACHED_RUN
+                or high - low > spread * (len(needed) + 1)
+                or int((block_ends - block_starts).sum()) > most
+            ):
+                return None
+            raw_starts = ends[block_starts]
+            into = np.zeros(len(needed) + 1, dtype=np.int64)  # where each block starts in the buffer
+            np.cumsum(ends[block_ends] - raw_starts, out=into[1:])
+            shift = (raw_starts - into[:-1])[which]
+            out = bytearray(int(into[-1]))
+            # The span's bytes in one copy, cut by views: a slice of the mapping per block cost
+            # 10 us more a batch of 1,000 (its page faults one by one).
+            begin = int(offsets[low])
+            span = memoryview(data[begin : int(offsets[high])])
+            frames = list(
+                map(span.__getitem__, map(slice, *(offsets[[needed, needed + 1]] - begin).tolist()))
+            )
+            if run is not None:
+                parts = [(run, 0, len(needed))]
+            else:  # each run's blocks: one read with its dictionary
+                runs = np.searchsorted(self._source_runs[1], needed, side="right") - 1
+                cuts = (np.flatnonzero(runs[1:] != runs[:-1]) + 1).tolist()
+                parts = list(zip(runs[[0, *cuts]].tolist(), [0, *cuts], [*cuts, len(needed)], strict=True))
+            view, at = memoryview(out), into.tolist()
+            for part_run, a, b in parts:
+                frames_of = b"".join(frames[a:b])
+                self._decompress_into(numbers_of_runs[part_run], frames_of, view[at[a] : at[b]])
         if isinstance(data, mmap.mmap):
-            _unmap(data, start, stop)
-        return bytes(out), base
+            _unmap(data, int(offsets[low]), int(offsets[high]))
+        return bytes(out), shift
+
+    def _decompress_into(self, number: int, frames: bytes, out: bytearray | memoryview) -> None:
+        """Frames of one run's blocks (dictionary `number`) decompressed by one read across
+        them into `out`, which their stored lengths sized."""
+        with self._decompressor(number).stream_reader(frames, read_across_frames=True) as reader:
+            if reader.readinto(out) != len(out):
+                raise zstandard.ZstdError(f"source blocks of {self.folder} are shorter than stored")
+
+    @cached_property
+    def _block_firsts(self) -> np.ndarray:
+        """Each source block's first place among the stored sources, and the end (int64)."""
+        layout = self._source_layout
+        if layout is not None:
+            return layout[1]
+        per_block = self.source_block_docs
+        return np.minimum(np.arange(len(self._source_blocks), dtype=np.int64) * per_block, self.max_doc)
 
     def joined_sources(self, docs: np.ndarray) -> source_blocks.Joined:
         """The sources of documents (ascending) end to end, as a merge compresses them again: a

@@ -75,6 +75,11 @@ def assert_reads(segment: Segment, expected: list[bytes], seed: int) -> None:
     hashes = np.asarray(segment.slice_hashes, dtype=np.int64)
     for count in (2, 4):
         assert np.array_equal(segment.id_slices(count), np.mod(hashes, count))
+        for s in range(count):  # a sliced scroll's batches of 1,000: its blocks, in a run or across
+            docs = np.flatnonzero(np.mod(hashes, count) == s)
+            for lo in range(0, len(docs), 1000):
+                batch = docs[lo : lo + 1000]
+                assert segment.sources(batch) == [expected[d] for d in batch.tolist()]
 
 
 def test_a_merge_of_all_live_parts_copies_their_blocks(
@@ -105,6 +110,49 @@ def test_a_merge_of_all_live_parts_copies_their_blocks(
     assert_reads(merged, expected, seed=4)
     read = [blocks_read(merged, docs, monkeypatch) for docs in slices_of(merged, 2)]
     assert read[0].isdisjoint(read[1])
+
+
+def test_a_slices_batch_reads_each_runs_blocks_of_its_own_in_one_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sliced scroll's batch of 1,000 (2 or 4 slices) over a segment merged in runs, within a
+    run or across runs: one read across the frames of each run's blocks it holds documents of,
+    none block by block, only its slice's blocks (the slices' disjoint), the sources as sent."""
+    sources = [random_sources(2000, seed=21), random_sources(1500, seed=22), random_sources(3000, seed=23)]
+    parts = [write_segment(tmp_path / f"p{k}", s) for k, s in enumerate(sources)]
+    merge_segments([(p, None) for p in parts], tmp_path / "merged")
+    merged = Segment(tmp_path / "merged")
+    expected = [s for part in sources for s in part]
+    firsts, _, _, dictionaries = merged._source_runs
+    assert firsts.tolist() == [0, 2000, 3500] and dictionaries.tolist() == [0, 1, 2]
+    reads: list[int] = []
+    real_read = Segment._decompress_into
+
+    def read(self: Segment, number: int, frames: bytes, out: bytearray | memoryview) -> None:
+        reads.append(number)
+        real_read(self, number, frames, out)
+
+    def one_by_one(self: Segment, indexes: list[int], *, cached: bool = True) -> list[bytes]:
+        raise AssertionError(f"blocks read one by one: {indexes}")
+
+    across = 0
+    for count in (2, 4):
+        read_by = []
+        for docs in slices_of(merged, count):
+            read_by.append(blocks_read(merged, docs, monkeypatch))
+            for lo in range(0, len(docs) - 999, 1000):
+                batch = docs[lo : lo + 1000]
+                runs = np.unique(np.searchsorted(firsts, batch, side="right") - 1).tolist()
+                across += len(runs) > 1
+                reads.clear()
+                with monkeypatch.context() as patched:
+                    patched.setattr(Segment, "_decompress_into", read)
+                    patched.setattr(Segment, "source_blocks", one_by_one)
+                    assert merged.sources(batch) == [expected[d] for d in batch.tolist()]
+                assert reads == dictionaries[runs].tolist()
+        for s, mine in enumerate(read_by):
+            assert all(mine.isdisjoint(other) for other in read_by[s + 1 :])
+    assert across >= 3
 
 
 def test_groups_with_a_deleted_document_are_compressed_again(

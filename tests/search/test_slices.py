@@ -512,3 +512,47 @@ def test_hash_slices_of_large_segments_under_writes_merges_and_a_restart(tmp_pat
         _check_slices(client, "t", stable)
         parts = [_sliced_sources(client, "t", s, 2) for s in range(2)]
         assert len(parts[0]) + len(parts[1]) == total
+
+
+def test_a_sliced_scroll_gathers_its_live_documents_once_per_snapshot(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sliced `_doc` scroll over segments with deletes finds each segment's live documents of
+    its slice once for its snapshot, not once a batch; its batches hold exactly the slice's live
+    documents, and a scroll opened after more deletes (a new snapshot) holds its own."""
+    gathered: list[int] = []
+    real = slicing._Partition.docs
+
+    def counting(self: slicing._Partition, slice_id: int) -> np.ndarray:
+        gathered.append(slice_id)
+        return real(self, slice_id)
+
+    def walk(node: Node, slice_id: int) -> list[str]:
+        body = {"slice": {"id": slice_id, "max": 2}, "sort": ["_doc"], "size": 20}
+        batch = search(node, "t", body, {"scroll": "1m"})
+        found = []
+        while batch["hits"]["hits"]:
+            found += [hit["_id"] for hit in batch["hits"]["hits"]]
+            batch = node.scroll(batch["_scroll_id"], "1m")
+        node.clear_scroll([batch["_scroll_id"]])
+        return found
+
+    monkeypatch.setattr(slicing._Partition, "docs", counting)
+    with Node(tmp_path / "node", background=False) as node:
+        admin.create_index(node, "t", {"settings": {"number_of_shards": 1}})
+        for part in range(3):  # three segments
+            lines = b"".join(
+                b'{"index":{"_id":"d%d"}}\n{"n":%d}\n' % (i, i) for i in range(part * 300, part * 300 + 300)
+            )
+            node.bulk(lines, index="t", refresh="true")
+        live = {f"d{i}" for i in range(900)}
+        for step in (7, 5):
+            gone = b"".join(b'{"delete":{"_id":"d%d"}}\n' % i for i in range(0, 900, step))
+            node.bulk(gone, index="t", refresh="true")
+            live -= {f"d{i}" for i in range(0, 900, step)}
+            for slice_id in range(2):
+                gathered.clear()
+                found = walk(node, slice_id)
+                assert len(found) > 200  # (more than 10 batches)
+                assert sorted(found) == sorted(d for d in live if id_slice(d, 2) == slice_id)
+                assert gathered == [slice_id] * 3
