@@ -54,8 +54,7 @@ def after_reply(inline: bool = False) -> Iterator[None]:
     """Pages read ahead while the block runs (its task and the reply that answers it) start
     being prepared when it ends, not at once (see the module docstring); `inline`: prepared in
     this thread then, not the read-ahead thread (a kept scroll's next batch, rendered by the
-    thread that wrote the last one, and a parked PIT walk's next page, by the selector thread
-    that wrote the last one: workers/parking.py)."""
+    thread that wrote the last one: workers/parking.py)."""
     held: list[Callable[[], None]] = []
     token = _DEFERRED.set(held)
     try:

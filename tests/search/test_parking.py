@@ -20,7 +20,6 @@ from concurrency import wait_for
 
 from leafsearch.request.search_request import parse_search_request
 from leafsearch.search.execution import Park, PitTask, ScrollAhead, ScrollTask
-from leafsearch.search.read_ahead import ReadAhead
 from leafsearch.search.socket_sink import SCROLL_SLOTS, ParkOffer, Sink, Written, security_stamp, send_all
 from leafsearch.search.workers import parking as parking_module
 from leafsearch.search.workers.parking import Parking, WhenReady
@@ -445,48 +444,6 @@ def test_a_ready_page_is_written_by_the_thread_that_read_its_request(tmp_path: P
         assert (rig.started, rig.writers) == (0, ["leafsearch-worker-parking"] * 2)
         assert rig.parking.count() == 1
     finally:
-        rig.close()
-
-
-@pytest.mark.parametrize("writer", ["selector", "writer thread"])
-def test_the_next_page_is_read_ahead_by_the_selector_thread_that_wrote_a_page(
-    tmp_path: Path, writer: str
-) -> None:
-    """A page the selector thread wrote has the walk's next page read ahead by that thread once it
-    went out (no hand-off to the read-ahead thread, which the selector thread would wait for);
-    a page a writer thread wrote has it read ahead on the read-ahead thread."""
-    selector = writer == "selector"
-
-    def ready(task: PitTask, key: bytes, call: Callable[[int | None], None]) -> bool:
-        if selector:
-            call(100)
-        return selector
-
-    rig = Rig(tmp_path, when_ready=ready, follow=None if selector else 0.0)
-    ahead = ReadAhead()
-    prepared: list[str] = []
-
-    def prepare() -> Any:
-        prepared.append(threading.current_thread().name)
-        return b""
-
-    def execute(task: PitTask | ScrollTask, park: Park, confirm: Any, phases: list) -> Any:
-        after = task.request.search_after[0]  # type: ignore[index]
-        ahead.continue_walk(7, "walk", after, after + 1, [], prepare)  # (from the second page on)
-        return Rig._execute(rig, task, park, confirm, phases)
-
-    rig.parking._execute = execute  # type: ignore[method-assign]
-    try:
-        client, _ = rig.park(1)
-        for after in (1, 2, 3):
-            client.sendall(_request([after]))
-            assert client.recv(100) == b"page after [%d]" % after
-            assert rig.message()[0] == "served"
-        wait_for(lambda: len(prepared) == 2)
-        expected = "leafsearch-worker-parking" if selector else "leafsearch-read-ahead_0"
-        assert prepared == [expected] * 2
-    finally:
-        ahead.close()
         rig.close()
 
 

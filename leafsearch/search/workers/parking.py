@@ -43,11 +43,9 @@ with no hand-off per batch.
 Then the request's bytes are consumed, the page is written with the head (by a writer thread, or by
 the thread that finds the PIT page read ahead ready — the selector thread, or the read-ahead's when
 the request came first — if the socket has room for it twice over: one thread hand-off less on the
-page's way, and a write that cannot wait for the client; the selector thread then renders the
-walk's next page itself, rather than hand it to the read-ahead thread whose render it would wait
-for: the looks at other parked connections wait for it instead), and the server process gets a
-note (not waited for) with what it counts: the context's keep-alive, the search stats, the HTTP
-client's request, a scroll's position (the note moves the context, `ReaderContext.note`). Notes are told
+page's way, and a write that cannot wait for the client), and the server process gets a note (not
+waited for) with what it counts: the context's keep-alive, the search stats, the HTTP client's
+request, a scroll's position (the note moves the context, `ReaderContext.note`). Notes are told
 together (`_Notes`): within `_NOTES_DELAY` of the first held (the selector thread sends them),
 before anything else of the connection reaches the server process (a hand-back, a scroll's
 connection watched by the selector, statistics), and when a request of a scroll arrives on another
@@ -718,10 +716,7 @@ class Parking:
         followed: list[_Parked] = []
         token = _FOLLOWED.set(followed if scroll else None)
         try:
-            # The next page or batch rendered by this thread once this one went out: a scroll's
-            # (its client is served by this thread, `_followed`), and a PIT page's the selector
-            # thread wrote (not the read-ahead thread's: a page it wrote as its render ended).
-            with after_reply(inline=scroll or threading.current_thread() is self._thread):
+            with after_reply(inline=scroll):
                 if isinstance(task, ScrollTask):
                     self._serve_batch(parked, task, size)
                 else:
