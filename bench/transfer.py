@@ -48,6 +48,7 @@ import httpx
 import orjson
 import zstandard
 
+from bench import harness
 from bench.client import Client as BenchClient
 from bench.generate import MAPPING, generate
 from bench.server import ROOT, MemorySampler, Server
@@ -333,7 +334,15 @@ def main() -> None:
     parser.add_argument(
         "--rounds", type=int, default=1, help="the import rows this many times in turn (default 1)"
     )
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="a quarter of each fixed wait (the merges' quiet time), as tests/test_bench_smoke.py "
+        "runs it: its figures are no measurements",
+    )
     options = parser.parse_args()
+    if options.smoke:
+        harness.smoke()
     n = options.docs
     elasticdump = not options.no_elasticdump and ELASTICDUMP.exists() and shutil.which("node") is not None
     if not elasticdump and not options.no_elasticdump:

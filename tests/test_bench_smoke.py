@@ -169,7 +169,7 @@ def test_the_scripts_bench_runs() -> None:
 
 
 def test_small_transfer_run_measures_every_row(tmp_path: Path) -> None:
-    measured = small_run("bench.transfer", tmp_path / "transfer.json", "--no-elasticdump")
+    measured = small_run("bench.transfer", tmp_path / "transfer.json", "--no-elasticdump", "--smoke")
     rows = {row["name"]: row for row in measured["rows"]}
     assert {"raw stream (_export, bytes received)", "leafsearch export to .ndjson.zst"} <= rows.keys()
     assert all(row["seconds"] > 0 for row in rows.values())
@@ -187,7 +187,7 @@ def test_small_transfer_run_measures_every_row(tmp_path: Path) -> None:
 def test_transfer_import_only_runs_the_import_rows_in_rounds(tmp_path: Path) -> None:
     """`--import-only --rounds 2`: no export row, the raw `_bulk` and import rows twice, each import
     a ratio of the raw `_bulk` of its own round."""
-    args = ("--no-elasticdump", "--import-only", "--rounds", "2")
+    args = ("--no-elasticdump", "--smoke", "--import-only", "--rounds", "2")
     rows = {row["name"]: row for row in small_run("bench.transfer", tmp_path / "t.json", *args)["rows"]}
     raw, leafsearch = "raw _bulk, 4 clients, then _refresh", "leafsearch import of the export, --workers 4"
     assert set(rows) == {raw, leafsearch, f"{raw} (round 2)", f"{leafsearch} (round 2)"}
