@@ -538,14 +538,8 @@ def _sort_columns(hitlist: HitList, start: int, end: int, arrays: bool = False) 
 
 def _as_stored(col) -> bool:
     """Whether a sort column's values render as the integers it stores (`_column_values`)."""
-    return (
-        col.kind in _RAW_KINDS
-        and col.kind != "keyword"
-        and col.present is None
-        and col.spec.format is None
-        and col.values.dtype.kind == "i"
-        and not _stored_otherwise(col.field_types)
-    )
+    plain = col.kind != "keyword" and col.present is None and col.values.dtype.kind == "i"
+    return plain and not _formatted(col)
 
 
 def last_sort_values(hitlist: HitList, end: int) -> list[Any]:
@@ -593,6 +587,11 @@ def _stored_otherwise(field_types: tuple) -> bool:
     return any(ft is not None and ft.type in ("unsigned_long", "ip") for ft in field_types)
 
 
+def _formatted(col) -> bool:
+    """Whether a sort column's values render through the sort's formatter, not as stored."""
+    return col.kind not in _RAW_KINDS or col.spec.format is not None or _stored_otherwise(col.field_types)
+
+
 def _column_values(col, start: int, end: int, targets: np.ndarray) -> list[Any]:
     """One sort column's values for hits [start, end) as Elasticsearch renders them (`targets`:
     each hit's target position).
@@ -611,7 +610,7 @@ def _column_values(col, start: int, end: int, targets: np.ndarray) -> list[Any]:
     else:
         values = raw.tolist()
     types = col.field_types
-    if col.kind not in _RAW_KINDS or col.spec.format is not None or _stored_otherwise(types):
+    if _formatted(col):
         values = [
             fetch_helpers.format_sort_value(v, types[t] if types else None, col.spec)
             for v, t in zip(values, targets.tolist(), strict=True)
