@@ -100,8 +100,8 @@ class Rig:
             kept = park(dataclasses.replace(task, cursor=cursor), answer) if answer.ends else None
             return Written(10, True, 1, parked=kept), cursor, 10, []
         self.writers.append(threading.current_thread().name)
-        with socket.socket(fileno=os.dup(task.sink.fd)) as out:  # waits for room, as a page's write
-            send_all(out, [b"page after %s" % orjson.dumps(task.request.search_after)], None)
+        # (waits for room, as a page's write)
+        send_all(task.sink.fd, [b"page after %s" % orjson.dumps(task.request.search_after)], None)
         written = Written(10, True, 1)
         return dataclasses.replace(written, parked=park(task, [task.request.search_after[0] + 1]))
 
