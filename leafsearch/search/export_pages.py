@@ -157,6 +157,6 @@ def _write_rest(services: SearchServices, task: ExportTask, cancelled: threading
 
 
 def _write_chunk(fd: int, data: bytes, cancelled: threading.Event | None) -> None:
-    """One HTTP chunk of `data`, whole, to the socket `fd`; `Gone` when the client went away or the export was
-    cancelled meanwhile."""
+    """One HTTP chunk of `data`, whole, to the socket `fd`; `Gone` when the client went away or
+    the export was cancelled meanwhile."""
     send_all(fd, [b"%x\r\n" % len(data), data, b"\r\n"], cancelled)
