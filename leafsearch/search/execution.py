@@ -32,7 +32,7 @@ from leafsearch.request.search_types import DOC, SearchRequest
 from leafsearch.search import export_pages, phases, query_and_fetch, walks
 from leafsearch.search.export_pages import ExportTask
 from leafsearch.search.fetch_phase import each_sort_values, last_sort_values, renders_raw
-from leafsearch.search.hitlist import HitList, LiveDocs, sort_column
+from leafsearch.search.hitlist import HitList, LiveDocs, effective_sort, sort_column
 from leafsearch.search.shard_api import ShardContextId
 from leafsearch.search.slicing import scroll_selection
 from leafsearch.search.socket_sink import Confirm, Sink, write_response
@@ -367,13 +367,15 @@ def _scroll_batch(
     of the full batches after it that the walk's hits at hand show (`_ends_ahead`)."""
     started = _started(task.elapsed)
     request = task.request
-    walk, shown = walks.walk_request(request, task.cursor, counts=task.opening)
     read_ahead = services.contexts.read_ahead
     served = walks.cursor_key(task.cursor)
     page = read_ahead.take(task.ctx_id, "scroll", served) if task.read_ahead else None
     tree = None
     if page is None:
+        walk, shown = walks.walk_request(request, task.cursor, counts=task.opening)
         page, tree = _scroll_hits(services, task, walk, shown, cancelled, prepared=False)
+    else:  # (read ahead: only the walk from the cursor after it is made, below)
+        shown = len(effective_sort(request))
     cursor = last_sort_values(page.hitlist, page.end) if page.end > page.start else task.cursor
     total = page.hitlist.total if task.total is None else task.total
     body = phases.response(
@@ -391,7 +393,7 @@ def _scroll_batch(
         ready=page.hits,
     )
     if task.read_ahead and page.end - page.start == request.size:
-        after = evolve(walk, search_after=cursor, track_total_hits=False)
+        after, _ = walks.walk_request(request, cursor, counts=False)
         read_ahead.continue_walk(
             task.ctx_id,
             "scroll",

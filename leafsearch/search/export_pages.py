@@ -3,7 +3,7 @@ page rendered by column as NDJSON lines (`fetch_phase.render_lines`), and, given
 socket (`ExportTask.sink`), the rest of the export written to it by the process that renders it
 (socket_sink.py says why), after the HTTP server sent the response head and the first page.
 
-The body is chunked (HTTP/1.1): each page is one chunk, written with one `sendmsg` of its size
+The body is chunked (HTTP/1.1): each page is one chunk, written with one `writev` of its size
 line, its lines and the CRLF (no copy of the page). The final empty chunk is the HTTP server's,
 once the task returns.
 """
@@ -11,9 +11,7 @@ once the task returns.
 from __future__ import annotations
 
 import logging
-import os
 import pickle
-import socket
 import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -137,28 +135,28 @@ def _write_rest(services: SearchServices, task: ExportTask, cancelled: threading
     cursor = task.request.search_after
     walk = walks.identity(task.request)  # (every page's: a repr of the request, once, not per page)
     written = 0
-    with socket.socket(fileno=os.dup(task.sink.fd)) as out:
-        try:
-            while True:
-                request = evolve(task.request, search_after=cursor)
-                try:
-                    found = page(services, evolve(task, request=request, sink=None), cancelled, walk)
-                except Exception as exc:  # noqa: BLE001 - the stream ends with an error line
-                    _write_chunk(out, error_line(exc), cancelled)
-                    release_frames(exc)
-                    return ExportPage(b"", written, cursor)
-                if found.count:
-                    _write_chunk(out, found.lines, cancelled)
-                    written += found.count
-                    cursor = found.cursor
-                if found.count < task.request.size:
-                    _write_chunk(out, trailer(task.sent + written, task.pit_id), cancelled)
-                    return ExportPage(b"", written, cursor, complete=True)
-        except Gone:
-            return ExportPage(b"", written, cursor, gone=True)
+    fd = task.sink.fd
+    try:
+        while True:
+            request = evolve(task.request, search_after=cursor)
+            try:
+                found = page(services, evolve(task, request=request, sink=None), cancelled, walk)
+            except Exception as exc:  # noqa: BLE001 - the stream ends with an error line
+                _write_chunk(fd, error_line(exc), cancelled)
+                release_frames(exc)
+                return ExportPage(b"", written, cursor)
+            if found.count:
+                _write_chunk(fd, found.lines, cancelled)
+                written += found.count
+                cursor = found.cursor
+            if found.count < task.request.size:
+                _write_chunk(fd, trailer(task.sent + written, task.pit_id), cancelled)
+                return ExportPage(b"", written, cursor, complete=True)
+    except Gone:
+        return ExportPage(b"", written, cursor, gone=True)
 
 
-def _write_chunk(out: socket.socket, data: bytes, cancelled: threading.Event | None) -> None:
-    """One HTTP chunk of `data`, whole; `Gone` when the client went away or the export was
-    cancelled meanwhile."""
-    send_all(out, [b"%x\r\n" % len(data), data, b"\r\n"], cancelled)
+def _write_chunk(fd: int, data: bytes, cancelled: threading.Event | None) -> None:
+    """One HTTP chunk of `data`, whole, to the socket `fd`; `Gone` when the client went away or
+    the export was cancelled meanwhile."""
+    send_all(fd, [b"%x\r\n" % len(data), data, b"\r\n"], cancelled)

@@ -12,7 +12,7 @@ checks the PIT is still the cluster's and its owner's, the limits) and sends the
 one `relay` call; the
 answer is the page's hits as one JSON array (`[` first: a pickled answer starts otherwise), which
 becomes the response with a head of a few fields (`pit_id`, `took`, `_shards`), written with one
-`sendmsg` to the client's socket when the HTTP layer lends it (socket_sink.py). No object per
+`writev` to the client's socket when the HTTP layer lends it (socket_sink.py). No object per
 hit, no copy of the page in the coordinator.
 
 The bytes are the general path's byte for byte: the shard builds the page as the coordinator

@@ -100,8 +100,8 @@ class Rig:
             kept = park(dataclasses.replace(task, cursor=cursor), answer) if answer.ends else None
             return Written(10, True, 1, parked=kept), cursor, 10, []
         self.writers.append(threading.current_thread().name)
-        with socket.socket(fileno=os.dup(task.sink.fd)) as out:  # waits for room, as a page's write
-            send_all(out, [b"page after %s" % orjson.dumps(task.request.search_after)], None)
+        # (waits for room, as a page's write)
+        send_all(task.sink.fd, [b"page after %s" % orjson.dumps(task.request.search_after)], None)
         written = Written(10, True, 1)
         return dataclasses.replace(written, parked=park(task, [task.request.search_after[0] + 1]))
 
@@ -284,6 +284,35 @@ def test_a_scrolls_next_request_is_served_by_the_thread_that_wrote_its_batch(fol
     assert following.message() == ("handback", 1, "other")  # the next batch needs a new record
     assert following.started == 1  # the selector thread handed over the first request only
     assert following.parking.count() == 0
+
+
+def test_a_next_request_already_there_is_served_by_the_thread_that_wrote_the_batch(tmp_path: Path) -> None:
+    """The thread that wrote a batch looks at the socket first, without waiting: a request that
+    came while the next batch was rendered is served at once, even with no time to follow."""
+    rig = Rig(tmp_path, follow=0.0, notes_delay=3600.0)
+    try:
+        client, _ = rig.park_scroll(1)
+        _, server = rig.pairs[0]
+        execute = rig._execute
+        rendering: list[bool] = []
+
+        def rendered_meanwhile(task: Any, park: Park, confirm: Any, phases: list) -> Any:
+            written = execute(task, park, confirm, phases)
+            if not rendering:  # (the batch after s2's request: that request comes meanwhile)
+                rendering.append(True)
+                wait_for(lambda: parking_module._peek(server) == _scroll("s2"))
+            return written
+
+        rig.parking._execute = rendered_meanwhile
+        client.sendall(_scroll("s1"))
+        assert client.recv(100) == b"batch s2"
+        client.sendall(_scroll("s2"))
+        assert client.recv(100) == b"batch s3"
+        assert _told(rig) == [(2, "s2", [2], 1), (3, "s3", [3], 1)]
+        assert rig.message() == ("handback", 1, "other")
+        assert rig.started == 1  # the selector thread handed over the first request only
+    finally:
+        rig.close()
 
 
 def test_what_the_following_thread_finds_that_is_no_continuation_is_left_unread(following: Rig) -> None:

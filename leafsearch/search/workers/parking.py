@@ -740,11 +740,14 @@ class Parking:
             self._tell(parked.park_id)
             self._release(parked)
             return None
-        poller = select.poll()
-        poller.register(parked.fd, select.POLLIN)
-        if poller.poll(self.follow_seconds * 1000):
-            peeked = _peek(parked.conn)
-            verdict = None if peeked is None else self._continuation(parked, peeked)
+        peeked = _peek(parked.conn)  # (mostly there already: the render took longer than the client)
+        if peeked is None:
+            poller = select.poll()
+            poller.register(parked.fd, select.POLLIN)
+            if poller.poll(self.follow_seconds * 1000):
+                peeked = _peek(parked.conn)
+        if peeked is not None:
+            verdict = self._continuation(parked, peeked)
             if verdict is False:
                 self._hand_back(parked, "other")
                 return None
@@ -786,7 +789,7 @@ class Parking:
             self._hold(parked.park_id, taken, phases, (seq, public_id, cursor, took))
             return ScrollAhead(seq, tuple(rest))
 
-        sink = evolve(task.sink, fd=parked.fd)  # type: ignore[arg-type]
+        sink = task.sink if task.sink.fd == parked.fd else evolve(task.sink, fd=parked.fd)  # type: ignore[union-attr]
         named = 1 + len(rest)  # (this batch and those after it its record names)
         batch = evolve(task, public_id=public_id, elapsed=0.0, sink=sink, took=None, named=named)
         written = self._execute(batch, self.park, confirm, phases)[0]
