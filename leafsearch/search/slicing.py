@@ -247,11 +247,13 @@ _SELECTIONS_PER_SNAPSHOT = 4
 class _Selections:
     """A snapshot's selections of the last `_SELECTIONS_PER_SNAPSHOT` slices asked for: per view,
     the slice's live documents of its segment. Why: a sliced scroll's batch looked each
-    segment's partition up (14 us a batch over 12 segments, 1.4 times a whole walk's `LiveDocs`)
+    segment's partition up (14 us a batch over 12 segments, 3.5 times a whole walk's `LiveDocs`)
     and, in a segment with deletes, gathered its live documents of the slice again (2.5 ms a
     batch over 1,000,000 documents with 1% deleted; bench/RESULTS.md "A sliced scroll's blocks
-    in one read (session 24, `slices12`)", "... (session 25, `slices13`)"). Kept by the
-    snapshot, they go with it; a view without deletes holds a slice of its partition only."""
+    in one read (session 24, `slices12`)" and "A sliced scroll's selection and blocks (session
+    25, `slices13`)"). Kept by the snapshot, they go with it. A view without deletes holds a
+    slice of its partition only; one with deletes the slice's live documents, so the 4 hold at
+    most twice what a whole walk of the snapshot keeps (`SegmentView.live_docs`)."""
 
     def __init__(self) -> None:
         self._kept: OrderedDict[tuple, list[np.ndarray]] = OrderedDict()
