@@ -85,10 +85,6 @@ def _hashes(segment: Segment, field: str | None, field_type: str | None) -> np.n
     return hashes
 
 
-#: Snapshots' live documents of a slice a partition keeps (`_Partition.live_docs`).
-_LIVE_PER_PARTITION = 4
-
-
 class _Partition:
     """A segment's documents grouped by slice (ascending inside each), and masks built on demand."""
 
@@ -97,8 +93,6 @@ class _Partition:
         self.bounds = bounds
         self.max_doc = len(order)
         self._masks: dict[int, np.ndarray] = {}
-        self._live: OrderedDict[tuple[int, int], tuple[weakref.ref, np.ndarray]] = OrderedDict()
-        self._live_lock = threading.Lock()
 
     @classmethod
     def of(cls, slices: np.ndarray, count: int) -> _Partition:
@@ -110,27 +104,6 @@ class _Partition:
 
     def docs(self, slice_id: int) -> np.ndarray:
         return self.order[self.bounds[slice_id] : self.bounds[slice_id + 1]]
-
-    def live_docs(self, slice_id: int, live: np.ndarray) -> np.ndarray:
-        """The slice's documents that `live` (a snapshot's live flags, which never change) keeps,
-        kept for the last `_LIVE_PER_PARTITION` snapshots asked about without holding them: a
-        sliced scroll asks for every batch, and gathering them each time cost 2.5 ms a batch
-        over 1,000,000 documents with 1% deleted (bench/RESULTS.md "A sliced scroll's blocks in
-        one read (session 24, `slices12`)")."""
-        key = (slice_id, id(live))
-        with self._live_lock:
-            found = self._live.get(key)
-            if found is not None and found[0]() is live:
-                self._live.move_to_end(key)
-                return found[1]
-        docs = self.docs(slice_id)
-        kept = docs[live[docs]]
-        with self._live_lock:
-            self._live[key] = (weakref.ref(live), kept)
-            self._live.move_to_end(key)
-            while len(self._live) > _LIVE_PER_PARTITION:
-                self._live.popitem(last=False)
-        return kept
 
     def mask(self, slice_id: int) -> np.ndarray:
         mask = self._masks.get(slice_id)
@@ -250,23 +223,60 @@ def _field_type(target: Target, field: str | None) -> str | None:
 def scroll_selection(spec: SliceSpec, targets: list[Target]) -> list[np.ndarray | None]:
     """Per segment view of every target in order: the live local docs of the slice, ascending.
 
-    None stands for all live documents of the view (a shard given whole to the slice).
+    None stands for all live documents of the view (a shard given whole to the slice). A target's
+    part is kept by its snapshot (`_Selections`): a sliced scroll asks for every batch.
     """
     selection: list[np.ndarray | None] = []
     for rank, target in enumerate(targets):
         assigned = _assignment(spec, rank, len(targets))
-        ftype = _field_type(target, spec.field)
-        for view in target.searcher.views:
-            if assigned is True:
-                selection.append(None)
-            elif assigned is False:
-                selection.append(np.empty(0, np.int64))
-            else:
-                part = _partition(view.segment, spec.field, ftype, assigned[1])
-                selection.append(
-                    part.docs(assigned[0]) if view.live is None else part.live_docs(assigned[0], view.live)
-                )
+        views = target.searcher.views
+        if assigned is True:
+            selection += [None] * len(views)
+        elif assigned is False:
+            selection += [np.empty(0, np.int64)] * len(views)
+        else:
+            kept = target.searcher.cached(_Selections, _Selections)
+            selection += kept.of(target, spec.field, assigned)
     return selection
+
+
+#: Slices' selections a snapshot keeps (`_Selections`).
+_SELECTIONS_PER_SNAPSHOT = 4
+
+
+class _Selections:
+    """A snapshot's selections of the last `_SELECTIONS_PER_SNAPSHOT` slices asked for: per view,
+    the slice's live documents of its segment. Why: a sliced scroll's batch looked each
+    segment's partition up (14 us a batch over 12 segments, 3.5 times a whole walk's `LiveDocs`)
+    and, in a segment with deletes, gathered its live documents of the slice again (2.5 ms a
+    batch over 1,000,000 documents with 1% deleted; bench/RESULTS.md "A sliced scroll's blocks
+    in one read (session 24, `slices12`)" and "A sliced scroll's selection and blocks (session
+    25, `slices13`)"). Kept by the snapshot, they go with it. A view without deletes holds a
+    slice of its partition only; one with deletes the slice's live documents, so the 4 hold at
+    most twice what a whole walk of the snapshot keeps (`SegmentView.live_docs`)."""
+
+    def __init__(self) -> None:
+        self._kept: OrderedDict[tuple, list[np.ndarray]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def of(self, target: Target, field: str | None, assigned: tuple[int, int]) -> list[np.ndarray]:
+        ftype = _field_type(target, field)
+        key = (None if field == _ID else field, ftype, assigned)
+        with self._lock:
+            found = self._kept.get(key)
+            if found is not None:
+                self._kept.move_to_end(key)
+                return found
+        slice_id, count = assigned
+        found = []
+        for view in target.searcher.views:
+            docs = _partition(view.segment, field, ftype, count).docs(slice_id)
+            found.append(docs if view.live is None else docs[view.live[docs]])
+        with self._lock:
+            self._kept[key] = found
+            while len(self._kept) > _SELECTIONS_PER_SNAPSHOT:
+                self._kept.popitem(last=False)
+        return found
 
 
 def pit_slice_range(spec: SliceSpec, total: int) -> tuple[int, int]:

@@ -11,6 +11,7 @@ import base64
 import struct
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -361,6 +362,32 @@ def test_sorted_sliced_scrolls_with_a_query_and_deletes(
         assert sorted(d for part in parts for d in part) == sorted(whole)
 
 
+def test_concurrent_sliced_scrolls_of_one_snapshot_hold_exactly_their_slices(
+    server: str, es: Elasticsearch, new_index: Callable[..., str]
+) -> None:
+    """Slices of 2 and of 4 (six selections of one snapshot, more than it keeps: some are dropped
+    and built again while others are read) scrolled by six clients at once, twice, over segments
+    with deletes: each holds exactly the live documents of its ids' hash, once."""
+    index = new_index(settings={"number_of_shards": 1})
+    for part in range(3):  # three segments
+        docs = range(part * 400, part * 400 + 400)
+        helpers.bulk(es, ({"_index": index, "_id": f"d{i}", "_source": {"n": i}} for i in docs), refresh=True)
+    gone = range(0, 1200, 9)
+    helpers.bulk(es, ({"_op_type": "delete", "_index": index, "_id": f"d{i}"} for i in gone), refresh=True)
+    live = {f"d{i}" for i in range(1200)} - {f"d{i}" for i in gone}
+    slices = [(s, count) for count in (2, 4) for s in range(count)]
+
+    def read(spec: tuple[int, int]) -> set[str]:
+        with httpx.Client(base_url=server, timeout=60) as client:
+            return sliced(client, index, *spec)
+
+    for _ in range(2):
+        with ThreadPoolExecutor(len(slices)) as readers:
+            found = list(readers.map(read, slices))
+        for (slice_id, count), ids in zip(slices, found, strict=True):
+            assert ids == {d for d in live if id_slice(d, count) == slice_id}
+
+
 # ---- cost: a segment is partitioned once ---------------------------------------------------------
 
 
@@ -517,9 +544,10 @@ def test_hash_slices_of_large_segments_under_writes_merges_and_a_restart(tmp_pat
 def test_a_sliced_scroll_gathers_its_live_documents_once_per_snapshot(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A sliced `_doc` scroll over segments with deletes finds each segment's live documents of
-    its slice once for its snapshot, not once a batch; its batches hold exactly the slice's live
-    documents, and a scroll opened after more deletes (a new snapshot) holds its own."""
+    """A sliced `_doc` scroll finds each segment's live documents of its slice once for its
+    snapshot, not once a batch, over segments without deletes and with them; its batches hold
+    exactly the slice's live documents, and a scroll opened after more deletes (a new snapshot)
+    holds its own."""
     gathered: list[int] = []
     real = slicing._Partition.docs
 
@@ -546,10 +574,11 @@ def test_a_sliced_scroll_gathers_its_live_documents_once_per_snapshot(
             )
             node.bulk(lines, index="t", refresh="true")
         live = {f"d{i}" for i in range(900)}
-        for step in (7, 5):
-            gone = b"".join(b'{"delete":{"_id":"d%d"}}\n' % i for i in range(0, 900, step))
-            node.bulk(gone, index="t", refresh="true")
-            live -= {f"d{i}" for i in range(0, 900, step)}
+        for step in (None, 7, 5):
+            if step is not None:
+                gone = b"".join(b'{"delete":{"_id":"d%d"}}\n' % i for i in range(0, 900, step))
+                node.bulk(gone, index="t", refresh="true")
+                live -= {f"d{i}" for i in range(0, 900, step)}
             for slice_id in range(2):
                 gathered.clear()
                 found = walk(node, slice_id)
