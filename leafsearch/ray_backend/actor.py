@@ -65,6 +65,7 @@ from leafsearch.index.shard import Shard
 from leafsearch.index.shard_listing import ShardListing, of_shard
 from leafsearch.index.shard_services import ShardServices
 from leafsearch.index.shard_write import DocRead, ShardWrite, ShardWriteOutcome, apply_replicated, apply_write
+from leafsearch.index.source_blocks import codec_of
 from leafsearch.index.translog import decode_records
 from leafsearch.ray_backend.channel import Address, ChannelServer
 from leafsearch.ray_backend.fault_detection import PING
@@ -158,7 +159,10 @@ class ShardActor:
         #: The shard's block cache and flush thread, and the merge worker; its events are the ones
         #: this actor's caches listen to.
         self.shard_services = ShardServices(self.state.source_blocks, self.state.events, merges=merges)
-        self.shard = Shard(self.folder / "shard", shard_id, self._parse, self.index.sort, self.shard_services)
+        codec = codec_of(self.index.setting("index.codec"))
+        self.shard = Shard(
+            self.folder / "shard", shard_id, self._parse, self.index.sort, self.shard_services, codec
+        )
         self.shard.index_ref = (self.index.name, self.index.uuid)
         #: The highest primary term a write to this copy carried: a replica refuses a write of
         #: an older term (a former primary, replaced, that does not know it yet).
