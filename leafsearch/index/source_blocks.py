@@ -4,12 +4,12 @@ Two codecs (the index's `index.codec`, recorded as `source_codec` in each segmen
 - LZ4 (`default`, `lucene_default`; `source_codec: "lz4"`): blocks of `LZ4_BLOCK_DOCS` (32)
   documents, LZ4's block format without a dictionary, each block's raw size read off the stored
   lengths. Why: Elasticsearch's default stores fields with LZ4 for speed; on bench documents a
-  read of every source costs 93 us of CPU per 1,000 documents against zstd's 253, a page of 100
-  hits scattered over 5,000 documents 164 us against 379, compressing 0.33 against 0.78 us a
+  read of every source costs 99 us of CPU per 1,000 documents against zstd's 272, a page of 100
+  hits scattered over 5,000 documents 171 us against 370, compressing 0.33 against 0.77 us a
   document (no dictionary to train), for 87 bytes a document against 54. Blocks of 16 read a
-  scattered page in 113 us but every document in 131; of 64, 234 and 82; LZ4 HC saves 10-17 bytes
-  a document for 5 times the compressing (bench/RESULTS.md "`index.codec`: LZ4 by default
-  (session 25, `codec13`)");
+  scattered page in 118 us but every document in 120; of 64, 238 and 90; LZ4 HC saves 10-17
+  bytes a document for 5-7 times the compressing (bench/RESULTS.md "`index.codec`: LZ4 by
+  default (session 25, `codec13`)");
 - zstd (`best_compression`; every segment written before codecs, without the key): the layouts
   below.
 
