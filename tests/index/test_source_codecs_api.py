@@ -8,13 +8,14 @@ applies to its new segments (a merge compresses the older ones again)."""
 
 from __future__ import annotations
 
-import threading
 import time
+from functools import partial
 from pathlib import Path
 
 import httpx
 import orjson
 
+from tests.concurrency import readers_beside_writers
 from tests.conftest import running_server
 
 NDJSON = {"content-type": "application/x-ndjson"}
@@ -53,38 +54,32 @@ def as_sent(content: bytes, hits: list[dict]) -> None:
         at = found + len(raw)
 
 
+def checked(page: httpx.Response, ids: list[str]) -> list[dict]:
+    """A page's hits, their sources checked as sent, their ids added to `ids`."""
+    assert page.status_code == 200, page.text[:500]
+    hits = page.json()["hits"]["hits"]
+    as_sent(page.content, hits)
+    ids += [h["_id"] for h in hits]
+    return hits
+
+
 def scroll(http: httpx.Client, index: str, body: dict) -> list[str]:
-    """Every page of a scroll (each page's sources checked): the ids, in order."""
+    """Every page of a scroll: the ids, in order."""
     page = http.post(f"/{index}/_search?scroll=1m", json={"size": 700, **body})
     ids: list[str] = []
-    while True:
-        assert page.status_code == 200, page.text[:500]
-        hits = page.json()["hits"]["hits"]
-        if not hits:
-            break
-        as_sent(page.content, hits)
-        ids += [h["_id"] for h in hits]
+    while checked(page, ids):
         page = http.post("/_search/scroll", json={"scroll": "1m", "scroll_id": page.json()["_scroll_id"]})
     http.request("DELETE", "/_search/scroll", json={"scroll_id": page.json()["_scroll_id"]})
     return ids
 
 
 def pit_walk(http: httpx.Client, index: str) -> list[str]:
+    """Every page of a PIT walk by `n` descending: the ids, in order."""
     pit = http.post(f"/{index}/_pit?keep_alive=1m").json()["id"]
     ids: list[str] = []
-    after = None
-    while True:
-        body = {"size": 900, "pit": {"id": pit, "keep_alive": "1m"}, "sort": [{"n": "desc"}]}
-        if after is not None:
-            body["search_after"] = after
-        page = http.post("/_search", json=body)
-        assert page.status_code == 200, page.text[:500]
-        hits = page.json()["hits"]["hits"]
-        if not hits:
-            break
-        as_sent(page.content, hits)
-        ids += [h["_id"] for h in hits]
-        after = hits[-1]["sort"]
+    body: dict = {"size": 900, "pit": {"id": pit, "keep_alive": "1m"}, "sort": [{"n": "desc"}]}
+    while hits := checked(http.post("/_search", json=body), ids):
+        body["search_after"] = hits[-1]["sort"]
     http.request("DELETE", "/_pit", json={"id": pit})
     return ids
 
@@ -188,53 +183,26 @@ def test_each_codec_gives_every_source_as_sent_beside_writes_and_after_a_restart
             assert http.post(f"/{name}/_refresh").status_code == 200
             expected[name] = {str(i) for i in range(FIRST)}
 
-        failures: list[str] = []
-        writing = threading.Event()
-        writing.set()
-
         def write(w: int) -> None:
             """Each writer: its own ids in both indices, in refreshed bulks (ten segments each: the
             index merges), a delete of an earlier one in each."""
             with httpx.Client(base_url=url, timeout=120) as client:
                 first = FIRST + w * PER_WRITER
-                try:
-                    for at in range(first, first + PER_WRITER, BULK):
-                        for name in INDICES:
-                            lines = index_lines(range(at, at + BULK))
-                            lines.append(b'{"delete":{"_id":"%d"}}\n' % (w + at // BULK * 7))
-                            bulk(client, name, lines, "true")
-                except Exception as error:  # pragma: no cover - reported below
-                    failures.append(repr(error)[:500])
-
-        def refresh() -> None:
-            """Refreshes beside the writes: a segment of a few hundred documents each, which the
-            index merges ten at a time."""
-            with httpx.Client(base_url=url, timeout=120) as client:
-                while writing.is_set():
+                for at in range(first, first + PER_WRITER, BULK):
                     for name in INDICES:
-                        if client.post(f"/{name}/_refresh").status_code != 200:  # pragma: no cover
-                            failures.append(f"a refresh of {name} failed")
+                        lines = index_lines(range(at, at + BULK))
+                        lines.append(b'{"delete":{"_id":"%d"}}\n' % (w + at // BULK * 7))
+                        bulk(client, name, lines, "true")
 
         def read() -> None:
-            """Readers beside the writes: each walk's sources as sent, no document twice."""
+            """Beside the writes: a refresh of each index, then each walk's sources as sent, no
+            document twice."""
             with httpx.Client(base_url=url, timeout=120) as client:
-                try:
-                    while writing.is_set():
-                        for name in INDICES:
-                            read_all(client, name)
-                except AssertionError as error:  # pragma: no cover - reported below
-                    failures.append(repr(error)[:500])
+                for name in INDICES:
+                    assert client.post(f"/{name}/_refresh").status_code == 200
+                    read_all(client, name)
 
-        writers = [threading.Thread(target=write, args=(w,)) for w in range(WRITERS)]
-        others = [threading.Thread(target=refresh), threading.Thread(target=read)]
-        for thread in writers + others:
-            thread.start()
-        for thread in writers:
-            thread.join()
-        writing.clear()
-        for thread in others:
-            thread.join()
-        assert not failures, failures
+        readers_beside_writers([partial(write, w) for w in range(WRITERS)], read)
         for name in INDICES:
             assert http.post(f"/{name}/_refresh").status_code == 200
             merged(http, name, 1)
