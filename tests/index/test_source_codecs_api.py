@@ -122,6 +122,9 @@ def spot_reads(http: httpx.Client, index: str, ids: list[int]) -> None:
     )
     assert [int(h["_id"]) for h in page.json()["hits"]["hits"]] == sorted(wanted)
     as_sent(page.content, page.json()["hits"]["hits"])
+    body = {"size": 200, "query": {"terms": {"n": wanted}}, "sort": [{"n": "asc"}], "_source": ["z.b", "n"]}
+    filtered = http.post(f"/{index}/_search", json=body).json()["hits"]["hits"]
+    assert [h["_source"] for h in filtered] == [{"n": i, "z": {"b": i % 5}} for i in sorted(wanted)]
 
 
 def segment_metas(data: Path, http: httpx.Client, index: str) -> list[dict]:
@@ -278,6 +281,17 @@ def test_the_setting_is_static_validated_and_carried_by_templates(tmp_path: Path
         assert codecs_on_disk(data, http, "small") == {"lz4"}
         assert len(segment_metas(data, http, "small")) == 1
         assert all(walk == {str(i) for i in range(2400)} for walk in read_all(http, "small"))
+
+        # Synthetic `_source` rebuilt from either codec's stored sources.
+        for name, codec in (("synth-fast", "default"), ("synth-small", "best_compression")):
+            settings = {"number_of_shards": 1, "codec": codec, "mapping.source.mode": "synthetic"}
+            assert http.put(f"/{name}", json={"settings": settings}).status_code == 200
+            bulk(http, name, index_lines(range(0, 1200)), "true")
+            for i in (0, 7, 640, 1199):
+                rebuilt = http.get(f"/{name}/_doc/{i}").json()["_source"]
+                assert rebuilt == orjson.loads(source(i)) and list(rebuilt) == sorted(rebuilt)
+        assert codecs_on_disk(data, http, "synth-fast") == {"lz4"}
+        assert codecs_on_disk(data, http, "synth-small") == {None}
 
         template = {
             "index_patterns": ["logs-*"],
