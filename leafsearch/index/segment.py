@@ -14,7 +14,7 @@ Layout of a segment folder:
   segment's trained dictionary `_source.dict`, which `meta.json` then announces),
   `_source.blocks.npy` (byte offset of each block), `_source.lengths.npy` (raw
   length of each source, as stored); in the hash layout (`source_buckets` in `meta.json`),
-  `_source.slots.npy` (each doc's place in its group of 64 and bucket) and `_source.starts.npy`;
+  `_source.slots.npy` (each doc's place in its group and bucket) and `_source.starts.npy`;
   a merge's, in runs (`source_runs`), `_source.runs.npy` and `_source.dict_ends.npy` too, and
   `_source.dict` holds each run's dictionary end to end.
 - `sort-<digest>.order` (the segment's documents sorted by a sort key, `order_files.py`) and
@@ -846,12 +846,13 @@ class Segment:
     def _stored_range(self, places: np.ndarray, blocks: np.ndarray) -> tuple[bytes, int | np.ndarray] | None:
         """The stored sources of a walk's batch or page that reads every document of its blocks
         (`_UNCACHED_RUN` blocks at least, no more stored documents in them than the batch's and
-        two groups'), decompressed by one read across their frames per run into one buffer,
-        without the block cache, and where each document's stored place is shifted to in it (one
-        int for a span of consecutive blocks in one run, else one per document); None for other
-        reads (scattered hits). The blocks are one span (a `_doc` batch, a PIT page in index
-        order: one slice of the file) or a hash slice's buckets of one (a sliced scroll's batch:
-        its frames joined, ~60 KB, before the read), in one run or across runs. Why: a batch of
+        two groups'), decompressed into one buffer (zstd: one read across their frames per run;
+        LZ4: one call a block) without the block cache, and where each document's stored place is
+        shifted to in it (one int for a span of consecutive blocks in one run, else one per
+        document); None for other reads (scattered hits). The blocks are one span (a `_doc` batch,
+        a PIT page in index order: one slice of the file) or a hash slice's buckets of one (a
+        sliced scroll's batch: its frames joined, ~60 KB, before the read), in one run or across
+        runs. Why: a batch of
         1,000 is ~64 blocks, whose calls, objects and list of distinct blocks one read spares
         (bench/RESULTS.md "A scroll batch's blocks in one call (session 23, `scroll10`)"; a
         slice's, "A sliced scroll's blocks in one read (session 24, `slices12`)")."""
