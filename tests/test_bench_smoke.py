@@ -256,6 +256,20 @@ def test_the_scroll_batches_bench_runs(tmp_path: Path) -> None:
     assert "PIT walk page of 1,000:" in walked.stdout and "ms CPU" in walked.stdout
 
 
+def test_the_source_codecs_bench_prints_a_row_per_codec_and_block() -> None:
+    """`python -m bench.source_codecs` keeps working: zstd's row and LZ4's, each with its four
+    figures, LZ4's blocks larger on disk than zstd's with its dictionary."""
+    result = bench_run("bench.source_codecs", "--docs", "12000")
+    rows = {line[:24].strip(): line[24:].split() for line in result.stdout.splitlines()[2:]}
+    assert list(rows) == [
+        "zstd + dictionary, 16",
+        *(f"lz4, {n}" for n in (16, 32, 64, 128)),
+        *(f"lz4 HC {level}, {n}" for n in (32, 64) for level in (4, 9)),
+    ]
+    assert all(len(figures) == 4 for figures in rows.values())
+    assert float(rows["lz4, 32"][0]) > float(rows["zstd + dictionary, 16"][0]) > 0
+
+
 def test_the_suite_timeline_reports_each_worker_and_the_idle_cores() -> None:
     """`bench.suite_timeline`'s report of recorded lines: a worker's time in tests and between
     them, the machine's busy cores per step and the idle core-seconds, the failed tests, the modules'

@@ -104,6 +104,15 @@ def choice_setting(*choices: str) -> Parser:
     return parse
 
 
+def codec_setting(value: SettingValue, key: str) -> str:
+    """`index.codec`: Elasticsearch's values, its error naming the two it documents."""
+    if value not in ("default", "best_compression", "lucene_default"):
+        raise IllegalArgument(
+            f"unknown value for [{key}] must be one of [default, best_compression] but was: {value}"
+        )
+    return str(value)
+
+
 def any_setting(value: SettingValue, key: str) -> SettingValue:
     return value
 
@@ -309,7 +318,7 @@ _INDEX = [
     Setting("index.analyze.max_token_count", "10000", int_setting(1), True),
     Setting("index.max_shingle_diff", "3", int_setting(0), True),
     Setting("index.max_refresh_listeners", "1000", int_setting(0), True),
-    Setting("index.codec", "default", choice_setting("default", "best_compression", "lucene_default"), False),
+    Setting("index.codec", "default", codec_setting, False),
     Setting("index.hidden", "false", bool_setting, True),
     Setting("index.blocks.read_only", "false", bool_setting, True),
     Setting("index.blocks.read_only_allow_delete", "false", bool_setting, True),

@@ -34,7 +34,7 @@ from leafsearch.index.index_sort import IndexSort
 from leafsearch.index.interning import Spans
 from leafsearch.index.segment import fixed_width_terms
 from leafsearch.index.segment_build import segment_from_buffer
-from leafsearch.index.source_blocks import InMemory, Joined
+from leafsearch.index.source_blocks import ZSTD, InMemory, Joined
 from leafsearch.index.vector_graph import GraphSpec
 from leafsearch.services.memory import trim
 
@@ -200,14 +200,16 @@ def _pack_text(fb: FieldBuffer) -> PackedText:
     )
 
 
-def build_packed(packed: PackedBuffer, folder: str, index_sort: IndexSort | None) -> np.ndarray | None:
+def build_packed(
+    packed: PackedBuffer, folder: str, index_sort: IndexSort | None, codec: str = ZSTD
+) -> np.ndarray | None:
     """The worker's side: write the segment; where each buffer document went (`segment_docs`).
     What the build held (about 3 KB a bench document, unpacked lists and arrays) goes back to
     the system at once, rather than staying in the worker's heap until its next build. The
     packed strings go once unpacked when the caller holds no other reference (`BuildJob.bind`)."""
     buffer = packed.unpack()
     del packed
-    segment_from_buffer(buffer, Path(folder), index_sort)
+    segment_from_buffer(buffer, Path(folder), index_sort, codec)
     segment_docs = buffer.segment_docs
     del buffer
     trim()
@@ -222,13 +224,16 @@ class BuildJob:
     packed: PackedBuffer
     folder: str
     index_sort: IndexSort | None
+    codec: str = ZSTD  # the sources' (source_blocks.py)
 
     def bind(self, mirror: Any) -> Callable[[], np.ndarray | None]:
-        return partial(_build_held, [self.packed], self.folder, self.index_sort)
+        return partial(_build_held, [self.packed], self.folder, self.index_sort, self.codec)
 
 
-def _build_held(held: list[PackedBuffer], folder: str, index_sort: IndexSort | None) -> np.ndarray | None:
+def _build_held(
+    held: list[PackedBuffer], folder: str, index_sort: IndexSort | None, codec: str
+) -> np.ndarray | None:
     """`build_packed` of the one buffer `held` gives up: the job (a task's callable, which its
     worker thread holds while it runs) keeps no reference to the packed strings, so they go
     as soon as they are unpacked (ids, tokens and keywords: ~0.4 of a packed bench buffer)."""
-    return build_packed(held.pop(), folder, index_sort)
+    return build_packed(held.pop(), folder, index_sort, codec)

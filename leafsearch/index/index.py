@@ -31,6 +31,7 @@ from leafsearch.index.parsed import ParsedBatch
 from leafsearch.index.routing import default_routing_num_shards, shard_for
 from leafsearch.index.shard import Shard
 from leafsearch.index.shard_services import ShardServices
+from leafsearch.index.source_blocks import codec_of
 
 if TYPE_CHECKING:
     from leafsearch.index.backend import RemoteShards, ShardBackend
@@ -88,8 +89,11 @@ class Index:
         self.last_search = time.monotonic()
 
     def _open_shards(self) -> list[Shard]:
+        # What new segments' sources are compressed with: `index.codec`, static (set at creation,
+        # or while the index is closed: read when it opens), each segment's own recorded in it.
+        codec = codec_of(index_setting(self.settings, "index.codec"))
         shards = [
-            Shard(self.folder / str(i), i, self._parse_for_recovery, self.sort, self._services)
+            Shard(self.folder / str(i), i, self._parse_for_recovery, self.sort, self._services, codec)
             for i in range(self.num_shards)
         ]
         for shard in shards:

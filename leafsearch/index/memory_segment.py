@@ -16,9 +16,8 @@ import numpy as np
 
 from leafsearch.index.buffer import IndexBuffer
 from leafsearch.index.searcher import Searcher, SegmentView
-from leafsearch.index.segment import Segment, source_arrays
+from leafsearch.index.segment import Segment, source_arrays, source_meta
 from leafsearch.index.segment_build import writer_from_buffer
-from leafsearch.index.source_blocks import HASH_BUCKETS
 
 _NUMBERS = itertools.count()
 
@@ -31,8 +30,7 @@ class MemorySegment(Segment):
         sources = writer.sources
         name = f"_memory_{next(_NUMBERS)}"
         meta = {"max_doc": writer.max_doc, "fields": writer.fields, "source_block_docs": sources.block_docs}
-        if sources.slots is not None:
-            meta["source_buckets"] = HASH_BUCKETS
+        meta.update(source_meta(sources))
         self._setup(Path(name), name, meta, sources.dictionary)  # the folder is never read
         self._source_data = b"".join(sources.chunks)
         self._arrays = {**writer.arrays, **source_arrays(sources)}

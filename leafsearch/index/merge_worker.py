@@ -32,13 +32,14 @@ from pathlib import Path
 import numpy as np
 
 from leafsearch.index.index_sort import IndexSort
+from leafsearch.index.source_blocks import ZSTD
 
 #: How much lower the worker's CPU priority is than the server's (`nice` increment).
 NICENESS = 10
 
 
 def _merge_folders(
-    parts: list[tuple[str, np.ndarray | None]], folder: str, index_sort: IndexSort | None
+    parts: list[tuple[str, np.ndarray | None]], folder: str, index_sort: IndexSort | None, codec: str = ZSTD
 ) -> np.ndarray | None:
     """The worker's side: open the segments by path and write the merged one. What the merge held
     (whole columns of the segments, their postings) goes back to the system at once, rather than
@@ -48,7 +49,8 @@ def _merge_folders(
     from leafsearch.services.memory import trim
 
     try:
-        return merge_segments([(Segment(Path(path)), live) for path, live in parts], Path(folder), index_sort)
+        segments = [(Segment(Path(path)), live) for path, live in parts]
+        return merge_segments(segments, Path(folder), index_sort, codec)
     finally:
         trim()
 
@@ -111,15 +113,19 @@ class MergeWorker:
             return self._pool
 
     def merge(
-        self, parts: list[tuple[Path, np.ndarray | None]], folder: Path, index_sort: IndexSort | None = None
+        self,
+        parts: list[tuple[Path, np.ndarray | None]],
+        folder: Path,
+        index_sort: IndexSort | None = None,
+        codec: str = ZSTD,
     ) -> np.ndarray | None:
-        """Write the merge of `parts` into `folder` in the worker process; raises what the merge
-        raised. Returns what `merge_segments` returns: where each merged document came from, when
-        sorted."""
+        """Write the merge of `parts` into `folder` in the worker process, its sources in `codec`;
+        raises what the merge raised. Returns what `merge_segments` returns: where each merged
+        document came from, when sorted."""
         pool = self._executor()
         try:
             return pool.submit(
-                _merge_folders, [(str(p), live) for p, live in parts], str(folder), index_sort
+                _merge_folders, [(str(p), live) for p, live in parts], str(folder), index_sort, codec
             ).result()
         except BrokenProcessPool:
             # The worker died (killed, out of memory): this merge fails and the next one starts a

@@ -9,11 +9,12 @@ Layout of a segment folder:
 - `meta.json`: doc count and the fields with their storage kind and statistics.
 - `_id.terms.npy` (sorted ids, 'S'), `_id.docs.npy` (doc of each sorted id), `_id.rank.npy`
   (position of each doc's id in the sorted list), `_seq_no.npy`, `_version.npy`.
-- `_source.bin` (zstd blocks of consecutive raw JSON sources, see `source_blocks.py`: 32 per
-  block, or 16 per block with the segment's trained dictionary `_source.dict`, which `meta.json`
-  then announces), `_source.blocks.npy` (byte offset of each block), `_source.lengths.npy` (raw
+- `_source.bin` (LZ4 blocks of 32 consecutive raw JSON sources, `source_codec: "lz4"` in
+  `meta.json`, or zstd blocks, see `source_blocks.py`: 32 per block, or 16 per block with the
+  segment's trained dictionary `_source.dict`, which `meta.json` then announces),
+  `_source.blocks.npy` (byte offset of each block), `_source.lengths.npy` (raw
   length of each source, as stored); in the hash layout (`source_buckets` in `meta.json`),
-  `_source.slots.npy` (each doc's place in its group of 64 and bucket) and `_source.starts.npy`;
+  `_source.slots.npy` (each doc's place in its group and bucket) and `_source.starts.npy`;
   a merge's, in runs (`source_runs`), `_source.runs.npy` and `_source.dict_ends.npy` too, and
   `_source.dict` holds each run's dictionary end to end.
 - `sort-<digest>.order` (the segment's documents sorted by a sort key, `order_files.py`) and
@@ -204,11 +205,13 @@ class SegmentWriter:
     whole segment's. Either way `write` renames the folder into place only once every file is
     written and fsynced, and the files are the same."""
 
-    def __init__(self, max_doc: int, streaming: Path | None = None) -> None:
+    def __init__(self, max_doc: int, streaming: Path | None = None, codec: str = source_blocks.ZSTD) -> None:
+        """`codec`: the sources' (source_blocks.py; the index's `index.codec`)."""
         self.max_doc = max_doc
+        self.codec = codec
         self.arrays: dict[str, np.ndarray] = {}
         self.fields: dict[str, dict] = {}
-        self.sources: source_blocks.CompressedSources = source_blocks.compress([])
+        self.sources: source_blocks.CompressedSources = source_blocks.compress([], codec=codec)
         #: `nested` path -> the writer of its child documents' segment (`Segment.nested`).
         self.nested: dict[str, SegmentWriter] = {}
         #: graph file name -> (the column's vectors, how to build its graph)
@@ -261,10 +264,10 @@ class SegmentWriter:
         if self._ids is not None and self.max_doc >= source_blocks.DICT_MIN_DOCS:
             buckets = slice_hashes(self._ids) & (source_blocks.HASH_BUCKETS - 1)
         if self._tmp is None:
-            self.sources = source_blocks.compress(sources, buckets=buckets)
+            self.sources = source_blocks.compress(sources, buckets=buckets, codec=self.codec)
             return
         with open(self._tmp / "_source.bin", "wb", opener=private) as fh:
-            self.sources = source_blocks.compress(sources, fh.write, buckets)
+            self.sources = source_blocks.compress(sources, fh.write, buckets, codec=self.codec)
         self._sources_written = True
 
     def set_source_runs(
@@ -280,7 +283,7 @@ class SegmentWriter:
             return slice_hashes(ids[lo:hi]) & (source_blocks.HASH_BUCKETS - 1)
 
         with open(self._tmp / "_source.bin", "wb", opener=private) as fh:
-            runs = source_blocks.RunsWriter(fh.write)
+            runs = source_blocks.RunsWriter(fh.write, self.codec)
             fill(runs, buckets)
         self.sources = runs.finish()
         self._sources_written = True
@@ -360,19 +363,12 @@ class SegmentWriter:
                     fh.write(chunk)
         for name, arr in source_arrays(sources).items():
             array_files.save(tmp / f"{name}.npy", array_files.compact(arr))
-        meta: dict = {"max_doc": self.max_doc, "fields": self.fields}
+        meta: dict = {"max_doc": self.max_doc, "fields": self.fields, **source_meta(sources)}
         if self.nested:  # written inside the unfinished folder: renamed into place with it
             meta["nested"] = {}
             for number, (path, children) in enumerate(self.nested.items()):
                 children.write(tmp / f"n{number}")
                 meta["nested"][path] = number
-        if sources.dictionary is not None:  # absent: plain blocks, as every older segment has
-            meta["source_dict"] = True
-            meta["source_block_docs"] = sources.block_docs
-        if sources.slots is not None:  # absent: sources in doc order, as every older segment
-            meta["source_buckets"] = source_blocks.HASH_BUCKETS
-        if sources.runs is not None:  # absent: one run, as every build's segment
-            meta["source_runs"] = True
         with open(tmp / "meta.json", "wb", opener=private) as fh:
             fh.write(orjson.dumps(meta))
         # Every file fsynced at once (`fsync_files`), then their entries, or a power loss could
@@ -419,6 +415,23 @@ def _unmap(data: mmap.mmap, start: int, end: int) -> None:
     first -= first % mmap.PAGESIZE
     if end > first:
         data.madvise(mmap.MADV_DONTNEED, first, end - first)
+
+
+def source_meta(sources: source_blocks.CompressedSources) -> dict:
+    """What a segment's meta.json says of its compressed sources (each key absent as in every
+    segment written before it)."""
+    meta: dict = {}
+    if sources.codec != source_blocks.ZSTD:  # absent: zstd
+        meta["source_codec"] = sources.codec
+        meta["source_block_docs"] = sources.block_docs
+    if sources.dictionary is not None:  # absent: plain blocks, as every older segment has
+        meta["source_dict"] = True
+        meta["source_block_docs"] = sources.block_docs
+    if sources.slots is not None:  # absent: sources in doc order, as every older segment
+        meta["source_buckets"] = source_blocks.HASH_BUCKETS
+    if sources.runs is not None:  # absent: one run, as every build's segment
+        meta["source_runs"] = True
+    return meta
 
 
 def source_arrays(sources: source_blocks.CompressedSources) -> dict[str, np.ndarray]:
@@ -498,6 +511,13 @@ class Segment:
         self._cache_key = cache_key
         self.max_doc: int = meta["max_doc"]
         self.field_meta: dict[str, dict] = meta["fields"]
+        #: the codec of its source blocks (source_blocks.py); a value no writer wrote is refused here,
+        #: not at the first read of a source
+        self.source_codec: str = meta.get("source_codec", source_blocks.ZSTD)
+        if self.source_codec not in source_blocks.CODECS:
+            raise ValueError(
+                f"segment [{folder}] has source blocks of an unknown codec [{self.source_codec!r}]"
+            )
         self.source_block_docs: int = meta.get("source_block_docs", source_blocks.PLAIN_BLOCK_DOCS)
         #: the hash layout's buckets per group (source_blocks.py); 0: sources stored in doc order
         self._source_buckets: int = meta.get("source_buckets", 0)
@@ -603,8 +623,10 @@ class Segment:
     def _source_dicts(self) -> list[bytes | None]:
         if not self._source_in_runs:
             return [self._source_dict]
-        data = (self.folder / "_source.dict").read_bytes()
         ends = np.asarray(self._load("_source.dict_ends")).tolist()
+        if len(ends) == 1:  # runs without a dictionary (LZ4's, zstd's plain): no `_source.dict`
+            return []
+        data = (self.folder / "_source.dict").read_bytes()
         return [data[a:b] for a, b in zip(ends[:-1], ends[1:], strict=True)]
 
     def _source_places(self, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -709,7 +731,12 @@ class Segment:
             data = self._source_data
             _, block_firsts, _, numbers_of_runs = self._source_run_lists
             run = one_interval(block_firsts, blocks)
-            if run is not None:
+            if self.source_codec == source_blocks.LZ4:  # (no dictionary: the same call for every run)
+                frames = map(data.__getitem__, map(slice, starts, ends))
+                read = source_blocks.lz4_blocks(frames, self._raw_sizes(blocks), self.folder)
+                for position, block in zip(missing, read, strict=True):
+                    found[position] = block
+            elif run is not None:
                 decompress = self._decompressor(numbers_of_runs[run]).decompress
                 for position, start, end in zip(missing, starts, ends, strict=True):
                     found[position] = decompress(data[start:end])
@@ -819,12 +846,13 @@ class Segment:
     def _stored_range(self, places: np.ndarray, blocks: np.ndarray) -> tuple[bytes, int | np.ndarray] | None:
         """The stored sources of a walk's batch or page that reads every document of its blocks
         (`_UNCACHED_RUN` blocks at least, no more stored documents in them than the batch's and
-        two groups'), decompressed by one read across their frames per run into one buffer,
-        without the block cache, and where each document's stored place is shifted to in it (one
-        int for a span of consecutive blocks in one run, else one per document); None for other
-        reads (scattered hits). The blocks are one span (a `_doc` batch, a PIT page in index
-        order: one slice of the file) or a hash slice's buckets of one (a sliced scroll's batch:
-        its frames joined, ~60 KB, before the read), in one run or across runs. Why: a batch of
+        two groups'), decompressed into one buffer (zstd: one read across their frames per run;
+        LZ4: one call a block) without the block cache, and where each document's stored place is
+        shifted to in it (one int for a span of consecutive blocks in one run, else one per
+        document); None for other reads (scattered hits). The blocks are one span (a `_doc` batch,
+        a PIT page in index order: one slice of the file) or a hash slice's buckets of one (a
+        sliced scroll's batch: its frames joined, ~60 KB, before the read), in one run or across
+        runs. Why: a batch of
         1,000 is ~64 blocks, whose calls, objects and list of distinct blocks one read spares
         (bench/RESULTS.md "A scroll batch's blocks in one call (session 23, `scroll10`)"; a
         slice's, "A sliced scroll's blocks in one read (session 24, `slices12`)")."""
@@ -839,10 +867,20 @@ class Segment:
         data = self._source_data
         run = one_interval(block_firsts, blocks)
         first, end = int(firsts[low]), int(firsts[high])
+        lz4 = self.source_codec == source_blocks.LZ4
+        out: bytes | bytearray
         if run is not None and end - first <= most:  # one span of one run
             shift: int | np.ndarray = int(ends[first])
-            out = bytearray(int(ends[end]) - shift)  # (sized by the stored lengths: decoded in place)
-            self._decompress_into(numbers_of_runs[run], data[int(offsets[low]) : int(offsets[high])], out)
+            span = data[int(offsets[low]) : int(offsets[high])]
+            if lz4:  # each block by one call (LZ4 has no read across blocks)
+                cuts = (offsets[low : high + 1] - offsets[low]).tolist()
+                frames = map(memoryview(span).__getitem__, map(slice, cuts[:-1], cuts[1:]))
+                out = b"".join(
+                    source_blocks.lz4_blocks(frames, self._raw_sizes(np.arange(low, high)), self.folder)
+                )
+            else:
+                out = bytearray(int(ends[end]) - shift)  # (sized by the stored lengths: decoded in place)
+                self._decompress_into(numbers_of_runs[run], span, out)
         else:  # a slice's blocks among the other slices', or blocks of several runs
             spread = max(self._source_buckets, 1)  # (the span is copied: the other slices' blocks at most)
             if high - low > spread * (len(places) + 1):  # scattered hits: their blocks not looked at
@@ -867,7 +905,7 @@ class Segment:
             sizes = np.diff(raw)
             sizes *= read
             into = np.cumsum(sizes)  # where each block's sources end in the buffer
-            out = bytearray(int(into[-1]))
+            total = int(into[-1])
             into -= sizes  # ... and start
             shift = (raw[:-1] - into)[rel]
             # The span's bytes in one copy, cut by views: a slice of the mapping per block cost
@@ -878,19 +916,30 @@ class Segment:
             frames = list(
                 map(span.__getitem__, map(slice, bounds[needed].tolist(), bounds[needed + 1].tolist()))
             )
-            if run is not None:
-                self._decompress_into(numbers_of_runs[run], b"".join(frames), out)
-            else:  # each run's blocks: one read with its dictionary
-                runs = np.searchsorted(self._source_runs[1], needed + low, side="right") - 1
-                cuts = (np.flatnonzero(runs[1:] != runs[:-1]) + 1).tolist()
-                parts = zip(runs[[0, *cuts]].tolist(), [0, *cuts], [*cuts, len(needed)], strict=True)
-                view, at = memoryview(out), [*into[needed].tolist(), len(out)]
-                for part_run, a, b in parts:
-                    frames_of = b"".join(frames[a:b])
-                    self._decompress_into(numbers_of_runs[part_run], frames_of, view[at[a] : at[b]])
+            if lz4:
+                out = b"".join(source_blocks.lz4_blocks(frames, sizes[needed].tolist(), self.folder))
+            else:
+                out = bytearray(total)
+                self._decompress_runs_into(run, needed + low, frames, out, [*into[needed].tolist(), total])
         if isinstance(data, mmap.mmap):
             _unmap(data, int(offsets[low]), int(offsets[high]))
         return bytes(out), shift
+
+    def _decompress_runs_into(
+        self, run: int | None, needed: np.ndarray, frames: list[memoryview], out: bytearray, at: list[int]
+    ) -> None:
+        """zstd frames of the blocks `needed` (of the run `run`; None: of several) decompressed
+        into `out`, each block at its place `at`: one read across the frames of each run."""
+        numbers_of_runs = self._source_run_lists[3]
+        if run is not None:
+            parts = [(run, 0, len(needed))]
+        else:  # each run's blocks: one read with its dictionary
+            runs = np.searchsorted(self._source_runs[1], needed, side="right") - 1
+            cuts = (np.flatnonzero(runs[1:] != runs[:-1]) + 1).tolist()
+            parts = list(zip(runs[[0, *cuts]].tolist(), [0, *cuts], [*cuts, len(needed)], strict=True))
+        view = memoryview(out)
+        for part_run, a, b in parts:
+            self._decompress_into(numbers_of_runs[part_run], b"".join(frames[a:b]), view[at[a] : at[b]])
 
     def _decompress_into(self, number: int, frames: bytes, out: bytearray | memoryview) -> None:
         """Frames of one run's blocks (dictionary `number`) decompressed by one read across
@@ -898,6 +947,11 @@ class Segment:
         with self._decompressor(number).stream_reader(frames, read_across_frames=True) as reader:
             if reader.readinto(out) != len(out):
                 raise zstandard.ZstdError(f"source blocks of {self.folder} are shorter than stored")
+
+    def _raw_sizes(self, blocks: np.ndarray) -> list[int]:
+        """The decompressed size of each of these source blocks (from the stored lengths)."""
+        firsts, ends = self._block_firsts, self._source_ends
+        return (ends[firsts[blocks + 1]] - ends[firsts[blocks]]).tolist()
 
     @cached_property
     def _block_firsts(self) -> np.ndarray:

@@ -36,19 +36,25 @@ from leafsearch.index.segment import (
 from leafsearch.index.vector_graph import GraphSpec
 
 
-def segment_from_buffer(buffer: IndexBuffer, folder: Path, index_sort: IndexSort | None = None) -> Segment:
+def segment_from_buffer(
+    buffer: IndexBuffer, folder: Path, index_sort: IndexSort | None = None, codec: str = source_blocks.ZSTD
+) -> Segment:
     """Write the buffer's documents (deleted ones included; the caller masks them) as a segment:
     in arrival order, or in `index_sort` order (ties in arrival order), in which case
-    `buffer.segment_docs` says where each buffer document went. Each field's arrays are written as
-    they are built (a streaming `SegmentWriter`), not held until the last one is."""
-    writer_from_buffer(buffer, index_sort, folder).write(folder)
+    `buffer.segment_docs` says where each buffer document went; its sources in `codec`'s blocks.
+    Each field's arrays are written as they are built (a streaming `SegmentWriter`), not held
+    until the last one is."""
+    writer_from_buffer(buffer, index_sort, folder, codec).write(folder)
     segment = Segment(folder)
     segment.write_postings()
     return segment
 
 
 def writer_from_buffer(
-    buffer: IndexBuffer, index_sort: IndexSort | None = None, streaming: Path | None = None
+    buffer: IndexBuffer,
+    index_sort: IndexSort | None = None,
+    streaming: Path | None = None,
+    codec: str = source_blocks.ZSTD,
 ) -> SegmentWriter:
     """The arrays of the buffer's documents as a segment (see `segment_from_buffer`), unwritten
     (or, `streaming`, written into that folder's unfinished folder as they are built), with the
@@ -72,7 +78,7 @@ def writer_from_buffer(
     def in_order(values: list) -> list:
         return values if new_of is None else [values[i] for i in order.tolist()]
 
-    writer = SegmentWriter(max_doc, streaming)
+    writer = SegmentWriter(max_doc, streaming, codec)
     ids = buffer.ids  # (a worker's: their 'S' array already where they crossed as one, buffer_wire)
     id_terms = ids if isinstance(ids, np.ndarray) else to_term_array(ids)
     writer.set_ids(
@@ -114,7 +120,7 @@ def writer_from_buffer(
         _add_routing(writer, docs(routed), [buffer.routings[i] for i in routed], max_doc)
     for path, (children, parents) in buffer.nested.items():
         child_folder = None if streaming is None else writer.nested_folder()
-        writer.add_nested(path, writer_from_buffer(children, None, child_folder), docs(parents))
+        writer.add_nested(path, writer_from_buffer(children, None, child_folder, codec), docs(parents))
     return writer
 
 
@@ -156,7 +162,10 @@ def _add_routing(writer: SegmentWriter, docs: np.ndarray, routings: list[str], m
 
 
 def merge_segments(
-    parts: list[tuple[Segment, np.ndarray | None]], folder: Path, index_sort: IndexSort | None = None
+    parts: list[tuple[Segment, np.ndarray | None]],
+    folder: Path,
+    index_sort: IndexSort | None = None,
+    codec: str = source_blocks.ZSTD,
 ) -> np.ndarray | None:
     """Write the live documents of several segments as one new segment.
 
@@ -164,16 +173,17 @@ def merge_segments(
     doc order is preserved (segment order, then doc order), which keeps `_doc` order stable
     across merges, and None is returned. With one the documents are written in index-sort order,
     ties in that same order, and the result says, for each merged document, its position among
-    the parts' live documents taken in order.
+    the parts' live documents taken in order. The sources are in `codec`'s blocks: a part's
+    blocks of another codec are compressed again, never copied.
     """
-    writer, order = _merged_writer(parts, index_sort, folder)
+    writer, order = _merged_writer(parts, index_sort, folder, codec)
     writer.write(folder)
     Segment(folder).write_postings()
     return order
 
 
 def _merged_writer(
-    parts: list[tuple[Segment, np.ndarray | None]], index_sort: IndexSort | None, folder: Path
+    parts: list[tuple[Segment, np.ndarray | None]], index_sort: IndexSort | None, folder: Path, codec: str
 ) -> tuple[SegmentWriter, np.ndarray | None]:
     """The merge's writer, streaming into `folder`'s unfinished folder: each field is written as
     it is merged, so a merge holds one field's merge at a time."""
@@ -195,7 +205,7 @@ def _merged_writer(
     def in_order(values: np.ndarray) -> np.ndarray:
         return values if order is None else values[order]
 
-    writer = SegmentWriter(max_doc, streaming=folder)
+    writer = SegmentWriter(max_doc, folder, codec)
     ids = np.concatenate(
         [np.asarray(s.id_terms)[np.asarray(s.id_rank)[k]] for (s, _), k in zip(parts, keeps, strict=True)]
     )
@@ -219,14 +229,14 @@ def _merged_writer(
         else:
             _merge_numeric(writer, path, kind, cols, max_doc)
     for path in dict.fromkeys(p for seg, _ in parts for p in seg.nested_paths):
-        _merge_nested(writer, path, parts, remaps)
+        _merge_nested(writer, path, parts, remaps, codec)
     # The sources last: their compressed blocks (about a fifth of a KB a bench document) are held
     # until the segment is written, and compressed first they sat beside every field's merge.
     segments = [seg for seg, _ in parts]
     if order is not None:  # an index sort reorders them all: read at once
         every = _LiveSources(segments, keeps).every()
         writer.set_sources([every[i] for i in order.tolist()])
-    elif (runs := _source_runs(parts, keeps)) is not None:
+    elif (runs := _source_runs(parts, keeps, codec)) is not None:
         writer.set_source_runs(runs.fill)
     else:
         writer.set_sources(_LiveSources(segments, keeps))
@@ -234,7 +244,11 @@ def _merged_writer(
 
 
 def _merge_nested(
-    writer: SegmentWriter, path: str, parts: list[tuple[Segment, np.ndarray | None]], remaps: list[np.ndarray]
+    writer: SegmentWriter,
+    path: str,
+    parts: list[tuple[Segment, np.ndarray | None]],
+    remaps: list[np.ndarray],
+    codec: str,
 ) -> None:
     """The child documents of a `nested` path whose parents the merge keeps, with their parents'
     new docs: the parts' children in part order, so a parent's children stay consecutive."""
@@ -248,7 +262,9 @@ def _merge_nested(
         child_parts.append((children, child_live))
         kept = child_parents if child_live is None else child_parents[child_live]
         parents.append(remap[kept])
-    writer.add_nested(path, _merged_writer(child_parts, None, writer.nested_folder())[0], _cat(parents))
+    writer.add_nested(
+        path, _merged_writer(child_parts, None, writer.nested_folder(), codec)[0], _cat(parents)
+    )
 
 
 def _merged_sort_values(
@@ -425,10 +441,10 @@ class _SourceRuns:
 
 
 def _source_runs(
-    parts: list[tuple[Segment, np.ndarray | None]], keeps: list[np.ndarray]
+    parts: list[tuple[Segment, np.ndarray | None]], keeps: list[np.ndarray], codec: str
 ) -> _SourceRuns | None:
-    """The merge's sources as runs copied where they can be, or None when none can (the
-    sources are then compressed again as one run)."""
+    """The merge's sources in `codec` as runs copied where they can be (a part's of that codec
+    only), or None when none can (the sources are then compressed again as one run)."""
     items: list = []
     copies = 0
 
@@ -446,7 +462,7 @@ def _source_runs(
             items.append((dictionary, [seg], [docs]))
 
     for (seg, live), keep in zip(parts, keeps, strict=True):
-        stored = seg.source_runs()
+        stored = seg.source_runs() if seg.source_codec == codec else []
         if not stored:
             again(None, seg, keep)
             continue

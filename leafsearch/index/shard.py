@@ -38,7 +38,7 @@ import numpy as np
 
 from leafsearch.common.durable import FOLDER_MODE
 from leafsearch.errors import ElasticError, FlushFailed, IndexClosed, RefreshFailed, TranslogFailed, cause_of
-from leafsearch.index import array_files, derived_files
+from leafsearch.index import array_files, derived_files, source_blocks
 from leafsearch.index.buffer import IndexBuffer
 from leafsearch.index.buffer_wire import BuildJob, BuildUnavailable, PackedBuffer
 from leafsearch.index.commits import CommitPlan, Commits
@@ -200,12 +200,15 @@ class Shard:
         parse,
         index_sort: IndexSort | None = None,
         services: ShardServices | None = None,
+        codec: str = source_blocks.ZSTD,
     ) -> None:
         """`parse(source, doc_id) -> ParsedDoc` comes from the index's mapping (used in recovery);
         `index_sort`, the order every segment is written in (None: arrival order); `services`,
         what the shard's owner gives its shards (its block cache, event listeners, flush thread,
-        merge worker; None: a shard alone keeps its own, ended with it)."""
+        merge worker; None: a shard alone keeps its own, ended with it); `codec`, the one its new
+        segments' sources are compressed with (source_blocks.py, the index's `index.codec`)."""
         self.folder = folder
+        self.codec = codec
         #: The primary term its writes answer (higher on a Ray replica promoted: ray_backend/actor.py).
         self.primary_term = PRIMARY_TERM
         self.shard_id = shard_id
@@ -719,14 +722,15 @@ class Shard:
         segment = None
         if builder is not None and self._worker_builds(buffer):
             try:
-                segment_docs = builder(BuildJob(PackedBuffer.pack(buffer), str(folder), self.index_sort))
+                job = BuildJob(PackedBuffer.pack(buffer), str(folder), self.index_sort, self.codec)
+                segment_docs = builder(job)
             except BuildUnavailable:
                 discard_unfinished(folder)  # whatever a worker that died left
             else:
                 buffer.segment_docs = segment_docs
                 segment = Segment(folder)
         if segment is None:
-            segment = segment_from_buffer(buffer, folder, self.index_sort)
+            segment = segment_from_buffer(buffer, folder, self.index_sort, self.codec)
         segment.prepare_sources()
         return segment
 
@@ -890,7 +894,7 @@ class Shard:
                 if in_worker:
                     seg = self._build_segment(buffer, folder)
                 else:
-                    seg = segment_from_buffer(buffer, folder, self.index_sort)
+                    seg = segment_from_buffer(buffer, folder, self.index_sort, self.codec)
                 live = _buffer_live(seg, buffer)
             except Exception as exc:
                 discard_unfinished(folder)
@@ -1074,7 +1078,7 @@ class Shard:
             with self.stats.merging(docs, sum(folder_size(seg.folder) for seg, _ in parts)):
                 try:
                     sources = [(seg.folder, live) for seg, live in parts]
-                    origin = self.services.merges.merge(sources, folder, self.index_sort)
+                    origin = self.services.merges.merge(sources, folder, self.index_sort, self.codec)
                     merged = self._open_segment(name)
                     merged.prepare_sources()
                     for each in self._flushing:  # installed first: waited for without the lock

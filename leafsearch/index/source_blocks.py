@@ -1,6 +1,19 @@
-"""How a segment stores `_source`: zstd blocks of consecutive documents' raw JSON.
+"""How a segment stores `_source`: compressed blocks of consecutive documents' raw JSON.
 
-Two layouts, told apart by the segment's `meta.json`:
+Two codecs (the index's `index.codec`, recorded as `source_codec` in each segment's meta.json):
+- LZ4 (`default`, `lucene_default`; `source_codec: "lz4"`): blocks of `LZ4_BLOCK_DOCS` (32)
+  documents, LZ4's block format without a dictionary, each block's raw size read off the stored
+  lengths. Why: Elasticsearch's default stores fields with LZ4 for speed; on bench documents a
+  read of every source costs 99 us of CPU per 1,000 documents against zstd's 272, a page of 100
+  hits scattered over 5,000 documents 171 us against 370, compressing 0.33 against 0.77 us a
+  document (no dictionary to train), for 87 bytes a document against 54. Blocks of 16 read a
+  scattered page in 118 us but every document in 120; of 64, 238 and 90; LZ4 HC saves 10-17
+  bytes a document for 5-7 times the compressing (bench/RESULTS.md "`index.codec`: LZ4 by
+  default (session 25, `codec13`)");
+- zstd (`best_compression`; every segment written before codecs, without the key): the layouts
+  below.
+
+Two zstd layouts, told apart by the segment's `meta.json`:
 - plain: blocks of `PLAIN_BLOCK_DOCS` (32) documents, each compressed alone. Small segments (a
   refresh of a few documents) and every segment written before dictionaries use it;
 - with a dictionary (`source_dict: true`, `_source.dict`): zstd trained on a sample of the
@@ -43,11 +56,12 @@ segment has a few dictionaries only.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import accumulate, islice
 from typing import Protocol
 
+import lz4.block
 import numpy as np
 import zstandard
 
@@ -67,6 +81,16 @@ HASH_BUCKETS = 4
 #: A merge copies a run of a part's all-live groups of at least this many documents (a
 #: dictionary of 16 KB a run: at most 2 bytes a document), and compresses shorter ones again.
 COPY_MIN_DOCS = 8192
+#: The codecs of `source_codec` in a segment's meta.json (absent: zstd, every older segment's).
+ZSTD, LZ4 = "zstd", "lz4"
+CODECS = (ZSTD, LZ4)
+LZ4_BLOCK_DOCS = 32
+
+
+def codec_of(setting: str) -> str:
+    """The codec of the sources of an index whose `index.codec` is `setting` (Elasticsearch's
+    values: `best_compression` is zstd, `default` and `lucene_default` LZ4)."""
+    return ZSTD if setting == "best_compression" else LZ4
 
 
 @dataclass
@@ -87,6 +111,7 @@ class CompressedSources:
     #: dictionary (an index into `dictionaries`, -1: none); None: one run (`dictionary`'s)
     runs: np.ndarray | None = None
     dictionaries: list[bytes] | None = None
+    codec: str = ZSTD
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,22 +162,25 @@ def compress(
     write: Callable[[bytes], object] | None = None,
     buckets: np.ndarray | None = None,
     dictionary: zstandard.ZstdCompressionDict | None = None,
+    codec: str = ZSTD,
 ) -> CompressedSources:
-    """Sources in blocks, with a dictionary trained on evenly spaced samples of them when the
-    segment is large enough and training succeeds (it fails on too little or too uniform data:
-    plain blocks then), or with `dictionary` when given (a merge's part's: no training).
+    """Sources in blocks of `codec`: LZ4's of `LZ4_BLOCK_DOCS`, or zstd's, with a dictionary
+    trained on evenly spaced samples of them when the segment is large enough and training
+    succeeds (it fails on too little or too uniform data: plain blocks then), or with
+    `dictionary` when given (a merge's part's: no training).
     Each block is compressed from one slice of its run's joined sources.
     Given `buckets` (each document's hash bucket, below `HASH_BUCKETS`), in the hash layout.
     Given `write`, each run's compressed blocks go to it at once and none is kept (`chunks` is
     empty): what compressing holds is then one run."""
     documents = InMemory(Joined.of(sources)) if isinstance(sources, Sequence) else sources
-    if dictionary is None:
-        dictionary = _train(documents)
-    if dictionary is None:
-        block, compressor = PLAIN_BLOCK_DOCS, zstandard.ZstdCompressor(level=ZSTD_LEVEL)
+    compress_block: Callable[[bytes | memoryview], bytes]
+    if codec == LZ4:
+        block, compress_block, dictionary = LZ4_BLOCK_DOCS, _lz4_block, None
+    elif dictionary is None and (dictionary := _train(documents)) is None:
+        block, compress_block = PLAIN_BLOCK_DOCS, zstandard.ZstdCompressor(level=ZSTD_LEVEL).compress
     else:
         block = DICT_BLOCK_DOCS
-        compressor = zstandard.ZstdCompressor(level=ZSTD_LEVEL, dict_data=dictionary)
+        compress_block = zstandard.ZstdCompressor(level=ZSTD_LEVEL, dict_data=dictionary).compress
     layout = None if buckets is None else _HashLayout(np.asarray(buckets, dtype=np.int64), block)
     chunks: list[bytes] = []
     offsets = [0]
@@ -164,7 +192,7 @@ def compress(
         else:
             stored_lengths, pieces = layout.stored(run)
             lengths.append(stored_lengths)
-        compressed = list(map(compressor.compress, pieces))
+        compressed = list(map(compress_block, pieces))
         offsets += list(accumulate(map(len, compressed), initial=offsets[-1]))[1:]
         if write is None:
             chunks.extend(compressed)
@@ -180,6 +208,7 @@ def compress(
         None if dictionary is None else dictionary.as_bytes(),
         None if layout is None else layout.slots,
         None if layout is None else layout.block_starts(),
+        codec=codec,
     )
 
 
@@ -199,11 +228,12 @@ class StoredRun:
 
 class RunsWriter:
     """A merged segment's sources in runs (the module's docstring), their blocks written as they
-    come: runs copied from the parts (`add` of the blocks' bytes) or compressed again
-    (`compress`), each dictionary kept once."""
+    come: runs copied from the parts (`add` of the blocks' bytes, parts of `codec` only) or
+    compressed again (`compress`, in `codec`), each dictionary kept once."""
 
-    def __init__(self, write: Callable[[bytes], object]) -> None:
+    def __init__(self, write: Callable[[bytes], object], codec: str = ZSTD) -> None:
         self.write = write  # where a copied run's blocks go before it is `add`ed
+        self.codec = codec
         self._dictionaries: dict[bytes, int] = {}
         self._runs: list[tuple[int, int, int, int]] = []
         self._pieces: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
@@ -222,9 +252,9 @@ class RunsWriter:
 
     def compress(self, documents: Documents, buckets: np.ndarray, dictionary: bytes | None) -> None:
         """Documents compressed again into a run of their own: with `dictionary` (the part's)
-        when given, else with one trained on them (or plain blocks)."""
+        when given, else with one trained on them (or plain blocks); LZ4's have none."""
         given = None if dictionary is None else zstandard.ZstdCompressionDict(dictionary)
-        out = compress(documents, self.write, buckets, given)
+        out = compress(documents, self.write, buckets, given, self.codec)
         assert out.slots is not None and out.starts is not None
         offsets = np.asarray(out.offsets, dtype=np.int64)
         self.add(StoredRun(offsets, out.lengths, out.slots, out.starts[:-1], out.block_docs, out.dictionary))
@@ -238,12 +268,13 @@ class RunsWriter:
             [],
             [0, *joined(0).tolist()],
             joined(1),
-            DICT_BLOCK_DOCS,
+            LZ4_BLOCK_DOCS if self.codec == LZ4 else DICT_BLOCK_DOCS,  # (each run's own: `runs`)
             None,
             joined(2),
             np.append(joined(3), self._docs),
             np.asarray(self._runs, dtype=np.int64).reshape(-1, 4),
             list(self._dictionaries),
+            self.codec,
         )
 
 
@@ -310,6 +341,25 @@ def _train(documents: Documents) -> zstandard.ZstdCompressionDict | None:
         return zstandard.train_dictionary(DICT_BYTES, samples, k=DICT_SEGMENT, d=DICT_DMER, level=ZSTD_LEVEL)
     except zstandard.ZstdError:
         return None
+
+
+def _lz4_block(data: bytes | memoryview) -> bytes:
+    """A block in LZ4's block format, without its raw size (the stored lengths give it)."""
+    return lz4.block.compress(data, store_size=False)
+
+
+def lz4_blocks(frames: Iterable[bytes | memoryview], sizes: list[int], folder: object) -> list[bytes]:
+    """LZ4 blocks decompressed, each of the raw size `sizes` gives (LZ4 takes it as a bound and
+    may give fewer bytes: a block decompressing to another size is refused, as zstd's short read
+    is)."""
+    blocks = list(map(_lz4_of_size, frames, sizes))
+    if list(map(len, blocks)) != sizes:
+        raise lz4.block.LZ4BlockError(f"source blocks of {folder} are shorter than stored")
+    return blocks
+
+
+def _lz4_of_size(frame: bytes | memoryview, size: int) -> bytes:
+    return lz4.block.decompress(frame, uncompressed_size=size) if size else b""
 
 
 _EMPTY_FRAME = zstandard.ZstdCompressor().compress(b"")

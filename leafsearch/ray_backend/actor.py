@@ -158,7 +158,14 @@ class ShardActor:
         #: The shard's block cache and flush thread, and the merge worker; its events are the ones
         #: this actor's caches listen to.
         self.shard_services = ShardServices(self.state.source_blocks, self.state.events, merges=merges)
-        self.shard = Shard(self.folder / "shard", shard_id, self._parse, self.index.sort, self.shard_services)
+        self.shard = Shard(
+            self.folder / "shard",
+            shard_id,
+            self._parse,
+            self.index.sort,
+            self.shard_services,
+            self.index.codec,
+        )
         self.shard.index_ref = (self.index.name, self.index.uuid)
         #: The highest primary term a write to this copy carried: a replica refuses a write of
         #: an older term (a former primary, replaced, that does not know it yet).
@@ -232,6 +239,9 @@ class ShardActor:
             self.state_order = order
             write_json(self.folder / _STATE_FILE, asdict(state))
             self.index = IndexMirror(state)
+            # `index.codec` changes only while the index is closed: the state an opened index's
+            # coordinator sends may be newer than the one the shard opened with (its file's).
+            self.shard.codec = self.index.codec
 
     def close_shard(self) -> None:
         """The index is closed: every acknowledged write goes into a committed segment (the

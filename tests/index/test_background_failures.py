@@ -490,10 +490,18 @@ class Mergeable:
         self.expected.pop(doc_id)
         self.gone.add(doc_id)
 
-    def merge(self, parts: list[tuple[Path, np.ndarray | None]], folder: Path, index_sort: Any = None) -> Any:
+    def merge(
+        self,
+        parts: list[tuple[Path, np.ndarray | None]],
+        folder: Path,
+        index_sort: Any = None,
+        codec: str = "zstd",
+    ) -> Any:
         if "6-3" not in self.gone:
             self.remove("6-3")
-        return merge_worker._merge_folders([(str(p), live) for p, live in parts], str(folder), index_sort)
+        return merge_worker._merge_folders(
+            [(str(p), live) for p, live in parts], str(folder), index_sort, codec
+        )
 
     def failed_and_changed_nothing(self, names: list[str]) -> None:
         """After a merge failed: the same segments (and the buffer's, when writing it, a step of
@@ -527,7 +535,7 @@ def mergeable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Merge
 def test_a_merge_that_fails_in_the_worker_leaves_no_folder_and_the_next_merges(mergeable, monkeypatch):
     names = [s.name for s in mergeable.shard.segments]
 
-    def out_of_memory(parts, folder: Path, index_sort=None):
+    def out_of_memory(parts, folder: Path, index_sort=None, codec="zstd"):
         half = folder.with_name(folder.name + ".tmp")  # what the worker wrote before it failed
         half.mkdir()
         (half / "ids.npy").write_bytes(b"\x93NUMPY")

@@ -239,14 +239,14 @@ class HeldFlush:
     def wrap(self, write):
         import threading
 
-        def held(buffer, folder, index_sort=None):
+        def held(buffer, folder, index_sort=None, codec="zstd"):
             if threading.current_thread().name.startswith("leafsearch-flush"):
                 self.holding.set()
                 assert self._go.wait(30)
                 if not self._write:
                     self._write = True
                     raise RuntimeError("abandoned")
-            return write(buffer, folder, index_sort)
+            return write(buffer, folder, index_sort, codec)
 
         return held
 
@@ -596,12 +596,12 @@ def test_a_failed_segment_write_is_reported_and_tried_again(tmp_path, monkeypatc
     write = shard_module.segment_from_buffer
     attempts: list[str] = []
 
-    def full_disk_once(buffer, folder, index_sort=None):
+    def full_disk_once(buffer, folder, index_sort=None, codec="zstd"):
         if folder.parent == tmp_path / "s":  # (not another test's shard flushing in this process)
             attempts.append(folder.name)
             if len(attempts) == 1:
                 raise OSError(errno.ENOSPC, "No space left on device")
-        return write(buffer, folder, index_sort)
+        return write(buffer, folder, index_sort, codec)
 
     monkeypatch.setattr(shard_module, "segment_from_buffer", full_disk_once)
     monkeypatch.setattr(shard_module, "BUFFER_MAX_DOCS", 10)
@@ -830,10 +830,10 @@ def test_a_refresh_waits_without_the_lock_for_a_buffer_a_write_handed_over_and_p
     gates = {"seg_000001": threading.Event(), "seg_000002": threading.Event()}
     build = shard_module.segment_from_buffer
 
-    def gated(buffer, folder, index_sort=None):
+    def gated(buffer, folder, index_sort=None, codec="zstd"):
         gate = gates.get(folder.name)
         assert gate is None or gate.wait(30)
-        return build(buffer, folder, index_sort)
+        return build(buffer, folder, index_sort, codec)
 
     monkeypatch.setattr(shard_module, "segment_from_buffer", gated)
     shard = Shard(tmp_path / "s", 0, parse)
@@ -880,11 +880,11 @@ def test_a_commit_written_before_an_overwrite_is_fsynced_keeps_the_acknowledged_
     build = shard_module.segment_from_buffer
     crashed = threading.Event()
 
-    def never_written(buffer, folder, index_sort=None):  # the second segment: lost in the crash
+    def never_written(buffer, folder, index_sort=None, codec="zstd"):  # the second segment: lost in the crash
         if folder.name == "seg_000002":
             assert crashed.wait(30)
             raise RuntimeError("crashed before the segment was written")
-        return build(buffer, folder, index_sort)
+        return build(buffer, folder, index_sort, codec)
 
     monkeypatch.setattr(shard_module, "segment_from_buffer", never_written)
     shard = Shard(tmp_path / "s", 0, parse)

@@ -111,8 +111,10 @@ def test_a_merge_that_fails_leaves_its_shard_as_it_was_and_the_others_merge(
     shard failing for good kept every shard after it from ever merging again)."""
     from leafsearch.index import merge_worker
 
-    def merge_here(parts, folder: Path, index_sort=None):
-        return merge_worker._merge_folders([(str(p), live) for p, live in parts], str(folder), index_sort)
+    def merge_here(parts, folder: Path, index_sort=None, codec="zstd"):
+        return merge_worker._merge_folders(
+            [(str(p), live) for p, live in parts], str(folder), index_sort, codec
+        )
 
     with Node(tmp_path / "n", background=False) as node:
         client = Client(node=node)

@@ -27,9 +27,11 @@ MAPPINGS = {"properties": {"n": {"type": "long"}, "tag": {"type": "keyword"}}}
 NO_REFRESH = {"number_of_shards": 2, "refresh_interval": "-1"}
 
 
-def merge_here(parts: list[tuple[Path, Any]], folder: Path, index_sort: Any = None) -> Any:
+def merge_here(
+    parts: list[tuple[Path, Any]], folder: Path, index_sort: Any = None, codec: str = "zstd"
+) -> Any:
     """The merge worker's work, done in this process, where the simulated disk sees its fsyncs."""
-    return merge_worker._merge_folders([(str(p), live) for p, live in parts], str(folder), index_sort)
+    return merge_worker._merge_folders([(str(p), live) for p, live in parts], str(folder), index_sort, codec)
 
 
 class Acknowledged:

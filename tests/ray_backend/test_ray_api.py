@@ -395,6 +395,37 @@ def test_close_and_open_keep_every_acknowledged_write_across_a_coordinator_resta
         assert http.get("/closing/_count").status_code == 404
 
 
+def test_a_codec_set_while_closed_compresses_the_shard_actors_next_segments(http: httpx.Client) -> None:
+    """`index.codec` through a Ray-backed index: `best_compression`'s segments in zstd (no codec
+    in their meta.json); changed while the index is closed, the reopened shard actors write their
+    next segments in LZ4 (the coordinator's state is newer than the one their folder kept), and
+    every source of both reads back."""
+    body = {
+        "settings": {"number_of_shards": SHARDS, "number_of_replicas": 0, "codec": "best_compression"},
+        "mappings": {"properties": {"n": {"type": "long"}}},
+    }
+    assert http.put("/codecs", json=body).status_code == 200
+    assert is_ray_backed(http, "codecs")
+    uuid = http.get("/codecs/_settings").json()["codecs"]["settings"]["index"]["uuid"]
+
+    def codecs() -> set[str | None]:
+        folders = [Path(c["folder"]) / "shard" for entry in shard_map(uuid) or [] for c in entry["copies"]]
+        metas = [
+            orjson.loads(meta.read_bytes()) for folder in folders for meta in folder.glob("seg_*/meta.json")
+        ]
+        return {meta.get("source_codec") for meta in metas}
+
+    bulk(http, "codecs", {f"a{n}": source(n) for n in range(300)})
+    assert codecs() == {None}
+    assert http.post("/codecs/_close").status_code == 200
+    assert http.put("/codecs/_settings", json={"index.codec": "default"}).status_code == 200
+    assert http.post("/codecs/_open").status_code == 200
+    bulk(http, "codecs", {f"b{n}": source(n) for n in range(300)})
+    assert codecs() == {None, "lz4"}
+    hits = http.post("/codecs/_search", json={"size": 600}).json()["hits"]["hits"]
+    assert {h["_id"]: h["_source"] for h in hits} == {f"{p}{n}": source(n) for p in "ab" for n in range(300)}
+
+
 def one_shard_on_its_machine(http: httpx.Client, index: str, docs: int) -> tuple[str, Any, dict, Any]:
     """A new index of one shard and `docs` documents: its uuid, its machine actor, its copy's
     entry in the shard map and the index state a coordinator pushes to it."""

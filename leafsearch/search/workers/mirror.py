@@ -39,6 +39,7 @@ from leafsearch.index.index_sort import IndexSort, index_sort_of
 from leafsearch.index.mapping import Mapping
 from leafsearch.index.searcher import Searcher, SegmentView
 from leafsearch.index.segment import Segment
+from leafsearch.index.source_blocks import codec_of
 from leafsearch.request.query_dsl import Query
 from leafsearch.search.stats import SearchStats
 from leafsearch.search.targets import Target
@@ -114,6 +115,8 @@ class IndexMirror:
         self.mapping_version = state.mapping_version
         apply_mapping_limits(self.mapping, self.settings)
         self.sort: IndexSort | None = index_sort_of(self.settings, self.mapping, self.name)
+        #: what new segments' sources are compressed with (`index.codec`, source_blocks.py)
+        self.codec = codec_of(self.setting("index.codec"))
         self.num_shards = state.num_shards
         self.shards = [ShardMirror(i) for i in range(state.num_shards)]
         self.last_search = 0.0
