@@ -8,14 +8,13 @@ applies to its new segments (a merge compresses the older ones again)."""
 
 from __future__ import annotations
 
-import time
 from functools import partial
 from pathlib import Path
 
 import httpx
 import orjson
 
-from tests.concurrency import readers_beside_writers
+from tests.concurrency import readers_beside_writers, wait_for
 from tests.conftest import running_server
 
 NDJSON = {"content-type": "application/x-ndjson"}
@@ -160,10 +159,7 @@ def merges(http: httpx.Client, index: str) -> int:
 
 def merged(http: httpx.Client, index: str, count: int) -> None:
     """Wait for the index's merges (run on their own after refreshes) to reach `count`."""
-    deadline = time.monotonic() + 120
-    while merges(http, index) < count and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert merges(http, index) >= count
+    wait_for(lambda: merges(http, index) >= count, attempts=2400)
 
 
 def codecs_on_disk(data: Path, http: httpx.Client, index: str) -> set[str | None]:
