@@ -13,7 +13,9 @@ each timed from its first request to its last byte, with the documents it read c
   false`), the client decoding each page with orjson; beside it SQLite's keyset walk by (ts, id)
   in pages of 1,000;
 - one scroll stream (`_doc`, batches of 1,000) and one `_export` stream, bytes received (the
-  client finds the scroll id and counts the hits, decodes nothing); beside them SQLite's read of
+  client finds the scroll id and whether the batch is empty, decodes nothing; it keeps what it
+  received and counts the hits or lines once the clock has stopped, so that counting, which a
+  client writing the bytes somewhere does not do, is not timed); beside them SQLite's read of
   every row with `fetchmany(1000)`;
 - 2 slices of a PIT (`_export` with `slice`) and of a scroll, each read by its own process at
   once, against the one stream;
@@ -51,6 +53,7 @@ INDEX = "bench"
 PAGE = 1_000
 SMALL_PAGES = 400
 _SCROLL_ID = re.compile(rb'"_scroll_id":"([^"]+)"')
+_NO_HITS = b'"hits":[]}}'  # how a scroll's last, empty batch ends
 
 
 @dataclass
@@ -72,6 +75,23 @@ class Row:
         return seconds * 1000 / self.docs * 1000  # ms per 1,000 documents
 
 
+#: What a client read: its documents (a count, or how to count them once the clock has stopped)
+#: and the bytes it received.
+Read = tuple["int | Callable[[], int]", int]
+
+
+@dataclass
+class Measured:
+    """What a row's run returns: as `Read`, with the clients' CPU and the seconds from their
+    release to the last one's end when they ran in processes of their own (else None: this
+    process's, timed by `measure`)."""
+
+    docs: int | Callable[[], int]
+    received: int
+    client_cpu: float | None = None
+    seconds: float | None = None
+
+
 # ---- clients (each also runs in a process of its own for the slices) -------------------------
 
 
@@ -80,7 +100,7 @@ def _client_cpu() -> float:
     return times.user + times.system
 
 
-def pit_walk(url: str) -> tuple[int, int]:
+def pit_walk(url: str) -> Read:
     """Every document by `@timestamp` desc in `search_after` pages of 1,000, each page decoded."""
     client = Client(url)
     pit = client.json("POST", f"/{INDEX}/_pit?keep_alive=2m")["id"]
@@ -104,7 +124,7 @@ def pit_walk(url: str) -> tuple[int, int]:
     return seen, received
 
 
-def pit_small_pages(url: str, pages: int = SMALL_PAGES) -> tuple[int, int]:
+def pit_small_pages(url: str, pages: int = SMALL_PAGES) -> Read:
     """`pages` pages of 1 hit of a PIT walk by `@timestamp` desc, each decoded: the fixed cost of
     a page, beside the walks' cost per hit."""
     client = Client(url)
@@ -127,35 +147,32 @@ def pit_small_pages(url: str, pages: int = SMALL_PAGES) -> tuple[int, int]:
     return seen, received
 
 
-def scroll_stream(url: str, slice_: dict[str, int] | None = None) -> tuple[int, int]:
+def scroll_stream(url: str, slice_: dict[str, int] | None = None) -> Read:
     """Every document of a `_doc` scroll (or one slice), bytes received: the client finds the
-    scroll id and counts hits, without decoding."""
+    scroll id at the batch's head and whether it is empty at its end, without decoding; the
+    batches' hits are counted later."""
     client = Client(url)
     body: dict[str, Any] = {"sort": ["_doc"], "size": PAGE}
     if slice_ is not None:
         body["slice"] = slice_
     data = client.raw("POST", f"/{INDEX}/_search?scroll=2m", orjson.dumps(body))
-    seen = received = 0
+    batches = []
     while True:
-        received += len(data)
-        hits = data.count(b'{"_index":')
+        batches.append(data)
         match = _SCROLL_ID.search(data, 0, 4096)
         assert match is not None
         scroll_id = match.group(1).decode()
-        if not hits:
+        if data.endswith(_NO_HITS):
             break
-        seen += hits
         data = client.raw("POST", "/_search/scroll", orjson.dumps({"scroll": "2m", "scroll_id": scroll_id}))
     client.json("DELETE", "/_search/scroll", {"scroll_id": [scroll_id]})
     client.close()
-    return seen, received
+    return lambda: sum(batch.count(b'{"_index":') for batch in batches), sum(map(len, batches))
 
 
-def export_stream(
-    url: str, body: dict[str, Any] | None = None, path: str = f"/{INDEX}/_export"
-) -> tuple[int, int]:
-    """Every document of an `_export` stream, bytes received: lines counted, nothing decoded;
-    the last line must say the export is complete."""
+def export_stream(url: str, body: dict[str, Any] | None = None, path: str = f"/{INDEX}/_export") -> Read:
+    """Every document of an `_export` stream, bytes received, nothing decoded; its lines are
+    counted later, and the last must say the export is complete."""
     import http.client
     from urllib.parse import urlsplit
 
@@ -165,29 +182,36 @@ def export_stream(
     response = conn.getresponse()
     if response.status != 200:
         raise HttpError("POST", path, response.status, response.read())
-    lines = received = 0
-    tail = b""
+    chunks = []
     while chunk := response.read1(1 << 20):
-        received += len(chunk)
-        lines += chunk.count(b"\n")
-        tail = (tail + chunk)[-200:]
+        chunks.append(chunk)
     conn.close()
-    last = tail.rstrip(b"\n").rsplit(b"\n", 1)[-1]
-    assert orjson.loads(last)["_export"]["complete"] is True, last
-    return lines - 1, received
+
+    def lines() -> int:
+        last = b"".join(chunks[-2:]).rstrip(b"\n").rsplit(b"\n", 1)[-1]
+        assert orjson.loads(last)["_export"]["complete"] is True, last
+        return sum(chunk.count(b"\n") for chunk in chunks) - 1
+
+    return lines, sum(map(len, chunks))
 
 
-def _in_process(target: Callable[..., tuple[int, int]], args: tuple, ready: Any, go: Any, out: Any) -> None:
+def _in_process(target: Callable[..., Read], args: tuple, ready: Any, go: Any, out: Any) -> None:
     ready.wait()
     go.wait()
     started = _client_cpu()
-    seen, received = target(*args)
-    out.put((seen, received, _client_cpu() - started))
+    docs, received = target(*args)
+    ended = time.perf_counter()  # CLOCK_MONOTONIC: one clock for every process
+    cpu = _client_cpu() - started
+    out.put((_count(docs), received, cpu, ended))
 
 
-def in_processes(jobs: list[tuple[Callable[..., tuple[int, int]], tuple]]) -> tuple[int, int, float, float]:
-    """Run each job in a process of its own, all released at once: (docs, bytes, client CPU,
-    seconds from the release to the last one's end)."""
+def _count(docs: int | Callable[[], int]) -> int:
+    return docs() if callable(docs) else docs
+
+
+def in_processes(jobs: list[tuple[Callable[..., Read], tuple]]) -> Measured:
+    """Run each job in a process of its own, all released at once: their documents, bytes and
+    CPU, and the seconds from the release to the last one's end (their counting not timed)."""
     context = multiprocessing.get_context("fork")
     ready = context.Barrier(len(jobs) + 1)
     go = context.Event()
@@ -199,38 +223,42 @@ def in_processes(jobs: list[tuple[Callable[..., tuple[int, int]], tuple]]) -> tu
     began = time.perf_counter()
     go.set()
     results = [out.get() for _ in processes]
-    seconds = time.perf_counter() - began
     for process in processes:
         process.join()
-    return sum(r[0] for r in results), sum(r[1] for r in results), sum(r[2] for r in results), seconds
+    return Measured(
+        sum(r[0] for r in results),
+        sum(r[1] for r in results),
+        sum(r[2] for r in results),
+        max(r[3] for r in results) - began,
+    )
 
 
 # ---- the run --------------------------------------------------------------------------------
 
 
-def measure(
-    name: str, server: Server | None, expected: int, run: Callable[[], tuple[int, int, float | None]]
-) -> Row:
-    """Time `run` (docs, bytes, client CPU or None for this process's) with the server's CPU."""
+def measure(name: str, server: Server | None, expected: int, run: Callable[[], Measured]) -> Row:
+    """Time `run` with the server's CPU; its documents are counted once the clock has stopped."""
     settle_heap()
     own0, below0 = server.cpu_seconds() if server is not None else (0.0, 0.0)
     client0 = _client_cpu()
     with MemorySampler(server) as sampler:
         began = time.perf_counter()
-        docs, received, client_cpu = run()
+        measured = run()
         seconds = time.perf_counter() - began
+    client_cpu = _client_cpu() - client0 if measured.client_cpu is None else measured.client_cpu
     own1, below1 = server.cpu_seconds() if server is not None else (0.0, 0.0)
+    docs = _count(measured.docs)
     if docs != expected:
         raise AssertionError(f"{name}: read {docs} documents, expected {expected}")
     return Row(
         name,
         docs,
-        seconds,
+        seconds if measured.seconds is None else measured.seconds,
         own1 - own0,
         below1 - below0,
-        _client_cpu() - client0 if client_cpu is None else client_cpu,
+        client_cpu,
         sampler.peak_kb / 1024,
-        received / 1e6,
+        measured.received / 1e6,
     )
 
 
@@ -274,16 +302,16 @@ def run(url: str, server: Server | None, sqlite: SqliteBaseline, n: int, rows: s
         print(_line(row), flush=True)
 
     if "walk" in rows:
-        add(measure("SQLite keyset walk, pages of 1,000", None, n, lambda: (sqlite.walk(PAGE), 0, None)))
-        add(measure("PIT walk, pages of 1,000, orjson", server, n, lambda: (*pit_walk(url), None)))
+        add(measure("SQLite keyset walk, pages of 1,000", None, n, lambda: Measured(sqlite.walk(PAGE), 0)))
+        add(measure("PIT walk, pages of 1,000, orjson", server, n, lambda: Measured(*pit_walk(url))))
     if "stream" in rows:
         add(
             measure(
-                "SQLite read of every row, fetchmany(1000)", None, n, lambda: (sqlite.scan(PAGE), 0, None)
+                "SQLite read of every row, fetchmany(1000)", None, n, lambda: Measured(sqlite.scan(PAGE), 0)
             )
         )
-        add(measure("scroll, one stream, bytes", server, n, lambda: (*scroll_stream(url), None)))
-        add(measure("_export, one stream, bytes", server, n, lambda: (*export_stream(url), None)))
+        add(measure("scroll, one stream, bytes", server, n, lambda: Measured(*scroll_stream(url))))
+        add(measure("_export, one stream, bytes", server, n, lambda: Measured(*export_stream(url))))
     if "slices" in rows:
         client = Client(url)
         pit = client.json("POST", f"/{INDEX}/_pit?keep_alive=5m")["id"]
@@ -299,10 +327,14 @@ def run(url: str, server: Server | None, sqlite: SqliteBaseline, n: int, rows: s
     if "pages" in rows:
         pages = min(SMALL_PAGES, n)
 
-        def small() -> tuple[int, int, None]:
-            return (*pit_small_pages(url, pages), None)
-
-        add(measure("PIT pages of 1 hit (per 1k requests)", server, pages, small))
+        add(
+            measure(
+                "PIT pages of 1 hit (per 1k requests)",
+                server,
+                pages,
+                lambda: Measured(*pit_small_pages(url, pages)),
+            )
+        )
     return out
 
 
@@ -312,9 +344,8 @@ def _workers_ready(client: Client) -> bool:
     return workers is None or workers["ready"] == workers["count"]
 
 
-def _jobs(url: str, jobs: list[tuple[Callable[..., tuple[int, int]], tuple]]) -> tuple[int, int, float]:
-    docs, received, cpu, _ = in_processes([(target, (url, *args)) for target, args in jobs])
-    return docs, received, cpu
+def _jobs(url: str, jobs: list[tuple[Callable[..., Read], tuple]]) -> Measured:
+    return in_processes([(target, (url, *args)) for target, args in jobs])
 
 
 def _line(row: Row) -> str:
