@@ -23,7 +23,9 @@ each timed from its first request to its last byte, with the documents it read c
   request, its hand-over to a worker, the task), so its CPU per 1,000 is per 1,000 requests;
 
 and for each row the CPU per 1,000 documents of the server process, of its search workers, and of
-the client, and the peak resident memory of the server's processes (sampled every 20 ms).
+the client, and the peak resident memory of the server's processes (sampled every 20 ms). With
+`--rounds N` the rows run N times in turn against the same server: each goal's ratio per round,
+and their median (a row lasts about a second at 1M documents, so one disturbance moves a round).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import multiprocessing
 import os
 import re
 import sqlite3
+import statistics
 import sys
 import tempfile
 import time
@@ -357,22 +360,31 @@ def _line(row: Row) -> str:
     )
 
 
-def ratios(rows: list[Row]) -> list[str]:
+def ratios(rows: list[Row]) -> dict[str, float]:
+    """Each goal's ratio in one round of rows, by what it compares (its goal in brackets)."""
     by = {row.name.split(",")[0] + ("" if "slices" not in row.name else " slices"): row for row in rows}
-    lines = []
+    out = {}
     walk, keyset = by.get("PIT walk"), by.get("SQLite keyset walk")
     if walk and keyset:
-        lines.append(f"PIT walk / SQLite keyset walk: {walk.rate / keyset.rate:.2f}x (goal >= 0.6)")
+        out["PIT walk / SQLite keyset walk (goal >= 0.6)"] = walk.rate / keyset.rate
     read = by.get("SQLite read of every row")
     for name in ("scroll", "_export"):
         one, two = by.get(name), by.get(f"{name} slices")
         if one and read:
-            lines.append(f"{name} one stream / SQLite read: {one.rate / read.rate:.2f}x (goal >= 0.8)")
+            out[f"{name} one stream / SQLite read (goal >= 0.8)"] = one.rate / read.rate
         if one and two:
-            lines.append(f"{name} 2 slices / one stream: {two.rate / one.rate:.2f}x (goal >= 1.2)")
-    peak = max((row.peak_rss_mb for row in rows), default=0)
-    lines.append(f"server RSS (all processes), peak: {peak:.0f} MB (goal <= 1024)")
-    return lines
+            out[f"{name} 2 slices / one stream (goal >= 1.2)"] = two.rate / one.rate
+    return out
+
+
+def summary(rounds: list[list[Row]]) -> list[str]:
+    """Each round's ratios, their medians when there are several rounds, and the peak memory."""
+    each = [ratios(rows) for rows in rounds]
+    lines = [f"{what}: {' '.join(f'{r[what]:.2f}x' for r in each)}" for what in each[0]]
+    if len(rounds) > 1:
+        lines += [f"median {what}: {statistics.median(r[what] for r in each):.2f}x" for what in each[0]]
+    peak = max((row.peak_rss_mb for rows in rounds for row in rows), default=0)
+    return [*lines, f"server RSS (all processes), peak: {peak:.0f} MB (goal <= 1024)"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -383,6 +395,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sqlite", type=Path, help="the SQLite file (loaded when missing)")
     parser.add_argument("--url", help="a running server holding the index (its CPU and memory are not read)")
     parser.add_argument("--rows", default="walk,stream,slices,pages", help="walk, stream, slices, pages")
+    parser.add_argument("--rounds", type=int, default=1, help="the rows run this many times, in turn")
     parser.add_argument("--server-args", default="", help="added to `serve`'s command line")
     parser.add_argument("--json", type=Path, help="also write the rows here")
     args = parser.parse_args(argv)
@@ -400,15 +413,21 @@ def main(argv: list[str] | None = None) -> int:
         load_index(url, dataset)
         if server is not None:  # the search workers start once the first request was answered
             server.wait_until(_workers_ready, 120)
-        rows = run(url, server, sqlite, len(dataset), set(args.rows.split(",")))
+        rounds = []
+        for number in range(1, args.rounds + 1):
+            if args.rounds > 1:
+                print(f"round {number}", flush=True)
+            rounds.append(run(url, server, sqlite, len(dataset), set(args.rows.split(","))))
     finally:
         if server is not None:
             server.stop()
         sqlite.close()
-    for line in ratios(rows):
+    for line in summary(rounds):
         print(line)
     if args.json is not None:
-        args.json.write_bytes(orjson.dumps([{**asdict(r), "rate": r.rate} for r in rows]))
+        args.json.write_bytes(
+            orjson.dumps([[{**asdict(r), "rate": r.rate} for r in rows] for rows in rounds])
+        )
     return 0
 
 
