@@ -810,9 +810,9 @@ class Parking:
         Once `_EXTEND_AT` or fewer of the batches named are left after it, the batch finds the
         ends of the next ones too (`ScrollTask.extend`) and asks the server process to name them
         in the record (`scroll_pit.extend_record`), one ask at a time, told after the notes of the
-        batches served (`_tell`); a batch served once the
-        answer came serves them after the others, so a client that goes on reading is never
-        handed back (the last batch named waits for an answer on its way, `_EXTENSION_WAIT`)."""
+        batches served (`_tell`); a batch served once the answer came serves them after the
+        others, so a client that goes on reading is never handed back (the last batch named waits
+        for an answer on its way, `_EXTENSION_WAIT`)."""
         (end, public_id), rest = parked.following[0], parked.following[1:]
         seq = parked.seq + 1
         phases: list[tuple[str, float]] = []
