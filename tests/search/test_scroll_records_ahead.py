@@ -11,6 +11,7 @@ import random
 import signal
 import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -45,7 +46,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     data = tmp_path_factory.mktemp("records-ahead") / "data"
     with running_server(data, search_workers=2) as (url, _):
         with httpx.Client(base_url=url, timeout=60) as http:
-            bulk_index(http, "written", {f"d{i}": {"n": i} for i in range(DOCS)})
+            for index in ("written", "scrolled"):  # (written: with writers beside)
+                bulk_index(http, index, {f"d{i}": {"n": i} for i in range(DOCS)})
         wait_for(lambda: _all_ready(url))
         yield url
     assert " ERROR " not in Path(f"{data}.log").read_text(errors="replace")
@@ -67,24 +69,62 @@ def test_a_kept_scroll_with_writers_beside_is_never_handed_back_between_windows(
                     f"{server}/written/_search?scroll=1m", json={"size": 10_000, "sort": ["_doc"]}, timeout=60
                 ).json()
             before = _stats(server)
-            ids, requests = _ids(first), 0
-            while True:
-                status, body = conn.ask(_next(scroll_id))[0]
-                assert status == 200, body
-                requests += 1
-                if not _ids(body):
-                    break
-                ids += _ids(body)
-                scroll_id = orjson.loads(body)["_scroll_id"]
+            rest, requests = _read(conn, scroll_id)
     finally:
         conn.close()
+    ids = _ids(first) + rest
     total = orjson.loads(first)["hits"]["total"]["value"]
     snapshot = [hit["_id"] for hit in whole["hits"]["hits"]]
     assert len(ids) == len(set(ids)) == total == len(snapshot) and sorted(ids) == sorted(snapshot)
     after = _stats(server)
-    in_server = 1 + (total % SIZE != 0) + 1  # the first, a last partial batch, the empty one
-    assert after[0] - before[0] == requests - in_server
+    assert after[0] - before[0] == requests - _in_server(total)
     assert after[1] - before[1] >= (total // SIZE - 1 - RECORDED_AHEAD) // RECORDED_AHEAD
+
+
+def test_two_slices_read_at_once_on_kept_connections_are_never_handed_back(server: str) -> None:
+    """The two slices of a scroll, each read on its connection by a thread of its own, each
+    over more windows than its opening's record names: every document once, and the server
+    process answers of each slice only the first `_search/scroll` request and those after its
+    last full batch."""
+    before = _stats(server)
+
+    def read(slice_id: int) -> tuple[int, list[str], int]:
+        conn = Conn(server)
+        try:
+            body = {"size": SIZE, "sort": ["_doc"], "slice": {"id": slice_id, "max": 2}}
+            status, first = conn.ask(Conn.request("/scrolled/_search?scroll=1m", body))[0]
+            assert status == 200, first
+            rest, requests = _read(conn, orjson.loads(first)["_scroll_id"])
+            return orjson.loads(first)["hits"]["total"]["value"], _ids(first) + rest, requests
+        finally:
+            conn.close()
+
+    with ThreadPoolExecutor(2) as pool:
+        reads = list(pool.map(read, range(2)))
+    assert sorted(reads[0][1] + reads[1][1]) == sorted(f"d{i}" for i in range(DOCS))
+    assert all(total == len(ids) and total // SIZE > 2 * RECORDED_AHEAD for total, ids, _ in reads)
+    requests = sum(r for _, _, r in reads)
+    assert _stats(server)[0] - before[0] == requests - sum(_in_server(t) for t, _, _ in reads)
+
+
+def _read(conn: Conn, scroll_id: str) -> tuple[list[str], int]:
+    """The ids of every batch from `scroll_id` on, asked on `conn`, and how many requests."""
+    ids: list[str] = []
+    requests = 0
+    while True:
+        status, body = conn.ask(_next(scroll_id))[0]
+        assert status == 200, body
+        requests += 1
+        if not _ids(body):
+            return ids, requests
+        ids += _ids(body)
+        scroll_id = orjson.loads(body)["_scroll_id"]
+
+
+def _in_server(total: int) -> int:
+    """The `_search/scroll` requests of a scroll of `total` documents its server process answers:
+    the first (the opening's connection is not kept), a last partial batch, the empty one."""
+    return 1 + (total % SIZE != 0) + 1
 
 
 def test_a_kept_scroll_killed_at_random_points_answers_the_ids_its_client_holds(tmp_path: Path) -> None:
