@@ -167,32 +167,6 @@ def test_a_kept_scroll_killed_at_random_points_answers_the_ids_its_client_holds(
     assert ids == [f"d{i}" for i in range(DOCS)]
 
 
-def test_a_scroll_whose_keeping_worker_is_killed_past_its_first_window_goes_on_once(tmp_path: Path) -> None:
-    """The worker keeping a scroll's connection killed after 100 batches of 5 (past the 65 its
-    opening's record named: served on records it extended): a new connection asking for the id
-    the client holds reads the rest of the scroll, every document once, in order."""
-    with running_server(tmp_path / "data", search_workers=2) as (url, _):
-        with httpx.Client(base_url=url, timeout=60) as http:
-            bulk_index(http, "scrolled", {f"d{i}": {"n": i} for i in range(DOCS)})
-        wait_for(lambda: _all_ready(url))
-        conn = Conn(url)
-        scroll_id, first = _open(conn, size=SIZE)
-        ids = _ids(first)
-        for _ in range(100):
-            status, body = conn.ask(_next(scroll_id))[0]
-            assert status == 200, body
-            ids += _ids(body)
-            scroll_id = orjson.loads(body)["_scroll_id"]
-        holder = next(w["pid"] for w in _workers(url)["workers"] if w["parked_connections"])
-        assert _stats(url)[1] >= 1  # (its record was extended)
-        os.kill(holder, signal.SIGKILL)
-        conn.close()
-        fresh = Conn(url)
-        ids += _to_the_end(fresh, scroll_id)
-        fresh.close()
-    assert ids == [f"d{i}" for i in range(DOCS)]
-
-
 def test_scrolls_cleared_as_their_records_are_extended_stay_cleared_after_a_kill(tmp_path: Path) -> None:
     """Scrolls cleared on another connection right after the batch whose worker asked for the
     record's extension, or a few batches later (the extension queued, being written, or
