@@ -108,6 +108,9 @@ class ScrollTask:
     #: How many batches from this one on the scroll's record names already: the ends of the
     #: batches after a batch it names are not needed, so not found (`_ends_ahead`).
     named: int = 0
+    #: Find the ends of the batches after the `named` ones all the same: a worker serving a kept
+    #: scroll asks the server process to extend the record with them (workers/parking.py).
+    extend: bool = False
 
 
 Task = SearchTask | CountTask | PitTask | ScrollTask | ExportTask
@@ -141,7 +144,9 @@ class ScrollAhead:
 #: connection serves them all (workers/parking.py): 32 instead of 8 halved the server process's
 #: CPU per batch of a `_doc` scroll (0.35 to 0.2 ms; bench/RESULTS.md, session 16); 64 since only
 #: a batch starting a new record finds them (`ScrollTask.named`), its window's general path
-#: (hand-back, record, task: 2-5 ms on a loaded machine) once per 65 batches (session 17).
+#: (hand-back, record, task: 2-5 ms on a loaded machine) once per 65 batches (session 17), until
+#: a worker keeping the scroll's connection had the record extended by this many ahead of the
+#: window's end (`ScrollTask.extend`, session 26).
 RECORDED_AHEAD = 64
 
 
@@ -258,9 +263,9 @@ class _Page:
     end: int
     #: (An empty page's rendered hits are `[]`.)
     hits: RawJSON | list | None = None
-    #: The cursors after the next full pages, when known without holding their hits, or how to
-    #: find them when they are asked for (`_ends_ahead`).
-    ends: list[list[Any]] | Callable[[], list[list[Any]]] | None = None
+    #: How to find the cursors after the next full pages past the first `skip` of them without
+    #: holding their hits, when they are asked for (`_ends_ahead`).
+    ends: Callable[[int], list[list[Any]]] | None = None
 
     def nbytes(self) -> int:
         return len(self.hits.data) if isinstance(self.hits, RawJSON) else 0
@@ -402,21 +407,25 @@ def _scroll_batch(
             task.targets,
             lambda: _rendered_batch(services, task, after, shown, total),
         )
-    return body, cursor, total, _ends_ahead(page, request.size) if task.named < 1 else []
+    found = task.named < 1 or task.extend
+    return body, cursor, total, _ends_ahead(page, request.size, task.named) if found else []
 
 
-def _ends_ahead(page: _Page, size: int) -> list[list[Any]]:
-    """The cursors after each of the next full batches (at most `RECORDED_AHEAD`) that the
-    page's hit list holds beyond the page: a window, a kept list or live documents hold the
-    walk's next hits in its order, so the batches after this one end there. Asked for only
-    of a batch the scroll's record does not name (a new record names them), one in up to
-    `RECORDED_AHEAD` + 1."""
+def _ends_ahead(page: _Page, size: int, named: int) -> list[list[Any]]:
+    """The cursors after each of the next full batches (at most `RECORDED_AHEAD`) after the
+    `named` batches from this one on (this one's end counts as named) that the page's hit list
+    holds beyond the page: a window, a kept list or live documents hold the walk's next hits in
+    its order, so the batches after this one end there. Asked for of a batch the scroll's record
+    does not name (a new record names them), one in up to `RECORDED_AHEAD` + 1, or to extend a
+    kept scroll's record (`ScrollTask.extend`)."""
     if not size or page.end - page.start < size:
         return []
+    skip = max(named - 1, 0)
     if page.ends is not None:
-        return page.ends() if callable(page.ends) else page.ends
-    last = min(len(page.hitlist), page.end + RECORDED_AHEAD * size)
-    return [last_sort_values(page.hitlist, end) for end in range(page.end + size, last + 1, size)]
+        return page.ends(skip)
+    last = min(len(page.hitlist), page.end + (skip + RECORDED_AHEAD) * size)
+    first = page.end + (skip + 1) * size
+    return [last_sort_values(page.hitlist, end) for end in range(first, last + 1, size)]
 
 
 def _scroll_hits(
@@ -461,16 +470,17 @@ def _scroll_hits(
 def _live_docs_batch(targets: list[Target], walk: SearchRequest, size: int) -> _Page:
     """The batch of a `_doc` scroll of every document after the walk's cursor (`_doc`, then
     `_shard_doc`): the live documents from the cursor's rank on (a slice's only), and how to find
-    the ends of the next `RECORDED_AHEAD` full batches, each the sort values of its last
-    document (located all at once: `LiveDocs.at`; read while the batch's snapshots are held)."""
+    the ends of the next `RECORDED_AHEAD` full batches past the first `skip` of them, each the
+    sort values of its last document (located all at once: `LiveDocs.at`; read while the batch's
+    snapshots are held)."""
     docs = LiveDocs(targets, None if walk.slice is None else scroll_selection(walk.slice, targets))
     position = 0 if walk.search_after is None else docs.rank(walk.search_after[-1])
     end = min(position + size, docs.total)
     page = _live_docs(targets, walk, docs.total, *docs.take(position, end))
 
-    def ends() -> list[list[Any]]:
-        last = min(end + RECORDED_AHEAD * size, docs.total)
-        lasts = np.arange(end + size, last + 1, size, dtype=np.int64) - 1
+    def ends(skip: int) -> list[list[Any]]:
+        last = min(end + (skip + RECORDED_AHEAD) * size, docs.total)
+        lasts = np.arange(end + (skip + 1) * size, last + 1, size, dtype=np.int64) - 1
         return each_sort_values(_live_docs(targets, walk, docs.total, *docs.at(lasts))) if len(lasts) else []
 
     return _Page(page, 0, end - position, ends=ends)

@@ -22,7 +22,15 @@ from leafsearch.request.indices_options import IndicesOptions
 from leafsearch.request.search_types import SearchRequest
 from leafsearch.search import page_relay, phases
 from leafsearch.search.contexts import ReaderContext
-from leafsearch.search.execution import PitTask, ScrollAhead, ScrollTask, dispatch, reads_ahead, run
+from leafsearch.search.execution import (
+    RECORDED_AHEAD,
+    PitTask,
+    ScrollAhead,
+    ScrollTask,
+    dispatch,
+    reads_ahead,
+    run,
+)
 from leafsearch.search.socket_sink import Confirm, Lend, Sink, Written
 from leafsearch.search.targets import Target, release_targets
 
@@ -209,6 +217,40 @@ def _next_batch(
     if not isinstance(body, Written):  # else the worker asked, before writing it
         advance((cursor, total, body["took"], ahead))
     return body
+
+
+def extend_record(
+    services: CoordinatorServices, public_id: str, seq: int, end: list | None, ends: list[list]
+) -> ScrollAhead | None:
+    """A search worker serving the scroll on a kept connection asks for its record to name
+    `ends` too, the ends of the batches after position `seq` (the last its record names, ending
+    at `end`; search/workers/parking.py): the record, written again with them (durable when this
+    returns), still names every position from the context's, so any id its client may hold is
+    answered after a restart. The answer names them with their ids; None: nothing written (the
+    context is gone, or moved elsewhere meanwhile: its record names other positions)."""
+    if not ends or len(ends) > RECORDED_AHEAD or not services.contexts.records_ahead("scroll"):
+        return None
+    try:
+        ctx = services.contexts.get(public_id, "scroll")
+    except SearchContextMissing:  # cleared or expired meanwhile
+        return None
+    if not ctx.lock.acquire(timeout=_NOTE_WAIT_SECONDS):  # (its holder moves it elsewhere)
+        return None
+    try:
+        ctx.apply_notes()
+        last = ctx.ahead[-1] if ctx.ahead else ctx.cursor
+        if ctx.seq + len(ctx.ahead) != seq or last != end or len(ctx.ahead) > RECORDED_AHEAD:
+            return None
+        ctx.ahead = [*ctx.ahead, *ends]
+        services.contexts.persist(ctx)
+        if ctx.freed:  # (no record was written)
+            return None
+        encode = services.contexts.encode_id
+        return ScrollAhead(
+            seq, tuple((end, encode("scroll", ctx.key, seq + i, ctx.token)) for i, end in enumerate(ends, 1))
+        )
+    finally:
+        ctx.lock.release()
 
 
 def _skip_to(services: CoordinatorServices, ctx: ReaderContext, seq: int) -> None:

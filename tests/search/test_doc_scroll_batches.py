@@ -5,6 +5,7 @@ several shards, whole and sliced."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from typing import Any
 
@@ -82,5 +83,30 @@ def test_a_batch_its_record_names_already_finds_no_ends_ahead(node: Any) -> None
             body, after, _, found = execution.run(services, task)
             assert after == ahead[0] and len(body["hits"]["hits"]) == 3
             assert found[: len(expected)] == expected and (named == 0) == bool(found)
+    finally:
+        release_targets(targets)
+
+
+@pytest.mark.parametrize("named", [1, 2, 30])
+def test_a_batch_asked_to_extend_finds_the_ends_after_those_named(node: Any, named: int) -> None:
+    """A kept scroll's batch with `extend` (search/workers/parking.py asks the server to extend
+    the record with them) finds the ends of the next batches after the `named` ones from it on:
+    where the opening's own ends ahead go on, up to `RECORDED_AHEAD` of them."""
+    request = parse_search_request({"sort": ["_doc"], "size": 1}, {}, scroll="1m", indices="d")
+    services = node.search_services
+    targets = phases.resolve_targets(services, request)
+    try:
+        task = ScrollTask(targets, request, 0.0, False, 1, "s", None, None, True, False)
+        body, cursor, total, ahead = execution.run(services, task)  # batch 1: ends of 2..65
+        assert total == 240 and len(ahead) == RECORDED_AHEAD
+        batch = ScrollTask(targets, request, 0.0, False, 1, "s", cursor, total, False, False, named=64)
+        _, _, _, beyond = execution.run(services, batch)  # batch 2 and the 63 after it named
+        assert beyond == []
+        beyond = execution.run(services, dataclasses.replace(batch, extend=True))[3]
+        assert len(beyond) == RECORDED_AHEAD  # (the ends of 66..129)
+        cursor = ahead[-named - 1]  # the batch after it, and those up to 65, are named
+        later = ScrollTask(targets, request, 0.0, False, 1, "s", cursor, total, False, False, named=named)
+        found = execution.run(services, dataclasses.replace(later, extend=True))[3]
+        assert found == beyond  # (the next `RECORDED_AHEAD`, wherever the batch is among those named)
     finally:
         release_targets(targets)

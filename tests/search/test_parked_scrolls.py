@@ -383,24 +383,30 @@ def test_a_sliced_scrolls_slices_are_kept_by_different_workers(server: str) -> N
         conn.close()
 
 
-def test_a_scroll_whose_keeping_worker_is_killed_goes_on_from_the_id_its_client_holds(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("size", "batches"), [(SIZE, 3), (5, 100)])
+def test_a_scroll_whose_keeping_worker_is_killed_goes_on_from_the_id_its_client_holds(
+    tmp_path: Path, size: int, batches: int
+) -> None:
     """The worker that kept the scroll's connection killed right after a batch (its batches are
     told to the server process together, a little after they are written): a new connection
-    asking for the id the client holds reads the rest of the scroll, every document once."""
+    asking for the id the client holds reads the rest of the scroll, every document once. Also
+    past the batches its opening's record named (102 of 5): served on the record the worker had
+    extended (`scroll_records_ahead`)."""
     with running_server(tmp_path / "data", search_workers=2) as (url, _):
         with httpx.Client(base_url=url, timeout=60) as http:
             bulk_index(http, "scrolled", {f"d{i}": {"n": i} for i in range(DOCS)})
         wait_for(lambda: _all_ready(url))
         conn = Conn(url)
-        scroll_id, first = _open(conn)
+        scroll_id, first = _open(conn, size=size)
         scroll_id, body = _walk(conn, scroll_id, 2)  # kept by now
         holder = next(w["pid"] for w in _workers(url)["workers"] if w["parked_connections"])
-        ids = _ids(first) + [f"d{i}" for i in range(SIZE, 2 * SIZE)] + _ids(body)
-        for _ in range(3):  # served by the worker, asked as fast as the client can
+        ids = _ids(first) + [f"d{i}" for i in range(size, 2 * size)] + _ids(body)
+        for _ in range(batches):  # served by the worker, asked as fast as the client can
             status, body = conn.ask(_next(scroll_id))[0]
             assert status == 200, body
             ids += _ids(body)
             scroll_id = orjson.loads(body)["_scroll_id"]
+        assert (_workers(url)["scroll_records_ahead"] > 0) == (3 + batches > 1 + RECORDED_AHEAD)
         os.kill(holder, signal.SIGKILL)
         conn.close()
         fresh = Conn(url)

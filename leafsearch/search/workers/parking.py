@@ -31,10 +31,13 @@ the official clients send it: the same request line and header lines as the requ
 it, the same body but for `scroll_id`, which must be the id just answered. The worker serves only
 the batches the context's record names already (`execution.ScrollAhead`, the server's answer to
 the batch it recorded: their ends and ids), so no batch goes out before a record naming its
-position is on disk; the batch after them needs a new record, and its request is handed back for
-the server to write it. Nor when the server process served a batch of the scroll since, or freed
-it (`socket_sink.scroll_moves`, the scroll's own generation: it does not look at the one of
-every context freed, so a scan clearing its scroll sends no other scroll's connection back).
+position is on disk. Halfway through them it asks the server process to extend the record with
+the next ones (`_serve_batch`: written and fsynced off the stream's way, workers/records_ahead.py)
+and serves those once the answer came; without an answer, the request after the last one named is
+handed back for the server to write a new record. Nor when the server process served a batch of
+the scroll since, or freed it (`socket_sink.scroll_moves`, the scroll's own generation: it does
+not look at the one of every context freed, so a scan clearing its scroll sends no other
+scroll's connection back).
 The thread that wrote a scroll's batch renders the next one at once (the client reads meanwhile)
 and looks at the connection for the next request for a moment (`_FOLLOW_SECONDS`) before the
 selector thread watches it: a client reading as fast as the worker writes is served by one thread,
@@ -85,7 +88,7 @@ import orjson
 
 from leafsearch.common.wire_pickle import evolve
 from leafsearch.search import walks
-from leafsearch.search.execution import Park, PitTask, ScrollAhead, ScrollTask
+from leafsearch.search.execution import RECORDED_AHEAD, Park, PitTask, ScrollAhead, ScrollTask
 from leafsearch.search.read_ahead import after_block, after_reply
 from leafsearch.search.socket_sink import MAX_REQUEST, Confirm, Written, scroll_moves, security_stamp
 from leafsearch.search.targets import release_targets
@@ -112,6 +115,14 @@ _FORGOTTEN = 1024
 #: the selector thread watches it: a client reading as fast as the worker writes has sent it by
 #: then, and the same thread serves it with no hand-off (bench/RESULTS.md, session 17).
 _FOLLOW_SECONDS = 0.002
+
+#: A kept scroll asks for its record to be extended (`Parking._serve_batch`) once this many of
+#: the batches it names are left to serve (half of them): its write and `fdatasync` in the server
+#: process (`scroll_pit.extend_record`) take 3-8 ms, served batches ~1 ms each.
+_EXTEND_AT = RECORDED_AHEAD // 2
+#: How long the batch that is the last its record names waits for an extension asked for: the
+#: general path would write it with the batch after (hand-back, parsing, the record, a task).
+_EXTENSION_WAIT = 1.0
 
 #: Given a parked PIT walk's task, its next page's cursor key and a call: the call is made with
 #: the page's bytes (None: its preparation failed) once the page read ahead for that key is ready,
@@ -172,6 +183,15 @@ class _Parked:
         """Its request is not whole yet: looked at again a little later than the last time."""
         self.backoff = min(max(2 * self.backoff, _PARTIAL_FIRST), _PARTIAL_MAX)
         self.retry = time.monotonic() + self.backoff
+
+
+@dataclass(slots=True)
+class _Extension:
+    """A kept scroll's ask for its record to name more batches (`Parking._serve_batch`), and
+    the server's answer once it came (`answer`: the ends and ids it recorded; None: nothing)."""
+
+    came: threading.Event = field(default_factory=threading.Event)
+    answer: ScrollAhead | None = None
 
 
 @dataclass(slots=True)
@@ -331,6 +351,8 @@ class Parking:
         #: tells them (`_hold`); `_telling` keeps them in order.
         self._notes: dict[int, _Notes] = {}
         self._notes_due = 0.0
+        #: A kept scroll's extension of its record, by park id: one at a time (`_serve_batch`).
+        self._extensions: dict[int, _Extension] = {}
         self._telling = threading.Lock()
         self._thread: threading.Thread | None = None
         self._wake_r, self._wake_w = -1, -1
@@ -377,6 +399,9 @@ class Parking:
         if scroll:
             assert isinstance(following, ScrollAhead)
             expected, after, seq = task.public_id, list(following.ends), following.seq
+            if not again:  # parked by the general path: the ends are its record's
+                with self._lock:
+                    self._extensions.pop(offer.park_id, None)
         else:
             expected, after, seq = walks.cursor_key(following), following, 0
         with self._lock:
@@ -435,6 +460,15 @@ class Parking:
                 return
             parked.frame = frame
         parked.template = _framed(parked.frame, parked.expected)  # type: ignore[arg-type]
+
+    def extended(self, park_id: int, answer: ScrollAhead | None) -> None:
+        """The server process's answer to a kept scroll's ask for its record to name more
+        batches (`_serve_batch`): used by the batch served next."""
+        with self._lock:
+            extension = self._extensions.get(park_id)
+        if extension is not None:
+            extension.answer = answer
+            extension.came.set()
 
     def forget(self, ctx_id: int) -> None:
         """A context ended: its parked connections go back (the general path answers 404)."""
@@ -771,14 +805,24 @@ class Parking:
     def _serve_batch(self, parked: _Parked, task: ScrollTask, size: int) -> None:
         """A scroll's next batch, which ends where the context's record named: the request
         consumed before it is written, the server told with the batches after it (`_Notes`),
-        the next ones left to serve here."""
+        the next ones left to serve here.
+
+        Once `_EXTEND_AT` or fewer of the batches named are left after it, the batch finds the
+        ends of the next ones too (`ScrollTask.extend`) and asks the server process to name them
+        in the record (`scroll_pit.extend_record`), one ask at a time, told after the notes of the
+        batches served (`_tell`); a batch served once the answer came serves them after the
+        others, so a client that goes on reading is never handed back (the last batch named waits
+        for an answer on its way, `_EXTENSION_WAIT`)."""
         (end, public_id), rest = parked.following[0], parked.following[1:]
         seq = parked.seq + 1
         phases: list[tuple[str, float]] = []
         consumed: list[bytes] = []
+        with self._lock:
+            extend = len(rest) <= _EXTEND_AT and parked.park_id not in self._extensions
+        asked: list[tuple] = []
 
         def confirm(summary: tuple[list | None, int, int, list]) -> ScrollAhead | bool:
-            cursor, _, took, _ = summary
+            cursor, _, took, ahead = summary
             if cursor != end:  # not the batch recorded (never expected): the server answers
                 return False
             taken = self._take(parked, size)
@@ -787,16 +831,48 @@ class Parking:
             consumed.append(taken)
             parked.request = taken
             self._hold(parked.park_id, taken, phases, (seq, public_id, cursor, took))
-            return ScrollAhead(seq, tuple(rest))
+            following = self._extended(parked.park_id, seq, rest)
+            if extend:
+                with self._lock:
+                    self._extensions[parked.park_id] = extension = _Extension()
+                if ahead:
+                    last = rest[-1][0] if rest else end  # (the end of the last batch named)
+                    asked.append(("extend", parked.park_id, seq + len(rest), last, ahead))
+                else:  # nothing found past them: no more asks on this connection
+                    extension.came.set()
+            return ScrollAhead(seq, tuple(following))
 
         sink = task.sink if task.sink.fd == parked.fd else evolve(task.sink, fd=parked.fd)  # type: ignore[union-attr]
         named = 1 + len(rest)  # (this batch and those after it its record names)
-        batch = evolve(task, public_id=public_id, elapsed=0.0, sink=sink, took=None, named=named)
+        batch = evolve(
+            task, public_id=public_id, elapsed=0.0, sink=sink, took=None, named=named, extend=extend
+        )
         written = self._execute(batch, self.park, confirm, phases)[0]
+        if asked:  # (once the batch went out) after the batches served: the context is where its
+            self._tell(parked.park_id)  # client is, its record names no more than the window's
+            self._send(asked[0])
         if not consumed:  # nothing taken, nothing written: the general path answers
             self._hand_back(parked, "other")
             return
         self._after(parked, written)
+
+    def _extended(self, park_id: int, seq: int, rest: list[Any]) -> list[Any]:
+        """The batches named after batch `seq` (`rest`), and after them those of the record's
+        extension when its answer came and continues them; the last batch named waits for an
+        answer on its way."""
+        with self._lock:
+            extension = self._extensions.get(park_id)
+        if extension is None:
+            return rest
+        if not rest:
+            extension.came.wait(_EXTENSION_WAIT)
+        answer = extension.answer
+        if answer is None or answer.seq != seq + len(rest):
+            return rest
+        with self._lock:
+            if self._extensions.get(park_id) is extension:
+                del self._extensions[park_id]
+        return [*rest, *answer.ends]
 
     def _take(self, parked: _Parked, size: int) -> bytes | None:
         """The continuation's bytes consumed (peeked: all there); None: handed back (cut)."""
@@ -864,6 +940,7 @@ class Parking:
             mine = self._parked.get(parked.park_id) is parked
             if mine:
                 del self._parked[parked.park_id]
+                self._extensions.pop(parked.park_id, None)
         if mine:
             parked.conn.close()
         return mine

@@ -46,6 +46,7 @@ import queue
 import signal
 import threading
 from dataclasses import asdict, dataclass, replace
+from functools import partial
 from multiprocessing import reduction
 from multiprocessing.connection import Connection
 from multiprocessing.context import BaseContext
@@ -57,6 +58,7 @@ from leafsearch.errors import ElasticError, SearchPhaseExecution
 from leafsearch.index.events import ShardEvents
 from leafsearch.index.searcher import Searcher
 from leafsearch.search import execution
+from leafsearch.search.scroll_pit import extend_record
 from leafsearch.search.socket_sink import (
     SCROLL_SLOTS,
     Confirm,
@@ -68,6 +70,7 @@ from leafsearch.search.socket_sink import (
 from leafsearch.search.targets import Target
 from leafsearch.search.workers import entry
 from leafsearch.search.workers.mirror import IndexState, TargetRef, snapshot_state
+from leafsearch.search.workers.records_ahead import RecordsAhead
 from leafsearch.search.workers.wire import receive
 
 if TYPE_CHECKING:
@@ -324,6 +327,8 @@ class _Worker:
                 self.pool._parked_served(self, message[1], message[2])
             elif message[0] == "handback":
                 self.pool._handed_back(message[1], message[2])
+            elif message[0] == "extend":
+                self.pool._extend(self, *message[1:])
         self._died()
 
     def _finish(self, call_id: int, kind: str, payload: Any, phases: list | None = None) -> None:
@@ -415,6 +420,8 @@ class WorkerPool:
         #: [2:] count the batches the general path served of each scroll (`scroll_moved`).
         self.security = multiprocessing.get_context("spawn").RawArray("q", 2 + SCROLL_SLOTS)
         self.parked_pages = 0  # pages a worker served on a connection it kept
+        #: Writes the records of scrolls kept by workers further ahead (`_extend`).
+        self._records_ahead = RecordsAhead()
         events.on_snapshot_closed(self._snapshot_closed)
         events.on_files_deleted(self._files_deleted)
         services.cluster_settings.listeners.append(self._settings_changed)
@@ -527,6 +534,7 @@ class WorkerPool:
             self._ready.notify_all()
         for proc in starting:  # still importing: nothing to finish, so no reason to wait for it
             proc.terminate()
+        self._records_ahead.close()
         self._events.remove(self._snapshot_closed)
         self._events.remove(self._files_deleted)
         for worker in workers:
@@ -866,6 +874,22 @@ class WorkerPool:
             finally:
                 contexts.release(ctx, keep_alive)
 
+    def _extend(self, worker: _Worker, park_id: int, seq: int, end: list | None, ends: list[list]) -> None:
+        """A worker serving a scroll on the connection it kept asks for the scroll's record to
+        name the batches after position `seq` too (`scroll_pit.extend_record`): written on the
+        records' thread, its answer (the ends and their ids, or None) told to the worker."""
+        with self._lock:
+            walk = self._parks.get(park_id)
+        if walk is None or walk.kind != "scroll":  # handed back or closed meanwhile
+            worker.tell(("extended", park_id, None))
+            return
+        services = self._services
+        self._records_ahead.ask(
+            walk.ctx_id,
+            partial(extend_record, services, walk.public_id, seq, end, ends),
+            lambda ahead: worker.tell(("extended", park_id, ahead)),
+        )
+
     def _handed_back(self, park_id: int, reason: str) -> None:
         with self._lock:
             self._parks.pop(park_id, None)
@@ -923,5 +947,6 @@ class WorkerPool:
             "jobs": self.jobs,
             "socket_writes": self.socket_writes,
             "parked_pages": self.parked_pages,
+            "scroll_records_ahead": self._records_ahead.written,
             "workers": described,
         }

@@ -283,6 +283,8 @@ def main(conn: Connection, config: WorkerConfig, security: Any = None) -> None:
             parking.forget(message[1])
         elif kind == "unpark":
             parking.drop(message[1])
+        elif kind == "extended":
+            parking.extended(message[1], message[2])
         elif kind == "security":
             parking.handback_all()
         elif kind == "stats":
