@@ -31,6 +31,7 @@ from leafsearch import Node
 from leafsearch.rest.app import create_app
 from leafsearch.rest.connections import counting_protocol
 from leafsearch.testing import Server
+from tests import web
 from tests.bytecode import compile_packages, find_test_modules, rewrite_share
 from tests.ray_cluster import LocalCluster, SharedCluster
 from tests.scheduling import (
@@ -113,7 +114,7 @@ def wait_until_up(process: subprocess.Popen, url: str, log: Path, timeout: float
             raise RuntimeError(f"leafsearch exited with {process.returncode}:\n{log.read_text()}")
         try:
             # 401: a node whose data folder holds users is up, and asks who is calling.
-            if httpx.get(url, timeout=1.0, verify=False).status_code in (200, 401):
+            if web.get(url, timeout=1.0, verify=False).status_code in (200, 401):
                 return
         except httpx.TransportError:
             time.sleep(0.05)
@@ -326,7 +327,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         to_workers = dict.fromkeys(
             ("search.workers.lone_requests_in_server", "search.workers.lone_walks_in_server"), False
         )
-        response = httpx.put(f"{url}/_cluster/settings", json={"transient": to_workers}, timeout=60)
+        response = web.put(f"{url}/_cluster/settings", json={"transient": to_workers}, timeout=60)
         assert response.status_code == 200, response.text
         yield url
 
@@ -340,7 +341,7 @@ def es(server: str) -> Iterator[Elasticsearch]:
 
 @pytest.fixture(scope="session")
 def http(server: str) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=server, timeout=60) as client:
+    with web.Client(base_url=server, timeout=60) as client:
         yield client
 
 
@@ -430,7 +431,7 @@ def serving_clocked(folder: Path, timeout: float = 60, **node_options: Any) -> I
         thread.start()
         try:
             url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-            with httpx.Client(base_url=url, timeout=timeout) as http:
+            with web.Client(base_url=url, timeout=timeout) as http:
                 yield ClockedNode(http, clock, node)
         finally:
             server.should_exit = True

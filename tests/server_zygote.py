@@ -15,7 +15,11 @@ flush, the exit code). The server is its own process: the test signals its pid i
 trials, SIGSTOP), and its log and output go where they went. The zygote is its parent and reports
 its exit status over the socket (the pid stays a zombie until the test has it, as with `Popen`).
 Before its first Ray coordinator (`serve --ray`) the zygote imports Ray and the Ray backend too, so
-that the coordinators forked after it start without that import (`_import_ray`).
+that the coordinators forked after it start without that import (`_import_ray`). Before each fork it
+freezes what it holds (`gc.freeze`, as the search workers' zygote does: search/workers/zygote.py), so
+that neither a child's collections nor its interpreter's exit walk the zygote's objects and write
+to the pages they share: a CLI run's exit alone copied and walked them, about 0.1 s of its 0.15 s of
+CPU (bench/RESULTS.md "The suite's CPU, cut (session 26, `suite14`)").
 
 What cannot follow a fork falls back to `subprocess.Popen` (`popen` decides): another interpreter or
 flags, a `preexec_fn`, `Popen` options beyond the files, folder and environment, a higher priority
@@ -29,6 +33,7 @@ theirs without it.
 from __future__ import annotations
 
 import errno
+import gc
 import os
 import pickle
 import selectors
@@ -361,6 +366,7 @@ def _serve(connection: socket.socket) -> tuple[Any, ...] | None:
                     _import_ray(env)
                 sys.stdout.flush()
                 sys.stderr.flush()
+                gc.freeze()  # (the child's collections and exit leave the shared pages alone)
                 try:
                     pid = os.fork()
                 except OSError as exc:

@@ -7,8 +7,9 @@ import socket
 import subprocess
 from pathlib import Path
 
-import httpx
 from conftest import REPO, free_port, running_server, serve_command, server_env, start_server
+
+from tests import web
 
 
 def test_serve_announces_its_address_and_answers(tmp_path: Path) -> None:
@@ -18,7 +19,7 @@ def test_serve_announces_its_address_and_answers(tmp_path: Path) -> None:
     try:
         line = process.stdout.readline()
         assert f"leafsearch listening on http://127.0.0.1:{port}" in line
-        answer = httpx.get(f"http://127.0.0.1:{port}/", timeout=10)
+        answer = web.get(f"http://127.0.0.1:{port}/", timeout=10)
         assert answer.json()["tagline"] == "You Know, for Search"
     finally:
         process.send_signal(signal.SIGTERM)
@@ -46,12 +47,12 @@ def test_sigterm_and_sigint_shut_down_cleanly_and_release_the_lock(tmp_path: Pat
     data = tmp_path / "data"
     for number, sig in enumerate((signal.SIGTERM, signal.SIGINT)):
         with running_server(data, fresh_interpreter=True) as (url, process):
-            assert httpx.put(f"{url}/kept-{number}", timeout=10).status_code == 200
+            assert web.put(f"{url}/kept-{number}", timeout=10).status_code == 200
             process.send_signal(sig)
             assert process.wait(timeout=20) == 0
     # the lock was released and the index survived both restarts
     with running_server(data, fresh_interpreter=True) as (url, _):
-        assert httpx.head(f"{url}/kept-0,kept-1", timeout=10).status_code == 200
+        assert web.head(f"{url}/kept-0,kept-1", timeout=10).status_code == 200
 
 
 def test_requests_in_flight_at_sigterm_are_answered_then_idle_connections_close(tmp_path: Path) -> None:
@@ -67,7 +68,7 @@ def test_requests_in_flight_at_sigterm_are_answered_then_idle_connections_close(
     )
     with running_server(data, fresh_interpreter=True) as (url, process):
         host, port = url.removeprefix("http://").split(":")
-        with httpx.Client(base_url=url, timeout=10) as idle:
+        with web.Client(base_url=url, timeout=10) as idle:
             assert idle.get("/").status_code == 200  # (kept alive, idle)
             late = [socket.create_connection((host, int(port)), timeout=60) for _ in range(4)]
             for number, sock in enumerate(late):
@@ -83,7 +84,7 @@ def test_requests_in_flight_at_sigterm_are_answered_then_idle_connections_close(
             assert process.wait(timeout=20) == 0
     assert all(answer.startswith(b"HTTP/1.1 200 ") and b'"errors":false' in answer for answer in answers)
     with running_server(data, fresh_interpreter=True) as (url, _):
-        assert httpx.get(f"{url}/late/_count", timeout=10).json()["count"] == 4
+        assert web.get(f"{url}/late/_count", timeout=10).json()["count"] == 4
 
 
 def _read_until_closed(sock: socket.socket) -> bytes:
@@ -110,7 +111,7 @@ def test_busy_port_is_a_clear_error(tmp_path: Path) -> None:
 
 def test_max_content_length_answers_413(tmp_path: Path) -> None:
     with running_server(tmp_path / "data", "--max-content-length", "1kb", fresh_interpreter=True) as (url, _):
-        big = httpx.post(
+        big = web.post(
             f"{url}/_search", content=b" " * 2048, headers={"content-type": "application/json"}, timeout=10
         )
         assert big.status_code == 413
@@ -119,7 +120,7 @@ def test_max_content_length_answers_413(tmp_path: Path) -> None:
         assert error["type"] == "content_too_long_exception"
         assert error["reason"] == "entity content is too long [2048] for the configured buffer limit [1024]"
         # the server keeps serving after refusing
-        assert httpx.get(f"{url}/", timeout=10).status_code == 200
+        assert web.get(f"{url}/", timeout=10).status_code == 200
 
 
 def test_bad_max_content_length_is_a_usage_error(tmp_path: Path) -> None:

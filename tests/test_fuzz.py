@@ -31,12 +31,12 @@ import random
 import resource
 from pathlib import Path
 
-import httpx
 import pytest
 from conftest import running_server
 
 from bench.fuzz.requests import Fuzzer
 from bench.fuzz.run import load_control, run, snapshot
+from tests import web
 
 SEED = int(os.environ.get("LEAFSEARCH_FUZZ_SEED", "20240807"))
 REQUESTS = int(os.environ.get("LEAFSEARCH_FUZZ_REQUESTS", "3000"))
@@ -55,7 +55,7 @@ def limit_memory() -> None:
 def test_fuzzed_requests_get_elasticsearch_answers_and_change_nothing_else(tmp_path: Path) -> None:
     with (
         running_server(tmp_path / "data", preexec_fn=limit_memory) as (url, process),
-        httpx.Client(base_url=url, timeout=REQUEST_TIMEOUT) as http,
+        web.Client(base_url=url, timeout=REQUEST_TIMEOUT) as http,
     ):
         before = load_control(http)
         findings = run(http, Fuzzer(random.Random(SEED)), REQUESTS)

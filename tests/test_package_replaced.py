@@ -26,6 +26,8 @@ import httpx
 import orjson
 from conftest import REPO, free_port, wait_until_up
 
+from tests import web
+
 
 def _wait(condition: Any, what: str, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
@@ -118,7 +120,7 @@ def test_a_server_answers_after_its_package_files_are_moved_away(tmp_path: Path)
         wait_until_up(process, url, log)  # the first answer: the server preloads, its worker starts
         _wait(lambda: "preloaded" in log.read_text(), "the server imported the package")
         _wait(lambda: "search worker 0 ready" in log.read_text(), "the search worker is ready")
-        with httpx.Client(base_url=url, timeout=60) as http:
+        with web.Client(base_url=url, timeout=60) as http:
             shutil.move(site / "leafsearch", tmp_path / "moved-away")  # as pip replacing the install
             answers = _requests(http, "server")  # lone requests and walks run in the server process
             to_workers = dict.fromkeys(

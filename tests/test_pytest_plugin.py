@@ -7,10 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-import httpx
 from conftest import REPO, server_env
 
 from leafsearch.testing import Server
+from tests import web
 
 SAMPLE_TESTS = """
 import httpx
@@ -67,7 +67,7 @@ def test_the_entry_point_names_the_plugin_module() -> None:
 
 def test_server_context_manager_for_other_runners() -> None:
     with Server() as server:
-        assert httpx.get(server.url, timeout=30).json()["tagline"] == "You Know, for Search"
+        assert web.get(server.url, timeout=30).json()["tagline"] == "You Know, for Search"
         data = server.data
         assert data.is_dir()
         process = server.process

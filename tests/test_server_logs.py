@@ -10,11 +10,12 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import httpx
 import orjson
 import pytest
 from conftest import REPO, error_of, free_port, running_server, serve_command, server_env, wait_until_up
 from raw_http import Conn
+
+from tests import web
 
 
 def _leafsearch(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
@@ -74,9 +75,9 @@ def test_serve_takes_its_options_from_the_environment(tmp_path: Path) -> None:
 def test_access_log_records_method_path_status_and_time(tmp_path: Path) -> None:
     access = tmp_path / "access.log"
     with running_server(tmp_path / "data", "--access-log", str(access), fresh_interpreter=True) as (url, _):
-        httpx.put(f"{url}/logged", timeout=30)
-        httpx.get(f"{url}/logged/_search?q=x", timeout=30)
-        httpx.get(f"{url}/missing/_doc/1", timeout=30)
+        web.put(f"{url}/logged", timeout=30)
+        web.get(f"{url}/logged/_search?q=x", timeout=30)
+        web.get(f"{url}/missing/_doc/1", timeout=30)
         lines = _lines(access, 3)
     assert len(lines) == 3
     assert '"PUT /logged HTTP/1.1" 200 ' in lines[0]
@@ -87,7 +88,7 @@ def test_access_log_records_method_path_status_and_time(tmp_path: Path) -> None:
 
 def test_no_access_log_unless_asked(tmp_path: Path) -> None:
     with running_server(tmp_path / "data", fresh_interpreter=True) as (url, _):
-        httpx.get(f"{url}/", timeout=30)
+        web.get(f"{url}/", timeout=30)
     server_log = (tmp_path / "data.log").read_text()
     assert '"GET / HTTP/1.1"' not in server_log
 
@@ -96,13 +97,13 @@ def test_search_slow_log_follows_the_index_thresholds(tmp_path: Path) -> None:
     slow = tmp_path / "slow.json"
     with running_server(tmp_path / "data", "--slow-log", str(slow), fresh_interpreter=True) as (url, _):
         settings = {"index.search.slowlog.threshold.query.trace": "0ms"}
-        assert httpx.put(f"{url}/slow", json={"settings": settings}, timeout=30).status_code == 200
-        assert httpx.put(f"{url}/quiet", timeout=30).status_code == 200
-        httpx.post(f"{url}/slow,quiet/_doc?refresh=true", json={"a": 1}, timeout=30)
-        httpx.post(f"{url}/slow/_doc?refresh=true", json={"a": 2}, timeout=30)
+        assert web.put(f"{url}/slow", json={"settings": settings}, timeout=30).status_code == 200
+        assert web.put(f"{url}/quiet", timeout=30).status_code == 200
+        web.post(f"{url}/slow,quiet/_doc?refresh=true", json={"a": 1}, timeout=30)
+        web.post(f"{url}/slow/_doc?refresh=true", json={"a": 2}, timeout=30)
         body = {"query": {"match_all": {}}}
-        httpx.post(f"{url}/quiet/_search", json=body, timeout=30)
-        httpx.post(f"{url}/slow/_search", json=body, headers={"X-Opaque-Id": "req-7"}, timeout=30)
+        web.post(f"{url}/quiet/_search", json=body, timeout=30)
+        web.post(f"{url}/slow/_search", json=body, headers={"X-Opaque-Id": "req-7"}, timeout=30)
         events = [orjson.loads(line) for line in _lines(slow, 1)]
         assert len(events) == 1
         event = events[0]
@@ -117,20 +118,20 @@ def test_search_slow_log_follows_the_index_thresholds(tmp_path: Path) -> None:
         assert isinstance(event["elasticsearch.slowlog.took_millis"], int)
         # dynamic: a fetch threshold set later logs the fetch phase at the level it names
         update = {"index.search.slowlog.threshold.fetch.warn": "0s"}
-        assert httpx.put(f"{url}/quiet/_settings", json=update, timeout=30).status_code == 200
-        httpx.post(f"{url}/quiet/_search", json=body, timeout=30)
+        assert web.put(f"{url}/quiet/_settings", json=update, timeout=30).status_code == 200
+        web.post(f"{url}/quiet/_search", json=body, timeout=30)
         fetch = orjson.loads(_lines(slow, 2)[1])
         assert (fetch["log.logger"], fetch["log.level"]) == ("index.search.slowlog.fetch", "WARN")
         assert fetch["elasticsearch.slowlog.message"] == "[quiet][0]"
         # a page through a PIT logs the PIT's index (read from the context the page held)
-        pit = httpx.post(f"{url}/slow/_pit?keep_alive=1m", timeout=30).json()["id"]
-        httpx.post(f"{url}/_search", json={"pit": {"id": pit}, "size": 1}, timeout=30)
+        pit = web.post(f"{url}/slow/_pit?keep_alive=1m", timeout=30).json()["id"]
+        web.post(f"{url}/_search", json={"pit": {"id": pit}, "size": 1}, timeout=30)
         paged = orjson.loads(_lines(slow, 3)[2])
         assert (paged["log.logger"], paged["elasticsearch.slowlog.message"]) == (
             "index.search.slowlog.query",
             "[slow][0]",
         )
-        bad = httpx.put(
+        bad = web.put(
             f"{url}/quiet/_settings", json={"index.search.slowlog.threshold.query.info": "fast"}, timeout=30
         )
         assert bad.status_code == 400
@@ -141,8 +142,8 @@ def test_indexing_slow_log_with_its_source_limit(tmp_path: Path) -> None:
     slow = tmp_path / "slow.json"
     with running_server(tmp_path / "data", "--slow-log", str(slow), fresh_interpreter=True) as (url, _):
         settings = {"index.indexing.slowlog.threshold.index.info": "0s", "index.indexing.slowlog.source": "8"}
-        assert httpx.put(f"{url}/writes", json={"settings": settings}, timeout=30).status_code == 200
-        httpx.put(
+        assert web.put(f"{url}/writes", json={"settings": settings}, timeout=30).status_code == 200
+        web.put(
             f"{url}/writes/_doc/d1?routing=r",
             content=b'{ "title":  "a long title" }',
             headers={"content-type": "application/json"},
@@ -185,7 +186,7 @@ def test_a_server_stopped_right_after_it_starts_logs_no_error(tmp_path: Path, re
     closes is no error. Nor is anything else of the stop."""
     with running_server(tmp_path / "data", "--log-level", "debug", fresh_interpreter=True) as (url, process):
         for _ in range(requests):
-            assert httpx.get(f"{url}/", timeout=30).status_code == 200
+            assert web.get(f"{url}/", timeout=30).status_code == 200
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=30) == 0
     logged = (tmp_path / "data.log").read_text()

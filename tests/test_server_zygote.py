@@ -14,10 +14,10 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import httpx
 import pytest
 
 from leafsearch.testing import child_env
+from tests import web
 from tests.conftest import REPO, free_port, running_server, serve_command, server_env, start_server
 from tests.ray_cluster import LOOPBACK_ENV, import_ray
 from tests.search.test_worker_zygote import _parent, _ready
@@ -40,8 +40,8 @@ def test_forked_servers_are_processes_of_their_own_started_from_threads_at_once(
         with running_server(tmp_path / f"data{n}") as (url, process):
             assert isinstance(process, ForkedPopen)
             # Each its own node, answering on its own port.
-            assert httpx.put(f"{url}/only-{n}").status_code == 200
-            names = sorted(httpx.get(f"{url}/_cat/indices?h=index").text.split())
+            assert web.put(f"{url}/only-{n}").status_code == 200
+            names = sorted(web.get(f"{url}/_cat/indices?h=index").text.split())
             return process.pid, _parent(process.pid), process.returncode, " ".join(names)
 
     with ThreadPoolExecutor(4) as pool:
@@ -61,7 +61,7 @@ def test_forked_servers_are_processes_of_their_own_started_from_threads_at_once(
 
 def test_kill_9_and_the_exit_codes_are_the_servers(tmp_path: Path) -> None:
     with running_server(tmp_path / "data", search_workers=1) as (url, process):
-        with httpx.Client(base_url=url, timeout=60) as http:
+        with web.Client(base_url=url, timeout=60) as http:
             (worker,) = _ready(http, 1)["workers"]
         # The product's own zygote is the forked server's child, its workers that zygote's.
         assert _parent(_parent(worker["pid"])) == process.pid
@@ -114,10 +114,8 @@ def test_the_callers_environment_folder_umask_and_niceness(
     assert isinstance(process, ForkedPopen)
     try:
         url = str(found["first line"]).split("listening on ", 1)[1].split()[0]
-        assert httpx.put(
-            f"{url}/small", content=b"{}", headers={"content-type": "application/json"}
-        ).is_success
-        too_large = httpx.post(f"{url}/small/_doc", json={"text": "x" * 2048})
+        assert web.put(f"{url}/small", content=b"{}", headers={"content-type": "application/json"}).is_success
+        too_large = web.post(f"{url}/small/_doc", json={"text": "x" * 2048})
         assert too_large.status_code == 413
         assert found["server niceness"] == found["niceness"]
         assert (tmp_path / "data").is_dir()

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import httpx
 import pytest
 from conftest import running_server
 from js_helpers import NEEDS_NODE, elasticdump, install_node_modules
+
+from tests import web
 
 pytestmark = [NEEDS_NODE, pytest.mark.external]
 NDJSON = {"content-type": "application/x-ndjson"}
@@ -28,8 +29,8 @@ def test_elasticdump_copies_an_index_with_its_aliases(node_modules: Path, tmp_pa
     with (
         running_server(tmp_path / "source") as (source, _),
         running_server(tmp_path / "target") as (target, _),
-        httpx.Client(base_url=source, timeout=60) as src,
-        httpx.Client(base_url=target, timeout=60) as dst,
+        web.Client(base_url=source, timeout=60) as src,
+        web.Client(base_url=target, timeout=60) as dst,
     ):
         assert src.put("/library", json={"aliases": aliases}).status_code == 200
         lines = "".join(

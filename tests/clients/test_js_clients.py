@@ -20,6 +20,8 @@ import httpx
 import pytest
 from js_helpers import NEEDS_NODE, elasticdump, install_node_modules, run_script
 
+from tests import web
+
 CORPUS_DOCS = 3000
 pytestmark = [NEEDS_NODE, pytest.mark.external]
 
@@ -74,7 +76,7 @@ def corpus(server: str, node_modules: Path) -> Iterator[tuple[str, dict[str, Any
     index = unique_index("js-corpus")
     loaded = run_script("bulk_load.mjs", server, index, str(CORPUS_DOCS))
     yield index, loaded
-    httpx.delete(f"{server}/{index}")
+    web.delete(f"{server}/{index}")
 
 
 @pytest.fixture
@@ -82,7 +84,7 @@ def loaded_index(server: str, node_modules: Path, index_name: str) -> Iterator[s
     """A small index of its own (d0..d499) for a test that changes documents."""
     assert run_script("bulk_load.mjs", server, index_name, "500")["count"] == 500
     yield index_name
-    httpx.delete(f"{server}/{index_name}")
+    web.delete(f"{server}/{index_name}")
 
 
 def test_bulk_helper_loads_every_document(corpus: tuple[str, dict[str, Any]]) -> None:

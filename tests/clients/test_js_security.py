@@ -12,12 +12,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
 
-import httpx
 import pytest
 from conftest import running_server
 from elasticsearch import Elasticsearch
 from js_helpers import NEEDS_NODE, elasticdump, install_node_modules, run_elasticdump, run_script
 from security_helpers import add_user
+
+from tests import web
 
 ADMIN = ("admin", "admin-secret")
 WRITER = ("wanda", "wanda-secret")  # write:js-*
@@ -53,7 +54,7 @@ def test_basic_auth_and_both_api_key_forms_index_search_and_walk_a_pit(secured: 
         assert result["closed"] == {"succeeded": True, "num_freed": 1}, name
     assert out["invalidated"] == [key_id]
     assert out["afterInvalidation"] == {"name": "ResponseError", "status": 401, "type": "security_exception"}
-    with httpx.Client(base_url=secured, auth=ADMIN) as admin:
+    with web.Client(base_url=secured, auth=ADMIN) as admin:
         counts = admin.get("/_cat/count/js-walk-*?h=count").text.split()
         assert counts == ["240"]
         assert admin.get("/_cat/search_contexts?h=id").text.split() == []
@@ -61,7 +62,7 @@ def test_basic_auth_and_both_api_key_forms_index_search_and_walk_a_pit(secured: 
 
 def test_refusals_are_the_clients_response_errors(secured: str) -> None:
     index = "js-refusals"
-    with httpx.Client(base_url=secured, auth=WRITER) as wanda:
+    with web.Client(base_url=secured, auth=WRITER) as wanda:
         assert wanda.put(f"/{index}/_doc/1?refresh=true", json={"n": 1}).status_code == 201
     out = run_script("secured_refusals.mjs", secured, index, *WRITER, *VIEWER)
     assert out["wrongPassword"] == {
@@ -94,7 +95,7 @@ def test_refusals_are_the_clients_response_errors(secured: str) -> None:
     )
     assert out["viewerCount"] == 1
     assert out["viewerFound"]["status"] == 404  # the refused write wrote nothing
-    with httpx.Client(base_url=secured, auth=ADMIN) as admin:
+    with web.Client(base_url=secured, auth=ADMIN) as admin:
         assert admin.get(f"/{index}/_count").json()["count"] == 1
 
 

@@ -11,12 +11,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import orjson
 import pytest
 from conftest import running_server
 from security_helpers import add_user
 
+from tests import web
 from tests.console.conftest import WAIT_SECONDS, downloads
 
 DOCS = 3000
@@ -29,7 +29,7 @@ def bulk_load(url: str, index: str, docs: int, auth: tuple[str, str] | None = No
     for i in range(docs):
         lines.append(orjson.dumps({"index": {"_index": index, "_id": str(i)}}))
         lines.append(orjson.dumps({"msg": f"hello {i}", "level": ("info", "warn", "error")[i % 3], "n": i}))
-    response = httpx.post(
+    response = web.post(
         f"{url}/_bulk?refresh=true",
         content=b"\n".join(lines) + b"\n",
         headers={"content-type": "application/x-ndjson"},
@@ -51,7 +51,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 def test_the_console_is_served_with_a_policy_that_keeps_it_to_its_own_origin(server: str) -> None:
-    with httpx.Client(base_url=server) as http:
+    with web.Client(base_url=server) as http:
         moved = http.get("/_ui")
         assert moved.status_code == 301 and moved.headers["location"] == "/_ui/"
         page = http.get("/_ui/")
@@ -71,7 +71,7 @@ def test_the_console_is_served_with_a_policy_that_keeps_it_to_its_own_origin(ser
 
 
 def test_no_path_below_the_console_names_another_file(server: str) -> None:
-    with httpx.Client(base_url=server) as http:
+    with web.Client(base_url=server) as http:
         for path in ("/_ui/nope.js", "/_ui/static/index.html", "/_ui/%2e%2e/node.json", "/_ui/..%2fnode"):
             response = http.get(path)
             assert response.status_code == 404, path
@@ -83,7 +83,7 @@ def test_no_path_below_the_console_names_another_file(server: str) -> None:
 def test_a_request_from_the_nodes_own_origin_is_same_origin_and_a_foreign_one_still_refused(
     server: str,
 ) -> None:
-    with httpx.Client(base_url=server) as http:
+    with web.Client(base_url=server) as http:
         own = http.post("/logs/_count", json={}, headers={"origin": server})
         assert own.status_code == 200 and own.json()["count"] == DOCS
         assert "access-control-allow-origin" not in own.headers
@@ -143,7 +143,7 @@ def open_view(driver: Any, view: str) -> None:
 
 
 def test_the_index_list_shows_each_index_and_its_fields(server: str, browser: Any, screenshot) -> None:
-    httpx.post(f"{server}/_aliases", json={"actions": [{"add": {"index": "logs", "alias": "all-logs"}}]})
+    web.post(f"{server}/_aliases", json={"actions": [{"add": {"index": "logs", "alias": "all-logs"}}]})
     browser.get(f"{server}/_ui/")
     wait_for(browser, lambda: text(browser, '#indices-table tr[data-index="logs"]'))
     row = cells(browser, '#indices-table tr[data-index="logs"] td')
@@ -212,7 +212,7 @@ def test_a_walk_reads_every_document_of_its_point_in_time_once_while_a_client_wr
     written: list[str] = []
 
     def writer() -> None:
-        with httpx.Client(base_url=server, timeout=60) as http:
+        with web.Client(base_url=server, timeout=60) as http:
             i = 0
             while not stop.is_set():
                 doc_id = f"new-{i}"
@@ -239,10 +239,10 @@ def test_a_walk_reads_every_document_of_its_point_in_time_once_while_a_client_wr
     assert status(browser, "documents seen twice") == "0"
     assert status(browser, "point in time") == "closed"
     screenshot(browser, "walk")
-    contexts = httpx.get(f"{server}/_cat/search_contexts?format=json").json()
+    contexts = web.get(f"{server}/_cat/search_contexts?format=json").json()
     assert contexts == []
     # Put the index back as the other tests expect it.
-    httpx.post(
+    web.post(
         f"{server}/logs/_delete_by_query?refresh=true",
         json={"query": {"prefix": {"_id": "new-"}}},
         timeout=60,
@@ -262,7 +262,7 @@ def test_sliced_scrolls_and_an_export_read_the_whole_index(server: str, browser:
     slices = [int(status(browser, f"slice {i}").replace(",", "")) for i in range(3)]
     assert sum(slices) == DOCS and all(slices)
     assert status(browser, "distinct documents") == f"{DOCS:,}"
-    assert httpx.get(f"{server}/_cat/search_contexts?format=json").json() == []
+    assert web.get(f"{server}/_cat/search_contexts?format=json").json() == []
 
     click(browser, "#export-run")
     wait_for(
@@ -279,7 +279,7 @@ def test_sliced_scrolls_and_an_export_read_the_whole_index(server: str, browser:
 def test_the_node_view_shows_open_contexts_workers_and_breakers(
     server: str, browser: Any, screenshot
 ) -> None:
-    pit = httpx.post(f"{server}/logs/_pit?keep_alive=5m").json()["id"]
+    pit = web.post(f"{server}/logs/_pit?keep_alive=5m").json()["id"]
     try:
         browser.get(f"{server}/_ui/")
         open_view(browser, "node")
@@ -290,7 +290,7 @@ def test_the_node_view_shows_open_contexts_workers_and_breakers(
         assert "request" in breakers and "parent" in breakers
         assert int(text(browser, "#node-workers dd")) >= 0
         # Searches between two polls of the node's stats show in the rate and latency charts.
-        with httpx.Client(base_url=server) as http:
+        with web.Client(base_url=server) as http:
 
             def searched() -> bool:
                 http.post("/logs/_search", json={"query": {"match": {"msg": "hello"}}})
@@ -303,7 +303,7 @@ def test_the_node_view_shows_open_contexts_workers_and_breakers(
         )
         screenshot(browser, "node")
     finally:
-        httpx.request("DELETE", f"{server}/_pit", json={"id": pit})
+        web.request("DELETE", f"{server}/_pit", json={"id": pit})
 
 
 # ---- with authentication ---------------------------------------------------------------------
@@ -362,7 +362,7 @@ def test_a_read_only_user_sees_only_its_indices_and_cannot_write(
     assert text(browser, "#request-status").startswith("403")
     assert "security_exception" in text(browser, "#request-response")
     screenshot(browser, "requests")
-    assert httpx.get(f"{secured}/logs/_doc/from-the-console", auth=ADMIN).status_code == 404
+    assert web.get(f"{secured}/logs/_doc/from-the-console", auth=ADMIN).status_code == 404
     open_view(browser, "query")
     set_value(browser, "query-index", "logs")
     set_value(browser, "query-body", '{"size": 3, "sort": ["n"]}')
@@ -372,7 +372,7 @@ def test_a_read_only_user_sees_only_its_indices_and_cannot_write(
 
 
 def test_an_api_key_logs_in_as_the_user_who_made_it(secured: str, browser: Any) -> None:
-    made = httpx.post(f"{secured}/_security/api_key", json={"name": "console"}, auth=READER)
+    made = web.post(f"{secured}/_security/api_key", json={"name": "console"}, auth=READER)
     assert made.status_code == 200
     browser.get(f"{secured}/_ui/")
     wait_for(browser, lambda: cells(browser, "#login", "r.hidden") == [False])
@@ -386,6 +386,6 @@ def test_an_api_key_logs_in_as_the_user_who_made_it(secured: str, browser: Any) 
 
 
 def test_the_console_files_need_no_credentials_but_the_api_does(secured: str) -> None:
-    assert httpx.get(f"{secured}/_ui/").status_code == 200
-    refused = httpx.get(f"{secured}/_cat/indices")
+    assert web.get(f"{secured}/_ui/").status_code == 200
+    refused = web.get(f"{secured}/_cat/indices")
     assert refused.status_code == 401

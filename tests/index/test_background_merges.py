@@ -22,6 +22,7 @@ import pytest
 
 from leafsearch.indices import admin
 from leafsearch.node.node import Node
+from tests import web
 from tests.conftest import error_of
 from tests.inprocess import count, search
 
@@ -71,7 +72,7 @@ def test_an_index_searched_and_written_without_pause_still_merges(http: httpx.Cl
         """Every snapshot a search sees holds every document published before the traffic began
         (the writer's are not refreshed), whatever merge is installed meanwhile."""
         try:
-            with httpx.Client(base_url=str(http.base_url), timeout=60) as own:
+            with web.Client(base_url=str(http.base_url), timeout=60) as own:
                 while not stop.is_set():
                     body: dict[str, Any] = {
                         "size": 5,
@@ -91,7 +92,7 @@ def test_an_index_searched_and_written_without_pause_still_merges(http: httpx.Cl
         (a merge is searched from the next refresh on) while the segments stay well below the
         40 at which merges used to start under traffic."""
         try:
-            with httpx.Client(base_url=str(http.base_url), timeout=60) as own:
+            with web.Client(base_url=str(http.base_url), timeout=60) as own:
                 rounds = 0
                 while not stop.is_set():
                     refresh = rounds % 30 == 29 and rounds < 30 * REFRESHES

@@ -19,6 +19,7 @@ from inprocess import search
 import leafsearch
 from leafsearch.indices import admin
 from leafsearch.search import top_hits
+from tests import web
 
 MAPPING = {
     "properties": {
@@ -334,7 +335,7 @@ def test_a_sorted_index_survives_a_crash(tmp_path: Path) -> None:
     rng = random.Random(5)
     docs = {str(i): random_doc(rng) for i in range(60)}
     settings = {"number_of_shards": 2, **SORTED}
-    with running_server(data) as (url, process), httpx.Client(base_url=url, timeout=60) as http:
+    with running_server(data) as (url, process), web.Client(base_url=url, timeout=60) as http:
         assert http.put("/logs", json={"settings": settings, "mappings": MAPPING}).status_code == 200
         for i, (doc_id, doc) in enumerate(docs.items()):
             refresh = "true" if i in (20, 40) else "false"
@@ -344,7 +345,7 @@ def test_a_sorted_index_survives_a_crash(tmp_path: Path) -> None:
             )
         process.kill()  # the last 19 documents only in the translog
         process.wait()
-    with running_server(data) as (url, _), httpx.Client(base_url=url, timeout=60) as http:
+    with running_server(data) as (url, _), web.Client(base_url=url, timeout=60) as http:
         stored = http.get("/logs/_settings").json()["logs"]["settings"]["index"]["sort"]
         assert stored == {
             "field": ["k", "n", "id"],

@@ -14,6 +14,7 @@ from pathlib import Path
 import httpx
 import orjson
 
+from tests import web
 from tests.concurrency import readers_beside_writers, wait_for
 from tests.conftest import running_server
 
@@ -169,7 +170,7 @@ def codecs_on_disk(data: Path, http: httpx.Client, index: str) -> set[str | None
 def test_each_codec_gives_every_source_as_sent_beside_writes_and_after_a_restart(tmp_path: Path) -> None:
     data = tmp_path / "data"
     expected: dict[str, set[str]] = {}
-    with running_server(data) as (url, _), httpx.Client(base_url=url, timeout=120) as http:
+    with running_server(data) as (url, _), web.Client(base_url=url, timeout=120) as http:
         for name, codec in INDICES.items():
             settings = {"number_of_shards": 2, "refresh_interval": "-1"}
             if codec is not None:
@@ -185,7 +186,7 @@ def test_each_codec_gives_every_source_as_sent_beside_writes_and_after_a_restart
         def write(w: int) -> None:
             """Each writer: its own ids in both indices, in refreshed bulks (ten segments each: the
             index merges), a delete of an earlier one in each."""
-            with httpx.Client(base_url=url, timeout=120) as client:
+            with web.Client(base_url=url, timeout=120) as client:
                 first = FIRST + w * PER_WRITER
                 for at in range(first, first + PER_WRITER, BULK):
                     for name in INDICES:
@@ -196,7 +197,7 @@ def test_each_codec_gives_every_source_as_sent_beside_writes_and_after_a_restart
         def read() -> None:
             """Beside the writes: a refresh of each index, then each walk's sources as sent, no
             document twice."""
-            with httpx.Client(base_url=url, timeout=120) as client:
+            with web.Client(base_url=url, timeout=120) as client:
                 for name in INDICES:
                     assert client.post(f"/{name}/_refresh").status_code == 200
                     read_all(client, name)
@@ -217,7 +218,7 @@ def test_each_codec_gives_every_source_as_sent_beside_writes_and_after_a_restart
         assert frames_on_disk(data, http, "small") == {ZSTD_MAGIC}
         assert ZSTD_MAGIC not in frames_on_disk(data, http, "fast")
 
-    with running_server(data) as (url, _), httpx.Client(base_url=url, timeout=120) as http:
+    with running_server(data) as (url, _), web.Client(base_url=url, timeout=120) as http:
         for name in INDICES:
             assert all(walk == expected[name] for walk in read_all(http, name))
             spot_reads(http, name, sorted(int(i) for i in expected[name]))
@@ -225,7 +226,7 @@ def test_each_codec_gives_every_source_as_sent_beside_writes_and_after_a_restart
 
 def test_the_setting_is_static_validated_and_carried_by_templates(tmp_path: Path) -> None:
     data = tmp_path / "data"
-    with running_server(data) as (url, _), httpx.Client(base_url=url, timeout=60) as http:
+    with running_server(data) as (url, _), web.Client(base_url=url, timeout=60) as http:
         bad = http.put("/bad", json={"settings": {"index.codec": "zip"}})
         assert bad.status_code == 400
         assert bad.json()["error"]["type"] == "illegal_argument_exception"

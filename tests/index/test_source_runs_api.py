@@ -14,6 +14,7 @@ import httpx
 import orjson
 
 from leafsearch.index import source_blocks
+from tests import web
 from tests.conftest import running_server
 
 INDEX = "runs"
@@ -70,7 +71,7 @@ def scroll_all(http: httpx.Client, index: str) -> bytes:
 
 def test_every_reader_gives_a_merged_in_runs_segments_sources_as_sent(tmp_path: Path) -> None:
     data = tmp_path / "data"
-    with running_server(data) as (url, _), httpx.Client(base_url=url, timeout=120) as http:
+    with running_server(data) as (url, _), web.Client(base_url=url, timeout=120) as http:
         mapping = {"n": {"type": "long"}, "msg": {"type": "text"}}
         settings = {"number_of_shards": 1, "refresh_interval": "-1"}
         created = http.put(f"/{INDEX}", json={"settings": settings, "mappings": {"properties": mapping}})
@@ -86,7 +87,7 @@ def test_every_reader_gives_a_merged_in_runs_segments_sources_as_sent(tmp_path: 
         stop = threading.Event()
 
         def read() -> None:
-            with httpx.Client(base_url=url, timeout=120) as reader:
+            with web.Client(base_url=url, timeout=120) as reader:
                 while not stop.is_set():
                     try:
                         in_order(scroll_all(reader, INDEX), expected, b'"_source":')

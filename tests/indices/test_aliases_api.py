@@ -14,6 +14,8 @@ from conftest import error_of, running_server
 from elasticsearch import Elasticsearch, NotFoundError
 from security_helpers import add_user
 
+from tests import web
+
 NDJSON = {"content-type": "application/x-ndjson"}
 NO_WRITE_INDEX = (
     "no write index is defined for alias [{}]. The write index may be explicitly disabled using "
@@ -361,7 +363,7 @@ def test_official_client(es: Elasticsearch, two: tuple[str, str, str]) -> None:
 
 def test_aliases_survive_a_restart(tmp_path: Path) -> None:
     data = tmp_path / "data"
-    with running_server(data) as (url, _), httpx.Client(base_url=url, timeout=60) as http:
+    with running_server(data) as (url, _), web.Client(base_url=url, timeout=60) as http:
         http.put("/logs-1", json={"aliases": {"logs": {"is_write_index": True}}})
         http.put("/logs-2")
         _actions(http, {"add": {"index": "logs-2", "alias": "logs", "filter": {"term": {"k": "b"}}}})
@@ -369,7 +371,7 @@ def test_aliases_survive_a_restart(tmp_path: Path) -> None:
         http.put("/logs-2/_doc/2", params={"refresh": "true"}, json={"k": "a"})
         http.delete("/logs-2")
         http.put("/logs-2")  # a new index of the same name has none of the old one's aliases
-    with running_server(data) as (url, _), httpx.Client(base_url=url, timeout=60) as http:
+    with running_server(data) as (url, _), web.Client(base_url=url, timeout=60) as http:
         assert http.get("/_alias/logs").json() == {"logs-1": {"aliases": {"logs": {"is_write_index": True}}}}
         assert http.get("/logs-2/_alias").json() == {"logs-2": {"aliases": {}}}
         assert _count(http, "logs") == 1
@@ -388,7 +390,7 @@ def test_alias_swap_under_concurrent_searches(
     failures: list[str] = []
 
     def search() -> None:
-        with httpx.Client(base_url=server, timeout=60) as client:
+        with web.Client(base_url=server, timeout=60) as client:
             while not stop.is_set():
                 response = client.post(f"/{alias}/_search", json={"size": 10})
                 if response.status_code != 200:
@@ -423,7 +425,7 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     with running_server(data) as (url, _):
         add_user(data, "admin", "admin-secret", "superuser")
         add_user(data, "rita", "rita-secret", "read:logs-*")
-        with httpx.Client(base_url=url, auth=("admin", "admin-secret"), timeout=60) as admin:
+        with web.Client(base_url=url, auth=("admin", "admin-secret"), timeout=60) as admin:
             admin.put("/secret", json={"aliases": {"logs-public": {"filter": {"term": {"public": True}}}}})
             admin.put("/secret/_doc/1", json={"public": True})
             admin.put("/secret/_doc/2", params={"refresh": "true"}, json={"public": False})
@@ -431,7 +433,7 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 def test_an_alias_the_caller_may_use_resolves(secured: str) -> None:
-    with httpx.Client(base_url=secured, auth=("rita", "rita-secret"), timeout=60) as rita:
+    with web.Client(base_url=secured, auth=("rita", "rita-secret"), timeout=60) as rita:
         assert _count(rita, "logs-public") == 1
         assert _count(rita, "*") == 1  # the wildcard keeps the alias, not the index behind it
         assert rita.post("/secret/_search").status_code == 403

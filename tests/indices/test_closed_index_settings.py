@@ -12,6 +12,8 @@ import httpx
 from conftest import error_of, running_server, search_ok
 from elasticsearch import Elasticsearch
 
+from tests import web
+
 ENGLISH_DEFAULT = {"analysis": {"analyzer": {"default": {"type": "english"}}}}
 
 
@@ -67,13 +69,13 @@ def test_analysis_the_mapping_cannot_use_is_refused_without_change(
 
 
 def test_closed_index_settings_survive_a_restart(tmp_path: Path) -> None:
-    with running_server(tmp_path) as (url, _), httpx.Client(base_url=url, timeout=60) as http:
+    with running_server(tmp_path) as (url, _), web.Client(base_url=url, timeout=60) as http:
         assert (
             http.put("/kept", json={"mappings": {"properties": {"b": {"type": "text"}}}}).status_code == 200
         )
         assert http.post("/kept/_close").status_code == 200
         assert http.put("/kept/_settings", json=ENGLISH_DEFAULT).status_code == 200
-    with running_server(tmp_path) as (url, _), httpx.Client(base_url=url, timeout=60) as http:
+    with running_server(tmp_path) as (url, _), web.Client(base_url=url, timeout=60) as http:
         assert http.post("/kept/_open").status_code == 200
         http.put("/kept/_doc/1?refresh=true", json={"b": "foxes"})
         assert _hits(http, "kept", {"match": {"b": "fox"}}) == 1

@@ -16,6 +16,8 @@ import pytest
 from conftest import error_of, running_server
 from elasticsearch import Elasticsearch, helpers
 
+from tests import web
+
 
 @pytest.fixture
 def stream(http: httpx.Client) -> Iterator[str]:
@@ -166,7 +168,7 @@ def test_several_clients_creating_one_stream_get_one_backing_index(server: str, 
     indices: set[str] = set()
 
     def write(n: int) -> None:
-        with httpx.Client(base_url=server, timeout=60) as client:
+        with web.Client(base_url=server, timeout=60) as client:
             for i in range(5):
                 response = client.post(f"/{stream}/_doc", json=doc(n * 10 + i))
                 statuses.append(response.status_code)
@@ -179,7 +181,7 @@ def test_several_clients_creating_one_stream_get_one_backing_index(server: str, 
         thread.join()
     assert set(statuses) == {201}
     assert len(indices) == 1
-    with httpx.Client(base_url=server, timeout=60) as client:
+    with web.Client(base_url=server, timeout=60) as client:
         listed = client.get(f"/_data_stream/{stream}").json()["data_streams"][0]
         assert [i["index_name"] for i in listed["indices"]] == list(indices)
         client.post(f"/{stream}/_refresh")
@@ -188,15 +190,15 @@ def test_several_clients_creating_one_stream_get_one_backing_index(server: str, 
 
 def test_a_stream_survives_a_restart(tmp_path: Path) -> None:
     with running_server(tmp_path / "data") as (url, _):
-        httpx.put(f"{url}/_index_template/t", json={"index_patterns": ["s-*"], "data_stream": {}})
-        assert httpx.post(f"{url}/s-one/_doc", json=doc(1)).status_code == 201
-        assert httpx.post(f"{url}/s-one/_rollover").json()["rolled_over"]
+        web.put(f"{url}/_index_template/t", json={"index_patterns": ["s-*"], "data_stream": {}})
+        assert web.post(f"{url}/s-one/_doc", json=doc(1)).status_code == 201
+        assert web.post(f"{url}/s-one/_rollover").json()["rolled_over"]
     with running_server(tmp_path / "data") as (url, _):
-        listed = httpx.get(f"{url}/_data_stream/s-one").json()["data_streams"][0]
+        listed = web.get(f"{url}/_data_stream/s-one").json()["data_streams"][0]
         assert listed["generation"] == 2
-        created = httpx.post(f"{url}/s-one/_doc", json=doc(2), params={"refresh": "true"})
+        created = web.post(f"{url}/s-one/_doc", json=doc(2), params={"refresh": "true"})
         assert created.json()["_index"] == listed["indices"][-1]["index_name"]
-        assert httpx.get(f"{url}/s-one/_count").json()["count"] == 2
+        assert web.get(f"{url}/s-one/_count").json()["count"] == 2
 
 
 def test_a_backing_index_a_crash_left_unnamed_is_taken_by_the_next_attempt(tmp_path: Path) -> None:
@@ -222,12 +224,12 @@ def test_a_backing_index_a_crash_left_unnamed_is_taken_by_the_next_attempt(tmp_p
 
 
 def test_rollovers_by_several_clients_at_once_make_one_index_per_generation(server: str, stream: str) -> None:
-    with httpx.Client(base_url=server, timeout=60) as client:
+    with web.Client(base_url=server, timeout=60) as client:
         assert client.put(f"/_data_stream/{stream}").status_code == 200
     answers: list[dict] = []
 
     def roll() -> None:
-        with httpx.Client(base_url=server, timeout=60) as client:
+        with web.Client(base_url=server, timeout=60) as client:
             answers.append(client.post(f"/{stream}/_rollover").json())
 
     threads = [threading.Thread(target=roll) for _ in range(6)]
@@ -238,6 +240,6 @@ def test_rollovers_by_several_clients_at_once_make_one_index_per_generation(serv
     new = sorted(a["new_index"] for a in answers)
     assert len(set(new)) == 6 and all(a["rolled_over"] for a in answers)
     assert [n[-6:] for n in new] == [f"{g:06d}" for g in range(2, 8)]
-    with httpx.Client(base_url=server, timeout=60) as client:
+    with web.Client(base_url=server, timeout=60) as client:
         listed = client.get(f"/_data_stream/{stream}").json()["data_streams"][0]
     assert listed["generation"] == 7 and len(listed["indices"]) == 7

@@ -11,6 +11,7 @@ from conftest import running_server
 
 import leafsearch
 from leafsearch.indices import admin
+from tests import web
 
 POISON_NAMES = [
     "x" * 250,
@@ -47,7 +48,7 @@ def check_searchable(http: httpx.Client, index: str, docs: int) -> None:
 
 def test_poison_field_names_survive_refresh_and_restart(tmp_path: Path) -> None:
     data = tmp_path / "data"
-    with running_server(data) as (url, process), httpx.Client(base_url=url, timeout=60) as http:
+    with running_server(data) as (url, process), web.Client(base_url=url, timeout=60) as http:
         for i in range(10):
             response = http.put(f"/poison/_doc/{i}", params={"refresh": "true"}, json=poison_doc(i))
             assert response.status_code == 201, response.text
@@ -59,7 +60,7 @@ def test_poison_field_names_survive_refresh_and_restart(tmp_path: Path) -> None:
             assert http.put(f"/poison/_doc/{i}", json=poison_doc(i)).status_code == 201
         process.kill()
         process.wait()
-    with running_server(data) as (url, _), httpx.Client(base_url=url, timeout=60) as http:
+    with running_server(data) as (url, _), web.Client(base_url=url, timeout=60) as http:
         assert http.post("/poison/_refresh").status_code == 200
         check_searchable(http, "poison", 15)
         assert orjson.loads(http.get("/poison/_doc/3").content)["_source"] == poison_doc(3)

@@ -14,6 +14,8 @@ import pytest
 from conftest import error_of, running_server, search_ok
 from elasticsearch import Elasticsearch
 
+from tests import web
+
 
 def _terms(response: dict) -> list[str]:
     return [t["token"] for t in response["tokens"]]
@@ -218,10 +220,10 @@ def test_bulk_indexing_uses_the_field_analyzer(http: httpx.Client, new_index: Ca
 
 
 def test_analysis_survives_a_restart(tmp_path: Path) -> None:
-    with running_server(tmp_path) as (url, _), httpx.Client(base_url=url, timeout=60) as http:
+    with running_server(tmp_path) as (url, _), web.Client(base_url=url, timeout=60) as http:
         assert http.put("/kept", json={"settings": ANALYSIS, "mappings": MAPPINGS}).status_code == 200
         _load(http, "kept")
-    with running_server(tmp_path) as (url, _), httpx.Client(base_url=url, timeout=60) as http:
+    with running_server(tmp_path) as (url, _), web.Client(base_url=url, timeout=60) as http:
         _check_searches(http, "kept")
 
 

@@ -17,6 +17,7 @@ import pytest
 from conftest import error_of, running_server
 
 from leafsearch.testing import Server
+from tests import web
 from tests.server_zygote import SERVER_ZYGOTE
 
 
@@ -33,7 +34,7 @@ def node(tmp_path_factory: pytest.TempPathFactory, repo_root: Path) -> Iterator[
         Server(
             data, args=["--path-repo", str(repo_root), "--search-workers", "0"], popen=SERVER_ZYGOTE.popen
         ) as server,
-        httpx.Client(base_url=server.url, timeout=120) as client,
+        web.Client(base_url=server.url, timeout=120) as client,
     ):
         yield client
 
@@ -241,7 +242,7 @@ def test_a_snapshot_taken_while_writers_run_is_a_point_in_time(node: httpx.Clien
     written: dict[int, int] = {}
 
     def writer(w: int) -> None:
-        with httpx.Client(base_url=str(node.base_url), timeout=60) as client:
+        with web.Client(base_url=str(node.base_url), timeout=60) as client:
             n = 0
             while not stop.is_set() and n < 2000:
                 assert (
@@ -294,7 +295,7 @@ def test_kill_9_during_a_snapshot_leaves_a_readable_repository(tmp_path: Path) -
     data = tmp_path / "data"
     with (
         running_server(data, "--path-repo", str(repos), "--search-workers", "0") as (url, process),
-        httpx.Client(base_url=url, timeout=120) as client,
+        web.Client(base_url=url, timeout=120) as client,
     ):
         ok(client.put("/_snapshot/k", json={"type": "fs", "settings": {"location": "k"}}))
         for part in range(4):
@@ -306,7 +307,7 @@ def test_kill_9_during_a_snapshot_leaves_a_readable_repository(tmp_path: Path) -
         process.wait()
     with (
         running_server(data, "--path-repo", str(repos), "--search-workers", "0") as (url, _),
-        httpx.Client(base_url=url, timeout=120) as client,
+        web.Client(base_url=url, timeout=120) as client,
     ):
         listed = ok(client.get("/_snapshot/k/_all"))["snapshots"]
         assert {s["snapshot"] for s in listed} <= {"early", "cut"}
@@ -402,13 +403,13 @@ def test_a_repository_outside_path_repo_after_a_restart_is_refused(tmp_path: Pat
     first.mkdir()
     second.mkdir()
     with running_server(tmp_path / "data", "--path-repo", str(first)) as (url, _):
-        ok(httpx.put(f"{url}/_snapshot/r", json={"type": "fs", "settings": {"location": "r"}}))
-        ok(httpx.put(f"{url}/_snapshot/a", json={"type": "fs", "settings": {"location": str(first / "a")}}))
+        ok(web.put(f"{url}/_snapshot/r", json={"type": "fs", "settings": {"location": "r"}}))
+        ok(web.put(f"{url}/_snapshot/a", json={"type": "fs", "settings": {"location": str(first / "a")}}))
     with running_server(tmp_path / "data", "--path-repo", str(second)) as (url, _):
-        response = httpx.put(f"{url}/_snapshot/r/s", params={"wait_for_completion": "true"})
+        response = web.put(f"{url}/_snapshot/r/s", params={"wait_for_completion": "true"})
         assert response.status_code == 400
         assert error_of(response)["reason"] == "[r] location [r] moved: register the repository again"
-        response = httpx.put(f"{url}/_snapshot/a/s", params={"wait_for_completion": "true"})
+        response = web.put(f"{url}/_snapshot/a/s", params={"wait_for_completion": "true"})
         assert response.status_code == 400
         assert "doesn't match any of the locations specified by path.repo" in error_of(response)["reason"]
     assert not (second / "r").exists()

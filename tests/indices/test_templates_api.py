@@ -14,6 +14,8 @@ import pytest
 from conftest import error_of, running_server
 from elasticsearch import Elasticsearch, NotFoundError
 
+from tests import web
+
 
 @pytest.fixture
 def names(http: httpx.Client) -> Iterator[Callable[[str], str]]:
@@ -336,7 +338,7 @@ def test_templates_put_by_several_clients_at_once_are_all_kept(server: str, name
     errors: list[str] = []
 
     def put(name: str) -> None:
-        with httpx.Client(base_url=server, timeout=60) as client:
+        with web.Client(base_url=server, timeout=60) as client:
             response = client.put(
                 f"/_index_template/{name}", json={"index_patterns": [f"{name}-*"], "priority": 1}
             )
@@ -349,7 +351,7 @@ def test_templates_put_by_several_clients_at_once_are_all_kept(server: str, name
     for thread in threads:
         thread.join()
     assert errors == []
-    with httpx.Client(base_url=server, timeout=60) as client:
+    with web.Client(base_url=server, timeout=60) as client:
         listed = {t["name"] for t in ok(client.get("/_index_template"))["index_templates"]}
     assert set(made) <= listed
 
@@ -357,18 +359,18 @@ def test_templates_put_by_several_clients_at_once_are_all_kept(server: str, name
 def test_templates_survive_a_restart(tmp_path: Path) -> None:
     with running_server(tmp_path / "data") as (url, _):
         ok(
-            httpx.put(
+            web.put(
                 f"{url}/_index_template/keep",
                 json={"index_patterns": ["kept-*"], "template": {"settings": {"number_of_shards": 3}}},
             )
         )
-        ok(httpx.put(f"{url}/_template/legacy", json={"index_patterns": ["old-*"], "order": 4}))
+        ok(web.put(f"{url}/_template/legacy", json={"index_patterns": ["old-*"], "order": 4}))
     with running_server(tmp_path / "data") as (url, _):
-        ok(httpx.put(f"{url}/kept-1"))
+        ok(web.put(f"{url}/kept-1"))
         assert (
-            ok(httpx.get(f"{url}/kept-1/_settings"))["kept-1"]["settings"]["index"]["number_of_shards"] == "3"
+            ok(web.get(f"{url}/kept-1/_settings"))["kept-1"]["settings"]["index"]["number_of_shards"] == "3"
         )
-        assert ok(httpx.get(f"{url}/_template/legacy"))["legacy"]["order"] == 4
+        assert ok(web.get(f"{url}/_template/legacy"))["legacy"]["order"] == 4
 
 
 def test_cat_templates_lists_legacy_and_composable(http: httpx.Client, names) -> None:

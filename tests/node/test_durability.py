@@ -22,12 +22,14 @@ import orjson
 from conftest import REPO, error_of, running_server, server_env
 from elasticsearch import Elasticsearch, helpers
 
+from tests import web
+
 NO_REFRESH = {"index": {"refresh_interval": "-1", "number_of_replicas": 0}}
 
 
 @contextmanager
 def client(url: str) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=url, timeout=60) as http:
+    with web.Client(base_url=url, timeout=60) as http:
         yield http
 
 
@@ -218,9 +220,7 @@ def test_kill_9_in_the_middle_of_a_large_bulk_keeps_a_prefix_of_whole_documents(
 
         def send() -> None:
             try:
-                outcome["response"] = httpx.post(
-                    f"{url}/big/_bulk", content=body, headers=NDJSON, timeout=120
-                )
+                outcome["response"] = web.post(f"{url}/big/_bulk", content=body, headers=NDJSON, timeout=120)
             except httpx.TransportError as exc:
                 outcome["error"] = exc
 

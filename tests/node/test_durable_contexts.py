@@ -21,6 +21,7 @@ import pytest
 from elasticsearch import Elasticsearch, NotFoundError, helpers
 
 from leafsearch.testing import Server
+from tests import web
 from tests.server_zygote import SERVER_ZYGOTE
 
 N = 600
@@ -65,7 +66,7 @@ class Writer:
             assert not self.thread.is_alive()
 
     def _run(self) -> None:
-        with httpx.Client(base_url=self.url, timeout=30) as http:
+        with web.Client(base_url=self.url, timeout=30) as http:
             version = 1
             while not self.stop_event.is_set():
                 lines = []
@@ -182,7 +183,7 @@ def test_every_scroll_batch_asked_twice_is_the_same_bytes_and_each_document_come
     seed = 7
     rng = random.Random(seed)
     writer = Writer("docs", seed)
-    with server(tmp_path / "data") as running, httpx.Client(base_url=running.url, timeout=60) as http:
+    with server(tmp_path / "data") as running, web.Client(base_url=running.url, timeout=60) as http:
         es = running.client()
         es.indices.create(index="docs", settings=SETTINGS, mappings=MAPPING)
         truth = fill(es, "docs")
@@ -227,13 +228,13 @@ def test_helpers_scan_across_a_restart_and_a_replay_after_one(tmp_path: Path) ->
         truth = fill(es, "docs")
         scanned = list(helpers.scan(es, index="docs", size=50, scroll="1m"))
         assert sorted(h["_id"] for h in scanned) == sorted(truth)
-        with httpx.Client(base_url=running.url, timeout=60) as http:
+        with web.Client(base_url=running.url, timeout=60) as http:
             first = http.post(
                 "/docs/_search", params={"scroll": "1m"}, json={"size": 100, "sort": ["n"]}
             ).json()
             asked = {"scroll_id": first["_scroll_id"], "scroll": "1m"}
             second = http.post("/_search/scroll", json=asked)
-    with server(data) as running, httpx.Client(base_url=running.url, timeout=60) as http:
+    with server(data) as running, web.Client(base_url=running.url, timeout=60) as http:
         again = http.post("/_search/scroll", json=asked)
         assert again.content == second.content
         third = http.post("/_search/scroll", json={"scroll_id": second.json()["_scroll_id"], "scroll": "1m"})
@@ -268,7 +269,7 @@ def test_a_pit_keeps_its_files_through_merges_and_a_restart_until_closed(tmp_pat
         # Every document of the first segments is deleted now: the background merges drop them
         # from the index on every shard (each merge committed once it is no longer current),
         # and only the PIT keeps their files.
-        with httpx.Client(base_url=running.url, timeout=60) as http:
+        with web.Client(base_url=running.url, timeout=60) as http:
             waited = 0
             while not merged_away(es, http):
                 assert waited < 600, "the fully deleted segments were never merged away"

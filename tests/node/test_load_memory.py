@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import httpx
 import orjson
 from conftest import running_server
 
 from bench.server import tree_memory_kb
+from tests import web
 from tests.concurrency import writers_beside_refresher
 
 INDEX = "load"
@@ -45,14 +45,14 @@ def _body(start: int, round_: int) -> bytes:
 def test_rounds_of_bulks_refreshes_and_merges_leave_the_processes_memory_bounded(tmp_path: Path) -> None:
     with (
         running_server(tmp_path / "data", "--search-workers", "2") as (url, process),
-        httpx.Client(base_url=url, timeout=120) as http,
+        web.Client(base_url=url, timeout=120) as http,
     ):
         assert http.put(f"/{INDEX}", json={"mappings": MAPPING}).status_code == 200
         anon: list[int] = []
         for round_ in range(ROUNDS):
 
             def client(first: int, round_: int = round_) -> None:
-                with httpx.Client(base_url=url, timeout=120) as own:
+                with web.Client(base_url=url, timeout=120) as own:
                     for start in range(first, first + ROUND_DOCS, BODY_DOCS):
                         response = own.post(
                             f"/{INDEX}/_bulk",

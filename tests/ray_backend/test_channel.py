@@ -24,6 +24,7 @@ from leafsearch.ray_backend.channel import (
     ChannelTimeout,
     connect,
 )
+from tests import web
 from tests.concurrency import stop_process, wait_for
 from tests.ray_backend import channel_child
 from tests.ray_backend.channel_child import HANG, KEY, Child, Machine
@@ -141,7 +142,7 @@ def coordinator(ray_cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> I
 
 @pytest.fixture
 def http(coordinator: Any) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=coordinator.url, timeout=120) as client:
+    with web.Client(base_url=coordinator.url, timeout=120) as client:
         yield client
         for row in client.get("/_cat/indices", params={"format": "json", "h": "index"}).json():
             client.delete(f"/{row['index']}")
@@ -243,7 +244,7 @@ def test_concurrent_searches_with_a_bulk_writer_beside(http: httpx.Client, coord
     written = [300]
 
     def writer() -> None:
-        with httpx.Client(base_url=coordinator.url, timeout=120) as own:
+        with web.Client(base_url=coordinator.url, timeout=120) as own:
             n = 300
             while not stop.is_set() and n < 1500:
                 answer = _bulk(own, "chanbusy", range(n, n + 100))
@@ -254,7 +255,7 @@ def test_concurrent_searches_with_a_bulk_writer_beside(http: httpx.Client, coord
                 written[0] = n
 
     def searcher(k: int) -> None:
-        with httpx.Client(base_url=coordinator.url, timeout=120) as own:
+        with web.Client(base_url=coordinator.url, timeout=120) as own:
             for i in range(25):
                 low = (k * 37 + i * 11) % 250
                 body = {"query": {"range": {"n": {"gte": low, "lt": low + 50}}}, "size": 100, "sort": ["n"]}

@@ -32,6 +32,7 @@ import pytest
 from elasticsearch import ApiError, AuthenticationException, Elasticsearch, NotFoundError
 
 from leafsearch.testing import Server
+from tests import web
 from tests.node.test_durable_contexts import MAPPING, PAGE, SLICES, Writer, fill, kill_9, pit_page
 from tests.ray_backend.test_ray_contexts_restart import coordinator
 from tests.server_zygote import SERVER_ZYGOTE
@@ -260,7 +261,7 @@ def at_once(
     answers: list[httpx.Response] = []
 
     def run(url: str, side: str) -> None:
-        with httpx.Client(base_url=url, timeout=120) as http:
+        with web.Client(base_url=url, timeout=120) as http:
             barrier.wait()
             answers.extend(work(http, side))
 

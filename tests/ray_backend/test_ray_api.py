@@ -22,6 +22,7 @@ import orjson
 import pytest
 
 from leafsearch.testing import Server
+from tests import web
 from tests.concurrency import wait_for
 from tests.conftest import error_of
 from tests.ray_cluster import machine_actor, ray_server, shard_actor, shard_map, where
@@ -67,7 +68,7 @@ def coordinator(ray_cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> I
     data = tmp_path_factory.mktemp("ray-api") / "data"
     with (
         Server(data, popen=SERVER_ZYGOTE.popen) as plain,
-        httpx.Client(base_url=plain.url, timeout=120) as http,
+        web.Client(base_url=plain.url, timeout=120) as http,
     ):
         create(http, "local")
         bulk(http, "local", {f"l{n}": source(n) for n in range(300)})
@@ -80,7 +81,7 @@ def coordinator(ray_cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> I
 
 @pytest.fixture
 def http(coordinator: Server) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=coordinator.url, timeout=120) as client:
+    with web.Client(base_url=coordinator.url, timeout=120) as client:
         yield client
 
 
@@ -121,7 +122,7 @@ def test_delete_by_query_counts_the_conflicts_of_concurrent_writers(http: httpx.
     lock = threading.Lock()
 
     def writer(w: int) -> None:
-        with httpx.Client(base_url=str(http.base_url), timeout=120) as own:
+        with web.Client(base_url=str(http.base_url), timeout=120) as own:
             for n in range(w, 200, 2):
                 answer = own.post(f"/dbq/_update/d{n}", json={"doc": {"touched": True}})
                 assert answer.status_code in (200, 404), answer.text
@@ -157,7 +158,7 @@ def test_update_by_query_in_slices_beside_writers(http: httpx.Client) -> None:
     written: list[str] = []
 
     def writer() -> None:  # new documents beside the operation: not in its snapshot
-        with httpx.Client(base_url=str(http.base_url), timeout=120) as own:
+        with web.Client(base_url=str(http.base_url), timeout=120) as own:
             i = 0
             while not stop.is_set():
                 bulk(own, "ubq", {f"w{i}": {"n": 10_000 + i}}, refresh=True)
@@ -279,7 +280,7 @@ def test_a_scroll_sorted_by_score_matches_the_same_scroll_on_a_local_index(http:
     stop = threading.Event()
 
     def writer() -> None:  # matching documents written beside the scroll are not in its snapshot
-        with httpx.Client(base_url=str(http.base_url), timeout=120) as own:
+        with web.Client(base_url=str(http.base_url), timeout=120) as own:
             i = 0
             while not stop.is_set():
                 bulk(own, "scored", {f"extra{i}": {"body": "alpha beta gamma"}}, refresh=True)
@@ -319,7 +320,7 @@ def test_close_and_open_keep_every_acknowledged_write_across_a_coordinator_resta
     acknowledged: set[str] = set()
     with (
         ray_server(ray_cluster.address, data) as first,
-        httpx.Client(base_url=first.url, timeout=120) as http,
+        web.Client(base_url=first.url, timeout=120) as http,
     ):
         uuid = create(http, "closing")
         bulk(http, "closing", {f"d{n}": source(n) for n in range(200)}, refresh=False)
@@ -329,7 +330,7 @@ def test_close_and_open_keep_every_acknowledged_write_across_a_coordinator_resta
         outcomes: list[tuple[str, int, str | None]] = []
 
         def writer() -> None:  # writes while the index closes: acknowledged, or refused as closed
-            with httpx.Client(base_url=first.url, timeout=120) as own:
+            with web.Client(base_url=first.url, timeout=120) as own:
                 i = 0
                 while not stop.is_set():
                     answer = own.put(f"/closing/_doc/w{i}", json=source(i))
@@ -371,7 +372,7 @@ def test_close_and_open_keep_every_acknowledged_write_across_a_coordinator_resta
                 shard_actor(uuid, shard)
     with (
         ray_server(ray_cluster.address, data) as second,
-        httpx.Client(base_url=second.url, timeout=120) as http,
+        web.Client(base_url=second.url, timeout=120) as http,
     ):
         # Still closed after the coordinator's restart, and still without actors.
         assert error_of(http.post("/closing/_count"))["type"] == "index_closed_exception"
@@ -451,7 +452,7 @@ def test_a_state_push_sent_before_a_close_does_not_open_the_shard_again(
 
     with (
         ray_server(ray_cluster.address, tmp_path / "data") as server,
-        httpx.Client(base_url=server.url, timeout=120) as http,
+        web.Client(base_url=server.url, timeout=120) as http,
     ):
         uuid, machine, copy, state = one_shard_on_its_machine(http, "pushed", 20)
         assert http.post("/pushed/_close").status_code == 200

@@ -21,6 +21,7 @@ from leafsearch.index.merge_policy import MERGE_FACTOR
 from leafsearch.index.routing import default_routing_num_shards, shard_for
 from leafsearch.search.shard_api import ShardContextId
 from leafsearch.testing import Server
+from tests import web
 from tests.concurrency import readers_beside_a_writer, wait_for, writers_beside_refresher
 from tests.conftest import error_of
 from tests.ray_cluster import children, ended, machine_actor, machine_calls, ray_server, shard_actor, where
@@ -41,7 +42,7 @@ def http(coordinator: Server) -> Iterator[httpx.Client]:
     """A client of the module's coordinator. The indices a test leaves there are deleted after
     it: each holds up to `SHARDS` actor processes, which would otherwise pile up over the
     module (each polls for its refreshes and merges) and slow every test after them."""
-    with httpx.Client(base_url=coordinator.url, timeout=120) as client:
+    with web.Client(base_url=coordinator.url, timeout=120) as client:
         yield client
         left = client.get("/_cat/indices", params={"format": "json", "h": "index", "expand_wildcards": "all"})
         for row in left.json():
@@ -84,7 +85,7 @@ def bulk_writer(
     on, each refreshed, on a connection of its own, until `stop`."""
 
     def write() -> None:
-        with httpx.Client(base_url=str(http.base_url), timeout=120) as own:
+        with web.Client(base_url=str(http.base_url), timeout=120) as own:
             n = first
             while not stop.is_set():
                 assert bulk(own, index, {f"w{n + i}": make(n + i) for i in range(per_bulk)}, refresh=True)
@@ -131,7 +132,7 @@ def test_shards_spread_over_the_nodes_and_serve_the_document_apis(
 
     # Three clients index at once; every item is acknowledged.
     def client(c: int) -> None:
-        with httpx.Client(base_url=str(http.base_url), timeout=120) as own:
+        with web.Client(base_url=str(http.base_url), timeout=120) as own:
             for batch in range(5):
                 docs = {f"{c}-{batch}-{i}": source(c * 1000 + batch * 100 + i) for i in range(100)}
                 assert bulk(own, "spread", docs)["errors"] is False
@@ -200,7 +201,7 @@ def test_point_in_time_walks_read_every_document_once_under_writes(http: httpx.C
     stop = threading.Event()
 
     def writer() -> None:  # writes and deletes beside the walks: the PIT's snapshot does not move
-        with httpx.Client(base_url=str(http.base_url), timeout=120) as own:
+        with web.Client(base_url=str(http.base_url), timeout=120) as own:
             n = 10_000
             while not stop.is_set():
                 bulk(own, "walk", {f"new{n}": source(n)}, refresh=True)
@@ -219,7 +220,7 @@ def test_point_in_time_walks_read_every_document_once_under_writes(http: httpx.C
         slices: dict[int, list[str]] = {}
 
         def read_slice(i: int) -> None:
-            with httpx.Client(base_url=str(http.base_url), timeout=120) as own:
+            with web.Client(base_url=str(http.base_url), timeout=120) as own:
                 slices[i] = walk(own, pit, 100, {"id": i, "max": 3})[0]
 
         readers = [threading.Thread(target=read_slice, args=(i,)) for i in range(3)]
@@ -406,7 +407,7 @@ def test_concurrent_bulks_by_column_with_refreshes_beside_keep_every_acknowledge
 
     def writer(c: int) -> Callable[[], None]:
         def write() -> None:
-            with httpx.Client(base_url=str(http.base_url), timeout=120) as own:
+            with web.Client(base_url=str(http.base_url), timeout=120) as own:
                 for r in range(rounds):
                     lines: list[dict] = []
                     for i in range(150):
@@ -426,7 +427,7 @@ def test_concurrent_bulks_by_column_with_refreshes_beside_keep_every_acknowledge
         return write
 
     refreshed: list[int] = []
-    with httpx.Client(base_url=str(http.base_url), timeout=120) as refresher:
+    with web.Client(base_url=str(http.base_url), timeout=120) as refresher:
         failures = writers_beside_refresher(
             [writer(c) for c in range(clients)],
             lambda: refreshed.append(refresher.post("/columnsbeside/_refresh").status_code),
@@ -469,7 +470,7 @@ def test_a_shard_killed_during_bulk_loses_no_acknowledged_write(http: httpx.Clie
     started = threading.Barrier(3)
 
     def writer(w: int) -> None:
-        with httpx.Client(base_url=str(http.base_url), timeout=120) as own:
+        with web.Client(base_url=str(http.base_url), timeout=120) as own:
             for batch in range(40):
                 if batch == 5:
                     started.wait()
@@ -576,7 +577,7 @@ def test_a_restarted_coordinator_finds_its_shard_actors(ray_cluster: Any, tmp_pa
     data = tmp_path / "data"
     with (
         ray_server(ray_cluster.address, data) as first,
-        httpx.Client(base_url=first.url, timeout=120) as http,
+        web.Client(base_url=first.url, timeout=120) as http,
     ):
         uuid = create_index(http, "restart", shards=3)
         assert bulk(http, "restart", {f"d{n}": source(n) for n in range(300)})["errors"] is False
@@ -585,7 +586,7 @@ def test_a_restarted_coordinator_finds_its_shard_actors(ray_cluster: Any, tmp_pa
         pit = http.post("/restart/_pit?keep_alive=5m").json()["id"]
     with (
         ray_server(ray_cluster.address, data) as second,
-        httpx.Client(base_url=second.url, timeout=120) as http,
+        web.Client(base_url=second.url, timeout=120) as http,
     ):
         # The same actors (found by name, not re-created), with every acknowledged write.
         assert [where(uuid, shard)[1] for shard in range(3)] == pids
@@ -632,7 +633,7 @@ def test_scrolls_and_sliced_scrolls_read_every_document_once(http: httpx.Client)
     stop = threading.Event()
 
     def writer() -> None:  # the scroll reads the snapshot it opened on
-        with httpx.Client(base_url=str(http.base_url), timeout=120) as own:
+        with web.Client(base_url=str(http.base_url), timeout=120) as own:
             n = 100_000  # outside the range query below
             while not stop.is_set():
                 bulk(own, "scrolled", {f"new{n}": source(n)}, refresh=True)
@@ -657,7 +658,7 @@ def test_scrolls_and_sliced_scrolls_read_every_document_once(http: httpx.Client)
     slice_shards: dict[int, set[int]] = {}
 
     def read_slice(i: int) -> None:
-        with httpx.Client(base_url=str(http.base_url), timeout=120) as own:
+        with web.Client(base_url=str(http.base_url), timeout=120) as own:
             body = {"size": 100, "sort": ["_doc"], "slice": {"id": i, "max": 4}}
             slices[i], _, slice_shards[i] = scroll_all(own, "scrolled", body)
 
@@ -689,7 +690,7 @@ def test_updates_read_and_write_a_shard_actor_without_losing_any(http: httpx.Cli
     # Concurrent partial updates of one document: each reads, merges and writes only if the
     # document is still what it read (else reads again), so no update is lost.
     def updater(t: int) -> None:
-        with httpx.Client(base_url=str(http.base_url), timeout=120) as own:
+        with web.Client(base_url=str(http.base_url), timeout=120) as own:
             for i in range(8):
                 answer = own.post("/updated/_update/a?retry_on_conflict=50", json={"doc": {f"f{t}_{i}": t}})
                 assert answer.status_code == 200, answer.text
@@ -798,7 +799,7 @@ def test_one_shot_searches_leave_no_snapshot_pinned(http: httpx.Client) -> None:
     stop = threading.Event()
 
     def writer() -> None:
-        with httpx.Client(base_url=str(http.base_url), timeout=120) as own:
+        with web.Client(base_url=str(http.base_url), timeout=120) as own:
             n = 10_000
             while not stop.is_set():
                 for index in ("oneshot", "oneshard"):
@@ -807,7 +808,7 @@ def test_one_shot_searches_leave_no_snapshot_pinned(http: httpx.Client) -> None:
                 n += 20
 
     def reader() -> None:
-        with httpx.Client(base_url=str(http.base_url), timeout=120) as own:
+        with web.Client(base_url=str(http.base_url), timeout=120) as own:
             for _ in range(8):
                 for index, body, ids, total in searches:
                     page = own.post(f"/{index}/_search", json=body).json()
@@ -890,7 +891,7 @@ def test_a_shard_doc_walk_asks_one_shard_at_a_time(http: httpx.Client) -> None:
     stop = threading.Event()
 
     def writer() -> None:
-        with httpx.Client(base_url=str(http.base_url), timeout=120) as own:
+        with web.Client(base_url=str(http.base_url), timeout=120) as own:
             n = 10_000
             while not stop.is_set():
                 bulk(own, "onebyone", {f"w{n + i}": source(n + i) for i in range(10)}, refresh=True)
@@ -1046,7 +1047,7 @@ def test_a_search_of_one_shard_queries_and_fetches_in_one_call(
     `took`, request after request, while a writer indexes and refreshes beside."""
     routed = "routing=r&"
     docs = {f"d{n}": qf_source(n) for n in range(240)}
-    with httpx.Client(base_url=local_server.url, timeout=120) as local:
+    with web.Client(base_url=local_server.url, timeout=120) as local:
         uuids = {}
         for client in (http, local):
             for name, shards in (("qf1", 1), ("qf6", SHARDS)):
@@ -1069,7 +1070,7 @@ def test_a_search_of_one_shard_queries_and_fetches_in_one_call(
         def writer() -> None:
             """Documents no request matches (and without the scored text: scores stay), with
             refreshes, on every shard of both indices."""
-            with httpx.Client(base_url=str(http.base_url), timeout=120) as own:
+            with web.Client(base_url=str(http.base_url), timeout=120) as own:
                 n = 10_000
                 while not stop.is_set():
                     for index in ("qf1", "qf6"):
@@ -1126,7 +1127,7 @@ def test_a_small_page_of_several_machines_is_one_call_per_machine(
     refreshes beside; pages it does not serve this way (cursors, source filtering, larger pages)
     still fetch apart."""
     docs = {f"d{n}": qf_source(n) for n in range(240)}
-    with httpx.Client(base_url=local_server.url, timeout=120) as local:
+    with web.Client(base_url=local_server.url, timeout=120) as local:
         for client in (http, local):
             settings = {"number_of_shards": SHARDS, "number_of_replicas": 0}
             created = client.put("/cand", json={"settings": settings, "mappings": QF_MAPPING})
@@ -1139,7 +1140,7 @@ def test_a_small_page_of_several_machines_is_one_call_per_machine(
 
         def writer() -> None:
             """Documents no request matches, without the scored text, with refreshes."""
-            with httpx.Client(base_url=str(http.base_url), timeout=120) as own:
+            with web.Client(base_url=str(http.base_url), timeout=120) as own:
                 n = 10_000
                 while not stop.is_set():
                     batch = {f"w{n + i}": {"n": n + i, "tag": "w"} for i in range(10)}
@@ -1224,7 +1225,7 @@ def test_a_scroll_of_one_shard_reads_each_batch_in_one_call(http: httpx.Client, 
     with its query, in one call: its batches are a single-process server's, byte for byte but
     `took` and the scroll id, sorted by `_doc` or by a field with ties, with fetch options."""
     docs = {f"d{n}": qf_source(n) for n in range(130)}
-    with httpx.Client(base_url=local_server.url, timeout=120) as local:
+    with web.Client(base_url=local_server.url, timeout=120) as local:
         for client in (http, local):
             created = client.put(
                 "/qfscroll", json={"settings": {"number_of_shards": 1}, "mappings": QF_MAPPING}
@@ -1305,7 +1306,7 @@ def test_a_shard_doc_pit_page_is_relayed_as_the_general_path_renders_it(http: ht
     def reader(i: int) -> Callable[[], None]:
         def read() -> None:
             body, ids = dict(bodies[i]), walked.setdefault(i, [])
-            with httpx.Client(base_url=str(http.base_url), timeout=120) as own:
+            with web.Client(base_url=str(http.base_url), timeout=120) as own:
                 while True:
                     page = own.post("/_search", json=body)
                     general = own.post("/_search", json={**body, "timeout": "5m"})

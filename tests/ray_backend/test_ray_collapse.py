@@ -22,6 +22,7 @@ import orjson
 import pytest
 from elasticsearch import Elasticsearch
 
+from tests import web
 from tests.ray_cluster import ray_server
 
 INDEX = "posts"
@@ -53,7 +54,7 @@ def server(ray_cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     data = tmp_path_factory.mktemp("ray-collapse") / "data"
     with (
         ray_server(ray_cluster.address, data) as coordinator,
-        httpx.Client(base_url=coordinator.url, timeout=120) as http,
+        web.Client(base_url=coordinator.url, timeout=120) as http,
     ):
         settings = {"number_of_shards": 3}
         assert http.put(f"/{INDEX}", json={"settings": settings, "mappings": MAPPINGS}).status_code == 200
@@ -78,7 +79,7 @@ def _bulk(http: httpx.Client, lines: list[bytes]) -> None:
 
 @pytest.fixture(scope="module")
 def http(server: str) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=server, timeout=120) as client:
+    with web.Client(base_url=server, timeout=120) as client:
         yield client
 
 
@@ -103,7 +104,7 @@ class Writer:
     def _run(self) -> None:
         rng = random.Random(7)
         try:
-            with httpx.Client(base_url=self.server, timeout=120) as http:
+            with web.Client(base_url=self.server, timeout=120) as http:
                 while not self.stop.is_set():
                     i = rng.randint(0, 50)
                     noise = {"kind": "noise", "user": f"u{i % USERS:02}", "n": -i, "score": 99, "grp": i}

@@ -29,6 +29,7 @@ import orjson
 import pytest
 
 from leafsearch.testing import Server
+from tests import web
 from tests.ray_cluster import ray_server, shard_actor
 from tests.server_zygote import SERVER_ZYGOTE
 
@@ -70,12 +71,12 @@ def coordinator(ray_cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> I
     data = tmp_path_factory.mktemp("ray-options") / "data"
     with (
         Server(data, popen=SERVER_ZYGOTE.popen) as plain,
-        httpx.Client(base_url=plain.url, timeout=120) as http,
+        web.Client(base_url=plain.url, timeout=120) as http,
     ):
         create(http, "local")
         create(http, "local_one", shards=1, docs=600)
     with ray_server(ray_cluster.address, data) as server:
-        with httpx.Client(base_url=server.url, timeout=120) as http:
+        with web.Client(base_url=server.url, timeout=120) as http:
             create(http, "ray")
             create(http, "ray_one", shards=1, docs=600)
             uuid = http.get("/ray/_settings").json()["ray"]["settings"]["index"]["uuid"]
@@ -85,7 +86,7 @@ def coordinator(ray_cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> I
 
 @pytest.fixture
 def http(coordinator: Server) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=coordinator.url, timeout=120) as client:
+    with web.Client(base_url=coordinator.url, timeout=120) as client:
         yield client
 
 
@@ -97,7 +98,7 @@ def writing(http: httpx.Client) -> Iterator[None]:
     written: list[str] = []
 
     def run() -> None:
-        with httpx.Client(base_url=str(http.base_url), timeout=120) as own:
+        with web.Client(base_url=str(http.base_url), timeout=120) as own:
             i = 0
             while not stop.is_set():
                 bulk(own, "ray", {f"w{i}": {"n": DOCS + i, "v": i % 13, "tag": "t0"}})

@@ -19,6 +19,7 @@ import orjson
 import pytest
 
 from leafsearch.testing import Server
+from tests import web
 from tests.concurrency import readers_beside_a_writer
 from tests.ray_cluster import ray_server, shard_actor
 from tests.server_zygote import SERVER_ZYGOTE
@@ -82,11 +83,11 @@ def coordinator(ray_cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> I
     data = tmp_path_factory.mktemp("ray-suggest") / "data"
     with (
         Server(data, popen=SERVER_ZYGOTE.popen) as plain,
-        httpx.Client(base_url=plain.url, timeout=120) as http,
+        web.Client(base_url=plain.url, timeout=120) as http,
     ):
         create(http, "local")
     with ray_server(ray_cluster.address, data) as server:
-        with httpx.Client(base_url=server.url, timeout=120) as http:
+        with web.Client(base_url=server.url, timeout=120) as http:
             create(http, "ray")
             uuid = http.get("/ray/_settings").json()["ray"]["settings"]["index"]["uuid"]
             shard_actor(uuid, 0)  # (raises when `ray` is not on the cluster)
@@ -177,7 +178,7 @@ def answer(http: httpx.Client, index: str, body: dict[str, Any]) -> dict[str, An
 
 @pytest.mark.parametrize("name", list(BODIES))
 def test_the_actors_answer_as_local_shards_do(coordinator: Server, name: str) -> None:
-    with httpx.Client(base_url=coordinator.url, timeout=120) as http:
+    with web.Client(base_url=coordinator.url, timeout=120) as http:
         local = answer(http, "local", BODIES[name])
         assert answer(http, "ray", BODIES[name]) == local
     if name == "completion":
@@ -215,7 +216,7 @@ def test_with_a_writer_beside(coordinator: Server) -> None:
     """Documents the compared requests do not match (input, text and nested values of their
     own) are written and refreshed while the answers are compared."""
     stop = threading.Event()
-    with httpx.Client(base_url=coordinator.url, timeout=120) as http:
+    with web.Client(base_url=coordinator.url, timeout=120) as http:
         expected = {name: shown(answer(http, "local", body)) for name, body in BODIES.items()}
 
         def write() -> None:
@@ -226,7 +227,7 @@ def test_with_a_writer_beside(coordinator: Server) -> None:
                 n += 1
 
         def read() -> None:
-            with httpx.Client(base_url=coordinator.url, timeout=120) as own:
+            with web.Client(base_url=coordinator.url, timeout=120) as own:
                 for _ in range(3):
                     for name, body in BODIES.items():
                         assert shown(answer(own, "ray", body)) == expected[name], name

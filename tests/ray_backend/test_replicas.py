@@ -18,6 +18,7 @@ import orjson
 import pytest
 
 from leafsearch.testing import Server
+from tests import web
 from tests.concurrency import stop_process, wait_for, writers_beside_refresher
 from tests.ray_cluster import copy_nodes, machine_of, node_of, ray_server, shard_map, where
 
@@ -32,7 +33,7 @@ def coordinator(ray_cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> I
 
 @pytest.fixture
 def http(coordinator: Server) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=coordinator.url, timeout=120) as client:
+    with web.Client(base_url=coordinator.url, timeout=120) as client:
         yield client
 
 
@@ -81,18 +82,18 @@ def test_each_replica_is_placed_on_another_machine_than_its_shards_other_copies(
 def test_every_acknowledged_write_is_on_both_copies_with_concurrent_bulks_and_refreshes(
     coordinator: Server,
 ) -> None:
-    with httpx.Client(base_url=coordinator.url, timeout=120) as http:
+    with web.Client(base_url=coordinator.url, timeout=120) as http:
         uuid = create(http, "copies", shards=2, replicas=1)
     acknowledged: set[str] = set()
 
     def writer(n: int) -> None:
-        with httpx.Client(base_url=coordinator.url, timeout=120) as client:
+        with web.Client(base_url=coordinator.url, timeout=120) as client:
             for batch in range(8):
                 # (ids overlap across clients: the same documents overwritten concurrently)
                 ids = [f"d{(n * 37 + batch * 11 + i) % 150}" for i in range(25)]
                 acknowledged.update(bulk(client, "copies", ids))
 
-    with httpx.Client(base_url=coordinator.url, timeout=120) as refreshing:
+    with web.Client(base_url=coordinator.url, timeout=120) as refreshing:
         writers_beside_refresher(
             [partial(writer, n) for n in range(3)], lambda: refreshing.post("/copies/_refresh")
         )
@@ -208,7 +209,7 @@ def test_a_primary_whose_machine_dies_is_replaced_by_its_replica_and_no_acknowle
 ) -> None:
     import ray
 
-    with httpx.Client(base_url=coordinator.url, timeout=120) as http:
+    with web.Client(base_url=coordinator.url, timeout=120) as http:
         uuid = create(http, "promoted", shards=1, replicas=1)
         acknowledged = bulk(http, "promoted", [f"a{i}" for i in range(20)])
     primary, (replica,) = copy_nodes(uuid, 0)
@@ -218,7 +219,7 @@ def test_a_primary_whose_machine_dies_is_replaced_by_its_replica_and_no_acknowle
 
     def writer(n: int) -> None:
         try:
-            with httpx.Client(base_url=coordinator.url, timeout=120) as client:
+            with web.Client(base_url=coordinator.url, timeout=120) as client:
                 for i in range(60):
                     if i == 10 and n == 0:
                         ray.kill(machine_of(primary), no_restart=False)
@@ -239,7 +240,7 @@ def test_a_primary_whose_machine_dies_is_replaced_by_its_replica_and_no_acknowle
     (entry,) = shard_map(uuid)
     copies = {c["id"]: c["node"] for c in entry["copies"]}
     assert copies[entry["primary"]] == replica and entry["term"] == 2  # promoted
-    with httpx.Client(base_url=coordinator.url, timeout=120) as http:
+    with web.Client(base_url=coordinator.url, timeout=120) as http:
         http.post("/promoted/_refresh")
         assert set(read_copy(replica, uuid, 0, sorted(acknowledged))) == acknowledged  # none lost
         count = http.get("/promoted/_count").json()
@@ -351,7 +352,7 @@ def test_a_primary_silent_longer_than_the_health_timeout_is_not_replaced_and_los
     written: list[set[str]] = []
 
     def writer() -> None:
-        with httpx.Client(base_url=coordinator.url, timeout=120) as client:
+        with web.Client(base_url=coordinator.url, timeout=120) as client:
             written.append(bulk(client, "slow", late))
 
     with stopped(where(uuid, 0)[1]):  # the primary's machine actor

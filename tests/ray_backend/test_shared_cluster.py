@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import httpx
-
+from tests import web
 from tests.ray_cluster import (
     NODES,
     SharedCluster,
@@ -71,7 +70,7 @@ def test_a_modules_machine_actors_are_kept_for_the_next_holding_nothing(
         # What a module leaves: shards with documents and an open point in time on every machine.
         with (
             ray_server(local.address, first) as server,
-            httpx.Client(base_url=server.url, timeout=60) as http,
+            web.Client(base_url=server.url, timeout=60) as http,
         ):
             settings = {"number_of_shards": 6, "number_of_replicas": 0}
             assert http.put("/left", json={"settings": settings}).status_code == 200
@@ -108,7 +107,7 @@ def test_a_modules_machine_actors_are_kept_for_the_next_holding_nothing(
         # A new coordinator on the kept machines: the index's name is free, its shards served.
         with (
             ray_server(local.address, tmp_path / "second") as server,
-            httpx.Client(base_url=server.url) as http,
+            web.Client(base_url=server.url) as http,
         ):
             assert http.get("/_cat/indices", params={"format": "json"}).json() == []
             assert (

@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests import web
 from tests.conftest import error_of as plain_error_of
 
 LIVENESS_TIMEOUT = 5.0
@@ -80,13 +81,13 @@ def test_pathological_pattern_answers_while_the_server_stays_live(http, server, 
     result: dict[str, httpx.Response] = {}
 
     def run() -> None:
-        with httpx.Client(base_url=server, timeout=60) as client:
+        with web.Client(base_url=server, timeout=60) as client:
             result["search"] = search(client, index, query)
 
     worker = threading.Thread(target=run)
     worker.start()
     try:
-        with httpx.Client(base_url=server, timeout=LIVENESS_TIMEOUT) as other:
+        with web.Client(base_url=server, timeout=LIVENESS_TIMEOUT) as other:
             assert other.get("/").status_code == 200
     finally:
         worker.join(60)

@@ -14,6 +14,7 @@ from conftest import error_of, running_server
 from leafsearch.rest.access import ACTIONS
 from leafsearch.rest.routes import ROUTES
 from leafsearch.security.subject import is_read_action
+from tests import web
 
 VICTIM = "xs-victim"
 PLACEHOLDERS = {"index": VICTIM, "id": "1", "scroll_id": "x", "name": "n", "node_id": "_local"}
@@ -94,7 +95,7 @@ def own_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Clien
     """A client of a server of this module's own, holding the victim: `_state` reads all of the
     server's indices and cluster settings, which the tests of other modules would change."""
     data = tmp_path_factory.mktemp("cross-site") / "data"
-    with running_server(data) as (url, _), httpx.Client(base_url=url, timeout=60) as http:
+    with running_server(data) as (url, _), web.Client(base_url=url, timeout=60) as http:
         assert http.put(f"/{VICTIM}/_doc/1?refresh=true", json={"kept": True}).status_code == 201
         yield http
 
@@ -142,7 +143,7 @@ def test_an_origin_is_refused_without_cors(http: httpx.Client) -> None:
 def test_allowed_origins_get_cors_headers_and_preflights(tmp_path: Path) -> None:
     origins = "/https?://app\\.example(:\\d+)?/"
     settings = ("-E", "http.cors.enabled=true", "-E", f"http.cors.allow-origin={origins}")
-    with running_server(tmp_path / "data", *settings) as (url, _), httpx.Client(base_url=url) as http:
+    with running_server(tmp_path / "data", *settings) as (url, _), web.Client(base_url=url) as http:
         allowed = http.get("/", headers={"origin": "https://app.example"})
         assert allowed.status_code == 200
         assert allowed.headers["access-control-allow-origin"] == "https://app.example"

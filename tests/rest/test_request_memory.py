@@ -24,6 +24,7 @@ import orjson
 from conftest import running_server, serving_clocked
 
 from bench.server import tree_memory_kb
+from tests import web
 
 INDEX = "memory"
 MAPPING = {"properties": {"k": {"type": "keyword"}, "t": {"type": "text"}, "n": {"type": "long"}}}
@@ -121,7 +122,7 @@ def test_the_server_stops_growing_under_repeated_heavy_requests(tmp_path: Path) 
     fix a refused `terms` query of 100,000 terms kept about 10 MB per request."""
     with (
         running_server(tmp_path / "data", "--search-workers", "2") as (url, process),
-        httpx.Client(base_url=url, timeout=120) as http,
+        web.Client(base_url=url, timeout=120) as http,
     ):
         _load(http)
         rss: list[int] = []

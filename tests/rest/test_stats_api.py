@@ -13,6 +13,8 @@ import pytest
 from conftest import error_of, running_server
 from elasticsearch import Elasticsearch, NotFoundError
 
+from tests import web
+
 
 @pytest.fixture
 def filled(es: Elasticsearch, new_index: Callable[..., str]) -> str:
@@ -99,11 +101,11 @@ def test_node_stats_sections_and_http_connections(es: Elasticsearch, server: str
     def http_section(client: httpx.Client) -> dict:
         return next(iter(client.get("/_nodes/stats/http").json()["nodes"].values()))["http"]
 
-    with httpx.Client(base_url=server) as first:
+    with web.Client(base_url=server) as first:
         before = http_section(first)
         # Keep-alive: more requests on the same connection open nothing new.
         assert http_section(first)["total_opened"] == before["total_opened"]
-        with httpx.Client(base_url=server) as second:
+        with web.Client(base_url=server) as second:
             during = http_section(second)
             assert during["total_opened"] == before["total_opened"] + 1
             assert during["current_open"] >= 2
@@ -119,7 +121,7 @@ def test_http_clients_list_each_connection(server: str) -> None:
         return {entry["id"]: entry for entry in section["clients"]}
 
     headers = {"user-agent": "conformance-agent/1", "x-opaque-id": "op-7", "x-forwarded-for": "10.0.0.9"}
-    with httpx.Client(base_url=server, headers=headers) as watched:
+    with web.Client(base_url=server, headers=headers) as watched:
         watched.post("/_search", json={"size": 0})
         mine = next(c for c in clients(watched).values() if c.get("agent") == "conformance-agent/1")
     assert mine["local_address"] == f"127.0.0.1:{port}"
@@ -130,7 +132,7 @@ def test_http_clients_list_each_connection(server: str) -> None:
     assert mine["request_size_bytes"] == len(b'{"size":0}')
     assert mine["last_request_time_millis"] >= mine["opened_time_millis"] > 0
     assert "closed_time_millis" not in mine
-    with httpx.Client(base_url=server) as other:
+    with web.Client(base_url=server) as other:
         # The server sees the close when its event loop reads it: ask until it has.
         for _ in range(200):
             closed = clients(other)[mine["id"]]
@@ -210,10 +212,10 @@ def test_close_and_open(es: Elasticsearch, http: httpx.Client, new_index: Callab
 
 def test_closed_state_survives_a_restart(tmp_path: Path) -> None:
     data = tmp_path / "data"
-    with running_server(data) as (url, _), httpx.Client(base_url=url) as http:
+    with running_server(data) as (url, _), web.Client(base_url=url) as http:
         assert http.put("/kept/_doc/1", json={"n": 1}).status_code == 201
         assert http.post("/kept/_close").status_code == 200
-    with running_server(data) as (url, _), httpx.Client(base_url=url) as http:
+    with running_server(data) as (url, _), web.Client(base_url=url) as http:
         assert _closed(http.get("/kept/_doc/1"), "kept")
         assert http.get("/_cat/indices/kept", params={"h": "status"}).text.strip() == "close"
         assert http.post("/kept/_open").status_code == 200
@@ -229,7 +231,7 @@ def test_close_under_writes_and_searches(server: str, new_index: Callable[..., s
     stop = threading.Event()
 
     def write(slot: int) -> None:
-        with httpx.Client(base_url=server, timeout=60) as client:
+        with web.Client(base_url=server, timeout=60) as client:
             i = 0
             while not stop.is_set():
                 doc_id = f"{slot}-{i}"
@@ -257,7 +259,7 @@ def test_close_under_writes_and_searches(server: str, new_index: Callable[..., s
                     failures.append(response.text)
 
     def search() -> None:
-        with httpx.Client(base_url=server, timeout=60) as client:
+        with web.Client(base_url=server, timeout=60) as client:
             while not stop.is_set():
                 response = client.post(f"/{name}/_search", json={"size": 5})
                 if response.status_code != 200 and not _closed(response, name):
@@ -265,7 +267,7 @@ def test_close_under_writes_and_searches(server: str, new_index: Callable[..., s
 
     threads = [threading.Thread(target=write, args=(slot,)) for slot in range(2)]
     threads.append(threading.Thread(target=search))
-    with httpx.Client(base_url=server, timeout=60) as admin:
+    with web.Client(base_url=server, timeout=60) as admin:
         for thread in threads:
             thread.start()
         for _ in range(4):
@@ -305,7 +307,7 @@ def test_doc_status_counts_every_write_by_status_family(
     writers, per_writer = 4, 25
 
     def write(w: int) -> None:
-        with httpx.Client(base_url=str(http.base_url)) as own:
+        with web.Client(base_url=str(http.base_url)) as own:
             for i in range(per_writer):
                 own.put(f"/{name}/_doc/{w}-{i}", json={"n": i})  # 201
                 own.put(f"/{name}/_doc/{w}-{i}", params={"op_type": "create"}, json={"n": i})  # 409

@@ -22,6 +22,7 @@ from tls_helpers import certificate
 
 from leafsearch import Node
 from leafsearch.rest.app import create_app
+from tests import web
 
 
 def _stop(process: subprocess.Popen) -> str:
@@ -41,7 +42,7 @@ def _wait_up(url: str, process: subprocess.Popen, *, verify: ssl.SSLContext | bo
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and process.poll() is None:
         try:
-            httpx.get(url, verify=verify, timeout=1.0)
+            web.get(url, verify=verify, timeout=1.0)
             return
         except httpx.TransportError:
             time.sleep(0.05)
@@ -69,7 +70,7 @@ def test_tls_serves_https_with_the_given_certificate(tmp_path: Path) -> None:
     try:
         url = f"https://127.0.0.1:{port}"
         _wait_up(url, process, verify=ssl.create_default_context(cafile=cert))
-        with httpx.Client(
+        with web.Client(
             base_url=url, verify=ssl.create_default_context(cafile=cert), auth=("admin", "admin-secret")
         ) as https:
             assert https.get("/").json()["version"]["number"].startswith("8.")
@@ -85,9 +86,9 @@ def test_tls_serves_https_with_the_given_certificate(tmp_path: Path) -> None:
             stats = https.get("/_nodes/stats/walks").json()["nodes"]
             assert next(iter(stats.values()))["walks"]["exports"]["written_by_renderer"] == 0
         with pytest.raises(httpx.ConnectError):
-            httpx.get(url, timeout=5)  # the client does not trust an unknown certificate
+            web.get(url, timeout=5)  # the client does not trust an unknown certificate
         with pytest.raises(httpx.TransportError):
-            httpx.get(f"http://127.0.0.1:{port}/", timeout=5)  # no plain HTTP on a TLS port
+            web.get(f"http://127.0.0.1:{port}/", timeout=5)  # no plain HTTP on a TLS port
     finally:
         output = _stop(process)
     assert f"listening on https://127.0.0.1:{port}" in output
@@ -112,12 +113,12 @@ def test_a_non_loopback_address_needs_authentication_and_tls_or_insecure(tmp_pat
         # Every caller must authenticate, from loopback and from beyond it (a node listening on
         # every address is reached from the network: the loopback caller alone proves nothing).
         for host in ("127.0.0.1", outside) if outside else ("127.0.0.1",):
-            anonymous = httpx.get(f"http://{host}:{port}/", timeout=10)
+            anonymous = web.get(f"http://{host}:{port}/", timeout=10)
             assert anonymous.status_code == 401, (host, anonymous.text)
             assert error_of(anonymous)["reason"] == "missing authentication credentials for REST request [/]"
-            wrong = httpx.get(f"http://{host}:{port}/_cat/indices", auth=("admin", "wrong"), timeout=10)
+            wrong = web.get(f"http://{host}:{port}/_cat/indices", auth=("admin", "wrong"), timeout=10)
             assert wrong.status_code == 401, (host, wrong.text)
-            admin = httpx.get(f"http://{host}:{port}/", auth=("admin", "admin-secret"), timeout=10)
+            admin = web.get(f"http://{host}:{port}/", auth=("admin", "admin-secret"), timeout=10)
             assert admin.status_code == 200, (host, admin.text)
     finally:
         output = _stop(insecure)

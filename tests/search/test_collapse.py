@@ -24,6 +24,7 @@ from inprocess import search
 
 import leafsearch
 from leafsearch.search.workers.pool import LONE_REQUESTS_IN_SERVER
+from tests import web
 from tests.search.test_pit_property import (
     NANOS_BASE,
     OPERATIONS,
@@ -278,7 +279,7 @@ def test_a_collapsed_walk_beside_writers_groups_its_snapshot(http: httpx.Client,
     stop = threading.Event()
 
     def write(offset: int) -> None:
-        with httpx.Client(base_url=str(http.base_url)) as writer:
+        with web.Client(base_url=str(http.base_url)) as writer:
             i = 0
             while not stop.is_set():
                 doc_id = str((offset + i * 3) % 40)

@@ -22,6 +22,7 @@ from conftest import ClockedNode, bulk_index, error_of
 from leafsearch.errors import ElasticError, SearchPhaseExecution
 from leafsearch.request.export_request import EXPORT_PAGE
 from leafsearch.search import export_pages
+from tests import web
 
 NDJSON = "application/x-ndjson"
 
@@ -227,7 +228,7 @@ def test_a_client_that_goes_away_mid_stream_frees_the_export(
     for attempt in range(3):
         wait_for(lambda: _walks(http)["exports"]["current"] == 0)  # the one before has stopped
         with (
-            httpx.Client(base_url=server, timeout=60) as client,
+            web.Client(base_url=server, timeout=60) as client,
             client.stream("POST", f"/{index}/_export", json={}) as response,
         ):
             assert response.status_code == 200
@@ -296,7 +297,7 @@ def _writers(server: str, index: str, n: int) -> Iterator[None]:
     errors: list[str] = []
 
     def write(offset: int) -> None:
-        with httpx.Client(base_url=server, timeout=60) as client:
+        with web.Client(base_url=server, timeout=60) as client:
             i = 0
             while True:
                 k = (i * 2 + offset) % n

@@ -15,6 +15,7 @@ import orjson
 import pytest
 from elasticsearch import ApiError, Elasticsearch
 
+from tests import web
 from tests.concurrency import readers_beside_a_writer
 
 MAPPINGS = {"properties": {"msg": {"type": "text", "fielddata": True}}}
@@ -91,7 +92,7 @@ def test_clients_aggregate_beside_writers_and_clears_and_the_count_stays_true(
     failures: list[str] = []
 
     def write() -> None:
-        with httpx.Client(base_url=str(http.base_url)) as own:
+        with web.Client(base_url=str(http.base_url)) as own:
             start = 200
             while not stop.is_set():
                 fill(own, index, start, 25)
@@ -99,7 +100,7 @@ def test_clients_aggregate_beside_writers_and_clears_and_the_count_stays_true(
                 start += 25
 
     def read() -> None:
-        with httpx.Client(base_url=str(http.base_url)) as own:
+        with web.Client(base_url=str(http.base_url)) as own:
             for _ in range(8):
                 body = {"size": 0, "aggs": {"w": {"terms": {"field": "msg", "size": 3}}}}
                 answer = own.post(f"/{index}/_search", json=body)

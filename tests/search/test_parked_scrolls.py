@@ -13,7 +13,6 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import orjson
 import pytest
 from concurrency import wait_for
@@ -22,6 +21,7 @@ from elasticsearch import Elasticsearch, helpers
 from raw_http import Conn
 
 from leafsearch.search.execution import RECORDED_AHEAD
+from tests import web
 from tests.search.test_parked_walks import (
     _all_ready,
     _parked_pages,
@@ -86,7 +86,7 @@ def test_batches_on_a_kept_connection_are_a_fresh_connections_with_writers_besid
     """Two scrolls of one snapshot (nothing written between their opening), one read on a kept
     connection, one on a new connection per batch, while documents are written and refreshed:
     the same batches, each document of the snapshot once, most batches served by the worker."""
-    with httpx.Client(base_url=server, timeout=60) as http:
+    with web.Client(base_url=server, timeout=60) as http:
         bulk_index(http, "written", {f"d{i}": {"n": i} for i in range(DOCS)})
     quiet = threading.Lock()  # held by a writer for a write and its refresh
     kept_conn = Conn(server)
@@ -278,7 +278,7 @@ def test_a_scroll_cleared_on_another_connection_ends_the_kept_one_with_a_404(ser
     conn = Conn(server)
     scroll_id, _ = _open(conn)
     scroll_id, _ = _walk(conn, scroll_id, 2)
-    cleared = httpx.request("DELETE", f"{server}/_search/scroll", json={"scroll_id": scroll_id}, timeout=60)
+    cleared = web.request("DELETE", f"{server}/_search/scroll", json={"scroll_id": scroll_id}, timeout=60)
     assert cleared.json() == {"succeeded": True, "num_freed": 1}
     status, body = conn.ask(_next(scroll_id))[0]
     assert status == 404
@@ -315,7 +315,7 @@ def test_a_scroll_restored_after_a_kill_answers_the_ids_its_client_holds(tmp_pat
     with the next one."""
     data = tmp_path / "data"
     with running_server(data, search_workers=2) as (url, process):
-        with httpx.Client(base_url=url, timeout=60) as http:
+        with web.Client(base_url=url, timeout=60) as http:
             bulk_index(http, "scrolled", {f"d{i}": {"n": i} for i in range(DOCS)})
         wait_for(lambda: _all_ready(url))
         conn = Conn(url)
@@ -393,7 +393,7 @@ def test_a_scroll_whose_keeping_worker_is_killed_goes_on_from_the_id_its_client_
     past the batches its opening's record named (102 of 5): served on the record the worker had
     extended (`scroll_records_ahead`)."""
     with running_server(tmp_path / "data", search_workers=2) as (url, _):
-        with httpx.Client(base_url=url, timeout=60) as http:
+        with web.Client(base_url=url, timeout=60) as http:
             bulk_index(http, "scrolled", {f"d{i}": {"n": i} for i in range(DOCS)})
         wait_for(lambda: _all_ready(url))
         conn = Conn(url)

@@ -15,13 +15,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import httpx
 import orjson
 import pytest
 from concurrency import wait_for
 from conftest import bulk_index, running_server
 from elasticsearch import Elasticsearch
 from raw_http import Conn
+
+from tests import web
 
 _TOOK = re.compile(rb'"took":\d+')
 DOCS = 1200
@@ -36,13 +37,13 @@ def _page(pit: str, after: list[Any] | None, size: int = SIZE) -> dict[str, Any]
 
 
 def _workers(url: str) -> dict[str, Any]:
-    stats = httpx.get(f"{url}/_nodes/stats/search_workers", timeout=60).json()
+    stats = web.get(f"{url}/_nodes/stats/search_workers", timeout=60).json()
     return next(iter(stats["nodes"].values()))["search_workers"]
 
 
 def search_totals(url: str, index: str) -> tuple[int, int]:
     """The index's primaries' query and fetch totals."""
-    search = httpx.get(f"{url}/{index}/_stats/search", timeout=60).json()["_all"]["primaries"]["search"]
+    search = web.get(f"{url}/{index}/_stats/search", timeout=60).json()["_all"]["primaries"]["search"]
     return search["query_total"], search["fetch_total"]
 
 
@@ -72,7 +73,7 @@ def serving(data: Path, index: str, docs: int) -> Iterator[str]:
     """A server with two search workers, both ready, holding `docs` documents in `index`; its
     log without an ERROR line once stopped."""
     with running_server(data, search_workers=2) as (url, _):
-        with httpx.Client(base_url=url, timeout=60) as http:
+        with web.Client(base_url=url, timeout=60) as http:
             bulk_index(http, index, {f"d{i}": {"n": i} for i in range(docs)})
             wait_for(lambda: _all_ready(url))
         yield url
@@ -91,7 +92,7 @@ def _all_ready(url: str) -> bool:
 
 
 def _open_pit(url: str, index: str = "walked", keep_alive: str = "1m") -> str:
-    response = httpx.post(f"{url}/{index}/_pit?keep_alive={keep_alive}", timeout=60)
+    response = web.post(f"{url}/{index}/_pit?keep_alive={keep_alive}", timeout=60)
     assert response.status_code == 200, response.text
     return response.json()["id"]
 
@@ -116,7 +117,7 @@ def churning_writers(url: str, docs: int, quiet: threading.Lock | None = None) -
 
     def write() -> None:
         try:
-            with httpx.Client(base_url=url, timeout=60) as writer:
+            with web.Client(base_url=url, timeout=60) as writer:
                 i = docs
                 while not stop.is_set():
                     with quiet or contextlib.nullcontext():
@@ -143,7 +144,7 @@ def churning_writers(url: str, docs: int, quiet: threading.Lock | None = None) -
 def test_a_walk_on_a_kept_connection_is_the_walk_of_fresh_connections_with_writers_beside(
     server: str,
 ) -> None:
-    with httpx.Client(base_url=server, timeout=60) as http:
+    with web.Client(base_url=server, timeout=60) as http:
         bulk_index(http, "written", {f"d{i}": {"n": i} for i in range(DOCS)})
         pit = _open_pit(server, "written")
         before = _parked_pages(server)
@@ -210,7 +211,7 @@ def test_what_is_not_the_walks_continuation_is_answered_by_the_general_path(
 def test_a_pit_deleted_from_another_connection_ends_the_parked_walk_with_a_404(server: str) -> None:
     pit = _open_pit(server)
     conn, after = _parked_walk(server, pit)
-    assert httpx.request("DELETE", f"{server}/_pit", json={"id": pit}, timeout=60).status_code == 200
+    assert web.request("DELETE", f"{server}/_pit", json={"id": pit}, timeout=60).status_code == 200
     status, body = conn.ask(Conn.request("/_search", _page(pit, after)))[0]
     assert status == 404
     assert orjson.loads(body)["error"]["root_cause"][0]["type"] == "search_context_missing_exception"
@@ -259,7 +260,7 @@ def test_a_client_that_closes_a_parked_connection_leaves_nothing_in_the_worker(s
 
 def test_a_killed_worker_closes_its_parked_connections_and_a_clean_stop_logs_no_error(tmp_path: Path) -> None:
     with running_server(tmp_path / "data", search_workers=2) as (url, _):
-        with httpx.Client(base_url=url, timeout=60) as http:
+        with web.Client(base_url=url, timeout=60) as http:
             bulk_index(http, "walked", {f"d{i}": {"n": i} for i in range(DOCS)})
         wait_for(lambda: _all_ready(url))
         pit = _open_pit(url)
@@ -282,7 +283,7 @@ def test_a_killed_worker_closes_its_parked_connections_and_a_clean_stop_logs_no_
 
 def test_a_walk_on_an_index_with_a_search_slow_log_is_not_kept(server: str) -> None:
     """The server process logs what it times: such a walk's pages all take the general path."""
-    with httpx.Client(base_url=server, timeout=60) as http:
+    with web.Client(base_url=server, timeout=60) as http:
         bulk_index(http, "slowly", {f"d{i}": {"n": i} for i in range(600)})
         settings = {"index.search.slowlog.threshold.fetch.warn": "0ms"}
         assert http.put("/slowly/_settings", json=settings).status_code == 200

@@ -11,6 +11,8 @@ import httpx
 import pytest
 from elasticsearch import Elasticsearch
 
+from tests import web
+
 AGGS = {"size": 0, "aggs": {"tags": {"terms": {"field": "tag"}}, "top": {"max": {"field": "n"}}}}
 
 
@@ -131,7 +133,7 @@ def test_cached_answers_beside_writers_and_refreshes(
         stop.set()
 
     def reader() -> None:
-        with httpx.Client(base_url=str(http.base_url)) as own:
+        with web.Client(base_url=str(http.base_url)) as own:
             last = 0
             while not stop.is_set():
                 total = own.post(f"/{tagged}/_search", json=AGGS).json()["hits"]["total"]["value"]

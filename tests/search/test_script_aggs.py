@@ -16,6 +16,7 @@ import orjson
 import pytest
 from elasticsearch import Elasticsearch
 
+from tests import web
 from tests.concurrency import readers_beside_a_writer
 
 DOCS = 300
@@ -150,14 +151,14 @@ def test_clients_aggregate_by_scripts_while_writers_run(http: httpx.Client, inde
     failures: list[str] = []
 
     def write() -> None:
-        with httpx.Client(base_url=str(http.base_url)) as own:
+        with web.Client(base_url=str(http.base_url)) as own:
             start = DOCS
             while not stop.is_set():
                 fill(own, index, start, 20)
                 start += 20
 
     def read() -> None:
-        with httpx.Client(base_url=str(http.base_url)) as own:
+        with web.Client(base_url=str(http.base_url)) as own:
             for _ in range(6):
                 body = {
                     "size": 0,

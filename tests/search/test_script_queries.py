@@ -11,6 +11,8 @@ from collections.abc import Callable
 import httpx
 import orjson
 
+from tests import web
+
 DOCS = 300
 
 
@@ -100,7 +102,7 @@ def test_a_walk_with_a_script_query_is_exactly_once_while_clients_write(
     stop = threading.Event()
 
     def writer() -> None:
-        with httpx.Client(base_url=server, timeout=60) as client:
+        with web.Client(base_url=server, timeout=60) as client:
             i = 0
             while not stop.is_set():
                 client.put(f"/{index}/_doc/new-{i}", json={"n": 2 * i, "tag": "a", "price": 1.0, "msg": "x"})

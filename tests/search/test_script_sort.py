@@ -15,6 +15,7 @@ import orjson
 import pytest
 from elasticsearch import Elasticsearch, NotFoundError
 
+from tests import web
 from tests.concurrency import readers_beside_a_writer
 
 DOCS = 240
@@ -113,7 +114,7 @@ def test_a_pit_walk_and_a_scroll_by_a_script_sort_see_their_snapshot_once_while_
 
     def write(worker: int) -> None:
         try:
-            with httpx.Client(base_url=str(http.base_url)) as own:
+            with web.Client(base_url=str(http.base_url)) as own:
                 round_ = 0
                 while not stop.is_set():
                     start = DOCS + 1000 * worker + 20 * round_
@@ -223,14 +224,14 @@ def test_scripted_searches_from_several_clients_while_writers_run(
     failures: list[str] = []
 
     def write() -> None:
-        with httpx.Client(base_url=str(http.base_url)) as own:
+        with web.Client(base_url=str(http.base_url)) as own:
             round_ = 0
             while not stop.is_set():
                 fill(own, index, 10, DOCS + 10 * round_)
                 round_ += 1
 
     def read(worker: int) -> None:
-        with httpx.Client(base_url=str(http.base_url)) as own:
+        with web.Client(base_url=str(http.base_url)) as own:
             for _ in range(8):
                 body = {
                     "size": 20,

@@ -18,6 +18,8 @@ import pytest
 from conftest import ClockedNode, running_server
 from elasticsearch import Elasticsearch, NotFoundError, helpers
 
+from tests import web
+
 NDJSON = {"content-type": "application/x-ndjson"}
 MAPPING = {"properties": {"n": {"type": "long"}, "k": {"type": "keyword"}, "v": {"type": "long"}}}
 
@@ -561,7 +563,7 @@ def test_nodes_stats_sections_and_node_info(http: httpx.Client) -> None:
 def private(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
     """A server no other test opens contexts on, with a small index."""
     data: Path = tmp_path_factory.mktemp("scroll-limits") / "data"
-    with running_server(data) as (url, _), httpx.Client(base_url=url, timeout=60) as client:
+    with running_server(data) as (url, _), web.Client(base_url=url, timeout=60) as client:
         client.put("/limits", json={"mappings": MAPPING})
         client.post("/limits/_doc/1?refresh=true", json={"n": 1})
         yield client

@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 from inprocess import search
 
 import leafsearch
+from tests import web
 from tests.search.test_pit_property import (
     OPERATIONS,
     QUERY,
@@ -213,7 +214,7 @@ def test_a_backward_walk_beside_writers_sees_its_snapshot(http: httpx.Client, ne
     stop = threading.Event()
 
     def write(offset: int) -> None:
-        with httpx.Client(base_url=str(http.base_url)) as writer:
+        with web.Client(base_url=str(http.base_url)) as writer:
             i = 0
             while not stop.is_set():
                 doc_id = str((offset + i * 7) % 300)

@@ -26,6 +26,7 @@ import uvicorn
 from leafsearch.errors import TaskCancelled
 from leafsearch.node.node import Node
 from leafsearch.rest.app import create_app
+from tests import web
 from tests.conftest import error_of, free_port, running_server
 
 SEGMENTS = 5
@@ -75,7 +76,7 @@ def serving(tmp_path: Path, clock: Callable[[], float]) -> Iterator[tuple[httpx.
             if server.started:
                 break
             thread.join(0.05)
-        with httpx.Client(base_url=f"http://127.0.0.1:{server.config.port}", timeout=30) as client:
+        with web.Client(base_url=f"http://127.0.0.1:{server.config.port}", timeout=30) as client:
             _segments(client, "logs")
             yield client, node
     finally:
@@ -311,7 +312,7 @@ def _rss(pid: int) -> int:
 def test_memory_goes_back_after_heavy_aggregations(tmp_path: Path) -> None:
     with (
         running_server(tmp_path / "data") as (url, process),
-        httpx.Client(base_url=url, timeout=120) as client,
+        web.Client(base_url=url, timeout=120) as client,
     ):
         mappings = {"properties": {"n": {"type": "long"}, "k": {"type": "keyword"}}}
         assert client.put("/big", json={"mappings": mappings}).status_code == 200
@@ -328,7 +329,7 @@ def test_memory_goes_back_after_heavy_aggregations(tmp_path: Path) -> None:
                 "keys": {"terms": {"field": "k", "size": 5000}, "aggs": {"top": {"max": {"field": "n"}}}},
             }
             body = {"size": 0, "query": {"range": {"n": {"gte": start}}}, "aggs": aggs}
-            with httpx.Client(base_url=url, timeout=120) as own:
+            with web.Client(base_url=url, timeout=120) as own:
                 return own.post("/big/_search", json=body).status_code
 
         assert heavy(0) == 200  # columns read once (segments keep them) before the baseline
@@ -381,7 +382,7 @@ def test_the_merge_worker_ends_when_its_server_is_killed_while_it_starts(tmp_pat
     # one is tests/search/test_worker_zygote.py's.
     with (
         running_server(tmp_path / "data", search_workers=0) as (url, process),
-        httpx.Client(base_url=url, timeout=60) as client,
+        web.Client(base_url=url, timeout=60) as client,
     ):
         assert client.put("/merging", json={"settings": {"refresh_interval": "-1"}}).status_code == 200
         for n in range(12):  # twelve small segments: a merge once the index is quiet

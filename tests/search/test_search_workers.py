@@ -24,6 +24,7 @@ from leafsearch.errors import SearchPhaseExecution, TaskCancelled
 from leafsearch.indices import admin
 from leafsearch.node.node import Node
 from leafsearch.search.workers.pool import LONE_REQUESTS_IN_SERVER, LONE_WALKS_IN_SERVER
+from tests import web
 from tests.concurrency import stop_process
 from tests.conftest import running_server
 from tests.inprocess import count, search
@@ -462,7 +463,7 @@ def _search_workers(http: httpx.Client) -> dict[str, Any]:
 def test_slices_walked_by_client_processes_with_writes_beside_them(tmp_path: Path) -> None:
     with (
         running_server(tmp_path / "data", "--search-workers", "2") as (url, _),
-        httpx.Client(base_url=url, timeout=60) as http,
+        web.Client(base_url=url, timeout=60) as http,
     ):
         index = "walks"
         assert http.put(f"/{index}", json={"settings": {"number_of_shards": 3}}).status_code == 200
@@ -474,7 +475,7 @@ def test_slices_walked_by_client_processes_with_writes_beside_them(tmp_path: Pat
         stop = threading.Event()
 
         def writer() -> None:
-            with httpx.Client(base_url=url, timeout=60) as own:
+            with web.Client(base_url=url, timeout=60) as own:
                 next_id = 6000
                 while not stop.is_set():
                     _http_bulk(own, index, range(next_id, next_id + 100))
@@ -506,7 +507,7 @@ def test_slices_walked_by_client_processes_with_writes_beside_them(tmp_path: Pat
 def test_workers_killed_in_the_middle_of_walks_lose_nothing_and_leak_nothing(tmp_path: Path) -> None:
     with (
         running_server(tmp_path / "data", "--search-workers", "2") as (url, _),
-        httpx.Client(base_url=url, timeout=60) as http,
+        web.Client(base_url=url, timeout=60) as http,
     ):
         index = "kills"
         # Both walks in workers (the first, alone, would otherwise run in the server process).
@@ -579,7 +580,7 @@ def test_workers_killed_in_the_middle_of_walks_lose_nothing_and_leak_nothing(tmp
 def test_a_served_node_without_workers_runs_searches_in_its_own_process(tmp_path: Path) -> None:
     with (
         running_server(tmp_path / "data", "--search-workers", "0") as (url, _),
-        httpx.Client(base_url=url, timeout=60) as http,
+        web.Client(base_url=url, timeout=60) as http,
     ):
         _http_bulk(http, "plain", range(10))
         http.post("/plain/_refresh")

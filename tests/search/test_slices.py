@@ -31,6 +31,7 @@ from leafsearch.index import derived_files, uid
 from leafsearch.indices import admin
 from leafsearch.search import slicing
 from leafsearch.testing import Server
+from tests import web
 from tests.server_zygote import SERVER_ZYGOTE
 
 _M64 = (1 << 64) - 1
@@ -378,7 +379,7 @@ def test_concurrent_sliced_scrolls_of_one_snapshot_hold_exactly_their_slices(
     slices = [(s, count) for count in (2, 4) for s in range(count)]
 
     def read(spec: tuple[int, int]) -> set[str]:
-        with httpx.Client(base_url=server, timeout=60) as client:
+        with web.Client(base_url=server, timeout=60) as client:
             return sliced(client, index, *spec)
 
     for _ in range(2):
@@ -498,7 +499,7 @@ def test_hash_slices_of_large_segments_under_writes_merges_and_a_restart(tmp_pat
     errors: list[str] = []
 
     def write(url: str, offset: int) -> None:
-        with httpx.Client(base_url=url, timeout=60) as client:
+        with web.Client(base_url=url, timeout=60) as client:
             i = 0
             while not stop.is_set() or i < 3:
                 body = b"".join(
@@ -515,7 +516,7 @@ def test_hash_slices_of_large_segments_under_writes_merges_and_a_restart(tmp_pat
 
     with (
         Server(tmp_path / "data", popen=SERVER_ZYGOTE.popen) as server,
-        httpx.Client(base_url=server.url, timeout=60) as client,
+        web.Client(base_url=server.url, timeout=60) as client,
     ):
         client.put("/t", json={"settings": {"number_of_shards": 1}})
         response = client.post("/t/_bulk", params={"refresh": "true"}, content=lines, headers=_NDJSON)
@@ -534,7 +535,7 @@ def test_hash_slices_of_large_segments_under_writes_merges_and_a_restart(tmp_pat
         total = client.get("/t/_count").json()["count"]
     with (
         Server(tmp_path / "data", popen=SERVER_ZYGOTE.popen) as server,
-        httpx.Client(base_url=server.url, timeout=60) as client,
+        web.Client(base_url=server.url, timeout=60) as client,
     ):
         _check_slices(client, "t", stable)
         parts = [_sliced_sources(client, "t", s, 2) for s in range(2)]

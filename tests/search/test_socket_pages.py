@@ -27,6 +27,8 @@ from elasticsearch import Elasticsearch, helpers
 from raw_http import Conn
 from tls_helpers import certificate
 
+from tests import web
+
 NDJSON = "application/x-ndjson"
 _TOOK = re.compile(rb'"took":\d+')
 _DATE = re.compile(rb"date: [^\r]*\r\n")
@@ -121,7 +123,7 @@ def test_walks_beside_a_writer_read_their_snapshot_exactly_once(
     stop = threading.Event()
 
     def write() -> None:
-        with httpx.Client(base_url=server, timeout=60) as client:
+        with web.Client(base_url=server, timeout=60) as client:
             i = 0
             while not stop.is_set() or i < 3:
                 lines = [
@@ -151,7 +153,7 @@ def test_walks_beside_a_writer_read_their_snapshot_exactly_once(
 
     def scroll_walk() -> None:
         seen, sid = list(first), scroll_id
-        with httpx.Client(base_url=server, timeout=60) as client:
+        with web.Client(base_url=server, timeout=60) as client:
             while True:
                 body = client.post("/_search/scroll", json={"scroll": "1m", "scroll_id": sid}).json()
                 hits = body["hits"]["hits"]
@@ -354,7 +356,7 @@ def test_a_worker_killed_mid_body_cuts_the_response_and_the_next_request_works(
     """A scroll batch larger than the sockets' buffers to a client that does not read: the worker
     blocks writing it; killed, the client sees the connection end before the Content-Length, and
     the scroll's previous id gives the same batch again (the context moved before the write)."""
-    with running_server(tmp_path / "data") as (url, _), httpx.Client(base_url=url, timeout=60) as http:
+    with running_server(tmp_path / "data") as (url, _), web.Client(base_url=url, timeout=60) as http:
         http.put("/_cluster/settings", json={"transient": {"search.workers.lone_walks_in_server": False}})
         bulk_index(http, "cut", _docs(3000, pad=3000))
         wait_for(lambda: _all_ready(http))
@@ -412,7 +414,7 @@ def test_over_tls_pages_are_relayed(tmp_path: Path) -> None:
     cert, key = certificate(tmp_path)
     with (
         running_server(tmp_path / "data", "--tls-cert", str(cert), "--tls-key", str(key)) as (url, _),
-        httpx.Client(base_url=url, verify=ssl.create_default_context(cafile=cert), timeout=60) as https,
+        web.Client(base_url=url, verify=ssl.create_default_context(cafile=cert), timeout=60) as https,
     ):
         https.put("/_cluster/settings", json={"transient": {"search.workers.lone_walks_in_server": False}})
         bulk_index(https, "tls", _docs(1500))
@@ -428,7 +430,7 @@ def test_over_tls_pages_are_relayed(tmp_path: Path) -> None:
 
 def test_a_lent_response_carries_the_cors_headers_of_the_relayed_one(tmp_path: Path) -> None:
     settings = ("-E", "http.cors.enabled=true", "-E", "http.cors.allow-origin=https://app.example")
-    with running_server(tmp_path / "data", *settings) as (url, _), httpx.Client(base_url=url) as http:
+    with running_server(tmp_path / "data", *settings) as (url, _), web.Client(base_url=url) as http:
         http.put("/_cluster/settings", json={"transient": {"search.workers.lone_walks_in_server": False}})
         bulk_index(http, "cors", _docs(40))
         wait_for(lambda: _all_ready(http))

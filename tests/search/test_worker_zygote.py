@@ -17,6 +17,7 @@ import httpx
 
 from leafsearch.index.merge_worker import NICENESS
 from leafsearch.search.workers import zygote
+from tests import web
 from tests.conftest import bulk_index, running_server, search_ok
 
 
@@ -66,7 +67,7 @@ def _open_files(pid: int) -> list[str]:
 def test_workers_are_forks_of_one_zygote_holding_none_of_the_servers_files(tmp_path: Path) -> None:
     with (
         running_server(tmp_path / "data", search_workers=2, fresh_interpreter=True) as (url, server),
-        httpx.Client(base_url=url, timeout=60) as http,
+        web.Client(base_url=url, timeout=60) as http,
     ):
         bulk_index(http, "forked", {str(i): {"n": i} for i in range(50)})
         workers = _ready(http, 2)["workers"]
@@ -90,7 +91,7 @@ def test_workers_are_forks_of_one_zygote_holding_none_of_the_servers_files(tmp_p
 def test_a_worker_killed_is_replaced_by_another_fork_and_a_dead_zygote_by_a_new_one(tmp_path: Path) -> None:
     with (
         running_server(tmp_path / "data", search_workers=1, fresh_interpreter=True) as (url, server),
-        httpx.Client(base_url=url, timeout=60) as http,
+        web.Client(base_url=url, timeout=60) as http,
     ):
         bulk_index(http, "replaced", {str(i): {"n": i} for i in range(20)})
         (first,) = _ready(http, 1)["workers"]
@@ -148,7 +149,7 @@ def test_the_merge_worker_is_a_fork_of_the_zygote_at_a_lower_priority_replaced_o
 ) -> None:
     with (
         running_server(tmp_path / "data", search_workers=1, fresh_interpreter=True) as (url, server),
-        httpx.Client(base_url=url, timeout=60) as http,
+        web.Client(base_url=url, timeout=60) as http,
     ):
         (worker,) = _ready(http, 1)["workers"]
         zygote_pid = _parent(worker["pid"])
@@ -171,7 +172,7 @@ def test_the_merge_worker_is_a_fork_of_the_zygote_at_a_lower_priority_replaced_o
 def test_a_server_killed_leaves_neither_zygote_nor_workers(tmp_path: Path) -> None:
     with (
         running_server(tmp_path / "data", search_workers=2, fresh_interpreter=True) as (url, server),
-        httpx.Client(base_url=url, timeout=60) as http,
+        web.Client(base_url=url, timeout=60) as http,
     ):
         workers = [worker["pid"] for worker in _ready(http, 2)["workers"]]
         zygote_pid = _parent(workers[0])

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import httpx
+from tests import web
 
 
 def client_walk(url: str, pit: str, slice_id: int, slices: int) -> list[str]:
@@ -17,7 +17,7 @@ def client_walk(url: str, pit: str, slice_id: int, slices: int) -> list[str]:
         "sort": ["_shard_doc"],
         "slice": {"id": slice_id, "max": slices},
     }
-    with httpx.Client(base_url=url, timeout=60) as http:
+    with web.Client(base_url=url, timeout=60) as http:
         while True:
             response = http.post("/_search", json=body)
             assert response.status_code == 200, response.text
@@ -29,7 +29,7 @@ def client_walk(url: str, pit: str, slice_id: int, slices: int) -> list[str]:
 
 
 def client_scroll(url: str, index: str, slice_id: int, slices: int) -> list[str]:
-    with httpx.Client(base_url=url, timeout=60) as http:
+    with web.Client(base_url=url, timeout=60) as http:
         body = {"size": 113, "sort": ["_doc"], "slice": {"id": slice_id, "max": slices}}
         page = http.post(f"/{index}/_search", params={"scroll": "1m"}, json=body).json()
         ids: list[str] = []

@@ -11,6 +11,8 @@ import pytest
 from conftest import error_of, running_server
 from security_helpers import add_user
 
+from tests import web
+
 ADMIN = ("admin", "admin-secret")
 LOGS = ("lou", "lou-secret")  # write:logs-*
 READER = ("rita", "rita-secret")  # read:logs-*
@@ -28,7 +30,7 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 def client(url: str, user: tuple[str, str]) -> httpx.Client:
-    return httpx.Client(base_url=url, auth=user, timeout=60)
+    return web.Client(base_url=url, auth=user, timeout=60)
 
 
 @pytest.mark.parametrize(

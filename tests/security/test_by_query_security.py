@@ -12,6 +12,8 @@ import pytest
 from conftest import error_of, running_server
 from security_helpers import add_user
 
+from tests import web
+
 ADMIN = ("admin", "admin-secret")
 VIEWER = ("vera", "vera-secret")
 LOGS = ("lou", "lou-secret")  # write:logs-*
@@ -30,7 +32,7 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 def client(url: str, user: tuple[str, str]) -> httpx.Client:
-    return httpx.Client(base_url=url, auth=user, timeout=60)
+    return web.Client(base_url=url, auth=user, timeout=60)
 
 
 def _fill(admin: httpx.Client, *names: str) -> None:

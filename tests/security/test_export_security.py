@@ -11,6 +11,8 @@ import pytest
 from conftest import error_of, running_server
 from security_helpers import add_user
 
+from tests import web
+
 ADMIN = ("admin", "admin-secret")
 READER = ("rita", "rita-secret")  # read:logs-*
 OTHER = ("otto", "otto-secret")  # read:logs-*
@@ -27,7 +29,7 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 def client(url: str, user: tuple[str, str]) -> httpx.Client:
-    return httpx.Client(base_url=url, auth=user, timeout=60)
+    return web.Client(base_url=url, auth=user, timeout=60)
 
 
 def _ids(response: httpx.Response) -> list[str]:
@@ -55,4 +57,4 @@ def test_an_export_needs_read_on_its_indices(secured: str) -> None:
         response = otto.post("/_export", json={"pit": {"id": pit}})  # not its PIT: as if none
         assert response.status_code == 404
         assert response.json()["error"]["root_cause"][0]["type"] == "search_context_missing_exception"
-        assert httpx.post(f"{secured}/logs-exp/_export", json={}).status_code == 401
+        assert web.post(f"{secured}/logs-exp/_export", json={}).status_code == 401

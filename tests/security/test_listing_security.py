@@ -24,6 +24,8 @@ from conftest import error_of, running_server
 from elasticsearch import Elasticsearch
 from security_helpers import add_user
 
+from tests import web
+
 ADMIN = ("admin", "admin-secret")
 READER = ("rita", "rita-secret")  # read:logs-*
 WRITER = ("lou", "lou-secret")  # write:logs-*
@@ -45,7 +47,7 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
         add_user(data, *ADMIN, "superuser")
         add_user(data, *READER, "read:logs-*")
         add_user(data, *WRITER, "write:logs-*")
-        with httpx.Client(base_url=url, auth=ADMIN, timeout=60) as admin:
+        with web.Client(base_url=url, auth=ADMIN, timeout=60) as admin:
             for name, count in DOCS.items():
                 for i in range(count):
                     admin.put(f"/{name}/_doc/{i}", json={"n": i, "where": name}).raise_for_status()
@@ -69,7 +71,7 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
 
 
 def client(node: Secured, user: tuple[str, str]) -> httpx.Client:
-    return httpx.Client(base_url=node.url, auth=user, timeout=60)
+    return web.Client(base_url=node.url, auth=user, timeout=60)
 
 
 def ok(response: httpx.Response) -> Any:

@@ -20,6 +20,8 @@ from conftest import bulk_index, running_server
 from raw_http import Conn
 from security_helpers import add_user, leafsearch_cli
 
+from tests import web
+
 ADMIN = ("admin", "admin-secret")
 READER = ("rita", "rita-secret")  # read:logs-*
 OTHER = ("otto", "otto-secret")  # read:logs-*
@@ -36,7 +38,7 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Pat
         add_user(data, *ADMIN, "superuser")
         add_user(data, *READER, "read:logs-*")
         add_user(data, *OTHER, "read:logs-*")
-        with httpx.Client(base_url=url, auth=ADMIN, timeout=60) as admin:
+        with web.Client(base_url=url, auth=ADMIN, timeout=60) as admin:
             bulk_index(admin, "logs-walk", {f"d{i}": {"n": i} for i in range(600)})
             wait_for(lambda: _ready(admin))
         yield url, data
@@ -49,7 +51,7 @@ def _ready(admin: httpx.Client) -> bool:
 
 
 def _parked_pages(url: str) -> int:
-    stats = httpx.get(f"{url}/_nodes/stats/search_workers", auth=ADMIN, timeout=60).json()
+    stats = web.get(f"{url}/_nodes/stats/search_workers", auth=ADMIN, timeout=60).json()
     return next(iter(stats["nodes"].values()))["search_workers"]["parked_pages"]
 
 
@@ -62,7 +64,7 @@ def _page(pit: str, after: list[Any] | None) -> dict[str, Any]:
 
 def _walk(url: str, headers: dict[str, str], pages: int = 3) -> tuple[Conn, str, list[Any]]:
     """A connection whose walk (a PIT opened with `headers`) went `pages` pages: it is parked."""
-    pit = httpx.post(f"{url}/logs-walk/_pit?keep_alive=1m", headers=headers, timeout=60).json()["id"]
+    pit = web.post(f"{url}/logs-walk/_pit?keep_alive=1m", headers=headers, timeout=60).json()["id"]
     conn, after = Conn(url), None
     for _ in range(pages):
         status, body = conn.ask(Conn.request("/_search", _page(pit, after), headers))[0]
@@ -100,12 +102,12 @@ def test_an_api_key_invalidated_while_its_walk_is_parked_ends_the_walk_with_a_40
     secured: tuple[str, Path],
 ) -> None:
     url, _ = secured
-    key = httpx.post(f"{url}/_security/api_key", auth=READER, json={"name": "walker"}, timeout=60).json()
+    key = web.post(f"{url}/_security/api_key", auth=READER, json={"name": "walker"}, timeout=60).json()
     headers = {"authorization": f"ApiKey {key['encoded']}"}
     conn, pit, after = _walk(url, headers)
     served = _parked_pages(url)
     assert served > 0
-    gone = httpx.request(
+    gone = web.request(
         "DELETE", f"{url}/_security/api_key", auth=READER, json={"ids": [key["id"]]}, timeout=60
     )
     assert gone.json()["invalidated_api_keys"] == [key["id"]]
@@ -135,7 +137,7 @@ def test_an_api_key_that_expires_while_its_walk_is_parked_ends_the_walk_with_a_4
 ) -> None:
     url, _ = secured
     for seconds in (4, 16, 64):  # a key that expired before its walk was parked: a longer one
-        made = httpx.post(
+        made = web.post(
             f"{url}/_security/api_key",
             auth=READER,
             json={"name": "brief", "expiration": f"{seconds}s"},
@@ -194,12 +196,12 @@ def test_an_api_key_invalidated_while_its_scroll_is_kept_ends_the_scroll_with_a_
     secured: tuple[str, Path],
 ) -> None:
     url, _ = secured
-    key = httpx.post(f"{url}/_security/api_key", auth=READER, json={"name": "scroller"}, timeout=60).json()
+    key = web.post(f"{url}/_security/api_key", auth=READER, json={"name": "scroller"}, timeout=60).json()
     headers = {"authorization": f"ApiKey {key['encoded']}"}
     before = _parked_pages(url)
     conn, scroll_id = _scroll(url, headers)
     assert _parked_pages(url) > before
-    gone = httpx.request(
+    gone = web.request(
         "DELETE", f"{url}/_security/api_key", auth=READER, json={"ids": [key["id"]]}, timeout=60
     )
     assert gone.json()["invalidated_api_keys"] == [key["id"]]

@@ -20,6 +20,8 @@ from conftest import error_of, running_server
 from elasticsearch import Elasticsearch
 from security_helpers import add_user, leafsearch_cli
 
+from tests import web
+
 ADMIN = ("admin", "admin-secret")
 VIEWER = ("vera", "vera-secret")
 LOGS = ("lou", "lou-secret")  # write:logs-*
@@ -35,7 +37,7 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Pat
         add_user(data, *VIEWER, "viewer")
         add_user(data, *LOGS, "write:logs-*")
         add_user(data, *READER, "read:logs-*")
-        admin = httpx.Client(base_url=url, auth=ADMIN, timeout=60)
+        admin = web.Client(base_url=url, auth=ADMIN, timeout=60)
         for name in ("logs-a", "secret"):
             assert admin.put(f"/{name}").status_code == 200
             for i in range(3):
@@ -46,7 +48,7 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Pat
 
 
 def client(url: str, user: tuple[str, str] | None = None) -> httpx.Client:
-    return httpx.Client(base_url=url, auth=user, timeout=60)
+    return web.Client(base_url=url, auth=user, timeout=60)
 
 
 def test_requests_without_credentials_are_401_with_a_challenge(secured: tuple[str, Path]) -> None:

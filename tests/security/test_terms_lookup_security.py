@@ -9,6 +9,8 @@ import pytest
 from conftest import error_of, running_server
 from security_helpers import add_user
 
+from tests import web
+
 ADMIN = ("admin", "admin-secret")
 READER = ("rita", "rita-secret")  # read:logs-*
 
@@ -24,8 +26,8 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 def test_lookup_needs_read_on_the_lookup_index(secured: str) -> None:
     with (
-        httpx.Client(base_url=secured, auth=ADMIN) as admin,
-        httpx.Client(base_url=secured, auth=READER) as rita,
+        web.Client(base_url=secured, auth=ADMIN) as admin,
+        web.Client(base_url=secured, auth=READER) as rita,
     ):
         for name in ("logs-users", "logs-lists", "secret-lists"):
             admin.delete(f"/{name}")

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import httpx
 import orjson
 from elasticsearch import Elasticsearch
 from elasticsearch.helpers import bulk
 from test_transfer import cli, documents, read_lines
+
+from tests import web
 
 MAPPING = {
     "properties": {
@@ -91,5 +92,5 @@ def test_export_and_import_keep_every_type(server: str, tmp_path: Path) -> None:
         assert found[3] and all(o[2] == {"at": ["s3y0"]} for o in found[3])  # the cell of (10, 20)
         assert {h[0] for h in found[4][:2]} == {"10", "31"}  # [3, 1, 1], the nearest vectors
     finally:
-        httpx.delete(f"{server}/{source}", timeout=60)
-        httpx.delete(f"{server}/{copy}", timeout=60)
+        web.delete(f"{server}/{source}", timeout=60)
+        web.delete(f"{server}/{copy}", timeout=60)

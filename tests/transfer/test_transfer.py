@@ -25,6 +25,7 @@ from conftest import REPO, running_server, server_env
 
 from bench.generate import MAPPING, generate
 from leafsearch.transfer.importer import ImportState, file_identity, save_import_state
+from tests import web
 from tests.server_zygote import SERVER_ZYGOTE
 
 #: Documents of the module's index: enough for several pages (1,000 each) in every slice of an
@@ -88,7 +89,7 @@ def loaded(server: str, dataset: tuple[Path, Path, dict[str, bytes]]) -> Iterato
     name = "transfer-source"
     cli("import", str(records), name, "--url", server, "--mapping", str(mapping), "--workers", "2")
     yield name
-    httpx.delete(f"{server}/{name}", timeout=60)
+    web.delete(f"{server}/{name}", timeout=60)
 
 
 def test_round_trip_with_slices_and_compression(
@@ -101,12 +102,12 @@ def test_round_trip_with_slices_and_compression(
     # ... and back into a new index, then out again through one gzip stream
     cli("import", str(exported), "transfer-copy", "--url", server)
     try:
-        assert httpx.get(f"{server}/transfer-copy/_count", timeout=60).json()["count"] == N
+        assert web.get(f"{server}/transfer-copy/_count", timeout=60).json()["count"] == N
         again = tmp_path / "copy.ndjson.gz"
         cli("export", "transfer-copy", str(again), "--url", server)
         assert documents(read_lines(again)) == expected
     finally:
-        httpx.delete(f"{server}/transfer-copy", timeout=60)
+        web.delete(f"{server}/transfer-copy", timeout=60)
 
 
 def test_slices_as_separate_files(server: str, loaded: str, dataset, tmp_path: Path) -> None:
@@ -122,7 +123,7 @@ def test_export_to_stdout_with_a_query_and_source_filtering(server: str, loaded:
     query = '{"term": {"service": "svc-01"}}'
     done = cli("export", loaded, "--url", server, "--query", query, "--source", "service,bytes")
     lines = done.stdout.splitlines()
-    count = httpx.post(f"{server}/{loaded}/_count", json={"query": orjson.loads(query)}, timeout=60).json()[
+    count = web.post(f"{server}/{loaded}/_count", json={"query": orjson.loads(query)}, timeout=60).json()[
         "count"
     ]
     assert 0 < len(lines) == count
@@ -138,7 +139,7 @@ def proxy_to(
     """A proxy to `server` on loopback (its URL) whose every request, its body read, is answered
     by `forward(handler, upstream client, body)`; HTTP/1.0: a body ends where its connection
     closes."""
-    upstream = httpx.Client(base_url=server, timeout=120)
+    upstream = web.Client(base_url=server, timeout=120)
 
     class Proxy(BaseHTTPRequestHandler):
         def _forward(self) -> None:
@@ -231,7 +232,7 @@ def test_resume_after_the_point_in_time_expired_is_refused(server: str, loaded: 
     finally:
         if process.poll() is None:
             process.kill()
-    httpx.request("DELETE", f"{server}/_pit", json={"id": _state(output)["pit_id"]}, timeout=60)
+    web.request("DELETE", f"{server}/_pit", json={"id": _state(output)["pit_id"]}, timeout=60)
     done = cli("export", loaded, str(output), "--url", server, "--resume", check=False)
     assert done.returncode == 1
     assert b"point in time is gone" in done.stderr
@@ -246,12 +247,12 @@ def test_export_and_import_on_a_data_folder(tmp_path: Path) -> None:
     data.mkdir()
     cli("import", str(plain), "local", "--data", str(data))
     with running_server(data) as (url, _):
-        assert httpx.get(f"{url}/local/_count", timeout=60).json()["count"] == len(docs)
+        assert web.get(f"{url}/local/_count", timeout=60).json()["count"] == len(docs)
         # the running server holds the folder: the commands refuse it rather than read under it
         refused = cli("export", "local", str(tmp_path / "x.ndjson"), "--data", str(data), check=False)
         assert refused.returncode == 1
         assert b"in use by another leafsearch node" in refused.stderr
-        httpx.post(f"{url}/local/_doc/extra?refresh=true", json={"n": -1, "tag": "extra"}, timeout=60)
+        web.post(f"{url}/local/_doc/extra?refresh=true", json={"n": -1, "tag": "extra"}, timeout=60)
     output = tmp_path / "local.ndjson"
     cli("export", "local", str(output), "--data", str(data), "--slices", "2")
     exported = [orjson.loads(line)["_source"] for line in read_lines(output)]
@@ -294,11 +295,11 @@ def test_import_reports_each_failed_item_and_exits_1(server: str, tmp_path: Path
         assert by_line[7]["error"]["type"] == "parse_exception"
         assert b"2 items imported, 3 failed" in done.stderr  # the delete of a missing id is no failure
         # `_index` in the file does not redirect a document: INDEX is where everything goes
-        assert httpx.head(f"{server}/elsewhere", timeout=60).status_code == 404
-        got = httpx.get(f"{server}/transfer-errors/_doc/a", timeout=60).json()
+        assert web.head(f"{server}/elsewhere", timeout=60).status_code == 404
+        got = web.get(f"{server}/transfer-errors/_doc/a", timeout=60).json()
         assert got["_source"] == {"n": 1}
     finally:
-        httpx.delete(f"{server}/transfer-errors", timeout=60)
+        web.delete(f"{server}/transfer-errors", timeout=60)
 
 
 def test_import_of_gzip_and_of_standard_input(server: str, tmp_path: Path) -> None:
@@ -319,11 +320,11 @@ def test_import_of_gzip_and_of_standard_input(server: str, tmp_path: Path) -> No
         assert piped.returncode == 0, piped.stderr.decode()
         for index in ("transfer-gz", "transfer-stdin"):
             body = {"size": 0, "aggs": {"n": {"sum": {"field": "n"}}}}
-            answer = httpx.post(f"{server}/{index}/_search", json=body, timeout=60).json()
+            answer = web.post(f"{server}/{index}/_search", json=body, timeout=60).json()
             assert answer["hits"]["total"]["value"] == len(docs)
             assert answer["aggregations"]["n"]["value"] == sum(range(len(docs)))
     finally:
-        httpx.delete(f"{server}/transfer-gz,transfer-stdin", timeout=60)
+        web.delete(f"{server}/transfer-gz,transfer-stdin", timeout=60)
 
 
 def test_import_of_records_fast_and_parsed_chunk_by_chunk(server: str, tmp_path: Path) -> None:
@@ -344,9 +345,9 @@ def test_import_of_records_fast_and_parsed_chunk_by_chunk(server: str, tmp_path:
     try:
         done = cli("import", str(source), index, "--url", server, "--chunk", "50", "--workers", "3")
         assert f"{len(lines):,} items imported, 0 failed" in done.stderr.decode()
-        httpx.post(f"{server}/{index}/_refresh", timeout=60).raise_for_status()
+        web.post(f"{server}/{index}/_refresh", timeout=60).raise_for_status()
         body = {"size": 1000, "query": {"match_all": {}}}
-        hits = httpx.post(f"{server}/{index}/_search", json=body, timeout=60).json()["hits"]["hits"]
+        hits = web.post(f"{server}/{index}/_search", json=body, timeout=60).json()["hits"]["hits"]
         got = {hit["_id"]: (hit.get("_routing"), hit["_source"]) for hit in hits}
         expected = {}
         for line in lines:
@@ -354,7 +355,7 @@ def test_import_of_records_fast_and_parsed_chunk_by_chunk(server: str, tmp_path:
             expected[record["_id"]] = (record.get("_routing"), record["_source"])
         assert got == expected
     finally:
-        httpx.delete(f"{server}/{index}", timeout=60)
+        web.delete(f"{server}/{index}", timeout=60)
 
 
 def test_resuming_a_bulk_file_whose_first_chunk_was_acknowledged(server: str, tmp_path: Path) -> None:
@@ -380,18 +381,18 @@ def test_resuming_a_bulk_file_whose_first_chunk_was_acknowledged(server: str, tm
     try:
         done = cli("import", str(source), index, "--url", server, "--resume")
         assert "3 items imported, 0 failed" in done.stderr.decode()
-        httpx.post(f"{server}/{index}/_refresh", timeout=60).raise_for_status()
-        hits = httpx.post(f"{server}/{index}/_search", json={"size": 10}, timeout=60).json()["hits"]["hits"]
+        web.post(f"{server}/{index}/_refresh", timeout=60).raise_for_status()
+        hits = web.post(f"{server}/{index}/_search", json={"size": 10}, timeout=60).json()["hits"]["hits"]
         assert {hit["_id"]: hit["_source"] for hit in hits} == {"a": {"n": 1}, "b": {"n": 2}, "c": {"n": 3}}
     finally:
-        httpx.delete(f"{server}/{index}", timeout=60)
+        web.delete(f"{server}/{index}", timeout=60)
 
 
 # ---- the streaming endpoint, its fallback, and what a new user hit ----------------------------------
 
 
 def open_contexts(server: str) -> int:
-    stats = httpx.get(f"{server}/_nodes/stats/indices/search", timeout=60).json()["nodes"]
+    stats = web.get(f"{server}/_nodes/stats/indices/search", timeout=60).json()["nodes"]
     return sum(node["indices"]["search"]["open_contexts"] for node in stats.values())
 
 
@@ -507,7 +508,7 @@ def test_export_over_a_pit_ignores_concurrent_writes(server: str, dataset, tmp_p
     def write(worker: int) -> None:
         """New documents, updates and deletes of exported ones, refreshed, while the export runs."""
         rng = random.Random(worker)
-        with httpx.Client(base_url=server, timeout=60) as http:
+        with web.Client(base_url=server, timeout=60) as http:
             while _state(output) is None and not stop.is_set():
                 time.sleep(0.001)
             n = 0
@@ -546,7 +547,7 @@ def test_export_over_a_pit_ignores_concurrent_writes(server: str, dataset, tmp_p
         assert sum(written) > 0  # the writers did write meanwhile
         assert documents(read_lines(output)) == expected  # exactly the documents of the snapshot
     finally:
-        httpx.delete(f"{server}/{index}", timeout=60)
+        web.delete(f"{server}/{index}", timeout=60)
 
 
 @pytest.mark.parametrize("kind", ["records", "plain"])
@@ -591,7 +592,7 @@ def test_import_killed_at_random_moments_resumes_without_loss_or_duplicate(
         values = sorted(orjson.loads(line)["_source"]["n"] for line in read_lines(exported))
         assert values == list(range(n)), f"seed {seed}"  # every line once: none lost, none twice
     finally:
-        httpx.delete(f"{server}/{index}", timeout=60)
+        web.delete(f"{server}/{index}", timeout=60)
 
 
 def test_interrupted_export_says_how_to_resume_and_a_new_run_closes_the_old_pit(
@@ -660,7 +661,7 @@ def test_bad_input_is_a_message_and_status_1(server: str, tmp_path: Path) -> Non
         assert done.returncode == 1, path
         assert message in done.stderr and b"Traceback" not in done.stderr, done.stderr
         assert b"--resume" not in done.stderr  # nothing was sent: nothing to resume
-    assert httpx.head(f"{server}/transfer-bad", timeout=60).status_code == 404  # nothing created
+    assert web.head(f"{server}/transfer-bad", timeout=60).status_code == 404  # nothing created
     assert not list(tmp_path.glob("*.import-state.json*"))
     missing = cli("import", str(tmp_path / "gone.ndjson"), "x", "--url", server, "--resume", check=False)
     assert (
@@ -686,12 +687,12 @@ def test_export_writes_the_definition_that_import_applies(
     assert "uuid" not in definition["settings"]["index"]
     try:
         cli("import", str(output), "transfer-defined", "--url", server)
-        mapping = httpx.get(f"{server}/transfer-defined/_mapping", timeout=60).json()
+        mapping = web.get(f"{server}/transfer-defined/_mapping", timeout=60).json()
         assert mapping["transfer-defined"]["mappings"] == MAPPING
         cli("import", str(output), "transfer-undefined", "--url", server, "--no-mapping")
-        dynamic = httpx.get(f"{server}/transfer-undefined/_mapping", timeout=60).json()
+        dynamic = web.get(f"{server}/transfer-undefined/_mapping", timeout=60).json()
         assert dynamic["transfer-undefined"]["mappings"]["properties"]["service"]["type"] == "text"
-        got = httpx.get(f"{server}/transfer-defined/_doc/0000000007", timeout=60).json()
+        got = web.get(f"{server}/transfer-defined/_doc/0000000007", timeout=60).json()
         assert orjson.dumps(got["_source"], option=orjson.OPT_SORT_KEYS) == expected["0000000007"]
     finally:
-        httpx.delete(f"{server}/transfer-defined,transfer-undefined", timeout=60)
+        web.delete(f"{server}/transfer-defined,transfer-undefined", timeout=60)

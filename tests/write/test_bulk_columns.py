@@ -11,6 +11,8 @@ import httpx
 import orjson
 import pytest
 
+from tests import web
+
 NDJSON = {"content-type": "application/x-ndjson"}
 
 
@@ -161,7 +163,7 @@ def test_concurrent_bulks_with_refreshes_keep_versions_and_seq_nos(
     done = threading.Event()
 
     def writer(client: int) -> None:
-        with httpx.Client(base_url=server, timeout=60) as own:
+        with web.Client(base_url=server, timeout=60) as own:
             for r in range(rounds):
                 body = ndjson(
                     *[x for i in ids for x in ({"index": {"_id": i}}, {"client": client, "round": r})]
@@ -177,7 +179,7 @@ def test_concurrent_bulks_with_refreshes_keep_versions_and_seq_nos(
                     failures.append(f"stale get {seen}")
 
     def refresher() -> None:
-        with httpx.Client(base_url=server, timeout=60) as own:
+        with web.Client(base_url=server, timeout=60) as own:
             while not done.is_set():
                 own.post(f"/{index}/_refresh")
 

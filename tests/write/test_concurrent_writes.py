@@ -21,6 +21,8 @@ import orjson
 import pytest
 from conftest import running_server
 
+from tests import web
+
 TRIALS = int(os.environ.get("LEAFSEARCH_CRASH_TRIALS", "2"))
 IDS_PER_WRITER = 25
 SETTINGS = {"settings": {"number_of_shards": 2, "refresh_interval": "100ms"}}
@@ -64,7 +66,7 @@ def write_until_killed(run: Run, url: str, name: str, rng: random.Random, state:
     dies. Each request's possible outcomes are noted before it is sent."""
     ids = [f"{name}-{j}" for j in range(IDS_PER_WRITER)]
     counter = 0
-    with httpx.Client(base_url=url, timeout=30) as http:
+    with web.Client(base_url=url, timeout=30) as http:
         while True:
             kind = rng.choice(("index", "update", "delete", "bulk", "bulk"))
             chosen = rng.sample(ids, rng.randint(2, 12)) if kind == "bulk" else [rng.choice(ids)]
@@ -125,7 +127,7 @@ def send(
 def housekeeping(run: Run, url: str) -> None:
     """Refreshes and flushes beside the writers (merges start on their own once a shard holds
     many small segments)."""
-    with httpx.Client(base_url=url, timeout=30) as http:
+    with web.Client(base_url=url, timeout=30) as http:
         while not run.stop.is_set():
             try:
                 for path in (f"/{run.index}/_refresh", f"/{run.index}/_refresh", f"/{run.index}/_flush"):
@@ -137,7 +139,7 @@ def housekeeping(run: Run, url: str) -> None:
 
 
 def check_after_restart(url: str, index: str, state: dict[str, Expected]) -> None:
-    with httpx.Client(base_url=url, timeout=60) as http:
+    with web.Client(base_url=url, timeout=60) as http:
         docs = http.post(f"/{index}/_mget", json={"ids": list(state)}).json()["docs"]
     lost: list[str] = []
     for doc in docs:
@@ -175,7 +177,7 @@ def test_writers_whose_bulks_workers_parse_lose_nothing_acknowledged_across_kill
 
 
 def worker_jobs(url: str) -> int:
-    nodes = httpx.get(f"{url}/_nodes/stats/search_workers").json()["nodes"]
+    nodes = web.get(f"{url}/_nodes/stats/search_workers").json()["nodes"]
     return sum(node.get("search_workers", {}).get("jobs", 0) for node in nodes.values())
 
 
@@ -186,7 +188,7 @@ def crash_trial(tmp_path: Path, writers: int, *, worker_parse: bool) -> None:
     run = Run("crash")
     states = [{f"w{k}-{j}": Expected() for j in range(IDS_PER_WRITER)} for k in range(writers)]
     with running_server(data) as (url, process):
-        assert httpx.put(f"{url}/{run.index}", json=SETTINGS).status_code == 200
+        assert web.put(f"{url}/{run.index}", json=SETTINGS).status_code == 200
         if worker_parse:
             any_time = {
                 "indices.bulk.worker_parse_min_size": "1b",
@@ -194,7 +196,7 @@ def crash_trial(tmp_path: Path, writers: int, *, worker_parse: bool) -> None:
                 "indices.segments.worker_build_min_docs": "1",
             }
             settings = {"persistent": any_time}
-            assert httpx.put(f"{url}/_cluster/settings", json=settings).status_code == 200
+            assert web.put(f"{url}/_cluster/settings", json=settings).status_code == 200
         threads = [
             threading.Thread(target=writer, args=(run, url, f"w{k}", random.Random(rng.random()), states[k]))
             for k in range(writers)

@@ -16,6 +16,8 @@ from conftest import error_of, running_server
 from elasticsearch import Elasticsearch
 from security_helpers import add_user
 
+from tests import web
+
 INCREMENT = "ctx._source.counter += params.by"
 
 
@@ -176,7 +178,7 @@ def test_scripted_increments_from_several_clients_are_none_lost(
     refreshing = threading.Event()
 
     def refresher() -> None:
-        with httpx.Client(base_url=server, timeout=60) as http:
+        with web.Client(base_url=server, timeout=60) as http:
             while not refreshing.is_set():
                 http.post(f"/{index}/_refresh")
 
@@ -223,13 +225,11 @@ def test_only_a_superuser_stores_scripts(tmp_path: Path) -> None:
     with running_server(data) as (url, _):
         add_user(data, "admin", "admin-secret", "superuser")
         add_user(data, "writer", "writer-secret", "write:*")
-        writer = httpx.put(
+        writer = web.put(
             f"{url}/_scripts/s", json={"script": {"source": "1"}}, auth=("writer", "writer-secret")
         )
         assert writer.status_code == 403
         assert error_of(writer)["type"] == "security_exception"
-        admin = httpx.put(
-            f"{url}/_scripts/s", json={"script": {"source": "1"}}, auth=("admin", "admin-secret")
-        )
+        admin = web.put(f"{url}/_scripts/s", json={"script": {"source": "1"}}, auth=("admin", "admin-secret"))
         assert admin.status_code == 200
-        assert httpx.get(f"{url}/_scripts/s", auth=("writer", "writer-secret")).json()["found"] is True
+        assert web.get(f"{url}/_scripts/s", auth=("writer", "writer-secret")).json()["found"] is True

@@ -20,6 +20,8 @@ import pytest
 from conftest import error_of, running_server
 from elasticsearch import BadRequestError, Elasticsearch
 
+from tests import web
+
 NDJSON = {"content-type": "application/x-ndjson"}
 JSON = {"content-type": "application/json"}
 
@@ -390,7 +392,7 @@ def test_a_gzip_body_of_several_members_is_inflated_whole(
 
 def test_the_size_limit_counts_every_gzip_member(tmp_path: Path) -> None:
     limited = running_server(tmp_path / "data", "--max-content-length", "1kb")
-    with limited as (url, _), httpx.Client(base_url=url) as http:
+    with limited as (url, _), web.Client(base_url=url) as http:
         member = gzip.compress(b'{"a":"' + b"x" * 600 + b'"}')
         headers = {**JSON, "content-encoding": "gzip"}
         assert http.put("/limited/_doc/1", content=member, headers=headers).status_code == 201
@@ -407,7 +409,7 @@ def test_after_hostile_writes_the_node_refreshes_and_restarts_with_what_it_ackno
 ) -> None:
     data = tmp_path / "data"
     index = "hostile"
-    with running_server(data) as (url, process), httpx.Client(base_url=url, timeout=60) as http:
+    with running_server(data) as (url, process), web.Client(base_url=url, timeout=60) as http:
         body = {"settings": {"number_of_shards": 2}, "mappings": {"properties": {"k": {"type": "keyword"}}}}
         assert http.put(f"/{index}", json=body).status_code == 200
         routed = bulk(http, {"index": {"_index": index, "_id": "r", "routing": 5}}, {"k": "routed"})
@@ -420,7 +422,7 @@ def test_after_hostile_writes_the_node_refreshes_and_restarts_with_what_it_ackno
         assert http.post(f"/{index}/_refresh").status_code == 200
         process.kill()
         process.wait()
-    with running_server(data) as (url, _), httpx.Client(base_url=url, timeout=60) as http:
+    with running_server(data) as (url, _), web.Client(base_url=url, timeout=60) as http:
         assert http.get(f"/{index}/_mapping").json() == mapping
         assert http.get(f"/{index}/_doc/r", params={"routing": "5"}).json()["_source"] == {"k": "routed"}
         assert http.post(f"/{index}/_refresh").status_code == 200

@@ -46,6 +46,7 @@ import httpx
 import pytest
 from elasticsearch import Elasticsearch
 
+from tests import web
 from tests.conftest import ClockedNode, creating_indices, serving_clocked
 from tests.ray_cluster import (
     COORDINATOR_STARTUP_SECONDS,
@@ -218,7 +219,7 @@ def es(server: str) -> Iterator[Elasticsearch]:
 
 @pytest.fixture(scope="package")
 def http(server: str) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=server, timeout=120) as client:
+    with web.Client(base_url=server, timeout=120) as client:
         yield client
 
 
