@@ -16,7 +16,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import httpx
 import orjson
 import pytest
 from concurrency import wait_for
@@ -28,6 +27,7 @@ from leafsearch.search.context_records import ContextRecords
 from leafsearch.search.execution import RECORDED_AHEAD, ScrollTask
 from leafsearch.search.scroll_pit import extend_record
 from leafsearch.search.workers.records_ahead import RecordsAhead
+from tests import web
 from tests.search.test_parked_scrolls import _ids, _next, _open, _to_the_end
 from tests.search.test_parked_walks import _all_ready, _workers, churning_writers
 
@@ -45,7 +45,7 @@ def _stats(url: str) -> tuple[int, int]:
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     data = tmp_path_factory.mktemp("records-ahead") / "data"
     with running_server(data, search_workers=2) as (url, _):
-        with httpx.Client(base_url=url, timeout=60) as http:
+        with web.Client(base_url=url, timeout=60) as http:
             for index in ("written", "scrolled"):  # (written: with writers beside)
                 bulk_index(http, index, {f"d{i}": {"n": i} for i in range(DOCS)})
         wait_for(lambda: _all_ready(url))
@@ -65,7 +65,7 @@ def test_a_kept_scroll_with_writers_beside_is_never_handed_back_between_windows(
         with churning_writers(server, DOCS, quiet):
             with quiet:  # two scrolls of one snapshot
                 scroll_id, first = _open(conn, "written", size=SIZE)
-                whole = httpx.post(
+                whole = web.post(
                     f"{server}/written/_search?scroll=1m", json={"size": 10_000, "sort": ["_doc"]}, timeout=60
                 ).json()
             before = _stats(server)
@@ -140,7 +140,7 @@ def test_a_kept_scroll_killed_at_random_points_answers_the_ids_its_client_holds(
     for kill in range(4):
         with running_server(data, search_workers=2) as (url, process):
             if kill == 0:
-                with httpx.Client(base_url=url, timeout=60) as http:
+                with web.Client(base_url=url, timeout=60) as http:
                     bulk_index(http, "scrolled", {f"d{i}": {"n": i} for i in range(DOCS)})
             wait_for(lambda: _all_ready(url))  # noqa: B023 - (called here, in this round)
             conn = Conn(url)
@@ -175,7 +175,7 @@ def test_scrolls_cleared_as_their_records_are_extended_stay_cleared_after_a_kill
     data = tmp_path / "data"
     cleared = []
     with running_server(data, search_workers=2) as (url, process):
-        with httpx.Client(base_url=url, timeout=60) as http:
+        with web.Client(base_url=url, timeout=60) as http:
             bulk_index(http, "scrolled", {f"d{i}": {"n": i} for i in range(DOCS)})
         wait_for(lambda: _all_ready(url))
         # The opening's record names batches 2..65; the worker asks once 32 are left after a
@@ -187,7 +187,7 @@ def test_scrolls_cleared_as_their_records_are_extended_stay_cleared_after_a_kill
                 status, body = conn.ask(_next(scroll_id))[0]
                 assert status == 200, body
                 scroll_id = orjson.loads(body)["_scroll_id"]
-            response = httpx.request(
+            response = web.request(
                 "DELETE", f"{url}/_search/scroll", json={"scroll_id": scroll_id}, timeout=60
             )
             assert response.json() == {"succeeded": True, "num_freed": 1}
