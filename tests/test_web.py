@@ -58,7 +58,9 @@ def test_the_tests_build_httpx_clients_only_here() -> None:
     found = [
         f"{path.relative_to(folder)}:{number}"
         for path in sorted(folder.rglob("*.py"))
-        if path.name not in ("web.py", "test_web.py") and "node_modules" not in path.parts
+        if path.name not in ("web.py", "test_web.py")
+        # (installed packages: a client's node_modules, a checkout's old virtualenv)
+        and not any(part == "node_modules" or part.startswith(".") for part in path.relative_to(folder).parts)
         for number, line in enumerate(path.read_text().splitlines(), 1)
         if BUILDS.search(line) and (path.name, line[: len(SAMPLE_LINE[1])]) != SAMPLE_LINE
     ]
