@@ -194,11 +194,7 @@ def _next_batch(
             services.contexts.persist(ctx)
         if not kept:
             return True
-        encode = services.contexts.encode_id
-        ends = tuple(
-            (end, encode("scroll", ctx.key, seq + i, ctx.token)) for i, end in enumerate(ctx.ahead, 1)
-        )
-        return ScrollAhead(seq, ends)
+        return _named_ahead(services, ctx, seq, ctx.ahead)
 
     body, cursor, total, ahead = _batch(
         services,
@@ -245,12 +241,20 @@ def extend_record(
         services.contexts.persist(ctx)
         if ctx.freed:  # (no record was written)
             return None
-        encode = services.contexts.encode_id
-        return ScrollAhead(
-            seq, tuple((end, encode("scroll", ctx.key, seq + i, ctx.token)) for i, end in enumerate(ends, 1))
-        )
+        return _named_ahead(services, ctx, seq, ends)
     finally:
         ctx.lock.release()
+
+
+def _named_ahead(
+    services: CoordinatorServices, ctx: ReaderContext, seq: int, ends: list[list]
+) -> ScrollAhead:
+    """The batches after position `seq` that the scroll's record names, each by its end and the
+    id answered with it (a kept connection's worker serves them: workers/parking.py)."""
+    encode = services.contexts.encode_id
+    return ScrollAhead(
+        seq, tuple((end, encode("scroll", ctx.key, seq + i, ctx.token)) for i, end in enumerate(ends, 1))
+    )
 
 
 def _skip_to(services: CoordinatorServices, ctx: ReaderContext, seq: int) -> None:
